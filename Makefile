@@ -1,0 +1,106 @@
+# rewind - the one build entry point.
+#
+#   make          build build/rewind and build/librewind.a (optimised, -Werror)
+#   make test     build, then run every test in the normal build and again
+#                 under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make demo     install missing Debian packages, build, run the demo
+#   make bench    run the benchmarks (see README)
+#   make fuzz     build the libFuzzer harnesses (clang) into build-fuzz/
+#   make fuzz-ci  replay the fuzz corpora and fuzz each harness briefly
+#   make format   clang-format every source file in place
+#
+# Sources are found by wildcard: every src/<module>/*.c (and one level
+# below) goes into librewind.a, except src/cli which makes the binary.
+# Files named *_avx2.c, *_avx512.c and *_amx.c are compiled with those ISA
+# flags only, so one binary runs on any x86-64 with AVX2 and picks the best
+# kernels at run time.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+CFLAGS_BASE := -std=c17 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+               -D_GNU_SOURCE -pthread -Isrc -MMD -MP $(SAN)
+LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null)
+
+LIB_SRC := $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c))
+CLI_SRC := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/*/test_*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/harness.o
+
+ISA_AVX2   := -mavx2 -mfma -mf16c
+ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
+
+.PHONY: all test test-fast test-asan demo bench fuzz fuzz-ci format clean setup
+all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
+
+$(BUILD)/librewind.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/rewind: $(CLI_OBJ) $(BUILD)/librewind.a
+	$(CC) $(CFLAGS_BASE) -o $@ $(CLI_OBJ) $(BUILD)/librewind.a $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/librewind.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/librewind.a $(LDLIBS)
+
+$(BUILD)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(ISA_AVX2) -c -o $@ $<
+$(BUILD)/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(ISA_AVX512) -c -o $@ $<
+$(BUILD)/obj/%_amx.o: %_amx.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(ISA_AMX) -c -o $@ $<
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -c -o $@ $<
+
+# The sanitizer build: same sources, own folder, -O1 so it stays quick.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+test: setup-check
+	$(MAKE) all
+	$(MAKE) all BUILD=build-asan OPT=-O1 SAN="$(SAN_FLAGS)"
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  scripts/run-tests.sh build build-asan
+
+# Only the normal build's tests (quicker while developing).
+test-fast: all
+	scripts/run-tests.sh build
+
+demo: setup
+	$(MAKE) all
+	scripts/demo.sh
+
+bench: all
+	scripts/bench.sh
+
+setup:
+	scripts/setup.sh
+
+# make test needs the same packages; setup.sh is a no-op when all are present.
+setup-check:
+	@scripts/setup.sh --quiet
+
+fuzz:
+	scripts/fuzz.sh build
+
+fuzz-ci:
+	scripts/fuzz.sh ci
+
+format:
+	clang-format -i $$(find src tests bench fuzz -name '*.[ch]' 2>/dev/null)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find build build-asan -name '*.d' 2>/dev/null)

@@ -1,0 +1,49 @@
+/* main.c - the rewind program: dispatches to the subcommands in cli.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} cli_command;
+
+static const cli_command commands[] = {
+    {"inspect", rw_cmd_inspect, "inspect FILE.gguf [--json] [--dump TENSOR --out OUT.f32]"},
+    {"synth", rw_cmd_synth,
+     "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] -o OUT.gguf"},
+};
+
+void rw_cli_error(const char *cmd, const char *fmt, ...) {
+    fprintf(stderr, "rewind %s: ", cmd);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: rewind COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  rewind %s\n", commands[i].usage);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "rewind: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

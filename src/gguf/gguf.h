@@ -1,0 +1,193 @@
+/* gguf.h - GGUF reader and writer.
+ *
+ * File layout (all integers little-endian; version 2 and 3 are read):
+ *
+ *   OFFSET  SIZE  DESCRIPTION
+ *   0       4     magic "GGUF"
+ *   4       4     version (u32)
+ *   8       8     n_tensors (u64)
+ *   16      8     n_kv (u64)
+ *   24      ...   n_kv key/value pairs:   key (string), value type (u32), value
+ *   ...     ...   n_tensors tensor infos: name (string), n_dims (u32),
+ *                 ne[n_dims] (u64 each), type (u32), offset (u64, relative to
+ *                 the data section, a multiple of the alignment)
+ *   ...     ...   zero padding up to a multiple of the alignment
+ *   data    ...   tensor data; each tensor starts at data + offset
+ *
+ *   string = length (u64) + bytes (no terminator)
+ *   array  = element type (u32) + count (u64) + elements (arrays may nest)
+ *   alignment = general.alignment (u32, a power of two) or 32
+ *
+ * The reader maps the file read-only and never trusts it: every length,
+ * count and offset is checked against the bytes that remain before use, and
+ * any violation is an RW_ERR_FORMAT error whose message names the byte offset
+ * and the key or tensor concerned. Values point into the mapping, so they live
+ * as long as the rw_gguf that returned them.
+ */
+#ifndef RW_GGUF_GGUF_H
+#define RW_GGUF_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+
+#define RW_GGUF_MAX_DIMS 4
+#define RW_GGUF_DEFAULT_ALIGNMENT 32
+
+typedef enum {
+    RW_GGUF_UINT8 = 0,
+    RW_GGUF_INT8 = 1,
+    RW_GGUF_UINT16 = 2,
+    RW_GGUF_INT16 = 3,
+    RW_GGUF_UINT32 = 4,
+    RW_GGUF_INT32 = 5,
+    RW_GGUF_FLOAT32 = 6,
+    RW_GGUF_BOOL = 7,
+    RW_GGUF_STRING = 8,
+    RW_GGUF_ARRAY = 9,
+    RW_GGUF_UINT64 = 10,
+    RW_GGUF_INT64 = 11,
+    RW_GGUF_FLOAT64 = 12,
+    RW_GGUF_TYPE_COUNT
+} rw_gguf_type;
+
+/* A string inside the file: not NUL-terminated, may hold any bytes. */
+typedef struct {
+    const char *ptr;
+    uint64_t len;
+} rw_gguf_str;
+
+typedef struct rw_gguf_value rw_gguf_value;
+
+/* One metadata value. Scalars are widened: unsigned types and bool in u,
+ * signed in i, float32/float64 in f (float32 widening is exact). */
+struct rw_gguf_value {
+    rw_gguf_type type;
+    union {
+        uint64_t u;
+        int64_t i;
+        double f;
+        rw_gguf_str str;
+        struct {
+            rw_gguf_type type;    /* element type */
+            uint64_t n;           /* element count */
+            const uint8_t *raw;   /* numeric/bool elements, packed little-endian, unaligned */
+            rw_gguf_value *items; /* string or array elements (n of them), else NULL */
+        } arr;
+    };
+};
+
+typedef struct {
+    const char *key; /* NUL-terminated copy */
+    rw_gguf_value value;
+} rw_gguf_kv;
+
+typedef struct {
+    const char *name;            /* NUL-terminated copy */
+    rw_dtype type;
+    uint32_t n_dims;             /* 1..RW_GGUF_MAX_DIMS */
+    uint64_t ne[RW_GGUF_MAX_DIMS]; /* ggml order, ne[0] contiguous; unused dims are 1 */
+    uint64_t offset;             /* relative to the data section */
+    uint64_t file_offset;        /* absolute offset in the file */
+    uint64_t nbytes;
+    const void *data;            /* points into the mapping */
+} rw_gguf_tensor;
+
+typedef struct rw_gguf rw_gguf;
+
+/* Opens and validates a GGUF file (mmap, read-only). On success *out owns the
+ * mapping; free it with rw_gguf_close. On failure *out is NULL and err says
+ * what is wrong and at which offset. */
+rw_status rw_gguf_open(const char *path, rw_gguf **out, rw_error *err);
+
+/* Same over a caller-owned buffer that must outlive the rw_gguf (used by the
+ * fuzzer and tests). */
+rw_status rw_gguf_open_memory(const void *data, size_t size, rw_gguf **out, rw_error *err);
+
+void rw_gguf_close(rw_gguf *g); /* no-op on NULL */
+
+uint32_t rw_gguf_version(const rw_gguf *g);
+uint32_t rw_gguf_alignment(const rw_gguf *g);
+uint64_t rw_gguf_data_offset(const rw_gguf *g); /* absolute offset of the data section */
+const void *rw_gguf_file_data(const rw_gguf *g);
+size_t rw_gguf_file_size(const rw_gguf *g);
+
+/* Metadata in file order. */
+size_t rw_gguf_n_kv(const rw_gguf *g);
+const rw_gguf_kv *rw_gguf_kv_at(const rw_gguf *g, size_t i);
+const rw_gguf_value *rw_gguf_get(const rw_gguf *g, const char *key); /* NULL if absent */
+
+/* Typed getters. Each returns RW_ERR_NOT_FOUND if the key is absent and
+ * RW_ERR_FORMAT if the value has an incompatible type or does not fit. */
+rw_status rw_gguf_get_u32(const rw_gguf *g, const char *key, uint32_t *out, rw_error *err);
+rw_status rw_gguf_get_i64(const rw_gguf *g, const char *key, int64_t *out, rw_error *err);
+rw_status rw_gguf_get_f32(const rw_gguf *g, const char *key, float *out, rw_error *err);
+rw_status rw_gguf_get_bool(const rw_gguf *g, const char *key, bool *out, rw_error *err);
+rw_status rw_gguf_get_str(const rw_gguf *g, const char *key, rw_gguf_str *out, rw_error *err);
+/* Copies a string value into buf as a C string; fails if it does not fit or
+ * holds a NUL byte. */
+rw_status rw_gguf_get_cstr(const rw_gguf *g, const char *key, char *buf, size_t cap, rw_error *err);
+
+/* Array element access (v must be an RW_GGUF_ARRAY). Integer/bool elements
+ * read through _int, float or integer elements through _float. Return false
+ * on a type mismatch or i out of range. */
+bool rw_gguf_arr_int(const rw_gguf_value *v, uint64_t i, int64_t *out);
+bool rw_gguf_arr_float(const rw_gguf_value *v, uint64_t i, double *out);
+bool rw_gguf_arr_str(const rw_gguf_value *v, uint64_t i, rw_gguf_str *out);
+
+/* Size in bytes of one scalar of type t (0 for string, array and invalid). */
+size_t rw_gguf_type_size(rw_gguf_type t);
+const char *rw_gguf_type_name(rw_gguf_type t);
+
+/* Tensors in file order. */
+size_t rw_gguf_n_tensors(const rw_gguf *g);
+const rw_gguf_tensor *rw_gguf_tensor_at(const rw_gguf *g, size_t i);
+const rw_gguf_tensor *rw_gguf_find_tensor(const rw_gguf *g, const char *name); /* NULL if absent */
+
+/* ---- Writer ----
+ * Builds a GGUF file from metadata and tensors, laid out as gguf-py and
+ * llama.cpp lay it out: version 3, kv and tensor infos in insertion order,
+ * each tensor's data at the next multiple of the alignment (zero padding).
+ * Reading a file and writing back all its kvs and tensors reproduces it byte
+ * for byte. */
+typedef struct rw_gguf_writer rw_gguf_writer;
+
+/* Fills dst (nbytes) with a tensor's data at write time, so that large
+ * models can be written without holding every tensor in memory. */
+typedef rw_status (*rw_gguf_fill_fn)(void *ctx, const rw_gguf_tensor *info, void *dst, rw_error *err);
+
+rw_gguf_writer *rw_gguf_writer_new(void); /* NULL on out of memory; free with _free */
+void rw_gguf_writer_free(rw_gguf_writer *w); /* no-op on NULL */
+
+/* Adds a deep copy of value under key. A key added twice is an error.
+ * general.alignment, if added, sets the alignment used for the data. */
+rw_status rw_gguf_writer_add_kv(rw_gguf_writer *w, const char *key, const rw_gguf_value *value, rw_error *err);
+rw_status rw_gguf_writer_add_u32(rw_gguf_writer *w, const char *key, uint32_t v, rw_error *err);
+rw_status rw_gguf_writer_add_i32(rw_gguf_writer *w, const char *key, int32_t v, rw_error *err);
+rw_status rw_gguf_writer_add_u64(rw_gguf_writer *w, const char *key, uint64_t v, rw_error *err);
+rw_status rw_gguf_writer_add_f32(rw_gguf_writer *w, const char *key, float v, rw_error *err);
+rw_status rw_gguf_writer_add_bool(rw_gguf_writer *w, const char *key, bool v, rw_error *err);
+rw_status rw_gguf_writer_add_str(rw_gguf_writer *w, const char *key, const char *v, rw_error *err);
+rw_status rw_gguf_writer_add_arr_str(rw_gguf_writer *w, const char *key, const char *const *v, uint64_t n, rw_error *err);
+rw_status rw_gguf_writer_add_arr_i32(rw_gguf_writer *w, const char *key, const int32_t *v, uint64_t n, rw_error *err);
+rw_status rw_gguf_writer_add_arr_u32(rw_gguf_writer *w, const char *key, const uint32_t *v, uint64_t n, rw_error *err);
+rw_status rw_gguf_writer_add_arr_f32(rw_gguf_writer *w, const char *key, const float *v, uint64_t n, rw_error *err);
+rw_status rw_gguf_writer_add_arr_bool(rw_gguf_writer *w, const char *key, const bool *v, uint64_t n, rw_error *err);
+
+/* Adds a tensor. Either data (borrowed: must stay valid until the file is
+ * written) or fill (called once at write time with ctx) supplies the bytes. */
+rw_status rw_gguf_writer_add_tensor(rw_gguf_writer *w, const char *name, rw_dtype type, uint32_t n_dims,
+                                    const uint64_t *ne, const void *data, rw_gguf_fill_fn fill, void *ctx,
+                                    rw_error *err);
+
+/* Writes the file to path.tmp and renames it to path, so path holds either
+ * what it held before or the complete new file. */
+rw_status rw_gguf_writer_write(rw_gguf_writer *w, const char *path, rw_error *err);
+/* Writes to an open stream (no rename safety). */
+rw_status rw_gguf_writer_write_stream(rw_gguf_writer *w, FILE *f, rw_error *err);
+
+#endif

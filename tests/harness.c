@@ -1,0 +1,57 @@
+/* harness.c - helpers for the C tests (see harness.h). */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int rw_test_failures = 0;
+
+const char *rw_test_fixtures(void) {
+    static char path[4096];
+    const char *env = getenv("RW_FIXTURES");
+    snprintf(path, sizeof path, "%s", env && *env ? env : "../shared/fixtures");
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
+    return path;
+}
+
+const char *rw_test_fixture_path(const char *rel) {
+    static char path[4096];
+    const char *dir = rw_test_fixtures();
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "../shared/fixtures", rel);
+    return path;
+}
+
+void rw_test_skip(const char *why) {
+    printf("skipped: %s\n", why);
+    fflush(stdout);
+    exit(77);
+}
+
+void *rw_test_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0) { fclose(f); return NULL; }
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    fclose(f);
+    if (buf) { buf[n] = 0; if (size) *size = (size_t)n; }
+    return buf;
+}
+
+bool rw_test_sanitized(void) {
+    const char *s = getenv("RW_SANITIZE");
+    return s && strcmp(s, "1") == 0;
+}
+
+int rw_test_done(void) {
+    if (rw_test_failures) {
+        fprintf(stderr, "%d check(s) failed\n", rw_test_failures);
+        return 1;
+    }
+    return 0;
+}
