@@ -19,8 +19,8 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CFLAGS_BASE := -std=c17 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-               -D_GNU_SOURCE -pthread -Isrc -MMD -MP $(SAN)
+CFLAGS_BASE := -std=c17 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
+               -D_GNU_SOURCE -pthread -Isrc -Itests -MMD -MP $(SAN)
 LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null)
 
 LIB_SRC := $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c))

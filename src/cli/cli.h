@@ -8,7 +8,6 @@
 #define RW_CLI_CLI_H
 
 int rw_cmd_inspect(int argc, char **argv);
-int rw_cmd_synth(int argc, char **argv);
 
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

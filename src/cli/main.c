@@ -13,8 +13,6 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"inspect", rw_cmd_inspect, "inspect FILE.gguf [--json] [--dump TENSOR --out OUT.f32]"},
-    {"synth", rw_cmd_synth,
-     "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] -o OUT.gguf"},
 };
 
 void rw_cli_error(const char *cmd, const char *fmt, ...) {

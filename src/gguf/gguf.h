@@ -178,6 +178,11 @@ rw_status rw_gguf_writer_add_arr_u32(rw_gguf_writer *w, const char *key, const u
 rw_status rw_gguf_writer_add_arr_f32(rw_gguf_writer *w, const char *key, const float *v, uint64_t n, rw_error *err);
 rw_status rw_gguf_writer_add_arr_bool(rw_gguf_writer *w, const char *key, const bool *v, uint64_t n, rw_error *err);
 
+/* Whether a file without tensors still gets zero padding after its header up
+ * to the alignment: current gguf-py and llama.cpp write it (the default),
+ * older writers did not. Files with tensors are always padded. */
+void rw_gguf_writer_set_pad_empty(rw_gguf_writer *w, bool pad);
+
 /* Adds a tensor. Either data (borrowed: must stay valid until the file is
  * written) or fill (called once at write time with ctx) supplies the bytes. */
 rw_status rw_gguf_writer_add_tensor(rw_gguf_writer *w, const char *name, rw_dtype type, uint32_t n_dims,
