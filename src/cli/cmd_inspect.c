@@ -4,6 +4,7 @@
  * or writes one tensor dequantized to little-endian float32. A file that
  * fails validation gives exit status 1 and the reader's one-line error. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/json_writer.h"
@@ -81,12 +82,27 @@ static void print_text(const rw_gguf *g, const char *path) {
 
 /* ---- JSON output ---- */
 
+/* A number printed with the fewest digits that read back to the same double,
+ * as Python's repr does. A float32 is printed as its exact widened double
+ * value (9.999999974752427e-07 for 1e-6f), so a reader comparing with other
+ * tools' JSON (gguf-py widens the same way) gets equal values. */
+static void json_number(rw_json_writer *j, double v) {
+    for (int prec = 1; prec < 17; prec++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) {
+            rw_json_double(j, v, prec);
+            return;
+        }
+    }
+    rw_json_double(j, v, 17);
+}
+
 static void json_value(rw_json_writer *j, const rw_gguf_value *v) {
     switch (v->type) {
     case RW_GGUF_STRING: rw_json_string(j, v->str.ptr, (size_t)v->str.len); break;
     case RW_GGUF_BOOL: rw_json_bool(j, v->u != 0); break;
-    case RW_GGUF_FLOAT32: rw_json_double(j, v->f, 9); break;
-    case RW_GGUF_FLOAT64: rw_json_double(j, v->f, 17); break;
+    case RW_GGUF_FLOAT32: case RW_GGUF_FLOAT64: json_number(j, v->f); break;
     case RW_GGUF_INT8: case RW_GGUF_INT16: case RW_GGUF_INT32: case RW_GGUF_INT64: rw_json_int(j, v->i); break;
     case RW_GGUF_ARRAY:
         rw_json_begin_array(j);
@@ -95,8 +111,8 @@ static void json_value(rw_json_writer *j, const rw_gguf_value *v) {
             int64_t x;
             if (v->arr.items) json_value(j, &v->arr.items[i]);
             else if (v->arr.type == RW_GGUF_BOOL && rw_gguf_arr_int(v, i, &x)) rw_json_bool(j, x != 0);
-            else if (v->arr.type == RW_GGUF_FLOAT32 && rw_gguf_arr_float(v, i, &d)) rw_json_double(j, d, 9);
-            else if (v->arr.type == RW_GGUF_FLOAT64 && rw_gguf_arr_float(v, i, &d)) rw_json_double(j, d, 17);
+            else if ((v->arr.type == RW_GGUF_FLOAT32 || v->arr.type == RW_GGUF_FLOAT64) && rw_gguf_arr_float(v, i, &d))
+                json_number(j, d);
             else if (rw_gguf_arr_int(v, i, &x)) rw_json_int(j, x);
             else if (v->arr.type == RW_GGUF_UINT64) { /* above INT64_MAX */
                 uint64_t u;

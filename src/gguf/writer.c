@@ -70,7 +70,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 static void put(rw_gguf_writer *w, const void *src, size_t n) {
-    if (w->failed) return;
+    if (w->failed || n == 0) return; /* src may be NULL when n is 0 */
     if (!grow((void **)&w->kv, &w->kv_cap, w->kv_len + n, 1)) {
         w->failed = true;
         return;
