@@ -7,9 +7,24 @@
 #ifndef RW_CLI_CLI_H
 #define RW_CLI_CLI_H
 
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "models/model.h"
+
 int rw_cmd_inspect(int argc, char **argv);
+int rw_cmd_logits(int argc, char **argv);
 
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* cli_model.c: shared by the commands that run a model. Each returns 0 or
+ * the exit status after printing the error. */
+/* Opens path and loads its model; on success the caller frees *m then *g. */
+int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model **m);
+/* Reads whitespace-separated token ids; the caller frees *ids. */
+int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);
+int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out);
+int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 
 #endif

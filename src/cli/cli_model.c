@@ -1,0 +1,88 @@
+/* cli_model.c - helpers shared by the commands that run a model (logits,
+ * generate, bench model): opening a model file and reading token id files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model **m) {
+    rw_error err = {0};
+    *g = NULL;
+    *m = NULL;
+    if (rw_gguf_open(path, g, &err) || rw_model_load(*g, m, &err)) {
+        rw_cli_error(cmd, "%s: %s", path, err.msg);
+        rw_gguf_close(*g);
+        *g = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n) {
+    *ids = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        rw_cli_error(cmd, "%s: %s", path, strerror(errno));
+        return 1;
+    }
+    int64_t cap = 0;
+    char word[64];
+    int rc = 0;
+    while (fscanf(f, "%63s", word) == 1) {
+        char *end;
+        errno = 0;
+        long v = strtol(word, &end, 10);
+        if (*end || errno || v < 0 || v > INT32_MAX) {
+            rw_cli_error(cmd, "%s: \"%s\" is not a token id", path, word);
+            rc = 1;
+            break;
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 256;
+            int32_t *p = realloc(*ids, (size_t)cap * sizeof **ids);
+            if (!p) {
+                rw_cli_error(cmd, "out of memory");
+                rc = 1;
+                break;
+            }
+            *ids = p;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+    }
+    fclose(f);
+    if (rc == 0 && *n == 0) {
+        rw_cli_error(cmd, "%s: no token ids", path);
+        rc = 1;
+    }
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out) {
+    if (!strcmp(s, "f32")) *out = RW_KV_F32;
+    else if (!strcmp(s, "f16")) *out = RW_KV_F16;
+    else {
+        rw_cli_error(cmd, "--kv must be f32 or f16, not \"%s\"", s);
+        return 2;
+    }
+    return 0;
+}
+
+int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) {
+        rw_cli_error(cmd, "%s needs an integer in [%ld, %ld], not \"%s\"", opt, lo, hi, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,61 @@
+/* attn.c - the causal self-attention sublayer of a dense transformer:
+ *
+ *   q, k, v = Wq xn (+bq), Wk xn (+bk), Wv xn (+bv)
+ *   q, k    = per-head RMS norm (qwen3), then RoPE at the token's position
+ *   cache  <- k, v at positions pos0..pos0+n-1
+ *   att     = per query head h: softmax(q·K^T / sqrt(hd_k)) V of KV head
+ *             h / (n_head / n_head_kv), over positions 0..p (causal)
+ *   out     = Wo att (+bo)
+ */
+#include <math.h>
+
+#include "models/model_int.h"
+#include "models/ops_tmp.h"
+
+static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
+    if (!b) return;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < dim; i++) y[t * dim + i] += b[i];
+}
+
+rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_layer *L, const mdl_batch *b,
+                        rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    mdl_scratch *sc = &m->sc;
+    const int64_t n = b->n;
+    const int hdk = hp->head_dim_k, hdv = hp->head_dim_v;
+    const int64_t dq = (int64_t)hp->n_head * hdk, dk = (int64_t)hp->n_head_kv * hdk, dv = (int64_t)hp->n_head_kv * hdv;
+    rw_status st;
+    if ((st = mdl_matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
+        (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
+        (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
+        return st;
+    add_bias(sc->q, L->bq, n, dq);
+    add_bias(sc->k, L->bk, n, dk);
+    add_bias(sc->v, L->bv, n, dv);
+    const bool neox = hp->rope_kind == RW_ROPE_NEOX;
+    for (int64_t t = 0; t < n; t++) {
+        const float *cs = sc->rope_cs + t * hp->n_rot;
+        for (int h = 0; h < hp->n_head; h++) {
+            float *x = sc->q + t * dq + (int64_t)h * hdk;
+            if (L->q_norm) mdl_tmp_rmsnorm(x, L->q_norm, hdk, hp->rms_eps, x);
+            mdl_tmp_rope(x, hp->n_rot, neox, cs);
+        }
+        for (int h = 0; h < hp->n_head_kv; h++) {
+            float *x = sc->k + t * dk + (int64_t)h * hdk;
+            if (L->k_norm) mdl_tmp_rmsnorm(x, L->k_norm, hdk, hp->rms_eps, x);
+            mdl_tmp_rope(x, hp->n_rot, neox, cs);
+        }
+    }
+    if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;
+    const float scale = 1.0f / sqrtf((float)hdk);
+    const int group = hp->n_head / hp->n_head_kv;
+    const int64_t dout = (int64_t)hp->n_head * hdv;
+    for (int64_t t = 0; t < n; t++)
+        for (int h = 0; h < hp->n_head; h++)
+            mdl_tmp_attend(sc->q + t * dq + (int64_t)h * hdk, s->kv, il, h / group, b->pos0 + t + 1, scale, sc->scores,
+                           sc->row, sc->att + t * dout + (int64_t)h * hdv);
+    if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
+    add_bias(sc->tmp, L->bo, n, hp->n_embd);
+    return RW_OK;
+}

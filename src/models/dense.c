@@ -1,0 +1,27 @@
+/* dense.c - one pre-norm transformer block (llama, qwen2, qwen3):
+ *   x += attn(rmsnorm(x) * attn_norm)
+ *   x += ffn(rmsnorm(x) * ffn_norm) */
+#include "models/model_int.h"
+#include "models/ops_tmp.h"
+
+static void norm_rows(const rw_model *m, const float *w, int64_t n) {
+    const int e = m->hp.n_embd;
+    for (int64_t t = 0; t < n; t++) mdl_tmp_rmsnorm(m->sc.x + t * e, w, e, m->hp.rms_eps, m->sc.xn + t * e);
+}
+
+static void add_residual(rw_model *m, int64_t n) {
+    const int64_t total = n * m->hp.n_embd;
+    for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i];
+}
+
+rw_status mdl_dense_layer_forward(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
+    const mdl_dense_layer *L = &m->layers[il];
+    norm_rows(m, L->attn_norm, b->n);
+    rw_status st = mdl_attention(m, s, il, L, b, err);
+    if (st) return st;
+    add_residual(m, b->n);
+    norm_rows(m, L->ffn_norm, b->n);
+    if ((st = mdl_ffn_swiglu(m, L, b, err))) return st;
+    add_residual(m, b->n);
+    return RW_OK;
+}

@@ -1,0 +1,122 @@
+/* forward.c - the forward pass shared by every architecture: embedding,
+ * the architecture's layers, final norm and output head (model_int.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+#include "models/model_int.h"
+#include "models/ops_tmp.h"
+
+void mdl_scratch_free(mdl_scratch *sc) {
+    free(sc->x);
+    free(sc->xn);
+    free(sc->q);
+    free(sc->k);
+    free(sc->v);
+    free(sc->att);
+    free(sc->tmp);
+    free(sc->gate);
+    free(sc->up);
+    free(sc->rope_cs);
+    free(sc->scores);
+    free(sc->row);
+    memset(sc, 0, sizeof *sc);
+}
+
+/* Grows the per-token buffers to n tokens and the attention scratch to
+ * n_ctx positions. Buffers are replaced whole: their contents do not
+ * survive between forward calls. */
+static rw_status scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    mdl_scratch *sc = &m->sc;
+    if (n > sc->n_cap) {
+        mdl_scratch old = *sc;
+        free(old.x), free(old.xn), free(old.q), free(old.k), free(old.v), free(old.att), free(old.tmp);
+        free(old.gate), free(old.up), free(old.rope_cs);
+        const size_t t = (size_t)n * sizeof(float);
+        sc->x = malloc(t * (size_t)hp->n_embd);
+        sc->xn = malloc(t * (size_t)hp->n_embd);
+        sc->tmp = malloc(t * (size_t)hp->n_embd);
+        sc->q = malloc(t * (size_t)hp->n_head * (size_t)hp->head_dim_k);
+        sc->k = malloc(t * (size_t)hp->n_head_kv * (size_t)hp->head_dim_k);
+        sc->v = malloc(t * (size_t)hp->n_head_kv * (size_t)hp->head_dim_v);
+        sc->att = malloc(t * (size_t)hp->n_head * (size_t)hp->head_dim_v);
+        sc->gate = malloc(t * (size_t)hp->n_ff);
+        sc->up = malloc(t * (size_t)hp->n_ff);
+        sc->rope_cs = malloc(t * (size_t)hp->n_rot);
+        sc->n_cap = n;
+        if (!sc->x || !sc->xn || !sc->tmp || !sc->q || !sc->k || !sc->v || !sc->att || !sc->gate || !sc->up ||
+            !sc->rope_cs) {
+            free(sc->x), free(sc->xn), free(sc->q), free(sc->k), free(sc->v), free(sc->att), free(sc->tmp);
+            free(sc->gate), free(sc->up), free(sc->rope_cs);
+            sc->x = sc->xn = sc->q = sc->k = sc->v = sc->att = sc->tmp = sc->gate = sc->up = sc->rope_cs = NULL;
+            sc->n_cap = 0;
+            return rw_errorf(err, RW_ERR_NOMEM, "out of memory for the activations of %lld tokens", (long long)n);
+        }
+    }
+    if (n_ctx > sc->ctx_cap) {
+        free(sc->scores);
+        free(sc->row);
+        int hd = hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v;
+        sc->scores = malloc((size_t)n_ctx * sizeof(float));
+        sc->row = malloc((size_t)hd * sizeof(float));
+        sc->ctx_cap = n_ctx;
+        if (!sc->scores || !sc->row) {
+            free(sc->scores), free(sc->row);
+            sc->scores = sc->row = NULL;
+            sc->ctx_cap = 0;
+            return rw_errorf(err, RW_ERR_NOMEM, "out of memory for attention over %lld positions", (long long)n_ctx);
+        }
+    }
+    return RW_OK;
+}
+
+/* Copies embedding rows, converted to f32 (ggml's get_rows: exact). */
+static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *err) {
+    const rw_gguf_tensor *te = m->tok_embd;
+    const int e = m->hp.n_embd;
+    uint64_t row_bytes;
+    rw_dtype_row_bytes(te->type, (uint64_t)e, &row_bytes);
+    for (int64_t t = 0; t < n; t++) {
+        const void *row = (const char *)te->data + (size_t)tokens[t] * row_bytes;
+        if (te->type == RW_TYPE_F32) {
+            memcpy(m->sc.x + t * e, row, (size_t)e * sizeof(float));
+        } else {
+            return rw_errorf(err, RW_ERR_UNSUPPORTED, "embedding type %s", rw_dtype_name(te->type));
+        }
+    }
+    return RW_OK;
+}
+
+rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *a, rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    if (!a || !a->tokens || a->n <= 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: no tokens");
+    if (s->m != m) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: sequence belongs to another model");
+    for (int64_t t = 0; t < a->n; t++)
+        if (a->tokens[t] < 0 || a->tokens[t] >= hp->n_vocab)
+            return rw_errorf(err, RW_ERR_RANGE, "token id %d at index %lld is outside the vocabulary (%lld)",
+                             (int)a->tokens[t], (long long)t, (long long)hp->n_vocab);
+    const int64_t pos0 = rw_kv_length(s->kv), n = a->n;
+    rw_status st;
+    if ((st = rw_kv_reserve(s->kv, pos0 + n, err))) return st;
+    if ((st = scratch_reserve(m, n, rw_kv_capacity(s->kv), err))) return st;
+    if ((st = embed(m, a->tokens, n, err))) return st;
+    for (int64_t t = 0; t < n; t++)
+        mdl_tmp_rope_cache((float)(pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
+                           m->sc.rope_cs + t * hp->n_rot);
+    const mdl_batch b = {.n = n, .pos0 = pos0, .pool = a->pool};
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((st = m->arch->layer(m, s, il, &b, err))) return st;
+        if (a->layer_out)
+            memcpy(a->layer_out + (size_t)il * (size_t)n * (size_t)hp->n_embd, m->sc.x,
+                   (size_t)n * (size_t)hp->n_embd * sizeof(float));
+    }
+    if (a->logits) {
+        const int64_t first = a->all_logits ? 0 : n - 1, rows = n - first;
+        const int e = hp->n_embd;
+        for (int64_t t = 0; t < rows; t++)
+            mdl_tmp_rmsnorm(m->sc.x + (first + t) * e, m->output_norm, e, hp->rms_eps, m->sc.xn + t * e);
+        if ((st = mdl_matmul(&m->output, m->sc.xn, rows, a->logits, a->pool, err))) return st;
+    }
+    return rw_kv_set_length(s->kv, pos0 + n, err);
+}

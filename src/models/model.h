@@ -1,0 +1,95 @@
+/* model.h - transformer models loaded from GGUF files, and their forward pass.
+ *
+ * A model is built from an open rw_gguf: the architecture named by
+ * general.architecture picks the hyperparameter reader, the weight binder and
+ * the layer function (registry.c). Weights are used in place from the GGUF
+ * mapping, which must outlive the model. Every missing or invalid key, and
+ * every tensor with a wrong shape or type, is an error naming it.
+ *
+ * A sequence (rw_model_seq) is one token stream's state: its KV cache. A
+ * forward pass appends n tokens to a sequence at positions len..len+n-1 and
+ * returns logits for the last token or for every token. Prefill (n > 1) and
+ * decode (n = 1) run the same code per token; the result of a token does not
+ * depend on how the tokens were split into calls (batch invariance, see
+ * model_int.h).
+ *
+ * A model's forward pass is not reentrant: it uses scratch memory owned by
+ * the model, so one thread at a time may run forward passes on one model.
+ */
+#ifndef RW_MODELS_MODEL_H
+#define RW_MODELS_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "cache/kv.h"
+#include "gguf/gguf.h"
+
+typedef enum {
+    RW_ROPE_NORM = 0, /* rotate adjacent pairs (2i, 2i+1): llama */
+    RW_ROPE_NEOX = 1, /* rotate pairs (i, i + n_rot/2): qwen2, qwen3 */
+} rw_rope_kind;
+
+/* Hyperparameters read from the GGUF metadata (keys "<arch>.<name>"). */
+typedef struct {
+    char arch[32];        /* general.architecture */
+    int64_t n_vocab;      /* rows of token_embd */
+    int64_t n_ctx_train;  /* context_length */
+    int n_embd;           /* embedding_length */
+    int n_layer;          /* block_count */
+    int n_ff;             /* feed_forward_length */
+    int n_head;           /* attention.head_count */
+    int n_head_kv;        /* attention.head_count_kv (default n_head) */
+    int head_dim_k;       /* attention.key_length (default n_embd / n_head) */
+    int head_dim_v;       /* attention.value_length (default head_dim_k) */
+    float rms_eps;        /* attention.layer_norm_rms_epsilon */
+    rw_rope_kind rope_kind;
+    int n_rot;            /* rope.dimension_count (default head_dim_k) */
+    float rope_base;      /* rope.freq_base (default 10000) */
+    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    bool has_rope_freqs;  /* rope_freqs.weight present (llama3 factors) */
+    bool tied_output;     /* no output.weight: token_embd is the output head */
+} rw_model_hparams;
+
+typedef struct rw_threadpool rw_threadpool; /* base/threadpool.h */
+typedef struct rw_model rw_model;
+typedef struct rw_model_seq rw_model_seq;
+
+/* Loads the model described by g. g must stay open until rw_model_free. The
+ * caller owns *out. */
+rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err);
+void rw_model_free(rw_model *m); /* no-op on NULL */
+
+const rw_model_hparams *rw_model_get_hparams(const rw_model *m);
+
+/* True if general.architecture arch has a forward pass here. */
+bool rw_model_arch_supported(const char *arch);
+
+/* A new empty sequence for m with its KV cache in kv_type storage, holding at
+ * most max_ctx positions (0 = the model's training context). The caller owns
+ * *out; free it before the model. */
+rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ctx, rw_model_seq **out,
+                           rw_error *err);
+void rw_model_seq_free(rw_model_seq *s); /* no-op on NULL */
+
+int64_t rw_model_seq_length(const rw_model_seq *s);  /* tokens processed */
+int64_t rw_model_seq_max_ctx(const rw_model_seq *s);
+/* Forgets every token from position n on (n <= length). */
+rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err);
+const rw_kv_cache *rw_model_seq_kv(const rw_model_seq *s);
+
+typedef struct {
+    const int32_t *tokens; /* n token ids, each < n_vocab */
+    int64_t n;
+    float *logits;         /* out: [n][n_vocab] if all_logits, else [n_vocab] (last token); may be NULL */
+    bool all_logits;
+    float *layer_out;      /* optional out: [n_layer][n][n_embd], residual stream after each layer */
+    rw_threadpool *pool;   /* may be NULL (one thread) */
+} rw_forward_args;
+
+/* Runs the model over a->tokens appended to s at positions len..len+n-1 and
+ * advances s by n. On error s keeps its previous length. */
+rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *a, rw_error *err);
+
+#endif

@@ -1,0 +1,78 @@
+/* ops_tmp.c - TEMPORARY plain loops for the model's elementwise ops, until
+ * the shared kernels (kernels/ops.h) land; then this file goes away.
+ * The formulas follow llama.cpp's CPU ops (see the comments). */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+#include "models/ops_tmp.h"
+
+/* y = x / sqrt(mean(x^2) + eps) * w; the sum of squares in double, as ggml. */
+void mdl_tmp_rmsnorm(const float *x, const float *w, int n, float eps, float *y) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(sum / n + (double)eps));
+    for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* cos/sin of every rotated pair at position pos: theta_i = pos * base^(-2i/n_rot)
+ * computed as a running float product (as ggml's rope cache), divided by the
+ * pair's frequency factor, times freq_scale. */
+void mdl_tmp_rope_cache(float pos, int n_rot, float base, float freq_scale, const float *freq_factors, float *cs) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        const float ff = freq_factors ? freq_factors[i] : 1.0f;
+        const float t = freq_scale * (theta / ff);
+        cs[2 * i] = cosf(t);
+        cs[2 * i + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+void mdl_tmp_rope(float *x, int n_rot, bool neox, const float *cs) {
+    const int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+void mdl_tmp_swiglu(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+}
+
+static float dot_f32(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* One query head over positions 0..n_pos-1 of one KV head, in increasing
+ * order: softmax(scale * q.k) weighted sum of v. scores: n_pos floats of
+ * scratch; row: max(hd_k, hd_v) floats of scratch. */
+void mdl_tmp_attend(const float *q, const rw_kv_cache *kv, int il, int kv_head, int64_t n_pos, float scale,
+                    float *scores, float *row, float *out) {
+    const rw_kv_config *c = rw_kv_get_config(kv);
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_pos; j++) {
+        rw_kv_read_k(kv, il, kv_head, j, row);
+        scores[j] = dot_f32(q, row, c->head_dim_k) * scale;
+        if (scores[j] > mx) mx = scores[j];
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_pos; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += (double)scores[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    memset(out, 0, (size_t)c->head_dim_v * sizeof(float));
+    for (int64_t j = 0; j < n_pos; j++) {
+        const float p = scores[j] * inv;
+        rw_kv_read_v(kv, il, kv_head, j, row);
+        for (int i = 0; i < c->head_dim_v; i++) out[i] += p * row[i];
+    }
+}

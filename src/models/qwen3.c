@@ -1,0 +1,14 @@
+/* qwen3.c - Qwen3 (dense): per-head RMS norm of q and k before NEOX RoPE,
+ * no biases, head_dim from attention.key_length (q width may differ from
+ * n_embd), usually tied embeddings. */
+#include "models/model_int.h"
+
+const mdl_arch mdl_arch_qwen3 = {
+    .name = "qwen3",
+    .rope_kind = RW_ROPE_NEOX,
+    .qk_norm = true,
+    .qkv_bias = false,
+    .read_hparams = mdl_read_dense_hparams,
+    .bind = mdl_bind_dense,
+    .layer = mdl_dense_layer_forward,
+};
