@@ -14,6 +14,7 @@
 
 int rw_cmd_inspect(int argc, char **argv);
 int rw_cmd_logits(int argc, char **argv);
+int rw_cmd_generate(int argc, char **argv);
 
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,105 @@
+/* cmd_generate.c - `rewind generate MODEL (--ids IDS | -p TEXT) -n N
+ * [--temp T] [--seed S] [--kv f32|f16] [--print-ids]`.
+ *
+ * Prefills the prompt in one forward pass, then generates N tokens one at a
+ * time: greedy at temperature 0 (the default; ties go to the lowest id),
+ * otherwise seeded sampling. Generation does not stop at end-of-generation
+ * tokens: exactly N tokens are produced. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "engine/sampler.h"
+
+static const char *CMD = "generate";
+
+static int usage(void) {
+    fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] "
+                    "[--print-ids]\n");
+    return 2;
+}
+
+int rw_cmd_generate(int argc, char **argv) {
+    const char *model_path = NULL, *ids_path = NULL, *text = NULL;
+    long n_gen = -1, seed = 0;
+    float temp = 0.0f;
+    bool print_ids = false;
+    rw_kv_type kv = RW_KV_F16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_val = i + 1 < argc;
+        if (!strcmp(a, "--ids") && has_val) ids_path = argv[++i];
+        else if (!strcmp(a, "-p") && has_val) text = argv[++i];
+        else if (!strcmp(a, "-n") && has_val) {
+            if (rw_cli_parse_int(CMD, "-n", argv[++i], 0, 1 << 24, &n_gen)) return 2;
+        } else if (!strcmp(a, "--seed") && has_val) {
+            if (rw_cli_parse_int(CMD, "--seed", argv[++i], 0, INT32_MAX, &seed)) return 2;
+        } else if (!strcmp(a, "--temp") && has_val) {
+            char *end;
+            temp = strtof(argv[++i], &end);
+            if (*end || !(temp >= 0.0f && temp < 1e6f)) {
+                rw_cli_error(CMD, "--temp needs a number >= 0, not \"%s\"", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--kv") && has_val) {
+            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (!strcmp(a, "--print-ids")) print_ids = true;
+        else if (a[0] == '-') {
+            rw_cli_error(CMD, "unknown option or missing value: %s", a);
+            return usage();
+        } else if (!model_path) model_path = a;
+        else return usage();
+    }
+    if (!model_path || n_gen < 0 || (!ids_path == !text)) return usage();
+    if (text || !print_ids) {
+        /* Text in and out needs the tokenizer, which is not part of rewind yet. */
+        rw_cli_error(CMD, "text prompts and text output need the tokenizer, which is not available yet; "
+                          "use --ids IDS --print-ids");
+        return 2;
+    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (rw_cli_read_ids(CMD, ids_path, &ids, &n)) return 1;
+    rw_gguf *g = NULL;
+    rw_model *m = NULL;
+    if (rw_cli_open_model(CMD, model_path, &g, &m)) {
+        free(ids);
+        return 1;
+    }
+    const int64_t n_vocab = rw_model_get_hparams(m)->n_vocab;
+    int rc = 1;
+    rw_error err = {0};
+    rw_model_seq *s = NULL;
+    float *logits = malloc((size_t)n_vocab * sizeof(float));
+    if (!logits) {
+        rw_cli_error(CMD, "out of memory");
+        goto done;
+    }
+    int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
+    if (rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
+    rw_sampler sampler;
+    rw_sampler_init(&sampler, temp, (uint64_t)seed);
+    rw_forward_args fa = {.tokens = ids, .n = n, .logits = logits};
+    if (rw_model_forward(m, s, &fa, &err)) goto fail;
+    for (long k = 0; k < n_gen; k++) {
+        int32_t tok = rw_sampler_sample(&sampler, logits, n_vocab);
+        printf("%s%d", k ? " " : "", (int)tok);
+        fflush(stdout);
+        if (k + 1 == n_gen) break;
+        fa = (rw_forward_args){.tokens = &tok, .n = 1, .logits = logits};
+        if (rw_model_forward(m, s, &fa, &err)) goto fail;
+    }
+    printf("\n");
+    rc = 0;
+    goto done;
+fail:
+    rw_cli_error(CMD, "%s", err.msg);
+done:
+    rw_model_seq_free(s);
+    free(logits);
+    rw_model_free(m);
+    rw_gguf_close(g);
+    free(ids);
+    return rc;
+}

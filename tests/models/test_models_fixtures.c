@@ -1,0 +1,185 @@
+/* test_models_fixtures.c - llama and qwen3 forward passes against llama.cpp's
+ * goldens in ../shared/fixtures (README.md there: tolerances).
+ *
+ * For every file: the batch pass (all prompt tokens in one call) against
+ * logits_batch, the step pass (one token per call) against logits_seq, both
+ * with an F32 KV cache, max and rms error within the file type's tolerance;
+ * the top-1 token of each prompt row against prompt_top1; the greedy
+ * continuation against greedy_ids for greedy_reliable_prefix tokens; batch
+ * and step logits bitwise equal (the forward pass is batch-invariant); F32
+ * files also the residual stream after every layer, and an F16 KV cache
+ * within its looser tolerance. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sampler.h"
+#include "harness.h"
+#include "models/model.h"
+
+typedef struct {
+    const char *model, *type;
+    double max, rms;     /* tolerance on logits */
+    double top1_min;     /* fraction of prompt rows whose argmax must match */
+} fixture;
+
+static const fixture FIXTURES[] = {
+    {"qwen3", "F32", 1e-3, 1e-4, 1.0},
+    {"llama", "F32", 1e-3, 1e-4, 1.0},
+};
+
+typedef struct {
+    double max, rms;
+} diff;
+
+static diff compare(const float *a, const float *b, size_t n) {
+    diff d = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (!(e <= d.max)) d.max = e; /* NaN propagates */
+        d.rms += e * e;
+    }
+    d.rms = sqrt(d.rms / (double)n);
+    return d;
+}
+
+static float *load_f32(const char *rel, size_t n) {
+    size_t size = 0;
+    float *p = rw_test_read_file(rw_test_fixture_path(rel), &size);
+    if (p && size != n * sizeof(float)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Runs ids through a fresh sequence, in one call (step = false) or one call
+ * per token, writing [n][n_vocab] logits. Returns the sequence (caller frees). */
+static rw_model_seq *run(rw_model *m, rw_kv_type kv, const int32_t *ids, int64_t n, bool step, float *logits,
+                         float *layers) {
+    rw_error err = {0};
+    rw_model_seq *s = NULL;
+    rw_status st = rw_model_seq_new(m, kv, 0, &s, &err);
+    CHECK_MSG(st == RW_OK, "%s", err.msg);
+    if (st) return NULL;
+    const int64_t V = rw_model_get_hparams(m)->n_vocab;
+    for (int64_t t = 0; t < n; t += step ? 1 : n) {
+        rw_forward_args a = {.tokens = ids + t, .n = step ? 1 : n, .logits = logits + t * V, .all_logits = true,
+                             .layer_out = step ? NULL : layers};
+        st = rw_model_forward(m, s, &a, &err);
+        CHECK_MSG(st == RW_OK, "%s", err.msg);
+        if (st) break;
+    }
+    return s;
+}
+
+static void check_file(const fixture *fx) {
+    char rel[256], name[64];
+    snprintf(name, sizeof name, "%s-%s", fx->model, fx->type);
+    snprintf(rel, sizeof rel, "%s/%s.json", fx->model, name);
+    json_error_t jerr;
+    json_t *js = json_load_file(rw_test_fixture_path(rel), 0, &jerr);
+    CHECK_MSG(js != NULL, "%s: %s", rel, jerr.text);
+    if (!js) return;
+    snprintf(rel, sizeof rel, "%s/%s.gguf", fx->model, name);
+    rw_error err = {0};
+    rw_gguf *g = NULL;
+    rw_model *m = NULL;
+    rw_status st = rw_gguf_open(rw_test_fixture_path(rel), &g, &err);
+    if (st == RW_OK) st = rw_model_load(g, &m, &err);
+    CHECK_MSG(st == RW_OK, "%s: %s", name, err.msg);
+    if (st) goto out;
+    const rw_model_hparams *hp = rw_model_get_hparams(m);
+    json_t *jids = json_object_get(js, "prompt_ids");
+    const int64_t n = (int64_t)json_array_size(jids), V = hp->n_vocab;
+    CHECK_EQ_INT(V, json_integer_value(json_object_get(js, "n_vocab")));
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+    const size_t nl = (size_t)(n * V);
+    const bool f32 = !strcmp(fx->type, "F32");
+    float *batch = malloc(nl * sizeof(float)), *step = malloc(nl * sizeof(float));
+    float *layers = f32 ? malloc((size_t)hp->n_layer * (size_t)n * (size_t)hp->n_embd * sizeof(float)) : NULL;
+    snprintf(rel, sizeof rel, "%s/%s.logits_batch.f32", fx->model, name);
+    float *gold_batch = load_f32(rel, nl);
+    snprintf(rel, sizeof rel, "%s/%s.logits_seq.f32", fx->model, name);
+    float *gold_seq = load_f32(rel, nl);
+    CHECK_MSG(gold_batch && gold_seq, "%s: goldens missing", name);
+
+    rw_model_seq *sb = run(m, RW_KV_F32, ids, n, false, batch, layers);
+    rw_model_seq *ss = run(m, RW_KV_F32, ids, n, true, step, NULL);
+    if (gold_batch && gold_seq && sb && ss) {
+        diff db = compare(batch, gold_batch, nl), ds = compare(step, gold_seq, nl);
+        printf("%-14s batch max %.3g rms %.3g | step max %.3g rms %.3g\n", name, db.max, db.rms, ds.max, ds.rms);
+        CHECK_MSG(db.max <= fx->max && db.rms <= fx->rms, "%s batch: max %g rms %g", name, db.max, db.rms);
+        CHECK_MSG(ds.max <= fx->max && ds.rms <= fx->rms, "%s step: max %g rms %g", name, ds.max, ds.rms);
+        CHECK_MSG(memcmp(batch, step, nl * sizeof(float)) == 0, "%s: batch and step logits differ", name);
+        /* top-1 per prompt row */
+        json_t *top = json_object_get(js, "prompt_top1");
+        int64_t agree = 0;
+        for (int64_t t = 0; t < n; t++) agree += rw_argmax(batch + t * V, V) == json_integer_value(json_array_get(top, (size_t)t));
+        CHECK_MSG((double)agree >= fx->top1_min * (double)n, "%s: top-1 agrees on %lld of %lld rows", name,
+                  (long long)agree, (long long)n);
+        /* greedy continuation from the batch state */
+        json_t *greedy = json_object_get(js, "greedy_ids");
+        const int64_t reliable = json_integer_value(json_object_get(js, "greedy_reliable_prefix"));
+        float *row = malloc((size_t)V * sizeof(float));
+        memcpy(row, batch + (n - 1) * V, (size_t)V * sizeof(float));
+        for (int64_t k = 0; k < reliable; k++) {
+            int32_t tok = rw_argmax(row, V);
+            CHECK_MSG(tok == json_integer_value(json_array_get(greedy, (size_t)k)), "%s: greedy token %lld is %d, expected %lld",
+                      name, (long long)k, (int)tok, (long long)json_integer_value(json_array_get(greedy, (size_t)k)));
+            if (tok != json_integer_value(json_array_get(greedy, (size_t)k))) break;
+            rw_forward_args a = {.tokens = &tok, .n = 1, .logits = row};
+            st = rw_model_forward(m, sb, &a, &err);
+            CHECK_MSG(st == RW_OK, "%s", err.msg);
+            if (st) break;
+        }
+        free(row);
+    }
+    if (f32 && layers) {
+        snprintf(rel, sizeof rel, "%s/%s.layers.f32", fx->model, name);
+        const size_t ne = (size_t)hp->n_layer * (size_t)n * (size_t)hp->n_embd;
+        float *gold = load_f32(rel, ne);
+        CHECK_MSG(gold != NULL, "%s missing", rel);
+        if (gold) {
+            size_t bad = 0;
+            diff d = compare(layers, gold, ne);
+            for (size_t i = 0; i < ne; i++) bad += !(fabs((double)layers[i] - gold[i]) <= 1e-3 + 1e-4 * fabs(gold[i]));
+            printf("%-14s layers max %.3g rms %.3g\n", name, d.max, d.rms);
+            CHECK_MSG(bad == 0 && d.rms <= 1e-4, "%s layers: %zu values out of tolerance, rms %g", name, bad, d.rms);
+        }
+        free(gold);
+        /* F16 KV cache: llama.cpp's own F16-KV runs differ by up to 1e-2 */
+        rw_model_seq *s16 = run(m, RW_KV_F16, ids, n, false, step, NULL);
+        if (s16 && gold_batch) {
+            diff d = compare(step, gold_batch, nl);
+            printf("%-14s kv f16 max %.3g rms %.3g\n", name, d.max, d.rms);
+            CHECK_MSG(d.max <= 3e-2 && d.rms <= 5e-3, "%s kv f16: max %g rms %g", name, d.max, d.rms);
+        }
+        rw_model_seq_free(s16);
+    }
+    rw_model_seq_free(sb);
+    rw_model_seq_free(ss);
+    free(gold_batch);
+    free(gold_seq);
+    free(batch);
+    free(step);
+    free(layers);
+    free(ids);
+out:
+    rw_model_free(m);
+    rw_gguf_close(g);
+    json_decref(js);
+}
+
+int main(void) {
+    if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
+    const size_t n = sizeof FIXTURES / sizeof FIXTURES[0];
+    for (size_t i = 0; i < n; i++) {
+        /* The sanitizer build checks one F32 and one quantized file. */
+        if (rw_test_sanitized() && i >= 2) break;
+        check_file(&FIXTURES[i]);
+    }
+    return rw_test_done();
+}
