@@ -8,6 +8,20 @@
 
 #define KV_MIN_CAPACITY 256
 
+/* TEMPORARY until kernels/quant.c (rw_f32_to_f16 / rw_f16_to_f32) is on
+ * main: the compiler's _Float16 conversions, which round to nearest even. */
+static rw_f16 kv_f32_to_f16(float f) {
+    _Float16 x = (_Float16)f;
+    rw_f16 h;
+    memcpy(&h, &x, sizeof h);
+    return h;
+}
+static float kv_f16_to_f32(rw_f16 h) {
+    _Float16 x;
+    memcpy(&x, &h, sizeof x);
+    return (float)x;
+}
+
 struct rw_kv_cache {
     rw_kv_config cfg;
     size_t elem;      /* bytes per element: 4 (f32) or 2 (f16) */
@@ -120,7 +134,7 @@ static void store_rows(void *dst_layer, size_t elem, int n_head, int dim, int64_
                 memcpy((float *)dst_layer + off, x, (size_t)dim * sizeof(float));
             } else {
                 rw_f16 *d = (rw_f16 *)dst_layer + off;
-                for (int i = 0; i < dim; i++) d[i] = rw_f32_to_f16(x[i]);
+                for (int i = 0; i < dim; i++) d[i] = kv_f32_to_f16(x[i]);
             }
         }
     }
@@ -157,7 +171,7 @@ static void read_row(const void *head_base, size_t elem, int dim, int64_t pos, f
         memcpy(dst, (const float *)head_base + (size_t)pos * (size_t)dim, (size_t)dim * sizeof(float));
     } else {
         const rw_f16 *s = (const rw_f16 *)head_base + (size_t)pos * (size_t)dim;
-        for (int i = 0; i < dim; i++) dst[i] = rw_f16_to_f32(s[i]);
+        for (int i = 0; i < dim; i++) dst[i] = kv_f16_to_f32(s[i]);
     }
 }
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# rewind logits / generate on the qwen3 F32 fixture: output size, batch ==
+# step, greedy ids equal llama.cpp's, usage and file errors.
+set -u
+fx="${RW_FIXTURES:-../shared/fixtures}"
+bin="${REWIND:-build/rewind}"
+[ -d "$fx/qwen3" ] || { echo "no fixtures"; exit 77; }
+model="$fx/qwen3/qwen3-F32.gguf"
+ids="$fx/qwen3/qwen3.prompt.ids"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { if ! "$@"; then echo "FAILED: $*"; fail=1; fi; }
+
+"$bin" logits "$model" --ids "$ids" --kv f32 --out "$tmp/b.f32"; check [ $? -eq 0 ]
+"$bin" logits "$model" --ids "$ids" --kv f32 --mode step --out "$tmp/s.f32"; check [ $? -eq 0 ]
+check [ "$(stat -c %s "$tmp/b.f32")" -eq $((128 * 512 * 4)) ]
+check cmp -s "$tmp/b.f32" "$tmp/s.f32"
+
+want=$(python3 -c "import json,sys; print(' '.join(map(str, json.load(open(sys.argv[1]))['greedy_ids'])))" "$fx/qwen3/qwen3-F32.json")
+got=$("$bin" generate "$model" --ids "$ids" -n 32 --kv f32 --print-ids)
+check [ "$got" = "$want" ]
+
+# usage errors exit 2, runtime errors exit 1 with a one-line message
+"$bin" logits "$model" --ids "$ids" 2>/dev/null; check [ $? -eq 2 ]
+"$bin" logits "$model" --ids "$ids" --mode sideways --out "$tmp/x" 2>/dev/null; check [ $? -eq 2 ]
+"$bin" logits "$model" --ids "$ids" --kv q4 --out "$tmp/x" 2>/dev/null; check [ $? -eq 2 ]
+"$bin" logits "$tmp/none.gguf" --ids "$ids" --out "$tmp/x" 2>/dev/null; check [ $? -eq 1 ]
+echo "1 2 999999" > "$tmp/bad.ids"
+msg=$("$bin" logits "$model" --ids "$tmp/bad.ids" --out "$tmp/x" 2>&1); check [ $? -eq 1 ]
+check grep -q "outside the vocabulary" <<<"$msg"
+echo "1 two" > "$tmp/bad2.ids"
+"$bin" logits "$model" --ids "$tmp/bad2.ids" --out "$tmp/x" 2>/dev/null; check [ $? -eq 1 ]
+"$bin" generate "$model" --ids "$ids" 2>/dev/null; check [ $? -eq 2 ]
+exit $fail
