@@ -1,0 +1,209 @@
+/* matmul.c - tier selection and the work split of rw_matmul.
+ *
+ * A call runs in two parallel steps on the pool:
+ *   1. every activation row is converted to the kernel's vec-dot format in
+ *      a scratch buffer (one task per group of rows);
+ *   2. the output is cut into tasks of (block of weight rows) x (block of
+ *      activation rows); a task walks its block in kernel tiles.
+ * Each output element is computed by exactly one tile call, and a tile's
+ * per-element arithmetic does not depend on the tile's shape, so the way
+ * the work is cut (which depends on n_rows and the thread count) never
+ * changes a result.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/matmul_int.h"
+
+/* ---- tiers ----------------------------------------------------------- */
+
+typedef const rw_mm_kernel *(*kernel_lookup)(rw_dtype t);
+
+/* Kernel tables per tier; a tier with no table of its own (AVX2, for now)
+ * serves every type from the tier below. */
+static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
+    [RW_TIER_REF] = rw_mm_kernel_ref,
+    [RW_TIER_AVX2] = NULL,
+    [RW_TIER_AVX512] = NULL,
+};
+
+static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512"};
+
+const char *rw_kernel_tier_name(rw_kernel_tier t) {
+    return (unsigned)t < RW_TIER_COUNT ? tier_names[t] : "?";
+}
+
+bool rw_kernel_tier_available(rw_kernel_tier t) {
+    switch (t) {
+    case RW_TIER_REF: return true;
+    case RW_TIER_AVX2: return rw_cpu_has_avx2();
+    case RW_TIER_AVX512: return rw_cpu_has_avx512();
+    default: return false;
+    }
+}
+
+static _Atomic int current_tier = -1; /* -1 until first use */
+
+rw_kernel_tier rw_kernel_tier_current(void) {
+    int t = atomic_load(&current_tier);
+    if (t >= 0) return (rw_kernel_tier)t;
+    t = RW_TIER_REF;
+    for (int i = RW_TIER_COUNT - 1; i > 0; i--)
+        if (rw_kernel_tier_available((rw_kernel_tier)i)) {
+            t = i;
+            break;
+        }
+    const char *env = getenv("RW_KERNELS");
+    if (env && *env)
+        for (int i = 0; i < RW_TIER_COUNT; i++)
+            if (!strcmp(env, tier_names[i]) && rw_kernel_tier_available((rw_kernel_tier)i)) t = i;
+    atomic_store(&current_tier, t);
+    return (rw_kernel_tier)t;
+}
+
+bool rw_kernel_tier_set(rw_kernel_tier t) {
+    if ((unsigned)t >= RW_TIER_COUNT || !rw_kernel_tier_available(t)) return false;
+    atomic_store(&current_tier, (int)t);
+    return true;
+}
+
+static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, rw_kernel_tier *served) {
+    for (int i = (int)tier; i >= 0; i--) {
+        const rw_mm_kernel *k = tier_tables[i] ? tier_tables[i](type) : NULL;
+        if (k) {
+            if (served) *served = (rw_kernel_tier)i;
+            return k;
+        }
+    }
+    return NULL;
+}
+
+rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type) {
+    rw_kernel_tier served = RW_TIER_REF;
+    if ((unsigned)t_req >= RW_TIER_COUNT) t_req = RW_TIER_REF;
+    kernel_for(t_req, type, &served);
+    return served;
+}
+
+bool rw_matmul_supports(rw_dtype t) { return rw_mm_kernel_ref(t) != NULL; }
+
+rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_F32: case RW_TYPE_F16: case RW_TYPE_BF16: return t;
+    case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q8_0: case RW_TYPE_IQ4_NL: return RW_TYPE_Q8_0;
+    case RW_TYPE_Q4_1: case RW_TYPE_Q5_1: return RW_TYPE_Q8_1;
+    default: return RW_TYPE_Q8_K;
+    }
+}
+
+/* ---- the parallel driver --------------------------------------------- */
+
+enum { MAX_TILE = 16 * 16 };
+
+typedef struct {
+    const rw_mm_kernel *k;
+    const uint8_t *w;
+    size_t w_stride;
+    int64_t n_in, n_out;
+    const float *x;
+    int64_t x_stride;
+    const int32_t *x_rows;
+    float *y;
+    int64_t y_stride;
+    const int32_t *y_rows;
+    int64_t n_rows;
+    uint8_t *xq; /* n_rows converted rows, xq_stride bytes apart */
+    size_t xq_stride;
+    int64_t conv_rows;        /* rows per conversion task */
+    int64_t bw, bx;           /* weight rows / activation rows per task */
+    int64_t n_wblocks, n_xblocks;
+} mm_job;
+
+static void convert_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const mm_job *j = ctx;
+    int64_t r0 = task * j->conv_rows, r1 = r0 + j->conv_rows;
+    if (r1 > j->n_rows) r1 = j->n_rows;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t src = j->x_rows ? j->x_rows[r] : r;
+        j->k->convert_x(j->x + src * j->x_stride, j->xq + (size_t)r * j->xq_stride, j->n_in);
+    }
+}
+
+static void matmul_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const mm_job *j = ctx;
+    int64_t wb = task / j->n_xblocks, xb = task % j->n_xblocks;
+    int64_t o0 = wb * j->bw, o1 = o0 + j->bw < j->n_out ? o0 + j->bw : j->n_out;
+    int64_t r0 = xb * j->bx, r1 = r0 + j->bx < j->n_rows ? r0 + j->bx : j->n_rows;
+    const int mw = j->k->max_nw, mx = j->k->max_nx;
+    float out[MAX_TILE];
+    for (int64_t o = o0; o < o1; o += mw) {
+        int nw = (int)(o1 - o < mw ? o1 - o : mw);
+        for (int64_t r = r0; r < r1; r += mx) {
+            int nx = (int)(r1 - r < mx ? r1 - r : mx);
+            j->k->tile(j->n_in, j->w + (size_t)o * j->w_stride, j->w_stride, nw,
+                       j->xq + (size_t)r * j->xq_stride, j->xq_stride, nx, out);
+            for (int b = 0; b < nx; b++) {
+                int64_t dst = j->y_rows ? j->y_rows[r + b] : r + b;
+                memcpy(j->y + dst * j->y_stride + o, out + b * nw, (size_t)nw * sizeof(float));
+            }
+        }
+    }
+}
+
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
+                           const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows,
+                           int64_t n_rows, rw_threadpool *pool, rw_error *err) {
+    if (!w || n_rows < 0 || w->n_in <= 0 || w->n_out < 0)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
+    if (n_rows == 0 || w->n_out == 0) return RW_OK;
+    if (!x || !y || !w->data) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
+    const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, NULL);
+    if (!k) return rw_errorf(err, RW_ERR_UNSUPPORTED, "matmul: no kernel for type %s", rw_dtype_name(w->type));
+    uint64_t row_bytes;
+    size_t vblock = rw_dtype_block_size(rw_matmul_vec_dot_type(w->type));
+    if (!rw_dtype_row_bytes(w->type, (uint64_t)w->n_in, &row_bytes) || w->n_in % (int64_t)vblock)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: row length %lld is not a multiple of %s's block",
+                         (long long)w->n_in, rw_dtype_name(w->type));
+    if (w->row_stride && w->row_stride < row_bytes)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: row stride %zu < row size %llu", w->row_stride,
+                         (unsigned long long)row_bytes);
+
+    mm_job j = {
+        .k = k, .w = w->data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
+        .n_in = w->n_in, .n_out = w->n_out, .x = x, .x_stride = x_stride, .x_rows = x_rows,
+        .y = y, .y_stride = y_stride, .y_rows = y_rows, .n_rows = n_rows,
+    };
+    j.xq_stride = (size_t)round_up((int64_t)k->x_bytes(w->n_in), 64);
+    /* scratch for the converted activations; freed before returning */
+    j.xq = aligned_alloc(64, j.xq_stride * (size_t)n_rows);
+    if (!j.xq) return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of scratch",
+                                j.xq_stride * (size_t)n_rows);
+
+    int n_threads = rw_threadpool_size(pool);
+    j.conv_rows = n_rows / (4 * n_threads) > 1 ? n_rows / (4 * n_threads) : 1;
+    rw_threadpool_run(pool, convert_task, &j, (n_rows + j.conv_rows - 1) / j.conv_rows);
+
+    /* Tasks: few activation-row blocks of up to 64 rows; weight blocks small
+     * enough that each thread gets several tasks (load balance), as a
+     * multiple of the tile width. */
+    j.bx = n_rows < 64 ? round_up(n_rows, k->max_nx) : 64;
+    j.n_xblocks = (n_rows + j.bx - 1) / j.bx;
+    int64_t want_tasks = 8 * (int64_t)n_threads;
+    int64_t bw = w->n_out * j.n_xblocks / want_tasks;
+    if (bw > 64) bw = 64;
+    j.bw = round_up(bw > 0 ? bw : 1, k->max_nw);
+    j.n_wblocks = (w->n_out + j.bw - 1) / j.bw;
+    rw_threadpool_run(pool, matmul_task, &j, j.n_wblocks * j.n_xblocks);
+    free(j.xq);
+    return RW_OK;
+}
+
+rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y,
+                    int64_t y_stride, rw_threadpool *pool, rw_error *err) {
+    return rw_matmul_gather(w, x, x_stride, NULL, y, y_stride, NULL, n_rows, pool, err);
+}

@@ -1,0 +1,97 @@
+/* matmul.h - Y = W·X for quantized or float weights and f32 activations.
+ *
+ *   y[r][o] = sum_{i < n_in} W[o][i] * x[r][i]      r < n_rows, o < n_out
+ *
+ * W is n_out rows of n_in elements of one type (ggml layout: a GGUF tensor
+ * with ne = {n_in, n_out}); x and y are f32 rows with their own strides.
+ *
+ * Numerics follow llama.cpp's CPU path: each activation row is first
+ * converted to the weight type's "vec-dot type" (F32 -> f32, F16 -> f16,
+ * BF16 -> bf16, Q4_0/Q5_0/Q8_0/IQ4_NL -> Q8_0, Q4_1/Q5_1 -> Q8_1, the
+ * K-quants and IQ4_XS -> Q8_K); then each output is a dot product computed
+ * block by block, with exact integer sums inside a block and float
+ * accumulation across blocks in a fixed order.
+ *
+ * Batch invariance: within one tier (see below), y[r][o] depends only on
+ * W[o] and x[r], bitwise: not on n_rows, the row's position, the gather
+ * lists or the thread count. The one-row and many-row paths run the same
+ * operations in the same order for every output element.
+ *
+ * Tiers: RW_TIER_REF is the plain C specification; the fast tiers differ from
+ * it only by float rounding (other accumulation order, f32 instead of double
+ * for the float types) within the tolerances that tests/kernels/test_matmul.c
+ * states. The tier is chosen once from the CPU's features; the environment
+ * variable RW_KERNELS=ref|avx2|avx512 overrides it (for tests and benchmarks).
+ */
+#ifndef RW_KERNELS_MATMUL_H
+#define RW_KERNELS_MATMUL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "base/threadpool.h"
+
+/* A weight matrix: n_out rows of n_in elements of `type` at `data`, row o at
+ * data + o * row_stride bytes (row_stride 0 = packed rows). Not owned: the
+ * caller keeps data (usually the mmap'd GGUF) alive during the call. For one
+ * expert of a 3-D MoE tensor, point data at that expert's first row. */
+typedef struct {
+    rw_dtype type;
+    const void *data;
+    int64_t n_in;
+    int64_t n_out;
+    size_t row_stride;
+} rw_matrix;
+
+/* True if rw_matmul accepts weights of type t. */
+bool rw_matmul_supports(rw_dtype t);
+
+/* The activation type W's rows are multiplied with (Q8_0 for Q4_0, ...). */
+rw_dtype rw_matmul_vec_dot_type(rw_dtype t);
+
+/* y[r*y_stride + o] = dot(W[o], x[r*x_stride ...]) for r < n_rows.
+ * Strides are in floats. y must not overlap x. pool may be NULL (one
+ * thread). Returns RW_ERR_UNSUPPORTED for a weight type without a kernel,
+ * RW_ERR_INVALID_ARG for n_in not a multiple of the type's block (256 for
+ * K-quants) or bad sizes, RW_ERR_NOMEM if the activation scratch cannot be
+ * allocated. */
+rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y,
+                    int64_t y_stride, rw_threadpool *pool, rw_error *err);
+
+/* Gathered form (MoE): row r reads x + x_rows[r]*x_stride and writes
+ * y + y_rows[r]*y_stride. A NULL list means the identity. The same y row
+ * must not appear twice. Each row's result is bitwise what rw_matmul gives
+ * for it. */
+rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
+                           const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows,
+                           int64_t n_rows, rw_threadpool *pool, rw_error *err);
+
+/* ---- Kernel tiers ---------------------------------------------------- */
+
+typedef enum {
+    RW_TIER_REF = 0, /* plain C: the specification */
+    RW_TIER_AVX2,    /* AVX2 + FMA + F16C */
+    RW_TIER_AVX512,  /* AVX-512 F/BW/VL/DQ + VNNI + BF16 */
+    RW_TIER_COUNT
+} rw_kernel_tier;
+
+const char *rw_kernel_tier_name(rw_kernel_tier t); /* "ref", "avx2", "avx512" */
+
+/* True if this CPU (and OS) can run tier t. */
+bool rw_kernel_tier_available(rw_kernel_tier t);
+
+/* The tier in use: RW_KERNELS if set and available, else the best available. */
+rw_kernel_tier rw_kernel_tier_current(void);
+
+/* Selects the tier for later calls (tests, benchmarks). Not thread-safe with
+ * running matmuls. Returns false (and changes nothing) if t is unavailable. */
+bool rw_kernel_tier_set(rw_kernel_tier t);
+
+/* The tier that actually serves type t under tier t_req: a tier without a
+ * specialised kernel for a type falls back to the next lower one. */
+rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
+
+#endif

@@ -1,0 +1,40 @@
+/* matmul_int.h - what a matmul tier provides, per weight type (private).
+ *
+ * A tier implements, for each weight type it specialises, an rw_mm_kernel:
+ *   - convert_x turns one f32 activation row into the tier's own format of
+ *     the vec-dot type (block_q8_0 rows for the reference; the fast tiers may
+ *     use any layout, e.g. separate quants / scales / sums);
+ *   - tile computes a small block of outputs, out[j*nw + i] = dot(W row i,
+ *     activation row j), for i < nw <= max_nw and j < nx <= max_nx.
+ * The tile must compute every output with the same operations whatever nw,
+ * nx and the element's place in the tile: this is what makes results batch
+ * invariant (matmul.c is free to cut the work into any tiles).
+ */
+#ifndef RW_KERNELS_MATMUL_INT_H
+#define RW_KERNELS_MATMUL_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "kernels/matmul.h"
+
+typedef struct {
+    size_t (*x_bytes)(int64_t n_in); /* bytes of one converted activation row */
+    void (*convert_x)(const float *x, void *xq, int64_t n_in);
+    void (*tile)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq,
+                 size_t xq_stride, int nx, float *out);
+    int max_nw, max_nx;
+} rw_mm_kernel;
+
+/* Kernel of each tier for weight type t, or NULL if that tier has none
+ * (then the next lower tier serves t). */
+const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t);
+const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t);
+const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t);
+
+/* CPU feature probes (cpu_features.c). */
+bool rw_cpu_has_avx2(void);   /* AVX2 + FMA + F16C, OS saves YMM */
+bool rw_cpu_has_avx512(void); /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
+
+#endif

@@ -1,0 +1,375 @@
+/* matmul_ref.c - the plain C matmul: the specification of every tier.
+ *
+ * One function per weight type computes dot(W row, activation row), where
+ * the activation row was converted to the type's vec-dot type by the
+ * library's reference quantizer (rw_quantize_row). Inside a block the sums
+ * are exact integers; across blocks the float accumulation runs from the
+ * first block to the last, with the formula written out per type:
+ *
+ *   32-blocks  sum += (dw*dx) * isum                    Q4_0 Q5_0 Q8_0 IQ4_NL
+ *              sum += (dw*dx) * isum + mw*sx            Q4_1 Q5_1 (sx = Q8_1's s)
+ *   K-quants   sum += (d*dx) * isum - (dmin*dx) * msum  (Q2_K, Q4_K, Q5_K)
+ *              sum += (d*dx) * isum                     (Q3_K, Q6_K, IQ4_XS)
+ *     where isum = sum over sub-blocks of scale * (integer dot of the
+ *     sub-block) and msum = sum over sub-blocks of min * (sum of the
+ *     activation quants of the sub-block, from Q8_K's bsums).
+ *   F32 F16 BF16: products in f32 (both sides are exact in f32), summed in
+ *     double, rounded to f32 at the end.
+ * All float expressions are evaluated exactly as written (ISO C mode: no
+ * FMA contraction).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/matmul_int.h"
+#include "kernels/quant.h"
+
+static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+
+static float f16(rw_f16 h) { return rw_f16_to_f32(h); }
+
+/* ---- activation conversions ------------------------------------------ */
+
+static size_t x_bytes_f32(int64_t n) { return (size_t)n * sizeof(float); }
+static size_t x_bytes_16(int64_t n) { return (size_t)n * 2; }
+static size_t x_bytes_q8_0(int64_t n) { return (size_t)(n / RW_QK) * sizeof(rw_block_q8_0); }
+static size_t x_bytes_q8_1(int64_t n) { return (size_t)(n / RW_QK) * sizeof(rw_block_q8_1); }
+static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / RW_QK_K) * sizeof(rw_block_q8_K); }
+
+static void convert_f32(const float *x, void *xq, int64_t n) { memcpy(xq, x, (size_t)n * sizeof(float)); }
+static void convert_f16(const float *x, void *xq, int64_t n) {
+    rw_f16 *q = xq;
+    for (int64_t i = 0; i < n; i++) q[i] = rw_f32_to_f16(x[i]);
+}
+static void convert_bf16(const float *x, void *xq, int64_t n) {
+    rw_bf16 *q = xq;
+    for (int64_t i = 0; i < n; i++) q[i] = rw_f32_to_bf16(x[i]);
+}
+/* n is a multiple of the block size (checked by matmul.c), so these cannot fail. */
+static void convert_q8_0(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_0, x, xq, n); }
+static void convert_q8_1(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_1, x, xq, n); }
+static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_K, x, xq, n); }
+
+/* ---- float types ----------------------------------------------------- */
+
+static float dot_f32(int64_t n, const void *wp, const void *xp) {
+    const float *w = wp, *x = xp;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(w[i] * x[i]);
+    return (float)sum;
+}
+
+static float dot_f16(int64_t n, const void *wp, const void *xp) {
+    const rw_f16 *w = wp, *x = xp;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(rw_f16_to_f32(w[i]) * rw_f16_to_f32(x[i]));
+    return (float)sum;
+}
+
+static float dot_bf16(int64_t n, const void *wp, const void *xp) {
+    const rw_bf16 *w = wp, *x = xp;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(rw_bf16_to_f32(w[i]) * rw_bf16_to_f32(x[i]));
+    return (float)sum;
+}
+
+/* ---- 32-element blocks ----------------------------------------------- */
+
+static float dot_q4_0(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q4_0 *w = wp;
+    const rw_block_q8_0 *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < RW_QK / 2; j++) {
+            isum += ((w[b].qs[j] & 0x0F) - 8) * x[b].qs[j];
+            isum += ((w[b].qs[j] >> 4) - 8) * x[b].qs[j + RW_QK / 2];
+        }
+        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_q4_1(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q4_1 *w = wp;
+    const rw_block_q8_1 *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < RW_QK / 2; j++) {
+            isum += (w[b].qs[j] & 0x0F) * x[b].qs[j];
+            isum += (w[b].qs[j] >> 4) * x[b].qs[j + RW_QK / 2];
+        }
+        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum + f16(w[b].m) * f16(x[b].s);
+    }
+    return sum;
+}
+
+/* The 5th bit of element j of a Q5 block (qh is a little-endian bit field). */
+static int q5_high(const uint8_t qh[4], int j) { return (qh[j / 8] >> (j % 8)) & 1; }
+
+static float dot_q5_0(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q5_0 *w = wp;
+    const rw_block_q8_0 *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < RW_QK / 2; j++) {
+            int lo = (w[b].qs[j] & 0x0F) | q5_high(w[b].qh, j) << 4;
+            int hi = (w[b].qs[j] >> 4) | q5_high(w[b].qh, j + 16) << 4;
+            isum += (lo - 16) * x[b].qs[j] + (hi - 16) * x[b].qs[j + 16];
+        }
+        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_q5_1(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q5_1 *w = wp;
+    const rw_block_q8_1 *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < RW_QK / 2; j++) {
+            int lo = (w[b].qs[j] & 0x0F) | q5_high(w[b].qh, j) << 4;
+            int hi = (w[b].qs[j] >> 4) | q5_high(w[b].qh, j + 16) << 4;
+            isum += lo * x[b].qs[j] + hi * x[b].qs[j + 16];
+        }
+        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum + f16(w[b].m) * f16(x[b].s);
+    }
+    return sum;
+}
+
+static float dot_q8_0(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q8_0 *w = wp;
+    const rw_block_q8_0 *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < RW_QK; j++) isum += w[b].qs[j] * x[b].qs[j];
+        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_iq4_nl(int64_t n, const void *wp, const void *xp) {
+    const rw_block_iq4_nl *w = wp;
+    const rw_block_q8_0 *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < RW_QK / 2; j++) {
+            isum += iq4nl_values[w[b].qs[j] & 0x0F] * x[b].qs[j];
+            isum += iq4nl_values[w[b].qs[j] >> 4] * x[b].qs[j + 16];
+        }
+        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
+    }
+    return sum;
+}
+
+/* ---- K-quants (256-element super-blocks, Q8_K activations) ------------ */
+
+/* Sum of the activation quants of sub-block [16*g, 16*g + 16). */
+static int32_t bsum16(const rw_block_q8_K *x, int g) { return x->bsums[g]; }
+
+static float dot_q2_K(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q2_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int32_t isum = 0, msum = 0;
+        /* element 128*h + 32*s + l holds bits 2s..2s+1 of qs[32*h + l];
+         * its 16-group g = 8*h + 2*s + l/16 has scale scales[g] & 15, min scales[g] >> 4 */
+        for (int g = 0; g < 16; g++) {
+            int h = g / 8, s = (g % 8) / 2, l0 = (g % 2) * 16;
+            int32_t dot = 0;
+            for (int l = l0; l < l0 + 16; l++)
+                dot += ((w[b].qs[32 * h + l] >> (2 * s)) & 3) * x[b].qs[128 * h + 32 * s + l];
+            isum += (w[b].scales[g] & 0x0F) * dot;
+            msum += (w[b].scales[g] >> 4) * bsum16(&x[b], g);
+        }
+        float dx = x[b].d;
+        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
+    }
+    return sum;
+}
+
+/* Q3_K's 16 signed 6-bit scales packed in 12 bytes. */
+static int q3_scale(const uint8_t s[12], int g) {
+    int lo = g < 8 ? s[g] & 0x0F : s[g - 8] >> 4;
+    int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+static float dot_q3_K(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q3_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int32_t isum = 0;
+        /* element 128*h + 32*s + l: low bits 2s..2s+1 of qs[32*h + l], high bit
+         * (4*h + s) of hmask[l]; a clear high bit means "minus 4" */
+        for (int g = 0; g < 16; g++) {
+            int h = g / 8, s = (g % 8) / 2, l0 = (g % 2) * 16;
+            int32_t dot = 0;
+            for (int l = l0; l < l0 + 16; l++) {
+                int q = (w[b].qs[32 * h + l] >> (2 * s)) & 3;
+                if (!((w[b].hmask[l] >> (4 * h + s)) & 1)) q -= 4;
+                dot += q * x[b].qs[128 * h + 32 * s + l];
+            }
+            isum += q3_scale(w[b].scales, g) * dot;
+        }
+        sum += (f16(w[b].d) * x[b].d) * (float)isum;
+    }
+    return sum;
+}
+
+/* Scale and min of sub-block j (of 8) of Q4_K / Q5_K: 6 bits each in 12 bytes. */
+static void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+static float dot_q4_K(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q4_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int32_t isum = 0, msum = 0;
+        /* sub-block j = 2c + hi: the low (hi=0) or high nibbles of qs[32c .. 32c+32) */
+        for (int j = 0; j < 8; j++) {
+            int sc, m, c = j / 2, shift = (j % 2) * 4;
+            k4_scale_min(w[b].scales, j, &sc, &m);
+            int32_t dot = 0;
+            for (int l = 0; l < 32; l++) dot += ((w[b].qs[32 * c + l] >> shift) & 0x0F) * x[b].qs[32 * j + l];
+            isum += sc * dot;
+            msum += m * (bsum16(&x[b], 2 * j) + bsum16(&x[b], 2 * j + 1));
+        }
+        float dx = x[b].d;
+        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
+    }
+    return sum;
+}
+
+static float dot_q5_K(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q5_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int32_t isum = 0, msum = 0;
+        /* as Q4_K, plus bit j of qh[l] as the 5th bit of element 32*j + l */
+        for (int j = 0; j < 8; j++) {
+            int sc, m, c = j / 2, shift = (j % 2) * 4;
+            k4_scale_min(w[b].scales, j, &sc, &m);
+            int32_t dot = 0;
+            for (int l = 0; l < 32; l++) {
+                int q = ((w[b].qs[32 * c + l] >> shift) & 0x0F) | ((w[b].qh[l] >> j) & 1) << 4;
+                dot += q * x[b].qs[32 * j + l];
+            }
+            isum += sc * dot;
+            msum += m * (bsum16(&x[b], 2 * j) + bsum16(&x[b], 2 * j + 1));
+        }
+        float dx = x[b].d;
+        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
+    }
+    return sum;
+}
+
+static float dot_q6_K(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q6_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int32_t isum = 0;
+        /* element 128*h + 32*k + l (k < 4, l < 32): low nibble k<2 ? ql[64h + 32k + l] & 15
+         * : ql[64h + 32(k-2) + l] >> 4; high 2 bits (qh[32h + l] >> 2k) & 3; value q - 32;
+         * 16-group g = 8h + 2k + l/16 with signed scale scales[g] */
+        for (int g = 0; g < 16; g++) {
+            int h = g / 8, k = (g % 8) / 2, l0 = (g % 2) * 16;
+            int32_t dot = 0;
+            for (int l = l0; l < l0 + 16; l++) {
+                int lo = k < 2 ? w[b].ql[64 * h + 32 * k + l] & 0x0F : w[b].ql[64 * h + 32 * (k - 2) + l] >> 4;
+                int q = (lo | ((w[b].qh[32 * h + l] >> (2 * k)) & 3) << 4) - 32;
+                dot += q * x[b].qs[128 * h + 32 * k + l];
+            }
+            isum += w[b].scales[g] * dot;
+        }
+        sum += (f16(w[b].d) * x[b].d) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_iq4_xs(int64_t n, const void *wp, const void *xp) {
+    const rw_block_iq4_xs *w = wp;
+    const rw_block_q8_K *x = xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int32_t isum = 0;
+        /* sub-block j: qs[16j .. 16j+16), low nibbles first; 6-bit scale minus 32 */
+        for (int j = 0; j < 8; j++) {
+            int ls = ((w[b].scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((w[b].scales_h >> (2 * j)) & 3) << 4;
+            int32_t dot = 0;
+            for (int l = 0; l < 16; l++) {
+                dot += iq4nl_values[w[b].qs[16 * j + l] & 0x0F] * x[b].qs[32 * j + l];
+                dot += iq4nl_values[w[b].qs[16 * j + l] >> 4] * x[b].qs[32 * j + l + 16];
+            }
+            isum += (ls - 32) * dot;
+        }
+        sum += (f16(w[b].d) * x[b].d) * (float)isum;
+    }
+    return sum;
+}
+
+/* ---- tiles and the table --------------------------------------------- */
+
+#define REF_KERNEL(name, xb, conv)                                                                  \
+    static void tile_##name(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq, \
+                            size_t xq_stride, int nx, float *out) {                                 \
+        for (int j = 0; j < nx; j++)                                                                \
+            for (int i = 0; i < nw; i++)                                                            \
+                out[j * nw + i] = dot_##name(n_in, w + i * w_stride, xq + j * xq_stride);           \
+    }                                                                                               \
+    static const rw_mm_kernel kernel_##name = {xb, conv, tile_##name, 1, 1};
+
+REF_KERNEL(f32, x_bytes_f32, convert_f32)
+REF_KERNEL(f16, x_bytes_16, convert_f16)
+REF_KERNEL(bf16, x_bytes_16, convert_bf16)
+REF_KERNEL(q4_0, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(q4_1, x_bytes_q8_1, convert_q8_1)
+REF_KERNEL(q5_0, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(q5_1, x_bytes_q8_1, convert_q8_1)
+REF_KERNEL(q8_0, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(iq4_nl, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(q2_K, x_bytes_q8_K, convert_q8_K)
+REF_KERNEL(q3_K, x_bytes_q8_K, convert_q8_K)
+REF_KERNEL(q4_K, x_bytes_q8_K, convert_q8_K)
+REF_KERNEL(q5_K, x_bytes_q8_K, convert_q8_K)
+REF_KERNEL(q6_K, x_bytes_q8_K, convert_q8_K)
+REF_KERNEL(iq4_xs, x_bytes_q8_K, convert_q8_K)
+
+const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_F32: return &kernel_f32;
+    case RW_TYPE_F16: return &kernel_f16;
+    case RW_TYPE_BF16: return &kernel_bf16;
+    case RW_TYPE_Q4_0: return &kernel_q4_0;
+    case RW_TYPE_Q4_1: return &kernel_q4_1;
+    case RW_TYPE_Q5_0: return &kernel_q5_0;
+    case RW_TYPE_Q5_1: return &kernel_q5_1;
+    case RW_TYPE_Q8_0: return &kernel_q8_0;
+    case RW_TYPE_IQ4_NL: return &kernel_iq4_nl;
+    case RW_TYPE_Q2_K: return &kernel_q2_K;
+    case RW_TYPE_Q3_K: return &kernel_q3_K;
+    case RW_TYPE_Q4_K: return &kernel_q4_K;
+    case RW_TYPE_Q5_K: return &kernel_q5_K;
+    case RW_TYPE_Q6_K: return &kernel_q6_K;
+    case RW_TYPE_IQ4_XS: return &kernel_iq4_xs;
+    default: return NULL;
+    }
+}

@@ -1,0 +1,287 @@
+/* test_matmul.c - rw_matmul for every weight type and tier.
+ *
+ *   1. the reference against an independent computation: dequantized
+ *      weights times the exact activations, within the bound that the
+ *      activation rounding allows (needs the library's dequantizer);
+ *   2. every fast tier this CPU runs against the reference, over awkward
+ *      row counts and row lengths, within TOL (relative to the largest
+ *      output of the row);
+ *   3. batch invariance, bitwise, in every tier: a row's output alone equals
+ *      its output inside batches of 1..300 rows, at any position, gathered or
+ *      not, with 1, 2 or 3 threads;
+ *   4. argument errors.
+ * Weights are random bytes with sane scales, so every quant pattern occurs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/threadpool.h"
+#include "harness.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+/* Fast tier vs reference: |y_fast - y_ref| <= TOL * max_o |y_ref[o]| (per row).
+ * The fast tiers sum blocks in another order (per-lane partial sums, f32
+ * instead of double for the float types); measured differences are below
+ * 1e-5 of the row's largest output. */
+#define TOL 1e-4
+
+static const rw_dtype all_types[] = {
+    RW_TYPE_F32,  RW_TYPE_F16,  RW_TYPE_BF16, RW_TYPE_Q4_0, RW_TYPE_Q4_1,   RW_TYPE_Q5_0,
+    RW_TYPE_Q5_1, RW_TYPE_Q8_0, RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K,   RW_TYPE_Q5_K,
+    RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS,
+};
+#define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
+static rw_f16 scale16(float lo, float hi) {
+    float v = lo + (hi - lo) * (float)rnd() / 4294967296.0f;
+    return rw_f32_to_f16(rnd() & 1 ? -v : v);
+}
+
+/* n_out rows of n_in random weights of type t (malloc'd; caller frees). */
+static void *make_weights(rw_dtype t, int64_t n_out, int64_t n_in, size_t *row_bytes_out) {
+    uint64_t rb;
+    if (!rw_dtype_row_bytes(t, (uint64_t)n_in, &rb)) return NULL;
+    uint8_t *buf = malloc(rb * (size_t)n_out);
+    for (size_t i = 0; i < rb * (size_t)n_out; i++) buf[i] = (uint8_t)rnd();
+    int64_t n_blocks = n_out * n_in / (int64_t)rw_dtype_block_size(t);
+    for (int64_t b = 0; b < n_blocks; b++) {
+        void *p = buf + (size_t)b * rw_dtype_type_size(t);
+        switch (t) {
+        case RW_TYPE_F32: *(float *)p = frand(); break;
+        case RW_TYPE_F16: *(rw_f16 *)p = rw_f32_to_f16(frand()); break;
+        case RW_TYPE_BF16: *(rw_bf16 *)p = rw_f32_to_bf16(frand()); break;
+        case RW_TYPE_Q4_0: ((rw_block_q4_0 *)p)->d = scale16(0.01f, 0.1f); break;
+        case RW_TYPE_Q5_0: ((rw_block_q5_0 *)p)->d = scale16(0.01f, 0.1f); break;
+        case RW_TYPE_Q8_0: ((rw_block_q8_0 *)p)->d = scale16(0.001f, 0.01f); break;
+        case RW_TYPE_IQ4_NL: ((rw_block_iq4_nl *)p)->d = scale16(0.001f, 0.01f); break;
+        case RW_TYPE_Q4_1:
+            ((rw_block_q4_1 *)p)->d = scale16(0.01f, 0.1f);
+            ((rw_block_q4_1 *)p)->m = scale16(0.1f, 0.5f);
+            break;
+        case RW_TYPE_Q5_1:
+            ((rw_block_q5_1 *)p)->d = scale16(0.01f, 0.1f);
+            ((rw_block_q5_1 *)p)->m = scale16(0.1f, 0.5f);
+            break;
+        case RW_TYPE_Q2_K:
+            ((rw_block_q2_K *)p)->d = scale16(0.01f, 0.1f);
+            ((rw_block_q2_K *)p)->dmin = scale16(0.01f, 0.1f);
+            break;
+        case RW_TYPE_Q3_K: ((rw_block_q3_K *)p)->d = scale16(0.001f, 0.01f); break;
+        case RW_TYPE_Q4_K:
+            ((rw_block_q4_K *)p)->d = scale16(0.001f, 0.01f);
+            ((rw_block_q4_K *)p)->dmin = scale16(0.001f, 0.01f);
+            break;
+        case RW_TYPE_Q5_K:
+            ((rw_block_q5_K *)p)->d = scale16(0.001f, 0.01f);
+            ((rw_block_q5_K *)p)->dmin = scale16(0.001f, 0.01f);
+            break;
+        case RW_TYPE_Q6_K: ((rw_block_q6_K *)p)->d = scale16(0.0001f, 0.001f); break;
+        case RW_TYPE_IQ4_XS: ((rw_block_iq4_xs *)p)->d = scale16(0.0001f, 0.001f); break;
+        default: break;
+        }
+    }
+    *row_bytes_out = (size_t)rb;
+    return buf;
+}
+
+/* Activations with a few outliers (as real hidden states have). */
+static float *make_x(int64_t n_rows, int64_t n_in) {
+    float *x = malloc(sizeof(float) * (size_t)(n_rows * n_in));
+    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = frand() * (rnd() % 50 == 0 ? 8.0f : 1.0f);
+    return x;
+}
+
+static int64_t block_len(rw_dtype t) {
+    size_t b = rw_dtype_block_size(rw_matmul_vec_dot_type(t));
+    size_t bw = rw_dtype_block_size(t);
+    return (int64_t)(b > bw ? b : bw);
+}
+
+static bool run_tier(rw_kernel_tier tier, const rw_matrix *w, const float *x, int64_t n_rows, float *y,
+                     rw_threadpool *pool) {
+    if (!rw_kernel_tier_set(tier)) return false;
+    rw_error err;
+    rw_status s = rw_matmul(w, x, w->n_in, n_rows, y, w->n_out, pool, &err);
+    CHECK_MSG(s == RW_OK, "%s", err.msg);
+    return s == RW_OK;
+}
+
+/* 1. reference vs dequantized weights: |ref - exact| <= rounding bound of x */
+static void check_reference(rw_dtype t, bool small) {
+    int64_t n_in = 2 * block_len(t) + (block_len(t) == 32 ? 32 : 0), n_out = small ? 5 : 17, n_rows = 3;
+    size_t rb;
+    void *wdata = make_weights(t, n_out, n_in, &rb);
+    float *x = make_x(n_rows, n_in), *y = malloc(sizeof(float) * (size_t)(n_rows * n_out));
+    float *wf = malloc(sizeof(float) * (size_t)n_in);
+    rw_matrix w = {t, wdata, n_in, n_out, 0};
+    run_tier(RW_TIER_REF, &w, x, n_rows, y, NULL);
+    int64_t vb = (int64_t)rw_dtype_block_size(rw_matmul_vec_dot_type(t));
+    for (int64_t o = 0; o < n_out; o++) {
+        CHECK(rw_dequantize_row(t, (uint8_t *)wdata + o * rb, wf, n_in) == RW_OK);
+        for (int64_t r = 0; r < n_rows; r++) {
+            const float *xr = x + r * n_in;
+            double exact = 0, bound = 0;
+            for (int64_t b0 = 0; b0 < n_in; b0 += vb) {
+                double amax = 0, sw = 0;
+                for (int64_t i = b0; i < b0 + vb; i++) {
+                    exact += (double)wf[i] * xr[i];
+                    sw += fabs(wf[i]);
+                    amax = fmax(amax, fabs(xr[i]));
+                }
+                /* largest rounding of one activation: half a quant step (8-bit
+                 * types: amax/127 steps, Q8_0's f16 scale adds 2^-11 relative),
+                 * or half an ulp for f16 / bf16 */
+                double step;
+                switch (t) {
+                case RW_TYPE_F32: step = 0; break;
+                case RW_TYPE_F16: step = amax * 0x1p-11; break;
+                case RW_TYPE_BF16: step = amax * 0x1p-8; break;
+                default: step = amax / 127.0 * 0.5 * (1 + 0x1p-10) + amax * 0x1p-10; break;
+                }
+                bound += sw * step;
+            }
+            double got = y[r * n_out + o];
+            double slack = 1e-5 * fabs(exact) + 1e-4 * bound + 1e-6;
+            CHECK_MSG(fabs(got - exact) <= bound + slack, "%s row %lld out %lld: ref %.7g exact %.7g bound %.3g",
+                      rw_dtype_name(t), (long long)r, (long long)o, got, exact, bound);
+        }
+    }
+    free(wdata), free(x), free(y), free(wf);
+}
+
+/* 2. a fast tier against the reference */
+static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pool) {
+    static const int64_t rows_list[] = {1, 2, 3, 7, 31, 33, 255, 257};
+    int64_t bl = block_len(t);
+    /* one length that is a multiple of 256 and (for 32-blocks) one that is not */
+    int64_t lens[2] = {small ? 256 : 512, bl == 32 ? (small ? 96 : 288) : (small ? 256 : 768)};
+    double worst = 0;
+    for (int li = 0; li < 2; li++) {
+        int64_t n_in = lens[li], n_out = small ? 19 : 37;
+        size_t rb;
+        void *wdata = make_weights(t, n_out, n_in, &rb);
+        rw_matrix w = {t, wdata, n_in, n_out, 0};
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+            int64_t n_rows = rows_list[ri];
+            if (small && n_rows > 33) continue;
+            float *x = make_x(n_rows, n_in);
+            float *y_ref = malloc(sizeof(float) * (size_t)(n_rows * n_out));
+            float *y_fast = malloc(sizeof(float) * (size_t)(n_rows * n_out));
+            run_tier(RW_TIER_REF, &w, x, n_rows, y_ref, pool);
+            run_tier(tier, &w, x, n_rows, y_fast, pool);
+            for (int64_t r = 0; r < n_rows; r++) {
+                double ymax = 1e-30;
+                for (int64_t o = 0; o < n_out; o++) ymax = fmax(ymax, fabs(y_ref[r * n_out + o]));
+                for (int64_t o = 0; o < n_out; o++) {
+                    double d = fabs((double)y_fast[r * n_out + o] - y_ref[r * n_out + o]) / ymax;
+                    worst = fmax(worst, d);
+                    CHECK_MSG(d <= TOL, "%s %s rows %lld n_in %lld: row %lld out %lld fast %.8g ref %.8g",
+                              rw_kernel_tier_name(tier), rw_dtype_name(t), (long long)n_rows, (long long)n_in,
+                              (long long)r, (long long)o, y_fast[r * n_out + o], y_ref[r * n_out + o]);
+                }
+            }
+            free(x), free(y_ref), free(y_fast);
+        }
+        free(wdata);
+    }
+    if (getenv("RW_TEST_VERBOSE"))
+        fprintf(stderr, "%-6s %-7s worst relative difference %.3g\n", rw_kernel_tier_name(tier), rw_dtype_name(t),
+                worst);
+}
+
+/* 3. batch invariance within one tier */
+static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pools[3]) {
+    static const int64_t rows_list[] = {1, 2, 3, 7, 64, 300};
+    int64_t n_in = block_len(t) == 32 ? 160 : 256, n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
+    if (!rw_kernel_tier_set(tier)) return;
+    size_t rb;
+    void *wdata = make_weights(t, n_out, n_in, &rb);
+    rw_matrix w = {t, wdata, n_in, n_out, 0};
+    float *x = make_x(max_rows, n_in);
+    float *alone = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+    float *y = malloc(sizeof(float) * (size_t)(2 * max_rows * n_out));
+    int32_t *xr = malloc(sizeof(int32_t) * (size_t)max_rows), *yr = malloc(sizeof(int32_t) * (size_t)max_rows);
+    rw_error err;
+    for (int64_t r = 0; r < max_rows; r++) /* each row alone, one thread */
+        CHECK(rw_matmul(&w, x + r * n_in, n_in, 1, alone + r * n_out, n_out, NULL, &err) == RW_OK);
+    bool ok = true;
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+        int64_t n_rows = rows_list[ri];
+        if (n_rows > max_rows) continue;
+        for (int th = 0; th < 3; th++) {
+            /* a contiguous batch of the last n_rows rows (so row positions shift) */
+            int64_t first = max_rows - n_rows;
+            CHECK(rw_matmul(&w, x + first * n_in, n_in, n_rows, y, n_out, pools[th], &err) == RW_OK);
+            for (int64_t r = 0; r < n_rows; r++)
+                ok &= !memcmp(y + r * n_out, alone + (first + r) * n_out, sizeof(float) * (size_t)n_out);
+            /* gathered: rows in reverse order, written to every other y row */
+            for (int64_t r = 0; r < n_rows; r++) {
+                xr[r] = (int32_t)(n_rows - 1 - r);
+                yr[r] = (int32_t)(2 * r + 1);
+            }
+            CHECK(rw_matmul_gather(&w, x, n_in, xr, y, n_out, yr, n_rows, pools[th], &err) == RW_OK);
+            for (int64_t r = 0; r < n_rows; r++)
+                ok &= !memcmp(y + (2 * r + 1) * n_out, alone + (n_rows - 1 - r) * n_out,
+                              sizeof(float) * (size_t)n_out);
+            CHECK_MSG(ok, "%s %s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
+                      rw_dtype_name(t), (long long)n_rows, th + 1);
+            if (!ok) goto done;
+        }
+    }
+done:
+    free(wdata), free(x), free(alone), free(y), free(xr), free(yr);
+}
+
+static void check_errors(void) {
+    rw_error err;
+    float x[64] = {0}, y[4];
+    uint8_t wq[4 * 34] = {0};
+    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0};
+    CHECK(!rw_matmul_supports(RW_TYPE_Q8_K));
+    CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_UNSUPPORTED);
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0}; /* not a multiple of 32 */
+    CHECK(rw_matmul(&w, x, 48, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
+    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0}; /* K-quants need 256 */
+    CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10}; /* stride below the row size */
+    CHECK(rw_matmul(&w, x, 64, 1, y, 2, NULL, &err) == RW_ERR_INVALID_ARG);
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0};
+    CHECK(rw_matmul(&w, x, 64, 0, y, 2, NULL, &err) == RW_OK); /* no rows: nothing to do */
+    CHECK(rw_matmul_vec_dot_type(RW_TYPE_Q4_1) == RW_TYPE_Q8_1);
+    CHECK(rw_matmul_vec_dot_type(RW_TYPE_IQ4_XS) == RW_TYPE_Q8_K);
+}
+
+int main(void) {
+    bool small = rw_test_sanitized();
+    rw_kernel_tier best = rw_kernel_tier_current();
+    rw_threadpool *pools[3] = {NULL};
+    rw_error err;
+    for (int i = 0; i < 3; i++) CHECK(rw_threadpool_new(i + 1, &pools[i], &err) == RW_OK);
+
+    check_errors();
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        rw_dtype t = all_types[ti];
+        CHECK(rw_matmul_supports(t));
+        if (rw_can_dequantize(t)) check_reference(t, small);
+        for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
+            if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
+            if (tier != RW_TIER_REF && rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier)
+                check_fast_vs_ref((rw_kernel_tier)tier, t, small, pools[1]);
+            if (rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier)
+                check_invariance((rw_kernel_tier)tier, t, small, pools);
+        }
+    }
+    rw_kernel_tier_set(best);
+    for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
+    return rw_test_done();
+}
