@@ -25,7 +25,7 @@ typedef const rw_mm_kernel *(*kernel_lookup)(rw_dtype t);
 static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
     [RW_TIER_REF] = rw_mm_kernel_ref,
     [RW_TIER_AVX2] = NULL,
-    [RW_TIER_AVX512] = NULL,
+    [RW_TIER_AVX512] = rw_mm_kernel_avx512,
 };
 
 static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512"};

@@ -24,8 +24,8 @@
 /* Fast tier vs reference: |y_fast - y_ref| <= TOL * max_o |y_ref[o]| (per row).
  * The fast tiers sum blocks in another order (per-lane partial sums, f32
  * instead of double for the float types); measured differences are below
- * 1e-5 of the row's largest output. */
-#define TOL 1e-4
+ * 1e-6 of the row's largest output. */
+#define TOL 1e-5
 
 static const rw_dtype all_types[] = {
     RW_TYPE_F32,  RW_TYPE_F16,  RW_TYPE_BF16, RW_TYPE_Q4_0, RW_TYPE_Q4_1,   RW_TYPE_Q5_0,

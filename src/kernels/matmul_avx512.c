@@ -1,0 +1,635 @@
+/* matmul_avx512.c - the AVX-512 tier (F, BW, VL, DQ, VNNI, BF16).
+ *
+ * Integer types multiply unsigned 8-bit weights by signed 8-bit activation
+ * quants with vpdpbusd (4 products summed into each 32-bit lane). Weights
+ * whose values are signed are biased into unsigned range (+8 for Q4_0, +16
+ * for Q5_0, +128 for Q8_0 and IQ4_NL); the bias times the sum of the 4
+ * activation quants of the lane is subtracted exactly, by starting the lane
+ * from a precomputed -bias*sum, so integer results are exact.
+ *
+ * Float accumulation is per lane: each 32-bit lane keeps its own f32 sum
+ * over the row, and the 16 lanes are added at the end by one fixed
+ * reduction. For the 32-element types a 64-element chunk holds two blocks
+ * (lanes 0-7 and 8-15), and each lane adds (float)lane_sum * (dw*dx) of its
+ * block. For the K-quants each lane first sums its exact integer products
+ * times the sub-block scales over the super-block, then adds
+ * (float)isum_lane * (d*dx) - (float)msum_lane * (dmin*dx).
+ *
+ * Tiles are up to 4 weight rows x 4 activation rows; every element of a
+ * tile goes through the same instruction sequence whatever the tile's size,
+ * so the one-row (decode) and many-row (prefill) paths agree bitwise.
+ *
+ * Activation rows are converted (convert_x) into this file's own layouts,
+ * described at each `x_*` struct; quantization rounds exactly as the
+ * reference quantizer (roundf for Q8_0/Q8_1, nearest-even for Q8_K).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/matmul_int.h"
+#include "kernels/quant.h"
+
+#define NW 4 /* weight rows per tile */
+#define NX 4 /* activation rows per tile */
+
+#define INLINE static inline __attribute__((always_inline))
+
+static float f16_to_f32(rw_f16 h) { return _cvtsh_ss(h); }
+
+/* ==== Float types ======================================================== */
+
+/* Activation rows: f32 (F32 weights), f32 values rounded through f16 (F16
+ * weights: the f16 x f16 products are exact in f32), or bf16 pairs (BF16
+ * weights, for vdpbf16ps). Tails shorter than 16 (32 for bf16) use masks. */
+static size_t x_bytes_f32(int64_t n) { return (size_t)n * 4; }
+static size_t x_bytes_bf16(int64_t n) { return (size_t)n * 2; }
+
+static void convert_f32(const float *x, void *xq, int64_t n) { memcpy(xq, x, (size_t)n * 4); }
+
+static void convert_f16(const float *x, void *xq, int64_t n) {
+    float *o = xq;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++) o[i] = f16_to_f32(rw_f32_to_f16(x[i]));
+}
+
+static void convert_bf16(const float *x, void *xq, int64_t n) {
+    rw_bf16 *o = xq;
+    for (int64_t i = 0; i < n; i++) o[i] = rw_f32_to_bf16(x[i]);
+}
+
+/* Weight loaders: 16 f32 values of row w starting at element i, k valid. */
+INLINE __m512 load_w_f32(const uint8_t *w, int64_t i, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+}
+INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const rw_f16 *)w + i));
+}
+
+#define FLOAT_TILE(name, LOADW)                                                                        \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        __m512 acc[NW][NX];                                                                            \
+        for (int i = 0; i < nw; i++)                                                                   \
+            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
+        for (int64_t k = 0; k < n; k += 16) {                                                          \
+            __mmask16 m = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);                     \
+            __m512 xv[NX];                                                                             \
+            for (int j = 0; j < nx; j++) xv[j] = _mm512_maskz_loadu_ps(m, (const float *)(xq + j * xs) + k); \
+            for (int i = 0; i < nw; i++) {                                                             \
+                __m512 wv = LOADW(w + i * ws, k, m);                                                   \
+                for (int j = 0; j < nx; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);       \
+            }                                                                                          \
+        }                                                                                              \
+        for (int j = 0; j < nx; j++)                                                                   \
+            for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
+    }
+
+FLOAT_TILE(f32, load_w_f32)
+FLOAT_TILE(f16, load_w_f16)
+
+INLINE void bf16_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,
+                      const int nx, float *out) {
+    __m512 acc[NW][NX];
+    for (int i = 0; i < nw; i++)
+        for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k += 32) {
+        __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (n - k)) - 1);
+        __m512bh xv[NX];
+        for (int j = 0; j < nx; j++)
+            xv[j] = (__m512bh)_mm512_maskz_loadu_epi16(m, (const rw_bf16 *)(xq + j * xs) + k);
+        for (int i = 0; i < nw; i++) {
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, (const rw_bf16 *)(w + i * ws) + k);
+            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, xv[j]);
+        }
+    }
+    for (int j = 0; j < nx; j++)
+        for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+/* ==== 32-element blocks with Q8_0 / Q8_1 activations ===================== */
+
+/* Activation row of nb = n/32 blocks, in nc = ceil(nb/2) chunks of 64
+ * elements (a missing last block is zero):
+ *   int8  qs[64]     the quants, element order
+ *   int32 base[16]   per lane: -bias * (sum of the lane's 4 quants)
+ *   float dx[16]     per lane: the block's scale (f16-rounded)
+ *   float sx[16]     Q8_1 only: lane 0 / 8: the block's s = d*sum(qs) (f16-rounded), others 0
+ */
+typedef struct {
+    int8_t qs[64];
+    int32_t base[16];
+    float dx[16];
+    float sx[16];
+} x_chunk;
+
+static size_t x_bytes_chunks(int64_t n) { return (size_t)((n / 32 + 1) / 2) * sizeof(x_chunk); }
+
+/* roundf(v) for every lane: ties away from zero, as the reference quantizer. */
+INLINE __m512 round_half_away(__m512 v) {
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 frac = _mm512_sub_ps(v, t);
+    __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __mmask16 down = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(-0.5f), _CMP_LE_OQ);
+    t = _mm512_mask_add_ps(t, up, t, _mm512_set1_ps(1.0f));
+    return _mm512_mask_sub_ps(t, down, t, _mm512_set1_ps(1.0f));
+}
+
+/* Quantizes 32 values as Q8_0: d = amax/127, q = roundf(x * (1/d)); returns
+ * d rounded to f16 (the block's scale) and d itself (for Q8_1's s). */
+static void quantize_block32(const float *x, int8_t *q, float *d_out, float *d_raw, int *sum) {
+    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    __m512i qa = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(a, vid)));
+    __m512i qb = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(b, vid)));
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
+    *d_out = f16_to_f32(rw_f32_to_f16(d));
+    *d_raw = d;
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
+/* Shared by all 32-block kernels; bias is the unsigned offset of the weight
+ * quants (see the file head), with_s adds Q8_1's s. */
+static void convert_chunks(const float *x, void *xq, int64_t n, int bias, int with_s) {
+    x_chunk *c = xq;
+    int64_t nb = n / 32;
+    memset(xq, 0, x_bytes_chunks(n));
+    for (int64_t b = 0; b < nb; b++) {
+        x_chunk *ch = &c[b / 2];
+        int half = (int)(b % 2), sum;
+        float d, d_raw;
+        quantize_block32(x + b * 32, ch->qs + 32 * half, &d, &d_raw, &sum);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q4 = ch->qs + 32 * half + 4 * l;
+            ch->base[8 * half + l] = -bias * (q4[0] + q4[1] + q4[2] + q4[3]);
+            ch->dx[8 * half + l] = d;
+        }
+        if (with_s) ch->sx[8 * half] = f16_to_f32(rw_f32_to_f16((float)sum * d_raw));
+    }
+}
+
+static void convert_q8_0_b128(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 128, 0); }
+static void convert_q8_0_b8(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 8, 0); }
+static void convert_q8_0_b16(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 16, 0); }
+static void convert_q8_1(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 0, 1); }
+
+/* One unpacked 64-element weight chunk: unsigned quants, per-lane scale
+ * (and per-lane min for Q4_1/Q5_1: lane 0 and 8 only, matching sx). */
+typedef struct {
+    __m512i u;
+    __m512 dw;
+    __m512 mw;
+} w_chunk;
+
+/* [d0 x8, d1 x8] from two block scales (d1 = 0 if there is no second block). */
+INLINE __m512 lane_scales(float d0, float d1) {
+    return _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+}
+
+/* Low and high nibbles of 16 bytes of each of two blocks, in element order:
+ * [lo(A), hi(A), lo(B), hi(B)] with A at pa and B at pb. */
+INLINE __m512i nibbles_2x16(const uint8_t *pa, const uint8_t *pb, int two) {
+    __m128i a = _mm_loadu_si128((const __m128i *)pa);
+    __m128i b = two ? _mm_loadu_si128((const __m128i *)pb) : _mm_setzero_si128();
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); /* lo(A) lo(B) hi(A) hi(B) */
+    return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* The 32 fifth bits of a Q5 block as a 32-bit mask (little-endian qh). */
+INLINE uint32_t q5_bits(const uint8_t qh[4]) {
+    uint32_t v;
+    memcpy(&v, qh, 4);
+    return v;
+}
+
+INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
+    const rw_block_q8_0 *b = (const rw_block_q8_0 *)row + 2 * c;
+    __m256i a = _mm256_loadu_si256((const __m256i *)b[0].qs);
+    __m256i h = two ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_set1_epi8((char)0x80);
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(a), h, 1);
+    w_chunk w = {_mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f), _mm512_setzero_ps()};
+    return w;
+}
+
+INLINE w_chunk unpack_q4_0(const uint8_t *row, int64_t c, int two) {
+    const rw_block_q4_0 *b = (const rw_block_q4_0 *)row + 2 * c;
+    w_chunk w = {nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two),
+                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f), _mm512_setzero_ps()};
+    return w;
+}
+
+INLINE w_chunk unpack_q4_1(const uint8_t *row, int64_t c, int two) {
+    const rw_block_q4_1 *b = (const rw_block_q4_1 *)row + 2 * c;
+    float m1 = two ? f16_to_f32(b[1].m) : 0.0f;
+    w_chunk w = {nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two),
+                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f),
+                 lane_scales(f16_to_f32(b[0].m), m1)};
+    return w;
+}
+
+INLINE __m512i add_q5_bits(__m512i u, const uint8_t *qh0, const uint8_t *qh1, int two) {
+    __mmask64 hb = (__mmask64)q5_bits(qh0) | (two ? (__mmask64)q5_bits(qh1) << 32 : 0);
+    return _mm512_mask_add_epi8(u, hb, u, _mm512_set1_epi8(16));
+}
+
+INLINE w_chunk unpack_q5_0(const uint8_t *row, int64_t c, int two) {
+    const rw_block_q5_0 *b = (const rw_block_q5_0 *)row + 2 * c;
+    __m512i u = nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two);
+    w_chunk w = {add_q5_bits(u, b[0].qh, two ? b[1].qh : NULL, two),
+                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f), _mm512_setzero_ps()};
+    return w;
+}
+
+INLINE w_chunk unpack_q5_1(const uint8_t *row, int64_t c, int two) {
+    const rw_block_q5_1 *b = (const rw_block_q5_1 *)row + 2 * c;
+    __m512i u = nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two);
+    float m1 = two ? f16_to_f32(b[1].m) : 0.0f;
+    w_chunk w = {add_q5_bits(u, b[0].qh, two ? b[1].qh : NULL, two),
+                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f),
+                 lane_scales(f16_to_f32(b[0].m), m1)};
+    return w;
+}
+
+/* IQ4_NL's 16 values plus 128 (so unsigned), for vpshufb. */
+static const int8_t iq4nl_plus128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, (int8_t)153, (int8_t)166,
+                                         (int8_t)181, (int8_t)197, (int8_t)217, (int8_t)241};
+
+INLINE __m512i iq4_lookup(__m512i nib) {
+    __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_plus128));
+    return _mm512_shuffle_epi8(tab, nib);
+}
+
+INLINE w_chunk unpack_iq4_nl(const uint8_t *row, int64_t c, int two) {
+    const rw_block_iq4_nl *b = (const rw_block_iq4_nl *)row + 2 * c;
+    __m512i nib = nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two);
+    w_chunk w = {iq4_lookup(nib), lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f),
+                 _mm512_setzero_ps()};
+    return w;
+}
+
+#define BLOCK32_TILE(name, UNPACK, WITH_MIN)                                                            \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
+                            size_t xs, const int nx, float *out) {                                      \
+        __m512 acc[NW][NX];                                                                             \
+        for (int i = 0; i < nw; i++)                                                                    \
+            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                              \
+        int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
+        for (int64_t c = 0; c < nc; c++) {                                                              \
+            int two = 2 * c + 1 < nb;                                                                   \
+            w_chunk wc[NW];                                                                             \
+            for (int i = 0; i < nw; i++) wc[i] = UNPACK(w + i * ws, c, two);                           \
+            for (int j = 0; j < nx; j++) {                                                              \
+                const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                 \
+                __m512i xqv = _mm512_load_si512(xc->qs);                                                \
+                __m512 dx = _mm512_load_ps(xc->dx);                                                     \
+                for (int i = 0; i < nw; i++) {                                                          \
+                    __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv);          \
+                    __m512 s = _mm512_mul_ps(wc[i].dw, dx);                                             \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[i][j]);                  \
+                    if (WITH_MIN) acc[i][j] = _mm512_fmadd_ps(wc[i].mw, _mm512_load_ps(xc->sx), acc[i][j]); \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        for (int j = 0; j < nx; j++)                                                                    \
+            for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);            \
+    }
+
+BLOCK32_TILE(q8_0, unpack_q8_0, 0)
+BLOCK32_TILE(q4_0, unpack_q4_0, 0)
+BLOCK32_TILE(q4_1, unpack_q4_1, 1)
+BLOCK32_TILE(q5_0, unpack_q5_0, 0)
+BLOCK32_TILE(q5_1, unpack_q5_1, 1)
+BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 0)
+
+/* ==== K-quants with Q8_K activations ===================================== */
+
+/* Activation super-block: d as in Q8_K (1/iscale), quants, and the sums of
+ * each 16 quants (int16) for the min / bias terms. */
+typedef struct {
+    int8_t qs[256];
+    int16_t bsums[16];
+    float d;
+    float pad[7];
+} x_super;
+
+static size_t x_bytes_super(int64_t n) { return (size_t)(n / 256) * sizeof(x_super); }
+
+/* Q8_K as the reference: the element of largest magnitude (first one on
+ * ties) maps to -127, iscale = -127/that value, q = nearest-even(iscale*x)
+ * capped at 127, d = 1/iscale. */
+static void convert_q8_K(const float *x, void *xq, int64_t n) {
+    x_super *s = xq;
+    for (int64_t b = 0; b < n / 256; b++, x += 256) {
+        __m512 amax_v = _mm512_setzero_ps();
+        for (int k = 0; k < 256; k += 16) amax_v = _mm512_max_ps(amax_v, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+        float amax = _mm512_reduce_max_ps(amax_v);
+        memset(&s[b], 0, sizeof s[b]);
+        if (amax == 0.0f) continue;
+        float maxv = 0;
+        for (int k = 0; k < 256; k += 16) {
+            __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (m) {
+                maxv = x[k + __builtin_ctz(m)];
+                break;
+            }
+        }
+        float iscale = -127.0f / maxv;
+        __m512 vs = _mm512_set1_ps(iscale);
+        for (int k = 0; k < 256; k += 16) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + k)));
+            q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(s[b].qs + k), _mm512_cvtsepi32_epi8(q));
+            s[b].bsums[k / 16] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        s[b].d = 1.0f / iscale;
+    }
+}
+
+/* One unpacked weight super-block: 4 chunks of 64 unsigned quants in
+ * element order, the 32-bit scale of each lane of each chunk, the 16-bit
+ * "min" of each 16-group (multiplied with the activation's bsums and by
+ * dmin; for types whose quants were biased, bias*scale with dmin = d). */
+typedef struct {
+    __m512i u[4];
+    __m512i scl[4];
+    __m256i mins;
+    float d, dmin;
+} w_super;
+
+/* scl[k] from 8 sub-block scales (32-element sub-blocks) as 8 int32 in sc8. */
+INLINE void scales_per32(__m512i sc16x32, __m512i scl[4]) {
+    /* sc16x32 holds 16 int32; the first 8 are the sub-block scales */
+    for (int k = 0; k < 4; k++) {
+        __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+        scl[k] = _mm512_permutexvar_epi32(idx, sc16x32);
+    }
+}
+
+/* scl[k] from 16 group scales (16-element groups) as 16 int32. */
+INLINE void scales_per16(__m512i sc32, __m512i scl[4]) {
+    for (int k = 0; k < 4; k++) {
+        __m512i idx = _mm512_set_epi32(4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 2, 4 * k + 2, 4 * k + 2,
+                                       4 * k + 2, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k, 4 * k, 4 * k, 4 * k);
+        scl[k] = _mm512_permutexvar_epi32(idx, sc32);
+    }
+}
+
+/* 16 int16 mins [m0 m0 m1 m1 ... m7 m7] from 8 values in the low 8 of v16 (int16). */
+INLINE __m256i dup_pairs16(__m256i v16) {
+    const __m256i idx = _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm256_permutexvar_epi16(idx, v16);
+}
+
+/* Q4_K / Q5_K scales: 16 bytes [sc0..7, m0..7] from the packed 12. */
+INLINE __m128i k4_scales_mins(const uint8_t s[12]) {
+    uint32_t a[3];
+    memcpy(a, s, 12);
+    uint32_t sc03 = a[0] & 0x3f3f3f3fu, m03 = a[1] & 0x3f3f3f3fu;
+    uint32_t sc47 = (a[2] & 0x0f0f0f0fu) | ((a[0] >> 6) & 0x03030303u) << 4;
+    uint32_t m47 = ((a[2] >> 4) & 0x0f0f0f0fu) | ((a[1] >> 6) & 0x03030303u) << 4;
+    return _mm_set_epi32((int)m47, (int)m03, (int)sc47, (int)sc03);
+}
+
+/* Chunk k of a 128-byte nibble array laid out as Q4_K's: 32 bytes whose low
+ * nibbles are elements 64k..64k+31 and high nibbles the next 32. */
+INLINE __m512i nibbles_32(const uint8_t *p) {
+    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+    const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
+}
+
+INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
+    __m128i sm = k4_scales_mins(b->scales);
+    scales_per32(_mm512_cvtepu8_epi32(sm), o->scl);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sm), _MM_SHUFFLE(1, 0, 3, 2)));
+    for (int k = 0; k < 4; k++) o->u[k] = nibbles_32(b->qs + 32 * k);
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpack_q5_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
+    __m128i sm = k4_scales_mins(b->scales);
+    scales_per32(_mm512_cvtepu8_epi32(sm), o->scl);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sm), _MM_SHUFFLE(1, 0, 3, 2)));
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+    for (int k = 0; k < 4; k++) {
+        /* bit 2k of qh[l] for the first 32 elements, bit 2k+1 for the next 32 */
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))), _mm256_set1_epi8((char)(1 << (2 * k + 1))), 1);
+        __mmask64 hb = _mm512_test_epi8_mask(qh, bit);
+        o->u[k] = _mm512_mask_add_epi8(nibbles_32(b->qs + 32 * k), hb, nibbles_32(b->qs + 32 * k), _mm512_set1_epi8(16));
+    }
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpack_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+    scales_per16(_mm512_cvtepi8_epi32(sc), o->scl);
+    o->mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5); /* 32 * scale: the -32 bias */
+    for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        for (int kk = 0; kk < 2; kk++) {
+            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+            /* high 2 bits: shift 4kk for the first 32 elements, 4kk+2 for the next */
+            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)), _mm256_set1_epi16((short)(4 * kk + 2)), 1);
+            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
+            o->u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        }
+    }
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+/* Q2_K / Q3_K low bits: chunk z = 2h + ss holds 2-bit fields 2*(2ss) and
+ * 2*(2ss+1) of qs[32h .. 32h+32). */
+INLINE __m512i two_bits(const uint8_t *qs32, int ss) {
+    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qs32));
+    __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * ss)), _mm256_set1_epi16((short)(4 * ss + 2)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x03));
+}
+
+INLINE void unpack_q2_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q2_K *b = (const rw_block_q2_K *)row + sb;
+    __m128i s = _mm_loadu_si128((const __m128i *)b->scales);
+    __m128i sc = _mm_and_si128(s, _mm_set1_epi8(0x0F));
+    __m128i mn = _mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F));
+    scales_per16(_mm512_cvtepu8_epi32(sc), o->scl);
+    o->mins = _mm256_cvtepu8_epi16(mn);
+    for (int z = 0; z < 4; z++) o->u[z] = two_bits(b->qs + 32 * (z / 2), z % 2);
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpack_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q3_K *b = (const rw_block_q3_K *)row + sb;
+    uint32_t a[4];
+    memcpy(a, b->scales, 12);
+    uint32_t t = a[2];
+    a[2] = ((a[0] >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4;
+    a[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
+    a[0] = (a[0] & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
+    a[1] = (a[1] & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
+    __m128i sc = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)a), _mm_set1_epi8(32)); /* signed scales */
+    scales_per16(_mm512_cvtepi8_epi32(sc), o->scl);
+    o->mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 2); /* 4 * scale: the -4 bias */
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
+    for (int z = 0; z < 4; z++) {
+        int h = z / 2, ss = z % 2;
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * ss))),
+                                         _mm256_set1_epi8((char)(1 << (4 * h + 2 * ss + 1))), 1);
+        __mmask64 hb = _mm512_test_epi8_mask(hm, bit);
+        __m512i q = two_bits(b->qs + 32 * h, ss);
+        o->u[z] = _mm512_mask_add_epi8(q, hb, q, _mm512_set1_epi8(4));
+    }
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
+    int8_t ls[16];
+    for (int j = 0; j < 8; j++)
+        ls[j] = (int8_t)((((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b->scales_h >> (2 * j)) & 3) << 4) - 32);
+    for (int j = 8; j < 16; j++) ls[j] = 0;
+    __m128i sc = _mm_loadu_si128((const __m128i *)ls);
+    scales_per32(_mm512_cvtepi8_epi32(sc), o->scl);
+    o->mins = dup_pairs16(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 7)); /* 128 * scale */
+    for (int k = 0; k < 4; k++)
+        o->u[k] = iq4_lookup(nibbles_2x16(b->qs + 32 * k, b->qs + 32 * k + 16, 1));
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+#define KQUANT_TILE(name, UNPACK)                                                                      \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        __m512 acc[NW][NX];                                                                            \
+        for (int i = 0; i < nw; i++)                                                                   \
+            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_super ws_[NW];                                                                           \
+            for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &ws_[i]);                              \
+            for (int j = 0; j < nx; j++) {                                                             \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
+                __m512i xv[4];                                                                         \
+                for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k);              \
+                __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
+                for (int i = 0; i < nw; i++) {                                                         \
+                    __m512i isum = _mm512_setzero_si512();                                             \
+                    for (int k = 0; k < 4; k++) {                                                      \
+                        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws_[i].u[k], xv[k]);   \
+                        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, ws_[i].scl[k]));           \
+                    }                                                                                  \
+                    __m512i msum = _mm512_castsi256_si512(_mm256_madd_epi16(ws_[i].mins, bs));         \
+                    msum = _mm512_inserti64x4(msum, _mm256_setzero_si256(), 1);                        \
+                    __m512 dd = _mm512_set1_ps(ws_[i].d * xsb->d);                                     \
+                    __m512 dm = _mm512_set1_ps(ws_[i].dmin * xsb->d);                                  \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i][j]);             \
+                    acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i][j]);            \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        for (int j = 0; j < nx; j++)                                                                   \
+            for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
+    }
+
+KQUANT_TILE(q2_K, unpack_q2_K)
+KQUANT_TILE(q3_K, unpack_q3_K)
+KQUANT_TILE(q4_K, unpack_q4_K)
+KQUANT_TILE(q5_K, unpack_q5_K)
+KQUANT_TILE(q6_K, unpack_q6_K)
+KQUANT_TILE(iq4_xs, unpack_iq4_xs)
+
+/* ==== tiles of every shape, and the table ================================ */
+
+/* Instantiates name##_impl for every (nw, nx) so loops have constant
+ * bounds; the per-element code is the same in all of them. */
+#define TILE_DISPATCH(name)                                                                            \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
+                            int nx, float *out) {                                                      \
+        switch ((nw - 1) * NX + (nx - 1)) {                                                            \
+        case 0: name##_impl(n, w, ws, 1, xq, xs, 1, out); break;                                       \
+        case 1: name##_impl(n, w, ws, 1, xq, xs, 2, out); break;                                       \
+        case 2: name##_impl(n, w, ws, 1, xq, xs, 3, out); break;                                       \
+        case 3: name##_impl(n, w, ws, 1, xq, xs, 4, out); break;                                       \
+        case 4: name##_impl(n, w, ws, 2, xq, xs, 1, out); break;                                       \
+        case 5: name##_impl(n, w, ws, 2, xq, xs, 2, out); break;                                       \
+        case 6: name##_impl(n, w, ws, 2, xq, xs, 3, out); break;                                       \
+        case 7: name##_impl(n, w, ws, 2, xq, xs, 4, out); break;                                       \
+        case 8: name##_impl(n, w, ws, 3, xq, xs, 1, out); break;                                       \
+        case 9: name##_impl(n, w, ws, 3, xq, xs, 2, out); break;                                       \
+        case 10: name##_impl(n, w, ws, 3, xq, xs, 3, out); break;                                      \
+        case 11: name##_impl(n, w, ws, 3, xq, xs, 4, out); break;                                      \
+        case 12: name##_impl(n, w, ws, 4, xq, xs, 1, out); break;                                      \
+        case 13: name##_impl(n, w, ws, 4, xq, xs, 2, out); break;                                      \
+        case 14: name##_impl(n, w, ws, 4, xq, xs, 3, out); break;                                      \
+        default: name##_impl(n, w, ws, 4, xq, xs, 4, out); break;                                      \
+        }                                                                                              \
+    }
+
+TILE_DISPATCH(f32)
+TILE_DISPATCH(f16)
+TILE_DISPATCH(bf16)
+TILE_DISPATCH(q8_0)
+TILE_DISPATCH(q4_0)
+TILE_DISPATCH(q4_1)
+TILE_DISPATCH(q5_0)
+TILE_DISPATCH(q5_1)
+TILE_DISPATCH(iq4_nl)
+TILE_DISPATCH(q2_K)
+TILE_DISPATCH(q3_K)
+TILE_DISPATCH(q4_K)
+TILE_DISPATCH(q5_K)
+TILE_DISPATCH(q6_K)
+TILE_DISPATCH(iq4_xs)
+
+#define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {xb, conv, tile_##name, NW, NX};
+K(f32, x_bytes_f32, convert_f32)
+K(f16, x_bytes_f32, convert_f16)
+K(bf16, x_bytes_bf16, convert_bf16)
+K(q8_0, x_bytes_chunks, convert_q8_0_b128)
+K(q4_0, x_bytes_chunks, convert_q8_0_b8)
+K(q4_1, x_bytes_chunks, convert_q8_1)
+K(q5_0, x_bytes_chunks, convert_q8_0_b16)
+K(q5_1, x_bytes_chunks, convert_q8_1)
+K(iq4_nl, x_bytes_chunks, convert_q8_0_b128)
+K(q2_K, x_bytes_super, convert_q8_K)
+K(q3_K, x_bytes_super, convert_q8_K)
+K(q4_K, x_bytes_super, convert_q8_K)
+K(q5_K, x_bytes_super, convert_q8_K)
+K(q6_K, x_bytes_super, convert_q8_K)
+K(iq4_xs, x_bytes_super, convert_q8_K)
+
+const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_F32: return &kernel_f32;
+    case RW_TYPE_F16: return &kernel_f16;
+    case RW_TYPE_BF16: return &kernel_bf16;
+    case RW_TYPE_Q8_0: return &kernel_q8_0;
+    case RW_TYPE_Q4_0: return &kernel_q4_0;
+    case RW_TYPE_Q4_1: return &kernel_q4_1;
+    case RW_TYPE_Q5_0: return &kernel_q5_0;
+    case RW_TYPE_Q5_1: return &kernel_q5_1;
+    case RW_TYPE_IQ4_NL: return &kernel_iq4_nl;
+    case RW_TYPE_Q2_K: return &kernel_q2_K;
+    case RW_TYPE_Q3_K: return &kernel_q3_K;
+    case RW_TYPE_Q4_K: return &kernel_q4_K;
+    case RW_TYPE_Q5_K: return &kernel_q5_K;
+    case RW_TYPE_Q6_K: return &kernel_q6_K;
+    case RW_TYPE_IQ4_XS: return &kernel_iq4_xs;
+    default: return NULL;
+    }
+}
