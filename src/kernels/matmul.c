@@ -137,7 +137,10 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     int64_t wb = task / j->n_xblocks, xb = task % j->n_xblocks;
     int64_t o0 = wb * j->bw, o1 = o0 + j->bw < j->n_out ? o0 + j->bw : j->n_out;
     int64_t r0 = xb * j->bx, r1 = r0 + j->bx < j->n_rows ? r0 + j->bx : j->n_rows;
-    const int mw = j->k->max_nw, mx = j->k->max_nx;
+    /* With few activation rows the work is bound by streaming the weights:
+     * one weight row per tile makes the reads one sequential stream (the
+     * tile shape never changes results, see the file head). */
+    const int mx = j->k->max_nx, mw = r1 - r0 < mx ? 1 : j->k->max_nw;
     float out[MAX_TILE];
     for (int64_t o = o0; o < o1; o += mw) {
         int nw = (int)(o1 - o < mw ? o1 - o : mw);
@@ -206,4 +209,17 @@ rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
 rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y,
                     int64_t y_stride, rw_threadpool *pool, rw_error *err) {
     return rw_matmul_gather(w, x, x_stride, NULL, y, y_stride, NULL, n_rows, pool, err);
+}
+
+uint64_t rw_stream_read(const void *p, size_t n) {
+    if (rw_cpu_has_avx512()) return rw_stream_read_avx512(p, n);
+    const uint64_t *q = p;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 4 <= n / 8; i += 4) {
+        a ^= q[i];
+        b ^= q[i + 1];
+        c ^= q[i + 2];
+        d ^= q[i + 3];
+    }
+    return a ^ b ^ c ^ d;
 }

@@ -94,4 +94,9 @@ bool rw_kernel_tier_set(rw_kernel_tier t);
  * specialised kernel for a type falls back to the next lower one. */
 rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
 
+/* Reads n bytes at p (64-byte aligned, n a multiple of 256) with the widest
+ * loads the CPU has and returns a value that depends on all of them: the
+ * streaming read that `rewind bench kernels` measures bandwidth with. */
+uint64_t rw_stream_read(const void *p, size_t n);
+
 #endif

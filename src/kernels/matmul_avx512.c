@@ -72,19 +72,19 @@ INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m) {
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
         __m512 acc[NW][NX];                                                                            \
-        for (int i = 0; i < nw; i++)                                                                   \
-            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
         for (int64_t k = 0; k < n; k += 16) {                                                          \
             __mmask16 m = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);                     \
             __m512 xv[NX];                                                                             \
-            for (int j = 0; j < nx; j++) xv[j] = _mm512_maskz_loadu_ps(m, (const float *)(xq + j * xs) + k); \
-            for (int i = 0; i < nw; i++) {                                                             \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) xv[j] = _mm512_maskz_loadu_ps(m, (const float *)(xq + j * xs) + k); \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                             \
                 __m512 wv = LOADW(w + i * ws, k, m);                                                   \
-                for (int j = 0; j < nx; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);       \
+                _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);       \
             }                                                                                          \
         }                                                                                              \
-        for (int j = 0; j < nx; j++)                                                                   \
-            for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                                   \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
     }
 
 FLOAT_TILE(f32, load_w_f32)
@@ -93,20 +93,20 @@ FLOAT_TILE(f16, load_w_f16)
 INLINE void bf16_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,
                       const int nx, float *out) {
     __m512 acc[NW][NX];
-    for (int i = 0; i < nw; i++)
-        for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < n; k += 32) {
         __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (n - k)) - 1);
         __m512bh xv[NX];
-        for (int j = 0; j < nx; j++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)
             xv[j] = (__m512bh)_mm512_maskz_loadu_epi16(m, (const rw_bf16 *)(xq + j * xs) + k);
-        for (int i = 0; i < nw; i++) {
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
             __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, (const rw_bf16 *)(w + i * ws) + k);
-            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, xv[j]);
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, xv[j]);
         }
     }
-    for (int j = 0; j < nx; j++)
-        for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);
+    _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
 /* ==== 32-element blocks with Q8_0 / Q8_1 activations ===================== */
@@ -280,18 +280,18 @@ INLINE w_chunk unpack_iq4_nl(const uint8_t *row, int64_t c, int two) {
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
                             size_t xs, const int nx, float *out) {                                      \
         __m512 acc[NW][NX];                                                                             \
-        for (int i = 0; i < nw; i++)                                                                    \
-            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                              \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                                    \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                              \
         int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
         for (int64_t c = 0; c < nc; c++) {                                                              \
             int two = 2 * c + 1 < nb;                                                                   \
             w_chunk wc[NW];                                                                             \
-            for (int i = 0; i < nw; i++) wc[i] = UNPACK(w + i * ws, c, two);                           \
-            for (int j = 0; j < nx; j++) {                                                              \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) wc[i] = UNPACK(w + i * ws, c, two);                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                              \
                 const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                 \
                 __m512i xqv = _mm512_load_si512(xc->qs);                                                \
                 __m512 dx = _mm512_load_ps(xc->dx);                                                     \
-                for (int i = 0; i < nw; i++) {                                                          \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                          \
                     __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv);          \
                     __m512 s = _mm512_mul_ps(wc[i].dw, dx);                                             \
                     acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[i][j]);                  \
@@ -299,8 +299,8 @@ INLINE w_chunk unpack_iq4_nl(const uint8_t *row, int64_t c, int two) {
                 }                                                                                       \
             }                                                                                           \
         }                                                                                               \
-        for (int j = 0; j < nx; j++)                                                                    \
-            for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);            \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                                    \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);            \
     }
 
 BLOCK32_TILE(q8_0, unpack_q8_0, 0)
@@ -517,17 +517,17 @@ INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
         __m512 acc[NW][NX];                                                                            \
-        for (int i = 0; i < nw; i++)                                                                   \
-            for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
         for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
             w_super ws_[NW];                                                                           \
-            for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &ws_[i]);                              \
-            for (int j = 0; j < nx; j++) {                                                             \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &ws_[i]);                              \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                             \
                 const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
                 __m512i xv[4];                                                                         \
                 for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k);              \
                 __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
-                for (int i = 0; i < nw; i++) {                                                         \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                         \
                     __m512i isum = _mm512_setzero_si512();                                             \
                     for (int k = 0; k < 4; k++) {                                                      \
                         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws_[i].u[k], xv[k]);   \
@@ -542,8 +542,8 @@ INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
                 }                                                                                      \
             }                                                                                          \
         }                                                                                              \
-        for (int j = 0; j < nx; j++)                                                                   \
-            for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                                   \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
     }
 
 KQUANT_TILE(q2_K, unpack_q2_K)
@@ -632,4 +632,17 @@ const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t) {
     case RW_TYPE_IQ4_XS: return &kernel_iq4_xs;
     default: return NULL;
     }
+}
+
+uint64_t rw_stream_read_avx512(const void *p, size_t n) {
+    const uint8_t *b = p;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 256 <= n; i += 256) {
+        a0 = _mm512_xor_si512(a0, _mm512_load_si512(b + i));
+        a1 = _mm512_xor_si512(a1, _mm512_load_si512(b + i + 64));
+        a2 = _mm512_xor_si512(a2, _mm512_load_si512(b + i + 128));
+        a3 = _mm512_xor_si512(a3, _mm512_load_si512(b + i + 192));
+    }
+    __m512i x = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+    return (uint64_t)_mm512_reduce_or_epi64(x);
 }

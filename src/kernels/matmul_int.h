@@ -33,6 +33,8 @@ const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t);
 
+uint64_t rw_stream_read_avx512(const void *p, size_t n);
+
 /* CPU feature probes (cpu_features.c). */
 bool rw_cpu_has_avx2(void);   /* AVX2 + FMA + F16C, OS saves YMM */
 bool rw_cpu_has_avx512(void); /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */

@@ -1,0 +1,349 @@
+/* bench_kernels.c - `rewind bench kernels`: matmul speed per weight type.
+ *
+ * On the matrix shapes of Qwen3.5-0.8B (n_embd 1024, FFN 3584, a gated
+ * DeltaNet layer's projections) it measures, per weight type:
+ *   - one-row (decode) speed as GB/s of weights streamed, over a working set
+ *     of >= 256 MiB (many copies of one layer's matrices, so nothing stays
+ *     in cache), and its share of the machine's read bandwidth, measured
+ *     first by a streaming read of 512 MiB with the same threads;
+ *   - many-row (prefill, 512 rows) throughput in GOP/s (2 ops per
+ *     multiply-add) on the FFN up (1024 -> 3584) and down (3584 -> 1024)
+ *     shapes;
+ *   - the same with the reference kernels (fewer repetitions / rows: its
+ *     speed per element does not depend on the row count), and speedups.
+ * Weights are random bytes with sane block scales; speed does not depend on
+ * the values.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/json_writer.h"
+#include "base/threadpool.h"
+#include "cli/cli.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+#define MIB (1024.0 * 1024.0)
+
+typedef struct {
+    const char *name;
+    int64_t n_in, n_out;
+} shape;
+
+/* One gated-DeltaNet layer + its FFN (Qwen3.5-0.8B: 18 of its 24 layers). */
+static const shape layer_shapes[] = {
+    {"attn_qkv", 1024, 6144}, {"attn_gate", 1024, 2048}, {"ssm_out", 2048, 1024},
+    {"ffn_gate", 1024, 3584}, {"ffn_up", 1024, 3584},    {"ffn_down", 3584, 1024},
+};
+#define N_LAYER_SHAPES (int)(sizeof layer_shapes / sizeof layer_shapes[0])
+static const shape many_shapes[] = {{"ffn_up", 1024, 3584}, {"ffn_down", 3584, 1024}};
+#define MANY_ROWS 512
+#define REF_MANY_ROWS 16
+
+static const rw_dtype bench_types[] = {
+    RW_TYPE_Q8_0, RW_TYPE_Q4_0, RW_TYPE_Q4_1, RW_TYPE_Q5_0, RW_TYPE_Q5_1, RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K,
+    RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS, RW_TYPE_F16, RW_TYPE_BF16, RW_TYPE_F32,
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+static float frand(void) { return (float)rnd() / 2097152.0f - 1.0f; } /* [-1, 1) for 22-bit rnd */
+
+/* ---- memory bandwidth ------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *buf;
+    size_t chunk;
+    uint64_t sink[256];
+} read_job;
+
+static void read_task(void *ctx, int64_t task, int thread) {
+    read_job *j = ctx;
+    j->sink[thread & 255] ^= rw_stream_read(j->buf + (size_t)task * j->chunk, j->chunk);
+}
+
+/* Best of `reps` parallel streaming reads of `bytes`, in GB/s (1e9). */
+static double measure_bandwidth(rw_threadpool *pool, size_t bytes, int reps) {
+    uint8_t *buf = aligned_alloc(4096, bytes); /* freed below */
+    if (!buf) return 0;
+    memset(buf, 0x5A, bytes);
+    int n_tasks = 16 * rw_threadpool_size(pool);
+    read_job j = {.buf = buf, .chunk = bytes / (size_t)n_tasks / 256 * 256};
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        rw_threadpool_run(pool, read_task, &j, n_tasks);
+        double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    free(buf);
+    return (double)j.chunk * n_tasks / best / 1e9;
+}
+
+/* ---- weights ----------------------------------------------------------- */
+
+/* Random blocks of type t with finite, moderate scales (n_blocks of them). */
+static void fill_blocks(rw_dtype t, uint8_t *p, size_t n_blocks) {
+    size_t bs = rw_dtype_type_size(t);
+    for (size_t i = 0; i < n_blocks * bs; i++) p[i] = (uint8_t)rnd();
+    for (size_t b = 0; b < n_blocks; b++, p += bs) {
+        rw_f16 d = rw_f32_to_f16(0.001f + 0.01f * (frand() + 1)), m = rw_f32_to_f16(0.01f * frand());
+        switch (t) {
+        case RW_TYPE_F32: *(float *)p = frand(); break;
+        case RW_TYPE_F16: *(rw_f16 *)p = rw_f32_to_f16(frand()); break;
+        case RW_TYPE_BF16: *(rw_bf16 *)p = rw_f32_to_bf16(frand()); break;
+        case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q8_0: case RW_TYPE_IQ4_NL: memcpy(p, &d, 2); break;
+        case RW_TYPE_Q4_1: case RW_TYPE_Q5_1: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;
+        case RW_TYPE_Q4_K: case RW_TYPE_Q5_K: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;
+        case RW_TYPE_IQ4_XS: memcpy(p, &d, 2); break;
+        case RW_TYPE_Q2_K: memcpy(p + bs - 4, &d, 2), memcpy(p + bs - 2, &m, 2); break;
+        case RW_TYPE_Q3_K: case RW_TYPE_Q6_K: memcpy(p + bs - 2, &d, 2); break;
+        default: break;
+        }
+    }
+}
+
+/* Fills `bytes` of weights by repeating a 1 MiB random pattern (quick). */
+static void fill_weights(rw_dtype t, uint8_t *buf, size_t bytes) {
+    size_t bs = rw_dtype_type_size(t), pat = (size_t)MIB / bs * bs;
+    if (pat > bytes) pat = bytes / bs * bs;
+    fill_blocks(t, buf, pat / bs);
+    for (size_t off = pat; off < bytes; off += pat) memcpy(buf + off, buf, bytes - off < pat ? bytes - off : pat);
+}
+
+static size_t matrix_bytes(rw_dtype t, const shape *s) {
+    uint64_t rb = 0;
+    rw_dtype_row_bytes(t, (uint64_t)s->n_in, &rb);
+    return (size_t)rb * (size_t)s->n_out;
+}
+
+/* ---- one type ---------------------------------------------------------- */
+
+typedef struct {
+    rw_dtype type;
+    rw_kernel_tier tier;
+    double one_gbs, one_ref_gbs;   /* decode */
+    double many_gops, many_ref_gops; /* prefill */
+    size_t working_set;
+} type_result;
+
+/* Time per pass of one-row matmuls over every matrix of every copy. */
+static double time_one_row(rw_dtype t, uint8_t *const *copies, int n_copies, const float *x, float *y,
+                           rw_threadpool *pool, double min_time, int min_passes) {
+    double t0 = now_s(), elapsed = 0;
+    int passes = 0;
+    do {
+        for (int c = 0; c < n_copies; c++) {
+            size_t off = 0;
+            for (int s = 0; s < N_LAYER_SHAPES; s++) {
+                rw_matrix w = {t, copies[c] + off, layer_shapes[s].n_in, layer_shapes[s].n_out, 0};
+                rw_matmul(&w, x, layer_shapes[s].n_in, 1, y, layer_shapes[s].n_out, pool, NULL);
+                off += matrix_bytes(t, &layer_shapes[s]);
+            }
+        }
+        passes++;
+        elapsed = now_s() - t0;
+    } while (elapsed < min_time || passes < min_passes);
+    return elapsed / passes;
+}
+
+/* GOP/s of n_rows-row matmuls over the many-row shapes (best of reps). */
+static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, float *y, int64_t n_rows,
+                            rw_threadpool *pool, int reps) {
+    double ops = 0, time = 0;
+    for (size_t s = 0; s < sizeof many_shapes / sizeof many_shapes[0]; s++) {
+        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0};
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+            rw_matmul(&w, x, many_shapes[s].n_in, n_rows, y, many_shapes[s].n_out, pool, NULL);
+            double dt = now_s() - t0;
+            if (dt < best) best = dt;
+        }
+        ops += 2.0 * (double)many_shapes[s].n_in * (double)many_shapes[s].n_out * (double)n_rows;
+        time += best;
+    }
+    return ops / time / 1e9;
+}
+
+static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result *r) {
+    memset(r, 0, sizeof *r);
+    r->type = t;
+    rw_kernel_tier fast = rw_kernel_tier_current();
+    r->tier = rw_kernel_tier_for(fast, t);
+    size_t layer_bytes = 0;
+    for (int s = 0; s < N_LAYER_SHAPES; s++) layer_bytes += matrix_bytes(t, &layer_shapes[s]);
+    size_t target = (size_t)((quick ? 16 : 256) * MIB);
+    int n_copies = (int)((target + layer_bytes - 1) / layer_bytes);
+    r->working_set = layer_bytes * (size_t)n_copies;
+    /* the weight copies, one buffer each; freed at the end */
+    uint8_t **copies = calloc((size_t)n_copies, sizeof *copies);
+    float *x = malloc(sizeof(float) * MANY_ROWS * 3584), *y = malloc(sizeof(float) * MANY_ROWS * 6144);
+    bool ok = copies && x && y;
+    for (int c = 0; ok && c < n_copies; c++) {
+        copies[c] = aligned_alloc(64, (layer_bytes + 63) / 64 * 64);
+        if (!copies[c]) ok = false;
+        else fill_weights(t, copies[c], layer_bytes);
+    }
+    if (ok) {
+        for (int i = 0; i < MANY_ROWS * 3584; i++) x[i] = frand();
+        double wbytes = (double)r->working_set;
+        time_one_row(t, copies, n_copies, x, y, pool, 0, 1); /* warm-up: page faults, caches */
+        r->one_gbs = wbytes / time_one_row(t, copies, n_copies, x, y, pool, quick ? 0 : 0.5, 1) / 1e9;
+        rw_kernel_tier_set(RW_TIER_REF);
+        r->one_ref_gbs = wbytes / time_one_row(t, copies, n_copies, x, y, pool, 0, 1) / 1e9;
+        r->many_ref_gops = many_row_gops(t, copies[0], x, y, quick ? 2 : REF_MANY_ROWS, pool, 1);
+        rw_kernel_tier_set(fast);
+        r->many_gops = many_row_gops(t, copies[0], x, y, quick ? 32 : MANY_ROWS, pool, quick ? 1 : 3);
+    }
+    for (int c = 0; copies && c < n_copies; c++) free(copies[c]);
+    free(copies);
+    free(x);
+    free(y);
+    return ok;
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static void cpu_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        char *p = strchr(line, ':');
+        if (!p) break;
+        p++;
+        while (*p == ' ') p++;
+        p[strcspn(p, "\n")] = 0;
+        snprintf(buf, cap, "%s", p);
+        break;
+    }
+    fclose(f);
+}
+
+static bool parse_types(const char *list, rw_dtype *out, int *n) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        rw_dtype t;
+        if (!rw_dtype_from_name(tok, &t) || !rw_matmul_supports(t) || *n >= 64) return false;
+        out[(*n)++] = t;
+    }
+    return *n > 0;
+}
+
+int rw_bench_kernels(int argc, char **argv) {
+    bool json = false, quick = false;
+    int threads = 0;
+    rw_dtype types[64];
+    int n_types = (int)(sizeof bench_types / sizeof bench_types[0]);
+    memcpy(types, bench_types, sizeof bench_types);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = true;
+        else if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 0 || v > 1024) {
+                rw_cli_error("bench", "bad --threads '%s'", argv[i]);
+                return 2;
+            }
+            threads = (int)v;
+        } else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
+            if (!parse_types(argv[++i], types, &n_types)) {
+                rw_cli_error("bench", "bad --types '%s' (comma-separated matmul weight types)", argv[i]);
+                return 2;
+            }
+        } else {
+            rw_cli_error("bench", "unknown argument '%s'", argv[i]);
+            return 2;
+        }
+    }
+    rw_error err;
+    rw_threadpool *pool = NULL; /* freed at the end */
+    if (rw_threadpool_new(threads, &pool, &err) != RW_OK) {
+        rw_cli_error("bench", "%s", err.msg);
+        return 1;
+    }
+    int n_threads = rw_threadpool_size(pool);
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    rw_kernel_tier tier = rw_kernel_tier_current();
+    double bw = measure_bandwidth(pool, (size_t)((quick ? 32 : 512) * MIB), quick ? 2 : 5);
+    if (!json) {
+        printf("rewind bench kernels: %s, %d thread%s, kernels %s\n", cpu, n_threads, n_threads > 1 ? "s" : "",
+               rw_kernel_tier_name(tier));
+        printf("read bandwidth (streaming read of %d MiB): %.1f GB/s\n", quick ? 32 : 512, bw);
+        printf("shapes: Qwen3.5-0.8B layer (attn_qkv 1024x6144, attn_gate 1024x2048, ssm_out 2048x1024, "
+               "ffn 1024x3584 x2, 3584x1024); many-row: ffn up/down with %d rows\n\n",
+               quick ? 32 : MANY_ROWS);
+        printf("%-7s %-6s | %9s %6s %9s %7s | %9s %9s %7s\n", "type", "tier", "1-row", "of bw", "ref", "speedup",
+               "512-row", "ref", "speedup");
+        printf("%-7s %-6s | %9s %6s %9s %7s | %9s %9s %7s\n", "", "", "GB/s", "", "GB/s", "", "GOP/s", "GOP/s", "");
+    }
+    rw_json_writer jw;
+    if (json) {
+        rw_json_init(&jw, stdout);
+        rw_json_begin_object(&jw);
+        rw_json_key(&jw, "cpu"), rw_json_cstring(&jw, cpu);
+        rw_json_key(&jw, "threads"), rw_json_int(&jw, n_threads);
+        rw_json_key(&jw, "tier"), rw_json_cstring(&jw, rw_kernel_tier_name(tier));
+        rw_json_key(&jw, "read_bandwidth_gbs"), rw_json_double(&jw, bw, 4);
+        rw_json_key(&jw, "many_rows"), rw_json_int(&jw, quick ? 32 : MANY_ROWS);
+        rw_json_key(&jw, "types");
+        rw_json_begin_array(&jw);
+    }
+    int status = 0;
+    for (int i = 0; i < n_types; i++) {
+        type_result r;
+        if (!bench_type(types[i], pool, quick, &r)) {
+            rw_cli_error("bench", "out of memory benchmarking %s", rw_dtype_name(types[i]));
+            status = 1;
+            break;
+        }
+        if (json) {
+            rw_json_begin_object(&jw);
+            rw_json_key(&jw, "type"), rw_json_cstring(&jw, rw_dtype_name(r.type));
+            rw_json_key(&jw, "tier"), rw_json_cstring(&jw, rw_kernel_tier_name(r.tier));
+            rw_json_key(&jw, "working_set_bytes"), rw_json_uint(&jw, r.working_set);
+            rw_json_key(&jw, "one_row_gbs"), rw_json_double(&jw, r.one_gbs, 4);
+            rw_json_key(&jw, "one_row_share_of_bandwidth"), rw_json_double(&jw, r.one_gbs / bw, 4);
+            rw_json_key(&jw, "one_row_ref_gbs"), rw_json_double(&jw, r.one_ref_gbs, 4);
+            rw_json_key(&jw, "one_row_speedup"), rw_json_double(&jw, r.one_gbs / r.one_ref_gbs, 4);
+            rw_json_key(&jw, "many_row_gops"), rw_json_double(&jw, r.many_gops, 4);
+            rw_json_key(&jw, "many_row_ref_gops"), rw_json_double(&jw, r.many_ref_gops, 4);
+            rw_json_key(&jw, "many_row_speedup"), rw_json_double(&jw, r.many_gops / r.many_ref_gops, 4);
+            rw_json_end_object(&jw);
+        } else {
+            printf("%-7s %-6s | %9.2f %5.0f%% %9.2f %6.1fx | %9.1f %9.2f %6.1fx\n", rw_dtype_name(r.type),
+                   rw_kernel_tier_name(r.tier), r.one_gbs, 100 * r.one_gbs / bw, r.one_ref_gbs,
+                   r.one_gbs / r.one_ref_gbs, r.many_gops, r.many_ref_gops, r.many_gops / r.many_ref_gops);
+            fflush(stdout);
+        }
+    }
+    if (json) {
+        rw_json_end_array(&jw);
+        rw_json_end_object(&jw);
+        putchar('\n');
+    }
+    rw_threadpool_free(pool);
+    return status;
+}

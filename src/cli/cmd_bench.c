@@ -1,0 +1,39 @@
+/* cmd_bench.c - `rewind bench WHAT [ARGS]`: dispatches to one benchmark.
+ *
+ * Each benchmark is a function taking argv from its own name on (argv[0] =
+ * "kernels"); add new ones to the table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} bench_entry;
+
+static const bench_entry benches[] = {
+    {"kernels", rw_bench_kernels, "kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage:\n");
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) fprintf(f, "  rewind bench %s\n", benches[i].usage);
+}
+
+int rw_cmd_bench(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+        if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+    rw_cli_error("bench", "unknown benchmark '%s'", argv[1]);
+    usage(stderr);
+    return 2;
+}
