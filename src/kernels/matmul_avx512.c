@@ -368,7 +368,7 @@ typedef struct {
 /* scl[k] from 8 sub-block scales (32-element sub-blocks) as 8 int32 in sc8. */
 INLINE void scales_per32(__m512i sc16x32, __m512i scl[4]) {
     /* sc16x32 holds 16 int32; the first 8 are the sub-block scales */
-    for (int k = 0; k < 4; k++) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
         __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
         scl[k] = _mm512_permutexvar_epi32(idx, sc16x32);
     }
@@ -376,7 +376,7 @@ INLINE void scales_per32(__m512i sc16x32, __m512i scl[4]) {
 
 /* scl[k] from 16 group scales (16-element groups) as 16 int32. */
 INLINE void scales_per16(__m512i sc32, __m512i scl[4]) {
-    for (int k = 0; k < 4; k++) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
         __m512i idx = _mm512_set_epi32(4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 2, 4 * k + 2, 4 * k + 2,
                                        4 * k + 2, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k, 4 * k, 4 * k, 4 * k);
         scl[k] = _mm512_permutexvar_epi32(idx, sc32);
@@ -412,7 +412,7 @@ INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o) {
     __m128i sm = k4_scales_mins(b->scales);
     scales_per32(_mm512_cvtepu8_epi32(sm), o->scl);
     o->mins = dup_pairs16(_mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sm), _MM_SHUFFLE(1, 0, 3, 2)));
-    for (int k = 0; k < 4; k++) o->u[k] = nibbles_32(b->qs + 32 * k);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) o->u[k] = nibbles_32(b->qs + 32 * k);
     o->d = f16_to_f32(b->d);
     o->dmin = f16_to_f32(b->dmin);
 }
@@ -423,7 +423,7 @@ INLINE void unpack_q5_K(const uint8_t *row, int64_t sb, w_super *o) {
     scales_per32(_mm512_cvtepu8_epi32(sm), o->scl);
     o->mins = dup_pairs16(_mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sm), _MM_SHUFFLE(1, 0, 3, 2)));
     __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
-    for (int k = 0; k < 4; k++) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
         /* bit 2k of qh[l] for the first 32 elements, bit 2k+1 for the next 32 */
         __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))), _mm256_set1_epi8((char)(1 << (2 * k + 1))), 1);
         __mmask64 hb = _mm512_test_epi8_mask(qh, bit);
@@ -438,10 +438,10 @@ INLINE void unpack_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
     __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
     scales_per16(_mm512_cvtepi8_epi32(sc), o->scl);
     o->mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5); /* 32 * scale: the -32 bias */
-    for (int h = 0; h < 2; h++) {
+    _Pragma("GCC unroll 4") for (int h = 0; h < 2; h++) {
         __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-        for (int kk = 0; kk < 2; kk++) {
+        _Pragma("GCC unroll 4") for (int kk = 0; kk < 2; kk++) {
             __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
             /* high 2 bits: shift 4kk for the first 32 elements, 4kk+2 for the next */
             __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)), _mm256_set1_epi16((short)(4 * kk + 2)), 1);
@@ -468,7 +468,7 @@ INLINE void unpack_q2_K(const uint8_t *row, int64_t sb, w_super *o) {
     __m128i mn = _mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F));
     scales_per16(_mm512_cvtepu8_epi32(sc), o->scl);
     o->mins = _mm256_cvtepu8_epi16(mn);
-    for (int z = 0; z < 4; z++) o->u[z] = two_bits(b->qs + 32 * (z / 2), z % 2);
+    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) o->u[z] = two_bits(b->qs + 32 * (z / 2), z % 2);
     o->d = f16_to_f32(b->d);
     o->dmin = f16_to_f32(b->dmin);
 }
@@ -486,7 +486,7 @@ INLINE void unpack_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
     scales_per16(_mm512_cvtepi8_epi32(sc), o->scl);
     o->mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 2); /* 4 * scale: the -4 bias */
     __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
-    for (int z = 0; z < 4; z++) {
+    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) {
         int h = z / 2, ss = z % 2;
         __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * ss))),
                                          _mm256_set1_epi8((char)(1 << (4 * h + 2 * ss + 1))), 1);
@@ -507,7 +507,7 @@ INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
     __m128i sc = _mm_loadu_si128((const __m128i *)ls);
     scales_per32(_mm512_cvtepi8_epi32(sc), o->scl);
     o->mins = dup_pairs16(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 7)); /* 128 * scale */
-    for (int k = 0; k < 4; k++)
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
         o->u[k] = iq4_lookup(nibbles_2x16(b->qs + 32 * k, b->qs + 32 * k + 16, 1));
     o->d = f16_to_f32(b->d);
     o->dmin = o->d;
@@ -525,11 +525,11 @@ INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                             \
                 const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
                 __m512i xv[4];                                                                         \
-                for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k);              \
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k);              \
                 __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
                 _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                         \
                     __m512i isum = _mm512_setzero_si512();                                             \
-                    for (int k = 0; k < 4; k++) {                                                      \
+                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                                      \
                         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws_[i].u[k], xv[k]);   \
                         isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, ws_[i].scl[k]));           \
                     }                                                                                  \
