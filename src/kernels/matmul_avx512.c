@@ -12,8 +12,10 @@
  * reduction. For the 32-element types a 64-element chunk holds two blocks
  * (lanes 0-7 and 8-15), and each lane adds (float)lane_sum * (dw*dx) of its
  * block. For the K-quants each lane first sums its exact integer products
- * times the sub-block scales over the super-block, then adds
- * (float)isum_lane * (d*dx) - (float)msum_lane * (dmin*dx).
+ * times the sub-block scales over the super-block (vpmaddwd of the packed
+ * lane sums with 16-bit scales; vpmulld for IQ4_XS, whose sums need 32
+ * bits), then adds (float)isum_lane * (d*dx) - (float)msum_lane * (dmin*dx),
+ * where msum holds the min (or bias) terms from the activation's bsums.
  *
  * Tiles are up to 4 weight rows x 4 activation rows; every element of a
  * tile goes through the same instruction sequence whatever the tile's size,
@@ -354,6 +356,21 @@ static void convert_q8_K(const float *x, void *xq, int64_t n) {
     }
 }
 
+/* Q8_K with the quants of each 128 reordered [0-31, 64-95, 32-63, 96-127]
+ * (bsums stay in element order): the order in which Q4_K / Q5_K weights
+ * unpack from 64-byte loads (low nibbles of two 32-byte pieces, then high). */
+static void convert_q8_K_perm(const float *x, void *xq, int64_t n) {
+    convert_q8_K(x, xq, n);
+    x_super *s = xq;
+    for (int64_t b = 0; b < n / 256; b++)
+        for (int h = 0; h < 256; h += 128) {
+            int8_t tmp[32];
+            memcpy(tmp, s[b].qs + h + 32, 32);
+            memcpy(s[b].qs + h + 32, s[b].qs + h + 64, 32);
+            memcpy(s[b].qs + h + 64, tmp, 32);
+        }
+}
+
 /* One unpacked weight super-block: 4 chunks of 64 unsigned quants in
  * element order, the 32-bit scale of each lane of each chunk, the 16-bit
  * "min" of each 16-group (multiplied with the activation's bsums and by
@@ -374,14 +391,6 @@ INLINE void scales_per32(__m512i sc16x32, __m512i scl[4]) {
     }
 }
 
-/* scl[k] from 16 group scales (16-element groups) as 16 int32. */
-INLINE void scales_per16(__m512i sc32, __m512i scl[4]) {
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        __m512i idx = _mm512_set_epi32(4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 2, 4 * k + 2, 4 * k + 2,
-                                       4 * k + 2, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k, 4 * k, 4 * k, 4 * k);
-        scl[k] = _mm512_permutexvar_epi32(idx, sc32);
-    }
-}
 
 /* 16 int16 mins [m0 m0 m1 m1 ... m7 m7] from 8 values in the low 8 of v16 (int16). */
 INLINE __m256i dup_pairs16(__m256i v16) {
@@ -407,51 +416,8 @@ INLINE __m512i nibbles_32(const uint8_t *p) {
     return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
 }
 
-INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o) {
-    const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
-    __m128i sm = k4_scales_mins(b->scales);
-    scales_per32(_mm512_cvtepu8_epi32(sm), o->scl);
-    o->mins = dup_pairs16(_mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sm), _MM_SHUFFLE(1, 0, 3, 2)));
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) o->u[k] = nibbles_32(b->qs + 32 * k);
-    o->d = f16_to_f32(b->d);
-    o->dmin = f16_to_f32(b->dmin);
-}
 
-INLINE void unpack_q5_K(const uint8_t *row, int64_t sb, w_super *o) {
-    const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
-    __m128i sm = k4_scales_mins(b->scales);
-    scales_per32(_mm512_cvtepu8_epi32(sm), o->scl);
-    o->mins = dup_pairs16(_mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sm), _MM_SHUFFLE(1, 0, 3, 2)));
-    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        /* bit 2k of qh[l] for the first 32 elements, bit 2k+1 for the next 32 */
-        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))), _mm256_set1_epi8((char)(1 << (2 * k + 1))), 1);
-        __mmask64 hb = _mm512_test_epi8_mask(qh, bit);
-        o->u[k] = _mm512_mask_add_epi8(nibbles_32(b->qs + 32 * k), hb, nibbles_32(b->qs + 32 * k), _mm512_set1_epi8(16));
-    }
-    o->d = f16_to_f32(b->d);
-    o->dmin = f16_to_f32(b->dmin);
-}
 
-INLINE void unpack_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
-    const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
-    __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
-    scales_per16(_mm512_cvtepi8_epi32(sc), o->scl);
-    o->mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5); /* 32 * scale: the -32 bias */
-    _Pragma("GCC unroll 4") for (int h = 0; h < 2; h++) {
-        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-        _Pragma("GCC unroll 4") for (int kk = 0; kk < 2; kk++) {
-            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
-            /* high 2 bits: shift 4kk for the first 32 elements, 4kk+2 for the next */
-            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)), _mm256_set1_epi16((short)(4 * kk + 2)), 1);
-            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
-            o->u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        }
-    }
-    o->d = f16_to_f32(b->d);
-    o->dmin = o->d;
-}
 
 /* Q2_K / Q3_K low bits: chunk z = 2h + ss holds 2-bit fields 2*(2ss) and
  * 2*(2ss+1) of qs[32h .. 32h+32). */
@@ -461,42 +427,7 @@ INLINE __m512i two_bits(const uint8_t *qs32, int ss) {
     return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x03));
 }
 
-INLINE void unpack_q2_K(const uint8_t *row, int64_t sb, w_super *o) {
-    const rw_block_q2_K *b = (const rw_block_q2_K *)row + sb;
-    __m128i s = _mm_loadu_si128((const __m128i *)b->scales);
-    __m128i sc = _mm_and_si128(s, _mm_set1_epi8(0x0F));
-    __m128i mn = _mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F));
-    scales_per16(_mm512_cvtepu8_epi32(sc), o->scl);
-    o->mins = _mm256_cvtepu8_epi16(mn);
-    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) o->u[z] = two_bits(b->qs + 32 * (z / 2), z % 2);
-    o->d = f16_to_f32(b->d);
-    o->dmin = f16_to_f32(b->dmin);
-}
 
-INLINE void unpack_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
-    const rw_block_q3_K *b = (const rw_block_q3_K *)row + sb;
-    uint32_t a[4];
-    memcpy(a, b->scales, 12);
-    uint32_t t = a[2];
-    a[2] = ((a[0] >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4;
-    a[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
-    a[0] = (a[0] & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
-    a[1] = (a[1] & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
-    __m128i sc = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)a), _mm_set1_epi8(32)); /* signed scales */
-    scales_per16(_mm512_cvtepi8_epi32(sc), o->scl);
-    o->mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 2); /* 4 * scale: the -4 bias */
-    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
-    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) {
-        int h = z / 2, ss = z % 2;
-        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * ss))),
-                                         _mm256_set1_epi8((char)(1 << (4 * h + 2 * ss + 1))), 1);
-        __mmask64 hb = _mm512_test_epi8_mask(hm, bit);
-        __m512i q = two_bits(b->qs + 32 * h, ss);
-        o->u[z] = _mm512_mask_add_epi8(q, hb, q, _mm512_set1_epi8(4));
-    }
-    o->d = f16_to_f32(b->d);
-    o->dmin = o->d;
-}
 
 INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
@@ -512,6 +443,164 @@ INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
     o->d = f16_to_f32(b->d);
     o->dmin = o->d;
 }
+
+
+/* ---- K-quants whose lane sums fit in 16 bits (all but IQ4_XS) ----------
+ * Per super-block and pair: p_k = vpdpbusd(u_k, x_k) for the 4 chunks; then
+ * isum = madd(packs(p0, p1), s[0]) + madd(packs(p2, p3), s[1]), where
+ * packs interleaves 4 lanes of each input per 128 bits and s[] holds the
+ * matching 16-bit scales (a lane's 4 products share one scale, so madd's
+ * pairwise sums stay within one sub-block). |p| <= 4*63*127 < 2^15. */
+typedef struct {
+    __m512i u[4];
+    __m512i s[2];  /* 16-bit scales in packs order */
+    __m256i mins;  /* 16-bit min (or bias*scale) per 16-group */
+    float d, dmin;
+} w_superm;
+
+/* 16-bit scale vectors for 16-element groups in element order (sc16: the
+ * 16 group scales as int16): packs(p0,p1) 128-bit lane L holds groups L and
+ * 4+L, packs(p2,p3) groups 8+L and 12+L. */
+INLINE void svec_per16(__m256i sc16, __m512i s[2]) {
+    static const int16_t idx0[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
+                                     2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
+    __m512i i0 = _mm512_loadu_si512(idx0), z = _mm512_castsi256_si512(sc16);
+    s[0] = _mm512_permutexvar_epi16(i0, z);
+    s[1] = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, _mm512_set1_epi16(8)), z);
+}
+
+/* Same for Q4_K / Q5_K's 8 sub-block scales (sc8: int16 in the low 8) with
+ * the permuted chunks U0 = (0|2), U1 = (1|3), U2 = (4|6), U3 = (5|7):
+ * packs(p0,p1) lanes 0-1 hold sub-blocks 0 and 1, lanes 2-3 hold 2 and 3. */
+INLINE void svec_per32_perm(__m256i sc8, __m512i s[2]) {
+    static const int16_t idx0[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
+                                     2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3};
+    __m512i i0 = _mm512_loadu_si512(idx0), z = _mm512_castsi256_si512(sc8);
+    s[0] = _mm512_permutexvar_epi16(i0, z);
+    s[1] = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, _mm512_set1_epi16(4)), z);
+}
+
+/* Q4_K nibbles from two 64-byte loads, in the permuted order. */
+INLINE void nibbles_perm(const uint8_t *qs, __m512i u[4]) {
+    __m512i v0 = _mm512_loadu_si512(qs), v1 = _mm512_loadu_si512(qs + 64), m = _mm512_set1_epi8(0x0F);
+    u[0] = _mm512_and_si512(v0, m);
+    u[1] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m);
+    u[2] = _mm512_and_si512(v1, m);
+    u[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m);
+}
+
+INLINE void unpackm_q4_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
+    __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(b->scales)); /* sc0..7, m0..7 */
+    svec_per32_perm(sm, o->s);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
+    nibbles_perm(b->qs, o->u);
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpackm_q5_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
+    __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(b->scales));
+    svec_per32_perm(sm, o->s);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
+    nibbles_perm(b->qs, o->u);
+    /* element 32j + l has bit j of qh[l]; chunk k holds sub-blocks (a | b) */
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
+                                         _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
+        o->u[k] = _mm512_mask_add_epi8(o->u[k], _mm512_test_epi8_mask(qh, bit), o->u[k], _mm512_set1_epi8(16));
+    }
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpackm_q6_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    svec_per16(sc, o->s);
+    o->mins = _mm256_slli_epi16(sc, 5); /* 32 * scale: the -32 bias */
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
+            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)), _mm256_set1_epi16((short)(4 * kk + 2)), 1);
+            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
+            o->u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        }
+    }
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+INLINE void unpackm_q2_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q2_K *b = (const rw_block_q2_K *)row + sb;
+    __m128i sv = _mm_loadu_si128((const __m128i *)b->scales);
+    svec_per16(_mm256_cvtepu8_epi16(_mm_and_si128(sv, _mm_set1_epi8(0x0F))), o->s);
+    o->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), _mm_set1_epi8(0x0F)));
+    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) o->u[z] = two_bits(b->qs + 32 * (z / 2), z % 2);
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpackm_q3_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q3_K *b = (const rw_block_q3_K *)row + sb;
+    uint32_t a[4];
+    memcpy(a, b->scales, 12);
+    uint32_t t = a[2];
+    a[2] = ((a[0] >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4;
+    a[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
+    a[0] = (a[0] & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
+    a[1] = (a[1] & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_loadu_si128((const __m128i *)a), _mm_set1_epi8(32)));
+    svec_per16(sc, o->s);
+    o->mins = _mm256_slli_epi16(sc, 2); /* 4 * scale: the -4 bias */
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
+    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) {
+        int h = z / 2, ss = z % 2;
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * ss))),
+                                         _mm256_set1_epi8((char)(1 << (4 * h + 2 * ss + 1))), 1);
+        __m512i q = two_bits(b->qs + 32 * h, ss);
+        o->u[z] = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, bit), q, _mm512_set1_epi8(4));
+    }
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+#define KQUANT_MADD_TILE(name, UNPACK)                                                                 \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        __m512 acc[NW][NX];                                                                            \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_superm wsb[NW];                                                                          \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
+                __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+                    __m512i p[4];                                                                      \
+                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                \
+                        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wsb[i].u[k],                \
+                                                   _mm512_load_si512(xsb->qs + 64 * k));               \
+                    __m512i isum = _mm512_add_epi32(                                                   \
+                        _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), wsb[i].s[0]),                \
+                        _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), wsb[i].s[1]));               \
+                    __m512i msum = _mm512_zextsi256_si512(_mm256_madd_epi16(wsb[i].mins, bs));         \
+                    __m512 dd = _mm512_set1_ps(wsb[i].d * xsb->d);                                     \
+                    __m512 dm = _mm512_set1_ps(wsb[i].dmin * xsb->d);                                  \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i][j]);             \
+                    acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i][j]);            \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]); \
+    }
 
 #define KQUANT_TILE(name, UNPACK)                                                                      \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
@@ -546,11 +635,11 @@ INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
     }
 
-KQUANT_TILE(q2_K, unpack_q2_K)
-KQUANT_TILE(q3_K, unpack_q3_K)
-KQUANT_TILE(q4_K, unpack_q4_K)
-KQUANT_TILE(q5_K, unpack_q5_K)
-KQUANT_TILE(q6_K, unpack_q6_K)
+KQUANT_MADD_TILE(q2_K, unpackm_q2_K)
+KQUANT_MADD_TILE(q3_K, unpackm_q3_K)
+KQUANT_MADD_TILE(q4_K, unpackm_q4_K)
+KQUANT_MADD_TILE(q5_K, unpackm_q5_K)
+KQUANT_MADD_TILE(q6_K, unpackm_q6_K)
 KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 
 /* ==== tiles of every shape, and the table ================================ */
@@ -608,8 +697,8 @@ K(q5_1, x_bytes_chunks, convert_q8_1)
 K(iq4_nl, x_bytes_chunks, convert_q8_0_b128)
 K(q2_K, x_bytes_super, convert_q8_K)
 K(q3_K, x_bytes_super, convert_q8_K)
-K(q4_K, x_bytes_super, convert_q8_K)
-K(q5_K, x_bytes_super, convert_q8_K)
+K(q4_K, x_bytes_super, convert_q8_K_perm)
+K(q5_K, x_bytes_super, convert_q8_K_perm)
 K(q6_K, x_bytes_super, convert_q8_K)
 K(iq4_xs, x_bytes_super, convert_q8_K)
 
