@@ -102,11 +102,12 @@ static void fill_blocks(rw_dtype t, uint8_t *p, size_t n_blocks) {
     size_t bs = rw_dtype_type_size(t);
     for (size_t i = 0; i < n_blocks * bs; i++) p[i] = (uint8_t)rnd();
     for (size_t b = 0; b < n_blocks; b++, p += bs) {
-        rw_f16 d = rw_f32_to_f16(0.001f + 0.01f * (frand() + 1)), m = rw_f32_to_f16(0.01f * frand());
+        /* f16 bit patterns: scales in [2^-7, 2^-6), mins +-[2^-8, 2^-7), weights +-[0.5, 1) */
+        rw_f16 d = (rw_f16)(0x2000 | (rnd() & 0x3FF)), m = (rw_f16)(0x1C00 | (rnd() & 0x83FF));
         switch (t) {
         case RW_TYPE_F32: *(float *)p = frand(); break;
-        case RW_TYPE_F16: *(rw_f16 *)p = rw_f32_to_f16(frand()); break;
-        case RW_TYPE_BF16: *(rw_bf16 *)p = rw_f32_to_bf16(frand()); break;
+        case RW_TYPE_F16: *(rw_f16 *)p = (rw_f16)(0x3800 | (rnd() & 0x83FF)); break;
+        case RW_TYPE_BF16: *(rw_bf16 *)p = (rw_bf16)(0x3F00 | (rnd() & 0x807F)); break;
         case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q8_0: case RW_TYPE_IQ4_NL: memcpy(p, &d, 2); break;
         case RW_TYPE_Q4_1: case RW_TYPE_Q5_1: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;
         case RW_TYPE_Q4_K: case RW_TYPE_Q5_K: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;

@@ -54,12 +54,12 @@ static void convert_f16(const float *x, void *xq, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
-    for (; i < n; i++) o[i] = f16_to_f32(rw_f32_to_f16(x[i]));
+    for (; i < n; i++) o[i] = f16_to_f32(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 
 static void convert_bf16(const float *x, void *xq, int64_t n) {
     rw_bf16 *o = xq;
-    for (int64_t i = 0; i < n; i++) o[i] = rw_f32_to_bf16(x[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = rw_mm_f32_to_bf16(x[i]);
 }
 
 /* Weight loaders: 16 f32 values of row w starting at element i, k valid. */
@@ -150,7 +150,7 @@ static void quantize_block32(const float *x, int8_t *q, float *d_out, float *d_r
     __m512i qb = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(b, vid)));
     _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
     _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
-    *d_out = f16_to_f32(rw_f32_to_f16(d));
+    *d_out = f16_to_f32(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
     *d_raw = d;
     *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
 }
@@ -171,7 +171,7 @@ static void convert_chunks(const float *x, void *xq, int64_t n, int bias, int wi
             ch->base[8 * half + l] = -bias * (q4[0] + q4[1] + q4[2] + q4[3]);
             ch->dx[8 * half + l] = d;
         }
-        if (with_s) ch->sx[8 * half] = f16_to_f32(rw_f32_to_f16((float)sum * d_raw));
+        if (with_s) ch->sx[8 * half] = f16_to_f32(_cvtss_sh((float)sum * d_raw, _MM_FROUND_TO_NEAREST_INT));
     }
 }
 
