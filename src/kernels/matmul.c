@@ -20,11 +20,11 @@
 
 typedef const rw_mm_kernel *(*kernel_lookup)(rw_dtype t);
 
-/* Kernel tables per tier; a tier with no table of its own (AVX2, for now)
- * serves every type from the tier below. */
+/* Kernel tables per tier; a type missing from a tier's table is served by
+ * the tier below (today every tier covers every type). */
 static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
     [RW_TIER_REF] = rw_mm_kernel_ref,
-    [RW_TIER_AVX2] = NULL,
+    [RW_TIER_AVX2] = rw_mm_kernel_avx2,
     [RW_TIER_AVX512] = rw_mm_kernel_avx512,
 };
 

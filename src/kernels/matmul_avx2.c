@@ -1,0 +1,466 @@
+/* matmul_avx2.c - the AVX2 tier (AVX2 + FMA + F16C), for CPUs without AVX-512.
+ *
+ * The same scheme as matmul_avx512.c with 256-bit vectors and without VNNI:
+ * an 8-bit product sum is vpmaddubsw (unsigned x signed bytes, pairs summed
+ * into 16 bits) followed by vpmaddwd, which multiplies each 16-bit pair sum
+ * by a 16-bit factor (1, or the sub-block scale for the K-quants) and adds
+ * neighbours into 32-bit lanes. vpmaddubsw saturates at 2^15, so weights
+ * enter it as small unsigned values (Q4_0 +8, Q5_0 +16, Q4_1, Q5_1, the
+ * K-quants but IQ4_XS: at most 63, pair sums < 2^15) and the two types with
+ * full-range signed weights (Q8_0, IQ4_NL, IQ4_XS) use the sign trick
+ * |w| * (x * sign(w)).
+ *
+ * Float accumulation is per lane (8 lanes), each lane adding its block's
+ * (float)lane_sum * (dw*dx), or per super-block (float)isum*(d*dx) -
+ * (float)msum*(dmin*dx); lanes are added at the end in a fixed order. Tiles
+ * are up to 2 weight rows x 2 activation rows, the same code for every
+ * element, so results are batch invariant within this tier.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/matmul_int.h"
+
+#define NW 2
+#define NX 2
+#define INLINE static inline __attribute__((always_inline))
+
+static float f16_to_f32(rw_f16 h) { return _cvtsh_ss(h); }
+
+INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ==== float types ======================================================== */
+
+/* Activations are f32 rows; for F16 / BF16 weights the values are first
+ * rounded to f16 / bf16 (as the reference does), so products match. */
+static size_t x_bytes_f32(int64_t n) { return (size_t)n * 4; }
+static void convert_f32(const float *x, void *xq, int64_t n) { memcpy(xq, x, (size_t)n * 4); }
+static void convert_f16(const float *x, void *xq, int64_t n) {
+    float *o = xq;
+    for (int64_t i = 0; i < n; i++) o[i] = f16_to_f32(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+static void convert_bf16(const float *x, void *xq, int64_t n) {
+    float *o = xq;
+    for (int64_t i = 0; i < n; i++) o[i] = rw_mm_bf16_to_f32(rw_mm_f32_to_bf16(x[i]));
+}
+
+INLINE __m256 load_w_f32(const uint8_t *w, int64_t i) { return _mm256_loadu_ps((const float *)w + i); }
+INLINE __m256 load_w_f16(const uint8_t *w, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const rw_f16 *)w + i)));
+}
+INLINE __m256 load_w_bf16(const uint8_t *w, int64_t i) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const rw_bf16 *)w + i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+/* Row tails shorter than 8 are done per element into lane 0 (fixed order). */
+#define FLOAT_TILE(name, LOADW, SCALAR)                                                                \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        __m256 acc[NW][NX];                                                                            \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();      \
+        int64_t k = 0;                                                                                 \
+        for (; k + 8 <= n; k += 8) {                                                                   \
+            __m256 xv[NX];                                                                             \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                       \
+                xv[j] = _mm256_loadu_ps((const float *)(xq + j * xs) + k);                             \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                     \
+                __m256 wv = LOADW(w + i * ws, k);                                                      \
+                _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]); \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                     \
+                float tail = 0;                                                                        \
+                for (int64_t t = k; t < n; t++) tail += SCALAR(w + i * ws, t) * ((const float *)(xq + j * xs))[t]; \
+                out[j * nw + i] = hsum8(acc[i][j]) + tail;                                             \
+            }                                                                                          \
+    }
+
+static float scalar_f32(const uint8_t *w, int64_t t) { return ((const float *)w)[t]; }
+static float scalar_f16(const uint8_t *w, int64_t t) { return f16_to_f32(((const rw_f16 *)w)[t]); }
+static float scalar_bf16(const uint8_t *w, int64_t t) { return rw_mm_bf16_to_f32(((const rw_bf16 *)w)[t]); }
+
+FLOAT_TILE(f32, load_w_f32, scalar_f32)
+FLOAT_TILE(f16, load_w_f16, scalar_f16)
+FLOAT_TILE(bf16, load_w_bf16, scalar_bf16)
+
+/* ==== 32-element blocks ================================================== */
+
+/* Activation block: quants, per lane -bias*(sum of the lane's 4 quants),
+ * the block scale (f16-rounded) and Q8_1's s. */
+typedef struct {
+    int8_t qs[32];
+    int32_t base[8];
+    float dx, sx;
+    float pad[6];
+} x_blk;
+
+static size_t x_bytes_blk(int64_t n) { return (size_t)(n / 32) * sizeof(x_blk); }
+
+static void convert_blocks(const float *x, void *xq, int64_t n, int bias, int with_s) {
+    x_blk *o = xq;
+    rw_block_q8_0 q0;
+    rw_block_q8_1 q1;
+    for (int64_t b = 0; b < n / 32; b++) {
+        memset(&o[b], 0, sizeof o[b]);
+        const int8_t *qs;
+        if (with_s) {
+            rw_mm_quantize_q8_1(x + 32 * b, &q1, 32);
+            qs = q1.qs;
+            o[b].dx = f16_to_f32(q1.d);
+            o[b].sx = f16_to_f32(q1.s);
+        } else {
+            rw_mm_quantize_q8_0(x + 32 * b, &q0, 32);
+            qs = q0.qs;
+            o[b].dx = f16_to_f32(q0.d);
+        }
+        memcpy(o[b].qs, qs, 32);
+        for (int l = 0; l < 8; l++) o[b].base[l] = -bias * (qs[4 * l] + qs[4 * l + 1] + qs[4 * l + 2] + qs[4 * l + 3]);
+    }
+}
+static void convert_b0(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 0, 0); }
+static void convert_b8(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 8, 0); }
+static void convert_b16(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 16, 0); }
+static void convert_q8_1(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 0, 1); }
+
+/* An unpacked weight block: values (unsigned, or signed with sign_trick),
+ * scale and min. */
+typedef struct {
+    __m256i v;
+    float d, m;
+} w_blk;
+
+/* 16 bytes -> [low nibbles | high nibbles] as 32 bytes in element order. */
+INLINE __m256i nibbles16(const uint8_t *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* Q5's fifth bits as 16 per set bit of qh (element order). */
+INLINE __m256i q5_high(const uint8_t qh[4]) {
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf); /* byte e = qh byte e/8 */
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
+    return _mm256_and_si256(hit, _mm256_set1_epi8(16));
+}
+
+static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+INLINE w_blk unpack_q8_0(const uint8_t *row, int64_t b) {
+    const rw_block_q8_0 *p = (const rw_block_q8_0 *)row + b;
+    return (w_blk){_mm256_loadu_si256((const __m256i *)p->qs), f16_to_f32(p->d), 0};
+}
+INLINE w_blk unpack_q4_0(const uint8_t *row, int64_t b) {
+    const rw_block_q4_0 *p = (const rw_block_q4_0 *)row + b;
+    return (w_blk){nibbles16(p->qs), f16_to_f32(p->d), 0};
+}
+INLINE w_blk unpack_q4_1(const uint8_t *row, int64_t b) {
+    const rw_block_q4_1 *p = (const rw_block_q4_1 *)row + b;
+    return (w_blk){nibbles16(p->qs), f16_to_f32(p->d), f16_to_f32(p->m)};
+}
+INLINE w_blk unpack_q5_0(const uint8_t *row, int64_t b) {
+    const rw_block_q5_0 *p = (const rw_block_q5_0 *)row + b;
+    return (w_blk){_mm256_or_si256(nibbles16(p->qs), q5_high(p->qh)), f16_to_f32(p->d), 0};
+}
+INLINE w_blk unpack_q5_1(const uint8_t *row, int64_t b) {
+    const rw_block_q5_1 *p = (const rw_block_q5_1 *)row + b;
+    return (w_blk){_mm256_or_si256(nibbles16(p->qs), q5_high(p->qh)), f16_to_f32(p->d), f16_to_f32(p->m)};
+}
+INLINE __m256i iq4_lookup(__m256i nib) {
+    __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    return _mm256_shuffle_epi8(tab, nib);
+}
+INLINE w_blk unpack_iq4_nl(const uint8_t *row, int64_t b) {
+    const rw_block_iq4_nl *p = (const rw_block_iq4_nl *)row + b;
+    return (w_blk){iq4_lookup(nibbles16(p->qs)), f16_to_f32(p->d), 0};
+}
+
+/* 8 lanes of 4-product sums of w (unsigned, or signed if SIGNED) and x. */
+INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
+    __m256i s16 = is_signed ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
+                            : _mm256_maddubs_epi16(w, x);
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+}
+
+#define BLOCK32_TILE(name, UNPACK, SIGNED, WITH_MIN)                                                    \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
+                            size_t xs, const int nx, float *out) {                                      \
+        __m256 acc[NW][NX];                                                                             \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                            \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();       \
+        for (int64_t b = 0; b < n / 32; b++) {                                                          \
+            w_blk wb[NW];                                                                               \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b);         \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                      \
+                const x_blk *xb = (const x_blk *)(xq + j * xs) + b;                                     \
+                __m256i xv = _mm256_load_si256((const __m256i *)xb->qs);                                \
+                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                  \
+                    __m256i p = _mm256_add_epi32(dot4(wb[i].v, xv, SIGNED),                             \
+                                                 _mm256_load_si256((const __m256i *)xb->base));         \
+                    acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wb[i].d * xb->dx), acc[i][j]); \
+                    if (WITH_MIN)                                                                       \
+                        acc[i][j] = _mm256_fmadd_ps(_mm256_castps128_ps256(_mm_set_ss(wb[i].m)),         \
+                                                    _mm256_set1_ps(xb->sx), acc[i][j]);                 \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                            \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) out[j * nw + i] = hsum8(acc[i][j]);    \
+    }
+
+BLOCK32_TILE(q8_0, unpack_q8_0, 1, 0)
+BLOCK32_TILE(q4_0, unpack_q4_0, 0, 0)
+BLOCK32_TILE(q4_1, unpack_q4_1, 0, 1)
+BLOCK32_TILE(q5_0, unpack_q5_0, 0, 0)
+BLOCK32_TILE(q5_1, unpack_q5_1, 0, 1)
+BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 1, 0)
+
+/* ==== K-quants =========================================================== */
+
+/* Activation super-block: Q8_K's quants, bsums and d (reference quantizer). */
+static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / 256) * sizeof(rw_block_q8_K); }
+static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_mm_quantize_q8_K(x, xq, n); }
+
+/* An unpacked super-block: 8 chunks of 32 values in element order, the
+ * 16-bit scale of each pair of elements of each chunk, 16-bit mins per
+ * 16-group (with dmin; bias*scale with dmin = d for biased types). */
+typedef struct {
+    __m256i u[8];
+    __m256i s[8];
+    __m256i mins;
+    float d, dmin;
+} w_super;
+
+/* [a x16 | b x16] as 16-bit lanes: chunk scales for two 16-groups. */
+INLINE __m256i two_scales(int a, int b) { return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)); }
+
+INLINE void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
+    const uint8_t *scales, *qs, *qh = NULL;
+    rw_f16 d, dmin;
+    if (five) {
+        const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
+        scales = b->scales, qs = b->qs, qh = b->qh, d = b->d, dmin = b->dmin;
+    } else {
+        const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
+        scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
+    }
+    int16_t mins[16];
+    __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k4_scale_min(scales, j, &sc, &m);
+        mins[2 * j] = mins[2 * j + 1] = (int16_t)m;
+        o->s[j] = _mm256_set1_epi16((short)sc);
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
+        if (j % 2) v = _mm256_srli_epi16(v, 4);
+        v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+        if (five) {
+            __m256i bit = _mm256_set1_epi8((char)(1 << j));
+            v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
+                                                    _mm256_set1_epi8(16)));
+        }
+        o->u[j] = v;
+    }
+    o->mins = _mm256_loadu_si256((const __m256i *)mins);
+    o->d = f16_to_f32(d);
+    o->dmin = f16_to_f32(dmin);
+}
+INLINE void unpack4_q4_K(const uint8_t *row, int64_t sb, w_super *o) { unpack_q4_K(row, sb, o, 0); }
+INLINE void unpack4_q5_K(const uint8_t *row, int64_t sb, w_super *o) { unpack_q4_K(row, sb, o, 1); }
+
+INLINE void unpack4_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    for (int h = 0; h < 2; h++) {
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        for (int k = 0; k < 4; k++) {
+            __m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+            if (k >= 2) lo = _mm256_srli_epi16(lo, 4);
+            lo = _mm256_and_si256(lo, _mm256_set1_epi8(0x0F));
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), _mm256_set1_epi8(0x03));
+            o->u[4 * h + k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+            int g = 8 * h + 2 * k;
+            o->s[4 * h + k] = two_scales(b->scales[g], b->scales[g + 1]);
+        }
+    }
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    o->mins = _mm256_slli_epi16(sc, 5); /* 32 * scale: the -32 bias */
+    o->d = o->dmin = f16_to_f32(b->d);
+}
+
+INLINE void unpack4_q2_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q2_K *b = (const rw_block_q2_K *)row + sb;
+    for (int h = 0; h < 2; h++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        for (int s = 0; s < 4; s++) {
+            o->u[4 * h + s] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03));
+            int g = 8 * h + 2 * s;
+            o->s[4 * h + s] = two_scales(b->scales[g] & 0x0F, b->scales[g + 1] & 0x0F);
+        }
+    }
+    __m128i sv = _mm_loadu_si128((const __m128i *)b->scales);
+    o->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), _mm_set1_epi8(0x0F)));
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE int q3_scale(const uint8_t s[12], int g) {
+    int lo = g < 8 ? s[g] & 0x0F : s[g - 8] >> 4;
+    int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+INLINE void unpack4_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_q3_K *b = (const rw_block_q3_K *)row + sb;
+    int16_t mins[16];
+    __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+    for (int h = 0; h < 2; h++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        for (int s = 0; s < 4; s++) {
+            __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03));
+            __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + s)));
+            v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit),
+                                                    _mm256_set1_epi8(4)));
+            o->u[4 * h + s] = v;
+            int g = 8 * h + 2 * s, s0 = q3_scale(b->scales, g), s1 = q3_scale(b->scales, g + 1);
+            o->s[4 * h + s] = two_scales(s0, s1);
+            mins[g] = (int16_t)(4 * s0), mins[g + 1] = (int16_t)(4 * s1); /* the -4 bias */
+        }
+    }
+    o->mins = _mm256_loadu_si256((const __m256i *)mins);
+    o->d = o->dmin = f16_to_f32(b->d);
+}
+
+/* IQ4_XS: signed values (sign trick in the tile), no min term. */
+INLINE void unpack4_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
+    for (int j = 0; j < 8; j++) {
+        int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b->scales_h >> (2 * j)) & 3) << 4;
+        o->u[j] = iq4_lookup(nibbles16(b->qs + 16 * j));
+        o->s[j] = _mm256_set1_epi16((short)(ls - 32));
+    }
+    o->mins = _mm256_setzero_si256();
+    o->d = o->dmin = f16_to_f32(b->d);
+}
+
+#define KQUANT_TILE(name, UNPACK, SIGNED)                                                               \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
+                            size_t xs, const int nx, float *out) {                                      \
+        __m256 acc[NW][NX];                                                                             \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                            \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();       \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                      \
+            w_super wsb[NW];                                                                            \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);       \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                      \
+                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                    \
+                __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                            \
+                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                  \
+                    __m256i isum = _mm256_setzero_si256();                                              \
+                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {                               \
+                        __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k));            \
+                        __m256i u = wsb[i].u[k];                                                        \
+                        __m256i s16 = SIGNED ? _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u)) \
+                                             : _mm256_maddubs_epi16(u, xv);                             \
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, wsb[i].s[k]));             \
+                    }                                                                                   \
+                    __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                  \
+                    acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(wsb[i].d * xb->d), acc[i][j]); \
+                    acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(wsb[i].dmin * xb->d), acc[i][j]); \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                            \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) out[j * nw + i] = hsum8(acc[i][j]);    \
+    }
+
+KQUANT_TILE(q2_K, unpack4_q2_K, 0)
+KQUANT_TILE(q3_K, unpack4_q3_K, 0)
+KQUANT_TILE(q4_K, unpack4_q4_K, 0)
+KQUANT_TILE(q5_K, unpack4_q5_K, 0)
+KQUANT_TILE(q6_K, unpack4_q6_K, 0)
+KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
+
+/* ==== tiles of every shape, and the table ================================ */
+
+#define TILE_DISPATCH(name)                                                                            \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
+                            int nx, float *out) {                                                      \
+        if (nw == 1 && nx == 1) name##_impl(n, w, ws, 1, xq, xs, 1, out);                              \
+        else if (nw == 1) name##_impl(n, w, ws, 1, xq, xs, 2, out);                                    \
+        else if (nx == 1) name##_impl(n, w, ws, 2, xq, xs, 1, out);                                    \
+        else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                 \
+    }
+
+TILE_DISPATCH(f32)
+TILE_DISPATCH(f16)
+TILE_DISPATCH(bf16)
+TILE_DISPATCH(q8_0)
+TILE_DISPATCH(q4_0)
+TILE_DISPATCH(q4_1)
+TILE_DISPATCH(q5_0)
+TILE_DISPATCH(q5_1)
+TILE_DISPATCH(iq4_nl)
+TILE_DISPATCH(q2_K)
+TILE_DISPATCH(q3_K)
+TILE_DISPATCH(q4_K)
+TILE_DISPATCH(q5_K)
+TILE_DISPATCH(q6_K)
+TILE_DISPATCH(iq4_xs)
+
+#define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {xb, conv, tile_##name, NW, NX};
+K(f32, x_bytes_f32, convert_f32)
+K(f16, x_bytes_f32, convert_f16)
+K(bf16, x_bytes_f32, convert_bf16)
+K(q8_0, x_bytes_blk, convert_b0)
+K(q4_0, x_bytes_blk, convert_b8)
+K(q4_1, x_bytes_blk, convert_q8_1)
+K(q5_0, x_bytes_blk, convert_b16)
+K(q5_1, x_bytes_blk, convert_q8_1)
+K(iq4_nl, x_bytes_blk, convert_b0)
+K(q2_K, x_bytes_q8_K, convert_q8_K)
+K(q3_K, x_bytes_q8_K, convert_q8_K)
+K(q4_K, x_bytes_q8_K, convert_q8_K)
+K(q5_K, x_bytes_q8_K, convert_q8_K)
+K(q6_K, x_bytes_q8_K, convert_q8_K)
+K(iq4_xs, x_bytes_q8_K, convert_q8_K)
+
+const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_F32: return &kernel_f32;
+    case RW_TYPE_F16: return &kernel_f16;
+    case RW_TYPE_BF16: return &kernel_bf16;
+    case RW_TYPE_Q8_0: return &kernel_q8_0;
+    case RW_TYPE_Q4_0: return &kernel_q4_0;
+    case RW_TYPE_Q4_1: return &kernel_q4_1;
+    case RW_TYPE_Q5_0: return &kernel_q5_0;
+    case RW_TYPE_Q5_1: return &kernel_q5_1;
+    case RW_TYPE_IQ4_NL: return &kernel_iq4_nl;
+    case RW_TYPE_Q2_K: return &kernel_q2_K;
+    case RW_TYPE_Q3_K: return &kernel_q3_K;
+    case RW_TYPE_Q4_K: return &kernel_q4_K;
+    case RW_TYPE_Q5_K: return &kernel_q5_K;
+    case RW_TYPE_Q6_K: return &kernel_q6_K;
+    case RW_TYPE_IQ4_XS: return &kernel_iq4_xs;
+    default: return NULL;
+    }
+}
