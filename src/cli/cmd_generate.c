@@ -1,5 +1,5 @@
 /* cmd_generate.c - `rewind generate MODEL (--ids IDS | -p TEXT) -n N
- * [--temp T] [--seed S] [--kv f32|f16] [--print-ids]`.
+ * [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--print-ids]`.
  *
  * Prefills the prompt in one forward pass, then generates N tokens one at a
  * time: greedy at temperature 0 (the default; ties go to the lowest id),
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/threadpool.h"
 #include "cli/cli.h"
 #include "engine/sampler.h"
 
@@ -16,7 +17,7 @@ static const char *CMD = "generate";
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] "
-                    "[--print-ids]\n");
+                    "[--threads N] [--print-ids]\n");
     return 2;
 }
 
@@ -26,6 +27,7 @@ int rw_cmd_generate(int argc, char **argv) {
     float temp = 0.0f;
     bool print_ids = false;
     rw_kv_type kv = RW_KV_F16;
+    long threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -42,6 +44,8 @@ int rw_cmd_generate(int argc, char **argv) {
                 rw_cli_error(CMD, "--temp needs a number >= 0, not \"%s\"", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(a, "--threads") && has_val) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
         } else if (!strcmp(a, "--print-ids")) print_ids = true;
@@ -71,23 +75,24 @@ int rw_cmd_generate(int argc, char **argv) {
     int rc = 1;
     rw_error err = {0};
     rw_model_seq *s = NULL;
+    rw_threadpool *pool = NULL;
     float *logits = malloc((size_t)n_vocab * sizeof(float));
     if (!logits) {
         rw_cli_error(CMD, "out of memory");
         goto done;
     }
     int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
-    if (rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
+    if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
     rw_sampler sampler;
     rw_sampler_init(&sampler, temp, (uint64_t)seed);
-    rw_forward_args fa = {.tokens = ids, .n = n, .logits = logits};
+    rw_forward_args fa = {.tokens = ids, .n = n, .pool = pool, .logits = logits};
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
     for (long k = 0; k < n_gen; k++) {
         int32_t tok = rw_sampler_sample(&sampler, logits, n_vocab);
         printf("%s%d", k ? " " : "", (int)tok);
         fflush(stdout);
         if (k + 1 == n_gen) break;
-        fa = (rw_forward_args){.tokens = &tok, .n = 1, .logits = logits};
+        fa = (rw_forward_args){.tokens = &tok, .n = 1, .pool = pool, .logits = logits};
         if (rw_model_forward(m, s, &fa, &err)) goto fail;
     }
     printf("\n");
@@ -97,6 +102,7 @@ fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
     rw_model_seq_free(s);
+    rw_threadpool_free(pool);
     free(logits);
     rw_model_free(m);
     rw_gguf_close(g);

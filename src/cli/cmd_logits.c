@@ -1,5 +1,6 @@
 /* cmd_logits.c - `rewind logits MODEL --ids IDS [--mode batch|step]
- * [--kv f32|f16] --out OUT.f32`.
+ * [--kv f32|f16] [--threads N] --out OUT.f32`. --threads 0 (the default) = one
+ * thread per physical core; the logits do not depend on it.
  *
  * Runs the model over the ids of IDS and writes the float32 logits of every
  * position, row-major [n_ids][n_vocab], little-endian, no header. batch
@@ -8,25 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/threadpool.h"
 #include "cli/cli.h"
 
 static const char *CMD = "logits";
 
 static int usage(void) {
-    fprintf(stderr, "usage: rewind logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] --out OUT.f32\n");
+    fprintf(stderr, "usage: rewind logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] --out OUT.f32\n");
     return 2;
 }
 
 int rw_cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *ids_path = NULL, *out_path = NULL, *mode = "batch";
     rw_kv_type kv = RW_KV_F16;
+    long threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
         if (!strcmp(a, "--ids") && has_val) ids_path = argv[++i];
         else if (!strcmp(a, "--out") && has_val) out_path = argv[++i];
         else if (!strcmp(a, "--mode") && has_val) mode = argv[++i];
-        else if (!strcmp(a, "--kv") && has_val) {
+        else if (!strcmp(a, "--threads") && has_val) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
+        } else if (!strcmp(a, "--kv") && has_val) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
@@ -53,20 +58,21 @@ int rw_cmd_logits(int argc, char **argv) {
     int rc = 1;
     rw_error err = {0};
     rw_model_seq *s = NULL;
+    rw_threadpool *pool = NULL;
     float *logits = malloc((size_t)n * (size_t)n_vocab * sizeof(float));
     if (!logits) {
         rw_cli_error(CMD, "out of memory for %lld x %lld logits", (long long)n, (long long)n_vocab);
         goto done;
     }
     int64_t max_ctx = n > rw_model_get_hparams(m)->n_ctx_train ? n : 0;
-    if (rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
+    if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
     if (step) {
         for (int64_t t = 0; t < n; t++) {
-            rw_forward_args fa = {.tokens = ids + t, .n = 1, .logits = logits + t * n_vocab};
+            rw_forward_args fa = {.tokens = ids + t, .n = 1, .pool = pool, .logits = logits + t * n_vocab};
             if (rw_model_forward(m, s, &fa, &err)) goto fail;
         }
     } else {
-        rw_forward_args fa = {.tokens = ids, .n = n, .logits = logits, .all_logits = true};
+        rw_forward_args fa = {.tokens = ids, .n = n, .pool = pool, .logits = logits, .all_logits = true};
         if (rw_model_forward(m, s, &fa, &err)) goto fail;
     }
     FILE *f = fopen(out_path, "wb");
@@ -85,6 +91,7 @@ fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
     rw_model_seq_free(s);
+    rw_threadpool_free(pool);
     free(logits);
     rw_model_free(m);
     rw_gguf_close(g);

@@ -9,8 +9,31 @@
  */
 #include <math.h>
 
+#include "kernels/ops_model.h"
 #include "models/model_int.h"
 #include "models/ops_tmp.h"
+
+/* One task = one (token, query head) pair. */
+typedef struct {
+    const rw_model *m;
+    const rw_kv_cache *kv;
+    int il;
+    int64_t pos0;
+    float scale;
+} attend_ctx;
+
+static void attend_task(void *p, int64_t task, int thread) {
+    const attend_ctx *c = p;
+    const rw_model_hparams *hp = &c->m->hp;
+    const mdl_scratch *sc = &c->m->sc;
+    const int64_t t = task / hp->n_head;
+    const int h = (int)(task % hp->n_head), kvh = h / (hp->n_head / hp->n_head_kv);
+    const bool f16 = rw_kv_get_config(c->kv)->type == RW_KV_F16;
+    rw_attn_head(sc->q + t * hp->n_head * hp->head_dim_k + (int64_t)h * hp->head_dim_k,
+                 rw_kv_k_head(c->kv, c->il, kvh), rw_kv_v_head(c->kv, c->il, kvh), f16, c->pos0 + t + 1,
+                 hp->head_dim_k, hp->head_dim_v, c->scale, sc->scores + (int64_t)thread * sc->ctx_cap,
+                 sc->att + t * hp->n_head * hp->head_dim_v + (int64_t)h * hp->head_dim_v);
+}
 
 static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
     if (!b) return;
@@ -25,6 +48,7 @@ rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_la
     const int64_t n = b->n;
     const int hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t dq = (int64_t)hp->n_head * hdk, dk = (int64_t)hp->n_head_kv * hdk, dv = (int64_t)hp->n_head_kv * hdv;
+    (void)hdv;
     rw_status st;
     if ((st = mdl_matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
         (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
@@ -48,13 +72,8 @@ rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_la
         }
     }
     if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;
-    const float scale = 1.0f / sqrtf((float)hdk);
-    const int group = hp->n_head / hp->n_head_kv;
-    const int64_t dout = (int64_t)hp->n_head * hdv;
-    for (int64_t t = 0; t < n; t++)
-        for (int h = 0; h < hp->n_head; h++)
-            mdl_tmp_attend(sc->q + t * dq + (int64_t)h * hdk, s->kv, il, h / group, b->pos0 + t + 1, scale, sc->scores,
-                           sc->row, sc->att + t * dout + (int64_t)h * hdv);
+    attend_ctx ac = {.m = m, .kv = s->kv, .il = il, .pos0 = b->pos0, .scale = 1.0f / sqrtf((float)hdk)};
+    rw_threadpool_run(b->pool, attend_task, &ac, n * hp->n_head);
     if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, L->bo, n, hp->n_embd);
     return RW_OK;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/quant.h"
 #include "models/model_int.h"
 
 static rw_status check_dims(const rw_gguf_tensor *t, uint32_t n_dims, const int64_t *ne, rw_error *err) {
@@ -20,17 +21,17 @@ static rw_status check_dims(const rw_gguf_tensor *t, uint32_t n_dims, const int6
 }
 
 rw_status mdl_bind_matrix(const rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
-                          mdl_matrix *out, rw_error *err) {
-    *out = (mdl_matrix){0};
+                          rw_matrix *out, rw_error *err) {
+    *out = (rw_matrix){0};
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
     if (!t) return required ? rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name) : RW_OK;
     int64_t ne[2] = {n_in, n_out};
     rw_status st = check_dims(t, 2, ne, err);
     if (st) return st;
-    if (!mdl_matmul_supports(t->type))
+    if (!rw_matmul_supports(t->type))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has type %s, which has no matmul kernel", name,
                          rw_dtype_name(t->type));
-    *out = (mdl_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out};
+    *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out};
     return RW_OK;
 }
 
@@ -55,7 +56,7 @@ rw_status mdl_bind_common(rw_model *m, rw_error *err) {
     if (te->n_dims != 2 || te->ne[0] != (uint64_t)hp->n_embd || te->ne[1] == 0 || te->ne[1] > (1u << 24))
         return rw_errorf(err, RW_ERR_FORMAT, "tensor token_embd.weight has shape {%llu, %llu}, expected {%d, n_vocab}",
                          (unsigned long long)te->ne[0], (unsigned long long)te->ne[1], hp->n_embd);
-    if (!mdl_matmul_supports(te->type))
+    if (!rw_can_dequantize(te->type) || !rw_matmul_supports(te->type))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor token_embd.weight has unsupported type %s", rw_dtype_name(te->type));
     m->tok_embd = te;
     m->hp.n_vocab = (int64_t)te->ne[1];
@@ -65,7 +66,7 @@ rw_status mdl_bind_common(rw_model *m, rw_error *err) {
     if (st) return st;
     m->hp.tied_output = m->output.data == NULL;
     if (m->hp.tied_output)
-        m->output = (mdl_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab};
+        m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab};
     st = mdl_bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);
     if (st) return st;
     m->hp.has_rope_freqs = m->rope_freqs != NULL;

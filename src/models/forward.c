@@ -19,14 +19,13 @@ void mdl_scratch_free(mdl_scratch *sc) {
     free(sc->up);
     free(sc->rope_cs);
     free(sc->scores);
-    free(sc->row);
     memset(sc, 0, sizeof *sc);
 }
 
 /* Grows the per-token buffers to n tokens and the attention scratch to
  * n_ctx positions. Buffers are replaced whole: their contents do not
  * survive between forward calls. */
-static rw_status scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, rw_error *err) {
+static rw_status scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     if (n > sc->n_cap) {
@@ -54,17 +53,14 @@ static rw_status scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, rw_error
             return rw_errorf(err, RW_ERR_NOMEM, "out of memory for the activations of %lld tokens", (long long)n);
         }
     }
-    if (n_ctx > sc->ctx_cap) {
+    if (n_ctx > sc->ctx_cap || n_threads > sc->threads_cap) {
         free(sc->scores);
-        free(sc->row);
-        int hd = hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v;
-        sc->scores = malloc((size_t)n_ctx * sizeof(float));
-        sc->row = malloc((size_t)hd * sizeof(float));
+        sc->scores = malloc((size_t)n_ctx * (size_t)n_threads * sizeof(float));
         sc->ctx_cap = n_ctx;
-        if (!sc->scores || !sc->row) {
-            free(sc->scores), free(sc->row);
-            sc->scores = sc->row = NULL;
+        sc->threads_cap = n_threads;
+        if (!sc->scores) {
             sc->ctx_cap = 0;
+            sc->threads_cap = 0;
             return rw_errorf(err, RW_ERR_NOMEM, "out of memory for attention over %lld positions", (long long)n_ctx);
         }
     }
@@ -79,11 +75,8 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
     rw_dtype_row_bytes(te->type, (uint64_t)e, &row_bytes);
     for (int64_t t = 0; t < n; t++) {
         const void *row = (const char *)te->data + (size_t)tokens[t] * row_bytes;
-        if (te->type == RW_TYPE_F32) {
-            memcpy(m->sc.x + t * e, row, (size_t)e * sizeof(float));
-        } else {
-            return rw_errorf(err, RW_ERR_UNSUPPORTED, "embedding type %s", rw_dtype_name(te->type));
-        }
+        rw_status st = rw_dequantize_row(te->type, row, m->sc.x + t * e, e);
+        if (st) return rw_errorf(err, st, "token_embd.weight: cannot convert type %s", rw_dtype_name(te->type));
     }
     return RW_OK;
 }
@@ -99,7 +92,7 @@ rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *
     const int64_t pos0 = rw_kv_length(s->kv), n = a->n;
     rw_status st;
     if ((st = rw_kv_reserve(s->kv, pos0 + n, err))) return st;
-    if ((st = scratch_reserve(m, n, rw_kv_capacity(s->kv), err))) return st;
+    if ((st = scratch_reserve(m, n, rw_kv_capacity(s->kv), rw_threadpool_size(a->pool), err))) return st;
     if ((st = embed(m, a->tokens, n, err))) return st;
     for (int64_t t = 0; t < n; t++)
         mdl_tmp_rope_cache((float)(pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,

@@ -19,25 +19,18 @@
 #include "models/model.h"
 
 #include "base/dtype.h"
-
-/* A weight matrix y = W x: n_out rows of n_in elements of `type`, packed, in
- * the GGUF mapping (ggml ne = {n_in, n_out}). */
-typedef struct {
-    rw_dtype type;
-    const void *data;
-    int64_t n_in;
-    int64_t n_out;
-} mdl_matrix;
+#include "base/threadpool.h"
+#include "kernels/matmul.h"
 
 /* Weights of one dense transformer block; optional pieces are NULL / data NULL. */
 typedef struct {
     const float *attn_norm;          /* [n_embd] */
-    mdl_matrix wq, wk, wv, wo;       /* q: n_embd -> n_head*hd_k; k: -> n_head_kv*hd_k; v: -> n_head_kv*hd_v; o: n_head*hd_v -> n_embd */
+    rw_matrix wq, wk, wv, wo;       /* q: n_embd -> n_head*hd_k; k: -> n_head_kv*hd_k; v: -> n_head_kv*hd_v; o: n_head*hd_v -> n_embd */
     const float *bq, *bk, *bv, *bo;  /* biases (qwen2; optional for llama) */
     const float *q_norm, *k_norm;    /* [hd_k] per-head RMS norm weights (qwen3) */
     const float *ffn_norm;           /* [n_embd] */
-    mdl_matrix ffn_gate, ffn_up;     /* n_embd -> n_ff */
-    mdl_matrix ffn_down;             /* n_ff -> n_embd */
+    rw_matrix ffn_gate, ffn_up;     /* n_embd -> n_ff */
+    rw_matrix ffn_down;             /* n_ff -> n_embd */
 } mdl_dense_layer;
 
 /* Scratch of one forward pass: token-major rows, allocated for n_cap tokens. */
@@ -53,9 +46,9 @@ typedef struct {
     float *gate; /* [n][n_ff] */
     float *up;   /* [n][n_ff] */
     float *rope_cs; /* [n][n_rot] cos/sin pairs per token position */
-    int64_t ctx_cap; /* positions the attention scratch holds */
-    float *scores;  /* [ctx_cap] attention weights of one query head */
-    float *row;     /* [max(hd_k, hd_v)] one cache row in f32 */
+    int64_t ctx_cap; /* positions the attention scratch holds per thread */
+    int threads_cap; /* threads it holds scratch for */
+    float *scores;  /* [threads_cap][ctx_cap] attention weights of one query head per thread */
 } mdl_scratch;
 
 /* One forward call as the layer functions see it. */
@@ -73,7 +66,7 @@ struct rw_model {
     rw_model_hparams hp;
     const rw_gguf_tensor *tok_embd; /* ne = {n_embd, n_vocab} */
     const float *output_norm;       /* [n_embd] */
-    mdl_matrix output;              /* n_embd -> n_vocab (token_embd when tied) */
+    rw_matrix output;              /* n_embd -> n_vocab (token_embd when tied) */
     const float *rope_freqs;        /* [n_rot/2] divisors of the rotary frequencies, or NULL */
     mdl_dense_layer *layers;        /* [n_layer], owned */
     mdl_scratch sc;                 /* owned, grown on demand */
@@ -108,7 +101,7 @@ rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_mode
 /* bind.c: tensor lookup with shape and type checks. A missing optional
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
 rw_status mdl_bind_matrix(const rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
-                          mdl_matrix *out, rw_error *err);
+                          rw_matrix *out, rw_error *err);
 rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err);
 /* Binds token_embd, output_norm, output (or ties it), rope_freqs. */
@@ -127,8 +120,11 @@ rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_la
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
 
-/* linear.c: y[r] = W x[r] for n rows (x stride n_in, y stride n_out). */
-rw_status mdl_matmul(const mdl_matrix *w, const float *x, int64_t n, float *y, rw_threadpool *pool, rw_error *err);
-bool mdl_matmul_supports(rw_dtype t);
+/* y[r] = W x[r] for n rows (x stride n_in, y stride n_out), weights in
+ * place (a weight matrix is a GGUF tensor with ne = {n_in, n_out}). */
+static inline rw_status mdl_matmul(const rw_matrix *w, const float *x, int64_t n, float *y, rw_threadpool *pool,
+                                   rw_error *err) {
+    return rw_matmul(w, x, w->n_in, n, y, w->n_out, pool, err);
+}
 
 #endif

@@ -44,35 +44,3 @@ void mdl_tmp_rope(float *x, int n_rot, bool neox, const float *cs) {
 void mdl_tmp_swiglu(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
 }
-
-static float dot_f32(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-/* One query head over positions 0..n_pos-1 of one KV head, in increasing
- * order: softmax(scale * q.k) weighted sum of v. scores: n_pos floats of
- * scratch; row: max(hd_k, hd_v) floats of scratch. */
-void mdl_tmp_attend(const float *q, const rw_kv_cache *kv, int il, int kv_head, int64_t n_pos, float scale,
-                    float *scores, float *row, float *out) {
-    const rw_kv_config *c = rw_kv_get_config(kv);
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n_pos; j++) {
-        rw_kv_read_k(kv, il, kv_head, j, row);
-        scores[j] = dot_f32(q, row, c->head_dim_k) * scale;
-        if (scores[j] > mx) mx = scores[j];
-    }
-    double sum = 0.0;
-    for (int64_t j = 0; j < n_pos; j++) {
-        scores[j] = expf(scores[j] - mx);
-        sum += (double)scores[j];
-    }
-    const float inv = (float)(1.0 / sum);
-    memset(out, 0, (size_t)c->head_dim_v * sizeof(float));
-    for (int64_t j = 0; j < n_pos; j++) {
-        const float p = scores[j] * inv;
-        rw_kv_read_v(kv, il, kv_head, j, row);
-        for (int i = 0; i < c->head_dim_v; i++) out[i] += p * row[i];
-    }
-}

@@ -11,7 +11,5 @@ void mdl_tmp_rmsnorm(const float *x, const float *w, int n, float eps, float *y)
 void mdl_tmp_rope_cache(float pos, int n_rot, float base, float freq_scale, const float *freq_factors, float *cs);
 void mdl_tmp_rope(float *x, int n_rot, bool neox, const float *cs);
 void mdl_tmp_swiglu(float *g, const float *u, int64_t n);
-void mdl_tmp_attend(const float *q, const rw_kv_cache *kv, int il, int kv_head, int64_t n_pos, float scale,
-                    float *scores, float *row, float *out);
 
 #endif
