@@ -7,6 +7,9 @@
 #include "models/model_int.h"
 #include "models/ops_tmp.h"
 
+/* Most tokens one forward chunk computes at once (llama.cpp's n_ubatch). */
+#define MDL_UBATCH 512
+
 void mdl_scratch_free(mdl_scratch *sc) {
     free(sc->x);
     free(sc->xn);
@@ -81,6 +84,34 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
     return RW_OK;
 }
 
+/* Runs n <= MDL_UBATCH tokens at positions pos0.. (the cache holds pos0
+ * positions). logits (if not NULL) receives rows first..n-1 of this chunk;
+ * layer_out rows go to layer_out + il * layer_stride. */
+static rw_status forward_chunk(rw_model *m, rw_model_seq *s, const int32_t *tokens, int64_t n, int64_t pos0,
+                               float *logits, int64_t first, float *layer_out, size_t layer_stride,
+                               rw_threadpool *pool, rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    rw_status st;
+    if ((st = embed(m, tokens, n, err))) return st;
+    for (int64_t t = 0; t < n; t++)
+        mdl_tmp_rope_cache((float)(pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
+                           m->sc.rope_cs + t * hp->n_rot);
+    const mdl_batch b = {.n = n, .pos0 = pos0, .pool = pool};
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((st = m->arch->layer(m, s, il, &b, err))) return st;
+        if (layer_out)
+            memcpy(layer_out + (size_t)il * layer_stride, m->sc.x, (size_t)n * (size_t)hp->n_embd * sizeof(float));
+    }
+    if (logits && first < n) {
+        const int64_t rows = n - first;
+        const int e = hp->n_embd;
+        for (int64_t t = 0; t < rows; t++)
+            mdl_tmp_rmsnorm(m->sc.x + (first + t) * e, m->output_norm, e, hp->rms_eps, m->sc.xn + t * e);
+        if ((st = mdl_matmul(&m->output, m->sc.xn, rows, logits, pool, err))) return st;
+    }
+    return rw_kv_set_length(s->kv, pos0 + n, err);
+}
+
 rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *a, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     if (!a || !a->tokens || a->n <= 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: no tokens");
@@ -90,26 +121,25 @@ rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *
             return rw_errorf(err, RW_ERR_RANGE, "token id %d at index %lld is outside the vocabulary (%lld)",
                              (int)a->tokens[t], (long long)t, (long long)hp->n_vocab);
     const int64_t pos0 = rw_kv_length(s->kv), n = a->n;
+    const int64_t chunk = n < MDL_UBATCH ? n : MDL_UBATCH;
     rw_status st;
     if ((st = rw_kv_reserve(s->kv, pos0 + n, err))) return st;
-    if ((st = scratch_reserve(m, n, rw_kv_capacity(s->kv), rw_threadpool_size(a->pool), err))) return st;
-    if ((st = embed(m, a->tokens, n, err))) return st;
-    for (int64_t t = 0; t < n; t++)
-        mdl_tmp_rope_cache((float)(pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
-                           m->sc.rope_cs + t * hp->n_rot);
-    const mdl_batch b = {.n = n, .pos0 = pos0, .pool = a->pool};
-    for (int il = 0; il < hp->n_layer; il++) {
-        if ((st = m->arch->layer(m, s, il, &b, err))) return st;
-        if (a->layer_out)
-            memcpy(a->layer_out + (size_t)il * (size_t)n * (size_t)hp->n_embd, m->sc.x,
-                   (size_t)n * (size_t)hp->n_embd * sizeof(float));
+    if ((st = scratch_reserve(m, chunk, rw_kv_capacity(s->kv), rw_threadpool_size(a->pool), err))) return st;
+    /* Long inputs run in chunks of MDL_UBATCH tokens: the activations stay
+     * small, and the result is the same (every token is computed alone). */
+    const size_t layer_stride = (size_t)n * (size_t)hp->n_embd;
+    for (int64_t c = 0; c < n; c += chunk) {
+        const int64_t nc = n - c < chunk ? n - c : chunk;
+        float *logits = NULL;
+        int64_t first = nc;
+        if (a->logits && a->all_logits) logits = a->logits + c * hp->n_vocab, first = 0;
+        else if (a->logits && c + nc == n) logits = a->logits, first = nc - 1;
+        float *lo = a->layer_out ? a->layer_out + (size_t)c * (size_t)hp->n_embd : NULL;
+        st = forward_chunk(m, s, a->tokens + c, nc, pos0 + c, logits, first, lo, layer_stride, a->pool, err);
+        if (st) {
+            rw_kv_set_length(s->kv, pos0, NULL);
+            return st;
+        }
     }
-    if (a->logits) {
-        const int64_t first = a->all_logits ? 0 : n - 1, rows = n - first;
-        const int e = hp->n_embd;
-        for (int64_t t = 0; t < rows; t++)
-            mdl_tmp_rmsnorm(m->sc.x + (first + t) * e, m->output_norm, e, hp->rms_eps, m->sc.xn + t * e);
-        if ((st = mdl_matmul(&m->output, m->sc.xn, rows, a->logits, a->pool, err))) return st;
-    }
-    return rw_kv_set_length(s->kv, pos0 + n, err);
+    return RW_OK;
 }

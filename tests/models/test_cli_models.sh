@@ -21,6 +21,14 @@ want=$(python3 -c "import json,sys; print(' '.join(map(str, json.load(open(sys.a
 got=$("$bin" generate "$model" --ids "$ids" -n 32 --kv f32 --print-ids)
 check [ "$got" = "$want" ]
 
+# 600 ids: the batch pass runs in two chunks (512 + 88) and the cache grows
+# past its first allocation; every row must still equal the step pass.
+awk 'BEGIN { for (i = 0; i < 600; i++) printf "%d ", (i * 37 + 11) % 509; print "" }' > "$tmp/long.ids"
+"$bin" logits "$model" --ids "$tmp/long.ids" --kv f32 --out "$tmp/lb.f32"; check [ $? -eq 0 ]
+"$bin" logits "$model" --ids "$tmp/long.ids" --kv f32 --mode step --out "$tmp/ls.f32"; check [ $? -eq 0 ]
+check [ "$(stat -c %s "$tmp/lb.f32")" -eq $((600 * 512 * 4)) ]
+check cmp -s "$tmp/lb.f32" "$tmp/ls.f32"
+
 # usage errors exit 2, runtime errors exit 1 with a one-line message
 "$bin" logits "$model" --ids "$ids" 2>/dev/null; check [ $? -eq 2 ]
 "$bin" logits "$model" --ids "$ids" --mode sideways --out "$tmp/x" 2>/dev/null; check [ $? -eq 2 ]
