@@ -24,9 +24,22 @@ typedef struct {
     double top1_min;     /* fraction of prompt rows whose argmax must match */
 } fixture;
 
+/* Tolerances from ../shared/fixtures/README.md. Quantized files: top-1 must
+ * agree on every row whose golden top1-top2 margin is at least TOP1_MARGIN
+ * (rows closer to a tie may flip with one activation rounded the other way);
+ * the fraction over all rows is printed and must reach top1_min. */
+#define TOP1_MARGIN 0.25
 static const fixture FIXTURES[] = {
     {"qwen3", "F32", 1e-3, 1e-4, 1.0},
+    {"qwen3", "Q8_0", 0.6, 0.1, 0.96},
     {"llama", "F32", 1e-3, 1e-4, 1.0},
+    {"llama", "Q8_0", 0.6, 0.1, 0.96},
+    {"qwen3", "F16", 0.15, 0.03, 0.96},
+    {"qwen3", "BF16", 0.25, 0.04, 0.96},
+    {"qwen3", "Q4_0", 0.6, 0.1, 0.96},
+    {"qwen3", "Q4_K_M", 1.0, 0.1, 0.96},
+    {"qwen3", "Q5_K_M", 1.0, 0.1, 0.96},
+    {"qwen3", "Q6_K", 1.0, 0.1, 0.96},
 };
 
 typedef struct {
@@ -86,6 +99,7 @@ static void check_file(const fixture *fx) {
     rw_error err = {0};
     rw_gguf *g = NULL;
     rw_model *m = NULL;
+    const bool f32 = !strcmp(fx->type, "F32");
     rw_status st = rw_gguf_open(rw_test_fixture_path(rel), &g, &err);
     if (st == RW_OK) st = rw_model_load(g, &m, &err);
     CHECK_MSG(st == RW_OK, "%s: %s", name, err.msg);
@@ -97,7 +111,6 @@ static void check_file(const fixture *fx) {
     int32_t *ids = malloc((size_t)n * sizeof *ids);
     for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
     const size_t nl = (size_t)(n * V);
-    const bool f32 = !strcmp(fx->type, "F32");
     float *batch = malloc(nl * sizeof(float)), *step = malloc(nl * sizeof(float));
     float *layers = f32 ? malloc((size_t)hp->n_layer * (size_t)n * (size_t)hp->n_embd * sizeof(float)) : NULL;
     snprintf(rel, sizeof rel, "%s/%s.logits_batch.f32", fx->model, name);
@@ -113,11 +126,19 @@ static void check_file(const fixture *fx) {
         printf("%-14s batch max %.3g rms %.3g | step max %.3g rms %.3g\n", name, db.max, db.rms, ds.max, ds.rms);
         CHECK_MSG(db.max <= fx->max && db.rms <= fx->rms, "%s batch: max %g rms %g", name, db.max, db.rms);
         CHECK_MSG(ds.max <= fx->max && ds.rms <= fx->rms, "%s step: max %g rms %g", name, ds.max, ds.rms);
+        /* batch invariance: every row bitwise equal */
         CHECK_MSG(memcmp(batch, step, nl * sizeof(float)) == 0, "%s: batch and step logits differ", name);
         /* top-1 per prompt row */
-        json_t *top = json_object_get(js, "prompt_top1");
+        json_t *top = json_object_get(js, "prompt_top1"), *margin = json_object_get(js, "prompt_top1_margin");
         int64_t agree = 0;
-        for (int64_t t = 0; t < n; t++) agree += rw_argmax(batch + t * V, V) == json_integer_value(json_array_get(top, (size_t)t));
+        for (int64_t t = 0; t < n; t++) {
+            const bool same = rw_argmax(batch + t * V, V) == json_integer_value(json_array_get(top, (size_t)t));
+            const double mg = json_real_value(json_array_get(margin, (size_t)t));
+            agree += same;
+            CHECK_MSG(same || (!f32 && mg < TOP1_MARGIN), "%s: row %lld top-1 differs (golden margin %g)", name,
+                      (long long)t, mg);
+        }
+        printf("%-14s top-1 agrees on %lld of %lld rows\n", name, (long long)agree, (long long)n);
         CHECK_MSG((double)agree >= fx->top1_min * (double)n, "%s: top-1 agrees on %lld of %lld rows", name,
                   (long long)agree, (long long)n);
         /* greedy continuation from the batch state */
