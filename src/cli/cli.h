@@ -15,6 +15,7 @@
 int rw_cmd_inspect(int argc, char **argv);
 int rw_cmd_logits(int argc, char **argv);
 int rw_cmd_generate(int argc, char **argv);
+int rw_cmd_chat_template(int argc, char **argv);
 int rw_cmd_bench(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */

@@ -14,6 +14,9 @@ typedef struct {
 static const cli_command commands[] = {
     {"inspect", rw_cmd_inspect, "inspect FILE.gguf [--json] [--dump TENSOR --out OUT.f32]"},
     {"logits", rw_cmd_logits, "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] --out OUT.f32"},
+    {"chat-template", rw_cmd_chat_template,
+     "chat-template MODEL_OR_TEMPLATE --messages FILE.json [--add-generation-prompt] [--tools FILE.json] "
+     "[--enable-thinking true|false] [--bos-token S] [--eos-token S] [--now YYYY-MM-DDTHH:MM:SS]"},
     {"generate", rw_cmd_generate, "generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--print-ids]"},
     {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
 };

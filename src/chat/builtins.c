@@ -1,0 +1,654 @@
+/* builtins.c - what templates can call: filters, tests, string/dict methods
+ * and the globals transformers provides (raise_exception, strftime_now,
+ * namespace, range). Mutating methods (append, update, pop...) are refused,
+ * as the immutable sandbox does. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat/chat_int.h"
+
+enum {
+    F_RAISE, F_STRFTIME, F_NAMESPACE, F_RANGE, F_DICT,
+    /* string methods */
+    M_SPLIT, M_STRIP, M_LSTRIP, M_RSTRIP, M_STARTSWITH, M_ENDSWITH, M_REPLACE, M_UPPER, M_LOWER, M_TITLE,
+    M_CAPITALIZE, M_FIND, M_COUNT, M_JOIN, M_ISDIGIT, M_ISSPACE,
+    /* dict methods */
+    M_ITEMS, M_KEYS, M_VALUES, M_GET,
+    M_MUTATING
+};
+
+static const struct {
+    const char *name;
+    int id;
+} globals[] = {{"raise_exception", F_RAISE}, {"strftime_now", F_STRFTIME}, {"namespace", F_NAMESPACE},
+               {"range", F_RANGE}, {"dict", F_DICT}};
+
+bool rw_chat__global(const char *name, value *out) {
+    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+        if (!strcmp(globals[i].name, name)) {
+            *out = (value){.t = V_FUNC};
+            out->fn.id = globals[i].id;
+            out->fn.self = NULL;
+            return true;
+        }
+    *out = v_undef();
+    return false;
+}
+
+bool rw_chat__method(render *r, value self, const char *name, value *out) {
+    static const struct {
+        vtype t;
+        const char *name;
+        int id;
+    } methods[] = {
+        {V_STR, "split", M_SPLIT}, {V_STR, "strip", M_STRIP}, {V_STR, "lstrip", M_LSTRIP}, {V_STR, "rstrip", M_RSTRIP},
+        {V_STR, "startswith", M_STARTSWITH}, {V_STR, "endswith", M_ENDSWITH}, {V_STR, "replace", M_REPLACE},
+        {V_STR, "upper", M_UPPER}, {V_STR, "lower", M_LOWER}, {V_STR, "title", M_TITLE},
+        {V_STR, "capitalize", M_CAPITALIZE}, {V_STR, "find", M_FIND}, {V_STR, "count", M_COUNT},
+        {V_STR, "join", M_JOIN}, {V_STR, "isdigit", M_ISDIGIT}, {V_STR, "isspace", M_ISSPACE},
+        {V_DICT, "items", M_ITEMS}, {V_DICT, "keys", M_KEYS}, {V_DICT, "values", M_VALUES}, {V_DICT, "get", M_GET},
+        {V_LIST, "append", M_MUTATING}, {V_LIST, "pop", M_MUTATING}, {V_LIST, "extend", M_MUTATING},
+        {V_LIST, "insert", M_MUTATING}, {V_LIST, "remove", M_MUTATING}, {V_LIST, "sort", M_MUTATING},
+        {V_LIST, "reverse", M_MUTATING}, {V_LIST, "clear", M_MUTATING}, {V_DICT, "update", M_MUTATING},
+        {V_DICT, "pop", M_MUTATING}, {V_DICT, "setdefault", M_MUTATING}, {V_DICT, "clear", M_MUTATING},
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (methods[i].t == self.t && !strcmp(methods[i].name, name)) {
+            value *s = r_alloc(r, sizeof *s);
+            if (!s) return false;
+            *s = self;
+            *out = (value){.t = V_FUNC};
+            out->fn.id = methods[i].id;
+            out->fn.self = s;
+            return true;
+        }
+    return false;
+}
+
+/* ---- helpers ---- */
+
+static bool is_space_at(const char *s, size_t n, size_t i, size_t *len) {
+    unsigned char c = (unsigned char)s[i];
+    *len = 1;
+    if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f)) return true;
+    /* Python's str.isspace beyond ASCII: U+0085, U+00A0, U+1680, U+2000-200A, U+2028/9, U+202F, U+205F, U+3000 */
+    if (c == 0xc2 && i + 1 < n && ((unsigned char)s[i + 1] == 0x85 || (unsigned char)s[i + 1] == 0xa0)) { *len = 2; return true; }
+    if (i + 2 < n) {
+        unsigned char b = (unsigned char)s[i + 1], d = (unsigned char)s[i + 2];
+        *len = 3;
+        if (c == 0xe1 && b == 0x9a && d == 0x80) return true;
+        if (c == 0xe2 && b == 0x80 && ((d >= 0x80 && d <= 0x8a) || d == 0xa8 || d == 0xa9 || d == 0xaf)) return true;
+        if (c == 0xe2 && b == 0x81 && d == 0x9f) return true;
+        if (c == 0xe3 && b == 0x80 && d == 0x80) return true;
+    }
+    *len = 1;
+    return false;
+}
+
+/* Code point length of the UTF-8 sequence starting at s[i]. */
+static size_t cp_len(const char *s, size_t n, size_t i) {
+    size_t j = i + 1;
+    while (j < n && ((unsigned char)s[j] & 0xc0) == 0x80) j++;
+    return j - i;
+}
+
+static bool in_set(const char *set, size_t set_n, const char *s, size_t len) {
+    for (size_t k = 0; k < set_n;) {
+        size_t l = cp_len(set, set_n, k);
+        if (l == len && !memcmp(set + k, s, len)) return true;
+        k += l;
+    }
+    return false;
+}
+
+/* Python strip/lstrip/rstrip: whitespace, or the characters of chars. */
+static value strip(value s, const value *chars, bool left, bool right) {
+    size_t a = 0, b = s.str.n;
+    bool ws = !chars || chars->t != V_STR;
+    while (left && a < b) {
+        size_t l;
+        if (ws ? !is_space_at(s.str.s, b, a, &l) : !in_set(chars->str.s, chars->str.n, s.str.s + a, l = cp_len(s.str.s, b, a)))
+            break;
+        a += l;
+    }
+    while (right && b > a) {
+        size_t st = b - 1;
+        while (st > a && ((unsigned char)s.str.s[st] & 0xc0) == 0x80) st--;
+        size_t l;
+        if (ws ? !(is_space_at(s.str.s, b, st, &l) && st + l == b) : !in_set(chars->str.s, chars->str.n, s.str.s + st, b - st))
+            break;
+        b = st;
+    }
+    return v_str_ref(s.str.s + a, b - a);
+}
+
+static value kwarg(value *args, const char **kw, size_t n, const char *name, size_t pos, bool *found) {
+    for (size_t i = 0; i < n; i++)
+        if (kw && kw[i] && !strcmp(kw[i], name)) {
+            if (found) *found = true;
+            return args[i];
+        }
+    size_t p = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (kw && kw[i]) continue;
+        if (p++ == pos) {
+            if (found) *found = true;
+            return args[i];
+        }
+    }
+    if (found) *found = false;
+    return v_undef();
+}
+
+static rw_status need_str(render *r, const node *n, const value *v, const char *what) {
+    if (v->t != V_STR) return r_fail(r, n->line, "%s expects a string, got %s", what, v_type_name(v->t));
+    return RW_OK;
+}
+
+static rw_status case_map(render *r, value s, int mode, value *out) {
+    /* ASCII case mapping; other characters pass through unchanged */
+    char *p = r_alloc(r, s.str.n + 1);
+    if (!p) return r->err->code;
+    bool start = true;
+    for (size_t i = 0; i < s.str.n; i++) {
+        char c = s.str.s[i];
+        bool alpha = isalpha((unsigned char)c);
+        if (mode == 0) c = (char)toupper((unsigned char)c);
+        else if (mode == 1) c = (char)tolower((unsigned char)c);
+        else if (mode == 2) c = (char)(start ? toupper((unsigned char)c) : tolower((unsigned char)c));
+        else c = (char)(i == 0 ? toupper((unsigned char)c) : tolower((unsigned char)c));
+        start = !alpha;
+        p[i] = c;
+    }
+    *out = v_str_ref(p, s.str.n);
+    return RW_OK;
+}
+
+static rw_status split(render *r, value s, const value *sep, int64_t maxsplit, value *out) {
+    *out = v_list(r);
+    if (out->t != V_LIST) return r->err->code;
+    rw_status st = RW_OK;
+    const char *p = s.str.s, *end = s.str.s + s.str.n;
+    if (!sep || sep->t != V_STR) { /* runs of whitespace, no empty pieces */
+        size_t i = 0;
+        while (i < s.str.n && !st) {
+            size_t l;
+            while (i < s.str.n && is_space_at(p, s.str.n, i, &l)) i += l;
+            if (i >= s.str.n) break;
+            size_t j = i;
+            if (maxsplit >= 0 && (int64_t)out->list->n >= maxsplit) j = s.str.n;
+            else while (j < s.str.n && !is_space_at(p, s.str.n, j, &l)) j += cp_len(p, s.str.n, j);
+            st = v_list_push(r, out->list, v_str_ref(p + i, j - i));
+            i = j;
+        }
+        return st;
+    }
+    if (sep->str.n == 0) return r_fail(r, 0, "empty separator");
+    for (;;) {
+        const char *hit = maxsplit >= 0 && (int64_t)out->list->n >= maxsplit
+                              ? NULL
+                              : memmem(p, (size_t)(end - p), sep->str.s, sep->str.n);
+        if (!hit) return v_list_push(r, out->list, v_str_ref(p, (size_t)(end - p)));
+        st = v_list_push(r, out->list, v_str_ref(p, (size_t)(hit - p)));
+        if (st) return st;
+        p = hit + sep->str.n;
+    }
+}
+
+static rw_status replace(render *r, value s, value a, value b, value *out) {
+    if (a.str.n == 0) {
+        *out = s;
+        return RW_OK;
+    }
+    sbuf sb = {0};
+    rw_status st = RW_OK;
+    const char *p = s.str.s, *end = s.str.s + s.str.n;
+    while (!st) {
+        const char *hit = memmem(p, (size_t)(end - p), a.str.s, a.str.n);
+        if (!hit) {
+            st = sb_put(r, &sb, p, (size_t)(end - p));
+            break;
+        }
+        st = sb_put(r, &sb, p, (size_t)(hit - p));
+        if (!st) st = sb_put(r, &sb, b.str.s, b.str.n);
+        p = hit + a.str.n;
+    }
+    *out = v_from_sbuf(r, &sb);
+    free(sb.p);
+    return st;
+}
+
+static rw_status join(render *r, const node *n, value seq, value sep, value *out) {
+    sbuf sb = {0};
+    rw_status st = RW_OK;
+    if (seq.t == V_LIST)
+        for (size_t i = 0; i < seq.list->n && !st; i++) {
+            if (i && sep.t == V_STR) st = sb_put(r, &sb, sep.str.s, sep.str.n);
+            if (!st) st = v_to_str(r, &sb, &seq.list->v[i]);
+        }
+    *out = v_from_sbuf(r, &sb);
+    free(sb.p);
+    return st;
+}
+
+/* Current time, or the fixed instant of opts->now, for strftime_now. */
+static struct tm now_tm(render *r) {
+    struct tm tm = {0};
+    const char *fixed = r->opts->now;
+    if (fixed && strptime(fixed, "%Y-%m-%dT%H:%M:%S", &tm)) {
+        time_t t = timegm(&tm); /* normalise (weekday, day of year) */
+        gmtime_r(&t, &tm);
+        return tm;
+    }
+    time_t t = time(NULL);
+    localtime_r(&t, &tm);
+    return tm;
+}
+
+static rw_status items_of(render *r, value d, int which, value *out) {
+    *out = v_list(r);
+    if (out->t != V_LIST) return r->err->code;
+    if (d.t != V_DICT && d.t != V_NS) return RW_OK;
+    rw_status st = RW_OK;
+    for (size_t i = 0; i < d.dict->n && !st; i++) {
+        if (which == 0) {
+            value pair = v_list(r);
+            if (pair.t != V_LIST) return r->err->code;
+            st = v_list_push(r, pair.list, d.dict->keys[i]);
+            if (!st) st = v_list_push(r, pair.list, d.dict->vals[i]);
+            if (!st) st = v_list_push(r, out->list, pair);
+        } else st = v_list_push(r, out->list, which == 1 ? d.dict->keys[i] : d.dict->vals[i]);
+    }
+    return st;
+}
+
+rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, const char **kw, size_t n_args,
+                             value *out) {
+    *out = v_undef();
+    value a0 = kwarg(args, kw, n_args, "", 0, NULL), a1 = kwarg(args, kw, n_args, "", 1, NULL);
+    value self = fn.fn.self ? *fn.fn.self : v_undef();
+    switch (fn.fn.id) {
+    case F_RAISE: {
+        sbuf sb = {0};
+        v_to_str(r, &sb, &a0);
+        rw_status st = rw_errorf(r->err, RW_ERR_TEMPLATE, "%s", sb.p ? sb.p : "");
+        free(sb.p);
+        return st;
+    }
+    case F_STRFTIME: {
+        if (a0.t != V_STR) return r_fail(r, n->line, "strftime_now expects a format string");
+        struct tm tm = now_tm(r);
+        char fmt[256], buf[512];
+        snprintf(fmt, sizeof fmt, "%.*s", (int)a0.str.n, a0.str.s);
+        size_t len = strftime(buf, sizeof buf, fmt, &tm);
+        *out = v_str(r, buf, len);
+        return r->err->code;
+    }
+    case F_NAMESPACE: case F_DICT: {
+        value d = v_dict(r);
+        if (d.t != V_DICT) return r->err->code;
+        rw_status st = RW_OK;
+        for (size_t i = 0; i < n_args && !st; i++) {
+            if (kw && kw[i]) st = v_dict_set(r, d.dict, v_str_ref(kw[i], strlen(kw[i])), args[i]);
+            else if (args[i].t == V_DICT)
+                for (size_t k = 0; k < args[i].dict->n && !st; k++)
+                    st = v_dict_set(r, d.dict, args[i].dict->keys[k], args[i].dict->vals[k]);
+        }
+        if (fn.fn.id == F_NAMESPACE) d.t = V_NS;
+        *out = d;
+        return st;
+    }
+    case F_RANGE: {
+        int64_t start = 0, stop, stp = 1;
+        if (n_args == 1) stop = a0.t == V_INT ? a0.i : 0;
+        else {
+            start = a0.t == V_INT ? a0.i : 0;
+            stop = a1.t == V_INT ? a1.i : 0;
+            value a2 = kwarg(args, kw, n_args, "", 2, NULL);
+            if (a2.t == V_INT) stp = a2.i;
+        }
+        if (stp == 0) return r_fail(r, n->line, "range() step must not be zero");
+        *out = v_list(r);
+        rw_status st = out->t == V_LIST ? RW_OK : r->err->code;
+        for (int64_t i = start; (stp > 0 ? i < stop : i > stop) && !st; i += stp) {
+            if (out->list->n > 10000000) return r_fail(r, n->line, "range too large");
+            st = v_list_push(r, out->list, v_int(i));
+        }
+        return st;
+    }
+    case M_SPLIT: {
+        value ms = kwarg(args, kw, n_args, "maxsplit", 1, NULL);
+        value sep = kwarg(args, kw, n_args, "sep", 0, NULL);
+        return split(r, self, sep.t == V_STR ? &sep : NULL, ms.t == V_INT ? ms.i : -1, out);
+    }
+    case M_STRIP: *out = strip(self, n_args ? &a0 : NULL, true, true); return RW_OK;
+    case M_LSTRIP: *out = strip(self, n_args ? &a0 : NULL, true, false); return RW_OK;
+    case M_RSTRIP: *out = strip(self, n_args ? &a0 : NULL, false, true); return RW_OK;
+    case M_STARTSWITH: case M_ENDSWITH: {
+        bool res = false;
+        value cands = a0;
+        size_t nc = cands.t == V_LIST ? cands.list->n : 1;
+        for (size_t i = 0; i < nc && !res; i++) {
+            value c = cands.t == V_LIST ? cands.list->v[i] : cands;
+            if (need_str(r, n, &c, fn.fn.id == M_STARTSWITH ? "startswith" : "endswith")) return r->err->code;
+            if (c.str.n <= self.str.n)
+                res = !memcmp(fn.fn.id == M_STARTSWITH ? self.str.s : self.str.s + self.str.n - c.str.n, c.str.s, c.str.n);
+        }
+        *out = v_bool(res);
+        return RW_OK;
+    }
+    case M_REPLACE:
+        if (need_str(r, n, &a0, "replace") || need_str(r, n, &a1, "replace")) return r->err->code;
+        return replace(r, self, a0, a1, out);
+    case M_UPPER: return case_map(r, self, 0, out);
+    case M_LOWER: return case_map(r, self, 1, out);
+    case M_TITLE: return case_map(r, self, 2, out);
+    case M_CAPITALIZE: return case_map(r, self, 3, out);
+    case M_FIND: case M_COUNT: {
+        if (need_str(r, n, &a0, "find")) return r->err->code;
+        int64_t count = 0, pos = -1;
+        const char *p = self.str.s, *end = self.str.s + self.str.n;
+        while (a0.str.n && p <= end) {
+            const char *hit = memmem(p, (size_t)(end - p), a0.str.s, a0.str.n);
+            if (!hit) break;
+            if (pos < 0) pos = (int64_t)(hit - self.str.s);
+            count++;
+            p = hit + a0.str.n;
+        }
+        *out = v_int(fn.fn.id == M_FIND ? pos : count);
+        return RW_OK;
+    }
+    case M_JOIN: return join(r, n, a0, self, out);
+    case M_ISDIGIT: case M_ISSPACE: {
+        bool res = self.str.n > 0;
+        for (size_t i = 0; i < self.str.n && res; i++) {
+            size_t l;
+            res = fn.fn.id == M_ISDIGIT ? isdigit((unsigned char)self.str.s[i]) != 0 : is_space_at(self.str.s, self.str.n, i, &l);
+        }
+        *out = v_bool(res);
+        return RW_OK;
+    }
+    case M_ITEMS: return items_of(r, self, 0, out);
+    case M_KEYS: return items_of(r, self, 1, out);
+    case M_VALUES: return items_of(r, self, 2, out);
+    case M_GET: {
+        value *v = self.t == V_DICT ? v_dict_get_v(self.dict, &a0) : NULL;
+        *out = v ? *v : (n_args > 1 ? a1 : v_none());
+        return RW_OK;
+    }
+    case M_MUTATING: return r_fail(r, n->line, "the template tried to modify an immutable value");
+    }
+    return r_fail(r, n->line, "unknown function");
+}
+
+/* ---- tests ---- */
+
+rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t n_args, bool *out) {
+    const char *t = n->s;
+    value a0 = n_args ? args[0] : v_undef();
+    if (!strcmp(t, "defined")) *out = in.t != V_UNDEF;
+    else if (!strcmp(t, "undefined")) *out = in.t == V_UNDEF;
+    else if (!strcmp(t, "none")) *out = in.t == V_NONE;
+    else if (!strcmp(t, "string")) *out = in.t == V_STR;
+    else if (!strcmp(t, "number")) *out = in.t == V_INT || in.t == V_FLOAT;
+    else if (!strcmp(t, "integer")) *out = in.t == V_INT;
+    else if (!strcmp(t, "float")) *out = in.t == V_FLOAT;
+    else if (!strcmp(t, "boolean")) *out = in.t == V_BOOL;
+    else if (!strcmp(t, "true")) *out = in.t == V_BOOL && in.b;
+    else if (!strcmp(t, "false")) *out = in.t == V_BOOL && !in.b;
+    else if (!strcmp(t, "mapping")) *out = in.t == V_DICT;
+    else if (!strcmp(t, "iterable") || !strcmp(t, "sequence")) *out = in.t == V_STR || in.t == V_LIST || in.t == V_DICT;
+    else if (!strcmp(t, "callable")) *out = in.t == V_MACRO || in.t == V_FUNC;
+    else if (!strcmp(t, "equalto") || !strcmp(t, "eq") || !strcmp(t, "==") || !strcmp(t, "sameas")) *out = v_equal(&in, &a0);
+    else if (!strcmp(t, "ne") || !strcmp(t, "!=")) *out = !v_equal(&in, &a0);
+    else if (!strcmp(t, "odd") || !strcmp(t, "even")) *out = in.t == V_INT && ((in.i % 2 != 0) == (t[0] == 'o'));
+    else if (!strcmp(t, "divisibleby")) *out = in.t == V_INT && a0.t == V_INT && a0.i && in.i % a0.i == 0;
+    else if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
+        *out = in.t == V_STR;
+        for (size_t i = 0; *out && i < in.str.n; i++)
+            if (t[0] == 'l' ? isupper((unsigned char)in.str.s[i]) : islower((unsigned char)in.str.s[i])) *out = false;
+    } else if (!strcmp(t, "in")) {
+        *out = false;
+        if (a0.t == V_LIST)
+            for (size_t i = 0; i < a0.list->n && !*out; i++) *out = v_equal(&in, &a0.list->v[i]);
+        else if (a0.t == V_DICT) *out = v_dict_get_v(a0.dict, &in) != NULL;
+        else if (a0.t == V_STR && in.t == V_STR) *out = memmem(a0.str.s, a0.str.n, in.str.s, in.str.n) != NULL;
+    } else if (!strcmp(t, "gt") || !strcmp(t, "lt") || !strcmp(t, "ge") || !strcmp(t, "le")) {
+        double x = in.t == V_FLOAT ? in.f : (double)in.i, y = a0.t == V_FLOAT ? a0.f : (double)a0.i;
+        *out = t[0] == 'g' ? (t[1] == 't' ? x > y : x >= y) : (t[1] == 't' ? x < y : x <= y);
+    } else return r_fail(r, n->line, "no test named '%s'", t);
+    return RW_OK;
+}
+
+/* ---- filters ---- */
+
+static rw_status attr_of(render *r, value item, value name, value *out) {
+    *out = v_undef();
+    if (item.t == V_DICT && name.t == V_STR) {
+        /* dotted paths as Jinja's attribute= */
+        const char *p = name.str.s, *end = p + name.str.n;
+        value cur = item;
+        while (p < end) {
+            const char *dot = memchr(p, '.', (size_t)(end - p));
+            size_t len = dot ? (size_t)(dot - p) : (size_t)(end - p);
+            value *v = cur.t == V_DICT ? v_dict_get(cur.dict, p, len) : NULL;
+            if (!v) return RW_OK;
+            cur = *v;
+            p += len + (dot ? 1 : 0);
+        }
+        *out = cur;
+    }
+    return RW_OK;
+}
+
+static rw_status select_filter(render *r, const node *n, value in, value *args, size_t n_args, bool by_attr, bool keep,
+                               value *out) {
+    *out = v_list(r);
+    if (out->t != V_LIST) return r->err->code;
+    vlist empty = {0};
+    vlist *items = in.t == V_LIST ? in.list : &empty;
+    size_t first = by_attr ? 1 : 0;
+    for (size_t i = 0; i < items->n; i++) {
+        value subject = items->v[i];
+        if (by_attr) attr_of(r, items->v[i], n_args ? args[0] : v_undef(), &subject);
+        bool pass;
+        if (n_args > first) {
+            node tn = *n;
+            tn.s = args[first].t == V_STR ? args[first].str.s : "defined";
+            rw_status st = rw_chat__test(r, &tn, subject, args + first + 1, n_args - first - 1, &pass);
+            if (st) return st;
+        } else pass = v_truthy(&subject);
+        if (pass == keep) {
+            rw_status st = v_list_push(r, out->list, items->v[i]);
+            if (st) return st;
+        }
+    }
+    return RW_OK;
+}
+
+rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const char **kw, size_t n_args, value *out) {
+    const char *f = n->s;
+    value a0 = kwarg(args, kw, n_args, "", 0, NULL);
+    *out = v_undef();
+    sbuf sb = {0};
+    rw_status st = RW_OK;
+    if (!strcmp(f, "tojson")) {
+        bool has;
+        value ind = kwarg(args, kw, n_args, "indent", 0, &has);
+        st = v_tojson(r, &sb, &in, has && ind.t == V_INT ? (int)ind.i : -1, 0);
+        *out = v_from_sbuf(r, &sb);
+    } else if (!strcmp(f, "length") || !strcmp(f, "count")) {
+        *out = v_int(0);
+        if (in.t == V_STR) {
+            int64_t k = 0;
+            for (size_t i = 0; i < in.str.n; i++) k += ((unsigned char)in.str.s[i] & 0xc0) != 0x80;
+            *out = v_int(k);
+        } else if (in.t == V_LIST) *out = v_int((int64_t)in.list->n);
+        else if (in.t == V_DICT || in.t == V_NS) *out = v_int((int64_t)in.dict->n);
+    } else if (!strcmp(f, "trim")) {
+        if (in.t == V_STR) *out = strip(in, n_args ? &a0 : NULL, true, true);
+        else {
+            st = v_to_str(r, &sb, &in);
+            value s = v_from_sbuf(r, &sb);
+            *out = strip(s, NULL, true, true);
+        }
+    } else if (!strcmp(f, "items")) {
+        st = items_of(r, in, 0, out);
+    } else if (!strcmp(f, "string")) {
+        st = v_to_str(r, &sb, &in);
+        *out = v_from_sbuf(r, &sb);
+    } else if (!strcmp(f, "default") || !strcmp(f, "d")) {
+        value b = kwarg(args, kw, n_args, "boolean", 1, NULL);
+        bool use_default = in.t == V_UNDEF || (v_truthy(&b) && !v_truthy(&in));
+        *out = use_default ? (n_args ? a0 : v_str_ref("", 0)) : in;
+    } else if (!strcmp(f, "join")) {
+        value attr = kwarg(args, kw, n_args, "attribute", 1, NULL);
+        if (attr.t == V_STR && in.t == V_LIST) {
+            value mapped = v_list(r);
+            for (size_t i = 0; mapped.t == V_LIST && i < in.list->n && !st; i++) {
+                value x;
+                attr_of(r, in.list->v[i], attr, &x);
+                st = v_list_push(r, mapped.list, x);
+            }
+            in = mapped;
+        }
+        st = st ? st : join(r, n, in, n_args ? a0 : v_str_ref("", 0), out);
+    } else if (!strcmp(f, "safe") || !strcmp(f, "e") || !strcmp(f, "escape") || !strcmp(f, "forceescape")) {
+        if (f[0] == 's') *out = in;
+        else { /* HTML escaping */
+            st = v_to_str(r, &sb, &in);
+            value s = v_from_sbuf(r, &sb);
+            for (size_t i = 0; i < s.str.n && !st; i++) {
+                char c = s.str.s[i];
+                const char *e = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
+                st = e ? sb_put(r, &sb, e, strlen(e)) : sb_put(r, &sb, &c, 1);
+            }
+            *out = v_from_sbuf(r, &sb);
+        }
+    } else if (!strcmp(f, "list")) {
+        if (in.t == V_LIST) *out = in;
+        else if (in.t == V_DICT) st = items_of(r, in, 1, out);
+        else if (in.t == V_STR) {
+            *out = v_list(r);
+            for (size_t i = 0; out->t == V_LIST && i < in.str.n && !st;) {
+                size_t l = cp_len(in.str.s, in.str.n, i);
+                st = v_list_push(r, out->list, v_str_ref(in.str.s + i, l));
+                i += l;
+            }
+        } else *out = v_list(r);
+    } else if (!strcmp(f, "selectattr") || !strcmp(f, "rejectattr")) {
+        st = select_filter(r, n, in, args, n_args, true, f[0] == 's', out);
+    } else if (!strcmp(f, "select") || !strcmp(f, "reject")) {
+        st = select_filter(r, n, in, args, n_args, false, f[0] == 's', out);
+    } else if (!strcmp(f, "map")) {
+        value attr = kwarg(args, kw, n_args, "attribute", 99, NULL);
+        *out = v_list(r);
+        for (size_t i = 0; out->t == V_LIST && in.t == V_LIST && i < in.list->n && !st; i++) {
+            value x;
+            if (attr.t == V_STR) attr_of(r, in.list->v[i], attr, &x);
+            else {
+                node fn = *n;
+                fn.s = a0.t == V_STR ? a0.str.s : "string";
+                st = rw_chat__filter(r, &fn, in.list->v[i], args + 1, kw ? kw + 1 : NULL, n_args ? n_args - 1 : 0, &x);
+            }
+            if (!st) st = v_list_push(r, out->list, x);
+        }
+    } else if (!strcmp(f, "first") || !strcmp(f, "last")) {
+        if (in.t == V_LIST && in.list->n) *out = in.list->v[f[0] == 'f' ? 0 : in.list->n - 1];
+        else if (in.t == V_STR && in.str.n) {
+            size_t i = 0;
+            if (f[0] == 'l') {
+                i = in.str.n - 1;
+                while (i > 0 && ((unsigned char)in.str.s[i] & 0xc0) == 0x80) i--;
+            }
+            *out = v_str_ref(in.str.s + i, cp_len(in.str.s, in.str.n, i));
+        }
+    } else if (!strcmp(f, "upper") || !strcmp(f, "lower") || !strcmp(f, "title") || !strcmp(f, "capitalize")) {
+        if (in.t != V_STR) {
+            st = v_to_str(r, &sb, &in);
+            in = v_from_sbuf(r, &sb);
+        }
+        st = st ? st : case_map(r, in, f[0] == 'u' ? 0 : f[0] == 'l' ? 1 : f[0] == 't' ? 2 : 3, out);
+    } else if (!strcmp(f, "replace")) {
+        value a1 = kwarg(args, kw, n_args, "", 1, NULL);
+        if (in.t != V_STR || a0.t != V_STR || a1.t != V_STR) return r_fail(r, n->line, "replace expects strings");
+        st = replace(r, in, a0, a1, out);
+    } else if (!strcmp(f, "int")) {
+        if (in.t == V_INT) *out = in;
+        else if (in.t == V_FLOAT) *out = v_int((int64_t)in.f);
+        else if (in.t == V_BOOL) *out = v_int(in.b);
+        else if (in.t == V_STR) {
+            char tmp[64];
+            snprintf(tmp, sizeof tmp, "%.*s", (int)(in.str.n < 63 ? in.str.n : 63), in.str.s);
+            char *e;
+            long long x = strtoll(tmp, &e, 10);
+            *out = v_int(e != tmp ? x : (n_args ? a0.i : 0));
+        } else *out = v_int(0);
+    } else if (!strcmp(f, "float")) {
+        if (in.t == V_FLOAT) *out = in;
+        else if (in.t == V_INT) *out = v_float((double)in.i);
+        else if (in.t == V_STR) {
+            char tmp[64];
+            snprintf(tmp, sizeof tmp, "%.*s", (int)(in.str.n < 63 ? in.str.n : 63), in.str.s);
+            *out = v_float(strtod(tmp, NULL));
+        } else *out = v_float(0);
+    } else if (!strcmp(f, "abs")) {
+        *out = in.t == V_INT ? v_int(in.i < 0 ? -in.i : in.i) : in.t == V_FLOAT ? v_float(in.f < 0 ? -in.f : in.f) : in;
+    } else if (!strcmp(f, "unique")) {
+        *out = v_list(r);
+        for (size_t i = 0; out->t == V_LIST && in.t == V_LIST && i < in.list->n && !st; i++) {
+            bool seen = false;
+            for (size_t k = 0; k < out->list->n && !seen; k++) seen = v_equal(&out->list->v[k], &in.list->v[i]);
+            if (!seen) st = v_list_push(r, out->list, in.list->v[i]);
+        }
+    } else if (!strcmp(f, "reverse")) {
+        if (in.t == V_LIST) {
+            *out = v_list(r);
+            for (size_t i = in.list->n; out->t == V_LIST && i-- > 0 && !st;) st = v_list_push(r, out->list, in.list->v[i]);
+        } else if (in.t == V_STR) {
+            for (size_t i = in.str.n; i > 0 && !st;) {
+                size_t s0 = i - 1;
+                while (s0 > 0 && ((unsigned char)in.str.s[s0] & 0xc0) == 0x80) s0--;
+                st = sb_put(r, &sb, in.str.s + s0, i - s0);
+                i = s0;
+            }
+            *out = v_from_sbuf(r, &sb);
+        }
+    } else if (!strcmp(f, "indent")) {
+        value w = kwarg(args, kw, n_args, "width", 0, NULL), first = kwarg(args, kw, n_args, "first", 1, NULL);
+        int width = w.t == V_INT ? (int)w.i : 4;
+        if (in.t != V_STR) {
+            st = v_to_str(r, &sb, &in);
+            in = v_from_sbuf(r, &sb);
+        }
+        for (size_t i = 0; i < in.str.n && !st; i++) {
+            if (i == 0 && v_truthy(&first))
+                for (int k = 0; k < width && !st; k++) st = sb_put(r, &sb, " ", 1);
+            st = st ? st : sb_put(r, &sb, in.str.s + i, 1);
+            if (in.str.s[i] == '\n' && i + 1 < in.str.n && in.str.s[i + 1] != '\n')
+                for (int k = 0; k < width && !st; k++) st = sb_put(r, &sb, " ", 1);
+        }
+        *out = v_from_sbuf(r, &sb);
+    } else if (!strcmp(f, "dictsort")) {
+        st = items_of(r, in, 0, out);
+        /* insertion sort by key string */
+        for (size_t i = 1; !st && out->t == V_LIST && i < out->list->n; i++)
+            for (size_t k = i; k > 0; k--) {
+                value *a = &out->list->v[k - 1].list->v[0], *b = &out->list->v[k].list->v[0];
+                if (a->t != V_STR || b->t != V_STR) break;
+                size_t m = a->str.n < b->str.n ? a->str.n : b->str.n;
+                int c = memcmp(a->str.s, b->str.s, m);
+                if (c < 0 || (c == 0 && a->str.n <= b->str.n)) break;
+                value t = out->list->v[k - 1];
+                out->list->v[k - 1] = out->list->v[k];
+                out->list->v[k] = t;
+            }
+    } else {
+        st = r_fail(r, n->line, "no filter named '%s'", f);
+    }
+    free(sb.p);
+    return st ? st : r->err->code;
+}

@@ -1,0 +1,50 @@
+/* chat.h - chat templates: the Jinja subset real chat templates use, rendered
+ * as Hugging Face transformers' apply_chat_template renders them (Jinja2's
+ * ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, Python
+ * semantics for values, transformers' tojson).
+ *
+ * Rendering is bounded (output size, work steps, recursion depth): a
+ * template that exceeds a limit, or calls raise_exception(msg), fails with
+ * RW_ERR_TEMPLATE and a one-line message (for raise_exception: exactly msg). */
+#ifndef RW_CHAT_CHAT_H
+#define RW_CHAT_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/status.h"
+
+typedef struct rw_chat_template rw_chat_template;
+
+/* Parses a template source (UTF-8, need not be NUL-terminated). On success
+ * *out is owned by the caller: free it with rw_chat_template_free. */
+rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template **out, rw_error *err);
+void rw_chat_template_free(rw_chat_template *t); /* no-op on NULL */
+
+typedef struct {
+    const char *messages_json;  /* a JSON array of message objects (required) */
+    const char *tools_json;     /* a JSON array, or NULL: `tools` is then none */
+    bool add_generation_prompt;
+    int enable_thinking;        /* 0 or 1, or -1 to leave the variable undefined */
+    const char *bos_token;      /* NULL: undefined */
+    const char *eos_token;      /* NULL: undefined */
+    const char *now;            /* "YYYY-MM-DDTHH:MM:SS" seen by strftime_now; NULL = current local time */
+} rw_chat_render_opts;
+
+/* Renders the template. On success *out is a malloc'd NUL-terminated string
+ * (the caller frees it) of *out_len bytes. */
+rw_status rw_chat_template_render(const rw_chat_template *t, const rw_chat_render_opts *o, char **out,
+                                  size_t *out_len, rw_error *err);
+
+/* The template a model file carries (tokenizer.chat_template), or ChatML if
+ * it has none, with the model's BOS/EOS token texts (tokens[bos_token_id],
+ * tokens[eos_token_id]; NULL when the file does not name them). The caller
+ * frees *t with rw_chat_template_free and *bos, *eos with free(). */
+struct rw_gguf;
+rw_status rw_chat_template_from_gguf(const struct rw_gguf *g, rw_chat_template **t, char **bos, char **eos,
+                                     rw_error *err);
+
+/* A plain ChatML template, the fallback for models that carry none. */
+extern const char rw_chat_chatml_template[];
+
+#endif

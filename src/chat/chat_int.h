@@ -1,0 +1,201 @@
+/* chat_int.h - private to src/chat: tokens, syntax tree, values.
+ *
+ * Pipeline: lexer.c turns the source into tokens (text pieces with Jinja's
+ * whitespace control already applied, and expression tokens inside tags);
+ * parser.c builds a tree of nodes; eval.c walks it, with values from value.c
+ * and filters, tests, methods and globals from builtins.c. Every node and
+ * value lives in an arena: the template's (nodes, literals) or the render's
+ * (values), each freed whole. */
+#ifndef RW_CHAT_CHAT_INT_H
+#define RW_CHAT_CHAT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "chat/chat.h"
+
+/* ---- tokens ---- */
+
+typedef enum {
+    TK_TEXT,        /* raw text between tags */
+    TK_VAR_BEGIN,   /* {{ */
+    TK_VAR_END,     /* }} */
+    TK_BLOCK_BEGIN, /* {% */
+    TK_BLOCK_END,   /* %} */
+    TK_NAME,
+    TK_STRING,      /* escapes already decoded */
+    TK_INT,
+    TK_FLOAT,
+    TK_OP,          /* operator or punctuation, spelled in text */
+    TK_EOF
+} tk_kind;
+
+typedef struct {
+    tk_kind kind;
+    const char *s; /* text (arena or source) */
+    size_t n;
+    int64_t i;
+    double f;
+    int line;
+} token;
+
+typedef struct {
+    token *v;
+    size_t n, cap;
+} token_list;
+
+rw_status rw_chat__lex(const char *src, size_t len, rw_arena *a, token_list *out, rw_error *err);
+
+/* ---- syntax tree ---- */
+
+typedef enum {
+    /* statements */
+    N_BODY,     /* kids[] in order */
+    N_TEXT,     /* s */
+    N_OUTPUT,   /* {{ a }} */
+    N_IF,       /* a = cond, b = then body, c = else (body or another N_IF) */
+    N_FOR,      /* names[], a = iterable, b = body, c = else body, d = filter cond */
+    N_SET,      /* names[] (one or more targets), attr (ns.attr form), a = value */
+    N_SET_BLOCK,/* names[0], b = body */
+    N_MACRO,    /* s = name, names[] = params, kids[] = defaults (NULL entries), b = body */
+    N_BREAK,
+    N_CONTINUE,
+    /* expressions */
+    N_LIT,      /* a literal value (lit) */
+    N_NAME,     /* s */
+    N_LIST,     /* kids[] (also tuples) */
+    N_DICT,     /* kids[] = key, value, key, value... */
+    N_ATTR,     /* a.s */
+    N_INDEX,    /* a[b] */
+    N_SLICE,    /* a[b:c:d] (any may be NULL) */
+    N_CALL,     /* a(kids..., names[i] set for keyword args) */
+    N_FILTER,   /* a | s(kids..., names for keywords) */
+    N_TEST,     /* a is [not] s(kids...); neg */
+    N_UNARY,    /* op a */
+    N_BINARY,   /* a op b */
+    N_AND,
+    N_OR,
+    N_NOT,
+    N_COND      /* b if a else c */
+} node_kind;
+
+typedef struct value value;
+typedef struct node node;
+
+struct node {
+    node_kind kind;
+    int line;
+    const char *s; /* name / text / operator */
+    size_t n;      /* length of s for N_TEXT */
+    node *a, *b, *c, *d;
+    node **kids;
+    const char **names; /* parallel to kids for calls (NULL = positional), or target names */
+    size_t n_kids, n_names;
+    const char *attr;   /* N_SET: ns.attr target */
+    bool neg;           /* N_TEST: is not */
+    struct value *lit;  /* N_LIT */
+};
+
+rw_status rw_chat__parse(const token_list *tokens, rw_arena *a, node **root, rw_error *err);
+
+/* ---- values ---- */
+
+typedef enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_NS, V_MACRO, V_FUNC } vtype;
+
+typedef struct vlist vlist;
+typedef struct vdict vdict;
+
+struct value {
+    vtype t;
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        struct {
+            const char *s;
+            size_t n;
+        } str;
+        vlist *list;
+        vdict *dict;    /* V_DICT and V_NS */
+        const node *macro;
+        struct {
+            int id;       /* builtin function or method id */
+            value *self;  /* bound object for methods, else NULL */
+        } fn;
+    };
+};
+
+struct vlist {
+    value *v;
+    size_t n, cap;
+};
+
+struct vdict {
+    value *keys, *vals;
+    size_t n, cap;
+};
+
+/* Render state (eval.c). */
+typedef struct render render;
+
+value v_undef(void);
+value v_none(void);
+value v_bool(bool b);
+value v_int(int64_t i);
+value v_float(double f);
+value v_str(render *r, const char *s, size_t n); /* copies */
+value v_str_ref(const char *s, size_t n);      /* borrows (arena/static lifetime) */
+value v_list(render *r);
+value v_dict(render *r);
+
+bool v_truthy(const value *v);
+bool v_equal(const value *a, const value *b);
+rw_status v_list_push(render *r, vlist *l, value v);
+rw_status v_dict_set(render *r, vdict *d, value k, value v);
+value *v_dict_get(const vdict *d, const char *key, size_t n);
+value *v_dict_get_v(const vdict *d, const value *key);
+
+/* Python str() of v appended to the render's buffer b. */
+typedef struct {
+    char *p;
+    size_t n, cap;
+} sbuf;
+rw_status sb_put(render *r, sbuf *b, const char *s, size_t n);
+rw_status v_to_str(render *r, sbuf *b, const value *v);  /* Python str() */
+rw_status v_repr(render *r, sbuf *b, const value *v);    /* Python repr() */
+rw_status v_tojson(render *r, sbuf *b, const value *v, int indent, int level);
+value v_from_sbuf(render *r, sbuf *b);                   /* the buffer's text as a value */
+const char *v_type_name(vtype t);
+
+/* ---- render state and errors ---- */
+
+#define CHAT_MAX_OUTPUT (64u << 20) /* bytes of output */
+#define CHAT_MAX_STEPS 10000000     /* evaluated nodes and loop iterations */
+#define CHAT_MAX_DEPTH 256          /* nested calls / expressions */
+#define CHAT_MAX_MEMORY (512u << 20) /* bytes of values */
+
+struct render {
+    rw_arena arena;
+    rw_error *err;
+    const rw_chat_render_opts *opts;
+    uint64_t steps;
+    int depth;
+    struct scope *scope; /* innermost */
+    struct scope *root;
+    int loop_ctl;        /* 1 break, 2 continue */
+};
+
+void *r_alloc(render *r, size_t n); /* NULL sets the error (memory limit) */
+rw_status r_fail(render *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* builtins.c */
+rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const char **kw, size_t n_args, value *out);
+rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t n_args, bool *out);
+rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, const char **kw, size_t n_args,
+                             value *out);
+bool rw_chat__global(const char *name, value *out);
+bool rw_chat__method(render *r, value self, const char *name, value *out);
+
+#endif

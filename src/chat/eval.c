@@ -1,0 +1,627 @@
+/* eval.c - walk the syntax tree: scopes, expressions, statements, macros.
+ *
+ * Scoping as Jinja's: a for-loop body gets a fresh scope per iteration (its
+ * `set`s vanish after the loop; templates use namespace() to carry values
+ * out), `if` bodies share the enclosing scope, and a macro call runs in a
+ * scope whose parent is the template's top level. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat_int.h"
+
+typedef struct scope {
+    struct scope *parent;
+    vdict vars;
+} scope;
+
+static rw_status exec_body(render *r, const node *body, sbuf *out);
+rw_status rw_chat__eval(render *r, const node *n, value *out);
+
+static scope *push_scope(render *r, scope *parent) {
+    scope *s = r_alloc(r, sizeof *s);
+    if (s) s->parent = parent;
+    return s;
+}
+
+static rw_status set_var(render *r, scope *s, const char *name, value v) {
+    return v_dict_set(r, &s->vars, v_str_ref(name, strlen(name)), v);
+}
+
+static bool lookup(render *r, const char *name, value *out) {
+    size_t n = strlen(name);
+    for (scope *s = r->scope; s; s = s->parent) {
+        value *v = v_dict_get(&s->vars, name, n);
+        if (v) {
+            *out = *v;
+            return true;
+        }
+    }
+    return rw_chat__global(name, out);
+}
+
+static rw_status step(render *r, const node *n) {
+    if (++r->steps > CHAT_MAX_STEPS) return r_fail(r, n->line, "template exceeded %d evaluation steps", CHAT_MAX_STEPS);
+    return RW_OK;
+}
+
+/* ---- UTF-8 helpers for string indexing and slicing ---- */
+
+static size_t utf8_count(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return k;
+}
+
+/* Byte offset of code point index cp (cp <= count). */
+static size_t utf8_offset(const char *s, size_t n, size_t cp) {
+    size_t k = 0, i = 0;
+    for (; i < n; i++) {
+        if (((unsigned char)s[i] & 0xc0) != 0x80) {
+            if (k == cp) return i;
+            k++;
+        }
+    }
+    return n;
+}
+
+/* ---- attribute, index, slice ---- */
+
+static rw_status get_attr(render *r, const node *n, value obj, const char *name, value *out) {
+    *out = v_undef();
+    if (obj.t == V_DICT || obj.t == V_NS) {
+        value *v = v_dict_get(obj.dict, name, strlen(name));
+        if (obj.t == V_DICT && rw_chat__method(r, obj, name, out)) return r->err->code;
+        if (v) *out = *v;
+        return RW_OK;
+    }
+    if (obj.t == V_STR || obj.t == V_LIST) rw_chat__method(r, obj, name, out);
+    return r->err->code;
+}
+
+static rw_status get_index(render *r, const node *n, value obj, value key, value *out) {
+    *out = v_undef();
+    if (obj.t == V_DICT || obj.t == V_NS) {
+        value *v = v_dict_get_v(obj.dict, &key);
+        if (v) *out = *v;
+        else if (key.t == V_STR && obj.t == V_DICT) return get_attr(r, n, obj, key.str.s, out);
+        return RW_OK;
+    }
+    if (key.t != V_INT && key.t != V_BOOL) {
+        if (key.t == V_STR) return get_attr(r, n, obj, key.str.s, out);
+        return RW_OK;
+    }
+    int64_t i = key.t == V_INT ? key.i : key.b;
+    if (obj.t == V_LIST) {
+        int64_t len = (int64_t)obj.list->n;
+        if (i < 0) i += len;
+        if (i >= 0 && i < len) *out = obj.list->v[i];
+    } else if (obj.t == V_STR) {
+        int64_t len = (int64_t)utf8_count(obj.str.s, obj.str.n);
+        if (i < 0) i += len;
+        if (i >= 0 && i < len) {
+            size_t a = utf8_offset(obj.str.s, obj.str.n, (size_t)i), b = utf8_offset(obj.str.s, obj.str.n, (size_t)i + 1);
+            *out = v_str_ref(obj.str.s + a, b - a);
+        }
+    }
+    return RW_OK;
+}
+
+/* Python slice semantics: clamp, negative indices, any non-zero step. */
+static rw_status get_slice(render *r, const node *n, value obj, value *bounds, value *out) {
+    int64_t len;
+    if (obj.t == V_LIST) len = (int64_t)obj.list->n;
+    else if (obj.t == V_STR) len = (int64_t)utf8_count(obj.str.s, obj.str.n);
+    else {
+        *out = v_undef();
+        return RW_OK;
+    }
+    int64_t stepv = bounds[2].t == V_INT ? bounds[2].i : 1;
+    if (stepv == 0) return r_fail(r, n->line, "slice step cannot be zero");
+    int64_t start, stop;
+    for (int k = 0; k < 2; k++) {
+        int64_t *dst = k ? &stop : &start;
+        if (bounds[k].t != V_INT) {
+            *dst = stepv > 0 ? (k ? len : 0) : (k ? -1 - len : len - 1);
+        } else {
+            int64_t x = bounds[k].i;
+            if (x < 0) x += len;
+            if (stepv > 0) x = x < 0 ? 0 : x > len ? len : x;
+            else x = x < -1 ? -1 : x > len - 1 ? len - 1 : x;
+            *dst = x;
+        }
+    }
+    if (stepv < 0 && bounds[1].t != V_INT) stop = -1;
+    value res = obj.t == V_LIST ? v_list(r) : v_undef();
+    sbuf sb = {0};
+    rw_status st = RW_OK;
+    for (int64_t i = start; (stepv > 0 ? i < stop : i > stop) && !st; i += stepv) {
+        if (obj.t == V_LIST) st = v_list_push(r, res.list, obj.list->v[i]);
+        else {
+            size_t a = utf8_offset(obj.str.s, obj.str.n, (size_t)i), b = utf8_offset(obj.str.s, obj.str.n, (size_t)i + 1);
+            st = sb_put(r, &sb, obj.str.s + a, b - a);
+        }
+    }
+    if (obj.t == V_STR) res = v_from_sbuf(r, &sb);
+    free(sb.p);
+    *out = res;
+    return st ? st : r->err->code;
+}
+
+/* ---- operators ---- */
+
+static bool is_number(const value *v) { return v->t == V_INT || v->t == V_FLOAT || v->t == V_BOOL; }
+static double as_double(const value *v) { return v->t == V_FLOAT ? v->f : v->t == V_INT ? (double)v->i : (double)v->b; }
+static int64_t as_int(const value *v) { return v->t == V_INT ? v->i : v->b; }
+
+static rw_status contains(render *r, const node *n, value needle, value hay, bool *out) {
+    *out = false;
+    if (hay.t == V_STR) {
+        if (needle.t != V_STR) return r_fail(r, n->line, "'in <string>' requires string as left operand");
+        if (needle.str.n == 0) *out = true;
+        else if (needle.str.n <= hay.str.n)
+            *out = memmem(hay.str.s, hay.str.n, needle.str.s, needle.str.n) != NULL;
+    } else if (hay.t == V_LIST) {
+        for (size_t i = 0; i < hay.list->n && !*out; i++) *out = v_equal(&needle, &hay.list->v[i]);
+    } else if (hay.t == V_DICT || hay.t == V_NS) {
+        *out = v_dict_get_v(hay.dict, &needle) != NULL;
+    } else if (hay.t != V_UNDEF) {
+        return r_fail(r, n->line, "argument of type '%s' is not iterable", v_type_name(hay.t));
+    }
+    return RW_OK;
+}
+
+static int compare_order(render *r, const node *n, value a, value b, rw_status *st) {
+    if (is_number(&a) && is_number(&b)) {
+        double x = as_double(&a), y = as_double(&b);
+        return x < y ? -1 : x > y;
+    }
+    if (a.t == V_STR && b.t == V_STR) {
+        size_t m = a.str.n < b.str.n ? a.str.n : b.str.n;
+        int c = memcmp(a.str.s, b.str.s, m);
+        return c ? (c < 0 ? -1 : 1) : (a.str.n < b.str.n ? -1 : a.str.n > b.str.n);
+    }
+    *st = r_fail(r, n->line, "'%s' not supported between instances of '%s' and '%s'", n->s, v_type_name(a.t),
+                 v_type_name(b.t));
+    return 0;
+}
+
+static rw_status binary(render *r, const node *n, value a, value b, value *out) {
+    const char *op = n->s;
+    if (!strcmp(op, "~")) {
+        sbuf sb = {0};
+        rw_status st = v_to_str(r, &sb, &a);
+        if (!st) st = v_to_str(r, &sb, &b);
+        *out = v_from_sbuf(r, &sb);
+        free(sb.p);
+        return st;
+    }
+    if (!strcmp(op, "==") || !strcmp(op, "!=")) {
+        bool eq = v_equal(&a, &b);
+        *out = v_bool(op[0] == '=' ? eq : !eq);
+        return RW_OK;
+    }
+    if (!strcmp(op, "in") || !strcmp(op, "not in")) {
+        bool c;
+        rw_status st = contains(r, n, a, b, &c);
+        *out = v_bool(op[0] == 'i' ? c : !c);
+        return st;
+    }
+    if (!strcmp(op, "<") || !strcmp(op, ">") || !strcmp(op, "<=") || !strcmp(op, ">=")) {
+        rw_status st = RW_OK;
+        int c = compare_order(r, n, a, b, &st);
+        bool res = op[0] == '<' ? (op[1] ? c <= 0 : c < 0) : (op[1] ? c >= 0 : c > 0);
+        *out = v_bool(res);
+        return st;
+    }
+    if (!strcmp(op, "+")) {
+        if (a.t == V_STR && b.t == V_STR) {
+            sbuf sb = {0};
+            rw_status st = sb_put(r, &sb, a.str.s, a.str.n);
+            if (!st) st = sb_put(r, &sb, b.str.s, b.str.n);
+            *out = v_from_sbuf(r, &sb);
+            free(sb.p);
+            return st;
+        }
+        if (a.t == V_LIST && b.t == V_LIST) {
+            *out = v_list(r);
+            rw_status st = RW_OK;
+            for (size_t i = 0; i < a.list->n && !st; i++) st = v_list_push(r, out->list, a.list->v[i]);
+            for (size_t i = 0; i < b.list->n && !st; i++) st = v_list_push(r, out->list, b.list->v[i]);
+            return st;
+        }
+    }
+    if (!strcmp(op, "*") && ((a.t == V_STR && b.t == V_INT) || (a.t == V_INT && b.t == V_STR))) {
+        value s = a.t == V_STR ? a : b;
+        int64_t k = a.t == V_INT ? a.i : b.i;
+        sbuf sb = {0};
+        rw_status st = RW_OK;
+        for (int64_t i = 0; i < k && !st; i++) st = sb_put(r, &sb, s.str.s, s.str.n);
+        *out = v_from_sbuf(r, &sb);
+        free(sb.p);
+        return st;
+    }
+    if (!is_number(&a) || !is_number(&b))
+        return r_fail(r, n->line, "unsupported operand type(s) for %s: '%s' and '%s'", op, v_type_name(a.t),
+                      v_type_name(b.t));
+    bool ints = a.t != V_FLOAT && b.t != V_FLOAT;
+    double x = as_double(&a), y = as_double(&b);
+    int64_t i = as_int(&a), j = as_int(&b);
+    switch (op[0]) {
+    case '+': *out = ints ? v_int(i + j) : v_float(x + y); return RW_OK;
+    case '-': *out = ints ? v_int(i - j) : v_float(x - y); return RW_OK;
+    case '*':
+        if (op[1] == '*') { /* power */
+            if (ints && j >= 0) {
+                int64_t p = 1;
+                for (int64_t k = 0; k < j && k < 64; k++) p *= i;
+                *out = v_int(p);
+            } else *out = v_float(__builtin_pow(x, y));
+            return RW_OK;
+        }
+        *out = ints ? v_int(i * j) : v_float(x * y);
+        return RW_OK;
+    case '/':
+        if (y == 0) return r_fail(r, n->line, "division by zero");
+        if (op[1] == '/') {
+            if (ints) {
+                int64_t q = i / j;
+                if ((i % j != 0) && ((i < 0) != (j < 0))) q--;
+                *out = v_int(q);
+            } else *out = v_float(__builtin_floor(x / y));
+            return RW_OK;
+        }
+        *out = v_float(x / y);
+        return RW_OK;
+    case '%':
+        if (y == 0) return r_fail(r, n->line, "modulo by zero");
+        if (ints) {
+            int64_t m = i % j;
+            if (m != 0 && ((m < 0) != (j < 0))) m += j;
+            *out = v_int(m);
+        } else {
+            double m = __builtin_fmod(x, y);
+            if (m != 0 && ((m < 0) != (y < 0))) m += y;
+            *out = v_float(m);
+        }
+        return RW_OK;
+    }
+    return r_fail(r, n->line, "unknown operator %s", op);
+}
+
+/* ---- calls ---- */
+
+static rw_status eval_args(render *r, const node *n, value **args) {
+    *args = NULL;
+    if (!n->n_kids) return RW_OK;
+    *args = r_alloc(r, n->n_kids * sizeof **args);
+    if (!*args) return r->err->code;
+    for (size_t i = 0; i < n->n_kids; i++) {
+        rw_status st = rw_chat__eval(r, n->kids[i], &(*args)[i]);
+        if (st) return st;
+    }
+    return RW_OK;
+}
+
+static rw_status call_macro(render *r, const node *call, const node *m, value *args, const char **kw, size_t n_args,
+                            value *out) {
+    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, call->line, "macro calls nested too deeply");
+    scope *s = push_scope(r, r->root);
+    if (!s) return r->err->code;
+    rw_status st = RW_OK;
+    size_t pos = 0;
+    for (size_t i = 0; i < m->n_names && !st; i++) {
+        value v = v_undef();
+        bool found = false;
+        for (size_t k = 0; k < n_args; k++)
+            if (kw && kw[k] && !strcmp(kw[k], m->names[i])) {
+                v = args[k];
+                found = true;
+            }
+        if (!found) {
+            while (pos < n_args && kw && kw[pos]) pos++;
+            if (pos < n_args) {
+                v = args[pos++];
+                found = true;
+            }
+        }
+        if (!found && m->kids[i]) {
+            scope *saved = r->scope;
+            r->scope = s;
+            st = rw_chat__eval(r, m->kids[i], &v);
+            r->scope = saved;
+        }
+        if (!st) st = set_var(r, s, m->names[i], v);
+    }
+    scope *saved = r->scope;
+    r->scope = s;
+    sbuf sb = {0};
+    if (!st) st = exec_body(r, m->b, &sb);
+    r->scope = saved;
+    *out = v_from_sbuf(r, &sb);
+    free(sb.p);
+    r->depth--;
+    return st ? st : r->err->code;
+}
+
+/* ---- expressions ---- */
+
+rw_status rw_chat__eval(render *r, const node *n, value *out) {
+    rw_status st = step(r, n);
+    if (st) return st;
+    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, n->line, "expression nested too deeply");
+    *out = v_undef();
+    value a, b;
+    switch (n->kind) {
+    case N_LIT: *out = *n->lit; break;
+    case N_NAME: lookup(r, n->s, out); break;
+    case N_LIST:
+        *out = v_list(r);
+        for (size_t i = 0; i < n->n_kids && !st && out->t == V_LIST; i++) {
+            st = rw_chat__eval(r, n->kids[i], &a);
+            if (!st) st = v_list_push(r, out->list, a);
+        }
+        break;
+    case N_DICT:
+        *out = v_dict(r);
+        for (size_t i = 0; i + 1 < n->n_kids && !st && out->t == V_DICT; i += 2) {
+            st = rw_chat__eval(r, n->kids[i], &a);
+            if (!st) st = rw_chat__eval(r, n->kids[i + 1], &b);
+            if (!st) st = v_dict_set(r, out->dict, a, b);
+        }
+        break;
+    case N_ATTR:
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) st = get_attr(r, n, a, n->s, out);
+        break;
+    case N_INDEX:
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) st = rw_chat__eval(r, n->b, &b);
+        if (!st) st = get_index(r, n, a, b, out);
+        break;
+    case N_SLICE: {
+        value bounds[3] = {v_undef(), v_undef(), v_undef()};
+        st = rw_chat__eval(r, n->a, &a);
+        const node *parts[3] = {n->b, n->c, n->d};
+        for (int k = 0; k < 3 && !st; k++)
+            if (parts[k]) st = rw_chat__eval(r, parts[k], &bounds[k]);
+        if (!st) st = get_slice(r, n, a, bounds, out);
+        break;
+    }
+    case N_CALL: {
+        value *args;
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) st = eval_args(r, n, &args);
+        if (st) break;
+        if (a.t == V_MACRO) st = call_macro(r, n, a.macro, args, n->names, n->n_kids, out);
+        else if (a.t == V_FUNC) st = rw_chat__call_func(r, n, a, args, n->names, n->n_kids, out);
+        else if (a.t == V_UNDEF) st = r_fail(r, n->line, "'%s' is undefined", n->a->kind == N_NAME ? n->a->s : "callee");
+        else st = r_fail(r, n->line, "'%s' object is not callable", v_type_name(a.t));
+        break;
+    }
+    case N_FILTER: {
+        value *args;
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) st = eval_args(r, n, &args);
+        if (!st) st = rw_chat__filter(r, n, a, args, n->names, n->n_kids, out);
+        break;
+    }
+    case N_TEST: {
+        value *args;
+        bool res = false;
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) st = eval_args(r, n, &args);
+        if (!st) st = rw_chat__test(r, n, a, args, n->n_kids, &res);
+        *out = v_bool(n->neg ? !res : res);
+        break;
+    }
+    case N_UNARY:
+        st = rw_chat__eval(r, n->a, &a);
+        if (st) break;
+        if (!is_number(&a)) {
+            st = r_fail(r, n->line, "bad operand type for unary %s: '%s'", n->s, v_type_name(a.t));
+            break;
+        }
+        if (n->s[0] == '-') *out = a.t == V_FLOAT ? v_float(-a.f) : v_int(-as_int(&a));
+        else *out = a.t == V_BOOL ? v_int(a.b) : a;
+        break;
+    case N_BINARY:
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) st = rw_chat__eval(r, n->b, &b);
+        if (!st) st = binary(r, n, a, b, out);
+        break;
+    case N_AND: /* returns an operand, as Python */
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) {
+            if (!v_truthy(&a)) *out = a;
+            else st = rw_chat__eval(r, n->b, out);
+        }
+        break;
+    case N_OR:
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) {
+            if (v_truthy(&a)) *out = a;
+            else st = rw_chat__eval(r, n->b, out);
+        }
+        break;
+    case N_NOT:
+        st = rw_chat__eval(r, n->a, &a);
+        *out = v_bool(!v_truthy(&a));
+        break;
+    case N_COND:
+        st = rw_chat__eval(r, n->a, &a);
+        if (!st) {
+            if (v_truthy(&a)) st = rw_chat__eval(r, n->b, out);
+            else if (n->c) st = rw_chat__eval(r, n->c, out);
+        }
+        break;
+    default: st = r_fail(r, n->line, "not an expression");
+    }
+    r->depth--;
+    return st ? st : r->err->code;
+}
+
+/* ---- statements ---- */
+
+static rw_status exec(render *r, const node *n, sbuf *out);
+
+static rw_status exec_body(render *r, const node *body, sbuf *out) {
+    for (size_t i = 0; i < body->n_kids; i++) {
+        rw_status st = exec(r, body->kids[i], out);
+        if (st) return st;
+        if (r->loop_ctl) break;
+    }
+    return RW_OK;
+}
+
+/* The items a for loop walks: list items, dict keys, string characters. */
+static rw_status iter_items(render *r, const node *n, value seq, vlist **items) {
+    static vlist empty;
+    *items = &empty;
+    if (seq.t == V_LIST) *items = seq.list;
+    else if (seq.t == V_DICT || seq.t == V_NS) {
+        value l = v_list(r);
+        if (l.t != V_LIST) return r->err->code;
+        for (size_t i = 0; i < seq.dict->n; i++) v_list_push(r, l.list, seq.dict->keys[i]);
+        *items = l.list;
+    } else if (seq.t == V_STR) {
+        value l = v_list(r);
+        if (l.t != V_LIST) return r->err->code;
+        for (size_t i = 0; i < seq.str.n;) {
+            size_t j = i + 1;
+            while (j < seq.str.n && ((unsigned char)seq.str.s[j] & 0xc0) == 0x80) j++;
+            v_list_push(r, l.list, v_str_ref(seq.str.s + i, j - i));
+            i = j;
+        }
+        *items = l.list;
+    } else if (seq.t != V_UNDEF) {
+        return r_fail(r, n->line, "'%s' object is not iterable", v_type_name(seq.t));
+    }
+    return r->err->code;
+}
+
+static rw_status bind_targets(render *r, const node *n, scope *s, value item) {
+    if (n->n_names == 1) return set_var(r, s, n->names[0], item);
+    if (item.t != V_LIST || item.list->n != n->n_names)
+        return r_fail(r, n->line, "cannot unpack %s into %zu names", v_type_name(item.t), n->n_names);
+    for (size_t k = 0; k < n->n_names; k++) {
+        rw_status st = set_var(r, s, n->names[k], item.list->v[k]);
+        if (st) return st;
+    }
+    return RW_OK;
+}
+
+static rw_status exec_for(render *r, const node *n, sbuf *out) {
+    value seq;
+    vlist *all;
+    rw_status st = rw_chat__eval(r, n->a, &seq);
+    if (!st) st = iter_items(r, n, seq, &all);
+    if (st) return st;
+    vlist *items = all;
+    if (n->d) { /* loop filter: the loop sees only the items that pass */
+        value l = v_list(r);
+        if (l.t != V_LIST) return r->err->code;
+        for (size_t i = 0; i < all->n && !st; i++) {
+            scope *s = push_scope(r, r->scope);
+            if (!s) return r->err->code;
+            st = bind_targets(r, n, s, all->v[i]);
+            scope *saved = r->scope;
+            r->scope = s;
+            value c;
+            if (!st) st = rw_chat__eval(r, n->d, &c);
+            r->scope = saved;
+            if (!st && v_truthy(&c)) st = v_list_push(r, l.list, all->v[i]);
+        }
+        if (st) return st;
+        items = l.list;
+    }
+    if (items->n == 0) return n->c ? exec_body(r, n->c, out) : RW_OK;
+    int64_t len = (int64_t)items->n;
+    static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                                       "previtem", "nextitem"};
+    /* One scope and one loop object serve every iteration: the scope is
+     * emptied at the start of each, so a `set` in the body still lasts one
+     * iteration, and a long loop does not allocate per step. */
+    scope *s = push_scope(r, r->scope);
+    value loop = v_dict(r);
+    if (!s || loop.t != V_DICT) return r->err->code;
+    for (int64_t i = 0; i < len && !st; i++) {
+        s->vars.n = 0;
+        value vals[9] = {v_int(i + 1), v_int(i), v_int(len - i), v_int(len - i - 1), v_bool(i == 0), v_bool(i == len - 1),
+                         v_int(len), i > 0 ? items->v[i - 1] : v_undef(), i + 1 < len ? items->v[i + 1] : v_undef()};
+        if (i == 0)
+            for (int k = 0; k < 9 && !st; k++) st = v_dict_set(r, loop.dict, v_str_ref(keys[k], strlen(keys[k])), vals[k]);
+        else
+            memcpy(loop.dict->vals, vals, sizeof vals); /* same keys, same order */
+        loop.dict->n = 9;
+        if (!st) st = step(r, n);
+        if (!st) st = set_var(r, s, "loop", loop);
+        if (!st) st = bind_targets(r, n, s, items->v[i]);
+        if (st) return st;
+        scope *saved = r->scope;
+        r->scope = s;
+        st = exec_body(r, n->b, out);
+        r->scope = saved;
+        int ctl = r->loop_ctl;
+        r->loop_ctl = 0;
+        if (ctl == 1) break;
+    }
+    return st;
+}
+
+static rw_status exec(render *r, const node *n, sbuf *out) {
+    rw_status st = step(r, n);
+    if (st) return st;
+    value v;
+    switch (n->kind) {
+    case N_TEXT: return sb_put(r, out, n->s, n->n);
+    case N_OUTPUT:
+        st = rw_chat__eval(r, n->a, &v);
+        return st ? st : v_to_str(r, out, &v);
+    case N_IF:
+        st = rw_chat__eval(r, n->a, &v);
+        if (st) return st;
+        if (v_truthy(&v)) return exec_body(r, n->b, out);
+        if (!n->c) return RW_OK;
+        return n->c->kind == N_IF ? exec(r, n->c, out) : exec_body(r, n->c, out);
+    case N_FOR: return exec_for(r, n, out);
+    case N_SET:
+        st = rw_chat__eval(r, n->a, &v);
+        if (st) return st;
+        if (n->attr) {
+            value ns;
+            if (!lookup(r, n->names[0], &ns) || ns.t != V_NS)
+                return r_fail(r, n->line, "cannot assign attribute on non-namespace object '%s'", n->names[0]);
+            return v_dict_set(r, ns.dict, v_str_ref(n->attr, strlen(n->attr)), v);
+        }
+        return bind_targets(r, n, r->scope, v);
+    case N_SET_BLOCK: {
+        sbuf sb = {0};
+        st = exec_body(r, n->b, &sb);
+        v = v_from_sbuf(r, &sb);
+        free(sb.p);
+        return st ? st : set_var(r, r->scope, n->names[0], v);
+    }
+    case N_MACRO:
+        v.t = V_MACRO;
+        v.macro = n;
+        return set_var(r, r->scope, n->s, v);
+    case N_BREAK: r->loop_ctl = 1; return RW_OK;
+    case N_CONTINUE: r->loop_ctl = 2; return RW_OK;
+    case N_BODY: return exec_body(r, n, out);
+    default: return r_fail(r, n->line, "not a statement");
+    }
+}
+
+rw_status rw_chat__exec_root(render *r, const node *root, scope *globals, sbuf *out);
+rw_status rw_chat__exec_root(render *r, const node *root, scope *globals, sbuf *out) {
+    r->root = globals;
+    r->scope = globals;
+    rw_status st = exec_body(r, root, out);
+    return st ? st : r->err->code;
+}
+
+scope *rw_chat__new_scope(render *r);
+scope *rw_chat__new_scope(render *r) { return push_scope(r, NULL); }
+
+rw_status rw_chat__set_global(render *r, scope *s, const char *name, value v);
+rw_status rw_chat__set_global(render *r, scope *s, const char *name, value v) { return set_var(r, s, name, v); }

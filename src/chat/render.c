@@ -1,0 +1,127 @@
+/* render.c - the public API: parse a template once, render it with the
+ * variables transformers' apply_chat_template passes. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat_int.h"
+
+struct rw_chat_template {
+    rw_arena arena; /* nodes and literals */
+    node *root;
+};
+
+typedef struct scope scope;
+rw_status rw_chat__exec_root(render *r, const node *root, scope *globals, sbuf *out);
+scope *rw_chat__new_scope(render *r);
+rw_status rw_chat__set_global(render *r, scope *s, const char *name, value v);
+
+const char rw_chat_chatml_template[] =
+    "{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>\\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
+
+rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template **out, rw_error *err) {
+    *out = NULL;
+    rw_chat_template *t = calloc(1, sizeof *t);
+    if (!t) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    token_list tl = {0};
+    rw_status s = rw_chat__lex(src, len, &t->arena, &tl, err);
+    if (!s) s = rw_chat__parse(&tl, &t->arena, &t->root, err);
+    free(tl.v);
+    if (s) {
+        rw_chat_template_free(t);
+        return s;
+    }
+    *out = t;
+    return RW_OK;
+}
+
+void rw_chat_template_free(rw_chat_template *t) {
+    if (!t) return;
+    rw_arena_free(&t->arena);
+    free(t);
+}
+
+/* JSON (jansson) to template values, keeping object key order. */
+static rw_status from_json(render *r, json_t *j, value *out, int depth) {
+    if (depth > 64) return r_fail(r, 0, "JSON nested too deeply");
+    switch (json_typeof(j)) {
+    case JSON_NULL: *out = v_none(); return RW_OK;
+    case JSON_TRUE: *out = v_bool(true); return RW_OK;
+    case JSON_FALSE: *out = v_bool(false); return RW_OK;
+    case JSON_INTEGER: *out = v_int(json_integer_value(j)); return RW_OK;
+    case JSON_REAL: *out = v_float(json_real_value(j)); return RW_OK;
+    case JSON_STRING: *out = v_str(r, json_string_value(j), json_string_length(j)); return r->err->code;
+    case JSON_ARRAY: {
+        *out = v_list(r);
+        size_t i;
+        json_t *x;
+        json_array_foreach(j, i, x) {
+            value v;
+            rw_status s = from_json(r, x, &v, depth + 1);
+            if (!s) s = v_list_push(r, out->list, v);
+            if (s) return s;
+        }
+        return r->err->code;
+    }
+    case JSON_OBJECT: {
+        *out = v_dict(r);
+        const char *k;
+        json_t *x;
+        json_object_foreach(j, k, x) {
+            value v;
+            rw_status s = from_json(r, x, &v, depth + 1);
+            if (!s) s = v_dict_set(r, out->dict, v_str(r, k, strlen(k)), v);
+            if (s) return s;
+        }
+        return r->err->code;
+    }
+    }
+    return r_fail(r, 0, "unsupported JSON value");
+}
+
+static rw_status parse_json_arg(render *r, const char *text, const char *what, value *out) {
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!j) return rw_errorf(r->err, RW_ERR_INVALID_ARG, "%s: invalid JSON at line %d: %s", what, je.line, je.text);
+    rw_status s = from_json(r, j, out, 0);
+    json_decref(j);
+    return s;
+}
+
+rw_status rw_chat_template_render(const rw_chat_template *t, const rw_chat_render_opts *o, char **out,
+                                  size_t *out_len, rw_error *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    rw_error local = {0};
+    if (!err) err = &local;
+    err->code = RW_OK;
+    err->msg[0] = 0;
+    render r = {.err = err, .opts = o};
+    sbuf sb = {0};
+    value messages, tools = v_none();
+    rw_status s = parse_json_arg(&r, o->messages_json ? o->messages_json : "[]", "messages", &messages);
+    if (!s && o->tools_json) s = parse_json_arg(&r, o->tools_json, "tools", &tools);
+    scope *g = s ? NULL : rw_chat__new_scope(&r);
+    if (!s && !g) s = err->code;
+    if (!s) s = rw_chat__set_global(&r, g, "messages", messages);
+    if (!s) s = rw_chat__set_global(&r, g, "tools", tools);
+    if (!s) s = rw_chat__set_global(&r, g, "documents", v_none());
+    if (!s) s = rw_chat__set_global(&r, g, "add_generation_prompt", v_bool(o->add_generation_prompt));
+    if (!s && o->enable_thinking >= 0) s = rw_chat__set_global(&r, g, "enable_thinking", v_bool(o->enable_thinking != 0));
+    if (!s && o->bos_token) s = rw_chat__set_global(&r, g, "bos_token", v_str(&r, o->bos_token, strlen(o->bos_token)));
+    if (!s && o->eos_token) s = rw_chat__set_global(&r, g, "eos_token", v_str(&r, o->eos_token, strlen(o->eos_token)));
+    if (!s) s = rw_chat__exec_root(&r, t->root, g, &sb);
+    rw_arena_free(&r.arena);
+    if (s) {
+        free(sb.p);
+        return s;
+    }
+    if (!sb.p) {
+        sb.p = calloc(1, 1);
+        if (!sb.p) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    *out = sb.p;
+    if (out_len) *out_len = sb.n;
+    return RW_OK;
+}

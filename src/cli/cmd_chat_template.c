@@ -1,0 +1,128 @@
+/* cmd_chat_template.c - `rewind chat-template MODEL_OR_TEMPLATE --messages
+ * FILE.json [--add-generation-prompt] [--tools FILE.json] [--enable-thinking
+ * true|false] [--bos-token S] [--eos-token S] [--now YYYY-MM-DDTHH:MM:SS]`:
+ * prints the rendered prompt exactly, with no newline added. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+#include "cli/cli.h"
+#include "gguf/gguf.h"
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t k;
+    while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n - 1 == 0) {
+            char *b = realloc(buf, cap * 2);
+            if (!b) { free(buf); buf = NULL; break; }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+int rw_cmd_chat_template(int argc, char **argv) {
+    const char *src_path = NULL, *msgs_path = NULL, *tools_path = NULL, *bos_arg = NULL, *eos_arg = NULL, *now = NULL;
+    rw_chat_render_opts o = {.enable_thinking = -1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "--messages") && v) msgs_path = argv[++i];
+        else if (!strcmp(a, "--tools") && v) tools_path = argv[++i];
+        else if (!strcmp(a, "--add-generation-prompt")) o.add_generation_prompt = true;
+        else if (!strcmp(a, "--enable-thinking") && v) {
+            const char *x = argv[++i];
+            if (!strcmp(x, "true")) o.enable_thinking = 1;
+            else if (!strcmp(x, "false")) o.enable_thinking = 0;
+            else {
+                rw_cli_error("chat-template", "--enable-thinking takes true or false");
+                return 2;
+            }
+        } else if (!strcmp(a, "--bos-token") && v) bos_arg = argv[++i];
+        else if (!strcmp(a, "--eos-token") && v) eos_arg = argv[++i];
+        else if (!strcmp(a, "--now") && v) now = argv[++i];
+        else if (a[0] != '-' && !src_path) src_path = a;
+        else {
+            rw_cli_error("chat-template", "unexpected argument '%s'", a);
+            return 2;
+        }
+    }
+    if (!src_path || !msgs_path) {
+        fprintf(stderr, "usage: rewind chat-template MODEL_OR_TEMPLATE --messages FILE.json [--add-generation-prompt] "
+                        "[--tools FILE.json] [--enable-thinking true|false] [--bos-token S] [--eos-token S] [--now T]\n");
+        return 2;
+    }
+    rw_error err = {0};
+    rw_chat_template *t = NULL;
+    char *bos = NULL, *eos = NULL, *msgs = NULL, *tools = NULL, *out = NULL;
+    int rc = 1;
+    if (ends_with(src_path, ".gguf")) {
+        rw_gguf *g;
+        if (rw_gguf_open(src_path, &g, &err) != RW_OK) {
+            rw_cli_error("chat-template", "%s", err.msg);
+            return 1;
+        }
+        rw_status s = rw_chat_template_from_gguf(g, &t, &bos, &eos, &err);
+        rw_gguf_close(g);
+        if (s) {
+            fprintf(stderr, "%s\n", err.msg);
+            goto done;
+        }
+    } else {
+        size_t len;
+        char *src = read_all(src_path, &len);
+        if (!src) {
+            rw_cli_error("chat-template", "cannot read %s", src_path);
+            goto done;
+        }
+        rw_status s = rw_chat_template_parse(src, len, &t, &err);
+        free(src);
+        if (s) {
+            fprintf(stderr, "%s\n", err.msg);
+            goto done;
+        }
+    }
+    msgs = read_all(msgs_path, NULL);
+    if (!msgs) {
+        rw_cli_error("chat-template", "cannot read %s", msgs_path);
+        goto done;
+    }
+    if (tools_path && !(tools = read_all(tools_path, NULL))) {
+        rw_cli_error("chat-template", "cannot read %s", tools_path);
+        goto done;
+    }
+    o.messages_json = msgs;
+    o.tools_json = tools;
+    o.bos_token = bos_arg ? bos_arg : bos;
+    o.eos_token = eos_arg ? eos_arg : eos;
+    o.now = now;
+    size_t len;
+    if (rw_chat_template_render(t, &o, &out, &len, &err) != RW_OK) {
+        fprintf(stderr, "%s\n", err.msg); /* for raise_exception(msg): exactly msg */
+        goto done;
+    }
+    rc = fwrite(out, 1, len, stdout) == len ? 0 : 1;
+done:
+    free(out);
+    free(msgs);
+    free(tools);
+    free(bos);
+    free(eos);
+    rw_chat_template_free(t);
+    return rc;
+}

@@ -1,0 +1,136 @@
+/* test_chat_engine.c - the Jinja interpreter piece by piece: whitespace
+ * control, expressions, Python spellings, scoping, filters, tests, methods,
+ * errors and limits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+#include "harness.h"
+
+/* Renders src with messages (JSON) and returns the output or "ERROR: msg". */
+static char *render(const char *src, const char *messages) {
+    static char buf[1 << 16];
+    rw_chat_template *t;
+    rw_error err = {0};
+    if (rw_chat_template_parse(src, strlen(src), &t, &err) != RW_OK) {
+        snprintf(buf, sizeof buf, "ERROR: %s", err.msg);
+        return buf;
+    }
+    rw_chat_render_opts o = {.messages_json = messages ? messages : "[]", .enable_thinking = -1, .bos_token = "<s>",
+                             .now = "2025-03-14T09:26:53"};
+    char *out;
+    size_t len;
+    if (rw_chat_template_render(t, &o, &out, &len, &err) != RW_OK) snprintf(buf, sizeof buf, "ERROR: %s", err.msg);
+    else {
+        snprintf(buf, sizeof buf, "%s", out);
+        free(out);
+    }
+    rw_chat_template_free(t);
+    return buf;
+}
+
+#define EXPECT(src, msgs, want)                                                                          \
+    do {                                                                                                 \
+        const char *got_ = render(src, msgs);                                                            \
+        CHECK_MSG(!strcmp(got_, want), "template %s\n    got  [%s]\n    want [%s]", #src, got_, want); \
+    } while (0)
+
+static void expect_error(const char *src, const char *fragment) {
+    const char *got = render(src, NULL);
+    CHECK_MSG(!strncmp(got, "ERROR: ", 7) && strstr(got, fragment), "template %s: got [%s], want an error with [%s]", src,
+              got, fragment);
+}
+
+int main(void) {
+    /* whitespace control, trim_blocks, lstrip_blocks, trailing newline */
+    EXPECT("a  {{- 'b' -}}  c", NULL, "abc");
+    EXPECT("{% if true %}\nx\n{% endif %}\n", NULL, "x\n");
+    EXPECT("  {% if true %}y{% endif %}", NULL, "y");
+    EXPECT("  {{ 'z' }}", NULL, "  z");
+    EXPECT("a{# comment #}\nb", NULL, "ab");
+    EXPECT("{%- set x = 1 %}  {{ x }}", NULL, "  1");
+
+    /* values print as Python prints them */
+    EXPECT("{{ true }} {{ none }} {{ 2 }} {{ 2.0 }} {{ 0.1 + 0.2 }} {{ [1, 'a'] }} {{ {'k': none} }}", NULL,
+           "True None 2 2.0 0.30000000000000004 [1, 'a'] {'k': None}");
+    EXPECT("{{ 1e20 }} {{ 1.5e-7 }} {{ -3 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}", NULL, "1e+20 1.5e-07 -2 2 3.5 1024");
+    EXPECT("{{ \"it's\" ~ 1 ~ none }}", NULL, "it's1None");
+    EXPECT("{{ [\"it's\"] }}", NULL, "[\"it's\"]");
+
+    /* and/or return operands; truthiness */
+    EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
+    EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
+
+    /* messages, attribute vs item access, undefined */
+    const char *m = "[{\"role\":\"user\",\"content\":\"Hi\",\"n\":null}]";
+    EXPECT("{{ messages[0].role }}|{{ messages[0]['content'] }}|{{ messages[0].missing }}|{{ messages[-1].n }}", m, "user|Hi||None");
+    EXPECT("{{ messages[0].missing is defined }} {{ messages[0].n is none }} {{ messages[0].n is defined }}", m,
+           "False True True");
+    EXPECT("{{ foo is undefined }} {{ foo | default('d') }} {{ '' | default('d', true) }}", NULL, "True d d");
+
+    /* loops: loop variables, filters, else, unpacking, scoping */
+    EXPECT("{% for x in [1,2,3] %}{{ loop.index0 }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}", NULL, "01,12,23");
+    EXPECT("{% for x in [1,2,3,4] if x is even %}{{ x }}{{ loop.length }}{% endfor %}", NULL, "2242");
+    EXPECT("{% for x in [] %}a{% else %}empty{% endfor %}", NULL, "empty");
+    EXPECT("{% for k, v in {'a': 1, 'b': 2} | items %}{{ k }}={{ v }};{% endfor %}", NULL, "a=1;b=2;");
+    EXPECT("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}", NULL, "1");
+    EXPECT("{% set ns = namespace(x=1) %}{% for i in [1] %}{% set ns.x = 2 %}{% endfor %}{{ ns.x }}", NULL, "2");
+    EXPECT("{% for x in [1,2,3] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+           NULL, "1");
+    EXPECT("{% for x in [1,2] %}{{ loop.previtem is defined }}{{ loop.nextitem }}{% endfor %}", NULL, "False2True");
+
+    /* macros: defaults, keyword args, recursion, value use */
+    EXPECT("{% macro f(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ f(1) }}{{ f(2, b='c') }}{{ f(3)|length }}", NULL,
+           "[1B][2c]4");
+    EXPECT("{% macro r(n) %}{% if n > 0 %}{{ n }}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(3) }}", NULL, "321");
+
+    /* filters */
+    EXPECT("{{ {'b': [1, 2], 'a': 'x\"y'} | tojson }}", NULL, "{\"b\": [1, 2], \"a\": \"x\\\"y\"}");
+    EXPECT("{{ {'a': [1], 'b': {}} | tojson(indent=2) }}", NULL, "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}");
+    EXPECT("{{ '\xc3\xa9<&>' | tojson }}", NULL, "\"\xc3\xa9<&>\"");
+    EXPECT("{{ '  a b \xc2\xa0' | trim }}|{{ 'h\xc3\xa9' | length }}|{{ [1,2] | join('-') }}|{{ 'ab' | upper }}", NULL,
+           "a b|2|1-2|AB");
+    EXPECT("{{ [{'r':'a'},{'r':'b'}] | selectattr('r', 'equalto', 'b') | list | length }}", NULL, "1");
+    EXPECT("{{ [1,2,3] | reject('equalto', 2) | list }}{{ [3,1] | first }}{{ [3,1] | last }}", NULL, "[1, 3]31");
+    EXPECT("{{ 5 | string ~ 'x' }}{{ 'Abc' | lower }}{{ '3' | int + 1 }}", NULL, "5xabc4");
+
+    /* tests */
+    EXPECT("{{ 'a' is string }}{{ {} is mapping }}{{ 'a' is iterable }}{{ false is false }}{{ 0 is false }}", NULL,
+           "TrueTrueTrueTrueFalse");
+
+    /* string methods and slicing */
+    EXPECT("{{ 'a,b,,c'.split(',') }}{{ ' x '.strip() }}{{ 'xxhixx'.strip('x') }}{{ 'abc'.startswith('ab') }}", NULL,
+           "['a', 'b', '', 'c']xhiTrue");
+    EXPECT("{{ 'hello'[1:3] }}{{ 'hello'[::-1] }}{{ [1,2,3][-1] }}{{ [1,2,3][:-1] }}{{ 'h\xc3\xa9llo'[1] }}", NULL,
+           "elolleh3[1, 2]\xc3\xa9");
+    EXPECT("{{ 'a<think>b</think>c'.split('</think>')[-1] }}{{ 'x'.replace('x', 'yy') }}", NULL, "cyy");
+    EXPECT("{{ {'a': 1}.items() | list }}{{ {'a': 1}.get('b', 7) }}", NULL, "[['a', 1]]7");
+
+    /* globals */
+    EXPECT("{{ strftime_now('%d %b %Y') }}|{{ range(3) | list }}|{{ bos_token }}", NULL, "14 Mar 2025|[0, 1, 2]|<s>");
+
+    /* errors: raise_exception, type errors, syntax errors, sandbox, limits */
+    expect_error("{{ raise_exception('No system role') }}", "No system role");
+    expect_error("{{ 'a' + none }}", "unsupported operand");
+    expect_error("{% if x %}", "missing");
+    expect_error("{{ 1 + }}", "unexpected token");
+    expect_error("{% frobnicate %}", "unknown");
+    expect_error("{{ [1].append(2) }}", "immutable");
+    expect_error("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "too deeply");
+    expect_error("{% set r = range(8000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}", "steps");
+    expect_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
+                 "{% endfor %}{{ ns.s }}", "MiB");
+    expect_error("{{ 'unterminated }}", "unterminated");
+    {
+        char deep[2000];
+        size_t n = 0;
+        n += (size_t)snprintf(deep + n, sizeof deep - n, "{{ ");
+        for (int i = 0; i < 400; i++) deep[n++] = '(';
+        deep[n++] = '1';
+        for (int i = 0; i < 400; i++) deep[n++] = ')';
+        snprintf(deep + n, sizeof deep - n, " }}");
+        expect_error(deep, "deeply");
+    }
+    CHECK(!strncmp(render("x", "not json"), "ERROR: messages: invalid JSON", 29));
+    return rw_test_done();
+}
