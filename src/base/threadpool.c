@@ -32,7 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SPIN_NS 200000 /* how long an idle thread spins before sleeping */
+#define SPIN_NS 100000  /* how long an idle thread spins before sleeping */
+#define SPIN_PAUSE 2048 /* pause iterations before spinning turns to sched_yield */
 
 struct rw_threadpool {
     int n_threads;       /* caller + workers */
@@ -80,12 +81,16 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Spins until *word != value or SPIN_NS pass; returns true if it changed. */
+/* Spins until *word != value or SPIN_NS pass; returns true if it changed.
+ * After a short pure spin it yields the CPU on every round: when the
+ * machine has more runnable threads than cores (other processes), the
+ * thread we wait for may be waiting for exactly this core. */
 static bool spin_until_changed(_Atomic uint32_t *word, uint32_t value) {
     int64_t deadline = 0;
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(word, memory_order_acquire) != value) return true;
-        cpu_relax();
+        if (i < SPIN_PAUSE) cpu_relax();
+        else sched_yield();
         if ((i & 255) == 0) {
             int64_t t = now_ns();
             if (!deadline) deadline = t + SPIN_NS;

@@ -138,9 +138,12 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     int64_t o0 = wb * j->bw, o1 = o0 + j->bw < j->n_out ? o0 + j->bw : j->n_out;
     int64_t r0 = xb * j->bx, r1 = r0 + j->bx < j->n_rows ? r0 + j->bx : j->n_rows;
     /* With few activation rows the work is bound by streaming the weights:
-     * one weight row per tile makes the reads one sequential stream (the
-     * tile shape never changes results, see the file head). */
-    const int mx = j->k->max_nx, mw = r1 - r0 < mx ? 1 : j->k->max_nw;
+     * weight rows are then done one after the other, so the reads form one
+     * sequential stream (the tile shape never changes results, see the file
+     * head); with one activation row a tile call covers up to
+     * RW_MM_ROWS_1X weight rows, saving the per-call overhead. */
+    const int mx = j->k->max_nx;
+    const int mw = r1 - r0 == 1 ? RW_MM_ROWS_1X : r1 - r0 < mx ? 1 : j->k->max_nw;
     float out[MAX_TILE];
     for (int64_t o = o0; o < o1; o += mw) {
         int nw = (int)(o1 - o < mw ? o1 - o : mw);

@@ -405,7 +405,8 @@ KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
 #define TILE_DISPATCH(name)                                                                            \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
                             int nx, float *out) {                                                      \
-        if (nw == 1 && nx == 1) name##_impl(n, w, ws, 1, xq, xs, 1, out);                              \
+        if (nx == 1) /* any number of weight rows, one at a time (see matmul_int.h) */                 \
+            for (int i = 0; i < nw; i++) name##_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
         else if (nw == 1) name##_impl(n, w, ws, 1, xq, xs, 2, out);                                    \
         else if (nx == 1) name##_impl(n, w, ws, 2, xq, xs, 1, out);                                    \
         else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                 \

@@ -649,6 +649,10 @@ KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 #define TILE_DISPATCH(name)                                                                            \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
                             int nx, float *out) {                                                      \
+        if (nx == 1) { /* any number of weight rows, one at a time (see matmul_int.h) */               \
+            for (int i = 0; i < nw; i++) name##_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
+            return;                                                                                    \
+        }                                                                                              \
         switch ((nw - 1) * NX + (nx - 1)) {                                                            \
         case 0: name##_impl(n, w, ws, 1, xq, xs, 1, out); break;                                       \
         case 1: name##_impl(n, w, ws, 1, xq, xs, 2, out); break;                                       \

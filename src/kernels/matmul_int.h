@@ -6,6 +6,8 @@
  *     use any layout, e.g. separate quants / scales / sums);
  *   - tile computes a small block of outputs, out[j*nw + i] = dot(W row i,
  *     activation row j), for i < nw <= max_nw and j < nx <= max_nx.
+ * With nx == 1, nw may also be anything up to RW_MM_ROWS_1X (the decode
+ * case: rows are then done one at a time).
  * The tile must compute every output with the same operations whatever nw,
  * nx and the element's place in the tile: this is what makes results batch
  * invariant (matmul.c is free to cut the work into any tiles).
@@ -19,6 +21,8 @@
 #include "base/dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+
+enum { RW_MM_ROWS_1X = 64 };
 
 typedef struct {
     size_t (*x_bytes)(int64_t n_in); /* bytes of one converted activation row */
