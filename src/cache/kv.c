@@ -70,15 +70,19 @@ size_t rw_kv_bytes(const rw_kv_cache *c) {
     return per_pos * (size_t)c->capacity * (size_t)c->cfg.n_layer;
 }
 
-/* Moves one layer's [n_head][old_cap][dim] buffer to [n_head][new_cap][dim],
- * copying the first n positions of every head. */
-static void *regrow(void *old, int n_head, int dim, size_t elem, int64_t old_cap, int64_t new_cap, int64_t n) {
-    size_t row = (size_t)dim * elem;
-    char *buf = malloc((size_t)n_head * (size_t)new_cap * row);
+/* Moves a buffer of n_rows rows of old_cap slots (slot = slot_elems
+ * elements) to rows of new_cap slots, keeping the first n slots of every row
+ * and zeroing the rest. Keys: rows = heads, slot = one position's head_dim
+ * values; transposed values: rows = heads x dims, slot = one element. */
+static void *regrow(void *old, int64_t n_rows, int64_t slot_elems, size_t elem, int64_t old_cap, int64_t new_cap,
+                    int64_t n) {
+    const size_t slot = (size_t)slot_elems * elem;
+    char *buf = calloc((size_t)n_rows * (size_t)new_cap, slot);
     if (!buf) return NULL;
     if (old)
-        for (int h = 0; h < n_head; h++)
-            memcpy(buf + (size_t)h * (size_t)new_cap * row, (char *)old + (size_t)h * (size_t)old_cap * row, (size_t)n * row);
+        for (int64_t r = 0; r < n_rows; r++)
+            memcpy(buf + (size_t)r * (size_t)new_cap * slot, (char *)old + (size_t)r * (size_t)old_cap * slot,
+                   (size_t)n * slot);
     return buf;
 }
 
@@ -99,7 +103,7 @@ rw_status rw_kv_reserve(rw_kv_cache *c, int64_t n_total, rw_error *err) {
     bool ok = nk && nv;
     for (int il = 0; ok && il < nl; il++) {
         nk[il] = regrow(c->k[il], c->cfg.n_head_kv, c->cfg.head_dim_k, c->elem, c->capacity, cap, c->n);
-        nv[il] = regrow(c->v[il], c->cfg.n_head_kv, c->cfg.head_dim_v, c->elem, c->capacity, cap, c->n);
+        nv[il] = regrow(c->v[il], (int64_t)c->cfg.n_head_kv * c->cfg.head_dim_v, 1, c->elem, c->capacity, cap, c->n);
         ok = nk[il] && nv[il];
     }
     if (!ok) {
@@ -123,21 +127,31 @@ rw_status rw_kv_reserve(rw_kv_cache *c, int64_t n_total, rw_error *err) {
     return RW_OK;
 }
 
-static void store_rows(void *dst_layer, size_t elem, int n_head, int dim, int64_t cap, int64_t pos, int64_t m,
-                       const float *src, int64_t stride) {
-    for (int64_t t = 0; t < m; t++) {
-        const float *row = src + t * stride;
-        for (int h = 0; h < n_head; h++) {
-            const float *x = row + (size_t)h * (size_t)dim;
-            size_t off = ((size_t)h * (size_t)cap + (size_t)(pos + t)) * (size_t)dim;
-            if (elem == sizeof(float)) {
-                memcpy((float *)dst_layer + off, x, (size_t)dim * sizeof(float));
-            } else {
-                rw_f16 *d = (rw_f16 *)dst_layer + off;
-                for (int i = 0; i < dim; i++) d[i] = kv_f32_to_f16(x[i]);
-            }
-        }
+/* Element j of row t goes to dst[base(t) + j * jstride]. */
+static void put(void *dst, size_t elem, size_t off, size_t jstride, const float *x, int n) {
+    if (elem == sizeof(float)) {
+        float *d = (float *)dst + off;
+        for (int j = 0; j < n; j++) d[(size_t)j * jstride] = x[j];
+    } else {
+        rw_f16 *d = (rw_f16 *)dst + off;
+        for (int j = 0; j < n; j++) d[(size_t)j * jstride] = kv_f32_to_f16(x[j]);
     }
+}
+
+static void store_k(void *dst_layer, size_t elem, int n_head, int dim, int64_t cap, int64_t pos, int64_t m,
+                    const float *src, int64_t stride) {
+    for (int64_t t = 0; t < m; t++)
+        for (int h = 0; h < n_head; h++)
+            put(dst_layer, elem, ((size_t)h * (size_t)cap + (size_t)(pos + t)) * (size_t)dim, 1,
+                src + t * stride + (size_t)h * (size_t)dim, dim);
+}
+
+static void store_v(void *dst_layer, size_t elem, int n_head, int dim, int64_t cap, int64_t pos, int64_t m,
+                    const float *src, int64_t stride) {
+    for (int64_t t = 0; t < m; t++)
+        for (int h = 0; h < n_head; h++)
+            put(dst_layer, elem, (size_t)h * (size_t)dim * (size_t)cap + (size_t)(pos + t), (size_t)cap,
+                src + t * stride + (size_t)h * (size_t)dim, dim);
 }
 
 rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const float *k, int64_t k_stride,
@@ -145,8 +159,8 @@ rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const floa
     if (il < 0 || il >= c->cfg.n_layer || pos < 0 || m < 0 || pos > c->n || pos + m > c->capacity)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "kv cache: store of %lld positions at %lld (layer %d) out of range",
                          (long long)m, (long long)pos, il);
-    store_rows(c->k[il], c->elem, c->cfg.n_head_kv, c->cfg.head_dim_k, c->capacity, pos, m, k, k_stride);
-    store_rows(c->v[il], c->elem, c->cfg.n_head_kv, c->cfg.head_dim_v, c->capacity, pos, m, v, v_stride);
+    store_k(c->k[il], c->elem, c->cfg.n_head_kv, c->cfg.head_dim_k, c->capacity, pos, m, k, k_stride);
+    store_v(c->v[il], c->elem, c->cfg.n_head_kv, c->cfg.head_dim_v, c->capacity, pos, m, v, v_stride);
     return RW_OK;
 }
 
@@ -166,19 +180,16 @@ const void *rw_kv_v_head(const rw_kv_cache *c, int il, int head) {
     return (const char *)c->v[il] + (size_t)head * (size_t)c->capacity * (size_t)c->cfg.head_dim_v * c->elem;
 }
 
-static void read_row(const void *head_base, size_t elem, int dim, int64_t pos, float *dst) {
-    if (elem == sizeof(float)) {
-        memcpy(dst, (const float *)head_base + (size_t)pos * (size_t)dim, (size_t)dim * sizeof(float));
-    } else {
-        const rw_f16 *s = (const rw_f16 *)head_base + (size_t)pos * (size_t)dim;
-        for (int i = 0; i < dim; i++) dst[i] = kv_f16_to_f32(s[i]);
-    }
+static void get(const void *src, size_t elem, size_t off, size_t jstride, float *dst, int n) {
+    for (int j = 0; j < n; j++)
+        dst[j] = elem == sizeof(float) ? ((const float *)src)[off + (size_t)j * jstride]
+                                       : kv_f16_to_f32(((const rw_f16 *)src)[off + (size_t)j * jstride]);
 }
 
 void rw_kv_read_k(const rw_kv_cache *c, int il, int head, int64_t pos, float *dst) {
-    read_row(rw_kv_k_head(c, il, head), c->elem, c->cfg.head_dim_k, pos, dst);
+    get(rw_kv_k_head(c, il, head), c->elem, (size_t)pos * (size_t)c->cfg.head_dim_k, 1, dst, c->cfg.head_dim_k);
 }
 
 void rw_kv_read_v(const rw_kv_cache *c, int il, int head, int64_t pos, float *dst) {
-    read_row(rw_kv_v_head(c, il, head), c->elem, c->cfg.head_dim_v, pos, dst);
+    get(rw_kv_v_head(c, il, head), c->elem, (size_t)pos, (size_t)c->capacity, dst, c->cfg.head_dim_v);
 }

@@ -1,11 +1,15 @@
 /* kv.h - a per-sequence attention KV cache: contiguous K and V per layer.
  *
  * For every attention layer the cache holds, per KV head, the keys and values
- * of positions 0..n-1 of one sequence, head-major so that attention reads one
- * head's keys as a dense [pos][head_dim] matrix:
+ * of positions 0..n-1 of one sequence. Keys are head-major rows, values are
+ * stored transposed (one row per value dimension, positions contiguous), so
+ * that attention computes q·K as dot products over head_dim and p·V as dot
+ * products over positions, both on contiguous memory (llama.cpp without
+ * flash attention does the same):
  *
  *   k[layer] : [n_head_kv][capacity][head_dim_k]   (element type f32 or f16)
- *   v[layer] : [n_head_kv][capacity][head_dim_v]
+ *   v[layer] : [n_head_kv][head_dim_v][capacity]
+ *
  *
  * Rows are written for positions pos..pos+m-1 (rw_kv_store, one layer at a
  * time, as a forward pass computes them) and become part of the sequence only
@@ -64,8 +68,9 @@ rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const floa
  * lowering it is a truncation. */
 rw_status rw_kv_set_length(rw_kv_cache *c, int64_t n, rw_error *err);
 
-/* Raw storage of one head of one layer: [capacity][head_dim] elements of the
- * cache's type. Valid until the next reserve that grows the cache. */
+/* Raw storage of one head of one layer, elements of the cache's type: keys
+ * [capacity][head_dim_k], values [head_dim_v][capacity] (row stride =
+ * rw_kv_capacity). Valid until the next reserve that grows the cache. */
 const void *rw_kv_k_head(const rw_kv_cache *c, int il, int head);
 const void *rw_kv_v_head(const rw_kv_cache *c, int il, int head);
 

@@ -1,13 +1,22 @@
 /* ops_model.h - attention of one query head over a KV cache head.
  *
- *   s_j   = scale * dot(q, K[j])                 j < n_pos, in increasing j
+ *   s_j   = scale * dot(q, K[j])                 j < n_pos
  *   p_j   = exp(s_j - max s) / sum_j exp(...)    (sum in double, as ggml)
- *   out   = sum_j p_j V[j]
+ *   out_i = dot(p, Vt[i])                        i < hd_v
  *
- * K is n_pos rows of hd_k elements, V n_pos rows of hd_v elements, both f32
- * or both f16 (raw IEEE half bits), rows contiguous. This is the causal
- * attention of a query at position n_pos-1: the caller passes the positions
- * it may see.
+ * K is n_pos rows of hd_k elements (contiguous), Vt is V transposed: hd_v
+ * rows of n_pos elements, row i at Vt + i * v_stride (the KV cache layout,
+ * cache/kv.h). Both f32, or both f16 (raw IEEE half bits). This is the
+ * causal attention of a query at position n_pos-1: the caller passes the
+ * positions it may see.
+ *
+ * The AVX-512 version computes the f32 case in the order of llama.cpp's CPU
+ * backend without flash attention (ggml_vec_dot_f32 with four 16-lane
+ * accumulators over 64-element steps and a pairwise reduction, softmax sums
+ * per 16 lanes added in double, its vector expf), so that with an F32 cache
+ * the attention output rounds as llama.cpp's: this matters because the next
+ * matmul quantizes it, and one value rounded the other way moves the logits
+ * visibly on quantized models.
  *
  * Batch invariance: the result for one query depends only on q, K, V and
  * n_pos, never on which other queries are computed with it, so a model that
@@ -24,9 +33,15 @@
 #include <stdint.h>
 
 /* scores: n_pos floats of scratch. out: hd_v floats. */
-void rw_attn_head_ref(const float *q, const void *k, const void *v, bool f16, int64_t n_pos, int hd_k, int hd_v,
-                      float scale, float *scores, float *out);
-void rw_attn_head(const float *q, const void *k, const void *v, bool f16, int64_t n_pos, int hd_k, int hd_v,
-                  float scale, float *scores, float *out);
+void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
+                      int hd_k, int hd_v, float scale, float *scores, float *out);
+void rw_attn_head(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos, int hd_k,
+                  int hd_v, float scale, float *scores, float *out);
+
+/* SwiGLU in place: g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)).
+ * The AVX-512 version evaluates exp with the same vector algorithm as
+ * ggml's CPU backend (values differ from libm's expf by about 1 ulp). */
+void rw_swiglu_ref(float *g, const float *u, int64_t n);
+void rw_swiglu(float *g, const float *u, int64_t n);
 
 #endif

@@ -9,86 +9,119 @@
 
 #include "kernels/ops_model.h"
 
-void rw_attn_head_avx512(const float *q, const void *k, const void *v, bool f16, int64_t n_pos, int hd_k, int hd_v,
-                         float scale, float *scores, float *out);
+void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
+                         int hd_k, int hd_v, float scale, float *scores, float *out);
+void rw_swiglu_avx512(float *g, const float *u, int64_t n);
 
 static inline __m512 load16(const void *base, bool f16, int64_t i) {
     if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i)));
     return _mm512_loadu_ps((const float *)base + i);
 }
 
-/* exp(x) for x <= 0, 16 lanes: 2^(x log2 e) split into integer and fraction,
- * a degree-6 polynomial for 2^f (relative error ~2e-7, below f32 rounding
- * of the softmax sum's effect). */
+/* exp(x), 16 lanes, with the vector expf algorithm of Arm's
+ * optimized-routines that ggml's CPU backend also uses, so that softmax and
+ * SiLU round as llama.cpp's do: n = round(x / ln 2) (by the 1.5 * 2^23
+ * shift), b = x - n ln 2 with ln 2 split in two, exp(b) by a degree-5
+ * polynomial evaluated in the pairwise order below, times 2^n. Lanes with
+ * |n| > 192 give 0 (x < 0) or +inf. Max error about 1 ulp. */
 static inline __m512 exp16(__m512 x) {
-    const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 t = _mm512_mul_ps(x, log2e);
-    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(t, n); /* [0, 1) */
-    __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+    const __m512 n = _mm512_sub_ps(z, shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+    const __m512 poly = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    __m512 r = _mm512_scalef_ps(poly, n);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (big) {
+        const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        r = _mm512_mask_mov_ps(r, big & neg, _mm512_setzero_ps());
+        r = _mm512_mask_mov_ps(r, big & ~neg, _mm512_set1_ps(INFINITY));
+    }
+    return r;
 }
 
-void rw_attn_head_avx512(const float *q, const void *k, const void *v, bool f16, int64_t n_pos, int hd_k, int hd_v,
-                         float scale, float *scores, float *out) {
-    const int nk = hd_k / 16, nv = hd_v / 16;
-    __m512 qv[16];
-    for (int c = 0; c < nk; c++) qv[c] = _mm512_loadu_ps(q + 16 * c);
-    /* scores, 4 keys at a time, each key's sum in the same order */
-    float mx = -INFINITY;
-    int64_t j = 0;
-    for (; j + 4 <= n_pos; j += 4) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int c = 0; c < nk; c++) {
-            a0 = _mm512_fmadd_ps(qv[c], load16(k, f16, (j + 0) * hd_k + 16 * c), a0);
-            a1 = _mm512_fmadd_ps(qv[c], load16(k, f16, (j + 1) * hd_k + 16 * c), a1);
-            a2 = _mm512_fmadd_ps(qv[c], load16(k, f16, (j + 2) * hd_k + 16 * c), a2);
-            a3 = _mm512_fmadd_ps(qv[c], load16(k, f16, (j + 3) * hd_k + 16 * c), a3);
+/* Loads 16 elements at base[i..i+16) masked to m (zeros elsewhere). */
+static inline __m512 load16m(const void *base, bool f16, int64_t i, __mmask16 m) {
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)base + i));
+    return _mm512_maskz_loadu_ps(m, (const float *)base + i);
+}
+
+/* dot(x, y) over n elements as ggml_vec_dot_f32: accumulators a[c] take
+ * elements 64 s + 16 c + lane, reduced pairwise (a0 + a2) + (a1 + a3), then
+ * across lanes; the elements past the last multiple of 64 are added one by
+ * one in double. x may be f16 (converted exactly); y is f32. */
+static inline float dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        a0 = _mm512_fmadd_ps(load16(x, f16, i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(load16(x, f16, i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(load16(x, f16, i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(load16(x, f16, i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    a0 = _mm512_add_ps(a0, a2);
+    a1 = _mm512_add_ps(a1, a3);
+    double sum = (double)_mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (int64_t i = np; i < n; i++) {
+        const float xi = f16 ? _cvtsh_ss(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+        sum += (double)(xi * y[i]);
+    }
+    return (float)sum;
+}
+
+/* dot(x, y) where y (n elements) is zero past n: as dot_ggml over n rounded
+ * up to 64 with zero padding (what llama.cpp computes over its padded,
+ * masked KV length). */
+static inline float dot_ggml_padded(const void *x, bool f16, const float *y, int64_t n) {
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < n; i += 64)
+        for (int c = 0; c < 4; c++) {
+            const int64_t at = i + 16 * c;
+            if (at >= n) break;
+            const __mmask16 m = n - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - at)) - 1);
+            a[c] = _mm512_fmadd_ps(load16m(x, f16, at, m), _mm512_maskz_loadu_ps(m, y + at), a[c]);
         }
-        scores[j + 0] = _mm512_reduce_add_ps(a0) * scale;
-        scores[j + 1] = _mm512_reduce_add_ps(a1) * scale;
-        scores[j + 2] = _mm512_reduce_add_ps(a2) * scale;
-        scores[j + 3] = _mm512_reduce_add_ps(a3) * scale;
-    }
-    for (; j < n_pos; j++) {
-        __m512 a0 = _mm512_setzero_ps();
-        for (int c = 0; c < nk; c++) a0 = _mm512_fmadd_ps(qv[c], load16(k, f16, j * hd_k + 16 * c), a0);
-        scores[j] = _mm512_reduce_add_ps(a0) * scale;
-    }
-    for (j = 0; j < n_pos; j++)
+    a[0] = _mm512_add_ps(a[0], a[2]);
+    a[1] = _mm512_add_ps(a[1], a[3]);
+    return (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(a[0], a[1]));
+}
+
+void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
+                         int hd_k, int hd_v, float scale, float *scores, float *out) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_pos; j++) {
+        const void *kj = f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
+        scores[j] = dot_ggml(kj, f16, q, hd_k) * scale;
         if (scores[j] > mx) mx = scores[j];
-    /* softmax numerators, summed in double in increasing j */
+    }
+    /* softmax numerators; each 16-lane block summed in float, blocks in double */
     const __m512 vmx = _mm512_set1_ps(mx);
     double sum = 0.0;
-    for (j = 0; j + 16 <= n_pos; j += 16) {
-        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(scores + j), vmx));
-        _mm512_storeu_ps(scores + j, e);
-        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
-        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
-        sum += _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
-    }
-    if (j < n_pos) {
-        const __mmask16 m = (__mmask16)((1u << (n_pos - j)) - 1);
-        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmx));
-        e = _mm512_maskz_mov_ps(m, e);
+    for (int64_t j = 0; j < n_pos; j += 16) {
+        const __mmask16 m = n_pos - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n_pos - j)) - 1);
+        __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmx)));
         _mm512_mask_storeu_ps(scores + j, m, e);
-        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
-        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
-        sum += _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+        sum += (double)_mm512_reduce_add_ps(e);
     }
-    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    __m512 acc[16];
-    for (int c = 0; c < nv; c++) acc[c] = _mm512_setzero_ps();
-    for (j = 0; j < n_pos; j++) {
-        const __m512 p = _mm512_mul_ps(_mm512_set1_ps(scores[j]), inv);
-        for (int c = 0; c < nv; c++) acc[c] = _mm512_fmadd_ps(p, load16(v, f16, j * hd_v + 16 * c), acc[c]);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
+    for (int i = 0; i < hd_v; i++) {
+        const void *row = f16 ? (const void *)((const uint16_t *)vt + i * v_stride) : (const void *)((const float *)vt + i * v_stride);
+        out[i] = dot_ggml_padded(row, f16, scores, n_pos);
     }
-    for (int c = 0; c < nv; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+void rw_swiglu_avx512(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(silu, _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

@@ -30,7 +30,8 @@ static void attend_task(void *p, int64_t task, int thread) {
     const int h = (int)(task % hp->n_head), kvh = h / (hp->n_head / hp->n_head_kv);
     const bool f16 = rw_kv_get_config(c->kv)->type == RW_KV_F16;
     rw_attn_head(sc->q + t * hp->n_head * hp->head_dim_k + (int64_t)h * hp->head_dim_k,
-                 rw_kv_k_head(c->kv, c->il, kvh), rw_kv_v_head(c->kv, c->il, kvh), f16, c->pos0 + t + 1,
+                 rw_kv_k_head(c->kv, c->il, kvh), rw_kv_v_head(c->kv, c->il, kvh), rw_kv_capacity(c->kv), f16,
+                 c->pos0 + t + 1,
                  hp->head_dim_k, hp->head_dim_v, c->scale, sc->scores + (int64_t)thread * sc->ctx_cap,
                  sc->att + t * hp->n_head * hp->head_dim_v + (int64_t)h * hp->head_dim_v);
 }

@@ -1,7 +1,7 @@
 /* ffn.c - the SwiGLU feed-forward sublayer:
  *   out = Wdown (silu(Wgate xn) * (Wup xn)) */
 #include "models/model_int.h"
-#include "models/ops_tmp.h"
+#include "kernels/ops_model.h"
 
 rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
     mdl_scratch *sc = &m->sc;
@@ -9,6 +9,6 @@ rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch 
     if ((st = mdl_matmul(&L->ffn_gate, sc->xn, b->n, sc->gate, b->pool, err)) ||
         (st = mdl_matmul(&L->ffn_up, sc->xn, b->n, sc->up, b->pool, err)))
         return st;
-    mdl_tmp_swiglu(sc->gate, sc->up, b->n * m->hp.n_ff);
+    rw_swiglu(sc->gate, sc->up, b->n * m->hp.n_ff);
     return mdl_matmul(&L->ffn_down, sc->gate, b->n, sc->tmp, b->pool, err);
 }

@@ -11,7 +11,8 @@
 void mdl_tmp_rmsnorm(const float *x, const float *w, int n, float eps, float *y) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float scale = 1.0f / sqrtf((float)(sum / n + (double)eps));
+    const float mean = (float)(sum / n); /* rounded to float before eps is added, as ggml */
+    const float scale = 1.0f / sqrtf(mean + eps);
     for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
@@ -41,6 +42,3 @@ void mdl_tmp_rope(float *x, int n_rot, bool neox, const float *cs) {
     }
 }
 
-void mdl_tmp_swiglu(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
-}

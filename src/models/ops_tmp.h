@@ -10,6 +10,5 @@
 void mdl_tmp_rmsnorm(const float *x, const float *w, int n, float eps, float *y);
 void mdl_tmp_rope_cache(float pos, int n_rot, float base, float freq_scale, const float *freq_factors, float *cs);
 void mdl_tmp_rope(float *x, int n_rot, bool neox, const float *cs);
-void mdl_tmp_swiglu(float *g, const float *u, int64_t n);
 
 #endif

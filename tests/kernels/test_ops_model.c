@@ -39,6 +39,7 @@ int main(void) {
             double *want = calloc((size_t)hv, sizeof(double)), *w = malloc((size_t)n * sizeof(double));
             for (int i = 0; i < hk; i++) q[i] = 3.0f * frand();
             for (int64_t i = 0; i < n * hk; i++) kh[i] = f2h(k[i] = frand());
+            /* v is stored transposed: hv rows of n positions */
             for (int64_t i = 0; i < n * hv; i++) vh[i] = f2h(v[i] = frand());
             for (int f16 = 0; f16 <= 1; f16++) {
                 const void *K = f16 ? (const void *)kh : k, *V = f16 ? (const void *)vh : v;
@@ -54,10 +55,10 @@ int main(void) {
                 for (int64_t j = 0; j < n; j++) sum += (w[j] = exp(w[j] - mx));
                 for (int i = 0; i < hv; i++) {
                     want[i] = 0;
-                    for (int64_t j = 0; j < n; j++) want[i] += w[j] / sum * (f16 ? h2f(vh[j * hv + i]) : v[j * hv + i]);
+                    for (int64_t j = 0; j < n; j++) want[i] += w[j] / sum * (f16 ? h2f(vh[i * n + j]) : v[i * n + j]);
                 }
-                rw_attn_head_ref(q, K, V, f16, n, hk, hv, scale, sc, o_ref);
-                rw_attn_head(q, K, V, f16, n, hk, hv, scale, sc, o_fast);
+                rw_attn_head_ref(q, K, V, n, f16, n, hk, hv, scale, sc, o_ref);
+                rw_attn_head(q, K, V, n, f16, n, hk, hv, scale, sc, o_fast);
                 double e_ref = 0, e_fast = 0;
                 for (int i = 0; i < hv; i++) {
                     e_ref = fmax(e_ref, fabs(o_ref[i] - want[i]));
@@ -67,7 +68,7 @@ int main(void) {
                           (long long)n, f16, e_ref, e_fast);
                 /* same call, same bits */
                 float *again = malloc((size_t)hv * 4);
-                rw_attn_head(q, K, V, f16, n, hk, hv, scale, sc, again);
+                rw_attn_head(q, K, V, n, f16, n, hk, hv, scale, sc, again);
                 CHECK(memcmp(again, o_fast, (size_t)hv * 4) == 0);
                 free(again);
             }
