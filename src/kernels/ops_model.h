@@ -1,5 +1,10 @@
-/* ops_model.h - attention of one query head over a KV cache head.
+/* ops_model.h - the dense transformer's per-token ops: RMS norm, RoPE,
+ * SwiGLU, and the attention of one query head over a KV cache head.
  *
+ * All follow llama.cpp's CPU backend formulas and rounding where that is
+ * cheap to do, since the next matmul quantizes their outputs (see below).
+ *
+ * Attention:
  *   s_j   = scale * dot(q, K[j])                 j < n_pos
  *   p_j   = exp(s_j - max s) / sum_j exp(...)    (sum in double, as ggml)
  *   out_i = dot(p, Vt[i])                        i < hd_v
@@ -37,6 +42,20 @@ void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_s
                       int hd_k, int hd_v, float scale, float *scores, float *out);
 void rw_attn_head(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos, int hd_k,
                   int hd_v, float scale, float *scores, float *out);
+
+/* y = x / sqrt(mean(x^2) + eps) * w over n values (y may be x). The sum of
+ * squares is taken in double and the mean rounded to float before eps is
+ * added, as ggml_rms_norm does. */
+void rw_rmsnorm(const float *x, const float *w, int n, float eps, float *y);
+
+/* RoPE. rw_rope_cache fills cs[2i], cs[2i+1] = cos, sin of the angle of pair
+ * i < n_rot/2 at position pos: theta_i = freq_scale * pos * base^(-2i/n_rot)
+ * / freq_factors[i] (factors optional), the powers formed as a running
+ * float product like ggml's rope cache. rw_rope rotates the pairs of one
+ * head in place: (2i, 2i+1) for normal RoPE, (i, i + n_rot/2) for NEOX;
+ * elements past n_rot are left alone. */
+void rw_rope_cache(float pos, int n_rot, float base, float freq_scale, const float *freq_factors, float *cs);
+void rw_rope(float *x, int n_rot, bool neox, const float *cs);
 
 /* SwiGLU in place: g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)).
  * The AVX-512 version evaluates exp with the same vector algorithm as

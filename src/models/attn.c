@@ -11,7 +11,6 @@
 
 #include "kernels/ops_model.h"
 #include "models/model_int.h"
-#include "models/ops_tmp.h"
 
 /* One task = one (token, query head) pair. */
 typedef struct {
@@ -63,13 +62,13 @@ rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_la
         const float *cs = sc->rope_cs + t * hp->n_rot;
         for (int h = 0; h < hp->n_head; h++) {
             float *x = sc->q + t * dq + (int64_t)h * hdk;
-            if (L->q_norm) mdl_tmp_rmsnorm(x, L->q_norm, hdk, hp->rms_eps, x);
-            mdl_tmp_rope(x, hp->n_rot, neox, cs);
+            if (L->q_norm) rw_rmsnorm(x, L->q_norm, hdk, hp->rms_eps, x);
+            rw_rope(x, hp->n_rot, neox, cs);
         }
         for (int h = 0; h < hp->n_head_kv; h++) {
             float *x = sc->k + t * dk + (int64_t)h * hdk;
-            if (L->k_norm) mdl_tmp_rmsnorm(x, L->k_norm, hdk, hp->rms_eps, x);
-            mdl_tmp_rope(x, hp->n_rot, neox, cs);
+            if (L->k_norm) rw_rmsnorm(x, L->k_norm, hdk, hp->rms_eps, x);
+            rw_rope(x, hp->n_rot, neox, cs);
         }
     }
     if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;

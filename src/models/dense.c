@@ -1,12 +1,12 @@
 /* dense.c - one pre-norm transformer block (llama, qwen2, qwen3):
  *   x += attn(rmsnorm(x) * attn_norm)
  *   x += ffn(rmsnorm(x) * ffn_norm) */
+#include "kernels/ops_model.h"
 #include "models/model_int.h"
-#include "models/ops_tmp.h"
 
 static void norm_rows(const rw_model *m, const float *w, int64_t n) {
     const int e = m->hp.n_embd;
-    for (int64_t t = 0; t < n; t++) mdl_tmp_rmsnorm(m->sc.x + t * e, w, e, m->hp.rms_eps, m->sc.xn + t * e);
+    for (int64_t t = 0; t < n; t++) rw_rmsnorm(m->sc.x + t * e, w, e, m->hp.rms_eps, m->sc.xn + t * e);
 }
 
 static void add_residual(rw_model *m, int64_t n) {

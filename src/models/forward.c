@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "kernels/ops_model.h"
 #include "models/model_int.h"
-#include "models/ops_tmp.h"
 
 /* Most tokens one forward chunk computes at once (llama.cpp's n_ubatch). */
 #define MDL_UBATCH 512
@@ -94,7 +94,7 @@ static rw_status forward_chunk(rw_model *m, rw_model_seq *s, const int32_t *toke
     rw_status st;
     if ((st = embed(m, tokens, n, err))) return st;
     for (int64_t t = 0; t < n; t++)
-        mdl_tmp_rope_cache((float)(pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
+        rw_rope_cache((float)(pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
                            m->sc.rope_cs + t * hp->n_rot);
     const mdl_batch b = {.n = n, .pos0 = pos0, .pool = pool};
     for (int il = 0; il < hp->n_layer; il++) {
@@ -106,7 +106,7 @@ static rw_status forward_chunk(rw_model *m, rw_model_seq *s, const int32_t *toke
         const int64_t rows = n - first;
         const int e = hp->n_embd;
         for (int64_t t = 0; t < rows; t++)
-            mdl_tmp_rmsnorm(m->sc.x + (first + t) * e, m->output_norm, e, hp->rms_eps, m->sc.xn + t * e);
+            rw_rmsnorm(m->sc.x + (first + t) * e, m->output_norm, e, hp->rms_eps, m->sc.xn + t * e);
         if ((st = mdl_matmul(&m->output, m->sc.xn, rows, logits, pool, err))) return st;
     }
     return rw_kv_set_length(s->kv, pos0 + n, err);

@@ -1,6 +1,7 @@
-/* test_ops_model.c - attention of one query head: the dispatched (fast)
- * version against the plain C reference at awkward sizes, f32 and f16 rows,
- * and against a double-precision softmax computed here. */
+/* test_ops_model.c - the dense transformer ops against double-precision
+ * formulas computed here: RMS norm, RoPE (normal and NEOX pairing, frequency
+ * factors, partial rotation), SwiGLU (fast vs reference), and the attention
+ * of one query head (fast vs reference at awkward sizes, f32 and f16). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,66 @@ static float h2f(uint16_t u) {
     return (float)h;
 }
 
+static void check_rmsnorm(void) {
+    float x[1000], w[1000], y[1000];
+    for (int n = 1; n <= 1000; n += 333) {
+        double ss = 0;
+        for (int i = 0; i < n; i++) {
+            x[i] = 4.0f * frand();
+            w[i] = 1.0f + frand();
+            ss += (double)x[i] * x[i];
+        }
+        rw_rmsnorm(x, w, n, 1e-6f, y);
+        double r = 1.0 / sqrt(ss / n + 1e-6), err = 0;
+        for (int i = 0; i < n; i++) err = fmax(err, fabs(y[i] - x[i] * r * w[i]) / (fabs(x[i] * r * w[i]) + 1e-6));
+        CHECK_MSG(err < 1e-6, "rmsnorm n %d: relative error %g", n, err);
+        rw_rmsnorm(x, w, n, 1e-6f, x); /* in place */
+        CHECK(memcmp(x, y, (size_t)n * sizeof(float)) == 0);
+    }
+}
+
+static void check_rope(void) {
+    const int hd = 64;
+    const float ff[32] = {1, 2, 4, 8, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    for (int neox = 0; neox <= 1; neox++)
+        for (int rot = 16; rot <= hd; rot += 48)
+            for (int pos = 0; pos < 300; pos += 37) {
+                float x[64], y[64], cs[64];
+                for (int i = 0; i < hd; i++) x[i] = y[i] = frand();
+                const float *f = rot == hd ? ff : NULL;
+                rw_rope_cache((float)pos, rot, 10000.0f, 0.5f, f, cs);
+                rw_rope(y, rot, neox, cs);
+                double err = 0;
+                for (int i = 0; i < rot / 2; i++) {
+                    const double th = 0.5 * pos * pow(10000.0, -2.0 * i / rot) / (f ? f[i] : 1.0);
+                    const int a = neox ? i : 2 * i, b = neox ? i + rot / 2 : 2 * i + 1;
+                    err = fmax(err, fabs(y[a] - (x[a] * cos(th) - x[b] * sin(th))));
+                    err = fmax(err, fabs(y[b] - (x[a] * sin(th) + x[b] * cos(th))));
+                }
+                for (int i = rot; i < hd; i++) err = fmax(err, fabs(y[i] - x[i]));
+                CHECK_MSG(err < 1e-4, "rope neox %d rot %d pos %d: error %g", neox, rot, pos, err);
+            }
+}
+
+static void check_swiglu(void) {
+    float g[77], u[77], a[77], b[77];
+    for (int i = 0; i < 77; i++) g[i] = 20.0f * frand(), u[i] = frand();
+    g[5] = -200.0f, g[6] = 200.0f;
+    memcpy(a, g, sizeof g);
+    memcpy(b, g, sizeof g);
+    rw_swiglu_ref(a, u, 77);
+    rw_swiglu(b, u, 77);
+    for (int i = 0; i < 77; i++) {
+        const double want = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+        CHECK_MSG(fabs(a[i] - want) <= 1e-6 * (fabs(want) + 1e-3) && fabs(b[i] - want) <= 1e-6 * (fabs(want) + 1e-3),
+                  "swiglu %d: x %g ref %g fast %g want %g", i, g[i], a[i], b[i], want);
+    }
+}
+
 int main(void) {
+    check_rmsnorm();
+    check_rope();
+    check_swiglu();
     const int64_t sizes[] = {1, 2, 3, 5, 15, 16, 17, 31, 33, 100, 513};
     const int dims[][2] = {{64, 64}, {128, 128}, {16, 48}, {40, 24}};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
