@@ -119,15 +119,15 @@ int rw_bench_model(int argc, char **argv) {
         rw_json_begin_object(&jw);
         rw_json_key(&jw, "model"), rw_json_cstring(&jw, path);
         rw_json_key(&jw, "arch"), rw_json_cstring(&jw, hp->arch);
-        rw_json_key(&jw, "size_mib"), rw_json_double(&jw, size_mib, 1);
+        rw_json_key(&jw, "size_mib"), rw_json_double(&jw, size_mib, 6);
         rw_json_key(&jw, "threads"), rw_json_int(&jw, nt);
         rw_json_key(&jw, "kernels"), rw_json_cstring(&jw, tier);
         rw_json_key(&jw, "kv"), rw_json_cstring(&jw, kv == RW_KV_F16 ? "f16" : "f32");
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
-        rw_json_key(&jw, "prefill_tok_s"), rw_json_double(&jw, pp, 2);
-        rw_json_key(&jw, "decode_tok_s"), rw_json_double(&jw, tg, 2);
-        rw_json_key(&jw, "peak_rss_mib"), rw_json_double(&jw, rss_mib, 1);
+        rw_json_key(&jw, "prefill_tok_s"), rw_json_double(&jw, pp, 6);
+        rw_json_key(&jw, "decode_tok_s"), rw_json_double(&jw, tg, 6);
+        rw_json_key(&jw, "peak_rss_mib"), rw_json_double(&jw, rss_mib, 6);
         rw_json_end_object(&jw);
         printf("\n");
     } else {

@@ -29,6 +29,11 @@ awk 'BEGIN { for (i = 0; i < 600; i++) printf "%d ", (i * 37 + 11) % 509; print 
 check [ "$(stat -c %s "$tmp/lb.f32")" -eq $((600 * 512 * 4)) ]
 check cmp -s "$tmp/lb.f32" "$tmp/ls.f32"
 
+# bench model: one JSON object with positive rates and memory
+out=$("$bin" bench model "$model" --prompt 16 --gen 4 --threads 1 --json); check [ $? -eq 0 ]
+check python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['prompt']==16 and d['gen']==4 and d['threads']==1; assert d['prefill_tok_s']>0 and d['decode_tok_s']>0 and d['peak_rss_mib']>0" "$out"
+"$bin" bench model "$model" --prompt 8 --gen 2 --threads 1 | grep -q "^tg2 "; check [ $? -eq 0 ]
+
 # usage errors exit 2, runtime errors exit 1 with a one-line message
 "$bin" logits "$model" --ids "$ids" 2>/dev/null; check [ $? -eq 2 ]
 "$bin" logits "$model" --ids "$ids" --mode sideways --out "$tmp/x" 2>/dev/null; check [ $? -eq 2 ]
