@@ -1,6 +1,7 @@
 /* cmd_logits.c - `rewind logits MODEL --ids IDS [--mode batch|step]
  * [--kv f32|f16] [--threads N] --out OUT.f32`. --threads 0 (the default) = one
- * thread per physical core; the logits do not depend on it.
+ * thread per physical core; the logits do not depend on it. The KV cache is
+ * f32 unless --kv f16 is given.
  *
  * Runs the model over the ids of IDS and writes the float32 logits of every
  * position, row-major [n_ids][n_vocab], little-endian, no header. batch
@@ -21,7 +22,7 @@ static int usage(void) {
 
 int rw_cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *ids_path = NULL, *out_path = NULL, *mode = "batch";
-    rw_kv_type kv = RW_KV_F16;
+    rw_kv_type kv = RW_KV_F32; /* as the goldens; see cmd_generate.c */
     long threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

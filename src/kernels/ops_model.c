@@ -49,8 +49,7 @@ void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_s
 
 void rw_attn_head(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos, int hd_k,
                   int hd_v, float scale, float *scores, float *out) {
-    /* The AVX-512 version handles key head sizes that are multiples of 16. */
-    if (rw_kernel_tier_current() >= RW_TIER_AVX512 && hd_k % 16 == 0 && hd_k <= 256)
+    if (rw_kernel_tier_current() >= RW_TIER_AVX512)
         rw_attn_head_avx512(q, k, vt, v_stride, f16, n_pos, hd_k, hd_v, scale, scores, out);
     else
         rw_attn_head_ref(q, k, vt, v_stride, f16, n_pos, hd_k, hd_v, scale, scores, out);
