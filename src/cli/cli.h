@@ -13,6 +13,7 @@
 #include "models/model.h"
 
 int rw_cmd_inspect(int argc, char **argv);
+int rw_cmd_synth(int argc, char **argv);
 int rw_cmd_logits(int argc, char **argv);
 int rw_cmd_generate(int argc, char **argv);
 int rw_cmd_chat_template(int argc, char **argv);

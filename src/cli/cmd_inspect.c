@@ -10,6 +10,7 @@
 #include "base/json_writer.h"
 #include "cli/cli.h"
 #include "gguf/gguf.h"
+#include "kernels/quant.h"
 
 #define TEXT_ARRAY_SHOWN 8 /* elements shown of a long array in text mode */
 
@@ -168,6 +169,40 @@ static void print_json(const rw_gguf *g) {
     putchar('\n');
 }
 
+/* ---- dump ---- */
+
+static int dump_tensor(const rw_gguf *g, const char *name, const char *out) {
+    const rw_gguf_tensor *t = rw_gguf_find_tensor(g, name);
+    if (!t) {
+        rw_cli_error("inspect", "no tensor named '%s'", name);
+        return 1;
+    }
+    if (!rw_can_dequantize(t->type)) {
+        rw_cli_error("inspect", "tensor '%s': dequantization of %s is not supported", name, rw_dtype_name(t->type));
+        return 1;
+    }
+    FILE *f = fopen(out, "wb");
+    if (!f) {
+        rw_cli_error("inspect", "cannot create %s", out);
+        return 1;
+    }
+    uint64_t row_len = t->ne[0], n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+    uint64_t row_bytes;
+    rw_dtype_row_bytes(t->type, row_len, &row_bytes); /* validated by the reader */
+    float *row = malloc((row_len ? row_len : 1) * sizeof *row);
+    int rc = row ? 0 : 1;
+    for (uint64_t r = 0; r < n_rows && rc == 0; r++) {
+        const uint8_t *src = (const uint8_t *)t->data + r * row_bytes;
+        if (rw_dequantize_row(t->type, src, row, (int64_t)row_len) != RW_OK ||
+            fwrite(row, sizeof *row, (size_t)row_len, f) != row_len)
+            rc = 1;
+    }
+    free(row);
+    if (fclose(f) != 0) rc = 1;
+    if (rc) rw_cli_error("inspect", "failed to write %s", out);
+    return rc;
+}
+
 int rw_cmd_inspect(int argc, char **argv) {
     const char *path = NULL, *dump = NULL, *out = NULL;
     bool json = false;
@@ -191,10 +226,8 @@ int rw_cmd_inspect(int argc, char **argv) {
         return 1;
     }
     int rc = 0;
-    if (dump) {
-        rw_cli_error("inspect", "--dump is not available yet (dequantization lands with the tensor types)");
-        rc = 1;
-    } else if (json) print_json(g);
+    if (dump) rc = dump_tensor(g, dump, out);
+    else if (json) print_json(g);
     else print_text(g, path);
     rw_gguf_close(g);
     return rc;

@@ -13,6 +13,8 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"inspect", rw_cmd_inspect, "inspect FILE.gguf [--json] [--dump TENSOR --out OUT.f32]"},
+    {"synth", rw_cmd_synth,
+     "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] -o OUT.gguf"},
     {"logits", rw_cmd_logits, "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] --out OUT.f32"},
     {"chat-template", rw_cmd_chat_template,
      "chat-template MODEL_OR_TEMPLATE --messages FILE.json [--add-generation-prompt] [--tools FILE.json] "
