@@ -83,7 +83,8 @@ int main(void) {
     /* qwen35: the hybrid layer schedule and the Q4_K_M mix */
     g = make("qwen35-tiny", "q4_k_m", 7, "q35.gguf");
     if (g) {
-        expect_tensor(g, "blk.0.attn_qkv.weight", RW_TYPE_Q6_K, 256, 2 * 2 * 64 + 4 * 64);
+        expect_tensor(g, "blk.0.attn_qkv.weight", RW_TYPE_Q4_K, 256, 2 * 2 * 64 + 4 * 64);
+        expect_tensor(g, "blk.3.attn_v.weight", RW_TYPE_Q6_K, 256, 2 * 64); /* last layer: more bits */
         expect_tensor(g, "blk.1.attn_gate.weight", RW_TYPE_Q4_K, 256, 4 * 64);
         expect_tensor(g, "blk.0.ssm_conv1d.weight", RW_TYPE_F32, 4, 2 * 2 * 64 + 4 * 64);
         expect_tensor(g, "blk.0.ssm_a", RW_TYPE_F32, 4, 1);
