@@ -8,20 +8,6 @@
 
 #define KV_MIN_CAPACITY 256
 
-/* TEMPORARY until kernels/quant.c (rw_f32_to_f16 / rw_f16_to_f32) is on
- * main: the compiler's _Float16 conversions, which round to nearest even. */
-static rw_f16 kv_f32_to_f16(float f) {
-    _Float16 x = (_Float16)f;
-    rw_f16 h;
-    memcpy(&h, &x, sizeof h);
-    return h;
-}
-static float kv_f16_to_f32(rw_f16 h) {
-    _Float16 x;
-    memcpy(&x, &h, sizeof x);
-    return (float)x;
-}
-
 struct rw_kv_cache {
     rw_kv_config cfg;
     size_t elem;      /* bytes per element: 4 (f32) or 2 (f16) */
@@ -134,7 +120,7 @@ static void put(void *dst, size_t elem, size_t off, size_t jstride, const float 
         for (int j = 0; j < n; j++) d[(size_t)j * jstride] = x[j];
     } else {
         rw_f16 *d = (rw_f16 *)dst + off;
-        for (int j = 0; j < n; j++) d[(size_t)j * jstride] = kv_f32_to_f16(x[j]);
+        for (int j = 0; j < n; j++) d[(size_t)j * jstride] = rw_f32_to_f16(x[j]);
     }
 }
 
@@ -183,7 +169,7 @@ const void *rw_kv_v_head(const rw_kv_cache *c, int il, int head) {
 static void get(const void *src, size_t elem, size_t off, size_t jstride, float *dst, int n) {
     for (int j = 0; j < n; j++)
         dst[j] = elem == sizeof(float) ? ((const float *)src)[off + (size_t)j * jstride]
-                                       : kv_f16_to_f32(((const rw_f16 *)src)[off + (size_t)j * jstride]);
+                                       : rw_f16_to_f32(((const rw_f16 *)src)[off + (size_t)j * jstride]);
 }
 
 void rw_kv_read_k(const rw_kv_cache *c, int il, int head, int64_t pos, float *dst) {

@@ -12,16 +12,8 @@ void rw_swiglu_avx512(float *g, const float *u, int64_t n);
 void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
                          int hd_k, int hd_v, float scale, float *scores, float *out);
 
-/* TEMPORARY until kernels/quant.c is on main: the compiler's exact
- * half -> float conversion. */
-static float h2f(uint16_t h) {
-    _Float16 x;
-    memcpy(&x, &h, sizeof x);
-    return (float)x;
-}
-
 static float elem(const void *base, bool f16, int64_t i) {
-    return f16 ? h2f(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+    return f16 ? rw_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
 void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,

@@ -56,7 +56,7 @@ rw_status mdl_bind_common(rw_model *m, rw_error *err) {
     if (te->n_dims != 2 || te->ne[0] != (uint64_t)hp->n_embd || te->ne[1] == 0 || te->ne[1] > (1u << 24))
         return rw_errorf(err, RW_ERR_FORMAT, "tensor token_embd.weight has shape {%llu, %llu}, expected {%d, n_vocab}",
                          (unsigned long long)te->ne[0], (unsigned long long)te->ne[1], hp->n_embd);
-    if (!mdl_tmp_can_embed(te->type) || !rw_matmul_supports(te->type))
+    if (!rw_can_dequantize(te->type) || !rw_matmul_supports(te->type))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor token_embd.weight has unsupported type %s", rw_dtype_name(te->type));
     m->tok_embd = te;
     m->hp.n_vocab = (int64_t)te->ne[1];

@@ -78,7 +78,7 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
     rw_dtype_row_bytes(te->type, (uint64_t)e, &row_bytes);
     for (int64_t t = 0; t < n; t++) {
         const void *row = (const char *)te->data + (size_t)tokens[t] * row_bytes;
-        rw_status st = mdl_tmp_embed_row(te->type, row, m->sc.x + t * e, e);
+        rw_status st = rw_dequantize_row(te->type, row, m->sc.x + t * e, e);
         if (st) return rw_errorf(err, st, "token_embd.weight: cannot convert type %s", rw_dtype_name(te->type));
     }
     return RW_OK;

@@ -92,10 +92,6 @@ struct mdl_arch {
 const mdl_arch *mdl_arch_find(const char *name);
 extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3;
 
-/* embed_tmp.c: TEMPORARY until rw_dequantize_row is on main. */
-bool mdl_tmp_can_embed(rw_dtype t);
-rw_status mdl_tmp_embed_row(rw_dtype t, const void *src, float *dst, int64_t n);
-
 /* forward.c */
 void mdl_scratch_free(mdl_scratch *sc);
 
