@@ -412,13 +412,6 @@ INLINE __m128i k4_scales_mins(const uint8_t s[12]) {
     return _mm_or_si128(lo, hi); /* sc0-3, sc4-7, m0-3, m4-7 */
 }
 
-/* Chunk k of a 128-byte nibble array laid out as Q4_K's: 32 bytes whose low
- * nibbles are elements 64k..64k+31 and high nibbles the next 32. */
-INLINE __m512i nibbles_32(const uint8_t *p) {
-    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
-    const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
-}
 
 
 
