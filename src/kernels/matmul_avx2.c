@@ -46,7 +46,7 @@ static void convert_f16(const float *x, void *xq, int64_t n) {
 }
 static void convert_bf16(const float *x, void *xq, int64_t n) {
     float *o = xq;
-    for (int64_t i = 0; i < n; i++) o[i] = rw_mm_bf16_to_f32(rw_mm_f32_to_bf16(x[i]));
+    for (int64_t i = 0; i < n; i++) o[i] = rw_bf16_to_f32(rw_f32_to_bf16(x[i]));
 }
 
 INLINE __m256 load_w_f32(const uint8_t *w, int64_t i) { return _mm256_loadu_ps((const float *)w + i); }
@@ -85,7 +85,7 @@ INLINE __m256 load_w_bf16(const uint8_t *w, int64_t i) {
 
 static float scalar_f32(const uint8_t *w, int64_t t) { return ((const float *)w)[t]; }
 static float scalar_f16(const uint8_t *w, int64_t t) { return f16_to_f32(((const rw_f16 *)w)[t]); }
-static float scalar_bf16(const uint8_t *w, int64_t t) { return rw_mm_bf16_to_f32(((const rw_bf16 *)w)[t]); }
+static float scalar_bf16(const uint8_t *w, int64_t t) { return rw_bf16_to_f32(((const rw_bf16 *)w)[t]); }
 
 FLOAT_TILE(f32, load_w_f32, scalar_f32)
 FLOAT_TILE(f16, load_w_f16, scalar_f16)
@@ -112,12 +112,12 @@ static void convert_blocks(const float *x, void *xq, int64_t n, int bias, int wi
         memset(&o[b], 0, sizeof o[b]);
         const int8_t *qs;
         if (with_s) {
-            rw_mm_quantize_q8_1(x + 32 * b, &q1, 32);
+            rw_quantize_row(RW_TYPE_Q8_1, x + 32 * b, &q1, 32);
             qs = q1.qs;
             o[b].dx = f16_to_f32(q1.d);
             o[b].sx = f16_to_f32(q1.s);
         } else {
-            rw_mm_quantize_q8_0(x + 32 * b, &q0, 32);
+            rw_quantize_row(RW_TYPE_Q8_0, x + 32 * b, &q0, 32);
             qs = q0.qs;
             o[b].dx = f16_to_f32(q0.d);
         }
@@ -229,7 +229,7 @@ BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 1, 0)
 
 /* Activation super-block: Q8_K's quants, bsums and d (reference quantizer). */
 static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / 256) * sizeof(rw_block_q8_K); }
-static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_mm_quantize_q8_K(x, xq, n); }
+static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_K, x, xq, n); }
 
 /* An unpacked super-block: 8 chunks of 32 values in element order, the
  * 16-bit scale of each pair of elements of each chunk, 16-bit mins per

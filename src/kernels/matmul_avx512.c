@@ -59,7 +59,7 @@ static void convert_f16(const float *x, void *xq, int64_t n) {
 
 static void convert_bf16(const float *x, void *xq, int64_t n) {
     rw_bf16 *o = xq;
-    for (int64_t i = 0; i < n; i++) o[i] = rw_mm_f32_to_bf16(x[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = rw_f32_to_bf16(x[i]);
 }
 
 /* Weight loaders: 16 f32 values of row w starting at element i, k valid. */

@@ -40,20 +40,6 @@ const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t);
 
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
 
-/* Scalar conversions and reference activation quantizers, as ggml's
- * reference code defines them (f16/bf16 round to nearest even; Q8_0/Q8_1:
- * d = amax/127, q = roundf(x/d); Q8_K: see matmul_ref.c). TEMPORARY home:
- * kernels/quant.h declares the library-wide versions, whose implementation
- * (owned by the quantization work) had not landed when matmul did; switch
- * to those and delete these once it has. */
-float rw_mm_f16_to_f32(rw_f16 h);
-rw_f16 rw_mm_f32_to_f16(float f);
-float rw_mm_bf16_to_f32(rw_bf16 h);
-rw_bf16 rw_mm_f32_to_bf16(float f);
-void rw_mm_quantize_q8_0(const float *x, rw_block_q8_0 *y, int64_t n);
-void rw_mm_quantize_q8_1(const float *x, rw_block_q8_1 *y, int64_t n);
-void rw_mm_quantize_q8_K(const float *x, rw_block_q8_K *y, int64_t n);
-
 /* CPU feature probes (cpu_features.c). */
 bool rw_cpu_has_avx2(void);   /* AVX2 + FMA + F16C, OS saves YMM */
 bool rw_cpu_has_avx512(void); /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */

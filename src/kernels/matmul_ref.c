@@ -1,8 +1,8 @@
 /* matmul_ref.c - the plain C matmul: the specification of every tier.
  *
  * One function per weight type computes dot(W row, activation row), where
- * the activation row was converted to the type's vec-dot type by ggml's
- * reference quantizer (written out below). Inside a block the sums
+ * the activation row was converted to the type's vec-dot type by the
+ * library's reference quantizer (rw_quantize_row, ggml's formulas). Inside a block the sums
  * are exact integers; across blocks the float accumulation runs from the
  * first block to the last, with the formula written out per type:
  *
@@ -18,7 +18,6 @@
  * All float expressions are evaluated exactly as written (ISO C mode: no
  * FMA contraction).
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,100 +27,7 @@
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
 
-/* ---- scalar conversions and activation quantizers (see matmul_int.h) -- */
-
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-float rw_mm_f16_to_f32(rw_f16 h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-    if (exp == 0x1F) return bits_f32(sign | 0x7F800000u | mant << 13); /* inf, NaN */
-    if (exp == 0) {                                                      /* zero, subnormal: mant * 2^-24 */
-        float f = (float)mant * 0x1p-24f;
-        return sign ? -f : f;
-    }
-    return bits_f32(sign | (exp + 112) << 23 | mant << 13);
-}
-
-rw_f16 rw_mm_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFFu;
-    if (ax > 0x7F800000u) return (rw_f16)(sign | 0x7E00 | ((ax >> 13) & 0x3FF)); /* NaN stays NaN */
-    if (ax >= 0x477FF000u) return (rw_f16)(sign | 0x7C00);                      /* rounds to inf */
-    if (ax < 0x38800000u) /* below 2^-14: subnormal; scaling by 2^24 is exact, lrintf rounds to even */
-        return (rw_f16)(sign | (uint32_t)lrintf(bits_f32(ax) * 0x1p24f));
-    uint32_t r = ax + 0xFFF + ((ax >> 13) & 1); /* round to nearest even at bit 13 */
-    return (rw_f16)(sign | (r - (112u << 23)) >> 13);
-}
-
-float rw_mm_bf16_to_f32(rw_bf16 h) { return bits_f32((uint32_t)h << 16); }
-
-rw_bf16 rw_mm_f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (rw_bf16)((x >> 16) | 0x40); /* quiet NaN */
-    return (rw_bf16)((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
-}
-
-void rw_mm_quantize_q8_0(const float *x, rw_block_q8_0 *y, int64_t n) {
-    for (int64_t b = 0; b < n / RW_QK; b++, x += RW_QK) {
-        float amax = 0;
-        for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = rw_mm_f32_to_f16(d);
-        for (int j = 0; j < RW_QK; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
-    }
-}
-
-void rw_mm_quantize_q8_1(const float *x, rw_block_q8_1 *y, int64_t n) {
-    for (int64_t b = 0; b < n / RW_QK; b++, x += RW_QK) {
-        float amax = 0;
-        for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-        for (int j = 0; j < RW_QK; j++) {
-            y[b].qs[j] = (int8_t)roundf(x[j] * id);
-            sum += y[b].qs[j];
-        }
-        y[b].d = rw_mm_f32_to_f16(d);
-        y[b].s = rw_mm_f32_to_f16((float)sum * d);
-    }
-}
-
-/* The element of largest magnitude (the first on ties) becomes -127:
- * iscale = -127/that value; q = nearest-even(iscale*x) capped at 127;
- * d = 1/iscale; bsums = sums of each 16 quants. An all-zero block is zero. */
-void rw_mm_quantize_q8_K(const float *x, rw_block_q8_K *y, int64_t n) {
-    for (int64_t b = 0; b < n / RW_QK_K; b++, x += RW_QK_K) {
-        float amax = 0, maxv = 0;
-        for (int j = 0; j < RW_QK_K; j++)
-            if (fabsf(x[j]) > amax) {
-                amax = fabsf(x[j]);
-                maxv = x[j];
-            }
-        memset(&y[b], 0, sizeof y[b]);
-        if (amax == 0.0f) continue;
-        float iscale = -127.0f / maxv;
-        for (int j = 0; j < RW_QK_K; j++) {
-            long v = lrintf(iscale * x[j]);
-            y[b].qs[j] = (int8_t)(v < 127 ? v : 127);
-        }
-        for (int g = 0; g < RW_QK_K / 16; g++) {
-            int sum = 0;
-            for (int j = 0; j < 16; j++) sum += y[b].qs[16 * g + j];
-            y[b].bsums[g] = (int16_t)sum;
-        }
-        y[b].d = 1.0f / iscale;
-    }
-}
-
-static float f16(rw_f16 h) { return rw_mm_f16_to_f32(h); }
+static float f16(rw_f16 h) { return rw_f16_to_f32(h); }
 
 /* ---- activation conversions ------------------------------------------ */
 
@@ -134,15 +40,16 @@ static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / RW_QK_K) * sizeof(rw
 static void convert_f32(const float *x, void *xq, int64_t n) { memcpy(xq, x, (size_t)n * sizeof(float)); }
 static void convert_f16(const float *x, void *xq, int64_t n) {
     rw_f16 *q = xq;
-    for (int64_t i = 0; i < n; i++) q[i] = rw_mm_f32_to_f16(x[i]);
+    for (int64_t i = 0; i < n; i++) q[i] = rw_f32_to_f16(x[i]);
 }
 static void convert_bf16(const float *x, void *xq, int64_t n) {
     rw_bf16 *q = xq;
-    for (int64_t i = 0; i < n; i++) q[i] = rw_mm_f32_to_bf16(x[i]);
+    for (int64_t i = 0; i < n; i++) q[i] = rw_f32_to_bf16(x[i]);
 }
-static void convert_q8_0(const float *x, void *xq, int64_t n) { rw_mm_quantize_q8_0(x, xq, n); }
-static void convert_q8_1(const float *x, void *xq, int64_t n) { rw_mm_quantize_q8_1(x, xq, n); }
-static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_mm_quantize_q8_K(x, xq, n); }
+/* n is a multiple of the block size (checked by matmul.c): these cannot fail. */
+static void convert_q8_0(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_0, x, xq, n); }
+static void convert_q8_1(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_1, x, xq, n); }
+static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_K, x, xq, n); }
 
 /* ---- float types ----------------------------------------------------- */
 
@@ -156,14 +63,14 @@ static float dot_f32(int64_t n, const void *wp, const void *xp) {
 static float dot_f16(int64_t n, const void *wp, const void *xp) {
     const rw_f16 *w = wp, *x = xp;
     double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(rw_mm_f16_to_f32(w[i]) * rw_mm_f16_to_f32(x[i]));
+    for (int64_t i = 0; i < n; i++) sum += (double)(rw_f16_to_f32(w[i]) * rw_f16_to_f32(x[i]));
     return (float)sum;
 }
 
 static float dot_bf16(int64_t n, const void *wp, const void *xp) {
     const rw_bf16 *w = wp, *x = xp;
     double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(rw_mm_bf16_to_f32(w[i]) * rw_mm_bf16_to_f32(x[i]));
+    for (int64_t i = 0; i < n; i++) sum += (double)(rw_bf16_to_f32(w[i]) * rw_bf16_to_f32(x[i]));
     return (float)sum;
 }
 

@@ -1,7 +1,9 @@
 /* test_matmul.c - rw_matmul for every weight type and tier.
  *
- *   1. (test_matmul_zoo.c checks the reference's block decoding against
- *      llama.cpp's dequantized values);
+ *   1. the reference against an independent computation: dequantized
+ *      weights (rw_dequantize_row) times the exact activations, within the
+ *      bound that the activation rounding allows (test_matmul_zoo.c also
+ *      checks the block decoding against llama.cpp's dequantized values);
  *   2. every fast tier this CPU runs against the reference, over awkward
  *      row counts and row lengths, within TOL (relative to the largest
  *      output of the row);
@@ -19,7 +21,6 @@
 #include "base/threadpool.h"
 #include "harness.h"
 #include "kernels/matmul.h"
-#include "kernels/matmul_int.h" /* f16/bf16 conversions */
 #include "kernels/quant.h"
 
 /* Fast tier vs reference: |y_fast - y_ref| <= TOL * max_o |y_ref[o]| (per row).
@@ -45,7 +46,7 @@ static uint32_t rnd(void) {
 static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
 static rw_f16 scale16(float lo, float hi) {
     float v = lo + (hi - lo) * (float)rnd() / 4294967296.0f;
-    return rw_mm_f32_to_f16(rnd() & 1 ? -v : v);
+    return rw_f32_to_f16(rnd() & 1 ? -v : v);
 }
 
 /* n_out rows of n_in random weights of type t (malloc'd; caller frees). */
@@ -59,8 +60,8 @@ static void *make_weights(rw_dtype t, int64_t n_out, int64_t n_in, size_t *row_b
         void *p = buf + (size_t)b * rw_dtype_type_size(t);
         switch (t) {
         case RW_TYPE_F32: *(float *)p = frand(); break;
-        case RW_TYPE_F16: *(rw_f16 *)p = rw_mm_f32_to_f16(frand()); break;
-        case RW_TYPE_BF16: *(rw_bf16 *)p = rw_mm_f32_to_bf16(frand()); break;
+        case RW_TYPE_F16: *(rw_f16 *)p = rw_f32_to_f16(frand()); break;
+        case RW_TYPE_BF16: *(rw_bf16 *)p = rw_f32_to_bf16(frand()); break;
         case RW_TYPE_Q4_0: ((rw_block_q4_0 *)p)->d = scale16(0.01f, 0.1f); break;
         case RW_TYPE_Q5_0: ((rw_block_q5_0 *)p)->d = scale16(0.01f, 0.1f); break;
         case RW_TYPE_Q8_0: ((rw_block_q8_0 *)p)->d = scale16(0.001f, 0.01f); break;
@@ -115,6 +116,49 @@ static bool run_tier(rw_kernel_tier tier, const rw_matrix *w, const float *x, in
     rw_status s = rw_matmul(w, x, w->n_in, n_rows, y, w->n_out, pool, &err);
     CHECK_MSG(s == RW_OK, "%s", err.msg);
     return s == RW_OK;
+}
+
+/* 1. reference vs dequantized weights: |ref - exact| <= rounding bound of x */
+static void check_reference(rw_dtype t, bool small) {
+    int64_t n_in = 2 * block_len(t) + (block_len(t) == 32 ? 32 : 0), n_out = small ? 5 : 17, n_rows = 3;
+    size_t rb;
+    void *wdata = make_weights(t, n_out, n_in, &rb);
+    float *x = make_x(n_rows, n_in), *y = malloc(sizeof(float) * (size_t)(n_rows * n_out));
+    float *wf = malloc(sizeof(float) * (size_t)n_in);
+    rw_matrix w = {t, wdata, n_in, n_out, 0};
+    run_tier(RW_TIER_REF, &w, x, n_rows, y, NULL);
+    int64_t vb = (int64_t)rw_dtype_block_size(rw_matmul_vec_dot_type(t));
+    for (int64_t o = 0; o < n_out; o++) {
+        CHECK(rw_dequantize_row(t, (uint8_t *)wdata + o * rb, wf, n_in) == RW_OK);
+        for (int64_t r = 0; r < n_rows; r++) {
+            const float *xr = x + r * n_in;
+            double exact = 0, bound = 0;
+            for (int64_t b0 = 0; b0 < n_in; b0 += vb) {
+                double amax = 0, sw = 0;
+                for (int64_t i = b0; i < b0 + vb; i++) {
+                    exact += (double)wf[i] * xr[i];
+                    sw += fabs(wf[i]);
+                    amax = fmax(amax, fabs(xr[i]));
+                }
+                /* largest rounding of one activation: half a quant step (8-bit
+                 * types: amax/127 steps, Q8_0's f16 scale adds 2^-11 relative),
+                 * or half an ulp for f16 / bf16 */
+                double step;
+                switch (t) {
+                case RW_TYPE_F32: step = 0; break;
+                case RW_TYPE_F16: step = amax * 0x1p-11; break;
+                case RW_TYPE_BF16: step = amax * 0x1p-8; break;
+                default: step = amax / 127.0 * 0.5 * (1 + 0x1p-10) + amax * 0x1p-10; break;
+                }
+                bound += sw * step;
+            }
+            double got = y[r * n_out + o];
+            double slack = 1e-5 * fabs(exact) + 1e-4 * bound + 1e-6;
+            CHECK_MSG(fabs(got - exact) <= bound + slack, "%s row %lld out %lld: ref %.7g exact %.7g bound %.3g",
+                      rw_dtype_name(t), (long long)r, (long long)o, got, exact, bound);
+        }
+    }
+    free(wdata), free(x), free(y), free(wf);
 }
 
 /* 2. a fast tier against the reference */
@@ -230,6 +274,7 @@ int main(void) {
     for (int ti = 0; ti < N_TYPES; ti++) {
         rw_dtype t = all_types[ti];
         CHECK(rw_matmul_supports(t));
+        check_reference(t, small);
         for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
             if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
             if (tier != RW_TIER_REF && rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier)
