@@ -54,7 +54,7 @@ static inline __m512 load16m(const void *base, bool f16, int64_t i, __mmask16 m)
  * elements 64 s + 16 c + lane, reduced pairwise (a0 + a2) + (a1 + a3), then
  * across lanes; the elements past the last multiple of 64 are added one by
  * one in double. x may be f16 (converted exactly); y is f32. */
-static inline float dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
+static inline __attribute__((always_inline)) float dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64) {
@@ -76,7 +76,7 @@ static inline float dot_ggml(const void *x, bool f16, const float *y, int64_t n)
 /* dot(x, y) where y (n elements) is zero past n: as dot_ggml over n rounded
  * up to 64 with zero padding (what llama.cpp computes over its padded,
  * masked KV length). */
-static inline float dot_ggml_padded(const void *x, bool f16, const float *y, int64_t n) {
+static inline __attribute__((always_inline)) float dot_ggml_padded(const void *x, bool f16, const float *y, int64_t n) {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t i = 0; i < n; i += 64)
         for (int c = 0; c < 4; c++) {
@@ -90,29 +90,98 @@ static inline float dot_ggml_padded(const void *x, bool f16, const float *y, int
     return (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(a[0], a[1]));
 }
 
-void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
-                         int hd_k, int hd_v, float scale, float *scores, float *out) {
+/* dot_ggml_padded for rows i0..i0+3 of vt against y, into out[0..3]. */
+static inline __attribute__((always_inline)) void dot4_ggml_padded(const void *vt, int64_t v_stride, int i0, bool f16, const float *y, int64_t n,
+                                    float *out) {
+    __m512 a[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
+    const int64_t nfull = n & ~(int64_t)63;
+    for (int64_t i = 0; i < nfull; i += 64)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512 yc = _mm512_loadu_ps(y + i + 16 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                a[r][c] = _mm512_fmadd_ps(load16(vt, f16, (int64_t)(i0 + r) * v_stride + i + 16 * c), yc, a[r][c]);
+        }
+    if (nfull < n)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const int64_t at = nfull + 16 * c;
+            if (at >= n) break;
+            const __mmask16 m = n - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - at)) - 1);
+            const __m512 yc = _mm512_maskz_loadu_ps(m, y + at);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                a[r][c] = _mm512_fmadd_ps(load16m(vt, f16, (int64_t)(i0 + r) * v_stride + at, m), yc, a[r][c]);
+        }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        const __m512 s0 = _mm512_add_ps(a[r][0], a[r][2]), s1 = _mm512_add_ps(a[r][1], a[r][3]);
+        out[r] = (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    }
+}
+
+static inline __attribute__((always_inline)) void attn_head(const float *q, const void *k, const void *vt,
+                                                             int64_t v_stride, const bool f16, int64_t n_pos, int hd_k,
+                                                             int hd_v, float scale, float *scores, float *out) {
     float mx = -INFINITY;
-    for (int64_t j = 0; j < n_pos; j++) {
+    int64_t j = 0;
+    if (hd_k % 64 == 0) /* four keys at a time, each exactly as dot_ggml */
+        for (; j + 4 <= n_pos; j += 4) {
+            __m512 a[4][4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
+            for (int i = 0; i < hd_k; i += 64)
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const __m512 qc = _mm512_loadu_ps(q + i + 16 * c);
+#pragma GCC unroll 4
+                    for (int r = 0; r < 4; r++)
+                        a[r][c] = _mm512_fmadd_ps(load16(k, f16, (j + r) * hd_k + i + 16 * c), qc, a[r][c]);
+                }
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m512 s0 = _mm512_add_ps(a[r][0], a[r][2]), s1 = _mm512_add_ps(a[r][1], a[r][3]);
+                scores[j + r] = (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) * scale;
+            }
+        }
+    for (; j < n_pos; j++) {
         const void *kj = f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
         scores[j] = dot_ggml(kj, f16, q, hd_k) * scale;
-        if (scores[j] > mx) mx = scores[j];
     }
+    for (j = 0; j < n_pos; j++)
+        if (scores[j] > mx) mx = scores[j];
     /* softmax numerators; each 16-lane block summed in float, blocks in double */
     const __m512 vmx = _mm512_set1_ps(mx);
     double sum = 0.0;
-    for (int64_t j = 0; j < n_pos; j += 16) {
+    for (j = 0; j < n_pos; j += 16) {
         const __mmask16 m = n_pos - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n_pos - j)) - 1);
         __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmx)));
         _mm512_mask_storeu_ps(scores + j, m, e);
         sum += (double)_mm512_reduce_add_ps(e);
     }
     const float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
-    for (int i = 0; i < hd_v; i++) {
+    for (j = 0; j < n_pos; j++) scores[j] *= inv;
+    int i = 0;
+    for (; i + 4 <= hd_v; i += 4) /* four value dims at a time, each exactly as dot_ggml_padded */
+        dot4_ggml_padded(vt, v_stride, i, f16, scores, n_pos, out + i);
+    for (; i < hd_v; i++) {
         const void *row = f16 ? (const void *)((const uint16_t *)vt + i * v_stride) : (const void *)((const float *)vt + i * v_stride);
         out[i] = dot_ggml_padded(row, f16, scores, n_pos);
     }
+}
+
+/* One copy of the kernel per cache type, so the f16 test is not in the loops. */
+void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
+                         int hd_k, int hd_v, float scale, float *scores, float *out) {
+    if (f16) attn_head(q, k, vt, v_stride, true, n_pos, hd_k, hd_v, scale, scores, out);
+    else attn_head(q, k, vt, v_stride, false, n_pos, hd_k, hd_v, scale, scores, out);
 }
 
 void rw_swiglu_avx512(float *g, const float *u, int64_t n) {
