@@ -35,6 +35,10 @@
 #define NW 4 /* weight rows per tile */
 #define NX 4 /* activation rows per tile */
 
+/* Software prefetch distance in a weight row for the K-quant tiles: with
+ * their heavier unpacking, one core leaves the hardware prefetcher behind
+ * (measured +10% one-row speed at 2 KiB; no gain for the 32-blocks). */
+#define PF_DIST 2048
 #define INLINE static inline __attribute__((always_inline))
 
 static float f16_to_f32(rw_f16 h) { return _cvtsh_ss(h); }
@@ -575,7 +579,13 @@ INLINE void unpackm_q3_K(const uint8_t *row, int64_t sb, w_superm *o) {
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
         for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
             w_superm wsb[NW];                                                                          \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);      \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
+                _mm_prefetch(pf, _MM_HINT_T0);                                                         \
+                _mm_prefetch(pf + 64, _MM_HINT_T0);                                                    \
+                _mm_prefetch(pf + 128, _MM_HINT_T0);                                                   \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
+            }                                                                                          \
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
                 const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
                 __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
