@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "base/threadpool.h"
 #include "cache/kv.h"
 #include "gguf/gguf.h"
 
@@ -52,7 +53,6 @@ typedef struct {
     bool tied_output;     /* no output.weight: token_embd is the output head */
 } rw_model_hparams;
 
-typedef struct rw_threadpool rw_threadpool; /* base/threadpool.h */
 typedef struct rw_model rw_model;
 typedef struct rw_model_seq rw_model_seq;
 
