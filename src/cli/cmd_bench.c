@@ -15,7 +15,7 @@ typedef struct {
 
 static const bench_entry benches[] = {
     {"kernels", rw_bench_kernels, "kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
-    {"model", rw_bench_model, "model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] [--json]"},
+    {"model", rw_bench_model, "model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] [--reps R] [--json]"},
 };
 
 static void usage(FILE *f) {
