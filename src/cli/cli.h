@@ -17,10 +17,13 @@ int rw_cmd_synth(int argc, char **argv);
 int rw_cmd_logits(int argc, char **argv);
 int rw_cmd_generate(int argc, char **argv);
 int rw_cmd_chat_template(int argc, char **argv);
+int rw_cmd_tokenize(int argc, char **argv);
+int rw_cmd_detokenize(int argc, char **argv);
 int rw_cmd_bench(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
 int rw_bench_kernels(int argc, char **argv);
+int rw_bench_tokenizer(int argc, char **argv);
 int rw_bench_model(int argc, char **argv);
 
 /* Prints "rewind CMD: " + message + newline on stderr. */

@@ -1,8 +1,10 @@
 /* cmd_generate.c - `rewind generate MODEL (--ids IDS | -p TEXT) -n N
  * [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--print-ids]`.
  *
- * Prefills the prompt in one forward pass, then generates N tokens one at a
- * time: greedy at temperature 0 (the default; ties go to the lowest id),
+ * A text prompt is tokenized as llama.cpp does (BOS/EOS as the vocabulary
+ * asks, special tokens parsed); the output is text through the streaming
+ * detokenizer unless --print-ids. Prefills the prompt in one forward pass,
+ * then generates N tokens one at a time: greedy at temperature 0 (the default; ties go to the lowest id),
  * otherwise seeded sampling. Generation does not stop at end-of-generation
  * tokens: exactly N tokens are produced.
  *
@@ -19,6 +21,7 @@
 #include "base/threadpool.h"
 #include "cli/cli.h"
 #include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *CMD = "generate";
 
@@ -63,19 +66,37 @@ int rw_cmd_generate(int argc, char **argv) {
         else return usage();
     }
     if (!model_path || n_gen < 0 || (!ids_path == !text)) return usage();
-    if (text || !print_ids) {
-        /* Text in and out needs the tokenizer, which is not part of rewind yet. */
-        rw_cli_error(CMD, "text prompts and text output need the tokenizer, which is not available yet; "
-                          "use --ids IDS --print-ids");
-        return 2;
-    }
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    if (rw_cli_read_ids(CMD, ids_path, &ids, &n)) return 1;
     rw_gguf *g = NULL;
     rw_model *m = NULL;
-    if (rw_cli_open_model(CMD, model_path, &g, &m)) {
-        free(ids);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    rw_tokenizer *vocab = NULL;
+    if (rw_cli_open_model(CMD, model_path, &g, &m)) return 1;
+    if (text || !print_ids) {
+        rw_error terr = {0};
+        if (rw_tokenizer_load(g, &vocab, &terr) != RW_OK) {
+            rw_cli_error(CMD, "%s", terr.msg);
+            rw_model_free(m);
+            rw_gguf_close(g);
+            return 1;
+        }
+    }
+    if (text) {
+        /* as llama.cpp: BOS/EOS as the vocabulary asks, special tokens parsed */
+        size_t nt;
+        rw_error terr = {0};
+        if (rw_tokenize(vocab, text, strlen(text), true, true, &ids, &nt, &terr) != RW_OK) {
+            rw_cli_error(CMD, "%s", terr.msg);
+            rw_tokenizer_free(vocab);
+            rw_model_free(m);
+            rw_gguf_close(g);
+            return 1;
+        }
+        n = (int64_t)nt;
+    } else if (rw_cli_read_ids(CMD, ids_path, &ids, &n)) {
+        rw_tokenizer_free(vocab);
+        rw_model_free(m);
+        rw_gguf_close(g);
         return 1;
     }
     const int64_t n_vocab = rw_model_get_hparams(m)->n_vocab;
@@ -90,17 +111,28 @@ int rw_cmd_generate(int argc, char **argv) {
     }
     int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
     if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
+    rw_detok_stream stream = {0};
     rw_sampler sampler;
     rw_sampler_init(&sampler, temp, (uint64_t)seed);
     rw_forward_args fa = {.tokens = ids, .n = n, .pool = pool, .logits = logits};
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
     for (long k = 0; k < n_gen; k++) {
         int32_t tok = rw_sampler_sample(&sampler, logits, n_vocab);
-        printf("%s%d", k ? " " : "", (int)tok);
+        if (print_ids) printf("%s%d", k ? " " : "", (int)tok);
+        else {
+            char piece[512];
+            size_t len = rw_detok_stream_feed(vocab, &stream, tok, false, piece, sizeof piece);
+            if (len <= sizeof piece) fwrite(piece, 1, len, stdout);
+        }
         fflush(stdout);
         if (k + 1 == n_gen) break;
         fa = (rw_forward_args){.tokens = &tok, .n = 1, .pool = pool, .logits = logits};
         if (rw_model_forward(m, s, &fa, &err)) goto fail;
+    }
+    if (!print_ids) {
+        char tail[32];
+        size_t len = rw_detok_stream_flush(&stream, tail, sizeof tail);
+        if (len <= sizeof tail) fwrite(tail, 1, len, stdout);
     }
     printf("\n");
     rc = 0;
@@ -111,6 +143,7 @@ done:
     rw_model_seq_free(s);
     rw_threadpool_free(pool);
     free(logits);
+    rw_tokenizer_free(vocab);
     rw_model_free(m);
     rw_gguf_close(g);
     free(ids);

@@ -16,6 +16,8 @@ static const cli_command commands[] = {
     {"synth", rw_cmd_synth,
      "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] -o OUT.gguf"},
     {"logits", rw_cmd_logits, "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] --out OUT.f32"},
+    {"tokenize", rw_cmd_tokenize, "tokenize MODEL (TEXT | -f FILE) [--parse-special] [--no-bos]"},
+    {"detokenize", rw_cmd_detokenize, "detokenize MODEL IDS..."},
     {"chat-template", rw_cmd_chat_template,
      "chat-template MODEL_OR_TEMPLATE --messages FILE.json [--add-generation-prompt] [--tools FILE.json] "
      "[--enable-thinking true|false] [--bos-token S] [--eos-token S] [--now YYYY-MM-DDTHH:MM:SS]"},

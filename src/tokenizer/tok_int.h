@@ -1,0 +1,73 @@
+/* tok_int.h - private to src/tokenizer. */
+#ifndef RW_TOKENIZER_TOK_INT_H
+#define RW_TOKENIZER_TOK_INT_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "tokenizer/tokenizer.h"
+
+enum { TOK_BPE, TOK_SPM, TOK_WPM };
+
+/* llama.cpp's token types */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+/* String -> int32 map, open addressing; keys are borrowed (ptr, len). */
+typedef struct {
+    const char **keys;
+    uint32_t *lens;
+    int32_t *vals;
+    size_t cap; /* power of two */
+} str_map;
+
+int str_map_init(str_map *m, size_t n);
+void str_map_free(str_map *m);
+void str_map_put(str_map *m, const char *k, uint32_t len, int32_t v); /* first insert wins */
+int32_t str_map_get(const str_map *m, const char *k, size_t len);     /* -1 if absent */
+
+#define MAX_PRE_REGEX 6
+
+struct rw_tokenizer {
+    int kind;
+    int32_t n_vocab;
+    char **text;       /* token texts, NUL-terminated copies in `pool` */
+    uint32_t *len;
+    int32_t *type;
+    float *score;      /* SPM scores (NULL otherwise) */
+    char *pool;        /* owns every token and merge text */
+    str_map vocab;     /* text -> id */
+    str_map merges;    /* "left right" -> rank */
+    pcre2_code *re[MAX_PRE_REGEX];
+    pcre2_match_data *md;
+    int n_re;
+    bool ignore_merges;
+    int32_t bos, eos, unk, eot, eom;
+    bool add_bos, add_eos, add_space_prefix;
+    int32_t *special;  /* control / user-defined / unknown ids, longest text first */
+    int32_t n_special;
+    int32_t byte_token[256]; /* BPE: the token of each byte's alphabet char; SPM: <0xXX> */
+    char byte_char[256][3];  /* BPE: UTF-8 of the alphabet char of each byte */
+    uint8_t byte_char_len[256];
+    int16_t char_byte[512];  /* BPE: alphabet code point -> byte (-1 if none) */
+    bool eog[1];             /* flexible: n_vocab entries, allocated with the struct */
+};
+
+/* pretok.c: sets the regexes for tokenizer.ggml.pre. */
+rw_status rw_tok__set_pre(rw_tokenizer *t, const char *pre, rw_error *err);
+/* Splits text into words (byte ranges) with the regexes in order; words are
+ * appended to the starts and lens arrays (malloc'd, grown as needed). */
+rw_status rw_tok__pre_split(const rw_tokenizer *t, const char *text, size_t len, size_t **starts, size_t **lens,
+                            size_t *n, rw_error *err);
+
+/* Growable id list. */
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} id_list;
+int ids_push(id_list *l, int32_t id);
+
+rw_status rw_tok__bpe(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
+rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
+rw_status rw_tok__wpm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
+
+#endif

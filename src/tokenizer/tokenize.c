@@ -1,0 +1,123 @@
+/* tokenize.c - the tokenize entry point: special tokens are cut out of the
+ * text first (longest first), then each remaining fragment goes to the
+ * vocabulary's algorithm; BOS/EOS as the vocabulary asks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tok_int.h"
+
+typedef struct {
+    int32_t id; /* -1 for raw text */
+    size_t start, len;
+} fragment;
+
+typedef struct {
+    fragment *v;
+    size_t n, cap;
+} frag_list;
+
+static int frag_push(frag_list *l, fragment f) {
+    if (f.id < 0 && f.len == 0) return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        fragment *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = f;
+    return 0;
+}
+
+/* Splits every raw fragment around the occurrences of each special token. */
+static int partition(const rw_tokenizer *t, const char *text, size_t len, bool parse_special, frag_list *out) {
+    frag_list cur = {0}, next = {0};
+    int bad = frag_push(&cur, (fragment){-1, 0, len});
+    for (int32_t s = 0; s < t->n_special && !bad; s++) {
+        int32_t id = t->special[s];
+        if (!parse_special && (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN)) continue;
+        const char *tok = t->text[id];
+        size_t tl = t->len[id];
+        next.n = 0;
+        for (size_t f = 0; f < cur.n && !bad; f++) {
+            fragment fr = cur.v[f];
+            if (fr.id >= 0 || fr.len < tl) {
+                bad = frag_push(&next, fr);
+                continue;
+            }
+            size_t pos = fr.start, end = fr.start + fr.len;
+            while (!bad) {
+                const char *hit = memmem(text + pos, end - pos, tok, tl);
+                if (!hit) break;
+                size_t h = (size_t)(hit - text);
+                bad = frag_push(&next, (fragment){-1, pos, h - pos}) || frag_push(&next, (fragment){id, h, tl});
+                pos = h + tl;
+            }
+            if (!bad) bad = frag_push(&next, (fragment){-1, pos, end - pos});
+        }
+        frag_list tmp = cur;
+        cur = next;
+        next = tmp;
+    }
+    free(next.v);
+    *out = cur;
+    return bad;
+}
+
+rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                      int32_t **ids, size_t *n_ids, rw_error *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    frag_list frags;
+    if (partition(t, text, len, parse_special, &frags)) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    id_list out = {0};
+    rw_status st = RW_OK;
+    int bad = 0;
+    if (add_special && t->add_bos && t->bos >= 0) bad = ids_push(&out, t->bos);
+    bool prev_special = true; /* SentencePiece: a space before the first word and after special tokens */
+    char *buf = NULL;
+    size_t buf_cap = 0;
+    for (size_t f = 0; f < frags.n && !bad && !st; f++) {
+        fragment fr = frags.v[f];
+        if (fr.id >= 0) {
+            bad = ids_push(&out, fr.id);
+            prev_special = true;
+            continue;
+        }
+        if (t->kind == TOK_SPM) {
+            /* escape spaces as U+2581 (3 bytes), with the optional prefix */
+            size_t need = 3 * (fr.len + 1) + 1;
+            if (need > buf_cap) {
+                char *b = realloc(buf, need);
+                if (!b) { bad = 1; break; }
+                buf = b;
+                buf_cap = need;
+            }
+            size_t o = 0;
+            if (t->add_space_prefix && prev_special) { memcpy(buf, "\xe2\x96\x81", 3); o = 3; }
+            for (size_t i = 0; i < fr.len; i++) {
+                if (text[fr.start + i] == ' ') { memcpy(buf + o, "\xe2\x96\x81", 3); o += 3; }
+                else buf[o++] = text[fr.start + i];
+            }
+            st = rw_tok__spm(t, buf, o, &out, err);
+        } else if (t->kind == TOK_BPE) {
+            st = rw_tok__bpe(t, text + fr.start, fr.len, &out, err);
+        } else {
+            st = rw_tok__wpm(t, text + fr.start, fr.len, &out, err);
+        }
+        prev_special = false;
+    }
+    if (!bad && !st && add_special && t->add_eos && t->eos >= 0) bad = ids_push(&out, t->eos);
+    free(buf);
+    free(frags.v);
+    if (bad && !st) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    if (st) {
+        free(out.v);
+        return st;
+    }
+    if (!out.v) out.v = malloc(sizeof *out.v); /* a valid pointer even for no tokens */
+    if (!out.v) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    *ids = out.v;
+    *n_ids = out.n;
+    return RW_OK;
+}

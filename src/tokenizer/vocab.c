@@ -1,0 +1,259 @@
+/* vocab.c - the vocabulary from GGUF metadata, and the string map. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tok_int.h"
+
+/* ---- string map ---- */
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+int str_map_init(str_map *m, size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    m->cap = cap;
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->lens = calloc(cap, sizeof *m->lens);
+    m->vals = calloc(cap, sizeof *m->vals);
+    return m->keys && m->lens && m->vals ? 0 : -1;
+}
+
+void str_map_free(str_map *m) {
+    free(m->keys);
+    free(m->lens);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+void str_map_put(str_map *m, const char *k, uint32_t len, int32_t v) {
+    size_t i = (size_t)hash_bytes(k, len) & (m->cap - 1);
+    while (m->keys[i]) {
+        if (m->lens[i] == len && !memcmp(m->keys[i], k, len)) return;
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->keys[i] = k;
+    m->lens[i] = len;
+    m->vals[i] = v;
+}
+
+int32_t str_map_get(const str_map *m, const char *k, size_t len) {
+    if (!m->cap) return -1;
+    size_t i = (size_t)hash_bytes(k, len) & (m->cap - 1);
+    while (m->keys[i]) {
+        if (m->lens[i] == len && !memcmp(m->keys[i], k, len)) return m->vals[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    return -1;
+}
+
+int ids_push(id_list *l, int32_t id) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        int32_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = id;
+    return 0;
+}
+
+/* ---- loading ---- */
+
+static int32_t opt_id(const rw_gguf *g, const char *key, int32_t n_vocab) {
+    uint32_t v;
+    if (rw_gguf_get_u32(g, key, &v, NULL) != RW_OK || v >= (uint32_t)n_vocab) return -1;
+    return (int32_t)v;
+}
+
+static bool opt_bool(const rw_gguf *g, const char *key, bool dflt) {
+    bool b;
+    return rw_gguf_get_bool(g, key, &b, NULL) == RW_OK ? b : dflt;
+}
+
+static size_t utf8_put(char *out, unsigned cp) {
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    out[0] = (char)(0xc0 | (cp >> 6));
+    out[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+}
+
+static int cmp_special_len(const void *a, const void *b, void *arg) {
+    const rw_tokenizer *t = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (t->len[x] != t->len[y]) return t->len[x] > t->len[y] ? -1 : 1;
+    return x < y ? -1 : 1;
+}
+
+/* Byte-level alphabet of GPT-2: printable bytes keep their code point, the
+ * others get 256 + n in byte order. */
+static void byte_alphabet(rw_tokenizer *t) {
+    int extra = 0;
+    for (int i = 0; i < 512; i++) t->char_byte[i] = -1;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+        unsigned cp = printable ? (unsigned)b : 256u + (unsigned)extra++;
+        t->byte_char_len[b] = (uint8_t)utf8_put(t->byte_char[b], cp);
+        t->char_byte[cp] = (int16_t)b;
+    }
+}
+
+rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err) {
+    *out = NULL;
+    char model[32];
+    if (rw_gguf_get_cstr(g, "tokenizer.ggml.model", model, sizeof model, err) != RW_OK) return err ? err->code : RW_ERR_FORMAT;
+    const rw_gguf_value *toks = rw_gguf_get(g, "tokenizer.ggml.tokens");
+    if (!toks || toks->type != RW_GGUF_ARRAY || toks->arr.type != RW_GGUF_STRING || toks->arr.n == 0 ||
+        toks->arr.n > (1u << 24))
+        return rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.tokens is missing or not a string array");
+    int32_t n = (int32_t)toks->arr.n;
+    rw_tokenizer *t = calloc(1, sizeof *t + (size_t)n);
+    if (!t) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    t->n_vocab = n;
+    rw_status s = RW_OK;
+    if (!strcmp(model, "gpt2")) t->kind = TOK_BPE;
+    else if (!strcmp(model, "llama")) t->kind = TOK_SPM;
+    else if (!strcmp(model, "bert")) t->kind = TOK_WPM;
+    else {
+        s = rw_errorf(err, RW_ERR_UNSUPPORTED, "tokenizer model '%s' is not supported", model);
+        goto fail;
+    }
+    const rw_gguf_value *merges = rw_gguf_get(g, "tokenizer.ggml.merges");
+    if (t->kind == TOK_BPE && (!merges || merges->type != RW_GGUF_ARRAY || merges->arr.type != RW_GGUF_STRING)) {
+        s = rw_errorf(err, RW_ERR_FORMAT, "a gpt2 tokenizer needs tokenizer.ggml.merges (string array)");
+        goto fail;
+    }
+    uint64_t n_merges = t->kind == TOK_BPE ? merges->arr.n : 0;
+    size_t pool_size = 0;
+    for (int32_t i = 0; i < n; i++) pool_size += (size_t)toks->arr.items[i].str.len + 1;
+    for (uint64_t i = 0; i < n_merges; i++) pool_size += (size_t)merges->arr.items[i].str.len + 1;
+    t->pool = malloc(pool_size ? pool_size : 1);
+    t->text = calloc((size_t)n, sizeof *t->text);
+    t->len = calloc((size_t)n, sizeof *t->len);
+    t->type = calloc((size_t)n, sizeof *t->type);
+    if (!t->pool || !t->text || !t->len || !t->type || str_map_init(&t->vocab, (size_t)n) ||
+        str_map_init(&t->merges, (size_t)n_merges)) {
+        s = rw_errorf(err, RW_ERR_NOMEM, "out of memory for the vocabulary");
+        goto fail;
+    }
+    const rw_gguf_value *types = rw_gguf_get(g, "tokenizer.ggml.token_type");
+    const rw_gguf_value *scores = rw_gguf_get(g, "tokenizer.ggml.scores");
+    if (types && (types->type != RW_GGUF_ARRAY || types->arr.n != (uint64_t)n)) types = NULL;
+    if (scores && scores->type == RW_GGUF_ARRAY && scores->arr.n == (uint64_t)n) {
+        t->score = calloc((size_t)n, sizeof *t->score);
+        if (!t->score) {
+            s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            double d = 0;
+            rw_gguf_arr_float(scores, (uint64_t)i, &d);
+            t->score[i] = (float)d;
+        }
+    }
+    size_t used = 0;
+    for (int32_t i = 0; i < n; i++) {
+        rw_gguf_str str = toks->arr.items[i].str;
+        t->text[i] = t->pool + used;
+        memcpy(t->text[i], str.ptr, (size_t)str.len);
+        t->text[i][str.len] = 0;
+        t->len[i] = (uint32_t)str.len;
+        used += (size_t)str.len + 1;
+        int64_t ty = TT_NORMAL;
+        if (types) rw_gguf_arr_int(types, (uint64_t)i, &ty);
+        t->type[i] = (int32_t)ty;
+        str_map_put(&t->vocab, t->text[i], t->len[i], i);
+    }
+    for (uint64_t i = 0; i < n_merges; i++) {
+        rw_gguf_str str = merges->arr.items[i].str;
+        char *m = t->pool + used;
+        memcpy(m, str.ptr, (size_t)str.len);
+        m[str.len] = 0;
+        used += (size_t)str.len + 1;
+        str_map_put(&t->merges, m, (uint32_t)str.len, (int32_t)i);
+    }
+    t->bos = opt_id(g, "tokenizer.ggml.bos_token_id", n);
+    t->eos = opt_id(g, "tokenizer.ggml.eos_token_id", n);
+    t->unk = opt_id(g, "tokenizer.ggml.unknown_token_id", n);
+    t->eot = opt_id(g, "tokenizer.ggml.eot_token_id", n);
+    t->eom = opt_id(g, "tokenizer.ggml.eom_token_id", n);
+    t->add_bos = opt_bool(g, "tokenizer.ggml.add_bos_token", t->kind != TOK_BPE);
+    t->add_eos = opt_bool(g, "tokenizer.ggml.add_eos_token", false);
+    t->add_space_prefix = opt_bool(g, "tokenizer.ggml.add_space_prefix", t->kind == TOK_SPM);
+    if (t->kind == TOK_SPM && t->unk < 0) t->unk = str_map_get(&t->vocab, "<unk>", 5);
+    if (t->kind == TOK_WPM && t->unk < 0) t->unk = str_map_get(&t->vocab, "[UNK]", 5);
+
+    /* end-of-generation tokens: eos, eot, eom, and the usual end markers */
+    static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<end_of_turn>",
+                                            "<|end_of_text|>", "<|return|>", "<｜end▁of▁sentence｜>"};
+    if (t->eos >= 0) t->eog[t->eos] = true;
+    if (t->eot >= 0) t->eog[t->eot] = true;
+    if (t->eom >= 0) t->eog[t->eom] = true;
+    for (size_t k = 0; k < sizeof eog_texts / sizeof eog_texts[0]; k++) {
+        int32_t id = str_map_get(&t->vocab, eog_texts[k], strlen(eog_texts[k]));
+        if (id >= 0 && t->type[id] == TT_CONTROL) t->eog[id] = true;
+    }
+
+    t->special = malloc((size_t)n * sizeof *t->special);
+    if (!t->special) {
+        s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER_DEFINED || t->type[i] == TT_UNKNOWN) && t->len[i] > 0)
+            t->special[t->n_special++] = i;
+    qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, cmp_special_len, t);
+
+    for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
+    if (t->kind == TOK_BPE) {
+        byte_alphabet(t);
+        for (int b = 0; b < 256; b++) t->byte_token[b] = str_map_get(&t->vocab, t->byte_char[b], t->byte_char_len[b]);
+        char pre[64] = "default";
+        rw_gguf_get_cstr(g, "tokenizer.ggml.pre", pre, sizeof pre, NULL);
+        s = rw_tok__set_pre(t, pre, err);
+        if (s) goto fail;
+    } else if (t->kind == TOK_SPM) {
+        for (int b = 0; b < 256; b++) {
+            char name[8];
+            snprintf(name, sizeof name, "<0x%02X>", b);
+            t->byte_token[b] = str_map_get(&t->vocab, name, 6);
+        }
+    }
+    *out = t;
+    return RW_OK;
+fail:
+    rw_tokenizer_free(t);
+    return s;
+}
+
+void rw_tokenizer_free(rw_tokenizer *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
+    pcre2_match_data_free(t->md);
+    str_map_free(&t->vocab);
+    str_map_free(&t->merges);
+    free(t->special);
+    free(t->score);
+    free(t->text);
+    free(t->len);
+    free(t->type);
+    free(t->pool);
+    free(t);
+}
+
+int32_t rw_tokenizer_n_vocab(const rw_tokenizer *t) { return t->n_vocab; }
+int32_t rw_tokenizer_bos(const rw_tokenizer *t) { return t->bos; }
+int32_t rw_tokenizer_eos(const rw_tokenizer *t) { return t->eos; }
+bool rw_tokenizer_add_bos(const rw_tokenizer *t) { return t->add_bos; }
+bool rw_tokenizer_is_eog(const rw_tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab && t->eog[id]; }
+bool rw_tokenizer_is_control(const rw_tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_vocab && t->type[id] == TT_CONTROL;
+}
+const char *rw_tokenizer_token_text(const rw_tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_vocab ? t->text[id] : NULL;
+}

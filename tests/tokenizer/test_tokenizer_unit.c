@@ -1,0 +1,127 @@
+/* test_tokenizer_unit.c - special tokens, BOS/EOS, the streaming
+ * detokenizer on characters split across byte tokens, and malformed
+ * vocabularies (clear errors, no crash). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "tokenizer/tokenizer.h"
+
+static rw_tokenizer *load(const char *rel) {
+    rw_gguf *g;
+    rw_error err;
+    if (rw_gguf_open(rw_test_fixture_path(rel), &g, &err) != RW_OK) return NULL;
+    rw_tokenizer *t = NULL;
+    rw_tokenizer_load(g, &t, &err);
+    rw_gguf_close(g);
+    return t;
+}
+
+/* A vocabulary built with the writer, for the malformed cases. */
+static rw_status load_built(void (*build)(rw_gguf_writer *), rw_error *err) {
+    rw_gguf_writer *w = rw_gguf_writer_new();
+    build(w);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    rw_gguf_writer_write_stream(w, f, NULL);
+    fclose(f);
+    rw_gguf_writer_free(w);
+    rw_gguf *g;
+    rw_status s = rw_gguf_open_memory(buf, len, &g, err);
+    rw_tokenizer *t = NULL;
+    if (!s) {
+        s = rw_tokenizer_load(g, &t, err);
+        rw_gguf_close(g);
+    }
+    rw_tokenizer_free(t);
+    free(buf);
+    return s;
+}
+
+static const char *const toks[] = {"a", "b", "ab"};
+static void no_model(rw_gguf_writer *w) { rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL); }
+static void bad_model(rw_gguf_writer *w) {
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "unigram-xyz", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+}
+static void no_merges(rw_gguf_writer *w) {
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+}
+static void tokens_not_strings(rw_gguf_writer *w) {
+    int32_t v[3] = {1, 2, 3};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
+    rw_gguf_writer_add_arr_i32(w, "tokenizer.ggml.tokens", v, 3, NULL);
+}
+static void odd_but_valid(rw_gguf_writer *w) { /* bad merges and an out-of-range BOS are tolerated */
+    static const char *const merges[] = {"a b", "nonsense", "x y z"};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", merges, 3, NULL);
+    rw_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 999, NULL);
+}
+
+int main(void) {
+    rw_error err;
+    CHECK(load_built(no_model, &err) == RW_ERR_NOT_FOUND);
+    CHECK(load_built(bad_model, &err) == RW_ERR_UNSUPPORTED && strstr(err.msg, "unigram-xyz"));
+    CHECK(load_built(no_merges, &err) == RW_ERR_FORMAT && strstr(err.msg, "merges"));
+    CHECK(load_built(tokens_not_strings, &err) == RW_ERR_FORMAT);
+    CHECK_MSG(load_built(odd_but_valid, &err) == RW_OK, "%s", err.msg);
+
+    if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures (malformed-vocabulary checks passed)");
+    rw_tokenizer *q = load("tokenizer/ggml-vocab-qwen3.gguf");
+    CHECK(q != NULL);
+    if (q) {
+        int32_t *ids;
+        size_t n;
+        const char *s = "<|im_start|>user\nHi<|im_end|>";
+        CHECK(rw_tokenize(q, s, strlen(s), true, true, &ids, &n, &err) == RW_OK);
+        CHECK(n >= 4 && ids[0] == 151644 && ids[n - 1] == 151645);
+        CHECK(rw_tokenizer_is_eog(q, ids[n - 1]) && rw_tokenizer_is_control(q, ids[0]));
+        free(ids);
+        CHECK(rw_tokenize(q, s, strlen(s), true, false, &ids, &n, &err) == RW_OK);
+        CHECK(n > 6 && ids[0] != 151644); /* not parsed: plain text */
+        free(ids);
+        /* invalid UTF-8 tokenizes to byte tokens and comes back byte for byte */
+        const char bad[] = "ok \xff\xfe end \xe2\x82";
+        CHECK(rw_tokenize(q, bad, sizeof bad - 1, false, false, &ids, &n, &err) == RW_OK);
+        char *back;
+        size_t bl;
+        CHECK(rw_detokenize(q, ids, n, false, &back, &bl, &err) == RW_OK);
+        CHECK(bl == sizeof bad - 1 && !memcmp(back, bad, bl));
+        free(back);
+        /* the stream never emits a broken sequence: the invalid bytes become U+FFFD */
+        rw_detok_stream st = {0};
+        char out[256];
+        size_t o = 0;
+        for (size_t i = 0; i < n; i++) o += rw_detok_stream_feed(q, &st, ids[i], false, out + o, sizeof out - o);
+        o += rw_detok_stream_flush(&st, out + o, sizeof out - o);
+        const char *want = "ok \xef\xbf\xbd\xef\xbf\xbd end \xef\xbf\xbd\xef\xbf\xbd"; /* one per invalid byte */
+        CHECK(o == strlen(want) && !memcmp(out, want, o));
+        free(ids);
+        CHECK(rw_detokenize(q, (int32_t[]){-1}, 1, false, &back, &bl, &err) == RW_ERR_INVALID_ARG);
+        rw_tokenizer_free(q);
+    }
+    rw_tokenizer *spm = load("tokenizer/ggml-vocab-llama-spm.gguf");
+    CHECK(spm != NULL);
+    if (spm) {
+        /* an emoji not in the vocabulary: byte fallback, 4 byte tokens; the
+         * stream holds bytes back until the character is complete */
+        const char *s = "\xf0\x9f\xa6\x99";
+        int32_t *ids;
+        size_t n;
+        CHECK(rw_tokenize(spm, s, strlen(s), true, false, &ids, &n, &err) == RW_OK);
+        CHECK(n >= 5 && ids[0] == rw_tokenizer_bos(spm));
+        rw_detok_stream st = {0};
+        char out[64];
+        size_t o = 0, step_sizes[8] = {0};
+        for (size_t i = 0; i < n && i < 8; i++) o += step_sizes[i] = rw_detok_stream_feed(spm, &st, ids[i], false, out + o, sizeof out - o);
+        CHECK(o == 4 && !memcmp(out, s, 4));
+        CHECK(step_sizes[n - 1] == 4); /* all four bytes at once, with the last one */
+        free(ids);
+        rw_tokenizer_free(spm);
+    }
+    return rw_test_done();
+}
