@@ -1,0 +1,42 @@
+/* ops_act.c - SiLU, sigmoid, softplus and softmax (ops.h). */
+#include <math.h>
+
+#include "kernels/ops.h"
+#include "kernels/ops_int.h"
+
+void rw_silu_ref(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void rw_silu(const float *x, float *y, int64_t n) {
+    if (rw_ops_use_avx512()) rw_silu_avx512(x, y, n);
+    else rw_silu_ref(x, y, n);
+}
+
+void rw_sigmoid(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+/* ggml's formula: log(1 + e^x), not log1p, so small results round as there. */
+float rw_softplus1(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+void rw_softplus(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = rw_softplus1(x[i]);
+}
+
+void rw_softmax_ref(const float *x, float *y, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = expf(x[i] - mx);
+        sum += (double)y[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+void rw_softmax(const float *x, float *y, int64_t n) {
+    if (rw_ops_use_avx512()) rw_softmax_avx512(x, y, n);
+    else rw_softmax_ref(x, y, n);
+}

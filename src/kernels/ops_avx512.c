@@ -1,0 +1,173 @@
+/* ops_avx512.c - AVX-512 twins of the ops.h kernels (see ops_int.h), written
+ * to follow ggml's vector code: its expf for SiLU and softmax, and for the
+ * recurrences the order of ggml_vec_dot_f32 (four 16-lane FMA accumulators
+ * over 64-element steps, reduced pairwise, the elements past the last
+ * multiple of 64 added one by one in double), ggml_vec_mad_f32 (FMA) and
+ * ggml_vec_scale_f32. Passes that ggml makes separately over the delta-rule
+ * state are fused here (scale with the first dot, update with the second):
+ * every element still sees the same operations in the same order. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/ops.h"
+#include "kernels/ops_int.h"
+#include "kernels/simd_avx512_int.h"
+
+void rw_silu_avx512(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, rw_silu16(_mm512_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void rw_softmax_avx512(const float *x, float *y, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    const __m512 vmx = _mm512_set1_ps(mx);
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = rw_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmx));
+        _mm512_storeu_ps(y + i, e);
+        sum += (double)_mm512_reduce_add_ps(e);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - mx);
+        sum += (double)y[i];
+    }
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), inv));
+    for (; i < n; i++) y[i] *= (float)(1.0 / sum);
+}
+
+void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs, float eps,
+                             float *y) {
+    for (int g = 0; g < n_groups; g++) {
+        const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
+        float *yg = y + (int64_t)g * gs;
+        const float scale = rw_rms_scale(xg, gs, eps);
+        const __m512 vs = _mm512_set1_ps(scale);
+        int i = 0;
+        for (; i + 16 <= gs; i += 16) {
+            const __m512 nx = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xg + i), vs), _mm512_loadu_ps(w + i));
+            _mm512_storeu_ps(yg + i, _mm512_mul_ps(nx, rw_silu16(_mm512_loadu_ps(zg + i))));
+        }
+        for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
+    }
+}
+
+/* row *= decay, returning dot(row, k) in ggml_vec_dot_f32's order. */
+static inline float scale_dot(float *row, float decay, const float *k, int n) {
+    const __m512 vd = _mm512_set1_ps(decay);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64) {
+        const __m512 r0 = _mm512_mul_ps(_mm512_loadu_ps(row + i), vd);
+        const __m512 r1 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 16), vd);
+        const __m512 r2 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 32), vd);
+        const __m512 r3 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 48), vd);
+        _mm512_storeu_ps(row + i, r0);
+        _mm512_storeu_ps(row + i + 16, r1);
+        _mm512_storeu_ps(row + i + 32, r2);
+        _mm512_storeu_ps(row + i + 48, r3);
+        a0 = _mm512_fmadd_ps(r0, _mm512_loadu_ps(k + i), a0);
+        a1 = _mm512_fmadd_ps(r1, _mm512_loadu_ps(k + i + 16), a1);
+        a2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(k + i + 32), a2);
+        a3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(k + i + 48), a3);
+    }
+    double sum = (double)rw_reduce4(a0, a1, a2, a3);
+    for (int i = np; i < n; i++) {
+        row[i] *= decay;
+        sum += (double)(row[i] * k[i]);
+    }
+    return (float)sum;
+}
+
+/* row += k * d (fused multiply-add, as ggml_vec_mad_f32), returning
+ * dot(row, q) in ggml_vec_dot_f32's order. */
+static inline float mad_dot(float *row, const float *k, float d, const float *q, int n) {
+    const __m512 vd = _mm512_set1_ps(d);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64) {
+        const __m512 r0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), vd, _mm512_loadu_ps(row + i));
+        const __m512 r1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16), vd, _mm512_loadu_ps(row + i + 16));
+        const __m512 r2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 32), vd, _mm512_loadu_ps(row + i + 32));
+        const __m512 r3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 48), vd, _mm512_loadu_ps(row + i + 48));
+        _mm512_storeu_ps(row + i, r0);
+        _mm512_storeu_ps(row + i + 16, r1);
+        _mm512_storeu_ps(row + i + 32, r2);
+        _mm512_storeu_ps(row + i + 48, r3);
+        a0 = _mm512_fmadd_ps(r0, _mm512_loadu_ps(q + i), a0);
+        a1 = _mm512_fmadd_ps(r1, _mm512_loadu_ps(q + i + 16), a1);
+        a2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(q + i + 32), a2);
+        a3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(q + i + 48), a3);
+    }
+    double sum = (double)rw_reduce4(a0, a1, a2, a3);
+    for (int i = np; i < n; i++) {
+        row[i] = fmaf(k[i], d, row[i]);
+        sum += (double)(row[i] * q[i]);
+    }
+    return (float)sum;
+}
+
+void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride,
+                               const float *k, int64_t k_stride, const float *v, int64_t v_stride, const float *g,
+                               int64_t g_stride, const float *beta, int64_t beta_stride, float scale, float *o,
+                               int64_t o_stride, float *scratch) {
+    float *d = scratch;
+    for (int64_t t = 0; t < n_t; t++) {
+        const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
+        const float decay = expf(g[t * g_stride]), b = beta[t * beta_stride];
+        float *ot = o + t * o_stride;
+        for (int j = 0; j < dv; j++) d[j] = (vt[j] - scale_dot(S + (int64_t)j * dk, decay, kt, dk)) * b;
+        for (int j = 0; j < dv; j++) ot[j] = mad_dot(S + (int64_t)j * dk, kt, d[j], qt, dk) * scale;
+    }
+}
+
+void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
+                             const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B,
+                             const float *C, int64_t bc_stride, float D, float *y, int64_t y_stride) {
+    const int np = ds & ~63;
+    for (int64_t t = 0; t < n_t; t++) {
+        const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
+        float *yt = y + t * y_stride;
+        const float dtp = rw_softplus1(dt[t * dt_stride] + dt_bias);
+        const float dA = expf(dtp * A);
+        const __m512 vdA = _mm512_set1_ps(dA);
+        for (int i = 0; i < hd; i++) {
+            float *si = state + (int64_t)i * ds;
+            const float xdt = xt[i] * dtp;
+            const __m512 vx = _mm512_set1_ps(xdt);
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (int s = 0; s < np; s += 64)
+                for (int c = 0; c < 4; c++) {
+                    const int at = s + 16 * c;
+                    const __m512 st = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(si + at), vdA),
+                                                    _mm512_mul_ps(_mm512_loadu_ps(Bt + at), vx));
+                    acc[c] = _mm512_fmadd_ps(st, _mm512_loadu_ps(Ct + at), acc[c]);
+                    _mm512_storeu_ps(si + at, st);
+                }
+            float sum = np ? rw_reduce4(acc[0], acc[1], acc[2], acc[3]) : 0.0f;
+            for (int s = np; s < ds; s++) {
+                const float v = si[s] * dA + Bt[s] * xdt;
+                sum += v * Ct[s];
+                si[s] = v;
+            }
+            yt[i] = sum + xt[i] * D;
+        }
+    }
+}
+
+void rw_f32_to_f16_row_avx512(const float *src, rw_f16 *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = rw_f32_to_f16(src[i]);
+}
+
+void rw_f16_to_f32_row_avx512(const rw_f16 *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+    for (; i < n; i++) dst[i] = rw_f16_to_f32(src[i]);
+}

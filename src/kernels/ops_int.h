@@ -1,0 +1,42 @@
+/* ops_int.h - private to src/kernels: the AVX-512 twins of the ops.h kernels
+ * (defined in ops_avx512.c, compiled with AVX-512 flags) that the dispatchers
+ * in ops_*.c call when the tier allows. Same contracts as the public
+ * functions of the same name without the suffix. */
+#ifndef RW_KERNELS_OPS_INT_H
+#define RW_KERNELS_OPS_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <math.h>
+
+#include "kernels/quant.h"
+
+/* True when the AVX-512 twins may run (the current kernel tier). */
+bool rw_ops_use_avx512(void);
+
+void rw_silu_avx512(const float *x, float *y, int64_t n);
+void rw_softmax_avx512(const float *x, float *y, int64_t n);
+void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs, float eps,
+                             float *y);
+void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride,
+                               const float *k, int64_t k_stride, const float *v, int64_t v_stride, const float *g,
+                               int64_t g_stride, const float *beta, int64_t beta_stride, float scale, float *o,
+                               int64_t o_stride, float *scratch);
+void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
+                             const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B,
+                             const float *C, int64_t bc_stride, float D, float *y, int64_t y_stride);
+void rw_f32_to_f16_row_avx512(const float *src, rw_f16 *dst, int64_t n);
+void rw_f16_to_f32_row_avx512(const rw_f16 *src, float *dst, int64_t n);
+
+/* The RMS scale of one group, as ggml_rms_norm: sum of squares in double,
+ * mean rounded to float, 1/sqrtf(mean + eps). Shared so that every norm in
+ * this folder rounds the same way. */
+static inline float rw_rms_scale(const float *x, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+#endif

@@ -1,0 +1,66 @@
+/* ops_ssm.c - the Mamba2 selective scan (ops.h): reference, dispatch, and
+ * the per-head parallel driver. State layout state[i*ds + s] per head, as
+ * llama.cpp's {d_state, head_dim, n_head}. */
+#include <math.h>
+
+#include "kernels/ops.h"
+#include "kernels/ops_int.h"
+
+void rw_ssm_scan_head_ref(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
+                          const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B, const float *C,
+                          int64_t bc_stride, float D, float *y, int64_t y_stride) {
+    for (int64_t t = 0; t < n_t; t++) {
+        const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
+        float *yt = y + t * y_stride;
+        const float dtp = rw_softplus1(dt[t * dt_stride] + dt_bias);
+        const float dA = expf(dtp * A);
+        for (int i = 0; i < hd; i++) {
+            float *si = state + (int64_t)i * ds;
+            const float xdt = xt[i] * dtp;
+            float sum = 0.0f;
+            for (int s = 0; s < ds; s++) {
+                const float v = si[s] * dA + Bt[s] * xdt;
+                sum += v * Ct[s];
+                si[s] = v;
+            }
+            yt[i] = sum + xt[i] * D;
+        }
+    }
+}
+
+void rw_ssm_scan_head(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride, const float *dt,
+                      int64_t dt_stride, float dt_bias, float A, const float *B, const float *C, int64_t bc_stride,
+                      float D, float *y, int64_t y_stride) {
+    if (rw_ops_use_avx512())
+        rw_ssm_scan_head_avx512(state, hd, ds, n_t, x, x_stride, dt, dt_stride, dt_bias, A, B, C, bc_stride, D, y,
+                                y_stride);
+    else
+        rw_ssm_scan_head_ref(state, hd, ds, n_t, x, x_stride, dt, dt_stride, dt_bias, A, B, C, bc_stride, D, y,
+                             y_stride);
+}
+
+typedef struct {
+    float *states, *y;
+    const float *x, *dt, *dt_bias, *A, *B, *C, *D;
+    int64_t n_t, x_stride, dt_stride, bc_stride, y_stride;
+    int n_head, n_group, hd, ds;
+} ssm_job;
+
+static void ssm_task(void *p, int64_t task, int thread) {
+    const ssm_job *j = p;
+    const int h = (int)task, g = h / (j->n_head / j->n_group);
+    rw_ssm_scan_head(j->states + (int64_t)h * j->hd * j->ds, j->hd, j->ds, j->n_t, j->x + (int64_t)h * j->hd,
+                     j->x_stride, j->dt + h, j->dt_stride, j->dt_bias ? j->dt_bias[h] : 0.0f, j->A[h],
+                     j->B + (int64_t)g * j->ds, j->C + (int64_t)g * j->ds, j->bc_stride, j->D ? j->D[h] : 0.0f,
+                     j->y + (int64_t)h * j->hd, j->y_stride);
+}
+
+void rw_ssm_scan(float *states, int n_head, int n_group, int hd, int ds, int64_t n_t, const float *x,
+                 int64_t x_stride, const float *dt, int64_t dt_stride, const float *dt_bias, const float *A,
+                 const float *B, const float *C, int64_t bc_stride, const float *D, float *y, int64_t y_stride,
+                 rw_threadpool *pool) {
+    ssm_job j = {.states = states, .y = y, .x = x, .dt = dt, .dt_bias = dt_bias, .A = A, .B = B, .C = C, .D = D,
+                 .n_t = n_t, .x_stride = x_stride, .dt_stride = dt_stride, .bc_stride = bc_stride,
+                 .y_stride = y_stride, .n_head = n_head, .n_group = n_group, .hd = hd, .ds = ds};
+    rw_threadpool_run(pool, ssm_task, &j, n_head);
+}

@@ -1,0 +1,47 @@
+/* simd_avx512_int.h - private to src/kernels, included only by *_avx512.c
+ * files: 16-lane helpers that reproduce ggml's CPU vector arithmetic, so that
+ * kernels built on them round as llama.cpp's do. */
+#ifndef RW_KERNELS_SIMD_AVX512_INT_H
+#define RW_KERNELS_SIMD_AVX512_INT_H
+
+#include <immintrin.h>
+#include <math.h>
+
+/* exp(x), 16 lanes, with the vector expf algorithm of Arm's
+ * optimized-routines that ggml's CPU backend uses (ggml_v_expf): n =
+ * round(x / ln 2) by the 1.5 * 2^23 shift, b = x - n ln 2 with ln 2 split in
+ * two, exp(b) by a degree-5 polynomial in the pairwise order below, scaled
+ * by 2^n. Lanes with |n| > 192 give 0 (x < 0) or +inf. About 1 ulp. */
+static inline __m512 rw_exp16(__m512 x) {
+    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+    const __m512 n = _mm512_sub_ps(z, shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)),
+                                      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+    const __m512 poly = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    __m512 r = _mm512_scalef_ps(poly, n);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (big) {
+        const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        r = _mm512_mask_mov_ps(r, big & neg, _mm512_setzero_ps());
+        r = _mm512_mask_mov_ps(r, big & ~neg, _mm512_set1_ps(INFINITY));
+    }
+    return r;
+}
+
+/* silu(x) = x / (1 + exp(-x)) as ggml_v_silu. */
+static inline __m512 rw_silu16(__m512 x) {
+    const __m512 e = rw_exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+/* The final reduction of ggml_vec_dot_f32's four accumulators:
+ * (a0 + a2) + (a1 + a3), then across the lanes. */
+static inline float rw_reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+}
+
+#endif
