@@ -9,31 +9,8 @@
  */
 #include <math.h>
 
-#include "kernels/ops_model.h"
+#include "kernels/ops.h"
 #include "models/model_int.h"
-
-/* One task = one (token, query head) pair. */
-typedef struct {
-    const rw_model *m;
-    const rw_kv_cache *kv;
-    int il;
-    int64_t pos0;
-    float scale;
-} attend_ctx;
-
-static void attend_task(void *p, int64_t task, int thread) {
-    const attend_ctx *c = p;
-    const rw_model_hparams *hp = &c->m->hp;
-    const mdl_scratch *sc = &c->m->sc;
-    const int64_t t = task / hp->n_head;
-    const int h = (int)(task % hp->n_head), kvh = h / (hp->n_head / hp->n_head_kv);
-    const bool f16 = rw_kv_get_config(c->kv)->type == RW_KV_F16;
-    rw_attn_head(sc->q + t * hp->n_head * hp->head_dim_k + (int64_t)h * hp->head_dim_k,
-                 rw_kv_k_head(c->kv, c->il, kvh), rw_kv_v_head(c->kv, c->il, kvh), rw_kv_capacity(c->kv), f16,
-                 c->pos0 + t + 1,
-                 hp->head_dim_k, hp->head_dim_v, c->scale, sc->scores + (int64_t)thread * sc->ctx_cap,
-                 sc->att + t * hp->n_head * hp->head_dim_v + (int64_t)h * hp->head_dim_v);
-}
 
 static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
     if (!b) return;
@@ -48,7 +25,6 @@ rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_la
     const int64_t n = b->n;
     const int hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t dq = (int64_t)hp->n_head * hdk, dk = (int64_t)hp->n_head_kv * hdk, dv = (int64_t)hp->n_head_kv * hdv;
-    (void)hdv;
     rw_status st;
     if ((st = mdl_matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
         (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
@@ -72,8 +48,19 @@ rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_la
         }
     }
     if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;
-    attend_ctx ac = {.m = m, .kv = s->kv, .il = il, .pos0 = b->pos0, .scale = 1.0f / sqrtf((float)hdk)};
-    rw_threadpool_run(b->pool, attend_task, &ac, n * hp->n_head);
+    /* The cache's per-head strides: K [head][capacity][hd_k], V transposed
+     * [head][hd_v][capacity] (cache/kv.h). */
+    const int64_t cap = rw_kv_capacity(s->kv);
+    const rw_attn_kv kv = {
+        .k = rw_kv_k_head(s->kv, il, 0),
+        .vt = rw_kv_v_head(s->kv, il, 0),
+        .k_head_stride = cap * hdk,
+        .v_head_stride = cap * hdv,
+        .v_stride = cap,
+        .f16 = rw_kv_get_config(s->kv)->type == RW_KV_F16,
+    };
+    rw_attn_causal(&kv, sc->q, dq, b->pos0, n, hp->n_head, hp->n_head_kv, hdk, hdv, 1.0f / sqrtf((float)hdk), sc->att,
+                   (int64_t)hp->n_head * hdv, sc->scores, b->pool);
     if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, L->bo, n, hp->n_embd);
     return RW_OK;
