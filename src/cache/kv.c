@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ops.h"
 #include "kernels/quant.h"
 
 #define KV_MIN_CAPACITY 256
@@ -119,8 +120,7 @@ static void put(void *dst, size_t elem, size_t off, size_t jstride, const float 
         float *d = (float *)dst + off;
         for (int j = 0; j < n; j++) d[(size_t)j * jstride] = x[j];
     } else {
-        rw_f16 *d = (rw_f16 *)dst + off;
-        for (int j = 0; j < n; j++) d[(size_t)j * jstride] = rw_f32_to_f16(x[j]);
+        rw_f32_to_f16_row(x, (rw_f16 *)dst + off, (int64_t)jstride, n);
     }
 }
 
