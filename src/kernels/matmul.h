@@ -69,6 +69,21 @@ rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
                            const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows,
                            int64_t n_rows, rw_threadpool *pool, rw_error *err);
 
+/* Grouped form (MoE experts in one call): group g multiplies the weights at
+ * groups[g].data (same type, n_in, n_out and row stride as w; w->data is
+ * not used) with its rows of x, exactly as rw_matmul_gather would, and all
+ * groups share one conversion pass and one parallel dispatch (decode runs
+ * many small expert matmuls). No y row may be written by two groups. */
+typedef struct {
+    const void *data;      /* this group's weight rows (e.g. one expert of a 3-D tensor) */
+    const int32_t *x_rows; /* rows of x it reads (NULL: 0..n_rows-1) */
+    const int32_t *y_rows; /* rows of y it writes (NULL: 0..n_rows-1) */
+    int64_t n_rows;
+} rw_matmul_group;
+
+rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,
+                            int64_t x_stride, float *y, int64_t y_stride, rw_threadpool *pool, rw_error *err);
+
 /* ---- Kernel tiers ---------------------------------------------------- */
 
 typedef enum {

@@ -8,8 +8,8 @@
  *      row counts and row lengths, within TOL (relative to the largest
  *      output of the row);
  *   3. batch invariance, bitwise, in every tier: a row's output alone equals
- *      its output inside batches of 1..300 rows, at any position, gathered or
- *      not, with 1, 2 or 3 threads;
+ *      its output inside batches of 1..300 rows, at any position, gathered,
+ *      grouped with another matrix (MoE) or not, with 1, 2 or 3 threads;
  *   4. argument errors.
  * Weights are random bytes with sane scales, so every quant pattern occurs.
  */
@@ -207,15 +207,18 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
     int64_t n_in = block_len(t) == 32 ? 160 : 256, n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
-    void *wdata = make_weights(t, n_out, n_in, &rb);
-    rw_matrix w = {t, wdata, n_in, n_out, 0};
+    void *wdata = make_weights(t, n_out, n_in, &rb), *wdata2 = make_weights(t, n_out, n_in, &rb);
+    rw_matrix w = {t, wdata, n_in, n_out, 0}, w2 = {t, wdata2, n_in, n_out, 0};
     float *x = make_x(max_rows, n_in);
     float *alone = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+    float *alone2 = malloc(sizeof(float) * (size_t)(max_rows * n_out)); /* with the second matrix */
     float *y = malloc(sizeof(float) * (size_t)(2 * max_rows * n_out));
     int32_t *xr = malloc(sizeof(int32_t) * (size_t)max_rows), *yr = malloc(sizeof(int32_t) * (size_t)max_rows);
     rw_error err;
-    for (int64_t r = 0; r < max_rows; r++) /* each row alone, one thread */
+    for (int64_t r = 0; r < max_rows; r++) { /* each row alone, one thread */
         CHECK(rw_matmul(&w, x + r * n_in, n_in, 1, alone + r * n_out, n_out, NULL, &err) == RW_OK);
+        CHECK(rw_matmul(&w2, x + r * n_in, n_in, 1, alone2 + r * n_out, n_out, NULL, &err) == RW_OK);
+    }
     bool ok = true;
     for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
         int64_t n_rows = rows_list[ri];
@@ -235,13 +238,24 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
             for (int64_t r = 0; r < n_rows; r++)
                 ok &= !memcmp(y + (2 * r + 1) * n_out, alone + (n_rows - 1 - r) * n_out,
                               sizeof(float) * (size_t)n_out);
+            /* grouped (MoE-like): even rows through w, an empty group, odd rows through w2 */
+            int64_t n_even = (n_rows + 1) / 2;
+            for (int64_t r = 0; r < n_rows; r++) {
+                xr[r] = (int32_t)(r < n_even ? 2 * r : 2 * (r - n_even) + 1);
+                yr[r] = xr[r];
+            }
+            rw_matmul_group groups[3] = {{wdata, xr, yr, n_even}, {wdata2, NULL, NULL, 0},
+                                         {wdata2, xr + n_even, yr + n_even, n_rows - n_even}};
+            CHECK(rw_matmul_grouped(&w, groups, 3, x, n_in, y, n_out, pools[th], &err) == RW_OK);
+            for (int64_t r = 0; r < n_rows; r++)
+                ok &= !memcmp(y + r * n_out, (r % 2 ? alone2 : alone) + r * n_out, sizeof(float) * (size_t)n_out);
             CHECK_MSG(ok, "%s %s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
                       rw_dtype_name(t), (long long)n_rows, th + 1);
             if (!ok) goto done;
         }
     }
 done:
-    free(wdata), free(x), free(alone), free(y), free(xr), free(yr);
+    free(wdata), free(wdata2), free(x), free(alone), free(alone2), free(y), free(xr), free(yr);
 }
 
 static void check_errors(void) {
