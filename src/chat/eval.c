@@ -151,7 +151,7 @@ static rw_status get_slice(render *r, const node *n, value obj, value *bounds, v
 
 static bool is_number(const value *v) { return v->t == V_INT || v->t == V_FLOAT || v->t == V_BOOL; }
 static double as_double(const value *v) { return v->t == V_FLOAT ? v->f : v->t == V_INT ? (double)v->i : (double)v->b; }
-static int64_t as_int(const value *v) { return v->t == V_INT ? v->i : v->b; }
+static int64_t as_int(const value *v) { return v->t == V_INT ? v->i : v->t == V_BOOL ? (int64_t)v->b : 0; }
 
 static rw_status contains(render *r, const node *n, value needle, value hay, bool *out) {
     *out = false;
