@@ -70,8 +70,8 @@ $(BUILD)/obj/%.o: %.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 test: setup-check
-	$(MAKE) all
-	$(MAKE) all BUILD=build-asan OPT=-O1 SAN="$(SAN_FLAGS)"
+	$(MAKE) -j2 all
+	$(MAKE) -j2 all BUILD=build-asan OPT=-O1 SAN="$(SAN_FLAGS)"
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  scripts/run-tests.sh build build-asan
 
@@ -80,7 +80,7 @@ test-fast: all
 	scripts/run-tests.sh build
 
 demo: setup
-	$(MAKE) all
+	$(MAKE) -j2 all
 	scripts/demo.sh
 
 bench: all
