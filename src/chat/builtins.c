@@ -495,8 +495,9 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             value s = v_from_sbuf(r, &sb);
             *out = strip(s, NULL, true, true);
         }
-    } else if (!strcmp(f, "items")) {
-        st = items_of(r, in, 0, out);
+    } else if (!strcmp(f, "items")) { /* Undefined gives nothing; anything else but a dict is an error */
+        if (in.t != V_DICT && in.t != V_UNDEF) st = r_fail(r, n->line, "items: can only get item pairs from a mapping, not %s", v_type_name(in.t));
+        else st = items_of(r, in, 0, out);
     } else if (!strcmp(f, "string")) {
         st = v_to_str(r, &sb, &in);
         *out = v_from_sbuf(r, &sb);

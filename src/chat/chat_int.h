@@ -167,6 +167,7 @@ rw_status v_to_str(render *r, sbuf *b, const value *v);  /* Python str() */
 rw_status v_repr(render *r, sbuf *b, const value *v);    /* Python repr() */
 rw_status v_tojson(render *r, sbuf *b, const value *v, int indent, int level);
 value v_from_sbuf(render *r, sbuf *b);                   /* the buffer's text as a value */
+bool rw_chat__printable(uint32_t cp); /* Python's str.isprintable() of one code point (unicode_printable.c) */
 const char *v_type_name(vtype t);
 
 /* ---- render state and errors ---- */

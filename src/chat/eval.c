@@ -343,6 +343,16 @@ static rw_status call_macro(render *r, const node *call, const node *m, value *a
     return st ? st : r->err->code;
 }
 
+/* Jinja's default Undefined fails on attribute and item access: `x.y` with
+ * x undefined (a missing variable, key or index) is an error, not another
+ * Undefined. The message names what was undefined where it can. */
+static rw_status undefined_access(render *r, const node *n) {
+    const node *obj = n->a;
+    if (obj->kind == N_NAME) return r_fail(r, n->line, "'%s' is undefined", obj->s);
+    if (obj->kind == N_ATTR) return r_fail(r, n->line, "'%s' is undefined (no such attribute or key)", obj->s);
+    return r_fail(r, n->line, "attribute or item of an undefined value");
+}
+
 /* ---- expressions ---- */
 
 rw_status rw_chat__eval(render *r, const node *n, value *out) {
@@ -371,16 +381,19 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
         break;
     case N_ATTR:
         st = rw_chat__eval(r, n->a, &a);
+        if (!st && a.t == V_UNDEF) st = undefined_access(r, n);
         if (!st) st = get_attr(r, n, a, n->s, out);
         break;
     case N_INDEX:
         st = rw_chat__eval(r, n->a, &a);
+        if (!st && a.t == V_UNDEF) st = undefined_access(r, n);
         if (!st) st = rw_chat__eval(r, n->b, &b);
         if (!st) st = get_index(r, n, a, b, out);
         break;
     case N_SLICE: {
         value bounds[3] = {v_undef(), v_undef(), v_undef()};
         st = rw_chat__eval(r, n->a, &a);
+        if (!st && a.t == V_UNDEF) st = undefined_access(r, n);
         const node *parts[3] = {n->b, n->c, n->d};
         for (int k = 0; k < 3 && !st; k++)
             if (parts[k]) st = rw_chat__eval(r, parts[k], &bounds[k]);

@@ -46,7 +46,11 @@ static int count_lines(const char *s, size_t n) {
 /* Decodes a quoted string literal starting at lx->pos (the quote). */
 static rw_status lex_string(lexer *lx) {
     char q = lx->src[lx->pos++];
-    char *buf = rw_arena_alloc(lx->a, lx->len - lx->pos + 1);
+    /* The decoded text is never longer than the quoted source (every escape
+     * shrinks or keeps its length), so size the buffer by the raw literal. */
+    size_t raw = 0;
+    while (lx->pos + raw < lx->len && lx->src[lx->pos + raw] != q) raw += lx->src[lx->pos + raw] == '\\' ? 2 : 1;
+    char *buf = rw_arena_alloc(lx->a, raw + 1);
     if (!buf) return rw_errorf(lx->err, RW_ERR_NOMEM, "template: out of memory");
     size_t n = 0;
     while (lx->pos < lx->len && lx->src[lx->pos] != q) {

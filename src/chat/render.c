@@ -24,8 +24,25 @@ rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template *
     *out = NULL;
     rw_chat_template *t = calloc(1, sizeof *t);
     if (!t) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    /* Text tokens point into the source, so the template keeps its own copy:
+     * the caller may free src (or close the GGUF it came from) right away. */
+    char *own = rw_arena_strndup(&t->arena, src, len);
+    if (!own) {
+        rw_chat_template_free(t);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    /* Jinja turns every \r\n and lone \r of the source into \n (text and
+     * string literals alike) before lexing. */
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (own[i] == '\r') {
+            own[n++] = '\n';
+            if (i + 1 < len && own[i + 1] == '\n') i++;
+        } else own[n++] = own[i];
+    }
+    len = n;
     token_list tl = {0};
-    rw_status s = rw_chat__lex(src, len, &t->arena, &tl, err);
+    rw_status s = rw_chat__lex(own, len, &t->arena, &tl, err);
     if (!s) s = rw_chat__parse(&tl, &t->arena, &t->root, err);
     free(tl.v);
     if (s) {

@@ -235,20 +235,47 @@ static void float_repr(double f, char *out, size_t cap) {
     }
 }
 
-/* Python repr() of a str: single quotes unless the text has ' and no ". */
+/* Decodes the UTF-8 sequence at s[i] (i < n): returns its length and sets
+ * *cp, or returns 0 for a malformed byte. */
+static size_t utf8_decode(const unsigned char *s, size_t n, size_t i, uint32_t *cp) {
+    unsigned c = s[i];
+    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!len || i + len > n) return 0;
+    uint32_t v = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+    for (size_t k = 1; k < len; k++) {
+        if ((s[i + k] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (s[i + k] & 0x3f);
+    }
+    *cp = v;
+    return len;
+}
+
+/* Python repr() of a str: single quotes unless the text has ' and no ";
+ * control and other non-printable characters as \xNN, \uNNNN, \UNNNNNNNN. */
 static rw_status str_repr(render *r, sbuf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
     rw_status st = sb_put(r, b, &q, 1);
-    for (size_t i = 0; i < n && !st; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        if (c == (unsigned char)q || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; st = sb_put(r, b, esc, 2); }
-        else if (c == '\n') st = sb_cstr(r, b, "\\n");
-        else if (c == '\r') st = sb_cstr(r, b, "\\r");
-        else if (c == '\t') st = sb_cstr(r, b, "\\t");
-        else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); st = sb_cstr(r, b, esc); }
-        else st = sb_put(r, b, (const char *)&s[i], 1);
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n && !st;) {
+        uint32_t cp;
+        size_t len = utf8_decode(u, n, i, &cp);
+        char esc[16];
+        if (!len) { /* not UTF-8 (only a template literal can hold such bytes): as is */
+            st = sb_put(r, b, s + i, 1);
+            i++;
+            continue;
+        }
+        if (cp == (unsigned char)q || cp == '\\') { esc[0] = '\\'; esc[1] = (char)cp; st = sb_put(r, b, esc, 2); }
+        else if (cp == '\n') st = sb_cstr(r, b, "\\n");
+        else if (cp == '\r') st = sb_cstr(r, b, "\\r");
+        else if (cp == '\t') st = sb_cstr(r, b, "\\t");
+        else if (rw_chat__printable(cp)) st = sb_put(r, b, s + i, len);
+        else {
+            snprintf(esc, sizeof esc, cp <= 0xff ? "\\x%02x" : cp <= 0xffff ? "\\u%04x" : "\\U%08x", (unsigned)cp);
+            st = sb_cstr(r, b, esc);
+        }
+        i += len;
     }
     if (!st) st = sb_put(r, b, &q, 1);
     return st;
@@ -315,7 +342,7 @@ static rw_status json_str(render *r, sbuf *b, const char *s, size_t n) {
         else if (c == '\t') esc = "\\t";
         else if (c == '\b') esc = "\\b";
         else if (c == '\f') esc = "\\f";
-        else if (c < 0x20 || c == 0x7f) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; }
+        else if (c < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; }
         if (esc) {
             st = sb_put(r, b, s + run, i - run);
             if (!st) st = sb_cstr(r, b, esc);
@@ -338,7 +365,7 @@ rw_status v_tojson(render *r, sbuf *b, const value *v, int indent, int level) {
     rw_status st = RW_OK;
     const char *item_sep = indent >= 0 ? "," : ", ";
     switch (v->t) {
-    case V_NONE: case V_UNDEF: st = sb_cstr(r, b, "null"); break;
+    case V_NONE: st = sb_cstr(r, b, "null"); break;
     case V_BOOL: st = sb_cstr(r, b, v->b ? "true" : "false"); break;
     case V_INT: case V_FLOAT: {
         char tmp[64];

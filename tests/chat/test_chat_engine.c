@@ -57,6 +57,13 @@ int main(void) {
     EXPECT("{{ \"it's\" ~ 1 ~ none }}", NULL, "it's1None");
     EXPECT("{{ [\"it's\"] }}", NULL, "[\"it's\"]");
 
+    /* repr() escapes what Python's str.isprintable() rejects; json.dumps only controls below 0x20 */
+    EXPECT("{{ ['a\xc2\xa0" "b', 'z\xe2\x80\x8b" "w', 'c\x01', 'd\x7f', '\xf0\x9f\x98\x80', 'e\xcc\x81', 'tab\t'] }}", NULL,
+           "['a\\xa0" "b', 'z\\u200b" "w', 'c\\x01', 'd\\x7f', '\xf0\x9f\x98\x80', 'e\xcc\x81', 'tab\\t']");
+    EXPECT("{{ ['x\x7f" "y', 'c\x01'] | tojson }}", NULL, "[\"x\x7f" "y\", \"c\\u0001\"]");
+    /* \r\n and lone \r in the source are read as \n, as Jinja's lexer does */
+    EXPECT("a\r\nb\rc{{ 'x\r\ny' | length }}\r\n", NULL, "a\nb\nc3");
+
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
     EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
@@ -121,6 +128,12 @@ int main(void) {
     expect_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
                  "{% endfor %}{{ ns.s }}", "MiB");
     expect_error("{{ 'unterminated }}", "unterminated");
+    /* attribute or item access on an undefined value fails, as Jinja's default Undefined does */
+    expect_error("{{ nothing.attr }}", "'nothing' is undefined");
+    expect_error("{{ messages[5].role }}", "undefined");
+    expect_error("{{ {}.a.b is defined }}", "'a' is undefined");
+    expect_error("{% for k, v in 'ab' | items %}{% endfor %}", "mapping");
+    EXPECT("{{ ({}.a) is defined }}|{{ [][0] }}|{{ nothing | items | list }}", NULL, "False||[]");
     {
         char deep[2000];
         size_t n = 0;
@@ -132,5 +145,23 @@ int main(void) {
         expect_error(deep, "deeply");
     }
     CHECK(!strncmp(render("x", "not json"), "ERROR: messages: invalid JSON", 29));
+
+    /* the template keeps its own copy of the source: the caller may free it right after parsing */
+    {
+        const char *text = "A{% for m in messages %}[{{ m.role }}]{% endfor %}\n  {%- if true %} B{% endif %}";
+        char *src = strdup(text);
+        rw_chat_template *t = NULL;
+        rw_error err = {0};
+        CHECK(src && rw_chat_template_parse(src, strlen(src), &t, &err) == RW_OK);
+        memset(src, '#', strlen(src));
+        free(src);
+        rw_chat_render_opts o = {.messages_json = "[{\"role\":\"user\"}]", .enable_thinking = -1};
+        char *out = NULL;
+        size_t len = 0;
+        CHECK(t && rw_chat_template_render(t, &o, &out, &len, &err) == RW_OK);
+        CHECK_MSG(out && !strcmp(out, "A[user] B"), "got [%s]", out ? out : "(null)");
+        free(out);
+        rw_chat_template_free(t);
+    }
     return rw_test_done();
 }
