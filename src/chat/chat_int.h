@@ -75,6 +75,7 @@ typedef enum {
     N_TEST,     /* a is [not] s(kids...); neg */
     N_UNARY,    /* op a */
     N_BINARY,   /* a op b */
+    N_COMPARE,  /* kids[0] names[0] kids[1] names[1] kids[2]...: a chain of comparisons */
     N_AND,
     N_OR,
     N_NOT,

@@ -442,6 +442,18 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
         if (!st) st = rw_chat__eval(r, n->b, &b);
         if (!st) st = binary(r, n, a, b, out);
         break;
+    case N_COMPARE: { /* a < b < c: each operand evaluated once, stops at the first false */
+        st = rw_chat__eval(r, n->kids[0], &a);
+        for (size_t i = 0; i < n->n_names && !st; i++) {
+            st = rw_chat__eval(r, n->kids[i + 1], &b);
+            node op = *n;
+            op.s = n->names[i];
+            if (!st) st = binary(r, &op, a, b, out);
+            if (st || !v_truthy(out)) break;
+            a = b;
+        }
+        break;
+    }
     case N_AND: /* returns an operand, as Python */
         st = rw_chat__eval(r, n->a, &a);
         if (!st) {

@@ -1,6 +1,8 @@
-/* parser.c - tokens to a syntax tree (recursive descent, Jinja's grammar and
- * precedence: if-else < or < and < not < comparisons/in/is < ~ < + - <
- * * / // % < ** < unary minus < postfix (. [] () | filters)). */
+/* parser.c - tokens to a syntax tree (recursive descent, Jinja2 3.1's grammar
+ * and precedence: if-else < or < and < not < comparisons and in (chained as
+ * in Python) < + - < ~ < * / // % < ** < unary minus < filters and tests <
+ * postfix (. [] ()). Unary minus takes a primary with its postfix only, so
+ * -x|abs is (-x)|abs, as in Jinja. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -298,10 +300,12 @@ static node *parse_filters(parser *p, node *e) {
             if (tok_is(t, TK_OP, "(")) {
                 next(p);
                 if (!parse_args(p, n)) return NULL;
-            } else if (t->kind == TK_STRING || t->kind == TK_INT || t->kind == TK_FLOAT ||
+            } else if (t->kind == TK_STRING || t->kind == TK_INT || t->kind == TK_FLOAT || tok_is(t, TK_OP, "[") ||
+                       tok_is(t, TK_OP, "{") ||
                        (t->kind == TK_NAME && !tok_is(t, TK_NAME, "and") && !tok_is(t, TK_NAME, "or") &&
-                        !tok_is(t, TK_NAME, "else") && !tok_is(t, TK_NAME, "if") && !tok_is(t, TK_NAME, "in") &&
-                        !tok_is(t, TK_NAME, "is") && !tok_is(t, TK_NAME, "not"))) {
+                        !tok_is(t, TK_NAME, "else"))) {
+                /* one argument without parentheses (`is divisibleby 3`, `is in [..]`), as Jinja reads it */
+                if (tok_is(t, TK_NAME, "is")) return fail(p, "cannot chain multiple tests with 'is'");
                 node *arg = parse_postfix(p, parse_primary(p));
                 if (!arg) return NULL;
                 kid_buf *kb = rw_arena_alloc(p->a, sizeof *kb);
@@ -310,12 +314,19 @@ static node *parse_filters(parser *p, node *e) {
                 kb_store(p, kb, n, true);
             }
             e = n;
+        } else if (is_op(p, "(")) { /* a call on a filter's or test's result */
+            next(p);
+            node *n = mk(p, N_CALL);
+            if (!n) return NULL;
+            n->a = e;
+            if (!parse_args(p, n)) return NULL;
+            e = n;
         } else break;
     }
     return e;
 }
 
-static node *parse_unary(parser *p) {
+static node *parse_unary(parser *p, bool with_filters) {
     if (++p->depth > MAX_NESTING) return fail(p, "expression nested too deeply");
     node *r;
     if (is_op(p, "-") || is_op(p, "+")) {
@@ -323,11 +334,13 @@ static node *parse_unary(parser *p) {
         node *n = mk(p, N_UNARY);
         if (!n) return NULL;
         n->s = op;
-        n->a = parse_unary(p);
+        n->a = parse_unary(p, false);
         r = n->a ? n : NULL;
     } else {
-        r = parse_filters(p, parse_postfix(p, parse_primary(p)));
+        r = parse_primary(p);
     }
+    r = parse_postfix(p, r);
+    if (with_filters) r = parse_filters(p, r);
     p->depth--;
     return r;
 }
@@ -343,10 +356,10 @@ static node *binary(parser *p, const char *op, node *a, node *b) {
 }
 
 static node *parse_pow(parser *p) {
-    node *e = parse_unary(p);
+    node *e = parse_unary(p, true);
     while (e && is_op(p, "**")) {
         next(p);
-        e = binary(p, "**", e, parse_unary(p));
+        e = binary(p, "**", e, parse_unary(p, true));
     }
     return e;
 }
@@ -360,28 +373,34 @@ static node *parse_mul(parser *p) {
     return e;
 }
 
-static node *parse_add(parser *p) {
-    node *e = parse_mul(p);
-    while (e && (is_op(p, "+") || is_op(p, "-"))) {
-        const char *op = next(p)->s;
-        e = binary(p, op, e, parse_mul(p));
-    }
-    return e;
-}
-
 static node *parse_concat(parser *p) {
-    node *e = parse_add(p);
+    node *e = parse_mul(p);
     while (e && is_op(p, "~")) {
         next(p);
-        e = binary(p, "~", e, parse_add(p));
+        e = binary(p, "~", e, parse_mul(p));
     }
     return e;
 }
 
-static node *parse_compare(parser *p) {
+static node *parse_add(parser *p) {
     node *e = parse_concat(p);
+    while (e && (is_op(p, "+") || is_op(p, "-"))) {
+        const char *op = next(p)->s;
+        e = binary(p, op, e, parse_concat(p));
+    }
+    return e;
+}
+
+/* a < b <= c is (a < b) and (b <= c) with b evaluated once: one comparison
+ * is an N_BINARY, a chain an N_COMPARE (kids = operands, names = operators). */
+static node *parse_compare(parser *p) {
+    node *e = parse_add(p);
+    if (!e) return NULL;
+    node *operands[64];
+    const char *ops[63];
+    size_t n = 0;
+    operands[0] = e;
     for (;;) {
-        if (!e) return NULL;
         const char *op = NULL;
         if (is_op(p, "==") || is_op(p, "!=") || is_op(p, "<") || is_op(p, ">") || is_op(p, "<=") || is_op(p, ">="))
             op = next(p)->s;
@@ -392,9 +411,24 @@ static node *parse_compare(parser *p) {
             next(p);
             next(p);
             op = "not in";
-        } else return e;
-        e = binary(p, op, e, parse_concat(p));
+        } else break;
+        if (n == 63) return fail(p, "comparison chain too long");
+        ops[n] = op;
+        operands[++n] = parse_add(p);
+        if (!operands[n]) return NULL;
     }
+    if (n == 0) return e;
+    if (n == 1) return binary(p, ops[0], operands[0], operands[1]);
+    node *c = mk(p, N_COMPARE);
+    if (!c) return NULL;
+    c->kids = rw_arena_calloc(p->a, n + 1, sizeof *c->kids);
+    c->names = rw_arena_calloc(p->a, n, sizeof *c->names);
+    if (!c->kids || !c->names) return fail(p, "out of memory");
+    memcpy(c->kids, operands, (n + 1) * sizeof *operands);
+    memcpy(c->names, ops, n * sizeof *ops);
+    c->n_kids = n + 1;
+    c->n_names = n;
+    return c;
 }
 
 static node *parse_not(parser *p) {
