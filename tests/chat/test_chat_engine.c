@@ -64,6 +64,12 @@ int main(void) {
     /* \r\n and lone \r in the source are read as \n, as Jinja's lexer does */
     EXPECT("a\r\nb\rc{{ 'x\r\ny' | length }}\r\n", NULL, "a\nb\nc3");
 
+    /* Jinja's precedence: ~ binds tighter than + and -, unary minus before filters; chained comparisons */
+    EXPECT("{{ 1 + 2 ~ 3 if false else 'x' ~ 2 * 3 }}|{{ -3 | abs }}|{{ -'ab' | length if false else 1 }}", NULL, "x6|3|1");
+    expect_error("{{ 1 + 2 ~ 3 }}", "unsupported operand");
+    EXPECT("{{ 1 < 2 < 3 }}{{ 3 > 2 > 2 }}{{ 1 == 1 in [True] }}{{ '' == 1 < [] }}", NULL, "TrueFalseTrueFalse");
+    EXPECT("{{ 2 is in [1, 2] }}{{ 'k' is in {'k': 1} }}{{ 6 is divisibleby 3 }}", NULL, "TrueTrueTrue");
+
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
     EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
