@@ -26,6 +26,7 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
 
 void rw_model_free(rw_model *m) {
     if (!m) return;
+    if (m->arch && m->arch->free_ext) m->arch->free_ext(m);
     mdl_scratch_free(&m->sc);
     free(m->layers);
     free(m);
@@ -53,6 +54,14 @@ rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ct
         free(s);
         return st;
     }
+    if (m->arch->rec_state_floats) {
+        s->rec_floats = m->arch->rec_state_floats(m);
+        s->rec = calloc(s->rec_floats ? s->rec_floats : 1, sizeof *s->rec);
+        if (!s->rec) {
+            rw_model_seq_free(s);
+            return rw_errorf(err, RW_ERR_NOMEM, "out of memory for the recurrent state");
+        }
+    }
     *out = s;
     return RW_OK;
 }
@@ -60,6 +69,7 @@ rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ct
 void rw_model_seq_free(rw_model_seq *s) {
     if (!s) return;
     rw_kv_free(s->kv);
+    free(s->rec);
     free(s);
 }
 
@@ -71,5 +81,14 @@ rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err) {
     if (n < 0 || n > rw_kv_length(s->kv))
         return rw_errorf(err, RW_ERR_RANGE, "cannot truncate a sequence of %lld tokens to %lld",
                          (long long)rw_kv_length(s->kv), (long long)n);
+    if (s->rec && n != rw_kv_length(s->kv)) {
+        /* A recurrent state cannot be cut back: only a full reset is exact
+         * here. Rewinding to any token (checkpoints + replay) is the cache
+         * layer's job and not implemented yet. */
+        if (n != 0)
+            return rw_errorf(err, RW_ERR_UNSUPPORTED, "rewinding a hybrid model's sequence to %lld of %lld tokens is not "
+                             "supported yet (only a reset to 0)", (long long)n, (long long)rw_kv_length(s->kv));
+        memset(s->rec, 0, s->rec_floats * sizeof *s->rec);
+    }
     return rw_kv_set_length(s->kv, n, err);
 }

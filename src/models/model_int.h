@@ -70,11 +70,14 @@ struct rw_model {
     const float *rope_freqs;        /* [n_rot/2] divisors of the rotary frequencies, or NULL */
     mdl_dense_layer *layers;        /* [n_layer], owned */
     mdl_scratch sc;                 /* owned, grown on demand */
+    void *ext;                      /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
 };
 
 struct rw_model_seq {
     const rw_model *m;
     rw_kv_cache *kv; /* owned */
+    float *rec;      /* recurrent state of the hybrid layers (arch->rec_state_floats), owned, zero at start */
+    size_t rec_floats;
 };
 
 /* An architecture: how to read it and how to run one layer. */
@@ -86,11 +89,15 @@ struct mdl_arch {
     rw_status (*read_hparams)(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
     rw_status (*bind)(rw_model *m, rw_error *err);
     rw_status (*layer)(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err);
+    /* Hybrid architectures only (NULL otherwise): floats of recurrent state
+     * one sequence carries, and the release of m->ext. */
+    size_t (*rec_state_floats)(const rw_model *m);
+    void (*free_ext)(rw_model *m);
 };
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
 const mdl_arch *mdl_arch_find(const char *name);
-extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3;
+extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_qwen35;
 
 /* forward.c */
 void mdl_scratch_free(mdl_scratch *sc);

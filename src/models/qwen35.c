@@ -1,0 +1,386 @@
+/* qwen35.c - Qwen3.5 (dense FFN): gated DeltaNet layers mixed with gated
+ * full-attention layers (../shared/specs/qwen35.md §4).
+ *
+ *   layer il is recurrent iff (il + 1) % full_attention_interval != 0;
+ *   block:  x += mixer(rmsnorm(x) * attn_norm)
+ *           x += ffn(rmsnorm(x) * post_attention_norm)
+ *
+ * DeltaNet (per token t, in order; matmuls for all tokens of the call at once):
+ *   u = attn_qkv x, z = attn_gate x, b = sigmoid(ssm_beta x),
+ *   g = ssm_a * softplus(ssm_alpha x + ssm_dt.bias)
+ *   y = silu(causal depthwise conv of u over the last Kc inputs)
+ *   q_k = l2norm(y[q of key head k]), k_k = l2norm(y[k of key head k]), v_h
+ *   value head h uses key head h mod nk (tiled order, as the converter writes)
+ *   S_h = exp(g_h) S_h; d = b_h (v_h - S_h^T k); S_h += k d^T; o_h = S_h^T q / sqrt(dk)
+ *   o_h = rmsnorm(o_h) * ssm_norm * silu(z_h); out = ssm_out o
+ * Gated attention: attn_q gives per head [q | gate]; q, k RMS-normed per head,
+ * NEOX RoPE on the first rope.dimension_count dims (IMROPE with text
+ * positions [p, p, p, 0] is exactly that when the sections cover every
+ * rotated pair), causal GQA attention, output times sigmoid(gate).
+ *
+ * The recurrence runs token by token in prefill as in decode, so a token's
+ * result does not depend on how its prompt was split into calls.
+ *
+ * Per-sequence recurrent state (rw_model_seq.rec), per recurrent layer:
+ *   conv  [Kc-1][CD]       the last Kc-1 conv inputs, oldest first
+ *   delta [nv][dv][dk]     S_h[j][i] at h*dv*dk + j*dk + i (llama.cpp's order)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ops_model.h"
+#include "models/model_int.h"
+
+typedef struct {
+    rw_matrix qkv, gate, beta, alpha, out;
+    const float *conv;    /* [CD][Kc] */
+    const float *dt_bias; /* [nv] */
+    const float *a;       /* [nv], -exp(A_log) */
+    const float *norm;    /* [dv] */
+} q35_rec;
+
+typedef struct {
+    int nk, nv, dk, dv, kc, interval;
+    int64_t KD, VD, CD;
+    int n_rec;
+    int *rec_of;  /* [n_layer]: index among recurrent layers, or -1 for attention */
+    q35_rec *rec; /* [n_layer] (attention layers unused) */
+    int64_t cap;  /* tokens the scratch holds */
+    float *u, *z, *b, *a, *o, *qg;
+    float *ones; /* [CD] of 1.0f: silu(y) = swiglu(y, 1) */
+} q35;
+
+static bool is_recurrent(const q35 *x, int il) { return x->rec_of[il] >= 0; }
+
+/* ---- hyperparameters and weights ---- */
+
+static rw_status get_u32_key(const rw_gguf *g, const char *name, bool required, uint32_t def, uint32_t *out, rw_error *err) {
+    char key[128];
+    snprintf(key, sizeof key, "qwen35.%s", name);
+    if (!rw_gguf_get(g, key)) {
+        if (required) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key %s", key);
+        *out = def;
+        return RW_OK;
+    }
+    return rw_gguf_get_u32(g, key, out, err);
+}
+
+static rw_status q35_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+    rw_status st = mdl_read_dense_hparams(g, arch, hp, err);
+    if (st) return st;
+    uint32_t nextn;
+    if ((st = get_u32_key(g, "nextn_predict_layers", false, 0, &nextn, err))) return st;
+    if (nextn >= (uint32_t)hp->n_layer)
+        return rw_errorf(err, RW_ERR_FORMAT, "qwen35.nextn_predict_layers = %u leaves no trunk layers", nextn);
+    hp->n_layer -= (int)nextn; /* the MTP block (speculative decoding only) is skipped */
+    /* IMROPE: text positions are [p, p, p, 0], so pairs covered by the first
+     * three sections rotate by p; pairs past them would use position 0. */
+    char key[64] = "qwen35.rope.dimension_sections";
+    const rw_gguf_value *sec = rw_gguf_get(g, key);
+    if (!sec) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key %s", key);
+    int64_t s[4] = {0, 0, 0, 0};
+    for (uint64_t i = 0; i < 4; i++)
+        if (!rw_gguf_arr_int(sec, i, &s[i]) || s[i] < 0)
+            return rw_errorf(err, RW_ERR_FORMAT, "metadata key %s must hold 4 non-negative integers", key);
+    if (s[0] + s[1] + s[2] < hp->n_rot / 2)
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "rope sections [%lld, %lld, %lld, %lld] leave rotary pairs to the 4th "
+                         "stream, which is not supported", (long long)s[0], (long long)s[1], (long long)s[2], (long long)s[3]);
+    return RW_OK;
+}
+
+static void q35_free(rw_model *m) {
+    q35 *x = m->ext;
+    if (!x) return;
+    free(x->rec_of);
+    free(x->rec);
+    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->ones);
+    free(x);
+    m->ext = NULL;
+}
+
+static size_t q35_state_floats(const rw_model *m) {
+    const q35 *x = m->ext;
+    return (size_t)x->n_rec * ((size_t)(x->kc - 1) * (size_t)x->CD + (size_t)x->nv * (size_t)x->dk * (size_t)x->dv);
+}
+
+static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uint64_t ne1, const float **out, rw_error *err) {
+    const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
+    if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
+    if (t->type != RW_TYPE_F32 || t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s must be F32 {%llu, %llu}, has %s {%llu, %llu}", name,
+                         (unsigned long long)ne0, (unsigned long long)ne1, rw_dtype_name(t->type),
+                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1]);
+    *out = t->data;
+    return RW_OK;
+}
+
+static rw_status q35_bind(rw_model *m, rw_error *err) {
+    rw_model_hparams *hp = &m->hp;
+    q35 *x = calloc(1, sizeof *x);
+    if (!x) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    m->ext = x;
+    uint32_t kc, dk, nk, nv, inner, interval;
+    rw_status st;
+    if ((st = get_u32_key(m->g, "ssm.conv_kernel", true, 0, &kc, err)) ||
+        (st = get_u32_key(m->g, "ssm.state_size", true, 0, &dk, err)) ||
+        (st = get_u32_key(m->g, "ssm.group_count", true, 0, &nk, err)) ||
+        (st = get_u32_key(m->g, "ssm.time_step_rank", true, 0, &nv, err)) ||
+        (st = get_u32_key(m->g, "ssm.inner_size", true, 0, &inner, err)) ||
+        (st = get_u32_key(m->g, "full_attention_interval", false, 4, &interval, err)))
+        return st;
+    if (kc < 1 || kc > 64 || dk == 0 || dk > 1024 || nk == 0 || nv == 0 || nv % nk || nv > 4096 || interval == 0 ||
+        inner != nv * dk)
+        return rw_errorf(err, RW_ERR_FORMAT, "invalid qwen35 ssm metadata (conv_kernel %u, state_size %u, group_count %u, "
+                         "time_step_rank %u, inner_size %u, full_attention_interval %u)", kc, dk, nk, nv, inner, interval);
+    x->kc = (int)kc, x->dk = (int)dk, x->dv = (int)dk, x->nk = (int)nk, x->nv = (int)nv, x->interval = (int)interval;
+    x->KD = (int64_t)nk * dk, x->VD = (int64_t)nv * dk, x->CD = 2 * x->KD + x->VD;
+    x->ones = malloc((size_t)x->CD * sizeof *x->ones);
+    if (!x->ones) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < x->CD; i++) x->ones[i] = 1.0f;
+    if ((st = mdl_bind_common(m, err))) return st;
+    const int L = hp->n_layer;
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    x->rec_of = malloc((size_t)L * sizeof *x->rec_of);
+    x->rec = calloc((size_t)L, sizeof *x->rec);
+    if (!m->layers || !x->rec_of || !x->rec) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    const int64_t E = hp->n_embd, D = hp->head_dim_k, H = hp->n_head, Hkv = hp->n_head_kv;
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    for (int il = 0; il < L && !st; il++) {
+        mdl_dense_layer *Ld = &m->layers[il];
+        x->rec_of[il] = (il + 1) % x->interval != 0 ? x->n_rec++ : -1;
+        if ((st = mdl_bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
+            (st = mdl_bind_vector(m, NAME("post_attention_norm.weight"), E, true, &Ld->ffn_norm, err)) ||
+            (st = mdl_bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
+            (st = mdl_bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
+            (st = mdl_bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
+            break;
+        if (is_recurrent(x, il)) {
+            q35_rec *R = &x->rec[il];
+            if ((st = mdl_bind_matrix(m, NAME("attn_qkv.weight"), E, x->CD, true, &R->qkv, err)) ||
+                (st = mdl_bind_matrix(m, NAME("attn_gate.weight"), E, x->VD, true, &R->gate, err)) ||
+                (st = mdl_bind_matrix(m, NAME("ssm_beta.weight"), E, x->nv, true, &R->beta, err)) ||
+                (st = mdl_bind_matrix(m, NAME("ssm_alpha.weight"), E, x->nv, true, &R->alpha, err)) ||
+                (st = mdl_bind_matrix(m, NAME("ssm_out.weight"), x->VD, E, true, &R->out, err)) ||
+                (st = bind_f32(m, NAME("ssm_conv1d.weight"), (uint64_t)x->kc, (uint64_t)x->CD, &R->conv, err)) ||
+                (st = bind_f32(m, NAME("ssm_dt.bias"), (uint64_t)x->nv, 1, &R->dt_bias, err)) ||
+                (st = bind_f32(m, NAME("ssm_a"), (uint64_t)x->nv, 1, &R->a, err)) ||
+                (st = bind_f32(m, NAME("ssm_norm.weight"), (uint64_t)x->dv, 1, &R->norm, err)))
+                break;
+        } else {
+            if ((st = mdl_bind_matrix(m, NAME("attn_q.weight"), E, 2 * H * D, true, &Ld->wq, err)) ||
+                (st = mdl_bind_matrix(m, NAME("attn_k.weight"), E, Hkv * D, true, &Ld->wk, err)) ||
+                (st = mdl_bind_matrix(m, NAME("attn_v.weight"), E, Hkv * hp->head_dim_v, true, &Ld->wv, err)) ||
+                (st = mdl_bind_matrix(m, NAME("attn_output.weight"), H * hp->head_dim_v, E, true, &Ld->wo, err)) ||
+                (st = mdl_bind_vector(m, NAME("attn_q_norm.weight"), D, true, &Ld->q_norm, err)) ||
+                (st = mdl_bind_vector(m, NAME("attn_k_norm.weight"), D, true, &Ld->k_norm, err)))
+                break;
+        }
+    }
+#undef NAME
+    return st;
+}
+
+/* ---- scratch ---- */
+
+static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
+    q35 *x = m->ext;
+    if (n <= x->cap) return RW_OK;
+    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg);
+    const size_t t = (size_t)n * sizeof(float);
+    x->u = malloc(t * (size_t)x->CD);
+    x->z = malloc(t * (size_t)x->VD);
+    x->b = malloc(t * (size_t)x->nv);
+    x->a = malloc(t * (size_t)x->nv);
+    x->o = malloc(t * (size_t)x->VD);
+    x->qg = malloc(t * 2 * (size_t)m->hp.n_head * (size_t)m->hp.head_dim_k);
+    x->cap = n;
+    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg) {
+        x->cap = 0;
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory for %lld tokens of hybrid activations", (long long)n);
+    }
+    return RW_OK;
+}
+
+/* ---- elementwise pieces (ggml's formulas) ---- */
+
+static float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+static float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
+
+/* x / max(sqrt(sum x^2), eps), the sum in double as ggml_l2_norm. */
+static void l2norm(float *v, int n, float eps) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)(v[i] * v[i]);
+    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int i = 0; i < n; i++) v[i] *= scale;
+}
+
+/* ---- the DeltaNet mixer ---- */
+
+static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch *bt, rw_error *err) {
+    q35 *x = m->ext;
+    const q35_rec *R = &x->rec[il];
+    const int64_t n = bt->n, CD = x->CD, KD = x->KD, VD = x->VD;
+    const int kc = x->kc, nk = x->nk, nv = x->nv, dk = x->dk, dv = x->dv;
+    const float eps = m->hp.rms_eps, qscale = 1.0f / sqrtf((float)dk);
+    rw_status st;
+    if ((st = mdl_matmul(&R->qkv, m->sc.xn, n, x->u, bt->pool, err)) ||
+        (st = mdl_matmul(&R->gate, m->sc.xn, n, x->z, bt->pool, err)) ||
+        (st = mdl_matmul(&R->beta, m->sc.xn, n, x->b, bt->pool, err)) ||
+        (st = mdl_matmul(&R->alpha, m->sc.xn, n, x->a, bt->pool, err)))
+        return st;
+    float *base = s->rec + (size_t)x->rec_of[il] * ((size_t)(kc - 1) * (size_t)CD + (size_t)nv * dk * dv);
+    float *conv = base, *S = base + (size_t)(kc - 1) * (size_t)CD;
+    float *y = malloc((size_t)CD * sizeof *y);
+    if (!y) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    for (int64_t t = 0; t < n; t++) {
+        const float *u = x->u + t * CD;
+        /* causal depthwise conv over [conv state (oldest first), u_t], then SiLU */
+        for (int64_t ch = 0; ch < CD; ch++) {
+            const float *w = R->conv + ch * kc;
+            float sum = 0.0f;
+            for (int tau = 0; tau < kc - 1; tau++) sum += conv[(int64_t)tau * CD + ch] * w[tau];
+            sum += u[ch] * w[kc - 1];
+            y[ch] = sum;
+        }
+        rw_swiglu(y, x->ones, CD); /* silu, with ggml's vector exp (silu(y) * 1 is exact) */
+        if (kc > 1) {
+            memmove(conv, conv + CD, (size_t)(kc - 2) * (size_t)CD * sizeof *conv);
+            memcpy(conv + (size_t)(kc - 2) * (size_t)CD, u, (size_t)CD * sizeof *conv);
+        }
+        for (int g = 0; g < nk; g++) {
+            l2norm(y + (int64_t)g * dk, dk, eps);
+            l2norm(y + KD + (int64_t)g * dk, dk, eps);
+        }
+        float *o = x->o + t * VD;
+        for (int h = 0; h < nv; h++) {
+            const float *q = y + (int64_t)(h % nk) * dk, *k = y + KD + (int64_t)(h % nk) * dk, *v = y + 2 * KD + (int64_t)h * dv;
+            const float beta = sigmoid(x->b[t * nv + h]);
+            const float decay = expf(R->a[h] * softplus(x->a[t * nv + h] + R->dt_bias[h]));
+            float *Sh = S + (size_t)h * dk * dv, *oh = o + (int64_t)h * dv;
+            for (int j = 0; j < dv; j++) {
+                float *row = Sh + (size_t)j * dk;
+                float kv = 0.0f;
+                for (int i = 0; i < dk; i++) {
+                    row[i] *= decay;
+                    kv += row[i] * k[i];
+                }
+                const float d = beta * (v[j] - kv);
+                float out = 0.0f;
+                for (int i = 0; i < dk; i++) {
+                    row[i] += k[i] * d;
+                    out += row[i] * q[i];
+                }
+                oh[j] = out * qscale;
+            }
+            /* gated RMS norm: rmsnorm(o_h) * ssm_norm * silu(z_h) */
+            rw_rmsnorm(oh, R->norm, dv, eps, oh);
+            /* z_h <- silu(z_h) * o_h, then o_h <- z_h (ggml's vector exp, as its silu) */
+            float *z = x->z + t * VD + (int64_t)h * dv;
+            rw_swiglu(z, oh, dv);
+            memcpy(oh, z, (size_t)dv * sizeof *oh);
+        }
+    }
+    free(y);
+    return mdl_matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
+}
+
+/* ---- the gated attention mixer ---- */
+
+typedef struct {
+    const rw_model *m;
+    const rw_kv_cache *kv;
+    int il;
+    int64_t pos0;
+    float scale;
+} attend_ctx;
+
+static void attend_task(void *p, int64_t task, int thread) {
+    const attend_ctx *c = p;
+    const rw_model_hparams *hp = &c->m->hp;
+    const mdl_scratch *sc = &c->m->sc;
+    const int64_t t = task / hp->n_head;
+    const int h = (int)(task % hp->n_head), kvh = h / (hp->n_head / hp->n_head_kv);
+    rw_attn_head(sc->q + (t * hp->n_head + h) * hp->head_dim_k, rw_kv_k_head(c->kv, c->il, kvh),
+                 rw_kv_v_head(c->kv, c->il, kvh), rw_kv_capacity(c->kv), rw_kv_get_config(c->kv)->type == RW_KV_F16,
+                 c->pos0 + t + 1, hp->head_dim_k, hp->head_dim_v, c->scale, sc->scores + (int64_t)thread * sc->ctx_cap,
+                 sc->att + (t * hp->n_head + h) * hp->head_dim_v);
+}
+
+static rw_status gated_attention(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
+    q35 *x = m->ext;
+    const rw_model_hparams *hp = &m->hp;
+    const mdl_dense_layer *L = &m->layers[il];
+    mdl_scratch *sc = &m->sc;
+    const int64_t n = b->n, H = hp->n_head, D = hp->head_dim_k, Dv = hp->head_dim_v;
+    const int64_t dk = hp->n_head_kv * D, dv = hp->n_head_kv * Dv;
+    rw_status st;
+    if ((st = mdl_matmul(&L->wq, sc->xn, n, x->qg, b->pool, err)) ||
+        (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
+        (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
+        return st;
+    for (int64_t t = 0; t < n; t++) {
+        const float *cs = sc->rope_cs + t * hp->n_rot;
+        for (int64_t h = 0; h < H; h++) { /* per head [q | gate]: q to sc->q */
+            float *q = sc->q + (t * H + h) * D;
+            memcpy(q, x->qg + (t * H + h) * 2 * D, (size_t)D * sizeof *q);
+            rw_rmsnorm(q, L->q_norm, (int)D, hp->rms_eps, q);
+            rw_rope(q, hp->n_rot, true, cs);
+        }
+        for (int h = 0; h < hp->n_head_kv; h++) {
+            float *k = sc->k + t * dk + (int64_t)h * D;
+            rw_rmsnorm(k, L->k_norm, (int)D, hp->rms_eps, k);
+            rw_rope(k, hp->n_rot, true, cs);
+        }
+    }
+    if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;
+    attend_ctx ac = {.m = m, .kv = s->kv, .il = il, .pos0 = b->pos0, .scale = 1.0f / sqrtf((float)D)};
+    rw_threadpool_run(b->pool, attend_task, &ac, n * H);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *gate = x->qg + (t * H + h) * 2 * D + D;
+            float *o = sc->att + (t * H + h) * Dv;
+            for (int64_t j = 0; j < Dv; j++) o[j] *= sigmoid(gate[j]);
+        }
+    return mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
+}
+
+/* ---- the block ---- */
+
+static void norm_rows(rw_model *m, const float *w, int64_t n) {
+    const int e = m->hp.n_embd;
+    for (int64_t t = 0; t < n; t++) rw_rmsnorm(m->sc.x + t * e, w, e, m->hp.rms_eps, m->sc.xn + t * e);
+}
+
+static void add_residual(rw_model *m, int64_t n) {
+    const int64_t total = n * m->hp.n_embd;
+    for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i];
+}
+
+static rw_status q35_layer(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
+    const mdl_dense_layer *L = &m->layers[il];
+    rw_status st = reserve(m, b->n, err);
+    if (st) return st;
+    norm_rows(m, L->attn_norm, b->n);
+    st = is_recurrent(m->ext, il) ? deltanet(m, s, il, b, err) : gated_attention(m, s, il, b, err);
+    if (st) return st;
+    add_residual(m, b->n);
+    norm_rows(m, L->ffn_norm, b->n); /* post_attention_norm */
+    if ((st = mdl_ffn_swiglu(m, L, b, err))) return st;
+    add_residual(m, b->n);
+    return RW_OK;
+}
+
+const mdl_arch mdl_arch_qwen35 = {
+    .name = "qwen35",
+    .rope_kind = RW_ROPE_NEOX,
+    .qk_norm = true,
+    .qkv_bias = false,
+    .read_hparams = q35_hparams,
+    .bind = q35_bind,
+    .layer = q35_layer,
+    .rec_state_floats = q35_state_floats,
+    .free_ext = q35_free,
+};
