@@ -138,7 +138,7 @@ int rw_bench_ops(int argc, char **argv) {
     rw_f16 *k16 = malloc((size_t)kvn * 2), *v16 = malloc((size_t)kvn * 2);
     c.q = fill((int64_t)PREFILL * H * HD, 0.5f);
     c.out = malloc((size_t)PREFILL * H * HD * sizeof(float));
-    c.scratch = malloc((size_t)nt * (size_t)ctx * sizeof(float));
+    c.scratch = malloc((size_t)rw_attn_scratch_floats(nt, H, HKV, ctx) * sizeof(float));
     c.state = fill((int64_t)NV * DK * DK, 0.1f), c.dq = fill(NV * DK, 0.1f), c.dk = fill(NV * DK, 0.1f);
     c.dv = fill(NV * DK, 1.0f), c.dg = fill(NV, 0.01f), c.dbeta = fill(NV, 0.5f);
     c.dout = malloc(NV * DK * sizeof(float)), c.dscratch = malloc((size_t)nt * DK * sizeof(float));

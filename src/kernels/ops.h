@@ -121,12 +121,14 @@ typedef struct {
 /* Causal GQA attention of n_q new tokens at positions pos0..pos0+n_q-1 of one
  * sequence over a cache holding at least pos0+n_q positions. Query t, head h
  * (q + t*q_stride + h*hd_k) attends to positions 0..pos0+t of KV head
- * h / (n_head/n_head_kv) with rw_attn_head (scores scaled by `scale`, usually
- * 1/sqrt(hd_k); granite passes its own); the result goes to out + t*out_stride
- * + h*hd_v. One task per (token, head) on pool (NULL = this thread), each
- * computed independently, so any n_q, any split and any thread count give the
- * same bits. scratch: n_threads * (pos0 + n_q) floats (n_threads =
- * rw_threadpool_size(pool)). */
+ * h / (n_head/n_head_kv) (scores scaled by `scale`, usually 1/sqrt(hd_k);
+ * granite passes its own); the result goes to out + t*out_stride + h*hd_v.
+ * Every head's result is bitwise what rw_attn_head gives for it. One task per
+ * (token, KV head) on pool (NULL = this thread), each computed
+ * independently, so any n_q, any split and any thread count give the same
+ * bits. scratch: rw_attn_scratch_floats(rw_threadpool_size(pool), n_head,
+ * n_head_kv, pos0 + n_q) floats. */
+int64_t rw_attn_scratch_floats(int n_threads, int n_head, int n_head_kv, int64_t n_ctx);
 void rw_attn_causal(const rw_attn_kv *kv, const float *q, int64_t q_stride, int64_t pos0, int64_t n_q, int n_head,
                     int n_head_kv, int hd_k, int hd_v, float scale, float *out, int64_t out_stride, float *scratch,
                     rw_threadpool *pool);

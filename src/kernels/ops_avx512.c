@@ -171,3 +171,103 @@ void rw_f16_to_f32_row_avx512(const rw_f16 *src, float *dst, int64_t n) {
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
     for (; i < n; i++) dst[i] = rw_f16_to_f32(src[i]);
 }
+
+/* ==== Attention of a GQA group ========================================== */
+
+/* Scores of up to four query heads (hb) against key j, each exactly as
+ * rw_dot_ggml: the key row is loaded once for all of them. */
+static inline __attribute__((always_inline)) void group_scores(const float *q, int hd_k, int hb, const void *kj,
+                                                               const bool f16, float scale, float *s,
+                                                               int64_t s_stride) {
+    if (hd_k % 64) {
+        for (int h = 0; h < hb; h++) s[h * s_stride] = rw_dot_ggml(kj, f16, q + (int64_t)h * hd_k, hd_k) * scale;
+        return;
+    }
+    __m512 a[4][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; h++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) a[h][c] = _mm512_setzero_ps();
+    for (int i = 0; i < hd_k; i += 64)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512 kc = rw_load16(kj, f16, i + 16 * c);
+#pragma GCC unroll 4
+            for (int h = 0; h < 4; h++)
+                if (h < hb) a[h][c] = _mm512_fmadd_ps(kc, _mm512_loadu_ps(q + (int64_t)h * hd_k + i + 16 * c), a[h][c]);
+        }
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; h++)
+        if (h < hb) s[h * s_stride] = rw_reduce4(a[h][0], a[h][1], a[h][2], a[h][3]) * scale;
+}
+
+/* out[h] = dot(V row, p_h) for up to four heads, each exactly as
+ * rw_dot_ggml_padded: the V row is loaded once for all of them. */
+static inline __attribute__((always_inline)) void group_values(const void *row, const bool f16, const float *p,
+                                                               int64_t n, int hb, float *out, int64_t out_stride) {
+    __m512 a[4][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; h++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) a[h][c] = _mm512_setzero_ps();
+    const int64_t nfull = n & ~(int64_t)63;
+    for (int64_t i = 0; i < nfull; i += 64)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512 vc = rw_load16(row, f16, i + 16 * c);
+#pragma GCC unroll 4
+            for (int h = 0; h < 4; h++)
+                if (h < hb) a[h][c] = _mm512_fmadd_ps(vc, _mm512_loadu_ps(p + h * n + i + 16 * c), a[h][c]);
+        }
+    for (int c = 0; c < 4; c++) {
+        const int64_t at = nfull + 16 * c;
+        if (at >= n) break;
+        const __mmask16 m = n - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - at)) - 1);
+        const __m512 vc = rw_load16m(row, f16, at, m);
+        for (int h = 0; h < hb; h++) a[h][c] = _mm512_fmadd_ps(vc, _mm512_maskz_loadu_ps(m, p + h * n + at), a[h][c]);
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; h++)
+        if (h < hb) out[h * out_stride] = rw_reduce4(a[h][0], a[h][1], a[h][2], a[h][3]);
+}
+
+/* Softmax of one head's scores in place, as rw_attn_head: max, ggml's vector
+ * exp per (masked) 16-lane block, block sums added in double, times 1/sum. */
+static void attn_softmax(float *s, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        if (s[j] > mx) mx = s[j];
+    const __m512 vmx = _mm512_set1_ps(mx);
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        const __m512 e = _mm512_maskz_mov_ps(m, rw_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vmx)));
+        _mm512_mask_storeu_ps(s + j, m, e);
+        sum += (double)_mm512_reduce_add_ps(e);
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < n; j++) s[j] *= inv;
+}
+
+static inline __attribute__((always_inline)) void attn_group(const float *q, int r, const void *k, const void *vt,
+                                                             int64_t v_stride, const bool f16, int64_t n_pos, int hd_k,
+                                                             int hd_v, float scale, float *scores, float *out) {
+    const size_t esz = f16 ? 2 : 4;
+    for (int h0 = 0; h0 < r; h0 += 4) {
+        const int hb = r - h0 < 4 ? r - h0 : 4;
+        const float *qb = q + (int64_t)h0 * hd_k;
+        float *sb = scores + h0 * n_pos;
+        for (int64_t j = 0; j < n_pos; j++)
+            group_scores(qb, hd_k, hb, (const char *)k + (size_t)(j * hd_k) * esz, f16, scale, sb + j, n_pos);
+        for (int h = 0; h < hb; h++) attn_softmax(sb + h * n_pos, n_pos);
+        for (int i = 0; i < hd_v; i++)
+            group_values((const char *)vt + (size_t)(i * v_stride) * esz, f16, sb, n_pos, hb,
+                         out + (int64_t)h0 * hd_v + i, hd_v);
+    }
+}
+
+void rw_attn_group_avx512(const float *q, int r, const void *k, const void *vt, int64_t v_stride, bool f16,
+                          int64_t n_pos, int hd_k, int hd_v, float scale, float *scores, float *out) {
+    if (f16) attn_group(q, r, k, vt, v_stride, true, n_pos, hd_k, hd_v, scale, scores, out);
+    else attn_group(q, r, k, vt, v_stride, false, n_pos, hd_k, hd_v, scale, scores, out);
+}

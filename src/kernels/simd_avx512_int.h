@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 /* exp(x), 16 lanes, with the vector expf algorithm of Arm's
  * optimized-routines that ggml's CPU backend uses (ggml_v_expf): n =
@@ -42,6 +44,38 @@ static inline __m512 rw_silu16(__m512 x) {
  * (a0 + a2) + (a1 + a3), then across the lanes. */
 static inline float rw_reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+}
+
+/* 16 elements at base[i..i+16), f32 or f16 (converted exactly). */
+static inline __m512 rw_load16(const void *base, bool f16, int64_t i) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i)));
+    return _mm512_loadu_ps((const float *)base + i);
+}
+
+/* The same, lanes outside m zero. */
+static inline __m512 rw_load16m(const void *base, bool f16, int64_t i, __mmask16 m) {
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)base + i));
+    return _mm512_maskz_loadu_ps(m, (const float *)base + i);
+}
+
+/* dot(x, y) over n elements as ggml_vec_dot_f32: four accumulators take
+ * elements 64s + 16c + lane, reduced by rw_reduce4; the elements past the
+ * last multiple of 64 are added one by one in double. x f32 or f16. */
+static inline float rw_dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        a0 = _mm512_fmadd_ps(rw_load16(x, f16, i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(rw_load16(x, f16, i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(rw_load16(x, f16, i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(rw_load16(x, f16, i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    double sum = (double)rw_reduce4(a0, a1, a2, a3);
+    for (int64_t i = np; i < n; i++) {
+        const float xi = f16 ? _cvtsh_ss(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+        sum += (double)(xi * y[i]);
+    }
+    return (float)sum;
 }
 
 #endif

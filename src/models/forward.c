@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "kernels/ops.h"
 #include "kernels/ops_model.h"
 #include "models/model_int.h"
 
@@ -58,7 +59,7 @@ static rw_status scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_th
     }
     if (n_ctx > sc->ctx_cap || n_threads > sc->threads_cap) {
         free(sc->scores);
-        sc->scores = malloc((size_t)n_ctx * (size_t)n_threads * sizeof(float));
+        sc->scores = malloc((size_t)rw_attn_scratch_floats(n_threads, hp->n_head, hp->n_head_kv, n_ctx) * sizeof(float));
         sc->ctx_cap = n_ctx;
         sc->threads_cap = n_threads;
         if (!sc->scores) {

@@ -52,7 +52,8 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
     const int64_t qs = (int64_t)n_head * hd_k + 3, os = (int64_t)n_head * hd_v + 1;
     float *q = randv(n_ctx * qs, 2.0f);
     float *o_all = calloc((size_t)(n_ctx * os), 4), *o_one = calloc((size_t)(n_ctx * os), 4);
-    float *o_par = calloc((size_t)(n_ctx * os), 4), *scratch = malloc((size_t)(3 * n_ctx) * 4);
+    float *o_par = calloc((size_t)(n_ctx * os), 4);
+    float *scratch = malloc((size_t)rw_attn_scratch_floats(3, n_head, n_head_kv, n_ctx) * 4);
     const float scale = 1.0f / sqrtf((float)hd_k);
     rw_attn_causal(&kv, q, qs, 0, n_ctx, n_head, n_head_kv, hd_k, hd_v, scale, o_all, os, scratch, NULL);
     for (int64_t t = 0; t < n_ctx; t++) /* decode: one token at a time at position t */
@@ -65,6 +66,19 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
                    scratch, pool3);
     CHECK_MSG(memcmp(o_all, o_one, (size_t)(n_ctx * os) * 4) == 0, "attention %s: batch != one by one", tier_name);
     CHECK_MSG(memcmp(o_all, o_par, (size_t)(n_ctx * os) * 4) == 0, "attention %s: threads change bits", tier_name);
+    /* every head as rw_attn_head computes it alone */
+    int differ = 0;
+    for (int64_t t = 0; t < n_ctx; t++)
+        for (int h = 0; h < n_head; h++) {
+            const int g = h / (n_head / n_head_kv);
+            const size_t esz = f16 ? 2 : 4;
+            float one[512];
+            rw_attn_head(q + t * qs + h * hd_k, (const char *)kv.k + (size_t)(g * kv.k_head_stride) * esz,
+                         (const char *)kv.vt + (size_t)(g * kv.v_head_stride) * esz, cap, f16, t + 1, hd_k, hd_v, scale,
+                         scratch, one);
+            differ += memcmp(one, o_all + t * os + h * hd_v, (size_t)hd_v * 4) != 0;
+        }
+    CHECK_MSG(differ == 0, "attention %s f16 %d: %d heads differ from rw_attn_head", tier_name, f16, differ);
     double err = 0;
     double *w = malloc((size_t)n_ctx * sizeof(double));
     for (int64_t t = 0; t < n_ctx; t++)
@@ -271,6 +285,9 @@ int main(void) {
             check_attention(4, 2, 64, 64, small ? 20 : 70, f16);
             check_attention(3, 1, 17, 33, small ? 9 : 40, f16);
             check_attention(2, 2, 128, 96, small ? 5 : 33, f16);
+            check_attention(8, 2, 256, 256, small ? 9 : 67, f16); /* Qwen3.5 heads */
+            check_attention(6, 1, 64, 64, small ? 7 : 21, f16);   /* a group of 4 + 2 */
+            check_attention(5, 1, 40, 24, small ? 7 : 19, f16);
         }
         /* qwen35-like (dk 64, 2 key heads, 4 value heads), qwen3next-like
          * (32), the 0.8B head size (128), and sizes off every vector step */
