@@ -22,7 +22,7 @@
  * result does not depend on how its prompt was split into calls.
  *
  * Per-sequence recurrent state (rw_model_seq.rec), per recurrent layer:
- *   conv  [Kc-1][CD]       the last Kc-1 conv inputs, oldest first
+ *   conv  [CD][Kc-1]       the last Kc-1 conv inputs per channel, oldest first
  *   delta [nv][dv][dk]     S_h[j][i] at h*dv*dk + j*dk + i (llama.cpp's order)
  */
 #include <math.h>
@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ops_model.h"
+#include "kernels/ops.h"
 #include "models/model_int.h"
 
 typedef struct {
@@ -49,7 +49,6 @@ typedef struct {
     q35_rec *rec; /* [n_layer] (attention layers unused) */
     int64_t cap;  /* tokens the scratch holds */
     float *u, *z, *b, *a, *o, *qg;
-    float *ones; /* [CD] of 1.0f: silu(y) = swiglu(y, 1) */
 } q35;
 
 static bool is_recurrent(const q35 *x, int il) { return x->rec_of[il] >= 0; }
@@ -95,7 +94,7 @@ static void q35_free(rw_model *m) {
     if (!x) return;
     free(x->rec_of);
     free(x->rec);
-    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->ones);
+    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg);
     free(x);
     m->ext = NULL;
 }
@@ -136,9 +135,6 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
                          "time_step_rank %u, inner_size %u, full_attention_interval %u)", kc, dk, nk, nv, inner, interval);
     x->kc = (int)kc, x->dk = (int)dk, x->dv = (int)dk, x->nk = (int)nk, x->nv = (int)nv, x->interval = (int)interval;
     x->KD = (int64_t)nk * dk, x->VD = (int64_t)nv * dk, x->CD = 2 * x->KD + x->VD;
-    x->ones = malloc((size_t)x->CD * sizeof *x->ones);
-    if (!x->ones) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < x->CD; i++) x->ones[i] = 1.0f;
     if ((st = mdl_bind_common(m, err))) return st;
     const int L = hp->n_layer;
     m->layers = calloc((size_t)L, sizeof *m->layers);
@@ -204,27 +200,18 @@ static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
     return RW_OK;
 }
 
-/* ---- elementwise pieces (ggml's formulas) ---- */
-
-static float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-static float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
-
-/* x / max(sqrt(sum x^2), eps), the sum in double as ggml_l2_norm. */
-static void l2norm(float *v, int n, float eps) {
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)(v[i] * v[i]);
-    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
-    for (int i = 0; i < n; i++) v[i] *= scale;
-}
-
 /* ---- the DeltaNet mixer ---- */
 
+/* All tokens of the call go through each step before the next (the conv and
+ * the recurrence still advance token by token inside the kernels, so a
+ * token's result does not depend on how the prompt was split into calls).
+ * The kernels follow ggml's formulas and vector order (kernels/ops.h). */
 static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch *bt, rw_error *err) {
     q35 *x = m->ext;
     const q35_rec *R = &x->rec[il];
     const int64_t n = bt->n, CD = x->CD, KD = x->KD, VD = x->VD;
     const int kc = x->kc, nk = x->nk, nv = x->nv, dk = x->dk, dv = x->dv;
-    const float eps = m->hp.rms_eps, qscale = 1.0f / sqrtf((float)dk);
+    const float eps = m->hp.rms_eps;
     rw_status st;
     if ((st = mdl_matmul(&R->qkv, m->sc.xn, n, x->u, bt->pool, err)) ||
         (st = mdl_matmul(&R->gate, m->sc.xn, n, x->z, bt->pool, err)) ||
@@ -233,81 +220,31 @@ static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch 
         return st;
     float *base = s->rec + (size_t)x->rec_of[il] * ((size_t)(kc - 1) * (size_t)CD + (size_t)nv * dk * dv);
     float *conv = base, *S = base + (size_t)(kc - 1) * (size_t)CD;
-    float *y = malloc((size_t)CD * sizeof *y);
-    if (!y) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    /* scratch of the recurrence: dv floats per thread (owned here, freed below) */
+    float *scratch = malloc((size_t)rw_threadpool_size(bt->pool) * (size_t)dv * sizeof *scratch);
+    if (!scratch) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    /* u <- silu(causal depthwise conv of u), in place */
+    rw_conv1d_causal(x->u, CD, n, (int)CD, kc, R->conv, NULL, conv, true, x->u, CD);
     for (int64_t t = 0; t < n; t++) {
-        const float *u = x->u + t * CD;
-        /* causal depthwise conv over [conv state (oldest first), u_t], then SiLU */
-        for (int64_t ch = 0; ch < CD; ch++) {
-            const float *w = R->conv + ch * kc;
-            float sum = 0.0f;
-            for (int tau = 0; tau < kc - 1; tau++) sum += conv[(int64_t)tau * CD + ch] * w[tau];
-            sum += u[ch] * w[kc - 1];
-            y[ch] = sum;
-        }
-        rw_swiglu(y, x->ones, CD); /* silu, with ggml's vector exp (silu(y) * 1 is exact) */
-        if (kc > 1) {
-            memmove(conv, conv + CD, (size_t)(kc - 2) * (size_t)CD * sizeof *conv);
-            memcpy(conv + (size_t)(kc - 2) * (size_t)CD, u, (size_t)CD * sizeof *conv);
-        }
+        float *y = x->u + t * CD;
         for (int g = 0; g < nk; g++) {
-            l2norm(y + (int64_t)g * dk, dk, eps);
-            l2norm(y + KD + (int64_t)g * dk, dk, eps);
+            rw_l2norm(y + (int64_t)g * dk, dk, eps, y + (int64_t)g * dk);
+            rw_l2norm(y + KD + (int64_t)g * dk, dk, eps, y + KD + (int64_t)g * dk);
         }
-        float *o = x->o + t * VD;
-        for (int h = 0; h < nv; h++) {
-            const float *q = y + (int64_t)(h % nk) * dk, *k = y + KD + (int64_t)(h % nk) * dk, *v = y + 2 * KD + (int64_t)h * dv;
-            const float beta = sigmoid(x->b[t * nv + h]);
-            const float decay = expf(R->a[h] * softplus(x->a[t * nv + h] + R->dt_bias[h]));
-            float *Sh = S + (size_t)h * dk * dv, *oh = o + (int64_t)h * dv;
-            for (int j = 0; j < dv; j++) {
-                float *row = Sh + (size_t)j * dk;
-                float kv = 0.0f;
-                for (int i = 0; i < dk; i++) {
-                    row[i] *= decay;
-                    kv += row[i] * k[i];
-                }
-                const float d = beta * (v[j] - kv);
-                float out = 0.0f;
-                for (int i = 0; i < dk; i++) {
-                    row[i] += k[i] * d;
-                    out += row[i] * q[i];
-                }
-                oh[j] = out * qscale;
-            }
-            /* gated RMS norm: rmsnorm(o_h) * ssm_norm * silu(z_h) */
-            rw_rmsnorm(oh, R->norm, dv, eps, oh);
-            /* z_h <- silu(z_h) * o_h, then o_h <- z_h (ggml's vector exp, as its silu) */
-            float *z = x->z + t * VD + (int64_t)h * dv;
-            rw_swiglu(z, oh, dv);
-            memcpy(oh, z, (size_t)dv * sizeof *oh);
-        }
+        /* g = ssm_a * softplus(alpha + dt_bias), the log-decay */
+        for (int h = 0; h < nv; h++) x->a[t * nv + h] = rw_softplus1(x->a[t * nv + h] + R->dt_bias[h]) * R->a[h];
     }
-    free(y);
+    rw_sigmoid(x->b, x->b, n * nv);
+    /* value head h uses key head h mod nk; o = S^T q / sqrt(dv) */
+    rw_delta_rule(S, nv, nk, true, dk, dv, n, x->u, x->u + KD, CD, x->u + 2 * KD, CD, x->a, x->b,
+                  1.0f / sqrtf((float)dv), x->o, VD, scratch, bt->pool);
+    free(scratch);
+    /* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
+    for (int64_t t = 0; t < n; t++) rw_rmsnorm_gated(x->o + t * VD, R->norm, x->z + t * VD, nv, dv, eps, x->o + t * VD);
     return mdl_matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
 }
 
 /* ---- the gated attention mixer ---- */
-
-typedef struct {
-    const rw_model *m;
-    const rw_kv_cache *kv;
-    int il;
-    int64_t pos0;
-    float scale;
-} attend_ctx;
-
-static void attend_task(void *p, int64_t task, int thread) {
-    const attend_ctx *c = p;
-    const rw_model_hparams *hp = &c->m->hp;
-    const mdl_scratch *sc = &c->m->sc;
-    const int64_t t = task / hp->n_head;
-    const int h = (int)(task % hp->n_head), kvh = h / (hp->n_head / hp->n_head_kv);
-    rw_attn_head(sc->q + (t * hp->n_head + h) * hp->head_dim_k, rw_kv_k_head(c->kv, c->il, kvh),
-                 rw_kv_v_head(c->kv, c->il, kvh), rw_kv_capacity(c->kv), rw_kv_get_config(c->kv)->type == RW_KV_F16,
-                 c->pos0 + t + 1, hp->head_dim_k, hp->head_dim_v, c->scale, sc->scores + (int64_t)thread * sc->ctx_cap,
-                 sc->att + (t * hp->n_head + h) * hp->head_dim_v);
-}
 
 static rw_status gated_attention(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
     q35 *x = m->ext;
@@ -336,13 +273,17 @@ static rw_status gated_attention(rw_model *m, rw_model_seq *s, int il, const mdl
         }
     }
     if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;
-    attend_ctx ac = {.m = m, .kv = s->kv, .il = il, .pos0 = b->pos0, .scale = 1.0f / sqrtf((float)D)};
-    rw_threadpool_run(b->pool, attend_task, &ac, n * H);
+    const int64_t cap = rw_kv_capacity(s->kv);
+    const rw_attn_kv kv = {.k = rw_kv_k_head(s->kv, il, 0), .vt = rw_kv_v_head(s->kv, il, 0),
+                           .k_head_stride = cap * D, .v_head_stride = cap * Dv, .v_stride = cap,
+                           .f16 = rw_kv_get_config(s->kv)->type == RW_KV_F16};
+    rw_attn_causal(&kv, sc->q, H * D, b->pos0, n, (int)H, hp->n_head_kv, (int)D, (int)Dv, 1.0f / sqrtf((float)D),
+                   sc->att, H * Dv, sc->scores, b->pool);
     for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *gate = x->qg + (t * H + h) * 2 * D + D;
-            float *o = sc->att + (t * H + h) * Dv;
-            for (int64_t j = 0; j < Dv; j++) o[j] *= sigmoid(gate[j]);
+        for (int64_t h = 0; h < H; h++) { /* o *= sigmoid(gate), the sigmoid rounded first as ggml */
+            float *gate = x->qg + (t * H + h) * 2 * D + D, *o = sc->att + (t * H + h) * Dv;
+            rw_sigmoid(gate, gate, Dv);
+            for (int64_t j = 0; j < Dv; j++) o[j] *= gate[j];
         }
     return mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
 }
