@@ -1,7 +1,7 @@
 /* bench_kernels.c - `rewind bench kernels`: matmul speed per weight type.
  *
- * On the matrix shapes of Qwen3.5-0.8B (n_embd 1024, FFN 3584, a gated
- * DeltaNet layer's projections) it measures, per weight type:
+ * On the matrix shapes of a Qwen3.5-0.8B layer (n_embd 1024, FFN 3584, the
+ * gated-DeltaNet and attention projections) it measures, per weight type:
  *   - one-row (decode) speed as GB/s of weights streamed, over a working set
  *     of >= 256 MiB (many copies of one layer's matrices, so nothing stays
  *     in cache), and its share of the machine's read bandwidth, measured
@@ -35,9 +35,14 @@ typedef struct {
     int64_t n_in, n_out;
 } shape;
 
-/* One gated-DeltaNet layer + its FFN (Qwen3.5-0.8B: 18 of its 24 layers). */
+/* Every distinct matrix shape of a Qwen3.5-0.8B layer: a gated-DeltaNet
+ * mixer (18 of the 24 layers), a full-attention mixer (the other 6; its
+ * attn_output has ssm_out's shape) and the FFN. The LM head (1024 x 248320,
+ * 270 MB in Q8_0, 1 GB in F32) is left out to keep the benchmark's memory
+ * small; its rows are as long as these. */
 static const shape layer_shapes[] = {
     {"attn_qkv", 1024, 6144}, {"attn_gate", 1024, 2048}, {"ssm_out", 2048, 1024},
+    {"attn_q", 1024, 4096},   {"attn_k", 1024, 512},     {"attn_v", 1024, 512},
     {"ffn_gate", 1024, 3584}, {"ffn_up", 1024, 3584},    {"ffn_down", 3584, 1024},
 };
 #define N_LAYER_SHAPES (int)(sizeof layer_shapes / sizeof layer_shapes[0])
@@ -298,8 +303,8 @@ int rw_bench_kernels(int argc, char **argv) {
         printf("rewind bench kernels: %s, %d thread%s, kernels %s\n", cpu, n_threads, n_threads > 1 ? "s" : "",
                rw_kernel_tier_name(tier));
         printf("read bandwidth (streaming read of %d MiB): %.1f GB/s\n", quick ? 32 : 512, bw);
-        printf("shapes: Qwen3.5-0.8B layer (attn_qkv 1024x6144, attn_gate 1024x2048, ssm_out 2048x1024, "
-               "ffn 1024x3584 x2, 3584x1024); many-row: ffn up/down with %d rows\n\n",
+        printf("shapes (n_in x n_out): Qwen3.5-0.8B layer matrices 1024x6144, 1024x2048, 2048x1024, 1024x4096, "
+               "1024x512 x2, 1024x3584 x2, 3584x1024; many-row: 1024x3584 and 3584x1024 with %d rows\n\n",
                quick ? 32 : MANY_ROWS);
         printf("%-7s %-6s | %9s %6s %9s %7s | %9s %9s %7s\n", "type", "tier", "1-row", "of bw", "ref", "speedup",
                "512-row", "ref", "speedup");
