@@ -404,12 +404,22 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
     else if (!strcmp(t, "callable")) *out = in.t == V_MACRO || in.t == V_FUNC;
     else if (!strcmp(t, "equalto") || !strcmp(t, "eq") || !strcmp(t, "==") || !strcmp(t, "sameas")) *out = v_equal(&in, &a0);
     else if (!strcmp(t, "ne") || !strcmp(t, "!=")) *out = !v_equal(&in, &a0);
-    else if (!strcmp(t, "odd") || !strcmp(t, "even")) *out = in.t == V_INT && ((in.i % 2 != 0) == (t[0] == 'o'));
-    else if (!strcmp(t, "divisibleby")) *out = in.t == V_INT && a0.t == V_INT && a0.i && in.i % a0.i == 0;
-    else if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
-        *out = in.t == V_STR;
-        for (size_t i = 0; *out && i < in.str.n; i++)
-            if (t[0] == 'l' ? isupper((unsigned char)in.str.s[i]) : islower((unsigned char)in.str.s[i])) *out = false;
+    else if (!strcmp(t, "odd") || !strcmp(t, "even") || !strcmp(t, "divisibleby")) {
+        int64_t d = t[0] == 'd' ? (a0.t == V_INT ? a0.i : a0.t == V_BOOL ? a0.b : 0) : 2;
+        if ((in.t != V_INT && in.t != V_BOOL) || d == 0)
+            return r_fail(r, n->line, "test '%s' needs integers", t); /* Python's % raises */
+        int64_t x = in.t == V_INT ? in.i : in.b, m = d == -1 ? 0 : x % d;
+        *out = t[0] == 'o' ? m != 0 : m == 0;
+    } else if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
+        /* str.islower()/isupper(): some cased character and none of the other case (ASCII) */
+        bool cased = false, other = false;
+        if (in.t == V_STR)
+            for (size_t i = 0; i < in.str.n; i++) {
+                unsigned char c = (unsigned char)in.str.s[i];
+                cased |= t[0] == 'l' ? islower(c) != 0 : isupper(c) != 0;
+                other |= t[0] == 'l' ? isupper(c) != 0 : islower(c) != 0;
+            }
+        *out = cased && !other;
     } else if (!strcmp(t, "in")) {
         *out = false;
         if (a0.t == V_LIST)
@@ -469,12 +479,79 @@ static rw_status select_filter(render *r, const node *n, value in, value *args, 
     return RW_OK;
 }
 
+static bool one_of(const char *f, const char *const *names) {
+    for (; *names; names++)
+        if (!strcmp(f, *names)) return true;
+    return false;
+}
+
+/* What Python's iteration yields, as a list: a list itself, a string's
+ * characters, a dict's keys, nothing for Undefined. Other types fail, as
+ * Python's TypeError does. */
+static rw_status as_list(render *r, const node *n, value in, value *out) {
+    if (in.t == V_LIST) {
+        *out = in;
+        return RW_OK;
+    }
+    if (in.t != V_STR && in.t != V_DICT && in.t != V_UNDEF)
+        return r_fail(r, n->line, "filter '%s': '%s' object is not iterable", n->s, v_type_name(in.t));
+    *out = v_list(r);
+    rw_status st = r->err->code;
+    if (in.t == V_STR)
+        for (size_t i = 0; i < in.str.n && !st;) {
+            size_t l = cp_len(in.str.s, in.str.n, i);
+            st = v_list_push(r, out->list, v_str_ref(in.str.s + i, l));
+            i += l;
+        }
+    else if (in.t == V_DICT)
+        for (size_t i = 0; i < in.dict->n && !st; i++) st = v_list_push(r, out->list, in.dict->keys[i]);
+    return st;
+}
+
+/* Python's < for min/max: numbers with numbers, strings with strings
+ * (lowercased unless case-sensitive, as Jinja's min/max by default). */
+static rw_status less_than(render *r, const node *n, value a, value b, bool case_sensitive, bool *out) {
+    bool an = a.t == V_INT || a.t == V_FLOAT || a.t == V_BOOL, bn = b.t == V_INT || b.t == V_FLOAT || b.t == V_BOOL;
+    if (an && bn) {
+        if (a.t != V_FLOAT && b.t != V_FLOAT) *out = (a.t == V_INT ? a.i : a.b) < (b.t == V_INT ? b.i : b.b);
+        else *out = (a.t == V_FLOAT ? a.f : a.t == V_INT ? (double)a.i : a.b) < (b.t == V_FLOAT ? b.f : b.t == V_INT ? (double)b.i : b.b);
+        return RW_OK;
+    }
+    if (a.t != V_STR || b.t != V_STR)
+        return r_fail(r, n->line, "'<' not supported between instances of '%s' and '%s'", v_type_name(a.t), v_type_name(b.t));
+    size_t m = a.str.n < b.str.n ? a.str.n : b.str.n;
+    int c = 0;
+    for (size_t i = 0; i < m && !c; i++) {
+        int x = (unsigned char)a.str.s[i], y = (unsigned char)b.str.s[i];
+        if (!case_sensitive) x = tolower(x), y = tolower(y);
+        c = x - y;
+    }
+    *out = c ? c < 0 : a.str.n < b.str.n;
+    return RW_OK;
+}
+
 rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const char **kw, size_t n_args, value *out) {
     const char *f = n->s;
     value a0 = kwarg(args, kw, n_args, "", 0, NULL);
     *out = v_undef();
     sbuf sb = {0};
     rw_status st = RW_OK;
+    static const char *const over_items[] = {"join", "unique", "select", "reject", "selectattr", "rejectattr", "map",
+                                             "sum", "min", "max", "first", "last", NULL};
+    if (one_of(f, over_items)) {
+        st = as_list(r, n, in, &in);
+        if (st) return st;
+    } else if ((!strcmp(f, "length") || !strcmp(f, "count")) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
+               in.t != V_UNDEF) {
+        return r_fail(r, n->line, "filter '%s': object of type '%s' has no len()", f, v_type_name(in.t));
+    } else if ((!strcmp(f, "reverse") || !strcmp(f, "list")) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
+               in.t != V_UNDEF) {
+        return r_fail(r, n->line, "filter '%s': '%s' object is not iterable", f, v_type_name(in.t));
+    } else if (!strcmp(f, "abs") && in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) {
+        return r_fail(r, n->line, "bad operand type for abs(): '%s'", v_type_name(in.t));
+    } else if ((!strcmp(f, "int") || !strcmp(f, "float")) && in.t == V_UNDEF) {
+        return r_fail(r, n->line, "filter '%s' of an undefined value", f);
+    }
     if (!strcmp(f, "tojson")) {
         bool has;
         value ind = kwarg(args, kw, n_args, "indent", 0, &has);
@@ -596,6 +673,34 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             snprintf(tmp, sizeof tmp, "%.*s", (int)(in.str.n < 63 ? in.str.n : 63), in.str.s);
             *out = v_float(strtod(tmp, NULL));
         } else *out = v_float(0);
+    } else if (!strcmp(f, "sum")) { /* sum(attribute=None, start=0): numbers only, as Python's sum from 0 */
+        value attr = kwarg(args, kw, n_args, "attribute", 0, NULL), start = kwarg(args, kw, n_args, "start", 1, NULL);
+        bool is_float = start.t == V_FLOAT;
+        int64_t si = start.t == V_INT ? start.i : start.t == V_BOOL ? start.b : 0;
+        double sf = start.t == V_FLOAT ? start.f : (double)si;
+        for (size_t i = 0; i < in.list->n && !st; i++) {
+            value x = in.list->v[i];
+            if (attr.t == V_STR) attr_of(r, x, attr, &x);
+            if (x.t == V_INT || x.t == V_BOOL) {
+                int64_t k = x.t == V_INT ? x.i : x.b;
+                si += k, sf += (double)k;
+            } else if (x.t == V_FLOAT) {
+                is_float = true;
+                sf += x.f;
+            } else st = r_fail(r, n->line, "unsupported operand type(s) for +: 'int' and '%s'", v_type_name(x.t));
+        }
+        *out = is_float ? v_float(sf) : v_int(si);
+    } else if (!strcmp(f, "min") || !strcmp(f, "max")) { /* min/max(case_sensitive=False, attribute=None) */
+        value cs = kwarg(args, kw, n_args, "case_sensitive", 0, NULL), attr = kwarg(args, kw, n_args, "attribute", 1, NULL);
+        value best_key = v_undef();
+        for (size_t i = 0; i < in.list->n && !st; i++) {
+            value x = in.list->v[i], key = x;
+            if (attr.t == V_STR) attr_of(r, x, attr, &key);
+            bool better = i == 0;
+            if (!better) st = f[1] == 'i' ? less_than(r, n, key, best_key, v_truthy(&cs), &better)
+                                          : less_than(r, n, best_key, key, v_truthy(&cs), &better);
+            if (better) *out = x, best_key = key;
+        }
     } else if (!strcmp(f, "abs")) {
         *out = in.t == V_INT ? v_int(in.i < 0 ? -in.i : in.i) : in.t == V_FLOAT ? v_float(in.f < 0 ? -in.f : in.f) : in;
     } else if (!strcmp(f, "unique")) {

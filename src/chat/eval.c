@@ -111,10 +111,7 @@ static rw_status get_slice(render *r, const node *n, value obj, value *bounds, v
     int64_t len;
     if (obj.t == V_LIST) len = (int64_t)obj.list->n;
     else if (obj.t == V_STR) len = (int64_t)utf8_count(obj.str.s, obj.str.n);
-    else {
-        *out = v_undef();
-        return RW_OK;
-    }
+    else return r_fail(r, n->line, "'%s' object cannot be sliced", v_type_name(obj.t)); /* Python's TypeError */
     int64_t stepv = bounds[2].t == V_INT ? bounds[2].i : 1;
     if (stepv == 0) return r_fail(r, n->line, "slice step cannot be zero");
     int64_t start, stop;

@@ -509,7 +509,7 @@ static node *parse_body(parser *p, const char *const *stops, const char **stoppe
 static node *parse_if(parser *p) {
     node *n = mk(p, N_IF);
     if (!n) return NULL;
-    n->a = parse_expr(p);
+    n->a = parse_or(p); /* no inline if-else in a condition, as Jinja */
     if (!n->a || !end_block(p)) return NULL;
     static const char *const stops[] = {"elif", "else", "endif", NULL};
     const char *stop;

@@ -316,15 +316,21 @@ rw_status v_repr(render *r, sbuf *b, const value *v) {
             if (!st) st = v_repr(r, b, &v->dict->vals[i]);
         }
         if (!st) st = sb_cstr(r, b, "}");
-    } else if (v->t == V_UNDEF) st = RW_OK;
-    else st = scalar_str(r, b, v);
+    } else if (v->t == V_UNDEF) st = sb_cstr(r, b, "Undefined"); /* Jinja's repr of an Undefined */
+    else if (v->t == V_NS) { /* Jinja's Namespace repr */
+        value d = *v;
+        d.t = V_DICT;
+        st = sb_cstr(r, b, "<Namespace ");
+        if (!st) st = v_repr(r, b, &d);
+        if (!st) st = sb_cstr(r, b, ">");
+    } else st = scalar_str(r, b, v);
     r->depth--;
     return st;
 }
 
 rw_status v_to_str(render *r, sbuf *b, const value *v) {
     if (v->t == V_STR) return sb_put(r, b, v->str.s, v->str.n);
-    if (v->t == V_LIST || v->t == V_DICT) return v_repr(r, b, v);
+    if (v->t == V_LIST || v->t == V_DICT || v->t == V_NS) return v_repr(r, b, v);
     return scalar_str(r, b, v);
 }
 

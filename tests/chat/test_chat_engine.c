@@ -70,6 +70,17 @@ int main(void) {
     EXPECT("{{ 1 < 2 < 3 }}{{ 3 > 2 > 2 }}{{ 1 == 1 in [True] }}{{ '' == 1 < [] }}", NULL, "TrueFalseTrueFalse");
     EXPECT("{{ 2 is in [1, 2] }}{{ 'k' is in {'k': 1} }}{{ 6 is divisibleby 3 }}", NULL, "TrueTrueTrue");
 
+    /* filters over any iterable, type errors where Python raises them */
+    EXPECT("{{ 'abc' | join('-') }}|{{ {'x': 1, 'y': 2} | join }}|{{ [3, 1.5, 2] | sum }}|{{ ['b', 'A', 'c'] | max }}|{{ [] | min }}|"
+           "{{ [{'n': 2}, {'n': 5}] | max(attribute='n') }}|{{ 'ab' | first }}|{{ ns is defined }}|{{ [nothing] }}",
+           NULL, "a-b-c|xy|6.5|c||{'n': 5}|a|False|[Undefined]");
+    expect_error("{{ 5 | length }}", "len()");
+    expect_error("{{ none | join }}", "not iterable");
+    expect_error("{{ [1] | abs }}", "abs()");
+    expect_error("{{ true[1:] }}", "sliced");
+    expect_error("{{ 'a' is odd }}", "integers");
+    EXPECT("{{ '\n' is lower }}{{ 'ab1' is lower }}{{ 'Ab' is upper }}", NULL, "FalseTrueFalse");
+
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
     EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
