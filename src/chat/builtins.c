@@ -3,6 +3,7 @@
  * namespace, range). Mutating methods (append, update, pop...) are refused,
  * as the immutable sandbox does. */
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@ enum {
     F_RAISE, F_STRFTIME, F_NAMESPACE, F_RANGE, F_DICT,
     /* string methods */
     M_SPLIT, M_STRIP, M_LSTRIP, M_RSTRIP, M_STARTSWITH, M_ENDSWITH, M_REPLACE, M_UPPER, M_LOWER, M_TITLE,
-    M_CAPITALIZE, M_FIND, M_COUNT, M_JOIN, M_ISDIGIT, M_ISSPACE,
+    M_CAPITALIZE, M_FIND, M_COUNT, M_JOIN, M_ISDIGIT, M_ISSPACE, M_ISALPHA, M_ISALNUM, M_ISLOWER, M_ISUPPER, M_RFIND,
+    M_LJUST, M_RJUST, M_CENTER, M_SPLITLINES,
     /* dict methods */
     M_ITEMS, M_KEYS, M_VALUES, M_GET,
     M_MUTATING
@@ -49,6 +51,9 @@ bool rw_chat__method(render *r, value self, const char *name, value *out) {
         {V_STR, "upper", M_UPPER}, {V_STR, "lower", M_LOWER}, {V_STR, "title", M_TITLE},
         {V_STR, "capitalize", M_CAPITALIZE}, {V_STR, "find", M_FIND}, {V_STR, "count", M_COUNT},
         {V_STR, "join", M_JOIN}, {V_STR, "isdigit", M_ISDIGIT}, {V_STR, "isspace", M_ISSPACE},
+        {V_STR, "isalpha", M_ISALPHA}, {V_STR, "isalnum", M_ISALNUM}, {V_STR, "islower", M_ISLOWER},
+        {V_STR, "isupper", M_ISUPPER}, {V_STR, "rfind", M_RFIND}, {V_STR, "ljust", M_LJUST}, {V_STR, "rjust", M_RJUST},
+        {V_STR, "center", M_CENTER}, {V_STR, "splitlines", M_SPLITLINES}, {V_STR, "casefold", M_LOWER},
         {V_DICT, "items", M_ITEMS}, {V_DICT, "keys", M_KEYS}, {V_DICT, "values", M_VALUES}, {V_DICT, "get", M_GET},
         {V_LIST, "append", M_MUTATING}, {V_LIST, "pop", M_MUTATING}, {V_LIST, "extend", M_MUTATING},
         {V_LIST, "insert", M_MUTATING}, {V_LIST, "remove", M_MUTATING}, {V_LIST, "sort", M_MUTATING},
@@ -362,14 +367,66 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
         return RW_OK;
     }
     case M_JOIN: return join(r, n, a0, self, out);
-    case M_ISDIGIT: case M_ISSPACE: {
+    case M_ISDIGIT: case M_ISSPACE: case M_ISALPHA: case M_ISALNUM: { /* ASCII classes, Unicode spaces */
         bool res = self.str.n > 0;
-        for (size_t i = 0; i < self.str.n && res; i++) {
-            size_t l;
-            res = fn.fn.id == M_ISDIGIT ? isdigit((unsigned char)self.str.s[i]) != 0 : is_space_at(self.str.s, self.str.n, i, &l);
+        for (size_t i = 0; i < self.str.n && res;) {
+            size_t l = 1;
+            unsigned char c = (unsigned char)self.str.s[i];
+            int id = fn.fn.id;
+            res = id == M_ISDIGIT ? isdigit(c) != 0 : id == M_ISALPHA ? isalpha(c) != 0 : id == M_ISALNUM ? isalnum(c) != 0
+                                                                     : is_space_at(self.str.s, self.str.n, i, &l);
+            i += l;
         }
         *out = v_bool(res);
         return RW_OK;
+    }
+    case M_ISLOWER: case M_ISUPPER: {
+        bool cased = false, other = false;
+        for (size_t i = 0; i < self.str.n; i++) {
+            unsigned char c = (unsigned char)self.str.s[i];
+            cased |= fn.fn.id == M_ISLOWER ? islower(c) != 0 : isupper(c) != 0;
+            other |= fn.fn.id == M_ISLOWER ? isupper(c) != 0 : islower(c) != 0;
+        }
+        *out = v_bool(cased && !other);
+        return RW_OK;
+    }
+    case M_RFIND: {
+        if (need_str(r, n, &a0, "rfind")) return r->err->code;
+        int64_t pos = -1;
+        for (size_t i = self.str.n + 1; i-- > 0 && pos < 0;)
+            if (i + a0.str.n <= self.str.n && !memcmp(self.str.s + i, a0.str.s, a0.str.n)) pos = (int64_t)i;
+        *out = v_int(pos); /* a byte offset: equal to Python's for ASCII text */
+        return RW_OK;
+    }
+    case M_LJUST: case M_RJUST: case M_CENTER: { /* width in code points, fill a space or one character */
+        int64_t width = a0.t == V_INT ? a0.i : 0, len = 0;
+        for (size_t i = 0; i < self.str.n; i++) len += ((unsigned char)self.str.s[i] & 0xc0) != 0x80;
+        value fill = a1.t == V_STR && a1.str.n ? a1 : v_str_ref(" ", 1);
+        int64_t pad = width > len ? width - len : 0, left = fn.fn.id == M_LJUST ? 0 : fn.fn.id == M_RJUST ? pad
+                                                                                  : pad / 2 + (pad & width & 1);
+        if (pad > 1000000) return r_fail(r, n->line, "padding too large");
+        sbuf sb = {0};
+        rw_status st = RW_OK;
+        for (int64_t k = 0; k < left && !st; k++) st = sb_put(r, &sb, fill.str.s, fill.str.n);
+        if (!st) st = sb_put(r, &sb, self.str.s, self.str.n);
+        for (int64_t k = left; k < pad && !st; k++) st = sb_put(r, &sb, fill.str.s, fill.str.n);
+        *out = v_from_sbuf(r, &sb);
+        free(sb.p);
+        return st;
+    }
+    case M_SPLITLINES: { /* on \n, \r\n and \r; line ends dropped */
+        *out = v_list(r);
+        rw_status st = r->err->code;
+        size_t start = 0;
+        for (size_t i = 0; i < self.str.n && !st; i++) {
+            char c = self.str.s[i];
+            if (c != '\n' && c != '\r') continue;
+            st = v_list_push(r, out->list, v_str_ref(self.str.s + start, i - start));
+            if (c == '\r' && i + 1 < self.str.n && self.str.s[i + 1] == '\n') i++;
+            start = i + 1;
+        }
+        if (!st && start < self.str.n) st = v_list_push(r, out->list, v_str_ref(self.str.s + start, self.str.n - start));
+        return st;
     }
     case M_ITEMS: return items_of(r, self, 0, out);
     case M_KEYS: return items_of(r, self, 1, out);
@@ -385,6 +442,8 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
 }
 
 /* ---- tests ---- */
+
+static rw_status less_than(render *r, const node *n, value a, value b, bool case_sensitive, bool *out);
 
 rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t n_args, bool *out) {
     const char *t = n->s;
@@ -426,9 +485,13 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
             for (size_t i = 0; i < a0.list->n && !*out; i++) *out = v_equal(&in, &a0.list->v[i]);
         else if (a0.t == V_DICT) *out = v_dict_get_v(a0.dict, &in) != NULL;
         else if (a0.t == V_STR && in.t == V_STR) *out = memmem(a0.str.s, a0.str.n, in.str.s, in.str.n) != NULL;
-    } else if (!strcmp(t, "gt") || !strcmp(t, "lt") || !strcmp(t, "ge") || !strcmp(t, "le")) {
-        double x = in.t == V_FLOAT ? in.f : (double)in.i, y = a0.t == V_FLOAT ? a0.f : (double)a0.i;
-        *out = t[0] == 'g' ? (t[1] == 't' ? x > y : x >= y) : (t[1] == 't' ? x < y : x <= y);
+    } else if (!strcmp(t, "gt") || !strcmp(t, "lt") || !strcmp(t, "ge") || !strcmp(t, "le") || !strcmp(t, ">") ||
+               !strcmp(t, "<") || !strcmp(t, ">=") || !strcmp(t, "<=")) {
+        bool gt = t[0] == 'g' || t[0] == '>', strict = t[1] == 't' || t[1] == 0, less;
+        rw_status st = gt ? less_than(r, n, a0, in, true, &less) : less_than(r, n, in, a0, true, &less);
+        if (st) return st;
+        if (!less && !strict) *out = v_equal(&in, &a0);
+        else *out = less;
     } else return r_fail(r, n->line, "no test named '%s'", t);
     return RW_OK;
 }
@@ -650,10 +713,60 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             in = v_from_sbuf(r, &sb);
         }
         st = st ? st : case_map(r, in, f[0] == 'u' ? 0 : f[0] == 'l' ? 1 : f[0] == 't' ? 2 : 3, out);
-    } else if (!strcmp(f, "replace")) {
+    } else if (!strcmp(f, "replace")) { /* str(value).replace(old, new) */
         value a1 = kwarg(args, kw, n_args, "", 1, NULL);
-        if (in.t != V_STR || a0.t != V_STR || a1.t != V_STR) return r_fail(r, n->line, "replace expects strings");
-        st = replace(r, in, a0, a1, out);
+        if (a0.t != V_STR || a1.t != V_STR) return r_fail(r, n->line, "replace expects strings");
+        if (in.t != V_STR) {
+            st = v_to_str(r, &sb, &in);
+            in = v_from_sbuf(r, &sb);
+        }
+        if (!st) st = replace(r, in, a0, a1, out);
+    } else if (!strcmp(f, "wordcount")) { /* words as Jinja counts them: runs of \w (ASCII letters, digits, _, non-ASCII) */
+        st = v_to_str(r, &sb, &in);
+        int64_t words = 0;
+        bool in_word = false;
+        for (size_t i = 0; i < sb.n; i++) {
+            unsigned char c = (unsigned char)sb.p[i];
+            bool w = isalnum(c) || c == '_' || c >= 0x80;
+            words += w && !in_word;
+            in_word = w;
+        }
+        *out = v_int(words);
+    } else if (!strcmp(f, "sort")) { /* sort(reverse=False, case_sensitive=False, attribute=None): stable */
+        value rev = kwarg(args, kw, n_args, "reverse", 0, NULL), cs = kwarg(args, kw, n_args, "case_sensitive", 1, NULL);
+        value attr = kwarg(args, kw, n_args, "attribute", 2, NULL);
+        st = as_list(r, n, in, &in);
+        value res = st ? v_undef() : v_list(r);
+        for (size_t i = 0; !st && res.t == V_LIST && i < in.list->n; i++) st = v_list_push(r, res.list, in.list->v[i]);
+        for (size_t i = 1; !st && res.t == V_LIST && i < res.list->n; i++) /* insertion sort keeps it stable */
+            for (size_t k = i; k > 0 && !st; k--) {
+                value ka = res.list->v[k - 1], kb = res.list->v[k];
+                if (attr.t == V_STR) attr_of(r, res.list->v[k - 1], attr, &ka), attr_of(r, res.list->v[k], attr, &kb);
+                bool swap = false;
+                st = v_truthy(&rev) ? less_than(r, n, ka, kb, v_truthy(&cs), &swap)
+                                    : less_than(r, n, kb, ka, v_truthy(&cs), &swap);
+                if (!swap) break;
+                value t = res.list->v[k - 1];
+                res.list->v[k - 1] = res.list->v[k];
+                res.list->v[k] = t;
+            }
+        *out = res;
+    } else if (!strcmp(f, "round")) { /* round(precision=0, method='common'): a float, as Jinja */
+        value prec = kwarg(args, kw, n_args, "precision", 0, NULL), method = kwarg(args, kw, n_args, "method", 1, NULL);
+        if (in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) return r_fail(r, n->line, "round needs a number, got %s", v_type_name(in.t));
+        double x = in.t == V_FLOAT ? in.f : in.t == V_INT ? (double)in.i : in.b, scale = 1;
+        int64_t p = prec.t == V_INT ? prec.i : 0;
+        for (int64_t k = 0; k < p && k < 30; k++) scale *= 10;
+        for (int64_t k = 0; k > p && k > -30; k--) scale /= 10;
+        const char *m = method.t == V_STR ? method.str.s : "common";
+        double y = x * scale;
+        bool common = strncmp(m, "ceil", 4) && strncmp(m, "floor", 5);
+        if (common && in.t != V_FLOAT && p >= 0) *out = v_int(in.t == V_INT ? in.i : in.b); /* Python's round(int) */
+        else if (common && in.t != V_FLOAT) *out = v_int((int64_t)(nearbyint(y) / scale));
+        else { /* common is Python's round(): halves to even */
+            y = !strncmp(m, "ceil", 4) ? ceil(y) : !strncmp(m, "floor", 5) ? floor(y) : nearbyint(y);
+            *out = v_float(y / scale);
+        }
     } else if (!strcmp(f, "int")) {
         if (in.t == V_INT) *out = in;
         else if (in.t == V_FLOAT) *out = v_int((int64_t)in.f);
@@ -738,6 +851,8 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                 for (int k = 0; k < width && !st; k++) st = sb_put(r, &sb, " ", 1);
         }
         *out = v_from_sbuf(r, &sb);
+    } else if (!strcmp(f, "dictsort") && in.t != V_DICT) {
+        st = r_fail(r, n->line, "dictsort needs a mapping, got %s", v_type_name(in.t));
     } else if (!strcmp(f, "dictsort")) {
         st = items_of(r, in, 0, out);
         /* insertion sort by key string */

@@ -404,6 +404,7 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
         if (st) break;
         if (a.t == V_MACRO) st = call_macro(r, n, a.macro, args, n->names, n->n_kids, out);
         else if (a.t == V_FUNC) st = rw_chat__call_func(r, n, a, args, n->names, n->n_kids, out);
+        else if (a.t == V_UNDEF && n->a->kind == N_ATTR) st = r_fail(r, n->line, "no method or attribute '%s' to call", n->a->s);
         else if (a.t == V_UNDEF) st = r_fail(r, n->line, "'%s' is undefined", n->a->kind == N_NAME ? n->a->s : "callee");
         else st = r_fail(r, n->line, "'%s' object is not callable", v_type_name(a.t));
         break;

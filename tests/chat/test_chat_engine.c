@@ -81,6 +81,12 @@ int main(void) {
     expect_error("{{ 'a' is odd }}", "integers");
     EXPECT("{{ '\n' is lower }}{{ 'ab1' is lower }}{{ 'Ab' is upper }}", NULL, "FalseTrueFalse");
 
+    EXPECT("{{ 'ab'.center(7, '*') }}|{{ 'a\nb\r\nc'.splitlines() }}|{{ ['b', 'A', 'c'] | sort }}|"
+           "{{ [{'n': 2}, {'n': 1}] | sort(attribute='n', reverse=true) | map(attribute='n') | join }}|"
+           "{{ 2.5 | round }}{{ 2.345 | round(2) }}{{ 1234 | round(-2) }}|{{ 3 is ge 3 }}", NULL,
+           "***ab**|['a', 'b', 'c']|['A', 'b', 'c']|21|2.02.351200|True");
+    expect_error("{{ 'x'.nosuch() }}", "nosuch");
+
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
     EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
