@@ -318,9 +318,10 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
         if (stp == 0) return r_fail(r, n->line, "range() step must not be zero");
         *out = v_list(r);
         rw_status st = out->t == V_LIST ? RW_OK : r->err->code;
-        for (int64_t i = start; (stp > 0 ? i < stop : i > stop) && !st; i += stp) {
+        for (int64_t i = start; (stp > 0 ? i < stop : i > stop) && !st;) {
             if (out->list->n > 10000000) return r_fail(r, n->line, "range too large");
             st = v_list_push(r, out->list, v_int(i));
+            if (__builtin_add_overflow(i, stp, &i)) break; /* past INT64 bounds: past stop too */
         }
         return st;
     }
@@ -618,7 +619,9 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
     if (!strcmp(f, "tojson")) {
         bool has;
         value ind = kwarg(args, kw, n_args, "indent", 0, &has);
-        st = v_tojson(r, &sb, &in, has && ind.t == V_INT ? (int)ind.i : -1, 0);
+        /* indent is clamped (the output limit stops anything that large anyway) */
+        int indent = has && ind.t == V_INT ? (int)(ind.i < 0 ? -1 : ind.i > 1000 ? 1000 : ind.i) : -1;
+        st = v_tojson(r, &sb, &in, indent, 0);
         *out = v_from_sbuf(r, &sb);
     } else if (!strcmp(f, "length") || !strcmp(f, "count")) {
         *out = v_int(0);
@@ -762,13 +765,19 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
         double y = x * scale;
         bool common = strncmp(m, "ceil", 4) && strncmp(m, "floor", 5);
         if (common && in.t != V_FLOAT && p >= 0) *out = v_int(in.t == V_INT ? in.i : in.b); /* Python's round(int) */
-        else if (common && in.t != V_FLOAT) *out = v_int((int64_t)(nearbyint(y) / scale));
+        else if (common && in.t != V_FLOAT) {
+            double z = nearbyint(y) / scale;
+            if (z > -9.2e18 && z < 9.2e18) *out = v_int((int64_t)z);
+            else st = r_fail(r, n->line, "round: integer out of range");
+        }
         else { /* common is Python's round(): halves to even */
             y = !strncmp(m, "ceil", 4) ? ceil(y) : !strncmp(m, "floor", 5) ? floor(y) : nearbyint(y);
             *out = v_float(y / scale);
         }
     } else if (!strcmp(f, "int")) {
         if (in.t == V_INT) *out = in;
+        else if (in.t == V_FLOAT && in.f != in.f) *out = n_args ? a0 : v_int(0); /* NaN: the default, as Jinja */
+        else if (in.t == V_FLOAT && !(in.f > -9.2e18 && in.f < 9.2e18)) st = r_fail(r, n->line, "int: float out of range");
         else if (in.t == V_FLOAT) *out = v_int((int64_t)in.f);
         else if (in.t == V_BOOL) *out = v_int(in.b);
         else if (in.t == V_STR) {
@@ -796,7 +805,8 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             if (attr.t == V_STR) attr_of(r, x, attr, &x);
             if (x.t == V_INT || x.t == V_BOOL) {
                 int64_t k = x.t == V_INT ? x.i : x.b;
-                si += k, sf += (double)k;
+                if (__builtin_add_overflow(si, k, &si)) st = r_fail(r, n->line, "integer overflow in sum");
+                sf += (double)k;
             } else if (x.t == V_FLOAT) {
                 is_float = true;
                 sf += x.f;
@@ -815,7 +825,9 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             if (better) *out = x, best_key = key;
         }
     } else if (!strcmp(f, "abs")) {
-        *out = in.t == V_INT ? v_int(in.i < 0 ? -in.i : in.i) : in.t == V_FLOAT ? v_float(in.f < 0 ? -in.f : in.f) : in;
+        if (in.t == V_INT && in.i == INT64_MIN) st = r_fail(r, n->line, "integer overflow in abs");
+        else *out = in.t == V_INT ? v_int(in.i < 0 ? -in.i : in.i) : in.t == V_FLOAT ? v_float(in.f < 0 ? -in.f : in.f)
+                  : in.t == V_BOOL ? v_int(in.b) : in;
     } else if (!strcmp(f, "unique")) {
         *out = v_list(r);
         for (size_t i = 0; out->t == V_LIST && in.t == V_LIST && i < in.list->n && !st; i++) {

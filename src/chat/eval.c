@@ -4,6 +4,7 @@
  * `set`s vanish after the loop; templates use namespace() to carry values
  * out), `if` bodies share the enclosing scope, and a macro call runs in a
  * scope whose parent is the template's top level. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,12 +132,13 @@ static rw_status get_slice(render *r, const node *n, value obj, value *bounds, v
     value res = obj.t == V_LIST ? v_list(r) : v_undef();
     sbuf sb = {0};
     rw_status st = RW_OK;
-    for (int64_t i = start; (stepv > 0 ? i < stop : i > stop) && !st; i += stepv) {
+    for (int64_t i = start; (stepv > 0 ? i < stop : i > stop) && !st;) {
         if (obj.t == V_LIST) st = v_list_push(r, res.list, obj.list->v[i]);
         else {
             size_t a = utf8_offset(obj.str.s, obj.str.n, (size_t)i), b = utf8_offset(obj.str.s, obj.str.n, (size_t)i + 1);
             st = sb_put(r, &sb, obj.str.s + a, b - a);
         }
+        if (__builtin_add_overflow(i, stepv, &i)) break; /* a huge step: past the end */
     }
     if (obj.t == V_STR) res = v_from_sbuf(r, &sb);
     free(sb.p);
@@ -243,22 +245,36 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
     bool ints = a.t != V_FLOAT && b.t != V_FLOAT;
     double x = as_double(&a), y = as_double(&b);
     int64_t i = as_int(&a), j = as_int(&b);
+    /* Python's integers are unbounded; ours are 64-bit and overflow is an error */
+    int64_t res = 0;
+    bool ovf = false;
     switch (op[0]) {
-    case '+': *out = ints ? v_int(i + j) : v_float(x + y); return RW_OK;
-    case '-': *out = ints ? v_int(i - j) : v_float(x - y); return RW_OK;
+    case '+':
+        if (!ints) *out = v_float(x + y);
+        else if (!(ovf = __builtin_add_overflow(i, j, &res))) *out = v_int(res);
+        break;
+    case '-':
+        if (!ints) *out = v_float(x - y);
+        else if (!(ovf = __builtin_sub_overflow(i, j, &res))) *out = v_int(res);
+        break;
     case '*':
         if (op[1] == '*') { /* power */
             if (ints && j >= 0) {
-                int64_t p = 1;
-                for (int64_t k = 0; k < j && k < 64; k++) p *= i;
-                *out = v_int(p);
+                res = 1;
+                for (int64_t k = 0; k < j && !ovf && res != 0 && !(res == 1 && (i == 1 || i == 0)); k++)
+                    ovf = __builtin_mul_overflow(res, i, &res);
+                if (i == 0 && j > 0) res = 0;
+                if (i == -1) res = j % 2 ? -1 : 1;
+                if (!ovf) *out = v_int(res);
             } else *out = v_float(__builtin_pow(x, y));
-            return RW_OK;
+            break;
         }
-        *out = ints ? v_int(i * j) : v_float(x * y);
-        return RW_OK;
+        if (!ints) *out = v_float(x * y);
+        else if (!(ovf = __builtin_mul_overflow(i, j, &res))) *out = v_int(res);
+        break;
     case '/':
         if (y == 0) return r_fail(r, n->line, "division by zero");
+        if (ints && i == INT64_MIN && j == -1) return r_fail(r, n->line, "integer overflow in %s", op);
         if (op[1] == '/') {
             if (ints) {
                 int64_t q = i / j;
@@ -271,7 +287,9 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
         return RW_OK;
     case '%':
         if (y == 0) return r_fail(r, n->line, "modulo by zero");
-        if (ints) {
+        if (ints && j == -1) {
+            *out = v_int(0);
+        } else if (ints) {
             int64_t m = i % j;
             if (m != 0 && ((m < 0) != (j < 0))) m += j;
             *out = v_int(m);
@@ -281,8 +299,9 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
             *out = v_float(m);
         }
         return RW_OK;
+    default: return r_fail(r, n->line, "unknown operator %s", op);
     }
-    return r_fail(r, n->line, "unknown operator %s", op);
+    return ovf ? r_fail(r, n->line, "integer overflow in %s (numbers beyond 64 bits are not supported)", op) : RW_OK;
 }
 
 /* ---- calls ---- */
@@ -432,7 +451,8 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
             st = r_fail(r, n->line, "bad operand type for unary %s: '%s'", n->s, v_type_name(a.t));
             break;
         }
-        if (n->s[0] == '-') *out = a.t == V_FLOAT ? v_float(-a.f) : v_int(-as_int(&a));
+        if (n->s[0] == '-' && a.t != V_FLOAT && as_int(&a) == INT64_MIN) st = r_fail(r, n->line, "integer overflow in unary -");
+        else if (n->s[0] == '-') *out = a.t == V_FLOAT ? v_float(-a.f) : v_int(-as_int(&a));
         else *out = a.t == V_BOOL ? v_int(a.b) : a;
         break;
     case N_BINARY:

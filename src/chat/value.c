@@ -362,7 +362,7 @@ static rw_status json_str(render *r, sbuf *b, const char *s, size_t n) {
 
 static rw_status json_newline(render *r, sbuf *b, int indent, int level) {
     rw_status st = sb_cstr(r, b, "\n");
-    for (int i = 0; i < indent * level && !st; i++) st = sb_cstr(r, b, " ");
+    for (int64_t i = 0; i < (int64_t)indent * level && !st; i++) st = sb_cstr(r, b, " ");
     return st;
 }
 

@@ -86,6 +86,14 @@ int main(void) {
            "{{ 2.5 | round }}{{ 2.345 | round(2) }}{{ 1234 | round(-2) }}|{{ 3 is ge 3 }}", NULL,
            "***ab**|['a', 'b', 'c']|['A', 'b', 'c']|21|2.02.351200|True");
     expect_error("{{ 'x'.nosuch() }}", "nosuch");
+    /* 64-bit integers: overflow is a clear error (Python would grow the number), never undefined behaviour */
+    expect_error("{{ 9223372036854775807 + 1 }}", "overflow");
+    expect_error("{{ 2 ** 64 }}", "overflow");
+    expect_error("{{ (-9223372036854775807 - 1) // -1 }}", "overflow");
+    expect_error("{{ -(-9223372036854775807 - 1) }}", "overflow");
+    expect_error("{{ 1e300 | int }}", "range");
+    EXPECT("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 'abc'[2::9223372036854775807] }} {{ 7 % -1 }}", NULL,
+           "4611686018427387904 -9223372036854775808 c 0");
 
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
