@@ -72,13 +72,13 @@ rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_mode
     if ((st = get_u32(g, a, "context_length", true, 0, &ctx, err)) ||
         (st = get_u32(g, a, "embedding_length", true, 0, &embd, err)) ||
         (st = get_u32(g, a, "block_count", true, 0, &layers, err)) ||
-        (st = get_u32(g, a, "feed_forward_length", true, 0, &ff, err)) ||
+        (st = get_u32(g, a, "feed_forward_length", !arch->moe, 0, &ff, err)) ||
         (st = get_u32(g, a, "attention.head_count", true, 0, &heads, err)))
         return st;
     if (ctx == 0) return bad(err, a, "context_length", "must be positive", ctx);
     if (embd == 0 || embd > MAX_DIM) return bad(err, a, "embedding_length", "out of range", embd);
     if (layers == 0 || layers > MAX_LAYERS) return bad(err, a, "block_count", "out of range", layers);
-    if (ff == 0 || ff > MAX_DIM) return bad(err, a, "feed_forward_length", "out of range", ff);
+    if ((ff == 0 && !arch->moe) || ff > MAX_DIM) return bad(err, a, "feed_forward_length", "out of range", ff);
     if (heads == 0 || heads > embd) return bad(err, a, "attention.head_count", "out of range", heads);
     if ((st = get_u32(g, a, "attention.head_count_kv", false, heads, &heads_kv, err)) ||
         (st = get_u32(g, a, "attention.key_length", false, embd / heads, &hdk, err)))

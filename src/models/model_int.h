@@ -86,6 +86,7 @@ struct mdl_arch {
     rw_rope_kind rope_kind;
     bool qk_norm;                    /* attn_q_norm / attn_k_norm required */
     bool qkv_bias;                   /* attn_q/k/v biases required (else optional) */
+    bool moe;                        /* FFN is a mixture of experts: no feed_forward_length needed */
     rw_status (*read_hparams)(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
     rw_status (*bind)(rw_model *m, rw_error *err);
     rw_status (*layer)(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err);
@@ -97,7 +98,7 @@ struct mdl_arch {
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
 const mdl_arch *mdl_arch_find(const char *name);
-extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_qwen35;
+extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_qwen35, mdl_arch_qwen35moe;
 
 /* forward.c */
 void mdl_scratch_free(mdl_scratch *sc);

@@ -41,8 +41,18 @@ typedef struct {
     const float *norm;    /* [dv] */
 } q35_rec;
 
+/* Mixture-of-experts FFN of one layer (qwen35moe). */
+typedef struct {
+    rw_matrix router;             /* ffn_gate_inp: E -> n_expert, F32 */
+    const rw_gguf_tensor *gate_exps, *up_exps, *down_exps; /* {E, Fe, Ne}, {E, Fe, Ne}, {Fe, E, Ne} */
+    rw_matrix sh_gate, sh_up, sh_down; /* shared expert */
+    rw_matrix sh_router;          /* ffn_gate_inp_shexp: E -> 1, F32 */
+} q35_moe;
+
 typedef struct {
     int nk, nv, dk, dv, kc, interval;
+    int n_expert, n_expert_used, ff_exp, ff_shexp; /* MoE only */
+    q35_moe *moe;                                   /* [n_layer], MoE only; owned */
     int64_t KD, VD, CD;
     int n_rec;
     int *rec_of;  /* [n_layer]: index among recurrent layers, or -1 for attention */
@@ -55,9 +65,10 @@ static bool is_recurrent(const q35 *x, int il) { return x->rec_of[il] >= 0; }
 
 /* ---- hyperparameters and weights ---- */
 
-static rw_status get_u32_key(const rw_gguf *g, const char *name, bool required, uint32_t def, uint32_t *out, rw_error *err) {
+static rw_status get_u32_key(const rw_gguf *g, const char *arch, const char *name, bool required, uint32_t def,
+                             uint32_t *out, rw_error *err) {
     char key[128];
-    snprintf(key, sizeof key, "qwen35.%s", name);
+    snprintf(key, sizeof key, "%s.%s", arch, name);
     if (!rw_gguf_get(g, key)) {
         if (required) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key %s", key);
         *out = def;
@@ -70,13 +81,14 @@ static rw_status q35_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hp
     rw_status st = mdl_read_dense_hparams(g, arch, hp, err);
     if (st) return st;
     uint32_t nextn;
-    if ((st = get_u32_key(g, "nextn_predict_layers", false, 0, &nextn, err))) return st;
+    if ((st = get_u32_key(g, arch->name, "nextn_predict_layers", false, 0, &nextn, err))) return st;
     if (nextn >= (uint32_t)hp->n_layer)
-        return rw_errorf(err, RW_ERR_FORMAT, "qwen35.nextn_predict_layers = %u leaves no trunk layers", nextn);
+        return rw_errorf(err, RW_ERR_FORMAT, "%s.nextn_predict_layers = %u leaves no trunk layers", arch->name, nextn);
     hp->n_layer -= (int)nextn; /* the MTP block (speculative decoding only) is skipped */
     /* IMROPE: text positions are [p, p, p, 0], so pairs covered by the first
      * three sections rotate by p; pairs past them would use position 0. */
-    char key[64] = "qwen35.rope.dimension_sections";
+    char key[64];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", arch->name);
     const rw_gguf_value *sec = rw_gguf_get(g, key);
     if (!sec) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key %s", key);
     int64_t s[4] = {0, 0, 0, 0};
@@ -94,6 +106,7 @@ static void q35_free(rw_model *m) {
     if (!x) return;
     free(x->rec_of);
     free(x->rec);
+    free(x->moe);
     free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg);
     free(x);
     m->ext = NULL;
@@ -115,6 +128,94 @@ static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uin
     return RW_OK;
 }
 
+/* A 3-D expert tensor {n_in, n_out, n_expert} of a matmul type. */
+static rw_status bind_experts(const rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
+                              const rw_gguf_tensor **out, rw_error *err) {
+    const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
+    if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != ne)
+        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape {%llu, %llu, %llu}, expected {%llu, %llu, %llu}", name,
+                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                         (unsigned long long)n_in, (unsigned long long)n_out, (unsigned long long)ne);
+    if (!rw_matmul_supports(t->type))
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has unsupported type %s", name, rw_dtype_name(t->type));
+    *out = t;
+    return RW_OK;
+}
+
+static rw_status bind_moe(rw_model *m, int il, q35_moe *M, rw_error *err) {
+    const q35 *x = m->ext;
+    const int64_t E = m->hp.n_embd;
+    char n[96];
+    rw_status st;
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if ((st = mdl_bind_matrix(m, NAME("ffn_gate_inp.weight"), E, x->n_expert, true, &M->router, err)) ||
+        (st = bind_experts(m, NAME("ffn_gate_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->gate_exps, err)) ||
+        (st = bind_experts(m, NAME("ffn_up_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->up_exps, err)) ||
+        (st = bind_experts(m, NAME("ffn_down_exps.weight"), (uint64_t)x->ff_exp, (uint64_t)E, (uint64_t)x->n_expert, &M->down_exps, err)) ||
+        (st = mdl_bind_matrix(m, NAME("ffn_gate_shexp.weight"), E, x->ff_shexp, true, &M->sh_gate, err)) ||
+        (st = mdl_bind_matrix(m, NAME("ffn_up_shexp.weight"), E, x->ff_shexp, true, &M->sh_up, err)) ||
+        (st = mdl_bind_matrix(m, NAME("ffn_down_shexp.weight"), x->ff_shexp, E, true, &M->sh_down, err)))
+        return st;
+    const float *shg;
+    if ((st = mdl_bind_vector(m, NAME("ffn_gate_inp_shexp.weight"), E, true, &shg, err))) return st;
+    M->sh_router = (rw_matrix){.type = RW_TYPE_F32, .data = shg, .n_in = E, .n_out = 1, .row_stride = (size_t)E * sizeof(float)};
+#undef NAME
+    return RW_OK;
+}
+
+/* Expert e of a 3-D tensor as a matrix {n_in, n_out}. */
+static rw_matrix expert(const rw_gguf_tensor *t, int e) {
+    uint64_t row_bytes;
+    rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
+    return (rw_matrix){.type = t->type,
+                       .data = (const char *)t->data + (size_t)e * (size_t)t->ne[1] * row_bytes,
+                       .n_in = (int64_t)t->ne[0],
+                       .n_out = (int64_t)t->ne[1],
+                       .row_stride = (size_t)row_bytes};
+}
+
+/* MoE FFN (specs/qwen35.md §4.7), token by token so that a token's result
+ * never depends on the others in its batch:
+ *   route: softmax(router b), top-k (ties to the lower index), weights
+ *   renormalised (rw_moe_route); y = sum_j w_j down_e(silu(gate_e b) * up_e b)
+ *   in selection order; out = y + sigmoid(sh_router b) * shared expert(b). */
+static rw_status moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
+    const q35 *x = m->ext;
+    const q35_moe *M = &x->moe[il];
+    const int E = m->hp.n_embd, ne = x->n_expert, k = x->n_expert_used, fe = x->ff_exp, fs = x->ff_shexp;
+    const int fw = fe > fs ? fe : fs;
+    float *logits = malloc((size_t)ne * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
+    float *g = malloc((size_t)fw * sizeof *g), *u = malloc((size_t)fw * sizeof *u), *y = malloc((size_t)E * sizeof *y);
+    int32_t *sel = malloc((size_t)k * sizeof *sel);
+    float *w = malloc((size_t)k * sizeof *w);
+    rw_status st = (!logits || !probs || !g || !u || !y || !sel || !w) ? rw_errorf(err, RW_ERR_NOMEM, "out of memory") : RW_OK;
+    for (int64_t t = 0; t < bt->n && !st; t++) {
+        const float *b = m->sc.xn + t * E;
+        float *out = m->sc.tmp + t * E;
+        if ((st = mdl_matmul(&M->router, b, 1, logits, bt->pool, err))) break;
+        rw_moe_route(logits, ne, k, true, 1.0f, sel, w, probs);
+        for (int j = 0; j < k && !st; j++) {
+            rw_matrix G = expert(M->gate_exps, sel[j]), U = expert(M->up_exps, sel[j]), D = expert(M->down_exps, sel[j]);
+            if ((st = mdl_matmul(&G, b, 1, g, bt->pool, err)) || (st = mdl_matmul(&U, b, 1, u, bt->pool, err))) break;
+            rw_swiglu(g, u, fe);
+            if ((st = mdl_matmul(&D, g, 1, y, bt->pool, err))) break;
+            for (int i = 0; i < E; i++) out[i] = j ? out[i] + y[i] * w[j] : y[i] * w[j];
+        }
+        if (st) break;
+        float sg;
+        if ((st = mdl_matmul(&M->sh_router, b, 1, &sg, bt->pool, err)) ||
+            (st = mdl_matmul(&M->sh_gate, b, 1, g, bt->pool, err)) || (st = mdl_matmul(&M->sh_up, b, 1, u, bt->pool, err)))
+            break;
+        rw_swiglu(g, u, fs);
+        if ((st = mdl_matmul(&M->sh_down, g, 1, y, bt->pool, err))) break;
+        rw_sigmoid(&sg, &sg, 1);
+        for (int i = 0; i < E; i++) out[i] += y[i] * sg;
+    }
+    free(logits), free(probs), free(g), free(u), free(y), free(sel), free(w);
+    return st;
+}
+
 static rw_status q35_bind(rw_model *m, rw_error *err) {
     rw_model_hparams *hp = &m->hp;
     q35 *x = calloc(1, sizeof *x);
@@ -122,12 +223,12 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     m->ext = x;
     uint32_t kc, dk, nk, nv, inner, interval;
     rw_status st;
-    if ((st = get_u32_key(m->g, "ssm.conv_kernel", true, 0, &kc, err)) ||
-        (st = get_u32_key(m->g, "ssm.state_size", true, 0, &dk, err)) ||
-        (st = get_u32_key(m->g, "ssm.group_count", true, 0, &nk, err)) ||
-        (st = get_u32_key(m->g, "ssm.time_step_rank", true, 0, &nv, err)) ||
-        (st = get_u32_key(m->g, "ssm.inner_size", true, 0, &inner, err)) ||
-        (st = get_u32_key(m->g, "full_attention_interval", false, 4, &interval, err)))
+    if ((st = get_u32_key(m->g, m->arch->name, "ssm.conv_kernel", true, 0, &kc, err)) ||
+        (st = get_u32_key(m->g, m->arch->name, "ssm.state_size", true, 0, &dk, err)) ||
+        (st = get_u32_key(m->g, m->arch->name, "ssm.group_count", true, 0, &nk, err)) ||
+        (st = get_u32_key(m->g, m->arch->name, "ssm.time_step_rank", true, 0, &nv, err)) ||
+        (st = get_u32_key(m->g, m->arch->name, "ssm.inner_size", true, 0, &inner, err)) ||
+        (st = get_u32_key(m->g, m->arch->name, "full_attention_interval", false, 4, &interval, err)))
         return st;
     if (kc < 1 || kc > 64 || dk == 0 || dk > 1024 || nk == 0 || nv == 0 || nv % nk || nv > 4096 || interval == 0 ||
         inner != nv * dk)
@@ -135,6 +236,20 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
                          "time_step_rank %u, inner_size %u, full_attention_interval %u)", kc, dk, nk, nv, inner, interval);
     x->kc = (int)kc, x->dk = (int)dk, x->dv = (int)dk, x->nk = (int)nk, x->nv = (int)nv, x->interval = (int)interval;
     x->KD = (int64_t)nk * dk, x->VD = (int64_t)nv * dk, x->CD = 2 * x->KD + x->VD;
+    if (m->arch->moe) {
+        uint32_t ne, nu, fe, fs;
+        if ((st = get_u32_key(m->g, m->arch->name, "expert_count", true, 0, &ne, err)) ||
+            (st = get_u32_key(m->g, m->arch->name, "expert_used_count", true, 0, &nu, err)) ||
+            (st = get_u32_key(m->g, m->arch->name, "expert_feed_forward_length", true, 0, &fe, err)) ||
+            (st = get_u32_key(m->g, m->arch->name, "expert_shared_feed_forward_length", true, 0, &fs, err)))
+            return st;
+        if (ne == 0 || ne > 4096 || nu == 0 || nu > ne || fe == 0 || fe > (1u << 20) || fs == 0 || fs > (1u << 20))
+            return rw_errorf(err, RW_ERR_FORMAT, "invalid MoE metadata (experts %u, used %u, widths %u / %u)", ne, nu, fe, fs);
+        x->n_expert = (int)ne, x->n_expert_used = (int)nu, x->ff_exp = (int)fe, x->ff_shexp = (int)fs;
+        hp->n_ff = (int)(fe > fs ? fe : fs); /* sizes the FFN scratch */
+        x->moe = calloc((size_t)hp->n_layer, sizeof *x->moe);
+        if (!x->moe) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
     if ((st = mdl_bind_common(m, err))) return st;
     const int L = hp->n_layer;
     m->layers = calloc((size_t)L, sizeof *m->layers);
@@ -148,11 +263,14 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
         mdl_dense_layer *Ld = &m->layers[il];
         x->rec_of[il] = (il + 1) % x->interval != 0 ? x->n_rec++ : -1;
         if ((st = mdl_bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
-            (st = mdl_bind_vector(m, NAME("post_attention_norm.weight"), E, true, &Ld->ffn_norm, err)) ||
-            (st = mdl_bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
-            (st = mdl_bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
-            (st = mdl_bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
+            (st = mdl_bind_vector(m, NAME("post_attention_norm.weight"), E, true, &Ld->ffn_norm, err)))
             break;
+        if (m->arch->moe) st = bind_moe(m, il, &x->moe[il], err);
+        else if ((st = mdl_bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
+                 (st = mdl_bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
+                 (st = mdl_bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
+            break;
+        if (st) break;
         if (is_recurrent(x, il)) {
             q35_rec *R = &x->rec[il];
             if ((st = mdl_bind_matrix(m, NAME("attn_qkv.weight"), E, x->CD, true, &R->qkv, err)) ||
@@ -309,7 +427,8 @@ static rw_status q35_layer(rw_model *m, rw_model_seq *s, int il, const mdl_batch
     if (st) return st;
     add_residual(m, b->n);
     norm_rows(m, L->ffn_norm, b->n); /* post_attention_norm */
-    if ((st = mdl_ffn_swiglu(m, L, b, err))) return st;
+    st = ((q35 *)m->ext)->moe ? moe_ffn(m, il, b, err) : mdl_ffn_swiglu(m, L, b, err);
+    if (st) return st;
     add_residual(m, b->n);
     return RW_OK;
 }
@@ -319,6 +438,21 @@ const mdl_arch mdl_arch_qwen35 = {
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,
     .qkv_bias = false,
+    .read_hparams = q35_hparams,
+    .bind = q35_bind,
+    .layer = q35_layer,
+    .rec_state_floats = q35_state_floats,
+    .free_ext = q35_free,
+};
+
+/* Qwen3.5-MoE: the same hybrid mixer, every FFN a mixture of experts with a
+ * sigmoid-gated shared expert. */
+const mdl_arch mdl_arch_qwen35moe = {
+    .name = "qwen35moe",
+    .rope_kind = RW_ROPE_NEOX,
+    .qk_norm = true,
+    .qkv_bias = false,
+    .moe = true,
     .read_hparams = q35_hparams,
     .bind = q35_bind,
     .layer = q35_layer,

@@ -9,6 +9,7 @@ static const mdl_arch *const archs[] = {
     &mdl_arch_qwen2,
     &mdl_arch_qwen3,
     &mdl_arch_qwen35,
+    &mdl_arch_qwen35moe,
 };
 
 const mdl_arch *mdl_arch_find(const char *name) {

@@ -52,6 +52,8 @@ static const fixture FIXTURES[] = {
     {"qwen35", "Q5_K_M", 1.0, 0.12, 0.93},
     {"qwen35", "Q4_K_M", 1.0, 0.12, 0.93},
     {"qwen35", "Q6_K", 1.0, 0.12, 0.93},
+    {"qwen35moe", "F32", 1e-3, 1e-4, 1.0},
+    {"qwen35moe", "Q8_0", 0.6, 0.1, 0.97},
 };
 
 typedef struct {
