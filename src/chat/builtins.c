@@ -262,6 +262,7 @@ static rw_status items_of(render *r, value d, int which, value *out) {
         if (which == 0) {
             value pair = v_list(r);
             if (pair.t != V_LIST) return r->err->code;
+            pair.list->tuple = true; /* Python's items are (key, value) tuples */
             st = v_list_push(r, pair.list, d.dict->keys[i]);
             if (!st) st = v_list_push(r, pair.list, d.dict->vals[i]);
             if (!st) st = v_list_push(r, out->list, pair);
@@ -499,6 +500,14 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
 
 /* ---- filters ---- */
 
+/* A filter or test name passed as a value (select('odd'), map('upper')), as
+ * a NUL-terminated string: a string value may be a slice of a longer one. */
+static const char *name_arg(render *r, value v, const char *dflt) {
+    if (v.t != V_STR) return dflt;
+    value c = v_str(r, v.str.s, v.str.n);
+    return c.t == V_STR ? c.str.s : dflt;
+}
+
 static rw_status attr_of(render *r, value item, value name, value *out) {
     *out = v_undef();
     if (item.t == V_DICT && name.t == V_STR) {
@@ -531,7 +540,7 @@ static rw_status select_filter(render *r, const node *n, value in, value *args, 
         bool pass;
         if (n_args > first) {
             node tn = *n;
-            tn.s = args[first].t == V_STR ? args[first].str.s : "defined";
+            tn.s = name_arg(r, args[first], "defined");
             rw_status st = rw_chat__test(r, &tn, subject, args + first + 1, n_args - first - 1, &pass);
             if (st) return st;
         } else pass = v_truthy(&subject);
@@ -673,7 +682,11 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             *out = v_from_sbuf(r, &sb);
         }
     } else if (!strcmp(f, "list")) {
-        if (in.t == V_LIST) *out = in;
+        if (in.t == V_LIST && !in.list->tuple) *out = in;
+        else if (in.t == V_LIST) { /* a tuple becomes a list */
+            *out = v_list(r);
+            for (size_t i = 0; out->t == V_LIST && i < in.list->n && !st; i++) st = v_list_push(r, out->list, in.list->v[i]);
+        }
         else if (in.t == V_DICT) st = items_of(r, in, 1, out);
         else if (in.t == V_STR) {
             *out = v_list(r);
@@ -695,7 +708,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             if (attr.t == V_STR) attr_of(r, in.list->v[i], attr, &x);
             else {
                 node fn = *n;
-                fn.s = a0.t == V_STR ? a0.str.s : "string";
+                fn.s = name_arg(r, a0, "string");
                 st = rw_chat__filter(r, &fn, in.list->v[i], args + 1, kw ? kw + 1 : NULL, n_args ? n_args - 1 : 0, &x);
             }
             if (!st) st = v_list_push(r, out->list, x);

@@ -65,7 +65,7 @@ typedef enum {
     /* expressions */
     N_LIT,      /* a literal value (lit) */
     N_NAME,     /* s */
-    N_LIST,     /* kids[] (also tuples) */
+    N_LIST,     /* kids[]; neg: a tuple */
     N_DICT,     /* kids[] = key, value, key, value... */
     N_ATTR,     /* a.s */
     N_INDEX,    /* a[b] */
@@ -131,6 +131,7 @@ struct value {
 struct vlist {
     value *v;
     size_t n, cap;
+    bool tuple; /* a Python tuple: same behaviour, printed (a, b), never equal to a list */
 };
 
 struct vdict {
@@ -187,6 +188,7 @@ struct render {
     struct scope *scope; /* innermost */
     struct scope *root;
     int loop_ctl;        /* 1 break, 2 continue */
+    int line;            /* template line being evaluated, for errors raised without a node */
 };
 
 void *r_alloc(render *r, size_t n); /* NULL sets the error (memory limit) */

@@ -41,6 +41,7 @@ static bool lookup(render *r, const char *name, value *out) {
 }
 
 static rw_status step(render *r, const node *n) {
+    r->line = n->line;
     if (++r->steps > CHAT_MAX_STEPS) return r_fail(r, n->line, "template exceeded %d evaluation steps", CHAT_MAX_STEPS);
     return RW_OK;
 }
@@ -130,6 +131,7 @@ static rw_status get_slice(render *r, const node *n, value obj, value *bounds, v
     }
     if (stepv < 0 && bounds[1].t != V_INT) stop = -1;
     value res = obj.t == V_LIST ? v_list(r) : v_undef();
+    if (res.t == V_LIST) res.list->tuple = obj.list->tuple;
     sbuf sb = {0};
     rw_status st = RW_OK;
     for (int64_t i = start; (stepv > 0 ? i < stop : i > stop) && !st;) {
@@ -222,8 +224,11 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
             return st;
         }
         if (a.t == V_LIST && b.t == V_LIST) {
+            if (a.list->tuple != b.list->tuple)
+                return r_fail(r, n->line, "can only concatenate a list to a list and a tuple to a tuple");
             *out = v_list(r);
-            rw_status st = RW_OK;
+            rw_status st = r->err->code;
+            if (!st) out->list->tuple = a.list->tuple;
             for (size_t i = 0; i < a.list->n && !st; i++) st = v_list_push(r, out->list, a.list->v[i]);
             for (size_t i = 0; i < b.list->n && !st; i++) st = v_list_push(r, out->list, b.list->v[i]);
             return st;
@@ -382,6 +387,7 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
     case N_NAME: lookup(r, n->s, out); break;
     case N_LIST:
         *out = v_list(r);
+        if (out->t == V_LIST) out->list->tuple = n->neg;
         for (size_t i = 0; i < n->n_kids && !st && out->t == V_LIST; i++) {
             st = rw_chat__eval(r, n->kids[i], &a);
             if (!st) st = v_list_push(r, out->list, a);

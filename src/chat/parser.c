@@ -167,10 +167,19 @@ static node *parse_primary(parser *p) {
     }
     if (tok_is(t, TK_OP, "(")) {
         next(p);
+        if (is_op(p, ")")) { /* () is the empty tuple */
+            next(p);
+            node *l = mk(p, N_LIST);
+            if (!l) return NULL;
+            l->neg = true;
+            l->kids = rw_arena_calloc(p->a, 1, sizeof *l->kids);
+            return l->kids ? l : fail(p, "out of memory");
+        }
         node *e = parse_expr(p);
         if (!e) return NULL;
-        if (is_op(p, ",")) { /* a tuple: a list to us */
+        if (is_op(p, ",")) { /* a tuple: a list that prints with parentheses */
             node *l = mk(p, N_LIST);
+            if (l) l->neg = true;
             kid_buf *kb = rw_arena_alloc(p->a, sizeof *kb);
             if (!l || !kb) return fail(p, "out of memory");
             kb_add(p, kb, e, NULL);

@@ -39,6 +39,10 @@ rw_status r_fail(render *r, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* one line: a value quoted into the message (a name, a type) may hold control characters */
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20) *c = ' ';
+    if (line <= 0) line = r->line;
     if (line > 0) return rw_errorf(r->err, RW_ERR_TEMPLATE, "template line %d: %s", line, msg);
     return rw_errorf(r->err, RW_ERR_TEMPLATE, "%s", msg);
 }
@@ -95,7 +99,7 @@ bool v_equal(const value *a, const value *b) {
     case V_UNDEF: case V_NONE: return true;
     case V_STR: return a->str.n == b->str.n && !memcmp(a->str.s, b->str.s, a->str.n);
     case V_LIST:
-        if (a->list->n != b->list->n) return false;
+        if (a->list->n != b->list->n || a->list->tuple != b->list->tuple) return false;
         for (size_t i = 0; i < a->list->n; i++)
             if (!v_equal(&a->list->v[i], &b->list->v[i])) return false;
         return true;
@@ -301,12 +305,14 @@ rw_status v_repr(render *r, sbuf *b, const value *v) {
     rw_status st = RW_OK;
     if (v->t == V_STR) st = str_repr(r, b, v->str.s, v->str.n);
     else if (v->t == V_LIST) {
-        st = sb_cstr(r, b, "[");
+        bool tuple = v->list->tuple;
+        st = sb_cstr(r, b, tuple ? "(" : "[");
         for (size_t i = 0; i < v->list->n && !st; i++) {
             if (i) st = sb_cstr(r, b, ", ");
             if (!st) st = v_repr(r, b, &v->list->v[i]);
         }
-        if (!st) st = sb_cstr(r, b, "]");
+        if (!st && tuple && v->list->n == 1) st = sb_cstr(r, b, ",");
+        if (!st) st = sb_cstr(r, b, tuple ? ")" : "]");
     } else if (v->t == V_DICT) {
         st = sb_cstr(r, b, "{");
         for (size_t i = 0; i < v->dict->n && !st; i++) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "chat/chat.h"
 #include "cli/cli.h"
@@ -55,7 +56,15 @@ int rw_cmd_chat_template(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--bos-token") && v) bos_arg = argv[++i];
         else if (!strcmp(a, "--eos-token") && v) eos_arg = argv[++i];
-        else if (!strcmp(a, "--now") && v) now = argv[++i];
+        else if (!strcmp(a, "--now") && v) {
+            now = argv[++i];
+            struct tm tm;
+            const char *end = strptime(now, "%Y-%m-%dT%H:%M:%S", &tm);
+            if (!end || *end) {
+                rw_cli_error("chat-template", "--now takes YYYY-MM-DDTHH:MM:SS, not '%s'", now);
+                return 2;
+            }
+        }
         else if (a[0] != '-' && !src_path) src_path = a;
         else {
             rw_cli_error("chat-template", "unexpected argument '%s'", a);

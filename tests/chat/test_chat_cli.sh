@@ -48,6 +48,8 @@ printf '%s' '[{"role": ' > "$d/broken.json"
 "$REWIND" chat-template "$d/t.jinja" > /dev/null 2>&1; [ $? -eq 2 ] || fail "missing --messages not a usage error"
 "$REWIND" chat-template "$d/t.jinja" --messages "$d/m.json" --enable-thinking maybe > /dev/null 2>&1
 [ $? -eq 2 ] || fail "bad --enable-thinking not a usage error"
+"$REWIND" chat-template "$d/t.jinja" --messages "$d/m.json" --now 2025-03-14 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "bad --now not a usage error"
 
 # a model file without tokenizer.chat_template renders ChatML
 fx="${RW_FIXTURES:-../shared/fixtures}"

@@ -95,6 +95,13 @@ int main(void) {
     EXPECT("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 'abc'[2::9223372036854775807] }} {{ 7 % -1 }}", NULL,
            "4611686018427387904 -9223372036854775808 c 0");
 
+    /* tuples: a list that prints as Python prints a tuple */
+    EXPECT("{{ (1, 2) }}{{ (1,) }}{{ () }}{{ (1, 2) | list }}{{ (1, 2) == [1, 2] }}{{ (1, 2)[1:] }}{{ (1, 2) + (3,) }}"
+           "{{ {'a': 1} | items | list }}{{ (1, 2) | tojson }}", NULL,
+           "(1, 2)(1,)()[1, 2]False(2,)(1, 2, 3)[('a', 1)][1, 2]");
+    /* a filter or test named by a value that is a slice of a longer string */
+    EXPECT("{{ [1, 2] | select('odd,x'.split(',')[0]) | list }}", NULL, "[1]");
+
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
     EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
@@ -142,7 +149,7 @@ int main(void) {
     EXPECT("{{ 'hello'[1:3] }}{{ 'hello'[::-1] }}{{ [1,2,3][-1] }}{{ [1,2,3][:-1] }}{{ 'h\xc3\xa9llo'[1] }}", NULL,
            "elolleh3[1, 2]\xc3\xa9");
     EXPECT("{{ 'a<think>b</think>c'.split('</think>')[-1] }}{{ 'x'.replace('x', 'yy') }}", NULL, "cyy");
-    EXPECT("{{ {'a': 1}.items() | list }}{{ {'a': 1}.get('b', 7) }}", NULL, "[['a', 1]]7");
+    EXPECT("{{ {'a': 1}.items() | list }}{{ {'a': 1}.get('b', 7) }}", NULL, "[('a', 1)]7");
 
     /* globals */
     EXPECT("{{ strftime_now('%d %b %Y') }}|{{ range(3) | list }}|{{ bos_token }}", NULL, "14 Mar 2025|[0, 1, 2]|<s>");
