@@ -10,8 +10,9 @@
  *                 GB/s = state bytes read + written
  *   conv1d        one token of 6144 channels, kernel 4, SiLU
  *   ssm scan      one token of 48 heads x 64 dims x 128 states, 1 group
- * Each figure is the best of several timed passes of at least 0.1 s (a
- * shared machine's hiccups are not counted). */
+ * Each figure is the best of three timed passes of at least 0.1 s after a
+ * warm-up call (a shared machine's hiccups are not counted); --quick makes
+ * one pass of 0.01 s without warm-up (for tests). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +78,9 @@ static int64_t run_once(bench_ctx *c, bench_id b) {
 }
 
 /* Seconds per token: best of `passes` passes of at least min_s each. */
-static double time_case(bench_ctx *c, bench_id b, int passes, double min_s) {
+static double time_case(bench_ctx *c, bench_id b, int passes, double min_s, bool warm_up) {
     double best = 1e30;
-    run_once(c, b); /* warm-up */
+    if (warm_up) run_once(c, b);
     for (int p = 0; p < passes; p++) {
         int64_t toks = 0;
         const double t0 = now_s();
@@ -165,9 +166,9 @@ int rw_bench_ops(int argc, char **argv) {
     double fast[B_COUNT], ref[B_COUNT];
     const int passes = quick ? 1 : 3;
     const double min_s = quick ? 0.01 : 0.1;
-    for (int b = 0; b < B_COUNT; b++) fast[b] = time_case(&c, (bench_id)b, passes, min_s);
+    for (int b = 0; b < B_COUNT; b++) fast[b] = time_case(&c, (bench_id)b, passes, min_s, !quick);
     rw_kernel_tier_set(RW_TIER_REF);
-    for (int b = 0; b < B_COUNT; b++) ref[b] = time_case(&c, (bench_id)b, passes, min_s);
+    for (int b = 0; b < B_COUNT; b++) ref[b] = time_case(&c, (bench_id)b, passes, min_s, !quick);
     rw_kernel_tier_set(tier);
 
     if (json) {
