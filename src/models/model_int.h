@@ -98,7 +98,8 @@ struct mdl_arch {
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
 const mdl_arch *mdl_arch_find(const char *name);
-extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_qwen35, mdl_arch_qwen35moe;
+extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_qwen35, mdl_arch_qwen35moe,
+    mdl_arch_qwen3next;
 
 /* forward.c */
 void mdl_scratch_free(mdl_scratch *sc);

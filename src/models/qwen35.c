@@ -35,6 +35,8 @@
 
 typedef struct {
     rw_matrix qkv, gate, beta, alpha, out;
+    rw_matrix ba;    /* qwen3next: ssm_ba, beta and alpha interleaved per key head (else data NULL) */
+    rw_matrix in;    /* qwen3next legacy layout: ssm_in in place of attn_qkv + attn_gate (else data NULL) */
     const float *conv;    /* [CD][Kc] */
     const float *dt_bias; /* [nv] */
     const float *a;       /* [nv], -exp(A_log) */
@@ -59,6 +61,8 @@ typedef struct {
     q35_rec *rec; /* [n_layer] (attention layers unused) */
     int64_t cap;  /* tokens the scratch holds */
     float *u, *z, *b, *a, *o, *qg;
+    float *tmp;      /* qwen3next: the ssm_ba or ssm_in output before it is split */
+    bool grouped;    /* qwen3next: value head h uses key head h / (nv/nk), not h % nk */
 } q35;
 
 static bool is_recurrent(const q35 *x, int il) { return x->rec_of[il] >= 0; }
@@ -89,6 +93,7 @@ static rw_status q35_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hp
      * three sections rotate by p; pairs past them would use position 0. */
     char key[64];
     snprintf(key, sizeof key, "%s.rope.dimension_sections", arch->name);
+    if (!strcmp(arch->name, "qwen3next")) return RW_OK; /* plain NEOX RoPE, no sections */
     const rw_gguf_value *sec = rw_gguf_get(g, key);
     if (!sec) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key %s", key);
     int64_t s[4] = {0, 0, 0, 0};
@@ -107,7 +112,7 @@ static void q35_free(rw_model *m) {
     free(x->rec_of);
     free(x->rec);
     free(x->moe);
-    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg);
+    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp);
     free(x);
     m->ext = NULL;
 }
@@ -236,6 +241,7 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
                          "time_step_rank %u, inner_size %u, full_attention_interval %u)", kc, dk, nk, nv, inner, interval);
     x->kc = (int)kc, x->dk = (int)dk, x->dv = (int)dk, x->nk = (int)nk, x->nv = (int)nv, x->interval = (int)interval;
     x->KD = (int64_t)nk * dk, x->VD = (int64_t)nv * dk, x->CD = 2 * x->KD + x->VD;
+    x->grouped = !strcmp(m->arch->name, "qwen3next");
     if (m->arch->moe) {
         uint32_t ne, nu, fe, fs;
         if ((st = get_u32_key(m->g, m->arch->name, "expert_count", true, 0, &ne, err)) ||
@@ -273,11 +279,19 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
         if (st) break;
         if (is_recurrent(x, il)) {
             q35_rec *R = &x->rec[il];
-            if ((st = mdl_bind_matrix(m, NAME("attn_qkv.weight"), E, x->CD, true, &R->qkv, err)) ||
-                (st = mdl_bind_matrix(m, NAME("attn_gate.weight"), E, x->VD, true, &R->gate, err)) ||
-                (st = mdl_bind_matrix(m, NAME("ssm_beta.weight"), E, x->nv, true, &R->beta, err)) ||
-                (st = mdl_bind_matrix(m, NAME("ssm_alpha.weight"), E, x->nv, true, &R->alpha, err)) ||
-                (st = mdl_bind_matrix(m, NAME("ssm_out.weight"), x->VD, E, true, &R->out, err)) ||
+            /* qwen3next files converted before 2026 carry one ssm_in instead
+             * of attn_qkv + attn_gate (llama.cpp picks per layer); qwen3next
+             * fuses beta and alpha into ssm_ba */
+            const bool legacy = x->grouped && !rw_gguf_find_tensor(m->g, NAME("attn_qkv.weight"));
+            if (legacy) st = mdl_bind_matrix(m, NAME("ssm_in.weight"), E, 2 * x->KD + 2 * x->VD, true, &R->in, err);
+            else if (!(st = mdl_bind_matrix(m, NAME("attn_qkv.weight"), E, x->CD, true, &R->qkv, err)))
+                st = mdl_bind_matrix(m, NAME("attn_gate.weight"), E, x->VD, true, &R->gate, err);
+            if (st) break;
+            if (x->grouped) st = mdl_bind_matrix(m, NAME("ssm_ba.weight"), E, 2 * x->nv, true, &R->ba, err);
+            else if (!(st = mdl_bind_matrix(m, NAME("ssm_beta.weight"), E, x->nv, true, &R->beta, err)))
+                st = mdl_bind_matrix(m, NAME("ssm_alpha.weight"), E, x->nv, true, &R->alpha, err);
+            if (st) break;
+            if ((st = mdl_bind_matrix(m, NAME("ssm_out.weight"), x->VD, E, true, &R->out, err)) ||
                 (st = bind_f32(m, NAME("ssm_conv1d.weight"), (uint64_t)x->kc, (uint64_t)x->CD, &R->conv, err)) ||
                 (st = bind_f32(m, NAME("ssm_dt.bias"), (uint64_t)x->nv, 1, &R->dt_bias, err)) ||
                 (st = bind_f32(m, NAME("ssm_a"), (uint64_t)x->nv, 1, &R->a, err)) ||
@@ -302,8 +316,9 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
 static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
     q35 *x = m->ext;
     if (n <= x->cap) return RW_OK;
-    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg);
+    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp);
     const size_t t = (size_t)n * sizeof(float);
+    x->tmp = malloc(t * (size_t)(2 * x->KD + 2 * x->VD));
     x->u = malloc(t * (size_t)x->CD);
     x->z = malloc(t * (size_t)x->VD);
     x->b = malloc(t * (size_t)x->nv);
@@ -311,7 +326,7 @@ static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
     x->o = malloc(t * (size_t)x->VD);
     x->qg = malloc(t * 2 * (size_t)m->hp.n_head * (size_t)m->hp.head_dim_k);
     x->cap = n;
-    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg) {
+    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg || !x->tmp) {
         x->cap = 0;
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory for %lld tokens of hybrid activations", (long long)n);
     }
@@ -324,6 +339,45 @@ static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
  * the recurrence still advance token by token inside the kernels, so a
  * token's result does not depend on how the prompt was split into calls).
  * The kernels follow ggml's formulas and vector order (kernels/ops.h). */
+/* The DeltaNet input projections of n tokens into u = [q | k | v] (conv
+ * input), z, b (beta before the sigmoid) and a (alpha), from whichever
+ * tensors the layer has. qwen3next's ssm_ba rows are grouped per key head g
+ * as [b of value heads g*r..g*r+r-1 | a of the same]; its legacy ssm_in rows
+ * per key head as [q_g | k_g | v of those r heads | z of those r heads]. */
+static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool *pool, rw_error *err) {
+    q35 *x = m->ext;
+    const int nk = x->nk, nv = x->nv, dk = x->dk, dv = x->dv, r = nv / nk;
+    const int64_t KD = x->KD, VD = x->VD, CD = x->CD;
+    rw_status st;
+    if (R->in.data) {
+        const int64_t W = 2 * KD + 2 * VD, per = 2 * (int64_t)dk + 2 * (int64_t)r * dv;
+        if ((st = mdl_matmul(&R->in, m->sc.xn, n, x->tmp, pool, err))) return st;
+        for (int64_t t = 0; t < n; t++)
+            for (int g = 0; g < nk; g++) {
+                const float *src = x->tmp + t * W + g * per;
+                memcpy(x->u + t * CD + (int64_t)g * dk, src, (size_t)dk * sizeof(float));
+                memcpy(x->u + t * CD + KD + (int64_t)g * dk, src + dk, (size_t)dk * sizeof(float));
+                memcpy(x->u + t * CD + 2 * KD + (int64_t)g * r * dv, src + 2 * dk, (size_t)r * dv * sizeof(float));
+                memcpy(x->z + t * VD + (int64_t)g * r * dv, src + 2 * dk + (int64_t)r * dv, (size_t)r * dv * sizeof(float));
+            }
+    } else if ((st = mdl_matmul(&R->qkv, m->sc.xn, n, x->u, pool, err)) ||
+               (st = mdl_matmul(&R->gate, m->sc.xn, n, x->z, pool, err))) {
+        return st;
+    }
+    if (R->ba.data) {
+        if ((st = mdl_matmul(&R->ba, m->sc.xn, n, x->tmp, pool, err))) return st;
+        for (int64_t t = 0; t < n; t++)
+            for (int g = 0; g < nk; g++)
+                for (int j = 0; j < r; j++) {
+                    x->b[t * nv + g * r + j] = x->tmp[t * 2 * nv + 2 * r * g + j];
+                    x->a[t * nv + g * r + j] = x->tmp[t * 2 * nv + 2 * r * g + r + j];
+                }
+        return RW_OK;
+    }
+    if ((st = mdl_matmul(&R->beta, m->sc.xn, n, x->b, pool, err))) return st;
+    return mdl_matmul(&R->alpha, m->sc.xn, n, x->a, pool, err);
+}
+
 static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch *bt, rw_error *err) {
     q35 *x = m->ext;
     const q35_rec *R = &x->rec[il];
@@ -331,11 +385,7 @@ static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch 
     const int kc = x->kc, nk = x->nk, nv = x->nv, dk = x->dk, dv = x->dv;
     const float eps = m->hp.rms_eps;
     rw_status st;
-    if ((st = mdl_matmul(&R->qkv, m->sc.xn, n, x->u, bt->pool, err)) ||
-        (st = mdl_matmul(&R->gate, m->sc.xn, n, x->z, bt->pool, err)) ||
-        (st = mdl_matmul(&R->beta, m->sc.xn, n, x->b, bt->pool, err)) ||
-        (st = mdl_matmul(&R->alpha, m->sc.xn, n, x->a, bt->pool, err)))
-        return st;
+    if ((st = project(m, R, n, bt->pool, err))) return st;
     float *base = s->rec + (size_t)x->rec_of[il] * ((size_t)(kc - 1) * (size_t)CD + (size_t)nv * dk * dv);
     float *conv = base, *S = base + (size_t)(kc - 1) * (size_t)CD;
     /* scratch of the recurrence: dv floats per thread (owned here, freed below) */
@@ -353,8 +403,8 @@ static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch 
         for (int h = 0; h < nv; h++) x->a[t * nv + h] = rw_softplus1(x->a[t * nv + h] + R->dt_bias[h]) * R->a[h];
     }
     rw_sigmoid(x->b, x->b, n * nv);
-    /* value head h uses key head h mod nk; o = S^T q / sqrt(dv) */
-    rw_delta_rule(S, nv, nk, true, dk, dv, n, x->u, x->u + KD, CD, x->u + 2 * KD, CD, x->a, x->b,
+    /* value head h uses key head h mod nk (qwen35) or h / (nv/nk) (qwen3next); o = S^T q / sqrt(dv) */
+    rw_delta_rule(S, nv, nk, !x->grouped, dk, dv, n, x->u, x->u + KD, CD, x->u + 2 * KD, CD, x->a, x->b,
                   1.0f / sqrtf((float)dv), x->o, VD, scratch, bt->pool);
     free(scratch);
     /* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
@@ -449,6 +499,22 @@ const mdl_arch mdl_arch_qwen35 = {
  * sigmoid-gated shared expert. */
 const mdl_arch mdl_arch_qwen35moe = {
     .name = "qwen35moe",
+    .rope_kind = RW_ROPE_NEOX,
+    .qk_norm = true,
+    .qkv_bias = false,
+    .moe = true,
+    .read_hparams = q35_hparams,
+    .bind = q35_bind,
+    .layer = q35_layer,
+    .rec_state_floats = q35_state_floats,
+    .free_ext = q35_free,
+};
+
+/* Qwen3-Next: the qwen35 mixer with value heads in HF's grouped order (head h
+ * uses key head h / (nv/nk)), beta and alpha from one fused ssm_ba, plain
+ * NEOX RoPE, and a mixture of experts on every layer. */
+const mdl_arch mdl_arch_qwen3next = {
+    .name = "qwen3next",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,
     .qkv_bias = false,

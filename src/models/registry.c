@@ -10,6 +10,7 @@ static const mdl_arch *const archs[] = {
     &mdl_arch_qwen3,
     &mdl_arch_qwen35,
     &mdl_arch_qwen35moe,
+    &mdl_arch_qwen3next,
 };
 
 const mdl_arch *mdl_arch_find(const char *name) {
