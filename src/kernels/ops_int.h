@@ -1,6 +1,7 @@
 /* ops_int.h - private to src/kernels: the AVX-512 twins of the ops.h kernels
- * (defined in ops_avx512.c, compiled with AVX-512 flags) that the dispatchers
- * in ops_*.c call when the tier allows. Same contracts as the public
+ * (defined in ops_avx512.c, compiled with AVX-512 flags) and the AVX2 twins
+ * of the recurrences (ops_avx2.c) that the dispatchers in ops_*.c call when
+ * the tier allows. Same contracts as the public
  * functions of the same name without the suffix. */
 #ifndef RW_KERNELS_OPS_INT_H
 #define RW_KERNELS_OPS_INT_H
@@ -12,8 +13,18 @@
 
 #include "kernels/quant.h"
 
-/* True when the AVX-512 twins may run (the current kernel tier). */
+/* True when the AVX-512 (AVX2) twins may run: the current kernel tier. */
 bool rw_ops_use_avx512(void);
+bool rw_ops_use_avx2(void);
+
+/* AVX2 twins (ops_avx2.c) of the two recurrences. */
+void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                             const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
+                             float *scratch);
+void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
+                           const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B, const float *C,
+                           int64_t bc_stride, float D, float *y, int64_t y_stride);
 
 void rw_silu_avx512(const float *x, float *y, int64_t n);
 void rw_softmax_avx512(const float *x, float *y, int64_t n);
