@@ -192,9 +192,12 @@ typedef struct {
     __m512 mw;
 } w_chunk;
 
-/* [d0 x8, d1 x8] from two block scales (d1 = 0 if there is no second block). */
-INLINE __m512 lane_scales(float d0, float d1) {
-    return _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+/* [d0 x8, d1 x8] from two f16 block scales (d1 = 0 if there is no second
+ * block): one conversion and one permute. */
+INLINE __m512 lane_scales16(rw_f16 d0, rw_f16 d1) {
+    __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
+    const __m512i idx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(d));
 }
 
 /* Low and high nibbles of 16 bytes of each of two blocks, in element order:
@@ -222,23 +225,22 @@ INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
     __m256i h = two ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_set1_epi8((char)0x80);
     __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(a), h, 1);
     w_chunk w = {_mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
-                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f), _mm512_setzero_ps()};
+                 lane_scales16(b[0].d, two ? b[1].d : 0), _mm512_setzero_ps()};
     return w;
 }
 
 INLINE w_chunk unpack_q4_0(const uint8_t *row, int64_t c, int two) {
     const rw_block_q4_0 *b = (const rw_block_q4_0 *)row + 2 * c;
     w_chunk w = {nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two),
-                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f), _mm512_setzero_ps()};
+                 lane_scales16(b[0].d, two ? b[1].d : 0), _mm512_setzero_ps()};
     return w;
 }
 
 INLINE w_chunk unpack_q4_1(const uint8_t *row, int64_t c, int two) {
     const rw_block_q4_1 *b = (const rw_block_q4_1 *)row + 2 * c;
-    float m1 = two ? f16_to_f32(b[1].m) : 0.0f;
     w_chunk w = {nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two),
-                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f),
-                 lane_scales(f16_to_f32(b[0].m), m1)};
+                 lane_scales16(b[0].d, two ? b[1].d : 0),
+                 lane_scales16(b[0].m, two ? b[1].m : 0)};
     return w;
 }
 
@@ -251,17 +253,16 @@ INLINE w_chunk unpack_q5_0(const uint8_t *row, int64_t c, int two) {
     const rw_block_q5_0 *b = (const rw_block_q5_0 *)row + 2 * c;
     __m512i u = nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two);
     w_chunk w = {add_q5_bits(u, b[0].qh, two ? b[1].qh : NULL, two),
-                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f), _mm512_setzero_ps()};
+                 lane_scales16(b[0].d, two ? b[1].d : 0), _mm512_setzero_ps()};
     return w;
 }
 
 INLINE w_chunk unpack_q5_1(const uint8_t *row, int64_t c, int two) {
     const rw_block_q5_1 *b = (const rw_block_q5_1 *)row + 2 * c;
     __m512i u = nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two);
-    float m1 = two ? f16_to_f32(b[1].m) : 0.0f;
     w_chunk w = {add_q5_bits(u, b[0].qh, two ? b[1].qh : NULL, two),
-                 lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f),
-                 lane_scales(f16_to_f32(b[0].m), m1)};
+                 lane_scales16(b[0].d, two ? b[1].d : 0),
+                 lane_scales16(b[0].m, two ? b[1].m : 0)};
     return w;
 }
 
@@ -277,7 +278,7 @@ INLINE __m512i iq4_lookup(__m512i nib) {
 INLINE w_chunk unpack_iq4_nl(const uint8_t *row, int64_t c, int two) {
     const rw_block_iq4_nl *b = (const rw_block_iq4_nl *)row + 2 * c;
     __m512i nib = nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two);
-    w_chunk w = {iq4_lookup(nib), lane_scales(f16_to_f32(b[0].d), two ? f16_to_f32(b[1].d) : 0.0f),
+    w_chunk w = {iq4_lookup(nib), lane_scales16(b[0].d, two ? b[1].d : 0),
                  _mm512_setzero_ps()};
     return w;
 }
