@@ -81,6 +81,9 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
         const void *row = (const char *)te->data + (size_t)tokens[t] * row_bytes;
         rw_status st = rw_dequantize_row(te->type, row, m->sc.x + t * e, e);
         if (st) return rw_errorf(err, st, "token_embd.weight: cannot convert type %s", rw_dtype_name(te->type));
+        const float es = m->hp.embedding_scale;
+        if (es != 0.0f && es != 1.0f)
+            for (int i = 0; i < e; i++) m->sc.x[t * e + i] *= es;
     }
     return RW_OK;
 }
@@ -109,6 +112,11 @@ static rw_status forward_chunk(rw_model *m, rw_model_seq *s, const int32_t *toke
         for (int64_t t = 0; t < rows; t++)
             rw_rmsnorm(m->sc.x + (first + t) * e, m->output_norm, e, hp->rms_eps, m->sc.xn + t * e);
         if ((st = mdl_matmul(&m->output, m->sc.xn, rows, logits, pool, err))) return st;
+        const float ls = hp->logit_scale;
+        if (ls != 0.0f && ls != 1.0f) { /* times 1/scale, as ggml_scale(logits, 1/logit_scale) */
+            const float inv = 1.0f / ls;
+            for (int64_t i = 0; i < rows * hp->n_vocab; i++) logits[i] *= inv;
+        }
     }
     return rw_kv_set_length(s->kv, pos0 + n, err);
 }

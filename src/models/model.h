@@ -51,6 +51,8 @@ typedef struct {
     float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
     bool has_rope_freqs;  /* rope_freqs.weight present (llama3 factors) */
     bool tied_output;     /* no output.weight: token_embd is the output head */
+    float embedding_scale; /* embeddings are multiplied by it (granite; 0 or 1 = none) */
+    float logit_scale;     /* logits are divided by it (granite; 0 or 1 = none) */
 } rw_model_hparams;
 
 typedef struct rw_model rw_model;

@@ -99,7 +99,7 @@ struct mdl_arch {
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
 const mdl_arch *mdl_arch_find(const char *name);
 extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_qwen35, mdl_arch_qwen35moe,
-    mdl_arch_qwen3next;
+    mdl_arch_qwen3next, mdl_arch_granitehybrid;
 
 /* forward.c */
 void mdl_scratch_free(mdl_scratch *sc);

@@ -11,6 +11,7 @@ static const mdl_arch *const archs[] = {
     &mdl_arch_qwen35,
     &mdl_arch_qwen35moe,
     &mdl_arch_qwen3next,
+    &mdl_arch_granitehybrid,
 };
 
 const mdl_arch *mdl_arch_find(const char *name) {
