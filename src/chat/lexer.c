@@ -1,7 +1,7 @@
 /* lexer.c - template source to tokens, with Jinja's whitespace control:
  *   {{- {%- {#-  strip all whitespace before the tag;
  *   -}} -%} -#}  strip all whitespace after it;
- *   trim_blocks  the first newline after a %} or #} is removed;
+ *   trim_blocks  the first newline after a %} or #} is removed (+%} keeps it);
  *   lstrip_blocks spaces and tabs from the start of a line up to {% or {#
  *                are removed ({%+ keeps them);
  *   one trailing newline at the end of the source is dropped. */
@@ -135,7 +135,7 @@ static rw_status lex_number(lexer *lx) {
 
 /* Lexes the inside of a {{ }} or {% %} tag up to its end marker. Returns
  * whether the end marker had a '-' (strip after). */
-static rw_status lex_tag(lexer *lx, bool block, bool *strip_after) {
+static rw_status lex_tag(lexer *lx, bool block, bool *strip_after, bool *keep_after) {
     const char *end = block ? "%}" : "}}";
     static const char *const ops[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*", "/", "%", "~", "<", ">",
                                       "=", "(", ")", "[", "]", "{", "}", ".", ",", ":", "|"};
@@ -153,9 +153,10 @@ static rw_status lex_tag(lexer *lx, bool block, bool *strip_after) {
             *strip_after = true;
             return RW_OK;
         }
-        if (depth == 0 && left >= 3 && p[0] == '+' && !memcmp(p + 1, end, 2)) {
+        if (depth == 0 && left >= 3 && p[0] == '+' && !memcmp(p + 1, end, 2)) { /* +%}: no trim_blocks */
             lx->pos += 3;
             *strip_after = false;
+            *keep_after = true;
             return RW_OK;
         }
         if (depth == 0 && left >= 2 && !memcmp(p, end, 2)) {
@@ -183,6 +184,57 @@ static rw_status lex_tag(lexer *lx, bool block, bool *strip_after) {
         }
         if (s) return s;
     }
+}
+
+/* Skips blanks from pos; returns the new position. */
+static size_t skip_ws(const lexer *lx, size_t pos) {
+    while (pos < lx->len && is_ws(lx->src[pos])) pos++;
+    return pos;
+}
+
+/* At lx->pos just inside a "{%": if the tag is `raw`, emits everything up to
+ * the matching {% endraw %} as text, with Jinja's whitespace rules ({% raw
+ * -%} strips the start of the content, {%- endraw %} its end, lstrip_blocks
+ * applies to the endraw tag, trim_blocks after it but not after raw). */
+static rw_status lex_raw(lexer *lx, bool *raw, bool *strip_next, bool *trim_next) {
+    const char *src = lx->src;
+    size_t q = skip_ws(lx, lx->pos);
+    *raw = q + 3 <= lx->len && !memcmp(src + q, "raw", 3) &&
+           (q + 3 == lx->len || !(is_name_start(src[q + 3]) || is_digit(src[q + 3])));
+    if (!*raw) return RW_OK;
+    q = skip_ws(lx, q + 3);
+    bool strip_content = q < lx->len && src[q] == '-';
+    if (q < lx->len && (src[q] == '-' || src[q] == '+')) q++;
+    if (q + 2 > lx->len || src[q] != '%' || src[q + 1] != '}')
+        return rw_errorf(lx->err, RW_ERR_TEMPLATE, "template line %d: expected '%%}' after raw", lx->line);
+    size_t cs = q + 2;
+    for (size_t t = cs; t + 1 < lx->len; t++) {
+        if (src[t] != '{' || src[t + 1] != '%') continue;
+        size_t e = t + 2;
+        char mark = e < lx->len && (src[e] == '-' || src[e] == '+') ? src[e] : 0;
+        e = skip_ws(lx, e + (mark != 0));
+        if (e + 6 > lx->len || memcmp(src + e, "endraw", 6)) continue;
+        e = skip_ws(lx, e + 6);
+        char end_mark = e < lx->len && (src[e] == '-' || src[e] == '+') ? src[e] : 0;
+        e += end_mark != 0;
+        if (e + 2 > lx->len || src[e] != '%' || src[e + 1] != '}') continue;
+        size_t ts = cs, te = t;
+        if (strip_content) ts = skip_ws(lx, ts);
+        if (mark == '-') {
+            while (te > ts && is_ws(src[te - 1])) te--;
+        } else if (mark != '+') {
+            size_t ls = te;
+            while (ls > ts && (src[ls - 1] == ' ' || src[ls - 1] == '\t')) ls--;
+            if (ls > 0 && src[ls - 1] == '\n') te = ls;
+        }
+        rw_status s = te > ts ? push(lx, (token){.kind = TK_TEXT, .s = src + ts, .n = te - ts}) : RW_OK;
+        lx->line += count_lines(src + lx->pos, e + 2 - lx->pos);
+        lx->pos = e + 2;
+        *strip_next = end_mark == '-';
+        *trim_next = !end_mark;
+        return s;
+    }
+    return rw_errorf(lx->err, RW_ERR_TEMPLATE, "template line %d: raw block without {%% endraw %%}", lx->line);
 }
 
 rw_status rw_chat__lex(const char *src, size_t len, rw_arena *a, token_list *out, rw_error *err) {
@@ -229,18 +281,25 @@ rw_status rw_chat__lex(const char *src, size_t len, rw_arena *a, token_list *out
             if (!e) return rw_errorf(err, RW_ERR_TEMPLATE, "template line %d: unclosed comment", lx.line);
             size_t epos = (size_t)(e - src);
             strip_next = epos > lx.pos && src[epos - 1] == '-';
+            bool keep = epos > lx.pos && src[epos - 1] == '+'; /* +#} keeps the newline */
             lx.line += count_lines(src + lx.pos, epos - lx.pos);
             lx.pos = epos + 2;
-            trim_next = !strip_next;
+            trim_next = !strip_next && !keep;
             continue;
+        }
+        if (kind == '%') {
+            bool raw = false;
+            s = lex_raw(&lx, &raw, &strip_next, &trim_next);
+            if (s) break;
+            if (raw) continue;
         }
         bool block = kind == '%';
         s = push(&lx, (token){.kind = block ? TK_BLOCK_BEGIN : TK_VAR_BEGIN});
-        bool strip_after = false;
-        if (!s) s = lex_tag(&lx, block, &strip_after);
+        bool strip_after = false, keep_after = false;
+        if (!s) s = lex_tag(&lx, block, &strip_after, &keep_after);
         if (!s) s = push(&lx, (token){.kind = block ? TK_BLOCK_END : TK_VAR_END});
         strip_next = strip_after;
-        trim_next = block && !strip_after;
+        trim_next = block && !strip_after && !keep_after;
     }
     if (!s) s = push(&lx, (token){.kind = TK_EOF});
     return s;

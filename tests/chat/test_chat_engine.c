@@ -50,6 +50,11 @@ int main(void) {
     EXPECT("a{# comment #}\nb", NULL, "ab");
     EXPECT("{%- set x = 1 %}  {{ x }}", NULL, "  1");
 
+    /* +%} and +#} keep the newline trim_blocks would remove; raw blocks */
+    EXPECT("{% if true +%}\nA{% endif %}|{# c +#}\nB", NULL, "\nA|\nB");
+    EXPECT("{% raw %}\nA{{ x }}{% if %}\n  {% endraw %}\nB|{% raw -%}  C  {%- endraw %}", NULL, "\nA{{ x }}{% if %}\nB|C");
+    expect_error("{% raw %}abc", "endraw");
+
     /* values print as Python prints them */
     EXPECT("{{ true }} {{ none }} {{ 2 }} {{ 2.0 }} {{ 0.1 + 0.2 }} {{ [1, 'a'] }} {{ {'k': none} }}", NULL,
            "True None 2 2.0 0.30000000000000004 [1, 'a'] {'k': None}");
