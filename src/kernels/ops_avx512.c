@@ -119,8 +119,14 @@ void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const floa
         const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
         const float decay = expf(g[t * g_stride]), b = beta[t * beta_stride];
         float *ot = o + t * o_stride;
-        for (int j = 0; j < dv; j++) d[j] = (vt[j] - scale_dot(S + (int64_t)j * dk, decay, kt, dk)) * b;
-        for (int j = 0; j < dv; j++) ot[j] = mad_dot(S + (int64_t)j * dk, kt, d[j], qt, dk) * scale;
+        /* Row j of S^T needs only its own d[j], so both passes run over a
+         * block of 16 rows at a time: the block stays in L1 between them and
+         * its rows' reductions are independent, so they overlap. */
+        for (int j0 = 0; j0 < dv; j0 += 16) {
+            const int j1 = j0 + 16 < dv ? j0 + 16 : dv;
+            for (int j = j0; j < j1; j++) d[j] = (vt[j] - scale_dot(S + (int64_t)j * dk, decay, kt, dk)) * b;
+            for (int j = j0; j < j1; j++) ot[j] = mad_dot(S + (int64_t)j * dk, kt, d[j], qt, dk) * scale;
+        }
     }
 }
 
