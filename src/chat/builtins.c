@@ -625,12 +625,22 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
     } else if ((!strcmp(f, "int") || !strcmp(f, "float")) && in.t == V_UNDEF) {
         return r_fail(r, n->line, "filter '%s' of an undefined value", f);
     }
-    if (!strcmp(f, "tojson")) {
+    if (!strcmp(f, "tojson")) { /* json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
         bool has;
-        value ind = kwarg(args, kw, n_args, "indent", 0, &has);
+        value ind = kwarg(args, kw, n_args, "indent", 1, &has);
+        value seps = kwarg(args, kw, n_args, "separators", 2, NULL);
+        value sk = kwarg(args, kw, n_args, "sort_keys", 3, NULL), ea = kwarg(args, kw, n_args, "ensure_ascii", 0, NULL);
         /* indent is clamped (the output limit stops anything that large anyway) */
-        int indent = has && ind.t == V_INT ? (int)(ind.i < 0 ? -1 : ind.i > 1000 ? 1000 : ind.i) : -1;
-        st = v_tojson(r, &sb, &in, indent, 0);
+        json_style js = {.indent = has && ind.t == V_INT ? (int)(ind.i < 0 ? -1 : ind.i > 1000 ? 1000 : ind.i) : -1,
+                         .key_sep = ": ", .sort_keys = v_truthy(&sk), .ensure_ascii = v_truthy(&ea)};
+        js.item_sep = js.indent >= 0 ? "," : ", ";
+        if (seps.t == V_LIST && seps.list->n == 2 && seps.list->v[0].t == V_STR && seps.list->v[1].t == V_STR) {
+            js.item_sep = name_arg(r, seps.list->v[0], ",");
+            js.key_sep = name_arg(r, seps.list->v[1], ":");
+        } else if (seps.t != V_UNDEF && seps.t != V_NONE) {
+            return r_fail(r, n->line, "tojson: separators must be a pair of strings");
+        }
+        st = v_tojson(r, &sb, &in, &js, 0);
         *out = v_from_sbuf(r, &sb);
     } else if (!strcmp(f, "length") || !strcmp(f, "count")) {
         *out = v_int(0);
@@ -861,19 +871,34 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             }
             *out = v_from_sbuf(r, &sb);
         }
-    } else if (!strcmp(f, "indent")) {
+    } else if (!strcmp(f, "indent")) { /* indent(width=4, first=False, blank=False), Jinja 3.1 */
         value w = kwarg(args, kw, n_args, "width", 0, NULL), first = kwarg(args, kw, n_args, "first", 1, NULL);
-        int width = w.t == V_INT ? (int)w.i : 4;
-        if (in.t != V_STR) {
-            st = v_to_str(r, &sb, &in);
-            in = v_from_sbuf(r, &sb);
+        value blank = kwarg(args, kw, n_args, "blank", 2, NULL);
+        value ind = w.t == V_STR ? w : v_str_ref("", 0);
+        int64_t width = w.t == V_INT ? w.i : w.t == V_UNDEF ? 4 : 0;
+        if (width > 100000) return r_fail(r, n->line, "indent width too large");
+        if (w.t != V_STR) {
+            for (int64_t k = 0; k < width && !st; k++) st = sb_put(r, &sb, " ", 1);
+            ind = v_from_sbuf(r, &sb);
         }
-        for (size_t i = 0; i < in.str.n && !st; i++) {
-            if (i == 0 && v_truthy(&first))
-                for (int k = 0; k < width && !st; k++) st = sb_put(r, &sb, " ", 1);
-            st = st ? st : sb_put(r, &sb, in.str.s + i, 1);
-            if (in.str.s[i] == '\n' && i + 1 < in.str.n && in.str.s[i + 1] != '\n')
-                for (int k = 0; k < width && !st; k++) st = sb_put(r, &sb, " ", 1);
+        if (in.t != V_STR) return r_fail(r, n->line, "indent needs a string, got %s", v_type_name(in.t));
+        /* the lines of s + "\n" (split as str.splitlines: \n, \r\n, \r), each but the first indented; empty
+         * lines only when blank */
+        if (!st && v_truthy(&first)) st = sb_put(r, &sb, ind.str.s, ind.str.n);
+        size_t start = 0;
+        bool first_line = true;
+        for (size_t i = 0; i <= in.str.n && !st; i++) {
+            char c = i < in.str.n ? in.str.s[i] : '\n';
+            if (c != '\n' && c != '\r') continue;
+            size_t len = i - start;
+            if (!first_line) {
+                st = sb_put(r, &sb, "\n", 1);
+                if (!st && (len || v_truthy(&blank))) st = sb_put(r, &sb, ind.str.s, ind.str.n);
+            }
+            if (!st) st = sb_put(r, &sb, in.str.s + start, len);
+            if (c == '\r' && i + 1 < in.str.n && in.str.s[i + 1] == '\n') i++;
+            start = i + 1;
+            first_line = false;
         }
         *out = v_from_sbuf(r, &sb);
     } else if (!strcmp(f, "dictsort") && in.t != V_DICT) {

@@ -167,7 +167,14 @@ typedef struct {
 rw_status sb_put(render *r, sbuf *b, const char *s, size_t n);
 rw_status v_to_str(render *r, sbuf *b, const value *v);  /* Python str() */
 rw_status v_repr(render *r, sbuf *b, const value *v);    /* Python repr() */
-rw_status v_tojson(render *r, sbuf *b, const value *v, int indent, int level);
+/* json.dumps's settings as transformers' tojson passes them on. */
+typedef struct {
+    int indent;           /* -1: none (one line) */
+    const char *item_sep; /* ", " on one line, "," with an indent, unless separators= says */
+    const char *key_sep;  /* ": " */
+    bool sort_keys, ensure_ascii;
+} json_style;
+rw_status v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int level);
 value v_from_sbuf(render *r, sbuf *b);                   /* the buffer's text as a value */
 bool rw_chat__printable(uint32_t cp); /* Python's str.isprintable() of one code point (unicode_printable.c) */
 const char *v_type_name(vtype t);

@@ -340,13 +340,14 @@ rw_status v_to_str(render *r, sbuf *b, const value *v) {
     return scalar_str(r, b, v);
 }
 
-static rw_status json_str(render *r, sbuf *b, const char *s, size_t n) {
+static rw_status json_str(render *r, sbuf *b, const char *s, size_t n, bool ensure_ascii) {
     rw_status st = sb_cstr(r, b, "\"");
     size_t run = 0; /* bytes copied in bulk */
     for (size_t i = 0; i < n && !st; i++) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = NULL;
-        char tmp[8];
+        char tmp[16];
+        size_t skip = 1;
         if (c == '"') esc = "\\\"";
         else if (c == '\\') esc = "\\\\";
         else if (c == '\n') esc = "\\n";
@@ -355,9 +356,19 @@ static rw_status json_str(render *r, sbuf *b, const char *s, size_t n) {
         else if (c == '\b') esc = "\\b";
         else if (c == '\f') esc = "\\f";
         else if (c < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; }
+        else if (c >= 0x80 && ensure_ascii) { /* \uXXXX, a surrogate pair above U+FFFF */
+            uint32_t cp;
+            skip = utf8_decode((const unsigned char *)s, n, i, &cp);
+            if (!skip) skip = 1, cp = 0xfffd;
+            if (cp >= 0x10000)
+                snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xd800 + ((cp - 0x10000) >> 10), 0xdc00 + ((cp - 0x10000) & 0x3ff));
+            else snprintf(tmp, sizeof tmp, "\\u%04x", cp);
+            esc = tmp;
+        }
         if (esc) {
             st = sb_put(r, b, s + run, i - run);
             if (!st) st = sb_cstr(r, b, esc);
+            i += skip - 1;
             run = i + 1;
         }
     }
@@ -372,10 +383,32 @@ static rw_status json_newline(render *r, sbuf *b, int indent, int level) {
     return st;
 }
 
-rw_status v_tojson(render *r, sbuf *b, const value *v, int indent, int level) {
+/* A dict key as json.dumps writes it: strings as they are, true/false/null,
+ * numbers in their JSON spelling. */
+static rw_status json_key(render *r, sbuf *b, const value *k, const json_style *js) {
+    if (k->t == V_STR) return json_str(r, b, k->str.s, k->str.n, js->ensure_ascii);
+    if (k->t == V_BOOL || k->t == V_NONE || k->t == V_INT || k->t == V_FLOAT) {
+        sbuf kb = {0};
+        rw_status st = k->t == V_BOOL ? sb_cstr(r, &kb, k->b ? "true" : "false") : k->t == V_NONE ? sb_cstr(r, &kb, "null")
+                                                                                          : v_to_str(r, &kb, k);
+        if (!st) st = json_str(r, b, kb.p ? kb.p : "", kb.n, js->ensure_ascii);
+        free(kb.p);
+        return st;
+    }
+    return r_fail(r, 0, "keys must be str, int, float, bool or None, not %s", v_type_name(k->t));
+}
+
+static bool key_less(const value *a, const value *b) { /* sort_keys: string keys by code point */
+    if (a->t != V_STR || b->t != V_STR) return false;
+    size_t m = a->str.n < b->str.n ? a->str.n : b->str.n;
+    int c = memcmp(a->str.s, b->str.s, m);
+    return c ? c < 0 : a->str.n < b->str.n;
+}
+
+rw_status v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int level) {
     if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, 0, "value nested too deeply");
     rw_status st = RW_OK;
-    const char *item_sep = indent >= 0 ? "," : ", ";
+    int indent = js->indent;
     switch (v->t) {
     case V_NONE: st = sb_cstr(r, b, "null"); break;
     case V_BOOL: st = sb_cstr(r, b, v->b ? "true" : "false"); break;
@@ -388,36 +421,43 @@ rw_status v_tojson(render *r, sbuf *b, const value *v, int indent, int level) {
         st = sb_cstr(r, b, tmp);
         break;
     }
-    case V_STR: st = json_str(r, b, v->str.s, v->str.n); break;
+    case V_STR: st = json_str(r, b, v->str.s, v->str.n, js->ensure_ascii); break;
     case V_LIST:
         st = sb_cstr(r, b, "[");
         for (size_t i = 0; i < v->list->n && !st; i++) {
-            if (i) st = sb_cstr(r, b, item_sep);
+            if (i) st = sb_cstr(r, b, js->item_sep);
             if (!st && indent >= 0) st = json_newline(r, b, indent, level + 1);
-            if (!st) st = v_tojson(r, b, &v->list->v[i], indent, level + 1);
+            if (!st) st = v_tojson(r, b, &v->list->v[i], js, level + 1);
         }
         if (!st && indent >= 0 && v->list->n) st = json_newline(r, b, indent, level);
         if (!st) st = sb_cstr(r, b, "]");
         break;
-    case V_DICT: case V_NS:
-        st = sb_cstr(r, b, "{");
-        for (size_t i = 0; i < v->dict->n && !st; i++) {
-            if (i) st = sb_cstr(r, b, item_sep);
-            if (!st && indent >= 0) st = json_newline(r, b, indent, level + 1);
-            const value *k = &v->dict->keys[i];
-            if (!st && k->t == V_STR) st = json_str(r, b, k->str.s, k->str.n);
-            else if (!st) { /* json.dumps turns scalar keys into strings */
-                sbuf kb = {0};
-                st = v_to_str(r, &kb, k);
-                if (!st) st = json_str(r, b, kb.p ? kb.p : "", kb.n);
-                free(kb.p);
-            }
-            if (!st) st = sb_cstr(r, b, ": ");
-            if (!st) st = v_tojson(r, b, &v->dict->vals[i], indent, level + 1);
+    case V_DICT: {
+        size_t n = v->dict->n, *order = n ? r_alloc(r, n * sizeof *order) : NULL;
+        if (n && !order) {
+            st = r->err->code;
+            break;
         }
-        if (!st && indent >= 0 && v->dict->n) st = json_newline(r, b, indent, level);
+        for (size_t i = 0; i < n; i++) order[i] = i;
+        if (js->sort_keys) /* insertion sort: stable, dicts are small */
+            for (size_t i = 1; i < n; i++)
+                for (size_t k = i; k > 0 && key_less(&v->dict->keys[order[k]], &v->dict->keys[order[k - 1]]); k--) {
+                    size_t t = order[k];
+                    order[k] = order[k - 1];
+                    order[k - 1] = t;
+                }
+        st = sb_cstr(r, b, "{");
+        for (size_t i = 0; i < n && !st; i++) {
+            if (i) st = sb_cstr(r, b, js->item_sep);
+            if (!st && indent >= 0) st = json_newline(r, b, indent, level + 1);
+            if (!st) st = json_key(r, b, &v->dict->keys[order[i]], js);
+            if (!st) st = sb_cstr(r, b, js->key_sep);
+            if (!st) st = v_tojson(r, b, &v->dict->vals[order[i]], js, level + 1);
+        }
+        if (!st && indent >= 0 && n) st = json_newline(r, b, indent, level);
         if (!st) st = sb_cstr(r, b, "}");
         break;
+    }
     default: st = r_fail(r, 0, "Object of type %s is not JSON serializable", v_type_name(v->t)); break;
     }
     r->depth--;

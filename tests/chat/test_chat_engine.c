@@ -107,6 +107,15 @@ int main(void) {
     /* a filter or test named by a value that is a slice of a longer string */
     EXPECT("{{ [1, 2] | select('odd,x'.split(',')[0]) | list }}", NULL, "[1]");
 
+    /* tojson takes json.dumps's arguments (transformers' order: ensure_ascii, indent, separators, sort_keys) */
+    EXPECT("{{ {'b': 1, 'a': [1, 2]} | tojson(sort_keys=true) }}{{ {'b': 1, 'a': [1, 2]} | tojson(separators=(',', ':')) }}"
+           "{{ '\xc3\xa9\xf0\x9f\x98\x80' | tojson(ensure_ascii=true) }}{{ {true: 1, none: 2, 1.5: 3} | tojson }}", NULL,
+           "{\"a\": [1, 2], \"b\": 1}{\"b\":1,\"a\":[1,2]}\"\\u00e9\\ud83d\\ude00\"{\"true\": 1, \"null\": 2, \"1.5\": 3}");
+    expect_error("{{ namespace(a=1) | tojson }}", "not JSON serializable");
+    /* indent as Jinja 3.1: empty lines stay empty unless blank, a string width is the indentation */
+    EXPECT("{{ 'a\nb\n\nc\n' | indent(2) }}|{{ 'a\nb' | indent(2, true) }}|{{ 'a\n\nb' | indent(2, blank=true) }}|"
+           "{{ 'a\nb' | indent('> ') }}", NULL, "a\n  b\n\n  c\n|  a\n  b|a\n  \n  b|a\n> b");
+
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
     EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
