@@ -19,7 +19,9 @@
  *   - Tiers: a function named *_ref is the specification in plain C. The
  *     unsuffixed name dispatches on rw_kernel_tier_current() (kernels/
  *     matmul.h): the AVX-512 tier uses 16-lane versions that follow ggml's
- *     vector code (its expf, its dot-product order); they differ from the
+ *     vector code (its expf, its dot-product order), the AVX2 tier 8-lane
+ *     versions of the two recurrences (delta rule, Mamba2 scan) in ggml's
+ *     AVX2 order and the reference elsewhere; they differ from the
  *     reference by float rounding only, within the tolerances stated in
  *     tests/kernels/test_ops*.c. Kernels without a *_ref twin have one
  *     implementation.
