@@ -21,7 +21,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS_BASE := -std=c17 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
                -D_GNU_SOURCE -pthread -Isrc -Itests -MMD -MP $(SAN)
-LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null)
+LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null) -lunistring
 
 # LIB_MODULES narrows the library to some folders (the fuzz build uses it).
 LIB_MODULES ?= $(filter-out cli,$(notdir $(wildcard src/*)))

@@ -16,7 +16,7 @@ export RW_FIXTURES="${RW_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wno-unknown-warning-option"
 # Only the modules the harnesses exercise: parsers of untrusted input.
 make -s BUILD=build-fuzz CC=clang OPT=-O1 SAN="$SAN" LIB_MODULES="base gguf chat tokenizer" build-fuzz/librewind.a
-libs="-lm -pthread $(pkg-config --libs jansson libpcre2-8 libmicrohttpd)"
+libs="-lm -pthread $(pkg-config --libs jansson libpcre2-8 libmicrohttpd) -lunistring"
 harnesses=()
 for src in fuzz/fuzz_*.c; do
   name=$(basename "$src" .c); name=${name#fuzz_}
