@@ -439,6 +439,10 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
         return RW_OK;
     }
     case M_MUTATING: return r_fail(r, n->line, "the template tried to modify an immutable value");
+    case RW_CHAT_FN_CYCLE:
+        if (!n_args) return r_fail(r, n->line, "loop.cycle: no items for cycling given");
+        *out = args[(size_t)self.i % n_args];
+        return RW_OK;
     }
     return r_fail(r, n->line, "unknown function");
 }

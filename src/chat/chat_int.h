@@ -202,6 +202,7 @@ void *r_alloc(render *r, size_t n); /* NULL sets the error (memory limit) */
 rw_status r_fail(render *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* builtins.c */
+#define RW_CHAT_FN_CYCLE 1000 /* loop.cycle: a function whose self is the loop's index0 */
 rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const char **kw, size_t n_args, value *out);
 rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t n_args, bool *out);
 rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, const char **kw, size_t n_args,

@@ -585,23 +585,31 @@ static rw_status exec_for(render *r, const node *n, sbuf *out) {
     }
     if (items->n == 0) return n->c ? exec_body(r, n->c, out) : RW_OK;
     int64_t len = (int64_t)items->n;
-    static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
-                                       "previtem", "nextitem"};
+    static const char *const keys[] = {"index", "index0",   "revindex", "revindex0", "first", "last",
+                                       "length", "previtem", "nextitem", "depth",     "depth0", "cycle"};
+    enum { N_LOOP_KEYS = sizeof keys / sizeof keys[0] };
     /* One scope and one loop object serve every iteration: the scope is
      * emptied at the start of each, so a `set` in the body still lasts one
      * iteration, and a long loop does not allocate per step. */
     scope *s = push_scope(r, r->scope);
     value loop = v_dict(r);
-    if (!s || loop.t != V_DICT) return r->err->code;
+    value *index0 = r_alloc(r, sizeof *index0); /* what loop.cycle(...) reads */
+    if (!s || loop.t != V_DICT || !index0) return r->err->code;
+    value cycle = {.t = V_FUNC};
+    cycle.fn.id = RW_CHAT_FN_CYCLE;
+    cycle.fn.self = index0;
     for (int64_t i = 0; i < len && !st; i++) {
         s->vars.n = 0;
-        value vals[9] = {v_int(i + 1), v_int(i), v_int(len - i), v_int(len - i - 1), v_bool(i == 0), v_bool(i == len - 1),
-                         v_int(len), i > 0 ? items->v[i - 1] : v_undef(), i + 1 < len ? items->v[i + 1] : v_undef()};
+        *index0 = v_int(i);
+        value vals[N_LOOP_KEYS] = {v_int(i + 1), v_int(i), v_int(len - i), v_int(len - i - 1), v_bool(i == 0),
+                                   v_bool(i == len - 1), v_int(len), i > 0 ? items->v[i - 1] : v_undef(),
+                                   i + 1 < len ? items->v[i + 1] : v_undef(), v_int(1), v_int(0), cycle};
         if (i == 0)
-            for (int k = 0; k < 9 && !st; k++) st = v_dict_set(r, loop.dict, v_str_ref(keys[k], strlen(keys[k])), vals[k]);
+            for (int k = 0; k < N_LOOP_KEYS && !st; k++)
+                st = v_dict_set(r, loop.dict, v_str_ref(keys[k], strlen(keys[k])), vals[k]);
         else
             memcpy(loop.dict->vals, vals, sizeof vals); /* same keys, same order */
-        loop.dict->n = 9;
+        loop.dict->n = N_LOOP_KEYS;
         if (!st) st = step(r, n);
         if (!st) st = set_var(r, s, "loop", loop);
         if (!st) st = bind_targets(r, n, s, items->v[i]);

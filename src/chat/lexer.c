@@ -68,7 +68,15 @@ static rw_status lex_string(lexer *lx) {
         case 'b': buf[n++] = '\b'; break;
         case 'f': buf[n++] = '\f'; break;
         case 'v': buf[n++] = '\v'; break;
-        case '0': buf[n++] = '\0'; break;
+        case 'a': buf[n++] = '\a'; break;
+        case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': { /* octal, up to 3 digits */
+            unsigned v = (unsigned)(e - '0');
+            for (int d = 1; d < 3 && lx->pos < lx->len && lx->src[lx->pos] >= '0' && lx->src[lx->pos] <= '7'; d++)
+                v = v * 8 + (unsigned)(lx->src[lx->pos++] - '0');
+            if (v < 0x80) buf[n++] = (char)v;
+            else { buf[n++] = (char)(0xc0 | v >> 6); buf[n++] = (char)(0x80 | (v & 0x3f)); }
+            break;
+        }
         case '\\': case '\'': case '"': buf[n++] = e; break;
         case '\n': lx->line++; break; /* line continuation */
         case 'x': case 'u': case 'U': {

@@ -138,6 +138,9 @@ int main(void) {
            NULL, "1");
     EXPECT("{% for x in [1,2] %}{{ loop.previtem is defined }}{{ loop.nextitem }}{% endfor %}", NULL, "False2True");
 
+    EXPECT("{% for x in 'abc' %}{{ loop.cycle('o', 'e') }}{{ loop.depth }}{{ loop.depth0 }}{% endfor %}|{{ '\\101\\x42\\u00e9' }}", NULL,
+           "o10e10o10|AB\xc3\xa9");
+
     /* macros: defaults, keyword args, recursion, value use */
     EXPECT("{% macro f(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ f(1) }}{{ f(2, b='c') }}{{ f(3)|length }}", NULL,
            "[1B][2c]4");
