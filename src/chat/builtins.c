@@ -476,8 +476,12 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
         int64_t x = in.t == V_INT ? in.i : in.b, m = d == -1 ? 0 : x % d;
         *out = t[0] == 'o' ? m != 0 : m == 0;
     } else if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
-        /* str.islower()/isupper(): some cased character and none of the other case (ASCII) */
+        /* str(x).islower()/isupper(): some cased character and none of the other case (ASCII) */
         bool cased = false, other = false;
+        sbuf sb = {0};
+        rw_status st = in.t == V_STR ? RW_OK : v_to_str(r, &sb, &in);
+        if (st) return free(sb.p), st;
+        if (in.t != V_STR) in = v_from_sbuf(r, &sb);
         if (in.t == V_STR)
             for (size_t i = 0; i < in.str.n; i++) {
                 unsigned char c = (unsigned char)in.str.s[i];
