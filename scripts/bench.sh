@@ -1,9 +1,32 @@
 #!/usr/bin/env bash
-# Runs the benchmarks (make bench). Extra arguments go to each benchmark,
-# e.g. scripts/bench.sh --threads 2 or scripts/bench.sh --json.
+# Runs the benchmarks (make bench): every speed target of the issues is
+# measured here, never in a timed test. Extra arguments go to the kernel
+# benchmarks, e.g. scripts/bench.sh --threads 2.
 #
-#   rewind bench kernels   matmul per weight type: one-row GB/s vs the
-#                          measured read bandwidth, 512-row GOP/s, ref speedups
+#   rewind bench kernels    matmul per weight type: one-row GB/s vs the
+#                           measured read bandwidth, 512-row GOP/s, ref speedups
+#   rewind bench ops        attention, delta rule, conv1d, Mamba2 scan per token
+#   rewind bench model      prefill (512 tokens) and decode tokens/s and peak
+#                           memory on synthesized Qwen3-0.6B and Qwen3.5-0.8B
+#                           files (made once with rewind synth, kept in build/bench)
+#   rewind bench tokenizer  MB/s on the Qwen3 vocabulary (when ../shared/fixtures is there)
 set -eu
 cd "$(dirname "$0")/.."
-build/rewind bench kernels "$@"
+bin=build/rewind
+mkdir -p build/bench
+echo "== rewind bench kernels"
+$bin bench kernels "$@"
+echo "== rewind bench ops"
+$bin bench ops "$@"
+for spec in "qwen3 qwen3-0.6b q8_0" "qwen35 qwen35-0.8b q8_0" "qwen35 qwen35-0.8b q4_k_m"; do
+  set -- $spec
+  f="build/bench/$2-$3.gguf"
+  [ -f "$f" ] || $bin synth --arch "$1" --preset "$2" --type "$3" --seed 1 -o "$f"
+  echo "== rewind bench model $f --prompt 512 --gen 64 --threads 2"
+  $bin bench model "$f" --prompt 512 --gen 64 --threads 2
+done
+vocab="${RW_FIXTURES:-../shared/fixtures}/tokenizer/ggml-vocab-qwen3.gguf"
+if [ -f "$vocab" ]; then
+  echo "== rewind bench tokenizer $vocab"
+  $bin bench tokenizer "$vocab"
+fi
