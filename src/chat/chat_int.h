@@ -120,7 +120,10 @@ struct value {
         } str;
         vlist *list;
         vdict *dict;    /* V_DICT and V_NS */
-        const node *macro;
+        struct {
+            const node *node;
+            struct scope *env; /* the scope the macro was defined in: it sees that scope's names */
+        } macro;
         struct {
             int id;       /* builtin function or method id */
             value *self;  /* bound object for methods, else NULL */

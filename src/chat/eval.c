@@ -3,7 +3,8 @@
  * Scoping as Jinja's: a for-loop body gets a fresh scope per iteration (its
  * `set`s vanish after the loop; templates use namespace() to carry values
  * out), `if` bodies share the enclosing scope, and a macro call runs in a
- * scope whose parent is the template's top level. */
+ * scope whose parent is the scope the macro was defined in (the top level,
+ * or a loop body whose names it then sees, as Jinja's closures). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,10 +324,10 @@ static rw_status eval_args(render *r, const node *n, value **args) {
     return RW_OK;
 }
 
-static rw_status call_macro(render *r, const node *call, const node *m, value *args, const char **kw, size_t n_args,
+static rw_status call_macro(render *r, const node *call, const node *m, scope *env, value *args, const char **kw, size_t n_args,
                             value *out) {
     if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, call->line, "macro calls nested too deeply");
-    scope *s = push_scope(r, r->root);
+    scope *s = push_scope(r, env ? env : r->root);
     if (!s) return r->err->code;
     rw_status st = RW_OK;
     size_t pos = 0;
@@ -427,7 +428,7 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
         st = rw_chat__eval(r, n->a, &a);
         if (!st) st = eval_args(r, n, &args);
         if (st) break;
-        if (a.t == V_MACRO) st = call_macro(r, n, a.macro, args, n->names, n->n_kids, out);
+        if (a.t == V_MACRO) st = call_macro(r, n, a.macro.node, a.macro.env, args, n->names, n->n_kids, out);
         else if (a.t == V_FUNC) st = rw_chat__call_func(r, n, a, args, n->names, n->n_kids, out);
         else if (a.t == V_UNDEF && n->a->kind == N_ATTR) st = r_fail(r, n->line, "no method or attribute '%s' to call", n->a->s);
         else if (a.t == V_UNDEF) st = r_fail(r, n->line, "'%s' is undefined", n->a->kind == N_NAME ? n->a->s : "callee");
@@ -660,7 +661,8 @@ static rw_status exec(render *r, const node *n, sbuf *out) {
     }
     case N_MACRO:
         v.t = V_MACRO;
-        v.macro = n;
+        v.macro.node = n;
+        v.macro.env = r->scope;
         return set_var(r, r->scope, n->s, v);
     case N_BREAK: r->loop_ctl = 1; return RW_OK;
     case N_CONTINUE: r->loop_ctl = 2; return RW_OK;

@@ -111,7 +111,7 @@ bool v_equal(const value *a, const value *b) {
         }
         return true;
     case V_NS: return a->dict == b->dict;
-    case V_MACRO: return a->macro == b->macro;
+    case V_MACRO: return a->macro.node == b->macro.node && a->macro.env == b->macro.env;
     case V_FUNC: return a->fn.id == b->fn.id && a->fn.self == b->fn.self;
     default: return false;
     }

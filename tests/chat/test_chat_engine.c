@@ -145,6 +145,10 @@ int main(void) {
     EXPECT("{% macro f(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ f(1) }}{{ f(2, b='c') }}{{ f(3)|length }}", NULL,
            "[1B][2c]4");
     EXPECT("{% macro r(n) %}{% if n > 0 %}{{ n }}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(3) }}", NULL, "321");
+    /* a macro sees the names of the scope it was defined in (a loop body, another macro), not its caller's */
+    EXPECT("{% for i in [1, 2] %}{% macro inner() %}{{ i }}{% endmacro %}{{ inner() }}{% endfor %}|"
+           "{% macro outer(a) %}{% macro inner() %}{{ a }}{% endmacro %}{{ inner() }}{% endmacro %}{{ outer(7) }}|"
+           "{% macro m() %}{{ y }}{% endmacro %}{% for y in [5] %}{{ m() }}{% endfor %}", NULL, "12|7|");
 
     /* filters */
     EXPECT("{{ {'b': [1, 2], 'a': 'x\"y'} | tojson }}", NULL, "{\"b\": [1, 2], \"a\": \"x\\\"y\"}");
