@@ -135,11 +135,13 @@ struct vlist {
     value *v;
     size_t n, cap;
     bool tuple; /* a Python tuple: same behaviour, printed (a, b), never equal to a list */
+    uint32_t depth; /* deepest nesting of lists/dicts inside (0: none), bounded by CHAT_MAX_NEST */
 };
 
 struct vdict {
     value *keys, *vals;
     size_t n, cap;
+    uint32_t depth; /* as vlist's */
 };
 
 /* Render state (eval.c). */
@@ -187,6 +189,7 @@ const char *v_type_name(vtype t);
 #define CHAT_MAX_OUTPUT (64u << 20) /* bytes of output */
 #define CHAT_MAX_STEPS 10000000     /* evaluated nodes and loop iterations */
 #define CHAT_MAX_DEPTH 256          /* nested calls / expressions */
+#define CHAT_MAX_NEST 512           /* lists and dicts inside each other (equality recurses that deep) */
 #define CHAT_MAX_MEMORY (512u << 20) /* bytes of values */
 
 struct render {

@@ -129,7 +129,23 @@ static bool grow(render *r, void **p, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
+/* How deep v's lists and dicts go (a namespace counts as a leaf: it is
+ * mutable, and compared by identity, so nothing recurses through it). */
+static uint32_t nest_of(const value *v) {
+    return v->t == V_LIST ? v->list->depth + 1 : v->t == V_DICT ? v->dict->depth + 1 : 0;
+}
+
+/* Keeps every container's nesting bounded, so equality, repr and tojson
+ * never recurse past CHAT_MAX_NEST levels. */
+static rw_status note_nest(render *r, uint32_t *depth, const value *v) {
+    uint32_t d = nest_of(v);
+    if (d > CHAT_MAX_NEST) return r_fail(r, 0, "value nested too deeply (more than %d levels)", CHAT_MAX_NEST);
+    if (d > *depth) *depth = d;
+    return RW_OK;
+}
+
 rw_status v_list_push(render *r, vlist *l, value v) {
+    if (note_nest(r, &l->depth, &v)) return r->err->code;
     if (!grow(r, (void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return r->err->code;
     l->v[l->n++] = v;
     return RW_OK;
@@ -148,6 +164,7 @@ value *v_dict_get_v(const vdict *d, const value *key) {
 }
 
 rw_status v_dict_set(render *r, vdict *d, value k, value v) {
+    if (note_nest(r, &d->depth, &k) || note_nest(r, &d->depth, &v)) return r->err->code;
     value *old = v_dict_get_v(d, &k);
     if (old) {
         *old = v;

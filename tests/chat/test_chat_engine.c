@@ -187,6 +187,11 @@ int main(void) {
     expect_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
                  "{% endfor %}{{ ns.s }}", "MiB");
     expect_error("{{ 'unterminated }}", "unterminated");
+    /* values nested without end: a clear error, not a stack overflow in equality, repr or tojson */
+    expect_error("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                 "{{ ns.x == ns.x }}", "nested too deeply");
+    expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", "nested too deeply");
+    EXPECT("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns == ns.me }}{{ [ns] == [ns.me] }}", NULL, "TrueTrue");
     /* attribute or item access on an undefined value fails, as Jinja's default Undefined does */
     expect_error("{{ nothing.attr }}", "'nothing' is undefined");
     expect_error("{{ messages[5].role }}", "undefined");
