@@ -188,7 +188,7 @@ const char *v_type_name(vtype t);
 
 #define CHAT_MAX_OUTPUT (64u << 20) /* bytes of output */
 #define CHAT_MAX_STEPS 10000000     /* evaluated nodes and loop iterations */
-#define CHAT_MAX_DEPTH 256          /* nested calls / expressions */
+#define CHAT_MAX_DEPTH 1000         /* nested statements, expressions and macro calls together */
 #define CHAT_MAX_NEST 512           /* lists and dicts inside each other (equality recurses that deep) */
 #define CHAT_MAX_MEMORY (512u << 20) /* bytes of values */
 

@@ -626,7 +626,18 @@ static rw_status exec_for(render *r, const node *n, sbuf *out) {
     return st;
 }
 
+static rw_status exec_stmt(render *r, const node *n, sbuf *out);
+
+/* Every statement level counts toward the depth limit with expressions and
+ * macro calls, so the C stack stays bounded whatever nests in what. */
 static rw_status exec(render *r, const node *n, sbuf *out) {
+    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, n->line, "template nested too deeply");
+    rw_status st = exec_stmt(r, n, out);
+    r->depth--;
+    return st;
+}
+
+static rw_status exec_stmt(render *r, const node *n, sbuf *out) {
     rw_status st = step(r, n);
     if (st) return st;
     value v;
@@ -635,12 +646,16 @@ static rw_status exec(render *r, const node *n, sbuf *out) {
     case N_OUTPUT:
         st = rw_chat__eval(r, n->a, &v);
         return st ? st : v_to_str(r, out, &v);
-    case N_IF:
-        st = rw_chat__eval(r, n->a, &v);
-        if (st) return st;
-        if (v_truthy(&v)) return exec_body(r, n->b, out);
-        if (!n->c) return RW_OK;
-        return n->c->kind == N_IF ? exec(r, n->c, out) : exec_body(r, n->c, out);
+    case N_IF: /* an elif chain is walked in a loop, however long */
+        for (;;) {
+            st = rw_chat__eval(r, n->a, &v);
+            if (st) return st;
+            if (v_truthy(&v)) return exec_body(r, n->b, out);
+            if (!n->c) return RW_OK;
+            if (n->c->kind != N_IF) return exec_body(r, n->c, out);
+            n = n->c;
+            if ((st = step(r, n))) return st;
+        }
     case N_FOR: return exec_for(r, n, out);
     case N_SET:
         st = rw_chat__eval(r, n->a, &v);

@@ -515,26 +515,30 @@ static bool end_block(parser *p) {
  * terminated); leaves the parser on that keyword. */
 static node *parse_body(parser *p, const char *const *stops, const char **stopped);
 
+/* if / elif... / else / endif: the elif chain is built in a loop (a long
+ * chain must not recurse). Each elif is an N_IF in the previous one's c. */
 static node *parse_if(parser *p) {
-    node *n = mk(p, N_IF);
-    if (!n) return NULL;
-    n->a = parse_or(p); /* no inline if-else in a condition, as Jinja */
-    if (!n->a || !end_block(p)) return NULL;
     static const char *const stops[] = {"elif", "else", "endif", NULL};
-    const char *stop;
-    n->b = parse_body(p, stops, &stop);
-    if (!n->b) return NULL;
-    if (!strcmp(stop, "elif")) {
-        n->c = parse_if(p);
-        return n->c ? n : NULL;
+    static const char *const end[] = {"endif", NULL};
+    node *head = NULL, **link = &head;
+    for (;;) {
+        node *n = mk(p, N_IF);
+        if (!n) return NULL;
+        n->a = parse_or(p); /* no inline if-else in a condition, as Jinja */
+        if (!n->a || !end_block(p)) return NULL;
+        const char *stop;
+        n->b = parse_body(p, stops, &stop);
+        if (!n->b) return NULL;
+        *link = n;
+        link = &n->c;
+        if (!strcmp(stop, "elif")) continue;
+        if (!strcmp(stop, "else")) {
+            if (!end_block(p)) return NULL;
+            *link = parse_body(p, end, &stop);
+            if (!*link) return NULL;
+        }
+        return end_block(p) ? head : NULL;
     }
-    if (!strcmp(stop, "else")) {
-        if (!end_block(p)) return NULL;
-        static const char *const end[] = {"endif", NULL};
-        n->c = parse_body(p, end, &stop);
-        if (!n->c) return NULL;
-    }
-    return end_block(p) ? n : NULL;
 }
 
 static bool parse_targets(parser *p, node *n) {

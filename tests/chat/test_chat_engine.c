@@ -187,6 +187,27 @@ int main(void) {
     expect_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
                  "{% endfor %}{{ ns.s }}", "MiB");
     expect_error("{{ 'unterminated }}", "unterminated");
+    /* a very long elif chain is walked without recursion; deep statement nesting inside recursive macros stops at
+     * the depth limit */
+    {
+        size_t n_elif = 50000, cap = 64 + n_elif * 17;
+        char *src = malloc(cap);
+        CHECK(src != NULL);
+        if (src) {
+            size_t n = (size_t)snprintf(src, cap, "{%% if false %%}a");
+            for (size_t i = 0; i < n_elif; i++) n += (size_t)snprintf(src + n, cap - n, "{%% elif false %%}b");
+            snprintf(src + n, cap - n, "{%% else %%}E{%% endif %%}");
+            EXPECT(src, NULL, "E");
+            free(src);
+        }
+        char deep[8192];
+        size_t n = (size_t)snprintf(deep, sizeof deep, "{%% macro r(n) %%}");
+        for (int i = 0; i < 150; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, "{%% if true %%}");
+        n += (size_t)snprintf(deep + n, sizeof deep - n, "{{ r(n + 1) }}");
+        for (int i = 0; i < 150; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, "{%% endif %%}");
+        snprintf(deep + n, sizeof deep - n, "{%% endmacro %%}{{ r(0) }}");
+        expect_error(deep, "too deeply");
+    }
     /* values nested without end: a clear error, not a stack overflow in equality, repr or tojson */
     expect_error("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
                  "{{ ns.x == ns.x }}", "nested too deeply");
