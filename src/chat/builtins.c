@@ -465,7 +465,8 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
     else if (!strcmp(t, "true")) *out = in.t == V_BOOL && in.b;
     else if (!strcmp(t, "false")) *out = in.t == V_BOOL && !in.b;
     else if (!strcmp(t, "mapping")) *out = in.t == V_DICT;
-    else if (!strcmp(t, "iterable") || !strcmp(t, "sequence")) *out = in.t == V_STR || in.t == V_LIST || in.t == V_DICT;
+    else if (!strcmp(t, "iterable") || !strcmp(t, "sequence")) /* a generator is iterable, not a sequence */
+        *out = in.t == V_STR || in.t == V_DICT || (in.t == V_LIST && (t[0] == 'i' || !in.list->gen));
     else if (!strcmp(t, "callable")) *out = in.t == V_MACRO || in.t == V_FUNC;
     else if (!strcmp(t, "equalto") || !strcmp(t, "eq") || !strcmp(t, "==") || !strcmp(t, "sameas")) *out = v_equal(&in, &a0);
     else if (!strcmp(t, "ne") || !strcmp(t, "!=")) *out = !v_equal(&in, &a0);
@@ -619,9 +620,13 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
     rw_status st = RW_OK;
     static const char *const over_items[] = {"join", "unique", "select", "reject", "selectattr", "rejectattr", "map",
                                              "sum", "min", "max", "first", "last", NULL};
+    if (!strcmp(f, "last") && in.t == V_LIST && in.list->gen)
+        return r_fail(r, n->line, "filter 'last': a generator cannot be reversed (add |list)");
     if (one_of(f, over_items)) {
         st = as_list(r, n, in, &in);
         if (st) return st;
+    } else if ((!strcmp(f, "length") || !strcmp(f, "count") || !strcmp(f, "last")) && in.t == V_LIST && in.list->gen) {
+        return r_fail(r, n->line, "filter '%s': a generator has no len() (add |list)", f);
     } else if ((!strcmp(f, "length") || !strcmp(f, "count")) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
                in.t != V_UNDEF) {
         return r_fail(r, n->line, "filter '%s': object of type '%s' has no len()", f, v_type_name(in.t));
@@ -700,7 +705,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             *out = v_from_sbuf(r, &sb);
         }
     } else if (!strcmp(f, "list")) {
-        if (in.t == V_LIST && !in.list->tuple) *out = in;
+        if (in.t == V_LIST && !in.list->tuple && !in.list->gen) *out = in;
         else if (in.t == V_LIST) { /* a tuple becomes a list */
             *out = v_list(r);
             for (size_t i = 0; out->t == V_LIST && i < in.list->n && !st; i++) st = v_list_push(r, out->list, in.list->v[i]);
@@ -928,6 +933,10 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
     } else {
         st = r_fail(r, n->line, "no filter named '%s'", f);
     }
+    /* Jinja returns generators from these (reversed() of a list is an iterator too): always true, no len() */
+    static const char *const generators[] = {"select", "reject", "selectattr", "rejectattr", "map", "items", "unique", NULL};
+    if (!st && out->t == V_LIST && (one_of(f, generators) || (!strcmp(f, "reverse") && in.t != V_STR)))
+        out->list->gen = true;
     free(sb.p);
     return st ? st : r->err->code;
 }

@@ -135,6 +135,7 @@ struct vlist {
     value *v;
     size_t n, cap;
     bool tuple; /* a Python tuple: same behaviour, printed (a, b), never equal to a list */
+    bool gen;   /* a generator (what select, map, items... return in Jinja): always true, no len(), no index */
     uint32_t depth; /* deepest nesting of lists/dicts inside (0: none), bounded by CHAT_MAX_NEST */
 };
 

@@ -94,6 +94,7 @@ static rw_status get_index(render *r, const node *n, value obj, value key, value
         return RW_OK;
     }
     int64_t i = key.t == V_INT ? key.i : key.b;
+    if (obj.t == V_LIST && obj.list->gen) return RW_OK; /* a generator has no items by index: Undefined */
     if (obj.t == V_LIST) {
         int64_t len = (int64_t)obj.list->n;
         if (i < 0) i += len;
@@ -112,6 +113,7 @@ static rw_status get_index(render *r, const node *n, value obj, value key, value
 /* Python slice semantics: clamp, negative indices, any non-zero step. */
 static rw_status get_slice(render *r, const node *n, value obj, value *bounds, value *out) {
     int64_t len;
+    if (obj.t == V_LIST && obj.list->gen) return r_fail(r, n->line, "'generator' object is not subscriptable");
     if (obj.t == V_LIST) len = (int64_t)obj.list->n;
     else if (obj.t == V_STR) len = (int64_t)utf8_count(obj.str.s, obj.str.n);
     else return r_fail(r, n->line, "'%s' object cannot be sliced", v_type_name(obj.t)); /* Python's TypeError */
@@ -225,6 +227,7 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
             return st;
         }
         if (a.t == V_LIST && b.t == V_LIST) {
+            if (a.list->gen || b.list->gen) return r_fail(r, n->line, "unsupported operand type(s) for +: generator");
             if (a.list->tuple != b.list->tuple)
                 return r_fail(r, n->line, "can only concatenate a list to a list and a tuple to a tuple");
             *out = v_list(r);

@@ -80,7 +80,7 @@ bool v_truthy(const value *v) {
     case V_INT: return v->i != 0;
     case V_FLOAT: return v->f != 0.0;
     case V_STR: return v->str.n != 0;
-    case V_LIST: return v->list->n != 0;
+    case V_LIST: return v->list->gen || v->list->n != 0; /* a generator object is always true */
     case V_DICT: return v->dict->n != 0;
     default: return true;
     }
@@ -99,6 +99,7 @@ bool v_equal(const value *a, const value *b) {
     case V_UNDEF: case V_NONE: return true;
     case V_STR: return a->str.n == b->str.n && !memcmp(a->str.s, b->str.s, a->str.n);
     case V_LIST:
+        if (a->list->gen || b->list->gen) return a->list == b->list; /* generators compare by identity */
         if (a->list->n != b->list->n || a->list->tuple != b->list->tuple) return false;
         for (size_t i = 0; i < a->list->n; i++)
             if (!v_equal(&a->list->v[i], &b->list->v[i])) return false;
@@ -321,6 +322,7 @@ rw_status v_repr(render *r, sbuf *b, const value *v) {
     if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, 0, "value nested too deeply");
     rw_status st = RW_OK;
     if (v->t == V_STR) st = str_repr(r, b, v->str.s, v->str.n);
+    else if (v->t == V_LIST && v->list->gen) st = sb_cstr(r, b, "<generator object>");
     else if (v->t == V_LIST) {
         bool tuple = v->list->tuple;
         st = sb_cstr(r, b, tuple ? "(" : "[");
@@ -440,6 +442,10 @@ rw_status v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int
     }
     case V_STR: st = json_str(r, b, v->str.s, v->str.n, js->ensure_ascii); break;
     case V_LIST:
+        if (v->list->gen) {
+            st = r_fail(r, 0, "Object of type generator is not JSON serializable");
+            break;
+        }
         st = sb_cstr(r, b, "[");
         for (size_t i = 0; i < v->list->n && !st; i++) {
             if (i) st = sb_cstr(r, b, js->item_sep);

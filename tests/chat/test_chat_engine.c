@@ -116,6 +116,14 @@ int main(void) {
     EXPECT("{{ 'a\nb\n\nc\n' | indent(2) }}|{{ 'a\nb' | indent(2, true) }}|{{ 'a\n\nb' | indent(2, blank=true) }}|"
            "{{ 'a\nb' | indent('> ') }}", NULL, "a\n  b\n\n  c\n|  a\n  b|a\n  \n  b|a\n> b");
 
+    /* select/map/items/unique give generators in Jinja: always true, no len(), no index, not JSON */
+    EXPECT("{{ 'yes' if [] | select('odd') else 'no' }}|{{ [1, 2] | map('string') | join(',') }}|{{ [3, 1] | reverse | first }}|"
+           "{{ [1] | select is sequence }}{{ [1] | select is iterable }}|{{ ([1, 2] | select('odd'))[0] }}|"
+           "{% for x in [1, 2, 3] | reject('odd') %}{{ x }}{% endfor %}|{{ [1, 1] | unique | list }}|{{ not {} | items }}",
+           NULL, "yes|1,2|1|FalseTrue||2|[1]|False");
+    expect_error("{{ [1] | select | length }}", "len()");
+    expect_error("{{ [1] | map('string') | tojson }}", "not JSON serializable");
+
     /* and/or return operands; truthiness */
     EXPECT("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ [] or {} }} {{ not none }}", NULL, "x b {} True");
     EXPECT("{{ 'yes' if [] else 'no' }} {{ 'yes' if 'a' }}", NULL, "no yes");
