@@ -17,55 +17,10 @@ typedef struct {
 } symbol;
 
 typedef struct {
-    int32_t rank;
-    int left, right;
-    size_t size;
-} bigram;
-
-typedef struct {
-    bigram *v;
-    size_t n, cap;
-} heap;
-
-static bool before(const bigram *a, const bigram *b) { return a->rank != b->rank ? a->rank < b->rank : a->left < b->left; }
-
-static int heap_push(heap *h, bigram b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v) return -1;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0 && before(&b, &h->v[(i - 1) / 2])) {
-        h->v[i] = h->v[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->v[i] = b;
-    return 0;
-}
-
-static bigram heap_pop(heap *h) {
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c])) c++;
-        if (!before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
-typedef struct {
     const rw_tokenizer *t;
     const char *word; /* encoded */
     symbol *sym;
-    heap h;
+    tok_heap h;
     char *key;        /* scratch for "left right" */
     size_t key_cap;
 } session;
@@ -85,7 +40,7 @@ static int try_pair(session *s, int left, int right) {
     memcpy(s->key + a->n + 1, s->word + b->start, b->n);
     int32_t rank = str_map_get(&s->t->merges, s->key, need);
     if (rank < 0) return 0;
-    return heap_push(&s->h, (bigram){rank, left, right, a->n + b->n});
+    return tok_heap_push(&s->h, (tok_pair){(float)rank, left, right, a->n + b->n});
 }
 
 /* Emits the ids of one encoded symbol: its token, or one token per byte. */
@@ -122,7 +77,7 @@ static int bpe_word(session *s, const char *raw, size_t len, char *enc, id_list 
     for (size_t i = 0; i + 1 < len; i++)
         if (try_pair(s, (int)i, (int)i + 1)) return -1;
     while (s->h.n) {
-        bigram bg = heap_pop(&s->h);
+        tok_pair bg = tok_heap_pop(&s->h);
         symbol *l = &s->sym[bg.left], *r = &s->sym[bg.right];
         if (l->n == 0 || r->n == 0 || l->next != bg.right || l->n + r->n != bg.size) continue;
         l->n += r->n;

@@ -14,62 +14,17 @@ typedef struct {
     size_t start, n;
 } symbol;
 
-typedef struct {
-    float score;
-    int left, right;
-    size_t size;
-} bigram;
-
-static bool higher(const bigram *a, const bigram *b) { return a->score != b->score ? a->score > b->score : a->left < b->left; }
-
-typedef struct {
-    bigram *v;
-    size_t n, cap;
-} heap;
-
-static int push(heap *h, bigram b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v) return -1;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0 && higher(&b, &h->v[(i - 1) / 2])) {
-        h->v[i] = h->v[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->v[i] = b;
-    return 0;
-}
-
-static bigram pop(heap *h) {
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && higher(&h->v[c + 1], &h->v[c])) c++;
-        if (!higher(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
-static int try_pair(const rw_tokenizer *t, const char *text, symbol *sym, heap *h, int left, int right) {
+static int try_pair(const rw_tokenizer *t, const char *text, symbol *sym, tok_heap *h, int left, int right) {
     if (left < 0 || right < 0) return 0;
     size_t start = sym[left].start, size = sym[left].n + sym[right].n;
     int32_t id = str_map_get(&t->vocab, text + start, size);
     if (id < 0) return 0;
-    return push(h, (bigram){t->score ? t->score[id] : 0.f, left, right, size});
+    return tok_heap_push(h, (tok_pair){t->score ? -t->score[id] : 0.f, left, right, size});
 }
 
 rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err) {
     symbol *sym = malloc((len ? len : 1) * sizeof *sym);
-    heap h = {0};
+    tok_heap h = {0};
     int bad = !sym;
     int n = 0;
     for (size_t i = 0; i < len && !bad;) {
@@ -83,7 +38,7 @@ rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_li
     }
     for (int i = 1; i < n && !bad; i++) bad = try_pair(t, text, sym, &h, i - 1, i);
     while (h.n && !bad) {
-        bigram b = pop(&h);
+        tok_pair b = tok_heap_pop(&h);
         symbol *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->next != b.right || l->n + r->n != b.size) continue;
         l->n += r->n;

@@ -66,6 +66,23 @@ typedef struct {
 } id_list;
 int ids_push(id_list *l, int32_t id);
 
+/* pair_heap.c: candidate merges, best (lowest key) first, leftmost on ties.
+ * size is the merged length when pushed: a pair whose symbols changed since
+ * is stale and skipped by the caller. */
+typedef struct {
+    float key;       /* BPE: merge rank; SentencePiece: -score */
+    int left, right; /* symbol indexes */
+    size_t size;
+} tok_pair;
+
+typedef struct {
+    tok_pair *v; /* owned; free(v) when done */
+    size_t n, cap;
+} tok_heap;
+
+int tok_heap_push(tok_heap *h, tok_pair p); /* -1 on out of memory */
+tok_pair tok_heap_pop(tok_heap *h);         /* h->n > 0 */
+
 rw_status rw_tok__bpe(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
 rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
 rw_status rw_tok__wpm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
