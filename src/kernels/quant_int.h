@@ -6,11 +6,16 @@
 
 int rw_nearest_int(float x); /* round half to even, as ggml's nearest_int */
 void rw_k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+/* Asymmetric sub-block fit of the K-quants (quantize_k_ref.c): x ~ scale*L - *min_out */
+float rw_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out, uint8_t *Laux,
+                       float rmin, float rdelta, int nstep, bool abs_err);
 
 /* nb super-blocks of 256 values each */
 void rw_quantize_q4_K_ref(const float *x, rw_block_q4_K *y, int64_t nb);
 void rw_quantize_q5_K_ref(const float *x, rw_block_q5_K *y, int64_t nb);
 void rw_quantize_q6_K_ref(const float *x, rw_block_q6_K *y, int64_t nb);
+void rw_quantize_q2_K_ref(const float *x, rw_block_q2_K *y, int64_t nb);
+void rw_quantize_q3_K_ref(const float *x, rw_block_q3_K *y, int64_t nb);
 /* nb blocks of 32 values each */
 void rw_quantize_iq4_nl_ref(const float *x, rw_block_iq4_nl *y, int64_t nb);
 

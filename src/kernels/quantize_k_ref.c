@@ -1,4 +1,5 @@
-/* quantize_k_ref.c - f32 to Q4_K, Q5_K and Q6_K (plain C references).
+/* quantize_k_ref.c - f32 to Q4_K, Q5_K and Q6_K (plain C references; Q2_K
+ * and Q3_K are in quantize_k_low_ref.c).
  *
  * Each 256-value super-block is cut into sub-blocks; each sub-block gets the
  * scale (and for Q4_K/Q5_K a min) that minimises its weighted squared error
@@ -15,10 +16,14 @@
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* Weighted error of one value: squared, or absolute (Q2_K's choice). */
+static float weighted_err(float w, float diff, bool abs_err) { return abs_err ? w * fabsf(diff) : w * diff * diff; }
+
 /* Fits x ~ scale * L - min_out (L in 0..nmax, min_out >= 0) minimising the
- * w-weighted squared error; tries nstep scales around nmax/(max-min). */
-static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out, uint8_t *Laux,
-                           float rmin, float rdelta, int nstep) {
+ * w-weighted squared (or absolute) error; tries nstep scales around
+ * nmax/(max-min). */
+float rw_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out, uint8_t *Laux,
+                       float rmin, float rdelta, int nstep, bool abs_err) {
     float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
         if (x[i] < min) min = x[i];
@@ -35,8 +40,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     float iscale = nmax / (max - min), scale = 1 / iscale, best = 0;
     for (int i = 0; i < n; i++) {
         L[i] = (uint8_t)clampi(rw_nearest_int(iscale * (x[i] - min)), 0, nmax);
-        float diff = scale * L[i] + min - x[i];
-        best += w[i] * diff * diff;
+        best += weighted_err(w[i], scale * L[i] + min - x[i], abs_err);
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
@@ -58,8 +62,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
             }
             float err = 0;
             for (int i = 0; i < n; i++) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                err += w[i] * diff * diff;
+                err += weighted_err(w[i], this_scale * Laux[i] + this_min - x[i], abs_err);
             }
             if (err < best) {
                 memcpy(L, Laux, (size_t)n);
@@ -127,7 +130,7 @@ static void k_scales_and_levels(const float *x, int nmax, float rmin, float rdel
         for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xs[l]);
-        scales[j] = fit_scale_min(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep);
+        scales[j] = rw_fit_scale_min(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
