@@ -18,5 +18,6 @@ void rw_quantize_q2_K_ref(const float *x, rw_block_q2_K *y, int64_t nb);
 void rw_quantize_q3_K_ref(const float *x, rw_block_q3_K *y, int64_t nb);
 /* nb blocks of 32 values each */
 void rw_quantize_iq4_nl_ref(const float *x, rw_block_iq4_nl *y, int64_t nb);
+void rw_quantize_iq4_xs_ref(const float *x, rw_block_iq4_xs *y, int64_t nb); /* nb super-blocks of 256 */
 
 #endif

@@ -1,5 +1,6 @@
-/* quantize_iq_ref.c - f32 to IQ4_NL: blocks of 32 values, one f16 scale, and
- * 4-bit indices into a fixed non-uniform table of 16 levels.
+/* quantize_iq_ref.c - f32 to IQ4_NL (blocks of 32 values, one f16 scale, and
+ * 4-bit indices into a fixed non-uniform table of 16 levels) and IQ4_XS (the
+ * same blocks, with 6-bit block scales under one f16 scale per 256 values).
  *
  * As ggml's reference (without an importance matrix), each value is weighted
  * by x^2 so large values are kept best. A first scale maps the block's value
@@ -35,11 +36,10 @@ static int nearest_level(float v) {
 }
 
 /* Weighted sums for the indices that inverse scale id gives. */
-static void fit(const float *x, const float *w, float id, uint8_t *idx, float *sumqx, float *sumq2) {
+static void fit(const float *x, const float *w, float id, float *sumqx, float *sumq2) {
     float sqx = 0, sq2 = 0;
     for (int j = 0; j < RW_QK; j++) {
         int l = nearest_level(id * x[j]);
-        if (idx) idx[j] = (uint8_t)l;
         float q = iq4nl_levels[l];
         sqx += w[j] * q * x[j];
         sq2 += w[j] * q * q;
@@ -48,7 +48,8 @@ static void fit(const float *x, const float *w, float id, uint8_t *idx, float *s
     *sumq2 = sq2;
 }
 
-static void iq4_nl_block(const float *x, rw_block_iq4_nl *y) {
+/* The best f32 scale for one block of 32 values (0 for an all-zero block). */
+static float iq4_block_scale(const float *x) {
     float w[RW_QK], amax = 0, max = 0;
     for (int j = 0; j < RW_QK; j++) {
         w[j] = x[j] * x[j];
@@ -57,26 +58,62 @@ static void iq4_nl_block(const float *x, rw_block_iq4_nl *y) {
             max = x[j];
         }
     }
-    float d = 0, sumqx, sumq2;
-    if (amax >= IQ4_EPS) { /* else scale 0: the block comes back as zeros */
-        d = -max / iq4nl_levels[0];
-        fit(x, w, 1 / d, NULL, &sumqx, &sumq2);
-        d = sumqx / sumq2;
-        float best = d * sumqx; /* weighted error reduction of scale d */
-        for (int t = -IQ4_NTRY; t <= IQ4_NTRY; t++) {
-            fit(x, w, (float)(t + iq4nl_levels[0]) / max, NULL, &sumqx, &sumq2);
-            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                d = sumqx / sumq2;
-                best = d * sumqx;
-            }
+    if (amax < IQ4_EPS) return 0;
+    float d = -max / iq4nl_levels[0], sumqx, sumq2;
+    fit(x, w, 1 / d, &sumqx, &sumq2);
+    d = sumqx / sumq2;
+    float best = d * sumqx; /* weighted error reduction of scale d */
+    for (int t = -IQ4_NTRY; t <= IQ4_NTRY; t++) {
+        fit(x, w, (float)(t + iq4nl_levels[0]) / max, &sumqx, &sumq2);
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
         }
     }
-    y->d = rw_f32_to_f16(d);
-    uint8_t idx[RW_QK];
-    fit(x, w, d ? 1 / d : 0, idx, &sumqx, &sumq2);
-    for (int j = 0; j < RW_QK / 2; j++) y->qs[j] = (uint8_t)(idx[j] | idx[j + RW_QK / 2] << 4);
+    return d;
+}
+
+/* Packs 32 indices for scale d into 16 bytes (d == 0 gives index 8, the
+ * level nearest 0, everywhere, as ggml). */
+static void iq4_pack(const float *x, float d, uint8_t qs[RW_QK / 2]) {
+    float id = d ? 1 / d : 0;
+    for (int j = 0; j < RW_QK / 2; j++)
+        qs[j] = (uint8_t)(nearest_level(id * x[j]) | nearest_level(id * x[j + RW_QK / 2]) << 4);
 }
 
 void rw_quantize_iq4_nl_ref(const float *x, rw_block_iq4_nl *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) iq4_nl_block(x + i * RW_QK, &y[i]);
+    for (int64_t i = 0; i < nb; i++, x += RW_QK) {
+        float d = iq4_block_scale(x);
+        y[i].d = rw_f32_to_f16(d);
+        iq4_pack(x, d, y[i].qs);
+    }
+}
+
+/* IQ4_XS: 8 blocks of 32 per super-block, each block scale stored as a
+ * signed 6-bit multiple of one F16 super-scale d = -(block scale of largest
+ * magnitude) / 32; indices are chosen for the f32 product d * l. */
+void rw_quantize_iq4_xs_ref(const float *x, rw_block_iq4_xs *y, int64_t nb) {
+    float scales[RW_QK_K / RW_QK];
+    for (int64_t i = 0; i < nb; i++, x += RW_QK_K) {
+        float max_scale = 0, amax_scale = 0;
+        for (int ib = 0; ib < RW_QK_K / RW_QK; ib++) {
+            scales[ib] = iq4_block_scale(x + RW_QK * ib);
+            if (fabsf(scales[ib]) > amax_scale) {
+                amax_scale = fabsf(scales[ib]);
+                max_scale = scales[ib];
+            }
+        }
+        float d = -max_scale / 32, id = d ? 1 / d : 0;
+        y[i].d = rw_f32_to_f16(d);
+        y[i].scales_h = 0;
+        memset(y[i].scales_l, 0, sizeof y[i].scales_l);
+        for (int ib = 0; ib < RW_QK_K / RW_QK; ib++) {
+            int l = rw_nearest_int(id * scales[ib]);
+            l = l < -32 ? -32 : l > 31 ? 31 : l;
+            iq4_pack(x + RW_QK * ib, d * (float)l, y[i].qs + 16 * ib);
+            l += 32;
+            y[i].scales_l[ib / 2] |= (uint8_t)((l & 0xf) << 4 * (ib % 2));
+            y[i].scales_h |= (uint16_t)((l >> 4) << 2 * ib);
+        }
+    }
 }

@@ -151,7 +151,7 @@ bool rw_can_quantize(rw_dtype t) {
     switch (t) {
     case RW_TYPE_F32: case RW_TYPE_F16: case RW_TYPE_BF16: case RW_TYPE_Q8_0: case RW_TYPE_Q8_1: case RW_TYPE_Q8_K:
     case RW_TYPE_Q4_0: case RW_TYPE_Q4_1: case RW_TYPE_Q5_0: case RW_TYPE_Q5_1: case RW_TYPE_Q4_K: case RW_TYPE_Q5_K:
-    case RW_TYPE_Q6_K: case RW_TYPE_Q2_K: case RW_TYPE_Q3_K: case RW_TYPE_IQ4_NL:
+    case RW_TYPE_Q6_K: case RW_TYPE_Q2_K: case RW_TYPE_Q3_K: case RW_TYPE_IQ4_NL: case RW_TYPE_IQ4_XS:
         return true;
     default: return false;
     }
@@ -189,6 +189,7 @@ rw_status rw_quantize_row(rw_dtype t, const float *src, void *dst, int64_t n) {
     case RW_TYPE_Q2_K: rw_quantize_q2_K_ref(src, dst, nb); break;
     case RW_TYPE_Q3_K: rw_quantize_q3_K_ref(src, dst, nb); break;
     case RW_TYPE_IQ4_NL: rw_quantize_iq4_nl_ref(src, dst, nb); break;
+    case RW_TYPE_IQ4_XS: rw_quantize_iq4_xs_ref(src, dst, nb); break;
     default: return RW_ERR_UNSUPPORTED;
     }
     return RW_OK;

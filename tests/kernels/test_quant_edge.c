@@ -20,7 +20,7 @@ static double rel_bound(rw_dtype t) {
     case RW_TYPE_BF16: return 5e-3;
     case RW_TYPE_Q8_0: case RW_TYPE_Q8_1: case RW_TYPE_Q8_K: case RW_TYPE_Q6_K: return 0.03;
     case RW_TYPE_Q5_0: case RW_TYPE_Q5_1: case RW_TYPE_Q5_K: return 0.06;
-    case RW_TYPE_Q4_0: case RW_TYPE_Q4_1: case RW_TYPE_Q4_K: case RW_TYPE_IQ4_NL: return 0.12;
+    case RW_TYPE_Q4_0: case RW_TYPE_Q4_1: case RW_TYPE_Q4_K: case RW_TYPE_IQ4_NL: case RW_TYPE_IQ4_XS: return 0.12;
     case RW_TYPE_Q3_K: return 0.25;
     default: return 0.5;
     }
