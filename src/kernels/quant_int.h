@@ -19,5 +19,8 @@ void rw_quantize_q3_K_ref(const float *x, rw_block_q3_K *y, int64_t nb);
 /* nb blocks of 32 values each */
 void rw_quantize_iq4_nl_ref(const float *x, rw_block_iq4_nl *y, int64_t nb);
 void rw_quantize_iq4_xs_ref(const float *x, rw_block_iq4_xs *y, int64_t nb); /* nb super-blocks of 256 */
+void rw_quantize_mxfp4_ref(const float *x, rw_block_mxfp4 *y, int64_t nb);   /* nb blocks of 32 */
+void rw_quantize_tq1_0_ref(const float *x, rw_block_tq1_0 *y, int64_t nb);   /* nb blocks of 256 */
+void rw_quantize_tq2_0_ref(const float *x, rw_block_tq2_0 *y, int64_t nb);
 
 #endif

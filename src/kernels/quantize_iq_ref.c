@@ -1,6 +1,7 @@
-/* quantize_iq_ref.c - f32 to IQ4_NL (blocks of 32 values, one f16 scale, and
- * 4-bit indices into a fixed non-uniform table of 16 levels) and IQ4_XS (the
- * same blocks, with 6-bit block scales under one f16 scale per 256 values).
+/* quantize_iq_ref.c - f32 to the 4-bit table types: IQ4_NL (blocks of 32
+ * values, one f16 scale, and 4-bit indices into a fixed non-uniform table of
+ * 16 levels), IQ4_XS (the same blocks, with 6-bit block scales under one f16
+ * scale per 256 values) and MXFP4 (see the end of the file).
  *
  * As ggml's reference (without an importance matrix), each value is weighted
  * by x^2 so large values are kept best. A first scale maps the block's value
@@ -115,5 +116,47 @@ void rw_quantize_iq4_xs_ref(const float *x, rw_block_iq4_xs *y, int64_t nb) {
             y[i].scales_l[ib / 2] |= (uint8_t)((l & 0xf) << 4 * (ib % 2));
             y[i].scales_h |= (uint16_t)((l >> 4) << 2 * ib);
         }
+    }
+}
+
+/* MXFP4: blocks of 32 FP4 (E2M1) values under a power-of-two scale stored as
+ * a biased exponent e (E8M0). As ggml, the table holds the E2M1 values doubled
+ * (0..12) and the scale used is d = 2^(e-128); with e = floor(log2(amax)) - 2
+ * + 127, amax / d lies in [8, 16), so values beyond 12 d clip to 12 d (ggml's
+ * choice, kept for identical files). Each value takes the nearest table
+ * entry, the first one on a tie. */
+static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static float e8m0_half(uint8_t e) { /* 2^(e-128), subnormal for e < 2 */
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static int nearest_mxfp4(float x, float d) {
+    int best = 0;
+    float best_err = fabsf(mxfp4_levels[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        float err = fabsf(mxfp4_levels[i] * d - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+void rw_quantize_mxfp4_ref(const float *x, rw_block_mxfp4 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += RW_QK) {
+        float amax = 0;
+        for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        /* clamped at 0: ggml casts a negative exponent (amax < 2^-125) to
+         * uint8_t, which is undefined behaviour in C */
+        float e = amax > 0 ? floorf(log2f(amax)) - 2 + 127 : 0;
+        y[i].e = (uint8_t)(e > 0 ? e : 0);
+        float d = e8m0_half(y[i].e);
+        for (int j = 0; j < RW_QK / 2; j++)
+            y[i].qs[j] = (uint8_t)(nearest_mxfp4(x[j], d) | nearest_mxfp4(x[j + RW_QK / 2], d) << 4);
     }
 }

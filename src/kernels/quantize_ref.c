@@ -152,6 +152,7 @@ bool rw_can_quantize(rw_dtype t) {
     case RW_TYPE_F32: case RW_TYPE_F16: case RW_TYPE_BF16: case RW_TYPE_Q8_0: case RW_TYPE_Q8_1: case RW_TYPE_Q8_K:
     case RW_TYPE_Q4_0: case RW_TYPE_Q4_1: case RW_TYPE_Q5_0: case RW_TYPE_Q5_1: case RW_TYPE_Q4_K: case RW_TYPE_Q5_K:
     case RW_TYPE_Q6_K: case RW_TYPE_Q2_K: case RW_TYPE_Q3_K: case RW_TYPE_IQ4_NL: case RW_TYPE_IQ4_XS:
+    case RW_TYPE_TQ1_0: case RW_TYPE_TQ2_0: case RW_TYPE_MXFP4:
         return true;
     default: return false;
     }
@@ -190,6 +191,9 @@ rw_status rw_quantize_row(rw_dtype t, const float *src, void *dst, int64_t n) {
     case RW_TYPE_Q3_K: rw_quantize_q3_K_ref(src, dst, nb); break;
     case RW_TYPE_IQ4_NL: rw_quantize_iq4_nl_ref(src, dst, nb); break;
     case RW_TYPE_IQ4_XS: rw_quantize_iq4_xs_ref(src, dst, nb); break;
+    case RW_TYPE_TQ1_0: rw_quantize_tq1_0_ref(src, dst, nb); break;
+    case RW_TYPE_TQ2_0: rw_quantize_tq2_0_ref(src, dst, nb); break;
+    case RW_TYPE_MXFP4: rw_quantize_mxfp4_ref(src, dst, nb); break;
     default: return RW_ERR_UNSUPPORTED;
     }
     return RW_OK;

@@ -1,7 +1,7 @@
 /* test_quant_zoo.c - the quantization-format zoo of ../shared/fixtures/quant:
  * dequantization of every type equals ggml's values exactly; the reference
  * quantizers reproduce llama-quantize's bytes for every type they support
- * (F16, BF16, Q4_0..Q8_0, the K-quants Q2_K..Q6_K, IQ4_NL and IQ4_XS), and so their
+ * (F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4), and so their
  * RMSE against the originals is ggml's (checked within 1.1x as well). */
 #include <jansson.h>
 #include <math.h>
@@ -34,7 +34,8 @@ static void check_type(const char *name, json_t *info) {
     json_t *tj;
     bool bytes_exact = t == RW_TYPE_F16 || t == RW_TYPE_BF16 || t == RW_TYPE_Q4_0 || t == RW_TYPE_Q4_1 ||
                        t == RW_TYPE_Q5_0 || t == RW_TYPE_Q5_1 || t == RW_TYPE_Q8_0 || t == RW_TYPE_Q4_K ||
-                       t == RW_TYPE_Q5_K || t == RW_TYPE_Q6_K || t == RW_TYPE_IQ4_NL || t == RW_TYPE_IQ4_XS || t == RW_TYPE_Q2_K || t == RW_TYPE_Q3_K;
+                       t == RW_TYPE_Q5_K || t == RW_TYPE_Q6_K || t == RW_TYPE_IQ4_NL || t == RW_TYPE_IQ4_XS || t == RW_TYPE_Q2_K || t == RW_TYPE_Q3_K ||
+                       t == RW_TYPE_TQ1_0 || t == RW_TYPE_TQ2_0 || t == RW_TYPE_MXFP4;
     json_array_foreach(tensors, ti, tj) {
         const char *tname = json_string_value(json_object_get(tj, "name"));
         const rw_gguf_tensor *gt = rw_gguf_find_tensor(g, tname);
