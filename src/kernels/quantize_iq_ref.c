@@ -151,10 +151,11 @@ void rw_quantize_mxfp4_ref(const float *x, rw_block_mxfp4 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += RW_QK) {
         float amax = 0;
         for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        /* clamped at 0: ggml casts a negative exponent (amax < 2^-125) to
-         * uint8_t, which is undefined behaviour in C */
+        /* clamped to 0..254: ggml casts a negative exponent (amax < 2^-125),
+         * or that of an infinite value, to uint8_t, which is undefined
+         * behaviour in C */
         float e = amax > 0 ? floorf(log2f(amax)) - 2 + 127 : 0;
-        y[i].e = (uint8_t)(e > 0 ? e : 0);
+        y[i].e = (uint8_t)(e > 0 ? (e < 254 ? e : 254) : 0);
         float d = e8m0_half(y[i].e);
         for (int j = 0; j < RW_QK / 2; j++)
             y[i].qs[j] = (uint8_t)(nearest_mxfp4(x[j], d) | nearest_mxfp4(x[j + RW_QK / 2], d) << 4);
