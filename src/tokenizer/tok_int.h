@@ -25,6 +25,24 @@ void str_map_free(str_map *m);
 void str_map_put(str_map *m, const char *k, uint32_t len, int32_t v); /* first insert wins */
 int32_t str_map_get(const str_map *m, const char *k, size_t len);     /* -1 if absent */
 
+/* (left token, right token) -> merge rank and the merged token (-1 when
+ * the concatenation is not a token), open addressing on a 64-bit key. */
+typedef struct {
+    uint64_t key;  /* left << 32 | right */
+    int32_t rank;  /* -1: empty slot */
+    int32_t merged;
+} pair_slot;
+
+typedef struct {
+    pair_slot *v; /* owned */
+    size_t cap;   /* power of two */
+} pair_map;
+
+int pair_map_init(pair_map *m, size_t n);
+void pair_map_free(pair_map *m);
+void pair_map_put(pair_map *m, int32_t left, int32_t right, int32_t rank, int32_t merged); /* first insert wins */
+const pair_slot *pair_map_get(const pair_map *m, int32_t left, int32_t right);          /* NULL if absent */
+
 #define MAX_PRE_REGEX 6
 
 struct rw_tokenizer {
@@ -36,11 +54,13 @@ struct rw_tokenizer {
     float *score;      /* SPM scores (NULL otherwise) */
     char *pool;        /* owns every token and merge text */
     str_map vocab;     /* text -> id */
-    str_map merges;    /* "left right" -> rank */
+    pair_map merges;   /* BPE merges whose two sides are tokens, by token ids */
+    str_map odd_merges; /* "left right" -> rank for the other merges (sides that are not tokens) */
+    char *odd_pool;    /* owns the odd_merges keys */
     pcre2_code *re[MAX_PRE_REGEX];
-    pcre2_match_data *md;
     int n_re;
     bool ignore_merges;
+    bool pre_add_bos; /* the pre-tokenizer's default for add_bos_token */
     int32_t bos, eos, unk, eot, eom;
     bool add_bos, add_eos, add_space_prefix;
     int32_t *special;  /* control / user-defined / unknown ids, longest text first */

@@ -51,6 +51,45 @@ int32_t str_map_get(const str_map *m, const char *k, size_t len) {
     return -1;
 }
 
+/* ---- pair map ---- */
+
+static size_t pair_hash(uint64_t key, size_t cap) { return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1); }
+
+int pair_map_init(pair_map *m, size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    m->cap = cap;
+    m->v = malloc(cap * sizeof *m->v);
+    if (!m->v) return -1;
+    for (size_t i = 0; i < cap; i++) m->v[i].rank = -1;
+    return 0;
+}
+
+void pair_map_free(pair_map *m) {
+    free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+void pair_map_put(pair_map *m, int32_t left, int32_t right, int32_t rank, int32_t merged) {
+    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    size_t i = pair_hash(key, m->cap);
+    while (m->v[i].rank >= 0) {
+        if (m->v[i].key == key) return;
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->v[i] = (pair_slot){key, rank, merged};
+}
+
+const pair_slot *pair_map_get(const pair_map *m, int32_t left, int32_t right) {
+    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    size_t i = pair_hash(key, m->cap);
+    while (m->v[i].rank >= 0) {
+        if (m->v[i].key == key) return &m->v[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    return NULL;
+}
+
 int ids_push(id_list *l, int32_t id) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
@@ -103,6 +142,68 @@ static void byte_alphabet(rw_tokenizer *t) {
     }
 }
 
+/* A merge "left right" splits at its first space after the first byte (as
+ * llama.cpp reads them); one without such a space can never apply. Merges of
+ * two tokens go into the pair map by id, with the merged token; the rare
+ * others (a side that is not a token, so only reachable through merged
+ * symbols that are not tokens either) stay strings. */
+static int split_merge(rw_gguf_str m, size_t *pos) {
+    const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', (size_t)m.len - 1) : NULL;
+    if (!sp || (size_t)(sp - m.ptr) + 1 >= (size_t)m.len) return -1;
+    *pos = (size_t)(sp - m.ptr);
+    return 0;
+}
+
+static rw_status load_merges(rw_tokenizer *t, const rw_gguf_value *merges, rw_error *err) {
+    size_t n = (size_t)merges->arr.n, odd_size = 0, n_odd = 0, cap = 256;
+    char *cat = malloc(cap);
+    uint8_t *is_odd = calloc(n, 1);
+    if (!cat || !is_odd) goto nomem;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t used = 0;
+        for (size_t i = 0; i < n; i++) {
+            rw_gguf_str m = merges->arr.items[i].str;
+            size_t pos;
+            if (split_merge(m, &pos)) continue;
+            if (pass == 0) {
+                int32_t a = str_map_get(&t->vocab, m.ptr, pos);
+                int32_t b = str_map_get(&t->vocab, m.ptr + pos + 1, (size_t)m.len - pos - 1);
+                if (a >= 0 && b >= 0) {
+                    if ((size_t)m.len > cap) {
+                        char *c = realloc(cat, cap = 2 * (size_t)m.len);
+                        if (!c) goto nomem;
+                        cat = c;
+                    }
+                    memcpy(cat, m.ptr, pos);
+                    memcpy(cat + pos, m.ptr + pos + 1, (size_t)m.len - pos - 1);
+                    pair_map_put(&t->merges, a, b, (int32_t)i, str_map_get(&t->vocab, cat, (size_t)m.len - 1));
+                } else {
+                    is_odd[i] = 1;
+                    odd_size += (size_t)m.len + 1;
+                    n_odd++;
+                }
+            } else if (is_odd[i]) {
+                memcpy(t->odd_pool + used, m.ptr, (size_t)m.len);
+                t->odd_pool[used + (size_t)m.len] = 0;
+                str_map_put(&t->odd_merges, t->odd_pool + used, (uint32_t)m.len, (int32_t)i);
+                used += (size_t)m.len + 1;
+            }
+        }
+        if (pass == 0) {
+            if (!n_odd) break;
+            t->odd_pool = malloc(odd_size);
+            if (!t->odd_pool || str_map_init(&t->odd_merges, n_odd)) goto nomem;
+        }
+    }
+    free(cat);
+    free(is_odd);
+    return RW_OK;
+nomem:
+    free(cat);
+    free(is_odd);
+    return rw_errorf(err, RW_ERR_NOMEM, "out of memory for the merges");
+}
+
 rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err) {
     *out = NULL;
     char model[32];
@@ -129,15 +230,19 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
         goto fail;
     }
     uint64_t n_merges = t->kind == TOK_BPE ? merges->arr.n : 0;
+    if (n_merges > (1u << 24)) {
+        s = rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.merges has %llu entries (at most %u)",
+                      (unsigned long long)n_merges, 1u << 24);
+        goto fail;
+    }
     size_t pool_size = 0;
     for (int32_t i = 0; i < n; i++) pool_size += (size_t)toks->arr.items[i].str.len + 1;
-    for (uint64_t i = 0; i < n_merges; i++) pool_size += (size_t)merges->arr.items[i].str.len + 1;
     t->pool = malloc(pool_size ? pool_size : 1);
     t->text = calloc((size_t)n, sizeof *t->text);
     t->len = calloc((size_t)n, sizeof *t->len);
     t->type = calloc((size_t)n, sizeof *t->type);
     if (!t->pool || !t->text || !t->len || !t->type || str_map_init(&t->vocab, (size_t)n) ||
-        str_map_init(&t->merges, (size_t)n_merges)) {
+        pair_map_init(&t->merges, (size_t)n_merges)) {
         s = rw_errorf(err, RW_ERR_NOMEM, "out of memory for the vocabulary");
         goto fail;
     }
@@ -169,20 +274,12 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
         t->type[i] = (int32_t)ty;
         str_map_put(&t->vocab, t->text[i], t->len[i], i);
     }
-    for (uint64_t i = 0; i < n_merges; i++) {
-        rw_gguf_str str = merges->arr.items[i].str;
-        char *m = t->pool + used;
-        memcpy(m, str.ptr, (size_t)str.len);
-        m[str.len] = 0;
-        used += (size_t)str.len + 1;
-        str_map_put(&t->merges, m, (uint32_t)str.len, (int32_t)i);
-    }
+    if (n_merges && (s = load_merges(t, merges, err)) != RW_OK) goto fail;
     t->bos = opt_id(g, "tokenizer.ggml.bos_token_id", n);
     t->eos = opt_id(g, "tokenizer.ggml.eos_token_id", n);
     t->unk = opt_id(g, "tokenizer.ggml.unknown_token_id", n);
     t->eot = opt_id(g, "tokenizer.ggml.eot_token_id", n);
     t->eom = opt_id(g, "tokenizer.ggml.eom_token_id", n);
-    t->add_bos = opt_bool(g, "tokenizer.ggml.add_bos_token", t->kind != TOK_BPE);
     t->add_eos = opt_bool(g, "tokenizer.ggml.add_eos_token", false);
     t->add_space_prefix = opt_bool(g, "tokenizer.ggml.add_space_prefix", t->kind == TOK_SPM);
     if (t->kind == TOK_SPM && t->unk < 0) t->unk = str_map_get(&t->vocab, "<unk>", 5);
@@ -213,11 +310,17 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     if (t->kind == TOK_BPE) {
         byte_alphabet(t);
         for (int b = 0; b < 256; b++) t->byte_token[b] = str_map_get(&t->vocab, t->byte_char[b], t->byte_char_len[b]);
-        char pre[64] = "default";
-        rw_gguf_get_cstr(g, "tokenizer.ggml.pre", pre, sizeof pre, NULL);
+        char pre[64] = "default"; /* llama.cpp's choice (with a warning) when the key is absent */
+        if (rw_gguf_get(g, "tokenizer.ggml.pre") &&
+            (s = rw_gguf_get_cstr(g, "tokenizer.ggml.pre", pre, sizeof pre, err)) != RW_OK)
+            goto fail;
         s = rw_tok__set_pre(t, pre, err);
         if (s) goto fail;
-    } else if (t->kind == TOK_SPM) {
+    }
+    /* llama.cpp's defaults when the key is absent: SentencePiece and
+     * WordPiece add BOS, BPE as its pre-tokenizer says */
+    t->add_bos = opt_bool(g, "tokenizer.ggml.add_bos_token", t->kind == TOK_BPE ? t->pre_add_bos : true);
+    if (t->kind == TOK_SPM) {
         for (int b = 0; b < 256; b++) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
@@ -234,9 +337,10 @@ fail:
 void rw_tokenizer_free(rw_tokenizer *t) {
     if (!t) return;
     for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
-    pcre2_match_data_free(t->md);
     str_map_free(&t->vocab);
-    str_map_free(&t->merges);
+    pair_map_free(&t->merges);
+    str_map_free(&t->odd_merges);
+    free(t->odd_pool);
     free(t->special);
     free(t->score);
     free(t->text);
