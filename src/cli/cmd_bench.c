@@ -15,7 +15,7 @@ typedef struct {
 
 static const bench_entry benches[] = {
     {"kernels", rw_bench_kernels, "kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
-    {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE]"},
+    {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE] [--reps N]"},
     {"ops", rw_bench_ops, "ops [--ctx N] [--threads N] [--json] [--quick]"},
     {"model", rw_bench_model, "model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] [--reps R] [--json]"},
 };

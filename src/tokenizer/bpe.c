@@ -44,6 +44,8 @@ typedef struct {
 
 #define CACHE_SLOTS (1u << 15) /* at most half of them filled */
 
+size_t rw_tok__cache_min_words = 64; /* below, setting the cache up costs more than it saves */
+
 static uint64_t word_hash(const char *s, size_t n) {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
@@ -228,7 +230,7 @@ rw_status rw_tok__bpe(const rw_tokenizer *t, const char *text, size_t len, id_li
     b.enc = malloc(2 * max_len);
     b.scratch = malloc(4 * max_len + 1);
     word_cache c = {0};
-    bool use_cache = n >= 64; /* only worth its setup on longer texts */
+    bool use_cache = n >= rw_tok__cache_min_words;
     if (use_cache) {
         c.cap = CACHE_SLOTS;
         c.slot = calloc(c.cap, sizeof *c.slot);

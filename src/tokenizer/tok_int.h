@@ -103,6 +103,10 @@ typedef struct {
 int tok_heap_push(tok_heap *h, tok_pair p); /* -1 on out of memory */
 tok_pair tok_heap_pop(tok_heap *h);         /* h->n > 0 */
 
+/* bpe.c: a text of at least this many words uses the word cache (tests set
+ * it to SIZE_MAX to compare against the uncached path). */
+extern size_t rw_tok__cache_min_words;
+
 rw_status rw_tok__bpe(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
 rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
 rw_status rw_tok__wpm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err);
