@@ -105,4 +105,6 @@ format:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find build build-asan -name '*.d' 2>/dev/null)
+# header dependencies of every build folder (build-fuzz too: a changed private
+# header must rebuild the fuzz library as well)
+-include $(shell find $(sort build build-asan $(BUILD)) -name '*.d' 2>/dev/null)

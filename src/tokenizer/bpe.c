@@ -232,7 +232,8 @@ rw_status rw_tok__bpe(const rw_tokenizer *t, const char *text, size_t len, id_li
     word_cache c = {0};
     bool use_cache = n >= rw_tok__cache_min_words;
     if (use_cache) {
-        c.cap = CACHE_SLOTS;
+        c.cap = 64;
+        while (c.cap < 2 * n && c.cap < CACHE_SLOTS) c.cap *= 2;
         c.slot = calloc(c.cap, sizeof *c.slot);
         use_cache = c.slot != NULL;
     }

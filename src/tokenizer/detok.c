@@ -9,13 +9,16 @@ static size_t put(char *buf, size_t cap, size_t at, const char *s, size_t n) {
     return at + n;
 }
 
-size_t rw_token_to_piece(const rw_tokenizer *t, int32_t id, bool render_special, char *buf, size_t cap) {
-    if (id < 0 || id >= t->n_vocab) return 0;
+/* The bytes token id stands for, ignoring render_special: control and unused
+ * tokens as their text, user-defined ones too; BPE tokens spelled back from
+ * the byte alphabet; SentencePiece/WordPiece U+2581 as a space, <0xXX> as the
+ * byte, the unknown token as U+2585 (as llama.cpp). Run once per token at
+ * load time; rw_token_to_piece copies the result. */
+size_t rw_tok__decode_token(const rw_tokenizer *t, int32_t id, char *buf, size_t cap) {
     const char *s = t->text[id];
     size_t n = t->len[id], o = 0;
     int type = t->type[id];
-    if (type == TT_CONTROL || type == TT_UNUSED) return render_special ? put(buf, cap, 0, s, n) : 0;
-    if (type == TT_USER_DEFINED) return put(buf, cap, 0, s, n);
+    if (type == TT_CONTROL || type == TT_UNUSED || type == TT_USER_DEFINED) return put(buf, cap, 0, s, n);
     if (t->kind == TOK_BPE) {
         for (size_t i = 0; i < n;) {
             unsigned char c = (unsigned char)s[i];
@@ -38,7 +41,6 @@ size_t rw_token_to_piece(const rw_tokenizer *t, int32_t id, bool render_special,
         return put(buf, cap, 0, &byte, 1);
     }
     if (type == TT_UNKNOWN) return t->kind == TOK_SPM ? put(buf, cap, 0, "\xe2\x96\x85", 3) : put(buf, cap, 0, s, n);
-    /* SentencePiece / WordPiece: U+2581 stands for a space */
     for (size_t i = 0; i < n;) {
         if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
             o = put(buf, cap, o, " ", 1);
@@ -49,6 +51,13 @@ size_t rw_token_to_piece(const rw_tokenizer *t, int32_t id, bool render_special,
         }
     }
     return o;
+}
+
+size_t rw_token_to_piece(const rw_tokenizer *t, int32_t id, bool render_special, char *buf, size_t cap) {
+    if (id < 0 || id >= t->n_vocab) return 0;
+    int type = t->type[id];
+    if ((type == TT_CONTROL || type == TT_UNUSED) && !render_special) return 0;
+    return put(buf, cap, 0, t->piece_pool + t->piece_off[id], t->piece_off[id + 1] - t->piece_off[id]);
 }
 
 /* SentencePiece and WordPiece add a space before the first word. */

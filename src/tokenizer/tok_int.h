@@ -63,6 +63,8 @@ struct rw_tokenizer {
     bool pre_add_bos; /* the pre-tokenizer's default for add_bos_token */
     int32_t bos, eos, unk, eot, eom;
     bool add_bos, add_eos, add_space_prefix;
+    char *piece_pool;  /* owns every token's decoded bytes (rw_tok__decode_token) */
+    uint32_t *piece_off; /* n_vocab + 1 offsets into piece_pool */
     int32_t *special;  /* control / user-defined / unknown ids, longest text first */
     int32_t n_special;
     int32_t byte_token[256]; /* BPE: the token of each byte's alphabet char; SPM: <0xXX> */
@@ -78,6 +80,10 @@ rw_status rw_tok__set_pre(rw_tokenizer *t, const char *pre, rw_error *err);
  * appended to the starts and lens arrays (malloc'd, grown as needed). */
 rw_status rw_tok__pre_split(const rw_tokenizer *t, const char *text, size_t len, size_t **starts, size_t **lens,
                             size_t *n, rw_error *err);
+
+/* detok.c: the bytes token id stands for (see there); returns the length,
+ * writing at most cap bytes. */
+size_t rw_tok__decode_token(const rw_tokenizer *t, int32_t id, char *buf, size_t cap);
 
 /* Growable id list. */
 typedef struct {

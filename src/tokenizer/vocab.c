@@ -248,8 +248,17 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     }
     const rw_gguf_value *types = rw_gguf_get(g, "tokenizer.ggml.token_type");
     const rw_gguf_value *scores = rw_gguf_get(g, "tokenizer.ggml.scores");
-    if (types && (types->type != RW_GGUF_ARRAY || types->arr.n != (uint64_t)n)) types = NULL;
-    if (scores && scores->type == RW_GGUF_ARRAY && scores->arr.n == (uint64_t)n) {
+    int64_t i0;
+    double d0;
+    if (types && (types->type != RW_GGUF_ARRAY || types->arr.n != (uint64_t)n || !rw_gguf_arr_int(types, 0, &i0))) {
+        s = rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.token_type must be an integer array with one entry per token (%d)", n);
+        goto fail;
+    }
+    if (scores && (scores->type != RW_GGUF_ARRAY || scores->arr.n != (uint64_t)n || !rw_gguf_arr_float(scores, 0, &d0))) {
+        s = rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.scores must be a float array with one entry per token (%d)", n);
+        goto fail;
+    }
+    if (scores) {
         t->score = calloc((size_t)n, sizeof *t->score);
         if (!t->score) {
             s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -327,6 +336,25 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
             t->byte_token[b] = str_map_get(&t->vocab, name, 6);
         }
     }
+    /* every token's decoded bytes, so detokenizing is a copy */
+    size_t total = 0;
+    for (int32_t i = 0; i < n && total <= UINT32_MAX; i++) total += rw_tok__decode_token(t, i, NULL, 0);
+    if (total > UINT32_MAX) {
+        s = rw_errorf(err, RW_ERR_FORMAT, "the vocabulary's texts are too large (%zu bytes)", total);
+        goto fail;
+    }
+    t->piece_pool = malloc(total ? total : 1);
+    t->piece_off = malloc(((size_t)n + 1) * sizeof *t->piece_off);
+    if (!t->piece_pool || !t->piece_off) {
+        s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        t->piece_off[i] = (uint32_t)total;
+        total += rw_tok__decode_token(t, i, t->piece_pool + total, SIZE_MAX);
+    }
+    t->piece_off[n] = (uint32_t)total;
     *out = t;
     return RW_OK;
 fail:
@@ -342,6 +370,8 @@ void rw_tokenizer_free(rw_tokenizer *t) {
     str_map_free(&t->odd_merges);
     free(t->odd_pool);
     free(t->special);
+    free(t->piece_pool);
+    free(t->piece_off);
     free(t->score);
     free(t->text);
     free(t->len);

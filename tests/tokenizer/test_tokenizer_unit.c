@@ -18,7 +18,9 @@ static rw_tokenizer *load(const char *rel) {
 }
 
 /* A vocabulary built with the writer, for the malformed cases. */
-static rw_status load_built(void (*build)(rw_gguf_writer *), rw_error *err) {
+/* Builds a vocabulary with build() and loads it; *keep (if given) gets the
+ * tokenizer (caller frees), otherwise it is freed here. */
+static rw_status load_built_keep(void (*build)(rw_gguf_writer *), rw_tokenizer **keep, rw_error *err) {
     rw_gguf_writer *w = rw_gguf_writer_new();
     build(w);
     char *buf = NULL;
@@ -34,10 +36,13 @@ static rw_status load_built(void (*build)(rw_gguf_writer *), rw_error *err) {
         s = rw_tokenizer_load(g, &t, err);
         rw_gguf_close(g);
     }
-    rw_tokenizer_free(t);
+    if (keep) *keep = t;
+    else rw_tokenizer_free(t);
     free(buf);
     return s;
 }
+
+static rw_status load_built(void (*build)(rw_gguf_writer *), rw_error *err) { return load_built_keep(build, NULL, err); }
 
 static const char *const toks[] = {"a", "b", "ab"};
 static void no_model(rw_gguf_writer *w) { rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL); }
@@ -54,6 +59,50 @@ static void tokens_not_strings(rw_gguf_writer *w) {
     rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
     rw_gguf_writer_add_arr_i32(w, "tokenizer.ggml.tokens", v, 3, NULL);
 }
+static void types_not_ints(rw_gguf_writer *w) {
+    no_merges(w);
+    static const char *const merges[] = {"a b"};
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", merges, 1, NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.token_type", toks, 3, NULL);
+}
+static void types_short(rw_gguf_writer *w) {
+    int32_t ty[2] = {1, 1};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+    rw_gguf_writer_add_arr_i32(w, "tokenizer.ggml.token_type", ty, 2, NULL);
+}
+static void scores_not_floats(rw_gguf_writer *w) {
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.scores", toks, 3, NULL);
+}
+static void merges_not_strings(rw_gguf_writer *w) {
+    int32_t v[3] = {1, 2, 3};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+    rw_gguf_writer_add_arr_i32(w, "tokenizer.ggml.merges", v, 3, NULL);
+}
+static void pre_not_string(rw_gguf_writer *w) {
+    static const char *const merges[] = {"a b"};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
+    rw_gguf_writer_add_u32(w, "tokenizer.ggml.pre", 7, NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", merges, 1, NULL);
+}
+static void model_not_string(rw_gguf_writer *w) {
+    rw_gguf_writer_add_u32(w, "tokenizer.ggml.model", 2, NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 3, NULL);
+}
+/* "a b" makes "ab", which is not a token; "ab c" then makes "abc", which is:
+ * the second merge has a side that is no token (the string-keyed path) */
+static void merge_through_non_token(rw_gguf_writer *w) {
+    static const char *const t4[] = {"a", "b", "c", "abc"};
+    static const char *const merges[] = {"a b", "ab c"};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.pre", "gpt-2", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", t4, 4, NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", merges, 2, NULL);
+}
 static void odd_but_valid(rw_gguf_writer *w) { /* bad merges and an out-of-range BOS are tolerated */
     static const char *const merges[] = {"a b", "nonsense", "x y z"};
     rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
@@ -68,7 +117,23 @@ int main(void) {
     CHECK(load_built(bad_model, &err) == RW_ERR_UNSUPPORTED && strstr(err.msg, "unigram-xyz"));
     CHECK(load_built(no_merges, &err) == RW_ERR_FORMAT && strstr(err.msg, "merges"));
     CHECK(load_built(tokens_not_strings, &err) == RW_ERR_FORMAT);
+    CHECK(load_built(types_not_ints, &err) == RW_ERR_FORMAT && strstr(err.msg, "token_type"));
+    CHECK(load_built(types_short, &err) == RW_ERR_FORMAT && strstr(err.msg, "token_type"));
+    CHECK(load_built(scores_not_floats, &err) == RW_ERR_FORMAT && strstr(err.msg, "scores"));
+    CHECK(load_built(merges_not_strings, &err) == RW_ERR_FORMAT && strstr(err.msg, "merges"));
+    CHECK(load_built(pre_not_string, &err) != RW_OK && strstr(err.msg, "tokenizer.ggml.pre"));
+    CHECK(load_built(model_not_string, &err) != RW_OK && strstr(err.msg, "tokenizer.ggml.model"));
     CHECK_MSG(load_built(odd_but_valid, &err) == RW_OK, "%s", err.msg);
+    rw_tokenizer *m = NULL;
+    CHECK_MSG(load_built_keep(merge_through_non_token, &m, &err) == RW_OK, "%s", err.msg);
+    if (m) {
+        int32_t *ids;
+        size_t n;
+        CHECK(rw_tokenize(m, "abcab", 5, false, false, &ids, &n, &err) == RW_OK);
+        CHECK_MSG(n == 3 && ids[0] == 3 && ids[1] == 0 && ids[2] == 1, "abcab -> %zu ids", n); /* abc, then a b */
+        free(ids);
+        rw_tokenizer_free(m);
+    }
 
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures (malformed-vocabulary checks passed)");
     rw_tokenizer *q = load("tokenizer/ggml-vocab-qwen3.gguf");
