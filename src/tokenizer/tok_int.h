@@ -9,6 +9,8 @@
 
 enum { TOK_BPE, TOK_SPM, TOK_WPM };
 
+enum { STRIP_LEFT = 1, STRIP_RIGHT = 2 };
+
 /* llama.cpp's token types */
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
@@ -66,6 +68,7 @@ struct rw_tokenizer {
     char *piece_pool;  /* owns every token's decoded bytes (rw_tok__decode_token) */
     uint32_t *piece_off; /* n_vocab + 1 offsets into piece_pool */
     int32_t *special;  /* control / user-defined / unknown ids, longest text first */
+    uint8_t *strip;    /* per token: STRIP_LEFT / STRIP_RIGHT of the text around it when cut out */
     int32_t n_special;
     int32_t byte_token[256]; /* BPE: the token of each byte's alphabet char; SPM: <0xXX> */
     char byte_char[256][3];  /* BPE: UTF-8 of the alphabet char of each byte */

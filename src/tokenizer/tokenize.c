@@ -1,5 +1,6 @@
 /* tokenize.c - the tokenize entry point: special tokens are cut out of the
- * text first (longest first), then each remaining fragment goes to the
+ * text first (longest first; white space beside them too where the token's
+ * strip attributes say so), then each remaining fragment goes to the
  * vocabulary's algorithm; BOS/EOS as the vocabulary asks. */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,9 @@ static int frag_push(frag_list *l, fragment f) {
     return 0;
 }
 
+/* C's isspace in the C locale, as llama.cpp strips around special tokens. */
+static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 /* Splits every raw fragment around the occurrences of each special token. */
 static int partition(const rw_tokenizer *t, const char *text, size_t len, bool parse_special, frag_list *out) {
     frag_list cur = {0}, next = {0};
@@ -49,9 +53,13 @@ static int partition(const rw_tokenizer *t, const char *text, size_t len, bool p
             while (!bad) {
                 const char *hit = memmem(text + pos, end - pos, tok, tl);
                 if (!hit) break;
-                size_t h = (size_t)(hit - text);
-                bad = frag_push(&next, (fragment){-1, pos, h - pos}) || frag_push(&next, (fragment){id, h, tl});
+                size_t h = (size_t)(hit - text), left_end = h;
+                if (t->strip[id] & STRIP_LEFT)
+                    while (left_end > pos && is_space(text[left_end - 1])) left_end--;
+                bad = frag_push(&next, (fragment){-1, pos, left_end - pos}) || frag_push(&next, (fragment){id, h, tl});
                 pos = h + tl;
+                if (t->strip[id] & STRIP_RIGHT)
+                    while (pos < end && is_space(text[pos])) pos++;
             }
             if (!bad) bad = frag_push(&next, (fragment){-1, pos, end - pos});
         }

@@ -1,4 +1,5 @@
 /* vocab.c - the vocabulary from GGUF metadata, and the string map. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,44 @@ static void byte_alphabet(rw_tokenizer *t) {
         unsigned cp = printable ? (unsigned)b : 256u + (unsigned)extra++;
         t->byte_char_len[b] = (uint8_t)utf8_put(t->byte_char[b], cp);
         t->char_byte[cp] = (int16_t)b;
+    }
+}
+
+/* True if metadata string key contains needle, ignoring ASCII case. */
+static bool key_contains(const rw_gguf *g, const char *key, const char *needle) {
+    rw_gguf_str v;
+    if (rw_gguf_get_str(g, key, &v, NULL) != RW_OK) return false;
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= (size_t)v.len; i++) {
+        size_t j = 0;
+        while (j < k && tolower((unsigned char)v.ptr[i + j]) == needle[j]) j++;
+        if (j == k) return true;
+    }
+    return false;
+}
+
+static void strip_token(rw_tokenizer *t, const char *text, uint8_t flag, bool on) {
+    int32_t id = str_map_get(&t->vocab, text, strlen(text));
+    if (id >= 0) t->strip[id] = on ? (uint8_t)(t->strip[id] | flag) : (uint8_t)(t->strip[id] & ~flag);
+}
+
+/* The per-token attributes llama.cpp sets by model name, which the file does
+ * not carry: where a special token is cut out of the text, white space next
+ * to it goes too (Phi-3's chat tokens swallow the newline after them). */
+static void set_strip_attrs(rw_tokenizer *t, const rw_gguf *g) {
+    if (key_contains(g, "tokenizer.ggml.pre", "jina-v2-de") || key_contains(g, "tokenizer.ggml.pre", "jina-v2-es") ||
+        key_contains(g, "tokenizer.ggml.pre", "jina-v2-code") ||
+        key_contains(g, "general.architecture", "nomic-bert-moe") ||
+        key_contains(g, "general.architecture", "jina-bert-v3")) {
+        strip_token(t, "<mask>", STRIP_LEFT, true);
+    } else if (key_contains(g, "general.name", "phi-3") || key_contains(g, "general.name", "phi3")) {
+        for (int32_t i = 0; i < t->n_special; i++) t->strip[t->special[i]] |= STRIP_RIGHT;
+        strip_token(t, "</s>", STRIP_RIGHT, true);
+        strip_token(t, "<unk>", STRIP_RIGHT, false);
+        strip_token(t, "<s>", STRIP_RIGHT, false);
+        strip_token(t, "<|endoftext|>", STRIP_RIGHT, false);
+    } else if (key_contains(g, "general.name", "modern-bert")) {
+        strip_token(t, "[MASK]", STRIP_LEFT, true);
     }
 }
 
@@ -315,6 +354,12 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
             t->special[t->n_special++] = i;
     qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, cmp_special_len, t);
 
+    if (!(t->strip = calloc((size_t)n, 1))) {
+        s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    set_strip_attrs(t, g);
+
     for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
     if (t->kind == TOK_BPE) {
         byte_alphabet(t);
@@ -370,6 +415,7 @@ void rw_tokenizer_free(rw_tokenizer *t) {
     str_map_free(&t->odd_merges);
     free(t->odd_pool);
     free(t->special);
+    free(t->strip);
     free(t->piece_pool);
     free(t->piece_off);
     free(t->score);

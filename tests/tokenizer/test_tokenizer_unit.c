@@ -169,6 +169,35 @@ int main(void) {
         CHECK(rw_detokenize(q, (int32_t[]){-1}, 1, false, &back, &bl, &err) == RW_ERR_INVALID_ARG);
         rw_tokenizer_free(q);
     }
+    /* Phi-3 (by general.name, as llama.cpp): white space after a special
+     * token is dropped where the token is cut out; </s> is user-defined, so
+     * that happens even without parse_special */
+    rw_tokenizer *phi = load("tokenizer/ggml-vocab-phi-3.gguf");
+    CHECK(phi != NULL);
+    if (phi) {
+        static const char *const pairs[][3] = {
+            {"<|user|>\nHello<|end|>\n<|assistant|>", "<|user|>Hello<|end|><|assistant|>", "1"},
+            {"a </s>  \n b", "a </s>b", "0"},
+        };
+        for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+            int32_t *a, *b;
+            size_t na, nb;
+            bool special = pairs[i][2][0] == '1';
+            CHECK(rw_tokenize(phi, pairs[i][0], strlen(pairs[i][0]), false, special, &a, &na, &err) == RW_OK);
+            CHECK(rw_tokenize(phi, pairs[i][1], strlen(pairs[i][1]), false, special, &b, &nb, &err) == RW_OK);
+            CHECK_MSG(na == nb && !memcmp(a, b, na * sizeof *a), "phi-3 case %zu: %zu vs %zu ids", i, na, nb);
+            free(a);
+            free(b);
+        }
+        int32_t *a, *b;
+        size_t na, nb;
+        CHECK(rw_tokenize(phi, "<s> x", 5, false, true, &a, &na, &err) == RW_OK);
+        CHECK(rw_tokenize(phi, "<s>x", 4, false, true, &b, &nb, &err) == RW_OK);
+        CHECK(na >= 2 && a[0] == 1 && (na != nb || memcmp(a, b, na * sizeof *a))); /* " x" stays " x" */
+        free(a);
+        free(b);
+        rw_tokenizer_free(phi);
+    }
     rw_tokenizer *spm = load("tokenizer/ggml-vocab-llama-spm.gguf");
     CHECK(spm != NULL);
     if (spm) {
