@@ -24,7 +24,8 @@ typedef struct {
 
 int str_map_init(str_map *m, size_t n);
 void str_map_free(str_map *m);
-void str_map_put(str_map *m, const char *k, uint32_t len, int32_t v); /* first insert wins */
+/* First insert wins: returns the value already there, or -1 if k is new. */
+int32_t str_map_put(str_map *m, const char *k, uint32_t len, int32_t v);
 int32_t str_map_get(const str_map *m, const char *k, size_t len);     /* -1 if absent */
 
 /* (left token, right token) -> merge rank and the merged token (-1 when
@@ -83,6 +84,13 @@ rw_status rw_tok__set_pre(rw_tokenizer *t, const char *pre, rw_error *err);
  * appended to the starts and lens arrays (malloc'd, grown as needed). */
 rw_status rw_tok__pre_split(const rw_tokenizer *t, const char *text, size_t len, size_t **starts, size_t **lens,
                             size_t *n, rw_error *err);
+
+/* special.c: end-of-generation tokens and the control type of
+ * control-looking tokens, from token texts as llama.cpp guesses them (needs
+ * texts, types and the eos/eot/eom ids); then, once the special list is
+ * built, the strip attributes some models' special tokens have. */
+void rw_tok__derive_special(rw_tokenizer *t, const rw_gguf *g);
+void rw_tok__strip_attrs(rw_tokenizer *t, const rw_gguf *g);
 
 /* detok.c: the bytes token id stands for (see there); returns the length,
  * writing at most cap bytes. */

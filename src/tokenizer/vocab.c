@@ -1,5 +1,4 @@
 /* vocab.c - the vocabulary from GGUF metadata, and the string map. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,15 +30,16 @@ void str_map_free(str_map *m) {
     memset(m, 0, sizeof *m);
 }
 
-void str_map_put(str_map *m, const char *k, uint32_t len, int32_t v) {
+int32_t str_map_put(str_map *m, const char *k, uint32_t len, int32_t v) {
     size_t i = (size_t)hash_bytes(k, len) & (m->cap - 1);
     while (m->keys[i]) {
-        if (m->lens[i] == len && !memcmp(m->keys[i], k, len)) return;
+        if (m->lens[i] == len && !memcmp(m->keys[i], k, len)) return m->vals[i];
         i = (i + 1) & (m->cap - 1);
     }
     m->keys[i] = k;
     m->lens[i] = len;
     m->vals[i] = v;
+    return -1;
 }
 
 int32_t str_map_get(const str_map *m, const char *k, size_t len) {
@@ -143,44 +143,6 @@ static void byte_alphabet(rw_tokenizer *t) {
     }
 }
 
-/* True if metadata string key contains needle, ignoring ASCII case. */
-static bool key_contains(const rw_gguf *g, const char *key, const char *needle) {
-    rw_gguf_str v;
-    if (rw_gguf_get_str(g, key, &v, NULL) != RW_OK) return false;
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= (size_t)v.len; i++) {
-        size_t j = 0;
-        while (j < k && tolower((unsigned char)v.ptr[i + j]) == needle[j]) j++;
-        if (j == k) return true;
-    }
-    return false;
-}
-
-static void strip_token(rw_tokenizer *t, const char *text, uint8_t flag, bool on) {
-    int32_t id = str_map_get(&t->vocab, text, strlen(text));
-    if (id >= 0) t->strip[id] = on ? (uint8_t)(t->strip[id] | flag) : (uint8_t)(t->strip[id] & ~flag);
-}
-
-/* The per-token attributes llama.cpp sets by model name, which the file does
- * not carry: where a special token is cut out of the text, white space next
- * to it goes too (Phi-3's chat tokens swallow the newline after them). */
-static void set_strip_attrs(rw_tokenizer *t, const rw_gguf *g) {
-    if (key_contains(g, "tokenizer.ggml.pre", "jina-v2-de") || key_contains(g, "tokenizer.ggml.pre", "jina-v2-es") ||
-        key_contains(g, "tokenizer.ggml.pre", "jina-v2-code") ||
-        key_contains(g, "general.architecture", "nomic-bert-moe") ||
-        key_contains(g, "general.architecture", "jina-bert-v3")) {
-        strip_token(t, "<mask>", STRIP_LEFT, true);
-    } else if (key_contains(g, "general.name", "phi-3") || key_contains(g, "general.name", "phi3")) {
-        for (int32_t i = 0; i < t->n_special; i++) t->strip[t->special[i]] |= STRIP_RIGHT;
-        strip_token(t, "</s>", STRIP_RIGHT, true);
-        strip_token(t, "<unk>", STRIP_RIGHT, false);
-        strip_token(t, "<s>", STRIP_RIGHT, false);
-        strip_token(t, "<|endoftext|>", STRIP_RIGHT, false);
-    } else if (key_contains(g, "general.name", "modern-bert")) {
-        strip_token(t, "[MASK]", STRIP_LEFT, true);
-    }
-}
-
 /* A merge "left right" splits at its first space after the first byte (as
  * llama.cpp reads them); one without such a space can never apply. Merges of
  * two tokens go into the pair map by id, with the merged token; the rare
@@ -243,6 +205,8 @@ nomem:
     return rw_errorf(err, RW_ERR_NOMEM, "out of memory for the merges");
 }
 
+#define EMPTY_NAME 20 /* room for "[EMPTY_<id>]" in place of an empty token */
+
 rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err) {
     *out = NULL;
     char model[32];
@@ -275,7 +239,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
         goto fail;
     }
     size_t pool_size = 0;
-    for (int32_t i = 0; i < n; i++) pool_size += (size_t)toks->arr.items[i].str.len + 1;
+    for (int32_t i = 0; i < n; i++) pool_size += (size_t)toks->arr.items[i].str.len + 1 + EMPTY_NAME;
     t->pool = malloc(pool_size ? pool_size : 1);
     t->text = calloc((size_t)n, sizeof *t->text);
     t->len = calloc((size_t)n, sizeof *t->len);
@@ -289,12 +253,12 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     const rw_gguf_value *scores = rw_gguf_get(g, "tokenizer.ggml.scores");
     int64_t i0;
     double d0;
-    if (types && (types->type != RW_GGUF_ARRAY || types->arr.n != (uint64_t)n || !rw_gguf_arr_int(types, 0, &i0))) {
-        s = rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.token_type must be an integer array with one entry per token (%d)", n);
+    if (types && (types->type != RW_GGUF_ARRAY || types->arr.n < (uint64_t)n || !rw_gguf_arr_int(types, 0, &i0))) {
+        s = rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.token_type must be an integer array with an entry per token (%d)", n);
         goto fail;
     }
-    if (scores && (scores->type != RW_GGUF_ARRAY || scores->arr.n != (uint64_t)n || !rw_gguf_arr_float(scores, 0, &d0))) {
-        s = rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.scores must be a float array with one entry per token (%d)", n);
+    if (scores && (scores->type != RW_GGUF_ARRAY || scores->arr.n < (uint64_t)n || !rw_gguf_arr_float(scores, 0, &d0))) {
+        s = rw_errorf(err, RW_ERR_FORMAT, "tokenizer.ggml.scores must be a float array with an entry per token (%d)", n);
         goto fail;
     }
     if (scores) {
@@ -313,14 +277,23 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     for (int32_t i = 0; i < n; i++) {
         rw_gguf_str str = toks->arr.items[i].str;
         t->text[i] = t->pool + used;
-        memcpy(t->text[i], str.ptr, (size_t)str.len);
-        t->text[i][str.len] = 0;
-        t->len[i] = (uint32_t)str.len;
-        used += (size_t)str.len + 1;
+        if (str.len) {
+            memcpy(t->text[i], str.ptr, (size_t)str.len);
+            t->len[i] = (uint32_t)str.len;
+        } else { /* llama.cpp names an empty token so that it stays unique */
+            t->len[i] = (uint32_t)snprintf(t->text[i], EMPTY_NAME + 1, "[EMPTY_%d]", i);
+        }
+        t->text[i][t->len[i]] = 0;
+        used += t->len[i] + 1;
         int64_t ty = TT_NORMAL;
         if (types) rw_gguf_arr_int(types, (uint64_t)i, &ty);
         t->type[i] = (int32_t)ty;
-        str_map_put(&t->vocab, t->text[i], t->len[i], i);
+        int32_t dup = str_map_put(&t->vocab, t->text[i], t->len[i], i);
+        if (dup >= 0) {
+            s = rw_errorf(err, RW_ERR_FORMAT, "duplicate token in the vocabulary: '%.40s' has ids %d and %d", t->text[i],
+                          dup, i);
+            goto fail;
+        }
     }
     if (n_merges && (s = load_merges(t, merges, err)) != RW_OK) goto fail;
     t->bos = opt_id(g, "tokenizer.ggml.bos_token_id", n);
@@ -333,16 +306,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     if (t->kind == TOK_SPM && t->unk < 0) t->unk = str_map_get(&t->vocab, "<unk>", 5);
     if (t->kind == TOK_WPM && t->unk < 0) t->unk = str_map_get(&t->vocab, "[UNK]", 5);
 
-    /* end-of-generation tokens: eos, eot, eom, and the usual end markers */
-    static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<end_of_turn>",
-                                            "<|end_of_text|>", "<|return|>", "<｜end▁of▁sentence｜>"};
-    if (t->eos >= 0) t->eog[t->eos] = true;
-    if (t->eot >= 0) t->eog[t->eot] = true;
-    if (t->eom >= 0) t->eog[t->eom] = true;
-    for (size_t k = 0; k < sizeof eog_texts / sizeof eog_texts[0]; k++) {
-        int32_t id = str_map_get(&t->vocab, eog_texts[k], strlen(eog_texts[k]));
-        if (id >= 0 && t->type[id] == TT_CONTROL) t->eog[id] = true;
-    }
+    rw_tok__derive_special(t, g); /* before the special list: it makes some tokens control tokens */
 
     t->special = malloc((size_t)n * sizeof *t->special);
     if (!t->special) {
@@ -358,7 +322,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
         s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    set_strip_attrs(t, g);
+    rw_tok__strip_attrs(t, g);
 
     for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
     if (t->kind == TOK_BPE) {

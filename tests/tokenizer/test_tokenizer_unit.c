@@ -103,6 +103,20 @@ static void merge_through_non_token(rw_gguf_writer *w) {
     rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", t4, 4, NULL);
     rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", merges, 2, NULL);
 }
+static void duplicate_token(rw_gguf_writer *w) {
+    static const char *const dup[] = {"a", "b", "a"};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", dup, 3, NULL);
+}
+/* an empty token (renamed, as llama.cpp) and harmony's end markers: with
+ * <|return|> and <|call|> there, <|end|> is printed text, not an end */
+static void harmony(rw_gguf_writer *w) {
+    static const char *const t6[] = {"a", "", "<|end|>", "<|return|>", "<|call|>", "<|channel|>"};
+    int32_t ty[6] = {1, 1, 3, 3, 3, 3};
+    rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", NULL);
+    rw_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", t6, 6, NULL);
+    rw_gguf_writer_add_arr_i32(w, "tokenizer.ggml.token_type", ty, 6, NULL);
+}
 static void odd_but_valid(rw_gguf_writer *w) { /* bad merges and an out-of-range BOS are tolerated */
     static const char *const merges[] = {"a b", "nonsense", "x y z"};
     rw_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", NULL);
@@ -124,6 +138,16 @@ int main(void) {
     CHECK(load_built(pre_not_string, &err) != RW_OK && strstr(err.msg, "tokenizer.ggml.pre"));
     CHECK(load_built(model_not_string, &err) != RW_OK && strstr(err.msg, "tokenizer.ggml.model"));
     CHECK_MSG(load_built(odd_but_valid, &err) == RW_OK, "%s", err.msg);
+    CHECK(load_built(duplicate_token, &err) == RW_ERR_FORMAT && strstr(err.msg, "duplicate"));
+    rw_tokenizer *h = NULL;
+    CHECK_MSG(load_built_keep(harmony, &h, &err) == RW_OK, "%s", err.msg);
+    if (h) {
+        CHECK(!strcmp(rw_tokenizer_token_text(h, 1), "[EMPTY_1]"));
+        CHECK(!rw_tokenizer_is_eog(h, 2) && !rw_tokenizer_is_control(h, 2));
+        CHECK(rw_tokenizer_is_eog(h, 3) && rw_tokenizer_is_eog(h, 4) && !rw_tokenizer_is_eog(h, 5));
+        CHECK(!rw_tokenizer_is_control(h, 5)); /* <|channel|> is always printed */
+        rw_tokenizer_free(h);
+    }
     rw_tokenizer *m = NULL;
     CHECK_MSG(load_built_keep(merge_through_non_token, &m, &err) == RW_OK, "%s", err.msg);
     if (m) {
@@ -170,14 +194,13 @@ int main(void) {
         rw_tokenizer_free(q);
     }
     /* Phi-3 (by general.name, as llama.cpp): white space after a special
-     * token is dropped where the token is cut out; </s> is user-defined, so
-     * that happens even without parse_special */
+     * token is dropped where the token is cut out */
     rw_tokenizer *phi = load("tokenizer/ggml-vocab-phi-3.gguf");
     CHECK(phi != NULL);
     if (phi) {
         static const char *const pairs[][3] = {
             {"<|user|>\nHello<|end|>\n<|assistant|>", "<|user|>Hello<|end|><|assistant|>", "1"},
-            {"a </s>  \n b", "a </s>b", "0"},
+            {"a </s>  \n b", "a </s>b", "1"},
         };
         for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
             int32_t *a, *b;
@@ -191,6 +214,13 @@ int main(void) {
         }
         int32_t *a, *b;
         size_t na, nb;
+        /* </s> is user-defined in the file, but its text makes it a control
+         * token (llama.cpp's end-of-generation list): plain text without
+         * parse_special, not printed by default */
+        CHECK(rw_tokenize(phi, "a </s>", 6, false, false, &a, &na, &err) == RW_OK);
+        for (size_t i = 0; i < na; i++) CHECK(a[i] != 2);
+        free(a);
+        CHECK(rw_tokenizer_is_control(phi, 2) && rw_tokenizer_is_eog(phi, 2) && rw_tokenizer_is_eog(phi, 32007));
         CHECK(rw_tokenize(phi, "<s> x", 5, false, true, &a, &na, &err) == RW_OK);
         CHECK(rw_tokenize(phi, "<s>x", 4, false, true, &b, &nb, &err) == RW_OK);
         CHECK(na >= 2 && a[0] == 1 && (na != nb || memcmp(a, b, na * sizeof *a))); /* " x" stays " x" */
