@@ -29,7 +29,10 @@ rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_li
     int n = 0;
     for (size_t i = 0; i < len && !bad;) {
         unsigned char c = (unsigned char)text[i];
-        size_t l = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+        /* the sequence length its lead byte announces, by the top four bits
+         * as llama.cpp reads it (so invalid bytes group as they do there) */
+        static const uint8_t len_of[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+        size_t l = len_of[c >> 4];
         if (l > len - i) l = len - i;
         sym[n] = (symbol){n - 1, -1, i, l};
         if (n > 0) sym[n - 1].next = n;

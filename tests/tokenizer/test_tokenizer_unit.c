@@ -245,6 +245,14 @@ int main(void) {
         CHECK(o == 4 && !memcmp(out, s, 4));
         CHECK(step_sizes[n - 1] == 4); /* all four bytes at once, with the last one */
         free(ids);
+        /* an invalid lead byte swallows the next bytes as its sequence (the
+         * length its top bits announce, as llama.cpp), so "ab" is not merged:
+         * all three go to byte tokens */
+        CHECK(rw_tokenize(spm, "\xf8" "ab", 3, false, false, &ids, &n, &err) == RW_OK);
+        CHECK(n == 4 && !strcmp(rw_tokenizer_token_text(spm, ids[1]), "<0xF8>") &&
+              !strcmp(rw_tokenizer_token_text(spm, ids[2]), "<0x61>") &&
+              !strcmp(rw_tokenizer_token_text(spm, ids[3]), "<0x62>"));
+        free(ids);
         rw_tokenizer_free(spm);
     }
     return rw_test_done();
