@@ -113,6 +113,13 @@ static int32_t pair_rank(const rw_tokenizer *t, const char *enc, const symbol *a
 static int emit(const rw_tokenizer *t, const char *enc, const symbol *s, id_list *out) {
     if (s->id >= 0) return ids_push(out, s->id);
     const char *p = enc + s->start;
+    if (t->raw_utf8) { /* the text is the bytes themselves */
+        for (size_t i = 0; i < s->n; i++) {
+            int32_t bt = t->byte_token[(unsigned char)p[i]];
+            if (bt >= 0 && ids_push(out, bt)) return -1;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < s->n;) {
         unsigned c = (unsigned char)p[i], cp;
         if (c < 0x80 || i + 1 >= s->n) {
@@ -202,20 +209,46 @@ typedef struct {
     tok_heap h;
 } buffers;
 
+/* Raw UTF-8 BPE (gemma4): one symbol per character, by the length its lead
+ * byte announces (as llama.cpp; an invalid lead may take a few bytes with it). */
+static int raw_symbols(const rw_tokenizer *t, buffers *b, const char *raw, size_t len) {
+    static const uint8_t len_of[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    memcpy(b->enc, raw, len);
+    int n = 0;
+    for (size_t i = 0; i < len;) {
+        size_t l = len_of[(unsigned char)raw[i] >> 4];
+        if (l > len - i) l = len - i;
+        b->sym[n++] = (symbol){str_map_get(&t->vocab, raw + i, l), (uint32_t)i, (uint32_t)l, 0, 0};
+        i += l;
+    }
+    return n;
+}
+
 static int bpe_word(const rw_tokenizer *t, buffers *b, const char *raw, size_t len, id_list *out) {
     size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)raw[i];
-        memcpy(b->enc + n, t->byte_char[c], t->byte_char_len[c]);
-        b->sym[i] = (symbol){t->byte_token[c], (uint32_t)n, t->byte_char_len[c], 0, 0};
-        n += t->byte_char_len[c];
+    int n_sym = (int)len;
+    if (t->raw_utf8) {
+        n = len;
+        n_sym = raw_symbols(t, b, raw, len);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)raw[i];
+            memcpy(b->enc + n, t->byte_char[c], t->byte_char_len[c]);
+            b->sym[i] = (symbol){t->byte_token[c], (uint32_t)n, t->byte_char_len[c], 0, 0};
+            n += t->byte_char_len[c];
+        }
     }
-    if (t->ignore_merges) { /* llama3 and co: a word that is a token is taken whole */
+    bool whole = t->ignore_merges; /* llama3 and co: a word that is a token is taken whole */
+    if (t->newline_words) {         /* gemma4: so is a run of newlines */
+        whole = true;
+        for (size_t i = 0; i < len && whole; i++) whole = raw[i] == '\n';
+    }
+    if (whole) {
         int32_t id = str_map_get(&t->vocab, b->enc, n);
         if (id >= 0) return ids_push(out, id);
     }
-    if (len <= SHORT_WORD) return merge_short(t, b->enc, b->sym, (int)len, out, b->scratch);
-    return merge_long(t, b->enc, b->sym, (int)len, &b->h, out, b->scratch);
+    if (n_sym <= SHORT_WORD) return merge_short(t, b->enc, b->sym, n_sym, out, b->scratch);
+    return merge_long(t, b->enc, b->sym, n_sym, &b->h, out, b->scratch);
 }
 
 rw_status rw_tok__bpe(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err) {

@@ -11,15 +11,16 @@ static size_t put(char *buf, size_t cap, size_t at, const char *s, size_t n) {
 
 /* The bytes token id stands for, ignoring render_special: control and unused
  * tokens as their text, user-defined ones too; BPE tokens spelled back from
- * the byte alphabet; SentencePiece/WordPiece U+2581 as a space, <0xXX> as the
- * byte, the unknown token as U+2585 (as llama.cpp). Run once per token at
- * load time; rw_token_to_piece copies the result. */
+ * the byte alphabet; SentencePiece, WordPiece and raw UTF-8 BPE (gemma4)
+ * U+2581 as a space, <0xXX> as the byte, the unknown token as U+2585 (as
+ * llama.cpp). Run once per token at load time; rw_token_to_piece copies the
+ * result. */
 size_t rw_tok__decode_token(const rw_tokenizer *t, int32_t id, char *buf, size_t cap) {
     const char *s = t->text[id];
     size_t n = t->len[id], o = 0;
     int type = t->type[id];
     if (type == TT_CONTROL || type == TT_UNUSED || type == TT_USER_DEFINED) return put(buf, cap, 0, s, n);
-    if (t->kind == TOK_BPE) {
+    if (t->kind == TOK_BPE && !t->raw_utf8) {
         for (size_t i = 0; i < n;) {
             unsigned char c = (unsigned char)s[i];
             size_t l = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;

@@ -27,6 +27,9 @@
 enum {
     PRE_IGNORE_MERGES = 1, /* a word that is a whole token skips merging */
     PRE_ADD_BOS = 2,       /* default of tokenizer.ggml.add_bos_token */
+    PRE_RAW_UTF8 = 4,      /* BPE over the text's own UTF-8 (no byte alphabet; <0xXX> byte tokens) */
+    PRE_ESCAPE_SPACES = 8, /* spaces become U+2581 before splitting, as SentencePiece writes them */
+    PRE_NEWLINE_WORDS = 16 /* a word of newlines only is taken whole when it is a token (gemma4) */
 };
 
 typedef struct {
@@ -111,14 +114,17 @@ static const pre_spec specs[] = {
       "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" CONTRACTIONS
       "?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" CONTRACTIONS
       "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"gemma4 granite-embed-multi-311m", PRE_ADD_BOS | PRE_RAW_UTF8 | PRE_ESCAPE_SPACES | PRE_NEWLINE_WORDS,
+     {"[^\\n]+|[\\n]+"}},
+    {"sarvam-moe", PRE_RAW_UTF8 | PRE_ESCAPE_SPACES,
+     {"[^\\n]+|[\\n]+"}},
     {"superbpe", 0,
      {"\\p{N}+", "(?=(?:\\d{3})+(?!\\d))"}},
 };
 
 /* Names llama.cpp knows whose splitting is not a plain regex list here
- * (hand-written splitters, or BPE over raw UTF-8 instead of the byte
- * alphabet). */
-static const char unsupported[] = "kimi-k2 afmoe gemma4 granite-embed-multi-311m sarvam-moe whitespace";
+ * (hand-written splitters, and jina's whitespace tokenizer). */
+static const char unsupported[] = "kimi-k2 afmoe whitespace";
 
 /* Regexes whose \d and \b llama.cpp evaluates in std::wregex, i.e. ASCII
  * only: those without \p{..} that use \d. */
@@ -181,6 +187,9 @@ rw_status rw_tok__set_pre(rw_tokenizer *t, const char *pre, rw_error *err) {
     if (!spec) return rw_errorf(err, RW_ERR_UNSUPPORTED, "unknown pre-tokenizer '%s' (tokenizer.ggml.pre)", pre);
     t->ignore_merges = spec->flags & PRE_IGNORE_MERGES;
     t->pre_add_bos = spec->flags & PRE_ADD_BOS;
+    t->raw_utf8 = spec->flags & PRE_RAW_UTF8;
+    t->escape_spaces = spec->flags & PRE_ESCAPE_SPACES;
+    t->newline_words = spec->flags & PRE_NEWLINE_WORDS;
     for (int k = 0; k < MAX_PRE_REGEX && spec->re[k]; k++) {
         int ec;
         PCRE2_SIZE eo;

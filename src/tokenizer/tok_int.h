@@ -64,6 +64,9 @@ struct rw_tokenizer {
     int n_re;
     bool ignore_merges;
     bool pre_add_bos; /* the pre-tokenizer's default for add_bos_token */
+    bool raw_utf8;      /* BPE on the text's UTF-8 itself, <0xXX> byte tokens (gemma4) */
+    bool escape_spaces; /* spaces become U+2581 before BPE (gemma4) */
+    bool newline_words; /* a word of newlines only is taken whole if it is a token (gemma4) */
     int32_t bos, eos, unk, eot, eom;
     bool add_bos, add_eos, add_space_prefix;
     char *piece_pool;  /* owns every token's decoded bytes (rw_tok__decode_token) */
@@ -71,7 +74,7 @@ struct rw_tokenizer {
     int32_t *special;  /* control / user-defined / unknown ids, longest text first */
     uint8_t *strip;    /* per token: STRIP_LEFT / STRIP_RIGHT of the text around it when cut out */
     int32_t n_special;
-    int32_t byte_token[256]; /* BPE: the token of each byte's alphabet char; SPM: <0xXX> */
+    int32_t byte_token[256]; /* BPE: the token of each byte's alphabet char; SPM and raw UTF-8 BPE: <0xXX> */
     char byte_char[256][3];  /* BPE: UTF-8 of the alphabet char of each byte */
     uint8_t byte_char_len[256];
     int16_t char_byte[512];  /* BPE: alphabet code point -> byte (-1 if none) */

@@ -72,6 +72,33 @@ static int partition(const rw_tokenizer *t, const char *text, size_t len, bool p
     return bad;
 }
 
+/* Writes s[0..n) to *buf (grown as needed) with each space as U+2581, after
+ * one more U+2581 if prefix; *len gets the length. -1 on out of memory. */
+static int escape_spaces(const char *s, size_t n, bool prefix, char **buf, size_t *cap, size_t *len) {
+    size_t need = 3 * (n + 1);
+    if (need > *cap) {
+        char *b = realloc(*buf, need);
+        if (!b) return -1;
+        *buf = b;
+        *cap = need;
+    }
+    size_t o = 0;
+    if (prefix) {
+        memcpy(*buf, "\xe2\x96\x81", 3);
+        o = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            memcpy(*buf + o, "\xe2\x96\x81", 3);
+            o += 3;
+        } else {
+            (*buf)[o++] = s[i];
+        }
+    }
+    *len = o;
+    return 0;
+}
+
 rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
                       int32_t **ids, size_t *n_ids, rw_error *err) {
     *ids = NULL;
@@ -92,22 +119,16 @@ rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool 
             prev_special = true;
             continue;
         }
-        if (t->kind == TOK_SPM) {
-            /* escape spaces as U+2581 (3 bytes), with the optional prefix */
-            size_t need = 3 * (fr.len + 1) + 1;
-            if (need > buf_cap) {
-                char *b = realloc(buf, need);
-                if (!b) { bad = 1; break; }
-                buf = b;
-                buf_cap = need;
+        if (t->kind == TOK_SPM || t->escape_spaces) {
+            /* SentencePiece writes spaces as U+2581, and so do gemma4's BPE
+             * tokens; only SentencePiece adds one before the first word */
+            bool prefix = t->kind == TOK_SPM && t->add_space_prefix && prev_special;
+            size_t o;
+            if (escape_spaces(text + fr.start, fr.len, prefix, &buf, &buf_cap, &o)) {
+                bad = 1;
+                break;
             }
-            size_t o = 0;
-            if (t->add_space_prefix && prev_special) { memcpy(buf, "\xe2\x96\x81", 3); o = 3; }
-            for (size_t i = 0; i < fr.len; i++) {
-                if (text[fr.start + i] == ' ') { memcpy(buf + o, "\xe2\x96\x81", 3); o += 3; }
-                else buf[o++] = text[fr.start + i];
-            }
-            st = rw_tok__spm(t, buf, o, &out, err);
+            st = t->kind == TOK_SPM ? rw_tok__spm(t, buf, o, &out, err) : rw_tok__bpe(t, buf, o, &out, err);
         } else if (t->kind == TOK_BPE) {
             st = rw_tok__bpe(t, text + fr.start, fr.len, &out, err);
         } else {

@@ -220,7 +220,12 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     if (!t) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     t->n_vocab = n;
     rw_status s = RW_OK;
+    const char *forced_pre = NULL;
     if (!strcmp(model, "gpt2")) t->kind = TOK_BPE;
+    else if (!strcmp(model, "gemma4")) { /* BPE over SentencePiece-style text, whatever pre says (as llama.cpp) */
+        t->kind = TOK_BPE;
+        forced_pre = "gemma4";
+    }
     else if (!strcmp(model, "llama")) t->kind = TOK_SPM;
     else if (!strcmp(model, "bert")) t->kind = TOK_WPM;
     else {
@@ -332,13 +337,14 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
         if (rw_gguf_get(g, "tokenizer.ggml.pre") &&
             (s = rw_gguf_get_cstr(g, "tokenizer.ggml.pre", pre, sizeof pre, err)) != RW_OK)
             goto fail;
-        s = rw_tok__set_pre(t, pre, err);
+        s = rw_tok__set_pre(t, forced_pre ? forced_pre : pre, err);
         if (s) goto fail;
     }
     /* llama.cpp's defaults when the key is absent: SentencePiece and
-     * WordPiece add BOS, BPE as its pre-tokenizer says */
+     * WordPiece add BOS, BPE as its pre-tokenizer says; gemma4 always adds it */
     t->add_bos = opt_bool(g, "tokenizer.ggml.add_bos_token", t->kind == TOK_BPE ? t->pre_add_bos : true);
-    if (t->kind == TOK_SPM) {
+    if (t->newline_words) t->add_bos = true;
+    if (t->kind == TOK_SPM || t->raw_utf8) {
         for (int b = 0; b < 256; b++) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
