@@ -9,7 +9,8 @@
 #   rewind bench model      prefill (512 tokens) and decode tokens/s and peak
 #                           memory on synthesized Qwen3-0.6B and Qwen3.5-0.8B
 #                           files (made once with rewind synth, kept in build/bench)
-#   rewind bench tokenizer  MB/s on the Qwen3 vocabulary (when ../shared/fixtures is there)
+#   rewind bench tokenizer  MB/s on the Qwen3 vocabulary (when ../shared/fixtures is there), on a
+#                           repeated paragraph and on Debian's license texts
 set -eu
 cd "$(dirname "$0")/.."
 bin=build/rewind
@@ -29,4 +30,13 @@ vocab="${RW_FIXTURES:-../shared/fixtures}/tokenizer/ggml-vocab-qwen3.gguf"
 if [ -f "$vocab" ]; then
   echo "== rewind bench tokenizer $vocab"
   $bin bench tokenizer "$vocab"
+  # the built-in paragraph repeats, which the word cache makes easy; Debian's
+  # license texts (base-files) are ordinary English prose without that
+  lic=/usr/share/common-licenses
+  if [ -f "$lic/GPL-3" ]; then
+    mkdir -p build/bench
+    cat "$lic"/Apache-2.0 "$lic"/Artistic "$lic"/GFDL-1.3 "$lic"/GPL-3 "$lic"/LGPL-3 "$lic"/MPL-2.0 > build/bench/english.txt 2>/dev/null
+    echo "== rewind bench tokenizer $vocab -f build/bench/english.txt --reps 10"
+    $bin bench tokenizer "$vocab" -f build/bench/english.txt --reps 10
+  fi
 fi
