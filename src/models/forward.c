@@ -152,3 +152,19 @@ rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *
     }
     return RW_OK;
 }
+
+/* For now the items run one after another; a shared pass replaces this. */
+rw_status rw_model_forward_batch(rw_model *m, const rw_batch_item *items, int n_items, rw_threadpool *pool,
+                                 rw_error *err) {
+    for (int i = 0; i < n_items; i++) {
+        const rw_forward_args a = {.tokens = items[i].tokens, .n = items[i].n, .logits = items[i].logits,
+                                   .all_logits = items[i].all_logits, .pool = pool};
+        rw_status st = rw_model_forward(m, items[i].seq, &a, err);
+        if (st) {
+            for (int j = 0; j < i; j++)
+                rw_model_seq_truncate(items[j].seq, rw_model_seq_length(items[j].seq) - items[j].n, NULL);
+            return st;
+        }
+    }
+    return RW_OK;
+}

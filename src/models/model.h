@@ -94,4 +94,21 @@ typedef struct {
  * advances s by n. On error s keeps its previous length. */
 rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *a, rw_error *err);
 
+/* One sequence's share of a batched forward pass. */
+typedef struct {
+    rw_model_seq *seq;     /* distinct for every item of one call */
+    const int32_t *tokens; /* n token ids appended at positions len..len+n-1 of seq */
+    int64_t n;             /* >= 1 */
+    float *logits;         /* out: [n][n_vocab] if all_logits, else [n_vocab] (last token); may be NULL */
+    bool all_logits;
+} rw_batch_item;
+
+/* Runs several sequences, each with its own length and number of new tokens,
+ * through the model together (a ragged batch: no padding, each sequence sees
+ * only its own positions). Every item's output is bitwise the same as a
+ * rw_model_forward of that item alone. On error every sequence keeps its
+ * previous length. */
+rw_status rw_model_forward_batch(rw_model *m, const rw_batch_item *items, int n_items, rw_threadpool *pool,
+                                 rw_error *err);
+
 #endif
