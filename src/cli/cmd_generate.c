@@ -1,11 +1,16 @@
 /* cmd_generate.c - `rewind generate MODEL (--ids IDS | -p TEXT) -n N
- * [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--print-ids]`.
+ * [--temp T] [--top-k K] [--top-p P] [--min-p P] [--presence-penalty X]
+ * [--frequency-penalty X] [--repeat-penalty X] [--seed S] [--kv f32|f16]
+ * [--threads N] [--print-ids]`.
  *
  * A text prompt is tokenized as llama.cpp does (BOS/EOS as the vocabulary
  * asks, special tokens parsed); the output is text through the streaming
  * detokenizer unless --print-ids. Prefills the prompt in one forward pass,
- * then generates N tokens one at a time: greedy at temperature 0 (the default; ties go to the lowest id),
- * otherwise seeded sampling. Generation does not stop at end-of-generation
+ * then generates N tokens one at a time with the sampler chain of
+ * engine/sampler.h: greedy at temperature 0 (the default; ties go to the
+ * lowest id), otherwise seeded sampling. Every filter and penalty is off
+ * unless asked for; the penalties count the generated tokens only (OpenAI's
+ * semantics, not the prompt). Generation does not stop at end-of-generation
  * tokens: exactly N tokens are produced.
  *
  * The KV cache is f32 unless --kv f16 is given: this command is the hook
@@ -25,16 +30,29 @@
 
 static const char *CMD = "generate";
 
+/* A float option in [lo, hi]; 0 or 2 (usage error, printed). */
+static int parse_float(const char *opt, const char *v, float lo, float hi, float *out) {
+    char *end;
+    const float x = strtof(v, &end);
+    if (end == v || *end || !(x >= lo && x <= hi)) {
+        rw_cli_error(CMD, "%s needs a number in [%g, %g], not \"%s\"", opt, (double)lo, (double)hi, v);
+        return 2;
+    }
+    *out = x;
+    return 0;
+}
+
 static int usage(void) {
-    fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] "
-                    "[--threads N] [--print-ids]\n");
+    fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
+                    "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
+                    "[--kv f32|f16] [--threads N] [--print-ids]\n");
     return 2;
 }
 
 int rw_cmd_generate(int argc, char **argv) {
     const char *model_path = NULL, *ids_path = NULL, *text = NULL;
     long n_gen = -1, seed = 0;
-    float temp = 0.0f;
+    rw_sampler_params sp = rw_sampler_params_default(); /* greedy, everything off */
     bool print_ids = false;
     rw_kv_type kv = RW_KV_F32; /* see the file comment */
     long threads = 0;
@@ -48,12 +66,21 @@ int rw_cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--seed") && has_val) {
             if (rw_cli_parse_int(CMD, "--seed", argv[++i], 0, INT32_MAX, &seed)) return 2;
         } else if (!strcmp(a, "--temp") && has_val) {
-            char *end;
-            temp = strtof(argv[++i], &end);
-            if (*end || !(temp >= 0.0f && temp < 1e6f)) {
-                rw_cli_error(CMD, "--temp needs a number >= 0, not \"%s\"", argv[i]);
-                return 2;
-            }
+            if (parse_float(a, argv[++i], 0.0f, 1e6f, &sp.temperature)) return 2;
+        } else if (!strcmp(a, "--top-k") && has_val) {
+            long k;
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, INT32_MAX, &k)) return 2;
+            sp.top_k = (int32_t)k;
+        } else if (!strcmp(a, "--top-p") && has_val) {
+            if (parse_float(a, argv[++i], 0.0f, 1.0f, &sp.top_p)) return 2;
+        } else if (!strcmp(a, "--min-p") && has_val) {
+            if (parse_float(a, argv[++i], 0.0f, 1.0f, &sp.min_p)) return 2;
+        } else if (!strcmp(a, "--presence-penalty") && has_val) {
+            if (parse_float(a, argv[++i], -1e6f, 1e6f, &sp.presence_penalty)) return 2;
+        } else if (!strcmp(a, "--frequency-penalty") && has_val) {
+            if (parse_float(a, argv[++i], -1e6f, 1e6f, &sp.frequency_penalty)) return 2;
+        } else if (!strcmp(a, "--repeat-penalty") && has_val) {
+            if (parse_float(a, argv[++i], 0.0f, 1e6f, &sp.repeat_penalty)) return 2;
         } else if (!strcmp(a, "--threads") && has_val) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
@@ -104,6 +131,7 @@ int rw_cmd_generate(int argc, char **argv) {
     rw_error err = {0};
     rw_model_seq *s = NULL;
     rw_threadpool *pool = NULL;
+    rw_sampler *sampler = NULL;
     float *logits = malloc((size_t)n_vocab * sizeof(float));
     if (!logits) {
         rw_cli_error(CMD, "out of memory");
@@ -112,12 +140,13 @@ int rw_cmd_generate(int argc, char **argv) {
     int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
     if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
     rw_detok_stream stream = {0};
-    rw_sampler sampler;
-    rw_sampler_init(&sampler, temp, (uint64_t)seed);
+    sp.seed = (uint64_t)seed;
+    if (rw_sampler_new(&sp, n_vocab, &sampler, &err)) goto fail;
     rw_forward_args fa = {.tokens = ids, .n = n, .pool = pool, .logits = logits};
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
     for (long k = 0; k < n_gen; k++) {
-        int32_t tok = rw_sampler_sample(&sampler, logits, n_vocab);
+        int32_t tok = rw_sampler_sample(sampler, logits);
+        if (rw_sampler_accept(sampler, tok, &err)) goto fail;
         if (print_ids) printf("%s%d", k ? " " : "", (int)tok);
         else {
             char piece[512];
@@ -140,6 +169,7 @@ int rw_cmd_generate(int argc, char **argv) {
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
+    rw_sampler_free(sampler);
     rw_model_seq_free(s);
     rw_threadpool_free(pool);
     free(logits);
