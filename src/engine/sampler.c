@@ -7,11 +7,23 @@
 
 #include "engine/sampler_int.h"
 
+/* Two passes: the largest non-NaN value (eight independent running maxima,
+ * so the loop is not one long chain of dependent compares; max is exact, so
+ * their order does not matter), then the first index holding it. Same answer
+ * as the one-pass loop "replace best when greater, or when best is NaN"
+ * (tests/engine/test_sampler.c keeps that loop as the reference): -0 and +0
+ * are equal, so either finds the first zero. */
 int32_t rw_argmax(const float *logits, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (logits[i] > logits[best] || (logits[best] != logits[best] && logits[i] == logits[i])) best = i;
-    return (int32_t)best;
+    float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
+    for (; i < n; i++) m[0] = logits[i] > m[0] ? logits[i] : m[0];
+    float best = m[0];
+    for (int j = 1; j < 8; j++) best = m[j] > best ? m[j] : best;
+    for (i = 0; i < n; i++)
+        if (logits[i] == best) return (int32_t)i;
+    return 0; /* every value is NaN */
 }
 
 rw_sampler_params rw_sampler_params_default(void) {
@@ -62,7 +74,7 @@ rw_status rw_sampler_new(const rw_sampler_params *params, int64_t n_vocab, rw_sa
     s->n_vocab = n_vocab;
     const size_t nv = (size_t)n_vocab;
     s->work = malloc(nv * sizeof *s->work);
-    s->cand = malloc(nv * sizeof *s->cand);
+    s->cand = malloc(2 * nv * sizeof *s->cand);
     s->prob = malloc(nv * sizeof *s->prob);
     bool ok = s->work && s->cand && s->prob;
     if (ok && params->n_logit_bias > 0) {

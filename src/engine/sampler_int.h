@@ -28,8 +28,9 @@ struct rw_sampler {
      * is off. Invariant: equals a recount over hist after every call. */
     int32_t *counts;
     /* Scratch, owned, n_vocab each, contents meaningless between calls:
-     * work = logits after bias and penalties, cand = surviving candidates,
-     * prob = a probability vector (rw_sampler_sample, logprobs, residual). */
+     * work = logits after bias and penalties, cand = surviving candidates
+     * (2 * n_vocab: the second half is the radix sort's buffer), prob = a
+     * probability vector (rw_sampler_sample, logprobs, residual). */
     float *work;
     rw_cand *cand;
     float *prob;
@@ -47,8 +48,8 @@ static inline bool rw_cand_before(rw_cand a, rw_cand b) { return a.l > b.l || (a
 
 /* Reorders c[0..n) so that c[0..m) are the m first candidates in
  * rw_cand_before order, sorted; the rest stay behind in some order. c has no
- * NaN. */
-void rw_cand_select(rw_cand *c, int64_t n, int64_t m);
+ * NaN; tmp has room for n candidates. */
+void rw_cand_select(rw_cand *c, rw_cand *tmp, int64_t n, int64_t m);
 
 /* The row after logit bias and penalties: logits itself when both are off,
  * else s->work. */

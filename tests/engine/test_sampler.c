@@ -195,6 +195,14 @@ static void test_edges(void) {
     }
 }
 
+/* rw_argmax as it was first written: the reference. */
+static int32_t argmax_ref(const float *l, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (l[i] > l[best] || (l[best] != l[best] && l[i] == l[i])) best = i;
+    return (int32_t)best;
+}
+
 static void test_greedy_bitwise(void) {
     /* rw_argmax as before, and the sampler at temperature <= 0 is it. */
     const float a[] = {1.0f, 3.0f, 3.0f, -2.0f};
@@ -208,16 +216,44 @@ static void test_greedy_bitwise(void) {
         for (int i = 0; i < n; i++) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
             const int r = (int)(x >> 59); /* 0..31: few values, many ties */
-            row[i] = r == 0 ? NAN : r == 1 ? -INFINITY : r == 2 ? INFINITY : (float)(r % 7) * 0.5f;
+            row[i] = r == 0     ? NAN
+                     : r == 1   ? -INFINITY
+                     : r == 2   ? INFINITY
+                     : r == 3   ? -0.0f
+                     : iter % 3 ? (float)(r % 7) * 0.5f
+                                : -(float)(r % 7);            /* all <= 0: zeros of both signs can win */
+            if (iter % 11 == 0) row[i] = NAN;                 /* all NaN */
+            if (iter % 13 == 0 && r != 0) row[i] = -INFINITY; /* NaN and -inf only */
         }
         rw_sampler_params sp = rw_sampler_params_default();
         sp.temperature = iter % 2 ? 0.0f : -1.0f;
         sp.top_k = iter % 5;
         sp.seed = (uint64_t)iter;
         rw_sampler *s = new_sampler(&sp, n);
-        CHECK_EQ_INT(rw_sampler_sample(s, row), rw_argmax(row, n));
+        CHECK_EQ_INT(rw_argmax(row, n), argmax_ref(row, n));
+        CHECK_EQ_INT(rw_sampler_sample(s, row), argmax_ref(row, n));
         rw_sampler_free(s);
     }
+}
+
+static void test_argmax_long(void) {
+    /* long rows: the max in every lane, at the ends, repeated, tail lengths */
+    enum { N = 1031 };
+    float *row = malloc(N * sizeof *row);
+    uint64_t x = 99;
+    for (int iter = 0; iter < 300; iter++) {
+        const int n = N - iter % 17;
+        for (int i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            row[i] = (float)((int)(x >> 52) - 2048) / 64.0f;
+        }
+        if (iter % 3 == 0) row[iter % n] = 100.0f;
+        if (iter % 5 == 0) row[n - 1] = 100.0f;
+        if (iter % 7 == 0) row[(iter * 31) % n] = NAN;
+        if (iter % 4 == 0) row[0] = NAN;
+        CHECK_EQ_INT(rw_argmax(row, n), argmax_ref(row, n));
+    }
+    free(row);
 }
 
 static void test_penalties(void) {
@@ -510,6 +546,7 @@ static void test_errors(void) {
 int main(void) {
     test_edges();
     test_greedy_bitwise();
+    test_argmax_long();
     test_penalties();
     test_bias();
     test_combined();
