@@ -132,6 +132,23 @@ int32_t rw_sampler_draw(rw_sampler *s, const float *p);
  * exactly when the draft equals the greedy token, and otherwise gives it. */
 bool rw_spec_accept(rw_sampler *s, const float *p, const float *q, int32_t draft, int32_t *token);
 
+/* Verifies k >= 0 drafted tokens with rejection sampling, keeping the
+ * sampler's state right along the way (the penalties of position i count
+ * drafts[0..i)). target_logits: k + 1 rows of n_vocab; row i is the target's
+ * logits for the position after drafts[0..i) (what one verify pass gives).
+ * q: k rows of n_vocab, the distribution each draft token was drawn from, or
+ * NULL for a greedy draft (q one-hot at drafts[i]). Writes out[0..*n_out):
+ * the accepted drafts, then one token of the target's - the residual draw at
+ * the first rejection, or a sample of row k when all k were accepted - so
+ * 1 <= *n_out <= k + 1, and accepts them all into s. For a greedy request
+ * the tokens are exactly those of plain greedy decoding over the same rows;
+ * for a sampled one, each token is distributed exactly as the target's
+ * distribution at its position. ERR_INVALID_ARG for a draft token outside
+ * the vocabulary; ERR_NOMEM from rw_sampler_accept (then s has accepted
+ * out[0..*n_out) so far). */
+rw_status rw_spec_verify(rw_sampler *s, const float *target_logits, const float *q, const int32_t *drafts, int32_t k,
+                         int32_t *out, int32_t *n_out, rw_error *err);
+
 /* ---- log-probabilities (OpenAI logprobs / top_logprobs) ---- */
 
 #define RW_MAX_TOP_LOGPROBS 20

@@ -139,6 +139,119 @@ static void test_spec_greedy(void) {
     rw_sampler_free(s);
 }
 
+/* p = the distribution of a fresh sampler with sp after accepting hist. */
+static void probs_after(const rw_sampler_params *sp, const float *logits, const int32_t *hist, int n_hist, float *p) {
+    rw_sampler *s = new_sampler(sp, NV);
+    for (int i = 0; i < n_hist; i++) CHECK(rw_sampler_accept(s, hist[i], NULL) == RW_OK);
+    rw_sampler_probs(s, logits, p);
+    rw_sampler_free(s);
+}
+
+/* rw_spec_verify with k = 2 over many seeds, penalties on and a history of
+ * three tokens: out[0] follows p0, out[1] (when the first draft was accepted
+ * as token x) follows p1 after x, out[2] follows p2 after both drafts. */
+static void test_verify_sampled(long trials) {
+    rw_sampler_params sp = rw_sampler_params_default();
+    sp.temperature = 0.8f;
+    sp.top_k = 6;
+    sp.presence_penalty = 0.4f;
+    sp.frequency_penalty = 0.3f;
+    const int32_t hist[] = {3, 3, 1};
+    const float rows[3][NV] = {{0.5f, 2.0f, -1.0f, 1.5f, 1.5f, -INFINITY, 0.0f, -3.0f},
+                               {1.0f, 0.0f, 1.0f, -0.5f, 2.0f, 0.3f, 0.0f, -1.0f},
+                               {0.0f, 0.0f, 3.0f, 1.0f, -2.0f, 0.5f, 0.5f, 0.25f}};
+    const float q[2][NV] = {{0.05f, 0.3f, 0.05f, 0.2f, 0.2f, 0.1f, 0.0f, 0.1f},
+                            {0.1f, 0.1f, 0.2f, 0.1f, 0.3f, 0.1f, 0.1f, 0.0f}};
+    const int32_t x = 1, y = 4; /* the conditioning drafts */
+    long c0[NV] = {0}, c1[NV] = {0}, c2[NV] = {0}, n1 = 0, n2 = 0;
+    for (long t = 0; t < trials; t++) {
+        sp.seed = (uint64_t)t;
+        rw_sampler *target = new_sampler(&sp, NV);
+        sp.seed = (uint64_t)t + 7777777;
+        rw_sampler *draft = new_sampler(&sp, NV);
+        for (int i = 0; i < 3; i++) CHECK(rw_sampler_accept(target, hist[i], NULL) == RW_OK);
+        int32_t d[2];
+        d[0] = rw_sampler_draw(draft, q[0]);
+        CHECK(rw_sampler_accept(draft, d[0], NULL) == RW_OK);
+        d[1] = rw_sampler_draw(draft, q[1]);
+        int32_t out[3], n_out = 0;
+        CHECK(rw_spec_verify(target, &rows[0][0], &q[0][0], d, 2, out, &n_out, NULL) == RW_OK);
+        CHECK(n_out >= 1 && n_out <= 3 && rw_sampler_n_accepted(target) == 3 + n_out);
+        for (int i = 0; i + 1 < n_out; i++) CHECK(out[i] == d[i]);
+        c0[out[0]]++;
+        if (n_out >= 2 && out[0] == x) {
+            c1[out[1]]++;
+            n1++;
+        }
+        if (n_out == 3 && out[0] == x && out[1] == y) {
+            c2[out[2]]++;
+            n2++;
+        }
+        rw_sampler_free(target);
+        rw_sampler_free(draft);
+    }
+    float p[NV];
+    const int32_t h1[] = {3, 3, 1, x}, h2[] = {3, 3, 1, x, y};
+    probs_after(&sp, rows[0], hist, 3, p);
+    check_chi2("verify k=2: first token", c0, p, trials);
+    probs_after(&sp, rows[1], h1, 4, p);
+    check_chi2("verify k=2: second, after draft x accepted", c1, p, n1);
+    probs_after(&sp, rows[2], h2, 5, p);
+    check_chi2("verify k=2: bonus, after x and y", c2, p, n2);
+}
+
+/* Greedy requests: exactly plain greedy decoding over the rows, with or
+ * without q, whatever the drafts. */
+static void test_verify_greedy(void) {
+    float rows[5][NV];
+    uint64_t x = 5;
+    for (int iter = 0; iter < 400; iter++) {
+        for (int i = 0; i < 5; i++)
+            for (int t = 0; t < NV; t++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                rows[i][t] = (float)((int)(x >> 61)); /* 0..7: ties */
+            }
+        rw_sampler_params sp = rw_sampler_params_default();
+        sp.presence_penalty = iter % 2 ? 1.5f : 0.0f;
+        sp.seed = (uint64_t)iter;
+        const int32_t k = iter % 5;
+        /* drafts: the greedy tokens for a while, then something else */
+        rw_sampler *plain = new_sampler(&sp, NV);
+        int32_t want[5], n_want = 0, drafts[4];
+        const int agree = iter % 6;
+        for (int i = 0; i <= k; i++) {
+            const int32_t t = rw_sampler_sample(plain, rows[i]);
+            CHECK(rw_sampler_accept(plain, t, NULL) == RW_OK);
+            want[n_want++] = t;
+            if (i == k) break;
+            drafts[i] = i < agree ? t : (t + 1 + iter % 7) % NV;
+            if (drafts[i] != t) break;
+        }
+        for (int i = n_want; i < k; i++) drafts[i] = (int32_t)(i % NV); /* never reached */
+        float q[4][NV];
+        for (int i = 0; i < 4; i++)
+            for (int t = 0; t < NV; t++) q[i][t] = 1.0f / NV;
+        for (int use_q = 0; use_q < 2; use_q++) {
+            rw_sampler *s = new_sampler(&sp, NV);
+            int32_t out[5], n_out = -1;
+            CHECK(rw_spec_verify(s, &rows[0][0], use_q ? &q[0][0] : NULL, drafts, k, out, &n_out, NULL) == RW_OK);
+            CHECK_EQ_INT(n_out, n_want);
+            for (int i = 0; i < n_want && i < n_out; i++) CHECK_EQ_INT(out[i], want[i]);
+            CHECK_EQ_INT(rw_sampler_n_accepted(s), n_want);
+            rw_sampler_free(s);
+        }
+        rw_sampler_free(plain);
+    }
+    /* a bad draft token is an error, and nothing is accepted */
+    rw_sampler_params sp = rw_sampler_params_default();
+    rw_sampler *s = new_sampler(&sp, NV);
+    int32_t out[2], n_out = 5, bad = NV;
+    rw_error err = {0};
+    CHECK(rw_spec_verify(s, &rows[0][0], NULL, &bad, 1, out, &n_out, &err) == RW_ERR_INVALID_ARG);
+    CHECK(n_out == 0 && rw_sampler_n_accepted(s) == 0);
+    rw_sampler_free(s);
+}
+
 int main(void) {
     const bool san = rw_test_sanitized();
     const long n = san ? 40000 : 200000;
@@ -165,5 +278,7 @@ int main(void) {
     const float q1[NV] = {0, 0, 0, 0, 0, 0, 0, 1.0f}; /* a greedy draft, always wrong */
     test_spec("spec: one-hot draft outside p", p, q1, san ? 100 : 500, 200);
     test_spec_greedy();
+    test_verify_greedy();
+    test_verify_sampled(san ? 20000 : 100000);
     return rw_test_done();
 }
