@@ -24,6 +24,7 @@
     X(ERR_TEMPLATE, "template error")                                          \
     X(ERR_CONTEXT, "context overflow")                                         \
     X(ERR_CANCELLED, "cancelled")                                              \
+    X(ERR_BUSY, "too many requests")                                           \
     X(ERR_INTERNAL, "internal error")
 
 typedef enum {

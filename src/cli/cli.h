@@ -20,6 +20,7 @@ int rw_cmd_chat_template(int argc, char **argv);
 int rw_cmd_tokenize(int argc, char **argv);
 int rw_cmd_detokenize(int argc, char **argv);
 int rw_cmd_bench(int argc, char **argv);
+int rw_cmd_serve(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
 int rw_bench_kernels(int argc, char **argv);

@@ -22,6 +22,9 @@ static const cli_command commands[] = {
      "chat-template MODEL_OR_TEMPLATE --messages FILE.json [--add-generation-prompt] [--tools FILE.json] "
      "[--enable-thinking true|false] [--bos-token S] [--eos-token S] [--now YYYY-MM-DDTHH:MM:SS]"},
     {"generate", rw_cmd_generate, "generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--print-ids]"},
+    {"serve", rw_cmd_serve,
+     "serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--api-key KEY] "
+     "[--kv f32|f16] [--max-queue N] [--max-body BYTES] [--prefill-chunk N]"},
     {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
 };
 

@@ -1,0 +1,113 @@
+/* cmd_serve.c - `rewind serve MODEL [--host 127.0.0.1] [--port 8080]
+ * [--parallel N] [--ctx N] [--threads N] [--api-key KEY] [--kv f32|f16]
+ * [--max-queue N] [--max-body BYTES] [--prefill-chunk N]`: the
+ * OpenAI-compatible server (src/server) over the batching engine
+ * (src/engine). Runs until SIGINT or SIGTERM. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+static const char *CMD = "serve";
+
+static int usage(void) {
+    fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
+                    "[--api-key KEY] [--kv f32|f16] [--max-queue N] [--max-body BYTES] [--prefill-chunk N]\n");
+    return 2;
+}
+
+int rw_cmd_serve(int argc, char **argv) {
+    const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
+    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256;
+    rw_kv_type kv = RW_KV_F16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "--host") && v) host = argv[++i];
+        else if (!strcmp(a, "--api-key") && v) api_key = argv[++i];
+        else if (!strcmp(a, "--port") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 65535, &port)) return 2;
+        } else if (!strcmp(a, "--parallel") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1024, &parallel)) return 2;
+        } else if (!strcmp(a, "--ctx") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 2, 1 << 24, &ctx)) return 2;
+        } else if (!strcmp(a, "--threads") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
+        } else if (!strcmp(a, "--max-queue") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 20, &max_queue)) return 2;
+        } else if (!strcmp(a, "--max-body") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1024, 1L << 32, &max_body)) return 2;
+        } else if (!strcmp(a, "--prefill-chunk") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &chunk)) return 2;
+        } else if (!strcmp(a, "--kv") && v) {
+            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (a[0] == '-') {
+            rw_cli_error(CMD, "unknown option or missing value: %s", a);
+            return usage();
+        } else if (!model_path) model_path = a;
+        else return usage();
+    }
+    if (!model_path) return usage();
+
+    /* SIGINT/SIGTERM are taken by sigwait below: block them before any thread starts */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    rw_gguf *g = NULL;
+    rw_model *m = NULL;
+    rw_tokenizer *tok = NULL;
+    rw_chat_template *tmpl = NULL;
+    char *bos = NULL, *eos = NULL;
+    rw_engine *e = NULL;
+    rw_server *s = NULL;
+    rw_error err = {0};
+    int rc = 1;
+    if (rw_cli_open_model(CMD, model_path, &g, &m)) return 1;
+    if (rw_tokenizer_load(g, &tok, &err) || rw_chat_template_from_gguf(g, &tmpl, &bos, &eos, &err)) goto fail;
+    const rw_engine_config ec = {.n_threads = (int)threads,
+                                 .max_running = (int)parallel,
+                                 .max_queued = (int)max_queue,
+                                 .n_ctx = ctx,
+                                 .prefill_chunk = chunk,
+                                 .kv_type = kv};
+    if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
+    const char *base = strrchr(model_path, '/');
+    base = base ? base + 1 : model_path;
+    const rw_server_config sc = {.host = host,
+                                 .port = (int)port,
+                                 .api_key = api_key,
+                                 .model_id = base,
+                                 .max_body_bytes = (size_t)max_body};
+    if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;
+    fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s)\n",
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), base, parallel, ctx,
+            kv == RW_KV_F16 ? "f16" : "f32");
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "rewind serve: stopping (signal %d)\n", sig);
+    rc = 0;
+    goto done;
+fail:
+    rw_cli_error(CMD, "%s", err.msg);
+done:
+    rw_server_stop(s);
+    rw_engine_free(e);
+    rw_chat_template_free(tmpl);
+    free(bos);
+    free(eos);
+    rw_tokenizer_free(tok);
+    rw_model_free(m);
+    rw_gguf_close(g);
+    return rc;
+}

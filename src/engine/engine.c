@@ -1,0 +1,217 @@
+/* engine.c - engine life cycle, submit, cancel and statistics (engine.h).
+ * The scheduler loop is in scheduler.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/engine_int.h"
+
+double eng_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void eng_hist_init(rw_histogram *h, const double *bounds, int n) {
+    memset(h, 0, sizeof *h);
+    h->n_bounds = n < RW_HIST_MAX ? n : RW_HIST_MAX;
+    memcpy(h->bounds, bounds, (size_t)h->n_bounds * sizeof *bounds);
+}
+
+void eng_hist_observe(rw_histogram *h, double v) {
+    int i = 0;
+    while (i < h->n_bounds && v > h->bounds[i]) i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+void eng_req_free(eng_req *r) {
+    if (!r) return;
+    for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->tokens);
+    free(r->logits);
+    free(r->held);
+    rw_model_seq_free(r->seq); /* only set here if eng_seq_release was not called */
+    free(r);
+}
+
+rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_config *cfg, rw_engine **out,
+                        rw_error *err) {
+    *out = NULL;
+    if (cfg->max_running < 1 || cfg->max_queued < 0 || cfg->n_ctx < 2 || cfg->prefill_chunk < 1)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: need max_running >= 1, max_queued >= 0, n_ctx >= 2, "
+                                                   "prefill_chunk >= 1");
+    rw_engine *e = calloc(1, sizeof *e);
+    if (!e) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    e->m = m;
+    e->tok = tok;
+    e->cfg = *cfg;
+    e->n_vocab = rw_model_get_hparams(m)->n_vocab;
+    e->next_id = 1;
+    e->running = calloc((size_t)cfg->max_running, sizeof *e->running);
+    if (!e->running) {
+        free(e);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    rw_status st = rw_threadpool_new(cfg->n_threads, &e->pool, err);
+    if (st) {
+        free(e->running);
+        free(e);
+        return st;
+    }
+    static const double ttft_b[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+    static const double itl_b[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+    static const double bs_b[] = {1, 2, 4, 8, 16, 32, 64, 128};
+    eng_hist_init(&e->stats.ttft, ttft_b, (int)(sizeof ttft_b / sizeof *ttft_b));
+    eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
+    eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    pthread_cond_init(&e->step_done, NULL);
+    if (pthread_create(&e->thread, NULL, eng_scheduler_main, e)) {
+        pthread_cond_destroy(&e->step_done);
+        pthread_cond_destroy(&e->wake);
+        pthread_mutex_destroy(&e->mu);
+        rw_threadpool_free(e->pool);
+        free(e->running);
+        free(e);
+        return rw_errorf(err, RW_ERR_INTERNAL, "engine: cannot start the scheduler thread");
+    }
+    *out = e;
+    return RW_OK;
+}
+
+void rw_engine_free(rw_engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+    /* the scheduler has left: what remains is ours */
+    for (int i = 0; i < e->n_running; i++) eng_req_free(e->running[i]);
+    while (e->queue_head) {
+        eng_req *r = e->queue_head;
+        e->queue_head = r->next;
+        eng_req_free(r);
+    }
+    pthread_cond_destroy(&e->step_done);
+    pthread_cond_destroy(&e->wake);
+    pthread_mutex_destroy(&e->mu);
+    rw_threadpool_free(e->pool);
+    free(e->running);
+    free(e);
+}
+
+const rw_engine_config *rw_engine_get_config(const rw_engine *e) { return &e->cfg; }
+
+/* Parameters the sampler cannot honour yet are refused, not ignored. */
+static rw_status check_params(const rw_engine *e, const rw_gen_params *p, rw_error *err) {
+    if (!(p->temperature == p->temperature) || p->temperature > 1e6f)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "temperature must be a number in [0, 1e6]");
+    if (p->top_k != 0 || p->top_p != 1.0f || p->min_p != 0.0f || p->presence_penalty != 0.0f ||
+        p->frequency_penalty != 0.0f)
+        return rw_errorf(err, RW_ERR_UNSUPPORTED,
+                         "top_k, top_p, min_p, presence_penalty and frequency_penalty are not supported yet "
+                         "(only their neutral values 0, 1, 0, 0, 0)");
+    if (p->max_tokens < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 1");
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "bad stop list");
+    for (int i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !p->stop[i][0]) return rw_errorf(err, RW_ERR_INVALID_ARG, "stop strings may not be empty");
+    (void)e;
+    return RW_OK;
+}
+
+rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_gen_params *p,
+                           rw_gen_callback cb, void *user, uint64_t *id, rw_error *err) {
+    if (n_prompt < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "the prompt is empty");
+    for (int64_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "token id %d at prompt position %lld is not in [0, %lld)",
+                             (int)prompt[i], (long long)i, (long long)e->n_vocab);
+    rw_status st = check_params(e, p, err);
+    if (st) return st;
+    if (n_prompt + p->max_tokens > e->cfg.n_ctx)
+        return rw_errorf(err, RW_ERR_CONTEXT,
+                         "this model's context is %lld tokens, but %lld were requested (%lld in the prompt, "
+                         "%lld to generate)",
+                         (long long)e->cfg.n_ctx, (long long)(n_prompt + p->max_tokens), (long long)n_prompt,
+                         (long long)p->max_tokens);
+    eng_req *r = calloc(1, sizeof *r);
+    if (!r) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    r->p = *p;
+    r->cb = cb;
+    r->user = user;
+    r->n_prompt = n_prompt;
+    r->cap = n_prompt + p->max_tokens;
+    r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
+    r->logits = malloc((size_t)e->n_vocab * sizeof *r->logits);
+    r->stop = p->n_stop ? calloc((size_t)p->n_stop, sizeof *r->stop) : NULL;
+    bool ok = r->tokens && r->logits && (!p->n_stop || r->stop);
+    for (int i = 0; ok && i < p->n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
+    if (!ok) {
+        eng_req_free(r);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    r->p.stop = (const char *const *)r->stop;
+    memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
+    r->n_tokens = n_prompt;
+    rw_sampler_init(&r->sampler, p->temperature, p->seed);
+    r->t_submit = eng_now();
+
+    pthread_mutex_lock(&e->mu);
+    if (e->n_running + e->n_queued >= e->cfg.max_running + e->cfg.max_queued) {
+        int total = e->cfg.max_running + e->cfg.max_queued;
+        pthread_mutex_unlock(&e->mu);
+        eng_req_free(r);
+        return rw_errorf(err, RW_ERR_BUSY, "the server is busy: %d requests are running or queued", total);
+    }
+    r->id = e->next_id++;
+    if (e->queue_tail) e->queue_tail->next = r;
+    else e->queue_head = r;
+    e->queue_tail = r;
+    e->n_queued++;
+    if (id) *id = r->id;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+    return RW_OK;
+}
+
+void rw_engine_cancel(rw_engine *e, uint64_t id) {
+    eng_req *gone = NULL;
+    pthread_mutex_lock(&e->mu);
+    for (eng_req **pp = &e->queue_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+        if ((*pp)->id != id) continue;
+        gone = *pp;
+        *pp = gone->next;
+        if (e->queue_tail == gone) e->queue_tail = prev;
+        e->n_queued--;
+        e->stats.requests_cancelled++;
+        break;
+    }
+    if (!gone) {
+        for (;;) {
+            eng_req *r = NULL;
+            for (int i = 0; i < e->n_running; i++)
+                if (e->running[i]->id == id) r = e->running[i];
+            if (!r) break;
+            r->cancelled = true;
+            pthread_cond_signal(&e->wake);
+            pthread_cond_wait(&e->step_done, &e->mu);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    eng_req_free(gone);
+}
+
+void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    out->running = e->n_running;
+    out->queued = e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+}

@@ -1,0 +1,136 @@
+/* engine.h - a thread-safe generation engine with continuous batching.
+ *
+ * The engine owns a scheduler thread that runs every forward pass of one
+ * model. Requests (prompt token ids + sampling parameters) are submitted from
+ * any thread; each gets its results through a callback. Every scheduler step
+ * gathers the next token of every running sequence plus a chunk of pending
+ * prompt tokens (at most prefill_chunk in all) and runs them through
+ * rw_model_forward_batch in one call. New requests join between steps;
+ * finished or cancelled ones leave at once and their sequence is freed.
+ *
+ * Reproducibility: each request samples with its own generator seeded from
+ * its own seed, and a token's logits do not depend on the batch it was
+ * computed in (model.h), so a request with a given seed produces the same
+ * tokens whatever else the engine is doing; greedy (temperature 0) output is
+ * bitwise that of `rewind generate` with the same KV type.
+ *
+ * Threads: the callback runs on the scheduler thread, never while an engine
+ * lock is held; it must be quick and must not call back into the engine.
+ * After rw_engine_cancel returns, the callback of that request is never
+ * called again. Every request that is not cancelled gets exactly one final
+ * event (done = true).
+ */
+#ifndef RW_ENGINE_ENGINE_H
+#define RW_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "cache/kv.h"
+#include "engine/sampler.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct rw_engine rw_engine;
+
+typedef struct {
+    int n_threads;        /* threads of the forward pass (0 = physical cores) */
+    int max_running;      /* sequences generating at the same time (--parallel), >= 1 */
+    int max_queued;       /* requests waiting for a slot beyond max_running; more are refused (RW_ERR_BUSY) */
+    int64_t n_ctx;        /* positions per sequence (prompt + generated), >= 1 */
+    int64_t prefill_chunk; /* prompt tokens per scheduler step, over all sequences, >= 1 */
+    rw_kv_type kv_type;
+} rw_engine_config;
+
+/* Sampling and stopping. Strings are copied by rw_engine_submit. */
+typedef struct {
+    float temperature;          /* <= 0: greedy (ties to the lowest id) */
+    int top_k;                  /* 0 = off */
+    float top_p;                /* 1 = off */
+    float min_p;                /* 0 = off */
+    float presence_penalty;     /* 0 = off */
+    float frequency_penalty;    /* 0 = off */
+    uint64_t seed;
+    int64_t max_tokens;         /* >= 1; prompt + max_tokens <= n_ctx */
+    const char *const *stop;    /* n_stop stop strings (non-empty), or NULL */
+    int n_stop;
+    bool ignore_eos;            /* do not stop at end-of-generation tokens */
+} rw_gen_params;
+
+typedef enum {
+    RW_FINISH_NONE = 0, /* not finished */
+    RW_FINISH_STOP,     /* end-of-generation token or stop string */
+    RW_FINISH_LENGTH,   /* max_tokens or the context reached */
+    RW_FINISH_ERROR,    /* the forward pass failed: error says why */
+} rw_finish_reason;
+
+/* One event of a request: new text and tokens, and at the end the totals. */
+typedef struct {
+    const char *text;       /* new text: complete UTF-8, stop strings cut off (not NUL-terminated) */
+    size_t text_len;
+    const int32_t *tokens;  /* tokens generated since the last event */
+    int n_tokens;
+    bool done;
+    rw_finish_reason finish; /* set when done */
+    int64_t prompt_tokens;
+    int64_t cached_tokens;  /* prompt tokens whose state was reused (0 until the prefix cache exists) */
+    int64_t completion_tokens;
+    const char *error;      /* finish == RW_FINISH_ERROR: one line */
+} rw_gen_event;
+
+typedef void (*rw_gen_callback)(void *user, const rw_gen_event *ev);
+
+/* Creates the engine and starts its scheduler thread. m and tok must outlive
+ * it; the engine runs every forward pass of m from now on (no one else may).
+ * The caller owns *out and frees it with rw_engine_free. */
+rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_config *cfg, rw_engine **out,
+                        rw_error *err);
+/* Stops the scheduler; requests still queued or running are dropped without
+ * a final event. No-op on NULL. */
+void rw_engine_free(rw_engine *e);
+
+const rw_engine_config *rw_engine_get_config(const rw_engine *e);
+
+/* Queues a request. The prompt is copied. *id identifies it for
+ * rw_engine_cancel. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the
+ * message has the numbers), RW_ERR_INVALID_ARG (bad ids or parameters),
+ * RW_ERR_BUSY (max_running + max_queued requests already in). */
+rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_gen_params *p,
+                           rw_gen_callback cb, void *user, uint64_t *id, rw_error *err);
+
+/* Cancels a request; frees its sequence at the latest at the end of the
+ * current step and returns only then. No-op for an unknown or finished id. */
+void rw_engine_cancel(rw_engine *e, uint64_t id);
+
+/* Fixed-bucket histogram (Prometheus style: counts[i] = observations <=
+ * bounds[i], not cumulative; counts[n_bounds] = the rest). */
+#define RW_HIST_MAX 16
+typedef struct {
+    int n_bounds;
+    double bounds[RW_HIST_MAX];
+    uint64_t counts[RW_HIST_MAX + 1];
+    double sum;
+    uint64_t count;
+} rw_histogram;
+
+typedef struct {
+    int running;                /* sequences in the batch now */
+    int queued;                 /* requests waiting for a slot */
+    uint64_t requests_finished; /* final events sent */
+    uint64_t requests_cancelled;
+    uint64_t prompt_tokens;     /* prompt tokens of admitted requests */
+    uint64_t cached_tokens;     /* of those, served from a cache (0 until the prefix cache exists) */
+    uint64_t prefill_tokens;    /* prompt tokens computed by forward passes */
+    uint64_t generated_tokens;
+    uint64_t steps;             /* forward passes */
+    uint64_t step_tokens;       /* tokens over all forward passes */
+    size_t kv_bytes;            /* KV storage of the running sequences */
+    rw_histogram ttft;          /* seconds from submit to the first token */
+    rw_histogram itl;           /* seconds between two tokens of a request */
+    rw_histogram batch_size;    /* sequences per forward pass */
+} rw_engine_stats;
+
+void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out);
+
+#endif

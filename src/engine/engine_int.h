@@ -1,0 +1,87 @@
+/* engine_int.h - the engine's private state (engine.c, scheduler.c,
+ * engine_seq.c, output.c). */
+#ifndef RW_ENGINE_ENGINE_INT_H
+#define RW_ENGINE_ENGINE_INT_H
+
+#include <pthread.h>
+
+#include "base/threadpool.h"
+#include "engine/engine.h"
+
+/* One request. Owned by the engine from rw_engine_submit until it is freed
+ * by the scheduler (finished or cancelled while running), by rw_engine_cancel
+ * (cancelled while queued) or by rw_engine_free. */
+typedef struct eng_req {
+    uint64_t id;
+    struct eng_req *next; /* queue link */
+    rw_gen_params p;      /* p.stop points to stop[] below */
+    char **stop;          /* owned copies of the stop strings */
+    rw_gen_callback cb;
+    void *user;
+
+    int32_t *tokens;   /* prompt then generated tokens; owned */
+    int64_t n_prompt;
+    int64_t n_tokens;
+    int64_t cap;
+    rw_model_seq *seq; /* NULL until admitted; owned (see eng_seq_release) */
+    int64_t n_cached;  /* prompt tokens already in seq when it was obtained */
+    int64_t n_in_seq;  /* tokens of tokens[] the sequence holds (its length) */
+    float *logits;     /* [n_vocab], the last computed row; owned */
+
+    rw_sampler sampler;
+    rw_detok_stream detok;
+    char *held; /* generated text not yet sent (a possible stop-string start); owned */
+    size_t held_len, held_cap;
+
+    double t_submit, t_last; /* monotonic seconds */
+    int64_t n_generated;
+    bool cancelled; /* set under the engine lock by rw_engine_cancel */
+    bool finished;  /* final event sent (scheduler thread only) */
+} eng_req;
+
+struct rw_engine {
+    rw_model *m;
+    const rw_tokenizer *tok;
+    rw_engine_config cfg;
+    int64_t n_vocab;
+    rw_threadpool *pool;
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;      /* the scheduler waits for work on it */
+    pthread_cond_t step_done; /* rw_engine_cancel waits on it for a running request to leave */
+    bool stopping;
+
+    /* under mu */
+    eng_req *queue_head, *queue_tail;
+    int n_queued;
+    eng_req **running; /* [max_running]; only the scheduler adds and removes */
+    int n_running;
+    uint64_t next_id;
+    rw_engine_stats stats;
+};
+
+double eng_now(void); /* monotonic seconds */
+void eng_req_free(eng_req *r);
+void *eng_scheduler_main(void *arg);
+
+/* engine_seq.c: the one place that gives a request its sequence, and takes
+ * it back. eng_seq_for_prompt returns a sequence whose first *n_cached
+ * tokens are prompt[0..n_cached-1] (0 <= n_cached < n: at least one prompt
+ * token is left to compute, for its logits). eng_seq_release gets the
+ * sequence back with the tokens it holds (n_tokens of them) and frees it or
+ * keeps it. */
+rw_status eng_seq_for_prompt(rw_engine *e, const int32_t *prompt, int64_t n, rw_model_seq **seq, int64_t *n_cached,
+                             rw_error *err);
+void eng_seq_release(rw_engine *e, rw_model_seq *seq, const int32_t *tokens, int64_t n_tokens);
+
+/* output.c: turns a sampled token into text and an event. Returns the
+ * finish reason (RW_FINISH_NONE to continue). Calls r->cb. */
+rw_finish_reason eng_output_token(rw_engine *e, eng_req *r, int32_t tok);
+/* Sends the final event of a request that failed. */
+void eng_output_error(eng_req *r, const char *msg);
+
+void eng_hist_init(rw_histogram *h, const double *bounds, int n);
+void eng_hist_observe(rw_histogram *h, double v);
+
+#endif

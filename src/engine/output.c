@@ -1,0 +1,131 @@
+/* output.c - from sampled tokens to events: end-of-generation, stop strings,
+ * max_tokens, and the text held back while it may still become a stop
+ * string.
+ *
+ * Invariant: the text already sent never contains a stop string, and no stop
+ * string can start inside it: after every token the longest tail of the
+ * generated text that is a proper prefix of some stop string stays in
+ * r->held. So a stop string, when it completes, lies entirely inside held. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_int.h"
+
+static bool held_append(eng_req *r, const char *s, size_t n) {
+    if (n == 0) return true;
+    if (r->held_len + n > r->held_cap) {
+        size_t cap = r->held_cap ? r->held_cap : 64;
+        while (cap < r->held_len + n) cap *= 2;
+        char *p = realloc(r->held, cap);
+        if (!p) return false;
+        r->held = p;
+        r->held_cap = cap;
+    }
+    memcpy(r->held + r->held_len, s, n);
+    r->held_len += n;
+    return true;
+}
+
+/* Earliest complete stop string in held: its offset, or -1. */
+static long find_stop(const eng_req *r) {
+    long best = -1;
+    for (int i = 0; i < r->p.n_stop; i++) {
+        const char *s = r->p.stop[i];
+        size_t n = strlen(s);
+        if (n > r->held_len) continue;
+        const char *hit = memmem(r->held, r->held_len, s, n);
+        if (hit && (best < 0 || hit - r->held < best)) best = hit - r->held;
+    }
+    return best;
+}
+
+/* Length of the longest tail of held that is a proper prefix of a stop string. */
+static size_t stop_prefix_tail(const eng_req *r) {
+    size_t keep = 0;
+    for (int i = 0; i < r->p.n_stop; i++) {
+        size_t n = strlen(r->p.stop[i]);
+        size_t k = n - 1 < r->held_len ? n - 1 : r->held_len;
+        for (; k > keep; k--)
+            if (!memcmp(r->held + r->held_len - k, r->p.stop[i], k)) break;
+        if (k > keep) keep = k;
+    }
+    return keep;
+}
+
+static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_toks, rw_finish_reason fin,
+                       const char *error) {
+    rw_gen_event ev = {
+        .text = r->held,
+        .text_len = text_len,
+        .tokens = toks,
+        .n_tokens = n_toks,
+        .done = fin != RW_FINISH_NONE,
+        .finish = fin,
+        .prompt_tokens = r->n_prompt,
+        .cached_tokens = r->n_cached,
+        .completion_tokens = r->n_generated,
+        .error = error,
+    };
+    r->cb(r->user, &ev);
+    if (text_len) memmove(r->held, r->held + text_len, r->held_len - text_len);
+    r->held_len -= text_len;
+}
+
+rw_finish_reason eng_output_token(rw_engine *e, eng_req *r, int32_t tok) {
+    const double now = eng_now();
+    pthread_mutex_lock(&e->mu);
+    eng_hist_observe(r->n_generated ? &e->stats.itl : &e->stats.ttft, now - (r->n_generated ? r->t_last : r->t_submit));
+    e->stats.generated_tokens++;
+    pthread_mutex_unlock(&e->mu);
+    r->t_last = now;
+    r->tokens[r->n_tokens++] = tok;
+    r->n_generated++;
+
+    rw_finish_reason fin = RW_FINISH_NONE;
+    bool oom = false;
+    bool eog = !r->p.ignore_eos && rw_tokenizer_is_eog(e->tok, tok);
+    if (eog) fin = RW_FINISH_STOP;
+    else {
+        char buf[256];
+        size_t n = rw_detok_stream_feed(e->tok, &r->detok, tok, false, buf, sizeof buf);
+        if (n <= sizeof buf) oom = !held_append(r, buf, n);
+        else {
+            char *big = malloc(n);
+            oom = !big || rw_detok_stream_feed(e->tok, &r->detok, tok, false, big, n) != n || !held_append(r, big, n);
+            free(big);
+        }
+        long at = find_stop(r);
+        if (at >= 0) {
+            r->held_len = (size_t)at;
+            fin = RW_FINISH_STOP;
+        }
+    }
+    if (oom) {
+        eng_output_error(r, "out of memory");
+        return RW_FINISH_ERROR;
+    }
+    if (fin == RW_FINISH_NONE && r->n_generated >= r->p.max_tokens) fin = RW_FINISH_LENGTH;
+    if (fin == RW_FINISH_LENGTH || eog) { /* the end of the text: what the stream still holds */
+        char tail[64];
+        size_t n = rw_detok_stream_flush(&r->detok, tail, sizeof tail);
+        if (n <= sizeof tail && !held_append(r, tail, n)) {
+            eng_output_error(r, "out of memory");
+            return RW_FINISH_ERROR;
+        }
+        long at = find_stop(r);
+        if (at >= 0) {
+            r->held_len = (size_t)at;
+            fin = RW_FINISH_STOP;
+        }
+    }
+    size_t send = fin != RW_FINISH_NONE ? r->held_len : r->held_len - stop_prefix_tail(r);
+    send_event(r, send, &tok, 1, fin, NULL);
+    if (fin != RW_FINISH_NONE) r->finished = true;
+    return fin;
+}
+
+void eng_output_error(eng_req *r, const char *msg) {
+    r->held_len = 0;
+    send_event(r, 0, NULL, 0, RW_FINISH_ERROR, msg);
+    r->finished = true;
+}

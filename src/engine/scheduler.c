@@ -1,0 +1,182 @@
+/* scheduler.c - the scheduler thread: continuous batching.
+ *
+ * Each step, under the engine lock: drop cancelled requests (freeing their
+ * sequences), admit queued requests while fewer than max_running run. Then,
+ * without the lock: give new requests their sequence (eng_seq_for_prompt),
+ * build one ragged batch of every decoding sequence's last token plus up to
+ * prefill_chunk prompt tokens (requests in admission order), run it through
+ * rw_model_forward_batch, and sample the next token of every item whose last
+ * prompt token or decode token was computed. Finished requests leave at the
+ * next lock. Only this thread touches a running request's state (apart from
+ * the cancelled flag, under the lock), so its fields need no locking. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_int.h"
+
+/* Removes running[i] (order kept: admission order decides who prefills
+ * first). Under the lock. */
+static void remove_running(rw_engine *e, int i) {
+    memmove(e->running + i, e->running + i + 1, (size_t)(e->n_running - i - 1) * sizeof *e->running);
+    e->n_running--;
+}
+
+/* Gives the request back its sequence's tokens and frees it. Not under the lock. */
+static void retire(rw_engine *e, eng_req *r) {
+    if (r->seq) eng_seq_release(e, r->seq, r->tokens, r->n_in_seq);
+    r->seq = NULL;
+    eng_req_free(r);
+}
+
+/* Under the lock: takes finished and cancelled requests out of running into
+ * out[] (to be retired without the lock), admits queued ones. */
+static int collect_and_admit(rw_engine *e, eng_req **out) {
+    int n_out = 0;
+    for (int i = 0; i < e->n_running;) {
+        eng_req *r = e->running[i];
+        if (r->finished || r->cancelled) {
+            if (r->cancelled && !r->finished) e->stats.requests_cancelled++;
+            out[n_out++] = r;
+            remove_running(e, i);
+        } else i++;
+    }
+    if (n_out) pthread_cond_broadcast(&e->step_done);
+    while (e->n_running < e->cfg.max_running && e->queue_head) {
+        eng_req *r = e->queue_head;
+        e->queue_head = r->next;
+        if (!e->queue_head) e->queue_tail = NULL;
+        r->next = NULL;
+        e->n_queued--;
+        e->running[e->n_running++] = r;
+    }
+    return n_out;
+}
+
+void *eng_scheduler_main(void *arg) {
+    rw_engine *e = arg;
+    const int cap = e->cfg.max_running;
+    eng_req **retired = calloc((size_t)cap, sizeof *retired);
+    eng_req **batch_req = calloc((size_t)cap, sizeof *batch_req);
+    rw_batch_item *items = calloc((size_t)cap, sizeof *items);
+    eng_req **step = calloc((size_t)cap, sizeof *step);
+    if (!retired || !batch_req || !items || !step) {
+        /* cannot run: fail every request as it comes */
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping) {
+            while (e->queue_head) {
+                eng_req *r = e->queue_head;
+                e->queue_head = r->next;
+                e->n_queued--;
+                pthread_mutex_unlock(&e->mu);
+                eng_output_error(r, "out of memory in the scheduler");
+                eng_req_free(r);
+                pthread_mutex_lock(&e->mu);
+            }
+            e->queue_tail = NULL;
+            pthread_cond_wait(&e->wake, &e->mu);
+        }
+        pthread_mutex_unlock(&e->mu);
+        free(retired);
+        free(batch_req);
+        free(items);
+        free(step);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        int n_ret = collect_and_admit(e, retired);
+        if (n_ret) {
+            pthread_mutex_unlock(&e->mu);
+            for (int i = 0; i < n_ret; i++) retire(e, retired[i]);
+            pthread_mutex_lock(&e->mu);
+            continue; /* admit into the freed slots before stepping */
+        }
+        if (e->stopping) break;
+        if (e->n_running == 0) {
+            pthread_cond_wait(&e->wake, &e->mu);
+            continue;
+        }
+        int n_step = e->n_running;
+        memcpy(step, e->running, (size_t)n_step * sizeof *step);
+        pthread_mutex_unlock(&e->mu);
+
+        /* new requests get their sequence */
+        for (int i = 0; i < n_step; i++) {
+            eng_req *r = step[i];
+            if (r->seq || r->finished) continue;
+            rw_error err = {0};
+            int64_t n_cached = 0;
+            if (eng_seq_for_prompt(e, r->tokens, r->n_prompt, &r->seq, &n_cached, &err)) {
+                eng_output_error(r, err.msg);
+                continue;
+            }
+            r->n_cached = r->n_in_seq = n_cached;
+            pthread_mutex_lock(&e->mu);
+            e->stats.prompt_tokens += (uint64_t)r->n_prompt;
+            e->stats.cached_tokens += (uint64_t)n_cached;
+            pthread_mutex_unlock(&e->mu);
+        }
+
+        /* the batch: every decoding sequence's last token, then prompt chunks */
+        int n_items = 0;
+        int64_t budget = e->cfg.prefill_chunk, n_tok = 0, n_prefill = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < n_step; i++) {
+                eng_req *r = step[i];
+                if (r->finished) continue; /* cancelled ones leave at the next collect */
+                bool decoding = r->n_in_seq >= r->n_prompt;
+                if (decoding != (pass == 0)) continue;
+                int64_t n = r->n_tokens - r->n_in_seq;
+                if (!decoding) {
+                    if (budget == 0) continue;
+                    if (n > budget) n = budget;
+                    budget -= n;
+                    n_prefill += n;
+                }
+                bool last = r->n_in_seq + n == r->n_tokens;
+                items[n_items] = (rw_batch_item){.seq = r->seq,
+                                                 .tokens = r->tokens + r->n_in_seq,
+                                                 .n = n,
+                                                 .logits = last ? r->logits : NULL};
+                batch_req[n_items++] = r;
+                n_tok += n;
+            }
+        }
+        if (n_items > 0) {
+            rw_error err = {0};
+            rw_status st = rw_model_forward_batch(e->m, items, n_items, e->pool, &err);
+            size_t kv_bytes = 0;
+            for (int i = 0; i < n_items; i++) {
+                eng_req *r = batch_req[i];
+                if (st) {
+                    eng_output_error(r, err.msg);
+                    continue;
+                }
+                r->n_in_seq += items[i].n;
+                if (!items[i].logits) continue;
+                int32_t tok = rw_sampler_sample(&r->sampler, r->logits, e->n_vocab);
+                rw_finish_reason fin = eng_output_token(e, r, tok);
+                if (fin != RW_FINISH_NONE) r->finished = true;
+            }
+            for (int i = 0; i < n_step; i++)
+                if (step[i]->seq) kv_bytes += rw_kv_bytes(rw_model_seq_kv(step[i]->seq));
+            pthread_mutex_lock(&e->mu);
+            e->stats.steps++;
+            e->stats.step_tokens += (uint64_t)n_tok;
+            e->stats.prefill_tokens += (uint64_t)n_prefill;
+            e->stats.kv_bytes = kv_bytes;
+            eng_hist_observe(&e->stats.batch_size, n_items);
+        } else {
+            pthread_mutex_lock(&e->mu);
+        }
+        /* finished requests are counted here, under the lock */
+        for (int i = 0; i < n_step; i++)
+            if (step[i]->finished) e->stats.requests_finished++;
+    }
+    pthread_mutex_unlock(&e->mu);
+    free(retired);
+    free(batch_req);
+    free(items);
+    free(step);
+    return NULL;
+}

@@ -1,0 +1,108 @@
+/* metrics.c - GET /metrics in Prometheus' text format (version 0.0.4).
+ *
+ * The prefix-cache series exist so dashboards can be built now, and say in
+ * their HELP text that there is no prefix cache yet: they stay 0 until it
+ * lands (every prompt token is recomputed). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_int.h"
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(sbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *p = realloc(b->buf, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->buf = p;
+        b->cap = cap;
+    }
+}
+
+static void counter(sbuf *b, const char *name, const char *help, uint64_t v) {
+    put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)v);
+}
+
+static void gauge(sbuf *b, const char *name, const char *help, double v) {
+    put(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+static void histogram(sbuf *b, const char *name, const char *help, const rw_histogram *h) {
+    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n_bounds; i++) {
+        cum += h->counts[i];
+        put(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n_bounds];
+    put(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, (unsigned long long)cum, name, h->sum,
+        name, (unsigned long long)h->count);
+}
+
+char *srv_metrics_text(rw_server *s) {
+    rw_engine_stats st;
+    rw_engine_get_stats(s->engine, &st);
+    uint64_t by_status[600];
+    pthread_mutex_lock(&s->mu);
+    memcpy(by_status, s->by_status, sizeof by_status);
+    pthread_mutex_unlock(&s->mu);
+    sbuf b = {.cap = 8192};
+    if (!(b.buf = malloc(b.cap))) return NULL;
+    b.buf[0] = 0;
+    put(&b, "# HELP rewind_requests_total HTTP requests answered, by status code.\n"
+            "# TYPE rewind_requests_total counter\n");
+    for (int code = 0; code < 600; code++)
+        if (by_status[code]) put(&b, "rewind_requests_total{status=\"%d\"} %llu\n", code, (unsigned long long)by_status[code]);
+    counter(&b, "rewind_requests_finished_total", "Generation requests that ran to the end.", st.requests_finished);
+    counter(&b, "rewind_requests_cancelled_total", "Generation requests cancelled (client gone).",
+            st.requests_cancelled);
+    counter(&b, "rewind_prompt_tokens_total", "Prompt tokens of admitted requests.", st.prompt_tokens);
+    counter(&b, "rewind_generated_tokens_total", "Tokens generated.", st.generated_tokens);
+    put(&b, "# HELP rewind_prompt_tokens_cached_total Prompt tokens served from the prefix cache, by tier. There is "
+            "no prefix cache yet: always 0.\n# TYPE rewind_prompt_tokens_cached_total counter\n"
+            "rewind_prompt_tokens_cached_total{tier=\"memory\"} %llu\n"
+            "rewind_prompt_tokens_cached_total{tier=\"disk\"} 0\n",
+        (unsigned long long)st.cached_tokens);
+    counter(&b, "rewind_prompt_tokens_recomputed_total", "Prompt tokens computed by forward passes.",
+            st.prefill_tokens);
+    put(&b, "# HELP rewind_cache_bytes Bytes held by the prefix cache, by kind. There is no prefix cache yet: always "
+            "0.\n# TYPE rewind_cache_bytes gauge\nrewind_cache_bytes{kind=\"kv\"} 0\n"
+            "rewind_cache_bytes{kind=\"recurrent\"} 0\nrewind_cache_bytes{kind=\"disk\"} 0\n");
+    gauge(&b, "rewind_active_kv_bytes", "KV cache storage of the running sequences.", (double)st.kv_bytes);
+    gauge(&b, "rewind_requests_running", "Sequences in the batch.", st.running);
+    gauge(&b, "rewind_queue_depth", "Requests waiting for a batch slot.", st.queued);
+    counter(&b, "rewind_forward_passes_total", "Batched forward passes.", st.steps);
+    counter(&b, "rewind_forward_tokens_total", "Tokens over all forward passes.", st.step_tokens);
+    histogram(&b, "rewind_time_to_first_token_seconds", "From submission to the first generated token.", &st.ttft);
+    histogram(&b, "rewind_inter_token_latency_seconds", "Between two generated tokens of a request.", &st.itl);
+    histogram(&b, "rewind_batch_size", "Sequences per forward pass.", &st.batch_size);
+    if (b.oom) {
+        free(b.buf);
+        return NULL;
+    }
+    return b.buf;
+}

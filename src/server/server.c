@@ -1,0 +1,362 @@
+/* server.c - the HTTP daemon: routing, request bodies, authentication, error
+ * responses, and the two generation endpoints' flow (server.h).
+ *
+ * libmicrohttpd calls handle() several times per request: first with the
+ * headers (we route, authenticate and check Content-Length, answering errors
+ * at once), then with pieces of the body (collected up to max_body; beyond
+ * it the rest is dropped and the answer is 413), then once more with no data
+ * (we answer). The generation endpoints block this connection's thread until
+ * the result is complete, or hand a content reader to libmicrohttpd that
+ * streams it (job.c). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/server_int.h"
+
+enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS };
+
+static const struct {
+    const char *path;
+    const char *method;
+    int route;
+} routes[] = {
+    {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
+    {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
+    {"/metrics", "GET", R_METRICS},
+};
+
+/* Per-request state of one connection (libmicrohttpd's con_cls); freed in
+ * request_completed. */
+typedef struct {
+    int route;
+    bool answered; /* an error was queued at the headers */
+    bool too_big;
+    char *body;
+    size_t len, cap;
+} srv_conn;
+
+void srv_errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
+    e->http = http;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+}
+
+static void count_status(rw_server *s, int status) {
+    pthread_mutex_lock(&s->mu);
+    s->by_status[status > 0 && status < 600 ? status : 0]++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Queues body (malloc'd, taken over) with the given type. */
+static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, int status, char *body,
+                                  const char *content_type, const char *allow) {
+    if (!body) {
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
+                      "\"code\":null}}");
+        status = 500;
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    if (allow) MHD_add_response_header(resp, "Allow", allow);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    count_status(s, status);
+    return ret;
+}
+
+static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const srv_error *e, const char *allow) {
+    return send_owned(s, c, e->http, srv_error_json(e), "application/json", allow);
+}
+
+static bool authorized(const rw_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(s->api_key);
+    unsigned diff = (unsigned)(a != b);
+    for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned)(h[i] ^ s->api_key[i]); /* no early exit */
+    return diff == 0;
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static void submit_error(const rw_error *err, srv_error *e) {
+    switch (err->code) {
+    case RW_ERR_CONTEXT:
+        srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages", "%s", err->msg);
+        break;
+    case RW_ERR_BUSY: srv_errorf(e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err->msg); break;
+    case RW_ERR_INVALID_ARG:
+    case RW_ERR_UNSUPPORTED:
+    case RW_ERR_RANGE: srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", err->msg); break;
+    default: srv_errorf(e, 500, "server_error", NULL, NULL, "%s", err->msg); break;
+    }
+}
+
+static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool chat, const srv_conn *cc) {
+    srv_request r;
+    srv_error e;
+    if (!srv_parse_request(s, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return send_error(s, c, &e, NULL);
+    srv_job *j = srv_job_new(s, &r, conn_fd(c));
+    if (!j) {
+        srv_request_free(&r);
+        srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return send_error(s, c, &e, NULL);
+    }
+    rw_error err = {0};
+    rw_status st = rw_engine_submit(s->engine, r.prompt, r.n_prompt, &r.gp, srv_job_on_event, j, &j->engine_id, &err);
+    bool stream = r.stream;
+    srv_request_free(&r); /* the engine copied what it needs */
+    if (st) {
+        srv_job_free(j);
+        submit_error(&err, &e);
+        return send_error(s, c, &e, NULL);
+    }
+    j->submitted = true;
+    if (stream) {
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_job_sse_reader, j, srv_job_sse_free);
+        if (!resp) {
+            srv_job_free(j);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
+        count_status(s, 200);
+        return ret;
+    }
+    if (!srv_job_wait(j)) { /* client gone or server stopping: the request is cancelled */
+        srv_job_free(j);
+        return MHD_NO;
+    }
+    if (j->finish == RW_FINISH_ERROR || j->oom) {
+        srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", j->oom ? "out of memory" : j->error);
+        srv_job_free(j);
+        return send_error(s, c, &e, NULL);
+    }
+    char *json = srv_response_json(j, s->model_id, j->text, j->text_len);
+    srv_job_free(j);
+    return send_owned(s, c, 200, json, "application/json", NULL);
+}
+
+static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
+    switch (cc->route) {
+    case R_HEALTH: return send_owned(s, c, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
+    case R_METRICS: return send_owned(s, c, 200, srv_metrics_text(s), "text/plain; version=0.0.4", NULL);
+    case R_MODELS: {
+        json_t *m = json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:I}]}", "object", "list", "data", "id", s->model_id, "object",
+                              "model", "created", (json_int_t)s->started, "owned_by", "rewind", "max_model_len",
+                              (json_int_t)rw_engine_get_config(s->engine)->n_ctx);
+        char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
+        json_decref(m);
+        return send_owned(s, c, 200, txt, "application/json", NULL);
+    }
+    case R_COMPLETIONS: return generate(s, c, false, cc);
+    case R_CHAT: return generate(s, c, true, cc);
+    default: return MHD_NO;
+    }
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload_data, size_t *upload_data_size,
+                              void **con_cls) {
+    (void)version;
+    rw_server *s = cls;
+    srv_conn *cc = *con_cls;
+    srv_error e;
+    if (!cc) { /* the headers */
+        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        *con_cls = cc;
+        const char *allow = NULL;
+        for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+            if (strcmp(url, routes[i].path)) continue;
+            allow = routes[i].method;
+            if (!strcmp(method, routes[i].method)) cc->route = routes[i].route;
+        }
+        if (cc->route == R_NONE) {
+            cc->answered = true;
+            if (allow) {
+                srv_errorf(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
+                           "Method %s is not allowed for %s (use %s)", method, url, allow);
+                return send_error(s, c, &e, allow);
+            }
+            srv_errorf(&e, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
+            return send_error(s, c, &e, NULL);
+        }
+        if (cc->route != R_HEALTH && !authorized(s, c)) {
+            cc->answered = true;
+            srv_errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                       "Incorrect or missing API key: send the header 'Authorization: Bearer KEY'");
+            return send_error(s, c, &e, NULL);
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+            cc->answered = true;
+            srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                       "The request body has %s bytes; the limit is %zu", cl, s->max_body);
+            return send_error(s, c, &e, NULL);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) { /* a piece of the body */
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (cc->answered || cc->too_big) return MHD_YES;
+        if (cc->len + n > s->max_body) {
+            cc->too_big = true;
+            free(cc->body);
+            cc->body = NULL;
+            cc->len = cc->cap = 0;
+            return MHD_YES;
+        }
+        if (cc->len + n + 1 > cc->cap) {
+            size_t cap = cc->cap ? cc->cap : 4096;
+            while (cap < cc->len + n + 1) cap *= 2;
+            char *p = realloc(cc->body, cap);
+            if (!p) return MHD_NO;
+            cc->body = p;
+            cc->cap = cap;
+        }
+        memcpy(cc->body + cc->len, upload_data, n);
+        cc->len += n;
+        cc->body[cc->len] = 0;
+        return MHD_YES;
+    }
+    if (cc->answered) return MHD_YES;
+    cc->answered = true;
+    if (cc->too_big) {
+        srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                   "The request body is larger than the limit of %zu bytes", s->max_body);
+        return send_error(s, c, &e, NULL);
+    }
+    return answer(s, c, cc);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                              enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    srv_conn *cc = *con_cls;
+    if (!cc) return;
+    free(cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+static int open_listener(const char *host, int port, bool *v6, int *bound_port, rw_error *err) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        len = sizeof *a4;
+        *v6 = false;
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        len = sizeof *a6;
+        *v6 = true;
+    } else {
+        rw_errorf(err, RW_ERR_INVALID_ARG, "--host needs a numeric IPv4 or IPv6 address, not \"%s\"", host);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+        bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 128)) {
+        rw_errorf(err, RW_ERR_IO, "cannot listen on %s port %d: %m", host, port);
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    len = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &len);
+    *bound_port = ntohs(*v6 ? a6->sin6_port : a4->sin_port);
+    return fd;
+}
+
+static void free_server(rw_server *s) {
+    pthread_mutex_destroy(&s->mu);
+    free(s->bos);
+    free(s->eos);
+    free(s->model_id);
+    free(s->api_key);
+    free(s->host);
+    free(s);
+}
+
+rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,
+                          const char *eos, const rw_server_config *cfg, rw_server **out, rw_error *err) {
+    *out = NULL;
+    rw_server *s = calloc(1, sizeof *s);
+    if (!s) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    s->engine = e;
+    s->tok = tok;
+    s->tmpl = tmpl;
+    s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : (size_t)8 << 20;
+    s->started = (int64_t)time(NULL);
+    s->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
+    s->model_id = strdup(cfg->model_id ? cfg->model_id : "rewind");
+    s->bos = bos ? strdup(bos) : NULL;
+    s->eos = eos ? strdup(eos) : NULL;
+    s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
+    if (!s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
+        (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
+        free_server(s);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    bool v6 = false;
+    s->listen_fd = open_listener(s->host, cfg->port, &v6, &s->port, err);
+    if (s->listen_fd < 0) {
+        free_server(s);
+        return err ? err->code : RW_ERR_IO;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | (v6 ? MHD_USE_IPv6 : 0);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+                                 MHD_OPTION_NOTIFY_COMPLETED, request_completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                                 (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 256),
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    if (!s->daemon) {
+        close(s->listen_fd);
+        free_server(s);
+        return rw_errorf(err, RW_ERR_IO, "cannot start the HTTP daemon");
+    }
+    *out = s;
+    return RW_OK;
+}
+
+int rw_server_port(const rw_server *s) { return s->port; }
+
+void rw_server_stop(rw_server *s) {
+    if (!s) return;
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_SEQ_CST); /* waiting connection threads give up */
+    MHD_stop_daemon(s->daemon);                           /* joins every connection thread */
+    free_server(s);
+}

@@ -1,0 +1,51 @@
+/* server.h - the OpenAI-compatible HTTP server (libmicrohttpd, jansson).
+ *
+ * Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+ * GET /health, GET /metrics (Prometheus text). Errors are OpenAI-style JSON
+ * bodies {"error": {"message", "type", "param", "code"}} with 400 (invalid
+ * JSON, wrong types, unknown fields, prompt beyond the context), 401 (missing
+ * or wrong bearer token when an API key is set; /health is open), 404
+ * (unknown route), 405 (known route, wrong method), 413 (body over
+ * max_body_bytes), 429 (engine queue full), 500.
+ *
+ * One thread per connection: a request's handler blocks until its result is
+ * complete (or streams it as server-sent events from a content reader), and
+ * polls the socket while it waits, so a client that goes away cancels its
+ * request at once (the engine frees its sequence at the end of the step).
+ */
+#ifndef RW_SERVER_SERVER_H
+#define RW_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/status.h"
+#include "chat/chat.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const char *host;      /* numeric IPv4 or IPv6 address to bind; NULL = "127.0.0.1" */
+    int port;              /* 0 = any free port (see rw_server_port) */
+    const char *api_key;   /* NULL or "" = no authentication */
+    const char *model_id;  /* the model's name in responses and /v1/models */
+    size_t max_body_bytes; /* 0 = 8 MiB */
+    int max_connections;   /* 0 = 256 */
+} rw_server_config;
+
+typedef struct rw_server rw_server;
+
+/* Starts serving on a background thread. e, tok and tmpl (the chat template;
+ * bos/eos its token texts, may be NULL) must outlive the server; config
+ * strings are copied. The caller owns *out and stops it with rw_server_stop. */
+rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,
+                          const char *eos, const rw_server_config *cfg, rw_server **out, rw_error *err);
+
+/* The port the server listens on. */
+int rw_server_port(const rw_server *s);
+
+/* Closes the listening socket, ends every connection (their requests are
+ * cancelled) and frees the server. No-op on NULL. */
+void rw_server_stop(rw_server *s);
+
+#endif

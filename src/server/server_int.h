@@ -1,0 +1,116 @@
+/* server_int.h - the server's private state, shared by its files:
+ * server.c (daemon, routing, bodies, auth, errors), request.c (OpenAI request
+ * JSON -> prompt ids and parameters), job.c (a request's life: engine events,
+ * waiting, SSE), response.c (response JSON), metrics.c. */
+#ifndef RW_SERVER_SERVER_INT_H
+#define RW_SERVER_SERVER_INT_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "server/server.h"
+
+struct rw_server {
+    rw_engine *engine;
+    const rw_tokenizer *tok;
+    const rw_chat_template *tmpl;
+    char *bos, *eos, *model_id, *api_key, *host; /* owned copies */
+    size_t max_body;
+    int port;
+    struct MHD_Daemon *daemon;
+    int listen_fd;
+    int64_t started; /* unix time */
+
+    pthread_mutex_t mu; /* guards the counters */
+    uint64_t by_status[600];
+    uint64_t seed_counter;
+    volatile int stopping; /* read by waiting connection threads (atomic access) */
+};
+
+/* An error to send: HTTP status and OpenAI's error fields. */
+typedef struct {
+    int http;
+    const char *type;  /* "invalid_request_error", "authentication_error", ... */
+    const char *code;  /* NULL = null */
+    char param[64];    /* "" = null */
+    char msg[512];
+} srv_error;
+
+void srv_errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* A parsed generation request (both endpoints). Owns prompt and stop. */
+typedef struct {
+    bool chat;
+    bool stream, include_usage, return_token_ids;
+    int32_t *prompt;
+    int64_t n_prompt;
+    rw_gen_params gp;
+    char **stop;
+    int n_stop;
+} srv_request;
+
+/* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
+bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
+void srv_request_free(srv_request *r);
+
+/* One generation in flight: filled by the engine callback, drained by the
+ * connection thread. Owned by the connection thread (non-streaming) or by the
+ * streaming response (freed by its free callback, after cancelling). */
+typedef struct {
+    rw_server *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* under mu, written by the engine callback */
+    char *text; /* new text not yet taken */
+    size_t text_len, text_cap;
+    int32_t *toks; /* every generated token */
+    size_t n_toks, toks_cap;
+    bool done;
+    rw_finish_reason finish;
+    char error[256];
+    int64_t prompt_tokens, cached_tokens, completion_tokens;
+    bool oom;
+    /* the connection thread's own */
+    bool chat, include_usage, return_token_ids;
+    char id[48];
+    int64_t created;
+    uint64_t engine_id;
+    bool submitted;
+    int fd;             /* the client's socket, polled for hang-up */
+    size_t toks_taken;  /* tokens already sent in stream chunks */
+    int sse_state;      /* 0 first chunk pending, 1 streaming, 2 all sent */
+    char *out;          /* formatted SSE bytes not yet given to MHD */
+    size_t out_len, out_pos;
+} srv_job;
+
+srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd);
+/* Cancels the engine request if it is still running, then frees. */
+void srv_job_free(srv_job *j);
+void srv_job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback */
+/* Waits until done; false if the client hung up or the server is stopping
+ * (the request is then cancelled). */
+bool srv_job_wait(srv_job *j);
+/* The MHD content reader of a streaming response (cls = job). */
+ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
+void srv_job_sse_free(void *cls);
+/* True if the peer closed the socket. */
+bool srv_peer_gone(int fd);
+
+/* response.c: the JSON of a finished non-streaming request (malloc'd). */
+char *srv_response_json(const srv_job *j, const char *model_id, const char *text, size_t text_len);
+/* One SSE event "data: {...}\n\n" appended to the job's out buffer. */
+bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t *toks, size_t n_toks,
+                   bool first, rw_finish_reason finish);
+bool srv_sse_usage(srv_job *j);
+bool srv_sse_error(srv_job *j, const char *msg);
+bool srv_sse_append(srv_job *j, const char *s, size_t n);
+char *srv_error_json(const srv_error *e);
+
+/* metrics.c: the Prometheus text (malloc'd). */
+char *srv_metrics_text(rw_server *s);
+const char *srv_finish_name(rw_finish_reason f);
+
+#endif
