@@ -34,6 +34,7 @@ void eng_req_free(eng_req *r) {
     free(r->tokens);
     free(r->logits);
     free(r->held);
+    rw_sampler_free(r->sampler);
     rw_model_seq_free(r->seq); /* only set here if eng_seq_release was not called */
     free(r);
 }
@@ -108,21 +109,13 @@ void rw_engine_free(rw_engine *e) {
 
 const rw_engine_config *rw_engine_get_config(const rw_engine *e) { return &e->cfg; }
 
-/* Parameters the sampler cannot honour yet are refused, not ignored. */
-static rw_status check_params(const rw_engine *e, const rw_gen_params *p, rw_error *err) {
-    if (!(p->temperature == p->temperature) || p->temperature > 1e6f)
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "temperature must be a number in [0, 1e6]");
-    if (p->top_k != 0 || p->top_p != 1.0f || p->min_p != 0.0f || p->presence_penalty != 0.0f ||
-        p->frequency_penalty != 0.0f)
-        return rw_errorf(err, RW_ERR_UNSUPPORTED,
-                         "top_k, top_p, min_p, presence_penalty and frequency_penalty are not supported yet "
-                         "(only their neutral values 0, 1, 0, 0, 0)");
+static rw_status check_params(const rw_gen_params *p, rw_error *err) {
     if (p->max_tokens < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 1");
-    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop))
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "bad stop list");
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) return rw_errorf(err, RW_ERR_INVALID_ARG, "bad stop list");
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) return rw_errorf(err, RW_ERR_INVALID_ARG, "stop strings may not be empty");
-    (void)e;
+    if (p->n_logprobs < -1 || p->n_logprobs > RW_MAX_TOP_LOGPROBS)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "top_logprobs must be in [0, %d]", RW_MAX_TOP_LOGPROBS);
     return RW_OK;
 }
 
@@ -133,7 +126,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
         if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
             return rw_errorf(err, RW_ERR_INVALID_ARG, "token id %d at prompt position %lld is not in [0, %lld)",
                              (int)prompt[i], (long long)i, (long long)e->n_vocab);
-    rw_status st = check_params(e, p, err);
+    rw_status st = check_params(p, err);
     if (st) return st;
     if (n_prompt + p->max_tokens > e->cfg.n_ctx)
         return rw_errorf(err, RW_ERR_CONTEXT,
@@ -160,7 +153,13 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->p.stop = (const char *const *)r->stop;
     memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
     r->n_tokens = n_prompt;
-    rw_sampler_init(&r->sampler, p->temperature, p->seed);
+    r->p.sampling.logit_bias = NULL; /* the sampler copies the bias; no dangling pointer kept */
+    r->p.sampling.n_logit_bias = 0;
+    st = rw_sampler_new(&p->sampling, e->n_vocab, &r->sampler, err);
+    if (st) {
+        eng_req_free(r);
+        return st;
+    }
     r->t_submit = eng_now();
 
     pthread_mutex_lock(&e->mu);

@@ -43,19 +43,16 @@ typedef struct {
     rw_kv_type kv_type;
 } rw_engine_config;
 
-/* Sampling and stopping. Strings are copied by rw_engine_submit. */
+/* Sampling and stopping. Strings and the logit bias are copied by
+ * rw_engine_submit. */
 typedef struct {
-    float temperature;          /* <= 0: greedy (ties to the lowest id) */
-    int top_k;                  /* 0 = off */
-    float top_p;                /* 1 = off */
-    float min_p;                /* 0 = off */
-    float presence_penalty;     /* 0 = off */
-    float frequency_penalty;    /* 0 = off */
-    uint64_t seed;
+    rw_sampler_params sampling; /* sampler.h; start from rw_sampler_params_default() */
     int64_t max_tokens;         /* >= 1; prompt + max_tokens <= n_ctx */
     const char *const *stop;    /* n_stop stop strings (non-empty), or NULL */
     int n_stop;
     bool ignore_eos;            /* do not stop at end-of-generation tokens */
+    int n_logprobs;             /* -1: none; 0..RW_MAX_TOP_LOGPROBS: each token's logprob and that many
+                                   alternatives (RW_LOGPROBS_RAW: the model's distribution) */
 } rw_gen_params;
 
 typedef enum {
@@ -71,6 +68,10 @@ typedef struct {
     size_t text_len;
     const int32_t *tokens;  /* tokens generated since the last event */
     int n_tokens;
+    /* with n_logprobs >= 0: per token of tokens, its logprob and n_top alternatives */
+    const float *logprobs;
+    const rw_token_logprob *top; /* [n_tokens][n_top] */
+    int n_top;
     bool done;
     rw_finish_reason finish; /* set when done */
     int64_t prompt_tokens;

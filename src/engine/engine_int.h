@@ -28,7 +28,7 @@ typedef struct eng_req {
     int64_t n_in_seq;  /* tokens of tokens[] the sequence holds (its length) */
     float *logits;     /* [n_vocab], the last computed row; owned */
 
-    rw_sampler sampler;
+    rw_sampler *sampler; /* owned */
     rw_detok_stream detok;
     char *held; /* generated text not yet sent (a possible stop-string start); owned */
     size_t held_len, held_cap;
@@ -75,9 +75,9 @@ rw_status eng_seq_for_prompt(rw_engine *e, const int32_t *prompt, int64_t n, rw_
                              rw_error *err);
 void eng_seq_release(rw_engine *e, rw_model_seq *seq, const int32_t *tokens, int64_t n_tokens);
 
-/* output.c: turns a sampled token into text and an event. Returns the
- * finish reason (RW_FINISH_NONE to continue). Calls r->cb. */
-rw_finish_reason eng_output_token(rw_engine *e, eng_req *r, int32_t tok);
+/* output.c: samples the next token from r->logits, turns it into text and
+ * an event (r->cb). Returns the finish reason (RW_FINISH_NONE to continue). */
+rw_finish_reason eng_output_token(rw_engine *e, eng_req *r);
 /* Sends the final event of a request that failed. */
 void eng_output_error(eng_req *r, const char *msg);
 

@@ -52,9 +52,12 @@ static size_t stop_prefix_tail(const eng_req *r) {
     return keep;
 }
 
-static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_toks, rw_finish_reason fin,
-                       const char *error) {
+static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_toks, const float *lp,
+                       const rw_token_logprob *top, int n_top, rw_finish_reason fin, const char *error) {
     rw_gen_event ev = {
+        .logprobs = lp,
+        .top = top,
+        .n_top = lp ? n_top : 0,
         .text = r->held,
         .text_len = text_len,
         .tokens = toks,
@@ -71,7 +74,18 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
     r->held_len -= text_len;
 }
 
-rw_finish_reason eng_output_token(rw_engine *e, eng_req *r, int32_t tok) {
+rw_finish_reason eng_output_token(rw_engine *e, eng_req *r) {
+    const int32_t tok = rw_sampler_sample(r->sampler, r->logits);
+    float lp = 0.0f;
+    rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
+    int n_top = 0;
+    if (r->p.n_logprobs >= 0) /* before accepting: the penalties depend on the history */
+        n_top = rw_sampler_logprobs(r->sampler, r->logits, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
+    rw_error aerr = {0};
+    if (rw_sampler_accept(r->sampler, tok, &aerr)) {
+        eng_output_error(r, aerr.msg);
+        return RW_FINISH_ERROR;
+    }
     const double now = eng_now();
     pthread_mutex_lock(&e->mu);
     eng_hist_observe(r->n_generated ? &e->stats.itl : &e->stats.ttft, now - (r->n_generated ? r->t_last : r->t_submit));
@@ -119,13 +133,13 @@ rw_finish_reason eng_output_token(rw_engine *e, eng_req *r, int32_t tok) {
         }
     }
     size_t send = fin != RW_FINISH_NONE ? r->held_len : r->held_len - stop_prefix_tail(r);
-    send_event(r, send, &tok, 1, fin, NULL);
+    send_event(r, send, &tok, 1, r->p.n_logprobs >= 0 ? &lp : NULL, top, n_top, fin, NULL);
     if (fin != RW_FINISH_NONE) r->finished = true;
     return fin;
 }
 
 void eng_output_error(eng_req *r, const char *msg) {
     r->held_len = 0;
-    send_event(r, 0, NULL, 0, RW_FINISH_ERROR, msg);
+    send_event(r, 0, NULL, 0, NULL, NULL, 0, RW_FINISH_ERROR, msg);
     r->finished = true;
 }

@@ -154,8 +154,7 @@ void *eng_scheduler_main(void *arg) {
                 }
                 r->n_in_seq += items[i].n;
                 if (!items[i].logits) continue;
-                int32_t tok = rw_sampler_sample(&r->sampler, r->logits, e->n_vocab);
-                rw_finish_reason fin = eng_output_token(e, r, tok);
+                rw_finish_reason fin = eng_output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
             }
             for (int i = 0; i < n_step; i++)

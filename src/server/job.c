@@ -31,6 +31,7 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
     j->chat = r->chat;
     j->include_usage = r->include_usage;
     j->return_token_ids = r->return_token_ids;
+    j->logprobs = r->gp.n_logprobs >= 0;
     j->created = (int64_t)time(NULL);
     j->fd = fd;
     unsigned char rnd[12];
@@ -50,6 +51,7 @@ void srv_job_free(srv_job *j) {
     pthread_mutex_destroy(&j->mu);
     free(j->text);
     free(j->toks);
+    free(j->lps);
     free(j->out);
     free(j);
 }
@@ -78,14 +80,23 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
             size_t cap = j->toks_cap ? j->toks_cap * 2 : 64;
             while (cap < j->n_toks + (size_t)ev->n_tokens) cap *= 2;
             int32_t *p = realloc(j->toks, cap * sizeof *p);
-            if (p) {
-                j->toks = p;
-                j->toks_cap = cap;
-            } else j->oom = true;
+            if (p) j->toks = p;
+            srv_tok_lp *q = j->logprobs ? realloc(j->lps, cap * sizeof *q) : NULL;
+            if (q) j->lps = q;
+            if (p && (q || !j->logprobs)) j->toks_cap = cap;
+            else j->oom = true;
         }
         if (!j->oom) {
-            memcpy(j->toks + j->n_toks, ev->tokens, (size_t)ev->n_tokens * sizeof *ev->tokens);
-            j->n_toks += (size_t)ev->n_tokens;
+            for (int i = 0; i < ev->n_tokens; i++) {
+                j->toks[j->n_toks] = ev->tokens[i];
+                if (j->logprobs) {
+                    srv_tok_lp *l = &j->lps[j->n_toks];
+                    l->lp = ev->logprobs ? ev->logprobs[i] : 0.0f;
+                    l->n_top = ev->logprobs ? ev->n_top : 0;
+                    if (l->n_top) memcpy(l->top, ev->top + (size_t)i * (size_t)ev->n_top, (size_t)l->n_top * sizeof *l->top);
+                }
+                j->n_toks++;
+            }
         }
     }
     j->prompt_tokens = ev->prompt_tokens;
@@ -138,8 +149,11 @@ static bool fill(srv_job *j) {
     j->text_len = j->text_cap = 0;
     size_t n_toks = j->n_toks - j->toks_taken;
     int32_t *toks = n_toks ? malloc(n_toks * sizeof *toks) : NULL;
-    if (toks) memcpy(toks, j->toks + j->toks_taken, n_toks * sizeof *toks);
-    else n_toks = 0;
+    srv_tok_lp *lps = n_toks && j->logprobs ? malloc(n_toks * sizeof *lps) : NULL;
+    if (toks && (lps || !j->logprobs)) {
+        memcpy(toks, j->toks + j->toks_taken, n_toks * sizeof *toks);
+        if (lps) memcpy(lps, j->lps + j->toks_taken, n_toks * sizeof *lps);
+    } else n_toks = 0;
     j->toks_taken += n_toks;
     bool done = j->done, oom = j->oom;
     rw_finish_reason fin = j->finish;
@@ -147,18 +161,18 @@ static bool fill(srv_job *j) {
 
     bool wrote = false, ok = true;
     if (j->sse_state == 0) { /* the first chunk: the role (chat) */
-        ok = srv_sse_chunk(j, NULL, 0, NULL, 0, true, RW_FINISH_NONE);
+        ok = srv_sse_chunk(j, NULL, 0, NULL, NULL, 0, true, RW_FINISH_NONE);
         j->sse_state = 1;
         wrote = true;
     }
-    if (ok && (text_len || (n_toks && j->return_token_ids))) {
-        ok = srv_sse_chunk(j, text, text_len, toks, n_toks, false, RW_FINISH_NONE);
+    if (ok && (text_len || (n_toks && (j->return_token_ids || j->logprobs)))) {
+        ok = srv_sse_chunk(j, text, text_len, toks, lps, n_toks, false, RW_FINISH_NONE);
         wrote = true;
     }
     if (ok && done) {
         if (fin == RW_FINISH_ERROR || oom) ok = srv_sse_error(j, oom ? "out of memory" : j->error);
         else {
-            ok = srv_sse_chunk(j, NULL, 0, NULL, 0, false, fin);
+            ok = srv_sse_chunk(j, NULL, 0, NULL, NULL, 0, false, fin);
             if (ok && j->include_usage) ok = srv_sse_usage(j);
         }
         if (ok) ok = srv_sse_append(j, "data: [DONE]\n\n", 14);
@@ -167,6 +181,7 @@ static bool fill(srv_job *j) {
     }
     free(text);
     free(toks);
+    free(lps);
     return wrote && ok;
 }
 

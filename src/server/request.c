@@ -15,12 +15,12 @@
 static const char *const completion_fields[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
     "frequency_penalty", "stream", "stream_options", "logprobs", "n", "echo", "best_of", "suffix", "user",
-    "logit_bias", "ignore_eos", "return_token_ids", NULL};
+    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
 static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
     "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
-    "ignore_eos", "return_token_ids", NULL};
+    "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
 
 static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -255,13 +255,16 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     json_t *model = json_object_get(o, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string", "model");
     rw_gen_params *g = &r->gp;
-    *g = (rw_gen_params){.temperature = 1.0f, .top_p = 1.0f};
+    *g = (rw_gen_params){.sampling = rw_sampler_params_default(), .n_logprobs = -1};
+    rw_sampler_params *sp = &g->sampling;
+    sp->temperature = 1.0f; /* OpenAI's default */
     long long top_k = 0, n = 1, seed = 0, max_tokens = 0, best_of = 1;
     bool has_seed = false, has_max = false, has_max2 = false;
-    if (!get_number(o, "temperature", 0, 2, &g->temperature, e) || !get_number(o, "top_p", 0, 1, &g->top_p, e) ||
-        !get_number(o, "min_p", 0, 1, &g->min_p, e) ||
-        !get_number(o, "presence_penalty", -2, 2, &g->presence_penalty, e) ||
-        !get_number(o, "frequency_penalty", -2, 2, &g->frequency_penalty, e) ||
+    if (!get_number(o, "temperature", 0, 2, &sp->temperature, e) || !get_number(o, "top_p", 0, 1, &sp->top_p, e) ||
+        !get_number(o, "min_p", 0, 1, &sp->min_p, e) ||
+        !get_number(o, "presence_penalty", -2, 2, &sp->presence_penalty, e) ||
+        !get_number(o, "frequency_penalty", -2, 2, &sp->frequency_penalty, e) ||
+        !get_number(o, "repeat_penalty", 0.01, 100, &sp->repeat_penalty, e) ||
         !get_int(o, "top_k", -1, 1 << 30, &top_k, NULL, e) || !get_int(o, "n", 1, 128, &n, NULL, e) ||
         !get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) ||
         !get_int(o, "max_tokens", 1, INT32_MAX, &max_tokens, &has_max, e) ||
@@ -270,7 +273,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         !get_stop(o, r, e))
         return false;
     if (chat && !get_int(o, "max_completion_tokens", 1, INT32_MAX, &max_tokens, &has_max2, e)) return false;
-    g->top_k = top_k < 0 ? 0 : (int)top_k;
+    sp->top_k = top_k < 0 ? 0 : (int32_t)top_k;
     if (n != 1 || best_of != 1)
         return bad(e, n != 1 ? "n" : "best_of", "%s", "only one choice per request is supported (n = 1, best_of = 1)");
     json_t *so = json_object_get(o, "stream_options");
@@ -280,22 +283,55 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
             return bad(e, "stream_options", "%s", "'stream_options' is only allowed when 'stream' is true");
         if (!get_bool(so, "include_usage", &r->include_usage, e)) return false;
     }
+    /* chat: logprobs true + top_logprobs k; completions: logprobs k */
     json_t *lp = json_object_get(o, "logprobs");
-    if (lp && !json_is_null(lp) && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0)) {
-        if (!json_is_boolean(lp) && !json_is_integer(lp)) return bad(e, "logprobs", "'%s' has the wrong type", "logprobs");
-        return bad(e, "logprobs", "%s", "logprobs are not supported yet");
+    if (lp && !json_is_null(lp)) {
+        if (chat) {
+            if (!json_is_boolean(lp)) return bad(e, "logprobs", "'%s' must be a boolean", "logprobs");
+            if (json_is_true(lp)) g->n_logprobs = 0;
+        } else {
+            long long k = 0;
+            if (!get_int(o, "logprobs", 0, RW_MAX_TOP_LOGPROBS, &k, NULL, e)) return false;
+            g->n_logprobs = (int)k;
+        }
     }
     json_t *tl = json_object_get(o, "top_logprobs");
-    if (tl && !json_is_null(tl) && !(json_is_integer(tl) && json_integer_value(tl) == 0))
-        return bad(e, "top_logprobs", "%s", "top_logprobs are not supported yet");
+    if (chat && tl && !json_is_null(tl)) {
+        long long k = 0;
+        if (!get_int(o, "top_logprobs", 0, RW_MAX_TOP_LOGPROBS, &k, NULL, e)) return false;
+        if (g->n_logprobs < 0 && k > 0)
+            return bad(e, "top_logprobs", "%s", "'top_logprobs' needs 'logprobs' set to true");
+        if (g->n_logprobs >= 0) g->n_logprobs = (int)k;
+    }
     json_t *echo = json_object_get(o, "echo");
     if (echo && !json_is_null(echo) && !json_is_false(echo))
         return bad(e, "echo", "%s", json_is_true(echo) ? "echo is not supported" : "'echo' must be a boolean");
     json_t *suffix = json_object_get(o, "suffix");
     if (suffix && !json_is_null(suffix)) return bad(e, "suffix", "%s", "suffix is not supported");
     json_t *lb = json_object_get(o, "logit_bias");
-    if (lb && !json_is_null(lb) && !(json_is_object(lb) && json_object_size(lb) == 0))
-        return bad(e, "logit_bias", "%s", "logit_bias is not supported");
+    if (lb && !json_is_null(lb)) {
+        if (!json_is_object(lb)) return bad(e, "logit_bias", "'%s' must be an object", "logit_bias");
+        size_t nb = json_object_size(lb);
+        r->bias = calloc(nb ? nb : 1, sizeof *r->bias);
+        if (!r->bias) return bad(e, "logit_bias", "%s", "out of memory");
+        const char *tk;
+        json_t *bv;
+        const int32_t nv = rw_tokenizer_n_vocab(s->tok);
+        json_object_foreach(lb, tk, bv) {
+            char *end;
+            long id = strtol(tk, &end, 10);
+            if (!*tk || *end || id < 0 || id >= nv) {
+                srv_errorf(e, 400, "invalid_request_error", NULL, "logit_bias",
+                           "logit_bias keys must be token ids in [0, %d), not \"%.40s\"", (int)nv, tk);
+                return false;
+            }
+            if (!json_is_number(bv) || !(json_number_value(bv) >= -100 && json_number_value(bv) <= 100))
+                return bad(e, "logit_bias", "%s", "logit_bias values must be numbers in [-100, 100]");
+            r->bias[r->n_bias++] = (rw_logit_bias){.token = (int32_t)id, .bias = (float)json_number_value(bv)};
+        }
+        sp->logit_bias = r->bias;
+        sp->n_logit_bias = (int32_t)r->n_bias;
+    }
     json_t *rf = json_object_get(o, "response_format");
     if (rf && !json_is_null(rf)) {
         json_t *t = json_object_get(rf, "type");
@@ -322,10 +358,10 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
                    (long long)(g->max_tokens > 0 ? g->max_tokens : 1), chat ? "messages" : "prompt");
         return false;
     }
-    if (has_seed) g->seed = (uint64_t)seed;
+    if (has_seed) sp->seed = (uint64_t)seed;
     else { /* a fresh seed per request */
         pthread_mutex_lock(&s->mu);
-        g->seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ ++s->seed_counter * 0xbf58476d1ce4e5b9ull;
+        sp->seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ ++s->seed_counter * 0xbf58476d1ce4e5b9ull;
         pthread_mutex_unlock(&s->mu);
     }
     g->stop = (const char *const *)r->stop;
@@ -356,5 +392,6 @@ void srv_request_free(srv_request *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->prompt);
+    free(r->bias);
     memset(r, 0, sizeof *r);
 }

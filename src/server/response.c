@@ -39,6 +39,92 @@ static json_t *text_json(const char *s, size_t n) {
     return v ? v : json_string("\xef\xbf\xbd");
 }
 
+/* Well-formed UTF-8 with every invalid byte as U+FFFD (a token's bytes may
+ * be part of a character). */
+static json_t *piece_json(const char *s, size_t n) {
+    char *out = malloc(3 * n + 1);
+    if (!out) return json_string("");
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        if (ok && len > 1) { /* overlong, surrogate, beyond U+10FFFF */
+            unsigned char d = (unsigned char)s[i + 1];
+            ok = !(c == 0xC0 || c == 0xC1 || (c == 0xE0 && d < 0xA0) || (c == 0xED && d >= 0xA0) ||
+                   (c == 0xF0 && d < 0x90) || (c == 0xF4 && d >= 0x90) || c > 0xF4);
+        }
+        if (ok) {
+            memcpy(out + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    json_t *v = json_stringn_nocheck(out, o);
+    free(out);
+    return v;
+}
+
+static double finite_lp(float lp) { return lp == lp && lp > -9999.0f ? lp : -9999.0; /* OpenAI's -inf */ }
+
+static size_t token_piece(const srv_job *j, int32_t id, char *buf, size_t cap) {
+    size_t n = rw_token_to_piece(j->srv->tok, id, true, buf, cap);
+    return n <= cap ? n : 0;
+}
+
+static json_t *bytes_json(const char *p, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((unsigned char)p[i]));
+    return a;
+}
+
+/* OpenAI's logprobs object of a choice for n tokens. */
+static json_t *logprobs_json(const srv_job *j, const int32_t *toks, const srv_tok_lp *lps, size_t n,
+                             size_t text_offset) {
+    char buf[256];
+    if (j->chat) {
+        json_t *content = json_array();
+        for (size_t i = 0; i < n; i++) {
+            size_t len = token_piece(j, toks[i], buf, sizeof buf);
+            json_t *top = json_array();
+            for (int k = 0; k < lps[i].n_top; k++) {
+                char b2[256];
+                size_t l2 = token_piece(j, lps[i].top[k].token, b2, sizeof b2);
+                json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", piece_json(b2, l2), "logprob",
+                                                     finite_lp(lps[i].top[k].logprob), "bytes", bytes_json(b2, l2)));
+            }
+            json_array_append_new(content, json_pack("{s:o,s:f,s:o,s:o}", "token", piece_json(buf, len), "logprob",
+                                                     finite_lp(lps[i].lp), "bytes", bytes_json(buf, len),
+                                                     "top_logprobs", top));
+        }
+        return json_pack("{s:o,s:n}", "content", content, "refusal");
+    }
+    json_t *tokens = json_array(), *tlp = json_array(), *tops = json_array(), *offs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        size_t len = token_piece(j, toks[i], buf, sizeof buf);
+        json_array_append_new(tokens, piece_json(buf, len));
+        json_array_append_new(tlp, json_real(finite_lp(lps[i].lp)));
+        json_t *top = json_object();
+        for (int k = 0; k < lps[i].n_top; k++) {
+            char b2[256];
+            size_t l2 = token_piece(j, lps[i].top[k].token, b2, sizeof b2);
+            json_t *key = piece_json(b2, l2);
+            json_object_set_new(top, json_string_value(key), json_real(finite_lp(lps[i].top[k].logprob)));
+            json_decref(key);
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offs, json_integer((json_int_t)text_offset));
+        text_offset += len;
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", tlp, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
 static json_t *envelope(const srv_job *j, const char *model, const char *object, json_t *choices) {
     return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object", object, "created", (json_int_t)j->created,
                      "model", model, "choices", choices);
@@ -54,6 +140,7 @@ char *srv_response_json(const srv_job *j, const char *model_id, const char *text
                            "finish_reason", finish_json(j->finish));
     if (!choice) return NULL;
     if (j->return_token_ids) json_object_set_new(choice, "token_ids", ids_json(j->toks, j->n_toks));
+    if (j->logprobs) json_object_set_new(choice, "logprobs", logprobs_json(j, j->toks, j->lps, j->n_toks, 0));
     json_t *choices = json_array();
     json_array_append_new(choices, choice);
     json_t *o = envelope(j, model_id, j->chat ? "chat.completion" : "text_completion", choices);
@@ -83,8 +170,8 @@ static bool append_event(srv_job *j, json_t *o) {
     return ok;
 }
 
-bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t *toks, size_t n_toks, bool first,
-                   rw_finish_reason finish) {
+bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t *toks, const srv_tok_lp *lps,
+                   size_t n_toks, bool first, rw_finish_reason finish) {
     json_t *choice;
     if (j->chat) {
         json_t *delta = json_object();
@@ -101,6 +188,7 @@ bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t 
     }
     if (!choice) return false;
     if (j->return_token_ids && n_toks) json_object_set_new(choice, "token_ids", ids_json(toks, n_toks));
+    if (lps && n_toks) json_object_set_new(choice, "logprobs", logprobs_json(j, toks, lps, n_toks, 0));
     json_t *choices = json_array();
     json_array_append_new(choices, choice);
     json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion.chunk" : "text_completion", choices);

@@ -50,7 +50,16 @@ typedef struct {
     rw_gen_params gp;
     char **stop;
     int n_stop;
+    rw_logit_bias *bias; /* gp.sampling.logit_bias */
+    size_t n_bias;
 } srv_request;
+
+/* A generated token's logprob and alternatives (with logprobs). */
+typedef struct {
+    float lp;
+    int n_top;
+    rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
+} srv_tok_lp;
 
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
@@ -67,6 +76,7 @@ typedef struct {
     char *text; /* new text not yet taken */
     size_t text_len, text_cap;
     int32_t *toks; /* every generated token */
+    srv_tok_lp *lps; /* their logprobs (with logprobs), same length */
     size_t n_toks, toks_cap;
     bool done;
     rw_finish_reason finish;
@@ -74,7 +84,7 @@ typedef struct {
     int64_t prompt_tokens, cached_tokens, completion_tokens;
     bool oom;
     /* the connection thread's own */
-    bool chat, include_usage, return_token_ids;
+    bool chat, include_usage, return_token_ids, logprobs;
     char id[48];
     int64_t created;
     uint64_t engine_id;
@@ -101,9 +111,10 @@ bool srv_peer_gone(int fd);
 
 /* response.c: the JSON of a finished non-streaming request (malloc'd). */
 char *srv_response_json(const srv_job *j, const char *model_id, const char *text, size_t text_len);
-/* One SSE event "data: {...}\n\n" appended to the job's out buffer. */
-bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t *toks, size_t n_toks,
-                   bool first, rw_finish_reason finish);
+/* One SSE event "data: {...}\n\n" appended to the job's out buffer, for
+ * the n_toks tokens toks (and lps when the request asked for logprobs). */
+bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t *toks, const srv_tok_lp *lps,
+                   size_t n_toks, bool first, rw_finish_reason finish);
 bool srv_sse_usage(srv_job *j);
 bool srv_sse_error(srv_job *j, const char *msg);
 bool srv_sse_append(srv_job *j, const char *s, size_t n);

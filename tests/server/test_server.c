@@ -254,8 +254,8 @@ static void test_greedy(const target *t) {
 static void *sampled_client(void *arg) {
     greedy_job *g = arg;
     char *body = ids_body(g_prompt, g->n_prompt,
-                          "\"max_tokens\":20,\"temperature\":0.9,\"seed\":1234,\"ignore_eos\":true,"
-                          "\"return_token_ids\":true");
+                          "\"max_tokens\":20,\"temperature\":0.9,\"seed\":1234,\"top_k\":50,\"top_p\":0.95,"
+                          "\"min_p\":0.01,\"frequency_penalty\":0.5,\"ignore_eos\":true,\"return_token_ids\":true");
     json_t *j = post_json(g->t, "/v1/completions", body, &g->status);
     g->n_got = get_ids(json_array_get(json_object_get(j, "choices"), 0), g->got, 256);
     json_decref(j);
@@ -378,6 +378,64 @@ static void test_chat_and_stream(const target *t) {
     json_decref(j);
 }
 
+/* ---- logprobs and logit bias ---- */
+
+static void test_logprobs(const target *t) {
+    int status;
+    json_t *j = post_json(t, "/v1/chat/completions",
+                          "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":5,\"temperature\":0,"
+                          "\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":3}",
+                          &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *content = json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs"),
+                                      "content");
+    CHECK_EQ_INT(json_array_size(content), 5);
+    size_t i;
+    json_t *ent;
+    json_array_foreach(content, i, ent) {
+        json_t *top = json_object_get(ent, "top_logprobs");
+        CHECK_EQ_INT(json_array_size(top), 3);
+        double lp = json_number_value(json_object_get(ent, "logprob"));
+        double lp0 = json_number_value(json_object_get(json_array_get(top, 0), "logprob"));
+        double lp1 = json_number_value(json_object_get(json_array_get(top, 1), "logprob"));
+        CHECK_MSG(lp <= 0 && lp == lp0 && lp0 >= lp1, "greedy token %zu: logprob %g, top %g %g", i, lp, lp0, lp1);
+        CHECK(json_is_array(json_object_get(ent, "bytes")));
+    }
+    json_decref(j);
+
+    j = post_json(t, "/v1/completions",
+                  "{\"prompt\":[1,2,3],\"max_tokens\":4,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":2}", &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    CHECK_EQ_INT(json_array_size(json_object_get(lp, "tokens")), 4);
+    CHECK_EQ_INT(json_array_size(json_object_get(lp, "token_logprobs")), 4);
+    CHECK_EQ_INT(json_object_size(json_array_get(json_object_get(lp, "top_logprobs"), 0)) >= 1, 1);
+    CHECK_EQ_INT(json_array_size(json_object_get(lp, "text_offset")), 4);
+    json_decref(j);
+
+    /* streamed logprobs come with the chunks */
+    stream_acc *a = calloc(1, sizeof *a);
+    CHECK_EQ_INT(stream(t, "/v1/completions",
+                        "{\"prompt\":[1,2,3],\"max_tokens\":4,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":1,"
+                        "\"stream\":true}",
+                        a),
+                 200);
+    CHECK(a->done);
+    free(a);
+
+    /* a +100 bias on one token makes greedy pick it every time */
+    j = post_json(t, "/v1/completions",
+                  "{\"prompt\":[1,2,3],\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,"
+                  "\"logit_bias\":{\"77\":100},\"return_token_ids\":true}",
+                  &status);
+    CHECK_EQ_INT(status, 200);
+    int32_t ids[16];
+    int n = get_ids(json_array_get(json_object_get(j, "choices"), 0), ids, 16);
+    CHECK_EQ_INT(n, 6);
+    for (int k = 0; k < n; k++) CHECK_EQ_INT(ids[k], 77);
+    json_decref(j);
+}
+
 /* ---- cancellation ---- */
 
 static bool wait_idle(rw_engine *e, uint64_t cancelled_at_least) {
@@ -483,8 +541,14 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", 400},
         {"POST", "/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}", 400},
-        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}",
+        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}",
          400},
+        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
+         400},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":21}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"logit_bias\":{\"abc\":1}}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"logit_bias\":{\"5\":500}}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"top_p\":2}", 400},
         {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", 400},
         {"POST", "/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400},
@@ -634,6 +698,7 @@ int main(void) {
     test_greedy(&t);
     test_seeded(&t);
     test_chat_and_stream(&t);
+    test_logprobs(&t);
     test_cancel(&t, e);
     test_malformed(&t);
     test_metrics(&t);
