@@ -9,6 +9,8 @@
 #   rewind bench model      prefill (512 tokens) and decode tokens/s and peak
 #                           memory on synthesized Qwen3-0.6B and Qwen3.5-0.8B
 #                           files (made once with rewind synth, kept in build/bench)
+#   rewind bench sampler    microseconds per token of the sampler settings
+#                           on 151936-token rows
 #   rewind bench tokenizer  MB/s on the Qwen3 vocabulary (when ../shared/fixtures is there), on a
 #                           repeated paragraph and on Debian's license texts
 set -eu
@@ -19,6 +21,8 @@ echo "== rewind bench kernels"
 $bin bench kernels "$@"
 echo "== rewind bench ops"
 $bin bench ops "$@"
+echo "== rewind bench sampler"
+$bin bench sampler
 for spec in "qwen3 qwen3-0.6b q8_0" "qwen35 qwen35-0.8b q8_0" "qwen35 qwen35-0.8b q4_k_m"; do
   set -- $spec
   f="build/bench/$2-$3.gguf"

@@ -27,6 +27,7 @@ int rw_bench_kernels(int argc, char **argv);
 int rw_bench_tokenizer(int argc, char **argv);
 int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);
+int rw_bench_sampler(int argc, char **argv);
 
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -18,6 +18,7 @@ static const bench_entry benches[] = {
     {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE] [--reps N]"},
     {"ops", rw_bench_ops, "ops [--ctx N] [--threads N] [--json] [--quick]"},
     {"model", rw_bench_model, "model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] [--reps R] [--json]"},
+    {"sampler", rw_bench_sampler, "sampler [--vocab N] [--reps R] [--json]"},
 };
 
 static void usage(FILE *f) {

@@ -74,9 +74,11 @@ rw_status rw_sampler_new(const rw_sampler_params *params, int64_t n_vocab, rw_sa
     s->n_vocab = n_vocab;
     const size_t nv = (size_t)n_vocab;
     s->work = malloc(nv * sizeof *s->work);
-    s->cand = malloc(2 * nv * sizeof *s->cand);
+    s->cand = malloc(nv * sizeof *s->cand);
+    s->sort.tmp = malloc(nv * sizeof *s->sort.tmp);
+    s->sort.count = malloc(RW_RADIX_DIGITS * sizeof *s->sort.count);
     s->prob = malloc(nv * sizeof *s->prob);
-    bool ok = s->work && s->cand && s->prob;
+    bool ok = s->work && s->cand && s->sort.tmp && s->sort.count && s->prob;
     if (ok && params->n_logit_bias > 0) {
         s->n_bias = params->n_logit_bias;
         s->bias = malloc((size_t)s->n_bias * sizeof *s->bias);
@@ -99,6 +101,8 @@ void rw_sampler_free(rw_sampler *s) {
     free(s->counts);
     free(s->work);
     free(s->cand);
+    free(s->sort.tmp);
+    free(s->sort.count);
     free(s->prob);
     free(s);
 }

@@ -13,7 +13,8 @@
  *                l > 0, else l *= r), then OpenAI's
  *                l -= c * frequency_penalty + presence_penalty.
  *   top-k        keep the k highest logits (k <= 0: off).
- *   top-p        softmax over what is left; keep the smallest prefix, in
+ *   top-p        softmax over what is left (weights exp(l - max) rounded
+ *                to float, summed in double); keep the smallest prefix, in
  *                decreasing order, whose probabilities sum to >= top_p
  *                (top_p >= 1: off; top_p = 0 keeps one token).
  *   min-p        keep l >= max l + log(min_p) (min_p <= 0: off).

@@ -57,47 +57,71 @@ static inline uint32_t desc_key(float l) {
     return ~u;
 }
 
-enum { RADIX_BITS = 11, RADIX = 1 << RADIX_BITS };
+/* The inverse of desc_key. */
+static inline float key_logit(uint32_t k) {
+    uint32_t u = ~k;
+    u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+    float l;
+    memcpy(&l, &u, sizeof l);
+    return l;
+}
 
-/* One stable counting pass on the digit (key >> shift) & (RADIX - 1) of the
- * id (by_id) or of desc_key; false (nothing moved) when every candidate has
- * the same digit. */
-static bool radix_pass(const rw_cand *src, rw_cand *dst, int64_t n, bool by_id, int shift) {
-    _Static_assert(RADIX_BITS * 3 >= 32, "three digits cover a key");
-    int64_t count[RADIX] = {0};
-#define DIGIT(x) (((by_id ? (uint32_t)(x).id : desc_key((x).l)) >> shift) & (RADIX - 1))
-    for (int64_t i = 0; i < n; i++) count[DIGIT(src[i])]++;
-    if (count[DIGIT(src[0])] == n) return false;
-    int64_t pos = 0;
-    for (int d = 0; d < RADIX; d++) {
-        const int64_t k = count[d];
-        count[d] = pos;
-        pos += k;
+/* LSD radix sort into rw_cand_before order, O(n): each candidate becomes
+ * the 64-bit key desc_key(l) << 32 | id, whose unsigned order is that order
+ * exactly (ids are unique), and the keys are sorted 8 bits at a time -
+ * the id's digits up to its highest set bit, then the logit's four - with
+ * one pass over the keys for all the digit counts. tmp (n entries) and c
+ * hold the keys in turn (their memory is only reinterpreted through memcpy
+ * on the way in and out). */
+static void radix_sort(rw_cand *c, int64_t n, const rw_sort_buf *b) {
+    rw_cand *tmp = b->tmp;
+    _Static_assert(sizeof(rw_cand) == sizeof(uint64_t), "a candidate and a key have one size");
+    uint32_t max_id = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t k = (uint64_t)desc_key(c[i].l) << 32 | (uint32_t)c[i].id;
+        memcpy(&tmp[i], &k, sizeof k);
+        if ((uint32_t)c[i].id > max_id) max_id = (uint32_t)c[i].id;
     }
-    for (int64_t i = 0; i < n; i++) dst[count[DIGIT(src[i])]++] = src[i];
-#undef DIGIT
-    return true;
-}
-
-/* LSD radix sort into rw_cand_before order: by id first, then (stably) by
- * logit, so equal logits end up in id order. O(n), where qsort's calls
- * through a comparator cost about ten times more on a 150k vocabulary. */
-static void radix_sort(rw_cand *c, rw_cand *tmp, int64_t n) {
-    int32_t max_id = 0;
+    uint64_t *src = (uint64_t *)(void *)tmp, *dst = (uint64_t *)(void *)c;
+    /* n unique ids up to n - 1 are all of 0..n-1 (the whole vocabulary, as
+     * top-p sees it without top-k): one pass puts them in id order. */
+    const bool all_ids = max_id == (uint64_t)n - 1;
+    if (all_ids) {
+        for (int64_t i = 0; i < n; i++) dst[(uint32_t)src[i]] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    int shifts[RW_RADIX_DIGITS], nd = 0;
+    for (int sh = 0; !all_ids && sh < 32 && (max_id >> sh) > 0; sh += RW_RADIX_BITS) shifts[nd++] = sh;
+    for (int sh = 32; sh < 64; sh += RW_RADIX_BITS) shifts[nd++] = sh;
+    uint32_t(*cnt)[RW_RADIX] = b->count;
+    memset(cnt, 0, (size_t)nd * sizeof *cnt);
     for (int64_t i = 0; i < n; i++)
-        if (c[i].id > max_id) max_id = c[i].id;
-    rw_cand *src = c, *dst = tmp;
-    for (int by_id = 1; by_id >= 0; by_id--)
-        for (int shift = 0; shift < 32 && (!by_id || (max_id >> shift) > 0); shift += RADIX_BITS)
-            if (radix_pass(src, dst, n, by_id, shift)) {
-                rw_cand *t = src;
-                src = dst;
-                dst = t;
-            }
-    if (src != c) memcpy(c, src, (size_t)n * sizeof *c);
+        for (int d = 0; d < nd; d++) cnt[d][(src[i] >> shifts[d]) & (RW_RADIX - 1)]++;
+    for (int d = 0; d < nd; d++) {
+        const int sh = shifts[d];
+        if (cnt[d][(src[0] >> sh) & (RW_RADIX - 1)] == (uint32_t)n) continue; /* one digit value: nothing moves */
+        uint32_t pos = 0;
+        for (int v = 0; v < RW_RADIX; v++) {
+            const uint32_t k = cnt[d][v];
+            cnt[d][v] = pos;
+            pos += k;
+        }
+        for (int64_t i = 0; i < n; i++) dst[cnt[d][(src[i] >> sh) & (RW_RADIX - 1)]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k;
+        memcpy(&k, &src[i], sizeof k);
+        const rw_cand x = {.l = key_logit((uint32_t)(k >> 32)), .id = (int32_t)(uint32_t)k};
+        memcpy(&c[i], &x, sizeof x);
+    }
 }
 
-void rw_cand_select(rw_cand *c, rw_cand *tmp, int64_t n, int64_t m) {
+void rw_cand_select(rw_cand *c, int64_t n, int64_t m, const rw_sort_buf *b) {
     if (m > n) m = n;
     if (m <= 0) return;
     if (m < n / 8) {
@@ -114,7 +138,7 @@ void rw_cand_select(rw_cand *c, rw_cand *tmp, int64_t n, int64_t m) {
         n = m;
     }
     if (n > 1024)
-        radix_sort(c, tmp, n);
+        radix_sort(c, n, b);
     else
         qsort(c, (size_t)n, sizeof *c, cmp_cand);
 }
@@ -133,22 +157,27 @@ static float max_logit(const rw_cand *c, int64_t n, bool sorted) {
     return m;
 }
 
-/* top-p over c[0..n): the kept count. Sorts c (partly) on the way. */
-static int64_t top_p_keep(rw_cand *c, rw_cand *tmp, int64_t n, bool *sorted, float top_p) {
+/* top-p over c[0..n): the kept count. Sorts c (partly) on the way. The
+ * weights exp(l - max) are rounded to float and kept by id in w (n_vocab
+ * entries of scratch), so each costs one exp: the walk reads them back. */
+static int64_t top_p_keep(rw_cand *c, const rw_sort_buf *b, int64_t n, bool *sorted, float top_p, float *w) {
     const float max = max_logit(c, n, *sorted);
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += weight(c[i].l, max, 1.0);
+    for (int64_t i = 0; i < n; i++) {
+        w[c[i].id] = (float)weight(c[i].l, max, 1.0);
+        sum += w[c[i].id];
+    }
     /* Usually a few hundred tokens reach top_p: sort those first, and all
      * of them only when the mass is spread wider. */
     int64_t m = *sorted ? n : (n > 1024 ? 256 : n);
-    if (!*sorted) rw_cand_select(c, tmp, n, m);
+    if (!*sorted) rw_cand_select(c, n, m, b);
     double cum = 0.0;
     for (int64_t i = 0; i < n; i++) {
         if (i == m) {
-            rw_cand_select(c, tmp, n, n);
+            rw_cand_select(c, n, n, b);
             m = n;
         }
-        cum += weight(c[i].l, max, 1.0) / sum;
+        cum += w[c[i].id] / sum;
         if (cum >= top_p) {
             *sorted = true;
             return i + 1;
@@ -161,8 +190,8 @@ static int64_t top_p_keep(rw_cand *c, rw_cand *tmp, int64_t n, bool *sorted, flo
 void rw_sampler_probs(rw_sampler *s, const float *logits, float *p) {
     const int64_t nv = s->n_vocab;
     const float *row = rw_sampler_adjust(s, logits);
-    memset(p, 0, (size_t)nv * sizeof *p);
     if (!(s->p.temperature > 0.0f)) {
+        memset(p, 0, (size_t)nv * sizeof *p);
         p[rw_argmax(row, nv)] = 1.0f;
         return;
     }
@@ -171,11 +200,11 @@ void rw_sampler_probs(rw_sampler *s, const float *logits, float *p) {
     int64_t n = nv;
     bool sorted = false;
     if (s->p.top_k > 0 && s->p.top_k < n) {
-        rw_cand_select(c, c + nv, n, s->p.top_k);
+        rw_cand_select(c, n, s->p.top_k, &s->sort);
         n = s->p.top_k;
         sorted = true;
     }
-    if (s->p.top_p < 1.0f) n = top_p_keep(c, c + nv, n, &sorted, s->p.top_p);
+    if (s->p.top_p < 1.0f) n = top_p_keep(c, &s->sort, n, &sorted, s->p.top_p, p); /* p as scratch */
     if (s->p.min_p > 0.0f) {
         const float max = max_logit(c, n, sorted);
         const double floor_l = (double)max + log((double)s->p.min_p);
@@ -187,6 +216,7 @@ void rw_sampler_probs(rw_sampler *s, const float *logits, float *p) {
     const float max = max_logit(c, n, sorted);
     const double t = s->p.temperature;
     /* one exp per candidate: the weight waits in p (as a float) for the sum */
+    memset(p, 0, (size_t)nv * sizeof *p);
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
         const double w = weight(c[i].l, max, t);

@@ -11,6 +11,14 @@ typedef struct {
     int32_t id;
 } rw_cand;
 
+/* Scratch of the radix sort (rw_cand_select): a second candidate array of
+ * n_vocab entries and the counts of its 8-bit digits. */
+enum { RW_RADIX_BITS = 8, RW_RADIX = 1 << RW_RADIX_BITS, RW_RADIX_DIGITS = 8 };
+typedef struct {
+    rw_cand *tmp;
+    uint32_t (*count)[RW_RADIX]; /* RW_RADIX_DIGITS rows */
+} rw_sort_buf;
+
 /* The generator's independent streams at one position. */
 enum { RW_STREAM_SAMPLE = 0, RW_STREAM_ACCEPT = 1, RW_STREAM_RESIDUAL = 2 };
 
@@ -28,11 +36,12 @@ struct rw_sampler {
      * is off. Invariant: equals a recount over hist after every call. */
     int32_t *counts;
     /* Scratch, owned, n_vocab each, contents meaningless between calls:
-     * work = logits after bias and penalties, cand = surviving candidates
-     * (2 * n_vocab: the second half is the radix sort's buffer), prob = a
-     * probability vector (rw_sampler_sample, logprobs, residual). */
+     * work = logits after bias and penalties, cand = surviving candidates,
+     * sort = rw_cand_select's buffers, prob = a probability vector
+     * (rw_sampler_sample, logprobs, residual). */
     float *work;
     rw_cand *cand;
+    rw_sort_buf sort;
     float *prob;
 };
 
@@ -48,8 +57,8 @@ static inline bool rw_cand_before(rw_cand a, rw_cand b) { return a.l > b.l || (a
 
 /* Reorders c[0..n) so that c[0..m) are the m first candidates in
  * rw_cand_before order, sorted; the rest stay behind in some order. c has no
- * NaN; tmp has room for n candidates. */
-void rw_cand_select(rw_cand *c, rw_cand *tmp, int64_t n, int64_t m);
+ * NaN; b's buffers have room for n candidates. */
+void rw_cand_select(rw_cand *c, int64_t n, int64_t m, const rw_sort_buf *b);
 
 /* The row after logit bias and penalties: logits itself when both are off,
  * else s->work. */

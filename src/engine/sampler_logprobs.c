@@ -28,7 +28,7 @@ static int32_t raw_logprobs(rw_sampler *s, const float *logits, int32_t token, i
     const double lse = isinf(max) ? log((double)n_max) : log(sum);
 #define LOGPROB(l) (isinf(max) ? ((l) == max ? (float)-lse : -INFINITY) : (float)((double)(l) - (double)max - lse))
     if (token >= 0 && token < nv) *token_lp = LOGPROB(c[token].l);
-    rw_cand_select(c, c + nv, nv, n_top);
+    rw_cand_select(c, nv, n_top, &s->sort);
     for (int32_t i = 0; i < n_top; i++) top[i] = (rw_token_logprob){.token = c[i].id, .logprob = LOGPROB(c[i].l)};
 #undef LOGPROB
     return n_top;
@@ -46,7 +46,7 @@ static int32_t sampled_logprobs(rw_sampler *s, const float *logits, int32_t toke
     for (int64_t i = 0; i < nv; i++)
         if (p[i] > 0.0f) c[n++] = (rw_cand){.l = p[i], .id = (int32_t)i};
     if (n_top > n) n_top = (int32_t)n;
-    rw_cand_select(c, c + nv, n, n_top);
+    rw_cand_select(c, n, n_top, &s->sort);
     for (int32_t i = 0; i < n_top; i++)
         top[i] = (rw_token_logprob){.token = c[i].id, .logprob = (float)log((double)c[i].l)};
     return n_top;

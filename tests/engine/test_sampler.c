@@ -54,10 +54,10 @@ static void ref_probs(const float *logits, int n, const rw_sampler_params *sp, c
     int kept = n;
     if (sp->top_k > 0 && sp->top_k < kept) kept = sp->top_k;
     if (sp->top_p < 1.0f) {
-        double sum = 0.0, cum = 0.0;
-        for (int i = 0; i < kept; i++) sum += ref_weight(l[order[i]], l[order[0]], 1.0);
+        double sum = 0.0, cum = 0.0; /* weights rounded to float (sampler.h) */
+        for (int i = 0; i < kept; i++) sum += (float)ref_weight(l[order[i]], l[order[0]], 1.0);
         for (int i = 0; i < kept; i++) {
-            cum += ref_weight(l[order[i]], l[order[0]], 1.0) / sum;
+            cum += (float)ref_weight(l[order[i]], l[order[0]], 1.0) / sum;
             if (cum >= sp->top_p) {
                 kept = i + 1;
                 break;

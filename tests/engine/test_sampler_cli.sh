@@ -2,10 +2,17 @@
 # rewind generate's sampling options on the qwen3 F32 fixture: the defaults
 # and explicit "off" values give the greedy ids, a seed reproduces a sampled
 # run, top-k 1 is greedy at any temperature, a huge presence penalty never
-# repeats a token, bad values are usage errors.
+# repeats a token, bad values are usage errors. Also: rewind bench sampler
+# runs every setting (its JSON shape only; no timing is checked).
 set -u
 fx="${RW_FIXTURES:-../shared/fixtures}"
 bin="${REWIND:-build/rewind}"
+out=$("$bin" bench sampler --vocab 3000 --reps 2 --json) || { echo "bench sampler failed"; exit 1; }
+python3 -c "
+import json, sys
+d = json.loads(sys.argv[1]); r = d['results']
+assert d['vocab'] == 3000 and len(r) == 24, d
+assert all(x['mean_us'] >= 0 and x['best_us'] >= 0 and x['rows'] in ('peaked', 'flat') for x in r), r" "$out" || exit 1
 [ -d "$fx/qwen3" ] || { echo "no fixtures"; exit 77; }
 model="$fx/qwen3/qwen3-F32.gguf"
 ids="$fx/qwen3/qwen3.prompt.ids"
