@@ -21,6 +21,7 @@ int rw_cmd_tokenize(int argc, char **argv);
 int rw_cmd_detokenize(int argc, char **argv);
 int rw_cmd_bench(int argc, char **argv);
 int rw_cmd_serve(int argc, char **argv);
+int rw_cmd_demo_client(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
 int rw_bench_kernels(int argc, char **argv);
@@ -28,6 +29,7 @@ int rw_bench_tokenizer(int argc, char **argv);
 int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);
 int rw_bench_sampler(int argc, char **argv);
+int rw_bench_serve(int argc, char **argv);
 
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

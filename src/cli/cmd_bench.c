@@ -17,6 +17,8 @@ static const bench_entry benches[] = {
     {"kernels", rw_bench_kernels, "kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
     {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE] [--reps N]"},
     {"ops", rw_bench_ops, "ops [--ctx N] [--threads N] [--json] [--quick]"},
+    {"serve", rw_bench_serve,
+     "serve MODEL [--clients 1,4,16] [--requests N] [--prompt N] [--gen N] [--parallel N] [--threads N] [--json]"},
     {"model", rw_bench_model, "model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] [--reps R] [--json]"},
     {"sampler", rw_bench_sampler, "sampler [--vocab N] [--reps R] [--json]"},
 };

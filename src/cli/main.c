@@ -25,6 +25,9 @@ static const cli_command commands[] = {
     {"serve", rw_cmd_serve,
      "serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--api-key KEY] "
      "[--kv f32|f16] [--max-queue N] [--max-body BYTES] [--prefill-chunk N]"},
+    {"demo-client", rw_cmd_demo_client,
+     "demo-client [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-tokens N] [--system-tokens N] "
+     "[--wait SECONDS]"},
     {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
 };
 

@@ -20,7 +20,7 @@
 
 #include "server/server_int.h"
 
-enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS };
+enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
 
 static const struct {
     const char *path;
@@ -29,7 +29,8 @@ static const struct {
 } routes[] = {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
-    {"/metrics", "GET", R_METRICS},
+    {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},
 };
 
 /* Per-request state of one connection (libmicrohttpd's con_cls); freed in
@@ -162,6 +163,64 @@ static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool cha
     return send_owned(s, c, 200, json, "application/json", NULL);
 }
 
+/* llama.cpp's /tokenize {"content", "add_special" = false, "parse_special" =
+ * true} -> {"tokens"} and /detokenize {"tokens"} -> {"content"}. */
+static enum MHD_Result tokenize(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, bool detok) {
+    srv_error e;
+    json_error_t jerr;
+    json_t *o = json_loadb(cc->body ? cc->body : "", cc->len, 0, &jerr);
+    json_t *out = NULL;
+    rw_error err = {0};
+    if (!json_is_object(o)) {
+        srv_errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
+    } else if (!detok) {
+        json_t *content = json_object_get(o, "content"), *as = json_object_get(o, "add_special"),
+               *ps = json_object_get(o, "parse_special");
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (!json_is_string(content) || (as && !json_is_boolean(as)) || (ps && !json_is_boolean(ps)))
+            srv_errorf(&e, 400, "invalid_request_error", NULL, "content",
+                       "'content' must be a string; 'add_special' and 'parse_special' booleans");
+        else if (rw_tokenize(s->tok, json_string_value(content), json_string_length(content), json_is_true(as),
+                             !ps || json_is_true(ps), &ids, &n, &err))
+            srv_errorf(&e, 400, "invalid_request_error", NULL, "content", "%s", err.msg);
+        else {
+            json_t *a = json_array();
+            for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
+            out = json_pack("{s:o}", "tokens", a);
+        }
+        free(ids);
+    } else {
+        json_t *toks = json_object_get(o, "tokens"), *v;
+        size_t n = json_array_size(toks), i;
+        int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+        bool ok = json_is_array(toks) && ids;
+        json_array_foreach(toks, i, v) {
+            if (!ok) break;
+            ok = json_is_integer(v) && json_integer_value(v) >= 0 &&
+                 json_integer_value(v) < rw_tokenizer_n_vocab(s->tok);
+            if (ok) ids[i] = (int32_t)json_integer_value(v);
+        }
+        char *text = NULL;
+        size_t len = 0;
+        if (!ok)
+            srv_errorf(&e, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array of token ids");
+        else if (rw_detokenize(s->tok, ids, n, true, &text, &len, &err))
+            srv_errorf(&e, 400, "invalid_request_error", NULL, "tokens", "%s", err.msg);
+        else {
+            json_t *str = json_stringn(text, len);
+            out = json_pack("{s:o}", "content", str ? str : json_string(""));
+        }
+        free(text);
+        free(ids);
+    }
+    json_decref(o);
+    if (!out) return send_error(s, c, &e, NULL);
+    char *txt = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    return send_owned(s, c, 200, txt, "application/json", NULL);
+}
+
 static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
     switch (cc->route) {
     case R_HEALTH: return send_owned(s, c, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
@@ -176,6 +235,8 @@ static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_
     }
     case R_COMPLETIONS: return generate(s, c, false, cc);
     case R_CHAT: return generate(s, c, true, cc);
+    case R_TOKENIZE: return tokenize(s, c, cc, false);
+    case R_DETOKENIZE: return tokenize(s, c, cc, true);
     default: return MHD_NO;
     }
 }

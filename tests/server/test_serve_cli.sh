@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; exit 1; 
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 
-"$REWIND" serve "$F" --port 0 --ctx 256 --kv f32 --threads 1 --parallel 4 2> "$d/log" &
+"$REWIND" serve "$F" --port 0 --ctx 1024 --kv f32 --threads 1 --parallel 4 2> "$d/log" &
 pid=$!
 port=
 for _ in $(seq 1 600); do
@@ -44,6 +44,15 @@ for i in 1 2 3 4; do ask $((10 * i + 5)) $((8 + 4 * i)) "$d/c$i" & done
 wait $(jobs -p | grep -v "^$pid\$") 2>/dev/null
 for i in 1 2 3 4; do expect $((10 * i + 5)) $((8 + 4 * i)) "$d/c$i"; done
 
+# the scripted conversation: four turns, each with its prompt tokens (the
+# system prompt sized on the server's /tokenize)
+"$REWIND" demo-client --port "$port" --max-tokens 4 --system-tokens 300 > "$d/demo" || fail "demo-client failed"
+for turn in cold "exact repeat" "shared prefix" "extended conversation"; do
+  grep -q "^$turn .* s  *[0-9]* / [0-9]" "$d/demo" || fail "demo-client table lacks '$turn': $(cat "$d/demo")"
+done
+p1=$(grep '^cold' "$d/demo" | awk '{print $(NF)}')
+[ "$p1" -ge 300 ] && [ "$p1" -le 450 ] || fail "system prompt (300 tokens) + question out of range: $p1"
+
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/nothing")
 [ "$code" = 404 ] || fail "unknown route gave $code"
 
@@ -51,4 +60,9 @@ kill -TERM "$pid"
 wait "$pid"
 rc=$?
 [ $rc -eq 0 ] || fail "serve exited $rc after SIGTERM: $(cat "$d/log")"
+# the serving benchmark, tiny: two levels, JSON
+"$REWIND" bench serve "$F" --clients 1,2 --requests 2 --prompt 8 --gen 4 --threads 1 --json > "$d/bench" \
+  || fail "bench serve failed: $(cat "$d/bench")"
+grep -q '"levels":\[{"clients":1' "$d/bench" || fail "bench serve JSON: $(cat "$d/bench")"
+grep -q '"errors":0' "$d/bench" || fail "bench serve errors: $(cat "$d/bench")"
 echo "ok"
