@@ -99,14 +99,21 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 
 /* ---- the parallel driver --------------------------------------------- */
 
-enum { MAX_TILE = 16 * 16 };
+enum {
+    MAX_TILE = 1024, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng) */
+    PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
+};
 
-/* One group's share of a call (a plain matmul is one group). */
+/* One group's share of a call (a plain matmul is one group). Its activation
+ * rows are converted into "slots" of the scratch: one row each, or, when the
+ * group is packed (the kernel's group form), RW_MM_GROUP rows each. */
 typedef struct {
     const uint8_t *w;
     const int32_t *x_rows, *y_rows;
     int64_t n_rows;
-    int64_t row0;                 /* first converted row of this group in the scratch */
+    bool packed;
+    int64_t slot0, n_slots;       /* this group's slots in the call's slot numbering */
+    size_t off0, slot_bytes;      /* byte offset of its first slot in the scratch; bytes per slot */
     int64_t bw, bx;               /* weight rows / activation rows per task */
     int64_t n_wblocks, n_xblocks;
     int64_t task0;                /* first task of this group */
@@ -122,34 +129,54 @@ typedef struct {
     int64_t y_stride;
     mm_group *groups;
     int64_t n_groups;
-    int64_t total_rows;
-    uint8_t *xq; /* total_rows converted rows, xq_stride bytes apart */
-    size_t xq_stride;
-    int64_t conv_rows; /* rows per conversion task */
+    int64_t total_slots;
+    uint8_t *xq;        /* the converted activations */
+    int64_t conv_slots; /* slots per conversion task */
 } mm_job;
 
-/* The group holding flat index v, given each group's first index. */
+/* The last group whose first slot (or task) is <= v; groups without slots
+ * (tasks) share their first index with the next one, so callers skip
+ * forward past empty groups. */
 static const mm_group *group_of(const mm_job *j, int64_t v, bool by_task) {
     int64_t lo = 0, hi = j->n_groups - 1;
     while (lo < hi) {
         int64_t mid = (lo + hi + 1) / 2;
-        int64_t first = by_task ? j->groups[mid].task0 : j->groups[mid].row0;
+        int64_t first = by_task ? j->groups[mid].task0 : j->groups[mid].slot0;
         if (first <= v) lo = mid;
         else hi = mid - 1;
     }
     return &j->groups[lo];
 }
 
+static const float *x_row(const mm_job *j, const mm_group *g, int64_t i) {
+    return j->x + (g->x_rows ? g->x_rows[i] : i) * j->x_stride;
+}
+
 static void convert_task(void *ctx, int64_t task, int thread) {
     (void)thread;
     const mm_job *j = ctx;
-    int64_t r0 = task * j->conv_rows, r1 = r0 + j->conv_rows;
-    if (r1 > j->total_rows) r1 = j->total_rows;
-    for (int64_t r = r0; r < r1; r++) {
-        const mm_group *g = group_of(j, r, false);
-        while (r - g->row0 >= g->n_rows) g++; /* skip groups without rows */
-        int64_t i = r - g->row0, src = g->x_rows ? g->x_rows[i] : i;
-        j->k->convert_x(j->x + src * j->x_stride, j->xq + (size_t)r * j->xq_stride, j->n_in);
+    int64_t s0 = task * j->conv_slots, s1 = s0 + j->conv_slots;
+    if (s1 > j->total_slots) s1 = j->total_slots;
+    for (int64_t s = s0; s < s1; s++) {
+        const mm_group *g = group_of(j, s, false);
+        while (s - g->slot0 >= g->n_slots) g++; /* skip groups without slots */
+        int64_t i = s - g->slot0;
+        uint8_t *dst = j->xq + g->off0 + (size_t)i * g->slot_bytes;
+        if (!g->packed) {
+            j->k->convert_x(x_row(j, g, i), dst, j->n_in);
+            continue;
+        }
+        const float *rows[RW_MM_GROUP];
+        int n = 0;
+        for (int64_t r = i * RW_MM_GROUP; r < g->n_rows && n < RW_MM_GROUP; r++) rows[n++] = x_row(j, g, r);
+        j->k->convert_g(rows, n, dst, j->n_in);
+    }
+}
+
+static void store_rows(const mm_job *j, const mm_group *g, int64_t r, int nx, int64_t o, int nw, const float *out) {
+    for (int b = 0; b < nx; b++) {
+        int64_t dst = g->y_rows ? g->y_rows[r + b] : r + b;
+        memcpy(j->y + dst * j->y_stride + o, out + b * nw, (size_t)nw * sizeof(float));
     }
 }
 
@@ -157,10 +184,26 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     (void)thread;
     const mm_job *j = ctx;
     const mm_group *g = group_of(j, task, true);
+    while (task - g->task0 >= g->n_wblocks * g->n_xblocks) g++; /* skip groups without tasks */
     int64_t t = task - g->task0;
     int64_t wb = t / g->n_xblocks, xb = t % g->n_xblocks;
     int64_t o0 = wb * g->bw, o1 = o0 + g->bw < j->n_out ? o0 + g->bw : j->n_out;
     int64_t r0 = xb * g->bx, r1 = r0 + g->bx < g->n_rows ? r0 + g->bx : g->n_rows;
+    const uint8_t *xq = j->xq + g->off0;
+    float out[MAX_TILE];
+    if (g->packed) { /* r0 is a multiple of RW_MM_GROUP (bx is) */
+        const int mw = j->k->max_nw, mr = RW_MM_GROUP * j->k->max_ng;
+        for (int64_t o = o0; o < o1; o += mw) {
+            int nw = (int)(o1 - o < mw ? o1 - o : mw);
+            for (int64_t r = r0; r < r1; r += mr) {
+                int nx = (int)(r1 - r < mr ? r1 - r : mr), ng = (nx + RW_MM_GROUP - 1) / RW_MM_GROUP;
+                j->k->tile_g(j->n_in, g->w + (size_t)o * j->w_stride, j->w_stride, nw,
+                             xq + (size_t)(r / RW_MM_GROUP) * g->slot_bytes, g->slot_bytes, ng, out);
+                store_rows(j, g, r, nx, o, nw, out);
+            }
+        }
+        return;
+    }
     /* With few activation rows the work is bound by streaming the weights:
      * weight rows are then done one after the other, so the reads form one
      * sequential stream (the tile shape never changes results, see the file
@@ -168,18 +211,13 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
      * RW_MM_ROWS_1X weight rows, saving the per-call overhead. */
     const int mx = j->k->max_nx;
     const int mw = r1 - r0 == 1 ? RW_MM_ROWS_1X : r1 - r0 < mx ? 1 : j->k->max_nw;
-    const uint8_t *xq = j->xq + (size_t)g->row0 * j->xq_stride;
-    float out[MAX_TILE];
     for (int64_t o = o0; o < o1; o += mw) {
         int nw = (int)(o1 - o < mw ? o1 - o : mw);
         for (int64_t r = r0; r < r1; r += mx) {
             int nx = (int)(r1 - r < mx ? r1 - r : mx);
-            j->k->tile(j->n_in, g->w + (size_t)o * j->w_stride, j->w_stride, nw, xq + (size_t)r * j->xq_stride,
-                       j->xq_stride, nx, out);
-            for (int b = 0; b < nx; b++) {
-                int64_t dst = g->y_rows ? g->y_rows[r + b] : r + b;
-                memcpy(j->y + dst * j->y_stride + o, out + b * nw, (size_t)nw * sizeof(float));
-            }
+            j->k->tile(j->n_in, g->w + (size_t)o * j->w_stride, j->w_stride, nw, xq + (size_t)r * g->slot_bytes,
+                       g->slot_bytes, nx, out);
+            store_rows(j, g, r, nx, o, nw, out);
         }
     }
 }
@@ -212,31 +250,30 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     mm_job j = {
         .k = k, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes, .n_in = w->n_in,
         .n_out = w->n_out, .x = x, .x_stride = x_stride, .y = y, .y_stride = y_stride,
-        .n_groups = n_groups, .total_rows = total,
+        .n_groups = n_groups,
     };
-    j.xq_stride = (size_t)round_up((int64_t)k->x_bytes(w->n_in), 64);
-    /* scratch for the group table and the converted activations; freed before returning */
-    j.groups = malloc(sizeof *j.groups * (size_t)n_groups);
-    j.xq = aligned_alloc(64, j.xq_stride * (size_t)total);
-    if (!j.groups || !j.xq) {
-        free(j.groups);
-        free(j.xq);
-        return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of scratch",
-                         j.xq_stride * (size_t)total);
-    }
+    const size_t row_slot = (size_t)round_up((int64_t)k->x_bytes(w->n_in), 64);
+    const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(w->n_in), 64) : 0;
+    j.groups = malloc(sizeof *j.groups * (size_t)n_groups); /* freed before returning */
+    if (!j.groups) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
 
     /* Tasks per group: activation-row blocks of up to 64 rows; weight blocks
      * small enough that each thread gets several tasks (load balance), as a
      * multiple of the tile width. */
     int n_threads = rw_threadpool_size(pool);
-    int64_t row0 = 0, task0 = 0;
+    int64_t slot0 = 0, task0 = 0;
+    size_t off = 0;
     for (int64_t gi = 0; gi < n_groups; gi++) {
         mm_group *g = &j.groups[gi];
         int64_t n = groups[gi].n_rows;
+        bool packed = k->g_bytes && n >= PACK_MIN;
         *g = (mm_group){.w = groups[gi].data, .x_rows = groups[gi].x_rows, .y_rows = groups[gi].y_rows,
-                        .n_rows = n, .row0 = row0, .task0 = task0};
+                        .n_rows = n, .packed = packed, .slot0 = slot0, .off0 = off, .task0 = task0,
+                        .slot_bytes = packed ? group_slot : row_slot};
+        g->n_slots = packed ? (n + RW_MM_GROUP - 1) / RW_MM_GROUP : n;
         if (n) {
-            g->bx = n < 64 ? round_up(n, k->max_nx) : 64;
+            int64_t unit = packed ? RW_MM_GROUP * k->max_ng : k->max_nx;
+            g->bx = packed ? unit : n < 64 ? round_up(n, unit) : 64;
             g->n_xblocks = (n + g->bx - 1) / g->bx;
             int64_t bw = w->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
             if (bw > 64) bw = 64;
@@ -246,11 +283,18 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
             g->bx = g->bw = 1;
             g->n_xblocks = g->n_wblocks = 0;
         }
-        row0 += n;
+        slot0 += g->n_slots;
+        off += (size_t)g->n_slots * g->slot_bytes;
         task0 += g->n_wblocks * g->n_xblocks;
     }
-    j.conv_rows = total / (4 * n_threads) > 1 ? total / (4 * n_threads) : 1;
-    rw_threadpool_run(pool, convert_task, &j, (total + j.conv_rows - 1) / j.conv_rows);
+    j.total_slots = slot0;
+    j.xq = aligned_alloc(64, off); /* the converted activations; freed before returning */
+    if (!j.xq) {
+        free(j.groups);
+        return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of scratch", off);
+    }
+    j.conv_slots = slot0 / (4 * n_threads) > 1 ? slot0 / (4 * n_threads) : 1;
+    rw_threadpool_run(pool, convert_task, &j, (slot0 + j.conv_slots - 1) / j.conv_slots);
     rw_threadpool_run(pool, matmul_task, &j, task0);
     free(j.xq);
     free(j.groups);

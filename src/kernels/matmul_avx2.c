@@ -428,7 +428,7 @@ TILE_DISPATCH(q5_K)
 TILE_DISPATCH(q6_K)
 TILE_DISPATCH(iq4_xs)
 
-#define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {xb, conv, tile_##name, NW, NX};
+#define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_f32, convert_bf16)

@@ -21,6 +21,10 @@
  * tile goes through the same instruction sequence whatever the tile's size,
  * so the one-row (decode) and many-row (prefill) paths agree bitwise.
  *
+ * Q8_0 differs (see its section): one float step per block on the exact
+ * block sum, computed for many rows with one activation row per lane
+ * (matmul_int.h's group form), which keeps prefill bound by vpdpbusd.
+ *
  * Activation rows are converted (convert_x) into this file's own layouts,
  * described at each `x_*` struct; quantization rounds exactly as the
  * reference quantizer (roundf for Q8_0/Q8_1, nearest-even for Q8_K).
@@ -219,16 +223,6 @@ INLINE uint32_t q5_bits(const uint8_t qh[4]) {
     return v;
 }
 
-INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
-    const rw_block_q8_0 *b = (const rw_block_q8_0 *)row + 2 * c;
-    __m256i a = _mm256_loadu_si256((const __m256i *)b[0].qs);
-    __m256i h = two ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_set1_epi8((char)0x80);
-    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(a), h, 1);
-    w_chunk w = {_mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
-                 lane_scales16(b[0].d, two ? b[1].d : 0), _mm512_setzero_ps()};
-    return w;
-}
-
 INLINE w_chunk unpack_q4_0(const uint8_t *row, int64_t c, int two) {
     const rw_block_q4_0 *b = (const rw_block_q4_0 *)row + 2 * c;
     w_chunk w = {nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two),
@@ -310,12 +304,222 @@ INLINE w_chunk unpack_iq4_nl(const uint8_t *row, int64_t c, int two) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);            \
     }
 
-BLOCK32_TILE(q8_0, unpack_q8_0, 0)
 BLOCK32_TILE(q4_0, unpack_q4_0, 0)
 BLOCK32_TILE(q4_1, unpack_q4_1, 1)
 BLOCK32_TILE(q5_0, unpack_q5_0, 0)
 BLOCK32_TILE(q5_1, unpack_q5_1, 1)
 BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 0)
+
+/* ==== Q8_0: exact block sums, four float accumulators ===================
+ *
+ * Q8_0 does not use the per-lane scheme above: each output is
+ *   acc[k] = fma((float)isum_b, dw_b * dx_b, acc[k])   for b = 0, 1, ... in order,
+ *   k = (b % 8) / 2, acc[] starting at +0;   y = (acc[0] + acc[1]) + (acc[2] + acc[3])
+ * with isum_b the exact integer dot product of block b. Only one float step
+ * per block keeps many-row work bound by vpdpbusd, and both forms below do
+ * exactly this arithmetic per output:
+ *   - one row (tile): 16 blocks at a time in the lane layout (8 vpdpbusd),
+ *     their lanes summed exactly to one lane per block by a fixed tree that
+ *     leaves the blocks in "V order" [0 2 4 6 | 1 3 5 7 | 8 10 12 14 | 9 11 13 15];
+ *     the four 128-bit quarters then update the 4-lane accumulator in turn,
+ *     which is acc[k] in lane k, blocks in increasing order;
+ *   - many rows (tile_g): one activation row per lane; a block's 32 weights
+ *     are broadcast 4 bytes at a time against 16 rows' quants (biased +128
+ *     to unsigned, the bias removed exactly with -128 * sum of the block's
+ *     weights), giving isum_b for 16 rows in one register.
+ * Float accumulation differs from the reference only in order. */
+
+/* V order: lane l of a 16-block group holds block vord(l); block j sits in
+ * lane vpos(j). */
+static inline int vpos(int j) { return (j & 8) + ((j & 1) << 2) + ((j & 7) >> 1); }
+
+/* One-row activation: per 16 blocks, 8 lane-layout chunks (quants, -128 *
+ * lane sums) and the 16 block scales in V order (0 past the last block). */
+typedef struct {
+    struct {
+        int8_t qs[64];
+        int32_t base[16];
+    } ch[8];
+    float dx[16];
+} x_q8g;
+
+static size_t x_bytes_q8g(int64_t n) { return (size_t)((n / 32 + 15) / 16) * sizeof(x_q8g); }
+
+static void convert_q8_0_row(const float *x, void *xq, int64_t n) {
+    x_q8g *g = xq;
+    int64_t nb = n / 32;
+    memset(xq, 0, x_bytes_q8g(n));
+    for (int64_t b = 0; b < nb; b++) {
+        x_q8g *gg = &g[b / 16];
+        int j = (int)(b % 16), c = j / 2, half = j % 2, sum;
+        float d, d_raw;
+        quantize_block32(x + b * 32, gg->ch[c].qs + 32 * half, &d, &d_raw, &sum);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q4 = gg->ch[c].qs + 32 * half + 4 * l;
+            gg->ch[c].base[8 * half + l] = -128 * (q4[0] + q4[1] + q4[2] + q4[3]);
+        }
+        gg->dx[vpos(j)] = d;
+    }
+}
+
+/* Sums the 8 lanes of each block of p[0..7] (block 2c in lanes 0-7 of p[c],
+ * 2c+1 in lanes 8-15) into one lane per block, in V order. Exact. */
+INLINE __m512i block_sums16(const __m512i p[8]) {
+    __m512i t[4], u[2];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
+                                _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
+        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+                                _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Byte offsets of the 16 blocks of a group in V order (for the scale gather). */
+#define Q8_VOFF(j) ((j) * (int)sizeof(rw_block_q8_0))
+
+INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg) {
+    const int64_t nb = n / 32;
+    const __m512i voff = _mm512_setr_epi32(Q8_VOFF(0), Q8_VOFF(2), Q8_VOFF(4), Q8_VOFF(6), Q8_VOFF(1), Q8_VOFF(3),
+                                           Q8_VOFF(5), Q8_VOFF(7), Q8_VOFF(8), Q8_VOFF(10), Q8_VOFF(12),
+                                           Q8_VOFF(14), Q8_VOFF(9), Q8_VOFF(11), Q8_VOFF(13), Q8_VOFF(15));
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 16, xg++) {
+        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
+        const int left = nb - b0 < 16 ? (int)(nb - b0) : 16;
+        __m512i p[8];
+        __mmask16 valid;
+        if (left == 16) {
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)blk[2 * c].qs)),
+                                               _mm256_loadu_si256((const __m256i *)blk[2 * c + 1].qs), 1);
+                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
+                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+                                           _mm512_load_si512(xg->ch[c].qs));
+            }
+            valid = 0xFFFF;
+        } else {
+            /* missing blocks: zero quants and base, so their sums are 0 */
+            for (int c = 0; c < 8; c++) {
+                __m256i lo = 2 * c < left ? _mm256_loadu_si256((const __m256i *)blk[2 * c].qs)
+                                          : _mm256_set1_epi8((char)0x80);
+                __m256i hi = 2 * c + 1 < left ? _mm256_loadu_si256((const __m256i *)blk[2 * c + 1].qs)
+                                              : _mm256_set1_epi8((char)0x80);
+                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
+                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+                                           _mm512_load_si512(xg->ch[c].qs));
+            }
+            valid = 0;
+            for (int j = 0; j < left; j++) valid |= (__mmask16)(1u << vpos(j));
+        }
+        __m512 v = _mm512_cvtepi32_ps(block_sums16(p));
+        __m512i dw16 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, voff, blk, 1);
+        __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw16)), _mm512_load_ps(xg->dx));
+        acc = _mm_fmadd_ps(_mm512_castps512_ps128(v), _mm512_castps512_ps128(s), acc);
+        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 1), _mm512_extractf32x4_ps(s, 1), acc);
+        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(s, 2), acc);
+        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 3), _mm512_extractf32x4_ps(s, 3), acc);
+    }
+    float a[4];
+    _mm_storeu_ps(a, acc);
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                      float *out) {
+    for (int j = 0; j < nx; j++)
+        for (int i = 0; i < nw; i++) out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs));
+}
+
+/* Group of 16 activation rows: per block, 8 x 64 bytes (4-byte piece s of
+ * the block for rows 0..15: quant + 128) and the rows' block scales. */
+typedef struct {
+    uint8_t q[8][64];
+    float dx[16];
+} xg_q8_blk;
+
+static size_t g_bytes_q8(int64_t n) { return (size_t)(n / 32) * sizeof(xg_q8_blk); }
+
+static void convert_q8_0_g(const float *const *rows, int n_rows, void *xg, int64_t n) {
+    xg_q8_blk *g = xg;
+    int64_t nb = n / 32;
+    memset(xg, 0x80, g_bytes_q8(n)); /* padding rows: quants 0 */
+    for (int64_t b = 0; b < nb; b++) memset(g[b].dx, 0, sizeof g[b].dx);
+    for (int r = 0; r < n_rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t q[32];
+            float d, d_raw;
+            int sum;
+            quantize_block32(rows[r] + b * 32, q, &d, &d_raw, &sum);
+            for (int s = 0; s < 8; s++)
+                for (int t = 0; t < 4; t++) g[b].q[s][4 * r + t] = (uint8_t)(q[4 * s + t] + 128);
+            g[b].dx[r] = d;
+        }
+}
+
+enum { Q8G_MAX_NG = 4 };
+
+static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int ng,
+                        float *out) {
+    const int64_t nb = n / 32;
+    __m512 accs[Q8G_MAX_NG][NW][4];
+    for (int g = 0; g < ng; g++)
+        for (int i = 0; i < NW; i++)
+            for (int k = 0; k < 4; k++) accs[g][i][k] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        const int nbb = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        /* per weight row and block of this chunk: -128 * sum of the quants, and the scale */
+        int32_t corr[NW][8];
+        float dw[NW][8];
+        for (int i = 0; i < nw; i++)
+            for (int bb = 0; bb < nbb; bb++) {
+                const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + i * ws) + b0 + bb;
+                __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
+                __m256i s4 = _mm256_sad_epu8(v, _mm256_setzero_si256());
+                __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+                int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
+                corr[i][bb] = (int32_t)(-128 * sum);
+                dw[i][bb] = f16_to_f32(blk->d);
+            }
+        for (int g = 0; g < ng; g++) {
+            const xg_q8_blk *xb = (const xg_q8_blk *)(xg + (size_t)g * xgs) + b0;
+            __m512 acc[NW][4];
+            _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++)
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[i][k] = accs[g][i][k];
+            _Pragma("GCC unroll 8") for (int bb = 0; bb < 8; bb++) {
+                if (bb >= nbb) break;
+                __m512i X[8];
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) X[s] = _mm512_load_si512(xb[bb].q[s]);
+                const __m512 dx = _mm512_load_ps(xb[bb].dx);
+                _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) {
+                    if (i >= nw) break;
+                    const int32_t *wq = (const int32_t *)((const rw_block_q8_0 *)(w + i * ws) + b0 + bb)->qs;
+                    __m512i ia = _mm512_set1_epi32(corr[i][bb]), ib = _mm512_setzero_si512();
+                    _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
+                        int32_t w0, w1;
+                        memcpy(&w0, wq + s, 4);
+                        memcpy(&w1, wq + s + 1, 4);
+                        ia = _mm512_dpbusd_epi32(ia, X[s], _mm512_set1_epi32(w0));
+                        ib = _mm512_dpbusd_epi32(ib, X[s + 1], _mm512_set1_epi32(w1));
+                    }
+                    __m512 sc = _mm512_mul_ps(_mm512_set1_ps(dw[i][bb]), dx);
+                    acc[i][bb / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), sc, acc[i][bb / 2]);
+                }
+            }
+            _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++)
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) accs[g][i][k] = acc[i][k];
+        }
+    }
+    for (int g = 0; g < ng; g++)
+        for (int i = 0; i < nw; i++) {
+            float y[16];
+            _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(accs[g][i][0], accs[g][i][1]),
+                                              _mm512_add_ps(accs[g][i][2], accs[g][i][3])));
+            for (int l = 0; l < 16; l++) out[(g * 16 + l) * nw + i] = y[l];
+        }
+}
 
 /* ==== K-quants with Q8_K activations ===================================== */
 
@@ -684,7 +888,6 @@ KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 TILE_DISPATCH(f32)
 TILE_DISPATCH(f16)
 TILE_DISPATCH(bf16)
-TILE_DISPATCH(q8_0)
 TILE_DISPATCH(q4_0)
 TILE_DISPATCH(q4_1)
 TILE_DISPATCH(q5_0)
@@ -697,11 +900,12 @@ TILE_DISPATCH(q5_K)
 TILE_DISPATCH(q6_K)
 TILE_DISPATCH(iq4_xs)
 
-#define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {xb, conv, tile_##name, NW, NX};
+#define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
-K(q8_0, x_bytes_chunks, convert_q8_0_b128)
+static const rw_mm_kernel kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, NW, 1,
+                                          g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG};
 K(q4_0, x_bytes_chunks, convert_q8_0_b8)
 K(q4_1, x_bytes_chunks, convert_q8_1)
 K(q5_0, x_bytes_chunks, convert_q8_0_b16)

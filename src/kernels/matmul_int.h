@@ -11,6 +11,15 @@
  * The tile must compute every output with the same operations whatever nw,
  * nx and the element's place in the tile: this is what makes results batch
  * invariant (matmul.c is free to cut the work into any tiles).
+ *
+ * A kernel may also have a group form for many rows (g_bytes non-NULL):
+ *   - convert_g converts up to RW_MM_GROUP activation rows at once into one
+ *     packed group (missing rows are padding whose outputs are discarded);
+ *   - tile_g computes out[(g*RW_MM_GROUP + l)*nw + i] = dot(W row i, row l of
+ *     group g) for i < nw <= max_nw, g < ng <= max_ng.
+ * Each output must be bitwise what tile gives for that row alone: the group
+ * form only lays the same arithmetic out differently (e.g. one activation
+ * row per SIMD lane), so matmul.c may pick either form for any rows.
  */
 #ifndef RW_KERNELS_MATMUL_INT_H
 #define RW_KERNELS_MATMUL_INT_H
@@ -22,7 +31,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
-enum { RW_MM_ROWS_1X = 64 };
+enum { RW_MM_ROWS_1X = 64, RW_MM_GROUP = 16 };
 
 typedef struct {
     size_t (*x_bytes)(int64_t n_in); /* bytes of one converted activation row */
@@ -30,6 +39,12 @@ typedef struct {
     void (*tile)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq,
                  size_t xq_stride, int nx, float *out);
     int max_nw, max_nx;
+    /* group form (optional) */
+    size_t (*g_bytes)(int64_t n_in); /* bytes of one packed group */
+    void (*convert_g)(const float *const *rows, int n_rows, void *xg, int64_t n_in);
+    void (*tile_g)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride,
+                   int ng, float *out);
+    int max_ng;
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

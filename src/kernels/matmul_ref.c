@@ -335,7 +335,7 @@ static float dot_iq4_xs(int64_t n, const void *wp, const void *xp) {
             for (int i = 0; i < nw; i++)                                                            \
                 out[j * nw + i] = dot_##name(n_in, w + i * w_stride, xq + j * xq_stride);           \
     }                                                                                               \
-    static const rw_mm_kernel kernel_##name = {xb, conv, tile_##name, 1, 1};
+    static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = 1, .max_nx = 1};
 
 REF_KERNEL(f32, x_bytes_f32, convert_f32)
 REF_KERNEL(f16, x_bytes_16, convert_f16)
