@@ -48,6 +48,7 @@ static rw_status check_params(const rw_sampler_params *p, int64_t n_vocab, rw_er
     if (!(p->repeat_penalty >= 0.0f && isfinite(p->repeat_penalty)))
         return rw_errorf(err, RW_ERR_RANGE, "sampler: repeat penalty %g must be a finite number >= 0",
                          (double)p->repeat_penalty);
+    if (p->min_keep < 0) return rw_errorf(err, RW_ERR_RANGE, "sampler: min_keep %d is negative", (int)p->min_keep);
     if (p->penalty_last_n < 0)
         return rw_errorf(err, RW_ERR_RANGE, "sampler: penalty_last_n %d is negative", (int)p->penalty_last_n);
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))

@@ -15,9 +15,11 @@
  *   top-k        keep the k highest logits (k <= 0: off).
  *   top-p        softmax over what is left (weights exp(l - max) rounded
  *                to float, summed in double); keep the smallest prefix, in
- *                decreasing order, whose probabilities sum to >= top_p
- *                (top_p >= 1: off; top_p = 0 keeps one token).
- *   min-p        keep l >= max l + log(min_p) (min_p <= 0: off).
+ *                decreasing order, whose probabilities sum to >= top_p and
+ *                that has at least min_keep tokens (top_p >= 1: off; top_p =
+ *                0 keeps max(1, min_keep) tokens).
+ *   min-p        keep l >= max l + log(min_p), or the min_keep first when
+ *                fewer pass (min_p <= 0: off).
  *   temperature  p = softmax(l / T) over what is left.
  *
  * Top-k/top-p/min-p see the logits before temperature, as in llama.cpp.
@@ -72,6 +74,7 @@ typedef struct {
      * (llama.cpp's repeat_last_n; llama-server also feeds it the prompt -
      * call rw_sampler_accept on the prompt tokens to get that). */
     int32_t penalty_last_n;
+    int32_t min_keep; /* top-p and min-p keep at least this many (llama.cpp's min_keep; 0 or 1: one) */
     uint64_t seed;
     const rw_logit_bias *logit_bias; /* copied by rw_sampler_new; may be NULL */
     int32_t n_logit_bias;

@@ -160,7 +160,8 @@ static float max_logit(const rw_cand *c, int64_t n, bool sorted) {
 /* top-p over c[0..n): the kept count. Sorts c (partly) on the way. The
  * weights exp(l - max) are rounded to float and kept by id in w (n_vocab
  * entries of scratch), so each costs one exp: the walk reads them back. */
-static int64_t top_p_keep(rw_cand *c, const rw_sort_buf *b, int64_t n, bool *sorted, float top_p, float *w) {
+static int64_t top_p_keep(rw_cand *c, const rw_sort_buf *b, int64_t n, bool *sorted, float top_p, int64_t min_keep,
+                          float *w) {
     const float max = max_logit(c, n, *sorted);
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -178,7 +179,7 @@ static int64_t top_p_keep(rw_cand *c, const rw_sort_buf *b, int64_t n, bool *sor
             m = n;
         }
         cum += w[c[i].id] / sum;
-        if (cum >= top_p) {
+        if (cum >= top_p && i + 1 >= min_keep) {
             *sorted = true;
             return i + 1;
         }
@@ -204,14 +205,24 @@ void rw_sampler_probs(rw_sampler *s, const float *logits, float *p) {
         n = s->p.top_k;
         sorted = true;
     }
-    if (s->p.top_p < 1.0f) n = top_p_keep(c, &s->sort, n, &sorted, s->p.top_p, p); /* p as scratch */
+    const int64_t min_keep = s->p.min_keep > 0 ? s->p.min_keep : 1;
+    if (s->p.top_p < 1.0f) n = top_p_keep(c, &s->sort, n, &sorted, s->p.top_p, min_keep, p); /* p as scratch */
     if (s->p.min_p > 0.0f) {
         const float max = max_logit(c, n, sorted);
         const double floor_l = (double)max + log((double)s->p.min_p);
         int64_t k = 0;
-        for (int64_t i = 0; i < n; i++) /* keeps the order, so sorted stays true */
-            if ((double)c[i].l >= floor_l || c[i].l == max) c[k++] = c[i];
-        n = k;
+        for (int64_t i = 0; i < n; i++) k += (double)c[i].l >= floor_l || c[i].l == max;
+        const int64_t keep = min_keep < n ? min_keep : n;
+        if (k >= keep) {
+            k = 0;
+            for (int64_t i = 0; i < n; i++) /* keeps the order, so sorted stays true */
+                if ((double)c[i].l >= floor_l || c[i].l == max) c[k++] = c[i];
+            n = k;
+        } else { /* too few pass: the min_keep first instead */
+            if (!sorted) rw_cand_select(c, n, keep, &s->sort);
+            n = keep;
+            sorted = true;
+        }
     }
     const float max = max_logit(c, n, sorted);
     const double t = s->p.temperature;

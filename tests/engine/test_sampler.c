@@ -52,24 +52,30 @@ static void ref_probs(const float *logits, int n, const rw_sampler_params *sp, c
             order[j - 1] = x;
         }
     int kept = n;
+    const int min_keep = sp->min_keep > 1 ? sp->min_keep : 1;
     if (sp->top_k > 0 && sp->top_k < kept) kept = sp->top_k;
     if (sp->top_p < 1.0f) {
         double sum = 0.0, cum = 0.0; /* weights rounded to float (sampler.h) */
         for (int i = 0; i < kept; i++) sum += (float)ref_weight(l[order[i]], l[order[0]], 1.0);
         for (int i = 0; i < kept; i++) {
             cum += (float)ref_weight(l[order[i]], l[order[0]], 1.0) / sum;
-            if (cum >= sp->top_p) {
+            if (cum >= sp->top_p && i + 1 >= min_keep) {
                 kept = i + 1;
                 break;
             }
         }
     }
     if (sp->min_p > 0.0f) {
-        int k = 0;
+        int k = 0, pass[NV_MAX];
         for (int i = 0; i < kept; i++)
             if ((double)l[order[i]] >= (double)l[order[0]] + log((double)sp->min_p) || l[order[i]] == l[order[0]])
-                order[k++] = order[i];
-        kept = k;
+                pass[k++] = order[i];
+        if (k >= (min_keep < kept ? min_keep : kept)) {
+            memcpy(order, pass, (size_t)k * sizeof *order);
+            kept = k;
+        } else {
+            kept = min_keep; /* the first min_keep in order (fewer than kept) */
+        }
     }
     double sum = 0.0;
     for (int i = 0; i < kept; i++) sum += ref_weight(l[order[i]], l[order[0]], sp->temperature);
@@ -154,6 +160,19 @@ static void test_edges(void) {
         check_expect("top-p 0", l, 3, &sp, (const double[]){0, 1, 0});
         sp.top_p = 0.9f;
         check_probs("top-p .9", l, 3, &sp, NULL, 0);
+    }
+    { /* min_keep: top-p and min-p keep at least that many */
+        const float l[] = {logf(0.3f), logf(0.5f), logf(0.2f)};
+        sp = with_temp(1.0f);
+        sp.top_p = 0.0f;
+        sp.min_keep = 2;
+        check_expect("top-p 0 min_keep 2", l, 3, &sp, (const double[]){0.375, 0.625, 0});
+        sp.top_p = 1.0f;
+        sp.min_p = 1.0f;
+        sp.min_keep = 2;
+        check_expect("min-p 1 min_keep 2", l, 3, &sp, (const double[]){0.375, 0.625, 0});
+        sp.min_keep = 5; /* more than there are */
+        check_expect("min_keep > n", l, 3, &sp, (const double[]){0.3, 0.5, 0.2});
     }
     { /* min-p: relative probabilities 1 .6 .4 .5, floor .5 */
         const float l[] = {L, logf(0.6f), logf(0.4f), logf(0.5f)};
@@ -370,6 +389,7 @@ static void test_combined(void) {
                     sp.frequency_penalty = iter % 2 ? 0.3f : 0.0f;
                     sp.repeat_penalty = iter % 4 ? 1.0f : 1.2f;
                     sp.penalty_last_n = iter % 5;
+                    sp.min_keep = iter % 9 == 0 ? 5 : iter % 9 == 1 ? 1 : 0;
                     const rw_logit_bias b[] = {{5, 1.5f}, {6, -INFINITY}};
                     sp.logit_bias = b;
                     sp.n_logit_bias = iter % 7 == 0 ? 2 : 0;
@@ -522,6 +542,9 @@ static void test_errors(void) {
     CHECK(rw_sampler_new(&sp, 4, &s, &err) == RW_ERR_RANGE);
     sp = rw_sampler_params_default();
     sp.min_p = -0.1f;
+    CHECK(rw_sampler_new(&sp, 4, &s, &err) == RW_ERR_RANGE);
+    sp = rw_sampler_params_default();
+    sp.min_keep = -1;
     CHECK(rw_sampler_new(&sp, 4, &s, &err) == RW_ERR_RANGE);
     sp = rw_sampler_params_default();
     sp.frequency_penalty = INFINITY;
