@@ -1,6 +1,6 @@
 /* cmd_serve.c - `rewind serve MODEL [--host 127.0.0.1] [--port 8080]
  * [--parallel N] [--ctx N] [--threads N] [--api-key KEY] [--kv f32|f16]
- * [--max-queue N] [--max-body BYTES] [--prefill-chunk N]`: the
+ * [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM. */
 #include <signal.h>
@@ -18,13 +18,14 @@ static const char *CMD = "serve";
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
-                    "[--api-key KEY] [--kv f32|f16] [--max-queue N] [--max-body BYTES] [--prefill-chunk N]\n");
+                    "[--api-key KEY] [--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] "
+                    "[--prefill-chunk N]\n");
     return 2;
 }
 
 int rw_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
-    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256;
+    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 256;
     rw_kv_type kv = RW_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -43,6 +44,8 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 20, &max_queue)) return 2;
         } else if (!strcmp(a, "--max-body") && v) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1024, 1L << 32, &max_body)) return 2;
+        } else if (!strcmp(a, "--max-connections") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 65536, &max_conn)) return 2;
         } else if (!strcmp(a, "--prefill-chunk") && v) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &chunk)) return 2;
         } else if (!strcmp(a, "--kv") && v) {
@@ -87,7 +90,8 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .port = (int)port,
                                  .api_key = api_key,
                                  .model_id = base,
-                                 .max_body_bytes = (size_t)max_body};
+                                 .max_body_bytes = (size_t)max_body,
+                                 .max_connections = (int)max_conn};
     if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), base, parallel, ctx,

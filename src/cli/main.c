@@ -24,7 +24,7 @@ static const cli_command commands[] = {
     {"generate", rw_cmd_generate, "generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--print-ids]"},
     {"serve", rw_cmd_serve,
      "serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--api-key KEY] "
-     "[--kv f32|f16] [--max-queue N] [--max-body BYTES] [--prefill-chunk N]"},
+     "[--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]"},
     {"demo-client", rw_cmd_demo_client,
      "demo-client [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-tokens N] [--system-tokens N] "
      "[--wait SECONDS]"},
