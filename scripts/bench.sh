@@ -9,6 +9,9 @@
 #   rewind bench model      prefill (512 tokens) and decode tokens/s and peak
 #                           memory on synthesized Qwen3-0.6B and Qwen3.5-0.8B
 #                           files (made once with rewind synth, kept in build/bench)
+#   rewind bench serve      the HTTP server with 1, 4 and 16 concurrent streaming
+#                           clients on the Qwen3.5-0.8B Q8_0 file: generated
+#                           tokens/s and time to first token p50/p99
 #   rewind bench sampler    microseconds per token of the sampler settings
 #                           on 151936-token rows
 #   rewind bench tokenizer  MB/s on the Qwen3 vocabulary (when ../shared/fixtures is there), on a
@@ -30,6 +33,9 @@ for spec in "qwen3 qwen3-0.6b q8_0" "qwen35 qwen35-0.8b q8_0" "qwen35 qwen35-0.8
   echo "== rewind bench model $f --prompt 512 --gen 64 --threads 2"
   $bin bench model "$f" --prompt 512 --gen 64 --threads 2
 done
+f=build/bench/qwen35-0.8b-q8_0.gguf
+echo "== rewind bench serve $f --clients 1,4,16 --threads 2"
+$bin bench serve "$f" --clients 1,4,16 --threads 2
 vocab="${RW_FIXTURES:-../shared/fixtures}/tokenizer/ggml-vocab-qwen3.gguf"
 if [ -f "$vocab" ]; then
   echo "== rewind bench tokenizer $vocab"

@@ -20,7 +20,7 @@
 
 #include "server/server_int.h"
 
-enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
+enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
 
 static const struct {
     const char *path;
@@ -37,6 +37,7 @@ static const struct {
  * request_completed. */
 typedef struct {
     int route;
+    char model[256]; /* R_MODEL: the id asked for */
     bool answered; /* an error was queued at the headers */
     bool too_big;
     char *body;
@@ -225,10 +226,19 @@ static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_
     switch (cc->route) {
     case R_HEALTH: return send_owned(s, c, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
     case R_METRICS: return send_owned(s, c, 200, srv_metrics_text(s), "text/plain; version=0.0.4", NULL);
-    case R_MODELS: {
-        json_t *m = json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:I}]}", "object", "list", "data", "id", s->model_id, "object",
-                              "model", "created", (json_int_t)s->started, "owned_by", "rewind", "max_model_len",
+    case R_MODELS:
+    case R_MODEL: {
+        json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_id, "object", "model", "created",
+                              (json_int_t)s->started, "owned_by", "rewind", "max_model_len",
                               (json_int_t)rw_engine_get_config(s->engine)->n_ctx);
+        if (cc->route == R_MODEL && strcmp(cc->model, s->model_id)) {
+            json_decref(m);
+            srv_error e;
+            srv_errorf(&e, 404, "invalid_request_error", "model_not_found", "model",
+                       "The model '%s' does not exist (this server has '%s')", cc->model, s->model_id);
+            return send_error(s, c, &e, NULL);
+        }
+        if (m && cc->route == R_MODELS) m = json_pack("{s:s,s:[o]}", "object", "list", "data", m);
         char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
         json_decref(m);
         return send_owned(s, c, 200, txt, "application/json", NULL);
@@ -256,6 +266,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             if (strcmp(url, routes[i].path)) continue;
             allow = routes[i].method;
             if (!strcmp(method, routes[i].method)) cc->route = routes[i].route;
+        }
+        if (!strncmp(url, "/v1/models/", 11) && url[11] && strlen(url + 11) < sizeof cc->model) {
+            allow = "GET"; /* GET /v1/models/{id} */
+            snprintf(cc->model, sizeof cc->model, "%s", url + 11);
+            if (!strcmp(method, "GET")) cc->route = R_MODEL;
         }
         if (cc->route == R_NONE) {
             cc->answered = true;

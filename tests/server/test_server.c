@@ -553,6 +553,8 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400},
         {"GET", "/v1/nothing", NULL, 404},
+        {"GET", "/v1/models/nope", NULL, 404},
+        {"POST", "/v1/models/fixture", "{}", 405},
         {"POST", "/", "{}", 404},
         {"GET", "/v1/completions", NULL, 405},
         {"DELETE", "/v1/chat/completions", NULL, 405},
@@ -694,6 +696,7 @@ int main(void) {
     CHECK_EQ_INT(request(&t, "GET", "/v1/models", NULL, 0, &models), 200);
     CHECK(models && strstr(models, "\"fixture\""));
     free(models);
+    CHECK_EQ_INT(request(&t, "GET", "/v1/models/fixture", NULL, 0, NULL), 200);
 
     test_greedy(&t);
     test_seeded(&t);
