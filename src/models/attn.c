@@ -18,8 +18,35 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
         for (int64_t i = 0; i < dim; i++) y[t * dim + i] += b[i];
 }
 
-rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_layer *L, const mdl_batch *b,
-                        rw_error *err) {
+rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
+                     const float *v, int64_t dv, float scale, float *att, rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    const int hdk = hp->head_dim_k, hdv = hp->head_dim_v;
+    const int64_t da = (int64_t)hp->n_head * hdv;
+    for (int i = 0; i < b->n_seg; i++) {
+        const mdl_seg *g = &b->seg[i];
+        rw_layer_state *st = g->s->layer[il];
+        rw_status r = rw_kv_state_append(st, g->n, k + g->row0 * dk, dk, v + g->row0 * dv, dv, err);
+        if (r) return r;
+        /* The cache's per-head strides: K [head][capacity][hd_k], V
+         * transposed [head][hd_v][capacity] (cache/kv.h). */
+        const rw_kv_cache *c = rw_kv_state_cache(st);
+        const int64_t cap = rw_kv_capacity(c);
+        const rw_attn_kv kv = {
+            .k = rw_kv_k_head(c, 0, 0),
+            .vt = rw_kv_v_head(c, 0, 0),
+            .k_head_stride = cap * hdk,
+            .v_head_stride = cap * hdv,
+            .v_stride = cap,
+            .f16 = rw_kv_get_config(c)->type == RW_KV_F16,
+        };
+        rw_attn_causal(&kv, q + g->row0 * dq, dq, g->pos0, g->n, hp->n_head, hp->n_head_kv, hdk, hdv, scale,
+                       att + g->row0 * da, da, m->sc.scores, b->pool);
+    }
+    return RW_OK;
+}
+
+rw_status mdl_attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     const int64_t n = b->n;
@@ -47,20 +74,7 @@ rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_la
             rw_rope(x, hp->n_rot, neox, cs);
         }
     }
-    if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;
-    /* The cache's per-head strides: K [head][capacity][hd_k], V transposed
-     * [head][hd_v][capacity] (cache/kv.h). */
-    const int64_t cap = rw_kv_capacity(s->kv);
-    const rw_attn_kv kv = {
-        .k = rw_kv_k_head(s->kv, il, 0),
-        .vt = rw_kv_v_head(s->kv, il, 0),
-        .k_head_stride = cap * hdk,
-        .v_head_stride = cap * hdv,
-        .v_stride = cap,
-        .f16 = rw_kv_get_config(s->kv)->type == RW_KV_F16,
-    };
-    rw_attn_causal(&kv, sc->q, dq, b->pos0, n, hp->n_head, hp->n_head_kv, hdk, hdv, 1.0f / sqrtf((float)hdk), sc->att,
-                   (int64_t)hp->n_head * hdv, sc->scores, b->pool);
+    if ((st = mdl_attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)hdk), sc->att, err))) return st;
     if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, L->bo, n, hp->n_embd);
     return RW_OK;

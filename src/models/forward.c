@@ -88,83 +88,162 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
     return RW_OK;
 }
 
-/* Runs n <= MDL_UBATCH tokens at positions pos0.. (the cache holds pos0
- * positions). logits (if not NULL) receives rows first..n-1 of this chunk;
- * layer_out rows go to layer_out + il * layer_stride. */
-static rw_status forward_chunk(rw_model *m, rw_model_seq *s, const int32_t *tokens, int64_t n, int64_t pos0,
-                               float *logits, int64_t first, float *layer_out, size_t layer_stride,
-                               rw_threadpool *pool, rw_error *err) {
+/* Runs one pass over the rows of b (tokens at b->seg positions). Embedding
+ * and RoPE tables per row; then the layers. layer_out (if any) receives the
+ * residual stream after each layer at layer_out + il * layer_stride. */
+static rw_status run_pass(rw_model *m, const int32_t *tokens, const mdl_batch *b, float *layer_out, size_t layer_stride,
+                          rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     rw_status st;
-    if ((st = embed(m, tokens, n, err))) return st;
-    for (int64_t t = 0; t < n; t++)
-        rw_rope_cache((float)(pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
-                           m->sc.rope_cs + t * hp->n_rot);
-    const mdl_batch b = {.n = n, .pos0 = pos0, .pool = pool};
+    if ((st = embed(m, tokens, b->n, err))) return st;
+    for (int i = 0; i < b->n_seg; i++)
+        for (int64_t t = 0; t < b->seg[i].n; t++)
+            rw_rope_cache((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
+                          m->sc.rope_cs + (b->seg[i].row0 + t) * hp->n_rot);
     for (int il = 0; il < hp->n_layer; il++) {
-        if ((st = m->arch->layer(m, s, il, &b, err))) return st;
+        if ((st = m->arch->layer(m, il, b, err))) return st;
         if (layer_out)
-            memcpy(layer_out + (size_t)il * layer_stride, m->sc.x, (size_t)n * (size_t)hp->n_embd * sizeof(float));
+            memcpy(layer_out + (size_t)il * layer_stride, m->sc.x, (size_t)b->n * (size_t)hp->n_embd * sizeof(float));
     }
-    if (logits && first < n) {
-        const int64_t rows = n - first;
-        const int e = hp->n_embd;
-        for (int64_t t = 0; t < rows; t++)
-            rw_rmsnorm(m->sc.x + (first + t) * e, m->output_norm, e, hp->rms_eps, m->sc.xn + t * e);
-        if ((st = mdl_matmul(&m->output, m->sc.xn, rows, logits, pool, err))) return st;
+    return RW_OK;
+}
+
+/* Logits of the given rows of the pass (rows[i] of m->sc.x) into dst[i]. The
+ * rows are gathered and go through the output head together, in groups. */
+#define HEAD_GROUP 32
+static rw_status head_rows(rw_model *m, const int64_t *rows, float *const *dst, int64_t n, rw_threadpool *pool,
+                           rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    const int e = hp->n_embd;
+    const int64_t V = hp->n_vocab;
+    float *tmp = NULL;
+    rw_status st = RW_OK;
+    for (int64_t g = 0; g < n && !st; g += HEAD_GROUP) {
+        const int64_t k = n - g < HEAD_GROUP ? n - g : HEAD_GROUP;
+        for (int64_t i = 0; i < k; i++) rw_rmsnorm(m->sc.x + rows[g + i] * e, m->output_norm, e, hp->rms_eps, m->sc.xn + i * e);
+        /* straight into the destination when it is one block of rows */
+        bool direct = true;
+        for (int64_t i = 1; i < k && direct; i++) direct = dst[g + i] == dst[g] + i * V;
+        float *out = dst[g];
+        if (!direct) {
+            if (!tmp && !(tmp = malloc((size_t)HEAD_GROUP * (size_t)V * sizeof *tmp)))
+                return rw_errorf(err, RW_ERR_NOMEM, "out of memory for logits");
+            out = tmp;
+        }
+        if ((st = mdl_matmul(&m->output, m->sc.xn, k, out, pool, err))) break;
         const float ls = hp->logit_scale;
-        if (ls != 0.0f && ls != 1.0f) { /* times 1/scale, as ggml_scale(logits, 1/logit_scale) */
-            const float inv = 1.0f / ls;
-            for (int64_t i = 0; i < rows * hp->n_vocab; i++) logits[i] *= inv;
+        for (int64_t i = 0; i < k; i++) {
+            float *o = out + i * V;
+            if (ls != 0.0f && ls != 1.0f) { /* times 1/scale, as ggml_scale(logits, 1/logit_scale) */
+                const float inv = 1.0f / ls;
+                for (int64_t j = 0; j < V; j++) o[j] *= inv;
+            }
+            if (!direct) memcpy(dst[g + i], o, (size_t)V * sizeof *o);
         }
     }
-    return rw_kv_set_length(s->kv, pos0 + n, err);
+    free(tmp);
+    return st;
+}
+
+static rw_status check_items(const rw_model *m, const rw_batch_item *items, int n_items, rw_error *err) {
+    if (n_items <= 0 || !items) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: no sequences");
+    for (int i = 0; i < n_items; i++) {
+        const rw_batch_item *it = &items[i];
+        if (!it->seq || !it->tokens || it->n <= 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: no tokens");
+        if (it->seq->m != m) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: sequence belongs to another model");
+        for (int j = 0; j < i; j++)
+            if (items[j].seq == it->seq) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: a sequence appears twice");
+        for (int64_t t = 0; t < it->n; t++)
+            if (it->tokens[t] < 0 || it->tokens[t] >= m->hp.n_vocab)
+                return rw_errorf(err, RW_ERR_RANGE, "token id %d at index %lld is outside the vocabulary (%lld)",
+                                 (int)it->tokens[t], (long long)t, (long long)m->hp.n_vocab);
+        if (it->seq->len + it->n > it->seq->max_ctx)
+            return rw_errorf(err, RW_ERR_CONTEXT, "%lld tokens after %lld exceed the context size %lld",
+                             (long long)it->n, (long long)it->seq->len, (long long)it->seq->max_ctx);
+    }
+    return RW_OK;
+}
+
+/* The shared pass loop: items split into passes of at most MDL_UBATCH rows
+ * in item order. A token's result does not depend on the split. */
+static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_items, float *layer_out,
+                               rw_threadpool *pool, rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    rw_status st = check_items(m, items, n_items, err);
+    if (st) return st;
+    int64_t *old_len = malloc((size_t)n_items * sizeof *old_len);
+    mdl_seg *seg = malloc((size_t)n_items * sizeof *seg);
+    int32_t *tok = malloc(MDL_UBATCH * sizeof *tok);
+    int64_t *rows = malloc(MDL_UBATCH * sizeof *rows);
+    float **dst = malloc(MDL_UBATCH * sizeof *dst);
+    if (!old_len || !seg || !tok || !rows || !dst) {
+        st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_items; i++) old_len[i] = items[i].seq->len;
+    for (int i = 0; i < n_items && !st; i++) st = mdl_seq_push_tokens(items[i].seq, items[i].tokens, items[i].n, err);
+    if (st) goto done;
+    const int64_t total_rows = n_items == 1 ? items[0].n : 0;
+    int it = 0;
+    int64_t off = 0; /* next token of item it */
+    while (it < n_items && !st) {
+        /* gather up to MDL_UBATCH rows */
+        int ns = 0;
+        int64_t nrow = 0, n_ctx = 0;
+        int first_item = it;
+        int64_t first_off = off;
+        while (it < n_items && nrow < MDL_UBATCH) {
+            const rw_batch_item *x = &items[it];
+            int64_t k = x->n - off;
+            if (k > MDL_UBATCH - nrow) k = MDL_UBATCH - nrow;
+            rw_model_seq *s = x->seq;
+            seg[ns] = (mdl_seg){.s = s, .row0 = nrow, .n = k, .pos0 = s->len};
+            memcpy(tok + nrow, s->tokens + s->len, (size_t)k * sizeof *tok);
+            if (s->len + k > n_ctx) n_ctx = s->len + k;
+            mdl_seq_plan_pass(s, k);
+            nrow += k, ns++;
+            off += k;
+            if (off == x->n) it++, off = 0;
+        }
+        if ((st = scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
+        const mdl_batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
+        float *lo = layer_out ? layer_out + (size_t)first_off * (size_t)hp->n_embd : NULL;
+        if ((st = run_pass(m, tok, &b, lo, (size_t)total_rows * (size_t)hp->n_embd, err))) break;
+        /* logits wanted from this pass */
+        int64_t nr = 0;
+        for (int i = 0; i < ns; i++) {
+            const rw_batch_item *x = &items[first_item + i];
+            const int64_t item_off = seg[i].pos0 - old_len[first_item + i];
+            if (!x->logits) continue;
+            if (x->all_logits) {
+                for (int64_t t = 0; t < seg[i].n; t++)
+                    rows[nr] = seg[i].row0 + t, dst[nr++] = x->logits + (item_off + t) * hp->n_vocab;
+            } else if (item_off + seg[i].n == x->n) {
+                rows[nr] = seg[i].row0 + seg[i].n - 1, dst[nr++] = x->logits;
+            }
+        }
+        for (int i = 0; i < ns; i++) {
+            seg[i].s->len += seg[i].n;
+            mdl_seq_retain(seg[i].s);
+        }
+        if (nr && (st = head_rows(m, rows, dst, nr, pool, err))) break;
+        (void)first_off;
+    }
+    if (st) /* every sequence back to where it was */
+        for (int i = 0; i < n_items; i++) mdl_seq_rewind_layers(items[i].seq, old_len[i], pool, NULL);
+done:
+    free(old_len), free(seg), free(tok), free(rows), free(dst);
+    return st;
 }
 
 rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *a, rw_error *err) {
-    const rw_model_hparams *hp = &m->hp;
     if (!a || !a->tokens || a->n <= 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: no tokens");
-    if (s->m != m) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: sequence belongs to another model");
-    for (int64_t t = 0; t < a->n; t++)
-        if (a->tokens[t] < 0 || a->tokens[t] >= hp->n_vocab)
-            return rw_errorf(err, RW_ERR_RANGE, "token id %d at index %lld is outside the vocabulary (%lld)",
-                             (int)a->tokens[t], (long long)t, (long long)hp->n_vocab);
-    const int64_t pos0 = rw_kv_length(s->kv), n = a->n;
-    const int64_t chunk = n < MDL_UBATCH ? n : MDL_UBATCH;
-    rw_status st;
-    if ((st = rw_kv_reserve(s->kv, pos0 + n, err))) return st;
-    if ((st = scratch_reserve(m, chunk, rw_kv_capacity(s->kv), rw_threadpool_size(a->pool), err))) return st;
-    /* Long inputs run in chunks of MDL_UBATCH tokens: the activations stay
-     * small, and the result is the same (every token is computed alone). */
-    const size_t layer_stride = (size_t)n * (size_t)hp->n_embd;
-    for (int64_t c = 0; c < n; c += chunk) {
-        const int64_t nc = n - c < chunk ? n - c : chunk;
-        float *logits = NULL;
-        int64_t first = nc;
-        if (a->logits && a->all_logits) logits = a->logits + c * hp->n_vocab, first = 0;
-        else if (a->logits && c + nc == n) logits = a->logits, first = nc - 1;
-        float *lo = a->layer_out ? a->layer_out + (size_t)c * (size_t)hp->n_embd : NULL;
-        st = forward_chunk(m, s, a->tokens + c, nc, pos0 + c, logits, first, lo, layer_stride, a->pool, err);
-        if (st) {
-            rw_kv_set_length(s->kv, pos0, NULL);
-            return st;
-        }
-    }
-    return RW_OK;
+    const rw_batch_item item = {.seq = s, .tokens = a->tokens, .n = a->n, .logits = a->logits,
+                                .all_logits = a->all_logits};
+    return forward_items(m, &item, 1, a->layer_out, a->pool, err);
 }
 
-/* For now the items run one after another; a shared pass replaces this. */
 rw_status rw_model_forward_batch(rw_model *m, const rw_batch_item *items, int n_items, rw_threadpool *pool,
                                  rw_error *err) {
-    for (int i = 0; i < n_items; i++) {
-        const rw_forward_args a = {.tokens = items[i].tokens, .n = items[i].n, .logits = items[i].logits,
-                                   .all_logits = items[i].all_logits, .pool = pool};
-        rw_status st = rw_model_forward(m, items[i].seq, &a, err);
-        if (st) {
-            for (int j = 0; j < i; j++)
-                rw_model_seq_truncate(items[j].seq, rw_model_seq_length(items[j].seq) - items[j].n, NULL);
-            return st;
-        }
-    }
-    return RW_OK;
+    return forward_items(m, items, n_items, NULL, pool, err);
 }

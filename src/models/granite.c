@@ -34,6 +34,7 @@ typedef struct {
     const float *conv_w, *conv_b; /* [C][Kc], [C] */
     const float *dt_bias, *a, *d; /* [heads] */
     const float *norm;            /* [groups][d_inner/groups] */
+    rw_rec_params params;         /* the layer's recurrence, for its per-sequence states */
 } gr_mamba;
 
 typedef struct {
@@ -126,10 +127,6 @@ static void gr_free(rw_model *m) {
     m->ext = NULL;
 }
 
-static size_t gr_state_floats(const rw_model *m) {
-    const granite *x = m->ext;
-    return (size_t)x->n_mamba * ((size_t)(x->kc - 1) * (size_t)x->conv_ch + (size_t)x->heads * x->hd * x->ds);
-}
 
 static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uint64_t ne1, const float **out, rw_error *err) {
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
@@ -194,6 +191,10 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
                 (st = bind_f32(m, NAME("ssm_norm.weight"), (uint64_t)(x->d_inner / x->groups), (uint64_t)x->groups,
                                &M->norm, err)))
                 break;
+            M->params = (rw_rec_params){.conv_channels = (int)x->conv_ch, .conv_kernel = x->kc, .conv_w = M->conv_w,
+                                        .conv_b = M->conv_b, .eps = hp->rms_eps, .heads = x->heads,
+                                        .groups = x->groups, .head_dim = x->hd, .d_state = x->ds,
+                                        .dt_bias = M->dt_bias, .a = M->a, .d = M->d};
         } else {
             if (hkv != hp->n_head_kv) {
                 st = rw_errorf(err, RW_ERR_UNSUPPORTED, "attention layers with different KV head counts are not supported");
@@ -225,18 +226,20 @@ static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
     return RW_OK;
 }
 
-static rw_status mamba2(rw_model *m, rw_model_seq *s, int il, const mdl_batch *bt, rw_error *err) {
+static rw_status mamba2(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
     granite *x = m->ext;
     const gr_mamba *M = &x->mb[il];
-    const int64_t n = bt->n, W = x->in_w, C = x->conv_ch, DI = x->d_inner, GS = (int64_t)x->groups * x->ds;
+    const int64_t n = bt->n, W = x->in_w, DI = x->d_inner;
     rw_status st = mdl_matmul(&M->in, m->sc.xn, n, x->zxbcdt, bt->pool, err);
     if (st) return st;
-    float *conv = s->rec + (size_t)x->mamba_of[il] * ((size_t)(x->kc - 1) * (size_t)C + (size_t)x->heads * x->hd * x->ds);
-    float *ssm = conv + (size_t)(x->kc - 1) * (size_t)C;
-    float *xbc = x->zxbcdt + DI;
-    rw_conv1d_causal(xbc, W, n, (int)C, x->kc, M->conv_w, M->conv_b, conv, true, xbc, W);
-    rw_ssm_scan(ssm, x->heads, x->groups, x->hd, x->ds, n, xbc, W, x->zxbcdt + DI + C, W, M->dt_bias, M->a, xbc + DI,
-                xbc + DI + GS, W, M->d, x->y, DI, bt->pool);
+    /* conv and scan run in each sequence's state (cache/mamba2_state.c) on
+     * the rows' [xBC | dt] slices */
+    for (int i = 0; i < bt->n_seg; i++) {
+        const mdl_seg *g = &bt->seg[i];
+        if ((st = rw_rec_state_append(g->s->layer[il], x->zxbcdt + g->row0 * W + DI, W, g->n, g->s->cuts,
+                                       g->s->n_cuts, g->s->log_from, x->y + g->row0 * DI, DI, bt->pool, err)))
+            return st;
+    }
     for (int64_t t = 0; t < n; t++) {
         float *z = x->zxbcdt + t * W, *y = x->y + t * DI;
         rw_swiglu(z, y, DI); /* z <- silu(z) * y */
@@ -245,7 +248,7 @@ static rw_status mamba2(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b
     return mdl_matmul(&M->out, x->y, n, m->sc.tmp, bt->pool, err);
 }
 
-static rw_status attention(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
+static rw_status attention(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     const granite *x = m->ext;
     const rw_model_hparams *hp = &m->hp;
     const mdl_dense_layer *L = &m->layers[il];
@@ -256,13 +259,9 @@ static rw_status attention(rw_model *m, rw_model_seq *s, int il, const mdl_batch
         (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
         (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
         return st;
-    if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, hp->n_head_kv * D, sc->v, hp->n_head_kv * Dv, err))) return st;
-    const int64_t cap = rw_kv_capacity(s->kv);
-    const rw_attn_kv kv = {.k = rw_kv_k_head(s->kv, il, 0), .vt = rw_kv_v_head(s->kv, il, 0),
-                           .k_head_stride = cap * D, .v_head_stride = cap * Dv, .v_stride = cap,
-                           .f16 = rw_kv_get_config(s->kv)->type == RW_KV_F16};
-    rw_attn_causal(&kv, sc->q, H * D, b->pos0, n, (int)H, hp->n_head_kv, (int)D, (int)Dv, x->attention_scale, sc->att,
-                   H * Dv, sc->scores, b->pool);
+    if ((st = mdl_attend(m, il, b, sc->q, H * D, sc->k, hp->n_head_kv * D, sc->v, hp->n_head_kv * Dv,
+                         x->attention_scale, sc->att, err)))
+        return st;
     return mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
 }
 
@@ -278,13 +277,20 @@ static void add_scaled(rw_model *m, int64_t n) {
     for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i] * rs;
 }
 
-static rw_status gr_layer(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
+static rw_status gr_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
+                                rw_layer_state **out, rw_error *err) {
+    const granite *x = m->ext;
+    if (x->mamba_of[il] >= 0) return rw_mamba2_state_new(&x->mb[il].params, out, err);
+    return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
+}
+
+static rw_status gr_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     const mdl_dense_layer *L = &m->layers[il];
     granite *x = m->ext;
     rw_status st = reserve(m, b->n, err);
     if (st) return st;
     norm_rows(m, L->attn_norm, b->n);
-    st = x->mamba_of[il] >= 0 ? mamba2(m, s, il, b, err) : attention(m, s, il, b, err);
+    st = x->mamba_of[il] >= 0 ? mamba2(m, il, b, err) : attention(m, il, b, err);
     if (st) return st;
     add_scaled(m, b->n);
     norm_rows(m, L->ffn_norm, b->n);
@@ -301,6 +307,6 @@ const mdl_arch mdl_arch_granitehybrid = {
     .read_hparams = gr_hparams,
     .bind = gr_bind,
     .layer = gr_layer,
-    .rec_state_floats = gr_state_floats,
+    .new_layer_state = gr_layer_state,
     .free_ext = gr_free,
 };

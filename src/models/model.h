@@ -6,7 +6,8 @@
  * mapping, which must outlive the model. Every missing or invalid key, and
  * every tensor with a wrong shape or type, is an error naming it.
  *
- * A sequence (rw_model_seq) is one token stream's state: its KV cache. A
+ * A sequence (rw_model_seq) is one token stream's state: its tokens and a
+ * state per layer (KV for attention, recurrent for DeltaNet/Mamba2). A
  * forward pass appends n tokens to a sequence at positions len..len+n-1 and
  * returns logits for the last token or for every token. Prefill (n > 1) and
  * decode (n = 1) run the same code per token; the result of a token does not
@@ -25,6 +26,7 @@
 #include "base/status.h"
 #include "base/threadpool.h"
 #include "cache/kv.h"
+#include "cache/state.h"
 #include "gguf/gguf.h"
 
 typedef enum {
@@ -70,16 +72,65 @@ bool rw_model_arch_supported(const char *arch);
 
 /* A new empty sequence for m with its KV cache in kv_type storage, holding at
  * most max_ctx positions (0 = the model's training context). The caller owns
- * *out; free it before the model. */
+ * *out; free it before the model. A sequence holds its token ids and one
+ * state per layer (cache/state.h); it is used by one thread at a time, and
+ * forward passes on one model are serialised by the caller (see above). */
 rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ctx, rw_model_seq **out,
                            rw_error *err);
 void rw_model_seq_free(rw_model_seq *s); /* no-op on NULL */
 
-int64_t rw_model_seq_length(const rw_model_seq *s);  /* tokens processed */
+int64_t rw_model_seq_length(const rw_model_seq *s); /* tokens processed */
 int64_t rw_model_seq_max_ctx(const rw_model_seq *s);
-/* Forgets every token from position n on (n <= length). */
+const int32_t *rw_model_seq_tokens(const rw_model_seq *s); /* ids of positions 0..length-1 */
+const rw_model *rw_model_seq_model(const rw_model_seq *s);
+rw_kv_type rw_model_seq_kv_type(const rw_model_seq *s);
+
+/* Exact rewind: forgets every token from position n on (n <= length), so
+ * that the sequence is bitwise what it would be had it only ever seen tokens
+ * 0..n-1. Attention layers cut back; recurrent layers replay their logged
+ * inputs from a checkpoint or, further back, restore the nearest checkpoint
+ * and the model recomputes the rest (uses pool; runs a forward pass on the
+ * sequence's model, so the model-level serialisation applies). If memory
+ * runs out part-way the sequence is left empty (length 0) and the error
+ * returned. truncate = rewind with no thread pool. */
+rw_status rw_model_seq_rewind(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err);
 rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err);
-const rw_kv_cache *rw_model_seq_kv(const rw_model_seq *s);
+/* What a rewind to n would cost, without doing it: tokens of recurrence
+ * replay (no matmul) and tokens recomputed by the model. RW_ERR_RANGE if n is
+ * out of range. */
+rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *replay, int64_t *recompute);
+
+/* Retention of recurrent checkpoints (see models/seq.c for the policy):
+ * positions to always keep (message boundaries), and the byte budget. */
+rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);
+void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes);
+/* Positions of the checkpoints held, ascending (at most cap written);
+ * returns the count. 0 for models without recurrent layers. */
+int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap);
+size_t rw_model_seq_bytes(const rw_model_seq *s);               /* memory held */
+size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s);    /* one checkpoint of every recurrent layer */
+size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s); /* logged recurrence inputs per token */
+
+/* Snapshots: a deep copy (clone), and making dst equal to src (restore; same
+ * model and settings, dst's context large enough). On error dst is
+ * unchanged. */
+rw_status rw_model_seq_clone(const rw_model_seq *s, rw_model_seq **out, rw_error *err);
+rw_status rw_model_seq_copy(rw_model_seq *dst, const rw_model_seq *src, rw_error *err);
+
+/* State files (models/seq_file.c): the sequence's tokens and every layer's
+ * valid state with its checkpoints and log, with the model's fingerprint and
+ * checksums, written atomically (temporary file, fsync, rename). Loading
+ * checks everything before it replaces s's content; on any error (another
+ * model, a truncated or corrupted file) s is unchanged. */
+rw_status rw_model_seq_save(const rw_model_seq *s, const char *path, rw_error *err);
+rw_status rw_model_seq_load(rw_model_seq *s, const char *path, rw_error *err);
+/* The same through memory (the prefix cache's disk tier uses files). The
+ * caller frees *data with free(). */
+rw_status rw_model_seq_save_buffer(const rw_model_seq *s, uint8_t **data, size_t *len, rw_error *err);
+rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t len, rw_error *err);
+/* 16 bytes identifying the model (architecture, hyperparameters, tensor
+ * names, types and shapes). */
+void rw_model_fingerprint(const rw_model *m, uint8_t out[16]);
 
 typedef struct {
     const int32_t *tokens; /* n token ids, each < n_vocab */

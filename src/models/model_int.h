@@ -20,6 +20,7 @@
 
 #include "base/dtype.h"
 #include "base/threadpool.h"
+#include "cache/state.h"
 #include "kernels/matmul.h"
 
 /* Weights of one dense transformer block; optional pieces are NULL / data NULL. */
@@ -51,10 +52,20 @@ typedef struct {
     float *scores;  /* [threads_cap][ctx_cap] attention weights of one query head per thread */
 } mdl_scratch;
 
-/* One forward call as the layer functions see it. */
+/* One sequence's rows in a pass: rows row0..row0+n-1 of the activations
+ * are its tokens at positions pos0..pos0+n-1. */
 typedef struct {
-    int64_t n;         /* tokens in this call */
-    int64_t pos0;      /* position of the first one */
+    rw_model_seq *s;
+    int64_t row0, n, pos0;
+} mdl_seg;
+
+/* One forward pass as the layer functions see it: a ragged batch. Per-token
+ * work (matmuls, norms) runs over all n rows at once; what reads a
+ * sequence's state (attention, recurrences) runs per segment. */
+typedef struct {
+    int64_t n;          /* rows: the tokens of every segment */
+    int n_seg;
+    const mdl_seg *seg; /* in row order, covering rows 0..n-1 */
     rw_threadpool *pool;
 } mdl_batch;
 
@@ -73,12 +84,38 @@ struct rw_model {
     void *ext;                      /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
 };
 
+/* A sequence: its token ids and one state per layer (cache/state.h). The
+ * retention plan of the pass in progress (cuts, log_from) is computed by
+ * seq.c before the layers run and read by the recurrent layers. */
 struct rw_model_seq {
-    const rw_model *m;
-    rw_kv_cache *kv; /* owned */
-    float *rec;      /* recurrent state of the hybrid layers (arch->rec_state_floats), owned, zero at start */
-    size_t rec_floats;
+    rw_model *m;               /* forward passes need the model's scratch; see model.h */
+    rw_kv_type kv_type;
+    int64_t max_ctx;
+    rw_layer_state **layer;    /* [n_layer], owned */
+    int32_t *tokens;           /* [tok_cap], ids of positions 0..len-1, owned */
+    int64_t len, tok_cap;
+    size_t ckpt_budget;        /* bytes of recurrent checkpoints kept (retention.c) */
+    int64_t *marks;            /* positions to keep a checkpoint at, ascending, owned */
+    int n_marks, cap_marks;
+    int64_t cuts[64];          /* checkpoint positions of the current pass, ascending */
+    int n_cuts;
+    int64_t log_from;          /* recurrence inputs logged from here on in the current pass */
 };
+
+/* seq.c: the plan of a pass appending n tokens, and the retention after it. */
+void mdl_seq_plan_pass(rw_model_seq *s, int64_t n);
+void mdl_seq_retain(rw_model_seq *s);
+/* Copies n tokens to positions len..len+n-1 of s's token array (the length
+ * moves only when the pass succeeds). */
+rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err);
+/* Every layer back to length n exactly (layers may be longer after a failed
+ * pass); recomputes with the model when a recurrent layer must. */
+rw_status mdl_seq_rewind_layers(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err);
+/* seq_file.c helpers: fresh layers for s's model and settings; adoption of
+ * loaded layers and tokens (takes ownership). */
+rw_status mdl_seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err);
+void mdl_seq_free_layers(const rw_model_seq *s, rw_layer_state **L);
+void mdl_seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n);
 
 /* An architecture: how to read it and how to run one layer. */
 struct mdl_arch {
@@ -89,11 +126,12 @@ struct mdl_arch {
     bool moe;                        /* FFN is a mixture of experts: no feed_forward_length needed */
     rw_status (*read_hparams)(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
     rw_status (*bind)(rw_model *m, rw_error *err);
-    rw_status (*layer)(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err);
-    /* Hybrid architectures only (NULL otherwise): floats of recurrent state
-     * one sequence carries, and the release of m->ext. */
-    size_t (*rec_state_floats)(const rw_model *m);
-    void (*free_ext)(rw_model *m);
+    rw_status (*layer)(rw_model *m, int il, const mdl_batch *b, rw_error *err);
+    /* A new empty state of layer il for a sequence; NULL = a KV state for
+     * every layer (the dense transformers). */
+    rw_status (*new_layer_state)(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
+                                 rw_layer_state **out, rw_error *err);
+    void (*free_ext)(rw_model *m); /* release of m->ext (NULL if none) */
 };
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
@@ -120,11 +158,16 @@ rw_status mdl_bind_dense_layer(rw_model *m, int il, rw_error *err);
 rw_status mdl_bind_dense(rw_model *m, rw_error *err);
 
 /* dense.c: one llama/qwen2/qwen3 block, x += attn(norm(x)); x += ffn(norm(x)). */
-rw_status mdl_dense_layer_forward(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err);
+rw_status mdl_dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err);
 
 /* attn.c: the attention sublayer reading m->sc.xn, writing m->sc.tmp. */
-rw_status mdl_attention(rw_model *m, rw_model_seq *s, int il, const mdl_dense_layer *L, const mdl_batch *b,
-                        rw_error *err);
+rw_status mdl_attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
+
+/* attn.c: stores rows k, v (strides dk, dv) of every segment in its
+ * sequence's KV state of layer il, then causal attention of the rows of q
+ * (stride dq) over it into att (stride n_head*hd_v), per segment. */
+rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
+                     const float *v, int64_t dv, float scale, float *att, rw_error *err);
 
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);

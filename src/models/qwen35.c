@@ -41,6 +41,7 @@ typedef struct {
     const float *dt_bias; /* [nv] */
     const float *a;       /* [nv], -exp(A_log) */
     const float *norm;    /* [dv] */
+    rw_rec_params params; /* the layer's recurrence, for its per-sequence states */
 } q35_rec;
 
 /* Mixture-of-experts FFN of one layer (qwen35moe). */
@@ -61,6 +62,7 @@ typedef struct {
     q35_rec *rec; /* [n_layer] (attention layers unused) */
     int64_t cap;  /* tokens the scratch holds */
     float *u, *z, *b, *a, *o, *qg;
+    float *in;       /* [n][CD + 2*nv]: the recurrence inputs [u | g | beta] per token */
     float *tmp;      /* qwen3next: the ssm_ba or ssm_in output before it is split */
     bool grouped;    /* qwen3next: value head h uses key head h / (nv/nk), not h % nk */
 } q35;
@@ -112,15 +114,11 @@ static void q35_free(rw_model *m) {
     free(x->rec_of);
     free(x->rec);
     free(x->moe);
-    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp);
+    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp), free(x->in);
     free(x);
     m->ext = NULL;
 }
 
-static size_t q35_state_floats(const rw_model *m) {
-    const q35 *x = m->ext;
-    return (size_t)x->n_rec * ((size_t)(x->kc - 1) * (size_t)x->CD + (size_t)x->nv * (size_t)x->dk * (size_t)x->dv);
-}
 
 static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uint64_t ne1, const float **out, rw_error *err) {
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
@@ -297,6 +295,9 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
                 (st = bind_f32(m, NAME("ssm_a"), (uint64_t)x->nv, 1, &R->a, err)) ||
                 (st = bind_f32(m, NAME("ssm_norm.weight"), (uint64_t)x->dv, 1, &R->norm, err)))
                 break;
+            R->params = (rw_rec_params){.conv_channels = (int)x->CD, .conv_kernel = x->kc, .conv_w = R->conv,
+                                        .eps = hp->rms_eps, .nk = x->nk, .nv = x->nv, .dk = x->dk, .dv = x->dv,
+                                        .tiled = !x->grouped};
         } else {
             if ((st = mdl_bind_matrix(m, NAME("attn_q.weight"), E, 2 * H * D, true, &Ld->wq, err)) ||
                 (st = mdl_bind_matrix(m, NAME("attn_k.weight"), E, Hkv * D, true, &Ld->wk, err)) ||
@@ -316,17 +317,18 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
 static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
     q35 *x = m->ext;
     if (n <= x->cap) return RW_OK;
-    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp);
+    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp), free(x->in);
     const size_t t = (size_t)n * sizeof(float);
     x->tmp = malloc(t * (size_t)(2 * x->KD + 2 * x->VD));
     x->u = malloc(t * (size_t)x->CD);
+    x->in = malloc(t * (size_t)(x->CD + 2 * x->nv));
     x->z = malloc(t * (size_t)x->VD);
     x->b = malloc(t * (size_t)x->nv);
     x->a = malloc(t * (size_t)x->nv);
     x->o = malloc(t * (size_t)x->VD);
     x->qg = malloc(t * 2 * (size_t)m->hp.n_head * (size_t)m->hp.head_dim_k);
     x->cap = n;
-    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg || !x->tmp) {
+    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg || !x->tmp || !x->in) {
         x->cap = 0;
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory for %lld tokens of hybrid activations", (long long)n);
     }
@@ -378,35 +380,32 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
     return mdl_matmul(&R->alpha, m->sc.xn, n, x->a, pool, err);
 }
 
-static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch *bt, rw_error *err) {
+static rw_status deltanet(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
     q35 *x = m->ext;
     const q35_rec *R = &x->rec[il];
-    const int64_t n = bt->n, CD = x->CD, KD = x->KD, VD = x->VD;
-    const int kc = x->kc, nk = x->nk, nv = x->nv, dk = x->dk, dv = x->dv;
+    const int64_t n = bt->n, CD = x->CD, VD = x->VD, LOG = CD + 2 * (int64_t)x->nv;
+    const int nv = x->nv, dv = x->dv;
     const float eps = m->hp.rms_eps;
     rw_status st;
     if ((st = project(m, R, n, bt->pool, err))) return st;
-    float *base = s->rec + (size_t)x->rec_of[il] * ((size_t)(kc - 1) * (size_t)CD + (size_t)nv * dk * dv);
-    float *conv = base, *S = base + (size_t)(kc - 1) * (size_t)CD;
-    /* scratch of the recurrence: dv floats per thread (owned here, freed below) */
-    float *scratch = malloc((size_t)rw_threadpool_size(bt->pool) * (size_t)dv * sizeof *scratch);
-    if (!scratch) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    /* u <- silu(causal depthwise conv of u), in place */
-    rw_conv1d_causal(x->u, CD, n, (int)CD, kc, R->conv, NULL, conv, true, x->u, CD);
-    for (int64_t t = 0; t < n; t++) {
-        float *y = x->u + t * CD;
-        for (int g = 0; g < nk; g++) {
-            rw_l2norm(y + (int64_t)g * dk, dk, eps, y + (int64_t)g * dk);
-            rw_l2norm(y + KD + (int64_t)g * dk, dk, eps, y + KD + (int64_t)g * dk);
-        }
-        /* g = ssm_a * softplus(alpha + dt_bias), the log-decay */
+    /* g = ssm_a * softplus(alpha + dt_bias), the log-decay; beta = sigmoid(b) */
+    for (int64_t t = 0; t < n; t++)
         for (int h = 0; h < nv; h++) x->a[t * nv + h] = rw_softplus1(x->a[t * nv + h] + R->dt_bias[h]) * R->a[h];
-    }
     rw_sigmoid(x->b, x->b, n * nv);
-    /* value head h uses key head h mod nk (qwen35) or h / (nv/nk) (qwen3next); o = S^T q / sqrt(dv) */
-    rw_delta_rule(S, nv, nk, !x->grouped, dk, dv, n, x->u, x->u + KD, CD, x->u + 2 * KD, CD, x->a, x->b,
-                  1.0f / sqrtf((float)dv), x->o, VD, scratch, bt->pool);
-    free(scratch);
+    /* the recurrence inputs, one row per token, as the state logs them */
+    for (int64_t t = 0; t < n; t++) {
+        memcpy(x->in + t * LOG, x->u + t * CD, (size_t)CD * sizeof(float));
+        memcpy(x->in + t * LOG + CD, x->a + t * nv, (size_t)nv * sizeof(float));
+        memcpy(x->in + t * LOG + CD + nv, x->b + t * nv, (size_t)nv * sizeof(float));
+    }
+    /* conv, l2norm and the delta rule run in each sequence's state
+     * (cache/deltanet_state.c), token by token */
+    for (int i = 0; i < bt->n_seg; i++) {
+        const mdl_seg *g = &bt->seg[i];
+        if ((st = rw_rec_state_append(g->s->layer[il], x->in + g->row0 * LOG, LOG, g->n, g->s->cuts, g->s->n_cuts,
+                                       g->s->log_from, x->o + g->row0 * VD, VD, bt->pool, err)))
+            return st;
+    }
     /* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
     for (int64_t t = 0; t < n; t++) rw_rmsnorm_gated(x->o + t * VD, R->norm, x->z + t * VD, nv, dv, eps, x->o + t * VD);
     return mdl_matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
@@ -414,7 +413,7 @@ static rw_status deltanet(rw_model *m, rw_model_seq *s, int il, const mdl_batch 
 
 /* ---- the gated attention mixer ---- */
 
-static rw_status gated_attention(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
+static rw_status gated_attention(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     q35 *x = m->ext;
     const rw_model_hparams *hp = &m->hp;
     const mdl_dense_layer *L = &m->layers[il];
@@ -440,13 +439,8 @@ static rw_status gated_attention(rw_model *m, rw_model_seq *s, int il, const mdl
             rw_rope(k, hp->n_rot, true, cs);
         }
     }
-    if ((st = rw_kv_store(s->kv, il, b->pos0, n, sc->k, dk, sc->v, dv, err))) return st;
-    const int64_t cap = rw_kv_capacity(s->kv);
-    const rw_attn_kv kv = {.k = rw_kv_k_head(s->kv, il, 0), .vt = rw_kv_v_head(s->kv, il, 0),
-                           .k_head_stride = cap * D, .v_head_stride = cap * Dv, .v_stride = cap,
-                           .f16 = rw_kv_get_config(s->kv)->type == RW_KV_F16};
-    rw_attn_causal(&kv, sc->q, H * D, b->pos0, n, (int)H, hp->n_head_kv, (int)D, (int)Dv, 1.0f / sqrtf((float)D),
-                   sc->att, H * Dv, sc->scores, b->pool);
+    if ((st = mdl_attend(m, il, b, sc->q, H * D, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)D), sc->att, err)))
+        return st;
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < H; h++) { /* o *= sigmoid(gate), the sigmoid rounded first as ggml */
             float *gate = x->qg + (t * H + h) * 2 * D + D, *o = sc->att + (t * H + h) * Dv;
@@ -468,12 +462,19 @@ static void add_residual(rw_model *m, int64_t n) {
     for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i];
 }
 
-static rw_status q35_layer(rw_model *m, rw_model_seq *s, int il, const mdl_batch *b, rw_error *err) {
+static rw_status q35_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
+                                 rw_layer_state **out, rw_error *err) {
+    const q35 *x = m->ext;
+    if (is_recurrent(x, il)) return rw_deltanet_state_new(&x->rec[il].params, out, err);
+    return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
+}
+
+static rw_status q35_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     const mdl_dense_layer *L = &m->layers[il];
     rw_status st = reserve(m, b->n, err);
     if (st) return st;
     norm_rows(m, L->attn_norm, b->n);
-    st = is_recurrent(m->ext, il) ? deltanet(m, s, il, b, err) : gated_attention(m, s, il, b, err);
+    st = is_recurrent(m->ext, il) ? deltanet(m, il, b, err) : gated_attention(m, il, b, err);
     if (st) return st;
     add_residual(m, b->n);
     norm_rows(m, L->ffn_norm, b->n); /* post_attention_norm */
@@ -491,7 +492,7 @@ const mdl_arch mdl_arch_qwen35 = {
     .read_hparams = q35_hparams,
     .bind = q35_bind,
     .layer = q35_layer,
-    .rec_state_floats = q35_state_floats,
+    .new_layer_state = q35_layer_state,
     .free_ext = q35_free,
 };
 
@@ -506,7 +507,7 @@ const mdl_arch mdl_arch_qwen35moe = {
     .read_hparams = q35_hparams,
     .bind = q35_bind,
     .layer = q35_layer,
-    .rec_state_floats = q35_state_floats,
+    .new_layer_state = q35_layer_state,
     .free_ext = q35_free,
 };
 
@@ -522,6 +523,6 @@ const mdl_arch mdl_arch_qwen3next = {
     .read_hparams = q35_hparams,
     .bind = q35_bind,
     .layer = q35_layer,
-    .rec_state_floats = q35_state_floats,
+    .new_layer_state = q35_layer_state,
     .free_ext = q35_free,
 };

@@ -1,0 +1,23 @@
+/* cache_int.h - private to src/cache: what a recurrent state kind supplies
+ * to the shared recurrent machinery (rec_state.c). */
+#ifndef RW_CACHE_CACHE_INT_H
+#define RW_CACHE_CACHE_INT_H
+
+#include "cache/state.h"
+
+typedef struct {
+    const char *name;
+    /* Floats of scratch run needs for n tokens on a pool of n_threads. */
+    int64_t (*scratch_floats)(const rw_rec_params *p, int64_t n, int n_threads);
+    /* Runs the recurrence over n tokens from the state (conv, mat): token t's
+     * logged inputs at in + t*in_stride, its outputs to out + t*out_stride.
+     * Cannot fail: every buffer it needs is given. The same inputs from the
+     * same state give bitwise the same state and outputs however the tokens
+     * are split into runs. */
+    void (*run)(const rw_rec_params *p, float *conv, float *mat, int64_t n, const float *in, int64_t in_stride,
+                float *out, int64_t out_stride, float *scratch, rw_threadpool *pool);
+} rec_kind;
+
+rw_status rec_state_new(const rec_kind *kind, const rw_rec_params *p, rw_layer_state **out, rw_error *err);
+
+#endif

@@ -1,0 +1,51 @@
+/* deltanet_state.c - the "deltanet" recurrent state (Gated DeltaNet layers of
+ * qwen35, qwen35moe, qwen3next): the recurrence run from logged inputs.
+ *
+ * Logged per token: u = [q | k | v] before the conv (C floats), the
+ * log-decay g and beta after their activations (nv each). Running a token:
+ *   y = silu(conv(u)) ; q_k, k_k = l2norm per key head ; delta rule per value
+ *   head (kernels/ops.h rw_delta_rule) ; out = o [nv*dv].
+ * These are the calls the model's forward made before this state existed, in
+ * the same order, so outputs are unchanged bit for bit. */
+#include <string.h>
+
+#include "cache/cache_int.h"
+#include "kernels/ops.h"
+
+#include <math.h>
+
+static int64_t dn_scratch(const rw_rec_params *p, int64_t n, int n_threads) {
+    /* conv output [n][C], g and beta [n][nv] each, delta-rule scratch */
+    return n * p->conv_channels + 2 * n * p->nv + (int64_t)n_threads * p->dv;
+}
+
+static void dn_run(const rw_rec_params *p, float *conv, float *mat, int64_t n, const float *in, int64_t in_stride,
+                   float *out, int64_t out_stride, float *scratch, rw_threadpool *pool) {
+    const int64_t C = p->conv_channels, KD = (int64_t)p->nk * p->dk;
+    float *y = scratch, *g = y + n * C, *beta = g + n * p->nv, *dscr = beta + n * p->nv;
+    rw_conv1d_causal(in, in_stride, n, (int)C, p->conv_kernel, p->conv_w, p->conv_b, conv, true, y, C);
+    for (int64_t t = 0; t < n; t++) {
+        float *yt = y + t * C;
+        for (int h = 0; h < p->nk; h++) {
+            rw_l2norm(yt + (int64_t)h * p->dk, p->dk, p->eps, yt + (int64_t)h * p->dk);
+            rw_l2norm(yt + KD + (int64_t)h * p->dk, p->dk, p->eps, yt + KD + (int64_t)h * p->dk);
+        }
+        memcpy(g + t * p->nv, in + t * in_stride + C, (size_t)p->nv * sizeof(float));
+        memcpy(beta + t * p->nv, in + t * in_stride + C + p->nv, (size_t)p->nv * sizeof(float));
+    }
+    rw_delta_rule(mat, p->nv, p->nk, p->tiled, p->dk, p->dv, n, y, y + KD, C, y + 2 * KD, C, g, beta,
+                  1.0f / sqrtf((float)p->dv), out, out_stride, dscr, pool);
+}
+
+static const rec_kind deltanet_kind = {.name = "deltanet", .scratch_floats = dn_scratch, .run = dn_run};
+
+rw_status rw_deltanet_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err) {
+    if (!p || p->nk <= 0 || p->nv <= 0 || p->nv % p->nk || p->dk <= 0 || p->dv <= 0 || p->conv_kernel < 1 ||
+        p->conv_channels != 2 * p->nk * p->dk + p->nv * p->dv || !p->conv_w)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "deltanet state: inconsistent shape");
+    rw_rec_params q = *p;
+    q.mat_floats = (int64_t)p->nv * p->dk * p->dv;
+    q.log_floats = p->conv_channels + 2 * (int64_t)p->nv;
+    q.out_floats = (int64_t)p->nv * p->dv;
+    return rec_state_new(&deltanet_kind, &q, out, err);
+}

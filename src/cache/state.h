@@ -1,0 +1,169 @@
+/* state.h - one interface for every layer's per-sequence state.
+ *
+ * A sequence's state is a list of per-layer states (rw_layer_state), each
+ * behind one operations table (rw_state_ops). Three kinds implement it:
+ *
+ *   "kv"       attention keys and values (f32 or f16), cache/kv.h storage
+ *   "deltanet" Gated DeltaNet: conv state + per-head matrix state
+ *   "mamba2"   Mamba2: conv state + per-head SSM state
+ *
+ * Code outside a state type never switches on its kind: it calls the
+ * table. Only the layer that owns a state feeds it new tokens, through the
+ * kind's own append (rw_kv_state_store, rw_rec_state_append), because what a
+ * token contributes differs by kind.
+ *
+ * Exact rewind. A KV state cuts back to any length. A recurrent state
+ * cannot, so it keeps what is needed to rebuild an earlier one:
+ *   - checkpoints: full copies of its state at chosen positions (the caller
+ *     names them as cuts when it appends, see rw_rec_state_append), and
+ *   - a log of the recurrence inputs of the latest tokens, from which the
+ *     recurrence alone (no matmul) replays forward from a checkpoint.
+ * Position 0 (the zero state) is always a checkpoint. restore_point tells,
+ * before anything is done, the position a state can return to by itself and
+ * how many tokens of replay that costs; a rewind past the log lands on a
+ * checkpoint and the caller recomputes the rest with the model (the sequence
+ * object in models/ does that).
+ *
+ * Invariants (every kind, checked by tests/cache/test_state_generic.c):
+ *   - rewind(n) then appending the same tokens gives a state bitwise equal
+ *     to never having rewound;
+ *   - save writes only the valid part (positions < length), load of what
+ *     save wrote gives a state that behaves bitwise the same;
+ *   - clone is independent of its source (deep copy; no sharing yet);
+ *   - a failed operation leaves the state as it was.
+ */
+#ifndef RW_CACHE_STATE_H
+#define RW_CACHE_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "cache/kv.h"
+
+typedef struct rw_layer_state rw_layer_state;
+
+/* ---- byte buffers for serialization ---- */
+
+/* A growable byte buffer. Owner frees data with free(). */
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+    bool failed; /* an allocation failed; every later put is ignored */
+} rw_sbuf;
+
+void rw_sbuf_put(rw_sbuf *b, const void *p, size_t n);
+void rw_sbuf_put_u32(rw_sbuf *b, uint32_t v);
+void rw_sbuf_put_u64(rw_sbuf *b, uint64_t v);
+
+/* A bounded reader; every get past the end fails and sets failed. */
+typedef struct {
+    const uint8_t *p;
+    size_t len, off;
+    bool failed;
+} rw_sreader;
+
+bool rw_sread(rw_sreader *r, void *dst, size_t n);
+bool rw_sread_u32(rw_sreader *r, uint32_t *v);
+bool rw_sread_u64(rw_sreader *r, uint64_t *v);
+/* A pointer to the next n bytes (consumed), or NULL. */
+const void *rw_sread_ptr(rw_sreader *r, size_t n);
+
+uint32_t rw_crc32(uint32_t crc, const void *p, size_t n); /* start with crc = 0 */
+
+/* ---- the operations table ---- */
+
+typedef struct {
+    const char *kind;
+    void (*free)(rw_layer_state *st);
+    int64_t (*length)(const rw_layer_state *st);
+    /* Bytes of memory held (live state, checkpoints, log). */
+    size_t (*bytes)(const rw_layer_state *st);
+    /* The largest position p <= n (n <= length) the state can return to
+     * exactly by itself; *replay gets the tokens of recurrence replay that
+     * costs (0 for KV). Always >= 0 (position 0 is always reachable). */
+    int64_t (*restore_point)(const rw_layer_state *st, int64_t n, int64_t *replay);
+    /* Returns to position n exactly; n must be its own restore point. */
+    rw_status (*rewind)(rw_layer_state *st, int64_t n, rw_threadpool *pool, rw_error *err);
+    /* Forgets checkpoints at positions not in keep[] (ascending; position 0
+     * needs no entry) and log entries before log_from. Never fails. */
+    void (*retain)(rw_layer_state *st, const int64_t *keep, int n_keep, int64_t log_from);
+    /* Positions of the checkpoints held, ascending, into pos (at most cap);
+     * returns how many there are. */
+    int (*checkpoints)(const rw_layer_state *st, int64_t *pos, int cap);
+    /* A deep, independent copy. */
+    rw_status (*clone)(const rw_layer_state *st, rw_layer_state **out, rw_error *err);
+    /* Makes dst equal to src (same kind and shape): restore of a snapshot. */
+    rw_status (*copy_from)(rw_layer_state *dst, const rw_layer_state *src, rw_error *err);
+    /* Appends the valid part (and checkpoints and log) to b. */
+    void (*save)(const rw_layer_state *st, rw_sbuf *b);
+    /* Replaces st's content with what save wrote; on error st is unchanged. */
+    rw_status (*load)(rw_layer_state *st, rw_sreader *r, rw_error *err);
+} rw_state_ops;
+
+/* Every state starts with this header. */
+struct rw_layer_state {
+    const rw_state_ops *ops;
+};
+
+/* RW_ERR_INTERNAL naming the missing operation if ops leaves one out. Every
+ * constructor calls it, so a kind with a hole cannot make a state. */
+rw_status rw_state_ops_check(const rw_state_ops *ops, rw_error *err);
+
+/* Convenience wrappers; NULL-safe free. */
+static inline void rw_state_free(rw_layer_state *st) {
+    if (st) st->ops->free(st);
+}
+static inline int64_t rw_state_length(const rw_layer_state *st) { return st->ops->length(st); }
+static inline size_t rw_state_bytes(const rw_layer_state *st) { return st->ops->bytes(st); }
+
+/* ---- the kinds ---- */
+
+/* An attention layer's KV state (one layer of cache/kv.h storage). */
+rw_status rw_kv_state_new(rw_kv_type type, int n_head_kv, int head_dim_k, int head_dim_v, int64_t max_ctx,
+                          rw_layer_state **out, rw_error *err);
+/* The storage behind a KV state, NULL for another kind. */
+rw_kv_cache *rw_kv_state_cache(rw_layer_state *st);
+/* Stores rows for positions length..length+m-1 and advances the length
+ * (kv.h's rw_kv_store layout). RW_ERR_CONTEXT past max_ctx. */
+rw_status rw_kv_state_append(rw_layer_state *st, int64_t m, const float *k, int64_t k_stride, const float *v,
+                             int64_t v_stride, rw_error *err);
+
+/* A recurrent layer's constants, owned by the model, outliving its states. */
+typedef struct {
+    int conv_channels, conv_kernel;   /* C, Kc: conv state holds (Kc-1)*C floats */
+    const float *conv_w, *conv_b;     /* [C][Kc], [C] or NULL */
+    int64_t mat_floats;               /* floats of the matrix / SSM state */
+    int64_t log_floats;               /* recurrence inputs per token */
+    int64_t out_floats;               /* outputs per token */
+    float eps;
+    /* DeltaNet: nv value heads of dk x dv, nk key heads, tiled head map;
+     * log = [u (C: q|k|v before the conv) | g (nv) | beta (nv)], out = o
+     * [nv*dv]. */
+    int nk, nv, dk, dv;
+    bool tiled;
+    /* Mamba2: heads of head_dim x d_state, groups; log = [xBC (C) | dt
+     * (heads, raw)], out = y [heads*head_dim] (before the gate and norm). */
+    int heads, groups, head_dim, d_state;
+    const float *dt_bias, *a, *d; /* per head: dt bias, A (negative), D skip (may be NULL) */
+} rw_rec_params;
+
+rw_status rw_deltanet_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
+rw_status rw_mamba2_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
+
+/* Appends n tokens to a recurrent state: in[t*in_stride ...] holds token
+ * t's recurrence inputs (log_floats, layout as rw_rec_params says); the
+ * outputs go to out + t*out_stride. The state is copied into a checkpoint
+ * at every position of cuts (ascending, within [length, length+n]; a cut at
+ * length is taken before the first token) and the inputs of positions >=
+ * log_from are logged. On error the state is unchanged. */
+rw_status rw_rec_state_append(rw_layer_state *st, const float *in, int64_t in_stride, int64_t n, const int64_t *cuts,
+                              int n_cuts, int64_t log_from, float *out, int64_t out_stride, rw_threadpool *pool,
+                              rw_error *err);
+/* Bytes of one checkpoint and of one logged token (0 for KV states). */
+size_t rw_rec_state_checkpoint_bytes(const rw_layer_state *st);
+size_t rw_rec_state_log_bytes_per_token(const rw_layer_state *st);
+
+#endif

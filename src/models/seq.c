@@ -1,0 +1,337 @@
+/* seq.c - a sequence: token ids plus one cache/state.h state per layer;
+ * exact rewind to any position, snapshots (clone / copy), and the
+ * checkpoint retention policy of its recurrent layers.
+ *
+ * Retention. After a pass that leaves the sequence at length L, the
+ * recurrent layers keep checkpoints at
+ *   fine:   multiples of 16 in [L-31, L]  (with the log from the fine one at
+ *           or below L-16, any rewind of up to 16 tokens is a replay of the
+ *           recurrence alone, at most 31 tokens, no matmul)
+ *   recent: multiples of 64 in [L-256, L] (a rewind within the last 256
+ *           tokens recomputes at most 63 tokens)
+ *   older:  multiples of 1024, and every marked position (message
+ *           boundaries: rw_model_seq_mark)
+ * within a byte budget (rw_model_seq_set_checkpoint_budget): when over it,
+ * older ones go first (oldest first), then marks, then recent ones; fine
+ * ones always stay. A rewind further back lands on the nearest kept
+ * checkpoint (position 0 always exists) and recomputes the rest with the
+ * model; rw_model_seq_rewind_cost says which before anything is done.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model_int.h"
+
+#define FINE_STEP 16
+#define FINE_SPAN 31
+#define RECENT_STEP 64
+#define RECENT_SPAN 256
+#define OLD_STEP 1024
+#define DEFAULT_CKPT_BUDGET ((size_t)256 << 20)
+
+static rw_status default_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
+                                     rw_layer_state **out, rw_error *err) {
+    (void)il;
+    return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
+}
+
+static rw_status new_layers(const rw_model *m, rw_kv_type kv_type, int64_t max_ctx, rw_layer_state ***out,
+                            rw_error *err) {
+    rw_layer_state **L = calloc((size_t)m->hp.n_layer, sizeof *L);
+    if (!L) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    rw_status st = RW_OK;
+    for (int il = 0; il < m->hp.n_layer && !st; il++)
+        st = m->arch->new_layer_state ? m->arch->new_layer_state(m, il, kv_type, max_ctx, &L[il], err)
+                                      : default_layer_state(m, il, kv_type, max_ctx, &L[il], err);
+    if (st) {
+        for (int il = 0; il < m->hp.n_layer; il++) rw_state_free(L[il]);
+        free(L);
+        return st;
+    }
+    *out = L;
+    return RW_OK;
+}
+
+static void free_layers(const rw_model *m, rw_layer_state **L) {
+    if (!L) return;
+    for (int il = 0; il < m->hp.n_layer; il++) rw_state_free(L[il]);
+    free(L);
+}
+
+rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ctx, rw_model_seq **out,
+                           rw_error *err) {
+    *out = NULL;
+    if (max_ctx < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "negative context size");
+    if (kv_type != RW_KV_F32 && kv_type != RW_KV_F16) return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown KV type");
+    rw_model_seq *s = calloc(1, sizeof *s);
+    if (!s) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    s->m = (rw_model *)m; /* forward passes use the model's scratch: see model.h on reentrancy */
+    s->kv_type = kv_type;
+    s->max_ctx = max_ctx ? max_ctx : m->hp.n_ctx_train;
+    s->ckpt_budget = DEFAULT_CKPT_BUDGET;
+    rw_status st = new_layers(m, kv_type, s->max_ctx, &s->layer, err);
+    if (st) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return RW_OK;
+}
+
+void rw_model_seq_free(rw_model_seq *s) {
+    if (!s) return;
+    free_layers(s->m, s->layer);
+    free(s->tokens);
+    free(s->marks);
+    free(s);
+}
+
+int64_t rw_model_seq_length(const rw_model_seq *s) { return s->len; }
+int64_t rw_model_seq_max_ctx(const rw_model_seq *s) { return s->max_ctx; }
+const int32_t *rw_model_seq_tokens(const rw_model_seq *s) { return s->tokens; }
+const rw_model *rw_model_seq_model(const rw_model_seq *s) { return s->m; }
+rw_kv_type rw_model_seq_kv_type(const rw_model_seq *s) { return s->kv_type; }
+
+size_t rw_model_seq_bytes(const rw_model_seq *s) {
+    size_t b = sizeof *s + (size_t)s->tok_cap * sizeof(int32_t) + (size_t)s->cap_marks * sizeof(int64_t);
+    for (int il = 0; il < s->m->hp.n_layer; il++) b += rw_state_bytes(s->layer[il]);
+    return b;
+}
+
+void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes) { s->ckpt_budget = bytes; }
+
+/* Bytes of one checkpoint of the whole sequence and of one logged token. */
+size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s) {
+    size_t b = 0;
+    for (int il = 0; il < s->m->hp.n_layer; il++) b += rw_rec_state_checkpoint_bytes(s->layer[il]);
+    return b;
+}
+
+size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s) {
+    size_t b = 0;
+    for (int il = 0; il < s->m->hp.n_layer; il++) b += rw_rec_state_log_bytes_per_token(s->layer[il]);
+    return b;
+}
+
+int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap) {
+    for (int il = 0; il < s->m->hp.n_layer; il++) {
+        int k = s->layer[il]->ops->checkpoints(s->layer[il], pos, cap);
+        if (rw_rec_state_checkpoint_bytes(s->layer[il])) return k; /* every recurrent layer keeps the same */
+    }
+    return 0;
+}
+
+rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err) {
+    if (pos <= 0 || pos > s->max_ctx) return rw_errorf(err, RW_ERR_RANGE, "mark at %lld out of range", (long long)pos);
+    int i = 0;
+    while (i < s->n_marks && s->marks[i] < pos) i++;
+    if (i < s->n_marks && s->marks[i] == pos) return RW_OK;
+    if (s->n_marks == s->cap_marks) {
+        int cap = s->cap_marks ? 2 * s->cap_marks : 8;
+        int64_t *mk = realloc(s->marks, (size_t)cap * sizeof *mk);
+        if (!mk) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        s->marks = mk, s->cap_marks = cap;
+    }
+    memmove(s->marks + i + 1, s->marks + i, (size_t)(s->n_marks - i) * sizeof *s->marks);
+    s->marks[i] = pos;
+    s->n_marks++;
+    return RW_OK;
+}
+
+/* ---- retention ---- */
+
+enum { KEEP_FINE = 3, KEEP_RECENT = 2, KEEP_MARK = 1, KEEP_OLD = 0 };
+
+/* The positions kept at length L (ascending, at most cap) with each one's
+ * class (the highest that names it). */
+static void add_pos(int64_t *pos, int *cls, int *n, int cap, int64_t v, int c) {
+    for (int i = 0; i < *n; i++)
+        if (pos[i] == v) {
+            if (c > cls[i]) cls[i] = c;
+            return;
+        }
+    if (*n == cap) return;
+    int i = *n;
+    while (i > 0 && pos[i - 1] > v) pos[i] = pos[i - 1], cls[i] = cls[i - 1], i--;
+    pos[i] = v, cls[i] = c;
+    (*n)++;
+}
+
+static int retained(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, int cap) {
+    int n = 0;
+    for (int64_t v = OLD_STEP; v <= L; v += OLD_STEP) add_pos(pos, cls, &n, cap, v, KEEP_OLD);
+    for (int i = 0; i < s->n_marks && s->marks[i] <= L; i++) add_pos(pos, cls, &n, cap, s->marks[i], KEEP_MARK);
+    for (int64_t v = (L - RECENT_SPAN + RECENT_STEP - 1) / RECENT_STEP * RECENT_STEP; v <= L; v += RECENT_STEP)
+        if (v > 0) add_pos(pos, cls, &n, cap, v, KEEP_RECENT);
+    for (int64_t v = (L - FINE_SPAN + FINE_STEP - 1) / FINE_STEP * FINE_STEP; v <= L; v += FINE_STEP)
+        if (v > 0) add_pos(pos, cls, &n, cap, v, KEEP_FINE);
+    return n;
+}
+
+/* Drops entries of the lowest class, oldest first, until n * per <= budget. */
+static int apply_budget(int64_t *pos, int *cls, int n, size_t per, size_t budget) {
+    if (!per) return n;
+    for (int c = KEEP_OLD; c < KEEP_FINE; c++) {
+        for (int i = 0; i < n && (size_t)n * per > budget;) {
+            if (cls[i] == c) {
+                memmove(pos + i, pos + i + 1, (size_t)(n - i - 1) * sizeof *pos);
+                memmove(cls + i, cls + i + 1, (size_t)(n - i - 1) * sizeof *cls);
+                n--;
+            } else {
+                i++;
+            }
+        }
+    }
+    return n;
+}
+
+#define MAX_KEEP 256
+
+void mdl_seq_plan_pass(rw_model_seq *s, int64_t n) {
+    const int64_t L = s->len + n;
+    int64_t pos[MAX_KEEP];
+    int cls[MAX_KEEP];
+    int k = retained(s, L, pos, cls, MAX_KEEP);
+    k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
+    s->n_cuts = 0;
+    for (int i = 0; i < k && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
+        if (pos[i] >= s->len) s->cuts[s->n_cuts++] = pos[i];
+    int64_t lf = L - FINE_STEP;
+    s->log_from = lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
+}
+
+void mdl_seq_retain(rw_model_seq *s) {
+    int64_t pos[MAX_KEEP];
+    int cls[MAX_KEEP];
+    int k = retained(s, s->len, pos, cls, MAX_KEEP);
+    k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
+    int64_t lf = s->len - FINE_STEP;
+    lf = lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
+    for (int il = 0; il < s->m->hp.n_layer; il++) s->layer[il]->ops->retain(s->layer[il], pos, k, lf);
+}
+
+/* ---- tokens ---- */
+
+rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err) {
+    if (s->len + n > s->tok_cap) {
+        int64_t cap = s->tok_cap ? s->tok_cap : 256;
+        while (cap < s->len + n) cap *= 2;
+        int32_t *tk = realloc(s->tokens, (size_t)cap * sizeof *tk);
+        if (!tk) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        s->tokens = tk, s->tok_cap = cap;
+    }
+    memmove(s->tokens + s->len, t, (size_t)n * sizeof *t);
+    return RW_OK;
+}
+
+/* ---- rewind ---- */
+
+/* The position every layer can return to by itself, and the replay cost. */
+static int64_t seq_restore_point(const rw_model_seq *s, int64_t n, int64_t *replay) {
+    int64_t p = n, r = 0;
+    for (int il = 0; il < s->m->hp.n_layer; il++) {
+        int64_t ri;
+        int64_t pi = s->layer[il]->ops->restore_point(s->layer[il], n, &ri);
+        if (pi < p) p = pi;
+        if (ri > r) r = ri;
+    }
+    if (replay) *replay = p == n ? r : 0;
+    return p;
+}
+
+rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *replay, int64_t *recompute) {
+    if (n < 0 || n > s->len) return RW_ERR_RANGE;
+    int64_t r;
+    const int64_t p = seq_restore_point(s, n, &r);
+    if (replay) *replay = r;
+    if (recompute) *recompute = n - p;
+    return RW_OK;
+}
+
+/* Every layer back to length n (each at length >= n; a failed pass may
+ * leave them at different lengths), then s->len = n. */
+rw_status mdl_seq_rewind_layers(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+    const int64_t p = seq_restore_point(s, n, NULL);
+    rw_status st = RW_OK;
+    for (int il = 0; il < s->m->hp.n_layer && !st; il++) st = s->layer[il]->ops->rewind(s->layer[il], p, pool, err);
+    if (st) {
+        /* Out of memory part-way: layers disagree; the only safe state left
+         * is the empty sequence (position 0 needs no memory to restore). */
+        for (int il = 0; il < s->m->hp.n_layer; il++) s->layer[il]->ops->rewind(s->layer[il], 0, pool, NULL);
+        s->len = 0;
+        return st;
+    }
+    s->len = p;
+    if (p == n) return RW_OK;
+    /* Recompute tokens p..n-1; they are still in s->tokens past the length. */
+    const rw_forward_args a = {.tokens = s->tokens + p, .n = n - p, .pool = pool};
+    return rw_model_forward(s->m, s, &a, err);
+}
+
+rw_status rw_model_seq_rewind(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+    if (n < 0 || n > s->len)
+        return rw_errorf(err, RW_ERR_RANGE, "cannot rewind a sequence of %lld tokens to %lld", (long long)s->len,
+                         (long long)n);
+    if (n == s->len) return RW_OK;
+    return mdl_seq_rewind_layers(s, n, pool, err);
+}
+
+rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err) { return rw_model_seq_rewind(s, n, NULL, err); }
+
+/* ---- snapshots ---- */
+
+rw_status rw_model_seq_copy(rw_model_seq *dst, const rw_model_seq *src, rw_error *err) {
+    if (dst == src) return RW_OK;
+    if (dst->m != src->m || dst->kv_type != src->kv_type || dst->max_ctx < src->len)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "sequence copy between different models or settings");
+    /* Clone every layer first; swap in only when all succeeded. */
+    rw_layer_state **L = calloc((size_t)src->m->hp.n_layer, sizeof *L);
+    int64_t *marks = src->n_marks ? malloc((size_t)src->n_marks * sizeof *marks) : NULL;
+    rw_status st = L && (!src->n_marks || marks) ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    for (int il = 0; il < src->m->hp.n_layer && !st; il++) st = src->layer[il]->ops->clone(src->layer[il], &L[il], err);
+    if (!st && src->len > dst->tok_cap) {
+        int32_t *tk = realloc(dst->tokens, (size_t)src->len * sizeof *tk);
+        if (!tk) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        else dst->tokens = tk, dst->tok_cap = src->len;
+    }
+    if (st) {
+        if (L) free_layers(src->m, L);
+        free(marks);
+        return st;
+    }
+    free_layers(dst->m, dst->layer);
+    dst->layer = L;
+    if (src->len) memcpy(dst->tokens, src->tokens, (size_t)src->len * sizeof *dst->tokens);
+    dst->len = src->len;
+    if (marks) memcpy(marks, src->marks, (size_t)src->n_marks * sizeof *marks);
+    free(dst->marks);
+    dst->marks = marks, dst->n_marks = dst->cap_marks = src->n_marks;
+    dst->ckpt_budget = src->ckpt_budget;
+    return RW_OK;
+}
+
+rw_status rw_model_seq_clone(const rw_model_seq *s, rw_model_seq **out, rw_error *err) {
+    rw_model_seq *c;
+    rw_status st = rw_model_seq_new(s->m, s->kv_type, s->max_ctx, &c, err);
+    if (st) return st;
+    if ((st = rw_model_seq_copy(c, s, err))) {
+        rw_model_seq_free(c);
+        return st;
+    }
+    *out = c;
+    return RW_OK;
+}
+
+/* Used by seq_file.c: replaces the layers and tokens of s (takes L and tokens). */
+void mdl_seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n) {
+    free_layers(s->m, s->layer);
+    free(s->tokens);
+    s->layer = L;
+    s->tokens = tokens;
+    s->len = s->tok_cap = n;
+}
+
+rw_status mdl_seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err) {
+    return new_layers(s->m, s->kv_type, s->max_ctx, out, err);
+}
+void mdl_seq_free_layers(const rw_model_seq *s, rw_layer_state **L) { free_layers(s->m, L); }
