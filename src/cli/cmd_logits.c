@@ -1,11 +1,23 @@
-/* cmd_logits.c - `rewind logits MODEL --ids IDS [--mode batch|step]
- * [--kv f32|f16] [--threads N] --out OUT.f32`. --threads 0 (the default) = one
- * thread per physical core; the logits do not depend on it. The KV cache is
- * f32 unless --kv f16 is given.
+/* cmd_logits.c - `rewind logits MODEL --ids IDS --out OUT.f32 [--ids IDS2
+ * --out OUT2.f32 ...] [--mode batch|step] [--chunks N1,N2,...]
+ * [--replay-from R] [--load-state FILE] [--save-state FILE] [--kv f32|f16]
+ * [--threads N]`.
  *
- * Runs the model over the ids of IDS and writes the float32 logits of every
- * position, row-major [n_ids][n_vocab], little-endian, no header. batch
- * runs all ids in one forward pass, step one id per pass. */
+ * Runs the model over the ids of each IDS file and writes the float32
+ * logits of every position, row-major [n_ids][n_vocab], little-endian, no
+ * header. Several --ids/--out pairs are separate sequences processed
+ * together, in the same forward passes (a ragged batch). --chunks gives the
+ * number of tokens each sequence feeds to each successive pass (the last
+ * size repeats); --mode batch (the default) is one pass of all ids, step is
+ * --chunks 1. --replay-from R rewinds every sequence to R ids (exactly:
+ * cache/state.h) after all are processed and processes ids[R:] again with
+ * the same chunking; rows >= R of the output come from that second run.
+ * --load-state starts every sequence from a state file (the ids continue
+ * it); --save-state writes the first sequence's state after processing.
+ * These hooks exist to check that a sequence's logits do not depend on any
+ * of it (the cache layer's invariants). --threads 0 (the default) = one
+ * thread per physical core; the logits do not depend on it. The KV cache is
+ * f32 unless --kv f16 is given. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,21 +27,90 @@
 
 static const char *CMD = "logits";
 
+#define MAX_SEQS 64
+#define MAX_CHUNKS 256
+
 static int usage(void) {
-    fprintf(stderr, "usage: rewind logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] --out OUT.f32\n");
+    fprintf(stderr, "usage: rewind logits MODEL --ids IDS --out OUT.f32 [--ids IDS --out OUT.f32 ...] "
+                    "[--mode batch|step] [--chunks N1,N2,...] [--replay-from R] [--load-state FILE] "
+                    "[--save-state FILE] [--kv f32|f16] [--threads N]\n");
     return 2;
 }
 
+static int parse_chunks(const char *s, long *chunks, int *n) {
+    *n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || v > (1L << 30) || *n == MAX_CHUNKS || (*end && *end != ',')) {
+            rw_cli_error(CMD, "--chunks needs positive integers separated by commas");
+            return 2;
+        }
+        chunks[(*n)++] = v;
+        s = *end ? end + 1 : end;
+    }
+    if (!*n) {
+        rw_cli_error(CMD, "--chunks needs at least one size");
+        return 2;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *ids_path, *out_path;
+    int32_t *ids;
+    int64_t n;
+    float *logits;
+    rw_model_seq *s;
+} seq_job;
+
+/* Feeds ids[from:] of every job through the model in passes of the given
+ * chunk sizes, all sequences in each pass. */
+static int run_passes(rw_model *m, seq_job *jobs, int n_jobs, int64_t from, const long *chunks, int n_chunks,
+                      rw_threadpool *pool, int64_t n_vocab, rw_error *err) {
+    int64_t done[MAX_SEQS];
+    for (int i = 0; i < n_jobs; i++) done[i] = from < jobs[i].n ? from : jobs[i].n;
+    rw_batch_item items[MAX_SEQS];
+    for (int pass = 0;; pass++) {
+        const int64_t c = chunks[pass < n_chunks ? pass : n_chunks - 1];
+        int k = 0;
+        for (int i = 0; i < n_jobs; i++) {
+            if (done[i] >= jobs[i].n) continue;
+            int64_t t = jobs[i].n - done[i] < c ? jobs[i].n - done[i] : c;
+            items[k++] = (rw_batch_item){.seq = jobs[i].s, .tokens = jobs[i].ids + done[i], .n = t,
+                                         .logits = jobs[i].logits + done[i] * n_vocab, .all_logits = true};
+            done[i] += t;
+        }
+        if (!k) return 0;
+        if (rw_model_forward_batch(m, items, k, pool, err)) return 1;
+    }
+}
+
 int rw_cmd_logits(int argc, char **argv) {
-    const char *model_path = NULL, *ids_path = NULL, *out_path = NULL, *mode = "batch";
+    const char *model_path = NULL, *mode = NULL, *load_path = NULL, *save_path = NULL;
+    seq_job jobs[MAX_SEQS];
+    memset(jobs, 0, sizeof jobs);
+    int n_ids = 0, n_outs = 0, n_chunks = 0;
+    long chunks[MAX_CHUNKS];
+    long replay_from = -1;
     rw_kv_type kv = RW_KV_F32; /* as the goldens; see cmd_generate.c */
     long threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--ids") && has_val) ids_path = argv[++i];
-        else if (!strcmp(a, "--out") && has_val) out_path = argv[++i];
-        else if (!strcmp(a, "--mode") && has_val) mode = argv[++i];
+        if (!strcmp(a, "--ids") && has_val) {
+            if (n_ids == MAX_SEQS) return rw_cli_error(CMD, "at most %d sequences", MAX_SEQS), 2;
+            jobs[n_ids++].ids_path = argv[++i];
+        } else if (!strcmp(a, "--out") && has_val) {
+            if (n_outs == MAX_SEQS) return rw_cli_error(CMD, "at most %d sequences", MAX_SEQS), 2;
+            jobs[n_outs++].out_path = argv[++i];
+        } else if (!strcmp(a, "--mode") && has_val) mode = argv[++i];
+        else if (!strcmp(a, "--chunks") && has_val) {
+            if (parse_chunks(argv[++i], chunks, &n_chunks)) return 2;
+        } else if (!strcmp(a, "--replay-from") && has_val) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1L << 40, &replay_from)) return 2;
+        } else if (!strcmp(a, "--load-state") && has_val) load_path = argv[++i];
+        else if (!strcmp(a, "--save-state") && has_val) save_path = argv[++i];
         else if (!strcmp(a, "--threads") && has_val) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
@@ -40,62 +121,72 @@ int rw_cmd_logits(int argc, char **argv) {
         } else if (!model_path) model_path = a;
         else return usage();
     }
-    if (!model_path || !ids_path || !out_path) return usage();
-    bool step = !strcmp(mode, "step");
-    if (!step && strcmp(mode, "batch") != 0) {
+    if (!model_path || !n_ids || n_ids != n_outs) return usage();
+    if (mode && strcmp(mode, "step") && strcmp(mode, "batch")) {
         rw_cli_error(CMD, "--mode must be batch or step, not \"%s\"", mode);
         return 2;
     }
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    if (rw_cli_read_ids(CMD, ids_path, &ids, &n)) return 1;
+    if (mode && n_chunks) {
+        rw_cli_error(CMD, "give --mode or --chunks, not both");
+        return 2;
+    }
+    if (mode && !strcmp(mode, "step")) chunks[0] = 1, n_chunks = 1;
+    if (!n_chunks) chunks[0] = 1L << 30, n_chunks = 1; /* batch: one pass */
+    int rc = 1;
     rw_gguf *g = NULL;
     rw_model *m = NULL;
-    if (rw_cli_open_model(CMD, model_path, &g, &m)) {
-        free(ids);
-        return 1;
-    }
-    const int64_t n_vocab = rw_model_get_hparams(m)->n_vocab;
-    int rc = 1;
-    rw_error err = {0};
-    rw_model_seq *s = NULL;
     rw_threadpool *pool = NULL;
-    float *logits = malloc((size_t)n * (size_t)n_vocab * sizeof(float));
-    if (!logits) {
-        rw_cli_error(CMD, "out of memory for %lld x %lld logits", (long long)n, (long long)n_vocab);
-        goto done;
-    }
-    int64_t max_ctx = n > rw_model_get_hparams(m)->n_ctx_train ? n : 0;
-    if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
-    if (step) {
-        for (int64_t t = 0; t < n; t++) {
-            rw_forward_args fa = {.tokens = ids + t, .n = 1, .pool = pool, .logits = logits + t * n_vocab};
-            if (rw_model_forward(m, s, &fa, &err)) goto fail;
+    rw_error err = {0};
+    for (int i = 0; i < n_ids; i++)
+        if (rw_cli_read_ids(CMD, jobs[i].ids_path, &jobs[i].ids, &jobs[i].n)) goto done;
+    if (rw_cli_open_model(CMD, model_path, &g, &m)) goto done;
+    const rw_model_hparams *hp = rw_model_get_hparams(m);
+    const int64_t n_vocab = hp->n_vocab;
+    if (rw_threadpool_new((int)threads, &pool, &err)) goto fail;
+    for (int i = 0; i < n_ids; i++) {
+        seq_job *j = &jobs[i];
+        j->logits = malloc((size_t)(j->n ? j->n : 1) * (size_t)n_vocab * sizeof(float));
+        if (!j->logits) {
+            rw_cli_error(CMD, "out of memory for %lld x %lld logits", (long long)j->n, (long long)n_vocab);
+            goto done;
         }
-    } else {
-        rw_forward_args fa = {.tokens = ids, .n = n, .pool = pool, .logits = logits, .all_logits = true};
-        if (rw_model_forward(m, s, &fa, &err)) goto fail;
+        int64_t max_ctx = j->n > hp->n_ctx_train ? j->n : 0;
+        if (rw_model_seq_new(m, kv, max_ctx, &j->s, &err)) goto fail;
+        if (load_path && rw_model_seq_load(j->s, load_path, &err)) goto fail;
     }
-    FILE *f = fopen(out_path, "wb");
-    if (!f || fwrite(logits, sizeof(float), (size_t)(n * n_vocab), f) != (size_t)(n * n_vocab)) {
-        if (f) fclose(f);
-        rw_cli_error(CMD, "cannot write %s", out_path);
-        goto done;
+    const int64_t base = rw_model_seq_length(jobs[0].s); /* from the state file, or 0 */
+    if (run_passes(m, jobs, n_ids, 0, chunks, n_chunks, pool, n_vocab, &err)) goto fail;
+    if (replay_from >= 0) {
+        for (int i = 0; i < n_ids; i++) {
+            int64_t r = replay_from < jobs[i].n ? replay_from : jobs[i].n;
+            if (rw_model_seq_rewind(jobs[i].s, base + r, pool, &err)) goto fail;
+        }
+        if (run_passes(m, jobs, n_ids, replay_from, chunks, n_chunks, pool, n_vocab, &err)) goto fail;
     }
-    if (fclose(f) != 0) {
-        rw_cli_error(CMD, "cannot write %s", out_path);
-        goto done;
+    if (save_path && rw_model_seq_save(jobs[0].s, save_path, &err)) goto fail;
+    for (int i = 0; i < n_ids; i++) {
+        const seq_job *j = &jobs[i];
+        FILE *f = fopen(j->out_path, "wb");
+        const size_t cnt = (size_t)(j->n * n_vocab);
+        bool ok = f && fwrite(j->logits, sizeof(float), cnt, f) == cnt;
+        if (f && fclose(f)) ok = false;
+        if (!ok) {
+            rw_cli_error(CMD, "cannot write %s", j->out_path);
+            goto done;
+        }
     }
     rc = 0;
     goto done;
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
-    rw_model_seq_free(s);
+    for (int i = 0; i < n_ids; i++) {
+        rw_model_seq_free(jobs[i].s);
+        free(jobs[i].logits);
+        free(jobs[i].ids);
+    }
     rw_threadpool_free(pool);
-    free(logits);
     rw_model_free(m);
     rw_gguf_close(g);
-    free(ids);
     return rc;
 }

@@ -5,15 +5,26 @@
  * Retention. After a pass that leaves the sequence at length L, the
  * recurrent layers keep checkpoints at
  *   fine:   multiples of 16 in [L-31, L]  (with the log from the fine one at
- *           or below L-16, any rewind of up to 16 tokens is a replay of the
- *           recurrence alone, at most 31 tokens, no matmul)
- *   recent: multiples of 64 in [L-256, L] (a rewind within the last 256
- *           tokens recomputes at most 63 tokens)
+ *           or below L-16, any rewind to a position >= L-16 is a replay of
+ *           at most 15 tokens of the recurrence alone, no matmul)
+ *   recent: multiples of 64 in [L-319, L] (a rewind to a position >= L-256
+ *           recomputes at most 63 tokens)
  *   older:  multiples of 1024, and every marked position (message
  *           boundaries: rw_model_seq_mark)
  * within a byte budget (rw_model_seq_set_checkpoint_budget): when over it,
  * older ones go first (oldest first), then marks, then recent ones; fine
- * ones always stay. A rewind further back lands on the nearest kept
+ * ones always stay. What this guarantees:
+ *   - after a pass of at least 31 tokens ending at T, a rewind to any
+ *     position >= T-16 replays under 16 tokens and computes no matmul;
+ *   - speculative decoding's pattern (from length P append K+1 <= 16
+ *     tokens, rewind to any position in [P, P+K+1], repeat) never computes
+ *     a matmul to rewind;
+ *   - a rewind to any position >= T-256 recomputes at most 63 tokens (with
+ *     the default budget).
+ * A rewind keeps what was retained below its target but cannot bring back
+ * what the retention at a greater length dropped (a short pass after a long
+ * rewind may lack the log just below where it started). A rewind further
+ * back lands on the nearest kept
  * checkpoint (position 0 always exists) and recomputes the rest with the
  * model; rw_model_seq_rewind_cost says which before anything is done.
  */
@@ -161,7 +172,7 @@ static int retained(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, in
     int n = 0;
     for (int64_t v = OLD_STEP; v <= L; v += OLD_STEP) add_pos(pos, cls, &n, cap, v, KEEP_OLD);
     for (int i = 0; i < s->n_marks && s->marks[i] <= L; i++) add_pos(pos, cls, &n, cap, s->marks[i], KEEP_MARK);
-    for (int64_t v = (L - RECENT_SPAN + RECENT_STEP - 1) / RECENT_STEP * RECENT_STEP; v <= L; v += RECENT_STEP)
+    for (int64_t v = (L - RECENT_SPAN) / RECENT_STEP * RECENT_STEP; v <= L; v += RECENT_STEP)
         if (v > 0) add_pos(pos, cls, &n, cap, v, KEEP_RECENT);
     for (int64_t v = (L - FINE_SPAN + FINE_STEP - 1) / FINE_STEP * FINE_STEP; v <= L; v += FINE_STEP)
         if (v > 0) add_pos(pos, cls, &n, cap, v, KEEP_FINE);

@@ -180,6 +180,11 @@ rw_status rw_model_seq_save(const rw_model_seq *s, const char *path, rw_error *e
         st = rw_errorf(err, RW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
         goto out;
     }
+    /* mkstemp creates the file 0600; a state file is as readable as any
+     * other output (the umask still applies on top) */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, 0666 & ~um);
     for (size_t off = 0; off < len;) {
         ssize_t w = write(fd, data + off, len - off);
         if (w < 0 && errno == EINTR) continue;
