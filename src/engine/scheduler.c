@@ -158,7 +158,7 @@ void *eng_scheduler_main(void *arg) {
                 if (fin != RW_FINISH_NONE) r->finished = true;
             }
             for (int i = 0; i < n_step; i++)
-                if (step[i]->seq) kv_bytes += rw_kv_bytes(rw_model_seq_kv(step[i]->seq));
+                if (step[i]->seq) kv_bytes += rw_model_seq_bytes(step[i]->seq); /* every layer's state */
             pthread_mutex_lock(&e->mu);
             e->stats.steps++;
             e->stats.step_tokens += (uint64_t)n_tok;
