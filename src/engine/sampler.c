@@ -160,9 +160,9 @@ double rw_sampler_uniform(const rw_sampler *s, uint32_t stream) {
 }
 
 int64_t rw_draw_weights(const float *w, int64_t n, double u) {
-    double total = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        if (w[i] > 0.0f) total += w[i];
+    double t4[4] = {0.0, 0.0, 0.0, 0.0}; /* four running sums: not one dependent chain */
+    for (int64_t i = 0; i < n; i++) t4[i & 3] += w[i] > 0.0f ? w[i] : 0.0f;
+    const double total = (t4[0] + t4[1]) + (t4[2] + t4[3]);
     if (!(total > 0.0)) return -1;
     const double target = u * total;
     double acc = 0.0;

@@ -13,8 +13,7 @@
  *                l > 0, else l *= r), then OpenAI's
  *                l -= c * frequency_penalty + presence_penalty.
  *   top-k        keep the k highest logits (k <= 0: off).
- *   top-p        softmax over what is left (weights exp(l - max) rounded
- *                to float, summed in double); keep the smallest prefix, in
+ *   top-p        softmax over what is left; keep the smallest prefix, in
  *                decreasing order, whose probabilities sum to >= top_p and
  *                that has at least min_keep tokens (top_p >= 1: off; top_p =
  *                0 keeps max(1, min_keep) tokens).
@@ -24,10 +23,10 @@
  *
  * Top-k/top-p/min-p see the logits before temperature, as in llama.cpp.
  * "Decreasing order" is a total order: higher logit first, ties to the lower
- * id, so what is kept never depends on a sort's whims. The softmax runs in
- * double as exp((l - max) / T); NaN logits count as -inf; when the largest
- * logit is infinite, the tokens equal to it share the mass equally (all -inf
- * is uniform over what is left).
+ * id, so what is kept never depends on a sort's whims. Softmax weights are
+ * expf((l - max) * (1 / T)) in float (T = 1 for top-p), summed in double; NaN
+ * logits count as -inf; when the largest logit is infinite, the tokens equal
+ * to it share the mass equally (all -inf is uniform over what is left).
  *
  * Greedy (temperature <= 0): the highest logit after bias and penalties, ties
  * to the lowest id, exactly rw_argmax of those logits (rw_argmax of the raw
@@ -39,7 +38,9 @@
  * seed + (k + 1) * golden gamma, so a request's tokens depend only on its
  * seed, its parameters and its logits - not on other requests, threads, or
  * how often rw_sampler_sample was called - and rewinding the sampler rewinds
- * its generator too. There is no global state.
+ * its generator too. There is no global state. (Across machines, libm's expf
+ * may pick another code path - FMA or not - and could in principle differ in
+ * a last bit; on one machine and build the tokens are fixed.)
  *
  * A sampler is used by one thread at a time (it has a scratch buffer). */
 #ifndef RW_ENGINE_SAMPLER_H
@@ -86,9 +87,10 @@ rw_sampler_params rw_sampler_params_default(void);
 typedef struct rw_sampler rw_sampler;
 
 /* A sampler for rows of n_vocab logits. Checks the parameters (finite
- * numbers in range, bias tokens < n_vocab). Allocates its scratch (about 16
- * bytes per vocabulary entry) here, so sampling allocates nothing; accepting
- * tokens grows the token history geometrically. The caller frees *out with
+ * numbers in range, bias tokens < n_vocab). Allocates its scratch (24 bytes
+ * per vocabulary entry, 28 with penalties: 4 MiB for a 151936-token
+ * vocabulary) here, so sampling allocates nothing; accepting tokens grows the
+ * token history geometrically. The caller frees *out with
  * rw_sampler_free. */
 rw_status rw_sampler_new(const rw_sampler_params *params, int64_t n_vocab, rw_sampler **out, rw_error *err);
 void rw_sampler_free(rw_sampler *s); /* NULL is fine */
@@ -114,7 +116,8 @@ void rw_sampler_rewind(rw_sampler *s, int64_t n_keep);
 /* p[n_vocab] = the distribution rw_sampler_sample draws from for this row,
  * after every transformation: 0 for removed tokens, the rest sums to 1
  * (within float rounding). Greedy: one-hot at the greedy token.
- * rw_sampler_sample(s, l) == rw_sampler_draw(s, p) bitwise. */
+ * rw_sampler_sample(s, l) == rw_sampler_draw(s, p) bitwise. p must not
+ * overlap logits. */
 void rw_sampler_probs(rw_sampler *s, const float *logits, float *p);
 
 /* A token drawn from the weights p[n_vocab] (>= 0, need not sum to 1;

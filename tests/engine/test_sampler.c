@@ -17,9 +17,9 @@
 
 static bool before(const float *l, int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); }
 
-static double ref_weight(float l, float max, double t) {
+static double ref_weight(float l, float max, float t) {
     if (isinf(max)) return l == max ? 1.0 : 0.0;
-    return exp(((double)l - (double)max) / t);
+    return expf((l - max) * (1.0f / t)); /* in float, as sampler.h says */
 }
 
 static void ref_probs(const float *logits, int n, const rw_sampler_params *sp, const int32_t *hist, int n_hist,
@@ -55,10 +55,10 @@ static void ref_probs(const float *logits, int n, const rw_sampler_params *sp, c
     const int min_keep = sp->min_keep > 1 ? sp->min_keep : 1;
     if (sp->top_k > 0 && sp->top_k < kept) kept = sp->top_k;
     if (sp->top_p < 1.0f) {
-        double sum = 0.0, cum = 0.0; /* weights rounded to float (sampler.h) */
-        for (int i = 0; i < kept; i++) sum += (float)ref_weight(l[order[i]], l[order[0]], 1.0);
+        double sum = 0.0, cum = 0.0; /* float weights, double sums (sampler.h) */
+        for (int i = 0; i < kept; i++) sum += ref_weight(l[order[i]], l[order[0]], 1.0f);
         for (int i = 0; i < kept; i++) {
-            cum += (float)ref_weight(l[order[i]], l[order[0]], 1.0) / sum;
+            cum += ref_weight(l[order[i]], l[order[0]], 1.0f) / sum;
             if (cum >= sp->top_p && i + 1 >= min_keep) {
                 kept = i + 1;
                 break;
