@@ -16,7 +16,9 @@
  *   top-p        softmax over what is left; keep the smallest prefix, in
  *                decreasing order, whose probabilities sum to >= top_p and
  *                that has at least min_keep tokens (top_p >= 1: off; top_p =
- *                0 keeps max(1, min_keep) tokens).
+ *                0 keeps max(1, min_keep) tokens). The sums are exact: each
+ *                weight counts round(w * 2^32) units (w <= 1 relative to the
+ *                top token), the prefix must reach ceil(top_p * all units).
  *   min-p        keep l >= max l + log(min_p), or the min_keep first when
  *                fewer pass (min_p <= 0: off).
  *   temperature  p = softmax(l / T) over what is left.

@@ -161,35 +161,116 @@ static float max_logit(const rw_cand *c, int64_t n, bool sorted) {
     return m;
 }
 
-/* top-p over c[0..n): the kept count. Sorts c (partly) on the way. The
- * weights exp(l - max) are rounded to float and kept by id in w (n_vocab
- * entries of scratch), so each costs one exp: the walk reads them back. */
+/* Top-p counts mass in exact integers: a weight w (float, at most 1) is
+ * round(w * 2^32) units, so a running sum does not depend on the order it
+ * is added in (and n_vocab < 2^31 keeps every sum below 2^63). Tokens under
+ * 2^-33 of the top weight count 0 - with 151936 of them, at most 2e-5 of
+ * it. */
+static inline uint64_t top_p_units(float w) { return (uint64_t)((double)w * 4294967296.0 + 0.5); }
+
+static inline void swap_cand(rw_cand *a, rw_cand *b) {
+    rw_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* The kept count of top-p over c[0..n) in sorted order: walks the units. */
+static int64_t top_p_walk(const rw_cand *c, int64_t n, const float *w, uint64_t thr, int64_t min_keep) {
+    uint64_t cum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        cum += top_p_units(w[c[i].id]);
+        if (cum >= thr && i + 1 >= min_keep) return i + 1;
+    }
+    return n;
+}
+
+/* The kept count of top-p over c[0..n) in any order, with the kept tokens
+ * moved to the front (unsorted): a quickselect on the cumulative units (the
+ * answer is unique, so the pivots only change the time). thr > 0. Returns
+ * -1 after too many partitions (inputs that defeat median-of-three). */
+static int64_t top_p_select(rw_cand *c, int64_t n, const float *w, uint64_t thr) {
+    int64_t lo = 0, hi = n, rounds = 0;
+    uint64_t acc = 0; /* units before lo; always < thr */
+    while (hi - lo > 16) {
+        if (++rounds > 96) return -1;
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (rw_cand_before(c[mid], c[lo])) swap_cand(&c[mid], &c[lo]);
+        if (rw_cand_before(c[hi - 1], c[lo])) swap_cand(&c[hi - 1], &c[lo]);
+        if (rw_cand_before(c[hi - 1], c[mid])) swap_cand(&c[hi - 1], &c[mid]);
+        swap_cand(&c[mid], &c[hi - 1]); /* the median is the pivot, at the end */
+        const rw_cand pivot = c[hi - 1];
+        int64_t k = lo;
+        uint64_t before = 0;
+        for (int64_t j = lo; j < hi - 1; j++)
+            if (rw_cand_before(c[j], pivot)) {
+                before += top_p_units(w[c[j].id]);
+                swap_cand(&c[k++], &c[j]);
+            }
+        swap_cand(&c[k], &c[hi - 1]);
+        if (acc + before >= thr)
+            hi = k;
+        else if (acc + before + top_p_units(w[c[k].id]) >= thr)
+            return k + 1;
+        else {
+            acc += before + top_p_units(w[c[k].id]);
+            lo = k + 1;
+        }
+    }
+    for (int64_t i = lo + 1; i < hi; i++) /* insertion sort of the last few */
+        for (int64_t j = i; j > lo && rw_cand_before(c[j], c[j - 1]); j--) swap_cand(&c[j], &c[j - 1]);
+    for (int64_t i = lo; i < hi; i++) {
+        acc += top_p_units(w[c[i].id]);
+        if (acc >= thr) return i + 1;
+    }
+    return hi; /* not reached: the units of [lo, hi) reach thr */
+}
+
+/* top-p over c[0..n): the kept count, the kept tokens first (sorted when
+ * *sorted comes back true). The float weights exp(l - max) are kept by id in
+ * w (n_vocab entries of scratch), so each costs one exp. */
 static int64_t top_p_keep(rw_cand *c, const rw_sort_buf *b, int64_t n, bool *sorted, float top_p, int64_t min_keep,
                           float *w) {
     const float max = max_logit(c, n, *sorted);
-    double sum = 0.0;
+    uint64_t total = 0;
     for (int64_t i = 0; i < n; i++) {
         w[c[i].id] = weight(c[i].l, max, 1.0f);
-        sum += w[c[i].id];
+        total += top_p_units(w[c[i].id]);
     }
-    /* Usually a few hundred tokens reach top_p: sort those first, and all
-     * of them only when the mass is spread wider. */
-    int64_t m = *sorted ? n : (n > 1024 ? 256 : n);
-    if (!*sorted) rw_cand_select(c, n, m, b);
-    double cum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        if (i == m) {
-            rw_cand_select(c, n, n, b);
-            m = n;
+    const uint64_t thr = (uint64_t)ceil((double)top_p * (double)total); /* <= total */
+    if (thr == 0) {                                                     /* top_p = 0: the first token (or min_keep) */
+        const int64_t keep = min_keep < n ? min_keep : n;
+        if (!*sorted) rw_cand_select(c, n, keep, b);
+        *sorted = true;
+        return keep;
+    }
+    if (!*sorted && n > 1024) {
+        /* A large unsorted set. Usually a few hundred tokens reach top_p:
+         * sort those and walk. Each weight is at most 2^32 units, so at
+         * least thr / 2^32 tokens are needed; when that is many (a flat
+         * row) or the few hundred fall short, select instead of sorting it
+         * all. */
+        if ((double)thr < 64.0 * 4294967296.0) {
+            rw_cand_select(c, n, 256, b);
+            uint64_t cum = 0;
+            for (int64_t i = 0; i < 256; i++) {
+                cum += top_p_units(w[c[i].id]);
+                if (cum >= thr && i + 1 >= min_keep) {
+                    *sorted = true;
+                    return i + 1;
+                }
+            }
         }
-        cum += w[c[i].id] / sum;
-        if (cum >= top_p && i + 1 >= min_keep) {
+        int64_t k = top_p_select(c, n, w, thr);
+        if (k >= 0 && k >= min_keep) return k;
+        if (k >= 0) { /* fewer than min_keep: the min_keep first */
+            rw_cand_select(c, n, min_keep < n ? min_keep : n, b);
             *sorted = true;
-            return i + 1;
+            return min_keep < n ? min_keep : n;
         }
     }
-    *sorted = m == n;
-    return n;
+    if (!*sorted) rw_cand_select(c, n, n, b);
+    *sorted = true;
+    return top_p_walk(c, n, w, thr, min_keep);
 }
 
 void rw_sampler_probs(rw_sampler *s, const float *logits, float *p) {

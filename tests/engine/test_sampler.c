@@ -54,12 +54,16 @@ static void ref_probs(const float *logits, int n, const rw_sampler_params *sp, c
     int kept = n;
     const int min_keep = sp->min_keep > 1 ? sp->min_keep : 1;
     if (sp->top_k > 0 && sp->top_k < kept) kept = sp->top_k;
-    if (sp->top_p < 1.0f) {
-        double sum = 0.0, cum = 0.0; /* float weights, double sums (sampler.h) */
-        for (int i = 0; i < kept; i++) sum += ref_weight(l[order[i]], l[order[0]], 1.0f);
+    if (sp->top_p < 1.0f) { /* exact integer units of 2^-32 (sampler_chain.c) */
+        uint64_t units[NV_MAX], total = 0, cum = 0;
         for (int i = 0; i < kept; i++) {
-            cum += ref_weight(l[order[i]], l[order[0]], 1.0f) / sum;
-            if (cum >= sp->top_p && i + 1 >= min_keep) {
+            units[i] = (uint64_t)(ref_weight(l[order[i]], l[order[0]], 1.0f) * 4294967296.0 + 0.5);
+            total += units[i];
+        }
+        const uint64_t thr = (uint64_t)ceil((double)sp->top_p * (double)total);
+        for (int i = 0; i < kept; i++) {
+            cum += units[i];
+            if (cum >= thr && i + 1 >= min_keep) {
                 kept = i + 1;
                 break;
             }
@@ -399,42 +403,97 @@ static void test_combined(void) {
                 }
 }
 
+typedef struct {
+    float l;
+    int id;
+} lid;
+
+static int cmp_lid(const void *a, const void *b) {
+    const lid *x = a, *y = b;
+    if (x->l != y->l) return x->l > y->l ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
+}
+
+/* The top-p kept count of sampler.h over a whole row, by a full sort. */
+static int ref_top_p_count(const float *row, int n, float top_p, int min_keep) {
+    lid *o = malloc((size_t)n * sizeof *o);
+    for (int i = 0; i < n; i++) o[i] = (lid){isnan(row[i]) ? -INFINITY : row[i], i};
+    qsort(o, (size_t)n, sizeof *o, cmp_lid);
+    uint64_t total = 0, cum = 0;
+    for (int i = 0; i < n; i++) total += (uint64_t)(ref_weight(o[i].l, o[0].l, 1.0f) * 4294967296.0 + 0.5);
+    const uint64_t thr = (uint64_t)ceil((double)top_p * (double)total);
+    int kept = n;
+    for (int i = 0; i < n; i++) {
+        cum += (uint64_t)(ref_weight(o[i].l, o[0].l, 1.0f) * 4294967296.0 + 0.5);
+        if (cum >= thr && i + 1 >= min_keep) {
+            kept = i + 1;
+            break;
+        }
+    }
+    free(o);
+    return kept;
+}
+
 static void test_large_vocab(void) {
-    /* top-p's partial sort (more than 1024 candidates) against a full sort:
-     * top-p = 1 - tiny forces the walk past the first 256. */
+    /* top-p over more than 1024 candidates (the first 256 sorted, or a
+     * selection on the cumulative mass) against a full sort, and against
+     * the path that sorts everything (top-k first) */
     enum { N = 5000 };
     float *row = malloc(N * sizeof *row), *p = malloc(N * sizeof *p), *p2 = malloc(N * sizeof *p2);
-    for (int i = 0; i < N; i++) row[i] = (float)((i * 7919) % 1000) / 100.0f; /* many ties */
-    const float top_ps[] = {0.05f, 0.5f, 0.999f, 0.9999999f};
-    for (int j = 0; j < 4; j++) {
-        rw_sampler_params sp = with_temp(0.9f);
-        sp.top_p = top_ps[j];
-        rw_sampler *s = new_sampler(&sp, N);
-        rw_sampler_probs(s, row, p);
-        sp.top_k = N - 1; /* top-k sorts everything first: the other path */
-        rw_sampler *s2 = new_sampler(&sp, N);
-        rw_sampler_probs(s2, row, p2);
-        int kept = 0;
-        double sum = 0.0;
-        for (int i = 0; i < N; i++) {
-            kept += p[i] > 0.0f;
-            sum += p[i];
+    const float top_ps[] = {0.0f, 0.05f, 0.5f, 0.9f, 0.999f, 0.9999999f};
+    uint64_t x = 2024;
+    for (int kind = 0; kind < 5; kind++) {
+        const int n = kind == 3 ? 1500 : kind == 4 ? 2049 : N;
+        for (int i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            const float u = (float)(x >> 40) / 16777216.0f;
+            row[i] = kind == 0   ? (float)((i * 7919) % 1000) / 100.0f        /* many ties */
+                     : kind == 1 ? 0.6f * u - 0.3f                            /* flat */
+                     : kind == 2 ? (i % 97 == 0 ? 6.0f + u : 8.0f * u - 8.0f) /* peaked */
+                     : kind == 3 ? (float)(int)(u * 4.0f)                     /* four values */
+                                 : (i < n - 1 ? 1.0f : -INFINITY);            /* all equal: top-p .5 ends exactly
+                                                                                 at the first pivot (id 1024) */
+            if (i % 101 == 7 && kind != 4) row[i] = -INFINITY;                /* -inf: top-k n - 1 below drops one */
         }
-        /* the kept set is a prefix of the total order: every kept logit
-         * >= every dropped one, and for ties, the lower ids */
-        float lo = INFINITY;
-        int lo_id = -1;
-        for (int i = 0; i < N; i++)
-            if (p[i] > 0.0f && (row[i] < lo || (row[i] == lo && i > lo_id))) lo = row[i], lo_id = i;
-        for (int i = 0; i < N; i++)
-            if (p[i] == 0.0f)
-                CHECK_MSG(row[i] < lo || (row[i] == lo && i > lo_id), "top-p %g: token %d", (double)top_ps[j], i);
-        CHECK_MSG(fabs(sum - 1.0) < 1e-5, "sum %.9g", sum);
-        if (top_ps[j] < 0.9999f)
-            CHECK_MSG(memcmp(p, p2, N * sizeof *p) == 0, "top-p %g differs with top-k", (double)top_ps[j]);
-        CHECK(kept >= 1);
-        rw_sampler_free(s);
-        rw_sampler_free(s2);
+        for (int j = 0; j < 6; j++)
+            for (int mk = 0; mk < 2; mk++) {
+                rw_sampler_params sp = with_temp(0.9f);
+                sp.top_p = top_ps[j];
+                sp.min_keep = mk ? 300 : 0;
+                rw_sampler *s = new_sampler(&sp, n);
+                rw_sampler_probs(s, row, p);
+                sp.top_k = n - 1; /* top-k sorts everything first: the other path */
+                rw_sampler *s2 = new_sampler(&sp, n);
+                rw_sampler_probs(s2, row, p2);
+                int kept = 0, kept2 = 0;
+                double sum = 0.0;
+                for (int i = 0; i < n; i++) {
+                    kept += p[i] > 0.0f;
+                    kept2 += p2[i] > 0.0f;
+                    sum += p[i];
+                }
+                const int want = ref_top_p_count(row, n, top_ps[j], sp.min_keep);
+                CHECK_MSG(kept == want, "rows %d top-p %g min_keep %d: kept %d, want %d", kind, (double)top_ps[j],
+                          (int)sp.min_keep, kept, want);
+                /* the kept set is a prefix of the total order */
+                float lo = INFINITY;
+                int lo_id = -1;
+                for (int i = 0; i < n; i++)
+                    if (p[i] > 0.0f && (row[i] < lo || (row[i] == lo && i > lo_id))) lo = row[i], lo_id = i;
+                int bad = 0;
+                for (int i = 0; i < n; i++)
+                    if (p[i] == 0.0f && !(row[i] < lo || (row[i] == lo && i > lo_id)) && !isinf(row[i])) bad++;
+                CHECK_MSG(bad == 0, "rows %d top-p %g: %d dropped tokens above the kept ones", kind, (double)top_ps[j],
+                          bad);
+                CHECK_MSG(fabs(sum - 1.0) < 1e-5, "sum %.9g", sum);
+                if (want < n - 1) { /* the same set, the same values up to the sum's order */
+                    CHECK_EQ_INT(kept2, kept);
+                    for (int i = 0; i < n; i++)
+                        CHECK((p[i] > 0.0f) == (p2[i] > 0.0f) && fabsf(p[i] - p2[i]) <= 1e-6f * p[i] + 1e-30f);
+                }
+                rw_sampler_free(s);
+                rw_sampler_free(s2);
+            }
     }
     free(row);
     free(p);
