@@ -128,6 +128,11 @@ rw_status rw_model_seq_load(rw_model_seq *s, const char *path, rw_error *err);
  * caller frees *data with free(). */
 rw_status rw_model_seq_save_buffer(const rw_model_seq *s, uint8_t **data, size_t *len, rw_error *err);
 rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t len, rw_error *err);
+/* The token ids a state file holds, after checking its magic, version and
+ * model fingerprint only (RW_ERR_INVALID_ARG: made for another model; the
+ * full check happens at load). The caller frees *tokens. */
+rw_status rw_model_state_file_tokens(const rw_model *m, const char *path, int32_t **tokens, int64_t *n,
+                                     rw_error *err);
 /* 16 bytes identifying the model (architecture, hyperparameters, tensor
  * names, types and shapes). */
 void rw_model_fingerprint(const rw_model *m, uint8_t out[16]);

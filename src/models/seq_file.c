@@ -232,3 +232,38 @@ rw_status rw_model_seq_load(rw_model_seq *s, const char *path, rw_error *err) {
     free(data);
     return st;
 }
+
+rw_status rw_model_state_file_tokens(const rw_model *m, const char *path, int32_t **tokens, int64_t *n,
+                                     rw_error *err) {
+    *tokens = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return rw_errorf(err, RW_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    uint8_t head[8 + 4 + 16 + 4 + 8], mine[16];
+    rw_status st = RW_OK;
+    uint32_t version;
+    uint64_t cnt;
+    if (fread(head, 1, sizeof head, f) != sizeof head || memcmp(head, MAGIC, 8)) {
+        st = rw_errorf(err, RW_ERR_FORMAT, "%s: not a rewind state file", path);
+        goto out;
+    }
+    memcpy(&version, head + 8, 4);
+    memcpy(&cnt, head + 8 + 4 + 16 + 4, 8);
+    rw_model_fingerprint(m, mine);
+    if (version != VERSION) st = rw_errorf(err, RW_ERR_FORMAT, "%s: state file version %u", path, version);
+    else if (memcmp(head + 12, mine, 16)) st = rw_errorf(err, RW_ERR_INVALID_ARG, "%s: made for another model", path);
+    else if (cnt > (1u << 28)) st = rw_errorf(err, RW_ERR_FORMAT, "%s: bad token count", path);
+    if (st) goto out;
+    *tokens = malloc((size_t)(cnt ? cnt : 1) * sizeof **tokens);
+    if (!*tokens) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    else if (fread(*tokens, 4, (size_t)cnt, f) != (size_t)cnt) {
+        free(*tokens);
+        *tokens = NULL;
+        st = rw_errorf(err, RW_ERR_FORMAT, "%s: truncated", path);
+    } else {
+        *n = (int64_t)cnt;
+    }
+out:
+    fclose(f);
+    return st;
+}

@@ -1,0 +1,110 @@
+/* prefix_cache.h - sequences kept across requests, found again by shared
+ * token prefix, reused exactly.
+ *
+ * Entries are finished sequences (models/model.h: tokens, every layer's
+ * state, the recurrent layers' checkpoints and log) in a radix tree over
+ * their token ids, with the logits of their last position. A lookup walks
+ * the tree along the new prompt as far as it matches, then among the
+ * entries below that point picks the one that restores the longest prefix
+ * exactly without any matmul (the cache layer tells the restore point and
+ * its cost before anything is done: rw_model_seq_rewind_cost). The request
+ * starts from a copy of that entry cut back to the restore point and
+ * computes only the rest. Exactness follows from the cache layer: a
+ * sequence restored to n is bitwise the sequence that only ever saw n
+ * tokens. A prompt equal to an entry's tokens recomputes nothing (the
+ * entry's last logits come with it).
+ *
+ * Memory: one byte budget over every entry (KV, checkpoints, logs, logits);
+ * the least recently used entries leave first (plain LRU, measured by
+ * rewind bench chat). An entry whose tokens are a prefix of a newer one is
+ * dropped when the newer one restores its whole length without a matmul
+ * (its logits stay with the tree node), so an extended conversation is kept
+ * once. Sequences of running requests are never the cache's: a lookup
+ * hands out a copy. What is not shared yet: two entries that diverge after
+ * a common prefix each hold their own copy of that prefix's KV (no page
+ * sharing between entries).
+ *
+ * Disk tier (optional): entries evicted from memory are written to the
+ * folder as state files (<hash>.rws, models/seq_file.c's format, written
+ * atomically) with their last logits beside them (<hash>.logits), bounded
+ * by a byte budget (oldest files removed first); found again by later
+ * lookups and after a restart (the folder is scanned when the cache is
+ * made). A file that fails validation is removed with a warning on stderr,
+ * never trusted. Files of another model are left alone and not used.
+ *
+ * Thread safety: one thread at a time (the engine's scheduler); the stats
+ * may be read from any thread (they are copied under a lock).
+ */
+#ifndef RW_ENGINE_PREFIX_CACHE_H
+#define RW_ENGINE_PREFIX_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "models/model.h"
+
+typedef struct rw_pcache rw_pcache;
+
+typedef struct {
+    size_t mem_bytes;   /* budget of the memory tier; 0 = no memory tier (every lookup misses) */
+    const char *dir;    /* disk tier folder (created if missing), or NULL */
+    size_t dir_bytes;   /* budget of the disk tier */
+} rw_pcache_config;
+
+/* Why a request recomputed prompt tokens beyond its new tail. */
+typedef enum {
+    RW_PC_HIT = 0,          /* nothing recomputed that the cache had */
+    RW_PC_NO_ENTRY,         /* no stored sequence shares a prefix */
+    RW_PC_CKPT_TOO_FAR,     /* a shared prefix exists but its nearest exact restore point is further back */
+    RW_PC_EVICTED,          /* the entry had been evicted (and not found on disk) */
+    RW_PC_DISK_INVALID,     /* the disk copy failed validation and was removed */
+    RW_PC_DIFFERENT_MODEL,  /* only files of another model were found */
+} rw_pcache_reason;
+
+const char *rw_pcache_reason_name(rw_pcache_reason r);
+
+/* Per request. */
+typedef struct {
+    int64_t prompt_tokens;
+    int64_t from_memory;   /* prompt tokens restored from a memory entry */
+    int64_t from_disk;     /* from a disk entry */
+    int64_t recomputed;    /* prompt tokens the request computes */
+    int64_t shared;        /* longest prefix some entry shared with the prompt */
+    rw_pcache_reason reason; /* why recomputed > prompt_tokens - shared, or why nothing was reused */
+} rw_pcache_usage;
+
+/* Process-wide counters. */
+typedef struct {
+    uint64_t lookups, hits_memory, hits_disk;
+    uint64_t tokens_memory, tokens_disk, tokens_recomputed;
+    uint64_t evictions, disk_writes, disk_invalid;
+    uint64_t entries, disk_entries;
+    uint64_t bytes_kv_and_state; /* memory entries: their sequences */
+    uint64_t bytes_logits;       /* memory entries: last logits */
+    uint64_t bytes_disk;
+} rw_pcache_stats;
+
+/* m outlives the cache; sequences it makes use kv_type and max_ctx (which
+ * must match the sequences given to insert). The caller owns *out. */
+rw_status rw_pcache_new(rw_model *m, rw_kv_type kv_type, int64_t max_ctx, const rw_pcache_config *cfg, rw_pcache **out,
+                        rw_error *err);
+void rw_pcache_free(rw_pcache *c); /* no-op on NULL */
+
+/* A sequence for prompt[0..n): a copy of the best entry cut back to its
+ * exact restore point, or a fresh empty one. *reused = its length. When the
+ * whole prompt was an entry's tokens, *reused = n and logits (n_vocab floats,
+ * may be NULL, then that case restores n-1 tokens instead) get its last
+ * logits. The caller owns *out. u may be NULL. */
+rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_threadpool *pool, rw_model_seq **out,
+                            int64_t *reused, float *logits, rw_pcache_usage *u, rw_error *err);
+
+/* Keeps seq (the cache takes it; it may free it at once) with the logits of
+ * its last position (n_vocab floats, copied; may be NULL). Evicts as needed. */
+void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits);
+
+void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out);
+
+#endif
