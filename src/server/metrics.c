@@ -92,7 +92,8 @@ char *srv_metrics_text(rw_server *s) {
     put(&b, "# HELP rewind_cache_bytes Bytes held by the prefix cache, by kind. There is no prefix cache yet: always "
             "0.\n# TYPE rewind_cache_bytes gauge\nrewind_cache_bytes{kind=\"kv\"} 0\n"
             "rewind_cache_bytes{kind=\"recurrent\"} 0\nrewind_cache_bytes{kind=\"disk\"} 0\n");
-    gauge(&b, "rewind_active_kv_bytes", "KV cache storage of the running sequences.", (double)st.kv_bytes);
+    gauge(&b, "rewind_active_state_bytes", "State storage (KV cache and recurrent state) of the running sequences.",
+          (double)st.kv_bytes);
     gauge(&b, "rewind_requests_running", "Sequences in the batch.", st.running);
     gauge(&b, "rewind_queue_depth", "Requests waiting for a batch slot.", st.queued);
     counter(&b, "rewind_forward_passes_total", "Batched forward passes.", st.steps);

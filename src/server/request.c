@@ -265,7 +265,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         !get_number(o, "presence_penalty", -2, 2, &sp->presence_penalty, e) ||
         !get_number(o, "frequency_penalty", -2, 2, &sp->frequency_penalty, e) ||
         !get_number(o, "repeat_penalty", 0.01, 100, &sp->repeat_penalty, e) ||
-        !get_int(o, "top_k", -1, 1 << 30, &top_k, NULL, e) || !get_int(o, "n", 1, 128, &n, NULL, e) ||
+        !get_int(o, "top_k", -1, 1 << 30, &top_k, NULL, e) || !get_int(o, "n", 1, SRV_MAX_N, &n, NULL, e) ||
         !get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) ||
         !get_int(o, "max_tokens", 1, INT32_MAX, &max_tokens, &has_max, e) ||
         !get_int(o, "best_of", 1, 128, &best_of, NULL, e) || !get_bool(o, "stream", &r->stream, e) ||
@@ -274,8 +274,8 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         return false;
     if (chat && !get_int(o, "max_completion_tokens", 1, INT32_MAX, &max_tokens, &has_max2, e)) return false;
     sp->top_k = top_k < 0 ? 0 : (int32_t)top_k;
-    if (n != 1 || best_of != 1)
-        return bad(e, n != 1 ? "n" : "best_of", "%s", "only one choice per request is supported (n = 1, best_of = 1)");
+    if (best_of != 1) return bad(e, "best_of", "%s", "best_of is not supported (use n)");
+    r->n = (int)n;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return bad(e, "stream_options", "'%s' must be an object", "stream_options");

@@ -19,11 +19,14 @@ static json_t *finish_json(rw_finish_reason f) {
     return n ? json_string(n) : json_null();
 }
 
+/* The prompt counts once (as OpenAI counts it for n > 1), completions add up. */
 static json_t *usage_json(const srv_job *j) {
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->prompt_tokens, "completion_tokens",
-                     (json_int_t)j->completion_tokens, "total_tokens",
-                     (json_int_t)(j->prompt_tokens + j->completion_tokens), "prompt_tokens_details", "cached_tokens",
-                     (json_int_t)j->cached_tokens);
+    int64_t completion = 0;
+    for (int i = 0; i < j->n; i++) completion += j->choice[i].completion_tokens;
+    const srv_choice *c = &j->choice[0];
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
+                     (json_int_t)completion, "total_tokens", (json_int_t)(c->prompt_tokens + completion),
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens);
 }
 
 static json_t *ids_json(const int32_t *t, size_t n) {
@@ -130,20 +133,26 @@ static json_t *envelope(const srv_job *j, const char *model, const char *object,
                      "model", model, "choices", choices);
 }
 
-char *srv_response_json(const srv_job *j, const char *model_id, const char *text, size_t text_len) {
-    json_t *choice;
-    if (j->chat)
-        choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:o}", "index", 0, "message", "role", "assistant", "content",
-                           text_json(text, text_len), "logprobs", "finish_reason", finish_json(j->finish));
-    else
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text", text_json(text, text_len), "logprobs",
-                           "finish_reason", finish_json(j->finish));
-    if (!choice) return NULL;
-    if (j->return_token_ids) json_object_set_new(choice, "token_ids", ids_json(j->toks, j->n_toks));
-    if (j->logprobs) json_object_set_new(choice, "logprobs", logprobs_json(j, j->toks, j->lps, j->n_toks, 0));
+char *srv_response_json(const srv_job *j) {
     json_t *choices = json_array();
-    json_array_append_new(choices, choice);
-    json_t *o = envelope(j, model_id, j->chat ? "chat.completion" : "text_completion", choices);
+    for (int i = 0; i < j->n; i++) {
+        const srv_choice *c = &j->choice[i];
+        json_t *choice;
+        if (j->chat)
+            choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:o}", "index", i, "message", "role", "assistant", "content",
+                               text_json(c->text, c->text_len), "logprobs", "finish_reason", finish_json(c->finish));
+        else
+            choice = json_pack("{s:i,s:o,s:n,s:o}", "index", i, "text", text_json(c->text, c->text_len), "logprobs",
+                               "finish_reason", finish_json(c->finish));
+        if (!choice) {
+            json_decref(choices);
+            return NULL;
+        }
+        if (j->return_token_ids) json_object_set_new(choice, "token_ids", ids_json(c->toks, c->n_toks));
+        if (j->logprobs) json_object_set_new(choice, "logprobs", logprobs_json(j, c->toks, c->lps, c->n_toks, 0));
+        json_array_append_new(choices, choice);
+    }
+    json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion" : "text_completion", choices);
     if (!o) return NULL;
     json_object_set_new(o, "usage", usage_json(j));
     char *s = json_dumps(o, JSON_COMPACT);
@@ -170,8 +179,8 @@ static bool append_event(srv_job *j, json_t *o) {
     return ok;
 }
 
-bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t *toks, const srv_tok_lp *lps,
-                   size_t n_toks, bool first, rw_finish_reason finish) {
+bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
+                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish) {
     json_t *choice;
     if (j->chat) {
         json_t *delta = json_object();
@@ -179,11 +188,11 @@ bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t 
             json_object_set_new(delta, "role", json_string("assistant"));
             json_object_set_new(delta, "content", json_string(""));
         } else if (text_len) json_object_set_new(delta, "content", text_json(text, text_len));
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason",
+        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "delta", delta, "logprobs", "finish_reason",
                            finish_json(finish));
     } else {
         if (first) return true; /* completions have no role chunk */
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text", text_json(text, text_len), "logprobs",
+        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "text", text_json(text, text_len), "logprobs",
                            "finish_reason", finish_json(finish));
     }
     if (!choice) return false;

@@ -127,15 +127,14 @@ static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool cha
         return send_error(s, c, &e, NULL);
     }
     rw_error err = {0};
-    rw_status st = rw_engine_submit(s->engine, r.prompt, r.n_prompt, &r.gp, srv_job_on_event, j, &j->engine_id, &err);
+    rw_status st = srv_job_submit(j, &r, &err);
     bool stream = r.stream;
     srv_request_free(&r); /* the engine copied what it needs */
     if (st) {
-        srv_job_free(j);
+        srv_job_free(j); /* cancels the choices already submitted */
         submit_error(&err, &e);
         return send_error(s, c, &e, NULL);
     }
-    j->submitted = true;
     if (stream) {
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_job_sse_reader, j, srv_job_sse_free);
@@ -154,12 +153,13 @@ static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool cha
         srv_job_free(j);
         return MHD_NO;
     }
-    if (j->finish == RW_FINISH_ERROR || j->oom) {
-        srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", j->oom ? "out of memory" : j->error);
+    const char *fail = srv_job_error(j);
+    if (fail) {
+        srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
         srv_job_free(j);
         return send_error(s, c, &e, NULL);
     }
-    char *json = srv_response_json(j, s->model_id, j->text, j->text_len);
+    char *json = srv_response_json(j);
     srv_job_free(j);
     return send_owned(s, c, 200, json, "application/json", NULL);
 }

@@ -52,6 +52,7 @@ typedef struct {
     int n_stop;
     rw_logit_bias *bias; /* gp.sampling.logit_bias */
     size_t n_bias;
+    int n; /* choices, 1..SRV_MAX_N */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -65,17 +66,19 @@ typedef struct {
 bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
 void srv_request_free(srv_request *r);
 
-/* One generation in flight: filled by the engine callback, drained by the
- * connection thread. Owned by the connection thread (non-streaming) or by the
- * streaming response (freed by its free callback, after cancelling). */
+#define SRV_MAX_N 16 /* choices per request (n) */
+
+struct srv_job;
+
+/* One choice of a request = one engine request. Filled by the engine
+ * callback under the job's lock, drained by the connection thread. */
 typedef struct {
-    rw_server *srv;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* under mu, written by the engine callback */
+    struct srv_job *job;
+    int index;
+    /* under job->mu, written by the engine callback */
     char *text; /* new text not yet taken */
     size_t text_len, text_cap;
-    int32_t *toks; /* every generated token */
+    int32_t *toks;   /* every generated token */
     srv_tok_lp *lps; /* their logprobs (with logprobs), same length */
     size_t n_toks, toks_cap;
     bool done;
@@ -84,25 +87,42 @@ typedef struct {
     int64_t prompt_tokens, cached_tokens, completion_tokens;
     bool oom;
     /* the connection thread's own */
+    uint64_t engine_id;
+    bool submitted;
+    size_t toks_taken; /* tokens already sent in stream chunks */
+    bool finish_sent;  /* stream: its finish chunk is out */
+} srv_choice;
+
+/* A generation request in flight: n choices. Owned by the connection thread
+ * (non-streaming) or by the streaming response (freed by its free callback,
+ * after cancelling what still runs). */
+typedef struct srv_job {
+    rw_server *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+    srv_choice choice[SRV_MAX_N];
     bool chat, include_usage, return_token_ids, logprobs;
     char id[48];
     int64_t created;
-    uint64_t engine_id;
-    bool submitted;
-    int fd;             /* the client's socket, polled for hang-up */
-    size_t toks_taken;  /* tokens already sent in stream chunks */
-    int sse_state;      /* 0 first chunk pending, 1 streaming, 2 all sent */
-    char *out;          /* formatted SSE bytes not yet given to MHD */
+    int fd;        /* the client's socket, polled for hang-up */
+    int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
+    char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
 } srv_job;
 
 srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd);
-/* Cancels the engine request if it is still running, then frees. */
+/* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
+ * already in and returns the engine's error. */
+rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err);
+/* Cancels the engine requests still running, then frees. */
 void srv_job_free(srv_job *j);
-void srv_job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback */
-/* Waits until done; false if the client hung up or the server is stopping
- * (the request is then cancelled). */
+void srv_job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback, user = srv_choice */
+/* Waits until every choice is done; false if the client hung up or the
+ * server is stopping (the requests are then cancelled by srv_job_free). */
 bool srv_job_wait(srv_job *j);
+/* The first failed choice's message, or NULL. */
+const char *srv_job_error(const srv_job *j);
 /* The MHD content reader of a streaming response (cls = job). */
 ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
 void srv_job_sse_free(void *cls);
@@ -110,11 +130,11 @@ void srv_job_sse_free(void *cls);
 bool srv_peer_gone(int fd);
 
 /* response.c: the JSON of a finished non-streaming request (malloc'd). */
-char *srv_response_json(const srv_job *j, const char *model_id, const char *text, size_t text_len);
-/* One SSE event "data: {...}\n\n" appended to the job's out buffer, for
- * the n_toks tokens toks (and lps when the request asked for logprobs). */
-bool srv_sse_chunk(srv_job *j, const char *text, size_t text_len, const int32_t *toks, const srv_tok_lp *lps,
-                   size_t n_toks, bool first, rw_finish_reason finish);
+char *srv_response_json(const srv_job *j);
+/* One SSE event "data: {...}\n\n" appended to the job's out buffer for
+ * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
+bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
+                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
 bool srv_sse_usage(srv_job *j);
 bool srv_sse_error(srv_job *j, const char *msg);
 bool srv_sse_append(srv_job *j, const char *s, size_t n);

@@ -436,6 +436,76 @@ static void test_logprobs(const target *t) {
     json_decref(j);
 }
 
+/* ---- n > 1: choice i samples with seed + i ---- */
+
+typedef struct {
+    int finishes[4], done;
+    long long completion;
+    bool bad;
+} n_acc;
+
+static bool on_n_event(void *user, const char *data, size_t n) {
+    n_acc *a = user;
+    if (n == 6 && !memcmp(data, "[DONE]", 6)) {
+        a->done++;
+        return true;
+    }
+    json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, NULL);
+    if (!j) a->bad = true;
+    json_t *c = json_array_get(json_object_get(j, "choices"), 0);
+    json_int_t idx = json_integer_value(json_object_get(c, "index"));
+    if (c && json_is_string(json_object_get(c, "finish_reason")) && idx >= 0 && idx < 4) a->finishes[idx]++;
+    json_t *u = json_object_get(j, "usage");
+    if (json_is_object(u)) a->completion = json_integer_value(json_object_get(u, "completion_tokens"));
+    json_decref(j);
+    return true;
+}
+
+static void test_n(const target *t) {
+    int status;
+    json_t *j = post_json(t, "/v1/completions",
+                          "{\"prompt\":[5,6,7,8],\"max_tokens\":6,\"temperature\":1,\"seed\":40,\"n\":3,"
+                          "\"ignore_eos\":true,\"return_token_ids\":true}",
+                          &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *choices = json_object_get(j, "choices");
+    CHECK_EQ_INT(json_array_size(choices), 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")), 18);
+    for (int i = 0; i < 3; i++) {
+        json_t *c = json_array_get(choices, (size_t)i);
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "index")), i);
+        int32_t got[8], one[8];
+        int ng = get_ids(c, got, 8);
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"prompt\":[5,6,7,8],\"max_tokens\":6,\"temperature\":1,\"seed\":%d,\"ignore_eos\":true,"
+                 "\"return_token_ids\":true}",
+                 40 + i);
+        json_t *r = post_json(t, "/v1/completions", body, &status);
+        int no = get_ids(json_array_get(json_object_get(r, "choices"), 0), one, 8);
+        CHECK_MSG(ng == 6 && no == 6 && !memcmp(got, one, sizeof got[0] * 6), "choice %d is not seed %d's tokens", i,
+                  40 + i);
+        json_decref(r);
+    }
+    json_decref(j);
+
+    n_acc a = {0};
+    rw_sse_parser p = {.on_event = on_n_event, .user = &a};
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":5,\"n\":2,"
+                       "\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+    rw_http_request rq = {.port = t->port, .method = "POST", .path = "/v1/chat/completions", .headers = t->auth,
+                          .body = body, .body_len = strlen(body), .on_data = on_data, .user = &p};
+    rw_http_response r;
+    CHECK(rw_http_do(&rq, &r, NULL) == RW_OK && r.status == 200);
+    rw_http_response_free(&r);
+    rw_sse_free(&p);
+    CHECK(!a.bad);
+    CHECK_EQ_INT(a.finishes[0], 1);
+    CHECK_EQ_INT(a.finishes[1], 1);
+    CHECK_EQ_INT(a.done, 1);
+    CHECK_EQ_INT(a.completion, 10);
+}
+
 /* ---- cancellation ---- */
 
 static bool wait_idle(rw_engine *e, uint64_t cancelled_at_least) {
@@ -523,7 +593,8 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"temperature\":\"hot\"}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"temperature\":-1}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"unknown_field\":1}", 400},
-        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"n\":2}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"n\":17}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"best_of\":2}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"stop\":[1]}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"stop\":\"\"}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"stream\":\"yes\"}", 400},
@@ -549,7 +620,7 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"logit_bias\":{\"abc\":1}}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"logit_bias\":{\"5\":500}}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"top_p\":2}", 400},
-        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", 400},
+        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", 400},
         {"POST", "/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400},
         {"GET", "/v1/nothing", NULL, 404},
@@ -702,6 +773,7 @@ int main(void) {
     test_seeded(&t);
     test_chat_and_stream(&t);
     test_logprobs(&t);
+    test_n(&t);
     test_cancel(&t, e);
     test_malformed(&t);
     test_metrics(&t);
