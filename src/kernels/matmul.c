@@ -175,8 +175,8 @@ static void convert_task(void *ctx, int64_t task, int thread) {
 
 static void store_rows(const mm_job *j, const mm_group *g, int64_t r, int nx, int64_t o, int nw, const float *out) {
     for (int b = 0; b < nx; b++) {
-        int64_t dst = g->y_rows ? g->y_rows[r + b] : r + b;
-        memcpy(j->y + dst * j->y_stride + o, out + b * nw, (size_t)nw * sizeof(float));
+        float *dst = j->y + (g->y_rows ? g->y_rows[r + b] : r + b) * j->y_stride + o;
+        for (int i = 0; i < nw; i++) dst[i] = out[b * nw + i]; /* nw is small: no memcpy call */
     }
 }
 
@@ -196,9 +196,14 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
         for (int64_t o = o0; o < o1; o += mw) {
             int nw = (int)(o1 - o < mw ? o1 - o : mw);
             for (int64_t r = r0; r < r1; r += mr) {
-                int nx = (int)(r1 - r < mr ? r1 - r : mr), ng = (nx + RW_MM_GROUP - 1) / RW_MM_GROUP;
-                j->k->tile_g(j->n_in, g->w + (size_t)o * j->w_stride, j->w_stride, nw,
-                             xq + (size_t)(r / RW_MM_GROUP) * g->slot_bytes, g->slot_bytes, ng, out);
+                int nx = (int)(r1 - r < mr ? r1 - r : mr);
+                const uint8_t *w = g->w + (size_t)o * j->w_stride, *xg = xq + (size_t)(r / RW_MM_GROUP) * g->slot_bytes;
+                if (!g->y_rows) { /* straight into y */
+                    j->k->tile_g(j->n_in, w, j->w_stride, nw, xg, g->slot_bytes, nx, j->y + r * j->y_stride + o,
+                                 j->y_stride);
+                    continue;
+                }
+                j->k->tile_g(j->n_in, w, j->w_stride, nw, xg, g->slot_bytes, nx, out, nw);
                 store_rows(j, g, r, nx, o, nw, out);
             }
         }

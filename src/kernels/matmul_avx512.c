@@ -461,9 +461,10 @@ static void convert_q8_0_g(const float *const *rows, int n_rows, void *xg, int64
 
 enum { Q8G_MAX_NG = 4 };
 
-static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int ng,
-                        float *out) {
+static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx,
+                        float *out, int64_t os) {
     const int64_t nb = n / 32;
+    const int ng = (nx + 15) / 16;
     __m512 accs[Q8G_MAX_NG][NW][4];
     for (int g = 0; g < ng; g++)
         for (int i = 0; i < NW; i++)
@@ -517,7 +518,7 @@ static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
             float y[16];
             _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(accs[g][i][0], accs[g][i][1]),
                                               _mm512_add_ps(accs[g][i][2], accs[g][i][3])));
-            for (int l = 0; l < 16; l++) out[(g * 16 + l) * nw + i] = y[l];
+            for (int l = 0; l < 16 && g * 16 + l < nx; l++) out[(g * 16 + l) * os + i] = y[l];
         }
 }
 

@@ -15,8 +15,10 @@
  * A kernel may also have a group form for many rows (g_bytes non-NULL):
  *   - convert_g converts up to RW_MM_GROUP activation rows at once into one
  *     packed group (missing rows are padding whose outputs are discarded);
- *   - tile_g computes out[(g*RW_MM_GROUP + l)*nw + i] = dot(W row i, row l of
- *     group g) for i < nw <= max_nw, g < ng <= max_ng.
+ *   - tile_g computes out[r*out_stride + i] = dot(W row i, activation row r)
+ *     for i < nw <= max_nw and r < nx <= RW_MM_GROUP * max_ng, row r being
+ *     row r % RW_MM_GROUP of group r / RW_MM_GROUP (outputs of padding rows
+ *     are not written).
  * Each output must be bitwise what tile gives for that row alone: the group
  * form only lays the same arithmetic out differently (e.g. one activation
  * row per SIMD lane), so matmul.c may pick either form for any rows.
@@ -43,7 +45,7 @@ typedef struct {
     size_t (*g_bytes)(int64_t n_in); /* bytes of one packed group */
     void (*convert_g)(const float *const *rows, int n_rows, void *xg, int64_t n_in);
     void (*tile_g)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride,
-                   int ng, float *out);
+                   int nx, float *out, int64_t out_stride);
     int max_ng;
 } rw_mm_kernel;
 
