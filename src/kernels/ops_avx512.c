@@ -110,10 +110,95 @@ static inline float mad_dot(float *row, const float *k, float d, const float *q,
     return (float)sum;
 }
 
+/* _mm512_reduce_add_ps of each of v[0..15], lane j = row j, bitwise: the
+ * same pairwise tree (lanes i + i+8, then + i+4, then + i+2, then + i+1)
+ * run on 16 rows at once by interleaving them (IEEE addition commutes, so
+ * only the pairing matters). */
+static inline __m512 reduce_add16(const __m512 v[16]) {
+    __m512 z[8], w[4], u[2];
+    for (int p = 0; p < 8; p++) /* row 2p in lanes 0-7, row 2p+1 in 8-15: lane i + lane i+8 */
+        z[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int p = 0; p < 4; p++) /* 128-bit lane r = row 4p + r: + lane i+4 */
+        w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int p = 0; p < 2; p++) /* + lane i+2: rows 8p + r and 8p + 4 + r in 128-bit lane r */
+        u[p] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* + lane i+1: lane 4r + c holds row 4c + r */
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(idx, r);
+}
+
+/* The delta rule for dk = DK (64 or 128) and dv a multiple of 16: as the
+ * general code below, row by row the same operations, but
+ *   - rows of S^T evolve independently (row j needs only its own d[j]), so a
+ *     block of 16 rows (8 KiB) runs through all the tokens before the next
+ *     block: the block stays in L1 instead of the whole state streaming
+ *     through L2 at every token;
+ *   - k and q of the token sit in registers;
+ *   - the 16 rows' dot products are reduced together (reduce_add16) and d,
+ *     o computed as vectors.
+ * (float)(double)x is x, so the general code's double steps vanish when
+ * there is no tail past the last 64. */
+#define DELTA_BLOCKED(DK)                                                                                     \
+    static void delta_rule_head_##DK(float *S, int dv, int64_t n_t, const float *q, int64_t q_stride,         \
+                                     const float *k, int64_t k_stride, const float *v, int64_t v_stride,      \
+                                     const float *g, int64_t g_stride, const float *beta, int64_t beta_stride, \
+                                     float scale, float *o, int64_t o_stride) {                               \
+        enum { NV = DK / 16 };                                                                                \
+        for (int j0 = 0; j0 < dv; j0 += 16) {                                                                 \
+            for (int64_t t = 0; t < n_t; t++) {                                                               \
+                const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;           \
+                const __m512 vdec = _mm512_set1_ps(expf(g[t * g_stride])), vb = _mm512_set1_ps(beta[t * beta_stride]); \
+                float *ot = o + t * o_stride;                                                                 \
+                __m512 kv[NV], qv[NV];                                                                        \
+                _Pragma("GCC unroll 8") for (int c = 0; c < NV; c++)                                          \
+                    kv[c] = _mm512_loadu_ps(kt + 16 * c), qv[c] = _mm512_loadu_ps(qt + 16 * c);               \
+                __m512 part[16];                                                                              \
+                _Pragma("GCC unroll 2") for (int r = 0; r < 16; r++) { /* row *= decay; dot(row, k): accumulator c % 4 */             \
+                    float *row = S + (int64_t)(j0 + r) * DK;                                                  \
+                    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}; \
+                    _Pragma("GCC unroll 8") for (int c = 0; c < NV; c++) {                                    \
+                        const __m512 rc = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * c), vdec);                \
+                        _mm512_storeu_ps(row + 16 * c, rc);                                                   \
+                        a[c % 4] = _mm512_fmadd_ps(rc, kv[c], a[c % 4]);                                      \
+                    }                                                                                         \
+                    part[r] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));            \
+                }                                                                                             \
+                /* d = (v - S^T k) * beta */                                                                  \
+                float dj[16];                                                                                 \
+                _mm512_storeu_ps(dj, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(vt + j0), reduce_add16(part)), vb)); \
+                _Pragma("GCC unroll 2") for (int r = 0; r < 16; r++) { /* row += k * d; dot(row, q) */                                \
+                    float *row = S + (int64_t)(j0 + r) * DK;                                                  \
+                    const __m512 vd = _mm512_set1_ps(dj[r]);                                                  \
+                    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}; \
+                    _Pragma("GCC unroll 8") for (int c = 0; c < NV; c++) {                                    \
+                        const __m512 rc = _mm512_fmadd_ps(kv[c], vd, _mm512_loadu_ps(row + 16 * c));          \
+                        _mm512_storeu_ps(row + 16 * c, rc);                                                   \
+                        a[c % 4] = _mm512_fmadd_ps(rc, qv[c], a[c % 4]);                                      \
+                    }                                                                                         \
+                    part[r] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));            \
+                }                                                                                             \
+                _mm512_storeu_ps(ot + j0, _mm512_mul_ps(reduce_add16(part), _mm512_set1_ps(scale)));          \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+
+DELTA_BLOCKED(64)
+DELTA_BLOCKED(128)
+
 void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride,
                                const float *k, int64_t k_stride, const float *v, int64_t v_stride, const float *g,
                                int64_t g_stride, const float *beta, int64_t beta_stride, float scale, float *o,
                                int64_t o_stride, float *scratch) {
+    if ((dk == 64 || dk == 128) && dv % 16 == 0) {
+        (dk == 64 ? delta_rule_head_64 : delta_rule_head_128)(S, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g,
+                                                              g_stride, beta, beta_stride, scale, o, o_stride);
+        return;
+    }
     float *d = scratch;
     for (int64_t t = 0; t < n_t; t++) {
         const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
