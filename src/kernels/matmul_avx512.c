@@ -459,21 +459,26 @@ static void convert_q8_0_g(const float *const *rows, int n_rows, void *xg, int64
         }
 }
 
-enum { Q8G_MAX_NG = 4 };
+/* 4 weight bytes at any address (the quants of a block sit 2 bytes in). */
+typedef int32_t i32u __attribute__((aligned(1), may_alias));
+
+/* Up to 8 weight rows x 4 groups per call; the accumulators of the current
+ * k only live in registers (blocks 2k, 2k+1 of each 8 share acc[k]). */
+enum { Q8G_NW = 8, Q8G_MAX_NG = 4 };
 
 static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx,
                         float *out, int64_t os) {
     const int64_t nb = n / 32;
     const int ng = (nx + 15) / 16;
-    __m512 accs[Q8G_MAX_NG][NW][4];
+    __m512 accs[Q8G_MAX_NG][4][Q8G_NW];
     for (int g = 0; g < ng; g++)
-        for (int i = 0; i < NW; i++)
-            for (int k = 0; k < 4; k++) accs[g][i][k] = _mm512_setzero_ps();
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < Q8G_NW; i++) accs[g][k][i] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
         const int nbb = nb - b0 < 8 ? (int)(nb - b0) : 8;
         /* per weight row and block of this chunk: -128 * sum of the quants, and the scale */
-        int32_t corr[NW][8];
-        float dw[NW][8];
+        int32_t corr[Q8G_NW][8];
+        float dw[Q8G_NW][8];
         for (int i = 0; i < nw; i++)
             for (int bb = 0; bb < nbb; bb++) {
                 const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + i * ws) + b0 + bb;
@@ -486,38 +491,37 @@ static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
             }
         for (int g = 0; g < ng; g++) {
             const xg_q8_blk *xb = (const xg_q8_blk *)(xg + (size_t)g * xgs) + b0;
-            __m512 acc[NW][4];
-            _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++)
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[i][k] = accs[g][i][k];
-            _Pragma("GCC unroll 8") for (int bb = 0; bb < 8; bb++) {
-                if (bb >= nbb) break;
-                __m512i X[8];
-                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) X[s] = _mm512_load_si512(xb[bb].q[s]);
-                const __m512 dx = _mm512_load_ps(xb[bb].dx);
-                _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) {
-                    if (i >= nw) break;
-                    const int32_t *wq = (const int32_t *)((const rw_block_q8_0 *)(w + i * ws) + b0 + bb)->qs;
-                    __m512i ia = _mm512_set1_epi32(corr[i][bb]), ib = _mm512_setzero_si512();
-                    _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
-                        int32_t w0, w1;
-                        memcpy(&w0, wq + s, 4);
-                        memcpy(&w1, wq + s + 1, 4);
-                        ia = _mm512_dpbusd_epi32(ia, X[s], _mm512_set1_epi32(w0));
-                        ib = _mm512_dpbusd_epi32(ib, X[s + 1], _mm512_set1_epi32(w1));
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                if (2 * k >= nbb) break;
+                __m512 acc[Q8G_NW];
+                _Pragma("GCC unroll 8") for (int i = 0; i < Q8G_NW; i++) acc[i] = accs[g][k][i];
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                    const int bb = 2 * k + h;
+                    if (bb >= nbb) break;
+                    __m512i X[8];
+                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) X[s] = _mm512_load_si512(xb[bb].q[s]);
+                    const __m512 dx = _mm512_load_ps(xb[bb].dx);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < Q8G_NW; i++) {
+                        if (i >= nw) break;
+                        const i32u *wq = (const i32u *)((const rw_block_q8_0 *)(w + i * ws) + b0 + bb)->qs;
+                        __m512i ia = _mm512_set1_epi32(corr[i][bb]), ib = _mm512_setzero_si512();
+                        _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
+                            ia = _mm512_dpbusd_epi32(ia, X[s], _mm512_set1_epi32(wq[s]));
+                            ib = _mm512_dpbusd_epi32(ib, X[s + 1], _mm512_set1_epi32(wq[s + 1]));
+                        }
+                        __m512 sc = _mm512_mul_ps(_mm512_set1_ps(dw[i][bb]), dx);
+                        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), sc, acc[i]);
                     }
-                    __m512 sc = _mm512_mul_ps(_mm512_set1_ps(dw[i][bb]), dx);
-                    acc[i][bb / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), sc, acc[i][bb / 2]);
                 }
+                _Pragma("GCC unroll 8") for (int i = 0; i < Q8G_NW; i++) accs[g][k][i] = acc[i];
             }
-            _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++)
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) accs[g][i][k] = acc[i][k];
         }
     }
     for (int g = 0; g < ng; g++)
         for (int i = 0; i < nw; i++) {
             float y[16];
-            _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(accs[g][i][0], accs[g][i][1]),
-                                              _mm512_add_ps(accs[g][i][2], accs[g][i][3])));
+            _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(accs[g][0][i], accs[g][1][i]),
+                                              _mm512_add_ps(accs[g][2][i], accs[g][3][i])));
             for (int l = 0; l < 16 && g * 16 + l < nx; l++) out[(g * 16 + l) * os + i] = y[l];
         }
 }
@@ -905,7 +909,7 @@ TILE_DISPATCH(iq4_xs)
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
-static const rw_mm_kernel kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, NW, 1,
+static const rw_mm_kernel kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
                                           g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG};
 K(q4_0, x_bytes_chunks, convert_q8_0_b8)
 K(q4_1, x_bytes_chunks, convert_q8_1)
