@@ -1,12 +1,18 @@
 /* cmd_serve.c - `rewind serve MODEL [--host 127.0.0.1] [--port 8080]
  * [--parallel N] [--ctx N] [--threads N] [--api-key KEY] [--kv f32|f16]
- * [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]`: the
+ * [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]
+ * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]`: the
  * OpenAI-compatible server (src/server) over the batching engine
- * (src/engine). Runs until SIGINT or SIGTERM. */
+ * (src/engine). Runs until SIGINT or SIGTERM.
+ *
+ * The prefix cache (engine/prefix_cache.h) is on by default with a quarter
+ * of the machine's RAM (--cache-bytes 0 turns it off); --cache-dir adds the
+ * disk tier (default budget 16 GiB). Sizes take K, M, G suffixes. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat/chat.h"
 #include "cli/cli.h"
@@ -16,16 +22,37 @@
 
 static const char *CMD = "serve";
 
+/* A byte count with an optional K, M or G suffix (powers of 1024). */
+static int parse_size(const char *s, size_t *out) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (end == s || *end || (v << shift) >> shift != v || s[0] == '-') {
+        rw_cli_error(CMD, "a size must be a number of bytes with an optional K, M or G suffix, not \"%s\"", s);
+        return 2;
+    }
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
                     "[--api-key KEY] [--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] "
-                    "[--prefill-chunk N]\n");
+                    "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]\n");
     return 2;
 }
 
 int rw_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 256;
+    const char *cache_dir = NULL;
+    size_t cache_dir_bytes = (size_t)16 << 30;
+    /* default prefix cache: a quarter of physical memory */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
     rw_kv_type kv = RW_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -50,6 +77,12 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &chunk)) return 2;
         } else if (!strcmp(a, "--kv") && v) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (!strcmp(a, "--cache-bytes") && v) {
+            if (parse_size(argv[++i], &cache_bytes)) return 2;
+        } else if (!strcmp(a, "--cache-dir-bytes") && v) {
+            if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
+        } else if (!strcmp(a, "--cache-dir") && v) {
+            cache_dir = argv[++i];
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -82,7 +115,10 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .max_queued = (int)max_queue,
                                  .n_ctx = ctx,
                                  .prefill_chunk = chunk,
-                                 .kv_type = kv};
+                                 .kv_type = kv,
+                                 .cache_bytes = cache_bytes,
+                                 .cache_dir = cache_dir,
+                                 .cache_dir_bytes = cache_dir_bytes};
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
@@ -93,9 +129,11 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .max_body_bytes = (size_t)max_body,
                                  .max_connections = (int)max_conn};
     if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;
-    fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s)\n",
+    fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
+                    "cache %zu MiB%s%s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), base, parallel, ctx,
-            kv == RW_KV_F16 ? "f16" : "f32");
+            kv == RW_KV_F16 ? "f16" : "f32", cache_bytes >> 20, cache_dir ? ", disk tier in " : "",
+            cache_dir ? cache_dir : "");
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -31,6 +31,7 @@ void eng_req_free(eng_req *r) {
     if (!r) return;
     for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
+    free(r->marks);
     free(r->tokens);
     free(r->logits);
     free(r->held);
@@ -63,6 +64,17 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         free(e);
         return st;
     }
+    if (cfg->cache_bytes > 0) {
+        const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes, .dir = cfg->cache_dir,
+                                     .dir_bytes = cfg->cache_dir_bytes};
+        if ((st = rw_pcache_new(m, cfg->kv_type, cfg->n_ctx, &pc, &e->pcache, err))) {
+            rw_threadpool_free(e->pool);
+            free(e->running);
+            free(e);
+            return st;
+        }
+    }
+    e->cfg.cache_dir = NULL; /* not kept: the cache copied it */
     static const double ttft_b[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
     static const double itl_b[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
     static const double bs_b[] = {1, 2, 4, 8, 16, 32, 64, 128};
@@ -76,6 +88,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         pthread_cond_destroy(&e->step_done);
         pthread_cond_destroy(&e->wake);
         pthread_mutex_destroy(&e->mu);
+        rw_pcache_free(e->pcache);
         rw_threadpool_free(e->pool);
         free(e->running);
         free(e);
@@ -102,6 +115,7 @@ void rw_engine_free(rw_engine *e) {
     pthread_cond_destroy(&e->step_done);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->mu);
+    rw_pcache_free(e->pcache);
     rw_threadpool_free(e->pool);
     free(e->running);
     free(e);
@@ -144,13 +158,17 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
     r->logits = malloc((size_t)e->n_vocab * sizeof *r->logits);
     r->stop = p->n_stop ? calloc((size_t)p->n_stop, sizeof *r->stop) : NULL;
-    bool ok = r->tokens && r->logits && (!p->n_stop || r->stop);
+    r->marks = p->n_marks > 0 && p->marks ? malloc((size_t)p->n_marks * sizeof *r->marks) : NULL;
+    bool ok = r->tokens && r->logits && (!p->n_stop || r->stop) && (p->n_marks <= 0 || !p->marks || r->marks);
     for (int i = 0; ok && i < p->n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
     if (!ok) {
         eng_req_free(r);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     r->p.stop = (const char *const *)r->stop;
+    if (r->marks) memcpy(r->marks, p->marks, (size_t)p->n_marks * sizeof *r->marks);
+    r->p.marks = r->marks;
+    r->p.n_marks = r->marks ? p->n_marks : 0;
     memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
     r->n_tokens = n_prompt;
     r->p.sampling.logit_bias = NULL; /* the sampler copies the bias; no dangling pointer kept */
@@ -213,4 +231,6 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->running = e->n_running;
     out->queued = e->n_queued;
     pthread_mutex_unlock(&e->mu);
+    out->cache_enabled = e->pcache != NULL;
+    if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
 }

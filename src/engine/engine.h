@@ -28,6 +28,7 @@
 
 #include "base/status.h"
 #include "cache/kv.h"
+#include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
@@ -41,6 +42,11 @@ typedef struct {
     int64_t n_ctx;        /* positions per sequence (prompt + generated), >= 1 */
     int64_t prefill_chunk; /* prompt tokens per scheduler step, over all sequences, >= 1 */
     rw_kv_type kv_type;
+    /* The prefix cache (engine/prefix_cache.h): cache_bytes = 0 turns it
+     * off; cache_dir (may be NULL) adds the disk tier, cache_dir_bytes big. */
+    size_t cache_bytes;
+    const char *cache_dir;
+    size_t cache_dir_bytes;
 } rw_engine_config;
 
 /* Sampling and stopping. Strings and the logit bias are copied by
@@ -51,6 +57,9 @@ typedef struct {
     const char *const *stop;    /* n_stop stop strings (non-empty), or NULL */
     int n_stop;
     bool ignore_eos;            /* do not stop at end-of-generation tokens */
+    const int64_t *marks;       /* n_marks prompt positions to keep exact restore points at (chat message
+                                   boundaries: the prefix cache can then reuse a conversation up to any of them) */
+    int n_marks;
     int n_logprobs;             /* -1: none; 0..RW_MAX_TOP_LOGPROBS: each token's logprob and that many
                                    alternatives (RW_LOGPROBS_RAW: the model's distribution) */
 } rw_gen_params;
@@ -75,7 +84,7 @@ typedef struct {
     bool done;
     rw_finish_reason finish; /* set when done */
     int64_t prompt_tokens;
-    int64_t cached_tokens;  /* prompt tokens whose state was reused (0 until the prefix cache exists) */
+    int64_t cached_tokens;  /* prompt tokens whose state was reused from the prefix cache */
     int64_t completion_tokens;
     const char *error;      /* finish == RW_FINISH_ERROR: one line */
 } rw_gen_event;
@@ -121,7 +130,7 @@ typedef struct {
     uint64_t requests_finished; /* final events sent */
     uint64_t requests_cancelled;
     uint64_t prompt_tokens;     /* prompt tokens of admitted requests */
-    uint64_t cached_tokens;     /* of those, served from a cache (0 until the prefix cache exists) */
+    uint64_t cached_tokens;     /* of those, served from the prefix cache (memory + disk) */
     uint64_t prefill_tokens;    /* prompt tokens computed by forward passes */
     uint64_t generated_tokens;
     uint64_t steps;             /* forward passes */
@@ -130,6 +139,9 @@ typedef struct {
     rw_histogram ttft;          /* seconds from submit to the first token */
     rw_histogram itl;           /* seconds between two tokens of a request */
     rw_histogram batch_size;    /* sequences per forward pass */
+    bool cache_enabled;
+    rw_pcache_stats cache;      /* the prefix cache's counters (engine/prefix_cache.h) */
+    uint64_t recompute_reasons[RW_PC_DIFFERENT_MODEL + 1]; /* requests per rw_pcache_reason */
 } rw_engine_stats;
 
 void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out);

@@ -16,6 +16,7 @@ typedef struct eng_req {
     struct eng_req *next; /* queue link */
     rw_gen_params p;      /* p.stop points to stop[] below */
     char **stop;          /* owned copies of the stop strings */
+    int64_t *marks;       /* owned copy of p.marks */
     rw_gen_callback cb;
     void *user;
 
@@ -45,6 +46,7 @@ struct rw_engine {
     rw_engine_config cfg;
     int64_t n_vocab;
     rw_threadpool *pool;
+    rw_pcache *pcache; /* owned; NULL when the prefix cache is off */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -67,13 +69,14 @@ void *eng_scheduler_main(void *arg);
 
 /* engine_seq.c: the one place that gives a request its sequence, and takes
  * it back. eng_seq_for_prompt returns a sequence whose first *n_cached
- * tokens are prompt[0..n_cached-1] (0 <= n_cached < n: at least one prompt
- * token is left to compute, for its logits). eng_seq_release gets the
- * sequence back with the tokens it holds (n_tokens of them) and frees it or
- * keeps it. */
-rw_status eng_seq_for_prompt(rw_engine *e, const int32_t *prompt, int64_t n, rw_model_seq **seq, int64_t *n_cached,
-                             rw_error *err);
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, const int32_t *tokens, int64_t n_tokens);
+ * tokens are prompt[0..n_cached-1] (0 <= n_cached <= n; n_cached == n only
+ * when the whole prompt was cached with its last logits, copied to logits,
+ * so the first token can be sampled at once) and whose checkpoints will be
+ * kept at marks. eng_seq_release gets the sequence back (it holds n_tokens
+ * tokens; last_logits, may be NULL, are those after its last token) and
+ * keeps it in the prefix cache or frees it. */
+rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err);
+void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits);
 
 /* output.c: samples the next token from r->logits, turns it into text and
  * an event (r->cb). Returns the finish reason (RW_FINISH_NONE to continue). */

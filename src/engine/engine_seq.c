@@ -1,23 +1,36 @@
-/* engine_seq.c - where a request gets its sequence and gives it back.
+/* engine_seq.c - a request's sequence: from the prefix cache when there is
+ * one (engine/prefix_cache.h), and back into it when the request ends.
  *
- * This is the one place the prefix cache plugs into: eng_seq_for_prompt may
- * return a sequence that already holds a prefix of the prompt (n_cached
- * tokens), and eng_seq_release may keep a finished sequence for later
- * prompts. There is no prefix cache yet: every request gets a fresh empty
- * sequence (n_cached = 0) and sequences are freed when their request ends. */
+ * A sequence obtained from the cache is cut back to an exact restore point,
+ * so the request's output is bitwise what it would be without the cache.
+ * The request's marks (chat message boundaries) become checkpoint marks of
+ * its sequence, so that the entry it leaves can be reused exactly up to any
+ * of them. */
+#include <stdio.h>
+
 #include "engine/engine_int.h"
 
-rw_status eng_seq_for_prompt(rw_engine *e, const int32_t *prompt, int64_t n, rw_model_seq **seq, int64_t *n_cached,
-                             rw_error *err) {
-    (void)prompt;
-    (void)n;
+rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
     *n_cached = 0;
-    return rw_model_seq_new(e->m, e->cfg.kv_type, e->cfg.n_ctx, seq, err);
+    rw_status st;
+    if (e->pcache) {
+        rw_pcache_usage u;
+        st = rw_pcache_acquire(e->pcache, r->tokens, r->n_prompt, e->pool, &r->seq, n_cached, r->logits, &u, err);
+        if (!st) {
+            pthread_mutex_lock(&e->mu);
+            e->stats.recompute_reasons[u.reason]++;
+            pthread_mutex_unlock(&e->mu);
+        }
+    } else {
+        st = rw_model_seq_new(e->m, e->cfg.kv_type, e->cfg.n_ctx, &r->seq, err);
+    }
+    if (st) return st;
+    for (int i = 0; i < r->p.n_marks; i++)
+        if (r->p.marks[i] > 0 && r->p.marks[i] <= r->n_prompt) rw_model_seq_mark(r->seq, r->p.marks[i], NULL);
+    return RW_OK;
 }
 
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, const int32_t *tokens, int64_t n_tokens) {
-    (void)e;
-    (void)tokens;
-    (void)n_tokens;
-    rw_model_seq_free(seq);
+void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits) {
+    if (e->pcache) rw_pcache_insert(e->pcache, seq, last_logits);
+    else rw_model_seq_free(seq);
 }

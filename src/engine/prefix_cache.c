@@ -466,6 +466,14 @@ static void publish_stats(rw_pcache *c) {
     c->stats.entries = (uint64_t)mem;
     c->stats.disk_entries = (uint64_t)disk;
     c->stats.bytes_kv_and_state = c->mem_bytes;
+    c->stats.bytes_kv = c->stats.bytes_recurrent = 0;
+    for (int i = 0; i < c->n_entries; i++)
+        if (c->entries[i]->seq) {
+            size_t kv, rec;
+            rw_model_seq_bytes_by_kind(c->entries[i]->seq, &kv, &rec);
+            c->stats.bytes_kv += kv;
+            c->stats.bytes_recurrent += rec;
+        }
     c->stats.bytes_logits = c->logits_bytes;
     c->stats.bytes_disk = c->disk_bytes;
     c->pub = c->stats;

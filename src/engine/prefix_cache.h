@@ -82,7 +82,9 @@ typedef struct {
     uint64_t tokens_memory, tokens_disk, tokens_recomputed;
     uint64_t evictions, disk_writes, disk_invalid;
     uint64_t entries, disk_entries;
-    uint64_t bytes_kv_and_state; /* memory entries: their sequences */
+    uint64_t bytes_kv_and_state; /* memory entries: their sequences (the two below and bookkeeping) */
+    uint64_t bytes_kv;           /*   of which attention KV */
+    uint64_t bytes_recurrent;    /*   of which recurrent states, checkpoints and logs */
     uint64_t bytes_logits;       /* memory entries: last logits */
     uint64_t bytes_disk;
 } rw_pcache_stats;

@@ -23,7 +23,9 @@ static void remove_running(rw_engine *e, int i) {
 
 /* Gives the request back its sequence's tokens and frees it. Not under the lock. */
 static void retire(rw_engine *e, eng_req *r) {
-    if (r->seq) eng_seq_release(e, r->seq, r->tokens, r->n_in_seq);
+    /* r->logits are those after the sequence's last token once the prompt
+     * is done (every step computes the row of its last token) */
+    if (r->seq) eng_seq_release(e, r->seq, r->n_in_seq >= r->n_prompt && r->n_in_seq > 0 ? r->logits : NULL);
     r->seq = NULL;
     eng_req_free(r);
 }
@@ -106,7 +108,7 @@ void *eng_scheduler_main(void *arg) {
             if (r->seq || r->finished) continue;
             rw_error err = {0};
             int64_t n_cached = 0;
-            if (eng_seq_for_prompt(e, r->tokens, r->n_prompt, &r->seq, &n_cached, &err)) {
+            if (eng_seq_for_prompt(e, r, &n_cached, &err)) {
                 eng_output_error(r, err.msg);
                 continue;
             }
@@ -115,6 +117,12 @@ void *eng_scheduler_main(void *arg) {
             e->stats.prompt_tokens += (uint64_t)r->n_prompt;
             e->stats.cached_tokens += (uint64_t)n_cached;
             pthread_mutex_unlock(&e->mu);
+            /* the whole prompt came from the cache with its logits: the
+             * first token needs no forward pass */
+            if (n_cached == r->n_prompt) {
+                rw_finish_reason fin = eng_output_token(e, r);
+                if (fin != RW_FINISH_NONE) r->finished = true;
+            }
         }
 
         /* the batch: every decoding sequence's last token, then prompt chunks */

@@ -108,6 +108,9 @@ void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes);
  * returns the count. 0 for models without recurrent layers. */
 int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap);
 size_t rw_model_seq_bytes(const rw_model_seq *s);               /* memory held */
+/* The same split: attention KV states, and recurrent states (with their
+ * checkpoints and logs); the rest (tokens, bookkeeping) in neither. */
+void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recurrent);
 size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s);    /* one checkpoint of every recurrent layer */
 size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s); /* logged recurrence inputs per token */
 

@@ -109,6 +109,12 @@ size_t rw_model_seq_bytes(const rw_model_seq *s) {
     return b;
 }
 
+void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recurrent) {
+    *kv = *recurrent = 0;
+    for (int il = 0; il < s->m->hp.n_layer; il++)
+        *(rw_rec_state_checkpoint_bytes(s->layer[il]) ? recurrent : kv) += rw_state_bytes(s->layer[il]);
+}
+
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes) { s->ckpt_budget = bytes; }
 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */

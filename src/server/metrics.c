@@ -82,16 +82,30 @@ char *srv_metrics_text(rw_server *s) {
             st.requests_cancelled);
     counter(&b, "rewind_prompt_tokens_total", "Prompt tokens of admitted requests.", st.prompt_tokens);
     counter(&b, "rewind_generated_tokens_total", "Tokens generated.", st.generated_tokens);
-    put(&b, "# HELP rewind_prompt_tokens_cached_total Prompt tokens served from the prefix cache, by tier. There is "
-            "no prefix cache yet: always 0.\n# TYPE rewind_prompt_tokens_cached_total counter\n"
+    put(&b, "# HELP rewind_prompt_tokens_cached_total Prompt tokens served from the prefix cache, by tier.\n"
+            "# TYPE rewind_prompt_tokens_cached_total counter\n"
             "rewind_prompt_tokens_cached_total{tier=\"memory\"} %llu\n"
-            "rewind_prompt_tokens_cached_total{tier=\"disk\"} 0\n",
-        (unsigned long long)st.cached_tokens);
+            "rewind_prompt_tokens_cached_total{tier=\"disk\"} %llu\n",
+        (unsigned long long)st.cache.tokens_memory, (unsigned long long)st.cache.tokens_disk);
+    put(&b, "# HELP rewind_prefix_cache_requests_total Requests by what the prefix cache did for them (hit, or why "
+            "more than the new tail was recomputed).\n# TYPE rewind_prefix_cache_requests_total counter\n");
+    for (int i = 0; i <= RW_PC_DIFFERENT_MODEL; i++)
+        put(&b, "rewind_prefix_cache_requests_total{result=\"%s\"} %llu\n", rw_pcache_reason_name((rw_pcache_reason)i),
+            (unsigned long long)st.recompute_reasons[i]);
+    counter(&b, "rewind_prefix_cache_evictions_total", "Entries evicted from the memory tier.", st.cache.evictions);
+    counter(&b, "rewind_prefix_cache_disk_invalid_total", "Disk-tier files that failed validation (removed).",
+            st.cache.disk_invalid);
+    gauge(&b, "rewind_prefix_cache_entries", "Entries in the memory tier.", (double)st.cache.entries);
+    gauge(&b, "rewind_prefix_cache_disk_entries", "Entries in the disk tier.", (double)st.cache.disk_entries);
     counter(&b, "rewind_prompt_tokens_recomputed_total", "Prompt tokens computed by forward passes.",
             st.prefill_tokens);
-    put(&b, "# HELP rewind_cache_bytes Bytes held by the prefix cache, by kind. There is no prefix cache yet: always "
-            "0.\n# TYPE rewind_cache_bytes gauge\nrewind_cache_bytes{kind=\"kv\"} 0\n"
-            "rewind_cache_bytes{kind=\"recurrent\"} 0\nrewind_cache_bytes{kind=\"disk\"} 0\n");
+    put(&b, "# HELP rewind_cache_bytes Bytes held by the prefix cache, by kind (recurrent: states, checkpoints and "
+            "logs; logits: the last logits kept per entry; disk: the disk tier's files).\n"
+            "# TYPE rewind_cache_bytes gauge\nrewind_cache_bytes{kind=\"kv\"} %llu\n"
+            "rewind_cache_bytes{kind=\"recurrent\"} %llu\nrewind_cache_bytes{kind=\"logits\"} %llu\n"
+            "rewind_cache_bytes{kind=\"disk\"} %llu\n",
+        (unsigned long long)st.cache.bytes_kv, (unsigned long long)st.cache.bytes_recurrent,
+        (unsigned long long)st.cache.bytes_logits, (unsigned long long)st.cache.bytes_disk);
     gauge(&b, "rewind_active_state_bytes", "State storage (KV cache and recurrent state) of the running sequences.",
           (double)st.kv_bytes);
     gauge(&b, "rewind_requests_running", "Sequences in the batch.", st.running);

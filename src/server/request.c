@@ -121,6 +121,47 @@ static json_t *content_text(json_t *c, int idx, srv_error *e) {
 }
 
 /* Renders the chat messages with the model's template and tokenizes. */
+/* The prompt positions where messages end: the rendering of the first k
+ * messages (no generation prompt), when its tokens are a prefix of the
+ * prompt's. The prefix cache keeps exact restore points there, so a later
+ * request that shares the conversation up to a message reuses all of it.
+ * At most MAX_MARKS boundaries (the first and the latest ones); best effort:
+ * a template that renders a prefix differently just gives fewer marks. */
+#define MAX_MARKS 16
+static void message_marks(rw_server *s, json_t *norm, const char *tools_json, bool add_special, srv_request *r) {
+    const size_t n_msg = json_array_size(norm);
+    if (n_msg < 2) return;
+    r->marks = malloc(MAX_MARKS * sizeof *r->marks);
+    if (!r->marks) return;
+    for (size_t k = 1; k < n_msg && r->n_marks < MAX_MARKS; k++) {
+        if (k > 1 && n_msg - k >= MAX_MARKS - 1) continue; /* the first, then the latest ones */
+        json_t *part = json_array();
+        for (size_t i = 0; part && i < k; i++) json_array_append(part, json_array_get(norm, i));
+        char *pj = part ? json_dumps(part, JSON_COMPACT) : NULL;
+        json_decref(part);
+        if (!pj) continue;
+        rw_chat_render_opts ro = {.messages_json = pj,
+                                  .tools_json = tools_json,
+                                  .add_generation_prompt = false,
+                                  .enable_thinking = -1,
+                                  .bos_token = s->bos,
+                                  .eos_token = s->eos};
+        char *text = NULL;
+        size_t len = 0, n = 0;
+        int32_t *ids = NULL;
+        rw_error err = {0};
+        if (!rw_chat_template_render(s->tmpl, &ro, &text, &len, &err) &&
+            !rw_tokenize(s->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 && (int64_t)n < r->n_prompt &&
+            !memcmp(ids, r->prompt, n * sizeof *ids))
+            r->marks[r->n_marks++] = (int64_t)n;
+        free(ids);
+        free(text);
+        free(pj);
+    }
+    r->gp.marks = r->marks;
+    r->gp.n_marks = r->n_marks;
+}
+
 static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     json_t *msgs = json_object_get(o, "messages");
     if (!msgs) return bad(e, "messages", "%s", "Missing required parameter: 'messages'");
@@ -162,10 +203,10 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         json_array_append_new(norm, copy);
     }
     char *msgs_json = json_dumps(norm, JSON_COMPACT);
-    json_decref(norm);
     json_t *tools = json_object_get(o, "tools");
     char *tools_json = tools && !json_is_null(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
     if (tools && !json_is_null(tools) && !json_is_array(tools)) {
+        json_decref(norm);
         free(msgs_json);
         free(tools_json);
         return bad(e, "tools", "%s", "'tools' must be an array");
@@ -181,8 +222,9 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     rw_error err = {0};
     rw_status st = msgs_json ? rw_chat_template_render(s->tmpl, &ro, &text, &len, &err) : RW_ERR_NOMEM;
     free(msgs_json);
-    free(tools_json);
     if (st) {
+        json_decref(norm);
+        free(tools_json);
         srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         return false;
     }
@@ -192,10 +234,15 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     st = rw_tokenize(s->tok, text, len, add_special, true, &r->prompt, &n, &err);
     free(text);
     if (st) {
+        json_decref(norm);
+        free(tools_json);
         srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
         return false;
     }
     r->n_prompt = (int64_t)n;
+    message_marks(s, norm, tools_json, add_special, r);
+    json_decref(norm);
+    free(tools_json);
     return true;
 }
 
@@ -393,5 +440,6 @@ void srv_request_free(srv_request *r) {
     free(r->stop);
     free(r->prompt);
     free(r->bias);
+    free(r->marks);
     memset(r, 0, sizeof *r);
 }

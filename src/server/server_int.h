@@ -53,6 +53,8 @@ typedef struct {
     rw_logit_bias *bias; /* gp.sampling.logit_bias */
     size_t n_bias;
     int n; /* choices, 1..SRV_MAX_N */
+    int64_t *marks;      /* gp.marks: prompt positions where chat messages end */
+    int n_marks;
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
