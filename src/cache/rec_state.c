@@ -8,13 +8,39 @@
  *     [(Kc-1)*C] followed by mat [mat_floats];
  *   - ck[0..n_ck) are copies of the state at positions 0 < pos <= len,
  *     strictly ascending; position 0 is the zero state and is never stored;
+ *     their buffers are immutable and may be shared with clones (ck_buf);
  *   - when log_n > 0 the log holds the inputs of positions
  *     log_start..len-1 (log_start + log_n == len).
  */
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache_int.h"
+
+/* Checkpoint buffers never change once taken, so copies of a state share
+ * them (a clone costs the live state and the log, not every checkpoint): a
+ * reference count sits in front of the data. */
+typedef struct {
+    atomic_int refs;
+    alignas(64) float data[];
+} ck_buf;
+
+static float *ck_alloc(size_t bytes) {
+    ck_buf *b = malloc(sizeof(ck_buf) + bytes);
+    if (!b) return NULL;
+    atomic_init(&b->refs, 1);
+    return b->data;
+}
+static ck_buf *ck_of(float *data) { return (ck_buf *)((char *)data - offsetof(ck_buf, data)); }
+static float *ck_ref(float *data) {
+    atomic_fetch_add(&ck_of(data)->refs, 1);
+    return data;
+}
+static void ck_unref(float *data) {
+    if (data && atomic_fetch_sub(&ck_of(data)->refs, 1) == 1) free(ck_of(data));
+}
 
 typedef struct {
     int64_t pos;
@@ -48,7 +74,7 @@ static size_t state_bytes(const rec_state *s) { return (size_t)s->state_floats *
 
 static void rec_free(rw_layer_state *st) {
     rec_state *s = as_rec(st);
-    for (int i = 0; i < s->n_ck; i++) free(s->ck[i].data);
+    for (int i = 0; i < s->n_ck; i++) ck_unref(s->ck[i].data);
     free(s->ck);
     free(s->live);
     free(s->log);
@@ -119,7 +145,7 @@ static rw_status rec_rewind(rw_layer_state *st, int64_t n, rw_threadpool *pool, 
     free(s->live);
     s->live = tmp;
     s->len = n;
-    while (s->n_ck > 0 && s->ck[s->n_ck - 1].pos > n) free(s->ck[--s->n_ck].data);
+    while (s->n_ck > 0 && s->ck[s->n_ck - 1].pos > n) ck_unref(s->ck[--s->n_ck].data);
     if (s->log_n > 0) {
         s->log_n = n - s->log_start;
         if (s->log_n <= 0) s->log_n = 0, s->log_start = n;
@@ -133,7 +159,7 @@ static void rec_retain(rw_layer_state *st, const int64_t *keep, int n_keep, int6
     for (int i = 0; i < s->n_ck; i++) {
         while (k < n_keep && keep[k] < s->ck[i].pos) k++;
         if (k < n_keep && keep[k] == s->ck[i].pos) s->ck[w++] = s->ck[i];
-        else free(s->ck[i].data);
+        else ck_unref(s->ck[i].data);
     }
     s->n_ck = w;
     if (s->log_n > 0 && log_from > s->log_start) {
@@ -188,18 +214,13 @@ static rw_status rec_copy_from(rw_layer_state *dst, const rw_layer_state *src, r
     rec_ckpt *ck = s->n_ck ? calloc((size_t)s->n_ck, sizeof *ck) : NULL;
     float *log = s->log_n ? malloc((size_t)s->log_n * (size_t)s->p.log_floats * sizeof(float)) : NULL;
     bool ok = (!s->n_ck || ck) && (!s->log_n || log);
-    for (int i = 0; ok && i < s->n_ck; i++) {
-        ck[i].pos = s->ck[i].pos;
-        ok = (ck[i].data = malloc(state_bytes(s))) != NULL;
-        if (ok) memcpy(ck[i].data, s->ck[i].data, state_bytes(s));
-    }
     if (!ok) {
-        for (int i = 0; ck && i < s->n_ck; i++) free(ck[i].data);
         free(ck), free(log);
         return rw_errorf(err, RW_ERR_NOMEM, "recurrent state: out of memory copying");
     }
+    for (int i = 0; i < s->n_ck; i++) ck[i] = (rec_ckpt){.pos = s->ck[i].pos, .data = ck_ref(s->ck[i].data)};
     if (log) memcpy(log, s->log, (size_t)s->log_n * (size_t)s->p.log_floats * sizeof(float));
-    for (int i = 0; i < d->n_ck; i++) free(d->ck[i].data);
+    for (int i = 0; i < d->n_ck; i++) ck_unref(d->ck[i].data);
     free(d->ck), free(d->log);
     memcpy(d->live, s->live, state_bytes(s));
     d->len = s->len;
@@ -262,7 +283,7 @@ static rw_status rec_load(rw_layer_state *st, rw_sreader *r, rw_error *err) {
             break;
         }
         t->ck[i].pos = (int64_t)pos;
-        if (!(t->ck[i].data = malloc(state_bytes(t)))) why = "out of memory";
+        if (!(t->ck[i].data = ck_alloc(state_bytes(t)))) why = "out of memory";
         else if (!rw_sread(r, t->ck[i].data, state_bytes(t))) why = "truncated checkpoint";
         t->n_ck = (int)i + 1;
     }
@@ -327,7 +348,7 @@ rw_status rw_rec_state_append(rw_layer_state *st, const float *in, int64_t in_st
     float *scr = malloc((size_t)s->kind->scratch_floats(&s->p, n, nt) * sizeof(float));
     float **bufs = n_new ? calloc((size_t)n_new, sizeof *bufs) : NULL;
     bool ok = scr && (!n_new || bufs);
-    for (int i = 0; ok && i < n_new; i++) ok = (bufs[i] = malloc(state_bytes(s))) != NULL;
+    for (int i = 0; ok && i < n_new; i++) ok = (bufs[i] = ck_alloc(state_bytes(s))) != NULL;
     if (ok && s->n_ck + n_new > s->cap_ck) {
         rec_ckpt *ck = realloc(s->ck, (size_t)(s->n_ck + n_new) * sizeof *ck);
         if ((ok = ck != NULL)) s->ck = ck, s->cap_ck = s->n_ck + n_new;
@@ -344,7 +365,7 @@ rw_status rw_rec_state_append(rw_layer_state *st, const float *in, int64_t in_st
         }
     }
     if (!ok) {
-        for (int i = 0; bufs && i < n_new; i++) free(bufs[i]);
+        for (int i = 0; bufs && i < n_new; i++) ck_unref(bufs[i]);
         free(bufs), free(scr);
         return rw_errorf(err, RW_ERR_NOMEM, "%s state: out of memory appending %lld tokens", s->kind->name,
                          (long long)n);

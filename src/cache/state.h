@@ -29,7 +29,10 @@
  *     to never having rewound;
  *   - save writes only the valid part (positions < length), load of what
  *     save wrote gives a state that behaves bitwise the same;
- *   - clone is independent of its source (deep copy; no sharing yet);
+ *   - clone is independent of its source: live state, KV and log are copied,
+ *     recurrent checkpoints (immutable once taken) are shared read-only with
+ *     reference counts, so a clone is cheap; bytes() counts shared ones in
+ *     every state that holds them;
  *   - a failed operation leaves the state as it was.
  */
 #ifndef RW_CACHE_STATE_H

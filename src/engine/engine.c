@@ -34,6 +34,7 @@ void eng_req_free(eng_req *r) {
     free(r->marks);
     free(r->tokens);
     free(r->logits);
+    free(r->prompt_logits);
     free(r->held);
     rw_sampler_free(r->sampler);
     rw_model_seq_free(r->seq); /* only set here if eng_seq_release was not called */

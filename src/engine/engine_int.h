@@ -28,6 +28,7 @@ typedef struct eng_req {
     int64_t n_cached;  /* prompt tokens already in seq when it was obtained */
     int64_t n_in_seq;  /* tokens of tokens[] the sequence holds (its length) */
     float *logits;     /* [n_vocab], the last computed row; owned */
+    float *prompt_logits; /* [n_vocab], the row after the prompt once computed (for the prefix cache); owned */
 
     rw_sampler *sampler; /* owned */
     rw_detok_stream detok;
@@ -76,7 +77,11 @@ void *eng_scheduler_main(void *arg);
  * tokens; last_logits, may be NULL, are those after its last token) and
  * keeps it in the prefix cache or frees it. */
 rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err);
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits);
+/* Called when r->logits first hold the row after the whole prompt: keeps a
+ * copy for the prefix cache (the same prompt again then computes nothing). */
+void eng_seq_prompt_done(rw_engine *e, eng_req *r);
+void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits, int64_t prompt_len,
+                     const float *prompt_logits);
 
 /* output.c: samples the next token from r->logits, turns it into text and
  * an event (r->cb). Returns the finish reason (RW_FINISH_NONE to continue). */

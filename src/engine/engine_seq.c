@@ -7,8 +7,16 @@
  * its sequence, so that the entry it leaves can be reused exactly up to any
  * of them. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "engine/engine_int.h"
+
+void eng_seq_prompt_done(rw_engine *e, eng_req *r) {
+    if (!e->pcache || r->prompt_logits) return;
+    r->prompt_logits = malloc((size_t)e->n_vocab * sizeof *r->prompt_logits);
+    if (r->prompt_logits) memcpy(r->prompt_logits, r->logits, (size_t)e->n_vocab * sizeof *r->logits);
+}
 
 rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
     *n_cached = 0;
@@ -30,7 +38,8 @@ rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_err
     return RW_OK;
 }
 
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits) {
-    if (e->pcache) rw_pcache_insert(e->pcache, seq, last_logits);
+void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits, int64_t prompt_len,
+                     const float *prompt_logits) {
+    if (e->pcache) rw_pcache_insert(e->pcache, seq, last_logits, prompt_len, prompt_logits);
     else rw_model_seq_free(seq);
 }

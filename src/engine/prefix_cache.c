@@ -480,7 +480,14 @@ static void publish_stats(rw_pcache *c) {
     pthread_mutex_unlock(&c->stats_mu);
 }
 
-void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits) {
+static void set_logits(rw_pcache *c, pc_node *node, const float *l) {
+    if (!node->logits && (node->logits = malloc((size_t)c->n_vocab * sizeof(float))))
+        c->logits_bytes += (size_t)c->n_vocab * sizeof(float);
+    if (node->logits) memcpy(node->logits, l, (size_t)c->n_vocab * sizeof(float));
+}
+
+void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits, int64_t at_pos,
+                      const float *at_logits) {
     const int64_t n = rw_model_seq_length(seq);
     if (n == 0 || c->cfg.mem_bytes == 0 || rw_model_seq_model(seq) != c->m || rw_model_seq_kv_type(seq) != c->kv_type) {
         rw_model_seq_free(seq);
@@ -492,10 +499,10 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits)
         rw_model_seq_free(seq);
         return;
     }
-    if (last_logits) {
-        if (!node->logits && (node->logits = malloc((size_t)c->n_vocab * sizeof(float))))
-            c->logits_bytes += (size_t)c->n_vocab * sizeof(float);
-        if (node->logits) memcpy(node->logits, last_logits, (size_t)c->n_vocab * sizeof(float));
+    if (last_logits) set_logits(c, node, last_logits);
+    if (at_logits && at_pos > 0 && at_pos < n) {
+        pc_node *mid = insert_path(c, t, at_pos); /* splits the path there: the entry's node stays below */
+        if (mid) set_logits(c, mid, at_logits);
     }
     /* a descendant that restores this whole prefix without a matmul makes
      * this one redundant (its logits stay on the node) */

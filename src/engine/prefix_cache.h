@@ -104,8 +104,12 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
                             int64_t *reused, float *logits, rw_pcache_usage *u, rw_error *err);
 
 /* Keeps seq (the cache takes it; it may free it at once) with the logits of
- * its last position (n_vocab floats, copied; may be NULL). Evicts as needed. */
-void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits);
+ * its last position (n_vocab floats, copied; may be NULL) and, optionally,
+ * those after its first at_pos tokens (at_logits; the end of a request's
+ * prompt, so that the same prompt again recomputes nothing). Evicts as
+ * needed. */
+void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits, int64_t at_pos,
+                      const float *at_logits);
 
 void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out);
 

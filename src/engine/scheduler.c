@@ -25,7 +25,9 @@ static void remove_running(rw_engine *e, int i) {
 static void retire(rw_engine *e, eng_req *r) {
     /* r->logits are those after the sequence's last token once the prompt
      * is done (every step computes the row of its last token) */
-    if (r->seq) eng_seq_release(e, r->seq, r->n_in_seq >= r->n_prompt && r->n_in_seq > 0 ? r->logits : NULL);
+    if (r->seq)
+        eng_seq_release(e, r->seq, r->n_in_seq >= r->n_prompt && r->n_in_seq > 0 ? r->logits : NULL, r->n_prompt,
+                        r->prompt_logits);
     r->seq = NULL;
     eng_req_free(r);
 }
@@ -120,6 +122,7 @@ void *eng_scheduler_main(void *arg) {
             /* the whole prompt came from the cache with its logits: the
              * first token needs no forward pass */
             if (n_cached == r->n_prompt) {
+                eng_seq_prompt_done(e, r);
                 rw_finish_reason fin = eng_output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
             }
@@ -162,6 +165,7 @@ void *eng_scheduler_main(void *arg) {
                 }
                 r->n_in_seq += items[i].n;
                 if (!items[i].logits) continue;
+                if (r->n_in_seq == r->n_prompt) eng_seq_prompt_done(e, r);
                 rw_finish_reason fin = eng_output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
             }

@@ -64,7 +64,7 @@ static bool serve(rw_model *m, rw_pcache *c, const conv *p, rw_threadpool *pool,
         rw_forward_args a = {.tokens = &gen[g], .n = 1, .logits = rows + (int64_t)(g + 1) * V, .pool = pool};
         CHECK_MSG(rw_model_forward(m, s, &a, &err) == RW_OK, "%s", err.msg);
     }
-    if (c) rw_pcache_insert(c, s, rows + (int64_t)GEN * V);
+    if (c) rw_pcache_insert(c, s, rows + (int64_t)GEN * V, p->n, rows);
     else rw_model_seq_free(s);
     return true;
 }
@@ -154,7 +154,7 @@ static void run(const char *rel, int n_req, uint64_t seed, bool disk) {
     int n_hist = 0;
     float *a = malloc((size_t)(GEN + 1) * (size_t)V * sizeof *a), *b = malloc((size_t)(GEN + 1) * (size_t)V * sizeof *b);
     int32_t ga[GEN], gb[GEN];
-    int64_t reused_total = 0, prompt_total = 0, disk_total = 0;
+    int64_t reused_total = 0, prompt_total = 0, disk_total = 0, full_hits = 0;
     int fails_before = rw_test_failures;
     for (int r = 0; r < n_req && rw_test_failures == fails_before; r++) {
         next_request(hist, &n_hist, &req, V);
@@ -170,6 +170,7 @@ static void run(const char *rel, int n_req, uint64_t seed, bool disk) {
                   "%s request %d (%lld tokens, %lld from the cache): output differs from the reference", rel, r,
                   (long long)req.n, (long long)(u.from_memory + u.from_disk));
         CHECK_EQ_INT(u.from_memory + u.from_disk + u.recomputed, req.n);
+        full_hits += u.recomputed == 0;
         reused_total += u.from_memory + u.from_disk, disk_total += u.from_disk, prompt_total += req.n;
         rw_pcache_stats st;
         rw_pcache_get_stats(c, &st);
@@ -178,11 +179,13 @@ static void run(const char *rel, int n_req, uint64_t seed, bool disk) {
     }
     rw_pcache_stats st;
     rw_pcache_get_stats(c, &st);
-    printf("%-28s %s %d requests: %lld of %lld prompt tokens reused (%lld from disk), %llu evictions, %llu invalid "
-           "files removed\n",
+    printf("%-28s %s %d requests: %lld of %lld prompt tokens reused (%lld from disk), %lld with nothing recomputed, "
+           "%llu evictions, %llu invalid files removed\n",
            rel, disk ? "disk" : "mem ", n_req, (long long)reused_total, (long long)prompt_total, (long long)disk_total,
+           (long long)full_hits,
            (unsigned long long)st.evictions, (unsigned long long)st.disk_invalid);
     CHECK_MSG(reused_total > prompt_total / 4, "%s: the cache reused almost nothing", rel);
+    if (!disk) CHECK_MSG(full_hits > 0, "%s: no exact repeat was served without computing", rel);
     rw_pcache_free(c);
     if (disk) {
         CHECK(count_files(dir) >= 0);
