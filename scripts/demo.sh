@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
-# The demo: synthesize a Qwen3-0.6B-shaped model with random weights (no real
-# weights can be downloaded here), show its layout, and generate from it.
-# The model is kept in build/demo/ and reused on the next run.
+# The demo (`make demo`): the motivating table, on an embedded default.
+#
+# Makes a model with Qwen3.5-0.8B's shapes and random weights once (`rewind
+# synth`, no download; kept in build/demo/), starts `rewind serve` on a free
+# loopback port with the prefix cache on, plays a scripted multi-turn
+# conversation through the OpenAI-compatible HTTP API (`rewind demo-client`:
+# a ~1,950-token system prompt; cold, exact repeat, same system prompt with
+# another question, the conversation extended by the answer and a new turn)
+# and prints time to first token and cached / total prompt tokens per turn,
+# then stops the server. scripts/demo_chat.sh does the work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=build/rewind
-model=build/demo/qwen3-0.6b-q8_0.gguf
-mkdir -p build/demo
-if [ ! -f "$model" ]; then
-  echo "== rewind synth: a random-weight model with Qwen3-0.6B's shapes (Q8_0)"
-  time "$bin" synth --arch qwen3 --preset qwen3-0.6b --type q8_0 --seed 1 -o "$model"
-fi
-echo "== rewind inspect (first lines)"
-"$bin" inspect "$model" | head -n 20
-echo "== rewind generate: 32 tokens, greedy"
-"$bin" generate "$model" -p "Once upon a time" -n 32
-echo
+echo "== rewind: a hybrid model's prompt cache through the HTTP server"
+scripts/demo_chat.sh "$@"
 echo "== demo finished"
