@@ -9,6 +9,10 @@
 #   rewind bench model      prefill (512 tokens) and decode tokens/s and peak
 #                           memory on synthesized Qwen3-0.6B and Qwen3.5-0.8B
 #                           files (made once with rewind synth, kept in build/bench)
+#   rewind bench state      bytes of a sequence's state (KV per token, one recurrent
+#                           checkpoint, logged inputs per token) and rewind costs
+#   rewind bench chat       a multi-turn conversation with and without the prefix
+#                           cache: time to first token, cached / recomputed tokens
 #   rewind bench serve      the HTTP server with 1, 4 and 16 concurrent streaming
 #                           clients on the Qwen3.5-0.8B Q8_0 file: generated
 #                           tokens/s and time to first token p50/p99
@@ -34,6 +38,10 @@ for spec in "qwen3 qwen3-0.6b q8_0" "qwen35 qwen35-0.8b q8_0" "qwen35 qwen35-0.8
   $bin bench model "$f" --prompt 512 --gen 64 --threads 2
 done
 f=build/bench/qwen35-0.8b-q8_0.gguf
+echo "== rewind bench state $f --prompt 2048 --threads 2"
+$bin bench state "$f" --prompt 2048 --threads 2
+echo "== rewind bench chat $f --turns 8 --system-tokens 1950 --threads 2"
+$bin bench chat "$f" --turns 8 --system-tokens 1950 --threads 2
 echo "== rewind bench serve $f --clients 1,4,16 --threads 2"
 $bin bench serve "$f" --clients 1,4,16 --threads 2
 vocab="${RW_FIXTURES:-../shared/fixtures}/tokenizer/ggml-vocab-qwen3.gguf"

@@ -30,6 +30,8 @@ int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);
 int rw_bench_sampler(int argc, char **argv);
 int rw_bench_serve(int argc, char **argv);
+int rw_bench_state(int argc, char **argv);
+int rw_bench_chat(int argc, char **argv);
 
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
