@@ -71,6 +71,7 @@ static void copy_rows(rw_kv_cache *dst, const rw_kv_cache *src, int64_t n) {
     const rw_kv_config *c = rw_kv_get_config(src);
     const size_t e = elem_of(c);
     const int64_t cs = rw_kv_capacity(src), cd = rw_kv_capacity(dst);
+    if (n <= 0) return; /* nothing stored: the buffers may not exist yet */
     for (int h = 0; h < c->n_head_kv; h++) {
         memcpy((void *)rw_kv_k_head(dst, 0, h), rw_kv_k_head(src, 0, h), (size_t)n * (size_t)c->head_dim_k * e);
         for (int j = 0; j < c->head_dim_v; j++)
@@ -111,7 +112,7 @@ static void kv_save(const rw_layer_state *st, rw_sbuf *b) {
     const size_t e = elem_of(c);
     const int64_t n = rw_kv_length(kv), cap = rw_kv_capacity(kv);
     rw_sbuf_put_u64(b, (uint64_t)n);
-    for (int h = 0; h < c->n_head_kv; h++) {
+    for (int h = 0; n > 0 && h < c->n_head_kv; h++) {
         rw_sbuf_put(b, rw_kv_k_head(kv, 0, h), (size_t)n * (size_t)c->head_dim_k * e);
         for (int j = 0; j < c->head_dim_v; j++)
             rw_sbuf_put(b, (const char *)rw_kv_v_head(kv, 0, h) + (size_t)j * (size_t)cap * e, (size_t)n * e);
@@ -136,7 +137,7 @@ static rw_status kv_load(rw_layer_state *st, rw_sreader *r, rw_error *err) {
         return rs;
     }
     const int64_t cap = rw_kv_capacity(kv);
-    for (int h = 0; h < c->n_head_kv; h++) {
+    for (int h = 0; n > 0 && h < c->n_head_kv; h++) {
         rw_sread(r, (void *)rw_kv_k_head(kv, 0, h), (size_t)n * (size_t)c->head_dim_k * e);
         for (int j = 0; j < c->head_dim_v; j++)
             rw_sread(r, (char *)rw_kv_v_head(kv, 0, h) + (size_t)j * (size_t)cap * e, (size_t)n * e);
