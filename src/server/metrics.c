@@ -1,8 +1,7 @@
-/* metrics.c - GET /metrics in Prometheus' text format (version 0.0.4).
- *
- * The prefix-cache series exist so dashboards can be built now, and say in
- * their HELP text that there is no prefix cache yet: they stay 0 until it
- * lands (every prompt token is recomputed). */
+/* metrics.c - GET /metrics in Prometheus' text format (version 0.0.4):
+ * the server's request counts by status, the engine's token counters,
+ * latency and batch histograms, and the prefix cache's series by tier, kind
+ * and reason. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
