@@ -1,7 +1,7 @@
 /* cmd_generate.c - `rewind generate MODEL (--ids IDS | -p TEXT) -n N
  * [--temp T] [--top-k K] [--top-p P] [--min-p P] [--presence-penalty X]
  * [--frequency-penalty X] [--repeat-penalty X] [--seed S] [--kv f32|f16]
- * [--threads N] [--print-ids]`.
+ * [--threads N] [--print-ids] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`.
  *
  * A text prompt is tokenized as llama.cpp does (BOS/EOS as the vocabulary
  * asks, special tokens parsed); the output is text through the streaming
@@ -18,7 +18,16 @@
  * made with an f32 cache, and on quantized models an f16 cache rounds K and
  * V enough to flip a later activation's quantization and branch early
  * (qwen3 Q8_0: 23 equal tokens of 29 reliable ones with f16, all with f32).
- * rewind bench model keeps llama.cpp's f16 default. */
+ * rewind bench model keeps llama.cpp's f16 default.
+ *
+ * --draft: speculative decoding (engine/spec.h) with DRAFT proposing up to K
+ * tokens a step (--draft-max, default 4) and the model verifying them in one
+ * pass; the draft needs the same vocabulary (checked at start). The output
+ * is the same as without a draft: bitwise for greedy, identically
+ * distributed for sampling. How many tokens are drafted adapts to the
+ * measured acceptance (spec.h's rule, with the draft's cost taken as the
+ * ratio of the two files' sizes); --draft-fixed always drafts K (within the
+ * budget). Statistics go to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +35,7 @@
 #include "base/threadpool.h"
 #include "cli/cli.h"
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "tokenizer/tokenizer.h"
 
 static const char *CMD = "generate";
@@ -45,7 +55,7 @@ static int parse_float(const char *opt, const char *v, float lo, float hi, float
 static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
                     "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
-                    "[--kv f32|f16] [--threads N] [--print-ids]\n");
+                    "[--kv f32|f16] [--threads N] [--print-ids] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
 }
 
@@ -56,6 +66,8 @@ int rw_cmd_generate(int argc, char **argv) {
     bool print_ids = false;
     rw_kv_type kv = RW_KV_F32; /* see the file comment */
     long threads = 0;
+    const char *draft_path = NULL;
+    rw_spec_params spp = rw_spec_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -85,7 +97,13 @@ int rw_cmd_generate(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
-        } else if (!strcmp(a, "--print-ids")) print_ids = true;
+        } else if (!strcmp(a, "--draft") && has_val) draft_path = argv[++i];
+        else if (!strcmp(a, "--draft-max") && has_val) {
+            long k;
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, RW_SPEC_MAX_K, &k)) return 2;
+            spp.k_max = (int32_t)k;
+        } else if (!strcmp(a, "--draft-fixed")) spp.adaptive = false;
+        else if (!strcmp(a, "--print-ids")) print_ids = true;
         else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -99,7 +117,7 @@ int rw_cmd_generate(int argc, char **argv) {
     int64_t n = 0;
     rw_tokenizer *vocab = NULL;
     if (rw_cli_open_model(CMD, model_path, &g, &m)) return 1;
-    if (text || !print_ids) {
+    if (text || !print_ids || draft_path) {
         rw_error terr = {0};
         if (rw_tokenizer_load(g, &vocab, &terr) != RW_OK) {
             rw_cli_error(CMD, "%s", terr.msg);
@@ -129,6 +147,10 @@ int rw_cmd_generate(int argc, char **argv) {
     const int64_t n_vocab = rw_model_get_hparams(m)->n_vocab;
     int rc = 1;
     rw_error err = {0};
+    rw_gguf *dg = NULL;
+    rw_model *dm = NULL;
+    rw_tokenizer *dvocab = NULL;
+    rw_spec_seq *spec = NULL;
     rw_model_seq *s = NULL;
     rw_threadpool *pool = NULL;
     rw_sampler *sampler = NULL;
@@ -137,6 +159,15 @@ int rw_cmd_generate(int argc, char **argv) {
         rw_cli_error(CMD, "out of memory");
         goto done;
     }
+    if (draft_path) {
+        if (rw_cli_open_model(CMD, draft_path, &dg, &dm)) goto done;
+        if (rw_tokenizer_load(dg, &dvocab, &err) || rw_spec_check_vocab(vocab, dvocab, &err)) {
+            rw_error_prefix(&err, "%s", draft_path);
+            goto fail;
+        }
+        /* a CPU decode pass streams the weights: the draft's cost is about its size */
+        spp.draft_cost = (float)((double)rw_gguf_file_size(dg) / (double)rw_gguf_file_size(g));
+    }
     int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
     if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
     rw_detok_stream stream = {0};
@@ -144,19 +175,54 @@ int rw_cmd_generate(int argc, char **argv) {
     if (rw_sampler_new(&sp, n_vocab, &sampler, &err)) goto fail;
     rw_forward_args fa = {.tokens = ids, .n = n, .pool = pool, .logits = logits};
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
-    for (long k = 0; k < n_gen; k++) {
-        int32_t tok = rw_sampler_sample(sampler, logits);
-        if (rw_sampler_accept(sampler, tok, &err)) goto fail;
-        if (print_ids) printf("%s%d", k ? " " : "", (int)tok);
-        else {
-            char piece[512];
-            size_t len = rw_detok_stream_feed(vocab, &stream, tok, false, piece, sizeof piece);
-            if (len <= sizeof piece) fwrite(piece, 1, len, stdout);
+    if (dm && n_gen > 0) {
+        if (rw_spec_seq_new(dm, s, sampler, &sp, &spp, &spec, &err)) goto fail;
+        for (long k = 0; k < n_gen;) {
+            const int32_t *toks = NULL;
+            int32_t n_out = 1;
+            int32_t first;
+            if (k == 0) {
+                first = rw_sampler_sample(sampler, logits);
+                if (rw_sampler_accept(sampler, first, &err) || rw_spec_seq_start(spec, first, &err)) goto fail;
+                toks = &first;
+            } else {
+                const int64_t budget = n_gen - k;
+                const float *rows;
+                if (rw_spec_step(m, dm, &spec, &budget, 1, pool, &err)) goto fail;
+                n_out = rw_spec_seq_output(spec, &toks, &rows);
+            }
+            for (int32_t i = 0; i < n_out; i++, k++) {
+                if (print_ids) printf("%s%d", k ? " " : "", (int)toks[i]);
+                else {
+                    char piece[512];
+                    size_t len = rw_detok_stream_feed(vocab, &stream, toks[i], false, piece, sizeof piece);
+                    if (len <= sizeof piece) fwrite(piece, 1, len, stdout);
+                }
+            }
+            fflush(stdout);
         }
-        fflush(stdout);
-        if (k + 1 == n_gen) break;
-        fa = (rw_forward_args){.tokens = &tok, .n = 1, .pool = pool, .logits = logits};
-        if (rw_model_forward(m, s, &fa, &err)) goto fail;
+        rw_spec_stats st = rw_spec_seq_stats(spec);
+        fprintf(stderr,
+                "rewind generate: draft: %lld verify passes, %lld drafted, %lld accepted (%.1f%%), %.2f tokens per "
+                "pass\n",
+                (long long)st.steps, (long long)st.drafted, (long long)st.accepted,
+                st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0,
+                st.steps ? (double)st.emitted / (double)st.steps : 0.0);
+    } else {
+        for (long k = 0; k < n_gen; k++) {
+            int32_t tok = rw_sampler_sample(sampler, logits);
+            if (rw_sampler_accept(sampler, tok, &err)) goto fail;
+            if (print_ids) printf("%s%d", k ? " " : "", (int)tok);
+            else {
+                char piece[512];
+                size_t len = rw_detok_stream_feed(vocab, &stream, tok, false, piece, sizeof piece);
+                if (len <= sizeof piece) fwrite(piece, 1, len, stdout);
+            }
+            fflush(stdout);
+            if (k + 1 == n_gen) break;
+            fa = (rw_forward_args){.tokens = &tok, .n = 1, .pool = pool, .logits = logits};
+            if (rw_model_forward(m, s, &fa, &err)) goto fail;
+        }
     }
     if (!print_ids) {
         char tail[32];
@@ -169,6 +235,10 @@ int rw_cmd_generate(int argc, char **argv) {
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
+    rw_spec_seq_free(spec);
+    rw_tokenizer_free(dvocab);
+    rw_model_free(dm);
+    rw_gguf_close(dg);
     rw_sampler_free(sampler);
     rw_model_seq_free(s);
     rw_threadpool_free(pool);

@@ -1,6 +1,8 @@
 /* cmd_synth.c - `rewind synth --arch ARCH --preset NAME [--type TYPE] [--seed S]
- * [--vocab OTHER.gguf] [--mtp] -o OUT.gguf`: write a random-weight model with
- * a real model's shapes (see synth/synth.h). */
+ * [--vocab OTHER.gguf] [--mtp] [--layers N] -o OUT.gguf`: write a random-weight
+ * model with a real model's shapes (see synth/synth.h); --layers N keeps the
+ * first N layers only (a draft for speculative decoding: same seed, same
+ * tensors). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: rewind synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] "
-                    "[-v] -o OUT.gguf\npresets:");
+                    "[--layers N] [-v] -o OUT.gguf\npresets:");
     for (const char *const *p = rw_synth_preset_names(); *p; p++) fprintf(stderr, " %s", *p);
     fprintf(stderr, "\ntypes: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q3_k_m q4_k_m q5_k_m\n");
 }
@@ -27,6 +29,11 @@ int rw_cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && has_val) o.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--vocab") && has_val) o.vocab_path = argv[++i];
         else if (!strcmp(a, "--mtp")) o.mtp = true;
+        else if (!strcmp(a, "--layers") && has_val) {
+            long n;
+            if (rw_cli_parse_int("synth", a, argv[++i], 1, 1024, &n)) return 2;
+            o.n_layer = (uint32_t)n;
+        }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o.verbose = true;
         else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && has_val) out = argv[++i];
         else {

@@ -272,8 +272,16 @@ static const type_choice type_choices[] = {
 };
 
 rw_status rw_synth_write(const rw_synth_options *o, const char *out_path, rw_error *err) {
-    const rw_synth_preset *ps = rw_synth__find_preset(o->preset ? o->preset : "");
-    if (!ps) return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown preset '%s'", o->preset ? o->preset : "");
+    const rw_synth_preset *found = rw_synth__find_preset(o->preset ? o->preset : "");
+    if (!found) return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown preset '%s'", o->preset ? o->preset : "");
+    rw_synth_preset shallow = *found; /* the preset with o->n_layer layers */
+    if (o->n_layer) {
+        if (o->n_layer > found->n_layer)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "preset %s has %u layers, not %u", found->name,
+                             (unsigned)found->n_layer, (unsigned)o->n_layer);
+        shallow.n_layer = o->n_layer;
+    }
+    const rw_synth_preset *ps = &shallow;
     if (o->arch && strcmp(o->arch, ps->arch))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "preset %s is a %s model, not %s", ps->name, ps->arch, o->arch);
     const type_choice *tc = NULL;

@@ -21,6 +21,12 @@ typedef struct {
     uint64_t seed;
     const char *vocab_path; /* copy tokenizer.* from this GGUF; NULL = built-in vocabulary */
     bool mtp;               /* qwen35: add the MTP block (nextn_predict_layers = 1) */
+    /* Layers of the trunk: 0 = the preset's; fewer makes a shallow model
+     * whose every tensor (embeddings, output head, the first n_layer blocks)
+     * is bitwise the full model's of the same seed (each tensor's values
+     * come from seed and name only): a cheap draft for speculative decoding
+     * that agrees with the full model more often than chance. */
+    uint32_t n_layer;
     bool verbose;           /* progress on stderr */
 } rw_synth_options;
 

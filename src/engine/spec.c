@@ -1,0 +1,271 @@
+/* spec.c - speculative decoding steps (see spec.h for the protocol and the
+ * adaptive rule). */
+#include "engine/spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The draft sampler's seed: another stream than the target's, so a draft
+ * token and the target's acceptance test never share a uniform number. */
+#define DRAFT_SEED_XOR 0x5bd1e9955bd1e995ull
+#define DECAY 0.9
+#define PROBE_AFTER 16
+#define MIN_GAIN 1.03
+
+struct rw_spec_seq {
+    rw_model_seq *target; /* borrowed */
+    rw_model_seq *draft;  /* owned */
+    rw_sampler *sampler;  /* borrowed: the request's */
+    rw_sampler *dsampler; /* owned: the draft's */
+    rw_spec_params p;
+    bool greedy;
+    bool started;
+    int64_t n_vocab;
+    int32_t last;   /* newest token, processed by neither model */
+    float *logits;  /* [k_max + 1][n_vocab] verify rows */
+    float *q;       /* [k_max][n_vocab] draft distributions (sampled requests), else
+                       NULL */
+    float *dlogits; /* [n_vocab] the draft's last row */
+    int32_t *feed;  /* the draft's first pass of a step: catch-up tokens + last */
+    int64_t feed_cap;
+    int32_t vtok[RW_SPEC_MAX_K + 1]; /* last, drafts */
+    int32_t out[RW_SPEC_MAX_K + 1];
+    int32_t k, n_out;
+    int64_t dbase;       /* draft sampler's accepted count at the step's start */
+    double acc_a, acc_r; /* decayed accepted drafts / rejections */
+    int32_t idle;        /* consecutive steps without drafts */
+    rw_spec_stats st;
+};
+
+rw_spec_params rw_spec_params_default(void) {
+    return (rw_spec_params){.k_max = 4, .adaptive = true, .draft_cost = 0.1f, .verify_cost = 0.06f};
+}
+
+rw_status rw_spec_check_vocab(const rw_tokenizer *target, const rw_tokenizer *draft, rw_error *err) {
+    int32_t nt = rw_tokenizer_n_vocab(target), nd = rw_tokenizer_n_vocab(draft);
+    if (nt != nd)
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "the draft's vocabulary has %d tokens, the target's %d: a "
+                         "draft needs the same vocabulary",
+                         (int)nd, (int)nt);
+    for (int32_t i = 0; i < nt; i++) {
+        const char *a = rw_tokenizer_token_text(target, i), *b = rw_tokenizer_token_text(draft, i);
+        if (strcmp(a ? a : "", b ? b : ""))
+            return rw_errorf(err, RW_ERR_INVALID_ARG,
+                             "token %d differs between the target's and the draft's "
+                             "vocabularies: a draft needs "
+                             "the same vocabulary",
+                             (int)i);
+    }
+    return RW_OK;
+}
+
+rw_status rw_spec_seq_new(const rw_model *draft_model, rw_model_seq *target, rw_sampler *sampler,
+                          const rw_sampler_params *sp, const rw_spec_params *p, rw_spec_seq **out, rw_error *err) {
+    *out = NULL;
+    if (p->k_max < 0 || p->k_max > RW_SPEC_MAX_K || !(p->draft_cost >= 0) || !(p->verify_cost >= 0))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "draft-max must be in [0, %d]", RW_SPEC_MAX_K);
+    const int64_t nv = rw_model_get_hparams(rw_model_seq_model(target))->n_vocab;
+    if (rw_model_get_hparams(draft_model)->n_vocab != nv)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "the draft model has %lld vocabulary rows, the target %lld",
+                         (long long)rw_model_get_hparams(draft_model)->n_vocab, (long long)nv);
+    rw_spec_seq *s = calloc(1, sizeof *s);
+    if (!s) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    s->target = target;
+    s->sampler = sampler;
+    s->p = *p;
+    s->greedy = !(sp->temperature > 0);
+    s->n_vocab = nv;
+    s->acc_a = 3;
+    s->acc_r = 1;
+    rw_sampler_params dp = *sp;
+    dp.seed ^= DRAFT_SEED_XOR;
+    rw_status st =
+        rw_model_seq_new(draft_model, rw_model_seq_kv_type(target), rw_model_seq_max_ctx(target), &s->draft, err);
+    if (!st) st = rw_sampler_new(&dp, nv, &s->dsampler, err);
+    if (!st) {
+        s->logits = malloc((size_t)(p->k_max + 1) * (size_t)nv * sizeof(float));
+        s->dlogits = malloc((size_t)nv * sizeof(float));
+        if (!s->greedy && p->k_max) s->q = malloc((size_t)p->k_max * (size_t)nv * sizeof(float));
+        if (!s->logits || !s->dlogits || (!s->greedy && p->k_max && !s->q))
+            st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    if (st) {
+        rw_spec_seq_free(s);
+        return st;
+    }
+    *out = s;
+    return RW_OK;
+}
+
+void rw_spec_seq_free(rw_spec_seq *s) {
+    if (!s) return;
+    rw_model_seq_free(s->draft);
+    rw_sampler_free(s->dsampler);
+    free(s->logits);
+    free(s->q);
+    free(s->dlogits);
+    free(s->feed);
+    free(s);
+}
+
+rw_status rw_spec_seq_start(rw_spec_seq *s, int32_t last, rw_error *err) {
+    if (last < 0 || last >= s->n_vocab) return rw_errorf(err, RW_ERR_INVALID_ARG, "token %d out of range", (int)last);
+    rw_sampler_rewind(s->dsampler, 0);
+    rw_status st = rw_sampler_accept(s->dsampler, last, err);
+    if (st) return st;
+    s->last = last;
+    s->started = true;
+    return RW_OK;
+}
+
+int32_t rw_spec_seq_plan(const rw_spec_seq *s, int64_t budget) {
+    int64_t cap = s->p.k_max;
+    if (budget - 1 < cap) cap = budget - 1;
+    int64_t room = rw_model_seq_max_ctx(s->target) - rw_model_seq_length(s->target) - 1;
+    if (room < cap) cap = room;
+    if (cap <= 0) return 0;
+    if (!s->p.adaptive) return (int32_t)cap;
+    if (s->idle >= PROBE_AFTER) return 1;
+    const double alpha = s->acc_a / (s->acc_a + s->acc_r);
+    const double unit = (double)s->p.draft_cost + (double)s->p.verify_cost;
+    double best = MIN_GAIN, e = 1, pw = 1;
+    int32_t best_k = 0;
+    for (int32_t k = 1; k <= cap; k++) {
+        pw *= alpha;
+        e += pw;
+        const double gain = e / (1 + k * unit);
+        if (gain > best) {
+            best = gain;
+            best_k = k;
+        }
+    }
+    return best_k;
+}
+
+/* Makes s->feed hold the tokens the draft has not seen, then last. */
+static rw_status build_feed(rw_spec_seq *s, int64_t *n, rw_error *err) {
+    const int64_t from = rw_model_seq_length(s->draft), to = rw_model_seq_length(s->target);
+    const int64_t need = to - from + 1;
+    if (need > s->feed_cap) {
+        int32_t *f = realloc(s->feed, (size_t)need * sizeof *f);
+        if (!f) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        s->feed = f;
+        s->feed_cap = need;
+    }
+    /* invariant: the draft's tokens are a prefix of the target's */
+    memcpy(s->feed, rw_model_seq_tokens(s->target) + from, (size_t)(to - from) * sizeof *s->feed);
+    s->feed[to - from] = s->last;
+    *n = need;
+    return RW_OK;
+}
+
+/* Rewinds the target and the draft and updates the statistics once the
+ * target sampler has accepted out[0..n_out). */
+static rw_status finish(rw_spec_seq *s, int64_t len0, rw_threadpool *pool, rw_error *err) {
+    const int32_t a = s->n_out - 1;
+    const int64_t keep = len0 + 1 + a;
+    rw_status st = RW_OK;
+    if (rw_model_seq_length(s->target) > keep) st = rw_model_seq_rewind(s->target, keep, pool, err);
+    if (!st && rw_model_seq_length(s->draft) > keep) st = rw_model_seq_rewind(s->draft, keep, pool, err);
+    rw_sampler_rewind(s->dsampler, s->dbase);
+    for (int32_t i = 0; !st && i < s->n_out; i++)
+        st = rw_sampler_accept(s->dsampler, s->out[i], err);
+    if (st) return st;
+    s->last = s->out[s->n_out - 1];
+    if (s->k > 0) {
+        s->acc_a = DECAY * s->acc_a + a;
+        s->acc_r = DECAY * s->acc_r + (a < s->k ? 1 : 0);
+        s->idle = 0;
+    } else
+        s->idle++;
+    s->st.steps++;
+    s->st.drafted += s->k;
+    s->st.accepted += a;
+    s->st.emitted += s->n_out;
+    s->st.last_k = s->k;
+    return RW_OK;
+}
+
+rw_status rw_spec_step(rw_model *target_model, rw_model *draft_model, rw_spec_seq *const *seqs, const int64_t *budget,
+                       int n, rw_threadpool *pool, rw_error *err) {
+    if (n <= 0) return RW_OK;
+    rw_batch_item *items = calloc((size_t)n, sizeof *items);
+    int64_t *len0 = calloc((size_t)n, sizeof *len0);
+    rw_status st = RW_OK;
+    if (!items || !len0) {
+        st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int32_t kmax = 0;
+    for (int i = 0; i < n; i++) {
+        rw_spec_seq *s = seqs[i];
+        if (!s->started || budget[i] < 1) {
+            st = rw_errorf(err, RW_ERR_INVALID_ARG, "speculative step on a sequence not started or with no budget");
+            goto done;
+        }
+        s->k = rw_spec_seq_plan(s, budget[i]);
+        s->dbase = rw_sampler_n_accepted(s->dsampler);
+        len0[i] = rw_model_seq_length(s->target);
+        if (s->k > kmax) kmax = s->k;
+    }
+    /* draft: pass j proposes d_j for every sequence drafting more than j */
+    for (int32_t j = 0; j < kmax; j++) {
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            rw_spec_seq *s = seqs[i];
+            if (s->k <= j) continue;
+            rw_batch_item *it = &items[m++];
+            *it = (rw_batch_item){.seq = s->draft, .logits = s->dlogits};
+            if (j == 0) {
+                if ((st = build_feed(s, &it->n, err))) goto done;
+                it->tokens = s->feed;
+            } else {
+                it->tokens = &s->vtok[j];
+                it->n = 1;
+            }
+        }
+        if ((st = rw_model_forward_batch(draft_model, items, m, pool, err))) goto done;
+        for (int i = 0; i < n; i++) {
+            rw_spec_seq *s = seqs[i];
+            if (s->k <= j) continue;
+            int32_t d;
+            if (s->greedy)
+                d = rw_sampler_sample(s->dsampler, s->dlogits);
+            else {
+                float *q = s->q + (size_t)j * (size_t)s->n_vocab;
+                rw_sampler_probs(s->dsampler, s->dlogits, q);
+                d = rw_sampler_draw(s->dsampler, q);
+            }
+            if ((st = rw_sampler_accept(s->dsampler, d, err))) goto done;
+            s->vtok[j + 1] = d;
+        }
+    }
+    /* verify: one pass over every sequence's last + drafts */
+    for (int i = 0; i < n; i++) {
+        rw_spec_seq *s = seqs[i];
+        s->vtok[0] = s->last;
+        items[i] = (rw_batch_item){
+            .seq = s->target, .tokens = s->vtok, .n = s->k + 1, .logits = s->logits, .all_logits = true};
+    }
+    if ((st = rw_model_forward_batch(target_model, items, n, pool, err))) goto done;
+    for (int i = 0; i < n; i++) {
+        rw_spec_seq *s = seqs[i];
+        if ((st = rw_spec_verify(s->sampler, s->logits, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out,
+                                 err)))
+            goto done;
+        if ((st = finish(s, len0[i], pool, err))) goto done;
+    }
+done:
+    free(items);
+    free(len0);
+    return st;
+}
+
+int32_t rw_spec_seq_output(const rw_spec_seq *s, const int32_t **tokens, const float **logits) {
+    *tokens = s->out;
+    *logits = s->logits;
+    return s->n_out;
+}
+
+rw_spec_stats rw_spec_seq_stats(const rw_spec_seq *s) { return s->st; }

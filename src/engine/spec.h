@@ -1,0 +1,129 @@
+/* spec.h - speculative decoding: a small draft model proposes tokens, the
+ * target model checks them all in one forward pass.
+ *
+ * One rw_spec_seq drives one generation. The caller owns the target sequence
+ * and the target's sampler; the rw_spec_seq owns a draft sequence (same KV
+ * type and context as the target's), a draft sampler and its buffers.
+ *
+ * State between steps: the target sequence has processed L tokens and
+ * `last` (the newest generated token) is pending - not yet processed by
+ * either model. The draft sequence has processed a prefix of the target's
+ * tokens (it catches up lazily, in its first pass of the next step that
+ * drafts). One step (rw_spec_step) with k drafts:
+ *
+ *   1. draft: k passes of the draft model (the first also feeds whatever
+ *      target tokens the draft has not seen, then `last`), each proposing
+ *      one token d_j - greedily (the draft sampler's greedy token) for a
+ *      greedy request, otherwise drawn from the draft sampler's distribution
+ *      q_j (a copy of the request's parameters with another seed), which is
+ *      kept for the acceptance test;
+ *   2. verify: ONE target pass over [last, d_0..d_{k-1}] with every logit
+ *      row (k + 1 rows; row i predicts the token after d_{i-1});
+ *   3. accept: rw_spec_verify (sampler.h) - greedy requests keep the longest
+ *      prefix of drafts equal to the target's greedy tokens, sampled ones use
+ *      rejection sampling, which keeps the target's distribution exactly -
+ *      giving a accepted drafts and one target token (a + 1 tokens out);
+ *   4. rewind: the target back to L + 1 + a (it keeps last, d_0..d_{a-1});
+ *      the draft back to at most that (it keeps only accepted tokens: it is
+ *      in lockstep with the target). Both are exact rewinds of positions
+ *      appended in this step (models/seq.c: no matmul for the target).
+ *
+ * So a step emits 1..k+1 tokens, and row i of the verify pass is bitwise the
+ * logits plain decoding computes for output token i (batch invariance,
+ * model.h): greedy output with a draft is bitwise plain greedy output, tokens
+ * and logits. k = 0 is plain decoding (one target pass of one token).
+ *
+ * How many drafts (the adaptive rule, rw_spec_seq_plan): the acceptance rate
+ * alpha is estimated per sequence as A / (A + R), where A counts accepted
+ * drafts and R the steps that ended in a rejection (the maximum-likelihood
+ * estimate for independent acceptances), both decayed by 0.9 per drafting
+ * step (prior A = 3, R = 1). A step with k drafts is expected to emit
+ * E(k) = 1 + alpha + ... + alpha^k tokens and to cost
+ * C(k) = 1 + k * (verify_cost + draft_cost) plain decode steps (verify_cost:
+ * extra cost of each verified token; draft_cost: one draft pass relative to
+ * one target pass, e.g. the ratio of the models' weight bytes, since a
+ * CPU decode step streams the weights). The plan is the k in 0..k_max (and
+ * the budget) with the largest E(k) / C(k), and 0 unless that beats plain
+ * decoding by 3%. After 16 consecutive steps without drafting, one step
+ * drafts 1 token to re-measure (a probe, at most ~(draft_cost +
+ * verify_cost) / 16 of a step). With adaptive = false the plan is always
+ * k_max (limited by the budget and the context).
+ *
+ * Threads: a step runs forward passes on both models; the model-level
+ * serialisation of model.h applies. */
+#ifndef RW_ENGINE_SPEC_H
+#define RW_ENGINE_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "engine/sampler.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+/* Most drafts per step (the target's verify pass is k + 1 <= 16 tokens,
+ * the pattern models/seq.c rewinds without a matmul). */
+#define RW_SPEC_MAX_K 15
+
+typedef struct {
+    int32_t k_max;     /* 0..RW_SPEC_MAX_K */
+    bool adaptive;     /* false: always k_max drafts */
+    float draft_cost;  /* one draft pass / one target pass, >= 0 */
+    float verify_cost; /* extra cost per verified token / one decode step, >= 0 */
+} rw_spec_params;
+
+/* k_max 4, adaptive, draft_cost 0.1, verify_cost 0.06. */
+rw_spec_params rw_spec_params_default(void);
+
+/* Checks that a draft can propose for the target: same n_vocab and the same
+ * text for every token. RW_ERR_INVALID_ARG naming the first difference. */
+rw_status rw_spec_check_vocab(const rw_tokenizer *target, const rw_tokenizer *draft, rw_error *err);
+
+typedef struct rw_spec_seq rw_spec_seq;
+
+/* A speculative decoder for the target sequence `target` (borrowed; must
+ * outlive the result) with its sampler (borrowed) made from sp, drafting
+ * with draft_model (borrowed). The draft model's vocabulary must have the
+ * target's n_vocab (rw_spec_check_vocab checks the texts). The caller frees
+ * *out with rw_spec_seq_free. */
+rw_status rw_spec_seq_new(const rw_model *draft_model, rw_model_seq *target, rw_sampler *sampler,
+                          const rw_sampler_params *sp, const rw_spec_params *p, rw_spec_seq **out, rw_error *err);
+void rw_spec_seq_free(rw_spec_seq *s); /* NULL is fine */
+
+/* Starts generation: the caller ran the prompt through the target, sampled
+ * the first token from its logits and accepted it into the sampler; `last`
+ * is that token. (The draft processes the prompt in its first pass.) */
+rw_status rw_spec_seq_start(rw_spec_seq *s, int32_t last, rw_error *err);
+
+/* Drafts the next step would make with at most budget >= 1 tokens out (the
+ * adaptive rule above; also limited by the context: the target processes
+ * k + 1 tokens). */
+int32_t rw_spec_seq_plan(const rw_spec_seq *s, int64_t budget);
+
+/* One step for n sequences of the same target and draft models: each plans
+ * with its budget[i] >= 1 (tokens it may still emit), then the drafts of all
+ * run batched (rw_model_forward_batch, one pass per draft position) and all
+ * targets verify in ONE batched pass. Each sequence keeps what it accepted,
+ * whatever the others did. On error the sequences are in a valid but
+ * unspecified state (drop them). */
+rw_status rw_spec_step(rw_model *target_model, rw_model *draft_model, rw_spec_seq *const *seqs, const int64_t *budget,
+                       int n, rw_threadpool *pool, rw_error *err);
+
+/* The last step's output: returns n_out (1..k+1), *tokens = the tokens in
+ * order, *logits = their target logit rows ([n_out][n_vocab], row i the
+ * logits token i was chosen from). Valid until the next step. */
+int32_t rw_spec_seq_output(const rw_spec_seq *s, const int32_t **tokens, const float **logits);
+
+typedef struct {
+    int64_t steps;    /* verify passes */
+    int64_t drafted;  /* draft tokens proposed */
+    int64_t accepted; /* draft tokens accepted */
+    int64_t emitted;  /* tokens output by steps */
+    int32_t last_k;   /* drafts of the last step */
+} rw_spec_stats;
+
+rw_spec_stats rw_spec_seq_stats(const rw_spec_seq *s);
+
+#endif
