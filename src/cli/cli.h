@@ -30,6 +30,7 @@ int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);
 int rw_bench_sampler(int argc, char **argv);
 int rw_bench_serve(int argc, char **argv);
+int rw_bench_spec(int argc, char **argv);
 int rw_bench_state(int argc, char **argv);
 int rw_bench_chat(int argc, char **argv);
 

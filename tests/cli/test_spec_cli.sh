@@ -39,4 +39,10 @@ check [ "$("$bin" generate "$model" --ids "$ids" -n 2 --draft-max 16 2>&1 >/dev/
 # synth --layers: a shallow model of the same shapes
 "$bin" synth --arch qwen35 --preset qwen35-tiny --layers 2 --vocab "$model" -o "$tmp/d2.gguf" || { echo "synth --layers failed"; exit 1; }
 check [ "$("$bin" inspect "$tmp/d2.gguf" 2>/dev/null | grep -c "block_count.*= 2\|block_count.*2$")" -ge 1 ]
+# rewind bench spec runs every part (its shape only; no timing is checked)
+out=$("$bin" bench spec "$model" --draft "$tmp/d2.gguf" --k 1,3 --gen 6 --prompt 8 --reps 1 --seqs 2 --threads 1)
+check [ $? -eq 0 ]
+check [ "$(grep -c "x plain" <<<"$out")" -eq 8 ]
+check grep -q "K=3  ( 4 tok)" <<<"$out"
+"$bin" bench spec "$model" --k 99 >/dev/null 2>&1; check [ $? -eq 2 ]
 exit $fail
