@@ -102,6 +102,7 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 enum {
     MAX_TILE = 1024, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng) */
     PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
+    SERIAL_CONVERT = 16384, /* activation elements up to which the caller converts them alone */
 };
 
 /* One group's share of a call (a plain matmul is one group). Its activation
@@ -109,6 +110,10 @@ enum {
  * group is packed (the kernel's group form), RW_MM_GROUP rows each. */
 typedef struct {
     const uint8_t *w;
+    size_t w_stride;
+    int64_t n_out;
+    float *y;
+    int64_t y_stride;
     const int32_t *x_rows, *y_rows;
     int64_t n_rows;
     bool packed;
@@ -121,12 +126,9 @@ typedef struct {
 
 typedef struct {
     const rw_mm_kernel *k;
-    size_t w_stride;
-    int64_t n_in, n_out;
+    int64_t n_in;
     const float *x;
     int64_t x_stride;
-    float *y;
-    int64_t y_stride;
     mm_group *groups;
     int64_t n_groups;
     int64_t total_slots;
@@ -175,7 +177,7 @@ static void convert_task(void *ctx, int64_t task, int thread) {
 
 static void store_rows(const mm_job *j, const mm_group *g, int64_t r, int nx, int64_t o, int nw, const float *out) {
     for (int b = 0; b < nx; b++) {
-        float *dst = j->y + (g->y_rows ? g->y_rows[r + b] : r + b) * j->y_stride + o;
+        float *dst = g->y + (g->y_rows ? g->y_rows[r + b] : r + b) * g->y_stride + o;
         for (int i = 0; i < nw; i++) dst[i] = out[b * nw + i]; /* nw is small: no memcpy call */
     }
 }
@@ -187,7 +189,7 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     while (task - g->task0 >= g->n_wblocks * g->n_xblocks) g++; /* skip groups without tasks */
     int64_t t = task - g->task0;
     int64_t wb = t / g->n_xblocks, xb = t % g->n_xblocks;
-    int64_t o0 = wb * g->bw, o1 = o0 + g->bw < j->n_out ? o0 + g->bw : j->n_out;
+    int64_t o0 = wb * g->bw, o1 = o0 + g->bw < g->n_out ? o0 + g->bw : g->n_out;
     int64_t r0 = xb * g->bx, r1 = r0 + g->bx < g->n_rows ? r0 + g->bx : g->n_rows;
     const uint8_t *xq = j->xq + g->off0;
     float out[MAX_TILE];
@@ -197,13 +199,13 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
             int nw = (int)(o1 - o < mw ? o1 - o : mw);
             for (int64_t r = r0; r < r1; r += mr) {
                 int nx = (int)(r1 - r < mr ? r1 - r : mr);
-                const uint8_t *w = g->w + (size_t)o * j->w_stride, *xg = xq + (size_t)(r / RW_MM_GROUP) * g->slot_bytes;
+                const uint8_t *w = g->w + (size_t)o * g->w_stride, *xg = xq + (size_t)(r / RW_MM_GROUP) * g->slot_bytes;
                 if (!g->y_rows) { /* straight into y */
-                    j->k->tile_g(j->n_in, w, j->w_stride, nw, xg, g->slot_bytes, nx, j->y + r * j->y_stride + o,
-                                 j->y_stride);
+                    j->k->tile_g(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, g->y + r * g->y_stride + o,
+                                 g->y_stride);
                     continue;
                 }
-                j->k->tile_g(j->n_in, w, j->w_stride, nw, xg, g->slot_bytes, nx, out, nw);
+                j->k->tile_g(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, out, nw);
                 store_rows(j, g, r, nx, o, nw, out);
             }
         }
@@ -220,7 +222,7 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
         int nw = (int)(o1 - o < mw ? o1 - o : mw);
         for (int64_t r = r0; r < r1; r += mx) {
             int nx = (int)(r1 - r < mx ? r1 - r : mx);
-            j->k->tile(j->n_in, g->w + (size_t)o * j->w_stride, j->w_stride, nw, xq + (size_t)r * g->slot_bytes,
+            j->k->tile(j->n_in, g->w + (size_t)o * g->w_stride, g->w_stride, nw, xq + (size_t)r * g->slot_bytes,
                        g->slot_bytes, nx, out);
             store_rows(j, g, r, nx, o, nw, out);
         }
@@ -228,6 +230,101 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
 }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/* One matrix-and-rows piece of a call (mm_group before the work split). */
+typedef struct {
+    const void *data;
+    size_t w_stride;
+    int64_t n_out;
+    float *y;
+    int64_t y_stride;
+    const int32_t *x_rows, *y_rows;
+    int64_t n_rows;
+} mm_spec;
+
+/* Checks w against the kernel rules; *row_bytes gets its packed row size. */
+static rw_status check_matrix(const rw_matrix *w, uint64_t *row_bytes, rw_error *err) {
+    size_t vblock = rw_dtype_block_size(rw_matmul_vec_dot_type(w->type));
+    if (!rw_dtype_row_bytes(w->type, (uint64_t)w->n_in, row_bytes) || w->n_in % (int64_t)vblock)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: row length %lld is not a multiple of %s's block",
+                         (long long)w->n_in, rw_dtype_name(w->type));
+    if (w->row_stride && w->row_stride < *row_bytes)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: row stride %zu < row size %llu", w->row_stride,
+                         (unsigned long long)*row_bytes);
+    return RW_OK;
+}
+
+/* Runs the pieces; with share_x every piece multiplies the same rows
+ * (x_rows NULL, the same n_rows), which are converted once (piece 0's). */
+static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *specs, int64_t n_specs, bool share_x,
+                           const float *x, int64_t x_stride, rw_threadpool *pool, rw_error *err) {
+    mm_job j = {.k = k, .n_in = n_in, .x = x, .x_stride = x_stride, .n_groups = n_specs};
+    const size_t row_slot = (size_t)round_up((int64_t)k->x_bytes(n_in), 64);
+    const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(n_in), 64) : 0;
+    j.groups = malloc(sizeof *j.groups * (size_t)n_specs); /* freed before returning */
+    if (!j.groups) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
+
+    /* Tasks per group: activation-row blocks of up to 64 rows; weight blocks
+     * small enough that each thread gets several tasks (load balance), as a
+     * multiple of the tile width. */
+    int n_threads = rw_threadpool_size(pool);
+    int64_t slot0 = 0, task0 = 0, total = 0;
+    size_t off = 0;
+    for (int64_t gi = 0; gi < n_specs; gi++) {
+        mm_group *g = &j.groups[gi];
+        const mm_spec *sp = &specs[gi];
+        int64_t n = sp->n_rows;
+        bool packed = k->g_bytes && n >= PACK_MIN;
+        *g = (mm_group){.w = sp->data, .w_stride = sp->w_stride, .n_out = sp->n_out, .y = sp->y,
+                        .y_stride = sp->y_stride, .x_rows = sp->x_rows, .y_rows = sp->y_rows, .n_rows = n,
+                        .packed = packed, .slot0 = slot0, .off0 = off, .task0 = task0,
+                        .slot_bytes = packed ? group_slot : row_slot};
+        g->n_slots = packed ? (n + RW_MM_GROUP - 1) / RW_MM_GROUP : n;
+        if (n && sp->n_out) {
+            int64_t unit = packed ? RW_MM_GROUP * k->max_ng : k->max_nx;
+            g->bx = packed ? unit : n < 64 ? round_up(n, unit) : 64;
+            g->n_xblocks = (n + g->bx - 1) / g->bx;
+            int64_t bw = sp->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
+            if (bw > 64) bw = 64;
+            g->bw = round_up(bw > 0 ? bw : 1, k->max_nw);
+            g->n_wblocks = (sp->n_out + g->bw - 1) / g->bw;
+        } else {
+            g->bx = g->bw = 1;
+            g->n_xblocks = g->n_wblocks = 0;
+        }
+        task0 += g->n_wblocks * g->n_xblocks;
+        if (share_x && gi > 0) { /* reads piece 0's slots; placed past the end for the slot search */
+            g->off0 = j.groups[0].off0;
+            g->n_slots = 0;
+            continue;
+        }
+        slot0 += g->n_slots;
+        off += (size_t)g->n_slots * g->slot_bytes;
+        total += n;
+    }
+    if (share_x)
+        for (int64_t gi = 1; gi < n_specs; gi++) j.groups[gi].slot0 = slot0;
+    if (task0 == 0) {
+        free(j.groups);
+        return RW_OK;
+    }
+    j.total_slots = slot0;
+    j.xq = aligned_alloc(64, off); /* the converted activations; freed before returning */
+    if (!j.xq) {
+        free(j.groups);
+        return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of scratch", off);
+    }
+    j.conv_slots = slot0 / (4 * n_threads) > 1 ? slot0 / (4 * n_threads) : 1;
+    const int64_t conv_tasks = (slot0 + j.conv_slots - 1) / j.conv_slots;
+    if (total * n_in <= SERIAL_CONVERT) /* decode: cheaper than waking the pool for it */
+        for (int64_t t = 0; t < conv_tasks; t++) convert_task(&j, t, 0);
+    else
+        rw_threadpool_run(pool, convert_task, &j, conv_tasks);
+    rw_threadpool_run(pool, matmul_task, &j, task0);
+    free(j.xq);
+    free(j.groups);
+    return RW_OK;
+}
 
 rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,
                             int64_t x_stride, float *y, int64_t y_stride, rw_threadpool *pool, rw_error *err) {
@@ -244,65 +341,52 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, NULL);
     if (!k) return rw_errorf(err, RW_ERR_UNSUPPORTED, "matmul: no kernel for type %s", rw_dtype_name(w->type));
     uint64_t row_bytes;
-    size_t vblock = rw_dtype_block_size(rw_matmul_vec_dot_type(w->type));
-    if (!rw_dtype_row_bytes(w->type, (uint64_t)w->n_in, &row_bytes) || w->n_in % (int64_t)vblock)
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: row length %lld is not a multiple of %s's block",
-                         (long long)w->n_in, rw_dtype_name(w->type));
-    if (w->row_stride && w->row_stride < row_bytes)
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: row stride %zu < row size %llu", w->row_stride,
-                         (unsigned long long)row_bytes);
+    rw_status st = check_matrix(w, &row_bytes, err);
+    if (st) return st;
+    mm_spec *specs = malloc(sizeof *specs * (size_t)n_groups); /* freed below */
+    if (!specs) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
+    for (int64_t g = 0; g < n_groups; g++)
+        specs[g] = (mm_spec){.data = groups[g].data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
+                             .n_out = w->n_out, .y = y, .y_stride = y_stride, .x_rows = groups[g].x_rows,
+                             .y_rows = groups[g].y_rows, .n_rows = groups[g].n_rows};
+    st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
+    free(specs);
+    return st;
+}
 
-    mm_job j = {
-        .k = k, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes, .n_in = w->n_in,
-        .n_out = w->n_out, .x = x, .x_stride = x_stride, .y = y, .y_stride = y_stride,
-        .n_groups = n_groups,
-    };
-    const size_t row_slot = (size_t)round_up((int64_t)k->x_bytes(w->n_in), 64);
-    const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(w->n_in), 64) : 0;
-    j.groups = malloc(sizeof *j.groups * (size_t)n_groups); /* freed before returning */
-    if (!j.groups) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
-
-    /* Tasks per group: activation-row blocks of up to 64 rows; weight blocks
-     * small enough that each thread gets several tasks (load balance), as a
-     * multiple of the tile width. */
-    int n_threads = rw_threadpool_size(pool);
-    int64_t slot0 = 0, task0 = 0;
-    size_t off = 0;
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        mm_group *g = &j.groups[gi];
-        int64_t n = groups[gi].n_rows;
-        bool packed = k->g_bytes && n >= PACK_MIN;
-        *g = (mm_group){.w = groups[gi].data, .x_rows = groups[gi].x_rows, .y_rows = groups[gi].y_rows,
-                        .n_rows = n, .packed = packed, .slot0 = slot0, .off0 = off, .task0 = task0,
-                        .slot_bytes = packed ? group_slot : row_slot};
-        g->n_slots = packed ? (n + RW_MM_GROUP - 1) / RW_MM_GROUP : n;
-        if (n) {
-            int64_t unit = packed ? RW_MM_GROUP * k->max_ng : k->max_nx;
-            g->bx = packed ? unit : n < 64 ? round_up(n, unit) : 64;
-            g->n_xblocks = (n + g->bx - 1) / g->bx;
-            int64_t bw = w->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
-            if (bw > 64) bw = 64;
-            g->bw = round_up(bw > 0 ? bw : 1, k->max_nw);
-            g->n_wblocks = (w->n_out + g->bw - 1) / g->bw;
-        } else {
-            g->bx = g->bw = 1;
-            g->n_xblocks = g->n_wblocks = 0;
+rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const int64_t *y_strides, int n_w,
+                          const float *x, int64_t x_stride, int64_t n_rows, rw_threadpool *pool, rw_error *err) {
+    enum { MAX_MULTI = 8 };
+    if (n_w < 0 || n_rows < 0 || (n_w && (!ws || !ys || !y_strides)))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
+    for (int i = 0; i < n_w; i++)
+        if (!ws[i] || ws[i]->n_in <= 0 || ws[i]->n_out < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
+    /* runs of consecutive matrices with one type and row length share a call */
+    for (int i0 = 0, i1; i0 < n_w; i0 = i1) {
+        for (i1 = i0 + 1; i1 < n_w && i1 - i0 < MAX_MULTI; i1++)
+            if (ws[i1]->type != ws[i0]->type || ws[i1]->n_in != ws[i0]->n_in) break;
+        const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), ws[i0]->type, NULL);
+        if (i1 - i0 == 1 || !k) { /* rw_matmul reports what is wrong */
+            rw_status st = rw_matmul(ws[i0], x, x_stride, n_rows, ys[i0], y_strides[i0], pool, err);
+            if (st) return st;
+            i1 = i0 + 1;
+            continue;
         }
-        slot0 += g->n_slots;
-        off += (size_t)g->n_slots * g->slot_bytes;
-        task0 += g->n_wblocks * g->n_xblocks;
+        if (n_rows == 0) continue;
+        if (!x) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
+        mm_spec specs[MAX_MULTI];
+        for (int i = i0; i < i1; i++) {
+            uint64_t row_bytes;
+            rw_status st = check_matrix(ws[i], &row_bytes, err);
+            if (st) return st;
+            if (!ws[i]->data || !ys[i]) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
+            specs[i - i0] = (mm_spec){.data = ws[i]->data,
+                                      .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
+                                      .n_out = ws[i]->n_out, .y = ys[i], .y_stride = y_strides[i], .n_rows = n_rows};
+        }
+        rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);
+        if (st) return st;
     }
-    j.total_slots = slot0;
-    j.xq = aligned_alloc(64, off); /* the converted activations; freed before returning */
-    if (!j.xq) {
-        free(j.groups);
-        return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of scratch", off);
-    }
-    j.conv_slots = slot0 / (4 * n_threads) > 1 ? slot0 / (4 * n_threads) : 1;
-    rw_threadpool_run(pool, convert_task, &j, (slot0 + j.conv_slots - 1) / j.conv_slots);
-    rw_threadpool_run(pool, matmul_task, &j, task0);
-    free(j.xq);
-    free(j.groups);
     return RW_OK;
 }
 

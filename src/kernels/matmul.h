@@ -84,6 +84,15 @@ typedef struct {
 rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,
                             int64_t x_stride, float *y, int64_t y_stride, rw_threadpool *pool, rw_error *err);
 
+/* Several matrices of one type and row length times the same rows:
+ * ys[i][r*y_strides[i] + o] = dot(ws[i] row o, x row r). Each output is
+ * bitwise what rw_matmul gives; the rows are converted once and all the
+ * products share one parallel dispatch (e.g. the q/k/v projections of one
+ * input). Consecutive matrices of one type and row length (up to 8) share
+ * a call; a change of type or length starts the next call. */
+rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const int64_t *y_strides, int n_w,
+                          const float *x, int64_t x_stride, int64_t n_rows, rw_threadpool *pool, rw_error *err);
+
 /* ---- Kernel tiers ---------------------------------------------------- */
 
 typedef enum {

@@ -6,9 +6,11 @@
 rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
     mdl_scratch *sc = &m->sc;
     rw_status st;
-    if ((st = mdl_matmul(&L->ffn_gate, sc->xn, b->n, sc->gate, b->pool, err)) ||
-        (st = mdl_matmul(&L->ffn_up, sc->xn, b->n, sc->up, b->pool, err)))
-        return st;
+    /* gate and up read the same rows: one conversion, one dispatch */
+    const rw_matrix *ws[2] = {&L->ffn_gate, &L->ffn_up};
+    float *ys[2] = {sc->gate, sc->up};
+    const int64_t yst[2] = {L->ffn_gate.n_out, L->ffn_up.n_out};
+    if ((st = rw_matmul_multi(ws, ys, yst, 2, sc->xn, L->ffn_gate.n_in, b->n, b->pool, err))) return st;
     rw_swiglu(sc->gate, sc->up, b->n * m->hp.n_ff);
     return mdl_matmul(&L->ffn_down, sc->gate, b->n, sc->tmp, b->pool, err);
 }

@@ -362,9 +362,13 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
                 memcpy(x->u + t * CD + 2 * KD + (int64_t)g * r * dv, src + 2 * dk, (size_t)r * dv * sizeof(float));
                 memcpy(x->z + t * VD + (int64_t)g * r * dv, src + 2 * dk + (int64_t)r * dv, (size_t)r * dv * sizeof(float));
             }
-    } else if ((st = mdl_matmul(&R->qkv, m->sc.xn, n, x->u, pool, err)) ||
-               (st = mdl_matmul(&R->gate, m->sc.xn, n, x->z, pool, err))) {
-        return st;
+    } else { /* one conversion and dispatch for both (and beta, alpha below) */
+        const rw_matrix *ws[4] = {&R->qkv, &R->gate, &R->beta, &R->alpha};
+        float *ys[4] = {x->u, x->z, x->b, x->a};
+        const int64_t yst[4] = {R->qkv.n_out, R->gate.n_out, R->beta.n_out, R->alpha.n_out};
+        const int nw = R->ba.data ? 2 : 4;
+        if ((st = rw_matmul_multi(ws, ys, yst, nw, m->sc.xn, R->qkv.n_in, n, pool, err))) return st;
+        if (nw == 4) return RW_OK;
     }
     if (R->ba.data) {
         if ((st = mdl_matmul(&R->ba, m->sc.xn, n, x->tmp, pool, err))) return st;

@@ -258,6 +258,38 @@ done:
     free(wdata), free(wdata2), free(x), free(alone), free(alone2), free(y), free(xr), free(yr);
 }
 
+/* rw_matmul_multi: each output bitwise as its own rw_matmul (shared
+ * conversion and dispatch), and the one-call-each fallback for mixed types. */
+static void check_multi(rw_dtype t, rw_threadpool *pool) {
+    static const int64_t rows_list[] = {1, 7, 64};
+    const int64_t n_in = block_len(t) == 32 ? 160 : 256, n_out[3] = {9, 21, 4};
+    size_t rb;
+    void *wd[3];
+    rw_matrix m[3];
+    for (int i = 0; i < 3; i++) {
+        wd[i] = make_weights(t, n_out[i], n_in, &rb);
+        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0};
+    }
+    float *x = make_x(64, n_in), *ya[3], *yb[3];
+    for (int i = 0; i < 3; i++) {
+        ya[i] = malloc(sizeof(float) * (size_t)(64 * n_out[i]));
+        yb[i] = malloc(sizeof(float) * (size_t)(64 * n_out[i]));
+    }
+    const rw_matrix *ws[3] = {&m[0], &m[1], &m[2]};
+    const int64_t ys[3] = {n_out[0], n_out[1], n_out[2]};
+    rw_error err;
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+        int64_t n = rows_list[ri];
+        for (int i = 0; i < 3; i++) CHECK(rw_matmul(&m[i], x, n_in, n, ya[i], n_out[i], pool, &err) == RW_OK);
+        CHECK(rw_matmul_multi(ws, yb, ys, 3, x, n_in, n, pool, &err) == RW_OK);
+        for (int i = 0; i < 3; i++)
+            CHECK_MSG(!memcmp(ya[i], yb[i], sizeof(float) * (size_t)(n * n_out[i])), "%s multi rows %lld matrix %d",
+                      rw_dtype_name(t), (long long)n, i);
+    }
+    for (int i = 0; i < 3; i++) free(wd[i]), free(ya[i]), free(yb[i]);
+    free(x);
+}
+
 static void check_errors(void) {
     rw_error err;
     float x[64] = {0}, y[4];
@@ -289,6 +321,7 @@ int main(void) {
         rw_dtype t = all_types[ti];
         CHECK(rw_matmul_supports(t));
         check_reference(t, small);
+        check_multi(t, pools[1]);
         for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
             if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
             if (tier != RW_TIER_REF && rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier)
