@@ -54,6 +54,7 @@ struct rw_pcache {
     pc_entry **entries; /* every entry, owned through their nodes */
     int n_entries, cap_entries;
     uint64_t clock;
+    int n_foreign; /* state files of another model found in the folder (left alone) */
     size_t mem_bytes, logits_bytes, disk_bytes;
     rw_pcache_stats stats; /* kept by the cache's thread */
     rw_pcache_stats pub;   /* a copy for other threads, under stats_mu */
@@ -377,7 +378,10 @@ static void scan_dir(rw_pcache *c) {
         int64_t n = 0;
         rw_error err = {0};
         rw_status st = rw_model_state_file_tokens(c->m, path, &t, &n, &err);
-        if (st == RW_ERR_INVALID_ARG) continue; /* another model's: not ours to touch */
+        if (st == RW_ERR_INVALID_ARG) { /* another model's: not ours to touch */
+            c->n_foreign++;
+            continue;
+        }
         if (st || n == 0 || n > c->max_ctx) {
             fprintf(stderr, "rewind: prefix cache: removing invalid %s (%s)\n", path, st ? err.msg : "empty");
             unlink(path);
@@ -691,7 +695,7 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
     else if (saw_invalid) us.reason = RW_PC_DISK_INVALID;
     else if (shared > 0 && best_c < shared - (shared == n && !can_full)) us.reason = RW_PC_CKPT_TOO_FAR;
     else if (saw_ghost) us.reason = RW_PC_EVICTED;
-    else us.reason = shared > 0 ? RW_PC_HIT : RW_PC_NO_ENTRY;
+    else us.reason = shared > 0 ? RW_PC_HIT : c->n_foreign ? RW_PC_DIFFERENT_MODEL : RW_PC_NO_ENTRY;
     if (saw_ghost && !best) us.reason = RW_PC_EVICTED;
     c->stats.lookups++;
     if (*reused) {

@@ -61,7 +61,7 @@ typedef enum {
     RW_PC_CKPT_TOO_FAR,     /* a shared prefix exists but its nearest exact restore point is further back */
     RW_PC_EVICTED,          /* the entry had been evicted (and not found on disk) */
     RW_PC_DISK_INVALID,     /* the disk copy failed validation and was removed */
-    RW_PC_DIFFERENT_MODEL,  /* only files of another model were found */
+    RW_PC_DIFFERENT_MODEL,  /* nothing shared, and the disk tier holds files of another model */
 } rw_pcache_reason;
 
 const char *rw_pcache_reason_name(rw_pcache_reason r);
