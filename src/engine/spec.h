@@ -40,14 +40,22 @@
  * step (prior A = 3, R = 1). A step with k drafts is expected to emit
  * E(k) = 1 + alpha + ... + alpha^k tokens and to cost
  * C(k) = 1 + k * (verify_cost + draft_cost) plain decode steps (verify_cost:
- * extra cost of each verified token; draft_cost: one draft pass relative to
- * one target pass, e.g. the ratio of the models' weight bytes, since a
- * CPU decode step streams the weights). The plan is the k in 0..k_max (and
- * the budget) with the largest E(k) / C(k), and 0 unless that beats plain
- * decoding by 3%. After 16 consecutive steps without drafting, one step
- * drafts 1 token to re-measure (a probe, at most ~(draft_cost +
- * verify_cost) / 16 of a step). With adaptive = false the plan is always
- * k_max (limited by the budget and the context).
+ * extra cost of each verified token, as `rewind bench spec` measures it;
+ * draft_cost: one draft pass relative to one target pass, e.g. the ratio of
+ * the models' weight bytes, since a CPU decode step streams the weights).
+ * The plan is the k in 0..k_max (and the budget) with the largest
+ * E(k) / C(k), and 0 unless that beats plain decoding by 3%. After
+ * probe_every consecutive steps without drafting (16 at first), one step
+ * drafts 1 token to re-measure (a probe); a probe after which drafting
+ * still does not pay has failed and doubles probe_every, a successful one
+ * resets it to 16; after 2 failed probes in a row the sequence stops
+ * drafting for good. So a useless draft costs at most the draft's catch-up
+ * over the tokens before the second failed probe (about 48 tokens of draft
+ * passes) plus two 2-token verify passes: a few percent of a long
+ * generation. (A simulation of the rule with the costs measured on the
+ * 0.8B preset - verify_cost 0.8, draft_cost 0.09 - stays within 3.1% of
+ * plain decoding at every acceptance rate over 200 tokens.) With adaptive =
+ * false the plan is always k_max (limited by the budget and the context).
  *
  * Threads: a step runs forward passes on both models; the model-level
  * serialisation of model.h applies. */
@@ -74,7 +82,10 @@ typedef struct {
     float verify_cost; /* extra cost per verified token / one decode step, >= 0 */
 } rw_spec_params;
 
-/* k_max 4, adaptive, draft_cost 0.1, verify_cost 0.06. */
+/* k_max 4, adaptive, draft_cost 0.1, verify_cost 0.8 (what `rewind bench
+ * spec` measured on the 0.8B preset with 2 threads: a pass of k + 1 tokens
+ * costs about 1 + 0.8 k decode steps, since the kernels run the tokens of a
+ * pass one by one - a faster multi-token matmul lowers it). */
 rw_spec_params rw_spec_params_default(void);
 
 /* Checks that a draft can propose for the target: same n_vocab and the same
