@@ -150,7 +150,9 @@ int32_t rw_spec_seq_plan(const rw_spec_seq *s, int64_t budget) {
     if (cap <= 0) return 0;
     if (!s->p.adaptive) return (int32_t)cap;
     if (s->failed >= MAX_FAILED_PROBES) return 0;
-    if (s->idle >= s->probe_every) return 1;
+    /* a probe makes the draft catch up on the idle tokens: only worth it
+     * when at least as many tokens remain to profit from it */
+    if (s->idle >= s->probe_every) return budget > s->probe_every ? 1 : 0;
     return best_k(s, cap);
 }
 

@@ -46,7 +46,8 @@
  * The plan is the k in 0..k_max (and the budget) with the largest
  * E(k) / C(k), and 0 unless that beats plain decoding by 3%. After
  * probe_every consecutive steps without drafting (16 at first), one step
- * drafts 1 token to re-measure (a probe); a probe after which drafting
+ * drafts 1 token to re-measure (a probe; skipped when no more than
+ * probe_every tokens remain to be generated); a probe after which drafting
  * still does not pay has failed and doubles probe_every, a successful one
  * resets it to 16; after 2 failed probes in a row the sequence stops
  * drafting for good. So a useless draft costs at most the draft's catch-up
