@@ -609,8 +609,8 @@ static bool from_disk(rw_pcache *c, pc_entry *e) {
     return true;
 }
 
-/* The deepest exact restore point of e's sequence for a prompt sharing
- * `shared` tokens with it. */
+/* The deepest position <= target that e's sequence restores without a
+ * matmul. */
 static int64_t restore_point(const pc_entry *e, int64_t target) {
     int64_t rec;
     if (rw_model_seq_rewind_cost(e->seq, target, NULL, &rec)) return 0;
@@ -636,7 +636,7 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
     const bool can_full = exact && exact->logits && logits;
     pc_entry *best = NULL;
     int64_t best_c = 0, shared = 0;
-    bool saw_ghost = false, saw_invalid = false;
+    bool saw_ghost = false, saw_invalid = false, best_from_disk = false;
     for (int pass = 0; pass < 2; pass++) { /* memory first, then disk if it could do better */
         for (int i = 0; i < k; i++) {
             pc_entry *e = cand[i];
@@ -655,7 +655,6 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
                     become_ghost(c, e);
                     continue;
                 }
-                us.from_disk = -1; /* marks that the best may come from disk */
             } else if (pass == 1) {
                 continue;
             }
@@ -663,12 +662,10 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
             if (r > best_c || (r == best_c && best && e->last_used > best->last_used)) {
                 best_c = r;
                 best = e;
-                if (pass == 1) us.from_disk = -2; /* chosen from disk */
+                best_from_disk = pass == 1;
             }
         }
     }
-    const bool best_from_disk = us.from_disk == -2;
-    us.from_disk = 0;
     rw_status st;
     if (best && best_c > 0) {
         if ((st = rw_model_seq_clone(best->seq, out, err))) return st;

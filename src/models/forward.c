@@ -227,7 +227,6 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             mdl_seq_retain(seg[i].s);
         }
         if (nr && (st = head_rows(m, rows, dst, nr, pool, err))) break;
-        (void)first_off;
     }
     if (st) /* every sequence back to where it was */
         for (int i = 0; i < n_items; i++) mdl_seq_rewind_layers(items[i].seq, old_len[i], pool, NULL);
