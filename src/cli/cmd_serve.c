@@ -1,13 +1,19 @@
 /* cmd_serve.c - `rewind serve MODEL [--host 127.0.0.1] [--port 8080]
  * [--parallel N] [--ctx N] [--threads N] [--api-key KEY] [--kv f32|f16]
  * [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]
- * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]`: the
+ * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]
+ * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
  *
  * The prefix cache (engine/prefix_cache.h) is on by default with a quarter
  * of the machine's RAM (--cache-bytes 0 turns it off); --cache-dir adds the
- * disk tier (default budget 16 GiB). Sizes take K, M, G suffixes. */
+ * disk tier (default budget 16 GiB). Sizes take K, M, G suffixes.
+ *
+ * --draft: speculative decoding in every request (engine.h, engine/spec.h):
+ * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
+ * sequence and step (default 4), verified in the step's one batched pass;
+ * how many adapts to the measured acceptance unless --draft-fixed. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +23,7 @@
 #include "chat/chat.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "engine/spec.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -41,14 +48,17 @@ static int parse_size(const char *s, size_t *out) {
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
                     "[--api-key KEY] [--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] "
-                    "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]\n");
+                    "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
+                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
 }
 
 int rw_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 256;
-    const char *cache_dir = NULL;
+    const char *cache_dir = NULL, *draft_path = NULL;
+    long draft_max = 4;
+    bool draft_fixed = false;
     size_t cache_dir_bytes = (size_t)16 << 30;
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -83,6 +93,12 @@ int rw_cmd_serve(int argc, char **argv) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
             cache_dir = argv[++i];
+        } else if (!strcmp(a, "--draft") && v) {
+            draft_path = argv[++i];
+        } else if (!strcmp(a, "--draft-max") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
+        } else if (!strcmp(a, "--draft-fixed")) {
+            draft_fixed = true;
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -99,9 +115,9 @@ int rw_cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    rw_gguf *g = NULL;
-    rw_model *m = NULL;
-    rw_tokenizer *tok = NULL;
+    rw_gguf *g = NULL, *dg = NULL;
+    rw_model *m = NULL, *dm = NULL;
+    rw_tokenizer *tok = NULL, *dtok = NULL;
     rw_chat_template *tmpl = NULL;
     char *bos = NULL, *eos = NULL;
     rw_engine *e = NULL;
@@ -110,6 +126,13 @@ int rw_cmd_serve(int argc, char **argv) {
     int rc = 1;
     if (rw_cli_open_model(CMD, model_path, &g, &m)) return 1;
     if (rw_tokenizer_load(g, &tok, &err) || rw_chat_template_from_gguf(g, &tmpl, &bos, &eos, &err)) goto fail;
+    if (draft_path) {
+        if (rw_cli_open_model(CMD, draft_path, &dg, &dm)) goto done;
+        if (rw_tokenizer_load(dg, &dtok, &err) || rw_spec_check_vocab(tok, dtok, &err)) {
+            rw_error_prefix(&err, "%s", draft_path);
+            goto fail;
+        }
+    }
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,
@@ -118,7 +141,15 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .kv_type = kv,
                                  .cache_bytes = cache_bytes,
                                  .cache_dir = cache_dir,
-                                 .cache_dir_bytes = cache_dir_bytes};
+                                 .cache_dir_bytes = cache_dir_bytes,
+                                 .draft = dm,
+                                 .draft_tok = dtok,
+                                 .draft_max = (int)draft_max,
+                                 .draft_fixed = draft_fixed,
+                                 /* a CPU decode pass streams the weights: the draft's cost is about its size */
+                                 .draft_cost = dg ? (float)((double)rw_gguf_file_size(dg) /
+                                                            (double)rw_gguf_file_size(g))
+                                                  : 0.0f};
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
@@ -134,6 +165,9 @@ int rw_cmd_serve(int argc, char **argv) {
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), base, parallel, ctx,
             kv == RW_KV_F16 ? "f16" : "f32", cache_bytes >> 20, cache_dir ? ", disk tier in " : "",
             cache_dir ? cache_dir : "");
+    if (draft_path)
+        fprintf(stderr, "rewind serve: speculative decoding with draft %s (up to %ld tokens, %s)\n", draft_path,
+                draft_max, draft_fixed ? "fixed" : "adaptive");
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -151,5 +185,8 @@ done:
     rw_tokenizer_free(tok);
     rw_model_free(m);
     rw_gguf_close(g);
+    rw_tokenizer_free(dtok);
+    rw_model_free(dm);
+    rw_gguf_close(dg);
     return rc;
 }

@@ -36,6 +36,7 @@ void eng_req_free(eng_req *r) {
     free(r->logits);
     free(r->prompt_logits);
     free(r->held);
+    rw_spec_seq_free(r->spec); /* its draft sequence too; it only borrows seq and sampler */
     rw_sampler_free(r->sampler);
     rw_model_seq_free(r->seq); /* only set here if eng_seq_release was not called */
     free(r);
@@ -47,8 +48,24 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     if (cfg->max_running < 1 || cfg->max_queued < 0 || cfg->n_ctx < 2 || cfg->prefill_chunk < 1)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: need max_running >= 1, max_queued >= 0, n_ctx >= 2, "
                                                    "prefill_chunk >= 1");
+    if (cfg->draft) {
+        if (!cfg->draft_tok)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: a draft model needs its vocabulary (draft_tok)");
+        if (cfg->draft_max < 0 || cfg->draft_max > RW_SPEC_MAX_K)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "draft-max must be in [1, %d]", RW_SPEC_MAX_K);
+        rw_status vst = rw_spec_check_vocab(tok, cfg->draft_tok, err);
+        if (vst) return vst;
+        if (rw_model_get_hparams(cfg->draft)->n_vocab != rw_model_get_hparams(m)->n_vocab)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "the draft model has %lld vocabulary rows, the model %lld",
+                             (long long)rw_model_get_hparams(cfg->draft)->n_vocab,
+                             (long long)rw_model_get_hparams(m)->n_vocab);
+    }
     rw_engine *e = calloc(1, sizeof *e);
     if (!e) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    e->spec = rw_spec_params_default();
+    if (cfg->draft_max > 0) e->spec.k_max = cfg->draft_max;
+    e->spec.adaptive = !cfg->draft_fixed;
+    if (cfg->draft_cost > 0) e->spec.draft_cost = cfg->draft_cost;
     e->m = m;
     e->tok = tok;
     e->cfg = *cfg;
@@ -76,6 +93,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         }
     }
     e->cfg.cache_dir = NULL; /* not kept: the cache copied it */
+    e->cfg.draft_tok = NULL; /* only checked here */
     static const double ttft_b[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
     static const double itl_b[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
     static const double bs_b[] = {1, 2, 4, 8, 16, 32, 64, 128};
@@ -233,5 +251,6 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->queued = e->n_queued;
     pthread_mutex_unlock(&e->mu);
     out->cache_enabled = e->pcache != NULL;
+    out->spec_enabled = e->cfg.draft != NULL;
     if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
 }

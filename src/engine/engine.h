@@ -47,6 +47,21 @@ typedef struct {
     size_t cache_bytes;
     const char *cache_dir;
     size_t cache_dir_bytes;
+    /* Speculative decoding (engine/spec.h); draft = NULL turns it off. The
+     * draft model (must outlive the engine, which runs all its forward
+     * passes) proposes up to draft_max tokens per decoding sequence and step
+     * (the draft passes batched across sequences), and the step's one target
+     * pass verifies them with every other sequence's rows. Greedy output is
+     * bitwise what it is without a draft, sampled output identically
+     * distributed. draft_tok is the draft's vocabulary, required with a
+     * draft and only read by rw_engine_new, which refuses one that differs
+     * from tok's (rw_spec_check_vocab). */
+    rw_model *draft;
+    const rw_tokenizer *draft_tok;
+    int draft_max;     /* 1..RW_SPEC_MAX_K; 0 = 4 */
+    bool draft_fixed;  /* always draft_max (within the budget): no adaptive rule */
+    float draft_cost;  /* one draft pass / one target pass, for the adaptive rule (e.g. the ratio of the
+                          files' sizes); <= 0: 0.1 */
 } rw_engine_config;
 
 /* Sampling and stopping. Strings and the logit bias are copied by
@@ -142,6 +157,12 @@ typedef struct {
     bool cache_enabled;
     rw_pcache_stats cache;      /* the prefix cache's counters (engine/prefix_cache.h) */
     uint64_t recompute_reasons[RW_PC_DIFFERENT_MODEL + 1]; /* requests per rw_pcache_reason */
+    /* speculative decoding, summed over sequences: verify passes (one per
+     * sequence per step, drafting or not), drafted and accepted draft tokens,
+     * tokens output by those steps (acceptance = accepted / drafted, tokens
+     * per verify pass = spec_emitted / spec_verify) */
+    bool spec_enabled;
+    uint64_t spec_verify, spec_drafted, spec_accepted, spec_emitted;
 } rw_engine_stats;
 
 void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out);

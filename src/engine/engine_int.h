@@ -7,6 +7,7 @@
 
 #include "base/threadpool.h"
 #include "engine/engine.h"
+#include "engine/spec.h"
 
 /* One request. Owned by the engine from rw_engine_submit until it is freed
  * by the scheduler (finished or cancelled while running), by rw_engine_cancel
@@ -31,6 +32,8 @@ typedef struct eng_req {
     float *prompt_logits; /* [n_vocab], the row after the prompt once computed (for the prefix cache); owned */
 
     rw_sampler *sampler; /* owned */
+    rw_spec_seq *spec;   /* owned; NULL without a draft. Borrows seq and sampler */
+    bool spec_live;      /* spec started: the request decodes speculatively */
     rw_detok_stream detok;
     char *held; /* generated text not yet sent (a possible stop-string start); owned */
     size_t held_len, held_cap;
@@ -48,6 +51,7 @@ struct rw_engine {
     int64_t n_vocab;
     rw_threadpool *pool;
     rw_pcache *pcache; /* owned; NULL when the prefix cache is off */
+    rw_spec_params spec; /* with cfg.draft */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -86,8 +90,24 @@ void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits, 
 /* output.c: samples the next token from r->logits, turns it into text and
  * an event (r->cb). Returns the finish reason (RW_FINISH_NONE to continue). */
 rw_finish_reason eng_output_token(rw_engine *e, eng_req *r);
+/* Same for a token already chosen and accepted into r->sampler (a
+ * speculative step's output) from the logit row `row`. */
+rw_finish_reason eng_output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row);
+/* True when the text held back may be the start of a stop string (the next
+ * token could end the generation). */
+bool eng_output_stop_pending(const eng_req *r);
 /* Sends the final event of a request that failed. */
 void eng_output_error(eng_req *r, const char *msg);
+
+/* engine_spec.c: speculative decoding in the scheduler (engine.h). */
+rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err); /* after r->seq is set; no-op without a draft */
+void eng_spec_start(eng_req *r);                                 /* after the first token, if not finished */
+/* Drafts for the decoding requests reqs[0..n) with spec_live (batched draft
+ * passes); a request whose drafting failed gets its final error event. */
+void eng_spec_draft(rw_engine *e, eng_req **reqs, int n);
+/* After the verify pass: accepts, emits the tokens, fixes the request's
+ * sequence position. */
+void eng_spec_output(rw_engine *e, eng_req *r);
 
 void eng_hist_init(rw_histogram *h, const double *bounds, int n);
 void eng_hist_observe(rw_histogram *h, double v);

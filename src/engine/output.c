@@ -74,18 +74,10 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
     r->held_len -= text_len;
 }
 
-rw_finish_reason eng_output_token(rw_engine *e, eng_req *r) {
-    const int32_t tok = rw_sampler_sample(r->sampler, r->logits);
-    float lp = 0.0f;
-    rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
-    int n_top = 0;
-    if (r->p.n_logprobs >= 0) /* before accepting: the penalties depend on the history */
-        n_top = rw_sampler_logprobs(r->sampler, r->logits, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
-    rw_error aerr = {0};
-    if (rw_sampler_accept(r->sampler, tok, &aerr)) {
-        eng_output_error(r, aerr.msg);
-        return RW_FINISH_ERROR;
-    }
+/* The rest of a token's way out, once it is chosen and accepted into the
+ * sampler: statistics, text, stop strings, the event. */
+static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, const rw_token_logprob *top,
+                             int n_top) {
     const double now = eng_now();
     pthread_mutex_lock(&e->mu);
     eng_hist_observe(r->n_generated ? &e->stats.itl : &e->stats.ttft, now - (r->n_generated ? r->t_last : r->t_submit));
@@ -137,6 +129,34 @@ rw_finish_reason eng_output_token(rw_engine *e, eng_req *r) {
     if (fin != RW_FINISH_NONE) r->finished = true;
     return fin;
 }
+
+rw_finish_reason eng_output_token(rw_engine *e, eng_req *r) {
+    const int32_t tok = rw_sampler_sample(r->sampler, r->logits);
+    float lp = 0.0f;
+    rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
+    int n_top = 0;
+    if (r->p.n_logprobs >= 0) /* before accepting: the penalties depend on the history */
+        n_top = rw_sampler_logprobs(r->sampler, r->logits, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
+    rw_error aerr = {0};
+    if (rw_sampler_accept(r->sampler, tok, &aerr)) {
+        eng_output_error(r, aerr.msg);
+        return RW_FINISH_ERROR;
+    }
+    return emit(e, r, tok, lp, top, n_top);
+}
+
+rw_finish_reason eng_output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row) {
+    float lp = 0.0f;
+    rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
+    int n_top = 0;
+    /* the raw distribution does not depend on the sampler's history, so the
+     * tokens it accepted after this one change nothing */
+    if (r->p.n_logprobs >= 0)
+        n_top = rw_sampler_logprobs(r->sampler, row, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
+    return emit(e, r, tok, lp, top, n_top);
+}
+
+bool eng_output_stop_pending(const eng_req *r) { return r->p.n_stop > 0 && stop_prefix_tail(r) > 0; }
 
 void eng_output_error(eng_req *r, const char *msg) {
     r->held_len = 0;

@@ -63,7 +63,8 @@ void *eng_scheduler_main(void *arg) {
     eng_req **batch_req = calloc((size_t)cap, sizeof *batch_req);
     rw_batch_item *items = calloc((size_t)cap, sizeof *items);
     eng_req **step = calloc((size_t)cap, sizeof *step);
-    if (!retired || !batch_req || !items || !step) {
+    eng_req **spec_req = calloc((size_t)cap, sizeof *spec_req);
+    if (!retired || !batch_req || !items || !step || !spec_req) {
         /* cannot run: fail every request as it comes */
         pthread_mutex_lock(&e->mu);
         while (!e->stopping) {
@@ -84,6 +85,7 @@ void *eng_scheduler_main(void *arg) {
         free(batch_req);
         free(items);
         free(step);
+        free(spec_req);
         return NULL;
     }
     pthread_mutex_lock(&e->mu);
@@ -110,7 +112,7 @@ void *eng_scheduler_main(void *arg) {
             if (r->seq || r->finished) continue;
             rw_error err = {0};
             int64_t n_cached = 0;
-            if (eng_seq_for_prompt(e, r, &n_cached, &err)) {
+            if (eng_seq_for_prompt(e, r, &n_cached, &err) || eng_spec_new(e, r, &err)) {
                 eng_output_error(r, err.msg);
                 continue;
             }
@@ -125,8 +127,15 @@ void *eng_scheduler_main(void *arg) {
                 eng_seq_prompt_done(e, r);
                 rw_finish_reason fin = eng_output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
+                eng_spec_start(r);
             }
         }
+
+        /* speculative requests draft (batched draft passes) before the target pass */
+        int n_spec = 0;
+        for (int i = 0; i < n_step; i++)
+            if (!step[i]->finished && step[i]->spec_live) spec_req[n_spec++] = step[i];
+        eng_spec_draft(e, spec_req, n_spec);
 
         /* the batch: every decoding sequence's last token, then prompt chunks */
         int n_items = 0;
@@ -143,6 +152,12 @@ void *eng_scheduler_main(void *arg) {
                     if (n > budget) n = budget;
                     budget -= n;
                     n_prefill += n;
+                }
+                if (decoding && r->spec_live) { /* last + drafts, every row */
+                    items[n_items] = rw_spec_seq_verify_item(r->spec);
+                    batch_req[n_items++] = r;
+                    n_tok += items[n_items - 1].n;
+                    continue;
                 }
                 bool last = r->n_in_seq + n == r->n_tokens;
                 items[n_items] = (rw_batch_item){.seq = r->seq,
@@ -163,11 +178,17 @@ void *eng_scheduler_main(void *arg) {
                     eng_output_error(r, err.msg);
                     continue;
                 }
+                if (r->spec_live && r->n_in_seq >= r->n_prompt) {
+                    eng_spec_output(e, r);
+                    continue;
+                }
                 r->n_in_seq += items[i].n;
                 if (!items[i].logits) continue;
                 if (r->n_in_seq == r->n_prompt) eng_seq_prompt_done(e, r);
+                const bool first = r->n_in_seq == r->n_prompt;
                 rw_finish_reason fin = eng_output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
+                if (first) eng_spec_start(r);
             }
             for (int i = 0; i < n_step; i++)
                 if (step[i]->seq) kv_bytes += rw_model_seq_bytes(step[i]->seq); /* every layer's state */
@@ -189,5 +210,6 @@ void *eng_scheduler_main(void *arg) {
     free(batch_req);
     free(items);
     free(step);
+    free(spec_req);
     return NULL;
 }

@@ -15,7 +15,8 @@
 
 struct rw_spec_seq {
     rw_model_seq *target; /* borrowed */
-    rw_model_seq *draft;  /* owned */
+    rw_model_seq *draft;  /* owned (NULL once taken: rw_spec_seq_take_draft) */
+    const rw_model *dmodel;
     rw_sampler *sampler;  /* borrowed: the request's */
     rw_sampler *dsampler; /* owned: the draft's */
     rw_spec_params p;
@@ -32,6 +33,7 @@ struct rw_spec_seq {
     int32_t vtok[RW_SPEC_MAX_K + 1]; /* last, drafts */
     int32_t out[RW_SPEC_MAX_K + 1];
     int32_t k, n_out;
+    int64_t len0;        /* the target's length at the step's start */
     int64_t dbase;       /* draft sampler's accepted count at the step's start */
     double acc_a, acc_r; /* decayed accepted drafts / rejections */
     int32_t idle;        /* consecutive steps without drafts */
@@ -76,6 +78,7 @@ rw_status rw_spec_seq_new(const rw_model *draft_model, rw_model_seq *target, rw_
     rw_spec_seq *s = calloc(1, sizeof *s);
     if (!s) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     s->target = target;
+    s->dmodel = draft_model;
     s->sampler = sampler;
     s->p = *p;
     s->greedy = !(sp->temperature > 0);
@@ -210,27 +213,24 @@ static rw_status finish(rw_spec_seq *s, int64_t len0, rw_threadpool *pool, rw_er
     return RW_OK;
 }
 
-rw_status rw_spec_step(rw_model *target_model, rw_model *draft_model, rw_spec_seq *const *seqs, const int64_t *budget,
-                       int n, rw_threadpool *pool, rw_error *err) {
+rw_status rw_spec_draft(rw_model *draft_model, rw_spec_seq *const *seqs, const int64_t *budget, int n,
+                        rw_threadpool *pool, rw_error *err) {
     if (n <= 0) return RW_OK;
     rw_batch_item *items = calloc((size_t)n, sizeof *items);
-    int64_t *len0 = calloc((size_t)n, sizeof *len0);
     rw_status st = RW_OK;
-    if (!items || !len0) {
-        st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-        goto done;
-    }
+    if (!items) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     int32_t kmax = 0;
     for (int i = 0; i < n; i++) {
         rw_spec_seq *s = seqs[i];
-        if (!s->started || budget[i] < 1) {
+        if (!s->started || budget[i] < 1 || !s->draft) {
             st = rw_errorf(err, RW_ERR_INVALID_ARG, "speculative step on a sequence not started or with no budget");
             goto done;
         }
         s->k = rw_spec_seq_plan(s, budget[i]);
         s->probing = s->p.adaptive && s->k > 0 && s->idle >= s->probe_every;
         s->dbase = rw_sampler_n_accepted(s->dsampler);
-        len0[i] = rw_model_seq_length(s->target);
+        s->len0 = rw_model_seq_length(s->target);
+        s->vtok[0] = s->last;
         if (s->k > kmax) kmax = s->k;
     }
     /* draft: pass j proposes d_j for every sequence drafting more than j */
@@ -265,25 +265,61 @@ rw_status rw_spec_step(rw_model *target_model, rw_model *draft_model, rw_spec_se
             s->vtok[j + 1] = d;
         }
     }
-    /* verify: one pass over every sequence's last + drafts */
-    for (int i = 0; i < n; i++) {
-        rw_spec_seq *s = seqs[i];
-        s->vtok[0] = s->last;
-        items[i] = (rw_batch_item){
-            .seq = s->target, .tokens = s->vtok, .n = s->k + 1, .logits = s->logits, .all_logits = true};
-    }
-    if ((st = rw_model_forward_batch(target_model, items, n, pool, err))) goto done;
-    for (int i = 0; i < n; i++) {
-        rw_spec_seq *s = seqs[i];
-        if ((st = rw_spec_verify(s->sampler, s->logits, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out,
-                                 err)))
-            goto done;
-        if ((st = finish(s, len0[i], pool, err))) goto done;
-    }
 done:
     free(items);
-    free(len0);
     return st;
+}
+
+rw_batch_item rw_spec_seq_verify_item(rw_spec_seq *s) {
+    return (rw_batch_item){.seq = s->target, .tokens = s->vtok, .n = s->k + 1, .logits = s->logits, .all_logits = true};
+}
+
+rw_status rw_spec_seq_accept(rw_spec_seq *s, rw_threadpool *pool, rw_error *err) {
+    if (rw_model_seq_length(s->target) != s->len0 + s->k + 1)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "speculative: the verify pass did not run");
+    rw_status st =
+        rw_spec_verify(s->sampler, s->logits, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out, err);
+    if (!st) st = finish(s, s->len0, pool, err);
+    return st;
+}
+
+rw_status rw_spec_step(rw_model *target_model, rw_model *draft_model, rw_spec_seq *const *seqs, const int64_t *budget,
+                       int n, rw_threadpool *pool, rw_error *err) {
+    if (n <= 0) return RW_OK;
+    rw_status st = rw_spec_draft(draft_model, seqs, budget, n, pool, err);
+    if (st) return st;
+    rw_batch_item *items = calloc((size_t)n, sizeof *items);
+    if (!items) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    /* verify: one pass over every sequence's last + drafts */
+    for (int i = 0; i < n; i++) items[i] = rw_spec_seq_verify_item(seqs[i]);
+    st = rw_model_forward_batch(target_model, items, n, pool, err);
+    for (int i = 0; !st && i < n; i++) st = rw_spec_seq_accept(seqs[i], pool, err);
+    free(items);
+    return st;
+}
+
+rw_model_seq *rw_spec_seq_take_draft(rw_spec_seq *s) {
+    rw_model_seq *d = s->draft;
+    s->draft = NULL;
+    return d;
+}
+
+rw_status rw_spec_seq_set_draft(rw_spec_seq *s, rw_model_seq *draft, rw_error *err) {
+    const int64_t n = rw_model_seq_length(draft);
+    bool ok = rw_model_seq_model(draft) == s->dmodel && n <= rw_model_seq_length(s->target) &&
+              rw_model_seq_kv_type(draft) == rw_model_seq_kv_type(s->target) &&
+              rw_model_seq_max_ctx(draft) >= rw_model_seq_max_ctx(s->target);
+    /* the invariant of build_feed: the draft's tokens are a prefix of the target's */
+    if (ok && n) ok = !memcmp(rw_model_seq_tokens(draft), rw_model_seq_tokens(s->target), (size_t)n * sizeof(int32_t));
+    if (!ok) {
+        rw_model_seq_free(draft);
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "speculative: a draft state must be of the draft model and hold a prefix of the target's "
+                         "tokens");
+    }
+    rw_model_seq_free(s->draft);
+    s->draft = draft;
+    return RW_OK;
 }
 
 int32_t rw_spec_seq_output(const rw_spec_seq *s, const int32_t **tokens, const float **logits) {

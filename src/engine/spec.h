@@ -119,9 +119,33 @@ int32_t rw_spec_seq_plan(const rw_spec_seq *s, int64_t budget);
  * run batched (rw_model_forward_batch, one pass per draft position) and all
  * targets verify in ONE batched pass. Each sequence keeps what it accepted,
  * whatever the others did. On error the sequences are in a valid but
- * unspecified state (drop them). */
+ * unspecified state (drop them). Equivalent to rw_spec_draft, one
+ * rw_model_forward_batch of every rw_spec_seq_verify_item, then
+ * rw_spec_seq_accept of each. */
 rw_status rw_spec_step(rw_model *target_model, rw_model *draft_model, rw_spec_seq *const *seqs, const int64_t *budget,
                        int n, rw_threadpool *pool, rw_error *err);
+
+/* The phases of a step, for a caller (the engine's scheduler) whose target
+ * pass also carries other sequences' rows: rw_spec_draft plans and runs the
+ * batched draft passes of n sequences; the caller then puts each sequence's
+ * rw_spec_seq_verify_item (k + 1 tokens, every logit row) into one
+ * rw_model_forward_batch of the target, with anything else it likes; then
+ * rw_spec_seq_accept on each sequence checks the drafts and rewinds both
+ * models (it fails if the verify pass did not run). */
+rw_status rw_spec_draft(rw_model *draft_model, rw_spec_seq *const *seqs, const int64_t *budget, int n,
+                        rw_threadpool *pool, rw_error *err);
+rw_batch_item rw_spec_seq_verify_item(rw_spec_seq *s);
+rw_status rw_spec_seq_accept(rw_spec_seq *s, rw_threadpool *pool, rw_error *err);
+
+/* The draft sequence: rw_spec_seq_take_draft hands it to the caller (who
+ * then owns it; the rw_spec_seq must not step any more), e.g. to keep it in
+ * the prefix cache; rw_spec_seq_set_draft replaces it by one the caller
+ * gives (taken in all cases; freed on error): it must be of the draft model
+ * with the target's KV type, and its tokens a prefix of the target's
+ * (RW_ERR_INVALID_ARG otherwise) - the draft catches up on the rest in its
+ * next pass, so any such state is correct, a longer one only cheaper. */
+rw_model_seq *rw_spec_seq_take_draft(rw_spec_seq *s);
+rw_status rw_spec_seq_set_draft(rw_spec_seq *s, rw_model_seq *draft, rw_error *err);
 
 /* The last step's output: returns n_out (1..k+1), *tokens = the tokens in
  * order, *logits = their target logit rows ([n_out][n_vocab], row i the

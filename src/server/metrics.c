@@ -1,7 +1,7 @@
 /* metrics.c - GET /metrics in Prometheus' text format (version 0.0.4):
  * the server's request counts by status, the engine's token counters,
- * latency and batch histograms, and the prefix cache's series by tier, kind
- * and reason. */
+ * latency and batch histograms, the prefix cache's series by tier, kind
+ * and reason, and with a draft model the speculative decoding counters. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +111,20 @@ char *srv_metrics_text(rw_server *s) {
     gauge(&b, "rewind_queue_depth", "Requests waiting for a batch slot.", st.queued);
     counter(&b, "rewind_forward_passes_total", "Batched forward passes.", st.steps);
     counter(&b, "rewind_forward_tokens_total", "Tokens over all forward passes.", st.step_tokens);
+    if (st.spec_enabled) {
+        counter(&b, "rewind_spec_verify_passes_total",
+                "Speculative decoding: verify steps, one per sequence per step (drafting or not).", st.spec_verify);
+        counter(&b, "rewind_spec_drafted_tokens_total", "Speculative decoding: tokens the draft proposed.",
+                st.spec_drafted);
+        counter(&b, "rewind_spec_accepted_tokens_total", "Speculative decoding: drafted tokens the model accepted.",
+                st.spec_accepted);
+        counter(&b, "rewind_spec_emitted_tokens_total", "Speculative decoding: tokens output by verify steps.",
+                st.spec_emitted);
+        gauge(&b, "rewind_spec_acceptance_rate", "accepted / drafted tokens so far (0 before any draft).",
+              st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);
+        gauge(&b, "rewind_spec_tokens_per_verify_pass", "emitted tokens / verify steps so far (0 before any).",
+              st.spec_verify ? (double)st.spec_emitted / (double)st.spec_verify : 0.0);
+    }
     histogram(&b, "rewind_time_to_first_token_seconds", "From submission to the first generated token.", &st.ttft);
     histogram(&b, "rewind_inter_token_latency_seconds", "Between two generated tokens of a request.", &st.itl);
     histogram(&b, "rewind_batch_size", "Sequences per forward pass.", &st.batch_size);
