@@ -100,14 +100,26 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 /* ---- the parallel driver --------------------------------------------- */
 
 enum {
-    MAX_TILE = 1024, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng) */
+    MAX_TILE = 1024, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng, RW_MM_QUAD * max_nq) */
     PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
+    QUAD_MAX = 16,   /* most rows of a group that use the kernel's quad form (measured: the
+                      * quad form beats the group form up to 16 rows for Q8_0) */
     SERIAL_CONVERT = 16384, /* activation elements up to which the caller converts them alone */
 };
 
+/* A packed form of the kernel (group or quad form): rows per slot, the
+ * most slots per tile call, and its functions. */
+typedef struct {
+    int rows, max_slots;
+    void (*convert)(const float *const *rows, int n_rows, void *xg, int64_t n_in);
+    void (*tile)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride,
+                 int nx, float *out, int64_t out_stride);
+} mm_form;
+
 /* One group's share of a call (a plain matmul is one group). Its activation
  * rows are converted into "slots" of the scratch: one row each, or, when the
- * group is packed (the kernel's group form), RW_MM_GROUP rows each. */
+ * group is packed (form non-NULL: the kernel's group or quad form),
+ * form->rows rows each. */
 typedef struct {
     const uint8_t *w;
     size_t w_stride;
@@ -116,7 +128,7 @@ typedef struct {
     int64_t y_stride;
     const int32_t *x_rows, *y_rows;
     int64_t n_rows;
-    bool packed;
+    const mm_form *form; /* NULL: one row per slot, the kernel's tile */
     int64_t slot0, n_slots;       /* this group's slots in the call's slot numbering */
     size_t off0, slot_bytes;      /* byte offset of its first slot in the scratch; bytes per slot */
     int64_t bw, bx;               /* weight rows / activation rows per task */
@@ -164,14 +176,15 @@ static void convert_task(void *ctx, int64_t task, int thread) {
         while (s - g->slot0 >= g->n_slots) g++; /* skip groups without slots */
         int64_t i = s - g->slot0;
         uint8_t *dst = j->xq + g->off0 + (size_t)i * g->slot_bytes;
-        if (!g->packed) {
+        if (!g->form) {
             j->k->convert_x(x_row(j, g, i), dst, j->n_in);
             continue;
         }
         const float *rows[RW_MM_GROUP];
+        const int per = g->form->rows;
         int n = 0;
-        for (int64_t r = i * RW_MM_GROUP; r < g->n_rows && n < RW_MM_GROUP; r++) rows[n++] = x_row(j, g, r);
-        j->k->convert_g(rows, n, dst, j->n_in);
+        for (int64_t r = i * per; r < g->n_rows && n < per; r++) rows[n++] = x_row(j, g, r);
+        g->form->convert(rows, n, dst, j->n_in);
     }
 }
 
@@ -193,19 +206,19 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     int64_t r0 = xb * g->bx, r1 = r0 + g->bx < g->n_rows ? r0 + g->bx : g->n_rows;
     const uint8_t *xq = j->xq + g->off0;
     float out[MAX_TILE];
-    if (g->packed) { /* r0 is a multiple of RW_MM_GROUP (bx is) */
-        const int mw = j->k->max_nw, mr = RW_MM_GROUP * j->k->max_ng;
+    if (g->form) { /* r0 is a multiple of the form's rows (bx is) */
+        const int per = g->form->rows, mw = j->k->max_nw, mr = per * g->form->max_slots;
         for (int64_t o = o0; o < o1; o += mw) {
             int nw = (int)(o1 - o < mw ? o1 - o : mw);
             for (int64_t r = r0; r < r1; r += mr) {
                 int nx = (int)(r1 - r < mr ? r1 - r : mr);
-                const uint8_t *w = g->w + (size_t)o * g->w_stride, *xg = xq + (size_t)(r / RW_MM_GROUP) * g->slot_bytes;
+                const uint8_t *w = g->w + (size_t)o * g->w_stride, *xg = xq + (size_t)(r / per) * g->slot_bytes;
                 if (!g->y_rows) { /* straight into y */
-                    j->k->tile_g(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, g->y + r * g->y_stride + o,
+                    g->form->tile(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, g->y + r * g->y_stride + o,
                                  g->y_stride);
                     continue;
                 }
-                j->k->tile_g(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, out, nw);
+                g->form->tile(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, out, nw);
                 store_rows(j, g, r, nx, o, nw, out);
             }
         }
@@ -260,7 +273,10 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
                            const float *x, int64_t x_stride, rw_threadpool *pool, rw_error *err) {
     mm_job j = {.k = k, .n_in = n_in, .x = x, .x_stride = x_stride, .n_groups = n_specs};
     const size_t row_slot = (size_t)round_up((int64_t)k->x_bytes(n_in), 64);
+    const mm_form group = {RW_MM_GROUP, k->max_ng, k->convert_g, k->tile_g},
+                  quad = {RW_MM_QUAD, k->max_nq, k->convert_q, k->tile_q};
     const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(n_in), 64) : 0;
+    const size_t quad_slot = k->q_bytes ? (size_t)round_up((int64_t)k->q_bytes(n_in), 64) : 0;
     j.groups = malloc(sizeof *j.groups * (size_t)n_specs); /* freed before returning */
     if (!j.groups) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
 
@@ -274,15 +290,20 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
         mm_group *g = &j.groups[gi];
         const mm_spec *sp = &specs[gi];
         int64_t n = sp->n_rows;
-        bool packed = k->g_bytes && n >= PACK_MIN;
+        /* the quad form for 2 .. QUAD_MAX rows, the group form from PACK_MIN
+         * rows beyond that, else the tile */
+        const mm_form *form = k->q_bytes && n >= 2 && n <= QUAD_MAX ? &quad
+                              : k->g_bytes && n >= PACK_MIN       ? &group
+                                                                  : NULL;
         *g = (mm_group){.w = sp->data, .w_stride = sp->w_stride, .n_out = sp->n_out, .y = sp->y,
                         .y_stride = sp->y_stride, .x_rows = sp->x_rows, .y_rows = sp->y_rows, .n_rows = n,
-                        .packed = packed, .slot0 = slot0, .off0 = off, .task0 = task0,
-                        .slot_bytes = packed ? group_slot : row_slot};
-        g->n_slots = packed ? (n + RW_MM_GROUP - 1) / RW_MM_GROUP : n;
+                        .form = form, .slot0 = slot0, .off0 = off, .task0 = task0,
+                        .slot_bytes = form == &quad ? quad_slot : form ? group_slot : row_slot};
+        g->n_slots = form ? (n + form->rows - 1) / form->rows : n;
         if (n && sp->n_out) {
-            int64_t unit = packed ? RW_MM_GROUP * k->max_ng : k->max_nx;
-            g->bx = packed ? unit : n < 64 ? round_up(n, unit) : 64;
+            int64_t unit = form ? form->rows * form->max_slots : k->max_nx;
+            /* a quad-form task takes all rows: its weights are read once */
+            g->bx = form == &quad ? round_up(n, unit) : form ? unit : n < 64 ? round_up(n, unit) : 64;
             g->n_xblocks = (n + g->bx - 1) / g->bx;
             int64_t bw = sp->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
             if (bw > 64) bw = 64;

@@ -526,6 +526,123 @@ static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
         }
 }
 
+/* ---- few rows: the quad form -------------------------------------------
+ *
+ * For 2..8 activation rows (speculative verify passes, small decode
+ * batches) the lane form would redo its block-sum tree for every row and
+ * the 16-lane group form would pad to 16 rows. The quad form packs 4 rows:
+ * lane (j, r) = 4j + r of a register holds row r's accumulator k = j, and
+ * the blocks of each octet (8 blocks) are taken as "even" blocks 0,2,4,6
+ * (lane j: block 2j) and then "odd" blocks 1,3,5,7. So every lane sums
+ * one whole block of one row by 8 vpdpbusd (no reduction tree) and the
+ * float steps are exactly the lane form's: acc[k] = fma(isum_b, dw_b * dx_b,
+ * acc[k]) with block 2k before 2k+1 and octets in order, y = (acc[0] +
+ * acc[1]) + (acc[2] + acc[3]). The weights are biased to unsigned after an
+ * exact permute (dword s of block 2j into lanes 4j..4j+3), the activations
+ * stay signed, and -128 * (sum of the block's quants) starts each sum. */
+
+/* One octet of a quad: [even/odd][s][lane * 4 + t] = quant 4s + t of the
+ * lane's block and row; per lane the bias and the block's scale. Missing
+ * rows and blocks are all zero. */
+typedef struct {
+    int8_t q[2][8][64];
+    int32_t base[2][16];
+    float dx[2][16];
+} xq_q8_oct;
+
+enum { Q8Q_ROWS = 4, Q8Q_MAX_NQ = 2 };
+
+static size_t q_bytes_q8(int64_t n) { return (size_t)((n / 32 + 7) / 8) * sizeof(xq_q8_oct); }
+
+static void convert_q8_0_q(const float *const *rows, int n_rows, void *xq, int64_t n) {
+    xq_q8_oct *o = xq;
+    int64_t nb = n / 32;
+    memset(xq, 0, q_bytes_q8(n));
+    for (int r = 0; r < n_rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t q[32];
+            float d, d_raw;
+            int sum;
+            quantize_block32(rows[r] + b * 32, q, &d, &d_raw, &sum);
+            xq_q8_oct *oc = &o[b / 8];
+            const int e = (int)(b % 8), eo = e % 2, lane = (e / 2) * 4 + r;
+            for (int s = 0; s < 8; s++) memcpy(&oc->q[eo][s][lane * 4], q + 4 * s, 4);
+            oc->base[eo][lane] = -128 * sum;
+            oc->dx[eo][lane] = d;
+        }
+}
+
+/* Quads 0..NQ-1 against one weight row; out[(4q + r) * os] for rows < nx. */
+INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xqs, int nx, float *out,
+                          int64_t os, const int NQ) {
+    const int64_t nb = n / 32;
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    /* lane 4j + r takes dword j*8 + s of the pair of loaded registers */
+    const __m512i lane_j = _mm512_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8, 16, 16, 16, 16, 24, 24, 24, 24);
+    /* the scales, converted once per octet: lane 4j + r of the even (odd) vector takes block 2j (2j+1) */
+    const __m512i even_idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
+    const __m256i doff = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+    __m512 acc[Q8Q_MAX_NQ];
+    for (int qd = 0; qd < NQ; qd++) acc[qd] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
+        const int left = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        __m256i qs[8];
+        _Pragma("GCC unroll 8") for (int e = 0; e < 8; e++)
+            qs[e] = e < left ? _mm256_loadu_si256((const __m256i *)blk[e].qs) : _mm256_set1_epi8((char)0x80);
+        /* even blocks 0,2 | 4,6 and odd blocks 1,3 | 5,7, biased to unsigned */
+        __m512i ev0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[0]), qs[2], 1), bias);
+        __m512i ev1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[4]), qs[6], 1), bias);
+        __m512i od0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[1]), qs[3], 1), bias);
+        __m512i od1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[5]), qs[7], 1), bias);
+        const __mmask8 valid = (__mmask8)((1u << left) - 1);
+        __m256i d32 = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), valid, doff, blk, 1);
+        __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(d32)));
+        __m512 dw_e = _mm512_permutexvar_ps(even_idx, d8), dw_o = _mm512_permutexvar_ps(odd_idx, d8);
+        __m512i ie[Q8Q_MAX_NQ], io[Q8Q_MAX_NQ];
+        for (int qd = 0; qd < NQ; qd++) {
+            const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
+            ie[qd] = _mm512_load_si512(xo->base[0]);
+            io[qd] = _mm512_load_si512(xo->base[1]);
+        }
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+            const __m512i idx = _mm512_add_epi32(lane_j, _mm512_set1_epi32(s));
+            const __m512i we = _mm512_permutex2var_epi32(ev0, idx, ev1);
+            const __m512i wo = _mm512_permutex2var_epi32(od0, idx, od1);
+            for (int qd = 0; qd < NQ; qd++) {
+                const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
+                ie[qd] = _mm512_dpbusd_epi32(ie[qd], we, _mm512_load_si512(xo->q[0][s]));
+                io[qd] = _mm512_dpbusd_epi32(io[qd], wo, _mm512_load_si512(xo->q[1][s]));
+            }
+        }
+        for (int qd = 0; qd < NQ; qd++) {
+            const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
+            acc[qd] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ie[qd]), _mm512_mul_ps(dw_e, _mm512_load_ps(xo->dx[0])),
+                                      acc[qd]);
+            acc[qd] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(io[qd]), _mm512_mul_ps(dw_o, _mm512_load_ps(xo->dx[1])),
+                                      acc[qd]);
+        }
+    }
+    for (int qd = 0; qd < NQ; qd++) {
+        __m128 y = _mm_add_ps(_mm_add_ps(_mm512_castps512_ps128(acc[qd]), _mm512_extractf32x4_ps(acc[qd], 1)),
+                              _mm_add_ps(_mm512_extractf32x4_ps(acc[qd], 2), _mm512_extractf32x4_ps(acc[qd], 3)));
+        float v[4];
+        _mm_storeu_ps(v, y);
+        for (int r = 0; r < Q8Q_ROWS && qd * Q8Q_ROWS + r < nx; r++) out[(qd * Q8Q_ROWS + r) * os] = v[r];
+    }
+}
+
+static void tile_q_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx,
+                        float *out, int64_t os) {
+    /* a constant quad count per call keeps every sum in a register (more
+     * than 2 quads spill) */
+    if (nx > Q8Q_ROWS)
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2);
+    else
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1);
+}
+
 /* ==== K-quants with Q8_K activations ===================================== */
 
 /* Activation super-block: d as in Q8_K (1/iscale), quants, and the sums of
@@ -910,7 +1027,8 @@ K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
 static const rw_mm_kernel kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
-                                          g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG};
+                                          g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
+                                          q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ};
 K(q4_0, x_bytes_chunks, convert_q8_0_b8)
 K(q4_1, x_bytes_chunks, convert_q8_1)
 K(q5_0, x_bytes_chunks, convert_q8_0_b16)

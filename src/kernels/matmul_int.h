@@ -22,6 +22,12 @@
  * Each output must be bitwise what tile gives for that row alone: the group
  * form only lays the same arithmetic out differently (e.g. one activation
  * row per SIMD lane), so matmul.c may pick either form for any rows.
+ *
+ * And a quad form for few rows (q_bytes non-NULL): the same contract with
+ * groups of RW_MM_QUAD rows (convert_q, tile_q, up to max_nq quads per
+ * call), used for calls of 2 .. 16 rows, where the group form would pad
+ * most of its lanes and the one-row tile would redo its per-row work for
+ * every row.
  */
 #ifndef RW_KERNELS_MATMUL_INT_H
 #define RW_KERNELS_MATMUL_INT_H
@@ -33,7 +39,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
-enum { RW_MM_ROWS_1X = 64, RW_MM_GROUP = 16 };
+enum { RW_MM_ROWS_1X = 64, RW_MM_GROUP = 16, RW_MM_QUAD = 4 };
 
 typedef struct {
     size_t (*x_bytes)(int64_t n_in); /* bytes of one converted activation row */
@@ -47,6 +53,12 @@ typedef struct {
     void (*tile_g)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride,
                    int nx, float *out, int64_t out_stride);
     int max_ng;
+    /* quad form (optional) */
+    size_t (*q_bytes)(int64_t n_in); /* bytes of one packed quad */
+    void (*convert_q)(const float *const *rows, int n_rows, void *xq, int64_t n_in);
+    void (*tile_q)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq, size_t xq_stride,
+                   int nx, float *out, int64_t out_stride);
+    int max_nq;
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none
