@@ -7,6 +7,9 @@
  *     in cache), and its share of the machine's read bandwidth, measured
  *     first by a streaming read of 512 MiB with the same threads;
  *     timings are the best pass of several (>= 0.5 s), bandwidth the best of 5;
+ *   - few-row cost: the time of 2, 4, 8 and 16-row matmuls over the same
+ *     working set relative to one row (speculative verify passes and small
+ *     decode batches: at best 1.0x, the weights streamed once for all rows);
  *   - many-row (prefill, 512 rows) throughput in GOP/s (2 ops per
  *     multiply-add) on the FFN up (1024 -> 3584) and down (3584 -> 1024)
  *     shapes;
@@ -48,6 +51,7 @@ static const shape layer_shapes[] = {
 #define N_LAYER_SHAPES (int)(sizeof layer_shapes / sizeof layer_shapes[0])
 static const shape many_shapes[] = {{"ffn_up", 1024, 3584}, {"ffn_down", 3584, 1024}};
 #define MANY_ROWS 512
+static const int64_t few_rows[4] = {2, 4, 8, 16};
 #define REF_MANY_ROWS 16
 
 static const rw_dtype bench_types[] = {
@@ -146,14 +150,15 @@ typedef struct {
     rw_kernel_tier tier;
     double one_gbs, one_ref_gbs;   /* decode */
     double many_gops, many_ref_gops; /* prefill */
+    double few_cost[4];              /* FEW_ROWS rows: time relative to one row */
     size_t working_set;
 } type_result;
 
 /* Fastest pass (seconds) of one-row matmuls over every matrix of every
  * copy, among passes run for at least min_time and min_passes: the best
  * pass, because the machine may be shared and a pass can be interrupted. */
-static double time_one_row(rw_dtype t, uint8_t *const *copies, int n_copies, const float *x, float *y,
-                           rw_threadpool *pool, double min_time, int min_passes) {
+static double time_rows(rw_dtype t, uint8_t *const *copies, int n_copies, const float *x, float *y, int64_t n_rows,
+                        rw_threadpool *pool, double min_time, int min_passes) {
     double start = now_s(), best = 1e30;
     int passes = 0;
     do {
@@ -162,7 +167,7 @@ static double time_one_row(rw_dtype t, uint8_t *const *copies, int n_copies, con
             size_t off = 0;
             for (int s = 0; s < N_LAYER_SHAPES; s++) {
                 rw_matrix w = {t, copies[c] + off, layer_shapes[s].n_in, layer_shapes[s].n_out, 0};
-                rw_matmul(&w, x, layer_shapes[s].n_in, 1, y, layer_shapes[s].n_out, pool, NULL);
+                rw_matmul(&w, x, layer_shapes[s].n_in, n_rows, y, layer_shapes[s].n_out, pool, NULL);
                 off += matrix_bytes(t, &layer_shapes[s]);
             }
         }
@@ -214,10 +219,13 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
     if (ok) {
         for (int i = 0; i < MANY_ROWS * 3584; i++) x[i] = frand();
         double wbytes = (double)r->working_set;
-        time_one_row(t, copies, n_copies, x, y, pool, 0, 1); /* warm-up: page faults, caches */
-        r->one_gbs = wbytes / time_one_row(t, copies, n_copies, x, y, pool, quick ? 0 : 0.5, quick ? 1 : 3) / 1e9;
+        time_rows(t, copies, n_copies, x, y, 1, pool, 0, 1); /* warm-up: page faults, caches */
+        double one = time_rows(t, copies, n_copies, x, y, 1, pool, quick ? 0 : 0.5, quick ? 1 : 3);
+        r->one_gbs = wbytes / one / 1e9;
+        for (int f = 0; f < 4; f++)
+            r->few_cost[f] = time_rows(t, copies, n_copies, x, y, few_rows[f], pool, quick ? 0 : 0.3, quick ? 1 : 2) / one;
         rw_kernel_tier_set(RW_TIER_REF);
-        r->one_ref_gbs = wbytes / time_one_row(t, copies, n_copies, x, y, pool, 0, 1) / 1e9;
+        r->one_ref_gbs = wbytes / time_rows(t, copies, n_copies, x, y, 1, pool, 0, 1) / 1e9;
         r->many_ref_gops = many_row_gops(t, copies[0], x, y, quick ? 2 : REF_MANY_ROWS, pool, 1);
         rw_kernel_tier_set(fast);
         r->many_gops = many_row_gops(t, copies[0], x, y, quick ? 32 : MANY_ROWS, pool, quick ? 1 : 3);
@@ -306,9 +314,10 @@ int rw_bench_kernels(int argc, char **argv) {
         printf("shapes (n_in x n_out): Qwen3.5-0.8B layer matrices 1024x6144, 1024x2048, 2048x1024, 1024x4096, "
                "1024x512 x2, 1024x3584 x2, 3584x1024; many-row: 1024x3584 and 3584x1024 with %d rows\n\n",
                quick ? 32 : MANY_ROWS);
-        printf("%-7s %-6s | %9s %6s %9s %7s | %9s %9s %7s\n", "type", "tier", "1-row", "of bw", "ref", "speedup",
-               "512-row", "ref", "speedup");
-        printf("%-7s %-6s | %9s %6s %9s %7s | %9s %9s %7s\n", "", "", "GB/s", "", "GB/s", "", "GOP/s", "GOP/s", "");
+        printf("%-7s %-6s | %9s %6s %9s %7s | %6s %6s %6s %6s | %9s %9s %7s\n", "type", "tier", "1-row", "of bw",
+               "ref", "speedup", "2-row", "4-row", "8-row", "16-row", "512-row", "ref", "speedup");
+        printf("%-7s %-6s | %9s %6s %9s %7s | %27s | %9s %9s %7s\n", "", "", "GB/s", "", "GB/s", "",
+               "time vs 1 row", "GOP/s", "GOP/s", "");
     }
     rw_json_writer jw;
     if (json) {
@@ -339,14 +348,23 @@ int rw_bench_kernels(int argc, char **argv) {
             rw_json_key(&jw, "one_row_share_of_bandwidth"), rw_json_double(&jw, r.one_gbs / bw, 4);
             rw_json_key(&jw, "one_row_ref_gbs"), rw_json_double(&jw, r.one_ref_gbs, 4);
             rw_json_key(&jw, "one_row_speedup"), rw_json_double(&jw, r.one_gbs / r.one_ref_gbs, 4);
+            rw_json_key(&jw, "few_row_cost");
+            rw_json_begin_object(&jw);
+            for (int f = 0; f < 4; f++) {
+                char k[8];
+                snprintf(k, sizeof k, "%d", (int)few_rows[f]);
+                rw_json_key(&jw, k), rw_json_double(&jw, r.few_cost[f], 4);
+            }
+            rw_json_end_object(&jw);
             rw_json_key(&jw, "many_row_gops"), rw_json_double(&jw, r.many_gops, 4);
             rw_json_key(&jw, "many_row_ref_gops"), rw_json_double(&jw, r.many_ref_gops, 4);
             rw_json_key(&jw, "many_row_speedup"), rw_json_double(&jw, r.many_gops / r.many_ref_gops, 4);
             rw_json_end_object(&jw);
         } else {
-            printf("%-7s %-6s | %9.2f %5.0f%% %9.2f %6.1fx | %9.1f %9.2f %6.1fx\n", rw_dtype_name(r.type),
-                   rw_kernel_tier_name(r.tier), r.one_gbs, 100 * r.one_gbs / bw, r.one_ref_gbs,
-                   r.one_gbs / r.one_ref_gbs, r.many_gops, r.many_ref_gops, r.many_gops / r.many_ref_gops);
+            printf("%-7s %-6s | %9.2f %5.0f%% %9.2f %6.1fx | %5.2fx %5.2fx %5.2fx %5.2fx | %9.1f %9.2f %6.1fx\n",
+                   rw_dtype_name(r.type), rw_kernel_tier_name(r.tier), r.one_gbs, 100 * r.one_gbs / bw,
+                   r.one_ref_gbs, r.one_gbs / r.one_ref_gbs, r.few_cost[0], r.few_cost[1], r.few_cost[2],
+                   r.few_cost[3], r.many_gops, r.many_ref_gops, r.many_gops / r.many_ref_gops);
             fflush(stdout);
         }
     }
