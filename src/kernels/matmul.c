@@ -102,8 +102,8 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 enum {
     MAX_TILE = 1024, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng, RW_MM_QUAD * max_nq) */
     PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
-    QUAD_MAX = 16,   /* most rows of a group that use the kernel's quad form (measured: the
-                      * quad form beats the group form up to 16 rows for Q8_0) */
+    QUAD_MAX = 32,   /* most rows of a group that use the kernel's quad form (measured on Zen 4:
+                      * for Q8_0 it beats the group form up to 32 rows, and ties at 64) */
     SERIAL_CONVERT = 16384, /* activation elements up to which the caller converts them alone */
 };
 

@@ -550,7 +550,7 @@ typedef struct {
     float dx[2][16];
 } xq_q8_oct;
 
-enum { Q8Q_ROWS = 4, Q8Q_MAX_NQ = 2 };
+enum { Q8Q_ROWS = 4, Q8Q_MAX_NQ = 4 };
 
 static size_t q_bytes_q8(int64_t n) { return (size_t)((n / 32 + 7) / 8) * sizeof(xq_q8_oct); }
 
@@ -584,7 +584,7 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
     const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
     const __m256i doff = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
     __m512 acc[Q8Q_MAX_NQ];
-    for (int qd = 0; qd < NQ; qd++) acc[qd] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) acc[qd] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
         const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
         const int left = nb - b0 < 8 ? (int)(nb - b0) : 8;
@@ -601,22 +601,24 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
         __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(d32)));
         __m512 dw_e = _mm512_permutexvar_ps(even_idx, d8), dw_o = _mm512_permutexvar_ps(odd_idx, d8);
         __m512i ie[Q8Q_MAX_NQ], io[Q8Q_MAX_NQ];
-        for (int qd = 0; qd < NQ; qd++) {
+        _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
             const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
             ie[qd] = _mm512_load_si512(xo->base[0]);
             io[qd] = _mm512_load_si512(xo->base[1]);
         }
-        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-            const __m512i idx = _mm512_add_epi32(lane_j, _mm512_set1_epi32(s));
+        /* one index register stepped per s, and a short unroll: with 4 quads
+         * every sum must stay in a register (spills cost 2x) */
+        __m512i idx = lane_j;
+        _Pragma("GCC unroll 2") for (int s = 0; s < 8; s++, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(1))) {
             const __m512i we = _mm512_permutex2var_epi32(ev0, idx, ev1);
             const __m512i wo = _mm512_permutex2var_epi32(od0, idx, od1);
-            for (int qd = 0; qd < NQ; qd++) {
+            _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
                 const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
                 ie[qd] = _mm512_dpbusd_epi32(ie[qd], we, _mm512_load_si512(xo->q[0][s]));
                 io[qd] = _mm512_dpbusd_epi32(io[qd], wo, _mm512_load_si512(xo->q[1][s]));
             }
         }
-        for (int qd = 0; qd < NQ; qd++) {
+        _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
             const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
             acc[qd] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ie[qd]), _mm512_mul_ps(dw_e, _mm512_load_ps(xo->dx[0])),
                                       acc[qd]);
@@ -624,7 +626,7 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
                                       acc[qd]);
         }
     }
-    for (int qd = 0; qd < NQ; qd++) {
+    _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
         __m128 y = _mm_add_ps(_mm_add_ps(_mm512_castps512_ps128(acc[qd]), _mm512_extractf32x4_ps(acc[qd], 1)),
                               _mm_add_ps(_mm512_extractf32x4_ps(acc[qd], 2), _mm512_extractf32x4_ps(acc[qd], 3)));
         float v[4];
@@ -635,12 +637,13 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
 
 static void tile_q_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx,
                         float *out, int64_t os) {
-    /* a constant quad count per call keeps every sum in a register (more
-     * than 2 quads spill) */
-    if (nx > Q8Q_ROWS)
-        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2);
-    else
-        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1);
+    /* a constant quad count per call keeps every sum in a register */
+    switch ((nx + Q8Q_ROWS - 1) / Q8Q_ROWS) {
+    case 1: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1); break;
+    case 2: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2); break;
+    case 3: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 3); break;
+    default: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 4); break;
+    }
 }
 
 /* ==== K-quants with Q8_K activations ===================================== */

@@ -25,7 +25,7 @@
  *
  * And a quad form for few rows (q_bytes non-NULL): the same contract with
  * groups of RW_MM_QUAD rows (convert_q, tile_q, up to max_nq quads per
- * call), used for calls of 2 .. 16 rows, where the group form would pad
+ * call), used for calls of 2 .. 32 rows, where the group form would pad
  * most of its lanes and the one-row tile would redo its per-row work for
  * every row.
  */

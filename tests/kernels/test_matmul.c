@@ -203,10 +203,10 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
 
 /* 3. batch invariance within one tier */
 static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pools[3]) {
-    /* 2..16 rows take the quad form where a kernel has one, 17 and more the
-     * group form; 11 blocks of 32 are one whole octet of the quad form and
-     * a partial one */
-    static const int64_t rows_list[] = {1, 2, 3, 5, 7, 9, 16, 17, 64, 300};
+    /* 2..32 rows take the quad form where a kernel has one (17: two tile
+     * calls), 33 and more the group form; 11 blocks of 32 are one whole
+     * octet of the quad form and a partial one */
+    static const int64_t rows_list[] = {1, 2, 3, 5, 7, 9, 16, 17, 33, 64, 300};
     int64_t n_in = block_len(t) == 32 ? 352 : 256, n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
