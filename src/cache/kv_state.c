@@ -1,6 +1,7 @@
 /* kv_state.c - the "kv" layer state: one attention layer's keys and values
  * in cache/kv.h storage. A KV state rewinds to any length by itself, so it
- * keeps no checkpoints and no log. */
+ * keeps no checkpoints and no log. Clones share the pages (cache/kv.h:
+ * reference counts, copy-on-write); each_block lists them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,33 +64,15 @@ static rw_status kv_make(const rw_kv_config *cfg, kv_state **out, rw_error *err)
     return RW_OK;
 }
 
-/* Element size and per-head strides of the storage. */
 static size_t elem_of(const rw_kv_config *c) { return c->type == RW_KV_F16 ? 2 : 4; }
 
-/* Copies positions 0..n-1 of every head from src to dst (dst reserved >= n). */
-static void copy_rows(rw_kv_cache *dst, const rw_kv_cache *src, int64_t n) {
-    const rw_kv_config *c = rw_kv_get_config(src);
-    const size_t e = elem_of(c);
-    const int64_t cs = rw_kv_capacity(src), cd = rw_kv_capacity(dst);
-    if (n <= 0) return; /* nothing stored: the buffers may not exist yet */
-    for (int h = 0; h < c->n_head_kv; h++) {
-        memcpy((void *)rw_kv_k_head(dst, 0, h), rw_kv_k_head(src, 0, h), (size_t)n * (size_t)c->head_dim_k * e);
-        for (int j = 0; j < c->head_dim_v; j++)
-            memcpy((char *)rw_kv_v_head(dst, 0, h) + (size_t)j * (size_t)cd * e,
-                   (const char *)rw_kv_v_head(src, 0, h) + (size_t)j * (size_t)cs * e, (size_t)n * e);
-    }
-}
-
+/* A snapshot shares the source's pages (cache/kv.h): no rows are copied;
+ * whichever side writes into a shared page later copies it first. */
 static rw_status kv_copy_from(rw_layer_state *dst, const rw_layer_state *src, rw_error *err) {
     kv_state *d = as_kv(dst);
     const kv_state *s = as_ckv(src);
-    if (!d || !s || memcmp(rw_kv_get_config(d->kv), rw_kv_get_config(s->kv), sizeof(rw_kv_config)))
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "kv state: copy between different shapes");
-    const int64_t n = rw_kv_length(s->kv);
-    rw_status st;
-    if (n > 0 && (st = rw_kv_reserve(d->kv, n, err))) return st;
-    copy_rows(d->kv, s->kv, n);
-    return rw_kv_set_length(d->kv, n, err);
+    if (!d || !s) return rw_errorf(err, RW_ERR_INVALID_ARG, "kv state: copy between different kinds");
+    return rw_kv_share(d->kv, s->kv, err);
 }
 
 static rw_status kv_clone(const rw_layer_state *st, rw_layer_state **out, rw_error *err) {
@@ -104,18 +87,32 @@ static rw_status kv_clone(const rw_layer_state *st, rw_layer_state **out, rw_err
     return RW_OK;
 }
 
+static void kv_each_block(const rw_layer_state *st, rw_block_fn fn, void *ctx) {
+    rw_kv_each_page(as_ckv(st)->kv, fn, ctx);
+}
+
 /* Layout: u64 length, then per head the keys [n][head_dim_k] and the
- * transposed values [head_dim_v][n], elements in the cache's type. */
+ * transposed values [head_dim_v][n], elements in the cache's type (the
+ * pages' pieces written one after the other: the file does not depend on
+ * the page size). */
 static void kv_save(const rw_layer_state *st, rw_sbuf *b) {
     const rw_kv_cache *kv = as_ckv(st)->kv;
     const rw_kv_config *c = rw_kv_get_config(kv);
     const size_t e = elem_of(c);
-    const int64_t n = rw_kv_length(kv), cap = rw_kv_capacity(kv);
+    const int64_t n = rw_kv_length(kv);
     rw_sbuf_put_u64(b, (uint64_t)n);
-    for (int h = 0; n > 0 && h < c->n_head_kv; h++) {
-        rw_sbuf_put(b, rw_kv_k_head(kv, 0, h), (size_t)n * (size_t)c->head_dim_k * e);
+    for (int h = 0; h < c->n_head_kv; h++) {
+        for (int64_t p = 0, k; p < n; p += k) {
+            const void *rows = rw_kv_k_rows(kv, 0, h, p, &k);
+            if (k > n - p) k = n - p;
+            rw_sbuf_put(b, rows, (size_t)k * (size_t)c->head_dim_k * e);
+        }
         for (int j = 0; j < c->head_dim_v; j++)
-            rw_sbuf_put(b, (const char *)rw_kv_v_head(kv, 0, h) + (size_t)j * (size_t)cap * e, (size_t)n * e);
+            for (int64_t p = 0, k; p < n; p += k) {
+                const void *el = rw_kv_v_elems(kv, 0, h, j, p, &k);
+                if (k > n - p) k = n - p;
+                rw_sbuf_put(b, el, (size_t)k * e);
+            }
     }
 }
 
@@ -128,7 +125,7 @@ static rw_status kv_load(rw_layer_state *st, rw_sreader *r, rw_error *err) {
         return rw_errorf(err, RW_ERR_FORMAT, "kv state: bad length");
     const size_t need = (size_t)n * (size_t)c->n_head_kv * (size_t)(c->head_dim_k + c->head_dim_v) * e;
     if (need > r->len - r->off) return rw_errorf(err, RW_ERR_FORMAT, "kv state: truncated");
-    /* Build into a fresh cache, swap only on success. */
+    /* Build into a fresh cache (its pages are its own), swap only on success. */
     rw_kv_cache *kv;
     rw_status rs = rw_kv_new(c, &kv, err);
     if (rs) return rs;
@@ -136,13 +133,21 @@ static rw_status kv_load(rw_layer_state *st, rw_sreader *r, rw_error *err) {
         rw_kv_free(kv);
         return rs;
     }
-    const int64_t cap = rw_kv_capacity(kv);
-    for (int h = 0; n > 0 && h < c->n_head_kv; h++) {
-        rw_sread(r, (void *)rw_kv_k_head(kv, 0, h), (size_t)n * (size_t)c->head_dim_k * e);
+    const int64_t nn = (int64_t)n;
+    for (int h = 0; h < c->n_head_kv; h++) {
+        for (int64_t p = 0, k; p < nn; p += k) {
+            void *rows = rw_kv_k_rows_mut(kv, 0, h, p, &k);
+            if (k > nn - p) k = nn - p;
+            rw_sread(r, rows, (size_t)k * (size_t)c->head_dim_k * e);
+        }
         for (int j = 0; j < c->head_dim_v; j++)
-            rw_sread(r, (char *)rw_kv_v_head(kv, 0, h) + (size_t)j * (size_t)cap * e, (size_t)n * e);
+            for (int64_t p = 0, k; p < nn; p += k) {
+                void *el = rw_kv_v_elems_mut(kv, 0, h, j, p, &k);
+                if (k > nn - p) k = nn - p;
+                rw_sread(r, el, (size_t)k * e);
+            }
     }
-    rw_kv_set_length(kv, (int64_t)n, NULL);
+    rw_kv_set_length(kv, nn, NULL);
     rw_kv_free(s->kv);
     s->kv = kv;
     return RW_OK;
@@ -159,6 +164,7 @@ static const rw_state_ops kv_ops = {
     .checkpoints = kv_checkpoints,
     .clone = kv_clone,
     .copy_from = kv_copy_from,
+    .each_block = kv_each_block,
     .save = kv_save,
     .load = kv_load,
 };

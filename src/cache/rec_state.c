@@ -242,6 +242,11 @@ static rw_status rec_clone(const rw_layer_state *st, rw_layer_state **out, rw_er
     return RW_OK;
 }
 
+static void rec_each_block(const rw_layer_state *st, rw_block_fn fn, void *ctx) {
+    const rec_state *s = as_crec(st);
+    for (int i = 0; i < s->n_ck; i++) fn(ctx, ck_of(s->ck[i].data), state_bytes(s)); /* as bytes() counts it */
+}
+
 /* Layout: u64 len, live state, u32 n_ck, n_ck x (u64 pos, state), u64
  * log_start, u64 log_n, log_n x log_floats. */
 static void rec_save(const rw_layer_state *st, rw_sbuf *b) {
@@ -315,7 +320,8 @@ static rw_status rec_load(rw_layer_state *st, rw_sreader *r, rw_error *err) {
     {                                                                                                                  \
         .kind = kind_name, .free = rec_free, .length = rec_length, .bytes = rec_bytes,                                 \
         .restore_point = rec_restore_point, .rewind = rec_rewind, .retain = rec_retain,                                \
-        .checkpoints = rec_checkpoints, .clone = rec_clone, .copy_from = rec_copy_from, .save = rec_save,              \
+        .checkpoints = rec_checkpoints, .clone = rec_clone, .copy_from = rec_copy_from,                               \
+        .each_block = rec_each_block, .save = rec_save,                                                                \
         .load = rec_load,                                                                                              \
     }
 static const rw_state_ops deltanet_ops = REC_OPS("deltanet"), mamba2_ops = REC_OPS("mamba2");

@@ -3,7 +3,7 @@
  * A sequence's state is a list of per-layer states (rw_layer_state), each
  * behind one operations table (rw_state_ops). Three kinds implement it:
  *
- *   "kv"       attention keys and values (f32 or f16), cache/kv.h storage
+ *   "kv"       attention keys and values (f32 or f16), cache/kv.h pages
  *   "deltanet" Gated DeltaNet: conv state + per-head matrix state
  *   "mamba2"   Mamba2: conv state + per-head SSM state
  *
@@ -29,10 +29,15 @@
  *     to never having rewound;
  *   - save writes only the valid part (positions < length), load of what
  *     save wrote gives a state that behaves bitwise the same;
- *   - clone is independent of its source: live state, KV and log are copied,
- *     recurrent checkpoints (immutable once taken) are shared read-only with
- *     reference counts, so a clone is cheap; bytes() counts shared ones in
- *     every state that holds them;
+ *   - clone is independent of its source: live state and log are copied;
+ *     KV pages and recurrent checkpoints are shared with reference counts
+ *     (checkpoints are immutable once taken; a KV page shared by several
+ *     holders is copied before one of them writes into it), so a clone is
+ *     cheap and nothing one side does is seen by the other;
+ *   - bytes() counts the shared blocks (KV pages, checkpoints) in every
+ *     state that holds them; each_block lists them with an identity that is
+ *     the same in every holder, so that an owner of many states (the prefix
+ *     cache) can count each physical block once;
  *   - a failed operation leaves the state as it was.
  */
 #ifndef RW_CACHE_STATE_H
@@ -78,6 +83,10 @@ uint32_t rw_crc32(uint32_t crc, const void *p, size_t n); /* start with crc = 0 
 
 /* ---- the operations table ---- */
 
+/* Called once per shared block: its identity (the same in every state that
+ * holds the block, valid while one does) and its bytes. */
+typedef void (*rw_block_fn)(void *ctx, const void *block, size_t bytes);
+
 typedef struct {
     const char *kind;
     void (*free)(rw_layer_state *st);
@@ -96,10 +105,14 @@ typedef struct {
     /* Positions of the checkpoints held, ascending, into pos (at most cap);
      * returns how many there are. */
     int (*checkpoints)(const rw_layer_state *st, int64_t *pos, int cap);
-    /* A deep, independent copy. */
+    /* An independent copy (sharing blocks by reference, see above). */
     rw_status (*clone)(const rw_layer_state *st, rw_layer_state **out, rw_error *err);
     /* Makes dst equal to src (same kind and shape): restore of a snapshot. */
     rw_status (*copy_from)(rw_layer_state *dst, const rw_layer_state *src, rw_error *err);
+    /* Calls fn for every block held that clones share by reference (KV
+     * pages, checkpoints), whether or not another state holds it now. Their
+     * bytes are part of bytes(); the rest of bytes() is the state's own. */
+    void (*each_block)(const rw_layer_state *st, rw_block_fn fn, void *ctx);
     /* Appends the valid part (and checkpoints and log) to b. */
     void (*save)(const rw_layer_state *st, rw_sbuf *b);
     /* Replaces st's content with what save wrote; on error st is unchanged. */

@@ -68,7 +68,7 @@ rw_status rw_state_ops_check(const rw_state_ops *o, rw_error *err) {
     if (!o->f) return rw_errorf(err, RW_ERR_INTERNAL, "state kind %s lacks the operation " #f, o->kind ? o->kind : "?");
     if (!o) return rw_errorf(err, RW_ERR_INTERNAL, "state without an operations table");
     NEED(kind) NEED(free) NEED(length) NEED(bytes) NEED(restore_point) NEED(rewind) NEED(retain) NEED(checkpoints)
-    NEED(clone) NEED(copy_from) NEED(save) NEED(load)
+    NEED(clone) NEED(copy_from) NEED(each_block) NEED(save) NEED(load)
 #undef NEED
     return RW_OK;
 }

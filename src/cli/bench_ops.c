@@ -37,6 +37,7 @@ typedef struct {
     int64_t ctx;
     rw_threadpool *pool;
     rw_attn_kv kv32, kv16;
+    const void *kp32[1], *vp32[1], *kp16[1], *vp16[1]; /* one page each: the contiguous buffers */
     float *q, *out, *scratch;
     float *state, *dq, *dk, *dv, *dg, *dbeta, *dout, *dscratch;
     float *cx, *cw, *cstate, *cy;
@@ -159,8 +160,10 @@ int rw_bench_ops(int argc, char **argv) {
     for (int h = 0; h < NV; h++) c.dg[h] = -0.05f;
     rw_f32_to_f16_row(k32, k16, 1, kvn);
     rw_f32_to_f16_row(v32, v16, 1, kvn);
-    c.kv32 = (rw_attn_kv){.k = k32, .vt = v32, .k_head_stride = ctx * HD, .v_head_stride = HD * ctx, .v_stride = ctx};
-    c.kv16 = c.kv32, c.kv16.k = k16, c.kv16.vt = v16, c.kv16.f16 = true;
+    c.kp32[0] = k32, c.vp32[0] = v32, c.kp16[0] = k16, c.vp16[0] = v16;
+    c.kv32 = (rw_attn_kv){.k_pages = c.kp32, .v_pages = c.vp32, .page_len = ctx, .k_head_stride = ctx * HD,
+                          .v_head_stride = HD * ctx, .v_stride = ctx};
+    c.kv16 = c.kv32, c.kv16.k_pages = c.kp16, c.kv16.v_pages = c.vp16, c.kv16.f16 = true;
 
     const rw_kernel_tier tier = rw_kernel_tier_current();
     double fast[B_COUNT], ref[B_COUNT];

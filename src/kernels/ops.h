@@ -105,18 +105,20 @@ void rw_rope_cache_multi(const float pos[4], const int sections[4], bool interle
 
 /* ==== Attention ========================================================= */
 
-/* The KV cache of one layer of one sequence, as cache/kv.h stores it:
- * K head g, position j at k + g*k_head_stride + j*hd_k; V transposed, value
- * dimension i of head g at vt + g*v_head_stride + i*v_stride + j. Elements
- * are f32 or, with f16, raw IEEE halves (converted exactly to f32: unlike
- * llama.cpp without flash attention, q and the probabilities are not
- * rounded to f16 on that path). */
+/* The KV cache of one layer of one sequence, as cache/kv.h stores it: pages
+ * of page_len positions; in page p, K head g, row r at k_pages[p] +
+ * g*k_head_stride + r*hd_k, V transposed, value dimension i of head g at
+ * v_pages[p] + g*v_head_stride + i*v_stride + r. page_len is a multiple of 64
+ * (see rw_attn_pages in ops_model.h), or at least every position (one page:
+ * a contiguous cache). Elements are f32 or, with f16, raw IEEE halves
+ * (converted exactly to f32: unlike llama.cpp without flash attention, q
+ * and the probabilities are not rounded to f16 on that path). */
 typedef struct {
-    const void *k;
-    const void *vt;
-    int64_t k_head_stride; /* elements between KV heads of K */
-    int64_t v_head_stride; /* elements between KV heads of Vt */
-    int64_t v_stride;      /* elements between value dimensions (capacity) */
+    const void *const *k_pages, *const *v_pages;
+    int64_t page_len;      /* positions per page */
+    int64_t k_head_stride; /* elements between KV heads of K within a page */
+    int64_t v_head_stride; /* elements between KV heads of Vt within a page */
+    int64_t v_stride;      /* elements between value dimensions within a page */
     bool f16;
 } rw_attn_kv;
 

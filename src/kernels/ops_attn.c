@@ -4,7 +4,8 @@
  * rw_attn_group_avx512, which reads each K and V row once for the group
  * (decode at long context is bound by those reads) and gives every head
  * exactly the bits of rw_attn_head; in the other tiers with rw_attn_head
- * per head (ops_model.h), which owns the arithmetic. */
+ * per head (ops_model.h), which owns the arithmetic. Both read the cache
+ * through its pages (rw_attn_pages). */
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
 
@@ -23,21 +24,20 @@ static void attn_task(void *p, int64_t task, int thread) {
     const int64_t t = task / j->n_head_kv;
     const int g = (int)(task % j->n_head_kv), h0 = g * j->group;
     const rw_attn_kv *kv = j->kv;
-    const size_t esz = kv->f16 ? sizeof(rw_f16) : sizeof(float);
-    const char *k = (const char *)kv->k + (size_t)(g * kv->k_head_stride) * esz;
-    const char *vt = (const char *)kv->vt + (size_t)(g * kv->v_head_stride) * esz;
+    const rw_attn_pages head = {.k_pages = kv->k_pages, .v_pages = kv->v_pages, .page_len = kv->page_len,
+                                .k_off = g * kv->k_head_stride, .v_off = g * kv->v_head_stride,
+                                .v_stride = kv->v_stride};
     const float *q = j->q + t * j->q_stride + (int64_t)h0 * j->hd_k;
     float *out = j->out + t * j->out_stride + (int64_t)h0 * j->hd_v;
     float *scores = j->scratch + (int64_t)thread * j->group * j->n_ctx;
     const int64_t n_pos = j->pos0 + t + 1;
     if (j->avx512) {
-        rw_attn_group_avx512(q, j->group, k, vt, kv->v_stride, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores,
-                             out);
+        rw_attn_group_avx512(q, j->group, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores, out);
         return;
     }
     for (int h = 0; h < j->group; h++)
-        rw_attn_head(q + (int64_t)h * j->hd_k, k, vt, kv->v_stride, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale,
-                     scores, out + (int64_t)h * j->hd_v);
+        rw_attn_head_paged(q + (int64_t)h * j->hd_k, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores,
+                           out + (int64_t)h * j->hd_v);
 }
 
 int64_t rw_attn_scratch_floats(int n_threads, int n_head, int n_head_kv, int64_t n_ctx) {

@@ -292,30 +292,42 @@ static inline __attribute__((always_inline)) void group_scores(const float *q, i
         if (h < hb) s[h * s_stride] = rw_reduce4(a[h][0], a[h][1], a[h][2], a[h][3]) * scale;
 }
 
-/* out[h] = dot(V row, p_h) for up to four heads, each exactly as
- * rw_dot_ggml_padded: the V row is loaded once for all of them. */
-static inline __attribute__((always_inline)) void group_values(const void *row, const bool f16, const float *p,
-                                                               int64_t n, int hb, float *out, int64_t out_stride) {
+/* out[h] = dot(V row i, p_h) for up to four heads, each exactly as
+ * rw_dot_ggml_padded: the V row is loaded once for all of them. The row is
+ * paged (ops_model.h's rw_attn_pages): the accumulators run on across pages,
+ * whose lengths are multiples of 64, so the sums are those over one
+ * contiguous row. */
+static inline __attribute__((always_inline)) void group_values(const rw_attn_pages *kv, int i, const bool f16,
+                                                               const float *p, int64_t n, int hb, float *out,
+                                                               int64_t out_stride) {
     __m512 a[4][4];
 #pragma GCC unroll 4
     for (int h = 0; h < 4; h++)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) a[h][c] = _mm512_setzero_ps();
-    const int64_t nfull = n & ~(int64_t)63;
-    for (int64_t i = 0; i < nfull; i += 64)
+    const int64_t P = kv->page_len;
+    for (int64_t p0 = 0; p0 < n; p0 += P) {
+        const void *row =
+            (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+        const float *pp = p + p0;
+        const int64_t np = n - p0 < P ? n - p0 : P;
+        const int64_t nfull = np & ~(int64_t)63;
+        for (int64_t k = 0; k < nfull; k += 64)
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m512 vc = rw_load16(row, f16, i + 16 * c);
+            for (int c = 0; c < 4; c++) {
+                const __m512 vc = rw_load16(row, f16, k + 16 * c);
 #pragma GCC unroll 4
-            for (int h = 0; h < 4; h++)
-                if (h < hb) a[h][c] = _mm512_fmadd_ps(vc, _mm512_loadu_ps(p + h * n + i + 16 * c), a[h][c]);
+                for (int h = 0; h < 4; h++)
+                    if (h < hb) a[h][c] = _mm512_fmadd_ps(vc, _mm512_loadu_ps(pp + h * n + k + 16 * c), a[h][c]);
+            }
+        for (int c = 0; c < 4; c++) { /* the masked tail: only in the last page */
+            const int64_t at = nfull + 16 * c;
+            if (at >= np) break;
+            const __mmask16 m = np - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (np - at)) - 1);
+            const __m512 vc = rw_load16m(row, f16, at, m);
+            for (int h = 0; h < hb; h++)
+                a[h][c] = _mm512_fmadd_ps(vc, _mm512_maskz_loadu_ps(m, pp + h * n + at), a[h][c]);
         }
-    for (int c = 0; c < 4; c++) {
-        const int64_t at = nfull + 16 * c;
-        if (at >= n) break;
-        const __mmask16 m = n - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - at)) - 1);
-        const __m512 vc = rw_load16m(row, f16, at, m);
-        for (int h = 0; h < hb; h++) a[h][c] = _mm512_fmadd_ps(vc, _mm512_maskz_loadu_ps(m, p + h * n + at), a[h][c]);
     }
 #pragma GCC unroll 4
     for (int h = 0; h < 4; h++)
@@ -340,25 +352,28 @@ static void attn_softmax(float *s, int64_t n) {
     for (int64_t j = 0; j < n; j++) s[j] *= inv;
 }
 
-static inline __attribute__((always_inline)) void attn_group(const float *q, int r, const void *k, const void *vt,
-                                                             int64_t v_stride, const bool f16, int64_t n_pos, int hd_k,
-                                                             int hd_v, float scale, float *scores, float *out) {
+static inline __attribute__((always_inline)) void attn_group(const float *q, int r, const rw_attn_pages *kv,
+                                                             const bool f16, int64_t n_pos, int hd_k, int hd_v,
+                                                             float scale, float *scores, float *out) {
     const size_t esz = f16 ? 2 : 4;
+    const int64_t P = kv->page_len;
     for (int h0 = 0; h0 < r; h0 += 4) {
         const int hb = r - h0 < 4 ? r - h0 : 4;
         const float *qb = q + (int64_t)h0 * hd_k;
         float *sb = scores + h0 * n_pos;
-        for (int64_t j = 0; j < n_pos; j++)
-            group_scores(qb, hd_k, hb, (const char *)k + (size_t)(j * hd_k) * esz, f16, scale, sb + j, n_pos);
+        for (int64_t p0 = 0; p0 < n_pos; p0 += P) {
+            const char *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * esz;
+            const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
+            for (int64_t j = 0; j < np; j++)
+                group_scores(qb, hd_k, hb, k + (size_t)(j * hd_k) * esz, f16, scale, sb + p0 + j, n_pos);
+        }
         for (int h = 0; h < hb; h++) attn_softmax(sb + h * n_pos, n_pos);
-        for (int i = 0; i < hd_v; i++)
-            group_values((const char *)vt + (size_t)(i * v_stride) * esz, f16, sb, n_pos, hb,
-                         out + (int64_t)h0 * hd_v + i, hd_v);
+        for (int i = 0; i < hd_v; i++) group_values(kv, i, f16, sb, n_pos, hb, out + (int64_t)h0 * hd_v + i, hd_v);
     }
 }
 
-void rw_attn_group_avx512(const float *q, int r, const void *k, const void *vt, int64_t v_stride, bool f16,
-                          int64_t n_pos, int hd_k, int hd_v, float scale, float *scores, float *out) {
-    if (f16) attn_group(q, r, k, vt, v_stride, true, n_pos, hd_k, hd_v, scale, scores, out);
-    else attn_group(q, r, k, vt, v_stride, false, n_pos, hd_k, hd_v, scale, scores, out);
+void rw_attn_group_avx512(const float *q, int r, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                          float scale, float *scores, float *out) {
+    if (f16) attn_group(q, r, kv, true, n_pos, hd_k, hd_v, scale, scores, out);
+    else attn_group(q, r, kv, false, n_pos, hd_k, hd_v, scale, scores, out);
 }

@@ -11,6 +11,7 @@
 
 #include <math.h>
 
+#include "kernels/ops_model.h"
 #include "kernels/quant.h"
 
 /* True when the AVX-512 (AVX2) twins may run: the current kernel tier. */
@@ -37,11 +38,11 @@ void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const floa
 void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
                              const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B,
                              const float *C, int64_t bc_stride, float D, float *y, int64_t y_stride);
-/* r query heads (q + h*hd_k) sharing one KV head, outputs out + h*hd_v:
+/* r query heads (q + h*hd_k) sharing one paged KV head (ops_model.h), outputs out + h*hd_v:
  * per head bitwise what rw_attn_head gives in the AVX-512 tier, with each K
  * and V row read once for every head. scores: r * n_pos floats. */
-void rw_attn_group_avx512(const float *q, int r, const void *k, const void *vt, int64_t v_stride, bool f16,
-                          int64_t n_pos, int hd_k, int hd_v, float scale, float *scores, float *out);
+void rw_attn_group_avx512(const float *q, int r, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                          float scale, float *scores, float *out);
 void rw_f32_to_f16_row_avx512(const float *src, rw_f16 *dst, int64_t n);
 void rw_f16_to_f32_row_avx512(const rw_f16 *src, float *dst, int64_t n);
 

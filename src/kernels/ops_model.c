@@ -9,19 +9,25 @@
 #include "kernels/quant.h"
 
 void rw_swiglu_avx512(float *g, const float *u, int64_t n);
-void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
-                         int hd_k, int hd_v, float scale, float *scores, float *out);
+void rw_attn_head_avx512(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                         float scale, float *scores, float *out);
 
 static float elem(const void *base, bool f16, int64_t i) {
     return f16 ? rw_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
-void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
-                      int hd_k, int hd_v, float scale, float *scores, float *out) {
+/* Element i of page p past offset off (elements). */
+static float pelem(const void *const *pages, int64_t p, bool f16, int64_t off, int64_t i) {
+    return elem(pages[p], f16, off + i);
+}
+
+void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                            float scale, float *scores, float *out) {
+    const int64_t P = kv->page_len;
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_pos; j++) {
         float s = 0.0f;
-        for (int i = 0; i < hd_k; i++) s += q[i] * elem(k, f16, j * hd_k + i);
+        for (int i = 0; i < hd_k; i++) s += q[i] * pelem(kv->k_pages, j / P, f16, kv->k_off, (j % P) * hd_k + i);
         scores[j] = s * scale;
         if (scores[j] > mx) mx = scores[j];
     }
@@ -34,17 +40,35 @@ void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_s
     for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
     for (int i = 0; i < hd_v; i++) {
         float o = 0.0f;
-        for (int64_t j = 0; j < n_pos; j++) o += scores[j] * elem(vt, f16, i * v_stride + j);
+        for (int64_t j = 0; j < n_pos; j++)
+            o += scores[j] * pelem(kv->v_pages, j / P, f16, kv->v_off, i * kv->v_stride + j % P);
         out[i] = o;
     }
 }
 
+void rw_attn_head_paged(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                        float scale, float *scores, float *out) {
+    if (rw_kernel_tier_current() >= RW_TIER_AVX512)
+        rw_attn_head_avx512(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
+    else
+        rw_attn_head_paged_ref(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
+}
+
+/* The contiguous buffers as one page. */
+static rw_attn_pages one_page(const void *const *k, const void *const *vt, int64_t n_pos, int64_t v_stride) {
+    return (rw_attn_pages){.k_pages = k, .v_pages = vt, .page_len = n_pos > 0 ? n_pos : 1, .v_stride = v_stride};
+}
+
+void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
+                      int hd_k, int hd_v, float scale, float *scores, float *out) {
+    const rw_attn_pages kv = one_page(&k, &vt, n_pos, v_stride);
+    rw_attn_head_paged_ref(q, &kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
+}
+
 void rw_attn_head(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos, int hd_k,
                   int hd_v, float scale, float *scores, float *out) {
-    if (rw_kernel_tier_current() >= RW_TIER_AVX512)
-        rw_attn_head_avx512(q, k, vt, v_stride, f16, n_pos, hd_k, hd_v, scale, scores, out);
-    else
-        rw_attn_head_ref(q, k, vt, v_stride, f16, n_pos, hd_k, hd_v, scale, scores, out);
+    const rw_attn_pages kv = one_page(&k, &vt, n_pos, v_stride);
+    rw_attn_head_paged(q, &kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
 }
 
 void rw_swiglu_ref(float *g, const float *u, int64_t n) {

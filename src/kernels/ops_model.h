@@ -37,7 +37,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* One KV head's keys and values split into pages of page_len positions (the
+ * paged KV cache, cache/kv.h): position j lives in page j / page_len, row
+ * r = j % page_len; its key at k_pages[p] + k_off + r*hd_k, value dimension
+ * i at v_pages[p] + v_off + i*v_stride + r (offsets in elements). page_len
+ * is a multiple of 64, so the 64-position blocks of the value sums never
+ * straddle a page: every sum sees the same operations in the same order as
+ * over one contiguous buffer, and the result is bitwise that of rw_attn_head
+ * on the same values laid out contiguously. A single page (page_len >=
+ * n_pos) may have any length: that is the contiguous case. */
+typedef struct {
+    const void *const *k_pages, *const *v_pages;
+    int64_t page_len, k_off, v_off, v_stride;
+} rw_attn_pages;
+
 /* scores: n_pos floats of scratch. out: hd_v floats. */
+void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                            float scale, float *scores, float *out);
+void rw_attn_head_paged(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                        float scale, float *scores, float *out);
+/* The contiguous case: K [n_pos][hd_k] at k, Vt rows at vt + i*v_stride. */
 void rw_attn_head_ref(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
                       int hd_k, int hd_v, float scale, float *scores, float *out);
 void rw_attn_head(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos, int hd_k,

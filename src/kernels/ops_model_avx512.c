@@ -9,8 +9,8 @@
 
 #include "kernels/ops_model.h"
 
-void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
-                         int hd_k, int hd_v, float scale, float *scores, float *out);
+void rw_attn_head_avx512(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                         float scale, float *scores, float *out);
 void rw_swiglu_avx512(float *g, const float *u, int64_t n);
 
 static inline __m512 load16(const void *base, bool f16, int64_t i) {
@@ -73,51 +73,43 @@ static inline __attribute__((always_inline)) float dot_ggml(const void *x, bool 
     return (float)sum;
 }
 
-/* dot(x, y) where y (n elements) is zero past n: as dot_ggml over n rounded
- * up to 64 with zero padding (what llama.cpp computes over its padded,
- * masked KV length). */
-static inline __attribute__((always_inline)) float dot_ggml_padded(const void *x, bool f16, const float *y, int64_t n) {
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n; i += 64)
-        for (int c = 0; c < 4; c++) {
-            const int64_t at = i + 16 * c;
-            if (at >= n) break;
-            const __mmask16 m = n - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - at)) - 1);
-            a[c] = _mm512_fmadd_ps(load16m(x, f16, at, m), _mm512_maskz_loadu_ps(m, y + at), a[c]);
-        }
-    a[0] = _mm512_add_ps(a[0], a[2]);
-    a[1] = _mm512_add_ps(a[1], a[3]);
-    return (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(a[0], a[1]));
-}
-
-/* dot_ggml_padded for rows i0..i0+3 of vt against y, into out[0..3]. */
-static inline __attribute__((always_inline)) void dot4_ggml_padded(const void *vt, int64_t v_stride, int i0, bool f16, const float *y, int64_t n,
-                                    float *out) {
+/* dot_ggml_padded (below) for value rows i0..i0+3 of a paged head against y
+ * (n elements), into out[0..3]. The accumulators run on across pages: a page
+ * holds a multiple of 64 positions (or is the only one), so every FMA meets
+ * the same elements in the same order as over one contiguous row. */
+static inline __attribute__((always_inline)) void dot4_ggml_padded(const rw_attn_pages *kv, int i0, bool f16,
+                                                                    const float *y, int64_t n, float *out) {
     __m512 a[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
-    const int64_t nfull = n & ~(int64_t)63;
-    for (int64_t i = 0; i < nfull; i += 64)
+    const int64_t P = kv->page_len, v_stride = kv->v_stride;
+    for (int64_t p0 = 0; p0 < n; p0 += P) {
+        const void *vt = (const char *)kv->v_pages[p0 / P] + (size_t)kv->v_off * (f16 ? 2 : 4);
+        const float *yp = y + p0;
+        const int64_t np = n - p0 < P ? n - p0 : P;
+        const int64_t nfull = np & ~(int64_t)63;
+        for (int64_t i = 0; i < nfull; i += 64)
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m512 yc = _mm512_loadu_ps(y + i + 16 * c);
+            for (int c = 0; c < 4; c++) {
+                const __m512 yc = _mm512_loadu_ps(yp + i + 16 * c);
 #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-                a[r][c] = _mm512_fmadd_ps(load16(vt, f16, (int64_t)(i0 + r) * v_stride + i + 16 * c), yc, a[r][c]);
-        }
-    if (nfull < n)
+                for (int r = 0; r < 4; r++)
+                    a[r][c] = _mm512_fmadd_ps(load16(vt, f16, (int64_t)(i0 + r) * v_stride + i + 16 * c), yc, a[r][c]);
+            }
+        if (nfull < np) /* only in the last page */
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const int64_t at = nfull + 16 * c;
-            if (at >= n) break;
-            const __mmask16 m = n - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - at)) - 1);
-            const __m512 yc = _mm512_maskz_loadu_ps(m, y + at);
+            for (int c = 0; c < 4; c++) {
+                const int64_t at = nfull + 16 * c;
+                if (at >= np) break;
+                const __mmask16 m = np - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (np - at)) - 1);
+                const __m512 yc = _mm512_maskz_loadu_ps(m, yp + at);
 #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-                a[r][c] = _mm512_fmadd_ps(load16m(vt, f16, (int64_t)(i0 + r) * v_stride + at, m), yc, a[r][c]);
-        }
+                for (int r = 0; r < 4; r++)
+                    a[r][c] = _mm512_fmadd_ps(load16m(vt, f16, (int64_t)(i0 + r) * v_stride + at, m), yc, a[r][c]);
+            }
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
         const __m512 s0 = _mm512_add_ps(a[r][0], a[r][2]), s1 = _mm512_add_ps(a[r][1], a[r][3]);
@@ -125,36 +117,67 @@ static inline __attribute__((always_inline)) void dot4_ggml_padded(const void *v
     }
 }
 
-static inline __attribute__((always_inline)) void attn_head(const float *q, const void *k, const void *vt,
-                                                             int64_t v_stride, const bool f16, int64_t n_pos, int hd_k,
-                                                             int hd_v, float scale, float *scores, float *out) {
-    float mx = -INFINITY;
-    int64_t j = 0;
-    if (hd_k % 64 == 0) /* four keys at a time, each exactly as dot_ggml */
-        for (; j + 4 <= n_pos; j += 4) {
-            __m512 a[4][4];
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
-            for (int i = 0; i < hd_k; i += 64)
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) {
-                    const __m512 qc = _mm512_loadu_ps(q + i + 16 * c);
-#pragma GCC unroll 4
-                    for (int r = 0; r < 4; r++)
-                        a[r][c] = _mm512_fmadd_ps(load16(k, f16, (j + r) * hd_k + i + 16 * c), qc, a[r][c]);
-                }
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                const __m512 s0 = _mm512_add_ps(a[r][0], a[r][2]), s1 = _mm512_add_ps(a[r][1], a[r][3]);
-                scores[j + r] = (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) * scale;
+/* dot(value row i of a paged head, y) where y (n elements) is zero past n:
+ * as dot_ggml over n rounded up to 64 with zero padding (what llama.cpp
+ * computes over its padded, masked KV length). */
+static inline __attribute__((always_inline)) float dot_ggml_padded(const rw_attn_pages *kv, int i, bool f16,
+                                                                          const float *y, int64_t n) {
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const int64_t P = kv->page_len;
+    for (int64_t p0 = 0; p0 < n; p0 += P) {
+        const void *x = (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+        const float *yp = y + p0;
+        const int64_t np = n - p0 < P ? n - p0 : P;
+        for (int64_t k = 0; k < np; k += 64)
+            for (int c = 0; c < 4; c++) {
+                const int64_t at = k + 16 * c;
+                if (at >= np) break;
+                const __mmask16 m = np - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (np - at)) - 1);
+                a[c] = _mm512_fmadd_ps(load16m(x, f16, at, m), _mm512_maskz_loadu_ps(m, yp + at), a[c]);
             }
-        }
-    for (; j < n_pos; j++) {
-        const void *kj = f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
-        scores[j] = dot_ggml(kj, f16, q, hd_k) * scale;
     }
+    a[0] = _mm512_add_ps(a[0], a[2]);
+    a[1] = _mm512_add_ps(a[1], a[3]);
+    return (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(a[0], a[1]));
+}
+
+static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
+                                                             int64_t n_pos, int hd_k, int hd_v, float scale,
+                                                             float *scores, float *out) {
+    float mx = -INFINITY;
+    const int64_t P = kv->page_len;
+    for (int64_t p0 = 0; p0 < n_pos; p0 += P) { /* scores, page by page: each key's dot is independent */
+        const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
+        float *sc = scores + p0;
+        const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
+        int64_t j = 0;
+        if (hd_k % 64 == 0) /* four keys at a time, each exactly as dot_ggml */
+            for (; j + 4 <= np; j += 4) {
+                __m512 a[4][4];
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
+                for (int i = 0; i < hd_k; i += 64)
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) {
+                        const __m512 qc = _mm512_loadu_ps(q + i + 16 * c);
+#pragma GCC unroll 4
+                        for (int r = 0; r < 4; r++)
+                            a[r][c] = _mm512_fmadd_ps(load16(k, f16, (j + r) * hd_k + i + 16 * c), qc, a[r][c]);
+                    }
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const __m512 s0 = _mm512_add_ps(a[r][0], a[r][2]), s1 = _mm512_add_ps(a[r][1], a[r][3]);
+                    sc[j + r] = (float)(double)_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) * scale;
+                }
+            }
+        for (; j < np; j++) {
+            const void *kj = f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
+            sc[j] = dot_ggml(kj, f16, q, hd_k) * scale;
+        }
+    }
+    int64_t j;
     for (j = 0; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
     /* softmax numerators; each 16-lane block summed in float, blocks in double */
@@ -170,18 +193,15 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
     for (j = 0; j < n_pos; j++) scores[j] *= inv;
     int i = 0;
     for (; i + 4 <= hd_v; i += 4) /* four value dims at a time, each exactly as dot_ggml_padded */
-        dot4_ggml_padded(vt, v_stride, i, f16, scores, n_pos, out + i);
-    for (; i < hd_v; i++) {
-        const void *row = f16 ? (const void *)((const uint16_t *)vt + i * v_stride) : (const void *)((const float *)vt + i * v_stride);
-        out[i] = dot_ggml_padded(row, f16, scores, n_pos);
-    }
+        dot4_ggml_padded(kv, i, f16, scores, n_pos, out + i);
+    for (; i < hd_v; i++) out[i] = dot_ggml_padded(kv, i, f16, scores, n_pos);
 }
 
 /* One copy of the kernel per cache type, so the f16 test is not in the loops. */
-void rw_attn_head_avx512(const float *q, const void *k, const void *vt, int64_t v_stride, bool f16, int64_t n_pos,
-                         int hd_k, int hd_v, float scale, float *scores, float *out) {
-    if (f16) attn_head(q, k, vt, v_stride, true, n_pos, hd_k, hd_v, scale, scores, out);
-    else attn_head(q, k, vt, v_stride, false, n_pos, hd_k, hd_v, scale, scores, out);
+void rw_attn_head_avx512(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                         float scale, float *scores, float *out) {
+    if (f16) attn_head(q, kv, true, n_pos, hd_k, hd_v, scale, scores, out);
+    else attn_head(q, kv, false, n_pos, hd_k, hd_v, scale, scores, out);
 }
 
 void rw_swiglu_avx512(float *g, const float *u, int64_t n) {

@@ -28,18 +28,9 @@ rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, in
         rw_layer_state *st = g->s->layer[il];
         rw_status r = rw_kv_state_append(st, g->n, k + g->row0 * dk, dk, v + g->row0 * dv, dv, err);
         if (r) return r;
-        /* The cache's per-head strides: K [head][capacity][hd_k], V
-         * transposed [head][hd_v][capacity] (cache/kv.h). */
-        const rw_kv_cache *c = rw_kv_state_cache(st);
-        const int64_t cap = rw_kv_capacity(c);
-        const rw_attn_kv kv = {
-            .k = rw_kv_k_head(c, 0, 0),
-            .vt = rw_kv_v_head(c, 0, 0),
-            .k_head_stride = cap * hdk,
-            .v_head_stride = cap * hdv,
-            .v_stride = cap,
-            .f16 = rw_kv_get_config(c)->type == RW_KV_F16,
-        };
+        /* The cache's pages as attention reads them (cache/kv.h). */
+        rw_attn_kv kv;
+        rw_kv_attn_view(rw_kv_state_cache(st), 0, &kv);
         rw_attn_causal(&kv, q + g->row0 * dq, dq, g->pos0, g->n, hp->n_head, hp->n_head_kv, hdk, hdv, scale,
                        att + g->row0 * da, da, m->sc.scores, b->pool);
     }

@@ -111,12 +111,19 @@ size_t rw_model_seq_bytes(const rw_model_seq *s);               /* memory held *
 /* The same split: attention KV states, and recurrent states (with their
  * checkpoints and logs); the rest (tokens, bookkeeping) in neither. */
 void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recurrent);
+/* Calls fn for every block the sequence shares by reference with its
+ * clones (KV pages, recurrent checkpoints; cache/state.h each_block), with
+ * kv telling which kind. Their bytes are part of rw_model_seq_bytes; an
+ * owner of many sequences counts each identity once. */
+void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const void *block, size_t bytes, bool kv),
+                             void *ctx);
 size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s);    /* one checkpoint of every recurrent layer */
 size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s); /* logged recurrence inputs per token */
 
-/* Snapshots: a deep copy (clone), and making dst equal to src (restore; same
- * model and settings, dst's context large enough). On error dst is
- * unchanged. */
+/* Snapshots: an independent copy (clone), and making dst equal to src
+ * (restore; same model and settings, dst's context large enough). Both share
+ * KV pages and checkpoints with src by reference (copy-on-write: cheap, and
+ * nothing done to one is seen by the other). On error dst is unchanged. */
 rw_status rw_model_seq_clone(const rw_model_seq *s, rw_model_seq **out, rw_error *err);
 rw_status rw_model_seq_copy(rw_model_seq *dst, const rw_model_seq *src, rw_error *err);
 

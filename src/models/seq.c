@@ -115,6 +115,25 @@ void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recur
         *(rw_rec_state_checkpoint_bytes(s->layer[il]) ? recurrent : kv) += rw_state_bytes(s->layer[il]);
 }
 
+typedef struct {
+    void (*fn)(void *ctx, const void *block, size_t bytes, bool kv);
+    void *ctx;
+    bool kv;
+} each_ctx;
+
+static void each_one(void *ctx, const void *block, size_t bytes) {
+    const each_ctx *e = ctx;
+    e->fn(e->ctx, block, bytes, e->kv);
+}
+
+void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const void *block, size_t bytes, bool kv),
+                             void *ctx) {
+    for (int il = 0; il < s->m->hp.n_layer; il++) {
+        each_ctx e = {.fn = fn, .ctx = ctx, .kv = rw_rec_state_checkpoint_bytes(s->layer[il]) == 0};
+        s->layer[il]->ops->each_block(s->layer[il], each_one, &e);
+    }
+}
+
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes) { s->ckpt_budget = bytes; }
 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */

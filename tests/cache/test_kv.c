@@ -1,5 +1,8 @@
 /* test_kv.c - the per-sequence KV cache: store/read in f32 (exact) and f16
- * (rounded), growth keeping stored rows, truncation, the context limit. */
+ * (rounded), growth keeping stored rows, truncation, the context limit; page
+ * sharing: a share copies no rows, a store into a shared page copies it
+ * first (the other holder never sees the write), truncation and free let go
+ * of pages, and the pages listed are the ones held. */
 #include <math.h>
 #include <string.h>
 
@@ -65,7 +68,109 @@ static void run(rw_kv_type type) {
     rw_kv_free(c);
 }
 
+typedef struct {
+    const void *id[64];
+    int n;
+    size_t bytes;
+} page_list;
+
+static void list_page(void *ctx, const void *page, size_t bytes) {
+    page_list *l = ctx;
+    if (l->n < 64) l->id[l->n++] = page;
+    l->bytes += bytes;
+}
+
+static int common_pages(const rw_kv_cache *a, const rw_kv_cache *b) {
+    page_list la = {0}, lb = {0};
+    rw_kv_each_page(a, list_page, &la);
+    rw_kv_each_page(b, list_page, &lb);
+    int k = 0;
+    for (int i = 0; i < la.n; i++)
+        for (int j = 0; j < lb.n; j++) k += la.id[i] == lb.id[j];
+    return k;
+}
+
+/* Stores positions pos..pos+m-1 of both layers with values offset by `off`. */
+static void put_rows(rw_kv_cache *c, int64_t pos, int64_t m, float off) {
+    const rw_kv_config *cfg = rw_kv_get_config(c);
+    float k[200 * 24], v[200 * 12];
+    rw_error err = {0};
+    CHECK(rw_kv_reserve(c, pos + m, &err) == RW_OK);
+    for (int il = 0; il < cfg->n_layer; il++) {
+        fill(cfg, il, pos, m, k, v);
+        for (int64_t i = 0; i < m * 24; i++) k[i] += off;
+        for (int64_t i = 0; i < m * 12; i++) v[i] += off;
+        CHECK(rw_kv_store(c, il, pos, m, k, 24, v, 12, &err) == RW_OK);
+    }
+    CHECK(rw_kv_set_length(c, pos + m, &err) == RW_OK);
+}
+
+/* True when positions [from, to) of c hold the values put_rows(off) wrote. */
+static bool rows_are(const rw_kv_cache *c, int64_t from, int64_t to, float off) {
+    float row[8];
+    for (int il = 0; il < 2; il++)
+        for (int64_t p = from; p < to; p++)
+            for (int h = 0; h < 3; h++) {
+                rw_kv_read_k(c, il, h, p, row);
+                for (int i = 0; i < 8; i++)
+                    if (row[i] != val(il, h, p, i, 0) + off) return false;
+                rw_kv_read_v(c, il, h, p, row);
+                for (int i = 0; i < 4; i++)
+                    if (row[i] != val(il, h, p, i, 1) + off) return false;
+            }
+    return true;
+}
+
+static void sharing(void) {
+    const rw_kv_config cfg = {.type = RW_KV_F32, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
+    rw_error err = {0};
+    rw_kv_cache *a = NULL, *b = NULL, *c = NULL;
+    CHECK(rw_kv_new(&cfg, &a, &err) == RW_OK && rw_kv_new(&cfg, &b, &err) == RW_OK && rw_kv_new(&cfg, &c, &err) == RW_OK);
+    /* a: 150 positions = pages 0, 1 full and page 2 partial, per layer */
+    put_rows(a, 0, 100, 0.0f);
+    put_rows(a, 100, 50, 0.0f);
+    const size_t one = rw_kv_page_bytes(a);
+    page_list la = {0};
+    rw_kv_each_page(a, list_page, &la);
+    CHECK_EQ_INT(la.n, 6);
+    CHECK(la.bytes == 6 * one);
+    CHECK(rw_kv_share(b, a, &err) == RW_OK);
+    CHECK_EQ_INT(rw_kv_length(b), 150);
+    CHECK_EQ_INT(common_pages(a, b), 6);
+    CHECK(rows_are(b, 0, 150, 0.0f));
+    /* b extends into the shared partial page: b copies it, a is untouched */
+    put_rows(b, 150, 20, 7.0f);
+    CHECK_EQ_INT(common_pages(a, b), 4);
+    CHECK(rows_are(a, 0, 150, 0.0f) && rows_are(b, 0, 150, 0.0f) && rows_are(b, 150, 170, 7.0f));
+    CHECK_EQ_INT(rw_kv_length(a), 150);
+    /* c shares b, rewinds into page 1 (shared with a and b) and writes there */
+    CHECK(rw_kv_share(c, b, &err) == RW_OK);
+    CHECK(rw_kv_set_length(c, 70, &err) == RW_OK);
+    page_list lc = {0};
+    rw_kv_each_page(c, list_page, &lc);
+    CHECK_EQ_INT(lc.n, 4); /* pages past position 70 let go */
+    put_rows(c, 70, 30, -3.0f);
+    CHECK(rows_are(c, 0, 70, 0.0f) && rows_are(c, 70, 100, -3.0f));
+    CHECK(rows_are(a, 0, 150, 0.0f) && rows_are(b, 0, 150, 0.0f) && rows_are(b, 150, 170, 7.0f));
+    CHECK_EQ_INT(common_pages(a, c), 2); /* page 0 of each layer */
+    /* a goes away: b and c keep what they hold */
+    rw_kv_free(a);
+    CHECK(rows_are(b, 0, 150, 0.0f) && rows_are(c, 0, 70, 0.0f));
+    /* a share onto a cache that holds some of the same pages */
+    CHECK(rw_kv_share(c, b, &err) == RW_OK);
+    CHECK(rows_are(c, 0, 150, 0.0f) && rows_are(c, 150, 170, 7.0f));
+    CHECK(rw_kv_share(c, c, &err) == RW_OK);
+    CHECK_EQ_INT(common_pages(b, c), 6);
+    /* different shapes do not share */
+    const rw_kv_config other = {.type = RW_KV_F16, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
+    rw_kv_cache *d = NULL;
+    CHECK(rw_kv_new(&other, &d, &err) == RW_OK);
+    CHECK(rw_kv_share(d, b, &err) == RW_ERR_INVALID_ARG);
+    rw_kv_free(b), rw_kv_free(c), rw_kv_free(d);
+}
+
 int main(void) {
+    sharing();
     run(RW_KV_F32);
     run(RW_KV_F16);
     rw_kv_cache *c = NULL;

@@ -47,8 +47,9 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
         rw_f16_to_f32_row(kh, 1, k, kn);
         rw_f16_to_f32_row(vh, 1, v, vn);
     }
-    const rw_attn_kv kv = {.k = f16 ? (const void *)kh : k, .vt = f16 ? (const void *)vh : v,
-                           .k_head_stride = cap * hd_k, .v_head_stride = hd_v * cap, .v_stride = cap, .f16 = f16};
+    const void *kp[1] = {f16 ? (const void *)kh : k}, *vp[1] = {f16 ? (const void *)vh : v};
+    const rw_attn_kv kv = {.k_pages = kp, .v_pages = vp, .page_len = cap, .k_head_stride = cap * hd_k,
+                           .v_head_stride = hd_v * cap, .v_stride = cap, .f16 = f16};
     const int64_t qs = (int64_t)n_head * hd_k + 3, os = (int64_t)n_head * hd_v + 1;
     float *q = randv(n_ctx * qs, 2.0f);
     float *o_all = calloc((size_t)(n_ctx * os), 4), *o_one = calloc((size_t)(n_ctx * os), 4);
@@ -73,12 +74,47 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
             const int g = h / (n_head / n_head_kv);
             const size_t esz = f16 ? 2 : 4;
             float one[512];
-            rw_attn_head(q + t * qs + h * hd_k, (const char *)kv.k + (size_t)(g * kv.k_head_stride) * esz,
-                         (const char *)kv.vt + (size_t)(g * kv.v_head_stride) * esz, cap, f16, t + 1, hd_k, hd_v, scale,
+            rw_attn_head(q + t * qs + h * hd_k, (const char *)kp[0] + (size_t)(g * kv.k_head_stride) * esz,
+                         (const char *)vp[0] + (size_t)(g * kv.v_head_stride) * esz, cap, f16, t + 1, hd_k, hd_v, scale,
                          scratch, one);
             differ += memcmp(one, o_all + t * os + h * hd_v, (size_t)hd_v * 4) != 0;
         }
     CHECK_MSG(differ == 0, "attention %s f16 %d: %d heads differ from rw_attn_head", tier_name, f16, differ);
+    /* the same cache in pages of 64 positions (cache/kv.h's layout): the
+     * same bits as the contiguous one */
+    {
+        const int64_t PL = 64, np = (n_ctx + PL - 1) / PL;
+        const size_t esz = f16 ? 2 : 4, kb = (size_t)n_head_kv * PL * hd_k * esz;
+        const size_t pb = kb + (size_t)n_head_kv * hd_v * PL * esz;
+        char *pages = calloc((size_t)np, pb);
+        const void **pk = malloc((size_t)np * sizeof *pk), **pv = malloc((size_t)np * sizeof *pv);
+        const char *K = kp[0], *Vt = vp[0];
+        for (int64_t p = 0; p < np; p++) {
+            char *pg = pages + (size_t)p * pb;
+            pk[p] = pg, pv[p] = pg + kb;
+            for (int64_t r = 0; r < PL && p * PL + r < n_ctx; r++)
+                for (int g = 0; g < n_head_kv; g++) {
+                    memcpy(pg + ((size_t)g * PL + r) * hd_k * esz, K + ((size_t)g * cap + p * PL + r) * hd_k * esz,
+                           (size_t)hd_k * esz);
+                    for (int i = 0; i < hd_v; i++)
+                        memcpy(pg + kb + (((size_t)g * hd_v + i) * PL + r) * esz,
+                               Vt + (((size_t)g * hd_v + i) * cap + p * PL + r) * esz, esz);
+                }
+        }
+        const rw_attn_kv pkv = {.k_pages = pk, .v_pages = pv, .page_len = PL, .k_head_stride = PL * hd_k,
+                                .v_head_stride = hd_v * PL, .v_stride = PL, .f16 = f16};
+        float *o_pg = calloc((size_t)(n_ctx * os), 4);
+        rw_attn_causal(&pkv, q, qs, 0, n_ctx, n_head, n_head_kv, hd_k, hd_v, scale, o_pg, os, scratch, pool3);
+        CHECK_MSG(memcmp(o_all, o_pg, (size_t)(n_ctx * os) * 4) == 0, "attention %s f16 %d: paged != contiguous",
+                  tier_name, f16);
+        /* and one head through rw_attn_head_paged_ref against rw_attn_head_ref */
+        const rw_attn_pages hp = {.k_pages = pk, .v_pages = pv, .page_len = PL, .v_stride = PL};
+        float a[512], b[512];
+        rw_attn_head_paged_ref(q + (n_ctx - 1) * qs, &hp, f16, n_ctx, hd_k, hd_v, scale, scratch, a);
+        rw_attn_head_ref(q + (n_ctx - 1) * qs, K, Vt, cap, f16, n_ctx, hd_k, hd_v, scale, scratch, b);
+        CHECK_MSG(memcmp(a, b, (size_t)hd_v * 4) == 0, "attention ref f16 %d: paged != contiguous", f16);
+        free(o_pg), free(pages), free(pk), free(pv);
+    }
     double err = 0;
     double *w = malloc((size_t)n_ctx * sizeof(double));
     for (int64_t t = 0; t < n_ctx; t++)
@@ -288,6 +324,7 @@ int main(void) {
             check_attention(8, 2, 256, 256, small ? 9 : 67, f16); /* Qwen3.5 heads */
             check_attention(6, 1, 64, 64, small ? 7 : 21, f16);   /* a group of 4 + 2 */
             check_attention(5, 1, 40, 24, small ? 7 : 19, f16);
+            check_attention(4, 2, 64, 48, small ? 70 : 150, f16); /* several pages */
         }
         /* qwen35-like (dk 64, 2 key heads, 4 value heads), qwen3next-like
          * (32), the 0.8B head size (128), and sizes off every vector step */
