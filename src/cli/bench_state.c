@@ -296,16 +296,20 @@ int rw_bench_chat(int argc, char **argv) {
     if (o.json)
         printf("], \"ttft_cached_total_s\": %.4f, \"ttft_plain_total_s\": %.4f, \"cached_tokens\": %lld, "
                "\"prompt_tokens\": %lld, \"cache_bytes_kv\": %llu, \"cache_bytes_recurrent\": %llu, "
-               "\"cache_bytes_logits\": %llu, \"checkpoint_bytes\": %zu, \"entries\": %llu}\n",
+               "\"cache_bytes_logits\": %llu, \"cache_bytes\": %llu, \"cache_bytes_unshared\": %llu, "
+               "\"checkpoint_bytes\": %zu, \"entries\": %llu}\n",
                sum_c, sum_p, (long long)sum_cached, (long long)sum_prompt, (unsigned long long)st.bytes_kv,
-               (unsigned long long)st.bytes_recurrent, (unsigned long long)st.bytes_logits, ckb,
+               (unsigned long long)st.bytes_recurrent, (unsigned long long)st.bytes_logits,
+               (unsigned long long)st.bytes_kv_and_state, (unsigned long long)st.bytes_unshared, ckb,
                (unsigned long long)st.entries);
     else
         printf("total TTFT %.3f s cached vs %.3f s plain; %lld of %lld prompt tokens from the cache; cache: %llu "
-               "entries, KV %.1f MiB, recurrent %.1f MiB (one checkpoint %.2f MiB), logits %.1f MiB\n",
+               "entries, KV %.1f MiB, recurrent %.1f MiB (one checkpoint %.2f MiB), logits %.1f MiB; %.1f MiB in "
+               "all, shared pages and checkpoints counted once (%.1f MiB with every entry counted alone)\n",
                sum_c, sum_p, (long long)sum_cached, (long long)sum_prompt, (unsigned long long)st.entries,
                (double)st.bytes_kv / 1048576.0, (double)st.bytes_recurrent / 1048576.0, (double)ckb / 1048576.0,
-               (double)st.bytes_logits / 1048576.0);
+               (double)st.bytes_logits / 1048576.0, (double)st.bytes_kv_and_state / 1048576.0,
+               (double)st.bytes_unshared / 1048576.0);
     rc = 0;
     goto done;
 fail:

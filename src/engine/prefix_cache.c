@@ -11,6 +11,7 @@
  * "evicted"; at most MAX_GHOSTS, oldest first out).
  */
 #include "engine/prefix_cache.h"
+#include "engine/prefix_cache_int.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -30,7 +31,9 @@ typedef struct {
     pc_node *node;
     rw_model_seq *seq; /* owned; NULL when not in memory */
     char *path;        /* owned; the state file when on disk */
-    size_t mem_bytes, disk_bytes;
+    size_t mem_bytes;  /* in memory: bytes of seq outside its shared blocks (counted in the cache's blocks) */
+    size_t own_kv, own_rec, full_bytes; /* the same split by kind, and rw_model_seq_bytes (every block counted) */
+    size_t disk_bytes;
     uint64_t last_used;
 } pc_entry;
 
@@ -55,7 +58,10 @@ struct rw_pcache {
     int n_entries, cap_entries;
     uint64_t clock;
     int n_foreign; /* state files of another model found in the folder (left alone) */
-    size_t mem_bytes, logits_bytes, disk_bytes;
+    size_t mem_bytes; /* entries' own bytes (pc_entry.mem_bytes) */
+    pc_blocks blocks; /* the entries' shared blocks, each counted once (prefix_cache_int.h) */
+    size_t own_kv, own_rec, full_bytes; /* sums of the entries' */
+    size_t logits_bytes, disk_bytes;
     rw_pcache_stats stats; /* kept by the cache's thread */
     rw_pcache_stats pub;   /* a copy for other threads, under stats_mu */
     pthread_mutex_t stats_mu;
@@ -220,12 +226,34 @@ static void forget_entry(rw_pcache *c, pc_entry *e) {
         }
 }
 
+/* Memory the entries hold: their own bytes plus every shared block once. */
+static size_t mem_used(const rw_pcache *c) { return c->mem_bytes + c->blocks.bytes_kv + c->blocks.bytes_rec; }
+
+/* Counts e's sequence (just set) in the cache's bytes; false on out of
+ * memory (nothing counted; the caller frees the sequence). */
+static bool account_add(rw_pcache *c, pc_entry *e) {
+    if (!pc_blocks_add(&c->blocks, e->seq)) return false;
+    size_t kv, rec, bkv, brec;
+    rw_model_seq_bytes_by_kind(e->seq, &kv, &rec);
+    pc_seq_block_bytes(e->seq, &bkv, &brec);
+    e->full_bytes = rw_model_seq_bytes(e->seq);
+    e->own_kv = kv - bkv, e->own_rec = rec - brec;
+    e->mem_bytes = e->full_bytes - bkv - brec;
+    c->mem_bytes += e->mem_bytes, c->own_kv += e->own_kv, c->own_rec += e->own_rec, c->full_bytes += e->full_bytes;
+    return true;
+}
+
+static void account_remove(rw_pcache *c, pc_entry *e) {
+    pc_blocks_remove(&c->blocks, e->seq);
+    c->mem_bytes -= e->mem_bytes, c->own_kv -= e->own_kv, c->own_rec -= e->own_rec, c->full_bytes -= e->full_bytes;
+    e->mem_bytes = e->own_kv = e->own_rec = e->full_bytes = 0;
+}
+
 static void drop_memory(rw_pcache *c, pc_entry *e) {
     if (!e->seq) return;
+    account_remove(c, e);
     rw_model_seq_free(e->seq);
     e->seq = NULL;
-    c->mem_bytes -= e->mem_bytes;
-    e->mem_bytes = 0;
 }
 
 static void drop_disk(rw_pcache *c, pc_entry *e) {
@@ -330,7 +358,7 @@ static bool to_disk(rw_pcache *c, pc_entry *e) {
 }
 
 static void evict(rw_pcache *c) {
-    while (c->mem_bytes + c->logits_bytes > c->cfg.mem_bytes) {
+    while (mem_used(c) + c->logits_bytes > c->cfg.mem_bytes) {
         pc_entry *old = NULL;
         for (int i = 0; i < c->n_entries; i++) {
             pc_entry *x = c->entries[i];
@@ -350,7 +378,7 @@ static void evict(rw_pcache *c) {
             become_ghost(c, old);
         }
     }
-    if (c->mem_bytes + c->logits_bytes > c->cfg.mem_bytes) {
+    if (mem_used(c) + c->logits_bytes > c->cfg.mem_bytes) {
         /* logits kept on nodes whose entry is gone */
         for (int i = 0; i < c->n_entries; i++) {
             pc_node *n = c->entries[i]->node;
@@ -449,6 +477,7 @@ void rw_pcache_free(rw_pcache *c) {
         free(c->entries[i]);
     }
     free(c->entries);
+    pc_blocks_free(&c->blocks);
     free_node(c, &c->root);
     free(c->dir);
     pthread_mutex_destroy(&c->stats_mu);
@@ -469,15 +498,10 @@ static void publish_stats(rw_pcache *c) {
     for (int i = 0; i < c->n_entries; i++) mem += c->entries[i]->seq != NULL, disk += c->entries[i]->path != NULL;
     c->stats.entries = (uint64_t)mem;
     c->stats.disk_entries = (uint64_t)disk;
-    c->stats.bytes_kv_and_state = c->mem_bytes;
-    c->stats.bytes_kv = c->stats.bytes_recurrent = 0;
-    for (int i = 0; i < c->n_entries; i++)
-        if (c->entries[i]->seq) {
-            size_t kv, rec;
-            rw_model_seq_bytes_by_kind(c->entries[i]->seq, &kv, &rec);
-            c->stats.bytes_kv += kv;
-            c->stats.bytes_recurrent += rec;
-        }
+    c->stats.bytes_kv_and_state = mem_used(c);
+    c->stats.bytes_kv = c->own_kv + c->blocks.bytes_kv;
+    c->stats.bytes_recurrent = c->own_rec + c->blocks.bytes_rec;
+    c->stats.bytes_unshared = c->full_bytes;
     c->stats.bytes_logits = c->logits_bytes;
     c->stats.bytes_disk = c->disk_bytes;
     c->pub = c->stats;
@@ -545,9 +569,14 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits,
         c->entries[c->n_entries++] = e;
     }
     e->seq = seq;
-    e->mem_bytes = rw_model_seq_bytes(seq);
+    if (!account_add(c, e)) { /* out of memory: the entry stays as it was (gone from memory) */
+        e->seq = NULL;
+        rw_model_seq_free(seq);
+        if (!e->path) remove_entry(c, e);
+        publish_stats(c);
+        return;
+    }
     e->last_used = ++c->clock;
-    c->mem_bytes += e->mem_bytes;
     /* ancestors this one restores exactly without a matmul are redundant */
     for (pc_node *a = node->parent; a && a != &c->root; a = a->parent) {
         pc_entry *x = a->entry;
@@ -604,8 +633,11 @@ static bool from_disk(rw_pcache *c, pc_entry *e) {
         if (f) fclose(f);
     }
     e->seq = s;
-    e->mem_bytes = rw_model_seq_bytes(s);
-    c->mem_bytes += e->mem_bytes;
+    if (!account_add(c, e)) {
+        e->seq = NULL;
+        rw_model_seq_free(s);
+        return false;
+    }
     return true;
 }
 
@@ -703,6 +735,42 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
     evict(c);
     publish_stats(c);
     if (u) *u = us;
+    return RW_OK;
+}
+
+rw_status rw_pcache_check(rw_pcache *c, rw_error *err) {
+    pc_blocks fresh = {0};
+    size_t own = 0, full = 0;
+    for (int i = 0; i < c->n_entries; i++) {
+        const rw_model_seq *s = c->entries[i]->seq;
+        if (!s) continue;
+        if (!pc_blocks_add(&fresh, s)) {
+            pc_blocks_free(&fresh);
+            return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        }
+        size_t bkv, brec;
+        pc_seq_block_bytes(s, &bkv, &brec);
+        full += rw_model_seq_bytes(s);
+        own += rw_model_seq_bytes(s) - bkv - brec;
+    }
+    bool same = fresh.used == c->blocks.used && fresh.bytes_kv == c->blocks.bytes_kv &&
+                fresh.bytes_rec == c->blocks.bytes_rec && own == c->mem_bytes && full == c->full_bytes;
+    for (size_t i = 0; same && i < c->blocks.cap; i++) {
+        const pc_block *b = &c->blocks.slot[i];
+        if (!b->id) continue;
+        size_t j = 0;
+        while (j < fresh.cap && fresh.slot[j].id != b->id) j++;
+        same = j < fresh.cap && fresh.slot[j].holders == b->holders && fresh.slot[j].bytes == b->bytes;
+    }
+    const size_t used = mem_used(c), distinct = fresh.bytes_kv + fresh.bytes_rec;
+    pc_blocks_free(&fresh);
+    if (!same)
+        return rw_errorf(err, RW_ERR_INTERNAL,
+                         "prefix cache: block accounting drifted (%zu own + %zu shared bytes counted, %zu + %zu recounted)",
+                         c->mem_bytes, c->blocks.bytes_kv + c->blocks.bytes_rec, own, distinct);
+    if (used + c->logits_bytes > c->cfg.mem_bytes)
+        return rw_errorf(err, RW_ERR_INTERNAL, "prefix cache: %zu bytes held over the budget of %zu",
+                         used + c->logits_bytes, c->cfg.mem_bytes);
     return RW_OK;
 }
 

@@ -16,13 +16,14 @@
  *
  * Memory: one byte budget over every entry (KV, checkpoints, logs, logits);
  * the least recently used entries leave first (plain LRU, measured by
- * rewind bench chat). An entry whose tokens are a prefix of a newer one is
+ * rewind bench chat). Entries share KV pages and recurrent checkpoints by
+ * reference with the requests started from them, and so with the entries
+ * those requests leave: a common prefix's pages are held once (cache/kv.h),
+ * and the budget counts each shared block once (prefix_cache_int.h). An entry whose tokens are a prefix of a newer one is
  * dropped when the newer one restores its whole length without a matmul
  * (its logits stay with the tree node), so an extended conversation is kept
  * once. Sequences of running requests are never the cache's: a lookup
- * hands out a copy. What is not shared yet: two entries that diverge after
- * a common prefix each hold their own copy of that prefix's KV (no page
- * sharing between entries).
+ * hands out a copy (sharing the entry's pages until it writes into one).
  *
  * Disk tier (optional): entries evicted from memory are written to the
  * folder as state files (<hash>.rws, models/seq_file.c's format, written
@@ -82,9 +83,11 @@ typedef struct {
     uint64_t tokens_memory, tokens_disk, tokens_recomputed;
     uint64_t evictions, disk_writes, disk_invalid;
     uint64_t entries, disk_entries;
-    uint64_t bytes_kv_and_state; /* memory entries: their sequences (the two below and bookkeeping) */
+    uint64_t bytes_kv_and_state; /* memory entries: their sequences (the two below and bookkeeping), every
+                                    KV page and checkpoint counted once however many entries share it */
     uint64_t bytes_kv;           /*   of which attention KV */
     uint64_t bytes_recurrent;    /*   of which recurrent states, checkpoints and logs */
+    uint64_t bytes_unshared;     /* what bytes_kv_and_state would be with every entry counted alone */
     uint64_t bytes_logits;       /* memory entries: last logits */
     uint64_t bytes_disk;
 } rw_pcache_stats;
@@ -112,5 +115,10 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits,
                       const float *at_logits);
 
 void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out);
+
+/* For tests: recounts the memory tier from scratch (every entry's blocks)
+ * and compares with the running figures; RW_ERR_INTERNAL if they differ or
+ * the memory tier is over its budget. */
+rw_status rw_pcache_check(rw_pcache *c, rw_error *err);
 
 #endif

@@ -2,7 +2,9 @@
  * request streams (branching conversations, edits of earlier turns,
  * regenerations, exact repeats, interleaved users) served through the cache
  * and, as the reference, recomputed from scratch. Every logit row and every
- * greedy token must be bitwise equal, the byte budget never exceeded, and
+ * greedy token must be bitwise equal, the byte budget never exceeded (with
+ * KV pages and checkpoints shared between entries counted once, the running
+ * figures checked against a recount after every request), and
  * (under ASan) nothing leaked. A second phase runs with a small memory
  * budget and a disk tier, restarts the cache over the same folder, and
  * corrupts files on disk (they must be removed, never trusted).
@@ -175,6 +177,11 @@ static void run(const char *rel, int n_req, uint64_t seed, bool disk) {
         rw_pcache_stats st;
         rw_pcache_get_stats(c, &st);
         CHECK_MSG(st.bytes_kv_and_state + st.bytes_logits <= cfg.mem_bytes, "%s: memory tier over budget", rel);
+        /* shared KV pages and checkpoints counted once: the running figures
+         * equal a recount over every entry's blocks, never more than the
+         * entries counted alone */
+        CHECK_MSG(rw_pcache_check(c, &err) == RW_OK, "%s request %d: %s", rel, r, err.msg);
+        CHECK(st.bytes_kv_and_state <= st.bytes_unshared);
         if (disk) CHECK_MSG(st.bytes_disk <= cfg.dir_bytes, "%s: disk tier over budget", rel);
     }
     rw_pcache_stats st;
