@@ -163,6 +163,7 @@ typedef struct {
      * per verify pass = spec_emitted / spec_verify) */
     bool spec_enabled;
     uint64_t spec_verify, spec_drafted, spec_accepted, spec_emitted;
+    uint64_t spec_draft_cached; /* draft-state tokens restored from the prefix cache */
 } rw_engine_stats;
 
 void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out);

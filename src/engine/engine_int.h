@@ -77,15 +77,17 @@ void *eng_scheduler_main(void *arg);
  * tokens are prompt[0..n_cached-1] (0 <= n_cached <= n; n_cached == n only
  * when the whole prompt was cached with its last logits, copied to logits,
  * so the first token can be sampled at once) and whose checkpoints will be
- * kept at marks. eng_seq_release gets the sequence back (it holds n_tokens
- * tokens; last_logits, may be NULL, are those after its last token) and
- * keeps it in the prefix cache or frees it. */
+ * kept at marks; with a draft model it also makes the request's rw_spec_seq
+ * (r->spec), its draft state from the same cache entry when there is one.
+ * eng_seq_release gets the sequence back (last_logits, may be NULL, are
+ * those after its last token) with the request's draft sequence (may be
+ * NULL) and keeps them in the prefix cache or frees them. */
 rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err);
 /* Called when r->logits first hold the row after the whole prompt: keeps a
  * copy for the prefix cache (the same prompt again then computes nothing). */
 void eng_seq_prompt_done(rw_engine *e, eng_req *r);
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits, int64_t prompt_len,
-                     const float *prompt_logits);
+void eng_seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
+                     int64_t prompt_len, const float *prompt_logits);
 
 /* output.c: samples the next token from r->logits, turns it into text and
  * an event (r->cb). Returns the finish reason (RW_FINISH_NONE to continue). */
@@ -100,7 +102,7 @@ bool eng_output_stop_pending(const eng_req *r);
 void eng_output_error(eng_req *r, const char *msg);
 
 /* engine_spec.c: speculative decoding in the scheduler (engine.h). */
-rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err); /* after r->seq is set; no-op without a draft */
+rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err); /* by eng_seq_for_prompt; no-op without a draft */
 void eng_spec_start(eng_req *r);                                 /* after the first token, if not finished */
 /* Drafts for the decoding requests reqs[0..n) with spec_live (batched draft
  * passes); a request whose drafting failed gets its final error event. */

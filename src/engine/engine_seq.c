@@ -5,7 +5,18 @@
  * so the request's output is bitwise what it would be without the cache.
  * The request's marks (chat message boundaries) become checkpoint marks of
  * its sequence, so that the entry it leaves can be reused exactly up to any
- * of them. */
+ * of them.
+ *
+ * With a draft model (speculative decoding) the request's draft sequence
+ * travels with it: the cache entry the request starts from hands out its
+ * draft state too (cut back to an exact restore point within the prompt,
+ * and only when its tokens are the prompt's: prefix_cache.h), and the draft
+ * sequence goes back into the cache with the target's, in the same entry.
+ * Why the same entry rather than a second cache keyed by the same tokens:
+ * the two states are then found, counted in the one byte budget and evicted
+ * together, so a hit never restores one without the other (a second cache
+ * would evict them independently and write the draft's files under the
+ * same names as the target's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +32,11 @@ void eng_seq_prompt_done(rw_engine *e, eng_req *r) {
 rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
     *n_cached = 0;
     rw_status st;
+    rw_model_seq *draft = NULL; /* owned here until the request's rw_spec_seq takes it */
     if (e->pcache) {
         rw_pcache_usage u;
-        st = rw_pcache_acquire(e->pcache, r->tokens, r->n_prompt, e->pool, &r->seq, n_cached, r->logits, &u, err);
+        st = rw_pcache_acquire_with_draft(e->pcache, r->tokens, r->n_prompt, e->pool, &r->seq,
+                                          e->cfg.draft ? &draft : NULL, n_cached, r->logits, &u, err);
         if (!st) {
             pthread_mutex_lock(&e->mu);
             e->stats.recompute_reasons[u.reason]++;
@@ -33,13 +46,45 @@ rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_err
         st = rw_model_seq_new(e->m, e->cfg.kv_type, e->cfg.n_ctx, &r->seq, err);
     }
     if (st) return st;
+    const int64_t n_draft = draft ? rw_model_seq_length(draft) : 0;
+    if (e->cfg.draft && !draft) st = rw_model_seq_new(e->cfg.draft, e->cfg.kv_type, e->cfg.n_ctx, &draft, err);
+    if (!st) st = eng_spec_new(e, r, err);
+    if (st) {
+        rw_model_seq_free(draft);
+        return st;
+    }
     for (int i = 0; i < r->p.n_marks; i++)
-        if (r->p.marks[i] > 0 && r->p.marks[i] <= r->n_prompt) rw_model_seq_mark(r->seq, r->p.marks[i], NULL);
+        if (r->p.marks[i] > 0 && r->p.marks[i] <= r->n_prompt) {
+            rw_model_seq_mark(r->seq, r->p.marks[i], NULL);
+            if (draft) rw_model_seq_mark(draft, r->p.marks[i], NULL);
+        }
+    if (draft) {
+        /* a state that does not hold a prefix of the target's tokens is
+         * refused (and freed): the request then drafts from an empty one */
+        rw_error derr = {0};
+        if (!rw_spec_seq_set_draft(r->spec, draft, &derr) && n_draft > 0) {
+            pthread_mutex_lock(&e->mu);
+            e->stats.spec_draft_cached += (uint64_t)n_draft;
+            pthread_mutex_unlock(&e->mu);
+        }
+    }
     return RW_OK;
 }
 
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, const float *last_logits, int64_t prompt_len,
-                     const float *prompt_logits) {
-    if (e->pcache) rw_pcache_insert(e->pcache, seq, last_logits, prompt_len, prompt_logits);
-    else rw_model_seq_free(seq);
+void eng_seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
+                     int64_t prompt_len, const float *prompt_logits) {
+    if (!e->pcache || !seq) {
+        rw_model_seq_free(seq);
+        rw_model_seq_free(draft);
+        return;
+    }
+    /* a request that ended inside a step's output left its draft ahead of
+     * the target (engine_spec.c): cut it back to a prefix */
+    rw_error err = {0};
+    if (draft && rw_model_seq_length(draft) > rw_model_seq_length(seq) &&
+        rw_model_seq_rewind(draft, rw_model_seq_length(seq), e->pool, &err)) {
+        rw_model_seq_free(draft);
+        draft = NULL;
+    }
+    rw_pcache_insert_with_draft(e->pcache, seq, draft, last_logits, prompt_len, prompt_logits);
 }

@@ -30,9 +30,12 @@ typedef struct pc_node pc_node;
 typedef struct {
     pc_node *node;
     rw_model_seq *seq; /* owned; NULL when not in memory */
+    rw_model_seq *draft; /* owned, may be NULL: a draft model's sequence over a prefix of seq's tokens
+                            (speculative decoding); memory tier only, freed with seq */
     char *path;        /* owned; the state file when on disk */
     size_t mem_bytes;  /* in memory: bytes of seq outside its shared blocks (counted in the cache's blocks) */
     size_t own_kv, own_rec, full_bytes; /* the same split by kind, and rw_model_seq_bytes (every block counted) */
+    size_t draft_bytes, draft_kv, draft_rec; /* draft: rw_model_seq_bytes and its split by kind */
     size_t disk_bytes;
     uint64_t last_used;
 } pc_entry;
@@ -61,6 +64,8 @@ struct rw_pcache {
     size_t mem_bytes; /* entries' own bytes (pc_entry.mem_bytes) */
     pc_blocks blocks; /* the entries' shared blocks, each counted once (prefix_cache_int.h) */
     size_t own_kv, own_rec, full_bytes; /* sums of the entries' */
+    size_t draft_bytes, draft_kv, draft_rec; /* sums of the entries' draft sequences, each counted whole (their
+                                                pages are not deduplicated: an over-count, never an under-count) */
     size_t logits_bytes, disk_bytes;
     rw_pcache_stats stats; /* kept by the cache's thread */
     rw_pcache_stats pub;   /* a copy for other threads, under stats_mu */
@@ -227,7 +232,26 @@ static void forget_entry(rw_pcache *c, pc_entry *e) {
 }
 
 /* Memory the entries hold: their own bytes plus every shared block once. */
-static size_t mem_used(const rw_pcache *c) { return c->mem_bytes + c->blocks.bytes_kv + c->blocks.bytes_rec; }
+static size_t mem_used(const rw_pcache *c) {
+    return c->mem_bytes + c->blocks.bytes_kv + c->blocks.bytes_rec + c->draft_bytes;
+}
+
+/* An entry's draft sequence (speculative decoding), counted whole. */
+static void draft_set(rw_pcache *c, pc_entry *e, rw_model_seq *draft) {
+    e->draft = draft;
+    if (!draft) return;
+    rw_model_seq_bytes_by_kind(draft, &e->draft_kv, &e->draft_rec);
+    e->draft_bytes = rw_model_seq_bytes(draft);
+    c->draft_bytes += e->draft_bytes, c->draft_kv += e->draft_kv, c->draft_rec += e->draft_rec;
+}
+
+static void draft_drop(rw_pcache *c, pc_entry *e) {
+    if (!e->draft) return;
+    c->draft_bytes -= e->draft_bytes, c->draft_kv -= e->draft_kv, c->draft_rec -= e->draft_rec;
+    rw_model_seq_free(e->draft);
+    e->draft = NULL;
+    e->draft_bytes = e->draft_kv = e->draft_rec = 0;
+}
 
 /* Counts e's sequence (just set) in the cache's bytes; false on out of
  * memory (nothing counted; the caller frees the sequence). */
@@ -254,6 +278,7 @@ static void drop_memory(rw_pcache *c, pc_entry *e) {
     account_remove(c, e);
     rw_model_seq_free(e->seq);
     e->seq = NULL;
+    draft_drop(c, e);
 }
 
 static void drop_disk(rw_pcache *c, pc_entry *e) {
@@ -473,6 +498,7 @@ void rw_pcache_free(rw_pcache *c) {
     if (!c) return;
     for (int i = 0; i < c->n_entries; i++) {
         rw_model_seq_free(c->entries[i]->seq);
+        rw_model_seq_free(c->entries[i]->draft);
         free(c->entries[i]->path); /* files stay: they are the disk tier */
         free(c->entries[i]);
     }
@@ -499,9 +525,9 @@ static void publish_stats(rw_pcache *c) {
     c->stats.entries = (uint64_t)mem;
     c->stats.disk_entries = (uint64_t)disk;
     c->stats.bytes_kv_and_state = mem_used(c);
-    c->stats.bytes_kv = c->own_kv + c->blocks.bytes_kv;
-    c->stats.bytes_recurrent = c->own_rec + c->blocks.bytes_rec;
-    c->stats.bytes_unshared = c->full_bytes;
+    c->stats.bytes_kv = c->own_kv + c->blocks.bytes_kv + c->draft_kv;
+    c->stats.bytes_recurrent = c->own_rec + c->blocks.bytes_rec + c->draft_rec;
+    c->stats.bytes_unshared = c->full_bytes + c->draft_bytes;
     c->stats.bytes_logits = c->logits_bytes;
     c->stats.bytes_disk = c->disk_bytes;
     c->pub = c->stats;
@@ -514,17 +540,37 @@ static void set_logits(rw_pcache *c, pc_node *node, const float *l) {
     if (node->logits) memcpy(node->logits, l, (size_t)c->n_vocab * sizeof(float));
 }
 
+/* A draft sequence is kept only over a prefix of seq's tokens. */
+static rw_model_seq *draft_for(rw_model_seq *seq, rw_model_seq *draft) {
+    if (!draft) return NULL;
+    const int64_t n = rw_model_seq_length(draft);
+    if (n == 0 || n > rw_model_seq_length(seq) ||
+        memcmp(rw_model_seq_tokens(draft), rw_model_seq_tokens(seq), (size_t)n * sizeof(int32_t))) {
+        rw_model_seq_free(draft);
+        return NULL;
+    }
+    return draft;
+}
+
 void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits, int64_t at_pos,
                       const float *at_logits) {
+    rw_pcache_insert_with_draft(c, seq, NULL, last_logits, at_pos, at_logits);
+}
+
+void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
+                                 int64_t at_pos, const float *at_logits) {
     const int64_t n = rw_model_seq_length(seq);
     if (n == 0 || c->cfg.mem_bytes == 0 || rw_model_seq_model(seq) != c->m || rw_model_seq_kv_type(seq) != c->kv_type) {
         rw_model_seq_free(seq);
+        rw_model_seq_free(draft);
         return;
     }
+    draft = draft_for(seq, draft);
     const int32_t *t = rw_model_seq_tokens(seq);
     pc_node *node = insert_path(c, t, n);
     if (!node) {
         rw_model_seq_free(seq);
+        rw_model_seq_free(draft);
         return;
     }
     if (last_logits) set_logits(c, node, last_logits);
@@ -542,6 +588,7 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits,
         if (below[i]->seq && rw_model_seq_rewind_cost(below[i]->seq, n, NULL, &rec) == RW_OK && rec == 0) {
             below[i]->last_used = ++c->clock;
             rw_model_seq_free(seq);
+            rw_model_seq_free(draft);
             evict(c);
             publish_stats(c);
             return;
@@ -561,6 +608,7 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits,
         if (!e || c->n_entries == c->cap_entries) {
             free(e);
             rw_model_seq_free(seq);
+            rw_model_seq_free(draft);
             prune(c, node);
             return;
         }
@@ -572,10 +620,12 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits,
     if (!account_add(c, e)) { /* out of memory: the entry stays as it was (gone from memory) */
         e->seq = NULL;
         rw_model_seq_free(seq);
+        rw_model_seq_free(draft);
         if (!e->path) remove_entry(c, e);
         publish_stats(c);
         return;
     }
+    draft_set(c, e, draft);
     e->last_used = ++c->clock;
     /* ancestors this one restores exactly without a matmul are redundant */
     for (pc_node *a = node->parent; a && a != &c->root; a = a->parent) {
@@ -649,9 +699,35 @@ static int64_t restore_point(const pc_entry *e, int64_t target) {
     return target - rec;
 }
 
+/* A copy of e's draft sequence cut back to its deepest restore point <= n
+ * that needs no matmul, if its tokens are prompt's up to there; else NULL. */
+static rw_model_seq *draft_copy(const pc_entry *e, const int32_t *prompt, int64_t n, rw_threadpool *pool) {
+    if (!e->draft) return NULL;
+    int64_t to = rw_model_seq_length(e->draft), rec;
+    if (to > n) to = n;
+    if (to <= 0 || memcmp(rw_model_seq_tokens(e->draft), prompt, (size_t)to * sizeof *prompt) ||
+        rw_model_seq_rewind_cost(e->draft, to, NULL, &rec) || to - rec <= 0)
+        return NULL;
+    rw_model_seq *d = NULL;
+    rw_error err = {0};
+    if (rw_model_seq_clone(e->draft, &d, &err)) return NULL;
+    if (rw_model_seq_rewind(d, to - rec, pool, &err)) {
+        rw_model_seq_free(d);
+        return NULL;
+    }
+    return d;
+}
+
 rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_threadpool *pool, rw_model_seq **out,
                             int64_t *reused, float *logits, rw_pcache_usage *u, rw_error *err) {
+    return rw_pcache_acquire_with_draft(c, prompt, n, pool, out, NULL, reused, logits, u, err);
+}
+
+rw_status rw_pcache_acquire_with_draft(rw_pcache *c, const int32_t *prompt, int64_t n, rw_threadpool *pool,
+                                       rw_model_seq **out, rw_model_seq **draft_out, int64_t *reused, float *logits,
+                                       rw_pcache_usage *u, rw_error *err) {
     *out = NULL;
+    if (draft_out) *draft_out = NULL;
     *reused = 0;
     rw_pcache_usage us = {.prompt_tokens = n, .reason = RW_PC_NO_ENTRY};
     int64_t l = 0;
@@ -709,6 +785,7 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
         }
         best->last_used = ++c->clock;
         *reused = best_c;
+        if (draft_out) *draft_out = draft_copy(best, prompt, best_c, pool);
         if (best_c == n) memcpy(logits, exact->logits, (size_t)c->n_vocab * sizeof *logits);
     } else if ((st = rw_model_seq_new(c->m, c->kv_type, c->max_ctx, out, err))) {
         return st;
@@ -740,9 +817,10 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
 
 rw_status rw_pcache_check(rw_pcache *c, rw_error *err) {
     pc_blocks fresh = {0};
-    size_t own = 0, full = 0;
+    size_t own = 0, full = 0, drafts = 0;
     for (int i = 0; i < c->n_entries; i++) {
         const rw_model_seq *s = c->entries[i]->seq;
+        if (c->entries[i]->draft) drafts += rw_model_seq_bytes(c->entries[i]->draft);
         if (!s) continue;
         if (!pc_blocks_add(&fresh, s)) {
             pc_blocks_free(&fresh);
@@ -754,7 +832,8 @@ rw_status rw_pcache_check(rw_pcache *c, rw_error *err) {
         own += rw_model_seq_bytes(s) - bkv - brec;
     }
     bool same = fresh.used == c->blocks.used && fresh.bytes_kv == c->blocks.bytes_kv &&
-                fresh.bytes_rec == c->blocks.bytes_rec && own == c->mem_bytes && full == c->full_bytes;
+                fresh.bytes_rec == c->blocks.bytes_rec && own == c->mem_bytes && full == c->full_bytes &&
+                drafts == c->draft_bytes;
     for (size_t i = 0; same && i < c->blocks.cap; i++) {
         const pc_block *b = &c->blocks.slot[i];
         if (!b->id) continue;

@@ -114,6 +114,24 @@ rw_status rw_pcache_acquire(rw_pcache *c, const int32_t *prompt, int64_t n, rw_t
 void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits, int64_t at_pos,
                       const float *at_logits);
 
+/* Speculative decoding (engine.h): an entry may also keep the draft
+ * model's sequence of the request that left it, so that a hit restores the
+ * draft's state too. It is held in memory only (the disk tier keeps the
+ * target's state; a draft then starts empty and catches up), counted in
+ * the same byte budget and evicted with its entry. It is kept only when its
+ * tokens are a prefix of the entry's and is handed out only cut back to an
+ * exact restore point (no matmul) within what the prompt and the entry
+ * share: *draft_out (may be NULL; the caller owns it) is that copy, or NULL
+ * when the chosen entry has none. The draft state need not reach as far as
+ * the target's (a speculative decoder catches the draft up: spec.h). */
+rw_status rw_pcache_acquire_with_draft(rw_pcache *c, const int32_t *prompt, int64_t n, rw_threadpool *pool,
+                                       rw_model_seq **out, rw_model_seq **draft_out, int64_t *reused, float *logits,
+                                       rw_pcache_usage *u, rw_error *err);
+/* rw_pcache_insert with the draft's sequence (taken; may be NULL; freed
+ * unless its tokens are a non-empty prefix of seq's). */
+void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
+                                 int64_t at_pos, const float *at_logits);
+
 void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out);
 
 /* For tests: recounts the memory tier from scratch (every entry's blocks)

@@ -25,9 +25,11 @@ static void remove_running(rw_engine *e, int i) {
 static void retire(rw_engine *e, eng_req *r) {
     /* r->logits are those after the sequence's last token once the prompt
      * is done (every step computes the row of its last token) */
+    rw_model_seq *draft = r->spec ? rw_spec_seq_take_draft(r->spec) : NULL;
     if (r->seq)
-        eng_seq_release(e, r->seq, r->n_in_seq >= r->n_prompt && r->n_in_seq > 0 ? r->logits : NULL, r->n_prompt,
-                        r->prompt_logits);
+        eng_seq_release(e, r->seq, draft, r->n_in_seq >= r->n_prompt && r->n_in_seq > 0 ? r->logits : NULL,
+                        r->n_prompt, r->prompt_logits);
+    else rw_model_seq_free(draft);
     r->seq = NULL;
     eng_req_free(r);
 }
@@ -112,7 +114,7 @@ void *eng_scheduler_main(void *arg) {
             if (r->seq || r->finished) continue;
             rw_error err = {0};
             int64_t n_cached = 0;
-            if (eng_seq_for_prompt(e, r, &n_cached, &err) || eng_spec_new(e, r, &err)) {
+            if (eng_seq_for_prompt(e, r, &n_cached, &err)) {
                 eng_output_error(r, err.msg);
                 continue;
             }

@@ -120,6 +120,9 @@ char *srv_metrics_text(rw_server *s) {
                 st.spec_accepted);
         counter(&b, "rewind_spec_emitted_tokens_total", "Speculative decoding: tokens output by verify steps.",
                 st.spec_emitted);
+        counter(&b, "rewind_spec_draft_cached_tokens_total",
+                "Speculative decoding: draft-model state tokens restored from the prefix cache.",
+                st.spec_draft_cached);
         gauge(&b, "rewind_spec_acceptance_rate", "accepted / drafted tokens so far (0 before any draft).",
               st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);
         gauge(&b, "rewind_spec_tokens_per_verify_pass", "emitted tokens / verify steps so far (0 before any).",

@@ -6,13 +6,14 @@
 # (tokens, text, logprobs, finish reason; ids and usage aside): alone,
 # streaming, with a stop string that ends inside a step's output, with four
 # clients at once, and on prefix-cache hits (the same prompt twice, then the
-# conversation extended). The model drafting for itself accepts every draft
+# conversation extended; the draft's state then comes from the cache entry
+# too). The model drafting for itself accepts every draft
 # (/metrics); a draft with another vocabulary is refused at start.
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
 F="$FIX/qwen35/qwen35-Q8_0.gguf"
-D="$FIX/qwen3/qwen3-Q4_0.gguf"
+D="$FIX/qwen3next/qwen3next-Q8_0.gguf" # a hybrid too: the draft's recurrent state is rewound and cached
 [ -f "$F" ] && [ -f "$D" ] || { echo "skipped: no $F"; exit 77; }
 command -v curl >/dev/null || { echo "skipped: no curl (scripts/setup.sh installs it)"; exit 77; }
 d=$(mktemp -d)
@@ -108,6 +109,9 @@ done
 same b1
 same b2
 grep -q '"cached_tokens":70' "$d/spec.b2.raw" || fail "repeat with a draft: not all cached: $(cat "$d/spec.b2.raw")"
+# the draft's state came from the cache entry too
+curl -s "http://127.0.0.1:$(cat "$d/spec.port")/metrics" > "$d/m"
+grep -q '^rewind_spec_draft_cached_tokens_total [1-9]' "$d/m" || fail "no draft state from the cache: $(grep spec "$d/m")"
 ans=$(grep -o '"token_ids":\[[0-9,]*\]' "$d/plain.b1" | sed 's/.*\[//; s/\]//')
 C="$B,$ans,$(ids_of 111-130)"
 for s in plain spec; do ask $s c "$(req "$C" 12 ',"logprobs":2')"; done
