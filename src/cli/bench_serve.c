@@ -1,5 +1,6 @@
 /* bench_serve.c - `rewind bench serve MODEL [--clients 1,4,16] [--requests N]
- * [--prompt N] [--gen N] [--parallel N] [--threads N] [--json]`.
+ * [--prompt N] [--gen N] [--parallel N] [--threads N] [--json]
+ * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`.
  *
  * Starts the engine and the HTTP server in this process on 127.0.0.1 (a free
  * port) and, for each client count C, runs C client threads that send
@@ -9,7 +10,10 @@
  * generates exactly --gen tokens (greedy, ignore_eos). Reported per C:
  * generated tokens per second over the wall time of the level, and time to
  * first token (request sent -> first SSE chunk carrying a token) p50 / p99
- * (nearest rank; with few requests p99 is the maximum). */
+ * (nearest rank; with few requests p99 is the maximum). With --draft the
+ * engine decodes speculatively (as `rewind serve --draft`) and each level
+ * also reports the draft's acceptance (accepted / drafted tokens) and the
+ * tokens per verify pass (per sequence and step). */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@
 #include "chat/chat.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "engine/spec.h"
 #include "server/client.h"
 #include "server/server.h"
 
@@ -126,18 +131,21 @@ typedef struct {
     int clients, requests, errors;
     long long tokens;
     double wall, tok_s, ttft_p50, ttft_p99, mean_batch;
+    long long verify, drafted, accepted, emitted; /* speculative decoding, this level */
 } level_result;
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench serve MODEL [--clients 1,4,16] [--requests N] [--prompt N] [--gen N] "
-                    "[--parallel N] [--threads N] [--json]\n");
+                    "[--parallel N] [--threads N] [--json] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
 }
 
 int rw_bench_serve(int argc, char **argv) {
     const char *path = NULL, *clients_arg = "1,4,16";
     long requests = 0, n_prompt = 32, n_gen = 32, threads = 0, parallel = 16;
-    bool json = false;
+    bool json = false, draft_fixed = false;
+    const char *draft_path = NULL;
+    long draft_max = 4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool v = i + 1 < argc;
@@ -152,6 +160,12 @@ int rw_bench_serve(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--parallel") && v) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1024, &parallel)) return 2;
+        } else if (!strcmp(a, "--draft") && v) {
+            draft_path = argv[++i];
+        } else if (!strcmp(a, "--draft-max") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
+        } else if (!strcmp(a, "--draft-fixed")) {
+            draft_fixed = true;
         } else if (!strcmp(a, "--json")) json = true;
         else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
@@ -172,9 +186,9 @@ int rw_bench_serve(int argc, char **argv) {
         p = *end ? end + 1 : end;
     }
 
-    rw_gguf *g = NULL;
-    rw_model *m = NULL;
-    rw_tokenizer *tok = NULL;
+    rw_gguf *g = NULL, *dg = NULL;
+    rw_model *m = NULL, *dm = NULL;
+    rw_tokenizer *tok = NULL, *dtok = NULL;
     rw_chat_template *tmpl = NULL;
     char *bos = NULL, *eos = NULL;
     rw_engine *e = NULL;
@@ -184,12 +198,23 @@ int rw_bench_serve(int argc, char **argv) {
     level_result res[16];
     if (rw_cli_open_model(CMD, path, &g, &m)) return 1;
     if (rw_tokenizer_load(g, &tok, &err) || rw_chat_template_from_gguf(g, &tmpl, &bos, &eos, &err)) goto fail;
-    const rw_engine_config ec = {.n_threads = (int)threads,
-                                 .max_running = (int)parallel,
-                                 .max_queued = 1024,
-                                 .n_ctx = n_prompt + n_gen,
-                                 .prefill_chunk = 256,
-                                 .kv_type = RW_KV_F16};
+    if (draft_path) {
+        if (rw_cli_open_model(CMD, draft_path, &dg, &dm)) goto done;
+        if (rw_tokenizer_load(dg, &dtok, &err)) goto fail;
+    }
+    const rw_engine_config ec = {
+        .n_threads = (int)threads,
+        .max_running = (int)parallel,
+        .max_queued = 1024,
+        .n_ctx = n_prompt + n_gen,
+        .prefill_chunk = 256,
+        .kv_type = RW_KV_F16,
+        .draft = dm,
+        .draft_tok = dtok,
+        .draft_max = (int)draft_max,
+        .draft_fixed = draft_fixed,
+        /* as rewind serve: a CPU decode pass streams the weights */
+        .draft_cost = dg ? (float)((double)rw_gguf_file_size(dg) / (double)rw_gguf_file_size(g)) : 0.0f};
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const rw_server_config sc = {.model_id = "bench", .port = 0};
     if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;
@@ -232,11 +257,21 @@ int rw_bench_serve(int argc, char **argv) {
         r->ttft_p99 = nearest_rank(ttft, nr, 0.99);
         uint64_t steps = st1.batch_size.count - st0.batch_size.count;
         r->mean_batch = steps ? (st1.batch_size.sum - st0.batch_size.sum) / (double)steps : 0;
-        if (!json)
+        r->verify = (long long)(st1.spec_verify - st0.spec_verify);
+        r->drafted = (long long)(st1.spec_drafted - st0.spec_drafted);
+        r->accepted = (long long)(st1.spec_accepted - st0.spec_accepted);
+        r->emitted = (long long)(st1.spec_emitted - st0.spec_emitted);
+        if (!json) {
             printf("clients %3d  requests %4d  generated %6lld tok in %7.2f s  %8.2f tok/s  TTFT p50 %7.3f s  p99 "
-                   "%7.3f s  mean batch %5.2f seqs%s\n",
+                   "%7.3f s  mean batch %5.2f seqs%s",
                    nc, nr, r->tokens, r->wall, r->tok_s, r->ttft_p50, r->ttft_p99, r->mean_batch,
                    r->errors ? "  (errors!)" : "");
+            if (dm)
+                printf("  draft: %lld drafted, acceptance %.1f%%, %.2f tok/verify pass", r->drafted,
+                       r->drafted ? 100.0 * (double)r->accepted / (double)r->drafted : 0.0,
+                       r->verify ? (double)r->emitted / (double)r->verify : 0.0);
+            printf("\n");
+        }
         fflush(stdout);
         free(ttft);
         free(cl);
@@ -250,6 +285,9 @@ int rw_bench_serve(int argc, char **argv) {
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
         rw_json_key(&jw, "parallel"), rw_json_int(&jw, parallel);
+        rw_json_key(&jw, "draft");
+        if (dm) rw_json_cstring(&jw, draft_path);
+        else rw_json_null(&jw);
         rw_json_key(&jw, "levels");
         rw_json_begin_array(&jw);
         for (int li = 0; li < n_levels; li++) {
@@ -264,6 +302,15 @@ int rw_bench_serve(int argc, char **argv) {
             rw_json_key(&jw, "ttft_p50_s"), rw_json_double(&jw, r->ttft_p50, 6);
             rw_json_key(&jw, "ttft_p99_s"), rw_json_double(&jw, r->ttft_p99, 6);
             rw_json_key(&jw, "mean_batch_seqs"), rw_json_double(&jw, r->mean_batch, 4);
+            if (dm) {
+                rw_json_key(&jw, "spec_verify_passes"), rw_json_int(&jw, r->verify);
+                rw_json_key(&jw, "spec_drafted"), rw_json_int(&jw, r->drafted);
+                rw_json_key(&jw, "spec_accepted"), rw_json_int(&jw, r->accepted);
+                rw_json_key(&jw, "spec_acceptance"),
+                    rw_json_double(&jw, r->drafted ? (double)r->accepted / (double)r->drafted : 0.0, 6);
+                rw_json_key(&jw, "spec_tokens_per_verify_pass"),
+                    rw_json_double(&jw, r->verify ? (double)r->emitted / (double)r->verify : 0.0, 6);
+            }
             rw_json_end_object(&jw);
         }
         rw_json_end_array(&jw);
@@ -287,5 +334,8 @@ done:
     rw_tokenizer_free(tok);
     rw_model_free(m);
     rw_gguf_close(g);
+    rw_tokenizer_free(dtok);
+    rw_model_free(dm);
+    rw_gguf_close(dg);
     return rc;
 }

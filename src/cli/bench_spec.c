@@ -1,5 +1,6 @@
 /* bench_spec.c - `rewind bench spec TARGET [--draft DRAFT] [--k 1,2,4,8]
- * [--threads N] [--prompt N] [--gen N] [--reps R] [--seqs N] [--kv f32|f16]`.
+ * [--threads N] [--prompt N] [--gen N] [--reps R] [--seqs N] [--kv f32|f16]
+ * [--json]`.
  *
  * Speculative decoding (engine/spec.h) on TARGET:
  *   1. verify cost: after a --prompt-token prefill (default 64), the time of
@@ -17,12 +18,14 @@
  *      together: plain = one batched pass per step; speculative = batched
  *      draft passes and one batched verify pass (rw_spec_step).
  * Greedy decoding everywhere; the tokens are the same with and without a
- * draft (tests/engine/test_spec.c), so only the time differs. */
+ * draft (tests/engine/test_spec.c), so only the time differs. --json prints
+ * all of it as one JSON object instead of the text. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/json_writer.h"
 #include "base/threadpool.h"
 #include "cli/cli.h"
 #include "engine/sampler.h"
@@ -39,7 +42,7 @@ static double now_s(void) {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench spec TARGET [--draft DRAFT] [--k 1,2,4,8] [--threads N] [--prompt N] "
-                    "[--gen N] [--reps R] [--seqs N] [--kv f32|f16]\n");
+                    "[--gen N] [--reps R] [--seqs N] [--kv f32|f16] [--json]\n");
     return 2;
 }
 
@@ -153,6 +156,7 @@ int rw_bench_spec(int argc, char **argv) {
     const char *path = NULL, *draft_path = NULL, *klist = "1,2,4,8";
     long threads = 0, n_prompt = 64, n_gen = 32, reps = 5, n_seqs = 8;
     rw_kv_type kv = RW_KV_F16;
+    bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -172,6 +176,8 @@ int rw_bench_spec(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 256, &n_seqs)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -216,13 +222,36 @@ int rw_bench_spec(int argc, char **argv) {
     for (long i = 0; i < n_prompt + 256 + RW_SPEC_MAX_K + 1; i++)
         ids[i] = (int32_t)((i * 7919 + 13) % nv);
     const char *tier = rw_kernel_tier_name(rw_kernel_tier_current());
-    printf("target   %s (%s, %.1f MiB)\n", path, rw_model_get_hparams(m)->arch,
-           (double)rw_gguf_file_size(g) / (1024.0 * 1024.0));
-    if (dm)
-        printf("draft    %s (%s, %d layers, %.1f MiB)\n", draft_path, rw_model_get_hparams(dm)->arch,
-               rw_model_get_hparams(dm)->n_layer, (double)rw_gguf_file_size(dg) / (1024.0 * 1024.0));
-    printf("threads  %d, kernels %s, kv %s, prompt %ld, gen %ld, reps %ld\n", rw_threadpool_size(pool), tier,
-           kv == RW_KV_F16 ? "f16" : "f32", n_prompt, n_gen, reps);
+    rw_json_writer jw;
+    if (json) {
+        rw_json_init(&jw, stdout);
+        rw_json_begin_object(&jw);
+        rw_json_key(&jw, "target"), rw_json_cstring(&jw, path);
+        rw_json_key(&jw, "target_arch"), rw_json_cstring(&jw, rw_model_get_hparams(m)->arch);
+        rw_json_key(&jw, "target_bytes"), rw_json_uint(&jw, (uint64_t)rw_gguf_file_size(g));
+        rw_json_key(&jw, "draft");
+        if (dm) rw_json_cstring(&jw, draft_path);
+        else rw_json_null(&jw);
+        if (dm) {
+            rw_json_key(&jw, "draft_arch"), rw_json_cstring(&jw, rw_model_get_hparams(dm)->arch);
+            rw_json_key(&jw, "draft_layers"), rw_json_int(&jw, rw_model_get_hparams(dm)->n_layer);
+            rw_json_key(&jw, "draft_bytes"), rw_json_uint(&jw, (uint64_t)rw_gguf_file_size(dg));
+        }
+        rw_json_key(&jw, "threads"), rw_json_int(&jw, rw_threadpool_size(pool));
+        rw_json_key(&jw, "kernels"), rw_json_cstring(&jw, tier);
+        rw_json_key(&jw, "kv"), rw_json_cstring(&jw, kv == RW_KV_F16 ? "f16" : "f32");
+        rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
+        rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
+        rw_json_key(&jw, "reps"), rw_json_int(&jw, reps);
+    } else {
+        printf("target   %s (%s, %.1f MiB)\n", path, rw_model_get_hparams(m)->arch,
+               (double)rw_gguf_file_size(g) / (1024.0 * 1024.0));
+        if (dm)
+            printf("draft    %s (%s, %d layers, %.1f MiB)\n", draft_path, rw_model_get_hparams(dm)->arch,
+                   rw_model_get_hparams(dm)->n_layer, (double)rw_gguf_file_size(dg) / (1024.0 * 1024.0));
+        printf("threads  %d, kernels %s, kv %s, prompt %ld, gen %ld, reps %ld\n", rw_threadpool_size(pool), tier,
+               kv == RW_KV_F16 ? "f16" : "f32", n_prompt, n_gen, reps);
+    }
 
     /* 1. verify pass cost */
     if (rw_model_seq_new(m, kv, n_prompt + RW_SPEC_MAX_K + 1, &s, &err)) goto fail;
@@ -247,12 +276,33 @@ int rw_bench_spec(int argc, char **argv) {
             if (t1 - t0 < t_best[j]) t_best[j] = t1 - t0;
         }
     }
-    printf("\nverify pass of K+1 tokens (all logits) vs one decode step (1 token): mean / best\n");
-    printf("  decode step   %8.2f ms  / %8.2f ms\n", 1e3 * t_sum[0] / (double)reps, 1e3 * t_best[0]);
-    for (int j = 1; j <= n_k; j++)
-        printf("  K=%-2d (%2d tok) %8.2f ms  / %8.2f ms   = %.3fx / %.3fx   (rewind back %.3f ms)\n", ks[j - 1],
-               ks[j - 1] + 1, 1e3 * t_sum[j] / (double)reps, 1e3 * t_best[j], t_sum[j] / t_sum[0],
-               t_best[j] / t_best[0], 1e3 * t_rw[j] / (double)reps);
+    if (json) {
+        rw_json_key(&jw, "decode_step_ms_mean"), rw_json_double(&jw, 1e3 * t_sum[0] / (double)reps, 4);
+        rw_json_key(&jw, "decode_step_ms_best"), rw_json_double(&jw, 1e3 * t_best[0], 4);
+        rw_json_key(&jw, "verify");
+        rw_json_begin_array(&jw);
+        for (int j = 1; j <= n_k; j++) {
+            rw_json_begin_object(&jw);
+            rw_json_key(&jw, "k"), rw_json_int(&jw, ks[j - 1]);
+            rw_json_key(&jw, "tokens"), rw_json_int(&jw, ks[j - 1] + 1);
+            rw_json_key(&jw, "ms_mean"), rw_json_double(&jw, 1e3 * t_sum[j] / (double)reps, 4);
+            rw_json_key(&jw, "ms_best"), rw_json_double(&jw, 1e3 * t_best[j], 4);
+            rw_json_key(&jw, "vs_decode_mean"), rw_json_double(&jw, t_sum[j] / t_sum[0], 4);
+            rw_json_key(&jw, "vs_decode_best"), rw_json_double(&jw, t_best[j] / t_best[0], 4);
+            rw_json_key(&jw, "rewind_ms_mean"), rw_json_double(&jw, 1e3 * t_rw[j] / (double)reps, 4);
+            rw_json_end_object(&jw);
+        }
+        rw_json_end_array(&jw);
+        rw_json_key(&jw, "decode");
+        rw_json_begin_array(&jw);
+    } else {
+        printf("\nverify pass of K+1 tokens (all logits) vs one decode step (1 token): mean / best\n");
+        printf("  decode step   %8.2f ms  / %8.2f ms\n", 1e3 * t_sum[0] / (double)reps, 1e3 * t_best[0]);
+        for (int j = 1; j <= n_k; j++)
+            printf("  K=%-2d (%2d tok) %8.2f ms  / %8.2f ms   = %.3fx / %.3fx   (rewind back %.3f ms)\n", ks[j - 1],
+                   ks[j - 1] + 1, 1e3 * t_sum[j] / (double)reps, 1e3 * t_best[j], t_sum[j] / t_sum[0],
+                   t_best[j] / t_best[0], 1e3 * t_rw[j] / (double)reps);
+    }
 
     /* 2 and 3. decoding */
     setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen};
@@ -265,7 +315,14 @@ int rw_bench_spec(int argc, char **argv) {
     for (int pass = 0; pass < 2; pass++) {
         const int n = pass == 0 ? 1 : (int)n_seqs;
         if (n <= 0) continue;
-        printf("\ndecode, %d sequence%s, %ld tokens each (tok/s over all sequences)\n", n, n == 1 ? "" : "s", n_gen);
+        if (json) {
+            rw_json_begin_object(&jw);
+            rw_json_key(&jw, "seqs"), rw_json_int(&jw, n);
+            rw_json_key(&jw, "runs");
+            rw_json_begin_array(&jw);
+        } else
+            printf("\ndecode, %d sequence%s, %ld tokens each (tok/s over all sequences)\n", n, n == 1 ? "" : "s",
+                   n_gen);
         struct {
             const char *name;
             rw_model *draft;
@@ -282,15 +339,39 @@ int rw_bench_spec(int argc, char **argv) {
             if (run_decode(&su, runs[r].pp, n, &res, &err)) goto fail;
             const double rate = (double)(n * (n_gen - 1)) / res.seconds;
             if (r == 0) plain_rate = rate;
+            const double acc = res.st.drafted ? (double)res.st.accepted / (double)res.st.drafted : 0.0;
+            const double per_pass = res.st.steps ? (double)res.st.emitted / (double)res.st.steps : 0.0;
+            if (json) {
+                rw_json_begin_object(&jw);
+                rw_json_key(&jw, "name"), rw_json_cstring(&jw, runs[r].name);
+                rw_json_key(&jw, "tok_s"), rw_json_double(&jw, rate, 4);
+                rw_json_key(&jw, "vs_plain"), rw_json_double(&jw, rate / plain_rate, 4);
+                if (r > 0) {
+                    rw_json_key(&jw, "drafted"), rw_json_int(&jw, res.st.drafted);
+                    rw_json_key(&jw, "accepted"), rw_json_int(&jw, res.st.accepted);
+                    rw_json_key(&jw, "acceptance"), rw_json_double(&jw, acc, 6);
+                    rw_json_key(&jw, "verify_passes"), rw_json_int(&jw, res.st.steps);
+                    rw_json_key(&jw, "tokens_per_verify_pass"), rw_json_double(&jw, per_pass, 4);
+                }
+                rw_json_end_object(&jw);
+                continue;
+            }
             printf("  %-18s %8.2f tok/s  (%.3fx plain)", runs[r].name, rate, rate / plain_rate);
             if (r > 0)
-                printf("  acceptance %.1f%% (%lld of %lld), %.2f tokens per verify pass",
-                       res.st.drafted ? 100.0 * (double)res.st.accepted / (double)res.st.drafted : 0.0,
-                       (long long)res.st.accepted, (long long)res.st.drafted,
-                       res.st.steps ? (double)res.st.emitted / (double)res.st.steps : 0.0);
+                printf("  acceptance %.1f%% (%lld of %lld), %.2f tokens per verify pass", 100.0 * acc,
+                       (long long)res.st.accepted, (long long)res.st.drafted, per_pass);
             printf("\n");
             fflush(stdout);
         }
+        if (json) {
+            rw_json_end_array(&jw);
+            rw_json_end_object(&jw);
+        }
+    }
+    if (json) {
+        rw_json_end_array(&jw);
+        rw_json_end_object(&jw);
+        printf("\n");
     }
     rc = 0;
     goto done;

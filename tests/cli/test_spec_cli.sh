@@ -44,5 +44,14 @@ out=$("$bin" bench spec "$model" --draft "$tmp/d2.gguf" --k 1,3 --gen 6 --prompt
 check [ $? -eq 0 ]
 check [ "$(grep -c "x plain" <<<"$out")" -eq 8 ]
 check grep -q "K=3  ( 4 tok)" <<<"$out"
+# --json: everything as one object
+js=$("$bin" bench spec "$model" --draft "$tmp/d2.gguf" --k 1,3 --gen 6 --prompt 8 --reps 1 --seqs 2 --threads 1 --json)
+check [ $? -eq 0 ]
+check grep -q '"verify":\[{"k":1,"tokens":2,"ms_mean":' <<<"$js"
+check grep -q '{"k":3,"tokens":4,' <<<"$js"
+check grep -q '"decode":\[{"seqs":1,"runs":\[{"name":"plain","tok_s":' <<<"$js"
+check grep -q '{"seqs":2,"runs":' <<<"$js"
+check grep -q '"name":"self-draft K=4","tok_s":[0-9.e+]*,"vs_plain":[0-9.e+]*,"drafted":[0-9]*,"accepted":[0-9]*,"acceptance":1,' <<<"$js"
+check [ "$(grep -o '"name":"draft adaptive<=4"' <<<"$js" | wc -l)" -eq 2 ]
 "$bin" bench spec "$model" --k 99 >/dev/null 2>&1; check [ $? -eq 2 ]
 exit $fail

@@ -8,7 +8,9 @@
 # clients at once, and on prefix-cache hits (the same prompt twice, then the
 # conversation extended; the draft's state then comes from the cache entry
 # too). The model drafting for itself accepts every draft
-# (/metrics); a draft with another vocabulary is refused at start.
+# (/metrics); a draft with another vocabulary is refused at start. Every
+# other fixture architecture as target: bodies equal with three clients at
+# once; sampled requests reproduce with their seed.
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
@@ -24,11 +26,12 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] 
 start() { # NAME serve-options... -> port in $d/NAME.port
   local name=$1
   shift
+  rm -f "$d/$name.log" # not a previous server's port: the child may open the file after the first look
   "$REWIND" serve "$F" --port 0 --ctx 512 --kv f32 --threads 1 --parallel 4 "$@" 2> "$d/$name.log" &
   pids+=($!)
   local port= p=$!
   for _ in $(seq 1 600); do
-    port=$(grep -ao 'listening on http://127.0.0.1:[0-9]*' "$d/$name.log" | sed 's/.*://')
+    port=$(grep -ao 'listening on http://127.0.0.1:[0-9]*' "$d/$name.log" 2>/dev/null | sed 's/.*://')
     [ -n "$port" ] && break
     kill -0 "$p" 2>/dev/null || fail "server $name exited: $(cat "$d/$name.log")"
     sleep 0.1
@@ -123,6 +126,35 @@ for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 wait
 pids=()
 
+# every other fixture architecture as target (dense, MoE, other hybrids),
+# a dense draft, three clients at once; and a sampled request reproduces
+# with its seed and gives the requested count
+for T in llama/llama-Q8_0 qwen3/qwen3-Q8_0 qwen35moe/qwen35moe-Q8_0 qwen3next/qwen3next-Q8_0 \
+  granitehybrid/granitehybrid-Q8_0; do
+  F="$FIX/$T.gguf"
+  [ -f "$F" ] || continue
+  start plain
+  start spec --draft "$FIX/qwen3/qwen3-Q4_0.gguf" --draft-max 4 --draft-fixed
+  for s in plain spec; do
+    cp=()
+    for i in 1 2 3; do
+      ask $s t$i "$(req "$(ids_of $((3 * i))-$((12 * i + 4)))" $((6 + 3 * i)) ',"logprobs":2')" &
+      cp+=($!)
+    done
+    wait "${cp[@]}"
+  done
+  for i in 1 2 3; do same t$i || fail "target $T"; done
+  for k in 1 2; do
+    ask spec r$k "{\"prompt\":[$A],\"max_tokens\":12,\"temperature\":0.9,\"seed\":5,\"ignore_eos\":true,\"return_token_ids\":true}"
+  done
+  cmp -s "$d/spec.r1" "$d/spec.r2" || fail "$T: a sampled request with a draft does not reproduce with its seed"
+  grep -q '"token_ids":\[[0-9]*\(,[0-9]*\)\{11\}\]' "$d/spec.r1" || fail "$T: sampled: $(cat "$d/spec.r1")"
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  wait
+  pids=()
+done
+F="$FIX/qwen35/qwen35-Q8_0.gguf"
+
 # the model drafting for itself: every draft accepted
 start self --draft "$F" --draft-max 4 --draft-fixed
 ask self s1 "$(req "$A" 17)"
@@ -141,5 +173,11 @@ fi
 kill -TERM "${pids[0]}"
 wait "${pids[0]}" || fail "serve exited $? after SIGTERM"
 pids=()
+# rewind bench serve --draft: acceptance and tokens per verify pass per level
+"$REWIND" bench serve "$F" --clients 1,2 --requests 2 --prompt 8 --gen 6 --threads 1 --json --draft "$F" \
+  --draft-fixed > "$d/bench" || fail "bench serve --draft failed: $(cat "$d/bench")"
+grep -q '"errors":0' "$d/bench" || fail "bench serve --draft: $(cat "$d/bench")"
+[ "$(grep -o '"spec_acceptance":1,"spec_tokens_per_verify_pass":5' "$d/bench" | wc -l)" -eq 2 ] ||
+  fail "bench serve --draft with a self-draft: $(cat "$d/bench")"
 [ -n "${KEEP:-}" ] && echo "kept $d"
 echo "ok"
