@@ -193,7 +193,10 @@ void *eng_scheduler_main(void *arg) {
                 if (first) eng_spec_start(r);
             }
             for (int i = 0; i < n_step; i++)
-                if (step[i]->seq) kv_bytes += rw_model_seq_bytes(step[i]->seq); /* every layer's state */
+                if (step[i]->seq) { /* every layer's state, the draft's too */
+                    kv_bytes += rw_model_seq_bytes(step[i]->seq);
+                    if (step[i]->spec) kv_bytes += rw_spec_seq_bytes(step[i]->spec);
+                }
             pthread_mutex_lock(&e->mu);
             e->stats.steps++;
             e->stats.step_tokens += (uint64_t)n_tok;

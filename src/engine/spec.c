@@ -329,3 +329,5 @@ int32_t rw_spec_seq_output(const rw_spec_seq *s, const int32_t **tokens, const f
 }
 
 rw_spec_stats rw_spec_seq_stats(const rw_spec_seq *s) { return s->st; }
+
+size_t rw_spec_seq_bytes(const rw_spec_seq *s) { return s->draft ? rw_model_seq_bytes(s->draft) : 0; }

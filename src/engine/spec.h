@@ -64,6 +64,7 @@
 #define RW_ENGINE_SPEC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -161,5 +162,8 @@ typedef struct {
 } rw_spec_stats;
 
 rw_spec_stats rw_spec_seq_stats(const rw_spec_seq *s);
+
+/* Memory the draft sequence holds (0 once taken). */
+size_t rw_spec_seq_bytes(const rw_spec_seq *s);
 
 #endif

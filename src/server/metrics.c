@@ -105,7 +105,8 @@ char *srv_metrics_text(rw_server *s) {
             "rewind_cache_bytes{kind=\"disk\"} %llu\n",
         (unsigned long long)st.cache.bytes_kv, (unsigned long long)st.cache.bytes_recurrent,
         (unsigned long long)st.cache.bytes_logits, (unsigned long long)st.cache.bytes_disk);
-    gauge(&b, "rewind_active_state_bytes", "State storage (KV cache and recurrent state) of the running sequences.",
+    gauge(&b, "rewind_active_state_bytes",
+          "State storage (KV cache and recurrent state) of the running sequences (and their draft sequences).",
           (double)st.kv_bytes);
     gauge(&b, "rewind_requests_running", "Sequences in the batch.", st.running);
     gauge(&b, "rewind_queue_depth", "Requests waiting for a batch slot.", st.queued);
