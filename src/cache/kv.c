@@ -222,7 +222,7 @@ rw_status rw_kv_share(rw_kv_cache *dst, const rw_kv_cache *src, rw_error *err) {
     for (int il = 0; il < src->cfg.n_layer; il++)
         for (int64_t p = 0; p < np; p++) atomic_fetch_add(&page_of(src->k[il][p])->refs, 1);
     drop_pages(dst, 0);
-    for (int il = 0; il < src->cfg.n_layer; il++) {
+    for (int il = 0; il < src->cfg.n_layer && np; il++) { /* an empty cache may have no tables yet */
         memcpy(dst->k[il], src->k[il], (size_t)np * sizeof(void *));
         memcpy(dst->v[il], src->v[il], (size_t)np * sizeof(void *));
     }
