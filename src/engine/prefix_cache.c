@@ -837,9 +837,8 @@ rw_status rw_pcache_check(rw_pcache *c, rw_error *err) {
     for (size_t i = 0; same && i < c->blocks.cap; i++) {
         const pc_block *b = &c->blocks.slot[i];
         if (!b->id) continue;
-        size_t j = 0;
-        while (j < fresh.cap && fresh.slot[j].id != b->id) j++;
-        same = j < fresh.cap && fresh.slot[j].holders == b->holders && fresh.slot[j].bytes == b->bytes;
+        const pc_block *f = pc_blocks_find(&fresh, b->id);
+        same = f && f->holders == b->holders && f->bytes == b->bytes;
     }
     const size_t used = mem_used(c), distinct = fresh.bytes_kv + fresh.bytes_rec;
     pc_blocks_free(&fresh);

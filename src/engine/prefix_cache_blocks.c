@@ -42,6 +42,8 @@ static bool reserve(pc_blocks *b, size_t n) {
     return true;
 }
 
+const pc_block *pc_blocks_find(const pc_blocks *b, const void *id) { return find(b, id); }
+
 void pc_blocks_free(pc_blocks *b) {
     free(b->slot);
     *b = (pc_blocks){0};

@@ -44,6 +44,8 @@ void pc_blocks_free(pc_blocks *b);
 bool pc_blocks_add(pc_blocks *b, const rw_model_seq *s);
 /* Undoes pc_blocks_add(b, s) for the same s. */
 void pc_blocks_remove(pc_blocks *b, const rw_model_seq *s);
+/* The entry for block id, or NULL if no entry holds it. */
+const pc_block *pc_blocks_find(const pc_blocks *b, const void *id);
 /* Bytes of s's shared blocks by kind (each as often as s lists it). */
 void pc_seq_block_bytes(const rw_model_seq *s, size_t *kv, size_t *rec);
 
