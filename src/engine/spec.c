@@ -8,10 +8,6 @@
 /* The draft sampler's seed: another stream than the target's, so a draft
  * token and the target's acceptance test never share a uniform number. */
 #define DRAFT_SEED_XOR 0x5bd1e9955bd1e995ull
-#define DECAY 0.9
-#define PROBE_AFTER 16
-#define MAX_FAILED_PROBES 2
-#define MIN_GAIN 1.03
 
 struct rw_spec_seq {
     rw_model_seq *target; /* borrowed */
@@ -35,16 +31,12 @@ struct rw_spec_seq {
     int32_t k, n_out;
     int64_t len0;        /* the target's length at the step's start */
     int64_t dbase;       /* draft sampler's accepted count at the step's start */
-    double acc_a, acc_r; /* decayed accepted drafts / rejections */
-    int32_t idle;        /* consecutive steps without drafts */
-    int32_t probe_every; /* idle steps before a probe (doubles after a failed one) */
-    int32_t failed;      /* consecutive failed probes; MAX_FAILED_PROBES stops drafting */
-    bool probing;        /* this step is a probe */
+    rw_spec_rule rule;
     rw_spec_stats st;
 };
 
 rw_spec_params rw_spec_params_default(void) {
-    return (rw_spec_params){.k_max = 4, .adaptive = true, .draft_cost = 0.1f, .verify_cost = 0.8f};
+    return (rw_spec_params){.k_max = 4, .adaptive = true, .draft_cost = 0.1f, .verify_cost = 0.25f};
 }
 
 rw_status rw_spec_check_vocab(const rw_tokenizer *target, const rw_tokenizer *draft, rw_error *err) {
@@ -83,9 +75,7 @@ rw_status rw_spec_seq_new(const rw_model *draft_model, rw_model_seq *target, rw_
     s->p = *p;
     s->greedy = !(sp->temperature > 0);
     s->n_vocab = nv;
-    s->acc_a = 3;
-    s->acc_r = 1;
-    s->probe_every = PROBE_AFTER;
+    rw_spec_rule_init(&s->rule);
     rw_sampler_params dp = *sp;
     dp.seed ^= DRAFT_SEED_XOR;
     rw_status st =
@@ -127,24 +117,6 @@ rw_status rw_spec_seq_start(rw_spec_seq *s, int32_t last, rw_error *err) {
     return RW_OK;
 }
 
-/* The k in 0..cap with the largest expected tokens per cost (spec.h). */
-static int32_t best_k(const rw_spec_seq *s, int64_t cap) {
-    const double alpha = s->acc_a / (s->acc_a + s->acc_r);
-    const double unit = (double)s->p.draft_cost + (double)s->p.verify_cost;
-    double best = MIN_GAIN, e = 1, pw = 1;
-    int32_t k_best = 0;
-    for (int32_t k = 1; k <= cap; k++) {
-        pw *= alpha;
-        e += pw;
-        const double gain = e / (1 + k * unit);
-        if (gain > best) {
-            best = gain;
-            k_best = k;
-        }
-    }
-    return k_best;
-}
-
 int32_t rw_spec_seq_plan(const rw_spec_seq *s, int64_t budget) {
     int64_t cap = s->p.k_max;
     if (budget - 1 < cap) cap = budget - 1;
@@ -152,11 +124,8 @@ int32_t rw_spec_seq_plan(const rw_spec_seq *s, int64_t budget) {
     if (room < cap) cap = room;
     if (cap <= 0) return 0;
     if (!s->p.adaptive) return (int32_t)cap;
-    if (s->failed >= MAX_FAILED_PROBES) return 0;
-    /* a probe makes the draft catch up on the idle tokens: only worth it
-     * when at least as many tokens remain to profit from it */
-    if (s->idle >= s->probe_every) return budget > s->probe_every ? 1 : 0;
-    return best_k(s, cap);
+    return rw_spec_rule_plan(&s->rule, &s->p, cap, budget,
+                             rw_model_seq_length(s->target) - (s->draft ? rw_model_seq_length(s->draft) : 0));
 }
 
 /* Makes s->feed hold the tokens the draft has not seen, then last. */
@@ -189,22 +158,7 @@ static rw_status finish(rw_spec_seq *s, int64_t len0, rw_threadpool *pool, rw_er
         st = rw_sampler_accept(s->dsampler, s->out[i], err);
     if (st) return st;
     s->last = s->out[s->n_out - 1];
-    if (s->k > 0) {
-        s->acc_a = DECAY * s->acc_a + a;
-        s->acc_r = DECAY * s->acc_r + (a < s->k ? 1 : 0);
-        if (s->probing) {
-            /* a probe fails when drafting still does not pay after it */
-            if (best_k(s, s->p.k_max) == 0) {
-                s->failed++;
-                s->probe_every *= 2;
-            } else {
-                s->failed = 0;
-                s->probe_every = PROBE_AFTER;
-            }
-        }
-        s->idle = 0;
-    } else
-        s->idle++;
+    rw_spec_rule_update(&s->rule, &s->p, s->k, a);
     s->st.steps++;
     s->st.drafted += s->k;
     s->st.accepted += a;
@@ -227,7 +181,6 @@ rw_status rw_spec_draft(rw_model *draft_model, rw_spec_seq *const *seqs, const i
             goto done;
         }
         s->k = rw_spec_seq_plan(s, budget[i]);
-        s->probing = s->p.adaptive && s->k > 0 && s->idle >= s->probe_every;
         s->dbase = rw_sampler_n_accepted(s->dsampler);
         s->len0 = rw_model_seq_length(s->target);
         s->vtok[0] = s->last;

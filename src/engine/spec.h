@@ -37,14 +37,19 @@
  * alpha is estimated per sequence as A / (A + R), where A counts accepted
  * drafts and R the steps that ended in a rejection (the maximum-likelihood
  * estimate for independent acceptances), both decayed by 0.9 per drafting
- * step (prior A = 3, R = 1). A step with k drafts is expected to emit
+ * step (prior A = 1.5, R = 0.5: alpha 0.75 with the weight of two steps,
+ * so a useless draft is seen within two steps). A step with k drafts is
+ * expected to emit
  * E(k) = 1 + alpha + ... + alpha^k tokens and to cost
  * C(k) = 1 + k * (verify_cost + draft_cost) plain decode steps (verify_cost:
  * extra cost of each verified token, as `rewind bench spec` measures it;
  * draft_cost: one draft pass relative to one target pass, e.g. the ratio of
  * the models' weight bytes, since a CPU decode step streams the weights).
  * The plan is the k in 0..k_max (and the budget) with the largest
- * E(k) / C(k), and 0 unless that beats plain decoding by 3%. After
+ * E(k) / C(k), and 0 unless that beats plain decoding by 3%, or when the
+ * draft's catch-up (the tokens it has not seen, the prompt at first, as a
+ * prefill at a quarter of a decode step per token) would cost more than 2%
+ * of the remaining budget. After
  * probe_every consecutive steps without drafting (16 at first), one step
  * drafts 1 token to re-measure (a probe; skipped when no more than
  * probe_every tokens remain to be generated); a probe after which drafting
@@ -53,9 +58,10 @@
  * drafting for good. So a useless draft costs at most the draft's catch-up
  * over the tokens before the second failed probe (about 48 tokens of draft
  * passes) plus two 2-token verify passes: a few percent of a long
- * generation. (A simulation of the rule with the costs measured on the
- * 0.8B preset - verify_cost 0.8, draft_cost 0.09 - stays within 3.1% of
- * plain decoding at every acceptance rate over 200 tokens.) With adaptive =
+ * generation. tests/engine/test_spec_rule.c simulates the rule against that
+ * cost model (default costs; prompts of 16-2000 tokens, 48-1000 generated,
+ * acceptance 0-1): never more than 5% over plain decoding (worst 4.6%, a
+ * useless draft on 48 tokens), and 0.48x plain at acceptance 1. With adaptive =
  * false the plan is always k_max (limited by the budget and the context).
  *
  * Threads: a step runs forward passes on both models; the model-level
@@ -84,11 +90,34 @@ typedef struct {
     float verify_cost; /* extra cost per verified token / one decode step, >= 0 */
 } rw_spec_params;
 
-/* k_max 4, adaptive, draft_cost 0.1, verify_cost 0.8 (what `rewind bench
- * spec` measured on the 0.8B preset with 2 threads: a pass of k + 1 tokens
- * costs about 1 + 0.8 k decode steps, since the kernels run the tokens of a
- * pass one by one - a faster multi-token matmul lowers it). */
+/* k_max 4, adaptive, draft_cost 0.1, verify_cost 0.25 (what `rewind bench
+ * spec` measures on the 0.8B preset with 2 threads since the Q8_0 quad
+ * kernels: a pass of k + 1 tokens costs about 1 + 0.25 k decode steps -
+ * 1.27x, 1.40x, 2.08x, 2.99x at k = 1, 2, 4, 8). */
 rw_spec_params rw_spec_params_default(void);
+
+/* The adaptive rule on its own (what rw_spec_seq_plan and each step's end
+ * use; described at the top of this file), so that it can be simulated
+ * without models: tests/engine/test_spec_rule.c checks against a cost
+ * model that drafting never costs more than 5% over plain decoding. */
+typedef struct {
+    double acc_a, acc_r; /* decayed accepted drafts / rejections */
+    int32_t idle;        /* consecutive steps without drafts */
+    int32_t probe_every; /* idle steps before a probe (doubles after a failed one) */
+    int32_t failed;      /* consecutive failed probes; 2 stop drafting */
+} rw_spec_rule;
+
+void rw_spec_rule_init(rw_spec_rule *r); /* prior: 1.5 accepted, 0.5 rejections (alpha 0.75, weight of 2 steps) */
+
+/* Drafts for the next step: 0..cap (cap > 0: k_max limited by the budget
+ * and the context), with `budget` tokens still to generate and the draft
+ * `behind` tokens behind the target (it catches up in its first pass; 0
+ * when its catch-up would cost over 2% of the remaining budget). */
+int32_t rw_spec_rule_plan(const rw_spec_rule *r, const rw_spec_params *p, int64_t cap, int64_t budget,
+                          int64_t behind);
+
+/* After a step that drafted k (as planned) and accepted `accepted` of them. */
+void rw_spec_rule_update(rw_spec_rule *r, const rw_spec_params *p, int32_t k, int32_t accepted);
 
 /* Checks that a draft can propose for the target: same n_vocab and the same
  * text for every token. RW_ERR_INVALID_ARG naming the first difference. */
