@@ -16,17 +16,10 @@ pid=
 fail() { echo "FAIL: $*"; [ -n "$pid" ] && kill "$pid" 2>/dev/null; exit 1; }
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$d"' EXIT
 
+. "$(dirname "$0")/serve_lib.sh"
 start() { # extra serve options...
-  "$REWIND" serve "$F" --port 0 --ctx 1024 --kv f32 --threads 1 --parallel 2 "$@" 2> "$d/log" &
-  pid=$!
-  port=
-  for _ in $(seq 1 600); do
-    port=$(grep -ao 'listening on http://127.0.0.1:[0-9]*' "$d/log" | sed 's/.*://')
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || fail "server exited: $(cat "$d/log")"
-    sleep 0.1
-  done
-  [ -n "$port" ] || fail "server did not start"
+  serve_start "$d/log" "$F" --ctx 1024 --kv f32 --threads 1 --parallel 2 "$@"
+  pid=$serve_pid port=$serve_port
 }
 stop() { kill -TERM "$pid"; wait "$pid"; pid=; }
 

@@ -13,16 +13,9 @@ fail() { echo "FAIL: $*"; [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; exit 1; 
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 
-"$REWIND" serve "$F" --port 0 --ctx 1024 --kv f32 --threads 1 --parallel 4 2> "$d/log" &
-pid=$!
-port=
-for _ in $(seq 1 600); do
-  port=$(grep -ao 'listening on http://127.0.0.1:[0-9]*' "$d/log" | sed 's/.*://')
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || fail "server exited: $(cat "$d/log")"
-  sleep 0.1
-done
-[ -n "$port" ] || fail "server did not start: $(cat "$d/log")"
+. "$(dirname "$0")/serve_lib.sh"
+serve_start "$d/log" "$F" --ctx 1024 --kv f32 --threads 1 --parallel 4
+pid=$serve_pid port=$serve_port
 
 # ids: the first N of the fixture prompt; the completion's token ids vs generate's
 ask() { # N_PROMPT N_GEN OUT

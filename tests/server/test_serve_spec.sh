@@ -23,21 +23,13 @@ pids=()
 fail() { echo "FAIL: $*"; for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; exit 1; }
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] || rm -rf "$d"' EXIT
 
+. "$(dirname "$0")/serve_lib.sh"
 start() { # NAME serve-options... -> port in $d/NAME.port
   local name=$1
   shift
-  rm -f "$d/$name.log" # not a previous server's port: the child may open the file after the first look
-  "$REWIND" serve "$F" --port 0 --ctx 512 --kv f32 --threads 1 --parallel 4 "$@" 2> "$d/$name.log" &
-  pids+=($!)
-  local port= p=$!
-  for _ in $(seq 1 600); do
-    port=$(grep -ao 'listening on http://127.0.0.1:[0-9]*' "$d/$name.log" 2>/dev/null | sed 's/.*://')
-    [ -n "$port" ] && break
-    kill -0 "$p" 2>/dev/null || fail "server $name exited: $(cat "$d/$name.log")"
-    sleep 0.1
-  done
-  [ -n "$port" ] || fail "server $name did not start"
-  echo "$port" > "$d/$name.port"
+  serve_start "$d/$name.log" "$F" --ctx 512 --kv f32 --threads 1 --parallel 4 "$@"
+  pids+=("$serve_pid")
+  echo "$serve_port" > "$d/$name.port"
 }
 # BODY of a completion request to server NAME -> $d/NAME.OUT (ids, times and usage cut)
 ask() { # NAME OUT BODY
