@@ -998,77 +998,63 @@ KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 /* The float step of one super-block (see above). */
 #define KQ_STEP(acc, isum, msum, dd, dm, cvt, fmsub, mul, add) add(acc, fmsub(cvt(isum), dd, mul(cvt(msum), dm)))
 
-/* What one weight super-block (unpacked) and one activation super-block
- * give: the 8 lane sums of isum and of msum (exact) and the two scales. */
-typedef struct {
-    __m256i is8, ms8;
-    float dd, dm;
-} kq_sums;
-
-INLINE void kq_sums_of(const w_superm *ws, const x_super *xsb, kq_sums *o) {
+/* Lane sums of one weight super-block (unpacked) times one activation
+ * super-block: isum over 8 lanes, msum over 8 lanes (exact). */
+INLINE void kq_lane_sums(const w_superm *ws, const x_super *xsb, __m256i *is8, __m256i *ms8) {
     __m512i p[4];
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
         p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws->u[k], _mm512_load_si512(xsb->qs + 64 * k));
     __m512i is16 = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), ws->s[0]),
                                     _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), ws->s[1]));
-    o->is8 = _mm256_add_epi32(_mm512_castsi512_si256(is16), _mm512_extracti64x4_epi64(is16, 1));
-    o->ms8 = _mm256_madd_epi16(ws->mins, _mm256_load_si256((const __m256i *)xsb->bsums));
-    o->dd = ws->d * xsb->d;
-    o->dm = ws->dmin * xsb->d;
+    *is8 = _mm256_add_epi32(_mm512_castsi512_si256(is16), _mm512_extracti64x4_epi64(is16, 1));
+    *ms8 = _mm256_madd_epi16(ws->mins, _mm256_load_si256((const __m256i *)xsb->bsums));
 }
 
 /* The 8-lane sums of 4 vectors, one per 32-bit lane (exact). */
-INLINE __m128i hsum4x8(__m256i a, __m256i b, __m256i c, __m256i d) {
-    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+INLINE __m128i hsum4x8(const __m256i v[4]) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-/* The float step of 4 outputs at once, one per lane: lane for lane the
+/* The float step for 4 outputs at once, one per lane: lane for lane the
  * same IEEE operations as for one output (see KQ_STEP). */
-INLINE __m128 kq_step4(__m128 acc, kq_sums a, kq_sums b, kq_sums c, kq_sums d) {
-    return KQ_STEP(acc, hsum4x8(a.is8, b.is8, c.is8, d.is8), hsum4x8(a.ms8, b.ms8, c.ms8, d.ms8),
-                   _mm_setr_ps(a.dd, b.dd, c.dd, d.dd), _mm_setr_ps(a.dm, b.dm, c.dm, d.dm), _mm_cvtepi32_ps,
-                   _mm_fmsub_ps, _mm_mul_ps, _mm_add_ps);
+INLINE __m128 kq_step4(__m128 acc, const __m256i is8[4], const __m256i ms8[4], __m128 dd, __m128 dm) {
+    return KQ_STEP(acc, hsum4x8(is8), hsum4x8(ms8), dd, dm, _mm_cvtepi32_ps, _mm_fmsub_ps, _mm_mul_ps, _mm_add_ps);
 }
 
 /* Tile (one activation row; several of them are done one after the other)
  * and quad form (few rows: RW_MM_QUAD activation rows per slot, x_super
  * rows one after the other, padding rows zero): four outputs share each
- * horizontal sum and float step (four weight rows in the tile, which
- * reads them one after the other and keeps their integer sums for up to
- * KQ_CHUNK super-blocks; in the quad form the four activation rows of a
- * quad, or 2 weight rows x 2 activation rows for a call of 2 rows, where a
- * weight super-block is unpacked once for all the rows of a call). Missing
- * rows of a four are repeated or zero and their outputs dropped. */
-enum { KQ_MAX_NQ = 4, KQ_CHUNK = 32 /* super-blocks per pass of the tile */ };
+ * horizontal sum and float step (four weight rows in the tile, the four
+ * activation rows of a quad in the quad form, where a weight super-block is
+ * unpacked once for all the rows of a call). Missing rows of a four are
+ * computed (on a repeated weight row or zero activations) and dropped. */
+enum { KQ_MAX_NQ = 4 };
 
 #define KQUANT_EXACT_ROW(name, UNPACK, CONVERT)                                                        \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
                             int nx, float *out) {                                                      \
-        const int64_t nsb = n / 256;                                                                   \
         for (int j = 0; j < nx; j++)                                                                   \
             for (int i0 = 0; i0 < nw; i0 += 4) {                                                       \
                 const int m = nw - i0 < 4 ? nw - i0 : 4;                                               \
                 __m128 acc = _mm_setzero_ps();                                                         \
-                for (int64_t sb0 = 0; sb0 < nsb; sb0 += KQ_CHUNK) {                                    \
-                    const int nc = nsb - sb0 < KQ_CHUNK ? (int)(nsb - sb0) : KQ_CHUNK;                 \
-                    kq_sums sums[4][KQ_CHUNK];                                                         \
-                    for (int t = 0; t < 4; t++) /* rows one after the other: one read stream */        \
-                        for (int c = 0; c < nc; c++) {                                                 \
-                            if (t >= m) {                                                              \
-                                sums[t][c] = sums[0][c];                                               \
-                                continue;                                                              \
-                            }                                                                          \
-                            const uint8_t *wr = w + (i0 + t) * ws;                                     \
-                            const char *pf = (const char *)wr + (sb0 + c + 1) * sizeof(rw_block_##name) + PF_DIST; \
-                            _mm_prefetch(pf, _MM_HINT_T0);                                             \
-                            _mm_prefetch(pf + 64, _MM_HINT_T0);                                        \
-                            _mm_prefetch(pf + 128, _MM_HINT_T0);                                       \
-                            w_superm wsb;                                                              \
-                            UNPACK(wr, sb0 + c, &wsb);                                                 \
-                            kq_sums_of(&wsb, (const x_super *)(xq + j * xs) + sb0 + c, &sums[t][c]);   \
-                        }                                                                              \
-                    for (int c = 0; c < nc; c++) acc = kq_step4(acc, sums[0][c], sums[1][c], sums[2][c], sums[3][c]); \
+                for (int64_t sb = 0; sb < n / 256; sb++) {                                             \
+                    const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                          \
+                    __m256i is8[4], ms8[4];                                                            \
+                    float d[4], dmin[4];                                                               \
+                    for (int t = 0; t < 4; t++) {                                                      \
+                        const uint8_t *wr = w + (i0 + (t < m ? t : 0)) * ws;                           \
+                        const char *pf = (const char *)wr + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
+                        _mm_prefetch(pf, _MM_HINT_T0);                                                 \
+                        _mm_prefetch(pf + 64, _MM_HINT_T0);                                            \
+                        _mm_prefetch(pf + 128, _MM_HINT_T0);                                           \
+                        w_superm wsb;                                                                  \
+                        UNPACK(wr, sb, &wsb);                                                          \
+                        kq_lane_sums(&wsb, xsb, &is8[t], &ms8[t]);                                     \
+                        d[t] = wsb.d * xsb->d;                                                         \
+                        dmin[t] = wsb.dmin * xsb->d;                                                   \
+                    }                                                                                  \
+                    acc = kq_step4(acc, is8, ms8, _mm_loadu_ps(d), _mm_loadu_ps(dmin));                \
                 }                                                                                      \
                 float y[4];                                                                            \
                 _mm_storeu_ps(y, acc);                                                                 \
@@ -1082,34 +1068,29 @@ enum { KQ_MAX_NQ = 4, KQ_CHUNK = 32 /* super-blocks per pass of the tile */ };
     }                                                                                                  \
     static void tile_q_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, \
                               int nx, float *out, int64_t os) {                                        \
-        /* the 4 lanes of a step: R weight rows x A activation rows */                                 \
-        const int nq = (nx + RW_MM_QUAD - 1) / RW_MM_QUAD, R = nx == 1 ? 4 : nx == 2 ? 2 : 1, A = 4 / R; \
-        for (int i0 = 0; i0 < nw; i0 += R) {                                                           \
+        const int nq = (nx + RW_MM_QUAD - 1) / RW_MM_QUAD;                                             \
+        for (int i = 0; i < nw; i++) {                                                                 \
             __m128 acc[KQ_MAX_NQ];                                                                     \
             for (int q = 0; q < nq; q++) acc[q] = _mm_setzero_ps();                                    \
             for (int64_t sb = 0; sb < n / 256; sb++) {                                                 \
-                w_superm wsb[4];                                                                       \
-                for (int k = 0; k < R; k++) UNPACK(w + (i0 + k < nw ? i0 + k : i0) * ws, sb, &wsb[k]);  \
-                kq_sums sm[4];                                                                         \
-                if (R == 1)                                                                            \
-                    for (int q = 0; q < nq; q++) {                                                     \
-                        for (int t = 0; t < 4; t++)                                                    \
-                            kq_sums_of(&wsb[0], (const x_super *)(xq + q * xqs + t * x_bytes_super(n)) + sb, &sm[t]); \
-                        acc[q] = kq_step4(acc[q], sm[0], sm[1], sm[2], sm[3]);                         \
+                w_superm wsb;                                                                          \
+                UNPACK(w + i * ws, sb, &wsb);                                                          \
+                for (int q = 0; q < nq; q++) {                                                         \
+                    __m256i is8[4], ms8[4];                                                            \
+                    float d[4], dmin[4];                                                               \
+                    for (int t = 0; t < 4; t++) {                                                      \
+                        const x_super *xsb = (const x_super *)(xq + q * xqs + t * x_bytes_super(n)) + sb; \
+                        kq_lane_sums(&wsb, xsb, &is8[t], &ms8[t]);                                     \
+                        d[t] = wsb.d * xsb->d;                                                         \
+                        dmin[t] = wsb.dmin * xsb->d;                                                   \
                     }                                                                                  \
-                else {                                                                                 \
-                    for (int t = 0; t < 4; t++)                                                        \
-                        kq_sums_of(&wsb[t / A], (const x_super *)(xq + (t % A) * x_bytes_super(n)) + sb, &sm[t]); \
-                    acc[0] = kq_step4(acc[0], sm[0], sm[1], sm[2], sm[3]);                             \
+                    acc[q] = kq_step4(acc[q], is8, ms8, _mm_loadu_ps(d), _mm_loadu_ps(dmin));          \
                 }                                                                                      \
             }                                                                                          \
             for (int q = 0; q < nq; q++) {                                                             \
                 float y[4];                                                                            \
                 _mm_storeu_ps(y, acc[q]);                                                              \
-                for (int t = 0; t < 4; t++) {                                                          \
-                    const int r = 4 * q + t % A, i = i0 + t / A;                                       \
-                    if (r < nx && i < nw) out[r * os + i] = y[t];                                      \
-                }                                                                                      \
+                for (int t = 0; t < 4 && 4 * q + t < nx; t++) out[(4 * q + t) * os + i] = y[t];         \
             }                                                                                          \
         }                                                                                              \
     }
