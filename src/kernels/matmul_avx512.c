@@ -21,10 +21,9 @@
  * tile goes through the same instruction sequence whatever the tile's size,
  * so the one-row (decode) and many-row (prefill) paths agree bitwise.
  *
- * Q8_0 and Q5_K differ (see their sections): one float step per block (Q5_K:
- * super-block) on exact integer sums, computed for many rows with one
- * activation row per lane (matmul_int.h's group form), which keeps prefill
- * bound by vpdpbusd.
+ * Q8_0 differs (see its section): one float step per block on the exact
+ * block sum, computed for many rows with one activation row per lane
+ * (matmul_int.h's group form), which keeps prefill bound by vpdpbusd.
  *
  * Activation rows are converted (convert_x) into this file's own layouts,
  * described at each `x_*` struct; quantization rounds exactly as the
@@ -976,262 +975,9 @@ INLINE void unpackm_q3_K(const uint8_t *row, int64_t sb, w_superm *o) {
 KQUANT_MADD_TILE(q2_K, unpackm_q2_K)
 KQUANT_MADD_TILE(q3_K, unpackm_q3_K)
 KQUANT_MADD_TILE(q4_K, unpackm_q4_K)
+KQUANT_MADD_TILE(q5_K, unpackm_q5_K)
 KQUANT_MADD_TILE(q6_K, unpackm_q6_K)
 KQUANT_TILE(iq4_xs, unpack_iq4_xs)
-
-/* ---- Q5_K: exact super-block sums ----------------------------------------
- * As Q8_0 above, Q5_K does its float steps once per super-block, on exact
- * integers: isum = sum_j sc_j * (dot of sub-block j) and msum = sum_j m_j *
- * (sum of the activation quants of sub-block j). Per super-block, in order,
- * from acc = +0:
- *   acc += fma((float)isum, d*dx, -((float)msum * (dmin*dx)))
- * The min term is taken off within each super-block, where the terms are
- * smallest (on random rows this is as accurate as the reference and about
- * 2x more than the lane tiles above). The one-row tile reduces its lane sums
- * to these integers; the group tile (many rows) computes them one activation
- * row per lane, so it costs about one float step per output and super-block
- * instead of the lane tiles' 16.
- * Q4_K and Q6_K could do the same (2x many-row), but their results would
- * change, and on the qwen35 fixtures some top-1 / greedy checks sit within
- * the engine's difference from llama.cpp (branch kquant-exact). */
-
-/* The float step of one super-block (see above). */
-#define KQ_STEP(acc, isum, msum, dd, dm, cvt, fmsub, mul, add) add(acc, fmsub(cvt(isum), dd, mul(cvt(msum), dm)))
-
-/* Lane sums of one weight super-block (unpacked) times one activation
- * super-block: isum over 8 lanes, msum over 8 lanes (exact). */
-INLINE void kq_lane_sums(const w_superm *ws, const x_super *xsb, __m256i *is8, __m256i *ms8) {
-    __m512i p[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws->u[k], _mm512_load_si512(xsb->qs + 64 * k));
-    __m512i is16 = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), ws->s[0]),
-                                    _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), ws->s[1]));
-    *is8 = _mm256_add_epi32(_mm512_castsi512_si256(is16), _mm512_extracti64x4_epi64(is16, 1));
-    *ms8 = _mm256_madd_epi16(ws->mins, _mm256_load_si256((const __m256i *)xsb->bsums));
-}
-
-/* The 8-lane sums of 4 vectors, one per 32-bit lane (exact). */
-INLINE __m128i hsum4x8(const __m256i v[4]) {
-    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
-/* The float step for 4 outputs at once, one per lane: lane for lane the
- * same IEEE operations as for one output (see KQ_STEP). */
-INLINE __m128 kq_step4(__m128 acc, const __m256i is8[4], const __m256i ms8[4], __m128 dd, __m128 dm) {
-    return KQ_STEP(acc, hsum4x8(is8), hsum4x8(ms8), dd, dm, _mm_cvtepi32_ps, _mm_fmsub_ps, _mm_mul_ps, _mm_add_ps);
-}
-
-/* Tile (one activation row; several of them are done one after the other)
- * and quad form (few rows: RW_MM_QUAD activation rows per slot, x_super
- * rows one after the other, padding rows zero): four outputs share each
- * horizontal sum and float step (four weight rows in the tile, the four
- * activation rows of a quad in the quad form, where a weight super-block is
- * unpacked once for all the rows of a call). Missing rows of a four are
- * computed (on a repeated weight row or zero activations) and dropped. */
-enum { KQ_MAX_NQ = 4 };
-
-#define KQUANT_EXACT_ROW(name, UNPACK, CONVERT)                                                        \
-    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
-                            int nx, float *out) {                                                      \
-        for (int j = 0; j < nx; j++)                                                                   \
-            for (int i0 = 0; i0 < nw; i0 += 4) {                                                       \
-                const int m = nw - i0 < 4 ? nw - i0 : 4;                                               \
-                __m128 acc = _mm_setzero_ps();                                                         \
-                for (int64_t sb = 0; sb < n / 256; sb++) {                                             \
-                    const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                          \
-                    __m256i is8[4], ms8[4];                                                            \
-                    float d[4], dmin[4];                                                               \
-                    for (int t = 0; t < 4; t++) {                                                      \
-                        const uint8_t *wr = w + (i0 + (t < m ? t : 0)) * ws;                           \
-                        const char *pf = (const char *)wr + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
-                        _mm_prefetch(pf, _MM_HINT_T0);                                                 \
-                        _mm_prefetch(pf + 64, _MM_HINT_T0);                                            \
-                        _mm_prefetch(pf + 128, _MM_HINT_T0);                                           \
-                        w_superm wsb;                                                                  \
-                        UNPACK(wr, sb, &wsb);                                                          \
-                        kq_lane_sums(&wsb, xsb, &is8[t], &ms8[t]);                                     \
-                        d[t] = wsb.d * xsb->d;                                                         \
-                        dmin[t] = wsb.dmin * xsb->d;                                                   \
-                    }                                                                                  \
-                    acc = kq_step4(acc, is8, ms8, _mm_loadu_ps(d), _mm_loadu_ps(dmin));                \
-                }                                                                                      \
-                float y[4];                                                                            \
-                _mm_storeu_ps(y, acc);                                                                 \
-                for (int t = 0; t < m; t++) out[j * nw + i0 + t] = y[t];                               \
-            }                                                                                          \
-    }                                                                                                  \
-    static size_t q_bytes_##name(int64_t n) { return RW_MM_QUAD * x_bytes_super(n); }                  \
-    static void convert_q_##name(const float *const *rows, int n_rows, void *xq, int64_t n) {          \
-        memset(xq, 0, q_bytes_##name(n));                                                              \
-        for (int r = 0; r < n_rows; r++) CONVERT(rows[r], (uint8_t *)xq + r * x_bytes_super(n), n);    \
-    }                                                                                                  \
-    static void tile_q_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, \
-                              int nx, float *out, int64_t os) {                                        \
-        const int nq = (nx + RW_MM_QUAD - 1) / RW_MM_QUAD;                                             \
-        for (int i = 0; i < nw; i++) {                                                                 \
-            __m128 acc[KQ_MAX_NQ];                                                                     \
-            for (int q = 0; q < nq; q++) acc[q] = _mm_setzero_ps();                                    \
-            for (int64_t sb = 0; sb < n / 256; sb++) {                                                 \
-                w_superm wsb;                                                                          \
-                UNPACK(w + i * ws, sb, &wsb);                                                          \
-                for (int q = 0; q < nq; q++) {                                                         \
-                    __m256i is8[4], ms8[4];                                                            \
-                    float d[4], dmin[4];                                                               \
-                    for (int t = 0; t < 4; t++) {                                                      \
-                        const x_super *xsb = (const x_super *)(xq + q * xqs + t * x_bytes_super(n)) + sb; \
-                        kq_lane_sums(&wsb, xsb, &is8[t], &ms8[t]);                                     \
-                        d[t] = wsb.d * xsb->d;                                                         \
-                        dmin[t] = wsb.dmin * xsb->d;                                                   \
-                    }                                                                                  \
-                    acc[q] = kq_step4(acc[q], is8, ms8, _mm_loadu_ps(d), _mm_loadu_ps(dmin));          \
-                }                                                                                      \
-            }                                                                                          \
-            for (int q = 0; q < nq; q++) {                                                             \
-                float y[4];                                                                            \
-                _mm_storeu_ps(y, acc[q]);                                                              \
-                for (int t = 0; t < 4 && 4 * q + t < nx; t++) out[(4 * q + t) * os + i] = y[t];         \
-            }                                                                                          \
-        }                                                                                              \
-    }
-
-KQUANT_EXACT_ROW(q5_K, unpackm_q5_K, convert_q8_K_perm)
-
-/* Group of 16 activation rows, per super-block: 4-byte piece p of the
- * quants of rows 0..15 (+128, unsigned, so that 4 weights can be broadcast
- * as vpdpbusd's signed operand); per row the sums of each 32 quants as
- * int16 pairs of consecutive sub-blocks; the rows' scales. */
-typedef struct {
-    uint8_t q[64][64];
-    int32_t s32[4][16];
-    float d[16];
-} xg_k;
-
-static size_t g_bytes_k(int64_t n) { return (size_t)(n / 256) * sizeof(xg_k); }
-
-static int32_t pair16(int a, int b) { return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16); }
-
-static void convert_q8_K_g(const float *const *rows, int n_rows, void *xg, int64_t n) {
-    xg_k *g = xg;
-    memset(xg, 0, g_bytes_k(n));
-    for (int64_t sb = 0; sb < n / 256; sb++) memset(g[sb].q, 0x80, sizeof g[sb].q); /* padding rows: 0 */
-    for (int r = 0; r < n_rows; r++)
-        for (int64_t sb = 0; sb < n / 256; sb++) {
-            x_super t;
-            convert_q8_K(rows[r] + sb * 256, &t, 256);
-            for (int p = 0; p < 64; p++)
-                for (int e = 0; e < 4; e++) g[sb].q[p][4 * r + e] = (uint8_t)(t.qs[4 * p + e] + 128);
-            for (int jj = 0; jj < 4; jj++)
-                g[sb].s32[jj][r] = pair16(t.bsums[4 * jj] + t.bsums[4 * jj + 1], t.bsums[4 * jj + 2] + t.bsums[4 * jj + 3]);
-            g[sb].d[r] = t.d;
-        }
-}
-
-/* One weight row's super-block, unpacked for broadcasting: quants as int8,
- * sub-block scales, the mins as int16 pairs, and c = -128 * sum_j sc_j *
- * (sum of sub-block j's quants), which removes the activations' +128. */
-typedef struct {
-    int8_t u[256];
-    int32_t sc[16];
-    int32_t mp[8];
-    int32_t c;
-    float d, dmin;
-} wk_unp;
-
-INLINE int32_t sum_u8_32(__m256i v) { /* sum of 32 unsigned bytes */
-    __m256i s4 = _mm256_sad_epu8(v, _mm256_setzero_si256());
-    __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-    return (int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1));
-}
-
-static void unpack_g_q5_K(const uint8_t *row, int64_t sb, wk_unp *o) {
-    const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
-    uint8_t sm[16];
-    _mm_storeu_si128((__m128i *)sm, k4_scales_mins(b->scales)); /* sc0..7, m0..7 */
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh); /* bit j of qh[l]: element 32j + l */
-    int32_t c = 0;
-    for (int i = 0; i < 4; i++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * i));
-        __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * i)))), lo,
-                                  _mm256_set1_epi8(16));
-        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * i + 1)))), hi,
-                                  _mm256_set1_epi8(16));
-        _mm256_storeu_si256((__m256i *)(o->u + 64 * i), lo);
-        _mm256_storeu_si256((__m256i *)(o->u + 64 * i + 32), hi);
-        c += sm[2 * i] * sum_u8_32(lo) + sm[2 * i + 1] * sum_u8_32(hi);
-    }
-    for (int j = 0; j < 8; j++) o->sc[j] = sm[j];
-    for (int jj = 0; jj < 4; jj++) o->mp[jj] = pair16(sm[8 + 2 * jj], sm[9 + 2 * jj]);
-    o->c = -128 * c;
-    o->d = f16_to_f32(b->d);
-    o->dmin = f16_to_f32(b->dmin);
-}
-
-INLINE __m512i bcast32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
-enum { KG_MAX_NG = 4 };
-
-/* SUB: elements per sub-block; XS: the activation sums the mins multiply.
- * Per super-block: the weight rows are unpacked once for up to 64 rows; a
- * sub-block's weights are broadcast 4 bytes at a time against the 16 rows'
- * quants, its sum scaled by vpmulld; the mins by vpdpwssd with XS. */
-#define KQUANT_GROUP_TILE(name, SUB, XS)                                                              \
-    static void tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, \
-                              int nx, float *out, int64_t os) {                                        \
-        const int ng = (nx + 15) / 16;                                                                 \
-        __m512 acc[KG_MAX_NG][NW];                                                                     \
-        for (int g = 0; g < ng; g++)                                                                   \
-            for (int i = 0; i < NW; i++) acc[g][i] = _mm512_setzero_ps();                              \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            _Alignas(64) wk_unp wu[NW];                                                                \
-            for (int i = 0; i < nw; i++) unpack_g_##name(w + i * ws, sb, &wu[i]);                      \
-            for (int g = 0; g < ng; g++) {                                                             \
-                const xg_k *xb = (const xg_k *)(xg + (size_t)g * xgs) + sb;                            \
-                __m512i isum[NW];                                                                      \
-                _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) isum[i] = _mm512_set1_epi32(wu[i].c); \
-                _Pragma("GCC unroll 2") for (int j = 0; j < 256 / SUB; j++) {                          \
-                    __m512i X[SUB / 4];                                                                \
-                    _Pragma("GCC unroll 8") for (int s = 0; s < SUB / 4; s++)                          \
-                        X[s] = _mm512_load_si512(xb->q[j * (SUB / 4) + s]);                            \
-                    _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) {                             \
-                        if (i >= nw) break;                                                            \
-                        const int8_t *u = wu[i].u + j * SUB;                                           \
-                        __m512i ra = _mm512_setzero_si512(), rb = _mm512_setzero_si512();              \
-                        _Pragma("GCC unroll 4") for (int s = 0; s < SUB / 4; s += 2) {                 \
-                            ra = _mm512_dpbusd_epi32(ra, X[s], bcast32(u + 4 * s));                    \
-                            rb = _mm512_dpbusd_epi32(rb, X[s + 1], bcast32(u + 4 * s + 4));            \
-                        }                                                                              \
-                        isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(ra, rb), \
-                                                                               _mm512_set1_epi32(wu[i].sc[j]))); \
-                    }                                                                                  \
-                }                                                                                      \
-                const __m512 dx = _mm512_load_ps(xb->d);                                               \
-                _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) {                                 \
-                    if (i >= nw) break;                                                                \
-                    __m512i ms = _mm512_setzero_si512();                                               \
-                    _Pragma("GCC unroll 8") for (int jj = 0; jj < 128 / SUB; jj++)                     \
-                        ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(xb->XS[jj]), _mm512_set1_epi32(wu[i].mp[jj])); \
-                    acc[g][i] = KQ_STEP(acc[g][i], isum[i], ms, _mm512_mul_ps(_mm512_set1_ps(wu[i].d), dx),        \
-                                        _mm512_mul_ps(_mm512_set1_ps(wu[i].dmin), dx), _mm512_cvtepi32_ps,     \
-                                        _mm512_fmsub_ps, _mm512_mul_ps, _mm512_add_ps);                        \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        for (int g = 0; g < ng; g++)                                                                   \
-            for (int i = 0; i < nw; i++) {                                                             \
-                float y[16];                                                                           \
-                _mm512_storeu_ps(y, acc[g][i]);                                                        \
-                for (int l = 0; l < 16 && g * 16 + l < nx; l++) out[(g * 16 + l) * os + i] = y[l];     \
-            }                                                                                          \
-    }
-
-KQUANT_GROUP_TILE(q5_K, 32, s32)
 
 /* ==== tiles of every shape, and the table ================================ */
 
@@ -1275,6 +1021,7 @@ TILE_DISPATCH(iq4_nl)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 TILE_DISPATCH(q4_K)
+TILE_DISPATCH(q5_K)
 TILE_DISPATCH(q6_K)
 TILE_DISPATCH(iq4_xs)
 
@@ -1293,11 +1040,7 @@ K(iq4_nl, x_bytes_chunks, convert_q8_0_b128)
 K(q2_K, x_bytes_super, convert_q8_K)
 K(q3_K, x_bytes_super, convert_q8_K)
 K(q4_K, x_bytes_super, convert_q8_K_perm)
-static const rw_mm_kernel kernel_q5_K = {.x_bytes = x_bytes_super, .convert_x = convert_q8_K_perm, .tile = tile_q5_K,
-                                          .max_nw = NW, .max_nx = 1, .g_bytes = g_bytes_k,
-                                          .convert_g = convert_q8_K_g, .tile_g = tile_g_q5_K, .max_ng = KG_MAX_NG,
-                                          .q_bytes = q_bytes_q5_K, .convert_q = convert_q_q5_K,
-                                          .tile_q = tile_q_q5_K, .max_nq = KQ_MAX_NQ};
+K(q5_K, x_bytes_super, convert_q8_K_perm)
 K(q6_K, x_bytes_super, convert_q8_K)
 K(iq4_xs, x_bytes_super, convert_q8_K)
 
