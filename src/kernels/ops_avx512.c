@@ -13,6 +13,61 @@
 #include "kernels/ops_int.h"
 #include "kernels/simd_avx512_int.h"
 
+/* One token of the kernel-4 causal conv, 16 channels at a time, with
+ * ops_conv.c's operations per channel: the four products added one by one
+ * onto +0 (oldest tap first; a multiply then an add, no fma), then the
+ * bias. The [channel][4] weights and [channel][3] state are taken apart and
+ * put back together with permutes. */
+int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, float *state, float *yt) {
+    const __m512i i4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i i3 = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45);
+    const __mmask16 past32[3] = {0xF800, 0xF800, 0xFC00}; /* lanes whose 3j + k >= 32 */
+    /* the new state [s1 s2 x] per channel: element e = 16m + l of the
+     * output is vector k = e % 3's lane j = e / 3 (k = 0: s1, 1: s2, 2: x) */
+    __m512i put[3];
+    __mmask16 from_x[3] = {0, 0, 0};
+    for (int m = 0; m < 3; m++) {
+        int src[16];
+        for (int l = 0; l < 16; l++) {
+            const int e = 16 * m + l, j = e / 3, k = e % 3;
+            src[l] = k == 2 ? j : j + 16 * k;
+            if (k == 2) from_x[m] |= (__mmask16)(1u << l);
+        }
+        put[m] = _mm512_loadu_si512(src);
+    }
+    int c = 0;
+    for (; c + 16 <= C; c += 16) {
+        const float *wc = w + (int64_t)c * 4;
+        float *st = state + (int64_t)c * 3;
+        const __m512 x = _mm512_loadu_ps(xt + c);
+        const __m512 l0 = _mm512_loadu_ps(wc), l1 = _mm512_loadu_ps(wc + 16), l2 = _mm512_loadu_ps(wc + 32),
+                     l3 = _mm512_loadu_ps(wc + 48);
+        const __m512 s0 = _mm512_loadu_ps(st), s1 = _mm512_loadu_ps(st + 16), s2 = _mm512_loadu_ps(st + 32);
+        __m512 wk[4], sk[3];
+        for (int k = 0; k < 4; k++) { /* tap k of channels 0-7 from l0:l1, 8-15 from l2:l3 */
+            const __m512i ik = _mm512_add_epi32(i4, _mm512_set1_epi32(k));
+            const __m512 lo = _mm512_permutex2var_ps(l0, ik, l1), hi = _mm512_permutex2var_ps(l2, ik, l3);
+            wk[k] = _mm512_insertf32x8(lo, _mm512_castps512_ps256(hi), 1);
+        }
+        for (int k = 0; k < 3; k++) { /* state k of channel j is element 3j + k of s0:s1:s2 */
+            const __m512i ik = _mm512_add_epi32(i3, _mm512_set1_epi32(k));
+            const __m512 t = _mm512_permutex2var_ps(s0, ik, s1);
+            sk[k] = _mm512_mask_permutexvar_ps(t, past32[k], _mm512_sub_epi32(ik, _mm512_set1_epi32(32)), s2);
+        }
+        __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(sk[0], wk[0]));
+        sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[1], wk[1]));
+        sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[2], wk[2]));
+        sum = _mm512_add_ps(sum, _mm512_mul_ps(x, wk[3]));
+        if (bias) sum = _mm512_add_ps(sum, _mm512_loadu_ps(bias + c));
+        for (int m = 0; m < 3; m++) {
+            const __m512 o = _mm512_permutex2var_ps(sk[1], put[m], sk[2]);
+            _mm512_storeu_ps(st + 16 * m, _mm512_mask_permutexvar_ps(o, from_x[m], put[m], x));
+        }
+        _mm512_storeu_ps(yt + c, sum);
+    }
+    return c;
+}
+
 void rw_silu_avx512(const float *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, rw_silu16(_mm512_loadu_ps(x + i)));

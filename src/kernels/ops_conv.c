@@ -5,6 +5,7 @@
  * oldest, as ggml_ssm_conv does over its concatenated [state | inputs]
  * buffer, so calling once per token or once per run gives the same bits. */
 #include "kernels/ops.h"
+#include "kernels/ops_int.h"
 
 /* Kernel 4 (every model here), with the tap count known to the compiler so
  * it vectorises across channels; the same operations in the same order. */
@@ -30,7 +31,9 @@ void rw_conv1d_causal(const float *x, int64_t x_stride, int64_t n_t, int C, int 
         const float *xt = x + t * x_stride;
         float *yt = y + t * y_stride;
         if (K == 4) {
-            conv_k4(xt, C, w, bias, state, yt);
+            const int done = rw_ops_use_avx512() ? rw_conv_k4_avx512(xt, C, w, bias, state, yt) : 0;
+            conv_k4(xt + done, C - done, w + (int64_t)done * 4, bias ? bias + done : NULL, state + (int64_t)done * 3,
+                    yt + done);
             if (silu) rw_silu(yt, yt, C);
             continue;
         }
