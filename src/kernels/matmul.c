@@ -116,19 +116,24 @@ typedef struct {
                  int nx, float *out, int64_t out_stride);
 } mm_form;
 
-/* One group's share of a call (a plain matmul is one group). Its activation
- * rows are converted into "slots" of the scratch: one row each, or, when the
- * group is packed (form non-NULL: the kernel's group or quad form),
- * form->rows rows each. */
+/* One matrix-and-rows piece of a call (an mm_group before the work split). */
 typedef struct {
-    const uint8_t *w;
+    const uint8_t *w; /* the matrix's first row */
     size_t w_stride;
     int64_t n_out;
     float *y;
     int64_t y_stride;
     const int32_t *x_rows, *y_rows;
     int64_t n_rows;
-    const mm_form *form; /* NULL: one row per slot, the kernel's tile */
+} mm_spec;
+
+/* One group's share of a call (a plain matmul is one group). Its activation
+ * rows are converted into "slots" of the scratch: one row each, or, when the
+ * group is packed (form non-NULL: the kernel's group or quad form),
+ * form->rows rows each. */
+typedef struct {
+    mm_spec sp;                   /* the matrix and its rows */
+    const mm_form *form;          /* NULL: one row per slot, the kernel's tile */
     int64_t slot0, n_slots;       /* this group's slots in the call's slot numbering */
     size_t off0, slot_bytes;      /* byte offset of its first slot in the scratch; bytes per slot */
     int64_t bw, bx;               /* weight rows / activation rows per task */
@@ -163,7 +168,7 @@ static const mm_group *group_of(const mm_job *j, int64_t v, bool by_task) {
 }
 
 static const float *x_row(const mm_job *j, const mm_group *g, int64_t i) {
-    return j->x + (g->x_rows ? g->x_rows[i] : i) * j->x_stride;
+    return j->x + (g->sp.x_rows ? g->sp.x_rows[i] : i) * j->x_stride;
 }
 
 static void convert_task(void *ctx, int64_t task, int thread) {
@@ -183,14 +188,14 @@ static void convert_task(void *ctx, int64_t task, int thread) {
         const float *rows[RW_MM_GROUP];
         const int per = g->form->rows;
         int n = 0;
-        for (int64_t r = i * per; r < g->n_rows && n < per; r++) rows[n++] = x_row(j, g, r);
+        for (int64_t r = i * per; r < g->sp.n_rows && n < per; r++) rows[n++] = x_row(j, g, r);
         g->form->convert(rows, n, dst, j->n_in);
     }
 }
 
 static void store_rows(const mm_job *j, const mm_group *g, int64_t r, int nx, int64_t o, int nw, const float *out) {
     for (int b = 0; b < nx; b++) {
-        float *dst = g->y + (g->y_rows ? g->y_rows[r + b] : r + b) * g->y_stride + o;
+        float *dst = g->sp.y + (g->sp.y_rows ? g->sp.y_rows[r + b] : r + b) * g->sp.y_stride + o;
         for (int i = 0; i < nw; i++) dst[i] = out[b * nw + i]; /* nw is small: no memcpy call */
     }
 }
@@ -202,8 +207,8 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     while (task - g->task0 >= g->n_wblocks * g->n_xblocks) g++; /* skip groups without tasks */
     int64_t t = task - g->task0;
     int64_t wb = t / g->n_xblocks, xb = t % g->n_xblocks;
-    int64_t o0 = wb * g->bw, o1 = o0 + g->bw < g->n_out ? o0 + g->bw : g->n_out;
-    int64_t r0 = xb * g->bx, r1 = r0 + g->bx < g->n_rows ? r0 + g->bx : g->n_rows;
+    int64_t o0 = wb * g->bw, o1 = o0 + g->bw < g->sp.n_out ? o0 + g->bw : g->sp.n_out;
+    int64_t r0 = xb * g->bx, r1 = r0 + g->bx < g->sp.n_rows ? r0 + g->bx : g->sp.n_rows;
     const uint8_t *xq = j->xq + g->off0;
     float out[MAX_TILE];
     if (g->form) { /* r0 is a multiple of the form's rows (bx is) */
@@ -212,13 +217,14 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
             int nw = (int)(o1 - o < mw ? o1 - o : mw);
             for (int64_t r = r0; r < r1; r += mr) {
                 int nx = (int)(r1 - r < mr ? r1 - r : mr);
-                const uint8_t *w = g->w + (size_t)o * g->w_stride, *xg = xq + (size_t)(r / per) * g->slot_bytes;
-                if (!g->y_rows) { /* straight into y */
-                    g->form->tile(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, g->y + r * g->y_stride + o,
-                                 g->y_stride);
+                const uint8_t *w = g->sp.w + (size_t)o * g->sp.w_stride;
+                const uint8_t *xg = xq + (size_t)(r / per) * g->slot_bytes;
+                if (!g->sp.y_rows) { /* straight into y */
+                    g->form->tile(j->n_in, w, g->sp.w_stride, nw, xg, g->slot_bytes, nx,
+                                  g->sp.y + r * g->sp.y_stride + o, g->sp.y_stride);
                     continue;
                 }
-                g->form->tile(j->n_in, w, g->w_stride, nw, xg, g->slot_bytes, nx, out, nw);
+                g->form->tile(j->n_in, w, g->sp.w_stride, nw, xg, g->slot_bytes, nx, out, nw);
                 store_rows(j, g, r, nx, o, nw, out);
             }
         }
@@ -235,25 +241,14 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
         int nw = (int)(o1 - o < mw ? o1 - o : mw);
         for (int64_t r = r0; r < r1; r += mx) {
             int nx = (int)(r1 - r < mx ? r1 - r : mx);
-            j->k->tile(j->n_in, g->w + (size_t)o * g->w_stride, g->w_stride, nw, xq + (size_t)r * g->slot_bytes,
-                       g->slot_bytes, nx, out);
+            j->k->tile(j->n_in, g->sp.w + (size_t)o * g->sp.w_stride, g->sp.w_stride, nw,
+                       xq + (size_t)r * g->slot_bytes, g->slot_bytes, nx, out);
             store_rows(j, g, r, nx, o, nw, out);
         }
     }
 }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-
-/* One matrix-and-rows piece of a call (mm_group before the work split). */
-typedef struct {
-    const void *data;
-    size_t w_stride;
-    int64_t n_out;
-    float *y;
-    int64_t y_stride;
-    const int32_t *x_rows, *y_rows;
-    int64_t n_rows;
-} mm_spec;
 
 /* Checks w against the kernel rules; *row_bytes gets its packed row size. */
 static rw_status check_matrix(const rw_matrix *w, uint64_t *row_bytes, rw_error *err) {
@@ -295,9 +290,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
         const mm_form *form = k->q_bytes && n >= 2 && n <= QUAD_MAX ? &quad
                               : k->g_bytes && n >= PACK_MIN       ? &group
                                                                   : NULL;
-        *g = (mm_group){.w = sp->data, .w_stride = sp->w_stride, .n_out = sp->n_out, .y = sp->y,
-                        .y_stride = sp->y_stride, .x_rows = sp->x_rows, .y_rows = sp->y_rows, .n_rows = n,
-                        .form = form, .slot0 = slot0, .off0 = off, .task0 = task0,
+        *g = (mm_group){.sp = *sp, .form = form, .slot0 = slot0, .off0 = off, .task0 = task0,
                         .slot_bytes = form == &quad ? quad_slot : form ? group_slot : row_slot};
         g->n_slots = form ? (n + form->rows - 1) / form->rows : n;
         if (n && sp->n_out) {
@@ -367,7 +360,7 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     mm_spec *specs = malloc(sizeof *specs * (size_t)n_groups); /* freed below */
     if (!specs) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
     for (int64_t g = 0; g < n_groups; g++)
-        specs[g] = (mm_spec){.data = groups[g].data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
+        specs[g] = (mm_spec){.w = groups[g].data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
                              .n_out = w->n_out, .y = y, .y_stride = y_stride, .x_rows = groups[g].x_rows,
                              .y_rows = groups[g].y_rows, .n_rows = groups[g].n_rows};
     st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
@@ -401,7 +394,7 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
             rw_status st = check_matrix(ws[i], &row_bytes, err);
             if (st) return st;
             if (!ws[i]->data || !ys[i]) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
-            specs[i - i0] = (mm_spec){.data = ws[i]->data,
+            specs[i - i0] = (mm_spec){.w = ws[i]->data,
                                       .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
                                       .n_out = ws[i]->n_out, .y = ys[i], .y_stride = y_strides[i], .n_rows = n_rows};
         }

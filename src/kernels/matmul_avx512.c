@@ -376,7 +376,7 @@ INLINE __m512i block_sums16(const __m512i p[8]) {
                             _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Byte offsets of the 16 blocks of a group in V order (for the scale gather). */
+/* Byte offset of block j of a weight row (for the scale gathers). */
 #define Q8_VOFF(j) ((j) * (int)sizeof(rw_block_q8_0))
 
 INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg) {
@@ -582,7 +582,8 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
     /* the scales, converted once per octet: lane 4j + r of the even (odd) vector takes block 2j (2j+1) */
     const __m512i even_idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
     const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
-    const __m256i doff = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+    const __m256i doff = _mm256_setr_epi32(Q8_VOFF(0), Q8_VOFF(1), Q8_VOFF(2), Q8_VOFF(3), Q8_VOFF(4), Q8_VOFF(5),
+                                           Q8_VOFF(6), Q8_VOFF(7));
     __m512 acc[Q8Q_MAX_NQ];
     _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) acc[qd] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
