@@ -213,8 +213,7 @@ int rw_bench_serve(int argc, char **argv) {
         .draft_tok = dtok,
         .draft_max = (int)draft_max,
         .draft_fixed = draft_fixed,
-        /* as rewind serve: a CPU decode pass streams the weights */
-        .draft_cost = dg ? (float)((double)rw_gguf_file_size(dg) / (double)rw_gguf_file_size(g)) : 0.0f};
+        .draft_cost = rw_cli_draft_cost(dg, g)};
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const rw_server_config sc = {.model_id = "bench", .port = 0};
     if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;

@@ -311,7 +311,7 @@ int rw_bench_spec(int argc, char **argv) {
     fixed4.adaptive = false;
     rw_spec_params adapt = rw_spec_params_default();
     adapt.k_max = 4;
-    if (dm) adapt.draft_cost = (float)((double)rw_gguf_file_size(dg) / (double)rw_gguf_file_size(g));
+    if (dm) adapt.draft_cost = rw_cli_draft_cost(dg, g);
     for (int pass = 0; pass < 2; pass++) {
         const int n = pass == 0 ? 1 : (int)n_seqs;
         if (n <= 0) continue;

@@ -41,6 +41,11 @@ void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
  * the exit status after printing the error. */
 /* Opens path and loads its model; on success the caller frees *m then *g. */
 int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model **m);
+
+/* The cost of one draft pass relative to one target pass for the adaptive
+ * rule of speculative decoding (engine/spec.h): a CPU decode pass streams
+ * the weights, so the ratio of the files' sizes; 0 without a draft. */
+float rw_cli_draft_cost(const rw_gguf *draft, const rw_gguf *target);
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);
 int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out);

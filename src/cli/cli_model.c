@@ -86,3 +86,7 @@ int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, l
     *out = v;
     return 0;
 }
+
+float rw_cli_draft_cost(const rw_gguf *draft, const rw_gguf *target) {
+    return draft ? (float)((double)rw_gguf_file_size(draft) / (double)rw_gguf_file_size(target)) : 0.0f;
+}

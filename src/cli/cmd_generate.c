@@ -165,8 +165,7 @@ int rw_cmd_generate(int argc, char **argv) {
             rw_error_prefix(&err, "%s", draft_path);
             goto fail;
         }
-        /* a CPU decode pass streams the weights: the draft's cost is about its size */
-        spp.draft_cost = (float)((double)rw_gguf_file_size(dg) / (double)rw_gguf_file_size(g));
+        spp.draft_cost = rw_cli_draft_cost(dg, g);
     }
     int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
     if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;

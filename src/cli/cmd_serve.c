@@ -146,10 +146,7 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .draft_tok = dtok,
                                  .draft_max = (int)draft_max,
                                  .draft_fixed = draft_fixed,
-                                 /* a CPU decode pass streams the weights: the draft's cost is about its size */
-                                 .draft_cost = dg ? (float)((double)rw_gguf_file_size(dg) /
-                                                            (double)rw_gguf_file_size(g))
-                                                  : 0.0f};
+                                 .draft_cost = rw_cli_draft_cost(dg, g)};
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
