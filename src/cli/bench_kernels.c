@@ -154,23 +154,17 @@ typedef struct {
     size_t working_set;
 } type_result;
 
-/* Fastest pass (seconds) of one-row matmuls over every matrix of every
- * copy, among passes run for at least min_time and min_passes: the best
- * pass, because the machine may be shared and a pass can be interrupted. */
-static double time_rows(rw_dtype t, uint8_t *const *copies, int n_copies, const float *x, float *y, int64_t n_rows,
+/* Fastest pass (seconds) of n_rows-row matmuls over every matrix (every
+ * shape of every copy), among passes run for at least min_time and
+ * min_passes: the best pass, because the machine may be shared and a pass
+ * can be interrupted. */
+static double time_rows(const rw_matrix *mats, int n_mats, const float *x, float *y, int64_t n_rows,
                         rw_threadpool *pool, double min_time, int min_passes) {
     double start = now_s(), best = 1e30;
     int passes = 0;
     do {
         double t0 = now_s();
-        for (int c = 0; c < n_copies; c++) {
-            size_t off = 0;
-            for (int s = 0; s < N_LAYER_SHAPES; s++) {
-                rw_matrix w = {t, copies[c] + off, layer_shapes[s].n_in, layer_shapes[s].n_out, 0};
-                rw_matmul(&w, x, layer_shapes[s].n_in, n_rows, y, layer_shapes[s].n_out, pool, NULL);
-                off += matrix_bytes(t, &layer_shapes[s]);
-            }
-        }
+        for (int i = 0; i < n_mats; i++) rw_matmul(&mats[i], x, mats[i].n_in, n_rows, y, mats[i].n_out, pool, NULL);
         double dt = now_s() - t0;
         if (dt < best) best = dt;
         passes++;
@@ -183,7 +177,7 @@ static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, flo
                             rw_threadpool *pool, int reps) {
     double ops = 0, time = 0;
     for (size_t s = 0; s < sizeof many_shapes / sizeof many_shapes[0]; s++) {
-        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0};
+        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL};
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = now_s();
@@ -216,20 +210,41 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
         if (!copies[c]) ok = false;
         else fill_weights(t, copies[c], layer_bytes);
     }
+    /* every matrix of every copy, with its panels (rw_matmul_pack) where
+     * the kernel has a panel form, as a loaded model has them: the few-row
+     * calls use them, one-row calls read the rows as they are */
+    const int n_mats = n_copies * N_LAYER_SHAPES;
+    rw_matrix *mats = ok ? calloc((size_t)n_mats, sizeof *mats) : NULL;
+    void **panels = ok ? calloc((size_t)n_mats, sizeof *panels) : NULL;
+    ok = ok && mats && panels;
+    for (int c = 0; ok && c < n_copies; c++) {
+        size_t off = 0;
+        for (int s = 0; ok && s < N_LAYER_SHAPES; s++) {
+            rw_matrix *w = &mats[c * N_LAYER_SHAPES + s];
+            *w = (rw_matrix){.type = t, .data = copies[c] + off, .n_in = layer_shapes[s].n_in,
+                             .n_out = layer_shapes[s].n_out};
+            ok = rw_matmul_pack(w, &panels[c * N_LAYER_SHAPES + s], NULL) == RW_OK;
+            w->panels = panels[c * N_LAYER_SHAPES + s];
+            off += matrix_bytes(t, &layer_shapes[s]);
+        }
+    }
     if (ok) {
         for (int i = 0; i < MANY_ROWS * 3584; i++) x[i] = frand();
         double wbytes = (double)r->working_set;
-        time_rows(t, copies, n_copies, x, y, 1, pool, 0, 1); /* warm-up: page faults, caches */
-        double one = time_rows(t, copies, n_copies, x, y, 1, pool, quick ? 0 : 0.5, quick ? 1 : 3);
+        time_rows(mats, n_mats, x, y, 1, pool, 0, 1); /* warm-up: page faults, caches */
+        double one = time_rows(mats, n_mats, x, y, 1, pool, quick ? 0 : 0.5, quick ? 1 : 3);
         r->one_gbs = wbytes / one / 1e9;
         for (int f = 0; f < 4; f++)
-            r->few_cost[f] = time_rows(t, copies, n_copies, x, y, few_rows[f], pool, quick ? 0 : 0.3, quick ? 1 : 2) / one;
+            r->few_cost[f] = time_rows(mats, n_mats, x, y, few_rows[f], pool, quick ? 0 : 0.3, quick ? 1 : 2) / one;
         rw_kernel_tier_set(RW_TIER_REF);
-        r->one_ref_gbs = wbytes / time_rows(t, copies, n_copies, x, y, 1, pool, 0, 1) / 1e9;
+        r->one_ref_gbs = wbytes / time_rows(mats, n_mats, x, y, 1, pool, 0, 1) / 1e9;
         r->many_ref_gops = many_row_gops(t, copies[0], x, y, quick ? 2 : REF_MANY_ROWS, pool, 1);
         rw_kernel_tier_set(fast);
         r->many_gops = many_row_gops(t, copies[0], x, y, quick ? 32 : MANY_ROWS, pool, quick ? 1 : 3);
     }
+    for (int i = 0; panels && i < n_mats; i++) free(panels[i]);
+    free(panels);
+    free(mats);
     for (int c = 0; copies && c < n_copies; c++) free(copies[c]);
     free(copies);
     free(x);

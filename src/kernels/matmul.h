@@ -44,7 +44,18 @@ typedef struct {
     int64_t n_in;
     int64_t n_out;
     size_t row_stride;
+    const void *panels; /* the rows repacked by rw_matmul_pack, or NULL; borrowed */
 } rw_matrix;
+
+/* Repacks w's rows for the current tier's panel form, the fastest from two
+ * activation rows up (speculative verify passes, decode batches, prefill),
+ * when the tier has one for w's type (Q8_0 with AVX-512).
+ * *panels gets a buffer of about w's size that the caller frees with free()
+ * once no matrix points to it, or NULL when there is no such form; set
+ * w->panels to it. Results never depend on whether a matrix has panels.
+ * RW_PANELS=0 in the environment turns the form off (for comparisons).
+ * RW_ERR_NOMEM if the buffer cannot be allocated. */
+rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err);
 
 /* True if rw_matmul accepts weights of type t. */
 bool rw_matmul_supports(rw_dtype t);

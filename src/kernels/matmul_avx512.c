@@ -647,6 +647,140 @@ static void tile_q_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     }
 }
 
+/* ---- few rows, repacked weights: the panel form -------------------------
+ *
+ * rw_matmul_pack lays a Q8_0 matrix out in panels of 16 weight rows: per
+ * block, 8 x 64 bytes (dword s of the block for rows 0..15, biased +128 to
+ * unsigned), then, after the quants of every block, per block the 16 rows'
+ * f16 scales: 544 bytes a block, as many as the 16 rows take in the GGUF
+ * layout, and the quants stay 64-byte aligned when the panel is. Blocks are
+ * stored in the order the tile takes them: accumulator k = 0..3 outermost,
+ * then octet o, then blocks 8o+2k and 8o+2k+1. One register holds one activation row's
+ * accumulator k for 16 outputs and the activation's quants are broadcast 4
+ * bytes at a time, so every lane works whatever the number of rows, and a
+ * panel block is loaded once for all of them. Per output this is the lane
+ * form's arithmetic: acc[k] = fma(isum_b, dw_b * dx_b, acc[k]) over blocks
+ * 2k, 2k+1 of each octet in order (acc[k] depends on no other k, so k may
+ * come first), y = (acc[0] + acc[1]) + (acc[2] + acc[3]); isum is exact
+ * (the weights' bias removed with -128 * the sum of the activation's
+ * quants). */
+typedef struct {
+    uint8_t q[8][64];
+} wp_q8_blk;
+
+enum { Q8P_ROWS = 16, Q8P_MAX_NX = 16 };
+
+/* One activation row's block: quants, scale, -128 * sum of the quants. */
+typedef struct {
+    int8_t q[32];
+    float d;
+    int32_t corr;
+} xp_q8_blk;
+
+static size_t p_bytes_q8(int64_t n) { return (size_t)(n / 32) * sizeof(xp_q8_blk); }
+
+static void convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    xp_q8_blk *x = xp;
+    memset(xp, 0, p_bytes_q8(n));
+    if (n_rows < 1) return;
+    for (int64_t b = 0; b < n / 32; b++) {
+        float d_raw;
+        int sum;
+        quantize_block32(rows[0] + b * 32, x[b].q, &x[b].d, &d_raw, &sum);
+        x[b].corr = -128 * sum;
+    }
+}
+
+static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
+        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
+        uint16_t(*d)[16] = (uint16_t(*)[16])(q + nb);
+        for (int k = 0; k < 4; k++)
+            for (int64_t o = 0; o < n_oct; o++)
+                for (int h = 0; h < 2; h++) {
+                    const int64_t b = 8 * o + 2 * k + h;
+                    if (b >= nb) continue;
+                    memset(q->q, 0x80, sizeof q->q); /* rows past n_out: weights 0 */
+                    memset(*d, 0, sizeof *d);
+                    for (int l = 0; l < Q8P_ROWS && p0 + l < n_out; l++) {
+                        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + (size_t)(p0 + l) * ws) + b;
+                        for (int s = 0; s < 8; s++)
+                            for (int t = 0; t < 4; t++) q->q[s][4 * l + t] = (uint8_t)(blk->qs[4 * s + t] ^ 0x80);
+                        (*d)[l] = blk->d;
+                    }
+                    q++, d++;
+                }
+    }
+}
+
+/* acc += dpbusd(w, the 4 bytes at p broadcast): GCC does not fold the
+ * broadcast into the instruction's memory operand by itself, and the
+ * separate broadcasts cost as many instructions as the products. */
+#define DPBUSD_BCST(acc, w, p) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(p)))
+
+/* One panel (16 outputs) against R activation rows; out[r * os + l] for
+ * outputs l < nl. */
+INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int nl, float *out,
+                           int64_t os, const int R) {
+    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
+    __m512 sums[Q8P_MAX_NX];
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) sums[r] = _mm512_setzero_ps();
+    __m512 part[2][Q8P_MAX_NX]; /* (acc[0] + acc[1]) and (acc[2] + acc[3]) */
+    for (int k = 0; k < 4; k++) {
+        __m512 acc[Q8P_MAX_NX];
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t o = 0; o < n_oct; o++)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const int64_t b = 8 * o + 2 * k + h;
+                if (b >= nb) break;
+                __m512i W[8];
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) W[s] = _mm512_loadu_si512(P->q[s]);
+                const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
+                P++, D++;
+                _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+                    const xp_q8_blk *xb = (const xp_q8_blk *)(xp + (size_t)r * xps) + b;
+                    const i32u *xq = (const i32u *)xb->q;
+                    __m512i ia = _mm512_set1_epi32(xb->corr);
+                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) DPBUSD_BCST(ia, W[s], xq + s);
+                    const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
+                }
+            }
+        /* acc[0] + acc[1] and acc[2] + acc[3] as soon as both are done */
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+            if (k % 2 == 0) part[k / 2][r] = acc[r];
+            else part[k / 2][r] = _mm512_add_ps(part[k / 2][r], acc[r]);
+        }
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+        sums[r] = _mm512_add_ps(part[0][r], part[1][r]);
+        if (nl == Q8P_ROWS) _mm512_storeu_ps(out + r * os, sums[r]);
+        else _mm512_mask_storeu_ps(out + r * os, (__mmask16)((1u << nl) - 1), sums[r]);
+    }
+}
+
+/* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
+ * panel spans 16 * ws); nw rows from there, nx <= Q8P_MAX_NX activation
+ * rows; out[r * os + i]. */
+static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os) {
+    for (int i = 0; i < nw; i += Q8P_ROWS) {
+        const wp_q8_blk *P = (const wp_q8_blk *)(w + (size_t)i * ws);
+        const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
+        switch (nx) { /* a constant row count keeps every accumulator in a register */
+#define PANEL_CASE(R)                                                                                                \
+    case R: q8_0_panel_dot(n, P, xp, xps, nl, out + i, os, R); break;
+            PANEL_CASE(1) PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7)
+            PANEL_CASE(8) PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14)
+            PANEL_CASE(15) PANEL_CASE(16)
+#undef PANEL_CASE
+        default: break;
+        }
+    }
+}
+
 /* ==== K-quants with Q8_K activations ===================================== */
 
 /* Activation super-block: d as in Q8_K (1/iscale), quants, and the sums of
@@ -1032,7 +1166,8 @@ K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
 static const rw_mm_kernel kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
                                           g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
-                                          q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ};
+                                          q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ,
+                                          p_bytes_q8, convert_q8_0_p, tile_p_q8_0, pack_q8_0_p, Q8P_ROWS, Q8P_MAX_NX};
 K(q4_0, x_bytes_chunks, convert_q8_0_b8)
 K(q4_1, x_bytes_chunks, convert_q8_1)
 K(q5_0, x_bytes_chunks, convert_q8_0_b16)

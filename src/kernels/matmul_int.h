@@ -28,6 +28,16 @@
  * call), used for calls of 2 .. 32 rows, where the group form would pad
  * most of its lanes and the one-row tile would redo its per-row work for
  * every row.
+ *
+ * And a panel form over repacked weights (p_bytes non-NULL): pack_p lays a
+ * matrix out in panels of p_rows weight rows (rw_matmul_pack; the panels
+ * take as many bytes as the rows, p_rows * w_stride per panel with w_stride
+ * the dense row size); convert_p converts one activation row per slot;
+ * tile_p computes out[r*out_stride + i] = dot(W row i, activation row r)
+ * for i < nw (w: the panel holding row 0, nw any count) and
+ * r < nx <= max_np, each output bitwise what tile gives. Used for the rows
+ * the quad form would take when the matrix has panels: every lane works
+ * whatever the row count.
  */
 #ifndef RW_KERNELS_MATMUL_INT_H
 #define RW_KERNELS_MATMUL_INT_H
@@ -59,6 +69,13 @@ typedef struct {
     void (*tile_q)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq, size_t xq_stride,
                    int nx, float *out, int64_t out_stride);
     int max_nq;
+    /* panel form (optional) */
+    size_t (*p_bytes)(int64_t n_in); /* bytes of one converted activation row */
+    void (*convert_p)(const float *const *rows, int n_rows, void *xp, int64_t n_in);
+    void (*tile_p)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xp, size_t xp_stride,
+                   int nx, float *out, int64_t out_stride);
+    void (*pack_p)(const uint8_t *w, size_t w_stride, int64_t n_in, int64_t n_out, uint8_t *dst);
+    int p_rows, max_np;
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

@@ -20,7 +20,30 @@ static rw_status check_dims(const rw_gguf_tensor *t, uint32_t n_dims, const int6
     return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape %s, expected %s", t->name, got, want);
 }
 
-rw_status mdl_bind_matrix(const rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
+rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err) {
+    if (m->n_mats == m->cap_mats) {
+        const int cap = m->cap_mats ? 2 * m->cap_mats : 64;
+        rw_matrix **mats = realloc(m->mats, sizeof *mats * (size_t)cap);
+        if (!mats) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        m->mats = mats;
+        m->cap_mats = cap;
+    }
+    m->mats[m->n_mats++] = w;
+    return RW_OK;
+}
+
+rw_status mdl_pack_matrices(rw_model *m, rw_error *err) {
+    m->panels = calloc((size_t)(m->n_mats ? m->n_mats : 1), sizeof *m->panels);
+    if (!m->panels) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_mats; i++) {
+        rw_status st = rw_matmul_pack(m->mats[i], &m->panels[i], err);
+        if (st) return st;
+        m->mats[i]->panels = m->panels[i];
+    }
+    return RW_OK;
+}
+
+rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                           rw_matrix *out, rw_error *err) {
     *out = (rw_matrix){0};
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
@@ -32,7 +55,7 @@ rw_status mdl_bind_matrix(const rw_model *m, const char *name, int64_t n_in, int
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has type %s, which has no matmul kernel", name,
                          rw_dtype_name(t->type));
     *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out};
-    return RW_OK;
+    return mdl_note_matrix(m, out, err);
 }
 
 rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
@@ -65,8 +88,10 @@ rw_status mdl_bind_common(rw_model *m, rw_error *err) {
     st = mdl_bind_matrix(m, "output.weight", hp->n_embd, m->hp.n_vocab, false, &m->output, err);
     if (st) return st;
     m->hp.tied_output = m->output.data == NULL;
-    if (m->hp.tied_output)
+    if (m->hp.tied_output) {
         m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab};
+        if ((st = mdl_note_matrix(m, &m->output, err))) return st;
+    }
     st = mdl_bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);
     if (st) return st;
     m->hp.has_rope_freqs = m->rope_freqs != NULL;

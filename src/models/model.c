@@ -16,7 +16,7 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
     if (!m) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     m->g = g;
     m->arch = a;
-    if ((st = a->read_hparams(g, a, &m->hp, err)) || (st = a->bind(m, err))) {
+    if ((st = a->read_hparams(g, a, &m->hp, err)) || (st = a->bind(m, err)) || (st = mdl_pack_matrices(m, err))) {
         rw_model_free(m);
         return st;
     }
@@ -28,6 +28,9 @@ void rw_model_free(rw_model *m) {
     if (!m) return;
     if (m->arch && m->arch->free_ext) m->arch->free_ext(m);
     mdl_scratch_free(&m->sc);
+    for (int i = 0; m->panels && i < m->n_mats; i++) free(m->panels[i]);
+    free(m->panels);
+    free(m->mats);
     free(m->layers);
     free(m);
 }

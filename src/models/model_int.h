@@ -82,6 +82,12 @@ struct rw_model {
     mdl_dense_layer *layers;        /* [n_layer], owned */
     mdl_scratch sc;                 /* owned, grown on demand */
     void *ext;                      /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
+    /* every weight matrix bound (pointers into layers / ext / output), and
+     * its rows repacked for the kernels' few-row form (rw_matmul_pack) or
+     * NULL: both arrays and the panels are owned, freed by rw_model_free */
+    rw_matrix **mats;
+    void **panels;
+    int n_mats, cap_mats;
 };
 
 /* A sequence: its token ids and one state per layer (cache/state.h). The
@@ -147,8 +153,13 @@ rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_mode
 
 /* bind.c: tensor lookup with shape and type checks. A missing optional
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
-rw_status mdl_bind_matrix(const rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
+rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                           rw_matrix *out, rw_error *err);
+/* Notes a bound matrix for mdl_pack_matrices (mdl_bind_matrix does it). */
+rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
+/* Repacks every noted matrix for the kernels' few-row form, once the model
+ * is bound (the matrices no longer move). */
+rw_status mdl_pack_matrices(rw_model *m, rw_error *err);
 rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err);
 /* Binds token_embd, output_norm, output (or ties it), rope_freqs. */

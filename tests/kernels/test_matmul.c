@@ -125,7 +125,7 @@ static void check_reference(rw_dtype t, bool small) {
     void *wdata = make_weights(t, n_out, n_in, &rb);
     float *x = make_x(n_rows, n_in), *y = malloc(sizeof(float) * (size_t)(n_rows * n_out));
     float *wf = malloc(sizeof(float) * (size_t)n_in);
-    rw_matrix w = {t, wdata, n_in, n_out, 0};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
     run_tier(RW_TIER_REF, &w, x, n_rows, y, NULL);
     int64_t vb = (int64_t)rw_dtype_block_size(rw_matmul_vec_dot_type(t));
     for (int64_t o = 0; o < n_out; o++) {
@@ -172,7 +172,7 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
         int64_t n_in = lens[li], n_out = small ? 19 : 37;
         size_t rb;
         void *wdata = make_weights(t, n_out, n_in, &rb);
-        rw_matrix w = {t, wdata, n_in, n_out, 0};
+        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             int64_t n_rows = rows_list[ri];
             if (small && n_rows > 33) continue;
@@ -203,15 +203,16 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
 
 /* 3. batch invariance within one tier */
 static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pools[3]) {
-    /* 2..32 rows take the quad form where a kernel has one (17: two tile
-     * calls), 33 and more the group form; 11 blocks of 32 are one whole
+    /* 2..32 rows take the quad form where a kernel has one, or the panel
+     * form for a repacked matrix (17: two tile calls), 33 and more the
+     * group form; 11 blocks of 32 are one whole
      * octet of the quad form and a partial one */
     static const int64_t rows_list[] = {1, 2, 3, 5, 7, 9, 16, 17, 33, 64, 300};
     int64_t n_in = block_len(t) == 32 ? 352 : 256, n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
     void *wdata = make_weights(t, n_out, n_in, &rb), *wdata2 = make_weights(t, n_out, n_in, &rb);
-    rw_matrix w = {t, wdata, n_in, n_out, 0}, w2 = {t, wdata2, n_in, n_out, 0};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL}, w2 = {t, wdata2, n_in, n_out, 0, NULL};
     float *x = make_x(max_rows, n_in);
     float *alone = malloc(sizeof(float) * (size_t)(max_rows * n_out));
     float *alone2 = malloc(sizeof(float) * (size_t)(max_rows * n_out)); /* with the second matrix */
@@ -223,6 +224,15 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
         CHECK(rw_matmul(&w2, x + r * n_in, n_in, 1, alone2 + r * n_out, n_out, NULL, &err) == RW_OK);
     }
     bool ok = true;
+    void *panels = NULL, *panels2 = NULL;
+    /* pass 1: with the matrices repacked for the panel form (where the
+     * tier has one), which then takes 2..32 rows */
+    for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+        CHECK(rw_matmul_pack(&w, &panels, &err) == RW_OK && rw_matmul_pack(&w2, &panels2, &err) == RW_OK);
+        if (!panels) break;
+        w.panels = panels, w2.panels = panels2;
+    }
     for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
         int64_t n_rows = rows_list[ri];
         if (n_rows > max_rows) continue;
@@ -252,12 +262,14 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
             CHECK(rw_matmul_grouped(&w, groups, 3, x, n_in, y, n_out, pools[th], &err) == RW_OK);
             for (int64_t r = 0; r < n_rows; r++)
                 ok &= !memcmp(y + r * n_out, (r % 2 ? alone2 : alone) + r * n_out, sizeof(float) * (size_t)n_out);
-            CHECK_MSG(ok, "%s %s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
-                      rw_dtype_name(t), (long long)n_rows, th + 1);
+            CHECK_MSG(ok, "%s %s%s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
+                      rw_dtype_name(t), pass ? " (panels)" : "", (long long)n_rows, th + 1);
             if (!ok) goto done;
         }
     }
+    }
 done:
+    free(panels), free(panels2);
     free(wdata), free(wdata2), free(x), free(alone), free(alone2), free(y), free(xr), free(yr);
 }
 
@@ -271,7 +283,7 @@ static void check_multi(rw_dtype t, rw_threadpool *pool) {
     rw_matrix m[3];
     for (int i = 0; i < 3; i++) {
         wd[i] = make_weights(t, n_out[i], n_in, &rb);
-        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0};
+        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0, NULL};
     }
     float *x = make_x(64, n_in), *ya[3], *yb[3];
     for (int i = 0; i < 3; i++) {
@@ -297,16 +309,16 @@ static void check_errors(void) {
     rw_error err;
     float x[64] = {0}, y[4];
     uint8_t wq[4 * 34] = {0};
-    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0};
+    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0, NULL};
     CHECK(!rw_matmul_supports(RW_TYPE_Q8_K));
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_UNSUPPORTED);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0}; /* not a multiple of 32 */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0, NULL}; /* not a multiple of 32 */
     CHECK(rw_matmul(&w, x, 48, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0}; /* K-quants need 256 */
+    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0, NULL}; /* K-quants need 256 */
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10}; /* stride below the row size */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10, NULL}; /* stride below the row size */
     CHECK(rw_matmul(&w, x, 64, 1, y, 2, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0};
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0, NULL};
     CHECK(rw_matmul(&w, x, 64, 0, y, 2, NULL, &err) == RW_OK); /* no rows: nothing to do */
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_Q4_1) == RW_TYPE_Q8_1);
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_IQ4_XS) == RW_TYPE_Q8_K);
