@@ -34,6 +34,7 @@ typedef struct eng_req {
     rw_sampler *sampler; /* owned */
     rw_spec_seq *spec;   /* owned; NULL without a draft. Borrows seq and sampler */
     bool spec_live;      /* spec started: the request decodes speculatively */
+    const rw_tokenizer *tok; /* the engine's (eng_output_drafts_end reads it) */
     rw_detok_stream detok;
     char *held; /* generated text not yet sent (a possible stop-string start); owned */
     size_t held_len, held_cap;
@@ -98,6 +99,10 @@ rw_finish_reason eng_output_accepted(rw_engine *e, eng_req *r, int32_t tok, cons
 /* True when the text held back may be the start of a stop string (the next
  * token could end the generation). */
 bool eng_output_stop_pending(const eng_req *r);
+/* spec.h's end check (rw_spec_end_fn) for request ctx: true when it would
+ * end with drafts[n - 1] (end of generation, or a stop string completed),
+ * computed on copies of its text state. */
+bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n);
 /* Sends the final event of a request that failed. */
 void eng_output_error(eng_req *r, const char *msg);
 

@@ -22,10 +22,12 @@
  * output, with r->logits after its last token.
  *
  * Budget: a request never drafts past max_tokens (the plan emits at most
- * budget tokens) or the context (the plan's room check), and does not draft
+ * budget tokens), the context (the plan's room check), a drafted
+ * end-of-generation token or a stop string the drafts' text completes
+ * (eng_output_drafts_end stops the drafting there), and does not draft
  * while the text it holds back may be the start of a stop string (the next
- * token could end it). A stop string can still complete inside a step's
- * output: the tokens after it are then dropped, never sent. */
+ * token could end it). A stop string can still complete at a step's bonus
+ * token: the tokens after it are then dropped, never sent. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +35,11 @@
 
 rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err) {
     if (!e->cfg.draft) return RW_OK;
-    return rw_spec_seq_new(e->cfg.draft, r->seq, r->sampler, &r->p.sampling, &e->spec, &r->spec, err);
+    rw_status st = rw_spec_seq_new(e->cfg.draft, r->seq, r->sampler, &r->p.sampling, &e->spec, &r->spec, err);
+    if (st) return st;
+    r->tok = e->tok;
+    rw_spec_seq_set_end(r->spec, eng_output_drafts_end, r);
+    return RW_OK;
 }
 
 void eng_spec_start(eng_req *r) {

@@ -163,3 +163,26 @@ void eng_output_error(eng_req *r, const char *msg) {
     send_event(r, 0, NULL, 0, NULL, NULL, 0, RW_FINISH_ERROR, msg);
     r->finished = true;
 }
+
+bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n) {
+    const eng_req *r = ctx;
+    if (n < 1) return false;
+    if (!r->p.ignore_eos && rw_tokenizer_is_eog(r->tok, drafts[n - 1])) return true;
+    if (r->p.n_stop == 0) return false;
+    /* the text the drafts would add after held, on a copy of the stream;
+     * held holds no complete stop string (the invariant above), so any
+     * found now ends inside the drafts */
+    char text[1024];
+    if (r->held_len >= sizeof text) return false; /* too long to check: draft on */
+    size_t len = r->held_len;
+    if (len) memcpy(text, r->held, len); /* held may still be NULL */
+    rw_detok_stream d = r->detok;
+    for (int i = 0; i < n; i++) {
+        size_t k = rw_detok_stream_feed(r->tok, &d, drafts[i], false, text + len, sizeof text - len);
+        if (k > sizeof text - len) return false;
+        len += k;
+    }
+    for (int i = 0; i < r->p.n_stop; i++)
+        if (memmem(text, len, r->p.stop[i], strlen(r->p.stop[i]))) return true;
+    return false;
+}

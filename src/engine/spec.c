@@ -33,6 +33,8 @@ struct rw_spec_seq {
     int64_t dbase;       /* draft sampler's accepted count at the step's start */
     rw_spec_rule rule;
     rw_spec_stats st;
+    rw_spec_end_fn end; /* may be NULL */
+    void *end_ctx;
 };
 
 rw_spec_params rw_spec_params_default(void) {
@@ -202,6 +204,7 @@ rw_status rw_spec_draft(rw_model *draft_model, rw_spec_seq *const *seqs, const i
                 it->n = 1;
             }
         }
+        if (m == 0) break; /* every sequence stopped early (the end of its output) */
         if ((st = rw_model_forward_batch(draft_model, items, m, pool, err))) goto done;
         for (int i = 0; i < n; i++) {
             rw_spec_seq *s = seqs[i];
@@ -216,6 +219,9 @@ rw_status rw_spec_draft(rw_model *draft_model, rw_spec_seq *const *seqs, const i
             }
             if ((st = rw_sampler_accept(s->dsampler, d, err))) goto done;
             s->vtok[j + 1] = d;
+            /* no drafts past the end of the output (the verify pass then
+             * checks the k drafted so far) */
+            if (j + 1 < s->k && s->end && s->end(s->end_ctx, s->vtok + 1, j + 1)) s->k = j + 1;
         }
     }
 done:
@@ -249,6 +255,11 @@ rw_status rw_spec_step(rw_model *target_model, rw_model *draft_model, rw_spec_se
     for (int i = 0; !st && i < n; i++) st = rw_spec_seq_accept(seqs[i], pool, err);
     free(items);
     return st;
+}
+
+void rw_spec_seq_set_end(rw_spec_seq *s, rw_spec_end_fn fn, void *ctx) {
+    s->end = fn;
+    s->end_ctx = ctx;
 }
 
 rw_model_seq *rw_spec_seq_take_draft(rw_spec_seq *s) {

@@ -139,6 +139,14 @@ void rw_spec_seq_free(rw_spec_seq *s); /* NULL is fine */
  * is that token. (The draft processes the prompt in its first pass.) */
 rw_status rw_spec_seq_start(rw_spec_seq *s, int32_t last, rw_error *err);
 
+/* Where the output would end inside a draft: fn(ctx, drafts, n) is true
+ * when the request ends with drafts[n - 1] (an end-of-generation token, or
+ * the text of drafts[0..n-1] completes a stop string), given everything
+ * emitted before them. Drafting stops there: the tokens after it could
+ * never be sent. Without one (the default) drafts run to the plan's k. */
+typedef bool (*rw_spec_end_fn)(void *ctx, const int32_t *drafts, int n);
+void rw_spec_seq_set_end(rw_spec_seq *s, rw_spec_end_fn fn, void *ctx);
+
 /* Drafts the next step would make with at most budget >= 1 tokens out (the
  * adaptive rule above; also limited by the context: the target processes
  * k + 1 tokens). */

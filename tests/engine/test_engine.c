@@ -2,7 +2,8 @@
  * qwen3 fixture: greedy output equal to the generate loop with more requests
  * than batch slots, RW_ERR_CONTEXT / INVALID_ARG / BUSY, cancelling a queued
  * and a running request (no event after rw_engine_cancel returns), a stop
- * string that spans two tokens, end-of-generation stops, statistics. */
+ * string that spans two tokens (also with speculative decoding, which must
+ * not draft past it), end-of-generation stops, statistics. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ static void on_event(void *user, const rw_gen_event *ev) {
         memcpy(s->text + s->text_len, ev->text, ev->text_len);
         s->text_len += ev->text_len;
     }
+    if (ev->error) fprintf(stderr, "event error: %s\n", ev->error);
     if (ev->done) {
         s->done = true;
         s->finish = ev->finish;
@@ -177,6 +179,9 @@ int main(void) {
     for (int i = 0; i < 4; i++) sink_free(&s[i]);
 
     /* a stop string across a token boundary: the text ends just before it */
+    char spec_stop[8] = "";
+    int spec_k = -1; /* the generated token that completes spec_stop, when one fits the test below */
+    size_t spec_want = 0;
     sink full;
     sink_init(&full);
     CHECK(rw_engine_submit(e, g_prompt + 40, 20, &p, on_event, &full, &id[0], &err) == RW_OK);
@@ -225,6 +230,21 @@ int main(void) {
                   cut.text_len, want);
         CHECK_EQ_INT(cut.finish, RW_FINISH_STOP);
         sink_free(&cut);
+        /* for the speculative run below: a boundary between tokens k and
+         * k + 1 (which completes the stop string) that are drafts of one
+         * step (4 drafts and a bonus token per step after the first token:
+         * token k is the step's 1st-3rd draft), so that without the cut the
+         * step would draft on past token k + 1 */
+        for (size_t k = 1; k + 1 < n_ends && spec_k < 0; k++) {
+            size_t b0 = ends[k - 1], b = ends[k], b1 = ends[k + 1];
+            if (b - b0 < 2 || b1 - b < 2 || k % 5 == 0 || k % 5 == 4) continue;
+            memcpy(spec_stop, full.text + b - 2, 4);
+            spec_stop[4] = 0;
+            const char *h = memmem(full.text, full.text_len, spec_stop, 4);
+            if (!h || (size_t)(h - full.text) != b - 2 || memchr(spec_stop, 0, 4)) continue;
+            spec_k = (int)k + 1;
+            spec_want = b - 2;
+        }
     } else {
         fprintf(stderr, "no token boundary with two bytes each side in the output\n");
         CHECK(k_cut >= 0);
@@ -255,6 +275,44 @@ int main(void) {
     CHECK_EQ_INT(st.running, 0);
     CHECK(st.generated_tokens > 0 && st.steps > 0 && st.ttft.count > 0 && st.batch_size.count == st.steps);
     rw_engine_free(e);
+
+    /* speculative decoding, the model drafting for itself (every draft
+     * accepted), always 4 drafts: the same text up to the stop string, and
+     * no draft past the token that completes it (tokens 1..spec_k may be
+     * drafts; without the cut a step would draft on to its 4th) */
+    if (spec_k >= 0) {
+        rw_model *dm = NULL;
+        CHECK(rw_model_load(g_gguf, &dm, &err) == RW_OK);
+        rw_engine_config dc = cfg;
+        dc.draft = dm, dc.draft_tok = g_tok, dc.draft_max = 4, dc.draft_fixed = true;
+        rw_engine *de = NULL;
+        CHECK_MSG(rw_engine_new(g_model, g_tok, &dc, &de, &err) == RW_OK, "%s", err.msg);
+        const char *stops[] = {spec_stop};
+        rw_gen_params ps = greedy(60);
+        ps.stop = stops;
+        ps.n_stop = 1;
+        sink sp;
+        sink_init(&sp);
+        CHECK(rw_engine_submit(de, g_prompt + 40, 20, &ps, on_event, &sp, &id[0], &err) == RW_OK);
+        wait_done(&sp);
+        rw_engine_stats dst;
+        for (int i = 0; i < 200; i++) { /* the step's statistics are counted after its events */
+            rw_engine_get_stats(de, &dst);
+            if (dst.running == 0) break;
+            usleep(1000);
+        }
+        CHECK_EQ_INT(sp.finish, RW_FINISH_STOP);
+        CHECK_MSG(sp.text_len == spec_want, "speculative stop: %zu bytes, want %zu", sp.text_len, spec_want);
+        CHECK(dst.spec_verify > 0);
+        CHECK_MSG(dst.spec_drafted <= (uint64_t)spec_k, "drafted %llu tokens, the stop completes at token %d",
+                  (unsigned long long)dst.spec_drafted, spec_k);
+        sink_free(&sp);
+        rw_engine_free(de);
+        rw_model_free(dm);
+    } else {
+        fprintf(stderr, "no stop string for the speculative run\n");
+        CHECK(spec_k >= 0);
+    }
     rw_tokenizer_free(g_tok);
     rw_model_free(g_ref);
     rw_model_free(g_model);
