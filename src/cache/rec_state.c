@@ -12,6 +12,7 @@
  *   - when log_n > 0 the log holds the inputs of positions
  *     log_start..len-1 (log_start + log_n == len).
  */
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -27,8 +28,68 @@ typedef struct {
     alignas(64) float data[];
 } ck_buf;
 
+/* Freed checkpoint buffers wait in a pool for the next checkpoint of the
+ * same size instead of going back to malloc: a sequence takes one per
+ * recurrent layer every 16 tokens and drops older ones as often, and
+ * memory the process has not touched yet is expensive (page faults, and on
+ * a virtual machine the host's too: measured at about a second per step
+ * when 16 sequences took their checkpoints together, malloc handing out
+ * fresh memory each time). Up to POOL_MAX bytes are kept, never returned
+ * to the system. Sanitizer builds skip the pool so that a use after free
+ * is still caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CK_POOL 0
+#else
+#define CK_POOL 1
+#endif
+enum { POOL_MAX_MIB = 512 };
+
+typedef struct pool_node {
+    struct pool_node *next;
+    size_t bytes;
+} pool_node;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pool_node *pool_head; /* under pool_mu */
+static size_t pool_bytes;    /* under pool_mu */
+
+static ck_buf *pool_take(size_t bytes) {
+    if (!CK_POOL) return NULL;
+    ck_buf *b = NULL;
+    pthread_mutex_lock(&pool_mu);
+    for (pool_node **p = &pool_head; *p; p = &(*p)->next)
+        if ((*p)->bytes == bytes) {
+            pool_node *n = *p;
+            *p = n->next;
+            pool_bytes -= bytes;
+            b = (ck_buf *)n;
+            break;
+        }
+    pthread_mutex_unlock(&pool_mu);
+    return b;
+}
+
+/* Keeps b (bytes of data) for reuse, or frees it when the pool is full. */
+static void pool_give(ck_buf *b, size_t bytes) {
+    if (CK_POOL) {
+        pthread_mutex_lock(&pool_mu);
+        const bool keep = pool_bytes + bytes <= (size_t)POOL_MAX_MIB << 20;
+        if (keep) {
+            pool_node *n = (pool_node *)b; /* the buffer is free: its first bytes hold the link */
+            n->bytes = bytes;
+            n->next = pool_head;
+            pool_head = n;
+            pool_bytes += bytes;
+        }
+        pthread_mutex_unlock(&pool_mu);
+        if (keep) return;
+    }
+    free(b);
+}
+
 static float *ck_alloc(size_t bytes) {
-    ck_buf *b = malloc(sizeof(ck_buf) + bytes);
+    ck_buf *b = pool_take(bytes);
+    if (!b) b = malloc(sizeof(ck_buf) + bytes);
     if (!b) return NULL;
     atomic_init(&b->refs, 1);
     return b->data;
@@ -38,8 +99,10 @@ static float *ck_ref(float *data) {
     atomic_fetch_add(&ck_of(data)->refs, 1);
     return data;
 }
-static void ck_unref(float *data) {
-    if (data && atomic_fetch_sub(&ck_of(data)->refs, 1) == 1) free(ck_of(data));
+/* bytes: the buffer's data size (every buffer of a state has its
+ * state_bytes) */
+static void ck_unref(float *data, size_t bytes) {
+    if (data && atomic_fetch_sub(&ck_of(data)->refs, 1) == 1) pool_give(ck_of(data), bytes);
 }
 
 typedef struct {
@@ -74,7 +137,7 @@ static size_t state_bytes(const rec_state *s) { return (size_t)s->state_floats *
 
 static void rec_free(rw_layer_state *st) {
     rec_state *s = as_rec(st);
-    for (int i = 0; i < s->n_ck; i++) ck_unref(s->ck[i].data);
+    for (int i = 0; i < s->n_ck; i++) ck_unref(s->ck[i].data, state_bytes(s));
     free(s->ck);
     free(s->live);
     free(s->log);
@@ -145,7 +208,7 @@ static rw_status rec_rewind(rw_layer_state *st, int64_t n, rw_threadpool *pool, 
     free(s->live);
     s->live = tmp;
     s->len = n;
-    while (s->n_ck > 0 && s->ck[s->n_ck - 1].pos > n) ck_unref(s->ck[--s->n_ck].data);
+    while (s->n_ck > 0 && s->ck[s->n_ck - 1].pos > n) ck_unref(s->ck[--s->n_ck].data, state_bytes(s));
     if (s->log_n > 0) {
         s->log_n = n - s->log_start;
         if (s->log_n <= 0) s->log_n = 0, s->log_start = n;
@@ -159,7 +222,7 @@ static void rec_retain(rw_layer_state *st, const int64_t *keep, int n_keep, int6
     for (int i = 0; i < s->n_ck; i++) {
         while (k < n_keep && keep[k] < s->ck[i].pos) k++;
         if (k < n_keep && keep[k] == s->ck[i].pos) s->ck[w++] = s->ck[i];
-        else ck_unref(s->ck[i].data);
+        else ck_unref(s->ck[i].data, state_bytes(s));
     }
     s->n_ck = w;
     if (s->log_n > 0 && log_from > s->log_start) {
@@ -220,7 +283,7 @@ static rw_status rec_copy_from(rw_layer_state *dst, const rw_layer_state *src, r
     }
     for (int i = 0; i < s->n_ck; i++) ck[i] = (rec_ckpt){.pos = s->ck[i].pos, .data = ck_ref(s->ck[i].data)};
     if (log) memcpy(log, s->log, (size_t)s->log_n * (size_t)s->p.log_floats * sizeof(float));
-    for (int i = 0; i < d->n_ck; i++) ck_unref(d->ck[i].data);
+    for (int i = 0; i < d->n_ck; i++) ck_unref(d->ck[i].data, state_bytes(d));
     free(d->ck), free(d->log);
     memcpy(d->live, s->live, state_bytes(s));
     d->len = s->len;
@@ -371,7 +434,7 @@ rw_status rw_rec_state_append(rw_layer_state *st, const float *in, int64_t in_st
         }
     }
     if (!ok) {
-        for (int i = 0; bufs && i < n_new; i++) ck_unref(bufs[i]);
+        for (int i = 0; bufs && i < n_new; i++) ck_unref(bufs[i], state_bytes(s));
         free(bufs), free(scr);
         return rw_errorf(err, RW_ERR_NOMEM, "%s state: out of memory appending %lld tokens", s->kind->name,
                          (long long)n);
