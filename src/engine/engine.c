@@ -84,7 +84,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     }
     if (cfg->cache_bytes > 0) {
         const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes, .dir = cfg->cache_dir,
-                                     .dir_bytes = cfg->cache_dir_bytes};
+                                     .dir_bytes = cfg->cache_dir_bytes, .draft = cfg->draft};
         if ((st = rw_pcache_new(m, cfg->kv_type, cfg->n_ctx, &pc, &e->pcache, err))) {
             rw_threadpool_free(e->pool);
             free(e->running);

@@ -281,11 +281,18 @@ static void drop_memory(rw_pcache *c, pc_entry *e) {
     draft_drop(c, e);
 }
 
+/* The draft state file beside an entry's state file: NAME.draft for NAME.rws. */
+static void draft_path(const char *rws, char *out, size_t cap) {
+    snprintf(out, cap, "%.*s.draft", (int)(strlen(rws) - 4), rws);
+}
+
 static void drop_disk(rw_pcache *c, pc_entry *e) {
     if (!e->path) return;
     unlink(e->path);
     char lp[4096];
     snprintf(lp, sizeof lp, "%.*s.logits", (int)(strlen(e->path) - 4), e->path);
+    unlink(lp);
+    draft_path(e->path, lp, sizeof lp);
     unlink(lp);
     free(e->path);
     e->path = NULL;
@@ -361,9 +368,19 @@ static bool to_disk(rw_pcache *c, pc_entry *e) {
     }
     struct stat sb;
     e->disk_bytes = stat(path, &sb) ? 0 : (size_t)sb.st_size;
+    char dp[4200];
+    draft_path(path, dp, sizeof dp);
+    unlink(dp); /* a stale draft file never goes with a new entry */
+    if (e->draft) {
+        if (rw_model_seq_save(e->draft, dp, &err))
+            fprintf(stderr, "rewind: prefix cache: cannot write %s: %s\n", dp, err.msg);
+        else if (!stat(dp, &sb))
+            e->disk_bytes += (size_t)sb.st_size;
+    }
     e->path = strdup(path);
     if (!e->path) {
         unlink(path);
+        unlink(dp);
         return false;
     }
     c->disk_bytes += e->disk_bytes;
@@ -645,6 +662,34 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
 
 /* ---- lookup ---- */
 
+/* The draft state written beside a disk entry just loaded, when the cache
+ * knows the draft model: validated as any state file (the model's identity,
+ * the format) and kept only over a prefix of the entry's tokens; a file
+ * that fails is removed, never trusted. */
+static void draft_from_disk(rw_pcache *c, pc_entry *e) {
+    char dp[4200];
+    draft_path(e->path, dp, sizeof dp);
+    if (!c->cfg.draft || access(dp, F_OK)) return;
+    rw_model_seq *d = NULL;
+    rw_error err = {0};
+    if (rw_model_seq_new(c->cfg.draft, c->kv_type, c->max_ctx, &d, &err)) return;
+    if (rw_model_seq_load(d, dp, &err)) {
+        fprintf(stderr, "rewind: prefix cache: removing %s: %s\n", dp, err.msg);
+        rw_model_seq_free(d);
+        unlink(dp);
+        c->stats.disk_invalid++;
+        return;
+    }
+    d = draft_for(e->seq, d);
+    if (!d) {
+        fprintf(stderr, "rewind: prefix cache: removing %s: its tokens are not a prefix of the entry's\n", dp);
+        unlink(dp);
+        c->stats.disk_invalid++;
+        return;
+    }
+    draft_set(c, e, d);
+}
+
 /* Loads a disk entry back into memory; false (file removed) if invalid. */
 static bool from_disk(rw_pcache *c, pc_entry *e) {
     rw_model_seq *s = NULL;
@@ -688,6 +733,7 @@ static bool from_disk(rw_pcache *c, pc_entry *e) {
         rw_model_seq_free(s);
         return false;
     }
+    draft_from_disk(c, e);
     return true;
 }
 

@@ -53,6 +53,7 @@ typedef struct {
     size_t mem_bytes;   /* budget of the memory tier; 0 = no memory tier (every lookup misses) */
     const char *dir;    /* disk tier folder (created if missing), or NULL */
     size_t dir_bytes;   /* budget of the disk tier */
+    const rw_model *draft; /* speculative decoding's draft model, or NULL: the disk tier then keeps no draft state */
 } rw_pcache_config;
 
 /* Why a request recomputed prompt tokens beyond its new tail. */
@@ -116,9 +117,13 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits,
 
 /* Speculative decoding (engine.h): an entry may also keep the draft
  * model's sequence of the request that left it, so that a hit restores the
- * draft's state too. It is held in memory only (the disk tier keeps the
- * target's state; a draft then starts empty and catches up), counted in
- * the same byte budget and evicted with its entry. It is kept only when its
+ * draft's state too. It is counted in the same byte budget and evicted
+ * with its entry; the disk tier writes it beside the target's state file
+ * (NAME.draft) and reads it back when the cache was made with the draft
+ * model (rw_pcache_config.draft), also after a restart. A draft file that
+ * fails validation is removed with a warning and the entry comes back
+ * without a draft (the decoder's draft then starts empty and catches up).
+ * It is kept only when its
  * tokens are a prefix of the entry's and is handed out only cut back to an
  * exact restore point (no matmul) within what the prompt and the entry
  * share: *draft_out (may be NULL; the caller owns it) is that copy, or NULL

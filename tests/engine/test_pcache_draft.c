@@ -9,9 +9,14 @@
  * whose logits continue bitwise as a draft computed from scratch; a prompt
  * that leaves the entry early gets the draft cut back too; a draft whose
  * tokens are not a prefix of the entry's is refused (freed, not counted);
- * eviction takes the draft with its entry. */
+ * eviction takes the draft with its entry; the disk tier keeps it beside
+ * the entry's file and gives it back after a restart, and removes a
+ * corrupted draft file. */
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/prefix_cache.h"
 #include "harness.h"
@@ -111,6 +116,82 @@ int main(void) {
     rw_pcache_get_stats(c, &st1);
     CHECK_EQ_INT(st1.entries, 0);
     rw_pcache_free(c);
+
+    /* the disk tier: an entry evicted to disk keeps its draft beside it, and
+     * a cache made later on the same folder (a restart) with the draft
+     * model gives it back, continuing bitwise; a corrupted draft file is
+     * removed and the entry comes back without a draft */
+    char dir[] = "/tmp/rw_pcache_draft_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const rw_pcache_config dc = {.mem_bytes = (size_t)1 << 30, .dir = dir, .dir_bytes = (size_t)1 << 30, .draft = dm};
+    const rw_pcache_config small = {.mem_bytes = 1, .dir = dir, .dir_bytes = (size_t)1 << 30, .draft = dm};
+    for (int corrupt = 0; corrupt < 2; corrupt++) {
+        CHECK(rw_pcache_new(m, RW_KV_F16, 0, &small, &c, &err) == RW_OK); /* every entry goes to disk */
+        rw_pcache_insert_with_draft(c, run(m, t, N, pool, lt), run(dm, t, N - 3, pool, l1), lt, 0, NULL);
+        rw_pcache_get_stats(c, &st1);
+        CHECK(st1.disk_entries == 1);
+        rw_pcache_free(c);
+        int n_draft_files = 0;
+        char victim[512] = "";
+        DIR *dd = opendir(dir);
+        for (struct dirent *de; dd && (de = readdir(dd));) {
+            size_t l = strlen(de->d_name);
+            if (l > 6 && !strcmp(de->d_name + l - 6, ".draft")) {
+                n_draft_files++;
+                snprintf(victim, sizeof victim, "%s/%s", dir, de->d_name);
+            }
+        }
+        if (dd) closedir(dd);
+        CHECK_EQ_INT(n_draft_files, 1);
+        if (corrupt && victim[0]) { /* a byte in the middle of the draft's file */
+            FILE *f = fopen(victim, "r+b");
+            CHECK(f != NULL);
+            if (f) {
+                fseek(f, 0, SEEK_END);
+                long sz = ftell(f);
+                fseek(f, sz / 2, SEEK_SET);
+                int ch = fgetc(f);
+                fseek(f, sz / 2, SEEK_SET);
+                fputc(ch ^ 0x5A, f);
+                fclose(f);
+            }
+        }
+        CHECK(rw_pcache_new(m, RW_KV_F16, 0, &dc, &c, &err) == RW_OK);
+        CHECK(rw_pcache_acquire_with_draft(c, t, N + 1, pool, &s, &d, &reused, lt, NULL, &err) == RW_OK);
+        CHECK(reused > 0);
+        if (!corrupt) {
+            CHECK(d != NULL);
+            if (d) {
+                const int64_t dn = rw_model_seq_length(d);
+                CHECK(dn > 0 && dn <= N - 3 && !memcmp(rw_model_seq_tokens(d), t, (size_t)dn * sizeof *t));
+                rw_forward_args a = {.tokens = t + dn, .n = N + 1 - dn, .logits = l1, .pool = pool};
+                CHECK(rw_model_forward(dm, d, &a, &err) == RW_OK);
+                rw_model_seq *ref = run(dm, t, N + 1, pool, l2);
+                CHECK(!memcmp(l1, l2, (size_t)V * sizeof *l1));
+                rw_model_seq_free(ref);
+            }
+        } else {
+            CHECK(d == NULL);
+            CHECK(access(victim, F_OK) != 0); /* removed, never trusted */
+            rw_pcache_get_stats(c, &st1);
+            CHECK(st1.disk_invalid >= 1);
+        }
+        CHECK_MSG(rw_pcache_check(c, &err) == RW_OK, "%s", err.msg);
+        rw_model_seq_free(s);
+        rw_model_seq_free(d);
+        s = d = NULL;
+        rw_pcache_free(c);
+        /* empty the folder for the next round */
+        dd = opendir(dir);
+        for (struct dirent *de; dd && (de = readdir(dd));) {
+            if (de->d_name[0] == '.') continue;
+            char p[600];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+        if (dd) closedir(dd);
+    }
+    rmdir(dir);
 
     free(lt);
     free(l1);
