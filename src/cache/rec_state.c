@@ -28,9 +28,11 @@ typedef struct {
     alignas(64) float data[];
 } ck_buf;
 
-/* Freed checkpoint buffers wait in a pool for the next checkpoint of the
- * same size instead of going back to malloc: a sequence takes one per
- * recurrent layer every 16 tokens and drops older ones as often, and
+/* Freed state buffers (checkpoints, and live states: a clone, a rewind
+ * and a new sequence each take one) wait in a pool for the next buffer of
+ * the same size instead of going back to malloc: a sequence takes a
+ * checkpoint per recurrent layer every 16 tokens and drops older ones as
+ * often, and
  * memory the process has not touched yet is expensive (page faults, and on
  * a virtual machine the host's too: measured at about a second per step
  * when 16 sequences took their checkpoints together, malloc handing out
@@ -116,7 +118,7 @@ typedef struct {
     rw_rec_params p;
     int64_t conv_floats, state_floats;
     int64_t len;
-    float *live;    /* owned */
+    float *live;    /* owned, from ck_alloc (a buffer of the pool's size, never shared) */
     rec_ckpt *ck;   /* owned array, each data owned */
     int n_ck, cap_ck;
     float *log;     /* owned: log_cap entries of p.log_floats */
@@ -139,7 +141,7 @@ static void rec_free(rw_layer_state *st) {
     rec_state *s = as_rec(st);
     for (int i = 0; i < s->n_ck; i++) ck_unref(s->ck[i].data, state_bytes(s));
     free(s->ck);
-    free(s->live);
+    ck_unref(s->live, state_bytes(s));
     free(s->log);
     free(s);
 }
@@ -191,11 +193,12 @@ static rw_status rec_rewind(rw_layer_state *st, int64_t n, rw_threadpool *pool, 
     const int64_t c = i < 0 ? 0 : s->ck[i].pos;
     /* Rebuild in a temporary; the live state changes only on success. */
     const int nt = rw_threadpool_size(pool);
-    float *tmp = malloc(state_bytes(s));
+    float *tmp = ck_alloc(state_bytes(s));
     float *scr = replay ? malloc((size_t)s->kind->scratch_floats(&s->p, replay, nt) * sizeof(float)) : NULL;
     float *out = replay ? malloc((size_t)replay * (size_t)s->p.out_floats * sizeof(float)) : NULL;
     if (!tmp || (replay && (!scr || !out))) {
-        free(tmp), free(scr), free(out);
+        ck_unref(tmp, state_bytes(s));
+        free(scr), free(out);
         return rw_errorf(err, RW_ERR_NOMEM, "%s state: out of memory rewinding", s->kind->name);
     }
     if (i < 0) memset(tmp, 0, state_bytes(s));
@@ -205,7 +208,7 @@ static rw_status rec_rewind(rw_layer_state *st, int64_t n, rw_threadpool *pool, 
         s->kind->run(&s->p, tmp, tmp + s->conv_floats, replay, in, s->p.log_floats, out, s->p.out_floats, scr, pool);
     }
     free(scr), free(out);
-    free(s->live);
+    ck_unref(s->live, state_bytes(s));
     s->live = tmp;
     s->len = n;
     while (s->n_ck > 0 && s->ck[s->n_ck - 1].pos > n) ck_unref(s->ck[--s->n_ck].data, state_bytes(s));
@@ -248,11 +251,12 @@ static rw_status rec_make(const rec_kind *kind, const rw_rec_params *p, rec_stat
     s->p = *p;
     s->conv_floats = (int64_t)(p->conv_kernel - 1) * p->conv_channels;
     s->state_floats = s->conv_floats + p->mat_floats;
-    s->live = calloc((size_t)s->state_floats, sizeof(float));
+    s->live = ck_alloc(state_bytes(s));
     if (!s->live) {
         free(s);
         return rw_errorf(err, RW_ERR_NOMEM, "recurrent state: out of memory");
     }
+    memset(s->live, 0, state_bytes(s));
     *out = s;
     return RW_OK;
 }
