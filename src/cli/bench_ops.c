@@ -4,7 +4,9 @@
  * Qwen3.5-0.8B layer (and a Granite-4.0-H-like Mamba2 layer), per token, in
  * the reference tier and the current one:
  *   attn decode   one query token at position ctx-1: 8 query heads, 2 KV heads,
- *                 head dim 256, f32 and f16 cache; GB/s = KV bytes read once
+ *                 head dim 256, f32 and f16 cache, and the f16 cache in
+ *                 pages of 64 positions as the engine keeps it (each page
+ *                 its own allocation); GB/s = KV bytes read once
  *   attn prefill  512 query tokens at positions 0..511, time per token
  *   delta rule    one token through 16 value heads with 128x128 states;
  *                 GB/s = state bytes read + written
@@ -38,25 +40,29 @@ typedef struct {
     rw_threadpool *pool;
     rw_attn_kv kv32, kv16;
     const void *kp32[1], *vp32[1], *kp16[1], *vp16[1]; /* one page each: the contiguous buffers */
+    rw_attn_kv kv16p;                                 /* the f16 cache in pages of PAGE positions, as cache/kv.c keeps it */
+    const void **kpp, **vpp;                          /* [ctx / PAGE], each its own allocation */
     float *q, *out, *scratch;
     float *state, *dq, *dk, *dv, *dg, *dbeta, *dout, *dscratch;
     float *cx, *cw, *cstate, *cy;
     float *sx, *sdt, *sA, *sB, *sy, *sstate;
 } bench_ctx;
 
-enum { H = 8, HKV = 2, HD = 256, PREFILL = 512, NV = 16, DK = 128, CONV_C = 6144, CONV_K = 4 };
+enum { H = 8, HKV = 2, HD = 256, PAGE = 64, PREFILL = 512, NV = 16, DK = 128, CONV_C = 6144, CONV_K = 4 };
 enum { SSM_H = 48, SSM_HD = 64, SSM_DS = 128 };
 
-typedef enum { B_ATTN32, B_ATTN16, B_PREFILL, B_DELTA, B_CONV, B_SSM, B_COUNT } bench_id;
-static const char *const names[B_COUNT] = {"attn_decode_f32", "attn_decode_f16", "attn_prefill_f32",
-                                           "delta_rule",      "conv1d",          "ssm_scan"};
+typedef enum { B_ATTN32, B_ATTN16, B_ATTN16P, B_PREFILL, B_DELTA, B_CONV, B_SSM, B_COUNT } bench_id;
+static const char *const names[B_COUNT] = {"attn_decode_f32", "attn_decode_f16", "attn_decode_f16_paged",
+                                           "attn_prefill_f32", "delta_rule",     "conv1d",
+                                           "ssm_scan"};
 
 /* Runs case b once; returns the number of tokens it processed. */
 static int64_t run_once(bench_ctx *c, bench_id b) {
     switch (b) {
     case B_ATTN32:
     case B_ATTN16:
-        rw_attn_causal(b == B_ATTN32 ? &c->kv32 : &c->kv16, c->q, H * HD, c->ctx - 1, 1, H, HKV, HD, HD, 0.0625f,
+    case B_ATTN16P:
+        rw_attn_causal(b == B_ATTN32 ? &c->kv32 : b == B_ATTN16 ? &c->kv16 : &c->kv16p, c->q, H * HD, c->ctx - 1, 1, H, HKV, HD, HD, 0.0625f,
                        c->out, H * HD, c->scratch, c->pool);
         return 1;
     case B_PREFILL:
@@ -97,7 +103,8 @@ static double time_case(bench_ctx *c, bench_id b, int passes, double min_s, bool
 static double bytes_of(const bench_ctx *c, bench_id b) {
     switch (b) {
     case B_ATTN32: return (double)HKV * (double)c->ctx * 2 * HD * 4;
-    case B_ATTN16: return (double)HKV * (double)c->ctx * 2 * HD * 2;
+    case B_ATTN16:
+    case B_ATTN16P: return (double)HKV * (double)c->ctx * 2 * HD * 2;
     case B_DELTA: return 2.0 * NV * DK * DK * 4;
     case B_SSM: return 2.0 * SSM_H * SSM_HD * SSM_DS * 4;
     default: return 0;
@@ -164,6 +171,29 @@ int rw_bench_ops(int argc, char **argv) {
     c.kv32 = (rw_attn_kv){.k_pages = c.kp32, .v_pages = c.vp32, .page_len = ctx, .k_head_stride = ctx * HD,
                           .v_head_stride = HD * ctx, .v_stride = ctx};
     c.kv16 = c.kv32, c.kv16.k_pages = c.kp16, c.kv16.v_pages = c.vp16, c.kv16.f16 = true;
+    /* the same f16 cache in pages (K [HKV][PAGE][HD] then V [HKV][HD][PAGE]) */
+    const int64_t n_pages = (ctx + PAGE - 1) / PAGE;
+    c.kpp = calloc((size_t)n_pages, sizeof *c.kpp), c.vpp = calloc((size_t)n_pages, sizeof *c.vpp);
+    if (!c.kpp || !c.vpp) {
+        rw_cli_error(CMD, "out of memory");
+        goto done;
+    }
+    for (int64_t p = 0; p < n_pages; p++) {
+        rw_f16 *pg = calloc((size_t)2 * HKV * PAGE * HD, sizeof(rw_f16));
+        if (!pg) {
+            rw_cli_error(CMD, "out of memory");
+            goto done;
+        }
+        for (int g = 0; g < HKV; g++)
+            for (int r = 0; r < PAGE && p * PAGE + r < ctx; r++) {
+                memcpy(pg + ((size_t)g * PAGE + r) * HD, k16 + ((size_t)g * ctx + p * PAGE + r) * HD, HD * sizeof(rw_f16));
+                for (int i = 0; i < HD; i++)
+                    pg[(size_t)HKV * PAGE * HD + ((size_t)g * HD + i) * PAGE + r] = v16[((size_t)g * HD + i) * ctx + p * PAGE + r];
+            }
+        c.kpp[p] = pg, c.vpp[p] = pg + (size_t)HKV * PAGE * HD;
+    }
+    c.kv16p = (rw_attn_kv){.k_pages = c.kpp, .v_pages = c.vpp, .page_len = PAGE, .k_head_stride = PAGE * HD,
+                           .v_head_stride = HD * PAGE, .v_stride = PAGE, .f16 = true};
 
     const rw_kernel_tier tier = rw_kernel_tier_current();
     double fast[B_COUNT], ref[B_COUNT];
@@ -211,6 +241,8 @@ done:
     free(c.state), free(c.dq), free(c.dk), free(c.dv), free(c.dg), free(c.dbeta), free(c.dout), free(c.dscratch);
     free(c.cx), free(c.cw), free(c.cstate), free(c.cy), free(c.sx), free(c.sdt), free(c.sA), free(c.sB), free(c.sy);
     free(c.sstate);
+    for (int64_t p = 0; c.kpp && p < (ctx + PAGE - 1) / PAGE; p++) free((void *)c.kpp[p]); /* a page: K then V */
+    free(c.kpp), free(c.vpp);
     rw_threadpool_free(c.pool);
     return rc;
 }

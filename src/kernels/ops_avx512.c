@@ -367,6 +367,16 @@ static inline __attribute__((always_inline)) void group_values(const rw_attn_pag
         const float *pp = p + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
+        /* in a paged cache, the next value dimension's piece of this page
+         * (the row after this one): pages are visited once per dimension,
+         * in pieces too far apart for the hardware prefetcher to follow
+         * (bench ops: decode over 4096 f16 positions in pages of 64, about
+         * 2x faster). A prefetch past the last dimension is harmless. */
+        if (P < n) {
+            const char *next = (const char *)row + (size_t)kv->v_stride * (f16 ? 2 : 4);
+            const size_t bytes = (size_t)np * (f16 ? 2 : 4);
+            for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+        }
         for (int64_t k = 0; k < nfull; k += 64)
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
