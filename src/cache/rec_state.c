@@ -12,7 +12,6 @@
  *   - when log_n > 0 the log holds the inputs of positions
  *     log_start..len-1 (log_start + log_n == len).
  */
-#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -28,70 +27,11 @@ typedef struct {
     alignas(64) float data[];
 } ck_buf;
 
-/* Freed state buffers (checkpoints, and live states: a clone, a rewind
- * and a new sequence each take one) wait in a pool for the next buffer of
- * the same size instead of going back to malloc: a sequence takes a
- * checkpoint per recurrent layer every 16 tokens and drops older ones as
- * often, and
- * memory the process has not touched yet is expensive (page faults, and on
- * a virtual machine the host's too: measured at about a second per step
- * when 16 sequences took their checkpoints together, malloc handing out
- * fresh memory each time). Up to POOL_MAX bytes are kept, never returned
- * to the system. Sanitizer builds skip the pool so that a use after free
- * is still caught. */
-#if defined(__SANITIZE_ADDRESS__)
-#define CK_POOL 0
-#else
-#define CK_POOL 1
-#endif
-enum { POOL_MAX_MIB = 512 };
-
-typedef struct pool_node {
-    struct pool_node *next;
-    size_t bytes;
-} pool_node;
-
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pool_node *pool_head; /* under pool_mu */
-static size_t pool_bytes;    /* under pool_mu */
-
-static ck_buf *pool_take(size_t bytes) {
-    if (!CK_POOL) return NULL;
-    ck_buf *b = NULL;
-    pthread_mutex_lock(&pool_mu);
-    for (pool_node **p = &pool_head; *p; p = &(*p)->next)
-        if ((*p)->bytes == bytes) {
-            pool_node *n = *p;
-            *p = n->next;
-            pool_bytes -= bytes;
-            b = (ck_buf *)n;
-            break;
-        }
-    pthread_mutex_unlock(&pool_mu);
-    return b;
-}
-
-/* Keeps b (bytes of data) for reuse, or frees it when the pool is full. */
-static void pool_give(ck_buf *b, size_t bytes) {
-    if (CK_POOL) {
-        pthread_mutex_lock(&pool_mu);
-        const bool keep = pool_bytes + bytes <= (size_t)POOL_MAX_MIB << 20;
-        if (keep) {
-            pool_node *n = (pool_node *)b; /* the buffer is free: its first bytes hold the link */
-            n->bytes = bytes;
-            n->next = pool_head;
-            pool_head = n;
-            pool_bytes += bytes;
-        }
-        pthread_mutex_unlock(&pool_mu);
-        if (keep) return;
-    }
-    free(b);
-}
-
+/* Every state buffer, live states included, is a ck_buf from
+ * rec_buf_alloc (state_pool.c: fresh memory is expensive, and sequences
+ * take and drop these all the time). */
 static float *ck_alloc(size_t bytes) {
-    ck_buf *b = pool_take(bytes);
-    if (!b) b = malloc(sizeof(ck_buf) + bytes);
+    ck_buf *b = rec_buf_alloc(sizeof(ck_buf) + bytes);
     if (!b) return NULL;
     atomic_init(&b->refs, 1);
     return b->data;
@@ -104,7 +44,7 @@ static float *ck_ref(float *data) {
 /* bytes: the buffer's data size (every buffer of a state has its
  * state_bytes) */
 static void ck_unref(float *data, size_t bytes) {
-    if (data && atomic_fetch_sub(&ck_of(data)->refs, 1) == 1) pool_give(ck_of(data), bytes);
+    if (data && atomic_fetch_sub(&ck_of(data)->refs, 1) == 1) rec_buf_free(ck_of(data), sizeof(ck_buf) + bytes);
 }
 
 typedef struct {
@@ -118,7 +58,7 @@ typedef struct {
     rw_rec_params p;
     int64_t conv_floats, state_floats;
     int64_t len;
-    float *live;    /* owned, from ck_alloc (a buffer of the pool's size, never shared) */
+    float *live;    /* owned, from ck_alloc (never shared) */
     rec_ckpt *ck;   /* owned array, each data owned */
     int n_ck, cap_ck;
     float *log;     /* owned: log_cap entries of p.log_floats */
