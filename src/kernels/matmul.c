@@ -444,15 +444,28 @@ rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_
     return rw_matmul_gather(w, x, x_stride, NULL, y, y_stride, NULL, n_rows, pool, err);
 }
 
-rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
-    *panels = NULL;
-    if (!w || !w->data || w->n_in <= 0 || w->n_out <= 0) return RW_OK;
+/* The kernel whose panel form would take w, and w's dense row size; NULL
+ * when there is none (or RW_PANELS=0). */
+static const rw_mm_kernel *panel_kernel(const rw_matrix *w, uint64_t *row_bytes) {
+    if (!w || !w->data || w->n_in <= 0 || w->n_out <= 0) return NULL;
     const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, NULL);
     const char *env = getenv("RW_PANELS");
-    if (!k || !k->pack_p || (env && !strcmp(env, "0"))) return RW_OK;
+    if (!k || !k->pack_p || (env && !strcmp(env, "0"))) return NULL;
+    if (check_matrix(w, row_bytes, NULL)) return NULL;
+    return k;
+}
+
+size_t rw_matmul_pack_bytes(const rw_matrix *w) {
     uint64_t row_bytes;
-    rw_status st = check_matrix(w, &row_bytes, err);
-    if (st) return st;
+    const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
+    return k ? (size_t)round_up(w->n_out, k->p_rows) * (size_t)row_bytes : 0;
+}
+
+rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
+    *panels = NULL;
+    uint64_t row_bytes;
+    const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
+    if (!k) return RW_OK; /* no panel form for w (or w unusable: rw_matmul says why) */
     const size_t bytes = (size_t)round_up(w->n_out, k->p_rows) * (size_t)row_bytes;
     uint8_t *p = aligned_alloc(64, (size_t)round_up((int64_t)bytes, 64)); /* the caller's, freed with free() */
     if (!p) return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of panels", bytes);

@@ -56,6 +56,8 @@ typedef struct {
  * RW_PANELS=0 in the environment turns the form off (for comparisons).
  * RW_ERR_NOMEM if the buffer cannot be allocated. */
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err);
+/* The bytes rw_matmul_pack would allocate for w (0: no panel form). */
+size_t rw_matmul_pack_bytes(const rw_matrix *w);
 
 /* True if rw_matmul accepts weights of type t. */
 bool rw_matmul_supports(rw_dtype t);
