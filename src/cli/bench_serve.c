@@ -13,7 +13,8 @@
  * (nearest rank; with few requests p99 is the maximum). With --draft the
  * engine decodes speculatively (as `rewind serve --draft`) and each level
  * also reports the draft's acceptance (accepted / drafted tokens) and the
- * tokens per verify pass (per sequence and step). */
+ * tokens per verify pass (per sequence and step). An untimed warm-up round
+ * at the largest C runs first. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -218,8 +219,15 @@ int rw_bench_serve(int argc, char **argv) {
     const rw_server_config sc = {.model_id = "bench", .port = 0};
     if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;
     const int32_t n_vocab = (int32_t)rw_model_get_hparams(m)->n_vocab;
-    for (int li = 0; li < n_levels; li++) {
-        const int nc = levels[li];
+    /* li = -1: an untimed warm-up at the largest client count, so that
+     * every level meets memory the process has touched before (first touch
+     * is expensive on some machines, and would otherwise fall on whichever
+     * level runs first) */
+    int max_level = 1;
+    for (int li = 0; li < n_levels; li++)
+        if (levels[li] > max_level) max_level = levels[li];
+    for (int li = -1; li < n_levels; li++) {
+        const int nc = li < 0 ? max_level : levels[li];
         const int nr = requests ? (int)requests : (nc > 4 ? nc : 4);
         double *ttft = calloc((size_t)nr, sizeof *ttft);
         bclient *cl = calloc((size_t)nc, sizeof *cl);
@@ -241,7 +249,7 @@ int rw_bench_serve(int argc, char **argv) {
                               .n_vocab = n_vocab, .mu = &mu, .next_req = &next, .n_req = nr, .ttft = ttft};
             pthread_create(&th[i], NULL, client_main, &cl[i]);
         }
-        level_result *r = &res[li];
+        level_result warm, *r = li < 0 ? &warm : &res[li];
         *r = (level_result){.clients = nc, .requests = nr};
         for (int i = 0; i < nc; i++) {
             pthread_join(th[i], NULL);
@@ -260,7 +268,7 @@ int rw_bench_serve(int argc, char **argv) {
         r->drafted = (long long)(st1.spec_drafted - st0.spec_drafted);
         r->accepted = (long long)(st1.spec_accepted - st0.spec_accepted);
         r->emitted = (long long)(st1.spec_emitted - st0.spec_emitted);
-        if (!json) {
+        if (!json && li >= 0) {
             printf("clients %3d  requests %4d  generated %6lld tok in %7.2f s  %8.2f tok/s  TTFT p50 %7.3f s  p99 "
                    "%7.3f s  mean batch %5.2f seqs%s",
                    nc, nr, r->tokens, r->wall, r->tok_s, r->ttft_p50, r->ttft_p99, r->mean_batch,
