@@ -281,18 +281,19 @@ static void drop_memory(rw_pcache *c, pc_entry *e) {
     draft_drop(c, e);
 }
 
-/* The draft state file beside an entry's state file: NAME.draft for NAME.rws. */
-static void draft_path(const char *rws, char *out, size_t cap) {
-    snprintf(out, cap, "%.*s.draft", (int)(strlen(rws) - 4), rws);
+/* A file beside an entry's state file NAME.rws: NAME.suffix (its last
+ * logits: "logits", its draft's state: "draft"). */
+static void side_path(const char *rws, const char *suffix, char *out, size_t cap) {
+    snprintf(out, cap, "%.*s.%s", (int)(strlen(rws) - 4), rws, suffix);
 }
 
 static void drop_disk(rw_pcache *c, pc_entry *e) {
     if (!e->path) return;
     unlink(e->path);
     char lp[4096];
-    snprintf(lp, sizeof lp, "%.*s.logits", (int)(strlen(e->path) - 4), e->path);
+    side_path(e->path, "logits", lp, sizeof lp);
     unlink(lp);
-    draft_path(e->path, lp, sizeof lp);
+    side_path(e->path, "draft", lp, sizeof lp);
     unlink(lp);
     free(e->path);
     e->path = NULL;
@@ -363,13 +364,13 @@ static bool to_disk(rw_pcache *c, pc_entry *e) {
     }
     if (e->node->logits) {
         char lp[4200];
-        snprintf(lp, sizeof lp, "%s/%s.logits", c->dir, name);
+        side_path(path, "logits", lp, sizeof lp);
         write_logits(lp, e->node->logits, c->n_vocab);
     }
     struct stat sb;
     e->disk_bytes = stat(path, &sb) ? 0 : (size_t)sb.st_size;
     char dp[4200];
-    draft_path(path, dp, sizeof dp);
+    side_path(path, "draft", dp, sizeof dp);
     unlink(dp); /* a stale draft file never goes with a new entry */
     if (e->draft) {
         if (rw_model_seq_save(e->draft, dp, &err))
@@ -468,7 +469,9 @@ static void scan_dir(rw_pcache *c) {
         }
         if (e && c->n_entries < c->cap_entries && (e->path = strdup(path))) {
             struct stat sb;
-            e->disk_bytes = stat(path, &sb) ? 0 : (size_t)sb.st_size;
+            char dp[4200];
+            side_path(path, "draft", dp, sizeof dp);
+            e->disk_bytes = (stat(path, &sb) ? 0 : (size_t)sb.st_size) + (stat(dp, &sb) ? 0 : (size_t)sb.st_size);
             e->node = node;
             node->entry = e;
             c->entries[c->n_entries++] = e;
@@ -666,25 +669,34 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
  * knows the draft model: validated as any state file (the model's identity,
  * the format) and kept only over a prefix of the entry's tokens; a file
  * that fails is removed, never trusted. */
+/* Removes an entry's draft file that failed validation, and its bytes
+ * from the disk tier's count. */
+static void drop_draft_file(rw_pcache *c, pc_entry *e, const char *dp, const char *why) {
+    fprintf(stderr, "rewind: prefix cache: removing %s: %s\n", dp, why);
+    struct stat sb;
+    const size_t bytes = stat(dp, &sb) ? 0 : (size_t)sb.st_size;
+    const size_t drop = bytes < e->disk_bytes ? bytes : e->disk_bytes;
+    e->disk_bytes -= drop;
+    c->disk_bytes -= drop;
+    unlink(dp);
+    c->stats.disk_invalid++;
+}
+
 static void draft_from_disk(rw_pcache *c, pc_entry *e) {
     char dp[4200];
-    draft_path(e->path, dp, sizeof dp);
+    side_path(e->path, "draft", dp, sizeof dp);
     if (!c->cfg.draft || access(dp, F_OK)) return;
     rw_model_seq *d = NULL;
     rw_error err = {0};
     if (rw_model_seq_new(c->cfg.draft, c->kv_type, c->max_ctx, &d, &err)) return;
     if (rw_model_seq_load(d, dp, &err)) {
-        fprintf(stderr, "rewind: prefix cache: removing %s: %s\n", dp, err.msg);
         rw_model_seq_free(d);
-        unlink(dp);
-        c->stats.disk_invalid++;
+        drop_draft_file(c, e, dp, err.msg);
         return;
     }
     d = draft_for(e->seq, d);
     if (!d) {
-        fprintf(stderr, "rewind: prefix cache: removing %s: its tokens are not a prefix of the entry's\n", dp);
-        unlink(dp);
-        c->stats.disk_invalid++;
+        drop_draft_file(c, e, dp, "its tokens are not a prefix of the entry's");
         return;
     }
     draft_set(c, e, d);
@@ -716,7 +728,7 @@ static bool from_disk(rw_pcache *c, pc_entry *e) {
     }
     if (!e->node->logits) { /* its logits, if they were written */
         char lp[4200];
-        snprintf(lp, sizeof lp, "%.*s.logits", (int)(strlen(e->path) - 4), e->path);
+        side_path(e->path, "logits", lp, sizeof lp);
         FILE *f = fopen(lp, "rb");
         float *l = f ? malloc((size_t)c->n_vocab * sizeof *l) : NULL;
         if (l && fread(l, sizeof *l, (size_t)c->n_vocab, f) == (size_t)c->n_vocab) {

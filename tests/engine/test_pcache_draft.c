@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/prefix_cache.h"
@@ -175,6 +176,11 @@ int main(void) {
             CHECK(access(victim, F_OK) != 0); /* removed, never trusted */
             rw_pcache_get_stats(c, &st1);
             CHECK(st1.disk_invalid >= 1);
+            /* and no longer counted: the disk tier holds the entry's state file alone */
+            char rws[520];
+            snprintf(rws, sizeof rws, "%.*s.rws", (int)(strlen(victim) - 6), victim);
+            struct stat sb;
+            CHECK(stat(rws, &sb) == 0 && st1.bytes_disk == (uint64_t)sb.st_size);
         }
         CHECK_MSG(rw_pcache_check(c, &err) == RW_OK, "%s", err.msg);
         rw_model_seq_free(s);
