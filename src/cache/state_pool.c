@@ -5,9 +5,9 @@
  * clone and rewind), and memory the process has not touched yet is
  * expensive: every 4 KiB page is a page fault, on a virtual machine the
  * host's too. Measured here with malloc: about a second per step when 16
- * batched sequences took their checkpoints together, and a third of the
- * time of a short prefill after a long cached prefix (the demo's extended
- * turn). So buffers come from 64 MiB slabs advised for transparent huge
+ * batched sequences took their checkpoints together, and about a quarter
+ * of the time of a short prefill after a long cached prefix (the demo's
+ * extended turn). So buffers come from 64 MiB slabs advised for transparent huge
  * pages (one fault per 2 MiB), and a freed buffer waits for the next
  * request of its size. Nothing is returned to the system: the memory held
  * is the most the states ever used at once (bounded by the prefix cache's

@@ -40,8 +40,8 @@ typedef struct {
     rw_threadpool *pool;
     rw_attn_kv kv32, kv16;
     const void *kp32[1], *vp32[1], *kp16[1], *vp16[1]; /* one page each: the contiguous buffers */
-    rw_attn_kv kv16p;                                 /* the f16 cache in pages of PAGE positions, as cache/kv.c keeps it */
-    const void **kpp, **vpp;                          /* [ctx / PAGE], each its own allocation */
+    rw_attn_kv kv16p;         /* the f16 cache in pages of PAGE positions, as cache/kv.c keeps it */
+    const void **kpp, **vpp; /* [ctx / PAGE], each page its own allocation */
     float *q, *out, *scratch;
     float *state, *dq, *dk, *dv, *dg, *dbeta, *dout, *dscratch;
     float *cx, *cw, *cstate, *cy;
@@ -62,8 +62,8 @@ static int64_t run_once(bench_ctx *c, bench_id b) {
     case B_ATTN32:
     case B_ATTN16:
     case B_ATTN16P:
-        rw_attn_causal(b == B_ATTN32 ? &c->kv32 : b == B_ATTN16 ? &c->kv16 : &c->kv16p, c->q, H * HD, c->ctx - 1, 1, H, HKV, HD, HD, 0.0625f,
-                       c->out, H * HD, c->scratch, c->pool);
+        rw_attn_causal(b == B_ATTN32 ? &c->kv32 : b == B_ATTN16 ? &c->kv16 : &c->kv16p, c->q, H * HD, c->ctx - 1, 1, H,
+                       HKV, HD, HD, 0.0625f, c->out, H * HD, c->scratch, c->pool);
         return 1;
     case B_PREFILL:
         rw_attn_causal(&c->kv32, c->q, H * HD, 0, PREFILL, H, HKV, HD, HD, 0.0625f, c->out, H * HD, c->scratch,
@@ -186,9 +186,10 @@ int rw_bench_ops(int argc, char **argv) {
         }
         for (int g = 0; g < HKV; g++)
             for (int r = 0; r < PAGE && p * PAGE + r < ctx; r++) {
-                memcpy(pg + ((size_t)g * PAGE + r) * HD, k16 + ((size_t)g * ctx + p * PAGE + r) * HD, HD * sizeof(rw_f16));
+                const int64_t pos = p * PAGE + r;
+                memcpy(pg + ((size_t)g * PAGE + r) * HD, k16 + ((size_t)g * ctx + pos) * HD, HD * sizeof(rw_f16));
                 for (int i = 0; i < HD; i++)
-                    pg[(size_t)HKV * PAGE * HD + ((size_t)g * HD + i) * PAGE + r] = v16[((size_t)g * HD + i) * ctx + p * PAGE + r];
+                    pg[(size_t)HKV * PAGE * HD + ((size_t)g * HD + i) * PAGE + r] = v16[((size_t)g * HD + i) * ctx + pos];
             }
         c.kpp[p] = pg, c.vpp[p] = pg + (size_t)HKV * PAGE * HD;
     }
@@ -227,10 +228,10 @@ int rw_bench_ops(int argc, char **argv) {
     } else {
         printf("threads %d, kernels %s, ctx %ld (Qwen3.5-0.8B layer shapes; ssm: 48x64x128)\n", nt,
                rw_kernel_tier_name(tier), ctx);
-        printf("%-18s %12s %12s %8s %8s\n", "op", "us/token", "ref us/tok", "speedup", "GB/s");
+        printf("%-22s %12s %12s %8s %8s\n", "op", "us/token", "ref us/tok", "speedup", "GB/s");
         for (int b = 0; b < B_COUNT; b++) {
             const double by = bytes_of(&c, (bench_id)b);
-            printf("%-18s %12.2f %12.2f %7.1fx", names[b], fast[b] * 1e6, ref[b] * 1e6, ref[b] / fast[b]);
+            printf("%-22s %12.2f %12.2f %7.1fx", names[b], fast[b] * 1e6, ref[b] * 1e6, ref[b] / fast[b]);
             if (by > 0) printf(" %8.1f", by / fast[b] / 1e9);
             printf("\n");
         }

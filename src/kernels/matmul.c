@@ -100,7 +100,8 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 /* ---- the parallel driver --------------------------------------------- */
 
 enum {
-    MAX_TILE = 1024, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng, RW_MM_QUAD * max_nq) */
+    MAX_TILE = 1024, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng, RW_MM_QUAD * max_nq),
+                      * p_rows * max_np */
     PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
     QUAD_MAX = 32,   /* most rows of a group that use the kernel's quad form (measured on Zen 4:
                       * for Q8_0 it beats the group form up to 32 rows, and ties at 64) */
@@ -455,10 +456,15 @@ static const rw_mm_kernel *panel_kernel(const rw_matrix *w, uint64_t *row_bytes)
     return k;
 }
 
+/* Panels hold whole panels of dense rows. */
+static size_t panel_bytes(const rw_mm_kernel *k, const rw_matrix *w, uint64_t row_bytes) {
+    return (size_t)round_up(w->n_out, k->p_rows) * (size_t)row_bytes;
+}
+
 size_t rw_matmul_pack_bytes(const rw_matrix *w) {
     uint64_t row_bytes;
     const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
-    return k ? (size_t)round_up(w->n_out, k->p_rows) * (size_t)row_bytes : 0;
+    return k ? panel_bytes(k, w, row_bytes) : 0;
 }
 
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
@@ -466,7 +472,7 @@ rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
     uint64_t row_bytes;
     const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
     if (!k) return RW_OK; /* no panel form for w (or w unusable: rw_matmul says why) */
-    const size_t bytes = (size_t)round_up(w->n_out, k->p_rows) * (size_t)row_bytes;
+    const size_t bytes = panel_bytes(k, w, row_bytes);
     uint8_t *p = aligned_alloc(64, (size_t)round_up((int64_t)bytes, 64)); /* the caller's, freed with free() */
     if (!p) return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of panels", bytes);
     k->pack_p(w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, w->n_out, p);

@@ -647,7 +647,7 @@ static void tile_q_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     }
 }
 
-/* ---- few rows, repacked weights: the panel form -------------------------
+/* ---- two rows and more, repacked weights: the panel form ----------------
  *
  * rw_matmul_pack lays a Q8_0 matrix out in panels of 16 weight rows: per
  * block, 8 x 64 bytes (dword s of the block for rows 0..15, biased +128 to
@@ -725,8 +725,6 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
                            int64_t os, const int R) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
     const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
-    __m512 sums[Q8P_MAX_NX];
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) sums[r] = _mm512_setzero_ps();
     __m512 part[2][Q8P_MAX_NX]; /* (acc[0] + acc[1]) and (acc[2] + acc[3]) */
     for (int k = 0; k < 4; k++) {
         __m512 acc[Q8P_MAX_NX];
@@ -754,11 +752,9 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
             else part[k / 2][r] = _mm512_add_ps(part[k / 2][r], acc[r]);
         }
     }
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
-        sums[r] = _mm512_add_ps(part[0][r], part[1][r]);
-        if (nl == Q8P_ROWS) _mm512_storeu_ps(out + r * os, sums[r]);
-        else _mm512_mask_storeu_ps(out + r * os, (__mmask16)((1u << nl) - 1), sums[r]);
-    }
+    const __mmask16 lanes = (__mmask16)((1u << nl) - 1);
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(out + r * os, lanes, _mm512_add_ps(part[0][r], part[1][r]));
 }
 
 /* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a

@@ -35,9 +35,8 @@
  * the dense row size); convert_p converts one activation row per slot;
  * tile_p computes out[r*out_stride + i] = dot(W row i, activation row r)
  * for i < nw (w: the panel holding row 0, nw any count) and
- * r < nx <= max_np, each output bitwise what tile gives. Used for the rows
- * the quad form would take when the matrix has panels: every lane works
- * whatever the row count.
+ * r < nx <= max_np, each output bitwise what tile gives. Used from 2 rows
+ * up when the matrix has panels: every lane works whatever the row count.
  */
 #ifndef RW_KERNELS_MATMUL_INT_H
 #define RW_KERNELS_MATMUL_INT_H
