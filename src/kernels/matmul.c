@@ -124,7 +124,7 @@ typedef struct {
     const uint8_t *w; /* the matrix's first row */
     size_t w_stride;
     const uint8_t *panels; /* its rows repacked for the panel form, or NULL */
-    size_t p_stride;       /* dense row size: a panel spans p_rows * p_stride bytes */
+    size_t p_stride;       /* panel bytes per row: a panel spans p_rows * p_stride bytes */
     int64_t n_out;
     float *y;
     int64_t y_stride;
@@ -255,6 +255,11 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+/* Bytes per weight row in k's panels (row_bytes: the dense row size). */
+static size_t panel_row_bytes(const rw_mm_kernel *k, int64_t n_in, uint64_t row_bytes) {
+    return k->p_wbytes ? k->p_wbytes(n_in) : (size_t)row_bytes;
+}
+
 /* Checks w against the kernel rules; *row_bytes gets its packed row size. */
 static rw_status check_matrix(const rw_matrix *w, uint64_t *row_bytes, rw_error *err) {
     size_t vblock = rw_dtype_block_size(rw_matmul_vec_dot_type(w->type));
@@ -279,6 +284,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
     const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(n_in), 64) : 0;
     const size_t quad_slot = k->q_bytes ? (size_t)round_up((int64_t)k->q_bytes(n_in), 64) : 0;
     const size_t panel_slot = k->p_bytes ? (size_t)round_up((int64_t)k->p_bytes(n_in), 64) : 0;
+    const int64_t panel_min = k->p_min_rows ? k->p_min_rows : 2;
     j.groups = malloc(sizeof *j.groups * (size_t)n_specs); /* freed before returning */
     if (!j.groups) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
 
@@ -298,7 +304,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
          * the one-row tile, which streams the rows 10% faster); else the
          * quad form for 2 .. QUAD_MAX rows, the group form from PACK_MIN
          * rows beyond that, else the tile */
-        const mm_form *form = n >= 2 && k->p_bytes && sp->panels        ? &panel
+        const mm_form *form = n >= panel_min && k->p_bytes && sp->panels ? &panel
                               : n >= 2 && n <= QUAD_MAX && k->q_bytes ? &quad
                               : k->g_bytes && n >= PACK_MIN           ? &group
                                                                       : NULL;
@@ -387,7 +393,8 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     if (!specs) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
     for (int64_t g = 0; g < n_groups; g++)
         specs[g] = (mm_spec){.w = groups[g].data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
-                             .panels = groups[g].data == w->data ? w->panels : NULL, .p_stride = (size_t)row_bytes,
+                             .panels = groups[g].data == w->data ? w->panels : NULL,
+                             .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
                              .n_out = w->n_out, .y = y, .y_stride = y_stride, .x_rows = groups[g].x_rows,
                              .y_rows = groups[g].y_rows, .n_rows = groups[g].n_rows};
     st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
@@ -423,7 +430,7 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
             if (!ws[i]->data || !ys[i]) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
             specs[i - i0] = (mm_spec){.w = ws[i]->data,
                                       .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
-                                      .panels = ws[i]->panels, .p_stride = (size_t)row_bytes,
+                                      .panels = ws[i]->panels, .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
                                       .n_out = ws[i]->n_out, .y = ys[i], .y_stride = y_strides[i], .n_rows = n_rows};
         }
         rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);
@@ -456,9 +463,9 @@ static const rw_mm_kernel *panel_kernel(const rw_matrix *w, uint64_t *row_bytes)
     return k;
 }
 
-/* Panels hold whole panels of dense rows. */
+/* Panels hold whole panels of rows. */
 static size_t panel_bytes(const rw_mm_kernel *k, const rw_matrix *w, uint64_t row_bytes) {
-    return (size_t)round_up(w->n_out, k->p_rows) * (size_t)row_bytes;
+    return (size_t)round_up(w->n_out, k->p_rows) * panel_row_bytes(k, w->n_in, row_bytes);
 }
 
 size_t rw_matmul_pack_bytes(const rw_matrix *w) {

@@ -30,13 +30,14 @@
  * every row.
  *
  * And a panel form over repacked weights (p_bytes non-NULL): pack_p lays a
- * matrix out in panels of p_rows weight rows (rw_matmul_pack; the panels
- * take as many bytes as the rows, p_rows * w_stride per panel with w_stride
- * the dense row size); convert_p converts one activation row per slot;
+ * matrix out in panels of p_rows weight rows (rw_matmul_pack; a panel
+ * takes p_rows * w_stride bytes, w_stride being p_wbytes(n_in), or the
+ * dense row size when p_wbytes is NULL); convert_p converts one activation row per slot;
  * tile_p computes out[r*out_stride + i] = dot(W row i, activation row r)
  * for i < nw (w: the panel holding row 0, nw any count) and
  * r < nx <= max_np, each output bitwise what tile gives. Used from 2 rows
- * up when the matrix has panels: every lane works whatever the row count.
+ * (or p_min_rows) up when the matrix has panels: every lane works whatever
+ * the row count.
  */
 #ifndef RW_KERNELS_MATMUL_INT_H
 #define RW_KERNELS_MATMUL_INT_H
@@ -75,6 +76,8 @@ typedef struct {
                    int nx, float *out, int64_t out_stride);
     void (*pack_p)(const uint8_t *w, size_t w_stride, int64_t n_in, int64_t n_out, uint8_t *dst);
     int p_rows, max_np;
+    size_t (*p_wbytes)(int64_t n_in); /* bytes per weight row in the panels; NULL: the dense row size */
+    int p_min_rows;                   /* fewest activation rows that take the panel form; 0: 2 */
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

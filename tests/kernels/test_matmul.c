@@ -208,7 +208,7 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
      * group form; 11 blocks of 32 are one whole
      * octet of the quad form and a partial one */
     static const int64_t rows_list[] = {1, 2, 3, 5, 7, 9, 16, 17, 33, 64, 300};
-    int64_t n_in = block_len(t) == 32 ? 352 : 256, n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
+    int64_t n_in = block_len(t) == 32 ? 352 : 768, n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
     void *wdata = make_weights(t, n_out, n_in, &rb), *wdata2 = make_weights(t, n_out, n_in, &rb);
