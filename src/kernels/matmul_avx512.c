@@ -77,46 +77,95 @@ INLINE __m512 load_w_f32(const uint8_t *w, int64_t i, __mmask16 m) {
 INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const rw_f16 *)w + i));
 }
+INLINE __m512 load_w_f32_full(const uint8_t *w, int64_t i) { return _mm512_loadu_ps((const float *)w + i); }
+INLINE __m512 load_w_f16_full(const uint8_t *w, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const rw_f16 *)w + i)));
+}
 
+/* Two accumulators per output, for the even and odd 16-element pieces of
+ * the row: one chain of dependent fmas per output made the one-row (decode)
+ * case latency-bound. */
 #define FLOAT_TILE(name, LOADW)                                                                        \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
-        __m512 acc[NW][NX];                                                                            \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                                   \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
-        for (int64_t k = 0; k < n; k += 16) {                                                          \
-            __mmask16 m = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);                     \
-            __m512 xv[NX];                                                                             \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) xv[j] = _mm512_maskz_loadu_ps(m, (const float *)(xq + j * xs) + k); \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                             \
-                __m512 wv = LOADW(w + i * ws, k, m);                                                   \
-                _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);       \
+        __m512 a0[NW][NX], a1[NW][NX];                                                                 \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) a0[i][j] = a1[i][j] = _mm512_setzero_ps(); \
+        int64_t k = 0;                                                                                 \
+        for (; k + 32 <= n; k += 32) { /* whole pieces: plain loads (masked ones are slower on AMD) */  \
+            __m512 x0[NX], x1[NX];                                                                     \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                x0[j] = _mm512_loadu_ps((const float *)(xq + j * xs) + k);                             \
+                x1[j] = _mm512_loadu_ps((const float *)(xq + j * xs) + k + 16);                        \
+            }                                                                                          \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                const __m512 w0 = LOADW##_full(w + i * ws, k), w1 = LOADW##_full(w + i * ws, k + 16);    \
+                _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                 \
+                    a0[i][j] = _mm512_fmadd_ps(w0, x0[j], a0[i][j]);                                   \
+                    a1[i][j] = _mm512_fmadd_ps(w1, x1[j], a1[i][j]);                                   \
+                }                                                                                      \
             }                                                                                          \
         }                                                                                              \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                                   \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
+        if (k < n) { /* the same steps with masked loads (zeros past n) */                             \
+            const __mmask16 m0 = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);              \
+            const __mmask16 m1 = n - k <= 16 ? 0 : (__mmask16)((1u << (n - k - 16)) - 1);              \
+            __m512 x0[NX], x1[NX];                                                                     \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                x0[j] = _mm512_maskz_loadu_ps(m0, (const float *)(xq + j * xs) + k);                    \
+                x1[j] = _mm512_maskz_loadu_ps(m1, (const float *)(xq + j * xs) + k + 16);               \
+            }                                                                                          \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                const __m512 w0 = LOADW(w + i * ws, k, m0), w1 = LOADW(w + i * ws, k + 16, m1);         \
+                _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                 \
+                    a0[i][j] = _mm512_fmadd_ps(w0, x0[j], a0[i][j]);                                   \
+                    a1[i][j] = _mm512_fmadd_ps(w1, x1[j], a1[i][j]);                                   \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                       \
+                out[j * nw + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][j], a1[i][j]));             \
     }
 
 FLOAT_TILE(f32, load_w_f32)
 FLOAT_TILE(f16, load_w_f16)
 
-INLINE void bf16_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,
-                      const int nx, float *out) {
-    __m512 acc[NW][NX];
-    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < n; k += 32) {
-        __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (n - k)) - 1);
-        __m512bh xv[NX];
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)
-            xv[j] = (__m512bh)_mm512_maskz_loadu_epi16(m, (const rw_bf16 *)(xq + j * xs) + k);
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
-            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, (const rw_bf16 *)(w + i * ws) + k);
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, xv[j]);
+/* As FLOAT_TILE: two accumulators (even and odd 32-element pieces), plain
+ * loads for whole pieces. */
+INLINE void bf16_step(const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx,
+                      int64_t k, __mmask32 m0, __mmask32 m1, bool masked, __m512 a0[NW][NX], __m512 a1[NW][NX]) {
+    __m512bh x0[NX], x1[NX];
+    _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {
+        const rw_bf16 *xr = (const rw_bf16 *)(xq + j * xs) + k;
+        x0[j] = (__m512bh)(masked ? _mm512_maskz_loadu_epi16(m0, xr) : _mm512_loadu_si512(xr));
+        x1[j] = (__m512bh)(masked ? _mm512_maskz_loadu_epi16(m1, xr + 32) : _mm512_loadu_si512(xr + 32));
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
+        const rw_bf16 *wr = (const rw_bf16 *)(w + i * ws) + k;
+        const __m512bh w0 = (__m512bh)(masked ? _mm512_maskz_loadu_epi16(m0, wr) : _mm512_loadu_si512(wr));
+        const __m512bh w1 = (__m512bh)(masked ? _mm512_maskz_loadu_epi16(m1, wr + 32) : _mm512_loadu_si512(wr + 32));
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {
+            a0[i][j] = _mm512_dpbf16_ps(a0[i][j], w0, x0[j]);
+            a1[i][j] = _mm512_dpbf16_ps(a1[i][j], w1, x1[j]);
         }
     }
+}
+
+INLINE void bf16_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,
+                      const int nx, float *out) {
+    __m512 a0[NW][NX], a1[NW][NX];
+    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) a0[i][j] = a1[i][j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 64 <= n; k += 64) bf16_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);
+    if (k < n) {
+        const __mmask32 m0 = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (n - k)) - 1);
+        const __mmask32 m1 = n - k <= 32 ? 0 : (__mmask32)((1u << (n - k - 32)) - 1);
+        bf16_step(w, ws, nw, xq, xs, nx, k, m0, m1, true, a0, a1);
+    }
     _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)
+            out[j * nw + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][j], a1[i][j]));
 }
 
 /* ==== 32-element blocks with Q8_0 / Q8_1 activations ===================== */
@@ -1377,9 +1426,11 @@ TILE_DISPATCH(q6_K)
 TILE_DISPATCH(iq4_xs)
 
 #define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
-K(f32, x_bytes_f32, convert_f32)
-K(f16, x_bytes_f32, convert_f16)
-K(bf16, x_bytes_bf16, convert_bf16)
+/* the float tiles keep two accumulators per output: 4 x 2 of them fit the registers */
+#define KF(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = 2};
+KF(f32, x_bytes_f32, convert_f32)
+KF(f16, x_bytes_f32, convert_f16)
+KF(bf16, x_bytes_bf16, convert_bf16)
 static const rw_mm_kernel kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
                                           g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
                                           q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ,

@@ -165,8 +165,11 @@ static void check_reference(rw_dtype t, bool small) {
 static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pool) {
     static const int64_t rows_list[] = {1, 2, 3, 7, 31, 33, 255, 257};
     int64_t bl = block_len(t);
-    /* one length that is a multiple of 256 and (for 32-blocks) one that is not */
-    int64_t lens[2] = {small ? 256 : 512, bl == 32 ? (small ? 96 : 288) : (small ? 256 : 768)};
+    /* one length that is a multiple of 256 and (for 32-blocks and the float
+     * types, whose tiles take 32 or 64 elements a step) one that is not */
+    int64_t lens[2] = {small ? 256 : 512, bl == 32  ? (small ? 96 : 288)
+                                          : bl == 1 ? (small ? 113 : 313)
+                                                    : (small ? 256 : 768)};
     double worst = 0;
     for (int li = 0; li < 2; li++) {
         int64_t n_in = lens[li], n_out = small ? 19 : 37;
@@ -206,9 +209,11 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
     /* 2..32 rows take the quad form where a kernel has one, or the panel
      * form for a repacked matrix (17: two tile calls), 33 and more the
      * group form; 11 blocks of 32 are one whole
-     * octet of the quad form and a partial one */
+     * octet of the quad form and a partial one; 3 super-blocks for the
+     * 256-element types; 313 elements leave the float tiles two partial pieces */
     static const int64_t rows_list[] = {1, 2, 3, 5, 7, 9, 16, 17, 33, 64, 300};
-    int64_t n_in = block_len(t) == 32 ? 352 : 768, n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
+    int64_t n_in = block_len(t) == 32 ? 352 : block_len(t) == 256 ? 768 : 313, n_out = small ? 9 : 21,
+            max_rows = small ? 64 : 300;
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
     void *wdata = make_weights(t, n_out, n_in, &rb), *wdata2 = make_weights(t, n_out, n_in, &rb);
