@@ -1216,19 +1216,33 @@ static size_t kp_sb_bytes(const kp_type *t) { return 4096 + kp_meta_bytes(t); }
 /* Q6_K chunk c byte b holds element 64c + b. */
 #define Q6K_EA(l) (64 * (((l) % 4) / 2) + 16 * ((l) / 4) + 8 * ((l) % 2))
 
-static void kp_unpack_q4_K(const uint8_t *blk, kp_block *o) {
-    const rw_block_q4_K *b = (const rw_block_q4_K *)blk;
+/* Q4_K / Q5_K: 8 sub-block scales and mins, 6 bits each in 12 bytes. */
+static void kp_scales_k4(const uint8_t s[12], rw_f16 d, rw_f16 dmin, kp_block *o) {
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        const uint8_t *s = b->scales;
         if (j < 4) sc = s[j] & 63, m = s[j + 4] & 63;
         else sc = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4, m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
         o->sc[j] = sc;
         o->mins[j][0] = o->mins[j][1] = (int16_t)m;
-        for (int l = 0; l < 32; l++) o->u[32 * j + l] = (uint8_t)((b->qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F);
     }
-    o->d = f16_to_f32(b->d);
-    o->dmin = f16_to_f32(b->dmin);
+    o->d = f16_to_f32(d);
+    o->dmin = f16_to_f32(dmin);
+}
+
+/* Element 32j + l of a Q4_K / Q5_K block: low (j even) or high nibble of qs[32(j/2) + l]. */
+static int k4_nibble(const uint8_t *qs, int e) { return (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0x0F; }
+
+static void kp_unpack_q4_K(const uint8_t *blk, kp_block *o) {
+    const rw_block_q4_K *b = (const rw_block_q4_K *)blk;
+    kp_scales_k4(b->scales, b->d, b->dmin, o);
+    for (int e = 0; e < 256; e++) o->u[e] = (uint8_t)k4_nibble(b->qs, e);
+}
+
+static void kp_unpack_q5_K(const uint8_t *blk, kp_block *o) {
+    const rw_block_q5_K *b = (const rw_block_q5_K *)blk;
+    kp_scales_k4(b->scales, b->d, b->dmin, o);
+    for (int e = 0; e < 256; e++) /* bit j of qh[l] is element 32j + l's fifth bit */
+        o->u[e] = (uint8_t)(k4_nibble(b->qs, e) | ((b->qh[e % 32] >> (e / 32)) & 1) << 4);
 }
 
 static void kp_unpack_q6_K(const uint8_t *blk, kp_block *o) {
@@ -1246,6 +1260,7 @@ static void kp_unpack_q6_K(const uint8_t *blk, kp_block *o) {
 
 #define KP_LANES(EA) {EA(0), EA(1), EA(2), EA(3), EA(4), EA(5), EA(6), EA(7), EA(8), EA(9), EA(10), EA(11), EA(12), EA(13), EA(14), EA(15)}
 static const kp_type kp_q4_K = {8, 32, KP_LANES(Q4K_EA), kp_unpack_q4_K};
+static const kp_type kp_q5_K = {8, 32, KP_LANES(Q4K_EA), kp_unpack_q5_K}; /* Q4_K's lanes */
 static const kp_type kp_q6_K = {16, 16, KP_LANES(Q6K_EA), kp_unpack_q6_K};
 
 static void kp_pack(const kp_type *t, size_t blk_bytes, const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
@@ -1277,9 +1292,13 @@ static void kp_pack(const kp_type *t, size_t blk_bytes, const uint8_t *w, size_t
 }
 
 static size_t kp_wbytes_q4_K(int64_t n) { return (size_t)(n / 256) * kp_sb_bytes(&kp_q4_K) / KP_ROWS; }
+static size_t kp_wbytes_q5_K(int64_t n) { return (size_t)(n / 256) * kp_sb_bytes(&kp_q5_K) / KP_ROWS; }
 static size_t kp_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * kp_sb_bytes(&kp_q6_K) / KP_ROWS; }
 static void pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     kp_pack(&kp_q4_K, sizeof(rw_block_q4_K), w, ws, n, n_out, dst);
+}
+static void pack_q5_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    kp_pack(&kp_q5_K, sizeof(rw_block_q5_K), w, ws, n, n_out, dst);
 }
 static void pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     kp_pack(&kp_q6_K, sizeof(rw_block_q6_K), w, ws, n, n_out, dst);
@@ -1377,6 +1396,7 @@ INLINE void kp_panel_dot(const kp_type *t, int64_t n, const uint8_t *P, const ui
         }                                                                                                           \
     }
 KP_TILE(q4_K, kp_q4_K)
+KP_TILE(q5_K, kp_q5_K)
 KP_TILE(q6_K, kp_q6_K)
 
 /* ==== tiles of every shape, and the table ================================ */
@@ -1447,7 +1467,11 @@ static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_super, .convert_x = 
                                           .convert_p = convert_q8_K_p, .tile_p = tile_p_q4_K, .pack_p = pack_q4_K_p,
                                           .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kp_wbytes_q4_K,
                                           .p_min_rows = KP_MIN_ROWS};
-K(q5_K, x_bytes_super, convert_q8_K_perm)
+static const rw_mm_kernel kernel_q5_K = {.x_bytes = x_bytes_super, .convert_x = convert_q8_K_perm, .tile = tile_q5_K,
+                                          .max_nw = NW, .max_nx = NX, .p_bytes = x_bytes_super,
+                                          .convert_p = convert_q8_K_p, .tile_p = tile_p_q5_K, .pack_p = pack_q5_K_p,
+                                          .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kp_wbytes_q5_K,
+                                          .p_min_rows = KP_MIN_ROWS};
 static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_super, .convert_x = convert_q8_K, .tile = tile_q6_K,
                                           .max_nw = NW, .max_nx = NX, .p_bytes = x_bytes_super,
                                           .convert_p = convert_q8_K_p, .tile_p = tile_p_q6_K, .pack_p = pack_q6_K_p,
