@@ -234,12 +234,7 @@ static rw_status mamba2(rw_model *m, int il, const mdl_batch *bt, rw_error *err)
     if (st) return st;
     /* conv and scan run in each sequence's state (cache/mamba2_state.c) on
      * the rows' [xBC | dt] slices */
-    for (int i = 0; i < bt->n_seg; i++) {
-        const mdl_seg *g = &bt->seg[i];
-        if ((st = rw_rec_state_append(g->s->layer[il], x->zxbcdt + g->row0 * W + DI, W, g->n, g->s->cuts,
-                                       g->s->n_cuts, g->s->log_from, x->y + g->row0 * DI, DI, bt->pool, err)))
-            return st;
-    }
+    if ((st = mdl_rec_append(bt, il, x->zxbcdt + DI, W, x->y, DI, err))) return st;
     for (int64_t t = 0; t < n; t++) {
         float *z = x->zxbcdt + t * W, *y = x->y + t * DI;
         rw_swiglu(z, y, DI); /* z <- silu(z) * y */

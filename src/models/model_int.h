@@ -180,6 +180,14 @@ rw_status mdl_attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl
 rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
                      const float *v, int64_t dv, float scale, float *att, rw_error *err);
 
+/* recurrent.c: rw_rec_state_append of layer il for every segment of bt, on
+ * the segment's rows of in (stride in_stride) into its rows of out (stride
+ * out_stride); short segments (decode, verify) run in parallel, one per
+ * task. Stops at the first error (a failed segment's state is unchanged;
+ * with parallel segments, others may have advanced). */
+rw_status mdl_rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
+                         int64_t out_stride, rw_error *err);
+
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
 

@@ -404,12 +404,7 @@ static rw_status deltanet(rw_model *m, int il, const mdl_batch *bt, rw_error *er
     }
     /* conv, l2norm and the delta rule run in each sequence's state
      * (cache/deltanet_state.c), token by token */
-    for (int i = 0; i < bt->n_seg; i++) {
-        const mdl_seg *g = &bt->seg[i];
-        if ((st = rw_rec_state_append(g->s->layer[il], x->in + g->row0 * LOG, LOG, g->n, g->s->cuts, g->s->n_cuts,
-                                       g->s->log_from, x->o + g->row0 * VD, VD, bt->pool, err)))
-            return st;
-    }
+    if ((st = mdl_rec_append(bt, il, x->in, LOG, x->o, VD, err))) return st;
     /* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
     for (int64_t t = 0; t < n; t++) rw_rmsnorm_gated(x->o + t * VD, R->norm, x->z + t * VD, nv, dv, eps, x->o + t * VD);
     return mdl_matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
