@@ -425,6 +425,9 @@ INLINE __m512i block_sums16(const __m512i p[8]) {
                             _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+#ifndef Q8_PF_DIST
+#define Q8_PF_DIST 4096 /* bytes ahead in the row that the one-row Q8_0 dot prefetches */
+#endif
 /* Byte offset of block j of a weight row (for the scale gathers). */
 #define Q8_VOFF(j) ((j) * (int)sizeof(rw_block_q8_0))
 
@@ -437,6 +440,9 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg) {
     for (int64_t b0 = 0; b0 < nb; b0 += 16, xg++) {
         const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
         const int left = nb - b0 < 16 ? (int)(nb - b0) : 16;
+        /* the hardware prefetcher alone left one row at 36 GB/s, with this 44 (Zen 5) */
+        _Pragma("GCC unroll 9") for (int l = 0; l < 9; l++)
+            _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
         __m512i p[8];
         __mmask16 valid;
         if (left == 16) {
