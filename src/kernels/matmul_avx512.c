@@ -789,7 +789,10 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
                 const int64_t b = 8 * o + 2 * k + h;
                 if (b >= nb) break;
                 __m512i W[8];
-                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) W[s] = _mm512_loadu_si512(P->q[s]);
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+                    _mm_prefetch((const char *)P->q[s] + Q8_PF_DIST, _MM_HINT_T0);
+                    W[s] = _mm512_loadu_si512(P->q[s]);
+                }
                 const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
                 P++, D++;
                 _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
