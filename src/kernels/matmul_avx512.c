@@ -432,7 +432,7 @@ INLINE __m512i block_sums16(const __m512i p[8]) {
 }
 
 #ifndef Q8_PF_DIST
-#define Q8_PF_DIST 4096 /* bytes ahead in the row that the one-row Q8_0 dot prefetches */
+#define Q8_PF_DIST 4096 /* bytes ahead that the Q8_0 one-row, quad and panel forms prefetch */
 #endif
 /* Byte offset of block j of a weight row (for the scale gathers). */
 #define Q8_VOFF(j) ((j) * (int)sizeof(rw_block_q8_0))
@@ -650,6 +650,8 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
         const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
         const int left = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)
+            _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
         __m256i qs[8];
         _Pragma("GCC unroll 8") for (int e = 0; e < 8; e++)
             qs[e] = e < left ? _mm256_loadu_si256((const __m256i *)blk[e].qs) : _mm256_set1_epi8((char)0x80);
