@@ -959,11 +959,17 @@ INLINE __m512i two_bits(const uint8_t *qs32, int ss) {
 
 INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
-    int8_t ls[16];
-    for (int j = 0; j < 8; j++)
-        ls[j] = (int8_t)((((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b->scales_h >> (2 * j)) & 3) << 4) - 32);
-    for (int j = 8; j < 16; j++) ls[j] = 0;
-    __m128i sc = _mm_loadu_si128((const __m128i *)ls);
+    /* scale j = (nibble j of scales_l | bits 2j..2j+1 of scales_h << 4) - 32 in byte j, bytes 8-15 zero:
+     * in registers (built in a byte array and reloaded, the store forwarding stalled every super-block) */
+    int32_t l4;
+    memcpy(&l4, b->scales_l, 4);
+    const __m128i sl = _mm_cvtsi32_si128(l4), m4 = _mm_set1_epi8(0x0F);
+    const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sl, m4), _mm_and_si128(_mm_srli_epi16(sl, 4), m4));
+    const __m128i h2 = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16((short)b->scales_h),
+                                                    _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+                                     _mm_set1_epi16(3));
+    const __m128i hb = _mm_packus_epi16(h2, _mm_setzero_si128());
+    const __m128i sc = _mm_move_epi64(_mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(hb, 4)), _mm_set1_epi8(32)));
     scales_per32(_mm512_cvtepi8_epi32(sc), o->scl);
     o->mins = dup_pairs16(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 7)); /* 128 * scale */
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
