@@ -1089,7 +1089,9 @@ INLINE void unpackm_q3_K(const uint8_t *row, int64_t sb, w_superm *o) {
     a[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
     a[0] = (a[0] & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
     a[1] = (a[1] & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
-    __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_loadu_si128((const __m128i *)a), _mm_set1_epi8(32)));
+    /* from registers: a vector load of a[] just stored would stall on store forwarding */
+    const __m128i a16 = _mm_setr_epi32((int)a[0], (int)a[1], (int)a[2], (int)a[3]);
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(a16, _mm_set1_epi8(32)));
     svec_per16(sc, o->s);
     o->mins = _mm256_slli_epi16(sc, 2); /* 4 * scale: the -4 bias */
     __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
