@@ -72,57 +72,50 @@ static void convert_bf16(const float *x, void *xq, int64_t n) {
     for (int64_t i = 0; i < n; i++) o[i] = rw_f32_to_bf16(x[i]);
 }
 
-/* Weight loaders: 16 f32 values of row w starting at element i, k valid. */
-INLINE __m512 load_w_f32(const uint8_t *w, int64_t i, __mmask16 m) {
-    return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+/* Loaders of 16 f32 values at element i: activations (f32), weights (f32
+ * or f16), masked to m (zeros elsewhere) when masked, else whole (plain
+ * loads: masked ones are slower on AMD); masked is a constant where inlined. */
+INLINE __m512 load_x_f32(const uint8_t *x, int64_t i, __mmask16 m, bool masked) {
+    return masked ? _mm512_maskz_loadu_ps(m, (const float *)x + i) : _mm512_loadu_ps((const float *)x + i);
 }
-INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const rw_f16 *)w + i));
+INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m, bool masked) {
+    const rw_f16 *p = (const rw_f16 *)w + i;
+    return _mm512_cvtph_ps(masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p));
 }
-INLINE __m512 load_w_f32_full(const uint8_t *w, int64_t i) { return _mm512_loadu_ps((const float *)w + i); }
-INLINE __m512 load_w_f16_full(const uint8_t *w, int64_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const rw_f16 *)w + i)));
-}
+#define load_w_f32 load_x_f32
 
 /* Two accumulators per output, for the even and odd 16-element pieces of
  * the row: one chain of dependent fmas per output made the one-row (decode)
- * case latency-bound. */
+ * case latency-bound. A step takes the 32 elements from k (masks m0, m1
+ * for the last, partial one). */
 #define FLOAT_TILE(name, LOADW)                                                                        \
+    INLINE void name##_step(const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,   \
+                            const int nx, int64_t k, __mmask16 m0, __mmask16 m1, bool masked,         \
+                            __m512 a0[NW][NX], __m512 a1[NW][NX]) {                                    \
+        __m512 x0[NX], x1[NX];                                                                         \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                         \
+            x0[j] = load_x_f32(xq + j * xs, k, m0, masked);                                            \
+            x1[j] = load_x_f32(xq + j * xs, k + 16, m1, masked);                                       \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                         \
+            const __m512 w0 = LOADW(w + i * ws, k, m0, masked), w1 = LOADW(w + i * ws, k + 16, m1, masked); \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                a0[i][j] = _mm512_fmadd_ps(w0, x0[j], a0[i][j]);                                       \
+                a1[i][j] = _mm512_fmadd_ps(w1, x1[j], a1[i][j]);                                       \
+            }                                                                                          \
+        }                                                                                              \
+    }                                                                                                  \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
         __m512 a0[NW][NX], a1[NW][NX];                                                                 \
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) a0[i][j] = a1[i][j] = _mm512_setzero_ps(); \
         int64_t k = 0;                                                                                 \
-        for (; k + 32 <= n; k += 32) { /* whole pieces: plain loads (masked ones are slower on AMD) */  \
-            __m512 x0[NX], x1[NX];                                                                     \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                x0[j] = _mm512_loadu_ps((const float *)(xq + j * xs) + k);                             \
-                x1[j] = _mm512_loadu_ps((const float *)(xq + j * xs) + k + 16);                        \
-            }                                                                                          \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                const __m512 w0 = LOADW##_full(w + i * ws, k), w1 = LOADW##_full(w + i * ws, k + 16);    \
-                _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                 \
-                    a0[i][j] = _mm512_fmadd_ps(w0, x0[j], a0[i][j]);                                   \
-                    a1[i][j] = _mm512_fmadd_ps(w1, x1[j], a1[i][j]);                                   \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        if (k < n) { /* the same steps with masked loads (zeros past n) */                             \
+        for (; k + 32 <= n; k += 32) name##_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);       \
+        if (k < n) {                                                                                   \
             const __mmask16 m0 = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);              \
             const __mmask16 m1 = n - k <= 16 ? 0 : (__mmask16)((1u << (n - k - 16)) - 1);              \
-            __m512 x0[NX], x1[NX];                                                                     \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                x0[j] = _mm512_maskz_loadu_ps(m0, (const float *)(xq + j * xs) + k);                    \
-                x1[j] = _mm512_maskz_loadu_ps(m1, (const float *)(xq + j * xs) + k + 16);               \
-            }                                                                                          \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                const __m512 w0 = LOADW(w + i * ws, k, m0), w1 = LOADW(w + i * ws, k + 16, m1);         \
-                _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                 \
-                    a0[i][j] = _mm512_fmadd_ps(w0, x0[j], a0[i][j]);                                   \
-                    a1[i][j] = _mm512_fmadd_ps(w1, x1[j], a1[i][j]);                                   \
-                }                                                                                      \
-            }                                                                                          \
+            name##_step(w, ws, nw, xq, xs, nx, k, m0, m1, true, a0, a1);                               \
         }                                                                                              \
         _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                       \
