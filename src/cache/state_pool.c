@@ -114,9 +114,11 @@ static uint8_t *take_slab(void) {
     if (!refill_started) {
         pthread_t t;
         pthread_attr_t a;
-        refill_started = !pthread_attr_init(&a) && !pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) &&
-                         !pthread_create(&t, &a, refill_main, NULL);
-        pthread_attr_destroy(&a); /* without the helper, slabs are faulted in on use */
+        if (!pthread_attr_init(&a)) { /* without the helper, slabs are faulted in on use */
+            refill_started = !pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) &&
+                             !pthread_create(&t, &a, refill_main, NULL);
+            pthread_attr_destroy(&a);
+        }
     }
     pthread_cond_signal(&refill_cv);
     return s;
