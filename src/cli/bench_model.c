@@ -30,7 +30,8 @@ static double now_s(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] [--reps R] [--json]\n");
+    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] "
+                    "[--numerics fast|ggml] [--reps R] [--json]\n");
     return 2;
 }
 
@@ -82,6 +83,8 @@ int rw_bench_model(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (!strcmp(a, "--numerics") && has_val) {
+            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
         } else if (!strcmp(a, "--json")) json = true;
         else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);

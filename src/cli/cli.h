@@ -49,6 +49,9 @@ float rw_cli_draft_cost(const rw_gguf *draft, const rw_gguf *target);
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);
 int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out);
+/* --numerics fast|ggml (kernels/matmul.h): selects the mode, before any
+ * model is loaded; 0, or 2 after printing the error. */
+int rw_cli_parse_numerics(const char *cmd, const char *s);
 int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 
 #endif

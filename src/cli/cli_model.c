@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "kernels/matmul.h"
 
 int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model **m) {
     rw_error err = {0};
@@ -72,6 +73,16 @@ int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out) {
         rw_cli_error(cmd, "--kv must be f32 or f16, not \"%s\"", s);
         return 2;
     }
+    return 0;
+}
+
+int rw_cli_parse_numerics(const char *cmd, const char *s) {
+    rw_numerics m;
+    if (!rw_numerics_parse(s, &m)) {
+        rw_cli_error(cmd, "--numerics must be fast or ggml, not \"%s\"", s);
+        return 2;
+    }
+    rw_numerics_set(m);
     return 0;
 }
 

@@ -55,7 +55,8 @@ static int parse_float(const char *opt, const char *v, float lo, float hi, float
 static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
                     "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
-                    "[--kv f32|f16] [--threads N] [--print-ids] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
+                    "[--kv f32|f16] [--numerics fast|ggml] [--threads N] [--print-ids] "
+                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
 }
 
@@ -97,6 +98,8 @@ int rw_cmd_generate(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (!strcmp(a, "--numerics") && has_val) {
+            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
         } else if (!strcmp(a, "--draft") && has_val) draft_path = argv[++i];
         else if (!strcmp(a, "--draft-max") && has_val) {
             long k;

@@ -33,7 +33,7 @@ static const char *CMD = "logits";
 static int usage(void) {
     fprintf(stderr, "usage: rewind logits MODEL --ids IDS --out OUT.f32 [--ids IDS --out OUT.f32 ...] "
                     "[--mode batch|step] [--chunks N1,N2,...] [--replay-from R] [--load-state FILE] "
-                    "[--save-state FILE] [--kv f32|f16] [--threads N]\n");
+                    "[--save-state FILE] [--kv f32|f16] [--numerics fast|ggml] [--threads N]\n");
     return 2;
 }
 
@@ -115,6 +115,8 @@ int rw_cmd_logits(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--kv") && has_val) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (!strcmp(a, "--numerics") && has_val) {
+            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();

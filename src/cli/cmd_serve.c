@@ -47,7 +47,8 @@ static int parse_size(const char *s, size_t *out) {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
-                    "[--api-key KEY] [--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] "
+                    "[--api-key KEY] [--kv f32|f16] [--numerics fast|ggml] [--max-queue N] [--max-body BYTES] "
+                    "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
                     "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
@@ -87,6 +88,8 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &chunk)) return 2;
         } else if (!strcmp(a, "--kv") && v) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
+        } else if (!strcmp(a, "--numerics") && v) {
+            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
         } else if (!strcmp(a, "--cache-bytes") && v) {
             if (parse_size(argv[++i], &cache_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir-bytes") && v) {

@@ -30,6 +30,13 @@ static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
 
 static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512"};
 
+/* Kernels that sum in ggml's order (RW_NUMERICS_GGML), per tier; types they
+ * lack use the tables above. */
+static const kernel_lookup ggml_tables[RW_TIER_COUNT] = {
+    [RW_TIER_REF] = rw_mm_kernel_ref_ggml,
+    [RW_TIER_AVX512] = rw_mm_kernel_avx512_ggml,
+};
+
 const char *rw_kernel_tier_name(rw_kernel_tier t) {
     return (unsigned)t < RW_TIER_COUNT ? tier_names[t] : "?";
 }
@@ -68,7 +75,38 @@ bool rw_kernel_tier_set(rw_kernel_tier t) {
     return true;
 }
 
+static _Atomic int current_numerics = -1; /* -1 until first use */
+
+bool rw_numerics_parse(const char *s, rw_numerics *out) {
+    if (!strcmp(s, "fast")) *out = RW_NUMERICS_FAST;
+    else if (!strcmp(s, "ggml")) *out = RW_NUMERICS_GGML;
+    else return false;
+    return true;
+}
+
+rw_numerics rw_numerics_current(void) {
+    int m = atomic_load(&current_numerics);
+    if (m >= 0) return (rw_numerics)m;
+    rw_numerics nm = RW_NUMERICS_FAST;
+    const char *env = getenv("RW_NUMERICS");
+    if (env && *env) rw_numerics_parse(env, &nm); /* an unknown value keeps the default */
+    atomic_store(&current_numerics, (int)nm);
+    return nm;
+}
+
+void rw_numerics_set(rw_numerics m) { atomic_store(&current_numerics, (int)m); }
+
 static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, rw_kernel_tier *served) {
+    /* ggml numerics: a ggml-order kernel of any tier up to the requested one
+     * comes before a kernel of the other order */
+    if (rw_numerics_current() == RW_NUMERICS_GGML)
+        for (int i = (int)tier; i >= 0; i--) {
+            const rw_mm_kernel *k = ggml_tables[i] ? ggml_tables[i](type) : NULL;
+            if (k) {
+                if (served) *served = (rw_kernel_tier)i;
+                return k;
+            }
+        }
     for (int i = (int)tier; i >= 0; i--) {
         const rw_mm_kernel *k = tier_tables[i] ? tier_tables[i](type) : NULL;
         if (k) {

@@ -133,6 +133,32 @@ bool rw_kernel_tier_set(rw_kernel_tier t);
  * specialised kernel for a type falls back to the next lower one. */
 rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
 
+/* ---- Numerics --------------------------------------------------------
+ *
+ * RW_NUMERICS_FAST (the default) sums each output in the order that suits
+ * our kernels. RW_NUMERICS_GGML makes Q8_0, Q4_0 and Q5_0 weights give
+ * llama.cpp's results bit for bit: activations are quantized as ggml's x86
+ * build quantizes them and each output is summed in the order of its AVX2
+ * vec-dots (8 lanes of 4 products, one fma per lane and block, ggml's
+ * horizontal sum). With the ops that already follow ggml, the logits of
+ * models whose matrices are all of those types then equal llama.cpp's
+ * (the fixture tests check this). It costs about twice the arithmetic in
+ * many-row products (prefill, batches, verify passes); one-row decode is
+ * bound by memory either way. Other types are unaffected. Both modes are
+ * batch invariant. The AVX-512 and reference tiers have the ggml kernels;
+ * on an AVX2-only CPU the mode falls back to the reference kernels. */
+typedef enum { RW_NUMERICS_FAST = 0, RW_NUMERICS_GGML } rw_numerics;
+
+/* The mode in use: RW_NUMERICS ("fast" or "ggml") if set, else fast. */
+rw_numerics rw_numerics_current(void);
+
+/* Selects the mode. Call it before loading a model (weights are repacked
+ * for the mode's kernels at load) and not while matmuls run. */
+void rw_numerics_set(rw_numerics m);
+
+/* Parses "fast" / "ggml"; false if s is neither. */
+bool rw_numerics_parse(const char *s, rw_numerics *out);
+
 /* Reads n bytes at p (64-byte aligned, n a multiple of 256) with the widest
  * loads the CPU has and returns a value that depends on all of them: the
  * streaming read that `rewind bench kernels` measures bandwidth with. */

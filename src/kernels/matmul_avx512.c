@@ -28,6 +28,10 @@
  * Activation rows are converted (convert_x) into this file's own layouts,
  * described at each `x_*` struct; quantization rounds exactly as the
  * reference quantizer (roundf for Q8_0/Q8_1, nearest-even for Q8_K).
+ *
+ * RW_NUMERICS_GGML (kernels/matmul.h) has its own kernels for Q8_0, Q4_0
+ * and Q5_0 (BLOCK32_TILE_GGML and the ggml panel form), which quantize and
+ * sum exactly as ggml's x86 build does.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -232,6 +236,44 @@ static void convert_q8_0_b8(const float *x, void *xq, int64_t n) { convert_chunk
 static void convert_q8_0_b16(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 16, 0); }
 static void convert_q8_1(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 0, 1); }
 
+/* Quantizes 32 values as ggml's x86 build quantizes activations
+ * (RW_NUMERICS_GGML, see rw_quantize_act_q8_0): d = amax/127,
+ * q = nearest-even(x * (127/amax)); returns d rounded to f16. */
+static void quantize_block32_ggml(const float *x, int8_t *q, float *d_out, int *sum) {
+    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    __m512i qa = _mm512_cvt_roundps_epi32(_mm512_mul_ps(a, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i qb = _mm512_cvt_roundps_epi32(_mm512_mul_ps(b, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
+    *d_out = f16_to_f32(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
+/* convert_chunks with ggml's quantizer. */
+static void convert_chunks_ggml(const float *x, void *xq, int64_t n, int bias) {
+    x_chunk *c = xq;
+    int64_t nb = n / 32;
+    memset(xq, 0, x_bytes_chunks(n));
+    for (int64_t b = 0; b < nb; b++) {
+        x_chunk *ch = &c[b / 2];
+        int half = (int)(b % 2), sum;
+        float d;
+        quantize_block32_ggml(x + b * 32, ch->qs + 32 * half, &d, &sum);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q4 = ch->qs + 32 * half + 4 * l;
+            ch->base[8 * half + l] = -bias * (q4[0] + q4[1] + q4[2] + q4[3]);
+            ch->dx[8 * half + l] = d;
+        }
+    }
+}
+
+static void convert_ggml_b128(const float *x, void *xq, int64_t n) { convert_chunks_ggml(x, xq, n, 128); }
+static void convert_ggml_b8(const float *x, void *xq, int64_t n) { convert_chunks_ggml(x, xq, n, 8); }
+static void convert_ggml_b16(const float *x, void *xq, int64_t n) { convert_chunks_ggml(x, xq, n, 16); }
+
 /* One unpacked 64-element weight chunk: unsigned quants, per-lane scale
  * (and per-lane min for Q4_1/Q5_1: lane 0 and 8 only, matching sx). */
 typedef struct {
@@ -321,6 +363,18 @@ INLINE w_chunk unpack_iq4_nl(const uint8_t *row, int64_t c, int two) {
     return w;
 }
 
+/* Q8_0 weights biased to unsigned (the activation's base removes 128 *
+ * the lane's quant sum exactly). */
+INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
+    const rw_block_q8_0 *b = (const rw_block_q8_0 *)row + 2 * c;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
+    __m256i hi = two ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_set1_epi8((char)0x80);
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    w_chunk w = {_mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)), lane_scales16(b[0].d, two ? b[1].d : 0),
+                 _mm512_setzero_ps()};
+    return w;
+}
+
 #define B32_PF_DIST 4096 /* bytes ahead in a row that the 32-block tiles prefetch (one line per two blocks) */
 #define BLOCK32_TILE(name, UNPACK, WITH_MIN, BLK)                                                       \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
@@ -357,6 +411,58 @@ BLOCK32_TILE(q4_1, unpack_q4_1, 1, rw_block_q4_1)
 BLOCK32_TILE(q5_0, unpack_q5_0, 0, rw_block_q5_0)
 BLOCK32_TILE(q5_1, unpack_q5_1, 1, rw_block_q5_1)
 BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 0, rw_block_iq4_nl)
+
+/* ggml's hsum_float_8: upper four lanes onto the lower four, then lanes
+ * 0+2 and 1+3, then those two. */
+INLINE float hsum8_ggml(__m256 a) {
+    __m128 t = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+/* RW_NUMERICS_GGML: Q8_0, Q4_0 and Q5_0 accumulate in the order of ggml's
+ * x86 vec-dots
+ * (ggml_vec_dot_q8_0_q8_0 and llamafile's tinyBLAS for Q8_0 alike), so that
+ * our results equal llama.cpp's bit for bit: 8 lanes per output, lane l
+ * taking the exact sum of the 4 products 4l..4l+3 of each block,
+ * acc_l = fma(dw_b * dx_b, (float)sum_bl, acc_l) for b = 0, 1, ... in order,
+ * and y = hsum8_ggml(acc). A chunk's two blocks sit in the low and high
+ * halves of the 16 lanes, so the high half's fma follows the low half's. */
+#define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
+                            size_t xs, const int nx, float *out) {                                      \
+        __m256 acc[NW][NX];                                                                             \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();      \
+        int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
+        for (int64_t c = 0; c < nc; c++) {                                                              \
+            int two = 2 * c + 1 < nb;                                                                   \
+            w_chunk wc[NW];                                                                             \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                _mm_prefetch((const char *)(w + i * ws) + 2 * c * sizeof(BLK) + B32_PF_DIST, _MM_HINT_T0); \
+                wc[i] = UNPACK(w + i * ws, c, two);                                                     \
+            }                                                                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                 \
+                __m512i xqv = _mm512_load_si512(xc->qs);                                                \
+                __m512 dx = _mm512_load_ps(xc->dx);                                                     \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+                    __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv)); \
+                    __m512 s = _mm512_mul_ps(wc[i].dw, dx);                                             \
+                    acc[i][j] = _mm256_fmadd_ps(_mm512_castps512_ps256(s), _mm512_castps512_ps256(p), acc[i][j]); \
+                    if (two)                                                                            \
+                        acc[i][j] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(p, 1), \
+                                                    acc[i][j]);                                         \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = hsum8_ggml(acc[i][j]); \
+    }
+
+BLOCK32_TILE_GGML(q8_0_ggml, unpack_q8_0, rw_block_q8_0)
+BLOCK32_TILE_GGML(q4_0_ggml, unpack_q4_0, rw_block_q4_0)
+BLOCK32_TILE_GGML(q5_0_ggml, unpack_q5_0, rw_block_q5_0)
 
 /* ==== Q8_0: exact block sums, four float accumulators ===================
  *
@@ -832,6 +938,133 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
             PANEL_CASE(15) PANEL_CASE(16)
 #undef PANEL_CASE
         default: break;
+        }
+    }
+}
+
+/* ==== Q8_0 in ggml's order over repacked weights: the panel form =======
+ *
+ * RW_NUMERICS_GGML, for 2 activation rows and more. rw_matmul_pack lays a
+ * Q8_0 matrix out in panels of 16 weight rows: per block, in order, 8 x 64 bytes (dword s of
+ * the block for rows 0..15, biased +128 to unsigned), then, after the
+ * quants of every block, per block the 16 rows' f16 scales: 544 bytes a
+ * block, as many as the 16 rows take in the GGUF layout.
+ *
+ * Register s of an activation row holds ggml's lane s (products 4s..4s+3
+ * of each block) for 16 outputs: per output the arithmetic is exactly
+ * BLOCK32_TILE_GGML's (acc_s = fma(dw_b * dx_b, lsum_bs, acc_s) block after
+ * block, then hsum8_ggml over the eight lanes), laid out across registers
+ * instead of lanes, so every lane works whatever the number of rows. Two
+ * activation rows at a time (their 16 accumulators and a block's 8 weight
+ * registers fill the register file); the pairs take turns over chunks of
+ * Q8GP_CHUNK blocks, so the weights stream from memory once, while the
+ * first pair works, and the others find them in L1. The weights' bias
+ * comes off exactly: each lane sum starts from -128 * (sum of the
+ * activation's 4 quants). */
+typedef struct {
+    uint8_t q[8][64];
+} wpg_q8_blk;
+
+enum { Q8GP_ROWS = 16, Q8GP_MAX_NX = 16, Q8GP_CHUNK = 16 };
+
+/* One activation row's block: quants, -128 * each dword's quant sum, scale. */
+typedef struct {
+    int8_t q[32];
+    int32_t corr[8];
+    float d;
+    int32_t pad[3];
+} xpg_q8_blk;
+
+static size_t pg_bytes_q8(int64_t n) { return (size_t)(n / 32) * sizeof(xpg_q8_blk); }
+
+static void convert_q8_0_gp(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    xpg_q8_blk *x = xp;
+    memset(xp, 0, pg_bytes_q8(n));
+    if (n_rows < 1) return;
+    for (int64_t b = 0; b < n / 32; b++) {
+        int sum;
+        quantize_block32_ggml(rows[0] + b * 32, x[b].q, &x[b].d, &sum);
+        for (int s = 0; s < 8; s++)
+            x[b].corr[s] = -128 * (x[b].q[4 * s] + x[b].q[4 * s + 1] + x[b].q[4 * s + 2] + x[b].q[4 * s + 3]);
+    }
+}
+
+static void pack_q8_0_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    for (int64_t p0 = 0; p0 < n_out; p0 += Q8GP_ROWS) {
+        wpg_q8_blk *q = (wpg_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
+        uint16_t(*d)[16] = (uint16_t(*)[16])(q + nb);
+        for (int64_t b = 0; b < nb; b++, q++, d++) {
+            memset(q->q, 0x80, sizeof q->q); /* rows past n_out: weights 0 */
+            memset(*d, 0, sizeof *d);
+            for (int l = 0; l < Q8GP_ROWS && p0 + l < n_out; l++) {
+                const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + (size_t)(p0 + l) * ws) + b;
+                for (int s = 0; s < 8; s++)
+                    for (int t = 0; t < 4; t++) q->q[s][4 * l + t] = (uint8_t)(blk->qs[4 * s + t] ^ 0x80);
+                (*d)[l] = blk->d;
+            }
+        }
+    }
+}
+
+/* Blocks [b0, b1) of one panel for activation rows x[0..R) (R = 1 or 2),
+ * their ggml lanes in acc[r][s]. */
+INLINE void q8_0_gpanel_span(const wpg_q8_blk *P, const uint16_t (*D)[16], int64_t b0, int64_t b1,
+                            const xpg_q8_blk *const x[2], __m512 acc[2][8], const int R) {
+    __m512 a[2][8];
+    _Pragma("GCC unroll 2") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) a[r][s] = acc[r][s];
+    for (int64_t b = b0; b < b1; b++) {
+        __m512i W[8];
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+            _mm_prefetch((const char *)P[b].q[s] + Q8_PF_DIST, _MM_HINT_T0);
+            W[s] = _mm512_loadu_si512(P[b].q[s]);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)D[b]));
+        _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) {
+            const xpg_q8_blk *xb = x[r] + b;
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
+            _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+                __m512i ia = _mm512_set1_epi32(xb->corr[s]);
+                DPBUSD_BCST(ia, W[s], (const i32u *)xb->q + s);
+                a[r][s] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(ia), a[r][s]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 2") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) acc[r][s] = a[r][s];
+}
+
+/* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
+ * panel spans 16 * ws); nw rows from there, nx <= Q8GP_MAX_NX activation
+ * rows; out[r * os + i]. */
+static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os) {
+    const int64_t nb = n / 32;
+    const int npair = (nx + 1) / 2;
+    for (int i = 0; i < nw; i += Q8GP_ROWS) {
+        const wpg_q8_blk *P = (const wpg_q8_blk *)(w + (size_t)i * ws);
+        const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
+        const int nl = nw - i < Q8GP_ROWS ? nw - i : Q8GP_ROWS;
+        __m512 acc[Q8GP_MAX_NX / 2][2][8];
+        memset(acc, 0, sizeof acc);
+        for (int64_t b0 = 0; b0 < nb; b0 += Q8GP_CHUNK) {
+            const int64_t b1 = nb - b0 < Q8GP_CHUNK ? nb : b0 + Q8GP_CHUNK;
+            for (int p = 0; p < npair; p++) {
+                const int r = 2 * p;
+                const xpg_q8_blk *x[2] = {(const xpg_q8_blk *)(xp + (size_t)r * xps),
+                                         (const xpg_q8_blk *)(xp + (size_t)(r + 1 < nx ? r + 1 : r) * xps)};
+                if (r + 1 < nx) q8_0_gpanel_span(P, D, b0, b1, x, acc[p], 2);
+                else q8_0_gpanel_span(P, D, b0, b1, x, acc[p], 1);
+            }
+        }
+        const __mmask16 lanes = (__mmask16)((1u << nl) - 1);
+        for (int r = 0; r < nx; r++) {
+            __m512 *a = acc[r / 2][r % 2];
+            const __m512 t0 = _mm512_add_ps(a[4], a[0]), t1 = _mm512_add_ps(a[5], a[1]);
+            const __m512 t2 = _mm512_add_ps(a[6], a[2]), t3 = _mm512_add_ps(a[7], a[3]);
+            _mm512_mask_storeu_ps(out + (int64_t)r * os + i, lanes,
+                                  _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
         }
     }
 }
@@ -1456,6 +1689,9 @@ TILE_DISPATCH(q4_1)
 TILE_DISPATCH(q5_0)
 TILE_DISPATCH(q5_1)
 TILE_DISPATCH(iq4_nl)
+TILE_DISPATCH(q8_0_ggml)
+TILE_DISPATCH(q4_0_ggml)
+TILE_DISPATCH(q5_0_ggml)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 TILE_DISPATCH(q4_K)
@@ -1514,6 +1750,23 @@ const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t) {
     case RW_TYPE_Q5_K: return &kernel_q5_K;
     case RW_TYPE_Q6_K: return &kernel_q6_K;
     case RW_TYPE_IQ4_XS: return &kernel_iq4_xs;
+    default: return NULL;
+    }
+}
+
+static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks, .convert_x = convert_ggml_b128,
+                                               .tile = tile_q8_0_ggml, .max_nw = NW, .max_nx = NX,
+                                               .p_bytes = pg_bytes_q8, .convert_p = convert_q8_0_gp,
+                                               .tile_p = tile_gp_q8_0, .pack_p = pack_q8_0_gp, .p_rows = Q8GP_ROWS,
+                                               .max_np = Q8GP_MAX_NX};
+K(q4_0_ggml, x_bytes_chunks, convert_ggml_b8)
+K(q5_0_ggml, x_bytes_chunks, convert_ggml_b16)
+
+const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
+    case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
+    case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
     default: return NULL;
     }
 }

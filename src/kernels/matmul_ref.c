@@ -13,16 +13,23 @@
  *     where isum = sum over sub-blocks of scale * (integer dot of the
  *     sub-block) and msum = sum over sub-blocks of min * (sum of the
  *     activation quants of the sub-block, from Q8_K's bsums).
+ *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0, bottom of the file): ggml's x86
+ *              order, 8 lanes, lane l the exact sum of products 4l..4l+3
+ *              of each block, acc_l = fma(dw*dx, lsum_l, acc_l) block after
+ *              block, y = ((acc4+acc0) + (acc6+acc2)) + ((acc5+acc1) +
+ *              (acc7+acc3)), activations quantized by rw_quantize_act_q8_0
  *   F32 F16 BF16: products in f32 (both sides are exact in f32), summed in
  *     double, rounded to f32 at the end.
  * All float expressions are evaluated exactly as written (ISO C mode: no
  * FMA contraction).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/matmul_int.h"
 #include "kernels/quant.h"
+#include "kernels/quant_int.h"
 
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
@@ -370,6 +377,60 @@ const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t) {
     case RW_TYPE_Q5_K: return &kernel_q5_K;
     case RW_TYPE_Q6_K: return &kernel_q6_K;
     case RW_TYPE_IQ4_XS: return &kernel_iq4_xs;
+    default: return NULL;
+    }
+}
+
+/* ---- RW_NUMERICS_GGML ------------------------------------------------- */
+
+/* ggml's horizontal sum of eight lanes (hsum_float_8): the upper four
+ * added to the lower four, then lanes 0+2 and 1+3, then those two. */
+static float hsum8(const float a[8]) {
+    const float t0 = a[4] + a[0], t1 = a[5] + a[1], t2 = a[6] + a[2], t3 = a[7] + a[3];
+    return (t0 + t2) + (t1 + t3);
+}
+
+/* The ggml-order dot of a 32-block type: VALUE(block, j) is element j of a
+ * weight block, x the Q8_0 activation blocks. */
+#define DOT32_GGML(W_T, VALUE)                                                                         \
+    const W_T *w = wp;                                                                                 \
+    const rw_block_q8_0 *x = xp;                                                                       \
+    float acc[8] = {0};                                                                                \
+    for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
+        const float d = f16(w[b].d) * f16(x[b].d);                                                     \
+        for (int l = 0; l < 8; l++) {                                                                  \
+            int32_t lsum = 0;                                                                          \
+            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
+            acc[l] = fmaf(d, (float)lsum, acc[l]);                                                     \
+        }                                                                                              \
+    }                                                                                                  \
+    return hsum8(acc);
+
+/* Element j of a block: low nibbles are elements 0-15, high ones 16-31. */
+static int q4_0_value(const rw_block_q4_0 *b, int j) {
+    return (j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4) - 8;
+}
+static int q5_0_value(const rw_block_q5_0 *b, int j) {
+    const int nib = j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4;
+    return (nib | q5_high(b->qh, j) << 4) - 16;
+}
+static int q8_0_value(const rw_block_q8_0 *b, int j) { return b->qs[j]; }
+
+static float dot_q4_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q4_0, q4_0_value) }
+static float dot_q5_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q5_0, q5_0_value) }
+static float dot_q8_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q8_0, q8_0_value) }
+
+static void convert_q8_0_ggml(const float *x, void *xq, int64_t n) { rw_quantize_act_q8_0(x, xq, n / RW_QK); }
+
+REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0_ggml)
+REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0_ggml)
+REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0_ggml)
+
+const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
+    case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
+    case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
     default: return NULL;
     }
 }

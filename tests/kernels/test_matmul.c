@@ -161,8 +161,9 @@ static void check_reference(rw_dtype t, bool small) {
     free(wdata), free(x), free(y), free(wf);
 }
 
-/* 2. a fast tier against the reference */
-static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pool) {
+/* 2. a fast tier against the reference: within TOL, or bitwise (exact: the
+ * ggml numerics, where both compute the same operations in the same order) */
+static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, bool exact, rw_threadpool *pool) {
     static const int64_t rows_list[] = {1, 2, 3, 7, 31, 33, 255, 257};
     int64_t bl = block_len(t);
     /* one length that is a multiple of 256 and (for 32-blocks and the float
@@ -190,7 +191,8 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
                 for (int64_t o = 0; o < n_out; o++) {
                     double d = fabs((double)y_fast[r * n_out + o] - y_ref[r * n_out + o]) / ymax;
                     worst = fmax(worst, d);
-                    CHECK_MSG(d <= TOL, "%s %s rows %lld n_in %lld: row %lld out %lld fast %.8g ref %.8g",
+                    CHECK_MSG(exact ? d == 0 : d <= TOL,
+                              "%s %s rows %lld n_in %lld: row %lld out %lld fast %.8g ref %.8g",
                               rw_kernel_tier_name(tier), rw_dtype_name(t), (long long)n_rows, (long long)n_in,
                               (long long)r, (long long)o, y_fast[r * n_out + o], y_ref[r * n_out + o]);
                 }
@@ -337,19 +339,26 @@ int main(void) {
     for (int i = 0; i < 3; i++) CHECK(rw_threadpool_new(i + 1, &pools[i], &err) == RW_OK);
 
     check_errors();
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        rw_dtype t = all_types[ti];
-        CHECK(rw_matmul_supports(t));
-        check_reference(t, small);
-        check_multi(t, pools[1]);
-        for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
-            if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
-            if (tier != RW_TIER_REF && rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier)
-                check_fast_vs_ref((rw_kernel_tier)tier, t, small, pools[1]);
-            if (rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier)
-                check_invariance((rw_kernel_tier)tier, t, small, pools);
+    /* the default numerics for every type, then ggml's for the types it changes */
+    static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0};
+    for (int mode = 0; mode < 2; mode++) {
+        const bool ggml = mode == 1;
+        rw_numerics_set(ggml ? RW_NUMERICS_GGML : RW_NUMERICS_FAST);
+        const int n_types = ggml ? 3 : N_TYPES;
+        for (int ti = 0; ti < n_types; ti++) {
+            rw_dtype t = ggml ? ggml_types[ti] : all_types[ti];
+            CHECK(rw_matmul_supports(t));
+            check_reference(t, small);
+            check_multi(t, pools[1]);
+            for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
+                if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
+                const bool own = rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier;
+                if (tier != RW_TIER_REF && own) check_fast_vs_ref((rw_kernel_tier)tier, t, small, ggml, pools[1]);
+                if (own) check_invariance((rw_kernel_tier)tier, t, small, pools);
+            }
         }
     }
+    rw_numerics_set(RW_NUMERICS_FAST);
     rw_kernel_tier_set(best);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
     return rw_test_done();
