@@ -167,14 +167,17 @@ int main(void) {
     rw_engine_cancel(e, id[1]);
     pthread_mutex_lock(&s[1].mu);
     int events_at_cancel = s[1].n_events;
+    /* on a loaded machine the request may have run to its end between its
+     * first event and the cancel: then the cancel was a no-op */
+    const bool finished_first = s[1].done;
     pthread_mutex_unlock(&s[1].mu);
     wait_done(&s[0]);
     usleep(20000);
     CHECK_EQ_INT(s[1].n_events, events_at_cancel);
-    CHECK(!s[1].done);
+    CHECK(finished_first || !s[1].done);
     CHECK_EQ_INT(s[2].n_events, 0);
     rw_engine_get_stats(e, &st);
-    CHECK_EQ_INT(st.requests_cancelled, cancelled0 + 2);
+    CHECK_EQ_INT(st.requests_cancelled, cancelled0 + (finished_first ? 1 : 2));
     rw_engine_cancel(e, id[0]); /* finished: a no-op */
     for (int i = 0; i < 4; i++) sink_free(&s[i]);
 
