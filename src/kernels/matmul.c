@@ -34,6 +34,7 @@ static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512"};
  * lack use the tables above. */
 static const kernel_lookup ggml_tables[RW_TIER_COUNT] = {
     [RW_TIER_REF] = rw_mm_kernel_ref_ggml,
+    [RW_TIER_AVX2] = rw_mm_kernel_avx2_ggml,
     [RW_TIER_AVX512] = rw_mm_kernel_avx512_ggml,
 };
 

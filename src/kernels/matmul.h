@@ -145,8 +145,8 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  * (the fixture tests check this). It costs about twice the arithmetic in
  * many-row products (prefill, batches, verify passes); one-row decode is
  * bound by memory either way. Other types are unaffected. Both modes are
- * batch invariant. The AVX-512 and reference tiers have the ggml kernels;
- * on an AVX2-only CPU the mode falls back to the reference kernels. */
+ * batch invariant. Every tier has the ggml kernels, and they give the
+ * same bits in every tier (tested). */
 typedef enum { RW_NUMERICS_FAST = 0, RW_NUMERICS_GGML } rw_numerics;
 
 /* The mode in use: RW_NUMERICS ("fast" or "ggml") if set, else fast. */

@@ -88,6 +88,7 @@ const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t);
 /* The kernels of RW_NUMERICS_GGML (matmul.h), per tier; NULL for the
  * types that mode leaves alone. */
 const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t);
+const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t);
 
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
