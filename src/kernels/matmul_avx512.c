@@ -376,41 +376,16 @@ INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
 }
 
 #define B32_PF_DIST 4096 /* bytes ahead in a row that the 32-block tiles prefetch (one line per two blocks) */
-#define BLOCK32_TILE(name, UNPACK, WITH_MIN, BLK)                                                       \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
-                            size_t xs, const int nx, float *out) {                                      \
-        __m512 acc[NW][NX];                                                                             \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                                    \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                              \
-        int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
-        for (int64_t c = 0; c < nc; c++) {                                                              \
-            int two = 2 * c + 1 < nb;                                                                   \
-            w_chunk wc[NW];                                                                             \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                _mm_prefetch((const char *)(w + i * ws) + 2 * c * sizeof(BLK) + B32_PF_DIST, _MM_HINT_T0);  \
-                wc[i] = UNPACK(w + i * ws, c, two);                                                     \
-            }                                                                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                              \
-                const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                 \
-                __m512i xqv = _mm512_load_si512(xc->qs);                                                \
-                __m512 dx = _mm512_load_ps(xc->dx);                                                     \
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                          \
-                    __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv);          \
-                    __m512 s = _mm512_mul_ps(wc[i].dw, dx);                                             \
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[i][j]);                  \
-                    if (WITH_MIN) acc[i][j] = _mm512_fmadd_ps(wc[i].mw, _mm512_load_ps(xc->sx), acc[i][j]); \
-                }                                                                                       \
-            }                                                                                           \
-        }                                                                                               \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                                    \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);            \
-    }
-
-BLOCK32_TILE(q4_0, unpack_q4_0, 0, rw_block_q4_0)
-BLOCK32_TILE(q4_1, unpack_q4_1, 1, rw_block_q4_1)
-BLOCK32_TILE(q5_0, unpack_q5_0, 0, rw_block_q5_0)
-BLOCK32_TILE(q5_1, unpack_q5_1, 1, rw_block_q5_1)
-BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 0, rw_block_iq4_nl)
+/* The float step of a 32-block tile for one output and one 64-element
+ * chunk, p the chunk's 16 exact lane sums (as floats), s their scales
+ * dw*dx: per lane (each lane adds its own block's products; the min term
+ * for Q4_1/Q5_1), reduced at the end by _mm512_reduce_add_ps. */
+INLINE __m512 b32_lanes(__m512 acc, __m512 p, __m512 s, const w_chunk *wc, const x_chunk *xc, int two) {
+    return _mm512_fmadd_ps(p, s, acc);
+}
+INLINE __m512 b32_lanes_min(__m512 acc, __m512 p, __m512 s, const w_chunk *wc, const x_chunk *xc, int two) {
+    return _mm512_fmadd_ps(wc->mw, _mm512_load_ps(xc->sx), _mm512_fmadd_ps(p, s, acc));
+}
 
 /* ggml's hsum_float_8: upper four lanes onto the lower four, then lanes
  * 0+2 and 1+3, then those two. */
@@ -421,19 +396,26 @@ INLINE float hsum8_ggml(__m256 a) {
 }
 
 /* RW_NUMERICS_GGML: Q8_0, Q4_0 and Q5_0 accumulate in the order of ggml's
- * x86 vec-dots
- * (ggml_vec_dot_q8_0_q8_0 and llamafile's tinyBLAS for Q8_0 alike), so that
- * our results equal llama.cpp's bit for bit: 8 lanes per output, lane l
- * taking the exact sum of the 4 products 4l..4l+3 of each block,
- * acc_l = fma(dw_b * dx_b, (float)sum_bl, acc_l) for b = 0, 1, ... in order,
- * and y = hsum8_ggml(acc). A chunk's two blocks sit in the low and high
- * halves of the 16 lanes, so the high half's fma follows the low half's. */
-#define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
+ * x86 vec-dots (ggml_vec_dot_q8_0_q8_0 and llamafile's tinyBLAS for Q8_0
+ * alike), so that our results equal llama.cpp's bit for bit: 8 lanes per
+ * output, lane l taking the exact sum of the 4 products 4l..4l+3 of each
+ * block, acc_l = fma(dw_b * dx_b, (float)sum_bl, acc_l) for b = 0, 1, ...
+ * in order, and y = hsum8_ggml(acc). A chunk's two blocks sit in the low
+ * and high halves of the 16 lanes, so the high half's fma follows the low
+ * half's. */
+INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const x_chunk *xc, int two) {
+    acc = _mm256_fmadd_ps(_mm512_castps512_ps256(s), _mm512_castps512_ps256(p), acc);
+    return two ? _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(p, 1), acc) : acc;
+}
+
+/* A 32-block tile: ACC_T accumulators per output, started at ZERO, updated
+ * by STEP per chunk and reduced by REDUCE. */
+#define BLOCK32_TILE_GEN(name, UNPACK, BLK, ACC_T, ZERO, STEP, REDUCE)                                 \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
                             size_t xs, const int nx, float *out) {                                      \
-        __m256 acc[NW][NX];                                                                             \
+        ACC_T acc[NW][NX];                                                                              \
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = ZERO;                     \
         int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
         for (int64_t c = 0; c < nc; c++) {                                                              \
             int two = 2 * c + 1 < nb;                                                                   \
@@ -448,18 +430,23 @@ INLINE float hsum8_ggml(__m256 a) {
                 __m512 dx = _mm512_load_ps(xc->dx);                                                     \
                 _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
                     __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv)); \
-                    __m512 s = _mm512_mul_ps(wc[i].dw, dx);                                             \
-                    acc[i][j] = _mm256_fmadd_ps(_mm512_castps512_ps256(s), _mm512_castps512_ps256(p), acc[i][j]); \
-                    if (two)                                                                            \
-                        acc[i][j] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(p, 1), \
-                                                    acc[i][j]);                                         \
+                    acc[i][j] = STEP(acc[i][j], p, _mm512_mul_ps(wc[i].dw, dx), &wc[i], xc, two);       \
                 }                                                                                       \
             }                                                                                           \
         }                                                                                               \
         _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = hsum8_ggml(acc[i][j]); \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = REDUCE(acc[i][j]);  \
     }
+#define BLOCK32_TILE(name, UNPACK, STEP, BLK)                                                          \
+    BLOCK32_TILE_GEN(name, UNPACK, BLK, __m512, _mm512_setzero_ps(), STEP, _mm512_reduce_add_ps)
+#define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
+    BLOCK32_TILE_GEN(name, UNPACK, BLK, __m256, _mm256_setzero_ps(), b32_ggml, hsum8_ggml)
 
+BLOCK32_TILE(q4_0, unpack_q4_0, b32_lanes, rw_block_q4_0)
+BLOCK32_TILE(q4_1, unpack_q4_1, b32_lanes_min, rw_block_q4_1)
+BLOCK32_TILE(q5_0, unpack_q5_0, b32_lanes, rw_block_q5_0)
+BLOCK32_TILE(q5_1, unpack_q5_1, b32_lanes_min, rw_block_q5_1)
+BLOCK32_TILE(iq4_nl, unpack_iq4_nl, b32_lanes, rw_block_iq4_nl)
 BLOCK32_TILE_GGML(q8_0_ggml, unpack_q8_0, rw_block_q8_0)
 BLOCK32_TILE_GGML(q4_0_ggml, unpack_q4_0, rw_block_q4_0)
 BLOCK32_TILE_GGML(q5_0_ggml, unpack_q5_0, rw_block_q5_0)
