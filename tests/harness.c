@@ -1,6 +1,7 @@
 /* harness.c - helpers for the C tests (see harness.h). */
 #include "harness.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,6 +42,33 @@ void *rw_test_read_file(const char *path, size_t *size) {
     fclose(f);
     if (buf) { buf[n] = 0; if (size) *size = (size_t)n; }
     return buf;
+}
+
+int rw_test_replay_corpus(const char *dir, int (*fn)(const unsigned char *data, size_t size)) {
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        char why[4200];
+        snprintf(why, sizeof why, "%s not found (run from the repository root)", dir);
+        rw_test_skip(why);
+    }
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(dp))) {
+        if (e->d_name[0] == '.') continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t size;
+        unsigned char *data = rw_test_read_file(path, &size);
+        CHECK_MSG(data != NULL, "cannot read %s", path);
+        if (!data) continue;
+        fn(data, size);
+        free(data);
+        n++;
+    }
+    closedir(dp);
+    printf("%d regression inputs replayed\n", n);
+    CHECK(n > 0);
+    return n;
 }
 
 bool rw_test_sanitized(void) {

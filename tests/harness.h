@@ -55,6 +55,12 @@ _Noreturn void rw_test_skip(const char *why);
 /* Reads a whole file into a malloc'd buffer (caller frees); NULL on error. */
 void *rw_test_read_file(const char *path, size_t *size);
 
+/* Feeds every file of dir (a regression corpus; dot files aside) to the
+ * fuzz harness entry point fn, which traps on a broken property; skips the
+ * test if dir is missing (not run from the repository root). Returns the
+ * number of inputs replayed, after printing it and checking it is > 0. */
+int rw_test_replay_corpus(const char *dir, int (*fn)(const unsigned char *data, size_t size));
+
 /* True when running in the sanitizer build (tests may shrink their work). */
 bool rw_test_sanitized(void);
 
