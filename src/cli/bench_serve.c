@@ -187,22 +187,15 @@ int rw_bench_serve(int argc, char **argv) {
         p = *end ? end + 1 : end;
     }
 
-    rw_gguf *g = NULL, *dg = NULL;
-    rw_model *m = NULL, *dm = NULL;
-    rw_tokenizer *tok = NULL, *dtok = NULL;
-    rw_chat_template *tmpl = NULL;
-    char *bos = NULL, *eos = NULL;
+    rw_cli_served sv;
+    if (rw_cli_served_open(CMD, path, draft_path, &sv)) return 1;
+    rw_model *const m = sv.m, *const dm = sv.dm;
+    rw_tokenizer *const tok = sv.tok;
     rw_engine *e = NULL;
     rw_server *s = NULL;
     rw_error err = {0};
     int rc = 1;
     level_result res[16];
-    if (rw_cli_open_model(CMD, path, &g, &m)) return 1;
-    if (rw_tokenizer_load(g, &tok, &err) || rw_chat_template_from_gguf(g, &tmpl, &bos, &eos, &err)) goto fail;
-    if (draft_path) {
-        if (rw_cli_open_model(CMD, draft_path, &dg, &dm)) goto done;
-        if (rw_tokenizer_load(dg, &dtok, &err)) goto fail;
-    }
     const rw_engine_config ec = {
         .n_threads = (int)threads,
         .max_running = (int)parallel,
@@ -211,13 +204,13 @@ int rw_bench_serve(int argc, char **argv) {
         .prefill_chunk = 256,
         .kv_type = RW_KV_F16,
         .draft = dm,
-        .draft_tok = dtok,
+        .draft_tok = sv.dtok,
         .draft_max = (int)draft_max,
         .draft_fixed = draft_fixed,
-        .draft_cost = rw_cli_draft_cost(dg, g)};
+        .draft_cost = rw_cli_draft_cost(sv.dg, sv.g)};
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const rw_server_config sc = {.model_id = "bench", .port = 0};
-    if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;
+    if (rw_server_start(e, tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     const int32_t n_vocab = (int32_t)rw_model_get_hparams(m)->n_vocab;
     /* li = -1: an untimed warm-up at the largest client count, so that
      * every level meets memory the process has touched before (first touch
@@ -335,14 +328,6 @@ fail:
 done:
     rw_server_stop(s);
     rw_engine_free(e);
-    rw_chat_template_free(tmpl);
-    free(bos);
-    free(eos);
-    rw_tokenizer_free(tok);
-    rw_model_free(m);
-    rw_gguf_close(g);
-    rw_tokenizer_free(dtok);
-    rw_model_free(dm);
-    rw_gguf_close(dg);
+    rw_cli_served_close(&sv);
     return rc;
 }

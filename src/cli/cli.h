@@ -9,8 +9,10 @@
 
 #include <stdint.h>
 
+#include "chat/chat.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 int rw_cmd_inspect(int argc, char **argv);
 int rw_cmd_synth(int argc, char **argv);
@@ -46,6 +48,21 @@ int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model *
  * rule of speculative decoding (engine/spec.h): a CPU decode pass streams
  * the weights, so the ratio of the files' sizes; 0 without a draft. */
 float rw_cli_draft_cost(const rw_gguf *draft, const rw_gguf *target);
+/* What `serve` and `bench serve` load: the model with its tokenizer and
+ * chat template, and the optional draft model with its tokenizer (checked to
+ * share the vocabulary). rw_cli_served_open fills *sv (0) or prints the
+ * error and leaves nothing open (1); rw_cli_served_close frees it all (any
+ * member may be NULL). */
+typedef struct {
+    rw_gguf *g, *dg;
+    rw_model *m, *dm;
+    rw_tokenizer *tok, *dtok;
+    rw_chat_template *tmpl;
+    char *bos, *eos;
+} rw_cli_served;
+int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv);
+void rw_cli_served_close(rw_cli_served *sv);
+
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);
 int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/spec.h"
 #include "kernels/matmul.h"
 
 int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model **m) {
@@ -19,6 +20,43 @@ int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model *
         return 1;
     }
     return 0;
+}
+
+void rw_cli_served_close(rw_cli_served *sv) {
+    rw_chat_template_free(sv->tmpl);
+    free(sv->bos);
+    free(sv->eos);
+    rw_tokenizer_free(sv->tok);
+    rw_model_free(sv->m);
+    rw_gguf_close(sv->g);
+    rw_tokenizer_free(sv->dtok);
+    rw_model_free(sv->dm);
+    rw_gguf_close(sv->dg);
+    memset(sv, 0, sizeof *sv);
+}
+
+int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv) {
+    rw_error err = {0};
+    memset(sv, 0, sizeof *sv);
+    if (rw_cli_open_model(cmd, path, &sv->g, &sv->m)) return 1;
+    if (rw_tokenizer_load(sv->g, &sv->tok, &err) ||
+        rw_chat_template_from_gguf(sv->g, &sv->tmpl, &sv->bos, &sv->eos, &err))
+        goto fail;
+    if (draft_path) {
+        if (rw_cli_open_model(cmd, draft_path, &sv->dg, &sv->dm)) {
+            rw_cli_served_close(sv);
+            return 1;
+        }
+        if (rw_tokenizer_load(sv->dg, &sv->dtok, &err) || rw_spec_check_vocab(sv->tok, sv->dtok, &err)) {
+            rw_error_prefix(&err, "%s", draft_path);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    rw_cli_error(cmd, "%s", err.msg);
+    rw_cli_served_close(sv);
+    return 1;
 }
 
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n) {

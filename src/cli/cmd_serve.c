@@ -118,24 +118,12 @@ int rw_cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    rw_gguf *g = NULL, *dg = NULL;
-    rw_model *m = NULL, *dm = NULL;
-    rw_tokenizer *tok = NULL, *dtok = NULL;
-    rw_chat_template *tmpl = NULL;
-    char *bos = NULL, *eos = NULL;
+    rw_cli_served sv;
+    if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) return 1;
     rw_engine *e = NULL;
     rw_server *s = NULL;
     rw_error err = {0};
     int rc = 1;
-    if (rw_cli_open_model(CMD, model_path, &g, &m)) return 1;
-    if (rw_tokenizer_load(g, &tok, &err) || rw_chat_template_from_gguf(g, &tmpl, &bos, &eos, &err)) goto fail;
-    if (draft_path) {
-        if (rw_cli_open_model(CMD, draft_path, &dg, &dm)) goto done;
-        if (rw_tokenizer_load(dg, &dtok, &err) || rw_spec_check_vocab(tok, dtok, &err)) {
-            rw_error_prefix(&err, "%s", draft_path);
-            goto fail;
-        }
-    }
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,
@@ -145,12 +133,12 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .cache_bytes = cache_bytes,
                                  .cache_dir = cache_dir,
                                  .cache_dir_bytes = cache_dir_bytes,
-                                 .draft = dm,
-                                 .draft_tok = dtok,
+                                 .draft = sv.dm,
+                                 .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,
                                  .draft_fixed = draft_fixed,
-                                 .draft_cost = rw_cli_draft_cost(dg, g)};
-    if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
+                                 .draft_cost = rw_cli_draft_cost(sv.dg, sv.g)};
+    if (rw_engine_new(sv.m, sv.tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
     const rw_server_config sc = {.host = host,
@@ -159,7 +147,7 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .model_id = base,
                                  .max_body_bytes = (size_t)max_body,
                                  .max_connections = (int)max_conn};
-    if (rw_server_start(e, tok, tmpl, bos, eos, &sc, &s, &err)) goto fail;
+    if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), base, parallel, ctx,
@@ -179,14 +167,6 @@ fail:
 done:
     rw_server_stop(s);
     rw_engine_free(e);
-    rw_chat_template_free(tmpl);
-    free(bos);
-    free(eos);
-    rw_tokenizer_free(tok);
-    rw_model_free(m);
-    rw_gguf_close(g);
-    rw_tokenizer_free(dtok);
-    rw_model_free(dm);
-    rw_gguf_close(dg);
+    rw_cli_served_close(&sv);
     return rc;
 }
