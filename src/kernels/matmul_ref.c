@@ -243,21 +243,34 @@ static void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
     }
 }
 
+/* The integer sums of one Q4_K or Q5_K super-block: isum = sum over
+ * sub-blocks j of scale_j * (dot of the sub-block's quants with x's) and
+ * msum = sum of min_j * (sum of x's quants of sub-block j). Sub-block
+ * j = 2c + hi holds the low (hi = 0) or high nibbles of qs[32c .. 32c+32);
+ * with qh (Q5_K), bit j of qh[l] is the 5th bit of element 32j + l. */
+static void k45_sums(const uint8_t scales[12], const uint8_t qs[128], const uint8_t *qh, const rw_block_q8_K *x,
+                     int32_t *isum, int32_t *msum) {
+    *isum = *msum = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc, m, c = j / 2, shift = (j % 2) * 4;
+        k4_scale_min(scales, j, &sc, &m);
+        int32_t dot = 0;
+        for (int l = 0; l < 32; l++) {
+            const int q = ((qs[32 * c + l] >> shift) & 0x0F) | (qh ? ((qh[l] >> j) & 1) << 4 : 0);
+            dot += q * x->qs[32 * j + l];
+        }
+        *isum += sc * dot;
+        *msum += m * (bsum16(x, 2 * j) + bsum16(x, 2 * j + 1));
+    }
+}
+
 static float dot_q4_K(int64_t n, const void *wp, const void *xp) {
     const rw_block_q4_K *w = wp;
     const rw_block_q8_K *x = xp;
     float sum = 0;
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
-        int32_t isum = 0, msum = 0;
-        /* sub-block j = 2c + hi: the low (hi=0) or high nibbles of qs[32c .. 32c+32) */
-        for (int j = 0; j < 8; j++) {
-            int sc, m, c = j / 2, shift = (j % 2) * 4;
-            k4_scale_min(w[b].scales, j, &sc, &m);
-            int32_t dot = 0;
-            for (int l = 0; l < 32; l++) dot += ((w[b].qs[32 * c + l] >> shift) & 0x0F) * x[b].qs[32 * j + l];
-            isum += sc * dot;
-            msum += m * (bsum16(&x[b], 2 * j) + bsum16(&x[b], 2 * j + 1));
-        }
+        int32_t isum, msum;
+        k45_sums(w[b].scales, w[b].qs, NULL, &x[b], &isum, &msum);
         float dx = x[b].d;
         sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
     }
@@ -269,19 +282,8 @@ static float dot_q5_K(int64_t n, const void *wp, const void *xp) {
     const rw_block_q8_K *x = xp;
     float sum = 0;
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
-        int32_t isum = 0, msum = 0;
-        /* as Q4_K, plus bit j of qh[l] as the 5th bit of element 32*j + l */
-        for (int j = 0; j < 8; j++) {
-            int sc, m, c = j / 2, shift = (j % 2) * 4;
-            k4_scale_min(w[b].scales, j, &sc, &m);
-            int32_t dot = 0;
-            for (int l = 0; l < 32; l++) {
-                int q = ((w[b].qs[32 * c + l] >> shift) & 0x0F) | ((w[b].qh[l] >> j) & 1) << 4;
-                dot += q * x[b].qs[32 * j + l];
-            }
-            isum += sc * dot;
-            msum += m * (bsum16(&x[b], 2 * j) + bsum16(&x[b], 2 * j + 1));
-        }
+        int32_t isum, msum;
+        k45_sums(w[b].scales, w[b].qs, w[b].qh, &x[b], &isum, &msum);
         float dx = x[b].d;
         sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
     }
