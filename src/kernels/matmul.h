@@ -135,12 +135,13 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
 
 /* ---- Numerics --------------------------------------------------------
  *
- * RW_NUMERICS_FAST (the default) sums each output in the order that suits
- * our kernels. RW_NUMERICS_GGML makes Q8_0, Q4_0 and Q5_0 weights give
- * llama.cpp's results bit for bit: activations are quantized as ggml's x86
- * build quantizes them and each output is summed in the order of its AVX2
- * vec-dots (8 lanes of 4 products, one fma per lane and block, ggml's
- * horizontal sum). With the ops that already follow ggml, the logits of
+ * Activations are always quantized as ggml's x86 build quantizes them
+ * (Q8_0/Q8_1: inverse scale 127/amax, nearest even; Q8_K: its reference).
+ * RW_NUMERICS_FAST (the default) then sums each output in the order that
+ * suits our kernels. RW_NUMERICS_GGML makes Q8_0, Q4_0 and Q5_0 weights
+ * give llama.cpp's results bit for bit: each output is summed in the order
+ * of ggml's AVX2 vec-dots (8 lanes of 4 products, one fma per lane and
+ * block, ggml's horizontal sum). With the ops that already follow ggml, the logits of
  * models whose matrices are all of those types then equal llama.cpp's
  * (the fixture tests check this). It costs about twice the arithmetic in
  * many-row products (prefill, batches, verify passes); one-row decode is

@@ -105,8 +105,7 @@ typedef struct {
 
 static size_t x_bytes_blk(int64_t n) { return (size_t)(n / 32) * sizeof(x_blk); }
 
-/* ggml: RW_NUMERICS_GGML's rounding of Q8_0 activations (rw_quantize_act_q8_0). */
-static void convert_blocks(const float *x, void *xq, int64_t n, int bias, int with_s, int ggml) {
+static void convert_blocks(const float *x, void *xq, int64_t n, int bias, int with_s) {
     x_blk *o = xq;
     rw_block_q8_0 q0;
     rw_block_q8_1 q1;
@@ -114,13 +113,12 @@ static void convert_blocks(const float *x, void *xq, int64_t n, int bias, int wi
         memset(&o[b], 0, sizeof o[b]);
         const int8_t *qs;
         if (with_s) {
-            rw_quantize_row(RW_TYPE_Q8_1, x + 32 * b, &q1, 32);
+            rw_quantize_act_q8_1(x + 32 * b, &q1, 1);
             qs = q1.qs;
             o[b].dx = f16_to_f32(q1.d);
             o[b].sx = f16_to_f32(q1.s);
         } else {
-            if (ggml) rw_quantize_act_q8_0(x + 32 * b, &q0, 1);
-            else rw_quantize_row(RW_TYPE_Q8_0, x + 32 * b, &q0, 32);
+            rw_quantize_act_q8_0(x + 32 * b, &q0, 1);
             qs = q0.qs;
             o[b].dx = f16_to_f32(q0.d);
         }
@@ -128,13 +126,10 @@ static void convert_blocks(const float *x, void *xq, int64_t n, int bias, int wi
         for (int l = 0; l < 8; l++) o[b].base[l] = -bias * (qs[4 * l] + qs[4 * l + 1] + qs[4 * l + 2] + qs[4 * l + 3]);
     }
 }
-static void convert_b0(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 0, 0, 0); }
-static void convert_b8(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 8, 0, 0); }
-static void convert_b16(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 16, 0, 0); }
-static void convert_b0_ggml(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 0, 0, 1); }
-static void convert_b8_ggml(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 8, 0, 1); }
-static void convert_b16_ggml(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 16, 0, 1); }
-static void convert_q8_1(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 0, 1, 0); }
+static void convert_b0(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 0, 0); }
+static void convert_b8(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 8, 0); }
+static void convert_b16(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 16, 0); }
+static void convert_q8_1(const float *x, void *xq, int64_t n) { convert_blocks(x, xq, n, 0, 1); }
 
 /* An unpacked weight block: values (unsigned, or signed with sign_trick),
  * scale and min. */
@@ -453,19 +448,12 @@ K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 
 /* RW_NUMERICS_GGML: the 32-block tile already sums in ggml's AVX2 order
  * (8 lanes of 4 products, one fma per lane and block, hsum8), so Q8_0,
- * Q4_0 and Q5_0 only need ggml's rounding of the activations. */
-static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_blk, .convert_x = convert_b0_ggml,
-                                               .tile = tile_q8_0, .max_nw = NW, .max_nx = NX};
-static const rw_mm_kernel kernel_q4_0_ggml = {.x_bytes = x_bytes_blk, .convert_x = convert_b8_ggml,
-                                               .tile = tile_q4_0, .max_nw = NW, .max_nx = NX};
-static const rw_mm_kernel kernel_q5_0_ggml = {.x_bytes = x_bytes_blk, .convert_x = convert_b16_ggml,
-                                               .tile = tile_q5_0, .max_nw = NW, .max_nx = NX};
-
+ * Q4_0 and Q5_0 keep their kernels. */
 const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t) {
     switch (t) {
-    case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
-    case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
-    case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
+    case RW_TYPE_Q8_0: return &kernel_q8_0;
+    case RW_TYPE_Q4_0: return &kernel_q4_0;
+    case RW_TYPE_Q5_0: return &kernel_q5_0;
     default: return NULL;
     }
 }

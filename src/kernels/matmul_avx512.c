@@ -27,11 +27,12 @@
  *
  * Activation rows are converted (convert_x) into this file's own layouts,
  * described at each `x_*` struct; quantization rounds exactly as the
- * reference quantizer (roundf for Q8_0/Q8_1, nearest-even for Q8_K).
+ * reference's activation quantizers (ggml's x86 rounding for Q8_0/Q8_1,
+ * ggml's reference for Q8_K).
  *
  * RW_NUMERICS_GGML (kernels/matmul.h) has its own kernels for Q8_0, Q4_0
- * and Q5_0 (BLOCK32_TILE_GGML and the ggml panel form), which quantize and
- * sum exactly as ggml's x86 build does.
+ * and Q5_0 (BLOCK32_TILE_GGML and the ggml panel form), which sum exactly
+ * as ggml's x86 build does.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -185,25 +186,16 @@ typedef struct {
 
 static size_t x_bytes_chunks(int64_t n) { return (size_t)((n / 32 + 1) / 2) * sizeof(x_chunk); }
 
-/* roundf(v) for every lane: ties away from zero, as the reference quantizer. */
-INLINE __m512 round_half_away(__m512 v) {
-    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m512 frac = _mm512_sub_ps(v, t);
-    __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    __mmask16 down = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(-0.5f), _CMP_LE_OQ);
-    t = _mm512_mask_add_ps(t, up, t, _mm512_set1_ps(1.0f));
-    return _mm512_mask_sub_ps(t, down, t, _mm512_set1_ps(1.0f));
-}
-
-/* Quantizes 32 values as Q8_0: d = amax/127, q = roundf(x * (1/d)); returns
- * d rounded to f16 (the block's scale) and d itself (for Q8_1's s). */
+/* Quantizes 32 values as ggml's x86 build quantizes activations (see
+ * rw_quantize_act_q8_0): d = amax/127, q = nearest-even(x * (127/amax));
+ * returns d rounded to f16 (the block's scale) and d itself (for Q8_1's s). */
 static void quantize_block32(const float *x, int8_t *q, float *d_out, float *d_raw, int *sum) {
     __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
     __m512 vid = _mm512_set1_ps(id);
-    __m512i qa = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(a, vid)));
-    __m512i qb = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(b, vid)));
+    __m512i qa = _mm512_cvt_roundps_epi32(_mm512_mul_ps(a, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i qb = _mm512_cvt_roundps_epi32(_mm512_mul_ps(b, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
     _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
     *d_out = f16_to_f32(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
@@ -235,44 +227,6 @@ static void convert_q8_0_b128(const float *x, void *xq, int64_t n) { convert_chu
 static void convert_q8_0_b8(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 8, 0); }
 static void convert_q8_0_b16(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 16, 0); }
 static void convert_q8_1(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 0, 1); }
-
-/* Quantizes 32 values as ggml's x86 build quantizes activations
- * (RW_NUMERICS_GGML, see rw_quantize_act_q8_0): d = amax/127,
- * q = nearest-even(x * (127/amax)); returns d rounded to f16. */
-static void quantize_block32_ggml(const float *x, int8_t *q, float *d_out, int *sum) {
-    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    __m512 vid = _mm512_set1_ps(id);
-    __m512i qa = _mm512_cvt_roundps_epi32(_mm512_mul_ps(a, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512i qb = _mm512_cvt_roundps_epi32(_mm512_mul_ps(b, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
-    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
-    *d_out = f16_to_f32(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
-}
-
-/* convert_chunks with ggml's quantizer. */
-static void convert_chunks_ggml(const float *x, void *xq, int64_t n, int bias) {
-    x_chunk *c = xq;
-    int64_t nb = n / 32;
-    memset(xq, 0, x_bytes_chunks(n));
-    for (int64_t b = 0; b < nb; b++) {
-        x_chunk *ch = &c[b / 2];
-        int half = (int)(b % 2), sum;
-        float d;
-        quantize_block32_ggml(x + b * 32, ch->qs + 32 * half, &d, &sum);
-        for (int l = 0; l < 8; l++) {
-            const int8_t *q4 = ch->qs + 32 * half + 4 * l;
-            ch->base[8 * half + l] = -bias * (q4[0] + q4[1] + q4[2] + q4[3]);
-            ch->dx[8 * half + l] = d;
-        }
-    }
-}
-
-static void convert_ggml_b128(const float *x, void *xq, int64_t n) { convert_chunks_ggml(x, xq, n, 128); }
-static void convert_ggml_b8(const float *x, void *xq, int64_t n) { convert_chunks_ggml(x, xq, n, 8); }
-static void convert_ggml_b16(const float *x, void *xq, int64_t n) { convert_chunks_ggml(x, xq, n, 16); }
 
 /* One unpacked 64-element weight chunk: unsigned quants, per-lane scale
  * (and per-lane min for Q4_1/Q5_1: lane 0 and 8 only, matching sx). */
@@ -969,8 +923,9 @@ static void convert_q8_0_gp(const float *const *rows, int n_rows, void *xp, int6
     memset(xp, 0, pg_bytes_q8(n));
     if (n_rows < 1) return;
     for (int64_t b = 0; b < n / 32; b++) {
+        float d_raw;
         int sum;
-        quantize_block32_ggml(rows[0] + b * 32, x[b].q, &x[b].d, &sum);
+        quantize_block32(rows[0] + b * 32, x[b].q, &x[b].d, &d_raw, &sum);
         for (int s = 0; s < 8; s++)
             x[b].corr[s] = -128 * (x[b].q[4 * s] + x[b].q[4 * s + 1] + x[b].q[4 * s + 2] + x[b].q[4 * s + 3]);
     }
@@ -1741,13 +1696,13 @@ const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t) {
     }
 }
 
-static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks, .convert_x = convert_ggml_b128,
+static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks, .convert_x = convert_q8_0_b128,
                                                .tile = tile_q8_0_ggml, .max_nw = NW, .max_nx = NX,
                                                .p_bytes = pg_bytes_q8, .convert_p = convert_q8_0_gp,
                                                .tile_p = tile_gp_q8_0, .pack_p = pack_q8_0_gp, .p_rows = Q8GP_ROWS,
                                                .max_np = Q8GP_MAX_NX};
-K(q4_0_ggml, x_bytes_chunks, convert_ggml_b8)
-K(q5_0_ggml, x_bytes_chunks, convert_ggml_b16)
+K(q4_0_ggml, x_bytes_chunks, convert_q8_0_b8)
+K(q5_0_ggml, x_bytes_chunks, convert_q8_0_b16)
 
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t) {
     switch (t) {

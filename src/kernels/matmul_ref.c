@@ -2,7 +2,8 @@
  *
  * One function per weight type computes dot(W row, activation row), where
  * the activation row was converted to the type's vec-dot type by the
- * library's reference quantizer (rw_quantize_row, ggml's formulas). Inside a block the sums
+ * activation quantizer (rw_quantize_act_q8_0/q8_1: ggml's x86 rounding;
+ * Q8_K: rw_quantize_row, ggml's reference). Inside a block the sums
  * are exact integers; across blocks the float accumulation runs from the
  * first block to the last, with the formula written out per type:
  *
@@ -17,7 +18,7 @@
  *              order, 8 lanes, lane l the exact sum of products 4l..4l+3
  *              of each block, acc_l = fma(dw*dx, lsum_l, acc_l) block after
  *              block, y = ((acc4+acc0) + (acc6+acc2)) + ((acc5+acc1) +
- *              (acc7+acc3)), activations quantized by rw_quantize_act_q8_0
+ *              (acc7+acc3))
  *   F32 F16 BF16: products in f32 (both sides are exact in f32), summed in
  *     double, rounded to f32 at the end.
  * All float expressions are evaluated exactly as written (ISO C mode: no
@@ -54,8 +55,8 @@ static void convert_bf16(const float *x, void *xq, int64_t n) {
     for (int64_t i = 0; i < n; i++) q[i] = rw_f32_to_bf16(x[i]);
 }
 /* n is a multiple of the block size (checked by matmul.c): these cannot fail. */
-static void convert_q8_0(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_0, x, xq, n); }
-static void convert_q8_1(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_1, x, xq, n); }
+static void convert_q8_0(const float *x, void *xq, int64_t n) { rw_quantize_act_q8_0(x, xq, n / RW_QK); }
+static void convert_q8_1(const float *x, void *xq, int64_t n) { rw_quantize_act_q8_1(x, xq, n / RW_QK); }
 static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_K, x, xq, n); }
 
 /* ---- float types ----------------------------------------------------- */
@@ -422,11 +423,9 @@ static float dot_q4_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GG
 static float dot_q5_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q5_0, q5_0_value) }
 static float dot_q8_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q8_0, q8_0_value) }
 
-static void convert_q8_0_ggml(const float *x, void *xq, int64_t n) { rw_quantize_act_q8_0(x, xq, n / RW_QK); }
-
-REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0_ggml)
-REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0_ggml)
-REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0_ggml)
+REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0)
 
 const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t) {
     switch (t) {

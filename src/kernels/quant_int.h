@@ -5,9 +5,10 @@
 #include "kernels/quant.h"
 
 int rw_nearest_int(float x); /* round half to even, as ggml's nearest_int */
-/* Activation rows for the Q8_0 vec-dots, rounded as ggml's x86 build
- * rounds them (quantize_ref.c; RW_NUMERICS_GGML); nb blocks of 32. */
+/* Activation rows for the Q8_0 / Q8_1 vec-dots, rounded as ggml's x86
+ * build rounds them (quantize_ref.c); nb blocks of 32. */
 void rw_quantize_act_q8_0(const float *x, rw_block_q8_0 *y, int64_t nb);
+void rw_quantize_act_q8_1(const float *x, rw_block_q8_1 *y, int64_t nb);
 void rw_k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
 /* Asymmetric sub-block fit of the K-quants (quantize_k_ref.c): x ~ scale*L - *min_out */
 float rw_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out, uint8_t *Laux,

@@ -67,11 +67,11 @@ static void q8_K(const float *x, rw_block_q8_K *y, int64_t nb) {
 }
 
 /* Activation rows as ggml's x86 build quantizes them for its vec-dots
- * (quantize_row_q8_0 in its AVX2 code, which its AVX-512 builds use too):
- * the inverse scale is 127/amax (not 1/d) and products round to nearest
- * even. It differs from the reference quantizer above (used for weights,
- * as llama-quantize) in the last bit of some quants; RW_NUMERICS_GGML uses
- * it so that activations, hence logits, equal llama.cpp's. */
+ * (quantize_row_q8_0 / q8_1 in its AVX2 code, which its AVX-512 builds use
+ * too): the inverse scale is 127/amax (not 1/d) and products round to
+ * nearest even. It differs from the reference quantizer above (used for
+ * weights, as llama-quantize) in the last bit of some quants; every matmul
+ * tier quantizes activations this way, so that they equal llama.cpp's. */
 void rw_quantize_act_q8_0(const float *x, rw_block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += RW_QK) {
         float amax = 0;
@@ -79,6 +79,21 @@ void rw_quantize_act_q8_0(const float *x, rw_block_q8_0 *y, int64_t nb) {
         const float d = amax / 127.f, id = amax != 0.0f ? 127.f / amax : 0.0f;
         y[i].d = rw_f32_to_f16(d);
         for (int j = 0; j < RW_QK; j++) y[i].qs[j] = (int8_t)rw_nearest_int(x[j] * id);
+    }
+}
+
+void rw_quantize_act_q8_1(const float *x, rw_block_q8_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += RW_QK) {
+        float amax = 0;
+        for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.f, id = amax != 0.0f ? 127.f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < RW_QK; j++) {
+            y[i].qs[j] = (int8_t)rw_nearest_int(x[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].d = rw_f32_to_f16(d);
+        y[i].s = rw_f32_to_f16(d * (float)sum);
     }
 }
 
