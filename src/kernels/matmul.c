@@ -299,6 +299,19 @@ static size_t panel_row_bytes(const rw_mm_kernel *k, int64_t n_in, uint64_t row_
     return k->p_wbytes ? k->p_wbytes(n_in) : (size_t)row_bytes;
 }
 
+/* A panel buffer starts with PANEL_HEADER bytes naming the kernel that
+ * packed it (rw_matmul_pack): kernels of one type lay panels out
+ * differently (tiers, numerics), so panels packed for another kernel than
+ * the one a call runs are not used (the call takes the other forms). */
+enum { PANEL_HEADER = 64 };
+
+static const uint8_t *panels_of(const rw_mm_kernel *k, const void *panels) {
+    if (!panels) return NULL;
+    const rw_mm_kernel *packer;
+    memcpy(&packer, panels, sizeof packer);
+    return packer == k ? (const uint8_t *)panels + PANEL_HEADER : NULL;
+}
+
 /* Checks w against the kernel rules; *row_bytes gets its packed row size. */
 static rw_status check_matrix(const rw_matrix *w, uint64_t *row_bytes, rw_error *err) {
     size_t vblock = rw_dtype_block_size(rw_matmul_vec_dot_type(w->type));
@@ -432,7 +445,7 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     if (!specs) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
     for (int64_t g = 0; g < n_groups; g++)
         specs[g] = (mm_spec){.w = groups[g].data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
-                             .panels = groups[g].data == w->data ? w->panels : NULL,
+                             .panels = groups[g].data == w->data ? panels_of(k, w->panels) : NULL,
                              .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
                              .n_out = w->n_out, .y = y, .y_stride = y_stride, .x_rows = groups[g].x_rows,
                              .y_rows = groups[g].y_rows, .n_rows = groups[g].n_rows};
@@ -469,7 +482,7 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
             if (!ws[i]->data || !ys[i]) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
             specs[i - i0] = (mm_spec){.w = ws[i]->data,
                                       .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
-                                      .panels = ws[i]->panels, .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
+                                      .panels = panels_of(k, ws[i]->panels), .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
                                       .n_out = ws[i]->n_out, .y = ys[i], .y_stride = y_strides[i], .n_rows = n_rows};
         }
         rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);
@@ -510,7 +523,7 @@ static size_t panel_bytes(const rw_mm_kernel *k, const rw_matrix *w, uint64_t ro
 size_t rw_matmul_pack_bytes(const rw_matrix *w) {
     uint64_t row_bytes;
     const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
-    return k ? panel_bytes(k, w, row_bytes) : 0;
+    return k ? PANEL_HEADER + panel_bytes(k, w, row_bytes) : 0;
 }
 
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
@@ -518,10 +531,12 @@ rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
     uint64_t row_bytes;
     const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
     if (!k) return RW_OK; /* no panel form for w (or w unusable: rw_matmul says why) */
-    const size_t bytes = panel_bytes(k, w, row_bytes);
+    const size_t bytes = PANEL_HEADER + panel_bytes(k, w, row_bytes);
     uint8_t *p = aligned_alloc(64, (size_t)round_up((int64_t)bytes, 64)); /* the caller's, freed with free() */
     if (!p) return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of panels", bytes);
-    k->pack_p(w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, w->n_out, p);
+    memset(p, 0, PANEL_HEADER);
+    memcpy(p, &k, sizeof k);
+    k->pack_p(w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, w->n_out, p + PANEL_HEADER);
     *panels = p;
     return RW_OK;
 }

@@ -55,6 +55,8 @@ typedef struct {
  * (K-quants: one byte per weight) that the caller frees with free()
  * once no matrix points to it, or NULL when there is no such form; set
  * w->panels to it. Results never depend on whether a matrix has panels.
+ * Panels belong to the kernel that packed them: a matmul under another
+ * tier or numerics (whose kernels lay panels out otherwise) does without.
  * RW_PANELS=0 in the environment turns the form off (for comparisons).
  * RW_ERR_NOMEM if the buffer cannot be allocated. */
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err);

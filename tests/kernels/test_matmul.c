@@ -312,6 +312,33 @@ static void check_multi(rw_dtype t, rw_threadpool *pool) {
     free(x);
 }
 
+/* Panels packed under one numerics mode are not used under the other (their
+ * layouts differ): results with them attached equal results without. */
+static void check_panels_other_mode(rw_threadpool *pool) {
+    const int64_t n_in = 1024, n_out = 40, n = 5; /* 32 blocks: the two layouts differ */
+    size_t rb;
+    void *wd = make_weights(RW_TYPE_Q8_0, n_out, n_in, &rb);
+    float *x = make_x(n, n_in), *ya = malloc(sizeof(float) * (size_t)(n * n_out)),
+          *yb = malloc(sizeof(float) * (size_t)(n * n_out));
+    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL};
+    rw_error err;
+    for (int mode = 0; mode < 2; mode++) {
+        rw_numerics_set(mode ? RW_NUMERICS_GGML : RW_NUMERICS_FAST);
+        void *panels = NULL;
+        CHECK(rw_matmul_pack(&w, &panels, &err) == RW_OK);
+        rw_numerics_set(mode ? RW_NUMERICS_FAST : RW_NUMERICS_GGML);
+        w.panels = panels;
+        CHECK(rw_matmul(&w, x, n_in, n, ya, n_out, pool, &err) == RW_OK);
+        w.panels = NULL;
+        CHECK(rw_matmul(&w, x, n_in, n, yb, n_out, pool, &err) == RW_OK);
+        CHECK_MSG(!memcmp(ya, yb, sizeof(float) * (size_t)(n * n_out)), "panels packed in mode %d used in the other",
+                  mode);
+        free(panels);
+    }
+    rw_numerics_set(RW_NUMERICS_FAST);
+    free(wd), free(x), free(ya), free(yb);
+}
+
 static void check_errors(void) {
     rw_error err;
     float x[64] = {0}, y[4];
@@ -360,6 +387,7 @@ int main(void) {
     }
     rw_numerics_set(RW_NUMERICS_FAST);
     rw_kernel_tier_set(best);
+    check_panels_other_mode(pools[1]);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
     return rw_test_done();
 }
