@@ -143,9 +143,9 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  * suits our kernels. RW_NUMERICS_GGML makes Q8_0, Q4_0 and Q5_0 weights
  * give llama.cpp's results bit for bit: each output is summed in the order
  * of ggml's AVX2 vec-dots (8 lanes of 4 products, one fma per lane and
- * block, ggml's horizontal sum). With the ops that already follow ggml, the logits of
- * models whose matrices are all of those types then equal llama.cpp's
- * (the fixture tests check this). It costs about twice the arithmetic in
+ * block, ggml's horizontal sum). With the AVX-512 ops, which follow ggml's
+ * vector code, the logits of models whose matrices are all of those types
+ * then equal llama.cpp's (the fixture tests check this). It costs about twice the arithmetic in
  * many-row products (prefill, batches, verify passes); one-row decode is
  * bound by memory either way. Other types are unaffected. Both modes are
  * batch invariant. Every tier has the ggml kernels, and they give the
