@@ -144,7 +144,9 @@ rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t 
 rw_status rw_model_state_file_tokens(const rw_model *m, const char *path, int32_t **tokens, int64_t *n,
                                      rw_error *err);
 /* 16 bytes identifying the model (architecture, hyperparameters, tensor
- * names, types and shapes). */
+ * names, types and shapes) and the arithmetic its states depend on (the
+ * kernel tier, the numerics mode, the revision of the activation rounding):
+ * state files made under other arithmetic are refused as another model's. */
 void rw_model_fingerprint(const rw_model *m, uint8_t out[16]);
 
 typedef struct {

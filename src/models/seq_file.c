@@ -25,11 +25,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/matmul.h"
 #include "models/model_int.h"
 
 static const char MAGIC[8] = {'R', 'W', 'S', 'T', 'A', 'T', 'E', 0};
 #define VERSION 1u
 #define MAX_FILE ((size_t)64 << 30)
+/* The revision of our arithmetic that states depend on: 2 since activations
+ * are rounded as ggml's x86 build rounds them (session 16). */
+#define ARITH_REVISION 2u
 
 /* FNV-1a 64 */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
@@ -50,6 +54,11 @@ void rw_model_fingerprint(const rw_model *m, uint8_t out[16]) {
         a = fnv(a, &ty, 4), b = fnv(b, &ty, 4);
         a = fnv(a, t->ne, sizeof t->ne), b = fnv(b, t->ne, sizeof t->ne);
     }
+    /* and the arithmetic: a state computed by other kernels (another tier or
+     * numerics mode, or an older rounding) would not go on bit for bit as a
+     * recomputation here would, so it counts as another model's */
+    const uint32_t arith[3] = {ARITH_REVISION, (uint32_t)rw_kernel_tier_current(), (uint32_t)rw_numerics_current()};
+    a = fnv(a, arith, sizeof arith), b = fnv(b, arith, sizeof arith);
     memcpy(out, &a, 8);
     memcpy(out + 8, &b, 8);
 }
@@ -103,7 +112,9 @@ rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t 
     if (version != VERSION) return rw_errorf(err, RW_ERR_UNSUPPORTED, "state file version %u (this build reads %u)", version, VERSION);
     rw_sread(&r, fp, 16);
     rw_model_fingerprint(s->m, mine);
-    if (memcmp(fp, mine, 16)) return rw_errorf(err, RW_ERR_INVALID_ARG, "state file was made for another model");
+    if (memcmp(fp, mine, 16))
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "state file was made for another model (or by other kernels: tier, --numerics, version)");
     rw_sread_u32(&r, &kv_type);
     if (kv_type != (uint32_t)s->kv_type)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "state file has a %s KV cache, the sequence %s",
@@ -251,7 +262,8 @@ rw_status rw_model_state_file_tokens(const rw_model *m, const char *path, int32_
     memcpy(&cnt, head + 8 + 4 + 16 + 4, 8);
     rw_model_fingerprint(m, mine);
     if (version != VERSION) st = rw_errorf(err, RW_ERR_FORMAT, "%s: state file version %u", path, version);
-    else if (memcmp(head + 12, mine, 16)) st = rw_errorf(err, RW_ERR_INVALID_ARG, "%s: made for another model", path);
+    else if (memcmp(head + 12, mine, 16))
+        st = rw_errorf(err, RW_ERR_INVALID_ARG, "%s: made for another model (or by other kernels)", path);
     else if (cnt > (1u << 28)) st = rw_errorf(err, RW_ERR_FORMAT, "%s: bad token count", path);
     if (st) goto out;
     *tokens = malloc((size_t)(cnt ? cnt : 1) * sizeof **tokens);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "kernels/matmul.h"
 #include "models/model.h"
 
 static rw_model *open_model(const char *rel, rw_gguf **g) {
@@ -77,6 +78,11 @@ static void corrupt_model(const char *rel, const char *other_rel) {
     CHECK(rw_model_seq_load_buffer(o, data, len, &err) != RW_OK);
     CHECK_MSG(strstr(err.msg, "another model") != NULL, "%s", err.msg);
     rw_model_seq_free(o);
+    /* other numerics refuse it too (the state would not go on bit for bit) */
+    rw_numerics_set(RW_NUMERICS_GGML);
+    CHECK(rw_model_seq_load_buffer(t, data, len, &err) != RW_OK);
+    CHECK_MSG(strstr(err.msg, "other kernels") != NULL, "%s", err.msg);
+    rw_numerics_set(RW_NUMERICS_FAST);
     /* an f16 sequence refuses an f32 file */
     CHECK(rw_model_seq_new(m, RW_KV_F16, 0, &o, &err) == RW_OK);
     CHECK(rw_model_seq_load_buffer(o, data, len, &err) != RW_OK);
