@@ -482,7 +482,8 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
             if (!ws[i]->data || !ys[i]) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
             specs[i - i0] = (mm_spec){.w = ws[i]->data,
                                       .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
-                                      .panels = panels_of(k, ws[i]->panels), .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
+                                      .panels = panels_of(k, ws[i]->panels),
+                                      .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
                                       .n_out = ws[i]->n_out, .y = ys[i], .y_stride = y_strides[i], .n_rows = n_rows};
         }
         rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);

@@ -794,6 +794,23 @@ static void convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64
     }
 }
 
+/* Block b of the 16 weight rows from row0 (ws apart; n_left of them
+ * exist) into one panel block: dword s of each row at [s][4 * row], biased
+ * +128 to unsigned, and the rows' f16 scales; missing rows get weights and
+ * scales 0. Shared by both Q8_0 panel forms, which differ only in the
+ * order of the blocks. */
+static void pack_q8_0_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, uint8_t q[8][64],
+                            uint16_t d[16]) {
+    memset(q, 0x80, 8 * 64);
+    memset(d, 0, 16 * sizeof *d);
+    for (int l = 0; l < 16 && l < n_left; l++) {
+        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(row0 + (size_t)l * ws) + b;
+        for (int s = 0; s < 8; s++)
+            for (int t = 0; t < 4; t++) q[s][4 * l + t] = (uint8_t)(blk->qs[4 * s + t] ^ 0x80);
+        d[l] = blk->d;
+    }
+}
+
 static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
     for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
@@ -804,14 +821,7 @@ static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, u
                 for (int h = 0; h < 2; h++) {
                     const int64_t b = 8 * o + 2 * k + h;
                     if (b >= nb) continue;
-                    memset(q->q, 0x80, sizeof q->q); /* rows past n_out: weights 0 */
-                    memset(*d, 0, sizeof *d);
-                    for (int l = 0; l < Q8P_ROWS && p0 + l < n_out; l++) {
-                        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + (size_t)(p0 + l) * ws) + b;
-                        for (int s = 0; s < 8; s++)
-                            for (int t = 0; t < 4; t++) q->q[s][4 * l + t] = (uint8_t)(blk->qs[4 * s + t] ^ 0x80);
-                        (*d)[l] = blk->d;
-                    }
+                    pack_q8_0_block(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, q->q, *d);
                     q++, d++;
                 }
     }
@@ -885,11 +895,8 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
 
 /* ==== Q8_0 in ggml's order over repacked weights: the panel form =======
  *
- * RW_NUMERICS_GGML, for 2 activation rows and more. rw_matmul_pack lays a
- * Q8_0 matrix out in panels of 16 weight rows: per block, in order, 8 x 64 bytes (dword s of
- * the block for rows 0..15, biased +128 to unsigned), then, after the
- * quants of every block, per block the 16 rows' f16 scales: 544 bytes a
- * block, as many as the 16 rows take in the GGUF layout.
+ * RW_NUMERICS_GGML, for 2 activation rows and more. The panels are the
+ * fast form's (pack_q8_0_block), with the blocks in their natural order.
  *
  * Register s of an activation row holds ggml's lane s (products 4s..4s+3
  * of each block) for 16 outputs: per output the arithmetic is exactly
@@ -902,10 +909,6 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
  * first pair works, and the others find them in L1. The weights' bias
  * comes off exactly: each lane sum starts from -128 * (sum of the
  * activation's 4 quants). */
-typedef struct {
-    uint8_t q[8][64];
-} wpg_q8_blk;
-
 enum { Q8GP_ROWS = 16, Q8GP_MAX_NX = 16, Q8GP_CHUNK = 16 };
 
 /* One activation row's block: quants, -128 * each dword's quant sum, scale. */
@@ -934,24 +937,15 @@ static void convert_q8_0_gp(const float *const *rows, int n_rows, void *xp, int6
 static void pack_q8_0_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nb = n / 32;
     for (int64_t p0 = 0; p0 < n_out; p0 += Q8GP_ROWS) {
-        wpg_q8_blk *q = (wpg_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
+        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
         uint16_t(*d)[16] = (uint16_t(*)[16])(q + nb);
-        for (int64_t b = 0; b < nb; b++, q++, d++) {
-            memset(q->q, 0x80, sizeof q->q); /* rows past n_out: weights 0 */
-            memset(*d, 0, sizeof *d);
-            for (int l = 0; l < Q8GP_ROWS && p0 + l < n_out; l++) {
-                const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + (size_t)(p0 + l) * ws) + b;
-                for (int s = 0; s < 8; s++)
-                    for (int t = 0; t < 4; t++) q->q[s][4 * l + t] = (uint8_t)(blk->qs[4 * s + t] ^ 0x80);
-                (*d)[l] = blk->d;
-            }
-        }
+        for (int64_t b = 0; b < nb; b++) pack_q8_0_block(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, q[b].q, d[b]);
     }
 }
 
 /* Blocks [b0, b1) of one panel for activation rows x[0..R) (R = 1 or 2),
  * their ggml lanes in acc[r][s]. */
-INLINE void q8_0_gpanel_span(const wpg_q8_blk *P, const uint16_t (*D)[16], int64_t b0, int64_t b1,
+INLINE void q8_0_gpanel_span(const wp_q8_blk *P, const uint16_t (*D)[16], int64_t b0, int64_t b1,
                             const xpg_q8_blk *const x[2], __m512 acc[2][8], const int R) {
     __m512 a[2][8];
     _Pragma("GCC unroll 2") for (int r = 0; r < R; r++)
@@ -985,7 +979,7 @@ static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const u
     const int64_t nb = n / 32;
     const int npair = (nx + 1) / 2;
     for (int i = 0; i < nw; i += Q8GP_ROWS) {
-        const wpg_q8_blk *P = (const wpg_q8_blk *)(w + (size_t)i * ws);
+        const wp_q8_blk *P = (const wp_q8_blk *)(w + (size_t)i * ws);
         const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
         const int nl = nw - i < Q8GP_ROWS ? nw - i : Q8GP_ROWS;
         __m512 acc[Q8GP_MAX_NX / 2][2][8];
@@ -1446,7 +1440,10 @@ static void kp_unpack_q6_K(const uint8_t *blk, kp_block *o) {
         o->u[e] = (uint8_t)(lo | ((b->qh[32 * h + l] >> (2 * k)) & 3) << 4);
     }
     for (int g = 0; g < 16; g++) o->sc[g] = b->scales[g];
-    for (int t = 0; t < 8; t++) o->mins[t][0] = (int16_t)(32 * b->scales[2 * t]), o->mins[t][1] = (int16_t)(32 * b->scales[2 * t + 1]);
+    for (int t = 0; t < 8; t++) {
+        o->mins[t][0] = (int16_t)(32 * b->scales[2 * t]);
+        o->mins[t][1] = (int16_t)(32 * b->scales[2 * t + 1]);
+    }
     o->d = f16_to_f32(b->d);
     o->dmin = o->d;
 }

@@ -72,26 +72,31 @@ static void q8_K(const float *x, rw_block_q8_K *y, int64_t nb) {
  * nearest even. It differs from the reference quantizer above (used for
  * weights, as llama-quantize) in the last bit of some quants; every matmul
  * tier quantizes activations this way, so that they equal llama.cpp's. */
+/* One block: the quants into qs, the f32 scale d returned, the sum of the
+ * quants in *sum. */
+static float act_block(const float *x, int8_t qs[RW_QK], int *sum) {
+    float amax = 0;
+    for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    *sum = 0;
+    for (int j = 0; j < RW_QK; j++) {
+        qs[j] = (int8_t)rw_nearest_int(x[j] * id);
+        *sum += qs[j];
+    }
+    return amax / 127.f;
+}
+
 void rw_quantize_act_q8_0(const float *x, rw_block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += RW_QK) {
-        float amax = 0;
-        for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.f, id = amax != 0.0f ? 127.f / amax : 0.0f;
-        y[i].d = rw_f32_to_f16(d);
-        for (int j = 0; j < RW_QK; j++) y[i].qs[j] = (int8_t)rw_nearest_int(x[j] * id);
+        int sum;
+        y[i].d = rw_f32_to_f16(act_block(x, y[i].qs, &sum));
     }
 }
 
 void rw_quantize_act_q8_1(const float *x, rw_block_q8_1 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += RW_QK) {
-        float amax = 0;
-        for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.f, id = amax != 0.0f ? 127.f / amax : 0.0f;
-        int sum = 0;
-        for (int j = 0; j < RW_QK; j++) {
-            y[i].qs[j] = (int8_t)rw_nearest_int(x[j] * id);
-            sum += y[i].qs[j];
-        }
+        int sum;
+        const float d = act_block(x, y[i].qs, &sum);
         y[i].d = rw_f32_to_f16(d);
         y[i].s = rw_f32_to_f16(d * (float)sum);
     }
