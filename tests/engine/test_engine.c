@@ -147,7 +147,10 @@ int main(void) {
     pthread_mutex_lock(&s[0].mu);
     while (!s[0].holding) pthread_cond_wait(&s[0].cv, &s[0].mu);
     pthread_mutex_unlock(&s[0].mu);
-    CHECK(rw_engine_submit(e, g_prompt, 5, &p, on_event, &s[1], &id[1], &err) == RW_OK);
+    /* s[1] is cancelled while it runs: as long a request as the context holds,
+     * so that it is still running when the cancel comes */
+    rw_gen_params p_long = greedy(120);
+    CHECK(rw_engine_submit(e, g_prompt, 5, &p_long, on_event, &s[1], &id[1], &err) == RW_OK);
     CHECK(rw_engine_submit(e, g_prompt, 5, &p, on_event, &s[2], &id[2], &err) == RW_OK);
     CHECK(rw_engine_submit(e, g_prompt, 5, &p, on_event, &s[3], &id[3], &err) == RW_ERR_BUSY);
     rw_engine_stats st;
