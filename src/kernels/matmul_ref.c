@@ -14,11 +14,12 @@
  *     where isum = sum over sub-blocks of scale * (integer dot of the
  *     sub-block) and msum = sum over sub-blocks of min * (sum of the
  *     activation quants of the sub-block, from Q8_K's bsums).
- *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0, bottom of the file): ggml's x86
- *              order, 8 lanes, lane l the exact sum of products 4l..4l+3
- *              of each block, acc_l = fma(dw*dx, lsum_l, acc_l) block after
- *              block, y = ((acc4+acc0) + (acc6+acc2)) + ((acc5+acc1) +
- *              (acc7+acc3))
+ *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0 Q4_K Q5_K Q6_K, bottom of the file):
+ *              ggml's x86 order, 8 lanes, lane l the exact sum of products
+ *              4l..4l+3 of each 32 elements, acc_l = fma(dw*dx, lsum_l,
+ *              acc_l) block after block, y = ((acc4+acc0) + (acc6+acc2)) +
+ *              ((acc5+acc1) + (acc7+acc3)); K-quants with their min/offset
+ *              terms as written there
  *   F32 F16 BF16: products in f32 (both sides are exact in f32), summed in
  *     double, rounded to f32 at the end.
  * All float expressions are evaluated exactly as written (ISO C mode: no
@@ -427,11 +428,104 @@ REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0)
 REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0)
 REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0)
 
+
+/* K-quants in the order of ggml's AVX2 vec-dots (the ones llama.cpp runs on
+ * x86 without weight repacking). Per super-block, eight exact integer
+ * lanes: lane l holds the scaled products of elements 32c + 4l .. 32c + 4l + 3
+ * of every 32-element chunk c, then acc_l = fma(dx*d, lane_l, acc_l); the
+ * result is hsum8(acc) plus the min term.
+ *   Q4_K: the mins in four lanes (sub-blocks 2k and 2k+1 in lane k),
+ *         accm_k = fma(-dx*dmin, mlane_k, accm_k), summed (0+2) + (1+3).
+ *   Q5_K: the mins as one integer, summs = fma(-dx*dmin, msum, summs).
+ *   Q6_K: quants taken unsigned (0..63) in the lanes above, and the -32
+ *         offset subtracted per 32-element chunk: 32 * sum of scale * x of
+ *         chunk c comes off lane c (ggml since its 2026 AVX2 Q6_K rewrite,
+ *         which takes it from Q8_K's bsums). */
+static int q45_value(const uint8_t *qs, const uint8_t *qh, int e) {
+    const int c = e / 64, hi = (e / 32) % 2, l = e % 32;
+    int q = (qs[32 * c + l] >> (4 * hi)) & 0x0F;
+    if (qh) q |= ((qh[l] >> (e / 32)) & 1) << 4;
+    return q;
+}
+
+static void k45_lanes(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, const rw_block_q8_K *x,
+                      int32_t lane[8], int32_t mlane[4]) {
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; j++) k4_scale_min(scales, j, &sc[j], &mn[j]);
+    for (int l = 0; l < 8; l++) {
+        lane[l] = 0;
+        for (int j = 0; j < 8; j++) {
+            int32_t s = 0;
+            for (int e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; e++) s += q45_value(qs, qh, e) * x->qs[e];
+            lane[l] += sc[j] * s;
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        mlane[k] = mn[2 * k] * (bsum16(x, 4 * k) + bsum16(x, 4 * k + 1)) +
+                   mn[2 * k + 1] * (bsum16(x, 4 * k + 2) + bsum16(x, 4 * k + 3));
+}
+
+static float dot_q4_K_ggml(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q4_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float acc[8] = {0}, accm[4] = {0};
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        const float d = x[b].d * f16(w[b].d), dmin = -x[b].d * f16(w[b].dmin);
+        int32_t lane[8], mlane[4];
+        k45_lanes(w[b].scales, w[b].qs, NULL, &x[b], lane, mlane);
+        for (int k = 0; k < 4; k++) accm[k] = fmaf(dmin, (float)mlane[k], accm[k]);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
+    }
+    const float m = (accm[0] + accm[2]) + (accm[1] + accm[3]);
+    return hsum8(acc) + m;
+}
+
+static float dot_q5_K_ggml(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q5_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float acc[8] = {0}, summs = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        const float d = x[b].d * f16(w[b].d), dmin = -x[b].d * f16(w[b].dmin);
+        int32_t lane[8], mlane[4];
+        k45_lanes(w[b].scales, w[b].qs, w[b].qh, &x[b], lane, mlane);
+        const int32_t ms = (mlane[0] + mlane[1]) + (mlane[2] + mlane[3]);
+        summs = fmaf(dmin, (float)ms, summs); /* ggml's scalar `summs += dmin * ms`, contracted by GCC */
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
+    }
+    return hsum8(acc) + summs;
+}
+
+static float dot_q6_K_ggml(int64_t n, const void *wp, const void *xp) {
+    const rw_block_q6_K *w = wp;
+    const rw_block_q8_K *x = xp;
+    float acc[8] = {0};
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        const float d = x[b].d * f16(w[b].d);
+        int32_t lane[8] = {0};
+        for (int e = 0; e < RW_QK_K; e++) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            const int lo = k < 2 ? w[b].ql[64 * h + 32 * k + l] & 0x0F : w[b].ql[64 * h + 32 * (k - 2) + l] >> 4;
+            const int q = lo | ((w[b].qh[32 * h + l] >> (2 * k)) & 3) << 4;
+            lane[(e % 32) / 4] += w[b].scales[e / 16] * (q * x[b].qs[e]);
+            lane[e / 32] -= 32 * w[b].scales[e / 16] * x[b].qs[e];
+        }
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
+    }
+    return hsum8(acc);
+}
+
+REF_KERNEL(q4_K_ggml, x_bytes_q8_K, convert_q8_K)
+REF_KERNEL(q5_K_ggml, x_bytes_q8_K, convert_q8_K)
+REF_KERNEL(q6_K_ggml, x_bytes_q8_K, convert_q8_K)
+
 const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t) {
     switch (t) {
     case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
     case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
     case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
+    case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
+    case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
+    case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;
     default: return NULL;
     }
 }

@@ -32,8 +32,9 @@ static const char MAGIC[8] = {'R', 'W', 'S', 'T', 'A', 'T', 'E', 0};
 #define VERSION 1u
 #define MAX_FILE ((size_t)64 << 30)
 /* The revision of our arithmetic that states depend on: 2 since activations
- * are rounded as ggml's x86 build rounds them (session 16). */
-#define ARITH_REVISION 2u
+ * are rounded as ggml's x86 build rounds them; 3 since K-quants sum in
+ * ggml's order under RW_NUMERICS_GGML. */
+#define ARITH_REVISION 3u
 
 /* FNV-1a 64 */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
