@@ -1346,6 +1346,143 @@ KQUANT_MADD_TILE(q5_K, unpackm_q5_K)
 KQUANT_MADD_TILE(q6_K, unpackm_q6_K)
 KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 
+/* ---- K-quants in ggml's order (RW_NUMERICS_GGML; matmul_ref.c) ---------
+ * Per super-block and pair: p_k = vpdpbusd(u_k, x_k) (16 lanes of 4
+ * products), isum = sum_k vpdpwssd(p_k, scl_k) with the lane's scale in the
+ * low 16 bits of scl_k (|p| < 2^15, so p's low half is p), then the two
+ * 256-bit halves added: lane l (< 8) holds elements 32c + 4l .. 32c + 4l + 3
+ * of every chunk c, as ggml's AVX2 lanes. Lanes 8-11 carry the min term
+ * (Q4_K: four sub-block pairs; Q5_K: lane 8, all of it) so one fma per
+ * super-block does both: acc = fma(wd * xd, (float)lane, acc) with
+ * wd = [d x8 | dmin x4 | 0 x4] and xd = [dx x8 | -dx x4 | 0]. The output is
+ * ggml's hsum of lanes 0-7 plus (8 + 10) + (9 + 11). */
+typedef struct {
+    __m512i u[4];
+    __m512i scl[4]; /* int32: scale in the low 16 bits */
+    __m256i mins;   /* Q4_K / Q5_K: [m0 m0 m1 m1 .. m7 m7]; Q6_K: the 16 scales */
+    __m512 wd;
+} w_kg;
+
+/* Q4_K / Q5_K: scales and mins of sub-blocks a, b for chunk pair k of the
+ * permuted order ((0|2), (1|3), (4|6), (5|7)). */
+INLINE void kg_scales_q45(const uint8_t scales[12], float d, float dmin, w_kg *o) {
+    const __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(scales)); /* sc0..7, m0..7 */
+    const __m512i sc32 = _mm512_cvtepu16_epi32(sm);
+    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        o->scl[k] = _mm512_permutexvar_epi32(
+            _mm512_inserti64x4(_mm512_set1_epi32(sub[k][0]), _mm256_set1_epi32(sub[k][1]), 1), sc32);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
+    o->wd = _mm512_mask_blend_ps(0x0F00, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(d)), _mm512_set1_ps(dmin));
+}
+
+INLINE void unpackg_q4_K(const uint8_t *row, int64_t sb, w_kg *o) {
+    const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
+    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), o);
+    nibbles_perm(b->qs, o->u);
+}
+
+INLINE void unpackg_q5_K(const uint8_t *row, int64_t sb, w_kg *o) {
+    const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
+    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), o);
+    o->wd = _mm512_mask_blend_ps(0x0100, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16_to_f32(b->d))),
+                                 _mm512_set1_ps(f16_to_f32(b->dmin)));
+    nibbles_perm(b->qs, o->u);
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
+                                         _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
+        o->u[k] = _mm512_mask_add_epi8(o->u[k], _mm512_test_epi8_mask(qh, bit), o->u[k], _mm512_set1_epi8(16));
+    }
+}
+
+/* Q6_K: chunk pair k holds elements 64k .. 64k+63 in order; lane m of it
+ * has 16-group scale 4k + m/4. */
+INLINE void unpackg_q6_K(const uint8_t *row, int64_t sb, w_kg *o) {
+    const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    const __m512i sc32 = _mm512_and_si512(_mm512_cvtepi16_epi32(sc), _mm512_set1_epi32(0xFFFF));
+    const __m512i q4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        o->scl[k] = _mm512_permutexvar_epi32(_mm512_add_epi32(q4, _mm512_set1_epi32(4 * k)), sc32);
+    o->mins = sc;
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
+            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)), _mm256_set1_epi16((short)(4 * kk + 2)), 1);
+            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
+            o->u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        }
+    }
+    o->wd = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16_to_f32(b->d)));
+}
+
+/* The integer lanes of one (weight row, activation row) super-block:
+ * MINS 1 (Q4_K) four min lanes, 2 (Q5_K) one, 0 (Q6_K) the -32 offset of
+ * each chunk (32 * scale . bsums) off lanes 0-7 instead. */
+INLINE __m512i kg_lanes(const w_kg *w, const __m512i xv[4], __m256i bs, const int MINS) {
+    __m512i acc = _mm512_setzero_si512();
+    if (MINS == 0) /* lane c -= 32 * (bs_2c * sc_2c + bs_2c+1 * sc_2c+1) */
+        acc = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                      _mm256_slli_epi32(_mm256_madd_epi16(bs, w->mins), 5)));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        acc = _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[k], xv[k]), w->scl[k]);
+    if (MINS == 0) { /* the halves of the same lanes; the offset sat in the low half */
+        return _mm512_maskz_add_epi32(0x00FF, acc, _mm512_shuffle_i64x2(acc, acc, _MM_SHUFFLE(1, 0, 3, 2)));
+    }
+    const __m256i m8 = _mm256_madd_epi16(w->mins, bs); /* lane j: m_j * (bs_2j + bs_2j+1) */
+    __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+    if (MINS == 2) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128()); /* all in lane 0 */
+    return _mm512_mask_add_epi32(_mm512_broadcast_i32x4(m4), 0x00FF, acc,
+                                 _mm512_shuffle_i64x2(acc, acc, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+INLINE float kg_reduce(__m512 a, const int MINS) {
+    float l[16];
+    _mm512_storeu_ps(l, a);
+    const float t0 = l[4] + l[0], t1 = l[5] + l[1], t2 = l[6] + l[2], t3 = l[7] + l[3];
+    const float h = (t0 + t2) + (t1 + t3);
+    return MINS == 1 ? h + ((l[8] + l[10]) + (l[9] + l[11])) : MINS == 2 ? h + l[8] : h;
+}
+
+#define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                          \
+    INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, \
+                                 size_t xs, const int nx, float *out) {                                \
+        __m512 acc[NW][NX];                                                                            \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_kg wsb[NW];                                                                              \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
+                _mm_prefetch(pf, _MM_HINT_T0);                                                         \
+                _mm_prefetch(pf + 64, _MM_HINT_T0);                                                    \
+                _mm_prefetch(pf + 128, _MM_HINT_T0);                                                   \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
+            }                                                                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
+                __m512i xv[4];                                                                         \
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k); \
+                const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                     \
+                const __m512 xd = _mm512_mask_blend_ps(0x0F00, _mm512_set1_ps(xsb->d), _mm512_set1_ps(-xsb->d)); \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+                    const __m512i v = kg_lanes(&wsb[i], xv, bs, MINS);                                 \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wsb[i].wd, xd), _mm512_cvtepi32_ps(v), acc[i][j]); \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = kg_reduce(acc[i][j], MINS); \
+    }
+
+KQUANT_GGML_TILE(q4_K, unpackg_q4_K, 1)
+KQUANT_GGML_TILE(q5_K, unpackg_q5_K, 2)
+KQUANT_GGML_TILE(q6_K, unpackg_q6_K, 0)
+
 /* ---- K-quants, two rows and more, repacked weights: the panel form ------
  *
  * The K-quant tiles above keep 16 float lanes per output: lane l sums, per
@@ -1631,6 +1768,9 @@ TILE_DISPATCH(iq4_nl)
 TILE_DISPATCH(q8_0_ggml)
 TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)
+TILE_DISPATCH(q4_K_ggml)
+TILE_DISPATCH(q5_K_ggml)
+TILE_DISPATCH(q6_K_ggml)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 TILE_DISPATCH(q4_K)
@@ -1700,12 +1840,18 @@ static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks, .conver
                                                .max_np = Q8GP_MAX_NX};
 K(q4_0_ggml, x_bytes_chunks, convert_q8_0_b8)
 K(q5_0_ggml, x_bytes_chunks, convert_q8_0_b16)
+K(q4_K_ggml, x_bytes_super, convert_q8_K_perm)
+K(q5_K_ggml, x_bytes_super, convert_q8_K_perm)
+K(q6_K_ggml, x_bytes_super, convert_q8_K)
 
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t) {
     switch (t) {
     case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
     case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
     case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
+    case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
+    case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
+    case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;
     default: return NULL;
     }
 }

@@ -367,11 +367,12 @@ int main(void) {
 
     check_errors();
     /* the default numerics for every type, then ggml's for the types it changes */
-    static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0};
+    static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0,
+                                          RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
     for (int mode = 0; mode < 2; mode++) {
         const bool ggml = mode == 1;
         rw_numerics_set(ggml ? RW_NUMERICS_GGML : RW_NUMERICS_FAST);
-        const int n_types = ggml ? 3 : N_TYPES;
+        const int n_types = ggml ? (int)(sizeof ggml_types / sizeof ggml_types[0]) : N_TYPES;
         for (int ti = 0; ti < n_types; ti++) {
             rw_dtype t = ggml ? ggml_types[ti] : all_types[ti];
             CHECK(rw_matmul_supports(t));
