@@ -31,7 +31,7 @@ static double now_s(void) {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] "
-                    "[--numerics fast|ggml] [--reps R] [--json]\n");
+                    "[--numerics auto|fast|ggml] [--reps R] [--json]\n");
     return 2;
 }
 

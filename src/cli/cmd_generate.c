@@ -55,7 +55,7 @@ static int parse_float(const char *opt, const char *v, float lo, float hi, float
 static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
                     "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
-                    "[--kv f32|f16] [--numerics fast|ggml] [--threads N] [--print-ids] "
+                    "[--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--print-ids] "
                     "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
 }

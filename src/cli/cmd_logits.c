@@ -33,7 +33,7 @@ static const char *CMD = "logits";
 static int usage(void) {
     fprintf(stderr, "usage: rewind logits MODEL --ids IDS --out OUT.f32 [--ids IDS --out OUT.f32 ...] "
                     "[--mode batch|step] [--chunks N1,N2,...] [--replay-from R] [--load-state FILE] "
-                    "[--save-state FILE] [--kv f32|f16] [--numerics fast|ggml] [--threads N]\n");
+                    "[--save-state FILE] [--kv f32|f16] [--numerics auto|fast|ggml] [--threads N]\n");
     return 2;
 }
 

@@ -47,7 +47,7 @@ static int parse_size(const char *s, size_t *out) {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
-                    "[--api-key KEY] [--kv f32|f16] [--numerics fast|ggml] [--max-queue N] [--max-body BYTES] "
+                    "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
                     "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");

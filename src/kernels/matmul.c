@@ -79,7 +79,8 @@ bool rw_kernel_tier_set(rw_kernel_tier t) {
 static _Atomic int current_numerics = -1; /* -1 until first use */
 
 bool rw_numerics_parse(const char *s, rw_numerics *out) {
-    if (!strcmp(s, "fast")) *out = RW_NUMERICS_FAST;
+    if (!strcmp(s, "auto")) *out = RW_NUMERICS_AUTO;
+    else if (!strcmp(s, "fast")) *out = RW_NUMERICS_FAST;
     else if (!strcmp(s, "ggml")) *out = RW_NUMERICS_GGML;
     else return false;
     return true;
@@ -88,7 +89,7 @@ bool rw_numerics_parse(const char *s, rw_numerics *out) {
 rw_numerics rw_numerics_current(void) {
     int m = atomic_load(&current_numerics);
     if (m >= 0) return (rw_numerics)m;
-    rw_numerics nm = RW_NUMERICS_FAST;
+    rw_numerics nm = RW_NUMERICS_AUTO;
     const char *env = getenv("RW_NUMERICS");
     if (env && *env) rw_numerics_parse(env, &nm); /* an unknown value keeps the default */
     atomic_store(&current_numerics, (int)nm);
@@ -99,8 +100,10 @@ void rw_numerics_set(rw_numerics m) { atomic_store(&current_numerics, (int)m); }
 
 static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, rw_kernel_tier *served) {
     /* ggml numerics: a ggml-order kernel of any tier up to the requested one
-     * comes before a kernel of the other order */
-    if (rw_numerics_current() == RW_NUMERICS_GGML)
+     * comes before a kernel of the other order; auto: the requested tier's
+     * ggml-order K-quant kernel if it has one */
+    const rw_numerics nm = rw_numerics_current();
+    if (nm == RW_NUMERICS_GGML)
         for (int i = (int)tier; i >= 0; i--) {
             const rw_mm_kernel *k = ggml_tables[i] ? ggml_tables[i](type) : NULL;
             if (k) {
@@ -108,6 +111,13 @@ static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, rw_ker
                 return k;
             }
         }
+    if (nm == RW_NUMERICS_AUTO && (type == RW_TYPE_Q4_K || type == RW_TYPE_Q5_K || type == RW_TYPE_Q6_K)) {
+        const rw_mm_kernel *k = ggml_tables[tier] ? ggml_tables[tier](type) : NULL;
+        if (k) {
+            if (served) *served = tier;
+            return k;
+        }
+    }
     for (int i = (int)tier; i >= 0; i--) {
         const rw_mm_kernel *k = tier_tables[i] ? tier_tables[i](type) : NULL;
         if (k) {

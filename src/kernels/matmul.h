@@ -139,27 +139,31 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  *
  * Activations are always quantized as ggml's x86 build quantizes them
  * (Q8_0/Q8_1: inverse scale 127/amax, nearest even; Q8_K: its reference).
- * RW_NUMERICS_FAST (the default) then sums each output in the order that
- * suits our kernels. RW_NUMERICS_GGML makes Q8_0, Q4_0 and Q5_0 weights
- * give llama.cpp's results bit for bit: each output is summed in the order
- * of ggml's AVX2 vec-dots (8 lanes of 4 products, one fma per lane and
- * block, ggml's horizontal sum). With the AVX-512 ops, which follow ggml's
- * vector code, the logits of models whose matrices are all of those types
- * then equal llama.cpp's (the fixture tests check this). It costs about twice the arithmetic in
- * many-row products (prefill, batches, verify passes); one-row decode is
- * bound by memory either way. Other types are unaffected. Both modes are
- * batch invariant. Every tier has the ggml kernels, and they give the
- * same bits in every tier (tested). */
-typedef enum { RW_NUMERICS_FAST = 0, RW_NUMERICS_GGML } rw_numerics;
+ * Three modes then choose the order in which each output is summed:
+ *  - RW_NUMERICS_GGML: every type with a ggml-order kernel (Q8_0, Q4_0,
+ *    Q5_0, Q4_K, Q5_K, Q6_K) sums in the order of ggml's AVX2 vec-dots (8
+ *    lanes of 4 products, one fma per lane and block or super-block, ggml's
+ *    horizontal sum), so with the AVX-512 ops, which follow ggml's vector
+ *    code, the logits of models made of those types equal llama.cpp's bit
+ *    for bit (the fixture tests check this). For the 32-block types that
+ *    costs about twice the arithmetic in many-row products (prefill,
+ *    batches, verify passes); one-row decode is bound by memory either way.
+ *  - RW_NUMERICS_FAST: every type in the order that suits our kernels.
+ *  - RW_NUMERICS_AUTO (the default): ggml's order where it costs little
+ *    (the K-quants, on a tier that has their ggml kernels: 0-20% of
+ *    many-row speed, none in decode), ours for the 32-block types.
+ * Every mode is batch invariant. The ggml kernels give the same bits in
+ * every tier (tested). */
+typedef enum { RW_NUMERICS_AUTO = 0, RW_NUMERICS_FAST, RW_NUMERICS_GGML } rw_numerics;
 
-/* The mode in use: RW_NUMERICS ("fast" or "ggml") if set, else fast. */
+/* The mode in use: RW_NUMERICS ("auto", "fast" or "ggml") if set, else auto. */
 rw_numerics rw_numerics_current(void);
 
 /* Selects the mode. Call it before loading a model (weights are repacked
  * for the mode's kernels at load) and not while matmuls run. */
 void rw_numerics_set(rw_numerics m);
 
-/* Parses "fast" / "ggml"; false if s is neither. */
+/* Parses "auto" / "fast" / "ggml"; false if s is none of them. */
 bool rw_numerics_parse(const char *s, rw_numerics *out);
 
 /* Reads n bytes at p (64-byte aligned, n a multiple of 256) with the widest

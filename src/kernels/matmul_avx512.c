@@ -1479,6 +1479,7 @@ INLINE float kg_reduce(__m512 a, const int MINS) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = kg_reduce(acc[i][j], MINS); \
     }
 
+#define KG_NW 2 /* weight rows per tile: 2 x 4 keeps more of the unpacked rows in registers than 4 x 4 */
 KQUANT_GGML_TILE(q4_K, unpackg_q4_K, 1)
 KQUANT_GGML_TILE(q5_K, unpackg_q5_K, 2)
 KQUANT_GGML_TILE(q6_K, unpackg_q6_K, 0)
@@ -1840,9 +1841,10 @@ static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks, .conver
                                                .max_np = Q8GP_MAX_NX};
 K(q4_0_ggml, x_bytes_chunks, convert_q8_0_b8)
 K(q5_0_ggml, x_bytes_chunks, convert_q8_0_b16)
-K(q4_K_ggml, x_bytes_super, convert_q8_K_perm)
-K(q5_K_ggml, x_bytes_super, convert_q8_K_perm)
-K(q6_K_ggml, x_bytes_super, convert_q8_K)
+#define KG(name, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = x_bytes_super, .convert_x = conv, .tile = tile_##name, .max_nw = KG_NW, .max_nx = NX};
+KG(q4_K_ggml, convert_q8_K_perm)
+KG(q5_K_ggml, convert_q8_K_perm)
+KG(q6_K_ggml, convert_q8_K)
 
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t) {
     switch (t) {

@@ -33,8 +33,9 @@ static const char MAGIC[8] = {'R', 'W', 'S', 'T', 'A', 'T', 'E', 0};
 #define MAX_FILE ((size_t)64 << 30)
 /* The revision of our arithmetic that states depend on: 2 since activations
  * are rounded as ggml's x86 build rounds them; 3 since K-quants sum in
- * ggml's order under RW_NUMERICS_GGML. */
-#define ARITH_REVISION 3u
+ * ggml's order under RW_NUMERICS_GGML; 4 since the default mode (auto) sums
+ * K-quants in ggml's order. */
+#define ARITH_REVISION 4u
 
 /* FNV-1a 64 */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {

@@ -335,7 +335,7 @@ static void check_panels_other_mode(rw_threadpool *pool) {
                   mode);
         free(panels);
     }
-    rw_numerics_set(RW_NUMERICS_FAST);
+    rw_numerics_set(RW_NUMERICS_AUTO);
     free(wd), free(x), free(ya), free(yb);
 }
 
@@ -366,15 +366,21 @@ int main(void) {
     for (int i = 0; i < 3; i++) CHECK(rw_threadpool_new(i + 1, &pools[i], &err) == RW_OK);
 
     check_errors();
-    /* the default numerics for every type, then ggml's for the types it changes */
+    /* the default numerics (auto) for every type, then fast and ggml for the
+     * types whose order they change */
+    static const rw_dtype kquant_types[] = {RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
     static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0,
                                           RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
-    for (int mode = 0; mode < 2; mode++) {
-        const bool ggml = mode == 1;
-        rw_numerics_set(ggml ? RW_NUMERICS_GGML : RW_NUMERICS_FAST);
-        const int n_types = ggml ? (int)(sizeof ggml_types / sizeof ggml_types[0]) : N_TYPES;
+    static const rw_numerics modes[] = {RW_NUMERICS_AUTO, RW_NUMERICS_FAST, RW_NUMERICS_GGML};
+    for (int mode = 0; mode < 3; mode++) {
+        const bool ggml = modes[mode] == RW_NUMERICS_GGML;
+        rw_numerics_set(modes[mode]);
+        const rw_dtype *types = mode == 0 ? all_types : mode == 1 ? kquant_types : ggml_types;
+        const int n_types = mode == 0   ? N_TYPES
+                            : mode == 1 ? (int)(sizeof kquant_types / sizeof kquant_types[0])
+                                        : (int)(sizeof ggml_types / sizeof ggml_types[0]);
         for (int ti = 0; ti < n_types; ti++) {
-            rw_dtype t = ggml ? ggml_types[ti] : all_types[ti];
+            rw_dtype t = types[ti];
             CHECK(rw_matmul_supports(t));
             check_reference(t, small);
             check_multi(t, pools[1]);
@@ -386,7 +392,7 @@ int main(void) {
             }
         }
     }
-    rw_numerics_set(RW_NUMERICS_FAST);
+    rw_numerics_set(RW_NUMERICS_AUTO);
     rw_kernel_tier_set(best);
     check_panels_other_mode(pools[1]);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
