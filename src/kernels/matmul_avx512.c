@@ -1727,6 +1727,186 @@ KP_TILE(q4_K, kp_q4_K)
 KP_TILE(q5_K, kp_q5_K)
 KP_TILE(q6_K, kp_q6_K)
 
+/* ---- K-quants in ggml's order, the panel form ---------------------------
+ *
+ * The ggml-order K-quant tile (above) with its lanes turned around, as the
+ * panel form above does for ours: one register holds ggml lane l (< 8) of
+ * 16 outputs. Per super-block, lane l is the integer
+ *   sum over chunks c of scale(c, l) * dot4(q[32c+4l ..], x[32c+4l ..])
+ * (vpdpbusd of 16 rows' 4 quants against the broadcast 4 activations, then
+ * vpdpwssd with the 16 rows' scales), started, for Q6_K, at
+ * -32 * (sc_2l * bs_2l + sc_2l+1 * bs_2l+1) (vpmaddwd), then
+ * acc_l = fma(d * dx, (float)lane, acc_l). Q4_K's four min lanes k hold
+ * m_2k * (bs_4k + bs_4k+1) + m_2k+1 * (bs_4k+2 + bs_4k+3) and Q5_K's one
+ * min lane all eight such terms, with fma(dmin * -dx, ...). Integer sums are
+ * exact in any order and every float operation is the tile's, so the result
+ * is bitwise the tile's (and the reference's).
+ *
+ * A panel of 16 weight rows and nsb super-blocks holds
+ *   quants [8 lanes][nsb][8 chunks][16 rows][4 bytes], unsigned;
+ *   then per super-block (kgp_meta_bytes):
+ *     scales [n_sc][8 chunks][16 rows] int32 (n_sc 2 for Q6_K: lanes 0-3
+ *            and 4-7 of a chunk lie in different 16-groups);
+ *     pairs  [8][16 rows] int16 pairs: Q4_K / Q5_K (m_j, m_j); Q6_K
+ *            (-32 sc_2j, -32 sc_2j+1);
+ *     d, dmin [16 rows] f32 each. */
+enum { KGP_MINS_Q4K = 1, KGP_MINS_Q5K = 2, KGP_OFFSET_Q6K = 0 };
+
+typedef struct {
+    int n_sc;
+    void (*unpack)(const uint8_t *blk, kp_block *o); /* the panel form's unpackers, element order */
+} kgp_type;
+
+static size_t kgp_meta_bytes(const kgp_type *t) { return (size_t)t->n_sc * 8 * 64 + 8 * 64 + 2 * 64; }
+static size_t kgp_sb_bytes(const kgp_type *t) { return 4096 + kgp_meta_bytes(t); }
+
+static const kgp_type kgp_q4_K = {1, kp_unpack_q4_K};
+static const kgp_type kgp_q5_K = {1, kp_unpack_q5_K};
+static const kgp_type kgp_q6_K = {2, kp_unpack_q6_K};
+
+static void kgp_pack(const kgp_type *t, size_t blk_bytes, const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
+                     uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    const size_t mb = kgp_meta_bytes(t);
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * kgp_sb_bytes(t);
+        memset(panel, 0, (size_t)nsb * kgp_sb_bytes(t)); /* rows past n_out: weights, scales and d 0 */
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *M = panel + (size_t)nsb * 4096 + (size_t)sb * mb;
+            int32_t(*sc)[8][KP_ROWS] = (int32_t(*)[8][KP_ROWS])M;
+            int16_t(*pairs)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(M + t->n_sc * 512);
+            float *d = (float *)(M + t->n_sc * 512 + 512), *dmin = d + KP_ROWS;
+            for (int o = 0; o < KP_ROWS && p0 + o < n_out; o++) {
+                kp_block b;
+                t->unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b);
+                for (int l = 0; l < 8; l++)
+                    for (int c = 0; c < 8; c++)
+                        memcpy(panel + (size_t)(l * nsb + sb) * 512 + (size_t)(c * KP_ROWS + o) * 4, b.u + 32 * c + 4 * l,
+                               4);
+                for (int c = 0; c < 8; c++) { /* the scale in the low 16 bits, the high ones 0 (vpdpwssd) */
+                    if (t->n_sc == 1) sc[0][c][o] = b.sc[c] & 0xFFFF;
+                    else sc[0][c][o] = b.sc[2 * c] & 0xFFFF, sc[1][c][o] = b.sc[2 * c + 1] & 0xFFFF;
+                }
+                for (int j = 0; j < 8; j++)
+                    if (t->n_sc == 1) pairs[j][o][0] = pairs[j][o][1] = b.mins[j][0];
+                    else pairs[j][o][0] = (int16_t)-b.mins[j][0], pairs[j][o][1] = (int16_t)-b.mins[j][1];
+                d[o] = b.d, dmin[o] = b.dmin;
+            }
+        }
+    }
+}
+
+static size_t kgp_wbytes_q4_K(int64_t n) { return (size_t)(n / 256) * kgp_sb_bytes(&kgp_q4_K) / KP_ROWS; }
+static size_t kgp_wbytes_q5_K(int64_t n) { return (size_t)(n / 256) * kgp_sb_bytes(&kgp_q5_K) / KP_ROWS; }
+static size_t kgp_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * kgp_sb_bytes(&kgp_q6_K) / KP_ROWS; }
+static void pack_q4_K_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    kgp_pack(&kgp_q4_K, sizeof(rw_block_q4_K), w, ws, n, n_out, dst);
+}
+static void pack_q5_K_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    kgp_pack(&kgp_q5_K, sizeof(rw_block_q5_K), w, ws, n, n_out, dst);
+}
+static void pack_q6_K_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    kgp_pack(&kgp_q6_K, sizeof(rw_block_q6_K), w, ws, n, n_out, dst);
+}
+
+/* Lane l (< 8) of 16 outputs against R activation rows over all
+ * super-blocks; MINS as kg_lanes. */
+INLINE void kgp_lane(const kgp_type *t, int64_t nsb, const uint8_t *P, int l, const uint8_t *xp, size_t xps,
+                     __m512 *acc, const int R, const int MINS) {
+    const size_t mb = kgp_meta_bytes(t);
+    const __m512i *q = (const __m512i *)(P + (size_t)l * nsb * 512);
+    const uint8_t *M = P + (size_t)nsb * 4096;
+    const int half = t->n_sc == 2 && l >= 4;
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    const size_t next = (size_t)nsb * kgp_sb_bytes(t);
+    for (int64_t sb = 0; sb < nsb; sb++, q += 8, M += mb) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) _mm_prefetch((const char *)(q + c) + next, _MM_HINT_T0);
+        __m512i W[8];
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) W[c] = _mm512_load_si512(q + c);
+        const __m512i *sc = (const __m512i *)M + 8 * half;
+        const __m512i off = _mm512_load_si512((const __m512i *)(M + t->n_sc * 512) + l);
+        const __m512 dw = _mm512_load_ps(M + t->n_sc * 512 + 512);
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+            const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
+            __m512i isum = MINS == KGP_OFFSET_Q6K
+                               ? _mm512_madd_epi16(off, _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * l)))
+                               : _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+                __m512i p = _mm512_setzero_si512();
+                DPBUSD_BCST(p, W[c], (const i32u *)(xs->qs + 32 * c + 4 * l));
+                isum = _mm512_dpwssd_epi32(isum, p, _mm512_load_si512(sc + c));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xs->d)), _mm512_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+}
+
+/* The min lanes (Q4_K: four, Q5_K: one) of 16 outputs against R rows. */
+INLINE void kgp_min_lanes(const kgp_type *t, int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps,
+                          __m512 acc[4][KP_MAX_NX], const int R, const int MINS) {
+    const size_t mb = kgp_meta_bytes(t);
+    const uint8_t *M = P + (size_t)nsb * 4096;
+    const int nk = MINS == KGP_MINS_Q4K ? 4 : 1;
+    for (int k = 0; k < nk; k++) _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[k][r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++, M += mb) {
+        const __m512i *pairs = (const __m512i *)(M + t->n_sc * 512);
+        const __m512 dm = _mm512_load_ps(M + t->n_sc * 512 + 576);
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+            const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
+            const __m512 f = _mm512_mul_ps(dm, _mm512_set1_ps(-xs->d));
+            __m512i m = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j++) {
+                m = _mm512_dpwssd_epi32(m, _mm512_load_si512(pairs + j),
+                                        _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * j)));
+                if (MINS == KGP_MINS_Q4K && j % 2 == 1) {
+                    acc[j / 2][r] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(m), acc[j / 2][r]);
+                    m = _mm512_setzero_si512();
+                }
+            }
+            if (MINS == KGP_MINS_Q5K) acc[0][r] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(m), acc[0][r]);
+        }
+    }
+}
+
+INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const uint8_t *xp, size_t xps, int nl,
+                          float *out, int64_t os, const int R, const int MINS) {
+    const int64_t nsb = n / 256;
+    __m512 lane[8][KP_MAX_NX], mn[4][KP_MAX_NX];
+    for (int l = 0; l < 8; l++) kgp_lane(t, nsb, P, l, xp, xps, lane[l], R, MINS);
+    if (MINS != KGP_OFFSET_Q6K) kgp_min_lanes(t, nsb, P, xp, xps, mn, R, MINS);
+    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) { /* ggml's hsum, then the min term */
+        const __m512 t0 = _mm512_add_ps(lane[4][r], lane[0][r]), t1 = _mm512_add_ps(lane[5][r], lane[1][r]);
+        const __m512 t2 = _mm512_add_ps(lane[6][r], lane[2][r]), t3 = _mm512_add_ps(lane[7][r], lane[3][r]);
+        __m512 y = _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
+        if (MINS == KGP_MINS_Q4K)
+            y = _mm512_add_ps(y, _mm512_add_ps(_mm512_add_ps(mn[0][r], mn[2][r]), _mm512_add_ps(mn[1][r], mn[3][r])));
+        else if (MINS == KGP_MINS_Q5K) y = _mm512_add_ps(y, mn[0][r]);
+        _mm512_mask_storeu_ps(out + r * os, keep, y);
+    }
+}
+
+#define KGP_CASE(R) \
+    case R: kgp_panel_dot(tp, n, P, xp, xps, nl, out + i, os, R, mins); break;
+#define KGP_TILE(name, T, MINS)                                                                                    \
+    static void tile_gp_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps,      \
+                               int nx, float *out, int64_t os) {                                                    \
+        const kgp_type *tp = &T;                                                                                    \
+        const int mins = MINS;                                                                                      \
+        for (int i = 0; i < nw; i += KP_ROWS) {                                                                     \
+            const uint8_t *P = w + (size_t)i * ws;                                                                  \
+            const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;                                                     \
+            switch (nx) {                                                                                           \
+                KGP_CASE(1) KGP_CASE(2) KGP_CASE(3) KGP_CASE(4) KGP_CASE(5) KGP_CASE(6) KGP_CASE(7) KGP_CASE(8)     \
+                KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15)           \
+                KGP_CASE(16) default : break;                                                                       \
+            }                                                                                                       \
+        }                                                                                                           \
+    }
+KGP_TILE(q4_K, kgp_q4_K, KGP_MINS_Q4K)
+KGP_TILE(q5_K, kgp_q5_K, KGP_MINS_Q5K)
+KGP_TILE(q6_K, kgp_q6_K, KGP_OFFSET_Q6K)
+
 /* ==== tiles of every shape, and the table ================================ */
 
 /* Instantiates name##_impl for every (nw, nx) so loops have constant
@@ -1841,10 +2021,14 @@ static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks, .conver
                                                .max_np = Q8GP_MAX_NX};
 K(q4_0_ggml, x_bytes_chunks, convert_q8_0_b8)
 K(q5_0_ggml, x_bytes_chunks, convert_q8_0_b16)
-#define KG(name, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = x_bytes_super, .convert_x = conv, .tile = tile_##name, .max_nw = KG_NW, .max_nx = NX};
-KG(q4_K_ggml, convert_q8_K_perm)
-KG(q5_K_ggml, convert_q8_K_perm)
-KG(q6_K_ggml, convert_q8_K)
+#define KG(name, conv)                                                                                       \
+    static const rw_mm_kernel kernel_##name##_ggml = {                                                        \
+        .x_bytes = x_bytes_super, .convert_x = conv, .tile = tile_##name##_ggml, .max_nw = KG_NW, .max_nx = NX, \
+        .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_gp_##name, .pack_p = pack_##name##_gp, \
+        .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kgp_wbytes_##name, .p_min_rows = KP_MIN_ROWS};
+KG(q4_K, convert_q8_K_perm)
+KG(q5_K, convert_q8_K_perm)
+KG(q6_K, convert_q8_K)
 
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t) {
     switch (t) {
