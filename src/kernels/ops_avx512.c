@@ -2,7 +2,7 @@
  * to follow ggml's vector code: its expf for SiLU and softmax, and for the
  * recurrences the order of ggml_vec_dot_f32 (four 16-lane FMA accumulators
  * over 64-element steps, reduced pairwise, the elements past the last
- * multiple of 64 added one by one in double), ggml_vec_mad_f32 (FMA) and
+ * multiple of 64 fused one by one onto the float sum), ggml_vec_mad_f32 (FMA) and
  * ggml_vec_scale_f32. Passes that ggml makes separately over the delta-rule
  * state are fused here (scale with the first dot, update with the second):
  * every element still sees the same operations in the same order. */
@@ -129,12 +129,12 @@ static inline float scale_dot(float *row, float decay, const float *k, int n) {
         a2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(k + i + 32), a2);
         a3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(k + i + 48), a3);
     }
-    double sum = (double)rw_reduce4(a0, a1, a2, a3);
+    float sum = rw_reduce4(a0, a1, a2, a3);
     for (int i = np; i < n; i++) {
         row[i] *= decay;
-        sum += (double)(row[i] * k[i]);
+        sum = fmaf(row[i], k[i], sum);
     }
-    return (float)sum;
+    return sum;
 }
 
 /* row += k * d (fused multiply-add, as ggml_vec_mad_f32), returning
@@ -157,12 +157,12 @@ static inline float mad_dot(float *row, const float *k, float d, const float *q,
         a2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(q + i + 32), a2);
         a3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(q + i + 48), a3);
     }
-    double sum = (double)rw_reduce4(a0, a1, a2, a3);
+    float sum = rw_reduce4(a0, a1, a2, a3);
     for (int i = np; i < n; i++) {
         row[i] = fmaf(k[i], d, row[i]);
-        sum += (double)(row[i] * q[i]);
+        sum = fmaf(row[i], q[i], sum);
     }
-    return (float)sum;
+    return sum;
 }
 
 /* _mm512_reduce_add_ps of each of v[0..15], lane j = row j, bitwise: the
@@ -196,8 +196,7 @@ static inline __m512 reduce_add16(const __m512 v[16]) {
  *   - k and q of the token sit in registers;
  *   - the 16 rows' dot products are reduced together (reduce_add16) and d,
  *     o computed as vectors.
- * (float)(double)x is x, so the general code's double steps vanish when
- * there is no tail past the last 64. */
+ * With no tail past the last 64 the general code's tail loop is empty. */
 #define DELTA_BLOCKED(DK)                                                                                     \
     static void delta_rule_head_##DK(float *S, int dv, int64_t n_t, const float *q, int64_t q_stride,         \
                                      const float *k, int64_t k_stride, const float *v, int64_t v_stride,      \

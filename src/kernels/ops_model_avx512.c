@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kernels/ops_model.h"
+#include "kernels/simd_avx512_int.h"
 
 void rw_attn_head_avx512(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                          float scale, float *scores, float *out);
@@ -48,29 +49,6 @@ static inline __m512 exp16(__m512 x) {
 static inline __m512 load16m(const void *base, bool f16, int64_t i, __mmask16 m) {
     if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)base + i));
     return _mm512_maskz_loadu_ps(m, (const float *)base + i);
-}
-
-/* dot(x, y) over n elements as ggml_vec_dot_f32: accumulators a[c] take
- * elements 64 s + 16 c + lane, reduced pairwise (a0 + a2) + (a1 + a3), then
- * across lanes; the elements past the last multiple of 64 are added one by
- * one in double. x may be f16 (converted exactly); y is f32. */
-static inline __attribute__((always_inline)) float dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const int64_t np = n & ~(int64_t)63;
-    for (int64_t i = 0; i < np; i += 64) {
-        a0 = _mm512_fmadd_ps(load16(x, f16, i), _mm512_loadu_ps(y + i), a0);
-        a1 = _mm512_fmadd_ps(load16(x, f16, i + 16), _mm512_loadu_ps(y + i + 16), a1);
-        a2 = _mm512_fmadd_ps(load16(x, f16, i + 32), _mm512_loadu_ps(y + i + 32), a2);
-        a3 = _mm512_fmadd_ps(load16(x, f16, i + 48), _mm512_loadu_ps(y + i + 48), a3);
-    }
-    a0 = _mm512_add_ps(a0, a2);
-    a1 = _mm512_add_ps(a1, a3);
-    double sum = (double)_mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    for (int64_t i = np; i < n; i++) {
-        const float xi = f16 ? _cvtsh_ss(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-        sum += (double)(xi * y[i]);
-    }
-    return (float)sum;
 }
 
 /* dot_ggml_padded (below) for value rows i0..i0+3 of a paged head against y
@@ -118,7 +96,7 @@ static inline __attribute__((always_inline)) void dot4_ggml_padded(const rw_attn
 }
 
 /* dot(value row i of a paged head, y) where y (n elements) is zero past n:
- * as dot_ggml over n rounded up to 64 with zero padding (what llama.cpp
+ * as rw_dot_ggml over n rounded up to 64 with zero padding (what llama.cpp
  * computes over its padded, masked KV length). */
 static inline __attribute__((always_inline)) float dot_ggml_padded(const rw_attn_pages *kv, int i, bool f16,
                                                                           const float *y, int64_t n) {
@@ -151,7 +129,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
         float *sc = scores + p0;
         const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
         int64_t j = 0;
-        if (hd_k % 64 == 0) /* four keys at a time, each exactly as dot_ggml */
+        if (hd_k % 64 == 0) /* four keys at a time, each exactly as rw_dot_ggml */
             for (; j + 4 <= np; j += 4) {
                 __m512 a[4][4];
 #pragma GCC unroll 4
@@ -174,7 +152,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
             }
         for (; j < np; j++) {
             const void *kj = f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
-            sc[j] = dot_ggml(kj, f16, q, hd_k) * scale;
+            sc[j] = rw_dot_ggml(kj, f16, q, hd_k) * scale;
         }
     }
     int64_t j;

@@ -58,9 +58,12 @@ static inline __m512 rw_load16m(const void *base, bool f16, int64_t i, __mmask16
     return _mm512_maskz_loadu_ps(m, (const float *)base + i);
 }
 
-/* dot(x, y) over n elements as ggml_vec_dot_f32: four accumulators take
- * elements 64s + 16c + lane, reduced by rw_reduce4; the elements past the
- * last multiple of 64 are added one by one in double. x f32 or f16. */
+/* dot(x, y) over n elements as ggml_vec_dot_f32 / _f16: four accumulators
+ * take elements 64s + 16c + lane, reduced by rw_reduce4; the elements past
+ * the last multiple of 64 are added one by one: fused onto the float sum
+ * (f32: ggml_vec_dot_f32 keeps its sum in float, and GCC contracts its
+ * `sumf += x[i]*y[i]`), in double (f16: ggml_vec_dot_f16's sum is double).
+ * x f32 or f16. */
 static inline float rw_dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t np = n & ~(int64_t)63;
@@ -70,11 +73,14 @@ static inline float rw_dot_ggml(const void *x, bool f16, const float *y, int64_t
         a2 = _mm512_fmadd_ps(rw_load16(x, f16, i + 32), _mm512_loadu_ps(y + i + 32), a2);
         a3 = _mm512_fmadd_ps(rw_load16(x, f16, i + 48), _mm512_loadu_ps(y + i + 48), a3);
     }
-    double sum = (double)rw_reduce4(a0, a1, a2, a3);
-    for (int64_t i = np; i < n; i++) {
-        const float xi = f16 ? _cvtsh_ss(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-        sum += (double)(xi * y[i]);
+    const float red = rw_reduce4(a0, a1, a2, a3);
+    if (!f16) {
+        float sum = red;
+        for (int64_t i = np; i < n; i++) sum = fmaf(((const float *)x)[i], y[i], sum);
+        return sum;
     }
+    double sum = (double)red;
+    for (int64_t i = np; i < n; i++) sum += (double)(_cvtsh_ss(((const uint16_t *)x)[i]) * y[i]);
     return (float)sum;
 }
 
