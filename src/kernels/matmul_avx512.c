@@ -1824,6 +1824,8 @@ INLINE void kgp_lane(const kgp_type *t, int64_t nsb, const uint8_t *P, int l, co
         __m512i W[8];
         _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) W[c] = _mm512_load_si512(q + c);
         const __m512i *sc = (const __m512i *)M + 8 * half;
+        __m512i S[8];
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) S[c] = _mm512_load_si512(sc + c);
         const __m512i off = _mm512_load_si512((const __m512i *)(M + t->n_sc * 512) + l);
         const __m512 dw = _mm512_load_ps(M + t->n_sc * 512 + 512);
         _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
@@ -1834,7 +1836,7 @@ INLINE void kgp_lane(const kgp_type *t, int64_t nsb, const uint8_t *P, int l, co
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
                 __m512i p = _mm512_setzero_si512();
                 DPBUSD_BCST(p, W[c], (const i32u *)(xs->qs + 32 * c + 4 * l));
-                isum = _mm512_dpwssd_epi32(isum, p, _mm512_load_si512(sc + c));
+                isum = _mm512_dpwssd_epi32(isum, p, S[c]);
             }
             acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xs->d)), _mm512_cvtepi32_ps(isum), acc[r]);
         }
@@ -1872,7 +1874,12 @@ INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const 
                           float *out, int64_t os, const int R, const int MINS) {
     const int64_t nsb = n / 256;
     __m512 lane[8][KP_MAX_NX], mn[4][KP_MAX_NX];
-    for (int l = 0; l < 8; l++) kgp_lane(t, nsb, P, l, xp, xps, lane[l], R, MINS);
+    /* at most 8 rows a pass: their accumulators, a lane's 8 weight and 8
+     * scale registers fill the register file */
+    for (int l = 0; l < 8; l++) {
+        kgp_lane(t, nsb, P, l, xp, xps, lane[l], R < 8 ? R : 8, MINS);
+        if (R > 8) kgp_lane(t, nsb, P, l, xp + 8 * xps, xps, lane[l] + 8, R - 8, MINS);
+    }
     if (MINS != KGP_OFFSET_Q6K) kgp_min_lanes(t, nsb, P, xp, xps, mn, R, MINS);
     const __mmask16 keep = (__mmask16)((1u << nl) - 1);
     _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) { /* ggml's hsum, then the min term */
