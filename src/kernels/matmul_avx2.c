@@ -401,6 +401,59 @@ KQUANT_TILE(q5_K, unpack4_q5_K, 0)
 KQUANT_TILE(q6_K, unpack4_q6_K, 0)
 KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
 
+/* K-quants in ggml's order (RW_NUMERICS_GGML and auto; matmul_ref.c): the
+ * tile's integer lanes are already ggml's (lane l: elements 32c + 4l ..
+ * 32c + 4l + 3 of every chunk c, times the chunk's scale); per super-block
+ * acc = fma(d * dx, (float)lanes, acc), where Q6_K's lanes first lose
+ * 32 * scale . bsums of chunk l (the tile's msum lanes); Q4_K's min lanes k
+ * (msum lanes 2k + 2k+1) go to accm = fma(-dmin * dx, ., accm), Q5_K's sum
+ * of all of them to its lane 0. The output: hsum8(acc) plus (m0 + m2) +
+ * (m1 + m3), or m0. */
+#define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                          \
+    INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, \
+                                 size_t xs, const int nx, float *out) {                                \
+        __m256 acc[NW][NX];                                                                            \
+        __m128 accm[NW][NX];                                                                           \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps(),      \
+                                                                  accm[i][j] = _mm_setzero_ps();      \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_super wsb[NW];                                                                           \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);      \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                     \
+                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                   \
+                __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                           \
+                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                 \
+                    __m256i isum = _mm256_setzero_si256();                                             \
+                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {                              \
+                        __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k));           \
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(wsb[i].u[k], xv), \
+                                                                        wsb[i].s[k]));                 \
+                    }                                                                                  \
+                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                           \
+                    if (MINS == 0) isum = _mm256_sub_epi32(isum, msum);                                \
+                    acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xb->d * wsb[i].d), _mm256_cvtepi32_ps(isum), acc[i][j]); \
+                    if (MINS != 0) {                                                                   \
+                        __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(msum), _mm256_extracti128_si256(msum, 1)); \
+                        if (MINS == 2) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128()); \
+                        accm[i][j] = _mm_fmadd_ps(_mm_set1_ps(-xb->d * wsb[i].dmin), _mm_cvtepi32_ps(m4), accm[i][j]); \
+                    }                                                                                  \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                     \
+                float m[4];                                                                            \
+                _mm_storeu_ps(m, accm[i][j]);                                                          \
+                const float h = hsum8(acc[i][j]);                                                      \
+                out[j * nw + i] = MINS == 1 ? h + ((m[0] + m[2]) + (m[1] + m[3])) : MINS == 2 ? h + m[0] : h; \
+            }                                                                                          \
+    }
+
+KQUANT_GGML_TILE(q4_K, unpack4_q4_K, 1)
+KQUANT_GGML_TILE(q5_K, unpack4_q5_K, 2)
+KQUANT_GGML_TILE(q6_K, unpack4_q6_K, 0)
+
 /* ==== tiles of every shape, and the table ================================ */
 
 #define TILE_DISPATCH(name)                                                                            \
@@ -428,6 +481,9 @@ TILE_DISPATCH(q4_K)
 TILE_DISPATCH(q5_K)
 TILE_DISPATCH(q6_K)
 TILE_DISPATCH(iq4_xs)
+TILE_DISPATCH(q4_K_ggml)
+TILE_DISPATCH(q5_K_ggml)
+TILE_DISPATCH(q6_K_ggml)
 
 #define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
 K(f32, x_bytes_f32, convert_f32)
@@ -445,15 +501,21 @@ K(q4_K, x_bytes_q8_K, convert_q8_K)
 K(q5_K, x_bytes_q8_K, convert_q8_K)
 K(q6_K, x_bytes_q8_K, convert_q8_K)
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
+K(q4_K_ggml, x_bytes_q8_K, convert_q8_K)
+K(q5_K_ggml, x_bytes_q8_K, convert_q8_K)
+K(q6_K_ggml, x_bytes_q8_K, convert_q8_K)
 
 /* RW_NUMERICS_GGML: the 32-block tile already sums in ggml's AVX2 order
  * (8 lanes of 4 products, one fma per lane and block, hsum8), so Q8_0,
- * Q4_0 and Q5_0 keep their kernels. */
+ * Q4_0 and Q5_0 keep their kernels; the K-quants have their own. */
 const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t) {
     switch (t) {
     case RW_TYPE_Q8_0: return &kernel_q8_0;
     case RW_TYPE_Q4_0: return &kernel_q4_0;
     case RW_TYPE_Q5_0: return &kernel_q5_0;
+    case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
+    case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
+    case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;
     default: return NULL;
     }
 }
