@@ -149,9 +149,9 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  *    costs about twice the arithmetic in many-row products (prefill,
  *    batches, verify passes); one-row decode is bound by memory either way.
  *  - RW_NUMERICS_FAST: every type in the order that suits our kernels.
- *  - RW_NUMERICS_AUTO (the default): ggml's order where it costs little
- *    (the K-quants, on a tier that has their ggml kernels: 0-20% of
- *    many-row speed, none in decode), ours for the 32-block types.
+ *  - RW_NUMERICS_AUTO (the default): ggml's order where it costs nothing
+ *    measurable (the K-quants; their ggml kernels exist for every tier), ours
+ *    for the 32-block types (on AVX2 those are ggml's order anyway).
  * Every mode is batch invariant. The ggml kernels give the same bits in
  * every tier (tested). */
 typedef enum { RW_NUMERICS_AUTO = 0, RW_NUMERICS_FAST, RW_NUMERICS_GGML } rw_numerics;
