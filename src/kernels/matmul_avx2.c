@@ -363,6 +363,20 @@ INLINE void unpack4_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
     o->d = o->dmin = f16_to_f32(b->d);
 }
 
+/* The eight integer lanes of one super-block: lane l sums elements
+ * 32c + 4l .. 32c + 4l + 3 of every chunk c times the chunk's scale pair
+ * (maddubs, then madd with the scales); SIGNED weights via the sign trick. */
+INLINE __m256i kq_lanes(const w_super *w, const rw_block_q8_K *xb, const int SIGNED) {
+    __m256i isum = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k)), u = w->u[k];
+        const __m256i s16 = SIGNED ? _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u))
+                                   : _mm256_maddubs_epi16(u, xv);
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, w->s[k]));
+    }
+    return isum;
+}
+
 #define KQUANT_TILE(name, UNPACK, SIGNED)                                                               \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
                             size_t xs, const int nx, float *out) {                                      \
@@ -376,14 +390,7 @@ INLINE void unpack4_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
                 const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                    \
                 __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                            \
                 _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                  \
-                    __m256i isum = _mm256_setzero_si256();                                              \
-                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {                               \
-                        __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k));            \
-                        __m256i u = wsb[i].u[k];                                                        \
-                        __m256i s16 = SIGNED ? _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u)) \
-                                             : _mm256_maddubs_epi16(u, xv);                             \
-                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, wsb[i].s[k]));             \
-                    }                                                                                   \
+                    __m256i isum = kq_lanes(&wsb[i], xb, SIGNED);                                       \
                     __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                  \
                     acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(wsb[i].d * xb->d), acc[i][j]); \
                     acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(wsb[i].dmin * xb->d), acc[i][j]); \
@@ -424,15 +431,11 @@ KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
                 const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                   \
                 __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                           \
                 _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                 \
-                    __m256i isum = _mm256_setzero_si256();                                             \
-                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {                              \
-                        __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k));           \
-                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(wsb[i].u[k], xv), \
-                                                                        wsb[i].s[k]));                 \
-                    }                                                                                  \
+                    __m256i isum = kq_lanes(&wsb[i], xb, 0);                                           \
                     const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                           \
                     if (MINS == 0) isum = _mm256_sub_epi32(isum, msum);                                \
-                    acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xb->d * wsb[i].d), _mm256_cvtepi32_ps(isum), acc[i][j]); \
+                    const __m256 dd = _mm256_set1_ps(xb->d * wsb[i].d);                                \
+                    acc[i][j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[i][j]);              \
                     if (MINS != 0) {                                                                   \
                         __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(msum), _mm256_extracti128_si256(msum, 1)); \
                         if (MINS == 2) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128()); \

@@ -1185,6 +1185,33 @@ INLINE void nibbles_perm(const uint8_t *qs, __m512i u[4]) {
     u[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m);
 }
 
+/* Q6_K's 256 unsigned quants (0..63) in element order, 64 a register. */
+INLINE void q6_K_quants(const rw_block_q6_K *b, __m512i u[4]) {
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
+            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)),
+                                            _mm256_set1_epi16((short)(4 * kk + 2)), 1);
+            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
+            u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        }
+    }
+}
+
+/* Q5_K's fifth bits onto nibbles in the permuted order (nibbles_perm):
+ * element 32j + l has bit j of qh[l]; register k holds sub-blocks (a | b). */
+INLINE void q5_K_high(const uint8_t qh32[32], __m512i u[4]) {
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh32));
+    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
+                                         _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
+        u[k] = _mm512_mask_add_epi8(u[k], _mm512_test_epi8_mask(qh, bit), u[k], _mm512_set1_epi8(16));
+    }
+}
+
 INLINE void unpackm_q4_K(const uint8_t *row, int64_t sb, w_superm *o) {
     const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
     __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(b->scales)); /* sc0..7, m0..7 */
@@ -1201,14 +1228,7 @@ INLINE void unpackm_q5_K(const uint8_t *row, int64_t sb, w_superm *o) {
     svec_per32_perm(sm, o->s);
     o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
     nibbles_perm(b->qs, o->u);
-    /* element 32j + l has bit j of qh[l]; chunk k holds sub-blocks (a | b) */
-    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
-    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
-                                         _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
-        o->u[k] = _mm512_mask_add_epi8(o->u[k], _mm512_test_epi8_mask(qh, bit), o->u[k], _mm512_set1_epi8(16));
-    }
+    q5_K_high(b->qh, o->u);
     o->d = f16_to_f32(b->d);
     o->dmin = f16_to_f32(b->dmin);
 }
@@ -1218,16 +1238,7 @@ INLINE void unpackm_q6_K(const uint8_t *row, int64_t sb, w_superm *o) {
     __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     svec_per16(sc, o->s);
     o->mins = _mm256_slli_epi16(sc, 5); /* 32 * scale: the -32 bias */
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
-            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
-            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)), _mm256_set1_epi16((short)(4 * kk + 2)), 1);
-            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
-            o->u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        }
-    }
+    q6_K_quants(b, o->u);
     o->d = f16_to_f32(b->d);
     o->dmin = o->d;
 }
@@ -1388,13 +1399,7 @@ INLINE void unpackg_q5_K(const uint8_t *row, int64_t sb, w_kg *o) {
     o->wd = _mm512_mask_blend_ps(0x0100, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16_to_f32(b->d))),
                                  _mm512_set1_ps(f16_to_f32(b->dmin)));
     nibbles_perm(b->qs, o->u);
-    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
-    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
-                                         _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
-        o->u[k] = _mm512_mask_add_epi8(o->u[k], _mm512_test_epi8_mask(qh, bit), o->u[k], _mm512_set1_epi8(16));
-    }
+    q5_K_high(b->qh, o->u);
 }
 
 /* Q6_K: chunk pair k holds elements 64k .. 64k+63 in order; lane m of it
@@ -1407,16 +1412,7 @@ INLINE void unpackg_q6_K(const uint8_t *row, int64_t sb, w_kg *o) {
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
         o->scl[k] = _mm512_permutexvar_epi32(_mm512_add_epi32(q4, _mm512_set1_epi32(4 * k)), sc32);
     o->mins = sc;
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
-            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
-            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)), _mm256_set1_epi16((short)(4 * kk + 2)), 1);
-            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
-            o->u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        }
-    }
+    q6_K_quants(b, o->u);
     o->wd = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16_to_f32(b->d)));
 }
 
@@ -1619,18 +1615,18 @@ static void kp_pack(const kp_type *t, size_t blk_bytes, const uint8_t *w, size_t
     }
 }
 
-static size_t kp_wbytes_q4_K(int64_t n) { return (size_t)(n / 256) * kp_sb_bytes(&kp_q4_K) / KP_ROWS; }
-static size_t kp_wbytes_q5_K(int64_t n) { return (size_t)(n / 256) * kp_sb_bytes(&kp_q5_K) / KP_ROWS; }
-static size_t kp_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * kp_sb_bytes(&kp_q6_K) / KP_ROWS; }
-static void pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kp_pack(&kp_q4_K, sizeof(rw_block_q4_K), w, ws, n, n_out, dst);
-}
-static void pack_q5_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kp_pack(&kp_q5_K, sizeof(rw_block_q5_K), w, ws, n, n_out, dst);
-}
-static void pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kp_pack(&kp_q6_K, sizeof(rw_block_q6_K), w, ws, n, n_out, dst);
-}
+/* A K-quant panel family's per-type entry points: the panel bytes per
+ * weight row (FAM_wbytes_TYPE) and the packer (pack_TYPE_SUFFIX). */
+#define KPANEL_FNS(FAM, SUFFIX, name)                                                                   \
+    static size_t FAM##_wbytes_##name(int64_t n) {                                                      \
+        return (size_t)(n / 256) * FAM##_sb_bytes(&FAM##_##name) / KP_ROWS;                             \
+    }                                                                                                   \
+    static void pack_##name##_##SUFFIX(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) { \
+        FAM##_pack(&FAM##_##name, sizeof(rw_block_##name), w, ws, n, n_out, dst);                       \
+    }
+KPANEL_FNS(kp, p, q4_K)
+KPANEL_FNS(kp, p, q5_K)
+KPANEL_FNS(kp, p, q6_K)
 
 /* The activation: one Q8_K row in element order (x_super). */
 static void convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
@@ -1781,8 +1777,8 @@ static void kgp_pack(const kgp_type *t, size_t blk_bytes, const uint8_t *w, size
                 t->unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b);
                 for (int l = 0; l < 8; l++)
                     for (int c = 0; c < 8; c++)
-                        memcpy(panel + (size_t)(l * nsb + sb) * 512 + (size_t)(c * KP_ROWS + o) * 4, b.u + 32 * c + 4 * l,
-                               4);
+                        memcpy(panel + (size_t)(l * nsb + sb) * 512 + (size_t)(c * KP_ROWS + o) * 4,
+                               b.u + 32 * c + 4 * l, 4);
                 for (int c = 0; c < 8; c++) { /* the scale in the low 16 bits, the high ones 0 (vpdpwssd) */
                     if (t->n_sc == 1) sc[0][c][o] = b.sc[c] & 0xFFFF;
                     else sc[0][c][o] = b.sc[2 * c] & 0xFFFF, sc[1][c][o] = b.sc[2 * c + 1] & 0xFFFF;
@@ -1796,18 +1792,9 @@ static void kgp_pack(const kgp_type *t, size_t blk_bytes, const uint8_t *w, size
     }
 }
 
-static size_t kgp_wbytes_q4_K(int64_t n) { return (size_t)(n / 256) * kgp_sb_bytes(&kgp_q4_K) / KP_ROWS; }
-static size_t kgp_wbytes_q5_K(int64_t n) { return (size_t)(n / 256) * kgp_sb_bytes(&kgp_q5_K) / KP_ROWS; }
-static size_t kgp_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * kgp_sb_bytes(&kgp_q6_K) / KP_ROWS; }
-static void pack_q4_K_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kgp_pack(&kgp_q4_K, sizeof(rw_block_q4_K), w, ws, n, n_out, dst);
-}
-static void pack_q5_K_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kgp_pack(&kgp_q5_K, sizeof(rw_block_q5_K), w, ws, n, n_out, dst);
-}
-static void pack_q6_K_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kgp_pack(&kgp_q6_K, sizeof(rw_block_q6_K), w, ws, n, n_out, dst);
-}
+KPANEL_FNS(kgp, gp, q4_K)
+KPANEL_FNS(kgp, gp, q5_K)
+KPANEL_FNS(kgp, gp, q6_K)
 
 /* Lane l (< 8) of 16 outputs against R activation rows over all
  * super-blocks; MINS as kg_lanes. */
