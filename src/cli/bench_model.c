@@ -142,6 +142,7 @@ int rw_bench_model(int argc, char **argv) {
         rw_json_key(&jw, "size_mib"), rw_json_double(&jw, size_mib, 6);
         rw_json_key(&jw, "threads"), rw_json_int(&jw, nt);
         rw_json_key(&jw, "kernels"), rw_json_cstring(&jw, tier);
+        rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, rw_numerics_name(rw_numerics_current()));
         rw_json_key(&jw, "kv"), rw_json_cstring(&jw, kv == RW_KV_F16 ? "f16" : "f32");
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
@@ -155,7 +156,8 @@ int rw_bench_model(int argc, char **argv) {
         printf("\n");
     } else {
         printf("model    %s (%s, %.1f MiB)\n", path, hp->arch, size_mib);
-        printf("threads  %d, kernels %s, kv %s\n", nt, tier, kv == RW_KV_F16 ? "f16" : "f32");
+        printf("threads  %d, kernels %s, numerics %s, kv %s\n", nt, tier, rw_numerics_name(rw_numerics_current()),
+               kv == RW_KV_F16 ? "f16" : "f32");
         if (n_prompt > 0) printf("pp%-6ld %8.2f tok/s  (best %.2f, %ld reps)\n", n_prompt, pp, best_pp, reps);
         if (n_gen > 0) printf("tg%-6ld %8.2f tok/s  (best %.2f, %ld reps)\n", n_gen, tg, best_tg, reps);
         printf("peak RSS %.1f MiB\n", rss_mib);

@@ -239,6 +239,7 @@ int rw_bench_spec(int argc, char **argv) {
         }
         rw_json_key(&jw, "threads"), rw_json_int(&jw, rw_threadpool_size(pool));
         rw_json_key(&jw, "kernels"), rw_json_cstring(&jw, tier);
+        rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, rw_numerics_name(rw_numerics_current()));
         rw_json_key(&jw, "kv"), rw_json_cstring(&jw, kv == RW_KV_F16 ? "f16" : "f32");
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
@@ -249,8 +250,9 @@ int rw_bench_spec(int argc, char **argv) {
         if (dm)
             printf("draft    %s (%s, %d layers, %.1f MiB)\n", draft_path, rw_model_get_hparams(dm)->arch,
                    rw_model_get_hparams(dm)->n_layer, (double)rw_gguf_file_size(dg) / (1024.0 * 1024.0));
-        printf("threads  %d, kernels %s, kv %s, prompt %ld, gen %ld, reps %ld\n", rw_threadpool_size(pool), tier,
-               kv == RW_KV_F16 ? "f16" : "f32", n_prompt, n_gen, reps);
+        printf("threads  %d, kernels %s, numerics %s, kv %s, prompt %ld, gen %ld, reps %ld\n",
+               rw_threadpool_size(pool), tier, rw_numerics_name(rw_numerics_current()), kv == RW_KV_F16 ? "f16" : "f32",
+               n_prompt, n_gen, reps);
     }
 
     /* 1. verify pass cost */

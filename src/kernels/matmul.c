@@ -86,6 +86,10 @@ bool rw_numerics_parse(const char *s, rw_numerics *out) {
     return true;
 }
 
+const char *rw_numerics_name(rw_numerics m) {
+    return m == RW_NUMERICS_GGML ? "ggml" : m == RW_NUMERICS_FAST ? "fast" : "auto";
+}
+
 rw_numerics rw_numerics_current(void) {
     int m = atomic_load(&current_numerics);
     if (m >= 0) return (rw_numerics)m;

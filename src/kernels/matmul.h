@@ -166,6 +166,9 @@ void rw_numerics_set(rw_numerics m);
 /* Parses "auto" / "fast" / "ggml"; false if s is none of them. */
 bool rw_numerics_parse(const char *s, rw_numerics *out);
 
+/* "auto", "fast" or "ggml" (static storage). */
+const char *rw_numerics_name(rw_numerics m);
+
 /* Reads n bytes at p (64-byte aligned, n a multiple of 256) with the widest
  * loads the CPU has and returns a value that depends on all of them: the
  * streaming read that `rewind bench kernels` measures bandwidth with. */
