@@ -177,7 +177,7 @@ static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, flo
                             rw_threadpool *pool, int reps) {
     double ops = 0, time = 0;
     for (size_t s = 0; s < sizeof many_shapes / sizeof many_shapes[0]; s++) {
-        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL};
+        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL, false};
         void *panels = NULL; /* as a loaded model has them (rw_matmul_pack), where the kernel has the form */
         if (rw_matmul_pack(&w, &panels, NULL) == RW_OK) w.panels = panels;
         double best = 1e30;

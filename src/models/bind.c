@@ -33,6 +33,21 @@ rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err) {
     return RW_OK;
 }
 
+bool mdl_prefers_ggml_order(const rw_gguf *g) {
+    uint64_t kquant = 0, block32 = 0;
+    for (size_t i = 0; i < rw_gguf_n_tensors(g); i++) {
+        const rw_gguf_tensor *t = rw_gguf_tensor_at(g, i);
+        switch (t->type) {
+        case RW_TYPE_Q2_K: case RW_TYPE_Q3_K: case RW_TYPE_Q4_K: case RW_TYPE_Q5_K: case RW_TYPE_Q6_K:
+            kquant += t->nbytes;
+            break;
+        case RW_TYPE_Q8_0: case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: block32 += t->nbytes; break;
+        default: break;
+        }
+    }
+    return kquant > block32;
+}
+
 rw_status mdl_pack_matrices(rw_model *m, rw_error *err) {
     m->panels = calloc((size_t)(m->n_mats ? m->n_mats : 1), sizeof *m->panels);
     if (!m->panels) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -63,7 +78,7 @@ rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n
     if (!rw_matmul_supports(t->type))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has type %s, which has no matmul kernel", name,
                          rw_dtype_name(t->type));
-    *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out};
+    *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out, .ggml_order = m->ggml_order};
     return mdl_note_matrix(m, out, err);
 }
 
@@ -98,7 +113,8 @@ rw_status mdl_bind_common(rw_model *m, rw_error *err) {
     if (st) return st;
     m->hp.tied_output = m->output.data == NULL;
     if (m->hp.tied_output) {
-        m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab};
+        m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab,
+                                .ggml_order = m->ggml_order};
         if ((st = mdl_note_matrix(m, &m->output, err))) return st;
     }
     st = mdl_bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);

@@ -167,15 +167,16 @@ static rw_status bind_moe(rw_model *m, int il, q35_moe *M, rw_error *err) {
     return RW_OK;
 }
 
-/* Expert e of a 3-D tensor as a matrix {n_in, n_out}. */
-static rw_matrix expert(const rw_gguf_tensor *t, int e) {
+/* Expert e of a 3-D tensor as a matrix {n_in, n_out}, in the model's order. */
+static rw_matrix expert(const rw_model *m, const rw_gguf_tensor *t, int e) {
     uint64_t row_bytes;
     rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
     return (rw_matrix){.type = t->type,
                        .data = (const char *)t->data + (size_t)e * (size_t)t->ne[1] * row_bytes,
                        .n_in = (int64_t)t->ne[0],
                        .n_out = (int64_t)t->ne[1],
-                       .row_stride = (size_t)row_bytes};
+                       .row_stride = (size_t)row_bytes,
+                       .ggml_order = m->ggml_order};
 }
 
 /* MoE FFN (specs/qwen35.md §4.7), token by token so that a token's result
@@ -199,7 +200,8 @@ static rw_status moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err
         if ((st = mdl_matmul(&M->router, b, 1, logits, bt->pool, err))) break;
         rw_moe_route(logits, ne, k, true, 1.0f, sel, w, probs);
         for (int j = 0; j < k && !st; j++) {
-            rw_matrix G = expert(M->gate_exps, sel[j]), U = expert(M->up_exps, sel[j]), D = expert(M->down_exps, sel[j]);
+            rw_matrix G = expert(m, M->gate_exps, sel[j]), U = expert(m, M->up_exps, sel[j]),
+                      D = expert(m, M->down_exps, sel[j]);
             if ((st = mdl_matmul(&G, b, 1, g, bt->pool, err)) || (st = mdl_matmul(&U, b, 1, u, bt->pool, err))) break;
             rw_swiglu(g, u, fe);
             if ((st = mdl_matmul(&D, g, 1, y, bt->pool, err))) break;

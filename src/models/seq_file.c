@@ -35,8 +35,9 @@ static const char MAGIC[8] = {'R', 'W', 'S', 'T', 'A', 'T', 'E', 0};
  * are rounded as ggml's x86 build rounds them; 3 since K-quants sum in
  * ggml's order under RW_NUMERICS_GGML; 4 since the default mode (auto) sums
  * K-quants in ggml's order; 5 since f32 dot products fuse their elements
- * past the last multiple of 64 onto a float sum (recurrences, attention). */
-#define ARITH_REVISION 5u
+ * past the last multiple of 64 onto a float sum (recurrences, attention); 6
+ * since auto sums a K-quant model's 32-block matrices in ggml's order. */
+#define ARITH_REVISION 6u
 
 /* FNV-1a 64 */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {

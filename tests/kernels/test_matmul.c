@@ -125,7 +125,7 @@ static void check_reference(rw_dtype t, bool small) {
     void *wdata = make_weights(t, n_out, n_in, &rb);
     float *x = make_x(n_rows, n_in), *y = malloc(sizeof(float) * (size_t)(n_rows * n_out));
     float *wf = malloc(sizeof(float) * (size_t)n_in);
-    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, false};
     run_tier(RW_TIER_REF, &w, x, n_rows, y, NULL);
     int64_t vb = (int64_t)rw_dtype_block_size(rw_matmul_vec_dot_type(t));
     for (int64_t o = 0; o < n_out; o++) {
@@ -176,7 +176,7 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, bool 
         int64_t n_in = lens[li], n_out = small ? 19 : 37;
         size_t rb;
         void *wdata = make_weights(t, n_out, n_in, &rb);
-        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
+        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, false};
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             int64_t n_rows = rows_list[ri];
             if (small && n_rows > 33) continue;
@@ -219,7 +219,7 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
     void *wdata = make_weights(t, n_out, n_in, &rb), *wdata2 = make_weights(t, n_out, n_in, &rb);
-    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL}, w2 = {t, wdata2, n_in, n_out, 0, NULL};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, false}, w2 = {t, wdata2, n_in, n_out, 0, NULL, false};
     float *x = make_x(max_rows, n_in);
     float *alone = malloc(sizeof(float) * (size_t)(max_rows * n_out));
     float *alone2 = malloc(sizeof(float) * (size_t)(max_rows * n_out)); /* with the second matrix */
@@ -290,7 +290,7 @@ static void check_multi(rw_dtype t, rw_threadpool *pool) {
     rw_matrix m[3];
     for (int i = 0; i < 3; i++) {
         wd[i] = make_weights(t, n_out[i], n_in, &rb);
-        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0, NULL};
+        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0, NULL, false};
     }
     float *x = make_x(64, n_in), *ya[3], *yb[3];
     for (int i = 0; i < 3; i++) {
@@ -320,7 +320,7 @@ static void check_panels_other_mode(rw_threadpool *pool) {
     void *wd = make_weights(RW_TYPE_Q8_0, n_out, n_in, &rb);
     float *x = make_x(n, n_in), *ya = malloc(sizeof(float) * (size_t)(n * n_out)),
           *yb = malloc(sizeof(float) * (size_t)(n * n_out));
-    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL};
+    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL, false};
     rw_error err;
     for (int mode = 0; mode < 2; mode++) {
         rw_numerics_set(mode ? RW_NUMERICS_GGML : RW_NUMERICS_FAST);
@@ -339,20 +339,48 @@ static void check_panels_other_mode(rw_threadpool *pool) {
     free(wd), free(x), free(ya), free(yb);
 }
 
+/* Under auto numerics a matrix flagged ggml_order sums as under ggml
+ * numerics, with and without its panels (packed under auto); unflagged, a
+ * Q8_0 matrix keeps our order (on AVX-512 it differs somewhere in 40 x 1024). */
+static void check_ggml_order_flag(rw_threadpool *pool) {
+    const int64_t n_in = 1024, n_out = 40, n = 9;
+    size_t rb;
+    void *wd = make_weights(RW_TYPE_Q8_0, n_out, n_in, &rb);
+    float *x = make_x(n, n_in), *yg = malloc(sizeof(float) * (size_t)(n * n_out)),
+          *ya = malloc(sizeof(float) * (size_t)(n * n_out)), *yp = malloc(sizeof(float) * (size_t)(n * n_out));
+    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL, false};
+    rw_error err;
+    rw_numerics_set(RW_NUMERICS_GGML);
+    CHECK(rw_matmul(&w, x, n_in, n, yg, n_out, pool, &err) == RW_OK);
+    rw_numerics_set(RW_NUMERICS_AUTO);
+    CHECK(rw_matmul(&w, x, n_in, n, ya, n_out, pool, &err) == RW_OK);
+    if (rw_kernel_tier_current() == RW_TIER_AVX512) /* AVX2's own Q8_0 order is ggml's */
+        CHECK_MSG(memcmp(ya, yg, sizeof(float) * (size_t)(n * n_out)) != 0, "auto sums unflagged Q8_0 as ggml");
+    w.ggml_order = true;
+    void *panels = NULL;
+    CHECK(rw_matmul_pack(&w, &panels, &err) == RW_OK);
+    CHECK(rw_matmul(&w, x, n_in, n, ya, n_out, pool, &err) == RW_OK);
+    w.panels = panels;
+    CHECK(rw_matmul(&w, x, n_in, n, yp, n_out, pool, &err) == RW_OK);
+    CHECK_MSG(!memcmp(ya, yg, sizeof(float) * (size_t)(n * n_out)), "auto with ggml_order differs from ggml");
+    CHECK_MSG(!memcmp(yp, yg, sizeof(float) * (size_t)(n * n_out)), "auto with ggml_order and panels differs");
+    free(panels), free(wd), free(x), free(yg), free(ya), free(yp);
+}
+
 static void check_errors(void) {
     rw_error err;
     float x[64] = {0}, y[4];
     uint8_t wq[4 * 34] = {0};
-    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0, NULL};
+    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0, NULL, false};
     CHECK(!rw_matmul_supports(RW_TYPE_Q8_K));
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_UNSUPPORTED);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0, NULL}; /* not a multiple of 32 */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0, NULL, false}; /* not a multiple of 32 */
     CHECK(rw_matmul(&w, x, 48, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0, NULL}; /* K-quants need 256 */
+    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0, NULL, false}; /* K-quants need 256 */
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10, NULL}; /* stride below the row size */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10, NULL, false}; /* stride below the row size */
     CHECK(rw_matmul(&w, x, 64, 1, y, 2, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0, NULL};
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0, NULL, false};
     CHECK(rw_matmul(&w, x, 64, 0, y, 2, NULL, &err) == RW_OK); /* no rows: nothing to do */
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_Q4_1) == RW_TYPE_Q8_1);
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_IQ4_XS) == RW_TYPE_Q8_K);
@@ -395,6 +423,7 @@ int main(void) {
     rw_numerics_set(RW_NUMERICS_AUTO);
     rw_kernel_tier_set(best);
     check_panels_other_mode(pools[1]);
+    check_ggml_order_flag(pools[1]);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
     return rw_test_done();
 }

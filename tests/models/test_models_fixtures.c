@@ -22,6 +22,7 @@
 #include "kernels/matmul.h"
 #include "harness.h"
 #include "models/model.h"
+#include "models/model_int.h"
 
 typedef struct {
     const char *model, *type;
@@ -257,6 +258,24 @@ static float *file_logits(const char *rel, int64_t *n_out, int64_t *v_out) {
     return out;
 }
 
+/* Which files sum their 32-block matrices in ggml's order by default: those
+ * whose K-quant weights outweigh their Q8_0 / Q4_0 / Q5_0 ones. */
+static void check_order_policy(void) {
+    static const struct {
+        const char *rel;
+        bool ggml;
+    } files[] = {{"qwen35/qwen35-Q4_K_M.gguf", true}, {"qwen3/qwen3-Q6_K.gguf", true},
+                 {"qwen35/qwen35-Q8_0.gguf", false}, {"qwen3/qwen3-Q4_0.gguf", false},
+                 {"qwen35/qwen35-F32.gguf", false}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        rw_error err;
+        rw_gguf *g = NULL;
+        CHECK_MSG(rw_gguf_open(rw_test_fixture_path(files[i].rel), &g, &err) == RW_OK, "%s", err.msg);
+        if (g) CHECK_MSG(mdl_prefers_ggml_order(g) == files[i].ggml, "%s: order policy", files[i].rel);
+        rw_gguf_close(g);
+    }
+}
+
 /* qwen3next's legacy layout (one ssm_in) gives exactly the standard file's logits. */
 static void check_qwen3next_legacy(void) {
     int64_t n1 = 0, v1 = 0, n2 = 0, v2 = 0;
@@ -318,6 +337,7 @@ static void check_exact(const char *model, const char *type, rw_numerics nm) {
 int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     if (!rw_test_sanitized()) check_qwen3next_legacy();
+    check_order_policy();
     const size_t n = sizeof FIXTURES / sizeof FIXTURES[0];
     for (size_t i = 0; i < n; i++) {
         /* The sanitizer build checks one F32 and one quantized file. */
