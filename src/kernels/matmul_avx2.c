@@ -17,6 +17,7 @@
  * element, so results are batch invariant within this tier.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/matmul_int.h"
@@ -193,12 +194,17 @@ INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
+/* WITH_MIN: 0 none; 1 (ours) the min term m * s fused into lane 0 block
+ * after block; 2 (ggml's order) m * s onto a float sum of its own, added
+ * after the hsum. */
 #define BLOCK32_TILE(name, UNPACK, SIGNED, WITH_MIN)                                                    \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
                             size_t xs, const int nx, float *out) {                                      \
         __m256 acc[NW][NX];                                                                             \
+        float summs[NW][NX];                                                                            \
         _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                            \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();       \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps(),       \
+                                                                  summs[i][j] = 0.0f;                  \
         for (int64_t b = 0; b < n / 32; b++) {                                                          \
             w_blk wb[NW];                                                                               \
             _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b);         \
@@ -209,14 +215,16 @@ INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
                     __m256i p = _mm256_add_epi32(dot4(wb[i].v, xv, SIGNED),                             \
                                                  _mm256_load_si256((const __m256i *)xb->base));         \
                     acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wb[i].d * xb->dx), acc[i][j]); \
-                    if (WITH_MIN)                                                                       \
+                    if (WITH_MIN == 1)                                                                  \
                         acc[i][j] = _mm256_fmadd_ps(_mm256_castps128_ps256(_mm_set_ss(wb[i].m)),         \
                                                     _mm256_set1_ps(xb->sx), acc[i][j]);                 \
+                    if (WITH_MIN == 2) summs[i][j] = fmaf(wb[i].m, xb->sx, summs[i][j]);                \
                 }                                                                                       \
             }                                                                                           \
         }                                                                                               \
         _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                            \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) out[j * nw + i] = hsum8(acc[i][j]);    \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                        \
+                out[j * nw + i] = WITH_MIN == 2 ? hsum8(acc[i][j]) + summs[i][j] : hsum8(acc[i][j]);      \
     }
 
 BLOCK32_TILE(q8_0, unpack_q8_0, 1, 0)
@@ -225,6 +233,8 @@ BLOCK32_TILE(q4_1, unpack_q4_1, 0, 1)
 BLOCK32_TILE(q5_0, unpack_q5_0, 0, 0)
 BLOCK32_TILE(q5_1, unpack_q5_1, 0, 1)
 BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 1, 0)
+BLOCK32_TILE(q4_1_ggml, unpack_q4_1, 0, 2)
+BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, 2)
 
 /* ==== K-quants =========================================================== */
 
@@ -484,6 +494,8 @@ TILE_DISPATCH(q4_K)
 TILE_DISPATCH(q5_K)
 TILE_DISPATCH(q6_K)
 TILE_DISPATCH(iq4_xs)
+TILE_DISPATCH(q4_1_ggml)
+TILE_DISPATCH(q5_1_ggml)
 TILE_DISPATCH(q4_K_ggml)
 TILE_DISPATCH(q5_K_ggml)
 TILE_DISPATCH(q6_K_ggml)
@@ -504,18 +516,23 @@ K(q4_K, x_bytes_q8_K, convert_q8_K)
 K(q5_K, x_bytes_q8_K, convert_q8_K)
 K(q6_K, x_bytes_q8_K, convert_q8_K)
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
+K(q4_1_ggml, x_bytes_blk, convert_q8_1)
+K(q5_1_ggml, x_bytes_blk, convert_q8_1)
 K(q4_K_ggml, x_bytes_q8_K, convert_q8_K)
 K(q5_K_ggml, x_bytes_q8_K, convert_q8_K)
 K(q6_K_ggml, x_bytes_q8_K, convert_q8_K)
 
 /* RW_NUMERICS_GGML: the 32-block tile already sums in ggml's AVX2 order
  * (8 lanes of 4 products, one fma per lane and block, hsum8), so Q8_0,
- * Q4_0 and Q5_0 keep their kernels; the K-quants have their own. */
+ * Q4_0 and Q5_0 keep their kernels; Q4_1, Q5_1 (their min term on a sum of
+ * its own) and the K-quants have their own. */
 const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t) {
     switch (t) {
     case RW_TYPE_Q8_0: return &kernel_q8_0;
     case RW_TYPE_Q4_0: return &kernel_q4_0;
     case RW_TYPE_Q5_0: return &kernel_q5_0;
+    case RW_TYPE_Q4_1: return &kernel_q4_1_ggml;
+    case RW_TYPE_Q5_1: return &kernel_q5_1_ggml;
     case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
     case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
     case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;

@@ -362,6 +362,21 @@ INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const 
     return two ? _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(p, 1), acc) : acc;
 }
 
+/* Q4_1 / Q5_1 in ggml's order: the lanes as b32_ggml, and the min term
+ * m * s of each block (an exact product) onto its own float sum, added
+ * after the lanes' hsum. */
+typedef struct {
+    __m256 a;
+    float s;
+} b32_min_acc;
+INLINE b32_min_acc b32_ggml_min(b32_min_acc acc, __m512 p, __m512 s, const w_chunk *wc, const x_chunk *xc, int two) {
+    acc.a = b32_ggml(acc.a, p, s, wc, xc, two);
+    acc.s = fmaf(_mm512_cvtss_f32(wc->mw), xc->sx[0], acc.s);
+    if (two) acc.s = fmaf(_mm_cvtss_f32(_mm512_extractf32x4_ps(wc->mw, 2)), xc->sx[8], acc.s);
+    return acc;
+}
+INLINE float b32_min_reduce(b32_min_acc acc) { return hsum8_ggml(acc.a) + acc.s; }
+
 /* A 32-block tile: ACC_T accumulators per output, started at ZERO, updated
  * by STEP per chunk and reduced by REDUCE. */
 #define BLOCK32_TILE_GEN(name, UNPACK, BLK, ACC_T, ZERO, STEP, REDUCE)                                 \
@@ -404,6 +419,10 @@ BLOCK32_TILE(iq4_nl, unpack_iq4_nl, b32_lanes, rw_block_iq4_nl)
 BLOCK32_TILE_GGML(q8_0_ggml, unpack_q8_0, rw_block_q8_0)
 BLOCK32_TILE_GGML(q4_0_ggml, unpack_q4_0, rw_block_q4_0)
 BLOCK32_TILE_GGML(q5_0_ggml, unpack_q5_0, rw_block_q5_0)
+BLOCK32_TILE_GEN(q4_1_ggml, unpack_q4_1, rw_block_q4_1, b32_min_acc, ((b32_min_acc){_mm256_setzero_ps(), 0.0f}),
+                 b32_ggml_min, b32_min_reduce)
+BLOCK32_TILE_GEN(q5_1_ggml, unpack_q5_1, rw_block_q5_1, b32_min_acc, ((b32_min_acc){_mm256_setzero_ps(), 0.0f}),
+                 b32_ggml_min, b32_min_reduce)
 
 /* ==== Q8_0: exact block sums, four float accumulators ===================
  *
@@ -1943,6 +1962,8 @@ TILE_DISPATCH(iq4_nl)
 TILE_DISPATCH(q8_0_ggml)
 TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)
+TILE_DISPATCH(q4_1_ggml)
+TILE_DISPATCH(q5_1_ggml)
 TILE_DISPATCH(q4_K_ggml)
 TILE_DISPATCH(q5_K_ggml)
 TILE_DISPATCH(q6_K_ggml)
@@ -2015,6 +2036,8 @@ static const rw_mm_kernel kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks, .conver
                                                .max_np = Q8GP_MAX_NX};
 K(q4_0_ggml, x_bytes_chunks, convert_q8_0_b8)
 K(q5_0_ggml, x_bytes_chunks, convert_q8_0_b16)
+K(q4_1_ggml, x_bytes_chunks, convert_q8_1)
+K(q5_1_ggml, x_bytes_chunks, convert_q8_1)
 #define KG(name, conv)                                                                                       \
     static const rw_mm_kernel kernel_##name##_ggml = {                                                        \
         .x_bytes = x_bytes_super, .convert_x = conv, .tile = tile_##name##_ggml, .max_nw = KG_NW, .max_nx = NX, \
@@ -2029,6 +2052,8 @@ const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t) {
     case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
     case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
     case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
+    case RW_TYPE_Q4_1: return &kernel_q4_1_ggml;
+    case RW_TYPE_Q5_1: return &kernel_q5_1_ggml;
     case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
     case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
     case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;

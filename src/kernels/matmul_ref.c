@@ -14,7 +14,7 @@
  *     where isum = sum over sub-blocks of scale * (integer dot of the
  *     sub-block) and msum = sum over sub-blocks of min * (sum of the
  *     activation quants of the sub-block, from Q8_K's bsums).
- *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0 Q4_K Q5_K Q6_K, bottom of the file):
+ *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K, bottom of the file):
  *              ggml's x86 order, 8 lanes, lane l the exact sum of products
  *              4l..4l+3 of each 32 elements, acc_l = fma(dw*dx, lsum_l,
  *              acc_l) block after block, y = ((acc4+acc0) + (acc6+acc2)) +
@@ -419,14 +419,41 @@ static int q5_0_value(const rw_block_q5_0 *b, int j) {
     return (nib | q5_high(b->qh, j) << 4) - 16;
 }
 static int q8_0_value(const rw_block_q8_0 *b, int j) { return b->qs[j]; }
+static int q4_1_value(const rw_block_q4_1 *b, int j) { return j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4; }
+static int q5_1_value(const rw_block_q5_1 *b, int j) {
+    const int nib = j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4;
+    return nib | q5_high(b->qh, j) << 4;
+}
+
+/* Q4_1 / Q5_1 against Q8_1: the 8 lanes as DOT32_GGML (unsigned quants),
+ * and the min term m * s (an exact product) added block after block to its
+ * own float sum, which comes after the lanes' hsum. */
+#define DOT32_MIN_GGML(W_T, VALUE)                                                                     \
+    const W_T *w = wp;                                                                                 \
+    const rw_block_q8_1 *x = xp;                                                                       \
+    float acc[8] = {0}, summs = 0;                                                                     \
+    for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
+        const float d = f16(w[b].d) * f16(x[b].d);                                                     \
+        summs += f16(w[b].m) * f16(x[b].s);                                                            \
+        for (int l = 0; l < 8; l++) {                                                                  \
+            int32_t lsum = 0;                                                                          \
+            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
+            acc[l] = fmaf(d, (float)lsum, acc[l]);                                                     \
+        }                                                                                              \
+    }                                                                                                  \
+    return hsum8(acc) + summs;
 
 static float dot_q4_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q4_0, q4_0_value) }
 static float dot_q5_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q5_0, q5_0_value) }
 static float dot_q8_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q8_0, q8_0_value) }
+static float dot_q4_1_ggml(int64_t n, const void *wp, const void *xp) { DOT32_MIN_GGML(rw_block_q4_1, q4_1_value) }
+static float dot_q5_1_ggml(int64_t n, const void *wp, const void *xp) { DOT32_MIN_GGML(rw_block_q5_1, q5_1_value) }
 
 REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0)
 REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0)
 REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(q4_1_ggml, x_bytes_q8_1, convert_q8_1)
+REF_KERNEL(q5_1_ggml, x_bytes_q8_1, convert_q8_1)
 
 
 /* K-quants in the order of ggml's AVX2 vec-dots (the ones llama.cpp runs on
@@ -523,6 +550,8 @@ const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t) {
     case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
     case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
     case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
+    case RW_TYPE_Q4_1: return &kernel_q4_1_ggml;
+    case RW_TYPE_Q5_1: return &kernel_q5_1_ggml;
     case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
     case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
     case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;

@@ -41,7 +41,9 @@ bool mdl_prefers_ggml_order(const rw_gguf *g) {
         case RW_TYPE_Q2_K: case RW_TYPE_Q3_K: case RW_TYPE_Q4_K: case RW_TYPE_Q5_K: case RW_TYPE_Q6_K:
             kquant += t->nbytes;
             break;
-        case RW_TYPE_Q8_0: case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: block32 += t->nbytes; break;
+        case RW_TYPE_Q8_0: case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q4_1: case RW_TYPE_Q5_1:
+            block32 += t->nbytes;
+            break;
         default: break;
         }
     }

@@ -397,8 +397,8 @@ int main(void) {
     /* the default numerics (auto) for every type, then fast and ggml for the
      * types whose order they change */
     static const rw_dtype kquant_types[] = {RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
-    static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0,
-                                          RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
+    static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0, RW_TYPE_Q4_1,
+                                          RW_TYPE_Q5_1, RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
     static const rw_numerics modes[] = {RW_NUMERICS_AUTO, RW_NUMERICS_FAST, RW_NUMERICS_GGML};
     for (int mode = 0; mode < 3; mode++) {
         const bool ggml = modes[mode] == RW_NUMERICS_GGML;
