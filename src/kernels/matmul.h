@@ -145,9 +145,9 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  * (Q8_0/Q8_1: inverse scale 127/amax, nearest even; Q8_K: its reference).
  * Three modes then choose the order in which each output is summed:
  *  - RW_NUMERICS_GGML: every type with a ggml-order kernel (Q8_0, Q4_0,
- *    Q5_0, Q4_K, Q5_K, Q6_K) sums in the order of ggml's AVX2 vec-dots (8
- *    lanes of 4 products, one fma per lane and block or super-block, ggml's
- *    horizontal sum), so with the AVX-512 ops, which follow ggml's vector
+ *    Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K) sums in the order of ggml's AVX2
+ *    vec-dots (8 lanes of 4 products, one fma per lane and block or
+ *    super-block, ggml's horizontal sum), so with the AVX-512 ops, which follow ggml's vector
  *    code, the logits of models made of those types equal llama.cpp's bit
  *    for bit (the fixture tests check this). For the 32-block types that
  *    costs about twice the arithmetic in many-row products (prefill,
