@@ -276,6 +276,80 @@ static void check_order_policy(void) {
     }
 }
 
+/* A K-quant file with a few Q8_0 matrices (qwen35-Q4_K_M with its layer-0
+ * and layer-3 FFN down matrices requantized, as llama-quantize's fallbacks
+ * would be): under the default numerics the whole model sums in ggml's
+ * order, so its logits equal those under RW_NUMERICS_GGML bit for bit. */
+static void check_mixed_file_order(void) {
+    rw_error err = {0};
+    rw_gguf *src = NULL;
+    if (rw_gguf_open(rw_test_fixture_path("qwen35/qwen35-Q4_K_M.gguf"), &src, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    rw_gguf_writer *w = rw_gguf_writer_new();
+    for (size_t i = 0; i < rw_gguf_n_kv(src); i++) rw_gguf_writer_add_kv(w, rw_gguf_kv_at(src, i)->key,
+                                                                        &rw_gguf_kv_at(src, i)->value, &err);
+    void *requant[2] = {NULL, NULL};
+    int nr = 0;
+    for (size_t i = 0; i < rw_gguf_n_tensors(src); i++) {
+        const rw_gguf_tensor *t = rw_gguf_tensor_at(src, i);
+        const bool fallback = !strcmp(t->name, "blk.0.ffn_down.weight") || !strcmp(t->name, "blk.3.ffn_down.weight");
+        if (!fallback) {
+            rw_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, NULL, NULL, &err);
+            continue;
+        }
+        const int64_t n_in = (int64_t)t->ne[0], n_out = (int64_t)t->ne[1];
+        uint64_t src_row, dst_row;
+        rw_dtype_row_bytes(t->type, n_in, &src_row);
+        rw_dtype_row_bytes(RW_TYPE_Q8_0, n_in, &dst_row);
+        float *row = malloc(sizeof(float) * (size_t)n_in);
+        uint8_t *q = malloc((size_t)(dst_row * (uint64_t)n_out)); /* freed after the write */
+        for (int64_t o = 0; o < n_out; o++) {
+            CHECK(rw_dequantize_row(t->type, (const uint8_t *)t->data + o * src_row, row, n_in) == RW_OK);
+            CHECK(rw_quantize_row(RW_TYPE_Q8_0, row, q + o * dst_row, n_in) == RW_OK);
+        }
+        free(row);
+        requant[nr++] = q;
+        rw_gguf_writer_add_tensor(w, t->name, RW_TYPE_Q8_0, t->n_dims, t->ne, q, NULL, NULL, &err);
+    }
+    CHECK_EQ_INT(nr, 2);
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    CHECK_MSG(rw_gguf_writer_write_stream(w, f, &err) == RW_OK, "%s", err.msg);
+    fclose(f);
+    rw_gguf_writer_free(w);
+    free(requant[0]), free(requant[1]);
+    rw_gguf_close(src);
+
+    rw_gguf *g = NULL;
+    CHECK_MSG(rw_gguf_open_memory(buf, size, &g, &err) == RW_OK, "%s", err.msg);
+    CHECK(g && mdl_prefers_ggml_order(g));
+    static const int32_t ids[] = {3, 141, 59, 265, 358, 97, 93, 238, 46, 264, 33, 83};
+    const int64_t n = sizeof ids / sizeof ids[0];
+    float *logits[2] = {NULL, NULL};
+    int64_t nl = 0;
+    const rw_numerics modes[2] = {RW_NUMERICS_AUTO, RW_NUMERICS_GGML};
+    for (int k = 0; k < 2 && g; k++) {
+        rw_numerics_set(modes[k]); /* before the load, which repacks the weights */
+        rw_model *m = NULL;
+        CHECK_MSG(rw_model_load(g, &m, &err) == RW_OK, "%s", err.msg);
+        if (!m) break;
+        nl = n * rw_model_get_hparams(m)->n_vocab;
+        logits[k] = malloc(sizeof(float) * (size_t)nl);
+        rw_model_seq_free(run(m, RW_KV_F32, ids, n, false, logits[k], NULL));
+        rw_model_free(m);
+    }
+    rw_numerics_set(RW_NUMERICS_AUTO);
+    if (logits[0] && logits[1])
+        CHECK_MSG(!memcmp(logits[0], logits[1], sizeof(float) * (size_t)nl),
+                  "a K-quant file with Q8_0 matrices: default numerics differ from ggml's");
+    free(logits[0]), free(logits[1]);
+    rw_gguf_close(g);
+    free(buf);
+}
+
 /* qwen3next's legacy layout (one ssm_in) gives exactly the standard file's logits. */
 static void check_qwen3next_legacy(void) {
     int64_t n1 = 0, v1 = 0, n2 = 0, v2 = 0;
@@ -338,6 +412,7 @@ int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     if (!rw_test_sanitized()) check_qwen3next_legacy();
     check_order_policy();
+    if (!rw_test_sanitized()) check_mixed_file_order();
     const size_t n = sizeof FIXTURES / sizeof FIXTURES[0];
     for (size_t i = 0; i < n; i++) {
         /* The sanitizer build checks one F32 and one quantized file. */
