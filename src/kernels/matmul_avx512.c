@@ -1466,11 +1466,11 @@ INLINE float kg_reduce(__m512 a, const int MINS) {
 #define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                          \
     INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, \
                                  size_t xs, const int nx, float *out) {                                \
-        __m512 acc[NW][NX];                                                                            \
+        __m512 acc[2][8];                                                                              \
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
         for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_kg wsb[NW];                                                                              \
+            w_kg wsb[2];                                                                               \
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
                 const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
                 _mm_prefetch(pf, _MM_HINT_T0);                                                         \
@@ -1964,9 +1964,41 @@ TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)
 TILE_DISPATCH(q4_1_ggml)
 TILE_DISPATCH(q5_1_ggml)
-TILE_DISPATCH(q4_K_ggml)
-TILE_DISPATCH(q5_K_ggml)
-TILE_DISPATCH(q6_K_ggml)
+/* The ggml-order K-quant tiles take up to KG_NW x KG_NX: a verify pass of
+ * K = 4 (5 rows) unpacks each weight super-block once. */
+#define KG_NX 8
+#define TILE_DISPATCH_KG(name)                                                                         \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
+                            int nx, float *out) {                                                      \
+        if (nx == 1) {                                                                                 \
+            for (int i = 0; i < nw; i++) name##_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
+            return;                                                                                    \
+        }                                                                                              \
+        if (nw == 1) {                                                                                 \
+            switch (nx) {                                                                              \
+            case 2: name##_impl(n, w, ws, 1, xq, xs, 2, out); break;                                   \
+            case 3: name##_impl(n, w, ws, 1, xq, xs, 3, out); break;                                   \
+            case 4: name##_impl(n, w, ws, 1, xq, xs, 4, out); break;                                   \
+            case 5: name##_impl(n, w, ws, 1, xq, xs, 5, out); break;                                   \
+            case 6: name##_impl(n, w, ws, 1, xq, xs, 6, out); break;                                   \
+            case 7: name##_impl(n, w, ws, 1, xq, xs, 7, out); break;                                   \
+            default: name##_impl(n, w, ws, 1, xq, xs, 8, out); break;                                  \
+            }                                                                                          \
+            return;                                                                                    \
+        }                                                                                              \
+        switch (nx) {                                                                                  \
+        case 2: name##_impl(n, w, ws, 2, xq, xs, 2, out); break;                                       \
+        case 3: name##_impl(n, w, ws, 2, xq, xs, 3, out); break;                                       \
+        case 4: name##_impl(n, w, ws, 2, xq, xs, 4, out); break;                                       \
+        case 5: name##_impl(n, w, ws, 2, xq, xs, 5, out); break;                                       \
+        case 6: name##_impl(n, w, ws, 2, xq, xs, 6, out); break;                                       \
+        case 7: name##_impl(n, w, ws, 2, xq, xs, 7, out); break;                                       \
+        default: name##_impl(n, w, ws, 2, xq, xs, 8, out); break;                                      \
+        }                                                                                              \
+    }
+TILE_DISPATCH_KG(q4_K_ggml)
+TILE_DISPATCH_KG(q5_K_ggml)
+TILE_DISPATCH_KG(q6_K_ggml)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 TILE_DISPATCH(q4_K)
@@ -2040,7 +2072,7 @@ K(q4_1_ggml, x_bytes_chunks, convert_q8_1)
 K(q5_1_ggml, x_bytes_chunks, convert_q8_1)
 #define KG(name, conv)                                                                                       \
     static const rw_mm_kernel kernel_##name##_ggml = {                                                        \
-        .x_bytes = x_bytes_super, .convert_x = conv, .tile = tile_##name##_ggml, .max_nw = KG_NW, .max_nx = NX, \
+        .x_bytes = x_bytes_super, .convert_x = conv, .tile = tile_##name##_ggml, .max_nw = KG_NW, .max_nx = KG_NX, \
         .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_gp_##name, .pack_p = pack_##name##_gp, \
         .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kgp_wbytes_##name, .p_min_rows = KP_MIN_ROWS};
 KG(q4_K, convert_q8_K_perm)
