@@ -1395,7 +1395,8 @@ typedef struct {
 
 /* Q4_K / Q5_K: scales and mins of sub-blocks a, b for chunk pair k of the
  * permuted order ((0|2), (1|3), (4|6), (5|7)). */
-INLINE void kg_scales_q45(const uint8_t scales[12], float d, float dmin, w_kg *o) {
+/* min_lanes: the lanes that take dmin (Q4_K 0x0F00, Q5_K 0x0100). */
+INLINE void kg_scales_q45(const uint8_t scales[12], float d, float dmin, __mmask16 min_lanes, w_kg *o) {
     const __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(scales)); /* sc0..7, m0..7 */
     const __m512i sc32 = _mm512_cvtepu16_epi32(sm);
     static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
@@ -1403,20 +1404,18 @@ INLINE void kg_scales_q45(const uint8_t scales[12], float d, float dmin, w_kg *o
         o->scl[k] = _mm512_permutexvar_epi32(
             _mm512_inserti64x4(_mm512_set1_epi32(sub[k][0]), _mm256_set1_epi32(sub[k][1]), 1), sc32);
     o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
-    o->wd = _mm512_mask_blend_ps(0x0F00, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(d)), _mm512_set1_ps(dmin));
+    o->wd = _mm512_mask_blend_ps(min_lanes, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(d)), _mm512_set1_ps(dmin));
 }
 
 INLINE void unpackg_q4_K(const uint8_t *row, int64_t sb, w_kg *o) {
     const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
-    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), o);
+    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), 0x0F00, o);
     nibbles_perm(b->qs, o->u);
 }
 
 INLINE void unpackg_q5_K(const uint8_t *row, int64_t sb, w_kg *o) {
     const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
-    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), o);
-    o->wd = _mm512_mask_blend_ps(0x0100, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16_to_f32(b->d))),
-                                 _mm512_set1_ps(f16_to_f32(b->dmin)));
+    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), 0x0100, o);
     nibbles_perm(b->qs, o->u);
     q5_K_high(b->qh, o->u);
 }
