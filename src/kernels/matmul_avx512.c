@@ -1462,14 +1462,20 @@ INLINE float kg_reduce(__m512 a, const int MINS) {
     return MINS == 1 ? h + ((l[8] + l[10]) + (l[9] + l[11])) : MINS == 2 ? h + l[8] : h;
 }
 
+/* Tile shape: 2 weight rows (fewer unpacked rows than 4 to keep in
+ * registers, measured faster) by up to 8 activation rows (a verify pass of
+ * K = 4, 5 rows, unpacks each weight super-block once). */
+#define KG_NW 2
+#define KG_NX 8
+
 #define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                          \
     INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, \
                                  size_t xs, const int nx, float *out) {                                \
-        __m512 acc[2][8];                                                                              \
+        __m512 acc[KG_NW][KG_NX];                                                                      \
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
         for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_kg wsb[2];                                                                               \
+            w_kg wsb[KG_NW];                                                                           \
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
                 const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
                 _mm_prefetch(pf, _MM_HINT_T0);                                                         \
@@ -1493,7 +1499,6 @@ INLINE float kg_reduce(__m512 a, const int MINS) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = kg_reduce(acc[i][j], MINS); \
     }
 
-#define KG_NW 2 /* weight rows per tile: 2 x 4 keeps more of the unpacked rows in registers than 4 x 4 */
 KQUANT_GGML_TILE(q4_K, unpackg_q4_K, 1)
 KQUANT_GGML_TILE(q5_K, unpackg_q5_K, 2)
 KQUANT_GGML_TILE(q6_K, unpackg_q6_K, 0)
@@ -1963,9 +1968,7 @@ TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)
 TILE_DISPATCH(q4_1_ggml)
 TILE_DISPATCH(q5_1_ggml)
-/* The ggml-order K-quant tiles take up to KG_NW x KG_NX: a verify pass of
- * K = 4 (5 rows) unpacks each weight super-block once. */
-#define KG_NX 8
+/* The ggml-order K-quant tiles take up to KG_NW x KG_NX (see there). */
 #define TILE_DISPATCH_KG(name)                                                                         \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
                             int nx, float *out) {                                                      \
