@@ -147,9 +147,9 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  *  - RW_NUMERICS_GGML: every type with a ggml-order kernel (Q8_0, Q4_0,
  *    Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K) sums in the order of ggml's AVX2
  *    vec-dots (8 lanes of 4 products, one fma per lane and block or
- *    super-block, ggml's horizontal sum), so with the AVX-512 ops, which follow ggml's vector
- *    code, the logits of models made of those types equal llama.cpp's bit
- *    for bit (the fixture tests check this). For the 32-block types that
+ *    super-block, ggml's horizontal sum), so with the AVX-512 ops, which
+ *    follow ggml's vector code, the logits of models made of those types
+ *    equal llama.cpp's bit for bit (the fixture tests check this). For the 32-block types that
  *    costs about twice the arithmetic in many-row products (prefill,
  *    batches, verify passes); one-row decode is bound by memory either way.
  *  - RW_NUMERICS_FAST: every type in the order that suits our kernels.

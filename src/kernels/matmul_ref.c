@@ -250,17 +250,33 @@ static void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
  * msum = sum of min_j * (sum of x's quants of sub-block j). Sub-block
  * j = 2c + hi holds the low (hi = 0) or high nibbles of qs[32c .. 32c+32);
  * with qh (Q5_K), bit j of qh[l] is the 5th bit of element 32j + l. */
+/* Element e of a Q4_K (qh NULL) or Q5_K super-block, unsigned: sub-block
+ * j = e / 32 is the low (j even) or high nibbles of qs[32(j/2) .. +32);
+ * with qh, bit j of qh[e % 32] is its fifth bit. */
+static int q45_value(const uint8_t *qs, const uint8_t *qh, int e) {
+    const int c = e / 64, hi = (e / 32) % 2, l = e % 32;
+    int q = (qs[32 * c + l] >> (4 * hi)) & 0x0F;
+    if (qh) q |= ((qh[l] >> (e / 32)) & 1) << 4;
+    return q;
+}
+
+/* Element e = 128h + 32k + l (k < 4, l < 32) of a Q6_K super-block, 0..63
+ * (the -32 not applied): low nibble of ql[64h + 32k + l] (k < 2) or high
+ * nibble of ql[64h + 32(k-2) + l], high 2 bits (qh[32h + l] >> 2k) & 3. */
+static int q6_value(const rw_block_q6_K *b, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int lo = k < 2 ? b->ql[64 * h + 32 * k + l] & 0x0F : b->ql[64 * h + 32 * (k - 2) + l] >> 4;
+    return lo | ((b->qh[32 * h + l] >> (2 * k)) & 3) << 4;
+}
+
 static void k45_sums(const uint8_t scales[12], const uint8_t qs[128], const uint8_t *qh, const rw_block_q8_K *x,
                      int32_t *isum, int32_t *msum) {
     *isum = *msum = 0;
     for (int j = 0; j < 8; j++) {
-        int sc, m, c = j / 2, shift = (j % 2) * 4;
+        int sc, m;
         k4_scale_min(scales, j, &sc, &m);
         int32_t dot = 0;
-        for (int l = 0; l < 32; l++) {
-            const int q = ((qs[32 * c + l] >> shift) & 0x0F) | (qh ? ((qh[l] >> j) & 1) << 4 : 0);
-            dot += q * x->qs[32 * j + l];
-        }
+        for (int e = 32 * j; e < 32 * j + 32; e++) dot += q45_value(qs, qh, e) * x->qs[e];
         *isum += sc * dot;
         *msum += m * (bsum16(x, 2 * j) + bsum16(x, 2 * j + 1));
     }
@@ -298,17 +314,9 @@ static float dot_q6_K(int64_t n, const void *wp, const void *xp) {
     float sum = 0;
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
         int32_t isum = 0;
-        /* element 128*h + 32*k + l (k < 4, l < 32): low nibble k<2 ? ql[64h + 32k + l] & 15
-         * : ql[64h + 32(k-2) + l] >> 4; high 2 bits (qh[32h + l] >> 2k) & 3; value q - 32;
-         * 16-group g = 8h + 2k + l/16 with signed scale scales[g] */
-        for (int g = 0; g < 16; g++) {
-            int h = g / 8, k = (g % 8) / 2, l0 = (g % 2) * 16;
+        for (int g = 0; g < 16; g++) { /* 16-group g, signed scale scales[g], values q - 32 */
             int32_t dot = 0;
-            for (int l = l0; l < l0 + 16; l++) {
-                int lo = k < 2 ? w[b].ql[64 * h + 32 * k + l] & 0x0F : w[b].ql[64 * h + 32 * (k - 2) + l] >> 4;
-                int q = (lo | ((w[b].qh[32 * h + l] >> (2 * k)) & 3) << 4) - 32;
-                dot += q * x[b].qs[128 * h + 32 * k + l];
-            }
+            for (int e = 16 * g; e < 16 * g + 16; e++) dot += (q6_value(&w[b], e) - 32) * x[b].qs[e];
             isum += w[b].scales[g] * dot;
         }
         sum += (f16(w[b].d) * x[b].d) * (float)isum;
@@ -468,13 +476,6 @@ REF_KERNEL(q5_1_ggml, x_bytes_q8_1, convert_q8_1)
  *         offset subtracted per 32-element chunk: 32 * sum of scale * x of
  *         chunk c comes off lane c (ggml since its 2026 AVX2 Q6_K rewrite,
  *         which takes it from Q8_K's bsums). */
-static int q45_value(const uint8_t *qs, const uint8_t *qh, int e) {
-    const int c = e / 64, hi = (e / 32) % 2, l = e % 32;
-    int q = (qs[32 * c + l] >> (4 * hi)) & 0x0F;
-    if (qh) q |= ((qh[l] >> (e / 32)) & 1) << 4;
-    return q;
-}
-
 static void k45_lanes(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, const rw_block_q8_K *x,
                       int32_t lane[8], int32_t mlane[4]) {
     int sc[8], mn[8];
@@ -530,10 +531,7 @@ static float dot_q6_K_ggml(int64_t n, const void *wp, const void *xp) {
         const float d = x[b].d * f16(w[b].d);
         int32_t lane[8] = {0};
         for (int e = 0; e < RW_QK_K; e++) {
-            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-            const int lo = k < 2 ? w[b].ql[64 * h + 32 * k + l] & 0x0F : w[b].ql[64 * h + 32 * (k - 2) + l] >> 4;
-            const int q = lo | ((w[b].qh[32 * h + l] >> (2 * k)) & 3) << 4;
-            lane[(e % 32) / 4] += w[b].scales[e / 16] * (q * x[b].qs[e]);
+            lane[(e % 32) / 4] += w[b].scales[e / 16] * (q6_value(&w[b], e) * x[b].qs[e]);
             lane[e / 32] -= 32 * w[b].scales[e / 16] * x[b].qs[e];
         }
         for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);

@@ -88,8 +88,7 @@ struct rw_model {
     rw_matrix **mats;
     void **panels;
     int n_mats, cap_mats;
-    /* every matrix's rw_matrix.ggml_order: the GGUF's K-quant weights
-     * outweigh its Q8_0 / Q4_0 / Q5_0 ones (mdl_prefers_ggml_order) */
+    /* every matrix's rw_matrix.ggml_order (mdl_prefers_ggml_order) */
     bool ggml_order;
 };
 
@@ -162,9 +161,10 @@ rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n
 rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
 /* Whether a model from g sums its 32-block matrices in ggml's order under
  * RW_NUMERICS_AUTO: when its K-quant weights (bytes) outweigh its Q8_0,
- * Q4_0 and Q5_0 ones, those are a K-quant file's few odd tensors, and
- * ggml's order for them costs little while it keeps the whole model on
- * llama.cpp's arithmetic; a Q8_0 or Q4_0 file keeps our faster order. */
+ * Q4_0, Q5_0, Q4_1 and Q5_1 ones, those are a K-quant file's few odd
+ * tensors, and ggml's order for them costs little while it keeps the whole
+ * model on llama.cpp's arithmetic; a Q8_0 or Q4_0 file keeps our faster
+ * order. */
 bool mdl_prefers_ggml_order(const rw_gguf *g);
 /* Repacks every noted matrix for the kernels' few-row form, once the model
  * is bound (the matrices no longer move). */
