@@ -387,48 +387,22 @@ INLINE __m256i kq_lanes(const w_super *w, const rw_block_q8_K *xb, const int SIG
     return isum;
 }
 
-#define KQUANT_TILE(name, UNPACK, SIGNED)                                                               \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
-                            size_t xs, const int nx, float *out) {                                      \
-        __m256 acc[NW][NX];                                                                             \
-        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                            \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();       \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                      \
-            w_super wsb[NW];                                                                            \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);       \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                      \
-                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                    \
-                __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                            \
-                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                  \
-                    __m256i isum = kq_lanes(&wsb[i], xb, SIGNED);                                       \
-                    __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                  \
-                    acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(wsb[i].d * xb->d), acc[i][j]); \
-                    acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(wsb[i].dmin * xb->d), acc[i][j]); \
-                }                                                                                       \
-            }                                                                                           \
-        }                                                                                               \
-        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                            \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) out[j * nw + i] = hsum8(acc[i][j]);    \
-    }
-
-KQUANT_TILE(q2_K, unpack4_q2_K, 0)
-KQUANT_TILE(q3_K, unpack4_q3_K, 0)
-KQUANT_TILE(q4_K, unpack4_q4_K, 0)
-KQUANT_TILE(q5_K, unpack4_q5_K, 0)
-KQUANT_TILE(q6_K, unpack4_q6_K, 0)
-KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
-
-/* K-quants in ggml's order (RW_NUMERICS_GGML and auto; matmul_ref.c): the
- * tile's integer lanes are already ggml's (lane l: elements 32c + 4l ..
- * 32c + 4l + 3 of every chunk c, times the chunk's scale); per super-block
- * acc = fma(d * dx, (float)lanes, acc), where Q6_K's lanes first lose
- * 32 * scale . bsums of chunk l (the tile's msum lanes); Q4_K's min lanes k
- * (msum lanes 2k + 2k+1) go to accm = fma(-dmin * dx, ., accm), Q5_K's sum
- * of all of them to its lane 0. The output: hsum8(acc) plus (m0 + m2) +
- * (m1 + m3), or m0. */
-#define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                          \
-    INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, \
-                                 size_t xs, const int nx, float *out) {                                \
+/* The K-quant tile, in two orders (ORDER):
+ *  - KQ_OURS: per super-block acc = fma((float)lanes, d * dx, acc) then
+ *    fnmadd((float)msum, dmin * dx, acc) (msum: the tile's min or bias
+ *    lanes, mins . bsums per 16-group pair); the output hsum8(acc).
+ *  - ggml's (RW_NUMERICS_GGML and auto; matmul_ref.c). The integer lanes
+ *    are already ggml's (lane l: elements 32c + 4l .. 32c + 4l + 3 of every
+ *    chunk c, times the chunk's scale); acc = fma(d * dx, (float)lanes,
+ *    acc), where for KG_OFFSET (Q6_K) the lanes first lose 32 * scale .
+ *    bsums of chunk l (the msum lanes); for KG_MINS4 (Q4_K) the min lanes k
+ *    (msum lanes 2k + 2k+1) go to accm = fma(-dmin * dx, ., accm), for
+ *    KG_MINS1 (Q5_K) their sum to accm's lane 0. The output hsum8(acc)
+ *    plus (m0 + m2) + (m1 + m3), or m0. */
+enum { KG_OFFSET = 0, KG_MINS4 = 1, KG_MINS1 = 2, KQ_OURS = 3 };
+#define KQUANT_TILE_IN(fn, UNPACK, SIGNED, ORDER)                                                      \
+    INLINE void fn(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, \
+                   const int nx, float *out) {                                                         \
         __m256 acc[NW][NX];                                                                            \
         __m128 accm[NW][NX];                                                                           \
         _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                           \
@@ -441,14 +415,21 @@ KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
                 const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                   \
                 __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                           \
                 _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                 \
-                    __m256i isum = kq_lanes(&wsb[i], xb, 0);                                           \
+                    __m256i isum = kq_lanes(&wsb[i], xb, SIGNED);                                      \
                     const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                           \
-                    if (MINS == 0) isum = _mm256_sub_epi32(isum, msum);                                \
+                    if (ORDER == KQ_OURS) {                                                            \
+                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(wsb[i].d * xb->d), \
+                                                    acc[i][j]);                                        \
+                        acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),                         \
+                                                     _mm256_set1_ps(wsb[i].dmin * xb->d), acc[i][j]);  \
+                        continue;                                                                      \
+                    }                                                                                  \
+                    if (ORDER == KG_OFFSET) isum = _mm256_sub_epi32(isum, msum);                       \
                     const __m256 dd = _mm256_set1_ps(xb->d * wsb[i].d);                                \
                     acc[i][j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[i][j]);              \
-                    if (MINS != 0) {                                                                   \
+                    if (ORDER != KG_OFFSET) {                                                          \
                         __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(msum), _mm256_extracti128_si256(msum, 1)); \
-                        if (MINS == 2) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128()); \
+                        if (ORDER == KG_MINS1) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128()); \
                         accm[i][j] = _mm_fmadd_ps(_mm_set1_ps(-xb->d * wsb[i].dmin), _mm_cvtepi32_ps(m4), accm[i][j]); \
                     }                                                                                  \
                 }                                                                                      \
@@ -459,13 +440,23 @@ KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
                 float m[4];                                                                            \
                 _mm_storeu_ps(m, accm[i][j]);                                                          \
                 const float h = hsum8(acc[i][j]);                                                      \
-                out[j * nw + i] = MINS == 1 ? h + ((m[0] + m[2]) + (m[1] + m[3])) : MINS == 2 ? h + m[0] : h; \
+                out[j * nw + i] = ORDER == KG_MINS4 ? h + ((m[0] + m[2]) + (m[1] + m[3]))               \
+                                  : ORDER == KG_MINS1 ? h + m[0]                                       \
+                                                      : h;                                             \
             }                                                                                          \
     }
+#define KQUANT_TILE(name, UNPACK, SIGNED) KQUANT_TILE_IN(name##_impl, UNPACK, SIGNED, KQ_OURS)
+#define KQUANT_GGML_TILE(name, UNPACK, ORDER) KQUANT_TILE_IN(name##_ggml_impl, UNPACK, 0, ORDER)
 
-KQUANT_GGML_TILE(q4_K, unpack4_q4_K, 1)
-KQUANT_GGML_TILE(q5_K, unpack4_q5_K, 2)
-KQUANT_GGML_TILE(q6_K, unpack4_q6_K, 0)
+KQUANT_TILE(q2_K, unpack4_q2_K, 0)
+KQUANT_TILE(q3_K, unpack4_q3_K, 0)
+KQUANT_TILE(q4_K, unpack4_q4_K, 0)
+KQUANT_TILE(q5_K, unpack4_q5_K, 0)
+KQUANT_TILE(q6_K, unpack4_q6_K, 0)
+KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
+KQUANT_GGML_TILE(q4_K, unpack4_q4_K, KG_MINS4)
+KQUANT_GGML_TILE(q5_K, unpack4_q5_K, KG_MINS1)
+KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
 
 /* ==== tiles of every shape, and the table ================================ */
 
