@@ -14,43 +14,6 @@ void rw_attn_head_avx512(const float *q, const rw_attn_pages *kv, bool f16, int6
                          float scale, float *scores, float *out);
 void rw_swiglu_avx512(float *g, const float *u, int64_t n);
 
-static inline __m512 load16(const void *base, bool f16, int64_t i) {
-    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i)));
-    return _mm512_loadu_ps((const float *)base + i);
-}
-
-/* exp(x), 16 lanes, with the vector expf algorithm of Arm's
- * optimized-routines that ggml's CPU backend also uses, so that softmax and
- * SiLU round as llama.cpp's do: n = round(x / ln 2) (by the 1.5 * 2^23
- * shift), b = x - n ln 2 with ln 2 split in two, exp(b) by a degree-5
- * polynomial evaluated in the pairwise order below, times 2^n. Lanes with
- * |n| > 192 give 0 (x < 0) or +inf. Max error about 1 ulp. */
-static inline __m512 exp16(__m512 x) {
-    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
-    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
-    const __m512 n = _mm512_sub_ps(z, shift);
-    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __m512 u = _mm512_mul_ps(b, b);
-    const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
-    const __m512 poly = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-    __m512 r = _mm512_scalef_ps(poly, n);
-    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
-    if (big) {
-        const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-        r = _mm512_mask_mov_ps(r, big & neg, _mm512_setzero_ps());
-        r = _mm512_mask_mov_ps(r, big & ~neg, _mm512_set1_ps(INFINITY));
-    }
-    return r;
-}
-
-/* Loads 16 elements at base[i..i+16) masked to m (zeros elsewhere). */
-static inline __m512 load16m(const void *base, bool f16, int64_t i, __mmask16 m) {
-    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)base + i));
-    return _mm512_maskz_loadu_ps(m, (const float *)base + i);
-}
-
 /* dot_ggml_padded (below) for value rows i0..i0+3 of a paged head against y
  * (n elements), into out[0..3]. The accumulators run on across pages: a page
  * holds a multiple of 64 positions (or is the only one), so every FMA meets
@@ -74,7 +37,8 @@ static inline __attribute__((always_inline)) void dot4_ggml_padded(const rw_attn
                 const __m512 yc = _mm512_loadu_ps(yp + i + 16 * c);
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++)
-                    a[r][c] = _mm512_fmadd_ps(load16(vt, f16, (int64_t)(i0 + r) * v_stride + i + 16 * c), yc, a[r][c]);
+                    a[r][c] = _mm512_fmadd_ps(rw_load16(vt, f16, (int64_t)(i0 + r) * v_stride + i + 16 * c), yc,
+                                              a[r][c]);
             }
         if (nfull < np) /* only in the last page */
 #pragma GCC unroll 4
@@ -85,7 +49,7 @@ static inline __attribute__((always_inline)) void dot4_ggml_padded(const rw_attn
                 const __m512 yc = _mm512_maskz_loadu_ps(m, yp + at);
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++)
-                    a[r][c] = _mm512_fmadd_ps(load16m(vt, f16, (int64_t)(i0 + r) * v_stride + at, m), yc, a[r][c]);
+                    a[r][c] = _mm512_fmadd_ps(rw_load16m(vt, f16, (int64_t)(i0 + r) * v_stride + at, m), yc, a[r][c]);
             }
     }
 #pragma GCC unroll 4
@@ -111,7 +75,7 @@ static inline __attribute__((always_inline)) float dot_ggml_padded(const rw_attn
                 const int64_t at = k + 16 * c;
                 if (at >= np) break;
                 const __mmask16 m = np - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (np - at)) - 1);
-                a[c] = _mm512_fmadd_ps(load16m(x, f16, at, m), _mm512_maskz_loadu_ps(m, yp + at), a[c]);
+                a[c] = _mm512_fmadd_ps(rw_load16m(x, f16, at, m), _mm512_maskz_loadu_ps(m, yp + at), a[c]);
             }
     }
     a[0] = _mm512_add_ps(a[0], a[2]);
@@ -142,7 +106,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
                         const __m512 qc = _mm512_loadu_ps(q + i + 16 * c);
 #pragma GCC unroll 4
                         for (int r = 0; r < 4; r++)
-                            a[r][c] = _mm512_fmadd_ps(load16(k, f16, (j + r) * hd_k + i + 16 * c), qc, a[r][c]);
+                            a[r][c] = _mm512_fmadd_ps(rw_load16(k, f16, (j + r) * hd_k + i + 16 * c), qc, a[r][c]);
                     }
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++) {
@@ -163,7 +127,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
     double sum = 0.0;
     for (j = 0; j < n_pos; j += 16) {
         const __mmask16 m = n_pos - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n_pos - j)) - 1);
-        __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmx)));
+        __m512 e = _mm512_maskz_mov_ps(m, rw_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmx)));
         _mm512_mask_storeu_ps(scores + j, m, e);
         sum += (double)_mm512_reduce_add_ps(e);
     }
@@ -186,9 +150,7 @@ void rw_swiglu_avx512(float *g, const float *u, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 x = _mm512_loadu_ps(g + i);
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
-        const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-        _mm512_storeu_ps(g + i, _mm512_mul_ps(silu, _mm512_loadu_ps(u + i)));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(rw_silu16(x), _mm512_loadu_ps(u + i)));
     }
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
