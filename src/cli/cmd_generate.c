@@ -18,7 +18,11 @@
  * made with an f32 cache, and on quantized models an f16 cache rounds K and
  * V enough to flip a later activation's quantization and branch early
  * (qwen3 Q8_0: 23 equal tokens of 29 reliable ones with f16, all with f32).
- * rewind bench model keeps llama.cpp's f16 default.
+ * rewind bench model keeps llama.cpp's f16 default. For the same reason the
+ * numerics are ggml's unless --numerics or RW_NUMERICS says otherwise (the
+ * server's default, auto, sums Q8_0 / Q4_0 in our order: README
+ * "Numerics"); to compare with the server, give both the same --kv and
+ * --numerics.
  *
  * --draft: speculative decoding (engine/spec.h) with DRAFT proposing up to K
  * tokens a step (--draft-max, default 4) and the model verifying them in one
@@ -69,6 +73,7 @@ int rw_cmd_generate(int argc, char **argv) {
     long threads = 0;
     const char *draft_path = NULL;
     rw_spec_params spp = rw_spec_params_default();
+    rw_cli_numerics_for_goldens(); /* see the file comment */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;

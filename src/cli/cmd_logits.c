@@ -1,7 +1,7 @@
 /* cmd_logits.c - `rewind logits MODEL --ids IDS --out OUT.f32 [--ids IDS2
  * --out OUT2.f32 ...] [--mode batch|step] [--chunks N1,N2,...]
  * [--replay-from R] [--load-state FILE] [--save-state FILE] [--kv f32|f16]
- * [--threads N]`.
+ * [--numerics auto|fast|ggml] [--threads N]`.
  *
  * Runs the model over the ids of each IDS file and writes the float32
  * logits of every position, row-major [n_ids][n_vocab], little-endian, no
@@ -16,8 +16,13 @@
  * it); --save-state writes the first sequence's state after processing.
  * These hooks exist to check that a sequence's logits do not depend on any
  * of it (the cache layer's invariants). --threads 0 (the default) = one
- * thread per physical core; the logits do not depend on it. The KV cache is
- * f32 unless --kv f16 is given. */
+ * thread per physical core; the logits do not depend on it.
+ *
+ * This command is the hook that compares logits with llama.cpp's goldens,
+ * so its defaults are theirs: an f32 KV cache unless --kv f16, and
+ * --numerics ggml (every matrix summed in ggml's order, README "Numerics")
+ * unless --numerics or RW_NUMERICS says otherwise; serve and bench keep the
+ * faster auto, whose Q8_0 / Q4_0 logits differ in the last bits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +100,7 @@ int rw_cmd_logits(int argc, char **argv) {
     long replay_from = -1;
     rw_kv_type kv = RW_KV_F32; /* as the goldens; see cmd_generate.c */
     long threads = 0;
+    rw_cli_numerics_for_goldens(); /* see the file comment */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # rewind logits / generate on the qwen3 F32 fixture: output size, batch ==
-# step, greedy ids equal llama.cpp's, usage and file errors.
+# step, greedy ids equal llama.cpp's, their default numerics (qwen35 Q8_0),
+# usage and file errors.
 set -u
 fx="${RW_FIXTURES:-../shared/fixtures}"
 bin="${REWIND:-build/rewind}"
@@ -29,6 +30,27 @@ import json, sys
 d = json.load(open(sys.argv[1])); got = list(map(int, sys.argv[2].split())); k = d['greedy_reliable_prefix']
 assert len(got) == 32 and got[:k] == d['greedy_ids'][:k], (sys.argv[1], got, d['greedy_ids'], k)" "${f%.gguf}.json" "$got"
 done
+
+# logits and generate default to ggml's numerics (the goldens' arithmetic;
+# the server's auto sums Q8_0 in our order), RW_NUMERICS and --numerics
+# still choose: on a Q8_0 file the default equals --numerics ggml bitwise
+# and differs from auto; generate's ids equal ggml's. (Equality with the
+# goldens themselves is test_models_fixtures', which knows the tier.)
+q="$fx/qwen35/qwen35-Q8_0.gguf"
+qids="$fx/qwen35/qwen35.prompt.ids"
+if [ -f "$q" ]; then
+  "$bin" logits "$q" --ids "$qids" --out "$tmp/qd.f32"; check [ $? -eq 0 ]
+  "$bin" logits "$q" --ids "$qids" --numerics ggml --out "$tmp/qg.f32"; check [ $? -eq 0 ]
+  "$bin" logits "$q" --ids "$qids" --numerics auto --out "$tmp/qa.f32"; check [ $? -eq 0 ]
+  RW_NUMERICS=auto "$bin" logits "$q" --ids "$qids" --out "$tmp/qe.f32"; check [ $? -eq 0 ]
+  check cmp -s "$tmp/qd.f32" "$tmp/qg.f32"
+  check cmp -s "$tmp/qa.f32" "$tmp/qe.f32"
+  check [ "$(cmp -s "$tmp/qd.f32" "$tmp/qa.f32"; echo $?)" -eq 1 ]
+  gd=$("$bin" generate "$q" --ids "$qids" -n 8 --print-ids)
+  gg=$("$bin" generate "$q" --ids "$qids" -n 8 --numerics ggml --print-ids)
+  check [ -n "$gd" ]
+  check [ "$gd" = "$gg" ]
+fi
 
 # 600 ids: the batch pass runs in two chunks (512 + 88) and the cache grows
 # past its first allocation; every row must still equal the step pass.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rewind serve end to end: the real binary on 127.0.0.1 (a free port), greedy
 # completions through HTTP (curl) equal `rewind generate --print-ids` for the
-# same prompt ids, alone and with four clients at once; SIGTERM stops it with
+# same prompt ids (with the server's numerics, auto: generate's default is
+# ggml's), alone and with four clients at once; SIGTERM stops it with
 # status 0.
 set -u
 REWIND="${REWIND:-build/rewind}"
@@ -27,7 +28,7 @@ ask() { # N_PROMPT N_GEN OUT
     | grep -o '"token_ids":\[[0-9,]*\]' | sed 's/.*\[//; s/\]//; s/,/ /g' > "$3"
 }
 expect() { # N_PROMPT N_GEN GOT
-  "$REWIND" generate "$F" --ids "$d/ids.$1" -n "$2" --print-ids > "$d/want" || fail "generate failed"
+  "$REWIND" generate "$F" --ids "$d/ids.$1" -n "$2" --numerics auto --print-ids > "$d/want" || fail "generate failed"
   cmp -s "$d/want" "$3" || fail "prompt $1, $2 tokens: server '$(cat "$3")' vs generate '$(cat "$d/want")'"
 }
 
