@@ -4,8 +4,10 @@
  * Measures what llama-bench calls pp and tg: prefill = N prompt tokens in one
  * forward pass into an empty sequence (logits of the last token only), and
  * decode = N tokens generated one forward pass each, greedily, from an empty
- * sequence. Both are preceded by a one-token warm-up pass (which faults the
- * mapped weights in), repeated --reps times (default 3) and reported in
+ * sequence. Both are preceded by an untimed warm-up as llama-bench's (a
+ * prefill of the same length and one decode step: the mapped weights and
+ * the sequence memory are faulted in before the clock runs), repeated
+ * --reps times (default 3) and reported in
  * tokens per second of wall time, mean and best (a shared machine's
  * hiccups show as a gap between the two); peak memory is the process's
  * maximum resident set size (getrusage). */
@@ -108,8 +110,11 @@ int rw_bench_model(int argc, char **argv) {
     }
     if (rw_threadpool_new((int)threads, &pool, &err)) goto fail;
     for (long i = 0; i <= n_prompt; i++) ids[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
-    /* warm-up */
-    if (run_prefill(m, kv, ids, 1, logits, pool, &err) < 0) goto fail;
+    /* warm-up, as llama-bench's: one untimed prefill of the same length (it
+     * faults in the weights, and the sequence memory the timed runs then
+     * find in the pool) and one decode step */
+    if (run_prefill(m, kv, ids, n_prompt > 0 ? n_prompt : 1, logits, pool, &err) < 0) goto fail;
+    if (n_gen > 0 && run_decode(m, kv, 1, hp->n_vocab, logits, pool, &err) < 0) goto fail;
     double t_pp = 0.0, t_tg = 0.0, best_pp = 0.0, best_tg = 0.0; /* sums of seconds; best rates */
     for (long r = 0; r < reps; r++) {
         double t;
