@@ -1,6 +1,6 @@
 /* cmd_generate.c - `rewind generate MODEL (--ids IDS | -p TEXT) -n N
  * [--temp T] [--top-k K] [--top-p P] [--min-p P] [--presence-penalty X]
- * [--frequency-penalty X] [--repeat-penalty X] [--seed S] [--kv f32|f16]
+ * [--frequency-penalty X] [--repeat-penalty X] [--seed S] [--kv f32|f16] [--numerics M]
  * [--threads N] [--print-ids] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`.
  *
  * A text prompt is tokenized as llama.cpp does (BOS/EOS as the vocabulary
