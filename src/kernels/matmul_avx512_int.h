@@ -1,0 +1,285 @@
+/* matmul_avx512_int.h - what the AVX-512 tier's matmul files share (only
+ * *_avx512.c files include it: every function here needs AVX-512).
+ *
+ * The tier is split by weight family: matmul_avx512.c (float types, the
+ * 32-element blocks other than Q8_0's own forms, and the kernel tables),
+ * matmul_q8_0_avx512.c (Q8_0's one-row, group, quad and panel forms, both
+ * orders), matmul_kquant_avx512.c (Q8_K activations and the K-quant tiles)
+ * and matmul_kpanel_avx512.c (the K-quant panel forms). The activation
+ * layouts and quantizers that several of them use live here, with the
+ * tile-shape dispatchers and the kernels one file defines for another.
+ */
+#ifndef RW_KERNELS_MATMUL_AVX512_INT_H
+#define RW_KERNELS_MATMUL_AVX512_INT_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/matmul_int.h"
+#include "kernels/quant.h"
+
+#include "kernels/quant.h"
+
+#define NW 4 /* weight rows per tile */
+#define NX 4 /* activation rows per tile */
+
+/* Software prefetch distance in a weight row for the K-quant tiles: with
+ * their heavier unpacking, one core leaves the hardware prefetcher behind
+ * (measured +10% one-row speed at 2 KiB on Zen 4). On Zen 5 the 32-block
+ * tiles, the one-row Q8_0 dot and the Q8_0 panels gain from it too (4 KiB
+ * ahead: B32_PF_DIST, Q8_PF_DIST). */
+#define PF_DIST 2048
+#define INLINE static inline __attribute__((always_inline))
+
+static inline float f16_to_f32(rw_f16 h) { return _cvtsh_ss(h); }
+
+/* ==== 32-element blocks: activation layout and quantizer ================= */
+
+/* Activation row of nb = n/32 blocks, in nc = ceil(nb/2) chunks of 64
+ * elements (a missing last block is zero):
+ *   int8  qs[64]     the quants, element order
+ *   int32 base[16]   per lane: -bias * (sum of the lane's 4 quants)
+ *   float dx[16]     per lane: the block's scale (f16-rounded)
+ *   float sx[16]     Q8_1 only: lane 0 / 8: the block's s = d*sum(qs) (f16-rounded), others 0
+ */
+typedef struct {
+    int8_t qs[64];
+    int32_t base[16];
+    float dx[16];
+    float sx[16];
+} x_chunk;
+
+static inline size_t x_bytes_chunks(int64_t n) { return (size_t)((n / 32 + 1) / 2) * sizeof(x_chunk); }
+
+/* Quantizes 32 values as ggml's x86 build quantizes activations (see
+ * rw_quantize_act_q8_0): d = amax/127, q = nearest-even(x * (127/amax));
+ * returns d rounded to f16 (the block's scale) and d itself (for Q8_1's s). */
+static inline void quantize_block32(const float *x, int8_t *q, float *d_out, float *d_raw, int *sum) {
+    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    __m512i qa = _mm512_cvt_roundps_epi32(_mm512_mul_ps(a, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i qb = _mm512_cvt_roundps_epi32(_mm512_mul_ps(b, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
+    *d_out = f16_to_f32(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    *d_raw = d;
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
+/* Shared by all 32-block kernels; bias is the unsigned offset of the weight
+ * quants (see the head of matmul_avx512.c), with_s adds Q8_1's s. */
+static inline void convert_chunks(const float *x, void *xq, int64_t n, int bias, int with_s) {
+    x_chunk *c = xq;
+    int64_t nb = n / 32;
+    memset(xq, 0, x_bytes_chunks(n));
+    for (int64_t b = 0; b < nb; b++) {
+        x_chunk *ch = &c[b / 2];
+        int half = (int)(b % 2), sum;
+        float d, d_raw;
+        quantize_block32(x + b * 32, ch->qs + 32 * half, &d, &d_raw, &sum);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q4 = ch->qs + 32 * half + 4 * l;
+            ch->base[8 * half + l] = -bias * (q4[0] + q4[1] + q4[2] + q4[3]);
+            ch->dx[8 * half + l] = d;
+        }
+        if (with_s) ch->sx[8 * half] = f16_to_f32(_cvtss_sh((float)sum * d_raw, _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+static inline void convert_q8_0_b128(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 128, 0); }
+static inline void convert_q8_0_b8(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 8, 0); }
+static inline void convert_q8_0_b16(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 16, 0); }
+static inline void convert_q8_1(const float *x, void *xq, int64_t n) { convert_chunks(x, xq, n, 0, 1); }
+
+/* Low and high nibbles of 16 bytes of each of two blocks, in element order:
+ * [lo(A), hi(A), lo(B), hi(B)] with A at pa and B at pb. */
+INLINE __m512i nibbles_2x16(const uint8_t *pa, const uint8_t *pb, int two) {
+    __m128i a = _mm_loadu_si128((const __m128i *)pa);
+    __m128i b = two ? _mm_loadu_si128((const __m128i *)pb) : _mm_setzero_si128();
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); /* lo(A) lo(B) hi(A) hi(B) */
+    return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* IQ4_NL's 16 values plus 128 (so unsigned), looked up with vpshufb. */
+INLINE __m512i iq4_lookup(__m512i nib) {
+    static const int8_t iq4nl_plus128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, (int8_t)153, (int8_t)166,
+                                             (int8_t)181, (int8_t)197, (int8_t)217, (int8_t)241};
+    __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_plus128));
+    return _mm512_shuffle_epi8(tab, nib);
+}
+
+/* ggml's hsum_float_8: upper four lanes onto the lower four, then lanes
+ * 0+2 and 1+3, then those two. */
+INLINE float hsum8_ggml(__m256 a) {
+    __m128 t = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+/* 4 weight bytes at any address (the quants of a block sit 2 bytes in). */
+typedef int32_t i32u __attribute__((aligned(1), may_alias));
+
+/* acc += dpbusd(w, the 4 bytes at p broadcast): GCC does not fold the
+ * broadcast into the instruction's memory operand by itself, and the
+ * separate broadcasts cost as many instructions as the products. */
+#define DPBUSD_BCST(acc, w, p) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(p)))
+
+/* ==== K-quants: the Q8_K activation layout and quantizers ================ */
+
+/* Activation super-block: d as in Q8_K (1/iscale), quants, and the sums of
+ * each 16 quants (int16) for the min / bias terms. */
+typedef struct {
+    int8_t qs[256];
+    int16_t bsums[16];
+    float d;
+    float pad[7];
+} x_super;
+
+static inline size_t x_bytes_super(int64_t n) { return (size_t)(n / 256) * sizeof(x_super); }
+
+/* Q8_K as the reference: the element of largest magnitude (first one on
+ * ties) maps to -127, iscale = -127/that value, q = nearest-even(iscale*x)
+ * capped at 127, d = 1/iscale. */
+static inline void convert_q8_K(const float *x, void *xq, int64_t n) {
+    x_super *s = xq;
+    for (int64_t b = 0; b < n / 256; b++, x += 256) {
+        __m512 amax_v = _mm512_setzero_ps();
+        for (int k = 0; k < 256; k += 16) amax_v = _mm512_max_ps(amax_v, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+        float amax = _mm512_reduce_max_ps(amax_v);
+        memset(&s[b], 0, sizeof s[b]);
+        if (amax == 0.0f) continue;
+        float maxv = 0;
+        for (int k = 0; k < 256; k += 16) {
+            __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (m) {
+                maxv = x[k + __builtin_ctz(m)];
+                break;
+            }
+        }
+        float iscale = -127.0f / maxv;
+        __m512 vs = _mm512_set1_ps(iscale);
+        for (int k = 0; k < 256; k += 16) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + k)));
+            q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(s[b].qs + k), _mm512_cvtsepi32_epi8(q));
+            s[b].bsums[k / 16] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        s[b].d = 1.0f / iscale;
+    }
+}
+
+/* Q8_K with the quants of each 128 reordered [0-31, 64-95, 32-63, 96-127]
+ * (bsums stay in element order): the order in which Q4_K / Q5_K weights
+ * unpack from 64-byte loads (low nibbles of two 32-byte pieces, then high). */
+static inline void convert_q8_K_perm(const float *x, void *xq, int64_t n) {
+    convert_q8_K(x, xq, n);
+    x_super *s = xq;
+    for (int64_t b = 0; b < n / 256; b++)
+        for (int h = 0; h < 256; h += 128) {
+            int8_t tmp[32];
+            memcpy(tmp, s[b].qs + h + 32, 32);
+            memcpy(s[b].qs + h + 32, s[b].qs + h + 64, 32);
+            memcpy(s[b].qs + h + 64, tmp, 32);
+        }
+}
+
+/* ==== tile shapes ========================================================= */
+
+/* Instantiates name##_impl for every (nw, nx) so loops have constant
+ * bounds; the per-element code is the same in all of them. */
+#define TILE_DISPATCH(name) TILE_DISPATCH_FN(static, tile_##name, name##_impl)
+#define TILE_DISPATCH_FN(STORAGE, FN, IMPL)                                                            \
+    STORAGE void FN(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
+                            int nx, float *out) {                                                      \
+        if (nx == 1) { /* any number of weight rows, one at a time (see matmul_int.h) */               \
+            for (int i = 0; i < nw; i++) IMPL(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
+            return;                                                                                    \
+        }                                                                                              \
+        switch ((nw - 1) * NX + (nx - 1)) {                                                            \
+        case 0: IMPL(n, w, ws, 1, xq, xs, 1, out); break;                                       \
+        case 1: IMPL(n, w, ws, 1, xq, xs, 2, out); break;                                       \
+        case 2: IMPL(n, w, ws, 1, xq, xs, 3, out); break;                                       \
+        case 3: IMPL(n, w, ws, 1, xq, xs, 4, out); break;                                       \
+        case 4: IMPL(n, w, ws, 2, xq, xs, 1, out); break;                                       \
+        case 5: IMPL(n, w, ws, 2, xq, xs, 2, out); break;                                       \
+        case 6: IMPL(n, w, ws, 2, xq, xs, 3, out); break;                                       \
+        case 7: IMPL(n, w, ws, 2, xq, xs, 4, out); break;                                       \
+        case 8: IMPL(n, w, ws, 3, xq, xs, 1, out); break;                                       \
+        case 9: IMPL(n, w, ws, 3, xq, xs, 2, out); break;                                       \
+        case 10: IMPL(n, w, ws, 3, xq, xs, 3, out); break;                                      \
+        case 11: IMPL(n, w, ws, 3, xq, xs, 4, out); break;                                      \
+        case 12: IMPL(n, w, ws, 4, xq, xs, 1, out); break;                                      \
+        case 13: IMPL(n, w, ws, 4, xq, xs, 2, out); break;                                      \
+        case 14: IMPL(n, w, ws, 4, xq, xs, 3, out); break;                                      \
+        default: IMPL(n, w, ws, 4, xq, xs, 4, out); break;                                      \
+        }                                                                                              \
+    }
+
+/* The ggml-order K-quant tiles take up to KG_NW x KG_NX (below). */
+#define TILE_DISPATCH_KG(name) TILE_DISPATCH_KG_FN(static, tile_##name, name##_impl)
+#define TILE_DISPATCH_KG_FN(STORAGE, FN, IMPL)                                                         \
+    STORAGE void FN(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
+                            int nx, float *out) {                                                      \
+        if (nx == 1) {                                                                                 \
+            for (int i = 0; i < nw; i++) IMPL(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
+            return;                                                                                    \
+        }                                                                                              \
+        if (nw == 1) {                                                                                 \
+            switch (nx) {                                                                              \
+            case 2: IMPL(n, w, ws, 1, xq, xs, 2, out); break;                                   \
+            case 3: IMPL(n, w, ws, 1, xq, xs, 3, out); break;                                   \
+            case 4: IMPL(n, w, ws, 1, xq, xs, 4, out); break;                                   \
+            case 5: IMPL(n, w, ws, 1, xq, xs, 5, out); break;                                   \
+            case 6: IMPL(n, w, ws, 1, xq, xs, 6, out); break;                                   \
+            case 7: IMPL(n, w, ws, 1, xq, xs, 7, out); break;                                   \
+            default: IMPL(n, w, ws, 1, xq, xs, 8, out); break;                                  \
+            }                                                                                          \
+            return;                                                                                    \
+        }                                                                                              \
+        switch (nx) {                                                                                  \
+        case 2: IMPL(n, w, ws, 2, xq, xs, 2, out); break;                                       \
+        case 3: IMPL(n, w, ws, 2, xq, xs, 3, out); break;                                       \
+        case 4: IMPL(n, w, ws, 2, xq, xs, 4, out); break;                                       \
+        case 5: IMPL(n, w, ws, 2, xq, xs, 5, out); break;                                       \
+        case 6: IMPL(n, w, ws, 2, xq, xs, 6, out); break;                                       \
+        case 7: IMPL(n, w, ws, 2, xq, xs, 7, out); break;                                       \
+        default: IMPL(n, w, ws, 2, xq, xs, 8, out); break;                                      \
+        }                                                                                              \
+    }
+
+/* The ggml-order K-quant tile's shape: 2 weight rows (fewer unpacked rows
+ * than 4 to keep in registers, measured faster) by up to 8 activation rows
+ * (a verify pass of K = 4, 5 rows, unpacks each weight super-block once). */
+#define KG_NW 2
+#define KG_NX 8
+
+/* ==== kernels and tiles one file defines for another ===================== */
+
+/* matmul_avx512.c: the ggml-order Q8_0 tile (a 32-block tile). */
+void rw_avx512_tile_q8_0_ggml(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                              float *out);
+/* matmul_q8_0_avx512.c */
+extern const rw_mm_kernel rw_avx512_kernel_q8_0, rw_avx512_kernel_q8_0_ggml;
+/* matmul_kquant_avx512.c: the tiles of the types that also have panels */
+extern const rw_mm_kernel rw_avx512_kernel_q2_K, rw_avx512_kernel_q3_K, rw_avx512_kernel_iq4_xs;
+#define KQ_TILE_DECL(name)                                                                                       \
+    void rw_avx512_tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                               float *out);
+KQ_TILE_DECL(q4_K)
+KQ_TILE_DECL(q5_K)
+KQ_TILE_DECL(q6_K)
+KQ_TILE_DECL(q4_K_ggml)
+KQ_TILE_DECL(q5_K_ggml)
+KQ_TILE_DECL(q6_K_ggml)
+#undef KQ_TILE_DECL
+/* matmul_kpanel_avx512.c */
+extern const rw_mm_kernel rw_avx512_kernel_q4_K, rw_avx512_kernel_q5_K, rw_avx512_kernel_q6_K;
+extern const rw_mm_kernel rw_avx512_kernel_q4_K_ggml, rw_avx512_kernel_q5_K_ggml, rw_avx512_kernel_q6_K_ggml;
+
+#endif

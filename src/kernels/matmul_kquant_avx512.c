@@ -1,0 +1,444 @@
+/* matmul_kquant_avx512.c - the K-quants (Q2_K .. Q6_K, IQ4_XS) in the
+ * AVX-512 tier: Q8_K activations (matmul_avx512_int.h) and the tiles, in
+ * our order and in ggml's (the file head of matmul_avx512.c describes the
+ * tier; the panel forms are matmul_kpanel_avx512.c's).
+ */
+#include "kernels/matmul_avx512_int.h"
+
+/* ==== K-quants with Q8_K activations ===================================== */
+
+/* One unpacked weight super-block: 4 chunks of 64 unsigned quants in
+ * element order, the 32-bit scale of each lane of each chunk, the 16-bit
+ * "min" of each 16-group (multiplied with the activation's bsums and by
+ * dmin; for types whose quants were biased, bias*scale with dmin = d). */
+typedef struct {
+    __m512i u[4];
+    __m512i scl[4];
+    __m256i mins;
+    float d, dmin;
+} w_super;
+
+/* scl[k] from 8 sub-block scales (32-element sub-blocks) as 8 int32 in sc8. */
+INLINE void scales_per32(__m512i sc16x32, __m512i scl[4]) {
+    /* sc16x32 holds 16 int32; the first 8 are the sub-block scales */
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+        scl[k] = _mm512_permutexvar_epi32(idx, sc16x32);
+    }
+}
+
+
+/* 16 int16 mins [m0 m0 m1 m1 ... m7 m7] from 8 values in the low 8 of v16 (int16). */
+INLINE __m256i dup_pairs16(__m256i v16) {
+    const __m256i idx = _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm256_permutexvar_epi16(idx, v16);
+}
+
+/* Q4_K / Q5_K scales: 16 bytes [sc0..7, m0..7] from the packed 12, as 32-bit
+ * lanes a0 a1 a2 of the 12 bytes: sc0-3 = a0 & 63, m0-3 = a1 & 63,
+ * sc4-7 = (a2 & 15) | (a0 >> 6) << 4, m4-7 = (a2 >> 4) | (a1 >> 6) << 4
+ * (per byte). Reads 16 bytes: the 4 after the scales are still in the block. */
+INLINE __m128i k4_scales_mins(const uint8_t s[12]) {
+    __m128i v = _mm_loadu_si128((const __m128i *)s);
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* a0 a2 a1 a2 */
+    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* a0 a0 a1 a1 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_set_epi32(4, 0, 0, 0)),
+                               _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm_or_si128(lo, hi); /* sc0-3, sc4-7, m0-3, m4-7 */
+}
+
+
+
+
+
+/* Q2_K / Q3_K low bits: chunk z = 2h + ss holds 2-bit fields 2*(2ss) and
+ * 2*(2ss+1) of qs[32h .. 32h+32). */
+INLINE __m512i two_bits(const uint8_t *qs32, int ss) {
+    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qs32));
+    __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * ss)), _mm256_set1_epi16((short)(4 * ss + 2)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x03));
+}
+
+
+
+INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
+    const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
+    /* scale j = (nibble j of scales_l | bits 2j..2j+1 of scales_h << 4) - 32 in byte j, bytes 8-15 zero:
+     * in registers (built in a byte array and reloaded, the store forwarding stalled every super-block) */
+    int32_t l4;
+    memcpy(&l4, b->scales_l, 4);
+    const __m128i sl = _mm_cvtsi32_si128(l4), m4 = _mm_set1_epi8(0x0F);
+    const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sl, m4), _mm_and_si128(_mm_srli_epi16(sl, 4), m4));
+    const __m128i h2 = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16((short)b->scales_h),
+                                                    _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+                                     _mm_set1_epi16(3));
+    const __m128i hb = _mm_packus_epi16(h2, _mm_setzero_si128());
+    const __m128i sc = _mm_move_epi64(_mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(hb, 4)), _mm_set1_epi8(32)));
+    scales_per32(_mm512_cvtepi8_epi32(sc), o->scl);
+    o->mins = dup_pairs16(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 7)); /* 128 * scale */
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        o->u[k] = iq4_lookup(nibbles_2x16(b->qs + 32 * k, b->qs + 32 * k + 16, 1));
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+
+/* ---- K-quants whose lane sums fit in 16 bits (all but IQ4_XS) ----------
+ * Per super-block and pair: p_k = vpdpbusd(u_k, x_k) for the 4 chunks; then
+ * isum = madd(packs(p0, p1), s[0]) + madd(packs(p2, p3), s[1]), where
+ * packs interleaves 4 lanes of each input per 128 bits and s[] holds the
+ * matching 16-bit scales (a lane's 4 products share one scale, so madd's
+ * pairwise sums stay within one sub-block). |p| <= 4*63*127 < 2^15. */
+typedef struct {
+    __m512i u[4];
+    __m512i s[2];  /* 16-bit scales in packs order */
+    __m256i mins;  /* 16-bit min (or bias*scale) per 16-group */
+    float d, dmin;
+} w_superm;
+
+/* 16-bit scale vectors for 16-element groups in element order (sc16: the
+ * 16 group scales as int16): packs(p0,p1) 128-bit lane L holds groups L and
+ * 4+L, packs(p2,p3) groups 8+L and 12+L. */
+INLINE void svec_per16(__m256i sc16, __m512i s[2]) {
+    static const int16_t idx0[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
+                                     2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
+    __m512i i0 = _mm512_loadu_si512(idx0), z = _mm512_castsi256_si512(sc16);
+    s[0] = _mm512_permutexvar_epi16(i0, z);
+    s[1] = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, _mm512_set1_epi16(8)), z);
+}
+
+/* Same for Q4_K / Q5_K's 8 sub-block scales (sc8: int16 in the low 8) with
+ * the permuted chunks U0 = (0|2), U1 = (1|3), U2 = (4|6), U3 = (5|7):
+ * packs(p0,p1) lanes 0-1 hold sub-blocks 0 and 1, lanes 2-3 hold 2 and 3. */
+INLINE void svec_per32_perm(__m256i sc8, __m512i s[2]) {
+    static const int16_t idx0[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
+                                     2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3};
+    __m512i i0 = _mm512_loadu_si512(idx0), z = _mm512_castsi256_si512(sc8);
+    s[0] = _mm512_permutexvar_epi16(i0, z);
+    s[1] = _mm512_permutexvar_epi16(_mm512_add_epi16(i0, _mm512_set1_epi16(4)), z);
+}
+
+/* Q4_K nibbles from two 64-byte loads, in the permuted order. */
+INLINE void nibbles_perm(const uint8_t *qs, __m512i u[4]) {
+    __m512i v0 = _mm512_loadu_si512(qs), v1 = _mm512_loadu_si512(qs + 64), m = _mm512_set1_epi8(0x0F);
+    u[0] = _mm512_and_si512(v0, m);
+    u[1] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m);
+    u[2] = _mm512_and_si512(v1, m);
+    u[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m);
+}
+
+/* Q6_K's 256 unsigned quants (0..63) in element order, 64 a register. */
+INLINE void q6_K_quants(const rw_block_q6_K *b, __m512i u[4]) {
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
+            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)),
+                                            _mm256_set1_epi16((short)(4 * kk + 2)), 1);
+            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
+            u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        }
+    }
+}
+
+/* Q5_K's fifth bits onto nibbles in the permuted order (nibbles_perm):
+ * element 32j + l has bit j of qh[l]; register k holds sub-blocks (a | b). */
+INLINE void q5_K_high(const uint8_t qh32[32], __m512i u[4]) {
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh32));
+    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
+                                         _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
+        u[k] = _mm512_mask_add_epi8(u[k], _mm512_test_epi8_mask(qh, bit), u[k], _mm512_set1_epi8(16));
+    }
+}
+
+INLINE void unpackm_q4_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
+    __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(b->scales)); /* sc0..7, m0..7 */
+    svec_per32_perm(sm, o->s);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
+    nibbles_perm(b->qs, o->u);
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpackm_q5_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
+    __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(b->scales));
+    svec_per32_perm(sm, o->s);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
+    nibbles_perm(b->qs, o->u);
+    q5_K_high(b->qh, o->u);
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpackm_q6_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    svec_per16(sc, o->s);
+    o->mins = _mm256_slli_epi16(sc, 5); /* 32 * scale: the -32 bias */
+    q6_K_quants(b, o->u);
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+INLINE void unpackm_q2_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q2_K *b = (const rw_block_q2_K *)row + sb;
+    __m128i sv = _mm_loadu_si128((const __m128i *)b->scales);
+    svec_per16(_mm256_cvtepu8_epi16(_mm_and_si128(sv, _mm_set1_epi8(0x0F))), o->s);
+    o->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), _mm_set1_epi8(0x0F)));
+    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) o->u[z] = two_bits(b->qs + 32 * (z / 2), z % 2);
+    o->d = f16_to_f32(b->d);
+    o->dmin = f16_to_f32(b->dmin);
+}
+
+INLINE void unpackm_q3_K(const uint8_t *row, int64_t sb, w_superm *o) {
+    const rw_block_q3_K *b = (const rw_block_q3_K *)row + sb;
+    uint32_t a[4];
+    memcpy(a, b->scales, 12);
+    uint32_t t = a[2];
+    a[2] = ((a[0] >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4;
+    a[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
+    a[0] = (a[0] & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
+    a[1] = (a[1] & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
+    /* from registers: a vector load of a[] just stored would stall on store forwarding */
+    const __m128i a16 = _mm_setr_epi32((int)a[0], (int)a[1], (int)a[2], (int)a[3]);
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(a16, _mm_set1_epi8(32)));
+    svec_per16(sc, o->s);
+    o->mins = _mm256_slli_epi16(sc, 2); /* 4 * scale: the -4 bias */
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
+    _Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) {
+        int h = z / 2, ss = z % 2;
+        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2 * ss))),
+                                         _mm256_set1_epi8((char)(1 << (4 * h + 2 * ss + 1))), 1);
+        __m512i q = two_bits(b->qs + 32 * h, ss);
+        o->u[z] = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, bit), q, _mm512_set1_epi8(4));
+    }
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+#define KQUANT_MADD_TILE(name, UNPACK)                                                                 \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        __m512 acc[NW][NX];                                                                            \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_superm wsb[NW];                                                                          \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
+                _mm_prefetch(pf, _MM_HINT_T0);                                                         \
+                _mm_prefetch(pf + 64, _MM_HINT_T0);                                                    \
+                _mm_prefetch(pf + 128, _MM_HINT_T0);                                                   \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
+            }                                                                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
+                __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+                    __m512i p[4];                                                                      \
+                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                \
+                        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wsb[i].u[k],                \
+                                                   _mm512_load_si512(xsb->qs + 64 * k));               \
+                    __m512i isum = _mm512_add_epi32(                                                   \
+                        _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), wsb[i].s[0]),                \
+                        _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), wsb[i].s[1]));               \
+                    __m512i msum = _mm512_zextsi256_si512(_mm256_madd_epi16(wsb[i].mins, bs));         \
+                    __m512 dd = _mm512_set1_ps(wsb[i].d * xsb->d);                                     \
+                    __m512 dm = _mm512_set1_ps(wsb[i].dmin * xsb->d);                                  \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i][j]);             \
+                    acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i][j]);            \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]); \
+    }
+
+#define KQUANT_TILE(name, UNPACK)                                                                      \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        __m512 acc[NW][NX];                                                                            \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_super ws_[NW];                                                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &ws_[i]);                              \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                             \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
+                __m512i xv[4];                                                                         \
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k);              \
+                __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                         \
+                    __m512i isum = _mm512_setzero_si512();                                             \
+                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                                      \
+                        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws_[i].u[k], xv[k]);   \
+                        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, ws_[i].scl[k]));           \
+                    }                                                                                  \
+                    __m512i msum = _mm512_castsi256_si512(_mm256_madd_epi16(ws_[i].mins, bs));         \
+                    msum = _mm512_inserti64x4(msum, _mm256_setzero_si256(), 1);                        \
+                    __m512 dd = _mm512_set1_ps(ws_[i].d * xsb->d);                                     \
+                    __m512 dm = _mm512_set1_ps(ws_[i].dmin * xsb->d);                                  \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i][j]);             \
+                    acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i][j]);            \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                                   \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
+    }
+
+KQUANT_MADD_TILE(q2_K, unpackm_q2_K)
+KQUANT_MADD_TILE(q3_K, unpackm_q3_K)
+KQUANT_MADD_TILE(q4_K, unpackm_q4_K)
+KQUANT_MADD_TILE(q5_K, unpackm_q5_K)
+KQUANT_MADD_TILE(q6_K, unpackm_q6_K)
+KQUANT_TILE(iq4_xs, unpack_iq4_xs)
+
+/* ---- K-quants in ggml's order (RW_NUMERICS_GGML; matmul_ref.c) ---------
+ * Per super-block and pair: p_k = vpdpbusd(u_k, x_k) (16 lanes of 4
+ * products), isum = sum_k vpdpwssd(p_k, scl_k) with the lane's scale in the
+ * low 16 bits of scl_k (|p| < 2^15, so p's low half is p), then the two
+ * 256-bit halves added: lane l (< 8) holds elements 32c + 4l .. 32c + 4l + 3
+ * of every chunk c, as ggml's AVX2 lanes. Lanes 8-11 carry the min term
+ * (Q4_K: four sub-block pairs; Q5_K: lane 8, all of it) so one fma per
+ * super-block does both: acc = fma(wd * xd, (float)lane, acc) with
+ * wd = [d x8 | dmin x4 | 0 x4] and xd = [dx x8 | -dx x4 | 0]. The output is
+ * ggml's hsum of lanes 0-7 plus (8 + 10) + (9 + 11). */
+typedef struct {
+    __m512i u[4];
+    __m512i scl[4]; /* int32: scale in the low 16 bits */
+    __m256i mins;   /* Q4_K / Q5_K: [m0 m0 m1 m1 .. m7 m7]; Q6_K: the 16 scales */
+    __m512 wd;
+} w_kg;
+
+/* Q4_K / Q5_K: scales and mins of sub-blocks a, b for chunk pair k of the
+ * permuted order ((0|2), (1|3), (4|6), (5|7)). */
+/* min_lanes: the lanes that take dmin (Q4_K 0x0F00, Q5_K 0x0100). */
+INLINE void kg_scales_q45(const uint8_t scales[12], float d, float dmin, __mmask16 min_lanes, w_kg *o) {
+    const __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(scales)); /* sc0..7, m0..7 */
+    const __m512i sc32 = _mm512_cvtepu16_epi32(sm);
+    static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        o->scl[k] = _mm512_permutexvar_epi32(
+            _mm512_inserti64x4(_mm512_set1_epi32(sub[k][0]), _mm256_set1_epi32(sub[k][1]), 1), sc32);
+    o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
+    o->wd = _mm512_mask_blend_ps(min_lanes, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(d)), _mm512_set1_ps(dmin));
+}
+
+INLINE void unpackg_q4_K(const uint8_t *row, int64_t sb, w_kg *o) {
+    const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
+    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), 0x0F00, o);
+    nibbles_perm(b->qs, o->u);
+}
+
+INLINE void unpackg_q5_K(const uint8_t *row, int64_t sb, w_kg *o) {
+    const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
+    kg_scales_q45(b->scales, f16_to_f32(b->d), f16_to_f32(b->dmin), 0x0100, o);
+    nibbles_perm(b->qs, o->u);
+    q5_K_high(b->qh, o->u);
+}
+
+/* Q6_K: chunk pair k holds elements 64k .. 64k+63 in order; lane m of it
+ * has 16-group scale 4k + m/4. */
+INLINE void unpackg_q6_K(const uint8_t *row, int64_t sb, w_kg *o) {
+    const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    const __m512i sc32 = _mm512_and_si512(_mm512_cvtepi16_epi32(sc), _mm512_set1_epi32(0xFFFF));
+    const __m512i q4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        o->scl[k] = _mm512_permutexvar_epi32(_mm512_add_epi32(q4, _mm512_set1_epi32(4 * k)), sc32);
+    o->mins = sc;
+    q6_K_quants(b, o->u);
+    o->wd = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16_to_f32(b->d)));
+}
+
+/* The integer lanes of one (weight row, activation row) super-block:
+ * MINS 1 (Q4_K) four min lanes, 2 (Q5_K) one, 0 (Q6_K) the -32 offset of
+ * each chunk (32 * scale . bsums) off lanes 0-7 instead. */
+INLINE __m512i kg_lanes(const w_kg *w, const __m512i xv[4], __m256i bs, const int MINS) {
+    __m512i acc = _mm512_setzero_si512();
+    if (MINS == 0) /* lane c -= 32 * (bs_2c * sc_2c + bs_2c+1 * sc_2c+1) */
+        acc = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                      _mm256_slli_epi32(_mm256_madd_epi16(bs, w->mins), 5)));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        acc = _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[k], xv[k]), w->scl[k]);
+    if (MINS == 0) { /* the halves of the same lanes; the offset sat in the low half */
+        return _mm512_maskz_add_epi32(0x00FF, acc, _mm512_shuffle_i64x2(acc, acc, _MM_SHUFFLE(1, 0, 3, 2)));
+    }
+    const __m256i m8 = _mm256_madd_epi16(w->mins, bs); /* lane j: m_j * (bs_2j + bs_2j+1) */
+    __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+    if (MINS == 2) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128()); /* all in lane 0 */
+    return _mm512_mask_add_epi32(_mm512_broadcast_i32x4(m4), 0x00FF, acc,
+                                 _mm512_shuffle_i64x2(acc, acc, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+INLINE float kg_reduce(__m512 a, const int MINS) {
+    float l[16];
+    _mm512_storeu_ps(l, a);
+    const float t0 = l[4] + l[0], t1 = l[5] + l[1], t2 = l[6] + l[2], t3 = l[7] + l[3];
+    const float h = (t0 + t2) + (t1 + t3);
+    return MINS == 1 ? h + ((l[8] + l[10]) + (l[9] + l[11])) : MINS == 2 ? h + l[8] : h;
+}
+
+/* Tile shape: KG_NW x KG_NX (matmul_avx512_int.h). */
+
+#define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                          \
+    INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, \
+                                 size_t xs, const int nx, float *out) {                                \
+        __m512 acc[KG_NW][KG_NX];                                                                      \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_kg wsb[KG_NW];                                                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
+                _mm_prefetch(pf, _MM_HINT_T0);                                                         \
+                _mm_prefetch(pf + 64, _MM_HINT_T0);                                                    \
+                _mm_prefetch(pf + 128, _MM_HINT_T0);                                                   \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
+            }                                                                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
+                __m512i xv[4];                                                                         \
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k); \
+                const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                     \
+                const __m512 xd = _mm512_mask_blend_ps(0x0F00, _mm512_set1_ps(xsb->d), _mm512_set1_ps(-xsb->d)); \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+                    const __m512i v = kg_lanes(&wsb[i], xv, bs, MINS);                                 \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wsb[i].wd, xd), _mm512_cvtepi32_ps(v), acc[i][j]); \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = kg_reduce(acc[i][j], MINS); \
+    }
+
+KQUANT_GGML_TILE(q4_K, unpackg_q4_K, 1)
+KQUANT_GGML_TILE(q5_K, unpackg_q5_K, 2)
+KQUANT_GGML_TILE(q6_K, unpackg_q6_K, 0)
+
+TILE_DISPATCH(q2_K)
+TILE_DISPATCH(q3_K)
+TILE_DISPATCH(iq4_xs)
+/* the tiles of the types that have panels too: their kernels are
+ * matmul_kpanel_avx512.c's */
+TILE_DISPATCH_FN(, rw_avx512_tile_q4_K, q4_K_impl)
+TILE_DISPATCH_FN(, rw_avx512_tile_q5_K, q5_K_impl)
+TILE_DISPATCH_FN(, rw_avx512_tile_q6_K, q6_K_impl)
+/* the ggml-order K-quant tiles take up to KG_NW x KG_NX (matmul_avx512_int.h) */
+TILE_DISPATCH_KG_FN(, rw_avx512_tile_q4_K_ggml, q4_K_ggml_impl)
+TILE_DISPATCH_KG_FN(, rw_avx512_tile_q5_K_ggml, q5_K_ggml_impl)
+TILE_DISPATCH_KG_FN(, rw_avx512_tile_q6_K_ggml, q6_K_ggml_impl)
+
+const rw_mm_kernel rw_avx512_kernel_q2_K = {
+    .x_bytes = x_bytes_super, .convert_x = convert_q8_K, .tile = tile_q2_K, .max_nw = NW, .max_nx = NX};
+const rw_mm_kernel rw_avx512_kernel_q3_K = {
+    .x_bytes = x_bytes_super, .convert_x = convert_q8_K, .tile = tile_q3_K, .max_nw = NW, .max_nx = NX};
+const rw_mm_kernel rw_avx512_kernel_iq4_xs = {
+    .x_bytes = x_bytes_super, .convert_x = convert_q8_K, .tile = tile_iq4_xs, .max_nw = NW, .max_nx = NX};

@@ -1,0 +1,639 @@
+/* matmul_q8_0_avx512.c - Q8_0 in the AVX-512 tier: the one-row tile, the
+ * group form (many rows), the quad form (few rows), the panel form over
+ * repacked weights, and the panel form in ggml's order (the file head of
+ * matmul_avx512.c describes the tier; matmul_avx512_int.h the split).
+ */
+#include "kernels/matmul_avx512_int.h"
+
+/* ==== Q8_0: exact block sums, four float accumulators ===================
+ *
+ * Q8_0 does not use the other 32-block types' per-lane scheme (matmul_avx512.c): each output is
+ *   acc[k] = fma((float)isum_b, dw_b * dx_b, acc[k])   for b = 0, 1, ... in order,
+ *   k = (b % 8) / 2, acc[] starting at +0;   y = (acc[0] + acc[1]) + (acc[2] + acc[3])
+ * with isum_b the exact integer dot product of block b. Only one float step
+ * per block keeps many-row work bound by vpdpbusd, and both forms below do
+ * exactly this arithmetic per output:
+ *   - one row (tile): 16 blocks at a time in the lane layout (8 vpdpbusd),
+ *     their lanes summed exactly to one lane per block by a fixed tree that
+ *     leaves the blocks in "V order" [0 2 4 6 | 1 3 5 7 | 8 10 12 14 | 9 11 13 15];
+ *     the four 128-bit quarters then update the 4-lane accumulator in turn,
+ *     which is acc[k] in lane k, blocks in increasing order;
+ *   - many rows (tile_g): one activation row per lane; a block's 32 weights
+ *     are broadcast 4 bytes at a time against 16 rows' quants (biased +128
+ *     to unsigned, the bias removed exactly with -128 * sum of the block's
+ *     weights), giving isum_b for 16 rows in one register.
+ * Float accumulation differs from the reference only in order. */
+
+/* V order: lane l of a 16-block group holds block vord(l); block j sits in
+ * lane vpos(j). */
+static inline int vpos(int j) { return (j & 8) + ((j & 1) << 2) + ((j & 7) >> 1); }
+
+/* One-row activation: per 16 blocks, 8 lane-layout chunks (quants, -128 *
+ * lane sums) and the 16 block scales in V order (0 past the last block). */
+typedef struct {
+    struct {
+        int8_t qs[64];
+        int32_t base[16];
+    } ch[8];
+    float dx[16];
+} x_q8g;
+
+static size_t x_bytes_q8g(int64_t n) { return (size_t)((n / 32 + 15) / 16) * sizeof(x_q8g); }
+
+static void convert_q8_0_row(const float *x, void *xq, int64_t n) {
+    x_q8g *g = xq;
+    int64_t nb = n / 32;
+    memset(xq, 0, x_bytes_q8g(n));
+    for (int64_t b = 0; b < nb; b++) {
+        x_q8g *gg = &g[b / 16];
+        int j = (int)(b % 16), c = j / 2, half = j % 2, sum;
+        float d, d_raw;
+        quantize_block32(x + b * 32, gg->ch[c].qs + 32 * half, &d, &d_raw, &sum);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q4 = gg->ch[c].qs + 32 * half + 4 * l;
+            gg->ch[c].base[8 * half + l] = -128 * (q4[0] + q4[1] + q4[2] + q4[3]);
+        }
+        gg->dx[vpos(j)] = d;
+    }
+}
+
+/* Sums the 8 lanes of each block of p[0..7] (block 2c in lanes 0-7 of p[c],
+ * 2c+1 in lanes 8-15) into one lane per block, in V order. Exact. */
+INLINE __m512i block_sums16(const __m512i p[8]) {
+    __m512i t[4], u[2];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
+                                _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
+        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+                                _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+#ifndef Q8_PF_DIST
+#define Q8_PF_DIST 4096 /* bytes ahead that the Q8_0 one-row, quad and panel forms prefetch */
+#endif
+/* Byte offset of block j of a weight row (for the scale gathers). */
+#define Q8_VOFF(j) ((j) * (int)sizeof(rw_block_q8_0))
+
+INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg) {
+    const int64_t nb = n / 32;
+    const __m512i voff = _mm512_setr_epi32(Q8_VOFF(0), Q8_VOFF(2), Q8_VOFF(4), Q8_VOFF(6), Q8_VOFF(1), Q8_VOFF(3),
+                                           Q8_VOFF(5), Q8_VOFF(7), Q8_VOFF(8), Q8_VOFF(10), Q8_VOFF(12),
+                                           Q8_VOFF(14), Q8_VOFF(9), Q8_VOFF(11), Q8_VOFF(13), Q8_VOFF(15));
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 16, xg++) {
+        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
+        const int left = nb - b0 < 16 ? (int)(nb - b0) : 16;
+        /* the hardware prefetcher alone left one row at 36 GB/s, with this 44 (Zen 5) */
+        _Pragma("GCC unroll 9") for (int l = 0; l < 9; l++)
+            _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
+        __m512i p[8];
+        __mmask16 valid;
+        if (left == 16) {
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)blk[2 * c].qs)),
+                                               _mm256_loadu_si256((const __m256i *)blk[2 * c + 1].qs), 1);
+                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
+                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+                                           _mm512_load_si512(xg->ch[c].qs));
+            }
+            valid = 0xFFFF;
+        } else {
+            /* missing blocks: zero quants and base, so their sums are 0 */
+            for (int c = 0; c < 8; c++) {
+                __m256i lo = 2 * c < left ? _mm256_loadu_si256((const __m256i *)blk[2 * c].qs)
+                                          : _mm256_set1_epi8((char)0x80);
+                __m256i hi = 2 * c + 1 < left ? _mm256_loadu_si256((const __m256i *)blk[2 * c + 1].qs)
+                                              : _mm256_set1_epi8((char)0x80);
+                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
+                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+                                           _mm512_load_si512(xg->ch[c].qs));
+            }
+            valid = 0;
+            for (int j = 0; j < left; j++) valid |= (__mmask16)(1u << vpos(j));
+        }
+        __m512 v = _mm512_cvtepi32_ps(block_sums16(p));
+        __m512i dw16 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, voff, blk, 1);
+        __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw16)), _mm512_load_ps(xg->dx));
+        acc = _mm_fmadd_ps(_mm512_castps512_ps128(v), _mm512_castps512_ps128(s), acc);
+        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 1), _mm512_extractf32x4_ps(s, 1), acc);
+        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(s, 2), acc);
+        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 3), _mm512_extractf32x4_ps(s, 3), acc);
+    }
+    float a[4];
+    _mm_storeu_ps(a, acc);
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                      float *out) {
+    for (int j = 0; j < nx; j++)
+        for (int i = 0; i < nw; i++) out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs));
+}
+
+/* Group of 16 activation rows: per block, 8 x 64 bytes (4-byte piece s of
+ * the block for rows 0..15: quant + 128) and the rows' block scales. */
+typedef struct {
+    uint8_t q[8][64];
+    float dx[16];
+} xg_q8_blk;
+
+static size_t g_bytes_q8(int64_t n) { return (size_t)(n / 32) * sizeof(xg_q8_blk); }
+
+static void convert_q8_0_g(const float *const *rows, int n_rows, void *xg, int64_t n) {
+    xg_q8_blk *g = xg;
+    int64_t nb = n / 32;
+    memset(xg, 0x80, g_bytes_q8(n)); /* padding rows: quants 0 */
+    for (int64_t b = 0; b < nb; b++) memset(g[b].dx, 0, sizeof g[b].dx);
+    for (int r = 0; r < n_rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t q[32];
+            float d, d_raw;
+            int sum;
+            quantize_block32(rows[r] + b * 32, q, &d, &d_raw, &sum);
+            for (int s = 0; s < 8; s++)
+                for (int t = 0; t < 4; t++) g[b].q[s][4 * r + t] = (uint8_t)(q[4 * s + t] + 128);
+            g[b].dx[r] = d;
+        }
+}
+
+
+/* Up to 8 weight rows x 4 groups per call; the accumulators of the current
+ * k only live in registers (blocks 2k, 2k+1 of each 8 share acc[k]). */
+enum { Q8G_NW = 8, Q8G_MAX_NG = 4 };
+
+static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx,
+                        float *out, int64_t os) {
+    const int64_t nb = n / 32;
+    const int ng = (nx + 15) / 16;
+    __m512 accs[Q8G_MAX_NG][4][Q8G_NW];
+    for (int g = 0; g < ng; g++)
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < Q8G_NW; i++) accs[g][k][i] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        const int nbb = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        /* per weight row and block of this chunk: -128 * sum of the quants, and the scale */
+        int32_t corr[Q8G_NW][8];
+        float dw[Q8G_NW][8];
+        for (int i = 0; i < nw; i++)
+            for (int bb = 0; bb < nbb; bb++) {
+                const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + i * ws) + b0 + bb;
+                __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
+                __m256i s4 = _mm256_sad_epu8(v, _mm256_setzero_si256());
+                __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+                int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
+                corr[i][bb] = (int32_t)(-128 * sum);
+                dw[i][bb] = f16_to_f32(blk->d);
+            }
+        for (int g = 0; g < ng; g++) {
+            const xg_q8_blk *xb = (const xg_q8_blk *)(xg + (size_t)g * xgs) + b0;
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                if (2 * k >= nbb) break;
+                __m512 acc[Q8G_NW];
+                _Pragma("GCC unroll 8") for (int i = 0; i < Q8G_NW; i++) acc[i] = accs[g][k][i];
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                    const int bb = 2 * k + h;
+                    if (bb >= nbb) break;
+                    __m512i X[8];
+                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) X[s] = _mm512_load_si512(xb[bb].q[s]);
+                    const __m512 dx = _mm512_load_ps(xb[bb].dx);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < Q8G_NW; i++) {
+                        if (i >= nw) break;
+                        const i32u *wq = (const i32u *)((const rw_block_q8_0 *)(w + i * ws) + b0 + bb)->qs;
+                        __m512i ia = _mm512_set1_epi32(corr[i][bb]), ib = _mm512_setzero_si512();
+                        _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
+                            ia = _mm512_dpbusd_epi32(ia, X[s], _mm512_set1_epi32(wq[s]));
+                            ib = _mm512_dpbusd_epi32(ib, X[s + 1], _mm512_set1_epi32(wq[s + 1]));
+                        }
+                        __m512 sc = _mm512_mul_ps(_mm512_set1_ps(dw[i][bb]), dx);
+                        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), sc, acc[i]);
+                    }
+                }
+                _Pragma("GCC unroll 8") for (int i = 0; i < Q8G_NW; i++) accs[g][k][i] = acc[i];
+            }
+        }
+    }
+    for (int g = 0; g < ng; g++)
+        for (int i = 0; i < nw; i++) {
+            float y[16];
+            _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(accs[g][0][i], accs[g][1][i]),
+                                              _mm512_add_ps(accs[g][2][i], accs[g][3][i])));
+            for (int l = 0; l < 16 && g * 16 + l < nx; l++) out[(g * 16 + l) * os + i] = y[l];
+        }
+}
+
+/* ---- few rows: the quad form -------------------------------------------
+ *
+ * For 2..8 activation rows (speculative verify passes, small decode
+ * batches) the lane form would redo its block-sum tree for every row and
+ * the 16-lane group form would pad to 16 rows. The quad form packs 4 rows:
+ * lane (j, r) = 4j + r of a register holds row r's accumulator k = j, and
+ * the blocks of each octet (8 blocks) are taken as "even" blocks 0,2,4,6
+ * (lane j: block 2j) and then "odd" blocks 1,3,5,7. So every lane sums
+ * one whole block of one row by 8 vpdpbusd (no reduction tree) and the
+ * float steps are exactly the lane form's: acc[k] = fma(isum_b, dw_b * dx_b,
+ * acc[k]) with block 2k before 2k+1 and octets in order, y = (acc[0] +
+ * acc[1]) + (acc[2] + acc[3]). The weights are biased to unsigned after an
+ * exact permute (dword s of block 2j into lanes 4j..4j+3), the activations
+ * stay signed, and -128 * (sum of the block's quants) starts each sum. */
+
+/* One octet of a quad: [even/odd][s][lane * 4 + t] = quant 4s + t of the
+ * lane's block and row; per lane the bias and the block's scale. Missing
+ * rows and blocks are all zero. */
+typedef struct {
+    int8_t q[2][8][64];
+    int32_t base[2][16];
+    float dx[2][16];
+} xq_q8_oct;
+
+enum { Q8Q_ROWS = 4, Q8Q_MAX_NQ = 4 };
+
+static size_t q_bytes_q8(int64_t n) { return (size_t)((n / 32 + 7) / 8) * sizeof(xq_q8_oct); }
+
+static void convert_q8_0_q(const float *const *rows, int n_rows, void *xq, int64_t n) {
+    xq_q8_oct *o = xq;
+    int64_t nb = n / 32;
+    memset(xq, 0, q_bytes_q8(n));
+    for (int r = 0; r < n_rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t q[32];
+            float d, d_raw;
+            int sum;
+            quantize_block32(rows[r] + b * 32, q, &d, &d_raw, &sum);
+            xq_q8_oct *oc = &o[b / 8];
+            const int e = (int)(b % 8), eo = e % 2, lane = (e / 2) * 4 + r;
+            for (int s = 0; s < 8; s++) memcpy(&oc->q[eo][s][lane * 4], q + 4 * s, 4);
+            oc->base[eo][lane] = -128 * sum;
+            oc->dx[eo][lane] = d;
+        }
+}
+
+/* Quads 0..NQ-1 against one weight row; out[(4q + r) * os] for rows < nx. */
+INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xqs, int nx, float *out,
+                          int64_t os, const int NQ) {
+    const int64_t nb = n / 32;
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    /* lane 4j + r takes dword j*8 + s of the pair of loaded registers */
+    const __m512i lane_j = _mm512_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8, 16, 16, 16, 16, 24, 24, 24, 24);
+    /* the scales, converted once per octet: lane 4j + r of the even (odd) vector takes block 2j (2j+1) */
+    const __m512i even_idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
+    const __m256i doff = _mm256_setr_epi32(Q8_VOFF(0), Q8_VOFF(1), Q8_VOFF(2), Q8_VOFF(3), Q8_VOFF(4), Q8_VOFF(5),
+                                           Q8_VOFF(6), Q8_VOFF(7));
+    __m512 acc[Q8Q_MAX_NQ];
+    _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) acc[qd] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
+        const int left = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)
+            _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
+        __m256i qs[8];
+        _Pragma("GCC unroll 8") for (int e = 0; e < 8; e++)
+            qs[e] = e < left ? _mm256_loadu_si256((const __m256i *)blk[e].qs) : _mm256_set1_epi8((char)0x80);
+        /* even blocks 0,2 | 4,6 and odd blocks 1,3 | 5,7, biased to unsigned */
+        __m512i ev0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[0]), qs[2], 1), bias);
+        __m512i ev1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[4]), qs[6], 1), bias);
+        __m512i od0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[1]), qs[3], 1), bias);
+        __m512i od1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[5]), qs[7], 1), bias);
+        const __mmask8 valid = (__mmask8)((1u << left) - 1);
+        __m256i d32 = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), valid, doff, blk, 1);
+        __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(d32)));
+        __m512 dw_e = _mm512_permutexvar_ps(even_idx, d8), dw_o = _mm512_permutexvar_ps(odd_idx, d8);
+        __m512i ie[Q8Q_MAX_NQ], io[Q8Q_MAX_NQ];
+        _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
+            const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
+            ie[qd] = _mm512_load_si512(xo->base[0]);
+            io[qd] = _mm512_load_si512(xo->base[1]);
+        }
+        /* one index register stepped per s, and a short unroll: with 4 quads
+         * every sum must stay in a register (spills cost 2x) */
+        __m512i idx = lane_j;
+        _Pragma("GCC unroll 2") for (int s = 0; s < 8; s++, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(1))) {
+            const __m512i we = _mm512_permutex2var_epi32(ev0, idx, ev1);
+            const __m512i wo = _mm512_permutex2var_epi32(od0, idx, od1);
+            _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
+                const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
+                ie[qd] = _mm512_dpbusd_epi32(ie[qd], we, _mm512_load_si512(xo->q[0][s]));
+                io[qd] = _mm512_dpbusd_epi32(io[qd], wo, _mm512_load_si512(xo->q[1][s]));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
+            const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
+            acc[qd] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ie[qd]), _mm512_mul_ps(dw_e, _mm512_load_ps(xo->dx[0])),
+                                      acc[qd]);
+            acc[qd] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(io[qd]), _mm512_mul_ps(dw_o, _mm512_load_ps(xo->dx[1])),
+                                      acc[qd]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
+        __m128 y = _mm_add_ps(_mm_add_ps(_mm512_castps512_ps128(acc[qd]), _mm512_extractf32x4_ps(acc[qd], 1)),
+                              _mm_add_ps(_mm512_extractf32x4_ps(acc[qd], 2), _mm512_extractf32x4_ps(acc[qd], 3)));
+        float v[4];
+        _mm_storeu_ps(v, y);
+        for (int r = 0; r < Q8Q_ROWS && qd * Q8Q_ROWS + r < nx; r++) out[(qd * Q8Q_ROWS + r) * os] = v[r];
+    }
+}
+
+static void tile_q_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx,
+                        float *out, int64_t os) {
+    /* a constant quad count per call keeps every sum in a register */
+    switch ((nx + Q8Q_ROWS - 1) / Q8Q_ROWS) {
+    case 1: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1); break;
+    case 2: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2); break;
+    case 3: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 3); break;
+    default: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 4); break;
+    }
+}
+
+/* ---- two rows and more, repacked weights: the panel form ----------------
+ *
+ * rw_matmul_pack lays a Q8_0 matrix out in panels of 16 weight rows: per
+ * block, 8 x 64 bytes (dword s of the block for rows 0..15, biased +128 to
+ * unsigned), then, after the quants of every block, per block the 16 rows'
+ * f16 scales: 544 bytes a block, as many as the 16 rows take in the GGUF
+ * layout, and the quants stay 64-byte aligned when the panel is. Blocks are
+ * stored in the order the tile takes them: accumulator k = 0..3 outermost,
+ * then octet o, then blocks 8o+2k and 8o+2k+1. One register holds one activation row's
+ * accumulator k for 16 outputs and the activation's quants are broadcast 4
+ * bytes at a time, so every lane works whatever the number of rows, and a
+ * panel block is loaded once for all of them. Per output this is the lane
+ * form's arithmetic: acc[k] = fma(isum_b, dw_b * dx_b, acc[k]) over blocks
+ * 2k, 2k+1 of each octet in order (acc[k] depends on no other k, so k may
+ * come first), y = (acc[0] + acc[1]) + (acc[2] + acc[3]); isum is exact
+ * (the weights' bias removed with -128 * the sum of the activation's
+ * quants). */
+typedef struct {
+    uint8_t q[8][64];
+} wp_q8_blk;
+
+enum { Q8P_ROWS = 16, Q8P_MAX_NX = 16 };
+
+/* One activation row's block: quants, scale, -128 * sum of the quants. */
+typedef struct {
+    int8_t q[32];
+    float d;
+    int32_t corr;
+} xp_q8_blk;
+
+static size_t p_bytes_q8(int64_t n) { return (size_t)(n / 32) * sizeof(xp_q8_blk); }
+
+static void convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    xp_q8_blk *x = xp;
+    memset(xp, 0, p_bytes_q8(n));
+    if (n_rows < 1) return;
+    for (int64_t b = 0; b < n / 32; b++) {
+        float d_raw;
+        int sum;
+        quantize_block32(rows[0] + b * 32, x[b].q, &x[b].d, &d_raw, &sum);
+        x[b].corr = -128 * sum;
+    }
+}
+
+/* Block b of the 16 weight rows from row0 (ws apart; n_left of them
+ * exist) into one panel block: dword s of each row at [s][4 * row], each
+ * byte XORed with bias (0x80: biased +128 to unsigned; 0: left signed),
+ * and the rows' f16 scales; missing rows get weights and scales 0. Shared
+ * by both Q8_0 panel forms. */
+static void pack_q8_0_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, uint8_t bias, uint8_t q[8][64],
+                            uint16_t d[16]) {
+    memset(q, bias, 8 * 64);
+    memset(d, 0, 16 * sizeof *d);
+    for (int l = 0; l < 16 && l < n_left; l++) {
+        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(row0 + (size_t)l * ws) + b;
+        for (int s = 0; s < 8; s++)
+            for (int t = 0; t < 4; t++) q[s][4 * l + t] = (uint8_t)(blk->qs[4 * s + t] ^ bias);
+        d[l] = blk->d;
+    }
+}
+
+static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
+        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
+        uint16_t(*d)[16] = (uint16_t(*)[16])(q + nb);
+        for (int k = 0; k < 4; k++)
+            for (int64_t o = 0; o < n_oct; o++)
+                for (int h = 0; h < 2; h++) {
+                    const int64_t b = 8 * o + 2 * k + h;
+                    if (b >= nb) continue;
+                    pack_q8_0_block(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, 0x80, q->q, *d);
+                    q++, d++;
+                }
+    }
+}
+
+
+/* One panel (16 outputs) against R activation rows; out[r * os + l] for
+ * outputs l < nl. */
+INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int nl, float *out,
+                           int64_t os, const int R) {
+    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
+    __m512 part[2][Q8P_MAX_NX]; /* (acc[0] + acc[1]) and (acc[2] + acc[3]) */
+    for (int k = 0; k < 4; k++) {
+        __m512 acc[Q8P_MAX_NX];
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t o = 0; o < n_oct; o++)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const int64_t b = 8 * o + 2 * k + h;
+                if (b >= nb) break;
+                __m512i W[8];
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+                    _mm_prefetch((const char *)P->q[s] + Q8_PF_DIST, _MM_HINT_T0);
+                    W[s] = _mm512_loadu_si512(P->q[s]);
+                }
+                const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
+                P++, D++;
+                _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+                    const xp_q8_blk *xb = (const xp_q8_blk *)(xp + (size_t)r * xps) + b;
+                    const i32u *xq = (const i32u *)xb->q;
+                    __m512i ia = _mm512_set1_epi32(xb->corr);
+                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) DPBUSD_BCST(ia, W[s], xq + s);
+                    const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
+                }
+            }
+        /* acc[0] + acc[1] and acc[2] + acc[3] as soon as both are done */
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+            if (k % 2 == 0) part[k / 2][r] = acc[r];
+            else part[k / 2][r] = _mm512_add_ps(part[k / 2][r], acc[r]);
+        }
+    }
+    const __mmask16 lanes = (__mmask16)((1u << nl) - 1);
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(out + r * os, lanes, _mm512_add_ps(part[0][r], part[1][r]));
+}
+
+/* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
+ * panel spans 16 * ws); nw rows from there, nx <= Q8P_MAX_NX activation
+ * rows; out[r * os + i]. */
+static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os) {
+    for (int i = 0; i < nw; i += Q8P_ROWS) {
+        const wp_q8_blk *P = (const wp_q8_blk *)(w + (size_t)i * ws);
+        const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
+        switch (nx) { /* a constant row count keeps every accumulator in a register */
+#define PANEL_CASE(R)                                                                                                \
+    case R: q8_0_panel_dot(n, P, xp, xps, nl, out + i, os, R); break;
+            PANEL_CASE(1) PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7)
+            PANEL_CASE(8) PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14)
+            PANEL_CASE(15) PANEL_CASE(16)
+#undef PANEL_CASE
+        default: break;
+        }
+    }
+}
+
+/* ==== Q8_0 in ggml's order over repacked weights: the panel form =======
+ *
+ * RW_NUMERICS_GGML, for 2 activation rows and more. The panels have the
+ * fast form's layout (pack_q8_0_block) with the blocks in their natural
+ * order and the weights left signed; the activations' quants are the ones
+ * biased, +128 to unsigned, for vpdpbusd.
+ *
+ * Register s of an activation row holds ggml's lane s (products 4s..4s+3
+ * of each block) for 16 outputs: per output the arithmetic is exactly
+ * BLOCK32_TILE_GGML's (acc_s = fma(dw_b * dx_b, lsum_bs, acc_s) block after
+ * block, then hsum8_ggml over the eight lanes), laid out across registers
+ * instead of lanes, so every lane works whatever the number of rows. The
+ * activation's bias comes off exactly: each lane sum starts from -128 *
+ * (sum of the output's 4 weights), computed once per weight register for
+ * all the activation rows of a pass.
+ *
+ * Why this shape (measured on Zen 5, where vector loads issue 2 a cycle,
+ * prefetches 1, and vpdpbusd and fma share two pipes): a pass takes up to
+ * 3 activation rows (their 24 accumulators fill the register file with a
+ * weight register and the correction), so each weight register and its
+ * correction serve 3 rows; the passes take turns over spans of
+ * Q8GP_CHUNK blocks, so the weights stream from memory once and the later
+ * passes find them in L1; the first pass alone prefetches, one span
+ * ahead, so the next span arrives while the later passes compute. The
+ * previous form (pairs of rows, a per-row correction broadcast for every
+ * product, prefetches in every pass) took 1.25x the time for 16 rows and
+ * 1.3x for 512 (bench kernels, 2 threads). */
+enum { Q8GP_ROWS = 16, Q8GP_MAX_NX = 16, Q8GP_CHUNK = 16, Q8GP_MAX_R = 3 };
+
+/* One activation row's block: quants + 128, scale. */
+typedef struct {
+    uint8_t u[32];
+    float d;
+} xpg_q8_blk;
+
+static size_t pg_bytes_q8(int64_t n) { return (size_t)(n / 32) * sizeof(xpg_q8_blk); }
+
+static void convert_q8_0_gp(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    xpg_q8_blk *x = xp;
+    memset(xp, 0, pg_bytes_q8(n));
+    if (n_rows < 1) return;
+    for (int64_t b = 0; b < n / 32; b++) {
+        float d_raw;
+        int sum;
+        int8_t q[32];
+        quantize_block32(rows[0] + b * 32, q, &x[b].d, &d_raw, &sum);
+        for (int i = 0; i < 32; i++) x[b].u[i] = (uint8_t)(q[i] ^ 0x80);
+    }
+}
+
+static void pack_q8_0_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    for (int64_t p0 = 0; p0 < n_out; p0 += Q8GP_ROWS) {
+        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
+        uint16_t(*d)[16] = (uint16_t(*)[16])(q + nb);
+        for (int64_t b = 0; b < nb; b++)
+            pack_q8_0_block(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, 0x00, q[b].q, d[b]);
+    }
+}
+
+/* Blocks [b0, b1) of one panel for activation rows x[0..R), their ggml
+ * lanes in acc[r][s]; pf: prefetch the panel ahead (the first pass over a
+ * span). */
+INLINE void q8_0_gpanel_span(const wp_q8_blk *P, const uint16_t (*D)[16], int64_t b0, int64_t b1,
+                            const xpg_q8_blk *const *x, __m512 (*acc)[8], const int R, const int pf) {
+    __m512 a[Q8GP_MAX_R][8];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) a[r][s] = acc[r][s];
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int64_t b = b0; b < b1; b++) {
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)D[b]));
+        __m512 sc[Q8GP_MAX_R];
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) sc[r] = _mm512_mul_ps(dw, _mm512_set1_ps(x[r][b].d));
+        if (pf) {
+            _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
+                _mm_prefetch((const char *)P[b].q[s] + Q8GP_CHUNK * sizeof(wp_q8_blk), _MM_HINT_T0);
+        }
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+            const __m512i W = _mm512_loadu_si512(P[b].q[s]);
+            const __m512i corr =
+                _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, W));
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                /* the unsigned operand (the activation) must be the register one */
+                const __m512i ia = _mm512_dpbusd_epi32(corr, _mm512_set1_epi32(((const i32u *)x[r][b].u)[s]), W);
+                a[r][s] = _mm512_fmadd_ps(sc[r], _mm512_cvtepi32_ps(ia), a[r][s]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) acc[r][s] = a[r][s];
+}
+
+/* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
+ * panel spans 16 * ws); nw rows from there, nx <= Q8GP_MAX_NX activation
+ * rows; out[r * os + i]. The rows go in passes of 3, then 2 (never a lone
+ * row after 3s: 4 = 2 + 2); which pass a row is in changes nothing in its
+ * arithmetic. */
+static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os) {
+    const int64_t nb = n / 32;
+    const xpg_q8_blk *x[Q8GP_MAX_NX];
+    for (int r = 0; r < nx; r++) x[r] = (const xpg_q8_blk *)(xp + (size_t)r * xps);
+    int pass_row[Q8GP_MAX_NX], pass_n[Q8GP_MAX_NX], n_pass = 0;
+    for (int r = 0; r < nx; n_pass++) {
+        const int left = nx - r, R = left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
+        pass_row[n_pass] = r, pass_n[n_pass] = R;
+        r += R;
+    }
+    for (int i = 0; i < nw; i += Q8GP_ROWS) {
+        const wp_q8_blk *P = (const wp_q8_blk *)(w + (size_t)i * ws);
+        const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
+        const int nl = nw - i < Q8GP_ROWS ? nw - i : Q8GP_ROWS;
+        __m512 acc[Q8GP_MAX_NX][8];
+        memset(acc, 0, sizeof acc);
+        for (int64_t b0 = 0; b0 < nb; b0 += Q8GP_CHUNK) {
+            const int64_t b1 = nb - b0 < Q8GP_CHUNK ? nb : b0 + Q8GP_CHUNK;
+            for (int p = 0; p < n_pass; p++) {
+                const xpg_q8_blk *const *xr = x + pass_row[p];
+                __m512(*ar)[8] = acc + pass_row[p];
+                switch (pass_n[p] * 2 + (p == 0)) { /* constant R and pf: accumulators in registers */
+                case 7: q8_0_gpanel_span(P, D, b0, b1, xr, ar, 3, 1); break;
+                case 6: q8_0_gpanel_span(P, D, b0, b1, xr, ar, 3, 0); break;
+                case 5: q8_0_gpanel_span(P, D, b0, b1, xr, ar, 2, 1); break;
+                case 4: q8_0_gpanel_span(P, D, b0, b1, xr, ar, 2, 0); break;
+                case 3: q8_0_gpanel_span(P, D, b0, b1, xr, ar, 1, 1); break;
+                default: q8_0_gpanel_span(P, D, b0, b1, xr, ar, 1, 0); break;
+                }
+            }
+        }
+        const __mmask16 lanes = (__mmask16)((1u << nl) - 1);
+        for (int r = 0; r < nx; r++) {
+            const __m512 *a = acc[r];
+            const __m512 t0 = _mm512_add_ps(a[4], a[0]), t1 = _mm512_add_ps(a[5], a[1]);
+            const __m512 t2 = _mm512_add_ps(a[6], a[2]), t3 = _mm512_add_ps(a[7], a[3]);
+            _mm512_mask_storeu_ps(out + (int64_t)r * os + i, lanes,
+                                  _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+        }
+    }
+}
+
+const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
+                                            g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
+                                            q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ,
+                                            p_bytes_q8, convert_q8_0_p, tile_p_q8_0, pack_q8_0_p, Q8P_ROWS, Q8P_MAX_NX,
+                                            NULL, 0};
+
+const rw_mm_kernel rw_avx512_kernel_q8_0_ggml = {
+    .x_bytes = x_bytes_chunks, .convert_x = convert_q8_0_b128, .tile = rw_avx512_tile_q8_0_ggml, .max_nw = NW,
+    .max_nx = NX, .p_bytes = pg_bytes_q8, .convert_p = convert_q8_0_gp, .tile_p = tile_gp_q8_0,
+    .pack_p = pack_q8_0_gp, .p_rows = Q8GP_ROWS, .max_np = Q8GP_MAX_NX};
