@@ -210,11 +210,12 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, bool 
 static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pools[3]) {
     /* 2..32 rows take the quad form where a kernel has one, or the panel
      * form for a repacked matrix (17: two tile calls), 33 and more the
-     * group form; 11 blocks of 32 are one whole
-     * octet of the quad form and a partial one; 3 super-blocks for the
+     * group form; 19 blocks of 32 are two whole
+     * octets of the quad form and a partial one, and a whole and a partial
+     * span of the ggml-order Q8_0 panel (16 blocks); 3 super-blocks for the
      * 256-element types; 313 elements leave the float tiles two partial pieces */
-    static const int64_t rows_list[] = {1, 2, 3, 5, 7, 9, 16, 17, 33, 64, 300};
-    int64_t n_in = block_len(t) == 32 ? 352 : block_len(t) == 256 ? 768 : 313, n_out = small ? 9 : 21,
+    static const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64, 300};
+    int64_t n_in = block_len(t) == 32 ? 608 : block_len(t) == 256 ? 768 : 313, n_out = small ? 9 : 21,
             max_rows = small ? 64 : 300;
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
