@@ -27,6 +27,7 @@
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "engine/spec.h"
+#include "kernels/matmul.h"
 #include "server/client.h"
 #include "server/server.h"
 
@@ -219,6 +220,9 @@ int rw_bench_serve(int argc, char **argv) {
     int max_level = 1;
     for (int li = 0; li < n_levels; li++)
         if (levels[li] > max_level) max_level = levels[li];
+    const char *tier = rw_kernel_tier_name(rw_kernel_tier_current());
+    const char *numerics = rw_numerics_name(rw_numerics_current());
+    if (!json) printf("kernels %s, numerics %s, kv f16, prompt %ld, gen %ld\n", tier, numerics, n_prompt, n_gen);
     for (int li = -1; li < n_levels; li++) {
         const int nc = li < 0 ? max_level : levels[li];
         const int nr = requests ? (int)requests : (nc > 4 ? nc : 4);
@@ -285,6 +289,8 @@ int rw_bench_serve(int argc, char **argv) {
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
         rw_json_key(&jw, "parallel"), rw_json_int(&jw, parallel);
+        rw_json_key(&jw, "kernels"), rw_json_cstring(&jw, tier);
+        rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, numerics);
         rw_json_key(&jw, "draft");
         if (dm) rw_json_cstring(&jw, draft_path);
         else rw_json_null(&jw);
