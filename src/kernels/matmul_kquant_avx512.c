@@ -222,6 +222,15 @@ INLINE void unpackm_q3_K(const uint8_t *row, int64_t sb, w_superm *o) {
     o->dmin = o->d;
 }
 
+/* Prefetches the 192 bytes PF_DIST past the super-block after sb of a row
+ * of blk-byte super-blocks (both K-quant tiles do it per weight row). */
+INLINE void kq_prefetch(const uint8_t *row, int64_t sb, size_t blk) {
+    const char *pf = (const char *)row + (size_t)(sb + 1) * blk + PF_DIST;
+    _mm_prefetch(pf, _MM_HINT_T0);
+    _mm_prefetch(pf + 64, _MM_HINT_T0);
+    _mm_prefetch(pf + 128, _MM_HINT_T0);
+}
+
 #define KQUANT_MADD_TILE(name, UNPACK)                                                                 \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
@@ -231,10 +240,7 @@ INLINE void unpackm_q3_K(const uint8_t *row, int64_t sb, w_superm *o) {
         for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
             w_superm wsb[NW];                                                                          \
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
-                _mm_prefetch(pf, _MM_HINT_T0);                                                         \
-                _mm_prefetch(pf + 64, _MM_HINT_T0);                                                    \
-                _mm_prefetch(pf + 128, _MM_HINT_T0);                                                   \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                \
                 UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
             }                                                                                          \
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
@@ -397,10 +403,7 @@ INLINE float kg_reduce(__m512 a, const int MINS) {
         for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
             w_kg wsb[KG_NW];                                                                           \
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                const char *pf = (const char *)(w + i * ws) + (sb + 1) * sizeof(rw_block_##name) + PF_DIST; \
-                _mm_prefetch(pf, _MM_HINT_T0);                                                         \
-                _mm_prefetch(pf + 64, _MM_HINT_T0);                                                    \
-                _mm_prefetch(pf + 128, _MM_HINT_T0);                                                   \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                \
                 UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
             }                                                                                          \
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \

@@ -402,21 +402,27 @@ static float hsum8(const float a[8]) {
     return (t0 + t2) + (t1 + t3);
 }
 
-/* The ggml-order dot of a 32-block type: VALUE(block, j) is element j of a
- * weight block, x the Q8_0 activation blocks. */
-#define DOT32_GGML(W_T, VALUE)                                                                         \
+/* The ggml-order dot of a 32-block type against Q8_0 (X_T) or Q8_1
+ * activations: VALUE(block, j) is element j of a weight block; 8 lanes of
+ * the exact sums of 4 products, one fma per lane and block, ggml's hsum;
+ * MIN_STEP(b) adds block b's min term, RESULT is what is returned. */
+#define DOT32_GGML_GEN(W_T, X_T, VALUE, MIN_STEP, RESULT)                                               \
     const W_T *w = wp;                                                                                 \
-    const rw_block_q8_0 *x = xp;                                                                       \
-    float acc[8] = {0};                                                                                \
+    const X_T *x = xp;                                                                                 \
+    float acc[8] = {0}, summs = 0;                                                                     \
+    (void)summs;                                                                                       \
     for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
         const float d = f16(w[b].d) * f16(x[b].d);                                                     \
+        MIN_STEP(b)                                                                                    \
         for (int l = 0; l < 8; l++) {                                                                  \
             int32_t lsum = 0;                                                                          \
             for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
             acc[l] = fmaf(d, (float)lsum, acc[l]);                                                     \
         }                                                                                              \
     }                                                                                                  \
-    return hsum8(acc);
+    return RESULT;
+#define DOT32_NO_MIN(b)
+#define DOT32_GGML(W_T, VALUE) DOT32_GGML_GEN(W_T, rw_block_q8_0, VALUE, DOT32_NO_MIN, hsum8(acc))
 
 /* Element j of a block: low nibbles are elements 0-15, high ones 16-31. */
 static int q4_0_value(const rw_block_q4_0 *b, int j) {
@@ -436,20 +442,8 @@ static int q5_1_value(const rw_block_q5_1 *b, int j) {
 /* Q4_1 / Q5_1 against Q8_1: the 8 lanes as DOT32_GGML (unsigned quants),
  * and the min term m * s (an exact product) added block after block to its
  * own float sum, which comes after the lanes' hsum. */
-#define DOT32_MIN_GGML(W_T, VALUE)                                                                     \
-    const W_T *w = wp;                                                                                 \
-    const rw_block_q8_1 *x = xp;                                                                       \
-    float acc[8] = {0}, summs = 0;                                                                     \
-    for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
-        const float d = f16(w[b].d) * f16(x[b].d);                                                     \
-        summs += f16(w[b].m) * f16(x[b].s);                                                            \
-        for (int l = 0; l < 8; l++) {                                                                  \
-            int32_t lsum = 0;                                                                          \
-            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
-            acc[l] = fmaf(d, (float)lsum, acc[l]);                                                     \
-        }                                                                                              \
-    }                                                                                                  \
-    return hsum8(acc) + summs;
+#define DOT32_ADD_MIN(b) summs += f16(w[b].m) * f16(x[b].s);
+#define DOT32_MIN_GGML(W_T, VALUE) DOT32_GGML_GEN(W_T, rw_block_q8_1, VALUE, DOT32_ADD_MIN, hsum8(acc) + summs)
 
 static float dot_q4_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q4_0, q4_0_value) }
 static float dot_q5_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q5_0, q5_0_value) }
