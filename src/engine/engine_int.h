@@ -41,6 +41,7 @@ typedef struct eng_req {
 
     double t_submit, t_last; /* monotonic seconds */
     int64_t n_generated;
+    rw_pcache_wait pc_wait; /* the prefix cache's disk tier getting ready for this prompt (scheduler only) */
     bool cancelled; /* set under the engine lock by rw_engine_cancel */
     bool finished;  /* final event sent (scheduler thread only) */
 } eng_req;
@@ -59,6 +60,7 @@ struct rw_engine {
     pthread_cond_t wake;      /* the scheduler waits for work on it */
     pthread_cond_t step_done; /* rw_engine_cancel waits on it for a running request to leave */
     bool stopping;
+    bool io_ready; /* under mu: the prefix cache's disk tier finished something a request may wait for */
 
     /* under mu */
     eng_req *queue_head, *queue_tail;
