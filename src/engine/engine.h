@@ -104,6 +104,7 @@ typedef struct {
     rw_finish_reason finish; /* set when done */
     int64_t prompt_tokens;
     int64_t cached_tokens;  /* prompt tokens whose state was reused from the prefix cache */
+    int64_t cached_tokens_disk; /* of those, restored from its disk tier (pcache.h) */
     int64_t completion_tokens;
     const char *error;      /* finish == RW_FINISH_ERROR: one line */
 } rw_gen_event;

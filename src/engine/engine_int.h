@@ -27,6 +27,7 @@ typedef struct eng_req {
     int64_t cap;
     rw_model_seq *seq; /* NULL until admitted; owned (see eng_seq_release) */
     int64_t n_cached;  /* prompt tokens already in seq when it was obtained */
+    int64_t n_cached_disk; /* of those, from the prefix cache's disk tier */
     int64_t n_in_seq;  /* tokens of tokens[] the sequence holds (its length) */
     float *logits;     /* [n_vocab], the last computed row; owned */
     float *prompt_logits; /* [n_vocab], the row after the prompt once computed (for the prefix cache); owned */

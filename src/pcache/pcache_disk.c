@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -509,6 +510,25 @@ static bool make_room(rw_pcache *c, size_t need, const char *keep) {
     return true;
 }
 
+/* An exclusive lock on <dir>/.rwc.lock (flock: released by the kernel if
+ * the process dies), or -1 when the folder cannot take one (read-only:
+ * then nothing is written anyway). */
+static int lock_dir(const rw_pcache *c) {
+    char *p = path_of(c, ".rwc.lock");
+    int fd = p ? open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666) : -1;
+    free(p);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) && errno == EINTR) {
+    }
+    return fd;
+}
+
+static void unlock_dir(int fd) {
+    if (fd < 0) return;
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
 static void sync_dir(const char *dir) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
@@ -552,11 +572,7 @@ static void do_write(rw_pcache *c, pc_job *j) {
     const uint32_t lcrc = j->logits ? rw_crc32(0, j->logits, (size_t)logits_len) : 0;
     const size_t total = head_len + seq_len + (size_t)logits_len + (j->logits ? 4 : 0) + draft_len;
 
-    scan(c); /* other processes' files count in the budget too */
-    pthread_mutex_lock(&io->mu);
-    const bool room = make_room(c, total, j->name);
-    pthread_mutex_unlock(&io->mu);
-    if (!room) {
+    if (total > c->cfg.dir_bytes) {
         j->st = rw_errorf(&err, RW_ERR_NOMEM, "%zu bytes do not fit the disk budget", total);
         rw_pcache__disk_log(io, LOG_BIG, "not writing %s: %zu bytes do not fit the disk budget of %zu", j->name,
                             total, c->cfg.dir_bytes);
@@ -602,7 +618,24 @@ static void do_write(rw_pcache *c, pc_job *j) {
     if (!j->st && fsync(fd)) j->st = rw_errorf(&err, RW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
     if (close(fd) && !j->st) j->st = rw_errorf(&err, RW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
     fd = -1;
-    if (!j->st && rename(tmp, path)) j->st = rw_errorf(&err, RW_ERR_IO, "cannot rename %s: %s", tmp, strerror(errno));
+    if (j->st) {
+        unlink(tmp);
+        goto fail_msg;
+    }
+    /* room, then the rename, under the folder's lock: processes sharing the
+     * folder make room one at a time, each seeing the others' files */
+    const int lk = lock_dir(c);
+    scan(c);
+    pthread_mutex_lock(&io->mu);
+    const bool room = make_room(c, total, j->name);
+    pthread_mutex_unlock(&io->mu);
+    if (room && rename(tmp, path)) j->st = rw_errorf(&err, RW_ERR_IO, "cannot rename %s: %s", tmp, strerror(errno));
+    unlock_dir(lk);
+    if (!room) {
+        unlink(tmp);
+        j->st = rw_errorf(&err, RW_ERR_NOMEM, "no room in the disk budget");
+        goto out; /* temporary files of others fill it: not an error of the disk */
+    }
     if (j->st) {
         unlink(tmp);
         goto fail_msg;
