@@ -542,6 +542,30 @@ rw_status rw_pcache_acquire_with_draft(rw_pcache *c, const int32_t *prompt, int6
     return RW_OK;
 }
 
+rw_status rw_pcache_verify(rw_pcache *c, int *n_ok, int *n_invalid, int *n_unreadable, rw_error *err) {
+    *n_ok = *n_invalid = *n_unreadable = 0;
+    if (!c->io.on) return rw_errorf(err, RW_ERR_INVALID_ARG, "the cache has no disk tier");
+    const uint64_t gen = rw_pcache__disk_want_scan(c);
+    pthread_mutex_lock(&c->io.mu);
+    while (c->io.scan_done < gen) pthread_cond_wait(&c->io.done_cv, &c->io.mu);
+    pthread_mutex_unlock(&c->io.mu);
+    apply(c);
+    for (int i = 0; i < c->n_entries; i++) {
+        pc_entry *e = c->entries[i];
+        if (!e->on_disk) continue;
+        pc_job *j = calloc(1, sizeof *j);
+        if (!j) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        j->kind = PC_JOB_LOAD;
+        snprintf(j->name, sizeof j->name, "%s", e->name);
+        rw_pcache__disk_load(c, j);
+        if (!j->st) ++*n_ok;
+        else if (j->invalid) ++*n_invalid;
+        else ++*n_unreadable;
+        rw_pcache__job_free(j);
+    }
+    return RW_OK;
+}
+
 void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out) {
     pthread_mutex_lock(&c->stats_mu);
     *out = c->pub;

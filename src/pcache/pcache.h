@@ -186,6 +186,12 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
 
 void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out);
 
+/* For tools and tests (rewind cache-verify): reads and fully verifies every
+ * file of this model and configuration in the folder, on the caller's
+ * thread; files that fail are removed. *n_ok, *n_invalid: how many;
+ * *n_unreadable: files that could not be read (kept). */
+rw_status rw_pcache_verify(rw_pcache *c, int *n_ok, int *n_invalid, int *n_unreadable, rw_error *err);
+
 /* For tests: recounts the memory tier from scratch (every entry's blocks)
  * and compares with the running figures; RW_ERR_INTERNAL if they differ or
  * the memory tier is over its budget. */

@@ -759,7 +759,7 @@ static void *writer_main(void *arg) {
 
 /* ---- the reader ---- */
 
-static void do_load(rw_pcache *c, pc_job *j) {
+void rw_pcache__disk_load(rw_pcache *c, pc_job *j) {
     pc_io *io = &c->io;
     char *path = path_of(c, j->name);
     uint8_t *buf = NULL;
@@ -904,7 +904,7 @@ static void *reader_main(void *arg) {
         j->running = true;
         io->n_busy++;
         pthread_mutex_unlock(&io->mu);
-        do_load(c, j);
+        rw_pcache__disk_load(c, j);
         pthread_mutex_lock(&io->mu);
         io->n_busy--;
         j->running = false;

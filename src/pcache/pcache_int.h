@@ -258,6 +258,9 @@ void rw_pcache__disk_detach(rw_pcache *c, pc_entry *e);
 /* Asks for a folder check (cheap when the folder did not change); returns
  * the generation to wait for (io.scan_done >= it). */
 uint64_t rw_pcache__disk_want_scan(rw_pcache *c);
+/* Reads and verifies j's file into j (the reader's work; a file that fails
+ * is removed and j->invalid set). */
+void rw_pcache__disk_load(rw_pcache *c, pc_job *j);
 /* Takes the done list (the caller applies and frees it). Under no lock. */
 pc_job *rw_pcache__disk_take_done(rw_pcache *c);
 void rw_pcache__job_free(pc_job *j);
