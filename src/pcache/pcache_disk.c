@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -700,6 +701,9 @@ static void do_small(rw_pcache *c, pc_job *j) {
 static void *writer_main(void *arg) {
     rw_pcache *c = arg;
     pc_io *io = &c->io;
+    /* behind the forward pass's threads when they compete for the cores:
+     * a write may come a little later, a token must not */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
     pthread_mutex_lock(&io->mu);
     for (;;) {
         if (io->stopping && !io->flush) break;
