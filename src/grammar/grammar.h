@@ -76,8 +76,9 @@ typedef struct {
     /* The rule the schema becomes; every helper rule is named "<name>-...".
      * NULL: "root". Must be [a-zA-Z0-9-]+. */
     const char *name;
-    /* Whitespace allowed between JSON tokens: at most this many bytes of
-     * [ \t\n] (0 = none: compact JSON; < 0: the default, 1 ... see docs). */
+    /* Whitespace allowed between JSON tokens: 0 = the default ("", " ", or
+     * a newline and up to 20 spaces/tabs of indent); < 0 = none (compact
+     * JSON); n > 0 = up to n bytes of [ \t\n]. */
     int max_ws;
 } rw_schema_opts;
 
