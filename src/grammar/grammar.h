@@ -114,6 +114,7 @@ int32_t rw_grammar_vocab_size(const rw_grammar_vocab *v);
 /* ---- matching ---- */
 
 /* A matcher at the start of g over v (both borrowed: they must outlive it;
+ * v may be NULL to match bytes only - no tokens, no masks;
  * g is touched - its caches - by every call, so one thread at a time per
  * grammar). Free with rw_grammar_matcher_free. */
 rw_status rw_grammar_matcher_new(rw_grammar *g, const rw_grammar_vocab *v, rw_grammar_matcher **out, rw_error *err);

@@ -340,7 +340,7 @@ struct rw_grammar_matcher {
 
 rw_status rw_grammar_matcher_new(rw_grammar *g, const rw_grammar_vocab *v, rw_grammar_matcher **out, rw_error *err) {
     *out = NULL;
-    if (g->vocab && g->vocab != v)
+    if (v && g->vocab && g->vocab != v)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: already bound to another vocabulary");
     rw_grammar_matcher *m = calloc(1, sizeof *m);
     if (m) m->hist = malloc(64 * sizeof *m->hist);
@@ -348,7 +348,7 @@ rw_status rw_grammar_matcher_new(rw_grammar *g, const rw_grammar_vocab *v, rw_gr
         free(m);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
-    g->vocab = v;
+    if (v) g->vocab = v;
     m->g = g;
     m->v = v;
     m->cap = 64;
@@ -383,7 +383,7 @@ bool rw_grammar_matcher_accept_bytes(rw_grammar_matcher *m, const char *bytes, s
 }
 
 bool rw_grammar_matcher_accept(rw_grammar_matcher *m, int32_t id, rw_error *err) {
-    if (id < 0 || id >= m->v->n || !m->v->allowed[id]) return false;
+    if (!m->v || id < 0 || id >= m->v->n || !m->v->allowed[id]) return false;
     const int64_t a = m->v->off[id], b = m->v->off[id + 1];
     if (a == b) return false;
     return rw_grammar_matcher_accept_bytes(m, m->v->pool + a, (size_t)(b - a), err);
@@ -405,6 +405,7 @@ bool rw_grammar_matcher_must_end(const rw_grammar_matcher *m) {
 }
 
 rw_status rw_grammar_matcher_fill_mask(rw_grammar_matcher *m, uint32_t *mask, rw_error *err) {
+    if (!m->v) return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: a matcher without a vocabulary has no masks");
     const uint32_t *src = rw_grammar__mask(m->g, m->v, m->hist[m->n]);
     if (!src) return rw_errorf(err, RW_ERR_NOMEM, "out of memory in the grammar");
     memcpy(mask, src, rw_grammar_mask_words(m->v->n) * sizeof *mask);

@@ -852,9 +852,15 @@ static char *gen_object(sc *c, json_t *s, const char *path) {
         }
         size_t k = 0;
         while (k < n && strcmp(names[k], json_string_value(r))) k++;
-        if (k == n) {
+        if (k == n) { /* required without a schema: what additionalProperties allows */
+            if (json_is_false(addl)) {
+                sfail(c, RW_ERR_INVALID_ARG, path,
+                      "required '%s' has no schema in properties and additionalProperties is false: nothing matches",
+                      json_string_value(r));
+                goto out;
+            }
             names[n] = json_string_value(r);
-            schemas[n++] = NULL; /* any value */
+            schemas[n++] = addl && !json_is_true(addl) ? addl : NULL; /* NULL: any value */
         }
         required[k] = true;
     }
