@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar/grammar.h"
 #include "server/server_int.h"
 
 #define MAX_STOP 16
@@ -15,12 +16,13 @@
 static const char *const completion_fields[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
     "frequency_penalty", "stream", "stream_options", "logprobs", "n", "echo", "best_of", "suffix", "user",
-    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
+    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", "response_format", "grammar", "json_schema",
+    NULL};
 static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
     "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
-    "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
+    "ignore_eos", "return_token_ids", "repeat_penalty", "grammar", "json_schema", NULL};
 
 static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -287,6 +289,81 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
     return true;
 }
 
+/* A schema (JSON value) to GBNF in *out; false with a 400 naming param. */
+static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error *e) {
+    char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+    rw_error err = {0};
+    rw_status st = text ? rw_grammar_schema_to_gbnf(text, strlen(text), NULL, out, &err)
+                        : rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
+    free(text);
+    if (st) srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+    return !st;
+}
+
+/* The output constraint: response_format (OpenAI: text, json_object,
+ * json_schema {name, schema, strict}) or llama.cpp's grammar (GBNF text) /
+ * json_schema (a schema) fields; at most one of them. The grammar is
+ * compiled here once so that a bad one is a 400 naming the field (the
+ * engine compiles it again at submit). */
+static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
+    json_t *rf = json_object_get(o, "response_format"), *gr = json_object_get(o, "grammar");
+    json_t *js = json_object_get(o, "json_schema");
+    const char *param = NULL;
+    int n = 0;
+    if (rf && !json_is_null(rf)) {
+        if (!json_is_object(rf)) return bad(e, "response_format", "'%s' must be an object", "response_format");
+        json_t *t = json_object_get(rf, "type");
+        const char *type = json_is_string(t) ? json_string_value(t) : "";
+        if (!strcmp(type, "json_object")) {
+            rw_error err = {0};
+            if (rw_grammar_json_object_gbnf(NULL, &r->grammar, &err))
+                return bad(e, "response_format", "%s", err.msg);
+            n++;
+            param = "response_format";
+        } else if (!strcmp(type, "json_schema")) {
+            json_t *j = json_object_get(rf, "json_schema");
+            if (!json_is_object(j))
+                return bad(e, "response_format", "%s", "response_format json_schema needs a 'json_schema' object");
+            json_t *name = json_object_get(j, "name"), *strict = json_object_get(j, "strict");
+            if (name && !json_is_string(name))
+                return bad(e, "response_format", "%s", "response_format.json_schema.name must be a string");
+            if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+                return bad(e, "response_format", "%s", "response_format.json_schema.strict must be a boolean");
+            json_t *schema = json_object_get(j, "schema");
+            /* no schema: any JSON value is the schema {} */
+            json_t *any = schema ? NULL : json_object();
+            bool ok = schema_gbnf(schema ? schema : any, "response_format", &r->grammar, e);
+            json_decref(any);
+            if (!ok) return false;
+            n++;
+            param = "response_format";
+        } else if (strcmp(type, "text"))
+            return bad(e, "response_format", "%s",
+                       "response_format type must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+    if (js && !json_is_null(js)) {
+        if (n++) return bad(e, "json_schema", "%s", "give only one of response_format, grammar and json_schema");
+        if (!schema_gbnf(js, "json_schema", &r->grammar, e)) return false;
+        param = "json_schema";
+    }
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) return bad(e, "grammar", "'%s' must be a string (GBNF)", "grammar");
+        if (n++) return bad(e, "grammar", "%s", "give only one of response_format, grammar and json_schema");
+        if (!(r->grammar = strdup(json_string_value(gr)))) return bad(e, "grammar", "%s", "out of memory");
+        param = "grammar";
+    }
+    if (!r->grammar) return true;
+    rw_grammar *g = NULL;
+    rw_error err = {0};
+    if (rw_grammar_compile(r->grammar, strlen(r->grammar), NULL, &g, &err)) {
+        srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+        return false;
+    }
+    rw_grammar_free(g);
+    r->gp.grammar = r->grammar;
+    return true;
+}
+
 static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_error *e) {
     const char *const *known = chat ? chat_fields : completion_fields;
     const char *key;
@@ -379,12 +456,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         sp->logit_bias = r->bias;
         sp->n_logit_bias = (int32_t)r->n_bias;
     }
-    json_t *rf = json_object_get(o, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
-            return bad(e, "response_format", "%s", "only response_format {\"type\": \"text\"} is supported");
-    }
+    if (!parse_constraint(o, r, e)) return false;
     json_t *tc = json_object_get(o, "tool_choice");
     if (tc && !json_is_null(tc) &&
         !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") || !strcmp(json_string_value(tc), "none"))))
@@ -441,5 +513,6 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->bias);
     free(r->marks);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }

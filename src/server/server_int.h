@@ -55,6 +55,7 @@ typedef struct {
     int n; /* choices, 1..SRV_MAX_N */
     int64_t *marks;      /* gp.marks: prompt positions where chat messages end */
     int n_marks;
+    char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format; owned */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
