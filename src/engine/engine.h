@@ -64,6 +64,10 @@ typedef struct {
                           files' sizes); <= 0: 0.1 */
 } rw_engine_config;
 
+/* The stop strings of one request together, in bytes (each request builds an
+ * automaton of them: about 21 bytes of memory per byte). */
+#define RW_MAX_STOP_BYTES 65536
+
 /* Sampling and stopping. Strings and the logit bias are copied by
  * rw_engine_submit. */
 typedef struct {
