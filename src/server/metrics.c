@@ -76,6 +76,17 @@ char *srv_metrics_text(rw_server *s) {
             "# TYPE rewind_requests_total counter\n");
     for (int code = 0; code < 600; code++)
         if (by_status[code]) put(&b, "rewind_requests_total{status=\"%d\"} %llu\n", code, (unsigned long long)by_status[code]);
+    pthread_mutex_lock(&s->conn_mu);
+    const int n_socks = s->n_socks;
+    pthread_mutex_unlock(&s->conn_mu);
+    pthread_mutex_lock(&s->mu);
+    const uint64_t timeouts = s->timeouts, hangups = s->hangups;
+    pthread_mutex_unlock(&s->mu);
+    gauge(&b, "rewind_http_connections", "Client connections open.", (double)n_socks);
+    counter(&b, "rewind_http_timeouts_total",
+            "Connections shut down for not sending their headers or body in time (header/body timeout).", timeouts);
+    counter(&b, "rewind_http_hangups_total", "Clients that hung up while their request was waiting or running.",
+            hangups);
     counter(&b, "rewind_requests_finished_total", "Generation requests that ran to the end.", st.requests_finished);
     counter(&b, "rewind_requests_cancelled_total", "Generation requests cancelled (client gone).",
             st.requests_cancelled);
