@@ -16,7 +16,9 @@ eng_stopm *eng_stopm_new(const char *const *stops, int n);
 void eng_stopm_free(eng_stopm *m);
 /* Feeds n bytes of text from *state (0 = nothing fed yet) and updates it.
  * Returns the earliest start (base + offset in text) of a stop string that
- * ends inside these bytes, or -1. Amortized O(n). */
+ * ends inside these bytes, or -1. A stop string may start before text, up
+ * to eng_stopm_depth(*state) bytes: base must be at least that. Amortized
+ * O(n). */
 long eng_stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base);
 /* Length of the longest tail of the text fed that is a prefix of a stop
  * string (a whole one only right after a match). 0 for m == NULL. */

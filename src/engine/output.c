@@ -163,11 +163,13 @@ bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n) {
      * invariant above), so any found now ends inside the drafts */
     rw_detok_stream d = r->detok;
     int32_t state = r->stop_state;
+    size_t at = r->held_len; /* offsets from held's start: a stop string may begin in held */
     for (int i = 0; i < n; i++) {
         char text[256];
         size_t k = rw_detok_stream_feed(r->tok, &d, drafts[i], false, text, sizeof text);
         if (k > sizeof text) return false; /* too long to check: draft on */
-        if (eng_stopm_feed(r->stopm, &state, text, k, 0) >= 0) return true;
+        if (eng_stopm_feed(r->stopm, &state, text, k, at) >= 0) return true;
+        at += k;
     }
     return false;
 }
