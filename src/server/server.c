@@ -55,6 +55,7 @@ void srv_errorf(srv_error *e, int http, const char *type, const char *code, cons
     e->type = type;
     e->code = code;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    srv_utf8_cut(e->param, sizeof e->param);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
@@ -541,7 +542,7 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
-        bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 128)) {
+        bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 1024)) { /* bursts of connects wait, not reset */
         rw_errorf(err, RW_ERR_IO, "cannot listen on %s port %d: %m", host, port);
         if (fd >= 0) close(fd);
         return -1;

@@ -133,6 +133,11 @@ typedef struct {
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
 void srv_request_free(srv_request *r);
+/* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
+ * normalized messages norm) to token ids, control tokens taken only from
+ * the template's text. False and *e on failure. */
+bool srv_chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
+                       bool add_special, int32_t **ids, size_t *n_ids, srv_error *e);
 
 #define SRV_MAX_N 16 /* choices per request (n) */
 
