@@ -4,13 +4,15 @@
  * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]
  * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE]
  * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
- * [--max-connections-per-ip N]`: the
+ * [--max-connections-per-ip N] [--max-state-bytes B]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
  *
  * The prefix cache (engine/prefix_cache.h) is on by default with a quarter
  * of the machine's RAM (--cache-bytes 0 turns it off); --cache-dir adds the
- * disk tier (default budget 16 GiB). Sizes take K, M, G suffixes.
+ * disk tier (default budget 16 GiB). --max-state-bytes bounds the running
+ * sequences' state by admission (engine.h; default also a quarter of RAM;
+ * 0 = none). Sizes take K, M, G suffixes.
  *
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
@@ -76,7 +78,8 @@ static int usage(void) {
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
                     "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE] "
-                    "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N]\n"
+                    "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
+                    "[--max-state-bytes B]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
@@ -91,6 +94,7 @@ int rw_cmd_serve(int argc, char **argv) {
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+    size_t max_state = cache_bytes; /* running state: also a quarter of physical memory */
     rw_kv_type kv = RW_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -128,6 +132,8 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
         } else if (!strcmp(a, "--cache-bytes") && v) {
             if (parse_size(argv[++i], &cache_bytes)) return 2;
+        } else if (!strcmp(a, "--max-state-bytes") && v) {
+            if (parse_size(argv[++i], &max_state)) return 2;
         } else if (!strcmp(a, "--cache-dir-bytes") && v) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
@@ -179,6 +185,7 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .cache_bytes = cache_bytes,
                                  .cache_dir = cache_dir,
                                  .cache_dir_bytes = cache_dir_bytes,
+                                 .max_state_bytes = max_state,
                                  .draft = sv.dm,
                                  .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,

@@ -82,6 +82,7 @@ struct rw_engine {
     int n_queued;
     eng_req **running; /* [max_running]; only the scheduler adds and removes */
     int n_running;
+    bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
     uint64_t next_id;
     rw_engine_stats stats;
 };
