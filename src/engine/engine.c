@@ -31,6 +31,7 @@ void eng_req_free(eng_req *r) {
     if (!r) return;
     for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
+    eng_stopm_free(r->stopm);
     free(r->marks);
     free(r->tokens);
     free(r->logits);
@@ -151,8 +152,14 @@ rw_model *rw_engine_get_model(const rw_engine *e) { return e->m; }
 static rw_status check_params(const rw_gen_params *p, rw_error *err) {
     if (p->max_tokens < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 1");
     if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) return rw_errorf(err, RW_ERR_INVALID_ARG, "bad stop list");
-    for (int i = 0; i < p->n_stop; i++)
+    size_t stop_bytes = 0;
+    for (int i = 0; i < p->n_stop; i++) {
         if (!p->stop[i] || !p->stop[i][0]) return rw_errorf(err, RW_ERR_INVALID_ARG, "stop strings may not be empty");
+        stop_bytes += strlen(p->stop[i]);
+    }
+    if (stop_bytes > RW_MAX_STOP_BYTES) /* the automaton takes about 21 bytes per byte */
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "the stop strings have %zu bytes together; the limit is %d",
+                         stop_bytes, RW_MAX_STOP_BYTES);
     if (p->n_logprobs < -1 || p->n_logprobs > RW_MAX_TOP_LOGPROBS)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "top_logprobs must be in [0, %d]", RW_MAX_TOP_LOGPROBS);
     return RW_OK;
@@ -186,6 +193,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->marks = p->n_marks > 0 && p->marks ? malloc((size_t)p->n_marks * sizeof *r->marks) : NULL;
     bool ok = r->tokens && r->logits && (!p->n_stop || r->stop) && (p->n_marks <= 0 || !p->marks || r->marks);
     for (int i = 0; ok && i < p->n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
+    if (ok && p->n_stop) ok = (r->stopm = eng_stopm_new((const char *const *)r->stop, p->n_stop)) != NULL;
     if (!ok) {
         eng_req_free(r);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
