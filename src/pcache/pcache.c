@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/log.h"
 #include "pcache/pcache_int.h"
 
 const char *rw_pcache_reason_name(rw_pcache_reason r) {
@@ -51,7 +52,7 @@ static pc_entry *entry_named(rw_pcache *c, const char *name) {
 static void apply_found(rw_pcache *c, pc_job *j) {
     if (j->n_tokens > c->max_ctx) { /* usable by a configuration with a longer context: left alone */
         if (!c->n_too_long++)
-            fprintf(stderr, "rewind: prefix cache: leaving %s alone: %lld tokens, longer than the context (%lld)\n",
+            rw_log(RW_LOG_WARN, "prefix cache: leaving %s alone: %lld tokens, longer than the context (%lld)",
                     j->name, (long long)j->n_tokens, (long long)c->max_ctx);
         return;
     }

@@ -54,6 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/hash.h"
+#include "base/log.h"
 #include "cache/state.h"
 #include "pcache/pcache_int.h"
 
@@ -72,14 +74,8 @@ static double mono(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const uint8_t *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
-
 void rw_pcache__name(const rw_pcache *c, const int32_t *t, int64_t n, char out[PC_NAME_MAX]) {
-    const uint64_t h = fnv(0xcbf29ce484222325ull, t, (size_t)n * sizeof *t);
+    const uint64_t h = rw_hash_bytes(RW_HASH_INIT, t, (size_t)n * sizeof *t);
     snprintf(out, PC_NAME_MAX, "%s-%016llx-%lld.rwc", c->key, (unsigned long long)h, (long long)n);
 }
 
@@ -94,7 +90,7 @@ void rw_pcache__disk_log(pc_io *io, unsigned bit, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rewind: prefix cache: %s (further ones of this kind are counted in /metrics, not logged)\n", msg);
+    rw_log(RW_LOG_WARN, "prefix cache: %s (further ones of this kind are counted in /metrics, not logged)", msg);
 }
 
 void rw_pcache__job_free(pc_job *j) {
@@ -928,8 +924,8 @@ rw_status rw_pcache__disk_start(rw_pcache *c, rw_error *err) {
     pc_io *io = &c->io;
     rw_model_fingerprint(c->m, c->fp);
     const uint32_t kv = (uint32_t)c->kv_type;
-    uint64_t k = fnv(0xcbf29ce484222325ull, c->fp, 16);
-    k = fnv(k, &kv, 4);
+    uint64_t k = rw_hash_bytes(RW_HASH_INIT, c->fp, 16);
+    k = rw_hash_bytes(k, &kv, 4);
     snprintf(c->key, sizeof c->key, "%016llx", (unsigned long long)k);
     if (gethostname(io->host, sizeof io->host - 1)) snprintf(io->host, sizeof io->host, "host");
     for (char *p = io->host; *p; p++)
