@@ -126,6 +126,7 @@ static void apply_load(rw_pcache *c, pc_job *j) {
         c->logits_bytes += (size_t)c->n_vocab * sizeof(float);
     }
     e->from_disk = true;
+    e->loaded_at = now_s();
     e->last_used = ++c->clock;
 }
 

@@ -99,6 +99,7 @@ typedef struct {
     pc_job *write;       /* its queued or running write, or NULL */
     pc_job *load;        /* its queued or running load, or NULL */
     bool from_disk;      /* seq was loaded from the folder and has served no request yet */
+    double loaded_at;    /* when (monotonic seconds): kept from eviction for a while, for the request waiting */
     bool invalid;        /* its file failed validation (a later miss says disk_invalid) */
     char *obsolete;      /* owned, may be NULL: names of files this entry made redundant ('\n'-separated),
                             deleted once its own file is written */

@@ -8,6 +8,7 @@
  * file is done); otherwise it becomes a ghost. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pcache/pcache_int.h"
 
@@ -140,12 +141,17 @@ static void drop_logits(rw_pcache *c, pc_node *n) {
 }
 
 void rw_pcache__evict(rw_pcache *c) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     while (rw_pcache__mem_used(c) + c->logits_bytes > c->cfg.mem_bytes) {
         pc_entry *old = NULL;
         for (int i = 0; i < c->n_entries; i++) {
             pc_entry *x = c->entries[i];
-            /* one just loaded for a waiting request stays until it served it */
-            if (x->seq && !x->from_disk && (!old || x->last_used < old->last_used)) old = x;
+            /* one just loaded for a waiting request stays until it served
+             * it (or for 5 s, if that request went away) */
+            if (x->seq && !(x->from_disk && now - x->loaded_at < 5) && (!old || x->last_used < old->last_used))
+                old = x;
         }
         if (!old) break; /* only logits (and loads not yet used) left: they go with their entries */
         c->stats.evictions++;
