@@ -225,6 +225,11 @@ void rw_pcache_free(rw_pcache *c) {
         rw_pcache_flush(c, true, c->cfg.flush_seconds > 0 ? c->cfg.flush_seconds : 10);
         rw_pcache__disk_stop(c, 0);
         apply(c);
+        pthread_cond_destroy(&c->io.done_cv);
+        pthread_cond_destroy(&c->io.wake_reader);
+        pthread_cond_destroy(&c->io.wake_writer);
+        pthread_mutex_destroy(&c->io.scan_mu);
+        pthread_mutex_destroy(&c->io.mu);
     }
     for (int i = 0; i < c->n_entries; i++) {
         rw_model_seq_free(c->entries[i]->seq);

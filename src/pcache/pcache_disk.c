@@ -960,6 +960,9 @@ void rw_pcache__disk_stop(rw_pcache *c, double seconds) {
     if (io->writer_started) pthread_join(io->writer, NULL);
     if (io->reader_started) pthread_join(io->reader, NULL);
     io->writer_started = io->reader_started = false;
+    free(io->files);
+    io->files = NULL;
+    io->n_files = io->cap_files = 0;
     /* what never ran: the entries forget it */
     for (pc_job **lists[2] = {&io->writes, &io->loads}, **l = lists[0]; l; l = l == lists[0] ? lists[1] : NULL) {
         while (*l) {
