@@ -21,7 +21,7 @@
 
 #include "grammar/grammar_int.h"
 
-#define MASK_CACHE_MAX ((size_t)256 << 20)
+#define MASK_CACHE_MAX ((size_t)64 << 20) /* per grammar, i.e. per request */
 #define LOOP_MIN_TOKENS 24 /* subtrees with fewer tokens are walked, not checked for a loop */
 
 static uint32_t hash2(uint32_t a, uint32_t b) {
