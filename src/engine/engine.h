@@ -62,6 +62,15 @@ typedef struct {
     bool draft_fixed;  /* always draft_max (within the budget): no adaptive rule */
     float draft_cost;  /* one draft pass / one target pass, for the adaptive rule (e.g. the ratio of the
                           files' sizes); <= 0: 0.1 */
+    /* Draft sources besides (or instead of) a draft model (engine/spec.h):
+     * RW_SPEC_MTP (the model's MTP block; rw_engine_new enables it, so no
+     * sequence of m may exist yet; not with a draft model), RW_SPEC_NGRAM
+     * (prompt lookup, ngram_n / ngram_min_hits, 0 = defaults); 0 = none.
+     * catch_up_cost: one token the MTP block catches up on / a decode step
+     * (<= 0: a quarter of draft_cost). */
+    unsigned spec_sources;
+    int ngram_n, ngram_min_hits;
+    float catch_up_cost;
 } rw_engine_config;
 
 /* Sampling and stopping. Strings and the logit bias are copied by

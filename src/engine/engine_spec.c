@@ -34,7 +34,7 @@
 #include "engine/engine_int.h"
 
 rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err) {
-    if (!e->cfg.draft) return RW_OK;
+    if (!e->cfg.draft && !e->spec.sources) return RW_OK;
     rw_status st = rw_spec_seq_new(e->cfg.draft, r->seq, r->sampler, &r->p.sampling, &e->spec, &r->spec, err);
     if (st) return st;
     r->tok = e->tok;
