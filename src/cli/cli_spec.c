@@ -77,5 +77,7 @@ void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, rw_spec_params *p) {
     const double step = all - block - embd;
     if (step <= 0) return;
     p->draft_cost = (float)((block + head) / step);
-    p->catch_up_cost = (float)(block / step);
+    /* catch-up rows go through the block together, as a prefill: about a
+     * quarter of a decode step's cost per row (spec_rule.c's CATCH_UP) */
+    p->catch_up_cost = (float)(0.25 * block / step);
 }
