@@ -1,6 +1,6 @@
 /* bench_spec.c - `rewind bench spec TARGET [--draft DRAFT]
  * [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N]
- * [--k 1,2,4,8] [--threads N] [--prompt N] [--repeat N] [--gen N] [--reps R]
+ * [--k 1,2,4,8] [--threads N] [--prompt N] [--repeat N] [--repeat-penalty X] [--gen N] [--reps R]
  * [--seqs N] [--kv f32|f16] [--json]`.
  *
  * Speculative decoding (engine/spec.h) on TARGET:
@@ -23,7 +23,9 @@
  * times one MTP draft token (the block chained on its own row, with the
  * output head) and one catch-up row (the block alone, in a pass of 16)
  * relative to the decode step. --repeat N makes the prompt one block of N
- * tokens said again and again (what n-gram drafts feed on).
+ * tokens said again and again (what n-gram drafts feed on);
+ * --repeat-penalty X (< 1 rewards repeats: a random model then loops over
+ * the prompt's tokens) goes to every run's sampler, plain ones too.
  * Greedy decoding everywhere; the tokens are the same with and without a
  * draft (tests/engine/test_spec.c), so only the time differs. --json prints
  * all of it as one JSON object instead of the text. */
@@ -48,8 +50,9 @@ static double now_s(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: rewind bench spec TARGET [--draft DRAFT] [--k 1,2,4,8] [--threads N] [--prompt N] "
-                    "[--gen N] [--reps R] [--seqs N] [--kv f32|f16] [--json]\n");
+    fprintf(stderr, "usage: rewind bench spec TARGET [--draft DRAFT] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] "
+                    "[--spec-ngram-min-hits N] [--k 1,2,4,8] [--threads N] [--prompt N] [--repeat N] "
+                    "[--repeat-penalty X] [--gen N] [--reps R] [--seqs N] [--kv f32|f16] [--json]\n");
     return 2;
 }
 
@@ -60,6 +63,7 @@ typedef struct {
     rw_threadpool *pool;
     const int32_t *prompt;
     int64_t n_prompt, n_gen;
+    float repeat_penalty; /* every run's sampler (0: off) */
 } setup;
 
 typedef struct {
@@ -79,6 +83,7 @@ static rw_status run_decode(const setup *su, const rw_spec_params *pp, int n, re
     int64_t *budget = calloc((size_t)n, sizeof *budget);
     float *logits = malloc((size_t)n * (size_t)nv * sizeof(float));
     rw_sampler_params sp = rw_sampler_params_default();
+    if (su->repeat_penalty > 0) sp.repeat_penalty = su->repeat_penalty;
     rw_status st = RW_OK;
     memset(res, 0, sizeof *res);
     if (!seqs || !smp || !spec || !items || !tok || !budget || !logits) {
@@ -165,6 +170,7 @@ done:
 int rw_bench_spec(int argc, char **argv) {
     const char *path = NULL, *draft_path = NULL, *klist = "1,2,4,8";
     long threads = 0, n_prompt = 64, n_gen = 32, reps = 5, n_seqs = 8, repeat = 0;
+    float repeat_penalty = 0;
     rw_spec_params spp = rw_spec_params_default();
     rw_kv_type kv = RW_KV_F16;
     bool json = false;
@@ -189,6 +195,13 @@ int rw_bench_spec(int argc, char **argv) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--repeat-penalty") && has_val) {
+            char *end;
+            repeat_penalty = strtof(argv[++i], &end);
+            if (*end || !(repeat_penalty > 0 && repeat_penalty <= 100)) {
+                rw_cli_error(CMD, "--repeat-penalty needs a number in (0, 100]");
+                return 2;
+            }
         } else if (!strcmp(a, "--repeat") && has_val) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &repeat)) return 2;
         } else if (!strncmp(a, "--spec", 6)) {
@@ -271,6 +284,7 @@ int rw_bench_spec(int argc, char **argv) {
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
         rw_json_key(&jw, "reps"), rw_json_int(&jw, reps);
         rw_json_key(&jw, "repeat"), rw_json_int(&jw, repeat);
+        rw_json_key(&jw, "repeat_penalty"), rw_json_double(&jw, repeat_penalty, 4);
         rw_json_key(&jw, "spec_mtp"), rw_json_bool(&jw, (spp.sources & RW_SPEC_MTP) != 0);
         rw_json_key(&jw, "spec_ngram"), rw_json_bool(&jw, (spp.sources & RW_SPEC_NGRAM) != 0);
     } else {
@@ -382,7 +396,8 @@ int rw_bench_spec(int argc, char **argv) {
     }
 
     /* 2 and 3. decoding */
-    setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen};
+    setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen,
+                .repeat_penalty = repeat_penalty};
     rw_spec_params srcf = spp, srca = spp; /* --spec: K = 4 fixed and adaptive */
     rw_cli_spec_costs(g, m, &srca);
     srcf.k_max = srca.k_max = 4;
