@@ -2,6 +2,7 @@
  * adaptive rule). */
 #include "engine/spec.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,9 @@ struct rw_spec_seq {
     rw_spec_stats st;
     rw_spec_end_fn end; /* may be NULL */
     void *end_ctx;
+    rw_spec_mask_fn mask; /* may be NULL */
+    void *mask_ctx;
+    float *mlogits; /* [k_max + 1][n_vocab] the verify rows masked; owned, with a constraint only */
 };
 
 rw_spec_params rw_spec_params_default(void) {
@@ -130,7 +134,18 @@ void rw_spec_seq_free(rw_spec_seq *s) {
     free(s->dlogits);
     free(s->feed);
     free(s->mh);
+    free(s->mlogits);
     free(s);
+}
+
+rw_status rw_spec_seq_set_constraint(rw_spec_seq *s, rw_spec_mask_fn fn, void *ctx, rw_error *err) {
+    if (fn && !s->mlogits) {
+        s->mlogits = malloc((size_t)(s->p.k_max + 1) * (size_t)s->n_vocab * sizeof(float));
+        if (!s->mlogits) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    s->mask = fn;
+    s->mask_ctx = ctx;
+    return RW_OK;
 }
 
 rw_status rw_spec_seq_start(rw_spec_seq *s, int32_t last, rw_error *err) {
@@ -232,7 +247,12 @@ static rw_status finish(rw_spec_seq *s, int64_t len0, rw_threadpool *pool, rw_er
 static void take_ngram(rw_spec_seq *s) {
     s->ngram_step = false;
     if (s->k <= 0 || !(s->src & RW_SPEC_NGRAM)) return;
-    const int32_t g = ngram_draft(s, s->k, s->vtok + 1);
+    int32_t g = ngram_draft(s, s->k, s->vtok + 1);
+    /* a constraint cuts the draft where it would break it */
+    for (int32_t j = 0; s->mask && j < g; j++) {
+        memset(s->dlogits, 0, (size_t)s->n_vocab * sizeof *s->dlogits);
+        if (!s->mask(s->mask_ctx, s->vtok + 1, j, s->dlogits) || s->dlogits[s->vtok[j + 1]] == -INFINITY) g = j;
+    }
     const bool model_based = s->dmodel || (s->src & RW_SPEC_MTP);
     if (g == 0 || (g < s->k && model_based)) {
         if (!model_based) s->k = 0; /* nothing to draft with: a plain step */
@@ -315,6 +335,12 @@ rw_status rw_spec_draft(rw_model *draft_model, rw_spec_seq *const *seqs, const i
         for (int i = 0; i < n; i++) {
             rw_spec_seq *s = seqs[i];
             if (s->ngram_step || s->k <= j) continue;
+            /* the constraint first: a draft never breaks it; where nothing may
+             * follow, the drafts stop (the verify pass checks the j so far) */
+            if (s->mask && !s->mask(s->mask_ctx, s->vtok + 1, j, s->dlogits)) {
+                s->k = j;
+                continue;
+            }
             int32_t d;
             if (s->greedy)
                 d = rw_sampler_sample(s->dsampler, s->dlogits);
@@ -351,8 +377,15 @@ rw_batch_item rw_spec_seq_verify_item(rw_spec_seq *s) {
 rw_status rw_spec_seq_accept(rw_spec_seq *s, rw_threadpool *pool, rw_error *err) {
     if (rw_model_seq_length(s->target) != s->len0 + s->k + 1)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "speculative: the verify pass did not run");
+    const float *rows = s->logits;
+    if (s->mask) { /* row i: after the drafts before it (allowed: they were masked) */
+        const size_t nv = (size_t)s->n_vocab;
+        memcpy(s->mlogits, s->logits, (size_t)(s->k + 1) * nv * sizeof(float));
+        for (int32_t i = 0; i <= s->k; i++) s->mask(s->mask_ctx, s->vtok + 1, i, s->mlogits + (size_t)i * nv);
+        rows = s->mlogits;
+    }
     rw_status st =
-        rw_spec_verify(s->sampler, s->logits, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out, err);
+        rw_spec_verify(s->sampler, rows, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out, err);
     if (!st) st = finish(s, s->len0, pool, err);
     return st;
 }
@@ -403,9 +436,11 @@ rw_status rw_spec_seq_set_draft(rw_spec_seq *s, rw_model_seq *draft, rw_error *e
 
 int32_t rw_spec_seq_output(const rw_spec_seq *s, const int32_t **tokens, const float **logits) {
     *tokens = s->out;
-    *logits = s->logits;
+    *logits = s->mask ? s->mlogits : s->logits;
     return s->n_out;
 }
+
+const float *rw_spec_seq_raw_logits(const rw_spec_seq *s) { return s->logits; }
 
 rw_spec_stats rw_spec_seq_stats(const rw_spec_seq *s) { return s->st; }
 

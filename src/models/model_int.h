@@ -101,6 +101,10 @@ struct rw_model {
      *                      position 0..len-1 (f32, key half and value half
      *                      of one "kv" head), the block's second input. */
     bool mtp_avail, mtp_on;
+    /* what the public API opened with the model (src/api: file, tokenizer,
+     * template); NULL for rw_model_load. Owned by rw_model_close, which
+     * frees it after rw_model_free. */
+    void *api;
 };
 
 /* States a sequence of m holds: n_layer, + 2 with the MTP block on. */
