@@ -18,7 +18,8 @@
  *   3. the same with --seqs sequences (default 8, 0 = skip) decoding
  *      together: plain = one batched pass per step; speculative = batched
  *      draft passes and one batched verify pass (rw_spec_step).
- * --spec adds runs with those sources at K = 4 fixed and adaptive (the
+ * --spec adds runs with those sources at K = 4 fixed and adaptive, instead
+ * of the self-draft one (the
  * rule's costs from the file: rw_cli_spec_costs); with mtp, part 1 also
  * times one MTP draft token (the block chained on its own row, with the
  * output head) and one catch-up row (the block alone, in a pass of 16)
@@ -425,7 +426,7 @@ int rw_bench_spec(int argc, char **argv) {
             const rw_spec_params *pp;
             bool spec;
         } runs[] = {{"plain", NULL, NULL, false},
-                    {"self-draft K=4", m, &fixed4, true},
+                    {"self-draft K=4", m, &fixed4, spp.sources == 0}, /* skipped with --spec: its runs are the point */
                     {"draft K=4 fixed", dm, &fixed4, dm != NULL},
                     {"draft adaptive<=4", dm, &adapt, dm != NULL},
                     {"--spec K=4 fixed", NULL, &srcf, spp.sources != 0},
