@@ -1,5 +1,6 @@
 /* engine_spec.c - speculative decoding inside the scheduler (engine.h,
- * engine/spec.h).
+ * engine/spec.h), with a draft model or the sources of
+ * rw_engine_config.spec_sources (the model's MTP block, n-gram drafts).
  *
  * A request gets its rw_spec_seq when it gets its sequence and starts
  * drafting after its first token (sampled from the prompt's logits like any

@@ -1,5 +1,9 @@
-/* spec.h - speculative decoding: a small draft model proposes tokens, the
- * target model checks them all in one forward pass.
+/* spec.h - speculative decoding: a small draft model (or the target's own
+ * MTP block, or an n-gram lookup in the context: RW_SPEC_MTP, RW_SPEC_NGRAM
+ * below; docs/speculative-decoding.md) proposes tokens, the target model
+ * checks them all in one forward pass. What follows is said of a draft
+ * model; the MTP block drafts the same way from the target's own states,
+ * n-gram drafts need no pass at all.
  *
  * One rw_spec_seq drives one generation. The caller owns the target sequence
  * and the target's sampler; the rw_spec_seq owns a draft sequence (same KV
