@@ -31,7 +31,9 @@
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
  * sequence and step (default 4), verified in the step's one batched pass;
- * how many adapts to the measured acceptance unless --draft-fixed.
+ * how many adapts to the measured acceptance unless --draft-fixed. --spec
+ * mtp drafts with the model's own MTP block, --spec ngram by prompt lookup
+ * (docs/speculative-decoding.md).
  *
  * The API key: --api-key-file FILE (its first line), else --api-key KEY
  * (visible in ps), else the environment variable REWIND_API_KEY. The limits
@@ -131,7 +133,8 @@ static int usage(void) {
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE] "
+                    "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
+                    "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
                     "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
@@ -159,6 +162,8 @@ int rw_cmd_serve(int argc, char **argv) {
     bool draft_fixed = false;
     rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
     double write_delay = 1.0;
+    rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
+    spp.draft_cost = 0;
     size_t cache_dir_bytes = (size_t)16 << 30;
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -230,6 +235,13 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
         } else if (!strcmp(a, "--draft-fixed")) {
             draft_fixed = true;
+        } else if (!strncmp(a, "--spec", 6)) {
+            bool matched;
+            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
+            if (!matched) {
+                rw_cli_error(CMD, "unknown option or missing value: %s", a);
+                return usage();
+            }
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -254,6 +266,7 @@ int rw_cmd_serve(int argc, char **argv) {
     rw_server *s = NULL;
     rw_error err = {0};
     int rc = 1;
+    rw_cli_spec_costs(sv.g, sv.m, &spp);
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,
@@ -271,7 +284,11 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,
                                  .draft_fixed = draft_fixed,
-                                 .draft_cost = rw_cli_draft_cost(sv.dg, sv.g)};
+                                 .draft_cost = sv.dm ? rw_cli_draft_cost(sv.dg, sv.g) : spp.draft_cost,
+                                 .spec_sources = spp.sources,
+                                 .ngram_n = spp.ngram_n,
+                                 .ngram_min_hits = spp.ngram_min_hits,
+                                 .catch_up_cost = spp.catch_up_cost};
     if (rw_engine_new(sv.m, sv.tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
@@ -294,6 +311,11 @@ int rw_cmd_serve(int argc, char **argv) {
     if (draft_path)
         fprintf(stderr, "rewind serve: speculative decoding with draft %s (up to %ld tokens, %s)\n", draft_path,
                 draft_max, draft_fixed ? "fixed" : "adaptive");
+    if (spp.sources)
+        fprintf(stderr, "rewind serve: speculative decoding with %s%s%s (up to %ld tokens, %s)\n",
+                spp.sources & RW_SPEC_MTP ? "the model's MTP block" : "",
+                spp.sources == (RW_SPEC_MTP | RW_SPEC_NGRAM) ? " and " : "",
+                spp.sources & RW_SPEC_NGRAM ? "n-gram lookup" : "", draft_max, draft_fixed ? "fixed" : "adaptive");
     fflush(stderr);
     int expect = 0;
     if (atomic_compare_exchange_strong(&phase, &expect, 1)) /* else a signal came first: it exits */

@@ -73,12 +73,29 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
                              (long long)rw_model_get_hparams(cfg->draft)->n_vocab,
                              (long long)rw_model_get_hparams(m)->n_vocab);
     }
+    if (cfg->spec_sources & ~(unsigned)(RW_SPEC_MTP | RW_SPEC_NGRAM))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: unknown draft source");
+    if ((cfg->spec_sources & RW_SPEC_MTP) && cfg->draft)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "MTP drafts and a draft model cannot be combined");
+    if (cfg->spec_sources && (cfg->draft_max < 0 || cfg->draft_max > RW_SPEC_MAX_K || cfg->ngram_n < 0 ||
+                              cfg->ngram_n > 64 || cfg->ngram_min_hits < 0))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "draft-max must be in [1, %d], the n-gram length in [1, 64]",
+                         RW_SPEC_MAX_K);
+    if (cfg->spec_sources & RW_SPEC_MTP) {
+        rw_status mst = rw_model_enable_mtp(m, err);
+        if (mst) return mst;
+    }
     rw_engine *e = calloc(1, sizeof *e);
     if (!e) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     e->spec = rw_spec_params_default();
     if (cfg->draft_max > 0) e->spec.k_max = cfg->draft_max;
     e->spec.adaptive = !cfg->draft_fixed;
     if (cfg->draft_cost > 0) e->spec.draft_cost = cfg->draft_cost;
+    else if (cfg->spec_sources == RW_SPEC_NGRAM && !cfg->draft) e->spec.draft_cost = 0; /* lookups are free */
+    e->spec.sources = cfg->spec_sources;
+    if (cfg->ngram_n > 0) e->spec.ngram_n = cfg->ngram_n;
+    if (cfg->ngram_min_hits > 0) e->spec.ngram_min_hits = cfg->ngram_min_hits;
+    if (cfg->catch_up_cost > 0) e->spec.catch_up_cost = cfg->catch_up_cost;
     e->m = m;
     e->tok = tok;
     e->cfg = *cfg;
@@ -298,7 +315,7 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->queued = e->n_queued;
     pthread_mutex_unlock(&e->mu);
     out->cache_enabled = e->pcache != NULL;
-    out->spec_enabled = e->cfg.draft != NULL;
+    out->spec_enabled = e->cfg.draft != NULL || e->cfg.spec_sources;
     if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
 }
 

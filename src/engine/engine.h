@@ -77,6 +77,15 @@ typedef struct {
      * rw_engine_cancel_id of a running request returns at once (it leaves
      * at the next step without another event). */
     bool manual;
+    /* Draft sources besides (or instead of) a draft model (engine/spec.h):
+     * RW_SPEC_MTP (the model's MTP block; rw_engine_new enables it, so no
+     * sequence of m may exist yet; not with a draft model), RW_SPEC_NGRAM
+     * (prompt lookup, ngram_n / ngram_min_hits, 0 = defaults); 0 = none.
+     * catch_up_cost: one token the MTP block catches up on / a decode step
+     * (<= 0: a quarter of draft_cost). */
+    unsigned spec_sources;
+    int ngram_n, ngram_min_hits;
+    float catch_up_cost;
 } rw_engine_config;
 
 /* The stop strings of one request together, in bytes (each request builds an
