@@ -1,7 +1,7 @@
 /* cmd_serve.c - `rewind serve MODEL [--host 127.0.0.1] [--port 8080]
  * [--parallel N] [--ctx N] [--threads N] [--api-key KEY] [--kv f32|f16]
  * [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]
- * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]
+ * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] [--replica-id NAME]
  * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
@@ -13,7 +13,11 @@
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
  * sequence and step (default 4), verified in the step's one batched pass;
- * how many adapts to the measured acceptance unless --draft-fixed. */
+ * how many adapts to the measured acceptance unless --draft-fixed.
+ *
+ * --replica-id: this server's name behind a load balancer (docs/scale-out.md),
+ * sent as the X-Rewind-Replica header of every response and in /metrics;
+ * default HOSTNAME:PORT. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +53,7 @@ static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
-                    "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
+                    "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] [--replica-id NAME] "
                     "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
 }
@@ -57,7 +61,7 @@ static int usage(void) {
 int rw_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 256;
-    const char *cache_dir = NULL, *draft_path = NULL;
+    const char *cache_dir = NULL, *draft_path = NULL, *replica_id = NULL;
     long draft_max = 4;
     bool draft_fixed = false;
     size_t cache_dir_bytes = (size_t)16 << 30;
@@ -96,6 +100,8 @@ int rw_cmd_serve(int argc, char **argv) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
             cache_dir = argv[++i];
+        } else if (!strcmp(a, "--replica-id") && v) {
+            replica_id = argv[++i];
         } else if (!strcmp(a, "--draft") && v) {
             draft_path = argv[++i];
         } else if (!strcmp(a, "--draft-max") && v) {
@@ -146,7 +152,8 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .api_key = api_key,
                                  .model_id = base,
                                  .max_body_bytes = (size_t)max_body,
-                                 .max_connections = (int)max_conn};
+                                 .max_connections = (int)max_conn,
+                                 .replica_id = replica_id};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",

@@ -76,6 +76,7 @@ static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, int st
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", content_type);
+    MHD_add_response_header(resp, "X-Rewind-Replica", s->replica_id);
     if (allow) MHD_add_response_header(resp, "Allow", allow);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
@@ -144,6 +145,7 @@ static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool cha
         }
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_add_response_header(resp, "X-Rewind-Replica", s->replica_id);
         enum MHD_Result ret = MHD_queue_response(c, 200, resp);
         MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
         count_status(s, 200);
@@ -384,6 +386,7 @@ static void free_server(rw_server *s) {
     free(s->model_id);
     free(s->api_key);
     free(s->host);
+    free(s->replica_id);
     free(s);
 }
 
@@ -423,6 +426,20 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
         close(s->listen_fd);
         free_server(s);
         return rw_errorf(err, RW_ERR_IO, "cannot start the HTTP daemon");
+    }
+    if (cfg->replica_id && cfg->replica_id[0]) {
+        s->replica_id = strdup(cfg->replica_id);
+    } else { /* HOSTNAME:PORT, known only once bound (port 0 = any) */
+        char host[256] = "localhost", id[300];
+        if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "localhost");
+        host[sizeof host - 1] = 0;
+        snprintf(id, sizeof id, "%s:%d", host, s->port);
+        s->replica_id = strdup(id);
+    }
+    if (!s->replica_id) {
+        MHD_stop_daemon(s->daemon);
+        free_server(s);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     *out = s;
     return RW_OK;

@@ -8,6 +8,9 @@
  * (unknown route), 405 (known route, wrong method), 413 (body over
  * max_body_bytes), 429 (engine queue full), 500.
  *
+ * Every response carries X-Rewind-Replica (rw_server_config.replica_id), so
+ * a client or test behind a balancer sees which replica answered.
+ *
  * One thread per connection: a request's handler blocks until its result is
  * complete (or streams it as server-sent events from a content reader), and
  * polls the socket while it waits, so a client that goes away cancels its
@@ -31,6 +34,8 @@ typedef struct {
     const char *model_id;  /* the model's name in responses and /v1/models */
     size_t max_body_bytes; /* 0 = 8 MiB */
     int max_connections;   /* 0 = 256 */
+    const char *replica_id; /* this server's name behind a load balancer, sent as the X-Rewind-Replica header of
+                             * every response and in /metrics' rewind_replica_info; NULL = "HOSTNAME:PORT" */
 } rw_server_config;
 
 typedef struct rw_server rw_server;

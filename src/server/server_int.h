@@ -16,7 +16,7 @@ struct rw_server {
     rw_engine *engine;
     const rw_tokenizer *tok;
     const rw_chat_template *tmpl;
-    char *bos, *eos, *model_id, *api_key, *host; /* owned copies */
+    char *bos, *eos, *model_id, *api_key, *host, *replica_id; /* owned copies */
     size_t max_body;
     int port;
     struct MHD_Daemon *daemon;
