@@ -49,11 +49,11 @@ turn() { # USER QUESTION NOTE
   local u=$1 q=$2 note=$3 f="$W/$u.$((${#rows[@]} + 1))"
   MSGS[$u]="${MSGS[$u]},{\"role\":\"user\",\"content\":\"$q\"}"
   local t0=$EPOCHREALTIME ttft= line
-  printf '{"messages":[%s],"max_tokens":%s,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' \
+  printf '{"messages":[%s],"max_tokens":%s,"temperature":0,"return_token_ids":true,"stream":true,"stream_options":{"include_usage":true}}' \
     "${MSGS[$u]}" "$MAXTOK" > "$f.req"
   : > "$f.sse"
-  while IFS= read -r line; do
-    if [ -z "$ttft" ] && [[ "$line" == *'"content":"'?* ]]; then ttft=$EPOCHREALTIME; fi
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [ -z "$ttft" ] && [[ $line =~ \"token_ids\":\[[0-9] ]]; then ttft=$EPOCHREALTIME; fi
     printf '%s\n' "$line" >> "$f.sse"
   done < <(curl -sN --max-time 600 -D "$f.h" "http://127.0.0.1:$P/v1/chat/completions" -d @"$f.req")
   local rep text prompt cached ms
@@ -61,7 +61,8 @@ turn() { # USER QUESTION NOTE
   prompt=$(grep -o '"prompt_tokens":[0-9]*' "$f.sse" | tail -1 | sed 's/.*://')
   cached=$(grep -o '"cached_tokens":[0-9]*' "$f.sse" | tail -1 | sed 's/.*://')
   # the answer's text: the content pieces of the stream, kept JSON-escaped
-  text=$(grep -o '"content":"\([^"\\]\|\\.\)*"' "$f.sse" | sed 's/^"content":"//; s/"$//' | tr -d '\n')
+  # the answer goes back as history, without U+0000 (the server refuses it in JSON input)
+  text=$(grep -o '"content":"\([^"\\]\|\\.\)*"' "$f.sse" | sed 's/^"content":"//; s/"$//; s/\\u0000//g' | tr -d '\n')
   MSGS[$u]="${MSGS[$u]},{\"role\":\"assistant\",\"content\":\"$text\"}"
   ms=$(awk -v a="$t0" -v b="${ttft:-$EPOCHREALTIME}" 'BEGIN { printf "%.0f", (b - a) * 1000 }')
   rows+=("$(printf '%-6s %-8s %7s ms %6s / %-6s %s' "$u" "${rep:-?}" "$ms" "${cached:-?}" "${prompt:-?}" "$note")")

@@ -64,7 +64,8 @@ ask() {
   grep -o '"content":"\([^"\\]\|\\.\)*"' "$f.json" | sed 's/^"content"://' > "$f.text"
   grep -o '"cached_tokens":[0-9]*' "$f.json" | sed 's/.*://' > "$f.cached"
   tr -d '\r' < "$f.h" | sed -n 's/^X-Rewind-Replica: //Ip' > "$f.replica"
-  printf ',{"role":"assistant","content":%s}' "$(cat "$f.text")" >> "$msgs"
+  # the answer goes back as the next turn's history; without U+0000, which the server's JSON parser refuses
+  printf ',{"role":"assistant","content":%s}' "$(sed 's/\\u0000//g' "$f.text")" >> "$msgs"
 }
 replica() { cat "$d/cl.$1.$2.replica"; }
 cached() { cat "$d/cl.$1.$2.cached"; }
