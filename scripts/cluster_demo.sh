@@ -10,6 +10,7 @@
 # streamed token) and cached / prompt tokens (the server's usage), then
 # each replica's counters.
 #
+# RW_DEMO_THREADS: threads per replica (1); RW_DEMO_TOKENS: tokens per answer (8).
 # Without MODEL it uses demo.sh's model (Qwen3.5-0.8B shapes, random
 # weights, made once by `rewind synth` in build/demo/).
 set -euo pipefail
@@ -25,7 +26,7 @@ if [ ! -f "$M" ]; then
 fi
 DIR="$ROOT/build/cluster-demo"
 rm -rf "$DIR/cache"
-scripts/cluster.sh up --dir "$DIR" --model "$M" -- --ctx 4096 --threads 1 --parallel 4
+scripts/cluster.sh up --dir "$DIR" --model "$M" -- --ctx 4096 --threads "${RW_DEMO_THREADS:-1}" --parallel 4
 trap 'scripts/cluster.sh down --dir "$DIR" >/dev/null' EXIT
 . "$DIR/cluster.env"
 P=$CLUSTER_PORT
