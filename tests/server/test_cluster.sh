@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Replicas behind nginx (scripts/cluster.sh, deploy/nginx; docs/scale-out.md):
-# 3 replicas of a hybrid fixture model sharing one --cache-dir, nginx routing
-# by the njs prefix key on a consistent-hash ring. 20 conversations of 4 chat
-# turns (keyed by X-Session-Id, by `user`, or by their system prompt):
+# 3 replicas of a hybrid fixture model (qwen35 Q8_0) sharing one
+# --cache-dir, nginx routing by the njs prefix key on a consistent-hash ring.
+# 20 conversations of 4 chat turns, each turn of all 20 sent at once (keyed
+# by X-Session-Id, by `user`, or by their system prompt):
 #   - affinity: turns 2 and 3 land on the replica of turn 1 (X-Rewind-Replica,
 #     the replica's own name) and find their prefix in its cache; each
 #     replica's rewind_requests_finished_total equals the requests that named
@@ -22,7 +23,7 @@
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
-F="$FIX/qwen35/qwen35-F32.gguf"
+F="$FIX/qwen35/qwen35-Q8_0.gguf"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ -f "$F" ] || { echo "skipped: no $F"; exit 77; }
 command -v curl >/dev/null || { echo "skipped: no curl (scripts/setup.sh installs it)"; exit 77; }
@@ -61,13 +62,20 @@ ask() {
   esac
   curl -s --max-time 60 -D "$f.h" -o "$f.json" "${hdr[@]}" "http://127.0.0.1:$port/v1/chat/completions" \
     -d "{\"messages\":[$(cat "$msgs")],\"max_tokens\":4,\"temperature\":0,\"return_token_ids\":true$extra}"
-  grep -q '"token_ids"' "$f.json" || fail "$tag conversation $c turn $t: $(cat "$f.json")"
+  grep -q '"token_ids"' "$f.json" || { echo "$tag conversation $c turn $t: $(cat "$f.json")" > "$d/error"; return 1; }
   grep -o '"token_ids":\[[0-9,]*\]' "$f.json" > "$f.ids"
   grep -o '"content":"\([^"\\]\|\\.\)*"' "$f.json" | sed 's/^"content"://' > "$f.text"
   grep -o '"cached_tokens":[0-9]*' "$f.json" | sed 's/.*://' > "$f.cached"
   tr -d '\r' < "$f.h" | sed -n 's/^X-Rewind-Replica: //Ip' > "$f.replica"
   # the answer goes back as the next turn's history; without U+0000, which the server's JSON parser refuses
   printf ',{"role":"assistant","content":%s}' "$(sed 's/\\u0000//g' "$f.text")" >> "$msgs"
+}
+turn() { # TAG PORT T: turn T of every conversation at once (the server batches them)
+  local c pids=""
+  for c in $(seq 1 $NC); do ask "$1" "$2" "$c" "$3" & pids="$pids $!"; done
+  for c in $pids; do wait "$c"; done
+  [ -f "$d/error" ] && fail "$(cat "$d/error")"
+  return 0
 }
 replica() { cat "$d/cl.$1.$2.replica"; }
 cached() { cat "$d/cl.$1.$2.cached"; }
@@ -79,7 +87,7 @@ same_as_single() { # C T
 # the reference: one server holding every conversation
 serve_start "$d/one.log" "$F" "${OPTS[@]}"
 pid=$serve_pid
-for t in 1 2 3 4; do for c in $(seq 1 $NC); do ask one "$serve_port" "$c" "$t"; done; done
+for t in 1 2 3 4; do turn one "$serve_port" "$t"; done
 kill -TERM "$pid"; wait "$pid"; pid=
 
 RW_NO_INSTALL=1 "$ROOT/scripts/cluster.sh" up --dir "$d/cl" --model "$F" -- "${OPTS[@]}" > "$d/up.log" 2>&1 ||
@@ -88,7 +96,10 @@ RW_NO_INSTALL=1 "$ROOT/scripts/cluster.sh" up --dir "$d/cl" --model "$F" -- "${O
 P=$CLUSTER_PORT
 
 # turns 1-3: affinity, prefix hits on the replica, same answers
-for t in 1 2 3; do for c in $(seq 1 $NC); do ask cl "$P" "$c" "$t"; same_as_single "$c" "$t"; done; done
+for t in 1 2 3; do
+  turn cl "$P" "$t"
+  for c in $(seq 1 $NC); do same_as_single "$c" "$t"; done
+done
 for c in $(seq 1 $NC); do
   r=$(replica "$c" 1)
   [ -n "$r" ] || fail "conversation $c: no X-Rewind-Replica header"
@@ -129,8 +140,8 @@ if [ -n "$(find "$d/cl/cache" -name '*.rws' -newer "$d/mark")" ]; then
 fi
 kill -KILL "$vpid"; while kill -0 "$vpid" 2>/dev/null; do sleep 0.05; done
 moved=0
+turn cl "$P" 4
 for c in $(seq 1 $NC); do
-  ask cl "$P" "$c" 4
   same_as_single "$c" 4
   now=$(replica "$c" 4) before=$(replica "$c" 3)
   [ -n "$now" ] || fail "conversation $c turn 4: no answer from a replica"
@@ -187,4 +198,10 @@ k2=$(key /v1/chat/completions '{"messages":[],"user":"u1"}')
 expect_key "$k1" "$k2" "user field"
 k1=$(key /v1/completions '{"prompt":"abc","user":"u1"}' "X-Session-Id: s1")
 case "$k1" in session\ *) ;; *) fail "X-Session-Id does not take precedence: '$k1'" ;; esac
+
+# the replicas stop cleanly (under the sanitizers: no report in their logs)
+RW_NO_INSTALL=1 "$ROOT/scripts/cluster.sh" down --dir "$d/cl" > /dev/null 2>&1
+for l in "$d/one.log" "$d"/cl/r*.log; do
+  grep -q -e 'ERROR: AddressSanitizer' -e 'ERROR: LeakSanitizer' -e 'runtime error' "$l" && fail "$(basename "$l"): $(cat "$l")"
+done
 exit 0
