@@ -45,6 +45,16 @@ void eng_req_free(eng_req *r) {
     free(r);
 }
 
+/* The prefix cache's disk tier finished a load or a folder check (its
+ * thread): wake the scheduler if a request waits for it. */
+static void io_notify(void *ctx) {
+    rw_engine *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    e->io_ready = true;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+}
+
 rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_config *cfg, rw_engine **out,
                         rw_error *err) {
     *out = NULL;
@@ -85,10 +95,24 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         free(e);
         return st;
     }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->gvocab_mu, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    pthread_cond_init(&e->step_done, NULL);
     if (cfg->cache_bytes > 0) {
-        const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes, .dir = cfg->cache_dir,
-                                     .dir_bytes = cfg->cache_dir_bytes, .draft = cfg->draft};
+        const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes,
+                                     .dir = cfg->cache_dir,
+                                     .dir_bytes = cfg->cache_dir_bytes,
+                                     .draft = cfg->draft,
+                                     .write_mode = cfg->cache_dir_write,
+                                     .write_delay = cfg->cache_write_delay,
+                                     .flush_seconds = cfg->cache_flush_seconds,
+                                     .notify = io_notify,
+                                     .notify_ctx = e};
         if ((st = rw_pcache_new(m, cfg->kv_type, cfg->n_ctx, &pc, &e->pcache, err))) {
+            pthread_cond_destroy(&e->step_done);
+            pthread_cond_destroy(&e->wake);
+            pthread_mutex_destroy(&e->mu);
             rw_threadpool_free(e->pool);
             free(e->running);
             free(e);
@@ -103,10 +127,6 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     eng_hist_init(&e->stats.ttft, ttft_b, (int)(sizeof ttft_b / sizeof *ttft_b));
     eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
     eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_mutex_init(&e->gvocab_mu, NULL);
-    pthread_cond_init(&e->wake, NULL);
-    pthread_cond_init(&e->step_done, NULL);
     if (pthread_create(&e->thread, NULL, eng_scheduler_main, e)) {
         pthread_cond_destroy(&e->step_done);
         pthread_cond_destroy(&e->wake);

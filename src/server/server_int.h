@@ -159,6 +159,7 @@ typedef struct {
     rw_finish_reason finish;
     char error[256];
     int64_t prompt_tokens, cached_tokens, completion_tokens;
+    int64_t cached_tokens_disk; /* of cached_tokens, from the prefix cache's disk tier */
     bool oom;
     /* the connection thread's own */
     uint64_t engine_id;
