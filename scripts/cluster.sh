@@ -44,8 +44,11 @@ down() {
     nginx -c "$DIR/nginx.conf" -p "$DIR" -e "$DIR/error.log" -s quit 2>/dev/null || kill "$(cat "$DIR/nginx.pid")" 2>/dev/null || true
   fi
   for p in ${REPLICA_PIDS:-}; do kill -TERM "$p" 2>/dev/null || true; done
+  # a replica finishes its pending disk writes before it exits (rewind serve
+  # --shutdown-timeout); past 30 s it is killed
   for p in ${REPLICA_PIDS:-}; do
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
   done
   for _ in $(seq 1 50); do [ -f "$DIR/nginx.pid" ] || break; sleep 0.1; done
   rm -f "$DIR/cluster.env"
