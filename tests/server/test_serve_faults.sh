@@ -23,7 +23,7 @@ ids=$(tr -s ' \n' ' ' < "$FIX/qwen35/qwen35.prompt.ids")
 A=$(echo $ids | cut -d' ' -f1-60)
 
 start() { # MODEL DIR
-  serve_start "$d/log" "$1" --ctx 512 --kv f32 --threads 1 --cache-bytes 64M --cache-dir "$2"
+  serve_start "${log:-$d/log}" "$1" --ctx 512 --kv f32 --threads 1 --cache-bytes 64M --cache-dir "$2"
   pid=$serve_pid port=$serve_port
 }
 stop() { kill -TERM "$pid"; wait "$pid"; pid=; }
@@ -35,51 +35,65 @@ ask() { # IDS N_GEN NAME
   echo "$1" > "$d/$3.prompt"
 }
 expect() { # MODEL NAME N_GEN
-  "$REWIND" generate "$1" --ids "$d/$2.prompt" -n "$3" --print-ids > "$d/want" || fail "generate failed"
-  cmp -s "$d/want" "$d/$2.ids" || fail "$2: server '$(cat "$d/$2.ids")' vs generate '$(cat "$d/want")'"
+  "$REWIND" generate "$1" --ids "$d/$2.prompt" -n "$3" --print-ids > "$d/$2.want" || fail "generate failed"
+  cmp -s "$d/$2.want" "$d/$2.ids" || fail "$2: server '$(cat "$d/$2.ids")' vs generate '$(cat "$d/$2.want")'"
 }
 metric() { curl -s "http://127.0.0.1:$port/metrics" | grep "^$1" | sed 's/.* //'; }
-first_turn() { # DIR -> the folder holds the first turn's entry; $d/t1.ids its answer
-  start "$F" "$1"; ask "$A" 6 t1; expect "$F" t1 6; stop
+first_turn() { # DIR [NAME] -> the folder holds the first turn's entry; $d/NAME.ids its answer
+  local t=${2:-t1}
+  start "$F" "$1"; ask "$A" 6 $t; expect "$F" $t 6; stop
   ls "$1"/*.rwc > /dev/null 2>&1 || fail "nothing written to $1"
 }
-second_turn() { # NAME: the next turn must be right, with nothing from disk
+second_turn() { # NAME FIRST: the next turn must be right, with nothing from disk
   start "$F" "$dir"
-  ask "$A $(cat "$d/t1.ids") $(echo $ids | cut -d' ' -f61-70)" 4 "$1"
+  ask "$A $(cat "$d/$2.ids") $(echo $ids | cut -d' ' -f61-70)" 4 "$1"
   expect "$F" "$1" 4
   c=$(grep -o '"cached_tokens_disk":[0-9]*' "$d/$1.json" | sed 's/.*://')
   [ "$c" = 0 ] || fail "$1: $c tokens taken from a bad file"
 }
 
-# bit flips (in the header, the state, the logits' end) and a truncation
-for fault in flip-head flip-state flip-tail truncate other-model; do
+# bit flips (in the header, the state, the logits' end), a truncation, and
+# another model's file: each in a subshell of its own, at once
+one_fault() {
+  local fault=$1
+  log="$d/log-$fault"
   dir="$d/c-$fault"
-  first_turn "$dir"
-  f=$(ls "$dir"/*.rwc | head -1)
-  size=$(stat -c %s "$f")
+  first_turn "$dir" "t1-$fault"
+  local f=$(ls "$dir"/*.rwc | head -1)
+  local size=$(stat -c %s "$f") at=0
   case $fault in
     flip-head) at=100 ;;
     flip-state) at=$((size / 2)) ;;
     flip-tail) at=$((size - 3)) ;;
   esac
   case $fault in
-    flip-*) b=$(od -An -tu1 -j "$at" -N1 "$f" | tr -d ' ')
+    flip-*) local b=$(od -An -tu1 -j "$at" -N1 "$f" | tr -d ' ')
             printf "\\$(printf '%03o' $(( b ^ 16 )))" | dd of="$f" bs=1 seek="$at" conv=notrunc 2>/dev/null ;;
     truncate) truncate -s $((size - 1000)) "$f" ;;
     other-model) # the llama model's entry for the same tokens, put in its place
-      ld="$d/llama-cache"; start "$L" "$ld"; ask "$A" 6 l1; stop
+      local ld="$d/llama-cache"; start "$L" "$ld"; ask "$A" 6 l1; stop
       cp "$(ls "$ld"/*.rwc | head -1)" "$f" ;;
   esac
-  second_turn "$fault"
-  inv=$(metric rewind_prefix_cache_disk_invalid_total)
-  [ "$inv" = 1 ] || fail "$fault: $inv invalid files counted: $(cat "$d/log")"
+  second_turn "$fault" "t1-$fault"
+  local inv=$(metric rewind_prefix_cache_disk_invalid_total)
+  [ "$inv" = 1 ] || fail "$fault: $inv invalid files counted: $(cat "$log")"
   stop
   [ -e "$f" ] && fail "$fault: the bad file is still there"
-  [ "$(grep -c 'prefix cache: removing' "$d/log")" = 1 ] || fail "$fault: not said once: $(cat "$d/log")"
+  [ "$(grep -c 'prefix cache: removing' "$log")" = 1 ] || fail "$fault: not said once: $(cat "$log")"
   echo "$fault: refused, counted, removed; the answer is generate's"
+}
+jobs_=
+for fault in flip-head flip-state flip-tail truncate other-model; do
+  ( one_fault $fault ) > "$d/out-$fault" 2>&1 &
+  jobs_="$jobs_ $!"
 done
+bad=0
+for j in $jobs_; do wait "$j" || bad=1; done
+cat "$d"/out-*
+[ $bad = 0 ] || fail "see above"
 
 # a read-only folder: what is there is still read; writes fail, said once
+log="$d/log"
 dir="$d/ro"
 if [ "$(id -u)" = 0 ] && mkdir -p "$dir" && mount -t tmpfs -o size=64m tmpfs "$dir" 2>/dev/null; then
   mnt=$dir

@@ -36,46 +36,73 @@ ask() { # IDS N_GEN NAME -> $d/NAME.{json,ids,prompt}
 }
 field() { grep -o "\"$2\":[0-9]*" "$d/$1.json" | head -1 | sed 's/.*://'; }
 expect() { # MODEL NAME N_GEN
-  "$REWIND" generate "$1" --ids "$d/$2.prompt" -n "$3" --print-ids > "$d/want" || fail "generate failed"
-  cmp -s "$d/want" "$d/$2.ids" || fail "$2: server '$(cat "$d/$2.ids")' vs generate '$(cat "$d/want")'"
+  "$REWIND" generate "$1" --ids "$d/$2.prompt" -n "$3" --print-ids > "$d/$2.want" || fail "generate failed"
+  cmp -s "$d/$2.want" "$d/$2.ids" || fail "$2: server '$(cat "$d/$2.ids")' vs generate '$(cat "$d/$2.want")'"
 }
 
-for arch in llama qwen3 qwen35 qwen35moe qwen3next granitehybrid; do
-  F="$FIX/$arch/$arch-F32.gguf"
+one() { # ARCH TERM|KILL: in a subshell of its own (its own server, log and folder)
+  local arch=$1 how=$2
+  local F="$FIX/$arch/$arch-F32.gguf" log="$d/log-$arch-$how"
   [ -f "$F" ] || fail "no $F"
-  ids=$(tr -s ' \n' ' ' < "$FIX/$arch/$arch.prompt.ids")
-  A=$(echo $ids | cut -d' ' -f1-60)
-  MORE=$(echo $ids | cut -d' ' -f61-80)
+  local ids=$(tr -s ' \n' ' ' < "$FIX/$arch/$arch.prompt.ids")
+  local A=$(echo $ids | cut -d' ' -f1-60) MORE=$(echo $ids | cut -d' ' -f61-80)
+  local dir="$d/cache-$arch-$how"
+  serve_start "$log" "$F" --ctx 512 --kv f32 --threads 1 --parallel 2 --cache-bytes 256M --cache-dir "$dir"
+  pid=$serve_pid port=$serve_port
+  ask "$A" 8 "$arch-$how-1"
+  if [ $how = TERM ]; then
+    kill -TERM "$pid"; wait "$pid"; local rc=$?
+    [ $rc = 0 ] || fail "$arch: SIGTERM exit status $rc: $(cat "$log")"
+    grep -q "rewind serve: stopped" "$log" || fail "$arch: no clean stop: $(cat "$log")"
+  else
+    sleep 2
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+  fi
+  pid=
+  ls "$dir"/*.rwc > /dev/null 2>&1 || fail "$arch/$how: nothing reached the disk tier"
+  serve_start "$log" "$F" --ctx 512 --kv f32 --threads 1 --parallel 2 --cache-bytes 256M --cache-dir "$dir"
+  pid=$serve_pid port=$serve_port
+  local B="$A $(cat "$d/$arch-$how-1.ids") $MORE"
+  ask "$B" 6 "$arch-$how-2"
+  expect "$F" "$arch-$how-2" 6
+  local c=$(field "$arch-$how-2" cached_tokens) cd_=$(field "$arch-$how-2" cached_tokens_disk)
+  [ "${c:-0}" -ge 60 ] || fail "$arch/$how: after the restart only ${c:-0} cached tokens: $(cat "$d/$arch-$how-2.json")"
+  [ "$cd_" = "$c" ] || fail "$arch/$how: $c cached tokens, $cd_ of them from disk"
+  curl -s "http://127.0.0.1:$port/metrics" > "$d/m-$arch-$how"
+  grep -q "rewind_prompt_tokens_cached_total{tier=\"disk\"} $c\$" "$d/m-$arch-$how" ||
+    fail "$arch/$how: metrics: $(grep tier= "$d/m-$arch-$how")"
+  kill -TERM "$pid"; wait "$pid"; pid=
+  echo "$arch $how: second turn $c of $(echo $B | wc -w) prompt tokens from disk, answer = generate's"
+}
+# every architecture and both ways of stopping at once (the waits overlap)
+jobs_=
+for arch in llama qwen3 qwen35 qwen35moe qwen3next granitehybrid; do
   for how in TERM KILL; do
-    dir="$d/cache-$arch-$how"
-    start "$F" "$dir"
-    ask "$A" 8 "$arch-$how-1"
-    if [ $how = TERM ]; then
-      kill -TERM "$pid"; wait "$pid"; rc=$?
-      [ $rc = 0 ] || fail "$arch: SIGTERM exit status $rc: $(cat "$d/log")"
-      grep -q "rewind serve: stopped" "$d/log" || fail "$arch: no clean stop: $(cat "$d/log")"
-    else
-      sleep 2
-      kill -9 "$pid"; wait "$pid" 2>/dev/null
-    fi
-    pid=
-    ls "$dir"/*.rwc > /dev/null 2>&1 || fail "$arch/$how: nothing reached the disk tier"
-    start "$F" "$dir"
-    B="$A $(cat "$d/$arch-$how-1.ids") $MORE"
-    ask "$B" 6 "$arch-$how-2"
-    expect "$F" "$arch-$how-2" 6
-    c=$(field "$arch-$how-2" cached_tokens); cd_=$(field "$arch-$how-2" cached_tokens_disk)
-    [ "${c:-0}" -ge 60 ] || fail "$arch/$how: after the restart only ${c:-0} cached tokens: $(cat "$d/$arch-$how-2.json")"
-    [ "$cd_" = "$c" ] || fail "$arch/$how: $c cached tokens, $cd_ of them from disk"
-    curl -s "http://127.0.0.1:$port/metrics" > "$d/m"
-    grep -q "rewind_prompt_tokens_cached_total{tier=\"disk\"} $c\$" "$d/m" || fail "$arch/$how: metrics: $(grep tier= "$d/m")"
-    kill -TERM "$pid"; wait "$pid"; pid=
-    echo "$arch $how: second turn $c of $(echo $B | wc -w) prompt tokens from disk, answer = generate's"
+    ( one $arch $how ) > "$d/out-$arch-$how" 2>&1 &
+    jobs_="$jobs_ $!"
   done
 done
+bad=0
+for j in $jobs_; do wait "$j" || bad=1; done
+cat "$d"/out-*
+[ $bad = 0 ] || fail "see above"
+
+# --cache-dir-write evict: nothing written while serving, everything at the graceful stop
+F="$FIX/qwen35/qwen35-F32.gguf"
+A=$(echo $(tr -s ' \n' ' ' < "$FIX/qwen35/qwen35.prompt.ids") | cut -d' ' -f1-60)
+start "$F" "$d/cache-evict" --cache-dir-write evict
+ask "$A" 8 ev1
+sleep 1.5
+ls "$d/cache-evict"/*.rwc > /dev/null 2>&1 && fail "evict mode wrote before any eviction"
+kill -TERM "$pid"; wait "$pid"; pid=
+ls "$d/cache-evict"/*.rwc > /dev/null 2>&1 || fail "evict mode: nothing written at the graceful stop"
+start "$F" "$d/cache-evict" --cache-dir-write evict
+ask "$A $(cat "$d/ev1.ids") 5 6 7" 3 ev2; expect "$F" ev2 3
+[ "$(field ev2 cached_tokens_disk)" -ge 60 ] || fail "evict mode: $(cat "$d/ev2.json")"
+kill -TERM "$pid"; wait "$pid"; pid=
+echo "evict mode: written at the stop, read back after the restart"
 
 # entries another configuration cannot use are left alone, not deleted
-F="$FIX/qwen35/qwen35-F32.gguf"
 dir="$d/cache-qwen35-TERM"
 n_before=$(ls "$dir"/*.rwc | wc -l)
 serve_start "$d/log" "$F" --ctx 512 --kv f16 --threads 1 --cache-dir "$dir"; pid=$serve_pid port=$serve_port
