@@ -36,6 +36,7 @@ int rw_bench_serve(int argc, char **argv);
 int rw_bench_spec(int argc, char **argv);
 int rw_bench_state(int argc, char **argv);
 int rw_bench_chat(int argc, char **argv);
+int rw_bench_grammar(int argc, char **argv);
 
 /* Applies RW_KERNELS, RW_NUMERICS and RW_PANELS (main.c; the tests call it too). */
 void rw_cli_apply_env(void);

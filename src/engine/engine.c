@@ -127,7 +127,8 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     eng_hist_init(&e->stats.ttft, ttft_b, (int)(sizeof ttft_b / sizeof *ttft_b));
     eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
     eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
-    if (pthread_create(&e->thread, NULL, eng_scheduler_main, e)) {
+    if (cfg->manual ? !(e->manual_sc = eng_scratch_new(cfg->max_running))
+                    : pthread_create(&e->thread, NULL, eng_scheduler_main, e) != 0) {
         pthread_cond_destroy(&e->step_done);
         pthread_cond_destroy(&e->wake);
         pthread_mutex_destroy(&e->mu);
@@ -135,7 +136,8 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         rw_threadpool_free(e->pool);
         free(e->running);
         free(e);
-        return rw_errorf(err, RW_ERR_INTERNAL, "engine: cannot start the scheduler thread");
+        return cfg->manual ? rw_errorf(err, RW_ERR_NOMEM, "out of memory")
+                           : rw_errorf(err, RW_ERR_INTERNAL, "engine: cannot start the scheduler thread");
     }
     *out = e;
     return RW_OK;
@@ -147,7 +149,8 @@ void rw_engine_free(rw_engine *e) {
     e->stopping = true;
     pthread_cond_broadcast(&e->wake);
     pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thread, NULL);
+    if (e->cfg.manual) eng_scratch_free(e->manual_sc);
+    else pthread_join(e->thread, NULL);
     /* the scheduler has left: what remains is ours */
     for (int i = 0; i < e->n_running; i++) eng_req_free(e->running[i]);
     while (e->queue_head) {
@@ -279,6 +282,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
                 if (e->running[i]->id == id) r = e->running[i];
             if (!r) break;
             r->cancelled = true;
+            if (e->cfg.manual) break; /* no step runs now: it leaves at the next rw_engine_step */
             pthread_cond_signal(&e->wake);
             pthread_cond_wait(&e->step_done, &e->mu);
         }
@@ -296,4 +300,16 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->cache_enabled = e->pcache != NULL;
     out->spec_enabled = e->cfg.draft != NULL;
     if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
+}
+
+int rw_engine_step(rw_engine *e, rw_error *err) {
+    if (!e || !e->cfg.manual) {
+        rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_step: the engine has its own scheduler thread");
+        return -1;
+    }
+    pthread_mutex_lock(&e->mu);
+    eng_step_locked(e, e->manual_sc);
+    int left = e->n_running + e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+    return left;
 }
