@@ -29,6 +29,7 @@ W=$(mktemp -d)
 [ -n "${KEEP:-}" ] && echo "bench cluster: work folder $W (kept)"
 spid=
 trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; scripts/cluster.sh down --dir "$W/cl" >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
+trap 'exit 1' TERM INT
 OPTS=(--ctx 4096 --threads "$THREADS" --parallel "$C")
 
 sys_of() { # conversation C's system prompt (~3 KB)

@@ -37,9 +37,11 @@ done
 have_nginx() { command -v nginx >/dev/null && [ -f "$NGINX_JS_MOD" ]; }
 
 down() {
-  [ -f "$DIR/cluster.env" ] || { echo "cluster: nothing running in $DIR"; return 0; }
+  # cluster.env lists the replicas from their start on (up writes it before
+  # it waits for them), nginx.pid exists while nginx runs
+  [ -f "$DIR/cluster.env" ] || [ -f "$DIR/nginx.pid" ] || { echo "cluster: nothing running in $DIR"; return 0; }
   # shellcheck disable=SC1091
-  . "$DIR/cluster.env"
+  [ -f "$DIR/cluster.env" ] && . "$DIR/cluster.env"
   if [ -f "$DIR/nginx.pid" ]; then
     nginx -c "$DIR/nginx.conf" -p "$DIR" -e "$DIR/error.log" -s quit 2>/dev/null || kill "$(cat "$DIR/nginx.pid")" 2>/dev/null || true
   fi
@@ -63,7 +65,7 @@ up() {
     "$ROOT/scripts/setup.sh"
     have_nginx || { echo "cluster: nginx with the njs module is still missing" >&2; exit 1; }
   fi
-  [ -f "$DIR/cluster.env" ] && down
+  if [ -f "$DIR/cluster.env" ] || [ -f "$DIR/nginx.pid" ]; then down; fi
   mkdir -p "$DIR/cache" "$DIR/tmp"
   local pids="" ports=""
   for i in $(seq 1 "$N"); do
@@ -72,6 +74,7 @@ up() {
     "$REWIND" serve "$MODEL" --port 0 --replica-id "r$i" --cache-dir "$DIR/cache" "${SERVE[@]}" 2> "$log" &
     pids="$pids $!"
   done
+  echo "REPLICA_PIDS=\"${pids# }\"" > "$DIR/cluster.env"
   for i in $(seq 1 "$N"); do
     local pid port=
     pid=$(echo $pids | cut -d' ' -f"$i")

@@ -42,6 +42,7 @@ cleanup() {
 }
 fail() { echo "FAIL: $*"; [ -f "$d/cl/error.log" ] && tail -5 "$d/cl/error.log"; exit 1; }
 trap cleanup EXIT
+trap 'exit 1' TERM INT # a time limit's signal still stops the replicas and nginx
 . "$(dirname "$0")/serve_lib.sh"
 
 NC=20
