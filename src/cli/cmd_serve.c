@@ -5,7 +5,8 @@
  * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE]
  * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
  * [--max-connections-per-ip N] [--max-state-bytes B]
- * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]`: the
+ * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]
+ * [--replica-id NAME]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
  *
@@ -37,7 +38,11 @@
  *
  * The API key: --api-key-file FILE (its first line), else --api-key KEY
  * (visible in ps), else the environment variable REWIND_API_KEY. The limits
- * and the browser policy are in docs/server-security.md. */
+ * and the browser policy are in docs/server-security.md.
+ *
+ * --replica-id: this server's name behind a load balancer (docs/scale-out.md),
+ * sent as the X-Rewind-Replica header of every response and in /metrics;
+ * default HOSTNAME:PORT. */
 
 #include <errno.h>
 #include <pthread.h>
@@ -136,7 +141,7 @@ static int usage(void) {
                     "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
                     "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-                    "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]\n"
+                    "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
@@ -157,7 +162,7 @@ int rw_cmd_serve(int argc, char **argv) {
     pthread_detach(sig_thread);
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
-    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL;
+    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
     bool draft_fixed = false;
     rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
@@ -212,6 +217,8 @@ int rw_cmd_serve(int argc, char **argv) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
             cache_dir = argv[++i];
+        } else if (!strcmp(a, "--replica-id") && v) {
+            replica_id = argv[++i];
         } else if (!strcmp(a, "--cache-dir-write") && v) {
             const char *m = argv[++i];
             if (!strcmp(m, "through")) write_mode = RW_PCACHE_WRITE_THROUGH;
@@ -301,7 +308,8 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .max_connections_per_ip = (int)per_ip,
                                  .header_timeout = (double)header_timeout,
                                  .body_timeout = (double)body_timeout,
-                                 .cors_origin = cors};
+                                 .cors_origin = cors,
+                                 .replica_id = replica_id};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",
