@@ -5,7 +5,8 @@
  * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE]
  * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
  * [--max-connections-per-ip N] [--max-state-bytes B]
- * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]`: the
+ * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]
+ * [--replica-id NAME]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
  *
@@ -31,11 +32,17 @@
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
  * sequence and step (default 4), verified in the step's one batched pass;
- * how many adapts to the measured acceptance unless --draft-fixed.
+ * how many adapts to the measured acceptance unless --draft-fixed. --spec
+ * mtp drafts with the model's own MTP block, --spec ngram by prompt lookup
+ * (docs/speculative-decoding.md).
  *
  * The API key: --api-key-file FILE (its first line), else --api-key KEY
  * (visible in ps), else the environment variable REWIND_API_KEY. The limits
- * and the browser policy are in docs/server-security.md. */
+ * and the browser policy are in docs/server-security.md.
+ *
+ * --replica-id: this server's name behind a load balancer (docs/scale-out.md),
+ * sent as the X-Rewind-Replica header of every response and in /metrics;
+ * default HOSTNAME:PORT. */
 
 #include <errno.h>
 #include <pthread.h>
@@ -131,9 +138,10 @@ static int usage(void) {
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE] "
+                    "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
+                    "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-                    "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]\n"
+                    "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
@@ -154,11 +162,13 @@ int rw_cmd_serve(int argc, char **argv) {
     pthread_detach(sig_thread);
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
-    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL;
+    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
     bool draft_fixed = false;
     rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
     double write_delay = 1.0;
+    rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
+    spp.draft_cost = 0;
     size_t cache_dir_bytes = (size_t)16 << 30;
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -207,6 +217,8 @@ int rw_cmd_serve(int argc, char **argv) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
             cache_dir = argv[++i];
+        } else if (!strcmp(a, "--replica-id") && v) {
+            replica_id = argv[++i];
         } else if (!strcmp(a, "--cache-dir-write") && v) {
             const char *m = argv[++i];
             if (!strcmp(m, "through")) write_mode = RW_PCACHE_WRITE_THROUGH;
@@ -230,6 +242,13 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
         } else if (!strcmp(a, "--draft-fixed")) {
             draft_fixed = true;
+        } else if (!strncmp(a, "--spec", 6)) {
+            bool matched;
+            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
+            if (!matched) {
+                rw_cli_error(CMD, "unknown option or missing value: %s", a);
+                return usage();
+            }
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -254,6 +273,7 @@ int rw_cmd_serve(int argc, char **argv) {
     rw_server *s = NULL;
     rw_error err = {0};
     int rc = 1;
+    rw_cli_spec_costs(sv.g, sv.m, &spp);
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,
@@ -271,7 +291,11 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,
                                  .draft_fixed = draft_fixed,
-                                 .draft_cost = rw_cli_draft_cost(sv.dg, sv.g)};
+                                 .draft_cost = sv.dm ? rw_cli_draft_cost(sv.dg, sv.g) : spp.draft_cost,
+                                 .spec_sources = spp.sources,
+                                 .ngram_n = spp.ngram_n,
+                                 .ngram_min_hits = spp.ngram_min_hits,
+                                 .catch_up_cost = spp.catch_up_cost};
     if (rw_engine_new(sv.m, sv.tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
@@ -284,7 +308,8 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .max_connections_per_ip = (int)per_ip,
                                  .header_timeout = (double)header_timeout,
                                  .body_timeout = (double)body_timeout,
-                                 .cors_origin = cors};
+                                 .cors_origin = cors,
+                                 .replica_id = replica_id};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",
@@ -294,6 +319,11 @@ int rw_cmd_serve(int argc, char **argv) {
     if (draft_path)
         fprintf(stderr, "rewind serve: speculative decoding with draft %s (up to %ld tokens, %s)\n", draft_path,
                 draft_max, draft_fixed ? "fixed" : "adaptive");
+    if (spp.sources)
+        fprintf(stderr, "rewind serve: speculative decoding with %s%s%s (up to %ld tokens, %s)\n",
+                spp.sources & RW_SPEC_MTP ? "the model's MTP block" : "",
+                spp.sources == (RW_SPEC_MTP | RW_SPEC_NGRAM) ? " and " : "",
+                spp.sources & RW_SPEC_NGRAM ? "n-gram lookup" : "", draft_max, draft_fixed ? "fixed" : "adaptive");
     fflush(stderr);
     int expect = 0;
     if (atomic_compare_exchange_strong(&phase, &expect, 1)) /* else a signal came first: it exits */

@@ -72,6 +72,20 @@ typedef struct {
     bool draft_fixed;  /* always draft_max (within the budget): no adaptive rule */
     float draft_cost;  /* one draft pass / one target pass, for the adaptive rule (e.g. the ratio of the
                           files' sizes); <= 0: 0.1 */
+    /* No scheduler thread: the embedder runs every step on its own thread
+     * with rw_engine_step (callbacks then run inside that call), and
+     * rw_engine_cancel_id of a running request returns at once (it leaves
+     * at the next step without another event). */
+    bool manual;
+    /* Draft sources besides (or instead of) a draft model (engine/spec.h):
+     * RW_SPEC_MTP (the model's MTP block; rw_engine_new enables it, so no
+     * sequence of m may exist yet; not with a draft model), RW_SPEC_NGRAM
+     * (prompt lookup, ngram_n / ngram_min_hits, 0 = defaults); 0 = none.
+     * catch_up_cost: one token the MTP block catches up on / a decode step
+     * (<= 0: a quarter of draft_cost). */
+    unsigned spec_sources;
+    int ngram_n, ngram_min_hits;
+    float catch_up_cost;
 } rw_engine_config;
 
 /* The stop strings of one request together, in bytes (each request builds an
@@ -140,6 +154,12 @@ void rw_engine_free(rw_engine *e);
 
 const rw_engine_config *rw_engine_get_config(const rw_engine *e);
 rw_model *rw_engine_get_model(const rw_engine *e); /* the model it runs */
+
+/* cfg.manual only: retires finished requests, admits queued ones and runs
+ * one scheduler step (a forward pass over every running sequence and the
+ * next prompt chunk). Returns the requests still running or queued (0:
+ * idle), or -1 (err set) without cfg.manual. Not concurrently with itself. */
+int rw_engine_step(rw_engine *e, rw_error *err);
 
 /* Queues a request. The prompt is copied. *id identifies it for
  * rw_engine_cancel_id. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the

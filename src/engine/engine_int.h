@@ -80,7 +80,8 @@ struct rw_engine {
     rw_grammar_vocab *gvocab;
     pthread_mutex_t gvocab_mu;
 
-    pthread_t thread;
+    pthread_t thread;         /* not started with cfg.manual */
+    struct eng_scratch *manual_sc; /* cfg.manual: rw_engine_step's scratch, owned */
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* the scheduler waits for work on it */
     pthread_cond_t step_done; /* rw_engine_cancel_id waits on it for a running request to leave */
@@ -100,6 +101,16 @@ struct rw_engine {
 double eng_now(void); /* monotonic seconds */
 void eng_req_free(eng_req *r);
 void *eng_scheduler_main(void *arg);
+
+/* A step's scratch lists (scheduler.c); eng_scratch_new(max_running). */
+typedef struct eng_scratch eng_scratch;
+eng_scratch *eng_scratch_new(int cap);
+void eng_scratch_free(eng_scratch *sc); /* NULL is fine */
+/* With e->mu held (released and taken again inside): retires finished and
+ * cancelled requests, admits queued ones and, unless the engine is stopping
+ * or nothing runs, runs one step. True when it stepped. The scheduler
+ * thread's loop, and rw_engine_step's one iteration (cfg.manual). */
+bool eng_step_locked(rw_engine *e, eng_scratch *sc);
 
 /* engine_seq.c: the one place that gives a request its sequence, and takes
  * it back. eng_seq_for_prompt returns a sequence whose first *n_cached

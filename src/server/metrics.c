@@ -84,6 +84,14 @@ char *srv_metrics_text(rw_server *s) {
     sbuf b = {.cap = 8192};
     if (!(b.buf = malloc(b.cap))) return NULL;
     b.buf[0] = 0;
+    /* the replica's name as a label (quotes and backslashes escaped as the text format wants) */
+    put(&b, "# HELP rewind_replica_info This server's replica name (--replica-id), also its X-Rewind-Replica "
+            "header.\n# TYPE rewind_replica_info gauge\nrewind_replica_info{replica=\"");
+    for (const char *p = s->replica_id; *p; p++) {
+        if (*p == '\n') put(&b, "\\n");
+        else put(&b, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
+    }
+    put(&b, "\"} 1\n");
     put(&b, "# HELP rewind_requests_total HTTP requests answered, by status code.\n"
             "# TYPE rewind_requests_total counter\n");
     for (int code = 0; code < 600; code++)

@@ -35,7 +35,7 @@ struct rw_server {
     rw_engine *engine;
     const rw_tokenizer *tok;
     const rw_chat_template *tmpl;
-    char *bos, *eos, *model_id, *api_key, *host; /* owned copies */
+    char *bos, *eos, *model_id, *api_key, *host, *replica_id; /* owned copies */
     char **cors;   /* allowed origins (owned); "*" = any */
     int n_cors;
     bool loopback; /* bound to a loopback address: the Host header is checked */
