@@ -54,6 +54,10 @@ static const shape many_shapes[] = {{"ffn_up", 1024, 3584}, {"ffn_down", 3584, 1
 static const int64_t few_rows[4] = {2, 4, 8, 16};
 #define REF_MANY_ROWS 16
 
+/* --stored-panels: measure with panels packed once beforehand, as models
+ * held them before issue 20 (a second copy of the weights), for comparison */
+static bool stored_panels;
+
 static const rw_dtype bench_types[] = {
     RW_TYPE_Q8_0, RW_TYPE_Q4_0, RW_TYPE_Q4_1, RW_TYPE_Q5_0, RW_TYPE_Q5_1, RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K,
     RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS, RW_TYPE_F16, RW_TYPE_BF16, RW_TYPE_F32,
@@ -178,8 +182,8 @@ static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, flo
     double ops = 0, time = 0;
     for (size_t s = 0; s < sizeof many_shapes / sizeof many_shapes[0]; s++) {
         rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL, false};
-        void *panels = NULL; /* as a loaded model has them (rw_matmul_pack), where the kernel has the form */
-        if (rw_matmul_pack(&w, &panels, NULL) == RW_OK) w.panels = panels;
+        void *panels = NULL; /* --stored-panels: packed once (rw_matmul_pack); else as a model: on the fly */
+        if (stored_panels && rw_matmul_pack(&w, &panels, NULL) == RW_OK) w.panels = panels;
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = now_s();
@@ -213,9 +217,10 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
         if (!copies[c]) ok = false;
         else fill_weights(t, copies[c], layer_bytes);
     }
-    /* every matrix of every copy, with its panels (rw_matmul_pack) where
-     * the kernel has a panel form, as a loaded model has them: the few-row
-     * calls use them, one-row calls read the rows as they are */
+    /* every matrix of every copy, as a loaded model has them (the rows as
+     * they are; the panel form packs them on the fly), or with
+     * --stored-panels their panels packed once (rw_matmul_pack) where the
+     * kernel has a panel form */
     const int n_mats = n_copies * N_LAYER_SHAPES;
     rw_matrix *mats = ok ? calloc((size_t)n_mats, sizeof *mats) : NULL;
     void **panels = ok ? calloc((size_t)n_mats, sizeof *panels) : NULL;
@@ -226,7 +231,7 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
             rw_matrix *w = &mats[c * N_LAYER_SHAPES + s];
             *w = (rw_matrix){.type = t, .data = copies[c] + off, .n_in = layer_shapes[s].n_in,
                              .n_out = layer_shapes[s].n_out};
-            ok = rw_matmul_pack(w, &panels[c * N_LAYER_SHAPES + s], NULL) == RW_OK;
+            ok = !stored_panels || rw_matmul_pack(w, &panels[c * N_LAYER_SHAPES + s], NULL) == RW_OK;
             w->panels = panels[c * N_LAYER_SHAPES + s];
             off += matrix_bytes(t, &layer_shapes[s]);
         }
@@ -296,6 +301,7 @@ int rw_bench_kernels(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--stored-panels")) stored_panels = true;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             char *end;
             long v = strtol(argv[++i], &end, 10);

@@ -10,7 +10,10 @@
  * --reps times (default 3) and reported in
  * tokens per second of wall time, mean and best (a shared machine's
  * hiccups show as a gap between the two); peak memory is the process's
- * maximum resident set size (getrusage). */
+ * maximum resident set size (getrusage). The sequences are llama-bench's:
+ * one each, never rewound, so they keep only the recurrent checkpoints
+ * every pass keeps (budget 0: models/seq.c), not the ones kept for
+ * rewinds (a server's prefix cache and speculation use them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,7 @@ static double run_prefill(rw_model *m, rw_kv_type kv, const int32_t *ids, int64_
                           rw_threadpool *pool, rw_error *err) {
     rw_model_seq *s = NULL;
     if (rw_model_seq_new(m, kv, n, &s, err)) return -1.0;
+    rw_model_seq_set_checkpoint_budget(s, 0); /* see the file head */
     rw_forward_args a = {.tokens = ids, .n = n, .logits = logits, .pool = pool};
     double t0 = now_s();
     rw_status st = rw_model_forward(m, s, &a, err);
@@ -54,6 +58,7 @@ static double run_decode(rw_model *m, rw_kv_type kv, int64_t n, int64_t n_vocab,
                          rw_error *err) {
     rw_model_seq *s = NULL;
     if (rw_model_seq_new(m, kv, n, &s, err)) return -1.0;
+    rw_model_seq_set_checkpoint_budget(s, 0); /* see the file head */
     int32_t tok = 1 % (int32_t)n_vocab;
     double t0 = now_s();
     rw_status st = RW_OK;

@@ -29,7 +29,7 @@ static const cli_command commands[] = {
     {"demo-client", rw_cmd_demo_client,
      "demo-client [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-tokens N] [--system-tokens N] "
      "[--wait SECONDS]"},
-    {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
+    {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick] [--stored-panels]"},
 };
 
 void rw_cli_error(const char *cmd, const char *fmt, ...) {
