@@ -27,6 +27,9 @@ int rw_cmd_demo_client(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
 int rw_bench_kernels(int argc, char **argv);
+/* bench_kernels.c: the best read bandwidth a streaming read loop reaches
+ * over a fresh buffer of `bytes` on pool's threads (GB/s), best of reps. */
+double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps);
 int rw_bench_tokenizer(int argc, char **argv);
 int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);

@@ -15,7 +15,7 @@ typedef struct {
 static const cli_command commands[] = {
     {"inspect", rw_cmd_inspect, "inspect FILE.gguf [--json] [--dump TENSOR --out OUT.f32]"},
     {"synth", rw_cmd_synth,
-     "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] -o OUT.gguf"},
+     "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] [--threads N] -o OUT.gguf"},
     {"logits", rw_cmd_logits, "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] --out OUT.f32"},
     {"tokenize", rw_cmd_tokenize, "tokenize MODEL (TEXT | -f FILE) [--parse-special] [--no-bos]"},
     {"detokenize", rw_cmd_detokenize, "detokenize MODEL IDS..."},

@@ -36,3 +36,14 @@ void rw_model_free(rw_model *m) {
 
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m) { return &m->hp; }
 
+
+uint64_t rw_model_matrix_bytes(const rw_model *m) {
+    uint64_t total = 0;
+    for (int i = 0; i < m->n_mats; i++) {
+        const rw_matrix *w = m->mats[i];
+        uint64_t rb = 0;
+        if (!w->data || !rw_dtype_row_bytes(w->type, (uint64_t)w->n_in, &rb)) continue;
+        total += rb * (uint64_t)w->n_out;
+    }
+    return total;
+}
