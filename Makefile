@@ -5,6 +5,8 @@
 #                 under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo     install missing Debian packages, build, run the demo
 #   make bench    run the benchmarks (see README)
+#   make bench-compare LLAMA_BENCH=path/to/llama-bench
+#                 rewind and llama.cpp side by side (scripts/bench_vs_llama.sh)
 #   make fuzz     build the libFuzzer harnesses (clang) into build-fuzz/
 #   make fuzz-ci  replay the fuzz corpora and fuzz each harness briefly
 #   make format   clang-format every source file in place
@@ -39,7 +41,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo bench fuzz fuzz-ci format clean setup
+.PHONY: all test test-fast test-asan demo bench bench-compare fuzz fuzz-ci format clean setup
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -85,6 +87,10 @@ demo: setup
 
 bench: all
 	scripts/bench.sh
+
+# LLAMA_BENCH must name a llama-bench binary (a measuring instrument only)
+bench-compare: all
+	LLAMA_BENCH="$(LLAMA_BENCH)" scripts/bench_vs_llama.sh
 
 setup:
 	scripts/setup.sh

@@ -97,21 +97,27 @@ static void read_task(void *ctx, int64_t task, int thread) {
  * and 16 chunks per thread (which is fastest depends on the CPU and on
  * what else runs), so that decode speeds can be set against the most the
  * machine gives rather than one way of reading. */
-double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps) {
-    uint8_t *buf = aligned_alloc(4096, bytes); /* freed below */
-    if (!buf) return 0;
-    memset(buf, 0x5A, bytes);
+double rw_cli_read_bandwidth_over(rw_threadpool *pool, const void *buf, size_t bytes, int reps) {
     static const int per_thread[] = {1, 4, 16};
     double best = 0;
     for (int r = 0; r < reps; r++)
         for (int c = 0; c < 3; c++) {
             int n_tasks = per_thread[c] * rw_threadpool_size(pool);
             read_job j = {.buf = buf, .chunk = bytes / (size_t)n_tasks / 256 * 256};
+            if (j.chunk == 0) continue;
             double t0 = now_s();
             rw_threadpool_run(pool, read_task, &j, n_tasks);
             double gbs = (double)j.chunk * n_tasks / (now_s() - t0) / 1e9;
             if (gbs > best) best = gbs;
         }
+    return best;
+}
+
+double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps) {
+    uint8_t *buf = aligned_alloc(4096, bytes); /* freed below */
+    if (!buf) return 0;
+    memset(buf, 0x5A, bytes);
+    double best = rw_cli_read_bandwidth_over(pool, buf, bytes, reps);
     free(buf);
     return best;
 }

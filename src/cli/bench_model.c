@@ -190,10 +190,10 @@ int rw_bench_model(int argc, char **argv) {
     const double rss_mib = (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
     const double wres_mib = (double)resident_bytes(rw_gguf_file_data(g), rw_gguf_file_size(g)) / (1024.0 * 1024.0);
     /* decode against the memory limit: the weights one step reads times
-     * steps per second, beside the best a read loop gets (measured after
-     * the peak memory was taken: its buffer is not the model's) */
+     * steps per second, beside the best a read loop gets over the same
+     * resident weights (the mapped file: no memory added to the peak) */
     const double wbytes = (double)rw_model_matrix_bytes(m);
-    const double bw = n_gen > 0 ? rw_cli_read_bandwidth(pool, (size_t)256 << 20, 3) : 0.0;
+    const double bw = n_gen > 0 ? rw_cli_read_bandwidth_over(pool, rw_gguf_file_data(g), rw_gguf_file_size(g), 3) : 0.0;
     /* mean rate = tokens of all reps / their total time */
     const double pp = n_prompt > 0 ? (double)(n_prompt * reps) / t_pp : 0.0;
     const double tg = n_gen > 0 ? (double)(n_gen * reps) / t_tg : 0.0;
