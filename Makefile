@@ -7,12 +7,15 @@
 #   make bench    run the benchmarks (see README)
 #   make bench-compare LLAMA_BENCH=path/to/llama-bench
 #                 rewind and llama.cpp side by side (scripts/bench_vs_llama.sh)
+#   make soak     the server under mixed traffic for SOAK_MINUTES (scripts/soak.sh)
 #   make fuzz     build the libFuzzer harnesses (clang) into build-fuzz/
 #   make fuzz-ci  replay the fuzz corpora and fuzz each harness briefly
 #   make format   clang-format every source file in place
 #
 # Sources are found by wildcard: every src/<module>/*.c (and one level
-# below) goes into librewind.a, except src/cli which makes the binary.
+# below) goes into librewind.a, except src/cli, which makes the binary
+# together with bench/ (the `rewind bench` commands) and tools/ (the demo
+# client and the loopback HTTP client, which the tests link too).
 # Files named *_avx2.c, *_avx512.c and *_amx.c are compiled with those ISA
 # flags only, so one binary runs on any x86-64 with AVX2 and picks the best
 # kernels at run time.
@@ -21,16 +24,15 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CFLAGS_BASE := -std=c17 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
-               -D_GNU_SOURCE -pthread -Isrc -Itests -MMD -MP $(SAN)
+CFLAGS_BASE := -std=c17 -g $(OPT) -fPIC -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
+               -D_GNU_SOURCE -pthread -Iinclude -Isrc -I. -Itests -MMD -MP $(SAN)
 LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null) -lunistring
 
 # LIB_MODULES narrows the library to some folders (the fuzz build uses it).
 LIB_MODULES ?= $(filter-out cli,$(notdir $(wildcard src/*)))
 LIB_SRC := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c src/$(m)/*/*.c))
-CLI_SRC := $(wildcard src/cli/*.c)
+CLI_SRC := $(wildcard src/cli/*.c bench/*.c tools/*.c)
 TEST_SRC := $(wildcard tests/*/test_*.c)
-BENCH_SRC := $(wildcard bench/*.c)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -41,7 +43,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo bench bench-compare fuzz fuzz-ci format clean setup
+.PHONY: all test test-fast test-asan demo bench bench-compare soak fuzz fuzz-ci format clean setup install install-lib
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -51,9 +53,10 @@ $(BUILD)/librewind.a: $(LIB_OBJ)
 $(BUILD)/rewind: $(CLI_OBJ) $(BUILD)/librewind.a
 	$(CC) $(CFLAGS_BASE) -o $@ $(CLI_OBJ) $(BUILD)/librewind.a $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/librewind.a
+# Tests link the loopback HTTP client of tools/ too (it is not in the library).
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o $(BUILD)/librewind.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/librewind.a $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o $(BUILD)/librewind.a $(LDLIBS)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
@@ -67,6 +70,42 @@ $(BUILD)/obj/%_amx.o: %_amx.c
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -c -o $@ $<
+
+# ---- install ------------------------------------------------------------
+# make install PREFIX=DIR: include/rewind.h, librewind.a, librewind.so (with
+# a soname), rewind.pc and the rewind binary. Only rw_ symbols are global in
+# the installed libraries: the archive is one prelinked object whose other
+# globals are made local (objcopy), the shared library exports rw_* only
+# (lib/rewind.map).
+PREFIX  ?= /usr/local
+VERSION := $(shell sed -n 's/^\#define RW_VERSION_STRING "\(.*\)"/\1/p' include/rewind.h)
+SOMAJOR := 0
+LIBDEPS := jansson libpcre2-8 libmicrohttpd
+
+$(BUILD)/install/librewind.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(LD) -r -o $(BUILD)/install/rewind.o $(LIB_OBJ)
+	objcopy --wildcard --keep-global-symbol='rw_*' $(BUILD)/install/rewind.o
+	rm -f $@ && ar rcs $@ $(BUILD)/install/rewind.o
+
+$(BUILD)/install/librewind.so.$(VERSION): $(LIB_OBJ) lib/rewind.map
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,librewind.so.$(SOMAJOR) -Wl,--version-script=lib/rewind.map \
+	  -o $@ $(LIB_OBJ) $(LDLIBS)
+
+install-lib: $(BUILD)/install/librewind.a $(BUILD)/install/librewind.so.$(VERSION)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/rewind.h $(DESTDIR)$(PREFIX)/include/rewind.h
+	install -m 644 $(BUILD)/install/librewind.a $(DESTDIR)$(PREFIX)/lib/librewind.a
+	install -m 755 $(BUILD)/install/librewind.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf librewind.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/librewind.so.$(SOMAJOR)
+	ln -sf librewind.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/librewind.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(LIBDEPS)|' \
+	  lib/rewind.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rewind.pc
+
+install: all install-lib
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/rewind $(DESTDIR)$(PREFIX)/bin/rewind
 
 # The sanitizer build: same sources, own folder, -O1 so it stays quick.
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -91,6 +130,13 @@ bench: all
 # LLAMA_BENCH must name a llama-bench binary (a measuring instrument only)
 bench-compare: all
 	LLAMA_BENCH="$(LLAMA_BENCH)" scripts/bench_vs_llama.sh
+# The server for SOAK_MINUTES under mixed traffic (scripts/soak.sh): RSS over
+# time, outcomes, p50/p99. Not part of make test.
+SOAK_MINUTES ?= 5
+SOAK_CLIENTS ?= 8
+SOAK_MODEL ?= $(or $(RW_FIXTURES),../shared/fixtures)/qwen35/qwen35-Q8_0.gguf
+soak: all
+	scripts/soak.sh --minutes $(SOAK_MINUTES) --clients $(SOAK_CLIENTS) --model $(SOAK_MODEL)
 
 setup:
 	scripts/setup.sh

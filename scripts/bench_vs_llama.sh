@@ -18,6 +18,9 @@
 #   LLAMA_BENCH  path to llama-bench (required)
 #   REWIND       build/rewind
 #   GRID         "qwen35-0.8b:q8_0 qwen35-0.8b:q4_k_m qwen35-4b:q4_k_m qwen35-4b:q8_0 qwen35-9b:q4_k_m qwen3-4b:q4_k_m"
+#   VOCAB        ../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf if present: the
+#                files get the Qwen3 vocabulary (151,936 rows of embedding and
+#                output head, as real models), not synth's 407-token one
 #   THREADS 2, PROMPT 512, GEN 64, REPS 3, ROUNDS 2, DEPTH 0 (llama-bench -d / bench model --depth)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +35,9 @@ REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-2}
 DEPTH=${DEPTH:-0}
 CACHE=build/bench
+VOCAB=${VOCAB-../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf}
+vocab_flag=(); vtag=""
+if [[ -n "$VOCAB" && -f "$VOCAB" ]]; then vocab_flag=(--vocab "$VOCAB"); vtag="-$(basename "$VOCAB" .gguf)"; fi
 
 if [[ -z "$LLAMA_BENCH" || ! -x "$LLAMA_BENCH" ]]; then
     echo "bench_vs_llama.sh: set LLAMA_BENCH to a llama-bench binary (e.g. ../shared/tools/llama.cpp/llama-bench)" >&2
@@ -67,10 +73,10 @@ rows=()
 for entry in $GRID; do
     preset=${entry%%:*} type=${entry##*:}
     case "$preset" in qwen35*) arch=qwen35 ;; qwen3*) arch=qwen3 ;; llama*) arch=llama ;; *) arch=${preset%%-*} ;; esac
-    f="$CACHE/$preset-$type.gguf"
+    f="$CACHE/$preset-$type$vtag.gguf"
     if [[ ! -f "$f" ]]; then
         echo "synthesizing $f ..." >&2
-        "$REWIND" synth --arch "$arch" --preset "$preset" --type "$type" -o "$f" >&2
+        "$REWIND" synth --arch "$arch" --preset "$preset" --type "$type" "${vocab_flag[@]}" -o "$f" >&2
     fi
     rw_pp=() rw_tg=() rw_rss=() ll_pp=() ll_tg=() ll_rss=()
     for ((r = 1; r <= ROUNDS; r++)); do
@@ -93,7 +99,7 @@ for entry in $GRID; do
 done
 
 echo
-echo "rewind vs llama.cpp, side by side: $cpu, $THREADS threads, $(date -u +%Y-%m-%d), rewind $commit$dirty;"
+echo "rewind vs llama.cpp, side by side: $cpu, $THREADS threads, $(date -u +%Y-%m-%d), rewind $commit$dirty, files: rewind synth${VOCAB:+ with $(basename "$VOCAB")};"
 echo "pp$PROMPT and tg$GEN$at in tok/s (range over $ROUNDS interleaved rounds of $REPS reps; ratio of the medians), peak RSS in MiB (max over rounds)"
 echo
 echo "| model | type | pp$PROMPT rewind | pp$PROMPT llama.cpp | prefill ratio | tg$GEN rewind | tg$GEN llama.cpp | decode ratio | peak RSS rewind | peak RSS llama.cpp |"

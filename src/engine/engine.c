@@ -32,12 +32,15 @@ void eng_req_free(eng_req *r) {
     if (!r) return;
     for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
+    eng_stopm_free(r->stopm);
     free(r->marks);
     free(r->tokens);
     free(r->logits);
     free(r->prompt_logits);
     free(r->held);
     rw_spec_seq_free(r->spec); /* its draft sequence too; it only borrows seq and sampler */
+    rw_constraint_free(r->cons);
+    free(r->mlogits);
     rw_sampler_free(r->sampler);
     rw_model_seq_free(r->seq); /* only set here if eng_seq_release was not called */
     free(r);
@@ -105,6 +108,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
     eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->gvocab_mu, NULL);
     pthread_cond_init(&e->wake, NULL);
     pthread_cond_init(&e->step_done, NULL);
     if (pthread_create(&e->thread, NULL, eng_scheduler_main, e)) {
@@ -138,6 +142,8 @@ void rw_engine_free(rw_engine *e) {
     pthread_cond_destroy(&e->step_done);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->gvocab_mu);
+    rw_grammar_vocab_free(e->gvocab);
     rw_pcache_free(e->pcache);
     rw_threadpool_free(e->pool);
     free(e->running);
@@ -145,12 +151,19 @@ void rw_engine_free(rw_engine *e) {
 }
 
 const rw_engine_config *rw_engine_get_config(const rw_engine *e) { return &e->cfg; }
+rw_model *rw_engine_get_model(const rw_engine *e) { return e->m; }
 
 static rw_status check_params(const rw_gen_params *p, rw_error *err) {
     if (p->max_tokens < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 1");
     if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) return rw_errorf(err, RW_ERR_INVALID_ARG, "bad stop list");
-    for (int i = 0; i < p->n_stop; i++)
+    size_t stop_bytes = 0;
+    for (int i = 0; i < p->n_stop; i++) {
         if (!p->stop[i] || !p->stop[i][0]) return rw_errorf(err, RW_ERR_INVALID_ARG, "stop strings may not be empty");
+        stop_bytes += strlen(p->stop[i]);
+    }
+    if (stop_bytes > RW_MAX_STOP_BYTES) /* the automaton takes about 21 bytes per byte */
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "the stop strings have %zu bytes together; the limit is %d",
+                         stop_bytes, RW_MAX_STOP_BYTES);
     if (p->n_logprobs < -1 || p->n_logprobs > RW_MAX_TOP_LOGPROBS)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "top_logprobs must be in [0, %d]", RW_MAX_TOP_LOGPROBS);
     return RW_OK;
@@ -184,6 +197,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->marks = p->n_marks > 0 && p->marks ? malloc((size_t)p->n_marks * sizeof *r->marks) : NULL;
     bool ok = r->tokens && r->logits && (!p->n_stop || r->stop) && (p->n_marks <= 0 || !p->marks || r->marks);
     for (int i = 0; ok && i < p->n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
+    if (ok && p->n_stop) ok = (r->stopm = eng_stopm_new((const char *const *)r->stop, p->n_stop)) != NULL;
     if (!ok) {
         eng_req_free(r);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -197,6 +211,15 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->p.sampling.logit_bias = NULL; /* the sampler copies the bias; no dangling pointer kept */
     r->p.sampling.n_logit_bias = 0;
     st = rw_sampler_new(&p->sampling, e->n_vocab, &r->sampler, err);
+    if (!st && p->grammar) {
+        pthread_mutex_lock(&e->gvocab_mu);
+        if (!e->gvocab) st = rw_grammar_vocab_from_tokenizer(e->tok, &e->gvocab, err);
+        pthread_mutex_unlock(&e->gvocab_mu);
+        if (!st) st = rw_constraint_new(p->grammar, e->gvocab, e->tok, &r->cons, err);
+        if (!st && !(r->mlogits = malloc((size_t)e->n_vocab * sizeof *r->mlogits)))
+            st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    r->p.grammar = NULL; /* compiled; the text is not kept */
     if (st) {
         eng_req_free(r);
         return st;
@@ -221,7 +244,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     return RW_OK;
 }
 
-void rw_engine_cancel(rw_engine *e, uint64_t id) {
+void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
     eng_req *gone = NULL;
     pthread_mutex_lock(&e->mu);
     for (eng_req **pp = &e->queue_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {

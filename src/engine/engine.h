@@ -16,7 +16,7 @@
  *
  * Threads: the callback runs on the scheduler thread, never while an engine
  * lock is held; it must be quick and must not call back into the engine.
- * After rw_engine_cancel returns, the callback of that request is never
+ * After rw_engine_cancel_id returns, the callback of that request is never
  * called again. Every request that is not cancelled gets exactly one final
  * event (done = true).
  */
@@ -29,7 +29,7 @@
 #include "base/status.h"
 #include "cache/kv.h"
 #include "engine/prefix_cache.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,6 +47,12 @@ typedef struct {
     size_t cache_bytes;
     const char *cache_dir;
     size_t cache_dir_bytes;
+    /* Admission by bytes: a queued request is admitted only while the
+     * running sequences' state (KV, recurrent, draft) is under
+     * max_state_bytes, one at a time (its state is measured before the
+     * next), and always when nothing runs. A threshold, not a hard cap: the
+     * requests admitted grow by their own length. 0 = no bound. */
+    size_t max_state_bytes;
     /* Speculative decoding (engine/spec.h); draft = NULL turns it off. The
      * draft model (must outlive the engine, which runs all its forward
      * passes) proposes up to draft_max tokens per decoding sequence and step
@@ -64,6 +70,10 @@ typedef struct {
                           files' sizes); <= 0: 0.1 */
 } rw_engine_config;
 
+/* The stop strings of one request together, in bytes (each request builds an
+ * automaton of them: about 21 bytes of memory per byte). */
+#define RW_MAX_STOP_BYTES 65536
+
 /* Sampling and stopping. Strings and the logit bias are copied by
  * rw_engine_submit. */
 typedef struct {
@@ -76,7 +86,14 @@ typedef struct {
                                    boundaries: the prefix cache can then reuse a conversation up to any of them) */
     int n_marks;
     int n_logprobs;             /* -1: none; 0..RW_MAX_TOP_LOGPROBS: each token's logprob and that many
-                                   alternatives (RW_LOGPROBS_RAW: the model's distribution) */
+                                   alternatives (RW_LOGPROBS_RAW: the model's distribution; under a grammar,
+                                   the model's renormalised over the tokens the grammar allows) */
+    /* GBNF text (grammar/grammar.h) the output must match, or NULL: compiled by rw_engine_submit
+     * (RW_ERR_INVALID_ARG with the compiler's message when it does not compile). The mask comes
+     * before the sampler chain; end-of-generation tokens are allowed exactly when the grammar can
+     * end and then end the request even with ignore_eos; the request ends (stop) when nothing may
+     * follow; max_tokens still cuts it (finish length). engine/constraint.h has the details. */
+    const char *grammar;
 } rw_gen_params;
 
 typedef enum {
@@ -116,9 +133,10 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
 void rw_engine_free(rw_engine *e);
 
 const rw_engine_config *rw_engine_get_config(const rw_engine *e);
+rw_model *rw_engine_get_model(const rw_engine *e); /* the model it runs */
 
 /* Queues a request. The prompt is copied. *id identifies it for
- * rw_engine_cancel. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the
+ * rw_engine_cancel_id. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the
  * message has the numbers), RW_ERR_INVALID_ARG (bad ids or parameters),
  * RW_ERR_BUSY (max_running + max_queued requests already in). */
 rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_gen_params *p,
@@ -126,7 +144,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
 
 /* Cancels a request; frees its sequence at the latest at the end of the
  * current step and returns only then. No-op for an unknown or finished id. */
-void rw_engine_cancel(rw_engine *e, uint64_t id);
+void rw_engine_cancel_id(rw_engine *e, uint64_t id);
 
 /* Fixed-bucket histogram (Prometheus style: counts[i] = observations <=
  * bounds[i], not cumulative; counts[n_bounds] = the rest). */
@@ -150,7 +168,8 @@ typedef struct {
     uint64_t generated_tokens;
     uint64_t steps;             /* forward passes */
     uint64_t step_tokens;       /* tokens over all forward passes */
-    size_t kv_bytes;            /* KV storage of the running sequences */
+    size_t kv_bytes;            /* state storage of the running sequences (0 when none runs) */
+    uint64_t held_for_memory;   /* admissions deferred by max_state_bytes (steps with requests waiting) */
     rw_histogram ttft;          /* seconds from submit to the first token */
     rw_histogram itl;           /* seconds between two tokens of a request */
     rw_histogram batch_size;    /* sequences per forward pass */

@@ -6,17 +6,35 @@
 #include <pthread.h>
 
 #include "base/threadpool.h"
+#include "engine/constraint.h"
 #include "engine/engine.h"
 #include "engine/spec.h"
 
+/* stop_match.c: a request's stop strings as one automaton (Aho-Corasick). */
+typedef struct eng_stopm eng_stopm;
+/* NULL when out of memory. The strings must be non-empty. */
+eng_stopm *eng_stopm_new(const char *const *stops, int n);
+void eng_stopm_free(eng_stopm *m);
+/* Feeds n bytes of text from *state (0 = nothing fed yet) and updates it.
+ * Returns the earliest start (base + offset in text) of a stop string that
+ * ends inside these bytes, or -1. A stop string may start before text, up
+ * to eng_stopm_depth(*state) bytes: base must be at least that. Amortized
+ * O(n). */
+long eng_stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base);
+/* Length of the longest tail of the text fed that is a prefix of a stop
+ * string (a whole one only right after a match). 0 for m == NULL. */
+size_t eng_stopm_depth(const eng_stopm *m, int32_t state);
+
 /* One request. Owned by the engine from rw_engine_submit until it is freed
- * by the scheduler (finished or cancelled while running), by rw_engine_cancel
+ * by the scheduler (finished or cancelled while running), by rw_engine_cancel_id
  * (cancelled while queued) or by rw_engine_free. */
 typedef struct eng_req {
     uint64_t id;
     struct eng_req *next; /* queue link */
     rw_gen_params p;      /* p.stop points to stop[] below */
     char **stop;          /* owned copies of the stop strings */
+    eng_stopm *stopm;     /* the stop strings' automaton; owned; NULL without stop strings */
+    int32_t stop_state;   /* its state after the generated text */
     int64_t *marks;       /* owned copy of p.marks */
     rw_gen_callback cb;
     void *user;
@@ -32,6 +50,8 @@ typedef struct eng_req {
     float *prompt_logits; /* [n_vocab], the row after the prompt once computed (for the prefix cache); owned */
 
     rw_sampler *sampler; /* owned */
+    rw_constraint *cons; /* owned; NULL without a grammar */
+    float *mlogits;      /* [n_vocab] the row masked by cons, sampled from; owned (with cons) */
     rw_spec_seq *spec;   /* owned; NULL without a draft. Borrows seq and sampler */
     bool spec_live;      /* spec started: the request decodes speculatively */
     const rw_tokenizer *tok; /* the engine's (eng_output_drafts_end reads it) */
@@ -41,7 +61,7 @@ typedef struct eng_req {
 
     double t_submit, t_last; /* monotonic seconds */
     int64_t n_generated;
-    bool cancelled; /* set under the engine lock by rw_engine_cancel */
+    bool cancelled; /* set under the engine lock by rw_engine_cancel_id */
     bool finished;  /* final event sent (scheduler thread only) */
 } eng_req;
 
@@ -53,11 +73,15 @@ struct rw_engine {
     rw_threadpool *pool;
     rw_pcache *pcache; /* owned; NULL when the prefix cache is off */
     rw_spec_params spec; /* with cfg.draft */
+    /* the vocabulary trie for grammars, built at the first request with one
+     * (gvocab_mu guards the building; read-only afterwards); owned */
+    rw_grammar_vocab *gvocab;
+    pthread_mutex_t gvocab_mu;
 
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* the scheduler waits for work on it */
-    pthread_cond_t step_done; /* rw_engine_cancel waits on it for a running request to leave */
+    pthread_cond_t step_done; /* rw_engine_cancel_id waits on it for a running request to leave */
     bool stopping;
 
     /* under mu */
@@ -65,6 +89,7 @@ struct rw_engine {
     int n_queued;
     eng_req **running; /* [max_running]; only the scheduler adds and removes */
     int n_running;
+    bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
     uint64_t next_id;
     rw_engine_stats stats;
 };

@@ -47,7 +47,17 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
         } else i++;
     }
     if (n_out) pthread_cond_broadcast(&e->step_done);
+    bool admitted = false;
     while (e->n_running < e->cfg.max_running && e->queue_head) {
+        /* by bytes: under the bound, one at a time (its state shows in
+         * kv_bytes after the next step), and always when nothing runs */
+        if (e->cfg.max_state_bytes && e->n_running > 0 &&
+            (admitted || e->state_stale || e->stats.kv_bytes >= e->cfg.max_state_bytes)) {
+            if (!admitted && !e->state_stale) e->stats.held_for_memory++;
+            break;
+        }
+        admitted = true;
+        e->state_stale = true; /* until the next step measures it */
         eng_req *r = e->queue_head;
         e->queue_head = r->next;
         if (!e->queue_head) e->queue_tail = NULL;
@@ -101,6 +111,8 @@ void *eng_scheduler_main(void *arg) {
         }
         if (e->stopping) break;
         if (e->n_running == 0) {
+            e->stats.kv_bytes = 0; /* nothing runs: no state (not the last step's figure) */
+            e->state_stale = false;
             pthread_cond_wait(&e->wake, &e->mu);
             continue;
         }
@@ -202,6 +214,7 @@ void *eng_scheduler_main(void *arg) {
             e->stats.step_tokens += (uint64_t)n_tok;
             e->stats.prefill_tokens += (uint64_t)n_prefill;
             e->stats.kv_bytes = kv_bytes;
+            e->state_stale = false;
             eng_hist_observe(&e->stats.batch_size, n_items);
         } else {
             pthread_mutex_lock(&e->mu);

@@ -36,6 +36,8 @@ void rw_model_free(rw_model *m) {
 
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m) { return &m->hp; }
 
+void *rw_model_api_data(const rw_model *m) { return m->api; }
+void rw_model_set_api_data(rw_model *m, void *data) { m->api = data; }
 
 uint64_t rw_model_matrix_bytes(const rw_model *m) {
     uint64_t total = 0;

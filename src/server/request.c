@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar/grammar.h"
 #include "server/server_int.h"
 
 #define MAX_STOP 16
@@ -15,12 +16,13 @@
 static const char *const completion_fields[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
     "frequency_penalty", "stream", "stream_options", "logprobs", "n", "echo", "best_of", "suffix", "user",
-    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
+    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", "response_format", "grammar", "json_schema",
+    NULL};
 static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
     "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
-    "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
+    "ignore_eos", "return_token_ids", "repeat_penalty", "grammar", "json_schema", NULL};
 
 static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -168,7 +170,8 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return bad(e, "messages", "%s", "'messages' must be a non-empty array");
     json_t *norm = json_array();
-    size_t i;
+    if (!norm) return bad(e, "messages", "%s", "out of memory");
+    size_t i, content_bytes = 0;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         char param[64];
@@ -196,11 +199,27 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
             json_decref(norm);
             return false;
         }
+        content_bytes += json_string_length(txt);
         json_t *copy = json_copy(m);
         /* templates know "system"; OpenAI's "developer" is its newer name */
-        json_object_set_new(copy, "role", json_string(strcmp(rs, "developer") ? rs : "system"));
-        json_object_set_new(copy, "content", txt);
-        json_array_append_new(norm, copy);
+        if (!copy || json_object_set_new(copy, "role", json_string(strcmp(rs, "developer") ? rs : "system")) ||
+            json_object_set_new(copy, "content", txt) || json_array_append_new(norm, copy)) {
+            json_decref(norm);
+            return bad(e, "messages", "%s", "out of memory");
+        }
+    }
+    /* sizes before any rendering: a token stands for at most max_token_len
+     * bytes, so contents beyond n_ctx of them cannot fit (each render and
+     * tokenization of a huge conversation costs seconds) */
+    const int64_t n_ctx = rw_engine_get_config(s->engine)->n_ctx;
+    const size_t max_tok = rw_tokenizer_max_token_len(s->tok);
+    if (content_bytes / max_tok > (size_t)n_ctx) {
+        json_decref(norm);
+        srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
+                   "This model's maximum context length is %lld tokens. However, your messages have %zu bytes of "
+                   "content, at least %zu tokens. Please reduce the length of the messages.",
+                   (long long)n_ctx, content_bytes, content_bytes / max_tok);
+        return false;
     }
     char *msgs_json = json_dumps(norm, JSON_COMPACT);
     json_t *tools = json_object_get(o, "tools");
@@ -231,16 +250,16 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
     size_t n = 0;
-    st = rw_tokenize(s->tok, text, len, add_special, true, &r->prompt, &n, &err);
+    ro.messages_json = NULL; /* freed above; chat_guard.c renders its own */
+    bool tok_ok = srv_chat_tokenize(s, norm, &ro, text, len, add_special, &r->prompt, &n, e);
     free(text);
-    if (st) {
+    if (!tok_ok) {
         json_decref(norm);
         free(tools_json);
-        srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
         return false;
     }
     r->n_prompt = (int64_t)n;
-    message_marks(s, norm, tools_json, add_special, r);
+    if (r->n_prompt < n_ctx) message_marks(s, norm, tools_json, add_special, r); /* else refused: no marks */
     json_decref(norm);
     free(tools_json);
     return true;
@@ -284,6 +303,81 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
         r->n_prompt = (int64_t)n;
     } else return bad(e, "prompt", "%s", "'prompt' must be a string, an array of token ids or a list of one of them");
     if (r->n_prompt == 0) return bad(e, "prompt", "%s", "the prompt is empty");
+    return true;
+}
+
+/* A schema (JSON value) to GBNF in *out; false with a 400 naming param. */
+static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error *e) {
+    char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+    rw_error err = {0};
+    rw_status st = text ? rw_grammar_schema_to_gbnf(text, strlen(text), NULL, out, &err)
+                        : rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
+    free(text);
+    if (st) srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+    return !st;
+}
+
+/* The output constraint: response_format (OpenAI: text, json_object,
+ * json_schema {name, schema, strict}) or llama.cpp's grammar (GBNF text) /
+ * json_schema (a schema) fields; at most one of them. The grammar is
+ * compiled here once so that a bad one is a 400 naming the field (the
+ * engine compiles it again at submit). */
+static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
+    json_t *rf = json_object_get(o, "response_format"), *gr = json_object_get(o, "grammar");
+    json_t *js = json_object_get(o, "json_schema");
+    const char *param = NULL;
+    int n = 0;
+    if (rf && !json_is_null(rf)) {
+        if (!json_is_object(rf)) return bad(e, "response_format", "'%s' must be an object", "response_format");
+        json_t *t = json_object_get(rf, "type");
+        const char *type = json_is_string(t) ? json_string_value(t) : "";
+        if (!strcmp(type, "json_object")) {
+            rw_error err = {0};
+            if (rw_grammar_json_object_gbnf(NULL, &r->grammar, &err))
+                return bad(e, "response_format", "%s", err.msg);
+            n++;
+            param = "response_format";
+        } else if (!strcmp(type, "json_schema")) {
+            json_t *j = json_object_get(rf, "json_schema");
+            if (!json_is_object(j))
+                return bad(e, "response_format", "%s", "response_format json_schema needs a 'json_schema' object");
+            json_t *name = json_object_get(j, "name"), *strict = json_object_get(j, "strict");
+            if (name && !json_is_string(name))
+                return bad(e, "response_format", "%s", "response_format.json_schema.name must be a string");
+            if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+                return bad(e, "response_format", "%s", "response_format.json_schema.strict must be a boolean");
+            json_t *schema = json_object_get(j, "schema");
+            /* no schema: any JSON value is the schema {} */
+            json_t *any = schema ? NULL : json_object();
+            bool ok = schema_gbnf(schema ? schema : any, "response_format", &r->grammar, e);
+            json_decref(any);
+            if (!ok) return false;
+            n++;
+            param = "response_format";
+        } else if (strcmp(type, "text"))
+            return bad(e, "response_format", "%s",
+                       "response_format type must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+    if (js && !json_is_null(js)) {
+        if (n++) return bad(e, "json_schema", "%s", "give only one of response_format, grammar and json_schema");
+        if (!schema_gbnf(js, "json_schema", &r->grammar, e)) return false;
+        param = "json_schema";
+    }
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) return bad(e, "grammar", "'%s' must be a string (GBNF)", "grammar");
+        if (n++) return bad(e, "grammar", "%s", "give only one of response_format, grammar and json_schema");
+        if (!(r->grammar = strdup(json_string_value(gr)))) return bad(e, "grammar", "%s", "out of memory");
+        param = "grammar";
+    }
+    if (!r->grammar) return true;
+    rw_grammar *g = NULL;
+    rw_error err = {0};
+    if (rw_grammar_compile(r->grammar, strlen(r->grammar), NULL, &g, &err)) {
+        srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+        return false;
+    }
+    rw_grammar_free(g);
+    r->gp.grammar = r->grammar;
     return true;
 }
 
@@ -367,7 +461,9 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         json_object_foreach(lb, tk, bv) {
             char *end;
             long id = strtol(tk, &end, 10);
-            if (!*tk || *end || id < 0 || id >= nv) {
+            /* canonical decimal only: not " 5", "+5", "05" or "-0" */
+            bool canonical = tk[0] >= '0' && tk[0] <= '9' && (tk[0] != '0' || !tk[1]);
+            if (!canonical || *end || id < 0 || id >= nv) {
                 srv_errorf(e, 400, "invalid_request_error", NULL, "logit_bias",
                            "logit_bias keys must be token ids in [0, %d), not \"%.40s\"", (int)nv, tk);
                 return false;
@@ -379,12 +475,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         sp->logit_bias = r->bias;
         sp->n_logit_bias = (int32_t)r->n_bias;
     }
-    json_t *rf = json_object_get(o, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
-            return bad(e, "response_format", "%s", "only response_format {\"type\": \"text\"} is supported");
-    }
+    if (!parse_constraint(o, r, e)) return false;
     json_t *tc = json_object_get(o, "tool_choice");
     if (tc && !json_is_null(tc) &&
         !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") || !strcmp(json_string_value(tc), "none"))))
@@ -441,5 +532,6 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->bias);
     free(r->marks);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }

@@ -35,17 +35,10 @@ static json_t *ids_json(const int32_t *t, size_t n) {
     return a;
 }
 
-/* json_stringn fails on invalid UTF-8; the engine sends valid UTF-8 only,
- * but never let a response fail on it. */
-static json_t *text_json(const char *s, size_t n) {
-    json_t *v = json_stringn(s ? s : "", s ? n : 0);
-    return v ? v : json_string("\xef\xbf\xbd");
-}
-
 /* Well-formed UTF-8 with every invalid byte as U+FFFD (a token's bytes may
  * be part of a character). */
-static json_t *piece_json(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1);
+json_t *srv_text_lossy(const char *s, size_t n) {
+    char *out = s ? malloc(3 * n + 1) : NULL;
     if (!out) return json_string("");
     size_t o = 0;
     for (size_t i = 0; i < n;) {
@@ -71,6 +64,15 @@ static json_t *piece_json(const char *s, size_t n) {
     json_t *v = json_stringn_nocheck(out, o);
     free(out);
     return v;
+}
+
+#define piece_json srv_text_lossy
+
+/* json_stringn fails on invalid UTF-8; the engine sends valid UTF-8 only,
+ * but never let a response fail on it, nor lose the valid part. */
+static json_t *text_json(const char *s, size_t n) {
+    json_t *v = json_stringn(s ? s : "", s ? n : 0);
+    return v ? v : srv_text_lossy(s, n);
 }
 
 static double finite_lp(float lp) { return lp == lp && lp > -9999.0f ? lp : -9999.0; /* OpenAI's -inf */ }
