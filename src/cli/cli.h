@@ -29,6 +29,12 @@ int rw_cmd_demo_client(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
 int rw_bench_kernels(int argc, char **argv);
+/* bench_kernels.c: the best read bandwidth a streaming read loop reaches
+ * over a fresh buffer of `bytes` on pool's threads (GB/s), best of reps. */
+double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps);
+/* The same over memory the caller has (buf 64-byte aligned; bytes rounded
+ * down to whole chunks), e.g. a model's mapped weights: no memory added. */
+double rw_cli_read_bandwidth_over(rw_threadpool *pool, const void *buf, size_t bytes, int reps);
 int rw_bench_tokenizer(int argc, char **argv);
 int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);

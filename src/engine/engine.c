@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache/state.h"
 #include "engine/engine_int.h"
 
 double eng_now(void) {
@@ -87,6 +88,11 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     }
     rw_engine *e = calloc(1, sizeof *e);
     if (!e) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    /* many sequences and a growing prefix cache: states' page faults fall
+     * outside requests (cache/state.h), for 64 MiB held ahead of need (one
+     * slab: with two, rewind serve's peak after a first request exceeded
+     * llama-server's on the same file and context, issue 20) */
+    rw_state_pool_set_ready(1);
     e->spec = rw_spec_params_default();
     if (cfg->draft_max > 0) e->spec.k_max = cfg->draft_max;
     e->spec.adaptive = !cfg->draft_fixed;
