@@ -22,6 +22,7 @@ void rw_chat_detect_caps(const char *src, size_t n, rw_chat_caps *out) {
     out->reads_reasoning_effort = has(src, n, "reasoning_effort");
     /* Mistral's templates raise unless every tool call id is 9 alphanumerics */
     out->tool_ids_9 = has(src, n, "length 9") || has(src, n, "[TOOL_CALLS]");
+    out->system_role = out->tool_calls = out->parallel_calls = out->tool_results = true;
 }
 
 bool rw_chat_prompt_opens_reasoning(const char *prompt, size_t len, const char *open, const char *close) {

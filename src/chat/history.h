@@ -38,6 +38,18 @@
 #include "chat/chat.h"
 #include "chat/output.h"
 
+/* The template's capabilities: rw_chat_detect_caps on its source, then
+ * probe renders (a system message, a tool call, two calls, a tool result)
+ * to see which shapes it renders; rw_chat_render_messages adapts the
+ * conversation to what it lacks, as llama.cpp's polyfills do: a refused
+ * system role is folded into the first user message; calls a template does
+ * not render go into the assistant's content as {"tool_calls": [...]} JSON;
+ * tool results it does not render become user messages {"tool_response":
+ * {"tool", "content"}} (consecutive ones merged, for templates that require
+ * turns to alternate); several calls in one message, where only one is
+ * allowed, become one message per call, each followed by its result. */
+void rw_chat_template_caps(const rw_chat_template *t, rw_chat_caps *out);
+
 /* msgs: a JSON array of messages (not modified). On success *out is a new
  * array the caller owns (json_decref). caps may be NULL. */
 rw_status rw_chat_normalize_messages(const json_t *msgs, const rw_chat_caps *caps, json_t **out, rw_error *err);
@@ -55,10 +67,8 @@ typedef struct {
     const char *bos_token, *eos_token;
 } rw_chat_prompt_opts;
 
-/* Normalizes o->messages (with t's caps) and renders the template. If the
- * template refuses a system message (raise_exception, as Gemma's does), the
- * system text is put at the head of the first user message and rendered
- * again. On success *out is malloc'd (caller frees), *out_len bytes. Errors:
+/* Normalizes o->messages (with t's caps, from rw_chat_template_caps), adapts
+ * them to what the template lacks and renders it. On success *out is malloc'd (caller frees), *out_len bytes. Errors:
  * RW_ERR_INVALID_ARG (messages, kwargs), RW_ERR_TEMPLATE (the template
  * failed; the message says why), RW_ERR_NOMEM. */
 rw_status rw_chat_render_messages(const rw_chat_template *t, const rw_chat_caps *caps, const rw_chat_prompt_opts *o,

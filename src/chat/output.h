@@ -81,6 +81,12 @@ typedef struct {
     bool reads_enable_thinking; /* it has an enable_thinking switch */
     bool reads_reasoning_effort;/* it reads reasoning_effort (gpt-oss) */
     bool tool_ids_9;            /* it requires tool call ids of 9 alphanumerics (Mistral) */
+    /* found by rendering probe conversations (rw_chat_template_caps in
+     * history.h); rw_chat_detect_caps alone sets them all true */
+    bool system_role;    /* renders a system message (Gemma's refuses it) */
+    bool tool_calls;     /* renders an assistant message's tool_calls */
+    bool parallel_calls; /* renders several calls in one message (Llama 3.x refuses) */
+    bool tool_results;   /* renders tool messages */
 } rw_chat_caps;
 
 void rw_chat_detect_caps(const char *tmpl_src, size_t len, rw_chat_caps *out);
