@@ -69,6 +69,7 @@ struct rw_chat_output {
     const marker *call;  /* S_CALL: the marker that opened it */
     size_t call_lead;    /* S_CALL: whitespace before the marker at pend's head */
     size_t scan_from;    /* S_CALL / S_BARE: resume point of the end search */
+    bool after_think;    /* a think block was taken out: the whitespace after it is not content */
     rw_chat__jscan js;
     int n_calls;
     bool finished;
@@ -297,6 +298,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             s = emit(p, RW_CHAT_EV_REASONING, p->pend, e);
             consume(p, k + strlen(p->close));
             p->state = S_BODY;
+            p->after_think = true;
             *progress = true;
             return s;
         }
@@ -321,11 +323,15 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         while (i < p->n && is_ws(p->pend[i])) i++;
         if (i == p->n && !fin) return RW_OK;
         bool bare = p->fmt == RW_TOOL_FMT_LLAMA3 || p->fmt == RW_TOOL_FMT_GRANITE || p->fmt == RW_TOOL_FMT_GENERIC;
-        consume(p, i);
-        if (bare && p->n && (p->pend[0] == '{' || p->pend[0] == '[')) {
+        if (bare && i < p->n && (p->pend[i] == '{' || p->pend[i] == '[')) {
+            consume(p, i);
             p->state = S_BARE;
             p->js = (rw_chat__jscan){0};
-        } else p->state = S_CONTENT;
+        } else {
+            /* leading whitespace is the content's own, unless it follows a think block */
+            if (p->after_think) consume(p, i);
+            p->state = S_CONTENT;
+        }
         *progress = true;
         return RW_OK;
     }

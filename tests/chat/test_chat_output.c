@@ -231,6 +231,8 @@ static void test_hermes(void) {
     /* text after a call stays content */
     const char *after[] = {"search", "{}"};
     expect(o, "<tool_call>{\"name\": \"search\"}</tool_call>\nDone.", "Done.", "", 1, after, true);
+    /* leading and trailing whitespace of plain content is kept */
+    expect(o, "\n  Hi there.\n", "\n  Hi there.\n", "", 0, NULL, true);
     /* plain text with a '<' and no calls passes untouched */
     expect(o, "a <b> c < d <tool", "a <b> c < d <tool", "", 0, NULL, false);
 }
