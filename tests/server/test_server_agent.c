@@ -302,6 +302,73 @@ static void test_reasoning(void) {
     json_decref(split);
 }
 
+/* ---- the thinking budget ---- */
+
+static int ids_of(json_t *resp, int32_t *out, int cap) {
+    json_t *a = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "token_ids"), *v;
+    size_t i;
+    int n = 0;
+    json_array_foreach(a, i, v) if (n < cap) out[n++] = (int32_t)json_integer_value(v);
+    return n;
+}
+
+static void test_budget(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen3.5-4B.jinja"), NULL, &s)) return;
+    const char *q = "\"messages\":[{\"role\":\"user\",\"content\":\"Think, then answer.\"}],\"max_tokens\":24,"
+                    "\"temperature\":0,\"ignore_eos\":true,\"return_token_ids\":true";
+    char body[1024];
+    int status;
+    snprintf(body, sizeof body, "{%s}", q);
+    json_t *full = post(s.port, "/v1/chat/completions", body, &status);
+    CHECK_EQ_INT(status, 200);
+    int32_t want[64], got[64], close[16];
+    int n_want = ids_of(full, want, 64);
+    /* the close marker's tokens */
+    json_t *tk = post(s.port, "/tokenize", "{\"content\":\"\\n</think>\\n\\n\",\"parse_special\":true}", &status);
+    int n_close = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(tk, "tokens"), i, v) if (n_close < 16) close[n_close++] = (int32_t)json_integer_value(v);
+    CHECK(n_close > 0);
+    json_decref(tk);
+    for (int budget = 0; budget <= 6; budget += 6) {
+        snprintf(body, sizeof body, "{%s,\"reasoning_budget\":%d}", q, budget);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        CHECK_EQ_INT(status, 200);
+        int n_got = ids_of(r, got, 64);
+        /* budget tokens of thinking as without a budget, the close, then the answer up to max_tokens */
+        CHECK_EQ_INT(n_got, 24);
+        CHECK_EQ_INT(usage(r, "completion_tokens"), 24);
+        CHECK_EQ_INT(usage(r, "prompt_tokens"), usage(full, "prompt_tokens"));
+        CHECK(n_want >= budget && !memcmp(got, want, (size_t)budget * sizeof *got));
+        CHECK_MSG(n_got >= budget + n_close && !memcmp(got + budget, close, (size_t)n_close * sizeof *got),
+                  "budget %d: no close marker after the budget", budget);
+        const char *rc = msg_str(r, "reasoning_content"), *frc = msg_str(full, "reasoning_content");
+        if (budget == 0) CHECK(!rc);
+        else CHECK_MSG(rc && frc && !strncmp(frc, rc, strlen(rc)), "budget %d: reasoning [%s] vs [%s]", budget,
+                       rc ? rc : "", frc ? frc : "");
+        CHECK(msg_str(r, "content") && strlen(msg_str(r, "content")) > 0);
+        /* streamed: the same split */
+        snprintf(body, sizeof body, "{%s,\"reasoning_budget\":%d,\"stream\":true}", q, budget);
+        acc a;
+        CHECK_EQ_INT(stream(s.port, body, &a), 200);
+        CHECK(!strcmp(a.reasoning, rc ? rc : "") && !strcmp(a.content, msg_str(r, "content") ?: ""));
+        json_decref(r);
+    }
+    unserve(&s);
+    /* --reasoning-budget: the server's default */
+    rw_server_config b = {.has_reasoning_budget = true, .reasoning_budget = 6};
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen3.5-4B.jinja"), &b, &s)) return;
+    snprintf(body, sizeof body, "{%s}", q);
+    json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+    int n_got = ids_of(r, got, 64);
+    CHECK(n_got >= 6 + n_close && !memcmp(got + 6, close, (size_t)n_close * sizeof *got));
+    json_decref(r);
+    unserve(&s);
+    json_decref(full);
+}
+
 /* ---- request handling ---- */
 
 static void test_fields_and_props(void) {
@@ -390,6 +457,7 @@ int main(void) {
     if (!g_engine) return rw_test_done();
     test_fields_and_props();
     test_reasoning();
+    test_budget();
     test_templates();
     rw_engine_free(g_engine);
     free(g_bos);
