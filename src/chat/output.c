@@ -70,6 +70,15 @@ struct rw_chat_output {
     size_t call_lead;    /* S_CALL: whitespace before the marker at pend's head */
     size_t scan_from;    /* S_CALL / S_BARE: resume point of the end search */
     bool after_think;    /* a think block was taken out: the whitespace after it is not content */
+    bool stream_args;
+    /* S_CALL with stream_args, a Qwen XML call sent as it comes: */
+    int xs;              /* 0 before <function=...>, 1 in its parameters, 2 after </function> */
+    size_t xpos;         /* where the XML is read next (offset in pend) */
+    int xparams;         /* parameters sent for the current call */
+    int xindex;          /* its index */
+    char *xname;         /* its name (owned) */
+    bool xml_stream;     /* this call is streamed (its body is XML) */
+    bool xml_tried;      /* it broke before its begin: parsed whole instead */
     rw_chat__jscan js;
     int n_calls;
     bool finished;
@@ -139,6 +148,7 @@ rw_status rw_chat_output_new(const rw_chat_output_opts *o, rw_chat_output **out,
     p->close = strdup(o->think_close && *o->think_close ? o->think_close : "</think>");
     p->id_prefix = strdup(o->id_prefix ? o->id_prefix : "call_");
     p->id_seed = o->id_seed;
+    p->stream_args = o->stream_args;
     if (!p->open || !p->close || !p->id_prefix) {
         rw_chat_output_free(p);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -165,6 +175,7 @@ void rw_chat_output_free(rw_chat_output *p) {
     free(p->id_prefix);
     json_decref(p->tools);
     free(p->pend);
+    free(p->xname);
     free(p);
 }
 
@@ -196,13 +207,16 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+static void make_id(const rw_chat_output *p, int index, char id[128]) {
+    uint64_t a = mix(p->id_seed ^ mix((uint64_t)index)), b = mix(a);
+    snprintf(id, 128, "%.80s%016llx%08llx", p->id_prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+}
+
 static rw_status emit_calls(rw_chat_output *p, rw_chat__calls *c) {
     for (int i = 0; i < c->n; i++) {
         int index = p->n_calls++;
-        uint64_t a = mix(p->id_seed ^ mix((uint64_t)index)), b = mix(a);
         char id[128];
-        snprintf(id, sizeof id, "%.80s%016llx%08llx", p->id_prefix, (unsigned long long)a,
-                 (unsigned long long)(b >> 32));
+        make_id(p, index, id);
         rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = index, .id = id, .name = c->v[i].name};
         rw_status s = p->fn(p->user, &ev);
         if (s) return s;
@@ -247,6 +261,149 @@ static const char *memfind(const char *h, size_t n, const char *needle) {
     size_t k = strlen(needle);
     if (k > n) return NULL;
     return memmem(h, n, needle, k);
+}
+
+/* ---- a Qwen XML call sent as it comes (stream_args) ---- */
+
+static rw_status call_piece(rw_chat_output *p, const char *s, size_t n) {
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_ARGS, .index = p->xindex, .text = s, .len = n};
+    return p->fn(p->user, &ev);
+}
+
+/* Ends the current call: its arguments object closed. */
+static rw_status xml_close_call(rw_chat_output *p) {
+    rw_status s = call_piece(p, p->xparams ? "}" : "{}", p->xparams ? 1 : 2);
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_END, .index = p->xindex};
+    if (!s) s = p->fn(p->user, &ev);
+    free(p->xname);
+    p->xname = NULL;
+    p->xs = 2;
+    return s;
+}
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+    while (i < n && is_ws(s[i])) i++;
+    return i;
+}
+
+/* One parameter: {"k":v or ,"k":v (key and value as the whole-call dump writes them). */
+static rw_status xml_param(rw_chat_output *p, const char *key, size_t kn, const char *v, size_t vn) {
+    json_t *kj = json_stringn(key, kn), *vj = rw_chat__xml_value(p->tools, p->xname, key, v, vn);
+    char *ks = kj ? json_dumps(kj, JSON_ENCODE_ANY) : NULL, *vs = vj ? json_dumps(vj, RW_CHAT_ARGS_DUMP | JSON_ENCODE_ANY) : NULL;
+    json_decref(kj);
+    json_decref(vj);
+    rw_status st = RW_ERR_NOMEM;
+    size_t kl = ks ? strlen(ks) : 0, vl = vs ? strlen(vs) : 0;
+    char *piece = ks && vs ? malloc(kl + vl + 3) : NULL;
+    if (piece) {
+        size_t o = 0;
+        piece[o++] = p->xparams ? ',' : '{';
+        memcpy(piece + o, ks, kl);
+        o += kl;
+        piece[o++] = ':';
+        memcpy(piece + o, vs, vl);
+        o += vl;
+        st = call_piece(p, piece, o);
+        p->xparams++;
+    }
+    free(piece);
+    free(ks);
+    free(vs);
+    return st;
+}
+
+/* The call's text breaks the XML at xpos: a call already begun is closed
+ * and the text from there is content; otherwise the whole call is. */
+static rw_status xml_fail(rw_chat_output *p) {
+    rw_status s = RW_OK;
+    p->xml_stream = false;
+    if (p->xs == 0) { /* nothing sent: the call's text is judged whole, as without stream_args */
+        p->xml_tried = true;
+        return RW_OK;
+    }
+    if (p->xs == 1) s = xml_close_call(p);
+    consume(p, p->xpos);
+    p->state = S_CONTENT;
+    return s;
+}
+
+static rw_status step_xml(rw_chat_output *p, bool *progress) {
+    const bool fin = p->finished;
+    const char *b = p->pend;
+    const size_t n = p->n;
+    size_t i = skip_ws(b, n, p->xpos);
+    rw_status s = RW_OK;
+    if (p->xs == 0) {
+        if (!fin && i + 10 > n && prefix_of(b + i, n - i, "<function=")) return RW_OK;
+        if (!starts(b + i, n - i, "<function=")) return (*progress = true), xml_fail(p);
+        const char *gt = memchr(b + i + 10, '>', n - i - 10);
+        if (!gt) return fin ? ((*progress = true), xml_fail(p)) : RW_OK;
+        size_t nb = i + 10, ne = (size_t)(gt - b);
+        nb = skip_ws(b, ne, nb);
+        while (ne > nb && is_ws(b[ne - 1])) ne--;
+        if (!rw_chat__valid_name(b + nb, ne - nb)) return (*progress = true), xml_fail(p);
+        if (!(p->xname = strndup(b + nb, ne - nb))) return RW_ERR_NOMEM;
+        p->xindex = p->n_calls++;
+        p->xparams = 0;
+        char id[128];
+        make_id(p, p->xindex, id);
+        rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
+        s = p->fn(p->user, &ev);
+        p->xs = 1;
+        p->xpos = (size_t)(gt - b) + 1;
+        *progress = true;
+        return s;
+    }
+    if (p->xs == 1) {
+        if (starts(b + i, n - i, "</function>")) {
+            p->xpos = i + 11;
+            *progress = true;
+            return xml_close_call(p);
+        }
+        if (!starts(b + i, n - i, "<parameter=")) {
+            if (!fin && (prefix_of(b + i, n - i, "</function>") || prefix_of(b + i, n - i, "<parameter=")))
+                return RW_OK;
+            return (*progress = true), xml_fail(p);
+        }
+        const char *gt = memchr(b + i + 11, '>', n - i - 11);
+        const char *end = gt ? memfind(gt + 1, n - (size_t)(gt + 1 - b), "</parameter>") : NULL;
+        if (!end) return fin ? ((*progress = true), xml_fail(p)) : RW_OK;
+        size_t kb = skip_ws(b, (size_t)(gt - b), i + 11), ke = (size_t)(gt - b);
+        while (ke > kb && is_ws(b[ke - 1])) ke--;
+        size_t vb = (size_t)(gt - b) + 1, ve = (size_t)(end - b);
+        if (vb < ve && b[vb] == '\n') vb++; /* the newlines the template writes around a value */
+        if (ve > vb && b[ve - 1] == '\n') ve--;
+        if (ke == kb) return (*progress = true), xml_fail(p);
+        char *key = strndup(b + kb, ke - kb);
+        if (!key) return RW_ERR_NOMEM;
+        s = xml_param(p, key, ke - kb, b + vb, ve - vb);
+        free(key);
+        p->xpos = (size_t)(end - b) + 12;
+        *progress = true;
+        return s;
+    }
+    /* after </function>: another function in the same call, the end marker, or the end */
+    const bool keep = p->call->keep;
+    if (!keep && starts(b + i, n - i, "<function=")) {
+        p->xs = 0;
+        p->xpos = i;
+        *progress = true;
+        return RW_OK;
+    }
+    const char *endm = keep ? NULL : p->call->end;
+    if (endm && starts(b + i, n - i, endm)) {
+        consume(p, i + strlen(endm));
+    } else if (!fin && i == n) {
+        return RW_OK;
+    } else if (!fin && endm && prefix_of(b + i, n - i, endm)) {
+        return RW_OK;
+    } else if (!fin && !keep && prefix_of(b + i, n - i, "<function=")) {
+        return RW_OK;
+    } else consume(p, p->xpos); /* done; what follows is the message's */
+    p->state = S_AFTER_CALL;
+    p->xml_stream = false;
+    *progress = true;
+    return RW_OK;
 }
 
 /* ---- the state machine ---- */
@@ -389,6 +546,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             s = emit(p, RW_CHAT_EV_CONTENT, p->pend, e);
             consume(p, e);
             p->state = S_CALL;
+            p->xml_tried = false;
             p->call = which;
             p->call_lead = k - e;
             p->scan_from = k - e + (which->keep ? 0 : strlen(which->open));
@@ -408,6 +566,21 @@ static rw_status step(rw_chat_output *p, bool *progress) {
 
     case S_CALL: {
         const size_t body = p->call_lead + (p->call->keep ? 0 : strlen(p->call->open));
+        if (p->xml_stream) return step_xml(p, progress);
+        if (p->stream_args && !p->xml_tried && (p->call == &M_TOOL_CALL || p->call == &M_FUNCTION)) {
+            size_t i = body;
+            while (i < p->n && is_ws(p->pend[i])) i++;
+            if (i == p->n && !fin) return RW_OK;
+            if (starts(p->pend + i, p->n - i, "<function=") ||
+                (!fin && prefix_of(p->pend + i, p->n - i, "<function="))) {
+                if (!starts(p->pend + i, p->n - i, "<function=")) return RW_OK; /* not sure yet */
+                p->xml_stream = true;
+                p->xs = 0;
+                p->xpos = i;
+                *progress = true;
+                return RW_OK;
+            }
+        }
         size_t body_end = 0, end = 0; /* body_end: where the body stops; end: where the call's text stops */
         bool found = false;
         if (p->call->end) {

@@ -41,4 +41,16 @@ bool rw_chat__parse_json_calls(const char *s, size_t n, bool bare, rw_chat__call
  * function): Qwen's XML form (values typed by the tools' schemas) or JSON. */
 bool rw_chat__parse_call_body(const char *s, size_t n, bool function, const json_t *tools, rw_chat__calls *out);
 
+/* A call name we accept: 1..256 bytes, no spaces, quotes or angle brackets. */
+bool rw_chat__valid_name(const char *s, size_t n);
+
+/* One Qwen XML parameter's text as a JSON value, typed by the schema of
+ * tool fn's parameter key in tools (may be NULL). New reference. */
+json_t *rw_chat__xml_value(const json_t *tools, const char *fn, const char *key, const char *v, size_t n);
+
+/* Real numbers printed with 15 significant digits: a decimal the model wrote
+ * with up to 15 digits (all of them in practice) comes back as written
+ * (1.1, not jansson's default 1.1000000000000001). */
+#define RW_CHAT_ARGS_DUMP (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
 #endif

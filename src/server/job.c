@@ -195,9 +195,11 @@ void srv_job_free(srv_job *j) {
     free(j);
 }
 
-rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, rw_chat_output **out, rw_error *err) {
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+                             rw_error *err) {
     rw_chat_output_opts o = j->parse;
     o.id_prefix = id_prefix;
+    o.stream_args = stream;
     if (getrandom(&o.id_seed, sizeof o.id_seed, 0) != (ssize_t)sizeof o.id_seed) o.id_seed = (uint64_t)time(NULL);
     return rw_chat_output_new(&o, out, err);
 }
@@ -448,7 +450,7 @@ static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
  * writes the events as chunks; at the end, the held-back text too. */
 static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote) {
     rw_error err = {0};
-    if (!c->parser && srv_job_parser_new(j, NULL, &c->parser, &err)) return false;
+    if (!c->parser && srv_job_parser_new(j, NULL, true, &c->parser, &err)) return false;
     stream_ctx x = {.j = j, .c = c, .t = t};
     rw_status st = RW_OK;
     if (t->text_len) st = rw_chat_output_feed(c->parser, t->text, t->text_len, on_stream_event, &x, &err);

@@ -164,9 +164,12 @@ typedef struct srv_job {
     size_t close_len;
 } srv_job;
 
-/* A new output parser for choice `index` of job j, with ids made of
- * id_prefix (NULL: "call_") and fresh randomness. The caller frees it. */
-rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, rw_chat_output **out, rw_error *err);
+/* A new output parser for one of job j's choices, with ids made of
+ * id_prefix (NULL: "call_") and fresh randomness; stream: arguments of
+ * calls streamed as they come (output.h's stream_args), for a streaming
+ * response. The caller frees it. */
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+                             rw_error *err);
 
 srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
