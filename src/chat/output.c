@@ -79,6 +79,12 @@ struct rw_chat_output {
     char *xname;         /* its name (owned) */
     bool xml_stream;     /* this call is streamed (its body is XML) */
     bool xml_tried;      /* it broke before its begin: parsed whole instead */
+    /* S_CALL with stream_args, a Hermes JSON call sent as it comes: */
+    bool json_stream;
+    int jstate;          /* 0 arguments coming, 1 after them */
+    rw_chat__jval jv;
+    size_t jsent;        /* the arguments' text sent up to here (offset in pend) */
+    bool jin_str, jesc;  /* where the sending is, to drop whitespace outside strings */
     rw_chat__jscan js;
     int n_calls;
     bool finished;
@@ -406,6 +412,119 @@ static rw_status step_xml(rw_chat_output *p, bool *progress) {
     return RW_OK;
 }
 
+/* ---- a Hermes JSON call sent as it comes (stream_args) ---- */
+
+/* Matches ws* '{' ws* "name" ws* ':' ws* "NAME" ws* ',' ws* ("arguments" |
+ * "parameters") ws* ':' ws* '{' at s[i..n): 1 (the name's span and where the
+ * arguments' '{' is), 0 (a prefix of it: more text needed), -1 (not it). */
+static int hermes_head(const char *s, size_t n, size_t i, size_t *nb, size_t *ne, size_t *args) {
+    static const char *const parts[] = {"{", "\"name\"", ":", NULL /* the name */, ",", NULL /* the key */, ":"};
+    for (int k = 0; k < 7; k++) {
+        i = skip_ws(s, n, i);
+        if (i >= n) return 0;
+        if (k == 3) { /* "NAME": a plain string, no escapes */
+            if (s[i] != '"') return -1;
+            size_t e = i + 1;
+            while (e < n && s[e] != '"' && s[e] != '\\') e++;
+            if (e >= n) return 0;
+            if (s[e] == '\\' || !rw_chat__valid_name(s + i + 1, e - i - 1)) return -1;
+            *nb = i + 1;
+            *ne = e;
+            i = e + 1;
+            continue;
+        }
+        if (k == 5) {
+            static const char *const keys[] = {"\"arguments\"", "\"parameters\""};
+            int hit = -1;
+            for (int q = 0; q < 2; q++) {
+                size_t kl = strlen(keys[q]);
+                if (n - i >= kl ? !memcmp(s + i, keys[q], kl) : !memcmp(s + i, keys[q], n - i)) {
+                    if (n - i < kl) return 0;
+                    hit = q;
+                }
+            }
+            if (hit < 0) return -1;
+            i += strlen(keys[hit]);
+            continue;
+        }
+        size_t pl = strlen(parts[k]);
+        if (n - i < pl) return memcmp(s + i, parts[k], n - i) ? -1 : 0;
+        if (memcmp(s + i, parts[k], pl)) return -1;
+        i += pl;
+    }
+    i = skip_ws(s, n, i);
+    if (i >= n) return 0;
+    if (s[i] != '{') return -1;
+    *args = i;
+    return 1;
+}
+
+static rw_status json_end_call(rw_chat_output *p) {
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_END, .index = p->xindex};
+    return p->fn(p->user, &ev);
+}
+
+static rw_status step_json(rw_chat_output *p, bool *progress) {
+    const bool fin = p->finished;
+    rw_status s = RW_OK;
+    if (p->jstate == 0) {
+        int r = rw_chat__jval_feed(&p->jv, p->pend, p->n);
+        if (p->jv.safe > p->jsent) { /* what is certain goes out, compact (as the whole-call dump is) */
+            char *buf = malloc(p->jv.safe - p->jsent);
+            if (!buf) return RW_ERR_NOMEM;
+            size_t k = 0;
+            for (size_t i = p->jsent; i < p->jv.safe; i++) {
+                char c = p->pend[i];
+                if (p->jin_str) {
+                    if (p->jesc) p->jesc = false;
+                    else if (c == '\\') p->jesc = true;
+                    else if (c == '"') p->jin_str = false;
+                } else if (is_ws(c)) continue;
+                else if (c == '"') p->jin_str = true;
+                buf[k++] = c;
+            }
+            s = k ? call_piece(p, buf, k) : RW_OK;
+            free(buf);
+            p->jsent = p->jv.safe;
+            *progress = true;
+            if (s) return s;
+        }
+        if (r == 0 && !fin) return RW_OK;
+        if (r != 1) { /* broken or cut off: closed where it was sure, the rest is text */
+            s = call_piece(p, p->jv.safe_close, p->jv.safe_close_len);
+            if (!s) s = json_end_call(p);
+            consume(p, p->jsent);
+            p->json_stream = false;
+            p->state = S_CONTENT;
+            *progress = true;
+            return s;
+        }
+        s = json_end_call(p);
+        p->jstate = 1;
+        *progress = true;
+        return s;
+    }
+    /* after the arguments: the call object's '}' and the end marker */
+    size_t i = skip_ws(p->pend, p->n, p->jv.pos);
+    if (i < p->n && p->pend[i] == '}') {
+        size_t e = skip_ws(p->pend, p->n, i + 1);
+        const char *endm = p->call->end;
+        if (starts(p->pend + e, p->n - e, endm) || (fin && e == p->n)) {
+            consume(p, e == p->n ? e : e + strlen(endm));
+            p->json_stream = false;
+            p->state = S_AFTER_CALL;
+            *progress = true;
+            return RW_OK;
+        }
+        if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
+    } else if (!fin && i == p->n) return RW_OK;
+    consume(p, p->jv.pos); /* the call is complete; what follows it is text */
+    p->json_stream = false;
+    p->state = S_CONTENT;
+    *progress = true;
+    return RW_OK;
+}
+
 /* ---- the state machine ---- */
 
 /* One step; *progress is set when the state or pend changed. */
@@ -567,6 +686,29 @@ static rw_status step(rw_chat_output *p, bool *progress) {
     case S_CALL: {
         const size_t body = p->call_lead + (p->call->keep ? 0 : strlen(p->call->open));
         if (p->xml_stream) return step_xml(p, progress);
+        if (p->json_stream) return step_json(p, progress);
+        if (p->stream_args && !p->xml_tried && p->call == &M_TOOL_CALL) {
+            size_t nb = 0, ne = 0, args = 0;
+            int h = hermes_head(p->pend, p->n, body, &nb, &ne, &args);
+            if (h == 0 && !fin) return RW_OK;
+            if (h == 1) { /* the name is known: the call begins, its arguments follow as they come */
+                free(p->xname);
+                if (!(p->xname = strndup(p->pend + nb, ne - nb))) return RW_ERR_NOMEM;
+                p->xindex = p->n_calls++;
+                char id[128];
+                make_id(p, p->xindex, id);
+                rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
+                p->json_stream = true;
+                p->jstate = 0;
+                p->jv = (rw_chat__jval){.pos = args, .safe = args};
+                p->jsent = args;
+                p->jin_str = p->jesc = false;
+                *progress = true;
+                return p->fn(p->user, &ev);
+            }
+            size_t first = skip_ws(p->pend, p->n, body);
+            if (h < 0 && first < p->n && p->pend[first] == '{') p->xml_tried = true; /* JSON of another shape: whole */
+        }
         if (p->stream_args && !p->xml_tried && (p->call == &M_TOOL_CALL || p->call == &M_FUNCTION)) {
             size_t i = body;
             while (i < p->n && is_ws(p->pend[i])) i++;

@@ -18,8 +18,13 @@
  * ,"k":v, ..., then } at </function>), so a long argument (a file's text)
  * does not wait for the whole call. A call that breaks after its begin is
  * then closed with the parameters it had (its arguments stay a well-formed
- * object) and the text from the break on is content. Well-formed calls give
- * the same events' texts either way. The JSON formats are always sent whole.
+ * object) and the text from the break on is content. A Hermes JSON call
+ * ({"name": N, "arguments": {...}} inside <tool_call>, name first) likewise:
+ * its begin once the name is read, then its arguments as they are validated,
+ * compact (whitespace outside strings dropped), closed at the last sure point
+ * if they break. Well-formed calls give the same calls either way (the same
+ * texts for XML; for JSON the same values, numbers and escapes as the model
+ * wrote them). Other shapes and formats are sent whole.
  *
  * Feeding the whole text in one piece or byte by byte gives the same events'
  * concatenated texts (the pieces may be cut differently); the non-streaming

@@ -20,6 +20,23 @@ typedef struct {
 /* 1: the value ends at s->pos; 0: needs more text; -1: not an object/array. */
 int rw_chat__jscan_run(rw_chat__jscan *s, const char *p, size_t n);
 
+/* An incremental JSON validator (json_stream.c): reads p[pos..n) on each
+ * call (p may have grown since), state kept across calls. Zero it, set pos
+ * to where the value starts. */
+typedef struct {
+    size_t pos;
+    int st, depth, num, ulen, litpos;
+    bool key;
+    const char *lit;
+    char stack[64];
+    size_t safe;           /* the last safe point: the text up to it can be sent... */
+    char safe_close[72];   /* ...and closed with these bytes into a well-formed value */
+    size_t safe_close_len;
+} rw_chat__jval;
+
+/* 1: the value is complete (it ends at pos); 0: needs more; -1: broken at pos. */
+int rw_chat__jval_feed(rw_chat__jval *v, const char *p, size_t n);
+
 /* Calls parsed from one piece of text: names and arguments (compact JSON
  * object text), malloc'd. */
 typedef struct {
