@@ -164,6 +164,19 @@ int rw_chat_output_n_calls(const rw_chat_output *p);
  * server's thinking budget counts tokens while this holds. */
 bool rw_chat_output_in_reasoning(const rw_chat_output *p);
 
+/* ---- forced calls ---- */
+
+/* GBNF (grammar/grammar.h) for output that is a tool call in format f
+ * (tool_choice "required": any of tools_json's functions, only = NULL; a
+ * named tool_choice: only = its name), with each call's arguments matching
+ * its tool's parameters schema; parallel: up to 8 calls, else one. Built
+ * from the schema compiler's rules inside the format's own markup
+ * (tool_grammar.c). *gbnf is malloc'd (the caller frees). Errors:
+ * RW_ERR_INVALID_ARG (no tools, an unknown name, a bad schema),
+ * RW_ERR_UNSUPPORTED (format NONE, a schema keyword the compiler lacks). */
+rw_status rw_chat_tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel, char **gbnf,
+                               rw_error *err);
+
 /* ---- non-streaming ---- */
 
 typedef struct {

@@ -49,6 +49,7 @@ static bool budget_setup(srv_job *j, const srv_request *r) {
     j->gp.sampling.logit_bias = r->n_bias ? j->bias : NULL;
     j->gp.marks = NULL;
     j->gp.n_marks = 0;
+    j->gp.grammar = NULL; /* a forced call closes the block before it starts: never continued */
     rw_error err = {0};
     if (rw_tokenize(j->srv->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
         return false;

@@ -76,6 +76,10 @@ typedef struct {
     rw_chat_output_opts out;
     char *tools_json;       /* owned */
     long reasoning_budget;  /* < 0: unlimited */
+    int force;              /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
+    char *force_name;       /* owned */
+    bool parallel_calls;    /* parallel_tool_calls (default true) */
+    char *gbnf;             /* gp.grammar: a forced call's grammar (owned) */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
