@@ -177,7 +177,7 @@ void srv_job_free(srv_job *j) {
         pthread_mutex_lock(&j->mu);
         bool running = c->submitted && !c->done;
         pthread_mutex_unlock(&j->mu);
-        if (running) rw_engine_cancel(j->srv->engine, c->engine_id); /* no callback after this returns */
+        if (running) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this returns */
         free(c->text);
         free(c->toks);
         free(c->lps);
