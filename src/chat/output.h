@@ -164,19 +164,6 @@ int rw_chat_output_n_calls(const rw_chat_output *p);
  * server's thinking budget counts tokens while this holds. */
 bool rw_chat_output_in_reasoning(const rw_chat_output *p);
 
-/* ---- forced calls ---- */
-
-/* GBNF (grammar/grammar.h) for output that is a tool call in format f
- * (tool_choice "required": any of tools_json's functions, only = NULL; a
- * named tool_choice: only = its name), with each call's arguments matching
- * its tool's parameters schema; parallel: up to 8 calls, else one. Built
- * from the schema compiler's rules inside the format's own markup
- * (tool_grammar.c). *gbnf is malloc'd (the caller frees). Errors:
- * RW_ERR_INVALID_ARG (no tools, an unknown name, a bad schema),
- * RW_ERR_UNSUPPORTED (format NONE, a schema keyword the compiler lacks). */
-rw_status rw_chat_tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel, char **gbnf,
-                               rw_error *err);
-
 /* ---- non-streaming ---- */
 
 typedef struct {
@@ -191,12 +178,12 @@ typedef struct {
     size_t reasoning_len;
     rw_chat_tool_call *calls;
     int n_calls;
-} rw_chat_message;
+} rw_chat_parsed;
 
 /* The whole generated text at once (the concatenation of the events of
- * feed + finish). The caller frees *out with rw_chat_message_free. */
-rw_status rw_chat_output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_message *out,
+ * feed + finish). The caller frees *out with rw_chat_parsed_free. */
+rw_status rw_chat_output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
                                rw_error *err);
-void rw_chat_message_free(rw_chat_message *m);
+void rw_chat_parsed_free(rw_chat_parsed *m);
 
 #endif

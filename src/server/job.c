@@ -282,7 +282,7 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
  * adds the close marker to its output and submits prompt + output + close,
  * with what is left of max_tokens (connection thread). */
 static void continue_choice(srv_job *j, srv_choice *c) {
-    if (c->submitted) rw_engine_cancel(j->srv->engine, c->engine_id); /* no callback after this */
+    if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
     c->think = 2;

@@ -232,7 +232,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         }
         rw_error gerr = {0};
         /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
-        if (rw_chat_tool_grammar(s->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
+        if (rw_server__tool_grammar(s->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
                                  r->force == 1 && r->parallel_calls, &r->gbnf, &gerr)) {
             free(text);
             json_decref(kwargs);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "chat/output.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
@@ -38,8 +39,9 @@ static char *g_bos, *g_eos;
 
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_log[8192];
-static void log_hook(void *user, const char *line) {
+static void log_hook(void *user, rw_log_level level, const char *line) {
     (void)user;
+    (void)level;
     pthread_mutex_lock(&g_log_mu);
     size_t n = strlen(g_log);
     snprintf(g_log + n, sizeof g_log - n, "%s\n", line);
@@ -73,7 +75,6 @@ static bool serve(const char *template_file, const rw_server_config *extra, serv
     if (!out->tmpl) return false;
     rw_server_config sc = extra ? *extra : (rw_server_config){0};
     sc.model_id = "fixture";
-    sc.log = log_hook;
     CHECK_MSG(!rw_server_start(g_engine, g_tok, out->tmpl, g_bos, g_eos, &sc, &out->srv, &err), "%s", err.msg);
     if (!out->srv) return false;
     out->port = rw_server_port(out->srv);
@@ -251,7 +252,7 @@ static void test_reasoning(void) {
     CHECK(text && !msg_str(raw, "reasoning_content"));
     /* what the parser makes of that text when the prompt opened <think> */
     rw_chat_output_opts o = {.reasoning = RW_REASONING_DEEPSEEK, .in_reasoning = true};
-    rw_chat_message want;
+    rw_chat_parsed want;
     rw_error err = {0};
     CHECK(!rw_chat_output_parse(&o, text ? text : "", text ? strlen(text) : 0, &want, &err));
     CHECK(want.reasoning && want.reasoning_len > 0);
@@ -267,7 +268,7 @@ static void test_reasoning(void) {
     CHECK_EQ_INT(stream(s.port, body, &a), 200);
     CHECK_MSG(want.reasoning && !strcmp(a.reasoning, want.reasoning), "streamed reasoning [%s]", a.reasoning);
     CHECK(!strcmp(a.content, want.content));
-    rw_chat_message_free(&want);
+    rw_chat_parsed_free(&want);
 
     /* thinking off, four ways: the template closes the block, the output is content */
     static const char *const off[] = {"\"enable_thinking\":false", "\"chat_template_kwargs\":{\"enable_thinking\":false}",
@@ -598,6 +599,7 @@ int main(void) {
         return 1;
     }
     rw_chat_template_free(t);
+    rw_log_set(log_hook, NULL, RW_LOG_INFO);
     const rw_engine_config ec = {.n_threads = 2, .max_running = 2, .max_queued = 16, .n_ctx = 2048,
                                  .prefill_chunk = 256, .kv_type = RW_KV_F32, .cache_bytes = 64 << 20};
     CHECK(rw_engine_new(g_model, g_tok, &ec, &g_engine, &err) == RW_OK);

@@ -1,4 +1,4 @@
-/* tool_grammar.c - the GBNF of a forced tool call (output.h): the model's
+/* tool_grammar.c - the GBNF of a forced tool call (server_int.h): the model's
  * own call format around the JSON schema compiler's rules for each tool's
  * parameters (grammar/grammar.h), so what it writes parses as a call whose
  * arguments validate against the tool's schema.
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/output.h"
 #include "grammar/grammar.h"
+#include "server/server_int.h"
 
 typedef struct {
     char *p;
@@ -183,7 +183,7 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
     return st;
 }
 
-rw_status rw_chat_tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel, char **out,
+rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel, char **out,
                                rw_error *err) {
     *out = NULL;
     if (f == RW_TOOL_FMT_NONE) return rw_errorf(err, RW_ERR_UNSUPPORTED, "forced tool calls need a tool format");
