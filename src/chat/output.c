@@ -739,8 +739,8 @@ static rw_status step(rw_chat_output *p, bool *progress) {
                 found = true;
                 body_end = end = p->js.pos;
             } else if (r < 0) {
-                found = true; /* not JSON: fails to parse below, goes out as content */
-                body_end = end = p->n;
+                found = true; /* not JSON: the marker and what came before the bad byte go out as content */
+                body_end = end = p->js.pos;
             }
         }
         if (!found && !fin) return RW_OK;

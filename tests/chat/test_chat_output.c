@@ -298,6 +298,10 @@ static void test_granite(void) {
     const char *one[] = {"search", "{\"q\":\"x\"}"};
     expect(o, "Let me search.<|tool_call|>[{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}]", "Let me search.",
            "", 1, one, true);
+    /* a marker followed by something that is not JSON: the marker is text, what follows is read on */
+    const char *notjson[] = {"search", "{\"q\":\"x\"}"};
+    expect(o, "<|tool_call|>\"x <|tool_call|>[{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}]",
+           "<|tool_call|>\"x", "", 1, notjson, false);
     const char *bad = "<|tool_call|>[{\"name\": \"search\", \"arguments\": 5}]";
     expect(o, bad, bad, "", 0, NULL, false);
 }
