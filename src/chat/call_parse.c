@@ -134,7 +134,7 @@ static json_t *param_schema(const json_t *tools, const char *name, const char *k
 /* The length of the well-formed UTF-8 sequence at s[0..n): 1..4; 0 when the
  * bytes there are invalid; -1 when they are the valid start of a sequence
  * that n cuts short. */
-static int utf8_len(const unsigned char *s, size_t n) {
+int rw_chat__utf8_len(const unsigned char *s, size_t n) {
     unsigned char c = s[0];
     int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
     if (len <= 1) return len;
@@ -159,7 +159,7 @@ size_t rw_chat__json_escape(const char *in, size_t n, bool final, char **out, si
         return 0;
     }
     while (i < n) {
-        int l = utf8_len(s + i, n - i);
+        int l = rw_chat__utf8_len(s + i, n - i);
         if (l < 0 && !final) break; /* the rest of this character is still to come */
         if (l <= 0) { /* invalid: U+FFFD, one byte */
             memcpy(o + k, "\xef\xbf\xbd", 3);
@@ -195,7 +195,7 @@ static json_t *lossy_string(const char *s, size_t n) {
     if (!fixed) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n;) {
-        int l = utf8_len((const unsigned char *)s + i, n - i);
+        int l = rw_chat__utf8_len((const unsigned char *)s + i, n - i);
         if (l <= 0) {
             memcpy(fixed + k, "\xef\xbf\xbd", 3);
             k += 3;
@@ -294,6 +294,10 @@ static bool parse_xml_calls(const char *s, size_t n, const json_t *tools, rw_cha
             size_t vb = (size_t)(kgt - s) + 1, ve = (size_t)(vend - s);
             if (vb < ve && s[vb] == '\n') vb++;
             if (ve > vb && s[ve - 1] == '\n') ve--;
+            if (!rw_chat__valid_name(s + kb, ke - kb)) {
+                ok = false;
+                break;
+            }
             char *key = strndup(s + kb, ke - kb);
             json_t *val = key && ke > kb ? param_value(tools ? param_schema(tools, name, key) : NULL, s + vb, ve - vb)
                                          : NULL;

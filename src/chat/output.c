@@ -335,6 +335,17 @@ static rw_status xml_fail(rw_chat_output *p) {
     return s;
 }
 
+/* A parameter name: a call name's rules, and well-formed UTF-8 (a JSON key). */
+static bool valid_key(const char *s, size_t n) {
+    if (!rw_chat__valid_name(s, n)) return false;
+    for (size_t i = 0; i < n;) {
+        int l = rw_chat__utf8_len((const unsigned char *)s + i, n - i);
+        if (l <= 0) return false;
+        i += (size_t)l;
+    }
+    return true;
+}
+
 static rw_status step_xml(rw_chat_output *p, bool *progress) {
     const bool fin = p->finished;
     const char *b = p->pend;
@@ -350,6 +361,7 @@ static rw_status step_xml(rw_chat_output *p, bool *progress) {
         nb = skip_ws(b, ne, nb);
         while (ne > nb && is_ws(b[ne - 1])) ne--;
         if (!rw_chat__valid_name(b + nb, ne - nb)) return (*progress = true), xml_fail(p);
+        free(p->xname);
         if (!(p->xname = strndup(b + nb, ne - nb))) return RW_ERR_NOMEM;
         p->xindex = p->n_calls++;
         p->xparams = 0;
@@ -416,6 +428,7 @@ static rw_status step_xml(rw_chat_output *p, bool *progress) {
         const char *gt = memchr(b + i + 11, '>', n - i - 11);
         size_t kb = skip_ws(b, gt ? (size_t)(gt - b) : n, i + 11), ke = gt ? (size_t)(gt - b) : kb;
         while (ke > kb && is_ws(b[ke - 1])) ke--;
+        if (gt && !valid_key(b + kb, ke - kb)) return (*progress = true), xml_fail(p);
         if (gt && ke > kb) { /* a string parameter: its text goes out as it comes */
             char *key = strndup(b + kb, ke - kb);
             if (!key) return RW_ERR_NOMEM;
@@ -531,6 +544,8 @@ static int hermes_head(const char *s, size_t n, size_t i, size_t *nb, size_t *ne
 
 static rw_status json_end_call(rw_chat_output *p) {
     rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_END, .index = p->xindex};
+    free(p->xname);
+    p->xname = NULL;
     return p->fn(p->user, &ev);
 }
 
