@@ -4,6 +4,7 @@
 #   make test     build, then run every test in the normal build and again
 #                 under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo     install missing Debian packages, build, run the demo
+#   make demo-cluster  the same with 3 replicas behind nginx (scripts/cluster.sh)
 #   make bench    run the benchmarks (see README)
 #   make soak     the server under mixed traffic for SOAK_MINUTES (scripts/soak.sh)
 #   make fuzz     build the libFuzzer harnesses (clang) into build-fuzz/
@@ -41,7 +42,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo bench soak fuzz fuzz-ci format clean setup install install-lib
+.PHONY: all test test-fast test-asan demo demo-cluster bench soak fuzz fuzz-ci format clean setup install install-lib
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -121,6 +122,10 @@ test-fast: all
 demo: setup
 	$(MAKE) -j2 all
 	scripts/demo.sh
+
+demo-cluster: setup
+	$(MAKE) -j2 all
+	scripts/cluster.sh demo
 
 bench: all
 	scripts/bench.sh
