@@ -23,6 +23,7 @@ int rw_cmd_tokenize(int argc, char **argv);
 int rw_cmd_detokenize(int argc, char **argv);
 int rw_cmd_bench(int argc, char **argv);
 int rw_cmd_serve(int argc, char **argv);
+int rw_cmd_cache_verify(int argc, char **argv);
 int rw_cmd_demo_client(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */

@@ -2,19 +2,46 @@
  * [--parallel N] [--ctx N] [--threads N] [--api-key KEY] [--kv f32|f16]
  * [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]
  * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]
- * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`: the
+ * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE]
+ * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
+ * [--max-connections-per-ip N] [--max-state-bytes B]
+ * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
  *
- * The prefix cache (engine/prefix_cache.h) is on by default with a quarter
+ * The prefix cache (pcache/pcache.h) is on by default with a quarter
  * of the machine's RAM (--cache-bytes 0 turns it off); --cache-dir adds the
- * disk tier (default budget 16 GiB). Sizes take K, M, G suffixes.
+ * disk tier (default budget 16 GiB; docs/persistence.md): entries reach
+ * the folder about a second after their request ends (--cache-dir-delay,
+ * default 1 s) unless --cache-dir-write evict (only when evicted from
+ * memory, and at shutdown). --max-state-bytes bounds the running
+ * sequences' state by admission (engine.h; default also a quarter of RAM;
+ * 0 = none). Sizes take K, M, G suffixes.
+ *
+ * Signals: SIGINT and SIGTERM are taken by a thread of their own from the
+ * first instruction on (blocked everywhere else), so they work during
+ * startup too (the process then exits at once: nothing to save yet). Once
+ * serving, the first one stops the server (no new connections; running
+ * requests are cancelled and their sequences go into the prefix cache),
+ * the disk tier writes what is pending, and the process exits; if that
+ * takes longer than --shutdown-timeout (default 15 s) or a second signal
+ * comes, it exits at once (the folder stays valid: every file is written
+ * atomically).
  *
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
  * sequence and step (default 4), verified in the step's one batched pass;
- * how many adapts to the measured acceptance unless --draft-fixed. */
+ * how many adapts to the measured acceptance unless --draft-fixed.
+ *
+ * The API key: --api-key-file FILE (its first line), else --api-key KEY
+ * (visible in ps), else the environment variable REWIND_API_KEY. The limits
+ * and the browser policy are in docs/server-security.md. */
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +50,7 @@
 #include "chat/chat.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "pcache/pcache.h"
 #include "engine/spec.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -45,31 +73,112 @@ static int parse_size(const char *s, size_t *out) {
     return 0;
 }
 
+/* ---- signals ---- */
+
+static sigset_t stop_sigs;
+static sem_t stop_sem;
+static atomic_int phase; /* 0 starting, 1 serving, 2 stopping */
+static double stop_limit = 15;
+
+static void *signal_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&stop_sigs, &sig)) continue;
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&phase, &expect, 2)) {
+            fprintf(stderr, "rewind serve: stopping during startup (signal %d)\n", sig);
+            _exit(0);
+        }
+        if (expect != 1 || !atomic_compare_exchange_strong(&phase, &expect, 2)) continue;
+        fprintf(stderr, "rewind serve: stopping (signal %d)\n", sig);
+        sem_post(&stop_sem);
+        struct timespec ts = {.tv_sec = (time_t)stop_limit, .tv_nsec = (long)((stop_limit - (double)(time_t)stop_limit) * 1e9)};
+        for (;;) {
+            int r = sigtimedwait(&stop_sigs, NULL, &ts);
+            if (r < 0 && errno == EINTR) continue;
+            fprintf(stderr, r < 0 ? "rewind serve: not stopped after %.0f s: exiting now\n"
+                                  : "rewind serve: second signal: exiting now\n",
+                    stop_limit);
+            _exit(1);
+        }
+    }
+    return NULL;
+
+}
+
+/* The first line of path (the API key), without its line end. */
+static char *read_key_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        rw_cli_error(CMD, "cannot read the API key file %s: %m", path);
+        return NULL;
+    }
+    char line[4096];
+    char *key = fgets(line, sizeof line, f) ? line : NULL;
+    fclose(f);
+    size_t n = key ? strcspn(key, "\r\n") : 0;
+    if (!n) {
+        rw_cli_error(CMD, "the API key file %s is empty", path);
+        return NULL;
+    }
+    key[n] = 0;
+    return strdup(key);
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
+                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE] "
+                    "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
+                    "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]\n"
+                    "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
 
 int rw_cmd_serve(int argc, char **argv) {
+    /* SIGINT/SIGTERM go to signal_main only: blocked before any other thread starts */
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sem_init(&stop_sem, 0, 0);
+    pthread_t sig_thread;
+    if (pthread_create(&sig_thread, NULL, signal_main, NULL)) {
+        rw_cli_error(CMD, "cannot start the signal thread");
+        return 1;
+    }
+    pthread_detach(sig_thread);
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
-    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 256;
-    const char *cache_dir = NULL, *draft_path = NULL;
-    long draft_max = 4;
+    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
+    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL;
+    long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
     bool draft_fixed = false;
+    rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
+    double write_delay = 1.0;
     size_t cache_dir_bytes = (size_t)16 << 30;
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+    size_t max_state = cache_bytes; /* running state: also a quarter of physical memory */
     rw_kv_type kv = RW_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool v = i + 1 < argc;
         if (!strcmp(a, "--host") && v) host = argv[++i];
         else if (!strcmp(a, "--api-key") && v) api_key = argv[++i];
+        else if (!strcmp(a, "--api-key-file") && v) key_file = argv[++i];
+        else if (!strcmp(a, "--cors-origin") && v) cors = argv[++i];
+        else if (!strcmp(a, "--header-timeout") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 3600, &header_timeout)) return 2;
+        } else if (!strcmp(a, "--body-timeout") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 3600, &body_timeout)) return 2;
+        } else if (!strcmp(a, "--max-connections-per-ip") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 65536, &per_ip)) return 2;
+        }
         else if (!strcmp(a, "--port") && v) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 65535, &port)) return 2;
         } else if (!strcmp(a, "--parallel") && v) {
@@ -92,10 +201,29 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
         } else if (!strcmp(a, "--cache-bytes") && v) {
             if (parse_size(argv[++i], &cache_bytes)) return 2;
+        } else if (!strcmp(a, "--max-state-bytes") && v) {
+            if (parse_size(argv[++i], &max_state)) return 2;
         } else if (!strcmp(a, "--cache-dir-bytes") && v) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
             cache_dir = argv[++i];
+        } else if (!strcmp(a, "--cache-dir-write") && v) {
+            const char *m = argv[++i];
+            if (!strcmp(m, "through")) write_mode = RW_PCACHE_WRITE_THROUGH;
+            else if (!strcmp(m, "evict")) write_mode = RW_PCACHE_WRITE_EVICT;
+            else {
+                rw_cli_error(CMD, "--cache-dir-write takes evict or through, not \"%s\"", m);
+                return 2;
+            }
+        } else if ((!strcmp(a, "--cache-dir-delay") || !strcmp(a, "--shutdown-timeout")) && v) {
+            char *end;
+            const double x = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(x >= 0 && x <= 3600)) {
+                rw_cli_error(CMD, "%s takes seconds in [0, 3600], not \"%s\"", a, argv[i]);
+                return 2;
+            }
+            if (!strcmp(a, "--cache-dir-delay")) write_delay = x;
+            else stop_limit = x > 0 ? x : 0.001;
         } else if (!strcmp(a, "--draft") && v) {
             draft_path = argv[++i];
         } else if (!strcmp(a, "--draft-max") && v) {
@@ -109,17 +237,19 @@ int rw_cmd_serve(int argc, char **argv) {
         else return usage();
     }
     if (!model_path) return usage();
-
-    /* SIGINT/SIGTERM are taken by sigwait below: block them before any thread starts */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    char *key_owned = NULL;
+    if (key_file && api_key) {
+        rw_cli_error(CMD, "give the API key once: --api-key or --api-key-file");
+        return 2;
+    }
+    if (key_file && !(api_key = key_owned = read_key_file(key_file))) return 2;
+    if (!api_key && getenv("REWIND_API_KEY") && getenv("REWIND_API_KEY")[0]) api_key = getenv("REWIND_API_KEY");
 
     rw_cli_served sv;
-    if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) return 1;
+    if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) {
+        free(key_owned);
+        return 1;
+    }
     rw_engine *e = NULL;
     rw_server *s = NULL;
     rw_error err = {0};
@@ -133,6 +263,10 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .cache_bytes = cache_bytes,
                                  .cache_dir = cache_dir,
                                  .cache_dir_bytes = cache_dir_bytes,
+                                 .cache_dir_write = write_mode,
+                                 .cache_write_delay = write_delay,
+                                 .cache_flush_seconds = stop_limit * 0.8,
+                                 .max_state_bytes = max_state,
                                  .draft = sv.dm,
                                  .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,
@@ -146,7 +280,11 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .api_key = api_key,
                                  .model_id = base,
                                  .max_body_bytes = (size_t)max_body,
-                                 .max_connections = (int)max_conn};
+                                 .max_connections = (int)max_conn,
+                                 .max_connections_per_ip = (int)per_ip,
+                                 .header_timeout = (double)header_timeout,
+                                 .body_timeout = (double)body_timeout,
+                                 .cors_origin = cors};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",
@@ -157,16 +295,19 @@ int rw_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "rewind serve: speculative decoding with draft %s (up to %ld tokens, %s)\n", draft_path,
                 draft_max, draft_fixed ? "fixed" : "adaptive");
     fflush(stderr);
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "rewind serve: stopping (signal %d)\n", sig);
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&phase, &expect, 1)) /* else a signal came first: it exits */
+        while (sem_wait(&stop_sem) && errno == EINTR) {
+        }
     rc = 0;
     goto done;
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
     rw_server_stop(s);
-    rw_engine_free(e);
+    rw_engine_free(e); /* the prefix cache writes what is pending */
     rw_cli_served_close(&sv);
+    if (!rc) fprintf(stderr, "rewind serve: stopped\n");
+    free(key_owned);
     return rc;
 }

@@ -2,11 +2,12 @@
  * between the engine and a connection.
  *
  * The engine's callback (scheduler thread) appends a choice's text and
- * tokens under the job's lock and signals; the connection thread waits with
- * a short timeout and polls its socket in between, so a client that hangs up
- * is noticed within WAIT_MS even while no token comes (a long prompt's
- * prefill), and its requests are cancelled. */
-#include <poll.h>
+ * tokens under the job's lock and wakes the connection (conn.c): a stream at
+ * every event, a whole answer when a choice ends. The connection's handler
+ * or content reader, on libmicrohttpd's thread, takes what is there or
+ * suspends the connection again; nothing blocks. A client that hangs up is
+ * seen by the watcher (conn.c), its connection ends and srv_job_free
+ * cancels the requests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +16,11 @@
 
 #include "server/server_int.h"
 
-#define WAIT_MS 50
-
-bool srv_peer_gone(int fd) {
-    if (fd < 0) return false;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
-}
-
-srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
+srv_job *srv_job_new(rw_server *s, const srv_request *r) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->srv = s;
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
     j->n = r->n < 1 ? 1 : r->n > SRV_MAX_N ? SRV_MAX_N : r->n;
     for (int i = 0; i < j->n; i++) {
         j->choice[i].job = j;
@@ -39,12 +31,19 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
     j->return_token_ids = r->return_token_ids;
     j->logprobs = r->gp.n_logprobs >= 0;
     j->created = (int64_t)time(NULL);
-    j->fd = fd;
+    j->stream = r->stream;
     unsigned char rnd[12];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0, sizeof rnd);
     int off = snprintf(j->id, sizeof j->id, "%s", r->chat ? "chatcmpl-" : "cmpl-");
     for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(j->id + off, sizeof j->id - (size_t)off, "%02x", rnd[i]);
     return j;
+}
+
+void srv_job_attach(srv_job *j, srv_sock *k) {
+    srv_sock_ref(j->srv, k);
+    pthread_mutex_lock(&j->mu);
+    j->sock = k;
+    pthread_mutex_unlock(&j->mu);
 }
 
 rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err) {
@@ -72,7 +71,7 @@ void srv_job_free(srv_job *j) {
         free(c->toks);
         free(c->lps);
     }
-    pthread_cond_destroy(&j->cv);
+    srv_sock_unref(j->srv, j->sock);
     pthread_mutex_destroy(&j->mu);
     free(j->out);
     free(j);
@@ -125,29 +124,18 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
     }
     c->prompt_tokens = ev->prompt_tokens;
     c->cached_tokens = ev->cached_tokens;
+    c->cached_tokens_disk = ev->cached_tokens_disk;
     c->completion_tokens = ev->completion_tokens;
     if (ev->done) {
         c->done = true;
         c->finish = ev->finish;
-        if (ev->error) snprintf(c->error, sizeof c->error, "%s", ev->error);
+        if (ev->error) {
+            snprintf(c->error, sizeof c->error, "%s", ev->error);
+            srv_utf8_cut(c->error, sizeof c->error);
+        }
     }
-    pthread_cond_signal(&j->cv);
+    if (j->sock && (j->stream || ev->done)) srv_sock_wake(j->srv, j->sock); /* under mu: see conn.c */
     pthread_mutex_unlock(&j->mu);
-}
-
-static void wait_a_little(srv_job *j) { /* under j->mu */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += WAIT_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-}
-
-static bool give_up(srv_job *j) {
-    return __atomic_load_n(&j->srv->stopping, __ATOMIC_SEQ_CST) || srv_peer_gone(j->fd);
 }
 
 static bool all_done(const srv_job *j) { /* under j->mu */
@@ -156,17 +144,17 @@ static bool all_done(const srv_job *j) { /* under j->mu */
     return true;
 }
 
-bool srv_job_wait(srv_job *j) {
-    pthread_mutex_lock(&j->mu);
-    while (!all_done(j)) {
-        wait_a_little(j);
-        if (all_done(j)) break;
-        pthread_mutex_unlock(&j->mu);
-        if (give_up(j)) return false;
-        pthread_mutex_lock(&j->mu);
+bool srv_job_ready(srv_job *j, bool *over) {
+    *over = false;
+    if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock)) {
+        *over = true;
+        return false;
     }
+    pthread_mutex_lock(&j->mu);
+    bool done = all_done(j);
+    if (!done && !srv_sock_sleep(j->srv, j->sock, true)) *over = true;
     pthread_mutex_unlock(&j->mu);
-    return true;
+    return done;
 }
 
 const char *srv_job_error(const srv_job *j) {
@@ -275,13 +263,17 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         j->out_len = j->out_pos = 0;
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock))
+            return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
         if (fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */
         pthread_mutex_lock(&j->mu);
-        if (nothing_new(j)) wait_a_little(j);
+        bool slept = nothing_new(j) && srv_sock_sleep(j->srv, j->sock, true);
+        bool again = !slept && !nothing_new(j);
         pthread_mutex_unlock(&j->mu);
-        if (give_up(j)) return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
+        if (slept) return 0; /* called again when the connection resumes */
+        if (!again) return MHD_CONTENT_READER_END_WITH_ERROR; /* stopping or gone */
     }
 }
 

@@ -170,7 +170,8 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return bad(e, "messages", "%s", "'messages' must be a non-empty array");
     json_t *norm = json_array();
-    size_t i;
+    if (!norm) return bad(e, "messages", "%s", "out of memory");
+    size_t i, content_bytes = 0;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         char param[64];
@@ -198,11 +199,27 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
             json_decref(norm);
             return false;
         }
+        content_bytes += json_string_length(txt);
         json_t *copy = json_copy(m);
         /* templates know "system"; OpenAI's "developer" is its newer name */
-        json_object_set_new(copy, "role", json_string(strcmp(rs, "developer") ? rs : "system"));
-        json_object_set_new(copy, "content", txt);
-        json_array_append_new(norm, copy);
+        if (!copy || json_object_set_new(copy, "role", json_string(strcmp(rs, "developer") ? rs : "system")) ||
+            json_object_set_new(copy, "content", txt) || json_array_append_new(norm, copy)) {
+            json_decref(norm);
+            return bad(e, "messages", "%s", "out of memory");
+        }
+    }
+    /* sizes before any rendering: a token stands for at most max_token_len
+     * bytes, so contents beyond n_ctx of them cannot fit (each render and
+     * tokenization of a huge conversation costs seconds) */
+    const int64_t n_ctx = rw_engine_get_config(s->engine)->n_ctx;
+    const size_t max_tok = rw_tokenizer_max_token_len(s->tok);
+    if (content_bytes / max_tok > (size_t)n_ctx) {
+        json_decref(norm);
+        srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
+                   "This model's maximum context length is %lld tokens. However, your messages have %zu bytes of "
+                   "content, at least %zu tokens. Please reduce the length of the messages.",
+                   (long long)n_ctx, content_bytes, content_bytes / max_tok);
+        return false;
     }
     char *msgs_json = json_dumps(norm, JSON_COMPACT);
     json_t *tools = json_object_get(o, "tools");
@@ -233,16 +250,16 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
     size_t n = 0;
-    st = rw_tokenize(s->tok, text, len, add_special, true, &r->prompt, &n, &err);
+    ro.messages_json = NULL; /* freed above; chat_guard.c renders its own */
+    bool tok_ok = srv_chat_tokenize(s, norm, &ro, text, len, add_special, &r->prompt, &n, e);
     free(text);
-    if (st) {
+    if (!tok_ok) {
         json_decref(norm);
         free(tools_json);
-        srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
         return false;
     }
     r->n_prompt = (int64_t)n;
-    message_marks(s, norm, tools_json, add_special, r);
+    if (r->n_prompt < n_ctx) message_marks(s, norm, tools_json, add_special, r); /* else refused: no marks */
     json_decref(norm);
     free(tools_json);
     return true;
@@ -444,7 +461,9 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         json_object_foreach(lb, tk, bv) {
             char *end;
             long id = strtol(tk, &end, 10);
-            if (!*tk || *end || id < 0 || id >= nv) {
+            /* canonical decimal only: not " 5", "+5", "05" or "-0" */
+            bool canonical = tk[0] >= '0' && tk[0] <= '9' && (tk[0] != '0' || !tk[1]);
+            if (!canonical || *end || id < 0 || id >= nv) {
                 srv_errorf(e, 400, "invalid_request_error", NULL, "logit_bias",
                            "logit_bias keys must be token ids in [0, %d), not \"%.40s\"", (int)nv, tk);
                 return false;

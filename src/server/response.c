@@ -24,9 +24,13 @@ static json_t *usage_json(const srv_job *j) {
     int64_t completion = 0;
     for (int i = 0; i < j->n; i++) completion += j->choice[i].completion_tokens;
     const srv_choice *c = &j->choice[0];
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
+    /* cached_tokens_disk (ours, beside OpenAI's field): how many of the
+     * cached tokens came from the disk tier (after a restart, or from
+     * another replica sharing the folder) */
+    return json_pack("{s:I,s:I,s:I,s:{s:I,s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
                      (json_int_t)completion, "total_tokens", (json_int_t)(c->prompt_tokens + completion),
-                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens);
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens, "cached_tokens_disk",
+                     (json_int_t)c->cached_tokens_disk);
 }
 
 static json_t *ids_json(const int32_t *t, size_t n) {
@@ -35,17 +39,10 @@ static json_t *ids_json(const int32_t *t, size_t n) {
     return a;
 }
 
-/* json_stringn fails on invalid UTF-8; the engine sends valid UTF-8 only,
- * but never let a response fail on it. */
-static json_t *text_json(const char *s, size_t n) {
-    json_t *v = json_stringn(s ? s : "", s ? n : 0);
-    return v ? v : json_string("\xef\xbf\xbd");
-}
-
 /* Well-formed UTF-8 with every invalid byte as U+FFFD (a token's bytes may
  * be part of a character). */
-static json_t *piece_json(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1);
+json_t *srv_text_lossy(const char *s, size_t n) {
+    char *out = s ? malloc(3 * n + 1) : NULL;
     if (!out) return json_string("");
     size_t o = 0;
     for (size_t i = 0; i < n;) {
@@ -71,6 +68,15 @@ static json_t *piece_json(const char *s, size_t n) {
     json_t *v = json_stringn_nocheck(out, o);
     free(out);
     return v;
+}
+
+#define piece_json srv_text_lossy
+
+/* json_stringn fails on invalid UTF-8; the engine sends valid UTF-8 only,
+ * but never let a response fail on it, nor lose the valid part. */
+static json_t *text_json(const char *s, size_t n) {
+    json_t *v = json_stringn(s ? s : "", s ? n : 0);
+    return v ? v : srv_text_lossy(s, n);
 }
 
 static double finite_lp(float lp) { return lp == lp && lp > -9999.0f ? lp : -9999.0; /* OpenAI's -inf */ }
