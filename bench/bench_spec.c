@@ -400,7 +400,7 @@ int rw_bench_spec(int argc, char **argv) {
     setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen,
                 .repeat_penalty = repeat_penalty};
     rw_spec_params srcf = spp, srca = spp; /* --spec: K = 4 fixed and adaptive */
-    rw_cli_spec_costs(g, m, &srca);
+    rw_cli_spec_costs(g, m, false, &srca);
     srcf.k_max = srca.k_max = 4;
     srcf.adaptive = false;
     rw_spec_params fixed4 = rw_spec_params_default();
