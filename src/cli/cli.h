@@ -24,10 +24,17 @@ int rw_cmd_tokenize(int argc, char **argv);
 int rw_cmd_detokenize(int argc, char **argv);
 int rw_cmd_bench(int argc, char **argv);
 int rw_cmd_serve(int argc, char **argv);
+int rw_cmd_cache_verify(int argc, char **argv);
 int rw_cmd_demo_client(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
 int rw_bench_kernels(int argc, char **argv);
+/* bench_kernels.c: the best read bandwidth a streaming read loop reaches
+ * over a fresh buffer of `bytes` on pool's threads (GB/s), best of reps. */
+double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps);
+/* The same over memory the caller has (buf 64-byte aligned; bytes rounded
+ * down to whole chunks), e.g. a model's mapped weights: no memory added. */
+double rw_cli_read_bandwidth_over(rw_threadpool *pool, const void *buf, size_t bytes, int reps);
 int rw_bench_tokenizer(int argc, char **argv);
 int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);
@@ -36,6 +43,7 @@ int rw_bench_serve(int argc, char **argv);
 int rw_bench_spec(int argc, char **argv);
 int rw_bench_state(int argc, char **argv);
 int rw_bench_chat(int argc, char **argv);
+int rw_bench_grammar(int argc, char **argv);
 
 /* Applies RW_KERNELS, RW_NUMERICS and RW_PANELS (main.c; the tests call it too). */
 void rw_cli_apply_env(void);

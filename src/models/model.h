@@ -104,6 +104,11 @@ rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err);
  * out of range. */
 rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *replay, int64_t *recompute);
 
+/* Bytes of weight matrices one decode step reads: every bound matrix
+ * (the output head too, the embedding table when tied), except MoE expert
+ * tensors, of which a step reads only the chosen experts (not counted). */
+uint64_t rw_model_matrix_bytes(const rw_model *m);
+
 /* Retention of recurrent checkpoints (see models/seq.c for the policy):
  * positions to always keep (message boundaries), and the byte budget. */
 rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);

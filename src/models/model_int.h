@@ -84,11 +84,12 @@ struct rw_model {
     mdl_dense_layer *layers;        /* [n_layer], owned */
     mdl_scratch sc;                 /* owned, grown on demand */
     void *ext;                      /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
-    /* every weight matrix bound (pointers into layers / ext / output), and
-     * its rows repacked for the kernels' few-row form (rw_matmul_pack) or
-     * NULL: both arrays and the panels are owned, freed by rw_model_free */
+    /* every weight matrix bound (pointers into layers / ext / output); the
+     * array is owned, freed by rw_model_free. Weights are never copied: the
+     * kernels read them from the GGUF mapping, and the panel form packs the
+     * panel it works on into per-thread scratch (kernels/matmul.c), so a
+     * model holds each weight once (issue 20). */
     rw_matrix **mats;
-    void **panels;
     int n_mats, cap_mats;
     /* every matrix's rw_matrix.ggml_order (mdl_prefers_ggml_order) */
     bool ggml_order;
@@ -201,7 +202,7 @@ rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_mode
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
 rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                           rw_matrix *out, rw_error *err);
-/* Notes a bound matrix for mdl_pack_matrices (mdl_bind_matrix does it). */
+/* Notes a bound matrix in m->mats (mdl_bind_matrix does it). */
 rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
 /* Whether a model from g sums its 32-block matrices in ggml's order under
  * RW_NUMERICS_AUTO: when its K-quant weights (bytes) outweigh its Q8_0,
@@ -210,9 +211,6 @@ rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
  * model on llama.cpp's arithmetic; a Q8_0 or Q4_0 file keeps our faster
  * order. */
 bool mdl_prefers_ggml_order(const rw_gguf *g);
-/* Repacks every noted matrix for the kernels' few-row form, once the model
- * is bound (the matrices no longer move). */
-rw_status mdl_pack_matrices(rw_model *m, rw_error *err);
 rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err);
 /* Binds token_embd, output_norm, output (or ties it), rope_freqs. */

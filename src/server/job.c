@@ -124,6 +124,7 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
     }
     c->prompt_tokens = ev->prompt_tokens;
     c->cached_tokens = ev->cached_tokens;
+    c->cached_tokens_disk = ev->cached_tokens_disk;
     c->completion_tokens = ev->completion_tokens;
     if (ev->done) {
         c->done = true;
