@@ -75,6 +75,9 @@ typedef struct {
 int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv);
 void rw_cli_served_close(rw_cli_served *sv);
 
+/* A whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot
+ * be read. The caller frees it. */
+char *rw_cli_read_file(const char *path, size_t *len);
 /* cli_spec.c: the speculative-decoding options of generate, serve and
  * bench spec: --spec mtp|ngram|mtp,ngram, --spec-ngram-n N,
  * --spec-ngram-min-hits N. rw_cli_spec_option handles argv[*i] if it is one
@@ -82,10 +85,11 @@ void rw_cli_served_close(rw_cli_served *sv);
  * usage error. rw_cli_spec_costs sets the adaptive rule's costs for the
  * sources: an MTP draft token streams the block and the output head, a
  * catch-up token the block (both relative to a decode step, from the
- * file's tensor sizes); n-gram drafts cost nothing. */
+ * file's tensor sizes); n-gram drafts alone (no draft model) cost
+ * nothing. */
 int rw_cli_parse_spec(const char *cmd, const char *v, rw_spec_params *p);
 int rw_cli_spec_option(const char *cmd, int argc, char **argv, int *i, rw_spec_params *p, bool *matched);
-void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, rw_spec_params *p);
+void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, bool draft_model, rw_spec_params *p);
 
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);

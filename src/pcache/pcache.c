@@ -576,5 +576,10 @@ rw_status rw_pcache_verify(rw_pcache *c, int *n_ok, int *n_invalid, int *n_unrea
 void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out) {
     pthread_mutex_lock(&c->stats_mu);
     *out = c->pub;
+    const uint64_t too_long = (uint64_t)c->pub_too_long;
     pthread_mutex_unlock(&c->stats_mu);
+    /* the disk tier's figures as they are now (its threads keep them), not
+     * as of the caller's last call: an idle server's /metrics stays true */
+    rw_pcache__io_stats(c, out);
+    out->disk_skipped += too_long;
 }

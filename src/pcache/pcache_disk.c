@@ -735,11 +735,13 @@ static void *writer_main(void *arg) {
         j->next = NULL;
         j->running = true;
         io->n_busy++;
+        io->n_busy_writes += j->kind == PC_JOB_WRITE;
         pthread_mutex_unlock(&io->mu);
         if (j->kind == PC_JOB_WRITE) do_write(c, j);
         else do_small(c, j);
         pthread_mutex_lock(&io->mu);
         io->n_busy--;
+        io->n_busy_writes -= j->kind == PC_JOB_WRITE;
         j->running = false;
         j->finished = true;
         if (j->kind == PC_JOB_WRITE) {
