@@ -75,6 +75,9 @@ typedef struct {
 int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv);
 void rw_cli_served_close(rw_cli_served *sv);
 
+/* A whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot
+ * be read. The caller frees it. */
+char *rw_cli_read_file(const char *path, size_t *len);
 /* cli_spec.c: the speculative-decoding options of generate, serve and
  * bench spec: --spec mtp|ngram|mtp,ngram, --spec-ngram-n N,
  * --spec-ngram-min-hits N. rw_cli_spec_option handles argv[*i] if it is one

@@ -42,7 +42,14 @@
  *
  * --replica-id: this server's name behind a load balancer (docs/scale-out.md),
  * sent as the X-Rewind-Replica header of every response and in /metrics;
- * default HOSTNAME:PORT. */
+ * default HOSTNAME:PORT.
+ *
+ * Chat (docs/agent-api.md): --chat-template-file FILE replaces the model's
+ * template; --tool-format auto|none|generic|qwen-xml|hermes|llama3|granite
+ * (auto: from the template); --reasoning-format deepseek|none;
+ * --chat-template-kwargs JSON (defaults for every request's template
+ * variables); --reasoning-budget N (thinking tokens; 0: no thinking);
+ * --strict-api (unknown request fields are a 400 instead of ignored). */
 
 #include <errno.h>
 #include <pthread.h>
@@ -142,6 +149,8 @@ static int usage(void) {
                     "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
                     "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME]\n"
+                    "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] "
+                    "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
@@ -165,6 +174,9 @@ int rw_cmd_serve(int argc, char **argv) {
     const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
     bool draft_fixed = false;
+    const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
+    long reasoning_budget = -1;
+    bool strict_api = false;
     rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
     double write_delay = 1.0;
     rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
@@ -249,6 +261,18 @@ int rw_cmd_serve(int argc, char **argv) {
                 rw_cli_error(CMD, "unknown option or missing value: %s", a);
                 return usage();
             }
+        } else if (!strcmp(a, "--chat-template-file") && v) {
+            template_file = argv[++i];
+        } else if (!strcmp(a, "--tool-format") && v) {
+            tool_format = argv[++i];
+        } else if (!strcmp(a, "--reasoning-format") && v) {
+            reasoning_format = argv[++i];
+        } else if (!strcmp(a, "--chat-template-kwargs") && v) {
+            kwargs = argv[++i];
+        } else if (!strcmp(a, "--reasoning-budget") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], -1, 1L << 30, &reasoning_budget)) return 2;
+        } else if (!strcmp(a, "--strict-api")) {
+            strict_api = true;
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -268,6 +292,22 @@ int rw_cmd_serve(int argc, char **argv) {
     if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) {
         free(key_owned);
         return 1;
+    }
+    if (template_file) { /* replaces the model's template (its BOS/EOS texts stay) */
+        size_t n = 0;
+        char *src = rw_cli_read_file(template_file, &n);
+        rw_chat_template *t = NULL;
+        rw_error terr = {0};
+        if (!src || rw_chat_template_parse(src, n, &t, &terr)) {
+            rw_cli_error(CMD, "%s: %s", template_file, src ? terr.msg : "cannot read the file");
+            free(src);
+            rw_cli_served_close(&sv);
+            free(key_owned);
+            return 1;
+        }
+        free(src);
+        rw_chat_template_free(sv.tmpl);
+        sv.tmpl = t;
     }
     rw_engine *e = NULL;
     rw_server *s = NULL;
@@ -309,7 +349,13 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .header_timeout = (double)header_timeout,
                                  .body_timeout = (double)body_timeout,
                                  .cors_origin = cors,
-                                 .replica_id = replica_id};
+                                 .replica_id = replica_id,
+                                 .tool_format = tool_format,
+                                 .reasoning_format = reasoning_format,
+                                 .chat_template_kwargs = kwargs,
+                                 .has_reasoning_budget = reasoning_budget >= 0,
+                                 .reasoning_budget = reasoning_budget,
+                                 .strict_api = strict_api};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",

@@ -22,9 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "server/server_int.h"
 
-enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS };
+enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS,
+       R_PROPS };
 
 static const struct {
     const char *path;
@@ -34,7 +36,7 @@ static const struct {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
-    {"/detokenize", "POST", R_DETOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
 };
 
 /* A message cut by a size limit may end inside a UTF-8 character: drop
@@ -254,6 +256,26 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
     cc->state = CC_REPLY;
 }
 
+/* GET /props: what UIs read from llama-server's (context size, template,
+ * modalities), plus the chat output settings. */
+static char *props_json(rw_server *s) {
+    const rw_engine_config *ec = rw_engine_get_config(s->engine);
+    size_t n = 0;
+    const char *src = rw_chat_template_source(s->tmpl, &n);
+    json_t *o = json_pack("{s:{s:I,s:{}},s:i,s:s,s:s%,s:{s:b,s:b},s:s?,s:s?,s:s,s:s,s:{s:b,s:b,s:b,s:b,s:b}}",
+                          "default_generation_settings", "n_ctx", (json_int_t)ec->n_ctx, "params", "total_slots",
+                          ec->max_running, "model_alias", s->model_id, "chat_template", src, n, "modalities", "vision",
+                          0, "audio", 0, "bos_token", s->bos, "eos_token", s->eos, "tool_format",
+                          rw_tool_format_name(s->tool_fmt), "reasoning_format",
+                          s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
+                          "supports_system_role", s->caps.system_role, "supports_tool_calls", s->caps.tool_calls,
+                          "supports_parallel_tool_calls", s->caps.parallel_calls, "supports_tool_responses",
+                          s->caps.tool_results, "supports_thinking", s->caps.has_think);
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return txt;
+}
+
 void srv_conn_work(rw_server *s, srv_conn *cc) {
     switch (cc->route) {
     case R_COMPLETIONS: generate(s, false, cc); break;
@@ -293,6 +315,7 @@ static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, cons
         json_decref(m);
         return send_owned(s, c, cc, 200, txt, "application/json", NULL);
     }
+    case R_PROPS: return send_owned(s, c, cc, 200, props_json(s), "application/json", NULL);
     default: return MHD_NO;
     }
 }
@@ -554,6 +577,44 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     return fd;
 }
 
+void srv_logf(rw_server *s, const char *fmt, ...) {
+    (void)s;
+    if (!rw_log_enabled(RW_LOG_INFO)) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    rw_log(RW_LOG_INFO, "serve: %s", line);
+}
+
+/* The chat settings: the template's capabilities and the overrides. */
+static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error *err) {
+    rw_chat_template_caps(s->tmpl, &s->caps);
+    s->tool_fmt = s->caps.tool_format;
+    if (cfg->tool_format && strcmp(cfg->tool_format, "auto") && !rw_tool_format_parse(cfg->tool_format, &s->tool_fmt))
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "unknown tool format \"%s\" (auto, none, generic, qwen-xml, hermes, llama3, granite)",
+                         cfg->tool_format);
+    s->reasoning_fmt = RW_REASONING_DEEPSEEK;
+    if (cfg->reasoning_format) {
+        if (!strcmp(cfg->reasoning_format, "none")) s->reasoning_fmt = RW_REASONING_NONE;
+        else if (strcmp(cfg->reasoning_format, "deepseek") && strcmp(cfg->reasoning_format, "auto"))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown reasoning format \"%s\" (none, deepseek)",
+                             cfg->reasoning_format);
+    }
+    if (cfg->chat_template_kwargs) {
+        json_error_t je;
+        s->kwargs = json_loads(cfg->chat_template_kwargs, 0, &je);
+        if (!json_is_object(s->kwargs))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "chat template kwargs must be a JSON object%s%s",
+                             s->kwargs ? "" : ": ", s->kwargs ? "" : je.text);
+    }
+    s->reasoning_budget = cfg->has_reasoning_budget ? cfg->reasoning_budget : -1;
+    s->strict_api = cfg->strict_api;
+    return RW_OK;
+}
+
 static void free_server(rw_server *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->conn_mu);
@@ -562,6 +623,9 @@ static void free_server(rw_server *s) {
     pthread_cond_destroy(&s->work_cv);
     for (int i = 0; i < s->n_cors; i++) free(s->cors[i]);
     free(s->cors);
+    json_decref(s->kwargs);
+    for (size_t i = 0; i < s->n_warned; i++) free(s->warned[i]);
+    free(s->warned);
     free(s->bos);
     free(s->eos);
     free(s->model_id);
@@ -631,6 +695,11 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
         (cfg->api_key && cfg->api_key[0] && !s->api_key) || !parse_cors(s, cfg->cors_origin)) {
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    rw_status cst = chat_setup(s, cfg, err);
+    if (cst) {
+        free_server(s);
+        return cst;
     }
     s->loopback = is_loopback(s->host);
     bool v6 = false;

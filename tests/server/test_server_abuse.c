@@ -420,7 +420,8 @@ static void expected_ids(const char *content, size_t *want, size_t *injected) {
 }
 
 static void test_requests(rw_engine *e) {
-    const rw_server_config sc = {.model_id = "fixture"};
+    /* --strict-api: #12 below needs an unknown field to be an error (by default it is ignored) */
+    const rw_server_config sc = {.model_id = "fixture", .strict_api = true};
     rw_server *s = NULL;
     rw_error err = {0};
     CHECK(rw_server_start(e, g_tok, g_tmpl, g_bos, g_eos, &sc, &s, &err) == RW_OK);
