@@ -72,6 +72,7 @@ void srv_job_free(srv_job *j) {
         free(c->toks);
         free(c->lps);
     }
+    if (j->api_free) j->api_free(j->api_state);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j->out);
@@ -275,7 +276,7 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         j->out_len = j->out_pos = 0;
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (fill(j)) continue;
+        if (j->api_fill ? j->api_fill(j) : fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */
         pthread_mutex_lock(&j->mu);

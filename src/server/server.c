@@ -18,9 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/server_int.h"
+#include "server/api_int.h"
 
-enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
+enum {
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
+    R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
+};
 
 static const struct {
     const char *path;
@@ -31,13 +34,18 @@ static const struct {
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},
+    {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
+    {"/v1/responses", "POST", R_RESPONSES},
 };
+
+/* Anthropic's routes answer errors in Anthropic's shape. */
+static bool anthropic_route(int route) { return route == R_MESSAGES || route == R_COUNT_TOKENS; }
 
 /* Per-request state of one connection (libmicrohttpd's con_cls); freed in
  * request_completed. */
 typedef struct {
     int route;
-    char model[256]; /* R_MODEL: the id asked for */
+    char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
     bool answered; /* an error was queued at the headers */
     bool too_big;
     char *body;
@@ -87,11 +95,13 @@ static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const 
     return send_owned(s, c, e->http, srv_error_json(e), "application/json", allow);
 }
 
+/* Either header carries the key: Authorization: Bearer KEY (OpenAI) or
+ * x-api-key: KEY (Anthropic). */
 static bool authorized(const rw_server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
-    h += 7;
+    if (h && !strncasecmp(h, "Bearer ", 7)) h += 7;
+    else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"))) return false;
     size_t a = strlen(h), b = strlen(s->api_key);
     unsigned diff = (unsigned)(a != b);
     for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned)(h[i] ^ s->api_key[i]); /* no early exit */
@@ -116,6 +126,36 @@ static void submit_error(const rw_error *err, srv_error *e) {
     }
 }
 
+/* Streams the job's SSE (the response takes it over). */
+static enum MHD_Result send_stream(rw_server *s, struct MHD_Connection *c, srv_job *j) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_job_sse_reader, j, srv_job_sse_free);
+    if (!resp) {
+        srv_job_free(j);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
+    count_status(s, 200);
+    return ret;
+}
+
+/* What an api_*.c route handler gave back. */
+static enum MHD_Result send_reply(rw_server *s, struct MHD_Connection *c, rw_server__reply r) {
+    if (r.stream) return send_stream(s, c, r.stream);
+    if (!r.http) return MHD_NO; /* the client went away */
+    return send_owned(s, c, r.http, r.body, r.content_type ? r.content_type : "application/json", NULL);
+}
+
+/* An error in the route's API's shape. */
+static enum MHD_Result send_route_error(rw_server *s, struct MHD_Connection *c, int route, const srv_error *e,
+                                        const char *allow) {
+    if (!anthropic_route(route)) return send_error(s, c, e, allow);
+    return send_owned(s, c, e->http, rw_server__anthropic_error_json(e), "application/json", allow);
+}
+
 static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool chat, const srv_conn *cc) {
     srv_request r;
     srv_error e;
@@ -135,20 +175,7 @@ static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool cha
         submit_error(&err, &e);
         return send_error(s, c, &e, NULL);
     }
-    if (stream) {
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_job_sse_reader, j, srv_job_sse_free);
-        if (!resp) {
-            srv_job_free(j);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-        MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
-        count_status(s, 200);
-        return ret;
-    }
+    if (stream) return send_stream(s, c, j);
     if (!srv_job_wait(j)) { /* client gone or server stopping: the request is cancelled */
         srv_job_free(j);
         return MHD_NO;
@@ -245,6 +272,10 @@ static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_
     }
     case R_COMPLETIONS: return generate(s, c, false, cc);
     case R_CHAT: return generate(s, c, true, cc);
+    case R_MESSAGES: return send_reply(s, c, rw_server__messages(s, cc->body, cc->len, conn_fd(c)));
+    case R_COUNT_TOKENS: return send_reply(s, c, rw_server__count_tokens(s, cc->body, cc->len));
+    case R_RESPONSES: return send_reply(s, c, rw_server__responses(s, cc->body, cc->len, conn_fd(c)));
+    case R_RESPONSE: return send_reply(s, c, rw_server__response_get(s, cc->model));
     case R_TOKENIZE: return tokenize(s, c, cc, false);
     case R_DETOKENIZE: return tokenize(s, c, cc, true);
     default: return MHD_NO;
@@ -272,6 +303,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             snprintf(cc->model, sizeof cc->model, "%s", url + 11);
             if (!strcmp(method, "GET")) cc->route = R_MODEL;
         }
+        if (!strncmp(url, "/v1/responses/", 14) && url[14] && strlen(url + 14) < sizeof cc->model) {
+            allow = "GET"; /* GET /v1/responses/{id} */
+            snprintf(cc->model, sizeof cc->model, "%s", url + 14);
+            if (!strcmp(method, "GET")) cc->route = R_RESPONSE;
+        }
         if (cc->route == R_NONE) {
             cc->answered = true;
             if (allow) {
@@ -285,15 +321,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (cc->route != R_HEALTH && !authorized(s, c)) {
             cc->answered = true;
             srv_errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
-                       "Incorrect or missing API key: send the header 'Authorization: Bearer KEY'");
-            return send_error(s, c, &e, NULL);
+                       "Incorrect or missing API key: send the header 'Authorization: Bearer KEY' "
+                       "or 'x-api-key: KEY'");
+            return send_route_error(s, c, cc->route, &e, NULL);
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->max_body) {
             cc->answered = true;
             srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
                        "The request body has %s bytes; the limit is %zu", cl, s->max_body);
-            return send_error(s, c, &e, NULL);
+            return send_route_error(s, c, cc->route, &e, NULL);
         }
         return MHD_YES;
     }
@@ -326,7 +363,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (cc->too_big) {
         srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
                    "The request body is larger than the limit of %zu bytes", s->max_body);
-        return send_error(s, c, &e, NULL);
+        return send_route_error(s, c, cc->route, &e, NULL);
     }
     return answer(s, c, cc);
 }
@@ -379,6 +416,7 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
 
 static void free_server(rw_server *s) {
     pthread_mutex_destroy(&s->mu);
+    rw_server__store_free(s->store);
     free(s->bos);
     free(s->eos);
     free(s->model_id);
@@ -403,7 +441,8 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
     s->bos = bos ? strdup(bos) : NULL;
     s->eos = eos ? strdup(eos) : NULL;
     s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
-    if (!s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
+    s->store = rw_server__store_new(0, 0);
+    if (!s->store || !s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
         (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");

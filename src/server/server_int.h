@@ -27,6 +27,7 @@ struct rw_server {
     uint64_t by_status[600];
     uint64_t seed_counter;
     volatile int stopping; /* read by waiting connection threads (atomic access) */
+    struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
 };
 
 /* An error to send: HTTP status and OpenAI's error fields. */
@@ -111,6 +112,12 @@ typedef struct srv_job {
     int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
     char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
+    /* another API's stream (api_*.c): api_fill formats what is new into out
+     * instead of chat chunks (returns as fill does); api_state is its own,
+     * freed by api_free with the job */
+    bool (*api_fill)(struct srv_job *j);
+    void *api_state;
+    void (*api_free)(void *state);
 } srv_job;
 
 srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd);

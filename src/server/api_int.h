@@ -1,0 +1,147 @@
+/* api_int.h - the server's other APIs: Anthropic Messages (api_messages.c)
+ * and OpenAI Responses (api_responses.c), with what they share
+ * (api_common.c, api_store.c).
+ *
+ * Each API translates its request into the chat-completions request object
+ * the server already knows (messages in OpenAI's shape, tools, sampling),
+ * which request.c parses as for /v1/chat/completions: same template, same
+ * prompt, same engine path, so the prefix cache serves all three alike.
+ * The model's raw output text then goes through one pipeline, rw_api_out:
+ * split into content, reasoning and tool calls (as events, so a stream can
+ * show them as they come), accumulated into the whole parsed output (for
+ * the non-streaming body and for the Responses store), and handed to the
+ * API's formatter, which writes its own JSON or typed SSE events. */
+#ifndef RW_SERVER_API_INT_H
+#define RW_SERVER_API_INT_H
+
+#include "server/server_int.h"
+
+/* ---- what a route handler gives back to server.c ---- */
+
+/* http 0: the client went away (close the connection). With stream set the
+ * job is streamed as SSE (the response then owns it); else body (malloc'd,
+ * taken over) is sent with content_type. */
+typedef struct {
+    int http;
+    char *body;
+    const char *content_type;
+    srv_job *stream;
+} rw_server__reply;
+
+rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len, int fd);
+rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len);
+rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, int fd);
+rw_server__reply rw_server__response_get(rw_server *s, const char *id);
+
+/* Anthropic's error body {"type":"error","error":{"type","message"}} (malloc'd). */
+char *rw_server__anthropic_error_json(const srv_error *e);
+
+/* request.c: parses a chat-completions request object built by a
+ * translation (as srv_parse_request does a body with chat = true). */
+bool rw_server__parse_chat_object(rw_server *s, json_t *o, srv_request *r, srv_error *e);
+
+/* ---- the output pipeline ---- */
+
+typedef enum {
+    RW_API_EV_TEXT,       /* content text */
+    RW_API_EV_REASONING,  /* reasoning text */
+    RW_API_EV_CALL_BEGIN, /* a tool call opens: call index, its id and name */
+    RW_API_EV_CALL_ARGS,  /* a piece of its arguments (JSON text) */
+    RW_API_EV_CALL_END,
+} rw_api_ev_kind;
+
+typedef struct {
+    rw_api_ev_kind kind;
+    int call;             /* the call's index (CALL_*) */
+    const char *text;     /* TEXT, REASONING, CALL_ARGS: the piece */
+    size_t len;
+    const char *id, *name; /* CALL_BEGIN; id NULL: the pipeline makes one */
+} rw_api_ev;
+
+typedef struct {
+    char *id, *name;
+    char *args; /* JSON text, as the model wrote it (after its format's conversion) */
+    size_t args_len, args_cap;
+} rw_api_call;
+
+/* The formatter's hook: one event (after it is accumulated). Returns false
+ * when out of memory. */
+typedef bool (*rw_api_emit_fn)(void *user, const rw_api_ev *ev);
+
+typedef struct {
+    /* accumulated output */
+    char *text, *reasoning;
+    size_t text_len, text_cap, reasoning_len, reasoning_cap;
+    rw_api_call *calls;
+    int n_calls, calls_cap;
+    size_t raw_len; /* raw model text fed so far */
+    bool oom;
+    const char *id_prefix;
+    /* the formatter */
+    rw_api_emit_fn emit;
+    void *user;
+} rw_api_out;
+
+/* id_prefix: a static string, the prefix of the ids given to tool calls ("toolu_", "call_"). */
+void rw_server__out_init(rw_api_out *o, const char *id_prefix, rw_api_emit_fn emit, void *user);
+/* Feeds raw model text (final: no more comes, flush what is held back). */
+bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final);
+void rw_server__out_free(rw_api_out *o);
+
+/* Why generation ended, as the APIs tell it. */
+typedef enum {
+    RW_API_END_TURN,  /* end-of-generation token */
+    RW_API_END_STOP,  /* a stop sequence: which one in stop_sequence */
+    RW_API_END_LENGTH,
+    RW_API_END_TOOLS, /* ended with tool calls */
+    RW_API_END_ERROR,
+} rw_api_end;
+
+/* For choice 0 of a finished job with the output parsed in o: why it ended;
+ * *stop (may be NULL) points to the stop string matched, in stops. */
+rw_api_end rw_server__end_reason(const srv_job *j, const rw_api_out *o, char *const *stops, int n_stops,
+                             const char **stop);
+
+/* Choice 0's new text since the last take, with its state, under the job's
+ * lock (text malloc'd, the caller frees). */
+typedef struct {
+    char *text;
+    size_t len;
+    bool started; /* the engine has reported (prompt_tokens known) */
+    bool done, oom;
+    rw_finish_reason finish;
+    char error[256];
+    int64_t prompt_tokens, cached_tokens, completion_tokens;
+} rw_api_take;
+void rw_server__take_text(srv_job *j, rw_api_take *t);
+
+/* Appends "event: NAME\ndata: JSON\n\n" to the job's out buffer (o is
+ * consumed; NULL = out of memory, false). */
+bool rw_server__sse_event(srv_job *j, const char *name, json_t *o);
+
+/* Generates a random id "PREFIX" + 24 hex digits into buf. */
+void rw_server__new_id(char *buf, size_t cap, const char *prefix);
+
+/* Text of a JSON value that must be a string, or of an array of text parts
+ * {"type": one of the types (NULL = any with "text"), "text": ...}. NULL
+ * with *e filled when neither. */
+json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, srv_error *e);
+
+/* Runs a translated chat request for a route: parses, submits, and either
+ * waits (non-streaming: *j done) or returns the job to stream. Fills *e and
+ * returns NULL on failure (e->http 0: the client went away). */
+srv_job *rw_server__run_chat(rw_server *s, json_t *chat, int fd, srv_request *r, srv_error *e);
+
+/* ---- the Responses store (previous_response_id) ---- */
+
+typedef struct rw_api_store rw_api_store;
+rw_api_store *rw_server__store_new(size_t max_entries, size_t max_bytes);
+void rw_server__store_free(rw_api_store *st);
+/* Keeps the conversation (a JSON array of chat messages, output included)
+ * and the response body under id; copies both. Evicts the least recently
+ * used entries beyond the bounds. */
+void rw_server__store_put(rw_api_store *st, const char *id, json_t *messages, json_t *response);
+/* New references (json_decref them) to id's messages and response, or false. */
+bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, json_t **response);
+
+#endif
