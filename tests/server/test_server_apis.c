@@ -1,0 +1,559 @@
+/* test_server_apis.c - the Anthropic Messages and OpenAI Responses APIs of
+ * a real server on 127.0.0.1 over the qwen3 fixture with Qwen3's own chat
+ * template (it renders tools and tool calls), checked against the
+ * chat-completions endpoint they translate into:
+ *
+ *   - the same conversation sent as Messages, as Responses and as chat
+ *     completions renders the same prompt (token counts equal, also
+ *     count_tokens) and greedy decoding gives the same text, whole and
+ *     streamed; tool_use / tool_result blocks and function_call /
+ *     function_call_output items render as the chat tool_calls and tool
+ *     messages do;
+ *   - stop reasons: max_tokens / incomplete, stop_sequence with the string
+ *     that matched;
+ *   - streams: every event's name is its data's type, in the documented
+ *     order, Responses' sequence numbers count up from 0;
+ *   - previous_response_id: the next turn's prompt is that of the whole
+ *     conversation in chat form, the prefix cache serves part of it, and
+ *     store=false keeps nothing; GET /v1/responses/{id};
+ *   - authentication by x-api-key or bearer, errors in each API's shape. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+#include "engine/engine.h"
+#include "harness.h"
+#include "server/client.h"
+#include "server/server.h"
+
+#define KEY "secret-key"
+#define BEARER "Authorization: Bearer " KEY "\r\n"
+#define XKEY "x-api-key: " KEY "\r\n"
+
+static int g_port;
+
+static json_t *post(const char *path, const char *headers, const char *body, int *status, char **raw) {
+    rw_http_request rq = {.port = g_port, .method = "POST", .path = path, .headers = headers, .body = body,
+                          .body_len = strlen(body)};
+    rw_http_response r;
+    rw_error err = {0};
+    rw_status st = rw_http_do(&rq, &r, &err);
+    CHECK_MSG(st == RW_OK, "%s: %s", path, err.msg);
+    *status = st == RW_OK ? r.status : -1;
+    json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    if (raw) *raw = r.body ? strdup(r.body) : NULL;
+    rw_http_response_free(&r);
+    return j;
+}
+
+static int get(const char *path, json_t **out) {
+    rw_http_request rq = {.port = g_port, .method = "GET", .path = path, .headers = XKEY};
+    rw_http_response r;
+    rw_error err = {0};
+    CHECK(rw_http_do(&rq, &r, &err) == RW_OK);
+    *out = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    int status = r.status;
+    rw_http_response_free(&r);
+    return status;
+}
+
+static const char *str(json_t *o, const char *path) { /* "a.b.0.c" */
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *v = o;
+    for (char *k = strtok(buf, "."); k && v; k = strtok(NULL, "."))
+        v = json_is_array(v) ? json_array_get(v, (size_t)atoi(k)) : json_object_get(v, k);
+    return json_string_value(v) ? json_string_value(v) : "";
+}
+
+static long long num(json_t *o, const char *path) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *v = o;
+    for (char *k = strtok(buf, "."); k && v; k = strtok(NULL, "."))
+        v = json_is_array(v) ? json_array_get(v, (size_t)atoi(k)) : json_object_get(v, k);
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/* A stream's events: [{"event": NAME, "data": {...}}], from the raw body. */
+static json_t *sse_events(const char *raw) {
+    json_t *a = json_array();
+    const char *p = raw ? raw : "";
+    while (*p) {
+        const char *end = strstr(p, "\n\n");
+        if (!end) end = p + strlen(p);
+        json_t *ev = json_object();
+        for (const char *l = p; l < end;) {
+            const char *nl = memchr(l, '\n', (size_t)(end - l));
+            if (!nl) nl = end;
+            if (!strncmp(l, "event: ", 7)) json_object_set_new(ev, "event", json_stringn(l + 7, (size_t)(nl - l - 7)));
+            if (!strncmp(l, "data: ", 6)) {
+                json_t *d = json_loadb(l + 6, (size_t)(nl - l - 6), 0, NULL);
+                CHECK_MSG(d != NULL, "event data is not JSON: %.*s", (int)(nl - l), l);
+                if (d) json_object_set_new(ev, "data", d);
+            }
+            l = nl + 1;
+        }
+        if (json_object_size(ev)) json_array_append_new(a, ev);
+        else json_decref(ev);
+        p = *end ? end + 2 : end;
+    }
+    return a;
+}
+
+/* The chat-completions reference: content, finish reason, usage. */
+typedef struct {
+    char text[4096];
+    char finish[16];
+    long long prompt, completion, cached;
+} chat_ref;
+
+static void chat(const char *messages, const char *extra, chat_ref *r) {
+    char body[8192];
+    snprintf(body, sizeof body, "{\"messages\":%s%s%s}", messages, extra[0] ? "," : "", extra);
+    int status;
+    json_t *j = post("/v1/chat/completions", BEARER, body, &status, NULL);
+    CHECK_MSG(status == 200, "chat reference: %d", status);
+    snprintf(r->text, sizeof r->text, "%s", str(j, "choices.0.message.content"));
+    snprintf(r->finish, sizeof r->finish, "%s", str(j, "choices.0.finish_reason"));
+    r->prompt = num(j, "usage.prompt_tokens");
+    r->completion = num(j, "usage.completion_tokens");
+    r->cached = num(j, "usage.prompt_tokens_details.cached_tokens");
+    json_decref(j);
+}
+
+static const char *const conv_chat =
+    "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hello there\"}]";
+
+/* ---- Messages ---- */
+
+static void test_messages(void) {
+    chat_ref ref;
+    chat(conv_chat, "\"max_tokens\":12,\"temperature\":0", &ref);
+    const char *body = "{\"model\":\"m\",\"max_tokens\":12,\"temperature\":0,\"system\":[{\"type\":\"text\",\"text\":"
+                       "\"Be brief.\"}],\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                       "\"Hello\"},{\"type\":\"text\",\"text\":\" there\"}]}]}";
+    int status;
+    json_t *j = post("/v1/messages", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK(!strcmp(str(j, "type"), "message") && !strcmp(str(j, "role"), "assistant"));
+    CHECK(!strncmp(str(j, "id"), "msg_", 4));
+    CHECK(!strcmp(str(j, "content.0.type"), "text"));
+    CHECK_MSG(!strcmp(str(j, "content.0.text"), ref.text), "messages '%s' vs chat '%s'", str(j, "content.0.text"),
+              ref.text);
+    const char *want_stop = !strcmp(ref.finish, "length") ? "max_tokens" : "end_turn";
+    CHECK_MSG(!strcmp(str(j, "stop_reason"), want_stop), "stop_reason %s, chat finish %s", str(j, "stop_reason"),
+              ref.finish);
+    CHECK(json_is_null(json_object_get(j, "stop_sequence")));
+    CHECK_EQ_INT(num(j, "usage.input_tokens") + num(j, "usage.cache_read_input_tokens"), ref.prompt);
+    CHECK_EQ_INT(num(j, "usage.output_tokens"), ref.completion);
+    CHECK_EQ_INT(num(j, "usage.cache_creation_input_tokens"), 0);
+    json_decref(j);
+
+    /* count_tokens: the same prompt */
+    j = post("/v1/messages/count_tokens", XKEY,
+             "{\"model\":\"m\",\"system\":\"Be brief.\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello there\"}]}",
+             &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_INT(num(j, "input_tokens"), ref.prompt);
+    json_decref(j);
+
+    /* streamed: the documented order, the same text */
+    const char *sbody = "{\"model\":\"m\",\"max_tokens\":12,\"temperature\":0,\"stream\":true,\"system\":\"Be brief.\","
+                        "\"messages\":[{\"role\":\"user\",\"content\":\"Hello there\"}]}";
+    char *raw = NULL;
+    json_decref(post("/v1/messages", BEARER, sbody, &status, &raw));
+    CHECK_EQ_INT(status, 200);
+    json_t *evs = sse_events(raw);
+    free(raw);
+    char text[4096] = "";
+    size_t n = json_array_size(evs), i;
+    CHECK(n >= 5);
+    json_t *ev;
+    int stage = 0; /* 0 start, 1 ping, 2 block open, 3 block closed, 4 message_delta, 5 message_stop */
+    json_array_foreach(evs, i, ev) {
+        const char *name = str(ev, "event"), *type = str(ev, "data.type");
+        CHECK_MSG(!strcmp(name, type), "event %s carries data of type %s", name, type);
+        if (!strcmp(type, "message_start")) {
+            CHECK_EQ_INT(stage, 0);
+            CHECK_EQ_INT(num(ev, "data.message.usage.input_tokens") + num(ev, "data.message.usage.cache_read_input_tokens"),
+                         ref.prompt);
+            stage = 1;
+        } else if (!strcmp(type, "ping")) CHECK_EQ_INT(stage, 1);
+        else if (!strcmp(type, "content_block_start")) {
+            CHECK(stage == 1 || stage == 3);
+            CHECK(!strcmp(str(ev, "data.content_block.type"), "text"));
+            stage = 2;
+        } else if (!strcmp(type, "content_block_delta")) {
+            CHECK_EQ_INT(stage, 2);
+            CHECK(!strcmp(str(ev, "data.delta.type"), "text_delta"));
+            strncat(text, str(ev, "data.delta.text"), sizeof text - strlen(text) - 1);
+        } else if (!strcmp(type, "content_block_stop")) {
+            CHECK_EQ_INT(stage, 2);
+            stage = 3;
+        } else if (!strcmp(type, "message_delta")) {
+            CHECK_EQ_INT(stage, 3);
+            CHECK(!strcmp(str(ev, "data.delta.stop_reason"), want_stop));
+            CHECK_EQ_INT(num(ev, "data.usage.output_tokens"), ref.completion);
+            stage = 4;
+        } else if (!strcmp(type, "message_stop")) {
+            CHECK_EQ_INT(stage, 4);
+            stage = 5;
+        } else CHECK_MSG(0, "unexpected event %s", type);
+    }
+    CHECK_EQ_INT(stage, 5);
+    CHECK_MSG(!strcmp(text, ref.text), "streamed '%s' vs chat '%s'", text, ref.text);
+    json_decref(evs);
+}
+
+/* A stop sequence taken from the greedy text itself: the answer ends before
+ * its first occurrence, with stop_reason stop_sequence naming it. */
+static void test_stop_sequence(void) {
+    chat_ref ref;
+    chat(conv_chat, "\"max_tokens\":24,\"temperature\":0", &ref);
+    char stop[3] = "";
+    for (size_t p = 1; ref.text[p] && ref.text[p + 1] && !stop[0]; p++) {
+        unsigned char a = (unsigned char)ref.text[p], b = (unsigned char)ref.text[p + 1];
+        if (a > ' ' && a < 0x7f && b > ' ' && b < 0x7f) {
+            stop[0] = (char)a;
+            stop[1] = (char)b;
+        }
+    }
+    CHECK_MSG(stop[0], "the greedy text has no two printable ASCII characters in a row: '%s'", ref.text);
+    if (!stop[0]) return;
+    size_t want = (size_t)(strstr(ref.text, stop) - ref.text);
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",\"max_tokens\":24,\"temperature\":0,\"stop_sequences\":[\"zzzz\",\"%s\"],\"system\":"
+             "\"Be brief.\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello there\"}]%s}",
+             stop, "");
+    int status;
+    json_t *j = post("/v1/messages", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK_MSG(!strcmp(str(j, "stop_reason"), "stop_sequence"), "stop_reason %s", str(j, "stop_reason"));
+    CHECK(!strcmp(str(j, "stop_sequence"), stop));
+    CHECK_MSG(strlen(str(j, "content.0.text")) == want && !strncmp(str(j, "content.0.text"), ref.text, want),
+              "'%s' should be the first %zu bytes of '%s'", str(j, "content.0.text"), want, ref.text);
+    json_decref(j);
+    /* streamed, the same reason */
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",\"max_tokens\":24,\"temperature\":0,\"stream\":true,\"stop_sequences\":[\"%s\"],"
+             "\"system\":\"Be brief.\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello there\"}]}",
+             stop);
+    char *raw = NULL;
+    json_decref(post("/v1/messages", XKEY, body, &status, &raw));
+    json_t *evs = sse_events(raw);
+    free(raw);
+    json_t *md = json_array_get(evs, json_array_size(evs) - 2);
+    CHECK(!strcmp(str(md, "data.type"), "message_delta"));
+    CHECK(!strcmp(str(md, "data.delta.stop_reason"), "stop_sequence"));
+    CHECK(!strcmp(str(md, "data.delta.stop_sequence"), stop));
+    json_decref(evs);
+}
+
+/* tool_use / tool_result blocks render as the chat tool_calls and tool messages. */
+static void test_messages_tools(void) {
+    const char *chat_msgs =
+        "[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":\"Let me "
+        "check.\",\"tool_calls\":[{\"id\":\"toolu_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+        "\"arguments\":{\"city\":\"Paris\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"toolu_1\",\"content\":\"sunny\"},"
+        "{\"role\":\"user\",\"content\":\"Thanks\"}]";
+    const char *chat_tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                             "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}},\"description\":"
+                             "\"Weather of a city\"}}],\"max_tokens\":6,\"temperature\":0";
+    chat_ref ref, bare;
+    chat(chat_msgs, chat_tools, &ref);
+    chat("[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}]", "\"max_tokens\":1", &bare);
+    const char *msgs =
+        "\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":[{"
+        "\"type\":\"text\",\"text\":\"Let me check.\"},{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":"
+        "\"get_weather\",\"input\":{\"city\":\"Paris\"}}]},{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
+        "\"tool_use_id\":\"toolu_1\",\"content\":[{\"type\":\"text\",\"text\":\"sunny\"}]},{\"type\":\"text\",\"text\":"
+        "\"Thanks\"}]}],\"tools\":[{\"name\":\"get_weather\",\"description\":\"Weather of a city\",\"input_schema\":{"
+        "\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}],\"tool_choice\":{\"type\":\"auto\"}";
+    char body[4096];
+    snprintf(body, sizeof body, "{\"model\":\"m\",%s}", msgs);
+    int status;
+    json_t *j = post("/v1/messages/count_tokens", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_INT(num(j, "input_tokens"), ref.prompt);
+    CHECK(ref.prompt > bare.prompt + 20); /* the tools and the calls are in the prompt */
+    json_decref(j);
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"max_tokens\":6,\"temperature\":0,%s}", msgs);
+    j = post("/v1/messages", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK(!strcmp(str(j, "content.0.text"), ref.text));
+    json_decref(j);
+}
+
+static void check_anthropic_error(json_t *j, const char *type) {
+    CHECK(!strcmp(str(j, "type"), "error"));
+    CHECK_MSG(!strcmp(str(j, "error.type"), type), "error type %s, want %s", str(j, "error.type"), type);
+    CHECK(strlen(str(j, "error.message")) > 0);
+}
+
+static void test_auth_and_errors(void) {
+    const char *ok = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    int status;
+    json_t *j = post("/v1/messages", NULL, ok, &status, NULL);
+    CHECK_EQ_INT(status, 401);
+    check_anthropic_error(j, "authentication_error");
+    json_decref(j);
+    j = post("/v1/messages", "x-api-key: wrong\r\n", ok, &status, NULL);
+    CHECK_EQ_INT(status, 401);
+    json_decref(j);
+    j = post("/v1/responses", NULL, "{\"input\":\"hi\"}", &status, NULL);
+    CHECK_EQ_INT(status, 401);
+    CHECK(!strcmp(str(j, "error.code"), "invalid_api_key")); /* OpenAI's shape there */
+    json_decref(j);
+    j = post("/v1/chat/completions", XKEY, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1}",
+             &status, NULL);
+    CHECK_EQ_INT(status, 200); /* x-api-key works everywhere */
+    json_decref(j);
+
+    static const char *const bad[] = {
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", /* no max_tokens */
+        "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"system\",\"content\":\"hi\"}]}",
+        "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[]}",
+        "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
+        "\"source\":{}}]}]}",
+        "{\"model\":\"m\",\"max_tokens\":1,\"temperature\":1.5,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        "{\"model\":\"m\",\"max_tokens\":1,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"w\"}],\"messages\":"
+        "[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\"}]}]}",
+        "{\"model\":\"m\",\"max_tokens\":100000,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        "{\"model\":",
+        "[1]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        j = post("/v1/messages", XKEY, bad[i], &status, NULL);
+        CHECK_MSG(status == 400, "%s: %d", bad[i], status);
+        check_anthropic_error(j, "invalid_request_error");
+        json_decref(j);
+    }
+    static const char *const bad_resp[] = {
+        "{\"input\":42}",
+        "{\"input\":[{\"type\":\"input_image\"}]}",
+        "{\"input\":\"hi\",\"tools\":[{\"type\":\"web_search\"}]}",
+        "{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}",
+        "{\"input\":\"hi\",\"previous_response_id\":\"resp_nope\"}",
+        "{\"input\":\"hi\",\"temperature\":3}",
+        "{\"input\":[]}",
+    };
+    for (size_t i = 0; i < sizeof bad_resp / sizeof *bad_resp; i++) {
+        j = post("/v1/responses", XKEY, bad_resp[i], &status, NULL);
+        CHECK_MSG(status == 400, "%s: %d", bad_resp[i], status);
+        CHECK(!strcmp(str(j, "error.type"), "invalid_request_error"));
+        json_decref(j);
+    }
+}
+
+/* ---- Responses ---- */
+
+static const char *output_text(json_t *resp) {
+    json_t *out = json_object_get(resp, "output"), *it;
+    size_t i;
+    json_array_foreach(out, i, it) if (!strcmp(str(it, "type"), "message")) return str(it, "content.0.text");
+    return NULL;
+}
+
+static void test_responses(void) {
+    chat_ref ref;
+    chat(conv_chat, "\"max_tokens\":12,\"temperature\":0", &ref);
+    int status;
+    json_t *j = post("/v1/responses", XKEY,
+                     "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"input\":[{\"role\":\"user\",\"content\":[{"
+                     "\"type\":\"input_text\",\"text\":\"Hello there\"}]}],\"max_output_tokens\":12,\"temperature\":0}",
+                     &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK(!strcmp(str(j, "object"), "response") && !strncmp(str(j, "id"), "resp_", 5));
+    const char *t = output_text(j);
+    CHECK_MSG(t && !strcmp(t, ref.text), "responses '%s' vs chat '%s'", t ? t : "(none)", ref.text);
+    const bool length = !strcmp(ref.finish, "length");
+    CHECK(!strcmp(str(j, "status"), length ? "incomplete" : "completed"));
+    if (length) CHECK(!strcmp(str(j, "incomplete_details.reason"), "max_output_tokens"));
+    CHECK_EQ_INT(num(j, "usage.input_tokens"), ref.prompt);
+    CHECK_EQ_INT(num(j, "usage.output_tokens"), ref.completion);
+    CHECK(!strcmp(str(j, "instructions"), "Be brief."));
+    json_decref(j);
+
+    /* streamed */
+    char *raw = NULL;
+    json_decref(post("/v1/responses", XKEY,
+                     "{\"instructions\":\"Be brief.\",\"input\":\"Hello there\",\"max_output_tokens\":12,"
+                     "\"temperature\":0,\"stream\":true}",
+                     &status, &raw));
+    CHECK_EQ_INT(status, 200);
+    json_t *evs = sse_events(raw);
+    free(raw);
+    static const char *const order[] = {"response.created", "response.in_progress", "response.output_item.added",
+                                        "response.content_part.added"};
+    char text[4096] = "";
+    size_t i;
+    json_t *ev;
+    const size_t n = json_array_size(evs);
+    CHECK(n >= 8);
+    json_array_foreach(evs, i, ev) {
+        const char *name = str(ev, "event"), *type = str(ev, "data.type");
+        CHECK_MSG(!strcmp(name, type), "event %s carries data of type %s", name, type);
+        CHECK_EQ_INT(num(ev, "data.sequence_number"), (long long)i);
+        if (i < 4) CHECK_MSG(!strcmp(type, order[i]), "event %zu is %s, want %s", i, type, order[i]);
+        else if (i + 4 < n) CHECK_MSG(!strcmp(type, "response.output_text.delta"), "event %zu: %s", i, type);
+        if (!strcmp(type, "response.output_text.delta")) {
+            strncat(text, str(ev, "data.delta"), sizeof text - strlen(text) - 1);
+            CHECK_EQ_INT(num(ev, "data.output_index"), 0);
+        }
+    }
+    CHECK_MSG(!strcmp(text, ref.text), "streamed '%s' vs chat '%s'", text, ref.text);
+    static const char *const tail[] = {"response.output_text.done", "response.content_part.done",
+                                       "response.output_item.done"};
+    for (int k = 0; k < 3 && n >= 4; k++) CHECK(!strcmp(str(json_array_get(evs, n - 4 + (size_t)k), "event"), tail[k]));
+    json_t *last = json_object_get(json_array_get(evs, n - 1), "data");
+    CHECK(!strcmp(str(last, "type"), length ? "response.incomplete" : "response.completed"));
+    t = output_text(json_object_get(last, "response"));
+    CHECK(t && !strcmp(t, ref.text));
+    CHECK(!strcmp(str(json_array_get(evs, n - 4), "data.text"), ref.text));
+    CHECK(!strcmp(str(json_array_get(evs, 2), "data.item.id"), str(last, "response.output.0.id")));
+    json_decref(evs);
+}
+
+/* previous_response_id: the next turn renders the whole conversation as
+ * chat completions would, and the prefix cache serves part of it. */
+static void test_previous_response(void) {
+    int status;
+    json_t *j1 = post("/v1/responses", XKEY,
+                      "{\"instructions\":\"Be brief.\",\"input\":\"Hello there\",\"max_output_tokens\":8,"
+                      "\"temperature\":0}",
+                      &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    const char *t1 = output_text(j1);
+    char id[64], body[4096];
+    snprintf(id, sizeof id, "%s", str(j1, "id"));
+    snprintf(body, sizeof body,
+             "{\"instructions\":\"Be brief.\",\"previous_response_id\":\"%s\",\"input\":\"And now?\","
+             "\"max_output_tokens\":8,\"temperature\":0}",
+             id);
+    json_t *j2 = post("/v1/responses", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK(!strcmp(str(j2, "previous_response_id"), id));
+    /* the same conversation in chat form */
+    json_t *msgs = json_pack("[{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s}]", "role", "system", "content", "Be brief.",
+                             "role", "user", "content", "Hello there", "role", "assistant", "content", t1 ? t1 : "",
+                             "role", "user", "content", "And now?");
+    char *mj = json_dumps(msgs, JSON_COMPACT);
+    chat_ref ref;
+    chat(mj, "\"max_tokens\":8,\"temperature\":0", &ref);
+    free(mj);
+    json_decref(msgs);
+    CHECK_EQ_INT(num(j2, "usage.input_tokens"), ref.prompt);
+    const char *t2 = output_text(j2);
+    CHECK_MSG(t2 && !strcmp(t2, ref.text), "turn 2 '%s' vs chat '%s'", t2 ? t2 : "", ref.text);
+    /* turn 1's prompt at least came from the cache */
+    CHECK_MSG(num(j2, "usage.input_tokens_details.cached_tokens") >= num(j1, "usage.input_tokens"),
+              "cached %lld of turn 2, turn 1's prompt %lld", num(j2, "usage.input_tokens_details.cached_tokens"),
+              num(j1, "usage.input_tokens"));
+
+    /* GET returns the stored response */
+    char path[128];
+    snprintf(path, sizeof path, "/v1/responses/%s", id);
+    json_t *g = NULL;
+    CHECK_EQ_INT(get(path, &g), 200);
+    CHECK(!strcmp(str(g, "id"), id));
+    CHECK(!strcmp(output_text(g) ? output_text(g) : "-", t1 ? t1 : ""));
+    json_decref(g);
+    CHECK_EQ_INT(get("/v1/responses/resp_unknown", &g), 404);
+    json_decref(g);
+
+    /* a chain of three: the second's stored conversation holds the first */
+    snprintf(body, sizeof body, "{\"previous_response_id\":\"%s\",\"input\":\"More?\",\"max_output_tokens\":2}",
+             str(j2, "id"));
+    json_t *j3 = post("/v1/responses", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK(num(j3, "usage.input_tokens") > num(j2, "usage.input_tokens"));
+    json_decref(j3);
+
+    /* store false: nothing to continue from */
+    json_t *j4 = post("/v1/responses", XKEY, "{\"input\":\"x\",\"store\":false,\"max_output_tokens\":1}", &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK(json_is_false(json_object_get(j4, "store")));
+    snprintf(body, sizeof body, "{\"previous_response_id\":\"%s\",\"input\":\"y\"}", str(j4, "id"));
+    json_t *j5 = post("/v1/responses", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(status, 400);
+    CHECK(!strcmp(str(j5, "error.param"), "previous_response_id"));
+    json_decref(j4);
+    json_decref(j5);
+    json_decref(j1);
+    json_decref(j2);
+}
+
+/* function_call / function_call_output items render as the chat tool_calls
+ * and tool messages do. */
+static void test_responses_tools(void) {
+    chat_ref ref;
+    chat("[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":\"\","
+         "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+         "\"arguments\":{\"city\":\"Paris\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"sunny\"}]",
+         "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
+         "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}],\"max_tokens\":6,\"temperature\":0",
+         &ref);
+    int status;
+    json_t *j = post("/v1/responses", XKEY,
+                     "{\"input\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"type\":\"function_call\","
+                     "\"call_id\":\"call_1\",\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"},"
+                     "{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"sunny\"}],\"tools\":[{"
+                     "\"type\":\"function\",\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+                     "\"properties\":{\"city\":{\"type\":\"string\"}}}}],\"tool_choice\":\"auto\","
+                     "\"max_output_tokens\":6,\"temperature\":0}",
+                     &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_INT(num(j, "usage.input_tokens"), ref.prompt);
+    const char *t = output_text(j);
+    CHECK(t && !strcmp(t, ref.text));
+    CHECK(!strcmp(str(j, "tools.0.name"), "get_weather"));
+    json_decref(j);
+}
+
+int main(void) {
+    if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
+    rw_error err = {0};
+    const char *path = rw_test_fixture_path("qwen3/qwen3-Q8_0.gguf");
+    rw_gguf *gg = NULL;
+    rw_model *m = NULL;
+    rw_tokenizer *tok = NULL;
+    rw_chat_template *tmpl = NULL;
+    if (rw_gguf_open(path, &gg, &err) || rw_model_load(gg, &m, &err) || rw_tokenizer_load(gg, &tok, &err)) {
+        fprintf(stderr, "%s: %s\n", path, err.msg);
+        return 1;
+    }
+    size_t len = 0;
+    char *src = rw_test_read_file(rw_test_fixture_path("chat/templates/Qwen-Qwen3-0.6B.jinja"), &len);
+    CHECK(src != NULL);
+    CHECK(src && rw_chat_template_parse(src, len, &tmpl, &err) == RW_OK);
+    free(src);
+    rw_engine *e = NULL;
+    rw_server *s = NULL;
+    const rw_engine_config ec = {.n_threads = 2, .max_running = 4, .max_queued = 16, .n_ctx = 1024,
+                                 .prefill_chunk = 64, .kv_type = RW_KV_F32, .cache_bytes = (size_t)64 << 20};
+    CHECK(tmpl && rw_engine_new(m, tok, &ec, &e, &err) == RW_OK);
+    const rw_server_config sc = {.model_id = "fixture", .api_key = KEY};
+    CHECK(e && rw_server_start(e, tok, tmpl, "<|endoftext|>", "<|im_end|>", &sc, &s, &err) == RW_OK);
+    if (s) {
+        g_port = rw_server_port(s);
+        test_messages();
+        test_stop_sequence();
+        test_messages_tools();
+        test_auth_and_errors();
+        test_responses();
+        test_previous_response();
+        test_responses_tools();
+    }
+    rw_server_stop(s);
+    rw_engine_free(e);
+    rw_chat_template_free(tmpl);
+    rw_tokenizer_free(tok);
+    rw_model_free(m);
+    rw_gguf_close(gg);
+    return rw_test_done();
+}
