@@ -10,7 +10,9 @@
 #   make format   clang-format every source file in place
 #
 # Sources are found by wildcard: every src/<module>/*.c (and one level
-# below) goes into librewind.a, except src/cli which makes the binary.
+# below) goes into librewind.a, except src/cli, which makes the binary
+# together with bench/ (the `rewind bench` commands) and tools/ (the demo
+# client and the loopback HTTP client, which the tests link too).
 # Files named *_avx2.c, *_avx512.c and *_amx.c are compiled with those ISA
 # flags only, so one binary runs on any x86-64 with AVX2 and picks the best
 # kernels at run time.
@@ -20,15 +22,14 @@ BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
 CFLAGS_BASE := -std=c17 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
-               -D_GNU_SOURCE -pthread -Isrc -Itests -MMD -MP $(SAN)
+               -D_GNU_SOURCE -pthread -Iinclude -Isrc -I. -Itests -MMD -MP $(SAN)
 LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null) -lunistring
 
 # LIB_MODULES narrows the library to some folders (the fuzz build uses it).
 LIB_MODULES ?= $(filter-out cli,$(notdir $(wildcard src/*)))
 LIB_SRC := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c src/$(m)/*/*.c))
-CLI_SRC := $(wildcard src/cli/*.c)
+CLI_SRC := $(wildcard src/cli/*.c bench/*.c tools/*.c)
 TEST_SRC := $(wildcard tests/*/test_*.c)
-BENCH_SRC := $(wildcard bench/*.c)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -49,9 +50,10 @@ $(BUILD)/librewind.a: $(LIB_OBJ)
 $(BUILD)/rewind: $(CLI_OBJ) $(BUILD)/librewind.a
 	$(CC) $(CFLAGS_BASE) -o $@ $(CLI_OBJ) $(BUILD)/librewind.a $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/librewind.a
+# Tests link the loopback HTTP client of tools/ too (it is not in the library).
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o $(BUILD)/librewind.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/librewind.a $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o $(BUILD)/librewind.a $(LDLIBS)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)

@@ -7,7 +7,7 @@
  * asks, special tokens parsed); the output is text through the streaming
  * detokenizer unless --print-ids. Prefills the prompt in one forward pass,
  * then generates N tokens one at a time with the sampler chain of
- * engine/sampler.h: greedy at temperature 0 (the default; ties go to the
+ * sampler/sampler.h: greedy at temperature 0 (the default; ties go to the
  * lowest id), otherwise seeded sampling. Every filter and penalty is off
  * unless asked for; the penalties count the generated tokens only (OpenAI's
  * semantics, not the prompt). Generation does not stop at end-of-generation
@@ -38,7 +38,7 @@
 
 #include "base/threadpool.h"
 #include "cli/cli.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "engine/spec.h"
 #include "tokenizer/tokenizer.h"
 

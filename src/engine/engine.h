@@ -29,7 +29,7 @@
 #include "base/status.h"
 #include "cache/kv.h"
 #include "engine/prefix_cache.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
 

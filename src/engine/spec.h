@@ -75,7 +75,7 @@
 
 #include "base/status.h"
 #include "base/threadpool.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
 

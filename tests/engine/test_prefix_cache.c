@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "engine/prefix_cache.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "harness.h"
 
 static uint64_t rs;

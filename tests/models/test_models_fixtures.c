@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "kernels/matmul.h"
 #include "harness.h"
 #include "models/model.h"

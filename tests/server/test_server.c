@@ -26,7 +26,7 @@
 #include "chat/chat.h"
 #include "engine/engine.h"
 #include "harness.h"
-#include "server/client.h"
+#include "tools/http_client.h"
 #include "server/server.h"
 
 #define N_CTX 256

@@ -1,6 +1,6 @@
 /* bench_sampler.c - `rewind bench sampler [--vocab N] [--reps R] [--json]`.
  *
- * Time per token of the sampler (engine/sampler.h) on rows of N logits
+ * Time per token of the sampler (sampler/sampler.h) on rows of N logits
  * (default 151936, Qwen3's vocabulary): sample + accept for each setting,
  * logprobs, and a speculative verify of 4 drafted tokens. Two kinds of rows:
  * "peaked" (a few tokens far above the rest, as a trained model's; see
@@ -16,7 +16,7 @@
 
 #include "base/json_writer.h"
 #include "cli/cli.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 
 static const char *CMD = "bench sampler";
 

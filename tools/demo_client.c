@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "server/client.h"
+#include "tools/http_client.h"
 
 static const char *CMD = "demo-client";
 

@@ -1,9 +1,9 @@
 /* sampler_int.h - the sampler's state and the helpers its files share
  * (private to src/engine). */
-#ifndef RW_ENGINE_SAMPLER_INT_H
-#define RW_ENGINE_SAMPLER_INT_H
+#ifndef RW_SAMPLER_SAMPLER_INT_H
+#define RW_SAMPLER_SAMPLER_INT_H
 
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 
 /* A candidate token: its logit at the current stage of the chain. */
 typedef struct {

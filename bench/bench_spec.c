@@ -28,7 +28,7 @@
 #include "base/json_writer.h"
 #include "base/threadpool.h"
 #include "cli/cli.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "engine/spec.h"
 #include "kernels/matmul.h"
 

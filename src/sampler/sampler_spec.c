@@ -6,7 +6,7 @@
  * acceptance with probability min(q(x), p(x)); the rejection probability is
  * 1 - sum min(p, q) = sum max(0, p - q), and the residual draw hands that mass
  * out in proportion to max(0, p(x) - q(x)). The two add up to p(x). */
-#include "engine/sampler_int.h"
+#include "sampler/sampler_int.h"
 
 static float nonneg(float x) { return x > 0.0f ? x : 0.0f; } /* NaN -> 0 */
 

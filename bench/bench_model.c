@@ -20,7 +20,7 @@
 #include "base/json_writer.h"
 #include "base/threadpool.h"
 #include "cli/cli.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "kernels/matmul.h"
 
 static const char *CMD = "bench model";

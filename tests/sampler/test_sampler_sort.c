@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler_int.h"
+#include "sampler/sampler_int.h"
 #include "harness.h"
 
 static uint64_t rng = 7;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler_int.h"
+#include "sampler/sampler_int.h"
 
 const float *rw_sampler_adjust(rw_sampler *s, const float *logits) {
     if (s->n_bias == 0 && !s->counts) return logits;

@@ -3,8 +3,8 @@
  * ("Connection: close"), Content-Length or chunked bodies, body bytes handed
  * to a callback as they arrive (for streaming), and a parser of server-sent
  * events. Plain sockets, numeric addresses only. */
-#ifndef RW_SERVER_CLIENT_H
-#define RW_SERVER_CLIENT_H
+#ifndef RW_TOOLS_HTTP_CLIENT_H
+#define RW_TOOLS_HTTP_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>

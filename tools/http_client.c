@@ -1,5 +1,5 @@
 /* client.c - the small HTTP/1.1 client of client.h. */
-#include "server/client.h"
+#include "tools/http_client.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -22,7 +22,7 @@
 #include "base/threadpool.h"
 #include "cli/cli.h"
 #include "engine/prefix_cache.h"
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 
 static double now_s(void) {
     struct timespec ts;

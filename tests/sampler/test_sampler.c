@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "sampler/sampler.h"
 #include "harness.h"
 
 #define NV_MAX 64

@@ -28,7 +28,7 @@
 #include "engine/engine.h"
 #include "engine/spec.h"
 #include "kernels/matmul.h"
-#include "server/client.h"
+#include "tools/http_client.h"
 #include "server/server.h"
 
 static const char *CMD = "bench serve";

@@ -3,7 +3,7 @@
  * distribution (sampler.h says which is which). */
 #include <math.h>
 
-#include "engine/sampler_int.h"
+#include "sampler/sampler_int.h"
 
 /* log-softmax of the raw row: the chosen token and the top-n list. */
 static int32_t raw_logprobs(rw_sampler *s, const float *logits, int32_t token, int32_t n_top, float *token_lp,

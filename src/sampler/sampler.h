@@ -45,8 +45,8 @@
  * a last bit; on one machine and build the tokens are fixed.)
  *
  * A sampler is used by one thread at a time (it has a scratch buffer). */
-#ifndef RW_ENGINE_SAMPLER_H
-#define RW_ENGINE_SAMPLER_H
+#ifndef RW_SAMPLER_SAMPLER_H
+#define RW_SAMPLER_SAMPLER_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler_int.h"
+#include "sampler/sampler_int.h"
 
 /* Two passes: the largest non-NaN value (eight independent running maxima,
  * so the loop is not one long chain of dependent compares; max is exact, so
