@@ -25,7 +25,7 @@
 #include "chat/chat.h"
 #include "engine/engine.h"
 #include "harness.h"
-#include "server/client.h"
+#include "tools/http_client.h"
 #include "server/server.h"
 
 #define KEY "secret-key"
