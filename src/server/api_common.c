@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/random.h>
 
 #include "server/api_int.h"
@@ -26,6 +27,7 @@ void rw_server__out_free(rw_api_out *o) {
         free(o->calls[i].args);
     }
     free(o->calls);
+    rw_chat_output_free(o->parser);
     memset(o, 0, sizeof *o);
 }
 
@@ -87,12 +89,57 @@ static bool out_event(rw_api_out *o, const rw_api_ev *in) {
     return o->emit ? o->emit(o->user, ev) : true;
 }
 
-/* Raw text is content: the tool-call parser and reasoning splitter (issue
- * 22 items 1 and 4) are not in this tree yet; when they are, this is where
- * their incremental events come in. */
+static rw_status parser_event(void *user, const rw_chat_event *ce) {
+    static const rw_api_ev_kind kinds[] = {[RW_CHAT_EV_CONTENT] = RW_API_EV_TEXT,
+                                           [RW_CHAT_EV_REASONING] = RW_API_EV_REASONING,
+                                           [RW_CHAT_EV_CALL_BEGIN] = RW_API_EV_CALL_BEGIN,
+                                           [RW_CHAT_EV_CALL_ARGS] = RW_API_EV_CALL_ARGS,
+                                           [RW_CHAT_EV_CALL_END] = RW_API_EV_CALL_END};
+    rw_api_ev ev = {.kind = kinds[ce->kind], .call = ce->index, .text = ce->text, .len = ce->len, .id = ce->id,
+                    .name = ce->name};
+    return out_event(user, &ev) ? RW_OK : RW_ERR_NOMEM;
+}
+
+bool rw_server__out_parser(rw_api_out *o, rw_server *s, json_t *chat, const srv_request *r) {
+    size_t n = 0;
+    const char *src = rw_chat_template_source(s->tmpl, &n);
+    rw_chat_caps caps;
+    rw_chat_detect_caps(src ? src : "", src ? n : 0, &caps);
+    json_t *tools = json_object_get(chat, "tools"), *tc = json_object_get(chat, "tool_choice");
+    const bool calls = json_array_size(tools) > 0 && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"));
+    char *tools_json = calls ? json_dumps(tools, JSON_COMPACT) : NULL;
+    /* the prompt's text (special tokens written out): does it leave a think block open? */
+    char *prompt = NULL;
+    size_t plen = 0;
+    rw_error err = {0};
+    bool opened = !rw_detokenize(s->tok, r->prompt, (size_t)r->n_prompt, true, &prompt, &plen, &err) &&
+                  rw_chat_prompt_opens_reasoning(prompt, plen, caps.think_open, caps.think_close);
+    free(prompt);
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(uintptr_t)o;
+    rw_chat_output_opts po = {.tool_format = calls ? caps.tool_format : RW_TOOL_FMT_NONE,
+                              .reasoning = RW_REASONING_DEEPSEEK,
+                              .think_open = caps.think_open,
+                              .think_close = caps.think_close,
+                              .in_reasoning = opened,
+                              .tools_json = tools_json,
+                              .id_prefix = o->id_prefix,
+                              .id_seed = seed};
+    rw_status st = rw_chat_output_new(&po, &o->parser, &err);
+    free(tools_json);
+    if (st) o->oom = true;
+    return st == RW_OK;
+}
+
+/* Through the model's format when there is a parser; else all content. */
 bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final) {
-    (void)final;
     o->raw_len += len;
+    rw_error err = {0};
+    if (o->parser) {
+        if (len && rw_chat_output_feed(o->parser, text, len, parser_event, o, &err)) return false;
+        if (final && rw_chat_output_finish(o->parser, parser_event, o, &err)) return false;
+        return !o->oom;
+    }
     if (!len) return !o->oom;
     rw_api_ev ev = {.kind = RW_API_EV_TEXT, .text = text, .len = len};
     return out_event(o, &ev);

@@ -14,6 +14,7 @@
 #ifndef RW_SERVER_API_INT_H
 #define RW_SERVER_API_INT_H
 
+#include "chat/output.h"
 #include "server/server_int.h"
 
 /* ---- what a route handler gives back to server.c ---- */
@@ -32,6 +33,18 @@ rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len,
 rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len);
 rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, int fd);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
+
+/* The steps of those routes, for tests that feed a job engine events of
+ * their own: a request object translated into the chat request (NULL and
+ * *e on error); the answer of a job submitted (and for a whole answer,
+ * finished) with r parsed from chat (r is freed; a stream takes j over, else
+ * j is freed). count: for count_tokens. *conv: the Responses conversation
+ * (input items after a previous response's; taken over by finish). */
+json_t *rw_server__messages_to_chat(json_t *o, bool count, srv_error *e);
+rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_request *r, srv_job *j);
+json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv_error *e);
+rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *r,
+                                              srv_job *j);
 
 /* Anthropic's error body {"type":"error","error":{"type","message"}} (malloc'd). */
 char *rw_server__anthropic_error_json(const srv_error *e);
@@ -77,6 +90,7 @@ typedef struct {
     size_t raw_len; /* raw model text fed so far */
     bool oom;
     const char *id_prefix;
+    rw_chat_output *parser; /* the model's format (chat/output.h); NULL: all text is content */
     /* the formatter */
     rw_api_emit_fn emit;
     void *user;
@@ -84,6 +98,11 @@ typedef struct {
 
 /* id_prefix: a static string, the prefix of the ids given to tool calls ("toolu_", "call_"). */
 void rw_server__out_init(rw_api_out *o, const char *id_prefix, rw_api_emit_fn emit, void *user);
+/* Splits the output as the template's model writes it (tool calls in its
+ * format, when the chat request has tools and tool_choice is not "none";
+ * reasoning between its think markers, also when the prompt r opened the
+ * block). Without it all text is content. False when out of memory. */
+bool rw_server__out_parser(rw_api_out *o, rw_server *s, json_t *chat, const srv_request *r);
 /* Feeds raw model text (final: no more comes, flush what is held back). */
 bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final);
 void rw_server__out_free(rw_api_out *o);

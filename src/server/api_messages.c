@@ -208,7 +208,7 @@ static bool add_tool_choice(json_t *o, json_t *chat, srv_error *e) {
 
 /* The chat-completions request of a Messages request (NULL and *e on error).
  * count: for count_tokens (no max_tokens, no sampling). */
-static json_t *to_chat(json_t *o, bool count, srv_error *e) {
+json_t *rw_server__messages_to_chat(json_t *o, bool count, srv_error *e) {
     json_t *msgs = json_object_get(o, "messages");
     if (!json_is_array(msgs)) {
         fail(e, "messages", "'messages' must be an array");
@@ -282,11 +282,11 @@ static json_t *message_json(const char *id, const char *model, json_t *content, 
                      "stop_sequence", stop_seq ? json_string(stop_seq) : json_null(), "usage", usage);
 }
 
-static char *body_json(srv_job *j, const srv_request *r) {
+static char *body_json(srv_job *j, json_t *chat, const srv_request *r) {
     const srv_choice *c = &j->choice[0];
     rw_api_out out;
     rw_server__out_init(&out, "toolu_", NULL, NULL);
-    rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
+    if (rw_server__out_parser(&out, j->srv, chat, r)) rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
     json_t *content = json_array();
     if (out.reasoning_len)
         json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking", out.reasoning,
@@ -473,7 +473,7 @@ static json_t *load(const char *body, size_t len, srv_error *e) {
 rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len) {
     srv_error e;
     json_t *o = load(body, len, &e);
-    json_t *chat = o ? to_chat(o, true, &e) : NULL;
+    json_t *chat = o ? rw_server__messages_to_chat(o, true, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
     srv_request r;
@@ -487,17 +487,9 @@ rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t 
     return (rw_server__reply){.http = 200, .body = txt, .content_type = "application/json"};
 }
 
-rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len, int fd) {
+rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_request *r, srv_job *j) {
     srv_error e;
-    json_t *o = load(body, len, &e);
-    json_t *chat = o ? to_chat(o, false, &e) : NULL;
-    json_decref(o);
-    if (!chat) return error_reply(&e);
-    srv_request r;
-    srv_job *j = rw_server__run_chat(s, chat, fd, &r, &e);
-    json_decref(chat);
-    if (!j) return e.http ? error_reply(&e) : (rw_server__reply){0};
-    if (r.stream) {
+    if (r->stream) {
         msg_stream *m = calloc(1, sizeof *m);
         bool ok = m != NULL;
         if (ok) {
@@ -508,11 +500,11 @@ rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len,
             j->api_state = m;
             j->api_free = stream_free;
             j->api_fill = stream_fill;
-            m->stop = calloc((size_t)r.n_stop + 1, sizeof *m->stop);
-            ok = m->stop != NULL;
-            for (int i = 0; ok && i < r.n_stop; i++) ok = (m->stop[m->n_stop++] = strdup(r.stop[i])) != NULL;
+            m->stop = calloc((size_t)r->n_stop + 1, sizeof *m->stop);
+            ok = m->stop != NULL && rw_server__out_parser(&m->out, s, chat, r);
+            for (int i = 0; ok && i < r->n_stop; i++) ok = (m->stop[m->n_stop++] = strdup(r->stop[i])) != NULL;
         }
-        srv_request_free(&r);
+        srv_request_free(r);
         if (!ok) {
             srv_job_free(j); /* and m with it, when set */
             srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -520,12 +512,26 @@ rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len,
         }
         return (rw_server__reply){.http = 200, .stream = j};
     }
-    char *txt = body_json(j, &r);
-    srv_request_free(&r);
+    char *txt = body_json(j, chat, r);
+    srv_request_free(r);
     srv_job_free(j);
     if (!txt) {
         srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return error_reply(&e);
     }
     return (rw_server__reply){.http = 200, .body = txt, .content_type = "application/json"};
+}
+
+rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len, int fd) {
+    srv_error e;
+    json_t *o = load(body, len, &e);
+    json_t *chat = o ? rw_server__messages_to_chat(o, false, &e) : NULL;
+    json_decref(o);
+    if (!chat) return error_reply(&e);
+    srv_request r;
+    srv_job *j = rw_server__run_chat(s, chat, fd, &r, &e);
+    rw_server__reply rep = j ? rw_server__messages_finish(s, chat, &r, j)
+                             : e.http ? error_reply(&e) : (rw_server__reply){0};
+    json_decref(chat);
+    return rep;
 }

@@ -474,7 +474,7 @@ static json_t *echo_of(json_t *o, rw_server *s) {
 }
 
 /* The chat request; *conv the conversation (input items, after a previous response's). */
-static json_t *to_chat(rw_server *s, json_t *o, json_t **conv, srv_error *e) {
+json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv_error *e) {
     *conv = NULL;
     json_t *prev = json_object_get(o, "previous_response_id");
     json_t *msgs = NULL;
@@ -521,51 +521,38 @@ static rw_server__reply reply_error(const srv_error *e) {
     return (rw_server__reply){.http = e->http, .body = srv_error_json(e), .content_type = "application/json"};
 }
 
-rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, int fd) {
+rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *rq,
+                                              srv_job *j) {
     srv_error e;
-    json_error_t jerr;
-    json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
-    if (!json_is_object(o)) {
-        json_decref(o);
-        srv_errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object%s%s",
-                   jerr.text[0] && !o ? ": " : "", !o ? jerr.text : "");
-        return reply_error(&e);
-    }
     resp_state *r = calloc(1, sizeof *r);
-    json_t *chat = r ? to_chat(s, o, &r->conv, &e) : NULL;
-    if (!r) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
-    if (!chat) {
-        json_decref(o);
-        state_free(r);
+    if (!r) {
+        json_decref(conv);
+        srv_request_free(rq);
+        srv_job_free(j);
+        srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return reply_error(&e);
     }
+    r->conv = conv;
     r->echo = echo_of(o, s);
     r->store = !json_is_false(json_object_get(o, "store"));
-    json_decref(o);
     r->items = json_array();
     r->open = -1;
     r->created = (int64_t)time(NULL);
     rw_server__new_id(r->id, sizeof r->id, "resp_");
     rw_server__out_init(&r->out, "call_", on_ev, r);
-    srv_request rq;
-    srv_job *j = rw_server__run_chat(s, chat, fd, &rq, &e);
-    json_decref(chat);
-    if (!j) {
-        state_free(r);
-        return e.http ? reply_error(&e) : (rw_server__reply){0};
-    }
-    bool stream = rq.stream;
-    srv_request_free(&rq);
+    bool ok = rw_server__out_parser(&r->out, s, chat, rq);
+    const bool stream = rq->stream;
+    srv_request_free(rq);
     r->job = j;
     j->api_state = r;
     j->api_free = state_free; /* r lives with the job from here */
-    if (stream) {
+    if (ok && stream) {
         r->sse = true;
         j->api_fill = stream_fill;
         return (rw_server__reply){.http = 200, .stream = j};
     }
     const srv_choice *c = &j->choice[0];
-    bool ok = rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true);
+    ok = ok && rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true);
     const char *status;
     bool ok2 = false;
     json_t *resp = ok ? finish(r, &status, &ok2) : NULL;
@@ -577,6 +564,35 @@ rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len
         return reply_error(&e);
     }
     return (rw_server__reply){.http = 200, .body = txt, .content_type = "application/json"};
+}
+
+rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, int fd) {
+    srv_error e;
+    json_error_t jerr;
+    json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        srv_errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object%s%s",
+                   jerr.text[0] && !o ? ": " : "", !o ? jerr.text : "");
+        return reply_error(&e);
+    }
+    json_t *conv = NULL;
+    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &e);
+    if (!chat) {
+        json_decref(o);
+        return reply_error(&e);
+    }
+    srv_request rq;
+    srv_job *j = rw_server__run_chat(s, chat, fd, &rq, &e);
+    rw_server__reply rep;
+    if (j) rep = rw_server__responses_finish(s, o, chat, conv, &rq, j);
+    else {
+        json_decref(conv);
+        rep = e.http ? reply_error(&e) : (rw_server__reply){0};
+    }
+    json_decref(chat);
+    json_decref(o);
+    return rep;
 }
 
 rw_server__reply rw_server__response_get(rw_server *s, const char *id) {

@@ -16,7 +16,14 @@
  *   - previous_response_id: the next turn's prompt is that of the whole
  *     conversation in chat form, the prefix cache serves part of it, and
  *     store=false keeps nothing; GET /v1/responses/{id};
- *   - authentication by x-api-key or bearer, errors in each API's shape. */
+ *   - authentication by x-api-key or bearer, errors in each API's shape;
+ *   - the output side on a text of our choosing (a think block, text and a
+ *     tool call in Qwen3's format, as the engine's events would carry it,
+ *     whole and one byte per event): thinking / text / tool_use blocks and
+ *     reasoning / message / function_call items, whole and streamed, the
+ *     same; the call's id links the next turn's function_call_output; a
+ *     malformed call comes back as text. (Random weights do not write tool
+ *     calls by themselves.) */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +33,7 @@
 #include "engine/engine.h"
 #include "harness.h"
 #include "tools/http_client.h"
+#include "server/api_int.h"
 #include "server/server.h"
 
 #define KEY "secret-key"
@@ -515,6 +523,243 @@ static void test_responses_tools(void) {
     json_decref(j);
 }
 
+/* ---- the output side, on a text of our choosing ---- */
+
+static const char *const gen_text = "<think>\nPlan.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": "
+                                    "\"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>";
+
+/* A submitted-looking job whose engine events carry text, piece bytes per
+ * event (0: all in one), ending with the end-of-generation token. When
+ * reply is not NULL (a stream), the route's finish is called first and the
+ * stream's bytes are collected after every event, as the SSE reader does. */
+typedef rw_server__reply (*finish_fn)(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *r,
+                                      srv_job *j);
+
+static void feed(srv_job *j, const srv_request *r, const char *text, size_t piece, char **sse, size_t *sse_len) {
+    const size_t n = strlen(text);
+    if (!piece) piece = n;
+    int32_t tok = 1;
+    for (size_t off = 0;; off += piece) {
+        size_t len = off < n ? (n - off < piece ? n - off : piece) : 0;
+        bool done = off + len >= n;
+        int32_t eos = rw_tokenizer_eos(j->srv->tok);
+        rw_gen_event ev = {.text = text + (off < n ? off : n), .text_len = len, .tokens = done ? &eos : &tok,
+                           .n_tokens = 1, .prompt_tokens = r->n_prompt, .completion_tokens = (int64_t)(off / piece + 1),
+                           .done = done, .finish = done ? RW_FINISH_STOP : RW_FINISH_NONE};
+        srv_job_on_event(&j->choice[0], &ev);
+        if (sse) {
+            while (j->sse_state != 2 && j->api_fill(j)) {
+            }
+            *sse = realloc(*sse, *sse_len + j->out_len + 1);
+            memcpy(*sse + *sse_len, j->out, j->out_len);
+            *sse_len += j->out_len;
+            (*sse)[*sse_len] = 0;
+            j->out_len = j->out_pos = 0;
+        }
+        if (done) break;
+    }
+}
+
+static const char *const tool_req = "\"tools\":[{\"name\":\"get_weather\",\"input_schema\":{\"type\":\"object\","
+                                    "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}}}}]";
+
+/* Messages: returns the answer (non-streaming body, or the stream's events). */
+static json_t *messages_on(rw_server *s, const char *text, bool stream, size_t piece) {
+    char body[2048];
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"max_tokens\":100,\"stream\":%s,%s,\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"Weather in Paris?\"}]}", stream ? "true" : "false", tool_req);
+    json_t *o = json_loads(body, 0, NULL);
+    srv_error e;
+    json_t *chat = rw_server__messages_to_chat(o, false, &e);
+    CHECK(chat != NULL);
+    srv_request r;
+    CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
+    srv_job *j = srv_job_new(s, &r, -1);
+    json_t *out = NULL;
+    if (stream) {
+        int64_t n_prompt = r.n_prompt;
+        srv_request rr = {.n_prompt = n_prompt};
+        rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
+        CHECK(rep.stream == j);
+        char *sse = NULL;
+        size_t len = 0;
+        feed(j, &rr, text, piece, &sse, &len);
+        out = sse_events(sse);
+        free(sse);
+        srv_job_free(j);
+    } else {
+        feed(j, &r, text, piece, NULL, NULL);
+        rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
+        CHECK_EQ_INT(rep.http, 200);
+        out = json_loads(rep.body ? rep.body : "", 0, NULL);
+        free(rep.body);
+    }
+    json_decref(chat);
+    json_decref(o);
+    return out;
+}
+
+static void check_args(const char *args) {
+    json_t *a = json_loads(args, 0, NULL);
+    CHECK_MSG(a && !strcmp(str(a, "city"), "Paris") && num(a, "days") == 2, "arguments %s", args);
+    json_decref(a);
+}
+
+static void test_messages_output(rw_server *s) {
+    json_t *m = messages_on(s, gen_text, false, 0);
+    CHECK(!strcmp(str(m, "stop_reason"), "tool_use"));
+    CHECK(!strcmp(str(m, "content.0.type"), "thinking") && strstr(str(m, "content.0.thinking"), "Plan."));
+    CHECK(!strcmp(str(m, "content.1.type"), "text") && strstr(str(m, "content.1.text"), "Let me check."));
+    CHECK(!strstr(str(m, "content.1.text"), "tool_call") && !strstr(str(m, "content.1.text"), "think>"));
+    CHECK(!strcmp(str(m, "content.2.type"), "tool_use") && !strcmp(str(m, "content.2.name"), "get_weather"));
+    CHECK(!strncmp(str(m, "content.2.id"), "toolu_", 6));
+    json_t *input = json_object_get(json_array_get(json_object_get(m, "content"), 2), "input");
+    CHECK(!strcmp(str(input, "city"), "Paris") && num(input, "days") == 2);
+    CHECK_EQ_INT(json_array_size(json_object_get(m, "content")), 3);
+    for (size_t piece = 1; piece <= 7; piece += 6) { /* one byte per event, and seven */
+        json_t *evs = messages_on(s, gen_text, true, piece);
+        char thinking[256] = "", text[256] = "", args[256] = "", types[64] = "";
+        long long blocks = 0;
+        size_t i;
+        json_t *ev;
+        json_array_foreach(evs, i, ev) {
+            const char *type = str(ev, "data.type");
+            CHECK(!strcmp(type, str(ev, "event")));
+            if (!strcmp(type, "content_block_start")) {
+                CHECK_EQ_INT(num(ev, "data.index"), blocks++);
+                strncat(types, str(ev, "data.content_block.type"), sizeof types - strlen(types) - 2);
+                strcat(types, ",");
+                if (!strcmp(str(ev, "data.content_block.type"), "tool_use")) {
+                    CHECK(!strcmp(str(ev, "data.content_block.name"), "get_weather"));
+                    CHECK(!strncmp(str(ev, "data.content_block.id"), "toolu_", 6));
+                }
+            }
+            if (!strcmp(str(ev, "data.delta.type"), "thinking_delta"))
+                strncat(thinking, str(ev, "data.delta.thinking"), sizeof thinking - strlen(thinking) - 1);
+            if (!strcmp(str(ev, "data.delta.type"), "text_delta"))
+                strncat(text, str(ev, "data.delta.text"), sizeof text - strlen(text) - 1);
+            if (!strcmp(str(ev, "data.delta.type"), "input_json_delta"))
+                strncat(args, str(ev, "data.delta.partial_json"), sizeof args - strlen(args) - 1);
+            if (!strcmp(type, "message_delta")) CHECK(!strcmp(str(ev, "data.delta.stop_reason"), "tool_use"));
+        }
+        CHECK_MSG(!strcmp(types, "thinking,text,tool_use,"), "blocks %s", types);
+        CHECK_MSG(!strcmp(thinking, str(m, "content.0.thinking")), "'%s' vs '%s'", thinking, str(m, "content.0.thinking"));
+        CHECK_MSG(!strcmp(text, str(m, "content.1.text")), "'%s' vs '%s'", text, str(m, "content.1.text"));
+        check_args(args);
+        CHECK(!strcmp(str(json_array_get(evs, json_array_size(evs) - 1), "event"), "message_stop"));
+        json_decref(evs);
+    }
+    json_decref(m);
+    /* a call that does not parse is text, never dropped */
+    m = messages_on(s, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {bad}\n</tool_call>", false, 0);
+    CHECK(!strcmp(str(m, "stop_reason"), "end_turn"));
+    CHECK(strstr(str(m, "content.0.text"), "{bad}") != NULL);
+    json_decref(m);
+}
+
+/* Responses: the answer (body or events). */
+static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t piece) {
+    char body[2048];
+    snprintf(body, sizeof body, "{\"stream\":%s,\"input\":\"Weather in Paris?\",\"tools\":[{\"type\":\"function\","
+             "\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+             "\"string\"},\"days\":{\"type\":\"integer\"}}}}]}", stream ? "true" : "false");
+    json_t *o = json_loads(body, 0, NULL), *conv = NULL;
+    srv_error e;
+    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &e);
+    CHECK(chat != NULL);
+    srv_request r;
+    CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
+    srv_job *j = srv_job_new(s, &r, -1);
+    json_t *out;
+    if (stream) {
+        srv_request rr = {.n_prompt = r.n_prompt};
+        rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
+        CHECK(rep.stream == j);
+        char *sse = NULL;
+        size_t len = 0;
+        feed(j, &rr, text, piece, &sse, &len);
+        out = sse_events(sse);
+        free(sse);
+        srv_job_free(j);
+    } else {
+        feed(j, &r, text, piece, NULL, NULL);
+        rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
+        CHECK_EQ_INT(rep.http, 200);
+        out = json_loads(rep.body ? rep.body : "", 0, NULL);
+        free(rep.body);
+    }
+    json_decref(chat);
+    json_decref(o);
+    return out;
+}
+
+static void test_responses_output(rw_server *s) {
+    json_t *r = responses_on(s, gen_text, false, 0);
+    CHECK(!strcmp(str(r, "status"), "completed"));
+    CHECK_EQ_INT(json_array_size(json_object_get(r, "output")), 3);
+    CHECK(!strcmp(str(r, "output.0.type"), "reasoning") && strstr(str(r, "output.0.summary.0.text"), "Plan."));
+    CHECK(!strcmp(str(r, "output.1.type"), "message") && strstr(str(r, "output.1.content.0.text"), "Let me check."));
+    CHECK(!strstr(str(r, "output.1.content.0.text"), "tool_call"));
+    CHECK(!strcmp(str(r, "output.2.type"), "function_call") && !strcmp(str(r, "output.2.name"), "get_weather"));
+    CHECK(!strncmp(str(r, "output.2.call_id"), "call_", 5) && !strncmp(str(r, "output.2.id"), "fc_", 3));
+    check_args(str(r, "output.2.arguments"));
+
+    /* the next turn: the stored conversation holds the call, its output joins it */
+    char body[1024];
+    snprintf(body, sizeof body, "{\"previous_response_id\":\"%s\",\"input\":[{\"type\":\"function_call_output\","
+             "\"call_id\":\"%s\",\"output\":\"sunny\"}]}", str(r, "id"), str(r, "output.2.call_id"));
+    json_t *o = json_loads(body, 0, NULL), *conv = NULL;
+    srv_error e;
+    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &e);
+    CHECK_MSG(chat != NULL, "%s", e.msg);
+    json_t *msgs = json_object_get(chat, "messages");
+    size_t n = json_array_size(msgs);
+    CHECK_EQ_INT(n, 3);
+    json_t *a = json_array_get(msgs, 1), *t = json_array_get(msgs, 2);
+    CHECK(!strcmp(str(a, "role"), "assistant") && strstr(str(a, "content"), "Let me check."));
+    CHECK(strstr(str(a, "reasoning_content"), "Plan.") != NULL);
+    CHECK(!strcmp(str(a, "tool_calls.0.id"), str(r, "output.2.call_id")));
+    CHECK(!strcmp(str(a, "tool_calls.0.function.name"), "get_weather"));
+    CHECK(!strcmp(str(t, "role"), "tool") && !strcmp(str(t, "tool_call_id"), str(r, "output.2.call_id")));
+    json_decref(conv);
+    json_decref(chat);
+    json_decref(o);
+
+    for (size_t piece = 1; piece <= 7; piece += 6) {
+        json_t *evs = responses_on(s, gen_text, true, piece);
+        char args[256] = "", summary[256] = "", text[256] = "", added[96] = "";
+        long long items = 0;
+        size_t i;
+        json_t *ev;
+        json_array_foreach(evs, i, ev) {
+            const char *type = str(ev, "data.type");
+            CHECK(!strcmp(type, str(ev, "event")));
+            CHECK_EQ_INT(num(ev, "data.sequence_number"), (long long)i);
+            if (!strcmp(type, "response.output_item.added")) {
+                CHECK_EQ_INT(num(ev, "data.output_index"), items++);
+                strncat(added, str(ev, "data.item.type"), sizeof added - strlen(added) - 2);
+                strcat(added, ",");
+            }
+            if (!strcmp(type, "response.function_call_arguments.delta"))
+                strncat(args, str(ev, "data.delta"), sizeof args - strlen(args) - 1);
+            if (!strcmp(type, "response.reasoning_summary_text.delta"))
+                strncat(summary, str(ev, "data.delta"), sizeof summary - strlen(summary) - 1);
+            if (!strcmp(type, "response.output_text.delta"))
+                strncat(text, str(ev, "data.delta"), sizeof text - strlen(text) - 1);
+            if (!strcmp(type, "response.function_call_arguments.done")) CHECK(!strcmp(str(ev, "data.arguments"), args));
+        }
+        CHECK_MSG(!strcmp(added, "reasoning,message,function_call,"), "items %s", added);
+        check_args(args);
+        CHECK(!strcmp(summary, str(r, "output.0.summary.0.text")));
+        CHECK(!strcmp(text, str(r, "output.1.content.0.text")));
+        json_t *last = json_array_get(evs, json_array_size(evs) - 1);
+        CHECK(!strcmp(str(last, "event"), "response.completed"));
+        CHECK(!strcmp(str(last, "data.response.output.2.arguments"), args));
+        json_decref(evs);
+    }
+    json_decref(r);
+}
+
 int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     rw_error err = {0};
@@ -548,6 +793,8 @@ int main(void) {
         test_responses();
         test_previous_response();
         test_responses_tools();
+        test_messages_output(s);
+        test_responses_output(s);
     }
     rw_server_stop(s);
     rw_engine_free(e);
