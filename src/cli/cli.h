@@ -63,6 +63,9 @@ typedef struct {
 int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv);
 void rw_cli_served_close(rw_cli_served *sv);
 
+/* A whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot
+ * be read. The caller frees it. */
+char *rw_cli_read_file(const char *path, size_t *len);
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);
 int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out);

@@ -13,7 +13,14 @@
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
  * sequence and step (default 4), verified in the step's one batched pass;
- * how many adapts to the measured acceptance unless --draft-fixed. */
+ * how many adapts to the measured acceptance unless --draft-fixed.
+ *
+ * Chat (docs/agent-api.md): --chat-template-file FILE replaces the model's
+ * template; --tool-format auto|none|generic|qwen-xml|hermes|llama3|granite
+ * (auto: from the template); --reasoning-format deepseek|none;
+ * --chat-template-kwargs JSON (defaults for every request's template
+ * variables); --reasoning-budget N (thinking tokens; 0: no thinking);
+ * --strict-api (unknown request fields are a 400 instead of ignored). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +57,15 @@ static int usage(void) {
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
+                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--chat-template-file FILE] "
+                    "[--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] [--reasoning-format deepseek|none] "
+                    "[--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n");
     return 2;
+}
+
+static void log_line(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "rewind serve: %s\n", line);
 }
 
 int rw_cmd_serve(int argc, char **argv) {
@@ -60,6 +74,9 @@ int rw_cmd_serve(int argc, char **argv) {
     const char *cache_dir = NULL, *draft_path = NULL;
     long draft_max = 4;
     bool draft_fixed = false;
+    const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
+    long reasoning_budget = -1;
+    bool strict_api = false;
     size_t cache_dir_bytes = (size_t)16 << 30;
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -102,6 +119,18 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
         } else if (!strcmp(a, "--draft-fixed")) {
             draft_fixed = true;
+        } else if (!strcmp(a, "--chat-template-file") && v) {
+            template_file = argv[++i];
+        } else if (!strcmp(a, "--tool-format") && v) {
+            tool_format = argv[++i];
+        } else if (!strcmp(a, "--reasoning-format") && v) {
+            reasoning_format = argv[++i];
+        } else if (!strcmp(a, "--chat-template-kwargs") && v) {
+            kwargs = argv[++i];
+        } else if (!strcmp(a, "--reasoning-budget") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], -1, 1L << 30, &reasoning_budget)) return 2;
+        } else if (!strcmp(a, "--strict-api")) {
+            strict_api = true;
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -120,6 +149,21 @@ int rw_cmd_serve(int argc, char **argv) {
 
     rw_cli_served sv;
     if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) return 1;
+    if (template_file) { /* replaces the model's template (its BOS/EOS texts stay) */
+        size_t n = 0;
+        char *src = rw_cli_read_file(template_file, &n);
+        rw_chat_template *t = NULL;
+        rw_error terr = {0};
+        if (!src || rw_chat_template_parse(src, n, &t, &terr)) {
+            rw_cli_error(CMD, "%s: %s", template_file, src ? terr.msg : "cannot read the file");
+            free(src);
+            rw_cli_served_close(&sv);
+            return 1;
+        }
+        free(src);
+        rw_chat_template_free(sv.tmpl);
+        sv.tmpl = t;
+    }
     rw_engine *e = NULL;
     rw_server *s = NULL;
     rw_error err = {0};
@@ -146,7 +190,14 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .api_key = api_key,
                                  .model_id = base,
                                  .max_body_bytes = (size_t)max_body,
-                                 .max_connections = (int)max_conn};
+                                 .max_connections = (int)max_conn,
+                                 .tool_format = tool_format,
+                                 .reasoning_format = reasoning_format,
+                                 .chat_template_kwargs = kwargs,
+                                 .has_reasoning_budget = reasoning_budget >= 0,
+                                 .reasoning_budget = reasoning_budget,
+                                 .strict_api = strict_api,
+                                 .log = log_line};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",

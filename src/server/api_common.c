@@ -100,35 +100,11 @@ static rw_status parser_event(void *user, const rw_chat_event *ce) {
     return out_event(user, &ev) ? RW_OK : RW_ERR_NOMEM;
 }
 
-bool rw_server__out_parser(rw_api_out *o, rw_server *s, json_t *chat, const srv_request *r) {
-    size_t n = 0;
-    const char *src = rw_chat_template_source(s->tmpl, &n);
-    rw_chat_caps caps;
-    rw_chat_detect_caps(src ? src : "", src ? n : 0, &caps);
-    json_t *tools = json_object_get(chat, "tools"), *tc = json_object_get(chat, "tool_choice");
-    const bool calls = json_array_size(tools) > 0 && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"));
-    char *tools_json = calls ? json_dumps(tools, JSON_COMPACT) : NULL;
-    /* the prompt's text (special tokens written out): does it leave a think block open? */
-    char *prompt = NULL;
-    size_t plen = 0;
+bool rw_server__out_parser(rw_api_out *o, srv_job *j) {
     rw_error err = {0};
-    bool opened = !rw_detokenize(s->tok, r->prompt, (size_t)r->n_prompt, true, &prompt, &plen, &err) &&
-                  rw_chat_prompt_opens_reasoning(prompt, plen, caps.think_open, caps.think_close);
-    free(prompt);
-    uint64_t seed = 0;
-    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(uintptr_t)o;
-    rw_chat_output_opts po = {.tool_format = calls ? caps.tool_format : RW_TOOL_FMT_NONE,
-                              .reasoning = RW_REASONING_DEEPSEEK,
-                              .think_open = caps.think_open,
-                              .think_close = caps.think_close,
-                              .in_reasoning = opened,
-                              .tools_json = tools_json,
-                              .id_prefix = o->id_prefix,
-                              .id_seed = seed};
-    rw_status st = rw_chat_output_new(&po, &o->parser, &err);
-    free(tools_json);
-    if (st) o->oom = true;
-    return st == RW_OK;
+    if (srv_job_parser_new(j, o->id_prefix, &o->parser, &err) == RW_OK) return true;
+    o->oom = true;
+    return false;
 }
 
 /* Through the model's format when there is a parser; else all content. */

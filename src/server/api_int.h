@@ -98,11 +98,12 @@ typedef struct {
 
 /* id_prefix: a static string, the prefix of the ids given to tool calls ("toolu_", "call_"). */
 void rw_server__out_init(rw_api_out *o, const char *id_prefix, rw_api_emit_fn emit, void *user);
-/* Splits the output as the template's model writes it (tool calls in its
- * format, when the chat request has tools and tool_choice is not "none";
- * reasoning between its think markers, also when the prompt r opened the
- * block). Without it all text is content. False when out of memory. */
-bool rw_server__out_parser(rw_api_out *o, rw_server *s, json_t *chat, const srv_request *r);
+/* Splits the output as the chat endpoint does for job j (srv_job_parser_new:
+ * tool calls in the template's or --tool-format's format when the request
+ * has tools and tool_choice is not "none"; reasoning between the think
+ * markers, also when the prompt opened the block). Without it all text is
+ * content. False when out of memory. */
+bool rw_server__out_parser(rw_api_out *o, srv_job *j);
 /* Feeds raw model text (final: no more comes, flush what is held back). */
 bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final);
 void rw_server__out_free(rw_api_out *o);

@@ -540,7 +540,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     r->created = (int64_t)time(NULL);
     rw_server__new_id(r->id, sizeof r->id, "resp_");
     rw_server__out_init(&r->out, "call_", on_ev, r);
-    bool ok = rw_server__out_parser(&r->out, s, chat, rq);
+    bool ok = rw_server__out_parser(&r->out, j);
     const bool stream = rq->stream;
     srv_request_free(rq);
     r->job = j;

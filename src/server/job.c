@@ -38,6 +38,14 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
     j->include_usage = r->include_usage;
     j->return_token_ids = r->return_token_ids;
     j->logprobs = r->gp.n_logprobs >= 0;
+    j->parse = r->out;
+    if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) {
+        pthread_cond_destroy(&j->cv);
+        pthread_mutex_destroy(&j->mu);
+        free(j);
+        return NULL;
+    }
+    j->parse.tools_json = j->tools_json;
     j->created = (int64_t)time(NULL);
     j->fd = fd;
     unsigned char rnd[12];
@@ -71,12 +79,21 @@ void srv_job_free(srv_job *j) {
         free(c->text);
         free(c->toks);
         free(c->lps);
+        rw_chat_output_free(c->parser);
     }
     if (j->api_free) j->api_free(j->api_state);
+    free(j->tools_json);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j->out);
     free(j);
+}
+
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, rw_chat_output **out, rw_error *err) {
+    rw_chat_output_opts o = j->parse;
+    o.id_prefix = id_prefix;
+    if (getrandom(&o.id_seed, sizeof o.id_seed, 0) != (ssize_t)sizeof o.id_seed) o.id_seed = (uint64_t)time(NULL);
+    return rw_chat_output_new(&o, out, err);
 }
 
 void srv_job_on_event(void *user, const rw_gen_event *ev) {
@@ -209,6 +226,68 @@ static void take(srv_job *j, srv_choice *c, taken *t) { /* under j->mu */
     t->finish = c->finish;
 }
 
+/* A chat choice's stream: the parser's events as delta chunks. */
+typedef struct {
+    srv_job *j;
+    srv_choice *c;
+    const taken *t;
+    bool toks_sent; /* the taken tokens (ids, logprobs) ride on the first chunk */
+    int n;          /* chunks written */
+} stream_ctx;
+
+static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
+    stream_ctx *x = user;
+    json_t *delta = NULL;
+    switch (ev->kind) {
+    case RW_CHAT_EV_CONTENT: delta = json_pack("{s:s%}", "content", ev->text, ev->len); break;
+    case RW_CHAT_EV_REASONING: delta = json_pack("{s:s%}", "reasoning_content", ev->text, ev->len); break;
+    case RW_CHAT_EV_CALL_BEGIN:
+        x->c->n_calls = ev->index + 1;
+        delta = json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", ev->index, "id", ev->id, "type",
+                          "function", "function", "name", ev->name, "arguments", "");
+        break;
+    case RW_CHAT_EV_CALL_ARGS:
+        delta = json_pack("{s:[{s:i,s:{s:s%}}]}", "tool_calls", "index", ev->index, "function", "arguments", ev->text,
+                          ev->len);
+        break;
+    case RW_CHAT_EV_CALL_END: return RW_OK;
+    }
+    if (!delta) { /* invalid UTF-8 in a piece: json_pack refuses it; send it repaired */
+        json_t *txt = srv_text_json(ev->text, ev->len);
+        delta = json_object();
+        if (!txt || !delta) {
+            json_decref(txt);
+            json_decref(delta);
+            return RW_ERR_NOMEM;
+        }
+        json_object_set_new(delta, ev->kind == RW_CHAT_EV_REASONING ? "reasoning_content" : "content", txt);
+    }
+    bool with_toks = !x->toks_sent;
+    x->toks_sent = true;
+    x->n++;
+    return srv_sse_delta(x->j, x->c->index, delta, with_toks ? x->t->toks : NULL, with_toks ? x->t->lps : NULL,
+                         with_toks ? x->t->n_toks : 0, NULL)
+               ? RW_OK
+               : RW_ERR_NOMEM;
+}
+
+/* Feeds what a chat choice produced to its parser (made on first use) and
+ * writes the events as chunks; at the end, the held-back text too. */
+static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote) {
+    rw_error err = {0};
+    if (!c->parser && srv_job_parser_new(j, NULL, &c->parser, &err)) return false;
+    stream_ctx x = {.j = j, .c = c, .t = t};
+    rw_status st = RW_OK;
+    if (t->text_len) st = rw_chat_output_feed(c->parser, t->text, t->text_len, on_stream_event, &x, &err);
+    if (!st && t->done) st = rw_chat_output_finish(c->parser, on_stream_event, &x, &err);
+    if (!st && !x.toks_sent && t->n_toks && (j->return_token_ids || j->logprobs)) {
+        x.n++;
+        if (!srv_sse_delta(j, c->index, json_object(), t->toks, t->lps, t->n_toks, NULL)) st = RW_ERR_NOMEM;
+    }
+    *wrote = x.n;
+    return st == RW_OK;
+}
+
 /* Formats what the engine has produced since the last call into j->out.
  * Returns false when there is nothing new (and the stream is not over). */
 static bool fill(srv_job *j) {
@@ -226,7 +305,11 @@ static bool fill(srv_job *j) {
     }
     for (int i = 0; ok && i < j->n; i++) {
         srv_choice *c = &j->choice[i];
-        if (t[i].text_len || (t[i].n_toks && (j->return_token_ids || j->logprobs))) {
+        if (j->chat) { /* through the output parser: content, reasoning and tool call deltas */
+            int wrote_n = 0;
+            ok = stream_parsed(j, c, &t[i], &wrote_n);
+            wrote |= wrote_n > 0;
+        } else if (t[i].text_len || (t[i].n_toks && (j->return_token_ids || j->logprobs))) {
             ok = srv_sse_chunk(j, i, t[i].text, t[i].text_len, t[i].toks, t[i].lps, t[i].n_toks, false,
                                RW_FINISH_NONE);
             wrote = true;
@@ -234,7 +317,7 @@ static bool fill(srv_job *j) {
         if (t[i].oom) error = "out of memory";
         else if (t[i].done && t[i].finish == RW_FINISH_ERROR) error = c->error;
         else if (ok && t[i].done && !c->finish_sent) {
-            ok = srv_sse_chunk(j, i, NULL, 0, NULL, NULL, 0, false, t[i].finish);
+            ok = srv_sse_delta(j, i, json_object(), NULL, NULL, 0, srv_choice_finish(c));
             c->finish_sent = true;
             wrote = true;
         }

@@ -1,8 +1,10 @@
 /* request.c - an OpenAI request body to prompt token ids and generation
- * parameters, with OpenAI's checks: the body must be a JSON object, every
- * field must be known ("Unrecognized request argument supplied: X" as
- * OpenAI says) and of its type (null = default), values in range. Features
- * we do not have are refused with a 400 that says so, never ignored. */
+ * parameters, with OpenAI's checks: the body must be a JSON object, known
+ * fields of their type (null = default), values in range. A field we do not
+ * know is ignored and logged once per name, as local servers do (clients
+ * such as Open WebUI send extras), unless --strict-api makes it a 400
+ * ("Unrecognized request argument supplied: X" as OpenAI says). Features we
+ * do not have are refused with a 400 that says so, never ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,8 @@ static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
     "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
-    "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
+    "ignore_eos", "return_token_ids", "repeat_penalty", "chat_template_kwargs", "reasoning_effort", "enable_thinking",
+    "reasoning_format", "reasoning_budget", NULL};
 
 static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -87,39 +90,6 @@ static bool get_stop(json_t *o, srv_request *r, srv_error *e) {
     return true;
 }
 
-/* Text of a message's content: a string, or an array of {"type":"text"} parts. */
-static json_t *content_text(json_t *c, int idx, srv_error *e) {
-    char param[64];
-    snprintf(param, sizeof param, "messages.[%d].content", idx);
-    if (json_is_string(c)) return json_incref(c);
-    if (json_is_null(c)) return json_null();
-    if (!json_is_array(c)) {
-        bad(e, param, "'%s' must be a string or an array of content parts", param);
-        return NULL;
-    }
-    size_t len = 0, i;
-    json_t *part;
-    json_array_foreach(c, i, part) {
-        json_t *t = json_object_get(part, "type"), *x = json_object_get(part, "text");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") || !json_is_string(x)) {
-            bad(e, param, "%s: only text content parts ({\"type\": \"text\", \"text\": ...}) are supported", param);
-            return NULL;
-        }
-        len += json_string_length(x);
-    }
-    char *buf = malloc(len + 1);
-    if (!buf) return NULL;
-    size_t off = 0;
-    json_array_foreach(c, i, part) {
-        json_t *x = json_object_get(part, "text");
-        memcpy(buf + off, json_string_value(x), json_string_length(x));
-        off += json_string_length(x);
-    }
-    json_t *s = json_stringn_nocheck(buf, off);
-    free(buf);
-    return s;
-}
-
 /* Renders the chat messages with the model's template and tokenizes. */
 /* The prompt positions where messages end: the rendering of the first k
  * messages (no generation prompt), when its tokens are a prefix of the
@@ -128,38 +98,53 @@ static json_t *content_text(json_t *c, int idx, srv_error *e) {
  * At most MAX_MARKS boundaries (the first and the latest ones); best effort:
  * a template that renders a prefix differently just gives fewer marks. */
 #define MAX_MARKS 16
-static void message_marks(rw_server *s, json_t *norm, const char *tools_json, bool add_special, srv_request *r) {
-    const size_t n_msg = json_array_size(norm);
+static void message_marks(rw_server *s, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special,
+                          srv_request *r) {
+    const size_t n_msg = json_array_size(msgs);
     if (n_msg < 2) return;
     r->marks = malloc(MAX_MARKS * sizeof *r->marks);
     if (!r->marks) return;
     for (size_t k = 1; k < n_msg && r->n_marks < MAX_MARKS; k++) {
         if (k > 1 && n_msg - k >= MAX_MARKS - 1) continue; /* the first, then the latest ones */
         json_t *part = json_array();
-        for (size_t i = 0; part && i < k; i++) json_array_append(part, json_array_get(norm, i));
-        char *pj = part ? json_dumps(part, JSON_COMPACT) : NULL;
-        json_decref(part);
-        if (!pj) continue;
-        rw_chat_render_opts ro = {.messages_json = pj,
-                                  .tools_json = tools_json,
-                                  .add_generation_prompt = false,
-                                  .enable_thinking = -1,
-                                  .bos_token = s->bos,
-                                  .eos_token = s->eos};
+        for (size_t i = 0; part && i < k; i++) json_array_append(part, json_array_get(msgs, i));
+        if (!part) continue;
+        rw_chat_prompt_opts o = *po;
+        o.messages = part;
+        o.add_generation_prompt = false;
         char *text = NULL;
         size_t len = 0, n = 0;
         int32_t *ids = NULL;
         rw_error err = {0};
-        if (!rw_chat_template_render(s->tmpl, &ro, &text, &len, &err) &&
+        if (!rw_chat_render_messages(s->tmpl, &s->caps, &o, &text, &len, &err) &&
             !rw_tokenize(s->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 && (int64_t)n < r->n_prompt &&
             !memcmp(ids, r->prompt, n * sizeof *ids))
             r->marks[r->n_marks++] = (int64_t)n;
         free(ids);
         free(text);
-        free(pj);
+        json_decref(part);
     }
     r->gp.marks = r->marks;
     r->gp.n_marks = r->n_marks;
+}
+
+/* tools: an array of {"type": "function", "function": {"name", ...}}. */
+static bool check_tools(json_t *tools, srv_error *e) {
+    if (!json_is_array(tools)) return bad(e, "tools", "%s", "'tools' must be an array");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        const char *ty = json_string_value(json_object_get(t, "type"));
+        if (!json_is_object(t) || (ty && strcmp(ty, "function")) || !json_is_object(fn) ||
+            !json_is_string(json_object_get(fn, "name"))) {
+            srv_errorf(e, 400, "invalid_request_error", NULL, "tools",
+                       "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": ...}}",
+                       i);
+            return false;
+        }
+    }
+    return true;
 }
 
 static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
@@ -167,82 +152,89 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     if (!msgs) return bad(e, "messages", "%s", "Missing required parameter: 'messages'");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return bad(e, "messages", "%s", "'messages' must be a non-empty array");
-    json_t *norm = json_array();
-    size_t i;
-    json_t *m;
-    json_array_foreach(msgs, i, m) {
-        char param[64];
-        snprintf(param, sizeof param, "messages.[%zu]", i);
-        json_t *role = json_object_get(m, "role");
-        const char *rs = json_string_value(role);
-        if (!json_is_object(m) || !rs) {
-            json_decref(norm);
-            return bad(e, param, "'%s' must be an object with a string 'role'", param);
-        }
-        if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
-            strcmp(rs, "tool")) {
-            json_decref(norm);
-            srv_errorf(e, 400, "invalid_request_error", NULL, param,
-                       "Invalid value '%s' for %s.role: use system, developer, user, assistant or tool", rs, param);
-            return false;
-        }
-        json_t *c = json_object_get(m, "content");
-        if (!c && strcmp(rs, "assistant")) {
-            json_decref(norm);
-            return bad(e, param, "Missing required parameter: '%s.content'", param);
-        }
-        json_t *txt = c ? content_text(c, (int)i, e) : json_null();
-        if (!txt) {
-            json_decref(norm);
-            return false;
-        }
-        json_t *copy = json_copy(m);
-        /* templates know "system"; OpenAI's "developer" is its newer name */
-        json_object_set_new(copy, "role", json_string(strcmp(rs, "developer") ? rs : "system"));
-        json_object_set_new(copy, "content", txt);
-        json_array_append_new(norm, copy);
-    }
-    char *msgs_json = json_dumps(norm, JSON_COMPACT);
     json_t *tools = json_object_get(o, "tools");
-    char *tools_json = tools && !json_is_null(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
-    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
-        json_decref(norm);
-        free(msgs_json);
-        free(tools_json);
-        return bad(e, "tools", "%s", "'tools' must be an array");
+    if (json_is_null(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) tools = NULL;
+    if (tools && !check_tools(tools, e)) return false;
+    /* tool_choice "none": the template sees no tools (as llama-server) and nothing is parsed as a call */
+    json_t *tc = json_object_get(o, "tool_choice");
+    if (json_is_string(tc) && !strcmp(json_string_value(tc), "none")) tools = NULL;
+    /* template variables: the server's defaults, then the request's */
+    json_t *kw = json_object_get(o, "chat_template_kwargs");
+    if (kw && !json_is_null(kw) && !json_is_object(kw))
+        return bad(e, "chat_template_kwargs", "'%s' must be an object", "chat_template_kwargs");
+    json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
+    if (json_is_object(kw)) json_object_update(kwargs, kw);
+    json_t *et = json_object_get(o, "enable_thinking");
+    if (et && !json_is_null(et) && !json_is_boolean(et)) {
+        json_decref(kwargs);
+        return bad(e, "enable_thinking", "'%s' must be a boolean", "enable_thinking");
     }
-    rw_chat_render_opts ro = {.messages_json = msgs_json,
-                              .tools_json = tools_json,
+    json_t *re = json_object_get(o, "reasoning_effort");
+    const char *effort = json_string_value(re);
+    if (re && !json_is_null(re) &&
+        (!effort || (strcmp(effort, "none") && strcmp(effort, "minimal") && strcmp(effort, "low") &&
+                     strcmp(effort, "medium") && strcmp(effort, "high")))) {
+        json_decref(kwargs);
+        return bad(e, "reasoning_effort", "%s", "'reasoning_effort' must be none, minimal, low, medium or high");
+    }
+    rw_chat_prompt_opts po = {.messages = msgs,
+                              .tools = tools,
                               .add_generation_prompt = true,
-                              .enable_thinking = -1,
+                              .kwargs = kwargs,
+                              .enable_thinking = json_is_boolean(et) ? json_is_true(et) : -1,
+                              .reasoning_effort = effort,
                               .bos_token = s->bos,
                               .eos_token = s->eos};
     char *text = NULL;
     size_t len = 0;
     rw_error err = {0};
-    rw_status st = msgs_json ? rw_chat_template_render(s->tmpl, &ro, &text, &len, &err) : RW_ERR_NOMEM;
-    free(msgs_json);
+    rw_status st = rw_chat_render_messages(s->tmpl, &s->caps, &po, &text, &len, &err);
     if (st) {
-        json_decref(norm);
-        free(tools_json);
-        srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
+        json_decref(kwargs);
+        if (st == RW_ERR_INVALID_ARG) { /* the messages' shape: the message names the field */
+            char param[64] = "messages";
+            if (!strncmp(err.msg, "messages.[", 10)) {
+                size_t k = strcspn(err.msg, " :");
+                snprintf(param, sizeof param, "%.*s", (int)(k < sizeof param ? k : sizeof param - 1), err.msg);
+            }
+            srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s", err.msg);
+        } else srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         return false;
     }
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
+    /* how the output is parsed: the tool format only when there are tools */
+    r->out = (rw_chat_output_opts){.tool_format = tools ? s->tool_fmt : RW_TOOL_FMT_NONE,
+                                   .reasoning = s->reasoning_fmt,
+                                   .think_open = s->caps.think_open,
+                                   .think_close = s->caps.think_close};
+    json_t *rf = json_object_get(o, "reasoning_format");
+    if (json_is_string(rf) && !strcmp(json_string_value(rf), "none")) r->out.reasoning = RW_REASONING_NONE;
+    else if (json_is_string(rf) && !strcmp(json_string_value(rf), "deepseek")) r->out.reasoning = RW_REASONING_DEEPSEEK;
+    else if (rf && !json_is_null(rf)) {
+        free(text);
+        json_decref(kwargs);
+        return bad(e, "reasoning_format", "%s", "'reasoning_format' must be \"none\" or \"deepseek\"");
+    }
+    r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&
+                          rw_chat_prompt_opens_reasoning(text, len, s->caps.think_open, s->caps.think_close);
+    if (tools && !(r->tools_json = json_dumps(tools, JSON_COMPACT))) {
+        free(text);
+        json_decref(kwargs);
+        return bad(e, "tools", "%s", "out of memory");
+    }
+    r->out.tools_json = r->tools_json;
     size_t n = 0;
     st = rw_tokenize(s->tok, text, len, add_special, true, &r->prompt, &n, &err);
     free(text);
     if (st) {
-        json_decref(norm);
-        free(tools_json);
+        json_decref(kwargs);
         srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
         return false;
     }
     r->n_prompt = (int64_t)n;
-    message_marks(s, norm, tools_json, add_special, r);
-    json_decref(norm);
-    free(tools_json);
+    message_marks(s, msgs, &po, add_special, r);
+    json_decref(kwargs);
     return true;
 }
 
@@ -287,6 +279,20 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
     return true;
 }
 
+/* Logs an ignored field the first time its name is seen (at most 256 names). */
+static void warn_unknown(rw_server *s, const char *key) {
+    pthread_mutex_lock(&s->mu);
+    bool seen = s->n_warned >= 256;
+    for (size_t i = 0; i < s->n_warned && !seen; i++) seen = !strcmp(s->warned[i], key);
+    char **w = seen ? NULL : realloc(s->warned, (s->n_warned + 1) * sizeof *w);
+    if (w) {
+        s->warned = w;
+        if ((w[s->n_warned] = strndup(key, 128))) s->n_warned++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!seen) srv_logf(s, "ignoring unknown request field \"%.128s\" (logged once; --strict-api refuses it)", key);
+}
+
 static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_error *e) {
     const char *const *known = chat ? chat_fields : completion_fields;
     const char *key;
@@ -294,10 +300,11 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     json_object_foreach(o, key, v) {
         bool ok = false;
         for (int i = 0; known[i] && !ok; i++) ok = !strcmp(key, known[i]);
-        if (!ok) {
+        if (!ok && s->strict_api) {
             srv_errorf(e, 400, "invalid_request_error", NULL, key, "Unrecognized request argument supplied: %s", key);
             return false;
         }
+        if (!ok) warn_unknown(s, key);
     }
     json_t *model = json_object_get(o, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string", "model");
@@ -386,9 +393,19 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
             return bad(e, "response_format", "%s", "only response_format {\"type\": \"text\"} is supported");
     }
     json_t *tc = json_object_get(o, "tool_choice");
-    if (tc && !json_is_null(tc) &&
-        !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") || !strcmp(json_string_value(tc), "none"))))
-        return bad(e, "tool_choice", "%s", "tool_choice may only be \"auto\" or \"none\" (no forced tool calls)");
+    if (tc && !json_is_null(tc)) {
+        const char *tcs = json_string_value(tc);
+        if (tcs && (!strcmp(tcs, "required") || !strcmp(tcs, "any")))
+            return bad(e, "tool_choice", "%s", "tool_choice \"required\" (a forced tool call) is not supported yet");
+        if (json_is_object(tc))
+            return bad(e, "tool_choice", "%s", "a named tool_choice (a forced tool call) is not supported yet");
+        if (!tcs || (strcmp(tcs, "auto") && strcmp(tcs, "none")))
+            return bad(e, "tool_choice", "%s", "tool_choice must be \"auto\", \"none\", \"required\" or a function");
+    }
+    json_t *rb = json_object_get(o, "reasoning_budget");
+    long long budget = s->reasoning_budget;
+    if (rb && !json_is_null(rb) && !get_int(o, "reasoning_budget", -1, INT32_MAX, &budget, NULL, e)) return false;
+    r->reasoning_budget = budget < 0 ? -1 : (long)budget;
     json_t *user = json_object_get(o, "user");
     if (user && !json_is_null(user) && !json_is_string(user)) return bad(e, "user", "'%s' must be a string", "user");
 
@@ -449,5 +466,6 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->bias);
     free(r->marks);
+    free(r->tools_json);
     memset(r, 0, sizeof *r);
 }

@@ -414,9 +414,51 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     return fd;
 }
 
+void srv_logf(rw_server *s, const char *fmt, ...) {
+    if (!s->log) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s->log(s->log_user, line);
+}
+
+/* The chat settings: the template's capabilities and the overrides. */
+static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error *err) {
+    rw_chat_template_caps(s->tmpl, &s->caps);
+    s->tool_fmt = s->caps.tool_format;
+    if (cfg->tool_format && strcmp(cfg->tool_format, "auto") && !rw_tool_format_parse(cfg->tool_format, &s->tool_fmt))
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "unknown tool format \"%s\" (auto, none, generic, qwen-xml, hermes, llama3, granite)",
+                         cfg->tool_format);
+    s->reasoning_fmt = RW_REASONING_DEEPSEEK;
+    if (cfg->reasoning_format) {
+        if (!strcmp(cfg->reasoning_format, "none")) s->reasoning_fmt = RW_REASONING_NONE;
+        else if (strcmp(cfg->reasoning_format, "deepseek") && strcmp(cfg->reasoning_format, "auto"))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown reasoning format \"%s\" (none, deepseek)",
+                             cfg->reasoning_format);
+    }
+    if (cfg->chat_template_kwargs) {
+        json_error_t je;
+        s->kwargs = json_loads(cfg->chat_template_kwargs, 0, &je);
+        if (!json_is_object(s->kwargs))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "chat template kwargs must be a JSON object%s%s",
+                             s->kwargs ? "" : ": ", s->kwargs ? "" : je.text);
+    }
+    s->reasoning_budget = cfg->has_reasoning_budget ? cfg->reasoning_budget : -1;
+    s->strict_api = cfg->strict_api;
+    s->log = cfg->log;
+    s->log_user = cfg->log_user;
+    return RW_OK;
+}
+
 static void free_server(rw_server *s) {
     pthread_mutex_destroy(&s->mu);
     rw_server__store_free(s->store);
+    json_decref(s->kwargs);
+    for (size_t i = 0; i < s->n_warned; i++) free(s->warned[i]);
+    free(s->warned);
     free(s->bos);
     free(s->eos);
     free(s->model_id);
@@ -446,6 +488,11 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
         (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    rw_status cst = chat_setup(s, cfg, err);
+    if (cst) {
+        free_server(s);
+        return cst;
     }
     bool v6 = false;
     s->listen_fd = open_listener(s->host, cfg->port, &v6, &s->port, err);

@@ -31,11 +31,23 @@ typedef struct {
     const char *model_id;  /* the model's name in responses and /v1/models */
     size_t max_body_bytes; /* 0 = 8 MiB */
     int max_connections;   /* 0 = 256 */
+    /* Chat output and templates (docs/agent-api.md): */
+    const char *tool_format;      /* NULL or "auto": from the template; else a rw_tool_format name */
+    const char *reasoning_format; /* NULL or "deepseek": think blocks to reasoning_content; "none": kept */
+    const char *chat_template_kwargs; /* NULL, or a JSON object: every request's template variables (a
+                                         request's chat_template_kwargs add to and override them) */
+    bool has_reasoning_budget;    /* reasoning_budget applies (else unlimited unless a request sets one) */
+    long reasoning_budget;        /* thinking tokens before the server closes the think block (0: no thinking) */
+    bool strict_api;              /* unknown request fields are a 400 (else ignored and logged once each) */
+    /* Where the server's log lines go (one line, no newline), or NULL: nowhere. */
+    void (*log)(void *user, const char *line);
+    void *log_user;
 } rw_server_config;
 
 typedef struct rw_server rw_server;
 
-/* Starts serving on a background thread. e, tok and tmpl (the chat template;
+/* Starts serving on a background thread. Fails (RW_ERR_INVALID_ARG) on a
+ * bad tool_format, reasoning_format or chat_template_kwargs. e, tok and tmpl (the chat template;
  * bos/eos its token texts, may be NULL) must outlive the server; config
  * strings are copied. The caller owns *out and stops it with rw_server_stop. */
 rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,

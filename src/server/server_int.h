@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "chat/history.h"
+#include "chat/output.h"
 #include "server/server.h"
 
 struct rw_server {
@@ -28,7 +30,22 @@ struct rw_server {
     uint64_t seed_counter;
     volatile int stopping; /* read by waiting connection threads (atomic access) */
     struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
+
+    /* chat output and templates (docs/agent-api.md) */
+    rw_chat_caps caps;               /* the template's (rw_chat_template_caps) */
+    rw_tool_format tool_fmt;         /* caps' or --tool-format */
+    rw_reasoning_format reasoning_fmt;
+    json_t *kwargs;                  /* --chat-template-kwargs (owned), or NULL */
+    bool strict_api;
+    long reasoning_budget;           /* < 0: unlimited */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+    char **warned;                   /* unknown request fields already logged (under mu), owned */
+    size_t n_warned;
 };
+
+/* One log line (printf-style) to the configured log hook, if any. */
+void srv_logf(rw_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* An error to send: HTTP status and OpenAI's error fields. */
 typedef struct {
@@ -56,6 +73,10 @@ typedef struct {
     int n; /* choices, 1..SRV_MAX_N */
     int64_t *marks;      /* gp.marks: prompt positions where chat messages end */
     int n_marks;
+    /* chat: how the output is parsed (output.h); out.tools_json is tools_json */
+    rw_chat_output_opts out;
+    char *tools_json;       /* owned */
+    long reasoning_budget;  /* < 0: unlimited */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -94,6 +115,8 @@ typedef struct {
     bool submitted;
     size_t toks_taken; /* tokens already sent in stream chunks */
     bool finish_sent;  /* stream: its finish chunk is out */
+    rw_chat_output *parser; /* chat stream: this choice's output parser (owned) */
+    int n_calls;            /* chat: tool calls parsed */
 } srv_choice;
 
 /* A generation request in flight: n choices. Owned by the connection thread
@@ -118,7 +141,15 @@ typedef struct srv_job {
     bool (*api_fill)(struct srv_job *j);
     void *api_state;
     void (*api_free)(void *state);
+    /* chat: how each choice's output is parsed (the request's out, with
+     * tools_json an owned copy) */
+    rw_chat_output_opts parse;
+    char *tools_json;
 } srv_job;
+
+/* A new output parser for choice `index` of job j, with ids made of
+ * id_prefix (NULL: "call_") and fresh randomness. The caller frees it. */
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, rw_chat_output **out, rw_error *err);
 
 srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
@@ -144,6 +175,15 @@ char *srv_response_json(const srv_job *j);
  * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
 bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
                    const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
+/* One chat chunk for choice `index` with the given delta (consumed), the
+ * n_toks tokens (ids and logprobs as the request asked) and finish (NULL:
+ * null). */
+bool srv_sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+                   const char *finish);
+/* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
+const char *srv_choice_finish(const srv_choice *c);
+/* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */
+json_t *srv_text_json(const char *s, size_t n);
 bool srv_sse_usage(srv_job *j);
 bool srv_sse_error(srv_job *j, const char *msg);
 bool srv_sse_append(srv_job *j, const char *s, size_t n);

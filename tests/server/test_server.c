@@ -758,7 +758,9 @@ int main(void) {
     const rw_engine_config ec = {.n_threads = 2, .max_running = 4, .max_queued = 16, .n_ctx = N_CTX,
                                  .prefill_chunk = 16, .kv_type = RW_KV_F32};
     CHECK(rw_engine_new(g_model, g_tok, &ec, &e, &err) == RW_OK);
-    const rw_server_config sc = {.model_id = "fixture", .max_body_bytes = MAX_BODY};
+    /* --strict-api: the unknown-field cases below are 400s only in that mode
+     * (by default they are ignored: tests/server/test_serve_agent.sh) */
+    const rw_server_config sc = {.model_id = "fixture", .max_body_bytes = MAX_BODY, .strict_api = true};
     CHECK(rw_server_start(e, g_tok, g_tmpl, g_bos, g_eos, &sc, &s, &err) == RW_OK);
     if (!s) return rw_test_done();
     target t = {.port = rw_server_port(s)};
