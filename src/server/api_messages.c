@@ -9,6 +9,8 @@
  * functions; tool_choice auto / any / tool / none as auto / required /
  * the named function / none; stop_sequences the stop strings. Fields we do
  * not use (metadata, service_tier, ...) are ignored, as local servers do.
+ * thinking {type: enabled / adaptive / disabled, budget_tokens} sets the
+ * template's thinking switch (enable_thinking) and the thinking budget.
  *
  * The answer is a message with content blocks (thinking, text, tool_use)
  * and stop_reason end_turn / max_tokens / stop_sequence / tool_use; usage
@@ -222,6 +224,20 @@ json_t *rw_server__messages_to_chat(json_t *o, bool count, srv_error *e) {
     json_array_foreach(msgs, i, m) if (ok) ok = add_message(m, i, out, e);
     if (ok && json_array_size(out) == 0) ok = fail(e, "messages", "'messages' must not be empty");
     ok = ok && add_tools(o, chat, e) && add_tool_choice(o, chat, e);
+    /* thinking: the template's switch, and the thinking budget */
+    json_t *th = json_object_get(o, "thinking");
+    const char *tt = json_string_value(json_object_get(th, "type"));
+    if (ok && th && !json_is_null(th)) {
+        json_t *budget = json_object_get(th, "budget_tokens");
+        if (!tt || (strcmp(tt, "enabled") && strcmp(tt, "disabled") && strcmp(tt, "adaptive")))
+            ok = fail(e, "thinking", "thinking.type must be enabled, disabled or adaptive");
+        else if (budget && !json_is_null(budget) && (!json_is_integer(budget) || json_integer_value(budget) < 0))
+            ok = fail(e, "thinking.budget_tokens", "thinking.budget_tokens must be an integer >= 0");
+        else {
+            json_object_set_new(chat, "enable_thinking", json_boolean(strcmp(tt, "disabled")));
+            if (!strcmp(tt, "enabled") && json_is_integer(budget)) json_object_set(chat, "reasoning_budget", budget);
+        }
+    }
     if (ok && count) json_object_set_new(chat, "max_tokens", json_integer(1));
     if (ok && !count) {
         json_t *mt = json_object_get(o, "max_tokens");

@@ -8,7 +8,7 @@
  * function_call_output (a "tool" message), reasoning (the next assistant
  * turn's reasoning_content); tools {type: function, name, description,
  * parameters} functions; max_output_tokens max_tokens; text.format
- * response_format. With previous_response_id the stored conversation of
+ * response_format; reasoning.effort reasoning_effort. With previous_response_id the stored conversation of
  * that response (its input items and output, not its instructions, as
  * OpenAI does) comes first, so the prompt renders exactly as the previous
  * turn's did plus its answer and the new items: the prefix cache serves the
@@ -511,6 +511,9 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv
         json_t *v = json_object_get(o, same[k]);
         if (v && !json_is_null(v)) json_object_set(chat, same[k], v);
     }
+    /* reasoning.effort: the template's switch where it has one (request.c checks the value) */
+    json_t *effort = json_object_get(json_object_get(o, "reasoning"), "effort");
+    if (json_is_string(effort)) json_object_set(chat, "reasoning_effort", effort);
     json_t *mt = json_object_get(o, "max_output_tokens");
     if (mt && !json_is_null(mt)) json_object_set(chat, "max_tokens", mt);
     *conv = msgs;

@@ -296,6 +296,44 @@ static void test_messages_tools(void) {
     json_decref(j);
 }
 
+/* Messages' thinking and Responses' reasoning.effort reach the template's
+ * switch (Qwen3's enable_thinking writes an empty think block into the
+ * generation prompt when off). */
+static void test_thinking_switch(void) {
+    chat_ref on, off;
+    chat("[{\"role\":\"user\",\"content\":\"Hi\"}]", "\"max_tokens\":1", &on);
+    chat("[{\"role\":\"user\",\"content\":\"Hi\"}]", "\"max_tokens\":1,\"enable_thinking\":false", &off);
+    CHECK(off.prompt > on.prompt);
+    int status;
+    json_t *j = post("/v1/messages/count_tokens", XKEY,
+                     "{\"thinking\":{\"type\":\"disabled\"},\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+                     &status, NULL);
+    CHECK_EQ_INT(num(j, "input_tokens"), off.prompt);
+    json_decref(j);
+    j = post("/v1/messages/count_tokens", XKEY,
+             "{\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},\"messages\":[{\"role\":\"user\","
+             "\"content\":\"Hi\"}]}",
+             &status, NULL);
+    CHECK_EQ_INT(num(j, "input_tokens"), on.prompt);
+    json_decref(j);
+    j = post("/v1/messages", XKEY,
+             "{\"max_tokens\":2,\"thinking\":{\"type\":\"sometimes\"},\"messages\":[{\"role\":\"user\","
+             "\"content\":\"Hi\"}]}",
+             &status, NULL);
+    CHECK_EQ_INT(status, 400);
+    json_decref(j);
+    j = post("/v1/responses", XKEY, "{\"input\":\"Hi\",\"reasoning\":{\"effort\":\"none\"},\"max_output_tokens\":1}",
+             &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_INT(num(j, "usage.input_tokens"), off.prompt);
+    CHECK(!strcmp(str(j, "reasoning.effort"), "none"));
+    json_decref(j);
+    j = post("/v1/responses", XKEY, "{\"input\":\"Hi\",\"reasoning\":{\"effort\":\"high\"},\"max_output_tokens\":1}",
+             &status, NULL);
+    CHECK_EQ_INT(num(j, "usage.input_tokens"), on.prompt);
+    json_decref(j);
+}
+
 static void check_anthropic_error(json_t *j, const char *type) {
     CHECK(!strcmp(str(j, "type"), "error"));
     CHECK_MSG(!strcmp(str(j, "error.type"), type), "error type %s, want %s", str(j, "error.type"), type);
@@ -789,6 +827,7 @@ int main(void) {
         test_messages();
         test_stop_sequence();
         test_messages_tools();
+        test_thinking_switch();
         test_auth_and_errors();
         test_responses();
         test_previous_response();
