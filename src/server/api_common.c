@@ -151,6 +151,19 @@ rw_api_end rw_server__end_reason(const srv_job *j, const rw_api_out *o, char *co
     return r;
 }
 
+void rw_server__log_once(rw_server *s, const char *key, const char *msg) {
+    pthread_mutex_lock(&s->mu);
+    bool seen = s->n_warned >= 256;
+    for (size_t i = 0; i < s->n_warned && !seen; i++) seen = !strcmp(s->warned[i], key);
+    char **w = seen ? NULL : realloc(s->warned, (s->n_warned + 1) * sizeof *w);
+    if (w) {
+        s->warned = w;
+        if ((w[s->n_warned] = strndup(key, 128))) s->n_warned++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!seen) srv_logf(s, "%s (logged once)", msg);
+}
+
 /* ---- the job ---- */
 
 void rw_server__take_text(srv_job *j, rw_api_take *t) {

@@ -40,7 +40,7 @@ rw_server__reply rw_server__response_get(rw_server *s, const char *id);
  * finished) with r parsed from chat (r is freed; a stream takes j over, else
  * j is freed). count: for count_tokens. *conv: the Responses conversation
  * (input items after a previous response's; taken over by finish). */
-json_t *rw_server__messages_to_chat(json_t *o, bool count, srv_error *e);
+json_t *rw_server__messages_to_chat(rw_server *s, json_t *o, bool count, srv_error *e);
 rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_request *r, srv_job *j);
 json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv_error *e);
 rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *r,
@@ -138,6 +138,9 @@ void rw_server__take_text(srv_job *j, rw_api_take *t);
 /* Appends "event: NAME\ndata: JSON\n\n" to the job's out buffer (o is
  * consumed; NULL = out of memory, false). */
 bool rw_server__sse_event(srv_job *j, const char *name, json_t *o);
+
+/* Logs msg the first time key is seen (the server's list of logged names). */
+void rw_server__log_once(rw_server *s, const char *key, const char *msg);
 
 /* Generates a random id "PREFIX" + 24 hex digits into buf. */
 void rw_server__new_id(char *buf, size_t cap, const char *prefix);

@@ -158,7 +158,7 @@ static bool add_message(json_t *m, size_t idx, json_t *msgs, srv_error *e) {
 }
 
 /* tools [{name, description, input_schema}] -> [{type: function, function: {name, description, parameters}}] */
-static bool add_tools(json_t *o, json_t *chat, srv_error *e) {
+static bool add_tools(rw_server *s, json_t *o, json_t *chat, srv_error *e) {
     json_t *tools = json_object_get(o, "tools");
     if (!tools || json_is_null(tools)) return true;
     if (!json_is_array(tools)) return fail(e, "tools", "'tools' must be an array");
@@ -171,12 +171,12 @@ static bool add_tools(json_t *o, json_t *chat, srv_error *e) {
         json_t *name = json_object_get(t, "name"), *schema = json_object_get(t, "input_schema"),
                *desc = json_object_get(t, "description");
         const char *type = json_string_value(json_object_get(t, "type"));
-        if (type && strcmp(type, "custom")) {
-            json_decref(out);
-            srv_errorf(e, 400, "invalid_request_error", NULL, param,
-                       "%s: server tools ('%s') are not supported; give client tools with an input_schema", param,
-                       type);
-            return false;
+        if (type && strcmp(type, "custom")) { /* a server tool (web_search_..., ...): we have none to run */
+            char key[96], msg[160];
+            snprintf(key, sizeof key, "messages tool %.60s", type);
+            snprintf(msg, sizeof msg, "/v1/messages: ignoring server tool type \"%.60s\" (not supported)", type);
+            rw_server__log_once(s, key, msg);
+            continue;
         }
         if (!json_is_string(name) || !json_is_object(schema) || (desc && !json_is_string(desc))) {
             json_decref(out);
@@ -186,7 +186,8 @@ static bool add_tools(json_t *o, json_t *chat, srv_error *e) {
         if (desc) json_object_set(fn, "description", desc);
         json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
     }
-    json_object_set_new(chat, "tools", out);
+    if (json_array_size(out)) json_object_set_new(chat, "tools", out);
+    else json_decref(out);
     return true;
 }
 
@@ -210,7 +211,7 @@ static bool add_tool_choice(json_t *o, json_t *chat, srv_error *e) {
 
 /* The chat-completions request of a Messages request (NULL and *e on error).
  * count: for count_tokens (no max_tokens, no sampling). */
-json_t *rw_server__messages_to_chat(json_t *o, bool count, srv_error *e) {
+json_t *rw_server__messages_to_chat(rw_server *s, json_t *o, bool count, srv_error *e) {
     json_t *msgs = json_object_get(o, "messages");
     if (!json_is_array(msgs)) {
         fail(e, "messages", "'messages' must be an array");
@@ -223,7 +224,7 @@ json_t *rw_server__messages_to_chat(json_t *o, bool count, srv_error *e) {
     json_t *m;
     json_array_foreach(msgs, i, m) if (ok) ok = add_message(m, i, out, e);
     if (ok && json_array_size(out) == 0) ok = fail(e, "messages", "'messages' must not be empty");
-    ok = ok && add_tools(o, chat, e) && add_tool_choice(o, chat, e);
+    ok = ok && add_tools(s, o, chat, e) && add_tool_choice(o, chat, e);
     /* thinking: the template's switch, and the thinking budget */
     json_t *th = json_object_get(o, "thinking");
     const char *tt = json_string_value(json_object_get(th, "type"));
@@ -489,7 +490,7 @@ static json_t *load(const char *body, size_t len, srv_error *e) {
 rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len) {
     srv_error e;
     json_t *o = load(body, len, &e);
-    json_t *chat = o ? rw_server__messages_to_chat(o, true, &e) : NULL;
+    json_t *chat = o ? rw_server__messages_to_chat(s, o, true, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
     srv_request r;
@@ -541,7 +542,7 @@ rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_requ
 rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len, int fd) {
     srv_error e;
     json_t *o = load(body, len, &e);
-    json_t *chat = o ? rw_server__messages_to_chat(o, false, &e) : NULL;
+    json_t *chat = o ? rw_server__messages_to_chat(s, o, false, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
     srv_request r;

@@ -134,7 +134,7 @@ static bool add_input(json_t *o, json_t *msgs, srv_error *e) {
     return ok;
 }
 
-static bool add_tools(json_t *o, json_t *chat, srv_error *e) {
+static bool add_tools(rw_server *s, json_t *o, json_t *chat, srv_error *e) {
     json_t *tools = json_object_get(o, "tools");
     if (!tools || json_is_null(tools)) return true;
     if (!json_is_array(tools)) return fail(e, "tools", "'tools' must be an array");
@@ -146,11 +146,16 @@ static bool add_tools(json_t *o, json_t *chat, srv_error *e) {
         const char *type = json_string_value(json_object_get(t, "type"));
         json_t *name = json_object_get(t, "name"), *params = json_object_get(t, "parameters"),
                *desc = json_object_get(t, "description");
-        if (!type || strcmp(type, "function")) {
+        if (!type) {
             json_decref(out);
-            srv_errorf(e, 400, "invalid_request_error", NULL, param,
-                       "%s: only function tools are supported, not '%s'", param, type ? type : "(no type)");
-            return false;
+            return fail(e, param, "a tool needs a 'type'");
+        }
+        if (strcmp(type, "function")) { /* web_search, file_search, custom, ...: we have none to run */
+            char key[96], msg[160];
+            snprintf(key, sizeof key, "responses tool %.60s", type);
+            snprintf(msg, sizeof msg, "/v1/responses: ignoring tool type \"%.60s\" (only function tools)", type);
+            rw_server__log_once(s, key, msg);
+            continue;
         }
         if (!json_is_string(name) || (params && !json_is_null(params) && !json_is_object(params)) ||
             (desc && !json_is_null(desc) && !json_is_string(desc))) {
@@ -162,7 +167,8 @@ static bool add_tools(json_t *o, json_t *chat, srv_error *e) {
         if (json_is_string(desc)) json_object_set(fn, "description", desc);
         json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
     }
-    json_object_set_new(chat, "tools", out);
+    if (json_array_size(out)) json_object_set_new(chat, "tools", out);
+    else json_decref(out);
     return true;
 }
 
@@ -490,7 +496,7 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv
         }
     } else msgs = json_array();
     json_t *chat = json_object();
-    bool ok = add_input(o, msgs, e) && add_tools(o, chat, e) && add_tool_choice(o, chat, e) && add_format(o, chat, e);
+    bool ok = add_input(o, msgs, e) && add_tools(s, o, chat, e) && add_tool_choice(o, chat, e) && add_format(o, chat, e);
     if (ok && json_array_size(msgs) == 0) ok = fail(e, "input", "'input' must not be empty");
     json_t *instr = json_object_get(o, "instructions");
     if (ok && instr && !json_is_null(instr) && !json_is_string(instr))

@@ -289,6 +289,19 @@ static void test_messages_tools(void) {
     CHECK_EQ_INT(num(j, "input_tokens"), ref.prompt);
     CHECK(ref.prompt > bare.prompt + 20); /* the tools and the calls are in the prompt */
     json_decref(j);
+    /* a server tool we cannot run is left out (logged), not refused */
+    snprintf(body, sizeof body, "{\"model\":\"m\",%s}", msgs);
+    char *at = strstr(body, "\"tools\":[");
+    CHECK(at != NULL);
+    if (at) {
+        char with[4096];
+        snprintf(with, sizeof with, "%.*s\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"web_search\"},%s",
+                 (int)(at - body), body, at + 9);
+        j = post("/v1/messages/count_tokens", XKEY, with, &status, NULL);
+        CHECK_EQ_INT(status, 200);
+        CHECK_EQ_INT(num(j, "input_tokens"), ref.prompt);
+        json_decref(j);
+    }
     snprintf(body, sizeof body, "{\"model\":\"m\",\"max_tokens\":6,\"temperature\":0,%s}", msgs);
     j = post("/v1/messages", XKEY, body, &status, NULL);
     CHECK_EQ_INT(status, 200);
@@ -366,8 +379,6 @@ static void test_auth_and_errors(void) {
         "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
         "\"source\":{}}]}]}",
         "{\"model\":\"m\",\"max_tokens\":1,\"temperature\":1.5,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
-        "{\"model\":\"m\",\"max_tokens\":1,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"w\"}],\"messages\":"
-        "[{\"role\":\"user\",\"content\":\"hi\"}]}",
         "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\"}]}]}",
         "{\"model\":\"m\",\"max_tokens\":100000,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
         "{\"model\":",
@@ -382,7 +393,7 @@ static void test_auth_and_errors(void) {
     static const char *const bad_resp[] = {
         "{\"input\":42}",
         "{\"input\":[{\"type\":\"input_image\"}]}",
-        "{\"input\":\"hi\",\"tools\":[{\"type\":\"web_search\"}]}",
+        "{\"input\":\"hi\",\"tools\":[{\"name\":\"f\"}]}",
         "{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}",
         "{\"input\":\"hi\",\"previous_response_id\":\"resp_nope\"}",
         "{\"input\":\"hi\",\"temperature\":3}",
@@ -548,7 +559,8 @@ static void test_responses_tools(void) {
     json_t *j = post("/v1/responses", XKEY,
                      "{\"input\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"type\":\"function_call\","
                      "\"call_id\":\"call_1\",\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"},"
-                     "{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"sunny\"}],\"tools\":[{"
+                     "{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"sunny\"}],\"tools\":["
+                     "{\"type\":\"web_search\"},{"
                      "\"type\":\"function\",\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
                      "\"properties\":{\"city\":{\"type\":\"string\"}}}}],\"tool_choice\":\"auto\","
                      "\"max_output_tokens\":6,\"temperature\":0}",
@@ -557,7 +569,7 @@ static void test_responses_tools(void) {
     CHECK_EQ_INT(num(j, "usage.input_tokens"), ref.prompt);
     const char *t = output_text(j);
     CHECK(t && !strcmp(t, ref.text));
-    CHECK(!strcmp(str(j, "tools.0.name"), "get_weather"));
+    CHECK(!strcmp(str(j, "tools.1.name"), "get_weather")); /* the request's tools, echoed */
     json_decref(j);
 }
 
@@ -608,7 +620,7 @@ static json_t *messages_on(rw_server *s, const char *text, bool stream, size_t p
              "\"user\",\"content\":\"Weather in Paris?\"}]}", stream ? "true" : "false", tool_req);
     json_t *o = json_loads(body, 0, NULL);
     srv_error e;
-    json_t *chat = rw_server__messages_to_chat(o, false, &e);
+    json_t *chat = rw_server__messages_to_chat(s, o, false, &e);
     CHECK(chat != NULL);
     srv_request r;
     CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
