@@ -238,8 +238,54 @@ json_t *rw_server__text_of(json_t *v, const char *const *types, const char *para
     return s;
 }
 
+void rw_server__splice_prompt(rw_server *s, srv_request *r, const int32_t *prev, size_t n_prev) {
+    if (!n_prev) return;
+    char *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0, n_rest = 0;
+    int32_t *rest = NULL, *ids = NULL;
+    rw_error err = {0};
+    if (rw_detokenize(s->tok, prev, n_prev, true, &a, &na, &err) ||
+        rw_detokenize(s->tok, r->prompt, (size_t)r->n_prompt, true, &b, &nb, &err) || nb <= na || memcmp(a, b, na) ||
+        rw_tokenize(s->tok, b + na, nb - na, false, true, &rest, &n_rest, &err) || !n_rest)
+        goto out;
+    const int64_t n = (int64_t)(n_prev + n_rest);
+    if (n + (r->gp.max_tokens > 0 ? r->gp.max_tokens : 1) > rw_engine_get_config(s->engine)->n_ctx) goto out;
+    if (!(ids = malloc((size_t)n * sizeof *ids))) goto out;
+    memcpy(ids, prev, n_prev * sizeof *ids);
+    memcpy(ids + n_prev, rest, n_rest * sizeof *ids);
+    /* restore points: the message ends where both tokenizations agree, and the previous turn's end */
+    int64_t same = 0;
+    while (same < n && same < r->n_prompt && ids[same] == r->prompt[same]) same++;
+    int64_t *marks = realloc(r->marks, ((size_t)r->n_marks + 1) * sizeof *marks);
+    if (!marks) {
+        free(ids);
+        goto out;
+    }
+    int k = 0;
+    for (int i = 0; i < r->n_marks; i++)
+        if (marks[i] <= same && marks[i] < (int64_t)n_prev) marks[k++] = marks[i];
+    marks[k++] = (int64_t)n_prev; /* < n: the rest is not empty */
+    r->marks = marks;
+    r->n_marks = k;
+    r->gp.marks = r->marks;
+    r->gp.n_marks = k;
+    free(r->prompt);
+    r->prompt = ids;
+    r->n_prompt = n;
+out:
+    free(a);
+    free(b);
+    free(rest);
+}
+
 srv_job *rw_server__run_chat(rw_server *s, json_t *chat, int fd, srv_request *r, srv_error *e) {
+    return rw_server__run_chat_after(s, chat, NULL, 0, fd, r, e);
+}
+
+srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, int fd,
+                                   srv_request *r, srv_error *e) {
     if (!rw_server__parse_chat_object(s, chat, r, e)) return NULL;
+    rw_server__splice_prompt(s, r, prev, n_prev);
     srv_job *j = srv_job_new(s, r, fd);
     if (!j) {
         srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");

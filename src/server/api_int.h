@@ -39,10 +39,12 @@ rw_server__reply rw_server__response_get(rw_server *s, const char *id);
  * *e on error); the answer of a job submitted (and for a whole answer,
  * finished) with r parsed from chat (r is freed; a stream takes j over, else
  * j is freed). count: for count_tokens. *conv: the Responses conversation
- * (input items after a previous response's; taken over by finish). */
+ * (input items after a previous response's; taken over by finish), *prev_ids
+ * (n_prev) that response's tokens (malloc'd, the caller frees; NULL: none). */
 json_t *rw_server__messages_to_chat(rw_server *s, json_t *o, bool count, srv_error *e);
 rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_request *r, srv_job *j);
-json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv_error *e);
+json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int32_t **prev_ids, size_t *n_prev,
+                                     srv_error *e);
 rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *r,
                                               srv_job *j);
 
@@ -154,17 +156,33 @@ json_t *rw_server__text_of(json_t *v, const char *const *types, const char *para
  * waits (non-streaming: *j done) or returns the job to stream. Fills *e and
  * returns NULL on failure (e->http 0: the client went away). */
 srv_job *rw_server__run_chat(rw_server *s, json_t *chat, int fd, srv_request *r, srv_error *e);
+/* The same, the prompt continuing prev when it can (rw_server__splice_prompt). */
+srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, int fd,
+                                   srv_request *r, srv_error *e);
 
 /* ---- the Responses store (previous_response_id) ---- */
 
 typedef struct rw_api_store rw_api_store;
 rw_api_store *rw_server__store_new(size_t max_entries, size_t max_bytes);
 void rw_server__store_free(rw_api_store *st);
-/* Keeps the conversation (a JSON array of chat messages, output included)
- * and the response body under id; copies both. Evicts the least recently
- * used entries beyond the bounds. */
-void rw_server__store_put(rw_api_store *st, const char *id, json_t *messages, json_t *response);
-/* New references (json_decref them) to id's messages and response, or false. */
-bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, json_t **response);
+/* Keeps the conversation (a JSON array of chat messages, output included),
+ * the response body and the turn's tokens (prompt and generated) under id;
+ * copies all. Evicts the least recently used entries beyond the bounds. */
+void rw_server__store_put(rw_api_store *st, const char *id, json_t *messages, json_t *response, const int32_t *ids,
+                          size_t n_ids);
+/* Copies of id's messages, response and tokens (each out pointer may be
+ * NULL; json_decref / free them), or false. */
+bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, json_t **response, int32_t **ids,
+                          size_t *n_ids);
+
+/* A follow-up turn continues the previous turn's own tokens: when the text
+ * of prev (the previous prompt and its generated tokens, special tokens
+ * written out) begins r's prompt text, r's prompt becomes prev followed by
+ * the rest of its text tokenized, instead of the whole text tokenized anew
+ * (which can differ where the model sampled a tokenization the tokenizer
+ * would not write). The prefix cache holds prev, so it serves all of it.
+ * Otherwise (a template that rewrites earlier turns, a stop string cut,
+ * beyond the context) r is left as it is. */
+void rw_server__splice_prompt(rw_server *s, srv_request *r, const int32_t *prev, size_t n_prev);
 
 #endif

@@ -12,7 +12,9 @@
  * that response (its input items and output, not its instructions, as
  * OpenAI does) comes first, so the prompt renders exactly as the previous
  * turn's did plus its answer and the new items: the prefix cache serves the
- * shared part (usage.input_tokens_details.cached_tokens says how much).
+ * shared part (usage.input_tokens_details.cached_tokens says how much):
+ * the prompt continues the previous turn's own tokens where its text does
+ * (rw_server__splice_prompt), so that part is all of the previous turn.
  * store (default true) keeps this response for that, in memory, bounded
  * (api_store.c).
  *
@@ -214,6 +216,8 @@ typedef struct {
     int64_t created;
     json_t *echo;  /* the request's fields the response repeats */
     json_t *conv;  /* the conversation so far (stored with the output) */
+    int32_t *prompt; /* the prompt submitted (stored with the generated tokens) */
+    size_t n_prompt;
     bool store;
     bool started;
     json_t *items; /* finished output items */
@@ -407,7 +411,13 @@ static json_t *finish(resp_state *r, const char **status, bool *ok) {
         json_object_set_new(resp, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
     if (resp && r->store) {
         json_array_append_new(r->conv, assistant_message(&r->out));
-        rw_server__store_put(j->srv->store, r->id, r->conv, resp);
+        int32_t *ids = malloc((r->n_prompt + c->n_toks + 1) * sizeof *ids);
+        if (ids && r->prompt) {
+            memcpy(ids, r->prompt, r->n_prompt * sizeof *ids);
+            if (c->n_toks) memcpy(ids + r->n_prompt, c->toks, c->n_toks * sizeof *ids);
+        }
+        rw_server__store_put(j->srv->store, r->id, r->conv, resp, ids, ids && r->prompt ? r->n_prompt + c->n_toks : 0);
+        free(ids);
     }
     return resp;
 }
@@ -455,6 +465,7 @@ static void state_free(void *p) {
     json_decref(r->echo);
     json_decref(r->conv);
     json_decref(r->items);
+    free(r->prompt);
     free(r);
 }
 
@@ -480,8 +491,11 @@ static json_t *echo_of(json_t *o, rw_server *s) {
 }
 
 /* The chat request; *conv the conversation (input items, after a previous response's). */
-json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv_error *e) {
+json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int32_t **prev_ids, size_t *n_prev,
+                                     srv_error *e) {
     *conv = NULL;
+    *prev_ids = NULL;
+    *n_prev = 0;
     json_t *prev = json_object_get(o, "previous_response_id");
     json_t *msgs = NULL;
     if (prev && !json_is_null(prev)) {
@@ -489,7 +503,7 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv
             fail(e, "previous_response_id", "'previous_response_id' must be a string");
             return NULL;
         }
-        if (!rw_server__store_get(s->store, json_string_value(prev), &msgs, NULL)) {
+        if (!rw_server__store_get(s->store, json_string_value(prev), &msgs, NULL, prev_ids, n_prev)) {
             srv_errorf(e, 400, "invalid_request_error", "previous_response_not_found", "previous_response_id",
                        "Previous response with id '%s' not found.", json_string_value(prev));
             return NULL;
@@ -506,6 +520,9 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, srv
     if (!ok) {
         json_decref(msgs);
         json_decref(chat);
+        free(*prev_ids);
+        *prev_ids = NULL;
+        *n_prev = 0;
         return NULL;
     }
     json_t *all = json_array();
@@ -550,6 +567,10 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     rw_server__new_id(r->id, sizeof r->id, "resp_");
     rw_server__out_init(&r->out, "call_", on_ev, r);
     bool ok = rw_server__out_parser(&r->out, j);
+    if (r->store && (r->prompt = malloc((size_t)rq->n_prompt * sizeof *r->prompt))) {
+        memcpy(r->prompt, rq->prompt, (size_t)rq->n_prompt * sizeof *r->prompt);
+        r->n_prompt = (size_t)rq->n_prompt;
+    }
     const bool stream = rq->stream;
     srv_request_free(rq);
     r->job = j;
@@ -586,13 +607,16 @@ rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len
         return reply_error(&e);
     }
     json_t *conv = NULL;
-    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &e);
+    int32_t *prev = NULL;
+    size_t n_prev = 0;
+    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &prev, &n_prev, &e);
     if (!chat) {
         json_decref(o);
         return reply_error(&e);
     }
     srv_request rq;
-    srv_job *j = rw_server__run_chat(s, chat, fd, &rq, &e);
+    srv_job *j = rw_server__run_chat_after(s, chat, prev, n_prev, fd, &rq, &e);
+    free(prev);
     rw_server__reply rep;
     if (j) rep = rw_server__responses_finish(s, o, chat, conv, &rq, j);
     else {
@@ -606,7 +630,7 @@ rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len
 
 rw_server__reply rw_server__response_get(rw_server *s, const char *id) {
     json_t *resp = NULL;
-    if (!rw_server__store_get(s->store, id, NULL, &resp)) {
+    if (!rw_server__store_get(s->store, id, NULL, &resp, NULL, NULL)) {
         srv_error e;
         srv_errorf(&e, 404, "invalid_request_error", NULL, NULL, "Response with id '%s' not found.", id);
         return reply_error(&e);

@@ -2,8 +2,9 @@
  * previous_response_id and GET /v1/responses/{id}: in memory only, bounded
  * by a count and by bytes (the JSON text sizes), the least recently used
  * dropped first. A conversation is kept as the chat messages it rendered
- * from, output included, so the next turn renders the same text again and
- * the prefix cache (which keeps the tokens) serves it. Guarded by its own
+ * from, output included, and as its tokens (prompt and generated), so the
+ * next turn can continue those very tokens (rw_server__splice_prompt) and
+ * the prefix cache, which holds them, serves all of it. Guarded by its own
  * lock: connection threads put and get at once. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@ typedef struct entry {
     struct entry *prev, *next; /* most recently used first */
     char *id;
     json_t *messages, *response; /* owned references */
+    int32_t *ids;                /* the turn's prompt and generated tokens (owned) */
+    size_t n_ids;
     size_t bytes;
 } entry;
 
@@ -56,6 +59,7 @@ static void free_entry(entry *e) {
     free(e->id);
     json_decref(e->messages);
     json_decref(e->response);
+    free(e->ids);
     free(e);
 }
 
@@ -76,17 +80,21 @@ static size_t json_size(json_t *v) {
     return n;
 }
 
-void rw_server__store_put(rw_api_store *st, const char *id, json_t *messages, json_t *response) {
+void rw_server__store_put(rw_api_store *st, const char *id, json_t *messages, json_t *response, const int32_t *ids,
+                          size_t n_ids) {
     entry *e = calloc(1, sizeof *e);
     if (!e) return;
     e->id = strdup(id);
     e->messages = json_deep_copy(messages);
     e->response = json_deep_copy(response);
-    if (!e->id || !e->messages || !e->response) { /* out of memory: not stored, as if evicted */
+    e->ids = n_ids ? malloc(n_ids * sizeof *ids) : NULL;
+    if (!e->id || !e->messages || !e->response || (n_ids && !e->ids)) { /* out of memory: not stored, as if evicted */
         free_entry(e);
         return;
     }
-    e->bytes = strlen(id) + json_size(e->messages) + json_size(e->response);
+    if (n_ids) memcpy(e->ids, ids, n_ids * sizeof *ids);
+    e->n_ids = n_ids;
+    e->bytes = strlen(id) + json_size(e->messages) + json_size(e->response) + n_ids * sizeof *ids;
     pthread_mutex_lock(&st->mu);
     push_front(st, e);
     st->n++;
@@ -101,7 +109,8 @@ void rw_server__store_put(rw_api_store *st, const char *id, json_t *messages, js
     pthread_mutex_unlock(&st->mu);
 }
 
-bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, json_t **response) {
+bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, json_t **response, int32_t **ids,
+                          size_t *n_ids) {
     pthread_mutex_lock(&st->mu);
     entry *e = st->head;
     while (e && strcmp(e->id, id)) e = e->next;
@@ -111,6 +120,11 @@ bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, j
         /* deep copies: the caller may change them while another thread reads ours */
         if (messages) *messages = json_deep_copy(e->messages);
         if (response) *response = json_deep_copy(e->response);
+        if (ids) {
+            *ids = e->n_ids ? malloc(e->n_ids * sizeof **ids) : NULL;
+            *n_ids = *ids ? e->n_ids : 0;
+            if (*ids) memcpy(*ids, e->ids, e->n_ids * sizeof **ids);
+        }
     }
     pthread_mutex_unlock(&st->mu);
     return e != NULL;

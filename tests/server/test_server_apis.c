@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "chat/chat.h"
+#include "chat/history.h"
 #include "engine/engine.h"
 #include "harness.h"
 #include "tools/http_client.h"
@@ -41,6 +42,9 @@
 #define XKEY "x-api-key: " KEY "\r\n"
 
 static int g_port;
+static rw_server *g_srv;
+static const rw_tokenizer *g_tok;
+static const rw_chat_template *g_tmpl;
 
 static json_t *post(const char *path, const char *headers, const char *body, int *status, char **raw) {
     rw_http_request rq = {.port = g_port, .method = "POST", .path = path, .headers = headers, .body = body,
@@ -481,7 +485,7 @@ static void test_responses(void) {
 static void test_previous_response(void) {
     int status;
     json_t *j1 = post("/v1/responses", XKEY,
-                      "{\"instructions\":\"Be brief.\",\"input\":\"Hello there\",\"max_output_tokens\":8,"
+                      "{\"instructions\":\"Be brief.\",\"input\":\"Hi\",\"max_output_tokens\":8,"
                       "\"temperature\":0}",
                       &status, NULL);
     CHECK_EQ_INT(status, 200);
@@ -495,22 +499,59 @@ static void test_previous_response(void) {
     json_t *j2 = post("/v1/responses", XKEY, body, &status, NULL);
     CHECK_EQ_INT(status, 200);
     CHECK(!strcmp(str(j2, "previous_response_id"), id));
-    /* the same conversation in chat form */
+    /* The reference: /v1/completions on the prompt the rule gives: turn 1's
+     * own tokens (prompt and generated, as stored), then the rest of the
+     * whole conversation's text tokenized. Here turn 1's text does begin
+     * the conversation's (the template writes its answer back as it came,
+     * and the answer is whole UTF-8), so the splice happens. */
+    int32_t *prev = NULL, *canon = NULL, *rest = NULL;
+    size_t n_prev = 0, n_canon = 0, n_rest = 0, la = 0, lb = 0, len = 0;
+    CHECK(rw_server__store_get(g_srv->store, id, NULL, NULL, &prev, &n_prev));
+    CHECK_EQ_INT(n_prev, num(j1, "usage.input_tokens") + num(j1, "usage.output_tokens"));
     json_t *msgs = json_pack("[{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s}]", "role", "system", "content", "Be brief.",
-                             "role", "user", "content", "Hello there", "role", "assistant", "content", t1 ? t1 : "",
+                             "role", "user", "content", "Hi", "role", "assistant", "content", t1 ? t1 : "",
                              "role", "user", "content", "And now?");
-    char *mj = json_dumps(msgs, JSON_COMPACT);
-    chat_ref ref;
-    chat(mj, "\"max_tokens\":8,\"temperature\":0", &ref);
-    free(mj);
-    json_decref(msgs);
-    CHECK_EQ_INT(num(j2, "usage.input_tokens"), ref.prompt);
+    rw_chat_caps caps;
+    rw_chat_template_caps(g_tmpl, &caps);
+    rw_chat_prompt_opts po = {.messages = msgs, .add_generation_prompt = true, .enable_thinking = -1,
+                              .bos_token = "<|endoftext|>", .eos_token = "<|im_end|>"};
+    char *text = NULL, *a = NULL, *b = NULL;
+    rw_error err = {0};
+    CHECK(rw_chat_render_messages(g_tmpl, &caps, &po, &text, &len, &err) == RW_OK);
+    CHECK(text && rw_tokenize(g_tok, text, len, true, true, &canon, &n_canon, &err) == RW_OK);
+    CHECK(rw_detokenize(g_tok, prev, n_prev, true, &a, &la, &err) == RW_OK);
+    CHECK(rw_detokenize(g_tok, canon, n_canon, true, &b, &lb, &err) == RW_OK);
+    CHECK_MSG(a && b && la < lb && !memcmp(a, b, la), "turn 1's text does not begin turn 2's: '%s' / '%s'", a, b);
+    if (a && b && la < lb) CHECK(rw_tokenize(g_tok, b + la, lb - la, false, true, &rest, &n_rest, &err) == RW_OK);
+    int32_t *want = malloc((n_prev + n_rest + 1) * sizeof *want);
+    if (prev) memcpy(want, prev, n_prev * sizeof *want);
+    if (rest) memcpy(want + n_prev, rest, n_rest * sizeof *want);
+    size_t cap = (n_prev + n_rest) * 8 + 128, off = 0;
+    char *cbody = malloc(cap);
+    off += (size_t)snprintf(cbody, cap, "{\"prompt\":[");
+    for (size_t i = 0; i < n_prev + n_rest; i++) off += (size_t)snprintf(cbody + off, cap - off, "%s%d", i ? "," : "", want[i]);
+    snprintf(cbody + off, cap - off, "],\"max_tokens\":8,\"temperature\":0}");
+    json_t *c = post("/v1/completions", XKEY, cbody, &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_INT(num(j2, "usage.input_tokens"), (long long)(n_prev + n_rest));
+    CHECK_EQ_INT(num(c, "usage.prompt_tokens"), (long long)(n_prev + n_rest));
     const char *t2 = output_text(j2);
-    CHECK_MSG(t2 && !strcmp(t2, ref.text), "turn 2 '%s' vs chat '%s'", t2 ? t2 : "", ref.text);
-    /* turn 1's prompt at least came from the cache */
-    CHECK_MSG(num(j2, "usage.input_tokens_details.cached_tokens") >= num(j1, "usage.input_tokens"),
-              "cached %lld of turn 2, turn 1's prompt %lld", num(j2, "usage.input_tokens_details.cached_tokens"),
-              num(j1, "usage.input_tokens"));
+    CHECK_MSG(t2 && !strcmp(t2, str(c, "choices.0.text")), "turn 2 '%s' vs completions '%s'", t2 ? t2 : "",
+              str(c, "choices.0.text"));
+    /* all of turn 1 came from the cache but its last token (sampled, never fed to the model) */
+    CHECK_MSG(num(j2, "usage.input_tokens_details.cached_tokens") >= (long long)n_prev - 1,
+              "cached %lld of turn 2; turn 1 had %zu tokens", num(j2, "usage.input_tokens_details.cached_tokens"),
+              n_prev);
+    json_decref(c);
+    free(cbody);
+    free(want);
+    free(a);
+    free(b);
+    free(text);
+    free(prev);
+    free(canon);
+    free(rest);
+    json_decref(msgs);
 
     /* GET returns the stored response */
     char path[128];
@@ -543,6 +584,64 @@ static void test_previous_response(void) {
     json_decref(j5);
     json_decref(j1);
     json_decref(j2);
+}
+
+static int32_t *tokens_of(const char *text, size_t *n) {
+    int32_t *ids = NULL;
+    rw_error err = {0};
+    CHECK(rw_tokenize(g_tok, text, strlen(text), false, true, &ids, n, &err) == RW_OK);
+    return ids;
+}
+
+/* The next turn continues the previous turn's own tokens even where they
+ * are not how the tokenizer would write its text: a stored turn whose
+ * answer " to to" was sampled one character a token. */
+static void test_splice(void) {
+    size_t n1 = 0, n_sp = 0, n_t = 0, n_o = 0, n_canon = 0;
+    int32_t *p1 = tokens_of("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", &n1);
+    int32_t *sp = tokens_of(" ", &n_sp), *t = tokens_of("t", &n_t), *o = tokens_of("o", &n_o);
+    int32_t *canon = tokens_of(" to to", &n_canon);
+    CHECK(n_sp == 1 && n_t == 1 && n_o == 1 && n_canon < 6); /* else the case shows nothing */
+    int32_t prev[256];
+    size_t n_prev = 0;
+    for (size_t i = 0; i < n1 && n_prev < 200; i++) prev[n_prev++] = p1[i];
+    for (int k = 0; k < 2; k++) {
+        prev[n_prev++] = sp[0];
+        prev[n_prev++] = t[0];
+        prev[n_prev++] = o[0];
+    }
+    json_t *conv = json_pack("[{s:s,s:s},{s:s,s:s}]", "role", "user", "content", "Hi", "role", "assistant", "content",
+                             " to to");
+    json_t *resp = json_pack("{s:s}", "id", "resp_spliced");
+    rw_server__store_put(g_srv->store, "resp_spliced", conv, resp, prev, n_prev);
+    int status;
+    json_t *j = post("/v1/responses", XKEY,
+                     "{\"previous_response_id\":\"resp_spliced\",\"input\":\"Next\",\"max_output_tokens\":4,"
+                     "\"temperature\":0}",
+                     &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    size_t n_rest = 0;
+    int32_t *rest = tokens_of("<|im_end|>\n<|im_start|>user\nNext<|im_end|>\n<|im_start|>assistant\n", &n_rest);
+    CHECK_EQ_INT(num(j, "usage.input_tokens"), (long long)(n_prev + n_rest));
+    /* the same prompt through /v1/completions gives the same text */
+    char body[4096];
+    size_t off = (size_t)snprintf(body, sizeof body, "{\"prompt\":[");
+    for (size_t i = 0; i < n_prev + n_rest; i++)
+        off += (size_t)snprintf(body + off, sizeof body - off, "%s%d", i ? "," : "", i < n_prev ? prev[i] : rest[i - n_prev]);
+    snprintf(body + off, sizeof body - off, "],\"max_tokens\":4,\"temperature\":0}");
+    json_t *c = post("/v1/completions", XKEY, body, &status, NULL);
+    CHECK_EQ_INT(num(c, "usage.prompt_tokens"), (long long)(n_prev + n_rest));
+    CHECK(output_text(j) && !strcmp(output_text(j), str(c, "choices.0.text")));
+    json_decref(c);
+    json_decref(j);
+    json_decref(conv);
+    json_decref(resp);
+    free(p1);
+    free(sp);
+    free(t);
+    free(o);
+    free(canon);
+    free(rest);
 }
 
 /* function_call / function_call_output items render as the chat tool_calls
@@ -715,7 +814,10 @@ static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t 
              "\"string\"},\"days\":{\"type\":\"integer\"}}}}]}", stream ? "true" : "false");
     json_t *o = json_loads(body, 0, NULL), *conv = NULL;
     srv_error e;
-    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &e);
+    int32_t *prev = NULL;
+    size_t n_prev = 0;
+    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &prev, &n_prev, &e);
+    free(prev);
     CHECK(chat != NULL);
     srv_request r;
     CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
@@ -760,7 +862,10 @@ static void test_responses_output(rw_server *s) {
              "\"call_id\":\"%s\",\"output\":\"sunny\"}]}", str(r, "id"), str(r, "output.2.call_id"));
     json_t *o = json_loads(body, 0, NULL), *conv = NULL;
     srv_error e;
-    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &e);
+    int32_t *prev = NULL;
+    size_t n_prev = 0;
+    json_t *chat = rw_server__responses_to_chat(s, o, &conv, &prev, &n_prev, &e);
+    free(prev);
     CHECK_MSG(chat != NULL, "%s", e.msg);
     json_t *msgs = json_object_get(chat, "messages");
     size_t n = json_array_size(msgs);
@@ -836,6 +941,9 @@ int main(void) {
     CHECK(e && rw_server_start(e, tok, tmpl, "<|endoftext|>", "<|im_end|>", &sc, &s, &err) == RW_OK);
     if (s) {
         g_port = rw_server_port(s);
+        g_srv = s;
+        g_tok = tok;
+        g_tmpl = tmpl;
         test_messages();
         test_stop_sequence();
         test_messages_tools();
@@ -843,6 +951,7 @@ int main(void) {
         test_auth_and_errors();
         test_responses();
         test_previous_response();
+        test_splice();
         test_responses_tools();
         test_messages_output(s);
         test_responses_output(s);
