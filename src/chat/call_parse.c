@@ -6,10 +6,6 @@
 
 #include "chat/output_int.h"
 
-/* Real numbers printed with 15 significant digits: a decimal the model wrote
- * with up to 15 digits (all of them in practice) comes back as written
- * (1.1, not jansson's default 1.1000000000000001). */
-#define ARGS_DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 
 void rw_chat__calls_free(rw_chat__calls *c) {
     for (int i = 0; i < c->n; i++) {
@@ -22,7 +18,7 @@ void rw_chat__calls_free(rw_chat__calls *c) {
 
 /* Takes args (a reference) and name (copied). */
 static bool add_call(rw_chat__calls *c, const char *name, size_t name_len, json_t *args) {
-    char *a = json_dumps(args, ARGS_DUMP_FLAGS);
+    char *a = json_dumps(args, RW_CHAT_ARGS_DUMP);
     char *nm = strndup(name, name_len);
     if (!a || !nm) goto fail;
     if (c->n == c->cap) {
@@ -42,7 +38,7 @@ fail:
     return false;
 }
 
-static bool valid_name(const char *s, size_t n) {
+bool rw_chat__valid_name(const char *s, size_t n) {
     if (n == 0 || n > 256) return false;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x21 || s[i] == '<' || s[i] == '>' || s[i] == '"') return false;
@@ -56,7 +52,7 @@ static bool one_json_call(json_t *o, bool bare, rw_chat__calls *out) {
     json_t *fn = json_object_get(o, "function");
     if (json_is_object(fn)) o = fn;
     json_t *name = json_object_get(o, "name");
-    if (!json_is_string(name) || !valid_name(json_string_value(name), json_string_length(name))) return false;
+    if (!json_is_string(name) || !rw_chat__valid_name(json_string_value(name), json_string_length(name))) return false;
     json_t *args = json_object_get(o, "arguments");
     if (!args) args = json_object_get(o, "parameters");
     if (!args) {
@@ -166,6 +162,10 @@ static json_t *param_value(const json_t *schema, const char *v, size_t n) {
     return json_stringn(v, n);
 }
 
+json_t *rw_chat__xml_value(const json_t *tools, const char *fn, const char *key, const char *v, size_t n) {
+    return param_value(tools ? param_schema(tools, fn, key) : NULL, v, n);
+}
+
 static bool parse_xml_calls(const char *s, size_t n, const json_t *tools, rw_chat__calls *out) {
     size_t i = skip_ws(s, n, 0);
     int calls = 0;
@@ -177,7 +177,7 @@ static bool parse_xml_calls(const char *s, size_t n, const json_t *tools, rw_cha
         size_t name_b = i, name_e = (size_t)(gt - s);
         while (name_b < name_e && is_ws(s[name_b])) name_b++;
         while (name_e > name_b && is_ws(s[name_e - 1])) name_e--;
-        if (!valid_name(s + name_b, name_e - name_b)) return false;
+        if (!rw_chat__valid_name(s + name_b, name_e - name_b)) return false;
         char *name = strndup(s + name_b, name_e - name_b);
         json_t *args = json_object();
         bool ok = name && args;

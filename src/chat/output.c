@@ -70,6 +70,21 @@ struct rw_chat_output {
     size_t call_lead;    /* S_CALL: whitespace before the marker at pend's head */
     size_t scan_from;    /* S_CALL / S_BARE: resume point of the end search */
     bool after_think;    /* a think block was taken out: the whitespace after it is not content */
+    bool stream_args;
+    /* S_CALL with stream_args, a Qwen XML call sent as it comes: */
+    int xs;              /* 0 before <function=...>, 1 in its parameters, 2 after </function> */
+    size_t xpos;         /* where the XML is read next (offset in pend) */
+    int xparams;         /* parameters sent for the current call */
+    int xindex;          /* its index */
+    char *xname;         /* its name (owned) */
+    bool xml_stream;     /* this call is streamed (its body is XML) */
+    bool xml_tried;      /* it broke before its begin: parsed whole instead */
+    /* S_CALL with stream_args, a Hermes JSON call sent as it comes: */
+    bool json_stream;
+    int jstate;          /* 0 arguments coming, 1 after them */
+    rw_chat__jval jv;
+    size_t jsent;        /* the arguments' text sent up to here (offset in pend) */
+    bool jin_str, jesc;  /* where the sending is, to drop whitespace outside strings */
     rw_chat__jscan js;
     int n_calls;
     bool finished;
@@ -139,6 +154,7 @@ rw_status rw_chat_output_new(const rw_chat_output_opts *o, rw_chat_output **out,
     p->close = strdup(o->think_close && *o->think_close ? o->think_close : "</think>");
     p->id_prefix = strdup(o->id_prefix ? o->id_prefix : "call_");
     p->id_seed = o->id_seed;
+    p->stream_args = o->stream_args;
     if (!p->open || !p->close || !p->id_prefix) {
         rw_chat_output_free(p);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -165,6 +181,7 @@ void rw_chat_output_free(rw_chat_output *p) {
     free(p->id_prefix);
     json_decref(p->tools);
     free(p->pend);
+    free(p->xname);
     free(p);
 }
 
@@ -196,13 +213,16 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+static void make_id(const rw_chat_output *p, int index, char id[128]) {
+    uint64_t a = mix(p->id_seed ^ mix((uint64_t)index)), b = mix(a);
+    snprintf(id, 128, "%.80s%016llx%08llx", p->id_prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+}
+
 static rw_status emit_calls(rw_chat_output *p, rw_chat__calls *c) {
     for (int i = 0; i < c->n; i++) {
         int index = p->n_calls++;
-        uint64_t a = mix(p->id_seed ^ mix((uint64_t)index)), b = mix(a);
         char id[128];
-        snprintf(id, sizeof id, "%.80s%016llx%08llx", p->id_prefix, (unsigned long long)a,
-                 (unsigned long long)(b >> 32));
+        make_id(p, index, id);
         rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = index, .id = id, .name = c->v[i].name};
         rw_status s = p->fn(p->user, &ev);
         if (s) return s;
@@ -247,6 +267,262 @@ static const char *memfind(const char *h, size_t n, const char *needle) {
     size_t k = strlen(needle);
     if (k > n) return NULL;
     return memmem(h, n, needle, k);
+}
+
+/* ---- a Qwen XML call sent as it comes (stream_args) ---- */
+
+static rw_status call_piece(rw_chat_output *p, const char *s, size_t n) {
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_ARGS, .index = p->xindex, .text = s, .len = n};
+    return p->fn(p->user, &ev);
+}
+
+/* Ends the current call: its arguments object closed. */
+static rw_status xml_close_call(rw_chat_output *p) {
+    rw_status s = call_piece(p, p->xparams ? "}" : "{}", p->xparams ? 1 : 2);
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_END, .index = p->xindex};
+    if (!s) s = p->fn(p->user, &ev);
+    free(p->xname);
+    p->xname = NULL;
+    p->xs = 2;
+    return s;
+}
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+    while (i < n && is_ws(s[i])) i++;
+    return i;
+}
+
+/* One parameter: {"k":v or ,"k":v (key and value as the whole-call dump writes them). */
+static rw_status xml_param(rw_chat_output *p, const char *key, size_t kn, const char *v, size_t vn) {
+    json_t *kj = json_stringn(key, kn), *vj = rw_chat__xml_value(p->tools, p->xname, key, v, vn);
+    char *ks = kj ? json_dumps(kj, JSON_ENCODE_ANY) : NULL, *vs = vj ? json_dumps(vj, RW_CHAT_ARGS_DUMP | JSON_ENCODE_ANY) : NULL;
+    json_decref(kj);
+    json_decref(vj);
+    rw_status st = RW_ERR_NOMEM;
+    size_t kl = ks ? strlen(ks) : 0, vl = vs ? strlen(vs) : 0;
+    char *piece = ks && vs ? malloc(kl + vl + 3) : NULL;
+    if (piece) {
+        size_t o = 0;
+        piece[o++] = p->xparams ? ',' : '{';
+        memcpy(piece + o, ks, kl);
+        o += kl;
+        piece[o++] = ':';
+        memcpy(piece + o, vs, vl);
+        o += vl;
+        st = call_piece(p, piece, o);
+        p->xparams++;
+    }
+    free(piece);
+    free(ks);
+    free(vs);
+    return st;
+}
+
+/* The call's text breaks the XML at xpos: a call already begun is closed
+ * and the text from there is content; otherwise the whole call is. */
+static rw_status xml_fail(rw_chat_output *p) {
+    rw_status s = RW_OK;
+    p->xml_stream = false;
+    if (p->xs == 0) { /* nothing sent: the call's text is judged whole, as without stream_args */
+        p->xml_tried = true;
+        return RW_OK;
+    }
+    if (p->xs == 1) s = xml_close_call(p);
+    consume(p, p->xpos);
+    p->state = S_CONTENT;
+    return s;
+}
+
+static rw_status step_xml(rw_chat_output *p, bool *progress) {
+    const bool fin = p->finished;
+    const char *b = p->pend;
+    const size_t n = p->n;
+    size_t i = skip_ws(b, n, p->xpos);
+    rw_status s = RW_OK;
+    if (p->xs == 0) {
+        if (!fin && i + 10 > n && prefix_of(b + i, n - i, "<function=")) return RW_OK;
+        if (!starts(b + i, n - i, "<function=")) return (*progress = true), xml_fail(p);
+        const char *gt = memchr(b + i + 10, '>', n - i - 10);
+        if (!gt) return fin ? ((*progress = true), xml_fail(p)) : RW_OK;
+        size_t nb = i + 10, ne = (size_t)(gt - b);
+        nb = skip_ws(b, ne, nb);
+        while (ne > nb && is_ws(b[ne - 1])) ne--;
+        if (!rw_chat__valid_name(b + nb, ne - nb)) return (*progress = true), xml_fail(p);
+        if (!(p->xname = strndup(b + nb, ne - nb))) return RW_ERR_NOMEM;
+        p->xindex = p->n_calls++;
+        p->xparams = 0;
+        char id[128];
+        make_id(p, p->xindex, id);
+        rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
+        s = p->fn(p->user, &ev);
+        p->xs = 1;
+        p->xpos = (size_t)(gt - b) + 1;
+        *progress = true;
+        return s;
+    }
+    if (p->xs == 1) {
+        if (starts(b + i, n - i, "</function>")) {
+            p->xpos = i + 11;
+            *progress = true;
+            return xml_close_call(p);
+        }
+        if (!starts(b + i, n - i, "<parameter=")) {
+            if (!fin && (prefix_of(b + i, n - i, "</function>") || prefix_of(b + i, n - i, "<parameter=")))
+                return RW_OK;
+            return (*progress = true), xml_fail(p);
+        }
+        const char *gt = memchr(b + i + 11, '>', n - i - 11);
+        const char *end = gt ? memfind(gt + 1, n - (size_t)(gt + 1 - b), "</parameter>") : NULL;
+        if (!end) return fin ? ((*progress = true), xml_fail(p)) : RW_OK;
+        size_t kb = skip_ws(b, (size_t)(gt - b), i + 11), ke = (size_t)(gt - b);
+        while (ke > kb && is_ws(b[ke - 1])) ke--;
+        size_t vb = (size_t)(gt - b) + 1, ve = (size_t)(end - b);
+        if (vb < ve && b[vb] == '\n') vb++; /* the newlines the template writes around a value */
+        if (ve > vb && b[ve - 1] == '\n') ve--;
+        if (ke == kb) return (*progress = true), xml_fail(p);
+        char *key = strndup(b + kb, ke - kb);
+        if (!key) return RW_ERR_NOMEM;
+        s = xml_param(p, key, ke - kb, b + vb, ve - vb);
+        free(key);
+        p->xpos = (size_t)(end - b) + 12;
+        *progress = true;
+        return s;
+    }
+    /* after </function>: another function in the same call, the end marker, or the end */
+    const bool keep = p->call->keep;
+    if (!keep && starts(b + i, n - i, "<function=")) {
+        p->xs = 0;
+        p->xpos = i;
+        *progress = true;
+        return RW_OK;
+    }
+    const char *endm = keep ? NULL : p->call->end;
+    if (endm && starts(b + i, n - i, endm)) {
+        consume(p, i + strlen(endm));
+    } else if (!fin && i == n) {
+        return RW_OK;
+    } else if (!fin && endm && prefix_of(b + i, n - i, endm)) {
+        return RW_OK;
+    } else if (!fin && !keep && prefix_of(b + i, n - i, "<function=")) {
+        return RW_OK;
+    } else consume(p, p->xpos); /* done; what follows is the message's */
+    p->state = S_AFTER_CALL;
+    p->xml_stream = false;
+    *progress = true;
+    return RW_OK;
+}
+
+/* ---- a Hermes JSON call sent as it comes (stream_args) ---- */
+
+/* Matches ws* '{' ws* "name" ws* ':' ws* "NAME" ws* ',' ws* ("arguments" |
+ * "parameters") ws* ':' ws* '{' at s[i..n): 1 (the name's span and where the
+ * arguments' '{' is), 0 (a prefix of it: more text needed), -1 (not it). */
+static int hermes_head(const char *s, size_t n, size_t i, size_t *nb, size_t *ne, size_t *args) {
+    static const char *const parts[] = {"{", "\"name\"", ":", NULL /* the name */, ",", NULL /* the key */, ":"};
+    for (int k = 0; k < 7; k++) {
+        i = skip_ws(s, n, i);
+        if (i >= n) return 0;
+        if (k == 3) { /* "NAME": a plain string, no escapes */
+            if (s[i] != '"') return -1;
+            size_t e = i + 1;
+            while (e < n && s[e] != '"' && s[e] != '\\') e++;
+            if (e >= n) return 0;
+            if (s[e] == '\\' || !rw_chat__valid_name(s + i + 1, e - i - 1)) return -1;
+            *nb = i + 1;
+            *ne = e;
+            i = e + 1;
+            continue;
+        }
+        if (k == 5) {
+            static const char *const keys[] = {"\"arguments\"", "\"parameters\""};
+            int hit = -1;
+            for (int q = 0; q < 2; q++) {
+                size_t kl = strlen(keys[q]);
+                if (n - i >= kl ? !memcmp(s + i, keys[q], kl) : !memcmp(s + i, keys[q], n - i)) {
+                    if (n - i < kl) return 0;
+                    hit = q;
+                }
+            }
+            if (hit < 0) return -1;
+            i += strlen(keys[hit]);
+            continue;
+        }
+        size_t pl = strlen(parts[k]);
+        if (n - i < pl) return memcmp(s + i, parts[k], n - i) ? -1 : 0;
+        if (memcmp(s + i, parts[k], pl)) return -1;
+        i += pl;
+    }
+    i = skip_ws(s, n, i);
+    if (i >= n) return 0;
+    if (s[i] != '{') return -1;
+    *args = i;
+    return 1;
+}
+
+static rw_status json_end_call(rw_chat_output *p) {
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_END, .index = p->xindex};
+    return p->fn(p->user, &ev);
+}
+
+static rw_status step_json(rw_chat_output *p, bool *progress) {
+    const bool fin = p->finished;
+    rw_status s = RW_OK;
+    if (p->jstate == 0) {
+        int r = rw_chat__jval_feed(&p->jv, p->pend, p->n);
+        if (p->jv.safe > p->jsent) { /* what is certain goes out, compact (as the whole-call dump is) */
+            char *buf = malloc(p->jv.safe - p->jsent);
+            if (!buf) return RW_ERR_NOMEM;
+            size_t k = 0;
+            for (size_t i = p->jsent; i < p->jv.safe; i++) {
+                char c = p->pend[i];
+                if (p->jin_str) {
+                    if (p->jesc) p->jesc = false;
+                    else if (c == '\\') p->jesc = true;
+                    else if (c == '"') p->jin_str = false;
+                } else if (is_ws(c)) continue;
+                else if (c == '"') p->jin_str = true;
+                buf[k++] = c;
+            }
+            s = k ? call_piece(p, buf, k) : RW_OK;
+            free(buf);
+            p->jsent = p->jv.safe;
+            *progress = true;
+            if (s) return s;
+        }
+        if (r == 0 && !fin) return RW_OK;
+        if (r != 1) { /* broken or cut off: closed where it was sure, the rest is text */
+            s = call_piece(p, p->jv.safe_close, p->jv.safe_close_len);
+            if (!s) s = json_end_call(p);
+            consume(p, p->jsent);
+            p->json_stream = false;
+            p->state = S_CONTENT;
+            *progress = true;
+            return s;
+        }
+        s = json_end_call(p);
+        p->jstate = 1;
+        *progress = true;
+        return s;
+    }
+    /* after the arguments: the call object's '}' and the end marker */
+    size_t i = skip_ws(p->pend, p->n, p->jv.pos);
+    if (i < p->n && p->pend[i] == '}') {
+        size_t e = skip_ws(p->pend, p->n, i + 1);
+        const char *endm = p->call->end;
+        if (starts(p->pend + e, p->n - e, endm) || (fin && e == p->n)) {
+            consume(p, e == p->n ? e : e + strlen(endm));
+            p->json_stream = false;
+            p->state = S_AFTER_CALL;
+            *progress = true;
+            return RW_OK;
+        }
+        if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
+    } else if (!fin && i == p->n) return RW_OK;
+    consume(p, p->jv.pos); /* the call is complete; what follows it is text */
+    p->json_stream = false;
+    p->state = S_CONTENT;
+    *progress = true;
+    return RW_OK;
 }
 
 /* ---- the state machine ---- */
@@ -389,6 +665,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             s = emit(p, RW_CHAT_EV_CONTENT, p->pend, e);
             consume(p, e);
             p->state = S_CALL;
+            p->xml_tried = false;
             p->call = which;
             p->call_lead = k - e;
             p->scan_from = k - e + (which->keep ? 0 : strlen(which->open));
@@ -408,6 +685,44 @@ static rw_status step(rw_chat_output *p, bool *progress) {
 
     case S_CALL: {
         const size_t body = p->call_lead + (p->call->keep ? 0 : strlen(p->call->open));
+        if (p->xml_stream) return step_xml(p, progress);
+        if (p->json_stream) return step_json(p, progress);
+        if (p->stream_args && !p->xml_tried && p->call == &M_TOOL_CALL) {
+            size_t nb = 0, ne = 0, args = 0;
+            int h = hermes_head(p->pend, p->n, body, &nb, &ne, &args);
+            if (h == 0 && !fin) return RW_OK;
+            if (h == 1) { /* the name is known: the call begins, its arguments follow as they come */
+                free(p->xname);
+                if (!(p->xname = strndup(p->pend + nb, ne - nb))) return RW_ERR_NOMEM;
+                p->xindex = p->n_calls++;
+                char id[128];
+                make_id(p, p->xindex, id);
+                rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
+                p->json_stream = true;
+                p->jstate = 0;
+                p->jv = (rw_chat__jval){.pos = args, .safe = args};
+                p->jsent = args;
+                p->jin_str = p->jesc = false;
+                *progress = true;
+                return p->fn(p->user, &ev);
+            }
+            size_t first = skip_ws(p->pend, p->n, body);
+            if (h < 0 && first < p->n && p->pend[first] == '{') p->xml_tried = true; /* JSON of another shape: whole */
+        }
+        if (p->stream_args && !p->xml_tried && (p->call == &M_TOOL_CALL || p->call == &M_FUNCTION)) {
+            size_t i = body;
+            while (i < p->n && is_ws(p->pend[i])) i++;
+            if (i == p->n && !fin) return RW_OK;
+            if (starts(p->pend + i, p->n - i, "<function=") ||
+                (!fin && prefix_of(p->pend + i, p->n - i, "<function="))) {
+                if (!starts(p->pend + i, p->n - i, "<function=")) return RW_OK; /* not sure yet */
+                p->xml_stream = true;
+                p->xs = 0;
+                p->xpos = i;
+                *progress = true;
+                return RW_OK;
+            }
+        }
         size_t body_end = 0, end = 0; /* body_end: where the body stops; end: where the call's text stops */
         bool found = false;
         if (p->call->end) {

@@ -10,9 +10,21 @@
  * the next piece shows what it is, so no markup of a call or of a think
  * block ever reaches a content event. A call that does not parse (bad JSON,
  * unknown structure, cut off by the token limit) is given back as content,
- * never dropped; so that this stays true when streaming, a call's events are
- * sent once its arguments are known to be a well-formed JSON object text
- * (see rw_chat_output_feed).
+ * never dropped: a call's events are sent once the whole call has parsed.
+ *
+ * With stream_args (for streaming responses), a Qwen XML call is instead
+ * sent as it comes: its begin once <function=NAME> is complete, then one
+ * arguments piece per parameter as each </parameter> closes ({"k":v, then
+ * ,"k":v, ..., then } at </function>), so a long argument (a file's text)
+ * does not wait for the whole call. A call that breaks after its begin is
+ * then closed with the parameters it had (its arguments stay a well-formed
+ * object) and the text from the break on is content. A Hermes JSON call
+ * ({"name": N, "arguments": {...}} inside <tool_call>, name first) likewise:
+ * its begin once the name is read, then its arguments as they are validated,
+ * compact (whitespace outside strings dropped), closed at the last sure point
+ * if they break. Well-formed calls give the same calls either way (the same
+ * texts for XML; for JSON the same values, numbers and escapes as the model
+ * wrote them). Other shapes and formats are sent whole.
  *
  * Feeding the whole text in one piece or byte by byte gives the same events'
  * concatenated texts (the pieces may be cut differently); the non-streaming
@@ -106,6 +118,7 @@ typedef struct {
     const char *id_prefix;  /* tool call ids: id_prefix + 24 hex digits; NULL: "call_" (copied) */
     uint64_t id_seed;       /* the ids' random part comes from this (the server passes fresh randomness;
                                tests a constant, so ids are reproducible) */
+    bool stream_args;       /* stream a call's arguments as they come (for streaming responses), see below */
 } rw_chat_output_opts;
 
 typedef enum {

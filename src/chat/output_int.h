@@ -20,6 +20,23 @@ typedef struct {
 /* 1: the value ends at s->pos; 0: needs more text; -1: not an object/array. */
 int rw_chat__jscan_run(rw_chat__jscan *s, const char *p, size_t n);
 
+/* An incremental JSON validator (json_stream.c): reads p[pos..n) on each
+ * call (p may have grown since), state kept across calls. Zero it, set pos
+ * to where the value starts. */
+typedef struct {
+    size_t pos;
+    int st, depth, num, ulen, litpos;
+    bool key;
+    const char *lit;
+    char stack[64];
+    size_t safe;           /* the last safe point: the text up to it can be sent... */
+    char safe_close[72];   /* ...and closed with these bytes into a well-formed value */
+    size_t safe_close_len;
+} rw_chat__jval;
+
+/* 1: the value is complete (it ends at pos); 0: needs more; -1: broken at pos. */
+int rw_chat__jval_feed(rw_chat__jval *v, const char *p, size_t n);
+
 /* Calls parsed from one piece of text: names and arguments (compact JSON
  * object text), malloc'd. */
 typedef struct {
@@ -40,5 +57,17 @@ bool rw_chat__parse_json_calls(const char *s, size_t n, bool bare, rw_chat__call
 /* The body of a <tool_call> (or a bare <function=...>...</function> when
  * function): Qwen's XML form (values typed by the tools' schemas) or JSON. */
 bool rw_chat__parse_call_body(const char *s, size_t n, bool function, const json_t *tools, rw_chat__calls *out);
+
+/* A call name we accept: 1..256 bytes, no spaces, quotes or angle brackets. */
+bool rw_chat__valid_name(const char *s, size_t n);
+
+/* One Qwen XML parameter's text as a JSON value, typed by the schema of
+ * tool fn's parameter key in tools (may be NULL). New reference. */
+json_t *rw_chat__xml_value(const json_t *tools, const char *fn, const char *key, const char *v, size_t n);
+
+/* Real numbers printed with 15 significant digits: a decimal the model wrote
+ * with up to 15 digits (all of them in practice) comes back as written
+ * (1.1, not jansson's default 1.1000000000000001). */
+#define RW_CHAT_ARGS_DUMP (JSON_COMPACT | JSON_REAL_PRECISION(15))
 
 #endif

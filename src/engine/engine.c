@@ -37,6 +37,8 @@ void eng_req_free(eng_req *r) {
     free(r->prompt_logits);
     free(r->held);
     rw_spec_seq_free(r->spec); /* its draft sequence too; it only borrows seq and sampler */
+    rw_constraint_free(r->cons);
+    free(r->mlogits);
     rw_sampler_free(r->sampler);
     rw_model_seq_free(r->seq); /* only set here if eng_seq_release was not called */
     free(r);
@@ -101,6 +103,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
     eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->gvocab_mu, NULL);
     pthread_cond_init(&e->wake, NULL);
     pthread_cond_init(&e->step_done, NULL);
     if (pthread_create(&e->thread, NULL, eng_scheduler_main, e)) {
@@ -134,6 +137,8 @@ void rw_engine_free(rw_engine *e) {
     pthread_cond_destroy(&e->step_done);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->gvocab_mu);
+    rw_grammar_vocab_free(e->gvocab);
     rw_pcache_free(e->pcache);
     rw_threadpool_free(e->pool);
     free(e->running);
@@ -193,6 +198,15 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->p.sampling.logit_bias = NULL; /* the sampler copies the bias; no dangling pointer kept */
     r->p.sampling.n_logit_bias = 0;
     st = rw_sampler_new(&p->sampling, e->n_vocab, &r->sampler, err);
+    if (!st && p->grammar) {
+        pthread_mutex_lock(&e->gvocab_mu);
+        if (!e->gvocab) st = rw_grammar_vocab_from_tokenizer(e->tok, &e->gvocab, err);
+        pthread_mutex_unlock(&e->gvocab_mu);
+        if (!st) st = rw_constraint_new(p->grammar, e->gvocab, e->tok, &r->cons, err);
+        if (!st && !(r->mlogits = malloc((size_t)e->n_vocab * sizeof *r->mlogits)))
+            st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    r->p.grammar = NULL; /* compiled; the text is not kept */
     if (st) {
         eng_req_free(r);
         return st;

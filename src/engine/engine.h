@@ -76,7 +76,14 @@ typedef struct {
                                    boundaries: the prefix cache can then reuse a conversation up to any of them) */
     int n_marks;
     int n_logprobs;             /* -1: none; 0..RW_MAX_TOP_LOGPROBS: each token's logprob and that many
-                                   alternatives (RW_LOGPROBS_RAW: the model's distribution) */
+                                   alternatives (RW_LOGPROBS_RAW: the model's distribution; under a grammar,
+                                   the model's renormalised over the tokens the grammar allows) */
+    /* GBNF text (grammar/grammar.h) the output must match, or NULL: compiled by rw_engine_submit
+     * (RW_ERR_INVALID_ARG with the compiler's message when it does not compile). The mask comes
+     * before the sampler chain; end-of-generation tokens are allowed exactly when the grammar can
+     * end and then end the request even with ignore_eos; the request ends (stop) when nothing may
+     * follow; max_tokens still cuts it (finish length). engine/constraint.h has the details. */
+    const char *grammar;
 } rw_gen_params;
 
 typedef enum {

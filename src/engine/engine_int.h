@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "base/threadpool.h"
+#include "engine/constraint.h"
 #include "engine/engine.h"
 #include "engine/spec.h"
 
@@ -32,6 +33,8 @@ typedef struct eng_req {
     float *prompt_logits; /* [n_vocab], the row after the prompt once computed (for the prefix cache); owned */
 
     rw_sampler *sampler; /* owned */
+    rw_constraint *cons; /* owned; NULL without a grammar */
+    float *mlogits;      /* [n_vocab] the row masked by cons, sampled from; owned (with cons) */
     rw_spec_seq *spec;   /* owned; NULL without a draft. Borrows seq and sampler */
     bool spec_live;      /* spec started: the request decodes speculatively */
     const rw_tokenizer *tok; /* the engine's (eng_output_drafts_end reads it) */
@@ -53,6 +56,10 @@ struct rw_engine {
     rw_threadpool *pool;
     rw_pcache *pcache; /* owned; NULL when the prefix cache is off */
     rw_spec_params spec; /* with cfg.draft */
+    /* the vocabulary trie for grammars, built at the first request with one
+     * (gvocab_mu guards the building; read-only afterwards); owned */
+    rw_grammar_vocab *gvocab;
+    pthread_mutex_t gvocab_mu;
 
     pthread_t thread;
     pthread_mutex_t mu;

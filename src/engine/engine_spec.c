@@ -39,6 +39,8 @@ rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err) {
     if (st) return st;
     r->tok = e->tok;
     rw_spec_seq_set_end(r->spec, eng_output_drafts_end, r);
+    /* drafts and verify rows under the request's grammar (its matcher holds the emitted tokens) */
+    if (r->cons) return rw_spec_seq_set_constraint(r->spec, rw_constraint_mask_fn, r->cons, err);
     return RW_OK;
 }
 
@@ -97,7 +99,9 @@ void eng_spec_output(rw_engine *e, eng_req *r) {
     if (fin == RW_FINISH_ERROR) return;
     /* the sequence holds last and the emitted tokens but the newest */
     r->n_in_seq = len0 + emitted;
-    memcpy(r->logits, rows + (size_t)(emitted - 1) * (size_t)e->n_vocab, (size_t)e->n_vocab * sizeof *r->logits);
+    /* the model's row (rows are the constrained ones under a grammar): the prefix cache keeps it */
+    memcpy(r->logits, rw_spec_seq_raw_logits(r->spec) + (size_t)(emitted - 1) * (size_t)e->n_vocab,
+           (size_t)e->n_vocab * sizeof *r->logits);
     if (rw_model_seq_length(r->seq) > r->n_in_seq && rw_model_seq_rewind(r->seq, r->n_in_seq, e->pool, &err)) {
         /* the output is out already; the sequence is of no use to the cache
          * (the request is finished: its rw_spec_seq never steps again) */

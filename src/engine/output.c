@@ -89,7 +89,8 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
 
     rw_finish_reason fin = RW_FINISH_NONE;
     bool oom = false;
-    bool eog = !r->p.ignore_eos && rw_tokenizer_is_eog(e->tok, tok);
+    /* under a grammar, end-of-generation is allowed only where the grammar can end, and ends it */
+    bool eog = (!r->p.ignore_eos || r->cons) && rw_tokenizer_is_eog(e->tok, tok);
     if (eog) fin = RW_FINISH_STOP;
     else {
         char buf[256];
@@ -110,8 +111,11 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
         eng_output_error(r, "out of memory");
         return RW_FINISH_ERROR;
     }
+    /* a complete grammar that nothing may extend ends the output here */
+    const bool gdone = fin == RW_FINISH_NONE && r->cons && rw_constraint_must_end(r->cons);
+    if (gdone) fin = RW_FINISH_STOP;
     if (fin == RW_FINISH_NONE && r->n_generated >= r->p.max_tokens) fin = RW_FINISH_LENGTH;
-    if (fin == RW_FINISH_LENGTH || eog) { /* the end of the text: what the stream still holds */
+    if (fin == RW_FINISH_LENGTH || eog || gdone) { /* the end of the text: what the stream still holds */
         char tail[64];
         size_t n = rw_detok_stream_flush(&r->detok, tail, sizeof tail);
         if (n <= sizeof tail && !held_append(r, tail, n)) {
@@ -131,14 +135,23 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
 }
 
 rw_finish_reason eng_output_token(rw_engine *e, eng_req *r) {
-    const int32_t tok = rw_sampler_sample(r->sampler, r->logits);
+    const float *row = r->logits;
+    rw_error aerr = {0};
+    if (r->cons) { /* the grammar's mask first, on a copy: r->logits stay the model's (the prefix cache keeps them) */
+        memcpy(r->mlogits, r->logits, (size_t)e->n_vocab * sizeof *r->mlogits);
+        if (!rw_constraint_mask(r->cons, NULL, 0, r->mlogits, &aerr)) {
+            eng_output_error(r, aerr.code ? aerr.msg : "grammar: no token of the vocabulary can continue the output");
+            return RW_FINISH_ERROR;
+        }
+        row = r->mlogits;
+    }
+    const int32_t tok = rw_sampler_sample(r->sampler, row);
     float lp = 0.0f;
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
     int n_top = 0;
     if (r->p.n_logprobs >= 0) /* before accepting: the penalties depend on the history */
-        n_top = rw_sampler_logprobs(r->sampler, r->logits, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
-    rw_error aerr = {0};
-    if (rw_sampler_accept(r->sampler, tok, &aerr)) {
+        n_top = rw_sampler_logprobs(r->sampler, row, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
+    if (rw_sampler_accept(r->sampler, tok, &aerr) || (r->cons && rw_constraint_accept(r->cons, tok, &aerr))) {
         eng_output_error(r, aerr.msg);
         return RW_FINISH_ERROR;
     }
@@ -153,6 +166,11 @@ rw_finish_reason eng_output_accepted(rw_engine *e, eng_req *r, int32_t tok, cons
      * tokens it accepted after this one change nothing */
     if (r->p.n_logprobs >= 0)
         n_top = rw_sampler_logprobs(r->sampler, row, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
+    rw_error aerr = {0};
+    if (r->cons && rw_constraint_accept(r->cons, tok, &aerr)) {
+        eng_output_error(r, aerr.msg);
+        return RW_FINISH_ERROR;
+    }
     return emit(e, r, tok, lp, top, n_top);
 }
 
@@ -167,7 +185,7 @@ void eng_output_error(eng_req *r, const char *msg) {
 bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n) {
     const eng_req *r = ctx;
     if (n < 1) return false;
-    if (!r->p.ignore_eos && rw_tokenizer_is_eog(r->tok, drafts[n - 1])) return true;
+    if ((!r->p.ignore_eos || r->cons) && rw_tokenizer_is_eog(r->tok, drafts[n - 1])) return true;
     if (r->p.n_stop == 0) return false;
     /* the text the drafts would add after held, on a copy of the stream;
      * held holds no complete stop string (the invariant above), so any

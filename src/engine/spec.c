@@ -35,6 +35,9 @@ struct rw_spec_seq {
     rw_spec_stats st;
     rw_spec_end_fn end; /* may be NULL */
     void *end_ctx;
+    rw_spec_mask_fn mask; /* may be NULL */
+    void *mask_ctx;
+    float *mlogits; /* [k_max + 1][n_vocab] the verify rows masked; owned, with a constraint only */
 };
 
 rw_spec_params rw_spec_params_default(void) {
@@ -106,7 +109,18 @@ void rw_spec_seq_free(rw_spec_seq *s) {
     free(s->q);
     free(s->dlogits);
     free(s->feed);
+    free(s->mlogits);
     free(s);
+}
+
+rw_status rw_spec_seq_set_constraint(rw_spec_seq *s, rw_spec_mask_fn fn, void *ctx, rw_error *err) {
+    if (fn && !s->mlogits) {
+        s->mlogits = malloc((size_t)(s->p.k_max + 1) * (size_t)s->n_vocab * sizeof(float));
+        if (!s->mlogits) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    s->mask = fn;
+    s->mask_ctx = ctx;
+    return RW_OK;
 }
 
 rw_status rw_spec_seq_start(rw_spec_seq *s, int32_t last, rw_error *err) {
@@ -209,6 +223,12 @@ rw_status rw_spec_draft(rw_model *draft_model, rw_spec_seq *const *seqs, const i
         for (int i = 0; i < n; i++) {
             rw_spec_seq *s = seqs[i];
             if (s->k <= j) continue;
+            /* the constraint first: a draft never breaks it; where nothing may
+             * follow, the drafts stop (the verify pass checks the j so far) */
+            if (s->mask && !s->mask(s->mask_ctx, s->vtok + 1, j, s->dlogits)) {
+                s->k = j;
+                continue;
+            }
             int32_t d;
             if (s->greedy)
                 d = rw_sampler_sample(s->dsampler, s->dlogits);
@@ -236,8 +256,15 @@ rw_batch_item rw_spec_seq_verify_item(rw_spec_seq *s) {
 rw_status rw_spec_seq_accept(rw_spec_seq *s, rw_threadpool *pool, rw_error *err) {
     if (rw_model_seq_length(s->target) != s->len0 + s->k + 1)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "speculative: the verify pass did not run");
+    const float *rows = s->logits;
+    if (s->mask) { /* row i: after the drafts before it (allowed: they were masked) */
+        const size_t nv = (size_t)s->n_vocab;
+        memcpy(s->mlogits, s->logits, (size_t)(s->k + 1) * nv * sizeof(float));
+        for (int32_t i = 0; i <= s->k; i++) s->mask(s->mask_ctx, s->vtok + 1, i, s->mlogits + (size_t)i * nv);
+        rows = s->mlogits;
+    }
     rw_status st =
-        rw_spec_verify(s->sampler, s->logits, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out, err);
+        rw_spec_verify(s->sampler, rows, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out, err);
     if (!st) st = finish(s, s->len0, pool, err);
     return st;
 }
@@ -288,9 +315,11 @@ rw_status rw_spec_seq_set_draft(rw_spec_seq *s, rw_model_seq *draft, rw_error *e
 
 int32_t rw_spec_seq_output(const rw_spec_seq *s, const int32_t **tokens, const float **logits) {
     *tokens = s->out;
-    *logits = s->logits;
+    *logits = s->mask ? s->mlogits : s->logits;
     return s->n_out;
 }
+
+const float *rw_spec_seq_raw_logits(const rw_spec_seq *s) { return s->logits; }
 
 rw_spec_stats rw_spec_seq_stats(const rw_spec_seq *s) { return s->st; }
 

@@ -147,6 +147,19 @@ rw_status rw_spec_seq_start(rw_spec_seq *s, int32_t last, rw_error *err);
 typedef bool (*rw_spec_end_fn)(void *ctx, const int32_t *drafts, int n);
 void rw_spec_seq_set_end(rw_spec_seq *s, rw_spec_end_fn fn, void *ctx);
 
+/* A constraint on the output (a grammar, engine/constraint.h):
+ * fn(ctx, prefix, n, row) masks the logit row for the position after
+ * everything emitted so far and then prefix[0..n), in place, and returns
+ * false (row untouched) when prefix is not allowed or nothing may follow it.
+ * With one set, each draft row is masked before its token is chosen (so the
+ * drafts never break the constraint; drafting stops where nothing may
+ * follow), and each verify row before rw_spec_verify, which then draws from
+ * the constrained distribution - the same rows plain decoding masks, so
+ * greedy output is still bitwise plain greedy output. rw_spec_seq_output
+ * then gives the masked rows, rw_spec_seq_raw_logits the model's. */
+typedef bool (*rw_spec_mask_fn)(void *ctx, const int32_t *prefix, int n, float *row);
+rw_status rw_spec_seq_set_constraint(rw_spec_seq *s, rw_spec_mask_fn fn, void *ctx, rw_error *err);
+
 /* Drafts the next step would make with at most budget >= 1 tokens out (the
  * adaptive rule above; also limited by the context: the target processes
  * k + 1 tokens). */
@@ -197,6 +210,11 @@ typedef struct {
     int64_t emitted;  /* tokens output by steps */
     int32_t last_k;   /* drafts of the last step */
 } rw_spec_stats;
+
+/* The last step's target rows as the model computed them (before any
+ * constraint), [n_out][n_vocab]; the same as rw_spec_seq_output's without a
+ * constraint. */
+const float *rw_spec_seq_raw_logits(const rw_spec_seq *s);
 
 rw_spec_stats rw_spec_seq_stats(const rw_spec_seq *s);
 

@@ -100,9 +100,9 @@ static rw_status parser_event(void *user, const rw_chat_event *ce) {
     return out_event(user, &ev) ? RW_OK : RW_ERR_NOMEM;
 }
 
-bool rw_server__out_parser(rw_api_out *o, srv_job *j) {
+bool rw_server__out_parser(rw_api_out *o, srv_job *j, bool stream) {
     rw_error err = {0};
-    if (srv_job_parser_new(j, o->id_prefix, &o->parser, &err) == RW_OK) return true;
+    if (srv_job_parser_new(j, o->id_prefix, stream, &o->parser, &err) == RW_OK) return true;
     o->oom = true;
     return false;
 }

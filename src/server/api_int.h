@@ -104,8 +104,9 @@ void rw_server__out_init(rw_api_out *o, const char *id_prefix, rw_api_emit_fn em
  * tool calls in the template's or --tool-format's format when the request
  * has tools and tool_choice is not "none"; reasoning between the think
  * markers, also when the prompt opened the block). Without it all text is
- * content. False when out of memory. */
-bool rw_server__out_parser(rw_api_out *o, srv_job *j);
+ * content. stream: a call's arguments come as they are generated (else
+ * once whole). False when out of memory. */
+bool rw_server__out_parser(rw_api_out *o, srv_job *j, bool stream);
 /* Feeds raw model text (final: no more comes, flush what is held back). */
 bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final);
 void rw_server__out_free(rw_api_out *o);

@@ -303,7 +303,7 @@ static char *body_json(srv_job *j, json_t *chat, const srv_request *r) {
     const srv_choice *c = &j->choice[0];
     rw_api_out out;
     rw_server__out_init(&out, "toolu_", NULL, NULL);
-    if (rw_server__out_parser(&out, j)) rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
+    if (rw_server__out_parser(&out, j, false)) rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
     json_t *content = json_array();
     if (out.reasoning_len)
         json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking", out.reasoning,
@@ -518,7 +518,7 @@ rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_requ
             j->api_free = stream_free;
             j->api_fill = stream_fill;
             m->stop = calloc((size_t)r->n_stop + 1, sizeof *m->stop);
-            ok = m->stop != NULL && rw_server__out_parser(&m->out, j);
+            ok = m->stop != NULL && rw_server__out_parser(&m->out, j, true);
             for (int i = 0; ok && i < r->n_stop; i++) ok = (m->stop[m->n_stop++] = strdup(r->stop[i])) != NULL;
         }
         srv_request_free(r);

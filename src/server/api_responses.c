@@ -566,7 +566,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     r->created = (int64_t)time(NULL);
     rw_server__new_id(r->id, sizeof r->id, "resp_");
     rw_server__out_init(&r->out, "call_", on_ev, r);
-    bool ok = rw_server__out_parser(&r->out, j);
+    bool ok = rw_server__out_parser(&r->out, j, rq->stream);
     if (r->store && (r->prompt = malloc((size_t)rq->n_prompt * sizeof *r->prompt))) {
         memcpy(r->prompt, rq->prompt, (size_t)rq->n_prompt * sizeof *r->prompt);
         r->n_prompt = (size_t)rq->n_prompt;

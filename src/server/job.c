@@ -23,6 +23,86 @@ bool srv_peer_gone(int fd) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
+                const float *lp, const rw_token_logprob *top, int n_top);
+
+/* ---- the thinking budget ---- */
+
+/* Copies what a continuation needs: the prompt, the parameters (stop
+ * strings and bias owned here), the close marker's text and tokens. */
+static bool budget_setup(srv_job *j, const srv_request *r) {
+    const char *close = j->srv->caps.think_close[0] ? j->srv->caps.think_close : "</think>";
+    size_t cl = strlen(close);
+    j->close_text = malloc(cl + 4);
+    j->prompt = malloc((size_t)(r->n_prompt ? r->n_prompt : 1) * sizeof *j->prompt);
+    j->stop = calloc((size_t)(r->n_stop ? r->n_stop : 1), sizeof *j->stop);
+    j->bias = calloc(r->n_bias ? r->n_bias : 1, sizeof *j->bias);
+    if (!j->close_text || !j->prompt || !j->stop || !j->bias) return false;
+    j->close_len = (size_t)snprintf(j->close_text, cl + 4, "\n%s\n\n", close);
+    memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof *j->prompt);
+    j->n_prompt = r->n_prompt;
+    j->gp = r->gp;
+    for (int i = 0; i < r->n_stop; i++)
+        if (!(j->stop[i] = strdup(r->stop[i]))) return false;
+    j->gp.stop = (const char *const *)j->stop;
+    if (r->n_bias) memcpy(j->bias, r->bias, r->n_bias * sizeof *j->bias);
+    j->gp.sampling.logit_bias = r->n_bias ? j->bias : NULL;
+    j->gp.marks = NULL;
+    j->gp.n_marks = 0;
+    rw_error err = {0};
+    if (rw_tokenize(j->srv->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
+        return false;
+    for (int i = 0; i < j->n; i++) j->choice[i].think = r->out.in_reasoning ? 1 : 0;
+    return true;
+}
+
+static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* Follows the think block through a new piece of output (under j->mu):
+ * whether the output opens with it, and where it closes. */
+static void track_think(const srv_job *j, srv_choice *c, const char *text, size_t len, int n_tokens) {
+    const char *open = j->srv->caps.think_open[0] ? j->srv->caps.think_open : "<think>";
+    const char *close = j->srv->caps.think_close[0] ? j->srv->caps.think_close : "</think>";
+    const size_t ol = strlen(open), cl = strlen(close);
+    size_t skip = 0; /* bytes of text already read by the open check */
+    if (c->think == 0) {
+        size_t k = len < sizeof c->head - c->head_len ? len : sizeof c->head - c->head_len;
+        memcpy(c->head + c->head_len, text, k);
+        c->head_len += k;
+        size_t i = 0;
+        while (i < c->head_len && is_ws(c->head[i])) i++;
+        size_t rest = c->head_len - i;
+        if (rest >= ol && !memcmp(c->head + i, open, ol)) {
+            c->think = 1;
+            skip = len; /* the rest of this piece: looked at below through head */
+            c->tail_len = rest - ol < sizeof c->tail ? rest - ol : sizeof c->tail;
+            memcpy(c->tail, c->head + i + ol + (rest - ol - c->tail_len), c->tail_len);
+            if (memmem(c->head + i + ol, rest - ol, close, cl)) c->think = 2;
+            return;
+        }
+        if ((rest && memcmp(c->head + i, open, rest < ol ? rest : ol)) || c->head_len == sizeof c->head) c->think = 2;
+        return;
+    }
+    if (c->think != 1) return;
+    c->think_toks += n_tokens;
+    /* the close marker, maybe across the previous piece's end */
+    char buf[sizeof c->tail * 2];
+    for (size_t at = skip; at < len;) {
+        size_t k = len - at < sizeof c->tail ? len - at : sizeof c->tail;
+        memcpy(buf, c->tail, c->tail_len);
+        memcpy(buf + c->tail_len, text + at, k);
+        size_t n = c->tail_len + k;
+        if (memmem(buf, n, close, cl)) {
+            c->think = 2;
+            return;
+        }
+        size_t keep = n < cl ? n : cl;
+        memcpy(c->tail, buf + n - keep, keep);
+        c->tail_len = keep;
+        at += k;
+    }
+}
+
 srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -46,6 +126,11 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
         return NULL;
     }
     j->parse.tools_json = j->tools_json;
+    j->budget = r->chat ? r->reasoning_budget : -1;
+    if (j->budget >= 0 && !budget_setup(j, r)) {
+        srv_job_free(j);
+        return NULL;
+    }
     j->created = (int64_t)time(NULL);
     j->fd = fd;
     unsigned char rnd[12];
@@ -60,8 +145,24 @@ rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err) {
         rw_gen_params gp = r->gp;
         gp.sampling.seed += (uint64_t)i; /* choice i: its own draws */
         srv_choice *c = &j->choice[i];
-        rw_status st = rw_engine_submit(j->srv->engine, r->prompt, r->n_prompt, &gp, srv_job_on_event, c,
-                                        &c->engine_id, err);
+        const int32_t *prompt = r->prompt;
+        int64_t n_prompt = r->n_prompt;
+        int32_t *closed = NULL;
+        if (j->budget == 0 && c->think == 1) { /* no thinking at all: the block is closed before the first token */
+            closed = malloc((size_t)(r->n_prompt + (int64_t)j->n_close) * sizeof *closed);
+            if (!closed) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+            memcpy(closed, r->prompt, (size_t)r->n_prompt * sizeof *closed);
+            memcpy(closed + r->n_prompt, j->close_ids, j->n_close * sizeof *closed);
+            prompt = closed;
+            n_prompt += (int64_t)j->n_close;
+            put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
+            c->think = 2;
+            c->done_toks = c->prompt_extra = (int64_t)c->n_toks;
+            gp.max_tokens -= c->done_toks;
+            if (gp.max_tokens < 1) gp.max_tokens = 1;
+        }
+        rw_status st = rw_engine_submit(j->srv->engine, prompt, n_prompt, &gp, srv_job_on_event, c, &c->engine_id, err);
+        free(closed);
         if (st) return st; /* srv_job_free cancels the ones already in */
         c->submitted = true;
     }
@@ -83,27 +184,35 @@ void srv_job_free(srv_job *j) {
     }
     if (j->api_free) j->api_free(j->api_state);
     free(j->tools_json);
+    free(j->prompt);
+    for (int i = 0; j->stop && i < j->gp.n_stop; i++) free(j->stop[i]);
+    free(j->stop);
+    free(j->bias);
+    free(j->close_ids);
+    free(j->close_text);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j->out);
     free(j);
 }
 
-rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, rw_chat_output **out, rw_error *err) {
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+                             rw_error *err) {
     rw_chat_output_opts o = j->parse;
     o.id_prefix = id_prefix;
+    o.stream_args = stream;
     if (getrandom(&o.id_seed, sizeof o.id_seed, 0) != (ssize_t)sizeof o.id_seed) o.id_seed = (uint64_t)time(NULL);
     return rw_chat_output_new(&o, out, err);
 }
 
-void srv_job_on_event(void *user, const rw_gen_event *ev) {
-    srv_choice *c = user;
-    srv_job *j = c->job;
-    pthread_mutex_lock(&j->mu);
-    if (ev->text_len) {
-        if (c->text_len + ev->text_len + 1 > c->text_cap) {
+/* Appends text and tokens (with logprobs, or zeros when lp is NULL) to a
+ * choice, under j->mu. */
+static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
+                const float *lp, const rw_token_logprob *top, int n_top) {
+    if (text_len) {
+        if (c->text_len + text_len + 1 > c->text_cap) {
             size_t cap = c->text_cap ? c->text_cap : 256;
-            while (cap < c->text_len + ev->text_len + 1) cap *= 2;
+            while (cap < c->text_len + text_len + 1) cap *= 2;
             char *p = realloc(c->text, cap);
             if (p) {
                 c->text = p;
@@ -111,15 +220,15 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
             } else c->oom = true;
         }
         if (!c->oom) {
-            memcpy(c->text + c->text_len, ev->text, ev->text_len);
-            c->text_len += ev->text_len;
+            memcpy(c->text + c->text_len, text, text_len);
+            c->text_len += text_len;
             c->text[c->text_len] = 0;
         }
     }
-    if (ev->n_tokens) {
-        if (c->n_toks + (size_t)ev->n_tokens > c->toks_cap) {
+    if (n) {
+        if (c->n_toks + (size_t)n > c->toks_cap) {
             size_t cap = c->toks_cap ? c->toks_cap * 2 : 64;
-            while (cap < c->n_toks + (size_t)ev->n_tokens) cap *= 2;
+            while (cap < c->n_toks + (size_t)n) cap *= 2;
             int32_t *p = realloc(c->toks, cap * sizeof *p);
             if (p) c->toks = p;
             srv_tok_lp *q = j->logprobs ? realloc(c->lps, cap * sizeof *q) : NULL;
@@ -128,22 +237,38 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
             else c->oom = true;
         }
         if (!c->oom) {
-            for (int i = 0; i < ev->n_tokens; i++) {
-                c->toks[c->n_toks] = ev->tokens[i];
+            for (int i = 0; i < n; i++) {
+                c->toks[c->n_toks] = toks[i];
                 if (j->logprobs) {
                     srv_tok_lp *l = &c->lps[c->n_toks];
-                    l->lp = ev->logprobs ? ev->logprobs[i] : 0.0f;
-                    l->n_top = ev->logprobs ? ev->n_top : 0;
-                    if (l->n_top)
-                        memcpy(l->top, ev->top + (size_t)i * (size_t)ev->n_top, (size_t)l->n_top * sizeof *l->top);
+                    l->lp = lp ? lp[i] : 0.0f;
+                    l->n_top = lp ? n_top : 0;
+                    if (l->n_top) memcpy(l->top, top + (size_t)i * (size_t)n_top, (size_t)l->n_top * sizeof *l->top);
                 }
                 c->n_toks++;
             }
         }
     }
-    c->prompt_tokens = ev->prompt_tokens;
-    c->cached_tokens = ev->cached_tokens;
-    c->completion_tokens = ev->completion_tokens;
+}
+
+void srv_job_on_event(void *user, const rw_gen_event *ev) {
+    srv_choice *c = user;
+    srv_job *j = c->job;
+    pthread_mutex_lock(&j->mu);
+    if (c->over_budget) { /* being replaced by its continuation: what it makes now is not kept */
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    put(j, c, ev->text, ev->text_len, ev->tokens, ev->n_tokens, ev->logprobs, ev->top, ev->n_top);
+    if (j->budget >= 0) {
+        track_think(j, c, ev->text, ev->text_len, ev->n_tokens);
+        if (c->think == 1 && c->think_toks >= j->budget && !ev->done) c->over_budget = true;
+    }
+    if (!c->prompt_tokens && ev->prompt_tokens) { /* a continuation keeps the first request's prompt counts */
+        c->prompt_tokens = ev->prompt_tokens - c->prompt_extra;
+        c->cached_tokens = ev->cached_tokens < c->prompt_tokens ? ev->cached_tokens : c->prompt_tokens;
+    }
+    c->completion_tokens = ev->completion_tokens + c->done_toks;
     if (ev->done) {
         c->done = true;
         c->finish = ev->finish;
@@ -151,6 +276,56 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
     }
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
+}
+
+/* Replaces a choice's request that spent its thinking budget: cancels it,
+ * adds the close marker to its output and submits prompt + output + close,
+ * with what is left of max_tokens (connection thread). */
+static void continue_choice(srv_job *j, srv_choice *c) {
+    if (c->submitted) rw_engine_cancel(j->srv->engine, c->engine_id); /* no callback after this */
+    pthread_mutex_lock(&j->mu);
+    put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
+    c->think = 2;
+    c->over_budget = false;
+    c->done_toks = (int64_t)c->n_toks;
+    c->completion_tokens = c->done_toks;
+    int64_t n = j->n_prompt + (int64_t)c->n_toks;
+    int32_t *prompt = c->oom ? NULL : malloc((size_t)n * sizeof *prompt);
+    if (prompt) {
+        memcpy(prompt, j->prompt, (size_t)j->n_prompt * sizeof *prompt);
+        memcpy(prompt + j->n_prompt, c->toks, c->n_toks * sizeof *prompt);
+    }
+    rw_gen_params gp = j->gp;
+    gp.max_tokens = j->gp.max_tokens - (int64_t)c->n_toks;
+    gp.sampling.seed += (uint64_t)c->index + 0x9e3779b97f4a7c15ull; /* the continuation's own draws */
+    pthread_mutex_unlock(&j->mu);
+    rw_error err = {0};
+    rw_status st = RW_OK;
+    if (!prompt) st = rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
+    else if (gp.max_tokens > 0)
+        st = rw_engine_submit(j->srv->engine, prompt, n, &gp, srv_job_on_event, c, &c->engine_id, &err);
+    free(prompt);
+    pthread_mutex_lock(&j->mu);
+    if (st || gp.max_tokens <= 0) { /* no room left (or it failed): the choice ends here */
+        c->done = true;
+        c->finish = st ? RW_FINISH_ERROR : RW_FINISH_LENGTH;
+        if (st) snprintf(c->error, sizeof c->error, "%s", err.msg);
+    }
+    c->submitted = !st && gp.max_tokens > 0;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Continues every choice over its budget (connection thread). */
+static void continue_over_budget(srv_job *j) {
+    if (j->budget < 0) return;
+    for (int i = 0; i < j->n; i++) {
+        srv_choice *c = &j->choice[i];
+        pthread_mutex_lock(&j->mu);
+        bool over = c->over_budget;
+        pthread_mutex_unlock(&j->mu);
+        if (over) continue_choice(j, c);
+    }
 }
 
 static void wait_a_little(srv_job *j) { /* under j->mu */
@@ -181,6 +356,7 @@ bool srv_job_wait(srv_job *j) {
         if (all_done(j)) break;
         pthread_mutex_unlock(&j->mu);
         if (give_up(j)) return false;
+        continue_over_budget(j);
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);
@@ -275,7 +451,7 @@ static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
  * writes the events as chunks; at the end, the held-back text too. */
 static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote) {
     rw_error err = {0};
-    if (!c->parser && srv_job_parser_new(j, NULL, &c->parser, &err)) return false;
+    if (!c->parser && srv_job_parser_new(j, NULL, true, &c->parser, &err)) return false;
     stream_ctx x = {.j = j, .c = c, .t = t};
     rw_status st = RW_OK;
     if (t->text_len) st = rw_chat_output_feed(c->parser, t->text, t->text_len, on_stream_event, &x, &err);
@@ -359,6 +535,7 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         j->out_len = j->out_pos = 0;
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+        continue_over_budget(j);
         if (j->api_fill ? j->api_fill(j) : fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */

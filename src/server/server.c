@@ -21,7 +21,7 @@
 #include "server/api_int.h"
 
 enum {
-    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PROPS,
     R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
 };
 
@@ -33,7 +33,7 @@ static const struct {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
-    {"/detokenize", "POST", R_DETOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
     {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
     {"/v1/responses", "POST", R_RESPONSES},
 };
@@ -249,6 +249,26 @@ static enum MHD_Result tokenize(rw_server *s, struct MHD_Connection *c, const sr
     return send_owned(s, c, 200, txt, "application/json", NULL);
 }
 
+/* GET /props: what UIs read from llama-server's (context size, template,
+ * modalities), plus the chat output settings. */
+static char *props_json(rw_server *s) {
+    const rw_engine_config *ec = rw_engine_get_config(s->engine);
+    size_t n = 0;
+    const char *src = rw_chat_template_source(s->tmpl, &n);
+    json_t *o = json_pack("{s:{s:I,s:{}},s:i,s:s,s:s%,s:{s:b,s:b},s:s?,s:s?,s:s,s:s,s:{s:b,s:b,s:b,s:b,s:b}}",
+                          "default_generation_settings", "n_ctx", (json_int_t)ec->n_ctx, "params", "total_slots",
+                          ec->max_running, "model_alias", s->model_id, "chat_template", src, n, "modalities", "vision",
+                          0, "audio", 0, "bos_token", s->bos, "eos_token", s->eos, "tool_format",
+                          rw_tool_format_name(s->tool_fmt), "reasoning_format",
+                          s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
+                          "supports_system_role", s->caps.system_role, "supports_tool_calls", s->caps.tool_calls,
+                          "supports_parallel_tool_calls", s->caps.parallel_calls, "supports_tool_responses",
+                          s->caps.tool_results, "supports_thinking", s->caps.has_think);
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return txt;
+}
+
 static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
     switch (cc->route) {
     case R_HEALTH: return send_owned(s, c, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
@@ -270,6 +290,7 @@ static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_
         json_decref(m);
         return send_owned(s, c, 200, txt, "application/json", NULL);
     }
+    case R_PROPS: return send_owned(s, c, 200, props_json(s), "application/json", NULL);
     case R_COMPLETIONS: return generate(s, c, false, cc);
     case R_CHAT: return generate(s, c, true, cc);
     case R_MESSAGES: return send_reply(s, c, rw_server__messages(s, cc->body, cc->len, conn_fd(c)));

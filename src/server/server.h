@@ -1,7 +1,8 @@
 /* server.h - the OpenAI-compatible HTTP server (libmicrohttpd, jansson).
  *
  * Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
- * GET /health, GET /metrics (Prometheus text). Errors are OpenAI-style JSON
+ * GET /health, GET /metrics (Prometheus text), GET /props (llama-server's
+ * model info for UIs: context size, chat template, modalities). Errors are OpenAI-style JSON
  * bodies {"error": {"message", "type", "param", "code"}} with 400 (invalid
  * JSON, wrong types, unknown fields, prompt beyond the context), 401 (missing
  * or wrong bearer token when an API key is set; /health is open), 404

@@ -117,6 +117,16 @@ typedef struct {
     bool finish_sent;  /* stream: its finish chunk is out */
     rw_chat_output *parser; /* chat stream: this choice's output parser (owned) */
     int n_calls;            /* chat: tool calls parsed */
+    /* thinking budget (job->budget >= 0), under job->mu: where the output
+     * is relative to the think block, tokens spent in it, the bytes that may
+     * begin a marker across events */
+    int think;              /* 0 not known yet, 1 in the block, 2 past it (or none) */
+    int64_t think_toks;
+    char head[40], tail[40];
+    size_t head_len, tail_len;
+    bool over_budget;       /* the engine request is to be replaced by its continuation */
+    int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
+    int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
 } srv_choice;
 
 /* A generation request in flight: n choices. Owned by the connection thread
@@ -145,11 +155,28 @@ typedef struct srv_job {
      * tools_json an owned copy) */
     rw_chat_output_opts parse;
     char *tools_json;
+    /* the thinking budget: after `budget` tokens in the think block the
+     * request is cancelled and continued with the block closed (the prompt +
+     * what it generated + the close marker; the prefix cache serves it), so
+     * the answer follows. budget < 0: none. */
+    long budget;
+    int32_t *prompt;    /* copies for the continuation (owned) */
+    int64_t n_prompt;
+    rw_gen_params gp;   /* stop strings and bias owned copies, no marks */
+    char **stop;
+    rw_logit_bias *bias;
+    int32_t *close_ids; /* "\n" + close marker + "\n\n" tokenized */
+    size_t n_close;
+    char *close_text;
+    size_t close_len;
 } srv_job;
 
-/* A new output parser for choice `index` of job j, with ids made of
- * id_prefix (NULL: "call_") and fresh randomness. The caller frees it. */
-rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, rw_chat_output **out, rw_error *err);
+/* A new output parser for one of job j's choices, with ids made of
+ * id_prefix (NULL: "call_") and fresh randomness; stream: arguments of
+ * calls streamed as they come (output.h's stream_args), for a streaming
+ * response. The caller frees it. */
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+                             rw_error *err);
 
 srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "chat/output.h"
 #include "harness.h"
 
@@ -25,6 +27,7 @@ typedef struct {
     int n_calls;
     char names[8][64], ids[8][64], args[8][2048];
     int open_call; /* -1 none */
+    int n_args_events;
     bool bad;      /* an event out of order, or markup in content */
 } result;
 
@@ -53,6 +56,7 @@ static rw_status on_ev(void *user, const rw_chat_event *ev) {
         }
         break;
     case RW_CHAT_EV_CALL_ARGS:
+        r->n_args_events++;
         if (r->open_call != ev->index) r->bad = true;
         else {
             size_t l = strlen(r->args[ev->index]);
@@ -90,6 +94,20 @@ static bool same(const result *a, const result *b) {
     for (int i = 0; i < a->n_calls; i++)
         if (strcmp(a->names[i], b->names[i]) || strcmp(a->args[i], b->args[i]) || strcmp(a->ids[i], b->ids[i]))
             return false;
+    return true;
+}
+
+/* The same, with arguments compared as JSON values (streamed JSON keeps the
+ * model's own spelling of numbers and escapes). */
+static bool same_json(const result *a, const result *b) {
+    if (strcmp(a->content, b->content) || strcmp(a->reasoning, b->reasoning) || a->n_calls != b->n_calls) return false;
+    for (int i = 0; i < a->n_calls; i++) {
+        json_t *x = json_loads(a->args[i], 0, NULL), *y = json_loads(b->args[i], 0, NULL);
+        bool eq = x && y && json_equal(x, y);
+        json_decref(x);
+        json_decref(y);
+        if (strcmp(a->names[i], b->names[i]) || !eq || strcmp(a->ids[i], b->ids[i])) return false;
+    }
     return true;
 }
 
@@ -139,6 +157,14 @@ static void expect(rw_chat_output_opts o, const char *text, const char *content,
                    const char *const *calls, bool markup_free) {
     result r;
     parse_all_ways(&o, text, &r);
+    if (markup_free) { /* well-formed: streaming the arguments gives the same texts */
+        rw_chat_output_opts so = o;
+        so.stream_args = true;
+        result sr;
+        parse_all_ways(&so, text, &sr);
+        CHECK_MSG(same_json(&r, &sr), "stream_args differs for %s: content [%s], args [%s] vs [%s]", text, sr.content,
+                  sr.args[0], r.args[0]);
+    }
     CHECK_MSG(!strcmp(r.content, content), "content [%s], want [%s] (text %s)", r.content, content, text);
     CHECK_MSG(!strcmp(r.reasoning, reasoning), "reasoning [%s], want [%s]", r.reasoning, reasoning);
     CHECK_MSG(r.n_calls == n, "%d calls, want %d (text %s)", r.n_calls, n, text);
@@ -311,6 +337,70 @@ static void test_reasoning(void) {
     expect(m, "<|begin_of_thought|>r<|end_of_thought|>c", "c", "r", 0, NULL, true);
 }
 
+/* stream_args: a Qwen XML call's begin and each parameter go out as they
+ * close, before the call ends; a call that breaks keeps what it had. */
+static void test_stream_args(void) {
+    rw_chat_output_opts o = opts(RW_TOOL_FMT_QWEN_XML);
+    o.stream_args = true;
+    const char *head = "Let me see.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                       "<parameter=days>\n";
+    const char *rest = "3\n</parameter>\n</function>\n</tool_call>";
+    result r;
+    memset(&r, 0, sizeof r);
+    r.open_call = -1;
+    rw_chat_output *p;
+    rw_error err = {0};
+    CHECK(!rw_chat_output_new(&o, &p, &err));
+    CHECK(!rw_chat_output_feed(p, head, strlen(head), on_ev, &r, &err));
+    CHECK(r.n_calls == 1 && r.open_call == 0 && !strcmp(r.names[0], "get_weather"));
+    CHECK_MSG(!strcmp(r.args[0], "{\"city\":\"Paris\""), "args so far [%s]", r.args[0]);
+    CHECK(!strcmp(r.content, "Let me see."));
+    CHECK(!rw_chat_output_feed(p, rest, strlen(rest), on_ev, &r, &err));
+    CHECK(!rw_chat_output_finish(p, on_ev, &r, &err));
+    CHECK(r.open_call == -1 && !strcmp(r.args[0], "{\"city\":\"Paris\",\"days\":3}") && r.n_args_events == 3);
+    rw_chat_output_free(p);
+    /* cut off inside a parameter: the call keeps the parameters it had, the rest is text */
+    result w;
+    const char *cut = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=da";
+    parse_all_ways(&o, cut, &w);
+    CHECK(w.n_calls == 1 && !strcmp(w.args[0], "{\"city\":\"Paris\"}"));
+    CHECK_MSG(!strcmp(w.content, "\n<parameter=da"), "content [%s]", w.content);
+    /* broken before the begin: the whole text, as without stream_args */
+    const char *bad = "<tool_call>\n<function=>\n</function>\n</tool_call> ok";
+    parse_all_ways(&o, bad, &w);
+    CHECK(w.n_calls == 0 && !strcmp(w.content, bad));
+    /* Hermes JSON: the begin at the name, the arguments as they come (compact) */
+    rw_chat_output_opts h = opts(RW_TOOL_FMT_HERMES);
+    h.stream_args = true;
+    memset(&r, 0, sizeof r);
+    r.open_call = -1;
+    CHECK(!rw_chat_output_new(&h, &p, &err));
+    const char *jh = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
+    CHECK(!rw_chat_output_feed(p, jh, strlen(jh), on_ev, &r, &err));
+    CHECK(r.n_calls == 1 && r.open_call == 0 && !strcmp(r.names[0], "get_weather"));
+    CHECK_MSG(!strcmp(r.args[0], "{\"city\":\"Par"), "args so far [%s]", r.args[0]);
+    const char *jt = "is\", \"days\": 3}}\n</tool_call>";
+    CHECK(!rw_chat_output_feed(p, jt, strlen(jt), on_ev, &r, &err));
+    CHECK(!rw_chat_output_finish(p, on_ev, &r, &err));
+    CHECK(r.open_call == -1 && !strcmp(r.args[0], "{\"city\":\"Paris\",\"days\":3}") && !r.content[0]);
+    rw_chat_output_free(p);
+    /* broken inside: closed where it was sure, the rest is text */
+    parse_all_ways(&h, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"x\", \"n\": tru}}</tool_call>", &w);
+    CHECK_MSG(w.n_calls == 1 && !strcmp(w.args[0], "{\"q\":\"x\"}"), "args [%s]", w.args[0]);
+    CHECK_MSG(!strcmp(w.content, ", \"n\": tru}}</tool_call>"), "content [%s]", w.content);
+    /* cut off inside a string: the string is closed */
+    parse_all_ways(&h, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"a long te", &w);
+    CHECK_MSG(w.n_calls == 1 && !strcmp(w.args[0], "{\"q\":\"a long te\"}"), "args [%s]", w.args[0]);
+    /* arguments before the name: judged whole */
+    parse_all_ways(&h, "<tool_call>{\"arguments\": {\"q\": 1}, \"name\": \"search\"}</tool_call>", &w);
+    CHECK(w.n_calls == 1 && !strcmp(w.args[0], "{\"q\":1}") && !w.content[0]);
+    /* two functions in one <tool_call> */
+    const char *two = "<tool_call>\n<function=search>\n<parameter=q>\nx\n</parameter>\n</function>\n<function=search>\n"
+                      "</function>\n</tool_call>";
+    parse_all_ways(&o, two, &w);
+    CHECK(w.n_calls == 2 && !strcmp(w.args[0], "{\"q\":\"x\"}") && !strcmp(w.args[1], "{}") && !w.content[0]);
+}
+
 static rw_status stop_at_call(void *user, const rw_chat_event *ev) {
     (void)user;
     return ev->kind == RW_CHAT_EV_CALL_BEGIN ? RW_ERR_CANCELLED : RW_OK;
@@ -351,6 +441,7 @@ int main(void) {
     test_granite();
     test_generic_and_none();
     test_reasoning();
+    test_stream_args();
     test_misc();
     return rw_test_done();
 }

@@ -1,0 +1,430 @@
+/* test_schema.c - JSON schema -> grammar: for every schema in
+ * tests/grammar/schemas/, random walks through the grammar over Qwen3's
+ * vocabulary (several seeds) give text that a JSON-Schema checker of our own
+ * (below, written from the spec's keyword definitions) accepts; schemas we
+ * do not support fail with a message naming the place.
+ *
+ * The checker is also a command for the shell tests:
+ *   test_schema --validate SCHEMA.json OUTPUT   exit 0 valid, 1 not (why on stderr) */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
+#include <math.h>
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dirent.h>
+
+#include "gguf/gguf.h"
+#include "grammar/grammar.h"
+#include "harness.h"
+#include "tokenizer/tokenizer.h"
+
+/* ---- the checker (JSON Schema 2020-12, the keywords the compiler handles) ---- */
+
+static char why[512];
+
+static bool fail_at(const char *path, const char *what) {
+    snprintf(why, sizeof why, "%s: %s", *path ? path : "/", what);
+    return false;
+}
+
+static bool regex_search(const char *pat, const char *s, size_t n) {
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+    if (!re) return false;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    return rc >= 0;
+}
+
+static size_t utf8_len(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+/* JSON equality as the spec has it: numbers by value */
+static bool jeq(json_t *a, json_t *b) {
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    if (json_typeof(a) != json_typeof(b)) return false;
+    if (json_is_array(a)) {
+        if (json_array_size(a) != json_array_size(b)) return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!jeq(json_array_get(a, i), json_array_get(b, i))) return false;
+        return true;
+    }
+    if (json_is_object(a)) {
+        if (json_object_size(a) != json_object_size(b)) return false;
+        const char *k;
+        json_t *v;
+        json_object_foreach(a, k, v) {
+            json_t *w = json_object_get(b, k);
+            if (!w || !jeq(v, w)) return false;
+        }
+        return true;
+    }
+    return json_equal(a, b);
+}
+
+static bool is_type(json_t *v, const char *t) {
+    if (!strcmp(t, "object")) return json_is_object(v);
+    if (!strcmp(t, "array")) return json_is_array(v);
+    if (!strcmp(t, "string")) return json_is_string(v);
+    if (!strcmp(t, "number")) return json_is_number(v);
+    if (!strcmp(t, "integer"))
+        return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
+    if (!strcmp(t, "boolean")) return json_is_boolean(v);
+    if (!strcmp(t, "null")) return json_is_null(v);
+    return false;
+}
+
+static json_t *resolve(json_t *root, const char *ref) {
+    if (ref[0] != '#') return NULL;
+    json_t *cur = root;
+    const char *p = ref + 1;
+    while (*p == '/' && cur) {
+        p++;
+        char tok[256];
+        size_t k = 0;
+        while (*p && *p != '/' && k + 1 < sizeof tok) {
+            if (p[0] == '~' && p[1] == '0') tok[k++] = '~', p += 2;
+            else if (p[0] == '~' && p[1] == '1') tok[k++] = '/', p += 2;
+            else tok[k++] = *p++;
+        }
+        tok[k] = 0;
+        cur = json_is_object(cur) ? json_object_get(cur, tok) : json_array_get(cur, (size_t)atol(tok));
+    }
+    return cur;
+}
+
+static bool valid(json_t *v, json_t *s, json_t *root, const char *path);
+
+static bool valid_format(const char *f, const char *s, size_t n) {
+    static const char *const rx[][2] = {
+        {"date", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"},
+        {"time", "^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
+        {"date-time", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+                      "(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
+        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"}};
+    for (size_t i = 0; i < sizeof rx / sizeof *rx; i++)
+        if (!strcmp(f, rx[i][0])) return regex_search(rx[i][1], s, n);
+    return true; /* other formats: annotations */
+}
+
+static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
+    if (json_is_true(s)) return true;
+    if (json_is_false(s)) return fail_at(path, "schema false");
+    json_t *k;
+    char sub[600];
+    if ((k = json_object_get(s, "$ref"))) {
+        json_t *t = resolve(root, json_string_value(k));
+        if (!t) return fail_at(path, "bad $ref");
+        if (!valid(v, t, root, path)) return false;
+    }
+    if ((k = json_object_get(s, "type"))) {
+        bool ok = false;
+        if (json_is_string(k)) ok = is_type(v, json_string_value(k));
+        else
+            for (size_t i = 0; i < json_array_size(k); i++) ok |= is_type(v, json_string_value(json_array_get(k, i)));
+        if (!ok) return fail_at(path, "wrong type");
+    }
+    if ((k = json_object_get(s, "const")) && !jeq(v, k)) return fail_at(path, "not the const");
+    if ((k = json_object_get(s, "enum"))) {
+        bool ok = false;
+        for (size_t i = 0; i < json_array_size(k); i++) ok |= jeq(v, json_array_get(k, i));
+        if (!ok) return fail_at(path, "not in the enum");
+    }
+    if ((k = json_object_get(s, "anyOf"))) {
+        bool ok = false;
+        for (size_t i = 0; i < json_array_size(k) && !ok; i++) ok = valid(v, json_array_get(k, i), root, path);
+        if (!ok) return fail_at(path, "matches no anyOf branch");
+    }
+    if ((k = json_object_get(s, "oneOf"))) {
+        int n = 0;
+        for (size_t i = 0; i < json_array_size(k); i++) n += valid(v, json_array_get(k, i), root, path);
+        if (n != 1) return fail_at(path, n ? "matches several oneOf branches" : "matches no oneOf branch");
+    }
+    if ((k = json_object_get(s, "allOf")))
+        for (size_t i = 0; i < json_array_size(k); i++)
+            if (!valid(v, json_array_get(k, i), root, path)) return false;
+    if (json_is_number(v)) {
+        double x = json_number_value(v);
+        json_t *b;
+        if ((b = json_object_get(s, "minimum")) && x < json_number_value(b)) return fail_at(path, "below minimum");
+        if ((b = json_object_get(s, "maximum")) && x > json_number_value(b)) return fail_at(path, "above maximum");
+        if ((b = json_object_get(s, "exclusiveMinimum")) && json_is_number(b) && x <= json_number_value(b))
+            return fail_at(path, "not above exclusiveMinimum");
+        if ((b = json_object_get(s, "exclusiveMaximum")) && json_is_number(b) && x >= json_number_value(b))
+            return fail_at(path, "not below exclusiveMaximum");
+    }
+    if (json_is_string(v)) {
+        const char *str = json_string_value(v);
+        size_t n = json_string_length(v), cps = utf8_len(str, n);
+        json_t *b;
+        if ((b = json_object_get(s, "minLength")) && cps < (size_t)json_integer_value(b)) return fail_at(path, "too short");
+        if ((b = json_object_get(s, "maxLength")) && cps > (size_t)json_integer_value(b)) return fail_at(path, "too long");
+        if ((b = json_object_get(s, "pattern")) && !regex_search(json_string_value(b), str, n))
+            return fail_at(path, "does not match the pattern");
+        if ((b = json_object_get(s, "format")) && !valid_format(json_string_value(b), str, n))
+            return fail_at(path, "wrong format");
+    }
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v), np = 0;
+        json_t *b;
+        if ((b = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(b)) return fail_at(path, "too few items");
+        if ((b = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(b)) return fail_at(path, "too many items");
+        if ((b = json_object_get(s, "prefixItems"))) {
+            np = json_array_size(b);
+            for (size_t i = 0; i < np && i < n; i++) {
+                snprintf(sub, sizeof sub, "%s/%zu", path, i);
+                if (!valid(json_array_get(v, i), json_array_get(b, i), root, sub)) return false;
+            }
+        }
+        if ((b = json_object_get(s, "items")))
+            for (size_t i = np; i < n; i++) {
+                snprintf(sub, sizeof sub, "%s/%zu", path, i);
+                if (!valid(json_array_get(v, i), b, root, sub)) return false;
+            }
+    }
+    if (json_is_object(v)) {
+        json_t *props = json_object_get(s, "properties"), *addl = json_object_get(s, "additionalProperties");
+        json_t *req = json_object_get(s, "required");
+        for (size_t i = 0; i < json_array_size(req); i++)
+            if (!json_object_get(v, json_string_value(json_array_get(req, i)))) return fail_at(path, "missing required");
+        const char *key;
+        json_t *val;
+        json_object_foreach(v, key, val) {
+            snprintf(sub, sizeof sub, "%s/%s", path, key);
+            json_t *ps = props ? json_object_get(props, key) : NULL;
+            if (ps) {
+                if (!valid(val, ps, root, sub)) return false;
+            } else if (addl && !valid(val, addl, root, sub)) return false;
+        }
+    }
+    return true;
+}
+
+/* 1 valid, 0 not (why says why), -1 not JSON */
+static int check_text(const char *schema_text, const char *out, size_t n) {
+    json_error_t e;
+    json_t *s = json_loads(schema_text, JSON_DECODE_ANY, &e);
+    /* duplicate keys: the last wins, as JSON.parse and most parsers do (two
+     * additionalProperties keys may be the same string: a grammar cannot
+     * rule that out) */
+    json_t *v = json_loadb(out, n, JSON_DECODE_ANY, &e);
+    int r;
+    if (!v) {
+        snprintf(why, sizeof why, "not JSON: %s", e.text);
+        r = -1;
+    } else r = valid(v, s, s, "");
+    json_decref(s);
+    json_decref(v);
+    return r;
+}
+
+/* ---- random walks ---- */
+
+typedef struct {
+    char **piece;
+    size_t *len;
+    int32_t n;
+} pieces;
+
+/* A walk that tends to close things: with probability 1/3 the first allowed
+ * of '"', '}', ']' (single-byte tokens), else a uniformly random allowed token. */
+static char *walk(rw_grammar *g, const rw_grammar_vocab *v, const pieces *pc, uint64_t seed, int max_tok,
+                  bool *ended, size_t *out_len, int32_t closers[3]) {
+    rw_grammar_matcher *m = NULL;
+    CHECK(rw_grammar_matcher_new(g, v, &m, NULL) == RW_OK);
+    uint32_t *mask = calloc(rw_grammar_mask_words(pc->n), sizeof *mask);
+    int32_t *allowed = malloc((size_t)pc->n * sizeof *allowed);
+    size_t cap = 4096, len = 0;
+    char *out = malloc(cap);
+    *ended = false;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
+    for (int step = 0; step < max_tok; step++) {
+        rw_grammar_matcher_fill_mask(m, mask, NULL);
+        int na = 0;
+        for (int32_t w = 0; w < (pc->n + 31) / 32; w++)
+            for (uint32_t bits = mask[w]; bits; bits &= bits - 1) allowed[na++] = w * 32 + __builtin_ctz(bits);
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        if (rw_grammar_matcher_can_end(m) && (na == 0 || x % 2 == 0)) {
+            *ended = true;
+            break;
+        }
+        if (na == 0) {
+            CHECK_MSG(na > 0, "dead end at step %d", step);
+            break;
+        }
+        int32_t t = -1;
+        if (x % 3 == 1)
+            for (int i = 0; i < 3 && t < 0; i++)
+                if ((mask[closers[i] >> 5] >> (closers[i] & 31)) & 1) t = closers[i];
+        if (t < 0) t = allowed[(x >> 11) % (uint64_t)na];
+        CHECK(rw_grammar_matcher_accept(m, t, NULL));
+        if (len + pc->len[t] + 1 > cap) out = realloc(out, cap = 2 * (cap + pc->len[t]));
+        memcpy(out + len, pc->piece[t], pc->len[t]);
+        len += pc->len[t];
+    }
+    out[len] = 0;
+    *out_len = len;
+    free(mask);
+    free(allowed);
+    rw_grammar_matcher_free(m);
+    return out;
+}
+
+static void expect_schema_error(const char *schema, const char *needle) {
+    rw_grammar *g = NULL;
+    rw_error err = {0};
+    rw_status st = rw_grammar_compile_schema(schema, strlen(schema), &g, &err);
+    CHECK_MSG(st != RW_OK, "compiled: %s", schema);
+    CHECK_MSG(strstr(err.msg, needle) != NULL, "'%s' -> '%s' (wanted '%s')", schema, err.msg, needle);
+    rw_grammar_free(g);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--validate")) {
+        size_t ns = 0, no = 0;
+        char *s = rw_test_read_file(argv[2], &ns), *o = rw_test_read_file(argv[3], &no);
+        if (!s || !o) {
+            fprintf(stderr, "cannot read %s or %s\n", argv[2], argv[3]);
+            return 2;
+        }
+        int r = check_text(s, o, no);
+        if (r != 1) fprintf(stderr, "%s: invalid: %s\n", argv[3], why);
+        free(s);
+        free(o);
+        return r == 1 ? 0 : 1;
+    }
+
+    /* the checker itself catches what it should */
+    CHECK(check_text("{\"type\":\"integer\",\"minimum\":3}", "2", 1) == 0);
+    CHECK(check_text("{\"type\":\"string\",\"pattern\":\"^a+$\"}", "\"aab\"", 5) == 0);
+    CHECK(check_text("{\"type\":\"object\",\"required\":[\"x\"]}", "{}", 2) == 0);
+    CHECK(check_text("{\"properties\":{\"a\":{\"type\":\"integer\"}}}", "{\"a\":1,\"a\":2.5}", 15) == 0);
+    CHECK(check_text("{}", "{\"a\":1,}", 8) == -1);
+    CHECK(check_text("{\"type\":\"string\",\"format\":\"date\"}", "\"2024-13-01\"", 12) == 0);
+    CHECK(check_text("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "1", 1) == 0);
+
+    /* errors name the place */
+    expect_schema_error("{\"type\":\"string\",\"pattern\":\"^(?=a)b$\"}", "schema at /: pattern: lookarounds");
+    expect_schema_error("{\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":true}}}",
+                        "schema at /properties/a: uniqueItems is not supported");
+    expect_schema_error("{\"not\":{}}", "not is not supported");
+    expect_schema_error("{\"type\":\"number\",\"minimum\":0.5}", "minimum on a number is not supported");
+    expect_schema_error("{\"$ref\":\"http://x/y.json\"}", "only local references");
+    expect_schema_error("{\"$ref\":\"#/$defs/nope\"}", "points at nothing");
+    expect_schema_error("{\"type\":\"strin\"}", "unknown type 'strin'");
+    expect_schema_error("{\"type\":\"object\"", "schema: not JSON");
+    expect_schema_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies between");
+    expect_schema_error("{\"type\":\"string\",\"pattern\":\"a\\\\1\"}", "the escape \\1 is not supported");
+    expect_schema_error("false", "the schema false matches nothing");
+    {
+        char *gb = NULL;
+        rw_error err = {0};
+        CHECK(rw_grammar_schema_to_gbnf("{}", 2, &(rw_schema_opts){.name = "bad_name"}, &gb, &err) != RW_OK);
+        CHECK(strstr(err.msg, "must be [a-zA-Z0-9-]+") != NULL);
+        /* composing: the schema's rules under a prefix inside a larger grammar */
+        const char *args = "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}},"
+                           "\"required\":[\"x\"],\"additionalProperties\":false}";
+        CHECK(rw_grammar_schema_to_gbnf(args, strlen(args), &(rw_schema_opts){.name = "args", .max_ws = -1}, &gb,
+                                        &err) == RW_OK);
+        char text[4096];
+        snprintf(text, sizeof text, "root ::= \"<tool_call>{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" args \"}\"\n%s",
+                 gb ? gb : "");
+        free(gb);
+        rw_grammar *g = NULL;
+        CHECK_MSG(rw_grammar_compile(text, strlen(text), NULL, &g, &err) == RW_OK, "%s", err.msg);
+        rw_grammar_matcher *m = NULL;
+        const char *call = "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\":-12}}";
+        if (g && rw_grammar_matcher_new(g, NULL, &m, NULL) == RW_OK) {
+            CHECK(rw_grammar_matcher_accept_bytes(m, call, strlen(call), NULL) && rw_grammar_matcher_must_end(m));
+            rw_grammar_matcher_rewind(m, 0);
+            CHECK(!rw_grammar_matcher_accept_bytes(m, "<tool_call>{\"name\": \"g\"", 25, NULL));
+        }
+        rw_grammar_matcher_free(m);
+        rw_grammar_free(g);
+    }
+
+    const char *fx = rw_test_fixtures();
+    if (!fx) rw_test_skip("no fixtures (the walks use Qwen3's vocabulary)");
+    rw_gguf *gg = NULL;
+    rw_tokenizer *tok = NULL;
+    rw_grammar_vocab *qv = NULL;
+    rw_error err = {0};
+    if (rw_gguf_open(rw_test_fixture_path("tokenizer/ggml-vocab-qwen3.gguf"), &gg, &err) ||
+        rw_tokenizer_load(gg, &tok, &err))
+        rw_test_skip("no qwen3 vocabulary");
+    CHECK(rw_grammar_vocab_from_tokenizer(tok, &qv, &err) == RW_OK);
+    pieces pc = {.n = rw_tokenizer_n_vocab(tok)};
+    pc.piece = calloc((size_t)pc.n, sizeof *pc.piece);
+    pc.len = calloc((size_t)pc.n, sizeof *pc.len);
+    for (int32_t i = 0; i < pc.n; i++) {
+        char buf[512];
+        size_t k = rw_tokenizer_is_control(tok, i) ? 0 : rw_token_to_piece(tok, i, false, buf, sizeof buf);
+        if (k > sizeof buf) k = 0;
+        pc.piece[i] = malloc(k + 1);
+        memcpy(pc.piece[i], buf, k);
+        pc.len[i] = k;
+    }
+    int32_t closers[3];
+    const char *cl[3] = {"\"", "}", "]"};
+    for (int i = 0; i < 3; i++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        rw_tokenize(tok, cl[i], 1, false, false, &ids, &n, NULL);
+        closers[i] = n == 1 ? ids[0] : 0;
+        free(ids);
+    }
+
+    DIR *d = opendir("tests/grammar/schemas");
+    if (!d) rw_test_skip("run from the repository root");
+    char *names[256];
+    int nn = 0;
+    for (struct dirent *e; (e = readdir(d)) && nn < 256;)
+        if (strstr(e->d_name, ".json")) names[nn++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, (size_t)nn, sizeof *names, cmp_str);
+    CHECK(nn >= 30);
+    int walks = 0, ended_walks = 0;
+    for (int i = 0; i < nn; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "tests/grammar/schemas/%s", names[i]);
+        size_t sn = 0;
+        char *schema = rw_test_read_file(path, &sn);
+        rw_grammar *g = NULL;
+        rw_status st = rw_grammar_compile_schema(schema, sn, &g, &err);
+        CHECK_MSG(st == RW_OK, "%s: %s", names[i], err.msg);
+        for (uint64_t seed = 1; !st && seed <= 8; seed++) {
+            bool ended;
+            size_t len;
+            char *out = walk(g, qv, &pc, seed * 7919 + (uint64_t)i, 400, &ended, &len, closers);
+            walks++;
+            if (ended) {
+                ended_walks++;
+                int r = check_text(schema, out, len);
+                CHECK_MSG(r == 1, "%s seed %d: %s\n  output: %s", names[i], (int)seed, why, out);
+            }
+            free(out);
+        }
+        rw_grammar_free(g);
+        free(schema);
+        free(names[i]);
+    }
+    fprintf(stderr, "%d schemas, %d walks, %d ended and checked\n", nn, walks, ended_walks);
+    CHECK(ended_walks * 10 >= walks * 8); /* the walks end: most of them do, or the test checks little */
+    for (int32_t i = 0; i < pc.n; i++) free(pc.piece[i]);
+    free(pc.piece);
+    free(pc.len);
+    rw_grammar_vocab_free(qv);
+    rw_tokenizer_free(tok);
+    rw_gguf_close(gg);
+    return rw_test_done();
+}
