@@ -6,7 +6,8 @@
  * content, a string or input_text / output_text parts), function_call
  * (an assistant turn's tool_calls, consecutive calls one turn),
  * function_call_output (a "tool" message), reasoning (the next assistant
- * turn's reasoning_content); tools {type: function, name, description,
+ * turn's reasoning_content), custom_tool_call and its output as a function
+ * call with arguments {"input": ...} (other item types are left out, logged); tools {type: function, name, description,
  * parameters} functions; max_output_tokens max_tokens; text.format
  * response_format; reasoning.effort reasoning_effort. With previous_response_id the stored conversation of
  * that response (its input items and output, not its instructions, as
@@ -51,7 +52,7 @@ static json_t *open_assistant(json_t *msgs) {
 
 /* One input item appended to msgs; *reasoning holds a reasoning item's text
  * until the assistant turn it belongs to. */
-static bool add_item(json_t *it, size_t idx, json_t *msgs, json_t **reasoning, srv_error *e) {
+static bool add_item(rw_server *s, json_t *it, size_t idx, json_t *msgs, json_t **reasoning, srv_error *e) {
     char param[48];
     snprintf(param, sizeof param, "input[%zu]", idx);
     if (!json_is_object(it)) return fail(e, param, "an input item must be an object");
@@ -71,14 +72,18 @@ static bool add_item(json_t *it, size_t idx, json_t *msgs, json_t **reasoning, s
         json_array_append_new(msgs, m);
         return true;
     }
-    if (!strcmp(type, "function_call")) {
+    const bool custom = !strcmp(type, "custom_tool_call");
+    if (!strcmp(type, "function_call") || custom) {
         json_t *id = json_object_get(it, "call_id"), *name = json_object_get(it, "name"),
-               *args = json_object_get(it, "arguments");
+               *args = json_object_get(it, custom ? "input" : "arguments");
         if (!json_is_string(id) || !json_is_string(name) || !json_is_string(args))
-            return fail(e, param, "a function_call item needs string call_id, name and arguments");
-        /* the arguments as an object, as templates read them (a string that is not JSON stays one) */
-        json_t *obj = json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
-        if (!json_is_object(obj)) {
+            return fail(e, param, custom ? "a custom_tool_call item needs string call_id, name and input"
+                                         : "a function_call item needs string call_id, name and arguments");
+        /* the arguments as an object, as templates read them (a string that is not JSON stays one); a
+         * custom (freeform) tool's input as {"input": ...} */
+        json_t *obj = custom ? NULL : json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
+        if (custom) obj = json_pack("{s:O}", "input", args);
+        else if (!json_is_object(obj)) {
             json_decref(obj);
             obj = json_incref(args);
         }
@@ -98,9 +103,9 @@ static bool add_item(json_t *it, size_t idx, json_t *msgs, json_t **reasoning, s
         json_array_append_new(calls, call);
         return true;
     }
-    if (!strcmp(type, "function_call_output")) {
+    if (!strcmp(type, "function_call_output") || !strcmp(type, "custom_tool_call_output")) {
         json_t *id = json_object_get(it, "call_id");
-        if (!json_is_string(id)) return fail(e, param, "a function_call_output item needs a string call_id");
+        if (!json_is_string(id)) return fail(e, param, "a tool output item needs a string call_id");
         json_t *t = rw_server__text_of(json_object_get(it, "output"), text_parts, param, e);
         if (!t) return false;
         json_array_append_new(msgs, json_pack("{s:s,s:O,s:o}", "role", "tool", "tool_call_id", id, "content", t));
@@ -115,13 +120,16 @@ static bool add_item(json_t *it, size_t idx, json_t *msgs, json_t **reasoning, s
         *reasoning = t;
         return true;
     }
-    srv_errorf(e, 400, "invalid_request_error", NULL, param,
-               "%s: items of type '%s' are not supported (message, function_call, function_call_output, reasoning)",
-               param, type);
-    return false;
+    /* web_search_call, local_shell_call, item_reference, ...: calls of tools we do not have (left out of the
+     * prompt as those tools are), or references to items we do not keep */
+    char key[96], msg[200];
+    snprintf(key, sizeof key, "responses item %.60s", type);
+    snprintf(msg, sizeof msg, "/v1/responses: ignoring input items of type \"%.60s\" (not supported)", type);
+    rw_server__log_once(s, key, msg);
+    return true;
 }
 
-static bool add_input(json_t *o, json_t *msgs, srv_error *e) {
+static bool add_input(rw_server *s, json_t *o, json_t *msgs, srv_error *e) {
     json_t *in = json_object_get(o, "input");
     if (json_is_string(in)) {
         json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", in));
@@ -131,7 +139,7 @@ static bool add_input(json_t *o, json_t *msgs, srv_error *e) {
     json_t *reasoning = NULL, *it;
     size_t i;
     bool ok = true;
-    json_array_foreach(in, i, it) if (ok) ok = add_item(it, i, msgs, &reasoning, e);
+    json_array_foreach(in, i, it) if (ok) ok = add_item(s, it, i, msgs, &reasoning, e);
     json_decref(reasoning); /* reasoning with no assistant turn after it has nowhere to go */
     return ok;
 }
@@ -510,7 +518,7 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int
         }
     } else msgs = json_array();
     json_t *chat = json_object();
-    bool ok = add_input(o, msgs, e) && add_tools(s, o, chat, e) && add_tool_choice(o, chat, e) && add_format(o, chat, e);
+    bool ok = add_input(s, o, msgs, e) && add_tools(s, o, chat, e) && add_tool_choice(o, chat, e) && add_format(o, chat, e);
     if (ok && json_array_size(msgs) == 0) ok = fail(e, "input", "'input' must not be empty");
     json_t *instr = json_object_get(o, "instructions");
     if (ok && instr && !json_is_null(instr) && !json_is_string(instr))

@@ -396,7 +396,7 @@ static void test_auth_and_errors(void) {
     }
     static const char *const bad_resp[] = {
         "{\"input\":42}",
-        "{\"input\":[{\"type\":\"input_image\"}]}",
+        "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\"}]}]}",
         "{\"input\":\"hi\",\"tools\":[{\"name\":\"f\"}]}",
         "{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}",
         "{\"input\":\"hi\",\"previous_response_id\":\"resp_nope\"}",
@@ -669,6 +669,21 @@ static void test_responses_tools(void) {
     const char *t = output_text(j);
     CHECK(t && !strcmp(t, ref.text));
     CHECK(!strcmp(str(j, "tools.1.name"), "get_weather")); /* the request's tools, echoed */
+    json_decref(j);
+
+    /* a custom (freeform) tool's call and output, and an item of a tool we do not have (left out) */
+    chat("[{\"role\":\"user\",\"content\":\"Patch it\"},{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{"
+         "\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"apply_patch\",\"arguments\":{\"input\":"
+         "\"*** Begin Patch\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_2\",\"content\":\"done\"}]",
+         "\"max_tokens\":1", &ref);
+    j = post("/v1/responses", XKEY,
+             "{\"input\":[{\"role\":\"user\",\"content\":\"Patch it\"},{\"type\":\"web_search_call\",\"id\":\"ws_1\","
+             "\"status\":\"completed\"},{\"type\":\"custom_tool_call\",\"call_id\":\"call_2\",\"name\":\"apply_patch\","
+             "\"input\":\"*** Begin Patch\"},{\"type\":\"custom_tool_call_output\",\"call_id\":\"call_2\",\"output\":"
+             "\"done\"}],\"max_output_tokens\":1}",
+             &status, NULL);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_INT(num(j, "usage.input_tokens"), ref.prompt);
     json_decref(j);
 }
 
