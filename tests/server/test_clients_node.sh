@@ -23,6 +23,9 @@ REWIND_URL="http://127.0.0.1:$port" REWIND_KEY=test-key timeout 120 node "$C/age
 rc=$?
 kill -TERM "$pid"
 wait "$pid"
+src=$?
+pid=
 [ $rc -eq 0 ] || fail "agent_apis.mjs exited $rc: $(cat "$d/out")"
+[ $src -eq 0 ] || fail "serve exited $src after SIGTERM (a leak under ASan?): $(tail -20 "$d/log")"
 grep -qx ok "$d/out" || fail "agent_apis.mjs: $(cat "$d/out")"
 echo "ok"
