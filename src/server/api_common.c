@@ -288,12 +288,14 @@ srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *pr
     rw_server__splice_prompt(s, r, prev, n_prev);
     srv_job *j = srv_job_new(s, r, fd);
     if (!j) {
+        srv_request_free(r);
         srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
         return NULL;
     }
     rw_error err = {0};
     if (srv_job_submit(j, r, &err)) {
         srv_job_free(j);
+        srv_request_free(r);
         switch (err.code) {
         case RW_ERR_CONTEXT:
             srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s", err.msg);
@@ -309,6 +311,7 @@ srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *pr
     if (r->stream) return j;
     if (!srv_job_wait(j)) { /* the client went away or the server stops: cancelled */
         srv_job_free(j);
+        srv_request_free(r);
         e->http = 0;
         return NULL;
     }
@@ -316,6 +319,7 @@ srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *pr
     if (fail) {
         srv_errorf(e, 500, "server_error", NULL, NULL, "%s", fail);
         srv_job_free(j);
+        srv_request_free(r);
         return NULL;
     }
     return j;

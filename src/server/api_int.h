@@ -153,9 +153,10 @@ void rw_server__new_id(char *buf, size_t cap, const char *prefix);
  * with *e filled when neither. */
 json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, srv_error *e);
 
-/* Runs a translated chat request for a route: parses, submits, and either
- * waits (non-streaming: *j done) or returns the job to stream. Fills *e and
- * returns NULL on failure (e->http 0: the client went away). */
+/* Runs a translated chat request for a route: parses into *r, submits, and
+ * either waits (non-streaming: *j done) or returns the job to stream; the
+ * caller frees *r then. Fills *e and returns NULL on failure, *r freed
+ * (e->http 0: the client went away). */
 srv_job *rw_server__run_chat(rw_server *s, json_t *chat, int fd, srv_request *r, srv_error *e);
 /* The same, the prompt continuing prev when it can (rw_server__splice_prompt). */
 srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, int fd,

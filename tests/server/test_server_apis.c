@@ -351,6 +351,36 @@ static void test_thinking_switch(void) {
     json_decref(j);
 }
 
+/* A streaming client that hangs up: its request is cancelled, its state
+ * freed (ASan), the server serves on. */
+static bool hang_up(void *user, const char *data, size_t n) {
+    (void)data;
+    (void)n;
+    return ++*(int *)user < 2;
+}
+
+static void test_hang_up(void) {
+    static const char *const reqs[][2] = {
+        {"/v1/messages", "{\"max_tokens\":400,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}"},
+        {"/v1/responses", "{\"max_output_tokens\":400,\"stream\":true,\"input\":\"Hi\"}"},
+        {"/v1/messages", "{\"max_tokens\":400,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}"},
+    };
+    for (int i = 0; i < 3; i++) {
+        int calls = 0;
+        rw_http_request rq = {.port = g_port, .method = "POST", .path = reqs[i][0], .headers = XKEY,
+                              .body = reqs[i][1], .body_len = strlen(reqs[i][1]), .on_data = hang_up, .user = &calls,
+                              .timeout_ms = i == 2 ? 300 : 0};
+        rw_http_response r;
+        rw_error err = {0};
+        rw_http_do(&rq, &r, &err); /* a whole response hung up by the read timeout */
+        rw_http_response_free(&r);
+    }
+    int status;
+    json_decref(post("/v1/messages", XKEY, "{\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+                     &status, NULL));
+    CHECK_EQ_INT(status, 200);
+}
+
 static void check_anthropic_error(json_t *j, const char *type) {
     CHECK(!strcmp(str(j, "type"), "error"));
     CHECK_MSG(!strcmp(str(j, "error.type"), type), "error type %s, want %s", str(j, "error.type"), type);
@@ -970,6 +1000,7 @@ int main(void) {
         test_responses_tools();
         test_messages_output(s);
         test_responses_output(s);
+        test_hang_up();
     }
     rw_server_stop(s);
     rw_engine_free(e);
