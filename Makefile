@@ -21,7 +21,7 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CFLAGS_BASE := -std=c17 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
+CFLAGS_BASE := -std=c17 -g $(OPT) -fPIC -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
                -D_GNU_SOURCE -pthread -Iinclude -Isrc -I. -Itests -MMD -MP $(SAN)
 LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null) -lunistring
 
@@ -40,7 +40,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo bench fuzz fuzz-ci format clean setup
+.PHONY: all test test-fast test-asan demo bench fuzz fuzz-ci format clean setup install install-lib
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -67,6 +67,42 @@ $(BUILD)/obj/%_amx.o: %_amx.c
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -c -o $@ $<
+
+# ---- install ------------------------------------------------------------
+# make install PREFIX=DIR: include/rewind.h, librewind.a, librewind.so (with
+# a soname), rewind.pc and the rewind binary. Only rw_ symbols are global in
+# the installed libraries: the archive is one prelinked object whose other
+# globals are made local (objcopy), the shared library exports rw_* only
+# (lib/rewind.map).
+PREFIX  ?= /usr/local
+VERSION := $(shell sed -n 's/^\#define RW_VERSION_STRING "\(.*\)"/\1/p' include/rewind.h)
+SOMAJOR := 0
+LIBDEPS := jansson libpcre2-8 libmicrohttpd
+
+$(BUILD)/install/librewind.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(LD) -r -o $(BUILD)/install/rewind.o $(LIB_OBJ)
+	objcopy --wildcard --keep-global-symbol='rw_*' $(BUILD)/install/rewind.o
+	rm -f $@ && ar rcs $@ $(BUILD)/install/rewind.o
+
+$(BUILD)/install/librewind.so.$(VERSION): $(LIB_OBJ) lib/rewind.map
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,librewind.so.$(SOMAJOR) -Wl,--version-script=lib/rewind.map \
+	  -o $@ $(LIB_OBJ) $(LDLIBS)
+
+install-lib: $(BUILD)/install/librewind.a $(BUILD)/install/librewind.so.$(VERSION)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/rewind.h $(DESTDIR)$(PREFIX)/include/rewind.h
+	install -m 644 $(BUILD)/install/librewind.a $(DESTDIR)$(PREFIX)/lib/librewind.a
+	install -m 755 $(BUILD)/install/librewind.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf librewind.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/librewind.so.$(SOMAJOR)
+	ln -sf librewind.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/librewind.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(LIBDEPS)|' \
+	  lib/rewind.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rewind.pc
+
+install: all install-lib
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/rewind $(DESTDIR)$(PREFIX)/bin/rewind
 
 # The sanitizer build: same sources, own folder, -O1 so it stays quick.
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer

@@ -2,11 +2,25 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <string.h>
+
+#include "kernels/matmul.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 int rw_test_failures = 0;
+
+/* The library reads no environment; as the CLI does, the tests take
+ * RW_KERNELS and RW_NUMERICS from it (to run a test on another tier by hand). */
+__attribute__((constructor)) static void apply_env(void) {
+    const char *k = getenv("RW_KERNELS");
+    for (int t = 0; k && *k && t < RW_TIER_COUNT; t++)
+        if (!strcmp(k, rw_kernel_tier_name((rw_kernel_tier)t))) rw_kernel_tier_set((rw_kernel_tier)t);
+    rw_numerics nm;
+    const char *n = getenv("RW_NUMERICS");
+    if (n && *n && rw_numerics_parse(n, &nm)) rw_numerics_set(nm);
+}
 
 const char *rw_test_fixtures(void) {
     static char path[4096];

@@ -10,39 +10,9 @@
 
 #include <stddef.h>
 
-/* X(name, message): the enum, rw_status_name() and rw_status_message() are all
- * generated from this list so they cannot drift apart. */
-#define RW_STATUS_MAP(X)                                                        \
-    X(OK, "success")                                                           \
-    X(ERR_INVALID_ARG, "invalid argument")                                     \
-    X(ERR_NOMEM, "out of memory")                                              \
-    X(ERR_IO, "input/output error")                                            \
-    X(ERR_FORMAT, "malformed file")                                            \
-    X(ERR_UNSUPPORTED, "unsupported feature")                                  \
-    X(ERR_NOT_FOUND, "not found")                                              \
-    X(ERR_RANGE, "value out of range")                                         \
-    X(ERR_TEMPLATE, "template error")                                          \
-    X(ERR_CONTEXT, "context overflow")                                         \
-    X(ERR_CANCELLED, "cancelled")                                              \
-    X(ERR_BUSY, "too many requests")                                           \
-    X(ERR_INTERNAL, "internal error")
-
-typedef enum {
-#define RW_STATUS_ENUM(name, msg) RW_##name,
-    RW_STATUS_MAP(RW_STATUS_ENUM)
-#undef RW_STATUS_ENUM
-        RW_STATUS_COUNT
-} rw_status;
-
-/* An error record filled by the function that failed. msg is always a
- * NUL-terminated single line (no newline). */
-typedef struct rw_error {
-    rw_status code;
-    char msg[512];
-} rw_error;
-
-const char *rw_status_name(rw_status s);    /* "ERR_FORMAT" */
-const char *rw_status_message(rw_status s); /* "malformed file" */
+/* The codes (RW_STATUS_MAP), rw_status, rw_error, rw_status_name() and
+ * rw_status_message() are public: they are defined in include/rewind.h. */
+#include "rewind.h"
 
 /* Sets err (if non-NULL) to code and a printf-formatted message; returns code
  * so callers can write `return rw_errorf(err, RW_ERR_FORMAT, "...")`. */

@@ -561,12 +561,6 @@ static rw_status select_filter(render *r, const node *n, value in, value *args, 
     return RW_OK;
 }
 
-static bool one_of(const char *f, const char *const *names) {
-    for (; *names; names++)
-        if (!strcmp(f, *names)) return true;
-    return false;
-}
-
 /* What Python's iteration yields, as a list: a list itself, a string's
  * characters, a dict's keys, nothing for Undefined. Other types fail, as
  * Python's TypeError does. */
@@ -612,33 +606,48 @@ static rw_status less_than(render *r, const node *n, value a, value b, bool case
     return RW_OK;
 }
 
+static const char *const filter_names[JF_COUNT] = {
+#define RW_CHAT_FILTER_NAME(name) [JF_##name] = #name,
+    RW_CHAT_FILTERS(RW_CHAT_FILTER_NAME)
+#undef RW_CHAT_FILTER_NAME
+};
+
+int rw_chat__filter_id(const char *name) {
+    for (int i = 1; i < JF_COUNT; i++)
+        if (!strcmp(filter_names[i], name)) return i;
+    return JF_UNKNOWN;
+}
+
 rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const char **kw, size_t n_args, value *out) {
-    const char *f = n->s;
+    const char *f = n->s; /* for messages */
+    const int fid = n->builtin;
     value a0 = kwarg(args, kw, n_args, "", 0, NULL);
     *out = v_undef();
     sbuf sb = {0};
     rw_status st = RW_OK;
-    static const char *const over_items[] = {"join", "unique", "select", "reject", "selectattr", "rejectattr", "map",
-                                             "sum", "min", "max", "first", "last", NULL};
-    if (!strcmp(f, "last") && in.t == V_LIST && in.list->gen)
+    /* filters that take any iterable as a list (dict keys, string characters) */
+    static const bool over_items[JF_COUNT] = {[JF_join] = 1, [JF_unique] = 1, [JF_select] = 1, [JF_reject] = 1,
+                                              [JF_selectattr] = 1, [JF_rejectattr] = 1, [JF_map] = 1, [JF_sum] = 1,
+                                              [JF_min] = 1, [JF_max] = 1, [JF_first] = 1, [JF_last] = 1};
+    if (fid == JF_last && in.t == V_LIST && in.list->gen)
         return r_fail(r, n->line, "filter 'last': a generator cannot be reversed (add |list)");
-    if (one_of(f, over_items)) {
+    if (over_items[fid]) {
         st = as_list(r, n, in, &in);
         if (st) return st;
-    } else if ((!strcmp(f, "length") || !strcmp(f, "count") || !strcmp(f, "last")) && in.t == V_LIST && in.list->gen) {
+    } else if ((fid == JF_length || fid == JF_count || fid == JF_last) && in.t == V_LIST && in.list->gen) {
         return r_fail(r, n->line, "filter '%s': a generator has no len() (add |list)", f);
-    } else if ((!strcmp(f, "length") || !strcmp(f, "count")) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
+    } else if ((fid == JF_length || fid == JF_count) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
                in.t != V_UNDEF) {
         return r_fail(r, n->line, "filter '%s': object of type '%s' has no len()", f, v_type_name(in.t));
-    } else if ((!strcmp(f, "reverse") || !strcmp(f, "list")) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
+    } else if ((fid == JF_reverse || fid == JF_list) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
                in.t != V_UNDEF) {
         return r_fail(r, n->line, "filter '%s': '%s' object is not iterable", f, v_type_name(in.t));
-    } else if (!strcmp(f, "abs") && in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) {
+    } else if (fid == JF_abs && in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) {
         return r_fail(r, n->line, "bad operand type for abs(): '%s'", v_type_name(in.t));
-    } else if ((!strcmp(f, "int") || !strcmp(f, "float")) && in.t == V_UNDEF) {
+    } else if ((fid == JF_int || fid == JF_float) && in.t == V_UNDEF) {
         return r_fail(r, n->line, "filter '%s' of an undefined value", f);
     }
-    if (!strcmp(f, "tojson")) { /* json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+    if (fid == JF_tojson) { /* json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
         bool has;
         value ind = kwarg(args, kw, n_args, "indent", 1, &has);
         value seps = kwarg(args, kw, n_args, "separators", 2, NULL);
@@ -655,7 +664,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
         }
         st = v_tojson(r, &sb, &in, &js, 0);
         *out = v_from_sbuf(r, &sb);
-    } else if (!strcmp(f, "length") || !strcmp(f, "count")) {
+    } else if (fid == JF_length || fid == JF_count) {
         *out = v_int(0);
         if (in.t == V_STR) {
             int64_t k = 0;
@@ -663,24 +672,24 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             *out = v_int(k);
         } else if (in.t == V_LIST) *out = v_int((int64_t)in.list->n);
         else if (in.t == V_DICT || in.t == V_NS) *out = v_int((int64_t)in.dict->n);
-    } else if (!strcmp(f, "trim")) {
+    } else if (fid == JF_trim) {
         if (in.t == V_STR) *out = strip(in, n_args ? &a0 : NULL, true, true);
         else {
             st = v_to_str(r, &sb, &in);
             value s = v_from_sbuf(r, &sb);
             *out = strip(s, NULL, true, true);
         }
-    } else if (!strcmp(f, "items")) { /* Undefined gives nothing; anything else but a dict is an error */
+    } else if (fid == JF_items) { /* Undefined gives nothing; anything else but a dict is an error */
         if (in.t != V_DICT && in.t != V_UNDEF) st = r_fail(r, n->line, "items: can only get item pairs from a mapping, not %s", v_type_name(in.t));
         else st = items_of(r, in, 0, out);
-    } else if (!strcmp(f, "string")) {
+    } else if (fid == JF_string) {
         st = v_to_str(r, &sb, &in);
         *out = v_from_sbuf(r, &sb);
-    } else if (!strcmp(f, "default") || !strcmp(f, "d")) {
+    } else if (fid == JF_default || fid == JF_d) {
         value b = kwarg(args, kw, n_args, "boolean", 1, NULL);
         bool use_default = in.t == V_UNDEF || (v_truthy(&b) && !v_truthy(&in));
         *out = use_default ? (n_args ? a0 : v_str_ref("", 0)) : in;
-    } else if (!strcmp(f, "join")) {
+    } else if (fid == JF_join) {
         value attr = kwarg(args, kw, n_args, "attribute", 1, NULL);
         if (attr.t == V_STR && in.t == V_LIST) {
             value mapped = v_list(r);
@@ -692,7 +701,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             in = mapped;
         }
         st = st ? st : join(r, n, in, n_args ? a0 : v_str_ref("", 0), out);
-    } else if (!strcmp(f, "safe") || !strcmp(f, "e") || !strcmp(f, "escape") || !strcmp(f, "forceescape")) {
+    } else if (fid == JF_safe || fid == JF_e || fid == JF_escape || fid == JF_forceescape) {
         if (f[0] == 's') *out = in;
         else { /* HTML escaping */
             st = v_to_str(r, &sb, &in);
@@ -704,7 +713,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             }
             *out = v_from_sbuf(r, &sb);
         }
-    } else if (!strcmp(f, "list")) {
+    } else if (fid == JF_list) {
         if (in.t == V_LIST && !in.list->tuple && !in.list->gen) *out = in;
         else if (in.t == V_LIST) { /* a tuple becomes a list */
             *out = v_list(r);
@@ -719,11 +728,11 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                 i += l;
             }
         } else *out = v_list(r);
-    } else if (!strcmp(f, "selectattr") || !strcmp(f, "rejectattr")) {
+    } else if (fid == JF_selectattr || fid == JF_rejectattr) {
         st = select_filter(r, n, in, args, n_args, true, f[0] == 's', out);
-    } else if (!strcmp(f, "select") || !strcmp(f, "reject")) {
+    } else if (fid == JF_select || fid == JF_reject) {
         st = select_filter(r, n, in, args, n_args, false, f[0] == 's', out);
-    } else if (!strcmp(f, "map")) {
+    } else if (fid == JF_map) {
         value attr = kwarg(args, kw, n_args, "attribute", 99, NULL);
         *out = v_list(r);
         for (size_t i = 0; out->t == V_LIST && in.t == V_LIST && i < in.list->n && !st; i++) {
@@ -732,11 +741,12 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             else {
                 node fn = *n;
                 fn.s = name_arg(r, a0, "string");
+                fn.builtin = rw_chat__filter_id(fn.s);
                 st = rw_chat__filter(r, &fn, in.list->v[i], args + 1, kw ? kw + 1 : NULL, n_args ? n_args - 1 : 0, &x);
             }
             if (!st) st = v_list_push(r, out->list, x);
         }
-    } else if (!strcmp(f, "first") || !strcmp(f, "last")) {
+    } else if (fid == JF_first || fid == JF_last) {
         if (in.t == V_LIST && in.list->n) *out = in.list->v[f[0] == 'f' ? 0 : in.list->n - 1];
         else if (in.t == V_STR && in.str.n) {
             size_t i = 0;
@@ -746,13 +756,13 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             }
             *out = v_str_ref(in.str.s + i, cp_len(in.str.s, in.str.n, i));
         }
-    } else if (!strcmp(f, "upper") || !strcmp(f, "lower") || !strcmp(f, "title") || !strcmp(f, "capitalize")) {
+    } else if (fid == JF_upper || fid == JF_lower || fid == JF_title || fid == JF_capitalize) {
         if (in.t != V_STR) {
             st = v_to_str(r, &sb, &in);
             in = v_from_sbuf(r, &sb);
         }
         st = st ? st : case_map(r, in, f[0] == 'u' ? 0 : f[0] == 'l' ? 1 : f[0] == 't' ? 2 : 3, out);
-    } else if (!strcmp(f, "replace")) { /* str(value).replace(old, new) */
+    } else if (fid == JF_replace) { /* str(value).replace(old, new) */
         value a1 = kwarg(args, kw, n_args, "", 1, NULL);
         if (a0.t != V_STR || a1.t != V_STR) return r_fail(r, n->line, "replace expects strings");
         if (in.t != V_STR) {
@@ -760,7 +770,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             in = v_from_sbuf(r, &sb);
         }
         if (!st) st = replace(r, in, a0, a1, out);
-    } else if (!strcmp(f, "wordcount")) { /* words as Jinja counts them: runs of \w (ASCII letters, digits, _, non-ASCII) */
+    } else if (fid == JF_wordcount) { /* words as Jinja counts them: runs of \w (ASCII letters, digits, _, non-ASCII) */
         st = v_to_str(r, &sb, &in);
         int64_t words = 0;
         bool in_word = false;
@@ -771,7 +781,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             in_word = w;
         }
         *out = v_int(words);
-    } else if (!strcmp(f, "sort")) { /* sort(reverse=False, case_sensitive=False, attribute=None): stable */
+    } else if (fid == JF_sort) { /* sort(reverse=False, case_sensitive=False, attribute=None): stable */
         value rev = kwarg(args, kw, n_args, "reverse", 0, NULL), cs = kwarg(args, kw, n_args, "case_sensitive", 1, NULL);
         value attr = kwarg(args, kw, n_args, "attribute", 2, NULL);
         st = as_list(r, n, in, &in);
@@ -790,7 +800,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                 res.list->v[k] = t;
             }
         *out = res;
-    } else if (!strcmp(f, "round")) { /* round(precision=0, method='common'): a float, as Jinja */
+    } else if (fid == JF_round) { /* round(precision=0, method='common'): a float, as Jinja */
         value prec = kwarg(args, kw, n_args, "precision", 0, NULL), method = kwarg(args, kw, n_args, "method", 1, NULL);
         if (in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) return r_fail(r, n->line, "round needs a number, got %s", v_type_name(in.t));
         double x = in.t == V_FLOAT ? in.f : in.t == V_INT ? (double)in.i : in.b, scale = 1;
@@ -810,7 +820,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             y = !strncmp(m, "ceil", 4) ? ceil(y) : !strncmp(m, "floor", 5) ? floor(y) : nearbyint(y);
             *out = v_float(y / scale);
         }
-    } else if (!strcmp(f, "int")) {
+    } else if (fid == JF_int) {
         if (in.t == V_INT) *out = in;
         else if (in.t == V_FLOAT && in.f != in.f) *out = n_args ? a0 : v_int(0); /* NaN: the default, as Jinja */
         else if (in.t == V_FLOAT && !(in.f > -9.2e18 && in.f < 9.2e18)) st = r_fail(r, n->line, "int: float out of range");
@@ -823,7 +833,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             long long x = strtoll(tmp, &e, 10);
             *out = v_int(e != tmp ? x : (n_args ? a0.i : 0));
         } else *out = v_int(0);
-    } else if (!strcmp(f, "float")) {
+    } else if (fid == JF_float) {
         if (in.t == V_FLOAT) *out = in;
         else if (in.t == V_INT) *out = v_float((double)in.i);
         else if (in.t == V_STR) {
@@ -831,7 +841,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             snprintf(tmp, sizeof tmp, "%.*s", (int)(in.str.n < 63 ? in.str.n : 63), in.str.s);
             *out = v_float(strtod(tmp, NULL));
         } else *out = v_float(0);
-    } else if (!strcmp(f, "sum")) { /* sum(attribute=None, start=0): numbers only, as Python's sum from 0 */
+    } else if (fid == JF_sum) { /* sum(attribute=None, start=0): numbers only, as Python's sum from 0 */
         value attr = kwarg(args, kw, n_args, "attribute", 0, NULL), start = kwarg(args, kw, n_args, "start", 1, NULL);
         bool is_float = start.t == V_FLOAT;
         int64_t si = start.t == V_INT ? start.i : start.t == V_BOOL ? start.b : 0;
@@ -849,7 +859,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             } else st = r_fail(r, n->line, "unsupported operand type(s) for +: 'int' and '%s'", v_type_name(x.t));
         }
         *out = is_float ? v_float(sf) : v_int(si);
-    } else if (!strcmp(f, "min") || !strcmp(f, "max")) { /* min/max(case_sensitive=False, attribute=None) */
+    } else if (fid == JF_min || fid == JF_max) { /* min/max(case_sensitive=False, attribute=None) */
         value cs = kwarg(args, kw, n_args, "case_sensitive", 0, NULL), attr = kwarg(args, kw, n_args, "attribute", 1, NULL);
         value best_key = v_undef();
         for (size_t i = 0; i < in.list->n && !st; i++) {
@@ -860,18 +870,18 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                                           : less_than(r, n, best_key, key, v_truthy(&cs), &better);
             if (better) *out = x, best_key = key;
         }
-    } else if (!strcmp(f, "abs")) {
+    } else if (fid == JF_abs) {
         if (in.t == V_INT && in.i == INT64_MIN) st = r_fail(r, n->line, "integer overflow in abs");
         else *out = in.t == V_INT ? v_int(in.i < 0 ? -in.i : in.i) : in.t == V_FLOAT ? v_float(in.f < 0 ? -in.f : in.f)
                   : in.t == V_BOOL ? v_int(in.b) : in;
-    } else if (!strcmp(f, "unique")) {
+    } else if (fid == JF_unique) {
         *out = v_list(r);
         for (size_t i = 0; out->t == V_LIST && in.t == V_LIST && i < in.list->n && !st; i++) {
             bool seen = false;
             for (size_t k = 0; k < out->list->n && !seen; k++) seen = v_equal(&out->list->v[k], &in.list->v[i]);
             if (!seen) st = v_list_push(r, out->list, in.list->v[i]);
         }
-    } else if (!strcmp(f, "reverse")) {
+    } else if (fid == JF_reverse) {
         if (in.t == V_LIST) {
             *out = v_list(r);
             for (size_t i = in.list->n; out->t == V_LIST && i-- > 0 && !st;) st = v_list_push(r, out->list, in.list->v[i]);
@@ -884,7 +894,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             }
             *out = v_from_sbuf(r, &sb);
         }
-    } else if (!strcmp(f, "indent")) { /* indent(width=4, first=False, blank=False), Jinja 3.1 */
+    } else if (fid == JF_indent) { /* indent(width=4, first=False, blank=False), Jinja 3.1 */
         value w = kwarg(args, kw, n_args, "width", 0, NULL), first = kwarg(args, kw, n_args, "first", 1, NULL);
         value blank = kwarg(args, kw, n_args, "blank", 2, NULL);
         value ind = w.t == V_STR ? w : v_str_ref("", 0);
@@ -914,9 +924,9 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             first_line = false;
         }
         *out = v_from_sbuf(r, &sb);
-    } else if (!strcmp(f, "dictsort") && in.t != V_DICT) {
+    } else if (fid == JF_dictsort && in.t != V_DICT) {
         st = r_fail(r, n->line, "dictsort needs a mapping, got %s", v_type_name(in.t));
-    } else if (!strcmp(f, "dictsort")) {
+    } else if (fid == JF_dictsort) {
         st = items_of(r, in, 0, out);
         /* insertion sort by key string */
         for (size_t i = 1; !st && out->t == V_LIST && i < out->list->n; i++)
@@ -934,8 +944,9 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
         st = r_fail(r, n->line, "no filter named '%s'", f);
     }
     /* Jinja returns generators from these (reversed() of a list is an iterator too): always true, no len() */
-    static const char *const generators[] = {"select", "reject", "selectattr", "rejectattr", "map", "items", "unique", NULL};
-    if (!st && out->t == V_LIST && (one_of(f, generators) || (!strcmp(f, "reverse") && in.t != V_STR)))
+    static const bool generators[JF_COUNT] = {[JF_select] = 1, [JF_reject] = 1, [JF_selectattr] = 1,
+                                              [JF_rejectattr] = 1, [JF_map] = 1, [JF_items] = 1, [JF_unique] = 1};
+    if (!st && out->t == V_LIST && (generators[fid] || (fid == JF_reverse && in.t != V_STR)))
         out->list->gen = true;
     free(sb.p);
     return st ? st : r->err->code;

@@ -96,6 +96,7 @@ struct node {
     size_t n_kids, n_names;
     const char *attr;   /* N_SET: ns.attr target */
     bool neg;           /* N_TEST: is not */
+    int builtin;        /* N_FILTER: its rw_chat_filter_id, resolved at parse time */
     struct value *lit;  /* N_LIT */
 };
 
@@ -210,6 +211,27 @@ rw_status r_fail(render *r, int line, const char *fmt, ...) __attribute__((forma
 
 /* builtins.c */
 #define RW_CHAT_FN_CYCLE 1000 /* loop.cycle: a function whose self is the loop's index0 */
+/* The builtin filters (builtins.c), known by an id resolved once from the
+ * name at parse time (map(name)'s filter when it is applied), so
+ * applying a filter is a switch on that id, not a search of the names. */
+#define RW_CHAT_FILTERS(X) \
+    X(abs) X(capitalize) X(count) X(d) X(default) X(dictsort) X(e) X(escape) \
+    X(first) X(float) X(forceescape) X(indent) X(int) X(items) X(join) X(last) \
+    X(length) X(list) X(lower) X(map) X(max) X(min) X(reject) X(rejectattr) \
+    X(replace) X(reverse) X(round) X(safe) X(select) X(selectattr) X(sort) X(string) \
+    X(sum) X(title) X(tojson) X(trim) X(unique) X(upper) X(wordcount)
+
+typedef enum {
+    JF_UNKNOWN = 0, /* no such filter: an error when applied, as in Jinja */
+#define RW_CHAT_FILTER_ENUM(name) JF_##name,
+    RW_CHAT_FILTERS(RW_CHAT_FILTER_ENUM)
+#undef RW_CHAT_FILTER_ENUM
+        JF_COUNT
+} rw_chat_filter_id;
+
+/* The id of a filter name, JF_UNKNOWN if there is none. */
+int rw_chat__filter_id(const char *name);
+
 rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const char **kw, size_t n_args, value *out);
 rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t n_args, bool *out);
 rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, const char **kw, size_t n_args,

@@ -739,8 +739,8 @@ static rw_status step(rw_chat_output *p, bool *progress) {
                 found = true;
                 body_end = end = p->js.pos;
             } else if (r < 0) {
-                found = true; /* not JSON: fails to parse below, goes out as content */
-                body_end = end = p->n;
+                found = true; /* not JSON: the marker and what came before the bad byte go out as content */
+                body_end = end = p->js.pos;
             }
         }
         if (!found && !fin) return RW_OK;
@@ -820,7 +820,7 @@ rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *us
 /* ---- non-streaming ---- */
 
 typedef struct {
-    rw_chat_message *m;
+    rw_chat_parsed *m;
     size_t content_cap, reasoning_cap;
     int calls_cap;
     size_t args_len, args_cap; /* of the last call's arguments */
@@ -843,7 +843,7 @@ static bool append(char **buf, size_t *len, size_t *cap, const char *s, size_t n
 
 static rw_status on_collect(void *user, const rw_chat_event *ev) {
     collect *c = user;
-    rw_chat_message *m = c->m;
+    rw_chat_parsed *m = c->m;
     switch (ev->kind) {
     case RW_CHAT_EV_CONTENT:
         return append(&m->content, &m->content_len, &c->content_cap, ev->text, ev->len) ? RW_OK : RW_ERR_NOMEM;
@@ -877,7 +877,7 @@ static rw_status on_collect(void *user, const rw_chat_event *ev) {
     return RW_OK;
 }
 
-rw_status rw_chat_output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_message *out,
+rw_status rw_chat_output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
                                rw_error *err) {
     memset(out, 0, sizeof *out);
     rw_chat_output *p;
@@ -888,11 +888,11 @@ rw_status rw_chat_output_parse(const rw_chat_output_opts *o, const char *text, s
     if (!s) s = rw_chat_output_finish(p, on_collect, &c, err);
     rw_chat_output_free(p);
     if (!s && !out->content && !(out->content = calloc(1, 1))) s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    if (s) rw_chat_message_free(out);
+    if (s) rw_chat_parsed_free(out);
     return s;
 }
 
-void rw_chat_message_free(rw_chat_message *m) {
+void rw_chat_parsed_free(rw_chat_parsed *m) {
     if (!m) return;
     free(m->content);
     free(m->reasoning);

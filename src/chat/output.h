@@ -178,12 +178,12 @@ typedef struct {
     size_t reasoning_len;
     rw_chat_tool_call *calls;
     int n_calls;
-} rw_chat_message;
+} rw_chat_parsed;
 
 /* The whole generated text at once (the concatenation of the events of
- * feed + finish). The caller frees *out with rw_chat_message_free. */
-rw_status rw_chat_output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_message *out,
+ * feed + finish). The caller frees *out with rw_chat_parsed_free. */
+rw_status rw_chat_output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
                                rw_error *err);
-void rw_chat_message_free(rw_chat_message *m);
+void rw_chat_parsed_free(rw_chat_parsed *m);
 
 #endif

@@ -288,6 +288,7 @@ static node *parse_filters(parser *p, node *e) {
             node *n = mk(p, N_FILTER);
             if (!n) return NULL;
             n->s = dup_tok(p, next(p));
+            if (n->s) n->builtin = rw_chat__filter_id(n->s);
             n->a = e;
             if (is_op(p, "(")) {
                 next(p);

@@ -36,6 +36,9 @@ int rw_bench_spec(int argc, char **argv);
 int rw_bench_state(int argc, char **argv);
 int rw_bench_chat(int argc, char **argv);
 
+/* Applies RW_KERNELS, RW_NUMERICS and RW_PANELS (main.c; the tests call it too). */
+void rw_cli_apply_env(void);
+
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

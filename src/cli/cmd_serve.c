@@ -63,11 +63,6 @@ static int usage(void) {
     return 2;
 }
 
-static void log_line(void *user, const char *line) {
-    (void)user;
-    fprintf(stderr, "rewind serve: %s\n", line);
-}
-
 int rw_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 256;
@@ -196,8 +191,7 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .chat_template_kwargs = kwargs,
                                  .has_reasoning_budget = reasoning_budget >= 0,
                                  .reasoning_budget = reasoning_budget,
-                                 .strict_api = strict_api,
-                                 .log = log_line};
+                                 .strict_api = strict_api};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",

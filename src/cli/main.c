@@ -2,9 +2,12 @@
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
+#include "kernels/matmul.h"
 
 typedef struct {
     const char *name;
@@ -60,8 +63,34 @@ static void tune_malloc(void) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+/* The program's log hook: the library's messages on stderr. */
+static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
+    (void)user;
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "rewind: %s: %s\n", names[level <= RW_LOG_DEBUG ? level : RW_LOG_DEBUG], msg);
+}
+
+/* Environment settings are the program's conveniences (the library reads no
+ * environment): RW_KERNELS=ref|avx2|avx512 picks the kernel tier (ignored
+ * when the CPU lacks it), RW_NUMERICS=auto|fast|ggml the summation order
+ * (a command's --numerics overrides it), RW_PANELS=0 turns the packed
+ * panels off. */
+void rw_cli_apply_env(void) {
+    const char *k = getenv("RW_KERNELS");
+    if (k && *k)
+        for (int t = 0; t < RW_TIER_COUNT; t++)
+            if (!strcmp(k, rw_kernel_tier_name((rw_kernel_tier)t))) rw_kernel_tier_set((rw_kernel_tier)t);
+    rw_numerics nm;
+    const char *n = getenv("RW_NUMERICS");
+    if (n && *n && rw_numerics_parse(n, &nm)) rw_numerics_set(nm);
+    const char *p = getenv("RW_PANELS");
+    if (p && !strcmp(p, "0")) rw_matmul_set_panels(false);
+}
+
 int main(int argc, char **argv) {
     tune_malloc();
+    rw_log_set(log_to_stderr, NULL, RW_LOG_INFO);
+    rw_cli_apply_env();
     if (argc < 2) {
         usage(stderr);
         return 2;

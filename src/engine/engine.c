@@ -146,6 +146,7 @@ void rw_engine_free(rw_engine *e) {
 }
 
 const rw_engine_config *rw_engine_get_config(const rw_engine *e) { return &e->cfg; }
+rw_model *rw_engine_get_model(const rw_engine *e) { return e->m; }
 
 static rw_status check_params(const rw_gen_params *p, rw_error *err) {
     if (p->max_tokens < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 1");
@@ -231,7 +232,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     return RW_OK;
 }
 
-void rw_engine_cancel(rw_engine *e, uint64_t id) {
+void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
     eng_req *gone = NULL;
     pthread_mutex_lock(&e->mu);
     for (eng_req **pp = &e->queue_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {

@@ -16,7 +16,7 @@
  *
  * Threads: the callback runs on the scheduler thread, never while an engine
  * lock is held; it must be quick and must not call back into the engine.
- * After rw_engine_cancel returns, the callback of that request is never
+ * After rw_engine_cancel_id returns, the callback of that request is never
  * called again. Every request that is not cancelled gets exactly one final
  * event (done = true).
  */
@@ -123,9 +123,10 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
 void rw_engine_free(rw_engine *e);
 
 const rw_engine_config *rw_engine_get_config(const rw_engine *e);
+rw_model *rw_engine_get_model(const rw_engine *e); /* the model it runs */
 
 /* Queues a request. The prompt is copied. *id identifies it for
- * rw_engine_cancel. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the
+ * rw_engine_cancel_id. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the
  * message has the numbers), RW_ERR_INVALID_ARG (bad ids or parameters),
  * RW_ERR_BUSY (max_running + max_queued requests already in). */
 rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_gen_params *p,
@@ -133,7 +134,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
 
 /* Cancels a request; frees its sequence at the latest at the end of the
  * current step and returns only then. No-op for an unknown or finished id. */
-void rw_engine_cancel(rw_engine *e, uint64_t id);
+void rw_engine_cancel_id(rw_engine *e, uint64_t id);
 
 /* Fixed-bucket histogram (Prometheus style: counts[i] = observations <=
  * bounds[i], not cumulative; counts[n_bounds] = the rest). */

@@ -11,7 +11,7 @@
 #include "engine/spec.h"
 
 /* One request. Owned by the engine from rw_engine_submit until it is freed
- * by the scheduler (finished or cancelled while running), by rw_engine_cancel
+ * by the scheduler (finished or cancelled while running), by rw_engine_cancel_id
  * (cancelled while queued) or by rw_engine_free. */
 typedef struct eng_req {
     uint64_t id;
@@ -44,7 +44,7 @@ typedef struct eng_req {
 
     double t_submit, t_last; /* monotonic seconds */
     int64_t n_generated;
-    bool cancelled; /* set under the engine lock by rw_engine_cancel */
+    bool cancelled; /* set under the engine lock by rw_engine_cancel_id */
     bool finished;  /* final event sent (scheduler thread only) */
 } eng_req;
 
@@ -64,7 +64,7 @@ struct rw_engine {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* the scheduler waits for work on it */
-    pthread_cond_t step_done; /* rw_engine_cancel waits on it for a running request to leave */
+    pthread_cond_t step_done; /* rw_engine_cancel_id waits on it for a running request to leave */
     bool stopping;
 
     /* under mu */

@@ -10,8 +10,10 @@
  * ghost (neither: evicted for good, kept only so that a later miss can say
  * "evicted"; at most MAX_GHOSTS, oldest first out).
  */
+#include "base/hash.h"
 #include "engine/prefix_cache.h"
 #include "engine/prefix_cache_int.h"
+#include "base/log.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -333,9 +335,7 @@ static void become_ghost(rw_pcache *c, pc_entry *e) {
 }
 
 static void hash_name(const int32_t *t, int64_t n, char *out, size_t cap) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    const uint8_t *p = (const uint8_t *)t;
-    for (size_t i = 0; i < (size_t)n * 4; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    const uint64_t h = rw_hash_bytes(RW_HASH_INIT, t, (size_t)n * 4);
     snprintf(out, cap, "%016llx-%lld", (unsigned long long)h, (long long)n);
 }
 
@@ -359,7 +359,7 @@ static bool to_disk(rw_pcache *c, pc_entry *e) {
     snprintf(path, sizeof path, "%s/%s.rws", c->dir, name);
     rw_error err = {0};
     if (rw_model_seq_save(e->seq, path, &err)) {
-        fprintf(stderr, "rewind: prefix cache: cannot write %s: %s\n", path, err.msg);
+        rw_log(RW_LOG_WARN, "prefix cache: cannot write %s: %s", path, err.msg);
         return false;
     }
     if (e->node->logits) {
@@ -374,7 +374,7 @@ static bool to_disk(rw_pcache *c, pc_entry *e) {
     unlink(dp); /* a stale draft file never goes with a new entry */
     if (e->draft) {
         if (rw_model_seq_save(e->draft, dp, &err))
-            fprintf(stderr, "rewind: prefix cache: cannot write %s: %s\n", dp, err.msg);
+            rw_log(RW_LOG_WARN, "prefix cache: cannot write %s: %s", dp, err.msg);
         else if (!stat(dp, &sb))
             e->disk_bytes += (size_t)sb.st_size;
     }
@@ -454,7 +454,7 @@ static void scan_dir(rw_pcache *c) {
             continue;
         }
         if (st || n == 0 || n > c->max_ctx) {
-            fprintf(stderr, "rewind: prefix cache: removing invalid %s (%s)\n", path, st ? err.msg : "empty");
+            rw_log(RW_LOG_WARN, "prefix cache: removing invalid %s (%s)", path, st ? err.msg : "empty");
             unlink(path);
             c->stats.disk_invalid++;
             free(t);
@@ -672,7 +672,7 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
 /* Removes an entry's draft file that failed validation, and its bytes
  * from the disk tier's count. */
 static void drop_draft_file(rw_pcache *c, pc_entry *e, const char *dp, const char *why) {
-    fprintf(stderr, "rewind: prefix cache: removing %s: %s\n", dp, why);
+    rw_log(RW_LOG_WARN, "prefix cache: removing %s: %s", dp, why);
     struct stat sb;
     const size_t bytes = stat(dp, &sb) ? 0 : (size_t)sb.st_size;
     const size_t drop = bytes < e->disk_bytes ? bytes : e->disk_bytes;
@@ -708,7 +708,7 @@ static bool from_disk(rw_pcache *c, pc_entry *e) {
     rw_error err = {0};
     if (rw_model_seq_new(c->m, c->kv_type, c->max_ctx, &s, &err)) return false;
     if (rw_model_seq_load(s, e->path, &err)) {
-        fprintf(stderr, "rewind: prefix cache: removing %s: %s\n", e->path, err.msg);
+        rw_log(RW_LOG_WARN, "prefix cache: removing %s: %s", e->path, err.msg);
         rw_model_seq_free(s);
         drop_disk(c, e);
         c->stats.disk_invalid++;
@@ -720,7 +720,7 @@ static bool from_disk(rw_pcache *c, pc_entry *e) {
     for (const pc_node *a = e->node; same && a != &c->root; a = a->parent)
         same = !memcmp(t + a->depth - a->edge_len, a->edge, (size_t)a->edge_len * sizeof *t);
     if (!same) {
-        fprintf(stderr, "rewind: prefix cache: removing %s: its tokens changed\n", e->path);
+        rw_log(RW_LOG_WARN, "prefix cache: removing %s: its tokens changed", e->path);
         rw_model_seq_free(s);
         drop_disk(c, e);
         c->stats.disk_invalid++;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "gguf/gguf_int.h"
 
 #define GGUF_MAX_ARRAY_DEPTH 8  /* nested arrays deeper than this are rejected */
@@ -174,9 +175,7 @@ static rw_status parse_value(cursor *c, rw_gguf *g, rw_gguf_type t, int depth, r
 /* ---- name index ---- */
 
 uint64_t rw_gguf__hash(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return rw_hash_str(s);
 }
 
 static rw_status index_init(rw_gguf *g, gguf_name_index *ix, size_t n, rw_error *err) {

@@ -62,10 +62,6 @@ rw_kernel_tier rw_kernel_tier_current(void) {
             t = i;
             break;
         }
-    const char *env = getenv("RW_KERNELS");
-    if (env && *env)
-        for (int i = 0; i < RW_TIER_COUNT; i++)
-            if (!strcmp(env, tier_names[i]) && rw_kernel_tier_available((rw_kernel_tier)i)) t = i;
     atomic_store(&current_tier, t);
     return (rw_kernel_tier)t;
 }
@@ -93,11 +89,8 @@ const char *rw_numerics_name(rw_numerics m) {
 rw_numerics rw_numerics_current(void) {
     int m = atomic_load(&current_numerics);
     if (m >= 0) return (rw_numerics)m;
-    rw_numerics nm = RW_NUMERICS_AUTO;
-    const char *env = getenv("RW_NUMERICS");
-    if (env && *env) rw_numerics_parse(env, &nm); /* an unknown value keeps the default */
-    atomic_store(&current_numerics, (int)nm);
-    return nm;
+    atomic_store(&current_numerics, (int)RW_NUMERICS_AUTO);
+    return RW_NUMERICS_AUTO;
 }
 
 void rw_numerics_set(rw_numerics m) { atomic_store(&current_numerics, (int)m); }
@@ -524,13 +517,16 @@ rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_
     return rw_matmul_gather(w, x, x_stride, NULL, y, y_stride, NULL, n_rows, pool, err);
 }
 
+static _Atomic bool panels_off; /* rw_matmul_set_panels(false) */
+
+void rw_matmul_set_panels(bool on) { atomic_store(&panels_off, !on); }
+
 /* The kernel whose panel form would take w, and w's dense row size; NULL
- * when there is none (or RW_PANELS=0). */
+ * when there is none (or panels are turned off). */
 static const rw_mm_kernel *panel_kernel(const rw_matrix *w, uint64_t *row_bytes) {
     if (!w || !w->data || w->n_in <= 0 || w->n_out <= 0) return NULL;
     const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, w->ggml_order, NULL);
-    const char *env = getenv("RW_PANELS");
-    if (!k || !k->pack_p || (env && !strcmp(env, "0"))) return NULL;
+    if (!k || !k->pack_p || atomic_load(&panels_off)) return NULL;
     if (check_matrix(w, row_bytes, NULL)) return NULL;
     return k;
 }

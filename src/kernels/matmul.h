@@ -61,9 +61,11 @@ typedef struct {
  * w->panels to it. Results never depend on whether a matrix has panels.
  * Panels belong to the kernel that packed them: a matmul under another
  * tier or numerics (whose kernels lay panels out otherwise) does without.
- * RW_PANELS=0 in the environment turns the form off (for comparisons).
+ * rw_matmul_set_panels(false) turns the form off (for comparisons; the
+ * CLI's RW_PANELS=0).
  * RW_ERR_NOMEM if the buffer cannot be allocated. */
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err);
+void rw_matmul_set_panels(bool on); /* process-wide, before loading; default on */
 /* The bytes rw_matmul_pack would allocate for w (0: no panel form). */
 size_t rw_matmul_pack_bytes(const rw_matrix *w);
 
@@ -128,7 +130,8 @@ const char *rw_kernel_tier_name(rw_kernel_tier t); /* "ref", "avx2", "avx512" */
 /* True if this CPU (and OS) can run tier t. */
 bool rw_kernel_tier_available(rw_kernel_tier t);
 
-/* The tier in use: RW_KERNELS if set and available, else the best available. */
+/* The tier in use: the last rw_kernel_tier_set, else the best available
+ * (the CLI applies RW_KERNELS; the library reads no environment). */
 rw_kernel_tier rw_kernel_tier_current(void);
 
 /* Selects the tier for later calls (tests, benchmarks). Not thread-safe with
@@ -164,7 +167,8 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  * every tier (tested). */
 typedef enum { RW_NUMERICS_AUTO = 0, RW_NUMERICS_FAST, RW_NUMERICS_GGML } rw_numerics;
 
-/* The mode in use: RW_NUMERICS ("auto", "fast" or "ggml") if set, else auto. */
+/* The mode in use: the last rw_numerics_set, else auto (the CLI sets it
+ * from --numerics or RW_NUMERICS; the library reads no environment). */
 rw_numerics rw_numerics_current(void);
 
 /* Selects the mode. Call it before loading a model (weights are repacked

@@ -38,3 +38,6 @@ void rw_model_free(rw_model *m) {
 
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m) { return &m->hp; }
 
+void *rw_model_api_data(const rw_model *m) { return m->api; }
+void rw_model_set_api_data(rw_model *m, void *data) { m->api = data; }
+

@@ -65,6 +65,10 @@ typedef struct rw_model_seq rw_model_seq;
 rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err);
 void rw_model_free(rw_model *m); /* no-op on NULL */
 
+/* The public API's data kept with a model it opened (src/api), or NULL. */
+void *rw_model_api_data(const rw_model *m);
+void rw_model_set_api_data(rw_model *m, void *data);
+
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m);
 
 /* True if general.architecture arch has a forward pass here. */

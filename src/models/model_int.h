@@ -90,6 +90,10 @@ struct rw_model {
     int n_mats, cap_mats;
     /* every matrix's rw_matrix.ggml_order (mdl_prefers_ggml_order) */
     bool ggml_order;
+    /* what the public API opened with the model (src/api: file, tokenizer,
+     * template); NULL for rw_model_load. Owned by rw_model_close, which
+     * frees it after rw_model_free. */
+    void *api;
 };
 
 /* A sequence: its token ids and one state per layer (cache/state.h). The

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "kernels/matmul.h"
 #include "models/model_int.h"
 
@@ -39,30 +40,23 @@ static const char MAGIC[8] = {'R', 'W', 'S', 'T', 'A', 'T', 'E', 0};
  * since auto sums a K-quant model's 32-block matrices in ggml's order. */
 #define ARITH_REVISION 6u
 
-/* FNV-1a 64 */
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const uint8_t *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
-
 void rw_model_fingerprint(const rw_model *m, uint8_t out[16]) {
-    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+    uint64_t a = RW_HASH_INIT, b = 0x84222325cbf29ce4ull;
     /* hp is zero-filled at allocation (calloc), so padding hashes the same */
-    a = fnv(a, &m->hp, sizeof m->hp);
-    b = fnv(b, &m->hp, sizeof m->hp);
+    a = rw_hash_bytes(a, &m->hp, sizeof m->hp);
+    b = rw_hash_bytes(b, &m->hp, sizeof m->hp);
     for (size_t i = 0; i < rw_gguf_n_tensors(m->g); i++) {
         const rw_gguf_tensor *t = rw_gguf_tensor_at(m->g, i);
         uint32_t ty = (uint32_t)t->type;
-        a = fnv(a, t->name, strlen(t->name)), b = fnv(b, t->name, strlen(t->name));
-        a = fnv(a, &ty, 4), b = fnv(b, &ty, 4);
-        a = fnv(a, t->ne, sizeof t->ne), b = fnv(b, t->ne, sizeof t->ne);
+        a = rw_hash_bytes(a, t->name, strlen(t->name)), b = rw_hash_bytes(b, t->name, strlen(t->name));
+        a = rw_hash_bytes(a, &ty, 4), b = rw_hash_bytes(b, &ty, 4);
+        a = rw_hash_bytes(a, t->ne, sizeof t->ne), b = rw_hash_bytes(b, t->ne, sizeof t->ne);
     }
     /* and the arithmetic: a state computed by other kernels (another tier or
      * numerics mode, or an older rounding) would not go on bit for bit as a
      * recomputation here would, so it counts as another model's */
     const uint32_t arith[3] = {ARITH_REVISION, (uint32_t)rw_kernel_tier_current(), (uint32_t)rw_numerics_current()};
-    a = fnv(a, arith, sizeof arith), b = fnv(b, arith, sizeof arith);
+    a = rw_hash_bytes(a, arith, sizeof arith), b = rw_hash_bytes(b, arith, sizeof arith);
     memcpy(out, &a, 8);
     memcpy(out + 8, &b, 8);
 }

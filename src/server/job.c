@@ -49,6 +49,7 @@ static bool budget_setup(srv_job *j, const srv_request *r) {
     j->gp.sampling.logit_bias = r->n_bias ? j->bias : NULL;
     j->gp.marks = NULL;
     j->gp.n_marks = 0;
+    j->gp.grammar = NULL; /* a forced call closes the block before it starts: never continued */
     rw_error err = {0};
     if (rw_tokenize(j->srv->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
         return false;
@@ -176,7 +177,7 @@ void srv_job_free(srv_job *j) {
         pthread_mutex_lock(&j->mu);
         bool running = c->submitted && !c->done;
         pthread_mutex_unlock(&j->mu);
-        if (running) rw_engine_cancel(j->srv->engine, c->engine_id); /* no callback after this returns */
+        if (running) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this returns */
         free(c->text);
         free(c->toks);
         free(c->lps);
@@ -282,7 +283,7 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
  * adds the close marker to its output and submits prompt + output + close,
  * with what is left of max_tokens (connection thread). */
 static void continue_choice(srv_job *j, srv_choice *c) {
-    if (c->submitted) rw_engine_cancel(j->srv->engine, c->engine_id); /* no callback after this */
+    if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
     c->think = 2;

@@ -224,6 +224,26 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         return bad(e, "tools", "%s", "out of memory");
     }
     r->out.tools_json = r->tools_json;
+    if (r->force) { /* a forced call: a grammar over the model's own call format */
+        if (!tools) {
+            free(text);
+            json_decref(kwargs);
+            return bad(e, "tool_choice", "%s", "tool_choice \"required\" or a named function needs 'tools'");
+        }
+        rw_error gerr = {0};
+        /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
+        if (rw_server__tool_grammar(s->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
+                                 r->force == 1 && r->parallel_calls, &r->gbnf, &gerr)) {
+            free(text);
+            json_decref(kwargs);
+            srv_errorf(e, 400, "invalid_request_error", NULL, r->force == 2 ? "tool_choice" : "tools", "%s",
+                       gerr.msg);
+            return false;
+        }
+        r->gp.grammar = r->gbnf;
+        /* a thinking model's open block is closed first: the answer is the call */
+        if (r->out.in_reasoning) r->reasoning_budget = 0;
+    }
     size_t n = 0;
     st = rw_tokenize(s->tok, text, len, add_special, true, &r->prompt, &n, &err);
     free(text);
@@ -395,13 +415,19 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     json_t *tc = json_object_get(o, "tool_choice");
     if (tc && !json_is_null(tc)) {
         const char *tcs = json_string_value(tc);
-        if (tcs && (!strcmp(tcs, "required") || !strcmp(tcs, "any")))
-            return bad(e, "tool_choice", "%s", "tool_choice \"required\" (a forced tool call) is not supported yet");
-        if (json_is_object(tc))
-            return bad(e, "tool_choice", "%s", "a named tool_choice (a forced tool call) is not supported yet");
-        if (!tcs || (strcmp(tcs, "auto") && strcmp(tcs, "none")))
-            return bad(e, "tool_choice", "%s", "tool_choice must be \"auto\", \"none\", \"required\" or a function");
+        json_t *fn = json_object_get(tc, "function");
+        const char *fname = json_string_value(json_object_get(json_is_object(fn) ? fn : tc, "name"));
+        if (tcs && (!strcmp(tcs, "required") || !strcmp(tcs, "any"))) r->force = 1;
+        else if (json_is_object(tc) && fname) {
+            r->force = 2;
+            if (!(r->force_name = strdup(fname))) return bad(e, "tool_choice", "%s", "out of memory");
+        } else if (!tcs || (strcmp(tcs, "auto") && strcmp(tcs, "none")))
+            return bad(e, "tool_choice", "%s",
+                       "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                       "\"function\": {\"name\": ...}}");
     }
+    r->parallel_calls = true;
+    if (!get_bool(o, "parallel_tool_calls", &r->parallel_calls, e)) return false;
     json_t *rb = json_object_get(o, "reasoning_budget");
     long long budget = s->reasoning_budget;
     if (rb && !json_is_null(rb) && !get_int(o, "reasoning_budget", -1, INT32_MAX, &budget, NULL, e)) return false;
@@ -467,5 +493,7 @@ void srv_request_free(srv_request *r) {
     free(r->bias);
     free(r->marks);
     free(r->tools_json);
+    free(r->force_name);
+    free(r->gbnf);
     memset(r, 0, sizeof *r);
 }

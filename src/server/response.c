@@ -54,7 +54,7 @@ const char *srv_choice_finish(const srv_choice *c) {
  * tool calls (chat/output.h); sets c's n_calls. */
 static json_t *message_json(const srv_job *j, srv_choice *c) {
     rw_chat_output_opts o = j->parse;
-    rw_chat_message m;
+    rw_chat_parsed m;
     rw_error err = {0};
     json_t *msg;
     o.id_seed = 0;
@@ -75,7 +75,7 @@ static json_t *message_json(const srv_job *j, srv_choice *c) {
                                                    m.calls[i].arguments));
         json_object_set_new(msg, "tool_calls", calls);
     }
-    rw_chat_message_free(&m);
+    rw_chat_parsed_free(&m);
     return msg;
 }
 

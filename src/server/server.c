@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "server/api_int.h"
 
 enum {
@@ -436,13 +437,14 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
 }
 
 void srv_logf(rw_server *s, const char *fmt, ...) {
-    if (!s->log) return;
+    (void)s;
+    if (!rw_log_enabled(RW_LOG_INFO)) return;
     char line[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    s->log(s->log_user, line);
+    rw_log(RW_LOG_INFO, "serve: %s", line);
 }
 
 /* The chat settings: the template's capabilities and the overrides. */
@@ -469,8 +471,6 @@ static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error 
     }
     s->reasoning_budget = cfg->has_reasoning_budget ? cfg->reasoning_budget : -1;
     s->strict_api = cfg->strict_api;
-    s->log = cfg->log;
-    s->log_user = cfg->log_user;
     return RW_OK;
 }
 

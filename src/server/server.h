@@ -39,10 +39,8 @@ typedef struct {
                                          request's chat_template_kwargs add to and override them) */
     bool has_reasoning_budget;    /* reasoning_budget applies (else unlimited unless a request sets one) */
     long reasoning_budget;        /* thinking tokens before the server closes the think block (0: no thinking) */
-    bool strict_api;              /* unknown request fields are a 400 (else ignored and logged once each) */
-    /* Where the server's log lines go (one line, no newline), or NULL: nowhere. */
-    void (*log)(void *user, const char *line);
-    void *log_user;
+    bool strict_api;              /* unknown request fields are a 400 (else ignored and logged once each,
+                                     through rw_log) */
 } rw_server_config;
 
 typedef struct rw_server rw_server;

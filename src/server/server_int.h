@@ -38,13 +38,22 @@ struct rw_server {
     json_t *kwargs;                  /* --chat-template-kwargs (owned), or NULL */
     bool strict_api;
     long reasoning_budget;           /* < 0: unlimited */
-    void (*log)(void *user, const char *line);
-    void *log_user;
     char **warned;                   /* unknown request fields already logged (under mu), owned */
     size_t n_warned;
 };
 
-/* One log line (printf-style) to the configured log hook, if any. */
+/* GBNF (grammar/grammar.h) for output that is a tool call in format f
+ * (tool_choice "required": any of tools_json's functions, only = NULL; a
+ * named tool_choice: only = its name), with each call's arguments matching
+ * its tool's parameters schema; parallel: up to 8 calls, else one. Built
+ * from the schema compiler's rules inside the format's own markup
+ * (tool_grammar.c). *gbnf is malloc'd (the caller frees). Errors:
+ * RW_ERR_INVALID_ARG (no tools, an unknown name, a bad schema),
+ * RW_ERR_UNSUPPORTED (format NONE, a schema keyword the compiler lacks). */
+rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel,
+                                  char **gbnf, rw_error *err);
+
+/* One log line (printf-style) through the library's log hook (base/log.h). */
 void srv_logf(rw_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* An error to send: HTTP status and OpenAI's error fields. */
@@ -77,6 +86,10 @@ typedef struct {
     rw_chat_output_opts out;
     char *tools_json;       /* owned */
     long reasoning_budget;  /* < 0: unlimited */
+    int force;              /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
+    char *force_name;       /* owned */
+    bool parallel_calls;    /* parallel_tool_calls (default true) */
+    char *gbnf;             /* gp.grammar: a forced call's grammar (owned) */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "tokenizer/tok_int.h"
 
 /* Words up to this many bytes take the array path and may be cached. */
@@ -47,8 +48,7 @@ typedef struct {
 size_t rw_tok__cache_min_words = 64; /* below, setting the cache up costs more than it saves */
 
 static uint64_t word_hash(const char *s, size_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    uint64_t h = rw_hash_bytes(0x9e3779b97f4a7c15ull ^ n, s, n); /* the length seeds it */
     return h ^ (h >> 32);
 }
 

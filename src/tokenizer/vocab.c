@@ -3,13 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "tokenizer/tok_int.h"
 
 /* ---- string map ---- */
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    uint64_t h = rw_hash_bytes(RW_HASH_INIT, s, n);
     return h ^ (h >> 29);
 }
 

@@ -135,7 +135,7 @@ static void parse_all_ways(const rw_chat_output_opts *o, const char *text, resul
     free(cuts);
     CHECK_MSG(same(whole, &r) && !r.bad, "byte by byte differs for %s", text);
     /* the non-streaming API is the same thing */
-    rw_chat_message m;
+    rw_chat_parsed m;
     rw_error err = {0};
     CHECK(!rw_chat_output_parse(o, text, len, &m, &err));
     CHECK(!strcmp(m.content, whole->content));
@@ -144,7 +144,7 @@ static void parse_all_ways(const rw_chat_output_opts *o, const char *text, resul
     for (int i = 0; i < m.n_calls && i < whole->n_calls; i++)
         CHECK(!strcmp(m.calls[i].name, whole->names[i]) && !strcmp(m.calls[i].arguments, whole->args[i]) &&
               !strcmp(m.calls[i].id, whole->ids[i]));
-    rw_chat_message_free(&m);
+    rw_chat_parsed_free(&m);
 }
 
 static rw_chat_output_opts opts(rw_tool_format f) {
@@ -298,6 +298,10 @@ static void test_granite(void) {
     const char *one[] = {"search", "{\"q\":\"x\"}"};
     expect(o, "Let me search.<|tool_call|>[{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}]", "Let me search.",
            "", 1, one, true);
+    /* a marker followed by something that is not JSON: the marker is text, what follows is read on */
+    const char *notjson[] = {"search", "{\"q\":\"x\"}"};
+    expect(o, "<|tool_call|>\"x <|tool_call|>[{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}]",
+           "<|tool_call|>\"x", "", 1, notjson, false);
     const char *bad = "<|tool_call|>[{\"name\": \"search\", \"arguments\": 5}]";
     expect(o, bad, bad, "", 0, NULL, false);
 }
@@ -423,15 +427,15 @@ static void test_misc(void) {
     CHECK(rw_chat_output_feed(p, t, strlen(t), stop_at_call, NULL, &err) == RW_ERR_CANCELLED);
     rw_chat_output_free(p);
     /* ids: the seed decides them */
-    rw_chat_message a, b;
+    rw_chat_parsed a, b;
     CHECK(!rw_chat_output_parse(&o, t, strlen(t), &a, &err));
     o.id_seed = 43;
     o.id_prefix = "toolu_";
     CHECK(!rw_chat_output_parse(&o, t, strlen(t), &b, &err));
     CHECK(a.n_calls == 1 && b.n_calls == 1 && strcmp(a.calls[0].id + 5, b.calls[0].id + 6));
     CHECK(!strncmp(b.calls[0].id, "toolu_", 6));
-    rw_chat_message_free(&a);
-    rw_chat_message_free(&b);
+    rw_chat_parsed_free(&a);
+    rw_chat_parsed_free(&b);
 }
 
 int main(void) {

@@ -4,7 +4,8 @@
 // loop exactly as the SDK's users write it (the assistant message with
 // tool_calls as the SDK returned it / as agents rebuild it, then the tool
 // result), streamed with the SDK's own stream helper and raw chunks, extra
-// fields a UI sends, reasoning fields where the template thinks.
+// fields a UI sends, reasoning fields where the template thinks, forced
+// calls (required, named) whole and streamed and the loop after them.
 // Usage: REWIND_URL=http://127.0.0.1:PORT REWIND_THINKS=0|1 node chat_tools.mjs
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -18,7 +19,7 @@ const tools = [
     function: {
       name: "get_weather",
       description: "The weather of a city",
-      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 } }, required: ["city"] },
     },
   },
 ];
@@ -111,6 +112,38 @@ const extra = await client.chat.completions.create({
   reasoning_effort: "low",
 });
 checkMessage({ ...extra.choices[0].message, reasoning_content: thinks ? extra.choices[0].message.reasoning_content ?? "" : undefined });
+
+// forced calls (tool_choice "required" and a named function): a grammar over
+// the model's own call format, so even a random model answers with a call
+// whose arguments fit the schema; then the loop goes on with its result
+for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
+  const q = [{ role: "user", content: "Weather in Paris?" }];
+  const forced = await client.chat.completions.create({
+    ...base, max_tokens: 300, messages: q, tools, tool_choice, parallel_tool_calls: false,
+  });
+  const m = forced.choices[0].message;
+  assert.equal(forced.choices[0].finish_reason, "tool_calls", JSON.stringify(forced.choices[0]));
+  assert.equal(m.tool_calls.length, 1);
+  assert.equal(m.tool_calls[0].function.name, "get_weather");
+  const args = JSON.parse(m.tool_calls[0].function.arguments);
+  assert.equal(typeof args.city, "string");
+  assert.ok(args.city.length <= 12);
+  // streamed with the SDK's helper: the call put together from its deltas
+  const st = client.chat.completions.stream({
+    ...base, max_tokens: 300, messages: q, tools, tool_choice, parallel_tool_calls: false,
+  });
+  const done = await st.finalChatCompletion();
+  assert.deepEqual(done.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments]),
+    m.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+  // the tool loop: the message as the SDK returned it, then the result
+  const next = await client.chat.completions.create({
+    ...base,
+    messages: [...q, m, { role: "tool", tool_call_id: m.tool_calls[0].id, content: "sunny" }],
+    tools,
+  });
+  checkMessage(next.choices[0].message);
+  assert.ok(next.usage.prompt_tokens_details.cached_tokens > 0);
+}
 
 // our 400s reach the SDK as its BadRequestError
 await assert.rejects(

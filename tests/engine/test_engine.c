@@ -1,7 +1,7 @@
 /* test_engine.c - the batching engine through its own API (engine.h), on the
  * qwen3 fixture: greedy output equal to the generate loop with more requests
  * than batch slots, RW_ERR_CONTEXT / INVALID_ARG / BUSY, cancelling a queued
- * and a running request (no event after rw_engine_cancel returns), a stop
+ * and a running request (no event after rw_engine_cancel_id returns), a stop
  * string that spans two tokens (also with speculative decoding, which must
  * not draft past it), end-of-generation stops, statistics. */
 #include <pthread.h>
@@ -158,7 +158,7 @@ int main(void) {
     CHECK_EQ_INT(st.running + st.queued, 3);
     /* cancel a queued one (s[2] waits: s[1] may have been admitted only at the next step) */
     uint64_t cancelled0 = st.requests_cancelled;
-    rw_engine_cancel(e, id[2]);
+    rw_engine_cancel_id(e, id[2]);
     pthread_mutex_lock(&s[0].mu);
     s[0].hold = false;
     pthread_cond_broadcast(&s[0].cv);
@@ -167,7 +167,7 @@ int main(void) {
     pthread_mutex_lock(&s[1].mu);
     while (s[1].n_events == 0) pthread_cond_wait(&s[1].cv, &s[1].mu);
     pthread_mutex_unlock(&s[1].mu);
-    rw_engine_cancel(e, id[1]);
+    rw_engine_cancel_id(e, id[1]);
     pthread_mutex_lock(&s[1].mu);
     int events_at_cancel = s[1].n_events;
     /* on a loaded machine the request may have run to its end between its
@@ -181,7 +181,7 @@ int main(void) {
     CHECK_EQ_INT(s[2].n_events, 0);
     rw_engine_get_stats(e, &st);
     CHECK_EQ_INT(st.requests_cancelled, cancelled0 + (finished_first ? 1 : 2));
-    rw_engine_cancel(e, id[0]); /* finished: a no-op */
+    rw_engine_cancel_id(e, id[0]); /* finished: a no-op */
     for (int i = 0; i < 4; i++) sink_free(&s[i]);
 
     /* a stop string across a token boundary: the text ends just before it */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "chat/output.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
@@ -38,8 +39,9 @@ static char *g_bos, *g_eos;
 
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_log[8192];
-static void log_hook(void *user, const char *line) {
+static void log_hook(void *user, rw_log_level level, const char *line) {
     (void)user;
+    (void)level;
     pthread_mutex_lock(&g_log_mu);
     size_t n = strlen(g_log);
     snprintf(g_log + n, sizeof g_log - n, "%s\n", line);
@@ -73,7 +75,6 @@ static bool serve(const char *template_file, const rw_server_config *extra, serv
     if (!out->tmpl) return false;
     rw_server_config sc = extra ? *extra : (rw_server_config){0};
     sc.model_id = "fixture";
-    sc.log = log_hook;
     CHECK_MSG(!rw_server_start(g_engine, g_tok, out->tmpl, g_bos, g_eos, &sc, &out->srv, &err), "%s", err.msg);
     if (!out->srv) return false;
     out->port = rw_server_port(out->srv);
@@ -251,7 +252,7 @@ static void test_reasoning(void) {
     CHECK(text && !msg_str(raw, "reasoning_content"));
     /* what the parser makes of that text when the prompt opened <think> */
     rw_chat_output_opts o = {.reasoning = RW_REASONING_DEEPSEEK, .in_reasoning = true};
-    rw_chat_message want;
+    rw_chat_parsed want;
     rw_error err = {0};
     CHECK(!rw_chat_output_parse(&o, text ? text : "", text ? strlen(text) : 0, &want, &err));
     CHECK(want.reasoning && want.reasoning_len > 0);
@@ -267,7 +268,7 @@ static void test_reasoning(void) {
     CHECK_EQ_INT(stream(s.port, body, &a), 200);
     CHECK_MSG(want.reasoning && !strcmp(a.reasoning, want.reasoning), "streamed reasoning [%s]", a.reasoning);
     CHECK(!strcmp(a.content, want.content));
-    rw_chat_message_free(&want);
+    rw_chat_parsed_free(&want);
 
     /* thinking off, four ways: the template closes the block, the output is content */
     static const char *const off[] = {"\"enable_thinking\":false", "\"chat_template_kwargs\":{\"enable_thinking\":false}",
@@ -369,6 +370,153 @@ static void test_budget(void) {
     json_decref(full);
 }
 
+/* ---- forced calls ---- */
+
+#define WTOOLS                                                                                                     \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","     \
+    "\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},\"days\":{\"type\":\"integer\",\"minimum\":1,"    \
+    "\"maximum\":7}},\"required\":[\"city\",\"days\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\","   \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{\"enum\":[\"UTC\",\"CET\"]}},\"required\":"         \
+    "[\"zone\"]}}}]"
+
+/* arguments that validate against WTOOLS' schema of name */
+static bool args_valid(const char *name, const char *args) {
+    json_t *a = args ? json_loads(args, 0, NULL) : NULL;
+    bool ok = json_is_object(a);
+    if (ok && !strcmp(name, "get_weather")) {
+        json_t *c = json_object_get(a, "city"), *d = json_object_get(a, "days");
+        ok = json_object_size(a) == 2 && json_is_string(c) && json_string_length(c) <= 12 && json_is_integer(d) &&
+             json_integer_value(d) >= 1 && json_integer_value(d) <= 7;
+    } else if (ok && !strcmp(name, "get_time")) {
+        const char *z = json_string_value(json_object_get(a, "zone"));
+        ok = json_object_size(a) == 1 && z && (!strcmp(z, "UTC") || !strcmp(z, "CET"));
+    } else ok = false;
+    json_decref(a);
+    return ok;
+}
+
+/* A stream's tool call deltas, put together as the openai client does. */
+typedef struct {
+    int n;
+    char name[4][64], args[4][512];
+    bool name_first; /* every call's first delta had its id and name */
+    int arg_deltas;
+    char finish[16];
+} calls_acc;
+
+static bool on_call_event(void *user, const char *data, size_t n) {
+    calls_acc *a = user;
+    if (n == 6 && !memcmp(data, "[DONE]", 6)) return true;
+    json_t *j = json_loadb(data, n, 0, NULL);
+    json_t *c = json_array_get(json_object_get(j, "choices"), 0), *tc = json_object_get(json_object_get(c, "delta"), "tool_calls"), *x;
+    size_t i;
+    json_array_foreach(tc, i, x) {
+        int k = (int)json_integer_value(json_object_get(x, "index"));
+        json_t *fn = json_object_get(x, "function");
+        if (k == a->n && k < 4) { /* a new call: its first delta */
+            a->name_first &= json_is_string(json_object_get(x, "id")) && json_is_string(json_object_get(fn, "name"));
+            snprintf(a->name[k], 64, "%s", json_string_value(json_object_get(fn, "name")) ?: "");
+            a->n++;
+        }
+        const char *piece = json_string_value(json_object_get(fn, "arguments"));
+        if (k < a->n && piece && *piece) {
+            strncat(a->args[k], piece, sizeof a->args[k] - strlen(a->args[k]) - 1);
+            a->arg_deltas++;
+        }
+    }
+    if (json_is_string(json_object_get(c, "finish_reason")))
+        snprintf(a->finish, sizeof a->finish, "%s", json_string_value(json_object_get(c, "finish_reason")));
+    json_decref(j);
+    return true;
+}
+
+static void forced(const char *tmpl, const char *tool_format) {
+    served s;
+    rw_server_config cfg = {.tool_format = tool_format};
+    char path[512];
+    snprintf(path, sizeof path, "chat/templates/%s.jinja", tmpl);
+    if (!serve(rw_test_fixture_path(path), &cfg, &s)) return;
+    static const char *const choices[] = {"\"required\"", "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}",
+                                          "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}"};
+    for (int k = 0; k < 3; k++) {
+        char body[4096];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," WTOOLS ",\"tool_choice\":%s,"
+                 "\"parallel_tool_calls\":false,\"max_tokens\":400,\"temperature\":0}",
+                 choices[k]);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        CHECK_MSG(status == 200, "%s %s: %d", tmpl, choices[k], status);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0), *m = json_object_get(c, "message");
+        json_t *call = json_array_get(json_object_get(m, "tool_calls"), 0), *fn = json_object_get(call, "function");
+        const char *name = json_string_value(json_object_get(fn, "name")) ?: "";
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        CHECK_MSG(json_array_size(json_object_get(m, "tool_calls")) == 1 && args_valid(name, args),
+                  "%s %s: %s(%s), content [%s]", tmpl, choices[k], name, args ? args : "",
+                  json_string_value(json_object_get(m, "content")) ?: "");
+        CHECK(!strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "tool_calls"));
+        CHECK(!strcmp(json_string_value(json_object_get(call, "type")) ?: "", "function"));
+        if (k) CHECK(!strcmp(name, k == 1 ? "get_time" : "get_weather"));
+        if (k == 1) {
+            json_decref(r);
+            continue;
+        }
+        if (k == 2) goto next_turn;
+        /* streamed: the name first, the arguments in pieces, the same call */
+        calls_acc a = {.name_first = true};
+        size_t bl = strlen(body);
+        snprintf(body + bl - 1, sizeof body - bl + 1, ",\"stream\":true}");
+        rw_sse_parser sp = {.on_event = on_call_event, .user = &a};
+        rw_http_request rq = {.port = s.port, .method = "POST", .path = "/v1/chat/completions", .body = body,
+                              .body_len = strlen(body), .on_data = on_data, .user = &sp};
+        rw_http_response resp;
+        rw_error err = {0};
+        CHECK(!rw_http_do(&rq, &resp, &err) && resp.status == 200);
+        rw_http_response_free(&resp);
+        rw_sse_free(&sp);
+        CHECK_MSG(a.n == 1 && a.name_first && !strcmp(a.name[0], name) && !strcmp(a.args[0], args ? args : ""),
+                  "%s %s streamed: %d calls, %s(%s)", tmpl, choices[k], a.n, a.name[0], a.args[0]);
+        CHECK(!strcmp(a.finish, "tool_calls"));
+        json_decref(r);
+        continue;
+    next_turn:; /* the next turn: the call as returned, its result */
+        char *mj = json_dumps(m, JSON_COMPACT);
+        char *body2 = malloc(strlen(mj) + 2048);
+        sprintf(body2,
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},%s,{\"role\":\"tool\",\"tool_call_id\":\"%s\","
+                "\"content\":\"sunny\"}]," WTOOLS ",\"max_tokens\":4,\"temperature\":0}",
+                mj, json_string_value(json_object_get(call, "id")) ?: "");
+        json_t *r2 = post(s.port, "/v1/chat/completions", body2, &status);
+        CHECK_MSG(status == 200, "%s: the turn after a forced call: %d", tmpl, status);
+        CHECK(usage(r2, "cached_tokens") > 0);
+        json_decref(r2);
+        free(body2);
+        free(mj);
+        json_decref(r);
+    }
+    /* refusals */
+    int status;
+    json_t *bad = post(s.port, "/v1/chat/completions",
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," WTOOLS
+                       ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}",
+                       &status);
+    CHECK_EQ_INT(status, 400);
+    json_decref(bad);
+    bad = post(s.port, "/v1/chat/completions",
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", &status);
+    CHECK_EQ_INT(status, 400);
+    json_decref(bad);
+    unserve(&s);
+}
+
+static void test_forced(void) {
+    forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: closed first */
+    forced("Qwen-Qwen3-0.6B", NULL);                  /* Hermes */
+    forced("meta-llama-Llama-3.1-8B-Instruct", NULL); /* Llama 3 JSON */
+    forced("ibm-granite-granite-4.0", "granite");     /* Granite's list */
+    forced("microsoft-Phi-3.5-mini-instruct", NULL);  /* generic */
+}
+
 /* ---- request handling ---- */
 
 static void test_fields_and_props(void) {
@@ -451,6 +599,7 @@ int main(void) {
         return 1;
     }
     rw_chat_template_free(t);
+    rw_log_set(log_hook, NULL, RW_LOG_INFO);
     const rw_engine_config ec = {.n_threads = 2, .max_running = 2, .max_queued = 16, .n_ctx = 2048,
                                  .prefill_chunk = 256, .kv_type = RW_KV_F32, .cache_bytes = 64 << 20};
     CHECK(rw_engine_new(g_model, g_tok, &ec, &g_engine, &err) == RW_OK);
@@ -458,6 +607,7 @@ int main(void) {
     test_fields_and_props();
     test_reasoning();
     test_budget();
+    test_forced();
     test_templates();
     rw_engine_free(g_engine);
     free(g_bos);

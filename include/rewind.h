@@ -1,0 +1,322 @@
+/* rewind.h - the public C API of rewind, an LLM inference engine whose
+ * per-sequence state (attention KV caches and the recurrent states of hybrid
+ * models) rewinds exactly to any token, so prompt caching, batching and
+ * speculative decoding are exact.
+ *
+ * This is the only header an embedder includes; build with
+ *     cc app.c $(pkg-config --cflags --libs rewind)
+ *
+ * The pieces, from the bottom up:
+ *   - status codes and error records (every fallible call returns rw_status
+ *     and fills an rw_error with a one-line message; the library never exits
+ *     or aborts on bad input and never writes to stderr: it logs through the
+ *     hook set with rw_log_set);
+ *   - rw_model: a GGUF file opened with its weights, tokenizer and chat
+ *     template (rw_model_open);
+ *   - rw_chat_render: a conversation rendered through the model's template;
+ *   - rw_generate: synchronous generation with a token callback;
+ *   - rw_engine: the continuous-batching engine with the prefix cache
+ *     (several requests at once from any thread; a request whose prompt
+ *     starts like an earlier one reuses its state, bitwise exactly);
+ *   - rw_seq: one sequence driven by hand: evaluate tokens, read logits,
+ *     rewind, save and load a state file.
+ *
+ * Ownership: a function that returns a pointer through an out-parameter
+ * gives it to the caller, who frees it with the matching *_free / *_close
+ * (strings and arrays with rw_free). Borrowed pointers are marked so.
+ *
+ * Threads: an rw_model may be shared by threads for the read-only calls
+ * (tokenize, detokenize, chat render, the getters). Forward passes of one
+ * model must not run concurrently: at most one rw_engine per model, and no
+ * rw_generate / rw_seq_eval on a model while its engine is alive. rw_engine
+ * calls are thread-safe. */
+#ifndef REWIND_H
+#define REWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version -------------------------------------------------------- */
+
+#define RW_VERSION_MAJOR 0
+#define RW_VERSION_MINOR 20
+#define RW_VERSION_PATCH 0
+#define RW_VERSION_STRING "0.20.0"
+/* One integer that compares: 10000 * major + 100 * minor + patch. */
+#define RW_VERSION_NUMBER (RW_VERSION_MAJOR * 10000 + RW_VERSION_MINOR * 100 + RW_VERSION_PATCH)
+
+/* The version of the library linked at run time ("0.20.0"). */
+const char *rw_version(void);
+
+/* ---- status and errors ---------------------------------------------- */
+
+/* X(name, message): the enum, rw_status_name() and rw_status_message() are
+ * all generated from this list so they cannot drift apart. */
+#define RW_STATUS_MAP(X)                                                        \
+    X(OK, "success")                                                           \
+    X(ERR_INVALID_ARG, "invalid argument")                                     \
+    X(ERR_NOMEM, "out of memory")                                              \
+    X(ERR_IO, "input/output error")                                            \
+    X(ERR_FORMAT, "malformed file")                                            \
+    X(ERR_UNSUPPORTED, "unsupported feature")                                  \
+    X(ERR_NOT_FOUND, "not found")                                              \
+    X(ERR_RANGE, "value out of range")                                         \
+    X(ERR_TEMPLATE, "template error")                                          \
+    X(ERR_CONTEXT, "context overflow")                                         \
+    X(ERR_CANCELLED, "cancelled")                                              \
+    X(ERR_BUSY, "too many requests")                                           \
+    X(ERR_INTERNAL, "internal error")
+
+typedef enum {
+#define RW_STATUS_ENUM(name, msg) RW_##name,
+    RW_STATUS_MAP(RW_STATUS_ENUM)
+#undef RW_STATUS_ENUM
+        RW_STATUS_COUNT
+} rw_status;
+
+/* An error record filled by the function that failed. msg is always a
+ * NUL-terminated single line (no newline). Pass NULL where the message is
+ * not wanted. */
+typedef struct rw_error {
+    rw_status code;
+    char msg[512];
+} rw_error;
+
+const char *rw_status_name(rw_status s);    /* "ERR_FORMAT" */
+const char *rw_status_message(rw_status s); /* "malformed file" */
+
+/* Frees a string or array the library returned (rw_model_tokenize's ids,
+ * rw_chat_render's text, ...). NULL is fine. */
+void rw_free(void *p);
+
+/* ---- logging -------------------------------------------------------- */
+
+typedef enum { RW_LOG_ERROR = 0, RW_LOG_WARN, RW_LOG_INFO, RW_LOG_DEBUG } rw_log_level;
+
+/* msg is one line without a newline, valid during the call only. The hook
+ * may be called from any of the library's threads (the engine's scheduler,
+ * the disk writer), so it must be thread-safe and quick. */
+typedef void (*rw_log_fn)(void *user, rw_log_level level, const char *msg);
+
+/* Sets the process-wide log hook (NULL: the library stays silent, the
+ * default). Messages above max_level are not formatted at all. */
+void rw_log_set(rw_log_fn fn, void *user, rw_log_level max_level);
+
+/* ---- models --------------------------------------------------------- */
+
+typedef struct rw_model rw_model;
+
+typedef struct {
+    /* Kernel tier: NULL or "" = the best this CPU has; "ref", "avx2",
+     * "avx512" (one the CPU lacks is an error). */
+    const char *kernels;
+    /* Summation order of the matrix products: NULL = "auto" (ours where
+     * it is faster, ggml's for K-quant files), "fast", or "ggml"
+     * (llama.cpp's arithmetic bit for bit; slower on some types).
+     * Kernels and numerics are process-wide in this version: the value of
+     * the last rw_model_open applies to every model of the process. */
+    const char *numerics;
+    /* A chat template (Jinja source) to use instead of the file's; NULL =
+     * the file's tokenizer.chat_template, or ChatML if it has none. */
+    const char *chat_template;
+} rw_model_params;
+
+rw_model_params rw_model_params_default(void);
+
+/* Opens a GGUF model: maps the file, binds the weights (checked against the
+ * architecture's shapes and types), loads the tokenizer and the chat
+ * template. The caller frees *out with rw_model_close. Errors: RW_ERR_IO,
+ * RW_ERR_FORMAT (with the offset or tensor), RW_ERR_UNSUPPORTED (an
+ * architecture or type rewind does not run), RW_ERR_TEMPLATE. */
+rw_status rw_model_open(const char *path, const rw_model_params *params, rw_model **out, rw_error *err);
+/* NULL is fine. Every engine, sequence and generation using m must be gone. */
+void rw_model_close(rw_model *m);
+
+const char *rw_model_arch(const rw_model *m); /* general.architecture, borrowed */
+int32_t rw_model_n_vocab(const rw_model *m);
+int64_t rw_model_n_ctx_train(const rw_model *m);
+/* Whether the token ends a generation (EOS, EOT, <|im_end|>, ...). */
+bool rw_model_token_is_eog(const rw_model *m, int32_t token);
+
+/* Tokenizes len bytes of UTF-8 text as llama.cpp does. add_special adds
+ * BOS/EOS as the vocabulary asks; parse_special turns the text of control
+ * tokens ("<|im_start|>") into those tokens (use it for rendered templates,
+ * never for untrusted user text). *ids is the caller's (rw_free). */
+rw_status rw_model_tokenize(const rw_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                            int32_t **ids, size_t *n_ids, rw_error *err);
+/* The text of n tokens, NUL-terminated, *out_len bytes (caller: rw_free).
+ * render_special: control tokens as their text, else dropped. */
+rw_status rw_model_detokenize(const rw_model *m, const int32_t *ids, size_t n, bool render_special, char **out,
+                              size_t *out_len, rw_error *err);
+
+/* ---- chat ----------------------------------------------------------- */
+
+typedef struct {
+    const char *role;    /* "system", "user", "assistant", "tool" */
+    const char *content; /* UTF-8 */
+} rw_chat_message;
+
+/* Renders messages through the model's chat template (Jinja with
+ * transformers' semantics), ending with the assistant's generation prompt
+ * when add_generation_prompt. *out is NUL-terminated (caller: rw_free).
+ * Tokenize the result with parse_special = true. */
+rw_status rw_chat_render(const rw_model *m, const rw_chat_message *msgs, size_t n_msgs, bool add_generation_prompt,
+                         char **out, rw_error *err);
+/* The same from a JSON array of message objects as the OpenAI API sends
+ * them, with an optional JSON array of tools (NULL: none) and the template
+ * variable enable_thinking (-1: undefined, 0, 1). */
+rw_status rw_chat_render_json(const rw_model *m, const char *messages_json, const char *tools_json,
+                              bool add_generation_prompt, int enable_thinking, char **out, rw_error *err);
+
+/* ---- sampling and generation ---------------------------------------- */
+
+typedef struct {
+    float temperature;       /* <= 0: greedy (ties to the lowest id) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    float repeat_penalty;    /* 1: off */
+    uint64_t seed;           /* the request's own generator: same seed, same tokens */
+} rw_sampling;
+
+/* Greedy, every filter off. */
+rw_sampling rw_sampling_default(void);
+
+typedef struct {
+    rw_sampling sampling;
+    int64_t max_tokens;       /* >= 1 */
+    const char *const *stop;  /* n_stop stop strings (cut from the output), or NULL */
+    int n_stop;
+    bool ignore_eos;          /* keep going past end-of-generation tokens */
+} rw_gen_options;
+
+rw_gen_options rw_gen_options_default(void); /* greedy, 256 tokens */
+
+typedef enum {
+    RW_DONE_NONE = 0, /* not finished */
+    RW_DONE_STOP,     /* end-of-generation token or stop string */
+    RW_DONE_LENGTH,   /* max_tokens or the context reached */
+    RW_DONE_ERROR,    /* the forward pass failed */
+} rw_done_reason;
+
+/* What a request produced: counts and how it ended. */
+typedef struct {
+    int64_t prompt_tokens;
+    int64_t cached_tokens;    /* prompt tokens whose state came from the prefix cache */
+    int64_t completion_tokens;
+    rw_done_reason reason;
+} rw_gen_result;
+
+/* Called with each piece of new text (complete UTF-8, stop strings cut; not
+ * NUL-terminated). Return false to stop the generation early (reason
+ * RW_DONE_STOP). */
+typedef bool (*rw_text_fn)(void *user, const char *text, size_t len);
+
+typedef struct {
+    int n_threads;   /* 0: one per physical core */
+    int64_t n_ctx;   /* positions of the sequence; 0: 4096 */
+    bool kv_f32;     /* f32 KV cache (llama.cpp's goldens use it); default f16 */
+} rw_run_params;
+
+rw_run_params rw_run_params_default(void);
+
+/* Generates up to opt->max_tokens tokens after prompt (text, tokenized with
+ * parse_special, e.g. the output of rw_chat_render) and returns when done.
+ * cb (may be NULL) runs on a library thread while rw_generate blocks. The
+ * text of the whole answer is in *text when text is not NULL (caller:
+ * rw_free). run may be NULL (defaults). */
+rw_status rw_generate(rw_model *m, const char *prompt, const rw_gen_options *opt, const rw_run_params *run,
+                      rw_text_fn cb, void *user, char **text, rw_gen_result *res, rw_error *err);
+
+/* ---- the engine: continuous batching and the prefix cache ------------ */
+
+typedef struct rw_engine rw_engine;
+
+typedef struct {
+    rw_run_params run;
+    int max_running;         /* sequences generating at once; default 4 */
+    int max_queued;          /* requests waiting beyond those (then RW_ERR_BUSY); default 64 */
+    int64_t prefill_chunk;   /* prompt tokens per step over all sequences; default 256 */
+    size_t cache_bytes;      /* the prefix cache's memory budget; 0 = off; default 256 MiB */
+    const char *cache_dir;   /* a folder for the cache's disk tier, or NULL */
+    size_t cache_dir_bytes;  /* its byte budget (with cache_dir); default 1 GiB */
+} rw_engine_params;
+
+rw_engine_params rw_engine_params_default(void);
+
+/* Starts an engine over m (m must outlive it; it runs every forward pass
+ * of m from now on). The caller frees *out with rw_engine_close. */
+rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine **out, rw_error *err);
+/* Cancels what is still running or queued (no more callbacks after this
+ * returns) and stops the engine. NULL is fine. */
+void rw_engine_close(rw_engine *e);
+
+/* An event of a request: new text, and at the end (done) the result. Runs
+ * on the engine's scheduler thread: be quick, do not call the engine. */
+typedef void (*rw_event_fn)(void *user, const char *text, size_t len, bool done, const rw_gen_result *res);
+
+/* Queues a request for prompt (text, tokenized with parse_special). *id
+ * (may be NULL) names it for rw_engine_cancel. Every request that is not
+ * cancelled gets exactly one event with done = true. Errors:
+ * RW_ERR_CONTEXT (prompt + max_tokens > n_ctx), RW_ERR_BUSY, bad options. */
+rw_status rw_engine_submit_text(rw_engine *e, const char *prompt, const rw_gen_options *opt, rw_event_fn cb, void *user,
+                           uint64_t *id, rw_error *err);
+/* Queues a request for prompt token ids; otherwise as rw_engine_submit_text. */
+rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_options *opt,
+                                  rw_event_fn cb, void *user, uint64_t *id, rw_error *err);
+/* After it returns the request's callback is never called again. Unknown
+ * or finished ids are ignored. */
+void rw_engine_cancel(rw_engine *e, uint64_t id);
+
+/* Submits and waits: the synchronous form of rw_engine_submit_text. *text (may
+ * be NULL) gets the whole answer (caller: rw_free). Safe to call from
+ * several threads at once: their requests are batched together. */
+rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *opt, char **text, rw_gen_result *res,
+                        rw_error *err);
+
+typedef struct {
+    uint64_t requests_finished;
+    uint64_t prompt_tokens;     /* of admitted requests */
+    uint64_t cached_tokens;     /* of those, served from the prefix cache */
+    uint64_t generated_tokens;
+    size_t cache_bytes;         /* the prefix cache's memory tier now */
+    size_t cache_disk_bytes;    /* and its disk tier */
+    uint64_t cache_entries;
+} rw_engine_stats_public;
+
+void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out);
+
+/* ---- one sequence by hand, and state files -------------------------- */
+
+typedef struct rw_seq rw_seq;
+
+/* A sequence of up to n_ctx positions (0: 4096) on m. The caller frees
+ * *out with rw_seq_free (before m is closed). */
+rw_status rw_seq_new(rw_model *m, int64_t n_ctx, bool kv_f32, rw_seq **out, rw_error *err);
+void rw_seq_free(rw_seq *s); /* NULL is fine */
+
+/* Runs n tokens through the model at the end of s. logits (may be NULL)
+ * receives the last token's n_vocab logits. */
+rw_status rw_seq_eval(rw_seq *s, const int32_t *ids, int64_t n, float *logits, rw_error *err);
+int64_t rw_seq_length(const rw_seq *s);
+/* Forgets every position from n on, exactly: s is bitwise what it would be
+ * had it only ever seen its first n tokens. */
+rw_status rw_seq_rewind(rw_seq *s, int64_t n, rw_error *err);
+/* A state file: the tokens and every layer's state, checksummed, written
+ * atomically; rw_seq_load replaces s's state with the file's (after
+ * checking it belongs to this model and KV type). */
+rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err);
+rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

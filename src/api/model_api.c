@@ -1,0 +1,173 @@
+/* model_api.c - rw_model_open / rw_model_close and the read-only calls on an
+ * open model: tokenization and chat rendering (include/rewind.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "api/api_int.h"
+#include "kernels/matmul.h"
+
+rw_model_params rw_model_params_default(void) { return (rw_model_params){0}; }
+
+rw_api__bundle *rw_api__bundle_of(const rw_model *m, rw_error *err) {
+    rw_api__bundle *b = m ? rw_model_api_data(m) : NULL;
+    if (!b) rw_errorf(err, RW_ERR_INVALID_ARG, "not a model from rw_model_open");
+    return b;
+}
+
+/* Kernels and numerics are process-wide (kernels/matmul.h) and must be set
+ * before the weights are bound: panels are packed for the chosen kernels. */
+static rw_status apply_params(const rw_model_params *p, rw_error *err) {
+    if (p->kernels && *p->kernels) {
+        int t = 0;
+        while (t < RW_TIER_COUNT && strcmp(p->kernels, rw_kernel_tier_name((rw_kernel_tier)t))) t++;
+        if (t == RW_TIER_COUNT)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "kernels must be ref, avx2 or avx512, not \"%s\"", p->kernels);
+        if (!rw_kernel_tier_set((rw_kernel_tier)t))
+            return rw_errorf(err, RW_ERR_UNSUPPORTED, "this CPU cannot run the %s kernels", p->kernels);
+    }
+    if (p->numerics && *p->numerics) {
+        rw_numerics nm;
+        if (!rw_numerics_parse(p->numerics, &nm))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "numerics must be auto, fast or ggml, not \"%s\"",
+                             p->numerics);
+        rw_numerics_set(nm);
+    }
+    return RW_OK;
+}
+
+static void bundle_free(rw_api__bundle *b) {
+    if (!b) return;
+    rw_threadpool_free(b->pool);
+    rw_chat_template_free(b->tmpl);
+    free(b->bos);
+    free(b->eos);
+    rw_tokenizer_free(b->tok);
+    rw_gguf_close(b->g);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+rw_status rw_model_open(const char *path, const rw_model_params *params, rw_model **out, rw_error *err) {
+    if (!out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_open: out is NULL");
+    *out = NULL;
+    if (!path) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_open: path is NULL");
+    const rw_model_params def = rw_model_params_default();
+    if (!params) params = &def;
+    rw_status st = apply_params(params, err);
+    if (st) return st;
+    rw_api__bundle *b = calloc(1, sizeof *b); /* freed by rw_model_close (or below on failure) */
+    if (!b) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
+    rw_model *m = NULL;
+    if ((st = rw_gguf_open(path, &b->g, err)) || (st = rw_model_load(b->g, &m, err)) ||
+        (st = rw_tokenizer_load(b->g, &b->tok, err)))
+        goto fail;
+    if (params->chat_template) {
+        /* the file's BOS/EOS texts still apply to an override */
+        rw_chat_template *file_tmpl = NULL;
+        if ((st = rw_chat_template_from_gguf(b->g, &file_tmpl, &b->bos, &b->eos, err))) goto fail;
+        rw_chat_template_free(file_tmpl);
+        if ((st = rw_chat_template_parse(params->chat_template, strlen(params->chat_template), &b->tmpl, err))) {
+            rw_error_prefix(err, "chat_template");
+            goto fail;
+        }
+    } else if ((st = rw_chat_template_from_gguf(b->g, &b->tmpl, &b->bos, &b->eos, err))) {
+        goto fail;
+    }
+    rw_model_set_api_data(m, b);
+    *out = m;
+    return RW_OK;
+fail:
+    rw_error_prefix(err, "%s", path);
+    rw_model_free(m);
+    bundle_free(b);
+    return st;
+}
+
+void rw_model_close(rw_model *m) {
+    if (!m) return;
+    rw_api__bundle *b = rw_model_api_data(m);
+    rw_model_free(m); /* the weights point into b->g: the model goes first */
+    bundle_free(b);
+}
+
+const char *rw_model_arch(const rw_model *m) { return rw_model_get_hparams(m)->arch; }
+int32_t rw_model_n_vocab(const rw_model *m) { return (int32_t)rw_model_get_hparams(m)->n_vocab; }
+int64_t rw_model_n_ctx_train(const rw_model *m) { return rw_model_get_hparams(m)->n_ctx_train; }
+
+bool rw_model_token_is_eog(const rw_model *m, int32_t token) {
+    rw_api__bundle *b = rw_model_api_data(m);
+    return b && rw_tokenizer_is_eog(b->tok, token);
+}
+
+rw_status rw_model_tokenize(const rw_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                            int32_t **ids, size_t *n_ids, rw_error *err) {
+    rw_api__bundle *b = rw_api__bundle_of(m, err);
+    if (!b) return RW_ERR_INVALID_ARG;
+    if (!text || !ids || !n_ids) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_tokenize: NULL argument");
+    return rw_tokenize(b->tok, text, len, add_special, parse_special, ids, n_ids, err);
+}
+
+rw_status rw_model_detokenize(const rw_model *m, const int32_t *ids, size_t n, bool render_special, char **out,
+                              size_t *out_len, rw_error *err) {
+    rw_api__bundle *b = rw_api__bundle_of(m, err);
+    if (!b) return RW_ERR_INVALID_ARG;
+    if ((!ids && n) || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_detokenize: NULL argument");
+    const int32_t n_vocab = rw_tokenizer_n_vocab(b->tok);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "token %zu is %d, outside the vocabulary [0, %d)", i,
+                             (int)ids[i], (int)n_vocab);
+    size_t len = 0;
+    rw_status st = rw_detokenize(b->tok, ids, n, render_special, out, &len, err);
+    if (!st && out_len) *out_len = len;
+    return st;
+}
+
+rw_status rw_api__tokenize_prompt(const rw_api__bundle *b, const char *prompt, int32_t **ids, size_t *n,
+                                  rw_error *err) {
+    if (!prompt) return rw_errorf(err, RW_ERR_INVALID_ARG, "the prompt is NULL");
+    return rw_tokenize(b->tok, prompt, strlen(prompt), true, true, ids, n, err);
+}
+
+rw_status rw_chat_render_json(const rw_model *m, const char *messages_json, const char *tools_json,
+                              bool add_generation_prompt, int enable_thinking, char **out, rw_error *err) {
+    rw_api__bundle *b = rw_api__bundle_of(m, err);
+    if (!b) return RW_ERR_INVALID_ARG;
+    if (!messages_json || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_render_json: NULL argument");
+    const rw_chat_render_opts o = {.messages_json = messages_json,
+                                   .tools_json = tools_json,
+                                   .add_generation_prompt = add_generation_prompt,
+                                   .enable_thinking = enable_thinking < 0 ? -1 : enable_thinking ? 1 : 0,
+                                   .bos_token = b->bos,
+                                   .eos_token = b->eos};
+    size_t len;
+    return rw_chat_template_render(b->tmpl, &o, out, &len, err);
+}
+
+rw_status rw_chat_render(const rw_model *m, const rw_chat_message *msgs, size_t n_msgs, bool add_generation_prompt,
+                         char **out, rw_error *err) {
+    if (!out || (!msgs && n_msgs)) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_render: NULL argument");
+    *out = NULL;
+    json_t *arr = json_array(); /* freed below */
+    if (!arr) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n_msgs; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            json_decref(arr);
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "message %zu has no role or content", i);
+        }
+        json_t *msg = json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content);
+        if (!msg || json_array_append_new(arr, msg)) {
+            json_decref(arr);
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "message %zu is not valid UTF-8", i);
+        }
+    }
+    char *js = json_dumps(arr, JSON_COMPACT); /* freed below */
+    json_decref(arr);
+    if (!js) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    rw_status st = rw_chat_render_json(m, js, NULL, add_generation_prompt, -1, out, err);
+    free(js);
+    return st;
+}
