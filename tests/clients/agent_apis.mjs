@@ -2,7 +2,9 @@
 // a running `rewind serve` (started by tests/server/test_clients_node.sh):
 // Responses with a function call in the history and previous_response_id,
 // streamed and not; Messages with tool_use / tool_result blocks, streamed
-// and not, count_tokens; each SDK's own error classes for our errors.
+// and not, count_tokens; each SDK's own error classes for our errors;
+// forced calls (required / any / named) whole and streamed, and the loop
+// after them.
 // Usage: REWIND_URL=http://127.0.0.1:PORT REWIND_KEY=KEY node agent_apis.mjs
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -11,9 +13,11 @@ import Anthropic from "@anthropic-ai/sdk";
 const url = process.env.REWIND_URL;
 const key = process.env.REWIND_KEY;
 const model = "rewind";
+// (the city an enum: a random-weight model's free string in a forced call
+// may not end within the token limit)
 const weatherSchema = {
   type: "object",
-  properties: { city: { type: "string" } },
+  properties: { city: { type: "string", enum: ["Paris", "Oslo"] } },
   required: ["city"],
 };
 
@@ -134,6 +138,68 @@ async function messages() {
     (e) => e instanceof Anthropic.BadRequestError && e.error?.error?.type === "invalid_request_error");
 }
 
+// Forced calls (the grammar): the model must call, the arguments follow the
+// schema; the agent runs the tool and the loop goes on.
+async function forcedResponses() {
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 });
+  const tools = [{ type: "function", name: "get_weather", parameters: weatherSchema, strict: true }];
+  for (const tool_choice of ["required", { type: "function", name: "get_weather" }]) {
+    const r = await client.responses.create({
+      model, input: "What is the weather in Paris?", tools, tool_choice, max_output_tokens: 100, temperature: 0,
+    });
+    const call = r.output.find((o) => o.type === "function_call");
+    assert.ok(call, JSON.stringify(r.output));
+    assert.equal(call.name, "get_weather");
+    assert.equal(typeof JSON.parse(call.arguments).city, "string");
+    // streamed with the SDK's helper: the same call
+    const stream = client.responses.stream({
+      model, input: "What is the weather in Paris?", tools, tool_choice, max_output_tokens: 100, temperature: 0,
+    });
+    let args = "";
+    stream.on("response.function_call_arguments.delta", (ev) => { args += ev.delta; });
+    const final = await stream.finalResponse();
+    const fcall = final.output.find((o) => o.type === "function_call");
+    assert.equal(fcall.arguments, call.arguments);
+    assert.equal(args, call.arguments);
+    // the tool's result, continuing from the stored response
+    const next = await client.responses.create({
+      model, previous_response_id: r.id, tools,
+      input: [{ type: "function_call_output", call_id: call.call_id, output: JSON.stringify({ sky: "sunny" }) }],
+      max_output_tokens: 8, temperature: 0,
+    });
+    assert.ok(next.usage.input_tokens_details.cached_tokens >= r.usage.input_tokens, JSON.stringify(next.usage));
+  }
+}
+
+async function forcedMessages() {
+  const client = new Anthropic({ baseURL: url, apiKey: key, maxRetries: 0 });
+  const tools = [{ name: "get_weather", description: "Weather of a city", input_schema: weatherSchema }];
+  const messages = [{ role: "user", content: "What is the weather in Paris?" }];
+  for (const tool_choice of [{ type: "any" }, { type: "tool", name: "get_weather" }]) {
+    const params = { model, max_tokens: 100, temperature: 0, tools, tool_choice, messages };
+    const msg = await client.messages.create(params);
+    assert.equal(msg.stop_reason, "tool_use");
+    const use = msg.content.find((b) => b.type === "tool_use");
+    assert.equal(use.name, "get_weather");
+    assert.equal(typeof use.input.city, "string");
+    // streamed: the SDK assembles the input from input_json_delta
+    const final = await client.messages.stream(params).finalMessage();
+    const suse = final.content.find((b) => b.type === "tool_use");
+    assert.deepEqual(suse.input, use.input);
+    assert.equal(final.stop_reason, "tool_use");
+    // the loop: the call and its result
+    const next = await client.messages.create({
+      model, max_tokens: 8, temperature: 0, tools,
+      messages: [...messages, { role: "assistant", content: msg.content },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "sunny" }] }],
+    });
+    assert.equal(next.type, "message");
+    assert.ok(next.usage.cache_read_input_tokens > 0, JSON.stringify(next.usage));
+  }
+}
+
 await responses();
 await messages();
+await forcedResponses();
+await forcedMessages();
 console.log("ok");

@@ -115,6 +115,8 @@ static json_t *sse_events(const char *raw) {
     return a;
 }
 
+static const char *output_text(json_t *resp); /* a response's message text */
+
 /* The chat-completions reference: content, finish reason, usage. */
 typedef struct {
     char text[4096];
@@ -349,6 +351,147 @@ static void test_thinking_switch(void) {
              &status, NULL);
     CHECK_EQ_INT(num(j, "usage.input_tokens"), on.prompt);
     json_decref(j);
+}
+
+/* Forced calls (through the grammar) on random weights: Messages'
+ * tool_choice any / tool and Responses' required / named function give a
+ * call whose arguments follow the schema, whole and streamed, and the
+ * loop goes on with its result. (The city is an enum: a random model's free string may not end
+ * within the token limit.) */
+#define WEATHER_SCHEMA                                                                                               \
+    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"enum\":[\"Paris\",\"Oslo\"]},\"days\":" \
+    "{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\",\"days\"]}"
+
+static void check_weather_args(json_t *a, const char *what) {
+    json_t *days = json_object_get(a, "days");
+    const char *city = json_string_value(json_object_get(a, "city"));
+    CHECK_MSG(json_is_object(a) && city && (!strcmp(city, "Paris") || !strcmp(city, "Oslo")) && json_is_integer(days) &&
+                  json_integer_value(days) >= 1 && json_integer_value(days) <= 7,
+              "%s: arguments do not follow the schema", what);
+}
+
+static void test_forced_messages(void) {
+    static const char *const choices[] = {"{\"type\":\"any\",\"disable_parallel_tool_use\":true}",
+                                          "{\"type\":\"tool\",\"name\":\"get_weather\"}", "{\"type\":\"any\"}"};
+    for (int k = 0; k < 3; k++) {
+        char body[2048];
+        snprintf(body, sizeof body,
+                 "{\"model\":\"m\",\"max_tokens\":120,\"temperature\":0,\"tool_choice\":%s,\"tools\":[{\"name\":"
+                 "\"get_time\",\"input_schema\":{\"type\":\"object\",\"properties\":{}}},{\"name\":\"get_weather\","
+                 "\"input_schema\":" WEATHER_SCHEMA "}],\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]}",
+                 choices[k]);
+        int status;
+        json_t *m = post("/v1/messages", XKEY, body, &status, NULL);
+        CHECK_MSG(status == 200, "%s: %d %s", choices[k], status, str(m, "error.message"));
+        CHECK_MSG(!strcmp(str(m, "stop_reason"), "tool_use"), "%s: stop_reason %s", choices[k], str(m, "stop_reason"));
+        json_t *content = json_object_get(m, "content"), *use = NULL, *b;
+        size_t i, n_use = 0;
+        json_array_foreach(content, i, b) if (!strcmp(str(b, "type"), "tool_use") && !n_use++) use = b;
+        CHECK_MSG(use != NULL, "%s: no tool_use block", choices[k]);
+        if (k < 2) CHECK_EQ_INT(n_use, 1); /* one call: no parallel calls, or a named function */
+        if (k == 1 || (use && !strcmp(str(use, "name"), "get_weather")))
+            check_weather_args(json_object_get(use, "input"), choices[k]);
+        if (k == 1) CHECK(use && !strcmp(str(use, "name"), "get_weather"));
+        /* streamed: the same call */
+        char *sbody = malloc(strlen(body) + 32);
+        sprintf(sbody, "{\"stream\":true,%s", body + 1);
+        char *raw = NULL;
+        json_decref(post("/v1/messages", XKEY, sbody, &status, &raw));
+        json_t *evs = sse_events(raw), *ev;
+        char args[1024] = "", name[64] = "";
+        long long block = -1; /* the first tool_use block's index */
+        json_array_foreach(evs, i, ev) {
+            if (!strcmp(str(ev, "data.content_block.type"), "tool_use") && block < 0) {
+                snprintf(name, sizeof name, "%s", str(ev, "data.content_block.name"));
+                block = num(ev, "data.index");
+            }
+            if (!strcmp(str(ev, "data.delta.type"), "input_json_delta") && num(ev, "data.index") == block)
+                strncat(args, str(ev, "data.delta.partial_json"), sizeof args - strlen(args) - 1);
+        }
+        CHECK_MSG(use && !strcmp(name, str(use, "name")), "%s: streamed call %s", choices[k], name);
+        json_t *sa = json_loads(args, 0, NULL);
+        CHECK_MSG(use && json_equal(sa, json_object_get(use, "input")), "%s: streamed arguments %s", choices[k], args);
+        json_decref(sa);
+        json_decref(evs);
+        free(raw);
+        free(sbody);
+        /* the loop goes on: the call and its result */
+        if (use) {
+            char *in = json_dumps(json_object_get(use, "input"), JSON_COMPACT);
+            snprintf(body, sizeof body,
+                     "{\"model\":\"m\",\"max_tokens\":4,\"tools\":[{\"name\":\"get_weather\",\"input_schema\":"
+                     WEATHER_SCHEMA "}],\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":"
+                     "\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"%s\",\"name\":\"%s\",\"input\":%s}]},"
+                     "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"%s\",\"content\":"
+                     "\"sunny\"}]}]}",
+                     str(use, "id"), str(use, "name"), in, str(use, "id"));
+            free(in);
+            json_t *m2 = post("/v1/messages", XKEY, body, &status, NULL);
+            CHECK_EQ_INT(status, 200);
+            CHECK(num(m2, "usage.cache_read_input_tokens") > 0);
+            json_decref(m2);
+        }
+        json_decref(m);
+    }
+}
+
+static void test_forced_responses(void) {
+    static const char *const choices[] = {"\"required\",\"parallel_tool_calls\":false",
+                                          "{\"type\":\"function\",\"name\":\"get_weather\"}", "\"required\""};
+    for (int k = 0; k < 3; k++) {
+        char body[2048];
+        snprintf(body, sizeof body,
+                 "{\"max_output_tokens\":120,\"temperature\":0,\"tool_choice\":%s,\"tools\":[{\"type\":\"function\","
+                 "\"name\":\"get_weather\",\"parameters\":" WEATHER_SCHEMA "}],\"input\":\"Weather?\"}",
+                 choices[k]);
+        int status;
+        json_t *r = post("/v1/responses", XKEY, body, &status, NULL);
+        CHECK_MSG(status == 200, "%s: %d %s", choices[k], status, str(r, "error.message"));
+        json_t *out = json_object_get(r, "output"), *call = NULL, *it;
+        size_t i, n_calls = 0;
+        json_array_foreach(out, i, it) if (!strcmp(str(it, "type"), "function_call") && !n_calls++) call = it;
+        CHECK_MSG(call && !strcmp(str(call, "name"), "get_weather"), "%s: no call", choices[k]);
+        if (k < 2) {
+            CHECK_EQ_INT(n_calls, 1);
+            CHECK(!strcmp(str(r, "status"), "completed"));
+        }
+        json_t *a = call ? json_loads(str(call, "arguments"), 0, NULL) : NULL;
+        check_weather_args(a, choices[k]);
+        json_decref(a);
+        /* streamed */
+        char *sbody = malloc(strlen(body) + 32);
+        sprintf(sbody, "{\"stream\":true,%s", body + 1);
+        char *raw = NULL;
+        json_decref(post("/v1/responses", XKEY, sbody, &status, &raw));
+        json_t *evs = sse_events(raw), *ev;
+        char args[1024] = "", first[64] = ""; /* the first function_call item's id */
+        json_array_foreach(evs, i, ev) {
+            if (!first[0] && !strcmp(str(ev, "event"), "response.output_item.added") &&
+                !strcmp(str(ev, "data.item.type"), "function_call"))
+                snprintf(first, sizeof first, "%s", str(ev, "data.item.id"));
+            if (!strcmp(str(ev, "event"), "response.function_call_arguments.delta") &&
+                !strcmp(str(ev, "data.item_id"), first))
+                strncat(args, str(ev, "data.delta"), sizeof args - strlen(args) - 1);
+        }
+        CHECK_MSG(call && !strcmp(args, str(call, "arguments")), "%s: streamed %s vs %s", choices[k], args,
+                  call ? str(call, "arguments") : "");
+        json_decref(evs);
+        free(raw);
+        free(sbody);
+        /* the next turn, by previous_response_id: the call's output */
+        if (call) {
+            snprintf(body, sizeof body,
+                     "{\"previous_response_id\":\"%s\",\"max_output_tokens\":4,\"tools\":[{\"type\":\"function\","
+                     "\"name\":\"get_weather\",\"parameters\":" WEATHER_SCHEMA "}],\"input\":[{\"type\":"
+                     "\"function_call_output\",\"call_id\":\"%s\",\"output\":\"sunny\"}]}",
+                     str(r, "id"), str(call, "call_id"));
+            json_t *r2 = post("/v1/responses", XKEY, body, &status, NULL);
+            CHECK_EQ_INT(status, 200);
+            CHECK(num(r2, "usage.input_tokens_details.cached_tokens") >= num(r, "usage.input_tokens"));
+            json_decref(r2);
+        }
+        json_decref(r);
+    }
 }
 
 /* A streaming client that hangs up: its request is cancelled, its state
@@ -1001,6 +1144,8 @@ int main(void) {
         test_messages_output(s);
         test_responses_output(s);
         test_hang_up();
+        test_forced_messages();
+        test_forced_responses();
     }
     rw_server_stop(s);
     rw_engine_free(e);
