@@ -5,6 +5,7 @@
 #                 under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo     install missing Debian packages, build, run the demo
 #   make bench    run the benchmarks (see README)
+#   make soak     the server under mixed traffic for SOAK_MINUTES (scripts/soak.sh)
 #   make fuzz     build the libFuzzer harnesses (clang) into build-fuzz/
 #   make fuzz-ci  replay the fuzz corpora and fuzz each harness briefly
 #   make format   clang-format every source file in place
@@ -40,7 +41,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo bench fuzz fuzz-ci format clean setup install install-lib
+.PHONY: all test test-fast test-asan demo bench soak fuzz fuzz-ci format clean setup install install-lib
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -123,6 +124,14 @@ demo: setup
 
 bench: all
 	scripts/bench.sh
+
+# The server for SOAK_MINUTES under mixed traffic (scripts/soak.sh): RSS over
+# time, outcomes, p50/p99. Not part of make test.
+SOAK_MINUTES ?= 5
+SOAK_CLIENTS ?= 8
+SOAK_MODEL ?= $(or $(RW_FIXTURES),../shared/fixtures)/qwen35/qwen35-Q8_0.gguf
+soak: all
+	scripts/soak.sh --minutes $(SOAK_MINUTES) --clients $(SOAK_CLIENTS) --model $(SOAK_MODEL)
 
 setup:
 	scripts/setup.sh

@@ -398,10 +398,9 @@ static json_t *adapt(const json_t *norm, const rw_chat_caps *caps) {
     return out;
 }
 
-rw_status rw_chat_render_messages(const rw_chat_template *t, const rw_chat_caps *caps, const rw_chat_prompt_opts *o,
-                                  char **out, size_t *out_len, rw_error *err) {
-    *out = NULL;
-    if (out_len) *out_len = 0;
+rw_status rw_chat_prepare(const rw_chat_caps *caps, const rw_chat_prompt_opts *o, rw_chat_prepared *out,
+                          rw_error *err) {
+    memset(out, 0, sizeof *out);
     json_t *norm = NULL;
     rw_status st = rw_chat_normalize_messages(o->messages, caps, &norm, err);
     if (st) return st;
@@ -423,22 +422,40 @@ rw_status rw_chat_render_messages(const rw_chat_template *t, const rw_chat_caps 
         json_decref(norm);
         norm = adapted;
     }
-    char *msgs_json = norm ? json_dumps(norm, JSON_COMPACT) : NULL;
-    char *tools_json = o->tools && json_is_array(o->tools) ? json_dumps(o->tools, JSON_COMPACT) : NULL;
-    char *extra_json = json_object_size(extra) ? json_dumps(extra, JSON_COMPACT) : NULL;
+    out->messages = norm;
+    out->messages_json = norm ? json_dumps(norm, JSON_COMPACT) : NULL;
+    out->tools_json = o->tools && json_is_array(o->tools) ? json_dumps(o->tools, JSON_COMPACT) : NULL;
+    out->extra_json = extra && json_object_size(extra) ? json_dumps(extra, JSON_COMPACT) : NULL;
     json_decref(extra);
-    if (!msgs_json || (o->tools && json_is_array(o->tools) && !tools_json)) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    rw_chat_render_opts ro = {.messages_json = msgs_json,
-                              .tools_json = tools_json,
-                              .add_generation_prompt = o->add_generation_prompt,
-                              .enable_thinking = enable_thinking,
-                              .bos_token = o->bos_token,
-                              .eos_token = o->eos_token,
-                              .extra_json = extra_json};
-    if (!st) st = rw_chat_template_render(t, &ro, out, out_len, err);
-    free(msgs_json);
-    free(tools_json);
-    free(extra_json);
-    json_decref(norm);
+    out->ro = (rw_chat_render_opts){.messages_json = out->messages_json,
+                                    .tools_json = out->tools_json,
+                                    .add_generation_prompt = o->add_generation_prompt,
+                                    .enable_thinking = enable_thinking,
+                                    .bos_token = o->bos_token,
+                                    .eos_token = o->eos_token,
+                                    .extra_json = out->extra_json};
+    if (!out->messages_json || (o->tools && json_is_array(o->tools) && !out->tools_json)) {
+        rw_chat_prepared_free(out);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    return RW_OK;
+}
+
+void rw_chat_prepared_free(rw_chat_prepared *p) {
+    json_decref(p->messages);
+    free(p->messages_json);
+    free(p->tools_json);
+    free(p->extra_json);
+    memset(p, 0, sizeof *p);
+}
+
+rw_status rw_chat_render_messages(const rw_chat_template *t, const rw_chat_caps *caps, const rw_chat_prompt_opts *o,
+                                  char **out, size_t *out_len, rw_error *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    rw_chat_prepared p;
+    rw_status st = rw_chat_prepare(caps, o, &p, err);
+    if (!st) st = rw_chat_template_render(t, &p.ro, out, out_len, err);
+    rw_chat_prepared_free(&p);
     return st;
 }

@@ -67,6 +67,22 @@ typedef struct {
     const char *bos_token, *eos_token;
 } rw_chat_prompt_opts;
 
+/* What rw_chat_render_messages renders, before rendering: the messages
+ * normalized and adapted to the template (a JSON array), and the render
+ * options with every variable (ro's strings point into this struct). For
+ * callers that render more than once (the server's control-token guard
+ * renders the same conversation with markers for contents). Free with
+ * rw_chat_prepared_free. Errors as rw_chat_render_messages' before
+ * rendering. */
+typedef struct {
+    json_t *messages;
+    rw_chat_render_opts ro;
+    char *messages_json, *tools_json, *extra_json; /* owned; ro points at them */
+} rw_chat_prepared;
+rw_status rw_chat_prepare(const rw_chat_caps *caps, const rw_chat_prompt_opts *o, rw_chat_prepared *out,
+                          rw_error *err);
+void rw_chat_prepared_free(rw_chat_prepared *p);
+
 /* Normalizes o->messages (with t's caps, from rw_chat_template_caps), adapts
  * them to what the template lacks and renders it. On success *out is malloc'd (caller frees), *out_len bytes. Errors:
  * RW_ERR_INVALID_ARG (messages, kwargs), RW_ERR_TEMPLATE (the template

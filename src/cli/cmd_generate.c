@@ -1,7 +1,15 @@
 /* cmd_generate.c - `rewind generate MODEL (--ids IDS | -p TEXT) -n N
  * [--temp T] [--top-k K] [--top-p P] [--min-p P] [--presence-penalty X]
  * [--frequency-penalty X] [--repeat-penalty X] [--seed S] [--kv f32|f16] [--numerics M]
- * [--threads N] [--print-ids] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`.
+ * [--threads N] [--print-ids] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]
+ * [--grammar FILE.gbnf | --json-schema FILE.json]`.
+ *
+ * --grammar / --json-schema: the output must match the GBNF grammar or the
+ * JSON schema (grammar/grammar.h, docs/structured-outputs.md; with
+ * engine/constraint.h's rules, as the server): the mask comes before the
+ * sampler chain, generation stops where the grammar is complete and nothing
+ * may follow, or at an end-of-generation token where it can end; -n still
+ * cuts it (a note on stderr says the output is incomplete).
  *
  * A text prompt is tokenized as llama.cpp does (BOS/EOS as the vocabulary
  * asks, special tokens parsed); the output is text through the streaming
@@ -38,6 +46,7 @@
 
 #include "base/threadpool.h"
 #include "cli/cli.h"
+#include "engine/constraint.h"
 #include "sampler/sampler.h"
 #include "engine/spec.h"
 #include "tokenizer/tokenizer.h"
@@ -60,7 +69,8 @@ static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
                     "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
                     "[--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--print-ids] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
+                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] "
+                    "[--grammar FILE.gbnf | --json-schema FILE.json]\n");
     return 2;
 }
 
@@ -71,7 +81,7 @@ int rw_cmd_generate(int argc, char **argv) {
     bool print_ids = false;
     rw_kv_type kv = RW_KV_F32; /* see the file comment */
     long threads = 0;
-    const char *draft_path = NULL;
+    const char *draft_path = NULL, *grammar_path = NULL, *schema_path = NULL;
     rw_spec_params spp = rw_spec_params_default();
     rw_cli_numerics_for_goldens(); /* see the file comment */
     for (int i = 1; i < argc; i++) {
@@ -112,6 +122,8 @@ int rw_cmd_generate(int argc, char **argv) {
             spp.k_max = (int32_t)k;
         } else if (!strcmp(a, "--draft-fixed")) spp.adaptive = false;
         else if (!strcmp(a, "--print-ids")) print_ids = true;
+        else if (!strcmp(a, "--grammar") && has_val) grammar_path = argv[++i];
+        else if (!strcmp(a, "--json-schema") && has_val) schema_path = argv[++i];
         else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -119,18 +131,52 @@ int rw_cmd_generate(int argc, char **argv) {
         else return usage();
     }
     if (!model_path || n_gen < 0 || (!ids_path == !text)) return usage();
+    if (grammar_path && schema_path) {
+        rw_cli_error(CMD, "give --grammar or --json-schema, not both");
+        return 2;
+    }
+    char *gbnf = NULL; /* the constraint's GBNF; owned */
+    if (grammar_path || schema_path) {
+        const char *path = grammar_path ? grammar_path : schema_path;
+        FILE *f = fopen(path, "rb");
+        char *buf = NULL;
+        size_t len = 0;
+        if (f) {
+            fseek(f, 0, SEEK_END);
+            long sz = ftell(f);
+            fseek(f, 0, SEEK_SET);
+            buf = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+            if (buf) len = fread(buf, 1, (size_t)sz, f);
+            if (buf) buf[len] = 0;
+            fclose(f);
+        }
+        if (!buf) {
+            rw_cli_error(CMD, "cannot read %s", path);
+            return 1;
+        }
+        rw_error gerr = {0};
+        if (schema_path) {
+            if (rw_grammar_schema_to_gbnf(buf, len, NULL, &gbnf, &gerr)) {
+                rw_cli_error(CMD, "%s: %s", path, gerr.msg);
+                free(buf);
+                return 1;
+            }
+            free(buf);
+        } else gbnf = buf;
+    }
     rw_gguf *g = NULL;
     rw_model *m = NULL;
     int32_t *ids = NULL;
     int64_t n = 0;
     rw_tokenizer *vocab = NULL;
     if (rw_cli_open_model(CMD, model_path, &g, &m)) return 1;
-    if (text || !print_ids || draft_path) {
+    if (text || !print_ids || draft_path || gbnf) {
         rw_error terr = {0};
         if (rw_tokenizer_load(g, &vocab, &terr) != RW_OK) {
             rw_cli_error(CMD, "%s", terr.msg);
             rw_model_free(m);
             rw_gguf_close(g);
+            free(gbnf);
             return 1;
         }
     }
@@ -162,7 +208,16 @@ int rw_cmd_generate(int argc, char **argv) {
     rw_model_seq *s = NULL;
     rw_threadpool *pool = NULL;
     rw_sampler *sampler = NULL;
+    rw_grammar_vocab *gv = NULL;
+    rw_constraint *cons = NULL;
+    bool ended = false; /* the grammar ended the output */
     float *logits = malloc((size_t)n_vocab * sizeof(float));
+    float *mrow = gbnf ? malloc((size_t)n_vocab * sizeof(float)) : NULL;
+    if (gbnf && (!mrow || rw_grammar_vocab_from_tokenizer(vocab, &gv, &err) ||
+                 rw_constraint_new(gbnf, gv, vocab, &cons, &err))) {
+        rw_cli_error(CMD, "%s: %s", grammar_path ? grammar_path : schema_path, mrow ? err.msg : "out of memory");
+        goto done;
+    }
     if (!logits) {
         rw_cli_error(CMD, "out of memory");
         goto done;
@@ -184,12 +239,19 @@ int rw_cmd_generate(int argc, char **argv) {
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
     if (dm && n_gen > 0) {
         if (rw_spec_seq_new(dm, s, sampler, &sp, &spp, &spec, &err)) goto fail;
-        for (long k = 0; k < n_gen;) {
+        if (cons && rw_spec_seq_set_constraint(spec, rw_constraint_mask_fn, cons, &err)) goto fail;
+        for (long k = 0; k < n_gen && !ended;) {
             const int32_t *toks = NULL;
             int32_t n_out = 1;
             int32_t first;
             if (k == 0) {
-                first = rw_sampler_sample(sampler, logits);
+                const float *row = logits;
+                if (cons) {
+                    memcpy(mrow, logits, (size_t)n_vocab * sizeof *mrow);
+                    if (!rw_constraint_mask(cons, NULL, 0, mrow, &err)) goto grammar_dead;
+                    row = mrow;
+                }
+                first = rw_sampler_sample(sampler, row);
                 if (rw_sampler_accept(sampler, first, &err) || rw_spec_seq_start(spec, first, &err)) goto fail;
                 toks = &first;
             } else {
@@ -198,7 +260,13 @@ int rw_cmd_generate(int argc, char **argv) {
                 if (rw_spec_step(m, dm, &spec, &budget, 1, pool, &err)) goto fail;
                 n_out = rw_spec_seq_output(spec, &toks, &rows);
             }
-            for (int32_t i = 0; i < n_out; i++, k++) {
+            for (int32_t i = 0; i < n_out && !ended; i++, k++) {
+                if (cons && rw_tokenizer_is_eog(vocab, toks[i])) { /* allowed only where the grammar can end */
+                    ended = true;
+                    break;
+                }
+                if (cons && rw_constraint_accept(cons, toks[i], &err)) goto fail;
+                if (cons && rw_constraint_must_end(cons)) ended = true;
                 if (print_ids) printf("%s%d", k ? " " : "", (int)toks[i]);
                 else {
                     char piece[512];
@@ -217,8 +285,19 @@ int rw_cmd_generate(int argc, char **argv) {
                 st.steps ? (double)st.emitted / (double)st.steps : 0.0);
     } else {
         for (long k = 0; k < n_gen; k++) {
-            int32_t tok = rw_sampler_sample(sampler, logits);
+            const float *row = logits;
+            if (cons) {
+                memcpy(mrow, logits, (size_t)n_vocab * sizeof *mrow);
+                if (!rw_constraint_mask(cons, NULL, 0, mrow, &err)) goto grammar_dead;
+                row = mrow;
+            }
+            int32_t tok = rw_sampler_sample(sampler, row);
             if (rw_sampler_accept(sampler, tok, &err)) goto fail;
+            if (cons && rw_tokenizer_is_eog(vocab, tok)) {
+                ended = true;
+                break;
+            }
+            if (cons && rw_constraint_accept(cons, tok, &err)) goto fail;
             if (print_ids) printf("%s%d", k ? " " : "", (int)tok);
             else {
                 char piece[512];
@@ -226,6 +305,10 @@ int rw_cmd_generate(int argc, char **argv) {
                 if (len <= sizeof piece) fwrite(piece, 1, len, stdout);
             }
             fflush(stdout);
+            if (cons && rw_constraint_must_end(cons)) {
+                ended = true;
+                break;
+            }
             if (k + 1 == n_gen) break;
             fa = (rw_forward_args){.tokens = &tok, .n = 1, .pool = pool, .logits = logits};
             if (rw_model_forward(m, s, &fa, &err)) goto fail;
@@ -237,12 +320,21 @@ int rw_cmd_generate(int argc, char **argv) {
         if (len <= sizeof tail) fwrite(tail, 1, len, stdout);
     }
     printf("\n");
+    if (cons && !ended)
+        fprintf(stderr, "rewind generate: -n %ld cut the output %s\n", n_gen,
+                rw_constraint_can_end(cons) ? "(the grammar could have ended there)" : "before the grammar was complete");
     rc = 0;
     goto done;
+grammar_dead:
+    if (!err.code) rw_errorf(&err, RW_ERR_INVALID_ARG, "grammar: no token of the vocabulary can continue the output");
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
     rw_spec_seq_free(spec);
+    rw_constraint_free(cons);
+    rw_grammar_vocab_free(gv);
+    free(mrow);
+    free(gbnf);
     rw_tokenizer_free(dvocab);
     rw_model_free(dm);
     rw_gguf_close(dg);

@@ -2,18 +2,26 @@
  * [--parallel N] [--ctx N] [--threads N] [--api-key KEY] [--kv f32|f16]
  * [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]
  * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]
- * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]`: the
+ * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE]
+ * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
+ * [--max-connections-per-ip N] [--max-state-bytes B]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
  *
  * The prefix cache (engine/prefix_cache.h) is on by default with a quarter
  * of the machine's RAM (--cache-bytes 0 turns it off); --cache-dir adds the
- * disk tier (default budget 16 GiB). Sizes take K, M, G suffixes.
+ * disk tier (default budget 16 GiB). --max-state-bytes bounds the running
+ * sequences' state by admission (engine.h; default also a quarter of RAM;
+ * 0 = none). Sizes take K, M, G suffixes.
  *
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
  * sequence and step (default 4), verified in the step's one batched pass;
  * how many adapts to the measured acceptance unless --draft-fixed.
+ *
+ * The API key: --api-key-file FILE (its first line), else --api-key KEY
+ * (visible in ps), else the environment variable REWIND_API_KEY. The limits
+ * and the browser policy are in docs/server-security.md.
  *
  * Chat (docs/agent-api.md): --chat-template-file FILE replaces the model's
  * template; --tool-format auto|none|generic|qwen-xml|hermes|llama3|granite
@@ -52,22 +60,44 @@ static int parse_size(const char *s, size_t *out) {
     return 0;
 }
 
+/* The first line of path (the API key), without its line end. */
+static char *read_key_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        rw_cli_error(CMD, "cannot read the API key file %s: %m", path);
+        return NULL;
+    }
+    char line[4096];
+    char *key = fgets(line, sizeof line, f) ? line : NULL;
+    fclose(f);
+    size_t n = key ? strcspn(key, "\r\n") : 0;
+    if (!n) {
+        rw_cli_error(CMD, "the API key file %s is empty", path);
+        return NULL;
+    }
+    key[n] = 0;
+    return strdup(key);
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--chat-template-file FILE] "
+                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE] "
+                    "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
+                    "[--max-state-bytes B] [--chat-template-file FILE] "
                     "[--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] [--reasoning-format deepseek|none] "
-                    "[--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n");
+                    "[--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
+                    "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
 
 int rw_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
-    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 256;
-    const char *cache_dir = NULL, *draft_path = NULL;
-    long draft_max = 4;
+    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
+    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL;
+    long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
     bool draft_fixed = false;
     const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
     long reasoning_budget = -1;
@@ -76,12 +106,22 @@ int rw_cmd_serve(int argc, char **argv) {
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+    size_t max_state = cache_bytes; /* running state: also a quarter of physical memory */
     rw_kv_type kv = RW_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool v = i + 1 < argc;
         if (!strcmp(a, "--host") && v) host = argv[++i];
         else if (!strcmp(a, "--api-key") && v) api_key = argv[++i];
+        else if (!strcmp(a, "--api-key-file") && v) key_file = argv[++i];
+        else if (!strcmp(a, "--cors-origin") && v) cors = argv[++i];
+        else if (!strcmp(a, "--header-timeout") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 3600, &header_timeout)) return 2;
+        } else if (!strcmp(a, "--body-timeout") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 3600, &body_timeout)) return 2;
+        } else if (!strcmp(a, "--max-connections-per-ip") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 65536, &per_ip)) return 2;
+        }
         else if (!strcmp(a, "--port") && v) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 65535, &port)) return 2;
         } else if (!strcmp(a, "--parallel") && v) {
@@ -104,6 +144,8 @@ int rw_cmd_serve(int argc, char **argv) {
             if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
         } else if (!strcmp(a, "--cache-bytes") && v) {
             if (parse_size(argv[++i], &cache_bytes)) return 2;
+        } else if (!strcmp(a, "--max-state-bytes") && v) {
+            if (parse_size(argv[++i], &max_state)) return 2;
         } else if (!strcmp(a, "--cache-dir-bytes") && v) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
@@ -133,6 +175,13 @@ int rw_cmd_serve(int argc, char **argv) {
         else return usage();
     }
     if (!model_path) return usage();
+    char *key_owned = NULL;
+    if (key_file && api_key) {
+        rw_cli_error(CMD, "give the API key once: --api-key or --api-key-file");
+        return 2;
+    }
+    if (key_file && !(api_key = key_owned = read_key_file(key_file))) return 2;
+    if (!api_key && getenv("REWIND_API_KEY") && getenv("REWIND_API_KEY")[0]) api_key = getenv("REWIND_API_KEY");
 
     /* SIGINT/SIGTERM are taken by sigwait below: block them before any thread starts */
     sigset_t sigs;
@@ -143,7 +192,10 @@ int rw_cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     rw_cli_served sv;
-    if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) return 1;
+    if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) {
+        free(key_owned);
+        return 1;
+    }
     if (template_file) { /* replaces the model's template (its BOS/EOS texts stay) */
         size_t n = 0;
         char *src = rw_cli_read_file(template_file, &n);
@@ -153,6 +205,7 @@ int rw_cmd_serve(int argc, char **argv) {
             rw_cli_error(CMD, "%s: %s", template_file, src ? terr.msg : "cannot read the file");
             free(src);
             rw_cli_served_close(&sv);
+            free(key_owned);
             return 1;
         }
         free(src);
@@ -172,6 +225,7 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .cache_bytes = cache_bytes,
                                  .cache_dir = cache_dir,
                                  .cache_dir_bytes = cache_dir_bytes,
+                                 .max_state_bytes = max_state,
                                  .draft = sv.dm,
                                  .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,
@@ -186,6 +240,10 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .model_id = base,
                                  .max_body_bytes = (size_t)max_body,
                                  .max_connections = (int)max_conn,
+                                 .max_connections_per_ip = (int)per_ip,
+                                 .header_timeout = (double)header_timeout,
+                                 .body_timeout = (double)body_timeout,
+                                 .cors_origin = cors,
                                  .tool_format = tool_format,
                                  .reasoning_format = reasoning_format,
                                  .chat_template_kwargs = kwargs,
@@ -213,5 +271,6 @@ done:
     rw_server_stop(s);
     rw_engine_free(e);
     rw_cli_served_close(&sv);
+    free(key_owned);
     return rc;
 }

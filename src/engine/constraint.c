@@ -78,6 +78,7 @@ rw_status rw_constraint_accept(rw_constraint *c, int32_t tok, rw_error *err) {
 int64_t rw_constraint_n_accepted(const rw_constraint *c) { return rw_grammar_matcher_n_steps(c->m); }
 void rw_constraint_rewind(rw_constraint *c, int64_t n_keep) { rw_grammar_matcher_rewind(c->m, n_keep); }
 bool rw_constraint_must_end(const rw_constraint *c) { return rw_grammar_matcher_must_end(c->m); }
+bool rw_constraint_can_end(const rw_constraint *c) { return rw_grammar_matcher_can_end(c->m); }
 
 bool rw_constraint_mask_fn(void *ctx, const int32_t *prefix, int n, float *row) {
     return rw_constraint_mask(ctx, prefix, n, row, NULL);

@@ -49,6 +49,8 @@ rw_status rw_constraint_accept(rw_constraint *c, int32_t tok, rw_error *err);
 int64_t rw_constraint_n_accepted(const rw_constraint *c);
 void rw_constraint_rewind(rw_constraint *c, int64_t n_keep);
 
+/* The grammar is complete here (it may end). */
+bool rw_constraint_can_end(const rw_constraint *c);
 /* The grammar is complete and nothing may follow. */
 bool rw_constraint_must_end(const rw_constraint *c);
 

@@ -31,6 +31,7 @@ void eng_req_free(eng_req *r) {
     if (!r) return;
     for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
+    eng_stopm_free(r->stopm);
     free(r->marks);
     free(r->tokens);
     free(r->logits);
@@ -106,7 +107,8 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     pthread_mutex_init(&e->gvocab_mu, NULL);
     pthread_cond_init(&e->wake, NULL);
     pthread_cond_init(&e->step_done, NULL);
-    if (pthread_create(&e->thread, NULL, eng_scheduler_main, e)) {
+    if (cfg->manual ? !(e->manual_sc = eng_scratch_new(cfg->max_running))
+                    : pthread_create(&e->thread, NULL, eng_scheduler_main, e) != 0) {
         pthread_cond_destroy(&e->step_done);
         pthread_cond_destroy(&e->wake);
         pthread_mutex_destroy(&e->mu);
@@ -114,7 +116,8 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         rw_threadpool_free(e->pool);
         free(e->running);
         free(e);
-        return rw_errorf(err, RW_ERR_INTERNAL, "engine: cannot start the scheduler thread");
+        return cfg->manual ? rw_errorf(err, RW_ERR_NOMEM, "out of memory")
+                           : rw_errorf(err, RW_ERR_INTERNAL, "engine: cannot start the scheduler thread");
     }
     *out = e;
     return RW_OK;
@@ -126,7 +129,8 @@ void rw_engine_free(rw_engine *e) {
     e->stopping = true;
     pthread_cond_broadcast(&e->wake);
     pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thread, NULL);
+    if (e->cfg.manual) eng_scratch_free(e->manual_sc);
+    else pthread_join(e->thread, NULL);
     /* the scheduler has left: what remains is ours */
     for (int i = 0; i < e->n_running; i++) eng_req_free(e->running[i]);
     while (e->queue_head) {
@@ -151,8 +155,14 @@ rw_model *rw_engine_get_model(const rw_engine *e) { return e->m; }
 static rw_status check_params(const rw_gen_params *p, rw_error *err) {
     if (p->max_tokens < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 1");
     if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) return rw_errorf(err, RW_ERR_INVALID_ARG, "bad stop list");
-    for (int i = 0; i < p->n_stop; i++)
+    size_t stop_bytes = 0;
+    for (int i = 0; i < p->n_stop; i++) {
         if (!p->stop[i] || !p->stop[i][0]) return rw_errorf(err, RW_ERR_INVALID_ARG, "stop strings may not be empty");
+        stop_bytes += strlen(p->stop[i]);
+    }
+    if (stop_bytes > RW_MAX_STOP_BYTES) /* the automaton takes about 21 bytes per byte */
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "the stop strings have %zu bytes together; the limit is %d",
+                         stop_bytes, RW_MAX_STOP_BYTES);
     if (p->n_logprobs < -1 || p->n_logprobs > RW_MAX_TOP_LOGPROBS)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "top_logprobs must be in [0, %d]", RW_MAX_TOP_LOGPROBS);
     return RW_OK;
@@ -186,6 +196,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->marks = p->n_marks > 0 && p->marks ? malloc((size_t)p->n_marks * sizeof *r->marks) : NULL;
     bool ok = r->tokens && r->logits && (!p->n_stop || r->stop) && (p->n_marks <= 0 || !p->marks || r->marks);
     for (int i = 0; ok && i < p->n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
+    if (ok && p->n_stop) ok = (r->stopm = eng_stopm_new((const char *const *)r->stop, p->n_stop)) != NULL;
     if (!ok) {
         eng_req_free(r);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -251,6 +262,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
                 if (e->running[i]->id == id) r = e->running[i];
             if (!r) break;
             r->cancelled = true;
+            if (e->cfg.manual) break; /* no step runs now: it leaves at the next rw_engine_step */
             pthread_cond_signal(&e->wake);
             pthread_cond_wait(&e->step_done, &e->mu);
         }
@@ -268,4 +280,16 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->cache_enabled = e->pcache != NULL;
     out->spec_enabled = e->cfg.draft != NULL;
     if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
+}
+
+int rw_engine_step(rw_engine *e, rw_error *err) {
+    if (!e || !e->cfg.manual) {
+        rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_step: the engine has its own scheduler thread");
+        return -1;
+    }
+    pthread_mutex_lock(&e->mu);
+    eng_step_locked(e, e->manual_sc);
+    int left = e->n_running + e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+    return left;
 }

@@ -47,6 +47,12 @@ typedef struct {
     size_t cache_bytes;
     const char *cache_dir;
     size_t cache_dir_bytes;
+    /* Admission by bytes: a queued request is admitted only while the
+     * running sequences' state (KV, recurrent, draft) is under
+     * max_state_bytes, one at a time (its state is measured before the
+     * next), and always when nothing runs. A threshold, not a hard cap: the
+     * requests admitted grow by their own length. 0 = no bound. */
+    size_t max_state_bytes;
     /* Speculative decoding (engine/spec.h); draft = NULL turns it off. The
      * draft model (must outlive the engine, which runs all its forward
      * passes) proposes up to draft_max tokens per decoding sequence and step
@@ -62,7 +68,16 @@ typedef struct {
     bool draft_fixed;  /* always draft_max (within the budget): no adaptive rule */
     float draft_cost;  /* one draft pass / one target pass, for the adaptive rule (e.g. the ratio of the
                           files' sizes); <= 0: 0.1 */
+    /* No scheduler thread: the embedder runs every step on its own thread
+     * with rw_engine_step (callbacks then run inside that call), and
+     * rw_engine_cancel_id of a running request returns at once (it leaves
+     * at the next step without another event). */
+    bool manual;
 } rw_engine_config;
+
+/* The stop strings of one request together, in bytes (each request builds an
+ * automaton of them: about 21 bytes of memory per byte). */
+#define RW_MAX_STOP_BYTES 65536
 
 /* Sampling and stopping. Strings and the logit bias are copied by
  * rw_engine_submit. */
@@ -125,6 +140,12 @@ void rw_engine_free(rw_engine *e);
 const rw_engine_config *rw_engine_get_config(const rw_engine *e);
 rw_model *rw_engine_get_model(const rw_engine *e); /* the model it runs */
 
+/* cfg.manual only: retires finished requests, admits queued ones and runs
+ * one scheduler step (a forward pass over every running sequence and the
+ * next prompt chunk). Returns the requests still running or queued (0:
+ * idle), or -1 (err set) without cfg.manual. Not concurrently with itself. */
+int rw_engine_step(rw_engine *e, rw_error *err);
+
 /* Queues a request. The prompt is copied. *id identifies it for
  * rw_engine_cancel_id. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the
  * message has the numbers), RW_ERR_INVALID_ARG (bad ids or parameters),
@@ -158,7 +179,8 @@ typedef struct {
     uint64_t generated_tokens;
     uint64_t steps;             /* forward passes */
     uint64_t step_tokens;       /* tokens over all forward passes */
-    size_t kv_bytes;            /* KV storage of the running sequences */
+    size_t kv_bytes;            /* state storage of the running sequences (0 when none runs) */
+    uint64_t held_for_memory;   /* admissions deferred by max_state_bytes (steps with requests waiting) */
     rw_histogram ttft;          /* seconds from submit to the first token */
     rw_histogram itl;           /* seconds between two tokens of a request */
     rw_histogram batch_size;    /* sequences per forward pass */

@@ -10,6 +10,21 @@
 #include "engine/engine.h"
 #include "engine/spec.h"
 
+/* stop_match.c: a request's stop strings as one automaton (Aho-Corasick). */
+typedef struct eng_stopm eng_stopm;
+/* NULL when out of memory. The strings must be non-empty. */
+eng_stopm *eng_stopm_new(const char *const *stops, int n);
+void eng_stopm_free(eng_stopm *m);
+/* Feeds n bytes of text from *state (0 = nothing fed yet) and updates it.
+ * Returns the earliest start (base + offset in text) of a stop string that
+ * ends inside these bytes, or -1. A stop string may start before text, up
+ * to eng_stopm_depth(*state) bytes: base must be at least that. Amortized
+ * O(n). */
+long eng_stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base);
+/* Length of the longest tail of the text fed that is a prefix of a stop
+ * string (a whole one only right after a match). 0 for m == NULL. */
+size_t eng_stopm_depth(const eng_stopm *m, int32_t state);
+
 /* One request. Owned by the engine from rw_engine_submit until it is freed
  * by the scheduler (finished or cancelled while running), by rw_engine_cancel_id
  * (cancelled while queued) or by rw_engine_free. */
@@ -18,6 +33,8 @@ typedef struct eng_req {
     struct eng_req *next; /* queue link */
     rw_gen_params p;      /* p.stop points to stop[] below */
     char **stop;          /* owned copies of the stop strings */
+    eng_stopm *stopm;     /* the stop strings' automaton; owned; NULL without stop strings */
+    int32_t stop_state;   /* its state after the generated text */
     int64_t *marks;       /* owned copy of p.marks */
     rw_gen_callback cb;
     void *user;
@@ -61,7 +78,8 @@ struct rw_engine {
     rw_grammar_vocab *gvocab;
     pthread_mutex_t gvocab_mu;
 
-    pthread_t thread;
+    pthread_t thread;         /* not started with cfg.manual */
+    struct eng_scratch *manual_sc; /* cfg.manual: rw_engine_step's scratch, owned */
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* the scheduler waits for work on it */
     pthread_cond_t step_done; /* rw_engine_cancel_id waits on it for a running request to leave */
@@ -72,6 +90,7 @@ struct rw_engine {
     int n_queued;
     eng_req **running; /* [max_running]; only the scheduler adds and removes */
     int n_running;
+    bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
     uint64_t next_id;
     rw_engine_stats stats;
 };
@@ -79,6 +98,16 @@ struct rw_engine {
 double eng_now(void); /* monotonic seconds */
 void eng_req_free(eng_req *r);
 void *eng_scheduler_main(void *arg);
+
+/* A step's scratch lists (scheduler.c); eng_scratch_new(max_running). */
+typedef struct eng_scratch eng_scratch;
+eng_scratch *eng_scratch_new(int cap);
+void eng_scratch_free(eng_scratch *sc); /* NULL is fine */
+/* With e->mu held (released and taken again inside): retires finished and
+ * cancelled requests, admits queued ones and, unless the engine is stopping
+ * or nothing runs, runs one step. True when it stepped. The scheduler
+ * thread's loop, and rw_engine_step's one iteration (cfg.manual). */
+bool eng_step_locked(rw_engine *e, eng_scratch *sc);
 
 /* engine_seq.c: the one place that gives a request its sequence, and takes
  * it back. eng_seq_for_prompt returns a sequence whose first *n_cached

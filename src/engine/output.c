@@ -26,31 +26,18 @@ static bool held_append(eng_req *r, const char *s, size_t n) {
     return true;
 }
 
-/* Earliest complete stop string in held: its offset, or -1. */
-static long find_stop(const eng_req *r) {
-    long best = -1;
-    for (int i = 0; i < r->p.n_stop; i++) {
-        const char *s = r->p.stop[i];
-        size_t n = strlen(s);
-        if (n > r->held_len) continue;
-        const char *hit = memmem(r->held, r->held_len, s, n);
-        if (hit && (best < 0 || hit - r->held < best)) best = hit - r->held;
-    }
-    return best;
+/* Feeds held[from..held_len) to the stop automaton: the earliest start (in
+ * held) of a stop string completed by these bytes, or -1. Held had no
+ * complete stop string before (the invariant above), so every stop string in
+ * it ends in the new bytes; and the automaton's state is the longest tail of
+ * the whole text that is a prefix of a stop string, which lies in held. */
+static long find_stop(eng_req *r, size_t from) {
+    if (!r->stopm) return -1;
+    return eng_stopm_feed(r->stopm, &r->stop_state, r->held + from, r->held_len - from, from);
 }
 
 /* Length of the longest tail of held that is a proper prefix of a stop string. */
-static size_t stop_prefix_tail(const eng_req *r) {
-    size_t keep = 0;
-    for (int i = 0; i < r->p.n_stop; i++) {
-        size_t n = strlen(r->p.stop[i]);
-        size_t k = n - 1 < r->held_len ? n - 1 : r->held_len;
-        for (; k > keep; k--)
-            if (!memcmp(r->held + r->held_len - k, r->p.stop[i], k)) break;
-        if (k > keep) keep = k;
-    }
-    return keep;
-}
+static size_t stop_prefix_tail(const eng_req *r) { return eng_stopm_depth(r->stopm, r->stop_state); }
 
 static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_toks, const float *lp,
                        const rw_token_logprob *top, int n_top, rw_finish_reason fin, const char *error) {
@@ -94,6 +81,7 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
     if (eog) fin = RW_FINISH_STOP;
     else {
         char buf[256];
+        const size_t from = r->held_len;
         size_t n = rw_detok_stream_feed(e->tok, &r->detok, tok, false, buf, sizeof buf);
         if (n <= sizeof buf) oom = !held_append(r, buf, n);
         else {
@@ -101,7 +89,7 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
             oom = !big || rw_detok_stream_feed(e->tok, &r->detok, tok, false, big, n) != n || !held_append(r, big, n);
             free(big);
         }
-        long at = find_stop(r);
+        long at = oom ? -1 : find_stop(r, from);
         if (at >= 0) {
             r->held_len = (size_t)at;
             fin = RW_FINISH_STOP;
@@ -117,12 +105,13 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
     if (fin == RW_FINISH_NONE && r->n_generated >= r->p.max_tokens) fin = RW_FINISH_LENGTH;
     if (fin == RW_FINISH_LENGTH || eog || gdone) { /* the end of the text: what the stream still holds */
         char tail[64];
+        const size_t from = r->held_len;
         size_t n = rw_detok_stream_flush(&r->detok, tail, sizeof tail);
         if (n <= sizeof tail && !held_append(r, tail, n)) {
             eng_output_error(r, "out of memory");
             return RW_FINISH_ERROR;
         }
-        long at = find_stop(r);
+        long at = find_stop(r, from);
         if (at >= 0) {
             r->held_len = (size_t)at;
             fin = RW_FINISH_STOP;
@@ -186,21 +175,19 @@ bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n) {
     const eng_req *r = ctx;
     if (n < 1) return false;
     if ((!r->p.ignore_eos || r->cons) && rw_tokenizer_is_eog(r->tok, drafts[n - 1])) return true;
-    if (r->p.n_stop == 0) return false;
-    /* the text the drafts would add after held, on a copy of the stream;
-     * held holds no complete stop string (the invariant above), so any
-     * found now ends inside the drafts */
-    char text[1024];
-    if (r->held_len >= sizeof text) return false; /* too long to check: draft on */
-    size_t len = r->held_len;
-    if (len) memcpy(text, r->held, len); /* held may still be NULL */
+    if (!r->stopm) return false;
+    /* the text the drafts would add after held, on copies of the stream and
+     * of the automaton's state; held holds no complete stop string (the
+     * invariant above), so any found now ends inside the drafts */
     rw_detok_stream d = r->detok;
+    int32_t state = r->stop_state;
+    size_t at = r->held_len; /* offsets from held's start: a stop string may begin in held */
     for (int i = 0; i < n; i++) {
-        size_t k = rw_detok_stream_feed(r->tok, &d, drafts[i], false, text + len, sizeof text - len);
-        if (k > sizeof text - len) return false;
-        len += k;
+        char text[256];
+        size_t k = rw_detok_stream_feed(r->tok, &d, drafts[i], false, text, sizeof text);
+        if (k > sizeof text) return false; /* too long to check: draft on */
+        if (eng_stopm_feed(r->stopm, &state, text, k, at) >= 0) return true;
+        at += k;
     }
-    for (int i = 0; i < r->p.n_stop; i++)
-        if (memmem(text, len, r->p.stop[i], strlen(r->p.stop[i]))) return true;
     return false;
 }

@@ -47,7 +47,17 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
         } else i++;
     }
     if (n_out) pthread_cond_broadcast(&e->step_done);
+    bool admitted = false;
     while (e->n_running < e->cfg.max_running && e->queue_head) {
+        /* by bytes: under the bound, one at a time (its state shows in
+         * kv_bytes after the next step), and always when nothing runs */
+        if (e->cfg.max_state_bytes && e->n_running > 0 &&
+            (admitted || e->state_stale || e->stats.kv_bytes >= e->cfg.max_state_bytes)) {
+            if (!admitted && !e->state_stale) e->stats.held_for_memory++;
+            break;
+        }
+        admitted = true;
+        e->state_stale = true; /* until the next step measures it */
         eng_req *r = e->queue_head;
         e->queue_head = r->next;
         if (!e->queue_head) e->queue_tail = NULL;
@@ -58,40 +68,41 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
     return n_out;
 }
 
-void *eng_scheduler_main(void *arg) {
-    rw_engine *e = arg;
-    const int cap = e->cfg.max_running;
-    eng_req **retired = calloc((size_t)cap, sizeof *retired);
-    eng_req **batch_req = calloc((size_t)cap, sizeof *batch_req);
-    rw_batch_item *items = calloc((size_t)cap, sizeof *items);
-    eng_req **step = calloc((size_t)cap, sizeof *step);
-    eng_req **spec_req = calloc((size_t)cap, sizeof *spec_req);
-    if (!retired || !batch_req || !items || !step || !spec_req) {
-        /* cannot run: fail every request as it comes */
-        pthread_mutex_lock(&e->mu);
-        while (!e->stopping) {
-            while (e->queue_head) {
-                eng_req *r = e->queue_head;
-                e->queue_head = r->next;
-                e->n_queued--;
-                pthread_mutex_unlock(&e->mu);
-                eng_output_error(r, "out of memory in the scheduler");
-                eng_req_free(r);
-                pthread_mutex_lock(&e->mu);
-            }
-            e->queue_tail = NULL;
-            pthread_cond_wait(&e->wake, &e->mu);
-        }
-        pthread_mutex_unlock(&e->mu);
-        free(retired);
-        free(batch_req);
-        free(items);
-        free(step);
-        free(spec_req);
+/* The scheduler's scratch: a step's lists, max_running entries each. */
+struct eng_scratch {
+    eng_req **retired, **batch_req, **step, **spec_req;
+    rw_batch_item *items;
+};
+
+void eng_scratch_free(eng_scratch *sc) {
+    if (!sc) return;
+    free(sc->retired);
+    free(sc->batch_req);
+    free(sc->items);
+    free(sc->step);
+    free(sc->spec_req);
+    free(sc);
+}
+
+eng_scratch *eng_scratch_new(int cap) {
+    eng_scratch *sc = calloc(1, sizeof *sc); /* freed by eng_scratch_free */
+    if (!sc) return NULL;
+    sc->retired = calloc((size_t)cap, sizeof *sc->retired);
+    sc->batch_req = calloc((size_t)cap, sizeof *sc->batch_req);
+    sc->items = calloc((size_t)cap, sizeof *sc->items);
+    sc->step = calloc((size_t)cap, sizeof *sc->step);
+    sc->spec_req = calloc((size_t)cap, sizeof *sc->spec_req);
+    if (!sc->retired || !sc->batch_req || !sc->items || !sc->step || !sc->spec_req) {
+        eng_scratch_free(sc);
         return NULL;
     }
-    pthread_mutex_lock(&e->mu);
-    for (;;) {
+    return sc;
+}
+
+bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
+    eng_req **retired = sc->retired, **batch_req = sc->batch_req, **step = sc->step, **spec_req = sc->spec_req;
+    rw_batch_item *items = sc->items;
+    for (;;) { /* until nothing more retires; then one step or none */
         int n_ret = collect_and_admit(e, retired);
         if (n_ret) {
             pthread_mutex_unlock(&e->mu);
@@ -99,10 +110,11 @@ void *eng_scheduler_main(void *arg) {
             pthread_mutex_lock(&e->mu);
             continue; /* admit into the freed slots before stepping */
         }
-        if (e->stopping) break;
+        if (e->stopping) return false;
         if (e->n_running == 0) {
-            pthread_cond_wait(&e->wake, &e->mu);
-            continue;
+            e->stats.kv_bytes = 0; /* nothing runs: no state (not the last step's figure) */
+            e->state_stale = false;
+            return false; /* the thread waits for work; rw_engine_step returns */
         }
         int n_step = e->n_running;
         memcpy(step, e->running, (size_t)n_step * sizeof *step);
@@ -202,6 +214,7 @@ void *eng_scheduler_main(void *arg) {
             e->stats.step_tokens += (uint64_t)n_tok;
             e->stats.prefill_tokens += (uint64_t)n_prefill;
             e->stats.kv_bytes = kv_bytes;
+            e->state_stale = false;
             eng_hist_observe(&e->stats.batch_size, n_items);
         } else {
             pthread_mutex_lock(&e->mu);
@@ -209,12 +222,39 @@ void *eng_scheduler_main(void *arg) {
         /* finished requests are counted here, under the lock */
         for (int i = 0; i < n_step; i++)
             if (step[i]->finished) e->stats.requests_finished++;
+        return true;
+    }
+}
+
+void *eng_scheduler_main(void *arg) {
+    rw_engine *e = arg;
+    eng_scratch *sc = eng_scratch_new(e->cfg.max_running);
+    if (!sc) {
+        /* cannot run: fail every request as it comes */
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping) {
+            while (e->queue_head) {
+                eng_req *r = e->queue_head;
+                e->queue_head = r->next;
+                e->n_queued--;
+                pthread_mutex_unlock(&e->mu);
+                eng_output_error(r, "out of memory in the scheduler");
+                eng_req_free(r);
+                pthread_mutex_lock(&e->mu);
+            }
+            e->queue_tail = NULL;
+            pthread_cond_wait(&e->wake, &e->mu);
+        }
+        pthread_mutex_unlock(&e->mu);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        if (eng_step_locked(e, sc)) continue;
+        if (e->stopping) break;
+        pthread_cond_wait(&e->wake, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
-    free(retired);
-    free(batch_req);
-    free(items);
-    free(step);
-    free(spec_req);
+    eng_scratch_free(sc);
     return NULL;
 }

@@ -278,15 +278,15 @@ out:
     free(rest);
 }
 
-srv_job *rw_server__run_chat(rw_server *s, json_t *chat, int fd, srv_request *r, srv_error *e) {
-    return rw_server__run_chat_after(s, chat, NULL, 0, fd, r, e);
+srv_job *rw_server__run_chat(rw_server *s, json_t *chat, srv_request *r, srv_error *e) {
+    return rw_server__run_chat_after(s, chat, NULL, 0, r, e);
 }
 
-srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, int fd,
-                                   srv_request *r, srv_error *e) {
+srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
+                                   srv_error *e) {
     if (!rw_server__parse_chat_object(s, chat, r, e)) return NULL;
     rw_server__splice_prompt(s, r, prev, n_prev);
-    srv_job *j = srv_job_new(s, r, fd);
+    srv_job *j = srv_job_new(s, r);
     if (!j) {
         srv_request_free(r);
         srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -306,20 +306,6 @@ srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *pr
         case RW_ERR_RANGE: srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg); break;
         default: srv_errorf(e, 500, "server_error", NULL, NULL, "%s", err.msg); break;
         }
-        return NULL;
-    }
-    if (r->stream) return j;
-    if (!srv_job_wait(j)) { /* the client went away or the server stops: cancelled */
-        srv_job_free(j);
-        srv_request_free(r);
-        e->http = 0;
-        return NULL;
-    }
-    const char *fail = srv_job_error(j);
-    if (fail) {
-        srv_errorf(e, 500, "server_error", NULL, NULL, "%s", fail);
-        srv_job_free(j);
-        srv_request_free(r);
         return NULL;
     }
     return j;

@@ -19,19 +19,19 @@
 
 /* ---- what a route handler gives back to server.c ---- */
 
-/* http 0: the client went away (close the connection). With stream set the
- * job is streamed as SSE (the response then owns it); else body (malloc'd,
- * taken over) is sent with content_type. */
+/* A route handler's answer, made on a worker thread: either a body
+ * (malloc'd, JSON) with its status, or a submitted job (stream set) whose
+ * answer comes when it is done (j->api_body) or as it goes (sse: j->api_fill). */
 typedef struct {
     int http;
     char *body;
-    const char *content_type;
-    srv_job *stream;
+    srv_job *stream; /* the job (named for what server.c does with it) */
+    bool sse;        /* streamed */
 } rw_server__reply;
 
-rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len, int fd);
+rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len);
 rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len);
-rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, int fd);
+rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
 
 /* The steps of those routes, for tests that feed a job engine events of
@@ -153,14 +153,13 @@ void rw_server__new_id(char *buf, size_t cap, const char *prefix);
  * with *e filled when neither. */
 json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, srv_error *e);
 
-/* Runs a translated chat request for a route: parses into *r, submits, and
- * either waits (non-streaming: *j done) or returns the job to stream; the
- * caller frees *r then. Fills *e and returns NULL on failure, *r freed
- * (e->http 0: the client went away). */
-srv_job *rw_server__run_chat(rw_server *s, json_t *chat, int fd, srv_request *r, srv_error *e);
-/* The same, the prompt continuing prev when it can (rw_server__splice_prompt). */
-srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, int fd,
-                                   srv_request *r, srv_error *e);
+/* Submits a translated chat request for a route: parses it into *r (the
+ * prompt continuing prev when it can: rw_server__splice_prompt) and
+ * submits; the caller frees *r. Fills *e and returns NULL on failure, *r
+ * freed. */
+srv_job *rw_server__run_chat(rw_server *s, json_t *chat, srv_request *r, srv_error *e);
+srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
+                                   srv_error *e);
 
 /* ---- the Responses store (previous_response_id) ---- */
 

@@ -299,32 +299,6 @@ static json_t *message_json(const char *id, const char *model, json_t *content, 
                      "stop_sequence", stop_seq ? json_string(stop_seq) : json_null(), "usage", usage);
 }
 
-static char *body_json(srv_job *j, json_t *chat, const srv_request *r) {
-    const srv_choice *c = &j->choice[0];
-    rw_api_out out;
-    rw_server__out_init(&out, "toolu_", NULL, NULL);
-    if (rw_server__out_parser(&out, j, false)) rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
-    json_t *content = json_array();
-    if (out.reasoning_len)
-        json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking", out.reasoning,
-                                                 out.reasoning_len, "signature", ""));
-    if (out.text_len || out.n_calls == 0)
-        json_array_append_new(content,
-                              json_pack("{s:s,s:s%}", "type", "text", "text", out.text ? out.text : "", out.text_len));
-    for (int i = 0; i < out.n_calls; i++)
-        json_array_append_new(content, json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id", out.calls[i].id,
-                                                 "name", out.calls[i].name, "input", tool_input(&out.calls[i])));
-    const char *stop = NULL;
-    rw_api_end end = rw_server__end_reason(j, &out, r->stop, r->n_stop, &stop);
-    char id[48];
-    rw_server__new_id(id, sizeof id, "msg_");
-    json_t *m = message_json(id, j->srv->model_id, content, stop_reason_name(end), stop,
-                             usage_json(c->prompt_tokens, c->cached_tokens, c->completion_tokens));
-    char *s = out.oom || !m ? NULL : json_dumps(m, JSON_COMPACT);
-    json_decref(m);
-    rw_server__out_free(&out);
-    return s;
-}
 
 /* ---- streaming ---- */
 
@@ -446,6 +420,45 @@ static void stream_free(void *state) {
     free(m);
 }
 
+static char *body_json(srv_job *j, char *const *stops, int n_stops) {
+    const srv_choice *c = &j->choice[0];
+    rw_api_out out;
+    rw_server__out_init(&out, "toolu_", NULL, NULL);
+    if (rw_server__out_parser(&out, j, false)) rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
+    json_t *content = json_array();
+    if (out.reasoning_len)
+        json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking", out.reasoning,
+                                                 out.reasoning_len, "signature", ""));
+    if (out.text_len || out.n_calls == 0)
+        json_array_append_new(content,
+                              json_pack("{s:s,s:s%}", "type", "text", "text", out.text ? out.text : "", out.text_len));
+    for (int i = 0; i < out.n_calls; i++)
+        json_array_append_new(content, json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id", out.calls[i].id,
+                                                 "name", out.calls[i].name, "input", tool_input(&out.calls[i])));
+    const char *stop = NULL;
+    rw_api_end end = rw_server__end_reason(j, &out, stops, n_stops, &stop);
+    char id[48];
+    rw_server__new_id(id, sizeof id, "msg_");
+    json_t *m = message_json(id, j->srv->model_id, content, stop_reason_name(end), stop,
+                             usage_json(c->prompt_tokens, c->cached_tokens, c->completion_tokens));
+    char *s = out.oom || !m ? NULL : json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    rw_server__out_free(&out);
+    return s;
+}
+
+/* j->api_body: the whole answer of a finished job. */
+static char *messages_body(srv_job *j, int *status) {
+    msg_stream *m = j->api_state;
+    srv_error e;
+    const char *fail = srv_job_error(j);
+    if (fail) srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
+    char *txt = fail ? NULL : body_json(j, m->stop, m->n_stop);
+    if (!fail && !txt) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+    *status = txt ? 200 : e.http;
+    return txt ? txt : rw_server__anthropic_error_json(&e);
+}
+
 /* ---- routes ---- */
 
 char *rw_server__anthropic_error_json(const srv_error *e) {
@@ -470,8 +483,7 @@ char *rw_server__anthropic_error_json(const srv_error *e) {
 }
 
 static rw_server__reply error_reply(const srv_error *e) {
-    return (rw_server__reply){.http = e->http, .body = rw_server__anthropic_error_json(e),
-                              .content_type = "application/json"};
+    return (rw_server__reply){.http = e->http, .body = rw_server__anthropic_error_json(e)};
 }
 
 static json_t *load(const char *body, size_t len, srv_error *e) {
@@ -501,54 +513,46 @@ rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t 
     srv_request_free(&r);
     char *txt = res ? json_dumps(res, JSON_COMPACT) : NULL;
     json_decref(res);
-    return (rw_server__reply){.http = 200, .body = txt, .content_type = "application/json"};
+    return (rw_server__reply){.http = 200, .body = txt};
 }
 
 rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_request *r, srv_job *j) {
+    (void)chat;
     srv_error e;
-    if (r->stream) {
-        msg_stream *m = calloc(1, sizeof *m);
-        bool ok = m != NULL;
-        if (ok) {
-            m->job = j;
-            m->block = -1;
-            rw_server__new_id(m->id, sizeof m->id, "msg_");
-            rw_server__out_init(&m->out, "toolu_", on_ev, m);
-            j->api_state = m;
-            j->api_free = stream_free;
-            j->api_fill = stream_fill;
-            m->stop = calloc((size_t)r->n_stop + 1, sizeof *m->stop);
-            ok = m->stop != NULL && rw_server__out_parser(&m->out, j, true);
-            for (int i = 0; ok && i < r->n_stop; i++) ok = (m->stop[m->n_stop++] = strdup(r->stop[i])) != NULL;
-        }
-        srv_request_free(r);
-        if (!ok) {
-            srv_job_free(j); /* and m with it, when set */
-            srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
-            return error_reply(&e);
-        }
-        return (rw_server__reply){.http = 200, .stream = j};
+    msg_stream *m = calloc(1, sizeof *m);
+    const bool stream = r->stream;
+    bool ok = m != NULL;
+    if (ok) {
+        m->job = j;
+        m->block = -1;
+        rw_server__new_id(m->id, sizeof m->id, "msg_");
+        rw_server__out_init(&m->out, "toolu_", on_ev, m);
+        j->api_state = m;
+        j->api_free = stream_free;
+        if (stream) j->api_fill = stream_fill;
+        else j->api_body = messages_body;
+        m->stop = calloc((size_t)r->n_stop + 1, sizeof *m->stop);
+        ok = m->stop != NULL && (!stream || rw_server__out_parser(&m->out, j, true));
+        for (int i = 0; ok && i < r->n_stop; i++) ok = (m->stop[m->n_stop++] = strdup(r->stop[i])) != NULL;
     }
-    char *txt = body_json(j, chat, r);
     srv_request_free(r);
-    srv_job_free(j);
-    if (!txt) {
+    if (!ok) {
+        srv_job_free(j); /* and m with it, when set */
         srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return error_reply(&e);
     }
-    return (rw_server__reply){.http = 200, .body = txt, .content_type = "application/json"};
+    return (rw_server__reply){.http = 200, .stream = j, .sse = stream};
 }
 
-rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len, int fd) {
+rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len) {
     srv_error e;
     json_t *o = load(body, len, &e);
     json_t *chat = o ? rw_server__messages_to_chat(s, o, false, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
     srv_request r;
-    srv_job *j = rw_server__run_chat(s, chat, fd, &r, &e);
-    rw_server__reply rep = j ? rw_server__messages_finish(s, chat, &r, j)
-                             : e.http ? error_reply(&e) : (rw_server__reply){0};
+    srv_job *j = rw_server__run_chat(s, chat, &r, &e);
+    rw_server__reply rep = j ? rw_server__messages_finish(s, chat, &r, j) : error_reply(&e);
     json_decref(chat);
     return rep;
 }

@@ -552,7 +552,26 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int
 }
 
 static rw_server__reply reply_error(const srv_error *e) {
-    return (rw_server__reply){.http = e->http, .body = srv_error_json(e), .content_type = "application/json"};
+    return (rw_server__reply){.http = e->http, .body = srv_error_json(e)};
+}
+
+/* j->api_body: the whole answer of a finished job. */
+static char *responses_body(srv_job *j, int *status) {
+    resp_state *r = j->api_state;
+    const srv_choice *c = &j->choice[0];
+    srv_error e;
+    const char *fail = srv_job_error(j), *st;
+    bool ok = !fail && rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true), ok2 = false;
+    json_t *resp = ok ? finish(r, &st, &ok2) : NULL;
+    char *txt = resp && ok2 ? json_dumps(resp, JSON_COMPACT) : NULL;
+    json_decref(resp);
+    if (txt) {
+        *status = 200;
+        return txt;
+    }
+    srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", fail ? fail : "out of memory");
+    *status = e.http;
+    return srv_error_json(&e);
 }
 
 rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *rq,
@@ -584,27 +603,18 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     r->job = j;
     j->api_state = r;
     j->api_free = state_free; /* r lives with the job from here */
-    if (ok && stream) {
-        r->sse = true;
-        j->api_fill = stream_fill;
-        return (rw_server__reply){.http = 200, .stream = j};
-    }
-    const srv_choice *c = &j->choice[0];
-    ok = ok && rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true);
-    const char *status;
-    bool ok2 = false;
-    json_t *resp = ok ? finish(r, &status, &ok2) : NULL;
-    char *txt = resp && ok2 ? json_dumps(resp, JSON_COMPACT) : NULL;
-    json_decref(resp);
-    srv_job_free(j);
-    if (!txt) {
+    if (!ok) {
+        srv_job_free(j);
         srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return reply_error(&e);
     }
-    return (rw_server__reply){.http = 200, .body = txt, .content_type = "application/json"};
+    r->sse = stream;
+    if (stream) j->api_fill = stream_fill;
+    else j->api_body = responses_body;
+    return (rw_server__reply){.http = 200, .stream = j, .sse = stream};
 }
 
-rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, int fd) {
+rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len) {
     srv_error e;
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
@@ -623,13 +633,13 @@ rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len
         return reply_error(&e);
     }
     srv_request rq;
-    srv_job *j = rw_server__run_chat_after(s, chat, prev, n_prev, fd, &rq, &e);
+    srv_job *j = rw_server__run_chat_after(s, chat, prev, n_prev, &rq, &e);
     free(prev);
     rw_server__reply rep;
     if (j) rep = rw_server__responses_finish(s, o, chat, conv, &rq, j);
     else {
         json_decref(conv);
-        rep = e.http ? reply_error(&e) : (rw_server__reply){0};
+        rep = reply_error(&e);
     }
     json_decref(chat);
     json_decref(o);
@@ -645,5 +655,5 @@ rw_server__reply rw_server__response_get(rw_server *s, const char *id) {
     }
     char *txt = json_dumps(resp, JSON_COMPACT);
     json_decref(resp);
-    return (rw_server__reply){.http = txt ? 200 : 500, .body = txt, .content_type = "application/json"};
+    return (rw_server__reply){.http = txt ? 200 : 500, .body = txt};
 }

@@ -2,11 +2,12 @@
  * between the engine and a connection.
  *
  * The engine's callback (scheduler thread) appends a choice's text and
- * tokens under the job's lock and signals; the connection thread waits with
- * a short timeout and polls its socket in between, so a client that hangs up
- * is noticed within WAIT_MS even while no token comes (a long prompt's
- * prefill), and its requests are cancelled. */
-#include <poll.h>
+ * tokens under the job's lock and wakes the connection (conn.c): a stream at
+ * every event, a whole answer when a choice ends. The connection's handler
+ * or content reader, on libmicrohttpd's thread, takes what is there or
+ * suspends the connection again; nothing blocks. A client that hangs up is
+ * seen by the watcher (conn.c), its connection ends and srv_job_free
+ * cancels the requests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,6 @@
 #include <time.h>
 
 #include "server/server_int.h"
-
-#define WAIT_MS 50
-
-bool srv_peer_gone(int fd) {
-    if (fd < 0) return false;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
-}
 
 static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
                 const float *lp, const rw_token_logprob *top, int n_top);
@@ -104,12 +97,11 @@ static void track_think(const srv_job *j, srv_choice *c, const char *text, size_
     }
 }
 
-srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
+srv_job *srv_job_new(rw_server *s, const srv_request *r) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->srv = s;
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
     j->n = r->n < 1 ? 1 : r->n > SRV_MAX_N ? SRV_MAX_N : r->n;
     for (int i = 0; i < j->n; i++) {
         j->choice[i].job = j;
@@ -121,9 +113,7 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
     j->logprobs = r->gp.n_logprobs >= 0;
     j->parse = r->out;
     if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) {
-        pthread_cond_destroy(&j->cv);
-        pthread_mutex_destroy(&j->mu);
-        free(j);
+        srv_job_free(j);
         return NULL;
     }
     j->parse.tools_json = j->tools_json;
@@ -133,12 +123,19 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd) {
         return NULL;
     }
     j->created = (int64_t)time(NULL);
-    j->fd = fd;
+    j->stream = r->stream;
     unsigned char rnd[12];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0, sizeof rnd);
     int off = snprintf(j->id, sizeof j->id, "%s", r->chat ? "chatcmpl-" : "cmpl-");
     for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(j->id + off, sizeof j->id - (size_t)off, "%02x", rnd[i]);
     return j;
+}
+
+void srv_job_attach(srv_job *j, srv_sock *k) {
+    srv_sock_ref(j->srv, k);
+    pthread_mutex_lock(&j->mu);
+    j->sock = k;
+    pthread_mutex_unlock(&j->mu);
 }
 
 rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err) {
@@ -191,7 +188,7 @@ void srv_job_free(srv_job *j) {
     free(j->bias);
     free(j->close_ids);
     free(j->close_text);
-    pthread_cond_destroy(&j->cv);
+    srv_sock_unref(j->srv, j->sock);
     pthread_mutex_destroy(&j->mu);
     free(j->out);
     free(j);
@@ -273,9 +270,13 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
     if (ev->done) {
         c->done = true;
         c->finish = ev->finish;
-        if (ev->error) snprintf(c->error, sizeof c->error, "%s", ev->error);
+        if (ev->error) {
+            snprintf(c->error, sizeof c->error, "%s", ev->error);
+            srv_utf8_cut(c->error, sizeof c->error);
+        }
     }
-    pthread_cond_signal(&j->cv);
+    /* a choice over its budget wakes the connection too: its thread continues it */
+    if (j->sock && (j->stream || ev->done || c->over_budget)) srv_sock_wake(j->srv, j->sock); /* under mu: conn.c */
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -313,8 +314,14 @@ static void continue_choice(srv_job *j, srv_choice *c) {
         if (st) snprintf(c->error, sizeof c->error, "%s", err.msg);
     }
     c->submitted = !st && gp.max_tokens > 0;
-    pthread_cond_signal(&j->cv);
+    if (j->sock) srv_sock_wake(j->srv, j->sock); /* under mu: see conn.c */
     pthread_mutex_unlock(&j->mu);
+}
+
+static bool any_over_budget(const srv_job *j) { /* under j->mu */
+    for (int i = 0; i < j->n; i++)
+        if (j->choice[i].over_budget) return true;
+    return false;
 }
 
 /* Continues every choice over its budget (connection thread). */
@@ -329,39 +336,26 @@ static void continue_over_budget(srv_job *j) {
     }
 }
 
-static void wait_a_little(srv_job *j) { /* under j->mu */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += WAIT_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-}
-
-static bool give_up(srv_job *j) {
-    return __atomic_load_n(&j->srv->stopping, __ATOMIC_SEQ_CST) || srv_peer_gone(j->fd);
-}
-
 static bool all_done(const srv_job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++)
         if (!j->choice[i].done) return false;
     return true;
 }
 
-bool srv_job_wait(srv_job *j) {
-    pthread_mutex_lock(&j->mu);
-    while (!all_done(j)) {
-        wait_a_little(j);
-        if (all_done(j)) break;
-        pthread_mutex_unlock(&j->mu);
-        if (give_up(j)) return false;
+bool srv_job_ready(srv_job *j, bool *over) {
+    *over = false;
+    if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock)) {
+        *over = true;
+        return false;
+    }
+    for (;;) {
         continue_over_budget(j);
         pthread_mutex_lock(&j->mu);
+        bool done = all_done(j), again = !done && any_over_budget(j);
+        if (!done && !again && !srv_sock_sleep(j->srv, j->sock, true)) *over = true;
+        pthread_mutex_unlock(&j->mu);
+        if (!again) return done;
     }
-    pthread_mutex_unlock(&j->mu);
-    return true;
 }
 
 const char *srv_job_error(const srv_job *j) {
@@ -519,7 +513,7 @@ static bool fill(srv_job *j) {
 static bool nothing_new(const srv_job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++) {
         const srv_choice *c = &j->choice[i];
-        if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken) return false;
+        if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken || c->over_budget) return false;
     }
     return true;
 }
@@ -536,14 +530,18 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         j->out_len = j->out_pos = 0;
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock))
+            return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
         continue_over_budget(j);
         if (j->api_fill ? j->api_fill(j) : fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */
         pthread_mutex_lock(&j->mu);
-        if (nothing_new(j)) wait_a_little(j);
+        bool slept = nothing_new(j) && srv_sock_sleep(j->srv, j->sock, true);
+        bool again = !slept && !nothing_new(j);
         pthread_mutex_unlock(&j->mu);
-        if (give_up(j)) return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
+        if (slept) return 0; /* called again when the connection resumes */
+        if (!again) return MHD_CONTENT_READER_END_WITH_ERROR; /* stopping or gone */
     }
 }
 

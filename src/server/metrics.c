@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server/server_int.h"
 
@@ -62,6 +63,17 @@ static void histogram(sbuf *b, const char *name, const char *help, const rw_hist
         name, (unsigned long long)h->count);
 }
 
+static size_t resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &pages, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    return (size_t)rss * (size_t)(page > 0 ? page : 4096);
+}
+
 char *srv_metrics_text(rw_server *s) {
     rw_engine_stats st;
     rw_engine_get_stats(s->engine, &st);
@@ -76,6 +88,17 @@ char *srv_metrics_text(rw_server *s) {
             "# TYPE rewind_requests_total counter\n");
     for (int code = 0; code < 600; code++)
         if (by_status[code]) put(&b, "rewind_requests_total{status=\"%d\"} %llu\n", code, (unsigned long long)by_status[code]);
+    pthread_mutex_lock(&s->conn_mu);
+    const int n_socks = s->n_socks;
+    pthread_mutex_unlock(&s->conn_mu);
+    pthread_mutex_lock(&s->mu);
+    const uint64_t timeouts = s->timeouts, hangups = s->hangups;
+    pthread_mutex_unlock(&s->mu);
+    gauge(&b, "rewind_http_connections", "Client connections open.", (double)n_socks);
+    counter(&b, "rewind_http_timeouts_total",
+            "Connections shut down for not sending their headers or body in time (header/body timeout).", timeouts);
+    counter(&b, "rewind_http_hangups_total", "Clients that hung up while their request was waiting or running.",
+            hangups);
     counter(&b, "rewind_requests_finished_total", "Generation requests that ran to the end.", st.requests_finished);
     counter(&b, "rewind_requests_cancelled_total", "Generation requests cancelled (client gone).",
             st.requests_cancelled);
@@ -108,6 +131,18 @@ char *srv_metrics_text(rw_server *s) {
     gauge(&b, "rewind_active_state_bytes",
           "State storage (KV cache and recurrent state) of the running sequences (and their draft sequences).",
           (double)st.kv_bytes);
+    const rw_engine_config *cfg = rw_engine_get_config(s->engine);
+    put(&b, "# HELP rewind_budget_bytes The process's memory budgets by kind (cache: the prefix cache's memory "
+            "tier; state: running sequences' state, an admission threshold; 0 = unbounded; disk: the disk tier). "
+            "Resident memory stays within weights (mapped) + cache + state + a fixed overhead.\n"
+            "# TYPE rewind_budget_bytes gauge\nrewind_budget_bytes{kind=\"cache\"} %llu\n"
+            "rewind_budget_bytes{kind=\"state\"} %llu\nrewind_budget_bytes{kind=\"disk\"} %llu\n",
+        (unsigned long long)cfg->cache_bytes, (unsigned long long)cfg->max_state_bytes,
+        (unsigned long long)(cfg->cache_dir ? cfg->cache_dir_bytes : 0));
+    gauge(&b, "rewind_process_resident_bytes", "Resident memory of the process (RSS).", (double)resident_bytes());
+    counter(&b, "rewind_admissions_held_for_memory_total",
+            "Scheduler steps that left requests queued because the running state reached the state budget.",
+            st.held_for_memory);
     gauge(&b, "rewind_requests_running", "Sequences in the batch.", st.running);
     gauge(&b, "rewind_queue_depth", "Requests waiting for a batch slot.", st.queued);
     counter(&b, "rewind_forward_passes_total", "Batched forward passes.", st.steps);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar/grammar.h"
 #include "server/api_int.h"
 
 #define MAX_STOP 16
@@ -17,13 +18,14 @@
 static const char *const completion_fields[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
     "frequency_penalty", "stream", "stream_options", "logprobs", "n", "echo", "best_of", "suffix", "user",
-    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", NULL};
+    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", "response_format", "grammar", "json_schema",
+    NULL};
 static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
     "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
     "ignore_eos", "return_token_ids", "repeat_penalty", "chat_template_kwargs", "reasoning_effort", "enable_thinking",
-    "reasoning_format", "reasoning_budget", NULL};
+    "reasoning_format", "reasoning_budget", "grammar", "json_schema", NULL};
 
 static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -162,21 +164,25 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     json_t *kw = json_object_get(o, "chat_template_kwargs");
     if (kw && !json_is_null(kw) && !json_is_object(kw))
         return bad(e, "chat_template_kwargs", "'%s' must be an object", "chat_template_kwargs");
-    json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
-    if (json_is_object(kw)) json_object_update(kwargs, kw);
     json_t *et = json_object_get(o, "enable_thinking");
-    if (et && !json_is_null(et) && !json_is_boolean(et)) {
-        json_decref(kwargs);
+    if (et && !json_is_null(et) && !json_is_boolean(et))
         return bad(e, "enable_thinking", "'%s' must be a boolean", "enable_thinking");
-    }
     json_t *re = json_object_get(o, "reasoning_effort");
     const char *effort = json_string_value(re);
     if (re && !json_is_null(re) &&
         (!effort || (strcmp(effort, "none") && strcmp(effort, "minimal") && strcmp(effort, "low") &&
-                     strcmp(effort, "medium") && strcmp(effort, "high")))) {
-        json_decref(kwargs);
+                     strcmp(effort, "medium") && strcmp(effort, "high"))))
         return bad(e, "reasoning_effort", "%s", "'reasoning_effort' must be none, minimal, low, medium or high");
-    }
+    json_t *rf = json_object_get(o, "reasoning_format");
+    if (rf && !json_is_null(rf) &&
+        !(json_is_string(rf) && (!strcmp(json_string_value(rf), "none") || !strcmp(json_string_value(rf), "deepseek"))))
+        return bad(e, "reasoning_format", "%s", "'reasoning_format' must be \"none\" or \"deepseek\"");
+    if (r->force && !tools)
+        return bad(e, "tool_choice", "%s", "tool_choice \"required\" or a named function needs 'tools'");
+    if (r->force && r->grammar)
+        return bad(e, "tool_choice", "%s", "a forced tool call cannot be combined with response_format, grammar or json_schema");
+    json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
+    if (json_is_object(kw)) json_object_update(kwargs, kw);
     rw_chat_prompt_opts po = {.messages = msgs,
                               .tools = tools,
                               .add_generation_prompt = true,
@@ -185,10 +191,12 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
                               .reasoning_effort = effort,
                               .bos_token = s->bos,
                               .eos_token = s->eos};
+    rw_chat_prepared prep;
     char *text = NULL;
-    size_t len = 0;
+    size_t len = 0, n = 0;
+    bool ok = false;
     rw_error err = {0};
-    rw_status st = rw_chat_render_messages(s->tmpl, &s->caps, &po, &text, &len, &err);
+    rw_status st = rw_chat_prepare(&s->caps, &po, &prep, &err);
     if (st) {
         json_decref(kwargs);
         if (st == RW_ERR_INVALID_ARG) { /* the messages' shape: the message names the field */
@@ -198,64 +206,84 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
                 snprintf(param, sizeof param, "%.*s", (int)(k < sizeof param ? k : sizeof param - 1), err.msg);
             }
             srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s", err.msg);
-        } else srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
+        } else srv_errorf(e, 500, "server_error", NULL, NULL, "%s", err.msg);
         return false;
     }
-    /* BOS as the vocabulary asks, unless the template wrote it already */
-    bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
+    /* sizes before any rendering: a token stands for at most max_token_len
+     * bytes, so contents beyond n_ctx of them cannot fit (each render and
+     * tokenization of a huge conversation costs seconds) */
+    const int64_t n_ctx = rw_engine_get_config(s->engine)->n_ctx;
+    const size_t max_tok = rw_tokenizer_max_token_len(s->tok);
+    size_t content_bytes = 0, i;
+    json_t *m;
+    json_array_foreach(prep.messages, i, m) content_bytes += json_string_length(json_object_get(m, "content"));
+    if (content_bytes / max_tok > (size_t)n_ctx) {
+        srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
+                   "This model's maximum context length is %lld tokens. However, your messages have %zu bytes of "
+                   "content, at least %zu tokens. Please reduce the length of the messages.",
+                   (long long)n_ctx, content_bytes, content_bytes / max_tok);
+        goto done;
+    }
+    /* the control-token guard (chat_guard.c) keeps contents apart from the
+     * template's text; what else a message carries into the prompt (a call's
+     * name and arguments, reasoning) may not hold a control token's text */
+    json_array_foreach(prep.messages, i, m) {
+        const char *keys[] = {"tool_calls", "reasoning_content", "name", "tool_call_id"};
+        for (int k = 0; k < 4; k++) {
+            json_t *v = json_object_get(m, keys[k]);
+            char *dump = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+            long hit = dump ? rw_tokenizer_find_control(s->tok, dump, strlen(dump)) : -1;
+            free(dump);
+            if (hit >= 0) {
+                srv_errorf(e, 400, "invalid_request_error", NULL, "messages",
+                           "messages.[%zu].%s contains the text of a control token", i, keys[k]);
+                goto done;
+            }
+        }
+    }
+    if ((st = rw_chat_template_render(s->tmpl, &prep.ro, &text, &len, &err))) {
+        srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
+        goto done;
+    }
     /* how the output is parsed: the tool format only when there are tools */
     r->out = (rw_chat_output_opts){.tool_format = tools ? s->tool_fmt : RW_TOOL_FMT_NONE,
                                    .reasoning = s->reasoning_fmt,
                                    .think_open = s->caps.think_open,
                                    .think_close = s->caps.think_close};
-    json_t *rf = json_object_get(o, "reasoning_format");
-    if (json_is_string(rf) && !strcmp(json_string_value(rf), "none")) r->out.reasoning = RW_REASONING_NONE;
-    else if (json_is_string(rf) && !strcmp(json_string_value(rf), "deepseek")) r->out.reasoning = RW_REASONING_DEEPSEEK;
-    else if (rf && !json_is_null(rf)) {
-        free(text);
-        json_decref(kwargs);
-        return bad(e, "reasoning_format", "%s", "'reasoning_format' must be \"none\" or \"deepseek\"");
-    }
+    if (json_is_string(rf))
+        r->out.reasoning = strcmp(json_string_value(rf), "none") ? RW_REASONING_DEEPSEEK : RW_REASONING_NONE;
     r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&
                           rw_chat_prompt_opens_reasoning(text, len, s->caps.think_open, s->caps.think_close);
     if (tools && !(r->tools_json = json_dumps(tools, JSON_COMPACT))) {
-        free(text);
-        json_decref(kwargs);
-        return bad(e, "tools", "%s", "out of memory");
+        srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto done;
     }
     r->out.tools_json = r->tools_json;
     if (r->force) { /* a forced call: a grammar over the model's own call format */
-        if (!tools) {
-            free(text);
-            json_decref(kwargs);
-            return bad(e, "tool_choice", "%s", "tool_choice \"required\" or a named function needs 'tools'");
-        }
         rw_error gerr = {0};
         /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
         if (rw_server__tool_grammar(s->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
-                                 r->force == 1 && r->parallel_calls, &r->gbnf, &gerr)) {
-            free(text);
-            json_decref(kwargs);
+                                    r->force == 1 && r->parallel_calls, &r->grammar, &gerr)) {
             srv_errorf(e, 400, "invalid_request_error", NULL, r->force == 2 ? "tool_choice" : "tools", "%s",
                        gerr.msg);
-            return false;
+            goto done;
         }
-        r->gp.grammar = r->gbnf;
+        r->gp.grammar = r->grammar;
         /* a thinking model's open block is closed first: the answer is the call */
         if (r->out.in_reasoning) r->reasoning_budget = 0;
     }
-    size_t n = 0;
-    st = rw_tokenize(s->tok, text, len, add_special, true, &r->prompt, &n, &err);
-    free(text);
-    if (st) {
-        json_decref(kwargs);
-        srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
-        return false;
-    }
+    /* BOS as the vocabulary asks, unless the template wrote it already */
+    bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
+    /* control tokens only from the template's own text (chat_guard.c) */
+    if (!srv_chat_tokenize(s, prep.messages, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
     r->n_prompt = (int64_t)n;
-    message_marks(s, msgs, &po, add_special, r);
+    if (r->n_prompt < n_ctx) message_marks(s, msgs, &po, add_special, r); /* else refused: no marks */
+    ok = true;
+done:
+    free(text);
+    rw_chat_prepared_free(&prep);
     json_decref(kwargs);
-    return true;
+    return ok;
 }
 
 static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
@@ -311,6 +339,81 @@ static void warn_unknown(rw_server *s, const char *key) {
     }
     pthread_mutex_unlock(&s->mu);
     if (!seen) srv_logf(s, "ignoring unknown request field \"%.128s\" (logged once; --strict-api refuses it)", key);
+}
+
+/* A schema (JSON value) to GBNF in *out; false with a 400 naming param. */
+static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error *e) {
+    char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+    rw_error err = {0};
+    rw_status st = text ? rw_grammar_schema_to_gbnf(text, strlen(text), NULL, out, &err)
+                        : rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
+    free(text);
+    if (st) srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+    return !st;
+}
+
+/* The output constraint: response_format (OpenAI: text, json_object,
+ * json_schema {name, schema, strict}) or llama.cpp's grammar (GBNF text) /
+ * json_schema (a schema) fields; at most one of them. The grammar is
+ * compiled here once so that a bad one is a 400 naming the field (the
+ * engine compiles it again at submit). */
+static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
+    json_t *rf = json_object_get(o, "response_format"), *gr = json_object_get(o, "grammar");
+    json_t *js = json_object_get(o, "json_schema");
+    const char *param = NULL;
+    int n = 0;
+    if (rf && !json_is_null(rf)) {
+        if (!json_is_object(rf)) return bad(e, "response_format", "'%s' must be an object", "response_format");
+        json_t *t = json_object_get(rf, "type");
+        const char *type = json_is_string(t) ? json_string_value(t) : "";
+        if (!strcmp(type, "json_object")) {
+            rw_error err = {0};
+            if (rw_grammar_json_object_gbnf(NULL, &r->grammar, &err))
+                return bad(e, "response_format", "%s", err.msg);
+            n++;
+            param = "response_format";
+        } else if (!strcmp(type, "json_schema")) {
+            json_t *j = json_object_get(rf, "json_schema");
+            if (!json_is_object(j))
+                return bad(e, "response_format", "%s", "response_format json_schema needs a 'json_schema' object");
+            json_t *name = json_object_get(j, "name"), *strict = json_object_get(j, "strict");
+            if (name && !json_is_string(name))
+                return bad(e, "response_format", "%s", "response_format.json_schema.name must be a string");
+            if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+                return bad(e, "response_format", "%s", "response_format.json_schema.strict must be a boolean");
+            json_t *schema = json_object_get(j, "schema");
+            /* no schema: any JSON value is the schema {} */
+            json_t *any = schema ? NULL : json_object();
+            bool ok = schema_gbnf(schema ? schema : any, "response_format", &r->grammar, e);
+            json_decref(any);
+            if (!ok) return false;
+            n++;
+            param = "response_format";
+        } else if (strcmp(type, "text"))
+            return bad(e, "response_format", "%s",
+                       "response_format type must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+    if (js && !json_is_null(js)) {
+        if (n++) return bad(e, "json_schema", "%s", "give only one of response_format, grammar and json_schema");
+        if (!schema_gbnf(js, "json_schema", &r->grammar, e)) return false;
+        param = "json_schema";
+    }
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) return bad(e, "grammar", "'%s' must be a string (GBNF)", "grammar");
+        if (n++) return bad(e, "grammar", "%s", "give only one of response_format, grammar and json_schema");
+        if (!(r->grammar = strdup(json_string_value(gr)))) return bad(e, "grammar", "%s", "out of memory");
+        param = "grammar";
+    }
+    if (!r->grammar) return true;
+    rw_grammar *g = NULL;
+    rw_error err = {0};
+    if (rw_grammar_compile(r->grammar, strlen(r->grammar), NULL, &g, &err)) {
+        srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+        return false;
+    }
+    rw_grammar_free(g);
+    r->gp.grammar = r->grammar;
+    return true;
 }
 
 static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_error *e) {
@@ -394,7 +497,9 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         json_object_foreach(lb, tk, bv) {
             char *end;
             long id = strtol(tk, &end, 10);
-            if (!*tk || *end || id < 0 || id >= nv) {
+            /* canonical decimal only: not " 5", "+5", "05" or "-0" */
+            bool canonical = tk[0] >= '0' && tk[0] <= '9' && (tk[0] != '0' || !tk[1]);
+            if (!canonical || *end || id < 0 || id >= nv) {
                 srv_errorf(e, 400, "invalid_request_error", NULL, "logit_bias",
                            "logit_bias keys must be token ids in [0, %d), not \"%.40s\"", (int)nv, tk);
                 return false;
@@ -406,12 +511,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         sp->logit_bias = r->bias;
         sp->n_logit_bias = (int32_t)r->n_bias;
     }
-    json_t *rf = json_object_get(o, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
-            return bad(e, "response_format", "%s", "only response_format {\"type\": \"text\"} is supported");
-    }
+    if (!parse_constraint(o, r, e)) return false;
     json_t *tc = json_object_get(o, "tool_choice");
     if (tc && !json_is_null(tc)) {
         const char *tcs = json_string_value(tc);
@@ -494,6 +594,6 @@ void srv_request_free(srv_request *r) {
     free(r->marks);
     free(r->tools_json);
     free(r->force_name);
-    free(r->gbnf);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }

@@ -35,12 +35,45 @@ static json_t *ids_json(const int32_t *t, size_t n) {
     return a;
 }
 
+
+/* Well-formed UTF-8 with every invalid byte as U+FFFD (a token's bytes may
+ * be part of a character). */
+json_t *srv_text_lossy(const char *s, size_t n) {
+    char *out = s ? malloc(3 * n + 1) : NULL;
+    if (!out) return json_string("");
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        if (ok && len > 1) { /* overlong, surrogate, beyond U+10FFFF */
+            unsigned char d = (unsigned char)s[i + 1];
+            ok = !(c == 0xC0 || c == 0xC1 || (c == 0xE0 && d < 0xA0) || (c == 0xED && d >= 0xA0) ||
+                   (c == 0xF0 && d < 0x90) || (c == 0xF4 && d >= 0x90) || c > 0xF4);
+        }
+        if (ok) {
+            memcpy(out + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    json_t *v = json_stringn_nocheck(out, o);
+    free(out);
+    return v;
+}
+
+#define piece_json srv_text_lossy
+
 /* json_stringn fails on invalid UTF-8; the engine sends valid UTF-8 only,
- * but never let a response fail on it. */
-static json_t *piece_json(const char *s, size_t n);
+ * but never let a response fail on it, nor lose the valid part. */
 static json_t *text_json(const char *s, size_t n) {
     json_t *v = json_stringn(s ? s : "", s ? n : 0);
-    return v ? v : piece_json(s, n);
+    return v ? v : srv_text_lossy(s, n);
 }
 
 json_t *srv_text_json(const char *s, size_t n) { return text_json(s, n); }
@@ -77,37 +110,6 @@ static json_t *message_json(const srv_job *j, srv_choice *c) {
     }
     rw_chat_parsed_free(&m);
     return msg;
-}
-
-/* Well-formed UTF-8 with every invalid byte as U+FFFD (a token's bytes may
- * be part of a character). */
-static json_t *piece_json(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1);
-    if (!out) return json_string("");
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
-        if (ok && len > 1) { /* overlong, surrogate, beyond U+10FFFF */
-            unsigned char d = (unsigned char)s[i + 1];
-            ok = !(c == 0xC0 || c == 0xC1 || (c == 0xE0 && d < 0xA0) || (c == 0xED && d >= 0xA0) ||
-                   (c == 0xF0 && d < 0x90) || (c == 0xF4 && d >= 0x90) || c > 0xF4);
-        }
-        if (ok) {
-            memcpy(out + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(out + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    json_t *v = json_stringn_nocheck(out, o);
-    free(out);
-    return v;
 }
 
 static double finite_lp(float lp) { return lp == lp && lp > -9999.0f ? lp : -9999.0; /* OpenAI's -inf */ }

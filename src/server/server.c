@@ -1,13 +1,17 @@
-/* server.c - the HTTP daemon: routing, request bodies, authentication, error
- * responses, and the two generation endpoints' flow (server.h).
+/* server.c - the HTTP daemon: routing, request bodies, authentication, the
+ * Origin and Host checks, CORS, error responses, and the generation
+ * endpoints' flow (server.h).
  *
- * libmicrohttpd calls handle() several times per request: first with the
- * headers (we route, authenticate and check Content-Length, answering errors
- * at once), then with pieces of the body (collected up to max_body; beyond
- * it the rest is dropped and the answer is 413), then once more with no data
- * (we answer). The generation endpoints block this connection's thread until
- * the result is complete, or hand a content reader to libmicrohttpd that
- * streams it (job.c). */
+ * libmicrohttpd runs event-driven (epoll, a pool of two threads) and calls
+ * handle() several times per request: first with the headers (we route,
+ * check Host, Origin, the key and the body's framing, answering errors at
+ * once), then with pieces of the body (collected up to max_body; beyond it
+ * the rest is dropped and the answer is 413), then with no data (we
+ * answer). Light routes are answered there; the others (generation,
+ * tokenize) go to a request worker (work.c) with the connection suspended,
+ * and a generation then waits for its job (job.c) suspended too: no thread
+ * ever waits on a client, so slow or idle clients cost a socket each, not a
+ * thread, and the watcher (conn.c) ends those that take too long. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -22,7 +26,7 @@
 #include "server/api_int.h"
 
 enum {
-    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PROPS,
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
     R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
 };
 
@@ -42,26 +46,30 @@ static const struct {
 /* Anthropic's routes answer errors in Anthropic's shape. */
 static bool anthropic_route(int route) { return route == R_MESSAGES || route == R_COUNT_TOKENS; }
 
-/* Per-request state of one connection (libmicrohttpd's con_cls); freed in
- * request_completed. */
-typedef struct {
-    int route;
-    char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
-    bool answered; /* an error was queued at the headers */
-    bool too_big;
-    char *body;
-    size_t len, cap;
-} srv_conn;
+/* A message cut by a size limit may end inside a UTF-8 character: drop
+ * that partial character (the JSON writer would refuse the whole string). */
+void srv_utf8_cut(char *msg, size_t cap) {
+    size_t n = strlen(msg);
+    if (n + 1 < cap) return; /* not cut */
+    size_t i = n;
+    while (i > 0 && ((unsigned char)msg[i - 1] & 0xC0) == 0x80) i--; /* continuation bytes */
+    if (i == 0) return;
+    unsigned char lead = (unsigned char)msg[i - 1];
+    size_t want = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : (lead >> 3) == 30 ? 4 : 1;
+    if (n - (i - 1) < want) msg[i - 1] = 0;
+}
 
 void srv_errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
     e->http = http;
     e->type = type;
     e->code = code;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    srv_utf8_cut(e->param, sizeof e->param);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    srv_utf8_cut(e->msg, sizeof e->msg);
 }
 
 static void count_status(rw_server *s, int status) {
@@ -70,8 +78,18 @@ static void count_status(rw_server *s, int status) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The headers every answer to cc carries: CORS for an allowed Origin,
+ * Retry-After with 429. */
+static void common_headers(struct MHD_Response *resp, const srv_conn *cc, int status) {
+    if (cc && cc->origin[0]) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", cc->origin);
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
+    if (status == 429) MHD_add_response_header(resp, "Retry-After", "1");
+}
+
 /* Queues body (malloc'd, taken over) with the given type. */
-static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, int status, char *body,
+static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, int status, char *body,
                                   const char *content_type, const char *allow) {
     if (!body) {
         body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
@@ -86,14 +104,28 @@ static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, int st
     }
     MHD_add_response_header(resp, "Content-Type", content_type);
     if (allow) MHD_add_response_header(resp, "Allow", allow);
+    common_headers(resp, cc, status);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     count_status(s, status);
     return ret;
 }
 
-static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const srv_error *e, const char *allow) {
-    return send_owned(s, c, e->http, srv_error_json(e), "application/json", allow);
+/* An error body in the shape of cc's route's API. */
+static char *error_json(const srv_conn *cc, const srv_error *e) {
+    return cc && anthropic_route(cc->route) ? rw_server__anthropic_error_json(e) : srv_error_json(e);
+}
+
+static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, const srv_error *e,
+                                  const char *allow) {
+    return send_owned(s, c, cc, e->http, error_json(cc, e), "application/json", allow);
+}
+
+/* For a worker: the answer is sent when the connection resumes. */
+static void reply_error(srv_conn *cc, const srv_error *e) {
+    cc->status = e->http;
+    cc->reply = error_json(cc, e);
+    cc->state = CC_REPLY;
 }
 
 /* Either header carries the key: Authorization: Bearer KEY (OpenAI) or
@@ -109,11 +141,6 @@ static bool authorized(const rw_server *s, struct MHD_Connection *c) {
     return diff == 0;
 }
 
-static int conn_fd(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
-}
-
 static void submit_error(const rw_error *err, srv_error *e) {
     switch (err->code) {
     case RW_ERR_CONTEXT:
@@ -127,74 +154,80 @@ static void submit_error(const rw_error *err, srv_error *e) {
     }
 }
 
-/* Streams the job's SSE (the response takes it over). */
-static enum MHD_Result send_stream(rw_server *s, struct MHD_Connection *c, srv_job *j) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_job_sse_reader, j, srv_job_sse_free);
-    if (!resp) {
-        srv_job_free(j);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-    MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
-    count_status(s, 200);
-    return ret;
-}
-
-/* What an api_*.c route handler gave back. */
-static enum MHD_Result send_reply(rw_server *s, struct MHD_Connection *c, rw_server__reply r) {
-    if (r.stream) return send_stream(s, c, r.stream);
-    if (!r.http) return MHD_NO; /* the client went away */
-    return send_owned(s, c, r.http, r.body, r.content_type ? r.content_type : "application/json", NULL);
-}
-
-/* An error in the route's API's shape. */
-static enum MHD_Result send_route_error(rw_server *s, struct MHD_Connection *c, int route, const srv_error *e,
-                                        const char *allow) {
-    if (!anthropic_route(route)) return send_error(s, c, e, allow);
-    return send_owned(s, c, e->http, rw_server__anthropic_error_json(e), "application/json", allow);
-}
-
-static enum MHD_Result generate(rw_server *s, struct MHD_Connection *c, bool chat, const srv_conn *cc) {
+/* On a worker: parse, make the job, submit. */
+static void generate(rw_server *s, bool chat, srv_conn *cc) {
     srv_request r;
     srv_error e;
-    if (!srv_parse_request(s, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return send_error(s, c, &e, NULL);
-    srv_job *j = srv_job_new(s, &r, conn_fd(c));
+    if (!srv_parse_request(s, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
+    srv_job *j = srv_job_new(s, &r);
     if (!j) {
         srv_request_free(&r);
         srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
-        return send_error(s, c, &e, NULL);
+        return reply_error(cc, &e);
     }
     rw_error err = {0};
     rw_status st = srv_job_submit(j, &r, &err);
-    bool stream = r.stream;
+    cc->stream = r.stream;
     srv_request_free(&r); /* the engine copied what it needs */
     if (st) {
         srv_job_free(j); /* cancels the choices already submitted */
         submit_error(&err, &e);
-        return send_error(s, c, &e, NULL);
+        return reply_error(cc, &e);
     }
-    if (stream) return send_stream(s, c, j);
-    if (!srv_job_wait(j)) { /* client gone or server stopping: the request is cancelled */
-        srv_job_free(j);
-        return MHD_NO;
+    srv_job_attach(j, cc->sock);
+    cc->job = j;
+    cc->state = CC_JOB;
+}
+
+/* On a worker: an api_*.c route's answer into cc. */
+static void api_work(srv_conn *cc, rw_server__reply r) {
+    if (r.stream) {
+        srv_job_attach(r.stream, cc->sock);
+        cc->job = r.stream;
+        cc->stream = r.sse;
+        cc->state = CC_JOB;
+        return;
+    }
+    cc->status = r.http;
+    cc->reply = r.body;
+    cc->state = CC_REPLY;
+}
+
+/* On libmicrohttpd's thread, when the connection resumes with a job. */
+static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_conn *cc) {
+    srv_job *j = cc->job;
+    if (cc->stream) {
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_job_sse_reader, j, srv_job_sse_free);
+        if (!resp) return MHD_NO; /* request_completed frees the job */
+        cc->job = NULL; /* the response owns it now */
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        common_headers(resp, cc, 200);
+        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
+        count_status(s, 200);
+        return ret;
+    }
+    bool over = false;
+    if (!srv_job_ready(j, &over)) return over ? MHD_NO : MHD_YES; /* client gone or stopping: cancelled */
+    if (j->api_body) { /* another API's answer (api_*.c) */
+        int status = 500;
+        char *body = j->api_body(j, &status);
+        return send_owned(s, c, cc, status, body, "application/json", NULL);
     }
     const char *fail = srv_job_error(j);
+    srv_error e;
     if (fail) {
         srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
-        srv_job_free(j);
-        return send_error(s, c, &e, NULL);
+        return send_error(s, c, cc, &e, NULL);
     }
-    char *json = srv_response_json(j);
-    srv_job_free(j);
-    return send_owned(s, c, 200, json, "application/json", NULL);
+    return send_owned(s, c, cc, 200, srv_response_json(j), "application/json", NULL);
 }
 
 /* llama.cpp's /tokenize {"content", "add_special" = false, "parse_special" =
  * true} -> {"tokens"} and /detokenize {"tokens"} -> {"content"}. */
-static enum MHD_Result tokenize(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, bool detok) {
+static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
     srv_error e;
     json_error_t jerr;
     json_t *o = json_loadb(cc->body ? cc->body : "", cc->len, 0, &jerr);
@@ -216,7 +249,8 @@ static enum MHD_Result tokenize(rw_server *s, struct MHD_Connection *c, const sr
         else {
             json_t *a = json_array();
             for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
-            out = json_pack("{s:o}", "tokens", a);
+            out = a ? json_pack("{s:o}", "tokens", a) : NULL;
+            if (!out) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         }
         free(ids);
     } else {
@@ -232,22 +266,26 @@ static enum MHD_Result tokenize(rw_server *s, struct MHD_Connection *c, const sr
         }
         char *text = NULL;
         size_t len = 0;
-        if (!ok)
+        if (!ids) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+        else if (!ok)
             srv_errorf(&e, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array of token ids");
         else if (rw_detokenize(s->tok, ids, n, true, &text, &len, &err))
             srv_errorf(&e, 400, "invalid_request_error", NULL, "tokens", "%s", err.msg);
         else {
-            json_t *str = json_stringn(text, len);
-            out = json_pack("{s:o}", "content", str ? str : json_string(""));
+            /* a piece of a character (half of a multi-byte token sequence) is
+             * not UTF-8: each invalid byte becomes U+FFFD, never "" */
+            out = json_pack("{s:o}", "content", srv_text_lossy(text, len));
+            if (!out) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         }
         free(text);
         free(ids);
     }
     json_decref(o);
-    if (!out) return send_error(s, c, &e, NULL);
-    char *txt = json_dumps(out, JSON_COMPACT);
+    if (!out) return reply_error(cc, &e);
+    cc->reply = json_dumps(out, JSON_COMPACT);
     json_decref(out);
-    return send_owned(s, c, 200, txt, "application/json", NULL);
+    cc->status = 200;
+    cc->state = CC_REPLY;
 }
 
 /* GET /props: what UIs read from llama-server's (context size, template,
@@ -270,10 +308,31 @@ static char *props_json(rw_server *s) {
     return txt;
 }
 
-static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
+void srv_conn_work(rw_server *s, srv_conn *cc) {
     switch (cc->route) {
-    case R_HEALTH: return send_owned(s, c, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
-    case R_METRICS: return send_owned(s, c, 200, srv_metrics_text(s), "text/plain; version=0.0.4", NULL);
+    case R_COMPLETIONS: generate(s, false, cc); break;
+    case R_CHAT: generate(s, true, cc); break;
+    case R_TOKENIZE: tokenize(s, cc, false); break;
+    case R_DETOKENIZE: tokenize(s, cc, true); break;
+    case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
+    case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
+    case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len)); break;
+    default: srv_conn_unqueued(s, cc); break;
+    }
+}
+
+void srv_conn_unqueued(rw_server *s, srv_conn *cc) {
+    (void)s;
+    srv_error e;
+    srv_errorf(&e, 503, "server_error", NULL, NULL, "the server is stopping");
+    reply_error(cc, &e);
+}
+
+/* The routes answered on libmicrohttpd's thread (cheap). */
+static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
+    switch (cc->route) {
+    case R_HEALTH: return send_owned(s, c, cc, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
+    case R_METRICS: return send_owned(s, c, cc, 200, srv_metrics_text(s), "text/plain; version=0.0.4", NULL);
     case R_MODELS:
     case R_MODEL: {
         json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_id, "object", "model", "created",
@@ -284,24 +343,154 @@ static enum MHD_Result answer(rw_server *s, struct MHD_Connection *c, const srv_
             srv_error e;
             srv_errorf(&e, 404, "invalid_request_error", "model_not_found", "model",
                        "The model '%s' does not exist (this server has '%s')", cc->model, s->model_id);
-            return send_error(s, c, &e, NULL);
+            return send_error(s, c, cc, &e, NULL);
         }
         if (m && cc->route == R_MODELS) m = json_pack("{s:s,s:[o]}", "object", "list", "data", m);
         char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
         json_decref(m);
-        return send_owned(s, c, 200, txt, "application/json", NULL);
+        return send_owned(s, c, cc, 200, txt, "application/json", NULL);
     }
-    case R_PROPS: return send_owned(s, c, 200, props_json(s), "application/json", NULL);
-    case R_COMPLETIONS: return generate(s, c, false, cc);
-    case R_CHAT: return generate(s, c, true, cc);
-    case R_MESSAGES: return send_reply(s, c, rw_server__messages(s, cc->body, cc->len, conn_fd(c)));
-    case R_COUNT_TOKENS: return send_reply(s, c, rw_server__count_tokens(s, cc->body, cc->len));
-    case R_RESPONSES: return send_reply(s, c, rw_server__responses(s, cc->body, cc->len, conn_fd(c)));
-    case R_RESPONSE: return send_reply(s, c, rw_server__response_get(s, cc->model));
-    case R_TOKENIZE: return tokenize(s, c, cc, false);
-    case R_DETOKENIZE: return tokenize(s, c, cc, true);
+    case R_PROPS: return send_owned(s, c, cc, 200, props_json(s), "application/json", NULL);
+    case R_RESPONSE: {
+        rw_server__reply r = rw_server__response_get(s, cc->model);
+        return send_owned(s, c, cc, r.http, r.body, "application/json", NULL);
+    }
     default: return MHD_NO;
     }
+}
+
+/* ---- the checks at the headers ---- */
+
+/* Is the Origin header's value one --cors-origin allows? */
+static bool origin_allowed(const rw_server *s, const char *origin) {
+    for (int i = 0; i < s->n_cors; i++)
+        if (!strcmp(s->cors[i], "*") || !strcasecmp(s->cors[i], origin)) return true;
+    return false;
+}
+
+/* On loopback, a browser page can reach us through a name that resolves to
+ * 127.0.0.1 (DNS rebinding): its requests then carry that name in Host.
+ * Allowed: localhost, loopback addresses, the address we are bound to, with
+ * any port. No Host (HTTP/1.0) is allowed: browsers always send one. */
+static bool host_allowed(const rw_server *s, const char *host) {
+    if (!s->loopback || !host) return true;
+    char name[256];
+    size_t n = strlen(host);
+    if (n >= sizeof name) return false;
+    memcpy(name, host, n + 1);
+    if (name[0] == '[') { /* [v6]:port */
+        char *end = strchr(name, ']');
+        if (!end || (end[1] && end[1] != ':')) return false;
+        *end = 0;
+        memmove(name, name + 1, strlen(name + 1) + 1);
+    } else {
+        char *colon = strchr(name, ':');
+        if (colon && strchr(colon + 1, ':')) return false; /* a bare v6 address is not a Host */
+        if (colon) *colon = 0;
+    }
+    if (!strcasecmp(name, "localhost") || !strcmp(name, s->host) || !strcmp(name, "::1")) return true;
+    struct in_addr a4;
+    return inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/* OPTIONS: a CORS preflight from an allowed origin, or a plain question. */
+static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, const char *allow) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    char methods[64];
+    snprintf(methods, sizeof methods, "%s, OPTIONS", allow);
+    MHD_add_response_header(resp, "Allow", methods);
+    if (cc->origin[0]) {
+        const char *req_headers = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", methods);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                req_headers && strlen(req_headers) < 1024 ? req_headers
+                                                                           : "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+    common_headers(resp, cc, 204);
+    enum MHD_Result ret = MHD_queue_response(c, 204, resp);
+    MHD_destroy_response(resp);
+    count_status(s, 204);
+    return ret;
+}
+
+static bool heavy_route(int route) {
+    return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
+           route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES;
+}
+
+static srv_sock *sock_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn *cc, const char *url,
+                               const char *method) {
+    srv_error e;
+    const char *allow = NULL;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        if (strcmp(url, routes[i].path)) continue;
+        allow = routes[i].method;
+        if (!strcmp(method, routes[i].method)) cc->route = routes[i].route;
+    }
+    if (!strncmp(url, "/v1/models/", 11) && url[11] && strlen(url + 11) < sizeof cc->model) {
+        allow = "GET"; /* GET /v1/models/{id} */
+        snprintf(cc->model, sizeof cc->model, "%s", url + 11);
+        if (!strcmp(method, "GET")) cc->route = R_MODEL;
+    }
+    if (!strncmp(url, "/v1/responses/", 14) && url[14] && strlen(url + 14) < sizeof cc->model) {
+        allow = "GET"; /* GET /v1/responses/{id} */
+        snprintf(cc->model, sizeof cc->model, "%s", url + 14);
+        if (!strcmp(method, "GET")) cc->route = R_RESPONSE;
+    }
+    if (allow && !strcmp(method, "OPTIONS")) cc->route = R_OPTIONS;
+    cc->answered = true; /* unless all checks pass below */
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (!host_allowed(s, host)) {
+        srv_errorf(&e, 403, "invalid_request_error", "host_not_allowed", NULL,
+                   "The Host '%.100s' is not this server's (a loopback server answers localhost and loopback "
+                   "addresses only)", host);
+        return send_error(s, c, cc, &e, NULL);
+    }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin) {
+        if (!origin_allowed(s, origin) || strlen(origin) >= sizeof cc->origin) {
+            srv_errorf(&e, 403, "invalid_request_error", "origin_not_allowed", NULL,
+                       "Requests from the web origin '%.100s' are not allowed (see --cors-origin)", origin);
+            return send_error(s, c, cc, &e, NULL);
+        }
+        snprintf(cc->origin, sizeof cc->origin, "%s", origin);
+    }
+    if (cc->route == R_NONE) {
+        if (allow) {
+            srv_errorf(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
+                       "Method %s is not allowed for %s (use %s)", method, url, allow);
+            return send_error(s, c, cc, &e, allow);
+        }
+        srv_errorf(&e, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
+        return send_error(s, c, cc, &e, NULL);
+    }
+    if (cc->route == R_OPTIONS) return answer_options(s, c, cc, allow); /* preflights carry no key */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    if (cl && te) { /* two framings: which one a proxy in front believes is ambiguous (request smuggling) */
+        srv_errorf(&e, 400, "invalid_request_error", NULL, NULL,
+                   "A request may not have both Content-Length and Transfer-Encoding");
+        return send_error(s, c, cc, &e, NULL);
+    }
+    if (cc->route != R_HEALTH && !authorized(s, c)) {
+        srv_errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                   "Incorrect or missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
+        return send_error(s, c, cc, &e, NULL);
+    }
+    if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+        srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                   "The request body has %.40s bytes; the limit is %zu", cl, s->max_body);
+        return send_error(s, c, cc, &e, NULL);
+    }
+    cc->answered = false;
+    return MHD_YES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -314,47 +503,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!cc) { /* the headers */
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
-        const char *allow = NULL;
-        for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
-            if (strcmp(url, routes[i].path)) continue;
-            allow = routes[i].method;
-            if (!strcmp(method, routes[i].method)) cc->route = routes[i].route;
-        }
-        if (!strncmp(url, "/v1/models/", 11) && url[11] && strlen(url + 11) < sizeof cc->model) {
-            allow = "GET"; /* GET /v1/models/{id} */
-            snprintf(cc->model, sizeof cc->model, "%s", url + 11);
-            if (!strcmp(method, "GET")) cc->route = R_MODEL;
-        }
-        if (!strncmp(url, "/v1/responses/", 14) && url[14] && strlen(url + 14) < sizeof cc->model) {
-            allow = "GET"; /* GET /v1/responses/{id} */
-            snprintf(cc->model, sizeof cc->model, "%s", url + 14);
-            if (!strcmp(method, "GET")) cc->route = R_RESPONSE;
-        }
-        if (cc->route == R_NONE) {
-            cc->answered = true;
-            if (allow) {
-                srv_errorf(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
-                           "Method %s is not allowed for %s (use %s)", method, url, allow);
-                return send_error(s, c, &e, allow);
-            }
-            srv_errorf(&e, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
-            return send_error(s, c, &e, NULL);
-        }
-        if (cc->route != R_HEALTH && !authorized(s, c)) {
-            cc->answered = true;
-            srv_errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
-                       "Incorrect or missing API key: send the header 'Authorization: Bearer KEY' "
-                       "or 'x-api-key: KEY'");
-            return send_route_error(s, c, cc->route, &e, NULL);
-        }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > s->max_body) {
-            cc->answered = true;
-            srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                       "The request body has %s bytes; the limit is %zu", cl, s->max_body);
-            return send_route_error(s, c, cc->route, &e, NULL);
-        }
-        return MHD_YES;
+        cc->sock = sock_of(c);
+        srv_sock_phase(s, cc->sock, SOCK_BODY);
+        return headers(s, c, cc, url, method);
     }
     if (*upload_data_size) { /* a piece of the body */
         size_t n = *upload_data_size;
@@ -380,26 +531,61 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         cc->body[cc->len] = 0;
         return MHD_YES;
     }
-    if (cc->answered) return MHD_YES;
-    cc->answered = true;
-    if (cc->too_big) {
-        srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                   "The request body is larger than the limit of %zu bytes", s->max_body);
-        return send_route_error(s, c, cc->route, &e, NULL);
+    switch (cc->state) {
+    case CC_BODY: /* the whole request is in */
+        if (cc->answered) return MHD_YES;
+        srv_sock_phase(s, cc->sock, SOCK_BUSY);
+        if (cc->too_big) {
+            cc->answered = true;
+            srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                       "The request body is larger than the limit of %zu bytes", s->max_body);
+            return send_error(s, c, cc, &e, NULL);
+        }
+        if (!heavy_route(cc->route)) {
+            cc->answered = true;
+            return answer_light(s, c, cc);
+        }
+        if (!cc->sock) return MHD_NO;
+        cc->state = CC_WORK;
+        if (!srv_sock_sleep(s, cc->sock, false)) return MHD_NO; /* stopping */
+        srv_work_push(s, cc); /* a worker wakes the connection when done */
+        return MHD_YES;
+    case CC_WORK: /* woken while a worker has it: only at a stop, after the workers ended */
+        return srv_sock_sleep(s, cc->sock, false) ? MHD_YES : MHD_NO;
+    case CC_REPLY: {
+        char *reply = cc->reply;
+        cc->reply = NULL;
+        cc->state = CC_BODY;
+        cc->answered = true;
+        return send_owned(s, c, cc, cc->status, reply, "application/json", NULL);
     }
-    return answer(s, c, cc);
+    case CC_JOB: return job_answer(s, c, cc);
+    default: return MHD_NO;
+    }
 }
 
 static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                               enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)c;
+    rw_server *s = cls;
     (void)toe;
     srv_conn *cc = *con_cls;
+    srv_sock_phase(s, sock_of(c), SOCK_IDLE); /* the next request's headers are due within header_timeout */
     if (!cc) return;
+    srv_job_free(cc->job); /* a whole answer not sent (client gone, stopping): cancels what runs */
+    free(cc->reply);
     free(cc->body);
     free(cc);
     *con_cls = NULL;
+}
+
+static void connection_event(void *cls, struct MHD_Connection *c, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code) {
+    rw_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_context = srv_sock_open(s, c);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        srv_sock_closed(s, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static int open_listener(const char *host, int port, bool *v6, int *bound_port, rw_error *err) {
@@ -425,7 +611,7 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
-        bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 128)) {
+        bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 1024)) { /* bursts of connects wait, not reset */
         rw_errorf(err, RW_ERR_IO, "cannot listen on %s port %d: %m", host, port);
         if (fd >= 0) close(fd);
         return -1;
@@ -475,8 +661,14 @@ static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error 
 }
 
 static void free_server(rw_server *s) {
-    pthread_mutex_destroy(&s->mu);
     rw_server__store_free(s->store);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->conn_mu);
+    pthread_cond_destroy(&s->watcher_cv);
+    pthread_mutex_destroy(&s->work_mu);
+    pthread_cond_destroy(&s->work_cv);
+    for (int i = 0; i < s->n_cors; i++) free(s->cors[i]);
+    free(s->cors);
     json_decref(s->kwargs);
     for (size_t i = 0; i < s->n_warned; i++) free(s->warned[i]);
     free(s->warned);
@@ -488,16 +680,56 @@ static void free_server(rw_server *s) {
     free(s);
 }
 
+/* --cors-origin's comma-separated list into s->cors. */
+static bool parse_cors(rw_server *s, const char *list) {
+    if (!list || !*list) return true;
+    size_t n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    if (!(s->cors = calloc(n, sizeof *s->cors))) return false;
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t len = strcspn(p, ", ");
+        if (!len) break;
+        if (!(s->cors[s->n_cors] = strndup(p, len))) return false;
+        s->n_cors++;
+        p += len;
+    }
+    return true;
+}
+
+static bool is_loopback(const char *host) {
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* Ends the threads that may hold a connection suspended, then the daemon
+ * (libmicrohttpd must not be stopped with a connection suspended). */
+static void stop_all(rw_server *s) {
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_SEQ_CST); /* nothing suspends any more */
+    srv_work_stop(s);
+    srv_conns_stop(s);
+    if (s->daemon) MHD_stop_daemon(s->daemon); /* ends every connection: jobs cancelled */
+    s->daemon = NULL;
+}
+
 rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,
                           const char *eos, const rw_server_config *cfg, rw_server **out, rw_error *err) {
     *out = NULL;
     rw_server *s = calloc(1, sizeof *s);
     if (!s) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_cond_init(&s->watcher_cv, NULL);
+    pthread_mutex_init(&s->work_mu, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
     s->engine = e;
     s->tok = tok;
     s->tmpl = tmpl;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : (size_t)8 << 20;
+    s->header_timeout = cfg->header_timeout > 0 ? cfg->header_timeout : 10.0;
+    s->body_timeout = cfg->body_timeout > 0 ? cfg->body_timeout : 30.0;
     s->started = (int64_t)time(NULL);
     s->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
     s->model_id = strdup(cfg->model_id ? cfg->model_id : "rewind");
@@ -506,7 +738,7 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
     s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
     s->store = rw_server__store_new(0, 0);
     if (!s->store || !s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
-        (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
+        (cfg->api_key && cfg->api_key[0] && !s->api_key) || !parse_cors(s, cfg->cors_origin)) {
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
@@ -515,18 +747,33 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
         free_server(s);
         return cst;
     }
+    s->loopback = is_loopback(s->host);
     bool v6 = false;
     s->listen_fd = open_listener(s->host, cfg->port, &v6, &s->port, err);
     if (s->listen_fd < 0) {
         free_server(s);
         return err ? err->code : RW_ERR_IO;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | (v6 ? MHD_USE_IPv6 : 0);
+    rw_status st = srv_conns_start(s, err);
+    if (!st) st = srv_work_start(s, cfg->workers > 0 ? cfg->workers : 2, err);
+    if (st) {
+        stop_all(s);
+        close(s->listen_fd);
+        free_server(s);
+        return st;
+    }
+    const unsigned max_conn = (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 1024);
+    const unsigned per_ip = cfg->max_connections_per_ip < 0    ? 0
+                            : cfg->max_connections_per_ip > 0 ? (unsigned)cfg->max_connections_per_ip
+                                                              : 256;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
-                                 MHD_OPTION_NOTIFY_COMPLETED, request_completed, s, MHD_OPTION_CONNECTION_LIMIT,
-                                 (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 256),
+                                 MHD_OPTION_NOTIFY_COMPLETED, request_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                                 connection_event, s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
+                                 MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!s->daemon) {
+        stop_all(s);
         close(s->listen_fd);
         free_server(s);
         return rw_errorf(err, RW_ERR_IO, "cannot start the HTTP daemon");
@@ -539,7 +786,6 @@ int rw_server_port(const rw_server *s) { return s->port; }
 
 void rw_server_stop(rw_server *s) {
     if (!s) return;
-    __atomic_store_n(&s->stopping, 1, __ATOMIC_SEQ_CST); /* waiting connection threads give up */
-    MHD_stop_daemon(s->daemon);                           /* joins every connection thread */
+    stop_all(s);
     free_server(s);
 }

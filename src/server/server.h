@@ -9,10 +9,17 @@
  * (unknown route), 405 (known route, wrong method), 413 (body over
  * max_body_bytes), 429 (engine queue full), 500.
  *
- * One thread per connection: a request's handler blocks until its result is
- * complete (or streams it as server-sent events from a content reader), and
- * polls the socket while it waits, so a client that goes away cancels its
- * request at once (the engine frees its sequence at the end of the step).
+ * Event-driven (libmicrohttpd with epoll): no thread waits on a client.
+ * Parsing, rendering and tokenizing run on request workers; a request
+ * waiting for tokens has its connection suspended; a client that goes away
+ * cancels its request within 50 ms (the engine frees its sequence at the
+ * end of the step). Clients get header_timeout seconds for their headers
+ * and body_timeout for the body, however steadily they send (slowloris);
+ * connections are limited in all and per client address. Browsers: a
+ * request with an Origin header is refused unless cors_origin allows it
+ * (then it gets CORS headers, and OPTIONS preflights are answered); on a
+ * loopback address the Host header must name loopback (DNS rebinding).
+ * docs/server-security.md has the whole policy.
  */
 #ifndef RW_SERVER_SERVER_H
 #define RW_SERVER_SERVER_H
@@ -31,7 +38,12 @@ typedef struct {
     const char *api_key;   /* NULL or "" = no authentication */
     const char *model_id;  /* the model's name in responses and /v1/models */
     size_t max_body_bytes; /* 0 = 8 MiB */
-    int max_connections;   /* 0 = 256 */
+    int max_connections;   /* 0 = 1024 */
+    int max_connections_per_ip; /* 0 = 256, -1 = no limit */
+    double header_timeout; /* seconds for a request's headers (from connecting or the previous answer); 0 = 10 */
+    double body_timeout;   /* seconds for its body after the headers; 0 = 30 */
+    const char *cors_origin; /* allowed web origins, comma-separated ("*" = any); NULL = none */
+    int workers;           /* request workers (parse, render, tokenize); 0 = 2 */
     /* Chat output and templates (docs/agent-api.md): */
     const char *tool_format;      /* NULL or "auto": from the template; else a rw_tool_format name */
     const char *reasoning_format; /* NULL or "deepseek": think blocks to reasoning_content; "none": kept */

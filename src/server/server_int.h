@@ -14,12 +14,35 @@
 #include "chat/output.h"
 #include "server/server.h"
 
+/* One client socket, from libmicrohttpd's "connection started" to "closed"
+ * (conn.c). Guarded by rw_server.conn_mu. Freed when libmicrohttpd has
+ * closed it and no job refers to it any more. */
+enum { SOCK_IDLE, SOCK_BODY, SOCK_BUSY }; /* waiting for headers / reading a body / answering */
+typedef struct srv_sock {
+    struct srv_sock *prev, *next;
+    struct MHD_Connection *conn; /* NULL once closed */
+    int fd;
+    int phase;
+    double since;   /* monotonic seconds: when the phase began */
+    bool suspended; /* we suspended it (only we resume it) */
+    bool watch;     /* suspended while a job runs: the watcher polls it for a hang-up */
+    bool gone;      /* the peer hung up while it was suspended */
+    bool killed;    /* shut down by the watcher (a header or body timeout) */
+    int refs;       /* libmicrohttpd's until closed, plus one per job */
+} srv_sock;
+
+struct srv_conn;
+
 struct rw_server {
     rw_engine *engine;
     const rw_tokenizer *tok;
     const rw_chat_template *tmpl;
     char *bos, *eos, *model_id, *api_key, *host; /* owned copies */
+    char **cors;   /* allowed origins (owned); "*" = any */
+    int n_cors;
+    bool loopback; /* bound to a loopback address: the Host header is checked */
     size_t max_body;
+    double header_timeout, body_timeout; /* seconds */
     int port;
     struct MHD_Daemon *daemon;
     int listen_fd;
@@ -28,7 +51,26 @@ struct rw_server {
     pthread_mutex_t mu; /* guards the counters */
     uint64_t by_status[600];
     uint64_t seed_counter;
-    volatile int stopping; /* read by waiting connection threads (atomic access) */
+    uint64_t timeouts, hangups; /* connections shut down by the watcher, peers gone while suspended */
+    volatile int stopping; /* atomic access */
+
+    /* conn.c: the sockets, suspension, the watcher thread */
+    pthread_mutex_t conn_mu;
+    srv_sock *socks;
+    int n_socks;
+    pthread_t watcher;
+    bool watcher_started, watcher_stop; /* under conn_mu */
+    pthread_cond_t watcher_cv;
+
+    /* work.c: requests whose handling takes CPU (parsing, rendering,
+     * tokenizing), off libmicrohttpd's threads */
+    pthread_mutex_t work_mu;
+    pthread_cond_t work_cv;
+    struct srv_conn *work_head, *work_tail;
+    pthread_t workers[8];
+    int n_workers;
+    bool work_stop;
+
     struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
 
     /* chat output and templates (docs/agent-api.md) */
@@ -55,6 +97,31 @@ rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, cons
 
 /* One log line (printf-style) through the library's log hook (base/log.h). */
 void srv_logf(rw_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* conn.c */
+double srv_now(void); /* monotonic seconds */
+srv_sock *srv_sock_open(rw_server *s, struct MHD_Connection *c);
+void srv_sock_closed(rw_server *s, srv_sock *k);
+void srv_sock_ref(rw_server *s, srv_sock *k);
+void srv_sock_unref(rw_server *s, srv_sock *k);
+void srv_sock_phase(rw_server *s, srv_sock *k, int phase);
+/* On libmicrohttpd's thread, from the handler or a content reader: suspends
+ * the connection until srv_sock_wake (watch: also when the peer hangs up).
+ * False when the server is stopping or the peer is gone (nothing suspended). */
+bool srv_sock_sleep(rw_server *s, srv_sock *k, bool watch);
+/* From any thread: resumes the connection if we suspended it. */
+void srv_sock_wake(rw_server *s, srv_sock *k);
+bool srv_sock_gone(rw_server *s, srv_sock *k);
+bool srv_stopping(const rw_server *s);
+rw_status srv_conns_start(rw_server *s, rw_error *err);
+/* Resumes every suspended connection and stops the watcher. */
+void srv_conns_stop(rw_server *s);
+
+/* work.c */
+rw_status srv_work_start(rw_server *s, int n, rw_error *err);
+void srv_work_push(rw_server *s, struct srv_conn *cc);
+/* Joins the workers; requests still queued are answered 503. */
+void srv_work_stop(rw_server *s);
 
 /* An error to send: HTTP status and OpenAI's error fields. */
 typedef struct {
@@ -89,7 +156,7 @@ typedef struct {
     int force;              /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
     char *force_name;       /* owned */
     bool parallel_calls;    /* parallel_tool_calls (default true) */
-    char *gbnf;             /* gp.grammar: a forced call's grammar (owned) */
+    char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -102,6 +169,11 @@ typedef struct {
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
 void srv_request_free(srv_request *r);
+/* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
+ * normalized messages norm) to token ids, control tokens taken only from
+ * the template's text. False and *e on failure. */
+bool srv_chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
+                       bool add_special, int32_t **ids, size_t *n_ids, srv_error *e);
 
 #define SRV_MAX_N 16 /* choices per request (n) */
 
@@ -148,13 +220,13 @@ typedef struct {
 typedef struct srv_job {
     rw_server *srv;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     int n;
     srv_choice choice[SRV_MAX_N];
+    bool stream;
     bool chat, include_usage, return_token_ids, logprobs;
     char id[48];
     int64_t created;
-    int fd;        /* the client's socket, polled for hang-up */
+    srv_sock *sock; /* woken at each event (under mu; a reference) */
     int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
     char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
@@ -164,6 +236,9 @@ typedef struct srv_job {
     bool (*api_fill)(struct srv_job *j);
     void *api_state;
     void (*api_free)(void *state);
+    /* another API's whole answer, once the job is done: its body (malloc'd)
+     * and *status, instead of srv_response_json's */
+    char *(*api_body)(struct srv_job *j, int *status);
     /* chat: how each choice's output is parsed (the request's out, with
      * tools_json an owned copy) */
     rw_chat_output_opts parse;
@@ -191,23 +266,24 @@ typedef struct srv_job {
 rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
                              rw_error *err);
 
-srv_job *srv_job_new(rw_server *s, const srv_request *r, int fd);
+srv_job *srv_job_new(rw_server *s, const srv_request *r);
+/* From now on the job's events wake k's connection (takes a reference). */
+void srv_job_attach(srv_job *j, srv_sock *k);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
  * already in and returns the engine's error. */
 rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err);
 /* Cancels the engine requests still running, then frees. */
 void srv_job_free(srv_job *j);
 void srv_job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback, user = srv_choice */
-/* Waits until every choice is done; false if the client hung up or the
- * server is stopping (the requests are then cancelled by srv_job_free). */
-bool srv_job_wait(srv_job *j);
+/* True when every choice is done; otherwise suspends the connection until
+ * the next event (srv_sock_sleep) and returns false; *over is set when the
+ * connection must end instead (client gone, server stopping). */
+bool srv_job_ready(srv_job *j, bool *over);
 /* The first failed choice's message, or NULL. */
 const char *srv_job_error(const srv_job *j);
 /* The MHD content reader of a streaming response (cls = job). */
 ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
 void srv_job_sse_free(void *cls);
-/* True if the peer closed the socket. */
-bool srv_peer_gone(int fd);
 
 /* response.c: the JSON of a finished non-streaming request (malloc'd). */
 char *srv_response_json(const srv_job *j);
@@ -228,6 +304,39 @@ bool srv_sse_usage(srv_job *j);
 bool srv_sse_error(srv_job *j, const char *msg);
 bool srv_sse_append(srv_job *j, const char *s, size_t n);
 char *srv_error_json(const srv_error *e);
+/* s[0..n) as a JSON string, each byte that is not part of valid UTF-8 as U+FFFD. */
+json_t *srv_text_lossy(const char *s, size_t n);
+/* Drops a partial UTF-8 character at the end of msg if it filled cap. */
+void srv_utf8_cut(char *msg, size_t cap);
+
+/* Per-request state of a connection (libmicrohttpd's con_cls); freed in
+ * request_completed (server.c). While state is CC_WORK a worker owns it and
+ * the connection is suspended. */
+enum { CC_BODY, CC_WORK, CC_REPLY, CC_JOB };
+typedef struct srv_conn {
+    struct srv_conn *work_next; /* work.c's queue */
+    srv_sock *sock;
+    int route;
+    int state;
+    char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
+    char origin[256]; /* the Origin header when allowed (echoed in CORS headers), else "" */
+    bool answered;    /* an error was queued at the headers */
+    bool too_big;
+    char *body;
+    size_t len, cap;
+    /* CC_REPLY: the answer the worker prepared */
+    int status;
+    char *reply;     /* malloc'd JSON */
+    /* CC_JOB: the generation running (owned here until a stream takes it) */
+    srv_job *job;
+    bool stream;
+} srv_conn;
+
+/* server.c, on a worker thread: handles cc's request (cc->state CC_WORK)
+ * into CC_REPLY or CC_JOB. */
+void srv_conn_work(rw_server *s, srv_conn *cc);
+/* server.c: a request no worker will take (stopping): CC_REPLY 503. */
+void srv_conn_unqueued(rw_server *s, srv_conn *cc);
 
 /* metrics.c: the Prometheus text (malloc'd). */
 char *srv_metrics_text(rw_server *s);

@@ -33,8 +33,22 @@ static int frag_push(frag_list *l, fragment f) {
 /* C's isspace in the C locale, as llama.cpp strips around special tokens. */
 static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-/* Splits every raw fragment around the occurrences of each special token. */
-static int partition(const rw_tokenizer *t, const char *text, size_t len, bool parse_special, frag_list *out) {
+/* Does [h, h + n) overlap one of the sorted, disjoint ranges plain[2i]..plain[2i+1]? */
+static bool in_plain(const size_t *plain, size_t n_plain, size_t h, size_t n) {
+    size_t lo = 0, hi = n_plain; /* the first range ending after h */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (plain[2 * mid + 1] <= h) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n_plain && plain[2 * lo] < h + n;
+}
+
+/* Splits every raw fragment around the occurrences of each special token;
+ * control and unknown tokens only with parse_special, and never inside the
+ * plain ranges. */
+static int partition(const rw_tokenizer *t, const char *text, size_t len, bool parse_special, const size_t *plain,
+                     size_t n_plain, frag_list *out) {
     frag_list cur = {0}, next = {0};
     int bad = frag_push(&cur, (fragment){-1, 0, len});
     for (int32_t s = 0; s < t->n_special && !bad; s++) {
@@ -42,6 +56,7 @@ static int partition(const rw_tokenizer *t, const char *text, size_t len, bool p
         if (!parse_special && (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN)) continue;
         const char *tok = t->text[id];
         size_t tl = t->len[id];
+        const bool guarded = n_plain && (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN);
         next.n = 0;
         for (size_t f = 0; f < cur.n && !bad; f++) {
             fragment fr = cur.v[f];
@@ -49,17 +64,22 @@ static int partition(const rw_tokenizer *t, const char *text, size_t len, bool p
                 bad = frag_push(&next, fr);
                 continue;
             }
-            size_t pos = fr.start, end = fr.start + fr.len;
+            size_t pos = fr.start, end = fr.start + fr.len, from = pos;
             while (!bad) {
-                const char *hit = memmem(text + pos, end - pos, tok, tl);
+                const char *hit = memmem(text + from, end - from, tok, tl);
                 if (!hit) break;
                 size_t h = (size_t)(hit - text), left_end = h;
+                if (guarded && in_plain(plain, n_plain, h, tl)) { /* a message's own text: stays text */
+                    from = h + 1;
+                    continue;
+                }
                 if (t->strip[id] & STRIP_LEFT)
                     while (left_end > pos && is_space(text[left_end - 1])) left_end--;
                 bad = frag_push(&next, (fragment){-1, pos, left_end - pos}) || frag_push(&next, (fragment){id, h, tl});
                 pos = h + tl;
                 if (t->strip[id] & STRIP_RIGHT)
                     while (pos < end && is_space(text[pos])) pos++;
+                from = pos;
             }
             if (!bad) bad = frag_push(&next, (fragment){-1, pos, end - pos});
         }
@@ -99,12 +119,31 @@ static int escape_spaces(const char *s, size_t n, bool prefix, char **buf, size_
     return 0;
 }
 
-rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
-                      int32_t **ids, size_t *n_ids, rw_error *err) {
+size_t rw_tokenizer_max_token_len(const rw_tokenizer *t) {
+    size_t m = 1;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->len[id] > m) m = t->len[id];
+    return m;
+}
+
+long rw_tokenizer_find_control(const rw_tokenizer *t, const char *s, size_t n) {
+    long best = -1;
+    for (int32_t k = 0; k < t->n_special; k++) {
+        int32_t id = t->special[k];
+        if (t->type[id] != TT_CONTROL && t->type[id] != TT_UNKNOWN) continue;
+        const char *hit = t->len[id] ? memmem(s, n, t->text[id], t->len[id]) : NULL;
+        if (hit && (best < 0 || hit - s < best)) best = hit - s;
+    }
+    return best;
+}
+
+static rw_status tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                          const size_t *plain, size_t n_plain, int32_t **ids, size_t *n_ids, rw_error *err) {
     *ids = NULL;
     *n_ids = 0;
     frag_list frags;
-    if (partition(t, text, len, parse_special, &frags)) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    if (partition(t, text, len, parse_special, plain, n_plain, &frags))
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     id_list out = {0};
     rw_status st = RW_OK;
     int bad = 0;
@@ -149,4 +188,14 @@ rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool 
     *ids = out.v;
     *n_ids = out.n;
     return RW_OK;
+}
+
+rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                      int32_t **ids, size_t *n_ids, rw_error *err) {
+    return tokenize(t, text, len, add_special, parse_special, NULL, 0, ids, n_ids, err);
+}
+
+rw_status rw_tokenize_guarded(const rw_tokenizer *t, const char *text, size_t len, bool add_special,
+                              const size_t *plain, size_t n_plain, int32_t **ids, size_t *n_ids, rw_error *err) {
+    return tokenize(t, text, len, add_special, true, plain, n_plain, ids, n_ids, err);
 }

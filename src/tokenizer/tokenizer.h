@@ -44,6 +44,19 @@ const char *rw_tokenizer_token_text(const rw_tokenizer *t, int32_t id);
 rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
                       int32_t **ids, size_t *n_ids, rw_error *err);
 
+/* rw_tokenize with parse_special, except that control tokens are not cut
+ * out where their text overlaps one of the n_plain byte ranges
+ * [plain[2i], plain[2i+1]) (sorted, disjoint): a chat prompt's message
+ * contents, so what a user writes stays text (user-defined tokens are still
+ * cut out there, as with parse_special false). */
+rw_status rw_tokenize_guarded(const rw_tokenizer *t, const char *text, size_t len, bool add_special,
+                              const size_t *plain, size_t n_plain, int32_t **ids, size_t *n_ids, rw_error *err);
+/* The longest token text in bytes: no token stands for more bytes of text
+ * (so a text of B bytes has at least B / this many tokens). */
+size_t rw_tokenizer_max_token_len(const rw_tokenizer *t);
+/* Offset of the first control-token text in s[0..n), or -1. */
+long rw_tokenizer_find_control(const rw_tokenizer *t, const char *s, size_t n);
+
 /* The bytes one token stands for (spaces restored, byte tokens as their
  * byte; control tokens as their text only if render_special). Returns the
  * number of bytes, written up to cap (so a short buffer can be retried). */

@@ -537,7 +537,7 @@ static void test_cancel(const target *t, rw_engine *e) {
     sa.sin_addr.s_addr = htonl(0x7f000001);
     CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
     char head[256];
-    int hn = snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n",
+    int hn = snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %zu\r\n\r\n",
                       t->auth ? t->auth : "", strlen(body));
     CHECK(send(fd, head, (size_t)hn, MSG_NOSIGNAL) == hn);
     CHECK(send(fd, body, strlen(body), MSG_NOSIGNAL) == (ssize_t)strlen(body));
@@ -622,7 +622,7 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"top_p\":2}", 400},
         {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", 400},
         {"POST", "/v1/chat/completions",
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400},
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"yaml\"}}", 400},
         {"GET", "/v1/nothing", NULL, 404},
         {"GET", "/v1/models/nope", NULL, 404},
         {"POST", "/v1/models/fixture", "{}", 405},

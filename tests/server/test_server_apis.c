@@ -865,12 +865,10 @@ static void test_responses_tools(void) {
 static const char *const gen_text = "<think>\nPlan.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": "
                                     "\"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>";
 
-/* A submitted-looking job whose engine events carry text, piece bytes per
- * event (0: all in one), ending with the end-of-generation token. When
- * reply is not NULL (a stream), the route's finish is called first and the
- * stream's bytes are collected after every event, as the SSE reader does. */
-typedef rw_server__reply (*finish_fn)(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *r,
-                                      srv_job *j);
+/* Engine events carrying text, piece bytes per event (0: all in one),
+ * ending with the end-of-generation token, to job j (set up by a route's
+ * finish); with sse, the stream's bytes are collected after every event,
+ * as the SSE reader does. */
 
 static void feed(srv_job *j, const srv_request *r, const char *text, size_t piece, char **sse, size_t *sse_len) {
     const size_t n = strlen(text);
@@ -897,6 +895,28 @@ static void feed(srv_job *j, const srv_request *r, const char *text, size_t piec
     }
 }
 
+/* The answer of a job set up by a route's finish: its stream's events, or
+ * its whole body (api_body); frees the job. */
+static json_t *collect(srv_job *j, const srv_request *r, const char *text, size_t piece, bool stream) {
+    json_t *out = NULL;
+    if (stream) {
+        char *sse = NULL;
+        size_t len = 0;
+        feed(j, r, text, piece, &sse, &len);
+        out = sse_events(sse);
+        free(sse);
+    } else {
+        feed(j, r, text, piece, NULL, NULL);
+        int status = 0;
+        char *body = j->api_body(j, &status);
+        CHECK_EQ_INT(status, 200);
+        out = json_loads(body ? body : "", 0, NULL);
+        free(body);
+    }
+    srv_job_free(j);
+    return out;
+}
+
 static const char *const tool_req = "\"tools\":[{\"name\":\"get_weather\",\"input_schema\":{\"type\":\"object\","
                                     "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}}}}]";
 
@@ -911,26 +931,11 @@ static json_t *messages_on(rw_server *s, const char *text, bool stream, size_t p
     CHECK(chat != NULL);
     srv_request r;
     CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
-    srv_job *j = srv_job_new(s, &r, -1);
-    json_t *out = NULL;
-    if (stream) {
-        int64_t n_prompt = r.n_prompt;
-        srv_request rr = {.n_prompt = n_prompt};
-        rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
-        CHECK(rep.stream == j);
-        char *sse = NULL;
-        size_t len = 0;
-        feed(j, &rr, text, piece, &sse, &len);
-        out = sse_events(sse);
-        free(sse);
-        srv_job_free(j);
-    } else {
-        feed(j, &r, text, piece, NULL, NULL);
-        rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
-        CHECK_EQ_INT(rep.http, 200);
-        out = json_loads(rep.body ? rep.body : "", 0, NULL);
-        free(rep.body);
-    }
+    srv_job *j = srv_job_new(s, &r);
+    srv_request rr = {.n_prompt = r.n_prompt};
+    rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
+    CHECK(rep.stream == j && rep.sse == stream);
+    json_t *out = collect(j, &rr, text, piece, stream);
     json_decref(chat);
     json_decref(o);
     return out;
@@ -1009,25 +1014,11 @@ static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t 
     CHECK(chat != NULL);
     srv_request r;
     CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
-    srv_job *j = srv_job_new(s, &r, -1);
-    json_t *out;
-    if (stream) {
-        srv_request rr = {.n_prompt = r.n_prompt};
-        rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
-        CHECK(rep.stream == j);
-        char *sse = NULL;
-        size_t len = 0;
-        feed(j, &rr, text, piece, &sse, &len);
-        out = sse_events(sse);
-        free(sse);
-        srv_job_free(j);
-    } else {
-        feed(j, &r, text, piece, NULL, NULL);
-        rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
-        CHECK_EQ_INT(rep.http, 200);
-        out = json_loads(rep.body ? rep.body : "", 0, NULL);
-        free(rep.body);
-    }
+    srv_job *j = srv_job_new(s, &r);
+    srv_request rr = {.n_prompt = r.n_prompt};
+    rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
+    CHECK(rep.stream == j && rep.sse == stream);
+    json_t *out = collect(j, &rr, text, piece, stream);
     json_decref(chat);
     json_decref(o);
     return out;

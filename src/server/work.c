@@ -1,0 +1,69 @@
+/* work.c - the request workers: a few threads that do what takes CPU in a
+ * request (parsing its JSON, rendering the chat template, tokenizing,
+ * submitting to the engine), so libmicrohttpd's threads only move bytes
+ * and /health, /metrics and every other connection are answered at once
+ * whatever the requests in flight cost.
+ *
+ * The handler suspends its connection and queues the request; a worker
+ * takes it (FIFO), fills in the answer or the job (srv_conn_work, server.c)
+ * and resumes the connection. */
+#include <stdlib.h>
+
+#include "server/server_int.h"
+
+static void *worker_main(void *arg) {
+    rw_server *s = arg;
+    pthread_mutex_lock(&s->work_mu);
+    for (;;) {
+        while (!s->work_head && !s->work_stop) pthread_cond_wait(&s->work_cv, &s->work_mu);
+        if (s->work_stop) break;
+        srv_conn *cc = s->work_head;
+        s->work_head = cc->work_next;
+        if (!s->work_head) s->work_tail = NULL;
+        pthread_mutex_unlock(&s->work_mu);
+        srv_conn_work(s, cc);
+        srv_sock_wake(s, cc->sock); /* cc belongs to the connection again */
+        pthread_mutex_lock(&s->work_mu);
+    }
+    pthread_mutex_unlock(&s->work_mu);
+    return NULL;
+}
+
+rw_status srv_work_start(rw_server *s, int n, rw_error *err) {
+    if (n < 1) n = 1;
+    if (n > (int)(sizeof s->workers / sizeof *s->workers)) n = (int)(sizeof s->workers / sizeof *s->workers);
+    for (s->n_workers = 0; s->n_workers < n; s->n_workers++)
+        if (pthread_create(&s->workers[s->n_workers], NULL, worker_main, s))
+            return rw_errorf(err, RW_ERR_INTERNAL, "cannot start the request worker threads");
+    return RW_OK;
+}
+
+void srv_work_push(rw_server *s, srv_conn *cc) {
+    pthread_mutex_lock(&s->work_mu);
+    cc->work_next = NULL;
+    if (s->work_tail) s->work_tail->work_next = cc;
+    else s->work_head = cc;
+    s->work_tail = cc;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->work_mu);
+}
+
+void srv_work_stop(rw_server *s) {
+    pthread_mutex_lock(&s->work_mu);
+    s->work_stop = true;
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_mutex_unlock(&s->work_mu);
+    for (int i = 0; i < s->n_workers; i++) pthread_join(s->workers[i], NULL);
+    s->n_workers = 0;
+    /* what no worker took: answered "stopping" when its connection resumes */
+    pthread_mutex_lock(&s->work_mu);
+    srv_conn *cc = s->work_head;
+    s->work_head = s->work_tail = NULL;
+    pthread_mutex_unlock(&s->work_mu);
+    while (cc) {
+        srv_conn *next = cc->work_next;
+        srv_conn_unqueued(s, cc);
+        srv_sock_wake(s, cc->sock);
+        cc = next;
+    }
+}
