@@ -494,6 +494,22 @@ static void test_forced_responses(void) {
     }
 }
 
+/* text.format json_schema: JSON that follows the schema (the grammar). */
+static void test_text_format(void) {
+    /* text.format json_schema */
+    int status;
+    json_t *r = post("/v1/responses", XKEY,
+                     "{\"max_output_tokens\":120,\"temperature\":0,\"input\":\"Weather?\",\"text\":{\"format\":{\"type\":"
+                     "\"json_schema\",\"name\":\"weather\",\"strict\":true,\"schema\":" WEATHER_SCHEMA "}}}",
+                     &status, NULL);
+    CHECK_MSG(status == 200, "json_schema: %d %s", status, str(r, "error.message"));
+    json_t *a = output_text(r) ? json_loads(output_text(r), 0, NULL) : NULL;
+    check_weather_args(a, "text.format json_schema");
+    CHECK(!strcmp(str(r, "text.format.type"), "json_schema"));
+    json_decref(a);
+    json_decref(r);
+}
+
 /* A streaming client that hangs up: its request is cancelled, its state
  * freed (ASan), the server serves on. */
 static bool hang_up(void *user, const char *data, size_t n) {
@@ -1137,6 +1153,7 @@ int main(void) {
         test_hang_up();
         test_forced_messages();
         test_forced_responses();
+        test_text_format();
     }
     rw_server_stop(s);
     rw_engine_free(e);
