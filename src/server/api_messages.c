@@ -429,7 +429,7 @@ static char *body_json(srv_job *j, char *const *stops, int n_stops) {
     if (out.reasoning_len)
         json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking", out.reasoning,
                                                  out.reasoning_len, "signature", ""));
-    if (out.text_len || out.n_calls == 0)
+    if (out.text_len || (out.n_calls == 0 && out.reasoning_len == 0)) /* an empty answer: one empty text block */
         json_array_append_new(content,
                               json_pack("{s:s,s:s%}", "type", "text", "text", out.text ? out.text : "", out.text_len));
     for (int i = 0; i < out.n_calls; i++)
