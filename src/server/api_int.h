@@ -25,7 +25,7 @@
 typedef struct {
     int http;
     char *body;
-    srv_job *stream; /* the job (named for what server.c does with it) */
+    srv_job *job;    /* the submitted job */
     bool sse;        /* streamed */
 } rw_server__reply;
 

@@ -541,7 +541,7 @@ rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_requ
         srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return error_reply(&e);
     }
-    return (rw_server__reply){.http = 200, .stream = j, .sse = stream};
+    return (rw_server__reply){.http = 200, .job = j, .sse = stream};
 }
 
 rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len) {

@@ -611,7 +611,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     r->sse = stream;
     if (stream) j->api_fill = stream_fill;
     else j->api_body = responses_body;
-    return (rw_server__reply){.http = 200, .stream = j, .sse = stream};
+    return (rw_server__reply){.http = 200, .job = j, .sse = stream};
 }
 
 rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len) {

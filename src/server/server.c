@@ -181,9 +181,9 @@ static void generate(rw_server *s, bool chat, srv_conn *cc) {
 
 /* On a worker: an api_*.c route's answer into cc. */
 static void api_work(srv_conn *cc, rw_server__reply r) {
-    if (r.stream) {
-        srv_job_attach(r.stream, cc->sock);
-        cc->job = r.stream;
+    if (r.job) {
+        srv_job_attach(r.job, cc->sock);
+        cc->job = r.job;
         cc->stream = r.sse;
         cc->state = CC_JOB;
         return;

@@ -950,7 +950,7 @@ static json_t *messages_on(rw_server *s, const char *text, bool stream, size_t p
     srv_job *j = srv_job_new(s, &r);
     srv_request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
-    CHECK(rep.stream == j && rep.sse == stream);
+    CHECK(rep.job == j && rep.sse == stream);
     json_t *out = collect(j, &rr, text, piece, stream);
     json_decref(chat);
     json_decref(o);
@@ -1033,7 +1033,7 @@ static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t 
     srv_job *j = srv_job_new(s, &r);
     srv_request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
-    CHECK(rep.stream == j && rep.sse == stream);
+    CHECK(rep.job == j && rep.sse == stream);
     json_t *out = collect(j, &rr, text, piece, stream);
     json_decref(chat);
     json_decref(o);
