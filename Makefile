@@ -4,7 +4,10 @@
 #   make test     build, then run every test in the normal build and again
 #                 under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo     install missing Debian packages, build, run the demo
+#   make demo-cluster  the same with 3 replicas behind nginx (scripts/cluster.sh)
 #   make bench    run the benchmarks (see README)
+#   make bench-compare LLAMA_BENCH=path/to/llama-bench
+#                 rewind and llama.cpp side by side (scripts/bench_vs_llama.sh)
 #   make soak     the server under mixed traffic for SOAK_MINUTES (scripts/soak.sh)
 #   make fuzz     build the libFuzzer harnesses (clang) into build-fuzz/
 #   make fuzz-ci  replay the fuzz corpora and fuzz each harness briefly
@@ -41,7 +44,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo bench soak fuzz fuzz-ci format clean setup install install-lib
+.PHONY: all test test-fast test-asan demo demo-cluster bench bench-compare soak fuzz fuzz-ci format clean setup install install-lib
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -122,9 +125,16 @@ demo: setup
 	$(MAKE) -j2 all
 	scripts/demo.sh
 
+demo-cluster: setup
+	$(MAKE) -j2 all
+	scripts/cluster.sh demo
+
 bench: all
 	scripts/bench.sh
 
+# LLAMA_BENCH must name a llama-bench binary (a measuring instrument only)
+bench-compare: all
+	LLAMA_BENCH="$(LLAMA_BENCH)" scripts/bench_vs_llama.sh
 # The server for SOAK_MINUTES under mixed traffic (scripts/soak.sh): RSS over
 # time, outcomes, p50/p99. Not part of make test.
 SOAK_MINUTES ?= 5

@@ -6,7 +6,8 @@
  *     of >= 256 MiB (many copies of one layer's matrices, so nothing stays
  *     in cache), and its share of the machine's read bandwidth, measured
  *     first by a streaming read of 512 MiB with the same threads;
- *     timings are the best pass of several (>= 0.5 s), bandwidth the best of 5;
+ *     timings are the best pass of several (>= 0.5 s), bandwidth the best
+ *     of 5 rounds of 3 ways of cutting the read (rw_cli_read_bandwidth);
  *   - few-row cost: the time of 2, 4, 8 and 16-row matmuls over the same
  *     working set relative to one row (speculative verify passes and small
  *     decode batches: at best 1.0x, the weights streamed once for all rows);
@@ -54,6 +55,10 @@ static const shape many_shapes[] = {{"ffn_up", 1024, 3584}, {"ffn_down", 3584, 1
 static const int64_t few_rows[4] = {2, 4, 8, 16};
 #define REF_MANY_ROWS 16
 
+/* --stored-panels: measure with panels packed once beforehand, as models
+ * held them before issue 20 (a second copy of the weights), for comparison */
+static bool stored_panels;
+
 static const rw_dtype bench_types[] = {
     RW_TYPE_Q8_0, RW_TYPE_Q4_0, RW_TYPE_Q4_1, RW_TYPE_Q5_0, RW_TYPE_Q5_1, RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K,
     RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS, RW_TYPE_F16, RW_TYPE_BF16, RW_TYPE_F32,
@@ -87,22 +92,34 @@ static void read_task(void *ctx, int64_t task, int thread) {
     j->sink[thread & 255] ^= rw_stream_read(j->buf + (size_t)task * j->chunk, j->chunk);
 }
 
-/* Best of `reps` parallel streaming reads of `bytes`, in GB/s (1e9). */
-static double measure_bandwidth(rw_threadpool *pool, size_t bytes, int reps) {
+/* The best read bandwidth a streaming read loop reaches over `bytes` (GB/s,
+ * 1e9): the fastest of `reps` rounds, each trying the buffer cut into 1, 4
+ * and 16 chunks per thread (which is fastest depends on the CPU and on
+ * what else runs), so that decode speeds can be set against the most the
+ * machine gives rather than one way of reading. */
+double rw_cli_read_bandwidth_over(rw_threadpool *pool, const void *buf, size_t bytes, int reps) {
+    static const int per_thread[] = {1, 4, 16};
+    double best = 0;
+    for (int r = 0; r < reps; r++)
+        for (int c = 0; c < 3; c++) {
+            int n_tasks = per_thread[c] * rw_threadpool_size(pool);
+            read_job j = {.buf = buf, .chunk = bytes / (size_t)n_tasks / 256 * 256};
+            if (j.chunk == 0) continue;
+            double t0 = now_s();
+            rw_threadpool_run(pool, read_task, &j, n_tasks);
+            double gbs = (double)j.chunk * n_tasks / (now_s() - t0) / 1e9;
+            if (gbs > best) best = gbs;
+        }
+    return best;
+}
+
+double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps) {
     uint8_t *buf = aligned_alloc(4096, bytes); /* freed below */
     if (!buf) return 0;
     memset(buf, 0x5A, bytes);
-    int n_tasks = 16 * rw_threadpool_size(pool);
-    read_job j = {.buf = buf, .chunk = bytes / (size_t)n_tasks / 256 * 256};
-    double best = 1e30;
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
-        rw_threadpool_run(pool, read_task, &j, n_tasks);
-        double t = now_s() - t0;
-        if (t < best) best = t;
-    }
+    double best = rw_cli_read_bandwidth_over(pool, buf, bytes, reps);
     free(buf);
-    return (double)j.chunk * n_tasks / best / 1e9;
+    return best;
 }
 
 /* ---- weights ----------------------------------------------------------- */
@@ -178,8 +195,8 @@ static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, flo
     double ops = 0, time = 0;
     for (size_t s = 0; s < sizeof many_shapes / sizeof many_shapes[0]; s++) {
         rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL, false};
-        void *panels = NULL; /* as a loaded model has them (rw_matmul_pack), where the kernel has the form */
-        if (rw_matmul_pack(&w, &panels, NULL) == RW_OK) w.panels = panels;
+        void *panels = NULL; /* --stored-panels: packed once (rw_matmul_pack); else as a model: on the fly */
+        if (stored_panels && rw_matmul_pack(&w, &panels, NULL) == RW_OK) w.panels = panels;
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = now_s();
@@ -213,9 +230,10 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
         if (!copies[c]) ok = false;
         else fill_weights(t, copies[c], layer_bytes);
     }
-    /* every matrix of every copy, with its panels (rw_matmul_pack) where
-     * the kernel has a panel form, as a loaded model has them: the few-row
-     * calls use them, one-row calls read the rows as they are */
+    /* every matrix of every copy, as a loaded model has them (the rows as
+     * they are; the panel form packs them on the fly), or with
+     * --stored-panels their panels packed once (rw_matmul_pack) where the
+     * kernel has a panel form */
     const int n_mats = n_copies * N_LAYER_SHAPES;
     rw_matrix *mats = ok ? calloc((size_t)n_mats, sizeof *mats) : NULL;
     void **panels = ok ? calloc((size_t)n_mats, sizeof *panels) : NULL;
@@ -226,7 +244,7 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
             rw_matrix *w = &mats[c * N_LAYER_SHAPES + s];
             *w = (rw_matrix){.type = t, .data = copies[c] + off, .n_in = layer_shapes[s].n_in,
                              .n_out = layer_shapes[s].n_out};
-            ok = rw_matmul_pack(w, &panels[c * N_LAYER_SHAPES + s], NULL) == RW_OK;
+            ok = !stored_panels || rw_matmul_pack(w, &panels[c * N_LAYER_SHAPES + s], NULL) == RW_OK;
             w->panels = panels[c * N_LAYER_SHAPES + s];
             off += matrix_bytes(t, &layer_shapes[s]);
         }
@@ -296,6 +314,7 @@ int rw_bench_kernels(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--stored-panels")) stored_panels = true;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -324,7 +343,7 @@ int rw_bench_kernels(int argc, char **argv) {
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     rw_kernel_tier tier = rw_kernel_tier_current();
-    double bw = measure_bandwidth(pool, (size_t)((quick ? 32 : 512) * MIB), quick ? 2 : 5);
+    double bw = rw_cli_read_bandwidth(pool, (size_t)((quick ? 32 : 512) * MIB), quick ? 2 : 5);
     if (!json) {
         printf("rewind bench kernels: %s, %d thread%s, kernels %s, numerics %s\n", cpu, n_threads,
                n_threads > 1 ? "s" : "", rw_kernel_tier_name(tier), rw_numerics_name(rw_numerics_current()));

@@ -1,5 +1,5 @@
 /* bench_model.c - `rewind bench model MODEL [--prompt N] [--gen N]
- * [--threads N] [--kv f32|f16] [--json]`.
+ * [--depth N] [--threads N] [--kv f32|f16] [--json]`.
  *
  * Measures what llama-bench calls pp and tg: prefill = N prompt tokens in one
  * forward pass into an empty sequence (logits of the last token only), and
@@ -10,12 +10,22 @@
  * --reps times (default 3) and reported in
  * tokens per second of wall time, mean and best (a shared machine's
  * hiccups show as a gap between the two); peak memory is the process's
- * maximum resident set size (getrusage). */
+ * maximum resident set size (getrusage). The sequences are llama-bench's:
+ * one each, never rewound, so they keep only the recurrent checkpoints
+ * every pass keeps (budget 0: models/seq.c), not the ones kept for
+ * rewinds (a server's prefix cache and speculation use them).
+ * --depth N: every run starts after N tokens of context (llama-bench's -d),
+ * prefilled once, untimed, and rewound to after each run.
+ * Also printed: the weights resident (the model file's pages in memory:
+ * weights are held once, in the mapping) and, for decode, the weight bytes a
+ * token reads times tokens per second beside the best read bandwidth. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/json_writer.h"
 #include "base/threadpool.h"
@@ -32,28 +42,41 @@ static double now_s(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--threads N] [--kv f32|f16] "
+    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kv f32|f16] "
                     "[--numerics auto|fast|ggml] [--reps R] [--json]\n");
     return 2;
 }
 
-/* One timed run into a fresh sequence; returns seconds or a negative value on error. */
-static double run_prefill(rw_model *m, rw_kv_type kv, const int32_t *ids, int64_t n, float *logits,
-                          rw_threadpool *pool, rw_error *err) {
+/* The sequence a timed run works on: a fresh one (depth 0), or the depth
+ * sequence rewound to its depth (exact; the checkpoint at the depth is
+ * marked), so every run starts from the same N tokens of context, as
+ * llama-bench's -d. NULL on error. */
+static rw_model_seq *run_seq(rw_model *m, rw_kv_type kv, int64_t n, rw_model_seq *deep, int64_t depth,
+                             rw_threadpool *pool, rw_error *err) {
+    if (deep) return rw_model_seq_rewind(deep, depth, pool, err) ? NULL : deep;
     rw_model_seq *s = NULL;
-    if (rw_model_seq_new(m, kv, n, &s, err)) return -1.0;
+    if (rw_model_seq_new(m, kv, n, &s, err)) return NULL;
+    rw_model_seq_set_checkpoint_budget(s, 0); /* see the file head */
+    return s;
+}
+
+/* One timed run; returns seconds or a negative value on error. */
+static double run_prefill(rw_model *m, rw_kv_type kv, const int32_t *ids, int64_t n, float *logits,
+                          rw_model_seq *deep, int64_t depth, rw_threadpool *pool, rw_error *err) {
+    rw_model_seq *s = run_seq(m, kv, n, deep, depth, pool, err);
+    if (!s) return -1.0;
     rw_forward_args a = {.tokens = ids, .n = n, .logits = logits, .pool = pool};
     double t0 = now_s();
     rw_status st = rw_model_forward(m, s, &a, err);
     double t = now_s() - t0;
-    rw_model_seq_free(s);
+    if (s != deep) rw_model_seq_free(s);
     return st ? -1.0 : t;
 }
 
-static double run_decode(rw_model *m, rw_kv_type kv, int64_t n, int64_t n_vocab, float *logits, rw_threadpool *pool,
-                         rw_error *err) {
-    rw_model_seq *s = NULL;
-    if (rw_model_seq_new(m, kv, n, &s, err)) return -1.0;
+static double run_decode(rw_model *m, rw_kv_type kv, int64_t n, int64_t n_vocab, float *logits, rw_model_seq *deep,
+                         int64_t depth, rw_threadpool *pool, rw_error *err) {
+    rw_model_seq *s = run_seq(m, kv, n, deep, depth, pool, err);
+    if (!s) return -1.0;
     int32_t tok = 1 % (int32_t)n_vocab;
     double t0 = now_s();
     rw_status st = RW_OK;
@@ -63,13 +86,28 @@ static double run_decode(rw_model *m, rw_kv_type kv, int64_t n, int64_t n_vocab,
         tok = rw_argmax(logits, n_vocab);
     }
     double t = now_s() - t0;
-    rw_model_seq_free(s);
+    if (s != deep) rw_model_seq_free(s);
     return st ? -1.0 : t;
+}
+
+/* Bytes of the file's mapping in memory (mincore): the weights resident. */
+static uint64_t resident_bytes(const void *data, size_t size) {
+    const long page = sysconf(_SC_PAGESIZE);
+    if (!data || page <= 0) return 0;
+    const uintptr_t a0 = (uintptr_t)data / (uintptr_t)page * (uintptr_t)page;
+    const size_t len = (size_t)((uintptr_t)data + size - a0), n = (len + (size_t)page - 1) / (size_t)page;
+    unsigned char *vec = malloc(n); /* freed below */
+    if (!vec) return 0;
+    uint64_t res = 0;
+    if (mincore((void *)a0, len, vec) == 0)
+        for (size_t i = 0; i < n; i++) res += vec[i] & 1;
+    free(vec);
+    return res * (uint64_t)page;
 }
 
 int rw_bench_model(int argc, char **argv) {
     const char *path = NULL;
-    long n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
+    long n_prompt = 512, n_gen = 128, threads = 0, reps = 3, depth = 0;
     bool json = false;
     rw_kv_type kv = RW_KV_F16;
     for (int i = 1; i < argc; i++) {
@@ -79,6 +117,8 @@ int rw_bench_model(int argc, char **argv) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 20, &n_prompt)) return 2;
         } else if (!strcmp(a, "--gen") && has_val) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 20, &n_gen)) return 2;
+        } else if (!strcmp(a, "--depth") && has_val) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 22, &depth)) return 2;
         } else if (!strcmp(a, "--reps") && has_val) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, 100, &reps)) return 2;
         } else if (!strcmp(a, "--threads") && has_val) {
@@ -101,6 +141,7 @@ int rw_bench_model(int argc, char **argv) {
     const rw_model_hparams *hp = rw_model_get_hparams(m);
     rw_error err = {0};
     rw_threadpool *pool = NULL;
+    rw_model_seq *deep = NULL; /* --depth: the context runs start from; freed at the end */
     int rc = 1;
     int32_t *ids = malloc((size_t)(n_prompt + 1) * sizeof *ids);
     float *logits = malloc((size_t)hp->n_vocab * sizeof(float));
@@ -113,18 +154,33 @@ int rw_bench_model(int argc, char **argv) {
     /* warm-up, as llama-bench's: one untimed prefill of the same length (it
      * faults in the weights, and the sequence memory the timed runs then
      * find in the pool) and one decode step */
-    if (run_prefill(m, kv, ids, n_prompt > 0 ? n_prompt : 1, logits, pool, &err) < 0) goto fail;
-    if (n_gen > 0 && run_decode(m, kv, 1, hp->n_vocab, logits, pool, &err) < 0) goto fail;
+    if (depth > 0) { /* the context every run starts from, prefilled once (untimed) */
+        int32_t *dids = malloc((size_t)depth * sizeof *dids); /* freed below */
+        if (!dids) {
+            rw_cli_error(CMD, "out of memory");
+            goto done;
+        }
+        for (long i = 0; i < depth; i++) dids[i] = (int32_t)((i * 104729 + 7) % hp->n_vocab);
+        const int64_t run_max = n_prompt > n_gen ? n_prompt : n_gen;
+        rw_status dst = rw_model_seq_new(m, kv, depth + (run_max > 0 ? run_max : 1), &deep, &err);
+        rw_forward_args a = {.tokens = dids, .n = depth, .logits = logits, .pool = pool};
+        if (!dst) dst = rw_model_forward(m, deep, &a, &err);
+        if (!dst) dst = rw_model_seq_mark(deep, depth, &err);
+        free(dids);
+        if (dst) goto fail;
+    }
+    if (run_prefill(m, kv, ids, n_prompt > 0 ? n_prompt : 1, logits, deep, depth, pool, &err) < 0) goto fail;
+    if (n_gen > 0 && run_decode(m, kv, 1, hp->n_vocab, logits, deep, depth, pool, &err) < 0) goto fail;
     double t_pp = 0.0, t_tg = 0.0, best_pp = 0.0, best_tg = 0.0; /* sums of seconds; best rates */
     for (long r = 0; r < reps; r++) {
         double t;
         if (n_prompt > 0) {
-            if ((t = run_prefill(m, kv, ids, n_prompt, logits, pool, &err)) < 0) goto fail;
+            if ((t = run_prefill(m, kv, ids, n_prompt, logits, deep, depth, pool, &err)) < 0) goto fail;
             t_pp += t;
             if ((double)n_prompt / t > best_pp) best_pp = (double)n_prompt / t;
         }
         if (n_gen > 0) {
-            if ((t = run_decode(m, kv, n_gen, hp->n_vocab, logits, pool, &err)) < 0) goto fail;
+            if ((t = run_decode(m, kv, n_gen, hp->n_vocab, logits, deep, depth, pool, &err)) < 0) goto fail;
             t_tg += t;
             if ((double)n_gen / t > best_tg) best_tg = (double)n_gen / t;
         }
@@ -132,6 +188,12 @@ int rw_bench_model(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double rss_mib = (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+    const double wres_mib = (double)resident_bytes(rw_gguf_file_data(g), rw_gguf_file_size(g)) / (1024.0 * 1024.0);
+    /* decode against the memory limit: the weights one step reads times
+     * steps per second, beside the best a read loop gets over the same
+     * resident weights (the mapped file: no memory added to the peak) */
+    const double wbytes = (double)rw_model_matrix_bytes(m);
+    const double bw = n_gen > 0 ? rw_cli_read_bandwidth_over(pool, rw_gguf_file_data(g), rw_gguf_file_size(g), 3) : 0.0;
     /* mean rate = tokens of all reps / their total time */
     const double pp = n_prompt > 0 ? (double)(n_prompt * reps) / t_pp : 0.0;
     const double tg = n_gen > 0 ? (double)(n_gen * reps) / t_tg : 0.0;
@@ -156,22 +218,33 @@ int rw_bench_model(int argc, char **argv) {
         rw_json_key(&jw, "decode_tok_s"), rw_json_double(&jw, tg, 6);
         rw_json_key(&jw, "prefill_tok_s_best"), rw_json_double(&jw, best_pp, 6);
         rw_json_key(&jw, "decode_tok_s_best"), rw_json_double(&jw, best_tg, 6);
+        rw_json_key(&jw, "depth"), rw_json_int(&jw, depth);
         rw_json_key(&jw, "peak_rss_mib"), rw_json_double(&jw, rss_mib, 6);
+        rw_json_key(&jw, "weights_resident_mib"), rw_json_double(&jw, wres_mib, 6);
+        rw_json_key(&jw, "weight_bytes_per_token"), rw_json_uint(&jw, (uint64_t)wbytes);
+        rw_json_key(&jw, "decode_weight_gbs"), rw_json_double(&jw, wbytes * tg / 1e9, 6);
+        rw_json_key(&jw, "read_bandwidth_gbs"), rw_json_double(&jw, bw, 6);
         rw_json_end_object(&jw);
         printf("\n");
     } else {
         printf("model    %s (%s, %.1f MiB)\n", path, hp->arch, size_mib);
         printf("threads  %d, kernels %s, numerics %s, kv %s\n", nt, tier, rw_numerics_name(rw_numerics_current()),
                kv == RW_KV_F16 ? "f16" : "f32");
-        if (n_prompt > 0) printf("pp%-6ld %8.2f tok/s  (best %.2f, %ld reps)\n", n_prompt, pp, best_pp, reps);
-        if (n_gen > 0) printf("tg%-6ld %8.2f tok/s  (best %.2f, %ld reps)\n", n_gen, tg, best_tg, reps);
-        printf("peak RSS %.1f MiB\n", rss_mib);
+        char at[32] = "";
+        if (depth > 0) snprintf(at, sizeof at, " @ d%ld", depth);
+        if (n_prompt > 0) printf("pp%ld%s %8.2f tok/s  (best %.2f, %ld reps)\n", n_prompt, at, pp, best_pp, reps);
+        if (n_gen > 0) printf("tg%ld%s %8.2f tok/s  (best %.2f, %ld reps)\n", n_gen, at, tg, best_tg, reps);
+        printf("peak RSS %.1f MiB, of which weights resident %.1f MiB (the file's mapped pages)\n", rss_mib, wres_mib);
+        if (n_gen > 0)
+            printf("decode reads %.1f MiB of weights a token: %.1f GB/s at the mean rate (best read loop %.1f GB/s)\n",
+                   wbytes / (1024.0 * 1024.0), wbytes * tg / 1e9, bw);
     }
     rc = 0;
     goto done;
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
+    rw_model_seq_free(deep);
     rw_threadpool_free(pool);
     free(ids);
     free(logits);

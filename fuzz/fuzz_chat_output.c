@@ -57,7 +57,7 @@ static rw_status on_ev(void *user, const rw_chat_event *ev) {
     case RW_CHAT_EV_CALL_END: {
         if (a->open != ev->index) __builtin_trap();
         json_error_t je;
-        json_t *j = json_loadb(a->calls + g_args_start, a->nk - g_args_start, 0, &je);
+        json_t *j = json_loadb(a->calls + g_args_start, a->nk - g_args_start, JSON_ALLOW_NUL, &je); /* \u0000 is JSON */
         if (!json_is_object(j)) __builtin_trap(); /* arguments are always a JSON object */
         json_decref(j);
         app(&a->calls, &a->nk, &a->ck, "\x02", 1);

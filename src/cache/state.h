@@ -53,6 +53,13 @@
 
 typedef struct rw_layer_state rw_layer_state;
 
+/* Recurrent states and their checkpoints take memory from a process-wide
+ * pool of 64 MiB slabs (state_pool.c). A server asks it to keep n_slabs
+ * (at most 2) faulted in ahead of need, so that page faults fall outside
+ * requests; the default, 0, holds none beyond what states use (a single
+ * generation's memory stays at what it needs). Thread-safe. */
+void rw_state_pool_set_ready(int n_slabs);
+
 /* ---- byte buffers for serialization ---- */
 
 /* A growable byte buffer. Owner frees data with free(). */
@@ -80,6 +87,7 @@ bool rw_sread_u64(rw_sreader *r, uint64_t *v);
 const void *rw_sread_ptr(rw_sreader *r, size_t n);
 
 uint32_t rw_crc32(uint32_t crc, const void *p, size_t n); /* start with crc = 0 */
+uint32_t rw_crc32_ref(uint32_t crc, const void *p, size_t n); /* the bytewise reference (tests) */
 
 /* ---- the operations table ---- */
 

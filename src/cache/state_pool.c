@@ -23,7 +23,11 @@
  * faulted in ahead of need, filling them when the states have stopped
  * growing for a moment: the faults then fall outside the request that
  * takes the memory (while requests decode, or while the server waits). The
- * held memory is at most READY_SLABS slabs above the peak.
+ * held memory is at most READY_SLABS slabs above the peak. Only where
+ * asked (rw_state_pool_set_ready: the engine, which serves many sequences
+ * and a prefix cache): a single generation (bench model, generate) holds
+ * no slab it does not use, so its peak memory is what its states need
+ * (issue 20: no more than llama.cpp's).
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -56,6 +60,7 @@ static uint8_t *slab_next;  /* under pool_mu: the unused rest of the newest slab
 static size_t slab_left;
 static uint8_t *ready[READY_SLABS]; /* under pool_mu: faulted-in slabs, n_ready of them */
 static int n_ready;
+static int ready_target;    /* under pool_mu: slabs to keep ready, at most READY_SLABS */
 static bool refill_started; /* under pool_mu */
 static uint64_t slabs_taken;  /* under pool_mu */
 static pthread_cond_t refill_cv = PTHREAD_COND_INITIALIZER;
@@ -85,7 +90,7 @@ static void *refill_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&pool_mu);
     for (;;) {
-        while (n_ready >= READY_SLABS) pthread_cond_wait(&refill_cv, &pool_mu);
+        while (n_ready >= ready_target) pthread_cond_wait(&refill_cv, &pool_mu);
         for (uint64_t seen = ~(uint64_t)0; seen != slabs_taken;) {
             seen = slabs_taken;
             pthread_mutex_unlock(&pool_mu);
@@ -106,12 +111,10 @@ static void *refill_main(void *arg) {
     return NULL;
 }
 
-/* A slab for slab_next: a ready one, else a fresh one; asks the helper for
- * another (starting it the first time). Under pool_mu. */
-static uint8_t *take_slab(void) {
-    uint8_t *s = n_ready ? ready[--n_ready] : map_huge(SLAB_BYTES);
-    slabs_taken++;
-    if (!refill_started) {
+/* Starts the helper the first time, when slabs are to be kept ready.
+ * Under pool_mu. */
+static void start_refill(void) {
+    if (!refill_started && ready_target > 0) {
         pthread_t t;
         pthread_attr_t a;
         if (!pthread_attr_init(&a)) { /* without the helper, slabs are faulted in on use */
@@ -120,10 +123,30 @@ static uint8_t *take_slab(void) {
             pthread_attr_destroy(&a);
         }
     }
+}
+
+/* A slab for slab_next: a ready one, else a fresh one; asks the helper for
+ * another. Under pool_mu. */
+static uint8_t *take_slab(void) {
+    uint8_t *s = n_ready ? ready[--n_ready] : map_huge(SLAB_BYTES);
+    slabs_taken++;
+    start_refill();
     pthread_cond_signal(&refill_cv);
     return s;
 }
 #endif
+
+void rw_state_pool_set_ready(int n_slabs) {
+#if STATE_POOL
+    pthread_mutex_lock(&pool_mu);
+    ready_target = n_slabs < 0 ? 0 : n_slabs > READY_SLABS ? READY_SLABS : n_slabs;
+    if (slabs_taken) start_refill(); /* else with the first slab taken */
+    pthread_cond_signal(&refill_cv);
+    pthread_mutex_unlock(&pool_mu);
+#else
+    (void)n_slabs;
+#endif
+}
 
 void *rec_buf_alloc(size_t bytes) {
     bytes = round_up(bytes ? bytes : 1, 64);

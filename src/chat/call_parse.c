@@ -129,6 +129,88 @@ static json_t *param_schema(const json_t *tools, const char *name, const char *k
     return NULL;
 }
 
+/* ---- UTF-8 and JSON string escaping ---- */
+
+/* The length of the well-formed UTF-8 sequence at s[0..n): 1..4; 0 when the
+ * bytes there are invalid; -1 when they are the valid start of a sequence
+ * that n cuts short. */
+int rw_chat__utf8_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len <= 1) return len;
+    if (c == 0xC0 || c == 0xC1 || c > 0xF4) return 0;
+    for (int k = 1; k < len; k++) {
+        if ((size_t)k >= n) return -1;
+        if ((s[k] & 0xC0) != 0x80) return 0;
+        if (k == 1 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
+                       (c == 0xF4 && s[1] >= 0x90)))
+            return 0; /* overlong, surrogate, beyond U+10FFFF */
+    }
+    return len;
+}
+
+size_t rw_chat__json_escape(const char *in, size_t n, bool final, char **out, size_t *out_len) {
+    const unsigned char *s = (const unsigned char *)in;
+    char *o = malloc(n * 6 + 1);
+    size_t k = 0, i = 0;
+    if (!o) {
+        *out = NULL;
+        *out_len = 0;
+        return 0;
+    }
+    while (i < n) {
+        int l = rw_chat__utf8_len(s + i, n - i);
+        if (l < 0 && !final) break; /* the rest of this character is still to come */
+        if (l <= 0) { /* invalid: U+FFFD, one byte */
+            memcpy(o + k, "\xef\xbf\xbd", 3);
+            k += 3;
+            i++;
+            continue;
+        }
+        unsigned char c = s[i];
+        if (l == 1 && (c < 0x20 || c == '"' || c == '\\')) {
+            const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b" : c == '\f' ? "\\f"
+                          : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+            if (e) {
+                memcpy(o + k, e, 2);
+                k += 2;
+            } else k += (size_t)sprintf(o + k, "\\u%04X", c);
+        } else {
+            memcpy(o + k, s + i, (size_t)l);
+            k += (size_t)l;
+        }
+        i += (size_t)l;
+    }
+    o[k] = 0;
+    *out = o;
+    *out_len = k;
+    return i;
+}
+
+/* s as a JSON string, invalid UTF-8 as U+FFFD (as a streamed value has it). */
+static json_t *lossy_string(const char *s, size_t n) {
+    json_t *v = json_stringn(s, n);
+    if (v) return v;
+    char *fixed = malloc(n * 3 + 1);
+    if (!fixed) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        int l = rw_chat__utf8_len((const unsigned char *)s + i, n - i);
+        if (l <= 0) {
+            memcpy(fixed + k, "\xef\xbf\xbd", 3);
+            k += 3;
+            i++;
+        } else {
+            memcpy(fixed + k, s + i, (size_t)l);
+            k += (size_t)l;
+            i += (size_t)l;
+        }
+    }
+    v = json_stringn(fixed, k);
+    free(fixed);
+    return v;
+}
+
 static int type_bit(const char *t) { return !strcmp(t, "string") ? 1 : !strcmp(t, "null") ? 2 : 4; }
 
 /* Which JSON types a schema allows: "type" as a string or a list, or the
@@ -159,7 +241,12 @@ static json_t *param_value(const json_t *schema, const char *v, size_t n) {
         json_t *j = json_loadb(v, n, JSON_DECODE_ANY, &je);
         if (j) return j;
     }
-    return json_stringn(v, n);
+    return lossy_string(v, n);
+}
+
+bool rw_chat__xml_streams_as_string(const json_t *tools, const char *fn, const char *key) {
+    int types = schema_types(tools ? param_schema(tools, fn, key) : NULL, 0);
+    return !(types & 2) && (!(types & 4) || (types & 1));
 }
 
 json_t *rw_chat__xml_value(const json_t *tools, const char *fn, const char *key, const char *v, size_t n) {
@@ -207,6 +294,10 @@ static bool parse_xml_calls(const char *s, size_t n, const json_t *tools, rw_cha
             size_t vb = (size_t)(kgt - s) + 1, ve = (size_t)(vend - s);
             if (vb < ve && s[vb] == '\n') vb++;
             if (ve > vb && s[ve - 1] == '\n') ve--;
+            if (!rw_chat__valid_name(s + kb, ke - kb)) {
+                ok = false;
+                break;
+            }
             char *key = strndup(s + kb, ke - kb);
             json_t *val = key && ke > kb ? param_value(tools ? param_schema(tools, name, key) : NULL, s + vb, ve - vb)
                                          : NULL;

@@ -4,7 +4,7 @@
  * sent with a known way to close it (so a call that breaks later still has
  * well-formed arguments).
  *
- * Safe points: right after '{' or '[', after a complete value inside a
+ * Strings must be well-formed UTF-8 (jansson's rule). Safe points: right after '{' or '[', after a complete value inside a
  * container, anywhere inside a value string but an escape, and the end. A
  * comma is never a safe point's last byte: it goes out with the next value. */
 #include <string.h>
@@ -151,6 +151,7 @@ int rw_chat__jval_feed(rw_chat__jval *v, const char *p, size_t n) {
             }
             return -1;
         case J_STRING:
+            if (v->hi && c != '\\') return -1; /* a high surrogate's low half must follow */
             if (c == '"') {
                 if (v->key) v->st = J_COLON;
                 else value_done(v);
@@ -164,15 +165,22 @@ int rw_chat__jval_feed(rw_chat__jval *v, const char *p, size_t n) {
                 break;
             }
             if ((unsigned char)c < 0x20) return -1;
-            v->pos++;
+            if ((unsigned char)c >= 0x80) { /* a whole, well-formed character, or wait for the rest of it */
+                int l = rw_chat__utf8_len((const unsigned char *)p + v->pos, n - v->pos);
+                if (l == 0) return -1;
+                if (l < 0) return 0;
+                v->pos += (size_t)l;
+            } else v->pos++;
             if (!v->key) mark_safe(v, v->pos);
             continue;
         case J_ESC:
             if (c == 'u') {
                 v->st = J_UHEX;
                 v->ulen = 4;
+                v->uval = 0;
                 break;
             }
+            if (v->hi) return -1;
             if (!strchr("\"\\/bfnrt", c) || !c) return -1;
             v->st = J_STRING;
             v->pos++;
@@ -180,10 +188,14 @@ int rw_chat__jval_feed(rw_chat__jval *v, const char *p, size_t n) {
             continue;
         case J_UHEX:
             if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return -1;
-            if (--v->ulen == 0) {
+            v->uval = v->uval * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+            if (--v->ulen == 0) { /* as jansson decodes it: surrogates in pairs, no \\u0000 */
+                bool low = v->uval >= 0xDC00 && v->uval <= 0xDFFF, high = v->uval >= 0xD800 && v->uval <= 0xDBFF;
+                if (v->uval == 0 || low != v->hi || (high && v->hi)) return -1;
+                v->hi = high;
                 v->st = J_STRING;
                 v->pos++;
-                if (!v->key) mark_safe(v, v->pos);
+                if (!v->key && !v->hi) mark_safe(v, v->pos);
                 continue;
             }
             break;

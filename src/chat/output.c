@@ -79,6 +79,8 @@ struct rw_chat_output {
     char *xname;         /* its name (owned) */
     bool xml_stream;     /* this call is streamed (its body is XML) */
     bool xml_tried;      /* it broke before its begin: parsed whole instead */
+    size_t xsent;        /* xs 3 (a string parameter's text streaming): its text sent up to here */
+    bool xfirst;         /* xs 3: its first byte (a newline the template writes) not looked at yet */
     /* S_CALL with stream_args, a Hermes JSON call sent as it comes: */
     bool json_stream;
     int jstate;          /* 0 arguments coming, 1 after them */
@@ -333,6 +335,17 @@ static rw_status xml_fail(rw_chat_output *p) {
     return s;
 }
 
+/* A parameter name: a call name's rules, and well-formed UTF-8 (a JSON key). */
+static bool valid_key(const char *s, size_t n) {
+    if (!rw_chat__valid_name(s, n)) return false;
+    for (size_t i = 0; i < n;) {
+        int l = rw_chat__utf8_len((const unsigned char *)s + i, n - i);
+        if (l <= 0) return false;
+        i += (size_t)l;
+    }
+    return true;
+}
+
 static rw_status step_xml(rw_chat_output *p, bool *progress) {
     const bool fin = p->finished;
     const char *b = p->pend;
@@ -348,6 +361,7 @@ static rw_status step_xml(rw_chat_output *p, bool *progress) {
         nb = skip_ws(b, ne, nb);
         while (ne > nb && is_ws(b[ne - 1])) ne--;
         if (!rw_chat__valid_name(b + nb, ne - nb)) return (*progress = true), xml_fail(p);
+        free(p->xname);
         if (!(p->xname = strndup(b + nb, ne - nb))) return RW_ERR_NOMEM;
         p->xindex = p->n_calls++;
         p->xparams = 0;
@@ -359,6 +373,46 @@ static rw_status step_xml(rw_chat_output *p, bool *progress) {
         p->xpos = (size_t)(gt - b) + 1;
         *progress = true;
         return s;
+    }
+    if (p->xs == 3) { /* a string parameter's text */
+        if (p->xfirst) {
+            if (p->xsent == n && !fin) return RW_OK;
+            if (p->xsent < n && b[p->xsent] == '\n') p->xsent++; /* the newline the template writes before it */
+            p->xfirst = false;
+            *progress = true;
+        }
+        const char *end = memfind(b + p->xsent, n - p->xsent, "</parameter>");
+        size_t upto;
+        bool last = end || fin;
+        if (end) {
+            upto = (size_t)(end - b);
+            if (upto > p->xsent && b[upto - 1] == '\n') upto--; /* and the one after it */
+        } else if (fin) upto = n;
+        else {
+            const char *m[1] = {"</parameter>"};
+            upto = n - held_suffix(b + p->xsent, n - p->xsent, m, 1);
+            if (upto > p->xsent && b[upto - 1] == '\n') upto--;
+        }
+        if (upto > p->xsent) {
+            char *esc;
+            size_t el, used = rw_chat__json_escape(b + p->xsent, upto - p->xsent, last, &esc, &el);
+            if (!esc) return RW_ERR_NOMEM;
+            s = el ? call_piece(p, esc, el) : RW_OK;
+            free(esc);
+            if (used) *progress = true;
+            p->xsent += used;
+            if (s) return s;
+        }
+        if (!last) return RW_OK;
+        s = call_piece(p, "\"", 1);
+        p->xs = 1;
+        *progress = true;
+        if (end) {
+            p->xpos = (size_t)(end - b) + 12;
+            return s;
+        }
+        p->xpos = n; /* cut off inside it: the call ends with what it had */
+        return s ? s : xml_fail(p);
     }
     if (p->xs == 1) {
         if (starts(b + i, n - i, "</function>")) {
@@ -372,10 +426,39 @@ static rw_status step_xml(rw_chat_output *p, bool *progress) {
             return (*progress = true), xml_fail(p);
         }
         const char *gt = memchr(b + i + 11, '>', n - i - 11);
+        size_t kb = skip_ws(b, gt ? (size_t)(gt - b) : n, i + 11), ke = gt ? (size_t)(gt - b) : kb;
+        while (ke > kb && is_ws(b[ke - 1])) ke--;
+        if (gt && !valid_key(b + kb, ke - kb)) return (*progress = true), xml_fail(p);
+        if (gt && ke > kb) { /* a string parameter: its text goes out as it comes */
+            char *key = strndup(b + kb, ke - kb);
+            if (!key) return RW_ERR_NOMEM;
+            bool str = rw_chat__xml_streams_as_string(p->tools, p->xname, key);
+            if (str) {
+                json_t *kj = json_stringn(key, ke - kb);
+                char *ks = kj ? json_dumps(kj, JSON_ENCODE_ANY) : NULL;
+                json_decref(kj);
+                size_t kl = ks ? strlen(ks) : 0;
+                char *piece = ks ? malloc(kl + 3) : NULL;
+                if (piece) {
+                    piece[0] = p->xparams ? ',' : '{';
+                    memcpy(piece + 1, ks, kl);
+                    memcpy(piece + 1 + kl, ":\"", 2);
+                    s = call_piece(p, piece, kl + 3);
+                    p->xparams++;
+                } else s = RW_ERR_NOMEM;
+                free(piece);
+                free(ks);
+                free(key);
+                p->xs = 3;
+                p->xpos = p->xsent = (size_t)(gt - b) + 1;
+                p->xfirst = true;
+                *progress = true;
+                return s;
+            }
+            free(key);
+        }
         const char *end = gt ? memfind(gt + 1, n - (size_t)(gt + 1 - b), "</parameter>") : NULL;
         if (!end) return fin ? ((*progress = true), xml_fail(p)) : RW_OK;
-        size_t kb = skip_ws(b, (size_t)(gt - b), i + 11), ke = (size_t)(gt - b);
-        while (ke > kb && is_ws(b[ke - 1])) ke--;
         size_t vb = (size_t)(gt - b) + 1, ve = (size_t)(end - b);
         if (vb < ve && b[vb] == '\n') vb++; /* the newlines the template writes around a value */
         if (ve > vb && b[ve - 1] == '\n') ve--;
@@ -461,6 +544,8 @@ static int hermes_head(const char *s, size_t n, size_t i, size_t *nb, size_t *ne
 
 static rw_status json_end_call(rw_chat_output *p) {
     rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_END, .index = p->xindex};
+    free(p->xname);
+    p->xname = NULL;
     return p->fn(p->user, &ev);
 }
 

@@ -13,10 +13,11 @@
  * never dropped: a call's events are sent once the whole call has parsed.
  *
  * With stream_args (for streaming responses), a Qwen XML call is instead
- * sent as it comes: its begin once <function=NAME> is complete, then one
- * arguments piece per parameter as each </parameter> closes ({"k":v, then
- * ,"k":v, ..., then } at </function>), so a long argument (a file's text)
- * does not wait for the whole call. A call that breaks after its begin is
+ * sent as it comes: its begin once <function=NAME> is complete, then its
+ * parameters ({"k":v, then ,"k":v, ..., then } at </function>): a string
+ * parameter's text (the schema allows a string and not null, or says
+ * nothing) as it comes, escaped, so a long argument (a file's text) does not
+ * wait; any other parameter when its </parameter> closes. A call that breaks after its begin is
  * then closed with the parameters it had (its arguments stay a well-formed
  * object) and the text from the break on is content. A Hermes JSON call
  * ({"name": N, "arguments": {...}} inside <tool_call>, name first) likewise:

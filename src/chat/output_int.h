@@ -26,6 +26,8 @@ int rw_chat__jscan_run(rw_chat__jscan *s, const char *p, size_t n);
 typedef struct {
     size_t pos;
     int st, depth, num, ulen, litpos;
+    unsigned uval; /* the \\u escape's code unit so far */
+    bool hi;       /* a high surrogate escape waits for its low half */
     bool key;
     const char *lit;
     char stack[64];
@@ -64,6 +66,21 @@ bool rw_chat__valid_name(const char *s, size_t n);
 /* One Qwen XML parameter's text as a JSON value, typed by the schema of
  * tool fn's parameter key in tools (may be NULL). New reference. */
 json_t *rw_chat__xml_value(const json_t *tools, const char *fn, const char *key, const char *v, size_t n);
+
+/* Whether tool fn's parameter key is kept a string whatever its text (so it
+ * can be streamed as it comes): the schema allows a string and not null, or
+ * says nothing. */
+bool rw_chat__xml_streams_as_string(const json_t *tools, const char *fn, const char *key);
+
+/* The length of the well-formed UTF-8 sequence at s[0..n): 1..4; 0 when
+ * the bytes there are invalid; -1 when n cuts a valid start short. */
+int rw_chat__utf8_len(const unsigned char *s, size_t n);
+
+/* The JSON string escape of s[0..n) as jansson writes it (no quotes; invalid
+ * UTF-8 as U+FFFD): *out malloc'd (NULL when out of memory), *out_len bytes.
+ * Returns the bytes of s consumed: all, unless !final and s ends inside a
+ * character (the rest waits for more text). */
+size_t rw_chat__json_escape(const char *s, size_t n, bool final, char **out, size_t *out_len);
 
 /* Real numbers printed with 15 significant digits: a decimal the model wrote
  * with up to 15 digits (all of them in practice) comes back as written

@@ -1,5 +1,5 @@
 /* cmd_synth.c - `rewind synth --arch ARCH --preset NAME [--type TYPE] [--seed S]
- * [--vocab OTHER.gguf] [--mtp] [--layers N] -o OUT.gguf`: write a random-weight
+ * [--vocab OTHER.gguf] [--mtp] [--layers N] [--threads N] -o OUT.gguf`: write a random-weight
  * model with a real model's shapes (see synth/synth.h); --layers N keeps the
  * first N layers only (a draft for speculative decoding: same seed, same
  * tensors). */
@@ -12,7 +12,7 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: rewind synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] "
-                    "[--layers N] [-v] -o OUT.gguf\npresets:");
+                    "[--layers N] [--threads N] [-v] -o OUT.gguf\npresets:");
     for (const char *const *p = rw_synth_preset_names(); *p; p++) fprintf(stderr, " %s", *p);
     fprintf(stderr, "\ntypes: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q3_k_m q4_k_m q5_k_m\n");
 }
@@ -33,6 +33,11 @@ int rw_cmd_synth(int argc, char **argv) {
             long n;
             if (rw_cli_parse_int("synth", a, argv[++i], 1, 1024, &n)) return 2;
             o.n_layer = (uint32_t)n;
+        }
+        else if (!strcmp(a, "--threads") && has_val) {
+            long n;
+            if (rw_cli_parse_int("synth", a, argv[++i], 0, 1024, &n)) return 2;
+            o.n_threads = (int)n;
         }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o.verbose = true;
         else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && has_val) out = argv[++i];

@@ -18,7 +18,7 @@ typedef struct {
 static const cli_command commands[] = {
     {"inspect", rw_cmd_inspect, "inspect FILE.gguf [--json] [--dump TENSOR --out OUT.f32]"},
     {"synth", rw_cmd_synth,
-     "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] -o OUT.gguf"},
+     "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] [--threads N] -o OUT.gguf"},
     {"logits", rw_cmd_logits, "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] --out OUT.f32"},
     {"tokenize", rw_cmd_tokenize, "tokenize MODEL (TEXT | -f FILE) [--parse-special] [--no-bos]"},
     {"detokenize", rw_cmd_detokenize, "detokenize MODEL IDS..."},
@@ -29,10 +29,11 @@ static const cli_command commands[] = {
     {"serve", rw_cmd_serve,
      "serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--api-key KEY] "
      "[--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]"},
+    {"cache-verify", rw_cmd_cache_verify, "cache-verify MODEL DIR [--kv f32|f16] [--ctx N] [--draft DRAFT.gguf]"},
     {"demo-client", rw_cmd_demo_client,
      "demo-client [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-tokens N] [--system-tokens N] "
      "[--wait SECONDS]"},
-    {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick]"},
+    {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick] [--stored-panels]"},
 };
 
 void rw_cli_error(const char *cmd, const char *fmt, ...) {

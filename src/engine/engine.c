@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache/state.h"
 #include "engine/engine_int.h"
 
 double eng_now(void) {
@@ -45,6 +46,16 @@ void eng_req_free(eng_req *r) {
     free(r);
 }
 
+/* The prefix cache's disk tier finished a load or a folder check (its
+ * thread): wake the scheduler if a request waits for it. */
+static void io_notify(void *ctx) {
+    rw_engine *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    e->io_ready = true;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+}
+
 rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_config *cfg, rw_engine **out,
                         rw_error *err) {
     *out = NULL;
@@ -63,12 +74,34 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
                              (long long)rw_model_get_hparams(cfg->draft)->n_vocab,
                              (long long)rw_model_get_hparams(m)->n_vocab);
     }
+    if (cfg->spec_sources & ~(unsigned)(RW_SPEC_MTP | RW_SPEC_NGRAM))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: unknown draft source");
+    if ((cfg->spec_sources & RW_SPEC_MTP) && cfg->draft)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "MTP drafts and a draft model cannot be combined");
+    if (cfg->spec_sources && (cfg->draft_max < 0 || cfg->draft_max > RW_SPEC_MAX_K || cfg->ngram_n < 0 ||
+                              cfg->ngram_n > 64 || cfg->ngram_min_hits < 0))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "draft-max must be in [1, %d], the n-gram length in [1, 64]",
+                         RW_SPEC_MAX_K);
+    if (cfg->spec_sources & RW_SPEC_MTP) {
+        rw_status mst = rw_model_enable_mtp(m, err);
+        if (mst) return mst;
+    }
     rw_engine *e = calloc(1, sizeof *e);
     if (!e) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    /* many sequences and a growing prefix cache: states' page faults fall
+     * outside requests (cache/state.h), for 64 MiB held ahead of need (one
+     * slab: with two, rewind serve's peak after a first request exceeded
+     * llama-server's on the same file and context, issue 20) */
+    rw_state_pool_set_ready(1);
     e->spec = rw_spec_params_default();
     if (cfg->draft_max > 0) e->spec.k_max = cfg->draft_max;
     e->spec.adaptive = !cfg->draft_fixed;
     if (cfg->draft_cost > 0) e->spec.draft_cost = cfg->draft_cost;
+    else if (cfg->spec_sources == RW_SPEC_NGRAM && !cfg->draft) e->spec.draft_cost = 0; /* lookups are free */
+    e->spec.sources = cfg->spec_sources;
+    if (cfg->ngram_n > 0) e->spec.ngram_n = cfg->ngram_n;
+    if (cfg->ngram_min_hits > 0) e->spec.ngram_min_hits = cfg->ngram_min_hits;
+    if (cfg->catch_up_cost > 0) e->spec.catch_up_cost = cfg->catch_up_cost;
     e->m = m;
     e->tok = tok;
     e->cfg = *cfg;
@@ -85,10 +118,24 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         free(e);
         return st;
     }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->gvocab_mu, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    pthread_cond_init(&e->step_done, NULL);
     if (cfg->cache_bytes > 0) {
-        const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes, .dir = cfg->cache_dir,
-                                     .dir_bytes = cfg->cache_dir_bytes, .draft = cfg->draft};
+        const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes,
+                                     .dir = cfg->cache_dir,
+                                     .dir_bytes = cfg->cache_dir_bytes,
+                                     .draft = cfg->draft,
+                                     .write_mode = cfg->cache_dir_write,
+                                     .write_delay = cfg->cache_write_delay,
+                                     .flush_seconds = cfg->cache_flush_seconds,
+                                     .notify = io_notify,
+                                     .notify_ctx = e};
         if ((st = rw_pcache_new(m, cfg->kv_type, cfg->n_ctx, &pc, &e->pcache, err))) {
+            pthread_cond_destroy(&e->step_done);
+            pthread_cond_destroy(&e->wake);
+            pthread_mutex_destroy(&e->mu);
             rw_threadpool_free(e->pool);
             free(e->running);
             free(e);
@@ -103,10 +150,6 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     eng_hist_init(&e->stats.ttft, ttft_b, (int)(sizeof ttft_b / sizeof *ttft_b));
     eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
     eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_mutex_init(&e->gvocab_mu, NULL);
-    pthread_cond_init(&e->wake, NULL);
-    pthread_cond_init(&e->step_done, NULL);
     if (cfg->manual ? !(e->manual_sc = eng_scratch_new(cfg->max_running))
                     : pthread_create(&e->thread, NULL, eng_scheduler_main, e) != 0) {
         pthread_cond_destroy(&e->step_done);
@@ -278,7 +321,7 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->queued = e->n_queued;
     pthread_mutex_unlock(&e->mu);
     out->cache_enabled = e->pcache != NULL;
-    out->spec_enabled = e->cfg.draft != NULL;
+    out->spec_enabled = e->cfg.draft != NULL || e->cfg.spec_sources;
     if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
 }
 

@@ -45,6 +45,7 @@ typedef struct eng_req {
     int64_t cap;
     rw_model_seq *seq; /* NULL until admitted; owned (see eng_seq_release) */
     int64_t n_cached;  /* prompt tokens already in seq when it was obtained */
+    int64_t n_cached_disk; /* of those, from the prefix cache's disk tier */
     int64_t n_in_seq;  /* tokens of tokens[] the sequence holds (its length) */
     float *logits;     /* [n_vocab], the last computed row; owned */
     float *prompt_logits; /* [n_vocab], the row after the prompt once computed (for the prefix cache); owned */
@@ -61,6 +62,7 @@ typedef struct eng_req {
 
     double t_submit, t_last; /* monotonic seconds */
     int64_t n_generated;
+    rw_pcache_wait pc_wait; /* the prefix cache's disk tier getting ready for this prompt (scheduler only) */
     bool cancelled; /* set under the engine lock by rw_engine_cancel_id */
     bool finished;  /* final event sent (scheduler thread only) */
 } eng_req;
@@ -84,6 +86,7 @@ struct rw_engine {
     pthread_cond_t wake;      /* the scheduler waits for work on it */
     pthread_cond_t step_done; /* rw_engine_cancel_id waits on it for a running request to leave */
     bool stopping;
+    bool io_ready; /* under mu: the prefix cache's disk tier finished something a request may wait for */
 
     /* under mu */
     eng_req *queue_head, *queue_tail;

@@ -11,6 +11,7 @@
  * the cancelled flag, under the lock), so its fields need no locking. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine_int.h"
 
@@ -120,10 +121,17 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
         memcpy(step, e->running, (size_t)n_step * sizeof *step);
         pthread_mutex_unlock(&e->mu);
 
-        /* new requests get their sequence */
+        /* new requests get their sequence, once the prefix cache's disk
+         * tier has what they need in memory (its threads load it: no disk
+         * I/O here) */
+        int n_waiting = 0;
         for (int i = 0; i < n_step; i++) {
             eng_req *r = step[i];
             if (r->seq || r->finished) continue;
+            if (e->pcache && !rw_pcache_prepare(e->pcache, r->tokens, r->n_prompt, &r->pc_wait)) {
+                n_waiting++;
+                continue;
+            }
             rw_error err = {0};
             int64_t n_cached = 0;
             if (eng_seq_for_prompt(e, r, &n_cached, &err)) {
@@ -157,7 +165,8 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
         for (int pass = 0; pass < 2; pass++) {
             for (int i = 0; i < n_step; i++) {
                 eng_req *r = step[i];
-                if (r->finished) continue; /* cancelled ones leave at the next collect */
+                if (r->finished || !r->seq) continue; /* cancelled ones leave at the next collect; waiting ones
+                                                           (disk tier) join later */
                 bool decoding = r->n_in_seq >= r->n_prompt;
                 if (decoding != (pass == 0)) continue;
                 int64_t n = r->n_tokens - r->n_in_seq;
@@ -218,6 +227,15 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
             eng_hist_observe(&e->stats.batch_size, n_items);
         } else {
             pthread_mutex_lock(&e->mu);
+            /* nothing to compute: only requests waiting for the disk tier */
+            if (n_waiting && !e->io_ready && !e->stopping) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 50 * 1000 * 1000; /* a safety net: io_notify wakes it */
+                if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+                pthread_cond_timedwait(&e->wake, &e->mu, &ts);
+            }
+            e->io_ready = false;
         }
         /* finished requests are counted here, under the lock */
         for (int i = 0; i < n_step; i++)

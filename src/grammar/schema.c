@@ -1248,6 +1248,18 @@ rw_status rw_grammar_json_object_gbnf(const rw_schema_opts *opts, char **gbnf, r
     return rw_grammar_schema_to_gbnf(obj, sizeof obj - 1, opts, gbnf, err);
 }
 
+rw_status rw_grammar_gbnf_literal(const char *s, size_t n, char **out, rw_error *err) {
+    sbuf b = {0};
+    lit(&b, s, n);
+    if (b.oom) {
+        free(b.p);
+        *out = NULL;
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    *out = b.p;
+    return RW_OK;
+}
+
 rw_status rw_grammar_compile_schema(const char *schema, size_t len, rw_grammar **out, rw_error *err) {
     *out = NULL;
     char *gbnf = NULL;

@@ -97,6 +97,22 @@ static rw_status build_trie(rw_grammar_vocab *v, rw_error *err) {
     }
     free(order);
     if (st) return st;
+    /* UTF-8 states down the trie, then (children first) whether everything below is plain string text */
+    v->nodes[0].u8 = RW_U8_BOUNDARY;
+    depth = 0;
+    path[0] = 0;
+    for (int32_t i = 1; i < v->n_nodes; i++) {
+        while (v->nodes[path[depth]].end <= i) depth--; /* path: the open ancestors of i */
+        const int32_t p = path[depth];
+        v->nodes[i].u8 = v->nodes[p].u8 == RW_U8_BAD ? RW_U8_BAD : (uint8_t)rw_u8_next(v->nodes[p].u8, v->nodes[i].byte);
+        path[++depth] = i;
+    }
+    for (int32_t i = v->n_nodes - 1; i >= 0; i--) {
+        bool plain = true;
+        for (int32_t c = i + 1; c < v->nodes[i].end && plain; c = v->nodes[c].end)
+            plain = v->nodes[c].u8 != RW_U8_BAD && !rw_u8_special(v->nodes[c].byte) && v->nodes[c].plain;
+        v->nodes[i].plain = plain;
+    }
     /* the bytes below each big subtree */
     int32_t n_bm = 0;
     for (int32_t i = 1; i < v->n_nodes; i++)

@@ -155,6 +155,7 @@ enum {
     QUAD_MAX = 32,   /* most rows of a group that use the kernel's quad form (measured on Zen 4:
                       * for Q8_0 it beats the group form up to 32 rows, and ties at 64) */
     PANEL_ROWS = 256, /* activation rows of one panel-form task (a multiple of every kernel's max_np) */
+    FLY_MIN = 32,     /* fewest rows that pack panels on the fly for a matrix without stored ones */
     SERIAL_CONVERT = 16384, /* activation elements up to which the caller converts them alone */
 };
 
@@ -173,6 +174,7 @@ typedef struct {
     const uint8_t *w; /* the matrix's first row */
     size_t w_stride;
     const uint8_t *panels; /* its rows repacked for the panel form, or NULL */
+    bool can_fly;          /* without panels, it may pack them on the fly (RW_PANELS is not 0) */
     size_t p_stride;       /* panel bytes per row: a panel spans p_rows * p_stride bytes */
     int64_t n_out;
     float *y;
@@ -188,6 +190,7 @@ typedef struct {
 typedef struct {
     mm_spec sp;                   /* the matrix and its rows */
     const mm_form *form;          /* NULL: one row per slot, the kernel's tile */
+    bool fly;                     /* panel form packed on the fly: sp.w is the dense rows */
     int64_t slot0, n_slots;       /* this group's slots in the call's slot numbering */
     size_t off0, slot_bytes;      /* byte offset of its first slot in the scratch; bytes per slot */
     int64_t bw, bx;               /* weight rows / activation rows per task */
@@ -204,6 +207,8 @@ typedef struct {
     int64_t n_groups;
     int64_t total_slots;
     uint8_t *xq;        /* the converted activations */
+    uint8_t *wpack;     /* per thread, one panel packed on the fly (wpack_bytes each), or NULL */
+    size_t wpack_bytes;
     int64_t conv_slots; /* slots per conversion task */
 } mm_job;
 
@@ -255,7 +260,6 @@ static void store_rows(const mm_job *j, const mm_group *g, int64_t r, int nx, in
 }
 
 static void matmul_task(void *ctx, int64_t task, int thread) {
-    (void)thread;
     const mm_job *j = ctx;
     const mm_group *g = group_of(j, task, true);
     while (task - g->task0 >= g->n_wblocks * g->n_xblocks) g++; /* skip groups without tasks */
@@ -269,16 +273,23 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
         const int per = g->form->rows, mw = g->form->nw, mr = per * g->form->max_slots;
         for (int64_t o = o0; o < o1; o += mw) {
             int nw = (int)(o1 - o < mw ? o1 - o : mw);
+            const uint8_t *w = g->sp.w + (size_t)o * g->sp.w_stride;
+            size_t ws = g->sp.w_stride;
+            if (g->fly) { /* this panel (mw = the kernel's p_rows) packed into the thread's scratch */
+                uint8_t *pw = j->wpack + (size_t)thread * j->wpack_bytes;
+                j->k->pack_p(w, g->sp.w_stride, j->n_in, nw, pw);
+                w = pw;
+                ws = g->sp.p_stride;
+            }
             for (int64_t r = r0; r < r1; r += mr) {
                 int nx = (int)(r1 - r < mr ? r1 - r : mr);
-                const uint8_t *w = g->sp.w + (size_t)o * g->sp.w_stride;
                 const uint8_t *xg = xq + (size_t)(r / per) * g->slot_bytes;
                 if (!g->sp.y_rows) { /* straight into y */
-                    g->form->tile(j->n_in, w, g->sp.w_stride, nw, xg, g->slot_bytes, nx,
+                    g->form->tile(j->n_in, w, ws, nw, xg, g->slot_bytes, nx,
                                   g->sp.y + r * g->sp.y_stride + o, g->sp.y_stride);
                     continue;
                 }
-                g->form->tile(j->n_in, w, g->sp.w_stride, nw, xg, g->slot_bytes, nx, out, nw);
+                g->form->tile(j->n_in, w, ws, nw, xg, g->slot_bytes, nx, out, nw);
                 store_rows(j, g, r, nx, o, nw, out);
             }
         }
@@ -320,6 +331,19 @@ static const uint8_t *panels_of(const rw_mm_kernel *k, const void *panels) {
     const rw_mm_kernel *packer;
     memcpy(&packer, panels, sizeof packer);
     return packer == k ? (const uint8_t *)panels + PANEL_HEADER : NULL;
+}
+
+/* False when RW_PANELS=0 (for comparisons): no panel form, stored or
+ * packed on the fly. Read once. */
+static bool panels_enabled(void) {
+    static _Atomic int on = -1;
+    int v = atomic_load(&on);
+    if (v < 0) {
+        const char *env = getenv("RW_PANELS");
+        v = !(env && !strcmp(env, "0"));
+        atomic_store(&on, v);
+    }
+    return v;
 }
 
 /* Checks w against the kernel rules; *row_bytes gets its packed row size. */
@@ -366,7 +390,9 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
          * the one-row tile, which streams the rows 10% faster); else the
          * quad form for 2 .. QUAD_MAX rows, the group form from PACK_MIN
          * rows beyond that, else the tile */
-        const mm_form *form = n >= panel_min && k->p_bytes && sp->panels ? &panel
+        const bool stored = n >= panel_min && k->p_bytes && sp->panels;
+        const bool fly = !stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= FLY_MIN;
+        const mm_form *form = stored || fly                           ? &panel
                               : n >= 2 && n <= QUAD_MAX && k->q_bytes ? &quad
                               : k->g_bytes && n >= PACK_MIN           ? &group
                                                                       : NULL;
@@ -375,10 +401,12 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
                                       : form == &quad ? quad_slot
                                       : form          ? group_slot
                                                       : row_slot};
-        if (form == &panel) {
+        if (stored) {
             g->sp.w = sp->panels;
             g->sp.w_stride = sp->p_stride;
         }
+        g->fly = fly;
+        if (fly) j.wpack_bytes = (size_t)round_up((int64_t)sp->p_stride * k->p_rows, 64);
         g->n_slots = form ? (n + form->rows - 1) / form->rows : n;
         if (n && sp->n_out) {
             int64_t unit = form ? form->rows * form->max_slots : k->max_nx;
@@ -422,6 +450,15 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
         free(j.groups);
         return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of scratch", off);
     }
+    if (j.wpack_bytes) { /* one panel per thread, in its own cache: freed before returning */
+        j.wpack = aligned_alloc(64, j.wpack_bytes * (size_t)n_threads);
+        if (!j.wpack) {
+            free(j.xq);
+            free(j.groups);
+            return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of panel scratch",
+                             j.wpack_bytes * (size_t)n_threads);
+        }
+    }
     j.conv_slots = slot0 / (4 * n_threads) > 1 ? slot0 / (4 * n_threads) : 1;
     const int64_t conv_tasks = (slot0 + j.conv_slots - 1) / j.conv_slots;
     if (total * n_in <= SERIAL_CONVERT) /* decode: cheaper than waking the pool for it */
@@ -429,6 +466,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
     else
         rw_threadpool_run(pool, convert_task, &j, conv_tasks);
     rw_threadpool_run(pool, matmul_task, &j, task0);
+    free(j.wpack);
     free(j.xq);
     free(j.groups);
     return RW_OK;
@@ -456,7 +494,7 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     for (int64_t g = 0; g < n_groups; g++)
         specs[g] = (mm_spec){.w = groups[g].data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
                              .panels = groups[g].data == w->data ? panels_of(k, w->panels) : NULL,
-                             .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
+                             .p_stride = panel_row_bytes(k, w->n_in, row_bytes), .can_fly = panels_enabled(),
                              .n_out = w->n_out, .y = y, .y_stride = y_stride, .x_rows = groups[g].x_rows,
                              .y_rows = groups[g].y_rows, .n_rows = groups[g].n_rows};
     st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
@@ -496,6 +534,7 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
                                       .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
                                       .panels = panels_of(k, ws[i]->panels),
                                       .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
+                                      .can_fly = panels_enabled(),
                                       .n_out = ws[i]->n_out, .y = ys[i], .y_stride = y_strides[i], .n_rows = n_rows};
         }
         rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);

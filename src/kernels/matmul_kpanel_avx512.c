@@ -74,28 +74,51 @@ static void kp_scales_k4(const uint8_t s[12], rw_f16 d, rw_f16 dmin, kp_block *o
     o->dmin = f16_to_f32(dmin);
 }
 
-/* Element 32j + l of a Q4_K / Q5_K block: low (j even) or high nibble of qs[32(j/2) + l]. */
-static int k4_nibble(const uint8_t *qs, int e) { return (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0x0F; }
+/* The 256 nibbles of a Q4_K / Q5_K block in element order: elements
+ * 64j + l and 64j + 32 + l (l < 32) are the low and high nibbles of
+ * qs[32j + l]. Vector code: panels are also packed on the fly for every
+ * prefill (kernels/matmul.c), so unpacking runs often. */
+static void k4_nibbles(const uint8_t *qs, uint8_t *u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        _mm256_storeu_si256((__m256i *)(u + 64 * j), _mm256_and_si256(v, m4));
+        _mm256_storeu_si256((__m256i *)(u + 64 * j + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    }
+}
 
 static void kp_unpack_q4_K(const uint8_t *blk, kp_block *o) {
     const rw_block_q4_K *b = (const rw_block_q4_K *)blk;
     kp_scales_k4(b->scales, b->d, b->dmin, o);
-    for (int e = 0; e < 256; e++) o->u[e] = (uint8_t)k4_nibble(b->qs, e);
+    k4_nibbles(b->qs, o->u);
 }
 
 static void kp_unpack_q5_K(const uint8_t *blk, kp_block *o) {
     const rw_block_q5_K *b = (const rw_block_q5_K *)blk;
     kp_scales_k4(b->scales, b->d, b->dmin, o);
-    for (int e = 0; e < 256; e++) /* bit j of qh[l] is element 32j + l's fifth bit */
-        o->u[e] = (uint8_t)(k4_nibble(b->qs, e) | ((b->qh[e % 32] >> (e / 32)) & 1) << 4);
+    k4_nibbles(b->qs, o->u);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)b->qh), one = _mm256_set1_epi8(1);
+    for (int j = 0; j < 8; j++) { /* bit j of qh[l] is element 32j + l's fifth bit */
+        __m256i *u = (__m256i *)(o->u + 32 * j);
+        const __m256i bit = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, j), one), 4);
+        _mm256_storeu_si256(u, _mm256_or_si256(_mm256_loadu_si256(u), bit));
+    }
 }
 
 static void kp_unpack_q6_K(const uint8_t *blk, kp_block *o) {
     const rw_block_q6_K *b = (const rw_block_q6_K *)blk;
-    for (int e = 0; e < 256; e++) { /* as the reference, without the -32 (the mins carry it) */
-        int h = e / 128, k = (e % 128) / 32, l = e % 32;
-        int lo = k < 2 ? b->ql[64 * h + 32 * k + l] & 0x0F : b->ql[64 * h + 32 * (k - 2) + l] >> 4;
-        o->u[e] = (uint8_t)(lo | ((b->qh[32 * h + l] >> (2 * k)) & 3) << 4);
+    /* as the reference, without the -32 (the mins carry it): element
+     * 128h + 32k + l is nibble k / 2 of ql[64h + 32(k % 2) + l] with bits
+     * 2k, 2k+1 of qh[32h + l] above it */
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        for (int k = 0; k < 4; k++) {
+            const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+            const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4);
+            _mm256_storeu_si256((__m256i *)(o->u + 128 * h + 32 * k), _mm256_or_si256(lo, hi));
+        }
     }
     for (int g = 0; g < 16; g++) o->sc[g] = b->scales[g];
     for (int t = 0; t < 8; t++) {

@@ -3,6 +3,8 @@
  * repacked weights, and the panel form in ggml's order (the file head of
  * matmul_avx512.c describes the tier; matmul_avx512_int.h the split).
  */
+#include <stddef.h>
+
 #include "kernels/matmul_avx512_int.h"
 
 /* ==== Q8_0: exact block sums, four float accumulators ===================
@@ -399,14 +401,21 @@ static void convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64
  * by both Q8_0 panel forms. */
 static void pack_q8_0_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, uint8_t bias, uint8_t q[8][64],
                             uint16_t d[16]) {
-    memset(q, bias, 8 * 64);
-    memset(d, 0, 16 * sizeof *d);
-    for (int l = 0; l < 16 && l < n_left; l++) {
-        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(row0 + (size_t)l * ws) + b;
-        for (int s = 0; s < 8; s++)
-            for (int t = 0; t < 4; t++) q[s][4 * l + t] = (uint8_t)(blk->qs[4 * s + t] ^ bias);
-        d[l] = blk->d;
+    /* a transpose of dwords: gather dword s of the 16 rows' blocks (panels
+     * are also packed on the fly for every prefill, so this runs often);
+     * rows past n_left are masked to 0, i.e. weight 0 after the bias */
+    const __mmask16 live = n_left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n_left) - 1);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32((int)ws));
+    const uint8_t *blk0 = row0 + (size_t)b * sizeof(rw_block_q8_0);
+    const __m512i vbias = _mm512_set1_epi8((char)bias);
+    for (int s = 0; s < 8; s++) {
+        const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows,
+                                                      blk0 + offsetof(rw_block_q8_0, qs) + 4 * s, 1);
+        _mm512_storeu_si512(q[s], _mm512_xor_si512(v, vbias));
     }
+    const __m512i dv = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, blk0, 1);
+    _mm256_storeu_si256((__m256i *)d, _mm512_cvtepi32_epi16(dv)); /* the low half: the f16 scale */
 }
 
 static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {

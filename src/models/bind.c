@@ -2,7 +2,6 @@
  * types against the hyperparameters. Weights stay in the GGUF mapping. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "kernels/quant.h"
 #include "models/model_int.h"
@@ -48,25 +47,6 @@ bool mdl_prefers_ggml_order(const rw_gguf *g) {
         }
     }
     return kquant > block32;
-}
-
-rw_status mdl_pack_matrices(rw_model *m, rw_error *err) {
-    m->panels = calloc((size_t)(m->n_mats ? m->n_mats : 1), sizeof *m->panels);
-    if (!m->panels) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    /* The panels are a second copy of those weights: only while they take
-     * at most a quarter of the machine's memory (a small model's few-row
-     * passes get the fast form; a large one is not doubled past what the
-     * machine holds, and keeps the other forms, same results). */
-    size_t total = 0;
-    for (int i = 0; i < m->n_mats; i++) total += rw_matmul_pack_bytes(m->mats[i]);
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0 && total > (size_t)pages * (size_t)page / 4) return RW_OK;
-    for (int i = 0; i < m->n_mats; i++) {
-        rw_status st = rw_matmul_pack(m->mats[i], &m->panels[i], err);
-        if (st) return st;
-        m->mats[i]->panels = m->panels[i];
-    }
-    return RW_OK;
 }
 
 rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,

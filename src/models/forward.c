@@ -29,7 +29,7 @@ void mdl_scratch_free(mdl_scratch *sc) {
 /* Grows the per-token buffers to n tokens and the attention scratch to
  * n_ctx positions. Buffers are replaced whole: their contents do not
  * survive between forward calls. */
-static rw_status scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
+rw_status mdl_scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     if (n > sc->n_cap) {
@@ -88,6 +88,14 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
     return RW_OK;
 }
 
+void mdl_rope_rows(rw_model *m, const mdl_batch *b) {
+    const rw_model_hparams *hp = &m->hp;
+    for (int i = 0; i < b->n_seg; i++)
+        for (int64_t t = 0; t < b->seg[i].n; t++)
+            rw_rope_cache((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
+                          m->sc.rope_cs + (b->seg[i].row0 + t) * hp->n_rot);
+}
+
 /* Runs one pass over the rows of b (tokens at b->seg positions). Embedding
  * and RoPE tables per row; then the layers. layer_out (if any) receives the
  * residual stream after each layer at layer_out + il * layer_stride. */
@@ -96,10 +104,7 @@ static rw_status run_pass(rw_model *m, const int32_t *tokens, const mdl_batch *b
     const rw_model_hparams *hp = &m->hp;
     rw_status st;
     if ((st = embed(m, tokens, b->n, err))) return st;
-    for (int i = 0; i < b->n_seg; i++)
-        for (int64_t t = 0; t < b->seg[i].n; t++)
-            rw_rope_cache((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
-                          m->sc.rope_cs + (b->seg[i].row0 + t) * hp->n_rot);
+    mdl_rope_rows(m, b);
     for (int il = 0; il < hp->n_layer; il++) {
         if ((st = m->arch->layer(m, il, b, err))) return st;
         if (layer_out)
@@ -205,10 +210,15 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             off += k;
             if (off == x->n) it++, off = 0;
         }
-        if ((st = scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
+        if ((st = mdl_scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
         const mdl_batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
         float *lo = layer_out ? layer_out + (size_t)first_off * (size_t)hp->n_embd : NULL;
         if ((st = run_pass(m, tok, &b, lo, (size_t)total_rows * (size_t)hp->n_embd, err))) break;
+        if (m->mtp_on) { /* the MTP block's second input: every row's post-norm hidden */
+            const int e = hp->n_embd;
+            for (int64_t r = 0; r < nrow; r++) rw_rmsnorm(m->sc.x + r * e, m->output_norm, e, hp->rms_eps, m->sc.xn + r * e);
+            if ((st = mdl_mtp_store_hidden(m, &b, m->sc.xn, err))) break;
+        }
         /* logits wanted from this pass */
         int64_t nr = 0;
         for (int i = 0; i < ns; i++) {

@@ -17,7 +17,7 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
     m->g = g;
     m->arch = a;
     m->ggml_order = mdl_prefers_ggml_order(g); /* before bind, which copies it into every matrix */
-    if ((st = a->read_hparams(g, a, &m->hp, err)) || (st = a->bind(m, err)) || (st = mdl_pack_matrices(m, err))) {
+    if ((st = a->read_hparams(g, a, &m->hp, err)) || (st = a->bind(m, err))) {
         rw_model_free(m);
         return st;
     }
@@ -29,8 +29,6 @@ void rw_model_free(rw_model *m) {
     if (!m) return;
     if (m->arch && m->arch->free_ext) m->arch->free_ext(m);
     mdl_scratch_free(&m->sc);
-    for (int i = 0; m->panels && i < m->n_mats; i++) free(m->panels[i]);
-    free(m->panels);
     free(m->mats);
     free(m->layers);
     free(m);
@@ -41,3 +39,13 @@ const rw_model_hparams *rw_model_get_hparams(const rw_model *m) { return &m->hp;
 void *rw_model_api_data(const rw_model *m) { return m->api; }
 void rw_model_set_api_data(rw_model *m, void *data) { m->api = data; }
 
+uint64_t rw_model_matrix_bytes(const rw_model *m) {
+    uint64_t total = 0;
+    for (int i = 0; i < m->n_mats; i++) {
+        const rw_matrix *w = m->mats[i];
+        uint64_t rb = 0;
+        if (!w->data || !rw_dtype_row_bytes(w->type, (uint64_t)w->n_in, &rb)) continue;
+        total += rb * (uint64_t)w->n_out;
+    }
+    return total;
+}

@@ -82,19 +82,37 @@ struct rw_model {
     mdl_dense_layer *layers;        /* [n_layer], owned */
     mdl_scratch sc;                 /* owned, grown on demand */
     void *ext;                      /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
-    /* every weight matrix bound (pointers into layers / ext / output), and
-     * its rows repacked for the kernels' few-row form (rw_matmul_pack) or
-     * NULL: both arrays and the panels are owned, freed by rw_model_free */
+    /* every weight matrix bound (pointers into layers / ext / output); the
+     * array is owned, freed by rw_model_free. Weights are never copied: the
+     * kernels read them from the GGUF mapping, and the panel form packs the
+     * panel it works on into per-thread scratch (kernels/matmul.c), so a
+     * model holds each weight once (issue 20). */
     rw_matrix **mats;
-    void **panels;
     int n_mats, cap_mats;
     /* every matrix's rw_matrix.ggml_order (mdl_prefers_ggml_order) */
     bool ggml_order;
+    /* The MTP (multi-token prediction) block, if the file has one and the
+     * architecture runs it (arch->mtp_block): mtp_avail. With mtp_on (set by
+     * rw_model_enable_mtp before any sequence exists) every sequence holds
+     * two more states after its n_layer layers (mtp.c):
+     *   layer[n_layer]     the block's attention KV, at MTP positions
+     *                      0..M-1 with M <= len (it lags; catches up when
+     *                      drafting);
+     *   layer[n_layer + 1] the trunk's post-output_norm hidden row of every
+     *                      position 0..len-1 (f32, key half and value half
+     *                      of one "kv" head), the block's second input. */
+    bool mtp_avail, mtp_on;
     /* what the public API opened with the model (src/api: file, tokenizer,
      * template); NULL for rw_model_load. Owned by rw_model_close, which
      * frees it after rw_model_free. */
     void *api;
 };
+
+/* States a sequence of m holds: n_layer, + 2 with the MTP block on. */
+static inline int mdl_n_states(const rw_model *m) { return m->hp.n_layer + (m->mtp_on ? 2 : 0); }
+/* The MTP block's KV state index (-1 without), and the hidden rows'. */
+static inline int mdl_mtp_kv_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer : -1; }
+static inline int mdl_mtp_h_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer + 1 : -1; }
 
 /* A sequence: its token ids and one state per layer (cache/state.h). The
  * retention plan of the pass in progress (cuts, log_from) is computed by
@@ -144,6 +162,13 @@ struct mdl_arch {
     rw_status (*new_layer_state)(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
                                  rw_layer_state **out, rw_error *err);
     void (*free_ext)(rw_model *m); /* release of m->ext (NULL if none) */
+    /* The MTP block over the rows of b (NULL if the architecture has none):
+     * row r is token tokens[r] at MTP position seg.pos0 + (r - seg.row0)
+     * with trunk hidden h[r] (stride n_embd), its attention KV in
+     * seg.s->layer[n_layer]; writes the block's post-norm output rows to
+     * h_out (stride n_embd) and points *head at the output matrix. */
+    rw_status (*mtp_block)(rw_model *m, const int32_t *tokens, const float *h, const mdl_batch *b, float *h_out,
+                           const rw_matrix **head, rw_error *err);
 };
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
@@ -153,6 +178,17 @@ extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_q
 
 /* forward.c */
 void mdl_scratch_free(mdl_scratch *sc);
+/* Grows the pass scratch to n rows, attention over n_ctx positions. */
+rw_status mdl_scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err);
+/* RoPE tables of every row of b at its segment's positions. */
+void mdl_rope_rows(rw_model *m, const mdl_batch *b);
+
+/* mtp.c: the trunk's post-norm hidden rows of a pass (rows of b, stride
+ * n_embd) into each segment's hidden-row state (no-op with the MTP off). */
+rw_status mdl_mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err);
+/* Where a rewind of every state to n leaves state il (n, or the lagging
+ * MTP KV's own length if shorter). */
+int64_t mdl_state_target(const rw_model_seq *s, int il, int64_t n);
 
 /* hparams.c: the keys shared by the dense transformers. */
 rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
@@ -161,7 +197,7 @@ rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_mode
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
 rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                           rw_matrix *out, rw_error *err);
-/* Notes a bound matrix for mdl_pack_matrices (mdl_bind_matrix does it). */
+/* Notes a bound matrix in m->mats (mdl_bind_matrix does it). */
 rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
 /* Whether a model from g sums its 32-block matrices in ggml's order under
  * RW_NUMERICS_AUTO: when its K-quant weights (bytes) outweigh its Q8_0,
@@ -170,9 +206,6 @@ rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
  * model on llama.cpp's arithmetic; a Q8_0 or Q4_0 file keeps our faster
  * order. */
 bool mdl_prefers_ggml_order(const rw_gguf *g);
-/* Repacks every noted matrix for the kernels' few-row form, once the model
- * is bound (the matrices no longer move). */
-rw_status mdl_pack_matrices(rw_model *m, rw_error *err);
 rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err);
 /* Binds token_embd, output_norm, output (or ties it), rope_freqs. */

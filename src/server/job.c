@@ -265,6 +265,7 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
     if (!c->prompt_tokens && ev->prompt_tokens) { /* a continuation keeps the first request's prompt counts */
         c->prompt_tokens = ev->prompt_tokens - c->prompt_extra;
         c->cached_tokens = ev->cached_tokens < c->prompt_tokens ? ev->cached_tokens : c->prompt_tokens;
+        c->cached_tokens_disk = ev->cached_tokens_disk < c->cached_tokens ? ev->cached_tokens_disk : c->cached_tokens;
     }
     c->completion_tokens = ev->completion_tokens + c->done_toks;
     if (ev->done) {

@@ -24,9 +24,13 @@ static json_t *usage_json(const srv_job *j) {
     int64_t completion = 0;
     for (int i = 0; i < j->n; i++) completion += j->choice[i].completion_tokens;
     const srv_choice *c = &j->choice[0];
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
+    /* cached_tokens_disk (ours, beside OpenAI's field): how many of the
+     * cached tokens came from the disk tier (after a restart, or from
+     * another replica sharing the folder) */
+    return json_pack("{s:I,s:I,s:I,s:{s:I,s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
                      (json_int_t)completion, "total_tokens", (json_int_t)(c->prompt_tokens + completion),
-                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens);
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens, "cached_tokens_disk",
+                     (json_int_t)c->cached_tokens_disk);
 }
 
 static json_t *ids_json(const int32_t *t, size_t n) {

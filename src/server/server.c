@@ -80,7 +80,8 @@ static void count_status(rw_server *s, int status) {
 
 /* The headers every answer to cc carries: CORS for an allowed Origin,
  * Retry-After with 429. */
-static void common_headers(struct MHD_Response *resp, const srv_conn *cc, int status) {
+static void common_headers(const rw_server *s, struct MHD_Response *resp, const srv_conn *cc, int status) {
+    MHD_add_response_header(resp, "X-Rewind-Replica", s->replica_id);
     if (cc && cc->origin[0]) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", cc->origin);
         MHD_add_response_header(resp, "Vary", "Origin");
@@ -104,7 +105,7 @@ static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const 
     }
     MHD_add_response_header(resp, "Content-Type", content_type);
     if (allow) MHD_add_response_header(resp, "Allow", allow);
-    common_headers(resp, cc, status);
+    common_headers(s, resp, cc, status);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     count_status(s, status);
@@ -203,7 +204,7 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
         cc->job = NULL; /* the response owns it now */
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        common_headers(resp, cc, 200);
+        common_headers(s, resp, cc, 200);
         enum MHD_Result ret = MHD_queue_response(c, 200, resp);
         MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
         count_status(s, 200);
@@ -408,7 +409,7 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
                                                                            : "Authorization, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
-    common_headers(resp, cc, 204);
+    common_headers(s, resp, cc, 204);
     enum MHD_Result ret = MHD_queue_response(c, 204, resp);
     MHD_destroy_response(resp);
     count_status(s, 204);
@@ -677,6 +678,7 @@ static void free_server(rw_server *s) {
     free(s->model_id);
     free(s->api_key);
     free(s->host);
+    free(s->replica_id);
     free(s);
 }
 
@@ -753,6 +755,20 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
     if (s->listen_fd < 0) {
         free_server(s);
         return err ? err->code : RW_ERR_IO;
+    }
+    if (cfg->replica_id && cfg->replica_id[0]) {
+        s->replica_id = strdup(cfg->replica_id);
+    } else { /* HOSTNAME:PORT, known only once bound (port 0 = any) */
+        char host[256] = "localhost", id[300];
+        if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "localhost");
+        host[sizeof host - 1] = 0;
+        snprintf(id, sizeof id, "%s:%d", host, s->port);
+        s->replica_id = strdup(id);
+    }
+    if (!s->replica_id) {
+        close(s->listen_fd);
+        free_server(s);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     rw_status st = srv_conns_start(s, err);
     if (!st) st = srv_work_start(s, cfg->workers > 0 ? cfg->workers : 2, err);

@@ -20,6 +20,10 @@
  * (then it gets CORS headers, and OPTIONS preflights are answered); on a
  * loopback address the Host header must name loopback (DNS rebinding).
  * docs/server-security.md has the whole policy.
+ *
+ * Every response carries X-Rewind-Replica (rw_server_config.replica_id), so
+ * a client or test behind a balancer sees which replica answered
+ * (docs/scale-out.md).
  */
 #ifndef RW_SERVER_SERVER_H
 #define RW_SERVER_SERVER_H
@@ -44,6 +48,8 @@ typedef struct {
     double body_timeout;   /* seconds for its body after the headers; 0 = 30 */
     const char *cors_origin; /* allowed web origins, comma-separated ("*" = any); NULL = none */
     int workers;           /* request workers (parse, render, tokenize); 0 = 2 */
+    const char *replica_id; /* this server's name behind a load balancer, sent as the X-Rewind-Replica header of
+                             * every response and in /metrics' rewind_replica_info; NULL = "HOSTNAME:PORT" */
     /* Chat output and templates (docs/agent-api.md): */
     const char *tool_format;      /* NULL or "auto": from the template; else a rw_tool_format name */
     const char *reasoning_format; /* NULL or "deepseek": think blocks to reasoning_content; "none": kept */

@@ -37,7 +37,7 @@ struct rw_server {
     rw_engine *engine;
     const rw_tokenizer *tok;
     const rw_chat_template *tmpl;
-    char *bos, *eos, *model_id, *api_key, *host; /* owned copies */
+    char *bos, *eos, *model_id, *api_key, *host, *replica_id; /* owned copies */
     char **cors;   /* allowed origins (owned); "*" = any */
     int n_cors;
     bool loopback; /* bound to a loopback address: the Host header is checked */
@@ -194,6 +194,7 @@ typedef struct {
     rw_finish_reason finish;
     char error[256];
     int64_t prompt_tokens, cached_tokens, completion_tokens;
+    int64_t cached_tokens_disk; /* of cached_tokens, from the prefix cache's disk tier */
     bool oom;
     /* the connection thread's own */
     uint64_t engine_id;

@@ -7,11 +7,13 @@
  * a unit-RMS hidden state gives logits with a standard deviation near 3. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/threadpool.h"
 #include "kernels/quant.h"
 #include "synth/synth_int.h"
 #include "synth/synth_preset.h"
@@ -42,12 +44,20 @@ typedef struct {
     uint32_t n_layer; /* for the mix rules */
     bool verbose;
     size_t written;   /* tensors filled so far, for progress */
+    rw_threadpool *pool; /* quantizes a tensor's rows in parallel; owned by rw_synth_write */
 } plan;
 
 /* ---- random numbers: splitmix64, one stream per tensor ---- */
 
+#define SPLITMIX_STEP 0x9e3779b97f4a7c15ull
+
+/* The state advances by a constant per number, so the stream can be
+ * entered anywhere: after k numbers it is seed + k * SPLITMIX_STEP. Every
+ * fill kind takes one number per element (or none), so row r of a tensor
+ * starts at seed + r * n_in * SPLITMIX_STEP, and rows can be made on any
+ * thread in any order, bitwise as one thread making them in turn. */
 static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (*s += SPLITMIX_STEP);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -104,23 +114,51 @@ static void fill_row(const fill_spec *f, uint64_t *rng, uint64_t n_in, uint64_t 
     (void)row;
 }
 
+/* Rows of one tensor, quantized in tasks of FILL_ROWS rows on the pool. */
+enum { FILL_ROWS = 16 };
+
+typedef struct {
+    const fill_spec *f;
+    const rw_gguf_tensor *info;
+    uint8_t *dst;
+    uint64_t n_in, n_rows, row_bytes;
+    float *x;                    /* n_in floats per thread */
+    _Atomic rw_status first_err; /* RW_OK until a row fails */
+} fill_job;
+
+static void fill_task(void *ctx, int64_t task, int thread) {
+    fill_job *j = ctx;
+    float *x = j->x + (size_t)thread * j->n_in;
+    const uint64_t r0 = (uint64_t)task * FILL_ROWS, r1 = r0 + FILL_ROWS < j->n_rows ? r0 + FILL_ROWS : j->n_rows;
+    for (uint64_t r = r0; r < r1; r++) {
+        uint64_t rng = j->f->seed + r * j->n_in * SPLITMIX_STEP; /* see splitmix */
+        fill_row(j->f, &rng, j->n_in, r, x);
+        uint8_t *out = j->dst + r * j->row_bytes;
+        if (j->info->type == RW_TYPE_F32) memcpy(out, x, j->n_in * sizeof *x);
+        else {
+            rw_status s = rw_quantize_row(j->info->type, x, out, (int64_t)j->n_in);
+            if (s) {
+                rw_status ok = RW_OK;
+                atomic_compare_exchange_strong(&j->first_err, &ok, s);
+                return;
+            }
+        }
+    }
+}
+
 static rw_status fill_tensor(void *ctx, const rw_gguf_tensor *info, void *dst, rw_error *err) {
     plan *p = ((void **)ctx)[0];
     const fill_spec *f = ((void **)ctx)[1];
-    uint64_t n_in = info->ne[0], n_rows = info->ne[1] * info->ne[2] * info->ne[3];
-    uint64_t row_bytes;
-    rw_dtype_row_bytes(info->type, n_in, &row_bytes);
-    float *x = malloc(n_in * sizeof *x);
-    if (!x) return rw_errorf(err, RW_ERR_NOMEM, "no memory for a row of %s", info->name);
-    uint64_t rng = f->seed;
-    rw_status s = RW_OK;
-    for (uint64_t r = 0; r < n_rows && !s; r++) {
-        fill_row(f, &rng, n_in, r, x);
-        uint8_t *out = (uint8_t *)dst + r * row_bytes;
-        if (info->type == RW_TYPE_F32) memcpy(out, x, n_in * sizeof *x);
-        else s = rw_quantize_row(info->type, x, out, (int64_t)n_in);
-    }
-    free(x);
+    fill_job j = {.f = f, .info = info, .dst = dst, .n_in = info->ne[0],
+                  .n_rows = info->ne[1] * info->ne[2] * info->ne[3]};
+    rw_dtype_row_bytes(info->type, j.n_in, &j.row_bytes);
+    const int n_threads = rw_threadpool_size(p->pool);
+    j.x = malloc(j.n_in * (size_t)n_threads * sizeof *j.x); /* freed below */
+    if (!j.x) return rw_errorf(err, RW_ERR_NOMEM, "no memory for a row of %s", info->name);
+    atomic_init(&j.first_err, RW_OK);
+    rw_threadpool_run(p->pool, fill_task, &j, (int64_t)((j.n_rows + FILL_ROWS - 1) / FILL_ROWS));
+    free(j.x);
+    rw_status s = atomic_load(&j.first_err);
     if (s) return rw_errorf(err, s, "cannot quantize %s to %s", info->name, rw_dtype_name(info->type));
     p->written++;
     if (p->verbose && (p->written % 16 == 0)) fprintf(stderr, "synth: %zu tensors written\n", p->written);
@@ -332,7 +370,9 @@ rw_status rw_synth_write(const rw_synth_options *o, const char *out_path, rw_err
     }
     if (!s) s = add(&p, "output_norm.weight", -1, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
     if (!s && !ps->tied) s = add(&p, "output.weight", -1, 2, E, n_vocab, FILL_MATRIX, head_scale, false, seed, 0, err);
+    if (!s) s = rw_threadpool_new(o->n_threads, &p.pool, err);
     if (!s) s = rw_gguf_writer_write(p.w, out_path, err);
+    rw_threadpool_free(p.pool);
     rw_gguf_writer_free(p.w);
     free(p.specs);
     return s;

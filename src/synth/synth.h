@@ -28,6 +28,7 @@ typedef struct {
      * that agrees with the full model more often than chance. */
     uint32_t n_layer;
     bool verbose;           /* progress on stderr */
+    int n_threads;          /* threads quantizing (0: every core); the file is bitwise the same for any */
 } rw_synth_options;
 
 /* Writes the model to out_path (atomically: via out_path.tmp). */

@@ -361,7 +361,19 @@ static void test_stream_args(void) {
     CHECK(!strcmp(r.content, "Let me see."));
     CHECK(!rw_chat_output_feed(p, rest, strlen(rest), on_ev, &r, &err));
     CHECK(!rw_chat_output_finish(p, on_ev, &r, &err));
-    CHECK(r.open_call == -1 && !strcmp(r.args[0], "{\"city\":\"Paris\",\"days\":3}") && r.n_args_events == 3);
+    CHECK(r.open_call == -1 && !strcmp(r.args[0], "{\"city\":\"Paris\",\"days\":3}") && r.n_args_events >= 3);
+    rw_chat_output_free(p);
+    /* a string parameter streams inside its text (a file's content does not wait for its end) */
+    memset(&r, 0, sizeof r);
+    r.open_call = -1;
+    CHECK(!rw_chat_output_new(&o, &p, &err));
+    const char *mid = "<tool_call>\n<function=get_weather>\n<parameter=city>\nline \"1\"\nline 2</param";
+    CHECK(!rw_chat_output_feed(p, mid, strlen(mid), on_ev, &r, &err));
+    CHECK_MSG(!strcmp(r.args[0], "{\"city\":\"line \\\"1\\\"\\nline 2"), "args so far [%s]", r.args[0]);
+    const char *midr = "eter>\n</function>\n</tool_call>";
+    CHECK(!rw_chat_output_feed(p, midr, strlen(midr), on_ev, &r, &err));
+    CHECK(!rw_chat_output_finish(p, on_ev, &r, &err));
+    CHECK_MSG(!strcmp(r.args[0], "{\"city\":\"line \\\"1\\\"\\nline 2\"}") && r.open_call == -1, "args [%s]", r.args[0]);
     rw_chat_output_free(p);
     /* cut off inside a parameter: the call keeps the parameters it had, the rest is text */
     result w;
@@ -369,6 +381,10 @@ static void test_stream_args(void) {
     parse_all_ways(&o, cut, &w);
     CHECK(w.n_calls == 1 && !strcmp(w.args[0], "{\"city\":\"Paris\"}"));
     CHECK_MSG(!strcmp(w.content, "\n<parameter=da"), "content [%s]", w.content);
+    /* cut off inside a string value: the call keeps what it had */
+    parse_all_ways(&o, "<tool_call>\n<function=get_weather>\n<parameter=city>\nPa", &w);
+    CHECK_MSG(w.n_calls == 1 && !strcmp(w.args[0], "{\"city\":\"Pa\"}") && !w.content[0], "args [%s] content [%s]",
+              w.args[0], w.content);
     /* broken before the begin: the whole text, as without stream_args */
     const char *bad = "<tool_call>\n<function=>\n</function>\n</tool_call> ok";
     parse_all_ways(&o, bad, &w);

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # rewind bench kernels: a quick run prints the table and valid JSON with a
 # positive figure for every measured type; bad arguments are usage errors.
+# rewind bench model on a fixture: peak RSS and the weights resident (the
+# whole small file, mapped once), decode's weight bytes against the read
+# bandwidth, and --depth (runs after N tokens of context).
 set -u
 REWIND="${REWIND:-build/rewind}"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -21,4 +24,22 @@ done
 "$REWIND" bench kernels --types NOPE >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --types is not a usage error"
 "$REWIND" bench nothing >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown benchmark is not a usage error"
 "$REWIND" bench >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing benchmark is not a usage error"
+FIX="${RW_FIXTURES:-../shared/fixtures}"
+M="$FIX/qwen35/qwen35-Q8_0.gguf"
+if [ -f "$M" ]; then
+  out=$("$REWIND" bench model "$M" --prompt 16 --gen 4 --reps 1 --threads 2) || fail "bench model exited $?"
+  echo "$out" | grep -Eq '^peak RSS [0-9.]+ MiB, of which weights resident [0-9.]+ MiB' || fail "no memory line: $out"
+  echo "$out" | grep -Eq '^decode reads [0-9.]+ MiB of weights a token: [0-9.]+ GB/s .*best read loop [0-9.]+ GB/s' ||
+    fail "no decode bandwidth line: $out"
+  json=$("$REWIND" bench model "$M" --prompt 16 --gen 4 --reps 1 --threads 2 --depth 40 --json) || fail "depth run exited $?"
+  echo "$json" | grep -q '"depth":40' || fail "no depth in JSON: $json"
+  size=$(stat -c %s "$M")
+  # the weights resident: the file's pages, at most the file rounded to pages
+  res=$(echo "$json" | sed -n 's/.*"weights_resident_mib":\([0-9.]*\).*/\1/p')
+  awk -v r="$res" -v s="$size" 'BEGIN { exit !(r > 0 && r * 1048576 <= s + 4096) }' || fail "weights resident $res MiB for a $size-byte file"
+  for k in prefill_tok_s decode_tok_s weight_bytes_per_token decode_weight_gbs read_bandwidth_gbs; do
+    echo "$json" | grep -Eq "\"$k\":[0-9]*\.?[0-9]*[1-9]" || fail "$k missing or not positive: $json"
+  done
+  "$REWIND" bench model "$M" --depth -1 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --depth is not a usage error"
+fi
 echo ok

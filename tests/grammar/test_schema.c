@@ -351,6 +351,19 @@ int main(int argc, char **argv) {
         }
         rw_grammar_matcher_free(m);
         rw_grammar_free(g);
+        /* a literal of awkward bytes matches exactly them */
+        const char raw[] = "a\"b\\c\n\x01é\xc3(";
+        char *l = NULL, lt[128];
+        CHECK(rw_grammar_gbnf_literal(raw, sizeof raw - 1, &l, &err) == RW_OK);
+        snprintf(lt, sizeof lt, "root ::= %s\n", l ? l : "");
+        free(l);
+        g = NULL;
+        m = NULL;
+        CHECK_MSG(rw_grammar_compile(lt, strlen(lt), NULL, &g, &err) == RW_OK, "%s", err.msg);
+        if (g && rw_grammar_matcher_new(g, NULL, &m, NULL) == RW_OK)
+            CHECK(rw_grammar_matcher_accept_bytes(m, raw, sizeof raw - 1, NULL) && rw_grammar_matcher_must_end(m));
+        rw_grammar_matcher_free(m);
+        rw_grammar_free(g);
     }
 
     const char *fx = rw_test_fixtures();

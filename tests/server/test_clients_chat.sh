@@ -27,7 +27,10 @@ for t in Qwen3.5-4B:1 Qwen-Qwen3-0.6B:0 meta-llama-Llama-3.1-8B-Instruct:0 ibm-g
   rc=$?
   kill -TERM "$pid"
   wait "$pid"
+  src=$?
+  pid=
   [ $rc -eq 0 ] || fail "$name: chat_tools.mjs exited $rc: $(cat "$d/out")"
+  [ $src -eq 0 ] || fail "$name: serve exited $src (a sanitizer report?): $(tail -20 "$d/log")"
   grep -qx ok "$d/out" || fail "$name: chat_tools.mjs: $(cat "$d/out")"
 done
 echo "ok"

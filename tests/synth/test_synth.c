@@ -27,6 +27,44 @@ static rw_gguf *make(const char *preset, const char *type, uint64_t seed, const 
     return g;
 }
 
+/* FNV-1a of a tensor's bytes. */
+static uint64_t tensor_hash(const rw_gguf *g, const char *name) {
+    const rw_gguf_tensor *t = rw_gguf_find_tensor(g, name);
+    if (!t) return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t i = 0; i < t->nbytes; i++) h = (h ^ ((const uint8_t *)t->data)[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Quantizing on several threads writes the same file as on one, and the
+ * tensors are those the single-threaded writer made before it went
+ * parallel (issue 20; hashes of its output, seed 7): each row's random
+ * stream is entered at its own offset, which must be where one stream
+ * through the tensor would be. */
+static void check_threads(const char *preset, const char *type, const char *const *names, const uint64_t *hashes,
+                          int n_names) {
+    char path[3][256];
+    rw_gguf *g[3] = {NULL, NULL, NULL};
+    for (int t = 0; t < 3; t++) {
+        snprintf(path[t], sizeof path[t], "%s/%s-%s-t%d.gguf", dir, preset, type, t + 1);
+        rw_synth_options o = {.preset = preset, .type = type, .seed = 7, .n_threads = t + 1};
+        rw_error err = {0};
+        CHECK_MSG(rw_synth_write(&o, path[t], &err) == RW_OK, "synth %s %s threads %d: %s", preset, type, t + 1,
+                  err.msg);
+        CHECK(rw_gguf_open(path[t], &g[t], &err) == RW_OK);
+    }
+    if (g[0] && g[1] && g[2]) {
+        for (int t = 1; t < 3; t++)
+            CHECK_MSG(rw_gguf_file_size(g[t]) == rw_gguf_file_size(g[0]) &&
+                          !memcmp(rw_gguf_file_data(g[t]), rw_gguf_file_data(g[0]), rw_gguf_file_size(g[0])),
+                      "%s %s: %d threads write another file than 1", preset, type, t + 1);
+        for (int i = 0; i < n_names; i++)
+            CHECK_MSG(tensor_hash(g[1], names[i]) == hashes[i], "%s %s: tensor %s is not the one it was", preset,
+                      type, names[i]);
+    }
+    for (int t = 0; t < 3; t++) rw_gguf_close(g[t]);
+}
+
 static void expect_tensor(const rw_gguf *g, const char *name, rw_dtype type, uint64_t ne0, uint64_t ne1) {
     const rw_gguf_tensor *t = rw_gguf_find_tensor(g, name);
     CHECK_MSG(t != NULL, "missing %s", name);
@@ -115,6 +153,15 @@ int main(void) {
     rw_gguf_close(g1);
     rw_gguf_close(g2);
     rw_gguf_close(g3);
+
+    static const char *const q35_names[] = {"token_embd.weight", "blk.0.ffn_down.weight", "blk.0.ssm_a",
+                                            "blk.3.attn_q.weight", "output.weight"};
+    static const uint64_t q35_hashes[] = {0x6fbdc04dd7ce1b07ull, 0xffd8de18efbfa823ull, 0x175a314d1cc59f81ull,
+                                          0xa1c6266facd0d973ull, 0xfb0aea3195f3a64dull};
+    check_threads("qwen35-tiny", "q4_k_m", q35_names, q35_hashes, 5);
+    static const char *const llama_names[] = {"rope_freqs.weight", "blk.1.ffn_gate.weight"};
+    static const uint64_t llama_hashes[] = {0xe378da5eacd74690ull, 0x34705881693f3fdeull};
+    check_threads("llama-tiny", "q3_k_m", llama_names, llama_hashes, 2);
 
     rw_error err;
     rw_synth_options bad = {.preset = "qwen3-tiny", .type = "q9_9"};
