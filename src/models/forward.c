@@ -171,6 +171,8 @@ static rw_status check_items(const rw_model *m, const rw_batch_item *items, int 
 
 /* The shared pass loop: items split into passes of at most MDL_UBATCH rows
  * in item order. A token's result does not depend on the split. */
+static rw_status rewind_to(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err);
+
 static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_items, float *layer_out,
                                rw_threadpool *pool, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
@@ -239,11 +241,31 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
         if (nr && (st = head_rows(m, rows, dst, nr, pool, err))) break;
     }
     if (st) /* every sequence back to where it was */
-        for (int i = 0; i < n_items; i++) mdl_seq_rewind_layers(items[i].seq, old_len[i], pool, NULL);
+        for (int i = 0; i < n_items; i++) rewind_to(items[i].seq, old_len[i], pool, NULL);
 done:
     free(old_len), free(seg), free(tok), free(rows), free(dst);
     return st;
 }
+
+/* Exact rewind: the layers back to their restore point p (seq.c), then the
+ * tokens p..n-1 computed again. */
+static rw_status rewind_to(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+    int64_t p = n;
+    rw_status st = mdl_seq_restore(s, n, pool, &p, err);
+    if (st || p == n) return st;
+    const rw_batch_item item = {.seq = s, .tokens = s->tokens + p, .n = n - p};
+    return forward_items(s->m, &item, 1, NULL, pool, err);
+}
+
+rw_status rw_model_seq_rewind(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+    if (n < 0 || n > s->len)
+        return rw_errorf(err, RW_ERR_RANGE, "cannot rewind a sequence of %lld tokens to %lld", (long long)s->len,
+                         (long long)n);
+    if (n == s->len) return RW_OK;
+    return rewind_to(s, n, pool, err);
+}
+
+rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err) { return rw_model_seq_rewind(s, n, NULL, err); }
 
 rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *a, rw_error *err) {
     if (!a || !a->tokens || a->n <= 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: no tokens");

@@ -138,9 +138,11 @@ void mdl_seq_retain(rw_model_seq *s);
 /* Copies n tokens to positions len..len+n-1 of s's token array (the length
  * moves only when the pass succeeds). */
 rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err);
-/* Every layer back to length n exactly (layers may be longer after a failed
- * pass); recomputes with the model when a recurrent layer must. */
-rw_status mdl_seq_rewind_layers(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err);
+/* Every layer back to the restore point p <= n they all reach by themselves
+ * (layers may be longer after a failed pass): s->len = *restored = p, and
+ * tokens p..n-1 wait past the length for the caller to recompute (seq.c;
+ * forward.c's rewind does, so the sequence code never runs the model). */
+rw_status mdl_seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err);
 /* seq_file.c helpers: fresh layers for s's model and settings; adoption of
  * loaded layers and tokens (takes ownership). */
 rw_status mdl_seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err);

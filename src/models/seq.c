@@ -288,9 +288,12 @@ rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *re
     return RW_OK;
 }
 
-/* Every layer back to length n (each at length >= n; a failed pass may
- * leave them at different lengths), then s->len = n. */
-rw_status mdl_seq_rewind_layers(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+/* Every layer back to the restore point p <= n that all of them reach by
+ * themselves (each at length >= n; a failed pass may leave them at
+ * different lengths), then s->len = p. The tokens p..n-1 stay in s->tokens
+ * past the length for the caller to recompute (forward.c): the sequence
+ * never runs the model itself. */
+rw_status mdl_seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err) {
     const int64_t p = seq_restore_point(s, n, NULL);
     rw_status st = RW_OK;
     /* the MTP block's KV keeps its positions below n: the recomputation
@@ -303,24 +306,14 @@ rw_status mdl_seq_rewind_layers(rw_model_seq *s, int64_t n, rw_threadpool *pool,
          * is the empty sequence (position 0 needs no memory to restore). */
         for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->rewind(s->layer[il], 0, pool, NULL);
         s->len = 0;
+        *restored = 0;
         return st;
     }
     s->len = p;
-    if (p == n) return RW_OK;
-    /* Recompute tokens p..n-1; they are still in s->tokens past the length. */
-    const rw_forward_args a = {.tokens = s->tokens + p, .n = n - p, .pool = pool};
-    return rw_model_forward(s->m, s, &a, err);
+    *restored = p;
+    return RW_OK;
 }
 
-rw_status rw_model_seq_rewind(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
-    if (n < 0 || n > s->len)
-        return rw_errorf(err, RW_ERR_RANGE, "cannot rewind a sequence of %lld tokens to %lld", (long long)s->len,
-                         (long long)n);
-    if (n == s->len) return RW_OK;
-    return mdl_seq_rewind_layers(s, n, pool, err);
-}
-
-rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err) { return rw_model_seq_rewind(s, n, NULL, err); }
 
 /* ---- snapshots ---- */
 

@@ -93,19 +93,51 @@ static bool get_stop(json_t *o, srv_request *r, srv_error *e) {
 }
 
 /* Renders the chat messages with the model's template and tokenizes. */
+
+/* Where each token of the prompt ends in its text (ends[i] = bytes covered
+ * by tokens 0..i), when the tokens' pieces are exactly the text (byte-level
+ * BPE: a leading BOS aside); NULL otherwise (SentencePiece's added space,
+ * stripped white space). malloc'd. */
+static size_t *token_ends(rw_server *s, const char *text, size_t len, const int32_t *ids, int64_t n) {
+    size_t *ends = malloc((size_t)(n > 0 ? n : 1) * sizeof *ends);
+    if (!ends) return NULL;
+    size_t off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        char buf[256];
+        size_t k = rw_token_to_piece(s->tok, ids[i], true, buf, sizeof buf);
+        if (i == 0 && ids[0] == rw_tokenizer_bos(s->tok) && (k > len || memcmp(text, buf, k))) k = 0; /* added BOS */
+        else if (k > sizeof buf || off + k > len || memcmp(text + off, buf, k)) {
+            free(ends);
+            return NULL;
+        }
+        off += k;
+        ends[i] = off;
+    }
+    if (off != len) {
+        free(ends);
+        return NULL;
+    }
+    return ends;
+}
+
 /* The prompt positions where messages end: the rendering of the first k
  * messages (no generation prompt), when its tokens are a prefix of the
  * prompt's. The prefix cache keeps exact restore points there, so a later
  * request that shares the conversation up to a message reuses all of it.
  * At most MAX_MARKS boundaries (the first and the latest ones); best effort:
- * a template that renders a prefix differently just gives fewer marks. */
+ * a template that renders a prefix differently just gives fewer marks.
+ * One tokenization: where the prompt's tokens map onto its text byte for
+ * byte, a boundary is where a prefix's rendering (a byte prefix of the
+ * prompt's text) ends on a token end; otherwise each prefix is tokenized
+ * and compared. Only called for prompts that fit the context. */
 #define MAX_MARKS 16
 static void message_marks(rw_server *s, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special,
-                          srv_request *r) {
+                          const char *full, size_t full_len, srv_request *r) {
     const size_t n_msg = json_array_size(msgs);
     if (n_msg < 2) return;
     r->marks = malloc(MAX_MARKS * sizeof *r->marks);
     if (!r->marks) return;
+    size_t *ends = token_ends(s, full, full_len, r->prompt, r->n_prompt);
     for (size_t k = 1; k < n_msg && r->n_marks < MAX_MARKS; k++) {
         if (k > 1 && n_msg - k >= MAX_MARKS - 1) continue; /* the first, then the latest ones */
         json_t *part = json_array();
@@ -118,14 +150,25 @@ static void message_marks(rw_server *s, json_t *msgs, const rw_chat_prompt_opts 
         size_t len = 0, n = 0;
         int32_t *ids = NULL;
         rw_error err = {0};
-        if (!rw_chat_render_messages(s->tmpl, &s->caps, &o, &text, &len, &err) &&
-            !rw_tokenize(s->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 && (int64_t)n < r->n_prompt &&
-            !memcmp(ids, r->prompt, n * sizeof *ids))
+        if (rw_chat_render_messages(s->tmpl, &s->caps, &o, &text, &len, &err)) {
+        } else if (ends) {
+            if (len > 0 && len < full_len && !memcmp(text, full, len)) {
+                int64_t lo = 0, hi = r->n_prompt; /* the first token ending at or after len */
+                while (lo < hi) {
+                    int64_t mid = (lo + hi) / 2;
+                    if (ends[mid] < len) lo = mid + 1;
+                    else hi = mid;
+                }
+                if (lo < r->n_prompt - 1 && ends[lo] == len) r->marks[r->n_marks++] = lo + 1;
+            }
+        } else if (!rw_tokenize(s->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 &&
+                   (int64_t)n < r->n_prompt && !memcmp(ids, r->prompt, n * sizeof *ids))
             r->marks[r->n_marks++] = (int64_t)n;
         free(ids);
         free(text);
         json_decref(part);
     }
+    free(ends);
     r->gp.marks = r->marks;
     r->gp.n_marks = r->n_marks;
 }
@@ -277,7 +320,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     /* control tokens only from the template's own text (chat_guard.c) */
     if (!srv_chat_tokenize(s, prep.messages, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
     r->n_prompt = (int64_t)n;
-    if (r->n_prompt < n_ctx) message_marks(s, msgs, &po, add_special, r); /* else refused: no marks */
+    if (r->n_prompt < n_ctx) message_marks(s, msgs, &po, add_special, text, len, r); /* else refused */
     ok = true;
 done:
     free(text);
