@@ -18,6 +18,7 @@
  *   3. the same with --seqs sequences (default 8, 0 = skip) decoding
  *      together: plain = one batched pass per step; speculative = batched
  *      draft passes and one batched verify pass (rw_spec_step).
+ * Each ratio is also given in process CPU time (the machine may be shared).
  * --spec adds runs with those sources at K = 4 fixed and adaptive, instead
  * of the self-draft one (the
  * rule's costs from the file: rw_cli_spec_costs); with mtp, part 1 also
@@ -50,6 +51,15 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU time of the whole process (every thread): on a machine shared with
+ * other jobs the wall clock measures them too, the CPU time much less (the
+ * pool's workers spin at most 0.1 ms before they sleep) */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench spec TARGET [--draft DRAFT] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] "
                     "[--spec-ngram-min-hits N] [--k 1,2,4,8] [--threads N] [--prompt N] [--repeat N] "
@@ -69,6 +79,7 @@ typedef struct {
 
 typedef struct {
     double seconds; /* of the generation after the prompt passes */
+    double cpu;     /* process CPU seconds of the same */
     rw_spec_stats st;
 } result;
 
@@ -102,7 +113,7 @@ static rw_status run_decode(const setup *su, const rw_spec_params *pp, int n, re
         if (!st && su->spec) st = rw_spec_seq_new(su->dm, seqs[i], smp[i], &sp, pp, &spec[i], err);
         if (!st && su->spec) st = rw_spec_seq_start(spec[i], tok[i], err);
     }
-    const double t0 = now_s();
+    const double t0 = now_s(), c0 = cpu_s();
     if (su->spec && !st) {
         /* each sequence emits its own count per step: step the unfinished ones */
         rw_spec_seq **act = calloc((size_t)n, sizeof *act);
@@ -143,6 +154,7 @@ static rw_status run_decode(const setup *su, const rw_spec_params *pp, int n, re
         }
     }
     res->seconds = now_s() - t0;
+    res->cpu = cpu_s() - c0;
     for (int i = 0; su->spec && i < n && spec[i]; i++) {
         rw_spec_stats s = rw_spec_seq_stats(spec[i]);
         res->st.steps += s.steps;
@@ -303,7 +315,7 @@ int rw_bench_spec(int argc, char **argv) {
     if (rw_model_seq_new(m, kv, n_prompt + RW_SPEC_MAX_K + 1, &s, &err)) goto fail;
     rw_forward_args fa = {.tokens = ids, .n = n_prompt, .logits = logits, .pool = pool};
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
-    double t_sum[17] = {0}, t_best[17], t_rw[17] = {0};
+    double t_sum[17] = {0}, t_best[17], t_rw[17] = {0}, c_sum[17] = {0};
     for (int j = 0; j <= n_k; j++)
         t_best[j] = 1e30;
     for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
@@ -311,13 +323,14 @@ int rw_bench_spec(int argc, char **argv) {
             const int n = j == 0 ? 1 : ks[j - 1] + 1; /* j = 0: the plain decode step */
             fa = (rw_forward_args){
                 .tokens = ids + n_prompt, .n = n, .logits = logits, .all_logits = j > 0, .pool = pool};
-            double t0 = now_s();
+            double t0 = now_s(), c0 = cpu_s();
             if (rw_model_forward(m, s, &fa, &err)) goto fail;
-            double t1 = now_s();
+            double t1 = now_s(), c1 = cpu_s();
             if (rw_model_seq_rewind(s, n_prompt, pool, &err)) goto fail;
             double t2 = now_s();
             if (r < 0) continue;
             t_sum[j] += t1 - t0;
+            c_sum[j] += c1 - c0;
             t_rw[j] += t2 - t1;
             if (t1 - t0 < t_best[j]) t_best[j] = t1 - t0;
         }
@@ -325,8 +338,9 @@ int rw_bench_spec(int argc, char **argv) {
     /* the MTP block: one chained draft token (one row with the head), and
      * one catch-up row (in a pass of 16, no head), each with the block's KV
      * cut back after */
-    double t_mtp = 0, t_mtp_best = 1e30, t_cu = 0;
-    if (spp.sources & RW_SPEC_MTP) {
+    double t_mtp = 0, t_mtp_best = 1e30, t_cu = 0, c_mtp = 0, c_cu = 0;
+    const bool mtp_cost = (spp.sources & RW_SPEC_MTP) && n_prompt > 16;
+    if (mtp_cost) {
         const int64_t E = rw_model_get_hparams(m)->n_embd;
         float *h = calloc((size_t)E, sizeof *h);
         if (!h) {
@@ -341,27 +355,31 @@ int rw_bench_spec(int argc, char **argv) {
         }
         for (long r = -1; r < reps; r++) {
             rw_mtp_item cu = {.seq = s, .tokens = ids + n_prompt - 16, .n = 16, .h_out = h};
-            double t0 = now_s();
+            double t0 = now_s(), c0 = cpu_s();
             if (rw_model_mtp_forward(m, &cu, 1, pool, &err)) break;
-            double t1 = now_s();
+            double t1 = now_s(), c1 = cpu_s();
             rw_mtp_item dr = {.seq = s, .tokens = ids + n_prompt, .n = 1, .h = h, .h_out = h, .logits = logits};
             if (rw_model_mtp_forward(m, &dr, 1, pool, &err)) break;
-            double t2 = now_s();
+            double t2 = now_s(), c2 = cpu_s();
             if (rw_model_seq_mtp_rewind(s, n_prompt - 16, &err)) break;
             if (r < 0) continue;
             t_cu += (t1 - t0) / 16;
             t_mtp += t2 - t1;
+            c_cu += (c1 - c0) / 16;
+            c_mtp += c2 - c1;
             if (t2 - t1 < t_mtp_best) t_mtp_best = t2 - t1;
         }
         free(h);
         if (err.msg[0]) goto fail;
     }
     if (json) {
-        if (spp.sources & RW_SPEC_MTP) {
+        if (mtp_cost) {
             rw_json_key(&jw, "mtp_draft_ms_mean"), rw_json_double(&jw, 1e3 * t_mtp / (double)reps, 4);
             rw_json_key(&jw, "mtp_draft_vs_decode_mean"), rw_json_double(&jw, t_mtp / t_sum[0], 4);
             rw_json_key(&jw, "mtp_draft_vs_decode_best"), rw_json_double(&jw, t_mtp_best / t_best[0], 4);
             rw_json_key(&jw, "mtp_catch_up_row_vs_decode"), rw_json_double(&jw, t_cu / t_sum[0], 4);
+            rw_json_key(&jw, "mtp_draft_vs_decode_cpu"), rw_json_double(&jw, c_mtp / c_sum[0], 4);
+            rw_json_key(&jw, "mtp_catch_up_row_vs_decode_cpu"), rw_json_double(&jw, c_cu / c_sum[0], 4);
         }
         rw_json_key(&jw, "decode_step_ms_mean"), rw_json_double(&jw, 1e3 * t_sum[0] / (double)reps, 4);
         rw_json_key(&jw, "decode_step_ms_best"), rw_json_double(&jw, 1e3 * t_best[0], 4);
@@ -375,6 +393,7 @@ int rw_bench_spec(int argc, char **argv) {
             rw_json_key(&jw, "ms_best"), rw_json_double(&jw, 1e3 * t_best[j], 4);
             rw_json_key(&jw, "vs_decode_mean"), rw_json_double(&jw, t_sum[j] / t_sum[0], 4);
             rw_json_key(&jw, "vs_decode_best"), rw_json_double(&jw, t_best[j] / t_best[0], 4);
+            rw_json_key(&jw, "vs_decode_cpu"), rw_json_double(&jw, c_sum[j] / c_sum[0], 4);
             rw_json_key(&jw, "rewind_ms_mean"), rw_json_double(&jw, 1e3 * t_rw[j] / (double)reps, 4);
             rw_json_end_object(&jw);
         }
@@ -385,14 +404,15 @@ int rw_bench_spec(int argc, char **argv) {
         printf("\nverify pass of K+1 tokens (all logits) vs one decode step (1 token): mean / best\n");
         printf("  decode step   %8.2f ms  / %8.2f ms\n", 1e3 * t_sum[0] / (double)reps, 1e3 * t_best[0]);
         for (int j = 1; j <= n_k; j++)
-            printf("  K=%-2d (%2d tok) %8.2f ms  / %8.2f ms   = %.3fx / %.3fx   (rewind back %.3f ms)\n", ks[j - 1],
-                   ks[j - 1] + 1, 1e3 * t_sum[j] / (double)reps, 1e3 * t_best[j], t_sum[j] / t_sum[0],
-                   t_best[j] / t_best[0], 1e3 * t_rw[j] / (double)reps);
-        if (spp.sources & RW_SPEC_MTP) {
-            printf("  MTP draft token %6.2f ms  / %8.2f ms   = %.3fx / %.3fx of a decode step\n",
-                   1e3 * t_mtp / (double)reps, 1e3 * t_mtp_best, t_mtp / t_sum[0], t_mtp_best / t_best[0]);
-            printf("  MTP catch-up row %5.3f ms               = %.3fx (in a pass of 16)\n", 1e3 * t_cu / (double)reps,
-                   t_cu / t_sum[0]);
+            printf("  K=%-2d (%2d tok) %8.2f ms  / %8.2f ms   = %.3fx / %.3fx, cpu %.3fx   (rewind back %.3f ms)\n",
+                   ks[j - 1], ks[j - 1] + 1, 1e3 * t_sum[j] / (double)reps, 1e3 * t_best[j], t_sum[j] / t_sum[0],
+                   t_best[j] / t_best[0], c_sum[j] / c_sum[0], 1e3 * t_rw[j] / (double)reps);
+        if (mtp_cost) {
+            printf("  MTP draft token %6.2f ms  / %8.2f ms   = %.3fx / %.3fx, cpu %.3fx of a decode step\n",
+                   1e3 * t_mtp / (double)reps, 1e3 * t_mtp_best, t_mtp / t_sum[0], t_mtp_best / t_best[0],
+                   c_mtp / c_sum[0]);
+            printf("  MTP catch-up row %5.3f ms               = %.3fx, cpu %.3fx (in a pass of 16)\n",
+                   1e3 * t_cu / (double)reps, t_cu / t_sum[0], c_cu / c_sum[0]);
         }
     }
 
@@ -400,7 +420,7 @@ int rw_bench_spec(int argc, char **argv) {
     setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen,
                 .repeat_penalty = repeat_penalty};
     rw_spec_params srcf = spp, srca = spp; /* --spec: K = 4 fixed and adaptive */
-    rw_cli_spec_costs(g, m, &srca);
+    rw_cli_spec_costs(g, m, false, &srca);
     srcf.k_max = srca.k_max = 4;
     srcf.adaptive = false;
     rw_spec_params fixed4 = rw_spec_params_default();
@@ -431,7 +451,7 @@ int rw_bench_spec(int argc, char **argv) {
                     {"draft adaptive<=4", dm, &adapt, dm != NULL},
                     {"--spec K=4 fixed", NULL, &srcf, spp.sources != 0},
                     {"--spec adaptive<=4", NULL, &srca, spp.sources != 0}};
-        double plain_rate = 0;
+        double plain_rate = 0, plain_crate = 0;
         {
             /* an untimed plain run first: the first run would otherwise also
              * pay for the process's first touch of its state memory (page
@@ -448,7 +468,8 @@ int rw_bench_spec(int argc, char **argv) {
             result res;
             if (run_decode(&su, runs[r].pp, n, &res, &err)) goto fail;
             const double rate = (double)(n * (n_gen - 1)) / res.seconds;
-            if (r == 0) plain_rate = rate;
+            const double crate = (double)(n * (n_gen - 1)) / res.cpu; /* tokens per CPU second */
+            if (r == 0) plain_rate = rate, plain_crate = crate;
             const double acc = res.st.drafted ? (double)res.st.accepted / (double)res.st.drafted : 0.0;
             const double per_pass = res.st.steps ? (double)res.st.emitted / (double)res.st.steps : 0.0;
             if (json) {
@@ -456,6 +477,7 @@ int rw_bench_spec(int argc, char **argv) {
                 rw_json_key(&jw, "name"), rw_json_cstring(&jw, runs[r].name);
                 rw_json_key(&jw, "tok_s"), rw_json_double(&jw, rate, 4);
                 rw_json_key(&jw, "vs_plain"), rw_json_double(&jw, rate / plain_rate, 4);
+                rw_json_key(&jw, "vs_plain_cpu"), rw_json_double(&jw, crate / plain_crate, 4);
                 if (r > 0) {
                     rw_json_key(&jw, "drafted"), rw_json_int(&jw, res.st.drafted);
                     rw_json_key(&jw, "accepted"), rw_json_int(&jw, res.st.accepted);
@@ -468,7 +490,8 @@ int rw_bench_spec(int argc, char **argv) {
                 rw_json_end_object(&jw);
                 continue;
             }
-            printf("  %-18s %8.2f tok/s  (%.3fx plain)", runs[r].name, rate, rate / plain_rate);
+            printf("  %-18s %8.2f tok/s  (%.3fx plain, cpu %.3fx)", runs[r].name, rate, rate / plain_rate,
+                   crate / plain_crate);
             if (r > 0)
                 printf("  acceptance %.1f%% (%lld of %lld), %.2f tokens per verify pass", 100.0 * acc,
                        (long long)res.st.accepted, (long long)res.st.drafted, per_pass);

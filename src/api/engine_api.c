@@ -73,6 +73,7 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .cache_bytes = params->cache_bytes,
         .cache_dir = params->cache_dir,
         .cache_dir_bytes = params->cache_dir_bytes,
+        .cache_write_delay = 1.0, /* write-through about a second after a request ends, as rewind serve */
         .manual = params->manual,
     };
     pthread_mutex_lock(&b->mu);

@@ -85,10 +85,11 @@ char *rw_cli_read_file(const char *path, size_t *len);
  * usage error. rw_cli_spec_costs sets the adaptive rule's costs for the
  * sources: an MTP draft token streams the block and the output head, a
  * catch-up token the block (both relative to a decode step, from the
- * file's tensor sizes); n-gram drafts cost nothing. */
+ * file's tensor sizes); n-gram drafts alone (no draft model) cost
+ * nothing. */
 int rw_cli_parse_spec(const char *cmd, const char *v, rw_spec_params *p);
 int rw_cli_spec_option(const char *cmd, int argc, char **argv, int *i, rw_spec_params *p, bool *matched);
-void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, rw_spec_params *p);
+void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, bool draft_model, rw_spec_params *p);
 
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);

@@ -59,10 +59,11 @@ static double tensor_bytes(const rw_gguf *g, const char *prefix) {
     return b;
 }
 
-void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, rw_spec_params *p) {
+void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, bool draft_model, rw_spec_params *p) {
     if (!(p->sources & RW_SPEC_MTP)) {
-        if (!(p->sources & RW_SPEC_NGRAM) || p->draft_cost > 0) return;
-        p->draft_cost = 0; /* n-gram drafts cost nothing but their verification */
+        /* n-gram drafts cost nothing but their verification; with a draft
+         * model its costs stay */
+        if ((p->sources & RW_SPEC_NGRAM) && !draft_model) p->draft_cost = 0, p->catch_up_cost = 0;
         return;
     }
     /* a decode step streams the trunk's weights and the output head; an MTP

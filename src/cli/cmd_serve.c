@@ -313,7 +313,7 @@ int rw_cmd_serve(int argc, char **argv) {
     rw_server *s = NULL;
     rw_error err = {0};
     int rc = 1;
-    rw_cli_spec_costs(sv.g, sv.m, &spp);
+    rw_cli_spec_costs(sv.g, sv.m, sv.dm != NULL, &spp);
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,

@@ -152,10 +152,10 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
     if (cfg->manual ? !(e->manual_sc = eng_scratch_new(cfg->max_running))
                     : pthread_create(&e->thread, NULL, eng_scheduler_main, e) != 0) {
+        rw_pcache_free(e->pcache); /* before the locks its threads' io_notify takes */
         pthread_cond_destroy(&e->step_done);
         pthread_cond_destroy(&e->wake);
         pthread_mutex_destroy(&e->mu);
-        rw_pcache_free(e->pcache);
         rw_threadpool_free(e->pool);
         free(e->running);
         free(e);
@@ -181,12 +181,14 @@ void rw_engine_free(rw_engine *e) {
         e->queue_head = r->next;
         eng_req_free(r);
     }
+    /* the cache first: its disk tier's threads call io_notify (e->mu,
+     * e->wake) until they stop */
+    rw_pcache_free(e->pcache);
     pthread_cond_destroy(&e->step_done);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->gvocab_mu);
     rw_grammar_vocab_free(e->gvocab);
-    rw_pcache_free(e->pcache);
     rw_threadpool_free(e->pool);
     free(e->running);
     free(e);

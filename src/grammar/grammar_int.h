@@ -100,6 +100,7 @@ typedef struct {
     uint8_t byte;
     uint8_t u8;    /* UTF-8 decoder state after this node's bytes read from a character boundary (RW_U8_*) */
     uint8_t plain; /* 1: every path below is valid UTF-8 from u8 on, with no '"', '\' or control byte */
+    uint8_t rootplain; /* 1: plain and so is the path from the root: every token below is in plain_mask */
 } rw_gtrie;
 
 /* A UTF-8 decoder: the state after some bytes (0 = at a character boundary). */
@@ -139,6 +140,10 @@ struct rw_grammar_vocab {
     int32_t *ttok; /* owned */
     rw_gbytes *sub_bytes;
     int32_t n_sub_bytes;
+    /* tokens whose bytes are plain string text (valid UTF-8 from a character
+     * boundary, possibly cut inside the last character, no '"', '\' or
+     * control byte): what any "inside a string" state allows at least; owned */
+    uint32_t *plain_mask;
 };
 
 /* match.c */

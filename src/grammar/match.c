@@ -310,10 +310,13 @@ static bool plain_closed(rw_grammar *g, int32_t s) {
 
 static inline void set_bit(uint32_t *m, int32_t id) { m[id >> 5] |= 1u << (id & 31); }
 
-/* Allows the tokens below trie node n (reached alive in state s). */
-static bool walk(rw_grammar *g, const rw_grammar_vocab *v, int32_t n, int32_t s, uint32_t *m) {
+/* Allows the tokens below trie node n (reached alive in state s). p0: the
+ * walk started in a string state with m = plain_mask, so subtrees of plain
+ * text from the root are in m already. */
+static bool walk(rw_grammar *g, const rw_grammar_vocab *v, int32_t n, int32_t s, uint32_t *m, bool p0) {
     const rw_gtrie *nodes = v->nodes;
     for (int32_t c = n + 1; c < nodes[n].end; c = nodes[c].end) {
+        if (p0 && nodes[c].rootplain) continue;
         int32_t t = rw_grammar__step(g, s, nodes[c].byte);
         if (t < 0) return false;
         if (t == 0) continue;
@@ -333,7 +336,7 @@ static bool walk(rw_grammar *g, const rw_grammar_vocab *v, int32_t n, int32_t s,
             }
         }
         for (int32_t i = cn->tok_lo; i < cn->tok_lo + cn->n_own; i++) set_bit(m, v->ttok[i]);
-        if (cn->end > c + 1 && !walk(g, v, c, t, m)) return false;
+        if (cn->end > c + 1 && !walk(g, v, c, t, m, p0)) return false;
     }
     return true;
 }
@@ -347,7 +350,12 @@ const uint32_t *rw_grammar__mask(rw_grammar *g, const rw_grammar_vocab *v, int32
     const size_t words = rw_grammar_mask_words(v->n);
     uint32_t *m = calloc(words, sizeof *m);
     if (!m) return NULL;
-    if (s > 0 && !walk(g, v, 0, s, m)) {
+    bool p0 = false;
+    if (s > 0 && plain_closed(g, s)) { /* inside a string: all plain text, then the rest of the trie */
+        memcpy(m, v->plain_mask, words * sizeof *m);
+        p0 = true;
+    }
+    if (s > 0 && !walk(g, v, 0, s, m, p0)) {
         free(m);
         return NULL;
     }

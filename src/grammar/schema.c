@@ -678,6 +678,7 @@ static char *gen_array(sc *c, json_t *s, const char *path) {
     if (prefix) {
         if (!json_is_array(prefix)) {
             free(ws);
+            free(b.p);
             return sfail(c, RW_ERR_INVALID_ARG, path, "prefixItems must be an array");
         }
         np = (long)json_array_size(prefix);

@@ -209,8 +209,9 @@ rw_status rw_model_forward_batch(rw_model *m, const rw_batch_item *items, int n_
 bool rw_model_mtp_available(const rw_model *m);
 /* Turns the MTP block on: sequences made afterwards carry its states and
  * every forward pass stores the hidden rows (a copy per token; the block
- * itself runs only in rw_model_mtp_forward). Call before making any
- * sequence of m. RW_ERR_UNSUPPORTED if the model has no MTP block. */
+ * itself runs only in rw_model_mtp_forward). RW_ERR_UNSUPPORTED if the
+ * model has no MTP block, RW_ERR_INVALID_ARG while a sequence of m exists
+ * (its states would not match); no-op if already on. */
 rw_status rw_model_enable_mtp(rw_model *m, rw_error *err);
 bool rw_model_mtp_enabled(const rw_model *m);
 

@@ -16,6 +16,8 @@
 #ifndef RW_MODELS_MODEL_INT_H
 #define RW_MODELS_MODEL_INT_H
 
+#include <stdatomic.h>
+
 #include "models/model.h"
 
 #include "base/dtype.h"
@@ -102,6 +104,9 @@ struct rw_model {
      *                      position 0..len-1 (f32, key half and value half
      *                      of one "kv" head), the block's second input. */
     bool mtp_avail, mtp_on;
+    /* sequences of the model alive (rw_model_enable_mtp refuses to change
+     * their number of states under them); any thread may free one */
+    atomic_int n_seqs;
     /* what the public API opened with the model (src/api: file, tokenizer,
      * template); NULL for rw_model_load. Owned by rw_model_close, which
      * frees it after rw_model_free. */

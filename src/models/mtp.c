@@ -14,6 +14,7 @@
  * hidden rows cost n_embd floats per token; the block's KV lags (M <= len
  * between drafting calls) and is cut back with the sequence.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,9 @@ rw_status rw_model_enable_mtp(rw_model *m, rw_error *err) {
     if (!rw_model_mtp_available(m))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "the model has no MTP block (%s.nextn_predict_layers)",
                          m->hp.arch);
+    if (m->mtp_on) return RW_OK;
+    if (atomic_load(&m->n_seqs) > 0)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "the MTP block must be enabled before the model's first sequence");
     m->mtp_on = true;
     return RW_OK;
 }

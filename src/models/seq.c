@@ -28,6 +28,7 @@
  * checkpoint (position 0 always exists) and recomputes the rest with the
  * model; rw_model_seq_rewind_cost says which before anything is done.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,12 +89,14 @@ rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ct
         free(s);
         return st;
     }
+    atomic_fetch_add(&s->m->n_seqs, 1);
     *out = s;
     return RW_OK;
 }
 
 void rw_model_seq_free(rw_model_seq *s) {
     if (!s) return;
+    atomic_fetch_sub(&s->m->n_seqs, 1);
     free_layers(s->m, s->layer);
     free(s->tokens);
     free(s->marks);

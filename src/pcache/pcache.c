@@ -126,6 +126,7 @@ static void apply_load(rw_pcache *c, pc_job *j) {
         c->logits_bytes += (size_t)c->n_vocab * sizeof(float);
     }
     e->from_disk = true;
+    e->loaded_at = now_s();
     e->last_used = ++c->clock;
 }
 
@@ -224,6 +225,11 @@ void rw_pcache_free(rw_pcache *c) {
         rw_pcache_flush(c, true, c->cfg.flush_seconds > 0 ? c->cfg.flush_seconds : 10);
         rw_pcache__disk_stop(c, 0);
         apply(c);
+        pthread_cond_destroy(&c->io.done_cv);
+        pthread_cond_destroy(&c->io.wake_reader);
+        pthread_cond_destroy(&c->io.wake_writer);
+        pthread_mutex_destroy(&c->io.scan_mu);
+        pthread_mutex_destroy(&c->io.mu);
     }
     for (int i = 0; i < c->n_entries; i++) {
         rw_model_seq_free(c->entries[i]->seq);
@@ -570,5 +576,10 @@ rw_status rw_pcache_verify(rw_pcache *c, int *n_ok, int *n_invalid, int *n_unrea
 void rw_pcache_get_stats(rw_pcache *c, rw_pcache_stats *out) {
     pthread_mutex_lock(&c->stats_mu);
     *out = c->pub;
+    const uint64_t too_long = (uint64_t)c->pub_too_long;
     pthread_mutex_unlock(&c->stats_mu);
+    /* the disk tier's figures as they are now (its threads keep them), not
+     * as of the caller's last call: an idle server's /metrics stays true */
+    rw_pcache__io_stats(c, out);
+    out->disk_skipped += too_long;
 }

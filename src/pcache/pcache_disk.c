@@ -735,11 +735,13 @@ static void *writer_main(void *arg) {
         j->next = NULL;
         j->running = true;
         io->n_busy++;
+        io->n_busy_writes += j->kind == PC_JOB_WRITE;
         pthread_mutex_unlock(&io->mu);
         if (j->kind == PC_JOB_WRITE) do_write(c, j);
         else do_small(c, j);
         pthread_mutex_lock(&io->mu);
         io->n_busy--;
+        io->n_busy_writes -= j->kind == PC_JOB_WRITE;
         j->running = false;
         j->finished = true;
         if (j->kind == PC_JOB_WRITE) {
@@ -960,6 +962,9 @@ void rw_pcache__disk_stop(rw_pcache *c, double seconds) {
     if (io->writer_started) pthread_join(io->writer, NULL);
     if (io->reader_started) pthread_join(io->reader, NULL);
     io->writer_started = io->reader_started = false;
+    free(io->files);
+    io->files = NULL;
+    io->n_files = io->cap_files = 0;
     /* what never ran: the entries forget it */
     for (pc_job **lists[2] = {&io->writes, &io->loads}, **l = lists[0]; l; l = l == lists[0] ? lists[1] : NULL) {
         while (*l) {

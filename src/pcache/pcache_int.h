@@ -99,6 +99,7 @@ typedef struct {
     pc_job *write;       /* its queued or running write, or NULL */
     pc_job *load;        /* its queued or running load, or NULL */
     bool from_disk;      /* seq was loaded from the folder and has served no request yet */
+    double loaded_at;    /* when (monotonic seconds): kept from eviction for a while, for the request waiting */
     bool invalid;        /* its file failed validation (a later miss says disk_invalid) */
     char *obsolete;      /* owned, may be NULL: names of files this entry made redundant ('\n'-separated),
                             deleted once its own file is written */
@@ -172,6 +173,7 @@ typedef struct {
     pc_job *done;        /* finished jobs and news for the caller (FIFO) */
     int n_busy;          /* jobs taken by an I/O thread and not yet done */
     int n_owned;         /* queued or running writes that own their sequences (bounded: memory) */
+    int n_busy_writes;   /* writes taken by the writer and not yet done */
     uint64_t scan_want, scan_taken, scan_done; /* folder checks asked for, started and done (generations) */
     uint64_t list_gen;   /* listings started */
     double listed_wall;  /* wall-clock seconds when the last listing began */
@@ -207,7 +209,9 @@ struct rw_pcache {
     size_t logits_bytes;
     int n_too_long;    /* files found that this configuration's context cannot hold (left alone) */
     rw_pcache_stats stats; /* kept by the caller's thread */
-    rw_pcache_stats pub;   /* a copy for other threads, under stats_mu */
+    rw_pcache_stats pub;   /* a copy for other threads, under stats_mu (the disk tier's own figures are read
+                              from io at rw_pcache_get_stats) */
+    int pub_too_long;      /* n_too_long, under stats_mu */
     pthread_mutex_t stats_mu;
     pc_io io;
 };
@@ -237,6 +241,8 @@ bool rw_pcache__is_ghost(const pc_entry *e);
 void rw_pcache__become_ghost(rw_pcache *c, pc_entry *e);
 void rw_pcache__evict(rw_pcache *c);
 void rw_pcache__publish_stats(rw_pcache *c);
+/* Copies the disk tier's counters (kept by its threads, under io.mu) into st. */
+void rw_pcache__io_stats(rw_pcache *c, rw_pcache_stats *st);
 
 /* pcache_disk.c: the caller's side */
 rw_status rw_pcache__disk_start(rw_pcache *c, rw_error *err);

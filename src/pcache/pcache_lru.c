@@ -8,6 +8,7 @@
  * file is done); otherwise it becomes a ghost. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pcache/pcache_int.h"
 
@@ -140,12 +141,17 @@ static void drop_logits(rw_pcache *c, pc_node *n) {
 }
 
 void rw_pcache__evict(rw_pcache *c) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     while (rw_pcache__mem_used(c) + c->logits_bytes > c->cfg.mem_bytes) {
         pc_entry *old = NULL;
         for (int i = 0; i < c->n_entries; i++) {
             pc_entry *x = c->entries[i];
-            /* one just loaded for a waiting request stays until it served it */
-            if (x->seq && !x->from_disk && (!old || x->last_used < old->last_used)) old = x;
+            /* one just loaded for a waiting request stays until it served
+             * it (or for 5 s, if that request went away) */
+            if (x->seq && !(x->from_disk && now - x->loaded_at < 5) && (!old || x->last_used < old->last_used))
+                old = x;
         }
         if (!old) break; /* only logits (and loads not yet used) left: they go with their entries */
         c->stats.evictions++;
@@ -168,6 +174,22 @@ void rw_pcache__evict(rw_pcache *c) {
     }
 }
 
+void rw_pcache__io_stats(rw_pcache *c, rw_pcache_stats *st) {
+    if (!c->io.on) return;
+    pthread_mutex_lock(&c->io.mu);
+    st->bytes_disk = c->io.files_bytes + c->io.tmp_bytes;
+    st->disk_writes = c->io.writes_ok;
+    st->disk_write_errors = c->io.write_errors;
+    st->disk_read_errors = c->io.read_errors;
+    st->disk_invalid = c->io.invalid;
+    st->disk_skipped = c->io.skipped;
+    st->disk_evictions = c->io.evicted;
+    int pending = c->io.n_busy_writes;
+    for (pc_job *j = c->io.writes; j; j = j->next) pending += j->kind == PC_JOB_WRITE;
+    st->disk_pending = (uint64_t)pending;
+    pthread_mutex_unlock(&c->io.mu);
+}
+
 void rw_pcache__publish_stats(rw_pcache *c) {
     int mem = 0, disk = 0;
     for (int i = 0; i < c->n_entries; i++) mem += c->entries[i]->seq != NULL, disk += c->entries[i]->on_disk;
@@ -178,22 +200,9 @@ void rw_pcache__publish_stats(rw_pcache *c) {
     c->stats.bytes_recurrent = c->own_rec + c->blocks.bytes_rec + c->draft_rec;
     c->stats.bytes_unshared = c->full_bytes + c->draft_bytes;
     c->stats.bytes_logits = c->logits_bytes;
-    if (c->io.on) {
-        pthread_mutex_lock(&c->io.mu);
-        c->stats.bytes_disk = c->io.files_bytes + c->io.tmp_bytes;
-        c->stats.disk_writes = c->io.writes_ok;
-        c->stats.disk_write_errors = c->io.write_errors;
-        c->stats.disk_read_errors = c->io.read_errors;
-        c->stats.disk_invalid = c->io.invalid;
-        c->stats.disk_skipped = c->io.skipped + (uint64_t)c->n_too_long;
-        c->stats.disk_evictions = c->io.evicted;
-        int pending = 0;
-        for (pc_job *j = c->io.writes; j; j = j->next) pending += j->kind == PC_JOB_WRITE;
-        c->stats.disk_pending = (uint64_t)pending;
-        pthread_mutex_unlock(&c->io.mu);
-    }
     pthread_mutex_lock(&c->stats_mu);
     c->pub = c->stats;
+    c->pub_too_long = c->n_too_long;
     pthread_mutex_unlock(&c->stats_mu);
 }
 

@@ -326,6 +326,8 @@ int main(int argc, char **argv) {
     expect_schema_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies between");
     expect_schema_error("{\"type\":\"string\",\"pattern\":\"a\\\\1\"}", "the escape \\1 is not supported");
     expect_schema_error("false", "the schema false matches nothing");
+    /* found by fuzz_schema: this error path leaked (tests/corrupt/schema/) */
+    expect_schema_error("{\"type\":\"array\",\"prefixItems\":false}", "prefixItems must be an array");
     {
         char *gb = NULL;
         rw_error err = {0};

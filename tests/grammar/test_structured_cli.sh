@@ -33,7 +33,7 @@ n_ok=0 n_cut=0 k=0
 for f in "$S"/*.json; do
   k=$((k + 1))
   step=2
-  [ -n "${RW_SANITIZE:-}" ] && step=4
+  [ "${RW_SANITIZE:-0}" = 1 ] && step=4
   [ $((k % step)) = 1 ] || continue
   for seed in $k; do
     out="$d/out.json"
@@ -89,7 +89,7 @@ n_ok=0 n_cut=0
 i=0
 for f in "$S"/*.json; do
   i=$((i + 1))
-  [ -n "${RW_SANITIZE:-}" ] && [ $((i % 2)) = 0 ] && continue
+  [ "${RW_SANITIZE:-0}" = 1 ] && [ $((i % 2)) = 0 ] && continue
   schema=$(cat "$f")
   case $((i % 3)) in
     0) body="{\"messages\":[{\"role\":\"user\",\"content\":\"json please\"}],\"max_tokens\":500,\"seed\":$i,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"schema\":$schema,\"strict\":true}}}"; ep=chat/completions ;;

@@ -96,6 +96,13 @@ static void check_file(const char *type, double tol_max, double tol_rms, bool ex
     if (st) goto out;
     CHECK(rw_model_mtp_available(m));
     CHECK_EQ_INT(rw_model_get_hparams(m)->n_layer, 4);
+    {   /* not under live sequences: theirs would lack the block's states */
+        rw_model_seq *early = NULL;
+        CHECK(!rw_model_seq_new(m, RW_KV_F32, 0, &early, &err));
+        CHECK(rw_model_enable_mtp(m, &err) == RW_ERR_INVALID_ARG);
+        CHECK(!rw_model_mtp_enabled(m));
+        rw_model_seq_free(early);
+    }
     if ((st = rw_model_enable_mtp(m, &err))) {
         CHECK_MSG(0, "%s", err.msg);
         goto out;

@@ -22,8 +22,10 @@ trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; [ -n "$mnt" ] && umount "$mnt
 ids=$(tr -s ' \n' ' ' < "$FIX/qwen35/qwen35.prompt.ids")
 A=$(echo $ids | cut -d' ' -f1-60)
 
-start() { # MODEL DIR
-  serve_start "${log:-$d/log}" "$1" --ctx 512 --kv f32 --threads 1 --cache-bytes 64M --cache-dir "$2"
+start() { # MODEL DIR [options]
+  local m=$1 dir_=$2
+  shift 2
+  serve_start "${log:-$d/log}" "$m" --ctx 512 --kv f32 --threads 1 --cache-bytes 64M --cache-dir "$dir_" "$@"
   pid=$serve_pid port=$serve_port
 }
 stop() { kill -TERM "$pid"; wait "$pid"; pid=; }
@@ -39,6 +41,15 @@ expect() { # MODEL NAME N_GEN
   cmp -s "$d/$2.want" "$d/$2.ids" || fail "$2: server '$(cat "$d/$2.ids")' vs generate '$(cat "$d/$2.want")'"
 }
 metric() { curl -s "http://127.0.0.1:$port/metrics" | grep "^$1" | sed 's/.* //'; }
+write_errors() { # waits (up to 20 s: a loaded machine) until at least $1 writes failed; prints how many
+  local we=0
+  for _ in $(seq 1 200); do
+    we=$(curl -s "http://127.0.0.1:$port/metrics" | grep 'rewind_prefix_cache_disk_errors_total{kind="write"}' | sed 's/.* //')
+    [ "${we:-0}" -ge "$1" ] && break
+    sleep 0.1
+  done
+  echo "${we:-0}"
+}
 first_turn() { # DIR [NAME] -> the folder holds the first turn's entry; $d/NAME.ids its answer
   local t=${2:-t1}
   start "$F" "$1"; ask "$A" 6 $t; expect "$F" $t 6; stop
@@ -103,13 +114,13 @@ else
   first_turn "$dir"
   chmod a-w "$dir"
 fi
-start "$F" "$dir"
+start "$F" "$dir" --cache-dir-delay 0.1
 ask "$A $(cat "$d/t1.ids") $(echo $ids | cut -d' ' -f61-70)" 4 ro1; expect "$F" ro1 4
 grep -q '"cached_tokens_disk":[1-9]' "$d/ro1.json" || fail "read-only folder: nothing read from it: $(cat "$d/ro1.json")"
 for k in 1 2 3; do ask "$(echo $ids | cut -d' ' -f$((k * 10))-$((k * 10 + 30)))" 3 "ro-new$k"; expect "$F" "ro-new$k" 3; done
-sleep 1.5 # the write-through delay
+sleep 0.5 # the write-through delay
 ask "$(echo $ids | cut -d' ' -f5-40)" 3 ro-last; expect "$F" ro-last 3
-we=$(curl -s "http://127.0.0.1:$port/metrics" | grep 'rewind_prefix_cache_disk_errors_total{kind="write"}' | sed 's/.* //')
+we=$(write_errors 2)
 [ "${we:-0}" -ge 2 ] || fail "read-only folder: ${we:-0} write errors counted: $(cat "$d/log")"
 stop
 [ "$(grep -c 'cannot write to the disk tier' "$d/log")" = 1 ] || fail "read-only: not said once: $(cat "$d/log")"
@@ -121,9 +132,9 @@ chmod -R u+w "$d"
 dir="$d/full"
 if [ "$(id -u)" = 0 ] && mkdir -p "$dir" && mount -t tmpfs -o size=48k tmpfs "$dir" 2>/dev/null; then
   mnt=$dir
-  start "$F" "$dir"
-  for k in 1 2 3; do ask "$(echo $ids | cut -d' ' -f$k-$((k + 50)))" 3 "full$k"; expect "$F" "full$k" 3; sleep 1.2; done
-  we=$(curl -s "http://127.0.0.1:$port/metrics" | grep 'rewind_prefix_cache_disk_errors_total{kind="write"}' | sed 's/.* //')
+  start "$F" "$dir" --cache-dir-delay 0.1
+  for k in 1 2 3; do ask "$(echo $ids | cut -d' ' -f$k-$((k + 50)))" 3 "full$k"; expect "$F" "full$k" 3; sleep 0.4; done
+  we=$(write_errors 2)
   [ "${we:-0}" -ge 2 ] || fail "full disk: ${we:-0} write errors counted: $(cat "$d/log")"
   stop
   grep -q 'No space left' "$d/log" || fail "full disk: not said: $(cat "$d/log")"

@@ -55,7 +55,10 @@ one() { # ARCH TERM|KILL: in a subshell of its own (its own server, log and fold
     [ $rc = 0 ] || fail "$arch: SIGTERM exit status $rc: $(cat "$log")"
     grep -q "rewind serve: stopped" "$log" || fail "$arch: no clean stop: $(cat "$log")"
   else
+    # 2 s after the answer (the write-through delay is 1 s); a machine too
+    # loaded for that (sanitizers, parallel tests) gets up to 20 s more
     sleep 2
+    for _ in $(seq 1 200); do ls "$dir"/*.rwc > /dev/null 2>&1 && break; sleep 0.1; done
     kill -9 "$pid"; wait "$pid" 2>/dev/null
   fi
   pid=

@@ -60,9 +60,15 @@ ev_b=$(curl -s "http://127.0.0.1:$port_b/metrics" | grep '^rewind_prefix_cache_d
 
 # a conversation started on A goes on on B from the shared folder
 P=$(echo $ids | cut -d' ' -f30-100) # a prefix the load did not make
+writes() { curl -s "http://127.0.0.1:$1/metrics" | grep '^rewind_prefix_cache_disk_writes_total' | sed 's/.* //'; }
+w0=$(writes "$port_a")
 A=$(post "$port_a" "$P" 6 | answer)
 [ -n "$A" ] || fail "no answer from A"
-sleep 1 # A's write-through
+pending() { curl -s "http://127.0.0.1:$1/metrics" | grep '^rewind_prefix_cache_disk_pending' | sed 's/.* //'; }
+for _ in $(seq 1 200); do # A's write-through: written, nothing queued
+  [ "$(writes "$port_a")" -gt "$w0" ] && [ "$(pending "$port_a")" = 0 ] && break
+  sleep 0.1
+done
 echo "$P $A $(echo $ids | cut -d' ' -f101-110)" > "$d/p"
 post "$port_b" "$(cat "$d/p")" 5 > "$d/r.json"
 answer < "$d/r.json" > "$d/got"
