@@ -22,7 +22,7 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The client tests (tests/server/test_clients_node.sh) run the real npm
+# The client tests (tests/server/test_clients_node.sh, test_clients_chat.sh) run the real npm
 # packages `openai` and `@anthropic-ai/sdk`, pinned by
 # tests/clients/package-lock.json. Optional: without node they are skipped.
 # Debian's nodejs and npm are installed when there is no node at all (a node
