@@ -180,6 +180,7 @@ void srv_job_free(srv_job *j) {
         free(c->lps);
         rw_chat_output_free(c->parser);
     }
+    if (j->api_free) j->api_free(j->api_state);
     free(j->tools_json);
     free(j->prompt);
     for (int i = 0; j->stop && i < j->gp.n_stop; i++) free(j->stop[i]);
@@ -533,7 +534,7 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock))
             return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
         continue_over_budget(j);
-        if (fill(j)) continue;
+        if (j->api_fill ? j->api_fill(j) : fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */
         pthread_mutex_lock(&j->mu);

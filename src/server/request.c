@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "grammar/grammar.h"
-#include "server/server_int.h"
+#include "server/api_int.h"
 
 #define MAX_STOP 16
 
@@ -617,6 +617,14 @@ bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, sr
     if (!ok) srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
     else ok = parse_obj(s, chat, o, r, e);
     json_decref(o);
+    if (!ok) srv_request_free(r);
+    return ok;
+}
+
+bool rw_server__parse_chat_object(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
+    memset(r, 0, sizeof *r);
+    r->chat = true;
+    bool ok = parse_obj(s, true, o, r, e);
     if (!ok) srv_request_free(r);
     return ok;
 }

@@ -23,10 +23,12 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "server/server_int.h"
+#include "server/api_int.h"
 
-enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS,
-       R_PROPS };
+enum {
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
+    R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
+};
 
 static const struct {
     const char *path;
@@ -37,7 +39,12 @@ static const struct {
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
+    {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
+    {"/v1/responses", "POST", R_RESPONSES},
 };
+
+/* Anthropic's routes answer errors in Anthropic's shape. */
+static bool anthropic_route(int route) { return route == R_MESSAGES || route == R_COUNT_TOKENS; }
 
 /* A message cut by a size limit may end inside a UTF-8 character: drop
  * that partial character (the JSON writer would refuse the whole string). */
@@ -105,23 +112,30 @@ static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const 
     return ret;
 }
 
+/* An error body in the shape of cc's route's API. */
+static char *error_json(const srv_conn *cc, const srv_error *e) {
+    return cc && anthropic_route(cc->route) ? rw_server__anthropic_error_json(e) : srv_error_json(e);
+}
+
 static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, const srv_error *e,
                                   const char *allow) {
-    return send_owned(s, c, cc, e->http, srv_error_json(e), "application/json", allow);
+    return send_owned(s, c, cc, e->http, error_json(cc, e), "application/json", allow);
 }
 
 /* For a worker: the answer is sent when the connection resumes. */
 static void reply_error(srv_conn *cc, const srv_error *e) {
     cc->status = e->http;
-    cc->reply = srv_error_json(e);
+    cc->reply = error_json(cc, e);
     cc->state = CC_REPLY;
 }
 
+/* Either header carries the key: Authorization: Bearer KEY (OpenAI) or
+ * x-api-key: KEY (Anthropic). */
 static bool authorized(const rw_server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
-    h += 7;
+    if (h && !strncasecmp(h, "Bearer ", 7)) h += 7;
+    else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"))) return false;
     size_t a = strlen(h), b = strlen(s->api_key);
     unsigned diff = (unsigned)(a != b);
     for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned)(h[i] ^ s->api_key[i]); /* no early exit */
@@ -166,6 +180,20 @@ static void generate(rw_server *s, bool chat, srv_conn *cc) {
     cc->state = CC_JOB;
 }
 
+/* On a worker: an api_*.c route's answer into cc. */
+static void api_work(srv_conn *cc, rw_server__reply r) {
+    if (r.job) {
+        srv_job_attach(r.job, cc->sock);
+        cc->job = r.job;
+        cc->stream = r.sse;
+        cc->state = CC_JOB;
+        return;
+    }
+    cc->status = r.http;
+    cc->reply = r.body;
+    cc->state = CC_REPLY;
+}
+
 /* On libmicrohttpd's thread, when the connection resumes with a job. */
 static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_conn *cc) {
     srv_job *j = cc->job;
@@ -184,6 +212,11 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
     }
     bool over = false;
     if (!srv_job_ready(j, &over)) return over ? MHD_NO : MHD_YES; /* client gone or stopping: cancelled */
+    if (j->api_body) { /* another API's answer (api_*.c) */
+        int status = 500;
+        char *body = j->api_body(j, &status);
+        return send_owned(s, c, cc, status, body, "application/json", NULL);
+    }
     const char *fail = srv_job_error(j);
     srv_error e;
     if (fail) {
@@ -282,6 +315,9 @@ void srv_conn_work(rw_server *s, srv_conn *cc) {
     case R_CHAT: generate(s, true, cc); break;
     case R_TOKENIZE: tokenize(s, cc, false); break;
     case R_DETOKENIZE: tokenize(s, cc, true); break;
+    case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
+    case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
+    case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len)); break;
     default: srv_conn_unqueued(s, cc); break;
     }
 }
@@ -316,6 +352,10 @@ static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, cons
         return send_owned(s, c, cc, 200, txt, "application/json", NULL);
     }
     case R_PROPS: return send_owned(s, c, cc, 200, props_json(s), "application/json", NULL);
+    case R_RESPONSE: {
+        rw_server__reply r = rw_server__response_get(s, cc->model);
+        return send_owned(s, c, cc, r.http, r.body, "application/json", NULL);
+    }
     default: return MHD_NO;
     }
 }
@@ -377,7 +417,8 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
 }
 
 static bool heavy_route(int route) {
-    return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE;
+    return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
+           route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES;
 }
 
 static srv_sock *sock_of(struct MHD_Connection *c) {
@@ -398,6 +439,11 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
         allow = "GET"; /* GET /v1/models/{id} */
         snprintf(cc->model, sizeof cc->model, "%s", url + 11);
         if (!strcmp(method, "GET")) cc->route = R_MODEL;
+    }
+    if (!strncmp(url, "/v1/responses/", 14) && url[14] && strlen(url + 14) < sizeof cc->model) {
+        allow = "GET"; /* GET /v1/responses/{id} */
+        snprintf(cc->model, sizeof cc->model, "%s", url + 14);
+        if (!strcmp(method, "GET")) cc->route = R_RESPONSE;
     }
     if (allow && !strcmp(method, "OPTIONS")) cc->route = R_OPTIONS;
     cc->answered = true; /* unless all checks pass below */
@@ -436,7 +482,7 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
     }
     if (cc->route != R_HEALTH && !authorized(s, c)) {
         srv_errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
-                   "Incorrect or missing API key: send the header 'Authorization: Bearer KEY'");
+                   "Incorrect or missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
         return send_error(s, c, cc, &e, NULL);
     }
     if (cl && strtoull(cl, NULL, 10) > s->max_body) {
@@ -616,6 +662,7 @@ static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error 
 }
 
 static void free_server(rw_server *s) {
+    rw_server__store_free(s->store);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->conn_mu);
     pthread_cond_destroy(&s->watcher_cv);
@@ -691,7 +738,8 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
     s->bos = bos ? strdup(bos) : NULL;
     s->eos = eos ? strdup(eos) : NULL;
     s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
-    if (!s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
+    s->store = rw_server__store_new(0, 0);
+    if (!s->store || !s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
         (cfg->api_key && cfg->api_key[0] && !s->api_key) || !parse_cors(s, cfg->cors_origin)) {
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");

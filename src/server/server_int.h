@@ -71,6 +71,8 @@ struct rw_server {
     int n_workers;
     bool work_stop;
 
+    struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
+
     /* chat output and templates (docs/agent-api.md) */
     rw_chat_caps caps;               /* the template's (rw_chat_template_caps) */
     rw_tool_format tool_fmt;         /* caps' or --tool-format */
@@ -229,6 +231,15 @@ typedef struct srv_job {
     int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
     char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
+    /* another API's stream (api_*.c): api_fill formats what is new into out
+     * instead of chat chunks (returns as fill does); api_state is its own,
+     * freed by api_free with the job */
+    bool (*api_fill)(struct srv_job *j);
+    void *api_state;
+    void (*api_free)(void *state);
+    /* another API's whole answer, once the job is done: its body (malloc'd)
+     * and *status, instead of srv_response_json's */
+    char *(*api_body)(struct srv_job *j, int *status);
     /* chat: how each choice's output is parsed (the request's out, with
      * tools_json an owned copy) */
     rw_chat_output_opts parse;
@@ -308,7 +319,7 @@ typedef struct srv_conn {
     srv_sock *sock;
     int route;
     int state;
-    char model[256]; /* R_MODEL: the id asked for */
+    char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
     char origin[256]; /* the Origin header when allowed (echoed in CORS headers), else "" */
     bool answered;    /* an error was queued at the headers */
     bool too_big;
