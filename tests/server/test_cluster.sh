@@ -15,7 +15,7 @@
 #     the moved conversations restore their prefix from the shared tier
 #     (usage's cached_tokens_disk; the victim is killed once the folder is
 #     quiet, i.e. its write-through is done).
-# Plus the key rules for the endpoints the test does not generate on
+# Plus the key rules for the other endpoints (one token each)
 # (/v1/completions, /v1/messages, /v1/responses chains), read from the
 # X-Rewind-Route-Key / -Source headers nginx adds.
 # Skipped (77) when nginx or its njs module is absent (scripts/setup.sh).
@@ -166,7 +166,7 @@ done
 [ "$disk" -ge "$from_disk" ] || fail "the replicas count $disk prompt tokens from disk, the answers $from_disk"
 echo "failover: $moved conversations moved off $victim, same answers, $from_disk prompt tokens from the shared tier"
 
-# the key rules, from the headers nginx adds (these endpoints need not exist on the replica)
+# the key rules, from the headers nginx adds (one token per request where the replica generates)
 key() { # PATH BODY [HEADER] -> "source key"
   local h=()
   [ -n "${3:-}" ] && h=(-H "$3")
@@ -175,25 +175,25 @@ key() { # PATH BODY [HEADER] -> "source key"
 }
 expect_key() { [ "$1" = "$2" ] || fail "routing key: $3: '$1' vs '$2'"; }
 long=$(printf 'x%.0s' $(seq 1 1100))
-k1=$(key /v1/messages '{"model":"m","system":"S","messages":[{"role":"user","content":"hi"}]}')
-k2=$(key /v1/messages '{"model":"m","system":[{"type":"text","text":"S"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":"yo"},{"role":"user","content":"more"}]}')
+k1=$(key /v1/messages '{"model":"m","max_tokens":1,"system":"S","messages":[{"role":"user","content":"hi"}]}')
+k2=$(key /v1/messages '{"model":"m","max_tokens":1,"system":[{"type":"text","text":"S"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":"yo"},{"role":"user","content":"more"}]}')
 expect_key "$k1" "$k2" "/v1/messages turns 1 and 2"
 case "$k1" in prompt\ *) ;; *) fail "/v1/messages: source '$k1'" ;; esac
-k3=$(key /v1/messages '{"model":"m","system":"S","messages":[{"role":"user","content":"other"}]}')
+k3=$(key /v1/messages '{"model":"m","max_tokens":1,"system":"S","messages":[{"role":"user","content":"other"}]}')
 [ "$k1" != "$k3" ] || fail "/v1/messages: another first message, same key"
-k1=$(key /v1/responses "{\"model\":\"m\",\"instructions\":\"$long\",\"input\":\"a\"}")
-k2=$(key /v1/responses "{\"model\":\"m\",\"instructions\":\"$long\",\"input\":[{\"role\":\"user\",\"content\":\"b\"}]}")
+k1=$(key /v1/responses "{\"model\":\"m\",\"max_output_tokens\":1,\"instructions\":\"$long\",\"input\":\"a\"}")
+k2=$(key /v1/responses "{\"model\":\"m\",\"max_output_tokens\":1,\"instructions\":\"$long\",\"input\":[{\"role\":\"user\",\"content\":\"b\"}]}")
 expect_key "$k1" "$k2" "/v1/responses sharing a system prompt over K bytes"
 kh=${k1#prompt }
 k3=$(key /v1/responses "{\"model\":\"m\",\"previous_response_id\":\"resp_${kh}0123456789\",\"input\":\"c\"}")
 expect_key "$k3" "chain $kh" "/v1/responses previous_response_id carries its root's key"
-k1=$(key /v1/completions '{"model":"m","prompt":"abc"}')
-k2=$(key /v1/completions '{"model":"n","prompt":"abc"}')
+k1=$(key /v1/completions '{"model":"m","prompt":"abc","max_tokens":1}')
+k2=$(key /v1/completions '{"model":"n","prompt":"abc","max_tokens":1}')
 [ "$k1" != "$k2" ] || fail "/v1/completions: the model is not in the key"
-k1=$(key /v1/completions '{"prompt":"abc","user":"u1"}')
-k2=$(key /v1/chat/completions '{"messages":[],"user":"u1"}')
+k1=$(key /v1/completions '{"prompt":"abc","user":"u1","max_tokens":1}')
+k2=$(key /v1/chat/completions '{"messages":[],"user":"u1","max_tokens":1}')
 expect_key "$k1" "$k2" "user field"
-k1=$(key /v1/completions '{"prompt":"abc","user":"u1"}' "X-Session-Id: s1")
+k1=$(key /v1/completions '{"prompt":"abc","user":"u1","max_tokens":1}' "X-Session-Id: s1")
 case "$k1" in session\ *) ;; *) fail "X-Session-Id does not take precedence: '$k1'" ;; esac
 
 # the replicas stop cleanly (under the sanitizers: no report in their logs)
