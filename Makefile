@@ -4,6 +4,7 @@
 #   make test     build, then run every test in the normal build and again
 #                 under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo     install missing Debian packages, build, run the demo
+#   make demo-cluster  the same with 3 replicas behind nginx (scripts/cluster.sh)
 #   make bench    run the benchmarks (see README)
 #   make bench-compare LLAMA_BENCH=path/to/llama-bench
 #                 rewind and llama.cpp side by side (scripts/bench_vs_llama.sh)
@@ -43,7 +44,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo bench bench-compare soak fuzz fuzz-ci format clean setup install install-lib
+.PHONY: all test test-fast test-asan demo demo-cluster bench bench-compare soak fuzz fuzz-ci format clean setup install install-lib
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -123,6 +124,10 @@ test-fast: all
 demo: setup
 	$(MAKE) -j2 all
 	scripts/demo.sh
+
+demo-cluster: setup
+	$(MAKE) -j2 all
+	scripts/cluster.sh demo
 
 bench: all
 	scripts/bench.sh

@@ -25,6 +25,7 @@ static const bench_entry benches[] = {
     {"spec", rw_bench_spec,
      "spec TARGET [--draft DRAFT] [--k 1,2,4,8] [--threads N] [--prompt N] [--gen N] [--reps R] [--seqs N] [--kv f32|f16]"},
     {"sampler", rw_bench_sampler, "sampler [--vocab N] [--reps R] [--json]"},
+    {"grammar", rw_bench_grammar, "grammar VOCAB.gguf [--walks N] [--tokens N] [--json]"},
 };
 
 static void usage(FILE *f) {

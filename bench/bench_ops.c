@@ -23,6 +23,7 @@
 #include "base/json_writer.h"
 #include "base/threadpool.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -121,18 +122,16 @@ static float *fill(int64_t n, float amp) {
 int rw_bench_ops(int argc, char **argv) {
     long ctx = 4096, threads = 0;
     bool json = false, quick = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--ctx") && i + 1 < argc) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], PREFILL, 1 << 20, &ctx)) return 2;
-        } else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--json")) json = true;
-        else if (!strcmp(a, "--quick")) quick = true;
-        else {
-            fprintf(stderr, "usage: rewind bench ops [--ctx N] [--threads N] [--json] [--quick]\n");
-            return 2;
-        }
+    const rw_cli_opt opts[] = {
+        {"--ctx", RW_OPT_INT, &ctx, PREFILL, 1 << 20, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--quick", RW_OPT_FLAG, &quick, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL)) {
+        fprintf(stderr, "usage: rewind bench ops [--ctx N] [--threads N] [--json] [--quick]\n");
+        return 2;
     }
     rw_error err = {0};
     bench_ctx c = {.ctx = ctx};

@@ -16,6 +16,7 @@
 
 #include "base/json_writer.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "sampler/sampler.h"
 
 static const char *CMD = "bench sampler";
@@ -122,18 +123,13 @@ static double run_once(const setting *st, rw_sampler *s, const float *rows, int6
 int rw_bench_sampler(int argc, char **argv) {
     long n_vocab = 151936, reps = 200;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--vocab") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 16, 1 << 24, &n_vocab)) return 2;
-        } else if (!strcmp(a, "--reps") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 100000, &reps)) return 2;
-        } else if (!strcmp(a, "--json"))
-            json = true;
-        else
-            return usage();
-    }
+    const rw_cli_opt opts[] = {
+        {"--vocab", RW_OPT_INT, &n_vocab, 16, 1 << 24, 0, 0, NULL, NULL, NULL},
+        {"--reps", RW_OPT_INT, &reps, 1, 100000, 0, 0, NULL, NULL, NULL},
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL)) return usage();
     const int64_t n = n_vocab;
     float *rows = malloc((size_t)10 * (size_t)n * sizeof *rows);
     if (!rows) {

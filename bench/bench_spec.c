@@ -1,6 +1,7 @@
-/* bench_spec.c - `rewind bench spec TARGET [--draft DRAFT] [--k 1,2,4,8]
- * [--threads N] [--prompt N] [--gen N] [--reps R] [--seqs N] [--kv f32|f16]
- * [--json]`.
+/* bench_spec.c - `rewind bench spec TARGET [--draft DRAFT]
+ * [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N]
+ * [--k 1,2,4,8] [--threads N] [--prompt N] [--repeat N] [--repeat-penalty X] [--gen N] [--reps R]
+ * [--seqs N] [--kv f32|f16] [--json]`.
  *
  * Speculative decoding (engine/spec.h) on TARGET:
  *   1. verify cost: after a --prompt-token prefill (default 64), the time of
@@ -17,6 +18,16 @@
  *   3. the same with --seqs sequences (default 8, 0 = skip) decoding
  *      together: plain = one batched pass per step; speculative = batched
  *      draft passes and one batched verify pass (rw_spec_step).
+ * Each ratio is also given in process CPU time (the machine may be shared).
+ * --spec adds runs with those sources at K = 4 fixed and adaptive, instead
+ * of the self-draft one (the
+ * rule's costs from the file: rw_cli_spec_costs); with mtp, part 1 also
+ * times one MTP draft token (the block chained on its own row, with the
+ * output head) and one catch-up row (the block alone, in a pass of 16)
+ * relative to the decode step. --repeat N makes the prompt one block of N
+ * tokens said again and again (what n-gram drafts feed on);
+ * --repeat-penalty X (< 1 rewards repeats: a random model then loops over
+ * the prompt's tokens) goes to every run's sampler, plain ones too.
  * Greedy decoding everywhere; the tokens are the same with and without a
  * draft (tests/engine/test_spec.c), so only the time differs. --json prints
  * all of it as one JSON object instead of the text. */
@@ -40,22 +51,35 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU time of the whole process (every thread): on a machine shared with
+ * other jobs the wall clock measures them too, the CPU time much less (the
+ * pool's workers spin at most 0.1 ms before they sleep) */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int usage(void) {
-    fprintf(stderr, "usage: rewind bench spec TARGET [--draft DRAFT] [--k 1,2,4,8] [--threads N] [--prompt N] "
-                    "[--gen N] [--reps R] [--seqs N] [--kv f32|f16] [--json]\n");
+    fprintf(stderr, "usage: rewind bench spec TARGET [--draft DRAFT] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] "
+                    "[--spec-ngram-min-hits N] [--k 1,2,4,8] [--threads N] [--prompt N] [--repeat N] "
+                    "[--repeat-penalty X] [--gen N] [--reps R] [--seqs N] [--kv f32|f16] [--json]\n");
     return 2;
 }
 
 typedef struct {
-    rw_model *m, *dm; /* dm may be NULL: plain decoding */
+    rw_model *m, *dm; /* dm may be NULL: plain decoding unless spec */
+    bool spec;        /* speculative (with dm, or the params' sources) */
     rw_kv_type kv;
     rw_threadpool *pool;
     const int32_t *prompt;
     int64_t n_prompt, n_gen;
+    float repeat_penalty; /* every run's sampler (0: off) */
 } setup;
 
 typedef struct {
     double seconds; /* of the generation after the prompt passes */
+    double cpu;     /* process CPU seconds of the same */
     rw_spec_stats st;
 } result;
 
@@ -71,6 +95,7 @@ static rw_status run_decode(const setup *su, const rw_spec_params *pp, int n, re
     int64_t *budget = calloc((size_t)n, sizeof *budget);
     float *logits = malloc((size_t)n * (size_t)nv * sizeof(float));
     rw_sampler_params sp = rw_sampler_params_default();
+    if (su->repeat_penalty > 0) sp.repeat_penalty = su->repeat_penalty;
     rw_status st = RW_OK;
     memset(res, 0, sizeof *res);
     if (!seqs || !smp || !spec || !items || !tok || !budget || !logits) {
@@ -85,11 +110,11 @@ static rw_status run_decode(const setup *su, const rw_spec_params *pp, int n, re
         if (!st) st = rw_model_forward(su->m, seqs[i], &fa, err);
         if (!st) tok[i] = rw_sampler_sample(smp[i], row);
         if (!st) st = rw_sampler_accept(smp[i], tok[i], err);
-        if (!st && su->dm) st = rw_spec_seq_new(su->dm, seqs[i], smp[i], &sp, pp, &spec[i], err);
-        if (!st && su->dm) st = rw_spec_seq_start(spec[i], tok[i], err);
+        if (!st && su->spec) st = rw_spec_seq_new(su->dm, seqs[i], smp[i], &sp, pp, &spec[i], err);
+        if (!st && su->spec) st = rw_spec_seq_start(spec[i], tok[i], err);
     }
-    const double t0 = now_s();
-    if (su->dm) {
+    const double t0 = now_s(), c0 = cpu_s();
+    if (su->spec && !st) {
         /* each sequence emits its own count per step: step the unfinished ones */
         rw_spec_seq **act = calloc((size_t)n, sizeof *act);
         int64_t *done_k = calloc((size_t)n, sizeof *done_k);
@@ -129,12 +154,15 @@ static rw_status run_decode(const setup *su, const rw_spec_params *pp, int n, re
         }
     }
     res->seconds = now_s() - t0;
-    for (int i = 0; su->dm && i < n && spec[i]; i++) {
+    res->cpu = cpu_s() - c0;
+    for (int i = 0; su->spec && i < n && spec[i]; i++) {
         rw_spec_stats s = rw_spec_seq_stats(spec[i]);
         res->st.steps += s.steps;
         res->st.drafted += s.drafted;
         res->st.accepted += s.accepted;
         res->st.emitted += s.emitted;
+        res->st.ngram_drafted += s.ngram_drafted;
+        res->st.ngram_accepted += s.ngram_accepted;
     }
 done:
     for (int i = 0; i < n && seqs; i++) {
@@ -154,7 +182,9 @@ done:
 
 int rw_bench_spec(int argc, char **argv) {
     const char *path = NULL, *draft_path = NULL, *klist = "1,2,4,8";
-    long threads = 0, n_prompt = 64, n_gen = 32, reps = 5, n_seqs = 8;
+    long threads = 0, n_prompt = 64, n_gen = 32, reps = 5, n_seqs = 8, repeat = 0;
+    float repeat_penalty = 0;
+    rw_spec_params spp = rw_spec_params_default();
     rw_kv_type kv = RW_KV_F16;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -178,6 +208,22 @@ int rw_bench_spec(int argc, char **argv) {
             if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--repeat-penalty") && has_val) {
+            char *end;
+            repeat_penalty = strtof(argv[++i], &end);
+            if (*end || !(repeat_penalty > 0 && repeat_penalty <= 100)) {
+                rw_cli_error(CMD, "--repeat-penalty needs a number in (0, 100]");
+                return 2;
+            }
+        } else if (!strcmp(a, "--repeat") && has_val) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &repeat)) return 2;
+        } else if (!strncmp(a, "--spec", 6)) {
+            bool matched;
+            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
+            if (!matched) {
+                rw_cli_error(CMD, "unknown option or missing value: %s", a);
+                return usage();
+            }
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -204,6 +250,12 @@ int rw_bench_spec(int argc, char **argv) {
     if (rw_cli_open_model(CMD, path, &g, &m)) return 1;
     rw_error err = {0};
     int rc = 1;
+    if ((spp.sources & RW_SPEC_MTP) && rw_model_enable_mtp(m, &err)) {
+        rw_cli_error(CMD, "%s: %s", path, err.msg);
+        rw_model_free(m);
+        rw_gguf_close(g);
+        return 1;
+    }
     rw_threadpool *pool = NULL;
     rw_model_seq *s = NULL;
     const int64_t nv = rw_model_get_hparams(m)->n_vocab;
@@ -220,7 +272,7 @@ int rw_bench_spec(int argc, char **argv) {
     }
     if (rw_threadpool_new((int)threads, &pool, &err)) goto fail;
     for (long i = 0; i < n_prompt + 256 + RW_SPEC_MAX_K + 1; i++)
-        ids[i] = (int32_t)((i * 7919 + 13) % nv);
+        ids[i] = (int32_t)(((repeat && i < n_prompt ? i % repeat : i) * 7919 + 13) % nv);
     const char *tier = rw_kernel_tier_name(rw_kernel_tier_current());
     rw_json_writer jw;
     if (json) {
@@ -244,22 +296,26 @@ int rw_bench_spec(int argc, char **argv) {
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
         rw_json_key(&jw, "reps"), rw_json_int(&jw, reps);
+        rw_json_key(&jw, "repeat"), rw_json_int(&jw, repeat);
+        rw_json_key(&jw, "repeat_penalty"), rw_json_double(&jw, repeat_penalty, 4);
+        rw_json_key(&jw, "spec_mtp"), rw_json_bool(&jw, (spp.sources & RW_SPEC_MTP) != 0);
+        rw_json_key(&jw, "spec_ngram"), rw_json_bool(&jw, (spp.sources & RW_SPEC_NGRAM) != 0);
     } else {
         printf("target   %s (%s, %.1f MiB)\n", path, rw_model_get_hparams(m)->arch,
                (double)rw_gguf_file_size(g) / (1024.0 * 1024.0));
         if (dm)
             printf("draft    %s (%s, %d layers, %.1f MiB)\n", draft_path, rw_model_get_hparams(dm)->arch,
                    rw_model_get_hparams(dm)->n_layer, (double)rw_gguf_file_size(dg) / (1024.0 * 1024.0));
-        printf("threads  %d, kernels %s, numerics %s, kv %s, prompt %ld, gen %ld, reps %ld\n",
+        printf("threads  %d, kernels %s, numerics %s, kv %s, prompt %ld%s, gen %ld, reps %ld\n",
                rw_threadpool_size(pool), tier, rw_numerics_name(rw_numerics_current()), kv == RW_KV_F16 ? "f16" : "f32",
-               n_prompt, n_gen, reps);
+               n_prompt, repeat ? " (repeating)" : "", n_gen, reps);
     }
 
     /* 1. verify pass cost */
     if (rw_model_seq_new(m, kv, n_prompt + RW_SPEC_MAX_K + 1, &s, &err)) goto fail;
     rw_forward_args fa = {.tokens = ids, .n = n_prompt, .logits = logits, .pool = pool};
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
-    double t_sum[17] = {0}, t_best[17], t_rw[17] = {0};
+    double t_sum[17] = {0}, t_best[17], t_rw[17] = {0}, c_sum[17] = {0};
     for (int j = 0; j <= n_k; j++)
         t_best[j] = 1e30;
     for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
@@ -267,18 +323,64 @@ int rw_bench_spec(int argc, char **argv) {
             const int n = j == 0 ? 1 : ks[j - 1] + 1; /* j = 0: the plain decode step */
             fa = (rw_forward_args){
                 .tokens = ids + n_prompt, .n = n, .logits = logits, .all_logits = j > 0, .pool = pool};
-            double t0 = now_s();
+            double t0 = now_s(), c0 = cpu_s();
             if (rw_model_forward(m, s, &fa, &err)) goto fail;
-            double t1 = now_s();
+            double t1 = now_s(), c1 = cpu_s();
             if (rw_model_seq_rewind(s, n_prompt, pool, &err)) goto fail;
             double t2 = now_s();
             if (r < 0) continue;
             t_sum[j] += t1 - t0;
+            c_sum[j] += c1 - c0;
             t_rw[j] += t2 - t1;
             if (t1 - t0 < t_best[j]) t_best[j] = t1 - t0;
         }
     }
+    /* the MTP block: one chained draft token (one row with the head), and
+     * one catch-up row (in a pass of 16, no head), each with the block's KV
+     * cut back after */
+    double t_mtp = 0, t_mtp_best = 1e30, t_cu = 0, c_mtp = 0, c_cu = 0;
+    const bool mtp_cost = (spp.sources & RW_SPEC_MTP) && n_prompt > 16;
+    if (mtp_cost) {
+        const int64_t E = rw_model_get_hparams(m)->n_embd;
+        float *h = calloc((size_t)E, sizeof *h);
+        if (!h) {
+            rw_cli_error(CMD, "out of memory");
+            goto done;
+        }
+        /* the block's KV over the prompt first (as drafting catches up) */
+        rw_mtp_item ci = {.seq = s, .tokens = ids, .n = n_prompt - 16};
+        if (rw_model_mtp_forward(m, &ci, 1, pool, &err)) {
+            free(h);
+            goto fail;
+        }
+        for (long r = -1; r < reps; r++) {
+            rw_mtp_item cu = {.seq = s, .tokens = ids + n_prompt - 16, .n = 16, .h_out = h};
+            double t0 = now_s(), c0 = cpu_s();
+            if (rw_model_mtp_forward(m, &cu, 1, pool, &err)) break;
+            double t1 = now_s(), c1 = cpu_s();
+            rw_mtp_item dr = {.seq = s, .tokens = ids + n_prompt, .n = 1, .h = h, .h_out = h, .logits = logits};
+            if (rw_model_mtp_forward(m, &dr, 1, pool, &err)) break;
+            double t2 = now_s(), c2 = cpu_s();
+            if (rw_model_seq_mtp_rewind(s, n_prompt - 16, &err)) break;
+            if (r < 0) continue;
+            t_cu += (t1 - t0) / 16;
+            t_mtp += t2 - t1;
+            c_cu += (c1 - c0) / 16;
+            c_mtp += c2 - c1;
+            if (t2 - t1 < t_mtp_best) t_mtp_best = t2 - t1;
+        }
+        free(h);
+        if (err.msg[0]) goto fail;
+    }
     if (json) {
+        if (mtp_cost) {
+            rw_json_key(&jw, "mtp_draft_ms_mean"), rw_json_double(&jw, 1e3 * t_mtp / (double)reps, 4);
+            rw_json_key(&jw, "mtp_draft_vs_decode_mean"), rw_json_double(&jw, t_mtp / t_sum[0], 4);
+            rw_json_key(&jw, "mtp_draft_vs_decode_best"), rw_json_double(&jw, t_mtp_best / t_best[0], 4);
+            rw_json_key(&jw, "mtp_catch_up_row_vs_decode"), rw_json_double(&jw, t_cu / t_sum[0], 4);
+            rw_json_key(&jw, "mtp_draft_vs_decode_cpu"), rw_json_double(&jw, c_mtp / c_sum[0], 4);
+            rw_json_key(&jw, "mtp_catch_up_row_vs_decode_cpu"), rw_json_double(&jw, c_cu / c_sum[0], 4);
+        }
         rw_json_key(&jw, "decode_step_ms_mean"), rw_json_double(&jw, 1e3 * t_sum[0] / (double)reps, 4);
         rw_json_key(&jw, "decode_step_ms_best"), rw_json_double(&jw, 1e3 * t_best[0], 4);
         rw_json_key(&jw, "verify");
@@ -291,6 +393,7 @@ int rw_bench_spec(int argc, char **argv) {
             rw_json_key(&jw, "ms_best"), rw_json_double(&jw, 1e3 * t_best[j], 4);
             rw_json_key(&jw, "vs_decode_mean"), rw_json_double(&jw, t_sum[j] / t_sum[0], 4);
             rw_json_key(&jw, "vs_decode_best"), rw_json_double(&jw, t_best[j] / t_best[0], 4);
+            rw_json_key(&jw, "vs_decode_cpu"), rw_json_double(&jw, c_sum[j] / c_sum[0], 4);
             rw_json_key(&jw, "rewind_ms_mean"), rw_json_double(&jw, 1e3 * t_rw[j] / (double)reps, 4);
             rw_json_end_object(&jw);
         }
@@ -301,13 +404,25 @@ int rw_bench_spec(int argc, char **argv) {
         printf("\nverify pass of K+1 tokens (all logits) vs one decode step (1 token): mean / best\n");
         printf("  decode step   %8.2f ms  / %8.2f ms\n", 1e3 * t_sum[0] / (double)reps, 1e3 * t_best[0]);
         for (int j = 1; j <= n_k; j++)
-            printf("  K=%-2d (%2d tok) %8.2f ms  / %8.2f ms   = %.3fx / %.3fx   (rewind back %.3f ms)\n", ks[j - 1],
-                   ks[j - 1] + 1, 1e3 * t_sum[j] / (double)reps, 1e3 * t_best[j], t_sum[j] / t_sum[0],
-                   t_best[j] / t_best[0], 1e3 * t_rw[j] / (double)reps);
+            printf("  K=%-2d (%2d tok) %8.2f ms  / %8.2f ms   = %.3fx / %.3fx, cpu %.3fx   (rewind back %.3f ms)\n",
+                   ks[j - 1], ks[j - 1] + 1, 1e3 * t_sum[j] / (double)reps, 1e3 * t_best[j], t_sum[j] / t_sum[0],
+                   t_best[j] / t_best[0], c_sum[j] / c_sum[0], 1e3 * t_rw[j] / (double)reps);
+        if (mtp_cost) {
+            printf("  MTP draft token %6.2f ms  / %8.2f ms   = %.3fx / %.3fx, cpu %.3fx of a decode step\n",
+                   1e3 * t_mtp / (double)reps, 1e3 * t_mtp_best, t_mtp / t_sum[0], t_mtp_best / t_best[0],
+                   c_mtp / c_sum[0]);
+            printf("  MTP catch-up row %5.3f ms               = %.3fx, cpu %.3fx (in a pass of 16)\n",
+                   1e3 * t_cu / (double)reps, t_cu / t_sum[0], c_cu / c_sum[0]);
+        }
     }
 
     /* 2 and 3. decoding */
-    setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen};
+    setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen,
+                .repeat_penalty = repeat_penalty};
+    rw_spec_params srcf = spp, srca = spp; /* --spec: K = 4 fixed and adaptive */
+    rw_cli_spec_costs(g, m, false, &srca);
+    srcf.k_max = srca.k_max = 4;
+    srcf.adaptive = false;
     rw_spec_params fixed4 = rw_spec_params_default();
     fixed4.k_max = 4;
     fixed4.adaptive = false;
@@ -329,26 +444,32 @@ int rw_bench_spec(int argc, char **argv) {
             const char *name;
             rw_model *draft;
             const rw_spec_params *pp;
-        } runs[] = {{"plain", NULL, NULL},
-                    {"self-draft K=4", m, &fixed4},
-                    {"draft K=4 fixed", dm, &fixed4},
-                    {"draft adaptive<=4", dm, &adapt}};
-        double plain_rate = 0;
+            bool spec;
+        } runs[] = {{"plain", NULL, NULL, false},
+                    {"self-draft K=4", m, &fixed4, spp.sources == 0}, /* skipped with --spec: its runs are the point */
+                    {"draft K=4 fixed", dm, &fixed4, dm != NULL},
+                    {"draft adaptive<=4", dm, &adapt, dm != NULL},
+                    {"--spec K=4 fixed", NULL, &srcf, spp.sources != 0},
+                    {"--spec adaptive<=4", NULL, &srca, spp.sources != 0}};
+        double plain_rate = 0, plain_crate = 0;
         {
             /* an untimed plain run first: the first run would otherwise also
              * pay for the process's first touch of its state memory (page
              * faults), which later runs reuse, and look slower than it is */
             su.dm = NULL;
+            su.spec = false;
             result warm;
             if (run_decode(&su, NULL, n, &warm, &err)) goto fail;
         }
         for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-            if (r >= 2 && !dm) break;
+            if (!runs[r].spec && r > 0) continue;
             su.dm = runs[r].draft;
+            su.spec = runs[r].spec;
             result res;
             if (run_decode(&su, runs[r].pp, n, &res, &err)) goto fail;
             const double rate = (double)(n * (n_gen - 1)) / res.seconds;
-            if (r == 0) plain_rate = rate;
+            const double crate = (double)(n * (n_gen - 1)) / res.cpu; /* tokens per CPU second */
+            if (r == 0) plain_rate = rate, plain_crate = crate;
             const double acc = res.st.drafted ? (double)res.st.accepted / (double)res.st.drafted : 0.0;
             const double per_pass = res.st.steps ? (double)res.st.emitted / (double)res.st.steps : 0.0;
             if (json) {
@@ -356,17 +477,21 @@ int rw_bench_spec(int argc, char **argv) {
                 rw_json_key(&jw, "name"), rw_json_cstring(&jw, runs[r].name);
                 rw_json_key(&jw, "tok_s"), rw_json_double(&jw, rate, 4);
                 rw_json_key(&jw, "vs_plain"), rw_json_double(&jw, rate / plain_rate, 4);
+                rw_json_key(&jw, "vs_plain_cpu"), rw_json_double(&jw, crate / plain_crate, 4);
                 if (r > 0) {
                     rw_json_key(&jw, "drafted"), rw_json_int(&jw, res.st.drafted);
                     rw_json_key(&jw, "accepted"), rw_json_int(&jw, res.st.accepted);
                     rw_json_key(&jw, "acceptance"), rw_json_double(&jw, acc, 6);
                     rw_json_key(&jw, "verify_passes"), rw_json_int(&jw, res.st.steps);
                     rw_json_key(&jw, "tokens_per_verify_pass"), rw_json_double(&jw, per_pass, 4);
+                    rw_json_key(&jw, "ngram_drafted"), rw_json_int(&jw, res.st.ngram_drafted);
+                    rw_json_key(&jw, "ngram_accepted"), rw_json_int(&jw, res.st.ngram_accepted);
                 }
                 rw_json_end_object(&jw);
                 continue;
             }
-            printf("  %-18s %8.2f tok/s  (%.3fx plain)", runs[r].name, rate, rate / plain_rate);
+            printf("  %-18s %8.2f tok/s  (%.3fx plain, cpu %.3fx)", runs[r].name, rate, rate / plain_rate,
+                   crate / plain_crate);
             if (r > 0)
                 printf("  acceptance %.1f%% (%lld of %lld), %.2f tokens per verify pass", 100.0 * acc,
                        (long long)res.st.accepted, (long long)res.st.drafted, per_pass);

@@ -9,7 +9,7 @@
  * [--threads N] [--json]`: a multi-turn conversation (a long system prompt,
  * growing history, every 4th turn regenerated (the same prompt again) and
  * every 5th an edit of the last user message) run with and without the
- * prefix cache (engine/prefix_cache.h), in process: time to first token per
+ * prefix cache (pcache/pcache.h), in process: time to first token per
  * turn, cached / recomputed prompt tokens, cache bytes. Message boundaries
  * are marked as the server marks them. Token ids are random (the model's
  * weights are too, for synth models): the workload is about state, not
@@ -21,7 +21,7 @@
 
 #include "base/threadpool.h"
 #include "cli/cli.h"
-#include "engine/prefix_cache.h"
+#include "pcache/pcache.h"
 #include "sampler/sampler.h"
 
 static double now_s(void) {

@@ -247,6 +247,9 @@ typedef struct {
     size_t cache_bytes;      /* the prefix cache's memory budget; 0 = off; default 256 MiB */
     const char *cache_dir;   /* a folder for the cache's disk tier, or NULL */
     size_t cache_dir_bytes;  /* its byte budget (with cache_dir); default 1 GiB */
+    /* Step-driven: no scheduler thread; the embedder calls rw_engine_step
+     * in its own loop, and every callback runs inside that call. */
+    bool manual;
 } rw_engine_params;
 
 rw_engine_params rw_engine_params_default(void);
@@ -272,7 +275,8 @@ rw_status rw_engine_submit_text(rw_engine *e, const char *prompt, const rw_gen_o
 rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_options *opt,
                                   rw_event_fn cb, void *user, uint64_t *id, rw_error *err);
 /* After it returns the request's callback is never called again. Unknown
- * or finished ids are ignored. */
+ * or finished ids are ignored. With a threaded engine it waits for the end
+ * of the current step; with a manual one it returns at once. */
 void rw_engine_cancel(rw_engine *e, uint64_t id);
 
 /* Submits and waits: the synchronous form of rw_engine_submit_text. *text (may
@@ -280,6 +284,14 @@ void rw_engine_cancel(rw_engine *e, uint64_t id);
  * several threads at once: their requests are batched together. */
 rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *opt, char **text, rw_gen_result *res,
                         rw_error *err);
+
+/* With params.manual: retires finished requests, admits queued ones and
+ * runs one step (one forward pass over every running sequence and the next
+ * prompt chunk), calling the requests' callbacks. Returns how many requests
+ * are still running or queued (0: idle), or -1 (err set) for an engine with
+ * its own thread. Call it from one thread at a time. rw_engine_run and
+ * rw_generate step a manual engine themselves while they wait. */
+int rw_engine_step(rw_engine *e, rw_error *err);
 
 typedef struct {
     uint64_t requests_finished;

@@ -15,12 +15,12 @@ mode="${1:-build}"
 export RW_FIXTURES="${RW_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wno-unknown-warning-option"
 # Only the modules the harnesses exercise: parsers of untrusted input.
-make -s BUILD=build-fuzz CC=clang OPT=-O1 SAN="$SAN" LIB_MODULES="base gguf chat tokenizer" build-fuzz/librewind.a
+make -s BUILD=build-fuzz CC=clang OPT=-O1 SAN="$SAN" LIB_MODULES="base gguf chat tokenizer grammar" build-fuzz/librewind.a
 libs="-lm -pthread $(pkg-config --libs jansson libpcre2-8 libmicrohttpd) -lunistring"
 harnesses=()
 for src in fuzz/fuzz_*.c; do
   name=$(basename "$src" .c); name=${name#fuzz_}
-  clang -std=c17 -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+  clang -std=c17 -g -O1 -D_GNU_SOURCE -Isrc -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -o "build-fuzz/fuzz_$name" "$src" build-fuzz/librewind.a $libs
   harnesses+=("$name")
 done

@@ -3,7 +3,8 @@
 # again: it does nothing when everything is there. --quiet prints nothing in
 # that case.
 set -euo pipefail
-PKGS=(build-essential pkg-config clang libclang-rt-dev libjansson-dev libpcre2-dev libmicrohttpd-dev libunistring-dev curl time)
+PKGS=(build-essential pkg-config clang libclang-rt-dev libjansson-dev libpcre2-dev libmicrohttpd-dev libunistring-dev curl time
+      nginx libnginx-mod-http-js) # nginx + njs: replicas behind a balancer (scripts/cluster.sh, tests/server/test_cluster.sh)
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

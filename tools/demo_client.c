@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "tools/http_client.h"
 
 static const char *CMD = "demo-client";
@@ -198,21 +199,16 @@ static int usage(void) {
 int rw_cmd_demo_client(int argc, char **argv) {
     const char *host = "127.0.0.1", *key = NULL;
     long port = 8080, max_tokens = 16, wait_s = 0, sys_tokens = 1950;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--host") && v) host = argv[++i];
-        else if (!strcmp(a, "--api-key") && v) key = argv[++i];
-        else if (!strcmp(a, "--port") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 65535, &port)) return 2;
-        } else if (!strcmp(a, "--max-tokens") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 4096, &max_tokens)) return 2;
-        } else if (!strcmp(a, "--system-tokens") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &sys_tokens)) return 2;
-        } else if (!strcmp(a, "--wait") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 3600, &wait_s)) return 2;
-        } else return usage();
-    }
+    const rw_cli_opt opts[] = {
+        {"--host", RW_OPT_STR, &host, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--api-key", RW_OPT_STR, &key, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--port", RW_OPT_INT, &port, 1, 65535, 0, 0, NULL, NULL, NULL},
+        {"--max-tokens", RW_OPT_INT, &max_tokens, 1, 4096, 0, 0, NULL, NULL, NULL},
+        {"--system-tokens", RW_OPT_INT, &sys_tokens, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--wait", RW_OPT_INT, &wait_s, 0, 3600, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL)) return usage();
     char headers[512] = "";
     if (key) snprintf(headers, sizeof headers, "Authorization: Bearer %s\r\n", key);
     /* --wait: until /health answers (a server that is still loading) */

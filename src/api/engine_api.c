@@ -73,6 +73,8 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .cache_bytes = params->cache_bytes,
         .cache_dir = params->cache_dir,
         .cache_dir_bytes = params->cache_dir_bytes,
+        .cache_write_delay = 1.0, /* write-through about a second after a request ends, as rewind serve */
+        .manual = params->manual,
     };
     pthread_mutex_lock(&b->mu);
     bool busy = b->engine != NULL;
@@ -261,10 +263,17 @@ static void wait_event(void *user, const char *text, size_t len, bool done, cons
 /* Waits for the request's final event, or cancels it when the text
  * callback asked to stop; then hands the text over. */
 static rw_status wait_for(rw_engine *e, waiter *w, uint64_t id, char **text, rw_gen_result *res, rw_error *err) {
-    pthread_mutex_lock(&w->mu);
-    while (!w->done && !w->stop_asked) pthread_cond_wait(&w->cv, &w->mu);
-    bool stopped = !w->done;
-    pthread_mutex_unlock(&w->mu);
+    bool stopped;
+    if (rw_engine_get_config(e)->manual) { /* nobody else steps it: we do */
+        while (!w->done && !w->stop_asked)
+            if (rw_engine_step(e, err) < 0) return RW_ERR_INVALID_ARG;
+        stopped = !w->done;
+    } else {
+        pthread_mutex_lock(&w->mu);
+        while (!w->done && !w->stop_asked) pthread_cond_wait(&w->cv, &w->mu);
+        stopped = !w->done;
+        pthread_mutex_unlock(&w->mu);
+    }
     if (stopped) {
         rw_engine_cancel(e, id); /* after this no event of id runs: w is ours alone */
         if (!w->done) w->res.reason = RW_DONE_STOP;

@@ -87,6 +87,7 @@ bool rw_sread_u64(rw_sreader *r, uint64_t *v);
 const void *rw_sread_ptr(rw_sreader *r, size_t n);
 
 uint32_t rw_crc32(uint32_t crc, const void *p, size_t n); /* start with crc = 0 */
+uint32_t rw_crc32_ref(uint32_t crc, const void *p, size_t n); /* the bytewise reference (tests) */
 
 /* ---- the operations table ---- */
 

@@ -21,6 +21,9 @@ typedef struct rw_chat_template rw_chat_template;
 rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template **out, rw_error *err);
 void rw_chat_template_free(rw_chat_template *t); /* no-op on NULL */
 
+/* The template's source as parsed (line ends made \n); valid while t lives. */
+const char *rw_chat_template_source(const rw_chat_template *t, size_t *len);
+
 typedef struct {
     const char *messages_json;  /* a JSON array of message objects (required) */
     const char *tools_json;     /* a JSON array, or NULL: `tools` is then none */
@@ -29,6 +32,9 @@ typedef struct {
     const char *bos_token;      /* NULL: undefined */
     const char *eos_token;      /* NULL: undefined */
     const char *now;            /* "YYYY-MM-DDTHH:MM:SS" seen by strftime_now; NULL = current local time */
+    const char *extra_json;     /* NULL, or a JSON object: each key becomes a template variable, set after the
+                                   ones above (so it may override enable_thinking); messages and tools are
+                                   not overridden (chat_template_kwargs) */
 } rw_chat_render_opts;
 
 /* Renders the template. On success *out is a malloc'd NUL-terminated string

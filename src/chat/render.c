@@ -9,6 +9,8 @@
 struct rw_chat_template {
     rw_arena arena; /* nodes and literals */
     node *root;
+    const char *src; /* the source as lexed (arena) */
+    size_t src_len;
 };
 
 typedef struct scope scope;
@@ -41,6 +43,9 @@ rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template *
         } else own[n++] = own[i];
     }
     len = n;
+    own[len] = 0;
+    t->src = own;
+    t->src_len = len;
     token_list tl = {0};
     rw_status s = rw_chat__lex(own, len, &t->arena, &tl, err);
     if (!s) s = rw_chat__parse(&tl, &t->arena, &t->root, err);
@@ -51,6 +56,11 @@ rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template *
     }
     *out = t;
     return RW_OK;
+}
+
+const char *rw_chat_template_source(const rw_chat_template *t, size_t *len) {
+    if (len) *len = t->src_len;
+    return t->src;
 }
 
 void rw_chat_template_free(rw_chat_template *t) {
@@ -128,6 +138,23 @@ rw_status rw_chat_template_render(const rw_chat_template *t, const rw_chat_rende
     if (!s && o->enable_thinking >= 0) s = rw_chat__set_global(&r, g, "enable_thinking", v_bool(o->enable_thinking != 0));
     if (!s && o->bos_token) s = rw_chat__set_global(&r, g, "bos_token", v_str(&r, o->bos_token, strlen(o->bos_token)));
     if (!s && o->eos_token) s = rw_chat__set_global(&r, g, "eos_token", v_str(&r, o->eos_token, strlen(o->eos_token)));
+    if (!s && o->extra_json) {
+        value extra;
+        s = parse_json_arg(&r, o->extra_json, "chat_template_kwargs", &extra);
+        if (!s && extra.t != V_DICT) s = rw_errorf(err, RW_ERR_INVALID_ARG, "chat_template_kwargs must be an object");
+        for (size_t i = 0; !s && i < extra.dict->n; i++) {
+            const value *k = &extra.dict->keys[i];
+            if ((k->str.n == 8 && !memcmp(k->str.s, "messages", 8)) || (k->str.n == 5 && !memcmp(k->str.s, "tools", 5)))
+                continue;
+            char *name = r_alloc(&r, k->str.n + 1);
+            if (!name) s = err->code;
+            else {
+                memcpy(name, k->str.s, k->str.n);
+                name[k->str.n] = 0;
+                s = rw_chat__set_global(&r, g, name, extra.dict->vals[i]);
+            }
+        }
+    }
     if (!s) s = rw_chat__exec_root(&r, t->root, g, &sb);
     rw_arena_free(&r.arena);
     if (s) {

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "chat/chat.h"
+#include "engine/spec.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
@@ -23,6 +24,7 @@ int rw_cmd_tokenize(int argc, char **argv);
 int rw_cmd_detokenize(int argc, char **argv);
 int rw_cmd_bench(int argc, char **argv);
 int rw_cmd_serve(int argc, char **argv);
+int rw_cmd_cache_verify(int argc, char **argv);
 int rw_cmd_demo_client(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
@@ -41,6 +43,7 @@ int rw_bench_serve(int argc, char **argv);
 int rw_bench_spec(int argc, char **argv);
 int rw_bench_state(int argc, char **argv);
 int rw_bench_chat(int argc, char **argv);
+int rw_bench_grammar(int argc, char **argv);
 
 /* Applies RW_KERNELS, RW_NUMERICS and RW_PANELS (main.c; the tests call it too). */
 void rw_cli_apply_env(void);
@@ -71,6 +74,22 @@ typedef struct {
 } rw_cli_served;
 int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv);
 void rw_cli_served_close(rw_cli_served *sv);
+
+/* A whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot
+ * be read. The caller frees it. */
+char *rw_cli_read_file(const char *path, size_t *len);
+/* cli_spec.c: the speculative-decoding options of generate, serve and
+ * bench spec: --spec mtp|ngram|mtp,ngram, --spec-ngram-n N,
+ * --spec-ngram-min-hits N. rw_cli_spec_option handles argv[*i] if it is one
+ * of them (*matched; advances *i past a value): 0, or 2 after printing a
+ * usage error. rw_cli_spec_costs sets the adaptive rule's costs for the
+ * sources: an MTP draft token streams the block and the output head, a
+ * catch-up token the block (both relative to a decode step, from the
+ * file's tensor sizes); n-gram drafts alone (no draft model) cost
+ * nothing. */
+int rw_cli_parse_spec(const char *cmd, const char *v, rw_spec_params *p);
+int rw_cli_spec_option(const char *cmd, int argc, char **argv, int *i, rw_spec_params *p, bool *matched);
+void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, bool draft_model, rw_spec_params *p);
 
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);

@@ -9,6 +9,7 @@
 
 #include "chat/chat.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "gguf/gguf.h"
 
 static char *read_all(const char *path, size_t *len) {
@@ -40,34 +41,26 @@ static bool ends_with(const char *s, const char *suf) {
 int rw_cmd_chat_template(int argc, char **argv) {
     const char *src_path = NULL, *msgs_path = NULL, *tools_path = NULL, *bos_arg = NULL, *eos_arg = NULL, *now = NULL;
     rw_chat_render_opts o = {.enable_thinking = -1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--messages") && v) msgs_path = argv[++i];
-        else if (!strcmp(a, "--tools") && v) tools_path = argv[++i];
-        else if (!strcmp(a, "--add-generation-prompt")) o.add_generation_prompt = true;
-        else if (!strcmp(a, "--enable-thinking") && v) {
-            const char *x = argv[++i];
-            if (!strcmp(x, "true")) o.enable_thinking = 1;
-            else if (!strcmp(x, "false")) o.enable_thinking = 0;
-            else {
-                rw_cli_error("chat-template", "--enable-thinking takes true or false");
-                return 2;
-            }
-        } else if (!strcmp(a, "--bos-token") && v) bos_arg = argv[++i];
-        else if (!strcmp(a, "--eos-token") && v) eos_arg = argv[++i];
-        else if (!strcmp(a, "--now") && v) {
-            now = argv[++i];
-            struct tm tm;
-            const char *end = strptime(now, "%Y-%m-%dT%H:%M:%S", &tm);
-            if (!end || *end) {
-                rw_cli_error("chat-template", "--now takes YYYY-MM-DDTHH:MM:SS, not '%s'", now);
-                return 2;
-            }
-        }
-        else if (a[0] != '-' && !src_path) src_path = a;
-        else {
-            rw_cli_error("chat-template", "unexpected argument '%s'", a);
+    const char *thinking = NULL;
+    bool add_gen = false;
+    const rw_cli_opt opts[] = {
+        {"--messages", RW_OPT_STR, &msgs_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--tools", RW_OPT_STR, &tools_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--add-generation-prompt", RW_OPT_FLAG, &add_gen, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--enable-thinking", RW_OPT_CHOICE, &thinking, 0, 0, 0, 0, "true|false", NULL, NULL},
+        {"--bos-token", RW_OPT_STR, &bos_arg, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--eos-token", RW_OPT_STR, &eos_arg, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--now", RW_OPT_STR, &now, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts("chat-template", argc, argv, opts, &src_path, 1, NULL)) return 2;
+    o.add_generation_prompt = add_gen;
+    if (thinking) o.enable_thinking = !strcmp(thinking, "true");
+    if (now) {
+        struct tm tm;
+        const char *end = strptime(now, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (!end || *end) {
+            rw_cli_error("chat-template", "--now takes YYYY-MM-DDTHH:MM:SS, not '%s'", now);
             return 2;
         }
     }

@@ -39,7 +39,13 @@
  * distributed for sampling. How many tokens are drafted adapts to the
  * measured acceptance (spec.h's rule, with the draft's cost taken as the
  * ratio of the two files' sizes); --draft-fixed always drafts K (within the
- * budget). Statistics go to stderr. */
+ * budget). Statistics go to stderr.
+ *
+ * --spec mtp drafts with the model's own MTP block (Qwen3.5 files that carry
+ * it), --spec ngram with prompt lookup over the prompt and the output
+ * (--spec-ngram-n, --spec-ngram-min-hits), --spec mtp,ngram or ngram with
+ * --draft combine them (engine/spec.h; docs/speculative-decoding.md); same
+ * output guarantees. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,8 +75,8 @@ static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
                     "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
                     "[--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--print-ids] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] "
-                    "[--grammar FILE.gbnf | --json-schema FILE.json]\n");
+                    "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
+                    "[--draft-max K] [--draft-fixed] [--grammar FILE.gbnf | --json-schema FILE.json]\n");
     return 2;
 }
 
@@ -122,6 +128,14 @@ int rw_cmd_generate(int argc, char **argv) {
             spp.k_max = (int32_t)k;
         } else if (!strcmp(a, "--draft-fixed")) spp.adaptive = false;
         else if (!strcmp(a, "--print-ids")) print_ids = true;
+        else if (!strncmp(a, "--spec", 6)) {
+            bool matched;
+            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
+            if (!matched) {
+                rw_cli_error(CMD, "unknown option or missing value: %s", a);
+                return usage();
+            }
+        }
         else if (!strcmp(a, "--grammar") && has_val) grammar_path = argv[++i];
         else if (!strcmp(a, "--json-schema") && has_val) schema_path = argv[++i];
         else if (a[0] == '-') {
@@ -230,6 +244,11 @@ int rw_cmd_generate(int argc, char **argv) {
         }
         spp.draft_cost = rw_cli_draft_cost(dg, g);
     }
+    if ((spp.sources & RW_SPEC_MTP) && rw_model_enable_mtp(m, &err)) {
+        rw_error_prefix(&err, "%s", model_path);
+        goto fail;
+    }
+    rw_cli_spec_costs(g, m, dm != NULL, &spp);
     int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
     if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
     rw_detok_stream stream = {0};
@@ -237,7 +256,7 @@ int rw_cmd_generate(int argc, char **argv) {
     if (rw_sampler_new(&sp, n_vocab, &sampler, &err)) goto fail;
     rw_forward_args fa = {.tokens = ids, .n = n, .pool = pool, .logits = logits};
     if (rw_model_forward(m, s, &fa, &err)) goto fail;
-    if (dm && n_gen > 0) {
+    if ((dm || spp.sources) && n_gen > 0) {
         if (rw_spec_seq_new(dm, s, sampler, &sp, &spp, &spec, &err)) goto fail;
         if (cons && rw_spec_seq_set_constraint(spec, rw_constraint_mask_fn, cons, &err)) goto fail;
         for (long k = 0; k < n_gen && !ended;) {
@@ -279,10 +298,11 @@ int rw_cmd_generate(int argc, char **argv) {
         rw_spec_stats st = rw_spec_seq_stats(spec);
         fprintf(stderr,
                 "rewind generate: draft: %lld verify passes, %lld drafted, %lld accepted (%.1f%%), %.2f tokens per "
-                "pass\n",
+                "pass; n-gram drafts %lld, accepted %lld\n",
                 (long long)st.steps, (long long)st.drafted, (long long)st.accepted,
                 st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0,
-                st.steps ? (double)st.emitted / (double)st.steps : 0.0);
+                st.steps ? (double)st.emitted / (double)st.steps : 0.0, (long long)st.ngram_drafted,
+                (long long)st.ngram_accepted);
     } else {
         for (long k = 0; k < n_gen; k++) {
             const float *row = logits;

@@ -9,6 +9,7 @@
 
 #include "base/json_writer.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
 
@@ -206,15 +207,13 @@ static int dump_tensor(const rw_gguf *g, const char *name, const char *out) {
 int rw_cmd_inspect(int argc, char **argv) {
     const char *path = NULL, *dump = NULL, *out = NULL;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (argv[i][0] == '-' || path) {
-            rw_cli_error("inspect", "unexpected argument '%s'", argv[i]);
-            return 2;
-        } else path = argv[i];
-    }
+    const rw_cli_opt opts[] = {
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--dump", RW_OPT_STR, &dump, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--out", RW_OPT_STR, &out, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts("inspect", argc, argv, opts, &path, 1, NULL)) return 2;
     if (!path || (dump && !out)) {
         fprintf(stderr, "usage: rewind inspect FILE.gguf [--json] [--dump TENSOR --out OUT.f32]\n");
         return 2;

@@ -29,6 +29,7 @@
 
 #include "base/threadpool.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 
 static const char *CMD = "logits";
 
@@ -91,49 +92,55 @@ static int run_passes(rw_model *m, seq_job *jobs, int n_jobs, int64_t from, cons
     }
 }
 
+/* The state of the option parser's callbacks: --ids and --out repeat. */
+typedef struct {
+    seq_job *jobs;
+    int n_ids, n_outs, n_chunks;
+    long *chunks;
+} logits_opts;
+
+static int opt_ids(void *ctx, const char *cmd, const char *name, const char *v) {
+    logits_opts *o = ctx;
+    int *n = name[2] == 'i' ? &o->n_ids : &o->n_outs;
+    if (*n == MAX_SEQS) return rw_cli_error(cmd, "at most %d sequences", MAX_SEQS), 2;
+    if (name[2] == 'i') o->jobs[(*n)++].ids_path = v;
+    else o->jobs[(*n)++].out_path = v;
+    return 0;
+}
+
+static int opt_chunks(void *ctx, const char *cmd, const char *name, const char *v) {
+    logits_opts *o = ctx;
+    return parse_chunks(v, o->chunks, &o->n_chunks);
+}
+
 int rw_cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *mode = NULL, *load_path = NULL, *save_path = NULL;
     seq_job jobs[MAX_SEQS];
     memset(jobs, 0, sizeof jobs);
-    int n_ids = 0, n_outs = 0, n_chunks = 0;
     long chunks[MAX_CHUNKS];
     long replay_from = -1;
     rw_kv_type kv = RW_KV_F32; /* as the goldens; see cmd_generate.c */
     long threads = 0;
     rw_cli_numerics_for_goldens(); /* see the file comment */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--ids") && has_val) {
-            if (n_ids == MAX_SEQS) return rw_cli_error(CMD, "at most %d sequences", MAX_SEQS), 2;
-            jobs[n_ids++].ids_path = argv[++i];
-        } else if (!strcmp(a, "--out") && has_val) {
-            if (n_outs == MAX_SEQS) return rw_cli_error(CMD, "at most %d sequences", MAX_SEQS), 2;
-            jobs[n_outs++].out_path = argv[++i];
-        } else if (!strcmp(a, "--mode") && has_val) mode = argv[++i];
-        else if (!strcmp(a, "--chunks") && has_val) {
-            if (parse_chunks(argv[++i], chunks, &n_chunks)) return 2;
-        } else if (!strcmp(a, "--replay-from") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1L << 40, &replay_from)) return 2;
-        } else if (!strcmp(a, "--load-state") && has_val) load_path = argv[++i];
-        else if (!strcmp(a, "--save-state") && has_val) save_path = argv[++i];
-        else if (!strcmp(a, "--threads") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--kv") && has_val) {
-            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
-        } else if (!strcmp(a, "--numerics") && has_val) {
-            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
-        } else if (a[0] == '-') {
-            rw_cli_error(CMD, "unknown option or missing value: %s", a);
-            return usage();
-        } else if (!model_path) model_path = a;
-        else return usage();
-    }
+    logits_opts lo = {.jobs = jobs, .chunks = chunks};
+    const rw_cli_opt opts[] = {
+        {"--ids", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_ids, &lo},
+        {"--out", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_ids, &lo},
+        {"--mode", RW_OPT_CHOICE, &mode, 0, 0, 0, 0, "batch|step", NULL, NULL},
+        {"--chunks", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_chunks, &lo},
+        {"--replay-from", RW_OPT_INT, &replay_from, 0, 1L << 40, 0, 0, NULL, NULL, NULL},
+        {"--load-state", RW_OPT_STR, &load_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--save-state", RW_OPT_STR, &save_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        RW_OPT_KV_TYPE(&kv),
+        RW_OPT_NUMERICS_MODE,
+        RW_OPT_END,
+    };
+    int n_pos = 0;
+    if (rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, &n_pos)) return usage();
+    const int n_ids = lo.n_ids, n_outs = lo.n_outs;
+    int n_chunks = lo.n_chunks;
     if (!model_path || !n_ids || n_ids != n_outs) return usage();
-    if (mode && strcmp(mode, "step") && strcmp(mode, "batch")) {
-        rw_cli_error(CMD, "--mode must be batch or step, not \"%s\"", mode);
-        return 2;
-    }
     if (mode && n_chunks) {
         rw_cli_error(CMD, "give --mode or --chunks, not both");
         return 2;

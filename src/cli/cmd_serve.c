@@ -4,25 +4,58 @@
  * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]
  * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE]
  * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
- * [--max-connections-per-ip N] [--max-state-bytes B]`: the
+ * [--max-connections-per-ip N] [--max-state-bytes B]
+ * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]
+ * [--replica-id NAME]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
  *
- * The prefix cache (engine/prefix_cache.h) is on by default with a quarter
+ * The prefix cache (pcache/pcache.h) is on by default with a quarter
  * of the machine's RAM (--cache-bytes 0 turns it off); --cache-dir adds the
- * disk tier (default budget 16 GiB). --max-state-bytes bounds the running
+ * disk tier (default budget 16 GiB; docs/persistence.md): entries reach
+ * the folder about a second after their request ends (--cache-dir-delay,
+ * default 1 s) unless --cache-dir-write evict (only when evicted from
+ * memory, and at shutdown). --max-state-bytes bounds the running
  * sequences' state by admission (engine.h; default also a quarter of RAM;
  * 0 = none). Sizes take K, M, G suffixes.
+ *
+ * Signals: SIGINT and SIGTERM are taken by a thread of their own from the
+ * first instruction on (blocked everywhere else), so they work during
+ * startup too (the process then exits at once: nothing to save yet). Once
+ * serving, the first one stops the server (no new connections; running
+ * requests are cancelled and their sequences go into the prefix cache),
+ * the disk tier writes what is pending, and the process exits; if that
+ * takes longer than --shutdown-timeout (default 15 s) or a second signal
+ * comes, it exits at once (the folder stays valid: every file is written
+ * atomically).
  *
  * --draft: speculative decoding in every request (engine.h, engine/spec.h):
  * DRAFT (same vocabulary, checked at start) proposes up to K tokens per
  * sequence and step (default 4), verified in the step's one batched pass;
- * how many adapts to the measured acceptance unless --draft-fixed.
+ * how many adapts to the measured acceptance unless --draft-fixed. --spec
+ * mtp drafts with the model's own MTP block, --spec ngram by prompt lookup
+ * (docs/speculative-decoding.md).
  *
  * The API key: --api-key-file FILE (its first line), else --api-key KEY
  * (visible in ps), else the environment variable REWIND_API_KEY. The limits
- * and the browser policy are in docs/server-security.md. */
+ * and the browser policy are in docs/server-security.md.
+ *
+ * --replica-id: this server's name behind a load balancer (docs/scale-out.md),
+ * sent as the X-Rewind-Replica header of every response and in /metrics;
+ * default HOSTNAME:PORT.
+ *
+ * Chat (docs/agent-api.md): --chat-template-file FILE replaces the model's
+ * template; --tool-format auto|none|generic|qwen-xml|hermes|llama3|granite
+ * (auto: from the template); --reasoning-format deepseek|none;
+ * --chat-template-kwargs JSON (defaults for every request's template
+ * variables); --reasoning-budget N (thinking tokens; 0: no thinking);
+ * --strict-api (unknown request fields are a 400 instead of ignored). */
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +64,7 @@
 #include "chat/chat.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "pcache/pcache.h"
 #include "engine/spec.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -51,6 +85,40 @@ static int parse_size(const char *s, size_t *out) {
     }
     *out = (size_t)(v << shift);
     return 0;
+}
+
+/* ---- signals ---- */
+
+static sigset_t stop_sigs;
+static sem_t stop_sem;
+static atomic_int phase; /* 0 starting, 1 serving, 2 stopping */
+static double stop_limit = 15;
+
+static void *signal_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&stop_sigs, &sig)) continue;
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&phase, &expect, 2)) {
+            fprintf(stderr, "rewind serve: stopping during startup (signal %d)\n", sig);
+            _exit(0);
+        }
+        if (expect != 1 || !atomic_compare_exchange_strong(&phase, &expect, 2)) continue;
+        fprintf(stderr, "rewind serve: stopping (signal %d)\n", sig);
+        sem_post(&stop_sem);
+        struct timespec ts = {.tv_sec = (time_t)stop_limit, .tv_nsec = (long)((stop_limit - (double)(time_t)stop_limit) * 1e9)};
+        for (;;) {
+            int r = sigtimedwait(&stop_sigs, NULL, &ts);
+            if (r < 0 && errno == EINTR) continue;
+            fprintf(stderr, r < 0 ? "rewind serve: not stopped after %.0f s: exiting now\n"
+                                  : "rewind serve: second signal: exiting now\n",
+                    stop_limit);
+            _exit(1);
+        }
+    }
+    return NULL;
+
 }
 
 /* The first line of path (the API key), without its line end. */
@@ -77,19 +145,42 @@ static int usage(void) {
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
                     "[--max-connections N] "
                     "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
-                    "[--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE] "
+                    "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
+                    "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-                    "[--max-state-bytes B]\n"
+                    "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME]\n"
+                    "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] "
+                    "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
 
 int rw_cmd_serve(int argc, char **argv) {
+    /* SIGINT/SIGTERM go to signal_main only: blocked before any other thread starts */
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sem_init(&stop_sem, 0, 0);
+    pthread_t sig_thread;
+    if (pthread_create(&sig_thread, NULL, signal_main, NULL)) {
+        rw_cli_error(CMD, "cannot start the signal thread");
+        return 1;
+    }
+    pthread_detach(sig_thread);
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
-    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL;
+    const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
     bool draft_fixed = false;
+    const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
+    long reasoning_budget = -1;
+    bool strict_api = false;
+    rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
+    double write_delay = 1.0;
+    rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
+    spp.draft_cost = 0;
     size_t cache_dir_bytes = (size_t)16 << 30;
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -138,12 +229,50 @@ int rw_cmd_serve(int argc, char **argv) {
             if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
         } else if (!strcmp(a, "--cache-dir") && v) {
             cache_dir = argv[++i];
+        } else if (!strcmp(a, "--replica-id") && v) {
+            replica_id = argv[++i];
+        } else if (!strcmp(a, "--cache-dir-write") && v) {
+            const char *m = argv[++i];
+            if (!strcmp(m, "through")) write_mode = RW_PCACHE_WRITE_THROUGH;
+            else if (!strcmp(m, "evict")) write_mode = RW_PCACHE_WRITE_EVICT;
+            else {
+                rw_cli_error(CMD, "--cache-dir-write takes evict or through, not \"%s\"", m);
+                return 2;
+            }
+        } else if ((!strcmp(a, "--cache-dir-delay") || !strcmp(a, "--shutdown-timeout")) && v) {
+            char *end;
+            const double x = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(x >= 0 && x <= 3600)) {
+                rw_cli_error(CMD, "%s takes seconds in [0, 3600], not \"%s\"", a, argv[i]);
+                return 2;
+            }
+            if (!strcmp(a, "--cache-dir-delay")) write_delay = x;
+            else stop_limit = x > 0 ? x : 0.001;
         } else if (!strcmp(a, "--draft") && v) {
             draft_path = argv[++i];
         } else if (!strcmp(a, "--draft-max") && v) {
             if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
         } else if (!strcmp(a, "--draft-fixed")) {
             draft_fixed = true;
+        } else if (!strncmp(a, "--spec", 6)) {
+            bool matched;
+            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
+            if (!matched) {
+                rw_cli_error(CMD, "unknown option or missing value: %s", a);
+                return usage();
+            }
+        } else if (!strcmp(a, "--chat-template-file") && v) {
+            template_file = argv[++i];
+        } else if (!strcmp(a, "--tool-format") && v) {
+            tool_format = argv[++i];
+        } else if (!strcmp(a, "--reasoning-format") && v) {
+            reasoning_format = argv[++i];
+        } else if (!strcmp(a, "--chat-template-kwargs") && v) {
+            kwargs = argv[++i];
+        } else if (!strcmp(a, "--reasoning-budget") && v) {
+            if (rw_cli_parse_int(CMD, a, argv[++i], -1, 1L << 30, &reasoning_budget)) return 2;
+        } else if (!strcmp(a, "--strict-api")) {
+            strict_api = true;
         } else if (a[0] == '-') {
             rw_cli_error(CMD, "unknown option or missing value: %s", a);
             return usage();
@@ -159,23 +288,32 @@ int rw_cmd_serve(int argc, char **argv) {
     if (key_file && !(api_key = key_owned = read_key_file(key_file))) return 2;
     if (!api_key && getenv("REWIND_API_KEY") && getenv("REWIND_API_KEY")[0]) api_key = getenv("REWIND_API_KEY");
 
-    /* SIGINT/SIGTERM are taken by sigwait below: block them before any thread starts */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
     rw_cli_served sv;
     if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) {
         free(key_owned);
         return 1;
     }
+    if (template_file) { /* replaces the model's template (its BOS/EOS texts stay) */
+        size_t n = 0;
+        char *src = rw_cli_read_file(template_file, &n);
+        rw_chat_template *t = NULL;
+        rw_error terr = {0};
+        if (!src || rw_chat_template_parse(src, n, &t, &terr)) {
+            rw_cli_error(CMD, "%s: %s", template_file, src ? terr.msg : "cannot read the file");
+            free(src);
+            rw_cli_served_close(&sv);
+            free(key_owned);
+            return 1;
+        }
+        free(src);
+        rw_chat_template_free(sv.tmpl);
+        sv.tmpl = t;
+    }
     rw_engine *e = NULL;
     rw_server *s = NULL;
     rw_error err = {0};
     int rc = 1;
+    rw_cli_spec_costs(sv.g, sv.m, sv.dm != NULL, &spp);
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,
@@ -185,12 +323,19 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .cache_bytes = cache_bytes,
                                  .cache_dir = cache_dir,
                                  .cache_dir_bytes = cache_dir_bytes,
+                                 .cache_dir_write = write_mode,
+                                 .cache_write_delay = write_delay,
+                                 .cache_flush_seconds = stop_limit * 0.8,
                                  .max_state_bytes = max_state,
                                  .draft = sv.dm,
                                  .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,
                                  .draft_fixed = draft_fixed,
-                                 .draft_cost = rw_cli_draft_cost(sv.dg, sv.g)};
+                                 .draft_cost = sv.dm ? rw_cli_draft_cost(sv.dg, sv.g) : spp.draft_cost,
+                                 .spec_sources = spp.sources,
+                                 .ngram_n = spp.ngram_n,
+                                 .ngram_min_hits = spp.ngram_min_hits,
+                                 .catch_up_cost = spp.catch_up_cost};
     if (rw_engine_new(sv.m, sv.tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
@@ -203,7 +348,14 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .max_connections_per_ip = (int)per_ip,
                                  .header_timeout = (double)header_timeout,
                                  .body_timeout = (double)body_timeout,
-                                 .cors_origin = cors};
+                                 .cors_origin = cors,
+                                 .replica_id = replica_id,
+                                 .tool_format = tool_format,
+                                 .reasoning_format = reasoning_format,
+                                 .chat_template_kwargs = kwargs,
+                                 .has_reasoning_budget = reasoning_budget >= 0,
+                                 .reasoning_budget = reasoning_budget,
+                                 .strict_api = strict_api};
     if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",
@@ -213,18 +365,25 @@ int rw_cmd_serve(int argc, char **argv) {
     if (draft_path)
         fprintf(stderr, "rewind serve: speculative decoding with draft %s (up to %ld tokens, %s)\n", draft_path,
                 draft_max, draft_fixed ? "fixed" : "adaptive");
+    if (spp.sources)
+        fprintf(stderr, "rewind serve: speculative decoding with %s%s%s (up to %ld tokens, %s)\n",
+                spp.sources & RW_SPEC_MTP ? "the model's MTP block" : "",
+                spp.sources == (RW_SPEC_MTP | RW_SPEC_NGRAM) ? " and " : "",
+                spp.sources & RW_SPEC_NGRAM ? "n-gram lookup" : "", draft_max, draft_fixed ? "fixed" : "adaptive");
     fflush(stderr);
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "rewind serve: stopping (signal %d)\n", sig);
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&phase, &expect, 1)) /* else a signal came first: it exits */
+        while (sem_wait(&stop_sem) && errno == EINTR) {
+        }
     rc = 0;
     goto done;
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
     rw_server_stop(s);
-    rw_engine_free(e);
+    rw_engine_free(e); /* the prefix cache writes what is pending */
     rw_cli_served_close(&sv);
+    if (!rc) fprintf(stderr, "rewind serve: stopped\n");
     free(key_owned);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "tokenizer/tokenizer.h"
 
 static rw_tokenizer *open_vocab(const char *cmd, const char *path) {
@@ -44,17 +45,16 @@ static char *read_file(const char *path, size_t *len) {
 int rw_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *file = NULL;
     bool parse_special = false, no_bos = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--parse-special")) parse_special = true;
-        else if (!strcmp(argv[i], "--no-bos")) no_bos = true;
-        else if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
-        else if (!model) model = argv[i];
-        else if (!text) text = argv[i];
-        else {
-            rw_cli_error("tokenize", "unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
+    const rw_cli_opt opts[] = {
+        {"--parse-special", RW_OPT_FLAG, &parse_special, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--no-bos", RW_OPT_FLAG, &no_bos, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"-f", RW_OPT_STR, &file, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    const char *words[2] = {NULL, NULL};
+    if (rw_cli_parse_opts("tokenize", argc, argv, opts, words, 2, NULL)) return 2;
+    model = words[0];
+    text = words[1];
     if (!model || (!text == !file)) {
         fprintf(stderr, "usage: rewind tokenize MODEL (TEXT | -f FILE) [--parse-special] [--no-bos]\n");
         return 2;
@@ -134,15 +134,14 @@ static double seconds_since(const struct timespec *a) {
 int rw_bench_tokenizer(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
     int reps = 3;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!model && argv[i][0] != '-') model = argv[i];
-        else {
-            model = NULL; /* anything else is a usage error */
-            break;
-        }
-    }
+    long reps_l = reps;
+    const rw_cli_opt opts[] = {
+        {"-f", RW_OPT_STR, &file, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--reps", RW_OPT_INT, &reps_l, 1, 100000, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts("bench tokenizer", argc, argv, opts, &model, 1, NULL)) return 2;
+    reps = (int)reps_l;
     if (!model || reps < 1) {
         fprintf(stderr, "usage: rewind bench tokenizer MODEL [-f FILE] [--reps N]\n");
         return 2;

@@ -29,6 +29,7 @@ static const cli_command commands[] = {
     {"serve", rw_cmd_serve,
      "serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--api-key KEY] "
      "[--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]"},
+    {"cache-verify", rw_cmd_cache_verify, "cache-verify MODEL DIR [--kv f32|f16] [--ctx N] [--draft DRAFT.gguf]"},
     {"demo-client", rw_cmd_demo_client,
      "demo-client [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-tokens N] [--system-tokens N] "
      "[--wait SECONDS]"},

@@ -46,6 +46,16 @@ void eng_req_free(eng_req *r) {
     free(r);
 }
 
+/* The prefix cache's disk tier finished a load or a folder check (its
+ * thread): wake the scheduler if a request waits for it. */
+static void io_notify(void *ctx) {
+    rw_engine *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    e->io_ready = true;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+}
+
 rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_config *cfg, rw_engine **out,
                         rw_error *err) {
     *out = NULL;
@@ -64,6 +74,18 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
                              (long long)rw_model_get_hparams(cfg->draft)->n_vocab,
                              (long long)rw_model_get_hparams(m)->n_vocab);
     }
+    if (cfg->spec_sources & ~(unsigned)(RW_SPEC_MTP | RW_SPEC_NGRAM))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: unknown draft source");
+    if ((cfg->spec_sources & RW_SPEC_MTP) && cfg->draft)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "MTP drafts and a draft model cannot be combined");
+    if (cfg->spec_sources && (cfg->draft_max < 0 || cfg->draft_max > RW_SPEC_MAX_K || cfg->ngram_n < 0 ||
+                              cfg->ngram_n > 64 || cfg->ngram_min_hits < 0))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "draft-max must be in [1, %d], the n-gram length in [1, 64]",
+                         RW_SPEC_MAX_K);
+    if (cfg->spec_sources & RW_SPEC_MTP) {
+        rw_status mst = rw_model_enable_mtp(m, err);
+        if (mst) return mst;
+    }
     rw_engine *e = calloc(1, sizeof *e);
     if (!e) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     /* many sequences and a growing prefix cache: states' page faults fall
@@ -75,6 +97,11 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     if (cfg->draft_max > 0) e->spec.k_max = cfg->draft_max;
     e->spec.adaptive = !cfg->draft_fixed;
     if (cfg->draft_cost > 0) e->spec.draft_cost = cfg->draft_cost;
+    else if (cfg->spec_sources == RW_SPEC_NGRAM && !cfg->draft) e->spec.draft_cost = 0; /* lookups are free */
+    e->spec.sources = cfg->spec_sources;
+    if (cfg->ngram_n > 0) e->spec.ngram_n = cfg->ngram_n;
+    if (cfg->ngram_min_hits > 0) e->spec.ngram_min_hits = cfg->ngram_min_hits;
+    if (cfg->catch_up_cost > 0) e->spec.catch_up_cost = cfg->catch_up_cost;
     e->m = m;
     e->tok = tok;
     e->cfg = *cfg;
@@ -91,10 +118,24 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         free(e);
         return st;
     }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->gvocab_mu, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    pthread_cond_init(&e->step_done, NULL);
     if (cfg->cache_bytes > 0) {
-        const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes, .dir = cfg->cache_dir,
-                                     .dir_bytes = cfg->cache_dir_bytes, .draft = cfg->draft};
+        const rw_pcache_config pc = {.mem_bytes = cfg->cache_bytes,
+                                     .dir = cfg->cache_dir,
+                                     .dir_bytes = cfg->cache_dir_bytes,
+                                     .draft = cfg->draft,
+                                     .write_mode = cfg->cache_dir_write,
+                                     .write_delay = cfg->cache_write_delay,
+                                     .flush_seconds = cfg->cache_flush_seconds,
+                                     .notify = io_notify,
+                                     .notify_ctx = e};
         if ((st = rw_pcache_new(m, cfg->kv_type, cfg->n_ctx, &pc, &e->pcache, err))) {
+            pthread_cond_destroy(&e->step_done);
+            pthread_cond_destroy(&e->wake);
+            pthread_mutex_destroy(&e->mu);
             rw_threadpool_free(e->pool);
             free(e->running);
             free(e);
@@ -109,19 +150,17 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     eng_hist_init(&e->stats.ttft, ttft_b, (int)(sizeof ttft_b / sizeof *ttft_b));
     eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
     eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_mutex_init(&e->gvocab_mu, NULL);
-    pthread_cond_init(&e->wake, NULL);
-    pthread_cond_init(&e->step_done, NULL);
-    if (pthread_create(&e->thread, NULL, eng_scheduler_main, e)) {
+    if (cfg->manual ? !(e->manual_sc = eng_scratch_new(cfg->max_running))
+                    : pthread_create(&e->thread, NULL, eng_scheduler_main, e) != 0) {
+        rw_pcache_free(e->pcache); /* before the locks its threads' io_notify takes */
         pthread_cond_destroy(&e->step_done);
         pthread_cond_destroy(&e->wake);
         pthread_mutex_destroy(&e->mu);
-        rw_pcache_free(e->pcache);
         rw_threadpool_free(e->pool);
         free(e->running);
         free(e);
-        return rw_errorf(err, RW_ERR_INTERNAL, "engine: cannot start the scheduler thread");
+        return cfg->manual ? rw_errorf(err, RW_ERR_NOMEM, "out of memory")
+                           : rw_errorf(err, RW_ERR_INTERNAL, "engine: cannot start the scheduler thread");
     }
     *out = e;
     return RW_OK;
@@ -133,7 +172,8 @@ void rw_engine_free(rw_engine *e) {
     e->stopping = true;
     pthread_cond_broadcast(&e->wake);
     pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thread, NULL);
+    if (e->cfg.manual) eng_scratch_free(e->manual_sc);
+    else pthread_join(e->thread, NULL);
     /* the scheduler has left: what remains is ours */
     for (int i = 0; i < e->n_running; i++) eng_req_free(e->running[i]);
     while (e->queue_head) {
@@ -141,12 +181,14 @@ void rw_engine_free(rw_engine *e) {
         e->queue_head = r->next;
         eng_req_free(r);
     }
+    /* the cache first: its disk tier's threads call io_notify (e->mu,
+     * e->wake) until they stop */
+    rw_pcache_free(e->pcache);
     pthread_cond_destroy(&e->step_done);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->gvocab_mu);
     rw_grammar_vocab_free(e->gvocab);
-    rw_pcache_free(e->pcache);
     rw_threadpool_free(e->pool);
     free(e->running);
     free(e);
@@ -265,6 +307,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
                 if (e->running[i]->id == id) r = e->running[i];
             if (!r) break;
             r->cancelled = true;
+            if (e->cfg.manual) break; /* no step runs now: it leaves at the next rw_engine_step */
             pthread_cond_signal(&e->wake);
             pthread_cond_wait(&e->step_done, &e->mu);
         }
@@ -280,6 +323,18 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->queued = e->n_queued;
     pthread_mutex_unlock(&e->mu);
     out->cache_enabled = e->pcache != NULL;
-    out->spec_enabled = e->cfg.draft != NULL;
+    out->spec_enabled = e->cfg.draft != NULL || e->cfg.spec_sources;
     if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
+}
+
+int rw_engine_step(rw_engine *e, rw_error *err) {
+    if (!e || !e->cfg.manual) {
+        rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_step: the engine has its own scheduler thread");
+        return -1;
+    }
+    pthread_mutex_lock(&e->mu);
+    eng_step_locked(e, e->manual_sc);
+    int left = e->n_running + e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+    return left;
 }

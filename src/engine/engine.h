@@ -28,7 +28,7 @@
 
 #include "base/status.h"
 #include "cache/kv.h"
-#include "engine/prefix_cache.h"
+#include "pcache/pcache.h"
 #include "sampler/sampler.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
@@ -42,11 +42,15 @@ typedef struct {
     int64_t n_ctx;        /* positions per sequence (prompt + generated), >= 1 */
     int64_t prefill_chunk; /* prompt tokens per scheduler step, over all sequences, >= 1 */
     rw_kv_type kv_type;
-    /* The prefix cache (engine/prefix_cache.h): cache_bytes = 0 turns it
+    /* The prefix cache (pcache/pcache.h): cache_bytes = 0 turns it
      * off; cache_dir (may be NULL) adds the disk tier, cache_dir_bytes big. */
     size_t cache_bytes;
     const char *cache_dir;
     size_t cache_dir_bytes;
+    rw_pcache_write_mode cache_dir_write; /* through (default): entries reach the folder cache_write_delay seconds
+                                             after their request ends; evict: when evicted from memory */
+    double cache_write_delay;
+    double cache_flush_seconds; /* rw_engine_free writes pending entries for at most this long (0 = 10) */
     /* Admission by bytes: a queued request is admitted only while the
      * running sequences' state (KV, recurrent, draft) is under
      * max_state_bytes, one at a time (its state is measured before the
@@ -68,6 +72,20 @@ typedef struct {
     bool draft_fixed;  /* always draft_max (within the budget): no adaptive rule */
     float draft_cost;  /* one draft pass / one target pass, for the adaptive rule (e.g. the ratio of the
                           files' sizes); <= 0: 0.1 */
+    /* No scheduler thread: the embedder runs every step on its own thread
+     * with rw_engine_step (callbacks then run inside that call), and
+     * rw_engine_cancel_id of a running request returns at once (it leaves
+     * at the next step without another event). */
+    bool manual;
+    /* Draft sources besides (or instead of) a draft model (engine/spec.h):
+     * RW_SPEC_MTP (the model's MTP block; rw_engine_new enables it, so no
+     * sequence of m may exist yet; not with a draft model), RW_SPEC_NGRAM
+     * (prompt lookup, ngram_n / ngram_min_hits, 0 = defaults); 0 = none.
+     * catch_up_cost: one token the MTP block catches up on / a decode step
+     * (<= 0: a quarter of draft_cost). */
+    unsigned spec_sources;
+    int ngram_n, ngram_min_hits;
+    float catch_up_cost;
 } rw_engine_config;
 
 /* The stop strings of one request together, in bytes (each request builds an
@@ -117,6 +135,7 @@ typedef struct {
     rw_finish_reason finish; /* set when done */
     int64_t prompt_tokens;
     int64_t cached_tokens;  /* prompt tokens whose state was reused from the prefix cache */
+    int64_t cached_tokens_disk; /* of those, restored from its disk tier (pcache.h) */
     int64_t completion_tokens;
     const char *error;      /* finish == RW_FINISH_ERROR: one line */
 } rw_gen_event;
@@ -129,11 +148,18 @@ typedef void (*rw_gen_callback)(void *user, const rw_gen_event *ev);
 rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_config *cfg, rw_engine **out,
                         rw_error *err);
 /* Stops the scheduler; requests still queued or running are dropped without
- * a final event. No-op on NULL. */
+ * a final event. Then the prefix cache writes what its disk tier has
+ * pending (at most cache_flush_seconds). No-op on NULL. */
 void rw_engine_free(rw_engine *e);
 
 const rw_engine_config *rw_engine_get_config(const rw_engine *e);
 rw_model *rw_engine_get_model(const rw_engine *e); /* the model it runs */
+
+/* cfg.manual only: retires finished requests, admits queued ones and runs
+ * one scheduler step (a forward pass over every running sequence and the
+ * next prompt chunk). Returns the requests still running or queued (0:
+ * idle), or -1 (err set) without cfg.manual. Not concurrently with itself. */
+int rw_engine_step(rw_engine *e, rw_error *err);
 
 /* Queues a request. The prompt is copied. *id identifies it for
  * rw_engine_cancel_id. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx, the
@@ -174,7 +200,7 @@ typedef struct {
     rw_histogram itl;           /* seconds between two tokens of a request */
     rw_histogram batch_size;    /* sequences per forward pass */
     bool cache_enabled;
-    rw_pcache_stats cache;      /* the prefix cache's counters (engine/prefix_cache.h) */
+    rw_pcache_stats cache;      /* the prefix cache's counters (pcache/pcache.h) */
     uint64_t recompute_reasons[RW_PC_DIFFERENT_MODEL + 1]; /* requests per rw_pcache_reason */
     /* speculative decoding, summed over sequences: verify passes (one per
      * sequence per step, drafting or not), drafted and accepted draft tokens,

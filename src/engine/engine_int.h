@@ -45,6 +45,7 @@ typedef struct eng_req {
     int64_t cap;
     rw_model_seq *seq; /* NULL until admitted; owned (see eng_seq_release) */
     int64_t n_cached;  /* prompt tokens already in seq when it was obtained */
+    int64_t n_cached_disk; /* of those, from the prefix cache's disk tier */
     int64_t n_in_seq;  /* tokens of tokens[] the sequence holds (its length) */
     float *logits;     /* [n_vocab], the last computed row; owned */
     float *prompt_logits; /* [n_vocab], the row after the prompt once computed (for the prefix cache); owned */
@@ -61,6 +62,7 @@ typedef struct eng_req {
 
     double t_submit, t_last; /* monotonic seconds */
     int64_t n_generated;
+    rw_pcache_wait pc_wait; /* the prefix cache's disk tier getting ready for this prompt (scheduler only) */
     bool cancelled; /* set under the engine lock by rw_engine_cancel_id */
     bool finished;  /* final event sent (scheduler thread only) */
 } eng_req;
@@ -78,11 +80,13 @@ struct rw_engine {
     rw_grammar_vocab *gvocab;
     pthread_mutex_t gvocab_mu;
 
-    pthread_t thread;
+    pthread_t thread;         /* not started with cfg.manual */
+    struct eng_scratch *manual_sc; /* cfg.manual: rw_engine_step's scratch, owned */
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* the scheduler waits for work on it */
     pthread_cond_t step_done; /* rw_engine_cancel_id waits on it for a running request to leave */
     bool stopping;
+    bool io_ready; /* under mu: the prefix cache's disk tier finished something a request may wait for */
 
     /* under mu */
     eng_req *queue_head, *queue_tail;
@@ -97,6 +101,16 @@ struct rw_engine {
 double eng_now(void); /* monotonic seconds */
 void eng_req_free(eng_req *r);
 void *eng_scheduler_main(void *arg);
+
+/* A step's scratch lists (scheduler.c); eng_scratch_new(max_running). */
+typedef struct eng_scratch eng_scratch;
+eng_scratch *eng_scratch_new(int cap);
+void eng_scratch_free(eng_scratch *sc); /* NULL is fine */
+/* With e->mu held (released and taken again inside): retires finished and
+ * cancelled requests, admits queued ones and, unless the engine is stopping
+ * or nothing runs, runs one step. True when it stepped. The scheduler
+ * thread's loop, and rw_engine_step's one iteration (cfg.manual). */
+bool eng_step_locked(rw_engine *e, eng_scratch *sc);
 
 /* engine_seq.c: the one place that gives a request its sequence, and takes
  * it back. eng_seq_for_prompt returns a sequence whose first *n_cached

@@ -38,6 +38,7 @@ rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_err
         st = rw_pcache_acquire_with_draft(e->pcache, r->tokens, r->n_prompt, e->pool, &r->seq,
                                           e->cfg.draft ? &draft : NULL, n_cached, r->logits, &u, err);
         if (!st) {
+            r->n_cached_disk = u.from_disk;
             pthread_mutex_lock(&e->mu);
             e->stats.recompute_reasons[u.reason]++;
             pthread_mutex_unlock(&e->mu);

@@ -1,5 +1,6 @@
 /* engine_spec.c - speculative decoding inside the scheduler (engine.h,
- * engine/spec.h).
+ * engine/spec.h), with a draft model or the sources of
+ * rw_engine_config.spec_sources (the model's MTP block, n-gram drafts).
  *
  * A request gets its rw_spec_seq when it gets its sequence and starts
  * drafting after its first token (sampled from the prompt's logits like any
@@ -34,7 +35,7 @@
 #include "engine/engine_int.h"
 
 rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err) {
-    if (!e->cfg.draft) return RW_OK;
+    if (!e->cfg.draft && !e->spec.sources) return RW_OK;
     rw_status st = rw_spec_seq_new(e->cfg.draft, r->seq, r->sampler, &r->p.sampling, &e->spec, &r->spec, err);
     if (st) return st;
     r->tok = e->tok;

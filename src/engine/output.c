@@ -53,6 +53,7 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
         .finish = fin,
         .prompt_tokens = r->n_prompt,
         .cached_tokens = r->n_cached,
+        .cached_tokens_disk = r->n_cached_disk,
         .completion_tokens = r->n_generated,
         .error = error,
     };

@@ -11,6 +11,7 @@
  * the cancelled flag, under the lock), so its fields need no locking. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine_int.h"
 
@@ -68,40 +69,41 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
     return n_out;
 }
 
-void *eng_scheduler_main(void *arg) {
-    rw_engine *e = arg;
-    const int cap = e->cfg.max_running;
-    eng_req **retired = calloc((size_t)cap, sizeof *retired);
-    eng_req **batch_req = calloc((size_t)cap, sizeof *batch_req);
-    rw_batch_item *items = calloc((size_t)cap, sizeof *items);
-    eng_req **step = calloc((size_t)cap, sizeof *step);
-    eng_req **spec_req = calloc((size_t)cap, sizeof *spec_req);
-    if (!retired || !batch_req || !items || !step || !spec_req) {
-        /* cannot run: fail every request as it comes */
-        pthread_mutex_lock(&e->mu);
-        while (!e->stopping) {
-            while (e->queue_head) {
-                eng_req *r = e->queue_head;
-                e->queue_head = r->next;
-                e->n_queued--;
-                pthread_mutex_unlock(&e->mu);
-                eng_output_error(r, "out of memory in the scheduler");
-                eng_req_free(r);
-                pthread_mutex_lock(&e->mu);
-            }
-            e->queue_tail = NULL;
-            pthread_cond_wait(&e->wake, &e->mu);
-        }
-        pthread_mutex_unlock(&e->mu);
-        free(retired);
-        free(batch_req);
-        free(items);
-        free(step);
-        free(spec_req);
+/* The scheduler's scratch: a step's lists, max_running entries each. */
+struct eng_scratch {
+    eng_req **retired, **batch_req, **step, **spec_req;
+    rw_batch_item *items;
+};
+
+void eng_scratch_free(eng_scratch *sc) {
+    if (!sc) return;
+    free(sc->retired);
+    free(sc->batch_req);
+    free(sc->items);
+    free(sc->step);
+    free(sc->spec_req);
+    free(sc);
+}
+
+eng_scratch *eng_scratch_new(int cap) {
+    eng_scratch *sc = calloc(1, sizeof *sc); /* freed by eng_scratch_free */
+    if (!sc) return NULL;
+    sc->retired = calloc((size_t)cap, sizeof *sc->retired);
+    sc->batch_req = calloc((size_t)cap, sizeof *sc->batch_req);
+    sc->items = calloc((size_t)cap, sizeof *sc->items);
+    sc->step = calloc((size_t)cap, sizeof *sc->step);
+    sc->spec_req = calloc((size_t)cap, sizeof *sc->spec_req);
+    if (!sc->retired || !sc->batch_req || !sc->items || !sc->step || !sc->spec_req) {
+        eng_scratch_free(sc);
         return NULL;
     }
-    pthread_mutex_lock(&e->mu);
-    for (;;) {
+    return sc;
+}
+
+bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
+    eng_req **retired = sc->retired, **batch_req = sc->batch_req, **step = sc->step, **spec_req = sc->spec_req;
+    rw_batch_item *items = sc->items;
+    for (;;) { /* until nothing more retires; then one step or none */
         int n_ret = collect_and_admit(e, retired);
         if (n_ret) {
             pthread_mutex_unlock(&e->mu);
@@ -109,21 +111,27 @@ void *eng_scheduler_main(void *arg) {
             pthread_mutex_lock(&e->mu);
             continue; /* admit into the freed slots before stepping */
         }
-        if (e->stopping) break;
+        if (e->stopping) return false;
         if (e->n_running == 0) {
             e->stats.kv_bytes = 0; /* nothing runs: no state (not the last step's figure) */
             e->state_stale = false;
-            pthread_cond_wait(&e->wake, &e->mu);
-            continue;
+            return false; /* the thread waits for work; rw_engine_step returns */
         }
         int n_step = e->n_running;
         memcpy(step, e->running, (size_t)n_step * sizeof *step);
         pthread_mutex_unlock(&e->mu);
 
-        /* new requests get their sequence */
+        /* new requests get their sequence, once the prefix cache's disk
+         * tier has what they need in memory (its threads load it: no disk
+         * I/O here) */
+        int n_waiting = 0;
         for (int i = 0; i < n_step; i++) {
             eng_req *r = step[i];
             if (r->seq || r->finished) continue;
+            if (e->pcache && !rw_pcache_prepare(e->pcache, r->tokens, r->n_prompt, &r->pc_wait)) {
+                n_waiting++;
+                continue;
+            }
             rw_error err = {0};
             int64_t n_cached = 0;
             if (eng_seq_for_prompt(e, r, &n_cached, &err)) {
@@ -157,7 +165,8 @@ void *eng_scheduler_main(void *arg) {
         for (int pass = 0; pass < 2; pass++) {
             for (int i = 0; i < n_step; i++) {
                 eng_req *r = step[i];
-                if (r->finished) continue; /* cancelled ones leave at the next collect */
+                if (r->finished || !r->seq) continue; /* cancelled ones leave at the next collect; waiting ones
+                                                           (disk tier) join later */
                 bool decoding = r->n_in_seq >= r->n_prompt;
                 if (decoding != (pass == 0)) continue;
                 int64_t n = r->n_tokens - r->n_in_seq;
@@ -218,16 +227,52 @@ void *eng_scheduler_main(void *arg) {
             eng_hist_observe(&e->stats.batch_size, n_items);
         } else {
             pthread_mutex_lock(&e->mu);
+            /* nothing to compute: only requests waiting for the disk tier */
+            if (n_waiting && !e->io_ready && !e->stopping) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 50 * 1000 * 1000; /* a safety net: io_notify wakes it */
+                if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+                pthread_cond_timedwait(&e->wake, &e->mu, &ts);
+            }
+            e->io_ready = false;
         }
         /* finished requests are counted here, under the lock */
         for (int i = 0; i < n_step; i++)
             if (step[i]->finished) e->stats.requests_finished++;
+        return true;
+    }
+}
+
+void *eng_scheduler_main(void *arg) {
+    rw_engine *e = arg;
+    eng_scratch *sc = eng_scratch_new(e->cfg.max_running);
+    if (!sc) {
+        /* cannot run: fail every request as it comes */
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping) {
+            while (e->queue_head) {
+                eng_req *r = e->queue_head;
+                e->queue_head = r->next;
+                e->n_queued--;
+                pthread_mutex_unlock(&e->mu);
+                eng_output_error(r, "out of memory in the scheduler");
+                eng_req_free(r);
+                pthread_mutex_lock(&e->mu);
+            }
+            e->queue_tail = NULL;
+            pthread_cond_wait(&e->wake, &e->mu);
+        }
+        pthread_mutex_unlock(&e->mu);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        if (eng_step_locked(e, sc)) continue;
+        if (e->stopping) break;
+        pthread_cond_wait(&e->wake, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
-    free(retired);
-    free(batch_req);
-    free(items);
-    free(step);
-    free(spec_req);
+    eng_scratch_free(sc);
     return NULL;
 }

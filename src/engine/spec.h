@@ -1,5 +1,9 @@
-/* spec.h - speculative decoding: a small draft model proposes tokens, the
- * target model checks them all in one forward pass.
+/* spec.h - speculative decoding: a small draft model (or the target's own
+ * MTP block, or an n-gram lookup in the context: RW_SPEC_MTP, RW_SPEC_NGRAM
+ * below; docs/speculative-decoding.md) proposes tokens, the target model
+ * checks them all in one forward pass. What follows is said of a draft
+ * model; the MTP block drafts the same way from the target's own states,
+ * n-gram drafts need no pass at all.
  *
  * One rw_spec_seq drives one generation. The caller owns the target sequence
  * and the target's sampler; the rw_spec_seq owns a draft sequence (same KV
@@ -83,14 +87,45 @@
  * the pattern models/seq.c rewinds without a matmul). */
 #define RW_SPEC_MAX_K 15
 
+/* Where drafts come from (rw_spec_params.sources; a draft model is a source
+ * when rw_spec_seq_new gets one):
+ *   RW_SPEC_MTP    the target's own MTP block (models/model.h; the model
+ *                  must have it enabled before its sequences were made):
+ *                  the first draft from (last, the trunk's hidden row of the
+ *                  position before), then chained on its own output row.
+ *                  Its KV lags the target and catches up in the first MTP
+ *                  pass of a drafting step (the tokens the block has not
+ *                  seen, as the draft model does); one draft token costs a
+ *                  block and the output head.
+ *   RW_SPEC_NGRAM  prompt lookup: the newest earlier occurrence of the last
+ *                  ngram_n tokens of the history (prompt, generated tokens,
+ *                  last) that occurred at least ngram_min_hits times,
+ *                  followed by up to k tokens, is the draft (llama-server's
+ *                  ngram-simple / ngram-map-k with min hits). Free; a
+ *                  sampled request treats it as a one-hot draft
+ *                  distribution (rejection sampling then keeps the target's
+ *                  distribution).
+ * With NGRAM and a model-based source (MTP or a draft model; not both), a
+ * step takes the n-gram draft when it has all the planned k tokens (no draft
+ * pass at all), else the model's (k tokens, so the longer). */
+enum { RW_SPEC_MTP = 1u, RW_SPEC_NGRAM = 2u };
+
 typedef struct {
     int32_t k_max;     /* 0..RW_SPEC_MAX_K */
     bool adaptive;     /* false: always k_max drafts */
     float draft_cost;  /* one draft pass / one target pass, >= 0 */
     float verify_cost; /* extra cost per verified token / one decode step, >= 0 */
+    unsigned sources;  /* RW_SPEC_MTP | RW_SPEC_NGRAM (besides a draft model) */
+    int32_t ngram_n;   /* n-gram length looked up, 1..64 (default 3) */
+    int32_t ngram_min_hits; /* occurrences the n-gram needs, >= 1 (default 1) */
+    /* the cost of one token the draft catches up on (tokens it has not
+     * seen: the prompt, idle steps) / one decode step; 0: a quarter of
+     * draft_cost (a draft model's prefill) */
+    float catch_up_cost;
 } rw_spec_params;
 
-/* k_max 4, adaptive, draft_cost 0.1, verify_cost 0.25 (what `rewind bench
+/* k_max 4, adaptive, draft_cost 0.1, verify_cost 0.25, no sources, ngram_n
+ * 3, ngram_min_hits 1 (what `rewind bench
  * spec` measures on the 0.8B preset with 2 threads since the Q8_0 quad
  * kernels: a pass of k + 1 tokens costs about 1 + 0.25 k decode steps -
  * 1.27x, 1.40x, 2.08x, 2.99x at k = 1, 2, 4, 8). */
@@ -127,8 +162,10 @@ typedef struct rw_spec_seq rw_spec_seq;
 
 /* A speculative decoder for the target sequence `target` (borrowed; must
  * outlive the result) with its sampler (borrowed) made from sp, drafting
- * with draft_model (borrowed). The draft model's vocabulary must have the
- * target's n_vocab (rw_spec_check_vocab checks the texts). The caller frees
+ * with draft_model (borrowed; NULL: p->sources only) and p->sources. The
+ * draft model's vocabulary must have the target's n_vocab
+ * (rw_spec_check_vocab checks the texts); RW_SPEC_MTP needs the target's
+ * model with its MTP block enabled, and no draft model. The caller frees
  * *out with rw_spec_seq_free. */
 rw_status rw_spec_seq_new(const rw_model *draft_model, rw_model_seq *target, rw_sampler *sampler,
                           const rw_sampler_params *sp, const rw_spec_params *p, rw_spec_seq **out, rw_error *err);
@@ -165,7 +202,8 @@ rw_status rw_spec_seq_set_constraint(rw_spec_seq *s, rw_spec_mask_fn fn, void *c
  * k + 1 tokens). */
 int32_t rw_spec_seq_plan(const rw_spec_seq *s, int64_t budget);
 
-/* One step for n sequences of the same target and draft models: each plans
+/* One step for n sequences of the same target and draft models (draft_model
+ * NULL when none drafts with one): each plans
  * with its budget[i] >= 1 (tokens it may still emit), then the drafts of all
  * run batched (rw_model_forward_batch, one pass per draft position) and all
  * targets verify in ONE batched pass. Each sequence keeps what it accepted,
@@ -209,6 +247,7 @@ typedef struct {
     int64_t accepted; /* draft tokens accepted */
     int64_t emitted;  /* tokens output by steps */
     int32_t last_k;   /* drafts of the last step */
+    int64_t ngram_drafted, ngram_accepted; /* of those, n-gram drafts */
 } rw_spec_stats;
 
 /* The last step's target rows as the model computed them (before any

@@ -41,7 +41,8 @@ int32_t rw_spec_rule_plan(const rw_spec_rule *r, const rw_spec_params *p, int64_
     if (cap <= 0 || r->failed >= MAX_FAILED_PROBES) return 0;
     /* the draft's first pass catches up on the tokens it has not seen (the
      * prompt, at first): not worth it for a short remainder */
-    if (CATCH_UP * (double)p->draft_cost * (double)behind > MAX_CATCH_UP * (double)budget) return 0;
+    const double per = p->catch_up_cost > 0 ? (double)p->catch_up_cost : CATCH_UP * (double)p->draft_cost;
+    if (per * (double)behind > MAX_CATCH_UP * (double)budget) return 0;
     /* a probe makes the draft catch up on the idle tokens: only worth it
      * when more tokens remain than it waited for */
     if (r->idle >= r->probe_every) return budget > r->probe_every ? 1 : 0;

@@ -432,6 +432,15 @@ static bool parse_sequence(gparser *ps, gseq *seq) {
             last = seq->n;
             while (ps->p < ps->end && *ps->p != '"') {
                 if (*ps->p == '\n') return fail(ps, ps->p, "newline inside a string literal");
+                if ((unsigned char)*ps->p >= 0x80) { /* a byte that is not valid UTF-8 stands for itself */
+                    const char *q = ps->p;
+                    utf8_decode(&q, ps->end);
+                    if (q - ps->p == 1) {
+                        unsigned b = (unsigned char)*ps->p++;
+                        if (!push_byte(ps, seq, b, b)) return false;
+                        continue;
+                    }
+                }
                 uint32_t cp;
                 if (!read_char(ps, &cp)) return false;
                 uint8_t u[4];

@@ -92,6 +92,11 @@ rw_status rw_grammar_schema_to_gbnf(const char *schema, size_t len, const rw_sch
  * name as above. */
 rw_status rw_grammar_json_object_gbnf(const rw_schema_opts *opts, char **gbnf, rw_error *err);
 
+/* A GBNF string literal (with its quotes) matching exactly the n bytes of s
+ * (quotes, backslashes and control bytes escaped), for composing grammars:
+ * e.g. a tool's name. malloc'd, NUL-terminated; the caller frees *out. */
+rw_status rw_grammar_gbnf_literal(const char *s, size_t n, char **out, rw_error *err);
+
 /* Shortcut: rw_grammar_schema_to_gbnf then rw_grammar_compile. */
 rw_status rw_grammar_compile_schema(const char *schema, size_t len, rw_grammar **out, rw_error *err);
 

@@ -47,6 +47,7 @@ typedef struct {
     uint32_t *mask;    /* allowed tokens (vocab words); owned, NULL until computed */
     rw_gbytes loop;    /* bytes b with trans[b] == this state (valid when full) */
     bool full;         /* every transition computed, loop valid */
+    int8_t plain;      /* -1 unknown, 1: "inside a JSON-like string" (see match.c's plain_closed), 0 not */
 } rw_gstate;
 
 struct rw_grammar {
@@ -97,7 +98,37 @@ typedef struct {
     int32_t tok_lo, n_own, sub_end;
     int32_t bm; /* index into sub_bytes (the bytes below this node), -1 for small subtrees */
     uint8_t byte;
+    uint8_t u8;    /* UTF-8 decoder state after this node's bytes read from a character boundary (RW_U8_*) */
+    uint8_t plain; /* 1: every path below is valid UTF-8 from u8 on, with no '"', '\' or control byte */
+    uint8_t rootplain; /* 1: plain and so is the path from the root: every token below is in plain_mask */
 } rw_gtrie;
+
+/* A UTF-8 decoder: the state after some bytes (0 = at a character boundary). */
+enum { RW_U8_BOUNDARY = 0, RW_U8_NEED1, RW_U8_NEED2, RW_U8_NEED3, RW_U8_E0, RW_U8_ED, RW_U8_F0, RW_U8_F4, RW_U8_BAD };
+static inline unsigned rw_u8_next(unsigned u, unsigned b) {
+    switch (u) {
+    case RW_U8_BOUNDARY:
+        if (b < 0x80) return RW_U8_BOUNDARY;
+        if (b >= 0xC2 && b <= 0xDF) return RW_U8_NEED1;
+        if (b == 0xE0) return RW_U8_E0;
+        if (b == 0xED) return RW_U8_ED;
+        if (b >= 0xE1 && b <= 0xEF) return RW_U8_NEED2;
+        if (b == 0xF0) return RW_U8_F0;
+        if (b >= 0xF1 && b <= 0xF3) return RW_U8_NEED3;
+        if (b == 0xF4) return RW_U8_F4;
+        return RW_U8_BAD;
+    case RW_U8_NEED1: return b >= 0x80 && b <= 0xBF ? RW_U8_BOUNDARY : RW_U8_BAD;
+    case RW_U8_NEED2: return b >= 0x80 && b <= 0xBF ? RW_U8_NEED1 : RW_U8_BAD;
+    case RW_U8_NEED3: return b >= 0x80 && b <= 0xBF ? RW_U8_NEED2 : RW_U8_BAD;
+    case RW_U8_E0: return b >= 0xA0 && b <= 0xBF ? RW_U8_NEED1 : RW_U8_BAD;
+    case RW_U8_ED: return b >= 0x80 && b <= 0x9F ? RW_U8_NEED1 : RW_U8_BAD;
+    case RW_U8_F0: return b >= 0x90 && b <= 0xBF ? RW_U8_NEED2 : RW_U8_BAD;
+    case RW_U8_F4: return b >= 0x80 && b <= 0x8F ? RW_U8_NEED2 : RW_U8_BAD;
+    default: return RW_U8_BAD;
+    }
+}
+/* bytes a JSON string cannot hold raw: '"', '\', controls, DEL */
+static inline bool rw_u8_special(unsigned b) { return b < 0x20 || b == '"' || b == '\\' || b == 0x7F; }
 
 struct rw_grammar_vocab {
     int32_t n;
@@ -109,6 +140,10 @@ struct rw_grammar_vocab {
     int32_t *ttok; /* owned */
     rw_gbytes *sub_bytes;
     int32_t n_sub_bytes;
+    /* tokens whose bytes are plain string text (valid UTF-8 from a character
+     * boundary, possibly cut inside the last character, no '"', '\' or
+     * control byte): what any "inside a string" state allows at least; owned */
+    uint32_t *plain_mask;
 };
 
 /* match.c */

@@ -21,7 +21,7 @@
 
 #include "grammar/grammar_int.h"
 
-#define MASK_CACHE_MAX ((size_t)256 << 20)
+#define MASK_CACHE_MAX ((size_t)64 << 20) /* per grammar, i.e. per request */
 #define LOOP_MIN_TOKENS 24 /* subtrees with fewer tokens are walked, not checked for a loop */
 
 static uint32_t hash2(uint32_t a, uint32_t b) {
@@ -180,7 +180,7 @@ static int32_t intern(rw_grammar *g, const int32_t *ids, int32_t n) {
         g->cap_sets = cap;
     }
     int32_t i = g->n_sets++;
-    g->sets[i] = (rw_gstate){.off = (int32_t)g->n_pool, .len = n};
+    g->sets[i] = (rw_gstate){.off = (int32_t)g->n_pool, .len = n, .plain = -1};
     memcpy(g->set_pool + g->n_pool, ids, (size_t)n * sizeof *ids);
     g->n_pool += n;
     g->set_hash[k] = i;
@@ -268,18 +268,64 @@ static bool make_full(rw_grammar *g, int32_t s) {
     return true;
 }
 
+/* Whether state s is "inside a string": every byte sequence that is valid
+ * UTF-8 (from a character boundary on) without '"', '\\' or control bytes
+ * keeps it alive and brings it back to s at each character boundary. Checked
+ * on the product of a UTF-8 decoder and the grammar's transitions from
+ * (boundary, s); a JSON string's content (any of them, whatever the object
+ * around it) passes, so the mask walk can allow a plain trie subtree whole. */
+static bool plain_closed(rw_grammar *g, int32_t s) {
+    if (g->sets[s].plain >= 0) return g->sets[s].plain;
+    enum { MAXP = 48 };
+    int32_t pg[MAXP];
+    uint8_t pu[MAXP];
+    int np = 1, head = 0;
+    pg[0] = s;
+    pu[0] = RW_U8_BOUNDARY;
+    bool ok = true;
+    while (ok && head < np) {
+        const int32_t gs = pg[head];
+        const unsigned u = pu[head++];
+        for (unsigned b = 0; b < 256 && ok; b++) {
+            const unsigned nu = rw_u8_next(u, b);
+            if (nu == RW_U8_BAD || (u == RW_U8_BOUNDARY && rw_u8_special(b))) continue;
+            const int32_t t = rw_grammar__step(g, gs, b);
+            if (t <= 0) ok = false; /* dead (or out of memory: then simply not plain) */
+            else if (nu == RW_U8_BOUNDARY) ok = t == s;
+            else {
+                int k = 0;
+                while (k < np && !(pg[k] == t && pu[k] == nu)) k++;
+                if (k == np) {
+                    if (np == MAXP) ok = false;
+                    else pg[np] = t, pu[np++] = (uint8_t)nu;
+                }
+            }
+        }
+    }
+    g->sets[s].plain = ok;
+    return ok;
+}
+
 /* ---- masks ---- */
 
 static inline void set_bit(uint32_t *m, int32_t id) { m[id >> 5] |= 1u << (id & 31); }
 
-/* Allows the tokens below trie node n (reached alive in state s). */
-static bool walk(rw_grammar *g, const rw_grammar_vocab *v, int32_t n, int32_t s, uint32_t *m) {
+/* Allows the tokens below trie node n (reached alive in state s). p0: the
+ * walk started in a string state with m = plain_mask, so subtrees of plain
+ * text from the root are in m already. */
+static bool walk(rw_grammar *g, const rw_grammar_vocab *v, int32_t n, int32_t s, uint32_t *m, bool p0) {
     const rw_gtrie *nodes = v->nodes;
     for (int32_t c = n + 1; c < nodes[n].end; c = nodes[c].end) {
+        if (p0 && nodes[c].rootplain) continue;
         int32_t t = rw_grammar__step(g, s, nodes[c].byte);
         if (t < 0) return false;
         if (t == 0) continue;
         const rw_gtrie *cn = &nodes[c];
+        /* plain string text below, read from a character boundary, in a string state: all allowed */
+        if (cn->plain && cn->u8 == RW_U8_BOUNDARY && cn->sub_end - cn->tok_lo > 1 && plain_closed(g, t)) {
+            for (int32_t i = cn->tok_lo; i < cn->sub_end; i++) set_bit(m, v->ttok[i]);
+            continue;
+        }
         if (cn->bm >= 0) {
             if (!make_full(g, t)) return false;
             const rw_gbytes *sub = &v->sub_bytes[cn->bm], *loop = &g->sets[t].loop;
@@ -290,7 +336,7 @@ static bool walk(rw_grammar *g, const rw_grammar_vocab *v, int32_t n, int32_t s,
             }
         }
         for (int32_t i = cn->tok_lo; i < cn->tok_lo + cn->n_own; i++) set_bit(m, v->ttok[i]);
-        if (cn->end > c + 1 && !walk(g, v, c, t, m)) return false;
+        if (cn->end > c + 1 && !walk(g, v, c, t, m, p0)) return false;
     }
     return true;
 }
@@ -304,7 +350,12 @@ const uint32_t *rw_grammar__mask(rw_grammar *g, const rw_grammar_vocab *v, int32
     const size_t words = rw_grammar_mask_words(v->n);
     uint32_t *m = calloc(words, sizeof *m);
     if (!m) return NULL;
-    if (s > 0 && !walk(g, v, 0, s, m)) {
+    bool p0 = false;
+    if (s > 0 && plain_closed(g, s)) { /* inside a string: all plain text, then the rest of the trie */
+        memcpy(m, v->plain_mask, words * sizeof *m);
+        p0 = true;
+    }
+    if (s > 0 && !walk(g, v, 0, s, m, p0)) {
         free(m);
         return NULL;
     }
@@ -420,6 +471,10 @@ void rw_grammar_apply_mask(const uint32_t *mask, float *logits, int32_t n_vocab,
         uint32_t bits = mask[w];
         if (bits == 0xFFFFFFFFu) continue;
         int32_t base = w * 32, lim = n_vocab - base < 32 ? n_vocab - base : 32;
+        if (bits == 0) { /* the common case outside strings: a straight store loop the compiler vectorises */
+            for (int32_t j = 0; j < lim; j++) logits[base + j] = -INFINITY;
+            continue;
+        }
         for (int32_t j = 0; j < lim; j++)
             if (!((bits >> j) & 1)) logits[base + j] = -INFINITY;
     }

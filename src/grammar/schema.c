@@ -678,6 +678,7 @@ static char *gen_array(sc *c, json_t *s, const char *path) {
     if (prefix) {
         if (!json_is_array(prefix)) {
             free(ws);
+            free(b.p);
             return sfail(c, RW_ERR_INVALID_ARG, path, "prefixItems must be an array");
         }
         np = (long)json_array_size(prefix);
@@ -1246,6 +1247,18 @@ rw_status rw_grammar_schema_to_gbnf(const char *schema, size_t len, const rw_sch
 rw_status rw_grammar_json_object_gbnf(const rw_schema_opts *opts, char **gbnf, rw_error *err) {
     static const char obj[] = "{\"type\":\"object\"}";
     return rw_grammar_schema_to_gbnf(obj, sizeof obj - 1, opts, gbnf, err);
+}
+
+rw_status rw_grammar_gbnf_literal(const char *s, size_t n, char **out, rw_error *err) {
+    sbuf b = {0};
+    lit(&b, s, n);
+    if (b.oom) {
+        free(b.p);
+        *out = NULL;
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    *out = b.p;
+    return RW_OK;
 }
 
 rw_status rw_grammar_compile_schema(const char *schema, size_t len, rw_grammar **out, rw_error *err) {

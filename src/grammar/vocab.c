@@ -32,6 +32,7 @@ void rw_grammar_vocab_free(rw_grammar_vocab *v) {
     free(v->nodes);
     free(v->ttok);
     free(v->sub_bytes);
+    free(v->plain_mask);
     free(v);
 }
 
@@ -97,6 +98,43 @@ static rw_status build_trie(rw_grammar_vocab *v, rw_error *err) {
     }
     free(order);
     if (st) return st;
+    /* UTF-8 states down the trie, then (children first) whether everything below is plain string text */
+    v->nodes[0].u8 = RW_U8_BOUNDARY;
+    depth = 0;
+    path[0] = 0;
+    for (int32_t i = 1; i < v->n_nodes; i++) {
+        while (v->nodes[path[depth]].end <= i) depth--; /* path: the open ancestors of i */
+        const int32_t p = path[depth];
+        v->nodes[i].u8 = v->nodes[p].u8 == RW_U8_BAD ? RW_U8_BAD : (uint8_t)rw_u8_next(v->nodes[p].u8, v->nodes[i].byte);
+        path[++depth] = i;
+    }
+    for (int32_t i = v->n_nodes - 1; i >= 0; i--) {
+        bool plain = true;
+        for (int32_t c = i + 1; c < v->nodes[i].end && plain; c = v->nodes[c].end)
+            plain = v->nodes[c].u8 != RW_U8_BAD && !rw_u8_special(v->nodes[c].byte) && v->nodes[c].plain;
+        v->nodes[i].plain = plain;
+    }
+    /* paths from the root that are plain text, and their tokens */
+    v->plain_mask = calloc(rw_grammar_mask_words(v->n), sizeof *v->plain_mask);
+    uint8_t *rootok = malloc((size_t)v->n_nodes);
+    if (!v->plain_mask || !rootok) {
+        free(rootok);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory building the vocabulary trie");
+    }
+    rootok[0] = 1;
+    depth = 0;
+    path[0] = 0;
+    for (int32_t i = 1; i < v->n_nodes; i++) {
+        while (v->nodes[path[depth]].end <= i) depth--;
+        const int32_t p = path[depth];
+        rootok[i] = rootok[p] && v->nodes[i].u8 != RW_U8_BAD && !rw_u8_special(v->nodes[i].byte);
+        v->nodes[i].rootplain = rootok[i] && v->nodes[i].plain;
+        if (rootok[i])
+            for (int32_t k = v->nodes[i].tok_lo; k < v->nodes[i].tok_lo + v->nodes[i].n_own; k++)
+                v->plain_mask[v->ttok[k] >> 5] |= 1u << (v->ttok[k] & 31);
+        path[++depth] = i;
+    }
+    free(rootok);
     /* the bytes below each big subtree */
     int32_t n_bm = 0;
     for (int32_t i = 1; i < v->n_nodes; i++)

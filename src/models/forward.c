@@ -29,7 +29,7 @@ void mdl_scratch_free(mdl_scratch *sc) {
 /* Grows the per-token buffers to n tokens and the attention scratch to
  * n_ctx positions. Buffers are replaced whole: their contents do not
  * survive between forward calls. */
-static rw_status scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
+rw_status mdl_scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     if (n > sc->n_cap) {
@@ -88,6 +88,14 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
     return RW_OK;
 }
 
+void mdl_rope_rows(rw_model *m, const mdl_batch *b) {
+    const rw_model_hparams *hp = &m->hp;
+    for (int i = 0; i < b->n_seg; i++)
+        for (int64_t t = 0; t < b->seg[i].n; t++)
+            rw_rope_cache((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
+                          m->sc.rope_cs + (b->seg[i].row0 + t) * hp->n_rot);
+}
+
 /* Runs one pass over the rows of b (tokens at b->seg positions). Embedding
  * and RoPE tables per row; then the layers. layer_out (if any) receives the
  * residual stream after each layer at layer_out + il * layer_stride. */
@@ -96,10 +104,7 @@ static rw_status run_pass(rw_model *m, const int32_t *tokens, const mdl_batch *b
     const rw_model_hparams *hp = &m->hp;
     rw_status st;
     if ((st = embed(m, tokens, b->n, err))) return st;
-    for (int i = 0; i < b->n_seg; i++)
-        for (int64_t t = 0; t < b->seg[i].n; t++)
-            rw_rope_cache((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
-                          m->sc.rope_cs + (b->seg[i].row0 + t) * hp->n_rot);
+    mdl_rope_rows(m, b);
     for (int il = 0; il < hp->n_layer; il++) {
         if ((st = m->arch->layer(m, il, b, err))) return st;
         if (layer_out)
@@ -166,6 +171,8 @@ static rw_status check_items(const rw_model *m, const rw_batch_item *items, int 
 
 /* The shared pass loop: items split into passes of at most MDL_UBATCH rows
  * in item order. A token's result does not depend on the split. */
+static rw_status rewind_to(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err);
+
 static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_items, float *layer_out,
                                rw_threadpool *pool, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
@@ -205,10 +212,15 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             off += k;
             if (off == x->n) it++, off = 0;
         }
-        if ((st = scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
+        if ((st = mdl_scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
         const mdl_batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
         float *lo = layer_out ? layer_out + (size_t)first_off * (size_t)hp->n_embd : NULL;
         if ((st = run_pass(m, tok, &b, lo, (size_t)total_rows * (size_t)hp->n_embd, err))) break;
+        if (m->mtp_on) { /* the MTP block's second input: every row's post-norm hidden */
+            const int e = hp->n_embd;
+            for (int64_t r = 0; r < nrow; r++) rw_rmsnorm(m->sc.x + r * e, m->output_norm, e, hp->rms_eps, m->sc.xn + r * e);
+            if ((st = mdl_mtp_store_hidden(m, &b, m->sc.xn, err))) break;
+        }
         /* logits wanted from this pass */
         int64_t nr = 0;
         for (int i = 0; i < ns; i++) {
@@ -229,11 +241,31 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
         if (nr && (st = head_rows(m, rows, dst, nr, pool, err))) break;
     }
     if (st) /* every sequence back to where it was */
-        for (int i = 0; i < n_items; i++) mdl_seq_rewind_layers(items[i].seq, old_len[i], pool, NULL);
+        for (int i = 0; i < n_items; i++) rewind_to(items[i].seq, old_len[i], pool, NULL);
 done:
     free(old_len), free(seg), free(tok), free(rows), free(dst);
     return st;
 }
+
+/* Exact rewind: the layers back to their restore point p (seq.c), then the
+ * tokens p..n-1 computed again. */
+static rw_status rewind_to(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+    int64_t p = n;
+    rw_status st = mdl_seq_restore(s, n, pool, &p, err);
+    if (st || p == n) return st;
+    const rw_batch_item item = {.seq = s, .tokens = s->tokens + p, .n = n - p};
+    return forward_items(s->m, &item, 1, NULL, pool, err);
+}
+
+rw_status rw_model_seq_rewind(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+    if (n < 0 || n > s->len)
+        return rw_errorf(err, RW_ERR_RANGE, "cannot rewind a sequence of %lld tokens to %lld", (long long)s->len,
+                         (long long)n);
+    if (n == s->len) return RW_OK;
+    return rewind_to(s, n, pool, err);
+}
+
+rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err) { return rw_model_seq_rewind(s, n, NULL, err); }
 
 rw_status rw_model_forward(rw_model *m, rw_model_seq *s, const rw_forward_args *a, rw_error *err) {
     if (!a || !a->tokens || a->n <= 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "forward: no tokens");

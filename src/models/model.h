@@ -194,4 +194,57 @@ typedef struct {
 rw_status rw_model_forward_batch(rw_model *m, const rw_batch_item *items, int n_items, rw_threadpool *pool,
                                  rw_error *err);
 
+/* ---- the MTP block (multi-token prediction; models/mtp.c) ----
+ *
+ * Qwen3.5 files may carry one more decoder block (nextn_predict_layers):
+ * from the trunk's post-output_norm hidden h_{k-1} of position k-1 and the
+ * embedding of token x_k it computes, at MTP position k, logits for the
+ * token x_{k+1} (h_{-1} = 0). Its own attention KV covers MTP positions
+ * 0..M-1. To draft K tokens past the pending token x_L (sampled from
+ * position L-1's logits): run the block at position L on (x_L, h_{L-1}),
+ * take its token d_0, then feed its own post-norm output row back with d_0
+ * at L+1, and so on (engine/spec.h).
+ *
+ * With the block enabled, a sequence keeps, behind cache/state.h's ops
+ * like every layer: the trunk's hidden row of every position (so the block
+ * can catch up from any point, after any rewind, snapshot or state file),
+ * and the block's KV, which lags the trunk (M <= length between drafting
+ * calls) and rewinds, clones and saves with the sequence. */
+
+/* True if m has an MTP block it can run. */
+bool rw_model_mtp_available(const rw_model *m);
+/* Turns the MTP block on: sequences made afterwards carry its states and
+ * every forward pass stores the hidden rows (a copy per token; the block
+ * itself runs only in rw_model_mtp_forward). RW_ERR_UNSUPPORTED if the
+ * model has no MTP block, RW_ERR_INVALID_ARG while a sequence of m exists
+ * (its states would not match); no-op if already on. */
+rw_status rw_model_enable_mtp(rw_model *m, rw_error *err);
+bool rw_model_mtp_enabled(const rw_model *m);
+
+/* One sequence's rows of an MTP pass: tokens at MTP positions M..M+n-1 (M =
+ * rw_model_seq_mtp_length). Positions below the sequence's length must
+ * carry the sequence's own tokens. h gives each row's hidden input
+ * ([n][n_embd]); NULL takes the trunk's stored rows of positions
+ * M-1..M+n-2 (every position must then be <= the sequence's length). */
+typedef struct {
+    rw_model_seq *seq;     /* distinct for every item of one call */
+    const int32_t *tokens;
+    int64_t n;             /* >= 1 */
+    const float *h;        /* may be NULL (above) */
+    float *logits;         /* out: [n][n_vocab] if all_logits, else [n_vocab] (last row); may be NULL */
+    bool all_logits;
+    float *h_out;          /* out: [n_embd] post-norm output of the last row (the next chained h); may be NULL */
+} rw_mtp_item;
+
+/* Runs the MTP block for several sequences together; each row's result is
+ * bitwise the same whatever the batch or the split into calls. On error
+ * every sequence's MTP length is as before. */
+rw_status rw_model_mtp_forward(rw_model *m, const rw_mtp_item *items, int n_items, rw_threadpool *pool,
+                               rw_error *err);
+/* MTP positions held (0 without the block); cutting back to n <= that. */
+int64_t rw_model_seq_mtp_length(const rw_model_seq *s);
+rw_status rw_model_seq_mtp_rewind(rw_model_seq *s, int64_t n, rw_error *err);
+/* The trunk's stored hidden row of position pos < length into out[n_embd]. */
+rw_status rw_model_seq_mtp_hidden(const rw_model_seq *s, int64_t pos, float *out, rw_error *err);
+
 #endif

@@ -16,6 +16,8 @@
 #ifndef RW_MODELS_MODEL_INT_H
 #define RW_MODELS_MODEL_INT_H
 
+#include <stdatomic.h>
+
 #include "models/model.h"
 
 #include "base/dtype.h"
@@ -91,11 +93,31 @@ struct rw_model {
     int n_mats, cap_mats;
     /* every matrix's rw_matrix.ggml_order (mdl_prefers_ggml_order) */
     bool ggml_order;
+    /* The MTP (multi-token prediction) block, if the file has one and the
+     * architecture runs it (arch->mtp_block): mtp_avail. With mtp_on (set by
+     * rw_model_enable_mtp before any sequence exists) every sequence holds
+     * two more states after its n_layer layers (mtp.c):
+     *   layer[n_layer]     the block's attention KV, at MTP positions
+     *                      0..M-1 with M <= len (it lags; catches up when
+     *                      drafting);
+     *   layer[n_layer + 1] the trunk's post-output_norm hidden row of every
+     *                      position 0..len-1 (f32, key half and value half
+     *                      of one "kv" head), the block's second input. */
+    bool mtp_avail, mtp_on;
+    /* sequences of the model alive (rw_model_enable_mtp refuses to change
+     * their number of states under them); any thread may free one */
+    atomic_int n_seqs;
     /* what the public API opened with the model (src/api: file, tokenizer,
      * template); NULL for rw_model_load. Owned by rw_model_close, which
      * frees it after rw_model_free. */
     void *api;
 };
+
+/* States a sequence of m holds: n_layer, + 2 with the MTP block on. */
+static inline int mdl_n_states(const rw_model *m) { return m->hp.n_layer + (m->mtp_on ? 2 : 0); }
+/* The MTP block's KV state index (-1 without), and the hidden rows'. */
+static inline int mdl_mtp_kv_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer : -1; }
+static inline int mdl_mtp_h_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer + 1 : -1; }
 
 /* A sequence: its token ids and one state per layer (cache/state.h). The
  * retention plan of the pass in progress (cuts, log_from) is computed by
@@ -122,9 +144,11 @@ void mdl_seq_retain(rw_model_seq *s);
 /* Copies n tokens to positions len..len+n-1 of s's token array (the length
  * moves only when the pass succeeds). */
 rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err);
-/* Every layer back to length n exactly (layers may be longer after a failed
- * pass); recomputes with the model when a recurrent layer must. */
-rw_status mdl_seq_rewind_layers(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err);
+/* Every layer back to the restore point p <= n they all reach by themselves
+ * (layers may be longer after a failed pass): s->len = *restored = p, and
+ * tokens p..n-1 wait past the length for the caller to recompute (seq.c;
+ * forward.c's rewind does, so the sequence code never runs the model). */
+rw_status mdl_seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err);
 /* seq_file.c helpers: fresh layers for s's model and settings; adoption of
  * loaded layers and tokens (takes ownership). */
 rw_status mdl_seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err);
@@ -146,6 +170,13 @@ struct mdl_arch {
     rw_status (*new_layer_state)(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
                                  rw_layer_state **out, rw_error *err);
     void (*free_ext)(rw_model *m); /* release of m->ext (NULL if none) */
+    /* The MTP block over the rows of b (NULL if the architecture has none):
+     * row r is token tokens[r] at MTP position seg.pos0 + (r - seg.row0)
+     * with trunk hidden h[r] (stride n_embd), its attention KV in
+     * seg.s->layer[n_layer]; writes the block's post-norm output rows to
+     * h_out (stride n_embd) and points *head at the output matrix. */
+    rw_status (*mtp_block)(rw_model *m, const int32_t *tokens, const float *h, const mdl_batch *b, float *h_out,
+                           const rw_matrix **head, rw_error *err);
 };
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
@@ -155,6 +186,17 @@ extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_q
 
 /* forward.c */
 void mdl_scratch_free(mdl_scratch *sc);
+/* Grows the pass scratch to n rows, attention over n_ctx positions. */
+rw_status mdl_scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err);
+/* RoPE tables of every row of b at its segment's positions. */
+void mdl_rope_rows(rw_model *m, const mdl_batch *b);
+
+/* mtp.c: the trunk's post-norm hidden rows of a pass (rows of b, stride
+ * n_embd) into each segment's hidden-row state (no-op with the MTP off). */
+rw_status mdl_mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err);
+/* Where a rewind of every state to n leaves state il (n, or the lagging
+ * MTP KV's own length if shorter). */
+int64_t mdl_state_target(const rw_model_seq *s, int il, int64_t n);
 
 /* hparams.c: the keys shared by the dense transformers. */
 rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "models/model_int.h"
 
 typedef struct {
@@ -65,6 +66,13 @@ typedef struct {
     float *in;       /* [n][CD + 2*nv]: the recurrence inputs [u | g | beta] per token */
     float *tmp;      /* qwen3next: the ssm_ba or ssm_in output before it is split */
     bool grouped;    /* qwen3next: value head h uses key head h / (nv/nk), not h % nk */
+    /* the MTP block (layer n_layer of m->layers, x->moe, rec_of; model.h) */
+    rw_matrix eh_proj;              /* 2E -> E: [rmsnorm(e) * enorm | rmsnorm(h) * hnorm] */
+    const float *enorm, *hnorm;     /* [E] */
+    const float *head_norm;         /* [E]: nextn.shared_head_norm, else output_norm */
+    rw_matrix mtp_head;             /* nextn.shared_head_head (data NULL: the model's output) */
+    const rw_gguf_tensor *mtp_embd; /* nextn.embed_tokens, else token_embd */
+    float *cat;                     /* [cap][2E] */
 } q35;
 
 static bool is_recurrent(const q35 *x, int il) { return x->rec_of[il] >= 0; }
@@ -90,7 +98,7 @@ static rw_status q35_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hp
     if ((st = get_u32_key(g, arch->name, "nextn_predict_layers", false, 0, &nextn, err))) return st;
     if (nextn >= (uint32_t)hp->n_layer)
         return rw_errorf(err, RW_ERR_FORMAT, "%s.nextn_predict_layers = %u leaves no trunk layers", arch->name, nextn);
-    hp->n_layer -= (int)nextn; /* the MTP block (speculative decoding only) is skipped */
+    hp->n_layer -= (int)nextn; /* the trunk; the MTP block is bound after it (q35_bind) and run by mtp.c */
     /* IMROPE: text positions are [p, p, p, 0], so pairs covered by the first
      * three sections rotate by p; pairs past them would use position 0. */
     char key[64];
@@ -115,6 +123,7 @@ static void q35_free(rw_model *m) {
     free(x->rec);
     free(x->moe);
     free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp), free(x->in);
+    free(x->cat);
     free(x);
     m->ext = NULL;
 }
@@ -258,16 +267,33 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     }
     if ((st = mdl_bind_common(m, err))) return st;
     const int L = hp->n_layer;
-    m->layers = calloc((size_t)L, sizeof *m->layers);
-    x->rec_of = malloc((size_t)L * sizeof *x->rec_of);
-    x->rec = calloc((size_t)L, sizeof *x->rec);
+    /* the MTP block, bound as layer L when the file has it (qwen3next's
+     * converter drops it; llama.cpp runs only the first of several) */
+    uint32_t nextn = 0;
+    if (x->grouped) nextn = 0;
+    else if ((st = get_u32_key(m->g, m->arch->name, "nextn_predict_layers", false, 0, &nextn, err))) return st;
+    if (nextn) {
+        char eh[64];
+        snprintf(eh, sizeof eh, "blk.%d.nextn.eh_proj.weight", L);
+        m->mtp_avail = rw_gguf_find_tensor(m->g, eh) != NULL; /* a file may declare it and leave it out */
+    }
+    const int NB = L + (m->mtp_avail ? 1 : 0);
+    if (x->moe && m->mtp_avail) {
+        q35_moe *mo = realloc(x->moe, (size_t)NB * sizeof *mo);
+        if (!mo) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        x->moe = mo;
+        memset(&x->moe[L], 0, sizeof *mo);
+    }
+    m->layers = calloc((size_t)NB, sizeof *m->layers);
+    x->rec_of = malloc((size_t)NB * sizeof *x->rec_of);
+    x->rec = calloc((size_t)NB, sizeof *x->rec);
     if (!m->layers || !x->rec_of || !x->rec) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     const int64_t E = hp->n_embd, D = hp->head_dim_k, H = hp->n_head, Hkv = hp->n_head_kv;
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    for (int il = 0; il < L && !st; il++) {
+    for (int il = 0; il < NB && !st; il++) {
         mdl_dense_layer *Ld = &m->layers[il];
-        x->rec_of[il] = (il + 1) % x->interval != 0 ? x->n_rec++ : -1;
+        x->rec_of[il] = il < L && (il + 1) % x->interval != 0 ? x->n_rec++ : -1; /* the MTP block: attention */
         if ((st = mdl_bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
             (st = mdl_bind_vector(m, NAME("post_attention_norm.weight"), E, true, &Ld->ffn_norm, err)))
             break;
@@ -310,6 +336,21 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
                 break;
         }
     }
+    if (!st && m->mtp_avail) {
+        const int il = L;
+        const float *shn = NULL;
+        if ((st = mdl_bind_matrix(m, NAME("nextn.eh_proj.weight"), 2 * E, E, true, &x->eh_proj, err)) ||
+            (st = mdl_bind_vector(m, NAME("nextn.enorm.weight"), E, true, &x->enorm, err)) ||
+            (st = mdl_bind_vector(m, NAME("nextn.hnorm.weight"), E, true, &x->hnorm, err)) ||
+            (st = mdl_bind_vector(m, NAME("nextn.shared_head_norm.weight"), E, false, &shn, err)) ||
+            (st = mdl_bind_matrix(m, NAME("nextn.shared_head_head.weight"), E, hp->n_vocab, false, &x->mtp_head, err)))
+            return st;
+        x->head_norm = shn ? shn : m->output_norm;
+        const rw_gguf_tensor *te = rw_gguf_find_tensor(m->g, NAME("nextn.embed_tokens.weight"));
+        if (te && (te->ne[0] != (uint64_t)E || te->ne[1] != (uint64_t)hp->n_vocab || te->ne[2] != 1))
+            return rw_errorf(err, RW_ERR_FORMAT, "tensor %s must be {%lld, %lld}", n, (long long)E, (long long)hp->n_vocab);
+        x->mtp_embd = te ? te : m->tok_embd;
+    }
 #undef NAME
     return st;
 }
@@ -320,7 +361,9 @@ static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
     q35 *x = m->ext;
     if (n <= x->cap) return RW_OK;
     free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp), free(x->in);
+    free(x->cat);
     const size_t t = (size_t)n * sizeof(float);
+    x->cat = malloc(t * 2 * (size_t)m->hp.n_embd);
     x->tmp = malloc(t * (size_t)(2 * x->KD + 2 * x->VD));
     x->u = malloc(t * (size_t)x->CD);
     x->in = malloc(t * (size_t)(x->CD + 2 * x->nv));
@@ -330,7 +373,7 @@ static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
     x->o = malloc(t * (size_t)x->VD);
     x->qg = malloc(t * 2 * (size_t)m->hp.n_head * (size_t)m->hp.head_dim_k);
     x->cap = n;
-    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg || !x->tmp || !x->in) {
+    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg || !x->tmp || !x->in || !x->cat) {
         x->cap = 0;
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory for %lld tokens of hybrid activations", (long long)n);
     }
@@ -485,6 +528,37 @@ static rw_status q35_layer(rw_model *m, int il, const mdl_batch *b, rw_error *er
     return RW_OK;
 }
 
+/* ---- the MTP block (model.h; specs/qwen35.md §4.9) ----
+ *
+ *   c  = eh_proj [rmsnorm(embd(x_k)) * enorm | rmsnorm(h_{k-1}) * hnorm]
+ *   c' = the decoder block of layer n_layer on c (gated attention over the
+ *        block's own KV, FFN), as a trunk attention layer
+ *   h_out = rmsnorm(c') * head_norm; logits = head h_out (mtp.c)
+ */
+static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *h, const mdl_batch *b, float *h_out,
+                               const rw_matrix **head, rw_error *err) {
+    q35 *x = m->ext;
+    const int E = m->hp.n_embd;
+    const float eps = m->hp.rms_eps;
+    rw_status st = reserve(m, b->n, err);
+    if (st) return st;
+    uint64_t row_bytes;
+    rw_dtype_row_bytes(x->mtp_embd->type, (uint64_t)E, &row_bytes);
+    for (int64_t r = 0; r < b->n; r++) {
+        float *c = x->cat + r * 2 * E, *e = m->sc.tmp + r * E;
+        const void *row = (const char *)x->mtp_embd->data + (size_t)tokens[r] * row_bytes;
+        if ((st = rw_dequantize_row(x->mtp_embd->type, row, e, E)))
+            return rw_errorf(err, st, "MTP embedding: cannot convert type %s", rw_dtype_name(x->mtp_embd->type));
+        rw_rmsnorm(e, x->enorm, E, eps, c);
+        rw_rmsnorm(h + r * E, x->hnorm, E, eps, c + E);
+    }
+    if ((st = mdl_matmul(&x->eh_proj, x->cat, b->n, m->sc.x, b->pool, err))) return st;
+    if ((st = q35_layer(m, m->hp.n_layer, b, err))) return st;
+    for (int64_t r = 0; r < b->n; r++) rw_rmsnorm(m->sc.x + r * E, x->head_norm, E, eps, h_out + r * E);
+    *head = x->mtp_head.data ? &x->mtp_head : &m->output;
+    return RW_OK;
+}
+
 const mdl_arch mdl_arch_qwen35 = {
     .name = "qwen35",
     .rope_kind = RW_ROPE_NEOX,
@@ -495,6 +569,7 @@ const mdl_arch mdl_arch_qwen35 = {
     .layer = q35_layer,
     .new_layer_state = q35_layer_state,
     .free_ext = q35_free,
+    .mtp_block = q35_mtp_block,
 };
 
 /* Qwen3.5-MoE: the same hybrid mixer, every FFN a mixture of experts with a
@@ -510,6 +585,7 @@ const mdl_arch mdl_arch_qwen35moe = {
     .layer = q35_layer,
     .new_layer_state = q35_layer_state,
     .free_ext = q35_free,
+    .mtp_block = q35_mtp_block,
 };
 
 /* Qwen3-Next: the qwen35 mixer with value heads in HF's grouped order (head h

@@ -28,6 +28,7 @@
  * checkpoint (position 0 always exists) and recomputes the rest with the
  * model; rw_model_seq_rewind_cost says which before anything is done.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,20 +43,23 @@
 
 static rw_status default_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
                                      rw_layer_state **out, rw_error *err) {
-    (void)il;
+    if (il == mdl_mtp_h_index(m)) { /* the hidden rows, f32: key half | value half (model_int.h) */
+        const int e = m->hp.n_embd;
+        return rw_kv_state_new(RW_KV_F32, 1, e - e / 2, e / 2, max_ctx, out, err);
+    }
     return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
 }
 
 static rw_status new_layers(const rw_model *m, rw_kv_type kv_type, int64_t max_ctx, rw_layer_state ***out,
                             rw_error *err) {
-    rw_layer_state **L = calloc((size_t)m->hp.n_layer, sizeof *L);
+    rw_layer_state **L = calloc((size_t)mdl_n_states(m), sizeof *L);
     if (!L) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     rw_status st = RW_OK;
-    for (int il = 0; il < m->hp.n_layer && !st; il++)
-        st = m->arch->new_layer_state ? m->arch->new_layer_state(m, il, kv_type, max_ctx, &L[il], err)
+    for (int il = 0; il < mdl_n_states(m) && !st; il++)
+        st = m->arch->new_layer_state && il < m->hp.n_layer ? m->arch->new_layer_state(m, il, kv_type, max_ctx, &L[il], err)
                                       : default_layer_state(m, il, kv_type, max_ctx, &L[il], err);
     if (st) {
-        for (int il = 0; il < m->hp.n_layer; il++) rw_state_free(L[il]);
+        for (int il = 0; il < mdl_n_states(m); il++) rw_state_free(L[il]);
         free(L);
         return st;
     }
@@ -65,7 +69,7 @@ static rw_status new_layers(const rw_model *m, rw_kv_type kv_type, int64_t max_c
 
 static void free_layers(const rw_model *m, rw_layer_state **L) {
     if (!L) return;
-    for (int il = 0; il < m->hp.n_layer; il++) rw_state_free(L[il]);
+    for (int il = 0; il < mdl_n_states(m); il++) rw_state_free(L[il]);
     free(L);
 }
 
@@ -85,12 +89,14 @@ rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ct
         free(s);
         return st;
     }
+    atomic_fetch_add(&s->m->n_seqs, 1);
     *out = s;
     return RW_OK;
 }
 
 void rw_model_seq_free(rw_model_seq *s) {
     if (!s) return;
+    atomic_fetch_sub(&s->m->n_seqs, 1);
     free_layers(s->m, s->layer);
     free(s->tokens);
     free(s->marks);
@@ -105,13 +111,13 @@ rw_kv_type rw_model_seq_kv_type(const rw_model_seq *s) { return s->kv_type; }
 
 size_t rw_model_seq_bytes(const rw_model_seq *s) {
     size_t b = sizeof *s + (size_t)s->tok_cap * sizeof(int32_t) + (size_t)s->cap_marks * sizeof(int64_t);
-    for (int il = 0; il < s->m->hp.n_layer; il++) b += rw_state_bytes(s->layer[il]);
+    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_state_bytes(s->layer[il]);
     return b;
 }
 
 void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recurrent) {
     *kv = *recurrent = 0;
-    for (int il = 0; il < s->m->hp.n_layer; il++)
+    for (int il = 0; il < mdl_n_states(s->m); il++)
         *(rw_rec_state_checkpoint_bytes(s->layer[il]) ? recurrent : kv) += rw_state_bytes(s->layer[il]);
 }
 
@@ -128,7 +134,7 @@ static void each_one(void *ctx, const void *block, size_t bytes) {
 
 void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const void *block, size_t bytes, bool kv),
                              void *ctx) {
-    for (int il = 0; il < s->m->hp.n_layer; il++) {
+    for (int il = 0; il < mdl_n_states(s->m); il++) {
         each_ctx e = {.fn = fn, .ctx = ctx, .kv = rw_rec_state_checkpoint_bytes(s->layer[il]) == 0};
         s->layer[il]->ops->each_block(s->layer[il], each_one, &e);
     }
@@ -140,18 +146,18 @@ void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable) { s->no_ckpt 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */
 size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s) {
     size_t b = 0;
-    for (int il = 0; il < s->m->hp.n_layer; il++) b += rw_rec_state_checkpoint_bytes(s->layer[il]);
+    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_rec_state_checkpoint_bytes(s->layer[il]);
     return b;
 }
 
 size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s) {
     size_t b = 0;
-    for (int il = 0; il < s->m->hp.n_layer; il++) b += rw_rec_state_log_bytes_per_token(s->layer[il]);
+    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_rec_state_log_bytes_per_token(s->layer[il]);
     return b;
 }
 
 int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap) {
-    for (int il = 0; il < s->m->hp.n_layer; il++) {
+    for (int il = 0; il < mdl_n_states(s->m); il++) {
         int k = s->layer[il]->ops->checkpoints(s->layer[il], pos, cap);
         if (rw_rec_state_checkpoint_bytes(s->layer[il])) return k; /* every recurrent layer keeps the same */
     }
@@ -245,7 +251,7 @@ void mdl_seq_retain(rw_model_seq *s) {
     k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
     int64_t lf = s->len - FINE_STEP;
     lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
-    for (int il = 0; il < s->m->hp.n_layer; il++) s->layer[il]->ops->retain(s->layer[il], pos, k, lf);
+    for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, k, lf);
 }
 
 /* ---- tokens ---- */
@@ -267,7 +273,8 @@ rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_e
 /* The position every layer can return to by itself, and the replay cost. */
 static int64_t seq_restore_point(const rw_model_seq *s, int64_t n, int64_t *replay) {
     int64_t p = n, r = 0;
-    for (int il = 0; il < s->m->hp.n_layer; il++) {
+    for (int il = 0; il < mdl_n_states(s->m); il++) {
+        if (il == mdl_mtp_kv_index(s->m)) continue; /* lags: goes to min(its length, p) */
         int64_t ri;
         int64_t pi = s->layer[il]->ops->restore_point(s->layer[il], n, &ri);
         if (pi < p) p = pi;
@@ -286,35 +293,32 @@ rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *re
     return RW_OK;
 }
 
-/* Every layer back to length n (each at length >= n; a failed pass may
- * leave them at different lengths), then s->len = n. */
-rw_status mdl_seq_rewind_layers(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
+/* Every layer back to the restore point p <= n that all of them reach by
+ * themselves (each at length >= n; a failed pass may leave them at
+ * different lengths), then s->len = p. The tokens p..n-1 stay in s->tokens
+ * past the length for the caller to recompute (forward.c): the sequence
+ * never runs the model itself. */
+rw_status mdl_seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err) {
     const int64_t p = seq_restore_point(s, n, NULL);
     rw_status st = RW_OK;
-    for (int il = 0; il < s->m->hp.n_layer && !st; il++) st = s->layer[il]->ops->rewind(s->layer[il], p, pool, err);
+    /* the MTP block's KV keeps its positions below n: the recomputation
+     * gives the same hidden rows it was made from */
+    for (int il = 0; il < mdl_n_states(s->m) && !st; il++)
+        st = s->layer[il]->ops->rewind(s->layer[il], il == mdl_mtp_kv_index(s->m) ? mdl_state_target(s, il, n) : p,
+                                       pool, err);
     if (st) {
         /* Out of memory part-way: layers disagree; the only safe state left
          * is the empty sequence (position 0 needs no memory to restore). */
-        for (int il = 0; il < s->m->hp.n_layer; il++) s->layer[il]->ops->rewind(s->layer[il], 0, pool, NULL);
+        for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->rewind(s->layer[il], 0, pool, NULL);
         s->len = 0;
+        *restored = 0;
         return st;
     }
     s->len = p;
-    if (p == n) return RW_OK;
-    /* Recompute tokens p..n-1; they are still in s->tokens past the length. */
-    const rw_forward_args a = {.tokens = s->tokens + p, .n = n - p, .pool = pool};
-    return rw_model_forward(s->m, s, &a, err);
+    *restored = p;
+    return RW_OK;
 }
 
-rw_status rw_model_seq_rewind(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
-    if (n < 0 || n > s->len)
-        return rw_errorf(err, RW_ERR_RANGE, "cannot rewind a sequence of %lld tokens to %lld", (long long)s->len,
-                         (long long)n);
-    if (n == s->len) return RW_OK;
-    return mdl_seq_rewind_layers(s, n, pool, err);
-}
-
-rw_status rw_model_seq_truncate(rw_model_seq *s, int64_t n, rw_error *err) { return rw_model_seq_rewind(s, n, NULL, err); }
 
 /* ---- snapshots ---- */
 
@@ -323,10 +327,10 @@ rw_status rw_model_seq_copy(rw_model_seq *dst, const rw_model_seq *src, rw_error
     if (dst->m != src->m || dst->kv_type != src->kv_type || dst->max_ctx < src->len)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "sequence copy between different models or settings");
     /* Clone every layer first; swap in only when all succeeded. */
-    rw_layer_state **L = calloc((size_t)src->m->hp.n_layer, sizeof *L);
+    rw_layer_state **L = calloc((size_t)mdl_n_states(src->m), sizeof *L);
     int64_t *marks = src->n_marks ? malloc((size_t)src->n_marks * sizeof *marks) : NULL;
     rw_status st = L && (!src->n_marks || marks) ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    for (int il = 0; il < src->m->hp.n_layer && !st; il++) st = src->layer[il]->ops->clone(src->layer[il], &L[il], err);
+    for (int il = 0; il < mdl_n_states(src->m) && !st; il++) st = src->layer[il]->ops->clone(src->layer[il], &L[il], err);
     if (!st && src->len > dst->tok_cap) {
         int32_t *tk = realloc(dst->tokens, (size_t)src->len * sizeof *tk);
         if (!tk) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");

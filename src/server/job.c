@@ -16,6 +16,87 @@
 
 #include "server/server_int.h"
 
+static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
+                const float *lp, const rw_token_logprob *top, int n_top);
+
+/* ---- the thinking budget ---- */
+
+/* Copies what a continuation needs: the prompt, the parameters (stop
+ * strings and bias owned here), the close marker's text and tokens. */
+static bool budget_setup(srv_job *j, const srv_request *r) {
+    const char *close = j->srv->caps.think_close[0] ? j->srv->caps.think_close : "</think>";
+    size_t cl = strlen(close);
+    j->close_text = malloc(cl + 4);
+    j->prompt = malloc((size_t)(r->n_prompt ? r->n_prompt : 1) * sizeof *j->prompt);
+    j->stop = calloc((size_t)(r->n_stop ? r->n_stop : 1), sizeof *j->stop);
+    j->bias = calloc(r->n_bias ? r->n_bias : 1, sizeof *j->bias);
+    if (!j->close_text || !j->prompt || !j->stop || !j->bias) return false;
+    j->close_len = (size_t)snprintf(j->close_text, cl + 4, "\n%s\n\n", close);
+    memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof *j->prompt);
+    j->n_prompt = r->n_prompt;
+    j->gp = r->gp;
+    for (int i = 0; i < r->n_stop; i++)
+        if (!(j->stop[i] = strdup(r->stop[i]))) return false;
+    j->gp.stop = (const char *const *)j->stop;
+    if (r->n_bias) memcpy(j->bias, r->bias, r->n_bias * sizeof *j->bias);
+    j->gp.sampling.logit_bias = r->n_bias ? j->bias : NULL;
+    j->gp.marks = NULL;
+    j->gp.n_marks = 0;
+    j->gp.grammar = NULL; /* a forced call closes the block before it starts: never continued */
+    rw_error err = {0};
+    if (rw_tokenize(j->srv->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
+        return false;
+    for (int i = 0; i < j->n; i++) j->choice[i].think = r->out.in_reasoning ? 1 : 0;
+    return true;
+}
+
+static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* Follows the think block through a new piece of output (under j->mu):
+ * whether the output opens with it, and where it closes. */
+static void track_think(const srv_job *j, srv_choice *c, const char *text, size_t len, int n_tokens) {
+    const char *open = j->srv->caps.think_open[0] ? j->srv->caps.think_open : "<think>";
+    const char *close = j->srv->caps.think_close[0] ? j->srv->caps.think_close : "</think>";
+    const size_t ol = strlen(open), cl = strlen(close);
+    size_t skip = 0; /* bytes of text already read by the open check */
+    if (c->think == 0) {
+        size_t k = len < sizeof c->head - c->head_len ? len : sizeof c->head - c->head_len;
+        memcpy(c->head + c->head_len, text, k);
+        c->head_len += k;
+        size_t i = 0;
+        while (i < c->head_len && is_ws(c->head[i])) i++;
+        size_t rest = c->head_len - i;
+        if (rest >= ol && !memcmp(c->head + i, open, ol)) {
+            c->think = 1;
+            skip = len; /* the rest of this piece: looked at below through head */
+            c->tail_len = rest - ol < sizeof c->tail ? rest - ol : sizeof c->tail;
+            memcpy(c->tail, c->head + i + ol + (rest - ol - c->tail_len), c->tail_len);
+            if (memmem(c->head + i + ol, rest - ol, close, cl)) c->think = 2;
+            return;
+        }
+        if ((rest && memcmp(c->head + i, open, rest < ol ? rest : ol)) || c->head_len == sizeof c->head) c->think = 2;
+        return;
+    }
+    if (c->think != 1) return;
+    c->think_toks += n_tokens;
+    /* the close marker, maybe across the previous piece's end */
+    char buf[sizeof c->tail * 2];
+    for (size_t at = skip; at < len;) {
+        size_t k = len - at < sizeof c->tail ? len - at : sizeof c->tail;
+        memcpy(buf, c->tail, c->tail_len);
+        memcpy(buf + c->tail_len, text + at, k);
+        size_t n = c->tail_len + k;
+        if (memmem(buf, n, close, cl)) {
+            c->think = 2;
+            return;
+        }
+        size_t keep = n < cl ? n : cl;
+        memcpy(c->tail, buf + n - keep, keep);
+        c->tail_len = keep;
+        at += k;
+    }
+}
+
 srv_job *srv_job_new(rw_server *s, const srv_request *r) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -30,6 +111,17 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r) {
     j->include_usage = r->include_usage;
     j->return_token_ids = r->return_token_ids;
     j->logprobs = r->gp.n_logprobs >= 0;
+    j->parse = r->out;
+    if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) {
+        srv_job_free(j);
+        return NULL;
+    }
+    j->parse.tools_json = j->tools_json;
+    j->budget = r->chat ? r->reasoning_budget : -1;
+    if (j->budget >= 0 && !budget_setup(j, r)) {
+        srv_job_free(j);
+        return NULL;
+    }
     j->created = (int64_t)time(NULL);
     j->stream = r->stream;
     unsigned char rnd[12];
@@ -51,8 +143,24 @@ rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err) {
         rw_gen_params gp = r->gp;
         gp.sampling.seed += (uint64_t)i; /* choice i: its own draws */
         srv_choice *c = &j->choice[i];
-        rw_status st = rw_engine_submit(j->srv->engine, r->prompt, r->n_prompt, &gp, srv_job_on_event, c,
-                                        &c->engine_id, err);
+        const int32_t *prompt = r->prompt;
+        int64_t n_prompt = r->n_prompt;
+        int32_t *closed = NULL;
+        if (j->budget == 0 && c->think == 1) { /* no thinking at all: the block is closed before the first token */
+            closed = malloc((size_t)(r->n_prompt + (int64_t)j->n_close) * sizeof *closed);
+            if (!closed) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+            memcpy(closed, r->prompt, (size_t)r->n_prompt * sizeof *closed);
+            memcpy(closed + r->n_prompt, j->close_ids, j->n_close * sizeof *closed);
+            prompt = closed;
+            n_prompt += (int64_t)j->n_close;
+            put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
+            c->think = 2;
+            c->done_toks = c->prompt_extra = (int64_t)c->n_toks;
+            gp.max_tokens -= c->done_toks;
+            if (gp.max_tokens < 1) gp.max_tokens = 1;
+        }
+        rw_status st = rw_engine_submit(j->srv->engine, prompt, n_prompt, &gp, srv_job_on_event, c, &c->engine_id, err);
+        free(closed);
         if (st) return st; /* srv_job_free cancels the ones already in */
         c->submitted = true;
     }
@@ -70,21 +178,38 @@ void srv_job_free(srv_job *j) {
         free(c->text);
         free(c->toks);
         free(c->lps);
+        rw_chat_output_free(c->parser);
     }
+    free(j->tools_json);
+    free(j->prompt);
+    for (int i = 0; j->stop && i < j->gp.n_stop; i++) free(j->stop[i]);
+    free(j->stop);
+    free(j->bias);
+    free(j->close_ids);
+    free(j->close_text);
     srv_sock_unref(j->srv, j->sock);
     pthread_mutex_destroy(&j->mu);
     free(j->out);
     free(j);
 }
 
-void srv_job_on_event(void *user, const rw_gen_event *ev) {
-    srv_choice *c = user;
-    srv_job *j = c->job;
-    pthread_mutex_lock(&j->mu);
-    if (ev->text_len) {
-        if (c->text_len + ev->text_len + 1 > c->text_cap) {
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+                             rw_error *err) {
+    rw_chat_output_opts o = j->parse;
+    o.id_prefix = id_prefix;
+    o.stream_args = stream;
+    if (getrandom(&o.id_seed, sizeof o.id_seed, 0) != (ssize_t)sizeof o.id_seed) o.id_seed = (uint64_t)time(NULL);
+    return rw_chat_output_new(&o, out, err);
+}
+
+/* Appends text and tokens (with logprobs, or zeros when lp is NULL) to a
+ * choice, under j->mu. */
+static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
+                const float *lp, const rw_token_logprob *top, int n_top) {
+    if (text_len) {
+        if (c->text_len + text_len + 1 > c->text_cap) {
             size_t cap = c->text_cap ? c->text_cap : 256;
-            while (cap < c->text_len + ev->text_len + 1) cap *= 2;
+            while (cap < c->text_len + text_len + 1) cap *= 2;
             char *p = realloc(c->text, cap);
             if (p) {
                 c->text = p;
@@ -92,15 +217,15 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
             } else c->oom = true;
         }
         if (!c->oom) {
-            memcpy(c->text + c->text_len, ev->text, ev->text_len);
-            c->text_len += ev->text_len;
+            memcpy(c->text + c->text_len, text, text_len);
+            c->text_len += text_len;
             c->text[c->text_len] = 0;
         }
     }
-    if (ev->n_tokens) {
-        if (c->n_toks + (size_t)ev->n_tokens > c->toks_cap) {
+    if (n) {
+        if (c->n_toks + (size_t)n > c->toks_cap) {
             size_t cap = c->toks_cap ? c->toks_cap * 2 : 64;
-            while (cap < c->n_toks + (size_t)ev->n_tokens) cap *= 2;
+            while (cap < c->n_toks + (size_t)n) cap *= 2;
             int32_t *p = realloc(c->toks, cap * sizeof *p);
             if (p) c->toks = p;
             srv_tok_lp *q = j->logprobs ? realloc(c->lps, cap * sizeof *q) : NULL;
@@ -109,22 +234,39 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
             else c->oom = true;
         }
         if (!c->oom) {
-            for (int i = 0; i < ev->n_tokens; i++) {
-                c->toks[c->n_toks] = ev->tokens[i];
+            for (int i = 0; i < n; i++) {
+                c->toks[c->n_toks] = toks[i];
                 if (j->logprobs) {
                     srv_tok_lp *l = &c->lps[c->n_toks];
-                    l->lp = ev->logprobs ? ev->logprobs[i] : 0.0f;
-                    l->n_top = ev->logprobs ? ev->n_top : 0;
-                    if (l->n_top)
-                        memcpy(l->top, ev->top + (size_t)i * (size_t)ev->n_top, (size_t)l->n_top * sizeof *l->top);
+                    l->lp = lp ? lp[i] : 0.0f;
+                    l->n_top = lp ? n_top : 0;
+                    if (l->n_top) memcpy(l->top, top + (size_t)i * (size_t)n_top, (size_t)l->n_top * sizeof *l->top);
                 }
                 c->n_toks++;
             }
         }
     }
-    c->prompt_tokens = ev->prompt_tokens;
-    c->cached_tokens = ev->cached_tokens;
-    c->completion_tokens = ev->completion_tokens;
+}
+
+void srv_job_on_event(void *user, const rw_gen_event *ev) {
+    srv_choice *c = user;
+    srv_job *j = c->job;
+    pthread_mutex_lock(&j->mu);
+    if (c->over_budget) { /* being replaced by its continuation: what it makes now is not kept */
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    put(j, c, ev->text, ev->text_len, ev->tokens, ev->n_tokens, ev->logprobs, ev->top, ev->n_top);
+    if (j->budget >= 0) {
+        track_think(j, c, ev->text, ev->text_len, ev->n_tokens);
+        if (c->think == 1 && c->think_toks >= j->budget && !ev->done) c->over_budget = true;
+    }
+    if (!c->prompt_tokens && ev->prompt_tokens) { /* a continuation keeps the first request's prompt counts */
+        c->prompt_tokens = ev->prompt_tokens - c->prompt_extra;
+        c->cached_tokens = ev->cached_tokens < c->prompt_tokens ? ev->cached_tokens : c->prompt_tokens;
+        c->cached_tokens_disk = ev->cached_tokens_disk < c->cached_tokens ? ev->cached_tokens_disk : c->cached_tokens;
+    }
+    c->completion_tokens = ev->completion_tokens + c->done_toks;
     if (ev->done) {
         c->done = true;
         c->finish = ev->finish;
@@ -133,8 +275,65 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
             srv_utf8_cut(c->error, sizeof c->error);
         }
     }
-    if (j->sock && (j->stream || ev->done)) srv_sock_wake(j->srv, j->sock); /* under mu: see conn.c */
+    /* a choice over its budget wakes the connection too: its thread continues it */
+    if (j->sock && (j->stream || ev->done || c->over_budget)) srv_sock_wake(j->srv, j->sock); /* under mu: conn.c */
     pthread_mutex_unlock(&j->mu);
+}
+
+/* Replaces a choice's request that spent its thinking budget: cancels it,
+ * adds the close marker to its output and submits prompt + output + close,
+ * with what is left of max_tokens (connection thread). */
+static void continue_choice(srv_job *j, srv_choice *c) {
+    if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
+    pthread_mutex_lock(&j->mu);
+    put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
+    c->think = 2;
+    c->over_budget = false;
+    c->done_toks = (int64_t)c->n_toks;
+    c->completion_tokens = c->done_toks;
+    int64_t n = j->n_prompt + (int64_t)c->n_toks;
+    int32_t *prompt = c->oom ? NULL : malloc((size_t)n * sizeof *prompt);
+    if (prompt) {
+        memcpy(prompt, j->prompt, (size_t)j->n_prompt * sizeof *prompt);
+        memcpy(prompt + j->n_prompt, c->toks, c->n_toks * sizeof *prompt);
+    }
+    rw_gen_params gp = j->gp;
+    gp.max_tokens = j->gp.max_tokens - (int64_t)c->n_toks;
+    gp.sampling.seed += (uint64_t)c->index + 0x9e3779b97f4a7c15ull; /* the continuation's own draws */
+    pthread_mutex_unlock(&j->mu);
+    rw_error err = {0};
+    rw_status st = RW_OK;
+    if (!prompt) st = rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
+    else if (gp.max_tokens > 0)
+        st = rw_engine_submit(j->srv->engine, prompt, n, &gp, srv_job_on_event, c, &c->engine_id, &err);
+    free(prompt);
+    pthread_mutex_lock(&j->mu);
+    if (st || gp.max_tokens <= 0) { /* no room left (or it failed): the choice ends here */
+        c->done = true;
+        c->finish = st ? RW_FINISH_ERROR : RW_FINISH_LENGTH;
+        if (st) snprintf(c->error, sizeof c->error, "%s", err.msg);
+    }
+    c->submitted = !st && gp.max_tokens > 0;
+    if (j->sock) srv_sock_wake(j->srv, j->sock); /* under mu: see conn.c */
+    pthread_mutex_unlock(&j->mu);
+}
+
+static bool any_over_budget(const srv_job *j) { /* under j->mu */
+    for (int i = 0; i < j->n; i++)
+        if (j->choice[i].over_budget) return true;
+    return false;
+}
+
+/* Continues every choice over its budget (connection thread). */
+static void continue_over_budget(srv_job *j) {
+    if (j->budget < 0) return;
+    for (int i = 0; i < j->n; i++) {
+        srv_choice *c = &j->choice[i];
+        pthread_mutex_lock(&j->mu);
+        bool over = c->over_budget;
+        pthread_mutex_unlock(&j->mu);
+        if (over) continue_choice(j, c);
+    }
 }
 
 static bool all_done(const srv_job *j) { /* under j->mu */
@@ -149,11 +348,14 @@ bool srv_job_ready(srv_job *j, bool *over) {
         *over = true;
         return false;
     }
-    pthread_mutex_lock(&j->mu);
-    bool done = all_done(j);
-    if (!done && !srv_sock_sleep(j->srv, j->sock, true)) *over = true;
-    pthread_mutex_unlock(&j->mu);
-    return done;
+    for (;;) {
+        continue_over_budget(j);
+        pthread_mutex_lock(&j->mu);
+        bool done = all_done(j), again = !done && any_over_budget(j);
+        if (!done && !again && !srv_sock_sleep(j->srv, j->sock, true)) *over = true;
+        pthread_mutex_unlock(&j->mu);
+        if (!again) return done;
+    }
 }
 
 const char *srv_job_error(const srv_job *j) {
@@ -195,6 +397,68 @@ static void take(srv_job *j, srv_choice *c, taken *t) { /* under j->mu */
     t->finish = c->finish;
 }
 
+/* A chat choice's stream: the parser's events as delta chunks. */
+typedef struct {
+    srv_job *j;
+    srv_choice *c;
+    const taken *t;
+    bool toks_sent; /* the taken tokens (ids, logprobs) ride on the first chunk */
+    int n;          /* chunks written */
+} stream_ctx;
+
+static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
+    stream_ctx *x = user;
+    json_t *delta = NULL;
+    switch (ev->kind) {
+    case RW_CHAT_EV_CONTENT: delta = json_pack("{s:s%}", "content", ev->text, ev->len); break;
+    case RW_CHAT_EV_REASONING: delta = json_pack("{s:s%}", "reasoning_content", ev->text, ev->len); break;
+    case RW_CHAT_EV_CALL_BEGIN:
+        x->c->n_calls = ev->index + 1;
+        delta = json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", ev->index, "id", ev->id, "type",
+                          "function", "function", "name", ev->name, "arguments", "");
+        break;
+    case RW_CHAT_EV_CALL_ARGS:
+        delta = json_pack("{s:[{s:i,s:{s:s%}}]}", "tool_calls", "index", ev->index, "function", "arguments", ev->text,
+                          ev->len);
+        break;
+    case RW_CHAT_EV_CALL_END: return RW_OK;
+    }
+    if (!delta) { /* invalid UTF-8 in a piece: json_pack refuses it; send it repaired */
+        json_t *txt = srv_text_json(ev->text, ev->len);
+        delta = json_object();
+        if (!txt || !delta) {
+            json_decref(txt);
+            json_decref(delta);
+            return RW_ERR_NOMEM;
+        }
+        json_object_set_new(delta, ev->kind == RW_CHAT_EV_REASONING ? "reasoning_content" : "content", txt);
+    }
+    bool with_toks = !x->toks_sent;
+    x->toks_sent = true;
+    x->n++;
+    return srv_sse_delta(x->j, x->c->index, delta, with_toks ? x->t->toks : NULL, with_toks ? x->t->lps : NULL,
+                         with_toks ? x->t->n_toks : 0, NULL)
+               ? RW_OK
+               : RW_ERR_NOMEM;
+}
+
+/* Feeds what a chat choice produced to its parser (made on first use) and
+ * writes the events as chunks; at the end, the held-back text too. */
+static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote) {
+    rw_error err = {0};
+    if (!c->parser && srv_job_parser_new(j, NULL, true, &c->parser, &err)) return false;
+    stream_ctx x = {.j = j, .c = c, .t = t};
+    rw_status st = RW_OK;
+    if (t->text_len) st = rw_chat_output_feed(c->parser, t->text, t->text_len, on_stream_event, &x, &err);
+    if (!st && t->done) st = rw_chat_output_finish(c->parser, on_stream_event, &x, &err);
+    if (!st && !x.toks_sent && t->n_toks && (j->return_token_ids || j->logprobs)) {
+        x.n++;
+        if (!srv_sse_delta(j, c->index, json_object(), t->toks, t->lps, t->n_toks, NULL)) st = RW_ERR_NOMEM;
+    }
+    *wrote = x.n;
+    return st == RW_OK;
+}
+
 /* Formats what the engine has produced since the last call into j->out.
  * Returns false when there is nothing new (and the stream is not over). */
 static bool fill(srv_job *j) {
@@ -212,7 +476,11 @@ static bool fill(srv_job *j) {
     }
     for (int i = 0; ok && i < j->n; i++) {
         srv_choice *c = &j->choice[i];
-        if (t[i].text_len || (t[i].n_toks && (j->return_token_ids || j->logprobs))) {
+        if (j->chat) { /* through the output parser: content, reasoning and tool call deltas */
+            int wrote_n = 0;
+            ok = stream_parsed(j, c, &t[i], &wrote_n);
+            wrote |= wrote_n > 0;
+        } else if (t[i].text_len || (t[i].n_toks && (j->return_token_ids || j->logprobs))) {
             ok = srv_sse_chunk(j, i, t[i].text, t[i].text_len, t[i].toks, t[i].lps, t[i].n_toks, false,
                                RW_FINISH_NONE);
             wrote = true;
@@ -220,7 +488,7 @@ static bool fill(srv_job *j) {
         if (t[i].oom) error = "out of memory";
         else if (t[i].done && t[i].finish == RW_FINISH_ERROR) error = c->error;
         else if (ok && t[i].done && !c->finish_sent) {
-            ok = srv_sse_chunk(j, i, NULL, 0, NULL, NULL, 0, false, t[i].finish);
+            ok = srv_sse_delta(j, i, json_object(), NULL, NULL, 0, srv_choice_finish(c));
             c->finish_sent = true;
             wrote = true;
         }
@@ -245,7 +513,7 @@ static bool fill(srv_job *j) {
 static bool nothing_new(const srv_job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++) {
         const srv_choice *c = &j->choice[i];
-        if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken) return false;
+        if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken || c->over_budget) return false;
     }
     return true;
 }
@@ -264,6 +532,7 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_OF_STREAM;
         if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock))
             return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
+        continue_over_budget(j);
         if (fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */

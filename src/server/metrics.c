@@ -84,6 +84,14 @@ char *srv_metrics_text(rw_server *s) {
     sbuf b = {.cap = 8192};
     if (!(b.buf = malloc(b.cap))) return NULL;
     b.buf[0] = 0;
+    /* the replica's name as a label (quotes and backslashes escaped as the text format wants) */
+    put(&b, "# HELP rewind_replica_info This server's replica name (--replica-id), also its X-Rewind-Replica "
+            "header.\n# TYPE rewind_replica_info gauge\nrewind_replica_info{replica=\"");
+    for (const char *p = s->replica_id; *p; p++) {
+        if (*p == '\n') put(&b, "\\n");
+        else put(&b, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
+    }
+    put(&b, "\"} 1\n");
     put(&b, "# HELP rewind_requests_total HTTP requests answered, by status code.\n"
             "# TYPE rewind_requests_total counter\n");
     for (int code = 0; code < 600; code++)
@@ -117,6 +125,20 @@ char *srv_metrics_text(rw_server *s) {
     counter(&b, "rewind_prefix_cache_evictions_total", "Entries evicted from the memory tier.", st.cache.evictions);
     counter(&b, "rewind_prefix_cache_disk_invalid_total", "Disk-tier files that failed validation (removed).",
             st.cache.disk_invalid);
+    put(&b, "# HELP rewind_prefix_cache_disk_errors_total Disk-tier trouble, by kind (write: a file could not be "
+            "written, e.g. a full disk or a read-only folder; read: could not be read; skipped: files left alone, of "
+            "another model or configuration or not regular files). The server goes on without the file.\n"
+            "# TYPE rewind_prefix_cache_disk_errors_total counter\n"
+            "rewind_prefix_cache_disk_errors_total{kind=\"write\"} %llu\n"
+            "rewind_prefix_cache_disk_errors_total{kind=\"read\"} %llu\n"
+            "rewind_prefix_cache_disk_errors_total{kind=\"skipped\"} %llu\n",
+        (unsigned long long)st.cache.disk_write_errors, (unsigned long long)st.cache.disk_read_errors,
+        (unsigned long long)st.cache.disk_skipped);
+    counter(&b, "rewind_prefix_cache_disk_writes_total", "Entries written to the disk tier.", st.cache.disk_writes);
+    counter(&b, "rewind_prefix_cache_disk_evictions_total", "Disk-tier files removed for its byte budget.",
+            st.cache.disk_evictions);
+    gauge(&b, "rewind_prefix_cache_disk_pending", "Disk-tier writes queued or under way.",
+          (double)st.cache.disk_pending);
     gauge(&b, "rewind_prefix_cache_entries", "Entries in the memory tier.", (double)st.cache.entries);
     gauge(&b, "rewind_prefix_cache_disk_entries", "Entries in the disk tier.", (double)st.cache.disk_entries);
     counter(&b, "rewind_prompt_tokens_recomputed_total", "Prompt tokens computed by forward passes.",

@@ -1,8 +1,10 @@
 /* request.c - an OpenAI request body to prompt token ids and generation
- * parameters, with OpenAI's checks: the body must be a JSON object, every
- * field must be known ("Unrecognized request argument supplied: X" as
- * OpenAI says) and of its type (null = default), values in range. Features
- * we do not have are refused with a 400 that says so, never ignored. */
+ * parameters, with OpenAI's checks: the body must be a JSON object, known
+ * fields of their type (null = default), values in range. A field we do not
+ * know is ignored and logged once per name, as local servers do (clients
+ * such as Open WebUI send extras), unless --strict-api makes it a 400
+ * ("Unrecognized request argument supplied: X" as OpenAI says). Features we
+ * do not have are refused with a 400 that says so, never ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,8 @@ static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
     "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
-    "ignore_eos", "return_token_ids", "repeat_penalty", "grammar", "json_schema", NULL};
+    "ignore_eos", "return_token_ids", "repeat_penalty", "chat_template_kwargs", "reasoning_effort", "enable_thinking",
+    "reasoning_format", "reasoning_budget", "grammar", "json_schema", NULL};
 
 static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -89,79 +92,104 @@ static bool get_stop(json_t *o, srv_request *r, srv_error *e) {
     return true;
 }
 
-/* Text of a message's content: a string, or an array of {"type":"text"} parts. */
-static json_t *content_text(json_t *c, int idx, srv_error *e) {
-    char param[64];
-    snprintf(param, sizeof param, "messages.[%d].content", idx);
-    if (json_is_string(c)) return json_incref(c);
-    if (json_is_null(c)) return json_null();
-    if (!json_is_array(c)) {
-        bad(e, param, "'%s' must be a string or an array of content parts", param);
-        return NULL;
-    }
-    size_t len = 0, i;
-    json_t *part;
-    json_array_foreach(c, i, part) {
-        json_t *t = json_object_get(part, "type"), *x = json_object_get(part, "text");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") || !json_is_string(x)) {
-            bad(e, param, "%s: only text content parts ({\"type\": \"text\", \"text\": ...}) are supported", param);
+/* Renders the chat messages with the model's template and tokenizes. */
+
+/* Where each token of the prompt ends in its text (ends[i] = bytes covered
+ * by tokens 0..i), when the tokens' pieces are exactly the text (byte-level
+ * BPE: a leading BOS aside); NULL otherwise (SentencePiece's added space,
+ * stripped white space). malloc'd. */
+static size_t *token_ends(rw_server *s, const char *text, size_t len, const int32_t *ids, int64_t n) {
+    size_t *ends = malloc((size_t)(n > 0 ? n : 1) * sizeof *ends);
+    if (!ends) return NULL;
+    size_t off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        char buf[256];
+        size_t k = rw_token_to_piece(s->tok, ids[i], true, buf, sizeof buf);
+        if (i == 0 && ids[0] == rw_tokenizer_bos(s->tok) && (k > len || memcmp(text, buf, k))) k = 0; /* added BOS */
+        else if (k > sizeof buf || off + k > len || memcmp(text + off, buf, k)) {
+            free(ends);
             return NULL;
         }
-        len += json_string_length(x);
+        off += k;
+        ends[i] = off;
     }
-    char *buf = malloc(len + 1);
-    if (!buf) return NULL;
-    size_t off = 0;
-    json_array_foreach(c, i, part) {
-        json_t *x = json_object_get(part, "text");
-        memcpy(buf + off, json_string_value(x), json_string_length(x));
-        off += json_string_length(x);
+    if (off != len) {
+        free(ends);
+        return NULL;
     }
-    json_t *s = json_stringn_nocheck(buf, off);
-    free(buf);
-    return s;
+    return ends;
 }
 
-/* Renders the chat messages with the model's template and tokenizes. */
 /* The prompt positions where messages end: the rendering of the first k
  * messages (no generation prompt), when its tokens are a prefix of the
  * prompt's. The prefix cache keeps exact restore points there, so a later
  * request that shares the conversation up to a message reuses all of it.
  * At most MAX_MARKS boundaries (the first and the latest ones); best effort:
- * a template that renders a prefix differently just gives fewer marks. */
+ * a template that renders a prefix differently just gives fewer marks.
+ * One tokenization: where the prompt's tokens map onto its text byte for
+ * byte, a boundary is where a prefix's rendering (a byte prefix of the
+ * prompt's text) ends on a token end; otherwise each prefix is tokenized
+ * and compared. Only called for prompts that fit the context. */
 #define MAX_MARKS 16
-static void message_marks(rw_server *s, json_t *norm, const char *tools_json, bool add_special, srv_request *r) {
-    const size_t n_msg = json_array_size(norm);
+static void message_marks(rw_server *s, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special,
+                          const char *full, size_t full_len, srv_request *r) {
+    const size_t n_msg = json_array_size(msgs);
     if (n_msg < 2) return;
     r->marks = malloc(MAX_MARKS * sizeof *r->marks);
     if (!r->marks) return;
+    size_t *ends = token_ends(s, full, full_len, r->prompt, r->n_prompt);
     for (size_t k = 1; k < n_msg && r->n_marks < MAX_MARKS; k++) {
         if (k > 1 && n_msg - k >= MAX_MARKS - 1) continue; /* the first, then the latest ones */
         json_t *part = json_array();
-        for (size_t i = 0; part && i < k; i++) json_array_append(part, json_array_get(norm, i));
-        char *pj = part ? json_dumps(part, JSON_COMPACT) : NULL;
-        json_decref(part);
-        if (!pj) continue;
-        rw_chat_render_opts ro = {.messages_json = pj,
-                                  .tools_json = tools_json,
-                                  .add_generation_prompt = false,
-                                  .enable_thinking = -1,
-                                  .bos_token = s->bos,
-                                  .eos_token = s->eos};
+        for (size_t i = 0; part && i < k; i++) json_array_append(part, json_array_get(msgs, i));
+        if (!part) continue;
+        rw_chat_prompt_opts o = *po;
+        o.messages = part;
+        o.add_generation_prompt = false;
         char *text = NULL;
         size_t len = 0, n = 0;
         int32_t *ids = NULL;
         rw_error err = {0};
-        if (!rw_chat_template_render(s->tmpl, &ro, &text, &len, &err) &&
-            !rw_tokenize(s->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 && (int64_t)n < r->n_prompt &&
-            !memcmp(ids, r->prompt, n * sizeof *ids))
+        if (rw_chat_render_messages(s->tmpl, &s->caps, &o, &text, &len, &err)) {
+        } else if (ends) {
+            if (len > 0 && len < full_len && !memcmp(text, full, len)) {
+                int64_t lo = 0, hi = r->n_prompt; /* the first token ending at or after len */
+                while (lo < hi) {
+                    int64_t mid = (lo + hi) / 2;
+                    if (ends[mid] < len) lo = mid + 1;
+                    else hi = mid;
+                }
+                if (lo < r->n_prompt - 1 && ends[lo] == len) r->marks[r->n_marks++] = lo + 1;
+            }
+        } else if (!rw_tokenize(s->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 &&
+                   (int64_t)n < r->n_prompt && !memcmp(ids, r->prompt, n * sizeof *ids))
             r->marks[r->n_marks++] = (int64_t)n;
         free(ids);
         free(text);
-        free(pj);
+        json_decref(part);
     }
+    free(ends);
     r->gp.marks = r->marks;
     r->gp.n_marks = r->n_marks;
+}
+
+/* tools: an array of {"type": "function", "function": {"name", ...}}. */
+static bool check_tools(json_t *tools, srv_error *e) {
+    if (!json_is_array(tools)) return bad(e, "tools", "%s", "'tools' must be an array");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        const char *ty = json_string_value(json_object_get(t, "type"));
+        if (!json_is_object(t) || (ty && strcmp(ty, "function")) || !json_is_object(fn) ||
+            !json_is_string(json_object_get(fn, "name"))) {
+            srv_errorf(e, 400, "invalid_request_error", NULL, "tools",
+                       "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": ...}}",
+                       i);
+            return false;
+        }
+    }
+    return true;
 }
 
 static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
@@ -169,100 +197,136 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     if (!msgs) return bad(e, "messages", "%s", "Missing required parameter: 'messages'");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return bad(e, "messages", "%s", "'messages' must be a non-empty array");
-    json_t *norm = json_array();
-    if (!norm) return bad(e, "messages", "%s", "out of memory");
-    size_t i, content_bytes = 0;
-    json_t *m;
-    json_array_foreach(msgs, i, m) {
-        char param[64];
-        snprintf(param, sizeof param, "messages.[%zu]", i);
-        json_t *role = json_object_get(m, "role");
-        const char *rs = json_string_value(role);
-        if (!json_is_object(m) || !rs) {
-            json_decref(norm);
-            return bad(e, param, "'%s' must be an object with a string 'role'", param);
-        }
-        if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
-            strcmp(rs, "tool")) {
-            json_decref(norm);
-            srv_errorf(e, 400, "invalid_request_error", NULL, param,
-                       "Invalid value '%s' for %s.role: use system, developer, user, assistant or tool", rs, param);
-            return false;
-        }
-        json_t *c = json_object_get(m, "content");
-        if (!c && strcmp(rs, "assistant")) {
-            json_decref(norm);
-            return bad(e, param, "Missing required parameter: '%s.content'", param);
-        }
-        json_t *txt = c ? content_text(c, (int)i, e) : json_null();
-        if (!txt) {
-            json_decref(norm);
-            return false;
-        }
-        content_bytes += json_string_length(txt);
-        json_t *copy = json_copy(m);
-        /* templates know "system"; OpenAI's "developer" is its newer name */
-        if (!copy || json_object_set_new(copy, "role", json_string(strcmp(rs, "developer") ? rs : "system")) ||
-            json_object_set_new(copy, "content", txt) || json_array_append_new(norm, copy)) {
-            json_decref(norm);
-            return bad(e, "messages", "%s", "out of memory");
-        }
+    json_t *tools = json_object_get(o, "tools");
+    if (json_is_null(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) tools = NULL;
+    if (tools && !check_tools(tools, e)) return false;
+    /* tool_choice "none": the template sees no tools (as llama-server) and nothing is parsed as a call */
+    json_t *tc = json_object_get(o, "tool_choice");
+    if (json_is_string(tc) && !strcmp(json_string_value(tc), "none")) tools = NULL;
+    /* template variables: the server's defaults, then the request's */
+    json_t *kw = json_object_get(o, "chat_template_kwargs");
+    if (kw && !json_is_null(kw) && !json_is_object(kw))
+        return bad(e, "chat_template_kwargs", "'%s' must be an object", "chat_template_kwargs");
+    json_t *et = json_object_get(o, "enable_thinking");
+    if (et && !json_is_null(et) && !json_is_boolean(et))
+        return bad(e, "enable_thinking", "'%s' must be a boolean", "enable_thinking");
+    json_t *re = json_object_get(o, "reasoning_effort");
+    const char *effort = json_string_value(re);
+    if (re && !json_is_null(re) &&
+        (!effort || (strcmp(effort, "none") && strcmp(effort, "minimal") && strcmp(effort, "low") &&
+                     strcmp(effort, "medium") && strcmp(effort, "high"))))
+        return bad(e, "reasoning_effort", "%s", "'reasoning_effort' must be none, minimal, low, medium or high");
+    json_t *rf = json_object_get(o, "reasoning_format");
+    if (rf && !json_is_null(rf) &&
+        !(json_is_string(rf) && (!strcmp(json_string_value(rf), "none") || !strcmp(json_string_value(rf), "deepseek"))))
+        return bad(e, "reasoning_format", "%s", "'reasoning_format' must be \"none\" or \"deepseek\"");
+    if (r->force && !tools)
+        return bad(e, "tool_choice", "%s", "tool_choice \"required\" or a named function needs 'tools'");
+    if (r->force && r->grammar)
+        return bad(e, "tool_choice", "%s", "a forced tool call cannot be combined with response_format, grammar or json_schema");
+    json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
+    if (json_is_object(kw)) json_object_update(kwargs, kw);
+    rw_chat_prompt_opts po = {.messages = msgs,
+                              .tools = tools,
+                              .add_generation_prompt = true,
+                              .kwargs = kwargs,
+                              .enable_thinking = json_is_boolean(et) ? json_is_true(et) : -1,
+                              .reasoning_effort = effort,
+                              .bos_token = s->bos,
+                              .eos_token = s->eos};
+    rw_chat_prepared prep;
+    char *text = NULL;
+    size_t len = 0, n = 0;
+    bool ok = false;
+    rw_error err = {0};
+    rw_status st = rw_chat_prepare(&s->caps, &po, &prep, &err);
+    if (st) {
+        json_decref(kwargs);
+        if (st == RW_ERR_INVALID_ARG) { /* the messages' shape: the message names the field */
+            char param[64] = "messages";
+            if (!strncmp(err.msg, "messages.[", 10)) {
+                size_t k = strcspn(err.msg, " :");
+                snprintf(param, sizeof param, "%.*s", (int)(k < sizeof param ? k : sizeof param - 1), err.msg);
+            }
+            srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s", err.msg);
+        } else srv_errorf(e, 500, "server_error", NULL, NULL, "%s", err.msg);
+        return false;
     }
     /* sizes before any rendering: a token stands for at most max_token_len
      * bytes, so contents beyond n_ctx of them cannot fit (each render and
      * tokenization of a huge conversation costs seconds) */
     const int64_t n_ctx = rw_engine_get_config(s->engine)->n_ctx;
     const size_t max_tok = rw_tokenizer_max_token_len(s->tok);
+    size_t content_bytes = 0, i;
+    json_t *m;
+    json_array_foreach(prep.messages, i, m) content_bytes += json_string_length(json_object_get(m, "content"));
     if (content_bytes / max_tok > (size_t)n_ctx) {
-        json_decref(norm);
         srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
                    "This model's maximum context length is %lld tokens. However, your messages have %zu bytes of "
                    "content, at least %zu tokens. Please reduce the length of the messages.",
                    (long long)n_ctx, content_bytes, content_bytes / max_tok);
-        return false;
+        goto done;
     }
-    char *msgs_json = json_dumps(norm, JSON_COMPACT);
-    json_t *tools = json_object_get(o, "tools");
-    char *tools_json = tools && !json_is_null(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
-    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
-        json_decref(norm);
-        free(msgs_json);
-        free(tools_json);
-        return bad(e, "tools", "%s", "'tools' must be an array");
+    /* the control-token guard (chat_guard.c) keeps contents apart from the
+     * template's text; what else a message carries into the prompt (a call's
+     * name and arguments, reasoning) may not hold a control token's text */
+    json_array_foreach(prep.messages, i, m) {
+        const char *keys[] = {"tool_calls", "reasoning_content", "name", "tool_call_id"};
+        for (int k = 0; k < 4; k++) {
+            json_t *v = json_object_get(m, keys[k]);
+            char *dump = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+            long hit = dump ? rw_tokenizer_find_control(s->tok, dump, strlen(dump)) : -1;
+            free(dump);
+            if (hit >= 0) {
+                srv_errorf(e, 400, "invalid_request_error", NULL, "messages",
+                           "messages.[%zu].%s contains the text of a control token", i, keys[k]);
+                goto done;
+            }
+        }
     }
-    rw_chat_render_opts ro = {.messages_json = msgs_json,
-                              .tools_json = tools_json,
-                              .add_generation_prompt = true,
-                              .enable_thinking = -1,
-                              .bos_token = s->bos,
-                              .eos_token = s->eos};
-    char *text = NULL;
-    size_t len = 0;
-    rw_error err = {0};
-    rw_status st = msgs_json ? rw_chat_template_render(s->tmpl, &ro, &text, &len, &err) : RW_ERR_NOMEM;
-    free(msgs_json);
-    if (st) {
-        json_decref(norm);
-        free(tools_json);
+    if ((st = rw_chat_template_render(s->tmpl, &prep.ro, &text, &len, &err))) {
         srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
-        return false;
+        goto done;
+    }
+    /* how the output is parsed: the tool format only when there are tools */
+    r->out = (rw_chat_output_opts){.tool_format = tools ? s->tool_fmt : RW_TOOL_FMT_NONE,
+                                   .reasoning = s->reasoning_fmt,
+                                   .think_open = s->caps.think_open,
+                                   .think_close = s->caps.think_close};
+    if (json_is_string(rf))
+        r->out.reasoning = strcmp(json_string_value(rf), "none") ? RW_REASONING_DEEPSEEK : RW_REASONING_NONE;
+    r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&
+                          rw_chat_prompt_opens_reasoning(text, len, s->caps.think_open, s->caps.think_close);
+    if (tools && !(r->tools_json = json_dumps(tools, JSON_COMPACT))) {
+        srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto done;
+    }
+    r->out.tools_json = r->tools_json;
+    if (r->force) { /* a forced call: a grammar over the model's own call format */
+        rw_error gerr = {0};
+        /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
+        if (rw_server__tool_grammar(s->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
+                                    r->force == 1 && r->parallel_calls, &r->grammar, &gerr)) {
+            srv_errorf(e, 400, "invalid_request_error", NULL, r->force == 2 ? "tool_choice" : "tools", "%s",
+                       gerr.msg);
+            goto done;
+        }
+        r->gp.grammar = r->grammar;
+        /* a thinking model's open block is closed first: the answer is the call */
+        if (r->out.in_reasoning) r->reasoning_budget = 0;
     }
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
-    size_t n = 0;
-    ro.messages_json = NULL; /* freed above; chat_guard.c renders its own */
-    bool tok_ok = srv_chat_tokenize(s, norm, &ro, text, len, add_special, &r->prompt, &n, e);
-    free(text);
-    if (!tok_ok) {
-        json_decref(norm);
-        free(tools_json);
-        return false;
-    }
+    /* control tokens only from the template's own text (chat_guard.c) */
+    if (!srv_chat_tokenize(s, prep.messages, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
     r->n_prompt = (int64_t)n;
-    if (r->n_prompt < n_ctx) message_marks(s, norm, tools_json, add_special, r); /* else refused: no marks */
-    json_decref(norm);
-    free(tools_json);
-    return true;
+    if (r->n_prompt < n_ctx) message_marks(s, msgs, &po, add_special, text, len, r); /* else refused */
+    ok = true;
+done:
+    free(text);
+    rw_chat_prepared_free(&prep);
+    json_decref(kwargs);
+    return ok;
 }
 
 static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
@@ -304,6 +368,20 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
     } else return bad(e, "prompt", "%s", "'prompt' must be a string, an array of token ids or a list of one of them");
     if (r->n_prompt == 0) return bad(e, "prompt", "%s", "the prompt is empty");
     return true;
+}
+
+/* Logs an ignored field the first time its name is seen (at most 256 names). */
+static void warn_unknown(rw_server *s, const char *key) {
+    pthread_mutex_lock(&s->mu);
+    bool seen = s->n_warned >= 256;
+    for (size_t i = 0; i < s->n_warned && !seen; i++) seen = !strcmp(s->warned[i], key);
+    char **w = seen ? NULL : realloc(s->warned, (s->n_warned + 1) * sizeof *w);
+    if (w) {
+        s->warned = w;
+        if ((w[s->n_warned] = strndup(key, 128))) s->n_warned++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!seen) srv_logf(s, "ignoring unknown request field \"%.128s\" (logged once; --strict-api refuses it)", key);
 }
 
 /* A schema (JSON value) to GBNF in *out; false with a 400 naming param. */
@@ -388,10 +466,11 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     json_object_foreach(o, key, v) {
         bool ok = false;
         for (int i = 0; known[i] && !ok; i++) ok = !strcmp(key, known[i]);
-        if (!ok) {
+        if (!ok && s->strict_api) {
             srv_errorf(e, 400, "invalid_request_error", NULL, key, "Unrecognized request argument supplied: %s", key);
             return false;
         }
+        if (!ok) warn_unknown(s, key);
     }
     json_t *model = json_object_get(o, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string", "model");
@@ -477,9 +556,25 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     }
     if (!parse_constraint(o, r, e)) return false;
     json_t *tc = json_object_get(o, "tool_choice");
-    if (tc && !json_is_null(tc) &&
-        !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") || !strcmp(json_string_value(tc), "none"))))
-        return bad(e, "tool_choice", "%s", "tool_choice may only be \"auto\" or \"none\" (no forced tool calls)");
+    if (tc && !json_is_null(tc)) {
+        const char *tcs = json_string_value(tc);
+        json_t *fn = json_object_get(tc, "function");
+        const char *fname = json_string_value(json_object_get(json_is_object(fn) ? fn : tc, "name"));
+        if (tcs && (!strcmp(tcs, "required") || !strcmp(tcs, "any"))) r->force = 1;
+        else if (json_is_object(tc) && fname) {
+            r->force = 2;
+            if (!(r->force_name = strdup(fname))) return bad(e, "tool_choice", "%s", "out of memory");
+        } else if (!tcs || (strcmp(tcs, "auto") && strcmp(tcs, "none")))
+            return bad(e, "tool_choice", "%s",
+                       "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                       "\"function\": {\"name\": ...}}");
+    }
+    r->parallel_calls = true;
+    if (!get_bool(o, "parallel_tool_calls", &r->parallel_calls, e)) return false;
+    json_t *rb = json_object_get(o, "reasoning_budget");
+    long long budget = s->reasoning_budget;
+    if (rb && !json_is_null(rb) && !get_int(o, "reasoning_budget", -1, INT32_MAX, &budget, NULL, e)) return false;
+    r->reasoning_budget = budget < 0 ? -1 : (long)budget;
     json_t *user = json_object_get(o, "user");
     if (user && !json_is_null(user) && !json_is_string(user)) return bad(e, "user", "'%s' must be a string", "user");
 
@@ -532,6 +627,8 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->bias);
     free(r->marks);
+    free(r->tools_json);
+    free(r->force_name);
     free(r->grammar);
     memset(r, 0, sizeof *r);
 }

@@ -24,9 +24,13 @@ static json_t *usage_json(const srv_job *j) {
     int64_t completion = 0;
     for (int i = 0; i < j->n; i++) completion += j->choice[i].completion_tokens;
     const srv_choice *c = &j->choice[0];
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
+    /* cached_tokens_disk (ours, beside OpenAI's field): how many of the
+     * cached tokens came from the disk tier (after a restart, or from
+     * another replica sharing the folder) */
+    return json_pack("{s:I,s:I,s:I,s:{s:I,s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
                      (json_int_t)completion, "total_tokens", (json_int_t)(c->prompt_tokens + completion),
-                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens);
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens, "cached_tokens_disk",
+                     (json_int_t)c->cached_tokens_disk);
 }
 
 static json_t *ids_json(const int32_t *t, size_t n) {
@@ -34,6 +38,7 @@ static json_t *ids_json(const int32_t *t, size_t n) {
     for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(t[i]));
     return a;
 }
+
 
 /* Well-formed UTF-8 with every invalid byte as U+FFFD (a token's bytes may
  * be part of a character). */
@@ -73,6 +78,42 @@ json_t *srv_text_lossy(const char *s, size_t n) {
 static json_t *text_json(const char *s, size_t n) {
     json_t *v = json_stringn(s ? s : "", s ? n : 0);
     return v ? v : srv_text_lossy(s, n);
+}
+
+json_t *srv_text_json(const char *s, size_t n) { return text_json(s, n); }
+
+const char *srv_choice_finish(const srv_choice *c) {
+    if (c->n_calls > 0 && c->finish != RW_FINISH_ERROR) return "tool_calls";
+    return srv_finish_name(c->finish);
+}
+
+/* A chat choice's message: the output parsed into content, reasoning and
+ * tool calls (chat/output.h); sets c's n_calls. */
+static json_t *message_json(const srv_job *j, srv_choice *c) {
+    rw_chat_output_opts o = j->parse;
+    rw_chat_parsed m;
+    rw_error err = {0};
+    json_t *msg;
+    o.id_seed = 0;
+    /* fresh randomness for the ids */
+    for (size_t i = 0; i < sizeof j->id && j->id[i]; i++) o.id_seed = o.id_seed * 131 + (unsigned char)j->id[i];
+    o.id_seed ^= (uint64_t)c->index * 0x9e3779b97f4a7c15ull;
+    if (rw_chat_output_parse(&o, c->text ? c->text : "", c->text_len, &m, &err)) /* out of memory: the raw text */
+        return json_pack("{s:s,s:o}", "role", "assistant", "content", text_json(c->text, c->text_len));
+    c->n_calls = m.n_calls;
+    msg = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                    m.n_calls && !m.content_len ? json_null() : text_json(m.content, m.content_len));
+    if (msg && m.reasoning) json_object_set_new(msg, "reasoning_content", text_json(m.reasoning, m.reasoning_len));
+    if (msg && m.n_calls) {
+        json_t *calls = json_array();
+        for (int i = 0; i < m.n_calls; i++)
+            json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", m.calls[i].id, "type", "function",
+                                                   "function", "name", m.calls[i].name, "arguments",
+                                                   m.calls[i].arguments));
+        json_object_set_new(msg, "tool_calls", calls);
+    }
+    rw_chat_parsed_free(&m);
+    return msg;
 }
 
 static double finite_lp(float lp) { return lp == lp && lp > -9999.0f ? lp : -9999.0; /* OpenAI's -inf */ }
@@ -138,12 +179,15 @@ static json_t *envelope(const srv_job *j, const char *model, const char *object,
 char *srv_response_json(const srv_job *j) {
     json_t *choices = json_array();
     for (int i = 0; i < j->n; i++) {
-        const srv_choice *c = &j->choice[i];
+        srv_choice *c = (srv_choice *)&j->choice[i]; /* its n_calls is set here */
         json_t *choice;
-        if (j->chat)
-            choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:o}", "index", i, "message", "role", "assistant", "content",
-                               text_json(c->text, c->text_len), "logprobs", "finish_reason", finish_json(c->finish));
-        else
+        if (j->chat) {
+            json_t *msg = message_json(j, c);
+            const char *fin = srv_choice_finish(c);
+            choice = msg ? json_pack("{s:i,s:o,s:n,s:o}", "index", i, "message", msg, "logprobs", "finish_reason",
+                                     fin ? json_string(fin) : json_null())
+                         : NULL;
+        } else
             choice = json_pack("{s:i,s:o,s:n,s:o}", "index", i, "text", text_json(c->text, c->text_len), "logprobs",
                                "finish_reason", finish_json(c->finish));
         if (!choice) {
@@ -181,22 +225,7 @@ static bool append_event(srv_job *j, json_t *o) {
     return ok;
 }
 
-bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
-                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish) {
-    json_t *choice;
-    if (j->chat) {
-        json_t *delta = json_object();
-        if (first) {
-            json_object_set_new(delta, "role", json_string("assistant"));
-            json_object_set_new(delta, "content", json_string(""));
-        } else if (text_len) json_object_set_new(delta, "content", text_json(text, text_len));
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "delta", delta, "logprobs", "finish_reason",
-                           finish_json(finish));
-    } else {
-        if (first) return true; /* completions have no role chunk */
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "text", text_json(text, text_len), "logprobs",
-                           "finish_reason", finish_json(finish));
-    }
+static bool chunk_event(srv_job *j, json_t *choice, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks) {
     if (!choice) return false;
     if (j->return_token_ids && n_toks) json_object_set_new(choice, "token_ids", ids_json(toks, n_toks));
     if (lps && n_toks) json_object_set_new(choice, "logprobs", logprobs_json(j, toks, lps, n_toks, 0));
@@ -205,6 +234,31 @@ bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, con
     json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion.chunk" : "text_completion", choices);
     if (o && j->include_usage) json_object_set_new(o, "usage", json_null());
     return append_event(j, o);
+}
+
+bool srv_sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+                   const char *finish) {
+    if (!delta) return false;
+    json_t *choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "delta", delta, "logprobs", "finish_reason",
+                               finish ? json_string(finish) : json_null());
+    return chunk_event(j, choice, toks, lps, n_toks);
+}
+
+bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
+                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish) {
+    if (j->chat) {
+        json_t *delta = json_object();
+        if (first) {
+            json_object_set_new(delta, "role", json_string("assistant"));
+            json_object_set_new(delta, "content", json_string(""));
+        } else if (text_len) json_object_set_new(delta, "content", text_json(text, text_len));
+        return srv_sse_delta(j, index, delta, toks, lps, n_toks, srv_finish_name(finish));
+    }
+    if (first) return true; /* completions have no role chunk */
+    return chunk_event(j,
+                       json_pack("{s:i,s:o,s:n,s:o}", "index", index, "text", text_json(text, text_len), "logprobs",
+                                 "finish_reason", finish_json(finish)),
+                       toks, lps, n_toks);
 }
 
 bool srv_sse_usage(srv_job *j) {

@@ -22,9 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "server/server_int.h"
 
-enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS };
+enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS,
+       R_PROPS };
 
 static const struct {
     const char *path;
@@ -34,7 +36,7 @@ static const struct {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
-    {"/detokenize", "POST", R_DETOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
 };
 
 /* A message cut by a size limit may end inside a UTF-8 character: drop
@@ -71,7 +73,8 @@ static void count_status(rw_server *s, int status) {
 
 /* The headers every answer to cc carries: CORS for an allowed Origin,
  * Retry-After with 429. */
-static void common_headers(struct MHD_Response *resp, const srv_conn *cc, int status) {
+static void common_headers(const rw_server *s, struct MHD_Response *resp, const srv_conn *cc, int status) {
+    MHD_add_response_header(resp, "X-Rewind-Replica", s->replica_id);
     if (cc && cc->origin[0]) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", cc->origin);
         MHD_add_response_header(resp, "Vary", "Origin");
@@ -95,7 +98,7 @@ static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const 
     }
     MHD_add_response_header(resp, "Content-Type", content_type);
     if (allow) MHD_add_response_header(resp, "Allow", allow);
-    common_headers(resp, cc, status);
+    common_headers(s, resp, cc, status);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     count_status(s, status);
@@ -173,7 +176,7 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
         cc->job = NULL; /* the response owns it now */
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        common_headers(resp, cc, 200);
+        common_headers(s, resp, cc, 200);
         enum MHD_Result ret = MHD_queue_response(c, 200, resp);
         MHD_destroy_response(resp); /* the job lives until libmicrohttpd drops the response */
         count_status(s, 200);
@@ -253,6 +256,26 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
     cc->state = CC_REPLY;
 }
 
+/* GET /props: what UIs read from llama-server's (context size, template,
+ * modalities), plus the chat output settings. */
+static char *props_json(rw_server *s) {
+    const rw_engine_config *ec = rw_engine_get_config(s->engine);
+    size_t n = 0;
+    const char *src = rw_chat_template_source(s->tmpl, &n);
+    json_t *o = json_pack("{s:{s:I,s:{}},s:i,s:s,s:s%,s:{s:b,s:b},s:s?,s:s?,s:s,s:s,s:{s:b,s:b,s:b,s:b,s:b}}",
+                          "default_generation_settings", "n_ctx", (json_int_t)ec->n_ctx, "params", "total_slots",
+                          ec->max_running, "model_alias", s->model_id, "chat_template", src, n, "modalities", "vision",
+                          0, "audio", 0, "bos_token", s->bos, "eos_token", s->eos, "tool_format",
+                          rw_tool_format_name(s->tool_fmt), "reasoning_format",
+                          s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
+                          "supports_system_role", s->caps.system_role, "supports_tool_calls", s->caps.tool_calls,
+                          "supports_parallel_tool_calls", s->caps.parallel_calls, "supports_tool_responses",
+                          s->caps.tool_results, "supports_thinking", s->caps.has_think);
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return txt;
+}
+
 void srv_conn_work(rw_server *s, srv_conn *cc) {
     switch (cc->route) {
     case R_COMPLETIONS: generate(s, false, cc); break;
@@ -292,6 +315,7 @@ static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, cons
         json_decref(m);
         return send_owned(s, c, cc, 200, txt, "application/json", NULL);
     }
+    case R_PROPS: return send_owned(s, c, cc, 200, props_json(s), "application/json", NULL);
     default: return MHD_NO;
     }
 }
@@ -345,7 +369,7 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
                                                                            : "Authorization, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
-    common_headers(resp, cc, 204);
+    common_headers(s, resp, cc, 204);
     enum MHD_Result ret = MHD_queue_response(c, 204, resp);
     MHD_destroy_response(resp);
     count_status(s, 204);
@@ -553,6 +577,44 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     return fd;
 }
 
+void srv_logf(rw_server *s, const char *fmt, ...) {
+    (void)s;
+    if (!rw_log_enabled(RW_LOG_INFO)) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    rw_log(RW_LOG_INFO, "serve: %s", line);
+}
+
+/* The chat settings: the template's capabilities and the overrides. */
+static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error *err) {
+    rw_chat_template_caps(s->tmpl, &s->caps);
+    s->tool_fmt = s->caps.tool_format;
+    if (cfg->tool_format && strcmp(cfg->tool_format, "auto") && !rw_tool_format_parse(cfg->tool_format, &s->tool_fmt))
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "unknown tool format \"%s\" (auto, none, generic, qwen-xml, hermes, llama3, granite)",
+                         cfg->tool_format);
+    s->reasoning_fmt = RW_REASONING_DEEPSEEK;
+    if (cfg->reasoning_format) {
+        if (!strcmp(cfg->reasoning_format, "none")) s->reasoning_fmt = RW_REASONING_NONE;
+        else if (strcmp(cfg->reasoning_format, "deepseek") && strcmp(cfg->reasoning_format, "auto"))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown reasoning format \"%s\" (none, deepseek)",
+                             cfg->reasoning_format);
+    }
+    if (cfg->chat_template_kwargs) {
+        json_error_t je;
+        s->kwargs = json_loads(cfg->chat_template_kwargs, 0, &je);
+        if (!json_is_object(s->kwargs))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "chat template kwargs must be a JSON object%s%s",
+                             s->kwargs ? "" : ": ", s->kwargs ? "" : je.text);
+    }
+    s->reasoning_budget = cfg->has_reasoning_budget ? cfg->reasoning_budget : -1;
+    s->strict_api = cfg->strict_api;
+    return RW_OK;
+}
+
 static void free_server(rw_server *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->conn_mu);
@@ -561,11 +623,15 @@ static void free_server(rw_server *s) {
     pthread_cond_destroy(&s->work_cv);
     for (int i = 0; i < s->n_cors; i++) free(s->cors[i]);
     free(s->cors);
+    json_decref(s->kwargs);
+    for (size_t i = 0; i < s->n_warned; i++) free(s->warned[i]);
+    free(s->warned);
     free(s->bos);
     free(s->eos);
     free(s->model_id);
     free(s->api_key);
     free(s->host);
+    free(s->replica_id);
     free(s);
 }
 
@@ -630,12 +696,31 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
+    rw_status cst = chat_setup(s, cfg, err);
+    if (cst) {
+        free_server(s);
+        return cst;
+    }
     s->loopback = is_loopback(s->host);
     bool v6 = false;
     s->listen_fd = open_listener(s->host, cfg->port, &v6, &s->port, err);
     if (s->listen_fd < 0) {
         free_server(s);
         return err ? err->code : RW_ERR_IO;
+    }
+    if (cfg->replica_id && cfg->replica_id[0]) {
+        s->replica_id = strdup(cfg->replica_id);
+    } else { /* HOSTNAME:PORT, known only once bound (port 0 = any) */
+        char host[256] = "localhost", id[300];
+        if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "localhost");
+        host[sizeof host - 1] = 0;
+        snprintf(id, sizeof id, "%s:%d", host, s->port);
+        s->replica_id = strdup(id);
+    }
+    if (!s->replica_id) {
+        close(s->listen_fd);
+        free_server(s);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     rw_status st = srv_conns_start(s, err);
     if (!st) st = srv_work_start(s, cfg->workers > 0 ? cfg->workers : 2, err);

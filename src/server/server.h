@@ -1,7 +1,8 @@
 /* server.h - the OpenAI-compatible HTTP server (libmicrohttpd, jansson).
  *
  * Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
- * GET /health, GET /metrics (Prometheus text). Errors are OpenAI-style JSON
+ * GET /health, GET /metrics (Prometheus text), GET /props (llama-server's
+ * model info for UIs: context size, chat template, modalities). Errors are OpenAI-style JSON
  * bodies {"error": {"message", "type", "param", "code"}} with 400 (invalid
  * JSON, wrong types, unknown fields, prompt beyond the context), 401 (missing
  * or wrong bearer token when an API key is set; /health is open), 404
@@ -19,6 +20,10 @@
  * (then it gets CORS headers, and OPTIONS preflights are answered); on a
  * loopback address the Host header must name loopback (DNS rebinding).
  * docs/server-security.md has the whole policy.
+ *
+ * Every response carries X-Rewind-Replica (rw_server_config.replica_id), so
+ * a client or test behind a balancer sees which replica answered
+ * (docs/scale-out.md).
  */
 #ifndef RW_SERVER_SERVER_H
 #define RW_SERVER_SERVER_H
@@ -43,11 +48,23 @@ typedef struct {
     double body_timeout;   /* seconds for its body after the headers; 0 = 30 */
     const char *cors_origin; /* allowed web origins, comma-separated ("*" = any); NULL = none */
     int workers;           /* request workers (parse, render, tokenize); 0 = 2 */
+    const char *replica_id; /* this server's name behind a load balancer, sent as the X-Rewind-Replica header of
+                             * every response and in /metrics' rewind_replica_info; NULL = "HOSTNAME:PORT" */
+    /* Chat output and templates (docs/agent-api.md): */
+    const char *tool_format;      /* NULL or "auto": from the template; else a rw_tool_format name */
+    const char *reasoning_format; /* NULL or "deepseek": think blocks to reasoning_content; "none": kept */
+    const char *chat_template_kwargs; /* NULL, or a JSON object: every request's template variables (a
+                                         request's chat_template_kwargs add to and override them) */
+    bool has_reasoning_budget;    /* reasoning_budget applies (else unlimited unless a request sets one) */
+    long reasoning_budget;        /* thinking tokens before the server closes the think block (0: no thinking) */
+    bool strict_api;              /* unknown request fields are a 400 (else ignored and logged once each,
+                                     through rw_log) */
 } rw_server_config;
 
 typedef struct rw_server rw_server;
 
-/* Starts serving on a background thread. e, tok and tmpl (the chat template;
+/* Starts serving on a background thread. Fails (RW_ERR_INVALID_ARG) on a
+ * bad tool_format, reasoning_format or chat_template_kwargs. e, tok and tmpl (the chat template;
  * bos/eos its token texts, may be NULL) must outlive the server; config
  * strings are copied. The caller owns *out and stops it with rw_server_stop. */
 rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,

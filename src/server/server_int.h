@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "chat/history.h"
+#include "chat/output.h"
 #include "server/server.h"
 
 /* One client socket, from libmicrohttpd's "connection started" to "closed"
@@ -35,7 +37,7 @@ struct rw_server {
     rw_engine *engine;
     const rw_tokenizer *tok;
     const rw_chat_template *tmpl;
-    char *bos, *eos, *model_id, *api_key, *host; /* owned copies */
+    char *bos, *eos, *model_id, *api_key, *host, *replica_id; /* owned copies */
     char **cors;   /* allowed origins (owned); "*" = any */
     int n_cors;
     bool loopback; /* bound to a loopback address: the Host header is checked */
@@ -68,7 +70,31 @@ struct rw_server {
     pthread_t workers[8];
     int n_workers;
     bool work_stop;
+
+    /* chat output and templates (docs/agent-api.md) */
+    rw_chat_caps caps;               /* the template's (rw_chat_template_caps) */
+    rw_tool_format tool_fmt;         /* caps' or --tool-format */
+    rw_reasoning_format reasoning_fmt;
+    json_t *kwargs;                  /* --chat-template-kwargs (owned), or NULL */
+    bool strict_api;
+    long reasoning_budget;           /* < 0: unlimited */
+    char **warned;                   /* unknown request fields already logged (under mu), owned */
+    size_t n_warned;
 };
+
+/* GBNF (grammar/grammar.h) for output that is a tool call in format f
+ * (tool_choice "required": any of tools_json's functions, only = NULL; a
+ * named tool_choice: only = its name), with each call's arguments matching
+ * its tool's parameters schema; parallel: up to 8 calls, else one. Built
+ * from the schema compiler's rules inside the format's own markup
+ * (tool_grammar.c). *gbnf is malloc'd (the caller frees). Errors:
+ * RW_ERR_INVALID_ARG (no tools, an unknown name, a bad schema),
+ * RW_ERR_UNSUPPORTED (format NONE, a schema keyword the compiler lacks). */
+rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel,
+                                  char **gbnf, rw_error *err);
+
+/* One log line (printf-style) through the library's log hook (base/log.h). */
+void srv_logf(rw_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* conn.c */
 double srv_now(void); /* monotonic seconds */
@@ -121,7 +147,14 @@ typedef struct {
     int n; /* choices, 1..SRV_MAX_N */
     int64_t *marks;      /* gp.marks: prompt positions where chat messages end */
     int n_marks;
-    char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format; owned */
+    /* chat: how the output is parsed (output.h); out.tools_json is tools_json */
+    rw_chat_output_opts out;
+    char *tools_json;       /* owned */
+    long reasoning_budget;  /* < 0: unlimited */
+    int force;              /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
+    char *force_name;       /* owned */
+    bool parallel_calls;    /* parallel_tool_calls (default true) */
+    char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -159,12 +192,25 @@ typedef struct {
     rw_finish_reason finish;
     char error[256];
     int64_t prompt_tokens, cached_tokens, completion_tokens;
+    int64_t cached_tokens_disk; /* of cached_tokens, from the prefix cache's disk tier */
     bool oom;
     /* the connection thread's own */
     uint64_t engine_id;
     bool submitted;
     size_t toks_taken; /* tokens already sent in stream chunks */
     bool finish_sent;  /* stream: its finish chunk is out */
+    rw_chat_output *parser; /* chat stream: this choice's output parser (owned) */
+    int n_calls;            /* chat: tool calls parsed */
+    /* thinking budget (job->budget >= 0), under job->mu: where the output
+     * is relative to the think block, tokens spent in it, the bytes that may
+     * begin a marker across events */
+    int think;              /* 0 not known yet, 1 in the block, 2 past it (or none) */
+    int64_t think_toks;
+    char head[40], tail[40];
+    size_t head_len, tail_len;
+    bool over_budget;       /* the engine request is to be replaced by its continuation */
+    int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
+    int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
 } srv_choice;
 
 /* A generation request in flight: n choices. Owned by the connection thread
@@ -183,7 +229,32 @@ typedef struct srv_job {
     int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
     char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
+    /* chat: how each choice's output is parsed (the request's out, with
+     * tools_json an owned copy) */
+    rw_chat_output_opts parse;
+    char *tools_json;
+    /* the thinking budget: after `budget` tokens in the think block the
+     * request is cancelled and continued with the block closed (the prompt +
+     * what it generated + the close marker; the prefix cache serves it), so
+     * the answer follows. budget < 0: none. */
+    long budget;
+    int32_t *prompt;    /* copies for the continuation (owned) */
+    int64_t n_prompt;
+    rw_gen_params gp;   /* stop strings and bias owned copies, no marks */
+    char **stop;
+    rw_logit_bias *bias;
+    int32_t *close_ids; /* "\n" + close marker + "\n\n" tokenized */
+    size_t n_close;
+    char *close_text;
+    size_t close_len;
 } srv_job;
+
+/* A new output parser for one of job j's choices, with ids made of
+ * id_prefix (NULL: "call_") and fresh randomness; stream: arguments of
+ * calls streamed as they come (output.h's stream_args), for a streaming
+ * response. The caller frees it. */
+rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+                             rw_error *err);
 
 srv_job *srv_job_new(rw_server *s, const srv_request *r);
 /* From now on the job's events wake k's connection (takes a reference). */
@@ -210,6 +281,15 @@ char *srv_response_json(const srv_job *j);
  * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
 bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
                    const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
+/* One chat chunk for choice `index` with the given delta (consumed), the
+ * n_toks tokens (ids and logprobs as the request asked) and finish (NULL:
+ * null). */
+bool srv_sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+                   const char *finish);
+/* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
+const char *srv_choice_finish(const srv_choice *c);
+/* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */
+json_t *srv_text_json(const char *s, size_t n);
 bool srv_sse_usage(srv_job *j);
 bool srv_sse_error(srv_job *j, const char *msg);
 bool srv_sse_append(srv_job *j, const char *s, size_t n);

@@ -132,6 +132,7 @@ int main(void) {
     for (int i = 0; i < 4; i++) jobs[i] = (job){prompt[i % 3], 24, base};
     jobs[0].p.grammar = g_schema;
     jobs[1].p.grammar = g_json;
+    jobs[1].p.max_tokens = 120;
     jobs[2].p.max_tokens = 40;
     jobs[2].p.ignore_eos = true;
     jobs[3].p.grammar = g_schema;

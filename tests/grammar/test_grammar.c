@@ -267,6 +267,27 @@ int main(void) {
                 if (ended) CHECK_MSG(json_ok(s), "qwen3 json seed %d: %s", (int)seed, s);
                 free(s);
             }
+            /* the mask shortcuts (plain text inside strings, looping subtrees) at the states they
+             * are for, against the brute force: inside a string, mid-character, after a backslash */
+            const char *at[] = {"{\"a\": \"", "{\"a\": \"x", "{\"a\": \"\xc3", "{\"a\": \"\xe4\xbd", "{\"a\": \"\\",
+                                "[1, \"\xc3\xa9", "[\"\\u00", "{\"a\": \"b\", \"", "[tru"};
+            for (size_t k = 0; g && k < sizeof at / sizeof *at; k++) {
+                rw_grammar_matcher *mm = NULL;
+                CHECK(rw_grammar_matcher_new(g, qv, &mm, NULL) == RW_OK);
+                CHECK_MSG(rw_grammar_matcher_accept_bytes(mm, at[k], strlen(at[k]), NULL), "prefix %s", at[k]);
+                check_mask(mm, qv, at[k]);
+                rw_grammar_matcher_free(mm);
+            }
+            rw_grammar_free(g);
+            /* a string with a pattern (a class that is not "any character") */
+            g = compile("root ::= \"\\\"\" [a-z ]{0,30} \"\\\"\"\n");
+            for (int k = 0; g && k < 2; k++) {
+                rw_grammar_matcher *mm = NULL;
+                CHECK(rw_grammar_matcher_new(g, qv, &mm, NULL) == RW_OK);
+                CHECK(rw_grammar_matcher_accept_bytes(mm, "\"ab", 1 + 2 * (size_t)k, NULL));
+                check_mask(mm, qv, "pattern string");
+                rw_grammar_matcher_free(mm);
+            }
             rw_grammar_free(g);
             for (int32_t i = 0; i < nq; i++) free(qp[i]);
             free(qp);

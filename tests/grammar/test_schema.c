@@ -326,6 +326,8 @@ int main(int argc, char **argv) {
     expect_schema_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies between");
     expect_schema_error("{\"type\":\"string\",\"pattern\":\"a\\\\1\"}", "the escape \\1 is not supported");
     expect_schema_error("false", "the schema false matches nothing");
+    /* found by fuzz_schema: this error path leaked (tests/corrupt/schema/) */
+    expect_schema_error("{\"type\":\"array\",\"prefixItems\":false}", "prefixItems must be an array");
     {
         char *gb = NULL;
         rw_error err = {0};
@@ -349,6 +351,19 @@ int main(int argc, char **argv) {
             rw_grammar_matcher_rewind(m, 0);
             CHECK(!rw_grammar_matcher_accept_bytes(m, "<tool_call>{\"name\": \"g\"", 25, NULL));
         }
+        rw_grammar_matcher_free(m);
+        rw_grammar_free(g);
+        /* a literal of awkward bytes matches exactly them */
+        const char raw[] = "a\"b\\c\n\x01é\xc3(";
+        char *l = NULL, lt[128];
+        CHECK(rw_grammar_gbnf_literal(raw, sizeof raw - 1, &l, &err) == RW_OK);
+        snprintf(lt, sizeof lt, "root ::= %s\n", l ? l : "");
+        free(l);
+        g = NULL;
+        m = NULL;
+        CHECK_MSG(rw_grammar_compile(lt, strlen(lt), NULL, &g, &err) == RW_OK, "%s", err.msg);
+        if (g && rw_grammar_matcher_new(g, NULL, &m, NULL) == RW_OK)
+            CHECK(rw_grammar_matcher_accept_bytes(m, raw, sizeof raw - 1, NULL) && rw_grammar_matcher_must_end(m));
         rw_grammar_matcher_free(m);
         rw_grammar_free(g);
     }

@@ -59,7 +59,7 @@ start --cache-bytes 1 --cache-dir "$d/cache"
 ask "$A" 8 e1; expect e1 8
 ask "$B" 6 e2; expect e2 6
 stop
-ls "$d/cache"/*.rws > /dev/null 2>&1 || fail "no state files in the disk tier"
+ls "$d/cache"/*.rwc > /dev/null 2>&1 || fail "no state files in the disk tier"
 start --cache-bytes 64M --cache-dir "$d/cache"
 ask "$A" 8 e3; expect e3 8
 [ "$(cached e3)" -ge 90 ] || fail "after a restart: only $(cached e3) cached"
@@ -67,7 +67,7 @@ curl -s "http://127.0.0.1:$port/metrics" > "$d/m"
 grep -q 'rewind_prompt_tokens_cached_total{tier="disk"} [1-9]' "$d/m" || fail "metrics: no disk-tier tokens"
 stop
 # a corrupted file is removed with a warning and never used
-for f in "$d/cache"/*.rws; do printf 'garbage' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+for f in "$d/cache"/*.rwc; do printf 'garbage' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
 start --cache-bytes 64M --cache-dir "$d/cache"
 ask "$B" 6 e4; expect e4 6
 stop

@@ -697,6 +697,14 @@ static void test_busy(void) {
     check_error_body(resp, 401, "wrong key");
     free(resp);
     CHECK_EQ_INT(request(&t, "GET", "/v1/models", NULL, 0, NULL), 200);
+    /* no replica_id: HOSTNAME:PORT */
+    CHECK_EQ_INT(request(&t, "GET", "/metrics", NULL, 0, &resp), 200);
+    char want[64];
+    snprintf(want, sizeof want, ":%d\"} 1", t.port);
+    const char *info = resp ? strstr(resp, "\nrewind_replica_info{replica=\"") : NULL;
+    const char *end = info ? strchr(info + 1, '\n') : NULL, *at = info ? strstr(info, want) : NULL;
+    CHECK_MSG(at && end && at + strlen(want) == end, "/metrics: default replica name");
+    free(resp);
 
     /* the one slot: a long stream in another thread, and a request meanwhile */
     greedy_job hog = {.t = &t, .n_prompt = 8, .n_gen = 240, .streamed = true};
@@ -729,6 +737,8 @@ static void test_metrics(const target *t) {
                                        "rewind_queue_depth", "rewind_cache_bytes{kind="};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         CHECK_MSG(resp && strstr(resp, want[i]), "/metrics lacks %s", want[i]);
+    /* the replica's name (main's config: r"1\x), escaped as a label value */
+    CHECK_MSG(resp && strstr(resp, "\nrewind_replica_info{replica=\"r\\\"1\\\\x\"} 1\n"), "/metrics: replica info");
     free(resp);
 }
 
@@ -758,7 +768,10 @@ int main(void) {
     const rw_engine_config ec = {.n_threads = 2, .max_running = 4, .max_queued = 16, .n_ctx = N_CTX,
                                  .prefill_chunk = 16, .kv_type = RW_KV_F32};
     CHECK(rw_engine_new(g_model, g_tok, &ec, &e, &err) == RW_OK);
-    const rw_server_config sc = {.model_id = "fixture", .max_body_bytes = MAX_BODY};
+    /* --strict-api: the unknown-field cases below are 400s only in that mode
+     * (by default they are ignored: tests/server/test_server_agent.c) */
+    const rw_server_config sc = {.model_id = "fixture", .max_body_bytes = MAX_BODY, .replica_id = "r\"1\\x",
+                                 .strict_api = true};
     CHECK(rw_server_start(e, g_tok, g_tmpl, g_bos, g_eos, &sc, &s, &err) == RW_OK);
     if (!s) return rw_test_done();
     target t = {.port = rw_server_port(s)};

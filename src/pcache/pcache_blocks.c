@@ -1,9 +1,9 @@
-/* prefix_cache_blocks.c - the multiset of shared blocks of prefix_cache_int.h:
+/* pcache_blocks.c - the multiset of shared blocks of pcache_int.h:
  * an open-addressing hash table keyed by block identity, deletion by
  * backward shift (no tombstones), load factor at most 1/2. */
 #include <stdlib.h>
 
-#include "engine/prefix_cache_int.h"
+#include "pcache/pcache_int.h"
 
 static size_t hash_of(const void *id, size_t cap) {
     uint64_t x = (uint64_t)(uintptr_t)id;
@@ -42,9 +42,9 @@ static bool reserve(pc_blocks *b, size_t n) {
     return true;
 }
 
-const pc_block *pc_blocks_find(const pc_blocks *b, const void *id) { return find(b, id); }
+const pc_block *rw_pcache__blocks_find(const pc_blocks *b, const void *id) { return find(b, id); }
 
-void pc_blocks_free(pc_blocks *b) {
+void rw_pcache__blocks_free(pc_blocks *b) {
     free(b->slot);
     *b = (pc_blocks){0};
 }
@@ -66,7 +66,7 @@ static void add_one(void *ctx, const void *block, size_t bytes, bool kv) {
     *(kv ? &b->bytes_kv : &b->bytes_rec) += bytes;
 }
 
-bool pc_blocks_add(pc_blocks *b, const rw_model_seq *s) {
+bool rw_pcache__blocks_add(pc_blocks *b, const rw_model_seq *s) {
     size_t n = 0;
     rw_model_seq_each_block(s, count_one, &n);
     if (!reserve(b, b->used + n)) return false; /* room for all: nothing below can fail */
@@ -102,7 +102,7 @@ static void remove_one(void *ctx, const void *block, size_t bytes, bool kv) {
     delete_at(b, (size_t)(x - b->slot));
 }
 
-void pc_blocks_remove(pc_blocks *b, const rw_model_seq *s) { rw_model_seq_each_block(s, remove_one, b); }
+void rw_pcache__blocks_remove(pc_blocks *b, const rw_model_seq *s) { rw_model_seq_each_block(s, remove_one, b); }
 
 typedef struct {
     size_t kv, rec;
@@ -114,7 +114,7 @@ static void sum_one(void *ctx, const void *block, size_t bytes, bool kv) {
     *(kv ? &k->kv : &k->rec) += bytes;
 }
 
-void pc_seq_block_bytes(const rw_model_seq *s, size_t *kv, size_t *rec) {
+void rw_pcache__seq_block_bytes(const rw_model_seq *s, size_t *kv, size_t *rec) {
     by_kind k = {0};
     rw_model_seq_each_block(s, sum_one, &k);
     *kv = k.kv, *rec = k.rec;

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/prefix_cache.h"
+#include "pcache/pcache.h"
 #include "harness.h"
 
 #define P 532  /* shared prefix */

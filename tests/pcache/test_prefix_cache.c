@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/prefix_cache.h"
+#include "pcache/pcache.h"
 #include "sampler/sampler.h"
 #include "harness.h"
 
@@ -105,7 +105,7 @@ static int count_files(const char *dir) {
     DIR *d = opendir(dir);
     int n = 0;
     struct dirent *de;
-    while (d && (de = readdir(d))) n += strstr(de->d_name, ".rws") != NULL;
+    while (d && (de = readdir(d))) n += strstr(de->d_name, ".rwc") != NULL;
     if (d) closedir(d);
     return n;
 }
@@ -114,7 +114,7 @@ static void corrupt_one(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        if (!strstr(de->d_name, ".rws")) continue;
+        if (!strstr(de->d_name, ".rwc")) continue;
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         FILE *f = fopen(p, "r+b");

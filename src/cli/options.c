@@ -1,0 +1,95 @@
+/* options.c - the table-driven option parser (options.h). */
+#include "cli/options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/kv.h"
+#include "cli/cli.h"
+
+static bool is_choice(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && !strncmp(c, v, n)) return true;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return false;
+}
+
+static int set_value(const char *cmd, const rw_cli_opt *o, const char *v) {
+    switch (o->kind) {
+    case RW_OPT_STR: *(const char **)o->dst = v; return 0;
+    case RW_OPT_INT: return rw_cli_parse_int(cmd, o->name, v, o->lo, o->hi, (long *)o->dst);
+    case RW_OPT_FLOAT: {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (!*v || *end || errno || !isfinite(x) || x < o->flo || x > o->fhi) {
+            rw_cli_error(cmd, "%s needs a number in [%g, %g], not \"%s\"", o->name, o->flo, o->fhi, v);
+            return 2;
+        }
+        *(float *)o->dst = (float)x;
+        return 0;
+    }
+    case RW_OPT_CHOICE:
+        if (!is_choice(o->choices, v)) {
+            rw_cli_error(cmd, "%s must be one of %s, not \"%s\"", o->name, o->choices, v);
+            return 2;
+        }
+        *(const char **)o->dst = v;
+        return 0;
+    case RW_OPT_KV: return rw_cli_parse_kv(cmd, v, (rw_kv_type *)o->dst);
+    case RW_OPT_NUMERICS: return rw_cli_parse_numerics(cmd, v);
+    case RW_OPT_FN: return o->fn(o->ctx, cmd, o->name, v);
+    case RW_OPT_FLAG: break;
+    }
+    return 2;
+}
+
+int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *opts, const char **pos, int max_pos,
+                      int *n_pos) {
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || !a[1]) { /* a word ("-" is one: stdin) */
+            if (np == max_pos) {
+                rw_cli_error(cmd, "unexpected argument \"%s\"", a);
+                return 2;
+            }
+            pos[np++] = a;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t name_len = eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
+        const rw_cli_opt *o = opts;
+        while (o->name && !(strlen(o->name) == name_len && !strncmp(o->name, a, name_len))) o++;
+        if (!o->name) {
+            rw_cli_error(cmd, "unknown option %.*s", (int)name_len, a);
+            return 2;
+        }
+        if (o->kind == RW_OPT_FLAG) {
+            if (name_len != strlen(a)) {
+                rw_cli_error(cmd, "%s takes no value", o->name);
+                return 2;
+            }
+            *(bool *)o->dst = true;
+            continue;
+        }
+        const char *v;
+        if (name_len != strlen(a)) v = a + name_len + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else {
+            rw_cli_error(cmd, "%s needs a value", o->name);
+            return 2;
+        }
+        int rc = set_value(cmd, o, v);
+        if (rc) return rc;
+    }
+    if (n_pos) *n_pos = np;
+    return 0;
+}

@@ -1,0 +1,171 @@
+/* test_api.c - the public API (include/rewind.h) used as an embedder uses
+ * it: errors with messages, tokenization, rw_generate (and stopping it from
+ * its callback), the threaded engine with the prefix cache, the step-driven
+ * engine (several requests, cancel), and sequences with exact rewind. Every
+ * path must give the tokens rw_generate gives alone. Includes only
+ * rewind.h besides the harness. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "rewind.h"
+
+static char *render(rw_model *m, const char *user) {
+    char sys[1024] = "You are a test. ";
+    for (int i = 0; i < 6; i++) strcat(sys, "Repeat the words you are given and nothing else. ");
+    const rw_chat_message msgs[] = {{"system", sys}, {"user", user}};
+    char *out = NULL;
+    rw_error err;
+    CHECK_MSG(!rw_chat_render(m, msgs, 2, true, &out, &err), "%s", err.msg);
+    return out;
+}
+
+/* Collects the text of one request of a manual engine. */
+typedef struct {
+    char text[4096];
+    size_t len;
+    int done;
+    rw_gen_result res;
+} collected;
+
+static void collect(void *user, const char *text, size_t len, bool done, const rw_gen_result *res) {
+    collected *c = user;
+    if (len && c->len + len < sizeof c->text) {
+        memcpy(c->text + c->len, text, len);
+        c->len += len;
+    }
+    if (done) {
+        c->done++;
+        c->res = *res;
+    }
+}
+
+static int pieces_left;
+static bool stop_soon(void *user, const char *text, size_t len) {
+    (void)user, (void)text, (void)len;
+    return --pieces_left > 0;
+}
+
+int main(void) {
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", RW_VERSION_MAJOR, RW_VERSION_MINOR, RW_VERSION_PATCH);
+    CHECK(!strcmp(rw_version(), want) && !strcmp(RW_VERSION_STRING, want));
+
+    rw_error err;
+    rw_model *m = NULL;
+    CHECK(rw_model_open("/nonexistent/model.gguf", NULL, &m, &err) != RW_OK && m == NULL);
+    CHECK_MSG(strstr(err.msg, "/nonexistent/model.gguf") != NULL, "%s", err.msg);
+    CHECK(rw_model_open(NULL, NULL, &m, &err) == RW_ERR_INVALID_ARG);
+    rw_model_params bad = rw_model_params_default();
+    bad.numerics = "fastest";
+    CHECK(rw_model_open("x.gguf", &bad, &m, &err) == RW_ERR_INVALID_ARG && strstr(err.msg, "fastest"));
+    CHECK(!strcmp(rw_status_name(RW_ERR_CONTEXT), "ERR_CONTEXT"));
+
+    const char *path = rw_test_fixture_path("qwen35/qwen35-Q8_0.gguf");
+    if (!path) rw_test_skip("no fixtures");
+    rw_model_params mp = rw_model_params_default();
+    CHECK_MSG(!rw_model_open(path, &mp, &m, &err), "%s", err.msg);
+    if (!m) return rw_test_done();
+    CHECK(!strcmp(rw_model_arch(m), "qwen35") && rw_model_n_vocab(m) > 0);
+
+    /* tokenize / detokenize round trip; an id outside the vocabulary is an error */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    const char *hello = "Hello, world: rewind!";
+    CHECK(!rw_model_tokenize(m, hello, strlen(hello), false, false, &ids, &n, &err) && n > 0);
+    char *back = NULL;
+    size_t back_len = 0;
+    CHECK(!rw_model_detokenize(m, ids, n, false, &back, &back_len, &err) && back && !strcmp(back, hello) &&
+          back_len == strlen(hello));
+    rw_free(back);
+    int32_t wrong = rw_model_n_vocab(m);
+    CHECK(rw_model_detokenize(m, &wrong, 1, false, &back, NULL, &err) == RW_ERR_INVALID_ARG);
+
+    /* rw_generate alone: the reference answer */
+    char *prompt = render(m, "alpha beta gamma");
+    rw_gen_options opt = rw_gen_options_default();
+    opt.max_tokens = 12;
+    opt.ignore_eos = true; /* a fixed length, whatever the random weights say */
+    char *ref = NULL;
+    rw_gen_result res;
+    CHECK_MSG(!rw_generate(m, prompt, &opt, NULL, NULL, NULL, &ref, &res, &err), "%s", err.msg);
+    CHECK(ref && res.completion_tokens == 12 && res.reason == RW_DONE_LENGTH && res.cached_tokens == 0);
+
+    /* its callback stops it early */
+    pieces_left = 3;
+    char *part = NULL;
+    CHECK(!rw_generate(m, prompt, &opt, NULL, stop_soon, NULL, &part, &res, &err));
+    CHECK(part && res.reason == RW_DONE_STOP && strlen(part) <= strlen(ref) && !strncmp(part, ref, strlen(part)));
+    rw_free(part);
+
+    /* the threaded engine: the same answer, then again from the cache */
+    rw_engine_params ep = rw_engine_params_default();
+    ep.run.n_ctx = 1024;
+    rw_engine *e = NULL;
+    CHECK_MSG(!rw_engine_open(m, &ep, &e, &err), "%s", err.msg);
+    rw_engine *e2 = NULL;
+    CHECK(rw_engine_open(m, &ep, &e2, &err) == RW_ERR_BUSY); /* one engine per model */
+    for (int pass = 0; pass < 2 && e; pass++) {
+        char *got = NULL;
+        CHECK_MSG(!rw_engine_run(e, prompt, &opt, &got, &res, &err), "%s", err.msg);
+        CHECK_MSG(got && !strcmp(got, ref), "pass %d: '%s' vs '%s'", pass, got ? got : "", ref);
+        if (pass == 1) CHECK_MSG(res.cached_tokens > 0, "cached %lld", (long long)res.cached_tokens);
+        rw_free(got);
+    }
+    rw_engine_stats_public st;
+    rw_engine_stats_get(e, &st);
+    CHECK(st.requests_finished == 2 && st.cached_tokens > 0 && st.cache_entries > 0);
+    CHECK(rw_engine_step(e, &err) == -1); /* it has its own thread */
+    rw_engine_close(e);
+
+    /* step-driven: two requests batched by our own loop, one cancelled */
+    ep.manual = true;
+    CHECK_MSG(!rw_engine_open(m, &ep, &e, &err), "%s", err.msg);
+    char *prompt2 = render(m, "delta epsilon");
+    static collected a, b, c;
+    uint64_t id_c = 0;
+    CHECK(!rw_engine_submit_text(e, prompt, &opt, collect, &a, NULL, &err));
+    CHECK(!rw_engine_submit_text(e, prompt2, &opt, collect, &b, NULL, &err));
+    CHECK(!rw_engine_submit_text(e, prompt2, &opt, collect, &c, &id_c, &err));
+    CHECK(a.done == 0); /* nothing runs until we step */
+    int steps = 0, left;
+    while ((left = rw_engine_step(e, &err)) > 0 && steps < 1000) {
+        if (++steps == 3) rw_engine_cancel(e, id_c);
+    }
+    CHECK(left == 0);
+    CHECK(a.done == 1 && b.done == 1 && c.done == 0);
+    CHECK_MSG(a.len == strlen(ref) && !memcmp(a.text, ref, a.len), "'%.*s' vs '%s'", (int)a.len, a.text, ref);
+    CHECK(b.res.completion_tokens == 12);
+    /* the synchronous call steps a manual engine itself */
+    char *got = NULL;
+    CHECK(!rw_engine_run(e, prompt, &opt, &got, &res, &err) && got && !strcmp(got, ref));
+    rw_free(got);
+    rw_engine_close(e);
+
+    /* a sequence by hand: rewind is exact, a state file restores it */
+    int32_t *pids = NULL;
+    size_t pn = 0;
+    CHECK(!rw_model_tokenize(m, prompt, strlen(prompt), true, true, &pids, &pn, &err) && pn > 4);
+    rw_seq *s = NULL;
+    CHECK(!rw_seq_new(m, 1024, false, &s, &err));
+    const size_t nv = (size_t)rw_model_n_vocab(m);
+    float *l1 = malloc(nv * sizeof *l1), *l2 = malloc(nv * sizeof *l2);
+    if (s && l1 && l2) {
+        CHECK(!rw_seq_eval(s, pids, (int64_t)pn, l1, &err) && rw_seq_length(s) == (int64_t)pn);
+        CHECK(!rw_seq_rewind(s, (int64_t)pn - 3, &err) && rw_seq_length(s) == (int64_t)pn - 3);
+        CHECK(!rw_seq_eval(s, pids + pn - 3, 3, l2, &err));
+        CHECK(!memcmp(l1, l2, nv * sizeof *l1));
+        CHECK(rw_seq_rewind(s, (int64_t)pn + 5, &err) != RW_OK); /* past the end */
+    }
+    free(l1);
+    free(l2);
+    rw_seq_free(s);
+    rw_free(pids);
+    rw_free(prompt2);
+    rw_free(prompt);
+    rw_free(ref);
+    rw_free(ids);
+    rw_model_close(m);
+    return rw_test_done();
+}
