@@ -141,6 +141,7 @@ void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const 
 }
 
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes) { s->ckpt_budget = bytes; }
+void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable) { s->no_ckpt = !rewindable; }
 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */
 size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s) {
@@ -201,6 +202,7 @@ static void add_pos(int64_t *pos, int *cls, int *n, int cap, int64_t v, int c) {
 
 static int retained(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, int cap) {
     int n = 0;
+    if (s->no_ckpt) return 0;
     for (int64_t v = OLD_STEP; v <= L; v += OLD_STEP) add_pos(pos, cls, &n, cap, v, KEEP_OLD);
     for (int i = 0; i < s->n_marks && s->marks[i] <= L; i++) add_pos(pos, cls, &n, cap, s->marks[i], KEEP_MARK);
     for (int64_t v = (L - RECENT_SPAN) / RECENT_STEP * RECENT_STEP; v <= L; v += RECENT_STEP)
@@ -239,7 +241,7 @@ void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
     for (int i = 0; i < k && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
         if (pos[i] >= s->len) s->cuts[s->n_cuts++] = pos[i];
     int64_t lf = L - FINE_STEP;
-    s->log_from = lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
+    s->log_from = s->no_ckpt ? L : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
 }
 
 void rw_models__seq_retain(rw_model_seq *s) {
@@ -248,7 +250,7 @@ void rw_models__seq_retain(rw_model_seq *s) {
     int k = retained(s, s->len, pos, cls, MAX_KEEP);
     k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
     int64_t lf = s->len - FINE_STEP;
-    lf = lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
+    lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
     for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, k, lf);
 }
 
@@ -347,6 +349,7 @@ rw_status rw_model_seq_copy(rw_model_seq *dst, const rw_model_seq *src, rw_error
     free(dst->marks);
     dst->marks = marks, dst->n_marks = dst->cap_marks = src->n_marks;
     dst->ckpt_budget = src->ckpt_budget;
+    dst->no_ckpt = src->no_ckpt;
     return RW_OK;
 }
 
