@@ -11,9 +11,9 @@
  * tokens per second of wall time, mean and best (a shared machine's
  * hiccups show as a gap between the two); peak memory is the process's
  * maximum resident set size (getrusage). The sequences are llama-bench's:
- * one each, never rewound, so they keep only the recurrent checkpoints
- * every pass keeps (budget 0: models/seq.c), not the ones kept for
- * rewinds (a server's prefix cache and speculation use them).
+ * one each, never rewound, so they keep no recurrent checkpoints
+ * (rw_model_seq_set_rewindable: a server's prefix cache, speculation and
+ * rewinds use them; the --depth sequence keeps them, it is rewound).
  * --depth N: every run starts after N tokens of context (llama-bench's -d),
  * prefilled once, untimed, and rewound to after each run.
  * Also printed: the weights resident (the model file's pages in memory:
@@ -56,7 +56,7 @@ static rw_model_seq *run_seq(rw_model *m, rw_kv_type kv, int64_t n, rw_model_seq
     if (deep) return rw_model_seq_rewind(deep, depth, pool, err) ? NULL : deep;
     rw_model_seq *s = NULL;
     if (rw_model_seq_new(m, kv, n, &s, err)) return NULL;
-    rw_model_seq_set_checkpoint_budget(s, 0); /* see the file head */
+    rw_model_seq_set_rewindable(s, false); /* see the file head */
     return s;
 }
 

@@ -113,6 +113,12 @@ uint64_t rw_model_matrix_bytes(const rw_model *m);
  * positions to always keep (message boundaries), and the byte budget. */
 rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes);
+/* false: the sequence keeps no recurrent checkpoints at all, not even the
+ * fine ones, and no replay log, from its next pass on (one that is never
+ * rewound, as a benchmark's: its memory is then the states alone, as
+ * llama.cpp's). A rewind still works, recomputing from the nearest
+ * checkpoint kept before (position 0 at worst). Default true. */
+void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable);
 /* Positions of the checkpoints held, ascending (at most cap written);
  * returns the count. 0 for models without recurrent layers. */
 int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap);

@@ -141,6 +141,7 @@ void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const 
 }
 
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes) { s->ckpt_budget = bytes; }
+void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable) { s->no_ckpt = !rewindable; }
 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */
 size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s) {
@@ -201,6 +202,7 @@ static void add_pos(int64_t *pos, int *cls, int *n, int cap, int64_t v, int c) {
 
 static int retained(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, int cap) {
     int n = 0;
+    if (s->no_ckpt) return 0;
     for (int64_t v = OLD_STEP; v <= L; v += OLD_STEP) add_pos(pos, cls, &n, cap, v, KEEP_OLD);
     for (int i = 0; i < s->n_marks && s->marks[i] <= L; i++) add_pos(pos, cls, &n, cap, s->marks[i], KEEP_MARK);
     for (int64_t v = (L - RECENT_SPAN) / RECENT_STEP * RECENT_STEP; v <= L; v += RECENT_STEP)
@@ -229,7 +231,7 @@ static int apply_budget(int64_t *pos, int *cls, int n, size_t per, size_t budget
 
 #define MAX_KEEP 256
 
-void mdl_seq_plan_pass(rw_model_seq *s, int64_t n) {
+void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
     const int64_t L = s->len + n;
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
@@ -239,22 +241,22 @@ void mdl_seq_plan_pass(rw_model_seq *s, int64_t n) {
     for (int i = 0; i < k && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
         if (pos[i] >= s->len) s->cuts[s->n_cuts++] = pos[i];
     int64_t lf = L - FINE_STEP;
-    s->log_from = lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
+    s->log_from = s->no_ckpt ? L : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
 }
 
-void mdl_seq_retain(rw_model_seq *s) {
+void rw_models__seq_retain(rw_model_seq *s) {
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
     int k = retained(s, s->len, pos, cls, MAX_KEEP);
     k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
     int64_t lf = s->len - FINE_STEP;
-    lf = lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
+    lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
     for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, k, lf);
 }
 
 /* ---- tokens ---- */
 
-rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err) {
+rw_status rw_models__seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err) {
     if (s->len + n > s->tok_cap) {
         int64_t cap = s->tok_cap ? s->tok_cap : 256;
         while (cap < s->len + n) cap *= 2;
@@ -296,13 +298,13 @@ rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *re
  * different lengths), then s->len = p. The tokens p..n-1 stay in s->tokens
  * past the length for the caller to recompute (forward.c): the sequence
  * never runs the model itself. */
-rw_status mdl_seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err) {
+rw_status rw_models__seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err) {
     const int64_t p = seq_restore_point(s, n, NULL);
     rw_status st = RW_OK;
     /* the MTP block's KV keeps its positions below n: the recomputation
      * gives the same hidden rows it was made from */
     for (int il = 0; il < mdl_n_states(s->m) && !st; il++)
-        st = s->layer[il]->ops->rewind(s->layer[il], il == mdl_mtp_kv_index(s->m) ? mdl_state_target(s, il, n) : p,
+        st = s->layer[il]->ops->rewind(s->layer[il], il == mdl_mtp_kv_index(s->m) ? rw_models__state_target(s, il, n) : p,
                                        pool, err);
     if (st) {
         /* Out of memory part-way: layers disagree; the only safe state left
@@ -347,6 +349,7 @@ rw_status rw_model_seq_copy(rw_model_seq *dst, const rw_model_seq *src, rw_error
     free(dst->marks);
     dst->marks = marks, dst->n_marks = dst->cap_marks = src->n_marks;
     dst->ckpt_budget = src->ckpt_budget;
+    dst->no_ckpt = src->no_ckpt;
     return RW_OK;
 }
 
@@ -363,7 +366,7 @@ rw_status rw_model_seq_clone(const rw_model_seq *s, rw_model_seq **out, rw_error
 }
 
 /* Used by seq_file.c: replaces the layers and tokens of s (takes L and tokens). */
-void mdl_seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n) {
+void rw_models__seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n) {
     free_layers(s->m, s->layer);
     free(s->tokens);
     s->layer = L;
@@ -371,7 +374,7 @@ void mdl_seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t
     s->len = s->tok_cap = n;
 }
 
-rw_status mdl_seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err) {
+rw_status rw_models__seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err) {
     return new_layers(s->m, s->kv_type, s->max_ctx, out, err);
 }
-void mdl_seq_free_layers(const rw_model_seq *s, rw_layer_state **L) { free_layers(s->m, L); }
+void rw_models__seq_free_layers(const rw_model_seq *s, rw_layer_state **L) { free_layers(s->m, L); }

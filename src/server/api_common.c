@@ -102,7 +102,7 @@ static rw_status parser_event(void *user, const rw_chat_event *ce) {
 
 bool rw_server__out_parser(rw_api_out *o, srv_job *j, bool stream) {
     rw_error err = {0};
-    if (srv_job_parser_new(j, o->id_prefix, stream, &o->parser, &err) == RW_OK) return true;
+    if (rw_server__job_parser_new(j, o->id_prefix, stream, &o->parser, &err) == RW_OK) return true;
     o->oom = true;
     return false;
 }
@@ -161,7 +161,7 @@ void rw_server__log_once(rw_server *s, const char *key, const char *msg) {
         if ((w[s->n_warned] = strndup(key, 128))) s->n_warned++;
     }
     pthread_mutex_unlock(&s->mu);
-    if (!seen) srv_logf(s, "%s (logged once)", msg);
+    if (!seen) rw_server__logf(s, "%s (logged once)", msg);
 }
 
 /* ---- the job ---- */
@@ -192,8 +192,8 @@ bool rw_server__sse_event(srv_job *j, const char *name, json_t *o) {
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!s) return false;
-    bool ok = srv_sse_append(j, "event: ", 7) && srv_sse_append(j, name, strlen(name)) &&
-              srv_sse_append(j, "\ndata: ", 7) && srv_sse_append(j, s, strlen(s)) && srv_sse_append(j, "\n\n", 2);
+    bool ok = rw_server__sse_append(j, "event: ", 7) && rw_server__sse_append(j, name, strlen(name)) &&
+              rw_server__sse_append(j, "\ndata: ", 7) && rw_server__sse_append(j, s, strlen(s)) && rw_server__sse_append(j, "\n\n", 2);
     free(s);
     return ok;
 }
@@ -209,7 +209,7 @@ void rw_server__new_id(char *buf, size_t cap, const char *prefix) {
 json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, srv_error *e) {
     if (json_is_string(v)) return json_incref(v);
     if (!json_is_array(v)) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, param, "'%s' must be a string or an array of text parts",
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "'%s' must be a string or an array of text parts",
                    param);
         return NULL;
     }
@@ -223,13 +223,13 @@ json_t *rw_server__text_of(json_t *v, const char *const *types, const char *para
         for (int k = 0; types && types[k] && !known; k++) known = type && !strcmp(type, types[k]);
         if (!known || !json_is_string(t)) {
             free(buf);
-            srv_errorf(e, 400, "invalid_request_error", NULL, param,
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, param,
                        "%s[%zu]: only text parts are supported here, not '%s'", param, i, type ? type : "(no type)");
             return NULL;
         }
         if (!grow_append(&buf, &len, &cap, json_string_value(t), json_string_length(t))) {
             free(buf);
-            srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+            rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
             return NULL;
         }
     }
@@ -286,25 +286,25 @@ srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *pr
                                    srv_error *e) {
     if (!rw_server__parse_chat_object(s, chat, r, e)) return NULL;
     rw_server__splice_prompt(s, r, prev, n_prev);
-    srv_job *j = srv_job_new(s, r);
+    srv_job *j = rw_server__job_new(s, r);
     if (!j) {
-        srv_request_free(r);
-        srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+        rw_server__request_free(r);
+        rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
         return NULL;
     }
     rw_error err = {0};
-    if (srv_job_submit(j, r, &err)) {
-        srv_job_free(j);
-        srv_request_free(r);
+    if (rw_server__job_submit(j, r, &err)) {
+        rw_server__job_free(j);
+        rw_server__request_free(r);
         switch (err.code) {
         case RW_ERR_CONTEXT:
-            srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s", err.msg);
+            rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s", err.msg);
             break;
-        case RW_ERR_BUSY: srv_errorf(e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err.msg); break;
+        case RW_ERR_BUSY: rw_server__errorf(e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err.msg); break;
         case RW_ERR_INVALID_ARG:
         case RW_ERR_UNSUPPORTED:
-        case RW_ERR_RANGE: srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg); break;
-        default: srv_errorf(e, 500, "server_error", NULL, NULL, "%s", err.msg); break;
+        case RW_ERR_RANGE: rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg); break;
+        default: rw_server__errorf(e, 500, "server_error", NULL, NULL, "%s", err.msg); break;
         }
         return NULL;
     }

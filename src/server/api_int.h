@@ -52,7 +52,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
 char *rw_server__anthropic_error_json(const srv_error *e);
 
 /* request.c: parses a chat-completions request object built by a
- * translation (as srv_parse_request does a body with chat = true). */
+ * translation (as rw_server__parse_request does a body with chat = true). */
 bool rw_server__parse_chat_object(rw_server *s, json_t *o, srv_request *r, srv_error *e);
 
 /* ---- the output pipeline ---- */
@@ -100,7 +100,7 @@ typedef struct {
 
 /* id_prefix: a static string, the prefix of the ids given to tool calls ("toolu_", "call_"). */
 void rw_server__out_init(rw_api_out *o, const char *id_prefix, rw_api_emit_fn emit, void *user);
-/* Splits the output as the chat endpoint does for job j (srv_job_parser_new:
+/* Splits the output as the chat endpoint does for job j (rw_server__job_parser_new:
  * tool calls in the template's or --tool-format's format when the request
  * has tools and tool_choice is not "none"; reasoning between the think
  * markers, also when the prompt opened the block). Without it all text is

@@ -28,7 +28,7 @@
 static const char *const text_types[] = {"text", NULL};
 
 static bool fail(srv_error *e, const char *param, const char *msg) {
-    srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
+    rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
     return false;
 }
 
@@ -59,7 +59,7 @@ static bool add_message(json_t *m, size_t idx, json_t *msgs, srv_error *e) {
     snprintf(param, sizeof param, "messages.%zu", idx);
     const char *role = json_string_value(json_object_get(m, "role"));
     if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant"))) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: role must be \"user\" or \"assistant\"",
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s: role must be \"user\" or \"assistant\"",
                    param);
         return false;
     }
@@ -70,7 +70,7 @@ static bool add_message(json_t *m, size_t idx, json_t *msgs, srv_error *e) {
         return true;
     }
     if (!json_is_array(content)) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s.content must be a string or an array of blocks",
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s.content must be a string or an array of blocks",
                    param);
         return false;
     }
@@ -97,7 +97,7 @@ static bool add_message(json_t *m, size_t idx, json_t *msgs, srv_error *e) {
             }
             char *p = realloc(text, text_len + json_string_length(t) + 1);
             if (!p) {
-                srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+                rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
                 ok = false;
                 break;
             }
@@ -137,7 +137,7 @@ static bool add_message(json_t *m, size_t idx, json_t *msgs, srv_error *e) {
                 reasoning = r;
             }
         } else {
-            srv_errorf(e, 400, "invalid_request_error", NULL, bp,
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, bp,
                        "%s: content blocks of type '%s' are not supported in %s messages (use text, %s)", bp, type,
                        role, user ? "tool_result" : "tool_use, thinking");
             ok = false;
@@ -451,10 +451,10 @@ static char *body_json(srv_job *j, char *const *stops, int n_stops) {
 static char *messages_body(srv_job *j, int *status) {
     msg_stream *m = j->api_state;
     srv_error e;
-    const char *fail = srv_job_error(j);
-    if (fail) srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
+    const char *fail = rw_server__job_error(j);
+    if (fail) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
     char *txt = fail ? NULL : body_json(j, m->stop, m->n_stop);
-    if (!fail && !txt) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!fail && !txt) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
     *status = txt ? 200 : e.http;
     return txt ? txt : rw_server__anthropic_error_json(&e);
 }
@@ -489,10 +489,10 @@ static rw_server__reply error_reply(const srv_error *e) {
 static json_t *load(const char *body, size_t len, srv_error *e) {
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
-    if (!o) srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body is not valid JSON: %s (line %d, column %d)",
+    if (!o) rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body is not valid JSON: %s (line %d, column %d)",
                        jerr.text, jerr.line, jerr.column);
     else if (!json_is_object(o)) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
         json_decref(o);
         o = NULL;
     }
@@ -510,7 +510,7 @@ rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t 
     json_decref(chat);
     if (!ok) return error_reply(&e);
     json_t *res = json_pack("{s:I}", "input_tokens", (json_int_t)r.n_prompt);
-    srv_request_free(&r);
+    rw_server__request_free(&r);
     char *txt = res ? json_dumps(res, JSON_COMPACT) : NULL;
     json_decref(res);
     return (rw_server__reply){.http = 200, .body = txt};
@@ -535,10 +535,10 @@ rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_requ
         ok = m->stop != NULL && (!stream || rw_server__out_parser(&m->out, j, true));
         for (int i = 0; ok && i < r->n_stop; i++) ok = (m->stop[m->n_stop++] = strdup(r->stop[i])) != NULL;
     }
-    srv_request_free(r);
+    rw_server__request_free(r);
     if (!ok) {
-        srv_job_free(j); /* and m with it, when set */
-        srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+        rw_server__job_free(j); /* and m with it, when set */
+        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return error_reply(&e);
     }
     return (rw_server__reply){.http = 200, .job = j, .sse = stream};

@@ -37,7 +37,7 @@
 #include "server/api_int.h"
 
 static bool fail(srv_error *e, const char *param, const char *msg) {
-    srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
+    rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
     return false;
 }
 
@@ -512,7 +512,7 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int
             return NULL;
         }
         if (!rw_server__store_get(s->store, json_string_value(prev), &msgs, NULL, prev_ids, n_prev)) {
-            srv_errorf(e, 400, "invalid_request_error", "previous_response_not_found", "previous_response_id",
+            rw_server__errorf(e, 400, "invalid_request_error", "previous_response_not_found", "previous_response_id",
                        "Previous response with id '%s' not found.", json_string_value(prev));
             return NULL;
         }
@@ -552,7 +552,7 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int
 }
 
 static rw_server__reply reply_error(const srv_error *e) {
-    return (rw_server__reply){.http = e->http, .body = srv_error_json(e)};
+    return (rw_server__reply){.http = e->http, .body = rw_server__error_json(e)};
 }
 
 /* j->api_body: the whole answer of a finished job. */
@@ -560,7 +560,7 @@ static char *responses_body(srv_job *j, int *status) {
     resp_state *r = j->api_state;
     const srv_choice *c = &j->choice[0];
     srv_error e;
-    const char *fail = srv_job_error(j), *st;
+    const char *fail = rw_server__job_error(j), *st;
     bool ok = !fail && rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true), ok2 = false;
     json_t *resp = ok ? finish(r, &st, &ok2) : NULL;
     char *txt = resp && ok2 ? json_dumps(resp, JSON_COMPACT) : NULL;
@@ -569,9 +569,9 @@ static char *responses_body(srv_job *j, int *status) {
         *status = 200;
         return txt;
     }
-    srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", fail ? fail : "out of memory");
+    rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", fail ? fail : "out of memory");
     *status = e.http;
-    return srv_error_json(&e);
+    return rw_server__error_json(&e);
 }
 
 rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *rq,
@@ -580,9 +580,9 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     resp_state *r = calloc(1, sizeof *r);
     if (!r) {
         json_decref(conv);
-        srv_request_free(rq);
-        srv_job_free(j);
-        srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+        rw_server__request_free(rq);
+        rw_server__job_free(j);
+        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return reply_error(&e);
     }
     r->conv = conv;
@@ -599,13 +599,13 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
         r->n_prompt = (size_t)rq->n_prompt;
     }
     const bool stream = rq->stream;
-    srv_request_free(rq);
+    rw_server__request_free(rq);
     r->job = j;
     j->api_state = r;
     j->api_free = state_free; /* r lives with the job from here */
     if (!ok) {
-        srv_job_free(j);
-        srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+        rw_server__job_free(j);
+        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return reply_error(&e);
     }
     r->sse = stream;
@@ -620,7 +620,7 @@ rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
     if (!json_is_object(o)) {
         json_decref(o);
-        srv_errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object%s%s",
+        rw_server__errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object%s%s",
                    jerr.text[0] && !o ? ": " : "", !o ? jerr.text : "");
         return reply_error(&e);
     }
@@ -650,7 +650,7 @@ rw_server__reply rw_server__response_get(rw_server *s, const char *id) {
     json_t *resp = NULL;
     if (!rw_server__store_get(s->store, id, NULL, &resp, NULL, NULL)) {
         srv_error e;
-        srv_errorf(&e, 404, "invalid_request_error", NULL, NULL, "Response with id '%s' not found.", id);
+        rw_server__errorf(&e, 404, "invalid_request_error", NULL, NULL, "Response with id '%s' not found.", id);
         return reply_error(&e);
     }
     char *txt = json_dumps(resp, JSON_COMPACT);

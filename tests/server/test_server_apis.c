@@ -897,7 +897,7 @@ static void feed(srv_job *j, const srv_request *r, const char *text, size_t piec
         rw_gen_event ev = {.text = text + (off < n ? off : n), .text_len = len, .tokens = done ? &eos : &tok,
                            .n_tokens = 1, .prompt_tokens = r->n_prompt, .completion_tokens = (int64_t)(off / piece + 1),
                            .done = done, .finish = done ? RW_FINISH_STOP : RW_FINISH_NONE};
-        srv_job_on_event(&j->choice[0], &ev);
+        rw_server__job_on_event(&j->choice[0], &ev);
         if (sse) {
             while (j->sse_state != 2 && j->api_fill(j)) {
             }
@@ -929,7 +929,7 @@ static json_t *collect(srv_job *j, const srv_request *r, const char *text, size_
         out = json_loads(body ? body : "", 0, NULL);
         free(body);
     }
-    srv_job_free(j);
+    rw_server__job_free(j);
     return out;
 }
 
@@ -947,7 +947,7 @@ static json_t *messages_on(rw_server *s, const char *text, bool stream, size_t p
     CHECK(chat != NULL);
     srv_request r;
     CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
-    srv_job *j = srv_job_new(s, &r);
+    srv_job *j = rw_server__job_new(s, &r);
     srv_request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
     CHECK(rep.job == j && rep.sse == stream);
@@ -1030,7 +1030,7 @@ static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t 
     CHECK(chat != NULL);
     srv_request r;
     CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
-    srv_job *j = srv_job_new(s, &r);
+    srv_job *j = rw_server__job_new(s, &r);
     srv_request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
     CHECK(rep.job == j && rep.sse == stream);
