@@ -477,7 +477,6 @@ int rw_bench_spec(int argc, char **argv) {
                 rw_json_key(&jw, "name"), rw_json_cstring(&jw, runs[r].name);
                 rw_json_key(&jw, "tok_s"), rw_json_double(&jw, rate, 4);
                 rw_json_key(&jw, "vs_plain"), rw_json_double(&jw, rate / plain_rate, 4);
-                rw_json_key(&jw, "vs_plain_cpu"), rw_json_double(&jw, crate / plain_crate, 4);
                 if (r > 0) {
                     rw_json_key(&jw, "drafted"), rw_json_int(&jw, res.st.drafted);
                     rw_json_key(&jw, "accepted"), rw_json_int(&jw, res.st.accepted);
@@ -487,6 +486,7 @@ int rw_bench_spec(int argc, char **argv) {
                     rw_json_key(&jw, "ngram_drafted"), rw_json_int(&jw, res.st.ngram_drafted);
                     rw_json_key(&jw, "ngram_accepted"), rw_json_int(&jw, res.st.ngram_accepted);
                 }
+                rw_json_key(&jw, "vs_plain_cpu"), rw_json_double(&jw, crate / plain_crate, 4);
                 rw_json_end_object(&jw);
                 continue;
             }

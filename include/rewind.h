@@ -195,6 +195,15 @@ typedef struct {
     const char *const *stop;  /* n_stop stop strings (cut from the output), or NULL */
     int n_stop;
     bool ignore_eos;          /* keep going past end-of-generation tokens */
+    /* Structured output (at most one of the two; NULL: free text): a
+     * grammar in llama.cpp's GBNF syntax, or a JSON Schema (as OpenAI's
+     * response_format json_schema; "{}" = any JSON value) the output must
+     * match. Tokens that would break it are masked before sampling, so the
+     * output is valid wherever it ends; it ends where the grammar can. A
+     * grammar or schema that does not compile is RW_ERR_INVALID_ARG with
+     * the place and the reason. */
+    const char *grammar;
+    const char *json_schema;
 } rw_gen_options;
 
 rw_gen_options rw_gen_options_default(void); /* greedy, 256 tokens */

@@ -47,7 +47,8 @@ for u in alice bob; do MSGS[$u]="{\"role\":\"system\",\"content\":\"${SYS[$u]}\"
 
 rows=()
 turn() { # USER QUESTION NOTE
-  local u=$1 q=$2 note=$3 f="$W/$u.$((${#rows[@]} + 1))"
+  local u=$1 q=$2 note=$3
+  local f="$W/$u.$((${#rows[@]} + 1))"
   MSGS[$u]="${MSGS[$u]},{\"role\":\"user\",\"content\":\"$q\"}"
   local t0=$EPOCHREALTIME ttft= line
   printf '{"messages":[%s],"max_tokens":%s,"temperature":0,"return_token_ids":true,"stream":true,"stream_options":{"include_usage":true}}' \
@@ -59,6 +60,11 @@ turn() { # USER QUESTION NOTE
   done < <(curl -sN --max-time 600 -D "$f.h" "http://127.0.0.1:$P/v1/chat/completions" -d @"$f.req")
   local rep text prompt cached disk ms
   rep=$(tr -d '\r' < "$f.h" | sed -n 's/^X-Rewind-Replica: //Ip')
+  if ! grep -q '"prompt_tokens"' "$f.sse"; then # an error: say it, go on
+    rows+=("$(printf '%-6s %-8s  error: %s' "$u" "${rep:-?}" "$(head -1 "$f.h" | tr -d '\r')")")
+    LAST_REPLICA=$rep
+    return 0
+  fi
   prompt=$(grep -o '"prompt_tokens":[0-9]*' "$f.sse" | tail -1 | sed 's/.*://')
   cached=$(grep -o '"cached_tokens":[0-9]*' "$f.sse" | tail -1 | sed 's/.*://')
   disk=$(grep -o '"cached_tokens_disk":[0-9]*' "$f.sse" | tail -1 | sed 's/.*://')
@@ -75,6 +81,7 @@ echo "demo: two users, their own long system prompts, through nginx on port $P"
 turn alice "What did I spend on groceries last month?" "cold: Alice's handbook is computed"
 alice_r=$LAST_REPLICA
 turn bob "Which route to the summit is safest in October?" "cold: Bob's handbook"
+bob_r=$LAST_REPLICA
 turn alice "And on electricity?" "same replica: the conversation is cached"
 turn bob "How long does it take?" "same replica"
 turn alice "Compare both with last year." "same replica"
@@ -89,7 +96,11 @@ sleep 1.5
 n_disk=$(ls "$DIR/cache" | grep -c '\.rwc$' || true)
 kill -KILL "$vpid"
 turn alice "Where can I save money?" "$alice_r is gone: another replica, prefix from the shared tier"
-turn bob "Any water on the way?" "Bob's replica is alive: unchanged"
+if [ "$bob_r" = "$alice_r" ]; then
+  turn bob "Any water on the way?" "Bob shared $alice_r (their keys hash there): moved too, from the shared tier"
+else
+  turn bob "Any water on the way?" "Bob's replica $bob_r is alive: unchanged"
+fi
 turn alice "Thanks, summarise." "stays on the new replica"
 
 echo

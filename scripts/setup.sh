@@ -11,13 +11,31 @@ for p in "${PKGS[@]}"; do
     missing+=("$p")
   fi
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  [ "${1:-}" = "--quiet" ] || echo "setup: all packages present"
-  exit 0
-fi
-echo "setup: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  [ "${1:-}" = "--quiet" ] || echo "setup: all packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The client tests (tests/server/test_clients_node.sh, test_clients_chat.sh) run the real npm
+# packages `openai` and `@anthropic-ai/sdk`, pinned by
+# tests/clients/package-lock.json. Optional: without node they are skipped.
+# Debian's nodejs and npm are installed when there is no node at all (a node
+# from elsewhere, with its own npm, is kept).
+if ! command -v node >/dev/null; then
+  echo "setup: installing nodejs and npm (for the client tests; optional)"
+  { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends nodejs npm; } \
+    || echo "setup: no nodejs; the client tests will be skipped"
+fi
+clients="$(cd "$(dirname "$0")/.." && pwd)/tests/clients"
+if command -v npm >/dev/null && [ -f "$clients/package-lock.json" ] &&
+  { [ ! -f "$clients/node_modules/.package-lock.json" ] ||
+    [ "$clients/package-lock.json" -nt "$clients/node_modules/.package-lock.json" ]; }; then
+  echo "setup: npm ci in tests/clients"
+  (cd "$clients" && npm ci --no-audit --no-fund --loglevel=error) || echo "setup: npm ci failed; the client tests will be skipped"
+fi

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/api_int.h"
+#include "grammar/grammar.h"
 
 rw_sampling rw_sampling_default(void) {
     return (rw_sampling){.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f};
@@ -41,6 +42,7 @@ rw_gen_params rw_api__gen_params(const rw_gen_options *opt) {
     p.stop = opt->stop;
     p.n_stop = opt->n_stop;
     p.ignore_eos = opt->ignore_eos;
+    p.grammar = opt->grammar;
     p.n_logprobs = -1;
     return p;
 }
@@ -148,9 +150,23 @@ rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, cons
     if (!e || !ids || !cb) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_submit_ids: NULL argument");
     rw_api__bundle *b = rw_model_api_data(rw_engine_get_model(e));
     const rw_gen_options def = rw_gen_options_default();
-    const rw_gen_params p = rw_api__gen_params(opt ? opt : &def);
+    if (!opt) opt = &def;
+    rw_gen_params p = rw_api__gen_params(opt);
+    char *schema_gbnf = NULL; /* freed below: rw_engine_submit compiles its own copy */
+    if (opt->json_schema) {
+        if (opt->grammar) return rw_errorf(err, RW_ERR_INVALID_ARG, "give a grammar or a JSON schema, not both");
+        rw_status sst = rw_grammar_schema_to_gbnf(opt->json_schema, strlen(opt->json_schema), NULL, &schema_gbnf, err);
+        if (sst) {
+            rw_error_prefix(err, "json_schema");
+            return sst == RW_ERR_NOMEM ? sst : RW_ERR_INVALID_ARG;
+        }
+        p.grammar = schema_gbnf;
+    }
     rw_api__req *r = calloc(1, sizeof *r); /* freed by on_event's final event, cancel or close */
-    if (!r) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    if (!r) {
+        free(schema_gbnf);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
     r->cb = cb;
     r->user = user;
     r->b = b;
@@ -161,6 +177,7 @@ rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, cons
     pthread_mutex_unlock(&b->mu);
     uint64_t got = 0;
     rw_status st = rw_engine_submit(e, ids, n, &p, on_event, r, &got, err);
+    free(schema_gbnf);
     pthread_mutex_lock(&b->mu);
     if (st) {
         unlink_req(r);

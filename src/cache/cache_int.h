@@ -19,11 +19,11 @@ typedef struct {
 } rec_kind;
 
 /* state_pool.c: 64-byte aligned buffers for recurrent states and their
- * checkpoints, bytes each; rec_buf_free gets the same size back (NULL is
+ * checkpoints, bytes each; rw_cache__rec_buf_free gets the same size back (NULL is
  * fine). NULL when out of memory. */
-void *rec_buf_alloc(size_t bytes);
-void rec_buf_free(void *p, size_t bytes);
+void *rw_cache__rec_buf_alloc(size_t bytes);
+void rw_cache__rec_buf_free(void *p, size_t bytes);
 
-rw_status rec_state_new(const rec_kind *kind, const rw_rec_params *p, rw_layer_state **out, rw_error *err);
+rw_status rw_cache__rec_state_new(const rec_kind *kind, const rw_rec_params *p, rw_layer_state **out, rw_error *err);
 
 #endif

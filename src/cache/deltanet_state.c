@@ -47,5 +47,5 @@ rw_status rw_deltanet_state_new(const rw_rec_params *p, rw_layer_state **out, rw
     q.mat_floats = (int64_t)p->nv * p->dk * p->dv;
     q.log_floats = p->conv_channels + 2 * (int64_t)p->nv;
     q.out_floats = (int64_t)p->nv * p->dv;
-    return rec_state_new(&deltanet_kind, &q, out, err);
+    return rw_cache__rec_state_new(&deltanet_kind, &q, out, err);
 }

@@ -34,5 +34,5 @@ rw_status rw_mamba2_state_new(const rw_rec_params *p, rw_layer_state **out, rw_e
     q.mat_floats = (int64_t)p->heads * p->head_dim * p->d_state;
     q.log_floats = p->conv_channels + (int64_t)p->heads;
     q.out_floats = (int64_t)p->heads * p->head_dim;
-    return rec_state_new(&mamba2_kind, &q, out, err);
+    return rw_cache__rec_state_new(&mamba2_kind, &q, out, err);
 }

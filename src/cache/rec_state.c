@@ -28,10 +28,10 @@ typedef struct {
 } ck_buf;
 
 /* Every state buffer, live states included, is a ck_buf from
- * rec_buf_alloc (state_pool.c: fresh memory is expensive, and sequences
+ * rw_cache__rec_buf_alloc (state_pool.c: fresh memory is expensive, and sequences
  * take and drop these all the time). */
 static float *ck_alloc(size_t bytes) {
-    ck_buf *b = rec_buf_alloc(sizeof(ck_buf) + bytes);
+    ck_buf *b = rw_cache__rec_buf_alloc(sizeof(ck_buf) + bytes);
     if (!b) return NULL;
     atomic_init(&b->refs, 1);
     return b->data;
@@ -44,7 +44,7 @@ static float *ck_ref(float *data) {
 /* bytes: the buffer's data size (every buffer of a state has its
  * state_bytes) */
 static void ck_unref(float *data, size_t bytes) {
-    if (data && atomic_fetch_sub(&ck_of(data)->refs, 1) == 1) rec_buf_free(ck_of(data), sizeof(ck_buf) + bytes);
+    if (data && atomic_fetch_sub(&ck_of(data)->refs, 1) == 1) rw_cache__rec_buf_free(ck_of(data), sizeof(ck_buf) + bytes);
 }
 
 typedef struct {
@@ -201,7 +201,7 @@ static rw_status rec_make(const rec_kind *kind, const rw_rec_params *p, rec_stat
     return RW_OK;
 }
 
-rw_status rec_state_new(const rec_kind *kind, const rw_rec_params *p, rw_layer_state **out, rw_error *err) {
+rw_status rw_cache__rec_state_new(const rec_kind *kind, const rw_rec_params *p, rw_layer_state **out, rw_error *err) {
     *out = NULL;
     rw_status st = rw_state_ops_check(ops_of(kind), err);
     if (st) return st;

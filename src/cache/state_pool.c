@@ -148,7 +148,7 @@ void rw_state_pool_set_ready(int n_slabs) {
 #endif
 }
 
-void *rec_buf_alloc(size_t bytes) {
+void *rw_cache__rec_buf_alloc(size_t bytes) {
     bytes = round_up(bytes ? bytes : 1, 64);
 #if STATE_POOL
     void *r = NULL;
@@ -179,7 +179,7 @@ void *rec_buf_alloc(size_t bytes) {
 #endif
 }
 
-void rec_buf_free(void *p, size_t bytes) {
+void rw_cache__rec_buf_free(void *p, size_t bytes) {
     if (!p) return;
 #if STATE_POOL
     free_buf *b = p; /* the buffer is free: its first bytes hold the link */

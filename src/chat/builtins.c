@@ -36,7 +36,7 @@ bool rw_chat__global(const char *name, value *out) {
             out->fn.self = NULL;
             return true;
         }
-    *out = v_undef();
+    *out = rw_chat__v_undef();
     return false;
 }
 
@@ -62,7 +62,7 @@ bool rw_chat__method(render *r, value self, const char *name, value *out) {
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (methods[i].t == self.t && !strcmp(methods[i].name, name)) {
-            value *s = r_alloc(r, sizeof *s);
+            value *s = rw_chat__r_alloc(r, sizeof *s);
             if (!s) return false;
             *s = self;
             *out = (value){.t = V_FUNC};
@@ -127,7 +127,7 @@ static value strip(value s, const value *chars, bool left, bool right) {
             break;
         b = st;
     }
-    return v_str_ref(s.str.s + a, b - a);
+    return rw_chat__v_str_ref(s.str.s + a, b - a);
 }
 
 static value kwarg(value *args, const char **kw, size_t n, const char *name, size_t pos, bool *found) {
@@ -145,17 +145,17 @@ static value kwarg(value *args, const char **kw, size_t n, const char *name, siz
         }
     }
     if (found) *found = false;
-    return v_undef();
+    return rw_chat__v_undef();
 }
 
 static rw_status need_str(render *r, const node *n, const value *v, const char *what) {
-    if (v->t != V_STR) return r_fail(r, n->line, "%s expects a string, got %s", what, v_type_name(v->t));
+    if (v->t != V_STR) return rw_chat__r_fail(r, n->line, "%s expects a string, got %s", what, rw_chat__v_type_name(v->t));
     return RW_OK;
 }
 
 static rw_status case_map(render *r, value s, int mode, value *out) {
     /* ASCII case mapping; other characters pass through unchanged */
-    char *p = r_alloc(r, s.str.n + 1);
+    char *p = rw_chat__r_alloc(r, s.str.n + 1);
     if (!p) return r->err->code;
     bool start = true;
     for (size_t i = 0; i < s.str.n; i++) {
@@ -168,12 +168,12 @@ static rw_status case_map(render *r, value s, int mode, value *out) {
         start = !alpha;
         p[i] = c;
     }
-    *out = v_str_ref(p, s.str.n);
+    *out = rw_chat__v_str_ref(p, s.str.n);
     return RW_OK;
 }
 
 static rw_status split(render *r, value s, const value *sep, int64_t maxsplit, value *out) {
-    *out = v_list(r);
+    *out = rw_chat__v_list(r);
     if (out->t != V_LIST) return r->err->code;
     rw_status st = RW_OK;
     const char *p = s.str.s, *end = s.str.s + s.str.n;
@@ -186,18 +186,18 @@ static rw_status split(render *r, value s, const value *sep, int64_t maxsplit, v
             size_t j = i;
             if (maxsplit >= 0 && (int64_t)out->list->n >= maxsplit) j = s.str.n;
             else while (j < s.str.n && !is_space_at(p, s.str.n, j, &l)) j += cp_len(p, s.str.n, j);
-            st = v_list_push(r, out->list, v_str_ref(p + i, j - i));
+            st = rw_chat__v_list_push(r, out->list, rw_chat__v_str_ref(p + i, j - i));
             i = j;
         }
         return st;
     }
-    if (sep->str.n == 0) return r_fail(r, 0, "empty separator");
+    if (sep->str.n == 0) return rw_chat__r_fail(r, 0, "empty separator");
     for (;;) {
         const char *hit = maxsplit >= 0 && (int64_t)out->list->n >= maxsplit
                               ? NULL
                               : memmem(p, (size_t)(end - p), sep->str.s, sep->str.n);
-        if (!hit) return v_list_push(r, out->list, v_str_ref(p, (size_t)(end - p)));
-        st = v_list_push(r, out->list, v_str_ref(p, (size_t)(hit - p)));
+        if (!hit) return rw_chat__v_list_push(r, out->list, rw_chat__v_str_ref(p, (size_t)(end - p)));
+        st = rw_chat__v_list_push(r, out->list, rw_chat__v_str_ref(p, (size_t)(hit - p)));
         if (st) return st;
         p = hit + sep->str.n;
     }
@@ -214,14 +214,14 @@ static rw_status replace(render *r, value s, value a, value b, value *out) {
     while (!st) {
         const char *hit = memmem(p, (size_t)(end - p), a.str.s, a.str.n);
         if (!hit) {
-            st = sb_put(r, &sb, p, (size_t)(end - p));
+            st = rw_chat__sb_put(r, &sb, p, (size_t)(end - p));
             break;
         }
-        st = sb_put(r, &sb, p, (size_t)(hit - p));
-        if (!st) st = sb_put(r, &sb, b.str.s, b.str.n);
+        st = rw_chat__sb_put(r, &sb, p, (size_t)(hit - p));
+        if (!st) st = rw_chat__sb_put(r, &sb, b.str.s, b.str.n);
         p = hit + a.str.n;
     }
-    *out = v_from_sbuf(r, &sb);
+    *out = rw_chat__v_from_sbuf(r, &sb);
     free(sb.p);
     return st;
 }
@@ -231,10 +231,10 @@ static rw_status join(render *r, const node *n, value seq, value sep, value *out
     rw_status st = RW_OK;
     if (seq.t == V_LIST)
         for (size_t i = 0; i < seq.list->n && !st; i++) {
-            if (i && sep.t == V_STR) st = sb_put(r, &sb, sep.str.s, sep.str.n);
-            if (!st) st = v_to_str(r, &sb, &seq.list->v[i]);
+            if (i && sep.t == V_STR) st = rw_chat__sb_put(r, &sb, sep.str.s, sep.str.n);
+            if (!st) st = rw_chat__v_to_str(r, &sb, &seq.list->v[i]);
         }
-    *out = v_from_sbuf(r, &sb);
+    *out = rw_chat__v_from_sbuf(r, &sb);
     free(sb.p);
     return st;
 }
@@ -254,54 +254,54 @@ static struct tm now_tm(render *r) {
 }
 
 static rw_status items_of(render *r, value d, int which, value *out) {
-    *out = v_list(r);
+    *out = rw_chat__v_list(r);
     if (out->t != V_LIST) return r->err->code;
     if (d.t != V_DICT && d.t != V_NS) return RW_OK;
     rw_status st = RW_OK;
     for (size_t i = 0; i < d.dict->n && !st; i++) {
         if (which == 0) {
-            value pair = v_list(r);
+            value pair = rw_chat__v_list(r);
             if (pair.t != V_LIST) return r->err->code;
             pair.list->tuple = true; /* Python's items are (key, value) tuples */
-            st = v_list_push(r, pair.list, d.dict->keys[i]);
-            if (!st) st = v_list_push(r, pair.list, d.dict->vals[i]);
-            if (!st) st = v_list_push(r, out->list, pair);
-        } else st = v_list_push(r, out->list, which == 1 ? d.dict->keys[i] : d.dict->vals[i]);
+            st = rw_chat__v_list_push(r, pair.list, d.dict->keys[i]);
+            if (!st) st = rw_chat__v_list_push(r, pair.list, d.dict->vals[i]);
+            if (!st) st = rw_chat__v_list_push(r, out->list, pair);
+        } else st = rw_chat__v_list_push(r, out->list, which == 1 ? d.dict->keys[i] : d.dict->vals[i]);
     }
     return st;
 }
 
 rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, const char **kw, size_t n_args,
                              value *out) {
-    *out = v_undef();
+    *out = rw_chat__v_undef();
     value a0 = kwarg(args, kw, n_args, "", 0, NULL), a1 = kwarg(args, kw, n_args, "", 1, NULL);
-    value self = fn.fn.self ? *fn.fn.self : v_undef();
+    value self = fn.fn.self ? *fn.fn.self : rw_chat__v_undef();
     switch (fn.fn.id) {
     case F_RAISE: {
         sbuf sb = {0};
-        v_to_str(r, &sb, &a0);
+        rw_chat__v_to_str(r, &sb, &a0);
         rw_status st = rw_errorf(r->err, RW_ERR_TEMPLATE, "%s", sb.p ? sb.p : "");
         free(sb.p);
         return st;
     }
     case F_STRFTIME: {
-        if (a0.t != V_STR) return r_fail(r, n->line, "strftime_now expects a format string");
+        if (a0.t != V_STR) return rw_chat__r_fail(r, n->line, "strftime_now expects a format string");
         struct tm tm = now_tm(r);
         char fmt[256], buf[512];
         snprintf(fmt, sizeof fmt, "%.*s", (int)a0.str.n, a0.str.s);
         size_t len = strftime(buf, sizeof buf, fmt, &tm);
-        *out = v_str(r, buf, len);
+        *out = rw_chat__v_str(r, buf, len);
         return r->err->code;
     }
     case F_NAMESPACE: case F_DICT: {
-        value d = v_dict(r);
+        value d = rw_chat__v_dict(r);
         if (d.t != V_DICT) return r->err->code;
         rw_status st = RW_OK;
         for (size_t i = 0; i < n_args && !st; i++) {
-            if (kw && kw[i]) st = v_dict_set(r, d.dict, v_str_ref(kw[i], strlen(kw[i])), args[i]);
+            if (kw && kw[i]) st = rw_chat__v_dict_set(r, d.dict, rw_chat__v_str_ref(kw[i], strlen(kw[i])), args[i]);
             else if (args[i].t == V_DICT)
                 for (size_t k = 0; k < args[i].dict->n && !st; k++)
-                    st = v_dict_set(r, d.dict, args[i].dict->keys[k], args[i].dict->vals[k]);
+                    st = rw_chat__v_dict_set(r, d.dict, args[i].dict->keys[k], args[i].dict->vals[k]);
         }
         if (fn.fn.id == F_NAMESPACE) d.t = V_NS;
         *out = d;
@@ -316,12 +316,12 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
             value a2 = kwarg(args, kw, n_args, "", 2, NULL);
             if (a2.t == V_INT) stp = a2.i;
         }
-        if (stp == 0) return r_fail(r, n->line, "range() step must not be zero");
-        *out = v_list(r);
+        if (stp == 0) return rw_chat__r_fail(r, n->line, "range() step must not be zero");
+        *out = rw_chat__v_list(r);
         rw_status st = out->t == V_LIST ? RW_OK : r->err->code;
         for (int64_t i = start; (stp > 0 ? i < stop : i > stop) && !st;) {
-            if (out->list->n > 10000000) return r_fail(r, n->line, "range too large");
-            st = v_list_push(r, out->list, v_int(i));
+            if (out->list->n > 10000000) return rw_chat__r_fail(r, n->line, "range too large");
+            st = rw_chat__v_list_push(r, out->list, rw_chat__v_int(i));
             if (__builtin_add_overflow(i, stp, &i)) break; /* past INT64 bounds: past stop too */
         }
         return st;
@@ -344,7 +344,7 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
             if (c.str.n <= self.str.n)
                 res = !memcmp(fn.fn.id == M_STARTSWITH ? self.str.s : self.str.s + self.str.n - c.str.n, c.str.s, c.str.n);
         }
-        *out = v_bool(res);
+        *out = rw_chat__v_bool(res);
         return RW_OK;
     }
     case M_REPLACE:
@@ -365,7 +365,7 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
             count++;
             p = hit + a0.str.n;
         }
-        *out = v_int(fn.fn.id == M_FIND ? pos : count);
+        *out = rw_chat__v_int(fn.fn.id == M_FIND ? pos : count);
         return RW_OK;
     }
     case M_JOIN: return join(r, n, a0, self, out);
@@ -379,7 +379,7 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
                                                                      : is_space_at(self.str.s, self.str.n, i, &l);
             i += l;
         }
-        *out = v_bool(res);
+        *out = rw_chat__v_bool(res);
         return RW_OK;
     }
     case M_ISLOWER: case M_ISUPPER: {
@@ -389,7 +389,7 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
             cased |= fn.fn.id == M_ISLOWER ? islower(c) != 0 : isupper(c) != 0;
             other |= fn.fn.id == M_ISLOWER ? isupper(c) != 0 : islower(c) != 0;
         }
-        *out = v_bool(cased && !other);
+        *out = rw_chat__v_bool(cased && !other);
         return RW_OK;
     }
     case M_RFIND: {
@@ -397,54 +397,54 @@ rw_status rw_chat__call_func(render *r, const node *n, value fn, value *args, co
         int64_t pos = -1;
         for (size_t i = self.str.n + 1; i-- > 0 && pos < 0;)
             if (i + a0.str.n <= self.str.n && !memcmp(self.str.s + i, a0.str.s, a0.str.n)) pos = (int64_t)i;
-        *out = v_int(pos); /* a byte offset: equal to Python's for ASCII text */
+        *out = rw_chat__v_int(pos); /* a byte offset: equal to Python's for ASCII text */
         return RW_OK;
     }
     case M_LJUST: case M_RJUST: case M_CENTER: { /* width in code points, fill a space or one character */
         int64_t width = a0.t == V_INT ? a0.i : 0, len = 0;
         for (size_t i = 0; i < self.str.n; i++) len += ((unsigned char)self.str.s[i] & 0xc0) != 0x80;
-        value fill = a1.t == V_STR && a1.str.n ? a1 : v_str_ref(" ", 1);
+        value fill = a1.t == V_STR && a1.str.n ? a1 : rw_chat__v_str_ref(" ", 1);
         int64_t pad = width > len ? width - len : 0, left = fn.fn.id == M_LJUST ? 0 : fn.fn.id == M_RJUST ? pad
                                                                                   : pad / 2 + (pad & width & 1);
-        if (pad > 1000000) return r_fail(r, n->line, "padding too large");
+        if (pad > 1000000) return rw_chat__r_fail(r, n->line, "padding too large");
         sbuf sb = {0};
         rw_status st = RW_OK;
-        for (int64_t k = 0; k < left && !st; k++) st = sb_put(r, &sb, fill.str.s, fill.str.n);
-        if (!st) st = sb_put(r, &sb, self.str.s, self.str.n);
-        for (int64_t k = left; k < pad && !st; k++) st = sb_put(r, &sb, fill.str.s, fill.str.n);
-        *out = v_from_sbuf(r, &sb);
+        for (int64_t k = 0; k < left && !st; k++) st = rw_chat__sb_put(r, &sb, fill.str.s, fill.str.n);
+        if (!st) st = rw_chat__sb_put(r, &sb, self.str.s, self.str.n);
+        for (int64_t k = left; k < pad && !st; k++) st = rw_chat__sb_put(r, &sb, fill.str.s, fill.str.n);
+        *out = rw_chat__v_from_sbuf(r, &sb);
         free(sb.p);
         return st;
     }
     case M_SPLITLINES: { /* on \n, \r\n and \r; line ends dropped */
-        *out = v_list(r);
+        *out = rw_chat__v_list(r);
         rw_status st = r->err->code;
         size_t start = 0;
         for (size_t i = 0; i < self.str.n && !st; i++) {
             char c = self.str.s[i];
             if (c != '\n' && c != '\r') continue;
-            st = v_list_push(r, out->list, v_str_ref(self.str.s + start, i - start));
+            st = rw_chat__v_list_push(r, out->list, rw_chat__v_str_ref(self.str.s + start, i - start));
             if (c == '\r' && i + 1 < self.str.n && self.str.s[i + 1] == '\n') i++;
             start = i + 1;
         }
-        if (!st && start < self.str.n) st = v_list_push(r, out->list, v_str_ref(self.str.s + start, self.str.n - start));
+        if (!st && start < self.str.n) st = rw_chat__v_list_push(r, out->list, rw_chat__v_str_ref(self.str.s + start, self.str.n - start));
         return st;
     }
     case M_ITEMS: return items_of(r, self, 0, out);
     case M_KEYS: return items_of(r, self, 1, out);
     case M_VALUES: return items_of(r, self, 2, out);
     case M_GET: {
-        value *v = self.t == V_DICT ? v_dict_get_v(self.dict, &a0) : NULL;
-        *out = v ? *v : (n_args > 1 ? a1 : v_none());
+        value *v = self.t == V_DICT ? rw_chat__v_dict_get_v(self.dict, &a0) : NULL;
+        *out = v ? *v : (n_args > 1 ? a1 : rw_chat__v_none());
         return RW_OK;
     }
-    case M_MUTATING: return r_fail(r, n->line, "the template tried to modify an immutable value");
+    case M_MUTATING: return rw_chat__r_fail(r, n->line, "the template tried to modify an immutable value");
     case RW_CHAT_FN_CYCLE:
-        if (!n_args) return r_fail(r, n->line, "loop.cycle: no items for cycling given");
+        if (!n_args) return rw_chat__r_fail(r, n->line, "loop.cycle: no items for cycling given");
         *out = args[(size_t)self.i % n_args];
         return RW_OK;
     }
-    return r_fail(r, n->line, "unknown function");
+    return rw_chat__r_fail(r, n->line, "unknown function");
 }
 
 /* ---- tests ---- */
@@ -453,7 +453,7 @@ static rw_status less_than(render *r, const node *n, value a, value b, bool case
 
 rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t n_args, bool *out) {
     const char *t = n->s;
-    value a0 = n_args ? args[0] : v_undef();
+    value a0 = n_args ? args[0] : rw_chat__v_undef();
     if (!strcmp(t, "defined")) *out = in.t != V_UNDEF;
     else if (!strcmp(t, "undefined")) *out = in.t == V_UNDEF;
     else if (!strcmp(t, "none")) *out = in.t == V_NONE;
@@ -468,21 +468,21 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
     else if (!strcmp(t, "iterable") || !strcmp(t, "sequence")) /* a generator is iterable, not a sequence */
         *out = in.t == V_STR || in.t == V_DICT || (in.t == V_LIST && (t[0] == 'i' || !in.list->gen));
     else if (!strcmp(t, "callable")) *out = in.t == V_MACRO || in.t == V_FUNC;
-    else if (!strcmp(t, "equalto") || !strcmp(t, "eq") || !strcmp(t, "==") || !strcmp(t, "sameas")) *out = v_equal(&in, &a0);
-    else if (!strcmp(t, "ne") || !strcmp(t, "!=")) *out = !v_equal(&in, &a0);
+    else if (!strcmp(t, "equalto") || !strcmp(t, "eq") || !strcmp(t, "==") || !strcmp(t, "sameas")) *out = rw_chat__v_equal(&in, &a0);
+    else if (!strcmp(t, "ne") || !strcmp(t, "!=")) *out = !rw_chat__v_equal(&in, &a0);
     else if (!strcmp(t, "odd") || !strcmp(t, "even") || !strcmp(t, "divisibleby")) {
         int64_t d = t[0] == 'd' ? (a0.t == V_INT ? a0.i : a0.t == V_BOOL ? a0.b : 0) : 2;
         if ((in.t != V_INT && in.t != V_BOOL) || d == 0)
-            return r_fail(r, n->line, "test '%s' needs integers", t); /* Python's % raises */
+            return rw_chat__r_fail(r, n->line, "test '%s' needs integers", t); /* Python's % raises */
         int64_t x = in.t == V_INT ? in.i : in.b, m = d == -1 ? 0 : x % d;
         *out = t[0] == 'o' ? m != 0 : m == 0;
     } else if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
         /* str(x).islower()/isupper(): some cased character and none of the other case (ASCII) */
         bool cased = false, other = false;
         sbuf sb = {0};
-        rw_status st = in.t == V_STR ? RW_OK : v_to_str(r, &sb, &in);
+        rw_status st = in.t == V_STR ? RW_OK : rw_chat__v_to_str(r, &sb, &in);
         if (st) return free(sb.p), st;
-        if (in.t != V_STR) in = v_from_sbuf(r, &sb);
+        if (in.t != V_STR) in = rw_chat__v_from_sbuf(r, &sb);
         if (in.t == V_STR)
             for (size_t i = 0; i < in.str.n; i++) {
                 unsigned char c = (unsigned char)in.str.s[i];
@@ -493,17 +493,17 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
     } else if (!strcmp(t, "in")) {
         *out = false;
         if (a0.t == V_LIST)
-            for (size_t i = 0; i < a0.list->n && !*out; i++) *out = v_equal(&in, &a0.list->v[i]);
-        else if (a0.t == V_DICT) *out = v_dict_get_v(a0.dict, &in) != NULL;
+            for (size_t i = 0; i < a0.list->n && !*out; i++) *out = rw_chat__v_equal(&in, &a0.list->v[i]);
+        else if (a0.t == V_DICT) *out = rw_chat__v_dict_get_v(a0.dict, &in) != NULL;
         else if (a0.t == V_STR && in.t == V_STR) *out = memmem(a0.str.s, a0.str.n, in.str.s, in.str.n) != NULL;
     } else if (!strcmp(t, "gt") || !strcmp(t, "lt") || !strcmp(t, "ge") || !strcmp(t, "le") || !strcmp(t, ">") ||
                !strcmp(t, "<") || !strcmp(t, ">=") || !strcmp(t, "<=")) {
         bool gt = t[0] == 'g' || t[0] == '>', strict = t[1] == 't' || t[1] == 0, less;
         rw_status st = gt ? less_than(r, n, a0, in, true, &less) : less_than(r, n, in, a0, true, &less);
         if (st) return st;
-        if (!less && !strict) *out = v_equal(&in, &a0);
+        if (!less && !strict) *out = rw_chat__v_equal(&in, &a0);
         else *out = less;
-    } else return r_fail(r, n->line, "no test named '%s'", t);
+    } else return rw_chat__r_fail(r, n->line, "no test named '%s'", t);
     return RW_OK;
 }
 
@@ -513,12 +513,12 @@ rw_status rw_chat__test(render *r, const node *n, value in, value *args, size_t 
  * a NUL-terminated string: a string value may be a slice of a longer one. */
 static const char *name_arg(render *r, value v, const char *dflt) {
     if (v.t != V_STR) return dflt;
-    value c = v_str(r, v.str.s, v.str.n);
+    value c = rw_chat__v_str(r, v.str.s, v.str.n);
     return c.t == V_STR ? c.str.s : dflt;
 }
 
 static rw_status attr_of(render *r, value item, value name, value *out) {
-    *out = v_undef();
+    *out = rw_chat__v_undef();
     if (item.t == V_DICT && name.t == V_STR) {
         /* dotted paths as Jinja's attribute= */
         const char *p = name.str.s, *end = p + name.str.n;
@@ -526,7 +526,7 @@ static rw_status attr_of(render *r, value item, value name, value *out) {
         while (p < end) {
             const char *dot = memchr(p, '.', (size_t)(end - p));
             size_t len = dot ? (size_t)(dot - p) : (size_t)(end - p);
-            value *v = cur.t == V_DICT ? v_dict_get(cur.dict, p, len) : NULL;
+            value *v = cur.t == V_DICT ? rw_chat__v_dict_get(cur.dict, p, len) : NULL;
             if (!v) return RW_OK;
             cur = *v;
             p += len + (dot ? 1 : 0);
@@ -538,23 +538,23 @@ static rw_status attr_of(render *r, value item, value name, value *out) {
 
 static rw_status select_filter(render *r, const node *n, value in, value *args, size_t n_args, bool by_attr, bool keep,
                                value *out) {
-    *out = v_list(r);
+    *out = rw_chat__v_list(r);
     if (out->t != V_LIST) return r->err->code;
     vlist empty = {0};
     vlist *items = in.t == V_LIST ? in.list : &empty;
     size_t first = by_attr ? 1 : 0;
     for (size_t i = 0; i < items->n; i++) {
         value subject = items->v[i];
-        if (by_attr) attr_of(r, items->v[i], n_args ? args[0] : v_undef(), &subject);
+        if (by_attr) attr_of(r, items->v[i], n_args ? args[0] : rw_chat__v_undef(), &subject);
         bool pass;
         if (n_args > first) {
             node tn = *n;
             tn.s = name_arg(r, args[first], "defined");
             rw_status st = rw_chat__test(r, &tn, subject, args + first + 1, n_args - first - 1, &pass);
             if (st) return st;
-        } else pass = v_truthy(&subject);
+        } else pass = rw_chat__v_truthy(&subject);
         if (pass == keep) {
-            rw_status st = v_list_push(r, out->list, items->v[i]);
+            rw_status st = rw_chat__v_list_push(r, out->list, items->v[i]);
             if (st) return st;
         }
     }
@@ -570,17 +570,17 @@ static rw_status as_list(render *r, const node *n, value in, value *out) {
         return RW_OK;
     }
     if (in.t != V_STR && in.t != V_DICT && in.t != V_UNDEF)
-        return r_fail(r, n->line, "filter '%s': '%s' object is not iterable", n->s, v_type_name(in.t));
-    *out = v_list(r);
+        return rw_chat__r_fail(r, n->line, "filter '%s': '%s' object is not iterable", n->s, rw_chat__v_type_name(in.t));
+    *out = rw_chat__v_list(r);
     rw_status st = r->err->code;
     if (in.t == V_STR)
         for (size_t i = 0; i < in.str.n && !st;) {
             size_t l = cp_len(in.str.s, in.str.n, i);
-            st = v_list_push(r, out->list, v_str_ref(in.str.s + i, l));
+            st = rw_chat__v_list_push(r, out->list, rw_chat__v_str_ref(in.str.s + i, l));
             i += l;
         }
     else if (in.t == V_DICT)
-        for (size_t i = 0; i < in.dict->n && !st; i++) st = v_list_push(r, out->list, in.dict->keys[i]);
+        for (size_t i = 0; i < in.dict->n && !st; i++) st = rw_chat__v_list_push(r, out->list, in.dict->keys[i]);
     return st;
 }
 
@@ -594,7 +594,7 @@ static rw_status less_than(render *r, const node *n, value a, value b, bool case
         return RW_OK;
     }
     if (a.t != V_STR || b.t != V_STR)
-        return r_fail(r, n->line, "'<' not supported between instances of '%s' and '%s'", v_type_name(a.t), v_type_name(b.t));
+        return rw_chat__r_fail(r, n->line, "'<' not supported between instances of '%s' and '%s'", rw_chat__v_type_name(a.t), rw_chat__v_type_name(b.t));
     size_t m = a.str.n < b.str.n ? a.str.n : b.str.n;
     int c = 0;
     for (size_t i = 0; i < m && !c; i++) {
@@ -622,7 +622,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
     const char *f = n->s; /* for messages */
     const int fid = n->builtin;
     value a0 = kwarg(args, kw, n_args, "", 0, NULL);
-    *out = v_undef();
+    *out = rw_chat__v_undef();
     sbuf sb = {0};
     rw_status st = RW_OK;
     /* filters that take any iterable as a list (dict keys, string characters) */
@@ -630,22 +630,22 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                                               [JF_selectattr] = 1, [JF_rejectattr] = 1, [JF_map] = 1, [JF_sum] = 1,
                                               [JF_min] = 1, [JF_max] = 1, [JF_first] = 1, [JF_last] = 1};
     if (fid == JF_last && in.t == V_LIST && in.list->gen)
-        return r_fail(r, n->line, "filter 'last': a generator cannot be reversed (add |list)");
+        return rw_chat__r_fail(r, n->line, "filter 'last': a generator cannot be reversed (add |list)");
     if (over_items[fid]) {
         st = as_list(r, n, in, &in);
         if (st) return st;
     } else if ((fid == JF_length || fid == JF_count || fid == JF_last) && in.t == V_LIST && in.list->gen) {
-        return r_fail(r, n->line, "filter '%s': a generator has no len() (add |list)", f);
+        return rw_chat__r_fail(r, n->line, "filter '%s': a generator has no len() (add |list)", f);
     } else if ((fid == JF_length || fid == JF_count) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
                in.t != V_UNDEF) {
-        return r_fail(r, n->line, "filter '%s': object of type '%s' has no len()", f, v_type_name(in.t));
+        return rw_chat__r_fail(r, n->line, "filter '%s': object of type '%s' has no len()", f, rw_chat__v_type_name(in.t));
     } else if ((fid == JF_reverse || fid == JF_list) && in.t != V_STR && in.t != V_LIST && in.t != V_DICT &&
                in.t != V_UNDEF) {
-        return r_fail(r, n->line, "filter '%s': '%s' object is not iterable", f, v_type_name(in.t));
+        return rw_chat__r_fail(r, n->line, "filter '%s': '%s' object is not iterable", f, rw_chat__v_type_name(in.t));
     } else if (fid == JF_abs && in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) {
-        return r_fail(r, n->line, "bad operand type for abs(): '%s'", v_type_name(in.t));
+        return rw_chat__r_fail(r, n->line, "bad operand type for abs(): '%s'", rw_chat__v_type_name(in.t));
     } else if ((fid == JF_int || fid == JF_float) && in.t == V_UNDEF) {
-        return r_fail(r, n->line, "filter '%s' of an undefined value", f);
+        return rw_chat__r_fail(r, n->line, "filter '%s' of an undefined value", f);
     }
     if (fid == JF_tojson) { /* json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
         bool has;
@@ -654,87 +654,87 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
         value sk = kwarg(args, kw, n_args, "sort_keys", 3, NULL), ea = kwarg(args, kw, n_args, "ensure_ascii", 0, NULL);
         /* indent is clamped (the output limit stops anything that large anyway) */
         json_style js = {.indent = has && ind.t == V_INT ? (int)(ind.i < 0 ? -1 : ind.i > 1000 ? 1000 : ind.i) : -1,
-                         .key_sep = ": ", .sort_keys = v_truthy(&sk), .ensure_ascii = v_truthy(&ea)};
+                         .key_sep = ": ", .sort_keys = rw_chat__v_truthy(&sk), .ensure_ascii = rw_chat__v_truthy(&ea)};
         js.item_sep = js.indent >= 0 ? "," : ", ";
         if (seps.t == V_LIST && seps.list->n == 2 && seps.list->v[0].t == V_STR && seps.list->v[1].t == V_STR) {
             js.item_sep = name_arg(r, seps.list->v[0], ",");
             js.key_sep = name_arg(r, seps.list->v[1], ":");
         } else if (seps.t != V_UNDEF && seps.t != V_NONE) {
-            return r_fail(r, n->line, "tojson: separators must be a pair of strings");
+            return rw_chat__r_fail(r, n->line, "tojson: separators must be a pair of strings");
         }
-        st = v_tojson(r, &sb, &in, &js, 0);
-        *out = v_from_sbuf(r, &sb);
+        st = rw_chat__v_tojson(r, &sb, &in, &js, 0);
+        *out = rw_chat__v_from_sbuf(r, &sb);
     } else if (fid == JF_length || fid == JF_count) {
-        *out = v_int(0);
+        *out = rw_chat__v_int(0);
         if (in.t == V_STR) {
             int64_t k = 0;
             for (size_t i = 0; i < in.str.n; i++) k += ((unsigned char)in.str.s[i] & 0xc0) != 0x80;
-            *out = v_int(k);
-        } else if (in.t == V_LIST) *out = v_int((int64_t)in.list->n);
-        else if (in.t == V_DICT || in.t == V_NS) *out = v_int((int64_t)in.dict->n);
+            *out = rw_chat__v_int(k);
+        } else if (in.t == V_LIST) *out = rw_chat__v_int((int64_t)in.list->n);
+        else if (in.t == V_DICT || in.t == V_NS) *out = rw_chat__v_int((int64_t)in.dict->n);
     } else if (fid == JF_trim) {
         if (in.t == V_STR) *out = strip(in, n_args ? &a0 : NULL, true, true);
         else {
-            st = v_to_str(r, &sb, &in);
-            value s = v_from_sbuf(r, &sb);
+            st = rw_chat__v_to_str(r, &sb, &in);
+            value s = rw_chat__v_from_sbuf(r, &sb);
             *out = strip(s, NULL, true, true);
         }
     } else if (fid == JF_items) { /* Undefined gives nothing; anything else but a dict is an error */
-        if (in.t != V_DICT && in.t != V_UNDEF) st = r_fail(r, n->line, "items: can only get item pairs from a mapping, not %s", v_type_name(in.t));
+        if (in.t != V_DICT && in.t != V_UNDEF) st = rw_chat__r_fail(r, n->line, "items: can only get item pairs from a mapping, not %s", rw_chat__v_type_name(in.t));
         else st = items_of(r, in, 0, out);
     } else if (fid == JF_string) {
-        st = v_to_str(r, &sb, &in);
-        *out = v_from_sbuf(r, &sb);
+        st = rw_chat__v_to_str(r, &sb, &in);
+        *out = rw_chat__v_from_sbuf(r, &sb);
     } else if (fid == JF_default || fid == JF_d) {
         value b = kwarg(args, kw, n_args, "boolean", 1, NULL);
-        bool use_default = in.t == V_UNDEF || (v_truthy(&b) && !v_truthy(&in));
-        *out = use_default ? (n_args ? a0 : v_str_ref("", 0)) : in;
+        bool use_default = in.t == V_UNDEF || (rw_chat__v_truthy(&b) && !rw_chat__v_truthy(&in));
+        *out = use_default ? (n_args ? a0 : rw_chat__v_str_ref("", 0)) : in;
     } else if (fid == JF_join) {
         value attr = kwarg(args, kw, n_args, "attribute", 1, NULL);
         if (attr.t == V_STR && in.t == V_LIST) {
-            value mapped = v_list(r);
+            value mapped = rw_chat__v_list(r);
             for (size_t i = 0; mapped.t == V_LIST && i < in.list->n && !st; i++) {
                 value x;
                 attr_of(r, in.list->v[i], attr, &x);
-                st = v_list_push(r, mapped.list, x);
+                st = rw_chat__v_list_push(r, mapped.list, x);
             }
             in = mapped;
         }
-        st = st ? st : join(r, n, in, n_args ? a0 : v_str_ref("", 0), out);
+        st = st ? st : join(r, n, in, n_args ? a0 : rw_chat__v_str_ref("", 0), out);
     } else if (fid == JF_safe || fid == JF_e || fid == JF_escape || fid == JF_forceescape) {
         if (f[0] == 's') *out = in;
         else { /* HTML escaping */
-            st = v_to_str(r, &sb, &in);
-            value s = v_from_sbuf(r, &sb);
+            st = rw_chat__v_to_str(r, &sb, &in);
+            value s = rw_chat__v_from_sbuf(r, &sb);
             for (size_t i = 0; i < s.str.n && !st; i++) {
                 char c = s.str.s[i];
                 const char *e = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
-                st = e ? sb_put(r, &sb, e, strlen(e)) : sb_put(r, &sb, &c, 1);
+                st = e ? rw_chat__sb_put(r, &sb, e, strlen(e)) : rw_chat__sb_put(r, &sb, &c, 1);
             }
-            *out = v_from_sbuf(r, &sb);
+            *out = rw_chat__v_from_sbuf(r, &sb);
         }
     } else if (fid == JF_list) {
         if (in.t == V_LIST && !in.list->tuple && !in.list->gen) *out = in;
         else if (in.t == V_LIST) { /* a tuple becomes a list */
-            *out = v_list(r);
-            for (size_t i = 0; out->t == V_LIST && i < in.list->n && !st; i++) st = v_list_push(r, out->list, in.list->v[i]);
+            *out = rw_chat__v_list(r);
+            for (size_t i = 0; out->t == V_LIST && i < in.list->n && !st; i++) st = rw_chat__v_list_push(r, out->list, in.list->v[i]);
         }
         else if (in.t == V_DICT) st = items_of(r, in, 1, out);
         else if (in.t == V_STR) {
-            *out = v_list(r);
+            *out = rw_chat__v_list(r);
             for (size_t i = 0; out->t == V_LIST && i < in.str.n && !st;) {
                 size_t l = cp_len(in.str.s, in.str.n, i);
-                st = v_list_push(r, out->list, v_str_ref(in.str.s + i, l));
+                st = rw_chat__v_list_push(r, out->list, rw_chat__v_str_ref(in.str.s + i, l));
                 i += l;
             }
-        } else *out = v_list(r);
+        } else *out = rw_chat__v_list(r);
     } else if (fid == JF_selectattr || fid == JF_rejectattr) {
         st = select_filter(r, n, in, args, n_args, true, f[0] == 's', out);
     } else if (fid == JF_select || fid == JF_reject) {
         st = select_filter(r, n, in, args, n_args, false, f[0] == 's', out);
     } else if (fid == JF_map) {
         value attr = kwarg(args, kw, n_args, "attribute", 99, NULL);
-        *out = v_list(r);
+        *out = rw_chat__v_list(r);
         for (size_t i = 0; out->t == V_LIST && in.t == V_LIST && i < in.list->n && !st; i++) {
             value x;
             if (attr.t == V_STR) attr_of(r, in.list->v[i], attr, &x);
@@ -744,7 +744,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                 fn.builtin = rw_chat__filter_id(fn.s);
                 st = rw_chat__filter(r, &fn, in.list->v[i], args + 1, kw ? kw + 1 : NULL, n_args ? n_args - 1 : 0, &x);
             }
-            if (!st) st = v_list_push(r, out->list, x);
+            if (!st) st = rw_chat__v_list_push(r, out->list, x);
         }
     } else if (fid == JF_first || fid == JF_last) {
         if (in.t == V_LIST && in.list->n) *out = in.list->v[f[0] == 'f' ? 0 : in.list->n - 1];
@@ -754,24 +754,24 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                 i = in.str.n - 1;
                 while (i > 0 && ((unsigned char)in.str.s[i] & 0xc0) == 0x80) i--;
             }
-            *out = v_str_ref(in.str.s + i, cp_len(in.str.s, in.str.n, i));
+            *out = rw_chat__v_str_ref(in.str.s + i, cp_len(in.str.s, in.str.n, i));
         }
     } else if (fid == JF_upper || fid == JF_lower || fid == JF_title || fid == JF_capitalize) {
         if (in.t != V_STR) {
-            st = v_to_str(r, &sb, &in);
-            in = v_from_sbuf(r, &sb);
+            st = rw_chat__v_to_str(r, &sb, &in);
+            in = rw_chat__v_from_sbuf(r, &sb);
         }
         st = st ? st : case_map(r, in, f[0] == 'u' ? 0 : f[0] == 'l' ? 1 : f[0] == 't' ? 2 : 3, out);
     } else if (fid == JF_replace) { /* str(value).replace(old, new) */
         value a1 = kwarg(args, kw, n_args, "", 1, NULL);
-        if (a0.t != V_STR || a1.t != V_STR) return r_fail(r, n->line, "replace expects strings");
+        if (a0.t != V_STR || a1.t != V_STR) return rw_chat__r_fail(r, n->line, "replace expects strings");
         if (in.t != V_STR) {
-            st = v_to_str(r, &sb, &in);
-            in = v_from_sbuf(r, &sb);
+            st = rw_chat__v_to_str(r, &sb, &in);
+            in = rw_chat__v_from_sbuf(r, &sb);
         }
         if (!st) st = replace(r, in, a0, a1, out);
     } else if (fid == JF_wordcount) { /* words as Jinja counts them: runs of \w (ASCII letters, digits, _, non-ASCII) */
-        st = v_to_str(r, &sb, &in);
+        st = rw_chat__v_to_str(r, &sb, &in);
         int64_t words = 0;
         bool in_word = false;
         for (size_t i = 0; i < sb.n; i++) {
@@ -780,20 +780,20 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             words += w && !in_word;
             in_word = w;
         }
-        *out = v_int(words);
+        *out = rw_chat__v_int(words);
     } else if (fid == JF_sort) { /* sort(reverse=False, case_sensitive=False, attribute=None): stable */
         value rev = kwarg(args, kw, n_args, "reverse", 0, NULL), cs = kwarg(args, kw, n_args, "case_sensitive", 1, NULL);
         value attr = kwarg(args, kw, n_args, "attribute", 2, NULL);
         st = as_list(r, n, in, &in);
-        value res = st ? v_undef() : v_list(r);
-        for (size_t i = 0; !st && res.t == V_LIST && i < in.list->n; i++) st = v_list_push(r, res.list, in.list->v[i]);
+        value res = st ? rw_chat__v_undef() : rw_chat__v_list(r);
+        for (size_t i = 0; !st && res.t == V_LIST && i < in.list->n; i++) st = rw_chat__v_list_push(r, res.list, in.list->v[i]);
         for (size_t i = 1; !st && res.t == V_LIST && i < res.list->n; i++) /* insertion sort keeps it stable */
             for (size_t k = i; k > 0 && !st; k--) {
                 value ka = res.list->v[k - 1], kb = res.list->v[k];
                 if (attr.t == V_STR) attr_of(r, res.list->v[k - 1], attr, &ka), attr_of(r, res.list->v[k], attr, &kb);
                 bool swap = false;
-                st = v_truthy(&rev) ? less_than(r, n, ka, kb, v_truthy(&cs), &swap)
-                                    : less_than(r, n, kb, ka, v_truthy(&cs), &swap);
+                st = rw_chat__v_truthy(&rev) ? less_than(r, n, ka, kb, rw_chat__v_truthy(&cs), &swap)
+                                    : less_than(r, n, kb, ka, rw_chat__v_truthy(&cs), &swap);
                 if (!swap) break;
                 value t = res.list->v[k - 1];
                 res.list->v[k - 1] = res.list->v[k];
@@ -802,7 +802,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
         *out = res;
     } else if (fid == JF_round) { /* round(precision=0, method='common'): a float, as Jinja */
         value prec = kwarg(args, kw, n_args, "precision", 0, NULL), method = kwarg(args, kw, n_args, "method", 1, NULL);
-        if (in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) return r_fail(r, n->line, "round needs a number, got %s", v_type_name(in.t));
+        if (in.t != V_INT && in.t != V_FLOAT && in.t != V_BOOL) return rw_chat__r_fail(r, n->line, "round needs a number, got %s", rw_chat__v_type_name(in.t));
         double x = in.t == V_FLOAT ? in.f : in.t == V_INT ? (double)in.i : in.b, scale = 1;
         int64_t p = prec.t == V_INT ? prec.i : 0;
         for (int64_t k = 0; k < p && k < 30; k++) scale *= 10;
@@ -810,37 +810,37 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
         const char *m = method.t == V_STR ? method.str.s : "common";
         double y = x * scale;
         bool common = strncmp(m, "ceil", 4) && strncmp(m, "floor", 5);
-        if (common && in.t != V_FLOAT && p >= 0) *out = v_int(in.t == V_INT ? in.i : in.b); /* Python's round(int) */
+        if (common && in.t != V_FLOAT && p >= 0) *out = rw_chat__v_int(in.t == V_INT ? in.i : in.b); /* Python's round(int) */
         else if (common && in.t != V_FLOAT) {
             double z = nearbyint(y) / scale;
-            if (z > -9.2e18 && z < 9.2e18) *out = v_int((int64_t)z);
-            else st = r_fail(r, n->line, "round: integer out of range");
+            if (z > -9.2e18 && z < 9.2e18) *out = rw_chat__v_int((int64_t)z);
+            else st = rw_chat__r_fail(r, n->line, "round: integer out of range");
         }
         else { /* common is Python's round(): halves to even */
             y = !strncmp(m, "ceil", 4) ? ceil(y) : !strncmp(m, "floor", 5) ? floor(y) : nearbyint(y);
-            *out = v_float(y / scale);
+            *out = rw_chat__v_float(y / scale);
         }
     } else if (fid == JF_int) {
         if (in.t == V_INT) *out = in;
-        else if (in.t == V_FLOAT && in.f != in.f) *out = n_args ? a0 : v_int(0); /* NaN: the default, as Jinja */
-        else if (in.t == V_FLOAT && !(in.f > -9.2e18 && in.f < 9.2e18)) st = r_fail(r, n->line, "int: float out of range");
-        else if (in.t == V_FLOAT) *out = v_int((int64_t)in.f);
-        else if (in.t == V_BOOL) *out = v_int(in.b);
+        else if (in.t == V_FLOAT && in.f != in.f) *out = n_args ? a0 : rw_chat__v_int(0); /* NaN: the default, as Jinja */
+        else if (in.t == V_FLOAT && !(in.f > -9.2e18 && in.f < 9.2e18)) st = rw_chat__r_fail(r, n->line, "int: float out of range");
+        else if (in.t == V_FLOAT) *out = rw_chat__v_int((int64_t)in.f);
+        else if (in.t == V_BOOL) *out = rw_chat__v_int(in.b);
         else if (in.t == V_STR) {
             char tmp[64];
             snprintf(tmp, sizeof tmp, "%.*s", (int)(in.str.n < 63 ? in.str.n : 63), in.str.s);
             char *e;
             long long x = strtoll(tmp, &e, 10);
-            *out = v_int(e != tmp ? x : (n_args ? a0.i : 0));
-        } else *out = v_int(0);
+            *out = rw_chat__v_int(e != tmp ? x : (n_args ? a0.i : 0));
+        } else *out = rw_chat__v_int(0);
     } else if (fid == JF_float) {
         if (in.t == V_FLOAT) *out = in;
-        else if (in.t == V_INT) *out = v_float((double)in.i);
+        else if (in.t == V_INT) *out = rw_chat__v_float((double)in.i);
         else if (in.t == V_STR) {
             char tmp[64];
             snprintf(tmp, sizeof tmp, "%.*s", (int)(in.str.n < 63 ? in.str.n : 63), in.str.s);
-            *out = v_float(strtod(tmp, NULL));
-        } else *out = v_float(0);
+            *out = rw_chat__v_float(strtod(tmp, NULL));
+        } else *out = rw_chat__v_float(0);
     } else if (fid == JF_sum) { /* sum(attribute=None, start=0): numbers only, as Python's sum from 0 */
         value attr = kwarg(args, kw, n_args, "attribute", 0, NULL), start = kwarg(args, kw, n_args, "start", 1, NULL);
         bool is_float = start.t == V_FLOAT;
@@ -851,63 +851,63 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             if (attr.t == V_STR) attr_of(r, x, attr, &x);
             if (x.t == V_INT || x.t == V_BOOL) {
                 int64_t k = x.t == V_INT ? x.i : x.b;
-                if (__builtin_add_overflow(si, k, &si)) st = r_fail(r, n->line, "integer overflow in sum");
+                if (__builtin_add_overflow(si, k, &si)) st = rw_chat__r_fail(r, n->line, "integer overflow in sum");
                 sf += (double)k;
             } else if (x.t == V_FLOAT) {
                 is_float = true;
                 sf += x.f;
-            } else st = r_fail(r, n->line, "unsupported operand type(s) for +: 'int' and '%s'", v_type_name(x.t));
+            } else st = rw_chat__r_fail(r, n->line, "unsupported operand type(s) for +: 'int' and '%s'", rw_chat__v_type_name(x.t));
         }
-        *out = is_float ? v_float(sf) : v_int(si);
+        *out = is_float ? rw_chat__v_float(sf) : rw_chat__v_int(si);
     } else if (fid == JF_min || fid == JF_max) { /* min/max(case_sensitive=False, attribute=None) */
         value cs = kwarg(args, kw, n_args, "case_sensitive", 0, NULL), attr = kwarg(args, kw, n_args, "attribute", 1, NULL);
-        value best_key = v_undef();
+        value best_key = rw_chat__v_undef();
         for (size_t i = 0; i < in.list->n && !st; i++) {
             value x = in.list->v[i], key = x;
             if (attr.t == V_STR) attr_of(r, x, attr, &key);
             bool better = i == 0;
-            if (!better) st = f[1] == 'i' ? less_than(r, n, key, best_key, v_truthy(&cs), &better)
-                                          : less_than(r, n, best_key, key, v_truthy(&cs), &better);
+            if (!better) st = f[1] == 'i' ? less_than(r, n, key, best_key, rw_chat__v_truthy(&cs), &better)
+                                          : less_than(r, n, best_key, key, rw_chat__v_truthy(&cs), &better);
             if (better) *out = x, best_key = key;
         }
     } else if (fid == JF_abs) {
-        if (in.t == V_INT && in.i == INT64_MIN) st = r_fail(r, n->line, "integer overflow in abs");
-        else *out = in.t == V_INT ? v_int(in.i < 0 ? -in.i : in.i) : in.t == V_FLOAT ? v_float(in.f < 0 ? -in.f : in.f)
-                  : in.t == V_BOOL ? v_int(in.b) : in;
+        if (in.t == V_INT && in.i == INT64_MIN) st = rw_chat__r_fail(r, n->line, "integer overflow in abs");
+        else *out = in.t == V_INT ? rw_chat__v_int(in.i < 0 ? -in.i : in.i) : in.t == V_FLOAT ? rw_chat__v_float(in.f < 0 ? -in.f : in.f)
+                  : in.t == V_BOOL ? rw_chat__v_int(in.b) : in;
     } else if (fid == JF_unique) {
-        *out = v_list(r);
+        *out = rw_chat__v_list(r);
         for (size_t i = 0; out->t == V_LIST && in.t == V_LIST && i < in.list->n && !st; i++) {
             bool seen = false;
-            for (size_t k = 0; k < out->list->n && !seen; k++) seen = v_equal(&out->list->v[k], &in.list->v[i]);
-            if (!seen) st = v_list_push(r, out->list, in.list->v[i]);
+            for (size_t k = 0; k < out->list->n && !seen; k++) seen = rw_chat__v_equal(&out->list->v[k], &in.list->v[i]);
+            if (!seen) st = rw_chat__v_list_push(r, out->list, in.list->v[i]);
         }
     } else if (fid == JF_reverse) {
         if (in.t == V_LIST) {
-            *out = v_list(r);
-            for (size_t i = in.list->n; out->t == V_LIST && i-- > 0 && !st;) st = v_list_push(r, out->list, in.list->v[i]);
+            *out = rw_chat__v_list(r);
+            for (size_t i = in.list->n; out->t == V_LIST && i-- > 0 && !st;) st = rw_chat__v_list_push(r, out->list, in.list->v[i]);
         } else if (in.t == V_STR) {
             for (size_t i = in.str.n; i > 0 && !st;) {
                 size_t s0 = i - 1;
                 while (s0 > 0 && ((unsigned char)in.str.s[s0] & 0xc0) == 0x80) s0--;
-                st = sb_put(r, &sb, in.str.s + s0, i - s0);
+                st = rw_chat__sb_put(r, &sb, in.str.s + s0, i - s0);
                 i = s0;
             }
-            *out = v_from_sbuf(r, &sb);
+            *out = rw_chat__v_from_sbuf(r, &sb);
         }
     } else if (fid == JF_indent) { /* indent(width=4, first=False, blank=False), Jinja 3.1 */
         value w = kwarg(args, kw, n_args, "width", 0, NULL), first = kwarg(args, kw, n_args, "first", 1, NULL);
         value blank = kwarg(args, kw, n_args, "blank", 2, NULL);
-        value ind = w.t == V_STR ? w : v_str_ref("", 0);
+        value ind = w.t == V_STR ? w : rw_chat__v_str_ref("", 0);
         int64_t width = w.t == V_INT ? w.i : w.t == V_UNDEF ? 4 : 0;
-        if (width > 100000) return r_fail(r, n->line, "indent width too large");
+        if (width > 100000) return rw_chat__r_fail(r, n->line, "indent width too large");
         if (w.t != V_STR) {
-            for (int64_t k = 0; k < width && !st; k++) st = sb_put(r, &sb, " ", 1);
-            ind = v_from_sbuf(r, &sb);
+            for (int64_t k = 0; k < width && !st; k++) st = rw_chat__sb_put(r, &sb, " ", 1);
+            ind = rw_chat__v_from_sbuf(r, &sb);
         }
-        if (in.t != V_STR) return r_fail(r, n->line, "indent needs a string, got %s", v_type_name(in.t));
+        if (in.t != V_STR) return rw_chat__r_fail(r, n->line, "indent needs a string, got %s", rw_chat__v_type_name(in.t));
         /* the lines of s + "\n" (split as str.splitlines: \n, \r\n, \r), each but the first indented; empty
          * lines only when blank */
-        if (!st && v_truthy(&first)) st = sb_put(r, &sb, ind.str.s, ind.str.n);
+        if (!st && rw_chat__v_truthy(&first)) st = rw_chat__sb_put(r, &sb, ind.str.s, ind.str.n);
         size_t start = 0;
         bool first_line = true;
         for (size_t i = 0; i <= in.str.n && !st; i++) {
@@ -915,17 +915,17 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
             if (c != '\n' && c != '\r') continue;
             size_t len = i - start;
             if (!first_line) {
-                st = sb_put(r, &sb, "\n", 1);
-                if (!st && (len || v_truthy(&blank))) st = sb_put(r, &sb, ind.str.s, ind.str.n);
+                st = rw_chat__sb_put(r, &sb, "\n", 1);
+                if (!st && (len || rw_chat__v_truthy(&blank))) st = rw_chat__sb_put(r, &sb, ind.str.s, ind.str.n);
             }
-            if (!st) st = sb_put(r, &sb, in.str.s + start, len);
+            if (!st) st = rw_chat__sb_put(r, &sb, in.str.s + start, len);
             if (c == '\r' && i + 1 < in.str.n && in.str.s[i + 1] == '\n') i++;
             start = i + 1;
             first_line = false;
         }
-        *out = v_from_sbuf(r, &sb);
+        *out = rw_chat__v_from_sbuf(r, &sb);
     } else if (fid == JF_dictsort && in.t != V_DICT) {
-        st = r_fail(r, n->line, "dictsort needs a mapping, got %s", v_type_name(in.t));
+        st = rw_chat__r_fail(r, n->line, "dictsort needs a mapping, got %s", rw_chat__v_type_name(in.t));
     } else if (fid == JF_dictsort) {
         st = items_of(r, in, 0, out);
         /* insertion sort by key string */
@@ -941,7 +941,7 @@ rw_status rw_chat__filter(render *r, const node *n, value in, value *args, const
                 out->list->v[k] = t;
             }
     } else {
-        st = r_fail(r, n->line, "no filter named '%s'", f);
+        st = rw_chat__r_fail(r, n->line, "no filter named '%s'", f);
     }
     /* Jinja returns generators from these (reversed() of a list is an iterator too): always true, no len() */
     static const bool generators[JF_COUNT] = {[JF_select] = 1, [JF_reject] = 1, [JF_selectattr] = 1,

@@ -149,31 +149,31 @@ struct vdict {
 /* Render state (eval.c). */
 typedef struct render render;
 
-value v_undef(void);
-value v_none(void);
-value v_bool(bool b);
-value v_int(int64_t i);
-value v_float(double f);
-value v_str(render *r, const char *s, size_t n); /* copies */
-value v_str_ref(const char *s, size_t n);      /* borrows (arena/static lifetime) */
-value v_list(render *r);
-value v_dict(render *r);
+value rw_chat__v_undef(void);
+value rw_chat__v_none(void);
+value rw_chat__v_bool(bool b);
+value rw_chat__v_int(int64_t i);
+value rw_chat__v_float(double f);
+value rw_chat__v_str(render *r, const char *s, size_t n); /* copies */
+value rw_chat__v_str_ref(const char *s, size_t n);      /* borrows (arena/static lifetime) */
+value rw_chat__v_list(render *r);
+value rw_chat__v_dict(render *r);
 
-bool v_truthy(const value *v);
-bool v_equal(const value *a, const value *b);
-rw_status v_list_push(render *r, vlist *l, value v);
-rw_status v_dict_set(render *r, vdict *d, value k, value v);
-value *v_dict_get(const vdict *d, const char *key, size_t n);
-value *v_dict_get_v(const vdict *d, const value *key);
+bool rw_chat__v_truthy(const value *v);
+bool rw_chat__v_equal(const value *a, const value *b);
+rw_status rw_chat__v_list_push(render *r, vlist *l, value v);
+rw_status rw_chat__v_dict_set(render *r, vdict *d, value k, value v);
+value *rw_chat__v_dict_get(const vdict *d, const char *key, size_t n);
+value *rw_chat__v_dict_get_v(const vdict *d, const value *key);
 
 /* Python str() of v appended to the render's buffer b. */
 typedef struct {
     char *p;
     size_t n, cap;
 } sbuf;
-rw_status sb_put(render *r, sbuf *b, const char *s, size_t n);
-rw_status v_to_str(render *r, sbuf *b, const value *v);  /* Python str() */
-rw_status v_repr(render *r, sbuf *b, const value *v);    /* Python repr() */
+rw_status rw_chat__sb_put(render *r, sbuf *b, const char *s, size_t n);
+rw_status rw_chat__v_to_str(render *r, sbuf *b, const value *v);  /* Python str() */
+rw_status rw_chat__v_repr(render *r, sbuf *b, const value *v);    /* Python repr() */
 /* json.dumps's settings as transformers' tojson passes them on. */
 typedef struct {
     int indent;           /* -1: none (one line) */
@@ -181,10 +181,10 @@ typedef struct {
     const char *key_sep;  /* ": " */
     bool sort_keys, ensure_ascii;
 } json_style;
-rw_status v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int level);
-value v_from_sbuf(render *r, sbuf *b);                   /* the buffer's text as a value */
+rw_status rw_chat__v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int level);
+value rw_chat__v_from_sbuf(render *r, sbuf *b);                   /* the buffer's text as a value */
 bool rw_chat__printable(uint32_t cp); /* Python's str.isprintable() of one code point (unicode_printable.c) */
-const char *v_type_name(vtype t);
+const char *rw_chat__v_type_name(vtype t);
 
 /* ---- render state and errors ---- */
 
@@ -206,8 +206,8 @@ struct render {
     int line;            /* template line being evaluated, for errors raised without a node */
 };
 
-void *r_alloc(render *r, size_t n); /* NULL sets the error (memory limit) */
-rw_status r_fail(render *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void *rw_chat__r_alloc(render *r, size_t n); /* NULL sets the error (memory limit) */
+rw_status rw_chat__r_fail(render *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* builtins.c */
 #define RW_CHAT_FN_CYCLE 1000 /* loop.cycle: a function whose self is the loop's index0 */

@@ -20,19 +20,19 @@ static rw_status exec_body(render *r, const node *body, sbuf *out);
 rw_status rw_chat__eval(render *r, const node *n, value *out);
 
 static scope *push_scope(render *r, scope *parent) {
-    scope *s = r_alloc(r, sizeof *s);
+    scope *s = rw_chat__r_alloc(r, sizeof *s);
     if (s) s->parent = parent;
     return s;
 }
 
 static rw_status set_var(render *r, scope *s, const char *name, value v) {
-    return v_dict_set(r, &s->vars, v_str_ref(name, strlen(name)), v);
+    return rw_chat__v_dict_set(r, &s->vars, rw_chat__v_str_ref(name, strlen(name)), v);
 }
 
 static bool lookup(render *r, const char *name, value *out) {
     size_t n = strlen(name);
     for (scope *s = r->scope; s; s = s->parent) {
-        value *v = v_dict_get(&s->vars, name, n);
+        value *v = rw_chat__v_dict_get(&s->vars, name, n);
         if (v) {
             *out = *v;
             return true;
@@ -43,7 +43,7 @@ static bool lookup(render *r, const char *name, value *out) {
 
 static rw_status step(render *r, const node *n) {
     r->line = n->line;
-    if (++r->steps > CHAT_MAX_STEPS) return r_fail(r, n->line, "template exceeded %d evaluation steps", CHAT_MAX_STEPS);
+    if (++r->steps > CHAT_MAX_STEPS) return rw_chat__r_fail(r, n->line, "template exceeded %d evaluation steps", CHAT_MAX_STEPS);
     return RW_OK;
 }
 
@@ -70,9 +70,9 @@ static size_t utf8_offset(const char *s, size_t n, size_t cp) {
 /* ---- attribute, index, slice ---- */
 
 static rw_status get_attr(render *r, const node *n, value obj, const char *name, value *out) {
-    *out = v_undef();
+    *out = rw_chat__v_undef();
     if (obj.t == V_DICT || obj.t == V_NS) {
-        value *v = v_dict_get(obj.dict, name, strlen(name));
+        value *v = rw_chat__v_dict_get(obj.dict, name, strlen(name));
         if (obj.t == V_DICT && rw_chat__method(r, obj, name, out)) return r->err->code;
         if (v) *out = *v;
         return RW_OK;
@@ -82,9 +82,9 @@ static rw_status get_attr(render *r, const node *n, value obj, const char *name,
 }
 
 static rw_status get_index(render *r, const node *n, value obj, value key, value *out) {
-    *out = v_undef();
+    *out = rw_chat__v_undef();
     if (obj.t == V_DICT || obj.t == V_NS) {
-        value *v = v_dict_get_v(obj.dict, &key);
+        value *v = rw_chat__v_dict_get_v(obj.dict, &key);
         if (v) *out = *v;
         else if (key.t == V_STR && obj.t == V_DICT) return get_attr(r, n, obj, key.str.s, out);
         return RW_OK;
@@ -104,7 +104,7 @@ static rw_status get_index(render *r, const node *n, value obj, value key, value
         if (i < 0) i += len;
         if (i >= 0 && i < len) {
             size_t a = utf8_offset(obj.str.s, obj.str.n, (size_t)i), b = utf8_offset(obj.str.s, obj.str.n, (size_t)i + 1);
-            *out = v_str_ref(obj.str.s + a, b - a);
+            *out = rw_chat__v_str_ref(obj.str.s + a, b - a);
         }
     }
     return RW_OK;
@@ -113,12 +113,12 @@ static rw_status get_index(render *r, const node *n, value obj, value key, value
 /* Python slice semantics: clamp, negative indices, any non-zero step. */
 static rw_status get_slice(render *r, const node *n, value obj, value *bounds, value *out) {
     int64_t len;
-    if (obj.t == V_LIST && obj.list->gen) return r_fail(r, n->line, "'generator' object is not subscriptable");
+    if (obj.t == V_LIST && obj.list->gen) return rw_chat__r_fail(r, n->line, "'generator' object is not subscriptable");
     if (obj.t == V_LIST) len = (int64_t)obj.list->n;
     else if (obj.t == V_STR) len = (int64_t)utf8_count(obj.str.s, obj.str.n);
-    else return r_fail(r, n->line, "'%s' object cannot be sliced", v_type_name(obj.t)); /* Python's TypeError */
+    else return rw_chat__r_fail(r, n->line, "'%s' object cannot be sliced", rw_chat__v_type_name(obj.t)); /* Python's TypeError */
     int64_t stepv = bounds[2].t == V_INT ? bounds[2].i : 1;
-    if (stepv == 0) return r_fail(r, n->line, "slice step cannot be zero");
+    if (stepv == 0) return rw_chat__r_fail(r, n->line, "slice step cannot be zero");
     int64_t start, stop;
     for (int k = 0; k < 2; k++) {
         int64_t *dst = k ? &stop : &start;
@@ -133,19 +133,19 @@ static rw_status get_slice(render *r, const node *n, value obj, value *bounds, v
         }
     }
     if (stepv < 0 && bounds[1].t != V_INT) stop = -1;
-    value res = obj.t == V_LIST ? v_list(r) : v_undef();
+    value res = obj.t == V_LIST ? rw_chat__v_list(r) : rw_chat__v_undef();
     if (res.t == V_LIST) res.list->tuple = obj.list->tuple;
     sbuf sb = {0};
     rw_status st = RW_OK;
     for (int64_t i = start; (stepv > 0 ? i < stop : i > stop) && !st;) {
-        if (obj.t == V_LIST) st = v_list_push(r, res.list, obj.list->v[i]);
+        if (obj.t == V_LIST) st = rw_chat__v_list_push(r, res.list, obj.list->v[i]);
         else {
             size_t a = utf8_offset(obj.str.s, obj.str.n, (size_t)i), b = utf8_offset(obj.str.s, obj.str.n, (size_t)i + 1);
-            st = sb_put(r, &sb, obj.str.s + a, b - a);
+            st = rw_chat__sb_put(r, &sb, obj.str.s + a, b - a);
         }
         if (__builtin_add_overflow(i, stepv, &i)) break; /* a huge step: past the end */
     }
-    if (obj.t == V_STR) res = v_from_sbuf(r, &sb);
+    if (obj.t == V_STR) res = rw_chat__v_from_sbuf(r, &sb);
     free(sb.p);
     *out = res;
     return st ? st : r->err->code;
@@ -160,16 +160,16 @@ static int64_t as_int(const value *v) { return v->t == V_INT ? v->i : v->t == V_
 static rw_status contains(render *r, const node *n, value needle, value hay, bool *out) {
     *out = false;
     if (hay.t == V_STR) {
-        if (needle.t != V_STR) return r_fail(r, n->line, "'in <string>' requires string as left operand");
+        if (needle.t != V_STR) return rw_chat__r_fail(r, n->line, "'in <string>' requires string as left operand");
         if (needle.str.n == 0) *out = true;
         else if (needle.str.n <= hay.str.n)
             *out = memmem(hay.str.s, hay.str.n, needle.str.s, needle.str.n) != NULL;
     } else if (hay.t == V_LIST) {
-        for (size_t i = 0; i < hay.list->n && !*out; i++) *out = v_equal(&needle, &hay.list->v[i]);
+        for (size_t i = 0; i < hay.list->n && !*out; i++) *out = rw_chat__v_equal(&needle, &hay.list->v[i]);
     } else if (hay.t == V_DICT || hay.t == V_NS) {
-        *out = v_dict_get_v(hay.dict, &needle) != NULL;
+        *out = rw_chat__v_dict_get_v(hay.dict, &needle) != NULL;
     } else if (hay.t != V_UNDEF) {
-        return r_fail(r, n->line, "argument of type '%s' is not iterable", v_type_name(hay.t));
+        return rw_chat__r_fail(r, n->line, "argument of type '%s' is not iterable", rw_chat__v_type_name(hay.t));
     }
     return RW_OK;
 }
@@ -184,8 +184,8 @@ static int compare_order(render *r, const node *n, value a, value b, rw_status *
         int c = memcmp(a.str.s, b.str.s, m);
         return c ? (c < 0 ? -1 : 1) : (a.str.n < b.str.n ? -1 : a.str.n > b.str.n);
     }
-    *st = r_fail(r, n->line, "'%s' not supported between instances of '%s' and '%s'", n->s, v_type_name(a.t),
-                 v_type_name(b.t));
+    *st = rw_chat__r_fail(r, n->line, "'%s' not supported between instances of '%s' and '%s'", n->s, rw_chat__v_type_name(a.t),
+                 rw_chat__v_type_name(b.t));
     return 0;
 }
 
@@ -193,48 +193,48 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
     const char *op = n->s;
     if (!strcmp(op, "~")) {
         sbuf sb = {0};
-        rw_status st = v_to_str(r, &sb, &a);
-        if (!st) st = v_to_str(r, &sb, &b);
-        *out = v_from_sbuf(r, &sb);
+        rw_status st = rw_chat__v_to_str(r, &sb, &a);
+        if (!st) st = rw_chat__v_to_str(r, &sb, &b);
+        *out = rw_chat__v_from_sbuf(r, &sb);
         free(sb.p);
         return st;
     }
     if (!strcmp(op, "==") || !strcmp(op, "!=")) {
-        bool eq = v_equal(&a, &b);
-        *out = v_bool(op[0] == '=' ? eq : !eq);
+        bool eq = rw_chat__v_equal(&a, &b);
+        *out = rw_chat__v_bool(op[0] == '=' ? eq : !eq);
         return RW_OK;
     }
     if (!strcmp(op, "in") || !strcmp(op, "not in")) {
         bool c;
         rw_status st = contains(r, n, a, b, &c);
-        *out = v_bool(op[0] == 'i' ? c : !c);
+        *out = rw_chat__v_bool(op[0] == 'i' ? c : !c);
         return st;
     }
     if (!strcmp(op, "<") || !strcmp(op, ">") || !strcmp(op, "<=") || !strcmp(op, ">=")) {
         rw_status st = RW_OK;
         int c = compare_order(r, n, a, b, &st);
         bool res = op[0] == '<' ? (op[1] ? c <= 0 : c < 0) : (op[1] ? c >= 0 : c > 0);
-        *out = v_bool(res);
+        *out = rw_chat__v_bool(res);
         return st;
     }
     if (!strcmp(op, "+")) {
         if (a.t == V_STR && b.t == V_STR) {
             sbuf sb = {0};
-            rw_status st = sb_put(r, &sb, a.str.s, a.str.n);
-            if (!st) st = sb_put(r, &sb, b.str.s, b.str.n);
-            *out = v_from_sbuf(r, &sb);
+            rw_status st = rw_chat__sb_put(r, &sb, a.str.s, a.str.n);
+            if (!st) st = rw_chat__sb_put(r, &sb, b.str.s, b.str.n);
+            *out = rw_chat__v_from_sbuf(r, &sb);
             free(sb.p);
             return st;
         }
         if (a.t == V_LIST && b.t == V_LIST) {
-            if (a.list->gen || b.list->gen) return r_fail(r, n->line, "unsupported operand type(s) for +: generator");
+            if (a.list->gen || b.list->gen) return rw_chat__r_fail(r, n->line, "unsupported operand type(s) for +: generator");
             if (a.list->tuple != b.list->tuple)
-                return r_fail(r, n->line, "can only concatenate a list to a list and a tuple to a tuple");
-            *out = v_list(r);
+                return rw_chat__r_fail(r, n->line, "can only concatenate a list to a list and a tuple to a tuple");
+            *out = rw_chat__v_list(r);
             rw_status st = r->err->code;
             if (!st) out->list->tuple = a.list->tuple;
-            for (size_t i = 0; i < a.list->n && !st; i++) st = v_list_push(r, out->list, a.list->v[i]);
-            for (size_t i = 0; i < b.list->n && !st; i++) st = v_list_push(r, out->list, b.list->v[i]);
+            for (size_t i = 0; i < a.list->n && !st; i++) st = rw_chat__v_list_push(r, out->list, a.list->v[i]);
+            for (size_t i = 0; i < b.list->n && !st; i++) st = rw_chat__v_list_push(r, out->list, b.list->v[i]);
             return st;
         }
     }
@@ -243,14 +243,14 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
         int64_t k = a.t == V_INT ? a.i : b.i;
         sbuf sb = {0};
         rw_status st = RW_OK;
-        for (int64_t i = 0; i < k && !st; i++) st = sb_put(r, &sb, s.str.s, s.str.n);
-        *out = v_from_sbuf(r, &sb);
+        for (int64_t i = 0; i < k && !st; i++) st = rw_chat__sb_put(r, &sb, s.str.s, s.str.n);
+        *out = rw_chat__v_from_sbuf(r, &sb);
         free(sb.p);
         return st;
     }
     if (!is_number(&a) || !is_number(&b))
-        return r_fail(r, n->line, "unsupported operand type(s) for %s: '%s' and '%s'", op, v_type_name(a.t),
-                      v_type_name(b.t));
+        return rw_chat__r_fail(r, n->line, "unsupported operand type(s) for %s: '%s' and '%s'", op, rw_chat__v_type_name(a.t),
+                      rw_chat__v_type_name(b.t));
     bool ints = a.t != V_FLOAT && b.t != V_FLOAT;
     double x = as_double(&a), y = as_double(&b);
     int64_t i = as_int(&a), j = as_int(&b);
@@ -259,12 +259,12 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
     bool ovf = false;
     switch (op[0]) {
     case '+':
-        if (!ints) *out = v_float(x + y);
-        else if (!(ovf = __builtin_add_overflow(i, j, &res))) *out = v_int(res);
+        if (!ints) *out = rw_chat__v_float(x + y);
+        else if (!(ovf = __builtin_add_overflow(i, j, &res))) *out = rw_chat__v_int(res);
         break;
     case '-':
-        if (!ints) *out = v_float(x - y);
-        else if (!(ovf = __builtin_sub_overflow(i, j, &res))) *out = v_int(res);
+        if (!ints) *out = rw_chat__v_float(x - y);
+        else if (!(ovf = __builtin_sub_overflow(i, j, &res))) *out = rw_chat__v_int(res);
         break;
     case '*':
         if (op[1] == '*') { /* power */
@@ -274,43 +274,43 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
                     ovf = __builtin_mul_overflow(res, i, &res);
                 if (i == 0 && j > 0) res = 0;
                 if (i == -1) res = j % 2 ? -1 : 1;
-                if (!ovf) *out = v_int(res);
-            } else *out = v_float(__builtin_pow(x, y));
+                if (!ovf) *out = rw_chat__v_int(res);
+            } else *out = rw_chat__v_float(__builtin_pow(x, y));
             break;
         }
-        if (!ints) *out = v_float(x * y);
-        else if (!(ovf = __builtin_mul_overflow(i, j, &res))) *out = v_int(res);
+        if (!ints) *out = rw_chat__v_float(x * y);
+        else if (!(ovf = __builtin_mul_overflow(i, j, &res))) *out = rw_chat__v_int(res);
         break;
     case '/':
-        if (y == 0) return r_fail(r, n->line, "division by zero");
-        if (ints && i == INT64_MIN && j == -1) return r_fail(r, n->line, "integer overflow in %s", op);
+        if (y == 0) return rw_chat__r_fail(r, n->line, "division by zero");
+        if (ints && i == INT64_MIN && j == -1) return rw_chat__r_fail(r, n->line, "integer overflow in %s", op);
         if (op[1] == '/') {
             if (ints) {
                 int64_t q = i / j;
                 if ((i % j != 0) && ((i < 0) != (j < 0))) q--;
-                *out = v_int(q);
-            } else *out = v_float(__builtin_floor(x / y));
+                *out = rw_chat__v_int(q);
+            } else *out = rw_chat__v_float(__builtin_floor(x / y));
             return RW_OK;
         }
-        *out = v_float(x / y);
+        *out = rw_chat__v_float(x / y);
         return RW_OK;
     case '%':
-        if (y == 0) return r_fail(r, n->line, "modulo by zero");
+        if (y == 0) return rw_chat__r_fail(r, n->line, "modulo by zero");
         if (ints && j == -1) {
-            *out = v_int(0);
+            *out = rw_chat__v_int(0);
         } else if (ints) {
             int64_t m = i % j;
             if (m != 0 && ((m < 0) != (j < 0))) m += j;
-            *out = v_int(m);
+            *out = rw_chat__v_int(m);
         } else {
             double m = __builtin_fmod(x, y);
             if (m != 0 && ((m < 0) != (y < 0))) m += y;
-            *out = v_float(m);
+            *out = rw_chat__v_float(m);
         }
         return RW_OK;
-    default: return r_fail(r, n->line, "unknown operator %s", op);
+    default: return rw_chat__r_fail(r, n->line, "unknown operator %s", op);
     }
-    return ovf ? r_fail(r, n->line, "integer overflow in %s (numbers beyond 64 bits are not supported)", op) : RW_OK;
+    return ovf ? rw_chat__r_fail(r, n->line, "integer overflow in %s (numbers beyond 64 bits are not supported)", op) : RW_OK;
 }
 
 /* ---- calls ---- */
@@ -318,7 +318,7 @@ static rw_status binary(render *r, const node *n, value a, value b, value *out) 
 static rw_status eval_args(render *r, const node *n, value **args) {
     *args = NULL;
     if (!n->n_kids) return RW_OK;
-    *args = r_alloc(r, n->n_kids * sizeof **args);
+    *args = rw_chat__r_alloc(r, n->n_kids * sizeof **args);
     if (!*args) return r->err->code;
     for (size_t i = 0; i < n->n_kids; i++) {
         rw_status st = rw_chat__eval(r, n->kids[i], &(*args)[i]);
@@ -329,13 +329,13 @@ static rw_status eval_args(render *r, const node *n, value **args) {
 
 static rw_status call_macro(render *r, const node *call, const node *m, scope *env, value *args, const char **kw, size_t n_args,
                             value *out) {
-    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, call->line, "macro calls nested too deeply");
+    if (++r->depth > CHAT_MAX_DEPTH) return rw_chat__r_fail(r, call->line, "macro calls nested too deeply");
     scope *s = push_scope(r, env ? env : r->root);
     if (!s) return r->err->code;
     rw_status st = RW_OK;
     size_t pos = 0;
     for (size_t i = 0; i < m->n_names && !st; i++) {
-        value v = v_undef();
+        value v = rw_chat__v_undef();
         bool found = false;
         for (size_t k = 0; k < n_args; k++)
             if (kw && kw[k] && !strcmp(kw[k], m->names[i])) {
@@ -362,7 +362,7 @@ static rw_status call_macro(render *r, const node *call, const node *m, scope *e
     sbuf sb = {0};
     if (!st) st = exec_body(r, m->b, &sb);
     r->scope = saved;
-    *out = v_from_sbuf(r, &sb);
+    *out = rw_chat__v_from_sbuf(r, &sb);
     free(sb.p);
     r->depth--;
     return st ? st : r->err->code;
@@ -373,9 +373,9 @@ static rw_status call_macro(render *r, const node *call, const node *m, scope *e
  * Undefined. The message names what was undefined where it can. */
 static rw_status undefined_access(render *r, const node *n) {
     const node *obj = n->a;
-    if (obj->kind == N_NAME) return r_fail(r, n->line, "'%s' is undefined", obj->s);
-    if (obj->kind == N_ATTR) return r_fail(r, n->line, "'%s' is undefined (no such attribute or key)", obj->s);
-    return r_fail(r, n->line, "attribute or item of an undefined value");
+    if (obj->kind == N_NAME) return rw_chat__r_fail(r, n->line, "'%s' is undefined", obj->s);
+    if (obj->kind == N_ATTR) return rw_chat__r_fail(r, n->line, "'%s' is undefined (no such attribute or key)", obj->s);
+    return rw_chat__r_fail(r, n->line, "attribute or item of an undefined value");
 }
 
 /* ---- expressions ---- */
@@ -383,26 +383,26 @@ static rw_status undefined_access(render *r, const node *n) {
 rw_status rw_chat__eval(render *r, const node *n, value *out) {
     rw_status st = step(r, n);
     if (st) return st;
-    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, n->line, "expression nested too deeply");
-    *out = v_undef();
+    if (++r->depth > CHAT_MAX_DEPTH) return rw_chat__r_fail(r, n->line, "expression nested too deeply");
+    *out = rw_chat__v_undef();
     value a, b;
     switch (n->kind) {
     case N_LIT: *out = *n->lit; break;
     case N_NAME: lookup(r, n->s, out); break;
     case N_LIST:
-        *out = v_list(r);
+        *out = rw_chat__v_list(r);
         if (out->t == V_LIST) out->list->tuple = n->neg;
         for (size_t i = 0; i < n->n_kids && !st && out->t == V_LIST; i++) {
             st = rw_chat__eval(r, n->kids[i], &a);
-            if (!st) st = v_list_push(r, out->list, a);
+            if (!st) st = rw_chat__v_list_push(r, out->list, a);
         }
         break;
     case N_DICT:
-        *out = v_dict(r);
+        *out = rw_chat__v_dict(r);
         for (size_t i = 0; i + 1 < n->n_kids && !st && out->t == V_DICT; i += 2) {
             st = rw_chat__eval(r, n->kids[i], &a);
             if (!st) st = rw_chat__eval(r, n->kids[i + 1], &b);
-            if (!st) st = v_dict_set(r, out->dict, a, b);
+            if (!st) st = rw_chat__v_dict_set(r, out->dict, a, b);
         }
         break;
     case N_ATTR:
@@ -417,7 +417,7 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
         if (!st) st = get_index(r, n, a, b, out);
         break;
     case N_SLICE: {
-        value bounds[3] = {v_undef(), v_undef(), v_undef()};
+        value bounds[3] = {rw_chat__v_undef(), rw_chat__v_undef(), rw_chat__v_undef()};
         st = rw_chat__eval(r, n->a, &a);
         if (!st && a.t == V_UNDEF) st = undefined_access(r, n);
         const node *parts[3] = {n->b, n->c, n->d};
@@ -433,9 +433,9 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
         if (st) break;
         if (a.t == V_MACRO) st = call_macro(r, n, a.macro.node, a.macro.env, args, n->names, n->n_kids, out);
         else if (a.t == V_FUNC) st = rw_chat__call_func(r, n, a, args, n->names, n->n_kids, out);
-        else if (a.t == V_UNDEF && n->a->kind == N_ATTR) st = r_fail(r, n->line, "no method or attribute '%s' to call", n->a->s);
-        else if (a.t == V_UNDEF) st = r_fail(r, n->line, "'%s' is undefined", n->a->kind == N_NAME ? n->a->s : "callee");
-        else st = r_fail(r, n->line, "'%s' object is not callable", v_type_name(a.t));
+        else if (a.t == V_UNDEF && n->a->kind == N_ATTR) st = rw_chat__r_fail(r, n->line, "no method or attribute '%s' to call", n->a->s);
+        else if (a.t == V_UNDEF) st = rw_chat__r_fail(r, n->line, "'%s' is undefined", n->a->kind == N_NAME ? n->a->s : "callee");
+        else st = rw_chat__r_fail(r, n->line, "'%s' object is not callable", rw_chat__v_type_name(a.t));
         break;
     }
     case N_FILTER: {
@@ -451,19 +451,19 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
         st = rw_chat__eval(r, n->a, &a);
         if (!st) st = eval_args(r, n, &args);
         if (!st) st = rw_chat__test(r, n, a, args, n->n_kids, &res);
-        *out = v_bool(n->neg ? !res : res);
+        *out = rw_chat__v_bool(n->neg ? !res : res);
         break;
     }
     case N_UNARY:
         st = rw_chat__eval(r, n->a, &a);
         if (st) break;
         if (!is_number(&a)) {
-            st = r_fail(r, n->line, "bad operand type for unary %s: '%s'", n->s, v_type_name(a.t));
+            st = rw_chat__r_fail(r, n->line, "bad operand type for unary %s: '%s'", n->s, rw_chat__v_type_name(a.t));
             break;
         }
-        if (n->s[0] == '-' && a.t != V_FLOAT && as_int(&a) == INT64_MIN) st = r_fail(r, n->line, "integer overflow in unary -");
-        else if (n->s[0] == '-') *out = a.t == V_FLOAT ? v_float(-a.f) : v_int(-as_int(&a));
-        else *out = a.t == V_BOOL ? v_int(a.b) : a;
+        if (n->s[0] == '-' && a.t != V_FLOAT && as_int(&a) == INT64_MIN) st = rw_chat__r_fail(r, n->line, "integer overflow in unary -");
+        else if (n->s[0] == '-') *out = a.t == V_FLOAT ? rw_chat__v_float(-a.f) : rw_chat__v_int(-as_int(&a));
+        else *out = a.t == V_BOOL ? rw_chat__v_int(a.b) : a;
         break;
     case N_BINARY:
         st = rw_chat__eval(r, n->a, &a);
@@ -477,7 +477,7 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
             node op = *n;
             op.s = n->names[i];
             if (!st) st = binary(r, &op, a, b, out);
-            if (st || !v_truthy(out)) break;
+            if (st || !rw_chat__v_truthy(out)) break;
             a = b;
         }
         break;
@@ -485,29 +485,29 @@ rw_status rw_chat__eval(render *r, const node *n, value *out) {
     case N_AND: /* returns an operand, as Python */
         st = rw_chat__eval(r, n->a, &a);
         if (!st) {
-            if (!v_truthy(&a)) *out = a;
+            if (!rw_chat__v_truthy(&a)) *out = a;
             else st = rw_chat__eval(r, n->b, out);
         }
         break;
     case N_OR:
         st = rw_chat__eval(r, n->a, &a);
         if (!st) {
-            if (v_truthy(&a)) *out = a;
+            if (rw_chat__v_truthy(&a)) *out = a;
             else st = rw_chat__eval(r, n->b, out);
         }
         break;
     case N_NOT:
         st = rw_chat__eval(r, n->a, &a);
-        *out = v_bool(!v_truthy(&a));
+        *out = rw_chat__v_bool(!rw_chat__v_truthy(&a));
         break;
     case N_COND:
         st = rw_chat__eval(r, n->a, &a);
         if (!st) {
-            if (v_truthy(&a)) st = rw_chat__eval(r, n->b, out);
+            if (rw_chat__v_truthy(&a)) st = rw_chat__eval(r, n->b, out);
             else if (n->c) st = rw_chat__eval(r, n->c, out);
         }
         break;
-    default: st = r_fail(r, n->line, "not an expression");
+    default: st = rw_chat__r_fail(r, n->line, "not an expression");
     }
     r->depth--;
     return st ? st : r->err->code;
@@ -532,22 +532,22 @@ static rw_status iter_items(render *r, const node *n, value seq, vlist **items) 
     *items = &empty;
     if (seq.t == V_LIST) *items = seq.list;
     else if (seq.t == V_DICT || seq.t == V_NS) {
-        value l = v_list(r);
+        value l = rw_chat__v_list(r);
         if (l.t != V_LIST) return r->err->code;
-        for (size_t i = 0; i < seq.dict->n; i++) v_list_push(r, l.list, seq.dict->keys[i]);
+        for (size_t i = 0; i < seq.dict->n; i++) rw_chat__v_list_push(r, l.list, seq.dict->keys[i]);
         *items = l.list;
     } else if (seq.t == V_STR) {
-        value l = v_list(r);
+        value l = rw_chat__v_list(r);
         if (l.t != V_LIST) return r->err->code;
         for (size_t i = 0; i < seq.str.n;) {
             size_t j = i + 1;
             while (j < seq.str.n && ((unsigned char)seq.str.s[j] & 0xc0) == 0x80) j++;
-            v_list_push(r, l.list, v_str_ref(seq.str.s + i, j - i));
+            rw_chat__v_list_push(r, l.list, rw_chat__v_str_ref(seq.str.s + i, j - i));
             i = j;
         }
         *items = l.list;
     } else if (seq.t != V_UNDEF) {
-        return r_fail(r, n->line, "'%s' object is not iterable", v_type_name(seq.t));
+        return rw_chat__r_fail(r, n->line, "'%s' object is not iterable", rw_chat__v_type_name(seq.t));
     }
     return r->err->code;
 }
@@ -555,7 +555,7 @@ static rw_status iter_items(render *r, const node *n, value seq, vlist **items) 
 static rw_status bind_targets(render *r, const node *n, scope *s, value item) {
     if (n->n_names == 1) return set_var(r, s, n->names[0], item);
     if (item.t != V_LIST || item.list->n != n->n_names)
-        return r_fail(r, n->line, "cannot unpack %s into %zu names", v_type_name(item.t), n->n_names);
+        return rw_chat__r_fail(r, n->line, "cannot unpack %s into %zu names", rw_chat__v_type_name(item.t), n->n_names);
     for (size_t k = 0; k < n->n_names; k++) {
         rw_status st = set_var(r, s, n->names[k], item.list->v[k]);
         if (st) return st;
@@ -571,7 +571,7 @@ static rw_status exec_for(render *r, const node *n, sbuf *out) {
     if (st) return st;
     vlist *items = all;
     if (n->d) { /* loop filter: the loop sees only the items that pass */
-        value l = v_list(r);
+        value l = rw_chat__v_list(r);
         if (l.t != V_LIST) return r->err->code;
         for (size_t i = 0; i < all->n && !st; i++) {
             scope *s = push_scope(r, r->scope);
@@ -582,7 +582,7 @@ static rw_status exec_for(render *r, const node *n, sbuf *out) {
             value c;
             if (!st) st = rw_chat__eval(r, n->d, &c);
             r->scope = saved;
-            if (!st && v_truthy(&c)) st = v_list_push(r, l.list, all->v[i]);
+            if (!st && rw_chat__v_truthy(&c)) st = rw_chat__v_list_push(r, l.list, all->v[i]);
         }
         if (st) return st;
         items = l.list;
@@ -596,21 +596,21 @@ static rw_status exec_for(render *r, const node *n, sbuf *out) {
      * emptied at the start of each, so a `set` in the body still lasts one
      * iteration, and a long loop does not allocate per step. */
     scope *s = push_scope(r, r->scope);
-    value loop = v_dict(r);
-    value *index0 = r_alloc(r, sizeof *index0); /* what loop.cycle(...) reads */
+    value loop = rw_chat__v_dict(r);
+    value *index0 = rw_chat__r_alloc(r, sizeof *index0); /* what loop.cycle(...) reads */
     if (!s || loop.t != V_DICT || !index0) return r->err->code;
     value cycle = {.t = V_FUNC};
     cycle.fn.id = RW_CHAT_FN_CYCLE;
     cycle.fn.self = index0;
     for (int64_t i = 0; i < len && !st; i++) {
         s->vars.n = 0;
-        *index0 = v_int(i);
-        value vals[N_LOOP_KEYS] = {v_int(i + 1), v_int(i), v_int(len - i), v_int(len - i - 1), v_bool(i == 0),
-                                   v_bool(i == len - 1), v_int(len), i > 0 ? items->v[i - 1] : v_undef(),
-                                   i + 1 < len ? items->v[i + 1] : v_undef(), v_int(1), v_int(0), cycle};
+        *index0 = rw_chat__v_int(i);
+        value vals[N_LOOP_KEYS] = {rw_chat__v_int(i + 1), rw_chat__v_int(i), rw_chat__v_int(len - i), rw_chat__v_int(len - i - 1), rw_chat__v_bool(i == 0),
+                                   rw_chat__v_bool(i == len - 1), rw_chat__v_int(len), i > 0 ? items->v[i - 1] : rw_chat__v_undef(),
+                                   i + 1 < len ? items->v[i + 1] : rw_chat__v_undef(), rw_chat__v_int(1), rw_chat__v_int(0), cycle};
         if (i == 0)
             for (int k = 0; k < N_LOOP_KEYS && !st; k++)
-                st = v_dict_set(r, loop.dict, v_str_ref(keys[k], strlen(keys[k])), vals[k]);
+                st = rw_chat__v_dict_set(r, loop.dict, rw_chat__v_str_ref(keys[k], strlen(keys[k])), vals[k]);
         else
             memcpy(loop.dict->vals, vals, sizeof vals); /* same keys, same order */
         loop.dict->n = N_LOOP_KEYS;
@@ -634,7 +634,7 @@ static rw_status exec_stmt(render *r, const node *n, sbuf *out);
 /* Every statement level counts toward the depth limit with expressions and
  * macro calls, so the C stack stays bounded whatever nests in what. */
 static rw_status exec(render *r, const node *n, sbuf *out) {
-    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, n->line, "template nested too deeply");
+    if (++r->depth > CHAT_MAX_DEPTH) return rw_chat__r_fail(r, n->line, "template nested too deeply");
     rw_status st = exec_stmt(r, n, out);
     r->depth--;
     return st;
@@ -645,15 +645,15 @@ static rw_status exec_stmt(render *r, const node *n, sbuf *out) {
     if (st) return st;
     value v;
     switch (n->kind) {
-    case N_TEXT: return sb_put(r, out, n->s, n->n);
+    case N_TEXT: return rw_chat__sb_put(r, out, n->s, n->n);
     case N_OUTPUT:
         st = rw_chat__eval(r, n->a, &v);
-        return st ? st : v_to_str(r, out, &v);
+        return st ? st : rw_chat__v_to_str(r, out, &v);
     case N_IF: /* an elif chain is walked in a loop, however long */
         for (;;) {
             st = rw_chat__eval(r, n->a, &v);
             if (st) return st;
-            if (v_truthy(&v)) return exec_body(r, n->b, out);
+            if (rw_chat__v_truthy(&v)) return exec_body(r, n->b, out);
             if (!n->c) return RW_OK;
             if (n->c->kind != N_IF) return exec_body(r, n->c, out);
             n = n->c;
@@ -666,14 +666,14 @@ static rw_status exec_stmt(render *r, const node *n, sbuf *out) {
         if (n->attr) {
             value ns;
             if (!lookup(r, n->names[0], &ns) || ns.t != V_NS)
-                return r_fail(r, n->line, "cannot assign attribute on non-namespace object '%s'", n->names[0]);
-            return v_dict_set(r, ns.dict, v_str_ref(n->attr, strlen(n->attr)), v);
+                return rw_chat__r_fail(r, n->line, "cannot assign attribute on non-namespace object '%s'", n->names[0]);
+            return rw_chat__v_dict_set(r, ns.dict, rw_chat__v_str_ref(n->attr, strlen(n->attr)), v);
         }
         return bind_targets(r, n, r->scope, v);
     case N_SET_BLOCK: {
         sbuf sb = {0};
         st = exec_body(r, n->b, &sb);
-        v = v_from_sbuf(r, &sb);
+        v = rw_chat__v_from_sbuf(r, &sb);
         free(sb.p);
         return st ? st : set_var(r, r->scope, n->names[0], v);
     }
@@ -685,7 +685,7 @@ static rw_status exec_stmt(render *r, const node *n, sbuf *out) {
     case N_BREAK: r->loop_ctl = 1; return RW_OK;
     case N_CONTINUE: r->loop_ctl = 2; return RW_OK;
     case N_BODY: return exec_body(r, n, out);
-    default: return r_fail(r, n->line, "not a statement");
+    default: return rw_chat__r_fail(r, n->line, "not a statement");
     }
 }
 

@@ -152,15 +152,15 @@ static node *parse_primary(parser *p) {
             memcpy(s + o, u->s, u->n);
             o += u->n;
         }
-        return lit(p, v_str_ref(s, total));
+        return lit(p, rw_chat__v_str_ref(s, total));
     }
-    if (t->kind == TK_INT) return next(p), lit(p, v_int(t->i));
-    if (t->kind == TK_FLOAT) return next(p), lit(p, v_float(t->f));
+    if (t->kind == TK_INT) return next(p), lit(p, rw_chat__v_int(t->i));
+    if (t->kind == TK_FLOAT) return next(p), lit(p, rw_chat__v_float(t->f));
     if (t->kind == TK_NAME) {
         next(p);
-        if (tok_is(t, TK_NAME, "true") || tok_is(t, TK_NAME, "True")) return lit(p, v_bool(true));
-        if (tok_is(t, TK_NAME, "false") || tok_is(t, TK_NAME, "False")) return lit(p, v_bool(false));
-        if (tok_is(t, TK_NAME, "none") || tok_is(t, TK_NAME, "None")) return lit(p, v_none());
+        if (tok_is(t, TK_NAME, "true") || tok_is(t, TK_NAME, "True")) return lit(p, rw_chat__v_bool(true));
+        if (tok_is(t, TK_NAME, "false") || tok_is(t, TK_NAME, "False")) return lit(p, rw_chat__v_bool(false));
+        if (tok_is(t, TK_NAME, "none") || tok_is(t, TK_NAME, "None")) return lit(p, rw_chat__v_none());
         node *n = mk(p, N_NAME);
         if (n) n->s = dup_tok(p, t);
         return n;
@@ -239,7 +239,7 @@ static node *parse_postfix(parser *p, node *e) {
             n->a = e;
             if (peek(p)->kind == TK_INT) { /* x.0 is x[0] */
                 n->kind = N_INDEX;
-                n->b = lit(p, v_int(next(p)->i));
+                n->b = lit(p, rw_chat__v_int(next(p)->i));
             } else n->s = dup_tok(p, next(p));
             e = n;
         } else if (is_op(p, "[")) {

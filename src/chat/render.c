@@ -71,40 +71,40 @@ void rw_chat_template_free(rw_chat_template *t) {
 
 /* JSON (jansson) to template values, keeping object key order. */
 static rw_status from_json(render *r, json_t *j, value *out, int depth) {
-    if (depth > 64) return r_fail(r, 0, "JSON nested too deeply");
+    if (depth > 64) return rw_chat__r_fail(r, 0, "JSON nested too deeply");
     switch (json_typeof(j)) {
-    case JSON_NULL: *out = v_none(); return RW_OK;
-    case JSON_TRUE: *out = v_bool(true); return RW_OK;
-    case JSON_FALSE: *out = v_bool(false); return RW_OK;
-    case JSON_INTEGER: *out = v_int(json_integer_value(j)); return RW_OK;
-    case JSON_REAL: *out = v_float(json_real_value(j)); return RW_OK;
-    case JSON_STRING: *out = v_str(r, json_string_value(j), json_string_length(j)); return r->err->code;
+    case JSON_NULL: *out = rw_chat__v_none(); return RW_OK;
+    case JSON_TRUE: *out = rw_chat__v_bool(true); return RW_OK;
+    case JSON_FALSE: *out = rw_chat__v_bool(false); return RW_OK;
+    case JSON_INTEGER: *out = rw_chat__v_int(json_integer_value(j)); return RW_OK;
+    case JSON_REAL: *out = rw_chat__v_float(json_real_value(j)); return RW_OK;
+    case JSON_STRING: *out = rw_chat__v_str(r, json_string_value(j), json_string_length(j)); return r->err->code;
     case JSON_ARRAY: {
-        *out = v_list(r);
+        *out = rw_chat__v_list(r);
         size_t i;
         json_t *x;
         json_array_foreach(j, i, x) {
             value v;
             rw_status s = from_json(r, x, &v, depth + 1);
-            if (!s) s = v_list_push(r, out->list, v);
+            if (!s) s = rw_chat__v_list_push(r, out->list, v);
             if (s) return s;
         }
         return r->err->code;
     }
     case JSON_OBJECT: {
-        *out = v_dict(r);
+        *out = rw_chat__v_dict(r);
         const char *k;
         json_t *x;
         json_object_foreach(j, k, x) {
             value v;
             rw_status s = from_json(r, x, &v, depth + 1);
-            if (!s) s = v_dict_set(r, out->dict, v_str(r, k, strlen(k)), v);
+            if (!s) s = rw_chat__v_dict_set(r, out->dict, rw_chat__v_str(r, k, strlen(k)), v);
             if (s) return s;
         }
         return r->err->code;
     }
     }
-    return r_fail(r, 0, "unsupported JSON value");
+    return rw_chat__r_fail(r, 0, "unsupported JSON value");
 }
 
 static rw_status parse_json_arg(render *r, const char *text, const char *what, value *out) {
@@ -126,18 +126,18 @@ rw_status rw_chat_template_render(const rw_chat_template *t, const rw_chat_rende
     err->msg[0] = 0;
     render r = {.err = err, .opts = o};
     sbuf sb = {0};
-    value messages, tools = v_none();
+    value messages, tools = rw_chat__v_none();
     rw_status s = parse_json_arg(&r, o->messages_json ? o->messages_json : "[]", "messages", &messages);
     if (!s && o->tools_json) s = parse_json_arg(&r, o->tools_json, "tools", &tools);
     scope *g = s ? NULL : rw_chat__new_scope(&r);
     if (!s && !g) s = err->code;
     if (!s) s = rw_chat__set_global(&r, g, "messages", messages);
     if (!s) s = rw_chat__set_global(&r, g, "tools", tools);
-    if (!s) s = rw_chat__set_global(&r, g, "documents", v_none());
-    if (!s) s = rw_chat__set_global(&r, g, "add_generation_prompt", v_bool(o->add_generation_prompt));
-    if (!s && o->enable_thinking >= 0) s = rw_chat__set_global(&r, g, "enable_thinking", v_bool(o->enable_thinking != 0));
-    if (!s && o->bos_token) s = rw_chat__set_global(&r, g, "bos_token", v_str(&r, o->bos_token, strlen(o->bos_token)));
-    if (!s && o->eos_token) s = rw_chat__set_global(&r, g, "eos_token", v_str(&r, o->eos_token, strlen(o->eos_token)));
+    if (!s) s = rw_chat__set_global(&r, g, "documents", rw_chat__v_none());
+    if (!s) s = rw_chat__set_global(&r, g, "add_generation_prompt", rw_chat__v_bool(o->add_generation_prompt));
+    if (!s && o->enable_thinking >= 0) s = rw_chat__set_global(&r, g, "enable_thinking", rw_chat__v_bool(o->enable_thinking != 0));
+    if (!s && o->bos_token) s = rw_chat__set_global(&r, g, "bos_token", rw_chat__v_str(&r, o->bos_token, strlen(o->bos_token)));
+    if (!s && o->eos_token) s = rw_chat__set_global(&r, g, "eos_token", rw_chat__v_str(&r, o->eos_token, strlen(o->eos_token)));
     if (!s && o->extra_json) {
         value extra;
         s = parse_json_arg(&r, o->extra_json, "chat_template_kwargs", &extra);
@@ -146,7 +146,7 @@ rw_status rw_chat_template_render(const rw_chat_template *t, const rw_chat_rende
             const value *k = &extra.dict->keys[i];
             if ((k->str.n == 8 && !memcmp(k->str.s, "messages", 8)) || (k->str.n == 5 && !memcmp(k->str.s, "tools", 5)))
                 continue;
-            char *name = r_alloc(&r, k->str.n + 1);
+            char *name = rw_chat__r_alloc(&r, k->str.n + 1);
             if (!name) s = err->code;
             else {
                 memcpy(name, k->str.s, k->str.n);

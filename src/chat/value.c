@@ -10,29 +10,29 @@
 
 #include "chat/chat_int.h"
 
-value v_undef(void) { return (value){.t = V_UNDEF}; }
-value v_none(void) { return (value){.t = V_NONE}; }
-value v_bool(bool b) { return (value){.t = V_BOOL, .b = b}; }
-value v_int(int64_t i) { return (value){.t = V_INT, .i = i}; }
-value v_float(double f) { return (value){.t = V_FLOAT, .f = f}; }
-value v_str_ref(const char *s, size_t n) {
+value rw_chat__v_undef(void) { return (value){.t = V_UNDEF}; }
+value rw_chat__v_none(void) { return (value){.t = V_NONE}; }
+value rw_chat__v_bool(bool b) { return (value){.t = V_BOOL, .b = b}; }
+value rw_chat__v_int(int64_t i) { return (value){.t = V_INT, .i = i}; }
+value rw_chat__v_float(double f) { return (value){.t = V_FLOAT, .f = f}; }
+value rw_chat__v_str_ref(const char *s, size_t n) {
     value v = {.t = V_STR};
     v.str.s = s;
     v.str.n = n;
     return v;
 }
 
-void *r_alloc(render *r, size_t n) {
+void *rw_chat__r_alloc(render *r, size_t n) {
     if (r->arena.used_bytes + n > CHAT_MAX_MEMORY) {
-        r_fail(r, 0, "template used more than %u MiB of memory", CHAT_MAX_MEMORY >> 20);
+        rw_chat__r_fail(r, 0, "template used more than %u MiB of memory", CHAT_MAX_MEMORY >> 20);
         return NULL;
     }
     void *p = rw_arena_alloc(&r->arena, n);
-    if (!p) r_fail(r, 0, "out of memory");
+    if (!p) rw_chat__r_fail(r, 0, "out of memory");
     return p;
 }
 
-rw_status r_fail(render *r, int line, const char *fmt, ...) {
+rw_status rw_chat__r_fail(render *r, int line, const char *fmt, ...) {
     if (r->err->code != RW_OK) return r->err->code; /* keep the first error */
     char msg[400];
     va_list ap;
@@ -47,33 +47,33 @@ rw_status r_fail(render *r, int line, const char *fmt, ...) {
     return rw_errorf(r->err, RW_ERR_TEMPLATE, "%s", msg);
 }
 
-value v_str(render *r, const char *s, size_t n) {
-    char *p = r_alloc(r, n + 1);
-    if (!p) return v_undef();
+value rw_chat__v_str(render *r, const char *s, size_t n) {
+    char *p = rw_chat__r_alloc(r, n + 1);
+    if (!p) return rw_chat__v_undef();
     memcpy(p, s, n);
     p[n] = 0;
-    return v_str_ref(p, n);
+    return rw_chat__v_str_ref(p, n);
 }
 
-value v_list(render *r) {
+value rw_chat__v_list(render *r) {
     value v = {.t = V_LIST};
-    v.list = r_alloc(r, sizeof *v.list);
-    return v.list ? v : v_undef();
+    v.list = rw_chat__r_alloc(r, sizeof *v.list);
+    return v.list ? v : rw_chat__v_undef();
 }
 
-value v_dict(render *r) {
+value rw_chat__v_dict(render *r) {
     value v = {.t = V_DICT};
-    v.dict = r_alloc(r, sizeof *v.dict);
-    return v.dict ? v : v_undef();
+    v.dict = rw_chat__r_alloc(r, sizeof *v.dict);
+    return v.dict ? v : rw_chat__v_undef();
 }
 
-const char *v_type_name(vtype t) {
+const char *rw_chat__v_type_name(vtype t) {
     static const char *const names[] = {"undefined", "NoneType", "bool", "int", "float", "str", "list", "dict",
                                         "Namespace", "macro", "function"};
     return names[t];
 }
 
-bool v_truthy(const value *v) {
+bool rw_chat__v_truthy(const value *v) {
     switch (v->t) {
     case V_UNDEF: case V_NONE: return false;
     case V_BOOL: return v->b;
@@ -89,7 +89,7 @@ bool v_truthy(const value *v) {
 static bool is_num(const value *v) { return v->t == V_INT || v->t == V_FLOAT || v->t == V_BOOL; }
 static double num(const value *v) { return v->t == V_FLOAT ? v->f : v->t == V_INT ? (double)v->i : (double)v->b; }
 
-bool v_equal(const value *a, const value *b) {
+bool rw_chat__v_equal(const value *a, const value *b) {
     if (is_num(a) && is_num(b)) {
         if (a->t != V_FLOAT && b->t != V_FLOAT) return (a->t == V_INT ? a->i : a->b) == (b->t == V_INT ? b->i : b->b);
         return num(a) == num(b);
@@ -102,13 +102,13 @@ bool v_equal(const value *a, const value *b) {
         if (a->list->gen || b->list->gen) return a->list == b->list; /* generators compare by identity */
         if (a->list->n != b->list->n || a->list->tuple != b->list->tuple) return false;
         for (size_t i = 0; i < a->list->n; i++)
-            if (!v_equal(&a->list->v[i], &b->list->v[i])) return false;
+            if (!rw_chat__v_equal(&a->list->v[i], &b->list->v[i])) return false;
         return true;
     case V_DICT:
         if (a->dict->n != b->dict->n) return false;
         for (size_t i = 0; i < a->dict->n; i++) {
-            value *o = v_dict_get_v(b->dict, &a->dict->keys[i]);
-            if (!o || !v_equal(&a->dict->vals[i], o)) return false;
+            value *o = rw_chat__v_dict_get_v(b->dict, &a->dict->keys[i]);
+            if (!o || !rw_chat__v_equal(&a->dict->vals[i], o)) return false;
         }
         return true;
     case V_NS: return a->dict == b->dict;
@@ -122,7 +122,7 @@ static bool grow(render *r, void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap * 2 : 4;
     while (c < need) c *= 2;
-    void *q = r_alloc(r, c * elem);
+    void *q = rw_chat__r_alloc(r, c * elem);
     if (!q) return false;
     if (*cap) memcpy(q, *p, *cap * elem);
     *p = q;
@@ -140,33 +140,33 @@ static uint32_t nest_of(const value *v) {
  * never recurse past CHAT_MAX_NEST levels. */
 static rw_status note_nest(render *r, uint32_t *depth, const value *v) {
     uint32_t d = nest_of(v);
-    if (d > CHAT_MAX_NEST) return r_fail(r, 0, "value nested too deeply (more than %d levels)", CHAT_MAX_NEST);
+    if (d > CHAT_MAX_NEST) return rw_chat__r_fail(r, 0, "value nested too deeply (more than %d levels)", CHAT_MAX_NEST);
     if (d > *depth) *depth = d;
     return RW_OK;
 }
 
-rw_status v_list_push(render *r, vlist *l, value v) {
+rw_status rw_chat__v_list_push(render *r, vlist *l, value v) {
     if (note_nest(r, &l->depth, &v)) return r->err->code;
     if (!grow(r, (void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return r->err->code;
     l->v[l->n++] = v;
     return RW_OK;
 }
 
-value *v_dict_get(const vdict *d, const char *key, size_t n) {
+value *rw_chat__v_dict_get(const vdict *d, const char *key, size_t n) {
     for (size_t i = 0; i < d->n; i++)
         if (d->keys[i].t == V_STR && d->keys[i].str.n == n && !memcmp(d->keys[i].str.s, key, n)) return &d->vals[i];
     return NULL;
 }
 
-value *v_dict_get_v(const vdict *d, const value *key) {
+value *rw_chat__v_dict_get_v(const vdict *d, const value *key) {
     for (size_t i = 0; i < d->n; i++)
-        if (v_equal(&d->keys[i], key)) return &d->vals[i];
+        if (rw_chat__v_equal(&d->keys[i], key)) return &d->vals[i];
     return NULL;
 }
 
-rw_status v_dict_set(render *r, vdict *d, value k, value v) {
+rw_status rw_chat__v_dict_set(render *r, vdict *d, value k, value v) {
     if (note_nest(r, &d->depth, &k) || note_nest(r, &d->depth, &v)) return r->err->code;
-    value *old = v_dict_get_v(d, &k);
+    value *old = rw_chat__v_dict_get_v(d, &k);
     if (old) {
         *old = v;
         return RW_OK;
@@ -184,13 +184,13 @@ rw_status v_dict_set(render *r, vdict *d, value k, value v) {
 
 /* ---- text ---- */
 
-rw_status sb_put(render *r, sbuf *b, const char *s, size_t n) {
-    if (b->n + n > CHAT_MAX_OUTPUT) return r_fail(r, 0, "template output exceeds %u MiB", CHAT_MAX_OUTPUT >> 20);
+rw_status rw_chat__sb_put(render *r, sbuf *b, const char *s, size_t n) {
+    if (b->n + n > CHAT_MAX_OUTPUT) return rw_chat__r_fail(r, 0, "template output exceeds %u MiB", CHAT_MAX_OUTPUT >> 20);
     if (b->n + n + 1 > b->cap) {
         size_t c = b->cap ? b->cap : 256;
         while (c < b->n + n + 1) c *= 2;
         char *q = realloc(b->p, c);
-        if (!q) return r_fail(r, 0, "out of memory");
+        if (!q) return rw_chat__r_fail(r, 0, "out of memory");
         b->p = q;
         b->cap = c;
     }
@@ -200,10 +200,10 @@ rw_status sb_put(render *r, sbuf *b, const char *s, size_t n) {
     return RW_OK;
 }
 
-static rw_status sb_cstr(render *r, sbuf *b, const char *s) { return sb_put(r, b, s, strlen(s)); }
+static rw_status sb_cstr(render *r, sbuf *b, const char *s) { return rw_chat__sb_put(r, b, s, strlen(s)); }
 
-value v_from_sbuf(render *r, sbuf *b) {
-    value v = v_str(r, b->p ? b->p : "", b->n);
+value rw_chat__v_from_sbuf(render *r, sbuf *b) {
+    value v = rw_chat__v_str(r, b->p ? b->p : "", b->n);
     free(b->p);
     b->p = NULL;
     b->n = b->cap = 0;
@@ -277,29 +277,29 @@ static size_t utf8_decode(const unsigned char *s, size_t n, size_t i, uint32_t *
 static rw_status str_repr(render *r, sbuf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    rw_status st = sb_put(r, b, &q, 1);
+    rw_status st = rw_chat__sb_put(r, b, &q, 1);
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n && !st;) {
         uint32_t cp;
         size_t len = utf8_decode(u, n, i, &cp);
         char esc[16];
         if (!len) { /* not UTF-8 (only a template literal can hold such bytes): as is */
-            st = sb_put(r, b, s + i, 1);
+            st = rw_chat__sb_put(r, b, s + i, 1);
             i++;
             continue;
         }
-        if (cp == (unsigned char)q || cp == '\\') { esc[0] = '\\'; esc[1] = (char)cp; st = sb_put(r, b, esc, 2); }
+        if (cp == (unsigned char)q || cp == '\\') { esc[0] = '\\'; esc[1] = (char)cp; st = rw_chat__sb_put(r, b, esc, 2); }
         else if (cp == '\n') st = sb_cstr(r, b, "\\n");
         else if (cp == '\r') st = sb_cstr(r, b, "\\r");
         else if (cp == '\t') st = sb_cstr(r, b, "\\t");
-        else if (rw_chat__printable(cp)) st = sb_put(r, b, s + i, len);
+        else if (rw_chat__printable(cp)) st = rw_chat__sb_put(r, b, s + i, len);
         else {
             snprintf(esc, sizeof esc, cp <= 0xff ? "\\x%02x" : cp <= 0xffff ? "\\u%04x" : "\\U%08x", (unsigned)cp);
             st = sb_cstr(r, b, esc);
         }
         i += len;
     }
-    if (!st) st = sb_put(r, b, &q, 1);
+    if (!st) st = rw_chat__sb_put(r, b, &q, 1);
     return st;
 }
 
@@ -318,8 +318,8 @@ static rw_status scalar_str(render *r, sbuf *b, const value *v) {
     }
 }
 
-rw_status v_repr(render *r, sbuf *b, const value *v) {
-    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, 0, "value nested too deeply");
+rw_status rw_chat__v_repr(render *r, sbuf *b, const value *v) {
+    if (++r->depth > CHAT_MAX_DEPTH) return rw_chat__r_fail(r, 0, "value nested too deeply");
     rw_status st = RW_OK;
     if (v->t == V_STR) st = str_repr(r, b, v->str.s, v->str.n);
     else if (v->t == V_LIST && v->list->gen) st = sb_cstr(r, b, "<generator object>");
@@ -328,7 +328,7 @@ rw_status v_repr(render *r, sbuf *b, const value *v) {
         st = sb_cstr(r, b, tuple ? "(" : "[");
         for (size_t i = 0; i < v->list->n && !st; i++) {
             if (i) st = sb_cstr(r, b, ", ");
-            if (!st) st = v_repr(r, b, &v->list->v[i]);
+            if (!st) st = rw_chat__v_repr(r, b, &v->list->v[i]);
         }
         if (!st && tuple && v->list->n == 1) st = sb_cstr(r, b, ",");
         if (!st) st = sb_cstr(r, b, tuple ? ")" : "]");
@@ -336,9 +336,9 @@ rw_status v_repr(render *r, sbuf *b, const value *v) {
         st = sb_cstr(r, b, "{");
         for (size_t i = 0; i < v->dict->n && !st; i++) {
             if (i) st = sb_cstr(r, b, ", ");
-            if (!st) st = v_repr(r, b, &v->dict->keys[i]);
+            if (!st) st = rw_chat__v_repr(r, b, &v->dict->keys[i]);
             if (!st) st = sb_cstr(r, b, ": ");
-            if (!st) st = v_repr(r, b, &v->dict->vals[i]);
+            if (!st) st = rw_chat__v_repr(r, b, &v->dict->vals[i]);
         }
         if (!st) st = sb_cstr(r, b, "}");
     } else if (v->t == V_UNDEF) st = sb_cstr(r, b, "Undefined"); /* Jinja's repr of an Undefined */
@@ -346,16 +346,16 @@ rw_status v_repr(render *r, sbuf *b, const value *v) {
         value d = *v;
         d.t = V_DICT;
         st = sb_cstr(r, b, "<Namespace ");
-        if (!st) st = v_repr(r, b, &d);
+        if (!st) st = rw_chat__v_repr(r, b, &d);
         if (!st) st = sb_cstr(r, b, ">");
     } else st = scalar_str(r, b, v);
     r->depth--;
     return st;
 }
 
-rw_status v_to_str(render *r, sbuf *b, const value *v) {
-    if (v->t == V_STR) return sb_put(r, b, v->str.s, v->str.n);
-    if (v->t == V_LIST || v->t == V_DICT || v->t == V_NS) return v_repr(r, b, v);
+rw_status rw_chat__v_to_str(render *r, sbuf *b, const value *v) {
+    if (v->t == V_STR) return rw_chat__sb_put(r, b, v->str.s, v->str.n);
+    if (v->t == V_LIST || v->t == V_DICT || v->t == V_NS) return rw_chat__v_repr(r, b, v);
     return scalar_str(r, b, v);
 }
 
@@ -385,13 +385,13 @@ static rw_status json_str(render *r, sbuf *b, const char *s, size_t n, bool ensu
             esc = tmp;
         }
         if (esc) {
-            st = sb_put(r, b, s + run, i - run);
+            st = rw_chat__sb_put(r, b, s + run, i - run);
             if (!st) st = sb_cstr(r, b, esc);
             i += skip - 1;
             run = i + 1;
         }
     }
-    if (!st) st = sb_put(r, b, s + run, n - run);
+    if (!st) st = rw_chat__sb_put(r, b, s + run, n - run);
     if (!st) st = sb_cstr(r, b, "\"");
     return st;
 }
@@ -409,12 +409,12 @@ static rw_status json_key(render *r, sbuf *b, const value *k, const json_style *
     if (k->t == V_BOOL || k->t == V_NONE || k->t == V_INT || k->t == V_FLOAT) {
         sbuf kb = {0};
         rw_status st = k->t == V_BOOL ? sb_cstr(r, &kb, k->b ? "true" : "false") : k->t == V_NONE ? sb_cstr(r, &kb, "null")
-                                                                                          : v_to_str(r, &kb, k);
+                                                                                          : rw_chat__v_to_str(r, &kb, k);
         if (!st) st = json_str(r, b, kb.p ? kb.p : "", kb.n, js->ensure_ascii);
         free(kb.p);
         return st;
     }
-    return r_fail(r, 0, "keys must be str, int, float, bool or None, not %s", v_type_name(k->t));
+    return rw_chat__r_fail(r, 0, "keys must be str, int, float, bool or None, not %s", rw_chat__v_type_name(k->t));
 }
 
 static bool key_less(const value *a, const value *b) { /* sort_keys: string keys by code point */
@@ -424,8 +424,8 @@ static bool key_less(const value *a, const value *b) { /* sort_keys: string keys
     return c ? c < 0 : a->str.n < b->str.n;
 }
 
-rw_status v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int level) {
-    if (++r->depth > CHAT_MAX_DEPTH) return r_fail(r, 0, "value nested too deeply");
+rw_status rw_chat__v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int level) {
+    if (++r->depth > CHAT_MAX_DEPTH) return rw_chat__r_fail(r, 0, "value nested too deeply");
     rw_status st = RW_OK;
     int indent = js->indent;
     switch (v->t) {
@@ -443,20 +443,20 @@ rw_status v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int
     case V_STR: st = json_str(r, b, v->str.s, v->str.n, js->ensure_ascii); break;
     case V_LIST:
         if (v->list->gen) {
-            st = r_fail(r, 0, "Object of type generator is not JSON serializable");
+            st = rw_chat__r_fail(r, 0, "Object of type generator is not JSON serializable");
             break;
         }
         st = sb_cstr(r, b, "[");
         for (size_t i = 0; i < v->list->n && !st; i++) {
             if (i) st = sb_cstr(r, b, js->item_sep);
             if (!st && indent >= 0) st = json_newline(r, b, indent, level + 1);
-            if (!st) st = v_tojson(r, b, &v->list->v[i], js, level + 1);
+            if (!st) st = rw_chat__v_tojson(r, b, &v->list->v[i], js, level + 1);
         }
         if (!st && indent >= 0 && v->list->n) st = json_newline(r, b, indent, level);
         if (!st) st = sb_cstr(r, b, "]");
         break;
     case V_DICT: {
-        size_t n = v->dict->n, *order = n ? r_alloc(r, n * sizeof *order) : NULL;
+        size_t n = v->dict->n, *order = n ? rw_chat__r_alloc(r, n * sizeof *order) : NULL;
         if (n && !order) {
             st = r->err->code;
             break;
@@ -475,13 +475,13 @@ rw_status v_tojson(render *r, sbuf *b, const value *v, const json_style *js, int
             if (!st && indent >= 0) st = json_newline(r, b, indent, level + 1);
             if (!st) st = json_key(r, b, &v->dict->keys[order[i]], js);
             if (!st) st = sb_cstr(r, b, js->key_sep);
-            if (!st) st = v_tojson(r, b, &v->dict->vals[order[i]], js, level + 1);
+            if (!st) st = rw_chat__v_tojson(r, b, &v->dict->vals[order[i]], js, level + 1);
         }
         if (!st && indent >= 0 && n) st = json_newline(r, b, indent, level);
         if (!st) st = sb_cstr(r, b, "}");
         break;
     }
-    default: st = r_fail(r, 0, "Object of type %s is not JSON serializable", v_type_name(v->t)); break;
+    default: st = rw_chat__r_fail(r, 0, "Object of type %s is not JSON serializable", rw_chat__v_type_name(v->t)); break;
     }
     r->depth--;
     return st;

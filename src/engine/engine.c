@@ -8,19 +8,19 @@
 #include "cache/state.h"
 #include "engine/engine_int.h"
 
-double eng_now(void) {
+double rw_engine__now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void eng_hist_init(rw_histogram *h, const double *bounds, int n) {
+void rw_engine__hist_init(rw_histogram *h, const double *bounds, int n) {
     memset(h, 0, sizeof *h);
     h->n_bounds = n < RW_HIST_MAX ? n : RW_HIST_MAX;
     memcpy(h->bounds, bounds, (size_t)h->n_bounds * sizeof *bounds);
 }
 
-void eng_hist_observe(rw_histogram *h, double v) {
+void rw_engine__hist_observe(rw_histogram *h, double v) {
     int i = 0;
     while (i < h->n_bounds && v > h->bounds[i]) i++;
     h->counts[i]++;
@@ -28,11 +28,11 @@ void eng_hist_observe(rw_histogram *h, double v) {
     h->count++;
 }
 
-void eng_req_free(eng_req *r) {
+void rw_engine__req_free(eng_req *r) {
     if (!r) return;
     for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
-    eng_stopm_free(r->stopm);
+    rw_engine__stopm_free(r->stopm);
     free(r->marks);
     free(r->tokens);
     free(r->logits);
@@ -42,7 +42,7 @@ void eng_req_free(eng_req *r) {
     rw_constraint_free(r->cons);
     free(r->mlogits);
     rw_sampler_free(r->sampler);
-    rw_model_seq_free(r->seq); /* only set here if eng_seq_release was not called */
+    rw_model_seq_free(r->seq); /* only set here if rw_engine__seq_release was not called */
     free(r);
 }
 
@@ -147,11 +147,11 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     static const double ttft_b[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
     static const double itl_b[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
     static const double bs_b[] = {1, 2, 4, 8, 16, 32, 64, 128};
-    eng_hist_init(&e->stats.ttft, ttft_b, (int)(sizeof ttft_b / sizeof *ttft_b));
-    eng_hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
-    eng_hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
-    if (cfg->manual ? !(e->manual_sc = eng_scratch_new(cfg->max_running))
-                    : pthread_create(&e->thread, NULL, eng_scheduler_main, e) != 0) {
+    rw_engine__hist_init(&e->stats.ttft, ttft_b, (int)(sizeof ttft_b / sizeof *ttft_b));
+    rw_engine__hist_init(&e->stats.itl, itl_b, (int)(sizeof itl_b / sizeof *itl_b));
+    rw_engine__hist_init(&e->stats.batch_size, bs_b, (int)(sizeof bs_b / sizeof *bs_b));
+    if (cfg->manual ? !(e->manual_sc = rw_engine__scratch_new(cfg->max_running))
+                    : pthread_create(&e->thread, NULL, rw_engine__scheduler_main, e) != 0) {
         rw_pcache_free(e->pcache); /* before the locks its threads' io_notify takes */
         pthread_cond_destroy(&e->step_done);
         pthread_cond_destroy(&e->wake);
@@ -172,14 +172,14 @@ void rw_engine_free(rw_engine *e) {
     e->stopping = true;
     pthread_cond_broadcast(&e->wake);
     pthread_mutex_unlock(&e->mu);
-    if (e->cfg.manual) eng_scratch_free(e->manual_sc);
+    if (e->cfg.manual) rw_engine__scratch_free(e->manual_sc);
     else pthread_join(e->thread, NULL);
     /* the scheduler has left: what remains is ours */
-    for (int i = 0; i < e->n_running; i++) eng_req_free(e->running[i]);
+    for (int i = 0; i < e->n_running; i++) rw_engine__req_free(e->running[i]);
     while (e->queue_head) {
         eng_req *r = e->queue_head;
         e->queue_head = r->next;
-        eng_req_free(r);
+        rw_engine__req_free(r);
     }
     /* the cache first: its disk tier's threads call io_notify (e->mu,
      * e->wake) until they stop */
@@ -241,9 +241,9 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->marks = p->n_marks > 0 && p->marks ? malloc((size_t)p->n_marks * sizeof *r->marks) : NULL;
     bool ok = r->tokens && r->logits && (!p->n_stop || r->stop) && (p->n_marks <= 0 || !p->marks || r->marks);
     for (int i = 0; ok && i < p->n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
-    if (ok && p->n_stop) ok = (r->stopm = eng_stopm_new((const char *const *)r->stop, p->n_stop)) != NULL;
+    if (ok && p->n_stop) ok = (r->stopm = rw_engine__stopm_new((const char *const *)r->stop, p->n_stop)) != NULL;
     if (!ok) {
-        eng_req_free(r);
+        rw_engine__req_free(r);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     r->p.stop = (const char *const *)r->stop;
@@ -265,16 +265,16 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     }
     r->p.grammar = NULL; /* compiled; the text is not kept */
     if (st) {
-        eng_req_free(r);
+        rw_engine__req_free(r);
         return st;
     }
-    r->t_submit = eng_now();
+    r->t_submit = rw_engine__now();
 
     pthread_mutex_lock(&e->mu);
     if (e->n_running + e->n_queued >= e->cfg.max_running + e->cfg.max_queued) {
         int total = e->cfg.max_running + e->cfg.max_queued;
         pthread_mutex_unlock(&e->mu);
-        eng_req_free(r);
+        rw_engine__req_free(r);
         return rw_errorf(err, RW_ERR_BUSY, "the server is busy: %d requests are running or queued", total);
     }
     r->id = e->next_id++;
@@ -313,7 +313,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
         }
     }
     pthread_mutex_unlock(&e->mu);
-    eng_req_free(gone);
+    rw_engine__req_free(gone);
 }
 
 void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
@@ -333,7 +333,7 @@ int rw_engine_step(rw_engine *e, rw_error *err) {
         return -1;
     }
     pthread_mutex_lock(&e->mu);
-    eng_step_locked(e, e->manual_sc);
+    rw_engine__step_locked(e, e->manual_sc);
     int left = e->n_running + e->n_queued;
     pthread_mutex_unlock(&e->mu);
     return left;

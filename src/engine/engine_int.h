@@ -13,17 +13,17 @@
 /* stop_match.c: a request's stop strings as one automaton (Aho-Corasick). */
 typedef struct eng_stopm eng_stopm;
 /* NULL when out of memory. The strings must be non-empty. */
-eng_stopm *eng_stopm_new(const char *const *stops, int n);
-void eng_stopm_free(eng_stopm *m);
+eng_stopm *rw_engine__stopm_new(const char *const *stops, int n);
+void rw_engine__stopm_free(eng_stopm *m);
 /* Feeds n bytes of text from *state (0 = nothing fed yet) and updates it.
  * Returns the earliest start (base + offset in text) of a stop string that
  * ends inside these bytes, or -1. A stop string may start before text, up
- * to eng_stopm_depth(*state) bytes: base must be at least that. Amortized
+ * to rw_engine__stopm_depth(*state) bytes: base must be at least that. Amortized
  * O(n). */
-long eng_stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base);
+long rw_engine__stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base);
 /* Length of the longest tail of the text fed that is a prefix of a stop
  * string (a whole one only right after a match). 0 for m == NULL. */
-size_t eng_stopm_depth(const eng_stopm *m, int32_t state);
+size_t rw_engine__stopm_depth(const eng_stopm *m, int32_t state);
 
 /* One request. Owned by the engine from rw_engine_submit until it is freed
  * by the scheduler (finished or cancelled while running), by rw_engine_cancel_id
@@ -43,7 +43,7 @@ typedef struct eng_req {
     int64_t n_prompt;
     int64_t n_tokens;
     int64_t cap;
-    rw_model_seq *seq; /* NULL until admitted; owned (see eng_seq_release) */
+    rw_model_seq *seq; /* NULL until admitted; owned (see rw_engine__seq_release) */
     int64_t n_cached;  /* prompt tokens already in seq when it was obtained */
     int64_t n_cached_disk; /* of those, from the prefix cache's disk tier */
     int64_t n_in_seq;  /* tokens of tokens[] the sequence holds (its length) */
@@ -55,7 +55,7 @@ typedef struct eng_req {
     float *mlogits;      /* [n_vocab] the row masked by cons, sampled from; owned (with cons) */
     rw_spec_seq *spec;   /* owned; NULL without a draft. Borrows seq and sampler */
     bool spec_live;      /* spec started: the request decodes speculatively */
-    const rw_tokenizer *tok; /* the engine's (eng_output_drafts_end reads it) */
+    const rw_tokenizer *tok; /* the engine's (rw_engine__output_drafts_end reads it) */
     rw_detok_stream detok;
     char *held; /* generated text not yet sent (a possible stop-string start); owned */
     size_t held_len, held_cap;
@@ -98,64 +98,64 @@ struct rw_engine {
     rw_engine_stats stats;
 };
 
-double eng_now(void); /* monotonic seconds */
-void eng_req_free(eng_req *r);
-void *eng_scheduler_main(void *arg);
+double rw_engine__now(void); /* monotonic seconds */
+void rw_engine__req_free(eng_req *r);
+void *rw_engine__scheduler_main(void *arg);
 
-/* A step's scratch lists (scheduler.c); eng_scratch_new(max_running). */
+/* A step's scratch lists (scheduler.c); rw_engine__scratch_new(max_running). */
 typedef struct eng_scratch eng_scratch;
-eng_scratch *eng_scratch_new(int cap);
-void eng_scratch_free(eng_scratch *sc); /* NULL is fine */
+eng_scratch *rw_engine__scratch_new(int cap);
+void rw_engine__scratch_free(eng_scratch *sc); /* NULL is fine */
 /* With e->mu held (released and taken again inside): retires finished and
  * cancelled requests, admits queued ones and, unless the engine is stopping
  * or nothing runs, runs one step. True when it stepped. The scheduler
  * thread's loop, and rw_engine_step's one iteration (cfg.manual). */
-bool eng_step_locked(rw_engine *e, eng_scratch *sc);
+bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc);
 
 /* engine_seq.c: the one place that gives a request its sequence, and takes
- * it back. eng_seq_for_prompt returns a sequence whose first *n_cached
+ * it back. rw_engine__seq_for_prompt returns a sequence whose first *n_cached
  * tokens are prompt[0..n_cached-1] (0 <= n_cached <= n; n_cached == n only
  * when the whole prompt was cached with its last logits, copied to logits,
  * so the first token can be sampled at once) and whose checkpoints will be
  * kept at marks; with a draft model it also makes the request's rw_spec_seq
  * (r->spec), its draft state from the same cache entry when there is one.
- * eng_seq_release gets the sequence back (last_logits, may be NULL, are
+ * rw_engine__seq_release gets the sequence back (last_logits, may be NULL, are
  * those after its last token) with the request's draft sequence (may be
  * NULL) and keeps them in the prefix cache or frees them. */
-rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err);
+rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err);
 /* Called when r->logits first hold the row after the whole prompt: keeps a
  * copy for the prefix cache (the same prompt again then computes nothing). */
-void eng_seq_prompt_done(rw_engine *e, eng_req *r);
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
+void rw_engine__seq_prompt_done(rw_engine *e, eng_req *r);
+void rw_engine__seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
                      int64_t prompt_len, const float *prompt_logits);
 
 /* output.c: samples the next token from r->logits, turns it into text and
  * an event (r->cb). Returns the finish reason (RW_FINISH_NONE to continue). */
-rw_finish_reason eng_output_token(rw_engine *e, eng_req *r);
+rw_finish_reason rw_engine__output_token(rw_engine *e, eng_req *r);
 /* Same for a token already chosen and accepted into r->sampler (a
  * speculative step's output) from the logit row `row`. */
-rw_finish_reason eng_output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row);
+rw_finish_reason rw_engine__output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row);
 /* True when the text held back may be the start of a stop string (the next
  * token could end the generation). */
-bool eng_output_stop_pending(const eng_req *r);
+bool rw_engine__output_stop_pending(const eng_req *r);
 /* spec.h's end check (rw_spec_end_fn) for request ctx: true when it would
  * end with drafts[n - 1] (end of generation, or a stop string completed),
  * computed on copies of its text state. */
-bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n);
+bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n);
 /* Sends the final event of a request that failed. */
-void eng_output_error(eng_req *r, const char *msg);
+void rw_engine__output_error(eng_req *r, const char *msg);
 
 /* engine_spec.c: speculative decoding in the scheduler (engine.h). */
-rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err); /* by eng_seq_for_prompt; no-op without a draft */
-void eng_spec_start(eng_req *r);                                 /* after the first token, if not finished */
+rw_status rw_engine__spec_new(rw_engine *e, eng_req *r, rw_error *err); /* by rw_engine__seq_for_prompt; no-op without a draft */
+void rw_engine__spec_start(eng_req *r);                                 /* after the first token, if not finished */
 /* Drafts for the decoding requests reqs[0..n) with spec_live (batched draft
  * passes); a request whose drafting failed gets its final error event. */
-void eng_spec_draft(rw_engine *e, eng_req **reqs, int n);
+void rw_engine__spec_draft(rw_engine *e, eng_req **reqs, int n);
 /* After the verify pass: accepts, emits the tokens, fixes the request's
  * sequence position. */
-void eng_spec_output(rw_engine *e, eng_req *r);
+void rw_engine__spec_output(rw_engine *e, eng_req *r);
 
-void eng_hist_init(rw_histogram *h, const double *bounds, int n);
-void eng_hist_observe(rw_histogram *h, double v);
+void rw_engine__hist_init(rw_histogram *h, const double *bounds, int n);
+void rw_engine__hist_observe(rw_histogram *h, double v);
 
 #endif

@@ -23,13 +23,13 @@
 
 #include "engine/engine_int.h"
 
-void eng_seq_prompt_done(rw_engine *e, eng_req *r) {
+void rw_engine__seq_prompt_done(rw_engine *e, eng_req *r) {
     if (!e->pcache || r->prompt_logits) return;
     r->prompt_logits = malloc((size_t)e->n_vocab * sizeof *r->prompt_logits);
     if (r->prompt_logits) memcpy(r->prompt_logits, r->logits, (size_t)e->n_vocab * sizeof *r->logits);
 }
 
-rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
+rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
     *n_cached = 0;
     rw_status st;
     rw_model_seq *draft = NULL; /* owned here until the request's rw_spec_seq takes it */
@@ -49,7 +49,7 @@ rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_err
     if (st) return st;
     const int64_t n_draft = draft ? rw_model_seq_length(draft) : 0;
     if (e->cfg.draft && !draft) st = rw_model_seq_new(e->cfg.draft, e->cfg.kv_type, e->cfg.n_ctx, &draft, err);
-    if (!st) st = eng_spec_new(e, r, err);
+    if (!st) st = rw_engine__spec_new(e, r, err);
     if (st) {
         rw_model_seq_free(draft);
         return st;
@@ -72,7 +72,7 @@ rw_status eng_seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_err
     return RW_OK;
 }
 
-void eng_seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
+void rw_engine__seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
                      int64_t prompt_len, const float *prompt_logits) {
     if (!e->pcache || !seq) {
         rw_model_seq_free(seq);

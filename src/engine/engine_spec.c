@@ -25,7 +25,7 @@
  * Budget: a request never drafts past max_tokens (the plan emits at most
  * budget tokens), the context (the plan's room check), a drafted
  * end-of-generation token or a stop string the drafts' text completes
- * (eng_output_drafts_end stops the drafting there), and does not draft
+ * (rw_engine__output_drafts_end stops the drafting there), and does not draft
  * while the text it holds back may be the start of a stop string (the next
  * token could end it). A stop string can still complete at a step's bonus
  * token: the tokens after it are then dropped, never sent. */
@@ -34,23 +34,23 @@
 
 #include "engine/engine_int.h"
 
-rw_status eng_spec_new(rw_engine *e, eng_req *r, rw_error *err) {
+rw_status rw_engine__spec_new(rw_engine *e, eng_req *r, rw_error *err) {
     if (!e->cfg.draft && !e->spec.sources) return RW_OK;
     rw_status st = rw_spec_seq_new(e->cfg.draft, r->seq, r->sampler, &r->p.sampling, &e->spec, &r->spec, err);
     if (st) return st;
     r->tok = e->tok;
-    rw_spec_seq_set_end(r->spec, eng_output_drafts_end, r);
+    rw_spec_seq_set_end(r->spec, rw_engine__output_drafts_end, r);
     /* drafts and verify rows under the request's grammar (its matcher holds the emitted tokens) */
     if (r->cons) return rw_spec_seq_set_constraint(r->spec, rw_constraint_mask_fn, r->cons, err);
     return RW_OK;
 }
 
-void eng_spec_start(eng_req *r) {
+void rw_engine__spec_start(eng_req *r) {
     if (!r->spec || r->finished) return;
     rw_error err = {0};
     /* the draft sampler mirrors the request's history from here on */
     if (rw_spec_seq_start(r->spec, r->tokens[r->n_tokens - 1], &err)) {
-        eng_output_error(r, err.msg);
+        rw_engine__output_error(r, err.msg);
         return;
     }
     r->spec_live = true;
@@ -58,11 +58,11 @@ void eng_spec_start(eng_req *r) {
 
 static int64_t budget_of(const eng_req *r) {
     int64_t b = r->p.max_tokens - r->n_generated;
-    if (b > 1 && eng_output_stop_pending(r)) b = 1;
+    if (b > 1 && rw_engine__output_stop_pending(r)) b = 1;
     return b < 1 ? 1 : b;
 }
 
-void eng_spec_draft(rw_engine *e, eng_req **reqs, int n) {
+void rw_engine__spec_draft(rw_engine *e, eng_req **reqs, int n) {
     if (n <= 0) return;
     rw_spec_seq **seqs = malloc((size_t)n * sizeof *seqs);
     int64_t *budget = malloc((size_t)n * sizeof *budget);
@@ -75,16 +75,16 @@ void eng_spec_draft(rw_engine *e, eng_req **reqs, int n) {
     }
     if (!st) st = rw_spec_draft(e->cfg.draft, seqs, budget, n, e->pool, &err);
     if (st) /* the drafts are in an unspecified state: these requests end */
-        for (int i = 0; i < n; i++) eng_output_error(reqs[i], err.msg);
+        for (int i = 0; i < n; i++) rw_engine__output_error(reqs[i], err.msg);
     free(seqs);
     free(budget);
 }
 
-void eng_spec_output(rw_engine *e, eng_req *r) {
+void rw_engine__spec_output(rw_engine *e, eng_req *r) {
     rw_error err = {0};
     const int64_t len0 = r->n_in_seq;
     if (rw_spec_seq_accept(r->spec, e->pool, &err)) {
-        eng_output_error(r, err.msg);
+        rw_engine__output_error(r, err.msg);
         return;
     }
     const int32_t *toks;
@@ -94,7 +94,7 @@ void eng_spec_output(rw_engine *e, eng_req *r) {
     int32_t emitted = 0;
     rw_finish_reason fin = RW_FINISH_NONE;
     while (emitted < n_out && fin == RW_FINISH_NONE) {
-        fin = eng_output_accepted(e, r, toks[emitted], rows + (size_t)emitted * (size_t)e->n_vocab);
+        fin = rw_engine__output_accepted(e, r, toks[emitted], rows + (size_t)emitted * (size_t)e->n_vocab);
         emitted++;
     }
     if (fin == RW_FINISH_ERROR) return;

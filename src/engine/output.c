@@ -33,11 +33,11 @@ static bool held_append(eng_req *r, const char *s, size_t n) {
  * the whole text that is a prefix of a stop string, which lies in held. */
 static long find_stop(eng_req *r, size_t from) {
     if (!r->stopm) return -1;
-    return eng_stopm_feed(r->stopm, &r->stop_state, r->held + from, r->held_len - from, from);
+    return rw_engine__stopm_feed(r->stopm, &r->stop_state, r->held + from, r->held_len - from, from);
 }
 
 /* Length of the longest tail of held that is a proper prefix of a stop string. */
-static size_t stop_prefix_tail(const eng_req *r) { return eng_stopm_depth(r->stopm, r->stop_state); }
+static size_t stop_prefix_tail(const eng_req *r) { return rw_engine__stopm_depth(r->stopm, r->stop_state); }
 
 static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_toks, const float *lp,
                        const rw_token_logprob *top, int n_top, rw_finish_reason fin, const char *error) {
@@ -66,9 +66,9 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
  * sampler: statistics, text, stop strings, the event. */
 static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, const rw_token_logprob *top,
                              int n_top) {
-    const double now = eng_now();
+    const double now = rw_engine__now();
     pthread_mutex_lock(&e->mu);
-    eng_hist_observe(r->n_generated ? &e->stats.itl : &e->stats.ttft, now - (r->n_generated ? r->t_last : r->t_submit));
+    rw_engine__hist_observe(r->n_generated ? &e->stats.itl : &e->stats.ttft, now - (r->n_generated ? r->t_last : r->t_submit));
     e->stats.generated_tokens++;
     pthread_mutex_unlock(&e->mu);
     r->t_last = now;
@@ -97,7 +97,7 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
         }
     }
     if (oom) {
-        eng_output_error(r, "out of memory");
+        rw_engine__output_error(r, "out of memory");
         return RW_FINISH_ERROR;
     }
     /* a complete grammar that nothing may extend ends the output here */
@@ -109,7 +109,7 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
         const size_t from = r->held_len;
         size_t n = rw_detok_stream_flush(&r->detok, tail, sizeof tail);
         if (n <= sizeof tail && !held_append(r, tail, n)) {
-            eng_output_error(r, "out of memory");
+            rw_engine__output_error(r, "out of memory");
             return RW_FINISH_ERROR;
         }
         long at = find_stop(r, from);
@@ -124,13 +124,13 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
     return fin;
 }
 
-rw_finish_reason eng_output_token(rw_engine *e, eng_req *r) {
+rw_finish_reason rw_engine__output_token(rw_engine *e, eng_req *r) {
     const float *row = r->logits;
     rw_error aerr = {0};
     if (r->cons) { /* the grammar's mask first, on a copy: r->logits stay the model's (the prefix cache keeps them) */
         memcpy(r->mlogits, r->logits, (size_t)e->n_vocab * sizeof *r->mlogits);
         if (!rw_constraint_mask(r->cons, NULL, 0, r->mlogits, &aerr)) {
-            eng_output_error(r, aerr.code ? aerr.msg : "grammar: no token of the vocabulary can continue the output");
+            rw_engine__output_error(r, aerr.code ? aerr.msg : "grammar: no token of the vocabulary can continue the output");
             return RW_FINISH_ERROR;
         }
         row = r->mlogits;
@@ -142,13 +142,13 @@ rw_finish_reason eng_output_token(rw_engine *e, eng_req *r) {
     if (r->p.n_logprobs >= 0) /* before accepting: the penalties depend on the history */
         n_top = rw_sampler_logprobs(r->sampler, row, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
     if (rw_sampler_accept(r->sampler, tok, &aerr) || (r->cons && rw_constraint_accept(r->cons, tok, &aerr))) {
-        eng_output_error(r, aerr.msg);
+        rw_engine__output_error(r, aerr.msg);
         return RW_FINISH_ERROR;
     }
     return emit(e, r, tok, lp, top, n_top);
 }
 
-rw_finish_reason eng_output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row) {
+rw_finish_reason rw_engine__output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row) {
     float lp = 0.0f;
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
     int n_top = 0;
@@ -158,21 +158,21 @@ rw_finish_reason eng_output_accepted(rw_engine *e, eng_req *r, int32_t tok, cons
         n_top = rw_sampler_logprobs(r->sampler, row, RW_LOGPROBS_RAW, tok, r->p.n_logprobs, &lp, top);
     rw_error aerr = {0};
     if (r->cons && rw_constraint_accept(r->cons, tok, &aerr)) {
-        eng_output_error(r, aerr.msg);
+        rw_engine__output_error(r, aerr.msg);
         return RW_FINISH_ERROR;
     }
     return emit(e, r, tok, lp, top, n_top);
 }
 
-bool eng_output_stop_pending(const eng_req *r) { return r->p.n_stop > 0 && stop_prefix_tail(r) > 0; }
+bool rw_engine__output_stop_pending(const eng_req *r) { return r->p.n_stop > 0 && stop_prefix_tail(r) > 0; }
 
-void eng_output_error(eng_req *r, const char *msg) {
+void rw_engine__output_error(eng_req *r, const char *msg) {
     r->held_len = 0;
     send_event(r, 0, NULL, 0, NULL, NULL, 0, RW_FINISH_ERROR, msg);
     r->finished = true;
 }
 
-bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n) {
+bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n) {
     const eng_req *r = ctx;
     if (n < 1) return false;
     if ((!r->p.ignore_eos || r->cons) && rw_tokenizer_is_eog(r->tok, drafts[n - 1])) return true;
@@ -187,7 +187,7 @@ bool eng_output_drafts_end(void *ctx, const int32_t *drafts, int n) {
         char text[256];
         size_t k = rw_detok_stream_feed(r->tok, &d, drafts[i], false, text, sizeof text);
         if (k > sizeof text) return false; /* too long to check: draft on */
-        if (eng_stopm_feed(r->stopm, &state, text, k, at) >= 0) return true;
+        if (rw_engine__stopm_feed(r->stopm, &state, text, k, at) >= 0) return true;
         at += k;
     }
     return false;

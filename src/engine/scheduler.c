@@ -2,7 +2,7 @@
  *
  * Each step, under the engine lock: drop cancelled requests (freeing their
  * sequences), admit queued requests while fewer than max_running run. Then,
- * without the lock: give new requests their sequence (eng_seq_for_prompt),
+ * without the lock: give new requests their sequence (rw_engine__seq_for_prompt),
  * build one ragged batch of every decoding sequence's last token plus up to
  * prefill_chunk prompt tokens (requests in admission order), run it through
  * rw_model_forward_batch, and sample the next token of every item whose last
@@ -28,11 +28,11 @@ static void retire(rw_engine *e, eng_req *r) {
      * is done (every step computes the row of its last token) */
     rw_model_seq *draft = r->spec ? rw_spec_seq_take_draft(r->spec) : NULL;
     if (r->seq)
-        eng_seq_release(e, r->seq, draft, r->n_in_seq >= r->n_prompt && r->n_in_seq > 0 ? r->logits : NULL,
+        rw_engine__seq_release(e, r->seq, draft, r->n_in_seq >= r->n_prompt && r->n_in_seq > 0 ? r->logits : NULL,
                         r->n_prompt, r->prompt_logits);
     else rw_model_seq_free(draft);
     r->seq = NULL;
-    eng_req_free(r);
+    rw_engine__req_free(r);
 }
 
 /* Under the lock: takes finished and cancelled requests out of running into
@@ -75,7 +75,7 @@ struct eng_scratch {
     rw_batch_item *items;
 };
 
-void eng_scratch_free(eng_scratch *sc) {
+void rw_engine__scratch_free(eng_scratch *sc) {
     if (!sc) return;
     free(sc->retired);
     free(sc->batch_req);
@@ -85,8 +85,8 @@ void eng_scratch_free(eng_scratch *sc) {
     free(sc);
 }
 
-eng_scratch *eng_scratch_new(int cap) {
-    eng_scratch *sc = calloc(1, sizeof *sc); /* freed by eng_scratch_free */
+eng_scratch *rw_engine__scratch_new(int cap) {
+    eng_scratch *sc = calloc(1, sizeof *sc); /* freed by rw_engine__scratch_free */
     if (!sc) return NULL;
     sc->retired = calloc((size_t)cap, sizeof *sc->retired);
     sc->batch_req = calloc((size_t)cap, sizeof *sc->batch_req);
@@ -94,13 +94,13 @@ eng_scratch *eng_scratch_new(int cap) {
     sc->step = calloc((size_t)cap, sizeof *sc->step);
     sc->spec_req = calloc((size_t)cap, sizeof *sc->spec_req);
     if (!sc->retired || !sc->batch_req || !sc->items || !sc->step || !sc->spec_req) {
-        eng_scratch_free(sc);
+        rw_engine__scratch_free(sc);
         return NULL;
     }
     return sc;
 }
 
-bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
+bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
     eng_req **retired = sc->retired, **batch_req = sc->batch_req, **step = sc->step, **spec_req = sc->spec_req;
     rw_batch_item *items = sc->items;
     for (;;) { /* until nothing more retires; then one step or none */
@@ -134,8 +134,8 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
             }
             rw_error err = {0};
             int64_t n_cached = 0;
-            if (eng_seq_for_prompt(e, r, &n_cached, &err)) {
-                eng_output_error(r, err.msg);
+            if (rw_engine__seq_for_prompt(e, r, &n_cached, &err)) {
+                rw_engine__output_error(r, err.msg);
                 continue;
             }
             r->n_cached = r->n_in_seq = n_cached;
@@ -146,10 +146,10 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
             /* the whole prompt came from the cache with its logits: the
              * first token needs no forward pass */
             if (n_cached == r->n_prompt) {
-                eng_seq_prompt_done(e, r);
-                rw_finish_reason fin = eng_output_token(e, r);
+                rw_engine__seq_prompt_done(e, r);
+                rw_finish_reason fin = rw_engine__output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
-                eng_spec_start(r);
+                rw_engine__spec_start(r);
             }
         }
 
@@ -157,7 +157,7 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
         int n_spec = 0;
         for (int i = 0; i < n_step; i++)
             if (!step[i]->finished && step[i]->spec_live) spec_req[n_spec++] = step[i];
-        eng_spec_draft(e, spec_req, n_spec);
+        rw_engine__spec_draft(e, spec_req, n_spec);
 
         /* the batch: every decoding sequence's last token, then prompt chunks */
         int n_items = 0;
@@ -198,20 +198,20 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
             for (int i = 0; i < n_items; i++) {
                 eng_req *r = batch_req[i];
                 if (st) {
-                    eng_output_error(r, err.msg);
+                    rw_engine__output_error(r, err.msg);
                     continue;
                 }
                 if (r->spec_live && r->n_in_seq >= r->n_prompt) {
-                    eng_spec_output(e, r);
+                    rw_engine__spec_output(e, r);
                     continue;
                 }
                 r->n_in_seq += items[i].n;
                 if (!items[i].logits) continue;
-                if (r->n_in_seq == r->n_prompt) eng_seq_prompt_done(e, r);
+                if (r->n_in_seq == r->n_prompt) rw_engine__seq_prompt_done(e, r);
                 const bool first = r->n_in_seq == r->n_prompt;
-                rw_finish_reason fin = eng_output_token(e, r);
+                rw_finish_reason fin = rw_engine__output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
-                if (first) eng_spec_start(r);
+                if (first) rw_engine__spec_start(r);
             }
             for (int i = 0; i < n_step; i++)
                 if (step[i]->seq) { /* every layer's state, the draft's too */
@@ -224,7 +224,7 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
             e->stats.prefill_tokens += (uint64_t)n_prefill;
             e->stats.kv_bytes = kv_bytes;
             e->state_stale = false;
-            eng_hist_observe(&e->stats.batch_size, n_items);
+            rw_engine__hist_observe(&e->stats.batch_size, n_items);
         } else {
             pthread_mutex_lock(&e->mu);
             /* nothing to compute: only requests waiting for the disk tier */
@@ -244,9 +244,9 @@ bool eng_step_locked(rw_engine *e, eng_scratch *sc) {
     }
 }
 
-void *eng_scheduler_main(void *arg) {
+void *rw_engine__scheduler_main(void *arg) {
     rw_engine *e = arg;
-    eng_scratch *sc = eng_scratch_new(e->cfg.max_running);
+    eng_scratch *sc = rw_engine__scratch_new(e->cfg.max_running);
     if (!sc) {
         /* cannot run: fail every request as it comes */
         pthread_mutex_lock(&e->mu);
@@ -256,8 +256,8 @@ void *eng_scheduler_main(void *arg) {
                 e->queue_head = r->next;
                 e->n_queued--;
                 pthread_mutex_unlock(&e->mu);
-                eng_output_error(r, "out of memory in the scheduler");
-                eng_req_free(r);
+                rw_engine__output_error(r, "out of memory in the scheduler");
+                rw_engine__req_free(r);
                 pthread_mutex_lock(&e->mu);
             }
             e->queue_tail = NULL;
@@ -268,11 +268,11 @@ void *eng_scheduler_main(void *arg) {
     }
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        if (eng_step_locked(e, sc)) continue;
+        if (rw_engine__step_locked(e, sc)) continue;
         if (e->stopping) break;
         pthread_cond_wait(&e->wake, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
-    eng_scratch_free(sc);
+    rw_engine__scratch_free(sc);
     return NULL;
 }

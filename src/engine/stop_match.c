@@ -37,7 +37,7 @@ static int32_t child_of(const eng_stopm *m, int32_t s, uint8_t b) {
     return -1;
 }
 
-void eng_stopm_free(eng_stopm *m) {
+void rw_engine__stopm_free(eng_stopm *m) {
     if (!m) return;
     free(m->child);
     free(m->sibling);
@@ -48,7 +48,7 @@ void eng_stopm_free(eng_stopm *m) {
     free(m);
 }
 
-eng_stopm *eng_stopm_new(const char *const *stops, int n) {
+eng_stopm *rw_engine__stopm_new(const char *const *stops, int n) {
     size_t total = 1;
     for (int i = 0; i < n; i++) total += strlen(stops[i]);
     if (total > INT32_MAX) return NULL;
@@ -61,7 +61,7 @@ eng_stopm *eng_stopm_new(const char *const *stops, int n) {
     m->depth = malloc(total * sizeof *m->depth);
     m->byte = malloc(total);
     if (!m->child || !m->sibling || !m->fail || !m->out || !m->depth || !m->byte) {
-        eng_stopm_free(m);
+        rw_engine__stopm_free(m);
         return NULL;
     }
     for (int b = 0; b < 256; b++) m->root_next[b] = -1;
@@ -96,7 +96,7 @@ eng_stopm *eng_stopm_new(const char *const *stops, int n) {
      * the queue reuses nothing: one int32 per node */
     int32_t *queue = malloc((size_t)m->n_nodes * sizeof *queue);
     if (!queue) {
-        eng_stopm_free(m);
+        rw_engine__stopm_free(m);
         return NULL;
     }
     size_t qh = 0, qt = 0;
@@ -119,7 +119,7 @@ eng_stopm *eng_stopm_new(const char *const *stops, int n) {
     return m;
 }
 
-long eng_stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base) {
+long rw_engine__stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base) {
     long best = -1;
     int32_t s = *state;
     for (size_t i = 0; i < n; i++) {
@@ -136,4 +136,4 @@ long eng_stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t
     return best;
 }
 
-size_t eng_stopm_depth(const eng_stopm *m, int32_t state) { return m ? (size_t)m->depth[state] : 0; }
+size_t rw_engine__stopm_depth(const eng_stopm *m, int32_t state) { return m ? (size_t)m->depth[state] : 0; }

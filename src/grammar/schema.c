@@ -39,7 +39,7 @@ typedef struct {
     bool oom;
 } sbuf;
 
-static void sb_put(sbuf *b, const char *s, size_t n) {
+static void rw_chat__sb_put(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 1024;
@@ -56,7 +56,7 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     b->n += n;
     b->p[b->n] = 0;
 }
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_str(sbuf *b, const char *s) { rw_chat__sb_put(b, s, strlen(s)); }
 __attribute__((format(printf, 2, 3))) static void sb_fmt(sbuf *b, const char *fmt, ...) {
     char tmp[512];
     va_list ap;
@@ -64,7 +64,7 @@ __attribute__((format(printf, 2, 3))) static void sb_fmt(sbuf *b, const char *fm
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < (int)sizeof tmp) {
-        sb_put(b, tmp, (size_t)n);
+        rw_chat__sb_put(b, tmp, (size_t)n);
         return;
     }
     char *big = malloc((size_t)n + 1);
@@ -75,7 +75,7 @@ __attribute__((format(printf, 2, 3))) static void sb_fmt(sbuf *b, const char *fm
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    sb_put(b, big, (size_t)n);
+    rw_chat__sb_put(b, big, (size_t)n);
     free(big);
 }
 
@@ -137,7 +137,7 @@ static void lit(sbuf *b, const char *s, size_t n) {
             char e[3] = {'\\', (char)ch, 0};
             sb_str(b, e);
         } else if (ch < 0x20 || ch == 0x7f) sb_fmt(b, "\\x%02X", ch);
-        else sb_put(b, (const char *)&ch, 1);
+        else rw_chat__sb_put(b, (const char *)&ch, 1);
     }
     sb_str(b, "\"");
 }
@@ -533,7 +533,7 @@ static void rx_seq(rx *r, sbuf *b) {
         if (r->p < r->end) {
             char q = *r->p;
             if (q == '*' || q == '+' || q == '?') {
-                sb_put(b, &q, 1);
+                rw_chat__sb_put(b, &q, 1);
                 r->p++;
             } else if (q == '{') {
                 const char *s = r->p;

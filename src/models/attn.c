@@ -18,7 +18,7 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
         for (int64_t i = 0; i < dim; i++) y[t * dim + i] += b[i];
 }
 
-rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
+rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
                      const float *v, int64_t dv, float scale, float *att, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     const int hdk = hp->head_dim_k, hdv = hp->head_dim_v;
@@ -37,7 +37,7 @@ rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, in
     return RW_OK;
 }
 
-rw_status mdl_attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
+rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     const int64_t n = b->n;
@@ -65,7 +65,7 @@ rw_status mdl_attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl
             rw_rope(x, hp->n_rot, neox, cs);
         }
     }
-    if ((st = mdl_attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)hdk), sc->att, err))) return st;
+    if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)hdk), sc->att, err))) return st;
     if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, L->bo, n, hp->n_embd);
     return RW_OK;

@@ -20,7 +20,7 @@ static rw_status check_dims(const rw_gguf_tensor *t, uint32_t n_dims, const int6
     return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape %s, expected %s", t->name, got, want);
 }
 
-rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err) {
+rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err) {
     if (m->n_mats == m->cap_mats) {
         const int cap = m->cap_mats ? 2 * m->cap_mats : 64;
         rw_matrix **mats = realloc(m->mats, sizeof *mats * (size_t)cap);
@@ -32,7 +32,7 @@ rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err) {
     return RW_OK;
 }
 
-bool mdl_prefers_ggml_order(const rw_gguf *g) {
+bool rw_models__prefers_ggml_order(const rw_gguf *g) {
     uint64_t kquant = 0, block32 = 0;
     for (size_t i = 0; i < rw_gguf_n_tensors(g); i++) {
         const rw_gguf_tensor *t = rw_gguf_tensor_at(g, i);
@@ -49,7 +49,7 @@ bool mdl_prefers_ggml_order(const rw_gguf *g) {
     return kquant > block32;
 }
 
-rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
+rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                           rw_matrix *out, rw_error *err) {
     *out = (rw_matrix){0};
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
@@ -61,10 +61,10 @@ rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has type %s, which has no matmul kernel", name,
                          rw_dtype_name(t->type));
     *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out, .ggml_order = m->ggml_order};
-    return mdl_note_matrix(m, out, err);
+    return rw_models__note_matrix(m, out, err);
 }
 
-rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
+rw_status rw_models__bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err) {
     *out = NULL;
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
@@ -78,7 +78,7 @@ rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool r
     return RW_OK;
 }
 
-rw_status mdl_bind_common(rw_model *m, rw_error *err) {
+rw_status rw_models__bind_common(rw_model *m, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     const rw_gguf_tensor *te = rw_gguf_find_tensor(m->g, "token_embd.weight");
     if (!te) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor token_embd.weight");
@@ -89,23 +89,23 @@ rw_status mdl_bind_common(rw_model *m, rw_error *err) {
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor token_embd.weight has unsupported type %s", rw_dtype_name(te->type));
     m->tok_embd = te;
     m->hp.n_vocab = (int64_t)te->ne[1];
-    rw_status st = mdl_bind_vector(m, "output_norm.weight", hp->n_embd, true, &m->output_norm, err);
+    rw_status st = rw_models__bind_vector(m, "output_norm.weight", hp->n_embd, true, &m->output_norm, err);
     if (st) return st;
-    st = mdl_bind_matrix(m, "output.weight", hp->n_embd, m->hp.n_vocab, false, &m->output, err);
+    st = rw_models__bind_matrix(m, "output.weight", hp->n_embd, m->hp.n_vocab, false, &m->output, err);
     if (st) return st;
     m->hp.tied_output = m->output.data == NULL;
     if (m->hp.tied_output) {
         m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab,
                                 .ggml_order = m->ggml_order};
-        if ((st = mdl_note_matrix(m, &m->output, err))) return st;
+        if ((st = rw_models__note_matrix(m, &m->output, err))) return st;
     }
-    st = mdl_bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);
+    st = rw_models__bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);
     if (st) return st;
     m->hp.has_rope_freqs = m->rope_freqs != NULL;
     return RW_OK;
 }
 
-rw_status mdl_bind_dense_layer(rw_model *m, int il, rw_error *err) {
+rw_status rw_models__bind_dense_layer(rw_model *m, int il, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_dense_layer *L = &m->layers[il];
     const int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim_k, k = (int64_t)hp->n_head_kv * hp->head_dim_k,
@@ -114,21 +114,21 @@ rw_status mdl_bind_dense_layer(rw_model *m, int il, rw_error *err) {
     char n[96];
     rw_status st = RW_OK;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if ((st = mdl_bind_vector(m, NAME("attn_norm.weight"), e, true, &L->attn_norm, err)) ||
-        (st = mdl_bind_matrix(m, NAME("attn_q.weight"), e, q, true, &L->wq, err)) ||
-        (st = mdl_bind_matrix(m, NAME("attn_k.weight"), e, k, true, &L->wk, err)) ||
-        (st = mdl_bind_matrix(m, NAME("attn_v.weight"), e, v, true, &L->wv, err)) ||
-        (st = mdl_bind_matrix(m, NAME("attn_output.weight"), o, e, true, &L->wo, err)) ||
-        (st = mdl_bind_vector(m, NAME("attn_q.bias"), q, bias, &L->bq, err)) ||
-        (st = mdl_bind_vector(m, NAME("attn_k.bias"), k, bias, &L->bk, err)) ||
-        (st = mdl_bind_vector(m, NAME("attn_v.bias"), v, bias, &L->bv, err)) ||
-        (st = mdl_bind_vector(m, NAME("attn_output.bias"), e, false, &L->bo, err)) ||
-        (st = mdl_bind_vector(m, NAME("attn_q_norm.weight"), hp->head_dim_k, m->arch->qk_norm, &L->q_norm, err)) ||
-        (st = mdl_bind_vector(m, NAME("attn_k_norm.weight"), hp->head_dim_k, m->arch->qk_norm, &L->k_norm, err)) ||
-        (st = mdl_bind_vector(m, NAME("ffn_norm.weight"), e, true, &L->ffn_norm, err)) ||
-        (st = mdl_bind_matrix(m, NAME("ffn_gate.weight"), e, hp->n_ff, true, &L->ffn_gate, err)) ||
-        (st = mdl_bind_matrix(m, NAME("ffn_up.weight"), e, hp->n_ff, true, &L->ffn_up, err)) ||
-        (st = mdl_bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, e, true, &L->ffn_down, err)))
+    if ((st = rw_models__bind_vector(m, NAME("attn_norm.weight"), e, true, &L->attn_norm, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("attn_q.weight"), e, q, true, &L->wq, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("attn_k.weight"), e, k, true, &L->wk, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("attn_v.weight"), e, v, true, &L->wv, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("attn_output.weight"), o, e, true, &L->wo, err)) ||
+        (st = rw_models__bind_vector(m, NAME("attn_q.bias"), q, bias, &L->bq, err)) ||
+        (st = rw_models__bind_vector(m, NAME("attn_k.bias"), k, bias, &L->bk, err)) ||
+        (st = rw_models__bind_vector(m, NAME("attn_v.bias"), v, bias, &L->bv, err)) ||
+        (st = rw_models__bind_vector(m, NAME("attn_output.bias"), e, false, &L->bo, err)) ||
+        (st = rw_models__bind_vector(m, NAME("attn_q_norm.weight"), hp->head_dim_k, m->arch->qk_norm, &L->q_norm, err)) ||
+        (st = rw_models__bind_vector(m, NAME("attn_k_norm.weight"), hp->head_dim_k, m->arch->qk_norm, &L->k_norm, err)) ||
+        (st = rw_models__bind_vector(m, NAME("ffn_norm.weight"), e, true, &L->ffn_norm, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("ffn_gate.weight"), e, hp->n_ff, true, &L->ffn_gate, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("ffn_up.weight"), e, hp->n_ff, true, &L->ffn_up, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, e, true, &L->ffn_down, err)))
         return st;
 #undef NAME
     if (!L->q_norm != !L->k_norm)
@@ -136,11 +136,11 @@ rw_status mdl_bind_dense_layer(rw_model *m, int il, rw_error *err) {
     return RW_OK;
 }
 
-rw_status mdl_bind_dense(rw_model *m, rw_error *err) {
-    rw_status st = mdl_bind_common(m, err);
+rw_status rw_models__bind_dense(rw_model *m, rw_error *err) {
+    rw_status st = rw_models__bind_common(m, err);
     if (st) return st;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    for (int il = 0; il < m->hp.n_layer && st == RW_OK; il++) st = mdl_bind_dense_layer(m, il, err);
+    for (int il = 0; il < m->hp.n_layer && st == RW_OK; il++) st = rw_models__bind_dense_layer(m, il, err);
     return st;
 }

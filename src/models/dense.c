@@ -14,14 +14,14 @@ static void add_residual(rw_model *m, int64_t n) {
     for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i];
 }
 
-rw_status mdl_dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
+rw_status rw_models__dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     const mdl_dense_layer *L = &m->layers[il];
     norm_rows(m, L->attn_norm, b->n);
-    rw_status st = mdl_attention(m, il, L, b, err);
+    rw_status st = rw_models__attention(m, il, L, b, err);
     if (st) return st;
     add_residual(m, b->n);
     norm_rows(m, L->ffn_norm, b->n);
-    if ((st = mdl_ffn_swiglu(m, L, b, err))) return st;
+    if ((st = rw_models__ffn_swiglu(m, L, b, err))) return st;
     add_residual(m, b->n);
     return RW_OK;
 }

@@ -3,7 +3,7 @@
 #include "models/model_int.h"
 #include "kernels/ops_model.h"
 
-rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
+rw_status rw_models__ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
     mdl_scratch *sc = &m->sc;
     rw_status st;
     /* gate and up read the same rows: one conversion, one dispatch */

@@ -11,7 +11,7 @@
 /* Most tokens one forward chunk computes at once (llama.cpp's n_ubatch). */
 #define MDL_UBATCH 512
 
-void mdl_scratch_free(mdl_scratch *sc) {
+void rw_models__scratch_free(mdl_scratch *sc) {
     free(sc->x);
     free(sc->xn);
     free(sc->q);
@@ -29,7 +29,7 @@ void mdl_scratch_free(mdl_scratch *sc) {
 /* Grows the per-token buffers to n tokens and the attention scratch to
  * n_ctx positions. Buffers are replaced whole: their contents do not
  * survive between forward calls. */
-rw_status mdl_scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
+rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     if (n > sc->n_cap) {
@@ -88,7 +88,7 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
     return RW_OK;
 }
 
-void mdl_rope_rows(rw_model *m, const mdl_batch *b) {
+void rw_models__rope_rows(rw_model *m, const mdl_batch *b) {
     const rw_model_hparams *hp = &m->hp;
     for (int i = 0; i < b->n_seg; i++)
         for (int64_t t = 0; t < b->seg[i].n; t++)
@@ -104,7 +104,7 @@ static rw_status run_pass(rw_model *m, const int32_t *tokens, const mdl_batch *b
     const rw_model_hparams *hp = &m->hp;
     rw_status st;
     if ((st = embed(m, tokens, b->n, err))) return st;
-    mdl_rope_rows(m, b);
+    rw_models__rope_rows(m, b);
     for (int il = 0; il < hp->n_layer; il++) {
         if ((st = m->arch->layer(m, il, b, err))) return st;
         if (layer_out)
@@ -188,7 +188,7 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
         goto done;
     }
     for (int i = 0; i < n_items; i++) old_len[i] = items[i].seq->len;
-    for (int i = 0; i < n_items && !st; i++) st = mdl_seq_push_tokens(items[i].seq, items[i].tokens, items[i].n, err);
+    for (int i = 0; i < n_items && !st; i++) st = rw_models__seq_push_tokens(items[i].seq, items[i].tokens, items[i].n, err);
     if (st) goto done;
     const int64_t total_rows = n_items == 1 ? items[0].n : 0;
     int it = 0;
@@ -207,19 +207,19 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             seg[ns] = (mdl_seg){.s = s, .row0 = nrow, .n = k, .pos0 = s->len};
             memcpy(tok + nrow, s->tokens + s->len, (size_t)k * sizeof *tok);
             if (s->len + k > n_ctx) n_ctx = s->len + k;
-            mdl_seq_plan_pass(s, k);
+            rw_models__seq_plan_pass(s, k);
             nrow += k, ns++;
             off += k;
             if (off == x->n) it++, off = 0;
         }
-        if ((st = mdl_scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
+        if ((st = rw_models__scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
         const mdl_batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
         float *lo = layer_out ? layer_out + (size_t)first_off * (size_t)hp->n_embd : NULL;
         if ((st = run_pass(m, tok, &b, lo, (size_t)total_rows * (size_t)hp->n_embd, err))) break;
         if (m->mtp_on) { /* the MTP block's second input: every row's post-norm hidden */
             const int e = hp->n_embd;
             for (int64_t r = 0; r < nrow; r++) rw_rmsnorm(m->sc.x + r * e, m->output_norm, e, hp->rms_eps, m->sc.xn + r * e);
-            if ((st = mdl_mtp_store_hidden(m, &b, m->sc.xn, err))) break;
+            if ((st = rw_models__mtp_store_hidden(m, &b, m->sc.xn, err))) break;
         }
         /* logits wanted from this pass */
         int64_t nr = 0;
@@ -236,7 +236,7 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
         }
         for (int i = 0; i < ns; i++) {
             seg[i].s->len += seg[i].n;
-            mdl_seq_retain(seg[i].s);
+            rw_models__seq_retain(seg[i].s);
         }
         if (nr && (st = head_rows(m, rows, dst, nr, pool, err))) break;
     }
@@ -251,7 +251,7 @@ done:
  * tokens p..n-1 computed again. */
 static rw_status rewind_to(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err) {
     int64_t p = n;
-    rw_status st = mdl_seq_restore(s, n, pool, &p, err);
+    rw_status st = rw_models__seq_restore(s, n, pool, &p, err);
     if (st || p == n) return st;
     const rw_batch_item item = {.seq = s, .tokens = s->tokens + p, .n = n - p};
     return forward_items(s->m, &item, 1, NULL, pool, err);

@@ -160,7 +160,7 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
     x->residual_scale = key_f32(m->g, "residual_scale", 1.0f);
     x->attention_scale = key_f32(m->g, "attention.scale", 0.0f);
     if (x->attention_scale == 0.0f) x->attention_scale = 1.0f / sqrtf((float)hp->head_dim_k);
-    if ((st = mdl_bind_common(m, err))) return st;
+    if ((st = rw_models__bind_common(m, err))) return st;
     const int L = hp->n_layer;
     const int64_t E = hp->n_embd, D = hp->head_dim_k, Dv = hp->head_dim_v, H = hp->n_head;
     m->layers = calloc((size_t)L, sizeof *m->layers);
@@ -173,16 +173,16 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
         mdl_dense_layer *Ld = &m->layers[il];
         const int64_t hkv = kv_heads(m->g, il);
         x->mamba_of[il] = hkv == 0 ? x->n_mamba++ : -1;
-        if ((st = mdl_bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
-            (st = mdl_bind_vector(m, NAME("ffn_norm.weight"), E, true, &Ld->ffn_norm, err)) ||
-            (st = mdl_bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
-            (st = mdl_bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
-            (st = mdl_bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
+        if ((st = rw_models__bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
+            (st = rw_models__bind_vector(m, NAME("ffn_norm.weight"), E, true, &Ld->ffn_norm, err)) ||
+            (st = rw_models__bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
+            (st = rw_models__bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
+            (st = rw_models__bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
             break;
         if (hkv == 0) {
             gr_mamba *M = &x->mb[il];
-            if ((st = mdl_bind_matrix(m, NAME("ssm_in.weight"), E, x->in_w, true, &M->in, err)) ||
-                (st = mdl_bind_matrix(m, NAME("ssm_out.weight"), x->d_inner, E, true, &M->out, err)) ||
+            if ((st = rw_models__bind_matrix(m, NAME("ssm_in.weight"), E, x->in_w, true, &M->in, err)) ||
+                (st = rw_models__bind_matrix(m, NAME("ssm_out.weight"), x->d_inner, E, true, &M->out, err)) ||
                 (st = bind_f32(m, NAME("ssm_conv1d.weight"), (uint64_t)x->kc, (uint64_t)x->conv_ch, &M->conv_w, err)) ||
                 (st = bind_f32(m, NAME("ssm_conv1d.bias"), (uint64_t)x->conv_ch, 1, &M->conv_b, err)) ||
                 (st = bind_f32(m, NAME("ssm_dt.bias"), (uint64_t)x->heads, 1, &M->dt_bias, err)) ||
@@ -200,10 +200,10 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
                 st = rw_errorf(err, RW_ERR_UNSUPPORTED, "attention layers with different KV head counts are not supported");
                 break;
             }
-            if ((st = mdl_bind_matrix(m, NAME("attn_q.weight"), E, H * D, true, &Ld->wq, err)) ||
-                (st = mdl_bind_matrix(m, NAME("attn_k.weight"), E, hkv * D, true, &Ld->wk, err)) ||
-                (st = mdl_bind_matrix(m, NAME("attn_v.weight"), E, hkv * Dv, true, &Ld->wv, err)) ||
-                (st = mdl_bind_matrix(m, NAME("attn_output.weight"), H * Dv, E, true, &Ld->wo, err)))
+            if ((st = rw_models__bind_matrix(m, NAME("attn_q.weight"), E, H * D, true, &Ld->wq, err)) ||
+                (st = rw_models__bind_matrix(m, NAME("attn_k.weight"), E, hkv * D, true, &Ld->wk, err)) ||
+                (st = rw_models__bind_matrix(m, NAME("attn_v.weight"), E, hkv * Dv, true, &Ld->wv, err)) ||
+                (st = rw_models__bind_matrix(m, NAME("attn_output.weight"), H * Dv, E, true, &Ld->wo, err)))
                 break;
         }
     }
@@ -234,7 +234,7 @@ static rw_status mamba2(rw_model *m, int il, const mdl_batch *bt, rw_error *err)
     if (st) return st;
     /* conv and scan run in each sequence's state (cache/mamba2_state.c) on
      * the rows' [xBC | dt] slices */
-    if ((st = mdl_rec_append(bt, il, x->zxbcdt + DI, W, x->y, DI, err))) return st;
+    if ((st = rw_models__rec_append(bt, il, x->zxbcdt + DI, W, x->y, DI, err))) return st;
     for (int64_t t = 0; t < n; t++) {
         float *z = x->zxbcdt + t * W, *y = x->y + t * DI;
         rw_swiglu(z, y, DI); /* z <- silu(z) * y */
@@ -254,7 +254,7 @@ static rw_status attention(rw_model *m, int il, const mdl_batch *b, rw_error *er
         (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
         (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
         return st;
-    if ((st = mdl_attend(m, il, b, sc->q, H * D, sc->k, hp->n_head_kv * D, sc->v, hp->n_head_kv * Dv,
+    if ((st = rw_models__attend(m, il, b, sc->q, H * D, sc->k, hp->n_head_kv * D, sc->v, hp->n_head_kv * Dv,
                          x->attention_scale, sc->att, err)))
         return st;
     return mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
@@ -289,12 +289,12 @@ static rw_status gr_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err
     if (st) return st;
     add_scaled(m, b->n);
     norm_rows(m, L->ffn_norm, b->n);
-    if ((st = mdl_ffn_swiglu(m, L, b, err))) return st;
+    if ((st = rw_models__ffn_swiglu(m, L, b, err))) return st;
     add_scaled(m, b->n);
     return RW_OK;
 }
 
-const mdl_arch mdl_arch_granitehybrid = {
+const mdl_arch rw_models__arch_granitehybrid = {
     .name = A,
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = false,

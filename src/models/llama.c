@@ -3,12 +3,12 @@
  * optional attention biases, output head untied or tied. */
 #include "models/model_int.h"
 
-const mdl_arch mdl_arch_llama = {
+const mdl_arch rw_models__arch_llama = {
     .name = "llama",
     .rope_kind = RW_ROPE_NORM,
     .qk_norm = false,
     .qkv_bias = false,
-    .read_hparams = mdl_read_dense_hparams,
-    .bind = mdl_bind_dense,
-    .layer = mdl_dense_layer_forward,
+    .read_hparams = rw_models__read_dense_hparams,
+    .bind = rw_models__bind_dense,
+    .layer = rw_models__dense_layer_forward,
 };

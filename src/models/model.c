@@ -10,13 +10,13 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
     rw_status st = rw_gguf_get_cstr(g, "general.architecture", arch, sizeof arch, err);
     if (st == RW_ERR_NOT_FOUND) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key general.architecture");
     if (st) return st;
-    const mdl_arch *a = mdl_arch_find(arch);
+    const mdl_arch *a = rw_models__arch_find(arch);
     if (!a) return rw_errorf(err, RW_ERR_UNSUPPORTED, "architecture \"%s\" is not supported", arch);
     rw_model *m = calloc(1, sizeof *m);
     if (!m) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     m->g = g;
     m->arch = a;
-    m->ggml_order = mdl_prefers_ggml_order(g); /* before bind, which copies it into every matrix */
+    m->ggml_order = rw_models__prefers_ggml_order(g); /* before bind, which copies it into every matrix */
     if ((st = a->read_hparams(g, a, &m->hp, err)) || (st = a->bind(m, err))) {
         rw_model_free(m);
         return st;
@@ -28,7 +28,7 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
 void rw_model_free(rw_model *m) {
     if (!m) return;
     if (m->arch && m->arch->free_ext) m->arch->free_ext(m);
-    mdl_scratch_free(&m->sc);
+    rw_models__scratch_free(&m->sc);
     free(m->mats);
     free(m->layers);
     free(m);

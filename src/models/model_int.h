@@ -91,7 +91,7 @@ struct rw_model {
      * model holds each weight once (issue 20). */
     rw_matrix **mats;
     int n_mats, cap_mats;
-    /* every matrix's rw_matrix.ggml_order (mdl_prefers_ggml_order) */
+    /* every matrix's rw_matrix.ggml_order (rw_models__prefers_ggml_order) */
     bool ggml_order;
     /* The MTP (multi-token prediction) block, if the file has one and the
      * architecture runs it (arch->mtp_block): mtp_avail. With mtp_on (set by
@@ -139,21 +139,21 @@ struct rw_model_seq {
 };
 
 /* seq.c: the plan of a pass appending n tokens, and the retention after it. */
-void mdl_seq_plan_pass(rw_model_seq *s, int64_t n);
-void mdl_seq_retain(rw_model_seq *s);
+void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n);
+void rw_models__seq_retain(rw_model_seq *s);
 /* Copies n tokens to positions len..len+n-1 of s's token array (the length
  * moves only when the pass succeeds). */
-rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err);
+rw_status rw_models__seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err);
 /* Every layer back to the restore point p <= n they all reach by themselves
  * (layers may be longer after a failed pass): s->len = *restored = p, and
  * tokens p..n-1 wait past the length for the caller to recompute (seq.c;
  * forward.c's rewind does, so the sequence code never runs the model). */
-rw_status mdl_seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err);
+rw_status rw_models__seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err);
 /* seq_file.c helpers: fresh layers for s's model and settings; adoption of
  * loaded layers and tokens (takes ownership). */
-rw_status mdl_seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err);
-void mdl_seq_free_layers(const rw_model_seq *s, rw_layer_state **L);
-void mdl_seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n);
+rw_status rw_models__seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err);
+void rw_models__seq_free_layers(const rw_model_seq *s, rw_layer_state **L);
+void rw_models__seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n);
 
 /* An architecture: how to read it and how to run one layer. */
 struct mdl_arch {
@@ -180,58 +180,58 @@ struct mdl_arch {
 };
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
-const mdl_arch *mdl_arch_find(const char *name);
-extern const mdl_arch mdl_arch_llama, mdl_arch_qwen2, mdl_arch_qwen3, mdl_arch_qwen35, mdl_arch_qwen35moe,
-    mdl_arch_qwen3next, mdl_arch_granitehybrid;
+const mdl_arch *rw_models__arch_find(const char *name);
+extern const mdl_arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
+    rw_models__arch_qwen3next, rw_models__arch_granitehybrid;
 
 /* forward.c */
-void mdl_scratch_free(mdl_scratch *sc);
+void rw_models__scratch_free(mdl_scratch *sc);
 /* Grows the pass scratch to n rows, attention over n_ctx positions. */
-rw_status mdl_scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err);
+rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err);
 /* RoPE tables of every row of b at its segment's positions. */
-void mdl_rope_rows(rw_model *m, const mdl_batch *b);
+void rw_models__rope_rows(rw_model *m, const mdl_batch *b);
 
 /* mtp.c: the trunk's post-norm hidden rows of a pass (rows of b, stride
  * n_embd) into each segment's hidden-row state (no-op with the MTP off). */
-rw_status mdl_mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err);
+rw_status rw_models__mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err);
 /* Where a rewind of every state to n leaves state il (n, or the lagging
  * MTP KV's own length if shorter). */
-int64_t mdl_state_target(const rw_model_seq *s, int il, int64_t n);
+int64_t rw_models__state_target(const rw_model_seq *s, int il, int64_t n);
 
 /* hparams.c: the keys shared by the dense transformers. */
-rw_status mdl_read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
+rw_status rw_models__read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
 
 /* bind.c: tensor lookup with shape and type checks. A missing optional
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
-rw_status mdl_bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
+rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                           rw_matrix *out, rw_error *err);
-/* Notes a bound matrix in m->mats (mdl_bind_matrix does it). */
-rw_status mdl_note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
+/* Notes a bound matrix in m->mats (rw_models__bind_matrix does it). */
+rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
 /* Whether a model from g sums its 32-block matrices in ggml's order under
  * RW_NUMERICS_AUTO: when its K-quant weights (bytes) outweigh its Q8_0,
  * Q4_0, Q5_0, Q4_1 and Q5_1 ones, those are a K-quant file's few odd
  * tensors, and ggml's order for them costs little while it keeps the whole
  * model on llama.cpp's arithmetic; a Q8_0 or Q4_0 file keeps our faster
  * order. */
-bool mdl_prefers_ggml_order(const rw_gguf *g);
-rw_status mdl_bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
+bool rw_models__prefers_ggml_order(const rw_gguf *g);
+rw_status rw_models__bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err);
 /* Binds token_embd, output_norm, output (or ties it), rope_freqs. */
-rw_status mdl_bind_common(rw_model *m, rw_error *err);
+rw_status rw_models__bind_common(rw_model *m, rw_error *err);
 /* Binds layer il of a dense transformer (llama, qwen2, qwen3). */
-rw_status mdl_bind_dense_layer(rw_model *m, int il, rw_error *err);
-rw_status mdl_bind_dense(rw_model *m, rw_error *err);
+rw_status rw_models__bind_dense_layer(rw_model *m, int il, rw_error *err);
+rw_status rw_models__bind_dense(rw_model *m, rw_error *err);
 
 /* dense.c: one llama/qwen2/qwen3 block, x += attn(norm(x)); x += ffn(norm(x)). */
-rw_status mdl_dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err);
+rw_status rw_models__dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err);
 
 /* attn.c: the attention sublayer reading m->sc.xn, writing m->sc.tmp. */
-rw_status mdl_attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
+rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
 
 /* attn.c: stores rows k, v (strides dk, dv) of every segment in its
  * sequence's KV state of layer il, then causal attention of the rows of q
  * (stride dq) over it into att (stride n_head*hd_v), per segment. */
-rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
+rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
                      const float *v, int64_t dv, float scale, float *att, rw_error *err);
 
 /* recurrent.c: rw_rec_state_append of layer il for every segment of bt, on
@@ -239,11 +239,11 @@ rw_status mdl_attend(rw_model *m, int il, const mdl_batch *b, const float *q, in
  * out_stride); short segments (decode, verify) run in parallel, one per
  * task. Stops at the first error (a failed segment's state is unchanged;
  * with parallel segments, others may have advanced). */
-rw_status mdl_rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
+rw_status rw_models__rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
                          int64_t out_stride, rw_error *err);
 
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
-rw_status mdl_ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
+rw_status rw_models__ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
 
 /* y[r] = W x[r] for n rows (x stride n_in, y stride n_out), weights in
  * place (a weight matrix is a GGUF tensor with ne = {n_in, n_out}). */

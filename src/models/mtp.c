@@ -37,13 +37,13 @@ rw_status rw_model_enable_mtp(rw_model *m, rw_error *err) {
     return RW_OK;
 }
 
-int64_t mdl_state_target(const rw_model_seq *s, int il, int64_t n) {
+int64_t rw_models__state_target(const rw_model_seq *s, int il, int64_t n) {
     if (il != mdl_mtp_kv_index(s->m)) return n;
     const int64_t m = rw_state_length(s->layer[il]);
     return m < n ? m : n;
 }
 
-rw_status mdl_mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err) {
+rw_status rw_models__mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err) {
     const int hi = mdl_mtp_h_index(m);
     if (hi < 0) return RW_OK;
     const int64_t e = m->hp.n_embd, ek = e - e / 2;
@@ -164,9 +164,9 @@ rw_status rw_model_mtp_forward(rw_model *m, const rw_mtp_item *items, int n_item
             nrow += k, off += k;
             if (off == x->n) it++, off = 0;
         }
-        if ((st = mdl_scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
+        if ((st = rw_models__scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
         const mdl_batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
-        mdl_rope_rows(m, &b);
+        rw_models__rope_rows(m, &b);
         const rw_matrix *w = NULL;
         if ((st = m->arch->mtp_block(m, tok, hin, &b, hout, &w, err))) break;
         int64_t nr = 0;

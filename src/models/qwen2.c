@@ -2,12 +2,12 @@
  * NEOX RoPE (pairs i, i + n_rot/2). */
 #include "models/model_int.h"
 
-const mdl_arch mdl_arch_qwen2 = {
+const mdl_arch rw_models__arch_qwen2 = {
     .name = "qwen2",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = false,
     .qkv_bias = true,
-    .read_hparams = mdl_read_dense_hparams,
-    .bind = mdl_bind_dense,
-    .layer = mdl_dense_layer_forward,
+    .read_hparams = rw_models__read_dense_hparams,
+    .bind = rw_models__bind_dense,
+    .layer = rw_models__dense_layer_forward,
 };

@@ -3,12 +3,12 @@
  * n_embd), usually tied embeddings. */
 #include "models/model_int.h"
 
-const mdl_arch mdl_arch_qwen3 = {
+const mdl_arch rw_models__arch_qwen3 = {
     .name = "qwen3",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,
     .qkv_bias = false,
-    .read_hparams = mdl_read_dense_hparams,
-    .bind = mdl_bind_dense,
-    .layer = mdl_dense_layer_forward,
+    .read_hparams = rw_models__read_dense_hparams,
+    .bind = rw_models__bind_dense,
+    .layer = rw_models__dense_layer_forward,
 };

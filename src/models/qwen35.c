@@ -92,7 +92,7 @@ static rw_status get_u32_key(const rw_gguf *g, const char *arch, const char *nam
 }
 
 static rw_status q35_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
-    rw_status st = mdl_read_dense_hparams(g, arch, hp, err);
+    rw_status st = rw_models__read_dense_hparams(g, arch, hp, err);
     if (st) return st;
     uint32_t nextn;
     if ((st = get_u32_key(g, arch->name, "nextn_predict_layers", false, 0, &nextn, err))) return st;
@@ -161,16 +161,16 @@ static rw_status bind_moe(rw_model *m, int il, q35_moe *M, rw_error *err) {
     char n[96];
     rw_status st;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if ((st = mdl_bind_matrix(m, NAME("ffn_gate_inp.weight"), E, x->n_expert, true, &M->router, err)) ||
+    if ((st = rw_models__bind_matrix(m, NAME("ffn_gate_inp.weight"), E, x->n_expert, true, &M->router, err)) ||
         (st = bind_experts(m, NAME("ffn_gate_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->gate_exps, err)) ||
         (st = bind_experts(m, NAME("ffn_up_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->up_exps, err)) ||
         (st = bind_experts(m, NAME("ffn_down_exps.weight"), (uint64_t)x->ff_exp, (uint64_t)E, (uint64_t)x->n_expert, &M->down_exps, err)) ||
-        (st = mdl_bind_matrix(m, NAME("ffn_gate_shexp.weight"), E, x->ff_shexp, true, &M->sh_gate, err)) ||
-        (st = mdl_bind_matrix(m, NAME("ffn_up_shexp.weight"), E, x->ff_shexp, true, &M->sh_up, err)) ||
-        (st = mdl_bind_matrix(m, NAME("ffn_down_shexp.weight"), x->ff_shexp, E, true, &M->sh_down, err)))
+        (st = rw_models__bind_matrix(m, NAME("ffn_gate_shexp.weight"), E, x->ff_shexp, true, &M->sh_gate, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("ffn_up_shexp.weight"), E, x->ff_shexp, true, &M->sh_up, err)) ||
+        (st = rw_models__bind_matrix(m, NAME("ffn_down_shexp.weight"), x->ff_shexp, E, true, &M->sh_down, err)))
         return st;
     const float *shg;
-    if ((st = mdl_bind_vector(m, NAME("ffn_gate_inp_shexp.weight"), E, true, &shg, err))) return st;
+    if ((st = rw_models__bind_vector(m, NAME("ffn_gate_inp_shexp.weight"), E, true, &shg, err))) return st;
     M->sh_router = (rw_matrix){.type = RW_TYPE_F32, .data = shg, .n_in = E, .n_out = 1, .row_stride = (size_t)E * sizeof(float)};
 #undef NAME
     return RW_OK;
@@ -265,7 +265,7 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
         x->moe = calloc((size_t)hp->n_layer, sizeof *x->moe);
         if (!x->moe) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
-    if ((st = mdl_bind_common(m, err))) return st;
+    if ((st = rw_models__bind_common(m, err))) return st;
     const int L = hp->n_layer;
     /* the MTP block, bound as layer L when the file has it (qwen3next's
      * converter drops it; llama.cpp runs only the first of several) */
@@ -294,13 +294,13 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     for (int il = 0; il < NB && !st; il++) {
         mdl_dense_layer *Ld = &m->layers[il];
         x->rec_of[il] = il < L && (il + 1) % x->interval != 0 ? x->n_rec++ : -1; /* the MTP block: attention */
-        if ((st = mdl_bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
-            (st = mdl_bind_vector(m, NAME("post_attention_norm.weight"), E, true, &Ld->ffn_norm, err)))
+        if ((st = rw_models__bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
+            (st = rw_models__bind_vector(m, NAME("post_attention_norm.weight"), E, true, &Ld->ffn_norm, err)))
             break;
         if (m->arch->moe) st = bind_moe(m, il, &x->moe[il], err);
-        else if ((st = mdl_bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
-                 (st = mdl_bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
-                 (st = mdl_bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
+        else if ((st = rw_models__bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
+                 (st = rw_models__bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
+                 (st = rw_models__bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
             break;
         if (st) break;
         if (is_recurrent(x, il)) {
@@ -309,15 +309,15 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
              * of attn_qkv + attn_gate (llama.cpp picks per layer); qwen3next
              * fuses beta and alpha into ssm_ba */
             const bool legacy = x->grouped && !rw_gguf_find_tensor(m->g, NAME("attn_qkv.weight"));
-            if (legacy) st = mdl_bind_matrix(m, NAME("ssm_in.weight"), E, 2 * x->KD + 2 * x->VD, true, &R->in, err);
-            else if (!(st = mdl_bind_matrix(m, NAME("attn_qkv.weight"), E, x->CD, true, &R->qkv, err)))
-                st = mdl_bind_matrix(m, NAME("attn_gate.weight"), E, x->VD, true, &R->gate, err);
+            if (legacy) st = rw_models__bind_matrix(m, NAME("ssm_in.weight"), E, 2 * x->KD + 2 * x->VD, true, &R->in, err);
+            else if (!(st = rw_models__bind_matrix(m, NAME("attn_qkv.weight"), E, x->CD, true, &R->qkv, err)))
+                st = rw_models__bind_matrix(m, NAME("attn_gate.weight"), E, x->VD, true, &R->gate, err);
             if (st) break;
-            if (x->grouped) st = mdl_bind_matrix(m, NAME("ssm_ba.weight"), E, 2 * x->nv, true, &R->ba, err);
-            else if (!(st = mdl_bind_matrix(m, NAME("ssm_beta.weight"), E, x->nv, true, &R->beta, err)))
-                st = mdl_bind_matrix(m, NAME("ssm_alpha.weight"), E, x->nv, true, &R->alpha, err);
+            if (x->grouped) st = rw_models__bind_matrix(m, NAME("ssm_ba.weight"), E, 2 * x->nv, true, &R->ba, err);
+            else if (!(st = rw_models__bind_matrix(m, NAME("ssm_beta.weight"), E, x->nv, true, &R->beta, err)))
+                st = rw_models__bind_matrix(m, NAME("ssm_alpha.weight"), E, x->nv, true, &R->alpha, err);
             if (st) break;
-            if ((st = mdl_bind_matrix(m, NAME("ssm_out.weight"), x->VD, E, true, &R->out, err)) ||
+            if ((st = rw_models__bind_matrix(m, NAME("ssm_out.weight"), x->VD, E, true, &R->out, err)) ||
                 (st = bind_f32(m, NAME("ssm_conv1d.weight"), (uint64_t)x->kc, (uint64_t)x->CD, &R->conv, err)) ||
                 (st = bind_f32(m, NAME("ssm_dt.bias"), (uint64_t)x->nv, 1, &R->dt_bias, err)) ||
                 (st = bind_f32(m, NAME("ssm_a"), (uint64_t)x->nv, 1, &R->a, err)) ||
@@ -327,23 +327,23 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
                                         .eps = hp->rms_eps, .nk = x->nk, .nv = x->nv, .dk = x->dk, .dv = x->dv,
                                         .tiled = !x->grouped};
         } else {
-            if ((st = mdl_bind_matrix(m, NAME("attn_q.weight"), E, 2 * H * D, true, &Ld->wq, err)) ||
-                (st = mdl_bind_matrix(m, NAME("attn_k.weight"), E, Hkv * D, true, &Ld->wk, err)) ||
-                (st = mdl_bind_matrix(m, NAME("attn_v.weight"), E, Hkv * hp->head_dim_v, true, &Ld->wv, err)) ||
-                (st = mdl_bind_matrix(m, NAME("attn_output.weight"), H * hp->head_dim_v, E, true, &Ld->wo, err)) ||
-                (st = mdl_bind_vector(m, NAME("attn_q_norm.weight"), D, true, &Ld->q_norm, err)) ||
-                (st = mdl_bind_vector(m, NAME("attn_k_norm.weight"), D, true, &Ld->k_norm, err)))
+            if ((st = rw_models__bind_matrix(m, NAME("attn_q.weight"), E, 2 * H * D, true, &Ld->wq, err)) ||
+                (st = rw_models__bind_matrix(m, NAME("attn_k.weight"), E, Hkv * D, true, &Ld->wk, err)) ||
+                (st = rw_models__bind_matrix(m, NAME("attn_v.weight"), E, Hkv * hp->head_dim_v, true, &Ld->wv, err)) ||
+                (st = rw_models__bind_matrix(m, NAME("attn_output.weight"), H * hp->head_dim_v, E, true, &Ld->wo, err)) ||
+                (st = rw_models__bind_vector(m, NAME("attn_q_norm.weight"), D, true, &Ld->q_norm, err)) ||
+                (st = rw_models__bind_vector(m, NAME("attn_k_norm.weight"), D, true, &Ld->k_norm, err)))
                 break;
         }
     }
     if (!st && m->mtp_avail) {
         const int il = L;
         const float *shn = NULL;
-        if ((st = mdl_bind_matrix(m, NAME("nextn.eh_proj.weight"), 2 * E, E, true, &x->eh_proj, err)) ||
-            (st = mdl_bind_vector(m, NAME("nextn.enorm.weight"), E, true, &x->enorm, err)) ||
-            (st = mdl_bind_vector(m, NAME("nextn.hnorm.weight"), E, true, &x->hnorm, err)) ||
-            (st = mdl_bind_vector(m, NAME("nextn.shared_head_norm.weight"), E, false, &shn, err)) ||
-            (st = mdl_bind_matrix(m, NAME("nextn.shared_head_head.weight"), E, hp->n_vocab, false, &x->mtp_head, err)))
+        if ((st = rw_models__bind_matrix(m, NAME("nextn.eh_proj.weight"), 2 * E, E, true, &x->eh_proj, err)) ||
+            (st = rw_models__bind_vector(m, NAME("nextn.enorm.weight"), E, true, &x->enorm, err)) ||
+            (st = rw_models__bind_vector(m, NAME("nextn.hnorm.weight"), E, true, &x->hnorm, err)) ||
+            (st = rw_models__bind_vector(m, NAME("nextn.shared_head_norm.weight"), E, false, &shn, err)) ||
+            (st = rw_models__bind_matrix(m, NAME("nextn.shared_head_head.weight"), E, hp->n_vocab, false, &x->mtp_head, err)))
             return st;
         x->head_norm = shn ? shn : m->output_norm;
         const rw_gguf_tensor *te = rw_gguf_find_tensor(m->g, NAME("nextn.embed_tokens.weight"));
@@ -449,7 +449,7 @@ static rw_status deltanet(rw_model *m, int il, const mdl_batch *bt, rw_error *er
     }
     /* conv, l2norm and the delta rule run in each sequence's state
      * (cache/deltanet_state.c), token by token */
-    if ((st = mdl_rec_append(bt, il, x->in, LOG, x->o, VD, err))) return st;
+    if ((st = rw_models__rec_append(bt, il, x->in, LOG, x->o, VD, err))) return st;
     /* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
     for (int64_t t = 0; t < n; t++) rw_rmsnorm_gated(x->o + t * VD, R->norm, x->z + t * VD, nv, dv, eps, x->o + t * VD);
     return mdl_matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
@@ -483,7 +483,7 @@ static rw_status gated_attention(rw_model *m, int il, const mdl_batch *b, rw_err
             rw_rope(k, hp->n_rot, true, cs);
         }
     }
-    if ((st = mdl_attend(m, il, b, sc->q, H * D, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)D), sc->att, err)))
+    if ((st = rw_models__attend(m, il, b, sc->q, H * D, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)D), sc->att, err)))
         return st;
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < H; h++) { /* o *= sigmoid(gate), the sigmoid rounded first as ggml */
@@ -522,7 +522,7 @@ static rw_status q35_layer(rw_model *m, int il, const mdl_batch *b, rw_error *er
     if (st) return st;
     add_residual(m, b->n);
     norm_rows(m, L->ffn_norm, b->n); /* post_attention_norm */
-    st = ((q35 *)m->ext)->moe ? moe_ffn(m, il, b, err) : mdl_ffn_swiglu(m, L, b, err);
+    st = ((q35 *)m->ext)->moe ? moe_ffn(m, il, b, err) : rw_models__ffn_swiglu(m, L, b, err);
     if (st) return st;
     add_residual(m, b->n);
     return RW_OK;
@@ -559,7 +559,7 @@ static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *
     return RW_OK;
 }
 
-const mdl_arch mdl_arch_qwen35 = {
+const mdl_arch rw_models__arch_qwen35 = {
     .name = "qwen35",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,
@@ -574,7 +574,7 @@ const mdl_arch mdl_arch_qwen35 = {
 
 /* Qwen3.5-MoE: the same hybrid mixer, every FFN a mixture of experts with a
  * sigmoid-gated shared expert. */
-const mdl_arch mdl_arch_qwen35moe = {
+const mdl_arch rw_models__arch_qwen35moe = {
     .name = "qwen35moe",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,
@@ -591,7 +591,7 @@ const mdl_arch mdl_arch_qwen35moe = {
 /* Qwen3-Next: the qwen35 mixer with value heads in HF's grouped order (head h
  * uses key head h / (nv/nk)), beta and alpha from one fused ssm_ba, plain
  * NEOX RoPE, and a mixture of experts on every layer. */
-const mdl_arch mdl_arch_qwen3next = {
+const mdl_arch rw_models__arch_qwen3next = {
     .name = "qwen3next",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,

@@ -1,5 +1,5 @@
 /* recurrent.c - a recurrent layer's conv and scan over every segment of a
- * pass (model_int.h: mdl_rec_append), in each sequence's own state.
+ * pass (model_int.h: rw_models__rec_append), in each sequence's own state.
  *
  * One segment at a time, each with the whole pool (its heads in parallel),
  * suits long segments (prefill). A decode or verify step has many short
@@ -42,7 +42,7 @@ static void append_task(void *ctx, int64_t task, int thread) {
     j->st[task] = append_one(j, (int)task, j->bt->pool, &j->errs[task]);
 }
 
-rw_status mdl_rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
+rw_status rw_models__rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
                          int64_t out_stride, rw_error *err) {
     rec_job j = {.il = il, .bt = bt, .in = in, .in_stride = in_stride, .out = out, .out_stride = out_stride};
     bool whole = bt->n_seg >= 2 && rw_threadpool_size(bt->pool) > 1;

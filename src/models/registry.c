@@ -5,19 +5,19 @@
 #include "models/model_int.h"
 
 static const mdl_arch *const archs[] = {
-    &mdl_arch_llama,
-    &mdl_arch_qwen2,
-    &mdl_arch_qwen3,
-    &mdl_arch_qwen35,
-    &mdl_arch_qwen35moe,
-    &mdl_arch_qwen3next,
-    &mdl_arch_granitehybrid,
+    &rw_models__arch_llama,
+    &rw_models__arch_qwen2,
+    &rw_models__arch_qwen3,
+    &rw_models__arch_qwen35,
+    &rw_models__arch_qwen35moe,
+    &rw_models__arch_qwen3next,
+    &rw_models__arch_granitehybrid,
 };
 
-const mdl_arch *mdl_arch_find(const char *name) {
+const mdl_arch *rw_models__arch_find(const char *name) {
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (!strcmp(archs[i]->name, name)) return archs[i];
     return NULL;
 }
 
-bool rw_model_arch_supported(const char *arch) { return mdl_arch_find(arch) != NULL; }
+bool rw_model_arch_supported(const char *arch) { return rw_models__arch_find(arch) != NULL; }

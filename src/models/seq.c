@@ -231,7 +231,7 @@ static int apply_budget(int64_t *pos, int *cls, int n, size_t per, size_t budget
 
 #define MAX_KEEP 256
 
-void mdl_seq_plan_pass(rw_model_seq *s, int64_t n) {
+void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
     const int64_t L = s->len + n;
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
@@ -244,7 +244,7 @@ void mdl_seq_plan_pass(rw_model_seq *s, int64_t n) {
     s->log_from = s->no_ckpt ? L : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
 }
 
-void mdl_seq_retain(rw_model_seq *s) {
+void rw_models__seq_retain(rw_model_seq *s) {
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
     int k = retained(s, s->len, pos, cls, MAX_KEEP);
@@ -256,7 +256,7 @@ void mdl_seq_retain(rw_model_seq *s) {
 
 /* ---- tokens ---- */
 
-rw_status mdl_seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err) {
+rw_status rw_models__seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t n, rw_error *err) {
     if (s->len + n > s->tok_cap) {
         int64_t cap = s->tok_cap ? s->tok_cap : 256;
         while (cap < s->len + n) cap *= 2;
@@ -298,13 +298,13 @@ rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *re
  * different lengths), then s->len = p. The tokens p..n-1 stay in s->tokens
  * past the length for the caller to recompute (forward.c): the sequence
  * never runs the model itself. */
-rw_status mdl_seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err) {
+rw_status rw_models__seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool, int64_t *restored, rw_error *err) {
     const int64_t p = seq_restore_point(s, n, NULL);
     rw_status st = RW_OK;
     /* the MTP block's KV keeps its positions below n: the recomputation
      * gives the same hidden rows it was made from */
     for (int il = 0; il < mdl_n_states(s->m) && !st; il++)
-        st = s->layer[il]->ops->rewind(s->layer[il], il == mdl_mtp_kv_index(s->m) ? mdl_state_target(s, il, n) : p,
+        st = s->layer[il]->ops->rewind(s->layer[il], il == mdl_mtp_kv_index(s->m) ? rw_models__state_target(s, il, n) : p,
                                        pool, err);
     if (st) {
         /* Out of memory part-way: layers disagree; the only safe state left
@@ -366,7 +366,7 @@ rw_status rw_model_seq_clone(const rw_model_seq *s, rw_model_seq **out, rw_error
 }
 
 /* Used by seq_file.c: replaces the layers and tokens of s (takes L and tokens). */
-void mdl_seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n) {
+void rw_models__seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n) {
     free_layers(s->m, s->layer);
     free(s->tokens);
     s->layer = L;
@@ -374,7 +374,7 @@ void mdl_seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t
     s->len = s->tok_cap = n;
 }
 
-rw_status mdl_seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err) {
+rw_status rw_models__seq_new_layers(const rw_model_seq *s, rw_layer_state ***out, rw_error *err) {
     return new_layers(s->m, s->kv_type, s->max_ctx, out, err);
 }
-void mdl_seq_free_layers(const rw_model_seq *s, rw_layer_state **L) { free_layers(s->m, L); }
+void rw_models__seq_free_layers(const rw_model_seq *s, rw_layer_state **L) { free_layers(s->m, L); }

@@ -133,7 +133,7 @@ rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t 
             return rw_errorf(err, RW_ERR_FORMAT, "state file: token id out of range");
         }
     rw_layer_state **L;
-    rw_status st = mdl_seq_new_layers(s, &L, err);
+    rw_status st = rw_models__seq_new_layers(s, &L, err);
     if (st) {
         free(tokens);
         return st;
@@ -170,11 +170,11 @@ rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t 
     }
     if (!st && r.off != r.len) st = rw_errorf(err, RW_ERR_FORMAT, "state file: trailing bytes");
     if (st) {
-        mdl_seq_free_layers(s, L);
+        rw_models__seq_free_layers(s, L);
         free(tokens);
         return st;
     }
-    mdl_seq_adopt(s, L, tokens, (int64_t)n);
+    rw_models__seq_adopt(s, L, tokens, (int64_t)n);
     return RW_OK;
 }
 

@@ -28,7 +28,7 @@
 /* The marker of content i: MARK i \x01. */
 static int marker(char *buf, size_t cap, size_t i) { return snprintf(buf, cap, MARK "%zu\x01", i); }
 
-bool srv_chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
+bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
                        bool add_special, int32_t **ids, size_t *n_ids, srv_error *e) {
     rw_error err = {0};
     size_t i;
@@ -41,7 +41,7 @@ bool srv_chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro
     }
     if (!any) {
         if (rw_tokenize(s->tok, text, len, add_special, true, ids, n_ids, &err)) {
-            srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
             return false;
         }
         return true;
@@ -106,9 +106,9 @@ bool srv_chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro
     json_decref(marked);
     if (!same) {
         free(plain);
-        if (st == RW_ERR_NOMEM || !ok) srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (st == RW_ERR_NOMEM || !ok) rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
         else
-            srv_errorf(e, 400, "invalid_request_error", NULL, "messages",
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages",
                        "a message contains the text of a control token, and this chat template changes message "
                        "content as it renders it, so that text cannot be kept apart from the template's own tokens");
         return false;
@@ -116,7 +116,7 @@ bool srv_chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro
     st = rw_tokenize_guarded(s->tok, text, len, add_special, plain, n_plain, ids, n_ids, &err);
     free(plain);
     if (st) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
         return false;
     }
     return true;

@@ -31,22 +31,22 @@
 
 #define WATCH_MS 50
 
-double srv_now(void) {
+double rw_server__now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-bool srv_stopping(const rw_server *s) { return __atomic_load_n(&s->stopping, __ATOMIC_SEQ_CST) != 0; }
+bool rw_server__stopping(const rw_server *s) { return __atomic_load_n(&s->stopping, __ATOMIC_SEQ_CST) != 0; }
 
-srv_sock *srv_sock_open(rw_server *s, struct MHD_Connection *c) {
+srv_sock *rw_server__sock_open(rw_server *s, struct MHD_Connection *c) {
     srv_sock *k = calloc(1, sizeof *k);
     if (!k) return NULL;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     k->conn = c;
     k->fd = ci ? ci->connect_fd : -1;
     k->phase = SOCK_IDLE;
-    k->since = srv_now();
+    k->since = rw_server__now();
     k->refs = 1;
     pthread_mutex_lock(&s->conn_mu);
     k->next = s->socks;
@@ -62,7 +62,7 @@ static void unref_locked(rw_server *s, srv_sock *k) {
     (void)s;
 }
 
-void srv_sock_closed(rw_server *s, srv_sock *k) {
+void rw_server__sock_closed(rw_server *s, srv_sock *k) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     if (k->prev) k->prev->next = k->next;
@@ -76,32 +76,32 @@ void srv_sock_closed(rw_server *s, srv_sock *k) {
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-void srv_sock_ref(rw_server *s, srv_sock *k) {
+void rw_server__sock_ref(rw_server *s, srv_sock *k) {
     pthread_mutex_lock(&s->conn_mu);
     k->refs++;
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-void srv_sock_unref(rw_server *s, srv_sock *k) {
+void rw_server__sock_unref(rw_server *s, srv_sock *k) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     unref_locked(s, k);
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-void srv_sock_phase(rw_server *s, srv_sock *k, int phase) {
+void rw_server__sock_phase(rw_server *s, srv_sock *k, int phase) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     if (k->phase != phase) {
         k->phase = phase;
-        k->since = srv_now();
+        k->since = rw_server__now();
     }
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-bool srv_sock_sleep(rw_server *s, srv_sock *k, bool watch) {
+bool rw_server__sock_sleep(rw_server *s, srv_sock *k, bool watch) {
     pthread_mutex_lock(&s->conn_mu);
-    bool ok = !srv_stopping(s) && k->conn && !k->gone && !k->suspended;
+    bool ok = !rw_server__stopping(s) && k->conn && !k->gone && !k->suspended;
     if (ok) {
         k->suspended = true;
         k->watch = watch;
@@ -119,14 +119,14 @@ static void wake_locked(srv_sock *k) {
     }
 }
 
-void srv_sock_wake(rw_server *s, srv_sock *k) {
+void rw_server__sock_wake(rw_server *s, srv_sock *k) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     wake_locked(k);
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-bool srv_sock_gone(rw_server *s, srv_sock *k) {
+bool rw_server__sock_gone(rw_server *s, srv_sock *k) {
     pthread_mutex_lock(&s->conn_mu);
     bool gone = k->gone;
     pthread_mutex_unlock(&s->conn_mu);
@@ -136,7 +136,7 @@ bool srv_sock_gone(rw_server *s, srv_sock *k) {
 /* One pass over the sockets (under conn_mu): hang-ups of suspended ones,
  * clients too slow to send their request. */
 static void watch_pass(rw_server *s) {
-    const double now = srv_now();
+    const double now = rw_server__now();
     struct pollfd pf[256];
     srv_sock *ks[256];
     int n = 0;
@@ -189,14 +189,14 @@ static void *watcher_main(void *arg) {
     return NULL;
 }
 
-rw_status srv_conns_start(rw_server *s, rw_error *err) {
+rw_status rw_server__conns_start(rw_server *s, rw_error *err) {
     if (pthread_create(&s->watcher, NULL, watcher_main, s))
         return rw_errorf(err, RW_ERR_INTERNAL, "cannot start the connection watcher thread");
     s->watcher_started = true;
     return RW_OK;
 }
 
-void srv_conns_stop(rw_server *s) {
+void rw_server__conns_stop(rw_server *s) {
     pthread_mutex_lock(&s->conn_mu);
     for (srv_sock *k = s->socks; k; k = k->next) wake_locked(k); /* libmicrohttpd may not stop with any suspended */
     s->watcher_stop = true;

@@ -6,7 +6,7 @@
  * every event, a whole answer when a choice ends. The connection's handler
  * or content reader, on libmicrohttpd's thread, takes what is there or
  * suspends the connection again; nothing blocks. A client that hangs up is
- * seen by the watcher (conn.c), its connection ends and srv_job_free
+ * seen by the watcher (conn.c), its connection ends and rw_server__job_free
  * cancels the requests. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +97,7 @@ static void track_think(const srv_job *j, srv_choice *c, const char *text, size_
     }
 }
 
-srv_job *srv_job_new(rw_server *s, const srv_request *r) {
+srv_job *rw_server__job_new(rw_server *s, const srv_request *r) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->srv = s;
@@ -113,13 +113,13 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r) {
     j->logprobs = r->gp.n_logprobs >= 0;
     j->parse = r->out;
     if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) {
-        srv_job_free(j);
+        rw_server__job_free(j);
         return NULL;
     }
     j->parse.tools_json = j->tools_json;
     j->budget = r->chat ? r->reasoning_budget : -1;
     if (j->budget >= 0 && !budget_setup(j, r)) {
-        srv_job_free(j);
+        rw_server__job_free(j);
         return NULL;
     }
     j->created = (int64_t)time(NULL);
@@ -131,14 +131,14 @@ srv_job *srv_job_new(rw_server *s, const srv_request *r) {
     return j;
 }
 
-void srv_job_attach(srv_job *j, srv_sock *k) {
-    srv_sock_ref(j->srv, k);
+void rw_server__job_attach(srv_job *j, srv_sock *k) {
+    rw_server__sock_ref(j->srv, k);
     pthread_mutex_lock(&j->mu);
     j->sock = k;
     pthread_mutex_unlock(&j->mu);
 }
 
-rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err) {
+rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err) {
     for (int i = 0; i < j->n; i++) {
         rw_gen_params gp = r->gp;
         gp.sampling.seed += (uint64_t)i; /* choice i: its own draws */
@@ -159,15 +159,15 @@ rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err) {
             gp.max_tokens -= c->done_toks;
             if (gp.max_tokens < 1) gp.max_tokens = 1;
         }
-        rw_status st = rw_engine_submit(j->srv->engine, prompt, n_prompt, &gp, srv_job_on_event, c, &c->engine_id, err);
+        rw_status st = rw_engine_submit(j->srv->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
         free(closed);
-        if (st) return st; /* srv_job_free cancels the ones already in */
+        if (st) return st; /* rw_server__job_free cancels the ones already in */
         c->submitted = true;
     }
     return RW_OK;
 }
 
-void srv_job_free(srv_job *j) {
+void rw_server__job_free(srv_job *j) {
     if (!j) return;
     for (int i = 0; i < j->n; i++) {
         srv_choice *c = &j->choice[i];
@@ -180,6 +180,7 @@ void srv_job_free(srv_job *j) {
         free(c->lps);
         rw_chat_output_free(c->parser);
     }
+    if (j->api_free) j->api_free(j->api_state);
     free(j->tools_json);
     free(j->prompt);
     for (int i = 0; j->stop && i < j->gp.n_stop; i++) free(j->stop[i]);
@@ -187,13 +188,13 @@ void srv_job_free(srv_job *j) {
     free(j->bias);
     free(j->close_ids);
     free(j->close_text);
-    srv_sock_unref(j->srv, j->sock);
+    rw_server__sock_unref(j->srv, j->sock);
     pthread_mutex_destroy(&j->mu);
     free(j->out);
     free(j);
 }
 
-rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
                              rw_error *err) {
     rw_chat_output_opts o = j->parse;
     o.id_prefix = id_prefix;
@@ -248,7 +249,7 @@ static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, co
     }
 }
 
-void srv_job_on_event(void *user, const rw_gen_event *ev) {
+void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
     srv_choice *c = user;
     srv_job *j = c->job;
     pthread_mutex_lock(&j->mu);
@@ -272,11 +273,11 @@ void srv_job_on_event(void *user, const rw_gen_event *ev) {
         c->finish = ev->finish;
         if (ev->error) {
             snprintf(c->error, sizeof c->error, "%s", ev->error);
-            srv_utf8_cut(c->error, sizeof c->error);
+            rw_server__utf8_cut(c->error, sizeof c->error);
         }
     }
     /* a choice over its budget wakes the connection too: its thread continues it */
-    if (j->sock && (j->stream || ev->done || c->over_budget)) srv_sock_wake(j->srv, j->sock); /* under mu: conn.c */
+    if (j->sock && (j->stream || ev->done || c->over_budget)) rw_server__sock_wake(j->srv, j->sock); /* under mu: conn.c */
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -305,7 +306,7 @@ static void continue_choice(srv_job *j, srv_choice *c) {
     rw_status st = RW_OK;
     if (!prompt) st = rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     else if (gp.max_tokens > 0)
-        st = rw_engine_submit(j->srv->engine, prompt, n, &gp, srv_job_on_event, c, &c->engine_id, &err);
+        st = rw_engine_submit(j->srv->engine, prompt, n, &gp, rw_server__job_on_event, c, &c->engine_id, &err);
     free(prompt);
     pthread_mutex_lock(&j->mu);
     if (st || gp.max_tokens <= 0) { /* no room left (or it failed): the choice ends here */
@@ -314,7 +315,7 @@ static void continue_choice(srv_job *j, srv_choice *c) {
         if (st) snprintf(c->error, sizeof c->error, "%s", err.msg);
     }
     c->submitted = !st && gp.max_tokens > 0;
-    if (j->sock) srv_sock_wake(j->srv, j->sock); /* under mu: see conn.c */
+    if (j->sock) rw_server__sock_wake(j->srv, j->sock); /* under mu: see conn.c */
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -342,9 +343,9 @@ static bool all_done(const srv_job *j) { /* under j->mu */
     return true;
 }
 
-bool srv_job_ready(srv_job *j, bool *over) {
+bool rw_server__job_ready(srv_job *j, bool *over) {
     *over = false;
-    if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock)) {
+    if (rw_server__stopping(j->srv) || rw_server__sock_gone(j->srv, j->sock)) {
         *over = true;
         return false;
     }
@@ -352,13 +353,13 @@ bool srv_job_ready(srv_job *j, bool *over) {
         continue_over_budget(j);
         pthread_mutex_lock(&j->mu);
         bool done = all_done(j), again = !done && any_over_budget(j);
-        if (!done && !again && !srv_sock_sleep(j->srv, j->sock, true)) *over = true;
+        if (!done && !again && !rw_server__sock_sleep(j->srv, j->sock, true)) *over = true;
         pthread_mutex_unlock(&j->mu);
         if (!again) return done;
     }
 }
 
-const char *srv_job_error(const srv_job *j) {
+const char *rw_server__job_error(const srv_job *j) {
     for (int i = 0; i < j->n; i++) {
         if (j->choice[i].oom) return "out of memory";
         if (j->choice[i].finish == RW_FINISH_ERROR) return j->choice[i].error;
@@ -424,7 +425,7 @@ static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
     case RW_CHAT_EV_CALL_END: return RW_OK;
     }
     if (!delta) { /* invalid UTF-8 in a piece: json_pack refuses it; send it repaired */
-        json_t *txt = srv_text_json(ev->text, ev->len);
+        json_t *txt = rw_server__text_json(ev->text, ev->len);
         delta = json_object();
         if (!txt || !delta) {
             json_decref(txt);
@@ -436,7 +437,7 @@ static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
     bool with_toks = !x->toks_sent;
     x->toks_sent = true;
     x->n++;
-    return srv_sse_delta(x->j, x->c->index, delta, with_toks ? x->t->toks : NULL, with_toks ? x->t->lps : NULL,
+    return rw_server__sse_delta(x->j, x->c->index, delta, with_toks ? x->t->toks : NULL, with_toks ? x->t->lps : NULL,
                          with_toks ? x->t->n_toks : 0, NULL)
                ? RW_OK
                : RW_ERR_NOMEM;
@@ -446,14 +447,14 @@ static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
  * writes the events as chunks; at the end, the held-back text too. */
 static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote) {
     rw_error err = {0};
-    if (!c->parser && srv_job_parser_new(j, NULL, true, &c->parser, &err)) return false;
+    if (!c->parser && rw_server__job_parser_new(j, NULL, true, &c->parser, &err)) return false;
     stream_ctx x = {.j = j, .c = c, .t = t};
     rw_status st = RW_OK;
     if (t->text_len) st = rw_chat_output_feed(c->parser, t->text, t->text_len, on_stream_event, &x, &err);
     if (!st && t->done) st = rw_chat_output_finish(c->parser, on_stream_event, &x, &err);
     if (!st && !x.toks_sent && t->n_toks && (j->return_token_ids || j->logprobs)) {
         x.n++;
-        if (!srv_sse_delta(j, c->index, json_object(), t->toks, t->lps, t->n_toks, NULL)) st = RW_ERR_NOMEM;
+        if (!rw_server__sse_delta(j, c->index, json_object(), t->toks, t->lps, t->n_toks, NULL)) st = RW_ERR_NOMEM;
     }
     *wrote = x.n;
     return st == RW_OK;
@@ -470,7 +471,7 @@ static bool fill(srv_job *j) {
     bool wrote = false, ok = true, all = true;
     const char *error = NULL;
     if (j->sse_state == 0) { /* the first chunk of each choice: the role (chat) */
-        for (int i = 0; ok && i < j->n; i++) ok = srv_sse_chunk(j, i, NULL, 0, NULL, NULL, 0, true, RW_FINISH_NONE);
+        for (int i = 0; ok && i < j->n; i++) ok = rw_server__sse_chunk(j, i, NULL, 0, NULL, NULL, 0, true, RW_FINISH_NONE);
         j->sse_state = 1;
         wrote = true;
     }
@@ -481,23 +482,23 @@ static bool fill(srv_job *j) {
             ok = stream_parsed(j, c, &t[i], &wrote_n);
             wrote |= wrote_n > 0;
         } else if (t[i].text_len || (t[i].n_toks && (j->return_token_ids || j->logprobs))) {
-            ok = srv_sse_chunk(j, i, t[i].text, t[i].text_len, t[i].toks, t[i].lps, t[i].n_toks, false,
+            ok = rw_server__sse_chunk(j, i, t[i].text, t[i].text_len, t[i].toks, t[i].lps, t[i].n_toks, false,
                                RW_FINISH_NONE);
             wrote = true;
         }
         if (t[i].oom) error = "out of memory";
         else if (t[i].done && t[i].finish == RW_FINISH_ERROR) error = c->error;
         else if (ok && t[i].done && !c->finish_sent) {
-            ok = srv_sse_delta(j, i, json_object(), NULL, NULL, 0, srv_choice_finish(c));
+            ok = rw_server__sse_delta(j, i, json_object(), NULL, NULL, 0, rw_server__choice_finish(c));
             c->finish_sent = true;
             wrote = true;
         }
         all &= t[i].done;
     }
     if (ok && (error || all)) {
-        if (error) ok = srv_sse_error(j, error);
-        else if (j->include_usage) ok = srv_sse_usage(j);
-        if (ok) ok = srv_sse_append(j, "data: [DONE]\n\n", 14);
+        if (error) ok = rw_server__sse_error(j, error);
+        else if (j->include_usage) ok = rw_server__sse_usage(j);
+        if (ok) ok = rw_server__sse_append(j, "data: [DONE]\n\n", 14);
         j->sse_state = 2;
         wrote = true;
     }
@@ -518,7 +519,7 @@ static bool nothing_new(const srv_job *j) { /* under j->mu */
     return true;
 }
 
-ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+ssize_t rw_server__job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     srv_job *j = cls;
     for (;;) {
@@ -530,14 +531,14 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         j->out_len = j->out_pos = 0;
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (srv_stopping(j->srv) || srv_sock_gone(j->srv, j->sock))
+        if (rw_server__stopping(j->srv) || rw_server__sock_gone(j->srv, j->sock))
             return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
         continue_over_budget(j);
-        if (fill(j)) continue;
+        if (j->api_fill ? j->api_fill(j) : fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */
         pthread_mutex_lock(&j->mu);
-        bool slept = nothing_new(j) && srv_sock_sleep(j->srv, j->sock, true);
+        bool slept = nothing_new(j) && rw_server__sock_sleep(j->srv, j->sock, true);
         bool again = !slept && !nothing_new(j);
         pthread_mutex_unlock(&j->mu);
         if (slept) return 0; /* called again when the connection resumes */
@@ -545,4 +546,4 @@ ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     }
 }
 
-void srv_job_sse_free(void *cls) { srv_job_free(cls); }
+void rw_server__job_sse_free(void *cls) { rw_server__job_free(cls); }

@@ -74,7 +74,7 @@ static size_t resident_bytes(void) {
     return (size_t)rss * (size_t)(page > 0 ? page : 4096);
 }
 
-char *srv_metrics_text(rw_server *s) {
+char *rw_server__metrics_text(rw_server *s) {
     rw_engine_stats st;
     rw_engine_get_stats(s->engine, &st);
     uint64_t by_status[600];

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "grammar/grammar.h"
-#include "server/server_int.h"
+#include "server/api_int.h"
 
 #define MAX_STOP 16
 
@@ -30,7 +30,7 @@ static const char *const chat_fields[] = {
 static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
     snprintf(msg, sizeof msg, fmt, a);
-    srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
+    rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
     return false;
 }
 
@@ -41,7 +41,7 @@ static bool get_number(json_t *o, const char *k, double lo, double hi, float *ou
     if (!json_is_number(v)) return bad(e, k, "'%s' must be a number", k);
     double d = json_number_value(v);
     if (!(d >= lo && d <= hi)) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, k, "'%s' must be in [%g, %g], not %g", k, lo, hi, d);
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, k, "'%s' must be in [%g, %g], not %g", k, lo, hi, d);
         return false;
     }
     *out = (float)d;
@@ -56,7 +56,7 @@ static bool get_int(json_t *o, const char *k, long long lo, long long hi, long l
     if (!json_is_integer(v)) return bad(e, k, "'%s' must be an integer", k);
     long long x = json_integer_value(v);
     if (x < lo || x > hi) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, k, "'%s' must be in [%lld, %lld], not %lld", k, lo, hi, x);
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, k, "'%s' must be in [%lld, %lld], not %lld", k, lo, hi, x);
         return false;
     }
     *out = x;
@@ -78,7 +78,7 @@ static bool get_stop(json_t *o, srv_request *r, srv_error *e) {
     size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
     if (!json_is_string(v) && !json_is_array(v)) return bad(e, "stop", "'%s' must be a string or an array of strings", "stop");
     if (n > MAX_STOP) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, "stop", "at most %d stop strings", MAX_STOP);
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, "stop", "at most %d stop strings", MAX_STOP);
         return false;
     }
     r->stop = calloc(n ? n : 1, sizeof *r->stop);
@@ -183,7 +183,7 @@ static bool check_tools(json_t *tools, srv_error *e) {
         const char *ty = json_string_value(json_object_get(t, "type"));
         if (!json_is_object(t) || (ty && strcmp(ty, "function")) || !json_is_object(fn) ||
             !json_is_string(json_object_get(fn, "name"))) {
-            srv_errorf(e, 400, "invalid_request_error", NULL, "tools",
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "tools",
                        "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": ...}}",
                        i);
             return false;
@@ -248,8 +248,8 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
                 size_t k = strcspn(err.msg, " :");
                 snprintf(param, sizeof param, "%.*s", (int)(k < sizeof param ? k : sizeof param - 1), err.msg);
             }
-            srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s", err.msg);
-        } else srv_errorf(e, 500, "server_error", NULL, NULL, "%s", err.msg);
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", err.msg);
+        } else rw_server__errorf(e, 500, "server_error", NULL, NULL, "%s", err.msg);
         return false;
     }
     /* sizes before any rendering: a token stands for at most max_token_len
@@ -261,7 +261,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     json_t *m;
     json_array_foreach(prep.messages, i, m) content_bytes += json_string_length(json_object_get(m, "content"));
     if (content_bytes / max_tok > (size_t)n_ctx) {
-        srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
+        rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
                    "This model's maximum context length is %lld tokens. However, your messages have %zu bytes of "
                    "content, at least %zu tokens. Please reduce the length of the messages.",
                    (long long)n_ctx, content_bytes, content_bytes / max_tok);
@@ -278,14 +278,14 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
             long hit = dump ? rw_tokenizer_find_control(s->tok, dump, strlen(dump)) : -1;
             free(dump);
             if (hit >= 0) {
-                srv_errorf(e, 400, "invalid_request_error", NULL, "messages",
+                rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages",
                            "messages.[%zu].%s contains the text of a control token", i, keys[k]);
                 goto done;
             }
         }
     }
     if ((st = rw_chat_template_render(s->tmpl, &prep.ro, &text, &len, &err))) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         goto done;
     }
     /* how the output is parsed: the tool format only when there are tools */
@@ -298,7 +298,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&
                           rw_chat_prompt_opens_reasoning(text, len, s->caps.think_open, s->caps.think_close);
     if (tools && !(r->tools_json = json_dumps(tools, JSON_COMPACT))) {
-        srv_errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+        rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
         goto done;
     }
     r->out.tools_json = r->tools_json;
@@ -307,7 +307,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
         if (rw_server__tool_grammar(s->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
                                     r->force == 1 && r->parallel_calls, &r->grammar, &gerr)) {
-            srv_errorf(e, 400, "invalid_request_error", NULL, r->force == 2 ? "tool_choice" : "tools", "%s",
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, r->force == 2 ? "tool_choice" : "tools", "%s",
                        gerr.msg);
             goto done;
         }
@@ -318,7 +318,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
     /* control tokens only from the template's own text (chat_guard.c) */
-    if (!srv_chat_tokenize(s, prep.messages, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
+    if (!rw_server__chat_tokenize(s, prep.messages, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
     r->n_prompt = (int64_t)n;
     if (r->n_prompt < n_ctx) message_marks(s, msgs, &po, add_special, text, len, r); /* else refused */
     ok = true;
@@ -340,7 +340,7 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
         size_t n = 0;
         rw_error err = {0};
         if (rw_tokenize(s->tok, json_string_value(p), json_string_length(p), true, true, &r->prompt, &n, &err)) {
-            srv_errorf(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
             return false;
         }
         r->n_prompt = (int64_t)n;
@@ -358,7 +358,7 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
         json_array_foreach(p, i, v) {
             json_int_t id = json_integer_value(v);
             if (id < 0 || id >= nv) {
-                srv_errorf(e, 400, "invalid_request_error", NULL, "prompt",
+                rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt",
                            "token id %lld at position %zu is not in [0, %d)", (long long)id, i, (int)nv);
                 return false;
             }
@@ -381,7 +381,7 @@ static void warn_unknown(rw_server *s, const char *key) {
         if ((w[s->n_warned] = strndup(key, 128))) s->n_warned++;
     }
     pthread_mutex_unlock(&s->mu);
-    if (!seen) srv_logf(s, "ignoring unknown request field \"%.128s\" (logged once; --strict-api refuses it)", key);
+    if (!seen) rw_server__logf(s, "ignoring unknown request field \"%.128s\" (logged once; --strict-api refuses it)", key);
 }
 
 /* A schema (JSON value) to GBNF in *out; false with a 400 naming param. */
@@ -391,7 +391,7 @@ static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error
     rw_status st = text ? rw_grammar_schema_to_gbnf(text, strlen(text), NULL, out, &err)
                         : rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     free(text);
-    if (st) srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+    if (st) rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
     return !st;
 }
 
@@ -451,7 +451,7 @@ static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
     rw_grammar *g = NULL;
     rw_error err = {0};
     if (rw_grammar_compile(r->grammar, strlen(r->grammar), NULL, &g, &err)) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
         return false;
     }
     rw_grammar_free(g);
@@ -467,7 +467,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         bool ok = false;
         for (int i = 0; known[i] && !ok; i++) ok = !strcmp(key, known[i]);
         if (!ok && s->strict_api) {
-            srv_errorf(e, 400, "invalid_request_error", NULL, key, "Unrecognized request argument supplied: %s", key);
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, key, "Unrecognized request argument supplied: %s", key);
             return false;
         }
         if (!ok) warn_unknown(s, key);
@@ -543,7 +543,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
             /* canonical decimal only: not " 5", "+5", "05" or "-0" */
             bool canonical = tk[0] >= '0' && tk[0] <= '9' && (tk[0] != '0' || !tk[1]);
             if (!canonical || *end || id < 0 || id >= nv) {
-                srv_errorf(e, 400, "invalid_request_error", NULL, "logit_bias",
+                rw_server__errorf(e, 400, "invalid_request_error", NULL, "logit_bias",
                            "logit_bias keys must be token ids in [0, %d), not \"%.40s\"", (int)nv, tk);
                 return false;
             }
@@ -584,7 +584,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     else g->max_tokens = n_ctx - r->n_prompt; /* as much as the context holds */
     if (r->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 1) > n_ctx) {
         long long want = (long long)(r->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 1));
-        srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
+        rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
                    "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
                    "(%lld in the %s, %lld for the completion). Please reduce the length of the %s or completion.",
                    (long long)n_ctx, want, (long long)r->n_prompt, chat ? "messages" : "prompt",
@@ -602,26 +602,34 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     return true;
 }
 
-bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e) {
+bool rw_server__parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e) {
     memset(r, 0, sizeof *r);
     r->chat = chat;
     json_error_t jerr;
     json_t *o = json_loadb(body, len, 0, &jerr);
     if (!o) {
-        srv_errorf(e, 400, "invalid_request_error", NULL, NULL,
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL,
                    "We could not parse the JSON body of your request: %s (line %d, column %d)", jerr.text, jerr.line,
                    jerr.column);
         return false;
     }
     bool ok = json_is_object(o);
-    if (!ok) srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
+    if (!ok) rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
     else ok = parse_obj(s, chat, o, r, e);
     json_decref(o);
-    if (!ok) srv_request_free(r);
+    if (!ok) rw_server__request_free(r);
     return ok;
 }
 
-void srv_request_free(srv_request *r) {
+bool rw_server__parse_chat_object(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
+    memset(r, 0, sizeof *r);
+    r->chat = true;
+    bool ok = parse_obj(s, true, o, r, e);
+    if (!ok) rw_server__request_free(r);
+    return ok;
+}
+
+void rw_server__request_free(srv_request *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->prompt);

@@ -5,7 +5,7 @@
 
 #include "server/server_int.h"
 
-const char *srv_finish_name(rw_finish_reason f) {
+const char *rw_server__finish_name(rw_finish_reason f) {
     switch (f) {
     case RW_FINISH_STOP: return "stop";
     case RW_FINISH_LENGTH: return "length";
@@ -15,7 +15,7 @@ const char *srv_finish_name(rw_finish_reason f) {
 }
 
 static json_t *finish_json(rw_finish_reason f) {
-    const char *n = srv_finish_name(f);
+    const char *n = rw_server__finish_name(f);
     return n ? json_string(n) : json_null();
 }
 
@@ -42,7 +42,7 @@ static json_t *ids_json(const int32_t *t, size_t n) {
 
 /* Well-formed UTF-8 with every invalid byte as U+FFFD (a token's bytes may
  * be part of a character). */
-json_t *srv_text_lossy(const char *s, size_t n) {
+json_t *rw_server__text_lossy(const char *s, size_t n) {
     char *out = s ? malloc(3 * n + 1) : NULL;
     if (!out) return json_string("");
     size_t o = 0;
@@ -71,20 +71,20 @@ json_t *srv_text_lossy(const char *s, size_t n) {
     return v;
 }
 
-#define piece_json srv_text_lossy
+#define piece_json rw_server__text_lossy
 
 /* json_stringn fails on invalid UTF-8; the engine sends valid UTF-8 only,
  * but never let a response fail on it, nor lose the valid part. */
 static json_t *text_json(const char *s, size_t n) {
     json_t *v = json_stringn(s ? s : "", s ? n : 0);
-    return v ? v : srv_text_lossy(s, n);
+    return v ? v : rw_server__text_lossy(s, n);
 }
 
-json_t *srv_text_json(const char *s, size_t n) { return text_json(s, n); }
+json_t *rw_server__text_json(const char *s, size_t n) { return text_json(s, n); }
 
-const char *srv_choice_finish(const srv_choice *c) {
+const char *rw_server__choice_finish(const srv_choice *c) {
     if (c->n_calls > 0 && c->finish != RW_FINISH_ERROR) return "tool_calls";
-    return srv_finish_name(c->finish);
+    return rw_server__finish_name(c->finish);
 }
 
 /* A chat choice's message: the output parsed into content, reasoning and
@@ -176,14 +176,14 @@ static json_t *envelope(const srv_job *j, const char *model, const char *object,
                      "model", model, "choices", choices);
 }
 
-char *srv_response_json(const srv_job *j) {
+char *rw_server__response_json(const srv_job *j) {
     json_t *choices = json_array();
     for (int i = 0; i < j->n; i++) {
         srv_choice *c = (srv_choice *)&j->choice[i]; /* its n_calls is set here */
         json_t *choice;
         if (j->chat) {
             json_t *msg = message_json(j, c);
-            const char *fin = srv_choice_finish(c);
+            const char *fin = rw_server__choice_finish(c);
             choice = msg ? json_pack("{s:i,s:o,s:n,s:o}", "index", i, "message", msg, "logprobs", "finish_reason",
                                      fin ? json_string(fin) : json_null())
                          : NULL;
@@ -206,7 +206,7 @@ char *srv_response_json(const srv_job *j) {
     return s;
 }
 
-bool srv_sse_append(srv_job *j, const char *s, size_t n) {
+bool rw_server__sse_append(srv_job *j, const char *s, size_t n) {
     char *p = realloc(j->out, j->out_len + n);
     if (!p) return false;
     j->out = p;
@@ -220,7 +220,7 @@ static bool append_event(srv_job *j, json_t *o) {
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!s) return false;
-    bool ok = srv_sse_append(j, "data: ", 6) && srv_sse_append(j, s, strlen(s)) && srv_sse_append(j, "\n\n", 2);
+    bool ok = rw_server__sse_append(j, "data: ", 6) && rw_server__sse_append(j, s, strlen(s)) && rw_server__sse_append(j, "\n\n", 2);
     free(s);
     return ok;
 }
@@ -236,7 +236,7 @@ static bool chunk_event(srv_job *j, json_t *choice, const int32_t *toks, const s
     return append_event(j, o);
 }
 
-bool srv_sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
                    const char *finish) {
     if (!delta) return false;
     json_t *choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "delta", delta, "logprobs", "finish_reason",
@@ -244,7 +244,7 @@ bool srv_sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, co
     return chunk_event(j, choice, toks, lps, n_toks);
 }
 
-bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
+bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
                    const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish) {
     if (j->chat) {
         json_t *delta = json_object();
@@ -252,7 +252,7 @@ bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, con
             json_object_set_new(delta, "role", json_string("assistant"));
             json_object_set_new(delta, "content", json_string(""));
         } else if (text_len) json_object_set_new(delta, "content", text_json(text, text_len));
-        return srv_sse_delta(j, index, delta, toks, lps, n_toks, srv_finish_name(finish));
+        return rw_server__sse_delta(j, index, delta, toks, lps, n_toks, rw_server__finish_name(finish));
     }
     if (first) return true; /* completions have no role chunk */
     return chunk_event(j,
@@ -261,18 +261,18 @@ bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, con
                        toks, lps, n_toks);
 }
 
-bool srv_sse_usage(srv_job *j) {
+bool rw_server__sse_usage(srv_job *j) {
     json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion.chunk" : "text_completion", json_array());
     if (o) json_object_set_new(o, "usage", usage_json(j));
     return append_event(j, o);
 }
 
-bool srv_sse_error(srv_job *j, const char *msg) {
+bool rw_server__sse_error(srv_job *j, const char *msg) {
     return append_event(j, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", msg, "type", "server_error",
                                      "param", "code"));
 }
 
-char *srv_error_json(const srv_error *e) {
+char *rw_server__error_json(const srv_error *e) {
     json_t *o = json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", text_json(e->msg, strlen(e->msg)), "type",
                           e->type, "param",
                           e->param[0] ? json_string(e->param) : json_null(), "code",

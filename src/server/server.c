@@ -23,10 +23,12 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "server/server_int.h"
+#include "server/api_int.h"
 
-enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS,
-       R_PROPS };
+enum {
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
+    R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
+};
 
 static const struct {
     const char *path;
@@ -37,11 +39,16 @@ static const struct {
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
+    {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
+    {"/v1/responses", "POST", R_RESPONSES},
 };
+
+/* Anthropic's routes answer errors in Anthropic's shape. */
+static bool anthropic_route(int route) { return route == R_MESSAGES || route == R_COUNT_TOKENS; }
 
 /* A message cut by a size limit may end inside a UTF-8 character: drop
  * that partial character (the JSON writer would refuse the whole string). */
-void srv_utf8_cut(char *msg, size_t cap) {
+void rw_server__utf8_cut(char *msg, size_t cap) {
     size_t n = strlen(msg);
     if (n + 1 < cap) return; /* not cut */
     size_t i = n;
@@ -52,17 +59,17 @@ void srv_utf8_cut(char *msg, size_t cap) {
     if (n - (i - 1) < want) msg[i - 1] = 0;
 }
 
-void srv_errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
+void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
     e->http = http;
     e->type = type;
     e->code = code;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    srv_utf8_cut(e->param, sizeof e->param);
+    rw_server__utf8_cut(e->param, sizeof e->param);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
-    srv_utf8_cut(e->msg, sizeof e->msg);
+    rw_server__utf8_cut(e->msg, sizeof e->msg);
 }
 
 static void count_status(rw_server *s, int status) {
@@ -105,23 +112,30 @@ static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const 
     return ret;
 }
 
+/* An error body in the shape of cc's route's API. */
+static char *error_json(const srv_conn *cc, const srv_error *e) {
+    return cc && anthropic_route(cc->route) ? rw_server__anthropic_error_json(e) : rw_server__error_json(e);
+}
+
 static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, const srv_error *e,
                                   const char *allow) {
-    return send_owned(s, c, cc, e->http, srv_error_json(e), "application/json", allow);
+    return send_owned(s, c, cc, e->http, error_json(cc, e), "application/json", allow);
 }
 
 /* For a worker: the answer is sent when the connection resumes. */
 static void reply_error(srv_conn *cc, const srv_error *e) {
     cc->status = e->http;
-    cc->reply = srv_error_json(e);
+    cc->reply = error_json(cc, e);
     cc->state = CC_REPLY;
 }
 
+/* Either header carries the key: Authorization: Bearer KEY (OpenAI) or
+ * x-api-key: KEY (Anthropic). */
 static bool authorized(const rw_server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
-    h += 7;
+    if (h && !strncasecmp(h, "Bearer ", 7)) h += 7;
+    else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"))) return false;
     size_t a = strlen(h), b = strlen(s->api_key);
     unsigned diff = (unsigned)(a != b);
     for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned)(h[i] ^ s->api_key[i]); /* no early exit */
@@ -131,13 +145,13 @@ static bool authorized(const rw_server *s, struct MHD_Connection *c) {
 static void submit_error(const rw_error *err, srv_error *e) {
     switch (err->code) {
     case RW_ERR_CONTEXT:
-        srv_errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages", "%s", err->msg);
+        rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages", "%s", err->msg);
         break;
-    case RW_ERR_BUSY: srv_errorf(e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err->msg); break;
+    case RW_ERR_BUSY: rw_server__errorf(e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err->msg); break;
     case RW_ERR_INVALID_ARG:
     case RW_ERR_UNSUPPORTED:
-    case RW_ERR_RANGE: srv_errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", err->msg); break;
-    default: srv_errorf(e, 500, "server_error", NULL, NULL, "%s", err->msg); break;
+    case RW_ERR_RANGE: rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", err->msg); break;
+    default: rw_server__errorf(e, 500, "server_error", NULL, NULL, "%s", err->msg); break;
     }
 }
 
@@ -145,25 +159,39 @@ static void submit_error(const rw_error *err, srv_error *e) {
 static void generate(rw_server *s, bool chat, srv_conn *cc) {
     srv_request r;
     srv_error e;
-    if (!srv_parse_request(s, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
-    srv_job *j = srv_job_new(s, &r);
+    if (!rw_server__parse_request(s, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
+    srv_job *j = rw_server__job_new(s, &r);
     if (!j) {
-        srv_request_free(&r);
-        srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+        rw_server__request_free(&r);
+        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         return reply_error(cc, &e);
     }
     rw_error err = {0};
-    rw_status st = srv_job_submit(j, &r, &err);
+    rw_status st = rw_server__job_submit(j, &r, &err);
     cc->stream = r.stream;
-    srv_request_free(&r); /* the engine copied what it needs */
+    rw_server__request_free(&r); /* the engine copied what it needs */
     if (st) {
-        srv_job_free(j); /* cancels the choices already submitted */
+        rw_server__job_free(j); /* cancels the choices already submitted */
         submit_error(&err, &e);
         return reply_error(cc, &e);
     }
-    srv_job_attach(j, cc->sock);
+    rw_server__job_attach(j, cc->sock);
     cc->job = j;
     cc->state = CC_JOB;
+}
+
+/* On a worker: an api_*.c route's answer into cc. */
+static void api_work(srv_conn *cc, rw_server__reply r) {
+    if (r.job) {
+        rw_server__job_attach(r.job, cc->sock);
+        cc->job = r.job;
+        cc->stream = r.sse;
+        cc->state = CC_JOB;
+        return;
+    }
+    cc->status = r.http;
+    cc->reply = r.body;
+    cc->state = CC_REPLY;
 }
 
 /* On libmicrohttpd's thread, when the connection resumes with a job. */
@@ -171,7 +199,7 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
     srv_job *j = cc->job;
     if (cc->stream) {
         struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_job_sse_reader, j, srv_job_sse_free);
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, rw_server__job_sse_reader, j, rw_server__job_sse_free);
         if (!resp) return MHD_NO; /* request_completed frees the job */
         cc->job = NULL; /* the response owns it now */
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
@@ -183,14 +211,19 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
         return ret;
     }
     bool over = false;
-    if (!srv_job_ready(j, &over)) return over ? MHD_NO : MHD_YES; /* client gone or stopping: cancelled */
-    const char *fail = srv_job_error(j);
+    if (!rw_server__job_ready(j, &over)) return over ? MHD_NO : MHD_YES; /* client gone or stopping: cancelled */
+    if (j->api_body) { /* another API's answer (api_*.c) */
+        int status = 500;
+        char *body = j->api_body(j, &status);
+        return send_owned(s, c, cc, status, body, "application/json", NULL);
+    }
+    const char *fail = rw_server__job_error(j);
     srv_error e;
     if (fail) {
-        srv_errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
+        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
         return send_error(s, c, cc, &e, NULL);
     }
-    return send_owned(s, c, cc, 200, srv_response_json(j), "application/json", NULL);
+    return send_owned(s, c, cc, 200, rw_server__response_json(j), "application/json", NULL);
 }
 
 /* llama.cpp's /tokenize {"content", "add_special" = false, "parse_special" =
@@ -202,23 +235,23 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
     json_t *out = NULL;
     rw_error err = {0};
     if (!json_is_object(o)) {
-        srv_errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
+        rw_server__errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
     } else if (!detok) {
         json_t *content = json_object_get(o, "content"), *as = json_object_get(o, "add_special"),
                *ps = json_object_get(o, "parse_special");
         int32_t *ids = NULL;
         size_t n = 0;
         if (!json_is_string(content) || (as && !json_is_boolean(as)) || (ps && !json_is_boolean(ps)))
-            srv_errorf(&e, 400, "invalid_request_error", NULL, "content",
+            rw_server__errorf(&e, 400, "invalid_request_error", NULL, "content",
                        "'content' must be a string; 'add_special' and 'parse_special' booleans");
         else if (rw_tokenize(s->tok, json_string_value(content), json_string_length(content), json_is_true(as),
                              !ps || json_is_true(ps), &ids, &n, &err))
-            srv_errorf(&e, 400, "invalid_request_error", NULL, "content", "%s", err.msg);
+            rw_server__errorf(&e, 400, "invalid_request_error", NULL, "content", "%s", err.msg);
         else {
             json_t *a = json_array();
             for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
             out = a ? json_pack("{s:o}", "tokens", a) : NULL;
-            if (!out) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+            if (!out) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         }
         free(ids);
     } else {
@@ -234,16 +267,16 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
         }
         char *text = NULL;
         size_t len = 0;
-        if (!ids) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!ids) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         else if (!ok)
-            srv_errorf(&e, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array of token ids");
+            rw_server__errorf(&e, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array of token ids");
         else if (rw_detokenize(s->tok, ids, n, true, &text, &len, &err))
-            srv_errorf(&e, 400, "invalid_request_error", NULL, "tokens", "%s", err.msg);
+            rw_server__errorf(&e, 400, "invalid_request_error", NULL, "tokens", "%s", err.msg);
         else {
             /* a piece of a character (half of a multi-byte token sequence) is
              * not UTF-8: each invalid byte becomes U+FFFD, never "" */
-            out = json_pack("{s:o}", "content", srv_text_lossy(text, len));
-            if (!out) srv_errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+            out = json_pack("{s:o}", "content", rw_server__text_lossy(text, len));
+            if (!out) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         }
         free(text);
         free(ids);
@@ -276,20 +309,23 @@ static char *props_json(rw_server *s) {
     return txt;
 }
 
-void srv_conn_work(rw_server *s, srv_conn *cc) {
+void rw_server__conn_work(rw_server *s, srv_conn *cc) {
     switch (cc->route) {
     case R_COMPLETIONS: generate(s, false, cc); break;
     case R_CHAT: generate(s, true, cc); break;
     case R_TOKENIZE: tokenize(s, cc, false); break;
     case R_DETOKENIZE: tokenize(s, cc, true); break;
-    default: srv_conn_unqueued(s, cc); break;
+    case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
+    case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
+    case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len)); break;
+    default: rw_server__conn_unqueued(s, cc); break;
     }
 }
 
-void srv_conn_unqueued(rw_server *s, srv_conn *cc) {
+void rw_server__conn_unqueued(rw_server *s, srv_conn *cc) {
     (void)s;
     srv_error e;
-    srv_errorf(&e, 503, "server_error", NULL, NULL, "the server is stopping");
+    rw_server__errorf(&e, 503, "server_error", NULL, NULL, "the server is stopping");
     reply_error(cc, &e);
 }
 
@@ -297,7 +333,7 @@ void srv_conn_unqueued(rw_server *s, srv_conn *cc) {
 static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
     switch (cc->route) {
     case R_HEALTH: return send_owned(s, c, cc, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
-    case R_METRICS: return send_owned(s, c, cc, 200, srv_metrics_text(s), "text/plain; version=0.0.4", NULL);
+    case R_METRICS: return send_owned(s, c, cc, 200, rw_server__metrics_text(s), "text/plain; version=0.0.4", NULL);
     case R_MODELS:
     case R_MODEL: {
         json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_id, "object", "model", "created",
@@ -306,7 +342,7 @@ static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, cons
         if (cc->route == R_MODEL && strcmp(cc->model, s->model_id)) {
             json_decref(m);
             srv_error e;
-            srv_errorf(&e, 404, "invalid_request_error", "model_not_found", "model",
+            rw_server__errorf(&e, 404, "invalid_request_error", "model_not_found", "model",
                        "The model '%s' does not exist (this server has '%s')", cc->model, s->model_id);
             return send_error(s, c, cc, &e, NULL);
         }
@@ -316,6 +352,10 @@ static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, cons
         return send_owned(s, c, cc, 200, txt, "application/json", NULL);
     }
     case R_PROPS: return send_owned(s, c, cc, 200, props_json(s), "application/json", NULL);
+    case R_RESPONSE: {
+        rw_server__reply r = rw_server__response_get(s, cc->model);
+        return send_owned(s, c, cc, r.http, r.body, "application/json", NULL);
+    }
     default: return MHD_NO;
     }
 }
@@ -377,7 +417,8 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
 }
 
 static bool heavy_route(int route) {
-    return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE;
+    return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
+           route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES;
 }
 
 static srv_sock *sock_of(struct MHD_Connection *c) {
@@ -399,11 +440,16 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
         snprintf(cc->model, sizeof cc->model, "%s", url + 11);
         if (!strcmp(method, "GET")) cc->route = R_MODEL;
     }
+    if (!strncmp(url, "/v1/responses/", 14) && url[14] && strlen(url + 14) < sizeof cc->model) {
+        allow = "GET"; /* GET /v1/responses/{id} */
+        snprintf(cc->model, sizeof cc->model, "%s", url + 14);
+        if (!strcmp(method, "GET")) cc->route = R_RESPONSE;
+    }
     if (allow && !strcmp(method, "OPTIONS")) cc->route = R_OPTIONS;
     cc->answered = true; /* unless all checks pass below */
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     if (!host_allowed(s, host)) {
-        srv_errorf(&e, 403, "invalid_request_error", "host_not_allowed", NULL,
+        rw_server__errorf(&e, 403, "invalid_request_error", "host_not_allowed", NULL,
                    "The Host '%.100s' is not this server's (a loopback server answers localhost and loopback "
                    "addresses only)", host);
         return send_error(s, c, cc, &e, NULL);
@@ -411,7 +457,7 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (origin) {
         if (!origin_allowed(s, origin) || strlen(origin) >= sizeof cc->origin) {
-            srv_errorf(&e, 403, "invalid_request_error", "origin_not_allowed", NULL,
+            rw_server__errorf(&e, 403, "invalid_request_error", "origin_not_allowed", NULL,
                        "Requests from the web origin '%.100s' are not allowed (see --cors-origin)", origin);
             return send_error(s, c, cc, &e, NULL);
         }
@@ -419,28 +465,28 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
     }
     if (cc->route == R_NONE) {
         if (allow) {
-            srv_errorf(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
+            rw_server__errorf(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
                        "Method %s is not allowed for %s (use %s)", method, url, allow);
             return send_error(s, c, cc, &e, allow);
         }
-        srv_errorf(&e, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
+        rw_server__errorf(&e, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
         return send_error(s, c, cc, &e, NULL);
     }
     if (cc->route == R_OPTIONS) return answer_options(s, c, cc, allow); /* preflights carry no key */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     if (cl && te) { /* two framings: which one a proxy in front believes is ambiguous (request smuggling) */
-        srv_errorf(&e, 400, "invalid_request_error", NULL, NULL,
+        rw_server__errorf(&e, 400, "invalid_request_error", NULL, NULL,
                    "A request may not have both Content-Length and Transfer-Encoding");
         return send_error(s, c, cc, &e, NULL);
     }
     if (cc->route != R_HEALTH && !authorized(s, c)) {
-        srv_errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
-                   "Incorrect or missing API key: send the header 'Authorization: Bearer KEY'");
+        rw_server__errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                   "Incorrect or missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
         return send_error(s, c, cc, &e, NULL);
     }
     if (cl && strtoull(cl, NULL, 10) > s->max_body) {
-        srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
+        rw_server__errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
                    "The request body has %.40s bytes; the limit is %zu", cl, s->max_body);
         return send_error(s, c, cc, &e, NULL);
     }
@@ -459,7 +505,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
         cc->sock = sock_of(c);
-        srv_sock_phase(s, cc->sock, SOCK_BODY);
+        rw_server__sock_phase(s, cc->sock, SOCK_BODY);
         return headers(s, c, cc, url, method);
     }
     if (*upload_data_size) { /* a piece of the body */
@@ -489,10 +535,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     switch (cc->state) {
     case CC_BODY: /* the whole request is in */
         if (cc->answered) return MHD_YES;
-        srv_sock_phase(s, cc->sock, SOCK_BUSY);
+        rw_server__sock_phase(s, cc->sock, SOCK_BUSY);
         if (cc->too_big) {
             cc->answered = true;
-            srv_errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
+            rw_server__errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
                        "The request body is larger than the limit of %zu bytes", s->max_body);
             return send_error(s, c, cc, &e, NULL);
         }
@@ -502,11 +548,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         }
         if (!cc->sock) return MHD_NO;
         cc->state = CC_WORK;
-        if (!srv_sock_sleep(s, cc->sock, false)) return MHD_NO; /* stopping */
-        srv_work_push(s, cc); /* a worker wakes the connection when done */
+        if (!rw_server__sock_sleep(s, cc->sock, false)) return MHD_NO; /* stopping */
+        rw_server__work_push(s, cc); /* a worker wakes the connection when done */
         return MHD_YES;
     case CC_WORK: /* woken while a worker has it: only at a stop, after the workers ended */
-        return srv_sock_sleep(s, cc->sock, false) ? MHD_YES : MHD_NO;
+        return rw_server__sock_sleep(s, cc->sock, false) ? MHD_YES : MHD_NO;
     case CC_REPLY: {
         char *reply = cc->reply;
         cc->reply = NULL;
@@ -524,9 +570,9 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
     rw_server *s = cls;
     (void)toe;
     srv_conn *cc = *con_cls;
-    srv_sock_phase(s, sock_of(c), SOCK_IDLE); /* the next request's headers are due within header_timeout */
+    rw_server__sock_phase(s, sock_of(c), SOCK_IDLE); /* the next request's headers are due within header_timeout */
     if (!cc) return;
-    srv_job_free(cc->job); /* a whole answer not sent (client gone, stopping): cancels what runs */
+    rw_server__job_free(cc->job); /* a whole answer not sent (client gone, stopping): cancels what runs */
     free(cc->reply);
     free(cc->body);
     free(cc);
@@ -536,9 +582,9 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
 static void connection_event(void *cls, struct MHD_Connection *c, void **socket_context,
                              enum MHD_ConnectionNotificationCode code) {
     rw_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_context = srv_sock_open(s, c);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_context = rw_server__sock_open(s, c);
     else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-        srv_sock_closed(s, *socket_context);
+        rw_server__sock_closed(s, *socket_context);
         *socket_context = NULL;
     }
 }
@@ -577,7 +623,7 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     return fd;
 }
 
-void srv_logf(rw_server *s, const char *fmt, ...) {
+void rw_server__logf(rw_server *s, const char *fmt, ...) {
     (void)s;
     if (!rw_log_enabled(RW_LOG_INFO)) return;
     char line[512];
@@ -616,6 +662,7 @@ static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error 
 }
 
 static void free_server(rw_server *s) {
+    rw_server__store_free(s->store);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->conn_mu);
     pthread_cond_destroy(&s->watcher_cv);
@@ -663,8 +710,8 @@ static bool is_loopback(const char *host) {
  * (libmicrohttpd must not be stopped with a connection suspended). */
 static void stop_all(rw_server *s) {
     __atomic_store_n(&s->stopping, 1, __ATOMIC_SEQ_CST); /* nothing suspends any more */
-    srv_work_stop(s);
-    srv_conns_stop(s);
+    rw_server__work_stop(s);
+    rw_server__conns_stop(s);
     if (s->daemon) MHD_stop_daemon(s->daemon); /* ends every connection: jobs cancelled */
     s->daemon = NULL;
 }
@@ -691,7 +738,8 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
     s->bos = bos ? strdup(bos) : NULL;
     s->eos = eos ? strdup(eos) : NULL;
     s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
-    if (!s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
+    s->store = rw_server__store_new(0, 0);
+    if (!s->store || !s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
         (cfg->api_key && cfg->api_key[0] && !s->api_key) || !parse_cors(s, cfg->cors_origin)) {
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -722,8 +770,8 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
-    rw_status st = srv_conns_start(s, err);
-    if (!st) st = srv_work_start(s, cfg->workers > 0 ? cfg->workers : 2, err);
+    rw_status st = rw_server__conns_start(s, err);
+    if (!st) st = rw_server__work_start(s, cfg->workers > 0 ? cfg->workers : 2, err);
     if (st) {
         stop_all(s);
         close(s->listen_fd);

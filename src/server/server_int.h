@@ -71,6 +71,8 @@ struct rw_server {
     int n_workers;
     bool work_stop;
 
+    struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
+
     /* chat output and templates (docs/agent-api.md) */
     rw_chat_caps caps;               /* the template's (rw_chat_template_caps) */
     rw_tool_format tool_fmt;         /* caps' or --tool-format */
@@ -94,32 +96,32 @@ rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, cons
                                   char **gbnf, rw_error *err);
 
 /* One log line (printf-style) through the library's log hook (base/log.h). */
-void srv_logf(rw_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rw_server__logf(rw_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* conn.c */
-double srv_now(void); /* monotonic seconds */
-srv_sock *srv_sock_open(rw_server *s, struct MHD_Connection *c);
-void srv_sock_closed(rw_server *s, srv_sock *k);
-void srv_sock_ref(rw_server *s, srv_sock *k);
-void srv_sock_unref(rw_server *s, srv_sock *k);
-void srv_sock_phase(rw_server *s, srv_sock *k, int phase);
+double rw_server__now(void); /* monotonic seconds */
+srv_sock *rw_server__sock_open(rw_server *s, struct MHD_Connection *c);
+void rw_server__sock_closed(rw_server *s, srv_sock *k);
+void rw_server__sock_ref(rw_server *s, srv_sock *k);
+void rw_server__sock_unref(rw_server *s, srv_sock *k);
+void rw_server__sock_phase(rw_server *s, srv_sock *k, int phase);
 /* On libmicrohttpd's thread, from the handler or a content reader: suspends
- * the connection until srv_sock_wake (watch: also when the peer hangs up).
+ * the connection until rw_server__sock_wake (watch: also when the peer hangs up).
  * False when the server is stopping or the peer is gone (nothing suspended). */
-bool srv_sock_sleep(rw_server *s, srv_sock *k, bool watch);
+bool rw_server__sock_sleep(rw_server *s, srv_sock *k, bool watch);
 /* From any thread: resumes the connection if we suspended it. */
-void srv_sock_wake(rw_server *s, srv_sock *k);
-bool srv_sock_gone(rw_server *s, srv_sock *k);
-bool srv_stopping(const rw_server *s);
-rw_status srv_conns_start(rw_server *s, rw_error *err);
+void rw_server__sock_wake(rw_server *s, srv_sock *k);
+bool rw_server__sock_gone(rw_server *s, srv_sock *k);
+bool rw_server__stopping(const rw_server *s);
+rw_status rw_server__conns_start(rw_server *s, rw_error *err);
 /* Resumes every suspended connection and stops the watcher. */
-void srv_conns_stop(rw_server *s);
+void rw_server__conns_stop(rw_server *s);
 
 /* work.c */
-rw_status srv_work_start(rw_server *s, int n, rw_error *err);
-void srv_work_push(rw_server *s, struct srv_conn *cc);
+rw_status rw_server__work_start(rw_server *s, int n, rw_error *err);
+void rw_server__work_push(rw_server *s, struct srv_conn *cc);
 /* Joins the workers; requests still queued are answered 503. */
-void srv_work_stop(rw_server *s);
+void rw_server__work_stop(rw_server *s);
 
 /* An error to send: HTTP status and OpenAI's error fields. */
 typedef struct {
@@ -130,7 +132,7 @@ typedef struct {
     char msg[512];
 } srv_error;
 
-void srv_errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
+void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* A parsed generation request (both endpoints). Owns prompt and stop. */
@@ -165,12 +167,12 @@ typedef struct {
 } srv_tok_lp;
 
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
-bool srv_parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
-void srv_request_free(srv_request *r);
+bool rw_server__parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
+void rw_server__request_free(srv_request *r);
 /* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
  * normalized messages norm) to token ids, control tokens taken only from
  * the template's text. False and *e on failure. */
-bool srv_chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
+bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
                        bool add_special, int32_t **ids, size_t *n_ids, srv_error *e);
 
 #define SRV_MAX_N 16 /* choices per request (n) */
@@ -229,6 +231,15 @@ typedef struct srv_job {
     int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
     char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
+    /* another API's stream (api_*.c): api_fill formats what is new into out
+     * instead of chat chunks (returns as fill does); api_state is its own,
+     * freed by api_free with the job */
+    bool (*api_fill)(struct srv_job *j);
+    void *api_state;
+    void (*api_free)(void *state);
+    /* another API's whole answer, once the job is done: its body (malloc'd)
+     * and *status, instead of rw_server__response_json's */
+    char *(*api_body)(struct srv_job *j, int *status);
     /* chat: how each choice's output is parsed (the request's out, with
      * tools_json an owned copy) */
     rw_chat_output_opts parse;
@@ -253,51 +264,51 @@ typedef struct srv_job {
  * id_prefix (NULL: "call_") and fresh randomness; stream: arguments of
  * calls streamed as they come (output.h's stream_args), for a streaming
  * response. The caller frees it. */
-rw_status srv_job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
                              rw_error *err);
 
-srv_job *srv_job_new(rw_server *s, const srv_request *r);
+srv_job *rw_server__job_new(rw_server *s, const srv_request *r);
 /* From now on the job's events wake k's connection (takes a reference). */
-void srv_job_attach(srv_job *j, srv_sock *k);
+void rw_server__job_attach(srv_job *j, srv_sock *k);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
  * already in and returns the engine's error. */
-rw_status srv_job_submit(srv_job *j, const srv_request *r, rw_error *err);
+rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err);
 /* Cancels the engine requests still running, then frees. */
-void srv_job_free(srv_job *j);
-void srv_job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback, user = srv_choice */
+void rw_server__job_free(srv_job *j);
+void rw_server__job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback, user = srv_choice */
 /* True when every choice is done; otherwise suspends the connection until
- * the next event (srv_sock_sleep) and returns false; *over is set when the
+ * the next event (rw_server__sock_sleep) and returns false; *over is set when the
  * connection must end instead (client gone, server stopping). */
-bool srv_job_ready(srv_job *j, bool *over);
+bool rw_server__job_ready(srv_job *j, bool *over);
 /* The first failed choice's message, or NULL. */
-const char *srv_job_error(const srv_job *j);
+const char *rw_server__job_error(const srv_job *j);
 /* The MHD content reader of a streaming response (cls = job). */
-ssize_t srv_job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
-void srv_job_sse_free(void *cls);
+ssize_t rw_server__job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
+void rw_server__job_sse_free(void *cls);
 
 /* response.c: the JSON of a finished non-streaming request (malloc'd). */
-char *srv_response_json(const srv_job *j);
+char *rw_server__response_json(const srv_job *j);
 /* One SSE event "data: {...}\n\n" appended to the job's out buffer for
  * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
-bool srv_sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
+bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
                    const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
 /* One chat chunk for choice `index` with the given delta (consumed), the
  * n_toks tokens (ids and logprobs as the request asked) and finish (NULL:
  * null). */
-bool srv_sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
                    const char *finish);
 /* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
-const char *srv_choice_finish(const srv_choice *c);
+const char *rw_server__choice_finish(const srv_choice *c);
 /* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */
-json_t *srv_text_json(const char *s, size_t n);
-bool srv_sse_usage(srv_job *j);
-bool srv_sse_error(srv_job *j, const char *msg);
-bool srv_sse_append(srv_job *j, const char *s, size_t n);
-char *srv_error_json(const srv_error *e);
+json_t *rw_server__text_json(const char *s, size_t n);
+bool rw_server__sse_usage(srv_job *j);
+bool rw_server__sse_error(srv_job *j, const char *msg);
+bool rw_server__sse_append(srv_job *j, const char *s, size_t n);
+char *rw_server__error_json(const srv_error *e);
 /* s[0..n) as a JSON string, each byte that is not part of valid UTF-8 as U+FFFD. */
-json_t *srv_text_lossy(const char *s, size_t n);
+json_t *rw_server__text_lossy(const char *s, size_t n);
 /* Drops a partial UTF-8 character at the end of msg if it filled cap. */
-void srv_utf8_cut(char *msg, size_t cap);
+void rw_server__utf8_cut(char *msg, size_t cap);
 
 /* Per-request state of a connection (libmicrohttpd's con_cls); freed in
  * request_completed (server.c). While state is CC_WORK a worker owns it and
@@ -308,7 +319,7 @@ typedef struct srv_conn {
     srv_sock *sock;
     int route;
     int state;
-    char model[256]; /* R_MODEL: the id asked for */
+    char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
     char origin[256]; /* the Origin header when allowed (echoed in CORS headers), else "" */
     bool answered;    /* an error was queued at the headers */
     bool too_big;
@@ -324,12 +335,12 @@ typedef struct srv_conn {
 
 /* server.c, on a worker thread: handles cc's request (cc->state CC_WORK)
  * into CC_REPLY or CC_JOB. */
-void srv_conn_work(rw_server *s, srv_conn *cc);
+void rw_server__conn_work(rw_server *s, srv_conn *cc);
 /* server.c: a request no worker will take (stopping): CC_REPLY 503. */
-void srv_conn_unqueued(rw_server *s, srv_conn *cc);
+void rw_server__conn_unqueued(rw_server *s, srv_conn *cc);
 
 /* metrics.c: the Prometheus text (malloc'd). */
-char *srv_metrics_text(rw_server *s);
-const char *srv_finish_name(rw_finish_reason f);
+char *rw_server__metrics_text(rw_server *s);
+const char *rw_server__finish_name(rw_finish_reason f);
 
 #endif

@@ -5,7 +5,7 @@
  * whatever the requests in flight cost.
  *
  * The handler suspends its connection and queues the request; a worker
- * takes it (FIFO), fills in the answer or the job (srv_conn_work, server.c)
+ * takes it (FIFO), fills in the answer or the job (rw_server__conn_work, server.c)
  * and resumes the connection. */
 #include <stdlib.h>
 
@@ -21,15 +21,15 @@ static void *worker_main(void *arg) {
         s->work_head = cc->work_next;
         if (!s->work_head) s->work_tail = NULL;
         pthread_mutex_unlock(&s->work_mu);
-        srv_conn_work(s, cc);
-        srv_sock_wake(s, cc->sock); /* cc belongs to the connection again */
+        rw_server__conn_work(s, cc);
+        rw_server__sock_wake(s, cc->sock); /* cc belongs to the connection again */
         pthread_mutex_lock(&s->work_mu);
     }
     pthread_mutex_unlock(&s->work_mu);
     return NULL;
 }
 
-rw_status srv_work_start(rw_server *s, int n, rw_error *err) {
+rw_status rw_server__work_start(rw_server *s, int n, rw_error *err) {
     if (n < 1) n = 1;
     if (n > (int)(sizeof s->workers / sizeof *s->workers)) n = (int)(sizeof s->workers / sizeof *s->workers);
     for (s->n_workers = 0; s->n_workers < n; s->n_workers++)
@@ -38,7 +38,7 @@ rw_status srv_work_start(rw_server *s, int n, rw_error *err) {
     return RW_OK;
 }
 
-void srv_work_push(rw_server *s, srv_conn *cc) {
+void rw_server__work_push(rw_server *s, srv_conn *cc) {
     pthread_mutex_lock(&s->work_mu);
     cc->work_next = NULL;
     if (s->work_tail) s->work_tail->work_next = cc;
@@ -48,7 +48,7 @@ void srv_work_push(rw_server *s, srv_conn *cc) {
     pthread_mutex_unlock(&s->work_mu);
 }
 
-void srv_work_stop(rw_server *s) {
+void rw_server__work_stop(rw_server *s) {
     pthread_mutex_lock(&s->work_mu);
     s->work_stop = true;
     pthread_cond_broadcast(&s->work_cv);
@@ -62,8 +62,8 @@ void srv_work_stop(rw_server *s) {
     pthread_mutex_unlock(&s->work_mu);
     while (cc) {
         srv_conn *next = cc->work_next;
-        srv_conn_unqueued(s, cc);
-        srv_sock_wake(s, cc->sock);
+        rw_server__conn_unqueued(s, cc);
+        rw_server__sock_wake(s, cc->sock);
         cc = next;
     }
 }

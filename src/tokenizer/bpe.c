@@ -75,7 +75,7 @@ static void cache_add(word_cache *c, cache_slot *s, const char *w, size_t n, con
     }
     size_t ids_off = c->ids.n;
     for (size_t i = from; i < out->n; i++)
-        if (ids_push(&c->ids, out->v[i])) {
+        if (rw_tok__ids_push(&c->ids, out->v[i])) {
             c->ids.n = ids_off;
             return;
         }
@@ -93,7 +93,7 @@ static void cache_add(word_cache *c, cache_slot *s, const char *w, size_t n, con
 static int32_t pair_rank(const rw_tokenizer *t, const char *enc, const symbol *a, const symbol *b, int32_t *merged,
                          char *scratch) {
     if (a->id >= 0 && b->id >= 0) {
-        const pair_slot *p = pair_map_get(&t->merges, a->id, b->id);
+        const pair_slot *p = rw_tok__pair_map_get(&t->merges, a->id, b->id);
         if (!p) return INT_MAX;
         *merged = p->merged;
         return p->rank;
@@ -102,21 +102,21 @@ static int32_t pair_rank(const rw_tokenizer *t, const char *enc, const symbol *a
     memcpy(scratch, enc + a->start, a->n);
     scratch[a->n] = ' ';
     memcpy(scratch + a->n + 1, enc + b->start, b->n);
-    int32_t rank = str_map_get(&t->odd_merges, scratch, a->n + 1 + b->n);
+    int32_t rank = rw_tok__str_map_get(&t->odd_merges, scratch, a->n + 1 + b->n);
     if (rank < 0) return INT_MAX;
-    *merged = str_map_get(&t->vocab, enc + a->start, a->n + b->n); /* a and b are adjacent in enc */
+    *merged = rw_tok__str_map_get(&t->vocab, enc + a->start, a->n + b->n); /* a and b are adjacent in enc */
     return rank;
 }
 
 /* Emits one final symbol: its token, or one byte token per byte of its
  * text when the text is not a token (as llama.cpp). */
 static int emit(const rw_tokenizer *t, const char *enc, const symbol *s, id_list *out) {
-    if (s->id >= 0) return ids_push(out, s->id);
+    if (s->id >= 0) return rw_tok__ids_push(out, s->id);
     const char *p = enc + s->start;
     if (t->raw_utf8) { /* the text is the bytes themselves */
         for (size_t i = 0; i < s->n; i++) {
             int32_t bt = t->byte_token[(unsigned char)p[i]];
-            if (bt >= 0 && ids_push(out, bt)) return -1;
+            if (bt >= 0 && rw_tok__ids_push(out, bt)) return -1;
         }
         return 0;
     }
@@ -131,7 +131,7 @@ static int emit(const rw_tokenizer *t, const char *enc, const symbol *s, id_list
         }
         int b = cp < 512 ? t->char_byte[cp] : -1;
         int32_t bt = b >= 0 ? t->byte_token[b] : -1;
-        if (bt >= 0 && ids_push(out, bt)) return -1;
+        if (bt >= 0 && rw_tok__ids_push(out, bt)) return -1;
     }
     return 0;
 }
@@ -171,7 +171,7 @@ static int push_pair(const rw_tokenizer *t, const char *enc, symbol *sym, tok_he
     int32_t merged;
     int32_t rank = pair_rank(t, enc, &sym[left], &sym[right], &merged, scratch);
     if (rank == INT_MAX) return 0;
-    return tok_heap_push(h, (tok_pair){(float)rank, left, right, sym[left].n + sym[right].n});
+    return rw_tok__heap_push(h, (tok_pair){(float)rank, left, right, sym[left].n + sym[right].n});
 }
 
 static int merge_long(const rw_tokenizer *t, const char *enc, symbol *sym, int n, tok_heap *h, id_list *out,
@@ -184,7 +184,7 @@ static int merge_long(const rw_tokenizer *t, const char *enc, symbol *sym, int n
     for (int i = 0; i + 1 < n; i++)
         if (push_pair(t, enc, sym, h, i, i + 1, scratch)) return -1;
     while (h->n) {
-        tok_pair bg = tok_heap_pop(h);
+        tok_pair bg = rw_tok__heap_pop(h);
         symbol *l = &sym[bg.left], *r = &sym[bg.right];
         if (l->n == 0 || r->n == 0 || l->next != bg.right || l->n + r->n != bg.size) continue;
         int32_t merged;
@@ -218,7 +218,7 @@ static int raw_symbols(const rw_tokenizer *t, buffers *b, const char *raw, size_
     for (size_t i = 0; i < len;) {
         size_t l = len_of[(unsigned char)raw[i] >> 4];
         if (l > len - i) l = len - i;
-        b->sym[n++] = (symbol){str_map_get(&t->vocab, raw + i, l), (uint32_t)i, (uint32_t)l, 0, 0};
+        b->sym[n++] = (symbol){rw_tok__str_map_get(&t->vocab, raw + i, l), (uint32_t)i, (uint32_t)l, 0, 0};
         i += l;
     }
     return n;
@@ -244,8 +244,8 @@ static int bpe_word(const rw_tokenizer *t, buffers *b, const char *raw, size_t l
         for (size_t i = 0; i < len && whole; i++) whole = raw[i] == '\n';
     }
     if (whole) {
-        int32_t id = str_map_get(&t->vocab, b->enc, n);
-        if (id >= 0) return ids_push(out, id);
+        int32_t id = rw_tok__str_map_get(&t->vocab, b->enc, n);
+        if (id >= 0) return rw_tok__ids_push(out, id);
     }
     if (n_sym <= SHORT_WORD) return merge_short(t, b->enc, b->sym, n_sym, out, b->scratch);
     return merge_long(t, b->enc, b->sym, n_sym, &b->h, out, b->scratch);
@@ -280,7 +280,7 @@ rw_status rw_tok__bpe(const rw_tokenizer *t, const char *text, size_t len, id_li
         }
         cache_slot *s = cache_find(&c, w, wl, word_hash(w, wl));
         if (s->key_len) {
-            for (uint32_t k = 0; k < s->n_ids && !bad; k++) bad = ids_push(out, c.ids.v[s->ids_off + k]);
+            for (uint32_t k = 0; k < s->n_ids && !bad; k++) bad = rw_tok__ids_push(out, c.ids.v[s->ids_off + k]);
             continue;
         }
         size_t from = out->n;

@@ -8,7 +8,7 @@
 
 static bool before(const tok_pair *a, const tok_pair *b) { return a->key != b->key ? a->key < b->key : a->left < b->left; }
 
-int tok_heap_push(tok_heap *h, tok_pair p) {
+int rw_tok__heap_push(tok_heap *h, tok_pair p) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? 2 * h->cap : 64;
         tok_pair *v = realloc(h->v, cap * sizeof *v);
@@ -25,7 +25,7 @@ int tok_heap_push(tok_heap *h, tok_pair p) {
     return 0;
 }
 
-tok_pair tok_heap_pop(tok_heap *h) {
+tok_pair rw_tok__heap_pop(tok_heap *h) {
     tok_pair top = h->v[0], last = h->v[--h->n];
     size_t i = 0;
     for (;;) {

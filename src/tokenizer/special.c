@@ -9,7 +9,7 @@
 
 #include "tokenizer/tok_int.h"
 
-static int32_t find(const rw_tokenizer *t, const char *text) { return str_map_get(&t->vocab, text, strlen(text)); }
+static int32_t find(const rw_tokenizer *t, const char *text) { return rw_tok__str_map_get(&t->vocab, text, strlen(text)); }
 
 /* Each text that ends a generation; such a token is also made a control token. */
 static const char *const eog_texts[] = {

@@ -17,9 +17,9 @@ typedef struct {
 static int try_pair(const rw_tokenizer *t, const char *text, symbol *sym, tok_heap *h, int left, int right) {
     if (left < 0 || right < 0) return 0;
     size_t start = sym[left].start, size = sym[left].n + sym[right].n;
-    int32_t id = str_map_get(&t->vocab, text + start, size);
+    int32_t id = rw_tok__str_map_get(&t->vocab, text + start, size);
     if (id < 0) return 0;
-    return tok_heap_push(h, (tok_pair){t->score ? -t->score[id] : 0.f, left, right, size});
+    return rw_tok__heap_push(h, (tok_pair){t->score ? -t->score[id] : 0.f, left, right, size});
 }
 
 rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_list *out, rw_error *err) {
@@ -41,7 +41,7 @@ rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_li
     }
     for (int i = 1; i < n && !bad; i++) bad = try_pair(t, text, sym, &h, i - 1, i);
     while (h.n && !bad) {
-        tok_pair b = tok_heap_pop(&h);
+        tok_pair b = rw_tok__heap_pop(&h);
         symbol *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->next != b.right || l->n + r->n != b.size) continue;
         l->n += r->n;
@@ -51,14 +51,14 @@ rw_status rw_tok__spm(const rw_tokenizer *t, const char *text, size_t len, id_li
         bad = try_pair(t, text, sym, &h, l->prev, b.left) || try_pair(t, text, sym, &h, b.left, l->next);
     }
     for (int i = n ? 0 : -1; i >= 0 && !bad; i = sym[i].next) {
-        int32_t id = str_map_get(&t->vocab, text + sym[i].start, sym[i].n);
+        int32_t id = rw_tok__str_map_get(&t->vocab, text + sym[i].start, sym[i].n);
         if (id >= 0) {
-            bad = ids_push(out, id);
+            bad = rw_tok__ids_push(out, id);
             continue;
         }
         for (size_t k = 0; k < sym[i].n && !bad; k++) {
             int32_t bt = t->byte_token[(unsigned char)text[sym[i].start + k]];
-            bad = ids_push(out, bt >= 0 ? bt : t->unk);
+            bad = rw_tok__ids_push(out, bt >= 0 ? bt : t->unk);
         }
     }
     free(sym);

@@ -22,11 +22,11 @@ typedef struct {
     size_t cap; /* power of two */
 } str_map;
 
-int str_map_init(str_map *m, size_t n);
-void str_map_free(str_map *m);
+int rw_tok__str_map_init(str_map *m, size_t n);
+void rw_tok__str_map_free(str_map *m);
 /* First insert wins: returns the value already there, or -1 if k is new. */
-int32_t str_map_put(str_map *m, const char *k, uint32_t len, int32_t v);
-int32_t str_map_get(const str_map *m, const char *k, size_t len);     /* -1 if absent */
+int32_t rw_tok__str_map_put(str_map *m, const char *k, uint32_t len, int32_t v);
+int32_t rw_tok__str_map_get(const str_map *m, const char *k, size_t len);     /* -1 if absent */
 
 /* (left token, right token) -> merge rank and the merged token (-1 when
  * the concatenation is not a token), open addressing on a 64-bit key. */
@@ -41,10 +41,10 @@ typedef struct {
     size_t cap;   /* power of two */
 } pair_map;
 
-int pair_map_init(pair_map *m, size_t n);
-void pair_map_free(pair_map *m);
-void pair_map_put(pair_map *m, int32_t left, int32_t right, int32_t rank, int32_t merged); /* first insert wins */
-const pair_slot *pair_map_get(const pair_map *m, int32_t left, int32_t right);          /* NULL if absent */
+int rw_tok__pair_map_init(pair_map *m, size_t n);
+void rw_tok__pair_map_free(pair_map *m);
+void rw_tok__pair_map_put(pair_map *m, int32_t left, int32_t right, int32_t rank, int32_t merged); /* first insert wins */
+const pair_slot *rw_tok__pair_map_get(const pair_map *m, int32_t left, int32_t right);          /* NULL if absent */
 
 #define MAX_PRE_REGEX 6
 
@@ -104,7 +104,7 @@ typedef struct {
     int32_t *v;
     size_t n, cap;
 } id_list;
-int ids_push(id_list *l, int32_t id);
+int rw_tok__ids_push(id_list *l, int32_t id);
 
 /* pair_heap.c: candidate merges, best (lowest key) first, leftmost on ties.
  * size is the merged length when pushed: a pair whose symbols changed since
@@ -120,8 +120,8 @@ typedef struct {
     size_t n, cap;
 } tok_heap;
 
-int tok_heap_push(tok_heap *h, tok_pair p); /* -1 on out of memory */
-tok_pair tok_heap_pop(tok_heap *h);         /* h->n > 0 */
+int rw_tok__heap_push(tok_heap *h, tok_pair p); /* -1 on out of memory */
+tok_pair rw_tok__heap_pop(tok_heap *h);         /* h->n > 0 */
 
 /* bpe.c: a text of at least this many words uses the word cache (tests set
  * it to SIZE_MAX to compare against the uncached path). */

@@ -147,14 +147,14 @@ static rw_status tokenize(const rw_tokenizer *t, const char *text, size_t len, b
     id_list out = {0};
     rw_status st = RW_OK;
     int bad = 0;
-    if (add_special && t->add_bos && t->bos >= 0) bad = ids_push(&out, t->bos);
+    if (add_special && t->add_bos && t->bos >= 0) bad = rw_tok__ids_push(&out, t->bos);
     bool prev_special = true; /* SentencePiece: a space before the first word and after special tokens */
     char *buf = NULL;
     size_t buf_cap = 0;
     for (size_t f = 0; f < frags.n && !bad && !st; f++) {
         fragment fr = frags.v[f];
         if (fr.id >= 0) {
-            bad = ids_push(&out, fr.id);
+            bad = rw_tok__ids_push(&out, fr.id);
             prev_special = true;
             continue;
         }
@@ -175,7 +175,7 @@ static rw_status tokenize(const rw_tokenizer *t, const char *text, size_t len, b
         }
         prev_special = false;
     }
-    if (!bad && !st && add_special && t->add_eos && t->eos >= 0) bad = ids_push(&out, t->eos);
+    if (!bad && !st && add_special && t->add_eos && t->eos >= 0) bad = rw_tok__ids_push(&out, t->eos);
     free(buf);
     free(frags.v);
     if (bad && !st) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");

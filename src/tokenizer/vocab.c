@@ -13,7 +13,7 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     return h ^ (h >> 29);
 }
 
-int str_map_init(str_map *m, size_t n) {
+int rw_tok__str_map_init(str_map *m, size_t n) {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
     m->cap = cap;
@@ -23,14 +23,14 @@ int str_map_init(str_map *m, size_t n) {
     return m->keys && m->lens && m->vals ? 0 : -1;
 }
 
-void str_map_free(str_map *m) {
+void rw_tok__str_map_free(str_map *m) {
     free(m->keys);
     free(m->lens);
     free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
-int32_t str_map_put(str_map *m, const char *k, uint32_t len, int32_t v) {
+int32_t rw_tok__str_map_put(str_map *m, const char *k, uint32_t len, int32_t v) {
     size_t i = (size_t)hash_bytes(k, len) & (m->cap - 1);
     while (m->keys[i]) {
         if (m->lens[i] == len && !memcmp(m->keys[i], k, len)) return m->vals[i];
@@ -42,7 +42,7 @@ int32_t str_map_put(str_map *m, const char *k, uint32_t len, int32_t v) {
     return -1;
 }
 
-int32_t str_map_get(const str_map *m, const char *k, size_t len) {
+int32_t rw_tok__str_map_get(const str_map *m, const char *k, size_t len) {
     if (!m->cap) return -1;
     size_t i = (size_t)hash_bytes(k, len) & (m->cap - 1);
     while (m->keys[i]) {
@@ -56,7 +56,7 @@ int32_t str_map_get(const str_map *m, const char *k, size_t len) {
 
 static size_t pair_hash(uint64_t key, size_t cap) { return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1); }
 
-int pair_map_init(pair_map *m, size_t n) {
+int rw_tok__pair_map_init(pair_map *m, size_t n) {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
     m->cap = cap;
@@ -66,12 +66,12 @@ int pair_map_init(pair_map *m, size_t n) {
     return 0;
 }
 
-void pair_map_free(pair_map *m) {
+void rw_tok__pair_map_free(pair_map *m) {
     free(m->v);
     memset(m, 0, sizeof *m);
 }
 
-void pair_map_put(pair_map *m, int32_t left, int32_t right, int32_t rank, int32_t merged) {
+void rw_tok__pair_map_put(pair_map *m, int32_t left, int32_t right, int32_t rank, int32_t merged) {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
     size_t i = pair_hash(key, m->cap);
     while (m->v[i].rank >= 0) {
@@ -81,7 +81,7 @@ void pair_map_put(pair_map *m, int32_t left, int32_t right, int32_t rank, int32_
     m->v[i] = (pair_slot){key, rank, merged};
 }
 
-const pair_slot *pair_map_get(const pair_map *m, int32_t left, int32_t right) {
+const pair_slot *rw_tok__pair_map_get(const pair_map *m, int32_t left, int32_t right) {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
     size_t i = pair_hash(key, m->cap);
     while (m->v[i].rank >= 0) {
@@ -91,7 +91,7 @@ const pair_slot *pair_map_get(const pair_map *m, int32_t left, int32_t right) {
     return NULL;
 }
 
-int ids_push(id_list *l, int32_t id) {
+int rw_tok__ids_push(id_list *l, int32_t id) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         int32_t *v = realloc(l->v, cap * sizeof *v);
@@ -167,8 +167,8 @@ static rw_status load_merges(rw_tokenizer *t, const rw_gguf_value *merges, rw_er
             size_t pos;
             if (split_merge(m, &pos)) continue;
             if (pass == 0) {
-                int32_t a = str_map_get(&t->vocab, m.ptr, pos);
-                int32_t b = str_map_get(&t->vocab, m.ptr + pos + 1, (size_t)m.len - pos - 1);
+                int32_t a = rw_tok__str_map_get(&t->vocab, m.ptr, pos);
+                int32_t b = rw_tok__str_map_get(&t->vocab, m.ptr + pos + 1, (size_t)m.len - pos - 1);
                 if (a >= 0 && b >= 0) {
                     if ((size_t)m.len > cap) {
                         char *c = realloc(cat, cap = 2 * (size_t)m.len);
@@ -177,7 +177,7 @@ static rw_status load_merges(rw_tokenizer *t, const rw_gguf_value *merges, rw_er
                     }
                     memcpy(cat, m.ptr, pos);
                     memcpy(cat + pos, m.ptr + pos + 1, (size_t)m.len - pos - 1);
-                    pair_map_put(&t->merges, a, b, (int32_t)i, str_map_get(&t->vocab, cat, (size_t)m.len - 1));
+                    rw_tok__pair_map_put(&t->merges, a, b, (int32_t)i, rw_tok__str_map_get(&t->vocab, cat, (size_t)m.len - 1));
                 } else {
                     is_odd[i] = 1;
                     odd_size += (size_t)m.len + 1;
@@ -186,14 +186,14 @@ static rw_status load_merges(rw_tokenizer *t, const rw_gguf_value *merges, rw_er
             } else if (is_odd[i]) {
                 memcpy(t->odd_pool + used, m.ptr, (size_t)m.len);
                 t->odd_pool[used + (size_t)m.len] = 0;
-                str_map_put(&t->odd_merges, t->odd_pool + used, (uint32_t)m.len, (int32_t)i);
+                rw_tok__str_map_put(&t->odd_merges, t->odd_pool + used, (uint32_t)m.len, (int32_t)i);
                 used += (size_t)m.len + 1;
             }
         }
         if (pass == 0) {
             if (!n_odd) break;
             t->odd_pool = malloc(odd_size);
-            if (!t->odd_pool || str_map_init(&t->odd_merges, n_odd)) goto nomem;
+            if (!t->odd_pool || rw_tok__str_map_init(&t->odd_merges, n_odd)) goto nomem;
         }
     }
     free(cat);
@@ -249,8 +249,8 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     t->text = calloc((size_t)n, sizeof *t->text);
     t->len = calloc((size_t)n, sizeof *t->len);
     t->type = calloc((size_t)n, sizeof *t->type);
-    if (!t->pool || !t->text || !t->len || !t->type || str_map_init(&t->vocab, (size_t)n) ||
-        pair_map_init(&t->merges, (size_t)n_merges)) {
+    if (!t->pool || !t->text || !t->len || !t->type || rw_tok__str_map_init(&t->vocab, (size_t)n) ||
+        rw_tok__pair_map_init(&t->merges, (size_t)n_merges)) {
         s = rw_errorf(err, RW_ERR_NOMEM, "out of memory for the vocabulary");
         goto fail;
     }
@@ -293,7 +293,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
         int64_t ty = TT_NORMAL;
         if (types) rw_gguf_arr_int(types, (uint64_t)i, &ty);
         t->type[i] = (int32_t)ty;
-        int32_t dup = str_map_put(&t->vocab, t->text[i], t->len[i], i);
+        int32_t dup = rw_tok__str_map_put(&t->vocab, t->text[i], t->len[i], i);
         if (dup >= 0) {
             s = rw_errorf(err, RW_ERR_FORMAT, "duplicate token in the vocabulary: '%.40s' has ids %d and %d", t->text[i],
                           dup, i);
@@ -308,8 +308,8 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     t->eom = opt_id(g, "tokenizer.ggml.eom_token_id", n);
     t->add_eos = opt_bool(g, "tokenizer.ggml.add_eos_token", false);
     t->add_space_prefix = opt_bool(g, "tokenizer.ggml.add_space_prefix", t->kind == TOK_SPM);
-    if (t->kind == TOK_SPM && t->unk < 0) t->unk = str_map_get(&t->vocab, "<unk>", 5);
-    if (t->kind == TOK_WPM && t->unk < 0) t->unk = str_map_get(&t->vocab, "[UNK]", 5);
+    if (t->kind == TOK_SPM && t->unk < 0) t->unk = rw_tok__str_map_get(&t->vocab, "<unk>", 5);
+    if (t->kind == TOK_WPM && t->unk < 0) t->unk = rw_tok__str_map_get(&t->vocab, "[UNK]", 5);
 
     rw_tok__derive_special(t, g); /* before the special list: it makes some tokens control tokens */
 
@@ -332,7 +332,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
     if (t->kind == TOK_BPE) {
         byte_alphabet(t);
-        for (int b = 0; b < 256; b++) t->byte_token[b] = str_map_get(&t->vocab, t->byte_char[b], t->byte_char_len[b]);
+        for (int b = 0; b < 256; b++) t->byte_token[b] = rw_tok__str_map_get(&t->vocab, t->byte_char[b], t->byte_char_len[b]);
         char pre[64] = "default"; /* llama.cpp's choice (with a warning) when the key is absent */
         if (rw_gguf_get(g, "tokenizer.ggml.pre") &&
             (s = rw_gguf_get_cstr(g, "tokenizer.ggml.pre", pre, sizeof pre, err)) != RW_OK)
@@ -348,7 +348,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
         for (int b = 0; b < 256; b++) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
-            t->byte_token[b] = str_map_get(&t->vocab, name, 6);
+            t->byte_token[b] = rw_tok__str_map_get(&t->vocab, name, 6);
         }
     }
     /* every token's decoded bytes, so detokenizing is a copy */
@@ -380,9 +380,9 @@ fail:
 void rw_tokenizer_free(rw_tokenizer *t) {
     if (!t) return;
     for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
-    str_map_free(&t->vocab);
-    pair_map_free(&t->merges);
-    str_map_free(&t->odd_merges);
+    rw_tok__str_map_free(&t->vocab);
+    rw_tok__pair_map_free(&t->merges);
+    rw_tok__str_map_free(&t->odd_merges);
     free(t->odd_pool);
     free(t->special);
     free(t->strip);

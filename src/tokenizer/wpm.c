@@ -25,13 +25,13 @@ static int word(const rw_tokenizer *t, const char *w, size_t n, id_list *out) {
         size_t j = len;
         int32_t id = -1;
         for (; j > i; j--)
-            if ((id = str_map_get(&t->vocab, s + i, j - i)) >= 0) break;
+            if ((id = rw_tok__str_map_get(&t->vocab, s + i, j - i)) >= 0) break;
         if (id < 0) {
             out->n = mark;
             free(s);
-            return t->unk >= 0 ? ids_push(out, t->unk) : 0;
+            return t->unk >= 0 ? rw_tok__ids_push(out, t->unk) : 0;
         }
-        if (ids_push(out, id)) {
+        if (rw_tok__ids_push(out, id)) {
             free(s);
             return -1;
         }

@@ -99,6 +99,27 @@ int main(void) {
     CHECK(part && res.reason == RW_DONE_STOP && strlen(part) <= strlen(ref) && !strncmp(part, ref, strlen(part)));
     rw_free(part);
 
+    /* structured output: a JSON Schema the answer must match */
+    rw_gen_options jo = rw_gen_options_default();
+    jo.max_tokens = 48;
+    jo.json_schema = "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},"
+                     "\"required\":[\"ok\"],\"additionalProperties\":false}";
+    char *js = NULL;
+    CHECK_MSG(!rw_generate(m, prompt, &jo, NULL, NULL, NULL, &js, &res, &err), "%s", err.msg);
+    if (js) { /* valid JSON of that schema, whatever whitespace the grammar allowed */
+        char packed[256];
+        size_t k = 0;
+        for (const char *c = js; *c && k + 1 < sizeof packed; c++)
+            if (*c != ' ' && *c != '\n' && *c != '\t' && *c != '\r') packed[k++] = *c;
+        packed[k] = 0;
+        CHECK_MSG(res.reason == RW_DONE_STOP && (!strcmp(packed, "{\"ok\":true}") || !strcmp(packed, "{\"ok\":false}")),
+                  "'%s'", js);
+    }
+    rw_free(js);
+    jo.json_schema = "{\"type\":\"object\",\"uniqueItems\":true,";
+    CHECK(rw_generate(m, prompt, &jo, NULL, NULL, NULL, NULL, NULL, &err) == RW_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(err.msg, "json_schema") != NULL, "%s", err.msg);
+
     /* the threaded engine: the same answer, then again from the cache */
     rw_engine_params ep = rw_engine_params_default();
     ep.run.n_ctx = 1024;

@@ -1,6 +1,6 @@
 /* test_stop_strings.c - the engine's stop strings (output.c with its
  * automaton, stop_match.c), fed tokens directly through
- * eng_output_accepted on a hand-made request:
+ * rw_engine__output_accepted on a hand-made request:
  *
  *   - the events (text sent and when, finish) equal a plain restatement of
  *     the rule on the whole text, for thousands of random token sequences
@@ -57,7 +57,7 @@ static eng_req *new_req(const char *const *stops, int n_stop, int64_t max_tokens
     r->tok = g_tok;
     r->cb = on_event;
     r->user = out;
-    r->stopm = n_stop ? eng_stopm_new(stops, n_stop) : NULL;
+    r->stopm = n_stop ? rw_engine__stopm_new(stops, n_stop) : NULL;
     CHECK(!n_stop || r->stopm);
     return r;
 }
@@ -65,7 +65,7 @@ static eng_req *new_req(const char *const *stops, int n_stop, int64_t max_tokens
 static void free_req(eng_req *r) {
     free(r->tokens);
     free(r->held);
-    eng_stopm_free(r->stopm);
+    rw_engine__stopm_free(r->stopm);
     free(r);
 }
 
@@ -176,7 +176,7 @@ static void test_equivalence(void) {
         rw_finish_reason fin = RW_FINISH_NONE;
         int used = 0;
         for (int i = 0; i < n_tok && fin == RW_FINISH_NONE; i++, used++)
-            fin = eng_output_accepted(g_eng, r, seq[i], NULL);
+            fin = rw_engine__output_accepted(g_eng, r, seq[i], NULL);
         free_req(r);
 
         /* the rule: after token i the text sent is everything but the possible stop start */
@@ -262,7 +262,7 @@ static void test_cost(void) {
     eng_req *r = new_req(stops, 16, n_tok, &s);
     rw_finish_reason fin = RW_FINISH_NONE;
     int i = 0;
-    for (; i < n_tok && fin == RW_FINISH_NONE; i++) fin = eng_output_accepted(g_eng, r, id, NULL);
+    for (; i < n_tok && fin == RW_FINISH_NONE; i++) fin = rw_engine__output_accepted(g_eng, r, id, NULL);
     double dt = now_s() - t0;
     CHECK_EQ_INT(i, n_tok);
     CHECK_EQ_INT(fin, RW_FINISH_LENGTH);

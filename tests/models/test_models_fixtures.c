@@ -271,7 +271,7 @@ static void check_order_policy(void) {
         rw_error err;
         rw_gguf *g = NULL;
         CHECK_MSG(rw_gguf_open(rw_test_fixture_path(files[i].rel), &g, &err) == RW_OK, "%s", err.msg);
-        if (g) CHECK_MSG(mdl_prefers_ggml_order(g) == files[i].ggml, "%s: order policy", files[i].rel);
+        if (g) CHECK_MSG(rw_models__prefers_ggml_order(g) == files[i].ggml, "%s: order policy", files[i].rel);
         rw_gguf_close(g);
     }
 }
@@ -325,7 +325,7 @@ static void check_mixed_file_order(void) {
 
     rw_gguf *g = NULL;
     CHECK_MSG(rw_gguf_open_memory(buf, size, &g, &err) == RW_OK, "%s", err.msg);
-    CHECK(g && mdl_prefers_ggml_order(g));
+    CHECK(g && rw_models__prefers_ggml_order(g));
     static const int32_t ids[] = {3, 141, 59, 265, 358, 97, 93, 238, 46, 264, 33, 83};
     const int64_t n = sizeof ids / sizeof ids[0];
     float *logits[2] = {NULL, NULL};
