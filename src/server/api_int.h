@@ -31,7 +31,9 @@ typedef struct {
 
 rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len);
 rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len);
-rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len);
+/* route_key: the balancer's X-Rewind-Route-Key header (16 hex digits) or
+ * NULL; a new chain's response ids carry it (api_responses.c). */
+rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, const char *route_key);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
 
 /* The steps of those routes, for tests that feed a job engine events of
@@ -46,7 +48,7 @@ rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_requ
 json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int32_t **prev_ids, size_t *n_prev,
                                      srv_error *e);
 rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *r,
-                                              srv_job *j);
+                                              srv_job *j, const char *route_key);
 
 /* Anthropic's error body {"type":"error","error":{"type","message"}} (malloc'd). */
 char *rw_server__anthropic_error_json(const srv_error *e);

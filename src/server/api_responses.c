@@ -574,8 +574,29 @@ static char *responses_body(srv_job *j, int *status) {
     return rw_server__error_json(&e);
 }
 
+static bool hex16(const char *h) {
+    for (int i = 0; i < 16; i++)
+        if (!h[i] || !strchr("0123456789abcdef", h[i])) return false;
+    return true;
+}
+
+/* A response's id carries its chain's routing key, so a balancer that keys
+ * on previous_response_id (deploy/nginx, docs/scale-out.md) sends every turn
+ * of a chain to the replica of its first: "resp_" + the previous response's
+ * 16 key digits when the request continues a chain, else the balancer's
+ * X-Rewind-Route-Key for this request (16 hex digits), else random; then 8
+ * random digits. */
+static void chain_id(char *id, size_t cap, json_t *o, const char *route_key) {
+    rw_server__new_id(id, cap, "resp_"); /* resp_ + 24 random hex digits */
+    const char *prev = json_string_value(json_object_get(o, "previous_response_id"));
+    const char *key = prev && !strncmp(prev, "resp_", 5) && hex16(prev + 5) ? prev + 5
+                      : route_key && hex16(route_key)                      ? route_key
+                                                                           : NULL;
+    if (key && cap > 5 + 16) memcpy(id + 5, key, 16);
+}
+
 rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *rq,
-                                              srv_job *j) {
+                                              srv_job *j, const char *route_key) {
     srv_error e;
     resp_state *r = calloc(1, sizeof *r);
     if (!r) {
@@ -591,7 +612,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     r->items = json_array();
     r->open = -1;
     r->created = (int64_t)time(NULL);
-    rw_server__new_id(r->id, sizeof r->id, "resp_");
+    chain_id(r->id, sizeof r->id, o, route_key);
     rw_server__out_init(&r->out, "call_", on_ev, r);
     bool ok = rw_server__out_parser(&r->out, j, rq->stream);
     if (r->store && (r->prompt = malloc((size_t)rq->n_prompt * sizeof *r->prompt))) {
@@ -614,7 +635,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     return (rw_server__reply){.http = 200, .job = j, .sse = stream};
 }
 
-rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len) {
+rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, const char *route_key) {
     srv_error e;
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
@@ -636,7 +657,7 @@ rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len
     srv_job *j = rw_server__run_chat_after(s, chat, prev, n_prev, &rq, &e);
     free(prev);
     rw_server__reply rep;
-    if (j) rep = rw_server__responses_finish(s, o, chat, conv, &rq, j);
+    if (j) rep = rw_server__responses_finish(s, o, chat, conv, &rq, j, route_key);
     else {
         json_decref(conv);
         rep = reply_error(&e);

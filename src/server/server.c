@@ -317,7 +317,7 @@ void rw_server__conn_work(rw_server *s, srv_conn *cc) {
     case R_DETOKENIZE: tokenize(s, cc, true); break;
     case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
     case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
-    case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len)); break;
+    case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len, cc->route_key)); break;
     default: rw_server__conn_unqueued(s, cc); break;
     }
 }
@@ -454,6 +454,8 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
                    "addresses only)", host);
         return send_error(s, c, cc, &e, NULL);
     }
+    const char *route_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Rewind-Route-Key");
+    if (route_key && strlen(route_key) < sizeof cc->route_key) snprintf(cc->route_key, sizeof cc->route_key, "%s", route_key);
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (origin) {
         if (!origin_allowed(s, origin) || strlen(origin) >= sizeof cc->origin) {

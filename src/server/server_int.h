@@ -321,6 +321,7 @@ typedef struct srv_conn {
     int state;
     char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
     char origin[256]; /* the Origin header when allowed (echoed in CORS headers), else "" */
+    char route_key[17]; /* a balancer's X-Rewind-Route-Key (16 characters at most), else "" */
     bool answered;    /* an error was queued at the headers */
     bool too_big;
     char *body;

@@ -1032,7 +1032,7 @@ static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t 
     CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
     srv_job *j = rw_server__job_new(s, &r);
     srv_request rr = {.n_prompt = r.n_prompt};
-    rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j);
+    rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j, NULL);
     CHECK(rep.job == j && rep.sse == stream);
     json_t *out = collect(j, &rr, text, piece, stream);
     json_decref(chat);
