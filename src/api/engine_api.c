@@ -103,26 +103,15 @@ static void unlink_req(rw_api__req *r) {
 void rw_engine_close(rw_engine *e) {
     if (!e) return;
     rw_api__bundle *b = rw_model_api_data(rw_engine_get_model(e));
-    /* cancel what is in flight, one id at a time: after rw_engine_cancel no
-     * callback of that request runs, so its trampoline can go */
-    for (;;) {
-        pthread_mutex_lock(&b->mu);
-        uint64_t id = b->reqs ? b->reqs->id : 0;
-        bool unsubmitted = b->reqs && id == 0;
-        pthread_mutex_unlock(&b->mu);
-        if (!b->reqs) break;
-        if (!unsubmitted) rw_engine_cancel_id(e, id);
-        pthread_mutex_lock(&b->mu);
-        for (rw_api__req *r = b->reqs; r; r = r->next)
-            if (r->id == id) {
-                unlink_req(r);
-                free(r);
-                break;
-            }
-        pthread_mutex_unlock(&b->mu);
-    }
+    /* stopping the engine drops what is queued or running without another
+     * callback, so the trampolines left in flight are ours to free after */
     rw_engine_free(e);
     pthread_mutex_lock(&b->mu);
+    while (b->reqs) {
+        rw_api__req *r = b->reqs;
+        unlink_req(r);
+        free(r);
+    }
     b->engine = NULL;
     pthread_mutex_unlock(&b->mu);
 }

@@ -162,7 +162,12 @@ int main(void) {
     char *got = NULL;
     CHECK(!rw_engine_run(e, prompt, &opt, &got, &res, &err) && got && !strcmp(got, ref));
     rw_free(got);
+    /* closed with requests still queued: no callback, nothing leaked (ASan) */
+    static collected d;
+    CHECK(!rw_engine_submit_text(e, prompt, &opt, collect, &d, NULL, &err));
+    CHECK(!rw_engine_submit_text(e, prompt2, &opt, collect, &d, NULL, &err));
     rw_engine_close(e);
+    CHECK(d.done == 0 && d.len == 0);
 
     /* a sequence by hand: rewind is exact, a state file restores it */
     int32_t *pids = NULL;
