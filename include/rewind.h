@@ -225,7 +225,7 @@ typedef struct {
 
 /* Called with each piece of new text (complete UTF-8, stop strings cut; not
  * NUL-terminated). Return false to stop the generation early (reason
- * RW_DONE_STOP). */
+ * RW_DONE_STOP; the text ends with that piece). */
 typedef bool (*rw_text_fn)(void *user, const char *text, size_t len);
 
 typedef struct {

@@ -237,6 +237,10 @@ static void waiter_destroy(waiter *w) {
 static void wait_event(void *user, const char *text, size_t len, bool done, const rw_gen_result *res) {
     waiter *w = user;
     pthread_mutex_lock(&w->mu);
+    if (w->stop_asked) { /* the caller said stop: what the engine made after that is not theirs */
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
     if (len && !w->oom) {
         if (w->len + len + 1 > w->cap) {
             size_t cap = (w->len + len + 1) * 2;
@@ -254,11 +258,10 @@ static void wait_event(void *user, const char *text, size_t len, bool done, cons
             w->text[w->len] = 0;
         }
     }
-    if (len && w->text_cb && !w->stop_asked && !w->text_cb(w->text_user, text, len)) {
+    if (len && w->text_cb && !w->text_cb(w->text_user, text, len)) {
         w->stop_asked = true;
         pthread_cond_broadcast(&w->cv);
-    }
-    if (done) {
+    } else if (done) {
         w->res = *res;
         w->done = true;
         pthread_cond_broadcast(&w->cv);
@@ -273,16 +276,16 @@ static rw_status wait_for(rw_engine *e, waiter *w, uint64_t id, char **text, rw_
     if (rw_engine_get_config(e)->manual) { /* nobody else steps it: we do */
         while (!w->done && !w->stop_asked)
             if (rw_engine_step(e, err) < 0) return RW_ERR_INVALID_ARG;
-        stopped = !w->done;
+        stopped = w->stop_asked;
     } else {
         pthread_mutex_lock(&w->mu);
         while (!w->done && !w->stop_asked) pthread_cond_wait(&w->cv, &w->mu);
-        stopped = !w->done;
+        stopped = w->stop_asked;
         pthread_mutex_unlock(&w->mu);
     }
-    if (stopped) {
+    if (stopped) { /* whether or not the engine got to its end meanwhile (wait_event ignored that) */
         rw_engine_cancel(e, id); /* after this no event of id runs: w is ours alone */
-        if (!w->done) w->res.reason = RW_DONE_STOP;
+        w->res.reason = RW_DONE_STOP;
     }
     if (w->oom) return rw_errorf(err, RW_ERR_NOMEM, "out of memory collecting the answer");
     if (res) *res = w->res;

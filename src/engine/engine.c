@@ -30,6 +30,7 @@ void rw_engine__hist_observe(rw_histogram *h, double v) {
 
 void rw_engine__req_free(eng_req *r) {
     if (!r) return;
+    rw_engine__output_flush(r); /* a final event not yet sent goes now (a request ended outside a step) */
     for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
     rw_engine__stopm_free(r->stopm);

@@ -64,7 +64,16 @@ typedef struct eng_req {
     int64_t n_generated;
     rw_pcache_wait pc_wait; /* the prefix cache's disk tier getting ready for this prompt (scheduler only) */
     bool cancelled; /* set under the engine lock by rw_engine_cancel_id */
-    bool finished;  /* final event sent (scheduler thread only) */
+    bool finished;  /* final event made (scheduler thread only) */
+    /* The final event waits here until the step's end: the request is
+     * counted and its sequence is in the prefix cache before whoever reads
+     * that event can look at either (rw_engine__output_flush). */
+    bool final_pending;
+    rw_gen_event final_ev; /* its pointers lead to the fields below and to held */
+    int32_t final_tok;
+    float final_lp;
+    rw_token_logprob final_top[RW_MAX_TOP_LOGPROBS];
+    char final_error[256];
 } eng_req;
 
 struct rw_engine {
@@ -144,6 +153,10 @@ bool rw_engine__output_stop_pending(const eng_req *r);
 bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n);
 /* Sends the final event of a request that failed. */
 void rw_engine__output_error(eng_req *r, const char *msg);
+
+/* Sends the final event made earlier, if any (once). Scheduler thread, or
+ * whoever frees the request. */
+void rw_engine__output_flush(eng_req *r);
 
 /* engine_spec.c: speculative decoding in the scheduler (engine.h). */
 rw_status rw_engine__spec_new(rw_engine *e, eng_req *r, rw_error *err); /* by rw_engine__seq_for_prompt; no-op without a draft */

@@ -6,6 +6,7 @@
  * string can start inside it: after every token the longest tail of the
  * generated text that is a proper prefix of some stop string stays in
  * r->held. So a stop string, when it completes, lies entirely inside held. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +40,11 @@ static long find_stop(eng_req *r, size_t from) {
 /* Length of the longest tail of held that is a proper prefix of a stop string. */
 static size_t stop_prefix_tail(const eng_req *r) { return rw_engine__stopm_depth(r->stopm, r->stop_state); }
 
+/* Sends an event; a final one waits in r (see eng_req.final_pending) and
+ * nothing follows it. */
 static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_toks, const float *lp,
                        const rw_token_logprob *top, int n_top, rw_finish_reason fin, const char *error) {
+    if (r->final_pending || r->finished) return; /* one final event, and nothing after it */
     rw_gen_event ev = {
         .logprobs = lp,
         .top = top,
@@ -57,9 +61,36 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
         .completion_tokens = r->n_generated,
         .error = error,
     };
+    if (fin != RW_FINISH_NONE) { /* held stays as it is: nothing is generated after this */
+        if (n_toks == 1) {
+            r->final_tok = toks[0];
+            ev.tokens = &r->final_tok;
+        } else ev.n_tokens = 0;
+        if (lp) {
+            r->final_lp = *lp;
+            ev.logprobs = &r->final_lp;
+            if (ev.n_top > RW_MAX_TOP_LOGPROBS) ev.n_top = RW_MAX_TOP_LOGPROBS;
+            if (ev.n_top > 0) memcpy(r->final_top, top, (size_t)ev.n_top * sizeof *top);
+            ev.top = r->final_top;
+        }
+        if (error) {
+            snprintf(r->final_error, sizeof r->final_error, "%s", error);
+            ev.error = r->final_error;
+        }
+        r->final_ev = ev;
+        r->final_pending = true;
+        return;
+    }
     r->cb(r->user, &ev);
     if (text_len) memmove(r->held, r->held + text_len, r->held_len - text_len);
     r->held_len -= text_len;
+}
+
+void rw_engine__output_flush(eng_req *r) {
+    if (!r->final_pending) return;
+    r->final_pending = false;
+    r->cb(r->user, &r->final_ev);
+    r->held_len = 0;
 }
 
 /* The rest of a token's way out, once it is chosen and accepted into the
@@ -167,6 +198,7 @@ rw_finish_reason rw_engine__output_accepted(rw_engine *e, eng_req *r, int32_t to
 bool rw_engine__output_stop_pending(const eng_req *r) { return r->p.n_stop > 0 && stop_prefix_tail(r) > 0; }
 
 void rw_engine__output_error(eng_req *r, const char *msg) {
+    if (r->final_pending || r->finished) return; /* its end is told already */
     r->held_len = 0;
     send_event(r, 0, NULL, 0, NULL, NULL, 0, RW_FINISH_ERROR, msg);
     r->finished = true;

@@ -22,8 +22,9 @@ static void remove_running(rw_engine *e, int i) {
     e->n_running--;
 }
 
-/* Gives the request back its sequence's tokens and frees it. Not under the lock. */
-static void retire(rw_engine *e, eng_req *r) {
+/* Gives the request's sequence (and its draft's) to the prefix cache, or
+ * frees them. Not under the lock. */
+static void release_seq(rw_engine *e, eng_req *r) {
     /* r->logits are those after the sequence's last token once the prompt
      * is done (every step computes the row of its last token) */
     rw_model_seq *draft = r->spec ? rw_spec_seq_take_draft(r->spec) : NULL;
@@ -32,6 +33,11 @@ static void retire(rw_engine *e, eng_req *r) {
                         r->n_prompt, r->prompt_logits);
     else rw_model_seq_free(draft);
     r->seq = NULL;
+}
+
+/* Frees a request that left running. Not under the lock. */
+static void retire(rw_engine *e, eng_req *r) {
+    release_seq(e, r);
     rw_engine__req_free(r);
 }
 
@@ -237,9 +243,23 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
             }
             e->io_ready = false;
         }
-        /* finished requests are counted here, under the lock */
+        /* finished requests are counted here, under the lock; then their
+         * sequences go to the cache, and only then their final events:
+         * whoever reads such an event and then the statistics or the cache
+         * finds the request in both. They are still running, so a
+         * rw_engine_cancel_id waits for this. */
+        int n_fin = 0;
         for (int i = 0; i < n_step; i++)
-            if (step[i]->finished) e->stats.requests_finished++;
+            if (step[i]->finished) e->stats.requests_finished++, n_fin++;
+        if (n_fin) {
+            pthread_mutex_unlock(&e->mu);
+            for (int i = 0; i < n_step; i++)
+                if (step[i]->finished) {
+                    release_seq(e, step[i]);
+                    rw_engine__output_flush(step[i]);
+                }
+            pthread_mutex_lock(&e->mu);
+        }
         return true;
     }
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 #include "rewind.h"
@@ -39,6 +40,21 @@ static void collect(void *user, const char *text, size_t len, bool done, const r
         c->done++;
         c->res = *res;
     }
+}
+
+/* Reads the engine's statistics when its request's final event comes: the
+ * request must already be counted, and its prompt in the cache. */
+typedef struct {
+    rw_engine *e;
+    rw_engine_stats_public at_done;
+    int done;
+} stats_probe;
+static void probe_stats(void *user, const char *text, size_t len, bool done, const rw_gen_result *res) {
+    (void)text, (void)len, (void)res;
+    stats_probe *p = user;
+    if (!done) return;
+    rw_engine_stats_get(p->e, &p->at_done);
+    p->done++;
 }
 
 static int pieces_left;
@@ -96,7 +112,7 @@ int main(void) {
     pieces_left = 3;
     char *part = NULL;
     CHECK(!rw_generate(m, prompt, &opt, NULL, stop_soon, NULL, &part, &res, &err));
-    CHECK(part && res.reason == RW_DONE_STOP && strlen(part) <= strlen(ref) && !strncmp(part, ref, strlen(part)));
+    CHECK_MSG(part && res.reason == RW_DONE_STOP && strlen(part) <= strlen(ref) && !strncmp(part, ref, strlen(part)), "reason %d part '%s' ref '%s'", (int)res.reason, part ? part : "", ref);
     rw_free(part);
 
     /* structured output: a JSON Schema the answer must match */
@@ -137,6 +153,23 @@ int main(void) {
     rw_engine_stats_public st;
     rw_engine_stats_get(e, &st);
     CHECK(st.requests_finished == 2 && st.cached_tokens > 0 && st.cache_entries > 0);
+    /* in order: a final event comes after its request is counted and cached */
+    char *prompt3 = render(m, "zeta eta theta");
+    for (int k = 0; k < 3 && e; k++) {
+        stats_probe pr = {.e = e};
+        rw_engine_stats_get(e, &st);
+        rw_gen_options o3 = opt;
+        o3.max_tokens = 1 + k;
+        uint64_t id3 = 0;
+        CHECK(!rw_engine_submit_text(e, prompt3, &o3, probe_stats, &pr, &id3, &err));
+        while (!__atomic_load_n(&pr.done, __ATOMIC_ACQUIRE)) nanosleep(&(struct timespec){0, 1000000}, NULL);
+        CHECK_MSG(pr.at_done.requests_finished == st.requests_finished + 1 &&
+                      (k ? pr.at_done.cache_entries > 0 : pr.at_done.cache_entries > st.cache_entries),
+                  "finished %llu -> %llu, entries %llu -> %llu", (unsigned long long)st.requests_finished,
+                  (unsigned long long)pr.at_done.requests_finished, (unsigned long long)st.cache_entries,
+                  (unsigned long long)pr.at_done.cache_entries);
+    }
+    rw_free(prompt3);
     CHECK(rw_engine_step(e, &err) == -1); /* it has its own thread */
     rw_engine_close(e);
 
