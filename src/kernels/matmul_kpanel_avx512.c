@@ -4,7 +4,8 @@
  */
 #include "kernels/matmul_avx512_int.h"
 
-/* ---- K-quants, two rows and more, repacked weights: the panel form ------
+/* ---- Q6_K in our order, two rows and more, repacked weights: the panel
+ * form (Q4_K and Q5_K have their own, kx below) ----------------------------
  *
  * The K-quant tiles (matmul_kquant_avx512.c) keep 16 float lanes per output: lane l sums, per
  * super-block, fma((float)isum_l, d*dx) then, for l < 8, fnmadd((float)msum_l,
@@ -55,9 +56,6 @@ typedef struct {
 static size_t kp_meta_bytes(const kp_type *t) { return (size_t)t->n_sc * 64 + 8 * 64 + 2 * 64; }
 static size_t kp_sb_bytes(const kp_type *t) { return 4096 + kp_meta_bytes(t); }
 
-/* Q4_K chunk c (c < 2) byte b (< 64) holds element 32c + b, or 32c + b + 32
- * past the first 32 (the permuted activation order of the tile). */
-#define Q4K_EA(l) (32 * (((l) % 4) / 2) + (16 * ((l) / 4) + 8 * ((l) % 2) < 32 ? 0 : 32) + 16 * ((l) / 4) + 8 * ((l) % 2))
 /* Q6_K chunk c byte b holds element 64c + b. */
 #define Q6K_EA(l) (64 * (((l) % 4) / 2) + 16 * ((l) / 4) + 8 * ((l) % 2))
 
@@ -130,8 +128,6 @@ static void kp_unpack_q6_K(const uint8_t *blk, kp_block *o) {
 }
 
 #define KP_LANES(EA) {EA(0), EA(1), EA(2), EA(3), EA(4), EA(5), EA(6), EA(7), EA(8), EA(9), EA(10), EA(11), EA(12), EA(13), EA(14), EA(15)}
-static const kp_type kp_q4_K = {8, 32, KP_LANES(Q4K_EA), kp_unpack_q4_K};
-static const kp_type kp_q5_K = {8, 32, KP_LANES(Q4K_EA), kp_unpack_q5_K}; /* Q4_K's lanes */
 static const kp_type kp_q6_K = {16, 16, KP_LANES(Q6K_EA), kp_unpack_q6_K};
 
 static void kp_pack(const kp_type *t, size_t blk_bytes, const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
@@ -171,8 +167,6 @@ static void kp_pack(const kp_type *t, size_t blk_bytes, const uint8_t *w, size_t
     static void pack_##name##_##SUFFIX(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) { \
         FAM##_pack(&FAM##_##name, sizeof(rw_block_##name), w, ws, n, n_out, dst);                       \
     }
-KPANEL_FNS(kp, p, q4_K)
-KPANEL_FNS(kp, p, q5_K)
 KPANEL_FNS(kp, p, q6_K)
 
 /* The activation: one Q8_K row in element order (x_super). */
@@ -266,8 +260,6 @@ INLINE void kp_panel_dot(const kp_type *t, int64_t n, const uint8_t *P, const ui
             }                                                                                                       \
         }                                                                                                           \
     }
-KP_TILE(q4_K, kp_q4_K)
-KP_TILE(q5_K, kp_q5_K)
 KP_TILE(q6_K, kp_q6_K)
 
 /* ---- K-quants in ggml's order, the panel form ---------------------------
@@ -448,13 +440,136 @@ KGP_TILE(q4_K, kgp_q4_K, KGP_MINS_Q4K)
 KGP_TILE(q5_K, kgp_q5_K, KGP_MINS_Q5K)
 KGP_TILE(q6_K, kgp_q6_K, KGP_OFFSET_Q6K)
 
+/* ---- Q4_K / Q5_K in the reference's order, the panel form ---------------
+ *
+ * Per output and super-block the exact integers of matmul_ref.c,
+ *   isum = sum_j sc_j * dot_j (8 sub-blocks of 32) and msum = sum_j m_j * bsum_j,
+ * then its float step sum = sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum),
+ * as the tile (matmul_kquant_avx512.c) does: bitwise the same for any number
+ * of rows. One register holds 16 weight rows; a 16-element half of a
+ * sub-block is 4 vpdpbusd (|dot| <= 16*31*127 < 2^15, so its low 16 bits
+ * are the dot) and one vpdpwssd with the rows' scales in the low 16 bits
+ * (0 above), 5 instructions per 16x16 products where the ggml order needs 8.
+ *
+ * A panel of 16 weight rows holds per super-block (KX_SB_BYTES):
+ *   quants [64 groups][16 rows][4 bytes]: group g = elements 4g..4g+3, unsigned;
+ *   scales [8 sub-blocks][16 rows] int32, sc_j in the low 16 bits;
+ *   mins   [8 sub-blocks][16 rows] int16 pairs (m_j, m_j);
+ *   d, dmin [16 rows] f32 each. */
+enum { KX_SB_BYTES = 4096 + 512 + 512 + 128, KX_PASS = 8 };
+
+static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const uint8_t *w, size_t ws,
+                    int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * KX_SB_BYTES;
+        memset(panel, 0, (size_t)nsb * KX_SB_BYTES); /* rows past n_out: weights, scales and d 0 */
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *B = panel + (size_t)sb * KX_SB_BYTES;
+            int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])(B + 4096);
+            int16_t(*mins)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 4608);
+            float *d = (float *)(B + 5120), *dmin = d + KP_ROWS;
+            for (int o = 0; o < KP_ROWS && p0 + o < n_out; o++) {
+                kp_block b;
+                unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b);
+                for (int g = 0; g < 64; g++) memcpy(B + (size_t)(g * KP_ROWS + o) * 4, b.u + 4 * g, 4);
+                for (int j = 0; j < 8; j++) {
+                    sc[j][o] = b.sc[j] & 0xFFFF;
+                    mins[j][o][0] = mins[j][o][1] = b.mins[j][0];
+                }
+                d[o] = b.d, dmin[o] = b.dmin;
+            }
+        }
+    }
+}
+
+static size_t kx_wbytes(int64_t n) { return (size_t)(n / 256) * KX_SB_BYTES / KP_ROWS; }
+static void pack_q4_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    kx_pack(kp_unpack_q4_K, sizeof(rw_block_q4_K), w, ws, n, n_out, dst);
+}
+static void pack_q5_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    kx_pack(kp_unpack_q5_K, sizeof(rw_block_q5_K), w, ws, n, n_out, dst);
+}
+
+/* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
+ * float sums, R integer sums, a sub-block's 8 weight registers and its scales. */
+INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out,
+                          int64_t os, const int R) {
+    __m512 acc[KX_PASS];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *B = P + (size_t)sb * KX_SB_BYTES;
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) /* the next super-block's first 512 quant bytes */
+            _mm_prefetch((const char *)B + KX_SB_BYTES + 64 * c, _MM_HINT_T0);
+        const __m512i *W = (const __m512i *)B, *S = (const __m512i *)(B + 4096), *MN = (const __m512i *)(B + 4608);
+        __m512i is[KX_PASS];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            __m512i wv[8];
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = _mm512_load_si512(W + 8 * j + g);
+            _mm_prefetch((const char *)(W + 8 * j) + KX_SB_BYTES + 512, _MM_HINT_T0);
+            const __m512i sj = _mm512_load_si512(S + j);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                const i32u *x4 = (const i32u *)(((const x_super *)(xp + (size_t)r * xps) + sb)->qs + 32 * j);
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                DPBUSD_BCST(lo, wv[0], x4);
+                DPBUSD_BCST(hi, wv[4], x4 + 4);
+                DPBUSD_BCST(lo, wv[1], x4 + 1);
+                DPBUSD_BCST(hi, wv[5], x4 + 5);
+                DPBUSD_BCST(lo, wv[2], x4 + 2);
+                DPBUSD_BCST(hi, wv[6], x4 + 6);
+                DPBUSD_BCST(lo, wv[3], x4 + 3);
+                DPBUSD_BCST(hi, wv[7], x4 + 7);
+                is[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(is[r], lo, sj), hi, sj);
+            }
+        }
+        const __m512 dw = _mm512_load_ps(B + 5120), dm = _mm512_load_ps(B + 5184);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
+            __m512i ms = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(MN + j),
+                                         _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * j)));
+            const __m512 dx = _mm512_set1_ps(xs->d);
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is[r]));
+            const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
+            acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * os, keep, acc[r]);
+}
+
+#define KX_CASE(R) \
+    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R); break;
+static void tile_x_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os) {
+    const int64_t nsb = n / 256;
+    for (int i = 0; i < nw; i += KP_ROWS) {
+        const uint8_t *P = w + (size_t)i * ws;
+        const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
+        for (int r0 = 0; r0 < nx; r0 += KX_PASS) {
+            switch (nx - r0 < KX_PASS ? nx - r0 : KX_PASS) {
+                KX_CASE(1) KX_CASE(2) KX_CASE(3) KX_CASE(4) KX_CASE(5) KX_CASE(6) KX_CASE(7) KX_CASE(8) default : break;
+            }
+        }
+    }
+}
+
+#define KXK(name)                                                                                              \
+    const rw_mm_kernel rw_avx512_kernel_##name = {                                                             \
+        .x_bytes = x_bytes_super, .convert_x = convert_q8_K_perm, .tile = rw_avx512_tile_##name, .max_nw = NW,  \
+        .max_nx = NX, .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_x_q45,             \
+        .pack_p = pack_##name##_x, .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kx_wbytes,             \
+        .p_min_rows = KP_MIN_ROWS};
+KXK(q4_K)
+KXK(q5_K)
+
 #define KPK(name, conv)                                                                                    \
     const rw_mm_kernel rw_avx512_kernel_##name = {                                                         \
         .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name, .max_nw = NW, .max_nx = NX, \
         .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_p_##name, .pack_p = pack_##name##_p, \
         .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kp_wbytes_##name, .p_min_rows = KP_MIN_ROWS};
-KPK(q4_K, convert_q8_K_perm)
-KPK(q5_K, convert_q8_K_perm)
 KPK(q6_K, convert_q8_K)
 #define KG(name, conv)                                                                                       \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {                                                     \

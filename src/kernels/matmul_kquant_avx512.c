@@ -299,10 +299,62 @@ INLINE void kq_prefetch(const uint8_t *row, int64_t sb, size_t blk) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
     }
 
+/* ---- Q4_K / Q5_K in the reference's order ------------------------------
+ * Per (weight row, activation row) super-block the exact integers isum
+ * (scale times the sub-block's dot, summed) and msum (min times the
+ * sub-block's activation sum), then matmul_ref.c's float step
+ *   sum = sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum)
+ * in scalar code (ISO C: no contraction), so the tile is bitwise the
+ * reference, and so is the panel form (matmul_kpanel_avx512.c), which
+ * gets the same integers another way. Integer sums are exact in any order,
+ * so the lanes may hold any split of the products. */
+INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
+    const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+    const __m256i h = _mm256_hadd_epi32(i8, msum); /* per 128 bits: i i m m */
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_hadd_epi32(q, q); /* I M I M */
+    *I = _mm_cvtsi128_si32(q);
+    *M = _mm_extract_epi32(q, 1);
+}
+
+#define KQUANT_EXACT_TILE(name, UNPACK)                                                                \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        float acc[NW][NX];                                                                             \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = 0.0f;                     \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_superm wsb[NW];                                                                          \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
+            }                                                                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
+                const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                     \
+                const float dx = xsb->d;                                                               \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+                    __m512i p[4];                                                                      \
+                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                \
+                        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wsb[i].u[k],                \
+                                                   _mm512_load_si512(xsb->qs + 64 * k));               \
+                    const __m512i isum = _mm512_add_epi32(                                             \
+                        _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), wsb[i].s[0]),                \
+                        _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), wsb[i].s[1]));               \
+                    int32_t I, M;                                                                      \
+                    kx_hsum2(isum, _mm256_madd_epi16(wsb[i].mins, bs), &I, &M);                        \
+                    acc[i][j] = acc[i][j] + ((wsb[i].d * dx) * (float)I - (wsb[i].dmin * dx) * (float)M); \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = acc[i][j];          \
+    }
+
 KQUANT_MADD_TILE(q2_K, unpackm_q2_K)
 KQUANT_MADD_TILE(q3_K, unpackm_q3_K)
-KQUANT_MADD_TILE(q4_K, unpackm_q4_K)
-KQUANT_MADD_TILE(q5_K, unpackm_q5_K)
+KQUANT_EXACT_TILE(q4_K, unpackm_q4_K)
+KQUANT_EXACT_TILE(q5_K, unpackm_q5_K)
 KQUANT_MADD_TILE(q6_K, unpackm_q6_K)
 KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 
