@@ -1,41 +1,14 @@
 /* matmul_kpanel_avx512.c - the K-quant panel forms of the AVX-512 tier
- * (Q4_K, Q5_K, Q6_K over repacked weights, in our order and in ggml's),
- * and those types' kernels, whose tiles are matmul_kquant_avx512.c's.
+ * (Q4_K, Q5_K, Q6_K over repacked weights, in the reference's order and in
+ * ggml's), and those types' kernels, whose tiles are matmul_kquant_avx512.c's.
+ *
+ * A panel holds 16 weight rows, one per lane of a register, repacked per
+ * call into per-thread scratch (kernels/matmul.c), so the model holds its
+ * weights once. With 2 and 4 activation rows the repacking and the panels'
+ * extra bytes cost more than they save, hence KP_MIN_ROWS.
  */
 #include "kernels/matmul_avx512_int.h"
 
-/* ---- Q6_K in our order, two rows and more, repacked weights: the panel
- * form (Q4_K and Q5_K have their own, kx below) ----------------------------
- *
- * The K-quant tiles (matmul_kquant_avx512.c) keep 16 float lanes per output: lane l sums, per
- * super-block, fma((float)isum_l, d*dx) then, for l < 8, fnmadd((float)msum_l,
- * dmin*dx); the output is _mm512_reduce_add_ps of the 16 lanes (lane i + i+8,
- * then + i+4, + i+2, + i+1). isum_l is exact: with L = l/4, c = (l%4)/2,
- * r = l%2, it is sc_A * (the 8 products from element eA(l)) + sc_B * (the 8
- * from eB = eA + 128), and msum_l = mins pair (l) . bsums pair (l) (vpmaddwd).
- * The panel form computes the same thing with the lanes turned around: one
- * register holds lane l of 16 outputs (one panel of 16 weight rows), the 16
- * lanes are 16 registers, and the final reduction adds those registers in the
- * same pairs. Per output every float operation and its order are the tile's,
- * so results are bitwise equal to it for any number of rows.
- *
- * A panel (rw_matmul_pack) of 16 weight rows and nsb super-blocks holds
- *   quants  [16 lanes][nsb][4 dwords: eA, eA+4, eB, eB+4][16 rows][4 bytes],
- *           unsigned, one byte per weight: a lane's pass over the row reads
- *           one contiguous stream;
- *   then per super-block (kp_meta_bytes):
- *     scales  [n_sc][16 rows] int32 (sub-block or 16-group scales);
- *     mins    [8 lanes][16 rows] int16 pairs, the tile's mins vector;
- *     d, dmin [16 rows] f32 each.
- * The panels take about 2.3x the rows' GGUF bytes.
- *
- * Per 256 products this is ~13 instructions against the tile's ~17 plus
- * unpacking. Measured on Zen 5, 2 threads, 1024x3584 matrices: cache-resident,
- * 1.2-1.3x (Q4_K) and 1.4x (Q6_K) faster than the tile at 512 rows, 1.3-1.7x
- * from 4 to 96 rows; streamed from memory (80 matrices), 1.2-1.3x (Q4_K) and
- * 1.35x (Q6_K) from 16 to 128 rows, while with 2 and 4 rows the panels' extra
- * bytes make it up to 2x slower (Q4_K breaks even at 8 rows), hence
- * KP_MIN_ROWS. */
 enum { KP_ROWS = 16, KP_MAX_NX = 16, KP_MIN_ROWS = 8 };
 
 /* One unpacked weight super-block in element order. */
@@ -45,19 +18,6 @@ typedef struct {
     int16_t mins[8][2];
     float d, dmin;
 } kp_block;
-
-typedef struct {
-    int n_sc;                   /* scales per super-block */
-    int sc_div;                 /* elements per scale */
-    int e_a[16];                /* first element of each lane's A run */
-    void (*unpack)(const uint8_t *blk, kp_block *o);
-} kp_type;
-
-static size_t kp_meta_bytes(const kp_type *t) { return (size_t)t->n_sc * 64 + 8 * 64 + 2 * 64; }
-static size_t kp_sb_bytes(const kp_type *t) { return 4096 + kp_meta_bytes(t); }
-
-/* Q6_K chunk c byte b holds element 64c + b. */
-#define Q6K_EA(l) (64 * (((l) % 4) / 2) + 16 * ((l) / 4) + 8 * ((l) % 2))
 
 /* Q4_K / Q5_K: 8 sub-block scales and mins, 6 bits each in 12 bytes. */
 static void kp_scales_k4(const uint8_t s[12], rw_f16 d, rw_f16 dmin, kp_block *o) {
@@ -127,37 +87,6 @@ static void kp_unpack_q6_K(const uint8_t *blk, kp_block *o) {
     o->dmin = o->d;
 }
 
-#define KP_LANES(EA) {EA(0), EA(1), EA(2), EA(3), EA(4), EA(5), EA(6), EA(7), EA(8), EA(9), EA(10), EA(11), EA(12), EA(13), EA(14), EA(15)}
-static const kp_type kp_q6_K = {16, 16, KP_LANES(Q6K_EA), kp_unpack_q6_K};
-
-static void kp_pack(const kp_type *t, size_t blk_bytes, const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
-                    uint8_t *dst) {
-    const int64_t nsb = n / 256;
-    const size_t mb = kp_meta_bytes(t);
-    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
-        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * kp_sb_bytes(t);
-        memset(panel, 0, (size_t)nsb * kp_sb_bytes(t)); /* rows past n_out: weights, scales and d 0 */
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *M = panel + (size_t)nsb * 4096 + (size_t)sb * mb;
-            int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])M;
-            int16_t(*mins)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(M + t->n_sc * 64);
-            float *d = (float *)(M + t->n_sc * 64 + 512), *dmin = d + KP_ROWS;
-            for (int o = 0; o < KP_ROWS && p0 + o < n_out; o++) {
-                kp_block b;
-                t->unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b);
-                for (int l = 0; l < 16; l++)
-                    for (int s = 0; s < 4; s++) {
-                        const int e = t->e_a[l] + (s / 2) * 128 + (s % 2) * 4;
-                        memcpy(panel + (size_t)(l * nsb + sb) * 256 + (size_t)(s * KP_ROWS + o) * 4, b.u + e, 4);
-                    }
-                for (int i = 0; i < t->n_sc; i++) sc[i][o] = b.sc[i];
-                for (int l = 0; l < 8; l++) mins[l][o][0] = b.mins[l][0], mins[l][o][1] = b.mins[l][1];
-                d[o] = b.d, dmin[o] = b.dmin;
-            }
-        }
-    }
-}
-
 /* A K-quant panel family's per-type entry points: the panel bytes per
  * weight row (FAM_wbytes_TYPE) and the packer (pack_TYPE_SUFFIX). */
 #define KPANEL_FNS(FAM, SUFFIX, name)                                                                   \
@@ -167,100 +96,12 @@ static void kp_pack(const kp_type *t, size_t blk_bytes, const uint8_t *w, size_t
     static void pack_##name##_##SUFFIX(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) { \
         FAM##_pack(&FAM##_##name, sizeof(rw_block_##name), w, ws, n, n_out, dst);                       \
     }
-KPANEL_FNS(kp, p, q6_K)
 
 /* The activation: one Q8_K row in element order (x_super). */
 static void convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
     if (n_rows < 1) memset(xp, 0, x_bytes_super(n));
     else convert_q8_K(rows[0], xp, n);
 }
-
-/* Lane l of 16 outputs against R activation rows over all super-blocks:
- * acc[r] as the tile's lane l. */
-INLINE void kp_lane(const kp_type *t, int64_t nsb, const uint8_t *P, int l, const uint8_t *xp, size_t xps,
-                    __m512 *acc, const int R, const bool with_min) {
-    const size_t mb = kp_meta_bytes(t);
-    const int ea = t->e_a[l], ia = ea / t->sc_div, ib = (ea + 128) / t->sc_div;
-    const __m512i *q = (const __m512i *)(P + (size_t)l * nsb * 256);
-    const uint8_t *M = P + (size_t)nsb * 4096;
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-    /* the next panel, read meanwhile: a lane's quants and 2 lines of the
-     * scales a step (from memory the panels stream 3x slower without) */
-    const size_t next = (size_t)nsb * kp_sb_bytes(t);
-    const char *pf_meta = (const char *)(P + next + (size_t)nsb * 4096), *pf_end = pf_meta + (size_t)nsb * mb;
-    pf_meta += (size_t)l * nsb * 128;
-    for (int64_t sb = 0; sb < nsb; sb++, q += 4, M += mb, pf_meta += 128) {
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) _mm_prefetch((const char *)(q + c) + next, _MM_HINT_T0);
-        if (pf_meta < pf_end) _mm_prefetch(pf_meta, _MM_HINT_T0), _mm_prefetch(pf_meta + 64, _MM_HINT_T0);
-        const __m512i w0 = _mm512_load_si512(q), w1 = _mm512_load_si512(q + 1), w2 = _mm512_load_si512(q + 2),
-                      w3 = _mm512_load_si512(q + 3);
-        const __m512i *sc = (const __m512i *)M;
-        const __m512i sa = _mm512_load_si512(sc + ia), sb_ = _mm512_load_si512(sc + ib);
-        const __m512i mv = _mm512_load_si512((const __m512i *)(M + t->n_sc * 64) + (with_min ? l : 0));
-        const __m512 dw = _mm512_load_ps(M + t->n_sc * 64 + 512), dm = _mm512_load_ps(M + t->n_sc * 64 + 576);
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
-            const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
-            const i32u *xa = (const i32u *)(xs->qs + ea), *xb = (const i32u *)(xs->qs + ea + 128);
-            __m512i da = _mm512_setzero_si512(), db = _mm512_setzero_si512();
-            DPBUSD_BCST(da, w0, xa);
-            DPBUSD_BCST(da, w1, xa + 1);
-            DPBUSD_BCST(db, w2, xb);
-            DPBUSD_BCST(db, w3, xb + 1);
-            const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb_));
-            const __m512 dx = _mm512_set1_ps(xs->d);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc[r]);
-            if (with_min) {
-                const __m512i ms = _mm512_madd_epi16(mv, _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * l)));
-                acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, dx), acc[r]);
-            }
-        }
-    }
-}
-
-INLINE void kp_panel_dot(const kp_type *t, int64_t n, const uint8_t *P, const uint8_t *xp, size_t xps, int nl,
-                         float *out, int64_t os, const int R) {
-    const int64_t nsb = n / 256;
-    __m512 lane[16][KP_MAX_NX];
-    for (int l = 0; l < 8; l++) kp_lane(t, nsb, P, l, xp, xps, lane[l], R, true);
-    for (int l = 8; l < 16; l++) kp_lane(t, nsb, P, l, xp, xps, lane[l], R, false);
-    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) { /* _mm512_reduce_add_ps's pairs */
-        __m512 s1[8], s2[4];
-        for (int i = 0; i < 8; i++) s1[i] = _mm512_add_ps(lane[i][r], lane[i + 8][r]);
-        for (int i = 0; i < 4; i++) s2[i] = _mm512_add_ps(s1[i], s1[i + 4]);
-        const __m512 s3a = _mm512_add_ps(s2[0], s2[2]), s3b = _mm512_add_ps(s2[1], s2[3]);
-        _mm512_mask_storeu_ps(out + r * os, keep, _mm512_add_ps(s3a, s3b));
-    }
-}
-
-#define KP_TILE(name, T)                                                                                           \
-    static void tile_p_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps,       \
-                              int nx, float *out, int64_t os) {                                                     \
-        for (int i = 0; i < nw; i += KP_ROWS) {                                                                     \
-            const uint8_t *P = w + (size_t)i * ws;                                                                  \
-            const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;                                                     \
-            switch (nx) {                                                                                           \
-            case 1: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 1); break;                                    \
-            case 2: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 2); break;                                    \
-            case 3: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 3); break;                                    \
-            case 4: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 4); break;                                    \
-            case 5: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 5); break;                                    \
-            case 6: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 6); break;                                    \
-            case 7: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 7); break;                                    \
-            case 8: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 8); break;                                    \
-            case 9: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 9); break;                                    \
-            case 10: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 10); break;                                  \
-            case 11: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 11); break;                                  \
-            case 12: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 12); break;                                  \
-            case 13: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 13); break;                                  \
-            case 14: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 14); break;                                  \
-            case 15: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 15); break;                                  \
-            case 16: kp_panel_dot(&T, n, P, xp, xps, nl, out + i, os, 16); break;                                  \
-            default: break;                                                                                         \
-            }                                                                                                       \
-        }                                                                                                           \
-    }
-KP_TILE(q6_K, kp_q6_K)
 
 /* ---- K-quants in ggml's order, the panel form ---------------------------
  *
@@ -565,12 +406,106 @@ static void tile_x_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
 KXK(q4_K)
 KXK(q5_K)
 
-#define KPK(name, conv)                                                                                    \
-    const rw_mm_kernel rw_avx512_kernel_##name = {                                                         \
-        .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name, .max_nw = NW, .max_nx = NX, \
-        .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_p_##name, .pack_p = pack_##name##_p, \
-        .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kp_wbytes_##name, .p_min_rows = KP_MIN_ROWS};
-KPK(q6_K, convert_q8_K)
+/* Q6_K in the reference's order, the panel form: per output and
+ * super-block isum = sum_g sc_g * dot_g - 32 * sum_g sc_g * bsum_g (16
+ * groups of 16, signed scales), then sum = sum + (d*dx)*(float)isum, as the
+ * tile does. A group's dot (up to 16*63*127) does not fit in 16 bits, so it
+ * is multiplied by its scale with vpmulld: 4 vpdpbusd and a vpmulld (two
+ * uops) per group of 16 rows.
+ * Per super-block (KX6_SB_BYTES): quants as kx; scales [16 groups][16 rows]
+ * int32; offsets [8 group pairs][16 rows] int16 pairs (32 sc_2k, 32 sc_2k+1);
+ * d [16 rows] f32. */
+enum { KX6_SB_BYTES = 4096 + 1024 + 512 + 64 };
+
+static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * KX6_SB_BYTES;
+        memset(panel, 0, (size_t)nsb * KX6_SB_BYTES); /* rows past n_out: weights, scales and d 0 */
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *B = panel + (size_t)sb * KX6_SB_BYTES;
+            int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])(B + 4096);
+            int16_t(*off)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 5120);
+            float *d = (float *)(B + 5632);
+            for (int o = 0; o < KP_ROWS && p0 + o < n_out; o++) {
+                kp_block b;
+                kp_unpack_q6_K(w + (size_t)(p0 + o) * ws + (size_t)sb * sizeof(rw_block_q6_K), &b);
+                for (int g = 0; g < 64; g++) memcpy(B + (size_t)(g * KP_ROWS + o) * 4, b.u + 4 * g, 4);
+                for (int g = 0; g < 16; g++) sc[g][o] = b.sc[g];
+                for (int k = 0; k < 8; k++) off[k][o][0] = b.mins[k][0], off[k][o][1] = b.mins[k][1];
+                d[o] = b.d;
+            }
+        }
+    }
+}
+
+static size_t kx6_wbytes(int64_t n) { return (size_t)(n / 256) * KX6_SB_BYTES / KP_ROWS; }
+
+INLINE void kx6_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out,
+                           int64_t os, const int R) {
+    __m512 acc[KX_PASS];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *B = P + (size_t)sb * KX6_SB_BYTES;
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) _mm_prefetch((const char *)B + KX6_SB_BYTES + 64 * c, _MM_HINT_T0);
+        const __m512i *W = (const __m512i *)B, *S = (const __m512i *)(B + 4096), *OF = (const __m512i *)(B + 5120);
+        __m512i is[KX_PASS];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) { /* groups 2j and 2j + 1 */
+            __m512i wv[8];
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = _mm512_load_si512(W + 8 * j + g);
+            _mm_prefetch((const char *)(W + 8 * j) + KX6_SB_BYTES + 512, _MM_HINT_T0);
+            const __m512i sa = _mm512_load_si512(S + 2 * j), sb_ = _mm512_load_si512(S + 2 * j + 1);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                const i32u *x4 = (const i32u *)(((const x_super *)(xp + (size_t)r * xps) + sb)->qs + 32 * j);
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                DPBUSD_BCST(lo, wv[0], x4);
+                DPBUSD_BCST(hi, wv[4], x4 + 4);
+                DPBUSD_BCST(lo, wv[1], x4 + 1);
+                DPBUSD_BCST(hi, wv[5], x4 + 5);
+                DPBUSD_BCST(lo, wv[2], x4 + 2);
+                DPBUSD_BCST(hi, wv[6], x4 + 6);
+                DPBUSD_BCST(lo, wv[3], x4 + 3);
+                DPBUSD_BCST(hi, wv[7], x4 + 7);
+                is[r] = _mm512_add_epi32(is[r], _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb_)));
+            }
+        }
+        const __m512 dw = _mm512_load_ps(B + 5632);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
+            __m512i ms = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+                ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(OF + k),
+                                         _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+            const __m512 dx = _mm512_set1_ps(xs->d);
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is[r], ms))));
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * os, keep, acc[r]);
+}
+
+#define KX6_CASE(R) \
+    case R: kx6_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R); break;
+static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os) {
+    const int64_t nsb = n / 256;
+    for (int i = 0; i < nw; i += KP_ROWS) {
+        const uint8_t *P = w + (size_t)i * ws;
+        const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
+        for (int r0 = 0; r0 < nx; r0 += KX_PASS) {
+            switch (nx - r0 < KX_PASS ? nx - r0 : KX_PASS) {
+                KX6_CASE(1) KX6_CASE(2) KX6_CASE(3) KX6_CASE(4) KX6_CASE(5) KX6_CASE(6) KX6_CASE(7) KX6_CASE(8) default : break;
+            }
+        }
+    }
+}
+
+const rw_mm_kernel rw_avx512_kernel_q6_K = {
+    .x_bytes = x_bytes_super, .convert_x = convert_q8_K, .tile = rw_avx512_tile_q6_K, .max_nw = NW, .max_nx = NX,
+    .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_x_q6_K, .pack_p = pack_q6_K_x,
+    .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kx6_wbytes, .p_min_rows = KP_MIN_ROWS};
+
 #define KG(name, conv)                                                                                       \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {                                                     \
         .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name##_ggml, .max_nw = KG_NW,      \

@@ -317,7 +317,12 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
     *M = _mm_extract_epi32(q, 1);
 }
 
-#define KQUANT_EXACT_TILE(name, UNPACK)                                                                \
+/* Q6_K: isum = I - M (M: 32 * scale . bsums, the -32 of every quant), then
+ * the reference's sum = sum + (d*dx)*(float)isum; Q4_K / Q5_K as above. */
+#define KX_STEP_MINS(acc, w, dx, I, M) ((acc) + (((w).d * (dx)) * (float)(I) - ((w).dmin * (dx)) * (float)(M)))
+#define KX_STEP_OFFSET(acc, w, dx, I, M) ((acc) + ((w).d * (dx)) * (float)((I) - (M)))
+
+#define KQUANT_EXACT_TILE(name, UNPACK, STEP)                                                          \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
         float acc[NW][NX];                                                                             \
@@ -343,7 +348,7 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
                         _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), wsb[i].s[1]));               \
                     int32_t I, M;                                                                      \
                     kx_hsum2(isum, _mm256_madd_epi16(wsb[i].mins, bs), &I, &M);                        \
-                    acc[i][j] = acc[i][j] + ((wsb[i].d * dx) * (float)I - (wsb[i].dmin * dx) * (float)M); \
+                    acc[i][j] = STEP(acc[i][j], wsb[i], dx, I, M);                                     \
                 }                                                                                      \
             }                                                                                          \
         }                                                                                              \
@@ -353,9 +358,9 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
 
 KQUANT_MADD_TILE(q2_K, unpackm_q2_K)
 KQUANT_MADD_TILE(q3_K, unpackm_q3_K)
-KQUANT_EXACT_TILE(q4_K, unpackm_q4_K)
-KQUANT_EXACT_TILE(q5_K, unpackm_q5_K)
-KQUANT_MADD_TILE(q6_K, unpackm_q6_K)
+KQUANT_EXACT_TILE(q4_K, unpackm_q4_K, KX_STEP_MINS)
+KQUANT_EXACT_TILE(q5_K, unpackm_q5_K, KX_STEP_MINS)
+KQUANT_EXACT_TILE(q6_K, unpackm_q6_K, KX_STEP_OFFSET)
 KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 
 /* ---- K-quants in ggml's order (RW_NUMERICS_GGML; matmul_ref.c) ---------

@@ -416,8 +416,9 @@ int main(void) {
             for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
                 if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
                 const bool own = rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier;
-                /* AVX-512's Q4_K / Q5_K sum in the reference's own order: bitwise it */
-                const bool ref_order = tier == RW_TIER_AVX512 && (t == RW_TYPE_Q4_K || t == RW_TYPE_Q5_K);
+                /* AVX-512 sums Q4_K, Q5_K and Q6_K in the reference's own order: bitwise it */
+                const bool ref_order =
+                    tier == RW_TIER_AVX512 && (t == RW_TYPE_Q4_K || t == RW_TYPE_Q5_K || t == RW_TYPE_Q6_K);
                 if (tier != RW_TIER_REF && own)
                     check_fast_vs_ref((rw_kernel_tier)tier, t, small, ggml || ref_order, pools[1]);
                 if (own) check_invariance((rw_kernel_tier)tier, t, small, pools);
