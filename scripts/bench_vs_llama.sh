@@ -22,6 +22,9 @@
 #                files get the Qwen3 vocabulary (151,936 rows of embedding and
 #                output head, as real models), not synth's 407-token one
 #   THREADS 2, PROMPT 512, GEN 64, REPS 3, ROUNDS 2, DEPTH 0 (llama-bench -d / bench model --depth)
+#   NUMERICS     auto (rewind's default); fast sums the K-quants in our order
+#                (about twice ggml's prefill speed, logits not llama.cpp's bit
+#                for bit: docs/kernels.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +37,7 @@ GEN=${GEN:-64}
 REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-2}
 DEPTH=${DEPTH:-0}
+NUMERICS=${NUMERICS:-auto}
 CACHE=build/bench
 VOCAB=${VOCAB-../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf}
 vocab_flag=(); vtag=""
@@ -82,7 +86,7 @@ for entry in $GRID; do
     for ((r = 1; r <= ROUNDS; r++)); do
         echo "$preset $type: round $r/$ROUNDS" >&2
         /usr/bin/time -f %M -o "$tmp/rss" "$REWIND" bench model "$f" --prompt "$PROMPT" --gen "$GEN" \
-            --threads "$THREADS" --reps "$REPS" "${dflag_r[@]}" --json > "$tmp/rw.json"
+            --threads "$THREADS" --reps "$REPS" --numerics "$NUMERICS" "${dflag_r[@]}" --json > "$tmp/rw.json"
         rw_pp+=("$(jfield "$tmp/rw.json" prefill_tok_s)")
         rw_tg+=("$(jfield "$tmp/rw.json" decode_tok_s)")
         rw_rss+=("$(tail -1 "$tmp/rss")")
@@ -99,7 +103,7 @@ for entry in $GRID; do
 done
 
 echo
-echo "rewind vs llama.cpp, side by side: $cpu, $THREADS threads, $(date -u +%Y-%m-%d), rewind $commit$dirty, files: rewind synth${VOCAB:+ with $(basename "$VOCAB")};"
+echo "rewind vs llama.cpp, side by side: $cpu, $THREADS threads, $(date -u +%Y-%m-%d), rewind $commit$dirty (numerics $NUMERICS), files: rewind synth${VOCAB:+ with $(basename "$VOCAB")};"
 echo "pp$PROMPT and tg$GEN$at in tok/s (range over $ROUNDS interleaved rounds of $REPS reps; ratio of the medians), peak RSS in MiB (max over rounds)"
 echo
 echo "| model | type | pp$PROMPT rewind | pp$PROMPT llama.cpp | prefill ratio | tg$GEN rewind | tg$GEN llama.cpp | decode ratio | peak RSS rewind | peak RSS llama.cpp |"
