@@ -299,6 +299,37 @@ KGP_TILE(q6_K, kgp_q6_K, KGP_OFFSET_Q6K)
  *   d, dmin [16 rows] f32 each. */
 enum { KX_SB_BYTES = 4096 + 512 + 512 + 128, KX_PASS = 8 };
 
+/* The quants of 16 unpacked rows in panel order, B[g][o] (4 bytes) =
+ * b[o].u[4g .. 4g+3] for the 64 groups: four 16x16 transposes of dwords
+ * (within 128-bit lanes, then across them). */
+static void kx_quants(const kp_block b[KP_ROWS], uint8_t *B) {
+    for (int k = 0; k < 4; k++) {
+        __m512i t[16];
+        for (int i = 0; i < 16; i += 4) {
+            const __m512i r0 = _mm512_loadu_si512(b[i].u + 64 * k), r1 = _mm512_loadu_si512(b[i + 1].u + 64 * k);
+            const __m512i r2 = _mm512_loadu_si512(b[i + 2].u + 64 * k), r3 = _mm512_loadu_si512(b[i + 3].u + 64 * k);
+            const __m512i a = _mm512_unpacklo_epi32(r0, r1), bb = _mm512_unpackhi_epi32(r0, r1);
+            const __m512i c = _mm512_unpacklo_epi32(r2, r3), d = _mm512_unpackhi_epi32(r2, r3);
+            /* t[i + j], 128-bit lane L: rows i..i+3 of column 4L + j */
+            t[i] = _mm512_unpacklo_epi64(a, c);
+            t[i + 1] = _mm512_unpackhi_epi64(a, c);
+            t[i + 2] = _mm512_unpacklo_epi64(bb, d);
+            t[i + 3] = _mm512_unpackhi_epi64(bb, d);
+        }
+        __m512i *out = (__m512i *)(B + 1024 * k);
+        for (int j = 0; j < 4; j++) {
+            const __m512i x0 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i x1 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i y0 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i y1 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+            _mm512_store_si512(out + j, _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm512_store_si512(out + 4 + j, _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1)));
+            _mm512_store_si512(out + 8 + j, _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm512_store_si512(out + 12 + j, _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+    }
+}
+
 static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const uint8_t *w, size_t ws,
                     int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nsb = n / 256;
@@ -310,16 +341,20 @@ static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_byte
             int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])(B + 4096);
             int16_t(*mins)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 4608);
             float *d = (float *)(B + 5120), *dmin = d + KP_ROWS;
-            for (int o = 0; o < KP_ROWS && p0 + o < n_out; o++) {
-                kp_block b;
-                unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b);
-                for (int g = 0; g < 64; g++) memcpy(B + (size_t)(g * KP_ROWS + o) * 4, b.u + 4 * g, 4);
-                for (int j = 0; j < 8; j++) {
-                    sc[j][o] = b.sc[j] & 0xFFFF;
-                    mins[j][o][0] = mins[j][o][1] = b.mins[j][0];
+            kp_block b[KP_ROWS];
+            for (int o = 0; o < KP_ROWS; o++) {
+                if (p0 + o >= n_out) {
+                    memset(b[o].u, 0, sizeof b[o].u);
+                    continue;
                 }
-                d[o] = b.d, dmin[o] = b.dmin;
+                unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
+                for (int j = 0; j < 8; j++) {
+                    sc[j][o] = b[o].sc[j] & 0xFFFF;
+                    mins[j][o][0] = mins[j][o][1] = b[o].mins[j][0];
+                }
+                d[o] = b[o].d, dmin[o] = b[o].dmin;
             }
+            kx_quants(b, B);
         }
     }
 }
@@ -427,14 +462,18 @@ static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, u
             int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])(B + 4096);
             int16_t(*off)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 5120);
             float *d = (float *)(B + 5632);
-            for (int o = 0; o < KP_ROWS && p0 + o < n_out; o++) {
-                kp_block b;
-                kp_unpack_q6_K(w + (size_t)(p0 + o) * ws + (size_t)sb * sizeof(rw_block_q6_K), &b);
-                for (int g = 0; g < 64; g++) memcpy(B + (size_t)(g * KP_ROWS + o) * 4, b.u + 4 * g, 4);
-                for (int g = 0; g < 16; g++) sc[g][o] = b.sc[g];
-                for (int k = 0; k < 8; k++) off[k][o][0] = b.mins[k][0], off[k][o][1] = b.mins[k][1];
-                d[o] = b.d;
+            kp_block b[KP_ROWS];
+            for (int o = 0; o < KP_ROWS; o++) {
+                if (p0 + o >= n_out) {
+                    memset(b[o].u, 0, sizeof b[o].u);
+                    continue;
+                }
+                kp_unpack_q6_K(w + (size_t)(p0 + o) * ws + (size_t)sb * sizeof(rw_block_q6_K), &b[o]);
+                for (int g = 0; g < 16; g++) sc[g][o] = b[o].sc[g];
+                for (int k = 0; k < 8; k++) off[k][o][0] = b[o].mins[k][0], off[k][o][1] = b[o].mins[k][1];
+                d[o] = b[o].d;
             }
+            kx_quants(b, B);
         }
     }
 }
