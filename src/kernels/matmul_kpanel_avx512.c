@@ -140,6 +140,37 @@ static const kgp_type kgp_q4_K = {1, kp_unpack_q4_K};
 static const kgp_type kgp_q5_K = {1, kp_unpack_q5_K};
 static const kgp_type kgp_q6_K = {2, kp_unpack_q6_K};
 
+/* The quants of 16 unpacked rows turned around: q[g] holds, for the 64
+ * groups g of 4 elements, b[o].u[4g .. 4g+3] in dword o (16 rows). Four
+ * 16x16 transposes of dwords (within 128-bit lanes, then across them). */
+static void kp_transpose(const kp_block b[KP_ROWS], __m512i q[64]) {
+    for (int k = 0; k < 4; k++) {
+        __m512i t[16];
+        for (int i = 0; i < 16; i += 4) {
+            const __m512i r0 = _mm512_loadu_si512(b[i].u + 64 * k), r1 = _mm512_loadu_si512(b[i + 1].u + 64 * k);
+            const __m512i r2 = _mm512_loadu_si512(b[i + 2].u + 64 * k), r3 = _mm512_loadu_si512(b[i + 3].u + 64 * k);
+            const __m512i a = _mm512_unpacklo_epi32(r0, r1), bb = _mm512_unpackhi_epi32(r0, r1);
+            const __m512i c = _mm512_unpacklo_epi32(r2, r3), d = _mm512_unpackhi_epi32(r2, r3);
+            /* t[i + j], 128-bit lane L: rows i..i+3 of column 4L + j */
+            t[i] = _mm512_unpacklo_epi64(a, c);
+            t[i + 1] = _mm512_unpackhi_epi64(a, c);
+            t[i + 2] = _mm512_unpacklo_epi64(bb, d);
+            t[i + 3] = _mm512_unpackhi_epi64(bb, d);
+        }
+        __m512i *out = q + 16 * k;
+        for (int j = 0; j < 4; j++) {
+            const __m512i x0 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i x1 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i y0 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i y1 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+            out[j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
+            out[4 + j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
+            out[8 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
+            out[12 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
+        }
+    }
+}
+
 static void kgp_pack(const kgp_type *t, size_t blk_bytes, const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
                      uint8_t *dst) {
     const int64_t nsb = n / 256;
@@ -152,22 +183,26 @@ static void kgp_pack(const kgp_type *t, size_t blk_bytes, const uint8_t *w, size
             int32_t(*sc)[8][KP_ROWS] = (int32_t(*)[8][KP_ROWS])M;
             int16_t(*pairs)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(M + t->n_sc * 512);
             float *d = (float *)(M + t->n_sc * 512 + 512), *dmin = d + KP_ROWS;
-            for (int o = 0; o < KP_ROWS && p0 + o < n_out; o++) {
-                kp_block b;
-                t->unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b);
-                for (int l = 0; l < 8; l++)
-                    for (int c = 0; c < 8; c++)
-                        memcpy(panel + (size_t)(l * nsb + sb) * 512 + (size_t)(c * KP_ROWS + o) * 4,
-                               b.u + 32 * c + 4 * l, 4);
+            kp_block b[KP_ROWS];
+            for (int o = 0; o < KP_ROWS; o++) {
+                if (p0 + o >= n_out) {
+                    memset(b[o].u, 0, sizeof b[o].u);
+                    continue;
+                }
+                t->unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
                 for (int c = 0; c < 8; c++) { /* the scale in the low 16 bits, the high ones 0 (vpdpwssd) */
-                    if (t->n_sc == 1) sc[0][c][o] = b.sc[c] & 0xFFFF;
-                    else sc[0][c][o] = b.sc[2 * c] & 0xFFFF, sc[1][c][o] = b.sc[2 * c + 1] & 0xFFFF;
+                    if (t->n_sc == 1) sc[0][c][o] = b[o].sc[c] & 0xFFFF;
+                    else sc[0][c][o] = b[o].sc[2 * c] & 0xFFFF, sc[1][c][o] = b[o].sc[2 * c + 1] & 0xFFFF;
                 }
                 for (int j = 0; j < 8; j++)
-                    if (t->n_sc == 1) pairs[j][o][0] = pairs[j][o][1] = b.mins[j][0];
-                    else pairs[j][o][0] = (int16_t)-b.mins[j][0], pairs[j][o][1] = (int16_t)-b.mins[j][1];
-                d[o] = b.d, dmin[o] = b.dmin;
+                    if (t->n_sc == 1) pairs[j][o][0] = pairs[j][o][1] = b[o].mins[j][0];
+                    else pairs[j][o][0] = (int16_t)-b[o].mins[j][0], pairs[j][o][1] = (int16_t)-b[o].mins[j][1];
+                d[o] = b[o].d, dmin[o] = b[o].dmin;
             }
+            __m512i q[64]; /* group g = 8c + l: ggml's lane l of chunk c */
+            kp_transpose(b, q);
+            for (int g = 0; g < 64; g++)
+                _mm512_store_si512((__m512i *)(panel + (size_t)((g % 8) * nsb + sb) * 512) + g / 8, q[g]);
         }
     }
 }
@@ -299,35 +334,11 @@ KGP_TILE(q6_K, kgp_q6_K, KGP_OFFSET_Q6K)
  *   d, dmin [16 rows] f32 each. */
 enum { KX_SB_BYTES = 4096 + 512 + 512 + 128, KX_PASS = 8 };
 
-/* The quants of 16 unpacked rows in panel order, B[g][o] (4 bytes) =
- * b[o].u[4g .. 4g+3] for the 64 groups: four 16x16 transposes of dwords
- * (within 128-bit lanes, then across them). */
+/* kp_transpose into a reference-order panel's quants (group g at 64 g). */
 static void kx_quants(const kp_block b[KP_ROWS], uint8_t *B) {
-    for (int k = 0; k < 4; k++) {
-        __m512i t[16];
-        for (int i = 0; i < 16; i += 4) {
-            const __m512i r0 = _mm512_loadu_si512(b[i].u + 64 * k), r1 = _mm512_loadu_si512(b[i + 1].u + 64 * k);
-            const __m512i r2 = _mm512_loadu_si512(b[i + 2].u + 64 * k), r3 = _mm512_loadu_si512(b[i + 3].u + 64 * k);
-            const __m512i a = _mm512_unpacklo_epi32(r0, r1), bb = _mm512_unpackhi_epi32(r0, r1);
-            const __m512i c = _mm512_unpacklo_epi32(r2, r3), d = _mm512_unpackhi_epi32(r2, r3);
-            /* t[i + j], 128-bit lane L: rows i..i+3 of column 4L + j */
-            t[i] = _mm512_unpacklo_epi64(a, c);
-            t[i + 1] = _mm512_unpackhi_epi64(a, c);
-            t[i + 2] = _mm512_unpacklo_epi64(bb, d);
-            t[i + 3] = _mm512_unpackhi_epi64(bb, d);
-        }
-        __m512i *out = (__m512i *)(B + 1024 * k);
-        for (int j = 0; j < 4; j++) {
-            const __m512i x0 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
-            const __m512i x1 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
-            const __m512i y0 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
-            const __m512i y1 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
-            _mm512_store_si512(out + j, _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0)));
-            _mm512_store_si512(out + 4 + j, _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1)));
-            _mm512_store_si512(out + 8 + j, _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0)));
-            _mm512_store_si512(out + 12 + j, _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1)));
-        }
-    }
+    __m512i q[64];
+    kp_transpose(b, q);
+    for (int g = 0; g < 64; g++) _mm512_store_si512((__m512i *)B + g, q[g]);
 }
 
 static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const uint8_t *w, size_t ws,
