@@ -2,9 +2,18 @@
 #ifndef RW_KERNELS_QUANT_INT_H
 #define RW_KERNELS_QUANT_INT_H
 
+#include <string.h>
+
 #include "kernels/quant.h"
 
-int rw_nearest_int(float x); /* round half to even, as ggml's nearest_int */
+/* Round to nearest, ties to even, as ggml's nearest_int (|x| < 2^22).
+ * Inline: the quantizers call it for every value and every search step. */
+static inline int rw_nearest_int(float x) {
+    float v = x + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
 /* Activation rows for the Q8_0 / Q8_1 vec-dots, rounded as ggml's x86
  * build rounds them (quantize_ref.c); nb blocks of 32. */
 void rw_quantize_act_q8_0(const float *x, rw_block_q8_0 *y, int64_t nb);

@@ -8,14 +8,6 @@
 #include "kernels/matmul.h"
 #include "kernels/quant_int.h"
 
-/* Round to nearest, ties to even, as ggml's nearest_int (|x| < 2^22). */
-int rw_nearest_int(float x) {
-    float v = x + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 static void q8_0(const float *x, rw_block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += RW_QK) {
         float amax = 0;
