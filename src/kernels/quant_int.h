@@ -43,6 +43,13 @@ void rw_quantize_q4_K_fitted(const float *x, rw_block_q4_K *y, const float scale
 void rw_quantize_q5_K_fitted(const float *x, rw_block_q5_K *y, const float scales[8], const float mins[8],
                              uint8_t L[RW_QK_K]);
 void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scales[16], uint8_t L[RW_QK_K]);
+/* Their steps, for fast versions that re-quantize in vectors: Q4_K/Q5_K's
+ * stored scales, mins, d and dmin; Q6_K's d and scales (false: a block of
+ * zeros, y cleared); Q6_K's packing of the levels. */
+void rw_k_pack_scales(const float scales[8], const float mins[8], uint8_t scales_out[12], rw_f16 *d_out,
+                      rw_f16 *dmin_out);
+bool rw_q6_K_scales(const float scales[16], rw_block_q6_K *y);
+void rw_q6_K_pack(const uint8_t L[RW_QK_K], rw_block_q6_K *y);
 /* AVX-512 (quantize_k_avx512.c): bitwise the _ref functions, the sub-block
  * searches run 16 sub-blocks at a time, one per lane. Callers check that the
  * CPU has AVX-512 (rw_kernel_tier_current). */

@@ -10,8 +10,9 @@
  * reference's float operations in the reference's order (no reassociation,
  * no fused multiply-add: each product and sum is its own intrinsic), so its
  * fits are the reference's bit for bit. Lanes take the reference's branches
- * through masks. The rest of a super-block (stored scales, re-quantized
- * levels, packing) is the reference's own code, rw_quantize_*_fitted. */
+ * through masks. The stored scales are the reference's own code
+ * (rw_k_pack_scales, rw_q6_K_scales); the re-quantization against them is
+ * elementwise, so it is the same in vectors. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -132,14 +133,40 @@ static void k_fit16(const float *x, int nmax, float rmin, float rdelta, int nste
     transpose_out(l, 32, 32, L);
 }
 
+/* rw_quantize_q4_K_fitted with the re-quantization (one division per value,
+ * elementwise, so the same in any width) and the packing in vectors. */
+static void q4_K_finish(const float *x, rw_block_q4_K *y, const float scales[8], const float mins[8],
+                        uint8_t L[RW_QK_K]) {
+    rw_k_pack_scales(scales, mins, y->scales, &y->d, &y->dmin);
+    const float d0 = rw_f16_to_f32(y->d), m0 = rw_f16_to_f32(y->dmin);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        rw_k4_scale_min(j, y->scales, &sc, &m);
+        const float d = d0 * sc;
+        if (!d) continue; /* keeps the fit's levels */
+        const __m512 dm = _mm512_set1_ps(m0 * m), dv = _mm512_set1_ps(d);
+        for (int h = 0; h < 32; h += 16) {
+            const __m512 q = _mm512_div_ps(_mm512_add_ps(_mm512_loadu_ps(x + 32 * j + h), dm), dv);
+            _mm_storeu_si128((__m128i *)(L + 32 * j + h), _mm512_cvtepi32_epi8(clamp16(nearest16(q), 0, 15)));
+        }
+    }
+    /* q[l] = L[j + l] | L[j + l + 32] << 4: levels are at most 15, so a
+     * 16-bit shift moves no bit into the next byte */
+    for (int j = 0; j < RW_QK_K; j += 64) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(L + j));
+        const __m256i hi = _mm256_loadu_si256((const __m256i *)(L + j + 32));
+        _mm256_storeu_si256((__m256i *)(y->qs + j / 2), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+    }
+}
+
 void rw_quantize_q4_K_avx512(const float *x, rw_block_q4_K *y, int64_t nb) {
     uint8_t L[2 * RW_QK_K];
     float scales[16], mins[16];
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2, x += 2 * RW_QK_K) {
         k_fit16(x, 15, RW_Q4_K_FIT, scales, mins, L);
-        rw_quantize_q4_K_fitted(x, &y[i], scales, mins, L);
-        rw_quantize_q4_K_fitted(x + RW_QK_K, &y[i + 1], scales + 8, mins + 8, L + RW_QK_K);
+        q4_K_finish(x, &y[i], scales, mins, L);
+        q4_K_finish(x + RW_QK_K, &y[i + 1], scales + 8, mins + 8, L + RW_QK_K);
     }
     if (i < nb) rw_quantize_q4_K_ref(x, &y[i], 1);
 }
@@ -212,11 +239,25 @@ static void fit_scale_sym16(const float *xs, float scales[16], uint8_t L[RW_QK_K
     transpose_out(l, 16, 16, L);
 }
 
+/* rw_quantize_q6_K_fitted with the re-quantization in vectors. */
+static void q6_K_finish(const float *x, rw_block_q6_K *y, const float scales[16], uint8_t L[RW_QK_K]) {
+    if (!rw_q6_K_scales(scales, y)) return;
+    const float d0 = rw_f16_to_f32(y->d);
+    for (int j = 0; j < 16; j++) {
+        const float d = d0 * y->scales[j];
+        if (!d) continue;
+        const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + 16 * j), _mm512_set1_ps(d));
+        const __m512i l = _mm512_add_epi32(clamp16(nearest16(q), -32, 31), _mm512_set1_epi32(32));
+        _mm_storeu_si128((__m128i *)(L + 16 * j), _mm512_cvtepi32_epi8(l));
+    }
+    rw_q6_K_pack(L, y);
+}
+
 void rw_quantize_q6_K_avx512(const float *x, rw_block_q6_K *y, int64_t nb) {
     uint8_t L[RW_QK_K];
     float scales[16];
     for (int64_t i = 0; i < nb; i++, x += RW_QK_K) {
         fit_scale_sym16(x, scales, L);
-        rw_quantize_q6_K_fitted(x, &y[i], scales, L);
+        q6_K_finish(x, &y[i], scales, L);
     }
 }

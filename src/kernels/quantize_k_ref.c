@@ -134,10 +134,9 @@ static void k_fit(const float *x, int nmax, float rmin, float rdelta, int nstep,
 }
 
 /* Step 2: the 6-bit scales and mins packed in 12 bytes under the F16 d and
- * dmin, then L re-quantized against the scales actually stored (a
- * sub-block whose stored scale is 0 keeps the levels of its fit). */
-static void k_scales_and_levels(const float *x, int nmax, const float scales[8], const float mins[8],
-                                uint8_t scales_out[12], rw_f16 *d_out, rw_f16 *dmin_out, uint8_t L[RW_QK_K]) {
+ * dmin. */
+void rw_k_pack_scales(const float scales[8], const float mins[8], uint8_t scales_out[12], rw_f16 *d_out,
+                      rw_f16 *dmin_out) {
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
@@ -160,6 +159,13 @@ static void k_scales_and_levels(const float *x, int nmax, const float scales[8],
     }
     *d_out = rw_f32_to_f16(max_scale / 63.f);
     *dmin_out = rw_f32_to_f16(max_min / 63.f);
+}
+
+/* Step 3: L re-quantized against the scales actually stored (a sub-block
+ * whose stored scale is 0 keeps the levels of its fit). */
+static void k_scales_and_levels(const float *x, int nmax, const float scales[8], const float mins[8],
+                                uint8_t scales_out[12], rw_f16 *d_out, rw_f16 *dmin_out, uint8_t L[RW_QK_K]) {
+    rw_k_pack_scales(scales, mins, scales_out, d_out, dmin_out);
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
         rw_k4_scale_min(j, scales_out, &sc, &m);
@@ -217,7 +223,7 @@ void rw_quantize_q5_K_ref(const float *x, rw_block_q5_K *y, int64_t nb) {
     }
 }
 
-void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scales[16], uint8_t L[RW_QK_K]) {
+bool rw_q6_K_scales(const float scales[16], rw_block_q6_K *y) {
     float max_scale = 0, max_abs_scale = 0;
     for (int ib = 0; ib < 16; ib++) {
         if (fabsf(scales[ib]) > max_abs_scale) {
@@ -227,7 +233,7 @@ void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scale
     }
     if (max_abs_scale < GROUP_MAX_EPS) {
         memset(y, 0, sizeof *y);
-        return;
+        return false;
     }
     float iscale = -128.f / max_scale;
     y->d = rw_f32_to_f16(1 / iscale);
@@ -235,11 +241,10 @@ void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scale
         int s = rw_nearest_int(iscale * scales[ib]);
         y->scales[ib] = (int8_t)(s < 127 ? s : 127);
     }
-    for (int j = 0; j < 16; j++) {
-        float d = rw_f16_to_f32(y->d) * y->scales[j];
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (uint8_t)(clampi(rw_nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
-    }
+    return true;
+}
+
+void rw_q6_K_pack(const uint8_t L[RW_QK_K], rw_block_q6_K *y) {
     uint8_t *ql = y->ql, *qh = y->qh;
     for (int j = 0; j < RW_QK_K; j += 128, ql += 64, qh += 32)
         for (int l = 0; l < 32; l++) {
@@ -249,6 +254,16 @@ void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scale
             qh[l] = (uint8_t)((L[j + l] >> 4) | (L[j + l + 32] >> 4) << 2 | (L[j + l + 64] >> 4) << 4 |
                               (L[j + l + 96] >> 4) << 6);
         }
+}
+
+void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scales[16], uint8_t L[RW_QK_K]) {
+    if (!rw_q6_K_scales(scales, y)) return;
+    for (int j = 0; j < 16; j++) {
+        float d = rw_f16_to_f32(y->d) * y->scales[j];
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (uint8_t)(clampi(rw_nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
+    }
+    rw_q6_K_pack(L, y);
 }
 
 void rw_quantize_q6_K_ref(const float *x, rw_block_q6_K *y, int64_t nb) {
