@@ -66,8 +66,8 @@ static void check_threads(const char *preset, const char *type, const char *cons
     for (int t = 0; t < 3; t++) rw_gguf_close(g[t]);
 }
 
-/* The fast tier's quantizers (the K-quants' AVX-512 search) write the file
- * the reference quantizers write, on 2 threads. */
+/* The fast tier (the K-quants' AVX-512 search, the 16-lane random fill)
+ * writes the file that the reference tier writes, on 2 threads. */
 static void check_tiers(const char *preset, const char *type) {
     const rw_kernel_tier best = rw_kernel_tier_current();
     char path[2][256];
@@ -188,6 +188,7 @@ int main(void) {
     check_tiers("qwen35-tiny", "q4_k_m");
     check_tiers("qwen35-tiny", "q5_k_m");
     check_tiers("qwen3-tiny", "q6_k");
+    check_tiers("llama-tiny", "q8_0");
 
     rw_error err;
     rw_synth_options bad = {.preset = "qwen3-tiny", .type = "q9_9"};
