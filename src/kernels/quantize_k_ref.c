@@ -153,8 +153,11 @@ void rw_k_pack_scales(const float scales[8], const float mins[8], uint8_t scales
             scales_out[j + 4] = (uint8_t)lm;
         } else {
             scales_out[j + 4] = (uint8_t)((ls & 0xf) | (lm & 0xf) << 4);
-            scales_out[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            scales_out[j] |= (uint8_t)((lm >> 4) << 6);
+            /* unsigned: in a degenerate block (63 / max overflowing, e.g.
+             * subnormal values) ls or lm can be negative, and shifting a
+             * negative int left is undefined; the bits kept are the same */
+            scales_out[j - 4] |= (uint8_t)(((unsigned)ls >> 4) << 6);
+            scales_out[j] |= (uint8_t)(((unsigned)lm >> 4) << 6);
         }
     }
     *d_out = rw_f32_to_f16(max_scale / 63.f);
