@@ -117,13 +117,12 @@ static float fit_scale_sym(int n, int nmax, const float *x, uint8_t *L) {
     return scale;
 }
 
-/* Shared by Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales and mins packed
- * in 12 bytes, then L re-quantized against the stored scales. */
-static void k_scales_and_levels(const float *x, int nmax, float rmin, float rdelta, int nstep, uint8_t scales_out[12],
-                                rw_f16 *d_out, rw_f16 *dmin_out, uint8_t L[RW_QK_K]) {
-    float scales[8], mins[8], weights[32];
+/* Shared by Q4_K and Q5_K, step 1: the 8 sub-blocks of 32, each fitted
+ * alone (scales, mins, and levels L against the unrounded fit). */
+static void k_fit(const float *x, int nmax, float rmin, float rdelta, int nstep, float scales[8], float mins[8],
+                  uint8_t L[RW_QK_K]) {
+    float weights[32];
     uint8_t Laux[32];
-    float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
         const float *xs = x + 32 * j;
         float sum_x2 = 0;
@@ -131,6 +130,15 @@ static void k_scales_and_levels(const float *x, int nmax, float rmin, float rdel
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xs[l]);
         scales[j] = rw_fit_scale_min(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
+    }
+}
+
+/* Step 2: the 6-bit scales and mins packed in 12 bytes under the F16 d and
+ * dmin. */
+void rw_k_pack_scales(const float scales[8], const float mins[8], uint8_t scales_out[12], rw_f16 *d_out,
+                      rw_f16 *dmin_out) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -145,12 +153,22 @@ static void k_scales_and_levels(const float *x, int nmax, float rmin, float rdel
             scales_out[j + 4] = (uint8_t)lm;
         } else {
             scales_out[j + 4] = (uint8_t)((ls & 0xf) | (lm & 0xf) << 4);
-            scales_out[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            scales_out[j] |= (uint8_t)((lm >> 4) << 6);
+            /* unsigned: in a degenerate block (63 / max overflowing, e.g.
+             * subnormal values) ls or lm can be negative, and shifting a
+             * negative int left is undefined; the bits kept are the same */
+            scales_out[j - 4] |= (uint8_t)(((unsigned)ls >> 4) << 6);
+            scales_out[j] |= (uint8_t)(((unsigned)lm >> 4) << 6);
         }
     }
     *d_out = rw_f32_to_f16(max_scale / 63.f);
     *dmin_out = rw_f32_to_f16(max_min / 63.f);
+}
+
+/* Step 3: L re-quantized against the scales actually stored (a sub-block
+ * whose stored scale is 0 keeps the levels of its fit). */
+static void k_scales_and_levels(const float *x, int nmax, const float scales[8], const float mins[8],
+                                uint8_t scales_out[12], rw_f16 *d_out, rw_f16 *dmin_out, uint8_t L[RW_QK_K]) {
+    rw_k_pack_scales(scales, mins, scales_out, d_out, dmin_out);
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
         rw_k4_scale_min(j, scales_out, &sc, &m);
@@ -161,74 +179,101 @@ static void k_scales_and_levels(const float *x, int nmax, float rmin, float rdel
     }
 }
 
+void rw_quantize_q4_K_fitted(const float *x, rw_block_q4_K *y, const float scales[8], const float mins[8],
+                             uint8_t L[RW_QK_K]) {
+    k_scales_and_levels(x, 15, scales, mins, y->scales, &y->d, &y->dmin, L);
+    uint8_t *q = y->qs;
+    for (int j = 0; j < RW_QK_K; j += 64, q += 32)
+        for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+}
+
 void rw_quantize_q4_K_ref(const float *x, rw_block_q4_K *y, int64_t nb) {
     uint8_t L[RW_QK_K];
+    float scales[8], mins[8];
     for (int64_t i = 0; i < nb; i++, x += RW_QK_K) {
-        k_scales_and_levels(x, 15, -1.f, 0.1f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
-        uint8_t *q = y[i].qs;
-        for (int j = 0; j < RW_QK_K; j += 64, q += 32)
-            for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+        k_fit(x, 15, RW_Q4_K_FIT, scales, mins, L);
+        rw_quantize_q4_K_fitted(x, &y[i], scales, mins, L);
+    }
+}
+
+void rw_quantize_q5_K_fitted(const float *x, rw_block_q5_K *y, const float scales[8], const float mins[8],
+                             uint8_t L[RW_QK_K]) {
+    k_scales_and_levels(x, 31, scales, mins, y->scales, &y->d, &y->dmin, L);
+    memset(y->qh, 0, sizeof y->qh);
+    uint8_t *ql = y->qs, m1 = 1, m2 = 2;
+    for (int n = 0; n < RW_QK_K; n += 64, ql += 32, m1 <<= 2, m2 <<= 2) {
+        for (int j = 0; j < 32; j++) {
+            int l1 = L[n + j], l2 = L[n + j + 32];
+            if (l1 > 15) {
+                l1 -= 16;
+                y->qh[j] |= m1;
+            }
+            if (l2 > 15) {
+                l2 -= 16;
+                y->qh[j] |= m2;
+            }
+            ql[j] = (uint8_t)(l1 | l2 << 4);
+        }
     }
 }
 
 void rw_quantize_q5_K_ref(const float *x, rw_block_q5_K *y, int64_t nb) {
     uint8_t L[RW_QK_K];
+    float scales[8], mins[8];
     for (int64_t i = 0; i < nb; i++, x += RW_QK_K) {
-        k_scales_and_levels(x, 31, -0.5f, 0.1f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
-        memset(y[i].qh, 0, sizeof y[i].qh);
-        uint8_t *ql = y[i].qs, m1 = 1, m2 = 2;
-        for (int n = 0; n < RW_QK_K; n += 64, ql += 32, m1 <<= 2, m2 <<= 2) {
-            for (int j = 0; j < 32; j++) {
-                int l1 = L[n + j], l2 = L[n + j + 32];
-                if (l1 > 15) {
-                    l1 -= 16;
-                    y[i].qh[j] |= m1;
-                }
-                if (l2 > 15) {
-                    l2 -= 16;
-                    y[i].qh[j] |= m2;
-                }
-                ql[j] = (uint8_t)(l1 | l2 << 4);
-            }
+        k_fit(x, 31, RW_Q5_K_FIT, scales, mins, L);
+        rw_quantize_q5_K_fitted(x, &y[i], scales, mins, L);
+    }
+}
+
+bool rw_q6_K_scales(const float scales[16], rw_block_q6_K *y) {
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < 16; ib++) {
+        if (fabsf(scales[ib]) > max_abs_scale) {
+            max_abs_scale = fabsf(scales[ib]);
+            max_scale = scales[ib];
         }
     }
+    if (max_abs_scale < GROUP_MAX_EPS) {
+        memset(y, 0, sizeof *y);
+        return false;
+    }
+    float iscale = -128.f / max_scale;
+    y->d = rw_f32_to_f16(1 / iscale);
+    for (int ib = 0; ib < 16; ib++) {
+        int s = rw_nearest_int(iscale * scales[ib]);
+        y->scales[ib] = (int8_t)(s < 127 ? s : 127);
+    }
+    return true;
+}
+
+void rw_q6_K_pack(const uint8_t L[RW_QK_K], rw_block_q6_K *y) {
+    uint8_t *ql = y->ql, *qh = y->qh;
+    for (int j = 0; j < RW_QK_K; j += 128, ql += 64, qh += 32)
+        for (int l = 0; l < 32; l++) {
+            uint8_t q1 = L[j + l] & 0xf, q2 = L[j + l + 32] & 0xf, q3 = L[j + l + 64] & 0xf, q4 = L[j + l + 96] & 0xf;
+            ql[l] = (uint8_t)(q1 | q3 << 4);
+            ql[l + 32] = (uint8_t)(q2 | q4 << 4);
+            qh[l] = (uint8_t)((L[j + l] >> 4) | (L[j + l + 32] >> 4) << 2 | (L[j + l + 64] >> 4) << 4 |
+                              (L[j + l + 96] >> 4) << 6);
+        }
+}
+
+void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scales[16], uint8_t L[RW_QK_K]) {
+    if (!rw_q6_K_scales(scales, y)) return;
+    for (int j = 0; j < 16; j++) {
+        float d = rw_f16_to_f32(y->d) * y->scales[j];
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (uint8_t)(clampi(rw_nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
+    }
+    rw_q6_K_pack(L, y);
 }
 
 void rw_quantize_q6_K_ref(const float *x, rw_block_q6_K *y, int64_t nb) {
     uint8_t L[RW_QK_K];
     float scales[16];
     for (int64_t i = 0; i < nb; i++, x += RW_QK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < 16; ib++) {
-            scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
-            if (fabsf(scales[ib]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[ib]);
-                max_scale = scales[ib];
-            }
-        }
-        if (max_abs_scale < GROUP_MAX_EPS) {
-            memset(&y[i], 0, sizeof y[i]);
-            continue;
-        }
-        float iscale = -128.f / max_scale;
-        y[i].d = rw_f32_to_f16(1 / iscale);
-        for (int ib = 0; ib < 16; ib++) {
-            int s = rw_nearest_int(iscale * scales[ib]);
-            y[i].scales[ib] = (int8_t)(s < 127 ? s : 127);
-        }
-        for (int j = 0; j < 16; j++) {
-            float d = rw_f16_to_f32(y[i].d) * y[i].scales[j];
-            if (!d) continue;
-            for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (uint8_t)(clampi(rw_nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
-        }
-        uint8_t *ql = y[i].ql, *qh = y[i].qh;
-        for (int j = 0; j < RW_QK_K; j += 128, ql += 64, qh += 32)
-            for (int l = 0; l < 32; l++) {
-                uint8_t q1 = L[j + l] & 0xf, q2 = L[j + l + 32] & 0xf, q3 = L[j + l + 64] & 0xf, q4 = L[j + l + 96] & 0xf;
-                ql[l] = (uint8_t)(q1 | q3 << 4);
-                ql[l + 32] = (uint8_t)(q2 | q4 << 4);
-                qh[l] = (uint8_t)((L[j + l] >> 4) | (L[j + l + 32] >> 4) << 2 | (L[j + l + 64] >> 4) << 4 |
-                                  (L[j + l + 96] >> 4) << 6);
-            }
+        for (int ib = 0; ib < 16; ib++) scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
+        rw_quantize_q6_K_fitted(x, &y[i], scales, L);
     }
 }

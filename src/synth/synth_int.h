@@ -13,4 +13,10 @@ rw_status rw_synth__add_builtin_vocab(rw_gguf_writer *w, const char *pre, uint32
 /* Copies every tokenizer.* key of the GGUF at path. */
 rw_status rw_synth__copy_vocab(rw_gguf_writer *w, const char *path, uint32_t *n_vocab, rw_error *err);
 
+/* x[i] = a * (uniform in [-1, 1) from the splitmix64 number i + 1 after
+ * state s, whose state advances by step per number), i < n: synth.c's
+ * FILL_MATRIX loop, bitwise, in AVX-512 (fill_avx512.c; the caller checks
+ * the CPU). */
+void rw_synth__fill_uniform_avx512(uint64_t s, uint64_t step, float a, uint64_t n, float *x);
+
 #endif

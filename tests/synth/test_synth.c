@@ -7,6 +7,7 @@
 
 #include "gguf/gguf.h"
 #include "harness.h"
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "synth/synth.h"
 
@@ -63,6 +64,28 @@ static void check_threads(const char *preset, const char *type, const char *cons
                       type, names[i]);
     }
     for (int t = 0; t < 3; t++) rw_gguf_close(g[t]);
+}
+
+/* The fast tier (the K-quants' AVX-512 search, the 16-lane random fill)
+ * writes the file that the reference tier writes, on 2 threads. */
+static void check_tiers(const char *preset, const char *type) {
+    const rw_kernel_tier best = rw_kernel_tier_current();
+    char path[2][256];
+    rw_gguf *g[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        CHECK(rw_kernel_tier_set(r ? RW_TIER_REF : best));
+        snprintf(path[r], sizeof path[r], "%s/%s-%s-%s.gguf", dir, preset, type, r ? "ref" : "fast");
+        rw_synth_options o = {.preset = preset, .type = type, .seed = 11, .n_threads = 2};
+        rw_error err = {0};
+        CHECK_MSG(rw_synth_write(&o, path[r], &err) == RW_OK, "synth %s %s: %s", preset, type, err.msg);
+        CHECK(rw_gguf_open(path[r], &g[r], &err) == RW_OK);
+    }
+    CHECK(rw_kernel_tier_set(best));
+    if (g[0] && g[1])
+        CHECK_MSG(rw_gguf_file_size(g[0]) == rw_gguf_file_size(g[1]) &&
+                      !memcmp(rw_gguf_file_data(g[0]), rw_gguf_file_data(g[1]), rw_gguf_file_size(g[0])),
+                  "%s %s: the %s tier writes another file than the reference", preset, type, rw_kernel_tier_name(best));
+    for (int r = 0; r < 2; r++) rw_gguf_close(g[r]);
 }
 
 static void expect_tensor(const rw_gguf *g, const char *name, rw_dtype type, uint64_t ne0, uint64_t ne1) {
@@ -162,6 +185,10 @@ int main(void) {
     static const char *const llama_names[] = {"rope_freqs.weight", "blk.1.ffn_gate.weight"};
     static const uint64_t llama_hashes[] = {0xe378da5eacd74690ull, 0x34705881693f3fdeull};
     check_threads("llama-tiny", "q3_k_m", llama_names, llama_hashes, 2);
+    check_tiers("qwen35-tiny", "q4_k_m");
+    check_tiers("qwen35-tiny", "q5_k_m");
+    check_tiers("qwen3-tiny", "q6_k");
+    check_tiers("llama-tiny", "q8_0");
 
     rw_error err;
     rw_synth_options bad = {.preset = "qwen3-tiny", .type = "q9_9"};
