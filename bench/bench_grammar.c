@@ -97,19 +97,15 @@ int rw_bench_grammar(int argc, char **argv) {
     const char *path = NULL;
     long walks = 20, max_tok = 300;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--walks") && i + 1 < argc) {
-            if (rw_cli_parse_int(CMD, "--walks", argv[++i], 1, 100000, &walks)) return 2;
-        } else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
-            if (rw_cli_parse_int(CMD, "--tokens", argv[++i], 1, 1000000, &max_tok)) return 2;
-        } else if (!strcmp(argv[i], "--json")) json = true;
-        else if (argv[i][0] != '-' && !path) path = argv[i];
-        else {
-            fprintf(stderr, "usage: rewind bench grammar VOCAB.gguf [--walks N] [--tokens N] [--json]\n");
-            return 2;
-        }
-    }
-    if (!path) {
+    const rw_cli_opt opts[] = {
+        {"--walks", RW_OPT_INT, &walks, 1, 100000, 0, 0, NULL, NULL, NULL},
+        {"--tokens", RW_OPT_INT, &max_tok, 1, 1000000, 0, 0, NULL, NULL, NULL},
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &path, 1, NULL);
+    if (prc == 2) return 2;
+    if (prc || !path) {
         fprintf(stderr, "usage: rewind bench grammar VOCAB.gguf [--walks N] [--tokens N] [--json]\n");
         return 2;
     }

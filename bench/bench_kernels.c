@@ -305,37 +305,38 @@ static bool parse_types(const char *list, rw_dtype *out, int *n) {
     return *n > 0;
 }
 
+/* --types T1,T2,...: the matmul weight types to measure. */
+typedef struct {
+    rw_dtype *types;
+    int *n;
+} kernel_types;
+
+static int opt_types(void *ctx, const char *cmd, const char *name, const char *v) {
+    const kernel_types *kt = ctx;
+    if (parse_types(v, kt->types, kt->n)) return 0;
+    rw_cli_error(cmd, "bad %s '%s' (comma-separated matmul weight types)", name, v);
+    return 2;
+}
+
 int rw_bench_kernels(int argc, char **argv) {
     bool json = false, quick = false;
-    int threads = 0;
+    long threads = 0;
     rw_dtype types[64];
     int n_types = (int)(sizeof bench_types / sizeof bench_types[0]);
     memcpy(types, bench_types, sizeof bench_types);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--stored-panels")) stored_panels = true;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 0 || v > 1024) {
-                rw_cli_error("bench", "bad --threads '%s'", argv[i]);
-                return 2;
-            }
-            threads = (int)v;
-        } else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
-            if (!parse_types(argv[++i], types, &n_types)) {
-                rw_cli_error("bench", "bad --types '%s' (comma-separated matmul weight types)", argv[i]);
-                return 2;
-            }
-        } else {
-            rw_cli_error("bench", "unknown argument '%s'", argv[i]);
-            return 2;
-        }
-    }
+    kernel_types kt = {types, &n_types};
+    const rw_cli_opt opts[] = {
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--quick", RW_OPT_FLAG, &quick, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--stored-panels", RW_OPT_FLAG, &stored_panels, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        {"--types", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_types, &kt},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts("bench kernels", argc, argv, opts, NULL, 0, NULL)) return 2;
     rw_error err;
     rw_threadpool *pool = NULL; /* freed at the end */
-    if (rw_threadpool_new(threads, &pool, &err) != RW_OK) {
+    if (rw_threadpool_new((int)threads, &pool, &err) != RW_OK) {
         rw_cli_error("bench", "%s", err.msg);
         return 1;
     }

@@ -110,30 +110,19 @@ int rw_bench_model(int argc, char **argv) {
     long n_prompt = 512, n_gen = 128, threads = 0, reps = 3, depth = 0;
     bool json = false;
     rw_kv_type kv = RW_KV_F16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--prompt") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 20, &n_prompt)) return 2;
-        } else if (!strcmp(a, "--gen") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 20, &n_gen)) return 2;
-        } else if (!strcmp(a, "--depth") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 22, &depth)) return 2;
-        } else if (!strcmp(a, "--reps") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 100, &reps)) return 2;
-        } else if (!strcmp(a, "--threads") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--kv") && has_val) {
-            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
-        } else if (!strcmp(a, "--numerics") && has_val) {
-            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
-        } else if (!strcmp(a, "--json")) json = true;
-        else if (a[0] == '-') {
-            rw_cli_error(CMD, "unknown option or missing value: %s", a);
-            return usage();
-        } else if (!path) path = a;
-        else return usage();
-    }
+    const rw_cli_opt opts[] = {
+        {"--prompt", RW_OPT_INT, &n_prompt, 0, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--gen", RW_OPT_INT, &n_gen, 0, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--depth", RW_OPT_INT, &depth, 0, 1 << 22, 0, 0, NULL, NULL, NULL},
+        {"--reps", RW_OPT_INT, &reps, 1, 100, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        RW_OPT_KV_TYPE(&kv),
+        RW_OPT_NUMERICS_MODE,
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &path, 1, NULL);
+    if (prc) return prc == RW_CLI_BAD_LINE ? usage() : 2;
     if (!path) return usage();
     rw_gguf *g = NULL;
     rw_model *m = NULL;

@@ -148,33 +148,19 @@ int rw_bench_serve(int argc, char **argv) {
     bool json = false, draft_fixed = false;
     const char *draft_path = NULL;
     long draft_max = 4;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--clients") && v) clients_arg = argv[++i];
-        else if (!strcmp(a, "--requests") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 100000, &requests)) return 2;
-        } else if (!strcmp(a, "--prompt") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &n_prompt)) return 2;
-        } else if (!strcmp(a, "--gen") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &n_gen)) return 2;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--parallel") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1024, &parallel)) return 2;
-        } else if (!strcmp(a, "--draft") && v) {
-            draft_path = argv[++i];
-        } else if (!strcmp(a, "--draft-max") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
-        } else if (!strcmp(a, "--draft-fixed")) {
-            draft_fixed = true;
-        } else if (!strcmp(a, "--json")) json = true;
-        else if (a[0] == '-') {
-            rw_cli_error(CMD, "unknown option or missing value: %s", a);
-            return usage();
-        } else if (!path) path = a;
-        else return usage();
-    }
+    const rw_cli_opt opts[] = {
+        {"--clients", RW_OPT_STR, &clients_arg, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--requests", RW_OPT_INT, &requests, 1, 100000, 0, 0, NULL, NULL, NULL},
+        {"--prompt", RW_OPT_INT, &n_prompt, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--gen", RW_OPT_INT, &n_gen, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        {"--parallel", RW_OPT_INT, &parallel, 1, 1024, 0, 0, NULL, NULL, NULL},
+        RW_OPT_DRAFT(&draft_path, &draft_max, 1, &draft_fixed),
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &path, 1, NULL);
+    if (prc) return prc == RW_CLI_BAD_LINE ? usage() : 2;
     if (!path) return usage();
     int levels[16], n_levels = 0;
     for (const char *p = clients_arg; *p && n_levels < 16;) {

@@ -180,6 +180,19 @@ done:
     return st;
 }
 
+/* --repeat-penalty: a float in (0, 100] (an open interval: RW_OPT_FLOAT's
+ * are closed) into the float at ctx. */
+static int opt_repeat_penalty(void *ctx, const char *cmd, const char *name, const char *v) {
+    char *end;
+    const float x = strtof(v, &end);
+    if (end == v || *end || !(x > 0 && x <= 100)) {
+        rw_cli_error(cmd, "%s needs a number in (0, 100], not \"%s\"", name, v);
+        return 2;
+    }
+    *(float *)ctx = x;
+    return 0;
+}
+
 int rw_bench_spec(int argc, char **argv) {
     const char *path = NULL, *draft_path = NULL, *klist = "1,2,4,8";
     long threads = 0, n_prompt = 64, n_gen = 32, reps = 5, n_seqs = 8, repeat = 0;
@@ -187,51 +200,23 @@ int rw_bench_spec(int argc, char **argv) {
     rw_spec_params spp = rw_spec_params_default();
     rw_kv_type kv = RW_KV_F16;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--draft") && has_val)
-            draft_path = argv[++i];
-        else if (!strcmp(a, "--k") && has_val)
-            klist = argv[++i];
-        else if (!strcmp(a, "--threads") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--prompt") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &n_prompt)) return 2;
-        } else if (!strcmp(a, "--gen") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 2, 1 << 20, &n_gen)) return 2;
-        } else if (!strcmp(a, "--reps") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1000, &reps)) return 2;
-        } else if (!strcmp(a, "--seqs") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 256, &n_seqs)) return 2;
-        } else if (!strcmp(a, "--kv") && has_val) {
-            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--repeat-penalty") && has_val) {
-            char *end;
-            repeat_penalty = strtof(argv[++i], &end);
-            if (*end || !(repeat_penalty > 0 && repeat_penalty <= 100)) {
-                rw_cli_error(CMD, "--repeat-penalty needs a number in (0, 100]");
-                return 2;
-            }
-        } else if (!strcmp(a, "--repeat") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &repeat)) return 2;
-        } else if (!strncmp(a, "--spec", 6)) {
-            bool matched;
-            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
-            if (!matched) {
-                rw_cli_error(CMD, "unknown option or missing value: %s", a);
-                return usage();
-            }
-        } else if (a[0] == '-') {
-            rw_cli_error(CMD, "unknown option or missing value: %s", a);
-            return usage();
-        } else if (!path)
-            path = a;
-        else
-            return usage();
-    }
+    const rw_cli_opt opts[] = {
+        {"--draft", RW_OPT_STR, &draft_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--k", RW_OPT_STR, &klist, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        {"--prompt", RW_OPT_INT, &n_prompt, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--gen", RW_OPT_INT, &n_gen, 2, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--reps", RW_OPT_INT, &reps, 1, 1000, 0, 0, NULL, NULL, NULL},
+        {"--seqs", RW_OPT_INT, &n_seqs, 0, 256, 0, 0, NULL, NULL, NULL},
+        RW_OPT_KV_TYPE(&kv),
+        {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--repeat-penalty", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_repeat_penalty, &repeat_penalty},
+        {"--repeat", RW_OPT_INT, &repeat, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
+        RW_OPT_SPEC(&spp),
+        RW_OPT_END,
+    };
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &path, 1, NULL);
+    if (prc) return prc == RW_CLI_BAD_LINE ? usage() : 2;
     if (!path) return usage();
     int ks[16], n_k = 0;
     for (const char *p = klist; *p;) {

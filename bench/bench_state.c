@@ -44,27 +44,17 @@ typedef struct {
 } opts;
 
 static int parse(const char *cmd, int argc, char **argv, opts *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--prompt") && v) {
-            if (rw_cli_parse_int(cmd, a, argv[++i], 16, 1 << 20, &o->prompt)) return 2;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (rw_cli_parse_int(cmd, a, argv[++i], 0, 1024, &o->threads)) return 2;
-        } else if (!strcmp(a, "--turns") && v) {
-            if (rw_cli_parse_int(cmd, a, argv[++i], 1, 1000, &o->turns)) return 2;
-        } else if (!strcmp(a, "--system-tokens") && v) {
-            if (rw_cli_parse_int(cmd, a, argv[++i], 1, 1 << 20, &o->sys)) return 2;
-        } else if (!strcmp(a, "--gen") && v) {
-            if (rw_cli_parse_int(cmd, a, argv[++i], 1, 4096, &o->gen)) return 2;
-        } else if (!strcmp(a, "--kv") && v) {
-            if (rw_cli_parse_kv(cmd, argv[++i], &o->kv)) return 2;
-        } else if (!strcmp(a, "--json")) o->json = true;
-        else if (a[0] == '-' || o->model) {
-            rw_cli_error(cmd, "unknown option or argument: %s", a);
-            return 2;
-        } else o->model = a;
-    }
+    const rw_cli_opt table[] = {
+        {"--prompt", RW_OPT_INT, &o->prompt, 16, 1 << 20, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&o->threads),
+        {"--turns", RW_OPT_INT, &o->turns, 1, 1000, 0, 0, NULL, NULL, NULL},
+        {"--system-tokens", RW_OPT_INT, &o->sys, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--gen", RW_OPT_INT, &o->gen, 1, 4096, 0, 0, NULL, NULL, NULL},
+        RW_OPT_KV_TYPE(&o->kv),
+        {"--json", RW_OPT_FLAG, &o->json, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts(cmd, argc, argv, table, &o->model, 1, NULL)) return 2;
     if (!o->model) {
         rw_cli_error(cmd, "needs a MODEL");
         return 2;

@@ -1,7 +1,8 @@
 /* hash.h - the one hash function of rewind: 64-bit FNV-1a over bytes.
  * Used for hash-table keys (GGUF tensor names, vocabulary strings, BPE
- * word cache) and for names and fingerprints (prefix-cache files, state
- * files). Not for anything an attacker must not predict. */
+ * word cache, the grammar's state sets) and for names and fingerprints
+ * (prefix-cache files, state files, chat tool-call ids, synth's tensor
+ * seeds). Not for anything an attacker must not predict. */
 #ifndef RW_BASE_HASH_H
 #define RW_BASE_HASH_H
 

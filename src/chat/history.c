@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "chat/history.h"
 
 static rw_status bad(rw_error *err, const char *fmt, size_t i, const char *what) {
@@ -61,8 +62,9 @@ static void id9(const char *id, char out[10]) {
         memcpy(out, id, 10);
         return;
     }
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t k = 0; k < n; k++) h = (h ^ (unsigned char)id[k]) * 1099511628211ull;
+    /* base/hash.h's FNV-1a from a seed of its own (not RW_HASH_INIT: the ids
+     * a client has seen stay the same) */
+    uint64_t h = rw_hash_bytes(1469598103934665603ull, id, n);
     for (int k = 0; k < 9; k++) {
         out[k] = al[h % 62];
         h = h / 62 ^ (h << 37);

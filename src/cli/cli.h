@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "chat/chat.h"
+#include "cli/options.h"
 #include "engine/spec.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
@@ -80,15 +81,29 @@ void rw_cli_served_close(rw_cli_served *sv);
 char *rw_cli_read_file(const char *path, size_t *len);
 /* cli_spec.c: the speculative-decoding options of generate, serve and
  * bench spec: --spec mtp|ngram|mtp,ngram, --spec-ngram-n N,
- * --spec-ngram-min-hits N. rw_cli_spec_option handles argv[*i] if it is one
- * of them (*matched; advances *i past a value): 0, or 2 after printing a
- * usage error. rw_cli_spec_costs sets the adaptive rule's costs for the
- * sources: an MTP draft token streams the block and the output head, a
+ * --spec-ngram-min-hits N, as a fragment of an option table (options.h)
+ * that fills the rw_spec_params at p. rw_cli_spec_opt is its RW_OPT_FN (ctx:
+ * the rw_spec_params). rw_cli_spec_costs sets the adaptive rule's costs for
+ * the sources: an MTP draft token streams the block and the output head, a
  * catch-up token the block (both relative to a decode step, from the
  * file's tensor sizes); n-gram drafts alone (no draft model) cost
  * nothing. */
 int rw_cli_parse_spec(const char *cmd, const char *v, rw_spec_params *p);
-int rw_cli_spec_option(const char *cmd, int argc, char **argv, int *i, rw_spec_params *p, bool *matched);
+int rw_cli_spec_opt(void *spec_params, const char *cmd, const char *name, const char *v);
+/* clang-format off */ /* one table entry a line */
+#define RW_OPT_SPEC(p)                                                                                                 \
+    {"--spec", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_cli_spec_opt, (p)},                                               \
+        {"--spec-ngram-n", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_cli_spec_opt, (p)},                                   \
+        {"--spec-ngram-min-hits", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_cli_spec_opt, (p)}
+/* The draft-model options of generate, serve and bench serve: --draft
+ * DRAFT.gguf (const char *path), --draft-max K (long *k_max, in [k_lo,
+ * RW_SPEC_MAX_K]: generate takes 0, no drafting), --draft-fixed (bool
+ * *fixed: always draft K, not the adaptive rule). */
+#define RW_OPT_DRAFT(path, k_max, k_lo, fixed)                                                                        \
+    {"--draft", RW_OPT_STR, (path), 0, 0, 0, 0, NULL, NULL, NULL},                                                     \
+        {"--draft-max", RW_OPT_INT, (k_max), (k_lo), RW_SPEC_MAX_K, 0, 0, NULL, NULL, NULL},                           \
+        {"--draft-fixed", RW_OPT_FLAG, (fixed), 0, 0, 0, 0, NULL, NULL, NULL}
+/* clang-format on */
 void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, bool draft_model, rw_spec_params *p);
 
 /* Reads whitespace-separated token ids; the caller frees *ids. */

@@ -28,23 +28,14 @@ int rw_cli_parse_spec(const char *cmd, const char *v, rw_spec_params *p) {
     return 0;
 }
 
-int rw_cli_spec_option(const char *cmd, int argc, char **argv, int *i, rw_spec_params *p, bool *matched) {
-    const char *a = argv[*i];
-    const bool has_val = *i + 1 < argc;
-    long v;
-    *matched = true;
-    if (!strcmp(a, "--spec") && has_val) return rw_cli_parse_spec(cmd, argv[++*i], p);
-    if (!strcmp(a, "--spec-ngram-n") && has_val) {
-        if (rw_cli_parse_int(cmd, a, argv[++*i], 1, 64, &v)) return 2;
-        p->ngram_n = (int32_t)v;
-        return 0;
-    }
-    if (!strcmp(a, "--spec-ngram-min-hits") && has_val) {
-        if (rw_cli_parse_int(cmd, a, argv[++*i], 1, 1 << 20, &v)) return 2;
-        p->ngram_min_hits = (int32_t)v;
-        return 0;
-    }
-    *matched = false;
+int rw_cli_spec_opt(void *spec_params, const char *cmd, const char *name, const char *v) {
+    rw_spec_params *p = spec_params;
+    if (!strcmp(name, "--spec")) return rw_cli_parse_spec(cmd, v, p);
+    const bool hits = !strcmp(name, "--spec-ngram-min-hits"); /* else --spec-ngram-n */
+    long n;
+    if (rw_cli_parse_int(cmd, name, v, 1, hits ? 1 << 20 : 64, &n)) return 2;
+    if (hits) p->ngram_min_hits = (int32_t)n;
+    else p->ngram_n = (int32_t)n;
     return 0;
 }
 

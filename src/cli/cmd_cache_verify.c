@@ -13,25 +13,17 @@
 static const char *CMD = "cache-verify";
 
 int rw_cmd_cache_verify(int argc, char **argv) {
-    const char *model_path = NULL, *dir = NULL, *draft_path = NULL;
+    const char *draft_path = NULL, *pos[2] = {NULL, NULL}; /* MODEL DIR */
     rw_kv_type kv = RW_KV_F16;
     long ctx = 4096;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const bool v = i + 1 < argc;
-        if (!strcmp(a, "--kv") && v) {
-            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
-        } else if (!strcmp(a, "--ctx") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 2, 1 << 24, &ctx)) return 2;
-        } else if (!strcmp(a, "--draft") && v) {
-            draft_path = argv[++i];
-        } else if (a[0] == '-') {
-            rw_cli_error(CMD, "unknown option or missing value: %s", a);
-            return 2;
-        } else if (!model_path) model_path = a;
-        else if (!dir) dir = a;
-        else return 2;
-    }
+    const rw_cli_opt opts[] = {
+        RW_OPT_KV_TYPE(&kv),
+        {"--ctx", RW_OPT_INT, &ctx, 2, 1 << 24, 0, 0, NULL, NULL, NULL},
+        {"--draft", RW_OPT_STR, &draft_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    if (rw_cli_parse_opts(CMD, argc, argv, opts, pos, 2, NULL)) return 2;
+    const char *model_path = pos[0], *dir = pos[1];
     if (!model_path || !dir) {
         fprintf(stderr, "usage: rewind cache-verify MODEL DIR [--kv f32|f16] [--ctx N] [--draft DRAFT.gguf]\n");
         return 2;

@@ -59,18 +59,6 @@
 
 static const char *CMD = "generate";
 
-/* A float option in [lo, hi]; 0 or 2 (usage error, printed). */
-static int parse_float(const char *opt, const char *v, float lo, float hi, float *out) {
-    char *end;
-    const float x = strtof(v, &end);
-    if (end == v || *end || !(x >= lo && x <= hi)) {
-        rw_cli_error(CMD, "%s needs a number in [%g, %g], not \"%s\"", opt, (double)lo, (double)hi, v);
-        return 2;
-    }
-    *out = x;
-    return 0;
-}
-
 static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
                     "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
@@ -90,60 +78,35 @@ int rw_cmd_generate(int argc, char **argv) {
     const char *draft_path = NULL, *grammar_path = NULL, *schema_path = NULL;
     rw_spec_params spp = rw_spec_params_default();
     rw_cli_numerics_for_goldens(); /* see the file comment */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--ids") && has_val) ids_path = argv[++i];
-        else if (!strcmp(a, "-p") && has_val) text = argv[++i];
-        else if (!strcmp(a, "-n") && has_val) {
-            if (rw_cli_parse_int(CMD, "-n", argv[++i], 0, 1 << 24, &n_gen)) return 2;
-        } else if (!strcmp(a, "--seed") && has_val) {
-            if (rw_cli_parse_int(CMD, "--seed", argv[++i], 0, INT32_MAX, &seed)) return 2;
-        } else if (!strcmp(a, "--temp") && has_val) {
-            if (parse_float(a, argv[++i], 0.0f, 1e6f, &sp.temperature)) return 2;
-        } else if (!strcmp(a, "--top-k") && has_val) {
-            long k;
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, INT32_MAX, &k)) return 2;
-            sp.top_k = (int32_t)k;
-        } else if (!strcmp(a, "--top-p") && has_val) {
-            if (parse_float(a, argv[++i], 0.0f, 1.0f, &sp.top_p)) return 2;
-        } else if (!strcmp(a, "--min-p") && has_val) {
-            if (parse_float(a, argv[++i], 0.0f, 1.0f, &sp.min_p)) return 2;
-        } else if (!strcmp(a, "--presence-penalty") && has_val) {
-            if (parse_float(a, argv[++i], -1e6f, 1e6f, &sp.presence_penalty)) return 2;
-        } else if (!strcmp(a, "--frequency-penalty") && has_val) {
-            if (parse_float(a, argv[++i], -1e6f, 1e6f, &sp.frequency_penalty)) return 2;
-        } else if (!strcmp(a, "--repeat-penalty") && has_val) {
-            if (parse_float(a, argv[++i], 0.0f, 1e6f, &sp.repeat_penalty)) return 2;
-        } else if (!strcmp(a, "--threads") && has_val) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--kv") && has_val) {
-            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
-        } else if (!strcmp(a, "--numerics") && has_val) {
-            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
-        } else if (!strcmp(a, "--draft") && has_val) draft_path = argv[++i];
-        else if (!strcmp(a, "--draft-max") && has_val) {
-            long k;
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, RW_SPEC_MAX_K, &k)) return 2;
-            spp.k_max = (int32_t)k;
-        } else if (!strcmp(a, "--draft-fixed")) spp.adaptive = false;
-        else if (!strcmp(a, "--print-ids")) print_ids = true;
-        else if (!strncmp(a, "--spec", 6)) {
-            bool matched;
-            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
-            if (!matched) {
-                rw_cli_error(CMD, "unknown option or missing value: %s", a);
-                return usage();
-            }
-        }
-        else if (!strcmp(a, "--grammar") && has_val) grammar_path = argv[++i];
-        else if (!strcmp(a, "--json-schema") && has_val) schema_path = argv[++i];
-        else if (a[0] == '-') {
-            rw_cli_error(CMD, "unknown option or missing value: %s", a);
-            return usage();
-        } else if (!model_path) model_path = a;
-        else return usage();
-    }
+    long top_k = sp.top_k, draft_max = spp.k_max;
+    bool draft_fixed = false;
+    const rw_cli_opt opts[] = {
+        {"--ids", RW_OPT_STR, &ids_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"-p", RW_OPT_STR, &text, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"-n", RW_OPT_INT, &n_gen, 0, 1 << 24, 0, 0, NULL, NULL, NULL},
+        {"--seed", RW_OPT_INT, &seed, 0, INT32_MAX, 0, 0, NULL, NULL, NULL},
+        {"--temp", RW_OPT_FLOAT, &sp.temperature, 0, 0, 0.0, 1e6, NULL, NULL, NULL},
+        {"--top-k", RW_OPT_INT, &top_k, 0, INT32_MAX, 0, 0, NULL, NULL, NULL},
+        {"--top-p", RW_OPT_FLOAT, &sp.top_p, 0, 0, 0.0, 1.0, NULL, NULL, NULL},
+        {"--min-p", RW_OPT_FLOAT, &sp.min_p, 0, 0, 0.0, 1.0, NULL, NULL, NULL},
+        {"--presence-penalty", RW_OPT_FLOAT, &sp.presence_penalty, 0, 0, -1e6, 1e6, NULL, NULL, NULL},
+        {"--frequency-penalty", RW_OPT_FLOAT, &sp.frequency_penalty, 0, 0, -1e6, 1e6, NULL, NULL, NULL},
+        {"--repeat-penalty", RW_OPT_FLOAT, &sp.repeat_penalty, 0, 0, 0.0, 1e6, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        RW_OPT_KV_TYPE(&kv),
+        RW_OPT_NUMERICS_MODE,
+        RW_OPT_DRAFT(&draft_path, &draft_max, 0, &draft_fixed),
+        RW_OPT_SPEC(&spp),
+        {"--print-ids", RW_OPT_FLAG, &print_ids, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--grammar", RW_OPT_STR, &grammar_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--json-schema", RW_OPT_STR, &schema_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
+    if (prc) return prc == RW_CLI_BAD_LINE ? usage() : 2;
+    sp.top_k = (int32_t)top_k;
+    spp.k_max = (int32_t)draft_max;
+    if (draft_fixed) spp.adaptive = false;
     if (!model_path || n_gen < 0 || (!ids_path == !text)) return usage();
     if (grammar_path && schema_path) {
         rw_cli_error(CMD, "give --grammar or --json-schema, not both");

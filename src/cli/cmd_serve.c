@@ -71,22 +71,6 @@
 
 static const char *CMD = "serve";
 
-/* A byte count with an optional K, M or G suffix (powers of 1024). */
-static int parse_size(const char *s, size_t *out) {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (end == s || *end || (v << shift) >> shift != v || s[0] == '-') {
-        rw_cli_error(CMD, "a size must be a number of bytes with an optional K, M or G suffix, not \"%s\"", s);
-        return 2;
-    }
-    *out = (size_t)(v << shift);
-    return 0;
-}
-
 /* ---- signals ---- */
 
 static sigset_t stop_sigs;
@@ -140,6 +124,19 @@ static char *read_key_file(const char *path) {
     return strdup(key);
 }
 
+/* --cache-dir-delay and --shutdown-timeout: seconds in [0, 3600] into the
+ * double at ctx. */
+static int opt_seconds(void *ctx, const char *cmd, const char *name, const char *v) {
+    char *end;
+    const double x = strtod(v, &end);
+    if (end == v || *end || !(x >= 0 && x <= 3600)) {
+        rw_cli_error(cmd, "%s takes seconds in [0, 3600], not \"%s\"", name, v);
+        return 2;
+    }
+    *(double *)ctx = x;
+    return 0;
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
                     "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
@@ -187,98 +184,48 @@ int rw_cmd_serve(int argc, char **argv) {
     size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
     size_t max_state = cache_bytes; /* running state: also a quarter of physical memory */
     rw_kv_type kv = RW_KV_F16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--host") && v) host = argv[++i];
-        else if (!strcmp(a, "--api-key") && v) api_key = argv[++i];
-        else if (!strcmp(a, "--api-key-file") && v) key_file = argv[++i];
-        else if (!strcmp(a, "--cors-origin") && v) cors = argv[++i];
-        else if (!strcmp(a, "--header-timeout") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 3600, &header_timeout)) return 2;
-        } else if (!strcmp(a, "--body-timeout") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 3600, &body_timeout)) return 2;
-        } else if (!strcmp(a, "--max-connections-per-ip") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 65536, &per_ip)) return 2;
-        }
-        else if (!strcmp(a, "--port") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 65535, &port)) return 2;
-        } else if (!strcmp(a, "--parallel") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1024, &parallel)) return 2;
-        } else if (!strcmp(a, "--ctx") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 2, 1 << 24, &ctx)) return 2;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--max-queue") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 0, 1 << 20, &max_queue)) return 2;
-        } else if (!strcmp(a, "--max-body") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1024, 1L << 32, &max_body)) return 2;
-        } else if (!strcmp(a, "--max-connections") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 65536, &max_conn)) return 2;
-        } else if (!strcmp(a, "--prefill-chunk") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, 1 << 20, &chunk)) return 2;
-        } else if (!strcmp(a, "--kv") && v) {
-            if (rw_cli_parse_kv(CMD, argv[++i], &kv)) return 2;
-        } else if (!strcmp(a, "--numerics") && v) {
-            if (rw_cli_parse_numerics(CMD, argv[++i])) return 2;
-        } else if (!strcmp(a, "--cache-bytes") && v) {
-            if (parse_size(argv[++i], &cache_bytes)) return 2;
-        } else if (!strcmp(a, "--max-state-bytes") && v) {
-            if (parse_size(argv[++i], &max_state)) return 2;
-        } else if (!strcmp(a, "--cache-dir-bytes") && v) {
-            if (parse_size(argv[++i], &cache_dir_bytes)) return 2;
-        } else if (!strcmp(a, "--cache-dir") && v) {
-            cache_dir = argv[++i];
-        } else if (!strcmp(a, "--replica-id") && v) {
-            replica_id = argv[++i];
-        } else if (!strcmp(a, "--cache-dir-write") && v) {
-            const char *m = argv[++i];
-            if (!strcmp(m, "through")) write_mode = RW_PCACHE_WRITE_THROUGH;
-            else if (!strcmp(m, "evict")) write_mode = RW_PCACHE_WRITE_EVICT;
-            else {
-                rw_cli_error(CMD, "--cache-dir-write takes evict or through, not \"%s\"", m);
-                return 2;
-            }
-        } else if ((!strcmp(a, "--cache-dir-delay") || !strcmp(a, "--shutdown-timeout")) && v) {
-            char *end;
-            const double x = strtod(argv[++i], &end);
-            if (end == argv[i] || *end || !(x >= 0 && x <= 3600)) {
-                rw_cli_error(CMD, "%s takes seconds in [0, 3600], not \"%s\"", a, argv[i]);
-                return 2;
-            }
-            if (!strcmp(a, "--cache-dir-delay")) write_delay = x;
-            else stop_limit = x > 0 ? x : 0.001;
-        } else if (!strcmp(a, "--draft") && v) {
-            draft_path = argv[++i];
-        } else if (!strcmp(a, "--draft-max") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], 1, RW_SPEC_MAX_K, &draft_max)) return 2;
-        } else if (!strcmp(a, "--draft-fixed")) {
-            draft_fixed = true;
-        } else if (!strncmp(a, "--spec", 6)) {
-            bool matched;
-            if (rw_cli_spec_option(CMD, argc, argv, &i, &spp, &matched)) return 2;
-            if (!matched) {
-                rw_cli_error(CMD, "unknown option or missing value: %s", a);
-                return usage();
-            }
-        } else if (!strcmp(a, "--chat-template-file") && v) {
-            template_file = argv[++i];
-        } else if (!strcmp(a, "--tool-format") && v) {
-            tool_format = argv[++i];
-        } else if (!strcmp(a, "--reasoning-format") && v) {
-            reasoning_format = argv[++i];
-        } else if (!strcmp(a, "--chat-template-kwargs") && v) {
-            kwargs = argv[++i];
-        } else if (!strcmp(a, "--reasoning-budget") && v) {
-            if (rw_cli_parse_int(CMD, a, argv[++i], -1, 1L << 30, &reasoning_budget)) return 2;
-        } else if (!strcmp(a, "--strict-api")) {
-            strict_api = true;
-        } else if (a[0] == '-') {
-            rw_cli_error(CMD, "unknown option or missing value: %s", a);
-            return usage();
-        } else if (!model_path) model_path = a;
-        else return usage();
-    }
+    const char *write_arg = NULL;
+    double stop_arg = stop_limit;
+    const rw_cli_opt opts[] = {
+        {"--host", RW_OPT_STR, &host, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--api-key", RW_OPT_STR, &api_key, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--api-key-file", RW_OPT_STR, &key_file, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--cors-origin", RW_OPT_STR, &cors, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--header-timeout", RW_OPT_INT, &header_timeout, 1, 3600, 0, 0, NULL, NULL, NULL},
+        {"--body-timeout", RW_OPT_INT, &body_timeout, 1, 3600, 0, 0, NULL, NULL, NULL},
+        {"--max-connections-per-ip", RW_OPT_INT, &per_ip, 1, 65536, 0, 0, NULL, NULL, NULL},
+        {"--port", RW_OPT_INT, &port, 0, 65535, 0, 0, NULL, NULL, NULL},
+        {"--parallel", RW_OPT_INT, &parallel, 1, 1024, 0, 0, NULL, NULL, NULL},
+        {"--ctx", RW_OPT_INT, &ctx, 2, 1 << 24, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        {"--max-queue", RW_OPT_INT, &max_queue, 0, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--max-body", RW_OPT_INT, &max_body, 1024, 1L << 32, 0, 0, NULL, NULL, NULL},
+        {"--max-connections", RW_OPT_INT, &max_conn, 1, 65536, 0, 0, NULL, NULL, NULL},
+        {"--prefill-chunk", RW_OPT_INT, &chunk, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
+        RW_OPT_KV_TYPE(&kv),
+        RW_OPT_NUMERICS_MODE,
+        {"--cache-bytes", RW_OPT_SIZE, &cache_bytes, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--max-state-bytes", RW_OPT_SIZE, &max_state, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--cache-dir-bytes", RW_OPT_SIZE, &cache_dir_bytes, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--cache-dir", RW_OPT_STR, &cache_dir, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--replica-id", RW_OPT_STR, &replica_id, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--cache-dir-write", RW_OPT_CHOICE, &write_arg, 0, 0, 0, 0, "evict|through", NULL, NULL},
+        {"--cache-dir-delay", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_seconds, &write_delay},
+        {"--shutdown-timeout", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_seconds, &stop_arg},
+        RW_OPT_DRAFT(&draft_path, &draft_max, 1, &draft_fixed),
+        RW_OPT_SPEC(&spp),
+        {"--chat-template-file", RW_OPT_STR, &template_file, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--tool-format", RW_OPT_STR, &tool_format, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--reasoning-format", RW_OPT_STR, &reasoning_format, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--chat-template-kwargs", RW_OPT_STR, &kwargs, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--reasoning-budget", RW_OPT_INT, &reasoning_budget, -1, 1L << 30, 0, 0, NULL, NULL, NULL},
+        {"--strict-api", RW_OPT_FLAG, &strict_api, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_END,
+    };
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
+    if (prc) return prc == RW_CLI_BAD_LINE ? usage() : 2;
+    if (write_arg) write_mode = !strcmp(write_arg, "evict") ? RW_PCACHE_WRITE_EVICT : RW_PCACHE_WRITE_THROUGH;
+    stop_limit = stop_arg > 0 ? stop_arg : 0.001;
     if (!model_path) return usage();
     char *key_owned = NULL;
     if (key_file && api_key) {

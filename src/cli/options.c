@@ -33,7 +33,24 @@ static int set_value(const char *cmd, const rw_cli_opt *o, const char *v) {
             rw_cli_error(cmd, "%s needs a number in [%g, %g], not \"%s\"", o->name, o->flo, o->fhi, v);
             return 2;
         }
-        *(float *)o->dst = (float)x;
+        /* strtof rounds the text to the nearest float once; (float)x could
+         * round twice and differ in the last bit */
+        *(float *)o->dst = strtof(v, NULL);
+        return 0;
+    }
+    case RW_OPT_SIZE: {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        unsigned shift = 0;
+        if (*end == 'K' || *end == 'k') shift = 10, end++;
+        else if (*end == 'M' || *end == 'm') shift = 20, end++;
+        else if (*end == 'G' || *end == 'g') shift = 30, end++;
+        if (end == v || *end || errno || (x << shift) >> shift != x || v[0] == '-') {
+            rw_cli_error(cmd, "%s needs a number of bytes with an optional K, M or G suffix, not \"%s\"", o->name, v);
+            return 2;
+        }
+        *(size_t *)o->dst = (size_t)(x << shift);
         return 0;
     }
     case RW_OPT_CHOICE:
@@ -59,7 +76,7 @@ int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *
         if (a[0] != '-' || !a[1]) { /* a word ("-" is one: stdin) */
             if (np == max_pos) {
                 rw_cli_error(cmd, "unexpected argument \"%s\"", a);
-                return 2;
+                return RW_CLI_BAD_LINE;
             }
             pos[np++] = a;
             continue;
@@ -70,7 +87,7 @@ int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *
         while (o->name && !(strlen(o->name) == name_len && !strncmp(o->name, a, name_len))) o++;
         if (!o->name) {
             rw_cli_error(cmd, "unknown option %.*s", (int)name_len, a);
-            return 2;
+            return RW_CLI_BAD_LINE;
         }
         if (o->kind == RW_OPT_FLAG) {
             if (name_len != strlen(a)) {
@@ -85,7 +102,7 @@ int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *
         else if (i + 1 < argc) v = argv[++i];
         else {
             rw_cli_error(cmd, "%s needs a value", o->name);
-            return 2;
+            return RW_CLI_BAD_LINE;
         }
         int rc = set_value(cmd, o, v);
         if (rc) return rc;

@@ -7,12 +7,14 @@
 #define RW_CLI_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef enum {
     RW_OPT_FLAG,     /* bool *dst = true; takes no value */
     RW_OPT_STR,      /* const char **dst = the value (argv's storage) */
     RW_OPT_INT,      /* long *dst = an integer in [lo, hi] */
     RW_OPT_FLOAT,    /* float *dst = a finite number in [flo, fhi] */
+    RW_OPT_SIZE,     /* size_t *dst = a byte count with an optional K, M or G suffix (powers of 1024) */
     RW_OPT_CHOICE,   /* const char **dst = the value, one of choices ("batch|step") */
     RW_OPT_KV,       /* rw_kv_type *dst = f32 | f16 */
     RW_OPT_NUMERICS, /* sets the process's numerics mode (auto | fast | ggml); dst unused */
@@ -39,9 +41,12 @@ typedef struct {
 /* Parses argv[1..argc-1] (argv[0] is the command's name): each option of
  * opts with its value ("--name value" or "--name=value"), every other word
  * into pos[0..max_pos-1] in order (*n_pos of them; a word starting with '-'
- * that is no option is an error, except "-" itself). Returns 0, or 2 after
- * printing "rewind CMD: ..." (unknown option, missing or bad value, too many
- * words). */
+ * that is no option is an error, except "-" itself). Returns 0; 2 after
+ * printing "rewind CMD: ..." for a bad value (the message says what the
+ * option takes); RW_CLI_BAD_LINE after printing it for an unknown option, a
+ * missing value or too many words, where a command may add its usage line.
+ * Both are usage errors: the command exits with status 2. */
+#define RW_CLI_BAD_LINE 3
 int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *opts, const char **pos, int max_pos,
                       int *n_pos);
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "grammar/grammar_int.h"
 
 #define MASK_CACHE_MAX ((size_t)64 << 20) /* per grammar, i.e. per request */
@@ -133,10 +134,11 @@ static int cmp_i32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The set table's index: base/hash.h's hash of the ids' bytes, folded to 32
+ * bits so that the low bits the mask keeps depend on all 64. */
 static uint32_t hash_ids(const int32_t *v, int32_t n) {
-    uint32_t h = 2166136261u;
-    for (int32_t i = 0; i < n; i++) h = hash2(h, (uint32_t)v[i]);
-    return h;
+    const uint64_t h = rw_hash_bytes(RW_HASH_INIT, v, (size_t)n * sizeof *v);
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 static bool set_grow_hash(rw_grammar *g) {

@@ -4,24 +4,24 @@
 #include "kernels/ops_model.h"
 #include "models/model_int.h"
 
-static void norm_rows(const rw_model *m, const float *w, int64_t n) {
+void rw_models__norm_rows(const rw_model *m, const float *w, int64_t n) {
     const int e = m->hp.n_embd;
     for (int64_t t = 0; t < n; t++) rw_rmsnorm(m->sc.x + t * e, w, e, m->hp.rms_eps, m->sc.xn + t * e);
 }
 
-static void add_residual(rw_model *m, int64_t n) {
+void rw_models__add_residual(rw_model *m, int64_t n) {
     const int64_t total = n * m->hp.n_embd;
     for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i];
 }
 
 rw_status rw_models__dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     const mdl_dense_layer *L = &m->layers[il];
-    norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b->n);
     rw_status st = rw_models__attention(m, il, L, b, err);
     if (st) return st;
-    add_residual(m, b->n);
-    norm_rows(m, L->ffn_norm, b->n);
+    rw_models__add_residual(m, b->n);
+    rw_models__norm_rows(m, L->ffn_norm, b->n);
     if ((st = rw_models__ffn_swiglu(m, L, b, err))) return st;
-    add_residual(m, b->n);
+    rw_models__add_residual(m, b->n);
     return RW_OK;
 }

@@ -127,7 +127,6 @@ static void gr_free(rw_model *m) {
     m->ext = NULL;
 }
 
-
 static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uint64_t ne1, const float **out, rw_error *err) {
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
     if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
@@ -260,11 +259,6 @@ static rw_status attention(rw_model *m, int il, const mdl_batch *b, rw_error *er
     return mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
 }
 
-static void norm_rows(rw_model *m, const float *w, int64_t n) {
-    const int e = m->hp.n_embd;
-    for (int64_t t = 0; t < n; t++) rw_rmsnorm(m->sc.x + t * e, w, e, m->hp.rms_eps, m->sc.xn + t * e);
-}
-
 /* x += residual_scale * tmp (the scale rounded onto tmp first, as ggml_scale then add) */
 static void add_scaled(rw_model *m, int64_t n) {
     const float rs = ((granite *)m->ext)->residual_scale;
@@ -284,11 +278,11 @@ static rw_status gr_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err
     granite *x = m->ext;
     rw_status st = reserve(m, b->n, err);
     if (st) return st;
-    norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b->n);
     st = x->mamba_of[il] >= 0 ? mamba2(m, il, b, err) : attention(m, il, b, err);
     if (st) return st;
     add_scaled(m, b->n);
-    norm_rows(m, L->ffn_norm, b->n);
+    rw_models__norm_rows(m, L->ffn_norm, b->n);
     if ((st = rw_models__ffn_swiglu(m, L, b, err))) return st;
     add_scaled(m, b->n);
     return RW_OK;

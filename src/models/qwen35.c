@@ -128,7 +128,6 @@ static void q35_free(rw_model *m) {
     m->ext = NULL;
 }
 
-
 static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uint64_t ne1, const float **out, rw_error *err) {
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
     if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
@@ -496,16 +495,6 @@ static rw_status gated_attention(rw_model *m, int il, const mdl_batch *b, rw_err
 
 /* ---- the block ---- */
 
-static void norm_rows(rw_model *m, const float *w, int64_t n) {
-    const int e = m->hp.n_embd;
-    for (int64_t t = 0; t < n; t++) rw_rmsnorm(m->sc.x + t * e, w, e, m->hp.rms_eps, m->sc.xn + t * e);
-}
-
-static void add_residual(rw_model *m, int64_t n) {
-    const int64_t total = n * m->hp.n_embd;
-    for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i];
-}
-
 static rw_status q35_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
                                  rw_layer_state **out, rw_error *err) {
     const q35 *x = m->ext;
@@ -517,14 +506,14 @@ static rw_status q35_layer(rw_model *m, int il, const mdl_batch *b, rw_error *er
     const mdl_dense_layer *L = &m->layers[il];
     rw_status st = reserve(m, b->n, err);
     if (st) return st;
-    norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b->n);
     st = is_recurrent(m->ext, il) ? deltanet(m, il, b, err) : gated_attention(m, il, b, err);
     if (st) return st;
-    add_residual(m, b->n);
-    norm_rows(m, L->ffn_norm, b->n); /* post_attention_norm */
+    rw_models__add_residual(m, b->n);
+    rw_models__norm_rows(m, L->ffn_norm, b->n); /* post_attention_norm */
     st = ((q35 *)m->ext)->moe ? moe_ffn(m, il, b, err) : rw_models__ffn_swiglu(m, L, b, err);
     if (st) return st;
-    add_residual(m, b->n);
+    rw_models__add_residual(m, b->n);
     return RW_OK;
 }
 
@@ -559,47 +548,20 @@ static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *
     return RW_OK;
 }
 
-const mdl_arch rw_models__arch_qwen35 = {
-    .name = "qwen35",
-    .rope_kind = RW_ROPE_NEOX,
-    .qk_norm = true,
-    .qkv_bias = false,
-    .read_hparams = q35_hparams,
-    .bind = q35_bind,
-    .layer = q35_layer,
-    .new_layer_state = q35_layer_state,
-    .free_ext = q35_free,
-    .mtp_block = q35_mtp_block,
-};
+/* The three descriptors share the block and its loader; each adds its name
+ * and what sets it apart. */
+#define Q35_ARCH_COMMON                                                                                           \
+    .rope_kind = RW_ROPE_NEOX, .qk_norm = true, .qkv_bias = false, .read_hparams = q35_hparams, .bind = q35_bind, \
+    .layer = q35_layer, .new_layer_state = q35_layer_state, .free_ext = q35_free
+
+const mdl_arch rw_models__arch_qwen35 = {Q35_ARCH_COMMON, .name = "qwen35", .mtp_block = q35_mtp_block};
 
 /* Qwen3.5-MoE: the same hybrid mixer, every FFN a mixture of experts with a
  * sigmoid-gated shared expert. */
-const mdl_arch rw_models__arch_qwen35moe = {
-    .name = "qwen35moe",
-    .rope_kind = RW_ROPE_NEOX,
-    .qk_norm = true,
-    .qkv_bias = false,
-    .moe = true,
-    .read_hparams = q35_hparams,
-    .bind = q35_bind,
-    .layer = q35_layer,
-    .new_layer_state = q35_layer_state,
-    .free_ext = q35_free,
-    .mtp_block = q35_mtp_block,
-};
+const mdl_arch rw_models__arch_qwen35moe = {Q35_ARCH_COMMON, .name = "qwen35moe", .moe = true,
+                                            .mtp_block = q35_mtp_block};
 
 /* Qwen3-Next: the qwen35 mixer with value heads in HF's grouped order (head h
  * uses key head h / (nv/nk)), beta and alpha from one fused ssm_ba, plain
  * NEOX RoPE, and a mixture of experts on every layer. */
-const mdl_arch rw_models__arch_qwen3next = {
-    .name = "qwen3next",
-    .rope_kind = RW_ROPE_NEOX,
-    .qk_norm = true,
-    .qkv_bias = false,
-    .moe = true,
-    .read_hparams = q35_hparams,
-    .bind = q35_bind,
-    .layer = q35_layer,
-    .new_layer_state = q35_layer_state,
-    .free_ext = q35_free,
-};
+const mdl_arch rw_models__arch_qwen3next = {Q35_ARCH_COMMON, .name = "qwen3next", .moe = true};

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hash.h"
 #include "base/threadpool.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -67,11 +68,10 @@ static uint64_t splitmix(uint64_t *s) {
 /* Uniform in [-1, 1). */
 static float uniform_pm1(uint64_t *s) { return (float)((splitmix(s) >> 40) * (1.0 / (1ull << 23)) - 1.0); }
 
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+/* base/hash.h's FNV-1a from a seed of its own (not RW_HASH_INIT: every
+ * synthetic file's weights, and the fixtures made from them, stay bitwise
+ * the same). */
+static uint64_t hash_name(const char *s) { return rw_hash_bytes(1469598103934665603ull, s, strlen(s)); }
 
 static void fill_row(const fill_spec *f, uint64_t *rng, uint64_t n_in, uint64_t row, float *x) {
     switch (f->kind) {
