@@ -27,6 +27,11 @@
 
 #include "grammar/grammar.h"
 
+/* The most parser stacks one grammar makes (12 bytes each plus their hash
+ * slots): far more than a JSON schema's output needs, reached within a few
+ * seconds by a grammar built to blow up (fuzz_gbnf found one). */
+#define RW_GRAMMAR_MAX_STACKS (1 << 17)
+
 typedef struct {
     uint64_t w[4];
 } rw_gbytes; /* a set of bytes */
@@ -62,13 +67,20 @@ struct rw_grammar {
     char **rule_names; /* owned (messages, debugging) */
     int32_t root;
 
-    /* stacks: node i is (st_pos[i], st_par[i]); node 0 is the end of the root */
+    /* stacks: node i is (st_pos[i], st_par[i]); node 0 is the end of the root;
+     * at most RW_GRAMMAR_MAX_STACKS (too_many_stacks below) */
     int32_t *st_pos, *st_par;
     int32_t n_st, cap_st;
     int32_t *st_hash; /* open addressing, -1 empty; cap_st_hash a power of two */
     int32_t cap_st_hash;
     uint32_t *stamp; /* per node: closure visit marks */
     uint32_t cur_stamp;
+    /* A grammar that keeps making stacks (an ambiguous or recursive one,
+     * e.g. rules whose every alternative may start with the other's) could
+     * take any time and memory: past RW_GRAMMAR_MAX_STACKS no stack is
+     * made, and the step, mask or compile that needed one fails with
+     * rw_grammar__fail's message. */
+    bool too_many_stacks;
 
     /* states */
     rw_gstate *sets;
@@ -150,6 +162,9 @@ struct rw_grammar_vocab {
 rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err);
 /* The state after byte b from state s (0 = dead); -1 only on out of memory. */
 int32_t rw_grammar__step(rw_grammar *g, int32_t s, unsigned b);
+/* The error for a step, mask or compile that failed: the stack limit
+ * (RW_ERR_INVALID_ARG) if g reached it, else out of memory. */
+rw_status rw_grammar__fail(const rw_grammar *g, rw_error *err);
 /* Computes (or reuses) state s's token mask; NULL on out of memory. */
 const uint32_t *rw_grammar__mask(rw_grammar *g, const rw_grammar_vocab *v, int32_t s);
 static inline bool rw_grammar__state_can_end(const rw_grammar *g, int32_t s) {

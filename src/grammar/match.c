@@ -51,13 +51,18 @@ static bool st_grow_hash(rw_grammar *g) {
     return true;
 }
 
-/* The id of stack (pos, par), made if new; -1 on out of memory. */
+/* The id of stack (pos, par), made if new; -1 on out of memory or past
+ * RW_GRAMMAR_MAX_STACKS (then g->too_many_stacks). */
 static int32_t node(rw_grammar *g, int32_t pos, int32_t par) {
     if (2 * (int64_t)g->n_st >= g->cap_st_hash && !st_grow_hash(g)) return -1;
     uint32_t k = hash2((uint32_t)pos, (uint32_t)par) & (uint32_t)(g->cap_st_hash - 1);
     for (; g->st_hash[k] >= 0; k = (k + 1) & (uint32_t)(g->cap_st_hash - 1)) {
         int32_t i = g->st_hash[k];
         if (g->st_pos[i] == pos && g->st_par[i] == par) return i;
+    }
+    if (g->n_st >= RW_GRAMMAR_MAX_STACKS) {
+        g->too_many_stacks = true;
+        return -1;
     }
     if (g->n_st == g->cap_st) {
         int32_t cap = g->cap_st * 2;
@@ -125,6 +130,15 @@ static bool closure(rw_grammar *g, int32_t n_work, int32_t *n_out) {
         }
     }
     return true;
+}
+
+rw_status rw_grammar__fail(const rw_grammar *g, rw_error *err) {
+    if (g->too_many_stacks)
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "grammar: more than %d parser stacks (the grammar is too ambiguous or too deeply recursive "
+                         "for this output)",
+                         RW_GRAMMAR_MAX_STACKS);
+    return rw_errorf(err, RW_ERR_NOMEM, "out of memory in the grammar");
 }
 
 /* ---- states ---- */
@@ -219,7 +233,7 @@ rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err) {
             return rw_errorf(err, RW_ERR_NOMEM, "out of memory compiling a grammar");
     }
     g->start = close_and_intern(g, n_work);
-    if (g->start < 0) return rw_errorf(err, RW_ERR_NOMEM, "out of memory compiling a grammar");
+    if (g->start < 0) return rw_grammar__fail(g, err);
     if (g->start == 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "gbnf: the start rule matches nothing");
     return RW_OK;
 }
@@ -430,7 +444,7 @@ static bool push_state(rw_grammar_matcher *m, int32_t s, rw_error *err) {
 bool rw_grammar_matcher_accept_bytes(rw_grammar_matcher *m, const char *bytes, size_t n, rw_error *err) {
     int32_t s = m->hist[m->n];
     for (size_t i = 0; i < n && s > 0; i++) s = rw_grammar__step(m->g, s, (uint8_t)bytes[i]);
-    if (s < 0) return rw_errorf(err, RW_ERR_NOMEM, "out of memory in the grammar"), false;
+    if (s < 0) return rw_grammar__fail(m->g, err), false;
     if (s == 0) return false;
     return push_state(m, s, err);
 }
@@ -460,7 +474,7 @@ bool rw_grammar_matcher_must_end(const rw_grammar_matcher *m) {
 rw_status rw_grammar_matcher_fill_mask(rw_grammar_matcher *m, uint32_t *mask, rw_error *err) {
     if (!m->v) return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: a matcher without a vocabulary has no masks");
     const uint32_t *src = rw_grammar__mask(m->g, m->v, m->hist[m->n]);
-    if (!src) return rw_errorf(err, RW_ERR_NOMEM, "out of memory in the grammar");
+    if (!src) return rw_grammar__fail(m->g, err);
     memcpy(mask, src, rw_grammar_mask_words(m->v->n) * sizeof *mask);
     return RW_OK;
 }

@@ -193,6 +193,28 @@ int main(void) {
     expect_error("", "no rules");
     expect_error("root ::= \"a\"{99999}\n", "repetition count over");
 
+    /* ---- a grammar that makes stacks without end fails, and quickly ----
+     * every letter may start a term one level deeper, so each step holds
+     * more stacks than the last (fuzz_gbnf found such a grammar: it took
+     * minutes; the stack limit ends it with a message) */
+    g = compile("root ::= (expr \"=\" term \"\\n\")+\nexpr ::= term ([-+*/] term)*\n"
+                "term ::= ident (expr \"=\" term \"\\n\")+ | ident\nident ::= [a-z] [a-z]{0,8}\n");
+    {
+        rw_grammar_matcher *bm = NULL;
+        CHECK(rw_grammar_matcher_new(g, toy, &bm, NULL) == RW_OK);
+        uint32_t *mask = calloc((size_t)rw_grammar_mask_words(n_toy), sizeof *mask);
+        rw_error err = {0};
+        bool failed = false;
+        for (int step = 0; bm && step < 20000 && !failed; step++) {
+            if (rw_grammar_matcher_fill_mask(bm, mask, &err)) failed = true;
+            else if (!rw_grammar_matcher_accept_bytes(bm, step % 7 == 6 ? "+" : "a", 1, &err)) failed = true;
+        }
+        CHECK_MSG(failed && strstr(err.msg, "parser stacks") && !strchr(err.msg, '\n'), "'%s'", err.msg);
+        free(mask);
+        rw_grammar_matcher_free(bm);
+    }
+    rw_grammar_free(g);
+
     /* ---- rewind ---- */
     g = compile("root ::= \"{\" [a-z]* \"}\"\n");
     rw_grammar_matcher *m = NULL;
