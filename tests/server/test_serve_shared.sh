@@ -50,6 +50,13 @@ for _ in $(seq 1 40); do
   [ "$b" -le "$BUDGET" ] || fail "the shared folder holds $b bytes of entries, over the budget of $BUDGET"
 done
 kill "$la" "$lb"; wait "$la" "$lb" 2>/dev/null; la= lb=
+pending() { curl -s "http://127.0.0.1:$1/metrics" | grep '^rewind_prefix_cache_disk_pending' | sed 's/.* //'; }
+# the load's last writes done on both: a write of B's after A's entry below
+# would make room by evicting the oldest files, A's too under this budget
+for _ in $(seq 1 200); do
+  [ "$(pending "$port_a")" = 0 ] && [ "$(pending "$port_b")" = 0 ] && break
+  sleep 0.1
+done
 for port in $port_a $port_b; do
   m=$(curl -s "http://127.0.0.1:$port/metrics")
   echo "$m" | grep -q '^rewind_prefix_cache_disk_invalid_total 0$' || fail "invalid files on :$port: $(echo "$m" | grep disk)"
@@ -64,7 +71,6 @@ writes() { curl -s "http://127.0.0.1:$1/metrics" | grep '^rewind_prefix_cache_di
 w0=$(writes "$port_a")
 A=$(post "$port_a" "$P" 6 | answer)
 [ -n "$A" ] || fail "no answer from A"
-pending() { curl -s "http://127.0.0.1:$1/metrics" | grep '^rewind_prefix_cache_disk_pending' | sed 's/.* //'; }
 for _ in $(seq 1 200); do # A's write-through: written, nothing queued
   [ "$(writes "$port_a")" -gt "$w0" ] && [ "$(pending "$port_a")" = 0 ] && break
   sleep 0.1
