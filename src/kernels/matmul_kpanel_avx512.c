@@ -316,42 +316,45 @@ KGP_TILE(q4_K, kgp_q4_K, KGP_MINS_Q4K)
 KGP_TILE(q5_K, kgp_q5_K, KGP_MINS_Q5K)
 KGP_TILE(q6_K, kgp_q6_K, KGP_OFFSET_Q6K)
 
-/* ---- Q4_K / Q5_K in the reference's order, the panel form ---------------
+/* ---- Q4_K, Q5_K and Q6_K in the reference's order, the panel form ------
  *
- * Per output and super-block the exact integers of matmul_ref.c,
- *   isum = sum_j sc_j * dot_j (8 sub-blocks of 32) and msum = sum_j m_j * bsum_j,
- * then its float step sum = sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum),
- * as the tile (matmul_kquant_avx512.c) does: bitwise the same for any number
- * of rows. One register holds 16 weight rows; a 16-element half of a
- * sub-block is 4 vpdpbusd (|dot| <= 16*31*127 < 2^15, so its low 16 bits
- * are the dot) and one vpdpwssd with the rows' scales in the low 16 bits
- * (0 above), 5 instructions per 16x16 products where the ggml order needs 8.
- *
- * A panel of 16 weight rows holds per super-block (KX_SB_BYTES):
+ * Per output and super-block the exact integers of matmul_ref.c, then its
+ * float step, as the tiles (matmul_kquant_avx512.c) do: bitwise the same
+ * for any number of rows.
+ *   Q4_K / Q5_K: isum = sum_j sc_j * dot_j (8 sub-blocks of 32), msum =
+ *     sum_j m_j * bsum_j, sum = sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum).
+ *     A 16-element half of a sub-block is 4 vpdpbusd (|dot| <= 16*31*127 <
+ *     2^15, so its low 16 bits are the dot) and one vpdpwssd with the rows'
+ *     scales in the low 16 bits (0 above): 5 instructions per 16x16
+ *     products where the ggml order needs 8.
+ *   Q6_K: isum = sum_g sc_g * dot_g - 32 * sum_g sc_g * bsum_g (16 groups of
+ *     16, signed scales), sum = sum + (d*dx)*(float)isum. A group's dot (up
+ *     to 16*63*127) does not fit in 16 bits: its scale goes on with vpmulld.
+ * One register holds 16 weight rows. A panel holds per super-block
+ * (kx_sb_bytes):
  *   quants [64 groups][16 rows][4 bytes]: group g = elements 4g..4g+3, unsigned;
- *   scales [8 sub-blocks][16 rows] int32, sc_j in the low 16 bits;
- *   mins   [8 sub-blocks][16 rows] int16 pairs (m_j, m_j);
- *   d, dmin [16 rows] f32 each. */
-enum { KX_SB_BYTES = 4096 + 512 + 512 + 128, KX_PASS = 8 };
+ *   scales [n_sc][16 rows] int32: Q4_K / Q5_K the 8 sub-blocks' in the low 16
+ *          bits, Q6_K the 16 groups';
+ *   pairs  [8][16 rows] int16 pairs: Q4_K / Q5_K (m_j, m_j), Q6_K
+ *          (32 sc_2k, 32 sc_2k+1), against the activation's bsums pairs;
+ *   d, dmin [16 rows] f32 each (Q6_K: d only). */
+enum { KX_PASS = 8 };
 
-/* kp_transpose into a reference-order panel's quants (group g at 64 g). */
-static void kx_quants(const kp_block b[KP_ROWS], uint8_t *B) {
-    __m512i q[64];
-    kp_transpose(b, q);
-    for (int g = 0; g < 64; g++) _mm512_store_si512((__m512i *)B + g, q[g]);
-}
+static size_t kx_sb_bytes(const int Q6) { return Q6 ? 4096 + 1024 + 512 + 64 : 4096 + 512 + 512 + 128; }
 
-static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const uint8_t *w, size_t ws,
-                    int64_t n, int64_t n_out, uint8_t *dst) {
+static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const int Q6, const uint8_t *w,
+                    size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nsb = n / 256;
+    const size_t sbb = kx_sb_bytes(Q6);
+    const int n_sc = Q6 ? 16 : 8;
     for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
-        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * KX_SB_BYTES;
-        memset(panel, 0, (size_t)nsb * KX_SB_BYTES); /* rows past n_out: weights, scales and d 0 */
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
+        memset(panel, 0, (size_t)nsb * sbb); /* rows past n_out: weights, scales and d 0 */
         for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *B = panel + (size_t)sb * KX_SB_BYTES;
+            uint8_t *B = panel + (size_t)sb * sbb;
             int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])(B + 4096);
-            int16_t(*mins)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 4608);
-            float *d = (float *)(B + 5120), *dmin = d + KP_ROWS;
+            int16_t(*pairs)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 4096 + (size_t)n_sc * 64);
+            float *d = (float *)(B + 4096 + (size_t)n_sc * 64 + 512), *dmin = d + KP_ROWS;
             kp_block b[KP_ROWS];
             for (int o = 0; o < KP_ROWS; o++) {
                 if (p0 + o >= n_out) {
@@ -359,43 +362,50 @@ static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_byte
                     continue;
                 }
                 unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
-                for (int j = 0; j < 8; j++) {
-                    sc[j][o] = b[o].sc[j] & 0xFFFF;
-                    mins[j][o][0] = mins[j][o][1] = b[o].mins[j][0];
-                }
-                d[o] = b[o].d, dmin[o] = b[o].dmin;
+                for (int g = 0; g < n_sc; g++) sc[g][o] = Q6 ? b[o].sc[g] : b[o].sc[g] & 0xFFFF;
+                for (int k = 0; k < 8; k++) pairs[k][o][0] = b[o].mins[k][0], pairs[k][o][1] = b[o].mins[k][1];
+                d[o] = b[o].d;
+                if (!Q6) dmin[o] = b[o].dmin;
             }
-            kx_quants(b, B);
+            __m512i q[64];
+            kp_transpose(b, q);
+            for (int g = 0; g < 64; g++) _mm512_store_si512((__m512i *)B + g, q[g]);
         }
     }
 }
 
-static size_t kx_wbytes(int64_t n) { return (size_t)(n / 256) * KX_SB_BYTES / KP_ROWS; }
+static size_t kx_wbytes_q45(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(0) / KP_ROWS; }
+static size_t kx_wbytes_q6(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(1) / KP_ROWS; }
 static void pack_q4_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack(kp_unpack_q4_K, sizeof(rw_block_q4_K), w, ws, n, n_out, dst);
+    kx_pack(kp_unpack_q4_K, sizeof(rw_block_q4_K), 0, w, ws, n, n_out, dst);
 }
 static void pack_q5_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack(kp_unpack_q5_K, sizeof(rw_block_q5_K), w, ws, n, n_out, dst);
+    kx_pack(kp_unpack_q5_K, sizeof(rw_block_q5_K), 0, w, ws, n, n_out, dst);
+}
+static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    kx_pack(kp_unpack_q6_K, sizeof(rw_block_q6_K), 1, w, ws, n, n_out, dst);
 }
 
 /* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
- * float sums, R integer sums, a sub-block's 8 weight registers and its scales. */
+ * float sums, R integer sums, 8 weight registers (a Q4_K sub-block, two Q6_K
+ * groups) and their scales. */
 INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out,
-                          int64_t os, const int R) {
+                          int64_t os, const int R, const int Q6) {
+    const size_t sbb = kx_sb_bytes(Q6), meta = 4096 + (size_t)(Q6 ? 16 : 8) * 64;
     __m512 acc[KX_PASS];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *B = P + (size_t)sb * KX_SB_BYTES;
+        const uint8_t *B = P + (size_t)sb * sbb;
         _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) /* the next super-block's first 512 quant bytes */
-            _mm_prefetch((const char *)B + KX_SB_BYTES + 64 * c, _MM_HINT_T0);
-        const __m512i *W = (const __m512i *)B, *S = (const __m512i *)(B + 4096), *MN = (const __m512i *)(B + 4608);
+            _mm_prefetch((const char *)B + sbb + 64 * c, _MM_HINT_T0);
+        const __m512i *W = (const __m512i *)B, *S = (const __m512i *)(B + 4096), *PR = (const __m512i *)(B + meta);
         __m512i is[KX_PASS];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
         for (int j = 0; j < 8; j++) {
             __m512i wv[8];
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = _mm512_load_si512(W + 8 * j + g);
-            _mm_prefetch((const char *)(W + 8 * j) + KX_SB_BYTES + 512, _MM_HINT_T0);
-            const __m512i sj = _mm512_load_si512(S + j);
+            _mm_prefetch((const char *)(W + 8 * j) + sbb + 512, _MM_HINT_T0);
+            const __m512i sa = _mm512_load_si512(S + (Q6 ? 2 * j : j)), sb_ = Q6 ? _mm512_load_si512(S + 2 * j + 1) : sa;
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                 const i32u *x4 = (const i32u *)(((const x_super *)(xp + (size_t)r * xps) + sb)->qs + 32 * j);
                 __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
@@ -407,20 +417,27 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
                 DPBUSD_BCST(hi, wv[6], x4 + 6);
                 DPBUSD_BCST(lo, wv[3], x4 + 3);
                 DPBUSD_BCST(hi, wv[7], x4 + 7);
-                is[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(is[r], lo, sj), hi, sj);
+                if (Q6)
+                    is[r] = _mm512_add_epi32(is[r], _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb_)));
+                else is[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(is[r], lo, sa), hi, sa);
             }
         }
-        const __m512 dw = _mm512_load_ps(B + 5120), dm = _mm512_load_ps(B + 5184);
+        const __m512 dw = _mm512_load_ps(B + meta + 512), dm = Q6 ? dw : _mm512_load_ps(B + meta + 576); /* Q6_K has no dmin */
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
             __m512i ms = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-                ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(MN + j),
-                                         _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * j)));
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+                ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(PR + k),
+                                         _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
             const __m512 dx = _mm512_set1_ps(xs->d);
-            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is[r]));
-            const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
-            acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
+            if (Q6) {
+                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
+                                                             _mm512_cvtepi32_ps(_mm512_sub_epi32(is[r], ms))));
+            } else {
+                const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is[r]));
+                const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
+                acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
+            }
         }
     }
     const __mmask16 keep = (__mmask16)((1u << nl) - 1);
@@ -428,9 +445,9 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
 }
 
 #define KX_CASE(R) \
-    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R); break;
-static void tile_x_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                       float *out, int64_t os) {
+    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, Q6); break;
+INLINE void kx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                    float *out, int64_t os, const int Q6) {
     const int64_t nsb = n / 256;
     for (int i = 0; i < nw; i += KP_ROWS) {
         const uint8_t *P = w + (size_t)i * ws;
@@ -442,119 +459,23 @@ static void tile_x_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
         }
     }
 }
-
-#define KXK(name)                                                                                              \
-    const rw_mm_kernel rw_avx512_kernel_##name = {                                                             \
-        .x_bytes = x_bytes_super, .convert_x = convert_q8_K_perm, .tile = rw_avx512_tile_##name, .max_nw = NW,  \
-        .max_nx = NX, .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_x_q45,             \
-        .pack_p = pack_##name##_x, .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kx_wbytes,             \
-        .p_min_rows = KP_MIN_ROWS};
-KXK(q4_K)
-KXK(q5_K)
-
-/* Q6_K in the reference's order, the panel form: per output and
- * super-block isum = sum_g sc_g * dot_g - 32 * sum_g sc_g * bsum_g (16
- * groups of 16, signed scales), then sum = sum + (d*dx)*(float)isum, as the
- * tile does. A group's dot (up to 16*63*127) does not fit in 16 bits, so it
- * is multiplied by its scale with vpmulld: 4 vpdpbusd and a vpmulld (two
- * uops) per group of 16 rows.
- * Per super-block (KX6_SB_BYTES): quants as kx; scales [16 groups][16 rows]
- * int32; offsets [8 group pairs][16 rows] int16 pairs (32 sc_2k, 32 sc_2k+1);
- * d [16 rows] f32. */
-enum { KX6_SB_BYTES = 4096 + 1024 + 512 + 64 };
-
-static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    const int64_t nsb = n / 256;
-    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
-        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * KX6_SB_BYTES;
-        memset(panel, 0, (size_t)nsb * KX6_SB_BYTES); /* rows past n_out: weights, scales and d 0 */
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *B = panel + (size_t)sb * KX6_SB_BYTES;
-            int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])(B + 4096);
-            int16_t(*off)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 5120);
-            float *d = (float *)(B + 5632);
-            kp_block b[KP_ROWS];
-            for (int o = 0; o < KP_ROWS; o++) {
-                if (p0 + o >= n_out) {
-                    memset(b[o].u, 0, sizeof b[o].u);
-                    continue;
-                }
-                kp_unpack_q6_K(w + (size_t)(p0 + o) * ws + (size_t)sb * sizeof(rw_block_q6_K), &b[o]);
-                for (int g = 0; g < 16; g++) sc[g][o] = b[o].sc[g];
-                for (int k = 0; k < 8; k++) off[k][o][0] = b[o].mins[k][0], off[k][o][1] = b[o].mins[k][1];
-                d[o] = b[o].d;
-            }
-            kx_quants(b, B);
-        }
-    }
+static void tile_x_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os) {
+    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 0);
 }
-
-static size_t kx6_wbytes(int64_t n) { return (size_t)(n / 256) * KX6_SB_BYTES / KP_ROWS; }
-
-INLINE void kx6_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out,
-                           int64_t os, const int R) {
-    __m512 acc[KX_PASS];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *B = P + (size_t)sb * KX6_SB_BYTES;
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) _mm_prefetch((const char *)B + KX6_SB_BYTES + 64 * c, _MM_HINT_T0);
-        const __m512i *W = (const __m512i *)B, *S = (const __m512i *)(B + 4096), *OF = (const __m512i *)(B + 5120);
-        __m512i is[KX_PASS];
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) { /* groups 2j and 2j + 1 */
-            __m512i wv[8];
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = _mm512_load_si512(W + 8 * j + g);
-            _mm_prefetch((const char *)(W + 8 * j) + KX6_SB_BYTES + 512, _MM_HINT_T0);
-            const __m512i sa = _mm512_load_si512(S + 2 * j), sb_ = _mm512_load_si512(S + 2 * j + 1);
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                const i32u *x4 = (const i32u *)(((const x_super *)(xp + (size_t)r * xps) + sb)->qs + 32 * j);
-                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
-                DPBUSD_BCST(lo, wv[0], x4);
-                DPBUSD_BCST(hi, wv[4], x4 + 4);
-                DPBUSD_BCST(lo, wv[1], x4 + 1);
-                DPBUSD_BCST(hi, wv[5], x4 + 5);
-                DPBUSD_BCST(lo, wv[2], x4 + 2);
-                DPBUSD_BCST(hi, wv[6], x4 + 6);
-                DPBUSD_BCST(lo, wv[3], x4 + 3);
-                DPBUSD_BCST(hi, wv[7], x4 + 7);
-                is[r] = _mm512_add_epi32(is[r], _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb_)));
-            }
-        }
-        const __m512 dw = _mm512_load_ps(B + 5632);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
-            __m512i ms = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-                ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(OF + k),
-                                         _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
-            const __m512 dx = _mm512_set1_ps(xs->d);
-            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is[r], ms))));
-        }
-    }
-    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * os, keep, acc[r]);
-}
-
-#define KX6_CASE(R) \
-    case R: kx6_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R); break;
 static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os) {
-    const int64_t nsb = n / 256;
-    for (int i = 0; i < nw; i += KP_ROWS) {
-        const uint8_t *P = w + (size_t)i * ws;
-        const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
-        for (int r0 = 0; r0 < nx; r0 += KX_PASS) {
-            switch (nx - r0 < KX_PASS ? nx - r0 : KX_PASS) {
-                KX6_CASE(1) KX6_CASE(2) KX6_CASE(3) KX6_CASE(4) KX6_CASE(5) KX6_CASE(6) KX6_CASE(7) KX6_CASE(8) default : break;
-            }
-        }
-    }
+    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1);
 }
 
-const rw_mm_kernel rw_avx512_kernel_q6_K = {
-    .x_bytes = x_bytes_super, .convert_x = convert_q8_K, .tile = rw_avx512_tile_q6_K, .max_nw = NW, .max_nx = NX,
-    .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_x_q6_K, .pack_p = pack_q6_K_x,
-    .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kx6_wbytes, .p_min_rows = KP_MIN_ROWS};
+#define KXK(name, conv, TILE_P, WBYTES)                                                                        \
+    const rw_mm_kernel rw_avx512_kernel_##name = {                                                           \
+        .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name, .max_nw = NW, .max_nx = NX, \
+        .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = TILE_P, .pack_p = pack_##name##_x,   \
+        .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = WBYTES, .p_min_rows = KP_MIN_ROWS};
+KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45)
+KXK(q5_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45)
+KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6)
 
 #define KG(name, conv)                                                                                       \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {                                                     \

@@ -231,6 +231,17 @@ INLINE void kq_prefetch(const uint8_t *row, int64_t sb, size_t blk) {
     _mm_prefetch(pf + 128, _MM_HINT_T0);
 }
 
+/* The 16 integer lanes of one (weight row, activation row) super-block:
+ * p_k = vpdpbusd(u_k, x_k), then isum = madd(packs(p0, p1), s[0]) +
+ * madd(packs(p2, p3), s[1]) (the w_superm comment above). */
+INLINE __m512i madd_lanes(const w_superm *w, const x_super *x) {
+    __m512i p[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[k], _mm512_load_si512(x->qs + 64 * k));
+    return _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), w->s[0]),
+                            _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), w->s[1]));
+}
+
 #define KQUANT_MADD_TILE(name, UNPACK)                                                                 \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
@@ -247,13 +258,7 @@ INLINE void kq_prefetch(const uint8_t *row, int64_t sb, size_t blk) {
                 const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
                 __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
                 _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
-                    __m512i p[4];                                                                      \
-                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                \
-                        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wsb[i].u[k],                \
-                                                   _mm512_load_si512(xsb->qs + 64 * k));               \
-                    __m512i isum = _mm512_add_epi32(                                                   \
-                        _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), wsb[i].s[0]),                \
-                        _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), wsb[i].s[1]));               \
+                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                     \
                     __m512i msum = _mm512_zextsi256_si512(_mm256_madd_epi16(wsb[i].mins, bs));         \
                     __m512 dd = _mm512_set1_ps(wsb[i].d * xsb->d);                                     \
                     __m512 dm = _mm512_set1_ps(wsb[i].dmin * xsb->d);                                  \
@@ -339,13 +344,7 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
                 const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                     \
                 const float dx = xsb->d;                                                               \
                 _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
-                    __m512i p[4];                                                                      \
-                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                \
-                        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wsb[i].u[k],                \
-                                                   _mm512_load_si512(xsb->qs + 64 * k));               \
-                    const __m512i isum = _mm512_add_epi32(                                             \
-                        _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), wsb[i].s[0]),                \
-                        _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), wsb[i].s[1]));               \
+                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                     \
                     int32_t I, M;                                                                      \
                     kx_hsum2(isum, _mm256_madd_epi16(wsb[i].mins, bs), &I, &M);                        \
                     acc[i][j] = STEP(acc[i][j], wsb[i], dx, I, M);                                     \
