@@ -58,7 +58,9 @@ static rw_status on_ev(void *user, const rw_chat_event *ev) {
         if (a->open != ev->index) __builtin_trap();
         json_error_t je;
         json_t *j = json_loadb(a->calls + g_args_start, a->nk - g_args_start, JSON_ALLOW_NUL, &je); /* \u0000 is JSON */
-        if (!json_is_object(j)) __builtin_trap(); /* arguments are always a JSON object */
+        /* arguments are always a JSON object; a number past jansson's range
+         * (a 300-digit integer) is still JSON, which jansson cannot hold */
+        if (!json_is_object(j) && !(!j && json_error_code(&je) == json_error_numeric_overflow)) __builtin_trap();
         json_decref(j);
         app(&a->calls, &a->nk, &a->ck, "\x02", 1);
         a->open = -1;
