@@ -14,13 +14,8 @@
 void rw_models__scratch_free(mdl_scratch *sc) {
     free(sc->x);
     free(sc->xn);
-    free(sc->q);
-    free(sc->k);
-    free(sc->v);
-    free(sc->att);
     free(sc->tmp);
-    free(sc->gate);
-    free(sc->up);
+    free(sc->work);
     free(sc->rope_cs);
     free(sc->scores);
     memset(sc, 0, sizeof *sc);
@@ -33,29 +28,32 @@ rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int 
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     if (n > sc->n_cap) {
-        mdl_scratch old = *sc;
-        free(old.x), free(old.xn), free(old.q), free(old.k), free(old.v), free(old.att), free(old.tmp);
-        free(old.gate), free(old.up), free(old.rope_cs);
+        free(sc->x), free(sc->xn), free(sc->tmp), free(sc->work), free(sc->rope_cs);
+        const int64_t dq = (int64_t)hp->n_head * hp->head_dim_k, dk = (int64_t)hp->n_head_kv * hp->head_dim_k;
+        const int64_t dv = (int64_t)hp->n_head_kv * hp->head_dim_v, da = (int64_t)hp->n_head * hp->head_dim_v;
+        int64_t work = dq + dk + dv + da;
+        if (2 * (int64_t)hp->n_ff > work) work = 2 * (int64_t)hp->n_ff;
+        if (m->arch_work_floats > work) work = m->arch_work_floats;
         const size_t t = (size_t)n * sizeof(float);
         sc->x = malloc(t * (size_t)hp->n_embd);
         sc->xn = malloc(t * (size_t)hp->n_embd);
         sc->tmp = malloc(t * (size_t)hp->n_embd);
-        sc->q = malloc(t * (size_t)hp->n_head * (size_t)hp->head_dim_k);
-        sc->k = malloc(t * (size_t)hp->n_head_kv * (size_t)hp->head_dim_k);
-        sc->v = malloc(t * (size_t)hp->n_head_kv * (size_t)hp->head_dim_v);
-        sc->att = malloc(t * (size_t)hp->n_head * (size_t)hp->head_dim_v);
-        sc->gate = malloc(t * (size_t)hp->n_ff);
-        sc->up = malloc(t * (size_t)hp->n_ff);
+        sc->work = malloc(t * (size_t)work);
         sc->rope_cs = malloc(t * (size_t)hp->n_rot);
-        sc->n_cap = n;
-        if (!sc->x || !sc->xn || !sc->tmp || !sc->q || !sc->k || !sc->v || !sc->att || !sc->gate || !sc->up ||
-            !sc->rope_cs) {
-            free(sc->x), free(sc->xn), free(sc->q), free(sc->k), free(sc->v), free(sc->att), free(sc->tmp);
-            free(sc->gate), free(sc->up), free(sc->rope_cs);
-            sc->x = sc->xn = sc->q = sc->k = sc->v = sc->att = sc->tmp = sc->gate = sc->up = sc->rope_cs = NULL;
+        if (!sc->x || !sc->xn || !sc->tmp || !sc->work || !sc->rope_cs) {
+            free(sc->x), free(sc->xn), free(sc->tmp), free(sc->work), free(sc->rope_cs);
+            sc->x = sc->xn = sc->tmp = sc->work = sc->rope_cs = NULL;
+            sc->q = sc->k = sc->v = sc->att = sc->gate = sc->up = NULL;
             sc->n_cap = 0;
             return rw_errorf(err, RW_ERR_NOMEM, "out of memory for the activations of %lld tokens", (long long)n);
         }
+        sc->n_cap = n;
+        sc->q = sc->work;
+        sc->k = sc->q + n * dq;
+        sc->v = sc->k + n * dk;
+        sc->att = sc->v + n * dv;
+        sc->gate = sc->work;
+        sc->up = sc->gate + n * (int64_t)hp->n_ff;
     }
     if (n_ctx > sc->ctx_cap || n_threads > sc->threads_cap) {
         free(sc->scores);

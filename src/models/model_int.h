@@ -36,18 +36,25 @@ typedef struct {
     rw_matrix ffn_down;             /* n_ff -> n_embd */
 } mdl_dense_layer;
 
-/* Scratch of one forward pass: token-major rows, allocated for n_cap tokens. */
+/* Scratch of one forward pass: token-major rows, allocated for n_cap tokens.
+ * x, xn and tmp live across sublayers. A sublayer's own buffers (attention's
+ * q/k/v/att, the FFN's gate/up, an architecture's mixer buffers) live only
+ * inside it, so they share one block, work: each sublayer carves its
+ * buffers from the block's start, [n_cap][dim] each, and none may assume
+ * anything survives into the next sublayer. This keeps the activations of a
+ * 512-token chunk at the largest sublayer's need instead of the sum. */
 typedef struct {
     int64_t n_cap;
     float *x;    /* [n][n_embd] residual stream */
     float *xn;   /* [n][n_embd] normed input of a sublayer */
-    float *q;    /* [n][n_head*hd_k] */
-    float *k;    /* [n][n_head_kv*hd_k] */
-    float *v;    /* [n][n_head_kv*hd_v] */
-    float *att;  /* [n][n_head*hd_v] attention output before wo */
     float *tmp;  /* [n][n_embd] sublayer output */
-    float *gate; /* [n][n_ff] */
-    float *up;   /* [n][n_ff] */
+    float *work; /* [n_cap][work_floats] owned; q, k, v, att, gate, up point into it */
+    float *q;    /* [n][n_head*hd_k]   work at 0 */
+    float *k;    /* [n][n_head_kv*hd_k] after q */
+    float *v;    /* [n][n_head_kv*hd_v] after k */
+    float *att;  /* [n][n_head*hd_v] attention output before wo, after v */
+    float *gate; /* [n][n_ff]          work at 0 (the FFN's) */
+    float *up;   /* [n][n_ff]          after gate */
     float *rope_cs; /* [n][n_rot] cos/sin pairs per token position */
     int64_t ctx_cap; /* positions the attention scratch holds per thread */
     int threads_cap; /* threads it holds scratch for */
@@ -83,6 +90,9 @@ struct rw_model {
     const float *rope_freqs;        /* [n_rot/2] divisors of the rotary frequencies, or NULL */
     mdl_dense_layer *layers;        /* [n_layer], owned */
     mdl_scratch sc;                 /* owned, grown on demand */
+    /* floats per token the architecture's own sublayers carve from sc.work
+     * (set by its bind; 0 when it only runs the dense attention and FFN) */
+    int64_t arch_work_floats;
     void *ext;                      /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
     /* every weight matrix bound (pointers into layers / ext / output); the
      * array is owned, freed by rw_model_free. Weights are never copied: the

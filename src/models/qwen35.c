@@ -61,10 +61,13 @@ typedef struct {
     int n_rec;
     int *rec_of;  /* [n_layer]: index among recurrent layers, or -1 for attention */
     q35_rec *rec; /* [n_layer] (attention layers unused) */
-    int64_t cap;  /* tokens the scratch holds */
-    float *u, *z, *b, *a, *o, *qg;
-    float *in;       /* [n][CD + 2*nv]: the recurrence inputs [u | g | beta] per token */
-    float *tmp;      /* qwen3next: the ssm_ba or ssm_in output before it is split */
+    /* Carved from m->sc.work for the sublayer that runs (carve), [n_cap][dim]
+     * each; nothing in them survives into the next sublayer. */
+    float *in;  /* DeltaNet: [n][CD + 2*nv], the recurrence inputs [q k v | alpha -> g | b -> beta] */
+    float *z;   /* DeltaNet: [n][VD] the output gate */
+    float *o;   /* DeltaNet: [n][VD] the recurrence output */
+    float *tmp; /* DeltaNet, qwen3next: the ssm_ba or ssm_in output before it is split */
+    float *qg;  /* gated attention: [n][2*n_head*hd_k] per head [q | gate], after the dense q/k/v/att */
     bool grouped;    /* qwen3next: value head h uses key head h / (nv/nk), not h % nk */
     /* the MTP block (layer n_layer of m->layers, x->moe, rec_of; model.h) */
     rw_matrix eh_proj;              /* 2E -> E: [rmsnorm(e) * enorm | rmsnorm(h) * hnorm] */
@@ -72,10 +75,16 @@ typedef struct {
     const float *head_norm;         /* [E]: nextn.shared_head_norm, else output_norm */
     rw_matrix mtp_head;             /* nextn.shared_head_head (data NULL: the model's output) */
     const rw_gguf_tensor *mtp_embd; /* nextn.embed_tokens, else token_embd */
-    float *cat;                     /* [cap][2E] */
+    float *cat;                     /* [n][2E], carved at work's start before the block's layer runs */
 } q35;
 
 static bool is_recurrent(const q35 *x, int il) { return x->rec_of[il] >= 0; }
+
+/* Floats per token of the DeltaNet sublayer's buffers (in, z, o, tmp). */
+static int64_t deltanet_floats(const q35 *x, bool legacy_in, bool fused_ba) {
+    const int64_t tmp = legacy_in ? 2 * x->KD + 2 * x->VD : fused_ba ? 2 * (int64_t)x->nv : 0;
+    return x->CD + 2 * (int64_t)x->nv + 2 * x->VD + tmp;
+}
 
 /* ---- hyperparameters and weights ---- */
 
@@ -122,8 +131,6 @@ static void q35_free(rw_model *m) {
     free(x->rec_of);
     free(x->rec);
     free(x->moe);
-    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp), free(x->in);
-    free(x->cat);
     free(x);
     m->ext = NULL;
 }
@@ -351,31 +358,41 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
         x->mtp_embd = te ? te : m->tok_embd;
     }
 #undef NAME
-    return st;
+    if (st) return st;
+    /* the most any sublayer carves from sc.work per token (carve) */
+    bool legacy = false, fused = false;
+    for (int il = 0; il < L; il++)
+        if (is_recurrent(x, il)) legacy |= x->rec[il].in.data != NULL, fused |= x->rec[il].ba.data != NULL;
+    const int64_t Dv = hp->head_dim_v;
+    const int64_t attn = H * D + Hkv * D + Hkv * Dv + H * Dv + 2 * H * D, delta = deltanet_floats(x, legacy, fused);
+    m->arch_work_floats = attn > delta ? attn : delta;
+    if (m->mtp_avail && 2 * (int64_t)E > m->arch_work_floats) m->arch_work_floats = 2 * (int64_t)E;
+    return RW_OK;
 }
 
 /* ---- scratch ---- */
 
-static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
+/* Points the mixer buffers into m->sc.work, which rw_models__scratch_reserve
+ * sized for n rows and at least m->arch_work_floats per token (set at bind
+ * from the same layout). The DeltaNet and attention sets overlap each other
+ * and the FFN's gate/up: each is dead once its sublayer has written
+ * sc.tmp. */
+static rw_status carve(rw_model *m, int64_t n, rw_error *err) {
     q35 *x = m->ext;
-    if (n <= x->cap) return RW_OK;
-    free(x->u), free(x->z), free(x->b), free(x->a), free(x->o), free(x->qg), free(x->tmp), free(x->in);
-    free(x->cat);
-    const size_t t = (size_t)n * sizeof(float);
-    x->cat = malloc(t * 2 * (size_t)m->hp.n_embd);
-    x->tmp = malloc(t * (size_t)(2 * x->KD + 2 * x->VD));
-    x->u = malloc(t * (size_t)x->CD);
-    x->in = malloc(t * (size_t)(x->CD + 2 * x->nv));
-    x->z = malloc(t * (size_t)x->VD);
-    x->b = malloc(t * (size_t)x->nv);
-    x->a = malloc(t * (size_t)x->nv);
-    x->o = malloc(t * (size_t)x->VD);
-    x->qg = malloc(t * 2 * (size_t)m->hp.n_head * (size_t)m->hp.head_dim_k);
-    x->cap = n;
-    if (!x->u || !x->z || !x->b || !x->a || !x->o || !x->qg || !x->tmp || !x->in || !x->cat) {
-        x->cap = 0;
-        return rw_errorf(err, RW_ERR_NOMEM, "out of memory for %lld tokens of hybrid activations", (long long)n);
-    }
+    const mdl_scratch *sc = &m->sc;
+    const rw_model_hparams *hp = &m->hp;
+    if (!sc->work || n > sc->n_cap)
+        return rw_errorf(err, RW_ERR_INTERNAL, "hybrid layer: scratch holds %lld rows, %lld needed", (long long)sc->n_cap,
+                         (long long)n);
+    const int64_t N = sc->n_cap;
+    x->in = sc->work;
+    x->z = x->in + N * (x->CD + 2 * (int64_t)x->nv);
+    x->o = x->z + N * x->VD;
+    x->tmp = x->o + N * x->VD;
+    const int64_t dense = (int64_t)hp->n_head * hp->head_dim_k + (int64_t)hp->n_head_kv * hp->head_dim_k +
+                          (int64_t)hp->n_head_kv * hp->head_dim_v + (int64_t)hp->n_head * hp->head_dim_v;
+    x->qg = sc->work + N * dense;
+    x->cat = sc->work;
     return RW_OK;
 }
 
@@ -393,7 +410,8 @@ static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
 static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool *pool, rw_error *err) {
     q35 *x = m->ext;
     const int nk = x->nk, nv = x->nv, dk = x->dk, dv = x->dv, r = nv / nk;
-    const int64_t KD = x->KD, VD = x->VD, CD = x->CD;
+    const int64_t KD = x->KD, VD = x->VD, CD = x->CD, LOG = CD + 2 * (int64_t)nv;
+    float *u = x->in, *a = x->in + CD, *b = x->in + CD + nv; /* rows of LOG floats */
     rw_status st;
     if (R->in.data) {
         const int64_t W = 2 * KD + 2 * VD, per = 2 * (int64_t)dk + 2 * (int64_t)r * dv;
@@ -401,15 +419,15 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
         for (int64_t t = 0; t < n; t++)
             for (int g = 0; g < nk; g++) {
                 const float *src = x->tmp + t * W + g * per;
-                memcpy(x->u + t * CD + (int64_t)g * dk, src, (size_t)dk * sizeof(float));
-                memcpy(x->u + t * CD + KD + (int64_t)g * dk, src + dk, (size_t)dk * sizeof(float));
-                memcpy(x->u + t * CD + 2 * KD + (int64_t)g * r * dv, src + 2 * dk, (size_t)r * dv * sizeof(float));
+                memcpy(u + t * LOG + (int64_t)g * dk, src, (size_t)dk * sizeof(float));
+                memcpy(u + t * LOG + KD + (int64_t)g * dk, src + dk, (size_t)dk * sizeof(float));
+                memcpy(u + t * LOG + 2 * KD + (int64_t)g * r * dv, src + 2 * dk, (size_t)r * dv * sizeof(float));
                 memcpy(x->z + t * VD + (int64_t)g * r * dv, src + 2 * dk + (int64_t)r * dv, (size_t)r * dv * sizeof(float));
             }
     } else { /* one conversion and dispatch for both (and beta, alpha below) */
         const rw_matrix *ws[4] = {&R->qkv, &R->gate, &R->beta, &R->alpha};
-        float *ys[4] = {x->u, x->z, x->b, x->a};
-        const int64_t yst[4] = {R->qkv.n_out, R->gate.n_out, R->beta.n_out, R->alpha.n_out};
+        float *ys[4] = {u, x->z, b, a};
+        const int64_t yst[4] = {LOG, R->gate.n_out, LOG, LOG};
         const int nw = R->ba.data ? 2 : 4;
         if ((st = rw_matmul_multi(ws, ys, yst, nw, m->sc.xn, R->qkv.n_in, n, pool, err))) return st;
         if (nw == 4) return RW_OK;
@@ -419,13 +437,13 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
         for (int64_t t = 0; t < n; t++)
             for (int g = 0; g < nk; g++)
                 for (int j = 0; j < r; j++) {
-                    x->b[t * nv + g * r + j] = x->tmp[t * 2 * nv + 2 * r * g + j];
-                    x->a[t * nv + g * r + j] = x->tmp[t * 2 * nv + 2 * r * g + r + j];
+                    b[t * LOG + g * r + j] = x->tmp[t * 2 * nv + 2 * r * g + j];
+                    a[t * LOG + g * r + j] = x->tmp[t * 2 * nv + 2 * r * g + r + j];
                 }
         return RW_OK;
     }
-    if ((st = mdl_matmul(&R->beta, m->sc.xn, n, x->b, pool, err))) return st;
-    return mdl_matmul(&R->alpha, m->sc.xn, n, x->a, pool, err);
+    if ((st = rw_matmul(&R->beta, m->sc.xn, R->beta.n_in, n, b, LOG, pool, err))) return st;
+    return rw_matmul(&R->alpha, m->sc.xn, R->alpha.n_in, n, a, LOG, pool, err);
 }
 
 static rw_status deltanet(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
@@ -436,15 +454,13 @@ static rw_status deltanet(rw_model *m, int il, const mdl_batch *bt, rw_error *er
     const float eps = m->hp.rms_eps;
     rw_status st;
     if ((st = project(m, R, n, bt->pool, err))) return st;
-    /* g = ssm_a * softplus(alpha + dt_bias), the log-decay; beta = sigmoid(b) */
-    for (int64_t t = 0; t < n; t++)
-        for (int h = 0; h < nv; h++) x->a[t * nv + h] = rw_softplus1(x->a[t * nv + h] + R->dt_bias[h]) * R->a[h];
-    rw_sigmoid(x->b, x->b, n * nv);
-    /* the recurrence inputs, one row per token, as the state logs them */
+    /* In place in the recurrence inputs (one row per token, as the state
+     * logs them): g = ssm_a * softplus(alpha + dt_bias), the log-decay;
+     * beta = sigmoid(b) */
     for (int64_t t = 0; t < n; t++) {
-        memcpy(x->in + t * LOG, x->u + t * CD, (size_t)CD * sizeof(float));
-        memcpy(x->in + t * LOG + CD, x->a + t * nv, (size_t)nv * sizeof(float));
-        memcpy(x->in + t * LOG + CD + nv, x->b + t * nv, (size_t)nv * sizeof(float));
+        float *a = x->in + t * LOG + CD, *b = a + nv;
+        for (int h = 0; h < nv; h++) a[h] = rw_softplus1(a[h] + R->dt_bias[h]) * R->a[h];
+        rw_sigmoid(b, b, nv);
     }
     /* conv, l2norm and the delta rule run in each sequence's state
      * (cache/deltanet_state.c), token by token */
@@ -504,7 +520,7 @@ static rw_status q35_layer_state(const rw_model *m, int il, rw_kv_type kv_type, 
 
 static rw_status q35_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     const mdl_dense_layer *L = &m->layers[il];
-    rw_status st = reserve(m, b->n, err);
+    rw_status st = carve(m, b->n, err);
     if (st) return st;
     rw_models__norm_rows(m, L->attn_norm, b->n);
     st = is_recurrent(m->ext, il) ? deltanet(m, il, b, err) : gated_attention(m, il, b, err);
@@ -529,7 +545,7 @@ static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *
     q35 *x = m->ext;
     const int E = m->hp.n_embd;
     const float eps = m->hp.rms_eps;
-    rw_status st = reserve(m, b->n, err);
+    rw_status st = carve(m, b->n, err);
     if (st) return st;
     uint64_t row_bytes;
     rw_dtype_row_bytes(x->mtp_embd->type, (uint64_t)E, &row_bytes);
