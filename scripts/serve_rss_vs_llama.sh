@@ -71,6 +71,7 @@ measure() {
     ptok=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' <<<"$out")
     [[ -n "$ptok" ]] || ptok=$(sed -n 's/.*prompt processing, n_tokens = *\([0-9]*\).*/\1/p' "$log" | tail -1)
     local hwm
+    sleep 1 # the state pool fills its ready slab once requests pause (docs/performance.md)
     hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
