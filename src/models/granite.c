@@ -44,8 +44,7 @@ typedef struct {
     int n_mamba;
     int *mamba_of;           /* [n_layer]: index among Mamba2 layers, or -1 */
     gr_mamba *mb;            /* [n_layer] */
-    int64_t cap;
-    float *zxbcdt, *y;       /* scratch: [n][in_w], [n][d_inner] */
+    float *zxbcdt, *y; /* the Mamba2 sublayer's [n][in_w], [n][d_inner], carved from m->sc.work (carve) */
 } granite;
 
 static rw_status key_u32(const rw_gguf *g, const char *name, uint32_t *out, rw_error *err) {
@@ -121,8 +120,6 @@ static void gr_free(rw_model *m) {
     if (!x) return;
     free(x->mamba_of);
     free(x->mb);
-    free(x->zxbcdt);
-    free(x->y);
     free(x);
     m->ext = NULL;
 }
@@ -207,21 +204,20 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
         }
     }
 #undef NAME
+    if (!st) m->arch_work_floats = x->in_w + x->d_inner; /* the Mamba2 sublayer's buffers (carve) */
     return st;
 }
 
-static rw_status reserve(rw_model *m, int64_t n, rw_error *err) {
+/* Points the Mamba2 buffers into m->sc.work (model_int.h), which
+ * rw_models__scratch_reserve sized for n rows of m->arch_work_floats; they
+ * overlap the attention and FFN buffers, dead once the sublayer wrote sc.tmp. */
+static rw_status carve(rw_model *m, int64_t n, rw_error *err) {
     granite *x = m->ext;
-    if (n <= x->cap) return RW_OK;
-    free(x->zxbcdt);
-    free(x->y);
-    x->zxbcdt = malloc((size_t)n * (size_t)x->in_w * sizeof(float));
-    x->y = malloc((size_t)n * (size_t)x->d_inner * sizeof(float));
-    x->cap = n;
-    if (!x->zxbcdt || !x->y) {
-        x->cap = 0;
-        return rw_errorf(err, RW_ERR_NOMEM, "out of memory for %lld tokens of Mamba2 activations", (long long)n);
-    }
+    if (!m->sc.work || n > m->sc.n_cap)
+        return rw_errorf(err, RW_ERR_INTERNAL, "Mamba2 layer: scratch holds %lld rows, %lld needed",
+                         (long long)m->sc.n_cap, (long long)n);
+    x->zxbcdt = m->sc.work;
+    x->y = x->zxbcdt + m->sc.n_cap * x->in_w;
     return RW_OK;
 }
 
@@ -276,7 +272,7 @@ static rw_status gr_layer_state(const rw_model *m, int il, rw_kv_type kv_type, i
 static rw_status gr_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
     const mdl_dense_layer *L = &m->layers[il];
     granite *x = m->ext;
-    rw_status st = reserve(m, b->n, err);
+    rw_status st = carve(m, b->n, err);
     if (st) return st;
     rw_models__norm_rows(m, L->attn_norm, b->n);
     st = x->mamba_of[il] >= 0 ? mamba2(m, il, b, err) : attention(m, il, b, err);
