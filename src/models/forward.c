@@ -21,6 +21,17 @@ void rw_models__scratch_free(mdl_scratch *sc) {
     memset(sc, 0, sizeof *sc);
 }
 
+int64_t rw_models__attn_work_floats(const rw_model_hparams *hp) {
+    const int64_t per_head = (int64_t)hp->head_dim_k + hp->head_dim_v;
+    return ((int64_t)hp->n_head + hp->n_head_kv) * per_head;
+}
+
+rw_status rw_models__work_ready(const rw_model *m, int64_t n, const char *who, rw_error *err) {
+    if (m->sc.work && n <= m->sc.n_cap) return RW_OK;
+    return rw_errorf(err, RW_ERR_INTERNAL, "%s: scratch holds %lld rows, %lld needed", who, (long long)m->sc.n_cap,
+                     (long long)n);
+}
+
 /* Grows the per-token buffers to n tokens and the attention scratch to
  * n_ctx positions. Buffers are replaced whole: their contents do not
  * survive between forward calls. */
@@ -30,8 +41,8 @@ rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int 
     if (n > sc->n_cap) {
         free(sc->x), free(sc->xn), free(sc->tmp), free(sc->work), free(sc->rope_cs);
         const int64_t dq = (int64_t)hp->n_head * hp->head_dim_k, dk = (int64_t)hp->n_head_kv * hp->head_dim_k;
-        const int64_t dv = (int64_t)hp->n_head_kv * hp->head_dim_v, da = (int64_t)hp->n_head * hp->head_dim_v;
-        int64_t work = dq + dk + dv + da;
+        const int64_t dv = (int64_t)hp->n_head_kv * hp->head_dim_v;
+        int64_t work = rw_models__attn_work_floats(hp);
         if (2 * (int64_t)hp->n_ff > work) work = 2 * (int64_t)hp->n_ff;
         if (m->arch_work_floats > work) work = m->arch_work_floats;
         const size_t t = (size_t)n * sizeof(float);

@@ -213,9 +213,8 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
  * overlap the attention and FFN buffers, dead once the sublayer wrote sc.tmp. */
 static rw_status carve(rw_model *m, int64_t n, rw_error *err) {
     granite *x = m->ext;
-    if (!m->sc.work || n > m->sc.n_cap)
-        return rw_errorf(err, RW_ERR_INTERNAL, "Mamba2 layer: scratch holds %lld rows, %lld needed",
-                         (long long)m->sc.n_cap, (long long)n);
+    rw_status st = rw_models__work_ready(m, n, "Mamba2 layer", err);
+    if (st) return st;
     x->zxbcdt = m->sc.work;
     x->y = x->zxbcdt + m->sc.n_cap * x->in_w;
     return RW_OK;

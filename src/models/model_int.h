@@ -196,6 +196,12 @@ extern const mdl_arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__a
 
 /* forward.c */
 void rw_models__scratch_free(mdl_scratch *sc);
+/* Floats per token of the dense attention buffers (q, k, v, att) that start
+ * sc.work; an architecture's own attention buffers go after them. */
+int64_t rw_models__attn_work_floats(const rw_model_hparams *hp);
+/* RW_OK when sc.work holds n rows for a sublayer (who, for the message) to
+ * carve its buffers from. */
+rw_status rw_models__work_ready(const rw_model *m, int64_t n, const char *who, rw_error *err);
 /* Grows the pass scratch to n rows, attention over n_ctx positions. */
 rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err);
 /* RoPE tables of every row of b at its segment's positions. */

@@ -363,8 +363,7 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     bool legacy = false, fused = false;
     for (int il = 0; il < L; il++)
         if (is_recurrent(x, il)) legacy |= x->rec[il].in.data != NULL, fused |= x->rec[il].ba.data != NULL;
-    const int64_t Dv = hp->head_dim_v;
-    const int64_t attn = H * D + Hkv * D + Hkv * Dv + H * Dv + 2 * H * D, delta = deltanet_floats(x, legacy, fused);
+    const int64_t attn = rw_models__attn_work_floats(hp) + 2 * H * D, delta = deltanet_floats(x, legacy, fused);
     m->arch_work_floats = attn > delta ? attn : delta;
     if (m->mtp_avail && 2 * (int64_t)E > m->arch_work_floats) m->arch_work_floats = 2 * (int64_t)E;
     return RW_OK;
@@ -380,18 +379,14 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
 static rw_status carve(rw_model *m, int64_t n, rw_error *err) {
     q35 *x = m->ext;
     const mdl_scratch *sc = &m->sc;
-    const rw_model_hparams *hp = &m->hp;
-    if (!sc->work || n > sc->n_cap)
-        return rw_errorf(err, RW_ERR_INTERNAL, "hybrid layer: scratch holds %lld rows, %lld needed", (long long)sc->n_cap,
-                         (long long)n);
+    rw_status st = rw_models__work_ready(m, n, "hybrid layer", err);
+    if (st) return st;
     const int64_t N = sc->n_cap;
     x->in = sc->work;
     x->z = x->in + N * (x->CD + 2 * (int64_t)x->nv);
     x->o = x->z + N * x->VD;
     x->tmp = x->o + N * x->VD;
-    const int64_t dense = (int64_t)hp->n_head * hp->head_dim_k + (int64_t)hp->n_head_kv * hp->head_dim_k +
-                          (int64_t)hp->n_head_kv * hp->head_dim_v + (int64_t)hp->n_head * hp->head_dim_v;
-    x->qg = sc->work + N * dense;
+    x->qg = sc->work + N * rw_models__attn_work_floats(&m->hp);
     x->cat = sc->work;
     return RW_OK;
 }
