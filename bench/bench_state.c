@@ -38,7 +38,7 @@ static int32_t rand_tok(int64_t V) {
 
 typedef struct {
     const char *model;
-    long prompt, threads, turns, sys, gen;
+    long prompt, threads, turns, sys, gen, checkpoints;
     rw_kv_type kv;
     bool json;
 } opts;
@@ -50,6 +50,7 @@ static int parse(const char *cmd, int argc, char **argv, opts *o) {
         {"--turns", RW_OPT_INT, &o->turns, 1, 1000, 0, 0, NULL, NULL, NULL},
         {"--system-tokens", RW_OPT_INT, &o->sys, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
         {"--gen", RW_OPT_INT, &o->gen, 1, 4096, 0, 0, NULL, NULL, NULL},
+        {"--checkpoints", RW_OPT_INT, &o->checkpoints, 0, 1 << 20, 0, 0, NULL, NULL, NULL},
         RW_OPT_KV_TYPE(&o->kv),
         {"--json", RW_OPT_FLAG, &o->json, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_END,
@@ -173,7 +174,7 @@ static void end_message(history *h) {
 /* One request: the prompt h (with its message marks), gen greedy tokens;
  * returns the time to the first token and fills the answer. */
 static double request(rw_model *m, rw_pcache *c, const history *h, int gen, int32_t *answer, rw_threadpool *pool,
-                      rw_kv_type kv, int64_t ctx, rw_pcache_usage *u, rw_error *err) {
+                      rw_kv_type kv, int64_t ctx, long checkpoints, rw_pcache_usage *u, rw_error *err) {
     const int64_t V = rw_model_get_hparams(m)->n_vocab;
     float *logits = malloc((size_t)V * sizeof *logits), *prompt_logits = malloc((size_t)V * sizeof *logits);
     rw_model_seq *s = NULL;
@@ -182,7 +183,12 @@ static double request(rw_model *m, rw_pcache *c, const history *h, int gen, int3
     rw_status st = c ? rw_pcache_acquire(c, h->t, h->n, pool, &s, &reused, logits, u, err)
                      : rw_model_seq_new(m, kv, ctx, &s, err);
     if (!st) {
+        /* as rewind serve's engine (engine_seq.c): the messages' ends and
+         * the prompt's are marks, and --checkpoints bounds the rest */
         for (int i = 0; i < h->n_marks; i++) rw_model_seq_mark(s, h->marks[i], NULL);
+        rw_model_seq_mark(s, h->n, NULL);
+        if (checkpoints > 0)
+            rw_model_seq_set_checkpoint_budget(s, (size_t)checkpoints * rw_model_seq_checkpoint_bytes(s));
         if (reused < h->n) {
             rw_forward_args a = {.tokens = h->t + reused, .n = h->n - reused, .logits = logits, .pool = pool};
             st = rw_model_forward(m, s, &a, err);
@@ -207,7 +213,7 @@ static double request(rw_model *m, rw_pcache *c, const history *h, int gen, int3
 
 int rw_bench_chat(int argc, char **argv) {
     const char *CMD = "bench chat";
-    opts o = {.threads = 0, .turns = 8, .sys = 1950, .gen = 32, .kv = RW_KV_F16};
+    opts o = {.threads = 0, .turns = 8, .sys = 1950, .gen = 32, .checkpoints = 4, .kv = RW_KV_F16};
     if (parse(CMD, argc, argv, &o)) return 2;
     rw_gguf *g = NULL;
     rw_model *m = NULL;
@@ -260,8 +266,8 @@ int rw_bench_chat(int argc, char **argv) {
         prev.n_marks = h.n_marks;
         memcpy(prev.marks, h.marks, sizeof h.marks);
         rw_pcache_usage u = {0};
-        const double tc = request(m, c, &h, (int)o.gen, answer, pool, o.kv, ctx, &u, &err);
-        const double tp = request(m, NULL, &h, (int)o.gen, answer2, pool, o.kv, ctx, NULL, &err);
+        const double tc = request(m, c, &h, (int)o.gen, answer, pool, o.kv, ctx, o.checkpoints, &u, &err);
+        const double tp = request(m, NULL, &h, (int)o.gen, answer2, pool, o.kv, ctx, o.checkpoints, NULL, &err);
         if (tc < 0 || tp < 0) goto fail;
         if (memcmp(answer, answer2, (size_t)o.gen * sizeof *answer)) {
             rw_cli_error(CMD, "turn %d: the cached answer differs from the plain one", turn);

@@ -256,6 +256,11 @@ typedef struct {
     size_t cache_bytes;      /* the prefix cache's memory budget; 0 = off; default 256 MiB */
     const char *cache_dir;   /* a folder for the cache's disk tier, or NULL */
     size_t cache_dir_bytes;  /* its byte budget (with cache_dir); default 1 GiB */
+    /* Hybrid models: recurrent-state checkpoints each sequence keeps (in
+     * the prefix cache too), newest and message boundaries first; fewer
+     * means less memory and more recomputation when a later prompt
+     * diverges between them. 0 = up to 256 MiB a sequence; default 4. */
+    int max_checkpoints;
     /* Step-driven: no scheduler thread; the embedder calls rw_engine_step
      * in its own loop, and every callback runs inside that call. */
     bool manual;

@@ -24,7 +24,8 @@ rw_engine_params rw_engine_params_default(void) {
                               .max_queued = 64,
                               .prefill_chunk = 256,
                               .cache_bytes = (size_t)256 << 20,
-                              .cache_dir_bytes = (size_t)1 << 30};
+                              .cache_dir_bytes = (size_t)1 << 30,
+                              .max_checkpoints = 4};
 }
 
 rw_gen_params rw_api__gen_params(const rw_gen_options *opt) {
@@ -76,6 +77,7 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .cache_dir = params->cache_dir,
         .cache_dir_bytes = params->cache_dir_bytes,
         .cache_write_delay = 1.0, /* write-through about a second after a request ends, as rewind serve */
+        .max_checkpoints = params->max_checkpoints,
         .manual = params->manual,
     };
     pthread_mutex_lock(&b->mu);

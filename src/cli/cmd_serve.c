@@ -4,7 +4,7 @@
  * [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B]
  * [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]] [--api-key-file FILE]
  * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
- * [--max-connections-per-ip N] [--max-state-bytes B]
+ * [--max-connections-per-ip N] [--max-state-bytes B] [--checkpoints N] [--prefault]
  * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]
  * [--replica-id NAME]`: the
  * OpenAI-compatible server (src/server) over the batching engine
@@ -17,7 +17,11 @@
  * default 1 s) unless --cache-dir-write evict (only when evicted from
  * memory, and at shutdown). --max-state-bytes bounds the running
  * sequences' state by admission (engine.h; default also a quarter of RAM;
- * 0 = none). Sizes take K, M, G suffixes.
+ * 0 = none). --checkpoints N: a hybrid model's recurrent-state checkpoints
+ * per sequence (engine.h max_checkpoints; default 4, about what
+ * llama-server holds; 0 = the library's retention, up to 256 MiB a
+ * sequence). --prefault keeps 64 MiB of state memory faulted in ahead of
+ * need (engine.h prefault_states). Sizes take K, M, G suffixes.
  *
  * Signals: SIGINT and SIGTERM are taken by a thread of their own from the
  * first instruction on (blocked everywhere else), so they work during
@@ -145,7 +149,7 @@ static int usage(void) {
                     "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
                     "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-                    "[--max-state-bytes B] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME]\n"
+                    "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME]\n"
                     "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] "
                     "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
@@ -170,6 +174,8 @@ int rw_cmd_serve(int argc, char **argv) {
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
     const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
+    long checkpoints = 4; /* engine.h: max_checkpoints */
+    bool prefault = false;
     bool draft_fixed = false;
     const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
     long reasoning_budget = -1;
@@ -206,6 +212,8 @@ int rw_cmd_serve(int argc, char **argv) {
         RW_OPT_NUMERICS_MODE,
         {"--cache-bytes", RW_OPT_SIZE, &cache_bytes, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--max-state-bytes", RW_OPT_SIZE, &max_state, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--checkpoints", RW_OPT_INT, &checkpoints, 0, 1 << 20, 0, 0, NULL, NULL, NULL},
+        {"--prefault", RW_OPT_FLAG, &prefault, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--cache-dir-bytes", RW_OPT_SIZE, &cache_dir_bytes, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--cache-dir", RW_OPT_STR, &cache_dir, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--replica-id", RW_OPT_STR, &replica_id, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -274,6 +282,8 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .cache_write_delay = write_delay,
                                  .cache_flush_seconds = stop_limit * 0.8,
                                  .max_state_bytes = max_state,
+                                 .max_checkpoints = (int)checkpoints,
+                                 .prefault_states = prefault,
                                  .draft = sv.dm,
                                  .draft_tok = sv.dtok,
                                  .draft_max = (int)draft_max,

@@ -60,9 +60,10 @@ static void io_notify(void *ctx) {
 rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_config *cfg, rw_engine **out,
                         rw_error *err) {
     *out = NULL;
-    if (cfg->max_running < 1 || cfg->max_queued < 0 || cfg->n_ctx < 2 || cfg->prefill_chunk < 1)
+    if (cfg->max_running < 1 || cfg->max_queued < 0 || cfg->n_ctx < 2 || cfg->prefill_chunk < 1 ||
+        cfg->max_checkpoints < 0)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: need max_running >= 1, max_queued >= 0, n_ctx >= 2, "
-                                                   "prefill_chunk >= 1");
+                                                   "prefill_chunk >= 1, max_checkpoints >= 0");
     if (cfg->draft) {
         if (!cfg->draft_tok)
             return rw_errorf(err, RW_ERR_INVALID_ARG, "engine: a draft model needs its vocabulary (draft_tok)");
@@ -89,11 +90,9 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     }
     rw_engine *e = calloc(1, sizeof *e);
     if (!e) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    /* many sequences and a growing prefix cache: states' page faults fall
-     * outside requests (cache/state.h), for 64 MiB held ahead of need (one
-     * slab: with two, rewind serve's peak after a first request exceeded
-     * llama-server's on the same file and context, issue 20) */
-    rw_state_pool_set_ready(1);
+    /* where asked (engine.h): states' page faults fall outside requests,
+     * for 64 MiB held ahead of need */
+    if (cfg->prefault_states) rw_state_pool_set_ready(1);
     e->spec = rw_spec_params_default();
     if (cfg->draft_max > 0) e->spec.k_max = cfg->draft_max;
     e->spec.adaptive = !cfg->draft_fixed;

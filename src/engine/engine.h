@@ -57,6 +57,23 @@ typedef struct {
      * next), and always when nothing runs. A threshold, not a hard cap: the
      * requests admitted grow by their own length. 0 = no bound. */
     size_t max_state_bytes;
+    /* Recurrent-state checkpoints each sequence keeps (hybrid models; a
+     * checkpoint holds every recurrent layer's state, 19 MiB at
+     * Qwen3.5-0.8B, 48 MiB at 4B), as a count: the two newest (speculative
+     * decoding and short rewinds need them) first, then message marks and
+     * the prompt's end, newest first, then the others
+     * (models/model.h). 0 = the library's default retention (up to 256 MiB
+     * a sequence: every 64th position over the last 256 and every 1024th
+     * besides). */
+    int max_checkpoints;
+    /* Keep one 64 MiB slab of state memory faulted in ahead of need
+     * (cache/state.h), so that a growing prefix cache's page faults fall
+     * outside requests. Off by default: it costs 64 MiB more resident, and
+     * pays only on machines where fresh memory is slow (a virtual machine
+     * measured 0.48 GB/s for first touch, about a quarter of the time of a
+     * short turn after a long cached prefix; another 2-10 GB/s, where it
+     * made no measurable difference). */
+    bool prefault_states;
     /* Speculative decoding (engine/spec.h); draft = NULL turns it off. The
      * draft model (must outlive the engine, which runs all its forward
      * passes) proposes up to draft_max tokens per decoding sequence and step

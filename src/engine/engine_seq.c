@@ -29,6 +29,14 @@ void rw_engine__seq_prompt_done(rw_engine *e, eng_req *r) {
     if (r->prompt_logits) memcpy(r->prompt_logits, r->logits, (size_t)e->n_vocab * sizeof *r->logits);
 }
 
+/* The engine's checkpoint count (engine.h), as the sequence's byte budget:
+ * set on every sequence a request runs, new or from the cache, whose
+ * retention then follows it from its next pass. */
+static void limit_checkpoints(const rw_engine *e, rw_model_seq *s) {
+    if (s && e->cfg.max_checkpoints > 0)
+        rw_model_seq_set_checkpoint_budget(s, (size_t)e->cfg.max_checkpoints * rw_model_seq_checkpoint_bytes(s));
+}
+
 rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
     *n_cached = 0;
     rw_status st;
@@ -59,6 +67,13 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached,
             rw_model_seq_mark(r->seq, r->p.marks[i], NULL);
             if (draft) rw_model_seq_mark(draft, r->p.marks[i], NULL);
         }
+    /* the prompt's end too: the same prompt again (a retry, another
+     * sample) or a conversation whose next turn renders this answer
+     * differently (reasoning dropped) restores there without recomputing */
+    rw_model_seq_mark(r->seq, r->n_prompt, NULL);
+    if (draft) rw_model_seq_mark(draft, r->n_prompt, NULL);
+    limit_checkpoints(e, r->seq);
+    limit_checkpoints(e, draft);
     if (draft) {
         /* a state that does not hold a prefix of the target's tokens is
          * refused (and freed): the request then drafts from an empty one */

@@ -12,15 +12,20 @@
  *   older:  multiples of 1024, and every marked position (message
  *           boundaries: rw_model_seq_mark)
  * within a byte budget (rw_model_seq_set_checkpoint_budget): when over it,
- * older ones go first (oldest first), then marks, then recent ones; fine
- * ones always stay. What this guarantees:
+ * older ones go first (oldest first), then recent ones, then marks; fine
+ * ones always stay. Marks outlive recent ones because they are where a
+ * later request is expected to diverge (a message boundary, the prompt's
+ * end: a server's sequences live on in its prefix cache), while a recent
+ * one only bounds the recomputation of an arbitrary rewind. What this
+ * guarantees:
  *   - after a pass of at least 31 tokens ending at T, a rewind to any
  *     position >= T-16 replays under 16 tokens and computes no matmul;
  *   - speculative decoding's pattern (from length P append K+1 <= 16
  *     tokens, rewind to any position in [P, P+K+1], repeat) never computes
  *     a matmul to rewind;
- *   - a rewind to any position >= T-256 recomputes at most 63 tokens (with
- *     the default budget).
+ *   - a rewind to any position >= T-256 recomputes at most 63 tokens (when
+ *     the budget holds the recent ones after the marks: the default budget
+ *     does, for up to 256 MiB of checkpoints).
  * A rewind keeps what was retained below its target but cannot bring back
  * what the retention at a greater length dropped (a short pass after a long
  * rewind may lack the log just below where it started). A rewind further
@@ -183,7 +188,7 @@ rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err) {
 
 /* ---- retention ---- */
 
-enum { KEEP_FINE = 3, KEEP_RECENT = 2, KEEP_MARK = 1, KEEP_OLD = 0 };
+enum { KEEP_FINE = 3, KEEP_MARK = 2, KEEP_RECENT = 1, KEEP_OLD = 0 };
 
 /* The positions kept at length L (ascending, at most cap) with each one's
  * class (the highest that names it). */
@@ -231,12 +236,33 @@ static int apply_budget(int64_t *pos, int *cls, int n, size_t per, size_t budget
 
 #define MAX_KEEP 256
 
+/* Before a pass: the checkpoints the retention after it will not keep (keep,
+ * ascending, k of them) go now, except the newest one at or below the
+ * pass's start, where a failed pass goes back to (forward.c). A long
+ * prompt's passes then hold about the budget's checkpoints at once rather
+ * than the previous pass's set and the next one's together (their memory
+ * stays with the process: cache/state.h's pool). The logs stay as they are. */
+static void drop_before_pass(rw_model_seq *s, const int64_t *keep, int k) {
+    int64_t have[MAX_KEEP], pos[MAX_KEEP + 1];
+    int cls[MAX_KEEP + 1];
+    const int nh = rw_model_seq_checkpoints(s, have, MAX_KEEP);
+    int64_t below = -1;
+    for (int i = 0; i < nh && i < MAX_KEEP; i++)
+        if (have[i] <= s->len) below = have[i];
+    int n = 0;
+    for (int i = 0; i < k; i++) add_pos(pos, cls, &n, MAX_KEEP + 1, keep[i], KEEP_FINE);
+    if (below >= 0) add_pos(pos, cls, &n, MAX_KEEP + 1, below, KEEP_FINE);
+    if (nh > 0)
+        for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, n, 0);
+}
+
 void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
     const int64_t L = s->len + n;
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
     int k = retained(s, L, pos, cls, MAX_KEEP);
     k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
+    drop_before_pass(s, pos, k);
     s->n_cuts = 0;
     for (int i = 0; i < k && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
         if (pos[i] >= s->len) s->cuts[s->n_cuts++] = pos[i];
