@@ -74,6 +74,9 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached,
     if (draft) rw_model_seq_mark(draft, r->n_prompt, NULL);
     limit_checkpoints(e, r->seq);
     limit_checkpoints(e, draft);
+    /* the prompt is fed in chunks and nothing rewinds it before its end */
+    rw_model_seq_plan_until(r->seq, r->n_prompt);
+    if (draft) rw_model_seq_plan_until(draft, r->n_prompt);
     if (draft) {
         /* a state that does not hold a prefix of the target's tokens is
          * refused (and freed): the request then drafts from an empty one */

@@ -113,6 +113,13 @@ uint64_t rw_model_matrix_bytes(const rw_model *m);
  * positions to always keep (message boundaries), and the byte budget. */
 rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes);
+/* The sequence will grow to at least n before anything rewinds it (a prompt
+ * fed in chunks): until then each pass takes only the checkpoints (and the
+ * replay log) the retention at length n keeps, not the ones the next pass
+ * would drop again. A rewind before that still works, recomputing more.
+ * Passes past n plan for their own length, as without it. Copies, clones
+ * and state files do not carry it. */
+void rw_model_seq_plan_until(rw_model_seq *s, int64_t n);
 /* false: the sequence keeps no recurrent checkpoints at all, not even the
  * fine ones, and no replay log, from its next pass on (one that is never
  * rewound, as a benchmark's: its memory is then the states alone, as

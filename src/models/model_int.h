@@ -141,6 +141,7 @@ struct rw_model_seq {
     int64_t len, tok_cap;
     size_t ckpt_budget;        /* bytes of recurrent checkpoints kept (retention.c) */
     bool no_ckpt;              /* rw_model_seq_set_rewindable(s, false): no checkpoints, no replay log */
+    int64_t plan_until;        /* rw_model_seq_plan_until: the length passes are planned for while below it */
     int64_t *marks;            /* positions to keep a checkpoint at, ascending, owned */
     int n_marks, cap_marks;
     int64_t cuts[64];          /* checkpoint positions of the current pass, ascending */

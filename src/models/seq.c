@@ -256,24 +256,29 @@ static void drop_before_pass(rw_model_seq *s, const int64_t *keep, int k) {
         for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, n, 0);
 }
 
+void rw_model_seq_plan_until(rw_model_seq *s, int64_t n) { s->plan_until = n; }
+
+/* The plan of a pass to L: the retention at L, or at plan_until while the
+ * pass ends below it (model.h); cuts only inside the pass. A log that would
+ * start past L is none: log_from > L logs nothing (cache/state.h). */
 void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
-    const int64_t L = s->len + n;
+    const int64_t L = s->len + n, R = s->plan_until > L ? s->plan_until : L;
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
-    int k = retained(s, L, pos, cls, MAX_KEEP);
+    int k = retained(s, R, pos, cls, MAX_KEEP);
     k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
     drop_before_pass(s, pos, k);
     s->n_cuts = 0;
-    for (int i = 0; i < k && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
+    for (int i = 0; i < k && pos[i] <= L && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
         if (pos[i] >= s->len) s->cuts[s->n_cuts++] = pos[i];
-    int64_t lf = L - FINE_STEP;
-    s->log_from = s->no_ckpt ? L : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
+    int64_t lf = R - FINE_STEP;
+    s->log_from = s->no_ckpt ? R : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
 }
 
 void rw_models__seq_retain(rw_model_seq *s) {
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
-    int k = retained(s, s->len, pos, cls, MAX_KEEP);
+    int k = retained(s, s->plan_until > s->len ? s->plan_until : s->len, pos, cls, MAX_KEEP);
     k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
     int64_t lf = s->len - FINE_STEP;
     lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;

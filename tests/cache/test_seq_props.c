@@ -31,6 +31,8 @@ typedef struct {
     bool small;      /* checkpoint budget cut below the default */
     int64_t top;     /* length after its latest forward pass (seq.c: retention) */
     int64_t safe16;  /* rewinds to >= this are replay-only (-1: no claim) */
+    int64_t target;  /* rw_model_seq_plan_until in force on s (0: none) */
+    bool planned;    /* s or a state it came from had one: the 256-token claim is off */
 } live_seq;
 
 static uint64_t rng_state;
@@ -101,6 +103,10 @@ static void run_model(const char *rel, int steps, uint64_t seed) {
             q->small = rint_(0, 1);
             q->top = 0, q->safe16 = -1;
             if (q->small) rw_model_seq_set_checkpoint_budget(q->s, (size_t)rint_(0, 4) * rw_model_seq_checkpoint_bytes(q->s));
+            /* a prompt fed in chunks (the engine's): planned for its end */
+            q->target = rint_(0, 2) == 0 ? rint_(1, br[q->b].len) : 0;
+            q->planned = q->target > 0;
+            if (q->target) rw_model_seq_plan_until(q->s, q->target);
             continue;
         }
         const int64_t len = rw_model_seq_length(q->s);
@@ -126,8 +132,10 @@ static void run_model(const char *rel, int steps, uint64_t seed) {
                 const live_seq *x = &live[who[j]];
                 const int64_t pos = rw_model_seq_length(x->s) - items[j].n;
                 live[who[j]].top = rw_model_seq_length(x->s);
-                /* a pass of >= 31 tokens logs its last fine step itself */
-                live[who[j]].safe16 = items[j].n >= 31 ? live[who[j]].top - 16 : -1;
+                /* a pass of >= 31 tokens logs its last fine step itself
+                 * (one planned for a later length only from that length on) */
+                live[who[j]].safe16 =
+                    items[j].n >= 31 && live[who[j]].top >= x->target ? live[who[j]].top - 16 : -1;
                 CHECK_MSG(rows_equal(out[who[j]], &br[x->b], pos, items[j].n),
                           "%s step %d: %lld rows at %lld (branch %d, %d in the pass) differ", rel, step,
                           (long long)items[j].n, (long long)pos, x->b, k);
@@ -142,7 +150,7 @@ static void run_model(const char *rel, int steps, uint64_t seed) {
             if (q->safe16 >= 0 && n >= q->safe16)
                 CHECK_MSG(rec == 0, "%s: rewind to %lld (last pass ended at %lld) recomputes %lld", rel, (long long)n,
                           (long long)q->top, (long long)rec);
-            if (q->top - n <= 256 && !q->small)
+            if (q->top - n <= 256 && !q->small && !q->planned)
                 CHECK_MSG(rec < 64, "%s: rewind to %lld (last pass ended at %lld) recomputes %lld", rel, (long long)n,
                           (long long)q->top, (long long)rec);
             if (getenv("RW_PROPS_TRACE")) fprintf(stderr, "  slot %d rewind to %lld (replay %lld recompute %lld)\n", i, (long long)n, (long long)rep, (long long)rec);
@@ -158,9 +166,11 @@ static void run_model(const char *rel, int steps, uint64_t seed) {
                 snap.s = NULL;
                 CHECK(rw_model_seq_clone(q->s, &snap.s, &err) == RW_OK);
                 snap.b = q->b, snap.small = q->small, snap.top = q->top, snap.safe16 = q->safe16;
+                snap.target = 0, snap.planned = q->planned; /* a clone does not carry the plan */
             } else {
                 CHECK(rw_model_seq_copy(q->s, snap.s, &err) == RW_OK);
                 q->b = snap.b, q->small = snap.small, q->top = snap.top, q->safe16 = snap.safe16;
+                q->planned = q->planned || snap.planned; /* q->s keeps its own plan */
             }
         } else if (op == 8) { /* save and load into a fresh sequence */
             uint8_t *data = NULL;
@@ -173,6 +183,7 @@ static void run_model(const char *rel, int steps, uint64_t seed) {
             free(data);
             rw_model_seq_free(q->s);
             q->s = t;
+            q->target = 0; /* a state file does not carry the plan */
         } else { /* leave */
             rw_model_seq_free(q->s);
             q->s = NULL;
