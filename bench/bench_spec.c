@@ -21,7 +21,7 @@
  * Each ratio is also given in process CPU time (the machine may be shared).
  * --spec adds runs with those sources at K = 4 fixed and adaptive, instead
  * of the self-draft one (the
- * rule's costs from the file: rw_cli_spec_costs); with mtp, part 1 also
+ * rule's costs from the file: rw_spec_params_set_costs); with mtp, part 1 also
  * times one MTP draft token (the block chained on its own row, with the
  * output head) and one catch-up row (the block alone, in a pass of 16)
  * relative to the decode step. --repeat N makes the prompt one block of N
@@ -405,7 +405,7 @@ int rw_bench_spec(int argc, char **argv) {
     setup su = {.m = m, .kv = kv, .pool = pool, .prompt = ids, .n_prompt = n_prompt, .n_gen = n_gen,
                 .repeat_penalty = repeat_penalty};
     rw_spec_params srcf = spp, srca = spp; /* --spec: K = 4 fixed and adaptive */
-    rw_cli_spec_costs(g, m, false, &srca);
+    rw_spec_params_set_costs(&srca, m, false);
     srcf.k_max = srca.k_max = 4;
     srcf.adaptive = false;
     rw_spec_params fixed4 = rw_spec_params_default();

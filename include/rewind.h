@@ -248,6 +248,9 @@ rw_status rw_generate(rw_model *m, const char *prompt, const rw_gen_options *opt
 
 typedef struct rw_engine rw_engine;
 
+#define RW_SPECULATE_MTP 1u   /* rw_engine_params.spec */
+#define RW_SPECULATE_NGRAM 2u
+
 typedef struct {
     rw_run_params run;
     int max_running;         /* sequences generating at once; default 4 */
@@ -261,6 +264,21 @@ typedef struct {
      * means less memory and more recomputation when a later prompt
      * diverges between them. 0 = up to 256 MiB a sequence; default 4. */
     int max_checkpoints;
+    /* Speculative decoding in every request, exact: greedy output is bitwise
+     * what it is without it, sampled output identically distributed. spec:
+     * RW_SPECULATE_MTP (the model's own multi-token-prediction block, when
+     * its file has one; no rw_seq of the model may exist when the engine
+     * opens) and/or RW_SPECULATE_NGRAM (drafts copied from earlier in the
+     * context), 0 = none. draft: a smaller model with the same vocabulary,
+     * from rw_model_open (not with RW_SPECULATE_MTP; it must outlive the
+     * engine, which runs its forward passes, so it may have no engine of its
+     * own). draft_max: the most tokens drafted a step (0 = 4, at most 15);
+     * how many adapts to the measured acceptance and the drafts' cost
+     * (none where they do not pay), unless draft_fixed: always draft_max. */
+    unsigned spec;
+    rw_model *draft;
+    int draft_max;
+    bool draft_fixed;
     /* Step-driven: no scheduler thread; the embedder calls rw_engine_step
      * in its own loop, and every callback runs inside that call. */
     bool manual;
@@ -315,6 +333,8 @@ typedef struct {
     size_t cache_bytes;         /* the prefix cache's memory tier now */
     size_t cache_disk_bytes;    /* and its disk tier */
     uint64_t cache_entries;
+    uint64_t draft_tokens;      /* speculative decoding: tokens drafted */
+    uint64_t accepted_tokens;   /* and of those, accepted by the model */
 } rw_engine_stats_public;
 
 void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out);

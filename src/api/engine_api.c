@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/api_int.h"
+#include "engine/spec.h"
 #include "grammar/grammar.h"
 
 rw_sampling rw_sampling_default(void) {
@@ -59,6 +60,25 @@ static rw_done_reason done_reason(rw_finish_reason f) {
 
 /* ---- engine open / close ---------------------------------------------- */
 
+/* b->engine while an engine is being opened on b */
+static char opening;
+#define OPENING ((rw_engine *)(void *)&opening)
+
+/* Takes b for an engine being opened; false if it has one already. */
+static bool claim(rw_api__bundle *b) {
+    pthread_mutex_lock(&b->mu);
+    const bool ok = b->engine == NULL;
+    if (ok) b->engine = OPENING;
+    pthread_mutex_unlock(&b->mu);
+    return ok;
+}
+
+static void set_engine(rw_api__bundle *b, rw_engine *e) {
+    pthread_mutex_lock(&b->mu);
+    b->engine = e;
+    pthread_mutex_unlock(&b->mu);
+}
+
 rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine **out, rw_error *err) {
     if (!out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: out is NULL");
     *out = NULL;
@@ -66,6 +86,16 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
     if (!b) return RW_ERR_INVALID_ARG;
     const rw_engine_params def = rw_engine_params_default();
     if (!params) params = &def;
+    if (params->spec & ~(RW_SPECULATE_MTP | RW_SPECULATE_NGRAM))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: unknown spec flags %#x", params->spec);
+    rw_api__bundle *db = NULL; /* the draft model's */
+    if (params->draft && !(db = rw_api__bundle_of(params->draft, err))) return RW_ERR_INVALID_ARG;
+    rw_spec_params spp = rw_spec_params_default();
+    spp.sources = (params->spec & RW_SPECULATE_MTP ? RW_SPEC_MTP : 0u) |
+                  (params->spec & RW_SPECULATE_NGRAM ? RW_SPEC_NGRAM : 0u);
+    rw_spec_params_set_costs(&spp, m, db != NULL);
+    /* a draft model's cost: the files' size ratio (as rewind serve --draft) */
+    if (db) spp.draft_cost = (float)((double)rw_gguf_file_size(db->g) / (double)rw_gguf_file_size(b->g));
     const rw_engine_config cfg = {
         .n_threads = params->run.n_threads,
         .max_running = params->max_running,
@@ -79,17 +109,27 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .cache_write_delay = 1.0, /* write-through about a second after a request ends, as rewind serve */
         .max_checkpoints = params->max_checkpoints,
         .manual = params->manual,
+        .draft = params->draft,
+        .draft_tok = db ? db->tok : NULL,
+        .draft_max = params->draft_max,
+        .draft_fixed = params->draft_fixed,
+        .draft_cost = spp.draft_cost,
+        .spec_sources = spp.sources,
+        .catch_up_cost = spp.catch_up_cost,
     };
-    pthread_mutex_lock(&b->mu);
-    bool busy = b->engine != NULL;
-    pthread_mutex_unlock(&b->mu);
-    if (busy) return rw_errorf(err, RW_ERR_BUSY, "the model already has an engine (one per model)");
+    /* the draft's forward passes belong to this engine from now on: it is
+     * the draft's engine too, so that no other opens on it */
+    if (db == b) db = NULL;
+    if (!claim(b)) return rw_errorf(err, RW_ERR_BUSY, "the model already has an engine (one per model)");
+    if (db && !claim(db)) {
+        set_engine(b, NULL);
+        return rw_errorf(err, RW_ERR_BUSY, "the draft model already has an engine");
+    }
     rw_engine *e = NULL;
     rw_status st = rw_engine_new(m, b->tok, &cfg, &e, err);
+    set_engine(b, st ? NULL : e);
+    if (db) set_engine(db, st ? NULL : e);
     if (st) return st;
-    pthread_mutex_lock(&b->mu);
-    b->engine = e;
-    pthread_mutex_unlock(&b->mu);
     *out = e;
     return RW_OK;
 }
@@ -105,6 +145,7 @@ static void unlink_req(rw_api__req *r) {
 void rw_engine_close(rw_engine *e) {
     if (!e) return;
     rw_api__bundle *b = rw_model_api_data(rw_engine_get_model(e));
+    rw_model *draft = rw_engine_get_config(e)->draft;
     /* stopping the engine drops what is queued or running without another
      * callback, so the trampolines left in flight are ours to free after */
     rw_engine_free(e);
@@ -116,6 +157,7 @@ void rw_engine_close(rw_engine *e) {
     }
     b->engine = NULL;
     pthread_mutex_unlock(&b->mu);
+    if (draft && draft != rw_engine_get_model(e)) set_engine(rw_model_api_data(draft), NULL);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -348,4 +390,6 @@ void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out) {
         out->cache_disk_bytes = (size_t)s.cache.bytes_disk;
         out->cache_entries = s.cache.entries;
     }
+    out->draft_tokens = s.spec_drafted;
+    out->accepted_tokens = s.spec_accepted;
 }

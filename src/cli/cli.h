@@ -83,11 +83,8 @@ char *rw_cli_read_file(const char *path, size_t *len);
  * bench spec: --spec mtp|ngram|mtp,ngram, --spec-ngram-n N,
  * --spec-ngram-min-hits N, as a fragment of an option table (options.h)
  * that fills the rw_spec_params at p. rw_cli_spec_opt is its RW_OPT_FN (ctx:
- * the rw_spec_params). rw_cli_spec_costs sets the adaptive rule's costs for
- * the sources: an MTP draft token streams the block and the output head, a
- * catch-up token the block (both relative to a decode step, from the
- * file's tensor sizes); n-gram drafts alone (no draft model) cost
- * nothing. */
+ * the rw_spec_params; rw_spec_params_set_costs then sets the adaptive
+ * rule's costs). */
 int rw_cli_parse_spec(const char *cmd, const char *v, rw_spec_params *p);
 int rw_cli_spec_opt(void *spec_params, const char *cmd, const char *name, const char *v);
 /* clang-format off */ /* one table entry a line */
@@ -104,7 +101,6 @@ int rw_cli_spec_opt(void *spec_params, const char *cmd, const char *name, const 
         {"--draft-max", RW_OPT_INT, (k_max), (k_lo), RW_SPEC_MAX_K, 0, 0, NULL, NULL, NULL},                           \
         {"--draft-fixed", RW_OPT_FLAG, (fixed), 0, 0, 0, 0, NULL, NULL, NULL}
 /* clang-format on */
-void rw_cli_spec_costs(const rw_gguf *g, const rw_model *m, bool draft_model, rw_spec_params *p);
 
 /* Reads whitespace-separated token ids; the caller frees *ids. */
 int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n);

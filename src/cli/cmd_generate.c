@@ -211,7 +211,7 @@ int rw_cmd_generate(int argc, char **argv) {
         rw_error_prefix(&err, "%s", model_path);
         goto fail;
     }
-    rw_cli_spec_costs(g, m, dm != NULL, &spp);
+    rw_spec_params_set_costs(&spp, m, dm != NULL);
     int64_t need = n + n_gen, max_ctx = need > rw_model_get_hparams(m)->n_ctx_train ? need : 0;
     if (rw_threadpool_new((int)threads, &pool, &err) || rw_model_seq_new(m, kv, max_ctx, &s, &err)) goto fail;
     rw_detok_stream stream = {0};

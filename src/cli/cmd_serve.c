@@ -268,7 +268,7 @@ int rw_cmd_serve(int argc, char **argv) {
     rw_server *s = NULL;
     rw_error err = {0};
     int rc = 1;
-    rw_cli_spec_costs(sv.g, sv.m, sv.dm != NULL, &spp);
+    rw_spec_params_set_costs(&spp, sv.m, sv.dm != NULL);
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,

@@ -52,6 +52,16 @@ rw_spec_params rw_spec_params_default(void) {
                             .ngram_min_hits = 1};
 }
 
+void rw_spec_params_set_costs(rw_spec_params *p, const rw_model *m, bool draft_model) {
+    if (p->sources & RW_SPEC_MTP) {
+        float draft = 0, catch_up = 0;
+        rw_model_mtp_costs(m, &draft, &catch_up);
+        if (draft > 0) p->draft_cost = draft, p->catch_up_cost = catch_up;
+    } else if ((p->sources & RW_SPEC_NGRAM) && !draft_model) {
+        p->draft_cost = 0, p->catch_up_cost = 0;
+    }
+}
+
 rw_status rw_spec_check_vocab(const rw_tokenizer *target, const rw_tokenizer *draft, rw_error *err) {
     int32_t nt = rw_tokenizer_n_vocab(target), nd = rw_tokenizer_n_vocab(draft);
     if (nt != nd)

@@ -130,6 +130,11 @@ typedef struct {
  * kernels: a pass of k + 1 tokens costs about 1 + 0.25 k decode steps -
  * 1.27x, 1.40x, 2.08x, 2.99x at k = 1, 2, 4, 8). */
 rw_spec_params rw_spec_params_default(void);
+/* Sets p's adaptive-rule costs for its sources on target m: with
+ * RW_SPEC_MTP the block's (models/model.h rw_model_mtp_costs); n-gram drafts
+ * alone (draft_model false) cost nothing but their verification; with a
+ * draft model its costs stay (the caller's: e.g. the files' size ratio). */
+void rw_spec_params_set_costs(rw_spec_params *p, const rw_model *m, bool draft_model);
 
 /* The adaptive rule on its own (what rw_spec_seq_plan and each step's end
  * use; described at the top of this file), so that it can be simulated

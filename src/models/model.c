@@ -1,4 +1,5 @@
 /* model.c - loading and freeing models, and per-sequence state. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,36 @@ const rw_model_hparams *rw_model_get_hparams(const rw_model *m) { return &m->hp;
 
 void *rw_model_api_data(const rw_model *m) { return m->api; }
 void rw_model_set_api_data(rw_model *m, void *data) { m->api = data; }
+
+/* Bytes of the file's tensors whose names start with prefix (NULL: all). */
+static double tensor_bytes(const rw_gguf *g, const char *prefix) {
+    double b = 0;
+    const size_t np = prefix ? strlen(prefix) : 0;
+    for (size_t i = 0; i < rw_gguf_n_tensors(g); i++) {
+        const rw_gguf_tensor *t = rw_gguf_tensor_at(g, i);
+        if (!prefix || !strncmp(t->name, prefix, np)) b += (double)t->nbytes;
+    }
+    return b;
+}
+
+void rw_model_mtp_costs(const rw_model *m, float *draft_cost, float *catch_up_cost) {
+    *draft_cost = *catch_up_cost = 0;
+    /* a decode step streams the trunk's weights and the output head; an MTP
+     * draft token the block's and the head again; a catch-up token the
+     * block's only (no head) */
+    char blk[32];
+    snprintf(blk, sizeof blk, "blk.%d.", m->hp.n_layer);
+    const double all = tensor_bytes(m->g, NULL), block = tensor_bytes(m->g, blk);
+    const bool tied = !rw_gguf_find_tensor(m->g, "output.weight");
+    const double head = tensor_bytes(m->g, tied ? "token_embd." : "output.");
+    const double embd = tied ? 0 : tensor_bytes(m->g, "token_embd."); /* a decode step reads one row of it */
+    const double step = all - block - embd;
+    if (step <= 0 || block <= 0) return;
+    *draft_cost = (float)((block + head) / step);
+    /* catch-up rows go through the block together, as a prefill: about a
+     * quarter of a decode step's cost per row (spec_rule.c's CATCH_UP) */
+    *catch_up_cost = (float)(0.25 * block / step);
+}
 
 uint64_t rw_model_matrix_bytes(const rw_model *m) {
     uint64_t total = 0;

@@ -109,6 +109,12 @@ rw_status rw_model_seq_rewind_cost(const rw_model_seq *s, int64_t n, int64_t *re
  * tensors, of which a step reads only the chosen experts (not counted). */
 uint64_t rw_model_matrix_bytes(const rw_model *m);
 
+/* The costs of speculative decoding with m's own MTP block, relative to a
+ * decode step, from the file's tensor sizes (engine/spec.h's adaptive
+ * rule): a draft token streams the block and the output head, a catch-up
+ * token the block. Both 0 for a file without the block. */
+void rw_model_mtp_costs(const rw_model *m, float *draft_cost, float *catch_up_cost);
+
 /* Retention of recurrent checkpoints (see models/seq.c for the policy):
  * positions to always keep (message boundaries), and the byte budget. */
 rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);

@@ -63,6 +63,81 @@ static bool stop_soon(void *user, const char *text, size_t len) {
     return --pieces_left > 0;
 }
 
+/* One answer of an engine on m opened with ep (text: rw_free). */
+static char *engine_answer(rw_model *m, const rw_engine_params *ep, const char *prompt, const rw_gen_options *opt,
+                           rw_engine_stats_public *st) {
+    rw_engine *e = NULL;
+    rw_error err = {0};
+    char *got = NULL;
+    CHECK_MSG(!rw_engine_open(m, ep, &e, &err), "%s", err.msg);
+    if (!e) return NULL;
+    CHECK_MSG(!rw_engine_run(e, prompt, opt, &got, NULL, &err), "%s", err.msg);
+    if (st) rw_engine_stats_get(e, st);
+    rw_engine_close(e);
+    return got;
+}
+
+/* Speculative decoding through the public engine: a draft model (the same
+ * file opened again, which then has no engine of its own to spare), n-gram
+ * drafts, and a file's MTP block give the plain greedy answer ref. */
+static void check_speculative(rw_model *m, const char *path, const char *prompt, const rw_gen_options *opt,
+                              const char *ref) {
+    rw_error err = {0};
+    rw_model *d = NULL;
+    rw_model_params mp = rw_model_params_default();
+    CHECK_MSG(!rw_model_open(path, &mp, &d, &err), "%s", err.msg);
+    if (!d) return;
+    rw_engine_params ep = rw_engine_params_default();
+    ep.run.n_ctx = 1024;
+    ep.cache_bytes = 0;
+    ep.draft = d;
+    ep.draft_max = 3;
+    ep.draft_fixed = true; /* as large as the model: the adaptive rule would not draft */
+    rw_engine *e = NULL, *e2 = NULL;
+    CHECK_MSG(!rw_engine_open(m, &ep, &e, &err), "%s", err.msg);
+    rw_engine_params plain = rw_engine_params_default();
+    CHECK(rw_engine_open(d, &plain, &e2, &err) == RW_ERR_BUSY); /* the draft belongs to e */
+    char *got = NULL;
+    CHECK_MSG(e && !rw_engine_run(e, prompt, opt, &got, NULL, &err), "%s", err.msg);
+    CHECK_MSG(got && !strcmp(got, ref), "draft model: '%s' vs '%s'", got ? got : "", ref);
+    rw_free(got);
+    rw_engine_stats_public st;
+    rw_engine_stats_get(e, &st);
+    /* the model drafting for itself: every greedy draft is accepted */
+    CHECK_MSG(st.draft_tokens > 0 && st.accepted_tokens == st.draft_tokens, "drafted %llu accepted %llu",
+              (unsigned long long)st.draft_tokens, (unsigned long long)st.accepted_tokens);
+    rw_engine_close(e);
+    CHECK_MSG(!rw_engine_open(d, &plain, &e2, &err), "%s", err.msg); /* free again */
+    rw_engine_close(e2);
+    rw_model_close(d);
+
+    ep.draft = NULL;
+    ep.spec = RW_SPECULATE_NGRAM;
+    got = engine_answer(m, &ep, prompt, opt, NULL);
+    CHECK_MSG(got && !strcmp(got, ref), "ngram: '%s' vs '%s'", got ? got : "", ref);
+    rw_free(got);
+    ep.spec = 8;
+    CHECK(rw_engine_open(m, &ep, &e, &err) == RW_ERR_INVALID_ARG);
+
+    /* the MTP block (random weights: what matters is the answer) */
+    const char *mtp_path = rw_test_fixture_path("qwen35mtp/qwen35mtp-Q8_0.gguf");
+    rw_model *t = NULL;
+    if (!mtp_path || rw_model_open(mtp_path, &mp, &t, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    ep.spec = 0;
+    char *want = engine_answer(t, &ep, "alpha beta gamma delta", opt, NULL);
+    ep.spec = RW_SPECULATE_MTP | RW_SPECULATE_NGRAM;
+    rw_engine_stats_public ms;
+    got = engine_answer(t, &ep, "alpha beta gamma delta", opt, &ms);
+    CHECK_MSG(want && got && !strcmp(got, want), "mtp: '%s' vs '%s'", got ? got : "", want ? want : "");
+    CHECK_MSG(ms.draft_tokens > 0, "mtp drafted %llu", (unsigned long long)ms.draft_tokens);
+    rw_free(got);
+    rw_free(want);
+    rw_model_close(t);
+}
+
 int main(void) {
     char want[32];
     snprintf(want, sizeof want, "%d.%d.%d", RW_VERSION_MAJOR, RW_VERSION_MINOR, RW_VERSION_PATCH);
@@ -220,6 +295,7 @@ int main(void) {
     free(l1);
     free(l2);
     rw_seq_free(s);
+    check_speculative(m, path, prompt, &opt, ref);
     rw_free(pids);
     rw_free(prompt2);
     rw_free(prompt);
