@@ -194,7 +194,8 @@ int rw_bench_serve(int argc, char **argv) {
         .draft_tok = sv.dtok,
         .draft_max = (int)draft_max,
         .draft_fixed = draft_fixed,
-        .draft_cost = rw_cli_draft_cost(sv.dg, sv.g)};
+        .draft_cost = rw_cli_draft_cost(sv.dg, sv.g),
+        .max_checkpoints = RW_ENGINE_CHECKPOINTS}; /* as rewind serve */
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const rw_server_config sc = {.model_id = "bench", .port = 0};
     if (rw_server_start(e, tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;

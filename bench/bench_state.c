@@ -21,6 +21,7 @@
 
 #include "base/threadpool.h"
 #include "cli/cli.h"
+#include "engine/engine.h"
 #include "pcache/pcache.h"
 #include "sampler/sampler.h"
 
@@ -213,7 +214,7 @@ static double request(rw_model *m, rw_pcache *c, const history *h, int gen, int3
 
 int rw_bench_chat(int argc, char **argv) {
     const char *CMD = "bench chat";
-    opts o = {.threads = 0, .turns = 8, .sys = 1950, .gen = 32, .checkpoints = 4, .kv = RW_KV_F16};
+    opts o = {.threads = 0, .turns = 8, .sys = 1950, .gen = 32, .checkpoints = RW_ENGINE_CHECKPOINTS, .kv = RW_KV_F16};
     if (parse(CMD, argc, argv, &o)) return 2;
     rw_gguf *g = NULL;
     rw_model *m = NULL;

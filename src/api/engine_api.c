@@ -26,7 +26,7 @@ rw_engine_params rw_engine_params_default(void) {
                               .prefill_chunk = 256,
                               .cache_bytes = (size_t)256 << 20,
                               .cache_dir_bytes = (size_t)1 << 30,
-                              .max_checkpoints = 4};
+                              .max_checkpoints = RW_ENGINE_CHECKPOINTS};
 }
 
 rw_gen_params rw_api__gen_params(const rw_gen_options *opt) {

@@ -174,7 +174,7 @@ int rw_cmd_serve(int argc, char **argv) {
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
     const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
-    long checkpoints = 4; /* engine.h: max_checkpoints */
+    long checkpoints = RW_ENGINE_CHECKPOINTS; /* engine.h: max_checkpoints */
     bool prefault = false;
     bool draft_fixed = false;
     const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;

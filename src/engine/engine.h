@@ -66,6 +66,7 @@ typedef struct {
      * a sequence: every 64th position over the last 256 and every 1024th
      * besides). */
     int max_checkpoints;
+#define RW_ENGINE_CHECKPOINTS 4 /* rewind serve's and the public API's default */
     /* Keep one 64 MiB slab of state memory faulted in ahead of need
      * (cache/state.h), so that a growing prefix cache's page faults fall
      * outside requests. Off by default: it costs 64 MiB more resident, and
