@@ -144,8 +144,8 @@ static void unlink_req(rw_api__req *r) {
 
 void rw_engine_close(rw_engine *e) {
     if (!e) return;
-    rw_api__bundle *b = rw_model_api_data(rw_engine_get_model(e));
-    rw_model *draft = rw_engine_get_config(e)->draft;
+    rw_model *m = rw_engine_get_model(e), *draft = rw_engine_get_config(e)->draft; /* read before e is freed */
+    rw_api__bundle *b = rw_model_api_data(m);
     /* stopping the engine drops what is queued or running without another
      * callback, so the trampolines left in flight are ours to free after */
     rw_engine_free(e);
@@ -157,7 +157,7 @@ void rw_engine_close(rw_engine *e) {
     }
     b->engine = NULL;
     pthread_mutex_unlock(&b->mu);
-    if (draft && draft != rw_engine_get_model(e)) set_engine(rw_model_api_data(draft), NULL);
+    if (draft && draft != m) set_engine(rw_model_api_data(draft), NULL);
 }
 
 /* ---- requests ------------------------------------------------------------ */
