@@ -54,6 +54,18 @@ curl -s "http://127.0.0.1:$port/metrics" > "$d/m"
 grep -q 'rewind_prompt_tokens_cached_total{tier="memory"} [1-9]' "$d/m" || fail "metrics: no memory-tier tokens"
 stop
 
+# only the two fine checkpoints, with prefaulted state memory, and the
+# library's own retention (--checkpoints 0): the same answers, and the exact
+# repeat still served whole
+for k in 2 0; do
+  start --cache-bytes 1G --checkpoints $k --prefault
+  ask "$A" 8 k$k; expect k$k 8
+  ask "$A" 8 k${k}r; expect k${k}r 8
+  [ "$(cached k${k}r)" = 100 ] || fail "--checkpoints $k: exact repeat $(cached k${k}r) of 100 cached"
+  ask "$B" 6 k${k}b; expect k${k}b 6
+  stop
+done
+
 # a tiny memory tier and a disk tier: entries go to disk, a restart finds them
 start --cache-bytes 1 --cache-dir "$d/cache"
 ask "$A" 8 e1; expect e1 8
