@@ -262,7 +262,8 @@ typedef struct {
     /* Hybrid models: recurrent-state checkpoints each sequence keeps (in
      * the prefix cache too), newest and message boundaries first; fewer
      * means less memory and more recomputation when a later prompt
-     * diverges between them. 0 = up to 256 MiB a sequence; default 4. */
+     * diverges between them. 0 (the default) = up to 256 MiB a sequence:
+     * every 64th position over the last 256 besides. */
     int max_checkpoints;
     /* Speculative decoding in every request, exact: greedy output is bitwise
      * what it is without it, sampled output identically distributed. spec:

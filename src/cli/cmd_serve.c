@@ -18,9 +18,10 @@
  * memory, and at shutdown). --max-state-bytes bounds the running
  * sequences' state by admission (engine.h; default also a quarter of RAM;
  * 0 = none). --checkpoints N: a hybrid model's recurrent-state checkpoints
- * per sequence (engine.h max_checkpoints; default 4, about what
- * llama-server holds; 0 = the library's retention, up to 256 MiB a
- * sequence). --prefault keeps 64 MiB of state memory faulted in ahead of
+ * per sequence (engine.h max_checkpoints; default 0 = the library's
+ * retention, up to 256 MiB a sequence; 4 holds about what llama-server
+ * does, at the cost of recomputing prompts that diverge away from a
+ * message boundary). --prefault keeps 64 MiB of state memory faulted in ahead of
  * need (engine.h prefault_states). Sizes take K, M, G suffixes.
  *
  * Signals: SIGINT and SIGTERM are taken by a thread of their own from the

@@ -64,9 +64,12 @@ typedef struct {
      * the prompt's end, newest first, then the others
      * (models/model.h). 0 = the library's default retention (up to 256 MiB
      * a sequence: every 64th position over the last 256 and every 1024th
-     * besides). */
+     * besides), the default: a count bounds the memory, but a later prompt
+     * that diverges away from a mark (the same document with another
+     * question in one message, a completion prompt) then recomputes from far
+     * back (docs/prefix-cache.md has the measurement). */
     int max_checkpoints;
-#define RW_ENGINE_CHECKPOINTS 4 /* rewind serve's and the public API's default */
+#define RW_ENGINE_CHECKPOINTS 0 /* rewind serve's and the public API's default */
     /* Keep one 64 MiB slab of state memory faulted in ahead of need
      * (cache/state.h), so that a growing prefix cache's page faults fall
      * outside requests. Off by default: it costs 64 MiB more resident, and
