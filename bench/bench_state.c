@@ -188,8 +188,7 @@ static double request(rw_model *m, rw_pcache *c, const history *h, int gen, int3
          * the prompt's are marks, and --checkpoints bounds the rest */
         for (int i = 0; i < h->n_marks; i++) rw_model_seq_mark(s, h->marks[i], NULL);
         rw_model_seq_mark(s, h->n, NULL);
-        if (checkpoints > 0)
-            rw_model_seq_set_checkpoint_budget(s, (size_t)checkpoints * rw_model_seq_checkpoint_bytes(s));
+        rw_model_seq_limit_checkpoints(s, (int)checkpoints);
         if (reused < h->n) {
             rw_forward_args a = {.tokens = h->t + reused, .n = h->n - reused, .logits = logits, .pool = pool};
             st = rw_model_forward(m, s, &a, err);

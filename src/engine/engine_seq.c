@@ -29,14 +29,6 @@ void rw_engine__seq_prompt_done(rw_engine *e, eng_req *r) {
     if (r->prompt_logits) memcpy(r->prompt_logits, r->logits, (size_t)e->n_vocab * sizeof *r->logits);
 }
 
-/* The engine's checkpoint count (engine.h), as the sequence's byte budget:
- * set on every sequence a request runs, new or from the cache, whose
- * retention then follows it from its next pass. */
-static void limit_checkpoints(const rw_engine *e, rw_model_seq *s) {
-    if (s && e->cfg.max_checkpoints > 0)
-        rw_model_seq_set_checkpoint_budget(s, (size_t)e->cfg.max_checkpoints * rw_model_seq_checkpoint_bytes(s));
-}
-
 rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
     *n_cached = 0;
     rw_status st;
@@ -72,8 +64,10 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached,
      * differently (reasoning dropped) restores there without recomputing */
     rw_model_seq_mark(r->seq, r->n_prompt, NULL);
     if (draft) rw_model_seq_mark(draft, r->n_prompt, NULL);
-    limit_checkpoints(e, r->seq);
-    limit_checkpoints(e, draft);
+    /* the engine's count (engine.h), on every sequence a request runs, new
+     * or from the cache: its retention follows it from the next pass */
+    rw_model_seq_limit_checkpoints(r->seq, e->cfg.max_checkpoints);
+    if (draft) rw_model_seq_limit_checkpoints(draft, e->cfg.max_checkpoints);
     /* the prompt is fed in chunks and nothing rewinds it before its end */
     rw_model_seq_plan_until(r->seq, r->n_prompt);
     if (draft) rw_model_seq_plan_until(draft, r->n_prompt);

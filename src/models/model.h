@@ -119,6 +119,9 @@ void rw_model_mtp_costs(const rw_model *m, float *draft_cost, float *catch_up_co
  * positions to always keep (message boundaries), and the byte budget. */
 rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes);
+/* The budget as a count: at most n checkpoints (n > 0; the fine ones stay
+ * whatever the count). n <= 0 leaves the budget as it is. */
+void rw_model_seq_limit_checkpoints(rw_model_seq *s, int n);
 /* The sequence will grow to at least n before anything rewinds it (a prompt
  * fed in chunks): until then each pass takes only the checkpoints (and the
  * replay log) the retention at length n keeps, not the ones the next pass

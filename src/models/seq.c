@@ -146,6 +146,9 @@ void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const 
 }
 
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes) { s->ckpt_budget = bytes; }
+void rw_model_seq_limit_checkpoints(rw_model_seq *s, int n) {
+    if (n > 0) s->ckpt_budget = (size_t)n * rw_model_seq_checkpoint_bytes(s);
+}
 void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable) { s->no_ckpt = !rewindable; }
 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */
@@ -247,22 +250,29 @@ static void drop_before_pass(rw_model_seq *s, const int64_t *keep, int k) {
     int cls[MAX_KEEP + 1];
     const int nh = rw_model_seq_checkpoints(s, have, MAX_KEEP);
     int64_t below = -1;
-    for (int i = 0; i < nh && i < MAX_KEEP; i++)
+    bool drops = false; /* most passes (a decode step's) drop nothing: no layer is visited then */
+    for (int i = 0, j = 0; i < nh && i < MAX_KEEP; i++) {
         if (have[i] <= s->len) below = have[i];
+        while (j < k && keep[j] < have[i]) j++;
+        if (j == k || keep[j] != have[i]) drops = true;
+    }
+    if (!drops) return;
     int n = 0;
     for (int i = 0; i < k; i++) add_pos(pos, cls, &n, MAX_KEEP + 1, keep[i], KEEP_FINE);
     if (below >= 0) add_pos(pos, cls, &n, MAX_KEEP + 1, below, KEEP_FINE);
-    if (nh > 0)
-        for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, n, 0);
+    for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, n, 0);
 }
 
 void rw_model_seq_plan_until(rw_model_seq *s, int64_t n) { s->plan_until = n; }
+
+/* The length a pass ending at L plans its retention for (model.h). */
+static int64_t planned_len(const rw_model_seq *s, int64_t L) { return s->plan_until > L ? s->plan_until : L; }
 
 /* The plan of a pass to L: the retention at L, or at plan_until while the
  * pass ends below it (model.h); cuts only inside the pass. A log that would
  * start past L is none: log_from > L logs nothing (cache/state.h). */
 void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
-    const int64_t L = s->len + n, R = s->plan_until > L ? s->plan_until : L;
+    const int64_t L = s->len + n, R = planned_len(s, L);
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
     int k = retained(s, R, pos, cls, MAX_KEEP);
@@ -278,7 +288,7 @@ void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
 void rw_models__seq_retain(rw_model_seq *s) {
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
-    int k = retained(s, s->plan_until > s->len ? s->plan_until : s->len, pos, cls, MAX_KEEP);
+    int k = retained(s, planned_len(s, s->len), pos, cls, MAX_KEEP);
     k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
     int64_t lf = s->len - FINE_STEP;
     lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
