@@ -138,6 +138,9 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
 void rw_model_close(rw_model *m);
 
 const char *rw_model_arch(const rw_model *m); /* general.architecture, borrowed */
+/* The architectures (general.architecture values) this build loads: the i-th
+ * name, static, or NULL once i is past the last. */
+const char *rw_architecture(size_t i);
 int32_t rw_model_n_vocab(const rw_model *m);
 int64_t rw_model_n_ctx_train(const rw_model *m);
 /* Whether the token ends a generation (EOS, EOT, <|im_end|>, ...). */

@@ -93,6 +93,8 @@ void rw_model_close(rw_model *m) {
     bundle_free(b);
 }
 
+const char *rw_architecture(size_t i) { return rw_models__arch_name(i); }
+
 const char *rw_model_arch(const rw_model *m) { return rw_model_get_hparams(m)->arch; }
 int32_t rw_model_n_vocab(const rw_model *m) { return (int32_t)rw_model_get_hparams(m)->n_vocab; }
 int64_t rw_model_n_ctx_train(const rw_model *m) { return rw_model_get_hparams(m)->n_ctx_train; }

@@ -17,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 
 int rw_cmd_inspect(int argc, char **argv);
+int rw_cmd_architectures(int argc, char **argv);
 int rw_cmd_synth(int argc, char **argv);
 int rw_cmd_logits(int argc, char **argv);
 int rw_cmd_generate(int argc, char **argv);

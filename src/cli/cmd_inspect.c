@@ -12,6 +12,7 @@
 #include "cli/options.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
+#include "rewind.h"
 
 #define TEXT_ARRAY_SHOWN 8 /* elements shown of a long array in text mode */
 
@@ -230,4 +231,15 @@ int rw_cmd_inspect(int argc, char **argv) {
     else print_text(g, path);
     rw_gguf_close(g);
     return rc;
+}
+
+/* `rewind architectures`: one general.architecture value a line, the ones
+ * this build loads (a script checks a file's architecture against it). */
+int rw_cmd_architectures(int argc, char **argv) {
+    if (argc > 1) {
+        rw_cli_error("architectures", "takes no arguments");
+        return 2;
+    }
+    for (size_t i = 0; rw_architecture(i); i++) puts(rw_architecture(i));
+    return 0;
 }

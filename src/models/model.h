@@ -73,6 +73,8 @@ const rw_model_hparams *rw_model_get_hparams(const rw_model *m);
 
 /* True if general.architecture arch has a forward pass here. */
 bool rw_model_arch_supported(const char *arch);
+/* The i-th architecture name the registry holds, NULL past the last. */
+const char *rw_models__arch_name(size_t i);
 
 /* A new empty sequence for m with its KV cache in kv_type storage, holding at
  * most max_ctx positions (0 = the model's training context). The caller owns

@@ -20,4 +20,6 @@ const mdl_arch *rw_models__arch_find(const char *name) {
     return NULL;
 }
 
+const char *rw_models__arch_name(size_t i) { return i < sizeof archs / sizeof archs[0] ? archs[i]->name : NULL; }
+
 bool rw_model_arch_supported(const char *arch) { return rw_models__arch_find(arch) != NULL; }
