@@ -779,7 +779,10 @@ rw_status rw_grammar_compile(const char *gbnf, size_t len, const char *root, rw_
     if (!ps.st) {
         g = calloc(1, sizeof *g);
         if (!g) nomem(&ps);
-        else if (check_and_layout(&ps, root ? root : "root", g)) ps.st = rw_grammar__init_runtime(g, err);
+        else if (check_and_layout(&ps, root ? root : "root", g)) {
+            ps.st = rw_grammar__init_runtime(g, err);
+            if (!ps.st) ps.st = rw_grammar__probe(g, err);
+        }
     }
     parser_free(&ps);
     if (ps.st) {

@@ -19,7 +19,8 @@
  *     ids; an error message cut at its limit stays UTF-8;
  *   - issue 35: a schema pattern, a GBNF grammar or a tool's parameters
  *     nested 100,000 deep are a 400 naming the limit on every route (they
- *     overflowed the stack); JSON nested that deep is a 400; a tool's
+ *     overflowed the stack); JSON nested that deep is a 400; a schema whose
+ *     parser stacks explode (anyOf 50 x 50) is a 400 at admission; a tool's
  *     description or parameter name that writes control tokens gets them as
  *     text (through Qwen3's template, which writes tools with tojson). */
 #include <arpa/inet.h>
@@ -657,6 +658,29 @@ static void test_requests(rw_engine *e) {
         CHECK_MSG(st == 400, "JSON nested %d deep: %d", d, st);
         json_decref(resp);
         free(dj);
+        /* #3: anyOf 50 x 50 objects (200 KB) exploded the parser stacks a few
+         * tokens in (a 500 mid-generation): refused at admission now */
+        json_t *outer = json_array();
+        for (int i = 0; i < 50; i++) {
+            json_t *inner = json_array();
+            for (int j = 0; j < 50; j++) {
+                char key[32];
+                snprintf(key, sizeof key, "k%d_%d", i, j);
+                json_array_append_new(inner, json_pack("{s:s,s:{s:{s:s}},s:[s]}", "type", "object", "properties",
+                                                       key, "type", "integer", "required", key));
+            }
+            json_array_append_new(outer, json_pack("{s:o}", "anyOf", inner));
+        }
+        json_t *wide = json_pack("{s:[{s:s,s:s}],s:i,s:f,s:{s:s,s:{s:s,s:{s:o}}}}", "messages", "role", "user",
+                                 "content", "hi", "max_tokens", 8, "temperature", 1.0, "response_format", "type",
+                                 "json_schema", "json_schema", "name", "x", "schema", "anyOf", outer);
+        char *wb = json_dumps(wide, JSON_COMPACT);
+        resp = post(port, "/v1/chat/completions", wb, &st);
+        const char *wm = json_string_value(json_object_get(json_object_get(resp, "error"), "message"));
+        CHECK_MSG(st == 400 && wm && strstr(wm, "ambiguous"), "anyOf 50 x 50: %d %s", st, wm ? wm : "");
+        json_decref(resp);
+        free(wb);
+        json_decref(wide);
         /* and the server still answers */
         resp = post(port, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":2}", &st);
         CHECK_EQ_INT(st, 200);
