@@ -60,6 +60,21 @@ typedef struct rw_layer_state rw_layer_state;
  * generation's memory stays at what it needs). Thread-safe. */
 void rw_state_pool_set_ready(int n_slabs);
 
+/* Gives the pages of every free state buffer (and of the newest slab's
+ * unused rest) back to the system, keeping the address space: they read as
+ * zeros and fault in again when reused. Returns the bytes newly given back.
+ * For an idle server: costs page faults when the memory is used again. */
+size_t rw_state_pool_trim(void);
+
+typedef struct {
+    size_t mapped_bytes;  /* slabs and big buffers in use or free (ready slabs aside) */
+    size_t ready_bytes;   /* slabs faulted in ahead of need */
+    size_t free_bytes;    /* free buffers, waiting for reuse */
+    size_t trimmed_bytes; /* of those, given back to the system */
+    size_t unused_bytes;  /* the newest slab's rest, never used yet */
+} rw_state_pool_stats;
+rw_state_pool_stats rw_state_pool_get_stats(void); /* all 0 in sanitizer builds (malloc'd) */
+
 /* ---- byte buffers for serialization ---- */
 
 /* A growable byte buffer. Owner frees data with free(). */
