@@ -195,8 +195,7 @@ static rw_status lf_bind(rw_model *m, rw_error *err) {
                 (st = rw_models__bind_matrix(m, NAME("shortconv.out_proj.weight"), E, E, true, &c->out, err)) ||
                 (st = bind_conv_w(m, NAME("shortconv.conv.weight"), (uint64_t)x->l_cache, (uint64_t)E, &c->conv_w, err)))
                 break;
-            c->params = (rw_rec_params){.conv_channels = (int)E, .conv_kernel = x->l_cache, .conv_w = c->conv_w,
-                                        .eps = hp->rms_eps};
+            c->params = (rw_rec_params){.conv_channels = (int)E, .conv_kernel = x->l_cache, .conv_w = c->conv_w};
         } else {
             if ((st = rw_models__bind_matrix(m, NAME("attn_q.weight"), E, H * D, true, &Ld->wq, err)) ||
                 (st = rw_models__bind_matrix(m, NAME("attn_k.weight"), E, kv[il] * D, true, &Ld->wk, err)) ||

@@ -419,10 +419,14 @@ int main(void) {
     check_order_policy();
     if (!rw_test_sanitized()) check_mixed_file_order();
     const size_t n = sizeof FIXTURES / sizeof FIXTURES[0];
-    for (size_t i = 0; i < n; i++) {
-        /* The sanitizer build checks one F32 and one quantized file. */
-        if (rw_test_sanitized() && i >= 2) break;
+    /* RW_FIXTURE_MODEL=lfm2 (say) checks that model's files only, also
+     * under the sanitizers, which otherwise check one F32 and one quantized
+     * file. */
+    const char *only = getenv("RW_FIXTURE_MODEL");
+    for (size_t i = 0, done = 0; i < n; i++) {
+        if (only ? strcmp(FIXTURES[i].model, only) != 0 : rw_test_sanitized() && done >= 2) continue;
         check_file(&FIXTURES[i]);
+        done++;
     }
     /* Every quantized file whose matmuls have a ggml-order kernel, against
      * llama.cpp's one-token-at-a-time logits (its batch pass differs from
