@@ -1,11 +1,12 @@
 /* state.h - one interface for every layer's per-sequence state.
  *
  * A sequence's state is a list of per-layer states (rw_layer_state), each
- * behind one operations table (rw_state_ops). Three kinds implement it:
+ * behind one operations table (rw_state_ops). Four kinds implement it:
  *
- *   "kv"       attention keys and values (f32 or f16), cache/kv.h pages
- *   "deltanet" Gated DeltaNet: conv state + per-head matrix state
- *   "mamba2"   Mamba2: conv state + per-head SSM state
+ *   "kv"        attention keys and values (f32 or f16), cache/kv.h pages
+ *   "deltanet"  Gated DeltaNet: conv state + per-head matrix state
+ *   "mamba2"    Mamba2: conv state + per-head SSM state
+ *   "shortconv" lfm2's gated short convolution: conv state only
  *
  * Code outside a state type never switches on its kind: it calls the
  * table. Only the layer that owns a state feeds it new tokens, through the
@@ -191,6 +192,9 @@ typedef struct {
 
 rw_status rw_deltanet_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
 rw_status rw_mamba2_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
+/* Short conv (lfm2): conv_channels, conv_kernel, conv_w (no bias); log = v
+ * (C), out = the conv of v (C). */
+rw_status rw_shortconv_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
 
 /* Appends n tokens to a recurrent state: in[t*in_stride ...] holds token
  * t's recurrence inputs (log_floats, layout as rw_rec_params says); the
