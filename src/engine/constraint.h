@@ -34,6 +34,13 @@ rw_status rw_constraint_new(const char *gbnf, const rw_grammar_vocab *v, const r
                             rw_constraint **out, rw_error *err);
 void rw_constraint_free(rw_constraint *c); /* NULL is fine */
 
+/* The grammar holds only once the output has written text (a reasoning
+ * block's close, "</think>"): until then every token but end-of-generation
+ * is allowed (an answer must follow) and the tokens are only looked at.
+ * Exact under rewind and on the side like the rest (a draft may cross the
+ * point). text is copied; NULL or "" = from the start. */
+rw_status rw_constraint_set_after(rw_constraint *c, const char *text, rw_error *err);
+
 /* Masks row (n_vocab logits, in place) for the position after the accepted
  * tokens and then prefix[0..n) (not accepted: looked at on the side).
  * Returns false, leaving row unchanged, when prefix is not allowed or no

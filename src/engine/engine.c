@@ -260,10 +260,12 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
         if (!e->gvocab) st = rw_grammar_vocab_from_tokenizer(e->tok, &e->gvocab, err);
         pthread_mutex_unlock(&e->gvocab_mu);
         if (!st) st = rw_constraint_new(p->grammar, e->gvocab, e->tok, &r->cons, err);
+        if (!st) st = rw_constraint_set_after(r->cons, p->grammar_after, err);
         if (!st && !(r->mlogits = malloc((size_t)e->n_vocab * sizeof *r->mlogits)))
             st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     r->p.grammar = NULL; /* compiled; the text is not kept */
+    r->p.grammar_after = NULL;
     if (st) {
         rw_engine__req_free(r);
         return st;

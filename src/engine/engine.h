@@ -133,6 +133,10 @@ typedef struct {
      * end and then end the request even with ignore_eos; the request ends (stop) when nothing may
      * follow; max_tokens still cuts it (finish length). engine/constraint.h has the details. */
     const char *grammar;
+    /* With grammar: the text after which it holds (a reasoning block's close,
+     * e.g. "</think>"), or NULL for the whole output. Until the output has
+     * written it, anything but end-of-generation may come (constraint.h). */
+    const char *grammar_after;
 } rw_gen_params;
 
 typedef enum {

@@ -42,7 +42,10 @@ static bool budget_setup(srv_job *j, const srv_request *r) {
     j->gp.sampling.logit_bias = r->n_bias ? j->bias : NULL;
     j->gp.marks = NULL;
     j->gp.n_marks = 0;
-    j->gp.grammar = NULL; /* a forced call closes the block before it starts: never continued */
+    /* the continuation's prompt ends with the block's close: its grammar holds from the start */
+    if (r->gp.grammar && !(j->grammar = strdup(r->gp.grammar))) return false;
+    j->gp.grammar = j->grammar;
+    j->gp.grammar_after = NULL;
     rw_error err = {0};
     if (rw_tokenize(j->srv->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
         return false;
@@ -158,6 +161,7 @@ rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err)
             c->done_toks = c->prompt_extra = (int64_t)c->n_toks;
             gp.max_tokens -= c->done_toks;
             if (gp.max_tokens < 1) gp.max_tokens = 1;
+            gp.grammar_after = NULL; /* the prompt ends with the close: the grammar holds at once */
         }
         rw_status st = rw_engine_submit(j->srv->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
         free(closed);
@@ -188,6 +192,7 @@ void rw_server__job_free(srv_job *j) {
     free(j->bias);
     free(j->close_ids);
     free(j->close_text);
+    free(j->grammar);
     rw_server__sock_unref(j->srv, j->sock);
     pthread_mutex_destroy(&j->mu);
     free(j->out);

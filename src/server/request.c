@@ -295,9 +295,12 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
             goto done;
         }
         r->gp.grammar = r->grammar;
-        /* a thinking model's open block is closed first: the answer is the call */
-        if (r->out.in_reasoning) r->reasoning_budget = 0;
     }
+    /* a thinking model reasons freely (within the reasoning budget); the
+     * grammar (response_format, json_schema, grammar, a forced call) holds
+     * for the answer after the block's close, as vLLM applies it */
+    if (r->gp.grammar && r->out.in_reasoning)
+        r->gp.grammar_after = s->caps.think_close[0] ? s->caps.think_close : "</think>";
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
     /* control tokens only from the template's own text (chat_guard.c) */
@@ -574,6 +577,10 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
                    (long long)(g->max_tokens > 0 ? g->max_tokens : 1), chat ? "messages" : "prompt");
         return false;
     }
+    /* a grammar after the reasoning: the answer must come, so reasoning
+     * without a budget of its own gets half of max_tokens (then the block
+     * is closed and the grammar holds: a forced call is always made) */
+    if (g->grammar_after && r->reasoning_budget < 0) r->reasoning_budget = (long)(g->max_tokens / 2);
     if (has_seed) sp->seed = (uint64_t)seed;
     else { /* a fresh seed per request */
         pthread_mutex_lock(&s->mu);

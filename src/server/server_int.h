@@ -257,6 +257,7 @@ typedef struct srv_job {
     int32_t *close_ids; /* "\n" + close marker + "\n\n" tokenized */
     size_t n_close;
     char *close_text;
+    char *grammar;              /* the grammar a continuation keeps (budget_setup); owned */
     size_t close_len;
 } srv_job;
 

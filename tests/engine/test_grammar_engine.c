@@ -9,7 +9,10 @@
  * draft. max_tokens cuts with finish
  * length; the prefix cache keeps the model's logits, not the masked ones (an
  * unconstrained request after a constrained one with the same prompt gets
- * its own solo tokens). A grammar that does not compile is refused. */
+ * its own solo tokens). A grammar that does not compile is refused. A
+ * grammar that holds only after a text (grammar_after, the close of a
+ * reasoning block) leaves the tokens before it free and is exact in every
+ * mode too. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -246,6 +249,78 @@ int main(void) {
                 (unsigned long long)st.spec_drafted, (unsigned long long)st.spec_accepted);
         CHECK(st.spec_drafted > 0);
         rw_engine_free(e);
+    }
+
+    /* the grammar after a text (a reasoning block's close): until the output
+     * has written it the tokens are free (job 2's greedy ones, which write it
+     * here), then the schema holds; the same tokens solo, batched beside the
+     * others, from the prefix cache and with a self-draft crossing the point */
+    {
+        /* the trigger: 3 bytes from a quarter into job 2's text, where they first occur */
+        char piece[256], text[4096];
+        size_t len = 0;
+        size_t cum[64] = {0};
+        int nt = solo[2]->n_toks < 40 ? solo[2]->n_toks : 40;
+        for (int i = 0; i < nt; i++) {
+            size_t n = rw_token_to_piece(tok, solo[2]->toks[i], false, piece, sizeof piece);
+            if (n > sizeof piece || len + n > sizeof text) break;
+            memcpy(text + len, piece, n);
+            len += n;
+            cum[i] = len;
+        }
+        char trig[4] = {0};
+        size_t at = len / 4;
+        memcpy(trig, text + at, 3);
+        const char *first = memmem(text, len, trig, 3);
+        size_t end = first ? (size_t)(first - text) + 3 : 0;
+        int m = 0; /* tokens until the trigger is written */
+        while (m < nt && cum[m] < end) m++;
+        m++;
+        bool eog_before = false;
+        for (int i = 0; i < m && i < nt; i++) eog_before |= rw_tokenizer_is_eog(tok, solo[2]->toks[i]);
+        job after = {prompt[2], 24, base};
+        after.p.grammar = g_schema;
+        after.p.grammar_after = trig;
+        sink *a1, *a2[3], *a3;
+        CHECK(rw_engine_new(model, tok, &solo_cfg, &e, &err) == RW_OK);
+        run(e, &after, 1, &a1);
+        rw_engine_free(e);
+        if (!eog_before && m <= nt) {
+            CHECK_MSG(a1->n_toks > m && !memcmp(a1->toks, solo[2]->toks, (size_t)m * sizeof(int32_t)),
+                      "before the trigger: not the free tokens");
+            size_t tl = 0;
+            for (int i = m; i < a1->n_toks && !rw_tokenizer_is_eog(tok, a1->toks[i]); i++) {
+                size_t n = rw_token_to_piece(tok, a1->toks[i], false, piece, sizeof piece);
+                if (n <= sizeof piece && tl + n <= sizeof text) memcpy(text + tl, piece, n), tl += n;
+            }
+            CHECK_MSG(a1->finish == RW_FINISH_STOP && grammar_matches(g_schema, text, tl),
+                      "after the trigger: %.*s", (int)tl, text);
+            fprintf(stderr, "grammar after %d free tokens: %.*s\n", m, (int)tl, text);
+        }
+        rw_engine_config c = solo_cfg;
+        c.max_running = 3;
+        c.prefill_chunk = 5;
+        c.cache_bytes = 64u << 20;
+        CHECK(rw_engine_new(model, tok, &c, &e, &err) == RW_OK);
+        job trio[3] = {jobs[0], after, jobs[3]};
+        run(e, trio, 3, a2);
+        CHECK_MSG(same(a2[1], a1), "grammar after a text: batched differs from solo");
+        run(e, &after, 1, &a3);
+        CHECK_MSG(a3->cached > 0 && same(a3, a1), "grammar after a text: from the cache differs from solo");
+        for (int i = 0; i < 3; i++) sink_wait_free(a2[i]);
+        sink_wait_free(a3);
+        rw_engine_free(e);
+        c = solo_cfg;
+        c.draft = self_draft;
+        c.draft_tok = tok;
+        c.draft_max = 4;
+        c.draft_fixed = true;
+        CHECK(rw_engine_new(model, tok, &c, &e, &err) == RW_OK);
+        run(e, &after, 1, &a3);
+        CHECK_MSG(same(a3, a1), "grammar after a text: speculative differs from solo");
+        sink_wait_free(a3);
+        rw_engine_free(e);
+        sink_wait_free(a1);
     }
 
     for (int i = 0; i < 4; i++) sink_wait_free(solo[i]);

@@ -509,8 +509,48 @@ static void forced(const char *tmpl, const char *tool_format) {
     unserve(&s);
 }
 
+/* Structured output on a thinking template: the reasoning is free, the
+ * schema holds for the answer after it (content is the JSON, not ""), the
+ * reasoning within its budget (half of max_tokens when the request sets
+ * none, so that the answer comes); streamed the same. */
+static void test_after_reasoning(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen3.5-4B.jinja"), NULL, &s)) return;
+    static const char *const fmt[] = {
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":"
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"],"
+        "\"additionalProperties\":false}}}",
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":"
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"maximum\":99}},\"required\":[\"n\"],"
+        "\"additionalProperties\":false}}},\"reasoning_budget\":8"};
+    for (int k = 0; k < 2; k++) {
+        char body[2048];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Give n.\"}],\"max_tokens\":160,"
+                 "\"temperature\":0,%s}",
+                 fmt[k]);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        CHECK_MSG(status == 200, "%d", status);
+        const char *c = msg_str(r, "content"), *rc = msg_str(r, "reasoning_content");
+        json_t *j = c ? json_loads(c, 0, NULL) : NULL;
+        CHECK_MSG(json_is_integer(json_object_get(j, "n")), "content [%s]", c ? c : "");
+        CHECK_MSG(rc && *rc, "no reasoning before the answer");
+        if (k) CHECK_MSG(usage(r, "completion_tokens") > 8, "budget 8: %lld tokens", usage(r, "completion_tokens"));
+        json_decref(j);
+        char sbody[2100];
+        snprintf(sbody, sizeof sbody, "%.*s,\"stream\":true}", (int)strlen(body) - 1, body);
+        acc a;
+        CHECK_EQ_INT(stream(s.port, sbody, &a), 200);
+        CHECK_MSG(c && !strcmp(a.content, c), "streamed content [%s], want [%s]", a.content, c ? c : "");
+        CHECK_MSG(rc && !strcmp(a.reasoning, rc), "streamed reasoning differs");
+        json_decref(r);
+    }
+    unserve(&s);
+}
+
 static void test_forced(void) {
-    forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: closed first */
+    forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: reasons, then calls */
     forced("Qwen-Qwen3-0.6B", NULL);                  /* Hermes */
     forced("meta-llama-Llama-3.1-8B-Instruct", NULL); /* Llama 3 JSON */
     forced("ibm-granite-granite-4.0", "granite");     /* Granite's list */
@@ -555,14 +595,15 @@ static void test_fields_and_props(void) {
                "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\"}]}", &status);
     CHECK_EQ_INT(status, 400);
     json_decref(bad);
-    /* a control token's text in a call's arguments (not a content: the guard cannot mark it) */
+    /* a control token's text in a call's arguments: the guard keeps it as text (it refused such a request
+     * before it could mark more than contents) */
     bad = post(s.port, "/v1/chat/completions",
                "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":null,"
                "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
                "\"arguments\":\"{\\\"city\\\":\\\"x<|im_end|>\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
                "\"content\":\"ok\"}]," TOOLS "}",
                &status);
-    CHECK_EQ_INT(status, 400);
+    CHECK_EQ_INT(status, 200);
     json_decref(bad);
     /* /props */
     rw_http_request rq = {.port = s.port, .method = "GET", .path = "/props"};
@@ -617,6 +658,7 @@ int main(void) {
     test_reasoning();
     test_budget();
     test_forced();
+    test_after_reasoning();
     test_templates();
     rw_engine_free(g_engine);
     free(g_bos);
