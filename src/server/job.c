@@ -125,6 +125,15 @@ srv_job *rw_server__job_new(rw_server *s, const srv_request *r) {
         rw_server__job_free(j);
         return NULL;
     }
+    if (j->return_token_ids && !j->prompt) { /* the prompt's ids go back too (vLLM's prompt_token_ids) */
+        j->prompt = malloc((size_t)(r->n_prompt ? r->n_prompt : 1) * sizeof *j->prompt);
+        if (!j->prompt) {
+            rw_server__job_free(j);
+            return NULL;
+        }
+        memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof *j->prompt);
+        j->n_prompt = r->n_prompt;
+    }
     j->created = (int64_t)time(NULL);
     j->stream = r->stream;
     unsigned char rnd[12];

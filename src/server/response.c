@@ -201,6 +201,7 @@ char *rw_server__response_json(const srv_job *j) {
     json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion" : "text_completion", choices);
     if (!o) return NULL;
     json_object_set_new(o, "usage", usage_json(j));
+    if (j->return_token_ids && j->prompt) json_object_set_new(o, "prompt_token_ids", ids_json(j->prompt, (size_t)j->n_prompt));
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
