@@ -1,6 +1,6 @@
 /* test_gguf_nesting.c - a GGUF metadata value of arrays nested 100,000 deep
  * (1.2 MB of array headers, each holding one array) is refused with the
- * reader's depth limit named, never a stack overflow; 2 levels still load. *
+ * reader's depth limit named, never a stack overflow; 2 levels still load. */
 #include <stdlib.h>
 #include <string.h>
 
