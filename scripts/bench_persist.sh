@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_persist.sh MODEL [REPS] - what write-through to the disk tier costs
-# a decoding stream (issue 24: < 3%). For each rep, two servers in turn
+# a decoding stream (target: < 3%). For each rep, two servers in turn
 # (interleaved, so machine load falls on both alike): without a disk tier,
 # and with --cache-dir (write-through, the default). In each, one stream
 # decodes 192 tokens while eight other requests with distinct 400-token

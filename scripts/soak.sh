@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # soak.sh - rewind serve for N minutes under mixed traffic; reports resident
 # memory over time, request outcomes by kind and status, and p50/p99 latency
-# (issue 24 item 5). Not part of make test: `make soak` (SOAK_MINUTES,
+# Not part of make test: `make soak` (SOAK_MINUTES,
 # SOAK_MODEL, SOAK_CLIENTS) or
 #
 #   scripts/soak.sh [--minutes N] [--model FILE.gguf] [--clients N] [--rewind BIN]

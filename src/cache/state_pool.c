@@ -29,7 +29,7 @@
  * asked (rw_state_pool_set_ready: the engine, which serves many sequences
  * and a prefix cache): a single generation (bench model, generate) holds
  * no slab it does not use, so its peak memory is what its states need
- * (issue 20: no more than llama.cpp's).
+ * (no more than llama.cpp's).
  */
 #include <pthread.h>
 #include <stdbool.h>

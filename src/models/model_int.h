@@ -98,7 +98,7 @@ struct rw_model {
      * array is owned, freed by rw_model_free. Weights are never copied: the
      * kernels read them from the GGUF mapping, and the panel form packs the
      * panel it works on into per-thread scratch (kernels/matmul.c), so a
-     * model holds each weight once (issue 20). */
+     * model holds each weight once. */
     rw_matrix **mats;
     int n_mats, cap_mats;
     /* every matrix's rw_matrix.ggml_order (rw_models__prefers_ggml_order) */

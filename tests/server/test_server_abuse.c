@@ -1,4 +1,4 @@
-/* test_server_abuse.c - the server under the attacks of issue 24 (a real
+/* test_server_abuse.c - the server under attack (a real
  * server on 127.0.0.1 over the qwen35 fixture, attacked over raw sockets):
  *
  *   - 260 slowloris connections (headers a byte at a time) from 127.0.0.2
@@ -17,7 +17,7 @@
  *     text, not control tokens; a conversation of 20,000 messages (7.6 MB)
  *     is refused before any rendering; logit_bias keys must be canonical
  *     ids; an error message cut at its limit stays UTF-8;
- *   - issue 35: a schema pattern, a GBNF grammar or a tool's parameters
+ *   - a schema pattern, a GBNF grammar or a tool's parameters
  *     nested 100,000 deep are a 400 naming the limit on every route (they
  *     overflowed the stack); JSON nested that deep is a 400; a schema whose
  *     parser stacks explode (anyOf 50 x 50) is a 400 at admission; a tool's
@@ -662,7 +662,7 @@ static void test_requests(rw_engine *e) {
               msg ? msg : "(none)");
     json_decref(resp);
 
-    /* issue 35 #1, #2: one small request nested deep killed the server (the
+    /* one small request nested deep killed the server (the
      * schema's regex compiler, the GBNF parser recursed per level); now a
      * 400 naming the limit, on every route that takes a schema or grammar */
     {
