@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache/state.h"
 #include "server/server_int.h"
 
 typedef struct {
@@ -163,7 +162,7 @@ char *rw_server__metrics_text(rw_server *s) {
         (unsigned long long)cfg->cache_bytes, (unsigned long long)cfg->max_state_bytes,
         (unsigned long long)(cfg->cache_dir ? cfg->cache_dir_bytes : 0));
     gauge(&b, "rewind_process_resident_bytes", "Resident memory of the process (RSS).", (double)resident_bytes());
-    const rw_state_pool_stats ps = rw_state_pool_get_stats();
+    const rw_state_pool_stats ps = st.pool;
     put(&b, "# HELP rewind_state_pool_bytes The recurrent-state pool by part (mapped: slabs and big buffers; free: "
             "buffers waiting for reuse, resident unless trimmed; trimmed: of those, given back to the system while "
             "idle; ready: slabs faulted in ahead of need, with --prefault; unused: the newest slab's untouched rest).\n"
