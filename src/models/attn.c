@@ -70,3 +70,24 @@ rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, co
     add_bias(sc->tmp, L->bo, n, hp->n_embd);
     return RW_OK;
 }
+
+rw_status rw_models__attention_nopos(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, float scale,
+                                     rw_error *err) {
+    const rw_model_hparams *hp = &m->hp;
+    mdl_scratch *sc = &m->sc;
+    const int64_t n = b->n;
+    const int64_t dq = (int64_t)hp->n_head * hp->head_dim_k, dk = (int64_t)hp->n_head_kv * hp->head_dim_k,
+                  dv = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    rw_status st;
+    if ((st = mdl_matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
+        (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
+        (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
+        return st;
+    add_bias(sc->q, L->bq, n, dq);
+    add_bias(sc->k, L->bk, n, dk);
+    add_bias(sc->v, L->bv, n, dv);
+    if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, scale, sc->att, err))) return st;
+    if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
+    add_bias(sc->tmp, L->bo, n, hp->n_embd);
+    return RW_OK;
+}
