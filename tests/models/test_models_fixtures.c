@@ -76,6 +76,10 @@ static const fixture FIXTURES[] = {
      * pass is 0.245 max / 0.029 rms from those (a rounding tie, README). */
     {"lfm2", "F32", 1e-3, 1e-4, 1.0},
     {"lfm2", "Q8_0", 0.6, 0.1, 0.97},
+    /* Nemotron-H: Mamba2, attention and squared-ReLU MLP blocks; its layer
+     * goldens are the block outputs (nemotron_h_block_out) */
+    {"nemotron_h", "F32", 1e-3, 1e-4, 1.0},
+    {"nemotron_h", "Q8_0", 0.6, 0.1, 0.97},
 };
 
 typedef struct {
