@@ -441,7 +441,7 @@ int main(void) {
             {"llama", "Q8_0"},    {"qwen3", "Q8_0"},     {"qwen3", "Q4_0"},      {"qwen3", "Q4_K_M"},
             {"qwen3", "Q5_K_M"},  {"qwen3", "Q6_K"},     {"qwen35", "Q8_0"},     {"qwen35", "Q4_0"},
             {"qwen35", "Q4_K_M"}, {"qwen35", "Q5_K_M"},  {"qwen35", "Q6_K"},     {"qwen35moe", "Q8_0"},
-            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"}};
+            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"},  {"nemotron_h", "Q8_0"}};
         for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
             check_exact(exact[i][0], exact[i][1], RW_NUMERICS_GGML);
             /* the default (auto) numerics sum the K-quants in ggml's order too */
