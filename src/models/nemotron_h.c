@@ -119,11 +119,13 @@ static void nh_free(rw_model *m) {
     m->ext = NULL;
 }
 
+/* blk.<il>.<s> in the caller's buffer n */
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+
 static rw_status bind_attn(rw_model *m, int il, int64_t hkv, mdl_dense_layer *Ld, rw_error *err) {
     const int64_t E = m->hp.n_embd, D = m->hp.head_dim_k, Dv = m->hp.head_dim_v, H = m->hp.n_head;
     char n[96];
     rw_status st;
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     if ((st = rw_models__bind_matrix(m, NAME("attn_q.weight"), E, H * D, true, &Ld->wq, err)) ||
         (st = rw_models__bind_matrix(m, NAME("attn_k.weight"), E, hkv * D, true, &Ld->wk, err)) ||
         (st = rw_models__bind_matrix(m, NAME("attn_v.weight"), E, hkv * Dv, true, &Ld->wv, err)) ||
@@ -144,8 +146,8 @@ static rw_status bind_mlp(rw_model *m, int il, nh_layer *N, rw_error *err) {
         (st = rw_models__bind_vector(m, NAME("ffn_up.bias"), N->ff, false, &N->up_b, err)))
         return st;
     return rw_models__bind_vector(m, NAME("ffn_down.bias"), E, false, &N->down_b, err);
-#undef NAME
 }
+#undef NAME
 
 static rw_status nh_bind(rw_model *m, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
