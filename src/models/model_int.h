@@ -265,7 +265,7 @@ rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float
                      const float *v, int64_t dv, float scale, float *att, rw_error *err);
 
 /* attn.c: the attention sublayer without positional encoding (granitehybrid,
- * nemotron_h): q, k, v (+ biases if bound), causal GQA at the given scale,
+ * nemotron_h): q, k, v (+ biases, q/k norms if bound), causal GQA at the given scale,
  * Wo (+bo); reads m->sc.xn, writes m->sc.tmp. */
 rw_status rw_models__attention_nopos(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, float scale,
                                      rw_error *err);
