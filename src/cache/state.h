@@ -1,12 +1,13 @@
 /* state.h - one interface for every layer's per-sequence state.
  *
  * A sequence's state is a list of per-layer states (rw_layer_state), each
- * behind one operations table (rw_state_ops). Four kinds implement it:
+ * behind one operations table (rw_state_ops). Five kinds implement it:
  *
  *   "kv"        attention keys and values (f32 or f16), cache/kv.h pages
  *   "deltanet"  Gated DeltaNet: conv state + per-head matrix state
  *   "mamba2"    Mamba2: conv state + per-head SSM state
  *   "shortconv" lfm2's gated short convolution: conv state only
+ *   "none"      a layer without per-sequence memory: only a length
  *
  * Code outside a state type never switches on its kind: it calls the
  * table. Only the layer that owns a state feeds it new tokens, through the
@@ -189,6 +190,13 @@ typedef struct {
     int heads, groups, head_dim, d_state;
     const float *dt_bias, *a, *d; /* per head: dt bias, A (negative), D skip (may be NULL) */
 } rw_rec_params;
+
+/* A layer that keeps nothing per sequence (an MLP-only block): a length
+ * its layer advances by n positions per pass with rw_none_state_append
+ * (RW_ERR_CONTEXT past max_ctx), so that it rewinds, clones and saves like
+ * the other kinds. */
+rw_status rw_none_state_new(int64_t max_ctx, rw_layer_state **out, rw_error *err);
+rw_status rw_none_state_append(rw_layer_state *st, int64_t n, rw_error *err);
 
 rw_status rw_deltanet_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
 rw_status rw_mamba2_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);

@@ -151,6 +151,12 @@ void rw_attn_causal(const rw_attn_kv *kv, const float *q, int64_t q_stride, int6
  * x_stride and y == x). */
 void rw_conv1d_causal(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w, const float *bias,
                       float *state, bool silu, float *y, int64_t y_stride);
+/* The same with each tap added by one fma (sum = fma(w, x, sum)), as
+ * llama.cpp's CPU build computes Mamba2's conv (checked on the nemotron_h
+ * Q8_0 fixture, whose logits move in 8 rows with the unfused taps); its
+ * DeltaNet conv (qwen35, qwen3next goldens) is the unfused one. */
+void rw_conv1d_causal_fused(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w,
+                            const float *bias, float *state, bool silu, float *y, int64_t y_stride);
 
 /* ==== Gated delta rule (DeltaNet) ======================================= */
 

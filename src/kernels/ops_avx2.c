@@ -99,9 +99,9 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
                     _mm256_storeu_ps(si + at, st);
                 }
             float sum = np ? reduce4_8(acc[0], acc[1], acc[2], acc[3]) : 0.0f;
-            for (int s = np; s < ds; s++) {
-                const float v = si[s] * dA + Bt[s] * xdt;
-                sum += v * Ct[s];
+            for (int s = np; s < ds; s++) { /* ggml's scalar tail as GCC contracts it (ops_ssm.c) */
+                const float v = fmaf(si[s], dA, Bt[s] * xdt);
+                sum = fmaf(v, Ct[s], sum);
                 si[s] = v;
             }
             yt[i] = sum + xt[i] * D;

@@ -15,10 +15,10 @@
 
 /* One token of the kernel-4 causal conv, 16 channels at a time, with
  * ops_conv.c's operations per channel: the four products added one by one
- * onto +0 (oldest tap first; a multiply then an add, no fma), then the
- * bias. The [channel][4] weights and [channel][3] state are taken apart and
+ * onto +0 (oldest tap first; a multiply then an add, or one fma if fused),
+ * then the bias. The [channel][4] weights and [channel][3] state are taken apart and
  * put back together with permutes. */
-int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, float *state, float *yt) {
+int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, bool fused, float *state, float *yt) {
     const __m512i i4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i i3 = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45);
     const __mmask16 past32[3] = {0xF800, 0xF800, 0xFC00}; /* lanes whose 3j + k >= 32 */
@@ -54,10 +54,18 @@ int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias,
             const __m512 t = _mm512_permutex2var_ps(s0, ik, s1);
             sk[k] = _mm512_mask_permutexvar_ps(t, past32[k], _mm512_sub_epi32(ik, _mm512_set1_epi32(32)), s2);
         }
-        __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(sk[0], wk[0]));
-        sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[1], wk[1]));
-        sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[2], wk[2]));
-        sum = _mm512_add_ps(sum, _mm512_mul_ps(x, wk[3]));
+        __m512 sum = _mm512_setzero_ps();
+        if (fused) {
+            sum = _mm512_fmadd_ps(sk[0], wk[0], sum);
+            sum = _mm512_fmadd_ps(sk[1], wk[1], sum);
+            sum = _mm512_fmadd_ps(sk[2], wk[2], sum);
+            sum = _mm512_fmadd_ps(x, wk[3], sum);
+        } else {
+            sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[0], wk[0]));
+            sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[1], wk[1]));
+            sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[2], wk[2]));
+            sum = _mm512_add_ps(sum, _mm512_mul_ps(x, wk[3]));
+        }
         if (bias) sum = _mm512_add_ps(sum, _mm512_loadu_ps(bias + c));
         for (int m = 0; m < 3; m++) {
             const __m512 o = _mm512_permutex2var_ps(sk[1], put[m], sk[2]);
@@ -293,9 +301,9 @@ void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const fl
                     _mm512_storeu_ps(si + at, st);
                 }
             float sum = np ? rw_reduce4(acc[0], acc[1], acc[2], acc[3]) : 0.0f;
-            for (int s = np; s < ds; s++) {
-                const float v = si[s] * dA + Bt[s] * xdt;
-                sum += v * Ct[s];
+            for (int s = np; s < ds; s++) { /* ggml's scalar tail as GCC contracts it (ops_ssm.c) */
+                const float v = fmaf(si[s], dA, Bt[s] * xdt);
+                sum = fmaf(v, Ct[s], sum);
                 si[s] = v;
             }
             yt[i] = sum + xt[i] * D;

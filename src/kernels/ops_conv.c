@@ -3,37 +3,47 @@
  * Token by token: the window of channel c is its K-1 stored inputs (oldest
  * first) followed by the new input; the taps are summed in float from the
  * oldest, as ggml_ssm_conv does over its concatenated [state | inputs]
- * buffer, so calling once per token or once per run gives the same bits. */
+ * buffer, so calling once per token or once per run gives the same bits.
+ * The fused form adds each product with one fma (rw_conv1d_causal_fused). */
+#include <math.h>
+
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
 
 /* Kernel 4 (every model here), with the tap count known to the compiler so
  * it vectorises across channels; the same operations in the same order. */
-static void conv_k4(const float *xt, int C, const float *w, const float *bias, float *state, float *yt) {
+static void conv_k4(const float *xt, int C, const float *w, const float *bias, bool fused, float *state, float *yt) {
     for (int c = 0; c < C; c++) {
         float *st = state + (int64_t)c * 3;
         const float *wc = w + (int64_t)c * 4;
         const float xc = xt[c], s0 = st[0], s1 = st[1], s2 = st[2];
         float sum = 0.0f;
-        sum += s0 * wc[0];
-        sum += s1 * wc[1];
-        sum += s2 * wc[2];
-        sum += xc * wc[3];
+        if (fused) {
+            sum = fmaf(s0, wc[0], sum);
+            sum = fmaf(s1, wc[1], sum);
+            sum = fmaf(s2, wc[2], sum);
+            sum = fmaf(xc, wc[3], sum);
+        } else {
+            sum += s0 * wc[0];
+            sum += s1 * wc[1];
+            sum += s2 * wc[2];
+            sum += xc * wc[3];
+        }
         st[0] = s1, st[1] = s2, st[2] = xc;
         yt[c] = bias ? sum + bias[c] : sum;
     }
 }
 
-void rw_conv1d_causal(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w, const float *bias,
-                      float *state, bool silu, float *y, int64_t y_stride) {
+static void conv(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w, const float *bias,
+                 bool fused, float *state, bool silu, float *y, int64_t y_stride) {
     const int ns = K - 1;
     for (int64_t t = 0; t < n_t; t++) {
         const float *xt = x + t * x_stride;
         float *yt = y + t * y_stride;
         if (K == 4) {
-            const int done = rw_ops_use_avx512() ? rw_conv_k4_avx512(xt, C, w, bias, state, yt) : 0;
-            conv_k4(xt + done, C - done, w + (int64_t)done * 4, bias ? bias + done : NULL, state + (int64_t)done * 3,
-                    yt + done);
+            const int done = rw_ops_use_avx512() ? rw_conv_k4_avx512(xt, C, w, bias, fused, state, yt) : 0;
+            conv_k4(xt + done, C - done, w + (int64_t)done * 4, bias ? bias + done : NULL, fused,
+                    state + (int64_t)done * 3, yt + done);
             if (silu) rw_silu(yt, yt, C);
             continue;
         }
@@ -42,12 +52,22 @@ void rw_conv1d_causal(const float *x, int64_t x_stride, int64_t n_t, int C, int 
             const float *wc = w + (int64_t)c * K;
             const float xc = xt[c]; /* read before yt[c] is written (y may be x) */
             float sum = 0.0f;
-            for (int k = 0; k < ns; k++) sum += st[k] * wc[k];
-            sum += xc * wc[ns];
+            for (int k = 0; k < ns; k++) sum = fused ? fmaf(st[k], wc[k], sum) : sum + st[k] * wc[k];
+            sum = fused ? fmaf(xc, wc[ns], sum) : sum + xc * wc[ns];
             for (int k = 0; k + 1 < ns; k++) st[k] = st[k + 1];
             if (ns > 0) st[ns - 1] = xc;
             yt[c] = bias ? sum + bias[c] : sum;
         }
         if (silu) rw_silu(yt, yt, C);
     }
+}
+
+void rw_conv1d_causal(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w, const float *bias,
+                      float *state, bool silu, float *y, int64_t y_stride) {
+    conv(x, x_stride, n_t, C, K, w, bias, false, state, silu, y, y_stride);
+}
+
+void rw_conv1d_causal_fused(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w,
+                            const float *bias, float *state, bool silu, float *y, int64_t y_stride) {
+    conv(x, x_stride, n_t, C, K, w, bias, true, state, silu, y, y_stride);
 }

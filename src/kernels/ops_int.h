@@ -30,7 +30,7 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
 void rw_silu_avx512(const float *x, float *y, int64_t n);
 /* ops_conv.c's kernel-4 conv step for the first 16*floor(C/16) channels
  * (returns that count; the caller does the rest), bitwise the same. */
-int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, float *state, float *yt);
+int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, bool fused, float *state, float *yt);
 void rw_softmax_avx512(const float *x, float *y, int64_t n);
 void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs, float eps,
                              float *y);

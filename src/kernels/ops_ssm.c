@@ -1,6 +1,14 @@
 /* ops_ssm.c - the Mamba2 selective scan (ops.h): reference, dispatch, and
  * the per-head parallel driver. State layout state[i*ds + s] per head, as
- * llama.cpp's {d_state, head_dim, n_head}. */
+ * llama.cpp's {d_state, head_dim, n_head}.
+ *
+ * Per state element, as ggml's scalar loop `state = s0*dA + B*x_dt;
+ * sumf += state*C` compiled by GCC, which contracts both into fmas:
+ * state = fma(s0, dA, B*x_dt), sum = fma(state, C, sum) (checked against
+ * llama.cpp's build on the nemotron_h fixture, where the unfused form
+ * moves the Q8_0 logits of 8 rows). The SIMD tiers keep ggml's vector
+ * steps for the elements before the last multiple of its step and this
+ * form for the rest. */
 #include <math.h>
 
 #include "kernels/ops.h"
@@ -19,8 +27,8 @@ void rw_ssm_scan_head_ref(float *state, int hd, int ds, int64_t n_t, const float
             const float xdt = xt[i] * dtp;
             float sum = 0.0f;
             for (int s = 0; s < ds; s++) {
-                const float v = si[s] * dA + Bt[s] * xdt;
-                sum += v * Ct[s];
+                const float v = fmaf(si[s], dA, Bt[s] * xdt);
+                sum = fmaf(v, Ct[s], sum);
                 si[s] = v;
             }
             yt[i] = sum + xt[i] * D;

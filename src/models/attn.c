@@ -37,7 +37,9 @@ rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float
     return RW_OK;
 }
 
-rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
+/* The sublayer; RoPE only if rope (the per-head q/k norms whenever bound). */
+static rw_status attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, bool rope, float scale,
+                           rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     mdl_scratch *sc = &m->sc;
     const int64_t n = b->n;
@@ -52,21 +54,30 @@ rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, co
     add_bias(sc->k, L->bk, n, dk);
     add_bias(sc->v, L->bv, n, dv);
     const bool neox = hp->rope_kind == RW_ROPE_NEOX;
-    for (int64_t t = 0; t < n; t++) {
+    for (int64_t t = 0; (rope || L->q_norm || L->k_norm) && t < n; t++) {
         const float *cs = sc->rope_cs + t * hp->n_rot;
         for (int h = 0; h < hp->n_head; h++) {
             float *x = sc->q + t * dq + (int64_t)h * hdk;
             if (L->q_norm) rw_rmsnorm(x, L->q_norm, hdk, hp->rms_eps, x);
-            rw_rope(x, hp->n_rot, neox, cs);
+            if (rope) rw_rope(x, hp->n_rot, neox, cs);
         }
         for (int h = 0; h < hp->n_head_kv; h++) {
             float *x = sc->k + t * dk + (int64_t)h * hdk;
             if (L->k_norm) rw_rmsnorm(x, L->k_norm, hdk, hp->rms_eps, x);
-            rw_rope(x, hp->n_rot, neox, cs);
+            if (rope) rw_rope(x, hp->n_rot, neox, cs);
         }
     }
-    if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)hdk), sc->att, err))) return st;
+    if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, scale, sc->att, err))) return st;
     if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, L->bo, n, hp->n_embd);
     return RW_OK;
+}
+
+rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
+    return attention(m, il, L, b, true, 1.0f / sqrtf((float)m->hp.head_dim_k), err);
+}
+
+rw_status rw_models__attention_nopos(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, float scale,
+                                     rw_error *err) {
+    return attention(m, il, L, b, false, scale, err);
 }

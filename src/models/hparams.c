@@ -109,3 +109,32 @@ rw_status rw_models__read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, 
     hp->rope_kind = arch->rope_kind;
     return RW_OK;
 }
+
+rw_status rw_models__per_layer_u32(const rw_gguf *g, const char *arch, const char *name, int n_layer, bool required,
+                                   uint32_t def, uint32_t *out, rw_error *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, name);
+    const rw_gguf_value *v = rw_gguf_get(g, key);
+    if (!v) {
+        if (required) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key %s", key);
+        for (int il = 0; il < n_layer; il++) out[il] = def;
+        return RW_OK;
+    }
+    if (v->type != RW_GGUF_ARRAY) {
+        uint32_t u;
+        rw_status st = rw_gguf_get_u32(g, key, &u, err);
+        if (st) return st;
+        for (int il = 0; il < n_layer; il++) out[il] = u;
+        return RW_OK;
+    }
+    if (v->arr.n != (uint64_t)n_layer)
+        return rw_errorf(err, RW_ERR_FORMAT, "metadata key %s has %llu entries, block_count is %d", key,
+                         (unsigned long long)v->arr.n, n_layer);
+    for (int il = 0; il < n_layer; il++) {
+        int64_t x;
+        if (!rw_gguf_arr_int(v, (uint64_t)il, &x) || x < 0 || x > (int64_t)UINT32_MAX)
+            return rw_errorf(err, RW_ERR_FORMAT, "metadata key %s: entry %d is not a non-negative integer", key, il);
+        out[il] = (uint32_t)x;
+    }
+    return RW_OK;
+}

@@ -194,7 +194,7 @@ struct mdl_arch {
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
 const mdl_arch *rw_models__arch_find(const char *name);
 extern const mdl_arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
-    rw_models__arch_qwen3next, rw_models__arch_granitehybrid, rw_models__arch_lfm2;
+    rw_models__arch_qwen3next, rw_models__arch_granitehybrid, rw_models__arch_lfm2, rw_models__arch_nemotron_h;
 
 /* forward.c */
 void rw_models__scratch_free(mdl_scratch *sc);
@@ -218,6 +218,12 @@ int64_t rw_models__state_target(const rw_model_seq *s, int il, int64_t n);
 
 /* hparams.c: the keys shared by the dense transformers. */
 rw_status rw_models__read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
+/* hparams.c: "<arch>.<name>" of every layer into out[n_layer]: an array of
+ * exactly n_layer non-negative integers, or one value for all layers (the
+ * hybrids' per-layer feed_forward_length, attention.head_count_kv). A
+ * missing key is an error if required, else fills def. */
+rw_status rw_models__per_layer_u32(const rw_gguf *g, const char *arch, const char *name, int n_layer, bool required,
+                                   uint32_t def, uint32_t *out, rw_error *err);
 
 /* bind.c: tensor lookup with shape and type checks. A missing optional
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
@@ -257,6 +263,39 @@ rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, co
  * (stride dq) over it into att (stride n_head*hd_v), per segment. */
 rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
                      const float *v, int64_t dv, float scale, float *att, rw_error *err);
+
+/* attn.c: the attention sublayer without positional encoding (granitehybrid,
+ * nemotron_h): q, k, v (+ biases, q/k norms if bound), causal GQA at the given scale,
+ * Wo (+bo); reads m->sc.xn, writes m->sc.tmp. */
+rw_status rw_models__attention_nopos(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, float scale,
+                                     rw_error *err);
+
+/* mamba2.c: the Mamba2 mixer (granitehybrid, nemotron_h). Its sizes come
+ * from the "<arch>.ssm.*" keys; one layer's weights are bound from
+ * blk.<il>.ssm_*. */
+typedef struct {
+    int kc, ds, groups, heads, d_inner, hd; /* conv kernel, d_state, groups, heads, d_inner, head_dim */
+    int64_t conv_ch, in_w;                  /* conv channels (d_inner + 2*groups*ds), ssm_in rows */
+} mdl_mamba2_dims;
+
+typedef struct {
+    mdl_mamba2_dims dims;
+    rw_matrix in, out;
+    const float *conv_w, *conv_b; /* [C][Kc], [C] */
+    const float *dt_bias, *a, *d; /* [heads] */
+    const float *norm;            /* [groups][d_inner/groups] */
+    rw_rec_params params;         /* the layer's recurrence, for its per-sequence states */
+} mdl_mamba2;
+
+rw_status rw_models__mamba2_dims(const rw_gguf *g, const char *arch, mdl_mamba2_dims *d, rw_error *err);
+/* Floats per token the mixer carves from m->sc.work (the bind sets
+ * m->arch_work_floats to at least this). */
+int64_t rw_models__mamba2_work_floats(const mdl_mamba2_dims *d);
+rw_status rw_models__mamba2_bind(rw_model *m, int il, const mdl_mamba2_dims *d, mdl_mamba2 *M, rw_error *err);
+/* The mixer of layer il over the rows of b: reads m->sc.xn, writes m->sc.tmp;
+ * the layer's state in every segment's sequence is a "mamba2" state made
+ * from M->params. */
+rw_status rw_models__mamba2(rw_model *m, int il, const mdl_mamba2 *M, const mdl_batch *b, rw_error *err);
 
 /* recurrent.c: rw_rec_state_append of layer il for every segment of bt, on
  * the segment's rows of in (stride in_stride) into its rows of out (stride

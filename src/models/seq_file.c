@@ -8,7 +8,7 @@
  *   kv_type   u32 (0 f32, 1 f16)
  *   n_tokens  u64, then n_tokens x i32 token ids
  *   n_layer   u32, then per layer:
- *     kind    u32 length + bytes ("kv", "deltanet", "mamba2", "shortconv")
+ *     kind    u32 length + bytes ("kv", "deltanet", "mamba2", "shortconv", "none")
  *     size    u64, then size bytes of the state's own save (cache/state.h:
  *             only the valid part, its checkpoints and its log)
  *     crc     u32 CRC-32 of those bytes
@@ -37,8 +37,10 @@ static const char MAGIC[8] = {'R', 'W', 'S', 'T', 'A', 'T', 'E', 0};
  * ggml's order under RW_NUMERICS_GGML; 4 since the default mode (auto) sums
  * K-quants in ggml's order; 5 since f32 dot products fuse their elements
  * past the last multiple of 64 onto a float sum (recurrences, attention); 6
- * since auto sums a K-quant model's 32-block matrices in ggml's order. */
-#define ARITH_REVISION 6u
+ * since auto sums a K-quant model's 32-block matrices in ggml's order; 7
+ * since Mamba2's conv taps and its scan's scalar steps fuse as GCC
+ * contracts ggml's (fmas). */
+#define ARITH_REVISION 7u
 
 void rw_model_fingerprint(const rw_model *m, uint8_t out[16]) {
     uint64_t a = RW_HASH_INIT, b = 0x84222325cbf29ce4ull;

@@ -241,6 +241,7 @@ int main(void) {
         "qwen35/qwen35-Q4_K_M.gguf",   "qwen35moe/qwen35moe-F32.gguf", "qwen3next/qwen3next-F32.gguf",
         "granitehybrid/granitehybrid-F32.gguf", "granitehybrid/granitehybrid-Q8_0.gguf",
         "lfm2/lfm2-F32.gguf",           "lfm2/lfm2-Q8_0.gguf",
+        "nemotron_h/nemotron_h-F32.gguf",
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) run_model(models[i], steps, seed + i);
     return rw_test_done();

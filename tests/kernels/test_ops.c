@@ -245,19 +245,21 @@ static void check_f16_rows(void) {
     CHECK_MSG(bad == 0, "f16->f32 %s: %d bad", tier_name, bad);
 }
 
-/* conv1d against the whole-sequence convolution in double (zero history),
- * and bitwise against the reference tier (the AVX-512 kernel-4 path does
- * 16 channels at a time: 33 and 48 channels take it with and without a
- * scalar tail). */
+/* conv1d, plain and fused (rw_conv1d_causal_fused), against the
+ * whole-sequence convolution in double (zero history), and bitwise against
+ * the reference tier (the AVX-512 kernel-4 path does 16 channels at a time:
+ * 33 and 48 channels take it with and without a scalar tail). */
 static void check_conv(void) {
     const int Cs[] = {1, 5, 33, 48}, Ks[] = {1, 2, 3, 4}; /* 3: lfm2's short conv */
     const rw_kernel_tier tier = rw_kernel_tier_current();
     const int T = 23;
     for (size_t ci = 0; ci < 4; ci++)
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
-            for (int opt = 0; opt < 4; opt++) {
+            for (int opt = 0; opt < 8; opt++) {
                 const int C = Cs[ci], K = Ks[ki];
                 const bool with_bias = opt & 1, silu = opt & 2;
+                void (*conv)(const float *, int64_t, int64_t, int, int, const float *, const float *, float *, bool,
+                             float *, int64_t) = opt & 4 ? rw_conv1d_causal_fused : rw_conv1d_causal;
                 const int64_t xs = C + 3; /* rows wider than C: strides are honoured */
                 float *x = malloc((size_t)(T * xs) * 4), *w = malloc((size_t)(C * K) * 4), *b = malloc((size_t)C * 4);
                 float *y1 = calloc((size_t)(T * C), 4), *y2 = calloc((size_t)(T * C), 4);
@@ -267,10 +269,10 @@ static void check_conv(void) {
                 for (int i = 0; i < C; i++) b[i] = frand();
                 /* one token per call, then runs of 1, 2, 3, ... */
                 for (int t = 0; t < T; t++)
-                    rw_conv1d_causal(x + t * xs, xs, 1, C, K, w, with_bias ? b : NULL, s1, silu, y1 + t * C, C);
+                    conv(x + t * xs, xs, 1, C, K, w, with_bias ? b : NULL, s1, silu, y1 + t * C, C);
                 for (int t = 0, run = 1; t < T; t += run, run++) {
                     const int m = t + run > T ? T - t : run;
-                    rw_conv1d_causal(x + t * xs, xs, m, C, K, w, with_bias ? b : NULL, s2, silu, y2 + t * C, C);
+                    conv(x + t * xs, xs, m, C, K, w, with_bias ? b : NULL, s2, silu, y2 + t * C, C);
                 }
                 CHECK(memcmp(y1, y2, (size_t)(T * C) * 4) == 0);
                 CHECK(memcmp(s1, s2, (size_t)(C * (K - 1)) * 4) == 0);
@@ -280,7 +282,7 @@ static void check_conv(void) {
                     float *y3 = calloc((size_t)(T * C), 4), *s3 = calloc((size_t)(C * K), 4);
                     rw_kernel_tier_set(RW_TIER_REF);
                     for (int t = 0; t < T; t++)
-                        rw_conv1d_causal(x + t * xs, xs, 1, C, K, w, with_bias ? b : NULL, s3, false, y3 + t * C, C);
+                        conv(x + t * xs, xs, 1, C, K, w, with_bias ? b : NULL, s3, false, y3 + t * C, C);
                     rw_kernel_tier_set(tier);
                     CHECK_MSG(memcmp(y1, y3, (size_t)(T * C) * 4) == 0 &&
                                   memcmp(s1, s3, (size_t)(C * (K - 1)) * 4) == 0,

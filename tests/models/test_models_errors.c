@@ -1,7 +1,7 @@
 /* test_models_errors.c - a model file with a missing or invalid key, a
  * missing tensor, or a tensor of the wrong shape or type is rejected with an
- * error naming it. The bad files are the qwen3 and lfm2 F32 fixtures
- * rewritten with one change, in memory. */
+ * error naming it. The bad files are the qwen3, lfm2 and nemotron_h F32
+ * fixtures rewritten with one change, in memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +109,44 @@ static void check_lfm2(void) {
     rw_gguf_close(src);
 }
 
+/* nemotron_h: its per-layer arrays (n_ff = [0,512,0,0,0,512], n_kv =
+ * [0,0,0,2,0,0] decide each block's kind), the ssm keys and the tensors of
+ * each kind of block. */
+static void check_nemotron_h(void) {
+    rw_error err = {0};
+    rw_gguf *src = NULL;
+    if (rw_gguf_open(rw_test_fixture_path("nemotron_h/nemotron_h-F32.gguf"), &src, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    static const int32_t ff5[] = {0, 512, 0, 0, 0}, kv7[] = {0, 0, 0, 2, 0, 0, 0}, kv3[] = {0, 0, 0, 3, 0, 0},
+                         neg[] = {0, 512, 0, 0, -1, 512};
+    const char *ff = "nemotron_h.feed_forward_length", *kv = "nemotron_h.attention.head_count_kv";
+    const edit edits[] = {
+        {.want = RW_OK},
+        {.bad_key = ff, .arr = ff5, .n_arr = 5, .want = RW_ERR_FORMAT,
+         .want_msg = "nemotron_h.feed_forward_length has 5 entries, block_count is 6"},
+        {.bad_key = kv, .arr = kv7, .n_arr = 7, .want = RW_ERR_FORMAT,
+         .want_msg = "nemotron_h.attention.head_count_kv has 7 entries, block_count is 6"},
+        {.bad_key = kv, .arr = kv3, .n_arr = 6, .want = RW_ERR_FORMAT,
+         .want_msg = "head_count_kv = 3 for layer 3 must divide head_count 4"},
+        {.bad_key = ff, .arr = neg, .n_arr = 6, .want = RW_ERR_FORMAT,
+         .want_msg = "feed_forward_length: entry 4 is not a non-negative integer"},
+        {.drop_key = ff, .want = RW_ERR_FORMAT, .want_msg = "missing metadata key nemotron_h.feed_forward_length"},
+        {.drop_key = "nemotron_h.ssm.state_size", .want = RW_ERR_FORMAT,
+         .want_msg = "missing metadata key nemotron_h.ssm.state_size"},
+        /* one value for every layer: all MLP blocks, and block 0 has no MLP */
+        {.bad_key = ff, .bad_val = 512, .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.0.ffn_up.weight"},
+        {.drop_tensor = "blk.5.ffn_down.weight", .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.5.ffn_down.weight"},
+        {.drop_tensor = "blk.2.ssm_d", .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.2.ssm_d"},
+        {.drop_tensor = "output.weight", .want = RW_OK}, /* tied: token_embd is the head */
+        {.reshape = "blk.3.attn_k.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.3.attn_k.weight has shape"},
+        {.retype = "blk.4.ssm_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.4.ssm_norm.weight must be F32"},
+    };
+    check_edits(src, edits, sizeof edits / sizeof edits[0]);
+    rw_gguf_close(src);
+}
+
 int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     rw_error err = {0};
@@ -135,5 +173,6 @@ int main(void) {
     check_edits(src, edits, sizeof edits / sizeof edits[0]);
     rw_gguf_close(src);
     check_lfm2();
+    check_nemotron_h();
     return rw_test_done();
 }

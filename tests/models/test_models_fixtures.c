@@ -76,6 +76,10 @@ static const fixture FIXTURES[] = {
      * pass is 0.245 max / 0.029 rms from those (a rounding tie, README). */
     {"lfm2", "F32", 1e-3, 1e-4, 1.0},
     {"lfm2", "Q8_0", 0.6, 0.1, 0.97},
+    /* Nemotron-H: Mamba2, attention and squared-ReLU MLP blocks; its layer
+     * goldens are the block outputs (nemotron_h_block_out) */
+    {"nemotron_h", "F32", 1e-3, 1e-4, 1.0},
+    {"nemotron_h", "Q8_0", 0.6, 0.1, 0.97},
 };
 
 typedef struct {
@@ -437,7 +441,7 @@ int main(void) {
             {"llama", "Q8_0"},    {"qwen3", "Q8_0"},     {"qwen3", "Q4_0"},      {"qwen3", "Q4_K_M"},
             {"qwen3", "Q5_K_M"},  {"qwen3", "Q6_K"},     {"qwen35", "Q8_0"},     {"qwen35", "Q4_0"},
             {"qwen35", "Q4_K_M"}, {"qwen35", "Q5_K_M"},  {"qwen35", "Q6_K"},     {"qwen35moe", "Q8_0"},
-            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"}};
+            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"},  {"nemotron_h", "Q8_0"}};
         for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
             check_exact(exact[i][0], exact[i][1], RW_NUMERICS_GGML);
             /* the default (auto) numerics sum the K-quants in ggml's order too */
