@@ -120,11 +120,15 @@ typedef struct {
     int64_t v_head_stride; /* elements between KV heads of Vt within a page */
     int64_t v_stride;      /* elements between value dimensions within a page */
     bool f16;
+    /* > 0: sliding-window attention, the query at position p sees only
+     * positions p-window+1..p (rw_attn_pages.first); 0: all of 0..p */
+    int64_t window;
 } rw_attn_kv;
 
 /* Causal GQA attention of n_q new tokens at positions pos0..pos0+n_q-1 of one
  * sequence over a cache holding at least pos0+n_q positions. Query t, head h
- * (q + t*q_stride + h*hd_k) attends to positions 0..pos0+t of KV head
+ * (q + t*q_stride + h*hd_k) attends to positions 0..pos0+t (with kv->window,
+ * only the last kv->window of them) of KV head
  * h / (n_head/n_head_kv) (scores scaled by `scale`, usually 1/sqrt(hd_k);
  * granite passes its own); the result goes to out + t*out_stride + h*hd_v.
  * Every head's result is bitwise what rw_attn_head gives for it. One task per
