@@ -70,6 +70,15 @@ void rw_rmsnorm_gated(const float *x, const float *w, const float *z, int n_grou
 void rw_silu_ref(const float *x, float *y, int64_t n);
 void rw_silu(const float *x, float *y, int64_t n);
 
+/* GEGLU in place: g[i] = gelu(g[i]) * u[i] with the tanh GELU
+ * 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) as llama.cpp's CPU backend
+ * computes it (ggml_vec_geglu_f32 with GGML_GELU_FP16): x <= -10 gives 0,
+ * x >= 10 gives x, else x is rounded to a half and looked up in a table of
+ * the GELU of every half, rounded to a half (about 1e-3 relative error,
+ * which is what llama.cpp's goldens carry). One plain-C implementation for
+ * every tier. */
+void rw_geglu(float *g, const float *u, int64_t n);
+
 /* sigmoid(x) = 1 / (1 + expf(-x)), libm expf as ggml's scalar loop. */
 void rw_sigmoid(const float *x, float *y, int64_t n);
 
