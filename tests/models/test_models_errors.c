@@ -1,7 +1,7 @@
 /* test_models_errors.c - a model file with a missing or invalid key, a
  * missing tensor, or a tensor of the wrong shape or type is rejected with an
- * error naming it. The bad files are the qwen3 F32 fixture rewritten with one
- * change, in memory. */
+ * error naming it. The bad files are the qwen3 (and gemma3) F32 fixtures
+ * rewritten with one change, in memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,14 +47,38 @@ static void *build(const rw_gguf *src, const edit *e, size_t *size) {
     return buf;
 }
 
-int main(void) {
-    if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
+/* Every edit of the fixture file rel loads (or fails) as it says. */
+static void check_edits(const char *rel, const edit *edits, size_t n_edits) {
     rw_error err = {0};
     rw_gguf *src = NULL;
-    if (rw_gguf_open(rw_test_fixture_path("qwen3/qwen3-F32.gguf"), &src, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
+    if (rw_gguf_open(rw_test_fixture_path(rel), &src, &err)) {
+        CHECK_MSG(false, "%s: %s", rel, err.msg);
+        return;
     }
+    for (size_t i = 0; i < n_edits; i++) {
+        size_t size = 0;
+        void *buf = build(src, &edits[i], &size);
+        rw_gguf *g = NULL;
+        rw_model *m = NULL;
+        err = (rw_error){0};
+        rw_status st = rw_gguf_open_memory(buf, size, &g, &err);
+        CHECK_MSG(st == RW_OK, "%s edit %zu: %s", rel, i, err.msg);
+        if (st == RW_OK) {
+            st = rw_model_load(g, &m, &err);
+            CHECK_MSG(st == edits[i].want, "%s edit %zu: status %s (%s)", rel, i, rw_status_name(st), err.msg);
+            if (edits[i].want_msg)
+                CHECK_MSG(strstr(err.msg, edits[i].want_msg) != NULL, "%s edit %zu: message \"%s\"", rel, i, err.msg);
+            CHECK((st == RW_OK) == (m != NULL));
+        }
+        rw_model_free(m);
+        rw_gguf_close(g);
+        free(buf);
+    }
+    rw_gguf_close(src);
+}
+
+int main(void) {
+    if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     const edit edits[] = {
         {.want = RW_OK},
         {.drop_key = "general.architecture", .want = RW_ERR_FORMAT, .want_msg = "general.architecture"},
@@ -70,25 +94,24 @@ int main(void) {
         {.reshape = "blk.1.ffn_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.1.ffn_norm.weight has shape"},
         {.retype = "blk.0.attn_norm.weight", .want = RW_ERR_UNSUPPORTED, .want_msg = "blk.0.attn_norm.weight has type F16"},
     };
-    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
-        size_t size = 0;
-        void *buf = build(src, &edits[i], &size);
-        rw_gguf *g = NULL;
-        rw_model *m = NULL;
-        err = (rw_error){0};
-        rw_status st = rw_gguf_open_memory(buf, size, &g, &err);
-        CHECK_MSG(st == RW_OK, "edit %zu: %s", i, err.msg);
-        if (st == RW_OK) {
-            st = rw_model_load(g, &m, &err);
-            CHECK_MSG(st == edits[i].want, "edit %zu: status %s (%s)", i, rw_status_name(st), err.msg);
-            if (edits[i].want_msg)
-                CHECK_MSG(strstr(err.msg, edits[i].want_msg) != NULL, "edit %zu: message \"%s\"", i, err.msg);
-            CHECK((st == RW_OK) == (m != NULL));
-        }
-        rw_model_free(m);
-        rw_gguf_close(g);
-        free(buf);
-    }
-    rw_gguf_close(src);
+    check_edits("qwen3/qwen3-F32.gguf", edits, sizeof edits / sizeof edits[0]);
+    /* gemma3: its own tensors and keys (a window of 0 or no pattern key is
+     * valid: every layer global, llama.cpp's pattern 6) */
+    const edit g3[] = {
+        {.want = RW_OK},
+        {.drop_tensor = "blk.3.post_ffw_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "missing tensor blk.3.post_ffw_norm.weight"},
+        {.drop_tensor = "blk.0.post_attention_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "missing tensor blk.0.post_attention_norm.weight"},
+        {.drop_tensor = "blk.2.attn_k_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "attn_k_norm"},
+        {.reshape = "blk.5.post_attention_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "blk.5.post_attention_norm.weight has shape"},
+        {.bad_key = "gemma3.attention.sliding_window_pattern", .bad_val = 5000, .want = RW_ERR_FORMAT,
+         .want_msg = "sliding_window_pattern"},
+        {.bad_key = "gemma3.attention.sliding_window", .bad_val = 0, .want = RW_OK},
+        {.drop_key = "gemma3.attention.sliding_window_pattern", .want = RW_OK},
+        {.bad_key = "gemma3.rope.freq_base_swa", .bad_val = 0, .want = RW_ERR_FORMAT, .want_msg = "freq_base_swa"},
+    };
+    check_edits("gemma3/gemma3-F32.gguf", g3, sizeof g3 / sizeof g3[0]);
     return rw_test_done();
 }
