@@ -18,8 +18,8 @@
 #include "engine/spec.h"
 #include "harness.h"
 
-static const char *ARCHS[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid"};
-#define N_ARCH 6
+static const char *ARCHS[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "gemma3"};
+#define N_ARCH 7
 
 typedef struct {
     rw_gguf *g;
