@@ -9,6 +9,8 @@
 #   make bench-compare LLAMA_BENCH=path/to/llama-bench
 #                 rewind and llama.cpp side by side (scripts/bench_vs_llama.sh)
 #   make soak     the server under mixed traffic for SOAK_MINUTES (scripts/soak.sh)
+#   make attack   the adversarial corpus (tests/attack/) against the normal and
+#                 sanitizer builds, 64 clients (scripts/attack.sh)
 #   make fuzz     build the libFuzzer harnesses (clang) into build-fuzz/
 #   make fuzz-ci  replay the fuzz corpora and fuzz each harness briefly
 #   make format   clang-format every source file in place
@@ -44,7 +46,7 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
-.PHONY: all test test-fast test-asan demo demo-cluster bench bench-compare soak fuzz fuzz-ci format clean setup install install-lib
+.PHONY: all test test-fast test-asan demo demo-cluster bench bench-compare soak attack fuzz fuzz-ci format clean setup install install-lib
 all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
@@ -142,6 +144,11 @@ SOAK_CLIENTS ?= 8
 SOAK_MODEL ?= $(or $(RW_FIXTURES),../shared/fixtures)/qwen35/qwen35-Q8_0.gguf
 soak: all
 	scripts/soak.sh --minutes $(SOAK_MINUTES) --clients $(SOAK_CLIENTS) --model $(SOAK_MODEL)
+
+# The adversarial corpus against both builds (loopback only, stops by itself).
+attack: all
+	$(MAKE) -j2 all BUILD=build-asan OPT=-O1 SAN="$(SAN_FLAGS)"
+	scripts/attack.sh --build build --build build-asan
 
 setup:
 	scripts/setup.sh

@@ -331,8 +331,13 @@ static rw_status rec_load(rw_layer_state *st, rw_sreader *r, rw_error *err) {
         .each_block = rec_each_block, .save = rec_save,                                                                \
         .load = rec_load,                                                                                              \
     }
-static const rw_state_ops deltanet_ops = REC_OPS("deltanet"), mamba2_ops = REC_OPS("mamba2");
-static const rw_state_ops *ops_of(const rec_kind *k) { return !strcmp(k->name, "mamba2") ? &mamba2_ops : &deltanet_ops; }
+static const rw_state_ops deltanet_ops = REC_OPS("deltanet"), mamba2_ops = REC_OPS("mamba2"),
+                          shortconv_ops = REC_OPS("shortconv");
+static const rw_state_ops *ops_of(const rec_kind *k) {
+    if (!strcmp(k->name, "mamba2")) return &mamba2_ops;
+    if (!strcmp(k->name, "shortconv")) return &shortconv_ops;
+    return &deltanet_ops;
+}
 
 /* ---- appending ---- */
 

@@ -1,11 +1,12 @@
 /* state.h - one interface for every layer's per-sequence state.
  *
  * A sequence's state is a list of per-layer states (rw_layer_state), each
- * behind one operations table (rw_state_ops). Three kinds implement it:
+ * behind one operations table (rw_state_ops). Four kinds implement it:
  *
- *   "kv"       attention keys and values (f32 or f16), cache/kv.h pages
- *   "deltanet" Gated DeltaNet: conv state + per-head matrix state
- *   "mamba2"   Mamba2: conv state + per-head SSM state
+ *   "kv"        attention keys and values (f32 or f16), cache/kv.h pages
+ *   "deltanet"  Gated DeltaNet: conv state + per-head matrix state
+ *   "mamba2"    Mamba2: conv state + per-head SSM state
+ *   "shortconv" lfm2's gated short convolution: conv state only
  *
  * Code outside a state type never switches on its kind: it calls the
  * table. Only the layer that owns a state feeds it new tokens, through the
@@ -59,6 +60,21 @@ typedef struct rw_layer_state rw_layer_state;
  * requests; the default, 0, holds none beyond what states use (a single
  * generation's memory stays at what it needs). Thread-safe. */
 void rw_state_pool_set_ready(int n_slabs);
+
+/* Gives the pages of every free state buffer (and of the newest slab's
+ * unused rest) back to the system, keeping the address space: they read as
+ * zeros and fault in again when reused. Returns the bytes newly given back.
+ * For an idle server: costs page faults when the memory is used again. */
+size_t rw_state_pool_trim(void);
+
+typedef struct {
+    size_t mapped_bytes;  /* slabs and big buffers in use or free (ready slabs aside) */
+    size_t ready_bytes;   /* slabs faulted in ahead of need */
+    size_t free_bytes;    /* free buffers, waiting for reuse */
+    size_t trimmed_bytes; /* of those, given back to the system */
+    size_t unused_bytes;  /* the newest slab's rest, never used yet */
+} rw_state_pool_stats;
+rw_state_pool_stats rw_state_pool_get_stats(void); /* all 0 in sanitizer builds (malloc'd) */
 
 /* ---- byte buffers for serialization ---- */
 
@@ -176,6 +192,9 @@ typedef struct {
 
 rw_status rw_deltanet_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
 rw_status rw_mamba2_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
+/* Short conv (lfm2): conv_channels, conv_kernel, conv_w (no bias); log = v
+ * (C), out = the conv of v (C). */
+rw_status rw_shortconv_state_new(const rw_rec_params *p, rw_layer_state **out, rw_error *err);
 
 /* Appends n tokens to a recurrent state: in[t*in_stride ...] holds token
  * t's recurrence inputs (log_floats, layout as rw_rec_params says); the

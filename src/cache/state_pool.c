@@ -9,9 +9,11 @@
  * of the time of a short prefill after a long cached prefix (the demo's
  * extended turn). So buffers come from 64 MiB slabs advised for transparent huge
  * pages (one fault per 2 MiB), and a freed buffer waits for the next
- * request of its size. Nothing is returned to the system: the memory held
- * is the most the states ever used at once (bounded by the prefix cache's
- * budget and the running sequences). Sanitizer builds use aligned_alloc
+ * request of its size. The memory held is the most the states ever used at
+ * once (bounded by the prefix cache's budget and the running sequences);
+ * rw_state_pool_trim, which a server calls once it has been idle a while,
+ * gives the free buffers' pages back to the system (they fault in again
+ * when reused). Sanitizer builds use aligned_alloc
  * and free, so that a use after free is still caught.
  *
  * Even one fault per 2 MiB is slow on a virtual machine whose host backs
@@ -52,6 +54,7 @@ static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 typedef struct free_buf {
     struct free_buf *next;
     size_t bytes;
+    bool trimmed; /* its pages past this header went back to the system (rw_state_pool_trim) */
 } free_buf;
 
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -63,6 +66,9 @@ static int n_ready;
 static int ready_target;    /* under pool_mu: slabs to keep ready, at most READY_SLABS */
 static bool refill_started; /* under pool_mu */
 static uint64_t slabs_taken;  /* under pool_mu */
+static size_t mapped_bytes;   /* under pool_mu: slabs and big buffers mapped (ready slabs aside) */
+static size_t free_bytes;     /* under pool_mu: bytes on free_list */
+static size_t trimmed_bytes;  /* under pool_mu: of those, given back to the system */
 static pthread_cond_t refill_cv = PTHREAD_COND_INITIALIZER;
 
 /* bytes (a multiple of HUGE_PAGE) of fresh memory aligned to a huge page
@@ -130,6 +136,7 @@ static void start_refill(void) {
 static uint8_t *take_slab(void) {
     uint8_t *s = n_ready ? ready[--n_ready] : map_huge(SLAB_BYTES);
     slabs_taken++;
+    if (s) mapped_bytes += SLAB_BYTES;
     start_refill();
     pthread_cond_signal(&refill_cv);
     return s;
@@ -156,11 +163,14 @@ void *rw_cache__rec_buf_alloc(size_t bytes) {
     for (free_buf **p = &free_list; *p; p = &(*p)->next)
         if ((*p)->bytes == bytes) {
             r = *p;
+            free_bytes -= bytes;
+            if ((*p)->trimmed) trimmed_bytes -= bytes;
             *p = (*p)->next;
             break;
         }
     if (!r && bytes > SLAB_BYTES / 4) {
         r = map_huge(round_up(bytes, HUGE_PAGE));
+        if (r) mapped_bytes += round_up(bytes, HUGE_PAGE);
     } else if (!r) {
         if (slab_left < bytes) {
             uint8_t *s = take_slab();
@@ -184,12 +194,57 @@ void rw_cache__rec_buf_free(void *p, size_t bytes) {
 #if STATE_POOL
     free_buf *b = p; /* the buffer is free: its first bytes hold the link */
     b->bytes = round_up(bytes ? bytes : 1, 64);
+    b->trimmed = false;
     pthread_mutex_lock(&pool_mu);
     b->next = free_list;
     free_list = b;
+    free_bytes += b->bytes;
     pthread_mutex_unlock(&pool_mu);
 #else
     (void)bytes;
     free(p);
 #endif
+}
+
+/* The whole pages of [p, p + n) back to the system (they read as zeros
+ * when next touched). */
+#if STATE_POOL
+static void give_back(uint8_t *p, size_t n) {
+    uint8_t *a = (uint8_t *)round_up((uintptr_t)p, 4096), *b = (uint8_t *)((uintptr_t)(p + n) & ~(uintptr_t)4095);
+    if (b > a) madvise(a, (size_t)(b - a), MADV_DONTNEED);
+}
+#endif
+
+size_t rw_state_pool_trim(void) {
+#if STATE_POOL
+    size_t before;
+    pthread_mutex_lock(&pool_mu);
+    before = trimmed_bytes;
+    for (free_buf *b = free_list; b; b = b->next)
+        if (!b->trimmed) { /* the header stays: it links the list */
+            give_back((uint8_t *)b + sizeof *b, b->bytes - sizeof *b);
+            b->trimmed = true;
+            trimmed_bytes += b->bytes;
+        }
+    if (slab_left) give_back(slab_next, slab_left); /* the newest slab's unused rest */
+    size_t r = trimmed_bytes - before;
+    pthread_mutex_unlock(&pool_mu);
+    return r;
+#else
+    return 0;
+#endif
+}
+
+rw_state_pool_stats rw_state_pool_get_stats(void) {
+    rw_state_pool_stats st = {0};
+#if STATE_POOL
+    pthread_mutex_lock(&pool_mu);
+    st.mapped_bytes = mapped_bytes;
+    st.ready_bytes = (size_t)n_ready * SLAB_BYTES;
+    st.free_bytes = free_bytes;
+    st.trimmed_bytes = trimmed_bytes;
+    st.unused_bytes = slab_left;
+    pthread_mutex_unlock(&pool_mu);
+#endif
+    return st;
 }

@@ -217,6 +217,8 @@ typedef struct {
     uint64_t step_tokens;       /* tokens over all forward passes */
     size_t kv_bytes;            /* state storage of the running sequences (0 when none runs) */
     uint64_t held_for_memory;   /* admissions deferred by max_state_bytes (steps with requests waiting) */
+    uint64_t idle_trims;        /* times the idle engine gave memory back (2 s after its last step) */
+    uint64_t trimmed_bytes;     /* state-pool bytes given back by those */
     rw_histogram ttft;          /* seconds from submit to the first token */
     rw_histogram itl;           /* seconds between two tokens of a request */
     rw_histogram batch_size;    /* sequences per forward pass */

@@ -110,6 +110,8 @@ struct rw_engine {
 double rw_engine__now(void); /* monotonic seconds */
 void rw_engine__req_free(eng_req *r);
 void *rw_engine__scheduler_main(void *arg);
+/* Gives idle memory back to the system (scheduler.c). Without the lock. */
+void rw_engine__trim_memory(rw_engine *e);
 
 /* A step's scratch lists (scheduler.c); rw_engine__scratch_new(max_running). */
 typedef struct eng_scratch eng_scratch;

@@ -12,8 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
+#include "cache/state.h"
 #include "engine/engine_int.h"
+
+enum { IDLE_TRIM_SECONDS = 2 };
 
 /* Removes running[i] (order kept: admission order decides who prefills
  * first). Under the lock. */
@@ -264,6 +271,20 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
     }
 }
 
+/* Idle memory back to the system: the state pool's free buffers and, with
+ * glibc, the heap's free pages (main.c keeps up to 1 GiB of free heap top
+ * for speed under load; idle, that is only resident memory). */
+void rw_engine__trim_memory(rw_engine *e) {
+    size_t pool = rw_state_pool_trim();
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+    pthread_mutex_lock(&e->mu);
+    e->stats.idle_trims++;
+    e->stats.trimmed_bytes += pool;
+    pthread_mutex_unlock(&e->mu);
+}
+
 void *rw_engine__scheduler_main(void *arg) {
     rw_engine *e = arg;
     eng_scratch *sc = rw_engine__scratch_new(e->cfg.max_running);
@@ -287,10 +308,28 @@ void *rw_engine__scheduler_main(void *arg) {
         return NULL;
     }
     pthread_mutex_lock(&e->mu);
+    bool worked = false; /* steps ran since the last trim */
     for (;;) {
-        if (rw_engine__step_locked(e, sc)) continue;
+        if (rw_engine__step_locked(e, sc)) {
+            worked = true;
+            continue;
+        }
         if (e->stopping) break;
-        pthread_cond_wait(&e->wake, &e->mu);
+        if (!worked) {
+            pthread_cond_wait(&e->wake, &e->mu);
+            continue;
+        }
+        /* idle after work: once nothing has come for IDLE_TRIM_SECONDS, the
+         * memory the load used beyond what is kept (the prefix cache, the
+         * weights) goes back to the system */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += IDLE_TRIM_SECONDS;
+        if (pthread_cond_timedwait(&e->wake, &e->mu, &ts) != ETIMEDOUT || e->queue_head || e->n_running) continue;
+        worked = false;
+        pthread_mutex_unlock(&e->mu);
+        rw_engine__trim_memory(e);
+        pthread_mutex_lock(&e->mu);
     }
     pthread_mutex_unlock(&e->mu);
     rw_engine__scratch_free(sc);

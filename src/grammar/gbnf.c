@@ -34,7 +34,7 @@ typedef struct {
     gseq *alts;
     int32_t n_alts, cap_alts;
     bool defined;
-    int32_t ref_line, ref_col; /* first reference (for "not defined") */
+    const char *ref_at; /* first reference, in the source (for "not defined": line and column then) */
     int32_t origin;            /* generated from a repetition in this user rule, else -1 */
 } grule;
 
@@ -42,6 +42,8 @@ typedef struct {
     const char *src, *end, *p;
     grule *rules;
     int32_t n_rules, cap_rules;
+    int32_t *name_hash; /* open addressing: rule ids by name, -1 = empty; cap_hash a power of 2 */
+    int32_t cap_hash;
     rw_gbytes *bytes;
     int32_t n_bytes, cap_bytes;
     int64_t n_elems; /* running total, for MAX_ELEMS */
@@ -119,7 +121,42 @@ static bool push_byte(gparser *ps, gseq *s, unsigned lo, unsigned hi) {
     return i >= 0 && seq_push(ps, s, RW_GEL_TERM, i);
 }
 
+static uint32_t name_hash(const char *name, size_t len) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)name[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of name in ps->name_hash: its rule's, or the empty one where it goes. */
+static int32_t *name_slot(gparser *ps, const char *name, size_t len) {
+    const uint32_t mask = (uint32_t)ps->cap_hash - 1;
+    for (uint32_t k = name_hash(name, len) & mask;; k = (k + 1) & mask) {
+        int32_t i = ps->name_hash[k];
+        if (i < 0 || (strlen(ps->rules[i].name) == len && !memcmp(ps->rules[i].name, name, len)))
+            return &ps->name_hash[k];
+    }
+}
+
+/* Keeps the name table at most half full (a lookup is then O(1): a grammar
+ * of 100,000 rules compiles in linear time). */
+static bool grow_names(gparser *ps) {
+    if (2 * (int64_t)(ps->n_rules + 1) <= ps->cap_hash) return true;
+    int32_t cap = ps->cap_hash ? ps->cap_hash * 2 : 64;
+    int32_t *h = malloc((size_t)cap * sizeof *h);
+    if (!h) return nomem(ps);
+    free(ps->name_hash);
+    ps->name_hash = h;
+    ps->cap_hash = cap;
+    for (int32_t k = 0; k < cap; k++) h[k] = -1;
+    for (int32_t i = 0; i < ps->n_rules; i++) {
+        const char *nm = ps->rules[i].name;
+        *name_slot(ps, nm, strlen(nm)) = i;
+    }
+    return true;
+}
+
 static int32_t new_rule(gparser *ps, const char *name, size_t len) {
+    if (!grow_names(ps)) return -1;
     if (ps->n_rules == ps->cap_rules) {
         int32_t cap = ps->cap_rules ? ps->cap_rules * 2 : 32;
         grule *r = realloc(ps->rules, (size_t)cap * sizeof *r);
@@ -132,13 +169,13 @@ static int32_t new_rule(gparser *ps, const char *name, size_t len) {
     r->origin = -1;
     r->name = strndup(name, len);
     if (!r->name) return nomem(ps), -1;
+    *name_slot(ps, r->name, strlen(r->name)) = ps->n_rules;
     return ps->n_rules++;
 }
 
 static int32_t find_rule(gparser *ps, const char *name, size_t len) {
-    for (int32_t i = 0; i < ps->n_rules; i++)
-        if (strlen(ps->rules[i].name) == len && !memcmp(ps->rules[i].name, name, len)) return i;
-    return -1;
+    if (!ps->cap_hash) return -1;
+    return *name_slot(ps, name, len);
 }
 
 /* A generated rule "<current rule>/<n>". */
@@ -493,16 +530,14 @@ static bool parse_sequence(gparser *ps, gseq *seq) {
             if (r < 0) {
                 r = new_rule(ps, s, (size_t)(ps->p - s));
                 if (r < 0) return false;
-                int line, col;
-                where(ps, s, &line, &col);
-                ps->rules[r].ref_line = line;
-                ps->rules[r].ref_col = col;
+                ps->rules[r].ref_at = s;
             }
             last = seq->n;
             if (!seq_push(ps, seq, RW_GEL_REF, r)) return false;
         } else if (c == '(') {
             ps->p++;
-            ps->depth++;
+            if (++ps->depth > RW_GRAMMAR_MAX_NESTING)
+                return fail(ps, at, "groups nested deeper than %d", RW_GRAMMAR_MAX_NESTING);
             int32_t r = gen_rule(ps);
             if (r < 0) return false;
             skip_space(ps, true);
@@ -604,31 +639,54 @@ static void compute_nullable(const gparser *ps, bool *nullable) {
     }
 }
 
-/* Depth-first search for a cycle of "starts with" edges from r. color: 0 new, 1 on path, 2 done. */
-static int32_t left_cycle(const gparser *ps, const bool *nullable, uint8_t *color, int32_t r) {
-    color[r] = 1;
-    for (int32_t a = 0; a < ps->rules[r].n_alts; a++) {
-        const gseq *s = &ps->rules[r].alts[a];
-        for (int32_t i = 0; i < s->n; i++) {
-            if (s->e[i].type != RW_GEL_REF) break;
-            int32_t t = s->e[i].v;
-            if (color[t] == 1) return t;
-            if (color[t] == 0) {
-                int32_t c = left_cycle(ps, nullable, color, t);
-                if (c >= 0) return c;
-            }
-            if (!nullable[t]) break;
+/* Depth-first search for a cycle of "starts with" edges from r0. color: 0
+ * new, 1 on path, 2 done. Iterative (a chain of 100,000 rules, each starting
+ * with the next, is valid GBNF and must not take 100,000 C frames): stack
+ * holds the path, each frame at its next (alternative, element) to try;
+ * stack has room for every rule, since a rule is on the path at most once.
+ * -1: no cycle, else a rule on the cycle. */
+typedef struct {
+    int32_t rule, alt, elem;
+} lc_frame;
+
+static int32_t left_cycle(const gparser *ps, const bool *nullable, uint8_t *color, lc_frame *stack, int32_t r0) {
+    int32_t n = 0;
+    stack[n++] = (lc_frame){r0, 0, 0};
+    color[r0] = 1;
+    while (n > 0) {
+        lc_frame *f = &stack[n - 1];
+        const grule *r = &ps->rules[f->rule];
+        if (f->alt >= r->n_alts) { /* every edge followed: done */
+            color[f->rule] = 2;
+            n--;
+            continue;
+        }
+        const gseq *s = &r->alts[f->alt];
+        if (f->elem >= s->n || s->e[f->elem].type != RW_GEL_REF) { /* this alternative's edges end */
+            f->alt++;
+            f->elem = 0;
+            continue;
+        }
+        const int32_t t = s->e[f->elem].v;
+        /* after t, the next element starts the rule too only if t can match nothing */
+        if (nullable[t]) f->elem++;
+        else f->elem = s->n;
+        if (color[t] == 1) return t;
+        if (color[t] == 0) {
+            color[t] = 1;
+            stack[n++] = (lc_frame){t, 0, 0};
         }
     }
-    color[r] = 2;
     return -1;
 }
 
 static bool check_and_layout(gparser *ps, const char *root, rw_grammar *g) {
     for (int32_t r = 0; r < ps->n_rules; r++)
         if (!ps->rules[r].defined) {
-            ps->st = rw_errorf(ps->err, RW_ERR_INVALID_ARG, "gbnf line %d col %d: rule '%s' is not defined",
-                               (int)ps->rules[r].ref_line, (int)ps->rules[r].ref_col, ps->rules[r].name);
+            int line, col;
+            where(ps, ps->rules[r].ref_at, &line, &col);
+            ps->st = rw_errorf(ps->err, RW_ERR_INVALID_ARG, "gbnf line %d col %d: rule '%s' is not defined", line,
+                               col, ps->rules[r].name);
             return false;
         }
     int32_t rt = find_rule(ps, root, strlen(root));
@@ -638,17 +696,20 @@ static bool check_and_layout(gparser *ps, const char *root, rw_grammar *g) {
     }
     bool *nullable = malloc((size_t)ps->n_rules + 1);
     uint8_t *color = calloc((size_t)ps->n_rules + 1, 1);
-    if (!nullable || !color) {
+    lc_frame *stack = malloc(((size_t)ps->n_rules + 1) * sizeof *stack);
+    if (!nullable || !color || !stack) {
         free(nullable);
         free(color);
+        free(stack);
         return nomem(ps);
     }
     compute_nullable(ps, nullable);
     int32_t bad = -1;
     for (int32_t r = 0; r < ps->n_rules && bad < 0; r++)
-        if (!color[r]) bad = left_cycle(ps, nullable, color, r);
+        if (!color[r]) bad = left_cycle(ps, nullable, color, stack, r);
     free(nullable);
     free(color);
+    free(stack);
     if (bad >= 0) {
         const grule *b = &ps->rules[bad];
         if (b->origin >= 0)
@@ -701,6 +762,7 @@ static void parser_free(gparser *ps) {
         free(ps->rules[r].name);
     }
     free(ps->rules);
+    free(ps->name_hash);
     free(ps->bytes);
 }
 
@@ -717,7 +779,10 @@ rw_status rw_grammar_compile(const char *gbnf, size_t len, const char *root, rw_
     if (!ps.st) {
         g = calloc(1, sizeof *g);
         if (!g) nomem(&ps);
-        else if (check_and_layout(&ps, root ? root : "root", g)) ps.st = rw_grammar__init_runtime(g, err);
+        else if (check_and_layout(&ps, root ? root : "root", g)) {
+            ps.st = rw_grammar__init_runtime(g, err);
+            if (!ps.st) ps.st = rw_grammar__probe(g, err);
+        }
     }
     parser_free(&ps);
     if (ps.st) {

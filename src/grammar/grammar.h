@@ -67,6 +67,13 @@ typedef struct rw_grammar_matcher rw_grammar_matcher;
 
 /* ---- compiling ---- */
 
+/* The deepest nesting any compiler here follows: groups in GBNF and in a
+ * schema's regex pattern, subschemas (and $ref chains) in a JSON schema. Real
+ * grammars and schemas stay far below it; past it the input is refused with
+ * RW_ERR_INVALID_ARG naming the limit, since each level is a C stack frame
+ * and untrusted requests must not be able to exhaust a worker's stack. */
+#define RW_GRAMMAR_MAX_NESTING 256
+
 /* Compiles GBNF text (len bytes, need not be NUL-terminated). root names the
  * start rule (NULL: "root"). The caller frees *out with rw_grammar_free. */
 rw_status rw_grammar_compile(const char *gbnf, size_t len, const char *root, rw_grammar **out, rw_error *err);

@@ -164,6 +164,9 @@ rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err);
 int32_t rw_grammar__step(rw_grammar *g, int32_t s, unsigned b);
 /* The error for a step, mask or compile that failed: the stack limit
  * (RW_ERR_INVALID_ARG) if g reached it, else out of memory. */
+/* Explores the states near the start and refuses a grammar whose parser
+ * stacks explode there (match.c). */
+rw_status rw_grammar__probe(rw_grammar *g, rw_error *err);
 rw_status rw_grammar__fail(const rw_grammar *g, rw_error *err);
 /* Computes (or reuses) state s's token mask; NULL on out of memory. */
 const uint32_t *rw_grammar__mask(rw_grammar *g, const rw_grammar_vocab *v, int32_t s);

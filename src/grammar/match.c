@@ -284,6 +284,44 @@ static bool make_full(rw_grammar *g, int32_t s) {
     return true;
 }
 
+/* The admission probe: every state the grammar reaches within
+ * PROBE_DEPTH bytes of its start, breadth first, at most PROBE_STATES of
+ * them, each with all 256 transitions computed. A grammar whose parser
+ * stacks pass half of RW_GRAMMAR_MAX_STACKS there is refused at compile time
+ * (a 400 before any token) rather than failing mid-generation once the
+ * output wanders into its ambiguity (anyOf 50 x 50 objects: 131,072 stacks
+ * after the first '{'). Its work is bounded by the stack budget; the states
+ * it makes stay cached for the generation. */
+#define PROBE_DEPTH 8
+#define PROBE_STATES 64
+
+rw_status rw_grammar__probe(rw_grammar *g, rw_error *err) {
+    int32_t queue[PROBE_STATES], depth[PROBE_STATES];
+    int n = 0, head = 0;
+    queue[n] = g->start;
+    depth[n++] = 0;
+    while (head < n) {
+        const int32_t s = queue[head], d = depth[head++];
+        if (!make_full(g, s)) return rw_grammar__fail(g, err);
+        if (g->n_st > RW_GRAMMAR_MAX_STACKS / 2) break;
+        if (d + 1 >= PROBE_DEPTH) continue;
+        for (unsigned b = 0; b < 256 && n < PROBE_STATES; b++) {
+            const int32_t t = g->sets[s].trans[b];
+            bool seen = t <= 0;
+            for (int k = 0; k < n && !seen; k++) seen = queue[k] == t;
+            if (seen) continue;
+            queue[n] = t;
+            depth[n++] = d + 1;
+        }
+    }
+    if (g->n_st > RW_GRAMMAR_MAX_STACKS / 2)
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "grammar: too ambiguous: %d parser stacks within its first %d bytes, over half the limit of "
+                         "%d (alternatives that share their first bytes multiply; factor them)",
+                         (int)g->n_st, PROBE_DEPTH, RW_GRAMMAR_MAX_STACKS);
+    return RW_OK;
+}
+
 /* Whether state s is "inside a string": every byte sequence that is valid
  * UTF-8 (from a character boundary on) without '"', '\\' or control bytes
  * keeps it alive and brings it back to s at each character boundary. Checked

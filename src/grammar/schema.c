@@ -97,6 +97,7 @@ typedef struct {
     sref *refs;
     int n_refs, cap_refs;
     bool used[P_COUNT];
+    int depth; /* gen() frames open, at most RW_GRAMMAR_MAX_NESTING */
     rw_error *err;
     rw_status st;
 } sc;
@@ -271,6 +272,7 @@ typedef struct {
     const char *p, *end, *start;
     sc *c;
     const char *path;
+    int depth; /* open groups, at most RW_GRAMMAR_MAX_NESTING */
     bool bad;
 } rx;
 
@@ -448,8 +450,16 @@ static void rx_atom(rx *r, sbuf *b) {
             if (r->end - r->p >= 2 && r->p[1] == ':') r->p += 2;
             else return rx_fail(r, "lookarounds and named groups are not supported");
         }
+        if (++r->depth > RW_GRAMMAR_MAX_NESTING) {
+            if (!r->bad)
+                sfail(r->c, RW_ERR_INVALID_ARG, r->path, "pattern: groups nested deeper than %d at offset %d",
+                      RW_GRAMMAR_MAX_NESTING, (int)(r->p - r->start));
+            r->bad = true;
+            return;
+        }
         sb_str(b, "( ");
         rx_alt(r, b);
+        r->depth--;
         if (r->p >= r->end || *r->p != ')') return rx_fail(r, "unclosed '('");
         r->p++;
         sb_str(b, ") ");
@@ -1087,8 +1097,20 @@ static char *gen_alts(sc *c, json_t *s, json_t *arr, const char *kw, const char 
     return r;
 }
 
+static char *gen_schema(sc *c, json_t *s, const char *path);
+
+/* Every subschema and $ref goes through here: the nesting is bounded. */
 static char *gen(sc *c, json_t *s, const char *path) {
     if (c->st) return NULL;
+    if (c->depth >= RW_GRAMMAR_MAX_NESTING)
+        return sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING);
+    c->depth++;
+    char *r = gen_schema(c, s, path);
+    c->depth--;
+    return r;
+}
+
+static char *gen_schema(sc *c, json_t *s, const char *path) {
     if (json_is_true(s)) return prim(c, P_VALUE);
     if (json_is_false(s)) return sfail(c, RW_ERR_INVALID_ARG, path, "the schema false matches nothing");
     if (!json_is_object(s)) return sfail(c, RW_ERR_INVALID_ARG, path, "a schema must be an object or a boolean");

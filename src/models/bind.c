@@ -89,7 +89,8 @@ rw_status rw_models__bind_common(rw_model *m, rw_error *err) {
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor token_embd.weight has unsupported type %s", rw_dtype_name(te->type));
     m->tok_embd = te;
     m->hp.n_vocab = (int64_t)te->ne[1];
-    rw_status st = rw_models__bind_vector(m, "output_norm.weight", hp->n_embd, true, &m->output_norm, err);
+    const char *norm = m->arch->output_norm ? m->arch->output_norm : "output_norm.weight";
+    rw_status st = rw_models__bind_vector(m, norm, hp->n_embd, true, &m->output_norm, err);
     if (st) return st;
     st = rw_models__bind_matrix(m, "output.weight", hp->n_embd, m->hp.n_vocab, false, &m->output, err);
     if (st) return st;

@@ -183,6 +183,7 @@ struct mdl_arch {
     bool qk_norm;                    /* attn_q_norm / attn_k_norm required */
     bool qkv_bias;                   /* attn_q/k/v biases required (else optional) */
     bool moe;                        /* FFN is a mixture of experts: no feed_forward_length needed */
+    const char *output_norm;         /* the final norm's tensor; NULL = output_norm.weight (lfm2 differs) */
     rw_status (*read_hparams)(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
     rw_status (*bind)(rw_model *m, rw_error *err);
     rw_status (*layer)(rw_model *m, int il, const mdl_batch *b, rw_error *err);
@@ -203,7 +204,7 @@ struct mdl_arch {
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
 const mdl_arch *rw_models__arch_find(const char *name);
 extern const mdl_arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
-    rw_models__arch_qwen3next, rw_models__arch_granitehybrid;
+    rw_models__arch_qwen3next, rw_models__arch_granitehybrid, rw_models__arch_lfm2;
 extern const mdl_arch rw_models__arch_gemma3;
 
 /* forward.c */
@@ -244,7 +245,7 @@ rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
 bool rw_models__prefers_ggml_order(const rw_gguf *g);
 rw_status rw_models__bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err);
-/* Binds token_embd, output_norm, output (or ties it), rope_freqs. */
+/* Binds token_embd, output_norm (arch->output_norm's name), output (or ties it), rope_freqs. */
 rw_status rw_models__bind_common(rw_model *m, rw_error *err);
 /* Binds layer il of a dense transformer (llama, qwen2, qwen3). */
 rw_status rw_models__bind_dense_layer(rw_model *m, int il, rw_error *err);

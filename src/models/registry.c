@@ -12,6 +12,7 @@ static const mdl_arch *const archs[] = {
     &rw_models__arch_qwen35moe,
     &rw_models__arch_qwen3next,
     &rw_models__arch_granitehybrid,
+    &rw_models__arch_lfm2,
     &rw_models__arch_gemma3,
 };
 

@@ -8,7 +8,7 @@
  *   kv_type   u32 (0 f32, 1 f16)
  *   n_tokens  u64, then n_tokens x i32 token ids
  *   n_layer   u32, then per layer:
- *     kind    u32 length + bytes ("kv", "deltanet", "mamba2")
+ *     kind    u32 length + bytes ("kv", "deltanet", "mamba2", "shortconv")
  *     size    u64, then size bytes of the state's own save (cache/state.h:
  *             only the valid part, its checkpoints and its log)
  *     crc     u32 CRC-32 of those bytes

@@ -3,89 +3,207 @@
  *
  * A user message containing "<|im_end|>\n<|im_start|>system" would, with
  * special-token parsing over the whole prompt, become the control tokens
- * that end its turn and open a system turn. So when some message's content
- * contains the text of a control token, the template is rendered once more
- * with each content replaced by a marker: the text between markers is the
- * template's, and the prompt must be exactly that text with the contents put
- * back (a template that changes a content it renders, beyond copying it,
- * cannot be checked and is refused with a 400 for such a message). The
- * contents' byte ranges are then tokenized as plain text
- * (rw_tokenize_guarded). A conversation without such text is tokenized as
- * before, byte for byte.
+ * that end its turn and open a system turn; so would a third party's tool
+ * description, a tool result, a name or a call's arguments. So when any
+ * string of the request that reaches the template (message fields at any
+ * depth, tool definitions, chat_template_kwargs; values and keys) contains
+ * the text of a control token, the template is rendered once more with each
+ * such string replaced by a marker: the text between markers is the
+ * template's, and the prompt must be exactly that text with the strings put
+ * back, as they are or JSON-escaped (tojson) (a template that changes such a
+ * string beyond that cannot be checked and is refused with a 400). Their
+ * byte ranges are then tokenized as plain text (rw_tokenize_guarded). A
+ * request without such text is tokenized as before, byte for byte.
  *
  * llama-server and vLLM tokenize the whole rendered prompt with special
  * tokens parsed (open to this injection); what we do is what llama.cpp's
  * proposed --escape-special-in-input and vLLM's placeholder proposal
  * describe: message content is always plain text. docs/server-security.md. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "server/server_int.h"
 
-#define MARK "\x01rw-content-"
+/* A marker stands for one untrusted string in the marked rendering: letters,
+ * digits and '_' only, so that it passes through the template unchanged
+ * whether the string is written as it is or through tojson (tool
+ * definitions, arguments); with a random key per process, so that a request
+ * cannot write one. */
+static char mark_key[24];
+static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
+static void mark_init(void) {
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = (uint64_t)(uintptr_t)&r ^ (uint64_t)time(NULL);
+    snprintf(mark_key, sizeof mark_key, "rwG%016" PRIx64 "_", r);
+}
 
-/* The marker of content i: MARK i \x01. */
-static int marker(char *buf, size_t cap, size_t i) { return snprintf(buf, cap, MARK "%zu\x01", i); }
+/* The strings a request puts into the prompt that hold a control token's
+ * text: strs[i] is the i-th, owned by the request's JSON (borrowed). */
+typedef struct {
+    const char **strs;
+    size_t *lens;
+    size_t n, cap;
+    bool nomem;
+} guard_list;
+
+static bool has_control(rw_server *s, const char *p, size_t n) { return rw_tokenizer_find_control(s->tok, p, n) >= 0; }
+
+/* The marker of string i in buf (NUL-terminated). */
+static void marker(char *buf, size_t cap, size_t i) { snprintf(buf, cap, "%s%zu_", mark_key, i); }
+
+/* The marker for a string (added to gl), or NULL on out of memory. */
+static json_t *mark(guard_list *gl, const char *p, size_t n, char *mk, size_t cap) {
+    if (gl->n == gl->cap) {
+        size_t c = gl->cap ? 2 * gl->cap : 8;
+        const char **ns = realloc(gl->strs, c * sizeof *ns);
+        if (ns) gl->strs = ns;
+        size_t *nl = ns ? realloc(gl->lens, c * sizeof *nl) : NULL;
+        if (!nl) {
+            gl->nomem = true;
+            return NULL;
+        }
+        gl->lens = nl;
+        gl->cap = c;
+    }
+    gl->strs[gl->n] = p;
+    gl->lens[gl->n] = n;
+    marker(mk, cap, gl->n++);
+    return json_string(mk);
+}
+
+/* A copy of v with every string (value or key) that holds a control token's
+ * text replaced by its marker, keys kept in order; NULL on out of memory.
+ * Nesting is bounded by jansson's parser (the JSON came from a request). */
+static json_t *marked_copy(rw_server *s, json_t *v, guard_list *gl) {
+    char mk[64];
+    if (json_is_string(v))
+        return has_control(s, json_string_value(v), json_string_length(v))
+                   ? mark(gl, json_string_value(v), json_string_length(v), mk, sizeof mk)
+                   : json_incref(v);
+    if (json_is_array(v)) {
+        json_t *a = json_array();
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            if (!a || json_array_append_new(a, marked_copy(s, x, gl))) {
+                json_decref(a);
+                return NULL;
+            }
+        }
+        return a;
+    }
+    if (json_is_object(v)) {
+        json_t *o = json_object();
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            const char *key = k;
+            if (o && has_control(s, k, strlen(k))) {
+                json_t *m = mark(gl, k, strlen(k), mk, sizeof mk);
+                json_decref(m);
+                key = m ? mk : NULL;
+            }
+            json_t *c = key ? marked_copy(s, x, gl) : NULL;
+            if (!o || !c || json_object_set_new(o, key, c)) {
+                json_decref(o);
+                return NULL;
+            }
+        }
+        return o;
+    }
+    return json_incref(v);
+}
+
+static bool any_control(rw_server *s, json_t *v) {
+    if (json_is_string(v)) return has_control(s, json_string_value(v), json_string_length(v));
+    size_t i;
+    const char *k;
+    json_t *x;
+    if (json_is_array(v)) json_array_foreach(v, i, x) if (any_control(s, x)) return true;
+    if (json_is_object(v)) json_object_foreach(v, k, x) if (has_control(s, k, strlen(k)) || any_control(s, x)) return true;
+    return false;
+}
+
+/* How string gl[i] appears at text[at..len): as it is, or JSON-escaped
+ * (tojson); its length there, or -1 if it is neither. */
+static long rendered_len(const guard_list *gl, size_t i, const char *text, size_t at, size_t len) {
+    const char *p = gl->strs[i];
+    size_t n = gl->lens[i];
+    if (at + n <= len && !memcmp(text + at, p, n)) return (long)n;
+    json_t *js = json_stringn(p, n);
+    char *esc = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+    json_decref(js);
+    long r = -1;
+    if (esc) {
+        size_t el = strlen(esc) - 2; /* without the quotes */
+        if (at + el <= len && !memcmp(text + at, esc + 1, el)) r = (long)el;
+    }
+    free(esc);
+    return r;
+}
 
 bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
-                       bool add_special, int32_t **ids, size_t *n_ids, srv_error *e) {
+                              bool add_special, int32_t **ids, size_t *n_ids, srv_error *e) {
     rw_error err = {0};
-    size_t i;
-    json_t *m;
-    bool any = false;
-    json_array_foreach(norm, i, m) {
-        json_t *c = json_object_get(m, "content");
-        if (json_is_string(c) && rw_tokenizer_find_control(s->tok, json_string_value(c), json_string_length(c)) >= 0)
-            any = true;
-    }
-    if (!any) {
+    json_t *tools = ro->tools_json ? json_loads(ro->tools_json, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *extra = ro->extra_json ? json_loads(ro->extra_json, JSON_DECODE_ANY, NULL) : NULL;
+    if (!any_control(s, norm) && !any_control(s, tools) && !any_control(s, extra)) {
+        json_decref(tools);
+        json_decref(extra);
         if (rw_tokenize(s->tok, text, len, add_special, true, ids, n_ids, &err)) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
             return false;
         }
         return true;
     }
-    /* the messages with markers for contents */
-    json_t *marked = json_deep_copy(norm);
-    bool ok = marked != NULL;
-    json_array_foreach(marked, i, m) {
-        if (!ok) break;
-        if (!json_is_string(json_object_get(m, "content"))) continue;
-        char mk[48];
-        marker(mk, sizeof mk, i);
-        ok = json_object_set_new(m, "content", json_string(mk)) == 0;
-    }
-    char *mj = ok ? json_dumps(marked, JSON_COMPACT) : NULL;
+    pthread_once(&mark_once, mark_init);
+    /* the request with markers for the strings that hold control text */
+    guard_list gl = {0};
+    json_t *mmsg = marked_copy(s, norm, &gl);
+    json_t *mtools = tools ? marked_copy(s, tools, &gl) : NULL;
+    json_t *mextra = extra ? marked_copy(s, extra, &gl) : NULL;
+    char *mj = mmsg ? json_dumps(mmsg, JSON_COMPACT) : NULL;
+    char *tj = mtools ? json_dumps(mtools, JSON_COMPACT) : NULL;
+    char *xj = mextra ? json_dumps(mextra, JSON_COMPACT) : NULL;
+    bool ok = !gl.nomem && mj && (!tools || tj) && (!extra || xj);
     rw_chat_render_opts mro = *ro;
     mro.messages_json = mj;
+    mro.tools_json = tools ? tj : NULL;
+    mro.extra_json = extra ? xj : NULL;
     char *mtext = NULL;
     size_t mlen = 0;
-    rw_status st = mj ? rw_chat_template_render(s->tmpl, &mro, &mtext, &mlen, &err) : RW_ERR_NOMEM;
+    rw_status st = ok ? rw_chat_template_render(s->tmpl, &mro, &mtext, &mlen, &err) : RW_ERR_NOMEM;
     free(mj);
+    free(tj);
+    free(xj);
+    json_decref(mmsg);
+    json_decref(mtools);
+    json_decref(mextra);
     /* walk the marked text: template text is copied, each marker is its
-     * content (a plain range); the result must be the prompt */
+     * string as the real prompt writes it (a plain range); the result must
+     * be the prompt */
+    const size_t kl = strlen(mark_key);
     size_t *plain = NULL, n_plain = 0, cap = 0, at = 0;
     bool same = !st;
     for (size_t p = 0; same && p < mlen;) {
-        const char *hit = memmem(mtext + p, mlen - p, MARK, sizeof MARK - 1);
+        const char *hit = memmem(mtext + p, mlen - p, mark_key, kl);
         size_t tpl = hit ? (size_t)(hit - mtext) - p : mlen - p;
         same = at + tpl <= len && !memcmp(text + at, mtext + p, tpl);
         at += tpl;
         p += tpl;
         if (!hit || !same) break;
         char *end;
-        size_t idx = strtoull(mtext + p + sizeof MARK - 1, &end, 10);
-        json_t *c = json_object_get(json_array_get(norm, idx), "content");
-        same = *end == '\x01' && json_is_string(c);
+        size_t idx = strtoull(mtext + p + kl, &end, 10);
+        same = *end == '_' && idx < gl.n;
         if (!same) break;
         p = (size_t)(end + 1 - mtext);
-        size_t cl = json_string_length(c);
-        same = at + cl <= len && !memcmp(text + at, json_string_value(c), cl);
-        if (!same || !cl) {
-            at += same ? cl : 0;
-            continue;
-        }
+        long cl = rendered_len(&gl, idx, text, at, len);
+        same = cl >= 0;
+        if (!same || !cl) continue;
         if (n_plain == cap) {
             cap = cap ? 2 * cap : 16;
             size_t *np = realloc(plain, 2 * cap * sizeof *np);
@@ -97,20 +215,23 @@ bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_o
             plain = np;
         }
         plain[2 * n_plain] = at;
-        plain[2 * n_plain + 1] = at + cl;
+        plain[2 * n_plain + 1] = at + (size_t)cl;
         n_plain++;
-        at += cl;
+        at += (size_t)cl;
     }
     same = same && at == len;
     free(mtext);
-    json_decref(marked);
+    free(gl.strs);
+    free(gl.lens);
+    json_decref(tools);
+    json_decref(extra);
     if (!same) {
         free(plain);
         if (st == RW_ERR_NOMEM || !ok) rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
         else
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages",
-                       "a message contains the text of a control token, and this chat template changes message "
-                       "content as it renders it, so that text cannot be kept apart from the template's own tokens");
+                              "the request contains the text of a control token, and this chat template changes "
+                              "that text as it renders it, so it cannot be kept apart from the template's own tokens");
         return false;
     }
     st = rw_tokenize_guarded(s->tok, text, len, add_special, plain, n_plain, ids, n_ids, &err);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache/state.h"
 #include "server/server_int.h"
 
 typedef struct {
@@ -162,6 +163,16 @@ char *rw_server__metrics_text(rw_server *s) {
         (unsigned long long)cfg->cache_bytes, (unsigned long long)cfg->max_state_bytes,
         (unsigned long long)(cfg->cache_dir ? cfg->cache_dir_bytes : 0));
     gauge(&b, "rewind_process_resident_bytes", "Resident memory of the process (RSS).", (double)resident_bytes());
+    const rw_state_pool_stats ps = rw_state_pool_get_stats();
+    put(&b, "# HELP rewind_state_pool_bytes The recurrent-state pool by part (mapped: slabs and big buffers; free: "
+            "buffers waiting for reuse, resident unless trimmed; trimmed: of those, given back to the system while "
+            "idle; ready: slabs faulted in ahead of need, with --prefault; unused: the newest slab's untouched rest).\n"
+            "# TYPE rewind_state_pool_bytes gauge\nrewind_state_pool_bytes{part=\"mapped\"} %llu\n"
+            "rewind_state_pool_bytes{part=\"free\"} %llu\nrewind_state_pool_bytes{part=\"trimmed\"} %llu\n"
+            "rewind_state_pool_bytes{part=\"ready\"} %llu\nrewind_state_pool_bytes{part=\"unused\"} %llu\n",
+        (unsigned long long)ps.mapped_bytes, (unsigned long long)ps.free_bytes, (unsigned long long)ps.trimmed_bytes,
+        (unsigned long long)ps.ready_bytes, (unsigned long long)ps.unused_bytes);
+    counter(&b, "rewind_idle_trims_total", "Times the idle engine gave memory back to the system.", st.idle_trims);
     counter(&b, "rewind_admissions_held_for_memory_total",
             "Scheduler steps that left requests queued because the running state reached the state budget.",
             st.held_for_memory);

@@ -267,23 +267,6 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
                    (long long)n_ctx, content_bytes, content_bytes / max_tok);
         goto done;
     }
-    /* the control-token guard (chat_guard.c) keeps contents apart from the
-     * template's text; what else a message carries into the prompt (a call's
-     * name and arguments, reasoning) may not hold a control token's text */
-    json_array_foreach(prep.messages, i, m) {
-        const char *keys[] = {"tool_calls", "reasoning_content", "name", "tool_call_id"};
-        for (int k = 0; k < 4; k++) {
-            json_t *v = json_object_get(m, keys[k]);
-            char *dump = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
-            long hit = dump ? rw_tokenizer_find_control(s->tok, dump, strlen(dump)) : -1;
-            free(dump);
-            if (hit >= 0) {
-                rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages",
-                           "messages.[%zu].%s contains the text of a control token", i, keys[k]);
-                goto done;
-            }
-        }
-    }
     if ((st = rw_chat_template_render(s->tmpl, &prep.ro, &text, &len, &err))) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         goto done;

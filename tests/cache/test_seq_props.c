@@ -240,6 +240,7 @@ int main(void) {
         "llama/llama-F32.gguf",         "qwen3/qwen3-F32.gguf",         "qwen35/qwen35-F32.gguf",
         "qwen35/qwen35-Q4_K_M.gguf",   "qwen35moe/qwen35moe-F32.gguf", "qwen3next/qwen3next-F32.gguf",
         "granitehybrid/granitehybrid-F32.gguf", "granitehybrid/granitehybrid-Q8_0.gguf",
+        "lfm2/lfm2-F32.gguf",           "lfm2/lfm2-Q8_0.gguf",
         "gemma3/gemma3-F32.gguf", /* sliding-window layers: every rewind and batch past the window */
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) run_model(models[i], steps, seed + i);

@@ -134,6 +134,7 @@ int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     corrupt_model("qwen35/qwen35-F32.gguf", "qwen3/qwen3-F32.gguf");
     corrupt_model("granitehybrid/granitehybrid-Q8_0.gguf", "qwen35/qwen35-F32.gguf");
+    corrupt_model("lfm2/lfm2-Q8_0.gguf", "granitehybrid/granitehybrid-Q8_0.gguf");
     corrupt_model("qwen3/qwen3-F32.gguf", "llama/llama-F32.gguf");
     return rw_test_done();
 }

@@ -18,8 +18,9 @@
 #include "engine/spec.h"
 #include "harness.h"
 
-static const char *ARCHS[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "gemma3"};
-#define N_ARCH 7
+static const char *ARCHS[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "lfm2",
+                              "gemma3"};
+#define N_ARCH 8
 
 typedef struct {
     rw_gguf *g;
@@ -355,6 +356,7 @@ int main(void) {
     test_greedy(san ? 10 : 20);
     test_batched("qwen35", "qwen35-F32", san ? 12 : 24);
     test_batched("granitehybrid", "granitehybrid-F32", san ? 12 : 24);
+    test_batched("lfm2", "lfm2-F32", san ? 12 : 24);
     /* a close draft (accepts nearly always) and an unrelated one (every
      * token a residual draw) */
     test_sampled("qwen3", "qwen3-F32", san ? 200 : 800, true);

@@ -295,11 +295,11 @@ static void check_f16_rows(void) {
  * 16 channels at a time: 33 and 48 channels take it with and without a
  * scalar tail). */
 static void check_conv(void) {
-    const int Cs[] = {1, 5, 33, 48}, Ks[] = {1, 2, 4};
+    const int Cs[] = {1, 5, 33, 48}, Ks[] = {1, 2, 3, 4}; /* 3: lfm2's short conv */
     const rw_kernel_tier tier = rw_kernel_tier_current();
     const int T = 23;
     for (size_t ci = 0; ci < 4; ci++)
-        for (size_t ki = 0; ki < 3; ki++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
             for (int opt = 0; opt < 4; opt++) {
                 const int C = Cs[ci], K = Ks[ki];
                 const bool with_bias = opt & 1, silu = opt & 2;

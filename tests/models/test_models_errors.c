@@ -1,6 +1,6 @@
 /* test_models_errors.c - a model file with a missing or invalid key, a
  * missing tensor, or a tensor of the wrong shape or type is rejected with an
- * error naming it. The bad files are the qwen3 (and gemma3) F32 fixtures
+ * error naming it. The bad files are the qwen3, lfm2 and gemma3 F32 fixtures
  * rewritten with one change, in memory. */
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +10,10 @@
 
 typedef struct {
     const char *drop_key;    /* metadata key left out */
-    const char *bad_key;     /* u32 key replaced by bad_val */
+    const char *bad_key;     /* u32 key replaced by bad_val (or by the array arr, if set) */
     uint32_t bad_val;
+    const int32_t *arr;      /* n_arr i32 values */
+    uint64_t n_arr;
     const char *drop_tensor; /* tensor left out */
     const char *reshape;     /* tensor whose ne[0] is halved (and data cut) */
     const char *retype;      /* F32 vector written as F16 */
@@ -25,7 +27,8 @@ static void *build(const rw_gguf *src, const edit *e, size_t *size) {
     for (size_t i = 0; i < rw_gguf_n_kv(src); i++) {
         const rw_gguf_kv *kv = rw_gguf_kv_at(src, i);
         if (e->drop_key && !strcmp(kv->key, e->drop_key)) continue;
-        if (e->bad_key && !strcmp(kv->key, e->bad_key)) rw_gguf_writer_add_u32(w, kv->key, e->bad_val, &err);
+        if (e->bad_key && !strcmp(kv->key, e->bad_key) && e->arr) rw_gguf_writer_add_arr_i32(w, kv->key, e->arr, e->n_arr, &err);
+        else if (e->bad_key && !strcmp(kv->key, e->bad_key)) rw_gguf_writer_add_u32(w, kv->key, e->bad_val, &err);
         else rw_gguf_writer_add_kv(w, kv->key, &kv->value, &err);
     }
     for (size_t i = 0; i < rw_gguf_n_tensors(src); i++) {
@@ -47,14 +50,9 @@ static void *build(const rw_gguf *src, const edit *e, size_t *size) {
     return buf;
 }
 
-/* Every edit of the fixture file rel loads (or fails) as it says. */
-static void check_edits(const char *rel, const edit *edits, size_t n_edits) {
+/* Loads src rewritten by each edit and checks the status and message. */
+static void check_edits(const rw_gguf *src, const edit *edits, size_t n_edits) {
     rw_error err = {0};
-    rw_gguf *src = NULL;
-    if (rw_gguf_open(rw_test_fixture_path(rel), &src, &err)) {
-        CHECK_MSG(false, "%s: %s", rel, err.msg);
-        return;
-    }
     for (size_t i = 0; i < n_edits; i++) {
         size_t size = 0;
         void *buf = build(src, &edits[i], &size);
@@ -62,23 +60,91 @@ static void check_edits(const char *rel, const edit *edits, size_t n_edits) {
         rw_model *m = NULL;
         err = (rw_error){0};
         rw_status st = rw_gguf_open_memory(buf, size, &g, &err);
-        CHECK_MSG(st == RW_OK, "%s edit %zu: %s", rel, i, err.msg);
+        CHECK_MSG(st == RW_OK, "edit %zu: %s", i, err.msg);
         if (st == RW_OK) {
             st = rw_model_load(g, &m, &err);
-            CHECK_MSG(st == edits[i].want, "%s edit %zu: status %s (%s)", rel, i, rw_status_name(st), err.msg);
+            CHECK_MSG(st == edits[i].want, "edit %zu: status %s (%s)", i, rw_status_name(st), err.msg);
             if (edits[i].want_msg)
-                CHECK_MSG(strstr(err.msg, edits[i].want_msg) != NULL, "%s edit %zu: message \"%s\"", rel, i, err.msg);
+                CHECK_MSG(strstr(err.msg, edits[i].want_msg) != NULL, "edit %zu: message \"%s\"", i, err.msg);
             CHECK((st == RW_OK) == (m != NULL));
         }
         rw_model_free(m);
         rw_gguf_close(g);
         free(buf);
     }
+}
+
+/* lfm2: the per-layer head_count_kv array, the short-conv tensors and the
+ * final norm stored as token_embd_norm. */
+static void check_lfm2(void) {
+    rw_error err = {0};
+    rw_gguf *src = NULL;
+    if (rw_gguf_open(rw_test_fixture_path("lfm2/lfm2-F32.gguf"), &src, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    static const int32_t short5[] = {0, 0, 2, 0, 2}, odd[] = {0, 0, 3, 0, 2, 0}, mixed[] = {0, 0, 2, 0, 1, 0},
+                         neg[] = {0, 0, 2, 0, -2, 0};
+    const char *kv = "lfm2.attention.head_count_kv";
+    const edit edits[] = {
+        {.want = RW_OK},
+        {.bad_key = kv, .arr = short5, .n_arr = 5, .want = RW_ERR_FORMAT,
+         .want_msg = "lfm2.attention.head_count_kv has 5 entries, block_count is 6"},
+        {.bad_key = kv, .arr = odd, .n_arr = 6, .want = RW_ERR_FORMAT, .want_msg = "head_count_kv[2] = 3"},
+        {.bad_key = kv, .arr = neg, .n_arr = 6, .want = RW_ERR_FORMAT, .want_msg = "head_count_kv[4] = -2"},
+        {.bad_key = kv, .arr = mixed, .n_arr = 6, .want = RW_ERR_UNSUPPORTED, .want_msg = "different KV head counts"},
+        /* one value for every layer: all short conv, and layer 2 has none of its tensors */
+        {.bad_key = kv, .bad_val = 0, .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.2.shortconv.in_proj.weight"},
+        {.drop_key = kv, .want = RW_ERR_FORMAT, .want_msg = "missing metadata key lfm2.attention.head_count_kv"},
+        {.drop_key = "lfm2.shortconv.l_cache", .want = RW_ERR_FORMAT, .want_msg = "lfm2.shortconv.l_cache"},
+        {.bad_key = "lfm2.shortconv.l_cache", .bad_val = 1, .want = RW_ERR_FORMAT, .want_msg = "l_cache = 1"},
+        {.bad_key = "lfm2.attention.head_count", .bad_val = 3, .want = RW_ERR_FORMAT, .want_msg = "head size"},
+        {.drop_tensor = "token_embd_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "missing tensor token_embd_norm.weight"},
+        {.drop_tensor = "blk.3.shortconv.conv.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.3.shortconv.conv.weight"},
+        {.reshape = "blk.0.shortconv.conv.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.0.shortconv.conv.weight must be F32 {3, 256}"},
+        {.reshape = "blk.1.shortconv.in_proj.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.1.shortconv.in_proj.weight has shape"},
+        {.drop_tensor = "blk.4.attn_k_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.4.attn_k_norm.weight"},
+    };
+    check_edits(src, edits, sizeof edits / sizeof edits[0]);
+    rw_gguf_close(src);
+}
+
+/* gemma3: its own tensors and keys (a window of 0 or no pattern key is
+ * valid: every layer global, llama.cpp's pattern 6). */
+static void check_gemma3(void) {
+    rw_error err = {0};
+    rw_gguf *src = NULL;
+    if (rw_gguf_open(rw_test_fixture_path("gemma3/gemma3-F32.gguf"), &src, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    const edit edits[] = {
+        {.want = RW_OK},
+        {.drop_tensor = "blk.3.post_ffw_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "missing tensor blk.3.post_ffw_norm.weight"},
+        {.drop_tensor = "blk.0.post_attention_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "missing tensor blk.0.post_attention_norm.weight"},
+        {.drop_tensor = "blk.2.attn_k_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "attn_k_norm"},
+        {.reshape = "blk.5.post_attention_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "blk.5.post_attention_norm.weight has shape"},
+        {.bad_key = "gemma3.attention.sliding_window_pattern", .bad_val = 5000, .want = RW_ERR_FORMAT,
+         .want_msg = "sliding_window_pattern"},
+        {.bad_key = "gemma3.attention.sliding_window", .bad_val = 0, .want = RW_OK},
+        {.drop_key = "gemma3.attention.sliding_window_pattern", .want = RW_OK},
+        {.bad_key = "gemma3.rope.freq_base_swa", .bad_val = 0, .want = RW_ERR_FORMAT, .want_msg = "freq_base_swa"},
+    };
+    check_edits(src, edits, sizeof edits / sizeof edits[0]);
     rw_gguf_close(src);
 }
 
 int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
+    rw_error err = {0};
+    rw_gguf *src = NULL;
+    if (rw_gguf_open(rw_test_fixture_path("qwen3/qwen3-F32.gguf"), &src, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
     const edit edits[] = {
         {.want = RW_OK},
         {.drop_key = "general.architecture", .want = RW_ERR_FORMAT, .want_msg = "general.architecture"},
@@ -94,24 +160,9 @@ int main(void) {
         {.reshape = "blk.1.ffn_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.1.ffn_norm.weight has shape"},
         {.retype = "blk.0.attn_norm.weight", .want = RW_ERR_UNSUPPORTED, .want_msg = "blk.0.attn_norm.weight has type F16"},
     };
-    check_edits("qwen3/qwen3-F32.gguf", edits, sizeof edits / sizeof edits[0]);
-    /* gemma3: its own tensors and keys (a window of 0 or no pattern key is
-     * valid: every layer global, llama.cpp's pattern 6) */
-    const edit g3[] = {
-        {.want = RW_OK},
-        {.drop_tensor = "blk.3.post_ffw_norm.weight", .want = RW_ERR_FORMAT,
-         .want_msg = "missing tensor blk.3.post_ffw_norm.weight"},
-        {.drop_tensor = "blk.0.post_attention_norm.weight", .want = RW_ERR_FORMAT,
-         .want_msg = "missing tensor blk.0.post_attention_norm.weight"},
-        {.drop_tensor = "blk.2.attn_k_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "attn_k_norm"},
-        {.reshape = "blk.5.post_attention_norm.weight", .want = RW_ERR_FORMAT,
-         .want_msg = "blk.5.post_attention_norm.weight has shape"},
-        {.bad_key = "gemma3.attention.sliding_window_pattern", .bad_val = 5000, .want = RW_ERR_FORMAT,
-         .want_msg = "sliding_window_pattern"},
-        {.bad_key = "gemma3.attention.sliding_window", .bad_val = 0, .want = RW_OK},
-        {.drop_key = "gemma3.attention.sliding_window_pattern", .want = RW_OK},
-        {.bad_key = "gemma3.rope.freq_base_swa", .bad_val = 0, .want = RW_ERR_FORMAT, .want_msg = "freq_base_swa"},
-    };
-    check_edits("gemma3/gemma3-F32.gguf", g3, sizeof g3 / sizeof g3[0]);
+    check_edits(src, edits, sizeof edits / sizeof edits[0]);
+    rw_gguf_close(src);
+    check_lfm2();
+    check_gemma3();
     return rw_test_done();
 }

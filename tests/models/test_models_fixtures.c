@@ -1,6 +1,6 @@
-/* test_models_fixtures.c - the forward passes of every fixture architecture
- * this build loads against llama.cpp's goldens in ../shared/fixtures
- * (README.md there: tolerances; gemma3/README.md for gemma3 F32's own).
+/* test_models_fixtures.c - every fixture architecture's forward passes against llama.cpp's
+ * goldens in ../shared/fixtures (README.md there: tolerances; gemma3/README.md
+ * for gemma3 F32's own).
  *
  * For every file: the batch pass (all prompt tokens in one call) against
  * logits_batch, the step pass (one token per call) against logits_seq, both
@@ -72,12 +72,17 @@ static const fixture FIXTURES[] = {
      * golden top1-top2 margin below TOP1_MARGIN (near ties: the README gives
      * this file a greedy reliable prefix of only 3); held to 0.93 for now. */
     {"granitehybrid", "Q8_0", 0.6, 0.1, 0.93},
+    /* lfm2 (short conv + attention). Q8_0: our batch and step passes both
+     * give llama.cpp's one-token-at-a-time logits bit for bit; its batch
+     * pass is 0.245 max / 0.029 rms from those (a rounding tie, README). */
+    {"lfm2", "F32", 1e-3, 1e-4, 1.0},
+    {"lfm2", "Q8_0", 0.6, 0.1, 0.97},
     /* gemma3 F32: llama.cpp's GELU rounds its input to a half and reads an
      * fp16 table, so its own batch and one-token paths differ by 3.5e-3 /
      * 4.9e-4; the file's README gives max 3e-2, rms 5e-3 for logits and
-     * 0.05*(1+|ref|), rms 2e-2 for the layers (post-norm gains of about 8).
-     * rw_geglu uses the same table: measured 3.9e-3 / 4.6e-4. The quantized
-     * files as the table. */
+     * 0.05*(1+|ref|), rms 2e-2 for the layers (post-norm gains of about 8;
+     * LAYER_TOL below). rw_geglu uses the same table: measured 3.9e-3 /
+     * 4.6e-4. The quantized files as the table. */
     {"gemma3", "F32", 3e-2, 5e-3, 1.0},
     {"gemma3", "Q8_0", 0.6, 0.1, 0.97},
     {"gemma3", "Q4_K_M", 1.0, 0.1, 0.97},
@@ -440,12 +445,14 @@ int main(void) {
     check_order_policy();
     if (!rw_test_sanitized()) check_mixed_file_order();
     const size_t n = sizeof FIXTURES / sizeof FIXTURES[0];
-    for (size_t i = 0; i < n; i++) {
-        /* The sanitizer build checks one F32 and one quantized file, and
-         * gemma3 F32 (sliding-window attention, GELU table). */
-        if (rw_test_sanitized() && i >= 2 && strcmp(FIXTURES[i].model, "gemma3") != 0) continue;
-        if (rw_test_sanitized() && i >= 2 && strcmp(FIXTURES[i].type, "F32") != 0) continue;
+    /* RW_FIXTURE_MODEL=lfm2 (say) checks that model's files only, also
+     * under the sanitizers, which otherwise check one F32 and one quantized
+     * file. */
+    const char *only = getenv("RW_FIXTURE_MODEL");
+    for (size_t i = 0, done = 0; i < n; i++) {
+        if (only ? strcmp(FIXTURES[i].model, only) != 0 : rw_test_sanitized() && done >= 2) continue;
         check_file(&FIXTURES[i]);
+        done++;
     }
     /* Every quantized file whose matmuls have a ggml-order kernel, against
      * llama.cpp's one-token-at-a-time logits (its batch pass differs from
@@ -456,7 +463,8 @@ int main(void) {
             {"llama", "Q8_0"},    {"qwen3", "Q8_0"},     {"qwen3", "Q4_0"},      {"qwen3", "Q4_K_M"},
             {"qwen3", "Q5_K_M"},  {"qwen3", "Q6_K"},     {"qwen35", "Q8_0"},     {"qwen35", "Q4_0"},
             {"qwen35", "Q4_K_M"}, {"qwen35", "Q5_K_M"},  {"qwen35", "Q6_K"},     {"qwen35moe", "Q8_0"},
-            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"gemma3", "Q8_0"},   {"gemma3", "Q4_K_M"}};
+            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"},        {"gemma3", "Q8_0"},
+            {"gemma3", "Q4_K_M"}};
         for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
             check_exact(exact[i][0], exact[i][1], RW_NUMERICS_GGML);
             /* the default (auto) numerics sum the K-quants in ggml's order too */
