@@ -108,6 +108,18 @@ void rw_json_double(rw_json_writer *j, double v, int precision) {
     else fprintf(j->f, "%.*g", precision, v);
 }
 
+void rw_json_real(rw_json_writer *j, double v, int precision) {
+    sep(j);
+    if (!isfinite(v)) {
+        fputs("null", j->f);
+        return;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*g", precision, v);
+    fputs(buf, j->f);
+    if (!strpbrk(buf, ".e")) fputs(".0", j->f); /* 8 -> 8.0 */
+}
+
 void rw_json_bool(rw_json_writer *j, bool v) {
     sep(j);
     fputs(v ? "true" : "false", j->f);

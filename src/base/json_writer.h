@@ -31,6 +31,9 @@ void rw_json_cstring(rw_json_writer *j, const char *s);
 void rw_json_int(rw_json_writer *j, int64_t v);
 void rw_json_uint(rw_json_writer *j, uint64_t v);
 void rw_json_double(rw_json_writer *j, double v, int precision); /* non-finite -> null */
+/* As rw_json_double, but an integral value gets ".0" (8.0, as Python's repr)
+ * so that it reads back as a real where the source type is a float. */
+void rw_json_real(rw_json_writer *j, double v, int precision);
 void rw_json_bool(rw_json_writer *j, bool v);
 void rw_json_null(rw_json_writer *j);
 

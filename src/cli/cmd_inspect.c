@@ -86,19 +86,21 @@ static void print_text(const rw_gguf *g, const char *path) {
 /* ---- JSON output ---- */
 
 /* A number printed with the fewest digits that read back to the same double,
- * as Python's repr does. A float32 is printed as its exact widened double
- * value (9.999999974752427e-07 for 1e-6f), so a reader comparing with other
- * tools' JSON (gguf-py widens the same way) gets equal values. */
+ * as Python's repr does (8.0 for an integral value: a float stays a float
+ * for a reader that types numbers). A float32 is printed as its exact
+ * widened double value (9.999999974752427e-07 for 1e-6f), so a reader
+ * comparing with other tools' JSON (gguf-py widens the same way) gets equal
+ * values. */
 static void json_number(rw_json_writer *j, double v) {
     for (int prec = 1; prec < 17; prec++) {
         char buf[64];
         snprintf(buf, sizeof buf, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) {
-            rw_json_double(j, v, prec);
+            rw_json_real(j, v, prec);
             return;
         }
     }
-    rw_json_double(j, v, 17);
+    rw_json_real(j, v, 17);
 }
 
 static void json_value(rw_json_writer *j, const rw_gguf_value *v) {

@@ -70,6 +70,15 @@ void rw_rmsnorm_gated(const float *x, const float *w, const float *z, int n_grou
 void rw_silu_ref(const float *x, float *y, int64_t n);
 void rw_silu(const float *x, float *y, int64_t n);
 
+/* GEGLU in place: g[i] = gelu(g[i]) * u[i] with the tanh GELU
+ * 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) as llama.cpp's CPU backend
+ * computes it (ggml_vec_geglu_f32 with GGML_GELU_FP16): x <= -10 gives 0,
+ * x >= 10 gives x, else x is rounded to a half and looked up in a table of
+ * the GELU of every half, rounded to a half (about 1e-3 relative error,
+ * which is what llama.cpp's goldens carry). One plain-C implementation for
+ * every tier. */
+void rw_geglu(float *g, const float *u, int64_t n);
+
 /* sigmoid(x) = 1 / (1 + expf(-x)), libm expf as ggml's scalar loop. */
 void rw_sigmoid(const float *x, float *y, int64_t n);
 
@@ -120,11 +129,15 @@ typedef struct {
     int64_t v_head_stride; /* elements between KV heads of Vt within a page */
     int64_t v_stride;      /* elements between value dimensions within a page */
     bool f16;
+    /* > 0: sliding-window attention, the query at position p sees only
+     * positions p-window+1..p (rw_attn_pages.first); 0: all of 0..p */
+    int64_t window;
 } rw_attn_kv;
 
 /* Causal GQA attention of n_q new tokens at positions pos0..pos0+n_q-1 of one
  * sequence over a cache holding at least pos0+n_q positions. Query t, head h
- * (q + t*q_stride + h*hd_k) attends to positions 0..pos0+t of KV head
+ * (q + t*q_stride + h*hd_k) attends to positions 0..pos0+t (with kv->window,
+ * only the last kv->window of them) of KV head
  * h / (n_head/n_head_kv) (scores scaled by `scale`, usually 1/sqrt(hd_k);
  * granite passes its own); the result goes to out + t*out_stride + h*hd_v.
  * Every head's result is bitwise what rw_attn_head gives for it. One task per

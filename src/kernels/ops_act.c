@@ -1,5 +1,6 @@
-/* ops_act.c - SiLU, sigmoid, softplus and softmax (ops.h). */
+/* ops_act.c - SiLU, GEGLU, sigmoid, softplus and softmax (ops.h). */
 #include <math.h>
+#include <pthread.h>
 
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
@@ -11,6 +12,31 @@ void rw_silu_ref(const float *x, float *y, int64_t n) {
 void rw_silu(const float *x, float *y, int64_t n) {
     if (rw_ops_use_avx512()) rw_silu_avx512(x, y, n);
     else rw_silu_ref(x, y, n);
+}
+
+/* GELU of every half, as ggml's table: gelu_tanh of the half's value in
+ * float, rounded to a half, kept as the float it is. Built once, by the same
+ * scalar code on every tier, so rw_geglu is one function everywhere. */
+static float gelu_f16_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void) {
+    const float a = 0.044715f, s2pi = 0.79788456080286535587989211986876f;
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+        const float x = rw_f16_to_f32((rw_f16)i);
+        const float y = 0.5f * x * (1.0f + tanhf(s2pi * x * (1.0f + a * x * x)));
+        gelu_f16_table[i] = rw_f16_to_f32(rw_f32_to_f16(y));
+    }
+}
+
+void rw_geglu(float *g, const float *u, int64_t n) {
+    pthread_once(&gelu_once, gelu_table_init);
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        if (x <= -10.0f) g[i] = 0.0f;
+        else if (x >= 10.0f) g[i] = x * u[i];
+        else g[i] = gelu_f16_table[rw_f32_to_f16(x)] * u[i]; /* NaN: the table's NaN */
+    }
 }
 
 void rw_sigmoid(const float *x, float *y, int64_t n) {

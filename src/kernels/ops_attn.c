@@ -24,13 +24,15 @@ static void attn_task(void *p, int64_t task, int thread) {
     const int64_t t = task / j->n_head_kv;
     const int g = (int)(task % j->n_head_kv), h0 = g * j->group;
     const rw_attn_kv *kv = j->kv;
+    const int64_t n_pos = j->pos0 + t + 1;
+    /* a sliding window is the query's own: positions n_pos-window..n_pos-1 */
+    const int64_t first = kv->window > 0 && n_pos > kv->window ? n_pos - kv->window : 0;
     const rw_attn_pages head = {.k_pages = kv->k_pages, .v_pages = kv->v_pages, .page_len = kv->page_len,
                                 .k_off = g * kv->k_head_stride, .v_off = g * kv->v_head_stride,
-                                .v_stride = kv->v_stride};
+                                .v_stride = kv->v_stride, .first = first};
     const float *q = j->q + t * j->q_stride + (int64_t)h0 * j->hd_k;
     float *out = j->out + t * j->out_stride + (int64_t)h0 * j->hd_v;
     float *scores = j->scratch + (int64_t)thread * j->group * j->n_ctx;
-    const int64_t n_pos = j->pos0 + t + 1;
     if (j->avx512) {
         rw_attn_group_avx512(q, j->group, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores, out);
         return;

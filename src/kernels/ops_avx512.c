@@ -360,15 +360,15 @@ static inline __attribute__((always_inline)) void group_scores(const float *q, i
  * whose lengths are multiples of 64, so the sums are those over one
  * contiguous row. */
 static inline __attribute__((always_inline)) void group_values(const rw_attn_pages *kv, int i, const bool f16,
-                                                               const float *p, int64_t n, int hb, float *out,
-                                                               int64_t out_stride) {
+                                                               const float *p, int64_t b0, int64_t n, int hb,
+                                                               float *out, int64_t out_stride) {
     __m512 a[4][4];
 #pragma GCC unroll 4
     for (int h = 0; h < 4; h++)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) a[h][c] = _mm512_setzero_ps();
     const int64_t P = kv->page_len;
-    for (int64_t p0 = 0; p0 < n; p0 += P) {
+    for (int64_t p0 = b0 - b0 % P; p0 < n; p0 += P) { /* from b0: p is 0 before it (a window) */
         const void *row =
             (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *pp = p + p0;
@@ -384,7 +384,7 @@ static inline __attribute__((always_inline)) void group_values(const rw_attn_pag
             const size_t bytes = (size_t)np * (f16 ? 2 : 4);
             for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
         }
-        for (int64_t k = 0; k < nfull; k += 64)
+        for (int64_t k = p0 < b0 ? b0 - p0 : 0; k < nfull; k += 64)
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m512 vc = rw_load16(row, f16, k + 16 * c);
@@ -407,21 +407,24 @@ static inline __attribute__((always_inline)) void group_values(const rw_attn_pag
 }
 
 /* Softmax of one head's scores in place, as rw_attn_head: max, ggml's vector
- * exp per (masked) 16-lane block, block sums added in double, times 1/sum. */
-static void attn_softmax(float *s, int64_t n) {
+ * exp per (masked) 16-lane block, block sums added in double, times 1/sum.
+ * A sliding window: s[b0..first) become 0 (b0 = first's 64-block), s before
+ * b0 is not touched. */
+static void attn_softmax(float *s, int64_t first, int64_t b0, int64_t n) {
     float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++)
+    for (int64_t j = first; j < n; j++)
         if (s[j] > mx) mx = s[j];
     const __m512 vmx = _mm512_set1_ps(mx);
     double sum = 0.0;
-    for (int64_t j = 0; j < n; j += 16) {
+    for (int64_t j = b0; j < n; j += 16) {
         const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
-        const __m512 e = _mm512_maskz_mov_ps(m, rw_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vmx)));
+        const __mmask16 live = m & rw_lanes_from(first - j);
+        const __m512 e = _mm512_maskz_mov_ps(live, rw_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vmx)));
         _mm512_mask_storeu_ps(s + j, m, e);
         sum += (double)_mm512_reduce_add_ps(e);
     }
     const float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < n; j++) s[j] *= inv;
+    for (int64_t j = b0; j < n; j++) s[j] *= inv;
 }
 
 static inline __attribute__((always_inline)) void attn_group(const float *q, int r, const rw_attn_pages *kv,
@@ -429,18 +432,21 @@ static inline __attribute__((always_inline)) void attn_group(const float *q, int
                                                              float scale, float *scores, float *out) {
     const size_t esz = f16 ? 2 : 4;
     const int64_t P = kv->page_len;
+    /* a sliding window: from the 64-block holding `first` (ops_model.h) */
+    const int64_t first = kv->first > 0 ? kv->first : 0, b0 = first & ~(int64_t)63;
     for (int h0 = 0; h0 < r; h0 += 4) {
         const int hb = r - h0 < 4 ? r - h0 : 4;
         const float *qb = q + (int64_t)h0 * hd_k;
         float *sb = scores + h0 * n_pos;
-        for (int64_t p0 = 0; p0 < n_pos; p0 += P) {
+        for (int64_t p0 = b0 - b0 % P; p0 < n_pos; p0 += P) {
             const char *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * esz;
             const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
-            for (int64_t j = 0; j < np; j++)
+            for (int64_t j = p0 < b0 ? b0 - p0 : 0; j < np; j++)
                 group_scores(qb, hd_k, hb, k + (size_t)(j * hd_k) * esz, f16, scale, sb + p0 + j, n_pos);
         }
-        for (int h = 0; h < hb; h++) attn_softmax(sb + h * n_pos, n_pos);
-        for (int i = 0; i < hd_v; i++) group_values(kv, i, f16, sb, n_pos, hb, out + (int64_t)h0 * hd_v + i, hd_v);
+        for (int h = 0; h < hb; h++) attn_softmax(sb + h * n_pos, first, b0, n_pos);
+        for (int i = 0; i < hd_v; i++)
+            group_values(kv, i, f16, sb, b0, n_pos, hb, out + (int64_t)h0 * hd_v + i, hd_v);
     }
 }
 

@@ -24,23 +24,25 @@ static float pelem(const void *const *pages, int64_t p, bool f16, int64_t off, i
 void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                             float scale, float *scores, float *out) {
     const int64_t P = kv->page_len;
+    /* masked positions (below j0) would add exact zeros to every sum: skipped */
+    const int64_t j0 = kv->first > 0 ? kv->first : 0;
     float mx = -INFINITY;
-    for (int64_t j = 0; j < n_pos; j++) {
+    for (int64_t j = j0; j < n_pos; j++) {
         float s = 0.0f;
         for (int i = 0; i < hd_k; i++) s += q[i] * pelem(kv->k_pages, j / P, f16, kv->k_off, (j % P) * hd_k + i);
         scores[j] = s * scale;
         if (scores[j] > mx) mx = scores[j];
     }
     double sum = 0.0;
-    for (int64_t j = 0; j < n_pos; j++) {
+    for (int64_t j = j0; j < n_pos; j++) {
         scores[j] = expf(scores[j] - mx);
         sum += (double)scores[j];
     }
     const float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
+    for (int64_t j = j0; j < n_pos; j++) scores[j] *= inv;
     for (int i = 0; i < hd_v; i++) {
         float o = 0.0f;
-        for (int64_t j = 0; j < n_pos; j++)
+        for (int64_t j = j0; j < n_pos; j++)
             o += scores[j] * pelem(kv->v_pages, j / P, f16, kv->v_off, i * kv->v_stride + j % P);
         out[i] = o;
     }

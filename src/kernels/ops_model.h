@@ -49,6 +49,13 @@
 typedef struct {
     const void *const *k_pages, *const *v_pages;
     int64_t page_len, k_off, v_off, v_stride;
+    /* Sliding window: positions below first are masked out (0 = none). The
+     * result is bitwise that of attention over 0..n_pos-1 with the scores of
+     * those positions at -inf (weight exactly 0): the kernels start at the
+     * 64-position block holding first and give its earlier positions weight
+     * 0, so the sums keep the block structure of the unmasked case and the
+     * cost is that of the window, not of n_pos. */
+    int64_t first;
 } rw_attn_pages;
 
 /* scores: n_pos floats of scratch. out: hd_v floats. */

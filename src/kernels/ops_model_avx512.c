@@ -17,21 +17,24 @@ void rw_swiglu_avx512(float *g, const float *u, int64_t n);
 /* dot_ggml_padded (below) for value rows i0..i0+3 of a paged head against y
  * (n elements), into out[0..3]. The accumulators run on across pages: a page
  * holds a multiple of 64 positions (or is the only one), so every FMA meets
- * the same elements in the same order as over one contiguous row. */
+ * the same elements in the same order as over one contiguous row. Elements
+ * below b0 (a multiple of 64: a sliding window's first block) are zero in y
+ * and skipped, which leaves every sum as it is. */
 static inline __attribute__((always_inline)) void dot4_ggml_padded(const rw_attn_pages *kv, int i0, bool f16,
-                                                                    const float *y, int64_t n, float *out) {
+                                                                    const float *y, int64_t b0, int64_t n,
+                                                                    float *out) {
     __m512 a[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
     const int64_t P = kv->page_len, v_stride = kv->v_stride;
-    for (int64_t p0 = 0; p0 < n; p0 += P) {
+    for (int64_t p0 = b0 - b0 % P; p0 < n; p0 += P) {
         const void *vt = (const char *)kv->v_pages[p0 / P] + (size_t)kv->v_off * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
-        for (int64_t i = 0; i < nfull; i += 64)
+        for (int64_t i = p0 < b0 ? b0 - p0 : 0; i < nfull; i += 64)
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m512 yc = _mm512_loadu_ps(yp + i + 16 * c);
@@ -63,14 +66,14 @@ static inline __attribute__((always_inline)) void dot4_ggml_padded(const rw_attn
  * as rw_dot_ggml over n rounded up to 64 with zero padding (what llama.cpp
  * computes over its padded, masked KV length). */
 static inline __attribute__((always_inline)) float dot_ggml_padded(const rw_attn_pages *kv, int i, bool f16,
-                                                                          const float *y, int64_t n) {
+                                                                          const float *y, int64_t b0, int64_t n) {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     const int64_t P = kv->page_len;
-    for (int64_t p0 = 0; p0 < n; p0 += P) {
+    for (int64_t p0 = b0 - b0 % P; p0 < n; p0 += P) {
         const void *x = (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
-        for (int64_t k = 0; k < np; k += 64)
+        for (int64_t k = p0 < b0 ? b0 - p0 : 0; k < np; k += 64)
             for (int c = 0; c < 4; c++) {
                 const int64_t at = k + 16 * c;
                 if (at >= np) break;
@@ -88,11 +91,14 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
                                                              float *scores, float *out) {
     float mx = -INFINITY;
     const int64_t P = kv->page_len;
-    for (int64_t p0 = 0; p0 < n_pos; p0 += P) { /* scores, page by page: each key's dot is independent */
+    /* a sliding window: scores from the 64-block holding `first` on, the
+     * positions before `first` get weight 0 (ops_model.h) */
+    const int64_t first = kv->first > 0 ? kv->first : 0, b0 = first & ~(int64_t)63;
+    for (int64_t p0 = b0 - b0 % P; p0 < n_pos; p0 += P) { /* scores, page by page: each key's dot is independent */
         const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
         float *sc = scores + p0;
         const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
-        int64_t j = 0;
+        int64_t j = p0 < b0 ? b0 - p0 : 0;
         if (hd_k % 64 == 0) /* four keys at a time, each exactly as rw_dot_ggml */
             for (; j + 4 <= np; j += 4) {
                 __m512 a[4][4];
@@ -120,23 +126,24 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
         }
     }
     int64_t j;
-    for (j = 0; j < n_pos; j++)
+    for (j = first; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
     /* softmax numerators; each 16-lane block summed in float, blocks in double */
     const __m512 vmx = _mm512_set1_ps(mx);
     double sum = 0.0;
-    for (j = 0; j < n_pos; j += 16) {
+    for (j = b0; j < n_pos; j += 16) {
         const __mmask16 m = n_pos - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n_pos - j)) - 1);
-        __m512 e = _mm512_maskz_mov_ps(m, rw_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmx)));
+        const __mmask16 live = m & rw_lanes_from(first - j); /* masked positions: weight 0 */
+        __m512 e = _mm512_maskz_mov_ps(live, rw_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmx)));
         _mm512_mask_storeu_ps(scores + j, m, e);
         sum += (double)_mm512_reduce_add_ps(e);
     }
     const float inv = (float)(1.0 / sum);
-    for (j = 0; j < n_pos; j++) scores[j] *= inv;
+    for (j = b0; j < n_pos; j++) scores[j] *= inv;
     int i = 0;
     for (; i + 4 <= hd_v; i += 4) /* four value dims at a time, each exactly as dot_ggml_padded */
-        dot4_ggml_padded(kv, i, f16, scores, n_pos, out + i);
-    for (; i < hd_v; i++) out[i] = dot_ggml_padded(kv, i, f16, scores, n_pos);
+        dot4_ggml_padded(kv, i, f16, scores, b0, n_pos, out + i);
+    for (; i < hd_v; i++) out[i] = dot_ggml_padded(kv, i, f16, scores, b0, n_pos);
 }
 
 /* One copy of the kernel per cache type, so the f16 test is not in the loops. */

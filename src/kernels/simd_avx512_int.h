@@ -46,6 +46,14 @@ static inline float rw_reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
 }
 
+/* The lanes l >= d of 16 (all for d <= 0, none for d >= 16): a block's
+ * lanes at or past a sliding window's first position, d = first - block. */
+static inline __mmask16 rw_lanes_from(int64_t d) {
+    if (d <= 0) return (__mmask16)0xFFFF;
+    if (d >= 16) return 0;
+    return (__mmask16)(0xFFFFu << d);
+}
+
 /* 16 elements at base[i..i+16), f32 or f16 (converted exactly). */
 static inline __m512 rw_load16(const void *base, bool f16, int64_t i) {
     if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i)));

@@ -1,5 +1,6 @@
 /* forward.c - the forward pass shared by every architecture: embedding,
  * the architecture's layers, final norm and output head (model_int.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,6 +152,11 @@ static rw_status head_rows(rw_model *m, const int64_t *rows, float *const *dst, 
             if (ls != 0.0f && ls != 1.0f) { /* times 1/scale, as ggml_scale(logits, 1/logit_scale) */
                 const float inv = 1.0f / ls;
                 for (int64_t j = 0; j < V; j++) o[j] *= inv;
+            }
+            const float cap = hp->final_logit_softcap;
+            if (cap > 0.0f) { /* cap * tanh(logits / cap), rounded as ggml's scale, tanh, scale */
+                const float inv = 1.0f / cap;
+                for (int64_t j = 0; j < V; j++) o[j] = tanhf(o[j] * inv) * cap;
             }
             if (!direct) memcpy(dst[g + i], o, (size_t)V * sizeof *o);
         }

@@ -51,6 +51,12 @@ typedef struct {
     int n_rot;            /* rope.dimension_count (default head_dim_k) */
     float rope_base;      /* rope.freq_base (default 10000) */
     float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    /* Sliding-window attention (gemma3): the window's layers see only the
+     * n_swa most recent positions and rotate with their own base, unscaled. */
+    int n_swa;            /* attention.sliding_window: positions a query sees, itself included; 0 = none */
+    int swa_pattern;      /* attention.sliding_window_pattern P: layer il slides iff il % P < P-1 (P 0: all) */
+    float rope_base_swa;  /* rope.freq_base_swa: RoPE base of the sliding layers */
+    float final_logit_softcap; /* final_logit_softcapping c: logits = c*tanh(logits/c) (0 = none) */
     bool has_rope_freqs;  /* rope_freqs.weight present (llama3 factors) */
     bool tied_output;     /* no output.weight: token_embd is the output head */
     float embedding_scale; /* embeddings are multiplied by it (granite; 0 or 1 = none) */

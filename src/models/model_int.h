@@ -123,6 +123,16 @@ struct rw_model {
     void *api;
 };
 
+/* The sliding window of layer il's attention (hp.n_swa) or 0 for a layer
+ * that sees every position: the layers il % P < P-1 of P = swa_pattern
+ * slide (P = 0: all), as llama.cpp's set_swa_pattern. */
+static inline int64_t mdl_layer_window(const rw_model *m, int il) {
+    const rw_model_hparams *hp = &m->hp;
+    if (hp->n_swa <= 0 || il >= hp->n_layer) return 0;
+    const int P = hp->swa_pattern;
+    return P == 0 || il % P < P - 1 ? hp->n_swa : 0;
+}
+
 /* States a sequence of m holds: n_layer, + 2 with the MTP block on. */
 static inline int mdl_n_states(const rw_model *m) { return m->hp.n_layer + (m->mtp_on ? 2 : 0); }
 /* The MTP block's KV state index (-1 without), and the hidden rows'. */
@@ -195,6 +205,7 @@ struct mdl_arch {
 const mdl_arch *rw_models__arch_find(const char *name);
 extern const mdl_arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
     rw_models__arch_qwen3next, rw_models__arch_granitehybrid, rw_models__arch_lfm2, rw_models__arch_nemotron_h;
+extern const mdl_arch rw_models__arch_gemma3;
 
 /* forward.c */
 void rw_models__scratch_free(mdl_scratch *sc);
@@ -260,7 +271,9 @@ rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, co
 
 /* attn.c: stores rows k, v (strides dk, dv) of every segment in its
  * sequence's KV state of layer il, then causal attention of the rows of q
- * (stride dq) over it into att (stride n_head*hd_v), per segment. */
+ * (stride dq) over it into att (stride n_head*hd_v), per segment; in a
+ * sliding layer (mdl_layer_window) each query sees only its window, counted
+ * from its own position in its own sequence. */
 rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
                      const float *v, int64_t dv, float scale, float *att, rw_error *err);
 

@@ -14,6 +14,7 @@ static const mdl_arch *const archs[] = {
     &rw_models__arch_granitehybrid,
     &rw_models__arch_lfm2,
     &rw_models__arch_nemotron_h,
+    &rw_models__arch_gemma3,
 };
 
 const mdl_arch *rw_models__arch_find(const char *name) {

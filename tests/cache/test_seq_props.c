@@ -242,6 +242,7 @@ int main(void) {
         "granitehybrid/granitehybrid-F32.gguf", "granitehybrid/granitehybrid-Q8_0.gguf",
         "lfm2/lfm2-F32.gguf",           "lfm2/lfm2-Q8_0.gguf",
         "nemotron_h/nemotron_h-F32.gguf",
+        "gemma3/gemma3-F32.gguf", /* sliding-window layers: every rewind and batch past the window */
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) run_model(models[i], steps, seed + i);
     return rw_test_done();

@@ -18,8 +18,9 @@
 #include "engine/spec.h"
 #include "harness.h"
 
-static const char *ARCHS[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "lfm2", "nemotron_h"};
-#define N_ARCH 8
+static const char *ARCHS[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "lfm2", "nemotron_h",
+                              "gemma3"};
+#define N_ARCH 9
 
 typedef struct {
     rw_gguf *g;

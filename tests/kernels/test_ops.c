@@ -1,6 +1,6 @@
 /* test_ops.c - the stateless kernels of ops.h against double-precision
  * formulas written here, in every available tier: grouped / L2 / gated RMS
- * norms, SiLU, sigmoid, softplus, softmax, multi-section RoPE (against
+ * norms, SiLU, GEGLU, sigmoid, softplus, softmax, multi-section RoPE (against
  * rw_rope_cache per stream, with the section maps spelled out), MoE routing
  * (against a brute-force sort), f16 rows (against the scalar conversion) and
  * the causal conv1d (against a whole-sequence convolution; one token per call
@@ -133,6 +133,51 @@ static void check_activations(void) {
         }
         free(a), free(p), free(p2);
     }
+}
+
+/* GEGLU (gemma3's FFN) as llama.cpp's fp16 GELU table: the exact spec at
+ * every half input, the clamps at +-10, the tanh GELU within the rounding of
+ * two halves, and the same bits in every tier (one implementation: these
+ * bits are compared against the first tier's). */
+static float geglu_first_tier[4096];
+static bool geglu_have_first;
+
+static void check_geglu(void) {
+    const float a = 0.044715f, s2pi = 0.79788456080286535587989211986876f;
+    int bad = 0;
+    /* every finite half in (-10, 10): gelu in float, rounded to a half */
+    for (uint32_t h = 0; h < (1u << 16); h++) {
+        const float x = rw_f16_to_f32((rw_f16)h);
+        if (!(x > -10.0f && x < 10.0f)) continue;
+        float g = x, u = 1.0f;
+        rw_geglu(&g, &u, 1);
+        const float want = rw_f16_to_f32(rw_f32_to_f16(0.5f * x * (1.0f + tanhf(s2pi * x * (1.0f + a * x * x)))));
+        bad += memcmp(&g, &want, 4) != 0;
+    }
+    CHECK_MSG(bad == 0, "geglu %s: %d halves differ from the table's spec", tier_name, bad);
+    /* clamps, the gate product, NaN */
+    float g[6] = {-10.0f, -1e30f, 10.0f, 12.5f, NAN, 1.0f}, u[6] = {3, 3, 0.5f, -2, 1, 0};
+    rw_geglu(g, u, 6);
+    CHECK(g[0] == 0.0f && g[1] == 0.0f && g[2] == 5.0f && g[3] == -25.0f && isnan(g[4]) && g[5] == 0.0f);
+    /* random inputs: within two half roundings of the exact tanh GELU */
+    float x[4096], y[4096], up[4096];
+    uint64_t r = 0x1234567887654321ull; /* the same inputs in every tier */
+    for (int i = 0; i < 4096; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x[i] = (float)((double)(r >> 11) / 9007199254740992.0) * 24.0f - 12.0f;
+        up[i] = (float)((double)(r & 0xffff) / 65536.0) * 2.0f - 1.0f;
+    }
+    memcpy(y, x, sizeof x);
+    rw_geglu(y, up, 4096);
+    bad = 0;
+    for (int i = 0; i < 4096; i++) {
+        const double xd = x[i], gd = 0.5 * xd * (1.0 + tanh(sqrt(2.0 / M_PI) * (xd + 0.044715 * xd * xd * xd)));
+        /* a half's rounding of x moves gelu by up to |gelu'| |x| 2^-11 */
+        bad += !near(y[i], gd * up[i], 2e-3, 6e-4 * fabs(xd) * fabs(up[i]) + 1e-6);
+    }
+    CHECK_MSG(bad == 0, "geglu %s: %d values off the tanh GELU", tier_name, bad);
+    if (!geglu_have_first) memcpy(geglu_first_tier, y, sizeof y), geglu_have_first = true;
+    CHECK_MSG(memcmp(geglu_first_tier, y, sizeof y) == 0, "geglu %s: differs from another tier", tier_name);
 }
 
 /* The stream of pair i, spelled out for a few section sets (t h w e = 0 1 2 3). */
@@ -314,6 +359,7 @@ int main(void) {
         tier_name = rw_kernel_tier_name((rw_kernel_tier)t);
         check_norms();
         check_activations();
+        check_geglu();
         check_rope_multi();
         check_moe();
         check_f16_rows();

@@ -36,7 +36,9 @@ static void l2n(float *x, int n) {
 
 /* ==== attention ========================================================= */
 
-static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64_t n_ctx, bool f16) {
+/* window > 0: sliding-window attention (each query sees its last window
+ * positions), else causal over all. */
+static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64_t n_ctx, bool f16, int64_t window) {
     const int64_t cap = n_ctx + 5;
     const int64_t kn = (int64_t)n_head_kv * cap * hd_k, vn = (int64_t)n_head_kv * hd_v * cap;
     float *k = randv(kn, 1.0f), *v = randv(vn, 1.0f);
@@ -49,7 +51,7 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
     }
     const void *kp[1] = {f16 ? (const void *)kh : k}, *vp[1] = {f16 ? (const void *)vh : v};
     const rw_attn_kv kv = {.k_pages = kp, .v_pages = vp, .page_len = cap, .k_head_stride = cap * hd_k,
-                           .v_head_stride = hd_v * cap, .v_stride = cap, .f16 = f16};
+                           .v_head_stride = hd_v * cap, .v_stride = cap, .f16 = f16, .window = window};
     const int64_t qs = (int64_t)n_head * hd_k + 3, os = (int64_t)n_head * hd_v + 1;
     float *q = randv(n_ctx * qs, 2.0f);
     float *o_all = calloc((size_t)(n_ctx * os), 4), *o_one = calloc((size_t)(n_ctx * os), 4);
@@ -65,8 +67,10 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
     memcpy(o_par, o_all, (size_t)(p0 * os) * 4);
     rw_attn_causal(&kv, q + p0 * qs, qs, p0, n_ctx - p0, n_head, n_head_kv, hd_k, hd_v, scale, o_par + p0 * os, os,
                    scratch, pool3);
-    CHECK_MSG(memcmp(o_all, o_one, (size_t)(n_ctx * os) * 4) == 0, "attention %s: batch != one by one", tier_name);
-    CHECK_MSG(memcmp(o_all, o_par, (size_t)(n_ctx * os) * 4) == 0, "attention %s: threads change bits", tier_name);
+    CHECK_MSG(memcmp(o_all, o_one, (size_t)(n_ctx * os) * 4) == 0, "attention %s window %lld: batch != one by one",
+              tier_name, (long long)window);
+    CHECK_MSG(memcmp(o_all, o_par, (size_t)(n_ctx * os) * 4) == 0, "attention %s window %lld: threads change bits",
+              tier_name, (long long)window);
     /* every head as rw_attn_head computes it alone */
     int differ = 0;
     for (int64_t t = 0; t < n_ctx; t++)
@@ -74,12 +78,19 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
             const int g = h / (n_head / n_head_kv);
             const size_t esz = f16 ? 2 : 4;
             float one[512];
-            rw_attn_head(q + t * qs + h * hd_k, (const char *)kp[0] + (size_t)(g * kv.k_head_stride) * esz,
-                         (const char *)vp[0] + (size_t)(g * kv.v_head_stride) * esz, cap, f16, t + 1, hd_k, hd_v, scale,
-                         scratch, one);
+            const void *kh0 = (const char *)kp[0] + (size_t)(g * kv.k_head_stride) * esz;
+            const void *vh0 = (const char *)vp[0] + (size_t)(g * kv.v_head_stride) * esz;
+            if (window > 0) { /* one page with the query's window */
+                const rw_attn_pages one_pg = {.k_pages = &kh0, .v_pages = &vh0, .page_len = cap, .v_stride = cap,
+                                              .first = t + 1 > window ? t + 1 - window : 0};
+                rw_attn_head_paged(q + t * qs + h * hd_k, &one_pg, f16, t + 1, hd_k, hd_v, scale, scratch, one);
+            } else {
+                rw_attn_head(q + t * qs + h * hd_k, kh0, vh0, cap, f16, t + 1, hd_k, hd_v, scale, scratch, one);
+            }
             differ += memcmp(one, o_all + t * os + h * hd_v, (size_t)hd_v * 4) != 0;
         }
-    CHECK_MSG(differ == 0, "attention %s f16 %d: %d heads differ from rw_attn_head", tier_name, f16, differ);
+    CHECK_MSG(differ == 0, "attention %s f16 %d window %lld: %d heads differ from rw_attn_head", tier_name, f16,
+              (long long)window, differ);
     /* the same cache in pages of 64 positions (cache/kv.h's layout): the
      * same bits as the contiguous one */
     {
@@ -102,16 +113,19 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
                 }
         }
         const rw_attn_kv pkv = {.k_pages = pk, .v_pages = pv, .page_len = PL, .k_head_stride = PL * hd_k,
-                                .v_head_stride = hd_v * PL, .v_stride = PL, .f16 = f16};
+                                .v_head_stride = hd_v * PL, .v_stride = PL, .f16 = f16, .window = window};
         float *o_pg = calloc((size_t)(n_ctx * os), 4);
         rw_attn_causal(&pkv, q, qs, 0, n_ctx, n_head, n_head_kv, hd_k, hd_v, scale, o_pg, os, scratch, pool3);
-        CHECK_MSG(memcmp(o_all, o_pg, (size_t)(n_ctx * os) * 4) == 0, "attention %s f16 %d: paged != contiguous",
-                  tier_name, f16);
-        /* and one head through rw_attn_head_paged_ref against rw_attn_head_ref */
-        const rw_attn_pages hp = {.k_pages = pk, .v_pages = pv, .page_len = PL, .v_stride = PL};
+        CHECK_MSG(memcmp(o_all, o_pg, (size_t)(n_ctx * os) * 4) == 0, "attention %s f16 %d window %lld: paged != contiguous",
+                  tier_name, f16, (long long)window);
+        /* and one head through rw_attn_head_paged_ref against the contiguous reference */
+        const int64_t first = window > 0 && n_ctx > window ? n_ctx - window : 0;
+        const rw_attn_pages hp = {.k_pages = pk, .v_pages = pv, .page_len = PL, .v_stride = PL, .first = first};
+        const void *K0 = K, *V0 = Vt;
+        const rw_attn_pages cp = {.k_pages = &K0, .v_pages = &V0, .page_len = cap, .v_stride = cap, .first = first};
         float a[512], b[512];
         rw_attn_head_paged_ref(q + (n_ctx - 1) * qs, &hp, f16, n_ctx, hd_k, hd_v, scale, scratch, a);
-        rw_attn_head_ref(q + (n_ctx - 1) * qs, K, Vt, cap, f16, n_ctx, hd_k, hd_v, scale, scratch, b);
+        rw_attn_head_paged_ref(q + (n_ctx - 1) * qs, &cp, f16, n_ctx, hd_k, hd_v, scale, scratch, b);
         CHECK_MSG(memcmp(a, b, (size_t)hd_v * 4) == 0, "attention ref f16 %d: paged != contiguous", f16);
         free(o_pg), free(pages), free(pk), free(pv);
     }
@@ -122,21 +136,22 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
             const int g = h / (n_head / n_head_kv);
             const float *qh = q + t * qs + h * hd_k;
             double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j <= t; j++) {
+            const int64_t lo = window > 0 && t + 1 > window ? t + 1 - window : 0; /* the window's first */
+            for (int64_t j = lo; j <= t; j++) {
                 double s = 0;
                 for (int i = 0; i < hd_k; i++) s += (double)qh[i] * k[g * cap * hd_k + j * hd_k + i];
                 w[j] = s * scale;
                 mx = fmax(mx, w[j]);
             }
-            for (int64_t j = 0; j <= t; j++) sum += (w[j] = exp(w[j] - mx));
+            for (int64_t j = lo; j <= t; j++) sum += (w[j] = exp(w[j] - mx));
             for (int i = 0; i < hd_v; i++) {
                 double o = 0;
-                for (int64_t j = 0; j <= t; j++) o += w[j] / sum * v[g * hd_v * cap + i * cap + j];
+                for (int64_t j = lo; j <= t; j++) o += w[j] / sum * v[g * hd_v * cap + i * cap + j];
                 err = fmax(err, fabs(o - o_all[t * os + h * hd_v + i]));
             }
         }
-    CHECK_MSG(err < 2e-5, "attention %s heads %d/%d hd %d/%d n %lld f16 %d: error %g", tier_name, n_head, n_head_kv,
-              hd_k, hd_v, (long long)n_ctx, f16, err);
+    CHECK_MSG(err < 2e-5, "attention %s heads %d/%d hd %d/%d n %lld f16 %d window %lld: error %g", tier_name, n_head,
+              n_head_kv, hd_k, hd_v, (long long)n_ctx, f16, (long long)window, err);
     free(k), free(v), free(kh), free(vh), free(q), free(o_all), free(o_one), free(o_par), free(scratch), free(w);
 }
 
@@ -318,13 +333,20 @@ int main(void) {
         if (!rw_kernel_tier_set((rw_kernel_tier)t)) continue;
         tier_name = rw_kernel_tier_name((rw_kernel_tier)t);
         for (int f16 = 0; f16 <= 1; f16++) {
-            check_attention(4, 2, 64, 64, small ? 20 : 70, f16);
-            check_attention(3, 1, 17, 33, small ? 9 : 40, f16);
-            check_attention(2, 2, 128, 96, small ? 5 : 33, f16);
-            check_attention(8, 2, 256, 256, small ? 9 : 67, f16); /* Qwen3.5 heads */
-            check_attention(6, 1, 64, 64, small ? 7 : 21, f16);   /* a group of 4 + 2 */
-            check_attention(5, 1, 40, 24, small ? 7 : 19, f16);
-            check_attention(4, 2, 64, 48, small ? 70 : 150, f16); /* several pages */
+            check_attention(4, 2, 64, 64, small ? 20 : 70, f16, 0);
+            check_attention(3, 1, 17, 33, small ? 9 : 40, f16, 0);
+            check_attention(2, 2, 128, 96, small ? 5 : 33, f16, 0);
+            check_attention(8, 2, 256, 256, small ? 9 : 67, f16, 0); /* Qwen3.5 heads */
+            check_attention(6, 1, 64, 64, small ? 7 : 21, f16, 0);   /* a group of 4 + 2 */
+            check_attention(5, 1, 40, 24, small ? 7 : 19, f16, 0);
+            check_attention(4, 2, 64, 48, small ? 70 : 150, f16, 0); /* several pages */
+            /* sliding windows (gemma3): the gemma3 fixture's heads and
+             * window, windows across 64-blocks and pages, a window of one,
+             * odd sizes */
+            check_attention(4, 1, 128, 128, small ? 40 : 150, f16, 16);
+            check_attention(4, 2, 64, 48, small ? 90 : 200, f16, 70);
+            check_attention(3, 1, 17, 33, small ? 9 : 40, f16, 1);
+            check_attention(6, 1, 40, 24, small ? 70 : 140, f16, 65);
         }
         /* qwen35-like (dk 64, 2 key heads, 4 value heads), qwen3next-like
          * (32), the 0.8B head size (128), and sizes off every vector step */

@@ -20,7 +20,7 @@ check cmp -s "$tmp/b.f32" "$tmp/s.f32"
 
 # generate with default settings: greedy ids equal llama.cpp's for each
 # file's reliable prefix (the sanitizer build checks two files)
-files=("$fx"/qwen3/*.gguf "$fx"/llama/*.gguf)
+files=("$fx"/qwen3/*.gguf "$fx"/llama/*.gguf "$fx"/gemma3/*.gguf)
 [ "${RW_SANITIZE:-0}" = 1 ] && files=("$fx/qwen3/qwen3-Q8_0.gguf" "$fx/llama/llama-F32.gguf")
 for f in "${files[@]}"; do
   m=$(basename "$(dirname "$f")")

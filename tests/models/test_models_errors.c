@@ -1,7 +1,7 @@
 /* test_models_errors.c - a model file with a missing or invalid key, a
  * missing tensor, or a tensor of the wrong shape or type is rejected with an
- * error naming it. The bad files are the qwen3, lfm2 and nemotron_h F32
- * fixtures rewritten with one change, in memory. */
+ * error naming it. The bad files are the qwen3, lfm2, nemotron_h and gemma3
+ * F32 fixtures rewritten with one change, in memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +147,34 @@ static void check_nemotron_h(void) {
     rw_gguf_close(src);
 }
 
+/* gemma3: its own tensors and keys (a window of 0 or no pattern key is
+ * valid: every layer global, llama.cpp's pattern 6). */
+static void check_gemma3(void) {
+    rw_error err = {0};
+    rw_gguf *src = NULL;
+    if (rw_gguf_open(rw_test_fixture_path("gemma3/gemma3-F32.gguf"), &src, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    const edit edits[] = {
+        {.want = RW_OK},
+        {.drop_tensor = "blk.3.post_ffw_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "missing tensor blk.3.post_ffw_norm.weight"},
+        {.drop_tensor = "blk.0.post_attention_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "missing tensor blk.0.post_attention_norm.weight"},
+        {.drop_tensor = "blk.2.attn_k_norm.weight", .want = RW_ERR_FORMAT, .want_msg = "attn_k_norm"},
+        {.reshape = "blk.5.post_attention_norm.weight", .want = RW_ERR_FORMAT,
+         .want_msg = "blk.5.post_attention_norm.weight has shape"},
+        {.bad_key = "gemma3.attention.sliding_window_pattern", .bad_val = 5000, .want = RW_ERR_FORMAT,
+         .want_msg = "sliding_window_pattern"},
+        {.bad_key = "gemma3.attention.sliding_window", .bad_val = 0, .want = RW_OK},
+        {.drop_key = "gemma3.attention.sliding_window_pattern", .want = RW_OK},
+        {.bad_key = "gemma3.rope.freq_base_swa", .bad_val = 0, .want = RW_ERR_FORMAT, .want_msg = "freq_base_swa"},
+    };
+    check_edits(src, edits, sizeof edits / sizeof edits[0]);
+    rw_gguf_close(src);
+}
+
 int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     rw_error err = {0};
@@ -174,5 +202,6 @@ int main(void) {
     rw_gguf_close(src);
     check_lfm2();
     check_nemotron_h();
+    check_gemma3();
     return rw_test_done();
 }

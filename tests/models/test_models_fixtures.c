@@ -1,5 +1,6 @@
 /* test_models_fixtures.c - every fixture architecture's forward passes against llama.cpp's
- * goldens in ../shared/fixtures (README.md there: tolerances).
+ * goldens in ../shared/fixtures (README.md there: tolerances; gemma3/README.md
+ * for gemma3 F32's own).
  *
  * For every file: the batch pass (all prompt tokens in one call) against
  * logits_batch, the step pass (one token per call) against logits_seq, both
@@ -80,7 +81,31 @@ static const fixture FIXTURES[] = {
      * goldens are the block outputs (nemotron_h_block_out) */
     {"nemotron_h", "F32", 1e-3, 1e-4, 1.0},
     {"nemotron_h", "Q8_0", 0.6, 0.1, 0.97},
+    /* gemma3 F32: llama.cpp's GELU rounds its input to a half and reads an
+     * fp16 table, so its own batch and one-token paths differ by 3.5e-3 /
+     * 4.9e-4; the file's README gives max 3e-2, rms 5e-3 for logits and
+     * 0.05*(1+|ref|), rms 2e-2 for the layers (post-norm gains of about 8;
+     * LAYER_TOL below). rw_geglu uses the same table: measured 3.9e-3 /
+     * 4.6e-4. The quantized files as the table. */
+    {"gemma3", "F32", 3e-2, 5e-3, 1.0},
+    {"gemma3", "Q8_0", 0.6, 0.1, 0.97},
+    {"gemma3", "Q4_K_M", 1.0, 0.1, 0.97},
 };
+
+/* F32 layer outputs: |d| <= abs + rel*|ref| everywhere and rms <= rms;
+ * 1e-3 + 1e-4*|ref|, 1e-4 unless the architecture's README says otherwise
+ * (gemma3: its fp16 GELU, above). */
+typedef struct {
+    const char *model;
+    double abs, rel, rms;
+} layer_tol;
+static const layer_tol LAYER_TOL[] = {{"gemma3", 0.05, 0.05, 2e-2}};
+
+static layer_tol layer_tolerance(const char *model) {
+    for (size_t i = 0; i < sizeof LAYER_TOL / sizeof LAYER_TOL[0]; i++)
+        if (!strcmp(LAYER_TOL[i].model, model)) return LAYER_TOL[i];
+    return (layer_tol){model, 1e-3, 1e-4, 1e-4};
+}
 
 typedef struct {
     double max, rms;
@@ -206,9 +231,10 @@ static void check_file(const fixture *fx) {
         if (gold) {
             size_t bad = 0;
             diff d = compare(layers, gold, ne);
-            for (size_t i = 0; i < ne; i++) bad += !(fabs((double)layers[i] - gold[i]) <= 1e-3 + 1e-4 * fabs(gold[i]));
+            const layer_tol lt = layer_tolerance(fx->model);
+            for (size_t i = 0; i < ne; i++) bad += !(fabs((double)layers[i] - gold[i]) <= lt.abs + lt.rel * fabs(gold[i]));
             printf("%-14s layers max %.3g rms %.3g\n", name, d.max, d.rms);
-            CHECK_MSG(bad == 0 && d.rms <= 1e-4, "%s layers: %zu values out of tolerance, rms %g", name, bad, d.rms);
+            CHECK_MSG(bad == 0 && d.rms <= lt.rms, "%s layers: %zu values out of tolerance, rms %g", name, bad, d.rms);
         }
         free(gold);
         /* F16 KV cache: llama.cpp's own F16-KV runs differ by up to 1e-2 */
@@ -441,7 +467,8 @@ int main(void) {
             {"llama", "Q8_0"},    {"qwen3", "Q8_0"},     {"qwen3", "Q4_0"},      {"qwen3", "Q4_K_M"},
             {"qwen3", "Q5_K_M"},  {"qwen3", "Q6_K"},     {"qwen35", "Q8_0"},     {"qwen35", "Q4_0"},
             {"qwen35", "Q4_K_M"}, {"qwen35", "Q5_K_M"},  {"qwen35", "Q6_K"},     {"qwen35moe", "Q8_0"},
-            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"},  {"nemotron_h", "Q8_0"}};
+            {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"},  {"nemotron_h", "Q8_0"},
+            {"gemma3", "Q8_0"}, {"gemma3", "Q4_K_M"}};
         for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
             check_exact(exact[i][0], exact[i][1], RW_NUMERICS_GGML);
             /* the default (auto) numerics sum the K-quants in ggml's order too */
