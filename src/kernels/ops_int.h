@@ -1,7 +1,7 @@
 /* ops_int.h - private to src/kernels: the AVX-512 twins of the ops.h kernels
- * (defined in ops_avx512.c, compiled with AVX-512 flags) and the AVX2 twins
- * of the recurrences (ops_avx2.c) that the dispatchers in ops_*.c call when
- * the tier allows. Same contracts as the public
+ * (defined in ops_avx512.c, compiled with AVX-512 flags) and their AVX2
+ * twins (ops_avx2.c, the same bits) that the dispatchers in ops_*.c call
+ * when the tier allows. Same contracts as the public
  * functions of the same name without the suffix. */
 #ifndef RW_KERNELS_OPS_INT_H
 #define RW_KERNELS_OPS_INT_H
@@ -18,7 +18,13 @@
 bool rw_ops_use_avx512(void);
 bool rw_ops_use_avx2(void);
 
-/* AVX2 twins (ops_avx2.c) of the two recurrences. */
+/* AVX2 twins (ops_avx2.c): bitwise the AVX-512 twins below. */
+void rw_silu_avx2(const float *x, float *y, int64_t n);
+void rw_swiglu_avx2(float *g, const float *u, int64_t n);
+void rw_softmax_avx2(const float *x, float *y, int64_t n);
+void rw_rmsnorm_gated_avx2(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
+void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out);
 void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
                              int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,

@@ -9,6 +9,9 @@
 #include "kernels/quant.h"
 
 void rw_swiglu_avx512(float *g, const float *u, int64_t n);
+void rw_swiglu_avx2(float *g, const float *u, int64_t n);
+void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out);
 void rw_attn_head_avx512(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                          float scale, float *scores, float *out);
 
@@ -50,6 +53,8 @@ void rw_attn_head_paged(const float *q, const rw_attn_pages *kv, bool f16, int64
                         float scale, float *scores, float *out) {
     if (rw_kernel_tier_current() >= RW_TIER_AVX512)
         rw_attn_head_avx512(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
+    else if (rw_kernel_tier_current() == RW_TIER_AVX2)
+        rw_attn_head_avx2(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
     else
         rw_attn_head_paged_ref(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
 }
@@ -77,6 +82,7 @@ void rw_swiglu_ref(float *g, const float *u, int64_t n) {
 
 void rw_swiglu(float *g, const float *u, int64_t n) {
     if (rw_kernel_tier_current() >= RW_TIER_AVX512) rw_swiglu_avx512(g, u, n);
+    else if (rw_kernel_tier_current() == RW_TIER_AVX2) rw_swiglu_avx2(g, u, n);
     else rw_swiglu_ref(g, u, n);
 }
 

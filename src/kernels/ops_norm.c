@@ -38,5 +38,6 @@ void rw_rmsnorm_gated_ref(const float *x, const float *w, const float *z, int n_
 
 void rw_rmsnorm_gated(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y) {
     if (rw_ops_use_avx512()) rw_rmsnorm_gated_avx512(x, w, z, n_groups, gs, eps, y);
+    else if (rw_ops_use_avx2()) rw_rmsnorm_gated_avx2(x, w, z, n_groups, gs, eps, y);
     else rw_rmsnorm_gated_ref(x, w, z, n_groups, gs, eps, y);
 }
