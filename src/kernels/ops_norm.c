@@ -29,8 +29,9 @@ void rw_rmsnorm_gated_ref(const float *x, const float *w, const float *z, int n_
         const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
         float *yg = y + (int64_t)g * gs;
         const float scale = rw_rms_scale(xg, gs, eps);
+        const int nv = gs & ~15; /* the AVX-512 twin's 16-lane part: ggml's vector expf */
         for (int i = 0; i < gs; i++) {
-            const float silu = zg[i] / (1.0f + expf(-zg[i]));
+            const float silu = i < nv ? rw_silu_ggml(zg[i]) : zg[i] / (1.0f + expf(-zg[i]));
             yg[i] = ((xg[i] * scale) * w[i]) * silu;
         }
     }
