@@ -309,36 +309,76 @@ BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, B32_GGML_MIN)
  * sum of each block, acc[k] = fma((float)isum_b, dw_b * dx_b, acc[k]) for
  * k = (b % 8) / 2, blocks in order; y = (acc[0] + acc[1]) + (acc[2] + acc[3]).
  * Eight blocks at a time: their sums in one vector, then blocks
- * 0 2 4 6 and 1 3 5 7 onto the four lanes. */
+ * 0 2 4 6 and 1 3 5 7 onto the four lanes. The activation row comes in
+ * groups of eight blocks (quants, then the eight scales; zeros past the
+ * last block). */
+typedef struct {
+    int8_t qs[8][32];
+    float dx[8];
+} x_q8g;
+
+static size_t x_bytes_q8g(int64_t n) { return (size_t)((n / 32 + 7) / 8) * sizeof(x_q8g); }
+
+static void convert_q8g(const float *x, void *xq, int64_t n) {
+    x_q8g *g = xq;
+    memset(xq, 0, x_bytes_q8g(n));
+    for (int64_t b = 0; b < n / 32; b++) {
+        rw_block_q8_0 q;
+        rw_quantize_act_q8_0(x + 32 * b, &q, 1);
+        memcpy(g[b / 8].qs[b % 8], q.qs, 32);
+        g[b / 8].dx[b % 8] = f16_to_f32(q.d);
+    }
+}
+
+/* The eight block sums of blocks wb[0..cnt) (cnt <= 8; the others 0)
+ * against xg, as floats in two vectors [b0 b1 b2 b3], [b4 b5 b6 b7]. */
+INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, __m128 *v0, __m128 *v1) {
+    __m256i p[8];
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) p[k] =
+        k < cnt ? dot4(_mm256_loadu_si256((const __m256i *)wb[k].qs), _mm256_load_si256((const __m256i *)xg->qs[k]), 1)
+                : _mm256_setzero_si256();
+    /* per 128 bits: [b0 b1 b2 b3] partial sums, then the halves added */
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
+    *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
+}
+
+/* acc += blocks 0 2 4 6, then 1 3 5 7 (sums v0, v1; scales s). */
+INLINE __m128 q8_step8(__m128 acc, __m128 v0, __m128 v1, __m256 s) {
+    const __m128 s0 = _mm256_castps256_ps128(s), s1 = _mm256_extractf128_ps(s, 1);
+    acc = _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       acc);
+    return _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)),
+                        acc);
+}
+
+/* The eight weight scales of wb[0..8) as floats. */
+INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)wb[0].d, (short)wb[1].d, (short)wb[2].d, (short)wb[3].d,
+                                          (short)wb[4].d, (short)wb[5].d, (short)wb[6].d, (short)wb[7].d));
+}
+
 INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
     const rw_block_q8_0 *wb = (const rw_block_q8_0 *)w;
-    const x_blk *xb = (const x_blk *)xq;
-    const int64_t nb = n / 32;
-    __m128 acc = _mm_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        const int cnt = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        __m256i p[8];
-        float s[8];
-        for (int k = 0; k < 8; k++) {
-            if (k < cnt) {
-                const __m256i wv = _mm256_loadu_si256((const __m256i *)wb[b0 + k].qs);
-                p[k] = dot4(wv, _mm256_load_si256((const __m256i *)xb[b0 + k].qs), 1);
-                s[k] = f16_to_f32(wb[b0 + k].d) * xb[b0 + k].dx;
-            } else {
-                p[k] = _mm256_setzero_si256();
-                s[k] = 0.0f;
-            }
-        }
-        /* per 128 bits: [b0 b1 b2 b3] partial sums, then the halves added */
-        const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-        const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-        const __m128 v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
-        const __m128 v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
-        const __m128 s0 = _mm_loadu_ps(s), s1 = _mm_loadu_ps(s + 4);
-        acc = _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0)),
-                           acc);
-        acc = _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)),
-                           acc);
+    const x_q8g *xg = (const x_q8g *)xq;
+    const int64_t nb = n / 32, ng = nb / 8;
+    __m128 acc = _mm_setzero_ps(), v0, v1;
+    for (int64_t g = 0; g < ng; g++) {
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 192, _MM_HINT_T0);
+        q8_sums8(wb + 8 * g, xg + g, 8, &v0, &v1);
+        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(wb + 8 * g), _mm256_load_ps(xg[g].dx)));
+    }
+    const int cnt = (int)(nb - 8 * ng);
+    if (cnt) { /* the missing blocks: sums and scales 0, which leave the lanes as they are */
+        rw_block_q8_0 tail[8];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, wb + 8 * ng, sizeof(rw_block_q8_0) * (size_t)cnt);
+        q8_sums8(tail, xg + ng, cnt, &v0, &v1);
+        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(tail), _mm256_load_ps(xg[ng].dx)));
     }
     float a[4];
     _mm_storeu_ps(a, acc);
@@ -683,7 +723,7 @@ TILE_DISPATCH(q6_K_ggml)
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
-K(q8_0, x_bytes_blk, convert_b0)
+K(q8_0, x_bytes_q8g, convert_q8g)
 K(q4_0, x_bytes_blk, convert_b8)
 K(q4_1, x_bytes_blk, convert_q8_1)
 K(q5_0, x_bytes_blk, convert_b16)
