@@ -548,24 +548,35 @@ INLINE __m256i kq_lanes(const w_super *w, const rw_block_q8_K *xb, const int SIG
  *    hadd's layout: lo = hadd(t0, t2) + hadd(t4, t6), hi = hadd(t1, t3) +
  *    hadd(t5, t7);
  *  - IQ4_XS (IQ4 1; vpmulld there): lo = t0 + t2 + t4 + t6, hi = t1 + t3 +
- *    t5 + t7, with the values biased by +128 (128 * the activation sum
- *    added back; mins take it off again). */
+ *    t5 + t7, with the values biased by +128: 128 * (scale . the
+ *    activation's sums of 4) added back (mins take it off again). */
 INLINE void kq_lanes16(const w_super *w, const rw_block_q8_K *xb, const int IQ4, __m256i *lo, __m256i *hi) {
-    __m256i t[8];
+    __m256i t[8], xs[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
         const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k)), u = w->u[k];
         if (IQ4) {
             const __m256i s16 = _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u));
-            const __m256i x16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), xv);
-            t[k] = _mm256_add_epi32(_mm256_madd_epi16(s16, w->s[k]),
-                                    _mm256_madd_epi16(x16, _mm256_slli_epi16(w->s[k], 7)));
+            t[k] = _mm256_madd_epi16(s16, w->s[k]);
+            /* the activation's sums of 4 (|sum| <= 508: 16 bits) */
+            xs[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), _mm256_set1_epi16(1));
         } else {
             t[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), w->s[k]);
         }
     }
     if (IQ4) {
-        *lo = _mm256_add_epi32(_mm256_add_epi32(t[0], t[2]), _mm256_add_epi32(t[4], t[6]));
-        *hi = _mm256_add_epi32(_mm256_add_epi32(t[1], t[3]), _mm256_add_epi32(t[5], t[7]));
+        /* the bias: 128 * (scale . activation sums) per lane, chunks c and
+         * c + 2 in one vpmaddwd (their sums and scales paired in 16 bits) */
+        __m256i b[4];
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+            const int c = (m & 1) + 4 * (m >> 1); /* 0 1 4 5: with c + 2 */
+            const __m256i xp = _mm256_blend_epi16(xs[c], _mm256_slli_epi32(xs[c + 2], 16), 0xAA);
+            const __m256i sp = _mm256_blend_epi16(w->s[c], _mm256_slli_epi32(w->s[c + 2], 16), 0xAA);
+            b[m] = _mm256_madd_epi16(xp, sp);
+        }
+        *lo = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(t[0], t[2]), _mm256_add_epi32(t[4], t[6])),
+                               _mm256_slli_epi32(_mm256_add_epi32(b[0], b[2]), 7));
+        *hi = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(t[1], t[3]), _mm256_add_epi32(t[5], t[7])),
+                               _mm256_slli_epi32(_mm256_add_epi32(b[1], b[3]), 7));
     } else {
         *lo = _mm256_add_epi32(_mm256_hadd_epi32(t[0], t[2]), _mm256_hadd_epi32(t[4], t[6]));
         *hi = _mm256_add_epi32(_mm256_hadd_epi32(t[1], t[3]), _mm256_hadd_epi32(t[5], t[7]));
