@@ -258,6 +258,36 @@ INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
  * order: 8 lanes, one fma per lane and block, hsum8), B32_GGML_MIN (and
  * m * s onto a float sum of its own, added after the hsum). */
 enum { B32_OURS, B32_OURS_MIN, B32_GGML, B32_GGML_MIN };
+
+/* One block's step of one output onto its 8-lane accumulator a (and the
+ * separate min sum *summs of B32_GGML_MIN). */
+INLINE __m256 b32_step(__m256 a, float *summs, const w_blk *wb, const x_blk *xb, __m256i xv, const int SIGNED,
+                       const int ORDER) {
+    const __m256i p = _mm256_add_epi32(dot4(wb->v, xv, SIGNED), _mm256_load_si256((const __m256i *)xb->base));
+    const __m256 d = _mm256_set1_ps(wb->d * xb->dx);
+    if (ORDER == B32_OURS || ORDER == B32_OURS_MIN) {
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, a);
+        if (ORDER == B32_OURS_MIN)
+            a = _mm256_fmadd_ps(_mm256_setr_ps(wb->m, 0, 0, 0, 0, 0, 0, 0), _mm256_set1_ps(xb->sx), a);
+        return a;
+    }
+    if (ORDER == B32_GGML_MIN) *summs = fmaf(wb->m, xb->sx, *summs);
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), a);
+}
+
+/* Blocks b (onto accumulator half H) for every output of the tile. */
+#define B32_BLOCK(b, H, UNPACK, SIGNED, ORDER)                                                          \
+    do {                                                                                                \
+        w_blk wb[NW];                                                                                   \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b);             \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                          \
+            const x_blk *xb = (const x_blk *)(xq + j * xs) + (b);                                       \
+            const __m256i xv = _mm256_load_si256((const __m256i *)xb->qs);                              \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) acc[i][j][H] =                         \
+                b32_step(acc[i][j][H], &summs[i][j], &wb[i], xb, xv, SIGNED, ORDER);                    \
+        }                                                                                               \
+    } while (0)
+
 #define BLOCK32_TILE(name, UNPACK, SIGNED, ORDER)                                                       \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
                             size_t xs, const int nx, float *out) {                                      \
@@ -267,26 +297,14 @@ enum { B32_OURS, B32_OURS_MIN, B32_GGML, B32_GGML_MIN };
             _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps(), \
                                                                   summs[i][j] = 0.0f;                  \
         const int ours = ORDER == B32_OURS || ORDER == B32_OURS_MIN;                                    \
-        for (int64_t b = 0; b < n / 32; b++) {                                                          \
-            const int h = ours ? (int)(b & 1) : 0;                                                      \
-            w_blk wb[NW];                                                                               \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b);         \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                      \
-                const x_blk *xb = (const x_blk *)(xq + j * xs) + b;                                     \
-                __m256i xv = _mm256_load_si256((const __m256i *)xb->qs);                                \
-                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                  \
-                    __m256i p = _mm256_add_epi32(dot4(wb[i].v, xv, SIGNED),                             \
-                                                 _mm256_load_si256((const __m256i *)xb->base));         \
-                    __m256 a = acc[i][j][h];                                                            \
-                    a = ours ? _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wb[i].d * xb->dx), a) \
-                             : _mm256_fmadd_ps(_mm256_set1_ps(wb[i].d * xb->dx), _mm256_cvtepi32_ps(p), a); \
-                    if (ORDER == B32_OURS_MIN)                                                          \
-                        a = _mm256_fmadd_ps(_mm256_setr_ps(wb[i].m, 0, 0, 0, 0, 0, 0, 0), _mm256_set1_ps(xb->sx), a); \
-                    acc[i][j][h] = a;                                                                   \
-                    if (ORDER == B32_GGML_MIN) summs[i][j] = fmaf(wb[i].m, xb->sx, summs[i][j]);        \
-                }                                                                                       \
-            }                                                                                           \
+        const int64_t nb = n / 32;                                                                      \
+        int64_t b = 0;                                                                                  \
+        for (; b + 2 <= nb; b += 2) { /* ours: even blocks in lanes 0-7, odd ones in 8-15 */            \
+            B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                                     \
+            if (ours) B32_BLOCK(b + 1, 1, UNPACK, SIGNED, ORDER);                                       \
+            else B32_BLOCK(b + 1, 0, UNPACK, SIGNED, ORDER);                                            \
         }                                                                                               \
+        if (b < nb) B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                             \
         _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                            \
             _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                        \
                 out[j * nw + i] = ours                     ? reduce16(acc[i][j][0], acc[i][j][1])       \
