@@ -12,16 +12,17 @@
  * block by block, with exact integer sums inside a block and float
  * accumulation across blocks in a fixed order.
  *
- * Batch invariance: within one tier (see below), y[r][o] depends only on
- * W[o] and x[r], bitwise: not on n_rows, the row's position, the gather
- * lists or the thread count. The one-row and many-row paths run the same
- * operations in the same order for every output element.
+ * Batch invariance: y[r][o] depends only on W[o] and x[r], bitwise: not on
+ * n_rows, the row's position, the gather lists, the thread count or the
+ * tier. The one-row and many-row paths run the same operations in the same
+ * order for every output element.
  *
- * Tiers: RW_TIER_REF is the plain C specification; the fast tiers differ from
- * it only by float rounding (other accumulation order, f32 instead of double
- * for the float types) within the tolerances that tests/kernels/test_matmul.c
- * states. The tier is chosen once from the CPU's features; the environment
- * variable RW_KERNELS=ref|avx2|avx512 overrides it (for tests and benchmarks).
+ * Tiers: RW_TIER_REF is the plain C specification (matmul_ref.c), which
+ * writes out the AVX-512 tier's float arithmetic; every tier computes its
+ * bits (tests/kernels/test_matmul.c compares them bitwise), so results, saved
+ * states and cache entries mean the same on every CPU. The tier is chosen
+ * once from the CPU's features; the environment variable
+ * RW_KERNELS=ref|avx2|avx512 overrides it (for tests and benchmarks).
  */
 #ifndef RW_KERNELS_MATMUL_H
 #define RW_KERNELS_MATMUL_H
@@ -161,10 +162,9 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  *    a matrix with ggml_order set, which a model sets on all its matrices
  *    when K-quants make up most of its weights (its few 32-block matrices,
  *    llama-quantize's fallbacks for rows not a multiple of 256 and the like,
- *    then cost little). Ours for the 32-block types otherwise (on AVX2
- *    those are ggml's order anyway).
- * Every mode is batch invariant. The ggml kernels give the same bits in
- * every tier (tested). */
+ *    then cost little). Ours for the 32-block types otherwise.
+ * Every mode is batch invariant and gives the same bits in every tier
+ * (tested). */
 typedef enum { RW_NUMERICS_AUTO = 0, RW_NUMERICS_FAST, RW_NUMERICS_GGML } rw_numerics;
 
 /* The mode in use: the last rw_numerics_set, else auto (the CLI sets it

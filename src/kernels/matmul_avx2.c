@@ -1,20 +1,40 @@
 /* matmul_avx2.c - the AVX2 tier (AVX2 + FMA + F16C), for CPUs without AVX-512.
  *
- * The same scheme as matmul_avx512.c with 256-bit vectors and without VNNI:
- * an 8-bit product sum is vpmaddubsw (unsigned x signed bytes, pairs summed
+ * Every output is bitwise what the AVX-512 tier computes (matmul_ref.c
+ * writes the arithmetic out): the integer sums are exact whatever the
+ * instructions, and the float steps are the AVX-512 tier's, in its order.
+ * A 16-lane AVX-512 accumulator is two 8-lane ones here (lanes 0-7 and
+ * 8-15), and its final _mm512_reduce_add_ps is reduce16: the high eight
+ * lanes onto the low eight, then the upper four onto the lower four, lanes
+ * 0+2 and 1+3, then those two.
+ *
+ * An 8-bit product sum is vpmaddubsw (unsigned x signed bytes, pairs summed
  * into 16 bits) followed by vpmaddwd, which multiplies each 16-bit pair sum
  * by a 16-bit factor (1, or the sub-block scale for the K-quants) and adds
  * neighbours into 32-bit lanes. vpmaddubsw saturates at 2^15, so weights
  * enter it as small unsigned values (Q4_0 +8, Q5_0 +16, Q4_1, Q5_1, the
- * K-quants but IQ4_XS: at most 63, pair sums < 2^15) and the two types with
+ * K-quants but IQ4_XS: at most 63, pair sums < 2^15) and the types with
  * full-range signed weights (Q8_0, IQ4_NL, IQ4_XS) use the sign trick
- * |w| * (x * sign(w)).
+ * |w| * (x * sign(w)); where the AVX-512 tier's lanes hold biased sums
+ * (IQ4_XS: +128), the bias is added back exactly.
  *
- * Float accumulation is per lane (8 lanes), each lane adding its block's
- * (float)lane_sum * (dw*dx), or per super-block (float)isum*(d*dx) -
- * (float)msum*(dmin*dx); lanes are added at the end in a fixed order. Tiles
- * are up to 2 weight rows x 2 activation rows, the same code for every
- * element, so results are batch invariant within this tier.
+ * Per type (the AVX-512 tier's arithmetic, see matmul_ref.c):
+ *  - F32, F16: 32 lanes (four 8-lane accumulators), one fma per element;
+ *    BF16: 32 lanes of element pairs, vdpbf16ps as two fmas (odd element
+ *    first; the instruction's flushing of subnormals is not reproduced);
+ *  - Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL: 16 lanes, even blocks in lanes 0-7,
+ *    odd ones in 8-15, one fma per lane and block (Q4_1/Q5_1: then the min
+ *    term onto lane 0 of the block's half);
+ *  - Q8_0: exact block sums, four accumulators (block b in (b % 8) / 2);
+ *  - Q2_K, Q3_K, IQ4_XS: 16 integer lanes per super-block as the AVX-512
+ *    tier's vpmaddwd / vpmulld layout gives them, fma then fnmadd of the
+ *    min lanes;
+ *  - Q4_K, Q5_K, Q6_K: the exact super-block integers and the reference's
+ *    scalar step;
+ *  - RW_NUMERICS_GGML kernels: ggml's AVX2 order (as every tier).
+ * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 and
+ * Q8_0 compute one output at a time), the same code for every element, so
+ * results are batch invariant.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -36,62 +56,101 @@ INLINE float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* _mm512_reduce_add_ps of the 16 lanes [lo | hi] (GCC's tree): hi + lo,
+ * then hsum8's tree over the eight sums. */
+INLINE float reduce16(__m256 lo, __m256 hi) { return hsum8(_mm256_add_ps(hi, lo)); }
+
 /* ==== float types ======================================================== */
 
-/* Activations are f32 rows; for F16 / BF16 weights the values are first
- * rounded to f16 / bf16 (as the reference does), so products match. */
+/* Activations: f32 rows (F32), f32 values rounded through f16 (F16: the
+ * f16 x f16 products are exact in f32), bf16 (BF16). */
 static size_t x_bytes_f32(int64_t n) { return (size_t)n * 4; }
+static size_t x_bytes_bf16(int64_t n) { return (size_t)n * 2; }
 static void convert_f32(const float *x, void *xq, int64_t n) { memcpy(xq, x, (size_t)n * 4); }
 static void convert_f16(const float *x, void *xq, int64_t n) {
     float *o = xq;
     for (int64_t i = 0; i < n; i++) o[i] = f16_to_f32(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 static void convert_bf16(const float *x, void *xq, int64_t n) {
-    float *o = xq;
-    for (int64_t i = 0; i < n; i++) o[i] = rw_bf16_to_f32(rw_f32_to_bf16(x[i]));
+    rw_bf16 *o = xq;
+    for (int64_t i = 0; i < n; i++) o[i] = rw_f32_to_bf16(x[i]);
 }
 
 INLINE __m256 load_w_f32(const uint8_t *w, int64_t i) { return _mm256_loadu_ps((const float *)w + i); }
 INLINE __m256 load_w_f16(const uint8_t *w, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const rw_f16 *)w + i)));
 }
-INLINE __m256 load_w_bf16(const uint8_t *w, int64_t i) {
-    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const rw_bf16 *)w + i)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-/* Row tails shorter than 8 are done per element into lane 0 (fixed order). */
-#define FLOAT_TILE(name, LOADW, SCALAR)                                                                \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
-                            size_t xs, const int nx, float *out) {                                     \
-        __m256 acc[NW][NX];                                                                            \
-        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps();      \
-        int64_t k = 0;                                                                                 \
-        for (; k + 8 <= n; k += 8) {                                                                   \
-            __m256 xv[NX];                                                                             \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                       \
-                xv[j] = _mm256_loadu_ps((const float *)(xq + j * xs) + k);                             \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                     \
-                __m256 wv = LOADW(w + i * ws, k);                                                      \
-                _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]); \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                     \
-                float tail = 0;                                                                        \
-                for (int64_t t = k; t < n; t++) tail += SCALAR(w + i * ws, t) * ((const float *)(xq + j * xs))[t]; \
-                out[j * nw + i] = hsum8(acc[i][j]) + tail;                                             \
-            }                                                                                          \
-    }
-
 static float scalar_f32(const uint8_t *w, int64_t t) { return ((const float *)w)[t]; }
 static float scalar_f16(const uint8_t *w, int64_t t) { return f16_to_f32(((const rw_f16 *)w)[t]); }
-static float scalar_bf16(const uint8_t *w, int64_t t) { return rw_bf16_to_f32(((const rw_bf16 *)w)[t]); }
 
-FLOAT_TILE(f32, load_w_f32, scalar_f32)
-FLOAT_TILE(f16, load_w_f16, scalar_f16)
-FLOAT_TILE(bf16, load_w_bf16, scalar_bf16)
+/* The AVX-512 tier's F32 / F16 dot: two 16-lane accumulators for the even
+ * and odd 16-element pieces of each 32 (here a[0..1] and a[2..3]); the
+ * last, partial 32 with zeros past the row (which leave the lanes as they
+ * are); reduce16(a0 + a1). */
+#define FLOAT_DOT(name, LOADW, SCALAR)                                                                 \
+    INLINE float name##_dot(int64_t n, const uint8_t *w, const float *x) {                            \
+        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        int64_t k = 0;                                                                                 \
+        for (; k + 32 <= n; k += 32)                                                                   \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)                                        \
+                a[c] = _mm256_fmadd_ps(LOADW(w, k + 8 * c), _mm256_loadu_ps(x + k + 8 * c), a[c]);     \
+        if (k < n) {                                                                                   \
+            float wt[32] = {0}, xt[32] = {0};                                                          \
+            for (int64_t t = k; t < n; t++) wt[t - k] = SCALAR(w, t), xt[t - k] = x[t];                \
+            for (int c = 0; c < 4; c++)                                                                \
+                a[c] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + 8 * c), _mm256_loadu_ps(xt + 8 * c), a[c]); \
+        }                                                                                              \
+        return reduce16(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));                        \
+    }
+
+FLOAT_DOT(f32, load_w_f32, scalar_f32)
+FLOAT_DOT(f16, load_w_f16, scalar_f16)
+
+/* 16 bf16 as their even and odd elements in f32 (8 pairs). */
+INLINE void bf16_pairs(const rw_bf16 *p, __m256 *even, __m256 *odd) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* The AVX-512 tier's BF16 dot (vdpbf16ps): two 16-lane accumulators of
+ * element pairs for the even and odd 32-element pieces of each 64, a lane
+ * adding its odd product and then its even one (each exact in f32: an fma
+ * rounds once, as the instruction does). */
+INLINE float bf16_dot(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_bf16 *w = (const rw_bf16 *)wp, *x = (const rw_bf16 *)xp;
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t k = 0;
+    rw_bf16 wt[64], xt[64];
+    while (k < n) {
+        const rw_bf16 *ws_ = w + k, *xs_ = x + k;
+        if (k + 64 > n) { /* zeros past the row */
+            memset(wt, 0, sizeof wt);
+            memset(xt, 0, sizeof xt);
+            memcpy(wt, w + k, (size_t)(n - k) * 2);
+            memcpy(xt, x + k, (size_t)(n - k) * 2);
+            ws_ = wt, xs_ = xt;
+        }
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            __m256 we, wo, xe, xo;
+            bf16_pairs(ws_ + 16 * c, &we, &wo);
+            bf16_pairs(xs_ + 16 * c, &xe, &xo);
+            a[c] = _mm256_fmadd_ps(we, xe, _mm256_fmadd_ps(wo, xo, a[c]));
+        }
+        k += 64;
+    }
+    return reduce16(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+}
+
+#define FLOAT_TILE(name, DOT)                                                                          \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
+                            int nx, float *out) {                                                      \
+        for (int j = 0; j < nx; j++)                                                                   \
+            for (int i = 0; i < nw; i++) out[j * nw + i] = DOT(n, w + i * ws, (const void *)(xq + j * xs)); \
+    }
+FLOAT_TILE(f32, f32_dot)
+FLOAT_TILE(f16, f16_dot)
+FLOAT_TILE(bf16, bf16_dot)
 
 /* ==== 32-element blocks ================================================== */
 
@@ -194,47 +253,157 @@ INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
-/* WITH_MIN: 0 none; 1 (ours) the min term m * s fused into lane 0 block
- * after block; 2 (ggml's order) m * s onto a float sum of its own, added
- * after the hsum. */
-#define BLOCK32_TILE(name, UNPACK, SIGNED, WITH_MIN)                                                    \
+/* ORDER: B32_OURS (the AVX-512 tier's: 16 lanes, block b in lanes
+ * 8 * (b % 2) + l, reduce16), B32_OURS_MIN (and the min term m * s onto
+ * lane 0 of the block's half after its lanes), B32_GGML (ggml's AVX2
+ * order: 8 lanes, one fma per lane and block, hsum8), B32_GGML_MIN (and
+ * m * s onto a float sum of its own, added after the hsum). */
+enum { B32_OURS, B32_OURS_MIN, B32_GGML, B32_GGML_MIN };
+
+/* One block's step of one output onto its 8-lane accumulator a (and the
+ * separate min sum *summs of B32_GGML_MIN). */
+INLINE __m256 b32_step(__m256 a, float *summs, const w_blk *wb, const x_blk *xb, __m256i xv, const int SIGNED,
+                       const int ORDER) {
+    const __m256i p = _mm256_add_epi32(dot4(wb->v, xv, SIGNED), _mm256_load_si256((const __m256i *)xb->base));
+    const __m256 d = _mm256_set1_ps(wb->d * xb->dx);
+    if (ORDER == B32_OURS || ORDER == B32_OURS_MIN) {
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, a);
+        if (ORDER == B32_OURS_MIN)
+            a = _mm256_fmadd_ps(_mm256_setr_ps(wb->m, 0, 0, 0, 0, 0, 0, 0), _mm256_set1_ps(xb->sx), a);
+        return a;
+    }
+    if (ORDER == B32_GGML_MIN) *summs = fmaf(wb->m, xb->sx, *summs);
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), a);
+}
+
+/* Blocks b (onto accumulator half H) for every output of the tile. */
+#define B32_BLOCK(b, H, UNPACK, SIGNED, ORDER)                                                          \
+    do {                                                                                                \
+        w_blk wb[NW];                                                                                   \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b);             \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                          \
+            const x_blk *xb = (const x_blk *)(xq + j * xs) + (b);                                       \
+            const __m256i xv = _mm256_load_si256((const __m256i *)xb->qs);                              \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) acc[i][j][H] =                         \
+                b32_step(acc[i][j][H], &summs[i][j], &wb[i], xb, xv, SIGNED, ORDER);                    \
+        }                                                                                               \
+    } while (0)
+
+#define BLOCK32_TILE(name, UNPACK, SIGNED, ORDER)                                                       \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
                             size_t xs, const int nx, float *out) {                                      \
-        __m256 acc[NW][NX];                                                                             \
+        __m256 acc[NW][NX][2];                                                                          \
         float summs[NW][NX];                                                                            \
         _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                            \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps(),       \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps(), \
                                                                   summs[i][j] = 0.0f;                  \
-        for (int64_t b = 0; b < n / 32; b++) {                                                          \
-            w_blk wb[NW];                                                                               \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b);         \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                      \
-                const x_blk *xb = (const x_blk *)(xq + j * xs) + b;                                     \
-                __m256i xv = _mm256_load_si256((const __m256i *)xb->qs);                                \
-                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                  \
-                    __m256i p = _mm256_add_epi32(dot4(wb[i].v, xv, SIGNED),                             \
-                                                 _mm256_load_si256((const __m256i *)xb->base));         \
-                    acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wb[i].d * xb->dx), acc[i][j]); \
-                    if (WITH_MIN == 1)                                                                  \
-                        acc[i][j] = _mm256_fmadd_ps(_mm256_castps128_ps256(_mm_set_ss(wb[i].m)),         \
-                                                    _mm256_set1_ps(xb->sx), acc[i][j]);                 \
-                    if (WITH_MIN == 2) summs[i][j] = fmaf(wb[i].m, xb->sx, summs[i][j]);                \
-                }                                                                                       \
-            }                                                                                           \
+        const int ours = ORDER == B32_OURS || ORDER == B32_OURS_MIN;                                    \
+        const int64_t nb = n / 32;                                                                      \
+        int64_t b = 0;                                                                                  \
+        for (; b + 2 <= nb; b += 2) { /* ours: even blocks in lanes 0-7, odd ones in 8-15 */            \
+            B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                                     \
+            if (ours) B32_BLOCK(b + 1, 1, UNPACK, SIGNED, ORDER);                                       \
+            else B32_BLOCK(b + 1, 0, UNPACK, SIGNED, ORDER);                                            \
         }                                                                                               \
+        if (b < nb) B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                             \
         _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                            \
             _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                        \
-                out[j * nw + i] = WITH_MIN == 2 ? hsum8(acc[i][j]) + summs[i][j] : hsum8(acc[i][j]);      \
+                out[j * nw + i] = ours                     ? reduce16(acc[i][j][0], acc[i][j][1])       \
+                                  : ORDER == B32_GGML_MIN ? hsum8(acc[i][j][0]) + summs[i][j]           \
+                                                           : hsum8(acc[i][j][0]);                       \
     }
 
-BLOCK32_TILE(q8_0, unpack_q8_0, 1, 0)
-BLOCK32_TILE(q4_0, unpack_q4_0, 0, 0)
-BLOCK32_TILE(q4_1, unpack_q4_1, 0, 1)
-BLOCK32_TILE(q5_0, unpack_q5_0, 0, 0)
-BLOCK32_TILE(q5_1, unpack_q5_1, 0, 1)
-BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 1, 0)
-BLOCK32_TILE(q4_1_ggml, unpack_q4_1, 0, 2)
-BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, 2)
+BLOCK32_TILE(q4_0, unpack_q4_0, 0, B32_OURS)
+BLOCK32_TILE(q4_1, unpack_q4_1, 0, B32_OURS_MIN)
+BLOCK32_TILE(q5_0, unpack_q5_0, 0, B32_OURS)
+BLOCK32_TILE(q5_1, unpack_q5_1, 0, B32_OURS_MIN)
+BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 1, B32_OURS)
+BLOCK32_TILE(q8_0_ggml, unpack_q8_0, 1, B32_GGML)
+BLOCK32_TILE(q4_0_ggml, unpack_q4_0, 0, B32_GGML)
+BLOCK32_TILE(q5_0_ggml, unpack_q5_0, 0, B32_GGML)
+BLOCK32_TILE(q4_1_ggml, unpack_q4_1, 0, B32_GGML_MIN)
+BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, B32_GGML_MIN)
+
+/* Q8_0 as the AVX-512 tier computes it (matmul_q8_0_avx512.c): the exact
+ * sum of each block, acc[k] = fma((float)isum_b, dw_b * dx_b, acc[k]) for
+ * k = (b % 8) / 2, blocks in order; y = (acc[0] + acc[1]) + (acc[2] + acc[3]).
+ * Eight blocks at a time: their sums in one vector, then blocks
+ * 0 2 4 6 and 1 3 5 7 onto the four lanes. The activation row comes in
+ * groups of eight blocks (quants, then the eight scales; zeros past the
+ * last block). */
+typedef struct {
+    int8_t qs[8][32];
+    float dx[8];
+} x_q8g;
+
+static size_t x_bytes_q8g(int64_t n) { return (size_t)((n / 32 + 7) / 8) * sizeof(x_q8g); }
+
+static void convert_q8g(const float *x, void *xq, int64_t n) {
+    x_q8g *g = xq;
+    memset(xq, 0, x_bytes_q8g(n));
+    for (int64_t b = 0; b < n / 32; b++) {
+        rw_block_q8_0 q;
+        rw_quantize_act_q8_0(x + 32 * b, &q, 1);
+        memcpy(g[b / 8].qs[b % 8], q.qs, 32);
+        g[b / 8].dx[b % 8] = f16_to_f32(q.d);
+    }
+}
+
+/* The eight block sums of blocks wb[0..cnt) (cnt <= 8; the others 0)
+ * against xg, as floats in two vectors [b0 b1 b2 b3], [b4 b5 b6 b7]. */
+INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, __m128 *v0, __m128 *v1) {
+    __m256i p[8];
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) p[k] =
+        k < cnt ? dot4(_mm256_loadu_si256((const __m256i *)wb[k].qs), _mm256_load_si256((const __m256i *)xg->qs[k]), 1)
+                : _mm256_setzero_si256();
+    /* per 128 bits: [b0 b1 b2 b3] partial sums, then the halves added */
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
+    *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
+}
+
+/* acc += blocks 0 2 4 6, then 1 3 5 7 (sums v0, v1; scales s). */
+INLINE __m128 q8_step8(__m128 acc, __m128 v0, __m128 v1, __m256 s) {
+    const __m128 s0 = _mm256_castps256_ps128(s), s1 = _mm256_extractf128_ps(s, 1);
+    acc = _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       acc);
+    return _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)),
+                        acc);
+}
+
+/* The eight weight scales of wb[0..8) as floats. */
+INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)wb[0].d, (short)wb[1].d, (short)wb[2].d, (short)wb[3].d,
+                                          (short)wb[4].d, (short)wb[5].d, (short)wb[6].d, (short)wb[7].d));
+}
+
+INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
+    const rw_block_q8_0 *wb = (const rw_block_q8_0 *)w;
+    const x_q8g *xg = (const x_q8g *)xq;
+    const int64_t nb = n / 32, ng = nb / 8;
+    __m128 acc = _mm_setzero_ps(), v0, v1;
+    for (int64_t g = 0; g < ng; g++) {
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 192, _MM_HINT_T0);
+        q8_sums8(wb + 8 * g, xg + g, 8, &v0, &v1);
+        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(wb + 8 * g), _mm256_load_ps(xg[g].dx)));
+    }
+    const int cnt = (int)(nb - 8 * ng);
+    if (cnt) { /* the missing blocks: sums and scales 0, which leave the lanes as they are */
+        rw_block_q8_0 tail[8];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, wb + 8 * ng, sizeof(rw_block_q8_0) * (size_t)cnt);
+        q8_sums8(tail, xg + ng, cnt, &v0, &v1);
+        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(tail), _mm256_load_ps(xg[ng].dx)));
+    }
+    float a[4];
+    _mm_storeu_ps(a, acc);
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+FLOAT_TILE(q8_0, q8_0_dot)
 
 /* ==== K-quants =========================================================== */
 
@@ -361,15 +530,18 @@ INLINE void unpack4_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
     o->d = o->dmin = f16_to_f32(b->d);
 }
 
-/* IQ4_XS: signed values (sign trick in the tile), no min term. */
+/* IQ4_XS: signed values (sign trick in the tile); mins: 128 * scale per
+ * 16-group, for the AVX-512 tier's biased lanes (kq_lanes16). */
 INLINE void unpack4_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
+    int16_t mins[16];
     for (int j = 0; j < 8; j++) {
         int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b->scales_h >> (2 * j)) & 3) << 4;
         o->u[j] = iq4_lookup(nibbles16(b->qs + 16 * j));
         o->s[j] = _mm256_set1_epi16((short)(ls - 32));
+        mins[2 * j] = mins[2 * j + 1] = (int16_t)(128 * (ls - 32));
     }
-    o->mins = _mm256_setzero_si256();
+    o->mins = _mm256_loadu_si256((const __m256i *)mins); /* the AVX-512 tier's +128 bias times the scale */
     o->d = o->dmin = f16_to_f32(b->d);
 }
 
@@ -387,19 +559,114 @@ INLINE __m256i kq_lanes(const w_super *w, const rw_block_q8_K *xb, const int SIG
     return isum;
 }
 
-/* The K-quant tile, in two orders (ORDER):
- *  - KQ_OURS: per super-block acc = fma((float)lanes, d * dx, acc) then
- *    fnmadd((float)msum, dmin * dx, acc) (msum: the tile's min or bias
- *    lanes, mins . bsums per 16-group pair); the output hsum8(acc).
- *  - ggml's (RW_NUMERICS_GGML and auto; matmul_ref.c). The integer lanes
- *    are already ggml's (lane l: elements 32c + 4l .. 32c + 4l + 3 of every
- *    chunk c, times the chunk's scale); acc = fma(d * dx, (float)lanes,
- *    acc), where for KG_OFFSET (Q6_K) the lanes first lose 32 * scale .
- *    bsums of chunk l (the msum lanes); for KG_MINS4 (Q4_K) the min lanes k
- *    (msum lanes 2k + 2k+1) go to accm = fma(-dmin * dx, ., accm), for
- *    KG_MINS1 (Q5_K) their sum to accm's lane 0. The output hsum8(acc)
- *    plus (m0 + m2) + (m1 + m3), or m0. */
-enum { KG_OFFSET = 0, KG_MINS4 = 1, KG_MINS1 = 2, KQ_OURS = 3 };
+/* The 16 integer lanes [lo | hi] of one super-block as the AVX-512 tier
+ * holds them (matmul_kquant_avx512.c), t_c being the 8 lanes of chunk c
+ * (scale times the sum of products 32c + 4l .. 32c + 4l + 3):
+ *  - Q2_K, Q3_K (IQ4 0; vpmaddwd of packed lane sums there): lane 4L + m
+ *    of each half sums lanes 4L + 2m', 4L + 2m' + 1 of two chunks, which is
+ *    hadd's layout: lo = hadd(t0, t2) + hadd(t4, t6), hi = hadd(t1, t3) +
+ *    hadd(t5, t7);
+ *  - IQ4_XS (IQ4 1; vpmulld there): lo = t0 + t2 + t4 + t6, hi = t1 + t3 +
+ *    t5 + t7, with the values biased by +128: 128 * (scale . the
+ *    activation's sums of 4) added back (mins take it off again). */
+INLINE void kq_lanes16(const w_super *w, const rw_block_q8_K *xb, const int IQ4, __m256i *lo, __m256i *hi) {
+    __m256i t[8], xs[8];
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k)), u = w->u[k];
+        if (IQ4) {
+            const __m256i s16 = _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u));
+            t[k] = _mm256_madd_epi16(s16, w->s[k]);
+            /* the activation's sums of 4 (|sum| <= 508: 16 bits) */
+            xs[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), _mm256_set1_epi16(1));
+        } else {
+            t[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), w->s[k]);
+        }
+    }
+    if (IQ4) {
+        /* the bias: 128 * (scale . activation sums) per lane, chunks c and
+         * c + 2 in one vpmaddwd (their sums and scales paired in 16 bits) */
+        __m256i b[4];
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+            const int c = (m & 1) + 4 * (m >> 1); /* 0 1 4 5: with c + 2 */
+            const __m256i xp = _mm256_blend_epi16(xs[c], _mm256_slli_epi32(xs[c + 2], 16), 0xAA);
+            const __m256i sp = _mm256_blend_epi16(w->s[c], _mm256_slli_epi32(w->s[c + 2], 16), 0xAA);
+            b[m] = _mm256_madd_epi16(xp, sp);
+        }
+        *lo = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(t[0], t[2]), _mm256_add_epi32(t[4], t[6])),
+                               _mm256_slli_epi32(_mm256_add_epi32(b[0], b[2]), 7));
+        *hi = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(t[1], t[3]), _mm256_add_epi32(t[5], t[7])),
+                               _mm256_slli_epi32(_mm256_add_epi32(b[1], b[3]), 7));
+    } else {
+        *lo = _mm256_add_epi32(_mm256_hadd_epi32(t[0], t[2]), _mm256_hadd_epi32(t[4], t[6]));
+        *hi = _mm256_add_epi32(_mm256_hadd_epi32(t[1], t[3]), _mm256_hadd_epi32(t[5], t[7]));
+    }
+}
+
+INLINE int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* The K-quant tiles in our order (the AVX-512 tier's, see the file head):
+ *  - KX_MINS (Q4_K, Q5_K), KX_OFFSET (Q6_K): the super-block's exact
+ *    integers I (scale . dot) and M (mins or 32 * scale . bsums), then the
+ *    reference's scalar step acc + ((d*dx)*I - (dmin*dx)*M), or
+ *    acc + (d*dx)*(I - M) (ISO C: not contracted);
+ *  - KL_MADD (Q2_K, Q3_K), KL_IQ4 (IQ4_XS): 16 lanes, acc = fma(lanes,
+ *    d*dx, acc), then acc -= msum * (dmin*dx) as one fnmadd on lanes 0-7
+ *    (the AVX-512 tier's fnmadd of a zero leaves lanes 8-15 as they are),
+ *    reduce16. */
+enum { KX_MINS, KX_OFFSET, KL_MADD, KL_IQ4 };
+#define KQUANT_TILE(name, UNPACK, KIND)                                                                \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+                            size_t xs, const int nx, float *out) {                                     \
+        __m256 acc[NW][NX][2];                                                                         \
+        float accs[NW][NX];                                                                            \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps(), \
+                                                                  accs[i][j] = 0.0f;                  \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
+            w_super wsb[NW];                                                                           \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);      \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                     \
+                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                   \
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                     \
+                const float dx = xb->d;                                                                \
+                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                 \
+                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                           \
+                    if (KIND == KX_MINS || KIND == KX_OFFSET) {                                        \
+                        const int32_t I = hsum_epi32(kq_lanes(&wsb[i], xb, 0)), M = hsum_epi32(msum);  \
+                        accs[i][j] = KIND == KX_MINS                                                   \
+                                         ? accs[i][j] + ((wsb[i].d * dx) * (float)I - (wsb[i].dmin * dx) * (float)M) \
+                                         : accs[i][j] + (wsb[i].d * dx) * (float)(I - M);              \
+                        continue;                                                                      \
+                    }                                                                                  \
+                    __m256i lo, hi;                                                                    \
+                    kq_lanes16(&wsb[i], xb, KIND == KL_IQ4, &lo, &hi);                                 \
+                    const __m256 dd = _mm256_set1_ps(wsb[i].d * dx), dm = _mm256_set1_ps(wsb[i].dmin * dx); \
+                    acc[i][j][0] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dm,                      \
+                                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc[i][j][0])); \
+                    acc[i][j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), dd, acc[i][j][1]);          \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                       \
+                out[j * nw + i] = KIND == KX_MINS || KIND == KX_OFFSET ? accs[i][j]                    \
+                                                                       : reduce16(acc[i][j][0], acc[i][j][1]); \
+    }
+
+/* The K-quant tile in ggml's order (RW_NUMERICS_GGML and auto; matmul_ref.c).
+ * The integer lanes are already ggml's (lane l: elements 32c + 4l .. 32c +
+ * 4l + 3 of every chunk c, times the chunk's scale); acc = fma(d * dx,
+ * (float)lanes, acc), where for KG_OFFSET (Q6_K) the lanes first lose
+ * 32 * scale . bsums of chunk l (the msum lanes); for KG_MINS4 (Q4_K) the
+ * min lanes k (msum lanes 2k + 2k+1) go to accm = fma(-dmin * dx, ., accm),
+ * for KG_MINS1 (Q5_K) their sum to accm's lane 0. The output hsum8(acc)
+ * plus (m0 + m2) + (m1 + m3), or m0. */
+enum { KG_OFFSET = 0, KG_MINS4 = 1, KG_MINS1 = 2 };
 #define KQUANT_TILE_IN(fn, UNPACK, SIGNED, ORDER)                                                      \
     INLINE void fn(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, \
                    const int nx, float *out) {                                                         \
@@ -417,13 +684,6 @@ enum { KG_OFFSET = 0, KG_MINS4 = 1, KG_MINS1 = 2, KQ_OURS = 3 };
                 _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                 \
                     __m256i isum = kq_lanes(&wsb[i], xb, SIGNED);                                      \
                     const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                           \
-                    if (ORDER == KQ_OURS) {                                                            \
-                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(wsb[i].d * xb->d), \
-                                                    acc[i][j]);                                        \
-                        acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),                         \
-                                                     _mm256_set1_ps(wsb[i].dmin * xb->d), acc[i][j]);  \
-                        continue;                                                                      \
-                    }                                                                                  \
                     if (ORDER == KG_OFFSET) isum = _mm256_sub_epi32(isum, msum);                       \
                     const __m256 dd = _mm256_set1_ps(xb->d * wsb[i].d);                                \
                     acc[i][j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[i][j]);              \
@@ -445,15 +705,14 @@ enum { KG_OFFSET = 0, KG_MINS4 = 1, KG_MINS1 = 2, KQ_OURS = 3 };
                                                       : h;                                             \
             }                                                                                          \
     }
-#define KQUANT_TILE(name, UNPACK, SIGNED) KQUANT_TILE_IN(name##_impl, UNPACK, SIGNED, KQ_OURS)
 #define KQUANT_GGML_TILE(name, UNPACK, ORDER) KQUANT_TILE_IN(name##_ggml_impl, UNPACK, 0, ORDER)
 
-KQUANT_TILE(q2_K, unpack4_q2_K, 0)
-KQUANT_TILE(q3_K, unpack4_q3_K, 0)
-KQUANT_TILE(q4_K, unpack4_q4_K, 0)
-KQUANT_TILE(q5_K, unpack4_q5_K, 0)
-KQUANT_TILE(q6_K, unpack4_q6_K, 0)
-KQUANT_TILE(iq4_xs, unpack4_iq4_xs, 1)
+KQUANT_TILE(q2_K, unpack4_q2_K, KL_MADD)
+KQUANT_TILE(q3_K, unpack4_q3_K, KL_MADD)
+KQUANT_TILE(q4_K, unpack4_q4_K, KX_MINS)
+KQUANT_TILE(q5_K, unpack4_q5_K, KX_MINS)
+KQUANT_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
+KQUANT_TILE(iq4_xs, unpack4_iq4_xs, KL_IQ4)
 KQUANT_GGML_TILE(q4_K, unpack4_q4_K, KG_MINS4)
 KQUANT_GGML_TILE(q5_K, unpack4_q5_K, KG_MINS1)
 KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
@@ -470,10 +729,6 @@ KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
         else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                 \
     }
 
-TILE_DISPATCH(f32)
-TILE_DISPATCH(f16)
-TILE_DISPATCH(bf16)
-TILE_DISPATCH(q8_0)
 TILE_DISPATCH(q4_0)
 TILE_DISPATCH(q4_1)
 TILE_DISPATCH(q5_0)
@@ -485,6 +740,9 @@ TILE_DISPATCH(q4_K)
 TILE_DISPATCH(q5_K)
 TILE_DISPATCH(q6_K)
 TILE_DISPATCH(iq4_xs)
+TILE_DISPATCH(q8_0_ggml)
+TILE_DISPATCH(q4_0_ggml)
+TILE_DISPATCH(q5_0_ggml)
 TILE_DISPATCH(q4_1_ggml)
 TILE_DISPATCH(q5_1_ggml)
 TILE_DISPATCH(q4_K_ggml)
@@ -494,8 +752,8 @@ TILE_DISPATCH(q6_K_ggml)
 #define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
-K(bf16, x_bytes_f32, convert_bf16)
-K(q8_0, x_bytes_blk, convert_b0)
+K(bf16, x_bytes_bf16, convert_bf16)
+K(q8_0, x_bytes_q8g, convert_q8g)
 K(q4_0, x_bytes_blk, convert_b8)
 K(q4_1, x_bytes_blk, convert_q8_1)
 K(q5_0, x_bytes_blk, convert_b16)
@@ -507,21 +765,23 @@ K(q4_K, x_bytes_q8_K, convert_q8_K)
 K(q5_K, x_bytes_q8_K, convert_q8_K)
 K(q6_K, x_bytes_q8_K, convert_q8_K)
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
+K(q8_0_ggml, x_bytes_blk, convert_b0)
+K(q4_0_ggml, x_bytes_blk, convert_b8)
+K(q5_0_ggml, x_bytes_blk, convert_b16)
 K(q4_1_ggml, x_bytes_blk, convert_q8_1)
 K(q5_1_ggml, x_bytes_blk, convert_q8_1)
 K(q4_K_ggml, x_bytes_q8_K, convert_q8_K)
 K(q5_K_ggml, x_bytes_q8_K, convert_q8_K)
 K(q6_K_ggml, x_bytes_q8_K, convert_q8_K)
 
-/* RW_NUMERICS_GGML: the 32-block tile already sums in ggml's AVX2 order
- * (8 lanes of 4 products, one fma per lane and block, hsum8), so Q8_0,
- * Q4_0 and Q5_0 keep their kernels; Q4_1, Q5_1 (their min term on a sum of
- * its own) and the K-quants have their own. */
+/* RW_NUMERICS_GGML: ggml's AVX2 order (8 lanes of 4 products, one fma per
+ * lane and block, hsum8; Q4_1, Q5_1 with their min term on a sum of its
+ * own), the same bits as every tier's ggml kernels. */
 const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t) {
     switch (t) {
-    case RW_TYPE_Q8_0: return &kernel_q8_0;
-    case RW_TYPE_Q4_0: return &kernel_q4_0;
-    case RW_TYPE_Q5_0: return &kernel_q5_0;
+    case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
+    case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
+    case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
     case RW_TYPE_Q4_1: return &kernel_q4_1_ggml;
     case RW_TYPE_Q5_1: return &kernel_q5_1_ggml;
     case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;

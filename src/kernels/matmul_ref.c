@@ -3,14 +3,30 @@
  * One function per weight type computes dot(W row, activation row), where
  * the activation row was converted to the type's vec-dot type by the
  * activation quantizer (rw_quantize_act_q8_0/q8_1: ggml's x86 rounding;
- * Q8_K: rw_quantize_row, ggml's reference). Inside a block the sums
- * are exact integers; across blocks the float accumulation runs from the
- * first block to the last, with the formula written out per type:
+ * Q8_K: rw_quantize_row, ggml's reference). Inside a block the sums are
+ * exact integers; the float steps are those of the AVX-512 tier, which
+ * every tier computes bit for bit (tests/kernels/test_matmul.c checks it):
+ * float lanes, each one a sum of its own, added at the end by reduce16
+ * (the tree of _mm512_reduce_add_ps: lanes l + 8 onto l, then l + 4 onto
+ * l, then (0 + 2) + (1 + 3)). Per type:
  *
- *   32-blocks  sum += (dw*dx) * isum                    Q4_0 Q5_0 Q8_0 IQ4_NL
- *              sum += (dw*dx) * isum + mw*sx            Q4_1 Q5_1 (sx = Q8_1's s)
- *   K-quants   sum += (d*dx) * isum - (dmin*dx) * msum  (Q2_K, Q4_K, Q5_K)
- *              sum += (d*dx) * isum                     (Q3_K, Q6_K, IQ4_XS)
+ *   F32 F16    32 lanes: element i goes to lane i % 32, lane = fma(w, x,
+ *              lane); y = reduce16(lane[l] + lane[l + 16])
+ *   BF16       32 lanes of element pairs: pair p = i / 2 to lane p % 32,
+ *              lane = fma(w_odd, x_odd, lane), then the even element
+ *              (vdpbf16ps; its flushing of subnormals is not modelled)
+ *   32-blocks  16 lanes: lane 8 * (b % 2) + l takes the exact sum of
+ *              products 4l .. 4l + 3 of block b, lane = fma(lsum, dw*dx,
+ *              lane); Q4_1 Q5_1 then lane 8 * (b % 2) = fma(mw, sx, .);
+ *              y = reduce16                      Q4_0 Q5_0 Q4_1 Q5_1 IQ4_NL
+ *   Q8_0       acc[k] = fma(isum_b, dw*dx, acc[k]), k = (b % 8) / 2;
+ *              y = (acc0 + acc1) + (acc2 + acc3)
+ *   Q2_K Q3_K IQ4_XS  16 integer lanes per super-block (the AVX-512
+ *              tier's layout, see kq16_lane), lane = fma(lane_sum, d*dx,
+ *              lane), then lanes 0-7 lane = fma(-msum_l, dmin*dx, lane);
+ *              y = reduce16
+ *   Q4_K Q5_K  sum = sum + ((d*dx) * isum - (dmin*dx) * msum)
+ *   Q6_K       sum = sum + (d*dx) * isum
  *     where isum = sum over sub-blocks of scale * (integer dot of the
  *     sub-block) and msum = sum over sub-blocks of min * (sum of the
  *     activation quants of the sub-block, from Q8_K's bsums).
@@ -20,12 +36,11 @@
  *              acc_l) block after block, y = ((acc4+acc0) + (acc6+acc2)) +
  *              ((acc5+acc1) + (acc7+acc3)); K-quants with their min/offset
  *              terms as written there
- *   F32 F16 BF16: products in f32 (both sides are exact in f32), summed in
- *     double, rounded to f32 at the end.
  * All float expressions are evaluated exactly as written (ISO C mode: no
- * FMA contraction).
+ * FMA contraction; fmaf where the tiers fuse).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,119 +77,119 @@ static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(
 
 /* ---- float types ----------------------------------------------------- */
 
+/* _mm512_reduce_add_ps's tree over 16 lanes. */
+static float reduce16(const float a[16]) {
+    float t[8], u[4];
+    for (int i = 0; i < 8; i++) t[i] = a[i + 8] + a[i];
+    for (int i = 0; i < 4; i++) u[i] = t[i + 4] + t[i];
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+/* 32 lanes (two 16-lane accumulators) added pairwise, then reduce16. */
+static float reduce32(const float acc[32]) {
+    float a[16];
+    for (int l = 0; l < 16; l++) a[l] = acc[l] + acc[l + 16];
+    return reduce16(a);
+}
+
 static float dot_f32(int64_t n, const void *wp, const void *xp) {
     const float *w = wp, *x = xp;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(w[i] * x[i]);
-    return (float)sum;
+    float acc[32] = {0};
+    for (int64_t i = 0; i < n; i++) acc[i % 32] = fmaf(w[i], x[i], acc[i % 32]);
+    return reduce32(acc);
 }
 
 static float dot_f16(int64_t n, const void *wp, const void *xp) {
     const rw_f16 *w = wp, *x = xp;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(rw_f16_to_f32(w[i]) * rw_f16_to_f32(x[i]));
-    return (float)sum;
+    float acc[32] = {0};
+    for (int64_t i = 0; i < n; i++) acc[i % 32] = fmaf(rw_f16_to_f32(w[i]), rw_f16_to_f32(x[i]), acc[i % 32]);
+    return reduce32(acc);
 }
 
 static float dot_bf16(int64_t n, const void *wp, const void *xp) {
     const rw_bf16 *w = wp, *x = xp;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(rw_bf16_to_f32(w[i]) * rw_bf16_to_f32(x[i]));
-    return (float)sum;
+    float acc[32] = {0};
+    for (int64_t p = 0; 2 * p < n; p++) {
+        float *a = &acc[p % 32];
+        if (2 * p + 1 < n) *a = fmaf(rw_bf16_to_f32(w[2 * p + 1]), rw_bf16_to_f32(x[2 * p + 1]), *a);
+        *a = fmaf(rw_bf16_to_f32(w[2 * p]), rw_bf16_to_f32(x[2 * p]), *a);
+    }
+    return reduce32(acc);
 }
 
 /* ---- 32-element blocks ----------------------------------------------- */
 
-static float dot_q4_0(int64_t n, const void *wp, const void *xp) {
-    const rw_block_q4_0 *w = wp;
-    const rw_block_q8_0 *x = xp;
-    float sum = 0;
-    for (int64_t b = 0; b < n / RW_QK; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < RW_QK / 2; j++) {
-            isum += ((w[b].qs[j] & 0x0F) - 8) * x[b].qs[j];
-            isum += ((w[b].qs[j] >> 4) - 8) * x[b].qs[j + RW_QK / 2];
-        }
-        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
-    }
-    return sum;
-}
-
-static float dot_q4_1(int64_t n, const void *wp, const void *xp) {
-    const rw_block_q4_1 *w = wp;
-    const rw_block_q8_1 *x = xp;
-    float sum = 0;
-    for (int64_t b = 0; b < n / RW_QK; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < RW_QK / 2; j++) {
-            isum += (w[b].qs[j] & 0x0F) * x[b].qs[j];
-            isum += (w[b].qs[j] >> 4) * x[b].qs[j + RW_QK / 2];
-        }
-        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum + f16(w[b].m) * f16(x[b].s);
-    }
-    return sum;
-}
-
 /* The 5th bit of element j of a Q5 block (qh is a little-endian bit field). */
 static int q5_high(const uint8_t qh[4], int j) { return (qh[j / 8] >> (j % 8)) & 1; }
 
+/* Element j of a block: low nibbles are elements 0-15, high ones 16-31. */
+static int q4_0_value(const rw_block_q4_0 *b, int j) {
+    return (j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4) - 8;
+}
+static int q5_0_value(const rw_block_q5_0 *b, int j) {
+    const int nib = j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4;
+    return (nib | q5_high(b->qh, j) << 4) - 16;
+}
+static int q8_0_value(const rw_block_q8_0 *b, int j) { return b->qs[j]; }
+static int q4_1_value(const rw_block_q4_1 *b, int j) { return j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4; }
+static int q5_1_value(const rw_block_q5_1 *b, int j) {
+    const int nib = j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4;
+    return nib | q5_high(b->qh, j) << 4;
+}
+
+static int iq4_nl_value(const rw_block_iq4_nl *b, int j) {
+    return iq4nl_values[j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4];
+}
+
+/* A 32-block type against Q8_0 (X_T) or Q8_1 activations: 16 lanes, block
+ * b in lanes 8 * (b % 2) + l, each the exact sum of products 4l .. 4l + 3,
+ * one fma per lane and block; MIN_STEP(b, lanes) adds block b's min term. */
+#define DOT32_LANES(W_T, X_T, VALUE, MIN_STEP)                                                         \
+    const W_T *w = wp;                                                                                 \
+    const X_T *x = xp;                                                                                 \
+    float acc[16] = {0};                                                                               \
+    for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
+        float *lanes = acc + 8 * (b % 2);                                                              \
+        const float d = f16(w[b].d) * f16(x[b].d);                                                     \
+        for (int l = 0; l < 8; l++) {                                                                  \
+            int32_t lsum = 0;                                                                          \
+            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
+            lanes[l] = fmaf((float)lsum, d, lanes[l]);                                                 \
+        }                                                                                              \
+        MIN_STEP(b, lanes)                                                                             \
+    }                                                                                                  \
+    return reduce16(acc);
+#define DOT32_NO_MIN_LANES(b, lanes)
+#define DOT32_MIN_LANES(b, lanes) lanes[0] = fmaf(f16(w[b].m), f16(x[b].s), lanes[0]);
+
+static float dot_q4_0(int64_t n, const void *wp, const void *xp) {
+    DOT32_LANES(rw_block_q4_0, rw_block_q8_0, q4_0_value, DOT32_NO_MIN_LANES)
+}
+static float dot_q4_1(int64_t n, const void *wp, const void *xp) {
+    DOT32_LANES(rw_block_q4_1, rw_block_q8_1, q4_1_value, DOT32_MIN_LANES)
+}
 static float dot_q5_0(int64_t n, const void *wp, const void *xp) {
-    const rw_block_q5_0 *w = wp;
-    const rw_block_q8_0 *x = xp;
-    float sum = 0;
-    for (int64_t b = 0; b < n / RW_QK; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < RW_QK / 2; j++) {
-            int lo = (w[b].qs[j] & 0x0F) | q5_high(w[b].qh, j) << 4;
-            int hi = (w[b].qs[j] >> 4) | q5_high(w[b].qh, j + 16) << 4;
-            isum += (lo - 16) * x[b].qs[j] + (hi - 16) * x[b].qs[j + 16];
-        }
-        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
-    }
-    return sum;
+    DOT32_LANES(rw_block_q5_0, rw_block_q8_0, q5_0_value, DOT32_NO_MIN_LANES)
 }
-
 static float dot_q5_1(int64_t n, const void *wp, const void *xp) {
-    const rw_block_q5_1 *w = wp;
-    const rw_block_q8_1 *x = xp;
-    float sum = 0;
-    for (int64_t b = 0; b < n / RW_QK; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < RW_QK / 2; j++) {
-            int lo = (w[b].qs[j] & 0x0F) | q5_high(w[b].qh, j) << 4;
-            int hi = (w[b].qs[j] >> 4) | q5_high(w[b].qh, j + 16) << 4;
-            isum += lo * x[b].qs[j] + hi * x[b].qs[j + 16];
-        }
-        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum + f16(w[b].m) * f16(x[b].s);
-    }
-    return sum;
+    DOT32_LANES(rw_block_q5_1, rw_block_q8_1, q5_1_value, DOT32_MIN_LANES)
+}
+static float dot_iq4_nl(int64_t n, const void *wp, const void *xp) {
+    DOT32_LANES(rw_block_iq4_nl, rw_block_q8_0, iq4_nl_value, DOT32_NO_MIN_LANES)
 }
 
+/* Q8_0: the exact sum of each block, four accumulators, block b onto
+ * acc[(b % 8) / 2]. */
 static float dot_q8_0(int64_t n, const void *wp, const void *xp) {
     const rw_block_q8_0 *w = wp;
     const rw_block_q8_0 *x = xp;
-    float sum = 0;
+    float acc[4] = {0};
     for (int64_t b = 0; b < n / RW_QK; b++) {
         int32_t isum = 0;
         for (int j = 0; j < RW_QK; j++) isum += w[b].qs[j] * x[b].qs[j];
-        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
+        acc[(b % 8) / 2] = fmaf((float)isum, f16(w[b].d) * f16(x[b].d), acc[(b % 8) / 2]);
     }
-    return sum;
-}
-
-static float dot_iq4_nl(int64_t n, const void *wp, const void *xp) {
-    const rw_block_iq4_nl *w = wp;
-    const rw_block_q8_0 *x = xp;
-    float sum = 0;
-    for (int64_t b = 0; b < n / RW_QK; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < RW_QK / 2; j++) {
-            isum += iq4nl_values[w[b].qs[j] & 0x0F] * x[b].qs[j];
-            isum += iq4nl_values[w[b].qs[j] >> 4] * x[b].qs[j + 16];
-        }
-        sum += (f16(w[b].d) * f16(x[b].d)) * (float)isum;
-    }
-    return sum;
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 /* ---- K-quants (256-element super-blocks, Q8_K activations) ------------ */
@@ -182,26 +197,50 @@ static float dot_iq4_nl(int64_t n, const void *wp, const void *xp) {
 /* Sum of the activation quants of sub-block [16*g, 16*g + 16). */
 static int32_t bsum16(const rw_block_q8_K *x, int g) { return x->bsums[g]; }
 
+/* The 16 float lanes of Q2_K, Q3_K and IQ4_XS (the AVX-512 tier's
+ * layout). s4[G] is the exact sum of products 4G .. 4G + 3 of a
+ * super-block times their scale; lane p of 64-element chunk k (G = 16k + p)
+ * goes to lane p for IQ4_XS (one vpmulld per chunk, lanes added), and for
+ * Q2_K / Q3_K (sums packed to 16 bits and vpmaddwd'ed with the scales, two
+ * chunks at a time) to lane 4 (p / 4) + 2 (k % 2) + (p % 4) / 2. Then
+ * lane = fma(sum, d*dx, lane) and, for lanes 0-7, lane = fma(-msum, dm,
+ * lane) with msum[l] = min . bsums of 16-groups 2l and 2l + 1. */
+static void kq16_step(float acc[16], const int32_t s4[64], bool iq4, const int32_t msum[8], float dd, float dm) {
+    int32_t lane[16] = {0};
+    for (int G = 0; G < 64; G++) {
+        const int k = G / 16, p = G % 16;
+        lane[iq4 ? p : 4 * (p / 4) + 2 * (k % 2) + (p % 4) / 2] += s4[G];
+    }
+    for (int l = 0; l < 16; l++) acc[l] = fmaf((float)lane[l], dd, acc[l]);
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(-(float)msum[l], dm, acc[l]);
+}
+
+/* msum[l] of kq16_step from the mins of the 16 groups. */
+static void kq16_msum(const int32_t mins[16], const rw_block_q8_K *x, int32_t msum[8]) {
+    for (int l = 0; l < 8; l++) msum[l] = mins[2 * l] * bsum16(x, 2 * l) + mins[2 * l + 1] * bsum16(x, 2 * l + 1);
+}
+
 static float dot_q2_K(int64_t n, const void *wp, const void *xp) {
     const rw_block_q2_K *w = wp;
     const rw_block_q8_K *x = xp;
-    float sum = 0;
+    float acc[16] = {0};
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
-        int32_t isum = 0, msum = 0;
-        /* element 128*h + 32*s + l holds bits 2s..2s+1 of qs[32*h + l];
-         * its 16-group g = 8*h + 2*s + l/16 has scale scales[g] & 15, min scales[g] >> 4 */
-        for (int g = 0; g < 16; g++) {
-            int h = g / 8, s = (g % 8) / 2, l0 = (g % 2) * 16;
+        /* element e = 128*h + 32*s + l holds bits 2s..2s+1 of qs[32*h + l];
+         * its 16-group g = e / 16 has scale scales[g] & 15, min scales[g] >> 4 */
+        int32_t s4[64], mins[16], msum[8];
+        for (int G = 0; G < 64; G++) {
             int32_t dot = 0;
-            for (int l = l0; l < l0 + 16; l++)
-                dot += ((w[b].qs[32 * h + l] >> (2 * s)) & 3) * x[b].qs[128 * h + 32 * s + l];
-            isum += (w[b].scales[g] & 0x0F) * dot;
-            msum += (w[b].scales[g] >> 4) * bsum16(&x[b], g);
+            for (int e = 4 * G; e < 4 * G + 4; e++) {
+                const int h = e / 128, sh = (e % 128) / 32, l = e % 32;
+                dot += ((w[b].qs[32 * h + l] >> (2 * sh)) & 3) * x[b].qs[e];
+            }
+            s4[G] = (w[b].scales[G / 4] & 0x0F) * dot;
         }
-        float dx = x[b].d;
-        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
+        for (int g = 0; g < 16; g++) mins[g] = w[b].scales[g] >> 4;
+        kq16_msum(mins, &x[b], msum);
+        kq16_step(acc, s4, false, msum, f16(w[b].d) * x[b].d, f16(w[b].dmin) * x[b].d);
     }
-    return sum;
+    return reduce16(acc);
 }
 
 /* Q3_K's 16 signed 6-bit scales packed in 12 bytes. */
@@ -214,24 +253,27 @@ static int q3_scale(const uint8_t s[12], int g) {
 static float dot_q3_K(int64_t n, const void *wp, const void *xp) {
     const rw_block_q3_K *w = wp;
     const rw_block_q8_K *x = xp;
-    float sum = 0;
+    float acc[16] = {0};
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
-        int32_t isum = 0;
-        /* element 128*h + 32*s + l: low bits 2s..2s+1 of qs[32*h + l], high bit
-         * (4*h + s) of hmask[l]; a clear high bit means "minus 4" */
-        for (int g = 0; g < 16; g++) {
-            int h = g / 8, s = (g % 8) / 2, l0 = (g % 2) * 16;
+        /* element e = 128*h + 32*s + l: low bits 2s..2s+1 of qs[32*h + l], high
+         * bit (4*h + s) of hmask[l]; values taken unsigned (0..7), the -4 of a
+         * clear high bit coming off as the min term 4 * scale . bsums */
+        int32_t s4[64], mins[16], msum[8];
+        for (int G = 0; G < 64; G++) {
             int32_t dot = 0;
-            for (int l = l0; l < l0 + 16; l++) {
-                int q = (w[b].qs[32 * h + l] >> (2 * s)) & 3;
-                if (!((w[b].hmask[l] >> (4 * h + s)) & 1)) q -= 4;
-                dot += q * x[b].qs[128 * h + 32 * s + l];
+            for (int e = 4 * G; e < 4 * G + 4; e++) {
+                const int h = e / 128, sh = (e % 128) / 32, l = e % 32;
+                const int q = ((w[b].qs[32 * h + l] >> (2 * sh)) & 3) | ((w[b].hmask[l] >> (4 * h + sh)) & 1) << 2;
+                dot += q * x[b].qs[e];
             }
-            isum += q3_scale(w[b].scales, g) * dot;
+            s4[G] = q3_scale(w[b].scales, G / 4) * dot;
         }
-        sum += (f16(w[b].d) * x[b].d) * (float)isum;
+        for (int g = 0; g < 16; g++) mins[g] = 4 * q3_scale(w[b].scales, g);
+        kq16_msum(mins, &x[b], msum);
+        const float dd = f16(w[b].d) * x[b].d;
+        kq16_step(acc, s4, false, msum, dd, dd);
     }
-    return sum;
+    return reduce16(acc);
 }
 
 /* Scale and min of sub-block j (of 8) of Q4_K / Q5_K: 6 bits each in 12 bytes. */
@@ -327,22 +369,30 @@ static float dot_q6_K(int64_t n, const void *wp, const void *xp) {
 static float dot_iq4_xs(int64_t n, const void *wp, const void *xp) {
     const rw_block_iq4_xs *w = wp;
     const rw_block_q8_K *x = xp;
-    float sum = 0;
+    float acc[16] = {0};
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
-        int32_t isum = 0;
-        /* sub-block j: qs[16j .. 16j+16), low nibbles first; 6-bit scale minus 32 */
-        for (int j = 0; j < 8; j++) {
-            int ls = ((w[b].scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((w[b].scales_h >> (2 * j)) & 3) << 4;
+        /* sub-block j: qs[16j .. 16j+16), low nibbles first; 6-bit scale minus
+         * 32; values biased by +128 (the AVX-512 tier's unsigned quants), the
+         * bias coming off as the min term 128 * scale . bsums */
+        int sc[8];
+        int32_t s4[64], mins[16], msum[8];
+        for (int j = 0; j < 8; j++)
+            sc[j] = (((w[b].scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((w[b].scales_h >> (2 * j)) & 3) << 4) - 32;
+        for (int G = 0; G < 64; G++) {
             int32_t dot = 0;
-            for (int l = 0; l < 16; l++) {
-                dot += iq4nl_values[w[b].qs[16 * j + l] & 0x0F] * x[b].qs[32 * j + l];
-                dot += iq4nl_values[w[b].qs[16 * j + l] >> 4] * x[b].qs[32 * j + l + 16];
+            for (int e = 4 * G; e < 4 * G + 4; e++) {
+                const int j = e / 32, l = e % 32;
+                const int v = iq4nl_values[l < 16 ? w[b].qs[16 * j + l] & 0x0F : w[b].qs[16 * j + l - 16] >> 4];
+                dot += (v + 128) * x[b].qs[e];
             }
-            isum += (ls - 32) * dot;
+            s4[G] = sc[G / 8] * dot;
         }
-        sum += (f16(w[b].d) * x[b].d) * (float)isum;
+        for (int g = 0; g < 16; g++) mins[g] = 128 * sc[g / 2];
+        kq16_msum(mins, &x[b], msum);
+        const float dd = f16(w[b].d) * x[b].d;
+        kq16_step(acc, s4, true, msum, dd, dd);
     }
-    return sum;
+    return reduce16(acc);
 }
 
 /* ---- tiles and the table --------------------------------------------- */
@@ -423,21 +473,6 @@ static float hsum8(const float a[8]) {
     return RESULT;
 #define DOT32_NO_MIN(b)
 #define DOT32_GGML(W_T, VALUE) DOT32_GGML_GEN(W_T, rw_block_q8_0, VALUE, DOT32_NO_MIN, hsum8(acc))
-
-/* Element j of a block: low nibbles are elements 0-15, high ones 16-31. */
-static int q4_0_value(const rw_block_q4_0 *b, int j) {
-    return (j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4) - 8;
-}
-static int q5_0_value(const rw_block_q5_0 *b, int j) {
-    const int nib = j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4;
-    return (nib | q5_high(b->qh, j) << 4) - 16;
-}
-static int q8_0_value(const rw_block_q8_0 *b, int j) { return b->qs[j]; }
-static int q4_1_value(const rw_block_q4_1 *b, int j) { return j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4; }
-static int q5_1_value(const rw_block_q5_1 *b, int j) {
-    const int nib = j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4;
-    return nib | q5_high(b->qh, j) << 4;
-}
 
 /* Q4_1 / Q5_1 against Q8_1: the 8 lanes as DOT32_GGML (unsigned quants),
  * and the min term m * s (an exact product) added block after block to its

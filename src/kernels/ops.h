@@ -20,11 +20,11 @@
  *     unsuffixed name dispatches on rw_kernel_tier_current() (kernels/
  *     matmul.h): the AVX-512 tier uses 16-lane versions that follow ggml's
  *     vector code (its expf, its dot-product order), the AVX2 tier 8-lane
- *     versions of the two recurrences (delta rule, Mamba2 scan) in ggml's
- *     AVX2 order and the reference elsewhere; they differ from the
- *     reference by float rounding only, within the tolerances stated in
- *     tests/kernels/test_ops*.c. Kernels without a *_ref twin have one
- *     implementation.
+ *     versions that compute the same bits, and the *_ref specification
+ *     writes that arithmetic out lane by lane (ops_int.h's rw_exp_ggml,
+ *     rw_reduce16_ref): every tier gives the reference's bits
+ *     (tests/kernels/test_ops*.c check it). Kernels without a *_ref twin
+ *     have one implementation.
  *   - Batch invariance: every kernel computes a token's result with the same
  *     operations in the same order whatever else is in the call (how many
  *     tokens, which heads), so prefill, decode and replay agree bit for bit.
@@ -66,7 +66,9 @@ void rw_rmsnorm_gated(const float *x, const float *w, const float *z, int n_grou
 /* ==== Activations and softmax ========================================== */
 
 /* silu(x) = x / (1 + exp(-x)) over n values, in place allowed (y == x).
- * The AVX-512 tier evaluates exp with ggml's vector expf (as rw_swiglu). */
+ * exp is ggml's vector expf for the first 16 * floor(n / 16) values, libm
+ * expf for the rest (the AVX-512 tier's 16-lane blocks and tail; as
+ * rw_swiglu), in every tier. */
 void rw_silu_ref(const float *x, float *y, int64_t n);
 void rw_silu(const float *x, float *y, int64_t n);
 
@@ -89,8 +91,10 @@ void rw_softplus(const float *x, float *y, int64_t n);
 
 /* Softmax over n values: m = max x, e_i = exp(x_i - m), sum of e_i in
  * double, y_i = e_i * (float)(1 / sum) (ggml_soft_max with scale 1 and no
- * mask). The AVX-512 tier uses ggml's vector expf for each full 16-lane
- * block and libm expf for the tail, as ggml_vec_soft_max_f32. y may equal x. */
+ * mask). Every tier uses ggml's vector expf for each full 16-lane block
+ * (the block's e_i summed in float by _mm512_reduce_add_ps's tree before
+ * the double sum) and libm expf for the tail, as ggml_vec_soft_max_f32.
+ * y may equal x. */
 void rw_softmax_ref(const float *x, float *y, int64_t n);
 void rw_softmax(const float *x, float *y, int64_t n);
 
@@ -181,8 +185,11 @@ void rw_conv1d_causal_fused(const float *x, int64_t x_stride, int64_t n_t, int C
  * beta[t*beta_stride]; q and k already L2-normalised, q NOT scaled):
  *   S      *= expf(g)                         (g is the log-decay, <= 0)
  *   d[j]    = (v[j] - sum_i S[i][j] k[i]) * beta
- *   S[i][j] += k[i] * d[j]
+ *   S[i][j] = fma(k[i], d[j], S[i][j])
  *   o[j]    = (sum_i S[i][j] q[i]) * scale    (scale = 1/sqrt(dv) in ggml)
+ * each sum in ggml_vec_dot_f32's AVX-512 order: element i by fma onto lane
+ * i % 64 up to the last multiple of 64, the lanes reduced (rw_reduce64_ref),
+ * then the rest fused on one by one.
  * o_t at o + t*o_stride (dv values). scratch: dv floats. */
 void rw_delta_rule_head_ref(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
@@ -214,7 +221,8 @@ void rw_delta_rule(float *states, int nv, int nk, bool tiled, int dk, int dv, in
  *   dA     = expf(dtp * A)
  *   for i: xdt = x[i] * dtp
  *          state[i][s] = state[i][s]*dA + B[s]*xdt
- *          y[i] = sum_s state[i][s] * C[s]       (float, s ascending)
+ *          y[i] = sum_s state[i][s] * C[s]       (float: fma onto lane s % 64 up
+ *                 to the last multiple of 64, rw_reduce64_ref, the rest added)
  *          y[i] = y[i] + x[i]*D                  (skip term; D = 0 for none)
  * y_t at y + t*y_stride. */
 void rw_ssm_scan_head_ref(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,

@@ -5,12 +5,16 @@
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
 
+/* The first 16 * floor(n / 16) elements with ggml's vector expf, the rest
+ * with expf (the AVX-512 twin's 16-lane part and its scalar tail). */
 void rw_silu_ref(const float *x, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+    const int64_t nv = n & ~(int64_t)15;
+    for (int64_t i = 0; i < n; i++) y[i] = i < nv ? rw_silu_ggml(x[i]) : x[i] / (1.0f + expf(-x[i]));
 }
 
 void rw_silu(const float *x, float *y, int64_t n) {
     if (rw_ops_use_avx512()) rw_silu_avx512(x, y, n);
+    else if (rw_ops_use_avx2()) rw_silu_avx2(x, y, n);
     else rw_silu_ref(x, y, n);
 }
 
@@ -53,16 +57,25 @@ void rw_softplus(const float *x, float *y, int64_t n) {
 void rw_softmax_ref(const float *x, float *y, int64_t n) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    /* 16-element blocks with ggml's vector expf, each summed in float
+     * (rw_reduce16_ref), then the rest with expf; all added in double */
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float e[16];
+        for (int l = 0; l < 16; l++) y[i + l] = e[l] = rw_exp_ggml(x[i + l] - mx);
+        sum += (double)rw_reduce16_ref(e);
+    }
+    for (; i < n; i++) {
         y[i] = expf(x[i] - mx);
         sum += (double)y[i];
     }
     const float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+    for (i = 0; i < n; i++) y[i] *= inv;
 }
 
 void rw_softmax(const float *x, float *y, int64_t n) {
     if (rw_ops_use_avx512()) rw_softmax_avx512(x, y, n);
+    else if (rw_ops_use_avx2()) rw_softmax_avx2(x, y, n);
     else rw_softmax_ref(x, y, n);
 }

@@ -1,58 +1,210 @@
-/* ops_avx2.c - AVX2 twins of the recurrences of ops.h (see ops_int.h), for
- * machines without AVX-512: the delta rule and the Mamba2 scan with 8-lane
- * vectors in the order of ggml's AVX2 build (ggml_vec_dot_f32 with four
- * 8-lane FMA accumulators over 32-element steps, reduced pairwise and then
- * across the lanes with two horizontal adds; ggml_vec_mad_f32 as FMA). */
+/* ops_avx2.c - AVX2 twins of the ops.h kernels (see ops_int.h), for
+ * machines without AVX-512: each computes bit for bit what the AVX-512
+ * twin (ops_avx512.c, ops_model_avx512.c) computes. A 16-lane AVX-512
+ * vector is two 8-lane halves here (lanes 0-7 and 8-15); element-wise steps
+ * are the same instructions on each half, and a horizontal sum
+ * (_mm512_reduce_add_ps) is reduce16: the high half onto the low, then the
+ * upper four lanes onto the lower four, lanes 0+2 and 1+3, then those two.
+ * ggml's vector expf (rw_exp16) scales by 2^n with vscalefps, which AVX2
+ * lacks: here two exact-or-once-rounded multiplies by powers of two, which
+ * round as vscalefps does (see exp8). */
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
+#include "kernels/quant.h"
 
-/* (a0 + a2) + (a1 + a3), then the 8 lanes: low + high half, two hadds. */
-static inline float reduce4_8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    const __m128 t1 = _mm_hadd_ps(t0, t0);
-    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+#define INLINE static inline __attribute__((always_inline))
+
+/* ==== 16-lane arithmetic on 8-lane halves ================================ */
+
+INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 
-/* row *= decay, returning dot(row, k) in ggml_vec_dot_f32's AVX2 order. */
-static inline float scale_dot8(float *row, float decay, const float *k, int n) {
+/* _mm512_reduce_add_ps of [lo | hi]. */
+INLINE float reduce16(__m256 lo, __m256 hi) { return hsum8(_mm256_add_ps(hi, lo)); }
+
+/* rw_reduce4 (ggml_vec_dot_f32's final reduction) of four 16-lane
+ * accumulators a[c] = [a[2c] | a[2c+1]]: (a0 + a2) + (a1 + a3), then
+ * reduce16. */
+INLINE float reduce4x16(const __m256 a[8]) {
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    return reduce16(lo, hi);
+}
+
+/* 2^k for integers k in [-126, 127], as floats. */
+INLINE __m256 pow2i(__m256i k) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)); }
+
+/* rw_exp16 (simd_avx512_int.h) on 8 lanes, the same operations. Its last
+ * step, vscalefps(poly, n) = poly * 2^n rounded once, is poly * 2^(n >> 1)
+ * (exact: poly is near 1 and n >> 1 >= -96) times 2^(n - (n >> 1)),
+ * rounded once; lanes with |n| > 192 are replaced as there. */
+INLINE __m256 exp8(__m256 x) {
+    const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+    const __m256 n = _mm256_sub_ps(z, shift);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 hi = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)),
+                                      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f)));
+    const __m256 poly = _mm256_fmadd_ps(hi, u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    __m256i k = _mm256_cvttps_epi32(n); /* n is an integer; out-of-range lanes are replaced below */
+    k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_set1_epi32(-192)), _mm256_set1_epi32(192));
+    const __m256i k1 = _mm256_srai_epi32(k, 1);
+    __m256 r = _mm256_mul_ps(_mm256_mul_ps(poly, pow2i(k1)), pow2i(_mm256_sub_epi32(k, k1)));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    if (_mm256_movemask_ps(big)) {
+        const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+        r = _mm256_blendv_ps(r, _mm256_setzero_ps(), _mm256_and_ps(big, neg));
+        r = _mm256_blendv_ps(r, _mm256_set1_ps(INFINITY), _mm256_andnot_ps(neg, big));
+    }
+    return r;
+}
+
+/* rw_silu16 on 8 lanes. */
+INLINE __m256 silu8(__m256 x) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* 8 elements at base[i..], f32 or f16 (converted exactly). */
+INLINE __m256 load8(const void *base, bool f16, int64_t i) {
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+    return _mm256_loadu_ps((const float *)base + i);
+}
+
+/* The same for the n < 8 elements there, zeros past them. */
+INLINE __m256 load8_part(const void *base, bool f16, int64_t i, int64_t n) {
+    float t[8] = {0};
+    for (int64_t e = 0; e < n && e < 8; e++)
+        t[e] = f16 ? rw_f16_to_f32(((const uint16_t *)base)[i + e]) : ((const float *)base)[i + e];
+    return _mm256_loadu_ps(t);
+}
+
+/* rw_dot_ggml (simd_avx512_int.h): four 16-lane accumulators over 64-element
+ * steps, rw_reduce4, then the elements past the last multiple of 64 fused
+ * onto the float sum (f32) or added in double (f16). */
+static float dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
+    __m256 a[8];
+    for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
+            a[c] = _mm256_fmadd_ps(load8(x, f16, i + 8 * c), _mm256_loadu_ps(y + i + 8 * c), a[c]);
+    const float red = reduce4x16(a);
+    if (!f16) {
+        float sum = red;
+        for (int64_t i = np; i < n; i++) sum = fmaf(((const float *)x)[i], y[i], sum);
+        return sum;
+    }
+    double sum = (double)red;
+    for (int64_t i = np; i < n; i++) sum += (double)(rw_f16_to_f32(((const uint16_t *)x)[i]) * y[i]);
+    return (float)sum;
+}
+
+/* ==== activations and norms ============================================== */
+
+void rw_silu_avx2(const float *x, float *y, int64_t n) {
+    const int64_t nv = n & ~(int64_t)15; /* the AVX-512 twin's vector part */
+    int64_t i = 0;
+    for (; i < nv; i += 8) _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void rw_swiglu_avx2(float *g, const float *u, int64_t n) {
+    const int64_t nv = n & ~(int64_t)15;
+    int64_t i = 0;
+    for (; i < nv; i += 8) _mm256_storeu_ps(g + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void rw_softmax_avx2(const float *x, float *y, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    const __m256 vmx = _mm256_set1_ps(mx);
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 lo = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+        const __m256 hi = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vmx));
+        _mm256_storeu_ps(y + i, lo);
+        _mm256_storeu_ps(y + i + 8, hi);
+        sum += (double)reduce16(lo, hi);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - mx);
+        sum += (double)y[i];
+    }
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 16 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+    for (; i < n; i++) y[i] *= (float)(1.0 / sum);
+}
+
+void rw_rmsnorm_gated_avx2(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y) {
+    for (int g = 0; g < n_groups; g++) {
+        const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
+        float *yg = y + (int64_t)g * gs;
+        const float scale = rw_rms_scale(xg, gs, eps);
+        const __m256 vs = _mm256_set1_ps(scale);
+        const int nv = gs & ~15;
+        int i = 0;
+        for (; i < nv; i += 8) {
+            const __m256 nx = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xg + i), vs), _mm256_loadu_ps(w + i));
+            _mm256_storeu_ps(yg + i, _mm256_mul_ps(nx, silu8(_mm256_loadu_ps(zg + i))));
+        }
+        for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
+    }
+}
+
+/* ==== the recurrences ==================================================== */
+
+/* row *= decay, returning dot(row, k) in ggml_vec_dot_f32's order (the
+ * AVX-512 twin's: four 16-lane accumulators, the tail fused one by one). */
+static inline float scale_dot(float *row, float decay, const float *k, int n) {
     const __m256 vd = _mm256_set1_ps(decay);
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const int np = n & ~31;
-    for (int i = 0; i < np; i += 32)
-        for (int c = 0; c < 4; c++) {
+    __m256 a[8];
+    for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
             const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i + 8 * c), vd);
             _mm256_storeu_ps(row + i + 8 * c, r);
             a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i + 8 * c), a[c]);
         }
-    double sum = (double)reduce4_8(a[0], a[1], a[2], a[3]);
+    float sum = reduce4x16(a);
     for (int i = np; i < n; i++) {
         row[i] *= decay;
-        sum += (double)(row[i] * k[i]);
+        sum = fmaf(row[i], k[i], sum);
     }
-    return (float)sum;
+    return sum;
 }
 
 /* row += k * d (FMA), returning dot(row, q) in the same order. */
-static inline float mad_dot8(float *row, const float *k, float d, const float *q, int n) {
+static inline float mad_dot(float *row, const float *k, float d, const float *q, int n) {
     const __m256 vd = _mm256_set1_ps(d);
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const int np = n & ~31;
-    for (int i = 0; i < np; i += 32)
-        for (int c = 0; c < 4; c++) {
+    __m256 a[8];
+    for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
             const __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * c), vd, _mm256_loadu_ps(row + i + 8 * c));
             _mm256_storeu_ps(row + i + 8 * c, r);
             a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i + 8 * c), a[c]);
         }
-    double sum = (double)reduce4_8(a[0], a[1], a[2], a[3]);
+    float sum = reduce4x16(a);
     for (int i = np; i < n; i++) {
         row[i] = fmaf(k[i], d, row[i]);
-        sum += (double)(row[i] * q[i]);
+        sum = fmaf(row[i], q[i], sum);
     }
-    return (float)sum;
+    return sum;
 }
 
 void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
@@ -69,8 +221,8 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
          * its rows' reductions are independent, so they overlap. */
         for (int j0 = 0; j0 < dv; j0 += 16) {
             const int j1 = j0 + 16 < dv ? j0 + 16 : dv;
-            for (int j = j0; j < j1; j++) d[j] = (vt[j] - scale_dot8(S + (int64_t)j * dk, decay, kt, dk)) * b;
-            for (int j = j0; j < j1; j++) ot[j] = mad_dot8(S + (int64_t)j * dk, kt, d[j], qt, dk) * scale;
+            for (int j = j0; j < j1; j++) d[j] = (vt[j] - scale_dot(S + (int64_t)j * dk, decay, kt, dk)) * b;
+            for (int j = j0; j < j1; j++) ot[j] = mad_dot(S + (int64_t)j * dk, kt, d[j], qt, dk) * scale;
         }
     }
 }
@@ -78,7 +230,7 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
 void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
                            const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B, const float *C,
                            int64_t bc_stride, float D, float *y, int64_t y_stride) {
-    const int np = ds & ~31;
+    const int np = ds & ~63;
     for (int64_t t = 0; t < n_t; t++) {
         const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
         float *yt = y + t * y_stride;
@@ -89,16 +241,17 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
             float *si = state + (int64_t)i * ds;
             const float xdt = xt[i] * dtp;
             const __m256 vx = _mm256_set1_ps(xdt);
-            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-            for (int s = 0; s < np; s += 32)
-                for (int c = 0; c < 4; c++) {
+            __m256 acc[8];
+            for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
+            for (int s = 0; s < np; s += 64)
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
                     const int at = s + 8 * c;
                     const __m256 st = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(si + at), vdA),
                                                     _mm256_mul_ps(_mm256_loadu_ps(Bt + at), vx));
                     acc[c] = _mm256_fmadd_ps(st, _mm256_loadu_ps(Ct + at), acc[c]);
                     _mm256_storeu_ps(si + at, st);
                 }
-            float sum = np ? reduce4_8(acc[0], acc[1], acc[2], acc[3]) : 0.0f;
+            float sum = np ? reduce4x16(acc) : 0.0f;
             for (int s = np; s < ds; s++) { /* ggml's scalar tail as GCC contracts it (ops_ssm.c) */
                 const float v = fmaf(si[s], dA, Bt[s] * xdt);
                 sum = fmaf(v, Ct[s], sum);
@@ -107,4 +260,80 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
             yt[i] = sum + xt[i] * D;
         }
     }
+}
+
+/* ==== attention of one query head ======================================== */
+
+/* dot(value row i of a paged head, y) as the AVX-512 twin's
+ * dot_ggml_padded: rw_dot_ggml's four 16-lane accumulators over n rounded up
+ * to 64 with zeros (pages hold multiples of 64 positions but the last), no
+ * scalar tail. */
+static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y, int64_t n) {
+    __m256 a[8];
+    for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+    const int64_t P = kv->page_len;
+    for (int64_t p0 = 0; p0 < n; p0 += P) {
+        const void *x = (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+        const float *yp = y + p0;
+        const int64_t np = n - p0 < P ? n - p0 : P;
+        const int64_t nfull = np & ~(int64_t)63;
+        for (int64_t k = 0; k < nfull; k += 64)
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
+                a[c] = _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
+        for (int c = 0; c < 8; c++) { /* the tail, zeros past it (which leave the lanes as they are) */
+            const int64_t at = nfull + 8 * c;
+            if (at >= np) break;
+            a[c] = _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(yp, false, at, np - at), a[c]);
+        }
+    }
+    return reduce4x16(a);
+}
+
+static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
+                                                             int64_t n_pos, int hd_k, int hd_v, float scale,
+                                                             float *scores, float *out) {
+    const int64_t P = kv->page_len;
+    for (int64_t p0 = 0; p0 < n_pos; p0 += P) { /* scores, page by page */
+        const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
+        const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
+        for (int64_t j = 0; j < np; j++) {
+            const void *kj = f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
+            scores[p0 + j] = dot_ggml(kj, f16, q, hd_k) * scale;
+        }
+    }
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_pos; j++)
+        if (scores[j] > mx) mx = scores[j];
+    /* softmax numerators; each 16-lane block (zeros past n_pos) summed in
+     * float, blocks in double */
+    const __m256 vmx = _mm256_set1_ps(mx);
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_pos; j += 16) {
+        const int64_t left = n_pos - j;
+        __m256 e[2];
+        for (int h = 0; h < 2; h++) {
+            const int64_t at = j + 8 * h, cnt = left - 8 * h;
+            if (cnt >= 8) {
+                e[h] = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + at), vmx));
+                _mm256_storeu_ps(scores + at, e[h]);
+            } else {
+                float t[8] = {0};
+                for (int64_t l = 0; l < cnt; l++) t[l] = scores[at + l];
+                _mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), vmx)));
+                for (int l = cnt > 0 ? (int)cnt : 0; l < 8; l++) t[l] = 0.0f;
+                for (int64_t l = 0; l < cnt; l++) scores[at + l] = t[l];
+                e[h] = _mm256_loadu_ps(t);
+            }
+        }
+        sum += (double)reduce16(e[0], e[1]);
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
+    for (int i = 0; i < hd_v; i++) out[i] = dot_padded(kv, i, f16, scores, n_pos);
+}
+
+void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out) {
+    if (f16) attn_head(q, kv, true, n_pos, hd_k, hd_v, scale, scores, out);
+    else attn_head(q, kv, false, n_pos, hd_k, hd_v, scale, scores, out);
 }

@@ -14,28 +14,30 @@ void rw_delta_rule_head_ref(float *S, int dk, int dv, int64_t n_t, const float *
                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                             const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
                             float *scratch) {
-    float *d = scratch;
-    const int64_t n = (int64_t)dk * dv;
+    (void)scratch;
+    const int np = dk & ~63;
     for (int64_t t = 0; t < n_t; t++) {
         const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
         const float decay = expf(g[t * g_stride]), b = beta[t * beta_stride];
         float *ot = o + t * o_stride;
-        for (int64_t e = 0; e < n; e++) S[e] *= decay;
+        /* row j of S^T needs only its own d: rows one after the other */
         for (int j = 0; j < dv; j++) {
-            const float *row = S + (int64_t)j * dk;
-            float kv = 0.0f;
-            for (int i = 0; i < dk; i++) kv += row[i] * kt[i];
-            d[j] = (vt[j] - kv) * b;
-        }
-        for (int j = 0; j < dv; j++) {
-            float *row = S + (int64_t)j * dk;
-            for (int i = 0; i < dk; i++) row[i] += kt[i] * d[j];
-        }
-        for (int j = 0; j < dv; j++) {
-            const float *row = S + (int64_t)j * dk;
-            float acc = 0.0f;
-            for (int i = 0; i < dk; i++) acc += row[i] * qt[i];
-            ot[j] = acc * scale;
+            float *row = S + (int64_t)j * dk, a[64] = {0};
+            for (int i = 0; i < dk; i++) {
+                row[i] *= decay;
+                if (i < np) a[i % 64] = fmaf(row[i], kt[i], a[i % 64]);
+            }
+            float kv = rw_reduce64_ref(a);
+            for (int i = np; i < dk; i++) kv = fmaf(row[i], kt[i], kv);
+            const float d = (vt[j] - kv) * b;
+            for (int l = 0; l < 64; l++) a[l] = 0.0f;
+            for (int i = 0; i < dk; i++) {
+                row[i] = fmaf(kt[i], d, row[i]);
+                if (i < np) a[i % 64] = fmaf(row[i], qt[i], a[i % 64]);
+            }
+            float oq = rw_reduce64_ref(a);
+            for (int i = np; i < dk; i++) oq = fmaf(row[i], qt[i], oq);
+            ot[j] = oq * scale;
         }
     }
 }

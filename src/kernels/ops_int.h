@@ -1,7 +1,7 @@
 /* ops_int.h - private to src/kernels: the AVX-512 twins of the ops.h kernels
- * (defined in ops_avx512.c, compiled with AVX-512 flags) and the AVX2 twins
- * of the recurrences (ops_avx2.c) that the dispatchers in ops_*.c call when
- * the tier allows. Same contracts as the public
+ * (defined in ops_avx512.c, compiled with AVX-512 flags) and their AVX2
+ * twins (ops_avx2.c, the same bits) that the dispatchers in ops_*.c call
+ * when the tier allows. Same contracts as the public
  * functions of the same name without the suffix. */
 #ifndef RW_KERNELS_OPS_INT_H
 #define RW_KERNELS_OPS_INT_H
@@ -18,7 +18,13 @@
 bool rw_ops_use_avx512(void);
 bool rw_ops_use_avx2(void);
 
-/* AVX2 twins (ops_avx2.c) of the two recurrences. */
+/* AVX2 twins (ops_avx2.c): bitwise the AVX-512 twins below. */
+void rw_silu_avx2(const float *x, float *y, int64_t n);
+void rw_swiglu_avx2(float *g, const float *u, int64_t n);
+void rw_softmax_avx2(const float *x, float *y, int64_t n);
+void rw_rmsnorm_gated_avx2(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
+void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out);
 void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
                              int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
@@ -48,6 +54,56 @@ void rw_attn_group_avx512(const float *q, int r, const rw_attn_pages *kv, bool f
                           float scale, float *scores, float *out);
 void rw_f32_to_f16_row_avx512(const float *src, rw_f16 *dst, int64_t n);
 void rw_f16_to_f32_row_avx512(const rw_f16 *src, float *dst, int64_t n);
+
+/* ---- The AVX-512 twins' arithmetic in plain C ---------------------------
+ * The *_ref kernels are the specification of every tier and compute the
+ * AVX-512 twins' bits: these are their pieces, one lane at a time. */
+
+/* 2^k for k in [-126, 127]. */
+static inline float rw_pow2i(int k) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)(k + 127) << 23};
+    return v.f;
+}
+
+/* One lane of rw_exp16 (simd_avx512_int.h: ggml's vector expf). Its
+ * vscalefps(poly, n), poly * 2^n rounded once, is poly * 2^(n >> 1) (exact)
+ * times 2^(n - (n >> 1)) (rounded once). */
+static inline float rw_exp_ggml(float x) {
+    const float shift = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, shift);
+    const float n = z - shift;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float hi = fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
+    const float poly = fmaf(hi, u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (n != n) return poly; /* NaN in, NaN out */
+    if (fabsf(n) > 192.0f) return x < 0.0f ? 0.0f : INFINITY;
+    const int k = (int)n, k1 = k >> 1;
+    return (poly * rw_pow2i(k1)) * rw_pow2i(k - k1);
+}
+
+/* One lane of rw_silu16: x / (1 + exp(0 - x)). */
+static inline float rw_silu_ggml(float x) { return x / (1.0f + rw_exp_ggml(0.0f - x)); }
+
+/* _mm512_reduce_add_ps's tree over 16 lanes: l + 8 onto l, then l + 4 onto
+ * l, then (0 + 2) + (1 + 3). */
+static inline float rw_reduce16_ref(const float a[16]) {
+    float t[8], u[4];
+    for (int i = 0; i < 8; i++) t[i] = a[i + 8] + a[i];
+    for (int i = 0; i < 4; i++) u[i] = t[i + 4] + t[i];
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+/* rw_reduce4 of four 16-lane accumulators a[16c .. 16c + 16): (a0 + a2) +
+ * (a1 + a3) per lane, then rw_reduce16_ref. */
+static inline float rw_reduce64_ref(const float a[64]) {
+    float t[16];
+    for (int l = 0; l < 16; l++) t[l] = (a[l] + a[32 + l]) + (a[16 + l] + a[48 + l]);
+    return rw_reduce16_ref(t);
+}
 
 /* The RMS scale of one group, as ggml_rms_norm: sum of squares in double,
  * mean rounded to float, 1/sqrtf(mean + eps). Shared so that every norm in

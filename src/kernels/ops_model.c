@@ -6,9 +6,13 @@
 #include <string.h>
 
 #include "kernels/matmul.h"
+#include "kernels/ops_int.h"
 #include "kernels/quant.h"
 
 void rw_swiglu_avx512(float *g, const float *u, int64_t n);
+void rw_swiglu_avx2(float *g, const float *u, int64_t n);
+void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out);
 void rw_attn_head_avx512(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                          float scale, float *scores, float *out);
 
@@ -21,30 +25,63 @@ static float pelem(const void *const *pages, int64_t p, bool f16, int64_t off, i
     return elem(pages[p], f16, off + i);
 }
 
+/* rw_dot_ggml (simd_avx512_int.h) of n elements of x (f32 or f16) and y:
+ * element i onto lane i % 64 by fma up to the last multiple of 64,
+ * rw_reduce64_ref, then the rest fused onto the float sum (f32) or added in
+ * double (f16). */
+static float dot_ggml_ref(const void *x, bool f16, const float *y, int64_t n) {
+    float a[64] = {0};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i++) a[i % 64] = fmaf(elem(x, f16, i), y[i], a[i % 64]);
+    const float red = rw_reduce64_ref(a);
+    if (!f16) {
+        float sum = red;
+        for (int64_t i = np; i < n; i++) sum = fmaf(elem(x, f16, i), y[i], sum);
+        return sum;
+    }
+    double sum = (double)red;
+    for (int64_t i = np; i < n; i++) sum += (double)(elem(x, f16, i) * y[i]);
+    return (float)sum;
+}
+
+/* The specification of every tier (the AVX-512 twin's arithmetic): scores
+ * dot_ggml_ref(K row j, q) * scale; softmax numerators with ggml's vector
+ * expf in 16-element blocks (zeros past n_pos), each block summed by
+ * rw_reduce16_ref, the blocks in double, times (float)(1 / sum); output i
+ * the dot of V row i with the weights over n_pos rounded up to 64 (element
+ * j onto lane j % 64 by fma, rw_reduce64_ref). Pages hold a multiple of 64
+ * positions (or there is one), so lanes run on across them. */
 void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                             float scale, float *scores, float *out) {
     const int64_t P = kv->page_len;
-    /* masked positions (below j0) would add exact zeros to every sum: skipped */
-    const int64_t j0 = kv->first > 0 ? kv->first : 0;
-    float mx = -INFINITY;
-    for (int64_t j = j0; j < n_pos; j++) {
-        float s = 0.0f;
-        for (int i = 0; i < hd_k; i++) s += q[i] * pelem(kv->k_pages, j / P, f16, kv->k_off, (j % P) * hd_k + i);
-        scores[j] = s * scale;
-        if (scores[j] > mx) mx = scores[j];
+    /* a sliding window (kv->first > 0): keys from the 64-block b0 holding
+     * `first`, those before `first` with weight exactly 0 (as the AVX-512
+     * twin; blocks before b0 are not read) */
+    const int64_t first = kv->first > 0 ? kv->first : 0, b0 = first & ~(int64_t)63;
+    const size_t esz = f16 ? 2 : 4;
+    for (int64_t j = b0; j < n_pos; j++) {
+        const void *kj = (const char *)kv->k_pages[j / P] + (size_t)(kv->k_off + (j % P) * hd_k) * esz;
+        scores[j] = dot_ggml_ref(kj, f16, q, hd_k) * scale;
     }
+    float mx = -INFINITY;
+    for (int64_t j = first; j < n_pos; j++)
+        if (scores[j] > mx) mx = scores[j];
     double sum = 0.0;
-    for (int64_t j = j0; j < n_pos; j++) {
-        scores[j] = expf(scores[j] - mx);
-        sum += (double)scores[j];
+    for (int64_t j = b0; j < n_pos; j += 16) {
+        float e[16];
+        for (int l = 0; l < 16; l++) {
+            e[l] = j + l < n_pos && j + l >= first ? rw_exp_ggml(scores[j + l] - mx) : 0.0f;
+            if (j + l < n_pos) scores[j + l] = e[l];
+        }
+        sum += (double)rw_reduce16_ref(e);
     }
     const float inv = (float)(1.0 / sum);
-    for (int64_t j = j0; j < n_pos; j++) scores[j] *= inv;
+    for (int64_t j = b0; j < n_pos; j++) scores[j] *= inv;
     for (int i = 0; i < hd_v; i++) {
-        float o = 0.0f;
-        for (int64_t j = j0; j < n_pos; j++)
-            o += scores[j] * pelem(kv->v_pages, j / P, f16, kv->v_off, i * kv->v_stride + j % P);
-        out[i] = o;
+        float a[64] = {0};
+        for (int64_t j = b0; j < n_pos; j++)
+            a[j % 64] = fmaf(pelem(kv->v_pages, j / P, f16, kv->v_off, i * kv->v_stride + j % P), scores[j], a[j % 64]);
+        out[i] = rw_reduce64_ref(a);
     }
 }
 
@@ -52,6 +89,8 @@ void rw_attn_head_paged(const float *q, const rw_attn_pages *kv, bool f16, int64
                         float scale, float *scores, float *out) {
     if (rw_kernel_tier_current() >= RW_TIER_AVX512)
         rw_attn_head_avx512(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
+    else if (rw_kernel_tier_current() == RW_TIER_AVX2 && kv->first <= 0) /* a window: the reference, same bits */
+        rw_attn_head_avx2(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
     else
         rw_attn_head_paged_ref(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
 }
@@ -74,11 +113,13 @@ void rw_attn_head(const float *q, const void *k, const void *vt, int64_t v_strid
 }
 
 void rw_swiglu_ref(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    const int64_t nv = n & ~(int64_t)15; /* the AVX-512 twin's 16-lane part: ggml's vector expf */
+    for (int64_t i = 0; i < n; i++) g[i] = i < nv ? rw_silu_ggml(g[i]) * u[i] : g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 void rw_swiglu(float *g, const float *u, int64_t n) {
     if (rw_kernel_tier_current() >= RW_TIER_AVX512) rw_swiglu_avx512(g, u, n);
+    else if (rw_kernel_tier_current() == RW_TIER_AVX2) rw_swiglu_avx2(g, u, n);
     else rw_swiglu_ref(g, u, n);
 }
 

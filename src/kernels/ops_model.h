@@ -26,10 +26,10 @@
  * Batch invariance: the result for one query depends only on q, K, V and
  * n_pos, never on which other queries are computed with it, so a model that
  * calls this per (token, head) gets the same bits in prefill and decode.
- * Tiers: rw_attn_head_ref is the specification (plain C); rw_attn_head
- * dispatches to the AVX-512 version when the kernel tier (kernels/matmul.h)
- * is avx512, which differs from the reference only by float rounding
- * (tests/kernels/test_ops_model.c states the tolerance).
+ * Tiers: rw_attn_head_ref is the specification (plain C, the AVX-512
+ * version's arithmetic written out lane by lane); rw_attn_head dispatches
+ * to the AVX-512 or AVX2 version by the kernel tier (kernels/matmul.h),
+ * each of which gives the reference's bits (tests/kernels/test_ops_model.c).
  */
 #ifndef RW_KERNELS_OPS_MODEL_H
 #define RW_KERNELS_OPS_MODEL_H

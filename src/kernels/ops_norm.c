@@ -29,8 +29,9 @@ void rw_rmsnorm_gated_ref(const float *x, const float *w, const float *z, int n_
         const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
         float *yg = y + (int64_t)g * gs;
         const float scale = rw_rms_scale(xg, gs, eps);
+        const int nv = gs & ~15; /* the AVX-512 twin's 16-lane part: ggml's vector expf */
         for (int i = 0; i < gs; i++) {
-            const float silu = zg[i] / (1.0f + expf(-zg[i]));
+            const float silu = i < nv ? rw_silu_ggml(zg[i]) : zg[i] / (1.0f + expf(-zg[i]));
             yg[i] = ((xg[i] * scale) * w[i]) * silu;
         }
     }
@@ -38,5 +39,6 @@ void rw_rmsnorm_gated_ref(const float *x, const float *w, const float *z, int n_
 
 void rw_rmsnorm_gated(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y) {
     if (rw_ops_use_avx512()) rw_rmsnorm_gated_avx512(x, w, z, n_groups, gs, eps, y);
+    else if (rw_ops_use_avx2()) rw_rmsnorm_gated_avx2(x, w, z, n_groups, gs, eps, y);
     else rw_rmsnorm_gated_ref(x, w, z, n_groups, gs, eps, y);
 }

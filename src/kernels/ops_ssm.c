@@ -25,8 +25,18 @@ void rw_ssm_scan_head_ref(float *state, int hd, int ds, int64_t n_t, const float
         for (int i = 0; i < hd; i++) {
             float *si = state + (int64_t)i * ds;
             const float xdt = xt[i] * dtp;
-            float sum = 0.0f;
-            for (int s = 0; s < ds; s++) {
+            /* lanes s % 64 by fma up to the last multiple of 64 (the AVX-512
+             * twin's order), then the rest as ggml's scalar loop contracted by
+             * GCC: fused multiply-adds */
+            const int np = ds & ~63;
+            float a[64] = {0};
+            for (int s = 0; s < np; s++) {
+                const float v = si[s] * dA + Bt[s] * xdt;
+                a[s % 64] = fmaf(v, Ct[s], a[s % 64]);
+                si[s] = v;
+            }
+            float sum = np ? rw_reduce64_ref(a) : 0.0f;
+            for (int s = np; s < ds; s++) {
                 const float v = fmaf(si[s], dA, Bt[s] * xdt);
                 sum = fmaf(v, Ct[s], sum);
                 si[s] = v;

@@ -58,10 +58,13 @@ void rw_model_fingerprint(const rw_model *m, uint8_t out[16]) {
         a = rw_hash_bytes(a, &ty, 4), b = rw_hash_bytes(b, &ty, 4);
         a = rw_hash_bytes(a, t->ne, sizeof t->ne), b = rw_hash_bytes(b, t->ne, sizeof t->ne);
     }
-    /* and the arithmetic: a state computed by other kernels (another tier or
+    /* and the arithmetic: a state computed by other kernels (another
      * numerics mode, or an older rounding) would not go on bit for bit as a
-     * recomputation here would, so it counts as another model's */
-    const uint32_t arith[3] = {ARITH_REVISION, (uint32_t)rw_kernel_tier_current(), (uint32_t)rw_numerics_current()};
+     * recomputation here would, so it counts as another model's. Every tier
+     * computes the AVX-512 tier's bits, so states move between machines: the
+     * tier hashed is that one (files saved by AVX-512 machines keep their
+     * fingerprint; those of the other tiers' former arithmetic do not match) */
+    const uint32_t arith[3] = {ARITH_REVISION, (uint32_t)RW_TIER_AVX512, (uint32_t)rw_numerics_current()};
     a = rw_hash_bytes(a, arith, sizeof arith), b = rw_hash_bytes(b, arith, sizeof arith);
     memcpy(out, &a, 8);
     memcpy(out + 8, &b, 8);
@@ -118,7 +121,7 @@ rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t 
     rw_model_fingerprint(s->m, mine);
     if (memcmp(fp, mine, 16))
         return rw_errorf(err, RW_ERR_INVALID_ARG,
-                         "state file was made for another model (or by other kernels: tier, --numerics, version)");
+                         "state file was made for another model (or by other kernels: --numerics, version)");
     rw_sread_u32(&r, &kv_type);
     if (kv_type != (uint32_t)s->kv_type)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "state file has a %s KV cache, the sequence %s",

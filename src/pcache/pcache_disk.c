@@ -2,7 +2,7 @@
  *
  * One file per entry, named <key>-<hash>-<n>.rwc: key = 16 hex digits of
  * the model's fingerprint (models/seq_file.c: tensors, hyperparameters,
- * kernel tier, numerics) and the KV type, so files of other models or
+ * numerics; every kernel tier computes the same bits) and the KV type, so files of other models or
  * configurations never share a name with ours and are told apart without
  * opening them; hash = FNV-1a of the n token ids. Format, version 1
  * (little-endian):

@@ -92,6 +92,18 @@ static void corrupt_model(const char *rel, const char *other_rel) {
     continue_logits(s, m, tok + 34, 6, want);
     continue_logits(t, m, tok + 34, 6, got);
     CHECK_MSG(!memcmp(want, got, (size_t)(6 * V) * sizeof(float)), "%s: loaded state continues differently", rel);
+    /* every kernel tier computes the same bits, so every tier this CPU runs
+     * loads the file and continues it bitwise as the saving tier does */
+    const rw_kernel_tier saving = rw_kernel_tier_current();
+    for (int tier = 0; tier < RW_TIER_COUNT; tier++) {
+        if (!rw_kernel_tier_set((rw_kernel_tier)tier)) continue;
+        CHECK_MSG(rw_model_seq_load_buffer(t, data, len, &err) == RW_OK, "%s: tier %s refuses the state: %s", rel,
+                  rw_kernel_tier_name((rw_kernel_tier)tier), err.msg);
+        continue_logits(t, m, tok + 34, 6, got);
+        CHECK_MSG(!memcmp(want, got, (size_t)(6 * V) * sizeof(float)), "%s: tier %s continues differently", rel,
+                  rw_kernel_tier_name((rw_kernel_tier)tier));
+    }
+    rw_kernel_tier_set(saving);
     /* through a real file, written atomically */
     char path[] = "/tmp/rw-state-XXXXXX";
     int fd = mkstemp(path);
