@@ -107,7 +107,7 @@ static json_t *marked_copy(rw_server *s, json_t *v, guard_list *gl) {
                 json_decref(m);
                 key = m ? mk : NULL;
             }
-            json_t *c = key ? marked_copy(s, x, gl) : NULL;
+            json_t *c = o && key ? marked_copy(s, x, gl) : NULL;
             if (!o || !c || json_object_set_new(o, key, c)) {
                 json_decref(o);
                 return NULL;
