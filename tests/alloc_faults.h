@@ -105,16 +105,6 @@ void free(void *p) {
     __libc_free(p);
 }
 
-void *memalign(size_t al, size_t n) {
-    if (fail_now(__builtin_return_address(0))) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *p = __libc_memalign(al, n);
-    if (p) atomic_fetch_add(&live, 1);
-    return p;
-}
-
 static void *memalign_from(size_t al, size_t n, void *ra) {
     if (fail_now(ra)) {
         errno = ENOMEM;
@@ -125,6 +115,7 @@ static void *memalign_from(size_t al, size_t n, void *ra) {
     return p;
 }
 
+void *memalign(size_t al, size_t n) { return memalign_from(al, n, __builtin_return_address(0)); }
 void *aligned_alloc(size_t al, size_t n) { return memalign_from(al, n, __builtin_return_address(0)); }
 
 int posix_memalign(void **out, size_t al, size_t n) {

@@ -146,14 +146,15 @@ static long rendered_len(const guard_list *gl, size_t i, const char *text, size_
     return r;
 }
 
-bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
-                              bool add_special, int32_t **ids, size_t *n_ids, srv_error *e) {
+/* norm, tools and kwargs: the request's JSON as the template gets it, looked
+ * at without parsing again; only a request that holds control text pays for
+ * the second rendering. */
+bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+                              const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
+                              srv_error *e) {
     rw_error err = {0};
-    json_t *tools = ro->tools_json ? json_loads(ro->tools_json, JSON_DECODE_ANY, NULL) : NULL;
-    json_t *extra = ro->extra_json ? json_loads(ro->extra_json, JSON_DECODE_ANY, NULL) : NULL;
-    if (!any_control(s, norm) && !any_control(s, tools) && !any_control(s, extra)) {
-        json_decref(tools);
-        json_decref(extra);
+    if (!ro->tools_json) tools = NULL; /* what the template gets (an array, else none) */
+    if (!any_control(s, norm) && !any_control(s, tools) && !any_control(s, kwargs)) {
         if (rw_tokenize(s->tok, text, len, add_special, true, ids, n_ids, &err)) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
             return false;
@@ -161,6 +162,8 @@ bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_o
         return true;
     }
     pthread_once(&mark_once, mark_init);
+    /* the template's variables: the request's kwargs with what the server adds (thinking switches) */
+    json_t *extra = ro->extra_json ? json_loads(ro->extra_json, JSON_DECODE_ANY, NULL) : NULL;
     /* the request with markers for the strings that hold control text */
     guard_list gl = {0};
     json_t *mmsg = marked_copy(s, norm, &gl);
@@ -223,7 +226,6 @@ bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_o
     free(mtext);
     free(gl.strs);
     free(gl.lens);
-    json_decref(tools);
     json_decref(extra);
     if (!same) {
         free(plain);

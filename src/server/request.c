@@ -304,7 +304,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
     /* control tokens only from the template's own text (chat_guard.c) */
-    if (!rw_server__chat_tokenize(s, prep.messages, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
+    if (!rw_server__chat_tokenize(s, prep.messages, tools, kwargs, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
     r->n_prompt = (int64_t)n;
     if (r->n_prompt < n_ctx) message_marks(s, msgs, &po, add_special, text, len, r); /* else refused */
     ok = true;

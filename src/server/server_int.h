@@ -172,8 +172,9 @@ void rw_server__request_free(srv_request *r);
 /* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
  * normalized messages norm) to token ids, control tokens taken only from
  * the template's text. False and *e on failure. */
-bool rw_server__chat_tokenize(rw_server *s, json_t *norm, const rw_chat_render_opts *ro, const char *text, size_t len,
-                       bool add_special, int32_t **ids, size_t *n_ids, srv_error *e);
+bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+                              const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
+                              srv_error *e);
 
 #define SRV_MAX_N 16 /* choices per request (n) */
 
