@@ -194,7 +194,7 @@ static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, flo
                             rw_threadpool *pool, int reps) {
     double ops = 0, time = 0;
     for (size_t s = 0; s < sizeof many_shapes / sizeof many_shapes[0]; s++) {
-        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL, false};
+        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL};
         void *panels = NULL; /* --stored-panels: packed once (rw_matmul_pack); else as a model: on the fly */
         if (stored_panels && rw_matmul_pack(&w, &panels, NULL) == RW_OK) w.panels = panels;
         double best = 1e30;

@@ -22,9 +22,9 @@
 #                files get the Qwen3 vocabulary (151,936 rows of embedding and
 #                output head, as real models), not synth's 407-token one
 #   THREADS 2, PROMPT 512, GEN 64, REPS 3, ROUNDS 2, DEPTH 0 (llama-bench -d / bench model --depth)
-#   NUMERICS     auto (rewind's default); fast sums the K-quants in our order
-#                (about twice ggml's prefill speed, logits not llama.cpp's bit
-#                for bit: docs/kernels.md)
+#   NUMERICS     auto (rewind's default, our summation order for every type);
+#                ggml sums as llama.cpp does (its logits bit for bit, about
+#                half the K-quant prefill speed: docs/numerics.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -109,11 +109,6 @@ int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out);
 /* --numerics auto|fast|ggml (kernels/matmul.h): selects the mode, before any
  * model is loaded; 0, or 2 after printing the error. */
 int rw_cli_parse_numerics(const char *cmd, const char *s);
-/* The numerics of the commands that are compared with llama.cpp's goldens
- * (logits, generate): ggml's order unless RW_NUMERICS says otherwise (a
- * later --numerics still wins). The other commands keep the library's
- * default, auto. */
-void rw_cli_numerics_for_goldens(void);
 int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 
 #endif

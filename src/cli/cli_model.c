@@ -148,11 +148,6 @@ int rw_cli_parse_numerics(const char *cmd, const char *s) {
     return 0;
 }
 
-void rw_cli_numerics_for_goldens(void) {
-    const char *env = getenv("RW_NUMERICS");
-    if (!env || !*env) rw_numerics_set(RW_NUMERICS_GGML);
-}
-
 int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;

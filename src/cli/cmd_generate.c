@@ -26,11 +26,11 @@
  * made with an f32 cache, and on quantized models an f16 cache rounds K and
  * V enough to flip a later activation's quantization and branch early
  * (qwen3 Q8_0: 23 equal tokens of 29 reliable ones with f16, all with f32).
- * rewind bench model keeps llama.cpp's f16 default. For the same reason the
- * numerics are ggml's unless --numerics or RW_NUMERICS says otherwise (the
- * server's default, auto, sums Q8_0 / Q4_0 in our order: README
- * "Numerics"); to compare with the server, give both the same --kv and
- * --numerics.
+ * rewind bench model keeps llama.cpp's f16 default. The numerics are the
+ * library's default (auto: our summation order) unless --numerics or
+ * RW_NUMERICS says otherwise; --numerics ggml gives llama.cpp's greedy ids
+ * bit for bit (docs/numerics.md). To compare with the server, give both
+ * the same --kv and --numerics.
  *
  * --draft: speculative decoding (engine/spec.h) with DRAFT proposing up to K
  * tokens a step (--draft-max, default 4) and the model verifying them in one
@@ -77,7 +77,6 @@ int rw_cmd_generate(int argc, char **argv) {
     long threads = 0;
     const char *draft_path = NULL, *grammar_path = NULL, *schema_path = NULL;
     rw_spec_params spp = rw_spec_params_default();
-    rw_cli_numerics_for_goldens(); /* see the file comment */
     long top_k = sp.top_k, draft_max = spp.k_max;
     bool draft_fixed = false;
     const rw_cli_opt opts[] = {

@@ -19,10 +19,11 @@
  * thread per physical core; the logits do not depend on it.
  *
  * This command is the hook that compares logits with llama.cpp's goldens,
- * so its defaults are theirs: an f32 KV cache unless --kv f16, and
- * --numerics ggml (every matrix summed in ggml's order, README "Numerics")
- * unless --numerics or RW_NUMERICS says otherwise; serve and bench keep the
- * faster auto, whose Q8_0 / Q4_0 logits differ in the last bits. */
+ * so its KV cache is theirs: f32 unless --kv f16. Its numerics are the
+ * library's default (auto: our summation order, as serve and bench) unless
+ * --numerics or RW_NUMERICS says otherwise; --numerics ggml sums every
+ * matrix in ggml's order, whose logits equal llama.cpp's bit for bit
+ * (docs/numerics.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,6 @@ int rw_cmd_logits(int argc, char **argv) {
     long replay_from = -1;
     rw_kv_type kv = RW_KV_F32; /* as the goldens; see cmd_generate.c */
     long threads = 0;
-    rw_cli_numerics_for_goldens(); /* see the file comment */
     logits_opts lo = {.jobs = jobs, .chunks = chunks};
     const rw_cli_opt opts[] = {
         {"--ids", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_ids, &lo},

@@ -95,15 +95,10 @@ rw_numerics rw_numerics_current(void) {
 
 void rw_numerics_set(rw_numerics m) { atomic_store(&current_numerics, (int)m); }
 
-static bool is_kquant(rw_dtype t) { return t == RW_TYPE_Q4_K || t == RW_TYPE_Q5_K || t == RW_TYPE_Q6_K; }
-
-/* ggml_order: the matrix's flag (rw_matrix.ggml_order). */
-static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, bool ggml_order, rw_kernel_tier *served) {
+static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, rw_kernel_tier *served) {
     /* ggml numerics: a ggml-order kernel of any tier up to the requested one
-     * comes before a kernel of the other order; auto: the requested tier's
-     * ggml-order kernel if it has one, for a K-quant or a flagged matrix */
-    const rw_numerics nm = rw_numerics_current();
-    if (nm == RW_NUMERICS_GGML)
+     * comes before a kernel of the other order; auto and fast: our order */
+    if (rw_numerics_current() == RW_NUMERICS_GGML)
         for (int i = (int)tier; i >= 0; i--) {
             const rw_mm_kernel *k = ggml_tables[i] ? ggml_tables[i](type) : NULL;
             if (k) {
@@ -111,13 +106,6 @@ static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, bool g
                 return k;
             }
         }
-    if (nm == RW_NUMERICS_AUTO && (is_kquant(type) || ggml_order)) {
-        const rw_mm_kernel *k = ggml_tables[tier] ? ggml_tables[tier](type) : NULL;
-        if (k) {
-            if (served) *served = tier;
-            return k;
-        }
-    }
     for (int i = (int)tier; i >= 0; i--) {
         const rw_mm_kernel *k = tier_tables[i] ? tier_tables[i](type) : NULL;
         if (k) {
@@ -131,7 +119,7 @@ static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, bool g
 rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type) {
     rw_kernel_tier served = RW_TIER_REF;
     if ((unsigned)t_req >= RW_TIER_COUNT) t_req = RW_TIER_REF;
-    kernel_for(t_req, type, false, &served);
+    kernel_for(t_req, type, &served);
     return served;
 }
 
@@ -484,7 +472,7 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     }
     if (total == 0 || w->n_out == 0) return RW_OK;
     if (!x || !y) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
-    const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, w->ggml_order, NULL);
+    const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, NULL);
     if (!k) return rw_errorf(err, RW_ERR_UNSUPPORTED, "matmul: no kernel for type %s", rw_dtype_name(w->type));
     uint64_t row_bytes;
     rw_status st = check_matrix(w, &row_bytes, err);
@@ -509,13 +497,12 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
         return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
     for (int i = 0; i < n_w; i++)
         if (!ws[i] || ws[i]->n_in <= 0 || ws[i]->n_out < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
-    /* runs of consecutive matrices with one type, row length and order share a call */
+    /* runs of consecutive matrices with one type and row length share a call */
     for (int i0 = 0, i1; i0 < n_w; i0 = i1) {
         for (i1 = i0 + 1; i1 < n_w && i1 - i0 < MAX_MULTI; i1++)
-            if (ws[i1]->type != ws[i0]->type || ws[i1]->n_in != ws[i0]->n_in ||
-                ws[i1]->ggml_order != ws[i0]->ggml_order)
+            if (ws[i1]->type != ws[i0]->type || ws[i1]->n_in != ws[i0]->n_in)
                 break;
-        const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), ws[i0]->type, ws[i0]->ggml_order, NULL);
+        const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), ws[i0]->type, NULL);
         if (i1 - i0 == 1 || !k) { /* rw_matmul reports what is wrong */
             rw_status st = rw_matmul(ws[i0], x, x_stride, n_rows, ys[i0], y_strides[i0], pool, err);
             if (st) return st;
@@ -564,7 +551,7 @@ void rw_matmul_set_panels(bool on) { atomic_store(&panels_off, !on); }
  * when there is none (or panels are turned off). */
 static const rw_mm_kernel *panel_kernel(const rw_matrix *w, uint64_t *row_bytes) {
     if (!w || !w->data || w->n_in <= 0 || w->n_out <= 0) return NULL;
-    const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, w->ggml_order, NULL);
+    const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, NULL);
     if (!k || !k->pack_p || atomic_load(&panels_off)) return NULL;
     if (check_matrix(w, row_bytes, NULL)) return NULL;
     return k;

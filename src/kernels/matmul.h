@@ -46,10 +46,6 @@ typedef struct {
     int64_t n_out;
     size_t row_stride;
     const void *panels; /* the rows repacked by rw_matmul_pack, or NULL; borrowed */
-    /* under RW_NUMERICS_AUTO, sum in ggml's order for a 32-block type too
-     * (a model sets it on every matrix when K-quants make up most of its
-     * weights: see RW_NUMERICS_AUTO) */
-    bool ggml_order;
 } rw_matrix;
 
 /* Repacks w's rows for the current tier's panel form, the fastest from two
@@ -157,12 +153,11 @@ rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
  *    costs about twice the arithmetic in many-row products (prefill,
  *    batches, verify passes); one-row decode is bound by memory either way.
  *  - RW_NUMERICS_FAST: every type in the order that suits our kernels.
- *  - RW_NUMERICS_AUTO (the default): ggml's order where it costs nothing
- *    measurable: the K-quants (their ggml kernels exist for every tier), and
- *    a matrix with ggml_order set, which a model sets on all its matrices
- *    when K-quants make up most of its weights (its few 32-block matrices,
- *    llama-quantize's fallbacks for rows not a multiple of 256 and the like,
- *    then cost little). Ours for the 32-block types otherwise.
+ *  - RW_NUMERICS_AUTO (the default) is FAST. Our order is as faithful to
+ *    the unquantized model as ggml's (the KL divergence of a quantized
+ *    file's logits from its F32 model's is the same within a few percent,
+ *    docs/numerics.md), so the default does not pay ggml's order's extra
+ *    arithmetic; agreement with llama.cpp's last bits is what GGML is for.
  * Every mode is batch invariant and gives the same bits in every tier
  * (tested). */
 typedef enum { RW_NUMERICS_AUTO = 0, RW_NUMERICS_FAST, RW_NUMERICS_GGML } rw_numerics;

@@ -32,23 +32,6 @@ rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err) {
     return RW_OK;
 }
 
-bool rw_models__prefers_ggml_order(const rw_gguf *g) {
-    uint64_t kquant = 0, block32 = 0;
-    for (size_t i = 0; i < rw_gguf_n_tensors(g); i++) {
-        const rw_gguf_tensor *t = rw_gguf_tensor_at(g, i);
-        switch (t->type) {
-        case RW_TYPE_Q2_K: case RW_TYPE_Q3_K: case RW_TYPE_Q4_K: case RW_TYPE_Q5_K: case RW_TYPE_Q6_K:
-            kquant += t->nbytes;
-            break;
-        case RW_TYPE_Q8_0: case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q4_1: case RW_TYPE_Q5_1:
-            block32 += t->nbytes;
-            break;
-        default: break;
-        }
-    }
-    return kquant > block32;
-}
-
 rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                           rw_matrix *out, rw_error *err) {
     *out = (rw_matrix){0};
@@ -60,7 +43,7 @@ rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, in
     if (!rw_matmul_supports(t->type))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has type %s, which has no matmul kernel", name,
                          rw_dtype_name(t->type));
-    *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out, .ggml_order = m->ggml_order};
+    *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out};
     return rw_models__note_matrix(m, out, err);
 }
 
@@ -96,8 +79,7 @@ rw_status rw_models__bind_common(rw_model *m, rw_error *err) {
     if (st) return st;
     m->hp.tied_output = m->output.data == NULL;
     if (m->hp.tied_output) {
-        m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab,
-                                .ggml_order = m->ggml_order};
+        m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab};
         if ((st = rw_models__note_matrix(m, &m->output, err))) return st;
     }
     st = rw_models__bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);

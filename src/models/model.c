@@ -17,7 +17,6 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
     if (!m) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     m->g = g;
     m->arch = a;
-    m->ggml_order = rw_models__prefers_ggml_order(g); /* before bind, which copies it into every matrix */
     if ((st = a->read_hparams(g, a, &m->hp, err)) || (st = a->bind(m, err))) {
         rw_model_free(m);
         return st;

@@ -101,8 +101,6 @@ struct rw_model {
      * model holds each weight once. */
     rw_matrix **mats;
     int n_mats, cap_mats;
-    /* every matrix's rw_matrix.ggml_order (rw_models__prefers_ggml_order) */
-    bool ggml_order;
     /* The MTP (multi-token prediction) block, if the file has one and the
      * architecture runs it (arch->mtp_block): mtp_avail. With mtp_on (set by
      * rw_model_enable_mtp before any sequence exists) every sequence holds
@@ -242,13 +240,6 @@ rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, in
                           rw_matrix *out, rw_error *err);
 /* Notes a bound matrix in m->mats (rw_models__bind_matrix does it). */
 rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
-/* Whether a model from g sums its 32-block matrices in ggml's order under
- * RW_NUMERICS_AUTO: when its K-quant weights (bytes) outweigh its Q8_0,
- * Q4_0, Q5_0, Q4_1 and Q5_1 ones, those are a K-quant file's few odd
- * tensors, and ggml's order for them costs little while it keeps the whole
- * model on llama.cpp's arithmetic; a Q8_0 or Q4_0 file keeps our faster
- * order. */
-bool rw_models__prefers_ggml_order(const rw_gguf *g);
 rw_status rw_models__bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                           rw_error *err);
 /* Binds token_embd, output_norm (arch->output_norm's name), output (or ties it), rope_freqs. */

@@ -190,8 +190,7 @@ static rw_matrix expert(const rw_model *m, const rw_gguf_tensor *t, int e) {
                        .data = (const char *)t->data + (size_t)e * (size_t)t->ne[1] * row_bytes,
                        .n_in = (int64_t)t->ne[0],
                        .n_out = (int64_t)t->ne[1],
-                       .row_stride = (size_t)row_bytes,
-                       .ggml_order = m->ggml_order};
+                       .row_stride = (size_t)row_bytes};
 }
 
 /* MoE FFN (specs/qwen35.md §4.7), token by token so that a token's result

@@ -39,8 +39,8 @@ static const char MAGIC[8] = {'R', 'W', 'S', 'T', 'A', 'T', 'E', 0};
  * past the last multiple of 64 onto a float sum (recurrences, attention); 6
  * since auto sums a K-quant model's 32-block matrices in ggml's order; 7
  * since Mamba2's conv taps and its scan's scalar steps fuse as GCC
- * contracts ggml's (fmas). */
-#define ARITH_REVISION 7u
+ * contracts ggml's (fmas); 8 since auto is fast for every type. */
+#define ARITH_REVISION 8u
 
 void rw_model_fingerprint(const rw_model *m, uint8_t out[16]) {
     uint64_t a = RW_HASH_INIT, b = 0x84222325cbf29ce4ull;
@@ -64,7 +64,8 @@ void rw_model_fingerprint(const rw_model *m, uint8_t out[16]) {
      * computes the AVX-512 tier's bits, so states move between machines: the
      * tier hashed is that one (files saved by AVX-512 machines keep their
      * fingerprint; those of the other tiers' former arithmetic do not match) */
-    const uint32_t arith[3] = {ARITH_REVISION, (uint32_t)RW_TIER_AVX512, (uint32_t)rw_numerics_current()};
+    const rw_numerics nm = rw_numerics_current() == RW_NUMERICS_GGML ? RW_NUMERICS_GGML : RW_NUMERICS_FAST;
+    const uint32_t arith[3] = {ARITH_REVISION, (uint32_t)RW_TIER_AVX512, (uint32_t)nm}; /* auto is fast */
     a = rw_hash_bytes(a, arith, sizeof arith), b = rw_hash_bytes(b, arith, sizeof arith);
     memcpy(out, &a, 8);
     memcpy(out + 8, &b, 8);

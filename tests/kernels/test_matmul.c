@@ -25,9 +25,8 @@
 #include "kernels/quant.h"
 
 static const rw_dtype all_types[] = {
-    RW_TYPE_F32,  RW_TYPE_F16,  RW_TYPE_BF16, RW_TYPE_Q4_0, RW_TYPE_Q4_1,   RW_TYPE_Q5_0,
-    RW_TYPE_Q5_1, RW_TYPE_Q8_0, RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K,   RW_TYPE_Q5_K,
-    RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS,
+    RW_TYPE_F32,  RW_TYPE_F16,  RW_TYPE_BF16, RW_TYPE_Q4_0, RW_TYPE_Q4_1, RW_TYPE_Q5_0,   RW_TYPE_Q5_1,   RW_TYPE_Q8_0,
+    RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS,
 };
 #define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
 
@@ -120,7 +119,7 @@ static void check_reference(rw_dtype t, bool small) {
     void *wdata = make_weights(t, n_out, n_in, &rb);
     float *x = make_x(n_rows, n_in), *y = malloc(sizeof(float) * (size_t)(n_rows * n_out));
     float *wf = malloc(sizeof(float) * (size_t)n_in);
-    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, false};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
     run_tier(RW_TIER_REF, &w, x, n_rows, y, NULL);
     int64_t vb = (int64_t)rw_dtype_block_size(rw_matmul_vec_dot_type(t));
     for (int64_t o = 0; o < n_out; o++) {
@@ -171,7 +170,7 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
         int64_t n_in = lens[li], n_out = small ? 19 : 37;
         size_t rb;
         void *wdata = make_weights(t, n_out, n_in, &rb);
-        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, false};
+        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             int64_t n_rows = rows_list[ri];
             if (small && n_rows > 33) continue;
@@ -210,12 +209,14 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
      * span of the ggml-order Q8_0 panel (16 blocks); 3 super-blocks for the
      * 256-element types; 313 elements leave the float tiles two partial pieces */
     static const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64, 300};
-    int64_t n_in = block_len(t) == 32 ? 608 : block_len(t) == 256 ? 768 : 313, n_out = small ? 9 : 21,
-            max_rows = small ? 64 : 300;
+    int64_t n_in = block_len(t) == 32    ? 608
+                   : block_len(t) == 256 ? 768
+                                         : 313,
+            n_out = small ? 9 : 21, max_rows = small ? 64 : 300;
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
     void *wdata = make_weights(t, n_out, n_in, &rb), *wdata2 = make_weights(t, n_out, n_in, &rb);
-    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, false}, w2 = {t, wdata2, n_in, n_out, 0, NULL, false};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL}, w2 = {t, wdata2, n_in, n_out, 0, NULL};
     float *x = make_x(max_rows, n_in);
     float *alone = malloc(sizeof(float) * (size_t)(max_rows * n_out));
     float *alone2 = malloc(sizeof(float) * (size_t)(max_rows * n_out)); /* with the second matrix */
@@ -231,45 +232,46 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
     /* pass 1: with the matrices repacked for the panel form (where the
      * tier has one), which then takes 2..32 rows */
     for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) {
-        CHECK(rw_matmul_pack(&w, &panels, &err) == RW_OK && rw_matmul_pack(&w2, &panels2, &err) == RW_OK);
-        if (!panels) break;
-        w.panels = panels, w2.panels = panels2;
-    }
-    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
-        int64_t n_rows = rows_list[ri];
-        if (n_rows > max_rows) continue;
-        for (int th = 0; th < 3; th++) {
-            /* a contiguous batch of the last n_rows rows (so row positions shift) */
-            int64_t first = max_rows - n_rows;
-            CHECK(rw_matmul(&w, x + first * n_in, n_in, n_rows, y, n_out, pools[th], &err) == RW_OK);
-            for (int64_t r = 0; r < n_rows; r++)
-                ok &= !memcmp(y + r * n_out, alone + (first + r) * n_out, sizeof(float) * (size_t)n_out);
-            /* gathered: rows in reverse order, written to every other y row */
-            for (int64_t r = 0; r < n_rows; r++) {
-                xr[r] = (int32_t)(n_rows - 1 - r);
-                yr[r] = (int32_t)(2 * r + 1);
-            }
-            CHECK(rw_matmul_gather(&w, x, n_in, xr, y, n_out, yr, n_rows, pools[th], &err) == RW_OK);
-            for (int64_t r = 0; r < n_rows; r++)
-                ok &= !memcmp(y + (2 * r + 1) * n_out, alone + (n_rows - 1 - r) * n_out,
-                              sizeof(float) * (size_t)n_out);
-            /* grouped (MoE-like): even rows through w, an empty group, odd rows through w2 */
-            int64_t n_even = (n_rows + 1) / 2;
-            for (int64_t r = 0; r < n_rows; r++) {
-                xr[r] = (int32_t)(r < n_even ? 2 * r : 2 * (r - n_even) + 1);
-                yr[r] = xr[r];
-            }
-            rw_matmul_group groups[3] = {{wdata, xr, yr, n_even}, {wdata2, NULL, NULL, 0},
-                                         {wdata2, xr + n_even, yr + n_even, n_rows - n_even}};
-            CHECK(rw_matmul_grouped(&w, groups, 3, x, n_in, y, n_out, pools[th], &err) == RW_OK);
-            for (int64_t r = 0; r < n_rows; r++)
-                ok &= !memcmp(y + r * n_out, (r % 2 ? alone2 : alone) + r * n_out, sizeof(float) * (size_t)n_out);
-            CHECK_MSG(ok, "%s %s%s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
-                      rw_dtype_name(t), pass ? " (panels)" : "", (long long)n_rows, th + 1);
-            if (!ok) goto done;
+        if (pass == 1) {
+            CHECK(rw_matmul_pack(&w, &panels, &err) == RW_OK && rw_matmul_pack(&w2, &panels2, &err) == RW_OK);
+            if (!panels) break;
+            w.panels = panels, w2.panels = panels2;
         }
-    }
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+            int64_t n_rows = rows_list[ri];
+            if (n_rows > max_rows) continue;
+            for (int th = 0; th < 3; th++) {
+                /* a contiguous batch of the last n_rows rows (so row positions shift) */
+                int64_t first = max_rows - n_rows;
+                CHECK(rw_matmul(&w, x + first * n_in, n_in, n_rows, y, n_out, pools[th], &err) == RW_OK);
+                for (int64_t r = 0; r < n_rows; r++)
+                    ok &= !memcmp(y + r * n_out, alone + (first + r) * n_out, sizeof(float) * (size_t)n_out);
+                /* gathered: rows in reverse order, written to every other y row */
+                for (int64_t r = 0; r < n_rows; r++) {
+                    xr[r] = (int32_t)(n_rows - 1 - r);
+                    yr[r] = (int32_t)(2 * r + 1);
+                }
+                CHECK(rw_matmul_gather(&w, x, n_in, xr, y, n_out, yr, n_rows, pools[th], &err) == RW_OK);
+                for (int64_t r = 0; r < n_rows; r++)
+                    ok &= !memcmp(y + (2 * r + 1) * n_out, alone + (n_rows - 1 - r) * n_out,
+                                  sizeof(float) * (size_t)n_out);
+                /* grouped (MoE-like): even rows through w, an empty group, odd rows through w2 */
+                int64_t n_even = (n_rows + 1) / 2;
+                for (int64_t r = 0; r < n_rows; r++) {
+                    xr[r] = (int32_t)(r < n_even ? 2 * r : 2 * (r - n_even) + 1);
+                    yr[r] = xr[r];
+                }
+                rw_matmul_group groups[3] = {{wdata, xr, yr, n_even},
+                                             {wdata2, NULL, NULL, 0},
+                                             {wdata2, xr + n_even, yr + n_even, n_rows - n_even}};
+                CHECK(rw_matmul_grouped(&w, groups, 3, x, n_in, y, n_out, pools[th], &err) == RW_OK);
+                for (int64_t r = 0; r < n_rows; r++)
+                    ok &= !memcmp(y + r * n_out, (r % 2 ? alone2 : alone) + r * n_out, sizeof(float) * (size_t)n_out);
+                CHECK_MSG(ok, "%s %s%s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
+                          rw_dtype_name(t), pass ? " (panels)" : "", (long long)n_rows, th + 1);
+                if (!ok) goto done;
+            }
+        }
     }
 done:
     free(panels), free(panels2);
@@ -286,7 +288,7 @@ static void check_multi(rw_dtype t, rw_threadpool *pool) {
     rw_matrix m[3];
     for (int i = 0; i < 3; i++) {
         wd[i] = make_weights(t, n_out[i], n_in, &rb);
-        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0, NULL, false};
+        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0, NULL};
     }
     float *x = make_x(64, n_in), *ya[3], *yb[3];
     for (int i = 0; i < 3; i++) {
@@ -316,7 +318,7 @@ static void check_panels_other_mode(rw_threadpool *pool) {
     void *wd = make_weights(RW_TYPE_Q8_0, n_out, n_in, &rb);
     float *x = make_x(n, n_in), *ya = malloc(sizeof(float) * (size_t)(n * n_out)),
           *yb = malloc(sizeof(float) * (size_t)(n * n_out));
-    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL, false};
+    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL};
     rw_error err;
     for (int mode = 0; mode < 2; mode++) {
         rw_numerics_set(mode ? RW_NUMERICS_GGML : RW_NUMERICS_FAST);
@@ -335,48 +337,51 @@ static void check_panels_other_mode(rw_threadpool *pool) {
     free(wd), free(x), free(ya), free(yb);
 }
 
-/* Under auto numerics a matrix flagged ggml_order sums as under ggml
- * numerics, with and without its panels (packed under auto); unflagged, a
- * Q8_0 matrix keeps our order (on AVX-512 it differs somewhere in 40 x 1024). */
-static void check_ggml_order_flag(rw_threadpool *pool) {
+/* auto is fast for every type: a Q8_0 and a Q4_K matrix give fast's bits
+ * under auto, with and without their panels; ggml's order is another
+ * (somewhere in 40 x 1024 outputs on AVX-512). */
+static void check_auto_is_fast(rw_threadpool *pool) {
+    static const rw_dtype types[] = {RW_TYPE_Q8_0, RW_TYPE_Q4_K};
     const int64_t n_in = 1024, n_out = 40, n = 9;
-    size_t rb;
-    void *wd = make_weights(RW_TYPE_Q8_0, n_out, n_in, &rb);
-    float *x = make_x(n, n_in), *yg = malloc(sizeof(float) * (size_t)(n * n_out)),
-          *ya = malloc(sizeof(float) * (size_t)(n * n_out)), *yp = malloc(sizeof(float) * (size_t)(n * n_out));
-    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL, false};
-    rw_error err;
-    rw_numerics_set(RW_NUMERICS_GGML);
-    CHECK(rw_matmul(&w, x, n_in, n, yg, n_out, pool, &err) == RW_OK);
-    rw_numerics_set(RW_NUMERICS_AUTO);
-    CHECK(rw_matmul(&w, x, n_in, n, ya, n_out, pool, &err) == RW_OK);
-    if (rw_kernel_tier_current() == RW_TIER_AVX512) /* AVX2's own Q8_0 order is ggml's */
-        CHECK_MSG(memcmp(ya, yg, sizeof(float) * (size_t)(n * n_out)) != 0, "auto sums unflagged Q8_0 as ggml");
-    w.ggml_order = true;
-    void *panels = NULL;
-    CHECK(rw_matmul_pack(&w, &panels, &err) == RW_OK);
-    CHECK(rw_matmul(&w, x, n_in, n, ya, n_out, pool, &err) == RW_OK);
-    w.panels = panels;
-    CHECK(rw_matmul(&w, x, n_in, n, yp, n_out, pool, &err) == RW_OK);
-    CHECK_MSG(!memcmp(ya, yg, sizeof(float) * (size_t)(n * n_out)), "auto with ggml_order differs from ggml");
-    CHECK_MSG(!memcmp(yp, yg, sizeof(float) * (size_t)(n * n_out)), "auto with ggml_order and panels differs");
-    free(panels), free(wd), free(x), free(yg), free(ya), free(yp);
+    const size_t ny = sizeof(float) * (size_t)(n * n_out);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        size_t rb;
+        void *wd = make_weights(types[t], n_out, n_in, &rb);
+        float *x = make_x(n, n_in), *yf = malloc(ny), *ya = malloc(ny), *yp = malloc(ny), *yg = malloc(ny);
+        rw_matrix w = {types[t], wd, n_in, n_out, 0, NULL};
+        rw_error err;
+        rw_numerics_set(RW_NUMERICS_FAST);
+        CHECK(rw_matmul(&w, x, n_in, n, yf, n_out, pool, &err) == RW_OK);
+        rw_numerics_set(RW_NUMERICS_GGML);
+        CHECK(rw_matmul(&w, x, n_in, n, yg, n_out, pool, &err) == RW_OK);
+        rw_numerics_set(RW_NUMERICS_AUTO);
+        void *panels = NULL;
+        CHECK(rw_matmul_pack(&w, &panels, &err) == RW_OK);
+        CHECK(rw_matmul(&w, x, n_in, n, ya, n_out, pool, &err) == RW_OK);
+        w.panels = panels;
+        CHECK(rw_matmul(&w, x, n_in, n, yp, n_out, pool, &err) == RW_OK);
+        CHECK_MSG(!memcmp(ya, yf, ny), "%s: auto differs from fast", rw_dtype_name(types[t]));
+        CHECK_MSG(!memcmp(yp, yf, ny), "%s: auto with panels differs from fast", rw_dtype_name(types[t]));
+        if (rw_kernel_tier_current() == RW_TIER_AVX512)
+            CHECK_MSG(memcmp(ya, yg, ny) != 0, "%s: auto sums in ggml's order", rw_dtype_name(types[t]));
+        free(panels), free(wd), free(x), free(yf), free(ya), free(yp), free(yg);
+    }
 }
 
 static void check_errors(void) {
     rw_error err;
     float x[64] = {0}, y[4];
     uint8_t wq[4 * 34] = {0};
-    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0, NULL, false};
+    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0, NULL};
     CHECK(!rw_matmul_supports(RW_TYPE_Q8_K));
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_UNSUPPORTED);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0, NULL, false}; /* not a multiple of 32 */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0, NULL}; /* not a multiple of 32 */
     CHECK(rw_matmul(&w, x, 48, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0, NULL, false}; /* K-quants need 256 */
+    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0, NULL}; /* K-quants need 256 */
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10, NULL, false}; /* stride below the row size */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10, NULL}; /* stride below the row size */
     CHECK(rw_matmul(&w, x, 64, 1, y, 2, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0, NULL, false};
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0, NULL};
     CHECK(rw_matmul(&w, x, 64, 0, y, 2, NULL, &err) == RW_OK); /* no rows: nothing to do */
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_Q4_1) == RW_TYPE_Q8_1);
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_IQ4_XS) == RW_TYPE_Q8_K);
@@ -390,18 +395,15 @@ int main(void) {
     for (int i = 0; i < 3; i++) CHECK(rw_threadpool_new(i + 1, &pools[i], &err) == RW_OK);
 
     check_errors();
-    /* the default numerics (auto) for every type, then fast and ggml for the
-     * types whose order they change */
-    static const rw_dtype kquant_types[] = {RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
+    /* the default numerics (auto, which is fast: check_auto_is_fast) for
+     * every type, then ggml for the types whose order it changes */
     static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0, RW_TYPE_Q4_1,
                                           RW_TYPE_Q5_1, RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
-    static const rw_numerics modes[] = {RW_NUMERICS_AUTO, RW_NUMERICS_FAST, RW_NUMERICS_GGML};
-    for (int mode = 0; mode < 3; mode++) {
+    static const rw_numerics modes[] = {RW_NUMERICS_AUTO, RW_NUMERICS_GGML};
+    for (int mode = 0; mode < 2; mode++) {
         rw_numerics_set(modes[mode]);
-        const rw_dtype *types = mode == 0 ? all_types : mode == 1 ? kquant_types : ggml_types;
-        const int n_types = mode == 0   ? N_TYPES
-                            : mode == 1 ? (int)(sizeof kquant_types / sizeof kquant_types[0])
-                                        : (int)(sizeof ggml_types / sizeof ggml_types[0]);
+        const rw_dtype *types = mode == 0 ? all_types : ggml_types;
+        const int n_types = mode == 0 ? N_TYPES : (int)(sizeof ggml_types / sizeof ggml_types[0]);
         for (int ti = 0; ti < n_types; ti++) {
             rw_dtype t = types[ti];
             CHECK(rw_matmul_supports(t));
@@ -418,7 +420,7 @@ int main(void) {
     rw_numerics_set(RW_NUMERICS_AUTO);
     rw_kernel_tier_set(best);
     check_panels_other_mode(pools[1]);
-    check_ggml_order_flag(pools[1]);
+    check_auto_is_fast(pools[1]);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
     return rw_test_done();
 }
