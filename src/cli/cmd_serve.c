@@ -16,8 +16,10 @@
  * the folder about a second after their request ends (--cache-dir-delay,
  * default 1 s) unless --cache-dir-write evict (only when evicted from
  * memory, and at shutdown). --max-state-bytes bounds the running
- * sequences' state by admission (engine.h; default also a quarter of RAM;
- * 0 = none). --checkpoints N: a hybrid model's recurrent-state checkpoints
+ * sequences' state by admission (engine.h; 0 = none). Its default is what
+ * --parallel sequences of --ctx positions hold at most (and their drafts',
+ * rw_model_seq_bytes_at), so that the process's memory is bounded by the
+ * weights, --cache-bytes and what --parallel and --ctx say. --checkpoints N: a hybrid model's recurrent-state checkpoints
  * per sequence (engine.h max_checkpoints; default 0 = the library's
  * retention, up to 256 MiB a sequence; 4 holds about what llama-server
  * does, at the cost of recomputing prompts that diverge away from a
@@ -189,7 +191,7 @@ int rw_cmd_serve(int argc, char **argv) {
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
-    size_t max_state = cache_bytes; /* running state: also a quarter of physical memory */
+    size_t max_state = SIZE_MAX; /* running state: SIZE_MAX = derived from --parallel and --ctx, below */
     rw_kv_type kv = RW_KV_F16;
     const char *write_arg = NULL;
     double stop_arg = stop_limit;
@@ -270,6 +272,11 @@ int rw_cmd_serve(int argc, char **argv) {
     rw_error err = {0};
     int rc = 1;
     rw_spec_params_set_costs(&spp, sv.m, sv.dm != NULL);
+    if (max_state == SIZE_MAX) {
+        size_t per = rw_model_seq_bytes_at(sv.m, kv, ctx, (int)checkpoints);
+        if (sv.dm) per += rw_model_seq_bytes_at(sv.dm, kv, ctx, (int)checkpoints);
+        max_state = per ? per * (size_t)parallel : cache_bytes; /* a quarter of RAM if it cannot be estimated */
+    }
     const rw_engine_config ec = {.n_threads = (int)threads,
                                  .max_running = (int)parallel,
                                  .max_queued = (int)max_queue,

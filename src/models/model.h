@@ -147,6 +147,13 @@ void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable);
  * returns the count. 0 for models without recurrent layers. */
 int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap);
 size_t rw_model_seq_bytes(const rw_model_seq *s);               /* memory held */
+/* The most memory one sequence of m holds at n_ctx positions with KV type
+ * kv_type and max_checkpoints recurrent checkpoints (0: the default
+ * retention): its full KV pages, its recurrent states, the checkpoints the
+ * retention keeps at that length (and two marks) and a replay log. An
+ * estimate from above for admission budgets; 0 if a sequence cannot be
+ * made. */
+size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ctx, int max_checkpoints);
 /* The same split: attention KV states, and recurrent states (with their
  * checkpoints and logs); the rest (tokens, bookkeeping) in neither. */
 void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recurrent);

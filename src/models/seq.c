@@ -239,6 +239,31 @@ static int apply_budget(int64_t *pos, int *cls, int n, size_t per, size_t budget
 
 #define MAX_KEEP 256
 
+size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ctx, int max_checkpoints) {
+    rw_model_seq *s = NULL; /* freed below: only its states' shapes are read */
+    rw_error err;
+    if (n_ctx <= 0 || rw_model_seq_new(m, kv_type, n_ctx, &s, &err)) return 0;
+    /* the token array and tables grow by doubling: up to twice their need */
+    size_t total = sizeof *s + 2 * (size_t)n_ctx * sizeof(int32_t) + 64 * sizeof(int64_t);
+    const int64_t pages = (n_ctx + RW_KV_PAGE - 1) / RW_KV_PAGE;
+    for (int i = 0; i < mdl_n_states(m); i++) {
+        rw_kv_cache *c = rw_kv_state_cache(s->layer[i]);
+        total += rw_state_bytes(s->layer[i]); /* an empty KV state: its tables; a recurrent one: all of it */
+        if (c) total += (size_t)pages * (rw_kv_page_bytes(c) + 4 * sizeof(void *));
+    }
+    const size_t per = rw_model_seq_checkpoint_bytes(s);
+    if (per) {
+        int64_t pos[MAX_KEEP];
+        int cls[MAX_KEEP];
+        const size_t n = (size_t)retained(s, n_ctx, pos, cls, MAX_KEEP) + 2; /* and two marks */
+        const size_t budget = max_checkpoints > 0 ? (size_t)max_checkpoints * per : DEFAULT_CKPT_BUDGET;
+        total += n * per < budget ? n * per : budget;
+        total += (size_t)RECENT_SPAN * rw_model_seq_log_bytes_per_token(s);
+    }
+    rw_model_seq_free(s);
+    return total;
+}
+
 /* Before a pass: the checkpoints the retention after it will not keep (keep,
  * ascending, k of them) go now, except the newest one at or below the
  * pass's start, where a failed pass goes back to (forward.c). A long

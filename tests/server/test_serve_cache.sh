@@ -52,6 +52,19 @@ ask "$C" 6 c; expect c 6
 [ "$(cached c)" -ge 100 ] || fail "extended prompt: only $(cached c) cached"
 curl -s "http://127.0.0.1:$port/metrics" > "$d/m"
 grep -q 'rewind_prompt_tokens_cached_total{tier="memory"} [1-9]' "$d/m" || fail "metrics: no memory-tier tokens"
+# the running-state budget defaults to what --parallel sequences of --ctx
+# positions hold (not a share of the machine's memory): a few MiB here, and
+# more than twice that with twice the sequences of twice the length
+state_budget() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^rewind_budget_bytes\{kind="state"\}/ { print $2 }'; }
+b1=$(state_budget)
+[ -n "$b1" ] && [ "$b1" -gt 0 ] && [ "$b1" -lt $((256 << 20)) ] || fail "default state budget $b1"
+stop
+serve_start "$d/log" "$F" --ctx 2048 --kv f32 --threads 1 --parallel 4; pid=$serve_pid port=$serve_port
+b2=$(state_budget)
+[ "$b2" -gt $((2 * b1)) ] || fail "state budget $b2 at 4 x 2048 against $b1 at 2 x 1024"
+stop
+serve_start "$d/log" "$F" --ctx 1024 --threads 1 --max-state-bytes 12345678; pid=$serve_pid port=$serve_port
+[ "$(state_budget)" = 12345678 ] || fail "--max-state-bytes not the budget: $(state_budget)"
 stop
 
 # only the two fine checkpoints, with prefaulted state memory, and the
