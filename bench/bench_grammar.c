@@ -97,7 +97,10 @@ int rw_bench_grammar(int argc, char **argv) {
     const char *path = NULL;
     long walks = 20, max_tok = 300;
     bool json = false;
+    const char *schema_file = NULL, *gbnf_file = NULL;
     const rw_cli_opt opts[] = {
+        {"--schema", RW_OPT_STR, &schema_file, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--gbnf", RW_OPT_STR, &gbnf_file, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--walks", RW_OPT_INT, &walks, 1, 100000, 0, 0, NULL, NULL, NULL},
         {"--tokens", RW_OPT_INT, &max_tok, 1, 1000000, 0, 0, NULL, NULL, NULL},
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -106,7 +109,8 @@ int rw_bench_grammar(int argc, char **argv) {
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &path, 1, NULL);
     if (prc == 2) return 2;
     if (prc || !path) {
-        fprintf(stderr, "usage: rewind bench grammar VOCAB.gguf [--walks N] [--tokens N] [--json]\n");
+        fprintf(stderr, "usage: rewind bench grammar VOCAB.gguf [--walks N] [--tokens N] [--schema FILE.json | --gbnf "
+                        "FILE.gbnf] [--json]\n");
         return 2;
     }
     rw_error err = {0};
@@ -144,10 +148,22 @@ int rw_bench_grammar(int argc, char **argv) {
         return 1;
     }
     for (int32_t i = 0; i < nv; i++) logits[i] = (float)((i * 2654435761u) % 1000) * 0.001f;
-    const bcase cases[] = {{"flat object", FLAT, true},
-                           {"nested + arrays", NESTED, true},
-                           {"enum-heavy", ENUMS, true},
-                           {"recursive JSON (GBNF)", JSON_GBNF, false}};
+    bcase cases[] = {{"flat object", FLAT, true},
+                     {"nested + arrays", NESTED, true},
+                     {"enum-heavy", ENUMS, true},
+                     {"recursive JSON (GBNF)", JSON_GBNF, false}};
+    size_t n_cases = sizeof cases / sizeof *cases;
+    char *own = NULL; /* --schema / --gbnf: that file is the one case; freed at the end */
+    if (schema_file || gbnf_file) {
+        size_t len = 0;
+        own = rw_cli_read_file(schema_file ? schema_file : gbnf_file, &len);
+        if (!own) {
+            rw_cli_error(CMD, "cannot read %s", schema_file ? schema_file : gbnf_file);
+            return 1;
+        }
+        cases[0] = (bcase){schema_file ? schema_file : gbnf_file, own, schema_file != NULL};
+        n_cases = 1;
+    }
     rw_json_writer jw;
     if (json) {
         rw_json_init(&jw, stdout);
@@ -166,7 +182,7 @@ int rw_bench_grammar(int argc, char **argv) {
         rw_json_key(&jw, "cases");
         rw_json_begin_array(&jw);
     }
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    for (size_t c = 0; c < n_cases; c++) {
         double comp[20];
         for (int r = 0; r < 20; r++) {
             rw_grammar *g = NULL;
@@ -258,6 +274,7 @@ int rw_bench_grammar(int argc, char **argv) {
     free(row);
     free(allowed);
     free(per_tok);
+    free(own);
     rw_grammar_vocab_free(v);
     rw_tokenizer_free(tok);
     rw_gguf_close(gg);

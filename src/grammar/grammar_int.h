@@ -31,6 +31,12 @@
  * slots): far more than a JSON schema's output needs, reached within a few
  * seconds by a grammar built to blow up (fuzz_gbnf found one). */
 #define RW_GRAMMAR_MAX_STACKS (1 << 17)
+/* The most parser stacks one state may hold at admission (match.c's probe):
+ * a state's token mask walks the vocabulary through all of them, so past a
+ * few thousand one mask could cost a neighbour's decode step. anyOf 30 x 30
+ * objects behind a key holds 2,700 and its masks cost under 1 ms on a
+ * 151,936-token vocabulary (rewind bench grammar --schema). */
+#define RW_GRAMMAR_MAX_STATE_STACKS 4096
 
 typedef struct {
     uint64_t w[4];

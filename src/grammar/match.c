@@ -284,41 +284,63 @@ static bool make_full(rw_grammar *g, int32_t s) {
     return true;
 }
 
-/* The admission probe: every state the grammar reaches within
- * PROBE_DEPTH bytes of its start, breadth first, at most PROBE_STATES of
- * them, each with all 256 transitions computed. A grammar whose parser
- * stacks pass half of RW_GRAMMAR_MAX_STACKS there is refused at compile time
- * (a 400 before any token) rather than failing mid-generation once the
- * output wanders into its ambiguity (anyOf 50 x 50 objects: 131,072 stacks
- * after the first '{'). Its work is bounded by the stack budget; the states
- * it makes stay cached for the generation. */
-#define PROBE_DEPTH 8
-#define PROBE_STATES 64
+/* The admission probe: a best-first walk over the states the grammar can
+ * reach, always expanding the known state with the most parser stacks (the
+ * most ambiguous place an output can get to), each with all 256
+ * transitions computed, at most PROBE_STATES of them. A grammar is refused
+ * at compile time (a 400 before any token) rather than failing or stalling
+ * mid-generation once the output wanders into its ambiguity when its
+ * stacks pass 3/4 of RW_GRAMMAR_MAX_STACKS there (anyOf 50 x 50 objects:
+ * 131,072 stacks after the first '{', also behind a required key), or when
+ * one state holds more than RW_GRAMMAR_MAX_STATE_STACKS (its token masks,
+ * a walk of the vocabulary through every stack, would cost a neighbour's
+ * decode step). Its work is bounded by those budgets; the states it makes
+ * stay cached for the generation. */
+#define PROBE_STATES 256
+#define PROBE_TOTAL (RW_GRAMMAR_MAX_STACKS / 4 * 3) /* the rest for the states generation goes on to */
 
 rw_status rw_grammar__probe(rw_grammar *g, rw_error *err) {
-    int32_t queue[PROBE_STATES], depth[PROBE_STATES];
-    int n = 0, head = 0;
-    queue[n] = g->start;
-    depth[n++] = 0;
-    while (head < n) {
-        const int32_t s = queue[head], d = depth[head++];
+    int32_t cand[PROBE_STATES];
+    bool done[PROBE_STATES];
+    int n = 0;
+    cand[n] = g->start;
+    done[n++] = false;
+    for (int explored = 0; explored < PROBE_STATES; explored++) {
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if (!done[k] && (best < 0 || g->sets[cand[k]].len > g->sets[cand[best]].len)) best = k;
+        if (best < 0) break;
+        const int32_t s = cand[best];
+        done[best] = true;
+        if (g->sets[s].len > RW_GRAMMAR_MAX_STATE_STACKS)
+            return rw_errorf(err, RW_ERR_INVALID_ARG,
+                             "grammar: too ambiguous: %d parser stacks at one point of the output, over the limit of %d "
+                             "(alternatives that share their first bytes multiply; factor them)",
+                             (int)g->sets[s].len, RW_GRAMMAR_MAX_STATE_STACKS);
         if (!make_full(g, s)) return rw_grammar__fail(g, err);
-        if (g->n_st > RW_GRAMMAR_MAX_STACKS / 2) break;
-        if (d + 1 >= PROBE_DEPTH) continue;
+        if (g->n_st > PROBE_TOTAL) break;
         for (unsigned b = 0; b < 256 && n < PROBE_STATES; b++) {
             const int32_t t = g->sets[s].trans[b];
             bool seen = t <= 0;
-            for (int k = 0; k < n && !seen; k++) seen = queue[k] == t;
+            for (int k = 0; k < n && !seen; k++) seen = cand[k] == t;
             if (seen) continue;
-            queue[n] = t;
-            depth[n++] = d + 1;
+            cand[n] = t;
+            done[n++] = false;
         }
     }
-    if (g->n_st > RW_GRAMMAR_MAX_STACKS / 2)
+    int32_t most = 0;
+    for (int k = 0; k < n; k++)
+        if (g->sets[cand[k]].len > most) most = g->sets[cand[k]].len;
+    if (g->n_st > PROBE_TOTAL)
         return rw_errorf(err, RW_ERR_INVALID_ARG,
-                         "grammar: too ambiguous: %d parser stacks within its first %d bytes, over half the limit of "
-                         "%d (alternatives that share their first bytes multiply; factor them)",
-                         (int)g->n_st, PROBE_DEPTH, RW_GRAMMAR_MAX_STACKS);
+                         "grammar: too ambiguous: %d parser stacks in the first %d states of its output, over 3/4 of "
+                         "the limit of %d (alternatives that share their first bytes multiply; factor them)",
+                         (int)g->n_st, PROBE_STATES, RW_GRAMMAR_MAX_STACKS);
+    if (most > RW_GRAMMAR_MAX_STATE_STACKS)
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "grammar: too ambiguous: %d parser stacks at one point of the output, over the limit of %d "
+                         "(alternatives that share their first bytes multiply; factor them)",
+                         (int)most, RW_GRAMMAR_MAX_STATE_STACKS);
     return RW_OK;
 }
 
