@@ -93,6 +93,7 @@ class Engine:
         h = ctypes.c_void_p()
         err = _ffi.rw_error()
         models = [model] + ([draft] if draft is not None and draft is not model else [])
+        self._models = models
         # wait for forward passes in flight (generate, Seq.eval), then own them
         with model._forward_pass("Engine"):
             with draft._forward_pass("Engine (draft)") if len(models) > 1 else _nothing():
@@ -102,7 +103,6 @@ class Engine:
                 for m in models:
                     m._engine = self
                     m._children.add(self)
-        self._models = models
         _live_engines.add(self)
 
     # ---- lifetime ----------------------------------------------------------
@@ -129,7 +129,10 @@ class Engine:
 
     def __del__(self):
         if getattr(self, "_h", None) is not None:
-            self.close()
+            try:
+                self.close()
+            except Exception:  # at interpreter exit modules may be gone already
+                pass
 
     @property
     def closed(self):

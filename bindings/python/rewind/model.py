@@ -62,7 +62,10 @@ class Model:
 
     def __del__(self):
         if getattr(self, "_h", None) is not None:
-            self.close()
+            try:
+                self.close()
+            except Exception:  # at interpreter exit modules may be gone already
+                pass
 
     @property
     def closed(self):
@@ -198,7 +201,9 @@ class Model:
         run options: n_threads, n_ctx, kv_f32.
         on_text(piece) is called with each new piece of text (on a library
         thread, while generate blocks); returning False stops the
-        generation."""
+        generation. It must not start a forward pass of this model
+        (generate, Seq.eval): that waits for this generation, which waits
+        for the callback."""
         gen, run = _options.split(kwargs, _options.GEN_KEYS, _options.RUN_KEYS)
         failure = []
 
@@ -332,7 +337,10 @@ class Stream:
 
     def __del__(self):
         if not getattr(self, "_finished", True):
-            self.close()
+            try:
+                self.close()
+            except Exception:
+                pass
 
 
 _live_streams = weakref.WeakSet()

@@ -48,7 +48,10 @@ class Seq:
 
     def __del__(self):
         if getattr(self, "_h", None) is not None:
-            self.close()
+            try:
+                self.close()
+            except Exception:  # at interpreter exit modules may be gone already
+                pass
 
     def _handle(self):
         if self._h is None:
@@ -69,6 +72,22 @@ class Seq:
         with self.model._forward_pass("Seq.eval"):
             st = self._lib.rw_seq_eval(self._handle(), arr, len(ids), ptr, ctypes.byref(err))
         _ffi.check(st, err)
+        return out
+
+    def greedy(self, logits, max_tokens, stop_at_eog=True):
+        """Generates greedily, token by token, from logits (the last
+        eval()'s result) and returns the new ids: the ids of a generation,
+        which the text-level calls do not give. Ties go to the lowest id, as
+        the library's greedy sampler does. Stops after max_tokens, or after
+        an end-of-generation token with stop_at_eog. The sequence then holds
+        every returned id but the last."""
+        out = []
+        while len(out) < max_tokens:
+            t = max(range(len(logits)), key=logits.__getitem__)  # the first maximum: the lowest id
+            out.append(t)
+            if len(out) == max_tokens or (stop_at_eog and self.model.is_eog(t)):
+                break
+            logits = self.eval([t])
         return out
 
     def __len__(self):
