@@ -249,6 +249,16 @@ class TestModel(unittest.TestCase):
         a = self.m.generate(self.chat, max_tokens=12, temperature=0.9, top_k=40, seed=123, ignore_eos=True)
         b = self.m.generate(self.chat, max_tokens=12, temperature=0.9, top_k=40, seed=123, ignore_eos=True)
         self.assertEqual(a.text, b.text)
+        other = self.m.generate(self.chat, max_tokens=12, temperature=0.9, top_k=40, seed=124, ignore_eos=True)
+        self.assertNotEqual(other.text, a.text, "the seed and temperature did not reach the sampler")
+        greedy = self.m.generate(self.chat, max_tokens=12, ignore_eos=True)
+        self.assertNotEqual(greedy.text, a.text)
+        # a stop string cuts the output where it starts
+        word = a.text.split()[1]
+        cut = self.m.generate(self.chat, max_tokens=12, temperature=0.9, top_k=40, seed=123, ignore_eos=True,
+                              stop=[word, "never in the output"])
+        self.assertEqual(cut.text, a.text[: a.text.index(word)])
+        self.assertEqual(cut.finish_reason, "stop")
 
     def test_engine_owns_the_forward_passes(self):
         s = self.m.seq(n_ctx=256)
