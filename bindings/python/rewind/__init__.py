@@ -18,7 +18,6 @@ them all, and Engine methods may be called from any thread. Every object
 is freed by close() or its with-block (__del__ is a backstop only)."""
 
 import atexit as _atexit
-import ctypes as _ctypes
 
 from . import _ffi
 from ._options import Completion
@@ -118,4 +117,3 @@ def _shutdown():
         _ffi._lib.rw_log_set(_ffi.rw_log_fn(), None, 0)
 
 
-del _ctypes

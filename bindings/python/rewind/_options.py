@@ -5,7 +5,6 @@ Completion a request returns."""
 import ctypes
 import json
 
-from . import _ffi
 
 SAMPLING_KEYS = (
     "temperature",
