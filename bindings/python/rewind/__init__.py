@@ -115,5 +115,3 @@ def _shutdown():
         e.close()
     if _ffi._lib is not None and _log_cb is not None:
         _ffi._lib.rw_log_set(_ffi.rw_log_fn(), None, 0)
-
-
