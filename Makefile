@@ -1,6 +1,7 @@
 # rewind - the one build entry point.
 #
-#   make          build build/rewind and build/librewind.a (optimised, -Werror)
+#   make          build build/rewind, build/librewind.a and build/librewind.so
+#                 (optimised, -Werror)
 #   make test     build, then run every test in the normal build and again
 #                 under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo     install missing Debian packages, build, run the demo
@@ -47,7 +48,7 @@ ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnn
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
 
 .PHONY: all test test-fast test-asan demo demo-cluster bench bench-compare soak attack fuzz fuzz-ci format clean setup install install-lib
-all: $(BUILD)/rewind $(BUILD)/librewind.a $(TEST_BIN)
+all: $(BUILD)/rewind $(BUILD)/librewind.a $(BUILD)/librewind.so $(TEST_BIN)
 
 $(BUILD)/librewind.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -95,6 +96,11 @@ $(BUILD)/install/librewind.so.$(VERSION): $(LIB_OBJ) lib/rewind.map
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,librewind.so.$(SOMAJOR) -Wl,--version-script=lib/rewind.map \
 	  -o $@ $(LIB_OBJ) $(LDLIBS)
+
+# The shared library in the build folder too (the Python bindings' tests load
+# it): a link to the one make install installs.
+$(BUILD)/librewind.so: $(BUILD)/install/librewind.so.$(VERSION)
+	ln -sf install/librewind.so.$(VERSION) $@
 
 install-lib: $(BUILD)/install/librewind.a $(BUILD)/install/librewind.so.$(VERSION)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -4,7 +4,8 @@
 # that case.
 set -euo pipefail
 PKGS=(build-essential pkg-config clang libclang-rt-dev libjansson-dev libpcre2-dev libmicrohttpd-dev libunistring-dev curl time
-      nginx libnginx-mod-http-js) # nginx + njs: replicas behind a balancer (scripts/cluster.sh, tests/server/test_cluster.sh)
+      nginx libnginx-mod-http-js # nginx + njs: replicas behind a balancer (scripts/cluster.sh, tests/server/test_cluster.sh)
+      python3 python3-venv python3-pip python3-setuptools python3-wheel) # the Python bindings' tests (tests/python)
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

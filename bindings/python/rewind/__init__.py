@@ -1,0 +1,117 @@
+"""rewind: Python bindings for librewind, an LLM inference engine whose
+per-sequence state rewinds exactly to any token (prompt caching, batching
+and speculative decoding are exact).
+
+    import rewind
+    with rewind.Model("model.gguf") as m:
+        prompt = m.render_chat([{"role": "user", "content": "Hello"}])
+        print(m.generate(prompt, max_tokens=32).text)
+
+Pure Python over the C library with ctypes. The library is found through
+REWIND_LIBRARY (a file), then pkg-config's libdir for rewind, then the
+system loader; or call rewind.load_library(path) before anything else.
+
+Threads: a Model's read-only calls (tokenize, detokenize, render_chat,
+properties) run from any thread. Forward passes of one model take turns
+(generate, stream, Seq.eval); while an Engine is open on a model, it runs
+them all, and Engine methods may be called from any thread. Every object
+is freed by close() or its with-block (__del__ is a backstop only)."""
+
+import atexit as _atexit
+
+from . import _ffi
+from ._options import Completion
+from .engine import Engine, EngineStats, Request
+from .errors import (
+    BusyError,
+    CancelledError,
+    ContextOverflowError,
+    FormatError,
+    InternalError,
+    InvalidArgumentError,
+    IOFailureError,
+    NotFoundError,
+    OutOfMemoryError,
+    RangeError,
+    RewindError,
+    TemplateError,
+    UnsupportedError,
+)
+from .model import Model, Stream
+from .seq import Seq
+
+__version__ = "0.20.0"
+
+__all__ = [
+    "Model", "Stream", "Engine", "EngineStats", "Request", "Seq", "Completion",
+    "RewindError", "InvalidArgumentError", "OutOfMemoryError", "IOFailureError", "FormatError",
+    "UnsupportedError", "NotFoundError", "RangeError", "TemplateError", "ContextOverflowError",
+    "CancelledError", "BusyError", "InternalError",
+    "load_library", "library_version", "architectures", "set_log_handler",
+    "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
+]
+
+LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
+_LEVEL_NAMES = {0: "error", 1: "warn", 2: "info", 3: "debug"}
+
+
+def load_library(path=None):
+    """Loads librewind from path (or by the search above); returns its
+    version. Optional: the first Model loads it otherwise."""
+    return _ffi.load(path).rw_version().decode()
+
+
+def library_version():
+    """The version of the loaded librewind ("0.20.0")."""
+    return _ffi.load().rw_version().decode()
+
+
+def architectures():
+    """The general.architecture values this librewind loads."""
+    lib = _ffi.load()
+    out = []
+    while True:
+        a = lib.rw_architecture(len(out))
+        if a is None:
+            return out
+        out.append(a.decode())
+
+
+_log_cb = None  # the C callback set with rw_log_set, kept alive here
+
+
+def set_log_handler(fn, max_level=LOG_INFO):
+    """Routes the library's log lines to fn(level, message), level one of
+    "error", "warn", "info", "debug"; None silences it (the default). fn
+    is called from the library's threads: keep it thread-safe and quick,
+    e.g. logging.getLogger("rewind").log(...)."""
+    global _log_cb
+    lib = _ffi.load()
+    if fn is None:
+        lib.rw_log_set(_ffi.rw_log_fn(), None, 0)
+        _log_cb = None
+        return
+
+    def hook(user, level, msg):
+        try:
+            fn(_LEVEL_NAMES.get(level, "debug"), msg.decode("utf-8", "replace"))
+        except BaseException:
+            pass
+
+    cb = _ffi.rw_log_fn(hook)
+    lib.rw_log_set(cb, None, max_level)
+    _log_cb = cb
+
+
+@_atexit.register
+def _shutdown():
+    # The library's threads must not call into an interpreter that is
+    # going away: stop streams and engines, and the log hook.
+    from . import engine, model
+
+    for s in list(model._live_streams):
+        s.close()
+    for e in list(engine._live_engines):
+        e.close()
+    if _ffi._lib is not None and _log_cb is not None:
+        _ffi._lib.rw_log_set(_ffi.rw_log_fn(), None, 0)

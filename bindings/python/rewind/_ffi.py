@@ -1,0 +1,303 @@
+"""The C side: finding librewind, the structs of rewind.h, and the function
+prototypes. Everything that knows the C layout lives in this file, so a
+change of include/rewind.h is mirrored here and nowhere else (the tests
+compare these layouts with the header when a C compiler is at hand)."""
+
+import ctypes
+import ctypes.util
+import os
+import subprocess
+import threading
+
+# The header version these bindings mirror. The structs below are this
+# version's; a library of another major.minor may lay them out differently.
+HEADER_VERSION = (0, 20)
+
+c_int32_p = ctypes.POINTER(ctypes.c_int32)
+c_float_p = ctypes.POINTER(ctypes.c_float)
+
+
+class rw_error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+
+
+class rw_model_params(ctypes.Structure):
+    _fields_ = [
+        ("kernels", ctypes.c_char_p),
+        ("numerics", ctypes.c_char_p),
+        ("chat_template", ctypes.c_char_p),
+    ]
+
+
+class rw_chat_message(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
+
+
+class rw_sampling(ctypes.Structure):
+    _fields_ = [
+        ("temperature", ctypes.c_float),
+        ("top_k", ctypes.c_int32),
+        ("top_p", ctypes.c_float),
+        ("min_p", ctypes.c_float),
+        ("presence_penalty", ctypes.c_float),
+        ("frequency_penalty", ctypes.c_float),
+        ("repeat_penalty", ctypes.c_float),
+        ("seed", ctypes.c_uint64),
+    ]
+
+
+class rw_gen_options(ctypes.Structure):
+    _fields_ = [
+        ("sampling", rw_sampling),
+        ("max_tokens", ctypes.c_int64),
+        ("stop", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_stop", ctypes.c_int),
+        ("ignore_eos", ctypes.c_bool),
+        ("grammar", ctypes.c_char_p),
+        ("json_schema", ctypes.c_char_p),
+    ]
+
+
+class rw_gen_result(ctypes.Structure):
+    _fields_ = [
+        ("prompt_tokens", ctypes.c_int64),
+        ("cached_tokens", ctypes.c_int64),
+        ("completion_tokens", ctypes.c_int64),
+        ("reason", ctypes.c_int),
+    ]
+
+
+class rw_run_params(ctypes.Structure):
+    _fields_ = [("n_threads", ctypes.c_int), ("n_ctx", ctypes.c_int64), ("kv_f32", ctypes.c_bool)]
+
+
+class rw_engine_params(ctypes.Structure):
+    _fields_ = [
+        ("run", rw_run_params),
+        ("max_running", ctypes.c_int),
+        ("max_queued", ctypes.c_int),
+        ("prefill_chunk", ctypes.c_int64),
+        ("cache_bytes", ctypes.c_size_t),
+        ("cache_dir", ctypes.c_char_p),
+        ("cache_dir_bytes", ctypes.c_size_t),
+        ("max_checkpoints", ctypes.c_int),
+        ("spec", ctypes.c_uint),
+        ("draft", ctypes.c_void_p),
+        ("draft_max", ctypes.c_int),
+        ("draft_fixed", ctypes.c_bool),
+        ("manual", ctypes.c_bool),
+    ]
+
+
+class rw_engine_stats_public(ctypes.Structure):
+    _fields_ = [
+        ("requests_finished", ctypes.c_uint64),
+        ("prompt_tokens", ctypes.c_uint64),
+        ("cached_tokens", ctypes.c_uint64),
+        ("generated_tokens", ctypes.c_uint64),
+        ("cache_bytes", ctypes.c_size_t),
+        ("cache_disk_bytes", ctypes.c_size_t),
+        ("cache_entries", ctypes.c_uint64),
+        ("draft_tokens", ctypes.c_uint64),
+        ("accepted_tokens", ctypes.c_uint64),
+    ]
+
+
+# The structs with their C names, for the layout test.
+STRUCTS = {
+    "rw_error": rw_error,
+    "rw_model_params": rw_model_params,
+    "rw_chat_message": rw_chat_message,
+    "rw_sampling": rw_sampling,
+    "rw_gen_options": rw_gen_options,
+    "rw_gen_result": rw_gen_result,
+    "rw_run_params": rw_run_params,
+    "rw_engine_params": rw_engine_params,
+    "rw_engine_stats_public": rw_engine_stats_public,
+}
+
+RW_SPECULATE_MTP = 1
+RW_SPECULATE_NGRAM = 2
+
+# Callbacks. ctypes takes the GIL itself when the library calls them from
+# one of its own threads.
+rw_log_fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+rw_text_fn = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+rw_event_fn = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_bool, ctypes.POINTER(rw_gen_result)
+)
+
+_P = ctypes.c_void_p
+_E = ctypes.POINTER(rw_error)
+_S = ctypes.c_int  # rw_status
+_PROTOTYPES = {
+    "rw_version": (ctypes.c_char_p, []),
+    "rw_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "rw_status_message": (ctypes.c_char_p, [ctypes.c_int]),
+    "rw_free": (None, [_P]),
+    "rw_log_set": (None, [rw_log_fn, _P, ctypes.c_int]),
+    "rw_model_params_default": (rw_model_params, []),
+    "rw_model_open": (_S, [ctypes.c_char_p, ctypes.POINTER(rw_model_params), ctypes.POINTER(_P), _E]),
+    "rw_model_close": (None, [_P]),
+    "rw_model_arch": (ctypes.c_char_p, [_P]),
+    "rw_architecture": (ctypes.c_char_p, [ctypes.c_size_t]),
+    "rw_model_n_vocab": (ctypes.c_int32, [_P]),
+    "rw_model_n_ctx_train": (ctypes.c_int64, [_P]),
+    "rw_model_token_is_eog": (ctypes.c_bool, [_P, ctypes.c_int32]),
+    "rw_model_tokenize": (
+        _S,
+        [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, ctypes.c_bool, ctypes.POINTER(c_int32_p),
+         ctypes.POINTER(ctypes.c_size_t), _E],
+    ),
+    "rw_model_detokenize": (
+        _S, [_P, c_int32_p, ctypes.c_size_t, ctypes.c_bool, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t), _E]
+    ),
+    "rw_chat_render": (
+        _S, [_P, ctypes.POINTER(rw_chat_message), ctypes.c_size_t, ctypes.c_bool, ctypes.POINTER(_P), _E]
+    ),
+    "rw_chat_render_json": (
+        _S, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_bool, ctypes.c_int, ctypes.POINTER(_P), _E]
+    ),
+    "rw_sampling_default": (rw_sampling, []),
+    "rw_gen_options_default": (rw_gen_options, []),
+    "rw_run_params_default": (rw_run_params, []),
+    "rw_generate": (
+        _S,
+        [_P, ctypes.c_char_p, ctypes.POINTER(rw_gen_options), ctypes.POINTER(rw_run_params), rw_text_fn, _P,
+         ctypes.POINTER(_P), ctypes.POINTER(rw_gen_result), _E],
+    ),
+    "rw_engine_params_default": (rw_engine_params, []),
+    "rw_engine_open": (_S, [_P, ctypes.POINTER(rw_engine_params), ctypes.POINTER(_P), _E]),
+    "rw_engine_close": (None, [_P]),
+    "rw_engine_submit_text": (
+        _S, [_P, ctypes.c_char_p, ctypes.POINTER(rw_gen_options), rw_event_fn, _P, ctypes.POINTER(ctypes.c_uint64), _E]
+    ),
+    "rw_engine_submit_ids": (
+        _S,
+        [_P, c_int32_p, ctypes.c_int64, ctypes.POINTER(rw_gen_options), rw_event_fn, _P,
+         ctypes.POINTER(ctypes.c_uint64), _E],
+    ),
+    "rw_engine_cancel": (None, [_P, ctypes.c_uint64]),
+    "rw_engine_run": (
+        _S, [_P, ctypes.c_char_p, ctypes.POINTER(rw_gen_options), ctypes.POINTER(_P), ctypes.POINTER(rw_gen_result), _E]
+    ),
+    "rw_engine_step": (ctypes.c_int, [_P, _E]),
+    "rw_engine_stats_get": (None, [_P, ctypes.POINTER(rw_engine_stats_public)]),
+    "rw_seq_new": (_S, [_P, ctypes.c_int64, ctypes.c_bool, ctypes.POINTER(_P), _E]),
+    "rw_seq_free": (None, [_P]),
+    "rw_seq_eval": (_S, [_P, c_int32_p, ctypes.c_int64, c_float_p, _E]),
+    "rw_seq_length": (ctypes.c_int64, [_P]),
+    "rw_seq_rewind": (_S, [_P, ctypes.c_int64, _E]),
+    "rw_seq_save": (_S, [_P, ctypes.c_char_p, _E]),
+    "rw_seq_load": (_S, [_P, ctypes.c_char_p, _E]),
+}
+
+# The header's function names, for the test that compares them with
+# include/rewind.h.
+FUNCTIONS = tuple(_PROTOTYPES)
+
+
+def _candidates():
+    """Where to look for the library, in order: REWIND_LIBRARY (a file),
+    pkg-config's libdir for rewind, then the system's loader."""
+    env = os.environ.get("REWIND_LIBRARY")
+    if env:
+        return [env]  # an explicit choice: nothing else is tried
+    out = []
+    try:
+        libdir = subprocess.run(
+            ["pkg-config", "--variable=libdir", "rewind"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        libdir = ""
+    if libdir:
+        out += [os.path.join(libdir, "librewind.so.0"), os.path.join(libdir, "librewind.so")]
+    found = ctypes.util.find_library("rewind")
+    if found:
+        out.append(found)
+    out.append("librewind.so.0")
+    return out
+
+
+_lock = threading.Lock()
+_lib = None
+
+
+def load(path=None):
+    """Loads librewind (once per process) and returns the ctypes handle.
+    path overrides the search; a second call with another path is an
+    error, since one process holds one copy of the library."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            if path is not None and os.path.realpath(path) != os.path.realpath(_lib._name):
+                raise RuntimeError("librewind is already loaded from %s" % _lib._name)
+            return _lib
+        tried = []
+        for cand in [path] if path else _candidates():
+            try:
+                lib = ctypes.CDLL(cand)
+            except OSError as e:
+                tried.append("%s (%s)" % (cand, e))
+                continue
+            _declare(lib)
+            _check_version(lib)
+            _lib = lib
+            return lib
+        raise OSError(
+            "cannot load librewind; set REWIND_LIBRARY to the library file, or install rewind "
+            "(make install) so that pkg-config finds it. Tried: " + "; ".join(tried)
+        )
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            raise OSError("%s has no %s: not a librewind this package supports" % (lib._name, name))
+        f.restype = restype
+        f.argtypes = argtypes
+
+
+def _check_version(lib):
+    v = lib.rw_version().decode()
+    major, minor = (int(x) for x in v.split(".")[:2])
+    if (major, minor) != HEADER_VERSION:
+        raise OSError(
+            "%s is rewind %s; these bindings mirror rewind.h %d.%d (the C structs may differ)"
+            % (lib._name, v, HEADER_VERSION[0], HEADER_VERSION[1])
+        )
+
+
+def take_string(ptr, n=None):
+    """The bytes of a string the library returned, which is then freed."""
+    if not ptr:
+        return b""
+    try:
+        return ctypes.string_at(ptr, n) if n is not None else ctypes.string_at(ptr)
+    finally:
+        _lib.rw_free(ptr)
+
+
+def check(st, err):
+    """Raises the typed error for a failed call's status and error record."""
+    if st == 0:
+        return
+    from . import errors
+
+    name = _lib.rw_status_name(st).decode()
+    msg = err.msg.decode("utf-8", "replace") or _lib.rw_status_message(st).decode()
+    raise errors.make(name, msg, st)
+
+
+def status_code(name):
+    """The rw_status number of a status name ("ERR_BUSY"), from the library."""
+    i = 0
+    while True:
+        n = _lib.rw_status_name(i).decode()
+        if n == name:
+            return i
+        if n == "ERR_UNKNOWN":
+            return None
+        i += 1
