@@ -17,9 +17,14 @@
 #   make format   clang-format every source file in place
 #
 # Sources are found by wildcard: every src/<module>/*.c (and one level
-# below) goes into librewind.a, except src/cli, which makes the binary
-# together with bench/ (the `rewind bench` commands) and tools/ (the demo
-# client and the loopback HTTP client, which the tests link too).
+# below) goes into librewind.a, the engine library, except src/cli, which
+# makes the binary together with bench/ (the `rewind bench` commands) and
+# tools/ (the demo client and the loopback HTTP client, which the tests link
+# too), and the programs' own modules src/server (the HTTP server) and
+# src/synth (the model synthesizer), which go into librewind-app.a, linked
+# by the binary and the tests but never installed: an embedder's librewind
+# needs no HTTP library. The library is compiled with hidden visibility:
+# only the functions include/rewind.h marks RW_API are exported.
 # Files named *_avx2.c, *_avx512.c and *_amx.c are compiled with those ISA
 # flags only, so one binary runs on any x86-64 with AVX2 and picks the best
 # kernels at run time.
@@ -28,17 +33,22 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CFLAGS_BASE := -std=c17 -g $(OPT) -fPIC -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
-               -D_GNU_SOURCE -pthread -Iinclude -Isrc -I. -Itests -MMD -MP $(SAN)
-LDLIBS  := -lm -pthread $(shell pkg-config --libs jansson libpcre2-8 libmicrohttpd 2>/dev/null) -lunistring
+CFLAGS_BASE := -std=c17 -g $(OPT) -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+               -Wno-format-truncation -D_GNU_SOURCE -pthread -Iinclude -Isrc -I. -Itests -MMD -MP $(SAN)
+LIBDEPS := jansson libpcre2-8
+LIB_LDLIBS := -lm -pthread $(shell pkg-config --libs $(LIBDEPS) 2>/dev/null) -lunistring
+LDLIBS  := $(LIB_LDLIBS) $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 # LIB_MODULES narrows the library to some folders (the fuzz build uses it).
-LIB_MODULES ?= $(filter-out cli,$(notdir $(wildcard src/*)))
+APP_MODULES := server synth
+LIB_MODULES ?= $(filter-out cli $(APP_MODULES),$(notdir $(wildcard src/*)))
 LIB_SRC := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c src/$(m)/*/*.c))
+APP_SRC := $(foreach m,$(APP_MODULES),$(wildcard src/$(m)/*.c))
 CLI_SRC := $(wildcard src/cli/*.c bench/*.c tools/*.c)
 TEST_SRC := $(wildcard tests/*/test_*.c)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/harness.o
@@ -54,13 +64,20 @@ $(BUILD)/librewind.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/rewind: $(CLI_OBJ) $(BUILD)/librewind.a
-	$(CC) $(CFLAGS_BASE) -o $@ $(CLI_OBJ) $(BUILD)/librewind.a $(LDLIBS)
-
-# Tests link the loopback HTTP client of tools/ too (it is not in the library).
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o $(BUILD)/librewind.a
+$(BUILD)/librewind-app.a: $(APP_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o $(BUILD)/librewind.a $(LDLIBS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/rewind: $(CLI_OBJ) $(BUILD)/librewind-app.a $(BUILD)/librewind.a
+	$(CC) $(CFLAGS_BASE) -o $@ $(CLI_OBJ) $(BUILD)/librewind-app.a $(BUILD)/librewind.a $(LDLIBS)
+
+# Tests link the loopback HTTP client of tools/ and the programs' modules
+# (server, synth) too (neither is in the library).
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o \
+                  $(BUILD)/librewind-app.a $(BUILD)/librewind.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tools/http_client.o \
+	  $(BUILD)/librewind-app.a $(BUILD)/librewind.a $(LDLIBS)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
@@ -77,25 +94,32 @@ $(BUILD)/obj/%.o: %.c
 
 # ---- install ------------------------------------------------------------
 # make install PREFIX=DIR: include/rewind.h, librewind.a, librewind.so (with
-# a soname), rewind.pc and the rewind binary. Only rw_ symbols are global in
-# the installed libraries: the archive is one prelinked object whose other
-# globals are made local (objcopy), the shared library exports rw_* only
-# (lib/rewind.map).
+# a soname), rewind.pc and the rewind binary. The installed libraries
+# export exactly the header's functions (those marked RW_API, listed into
+# $(BUILD)/rewind.syms): the archive is one prelinked object whose other
+# globals are made local (objcopy), the shared library is built with hidden
+# visibility and a version script naming them.
 PREFIX  ?= /usr/local
 VERSION := $(shell sed -n 's/^\#define RW_VERSION_STRING "\(.*\)"/\1/p' include/rewind.h)
 SOMAJOR := 0
-LIBDEPS := jansson libpcre2-8 libmicrohttpd
 
-$(BUILD)/install/librewind.a: $(LIB_OBJ)
+$(BUILD)/rewind.syms: include/rewind.h
+	@mkdir -p $(@D)
+	sed -n 's/^RW_API [^(]*[ *]\(rw_[a-z0-9_]*\)(.*/\1/p' $< > $@
+
+$(BUILD)/rewind.map: $(BUILD)/rewind.syms
+	{ echo '{ global:'; sed 's/$$/;/' $<; echo 'local: *; };'; } > $@
+
+$(BUILD)/install/librewind.a: $(LIB_OBJ) $(BUILD)/rewind.syms
 	@mkdir -p $(@D)
 	$(LD) -r -o $(BUILD)/install/rewind.o $(LIB_OBJ)
-	objcopy --wildcard --keep-global-symbol='rw_*' $(BUILD)/install/rewind.o
+	objcopy --keep-global-symbols=$(BUILD)/rewind.syms $(BUILD)/install/rewind.o
 	rm -f $@ && ar rcs $@ $(BUILD)/install/rewind.o
 
-$(BUILD)/install/librewind.so.$(VERSION): $(LIB_OBJ) lib/rewind.map
+$(BUILD)/install/librewind.so.$(VERSION): $(LIB_OBJ) $(BUILD)/rewind.map
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,librewind.so.$(SOMAJOR) -Wl,--version-script=lib/rewind.map \
-	  -o $@ $(LIB_OBJ) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,librewind.so.$(SOMAJOR) -Wl,--version-script=$(BUILD)/rewind.map \
+	  -o $@ $(LIB_OBJ) $(LIB_LDLIBS)
 
 # The shared library in the build folder too (the Python bindings' tests load
 # it): a link to the one make install installs.

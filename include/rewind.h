@@ -41,6 +41,15 @@
 extern "C" {
 #endif
 
+/* Marks the library's API: librewind is built with hidden visibility, so
+ * the shared library exports exactly the functions marked RW_API, which are
+ * the functions of this header (a test compares nm -D with it). */
+#if defined(__GNUC__) || defined(__clang__)
+#define RW_API __attribute__((visibility("default")))
+#else
+#define RW_API
+#endif
+
 /* ---- version -------------------------------------------------------- */
 
 #define RW_VERSION_MAJOR 0
@@ -51,7 +60,7 @@ extern "C" {
 #define RW_VERSION_NUMBER (RW_VERSION_MAJOR * 10000 + RW_VERSION_MINOR * 100 + RW_VERSION_PATCH)
 
 /* The version of the library linked at run time ("0.20.0"). */
-const char *rw_version(void);
+RW_API const char *rw_version(void);
 
 /* ---- status and errors ---------------------------------------------- */
 
@@ -87,12 +96,12 @@ typedef struct rw_error {
     char msg[512];
 } rw_error;
 
-const char *rw_status_name(rw_status s);    /* "ERR_FORMAT" */
-const char *rw_status_message(rw_status s); /* "malformed file" */
+RW_API const char *rw_status_name(rw_status s);    /* "ERR_FORMAT" */
+RW_API const char *rw_status_message(rw_status s); /* "malformed file" */
 
 /* Frees a string or array the library returned (rw_model_tokenize's ids,
  * rw_chat_render's text, ...). NULL is fine. */
-void rw_free(void *p);
+RW_API void rw_free(void *p);
 
 /* ---- logging -------------------------------------------------------- */
 
@@ -105,7 +114,7 @@ typedef void (*rw_log_fn)(void *user, rw_log_level level, const char *msg);
 
 /* Sets the process-wide log hook (NULL: the library stays silent, the
  * default). Messages above max_level are not formatted at all. */
-void rw_log_set(rw_log_fn fn, void *user, rw_log_level max_level);
+RW_API void rw_log_set(rw_log_fn fn, void *user, rw_log_level max_level);
 
 /* ---- models --------------------------------------------------------- */
 
@@ -126,35 +135,35 @@ typedef struct {
     const char *chat_template;
 } rw_model_params;
 
-rw_model_params rw_model_params_default(void);
+RW_API rw_model_params rw_model_params_default(void);
 
 /* Opens a GGUF model: maps the file, binds the weights (checked against the
  * architecture's shapes and types), loads the tokenizer and the chat
  * template. The caller frees *out with rw_model_close. Errors: RW_ERR_IO,
  * RW_ERR_FORMAT (with the offset or tensor), RW_ERR_UNSUPPORTED (an
  * architecture or type rewind does not run), RW_ERR_TEMPLATE. */
-rw_status rw_model_open(const char *path, const rw_model_params *params, rw_model **out, rw_error *err);
+RW_API rw_status rw_model_open(const char *path, const rw_model_params *params, rw_model **out, rw_error *err);
 /* NULL is fine. Every engine, sequence and generation using m must be gone. */
-void rw_model_close(rw_model *m);
+RW_API void rw_model_close(rw_model *m);
 
-const char *rw_model_arch(const rw_model *m); /* general.architecture, borrowed */
+RW_API const char *rw_model_arch(const rw_model *m); /* general.architecture, borrowed */
 /* The architectures (general.architecture values) this build loads: the i-th
  * name, static, or NULL once i is past the last. */
-const char *rw_architecture(size_t i);
-int32_t rw_model_n_vocab(const rw_model *m);
-int64_t rw_model_n_ctx_train(const rw_model *m);
+RW_API const char *rw_architecture(size_t i);
+RW_API int32_t rw_model_n_vocab(const rw_model *m);
+RW_API int64_t rw_model_n_ctx_train(const rw_model *m);
 /* Whether the token ends a generation (EOS, EOT, <|im_end|>, ...). */
-bool rw_model_token_is_eog(const rw_model *m, int32_t token);
+RW_API bool rw_model_token_is_eog(const rw_model *m, int32_t token);
 
 /* Tokenizes len bytes of UTF-8 text as llama.cpp does. add_special adds
  * BOS/EOS as the vocabulary asks; parse_special turns the text of control
  * tokens ("<|im_start|>") into those tokens (use it for rendered templates,
  * never for untrusted user text). *ids is the caller's (rw_free). */
-rw_status rw_model_tokenize(const rw_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+RW_API rw_status rw_model_tokenize(const rw_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                             int32_t **ids, size_t *n_ids, rw_error *err);
 /* The text of n tokens, NUL-terminated, *out_len bytes (caller: rw_free).
  * render_special: control tokens as their text, else dropped. */
-rw_status rw_model_detokenize(const rw_model *m, const int32_t *ids, size_t n, bool render_special, char **out,
+RW_API rw_status rw_model_detokenize(const rw_model *m, const int32_t *ids, size_t n, bool render_special, char **out,
                               size_t *out_len, rw_error *err);
 
 /* ---- chat ----------------------------------------------------------- */
@@ -168,12 +177,12 @@ typedef struct {
  * transformers' semantics), ending with the assistant's generation prompt
  * when add_generation_prompt. *out is NUL-terminated (caller: rw_free).
  * Tokenize the result with parse_special = true. */
-rw_status rw_chat_render(const rw_model *m, const rw_chat_message *msgs, size_t n_msgs, bool add_generation_prompt,
+RW_API rw_status rw_chat_render(const rw_model *m, const rw_chat_message *msgs, size_t n_msgs, bool add_generation_prompt,
                          char **out, rw_error *err);
 /* The same from a JSON array of message objects as the OpenAI API sends
  * them, with an optional JSON array of tools (NULL: none) and the template
  * variable enable_thinking (-1: undefined, 0, 1). */
-rw_status rw_chat_render_json(const rw_model *m, const char *messages_json, const char *tools_json,
+RW_API rw_status rw_chat_render_json(const rw_model *m, const char *messages_json, const char *tools_json,
                               bool add_generation_prompt, int enable_thinking, char **out, rw_error *err);
 
 /* ---- sampling and generation ---------------------------------------- */
@@ -190,7 +199,7 @@ typedef struct {
 } rw_sampling;
 
 /* Greedy, every filter off. */
-rw_sampling rw_sampling_default(void);
+RW_API rw_sampling rw_sampling_default(void);
 
 typedef struct {
     rw_sampling sampling;
@@ -209,7 +218,7 @@ typedef struct {
     const char *json_schema;
 } rw_gen_options;
 
-rw_gen_options rw_gen_options_default(void); /* greedy, 256 tokens */
+RW_API rw_gen_options rw_gen_options_default(void); /* greedy, 256 tokens */
 
 typedef enum {
     RW_DONE_NONE = 0, /* not finished */
@@ -237,14 +246,14 @@ typedef struct {
     bool kv_f32;     /* f32 KV cache (llama.cpp's goldens use it); default f16 */
 } rw_run_params;
 
-rw_run_params rw_run_params_default(void);
+RW_API rw_run_params rw_run_params_default(void);
 
 /* Generates up to opt->max_tokens tokens after prompt (text, tokenized with
  * parse_special, e.g. the output of rw_chat_render) and returns when done.
  * cb (may be NULL) runs on a library thread while rw_generate blocks. The
  * text of the whole answer is in *text when text is not NULL (caller:
  * rw_free). run may be NULL (defaults). */
-rw_status rw_generate(rw_model *m, const char *prompt, const rw_gen_options *opt, const rw_run_params *run,
+RW_API rw_status rw_generate(rw_model *m, const char *prompt, const rw_gen_options *opt, const rw_run_params *run,
                       rw_text_fn cb, void *user, char **text, rw_gen_result *res, rw_error *err);
 
 /* ---- the engine: continuous batching and the prefix cache ------------ */
@@ -288,14 +297,14 @@ typedef struct {
     bool manual;
 } rw_engine_params;
 
-rw_engine_params rw_engine_params_default(void);
+RW_API rw_engine_params rw_engine_params_default(void);
 
 /* Starts an engine over m (m must outlive it; it runs every forward pass
  * of m from now on). The caller frees *out with rw_engine_close. */
-rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine **out, rw_error *err);
+RW_API rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine **out, rw_error *err);
 /* Cancels what is still running or queued (no more callbacks after this
  * returns) and stops the engine. NULL is fine. */
-void rw_engine_close(rw_engine *e);
+RW_API void rw_engine_close(rw_engine *e);
 
 /* An event of a request: new text, and at the end (done) the result. Runs
  * on the engine's scheduler thread: be quick, do not call the engine. */
@@ -305,20 +314,20 @@ typedef void (*rw_event_fn)(void *user, const char *text, size_t len, bool done,
  * (may be NULL) names it for rw_engine_cancel. Every request that is not
  * cancelled gets exactly one event with done = true. Errors:
  * RW_ERR_CONTEXT (prompt + max_tokens > n_ctx), RW_ERR_BUSY, bad options. */
-rw_status rw_engine_submit_text(rw_engine *e, const char *prompt, const rw_gen_options *opt, rw_event_fn cb, void *user,
+RW_API rw_status rw_engine_submit_text(rw_engine *e, const char *prompt, const rw_gen_options *opt, rw_event_fn cb, void *user,
                            uint64_t *id, rw_error *err);
 /* Queues a request for prompt token ids; otherwise as rw_engine_submit_text. */
-rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_options *opt,
+RW_API rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_options *opt,
                                   rw_event_fn cb, void *user, uint64_t *id, rw_error *err);
 /* After it returns the request's callback is never called again. Unknown
  * or finished ids are ignored. With a threaded engine it waits for the end
  * of the current step; with a manual one it returns at once. */
-void rw_engine_cancel(rw_engine *e, uint64_t id);
+RW_API void rw_engine_cancel(rw_engine *e, uint64_t id);
 
 /* Submits and waits: the synchronous form of rw_engine_submit_text. *text (may
  * be NULL) gets the whole answer (caller: rw_free). Safe to call from
  * several threads at once: their requests are batched together. */
-rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *opt, char **text, rw_gen_result *res,
+RW_API rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *opt, char **text, rw_gen_result *res,
                         rw_error *err);
 
 /* With params.manual: retires finished requests, admits queued ones and
@@ -327,7 +336,7 @@ rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *
  * are still running or queued (0: idle), or -1 (err set) for an engine with
  * its own thread. Call it from one thread at a time. rw_engine_run and
  * rw_generate step a manual engine themselves while they wait. */
-int rw_engine_step(rw_engine *e, rw_error *err);
+RW_API int rw_engine_step(rw_engine *e, rw_error *err);
 
 typedef struct {
     uint64_t requests_finished;
@@ -341,7 +350,7 @@ typedef struct {
     uint64_t accepted_tokens;   /* and of those, accepted by the model */
 } rw_engine_stats_public;
 
-void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out);
+RW_API void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out);
 
 /* ---- one sequence by hand, and state files -------------------------- */
 
@@ -349,21 +358,21 @@ typedef struct rw_seq rw_seq;
 
 /* A sequence of up to n_ctx positions (0: 4096) on m. The caller frees
  * *out with rw_seq_free (before m is closed). */
-rw_status rw_seq_new(rw_model *m, int64_t n_ctx, bool kv_f32, rw_seq **out, rw_error *err);
-void rw_seq_free(rw_seq *s); /* NULL is fine */
+RW_API rw_status rw_seq_new(rw_model *m, int64_t n_ctx, bool kv_f32, rw_seq **out, rw_error *err);
+RW_API void rw_seq_free(rw_seq *s); /* NULL is fine */
 
 /* Runs n tokens through the model at the end of s. logits (may be NULL)
  * receives the last token's n_vocab logits. */
-rw_status rw_seq_eval(rw_seq *s, const int32_t *ids, int64_t n, float *logits, rw_error *err);
-int64_t rw_seq_length(const rw_seq *s);
+RW_API rw_status rw_seq_eval(rw_seq *s, const int32_t *ids, int64_t n, float *logits, rw_error *err);
+RW_API int64_t rw_seq_length(const rw_seq *s);
 /* Forgets every position from n on, exactly: s is bitwise what it would be
  * had it only ever seen its first n tokens. */
-rw_status rw_seq_rewind(rw_seq *s, int64_t n, rw_error *err);
+RW_API rw_status rw_seq_rewind(rw_seq *s, int64_t n, rw_error *err);
 /* A state file: the tokens and every layer's state, checksummed, written
  * atomically; rw_seq_load replaces s's state with the file's (after
  * checking it belongs to this model and KV type). */
-rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err);
-rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err);
+RW_API rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err);
+RW_API rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err);
 
 #ifdef __cplusplus
 }

@@ -24,12 +24,21 @@ for f in include/rewind.h lib/librewind.a lib/librewind.so lib/librewind.so.0 li
 done
 readelf -d "$tmp/prefix/lib/librewind.so" | grep -q "Library soname: \[librewind.so.0\]" || { echo "no soname"; fail=1; }
 
-# only rw_ globals in both libraries
-bad=$(nm -g --defined-only "$tmp/prefix/lib/librewind.a" | awk 'NF == 3 && $3 !~ /^rw_/')
-check test -z "$bad"
-bad=$(nm -D --defined-only "$tmp/prefix/lib/librewind.so" | awk 'NF == 3 && $3 !~ /^rw_/')
-check test -z "$bad"
-nm -D --defined-only "$tmp/prefix/lib/librewind.so" | grep -q ' rw_model_open$' || { echo "rw_model_open not exported"; fail=1; }
+# both libraries export exactly the functions of the installed header (its
+# declarations, comments taken out), nothing else
+sed 's|/\*.*\*/||g' "$tmp/prefix/include/rewind.h" | grep -o '^RW_API [^(]*(' | grep -o 'rw_[a-z0-9_]*($' |
+  tr -d '(' | sort -u > "$tmp/header.syms"
+check test "$(wc -l < "$tmp/header.syms")" -ge 30
+nm -D --defined-only "$tmp/prefix/lib/librewind.so" | awk 'NF == 3 { print $3 }' | sort -u > "$tmp/so.syms"
+nm -g --defined-only "$tmp/prefix/lib/librewind.a" | awk 'NF == 3 { print $3 }' | sort -u > "$tmp/a.syms"
+diff "$tmp/header.syms" "$tmp/so.syms" > "$tmp/d" || { echo "librewind.so exports other than the header:"; cat "$tmp/d"; fail=1; }
+diff "$tmp/header.syms" "$tmp/a.syms" > "$tmp/d" || { echo "librewind.a exports other than the header:"; cat "$tmp/d"; fail=1; }
+grep -q '^rw_model_open$' "$tmp/so.syms" || { echo "rw_model_open not exported"; fail=1; }
+# the engine library needs no HTTP library (the server is the program's)
+libs=$(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --libs --static rewind)
+check test -n "$libs"
+if grep -q microhttpd <<<"$libs"; then echo "pkg-config --libs --static rewind names an HTTP library: $libs"; fail=1; fi
+if ldd "$tmp/prefix/lib/librewind.so" | grep -q microhttpd; then echo "librewind.so links an HTTP library"; fail=1; fi
 
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 for ex in chat cache; do
