@@ -124,9 +124,9 @@ typedef struct {
     /* Kernel tier: NULL or "" = the best this CPU has; "ref", "avx2",
      * "avx512" (one the CPU lacks is an error). */
     const char *kernels;
-    /* Summation order of the matrix products: NULL = "auto" (ours where
-     * it is faster, ggml's for K-quant files), "fast", or "ggml"
-     * (llama.cpp's arithmetic bit for bit; slower on some types).
+    /* Summation order of the matrix products: NULL = "auto", which is
+     * "fast" (our order for every type), or "ggml" (llama.cpp's arithmetic
+     * bit for bit; slower in many-row products).
      * Kernels and numerics are process-wide in this version: the value of
      * the last rw_model_open applies to every model of the process. */
     const char *numerics;
