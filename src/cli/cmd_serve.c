@@ -152,7 +152,7 @@ static int usage(void) {
                     "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
                     "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-                    "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME]\n"
+                    "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
                     "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] "
                     "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
@@ -180,6 +180,7 @@ int rw_cmd_serve(int argc, char **argv) {
     long checkpoints = RW_ENGINE_CHECKPOINTS; /* engine.h: max_checkpoints */
     bool prefault = false;
     bool draft_fixed = false;
+    const char *alias = NULL; /* --alias: the model id in responses and /v1/models */
     const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
     long reasoning_budget = -1;
     bool strict_api = false;
@@ -220,6 +221,7 @@ int rw_cmd_serve(int argc, char **argv) {
         {"--cache-dir-bytes", RW_OPT_SIZE, &cache_dir_bytes, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--cache-dir", RW_OPT_STR, &cache_dir, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--replica-id", RW_OPT_STR, &replica_id, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--alias", RW_OPT_STR, &alias, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--cache-dir-write", RW_OPT_CHOICE, &write_arg, 0, 0, 0, 0, "evict|through", NULL, NULL},
         {"--cache-dir-delay", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_seconds, &write_delay},
         {"--shutdown-timeout", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_seconds, &stop_arg},
@@ -303,7 +305,7 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .catch_up_cost = spp.catch_up_cost};
     if (rw_engine_new(sv.m, sv.tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
-    base = base ? base + 1 : model_path;
+    base = alias && *alias ? alias : base ? base + 1 : model_path; /* the model's id: --alias, else the file name */
     const rw_server_config sc = {.host = host,
                                  .port = (int)port,
                                  .api_key = api_key,

@@ -336,17 +336,36 @@ static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, cons
     case R_METRICS: return send_owned(s, c, cc, 200, rw_server__metrics_text(s), "text/plain; version=0.0.4", NULL);
     case R_MODELS:
     case R_MODEL: {
-        json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_id, "object", "model", "created",
-                              (json_int_t)s->started, "owned_by", "rewind", "max_model_len",
-                              (json_int_t)rw_engine_get_config(s->engine)->n_ctx);
+        /* Anthropic's client (models.list / retrieve) sends anthropic-version
+         * and reads its own shape; OpenAI's the other */
+        const bool anthropic = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "anthropic-version") != NULL;
+        json_t *m;
+        if (anthropic) {
+            char when[32];
+            struct tm tm;
+            const time_t t = (time_t)s->started;
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+            m = json_pack("{s:s,s:s,s:s,s:s}", "type", "model", "id", s->model_id, "display_name", s->model_id,
+                          "created_at", when);
+        } else {
+            m = json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_id, "object", "model", "created",
+                          (json_int_t)s->started, "owned_by", "rewind", "max_model_len",
+                          (json_int_t)rw_engine_get_config(s->engine)->n_ctx);
+        }
         if (cc->route == R_MODEL && strcmp(cc->model, s->model_id)) {
             json_decref(m);
             srv_error e;
-            rw_server__errorf(&e, 404, "invalid_request_error", "model_not_found", "model",
-                       "The model '%s' does not exist (this server has '%s')", cc->model, s->model_id);
+            rw_server__errorf(&e, 404, anthropic ? "not_found_error" : "invalid_request_error", "model_not_found",
+                              "model", "The model '%s' does not exist (this server has '%s')", cc->model,
+                              s->model_id);
+            if (anthropic)
+                return send_owned(s, c, cc, e.http, rw_server__anthropic_error_json(&e), "application/json", NULL);
             return send_error(s, c, cc, &e, NULL);
         }
-        if (m && cc->route == R_MODELS) m = json_pack("{s:s,s:[o]}", "object", "list", "data", m);
+        if (m && cc->route == R_MODELS)
+            m = anthropic ? json_pack("{s:[o],s:b,s:s,s:s}", "data", m, "has_more", 0, "first_id", s->model_id,
+                                      "last_id", s->model_id)
+                          : json_pack("{s:s,s:[o]}", "object", "list", "data", m);
         char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
         json_decref(m);
         return send_owned(s, c, cc, 200, txt, "application/json", NULL);

@@ -198,6 +198,24 @@ async function forcedMessages() {
   }
 }
 
+// the served model under its --alias, in each SDK's own shape; an unknown
+// id is each SDK's NotFoundError
+async function models() {
+  const openai = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 });
+  const listed = [];
+  for await (const m of openai.models.list()) listed.push(m.id);
+  assert.deepEqual(listed, [model]);
+  assert.equal((await openai.models.retrieve(model)).id, model);
+  await assert.rejects(openai.models.retrieve("no-such-model"), OpenAI.NotFoundError);
+  const anthropic = new Anthropic({ baseURL: url, apiKey: key, maxRetries: 0 });
+  const page = await anthropic.models.list();
+  assert.deepEqual(page.data.map((m) => [m.type, m.id]), [["model", model]]);
+  assert.ok(!Number.isNaN(Date.parse(page.data[0].created_at)), page.data[0].created_at);
+  assert.equal((await anthropic.models.retrieve(model)).id, model);
+  await assert.rejects(anthropic.models.retrieve("no-such-model"), Anthropic.NotFoundError);
+}
+
+await models();
 await responses();
 await messages();
 await forcedResponses();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real npm clients (`openai`, `@anthropic-ai/sdk`, pinned in
 # tests/clients/package-lock.json, installed by scripts/setup.sh when node is
-# present) against `rewind serve`: tests/clients/agent_apis.mjs. Skipped
+# present) against `rewind serve --alias rewind`: tests/clients/agent_apis.mjs. Skipped
 # (77) without node or the modules.
 set -u
 REWIND="${REWIND:-build/rewind}"
@@ -17,7 +17,7 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 
 . "$(dirname "$0")/serve_lib.sh"
-serve_start "$d/log" "$F" --ctx 1024 --threads 1 --parallel 2 --api-key test-key
+serve_start "$d/log" "$F" --ctx 1024 --threads 1 --parallel 2 --api-key test-key --alias rewind
 pid=$serve_pid port=$serve_port
 REWIND_URL="http://127.0.0.1:$port" REWIND_KEY=test-key timeout 120 node "$C/agent_apis.mjs" > "$d/out" 2>&1
 rc=$?
