@@ -28,6 +28,7 @@
 enum {
     R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
     R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
+    R_APPLY_TEMPLATE,
 };
 
 static const struct {
@@ -40,7 +41,7 @@ static const struct {
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
     {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
-    {"/v1/responses", "POST", R_RESPONSES},
+    {"/v1/responses", "POST", R_RESPONSES},     {"/apply-template", "POST", R_APPLY_TEMPLATE},
 };
 
 /* Anthropic's routes answer errors in Anthropic's shape. */
@@ -228,6 +229,46 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
 
 /* llama.cpp's /tokenize {"content", "add_special" = false, "parse_special" =
  * true} -> {"tokens"} and /detokenize {"tokens"} -> {"content"}. */
+/* {"id": ID, "piece": TEXT} as llama-server's /tokenize with_pieces: the
+ * piece as a string when it is valid UTF-8 by itself, else as its bytes (a
+ * part of a character). */
+static json_t *token_piece(rw_server *s, int32_t id) {
+    char *text = NULL;
+    size_t len = 0;
+    if (rw_detokenize(s->tok, &id, 1, true, &text, &len, NULL)) return json_pack("{s:i,s:s}", "id", id, "piece", "");
+    json_t *piece = json_stringn(text, len); /* NULL unless valid UTF-8 */
+    if (!piece) {
+        piece = json_array();
+        for (size_t i = 0; i < len; i++) json_array_append_new(piece, json_integer((unsigned char)text[i]));
+    }
+    free(text);
+    return json_pack("{s:i,s:o}", "id", id, "piece", piece);
+}
+
+/* POST /apply-template (llama-server's): a chat request's messages (tools,
+ * chat_template_kwargs and the rest as /v1/chat/completions takes them)
+ * rendered through the template, {"prompt": TEXT}, nothing generated. */
+static void apply_template(rw_server *s, srv_conn *cc) {
+    srv_request r;
+    srv_error e;
+    if (!rw_server__parse_request(s, true, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
+    char *text = NULL;
+    size_t len = 0;
+    rw_error err = {0};
+    json_t *out = NULL;
+    if (rw_detokenize(s->tok, r.prompt, (size_t)r.n_prompt, true, &text, &len, &err))
+        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", err.msg);
+    else if (!(out = json_pack("{s:o}", "prompt", rw_server__text_lossy(text, len))))
+        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
+    free(text);
+    rw_server__request_free(&r);
+    if (!out) return reply_error(cc, &e);
+    cc->reply = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    cc->status = cc->reply ? 200 : 500;
+    cc->state = CC_REPLY;
+}
+
 static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
     srv_error e;
     json_error_t jerr;
@@ -238,18 +279,20 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
         rw_server__errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
     } else if (!detok) {
         json_t *content = json_object_get(o, "content"), *as = json_object_get(o, "add_special"),
-               *ps = json_object_get(o, "parse_special");
+               *ps = json_object_get(o, "parse_special"), *wp = json_object_get(o, "with_pieces");
         int32_t *ids = NULL;
         size_t n = 0;
-        if (!json_is_string(content) || (as && !json_is_boolean(as)) || (ps && !json_is_boolean(ps)))
+        if (!json_is_string(content) || (as && !json_is_boolean(as)) || (ps && !json_is_boolean(ps)) ||
+            (wp && !json_is_boolean(wp)))
             rw_server__errorf(&e, 400, "invalid_request_error", NULL, "content",
-                       "'content' must be a string; 'add_special' and 'parse_special' booleans");
+                       "'content' must be a string; 'add_special', 'parse_special' and 'with_pieces' booleans");
         else if (rw_tokenize(s->tok, json_string_value(content), json_string_length(content), json_is_true(as),
                              !ps || json_is_true(ps), &ids, &n, &err))
             rw_server__errorf(&e, 400, "invalid_request_error", NULL, "content", "%s", err.msg);
         else {
             json_t *a = json_array();
-            for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, json_is_true(wp) ? token_piece(s, ids[i]) : json_integer(ids[i]));
             out = a ? json_pack("{s:o}", "tokens", a) : NULL;
             if (!out) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         }
@@ -315,6 +358,7 @@ void rw_server__conn_work(rw_server *s, srv_conn *cc) {
     case R_CHAT: generate(s, true, cc); break;
     case R_TOKENIZE: tokenize(s, cc, false); break;
     case R_DETOKENIZE: tokenize(s, cc, true); break;
+    case R_APPLY_TEMPLATE: apply_template(s, cc); break;
     case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
     case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
     case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len, cc->route_key)); break;
@@ -437,7 +481,7 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
 
 static bool heavy_route(int route) {
     return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
-           route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES;
+           route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_APPLY_TEMPLATE;
 }
 
 static srv_sock *sock_of(struct MHD_Connection *c) {

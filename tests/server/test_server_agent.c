@@ -303,6 +303,56 @@ static void test_reasoning(void) {
     json_decref(split);
 }
 
+/* ---- llama-server's helper routes ---- */
+
+/* /tokenize with_pieces gives each token's text (concatenated: the
+ * content); /apply-template gives the rendered prompt, whose tokens are the
+ * chat completion's prompt_token_ids for the same request. */
+static void test_helper_routes(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen3.5-4B.jinja"), NULL, &s)) return;
+    int status;
+    json_t *tk = post(s.port, "/tokenize", "{\"content\":\"Hello world, hello!\",\"with_pieces\":true}", &status);
+    CHECK_EQ_INT(status, 200);
+    char joined[256] = "";
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(tk, "tokens"), i, v) {
+        CHECK(json_is_integer(json_object_get(v, "id")));
+        const char *piece = json_string_value(json_object_get(v, "piece"));
+        CHECK(piece != NULL);
+        if (piece && strlen(joined) + strlen(piece) < sizeof joined) strcat(joined, piece);
+    }
+    CHECK_MSG(!strcmp(joined, "Hello world, hello!"), "pieces joined: '%s'", joined);
+    json_decref(tk);
+    const char *msgs = "\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+                       "\"content\":\"Hi there\"}]";
+    char body[1024];
+    snprintf(body, sizeof body, "{%s}", msgs);
+    json_t *at = post(s.port, "/apply-template", body, &status);
+    CHECK_EQ_INT(status, 200);
+    const char *prompt = json_string_value(json_object_get(at, "prompt"));
+    CHECK_MSG(prompt && strstr(prompt, "Hi there") && strstr(prompt, "Be brief.") && strstr(prompt, "<|im_start|>"),
+              "apply-template: %s", prompt ? prompt : "(none)");
+    snprintf(body, sizeof body, "{%s,\"max_tokens\":1,\"return_token_ids\":true}", msgs);
+    json_t *cc = post(s.port, "/v1/chat/completions", body, &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *want = json_object_get(cc, "prompt_token_ids");
+    json_t *tb = json_pack("{s:s,s:b}", "content", prompt ? prompt : "", "parse_special", 1);
+    char *tbs = json_dumps(tb, JSON_COMPACT);
+    json_t *got = post(s.port, "/tokenize", tbs, &status);
+    CHECK_MSG(want && json_equal(json_object_get(got, "tokens"), want), "apply-template's prompt tokenizes otherwise");
+    free(tbs);
+    json_decref(tb);
+    json_decref(got);
+    json_decref(cc);
+    json_decref(at);
+    json_t *bad = post(s.port, "/apply-template", "{\"messages\":3}", &status);
+    CHECK_EQ_INT(status, 400);
+    json_decref(bad);
+    unserve(&s);
+}
+
 /* ---- the thinking budget ---- */
 
 static int ids_of(json_t *resp, int32_t *out, int cap) {
@@ -657,6 +707,7 @@ int main(void) {
     test_fields_and_props();
     test_reasoning();
     test_budget();
+    test_helper_routes();
     test_forced();
     test_after_reasoning();
     test_templates();
