@@ -9,7 +9,8 @@ static bool has(const char *s, size_t n, const char *lit) { return memmem(s, n, 
 
 void rw_chat_detect_caps(const char *src, size_t n, rw_chat_caps *out) {
     memset(out, 0, sizeof *out);
-    if (has(src, n, "<function=") && has(src, n, "<parameter=")) out->tool_format = RW_TOOL_FMT_QWEN_XML;
+    if (has(src, n, "<|channel|>") && has(src, n, "<|message|>")) out->tool_format = RW_TOOL_FMT_HARMONY;
+    else if (has(src, n, "<function=") && has(src, n, "<parameter=")) out->tool_format = RW_TOOL_FMT_QWEN_XML;
     else if (has(src, n, "<|tool_call|>")) out->tool_format = RW_TOOL_FMT_GRANITE;
     else if (has(src, n, "<tool_call>")) out->tool_format = RW_TOOL_FMT_HERMES;
     else if (has(src, n, "<|python_tag|>") || (has(src, n, "<|start_header_id|>") && has(src, n, "ipython")))

@@ -52,7 +52,8 @@ static int markers_of(rw_tool_format f, const marker **out) {
         out[n++] = &M_NEMOTRON;
         out[n++] = &M_MISTRAL;
         break;
-    case RW_TOOL_FMT_NONE: break;
+    case RW_TOOL_FMT_NONE:
+    case RW_TOOL_FMT_HARMONY: break; /* harmony.c parses it */
     }
     return n;
 }
@@ -92,6 +93,7 @@ struct rw_chat_output {
     bool finished;
     rw_chat_event_fn fn;
     void *user;
+    rw_chat__harmony *hm; /* RW_TOOL_FMT_HARMONY: the parser the text goes to instead; owned */
 };
 
 const char *rw_tool_format_name(rw_tool_format f) {
@@ -102,12 +104,13 @@ const char *rw_tool_format_name(rw_tool_format f) {
     case RW_TOOL_FMT_HERMES: return "hermes";
     case RW_TOOL_FMT_LLAMA3: return "llama3";
     case RW_TOOL_FMT_GRANITE: return "granite";
+    case RW_TOOL_FMT_HARMONY: return "harmony";
     }
     return "?";
 }
 
 bool rw_tool_format_parse(const char *name, rw_tool_format *out) {
-    for (int f = RW_TOOL_FMT_NONE; f <= RW_TOOL_FMT_GRANITE; f++)
+    for (int f = RW_TOOL_FMT_NONE; f <= RW_TOOL_FMT_HARMONY; f++)
         if (!strcmp(name, rw_tool_format_name((rw_tool_format)f))) {
             *out = (rw_tool_format)f;
             return true;
@@ -169,6 +172,10 @@ rw_status rw_chat_output_new(const rw_chat_output_opts *o, rw_chat_output **out,
             p->tools = NULL;
         }
     }
+    if (p->fmt == RW_TOOL_FMT_HARMONY && rw_chat__harmony_new(p->reasoning, p->id_prefix, p->id_seed, &p->hm)) {
+        rw_chat_output_free(p);
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
     if (p->fmt == RW_TOOL_FMT_NONE && !p->reasoning) p->state = S_PASS;
     else if (p->reasoning && o->in_reasoning) p->state = S_REASON_LEAD;
     else p->state = S_START;
@@ -184,12 +191,14 @@ void rw_chat_output_free(rw_chat_output *p) {
     json_decref(p->tools);
     free(p->pend);
     free(p->xname);
+    rw_chat__harmony_free(p->hm);
     free(p);
 }
 
-int rw_chat_output_n_calls(const rw_chat_output *p) { return p->n_calls; }
+int rw_chat_output_n_calls(const rw_chat_output *p) { return p->hm ? rw_chat__harmony_n_calls(p->hm) : p->n_calls; }
 
 bool rw_chat_output_in_reasoning(const rw_chat_output *p) {
+    if (p->hm) return rw_chat__harmony_in_reasoning(p->hm);
     return p->state == S_REASON || p->state == S_REASON_LEAD;
 }
 
@@ -215,10 +224,12 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static void make_id(const rw_chat_output *p, int index, char id[128]) {
-    uint64_t a = mix(p->id_seed ^ mix((uint64_t)index)), b = mix(a);
-    snprintf(id, 128, "%.80s%016llx%08llx", p->id_prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+void rw_chat__call_id(const char *prefix, uint64_t seed, int index, char id[128]) {
+    uint64_t a = mix(seed ^ mix((uint64_t)index)), b = mix(a);
+    snprintf(id, 128, "%.80s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
 }
+
+static void make_id(const rw_chat_output *p, int index, char id[128]) { rw_chat__call_id(p->id_prefix, p->id_seed, index, id); }
 
 static rw_status emit_calls(rw_chat_output *p, rw_chat__calls *c) {
     for (int i = 0; i < c->n; i++) {
@@ -869,6 +880,10 @@ static rw_status run(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_erro
 
 rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, rw_chat_event_fn fn, void *user,
                               rw_error *err) {
+    if (p->hm) {
+        rw_status s = rw_chat__harmony_feed(p->hm, text, len, false, fn, user);
+        return s ? rw_errorf(err, s, "harmony output: %s", rw_status_name(s)) : RW_OK;
+    }
     if (p->n + len + 1 > p->cap) {
         size_t cap = p->cap ? p->cap : 256;
         while (cap < p->n + len + 1) cap *= 2;
@@ -884,6 +899,10 @@ rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, r
 }
 
 rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err) {
+    if (p->hm) {
+        rw_status s = rw_chat__harmony_feed(p->hm, "", 0, true, fn, user);
+        return s ? rw_errorf(err, s, "harmony output: %s", rw_status_name(s)) : RW_OK;
+    }
     if (!p->pend) {
         p->pend = malloc(1);
         if (!p->pend) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");

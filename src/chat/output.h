@@ -73,6 +73,7 @@ typedef enum {
     RW_TOOL_FMT_HERMES,
     RW_TOOL_FMT_LLAMA3,
     RW_TOOL_FMT_GRANITE,
+    RW_TOOL_FMT_HARMONY, /* gpt-oss: channels and recipients (chat/harmony.c) */
 } rw_tool_format;
 
 typedef enum {
@@ -80,7 +81,7 @@ typedef enum {
     RW_REASONING_DEEPSEEK, /* think blocks go to reasoning (llama-server's default "deepseek") */
 } rw_reasoning_format;
 
-/* "none", "generic", "qwen-xml", "hermes", "llama3", "granite" (the names of
+/* "none", "generic", "qwen-xml", "hermes", "llama3", "granite", "harmony" (the names of
  * --tool-format); parse returns false for an unknown name. */
 const char *rw_tool_format_name(rw_tool_format f);
 bool rw_tool_format_parse(const char *name, rw_tool_format *out);

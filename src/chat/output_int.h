@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "chat/output.h"
 
@@ -86,5 +87,21 @@ size_t rw_chat__json_escape(const char *s, size_t n, bool final, char **out, siz
  * with up to 15 digits (all of them in practice) comes back as written
  * (1.1, not jansson's default 1.1000000000000001). */
 #define RW_CHAT_ARGS_DUMP (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
+/* A tool call's id: prefix + 24 hex digits from seed and the call's index
+ * (reproducible for a seed). */
+void rw_chat__call_id(const char *prefix, uint64_t seed, int index, char id[128]);
+
+/* harmony.c: the parser of RW_TOOL_FMT_HARMONY output (gpt-oss), which
+ * rw_chat_output hands its text to. */
+typedef struct rw_chat__harmony rw_chat__harmony;
+rw_status rw_chat__harmony_new(bool reasoning, const char *id_prefix, uint64_t id_seed, rw_chat__harmony **out);
+void rw_chat__harmony_free(rw_chat__harmony *h);
+/* Appends text and sends the events it decides; finished: the text is
+ * complete (what is held is decided now). */
+rw_status rw_chat__harmony_feed(rw_chat__harmony *h, const char *text, size_t len, bool finished, rw_chat_event_fn fn,
+                                void *user);
+int rw_chat__harmony_n_calls(const rw_chat__harmony *h);
+bool rw_chat__harmony_in_reasoning(const rw_chat__harmony *h);
 
 #endif

@@ -137,6 +137,10 @@ typedef struct {
      * e.g. "</think>"), or NULL for the whole output. Until the output has
      * written it, anything but end-of-generation may come (constraint.h). */
     const char *grammar_after;
+    /* The output's text holds control tokens as their text (a format whose
+     * markers are control tokens, as harmony's <|channel|>), else they are
+     * dropped from it. */
+    bool render_special;
 } rw_gen_params;
 
 typedef enum {

@@ -114,11 +114,11 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
     else {
         char buf[256];
         const size_t from = r->held_len;
-        size_t n = rw_detok_stream_feed(e->tok, &r->detok, tok, false, buf, sizeof buf);
+        size_t n = rw_detok_stream_feed(e->tok, &r->detok, tok, r->p.render_special, buf, sizeof buf);
         if (n <= sizeof buf) oom = !held_append(r, buf, n);
         else {
             char *big = malloc(n);
-            oom = !big || rw_detok_stream_feed(e->tok, &r->detok, tok, false, big, n) != n || !held_append(r, big, n);
+            oom = !big || rw_detok_stream_feed(e->tok, &r->detok, tok, r->p.render_special, big, n) != n || !held_append(r, big, n);
             free(big);
         }
         long at = oom ? -1 : find_stop(r, from);
@@ -217,7 +217,7 @@ bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n) {
     size_t at = r->held_len; /* offsets from held's start: a stop string may begin in held */
     for (int i = 0; i < n; i++) {
         char text[256];
-        size_t k = rw_detok_stream_feed(r->tok, &d, drafts[i], false, text, sizeof text);
+        size_t k = rw_detok_stream_feed(r->tok, &d, drafts[i], r->p.render_special, text, sizeof text);
         if (k > sizeof text) return false; /* too long to check: draft on */
         if (rw_engine__stopm_feed(r->stopm, &state, text, k, at) >= 0) return true;
         at += k;

@@ -271,8 +271,12 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         goto done;
     }
-    /* how the output is parsed: the tool format only when there are tools */
-    r->out = (rw_chat_output_opts){.tool_format = tools ? s->tool_fmt : RW_TOOL_FMT_NONE,
+    /* how the output is parsed: the tool format only when there are tools;
+     * harmony always (its channels part reasoning from the answer), and its
+     * markers are control tokens, so the output renders them as text */
+    const bool harmony = s->tool_fmt == RW_TOOL_FMT_HARMONY;
+    r->gp.render_special = harmony;
+    r->out = (rw_chat_output_opts){.tool_format = tools || harmony ? s->tool_fmt : RW_TOOL_FMT_NONE,
                                    .reasoning = s->reasoning_fmt,
                                    .think_open = s->caps.think_open,
                                    .think_close = s->caps.think_close};
@@ -285,6 +289,12 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         goto done;
     }
     r->out.tools_json = r->tools_json;
+    if (r->force && harmony) { /* its markers are control tokens, which grammars do not match */
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, "tool_choice",
+                          "a forced tool call (tool_choice \"required\" or a named function) is not supported with the "
+                          "harmony format (gpt-oss) yet; use \"auto\"");
+        goto done;
+    }
     if (r->force) { /* a forced call: a grammar over the model's own call format */
         rw_error gerr = {0};
         /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
