@@ -136,6 +136,8 @@ typedef struct {
     /* > 0: sliding-window attention, the query at position p sees only
      * positions p-window+1..p (rw_attn_pages.first); 0: all of 0..p */
     int64_t window;
+    /* NULL, or one sink logit per query head ([n_head]; rw_attn_pages.sinks) */
+    const float *sinks;
 } rw_attn_kv;
 
 /* Causal GQA attention of n_q new tokens at positions pos0..pos0+n_q-1 of one

@@ -66,6 +66,7 @@ void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, i
     float mx = -INFINITY;
     for (int64_t j = first; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
+    if (kv->sinks && kv->sinks[0] > mx) mx = kv->sinks[0];
     double sum = 0.0;
     for (int64_t j = b0; j < n_pos; j += 16) {
         float e[16];
@@ -75,6 +76,7 @@ void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, i
         }
         sum += (double)rw_reduce16_ref(e);
     }
+    if (kv->sinks) sum += (double)expf(kv->sinks[0] - mx); /* the sink's share of the denominator, after the sum */
     const float inv = (float)(1.0 / sum);
     for (int64_t j = b0; j < n_pos; j++) scores[j] *= inv;
     for (int i = 0; i < hd_v; i++) {

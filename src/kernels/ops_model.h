@@ -56,6 +56,13 @@ typedef struct {
      * 0, so the sums keep the block structure of the unmasked case and the
      * cost is that of the window, not of n_pos. */
     int64_t first;
+    /* Attention sinks (gpt-oss): NULL, or one extra logit per query head
+     * that joins the softmax's max and denominator but has no value, so the
+     * weights sum to less than 1 (ggml's soft_max with sinks: the max
+     * includes it, expf(sink - max) is added after the numerators' sum).
+     * The head computed by rw_attn_head_paged reads sinks[0]; head h of an
+     * AVX-512 group (ops_int.h) reads sinks[h]. Not scaled, not masked. */
+    const float *sinks;
 } rw_attn_pages;
 
 /* scores: n_pos floats of scratch. out: hd_v floats. */
