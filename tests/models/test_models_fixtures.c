@@ -31,6 +31,14 @@ typedef struct {
     double top1_min;     /* fraction of prompt rows whose argmax must match */
 } fixture;
 
+/* The fraction of rows a file may have past its max, the rms still within
+ * its rms: gpt-oss's quantized files, whose hard top-k routing switches an
+ * expert when one activation rounds the other way (its README: at most 2 %
+ * of rows past the Q8_0 tolerance); none for the others. */
+static double rows_over(const fixture *fx) {
+    return !strcmp(fx->model, "gpt-oss") && strcmp(fx->type, "F32") ? 0.02 : 0.0;
+}
+
 /* Tolerances from ../shared/fixtures/README.md. Quantized files: top-1 must
  * agree on every row whose golden top1-top2 margin is at least TOP1_MARGIN
  * (rows closer to a tie may flip with one activation rounded the other way);
@@ -90,6 +98,10 @@ static const fixture FIXTURES[] = {
     {"gemma3", "F32", 3e-2, 5e-3, 1.0},
     {"gemma3", "Q8_0", 0.6, 0.1, 0.97},
     {"gemma3", "Q4_K_M", 1.0, 0.1, 0.97},
+    /* gpt-oss: sinks, alternating sliding windows, top-2 MoE with swiglu-oai */
+    {"gpt-oss", "F32", 1e-3, 1e-4, 1.0},
+    {"gpt-oss", "Q8_0", 0.6, 0.1, 0.97},
+    {"gpt-oss", "MXFP4_MOE", 0.6, 0.1, 0.97},
 };
 
 /* F32 layer outputs: |d| <= abs + rel*|ref| everywhere and rms <= rms;
@@ -120,6 +132,16 @@ static diff compare(const float *a, const float *b, size_t n) {
     }
     d.rms = sqrt(d.rms / (double)n);
     return d;
+}
+
+/* Whether logits a (rows of V) meet fx's tolerance against b: rms over
+ * all, and max on every row but a fraction rows_over(fx) of them. */
+static bool within(const fixture *fx, const float *a, const float *b, int64_t rows, int64_t V, diff d, const char *what) {
+    int64_t over = 0;
+    for (int64_t r = 0; r < rows; r++) over += !(compare(a + r * V, b + r * V, (size_t)V).max <= fx->max);
+    if (over) printf("%s-%s %s: %lld of %lld rows past max %g\n", fx->model, fx->type, what, (long long)over,
+                     (long long)rows, fx->max);
+    return d.rms <= fx->rms && (double)over <= rows_over(fx) * (double)rows;
 }
 
 static float *load_f32(const char *rel, size_t n) {
@@ -189,8 +211,8 @@ static void check_file(const fixture *fx) {
     if (gold_batch && gold_seq && sb && ss) {
         diff db = compare(batch, gold_batch, nl), ds = compare(step, gold_seq, nl);
         printf("%-14s batch max %.3g rms %.3g | step max %.3g rms %.3g\n", name, db.max, db.rms, ds.max, ds.rms);
-        CHECK_MSG(db.max <= fx->max && db.rms <= fx->rms, "%s batch: max %g rms %g", name, db.max, db.rms);
-        CHECK_MSG(ds.max <= fx->max && ds.rms <= fx->rms, "%s step: max %g rms %g", name, ds.max, ds.rms);
+        CHECK_MSG(within(fx, batch, gold_batch, n, V, db, "batch"), "%s batch: max %g rms %g", name, db.max, db.rms);
+        CHECK_MSG(within(fx, step, gold_seq, n, V, ds, "step"), "%s step: max %g rms %g", name, ds.max, ds.rms);
         /* batch invariance: every row bitwise equal */
         CHECK_MSG(memcmp(batch, step, nl * sizeof(float)) == 0, "%s: batch and step logits differ", name);
         /* top-1 per prompt row */
