@@ -149,6 +149,27 @@ void rw_rope_cache(float pos, int n_rot, float base, float freq_scale, const flo
     }
 }
 
+void rw_rope_cache_yarn(float pos, int n_rot, float base, float freq_scale, float ext_factor, const float corr[2],
+                        float attn_factor, float *cs) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float mscale = attn_factor;
+    if (ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+    const float span = corr[1] - corr[0] > 0.001f ? corr[1] - corr[0] : 0.001f;
+    float theta = pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        const float interp = freq_scale * theta;
+        float t = interp;
+        if (ext_factor != 0.0f) {
+            const float y = ((float)i - corr[0]) / span;
+            const float ramp = (1 - (1 < (0 > y ? 0 : y) ? 1 : (0 > y ? 0 : y))) * ext_factor;
+            t = interp * (1 - ramp) + theta * ramp;
+        }
+        cs[2 * i] = cosf(t) * mscale;
+        cs[2 * i + 1] = sinf(t) * mscale;
+        theta *= theta_scale;
+    }
+}
+
 void rw_rope(float *x, int n_rot, bool neox, const float *cs) {
     const int half = n_rot / 2;
     for (int i = 0; i < half; i++) {
