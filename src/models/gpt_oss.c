@@ -25,8 +25,9 @@
  * rewind to any position, state files and batching are those of a dense
  * model.
  *
- * Not implemented: YaRN RoPE scaling (hparams.c refuses it), which the
- * released gpt-oss files use; a separate rope.freq_base_swa. */
+ * RoPE scaling as hparams.c reads it (the released files use YaRN: factor
+ * 32 over 4096 positions). Not implemented: a rope.freq_base_swa other than
+ * rope.freq_base (refused). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -465,10 +465,89 @@ static void check_exact(const char *model, const char *type, rw_numerics nm) {
     rw_numerics_set(RW_NUMERICS_AUTO);
 }
 
+/* YaRN as the released gpt-oss files use it (rope.scaling.type yarn,
+ * factor 32, original context 4096), on the gpt-oss F32 fixture with those
+ * three keys added: llama.cpp's log-probabilities (llama-server at the
+ * fixtures' commit, F32 KV cache, no flash attention, greedy) of its top 3
+ * tokens after the prompt and after each of its next five greedy tokens.
+ * Without YaRN the first token is another one (255). Measured: 1.5e-5. */
+static void check_gpt_oss_yarn(void) {
+    static const int32_t next[6] = {330, 296, 436, 373, 475, 365};
+    static const struct {
+        int32_t id;
+        double lp;
+    } top[6][3] = {{{330, -0.746855}, {255, -0.772183}, {333, -3.767371}},
+                   {{296, -0.890466}, {331, -0.952036}, {303, -2.422531}},
+                   {{436, -0.527533}, {497, -1.645638}, {105, -2.287626}},
+                   {{373, -0.035622}, {129, -5.180344}, {251, -5.228048}},
+                   {{475, -0.418277}, {474, -1.141828}, {469, -4.795848}},
+                   {{365, -0.210831}, {37, -3.053923}, {143, -3.296568}}};
+    rw_error err = {0};
+    rw_gguf *src = NULL, *g = NULL;
+    rw_model *m = NULL;
+    char *buf = NULL;
+    size_t size = 0;
+    if (rw_gguf_open(rw_test_fixture_path("gpt-oss/gpt-oss-F32.gguf"), &src, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    rw_gguf_writer *w = rw_gguf_writer_new();
+    for (size_t i = 0; i < rw_gguf_n_kv(src); i++) {
+        const rw_gguf_kv *kv = rw_gguf_kv_at(src, i);
+        rw_gguf_writer_add_kv(w, kv->key, &kv->value, &err);
+    }
+    rw_gguf_writer_add_str(w, "gpt-oss.rope.scaling.type", "yarn", &err);
+    rw_gguf_writer_add_f32(w, "gpt-oss.rope.scaling.factor", 32.0f, &err);
+    rw_gguf_writer_add_u32(w, "gpt-oss.rope.scaling.original_context_length", 4096, &err);
+    for (size_t i = 0; i < rw_gguf_n_tensors(src); i++) {
+        const rw_gguf_tensor *t = rw_gguf_tensor_at(src, i);
+        rw_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, NULL, NULL, &err);
+    }
+    FILE *f = open_memstream(&buf, &size);
+    rw_status st = rw_gguf_writer_write_stream(w, f, &err);
+    fclose(f);
+    rw_gguf_writer_free(w);
+    if (!st) st = rw_gguf_open_memory(buf, size, &g, &err);
+    if (!st) st = rw_model_load(g, &m, &err);
+    CHECK_MSG(st == RW_OK, "gpt-oss yarn: %s", err.msg);
+    json_error_t jerr;
+    json_t *js = st ? NULL : json_load_file(rw_test_fixture_path("gpt-oss/gpt-oss-F32.json"), 0, &jerr);
+    if (js) {
+        json_t *jids = json_object_get(js, "prompt_ids");
+        const int64_t np = (int64_t)json_array_size(jids), n = np + 5, V = rw_model_get_hparams(m)->n_vocab;
+        int32_t *ids = malloc((size_t)n * sizeof *ids);
+        for (int64_t i = 0; i < np; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+        memcpy(ids + np, next, 5 * sizeof *ids);
+        float *logits = malloc((size_t)(n * V) * sizeof *logits);
+        rw_model_seq *s = run(m, RW_KV_F32, ids, n, false, logits, NULL);
+        double worst = 0;
+        for (int k = 0; s && k < 6; k++) {
+            const float *row = logits + (np - 1 + k) * V;
+            CHECK_MSG(rw_argmax(row, V) == next[k], "gpt-oss yarn: greedy token %d is %d, llama.cpp's %d", k,
+                      (int)rw_argmax(row, V), (int)next[k]);
+            double mx = row[0], sum = 0;
+            for (int64_t v = 1; v < V; v++) mx = fmax(mx, row[v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(row[v] - mx);
+            for (int j = 0; j < 3; j++) worst = fmax(worst, fabs(row[top[k][j].id] - mx - log(sum) - top[k][j].lp));
+        }
+        printf("gpt-oss yarn   log-probabilities max diff %.3g from llama.cpp's\n", worst);
+        CHECK_MSG(s && worst < 1e-4, "gpt-oss yarn: log-probabilities %g from llama.cpp's", worst);
+        rw_model_seq_free(s);
+        free(ids);
+        free(logits);
+        json_decref(js);
+    }
+    rw_model_free(m);
+    rw_gguf_close(g);
+    free(buf);
+    rw_gguf_close(src);
+}
+
 int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     if (!rw_test_sanitized()) check_qwen3next_legacy();
     check_order_policy();
+    check_gpt_oss_yarn();
     if (!rw_test_sanitized()) check_mixed_file_order();
     const size_t n = sizeof FIXTURES / sizeof FIXTURES[0];
     /* RW_FIXTURE_MODEL=lfm2 (say) checks that model's files only, also
