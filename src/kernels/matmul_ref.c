@@ -188,7 +188,11 @@ static float dot_iq4_nl(int64_t n, const void *wp, const void *xp) {
     DOT32_LANES(rw_block_iq4_nl, rw_block_q8_0, iq4_nl_value, DOT32_NO_MIN_LANES)
 }
 
-/* MXFP4 as IQ4_NL, its scale d = 2^(e - 128): the product d * dx is exact. */
+/* MXFP4 as IQ4_NL, its scale d = 2^(e - 128): the product d * dx is exact.
+ * For an even number of blocks this is also ggml's x86 MXFP4 order (even
+ * and odd blocks in two 8-lane accumulators, added, then hsum), so the
+ * ggml numerics need no kernel of their own; ggml adds an odd last block
+ * after the hsum instead. */
 static float dot_mxfp4(int64_t n, const void *wp, const void *xp) {
     DOT32_LANES_D(rw_block_mxfp4, rw_block_q8_0, mxfp4_value, DOT32_NO_MIN_LANES, rw_e8m0_half(w[b].e))
 }
