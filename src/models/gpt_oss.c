@@ -73,7 +73,8 @@ static rw_status oss_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hp
         (st = get_u32(g, "attention.sliding_window_pattern", false, 2, &pattern, err)) ||
         (st = get_u32(g, "expert_feed_forward_length", true, 0, &ff, err)))
         return st;
-    if (swa > (1u << 30)) return rw_errorf(err, RW_ERR_FORMAT, "invalid metadata " A ".attention.sliding_window = %u", swa);
+    if (swa > (1u << 30))
+        return rw_errorf(err, RW_ERR_FORMAT, "invalid metadata " A ".attention.sliding_window = %u", swa);
     if (pattern > 4096)
         return rw_errorf(err, RW_ERR_FORMAT, "invalid metadata " A ".attention.sliding_window_pattern = %u", pattern);
     if (ff == 0 || ff > (1u << 20))
@@ -82,8 +83,10 @@ static rw_status oss_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hp
         float b;
         if ((st = rw_gguf_get_f32(g, A ".rope.freq_base_swa", &b, err))) return st;
         if (b != hp->rope_base)
-            return rw_errorf(err, RW_ERR_UNSUPPORTED, A ".rope.freq_base_swa = %g differs from rope.freq_base = %g, "
-                             "which is not supported", b, hp->rope_base);
+            return rw_errorf(err, RW_ERR_UNSUPPORTED,
+                             A ".rope.freq_base_swa = %g differs from rope.freq_base = %g, "
+                               "which is not supported",
+                             b, hp->rope_base);
     }
     hp->n_swa = (int)swa;
     hp->swa_pattern = (int)pattern;
@@ -106,14 +109,14 @@ static rw_status bind_experts(const rw_model *m, const char *name, int64_t n_in,
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
     if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
     if (t->n_dims != 3 || t->ne[0] != (uint64_t)n_in || t->ne[1] != (uint64_t)n_out || t->ne[2] != (uint64_t)ne)
-        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape {%llu, %llu, %llu}, expected {%lld, %lld, %lld}", name,
-                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape {%llu, %llu, %llu}, expected {%lld, %lld, %lld}",
+                         name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
                          (long long)n_in, (long long)n_out, (long long)ne);
     if (!rw_matmul_supports(t->type))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has unsupported type %s", name, rw_dtype_name(t->type));
     if (n_in % (int64_t)rw_dtype_block_size(t->type))
-        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s: rows of %lld are not whole blocks of %s", name, (long long)n_in,
-                         rw_dtype_name(t->type));
+        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s: rows of %lld are not whole blocks of %s", name,
+                         (long long)n_in, rw_dtype_name(t->type));
     *out = t;
     return RW_OK;
 }
@@ -177,6 +180,11 @@ static rw_status oss_bind(rw_model *m, rw_error *err) {
     if (ne == 0 || ne > 4096 || nu == 0 || nu > ne)
         return rw_errorf(err, RW_ERR_FORMAT, "invalid MoE metadata (experts %u, used %u)", ne, nu);
     x->n_expert = (int)ne, x->n_used = (int)nu, x->ff = hp->n_ff;
+    /* the experts' activations of a pass, carved from the scratch's work
+     * block (oss_moe_ffn): per token k slots of [gate | up] and of output */
+    const int64_t moe_floats = (int64_t)nu * (2 * (int64_t)hp->n_ff + hp->n_embd);
+    const int64_t attn_floats = rw_models__attn_work_floats(hp);
+    m->arch_work_floats = moe_floats > attn_floats ? moe_floats : attn_floats;
     if ((st = rw_models__bind_common(m, err))) return st;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     x->moe = calloc((size_t)hp->n_layer, sizeof *x->moe);
@@ -202,8 +210,8 @@ static rw_matrix expert(const rw_model *m, const rw_gguf_tensor *t, int e) {
  * (token t's j-th expert sel[s]) reads row x_row(s) of x and writes row s
  * of y. One grouped call, a group per expert with its slots in order; each
  * slot's row is bitwise what a one-row matmul gives (kernels/matmul.h). */
-static rw_status experts_matmul(const rw_model *m, const rw_gguf_tensor *t, const int32_t *sel, int64_t n_slots,
-                                int k, bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
+static rw_status experts_matmul(const rw_model *m, const rw_gguf_tensor *t, const int32_t *sel, int64_t n_slots, int k,
+                                bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
                                 int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
     const oss *o = m->ext;
     /* rows: per expert its slots (y rows) then, after n_slots, their x rows */
@@ -218,8 +226,8 @@ static rw_status experts_matmul(const rw_model *m, const rw_gguf_tensor *t, cons
                 at++;
             }
         if (at == start) continue;
-        groups[ng++] = (rw_matmul_group){.data = expert(m, t, e).data, .x_rows = xr + start, .y_rows = yr + start,
-                                         .n_rows = at - start};
+        groups[ng++] = (rw_matmul_group){
+            .data = expert(m, t, e).data, .x_rows = xr + start, .y_rows = yr + start, .n_rows = at - start};
     }
     const rw_matrix w = expert(m, t, 0);
     return rw_matmul_grouped(&w, groups, ng, x, x_stride, y, y_stride, pool, err);
@@ -231,13 +239,16 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error 
     const oss_moe *M = &x->moe[il];
     const int E = m->hp.n_embd, N = x->n_expert, k = x->n_used, F = x->ff;
     const int64_t n = bt->n, ns = n * k;
-    /* owned here, freed before returning */
+    rw_status st = rw_models__work_ready(m, n, A " experts", err);
+    if (st) return st;
+    /* from the work block: gate and up of every slot [ns][2F], the experts'
+     * outputs [ns][E] (oss_bind sized it); the routing owned here, freed
+     * before returning */
+    float *gu = m->sc.work, *y = gu + ns * 2 * F;
     float *logits = malloc((size_t)(n * N) * sizeof *logits), *w = malloc((size_t)ns * sizeof *w);
-    float *gu = malloc((size_t)(ns * 2 * F) * sizeof *gu), *y = malloc((size_t)(ns * E) * sizeof *y);
     int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
     rw_matmul_group *groups = malloc((size_t)N * sizeof *groups);
-    rw_status st = RW_OK;
-    if (!logits || !w || !gu || !y || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    if (!logits || !w || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if (!st) st = mdl_matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
     for (int64_t t = 0; t < n && !st; t++) {
         float *l = logits + t * N;
@@ -245,8 +256,10 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error 
         rw_moe_route_topk_softmax(l, N, k, sel + t * k, w + t * k);
     }
     /* gate and up of every slot, [ns][2F]: gate at 0, up at F */
-    if (!st) st = experts_matmul(m, M->gate_exps, sel, ns, k, true, m->sc.xn, E, gu, 2 * F, rows, groups, bt->pool, err);
-    if (!st) st = experts_matmul(m, M->up_exps, sel, ns, k, true, m->sc.xn, E, gu + F, 2 * F, rows, groups, bt->pool, err);
+    if (!st)
+        st = experts_matmul(m, M->gate_exps, sel, ns, k, true, m->sc.xn, E, gu, 2 * F, rows, groups, bt->pool, err);
+    if (!st)
+        st = experts_matmul(m, M->up_exps, sel, ns, k, true, m->sc.xn, E, gu + F, 2 * F, rows, groups, bt->pool, err);
     for (int64_t s = 0; s < ns && !st; s++) {
         float *g = gu + s * 2 * F, *u = g + F;
         const float *gb = M->gate_b + (int64_t)sel[s] * F, *ub = M->up_b + (int64_t)sel[s] * F;
@@ -266,7 +279,7 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error 
             }
         }
     }
-    free(logits), free(w), free(gu), free(y), free(sel), free(rows), free(groups);
+    free(logits), free(w), free(sel), free(rows), free(groups);
     return st;
 }
 
