@@ -128,7 +128,7 @@ bool rw_matmul_supports(rw_dtype t) { return rw_mm_kernel_ref(t) != NULL; }
 rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
     switch (t) {
     case RW_TYPE_F32: case RW_TYPE_F16: case RW_TYPE_BF16: return t;
-    case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q8_0: case RW_TYPE_IQ4_NL: return RW_TYPE_Q8_0;
+    case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q8_0: case RW_TYPE_IQ4_NL: case RW_TYPE_MXFP4: return RW_TYPE_Q8_0;
     case RW_TYPE_Q4_1: case RW_TYPE_Q5_1: return RW_TYPE_Q8_1;
     default: return RW_TYPE_Q8_K;
     }

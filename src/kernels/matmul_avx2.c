@@ -14,7 +14,7 @@
  * neighbours into 32-bit lanes. vpmaddubsw saturates at 2^15, so weights
  * enter it as small unsigned values (Q4_0 +8, Q5_0 +16, Q4_1, Q5_1, the
  * K-quants but IQ4_XS: at most 63, pair sums < 2^15) and the types with
- * full-range signed weights (Q8_0, IQ4_NL, IQ4_XS) use the sign trick
+ * full-range signed weights (Q8_0, IQ4_NL, IQ4_XS, MXFP4) use the sign trick
  * |w| * (x * sign(w)); where the AVX-512 tier's lanes hold biased sums
  * (IQ4_XS: +128), the bias is added back exactly.
  *
@@ -22,7 +22,7 @@
  *  - F32, F16: 32 lanes (four 8-lane accumulators), one fma per element;
  *    BF16: 32 lanes of element pairs, vdpbf16ps as two fmas (odd element
  *    first; the instruction's flushing of subnormals is not reproduced);
- *  - Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL: 16 lanes, even blocks in lanes 0-7,
+ *  - Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4: 16 lanes, even blocks in lanes 0-7,
  *    odd ones in 8-15, one fma per lane and block (Q4_1/Q5_1: then the min
  *    term onto lane 0 of the block's half);
  *  - Q8_0: exact block sums, four accumulators (block b in (b % 8) / 2);
@@ -246,6 +246,13 @@ INLINE w_blk unpack_iq4_nl(const uint8_t *row, int64_t b) {
     return (w_blk){iq4_lookup(nibbles16(p->qs)), f16_to_f32(p->d), 0};
 }
 
+INLINE w_blk unpack_mxfp4(const uint8_t *row, int64_t b) {
+    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const rw_block_mxfp4 *p = (const rw_block_mxfp4 *)row + b;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_values));
+    return (w_blk){_mm256_shuffle_epi8(tab, nibbles16(p->qs)), rw_e8m0_half(p->e), 0};
+}
+
 /* 8 lanes of 4-product sums of w (unsigned, or signed if SIGNED) and x. */
 INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
     __m256i s16 = is_signed ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
@@ -318,6 +325,7 @@ BLOCK32_TILE(q4_1, unpack_q4_1, 0, B32_OURS_MIN)
 BLOCK32_TILE(q5_0, unpack_q5_0, 0, B32_OURS)
 BLOCK32_TILE(q5_1, unpack_q5_1, 0, B32_OURS_MIN)
 BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 1, B32_OURS)
+BLOCK32_TILE(mxfp4, unpack_mxfp4, 1, B32_OURS)
 BLOCK32_TILE(q8_0_ggml, unpack_q8_0, 1, B32_GGML)
 BLOCK32_TILE(q4_0_ggml, unpack_q4_0, 0, B32_GGML)
 BLOCK32_TILE(q5_0_ggml, unpack_q5_0, 0, B32_GGML)
@@ -734,6 +742,7 @@ TILE_DISPATCH(q4_1)
 TILE_DISPATCH(q5_0)
 TILE_DISPATCH(q5_1)
 TILE_DISPATCH(iq4_nl)
+TILE_DISPATCH(mxfp4)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 TILE_DISPATCH(q4_K)
@@ -759,6 +768,7 @@ K(q4_1, x_bytes_blk, convert_q8_1)
 K(q5_0, x_bytes_blk, convert_b16)
 K(q5_1, x_bytes_blk, convert_q8_1)
 K(iq4_nl, x_bytes_blk, convert_b0)
+K(mxfp4, x_bytes_blk, convert_b0)
 K(q2_K, x_bytes_q8_K, convert_q8_K)
 K(q3_K, x_bytes_q8_K, convert_q8_K)
 K(q4_K, x_bytes_q8_K, convert_q8_K)
@@ -802,6 +812,7 @@ const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t) {
     case RW_TYPE_Q5_0: return &kernel_q5_0;
     case RW_TYPE_Q5_1: return &kernel_q5_1;
     case RW_TYPE_IQ4_NL: return &kernel_iq4_nl;
+    case RW_TYPE_MXFP4: return &kernel_mxfp4;
     case RW_TYPE_Q2_K: return &kernel_q2_K;
     case RW_TYPE_Q3_K: return &kernel_q3_K;
     case RW_TYPE_Q4_K: return &kernel_q4_K;

@@ -3,7 +3,7 @@
  * Integer types multiply unsigned 8-bit weights by signed 8-bit activation
  * quants with vpdpbusd (4 products summed into each 32-bit lane). Weights
  * whose values are signed are biased into unsigned range (+8 for Q4_0, +16
- * for Q5_0, +128 for Q8_0 and IQ4_NL); the bias times the sum of the 4
+ * for Q5_0, +128 for Q8_0, IQ4_NL and MXFP4); the bias times the sum of the 4
  * activation quants of the lane is subtracted exactly, by starting the lane
  * from a precomputed -bias*sum, so integer results are exact.
  *
@@ -38,6 +38,7 @@
  * this one has the float types, the 32-element blocks and the tables.
  */
 #include "kernels/matmul_avx512_int.h"
+#include "kernels/quant_int.h"
 
 /* ==== Float types ======================================================== */
 
@@ -223,6 +224,20 @@ INLINE w_chunk unpack_iq4_nl(const uint8_t *row, int64_t c, int two) {
     return w;
 }
 
+/* MXFP4: its doubled E2M1 values plus 128, the block scales 2^(e - 128)
+ * (exact in f32, as the reference's). */
+INLINE w_chunk unpack_mxfp4(const uint8_t *row, int64_t c, int two) {
+    static const uint8_t mxfp4_plus128[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                              128, 127, 126, 125, 124, 122, 120, 116};
+    const rw_block_mxfp4 *b = (const rw_block_mxfp4 *)row + 2 * c;
+    __m512i nib = nibbles_2x16(b[0].qs, two ? b[1].qs : NULL, two);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_plus128));
+    const __m512 d =
+        _mm512_insertf32x8(_mm512_set1_ps(rw_e8m0_half(b[0].e)), _mm256_set1_ps(two ? rw_e8m0_half(b[1].e) : 0.0f), 1);
+    w_chunk w = {_mm512_shuffle_epi8(tab, nib), d, _mm512_setzero_ps()};
+    return w;
+}
+
 /* Q8_0 weights biased to unsigned (the activation's base removes 128 *
  * the lane's quant sum exactly). */
 INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
@@ -314,6 +329,7 @@ BLOCK32_TILE(q4_1, unpack_q4_1, b32_lanes_min, rw_block_q4_1)
 BLOCK32_TILE(q5_0, unpack_q5_0, b32_lanes, rw_block_q5_0)
 BLOCK32_TILE(q5_1, unpack_q5_1, b32_lanes_min, rw_block_q5_1)
 BLOCK32_TILE(iq4_nl, unpack_iq4_nl, b32_lanes, rw_block_iq4_nl)
+BLOCK32_TILE(mxfp4, unpack_mxfp4, b32_lanes, rw_block_mxfp4)
 BLOCK32_TILE_GGML(q8_0_ggml, unpack_q8_0, rw_block_q8_0)
 BLOCK32_TILE_GGML(q4_0_ggml, unpack_q4_0, rw_block_q4_0)
 BLOCK32_TILE_GGML(q5_0_ggml, unpack_q5_0, rw_block_q5_0)
@@ -332,6 +348,7 @@ TILE_DISPATCH(q4_1)
 TILE_DISPATCH(q5_0)
 TILE_DISPATCH(q5_1)
 TILE_DISPATCH(iq4_nl)
+TILE_DISPATCH(mxfp4)
 TILE_DISPATCH_FN(, rw_avx512_tile_q8_0_ggml, q8_0_ggml_impl) /* matmul_q8_0_avx512.c's kernel uses it */
 TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)
@@ -349,6 +366,7 @@ K(q4_1, x_bytes_chunks, convert_q8_1)
 K(q5_0, x_bytes_chunks, convert_q8_0_b16)
 K(q5_1, x_bytes_chunks, convert_q8_1)
 K(iq4_nl, x_bytes_chunks, convert_q8_0_b128)
+K(mxfp4, x_bytes_chunks, convert_q8_0_b128)
 K(q4_0_ggml, x_bytes_chunks, convert_q8_0_b8)
 K(q5_0_ggml, x_bytes_chunks, convert_q8_0_b16)
 K(q4_1_ggml, x_bytes_chunks, convert_q8_1)
@@ -365,6 +383,7 @@ const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t) {
     case RW_TYPE_Q5_0: return &kernel_q5_0;
     case RW_TYPE_Q5_1: return &kernel_q5_1;
     case RW_TYPE_IQ4_NL: return &kernel_iq4_nl;
+    case RW_TYPE_MXFP4: return &kernel_mxfp4;
     case RW_TYPE_Q2_K: return &rw_avx512_kernel_q2_K;
     case RW_TYPE_Q3_K: return &rw_avx512_kernel_q3_K;
     case RW_TYPE_Q4_K: return &rw_avx512_kernel_q4_K;

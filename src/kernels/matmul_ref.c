@@ -19,6 +19,7 @@
  *              products 4l .. 4l + 3 of block b, lane = fma(lsum, dw*dx,
  *              lane); Q4_1 Q5_1 then lane 8 * (b % 2) = fma(mw, sx, .);
  *              y = reduce16                      Q4_0 Q5_0 Q4_1 Q5_1 IQ4_NL
+ *              MXFP4 (its dw = 2^(e - 128), E8M0 halved)
  *   Q8_0       acc[k] = fma(isum_b, dw*dx, acc[k]), k = (b % 8) / 2;
  *              y = (acc0 + acc1) + (acc2 + acc3)
  *   Q2_K Q3_K IQ4_XS  16 integer lanes per super-block (the AVX-512
@@ -50,6 +51,9 @@
 
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
+
+/* MXFP4's table: the E2M1 values doubled (its scale is halved to match) */
+static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static float f16(rw_f16 h) { return rw_f16_to_f32(h); }
 
@@ -141,16 +145,22 @@ static int iq4_nl_value(const rw_block_iq4_nl *b, int j) {
     return iq4nl_values[j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4];
 }
 
+static int mxfp4_value(const rw_block_mxfp4 *b, int j) {
+    return mxfp4_values[j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4];
+}
+
 /* A 32-block type against Q8_0 (X_T) or Q8_1 activations: 16 lanes, block
  * b in lanes 8 * (b % 2) + l, each the exact sum of products 4l .. 4l + 3,
  * one fma per lane and block; MIN_STEP(b, lanes) adds block b's min term. */
-#define DOT32_LANES(W_T, X_T, VALUE, MIN_STEP)                                                         \
+#define DOT32_LANES(W_T, X_T, VALUE, MIN_STEP) DOT32_LANES_D(W_T, X_T, VALUE, MIN_STEP, f16(w[b].d))
+/* The same with the weight block's scale WD (an expression of b). */
+#define DOT32_LANES_D(W_T, X_T, VALUE, MIN_STEP, WD)                                                   \
     const W_T *w = wp;                                                                                 \
     const X_T *x = xp;                                                                                 \
     float acc[16] = {0};                                                                               \
     for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
         float *lanes = acc + 8 * (b % 2);                                                              \
-        const float d = f16(w[b].d) * f16(x[b].d);                                                     \
+        const float d = (WD) * f16(x[b].d);                                                            \
         for (int l = 0; l < 8; l++) {                                                                  \
             int32_t lsum = 0;                                                                          \
             for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
@@ -176,6 +186,15 @@ static float dot_q5_1(int64_t n, const void *wp, const void *xp) {
 }
 static float dot_iq4_nl(int64_t n, const void *wp, const void *xp) {
     DOT32_LANES(rw_block_iq4_nl, rw_block_q8_0, iq4_nl_value, DOT32_NO_MIN_LANES)
+}
+
+/* MXFP4 as IQ4_NL, its scale d = 2^(e - 128): the product d * dx is exact.
+ * For an even number of blocks this is also ggml's x86 MXFP4 order (even
+ * and odd blocks in two 8-lane accumulators, added, then hsum), so the
+ * ggml numerics need no kernel of their own; ggml adds an odd last block
+ * after the hsum instead. */
+static float dot_mxfp4(int64_t n, const void *wp, const void *xp) {
+    DOT32_LANES_D(rw_block_mxfp4, rw_block_q8_0, mxfp4_value, DOT32_NO_MIN_LANES, rw_e8m0_half(w[b].e))
 }
 
 /* Q8_0: the exact sum of each block, four accumulators, block b onto
@@ -415,6 +434,7 @@ REF_KERNEL(q5_0, x_bytes_q8_0, convert_q8_0)
 REF_KERNEL(q5_1, x_bytes_q8_1, convert_q8_1)
 REF_KERNEL(q8_0, x_bytes_q8_0, convert_q8_0)
 REF_KERNEL(iq4_nl, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(mxfp4, x_bytes_q8_0, convert_q8_0)
 REF_KERNEL(q2_K, x_bytes_q8_K, convert_q8_K)
 REF_KERNEL(q3_K, x_bytes_q8_K, convert_q8_K)
 REF_KERNEL(q4_K, x_bytes_q8_K, convert_q8_K)
@@ -433,6 +453,7 @@ const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t) {
     case RW_TYPE_Q5_1: return &kernel_q5_1;
     case RW_TYPE_Q8_0: return &kernel_q8_0;
     case RW_TYPE_IQ4_NL: return &kernel_iq4_nl;
+    case RW_TYPE_MXFP4: return &kernel_mxfp4;
     case RW_TYPE_Q2_K: return &kernel_q2_K;
     case RW_TYPE_Q3_K: return &kernel_q3_K;
     case RW_TYPE_Q4_K: return &kernel_q4_K;

@@ -81,6 +81,11 @@ void rw_silu(const float *x, float *y, int64_t n);
  * every tier. */
 void rw_geglu(float *g, const float *u, int64_t n);
 
+/* swiglu-oai (gpt-oss) in place, as llama.cpp's CPU backend: x = min(g,
+ * limit), y = clamp(u, -limit, limit), g = x / (1 + expf(alpha * -x)) *
+ * (y + 1), libm expf; one plain-C implementation for every tier. */
+void rw_swiglu_oai(float *g, const float *u, int64_t n, float alpha, float limit);
+
 /* sigmoid(x) = 1 / (1 + expf(-x)), libm expf as ggml's scalar loop. */
 void rw_sigmoid(const float *x, float *y, int64_t n);
 
@@ -136,6 +141,8 @@ typedef struct {
     /* > 0: sliding-window attention, the query at position p sees only
      * positions p-window+1..p (rw_attn_pages.first); 0: all of 0..p */
     int64_t window;
+    /* NULL, or one sink logit per query head ([n_head]; rw_attn_pages.sinks) */
+    const float *sinks;
 } rw_attn_kv;
 
 /* Causal GQA attention of n_q new tokens at positions pos0..pos0+n_q-1 of one
@@ -250,6 +257,11 @@ void rw_ssm_scan(float *states, int n_head, int n_group, int hd, int ds, int64_t
  * 6.103515625e-5) when normalize (the sum in double, as ggml_sum_rows; the
  * Qwen MoE rule), then times scale (1 for none). probs: n_expert floats of
  * scratch (holds p afterwards). 1 <= k <= n_expert. */
+/* Routes one token as gpt-oss does: the k largest logits (ties to the lower
+ * index, ids in decreasing order), weights = rw_softmax over those k logits
+ * only (llama.cpp's softmax-weight gating). 1 <= k <= n_expert. */
+void rw_moe_route_topk_softmax(const float *logits, int n_expert, int k, int32_t *ids, float *weights);
+
 void rw_moe_route(const float *logits, int n_expert, int k, bool normalize, float scale, int32_t *ids,
                   float *weights, float *probs);
 

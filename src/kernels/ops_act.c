@@ -43,6 +43,15 @@ void rw_geglu(float *g, const float *u, int64_t n) {
     }
 }
 
+void rw_swiglu_oai(float *g, const float *u, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        /* std::min and std::clamp's comparisons, so a NaN input passes as there */
+        const float x = limit < g[i] ? limit : g[i];
+        const float y = u[i] < -limit ? -limit : limit < u[i] ? limit : u[i];
+        g[i] = x / (1.0f + expf(alpha * -x)) * (y + 1.0f);
+    }
+}
+
 void rw_sigmoid(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
 }

@@ -29,7 +29,8 @@ static void attn_task(void *p, int64_t task, int thread) {
     const int64_t first = kv->window > 0 && n_pos > kv->window ? n_pos - kv->window : 0;
     const rw_attn_pages head = {.k_pages = kv->k_pages, .v_pages = kv->v_pages, .page_len = kv->page_len,
                                 .k_off = g * kv->k_head_stride, .v_off = g * kv->v_head_stride,
-                                .v_stride = kv->v_stride, .first = first};
+                                .v_stride = kv->v_stride, .first = first,
+                                .sinks = kv->sinks ? kv->sinks + h0 : NULL};
     const float *q = j->q + t * j->q_stride + (int64_t)h0 * j->hd_k;
     float *out = j->out + t * j->out_stride + (int64_t)h0 * j->hd_v;
     float *scores = j->scratch + (int64_t)thread * j->group * j->n_ctx;
@@ -37,9 +38,12 @@ static void attn_task(void *p, int64_t task, int thread) {
         rw_attn_group_avx512(q, j->group, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores, out);
         return;
     }
-    for (int h = 0; h < j->group; h++)
-        rw_attn_head_paged(q + (int64_t)h * j->hd_k, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores,
+    for (int h = 0; h < j->group; h++) {
+        rw_attn_pages one = head;
+        if (one.sinks) one.sinks += h;
+        rw_attn_head_paged(q + (int64_t)h * j->hd_k, &one, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores,
                            out + (int64_t)h * j->hd_v);
+    }
 }
 
 int64_t rw_attn_scratch_floats(int n_threads, int n_head, int n_head_kv, int64_t n_ctx) {

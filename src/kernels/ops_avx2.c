@@ -304,6 +304,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
+    if (kv->sinks && kv->sinks[0] > mx) mx = kv->sinks[0];
     /* softmax numerators; each 16-lane block (zeros past n_pos) summed in
      * float, blocks in double */
     const __m256 vmx = _mm256_set1_ps(mx);
@@ -327,6 +328,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
         }
         sum += (double)reduce16(e[0], e[1]);
     }
+    if (kv->sinks) sum += (double)expf(kv->sinks[0] - mx);
     const float inv = (float)(1.0 / sum);
     for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
     for (int i = 0; i < hd_v; i++) out[i] = dot_padded(kv, i, f16, scores, n_pos);

@@ -66,6 +66,7 @@ void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, i
     float mx = -INFINITY;
     for (int64_t j = first; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
+    if (kv->sinks && kv->sinks[0] > mx) mx = kv->sinks[0];
     double sum = 0.0;
     for (int64_t j = b0; j < n_pos; j += 16) {
         float e[16];
@@ -75,6 +76,7 @@ void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, i
         }
         sum += (double)rw_reduce16_ref(e);
     }
+    if (kv->sinks) sum += (double)expf(kv->sinks[0] - mx); /* the sink's share of the denominator, after the sum */
     const float inv = (float)(1.0 / sum);
     for (int64_t j = b0; j < n_pos; j++) scores[j] *= inv;
     for (int i = 0; i < hd_v; i++) {
@@ -143,6 +145,27 @@ void rw_rope_cache(float pos, int n_rot, float base, float freq_scale, const flo
         const float t = freq_scale * (theta / ff);
         cs[2 * i] = cosf(t);
         cs[2 * i + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+void rw_rope_cache_yarn(float pos, int n_rot, float base, float freq_scale, float ext_factor, const float corr[2],
+                        float attn_factor, float *cs) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float mscale = attn_factor;
+    if (ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+    const float span = corr[1] - corr[0] > 0.001f ? corr[1] - corr[0] : 0.001f;
+    float theta = pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        const float interp = freq_scale * theta;
+        float t = interp;
+        if (ext_factor != 0.0f) {
+            const float y = ((float)i - corr[0]) / span;
+            const float ramp = (1 - (1 < (0 > y ? 0 : y) ? 1 : (0 > y ? 0 : y))) * ext_factor;
+            t = interp * (1 - ramp) + theta * ramp;
+        }
+        cs[2 * i] = cosf(t) * mscale;
+        cs[2 * i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
     }
 }

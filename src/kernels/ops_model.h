@@ -56,6 +56,13 @@ typedef struct {
      * 0, so the sums keep the block structure of the unmasked case and the
      * cost is that of the window, not of n_pos. */
     int64_t first;
+    /* Attention sinks (gpt-oss): NULL, or one extra logit per query head
+     * that joins the softmax's max and denominator but has no value, so the
+     * weights sum to less than 1 (ggml's soft_max with sinks: the max
+     * includes it, expf(sink - max) is added after the numerators' sum).
+     * The head computed by rw_attn_head_paged reads sinks[0]; head h of an
+     * AVX-512 group (ops_int.h) reads sinks[h]. Not scaled, not masked. */
+    const float *sinks;
 } rw_attn_pages;
 
 /* scores: n_pos floats of scratch. out: hd_v floats. */
@@ -81,6 +88,13 @@ void rw_rmsnorm(const float *x, const float *w, int n, float eps, float *y);
  * head in place: (2i, 2i+1) for normal RoPE, (i, i + n_rot/2) for NEOX;
  * elements past n_rot are left alone. */
 void rw_rope_cache(float pos, int n_rot, float base, float freq_scale, const float *freq_factors, float *cs);
+/* The YaRN cache, as ggml's rope_yarn: pair i's angle mixes the interpolated
+ * freq_scale * theta_i and the extrapolated theta_i by ramp(i) * ext_factor,
+ * ramp 1 below corr[0] falling linearly to 0 at corr[1]; cos and sin times
+ * attn_factor * (1 + 0.1 ln(1 / freq_scale)). With ext_factor 0 it is
+ * rw_rope_cache times attn_factor. */
+void rw_rope_cache_yarn(float pos, int n_rot, float base, float freq_scale, float ext_factor, const float corr[2],
+                        float attn_factor, float *cs);
 void rw_rope(float *x, int n_rot, bool neox, const float *cs);
 
 /* SwiGLU in place: g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)).

@@ -128,6 +128,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
     int64_t j;
     for (j = first; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
+    if (kv->sinks && kv->sinks[0] > mx) mx = kv->sinks[0];
     /* softmax numerators; each 16-lane block summed in float, blocks in double */
     const __m512 vmx = _mm512_set1_ps(mx);
     double sum = 0.0;
@@ -138,6 +139,7 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
         _mm512_mask_storeu_ps(scores + j, m, e);
         sum += (double)_mm512_reduce_add_ps(e);
     }
+    if (kv->sinks) sum += (double)expf(kv->sinks[0] - mx);
     const float inv = (float)(1.0 / sum);
     for (j = b0; j < n_pos; j++) scores[j] *= inv;
     int i = 0;

@@ -14,6 +14,15 @@ static inline int rw_nearest_int(float x) {
     memcpy(&i, &v, 4);
     return (i & 0x007fffff) - 0x00400000;
 }
+/* MXFP4's block scale 2^(e - 128) (E8M0 halved, as its table holds the
+ * E2M1 values doubled): e < 2 gives an f32 subnormal. Exact. */
+static inline float rw_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 /* Activation rows for the Q8_0 / Q8_1 vec-dots, rounded as ggml's x86
  * build rounds them (quantize_ref.c); nb blocks of 32. */
 void rw_quantize_act_q8_0(const float *x, rw_block_q8_0 *y, int64_t nb);

@@ -32,6 +32,7 @@ rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float
         rw_attn_kv kv;
         rw_kv_attn_view(rw_kv_state_cache(st), 0, &kv);
         kv.window = mdl_layer_window(m, il);
+        kv.sinks = m->layers ? m->layers[il].attn_sinks : NULL;
         rw_attn_causal(&kv, q + g->row0 * dq, dq, g->pos0, g->n, hp->n_head, hp->n_head_kv, hdk, hdv, scale,
                        att + g->row0 * da, da, m->sc.scores, b->pool);
     }

@@ -85,6 +85,8 @@ rw_status rw_models__bind_common(rw_model *m, rw_error *err) {
     st = rw_models__bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);
     if (st) return st;
     m->hp.has_rope_freqs = m->rope_freqs != NULL;
+    if (m->rope_freqs && hp->yarn_ext_factor != 0.0f)
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "rope_freqs.weight with YaRN rope scaling is not supported");
     return RW_OK;
 }
 

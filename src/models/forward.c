@@ -101,9 +101,15 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
 void rw_models__rope_rows(rw_model *m, const mdl_batch *b) {
     const rw_model_hparams *hp = &m->hp;
     for (int i = 0; i < b->n_seg; i++)
-        for (int64_t t = 0; t < b->seg[i].n; t++)
-            rw_rope_cache((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
-                          m->sc.rope_cs + (b->seg[i].row0 + t) * hp->n_rot);
+        for (int64_t t = 0; t < b->seg[i].n; t++) {
+            float *cs = m->sc.rope_cs + (b->seg[i].row0 + t) * hp->n_rot;
+            if (hp->yarn_ext_factor != 0.0f)
+                rw_rope_cache_yarn((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale,
+                                   hp->yarn_ext_factor, hp->yarn_corr, hp->yarn_attn_factor, cs);
+            else
+                rw_rope_cache((float)(b->seg[i].pos0 + t), hp->n_rot, hp->rope_base, hp->rope_freq_scale, m->rope_freqs,
+                              cs);
+        }
 }
 
 /* Runs one pass over the rows of b (tokens at b->seg positions). Embedding

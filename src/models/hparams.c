@@ -41,8 +41,46 @@ static rw_status bad(rw_error *err, const char *arch, const char *name, const ch
     return rw_errorf(err, RW_ERR_FORMAT, "invalid metadata %s.%s = %lld: %s", arch, name, v, why);
 }
 
-/* Rope scaling: none or linear (positions divided by the factor). YaRN and
- * the others change the rotation itself and are not implemented. */
+/* YaRN's correction dimension of a rotation count (ggml_rope_yarn_corr_dim). */
+static float yarn_corr_dim(int n_dims, float n_ctx_orig, float n_rot, float base) {
+    return (float)n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
+/* YaRN as llama.cpp sets it up from the file: ext_factor 1, the attention
+ * factor get_mscale(factor) with the rope's own (1 + 0.1 ln factor)
+ * cancelled (so cos and sin end up times 1 + 0.1 ln factor), the ramp's
+ * ends from the original context and beta fast / slow. */
+static rw_status read_yarn(const rw_gguf *g, const char *a, float factor, rw_model_hparams *hp, rw_error *err) {
+    float n_orig = 0.0f, beta_fast, beta_slow, attn, log_mul;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+    if (rw_gguf_get(g, key)) {
+        uint32_t u;
+        rw_status st = rw_gguf_get_u32(g, key, &u, err);
+        if (st) return st;
+        n_orig = (float)u;
+    }
+    rw_status st;
+    if ((st = get_f32(g, a, "rope.scaling.yarn_beta_fast", false, 32.0f, &beta_fast, err)) ||
+        (st = get_f32(g, a, "rope.scaling.yarn_beta_slow", false, 1.0f, &beta_slow, err)) ||
+        (st = get_f32(g, a, "rope.scaling.attn_factor", false, 1.0f, &attn, err)) ||
+        (st = get_f32(g, a, "rope.scaling.yarn_log_multiplier", false, 0.0f, &log_mul, err)))
+        return st;
+    if (log_mul != 0.0f)
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s.rope.scaling.yarn_log_multiplier is not supported", a);
+    if (n_orig <= 0.0f) n_orig = (float)hp->n_ctx_train;
+    const float get_mscale = 0.1f * logf(factor) + 1.0f; /* factor > 1 here */
+    hp->yarn_ext_factor = 1.0f;
+    hp->yarn_attn_factor = get_mscale * (1.0f / (1.0f + 0.1f * logf(factor))) * attn;
+    const float start = floorf(yarn_corr_dim(hp->n_rot, n_orig, beta_fast, hp->rope_base));
+    const float end = ceilf(yarn_corr_dim(hp->n_rot, n_orig, beta_slow, hp->rope_base));
+    hp->yarn_corr[0] = start > 0 ? start : 0;
+    hp->yarn_corr[1] = end < (float)(hp->n_rot - 1) ? end : (float)(hp->n_rot - 1);
+    return RW_OK;
+}
+
+/* Rope scaling: none, linear (positions divided by the factor) or YaRN. The
+ * others change the rotation otherwise and are not implemented. */
 static rw_status read_rope_scaling(const rw_gguf *g, const char *a, rw_model_hparams *hp, rw_error *err) {
     char key[128], type[32] = "none";
     hp->rope_freq_scale = 1.0f;
@@ -55,11 +93,16 @@ static rw_status read_rope_scaling(const rw_gguf *g, const char *a, rw_model_hpa
     rw_status st = get_f32(g, a, "rope.scaling.factor", false, 0.0f, &factor, err);
     if (st) return st;
     if (!strcmp(type, "none") || factor == 0.0f || factor == 1.0f) return RW_OK;
-    if (strcmp(type, "linear") != 0)
-        return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s.rope.scaling.type = \"%s\" is not supported (only none and linear)",
-                         a, type);
+    if (strcmp(type, "linear") != 0 && strcmp(type, "yarn") != 0)
+        return rw_errorf(err, RW_ERR_UNSUPPORTED,
+                         "%s.rope.scaling.type = \"%s\" is not supported (only none, linear and yarn)", a, type);
     if (!(factor > 0.0f)) return rw_errorf(err, RW_ERR_FORMAT, "invalid metadata %s.rope.scaling.factor = %g", a, factor);
     hp->rope_freq_scale = 1.0f / factor;
+    if (!strcmp(type, "yarn")) {
+        if (!(factor > 1.0f))
+            return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s.rope.scaling.factor = %g below 1 with yarn", a, factor);
+        return read_yarn(g, a, factor, hp, err);
+    }
     return RW_OK;
 }
 
@@ -96,7 +139,6 @@ rw_status rw_models__read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, 
         return st;
     if (!(hp->rms_eps > 0.0f)) return rw_errorf(err, RW_ERR_FORMAT, "invalid metadata %s.attention.layer_norm_rms_epsilon = %g", a, hp->rms_eps);
     if (!(hp->rope_base > 0.0f)) return rw_errorf(err, RW_ERR_FORMAT, "invalid metadata %s.rope.freq_base = %g", a, hp->rope_base);
-    if ((st = read_rope_scaling(g, a, hp, err))) return st;
     hp->n_ctx_train = ctx;
     hp->n_embd = (int)embd;
     hp->n_layer = (int)layers;
@@ -107,7 +149,7 @@ rw_status rw_models__read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, 
     hp->head_dim_v = (int)hdv;
     hp->n_rot = (int)rot;
     hp->rope_kind = arch->rope_kind;
-    return RW_OK;
+    return read_rope_scaling(g, a, hp, err); /* YaRN needs n_rot and the context */
 }
 
 rw_status rw_models__per_layer_u32(const rw_gguf *g, const char *arch, const char *name, int n_layer, bool required,

@@ -50,7 +50,13 @@ typedef struct {
     rw_rope_kind rope_kind;
     int n_rot;            /* rope.dimension_count (default head_dim_k) */
     float rope_base;      /* rope.freq_base (default 10000) */
-    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float rope_freq_scale; /* 1 / rope.scaling.factor for linear and YaRN scaling, else 1 */
+    /* YaRN (rope.scaling.type = yarn; yarn_ext_factor 0 = none): the ramp
+     * between interpolated and extrapolated pairs from yarn_corr[0] to
+     * yarn_corr[1] (rope.scaling.original_context_length, beta fast 32 and
+     * slow 1 unless the file says otherwise), cos and sin times
+     * yarn_attn_factor * (1 + 0.1 ln factor), as llama.cpp's CPU backend */
+    float yarn_ext_factor, yarn_attn_factor, yarn_corr[2];
     /* Sliding-window attention (gemma3): the window's layers see only the
      * n_swa most recent positions and rotate with their own base, unscaled. */
     int n_swa;            /* attention.sliding_window: positions a query sees, itself included; 0 = none */

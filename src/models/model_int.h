@@ -31,6 +31,7 @@ typedef struct {
     rw_matrix wq, wk, wv, wo;       /* q: n_embd -> n_head*hd_k; k: -> n_head_kv*hd_k; v: -> n_head_kv*hd_v; o: n_head*hd_v -> n_embd */
     const float *bq, *bk, *bv, *bo;  /* biases (qwen2; optional for llama) */
     const float *q_norm, *k_norm;    /* [hd_k] per-head RMS norm weights (qwen3) */
+    const float *attn_sinks;         /* [n_head] per-head softmax sink logits (gpt-oss), or NULL */
     const float *ffn_norm;           /* [n_embd] */
     rw_matrix ffn_gate, ffn_up;     /* n_embd -> n_ff */
     rw_matrix ffn_down;             /* n_ff -> n_embd */
@@ -203,7 +204,7 @@ struct mdl_arch {
 const mdl_arch *rw_models__arch_find(const char *name);
 extern const mdl_arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
     rw_models__arch_qwen3next, rw_models__arch_granitehybrid, rw_models__arch_lfm2, rw_models__arch_nemotron_h;
-extern const mdl_arch rw_models__arch_gemma3;
+extern const mdl_arch rw_models__arch_gemma3, rw_models__arch_gpt_oss;
 
 /* forward.c */
 void rw_models__scratch_free(mdl_scratch *sc);

@@ -15,6 +15,7 @@ static const mdl_arch *const archs[] = {
     &rw_models__arch_lfm2,
     &rw_models__arch_nemotron_h,
     &rw_models__arch_gemma3,
+    &rw_models__arch_gpt_oss,
 };
 
 const mdl_arch *rw_models__arch_find(const char *name) {

@@ -26,7 +26,7 @@ for model in $models; do
 done
 models=$kept
 # under the sanitizers (about ten times slower): one file per kind of state
-[ "${RW_SANITIZE:-0}" = 1 ] && models=$(tr ' ' '\n' <<<"$models" | grep -e qwen3-F32 -e qwen35-F32 -e qwen3next-F32 -e granitehybrid-F32 -e lfm2-F32 -e nemotron_h-F32 -e gemma3-F32)
+[ "${RW_SANITIZE:-0}" = 1 ] && models=$(tr ' ' '\n' <<<"$models" | grep -e qwen3-F32 -e qwen35-F32 -e qwen3next-F32 -e granitehybrid-F32 -e lfm2-F32 -e nemotron_h-F32 -e gemma3-F32 -e gpt-oss-F32)
 replays="0 3 60 $((n - 300)) $((n - 17)) $((n - 5)) $((n - 1))"
 [ "${RW_SANITIZE:-0}" = 1 ] && replays="3 $((n - 270)) $((n - 5))"
 for model in $models; do

@@ -243,6 +243,7 @@ int main(void) {
         "lfm2/lfm2-F32.gguf",           "lfm2/lfm2-Q8_0.gguf",
         "nemotron_h/nemotron_h-F32.gguf",
         "gemma3/gemma3-F32.gguf", /* sliding-window layers: every rewind and batch past the window */
+        "gpt-oss/gpt-oss-F32.gguf", "gpt-oss/gpt-oss-MXFP4_MOE.gguf", /* sinks, a window of 8, MoE */
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) run_model(models[i], steps, seed + i);
     return rw_test_done();

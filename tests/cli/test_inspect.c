@@ -77,7 +77,7 @@ int main(void) {
     const char *fx = rw_test_fixtures();
     if (!fx) rw_test_skip("no ../shared/fixtures");
     const char *dirs[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "lfm2", "nemotron_h",
-                          "gemma3"};
+                          "gemma3", "gpt-oss"};
     int n = 0;
     for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
         char dir[4096];

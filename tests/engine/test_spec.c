@@ -19,19 +19,21 @@
 #include "harness.h"
 
 static const char *ARCHS[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "lfm2", "nemotron_h",
-                              "gemma3"};
-#define N_ARCH 9
+                              "gemma3", "gpt-oss"};
+#define N_ARCH 10
 
 typedef struct {
     rw_gguf *g;
     rw_model *m;
 } model;
 
-/* arch "qwen3" opens qwen3/qwen3-Q8_0.gguf, "qwen3-F32" qwen3/qwen3-F32.gguf */
+/* arch "qwen3" opens qwen3/qwen3-Q8_0.gguf, "qwen3-F32" qwen3/qwen3-F32.gguf
+ * (a type starts with a capital: "gpt-oss" is an architecture) */
 static void open_model(const char *arch, model *out) {
     char rel[128], dir[64];
     snprintf(dir, sizeof dir, "%s", arch);
-    char *dash = strchr(dir, '-');
+    char *dash = strrchr(dir, '-');
+    if (dash && !(dash[1] >= 'A' && dash[1] <= 'Z')) dash = NULL;
     if (dash) *dash = 0;
     snprintf(rel, sizeof rel, dash ? "%s/%s.gguf" : "%s/%s-Q8_0.gguf", dir, arch);
     rw_error err = {0};

@@ -94,7 +94,7 @@ static bool ends_with(const char *s, const char *suf) {
 int main(void) {
     const char *fx = rw_test_fixtures();
     if (!fx) rw_test_skip("no ../shared/fixtures");
-    const char *dirs[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "lfm2", "nemotron_h", "gemma3", "quant", "tokenizer"};
+    const char *dirs[] = {"llama", "qwen3", "qwen35", "qwen35moe", "qwen3next", "granitehybrid", "lfm2", "nemotron_h", "gemma3", "gpt-oss", "quant", "tokenizer"};
     for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s", fx, dirs[d]);

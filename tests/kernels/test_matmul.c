@@ -26,7 +26,7 @@
 
 static const rw_dtype all_types[] = {
     RW_TYPE_F32,  RW_TYPE_F16,  RW_TYPE_BF16, RW_TYPE_Q4_0, RW_TYPE_Q4_1, RW_TYPE_Q5_0,   RW_TYPE_Q5_1,   RW_TYPE_Q8_0,
-    RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS,
+    RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS, RW_TYPE_MXFP4,
 };
 #define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
 
@@ -60,6 +60,7 @@ static void *make_weights(rw_dtype t, int64_t n_out, int64_t n_in, size_t *row_b
         case RW_TYPE_Q5_0: ((rw_block_q5_0 *)p)->d = scale16(0.01f, 0.1f); break;
         case RW_TYPE_Q8_0: ((rw_block_q8_0 *)p)->d = scale16(0.001f, 0.01f); break;
         case RW_TYPE_IQ4_NL: ((rw_block_iq4_nl *)p)->d = scale16(0.001f, 0.01f); break;
+        case RW_TYPE_MXFP4: ((rw_block_mxfp4 *)p)->e = (uint8_t)(116 + rnd() % 8); break; /* 2^-12 .. 2^-5 */
         case RW_TYPE_Q4_1:
             ((rw_block_q4_1 *)p)->d = scale16(0.01f, 0.1f);
             ((rw_block_q4_1 *)p)->m = scale16(0.1f, 0.5f);

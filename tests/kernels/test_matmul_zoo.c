@@ -16,8 +16,8 @@
 #include "harness.h"
 #include "kernels/matmul.h"
 
-static const char *const type_names[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1",   "Q8_0",  "Q2_K",
-                                         "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", NULL};
+static const char *const type_names[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0",   "Q5_1",   "Q8_0",  "Q2_K",
+                                         "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", NULL};
 
 static void check_type(const char *tname, int col_step) {
     char rel[64];

@@ -70,6 +70,36 @@ static void check_rope(void) {
             }
 }
 
+/* YaRN (gpt-oss's 32x over 4096 positions, base 150000: the ramp from pair
+ * 8 to 18) against its definition in double: pair i's angle
+ * theta_i * ((1 - r_i) / 32 + r_i), r_i = 1 - clamp((i - 8) / 10, 0, 1),
+ * cos and sin times attn * (1 + 0.1 ln 32); with ext_factor 0 it is
+ * rw_rope_cache's table bit for bit. */
+static void check_rope_yarn(void) {
+    const int rot = 64;
+    const float corr[2] = {8.0f, 18.0f}, fs = 1.0f / 32.0f;
+    const int poss[] = {0, 1, 7, 100, 1000, 4095};
+    for (size_t k = 0; k < sizeof poss / sizeof poss[0]; k++) {
+        const int pos = poss[k];
+        float cs[64], plain[64];
+        rw_rope_cache_yarn((float)pos, rot, 150000.0f, fs, 1.0f, corr, 0.9f, cs);
+        double err = 0;
+        for (int i = 0; i < rot / 2; i++) {
+            const double th = pos * pow(150000.0, -2.0 * i / rot);
+            const double y = (i - 8.0) / 10.0, r = 1.0 - fmin(1.0, fmax(0.0, y));
+            const double t = th * ((1.0 - r) / 32.0 + r), ms = 0.9 * (1.0 + 0.1 * log(32.0));
+            /* relative to the angle: the running float product of the powers rounds once per pair */
+            const double tol = 1e-5 + 1e-6 * (i + 1) * t;
+            err = fmax(err, fabs(cs[2 * i] - cos(t) * ms) / tol);
+            err = fmax(err, fabs(cs[2 * i + 1] - sin(t) * ms) / tol);
+        }
+        CHECK_MSG(err <= 1.0, "yarn pos %d: error %g of the tolerance", pos, err);
+        rw_rope_cache_yarn((float)pos, rot, 150000.0f, fs, 0.0f, corr, 1.0f, cs);
+        rw_rope_cache((float)pos, rot, 150000.0f, fs, NULL, plain);
+        CHECK_MSG(!memcmp(cs, plain, sizeof cs), "yarn without extrapolation pos %d: not rw_rope_cache's table", pos);
+    }
+}
+
 static void check_swiglu(void) {
     float g[77], u[77], a[77], b[77];
     for (int i = 0; i < 77; i++) g[i] = 20.0f * frand(), u[i] = frand();
@@ -143,6 +173,7 @@ static void check_attn(void) {
 int main(void) {
     check_rmsnorm();
     check_rope();
+    check_rope_yarn();
     for (int t = 0; t < RW_TIER_COUNT; t++) {
         if (!rw_kernel_tier_set((rw_kernel_tier)t)) continue;
         check_swiglu();

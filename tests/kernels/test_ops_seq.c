@@ -36,6 +36,10 @@ static void l2n(float *x, int n) {
 
 /* ==== attention ========================================================= */
 
+/* With sinks (gpt-oss), each query head has one extra logit in its softmax
+ * (rw_attn_pages.sinks). */
+static bool with_sinks;
+
 /* window > 0: sliding-window attention (each query sees its last window
  * positions), else causal over all. */
 static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64_t n_ctx, bool f16, int64_t window) {
@@ -50,8 +54,9 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
         rw_f16_to_f32_row(vh, 1, v, vn);
     }
     const void *kp[1] = {f16 ? (const void *)kh : k}, *vp[1] = {f16 ? (const void *)vh : v};
+    float *sinks = with_sinks ? randv(n_head, 3.0f) : NULL;
     const rw_attn_kv kv = {.k_pages = kp, .v_pages = vp, .page_len = cap, .k_head_stride = cap * hd_k,
-                           .v_head_stride = hd_v * cap, .v_stride = cap, .f16 = f16, .window = window};
+                           .v_head_stride = hd_v * cap, .v_stride = cap, .f16 = f16, .window = window, .sinks = sinks};
     const int64_t qs = (int64_t)n_head * hd_k + 3, os = (int64_t)n_head * hd_v + 1;
     float *q = randv(n_ctx * qs, 2.0f);
     float *o_all = calloc((size_t)(n_ctx * os), 4), *o_one = calloc((size_t)(n_ctx * os), 4);
@@ -80,10 +85,16 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
             float one[512];
             const void *kh0 = (const char *)kp[0] + (size_t)(g * kv.k_head_stride) * esz;
             const void *vh0 = (const char *)vp[0] + (size_t)(g * kv.v_head_stride) * esz;
-            if (window > 0) { /* one page with the query's window */
+            if (window > 0 || sinks) { /* one page with the query's window */
                 const rw_attn_pages one_pg = {.k_pages = &kh0, .v_pages = &vh0, .page_len = cap, .v_stride = cap,
-                                              .first = t + 1 > window ? t + 1 - window : 0};
+                                              .first = window > 0 && t + 1 > window ? t + 1 - window : 0,
+                                              .sinks = sinks ? sinks + h : NULL};
                 rw_attn_head_paged(q + t * qs + h * hd_k, &one_pg, f16, t + 1, hd_k, hd_v, scale, scratch, one);
+                if (sinks) { /* every tier computes the reference's bits */
+                    float r[512];
+                    rw_attn_head_paged_ref(q + t * qs + h * hd_k, &one_pg, f16, t + 1, hd_k, hd_v, scale, scratch, r);
+                    differ += memcmp(one, r, (size_t)hd_v * 4) != 0;
+                }
             } else {
                 rw_attn_head(q + t * qs + h * hd_k, kh0, vh0, cap, f16, t + 1, hd_k, hd_v, scale, scratch, one);
             }
@@ -113,16 +124,17 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
                 }
         }
         const rw_attn_kv pkv = {.k_pages = pk, .v_pages = pv, .page_len = PL, .k_head_stride = PL * hd_k,
-                                .v_head_stride = hd_v * PL, .v_stride = PL, .f16 = f16, .window = window};
+                                .v_head_stride = hd_v * PL, .v_stride = PL, .f16 = f16, .window = window, .sinks = sinks};
         float *o_pg = calloc((size_t)(n_ctx * os), 4);
         rw_attn_causal(&pkv, q, qs, 0, n_ctx, n_head, n_head_kv, hd_k, hd_v, scale, o_pg, os, scratch, pool3);
         CHECK_MSG(memcmp(o_all, o_pg, (size_t)(n_ctx * os) * 4) == 0, "attention %s f16 %d window %lld: paged != contiguous",
                   tier_name, f16, (long long)window);
         /* and one head through rw_attn_head_paged_ref against the contiguous reference */
         const int64_t first = window > 0 && n_ctx > window ? n_ctx - window : 0;
-        const rw_attn_pages hp = {.k_pages = pk, .v_pages = pv, .page_len = PL, .v_stride = PL, .first = first};
+        const rw_attn_pages hp = {.k_pages = pk, .v_pages = pv, .page_len = PL, .v_stride = PL, .first = first, .sinks = sinks};
         const void *K0 = K, *V0 = Vt;
-        const rw_attn_pages cp = {.k_pages = &K0, .v_pages = &V0, .page_len = cap, .v_stride = cap, .first = first};
+        const rw_attn_pages cp = {.k_pages = &K0, .v_pages = &V0, .page_len = cap, .v_stride = cap, .first = first,
+                                  .sinks = sinks};
         float a[512], b[512];
         rw_attn_head_paged_ref(q + (n_ctx - 1) * qs, &hp, f16, n_ctx, hd_k, hd_v, scale, scratch, a);
         rw_attn_head_paged_ref(q + (n_ctx - 1) * qs, &cp, f16, n_ctx, hd_k, hd_v, scale, scratch, b);
@@ -143,7 +155,9 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
                 w[j] = s * scale;
                 mx = fmax(mx, w[j]);
             }
+            if (sinks) mx = fmax(mx, sinks[h]);
             for (int64_t j = lo; j <= t; j++) sum += (w[j] = exp(w[j] - mx));
+            if (sinks) sum += exp(sinks[h] - mx); /* no value: the weights sum to less than 1 */
             for (int i = 0; i < hd_v; i++) {
                 double o = 0;
                 for (int64_t j = lo; j <= t; j++) o += w[j] / sum * v[g * hd_v * cap + i * cap + j];
@@ -153,6 +167,7 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
     CHECK_MSG(err < 2e-5, "attention %s heads %d/%d hd %d/%d n %lld f16 %d window %lld: error %g", tier_name, n_head,
               n_head_kv, hd_k, hd_v, (long long)n_ctx, f16, (long long)window, err);
     free(k), free(v), free(kh), free(vh), free(q), free(o_all), free(o_one), free(o_par), free(scratch), free(w);
+    free(sinks);
 }
 
 /* ==== gated delta rule ================================================== */
@@ -350,6 +365,13 @@ int main(void) {
             check_attention(4, 2, 64, 48, small ? 90 : 200, f16, 70);
             check_attention(3, 1, 17, 33, small ? 9 : 40, f16, 1);
             check_attention(6, 1, 40, 24, small ? 70 : 140, f16, 65);
+            /* attention sinks (gpt-oss: 8 heads on 2, window 8 on alternate
+             * layers), with and without a window, groups of 4 + 2 */
+            with_sinks = true;
+            check_attention(8, 2, 64, 64, small ? 20 : 100, f16, 8);
+            check_attention(8, 2, 64, 64, small ? 20 : 100, f16, 0);
+            check_attention(6, 1, 40, 24, small ? 70 : 140, f16, 65);
+            with_sinks = false;
         }
         /* qwen35-like (dk 64, 2 key heads, 4 value heads), qwen3next-like
          * (32), the 0.8B head size (128), and sizes off every vector step */

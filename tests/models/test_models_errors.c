@@ -175,6 +175,36 @@ static void check_gemma3(void) {
     rw_gguf_close(src);
 }
 
+/* gpt-oss: its sinks, biases and expert tensors, and its keys (no window:
+ * every layer sees everything). */
+static void check_gpt_oss(void) {
+    rw_error err = {0};
+    rw_gguf *src = NULL;
+    if (rw_gguf_open(rw_test_fixture_path("gpt-oss/gpt-oss-F32.gguf"), &src, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    const edit edits[] = {
+        {.want = RW_OK},
+        {.drop_tensor = "blk.1.attn_sinks.weight", .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.1.attn_sinks.weight"},
+        {.drop_tensor = "blk.0.attn_output.bias", .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.0.attn_output.bias"},
+        {.drop_tensor = "blk.3.ffn_down_exps.bias", .want = RW_ERR_FORMAT,
+         .want_msg = "missing tensor blk.3.ffn_down_exps.bias"},
+        {.drop_tensor = "blk.2.ffn_gate_inp.bias", .want = RW_ERR_FORMAT, .want_msg = "missing tensor blk.2.ffn_gate_inp.bias"},
+        {.reshape = "blk.0.ffn_up_exps.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.0.ffn_up_exps.weight has shape"},
+        {.reshape = "blk.1.attn_sinks.weight", .want = RW_ERR_FORMAT, .want_msg = "blk.1.attn_sinks.weight has shape"},
+        {.bad_key = "gpt-oss.expert_used_count", .bad_val = 9, .want = RW_ERR_FORMAT, .want_msg = "invalid MoE metadata"},
+        {.drop_key = "gpt-oss.expert_feed_forward_length", .want = RW_ERR_FORMAT,
+         .want_msg = "missing metadata key gpt-oss.expert_feed_forward_length"},
+        {.bad_key = "gpt-oss.attention.sliding_window", .bad_val = 0, .want = RW_OK},
+        {.drop_key = "gpt-oss.attention.sliding_window", .want = RW_OK},
+        {.bad_key = "gpt-oss.attention.sliding_window", .bad_val = (1u << 31), .want = RW_ERR_FORMAT,
+         .want_msg = "sliding_window"},
+    };
+    check_edits(src, edits, sizeof edits / sizeof edits[0]);
+    rw_gguf_close(src);
+}
+
 int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     rw_error err = {0};
@@ -203,5 +233,6 @@ int main(void) {
     check_lfm2();
     check_nemotron_h();
     check_gemma3();
+    check_gpt_oss();
     return rw_test_done();
 }

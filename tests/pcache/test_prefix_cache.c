@@ -222,7 +222,7 @@ int main(void) {
         "llama/llama-F32.gguf",       "qwen3/qwen3-F32.gguf",         "qwen35/qwen35-F32.gguf",
         "qwen35moe/qwen35moe-F32.gguf", "qwen3next/qwen3next-F32.gguf", "granitehybrid/granitehybrid-Q8_0.gguf",
         "lfm2/lfm2-Q8_0.gguf",        "nemotron_h/nemotron_h-Q8_0.gguf",
-        "gemma3/gemma3-Q8_0.gguf",
+        "gemma3/gemma3-Q8_0.gguf",    "gpt-oss/gpt-oss-MXFP4_MOE.gguf",
     };
     /* under the sanitizers (about ten times slower) a hybrid of each kind */
     const bool san = rw_test_sanitized();

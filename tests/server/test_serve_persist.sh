@@ -79,7 +79,7 @@ one() { # ARCH TERM|KILL: in a subshell of its own (its own server, log and fold
 }
 # every architecture and both ways of stopping at once (the waits overlap)
 jobs_=
-for arch in llama qwen3 qwen35 qwen35moe qwen3next granitehybrid lfm2 nemotron_h gemma3; do
+for arch in llama qwen3 qwen35 qwen35moe qwen3next granitehybrid lfm2 nemotron_h gemma3 gpt-oss; do
   for how in TERM KILL; do
     ( one $arch $how ) > "$d/out-$arch-$how" 2>&1 &
     jobs_="$jobs_ $!"

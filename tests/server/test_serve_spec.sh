@@ -122,7 +122,7 @@ pids=()
 # a dense draft, three clients at once; and a sampled request reproduces
 # with its seed and gives the requested count
 for T in llama/llama-Q8_0 qwen3/qwen3-Q8_0 qwen35moe/qwen35moe-Q8_0 qwen3next/qwen3next-Q8_0 \
-  granitehybrid/granitehybrid-Q8_0 lfm2/lfm2-Q8_0 gemma3/gemma3-Q8_0; do
+  granitehybrid/granitehybrid-Q8_0 lfm2/lfm2-Q8_0 gemma3/gemma3-Q8_0 gpt-oss/gpt-oss-MXFP4_MOE; do
   F="$FIX/$T.gguf"
   [ -f "$F" ] || continue
   start plain
