@@ -549,6 +549,107 @@ static void test_after_reasoning(void) {
     unserve(&s);
 }
 
+/* A raw POST: the status and the whole body (SSE streams too); the caller frees *body. */
+static int post_raw(int port, const char *path, const char *body, char **out) {
+    rw_http_request rq = {.port = port, .method = "POST", .path = path, .body = body, .body_len = strlen(body)};
+    rw_http_response r;
+    rw_error err = {0};
+    rw_status st = rw_http_do(&rq, &r, &err);
+    CHECK_MSG(!st, "%s: %s", path, err.msg);
+    *out = st || !r.body ? strdup("") : strdup(r.body);
+    int status = st ? -1 : r.status;
+    rw_http_response_free(&r);
+    return status;
+}
+
+/* Cut by max_tokens inside a (forced) tool call: no call markup in any
+ * API's text, and the end says the limit cut it: chat finish_reason
+ * "length", Responses status "incomplete" (max_output_tokens), Messages
+ * stop_reason "max_tokens"; whole and streamed. Then calls cut after a
+ * complete call (tool_choice required, parallel calls): still "length". */
+static void test_cut_calls(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen-Qwen3-0.6B.jinja"), NULL, &s)) return;
+    static const char *const forced_fn = "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}";
+    for (int max = 3; max <= 12; max += 3) {
+        char body[4096], *raw = NULL;
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," WTOOLS ",\"tool_choice\":%s,"
+                 "\"max_tokens\":%d,\"temperature\":0}",
+                 forced_fn, max);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0);
+        const char *content = msg_str(r, "content");
+        CHECK_MSG(status == 200 && !strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "length"),
+                  "max_tokens %d: finish %s", max, json_string_value(json_object_get(c, "finish_reason")));
+        CHECK_MSG(!content || !strchr(content, '<'), "max_tokens %d: markup in content [%s]", max, content);
+        CHECK(json_array_size(json_object_get(json_object_get(c, "message"), "tool_calls")) == 0);
+        json_decref(r);
+        acc a;
+        snprintf(body + strlen(body) - 1, sizeof body - strlen(body) + 1, ",\"stream\":true}");
+        CHECK_EQ_INT(stream(s.port, body, &a), 200);
+        CHECK_MSG(!strcmp(a.finish, "length") && !strchr(a.content, '<'), "streamed, max_tokens %d: %s [%s]", max,
+                  a.finish, a.content);
+        /* Responses */
+        for (int st = 0; st < 2; st++) {
+            snprintf(
+                body, sizeof body,
+                "{\"input\":\"Weather?\",\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\",\"parameters\":"
+                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}],"
+                "\"tool_choice\":{\"type\":\"function\",\"name\":\"get_weather\"},\"max_output_tokens\":%d,"
+                "\"temperature\":0,\"stream\":%s}",
+                max, st ? "true" : "false");
+            status = post_raw(s.port, "/v1/responses", body, &raw);
+            CHECK_MSG(status == 200 && strstr(raw, "\"incomplete\"") && strstr(raw, "\"max_output_tokens\"") &&
+                          !strstr(raw, "<tool") && !strstr(raw, "\\u003c"),
+                      "responses%s, max %d: %d %.600s", st ? " streamed" : "", max, status, raw);
+            free(raw);
+            /* Messages */
+            snprintf(
+                body, sizeof body,
+                "{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"tools\":[{\"name\":"
+                "\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+                "\"string\"}},\"required\":[\"city\"]}}],\"tool_choice\":{\"type\":\"tool\",\"name\":"
+                "\"get_weather\"},\"max_tokens\":%d,\"temperature\":0,\"stream\":%s}",
+                max, st ? "true" : "false");
+            status = post_raw(s.port, "/v1/messages", body, &raw);
+            CHECK_MSG(status == 200 && strstr(raw, "\"stop_reason\":\"max_tokens\"") && !strstr(raw, "<tool") &&
+                          !strstr(raw, "\\u003c"),
+                      "messages%s, max %d: %d %.600s", st ? " streamed" : "", max, status, raw);
+            free(raw);
+        }
+    }
+    /* several calls allowed: wherever the limit cuts, "length", calls whole, no markup */
+    int cut = 0;
+    for (int max = 20; max <= 120; max += 20) {
+        char body[4096];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," WTOOLS ",\"tool_choice\":\"required\","
+                 "\"parallel_tool_calls\":true,\"max_tokens\":%d,\"temperature\":0}",
+                 max);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0), *m = json_object_get(c, "message");
+        const char *fin = json_string_value(json_object_get(c, "finish_reason")) ?: "";
+        const char *content = msg_str(r, "content");
+        bool was_cut = usage(r, "completion_tokens") >= max;
+        cut += was_cut;
+        CHECK_MSG(!strcmp(fin, was_cut ? "length" : "tool_calls"), "max %d: %s", max, fin);
+        CHECK_MSG(!content || !strchr(content, '<'), "max %d: markup in content [%s]", max, content);
+        json_t *call;
+        size_t i;
+        json_array_foreach(json_object_get(m, "tool_calls"), i, call) {
+            json_t *fn = json_object_get(call, "function");
+            CHECK(args_valid(json_string_value(json_object_get(fn, "name")) ?: "",
+                             json_string_value(json_object_get(fn, "arguments"))));
+        }
+        json_decref(r);
+    }
+    CHECK(cut > 0);
+    unserve(&s);
+}
+
 static void test_forced(void) {
     forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: reasons, then calls */
     forced("Qwen-Qwen3-0.6B", NULL);                  /* Hermes */
@@ -658,6 +759,7 @@ int main(void) {
     test_reasoning();
     test_budget();
     test_forced();
+    test_cut_calls();
     test_after_reasoning();
     test_templates();
     rw_engine_free(g_engine);
