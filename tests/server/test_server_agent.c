@@ -263,6 +263,41 @@ static void test_reasoning(void) {
     CHECK_MSG(rc && want.reasoning && !strcmp(rc, want.reasoning), "reasoning [%s], want [%s]", rc ? rc : "(none)",
               want.reasoning ? want.reasoning : "");
     CHECK(c && !strcmp(c, want.content));
+    /* usage: the think block's tokens (all of them when it never closed), none without the split */
+    json_t *details = json_object_get(json_object_get(split, "usage"), "completion_tokens_details");
+    long long rt = json_integer_value(json_object_get(details, "reasoning_tokens"));
+    CHECK_MSG(want.content_len ? rt > 0 && rt < usage(split, "completion_tokens") : rt == usage(split, "completion_tokens"),
+              "reasoning_tokens %lld of %lld", rt, usage(split, "completion_tokens"));
+    details = json_object_get(json_object_get(raw, "usage"), "completion_tokens_details");
+    CHECK(json_integer_value(json_object_get(details, "reasoning_tokens")) == 0 && json_is_integer(json_object_get(details, "reasoning_tokens")));
+    /* the Responses API counts the same */
+    json_t *resp = post(s.port, "/v1/responses",
+                        "{\"input\":\"What is 2+2?\",\"max_output_tokens\":12,\"temperature\":0}", &status);
+    json_t *ru = json_object_get(resp, "usage");
+    CHECK_MSG(json_integer_value(json_object_get(ru, "output_tokens")) != 12 ||
+                  json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")) == rt,
+              "responses reasoning_tokens %lld, chat %lld",
+              json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")), rt);
+    json_decref(resp);
+    /* Responses logprobs: thinking off, every output token of the text with its 2 alternatives */
+    resp = post(s.port, "/v1/responses",
+                "{\"input\":\"What is 2+2?\",\"max_output_tokens\":6,\"temperature\":0,\"reasoning\":{\"effort\":"
+                "\"none\"},\"include\":[\"message.output_text.logprobs\"],\"top_logprobs\":2}",
+                &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *item = json_array_get(json_object_get(resp, "output"), 0);
+    json_t *lps = json_object_get(json_array_get(json_object_get(item, "content"), 0), "logprobs");
+    long long out_toks = json_integer_value(json_object_get(json_object_get(resp, "usage"), "output_tokens"));
+    CHECK_MSG(json_array_size(lps) > 0 && (long long)json_array_size(lps) <= out_toks, "%zu logprobs for %lld tokens",
+              json_array_size(lps), out_toks);
+    size_t li;
+    json_t *lp;
+    json_array_foreach(lps, li, lp) {
+        CHECK(json_is_string(json_object_get(lp, "token")) && json_is_number(json_object_get(lp, "logprob")) &&
+              json_number_value(json_object_get(lp, "logprob")) <= 0);
+        CHECK_EQ_INT((int)json_array_size(json_object_get(lp, "top_logprobs")), 2);
+    }
+    json_decref(resp);
     snprintf(body, sizeof body, "{%s,\"stream\":true}", q);
     acc a;
     CHECK_EQ_INT(stream(s.port, body, &a), 200);
