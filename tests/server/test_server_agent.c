@@ -266,18 +266,21 @@ static void test_reasoning(void) {
     /* usage: the think block's tokens (all of them when it never closed), none without the split */
     json_t *details = json_object_get(json_object_get(split, "usage"), "completion_tokens_details");
     long long rt = json_integer_value(json_object_get(details, "reasoning_tokens"));
-    CHECK_MSG(want.content_len ? rt > 0 && rt < usage(split, "completion_tokens") : rt == usage(split, "completion_tokens"),
+    CHECK_MSG(want.content_len ? rt > 0 && rt < usage(split, "completion_tokens")
+                               : rt == usage(split, "completion_tokens"),
               "reasoning_tokens %lld of %lld", rt, usage(split, "completion_tokens"));
     details = json_object_get(json_object_get(raw, "usage"), "completion_tokens_details");
-    CHECK(json_integer_value(json_object_get(details, "reasoning_tokens")) == 0 && json_is_integer(json_object_get(details, "reasoning_tokens")));
+    CHECK(json_integer_value(json_object_get(details, "reasoning_tokens")) == 0 &&
+          json_is_integer(json_object_get(details, "reasoning_tokens")));
     /* the Responses API counts the same */
     json_t *resp = post(s.port, "/v1/responses",
                         "{\"input\":\"What is 2+2?\",\"max_output_tokens\":12,\"temperature\":0}", &status);
     json_t *ru = json_object_get(resp, "usage");
-    CHECK_MSG(json_integer_value(json_object_get(ru, "output_tokens")) != 12 ||
-                  json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")) == rt,
-              "responses reasoning_tokens %lld, chat %lld",
-              json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")), rt);
+    CHECK_MSG(
+        json_integer_value(json_object_get(ru, "output_tokens")) != 12 ||
+            json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")) == rt,
+        "responses reasoning_tokens %lld, chat %lld",
+        json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")), rt);
     json_decref(resp);
     /* Responses logprobs: thinking off, every output token of the text with its 2 alternatives */
     resp = post(s.port, "/v1/responses",
