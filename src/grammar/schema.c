@@ -882,49 +882,61 @@ static void rx_pattern(rx *r, sbuf *b, const char *any, bool a0, bool *a1) {
 }
 
 /* The repetitions that keep every string of an anchored pattern within
- * minLength..maxLength (mx < 0: none): one repeated part of fixed width
- * takes the slack, the other parts keep their range or, failing that, their
- * fewest repetitions (a subset of the pattern's strings, all valid). False
- * when no such part exists. */
+ * minLength..maxLength (mx < 0: none): the repeated parts share the room
+ * (the one with the most room gives up one repetition until the longest
+ * string fits; a part of unbounded width keeps its fewest), and the
+ * shortest string is lengthened by the parts that can repeat more. A subset
+ * of the pattern's strings, all valid; false when none fits. */
 static bool fit_lengths(rx *r, long mn, long mx) {
-    for (int mode = 0; mode < 2; mode++) {
-        int best = -1;
-        long best_lo = 0, best_hi = 0, best_span = -2;
-        for (int e = 0; e < r->n_top; e++) {
-            const rx_elem *t = &r->top[e];
-            long L = t->alo;
-            if (L < 1 || t->ahi != L || t->qlo == t->qhi) continue;
-            long rlo = 0, rhi = 0; /* the rest's length */
-            for (int j = 0; j < r->n_top; j++) {
-                if (j == e) continue;
-                const rx_elem *u = &r->top[j];
-                long q_hi = mode ? u->qlo : u->qhi;
-                rlo = len_add(rlo, len_mul(u->alo, u->qlo));
-                rhi = len_add(rhi, q_hi < 0 && u->ahi != 0 ? -1 : len_mul(u->ahi, q_hi));
-            }
-            if (rlo < 0 || (mx >= 0 && rhi < 0)) continue;
-            long clo = mn > rlo ? (mn - rlo + L - 1) / L : 0, chi = t->qhi;
-            if (clo < t->qlo) clo = t->qlo;
-            if (mx >= 0) {
-                long m = mx >= rhi ? (mx - rhi) / L : -1;
-                if (m < 0) continue;
-                if (chi < 0 || m < chi) chi = m;
-            }
-            if (chi >= 0 && chi > MAX_LEN) chi = MAX_LEN;
-            if (chi >= 0 && clo > chi) continue;
-            long span = chi < 0 ? 1L << 40 : chi - clo;
-            if (span > best_span) best = e, best_lo = clo, best_hi = chi, best_span = span;
+    int n = r->n_top;
+    long cap[RX_MAX_TOP], low[RX_MAX_TOP];
+    long total_hi = 0, total_lo = 0;
+    for (int j = 0; j < n; j++) {
+        const rx_elem *t = &r->top[j];
+        low[j] = t->qlo;
+        cap[j] = t->qhi;
+        if (mx >= 0) {
+            if (t->ahi < 0) cap[j] = t->qlo; /* unbounded width: its fewest repetitions */
+            else if (t->ahi > 0 && (cap[j] < 0 || cap[j] > mx / t->ahi + 1)) cap[j] = mx / t->ahi + 1;
+            else if (t->ahi == 0 && cap[j] < 0) cap[j] = t->qlo;
+            if (cap[j] < low[j]) return false;
+            long h = len_mul(t->ahi, cap[j]);
+            if (h < 0) return false;
+            total_hi += h;
         }
-        if (best < 0) continue;
-        for (int j = 0; j < r->n_top; j++) {
-            r->ovr_q[j][0] = r->top[j].qlo;
-            r->ovr_q[j][1] = mode ? r->top[j].qlo : r->top[j].qhi;
-        }
-        r->ovr_q[best][0] = best_lo;
-        r->ovr_q[best][1] = best_hi;
-        return true;
+        total_lo = len_add(total_lo, len_mul(t->alo, low[j]));
+        if (total_lo < 0) return false;
     }
-    return false;
+    while (mx >= 0 && total_hi > mx) { /* the part with the most room gives one up */
+        int best = -1;
+        long room = 0;
+        for (int j = 0; j < n; j++) {
+            long rm = r->top[j].ahi * (cap[j] - low[j]);
+            if (rm > room) best = j, room = rm;
+        }
+        if (best < 0) return false;
+        cap[best]--;
+        total_hi -= r->top[best].ahi;
+    }
+    while (total_lo < mn) { /* the part that can repeat most gives more */
+        int best = -1;
+        long room = 0;
+        for (int j = 0; j < n; j++) {
+            if (r->top[j].alo < 1) continue;
+            long rm = cap[j] < 0 ? LONG_MAX : cap[j] - low[j];
+            if (rm > room) best = j, room = rm;
+        }
+        if (best < 0) return false;
+        long need = (mn - total_lo + r->top[best].alo - 1) / r->top[best].alo;
+        if (cap[best] >= 0 && need > cap[best] - low[best]) need = cap[best] - low[best];
+        low[best] += need;
+        total_lo += need * r->top[best].alo;
+    }
+    for (int j = 0; j < n; j++) {
+        r->ovr_q[j][0] = low[j];
+        r->ovr_q[j][1] = cap[j];
+    }
+    return true;
 }
 
 /* A string matching pat, with mn <= length <= mx (code points; mx < 0: no
@@ -984,10 +996,9 @@ static const char *const formats[][2] = {
     {"date-time", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
                   "(\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
     {"uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
-    /* a dot-atom local part, a domain of labels (letters, digits, inner
-     * hyphens) and a top-level label of letters */
-    {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)+"
-              "[A-Za-z]{2,24}$"},
+    /* a dot-atom local part, a domain of labels (letters and digits) and a
+     * top-level label of letters */
+    {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]{1,63}(\\.[A-Za-z0-9]{1,63})*\\.[A-Za-z]{2,24}$"},
     /* scheme://host[:port] then path, query, fragment (no % escapes) */
     {"uri", "^[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@-]*)*"
             "(\\?[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?(#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?$"},
