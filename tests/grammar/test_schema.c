@@ -157,6 +157,13 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
         for (size_t i = 0; i < json_array_size(k); i++) n += valid(v, json_array_get(k, i), root, path);
         if (n != 1) return fail_at(path, n ? "matches several oneOf branches" : "matches no oneOf branch");
     }
+    if ((k = json_object_get(s, "not")) && valid(v, k, root, path)) return fail_at(path, "matches the not");
+    if ((k = json_object_get(s, "if"))) {
+        json_t *then = json_object_get(s, "then"), *els = json_object_get(s, "else");
+        if (valid(v, k, root, path)) {
+            if (then && !valid(v, then, root, path)) return false;
+        } else if (els && !valid(v, els, root, path)) return false;
+    }
     if ((k = json_object_get(s, "allOf")))
         for (size_t i = 0; i < json_array_size(k); i++)
             if (!valid(v, json_array_get(k, i), root, path)) return false;
@@ -174,8 +181,10 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
         const char *str = json_string_value(v);
         size_t n = json_string_length(v), cps = utf8_len(str, n);
         json_t *b;
-        if ((b = json_object_get(s, "minLength")) && cps < (size_t)json_integer_value(b)) return fail_at(path, "too short");
-        if ((b = json_object_get(s, "maxLength")) && cps > (size_t)json_integer_value(b)) return fail_at(path, "too long");
+        if ((b = json_object_get(s, "minLength")) && cps < (size_t)json_integer_value(b))
+            return fail_at(path, "too short");
+        if ((b = json_object_get(s, "maxLength")) && cps > (size_t)json_integer_value(b))
+            return fail_at(path, "too long");
         if ((b = json_object_get(s, "pattern")) && !regex_search(json_string_value(b), str, n))
             return fail_at(path, "does not match the pattern");
         if ((b = json_object_get(s, "format")) && !valid_format(json_string_value(b), str, n))
@@ -184,8 +193,10 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
     if (json_is_array(v)) {
         size_t n = json_array_size(v), np = 0;
         json_t *b;
-        if ((b = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(b)) return fail_at(path, "too few items");
-        if ((b = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(b)) return fail_at(path, "too many items");
+        if ((b = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(b))
+            return fail_at(path, "too few items");
+        if ((b = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(b))
+            return fail_at(path, "too many items");
         if ((b = json_object_get(s, "prefixItems"))) {
             np = json_array_size(b);
             for (size_t i = 0; i < np && i < n; i++) {
@@ -208,7 +219,8 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
         json_t *props = json_object_get(s, "properties"), *addl = json_object_get(s, "additionalProperties");
         json_t *req = json_object_get(s, "required");
         for (size_t i = 0; i < json_array_size(req); i++)
-            if (!json_object_get(v, json_string_value(json_array_get(req, i)))) return fail_at(path, "missing required");
+            if (!json_object_get(v, json_string_value(json_array_get(req, i))))
+                return fail_at(path, "missing required");
         const char *key;
         json_t *val;
         json_object_foreach(v, key, val) {
@@ -250,8 +262,8 @@ typedef struct {
 
 /* A walk that tends to close things: with probability 1/3 the first allowed
  * of '"', '}', ']' (single-byte tokens), else a uniformly random allowed token. */
-static char *walk(rw_grammar *g, const rw_grammar_vocab *v, const pieces *pc, uint64_t seed, int max_tok,
-                  bool *ended, size_t *out_len, int32_t closers[3]) {
+static char *walk(rw_grammar *g, const rw_grammar_vocab *v, const pieces *pc, uint64_t seed, int max_tok, bool *ended,
+                  size_t *out_len, int32_t closers[3]) {
     rw_grammar_matcher *m = NULL;
     CHECK(rw_grammar_matcher_new(g, v, &m, NULL) == RW_OK);
     uint32_t *mask = calloc(rw_grammar_mask_words(pc->n), sizeof *mask);
@@ -301,7 +313,6 @@ static void expect_schema_error(const char *schema, const char *needle) {
     rw_grammar_free(g);
 }
 
-
 /* Whether the schema's grammar takes text whole (bytes, no vocabulary). */
 static bool takes(const char *schema, const char *text) {
     rw_grammar *g = NULL;
@@ -330,22 +341,24 @@ static void expect_strings(const char *schema, const char *const *cases) {
 
 static void test_keywords(void) {
     /* number bounds: the decimal range exactly, no leading zeros, no "-0", no exponent */
-    const char *n1[] = {"+-0.5", "+-0.25", "+-0.4999", "+0", "+0.0", "+1", "+2", "+2.2", "+2.25", "+2.250", "+-0.50",
-                        "+0.125", "--0.51", "--0.6", "--1", "-2.26", "-2.3", "-3", "-2.2500001", "--0", "--0.0",
-                        "-01", "-00.5", "-.5", "-1.", "-1e0", "-+1", NULL};
+    const char *n1[] = {"+-0.5", "+-0.25", "+-0.4999", "+0",     "+0.0",       "+1",     "+2",
+                        "+2.2",  "+2.25",  "+2.250",   "+-0.50", "+0.125",     "--0.51", "--0.6",
+                        "--1",   "-2.26",  "-2.3",     "-3",     "-2.2500001", "--0",    "--0.0",
+                        "-01",   "-00.5",  "-.5",      "-1.",    "-1e0",       "-+1",    NULL};
     expect_strings("{\"type\":\"number\",\"minimum\":-0.5,\"maximum\":2.25}", n1);
     const char *n2[] = {"--0.5", "--0.50", "-2.25", "-2.250", "+-0.4999", "+2.2499", "+0", "+-0.1", "+2.24", NULL};
     expect_strings("{\"type\":\"number\",\"exclusiveMinimum\":-0.5,\"exclusiveMaximum\":2.25}", n2);
     const char *n3[] = {"+0.1", "+0.10", "+0.11", "+7", "-0.09999", "-0.0999999999999", "-0", "--1", NULL};
     expect_strings("{\"type\":\"number\",\"minimum\":0.1}", n3);
     const char *n4[] = {"+0.001", "+5", "+123456789012345", "-1234567890123456", "-0", "-0.0", "-0.000", "--0.5",
-                        "--0", NULL};
+                        "--0",    NULL};
     expect_strings("{\"type\":\"number\",\"exclusiveMinimum\":0}", n4);
     const char *n5[] = {"+0", "+0.0", "+-3.5", "+-123.456", "-0.1", "--0", "-1", NULL};
     expect_strings("{\"type\":\"number\",\"maximum\":0}", n5);
     const char *n6[] = {"+-1.5", "+-2", "+-1.01", "--1", "--1.0", "--0.5", "-0", NULL};
     expect_strings("{\"type\":\"number\",\"exclusiveMaximum\":-1}", n6);
-    const char *n7[] = {"--1", "--1.0001", "+-0.9999", "+3", "-3.0001", NULL}; /* draft 4's boolean form, the tighter bound */
+    const char *n7[] = {"--1", "--1.0001", "+-0.9999",
+                        "+3",  "-3.0001",  NULL}; /* draft 4's boolean form, the tighter bound */
     expect_strings("{\"type\":\"number\",\"minimum\":-1,\"exclusiveMinimum\":true,\"maximum\":3}", n7);
     const char *n8[] = {"+10.5", "+10.75", "+11", "+99", "+100", "-10.4", "-100.5", "-100.01", "+12.345", NULL};
     expect_strings("{\"type\":\"number\",\"minimum\":10.5,\"maximum\":100}", n8);
@@ -361,14 +374,20 @@ static void test_keywords(void) {
     const char *i3[] = {"+0", "+7", "+100", "-007", "-00", "-101", "--0", NULL};
     expect_strings("{\"type\":\"integer\",\"minimum\":0,\"maximum\":100}", i3);
     /* minProperties / maxProperties */
-    const char *p1[] = {"+{\"a\":1,\"b\":2}", "+{\"a\":1,\"c\":3}", "+{\"b\":1,\"c\":2}", "-{\"a\":1}", "-{}",
-                        "-{\"a\":1,\"b\":2,\"c\":3}", NULL};
+    const char *p1[] = {"+{\"a\":1,\"b\":2}",
+                        "+{\"a\":1,\"c\":3}",
+                        "+{\"b\":1,\"c\":2}",
+                        "-{\"a\":1}",
+                        "-{}",
+                        "-{\"a\":1,\"b\":2,\"c\":3}",
+                        NULL};
     expect_strings("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},"
                    "\"c\":{\"type\":\"integer\"}},\"minProperties\":2,\"maxProperties\":2}",
                    p1);
     const char *p2[] = {"+{\"x\":1}", "+{\"x\":1,\"y\":[]}", "-{}", "-{\"x\":1,\"y\":2,\"z\":3}", NULL};
     expect_strings("{\"type\":\"object\",\"minProperties\":1,\"maxProperties\":2}", p2);
-    const char *p3[] = {"+{\"a\":1,\"z\":true}", "+{\"a\":1,\"y\":1,\"z\":2}", "-{\"a\":1}", "-{\"z\":1,\"y\":2}", NULL};
+    const char *p3[] = {"+{\"a\":1,\"z\":true}", "+{\"a\":1,\"y\":1,\"z\":2}", "-{\"a\":1}", "-{\"z\":1,\"y\":2}",
+                        NULL};
     expect_strings("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"],"
                    "\"additionalProperties\":true,\"minProperties\":2}",
                    p3);
@@ -392,14 +411,48 @@ static void test_keywords(void) {
                         "pattern with minLength/maxLength: supported when");
     expect_schema_error("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern with minLength/maxLength");
     /* formats */
-    const char *f1[] = {"+\"john.doe@example.com\"", "+\"a_b+c@mail.example.org\"", "-\"a@b\"", "-\"@b.com\"",
-                        "-\"a b@c.com\"", "-\"a..b@c.com\"", "-\"a@-b.com\"", "-\"a@b.c\"", NULL};
+    const char *f1[] = {"+\"john.doe@example.com\"",
+                        "+\"a_b+c@mail.example.org\"",
+                        "-\"a@b\"",
+                        "-\"@b.com\"",
+                        "-\"a b@c.com\"",
+                        "-\"a..b@c.com\"",
+                        "-\"a@-b.com\"",
+                        "-\"a@b.c\"",
+                        NULL};
     expect_strings("{\"type\":\"string\",\"format\":\"email\"}", f1);
-    const char *f2[] = {"+\"https://example.com/a/b?x=1#f\"", "+\"ftp://host:21\"", "-\"example.com\"", "-\"http://\"",
-                        "-\"http://a b\"", NULL};
+    const char *f2[] = {"+\"https://example.com/a/b?x=1#f\"",
+                        "+\"ftp://host:21\"",
+                        "-\"example.com\"",
+                        "-\"http://\"",
+                        "-\"http://a b\"",
+                        NULL};
     expect_strings("{\"type\":\"string\",\"format\":\"uri\"}", f2);
     const char *f3[] = {"+\"12:30:00Z\"", "+\"23:59:59.123+01:00\"", "-\"24:00:00Z\"", "-\"12:30Z\"", NULL};
     expect_strings("{\"type\":\"string\",\"format\":\"time\"}", f3);
+    /* not, if/then/else, allOf of several */
+    const char *c1[] = {"+\"c\"", "+\"ab\"", "+\"\"", "-\"a\"", "-\"b\"", NULL};
+    expect_strings("{\"type\":\"string\",\"not\":{\"enum\":[\"a\",\"b\"]}}", c1);
+    const char *c2[] = {"+1", "+\"x\"", "+[]", "+{}", "+true", "-null", NULL};
+    expect_strings("{\"not\":{\"type\":\"null\"}}", c2);
+    const char *c3[] = {"+{\"kind\":\"a\",\"x\":1}", "-{\"kind\":\"a\"}", "+{\"kind\":\"b\"}",
+                        "-{\"kind\":\"b\",\"x\":1}", NULL};
+    expect_strings(
+        "{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"a\",\"b\"]},\"x\":{\"type\":\"integer\"}},"
+        "\"required\":[\"kind\"],\"if\":{\"properties\":{\"kind\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},"
+        "\"else\":{\"properties\":{\"x\":false}}}",
+        c3);
+    const char *c4[] = {"+{\"a\":1,\"b\":\"x\"}", "-{\"a\":1}", "-{\"b\":\"x\"}", "-{\"a\":\"1\",\"b\":\"x\"}", NULL};
+    expect_strings(
+        "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+        "{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}]}",
+        c4);
+    const char *c5[] = {"+3", "+4", "-2", "-5", "-3.5", NULL};
+    expect_strings("{\"allOf\":[{\"type\":\"number\",\"minimum\":2.5},{\"type\":\"integer\",\"maximum\":4}]}", c5);
+    expect_schema_error("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "no value satisfies");
+    expect_schema_error("{\"allOf\":[{\"pattern\":\"^a\"},{\"pattern\":\"^b\"}]}",
+                        "the schemas set 'pattern' differently");
+    expect_schema_error("{\"if\":{\"minimum\":3},\"then\":{\"type\":\"integer\"}}", "if: the negation is supported of");
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -433,7 +486,7 @@ int main(int argc, char **argv) {
     expect_schema_error("{\"type\":\"string\",\"pattern\":\"^(?=a)b$\"}", "schema at /: pattern: lookarounds");
     expect_schema_error("{\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":true}}}",
                         "schema at /properties/a: uniqueItems is not supported");
-    expect_schema_error("{\"not\":{}}", "not is not supported");
+    expect_schema_error("{\"not\":{\"minimum\":3}}", "not: the negation is supported of");
     expect_schema_error("{\"type\":\"number\",\"multipleOf\":0.5}", "multipleOf on a number is not supported");
     expect_schema_error("{\"$ref\":\"http://x/y.json\"}", "only local references");
     expect_schema_error("{\"$ref\":\"#/$defs/nope\"}", "points at nothing");
@@ -455,8 +508,8 @@ int main(int argc, char **argv) {
         CHECK(rw_grammar_schema_to_gbnf(args, strlen(args), &(rw_schema_opts){.name = "args", .max_ws = -1}, &gb,
                                         &err) == RW_OK);
         char text[4096];
-        snprintf(text, sizeof text, "root ::= \"<tool_call>{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" args \"}\"\n%s",
-                 gb ? gb : "");
+        snprintf(text, sizeof text,
+                 "root ::= \"<tool_call>{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" args \"}\"\n%s", gb ? gb : "");
         free(gb);
         rw_grammar *g = NULL;
         CHECK_MSG(rw_grammar_compile(text, strlen(text), NULL, &g, &err) == RW_OK, "%s", err.msg);
