@@ -688,6 +688,58 @@ static void test_cut_calls(void) {
     unserve(&s);
 }
 
+/* JSON Schema keywords through the server: number bounds, formats with
+ * length limits, minProperties; sampled answers that end validate; a schema
+ * we cannot compile is a 400 naming the keyword. */
+static void test_schema_keywords(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen-Qwen3-0.6B.jinja"), NULL, &s)) return;
+    const char *schema =
+        "{\"type\":\"object\",\"properties\":{\"ratio\":{\"type\":\"number\",\"minimum\":-0.5,\"maximum\":2.25},"
+        "\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":10},\"mail\":{\"type\":\"string\","
+        "\"format\":\"email\",\"maxLength\":16}},\"required\":[\"ratio\",\"n\",\"mail\"],\"additionalProperties\":"
+        "false,"
+        "\"minProperties\":3}";
+    int ended = 0;
+    for (int seed = 1; seed <= 6; seed++) {
+        char body[4096];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Fill it.\"}],\"max_tokens\":120,\"temperature\":1,"
+                 "\"seed\":%d,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":"
+                 "%s}}}",
+                 seed, schema);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        CHECK_EQ_INT(status, 200);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0);
+        if (!strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "stop")) {
+            ended++;
+            const char *content = msg_str(r, "content");
+            json_t *v = content ? json_loads(content, 0, NULL) : NULL;
+            json_t *ratio = json_object_get(v, "ratio"), *n = json_object_get(v, "n");
+            const char *mail = json_string_value(json_object_get(v, "mail"));
+            CHECK_MSG(json_is_number(ratio) && json_number_value(ratio) >= -0.5 && json_number_value(ratio) <= 2.25 &&
+                          json_is_integer(n) && json_integer_value(n) > 0 && json_integer_value(n) < 10 && mail &&
+                          strchr(mail, '@') && strlen(mail) <= 16 && json_object_size(v) == 3,
+                      "invalid: %s", content ? content : "");
+            json_decref(v);
+        }
+        json_decref(r);
+    }
+    CHECK_MSG(ended > 0, "no answer ended");
+    int status;
+    json_t *bad =
+        post(s.port, "/v1/chat/completions",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+             "\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"number\",\"not\":{\"minimum\":3}}}}}",
+             &status);
+    CHECK_EQ_INT(status, 400);
+    CHECK(strstr(json_string_value(json_object_get(json_object_get(bad, "error"), "message")) ?: "",
+                 "not: the negation"));
+    json_decref(bad);
+    unserve(&s);
+}
+
 static void test_forced(void) {
     forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: reasons, then calls */
     forced("Qwen-Qwen3-0.6B", NULL);                  /* Hermes */
@@ -798,6 +850,7 @@ int main(void) {
     test_budget();
     test_forced();
     test_cut_calls();
+    test_schema_keywords();
     test_after_reasoning();
     test_templates();
     rw_engine_free(g_engine);
