@@ -1558,7 +1558,22 @@ static bool is_max_kw(const char *k) {
 
 /* The schema of what both a and b accept; *st M_EMPTY when nothing is
  * (a type or enum intersection), M_FAIL (error set) when it cannot be said. */
+static json_t *merge_at(sc *c, json_t *a, json_t *b, const char *path, merge_st *st);
+
+/* merge with the nesting bounded, as gen's: each level is a C stack frame */
 static json_t *merge(sc *c, json_t *a, json_t *b, const char *path, merge_st *st) {
+    if (c->depth >= RW_GRAMMAR_MAX_NESTING) {
+        sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING);
+        *st = M_FAIL;
+        return NULL;
+    }
+    c->depth++;
+    json_t *r = merge_at(c, a, b, path, st);
+    c->depth--;
+    return r;
+}
+
+static json_t *merge_at(sc *c, json_t *a, json_t *b, const char *path, merge_st *st) {
     *st = M_OK;
     if (json_is_true(a) || (json_is_object(a) && json_object_size(a) == 0)) return json_incref(b);
     if (json_is_true(b) || (json_is_object(b) && json_object_size(b) == 0)) return json_incref(a);
@@ -1764,7 +1779,18 @@ done:
 
 /* The schema of what s refuses, or NULL (with the error set) when it is not
  * one of ours. */
+static json_t *negate_at(sc *c, json_t *s, const char *kw, const char *path);
+
 static json_t *negate(sc *c, json_t *s, const char *kw, const char *path) {
+    if (c->depth >= RW_GRAMMAR_MAX_NESTING)
+        return sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING), NULL;
+    c->depth++;
+    json_t *r = negate_at(c, s, kw, path);
+    c->depth--;
+    return r;
+}
+
+static json_t *negate_at(sc *c, json_t *s, const char *kw, const char *path) {
     if (json_is_true(s)) return json_false();
     if (json_is_false(s)) return json_true();
     merge_st st = M_OK;

@@ -453,6 +453,25 @@ static void test_keywords(void) {
     expect_schema_error("{\"allOf\":[{\"pattern\":\"^a\"},{\"pattern\":\"^b\"}]}",
                         "the schemas set 'pattern' differently");
     expect_schema_error("{\"if\":{\"minimum\":3},\"then\":{\"type\":\"integer\"}}", "if: the negation is supported of");
+    { /* merging and negating nest as deep as generating may, no deeper */
+        char *deep = malloc(64 * 1024), *p = deep;
+        for (int i = 0; i < 2; i++) {
+            p += sprintf(p, "%s", i ? "," : "{\"allOf\":[");
+            for (int d = 0; d < 300; d++) p += sprintf(p, "{\"properties\":{\"a\":");
+            p += sprintf(p, "{}");
+            for (int d = 0; d < 300; d++) p += sprintf(p, "}}");
+        }
+        sprintf(p, "]}");
+        expect_schema_error(deep, "schema at /properties/a/"); /* the path is long: the message is cut */
+        p = deep;
+        p += sprintf(p, "{\"not\":");
+        for (int d = 0; d < 300; d++) p += sprintf(p, "{\"properties\":{\"a\":");
+        p += sprintf(p, "{\"type\":\"null\"}");
+        for (int d = 0; d < 300; d++) p += sprintf(p, "}}");
+        sprintf(p, "}");
+        expect_schema_error(deep, "nested deeper than 256");
+        free(deep);
+    }
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
