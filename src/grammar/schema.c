@@ -98,7 +98,8 @@ typedef struct {
     sref *refs;
     int n_refs, cap_refs;
     bool used[P_COUNT];
-    int depth; /* gen() frames open, at most RW_GRAMMAR_MAX_NESTING */
+    int depth;   /* gen() frames open, at most RW_GRAMMAR_MAX_NESTING */
+    long merges; /* allOf merges so far: anyOf distributes, so they can multiply; bounded */
     rw_error *err;
     rw_status st;
 } sc;
@@ -1564,6 +1565,11 @@ static json_t *merge_at(sc *c, json_t *a, json_t *b, const char *path, merge_st 
 static json_t *merge(sc *c, json_t *a, json_t *b, const char *path, merge_st *st) {
     if (c->depth >= RW_GRAMMAR_MAX_NESTING) {
         sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING);
+        *st = M_FAIL;
+        return NULL;
+    }
+    if (++c->merges > 20000) {
+        sfail(c, RW_ERR_UNSUPPORTED, path, "allOf/if/not: too many combinations (anyOf inside multiplies them)");
         *st = M_FAIL;
         return NULL;
     }

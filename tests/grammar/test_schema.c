@@ -453,6 +453,17 @@ static void test_keywords(void) {
     expect_schema_error("{\"allOf\":[{\"pattern\":\"^a\"},{\"pattern\":\"^b\"}]}",
                         "the schemas set 'pattern' differently");
     expect_schema_error("{\"if\":{\"minimum\":3},\"then\":{\"type\":\"integer\"}}", "if: the negation is supported of");
+    { /* anyOf inside allOf multiplies: bounded */
+        char big[8192], *p = big;
+        p += sprintf(p, "{\"allOf\":[");
+        for (int k = 0; k < 12; k++)
+            p += sprintf(p,
+                         "%s{\"anyOf\":[{\"minimum\":1},{\"maximum\":9},{\"minimum\":2},{\"maximum\":8},"
+                         "{\"minimum\":3},{\"maximum\":7}]}",
+                         k ? "," : "");
+        sprintf(p, "]}");
+        expect_schema_error(big, "too many combinations");
+    }
     { /* merging and negating nest as deep as generating may, no deeper */
         char *deep = malloc(64 * 1024), *p = deep;
         for (int i = 0; i < 2; i++) {
