@@ -8,6 +8,7 @@
  *   test_schema --validate SCHEMA.json OUTPUT   exit 0 valid, 1 not (why on stderr) */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <pcre2.h>
 #include <stdlib.h>
@@ -485,6 +486,56 @@ static void test_keywords(void) {
     }
 }
 
+/* Number bounds against exact decimal arithmetic: every number with an
+ * integer part 0..12 and up to 3 fraction digits, both signs, is taken
+ * exactly when it lies within the bounds (in thousandths; "-0" never). */
+static void test_number_brute(void) {
+    static const struct {
+        const char *schema;
+        long lo, hi; /* thousandths; LONG_MIN / LONG_MAX: none */
+        bool lx, hx; /* exclusive */
+    } b[] = {
+        {"{\"type\":\"number\",\"minimum\":-0.5,\"maximum\":2.25}", -500, 2250, false, false},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":0.125,\"exclusiveMaximum\":1}", 125, 1000, true, true},
+        {"{\"type\":\"number\",\"minimum\":-3.75,\"exclusiveMaximum\":-3.5}", -3750, -3500, false, true},
+        {"{\"type\":\"number\",\"minimum\":0,\"maximum\":0}", 0, 0, false, false},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-1,\"exclusiveMaximum\":0}", -1000, 0, true, true},
+        {"{\"type\":\"number\",\"minimum\":9.999,\"maximum\":10.001}", 9999, 10001, false, false},
+        {"{\"type\":\"number\",\"minimum\":0.1}", 100, LONG_MAX, false, false},
+        {"{\"type\":\"number\",\"exclusiveMaximum\":-0.001}", LONG_MIN, -1, false, true},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-12.5,\"maximum\":-0.01}", -12500, -10, true, false},
+    };
+    for (size_t k = 0; k < sizeof b / sizeof *b; k++) {
+        rw_grammar *g = NULL;
+        rw_error err = {0};
+        CHECK_MSG(rw_grammar_compile_schema(b[k].schema, strlen(b[k].schema), &g, &err) == RW_OK, "%s", err.msg);
+        rw_grammar_matcher *m = NULL;
+        if (!g || rw_grammar_matcher_new(g, NULL, &m, NULL)) continue;
+        int wrong = 0;
+        for (int neg = 0; neg < 2; neg++)
+            for (long ip = 0; ip <= 12; ip++)
+                for (int nd = 0; nd <= 3; nd++)
+                    for (long f = 0; f < (nd ? (long)pow(10, nd) : 1); f++) {
+                        char t[32];
+                        if (nd) snprintf(t, sizeof t, "%s%ld.%0*ld", neg ? "-" : "", ip, nd, f);
+                        else snprintf(t, sizeof t, "%s%ld", neg ? "-" : "", ip);
+                        long v = ip * 1000 + f * (nd == 1 ? 100 : nd == 2 ? 10 : 1);
+                        if (neg) v = -v;
+                        bool want = !(neg && v == 0) &&
+                                    (b[k].lo == LONG_MIN || (b[k].lx ? v > b[k].lo : v >= b[k].lo)) &&
+                                    (b[k].hi == LONG_MAX || (b[k].hx ? v < b[k].hi : v <= b[k].hi));
+                        rw_grammar_matcher_rewind(m, 0);
+                        bool got =
+                            rw_grammar_matcher_accept_bytes(m, t, strlen(t), NULL) && rw_grammar_matcher_can_end(m);
+                        if (got != want && wrong++ < 5)
+                            CHECK_MSG(got == want, "%s: %s %s", b[k].schema, t, got ? "taken" : "refused");
+                    }
+        CHECK_EQ_INT(wrong, 0);
+        rw_grammar_matcher_free(m);
+        rw_grammar_free(g);
+    }
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(int argc, char **argv) {
@@ -512,6 +563,7 @@ int main(int argc, char **argv) {
     CHECK(check_text("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "1", 1) == 0);
 
     test_keywords();
+    test_number_brute();
     /* errors name the place */
     expect_schema_error("{\"type\":\"string\",\"pattern\":\"^(?=a)b$\"}", "schema at /: pattern: lookarounds");
     expect_schema_error("{\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":true}}}",
