@@ -195,6 +195,9 @@ static void nonneg_range(sbuf *b, uint64_t lo, uint64_t hi) {
 }
 
 static char *gen_integer(sc *c, json_t *s, const char *path) {
+    json_t *mo = json_object_get(s, "multipleOf");
+    if (mo && !(json_is_number(mo) && json_number_value(mo) == 1))
+        return sfail(c, RW_ERR_UNSUPPORTED, path, "multipleOf on an integer is not supported (but 1)");
     const int64_t lim = 9999999999999999LL; /* 16 digits */
     int64_t lo = -lim, hi = lim;
     bool bounded = false;

@@ -570,6 +570,7 @@ int main(int argc, char **argv) {
                         "schema at /properties/a: uniqueItems is not supported");
     expect_schema_error("{\"not\":{\"minimum\":3}}", "not: the negation is supported of");
     expect_schema_error("{\"type\":\"number\",\"multipleOf\":0.5}", "multipleOf on a number is not supported");
+    expect_schema_error("{\"type\":\"integer\",\"multipleOf\":5}", "multipleOf on an integer is not supported");
     expect_schema_error("{\"$ref\":\"http://x/y.json\"}", "only local references");
     expect_schema_error("{\"$ref\":\"#/$defs/nope\"}", "points at nothing");
     expect_schema_error("{\"type\":\"strin\"}", "unknown type 'strin'");
