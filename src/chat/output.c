@@ -91,6 +91,7 @@ struct rw_chat_output {
     rw_chat__jscan js;
     int n_calls;
     bool finished;
+    bool cut; /* the token limit cut the output: unfinished calls are dropped at finish */
     rw_chat_event_fn fn;
     void *user;
     rw_chat__harmony *hm; /* RW_TOOL_FMT_HARMONY: the parser the text goes to instead; owned */
@@ -160,6 +161,7 @@ rw_status rw_chat_output_new(const rw_chat_output_opts *o, rw_chat_output **out,
     p->id_prefix = strdup(o->id_prefix ? o->id_prefix : "call_");
     p->id_seed = o->id_seed;
     p->stream_args = o->stream_args;
+    p->cut = o->cut;
     if (!p->open || !p->close || !p->id_prefix) {
         rw_chat_output_free(p);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -341,7 +343,7 @@ static rw_status xml_fail(rw_chat_output *p) {
         return RW_OK;
     }
     if (p->xs == 1) s = xml_close_call(p);
-    consume(p, p->xpos);
+    consume(p, p->finished && p->cut ? p->n : p->xpos); /* cut: the rest is the call's, not content */
     p->state = S_CONTENT;
     return s;
 }
@@ -499,6 +501,8 @@ static rw_status step_xml(rw_chat_output *p, bool *progress) {
         return RW_OK;
     } else if (!fin && !keep && prefix_of(b + i, n - i, "<function=")) {
         return RW_OK;
+    } else if (fin && p->cut && ((endm && prefix_of(b + i, n - i, endm)) || prefix_of(b + i, n - i, "<function="))) {
+        consume(p, n);          /* cut inside a marker: the call's, not content */
     } else consume(p, p->xpos); /* done; what follows is the message's */
     p->state = S_AFTER_CALL;
     p->xml_stream = false;
@@ -589,7 +593,7 @@ static rw_status step_json(rw_chat_output *p, bool *progress) {
         if (r != 1) { /* broken or cut off: closed where it was sure, the rest is text */
             s = call_piece(p, p->jv.safe_close, p->jv.safe_close_len);
             if (!s) s = json_end_call(p);
-            consume(p, p->jsent);
+            consume(p, fin && p->cut ? p->n : p->jsent); /* cut: the rest is the call's, not content */
             p->json_stream = false;
             p->state = S_CONTENT;
             *progress = true;
@@ -613,12 +617,30 @@ static rw_status step_json(rw_chat_output *p, bool *progress) {
             return RW_OK;
         }
         if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
+        if (fin && p->cut && prefix_of(p->pend + e, p->n - e, endm)) { /* cut in the end marker: the call's */
+            consume(p, p->n);
+            p->json_stream = false;
+            p->state = S_AFTER_CALL;
+            *progress = true;
+            return RW_OK;
+        }
     } else if (!fin && i == p->n) return RW_OK;
     consume(p, p->jv.pos); /* the call is complete; what follows it is text */
     p->json_stream = false;
     p->state = S_CONTENT;
     *progress = true;
     return RW_OK;
+}
+
+/* A bare JSON text that begins as a call: '{' (or '[' '{') then "name", or a
+ * prefix of that (whitespace between). */
+static bool bare_call_head(const char *s, size_t n) {
+    size_t i = skip_ws(s, n, 0);
+    if (i < n && s[i] == '[') i = skip_ws(s, n, i + 1);
+    if (i == n) return true;
+    if (s[i] != '{') return false;
+    i = skip_ws(s, n, i + 1);
+    return prefix_of(s + i, n - i, "\"name\"") || starts(s + i, n - i, "\"name\"");
 }
 
 /* ---- the state machine ---- */
@@ -711,6 +733,12 @@ static rw_status step(rw_chat_output *p, bool *progress) {
     case S_BARE: {
         int r = rw_chat__jscan_run(&p->js, p->pend, p->n);
         if (r == 0 && !fin) return RW_OK;
+        if (r == 0 && p->cut && bare_call_head(p->pend, p->n)) { /* a call cut short: dropped */
+            consume(p, p->n);
+            p->state = S_CONTENT;
+            *progress = true;
+            return RW_OK;
+        }
         if (r == 1) {
             rw_chat__calls calls = {0};
             if (rw_chat__parse_json_calls(p->pend, p->js.pos, true, &calls)) {
@@ -769,13 +797,13 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             *progress = true;
             return s;
         }
-        size_t safe = p->n;
-        if (!fin) {
-            safe -= held_suffix(p->pend, p->n, names, nm);
+        size_t safe = p->n, held = held_suffix(p->pend, p->n, names, nm);
+        if (!fin || (p->cut && held)) { /* cut: the start of a marker at the end is a call's, dropped */
+            safe -= held;
             while (safe > 0 && is_ws(p->pend[safe - 1])) safe--;
         }
         s = emit(p, RW_CHAT_EV_CONTENT, p->pend, safe);
-        consume(p, safe);
+        consume(p, fin ? p->n : safe);
         return s;
     }
 
@@ -840,6 +868,12 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             }
         }
         if (!found && !fin) return RW_OK;
+        if (!found && p->cut) { /* cut by the token limit: the unfinished call is dropped, never content */
+            consume(p, p->n);
+            p->state = S_CONTENT;
+            *progress = true;
+            return RW_OK;
+        }
         if (!found) body_end = end = p->n; /* cut off: parse what there is (a missing close tag is forgiven) */
         rw_chat__calls calls = {0};
         bool ok = rw_chat__parse_call_body(p->pend + body, body_end - body, p->call == &M_FUNCTION, p->tools,
@@ -897,6 +931,8 @@ rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, r
     p->pend[p->n] = 0;
     return run(p, fn, user, err);
 }
+
+void rw_chat_output_set_cut(rw_chat_output *p, bool cut) { p->cut = cut; }
 
 rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err) {
     if (p->hm) {

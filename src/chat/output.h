@@ -121,6 +121,7 @@ typedef struct {
     uint64_t id_seed;       /* the ids' random part comes from this (the server passes fresh randomness;
                                tests a constant, so ids are reproducible) */
     bool stream_args;       /* stream a call's arguments as they come (for streaming responses), see below */
+    bool cut;               /* the token limit cut the output (rw_chat_output_set_cut) */
 } rw_chat_output_opts;
 
 typedef enum {
@@ -159,6 +160,15 @@ rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, r
  * marker becomes content; an unclosed think block stays reasoning). Feed no
  * more after this. */
 rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err);
+
+/* The token limit cut the generation (set before finish): at finish, a call
+ * that is not complete (its end marker not seen, or its JSON not closed) and
+ * a trailing piece of a call marker are dropped instead of given back as
+ * content, so no call markup reaches the content; a streamed call already
+ * begun is closed with what it had. A bare JSON message (LLAMA3, GRANITE,
+ * GENERIC) is dropped when it starts as a call ({"name"...), else it stays
+ * content (a JSON answer cut short). */
+void rw_chat_output_set_cut(rw_chat_output *p, bool cut);
 
 /* Calls completed so far (for finish_reason "tool_calls"). */
 int rw_chat_output_n_calls(const rw_chat_output *p);

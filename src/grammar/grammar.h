@@ -33,11 +33,12 @@
  *
  * JSON Schema: rw_grammar_schema_to_gbnf writes GBNF for the subset listed
  * in docs/structured-outputs.md (types, properties/required/
- * additionalProperties, enum/const, anyOf/oneOf/allOf of one, $ref/$defs
- * with recursion, items/prefixItems, minItems/maxItems,
- * minLength/maxLength, pattern (a regex subset), format date/time/
- * date-time/uuid, integer minimum/maximum over small ranges) with bounded
- * whitespace and digit runs, so every constrained output ends.
+ * additionalProperties, min/maxProperties, enum/const, anyOf/oneOf, allOf
+ * (merged), not and if/then/else where the negation is a schema, $ref/$defs
+ * with recursion, items/prefixItems, minItems/maxItems, minLength/maxLength,
+ * pattern (a regex subset) and formats date/time/date-time/uuid/email/uri,
+ * with length limits too, integer and number bounds as exact decimal
+ * ranges) with bounded whitespace and digit runs.
  *
  * Composition (e.g. a forced tool call): generate the schema's rules under a
  * prefix, then write the surrounding GBNF yourself:

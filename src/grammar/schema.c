@@ -22,22 +22,16 @@
  * (title, description, default, examples, $schema, $id, $comment, ...) and
  * unknown string formats (an annotation in the spec) are ignored. */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/grammar_int.h"
+#include "grammar/schema_int.h"
 
 #define MAX_DIGITS 16
-#define MAX_LEN 4096 /* minLength / maxLength / minItems / maxItems we write out */
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
 
 static void rw_chat__sb_put(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
@@ -79,28 +73,13 @@ __attribute__((format(printf, 2, 3))) static void sb_fmt(sbuf *b, const char *fm
     free(big);
 }
 
-/* shared rules, written at the end when used */
-enum { P_WS, P_VALUE, P_OBJECT, P_ARRAY, P_STRING, P_CHAR, P_NUMBER, P_INTEGER, P_BOOLEAN, P_NULL, P_KCHAR, P_COUNT };
 static const char *const prim_name[P_COUNT] = {"ws",     "value",   "object",  "array", "string", "char",
                                                "number", "integer", "boolean", "null",  "kchar"};
 
-typedef struct {
-    char *ptr, *rule;
-} sref;
-
-typedef struct {
-    sbuf out;
-    const char *name;
-    int max_ws;
-    int counter;
-    json_t *doc;
-    sref *refs;
-    int n_refs, cap_refs;
-    bool used[P_COUNT];
-    int depth; /* gen() frames open, at most RW_GRAMMAR_MAX_NESTING */
-    rw_error *err;
-    rw_status st;
-} sc;
+char *rw_grammar__schema_fail(sc *c, rw_status code, const char *path, const char *msg) {
+    if (!c->st) c->st = rw_errorf(c->err, code, "schema at %s: %s", *path ? path : "/", msg);
+    return NULL;
+}
 
 __attribute__((format(printf, 4, 5))) static char *sfail(sc *c, rw_status code, const char *path, const char *fmt,
                                                          ...) {
@@ -110,8 +89,7 @@ __attribute__((format(printf, 4, 5))) static char *sfail(sc *c, rw_status code, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->st = rw_errorf(c->err, code, "schema at %s: %s", *path ? path : "/", msg);
-    return NULL;
+    return rw_grammar__schema_fail(c, code, path, msg);
 }
 
 static char *prim(sc *c, int p) {
@@ -158,6 +136,7 @@ static bool lit_json(sc *c, sbuf *b, json_t *v) {
 static void define(sc *c, const char *rule, const char *body) { sb_fmt(&c->out, "%s ::= %s\n", rule, body); }
 
 static char *gen(sc *c, json_t *s, const char *path);
+static char *gen_other_key(sc *c, const char **names, int n);
 
 /* ---- integers in a range ---- */
 
@@ -216,6 +195,9 @@ static void nonneg_range(sbuf *b, uint64_t lo, uint64_t hi) {
 }
 
 static char *gen_integer(sc *c, json_t *s, const char *path) {
+    json_t *mo = json_object_get(s, "multipleOf");
+    if (mo && !(json_is_number(mo) && json_number_value(mo) == 1))
+        return sfail(c, RW_ERR_UNSUPPORTED, path, "multipleOf on an integer is not supported (but 1)");
     const int64_t lim = 9999999999999999LL; /* 16 digits */
     int64_t lo = -lim, hi = lim;
     bool bounded = false;
@@ -266,7 +248,233 @@ static char *gen_integer(sc *c, json_t *s, const char *path) {
     return r;
 }
 
+/* ---- numbers in a range ---- */
+
+/* A bound as a decimal: ip.fr (fr: fraction digits, no trailing zeros). */
+typedef struct {
+    uint64_t ip;
+    char fr[400];
+} dec;
+
+#define NUM_INT_MAX 999999999999999ULL /* 15 digits: a bounded number's integer part */
+
+/* |v| as the shortest decimal that reads back as v (so that a bound given as
+ * 0.1 is the decimal 0.1); false when |v| is past NUM_INT_MAX. */
+static bool to_dec(double v, dec *d) {
+    v = fabs(v);
+    if (!(v <= (double)NUM_INT_MAX)) return false;
+    char s[64];
+    for (int p = 0; p <= 17; p++) {
+        snprintf(s, sizeof s, "%.*e", p, v);
+        if (strtod(s, NULL) == v) break;
+    }
+    char digits[40];
+    int nd = 0, e = 0;
+    for (const char *q = s; *q; q++) {
+        if (*q >= '0' && *q <= '9') digits[nd++] = *q;
+        else if (*q == 'e') {
+            e = atoi(q + 1);
+            break;
+        }
+    }
+    /* digits[0] stands at 10^e */
+    d->ip = 0;
+    int k = 0;
+    for (int pos = e; pos >= 0; pos--, k++) d->ip = d->ip * 10 + (uint64_t)(k < nd ? digits[k] - '0' : 0);
+    int f = 0;
+    for (int pos = -1; pos > e; pos--) d->fr[f++] = '0'; /* zeros between the point and the first digit */
+    for (; k < nd && f < (int)sizeof d->fr - 1; k++) d->fr[f++] = digits[k];
+    while (f > 0 && d->fr[f - 1] == '0') f--;
+    d->fr[f] = 0;
+    return true;
+}
+
+/* Fraction digit strings s (up to `left` digits; at least one when
+ * nonempty) with 0.s above A (A NULL: no lower bound; ai: inclusive) and
+ * below B (likewise). A and B have no trailing zeros ("" is 0). Written as
+ * one group; false (and nothing written) when no string qualifies. */
+static bool frac_digits(sbuf *b, const char *A, bool ai, const char *B, bool bi, int left, bool nonempty) {
+    if (A && !*A && ai) A = NULL;      /* >= 0: no bound */
+    if (B && !*B && !bi) return false; /* < 0: nothing */
+    bool empty_ok = !nonempty && !A && (!B || *B || bi);
+    if (left == 0) {
+        if (empty_ok) sb_str(b, "\"\" ");
+        return empty_ok;
+    }
+    sbuf alts = {0};
+    int n = 0;
+    int free_lo = -1; /* a run of digits after which anything goes */
+    for (int d = 0; d <= 10; d++) {
+        const char *na = NULL, *nb = NULL;
+        bool ok = d < 10, free_d = false;
+        if (ok) {
+            int a1 = A ? (*A ? *A - '0' : 0) : -1, b1 = B ? (*B ? *B - '0' : 0) : 10;
+            if (d < a1 || d > b1) ok = false;
+            else {
+                if (A && d == a1) na = *A ? A + 1 : A;
+                if (B && d == b1) nb = *B ? B + 1 : B;
+                free_d = !na && !nb;
+            }
+        }
+        if (free_d) {
+            if (free_lo < 0) free_lo = d;
+            continue;
+        }
+        if (free_lo >= 0) { /* close the run free_lo..d-1 */
+            sb_fmt(&alts, "%s[%d-%d] [0-9]{0,%d} ", n++ ? "| " : "", free_lo, d - 1, left - 1);
+            free_lo = -1;
+        }
+        if (!ok) continue;
+        sbuf sub = {0};
+        if (frac_digits(&sub, na ? na : NULL, ai, nb ? nb : NULL, bi, left - 1, false) && sub.p) {
+            sb_fmt(&alts, "%s\"%d\" %s", n++ ? "| " : "", d, sub.p);
+        }
+        free(sub.p);
+    }
+    if (empty_ok) sb_fmt(&alts, "%s\"\" ", n++ ? "| " : "");
+    if (n) sb_fmt(b, "( %s) ", alts.p);
+    free(alts.p);
+    return n > 0;
+}
+
+/* The fraction after an integer part: "." and digits within the bounds, or
+ * none when 0 is within them. Appends one alternative's tail; false when
+ * nothing fits. */
+static bool frac_part(sbuf *b, const char *A, bool ai, const char *B, bool bi, int cap) {
+    bool none_ok = (!A || (!*A && ai)) && (!B || *B || bi);
+    sbuf s = {0};
+    bool some = cap > 0 && frac_digits(&s, A, ai, B, bi, cap, true);
+    if (some && none_ok) sb_fmt(b, "( \".\" %s)? ", s.p);
+    else if (some) sb_fmt(b, "\".\" %s", s.p);
+    free(s.p);
+    return some || none_ok;
+}
+
+static int frac_cap(uint64_t ip) { return 15 - ndigits(ip); }
+
+/* Alternatives for the numbers x >= 0 from lo to hi (hi NULL: no bound),
+ * no exponent, no leading zeros; at most 15 significant digits in all, so
+ * that two different numbers written are two different doubles and an
+ * exclusive bound holds after parsing too. Returns how many were written. */
+static int nonneg_num(sbuf *b, const dec *lo, bool li, const dec *hi, bool hi_incl, bool first) {
+    uint64_t a = lo->ip, z = hi ? hi->ip : NUM_INT_MAX;
+    int n = 0;
+    if (a > z) return 0;
+    sbuf alt = {0};
+#define ALT()                                              \
+    do {                                                   \
+        sb_fmt(b, "%s%s", first && !n ? "" : "| ", alt.p); \
+        n++;                                               \
+    } while (0)
+    if (a == z) {
+        sb_fmt(&alt, "\"%llu\" ", (unsigned long long)a);
+        if (frac_part(&alt, lo->fr, li, hi ? hi->fr : NULL, hi_incl, frac_cap(a))) ALT();
+        free(alt.p);
+        return n;
+    }
+    sb_fmt(&alt, "\"%llu\" ", (unsigned long long)a);
+    if (frac_part(&alt, lo->fr, li, NULL, false, frac_cap(a))) ALT();
+    alt.n = 0;
+    uint64_t p = 1;
+    for (int d = 1; d <= 15; d++, p *= 10) { /* a+1 .. z-1 by number of digits: any fraction */
+        uint64_t dlo = d == 1 ? 0 : p, dhi = p * 10 - 1;
+        uint64_t x = a + 1 > dlo ? a + 1 : dlo, y = z - 1 < dhi ? z - 1 : dhi;
+        if (z == 0 || x > y) continue;
+        char sx[24], sy[24];
+        snprintf(sx, sizeof sx, "%llu", (unsigned long long)x);
+        snprintf(sy, sizeof sy, "%llu", (unsigned long long)y);
+        alt.n = 0;
+        same_len(&alt, sx, sy, d);
+        if (15 - d > 0) sb_fmt(&alt, "( \".\" [0-9]{1,%d} )? ", 15 - d);
+        ALT();
+    }
+    alt.n = 0;
+    sb_fmt(&alt, "\"%llu\" ", (unsigned long long)z);
+    if (frac_part(&alt, NULL, true, hi ? hi->fr : NULL, hi_incl, frac_cap(z))) ALT();
+#undef ALT
+    free(alt.p);
+    return n;
+}
+
+/* A bound keyword: its value (a number), and whether it is exclusive
+ * (exclusiveMinimum as a number, or draft 4's boolean beside minimum). The
+ * tighter of minimum and exclusiveMinimum wins. */
+static bool num_bound(json_t *s, bool upper, double *v, bool *excl) {
+    json_t *m = json_object_get(s, upper ? "maximum" : "minimum");
+    json_t *x = json_object_get(s, upper ? "exclusiveMaximum" : "exclusiveMinimum");
+    bool have = false;
+    if (json_is_number(m)) {
+        *v = json_number_value(m);
+        *excl = json_is_true(x);
+        have = true;
+    }
+    if (json_is_number(x)) {
+        double e = json_number_value(x);
+        if (!have || (upper ? e <= *v : e >= *v)) {
+            *v = e;
+            *excl = true;
+        }
+        have = true;
+    }
+    return have;
+}
+
+static char *gen_number(sc *c, json_t *s, const char *path) {
+    if (json_object_get(s, "multipleOf"))
+        return sfail(c, RW_ERR_UNSUPPORTED, path, "multipleOf on a number is not supported");
+    double lv = 0, hv = 0;
+    bool lx = false, hx = false;
+    bool has_lo = num_bound(s, false, &lv, &lx), has_hi = num_bound(s, true, &hv, &hx);
+    if (!has_lo && !has_hi) return prim(c, P_NUMBER);
+    if ((has_lo && !isfinite(lv)) || (has_hi && !isfinite(hv)))
+        return sfail(c, RW_ERR_INVALID_ARG, path, "number bounds must be finite");
+    /* past 15 integer digits a bound is no bound (the numbers written stop there) */
+    dec lo, hi;
+    if (has_lo && !to_dec(lv, &lo)) {
+        if (lv > 0) return sfail(c, RW_ERR_UNSUPPORTED, path, "a minimum over %llu is not supported", NUM_INT_MAX);
+        has_lo = false;
+    }
+    if (has_hi && !to_dec(hv, &hi)) {
+        if (hv < 0) return sfail(c, RW_ERR_UNSUPPORTED, path, "a maximum below -%llu is not supported", NUM_INT_MAX);
+        has_hi = false;
+    }
+    static const dec zero = {0};
+    sbuf b = {0};
+    int n = 0;
+    /* x < 0: "-" y with y > 0 (never "-0") from max(-hi, 0) to -lo */
+    if (!has_lo || lv < 0) {
+        sbuf neg = {0};
+        bool hneg = has_hi && hv < 0;
+        int k = nonneg_num(&neg, hneg ? &hi : &zero, hneg ? !hx : false, has_lo ? &lo : NULL, !lx, true);
+        if (k) sb_fmt(&b, "\"-\" ( %s) ", neg.p);
+        n += k;
+        free(neg.p);
+    }
+    /* x >= 0 */
+    if (!has_hi || hv > 0 || (hv == 0 && !hx)) {
+        bool lpos = has_lo && lv >= 0;
+        sbuf pos = {0};
+        int k = nonneg_num(&pos, lpos ? &lo : &zero, lpos ? !lx : true, has_hi ? &hi : NULL, !hx, true);
+        if (k) sb_fmt(&b, "%s( %s) ", n ? "| " : "", pos.p);
+        n += k;
+        free(pos.p);
+    }
+    if (!n) {
+        free(b.p);
+        return sfail(c, RW_ERR_INVALID_ARG, path, "no number lies between the bounds");
+    }
+    char *r = new_rule_name(c);
+    if (r && !b.oom) define(c, r, b.p);
+    free(b.p);
+    return r;
+}
+
 /* ---- strings: pattern (a regex subset) ---- */
+
+#define RX_MAX_TOP 64
+typedef struct {
+    long alo, ahi, qlo, qhi; /* hi < 0: unbounded */
+} rx_elem;
 
 typedef struct {
     const char *p, *end, *start;
@@ -274,11 +482,17 @@ typedef struct {
     const char *path;
     int depth; /* open groups, at most RW_GRAMMAR_MAX_NESTING */
     bool bad;
+    long lo, hi; /* the length (code points) of what was parsed last: lo..hi, hi < 0 unbounded */
+    /* the top-level sequence's elements (for length limits): an atom's
+     * length, its repetition; with ovr, repetitions replaced by ovr_q */
+    int n_top;
+    rx_elem top[RX_MAX_TOP];
+    bool ovr, top_alt;
+    long ovr_q[RX_MAX_TOP][2];
 } rx;
 
 static void rx_fail(rx *r, const char *what) {
-    if (!r->bad)
-        sfail(r->c, RW_ERR_UNSUPPORTED, r->path, "pattern: %s at offset %d", what, (int)(r->p - r->start));
+    if (!r->bad) sfail(r->c, RW_ERR_UNSUPPORTED, r->path, "pattern: %s at offset %d", what, (int)(r->p - r->start));
     r->bad = true;
 }
 
@@ -363,8 +577,7 @@ static void emit_class(sbuf *b, crange *r, int n, bool neg) {
     for (int i = 0; i < 4; i++)
         if (has[(int)esc[i].c]) {
             if (any) sb_str(b, " | ");
-            else { /* drop the empty class written above */
-                b->n -= 2;
+            else { /* drop the empty class written above */ b->n -= 2;
                 b->p[b->n] = 0;
             }
             sb_str(b, esc[i].alt);
@@ -392,14 +605,17 @@ static uint32_t rx_utf8(rx *r) {
 static bool class_escape(char e, crange *r, int *n, bool *neg) {
     *neg = e >= 'A' && e <= 'Z';
     switch (e) {
-    case 'd': case 'D': r[(*n)++] = (crange){'0', '9'}; return true;
-    case 'w': case 'W':
+    case 'd':
+    case 'D': r[(*n)++] = (crange){'0', '9'}; return true;
+    case 'w':
+    case 'W':
         r[(*n)++] = (crange){'0', '9'};
         r[(*n)++] = (crange){'A', 'Z'};
         r[(*n)++] = (crange){'a', 'z'};
         r[(*n)++] = (crange){'_', '_'};
         return true;
-    case 's': case 'S':
+    case 's':
+    case 'S':
         r[(*n)++] = (crange){' ', ' '};
         r[(*n)++] = (crange){'\t', '\n'};
         r[(*n)++] = (crange){'\r', '\r'};
@@ -420,7 +636,10 @@ static uint32_t rx_escape_char(rx *r, char e) {
         uint32_t v = 0;
         for (int i = 0; i < 4; i++) {
             char h = r->p < r->end ? *r->p : 0;
-            int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            int d = h >= '0' && h <= '9'   ? h - '0'
+                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                           : -1;
             if (d < 0) {
                 rx_fail(r, "\\u needs 4 hex digits");
                 return 0;
@@ -463,7 +682,10 @@ static void rx_atom(rx *r, sbuf *b) {
         if (r->p >= r->end || *r->p != ')') return rx_fail(r, "unclosed '('");
         r->p++;
         sb_str(b, ") ");
-    } else if (ch == '[') {
+        return; /* r->lo, r->hi: the group's */
+    }
+    r->lo = r->hi = 1; /* one character */
+    if (ch == '[') {
         r->p++;
         crange rg[256];
         int n = 0;
@@ -526,8 +748,18 @@ static void rx_atom(rx *r, sbuf *b) {
     }
 }
 
+/* n * m for lengths (hi < 0: unbounded), capped so that it cannot overflow */
+static long len_mul(long a, long q) {
+    if (a == 0 || q == 0) return 0;
+    if (a < 0 || q < 0) return -1;
+    return a > 100000000L / q ? -1 : a * q;
+}
+static long len_add(long a, long b) { return a < 0 || b < 0 || a + b > 100000000L ? -1 : a + b; }
+
 static void rx_seq(rx *r, sbuf *b) {
     sb_str(b, "( ");
+    long slo = 0, shi = 0;
+    int idx = 0;
     while (r->p < r->end && *r->p != '|' && *r->p != ')' && !r->bad) {
         if (*r->p == '$' && r->p + 1 == r->end) break;
         sbuf atom = {0};
@@ -536,123 +768,253 @@ static void rx_seq(rx *r, sbuf *b) {
             free(atom.p);
             return;
         }
-        sb_str(b, "( ");
-        if (atom.p) sb_str(b, atom.p);
-        free(atom.p);
-        sb_str(b, ")");
+        long alo = r->lo, ahi = r->hi, qlo = 1, qhi = 1;
         if (r->p < r->end) {
             char q = *r->p;
             if (q == '*' || q == '+' || q == '?') {
-                rw_chat__sb_put(b, &q, 1);
+                qlo = q == '+';
+                qhi = q == '?' ? 1 : -1;
                 r->p++;
             } else if (q == '{') {
-                const char *s = r->p;
+                const char *st = r->p;
                 while (r->p < r->end && *r->p != '}') r->p++;
-                if (r->p >= r->end) return rx_fail(r, "unterminated {m,n}");
+                if (r->p >= r->end) return free(atom.p), rx_fail(r, "unterminated {m,n}");
                 r->p++;
-                long lo = -1, hi = -1;
                 char *e;
-                lo = strtol(s + 1, &e, 10);
-                if (e == s + 1) return rx_fail(r, "bad {m,n}");
+                long lo = strtol(st + 1, &e, 10), hi;
+                if (e == st + 1) return free(atom.p), rx_fail(r, "bad {m,n}");
                 if (*e == ',') {
                     const char *h = e + 1;
-                    if (*h == '}') hi = -2;
+                    if (*h == '}') hi = -1;
                     else {
                         hi = strtol(h, &e, 10);
-                        if (e == h || *e != '}') return rx_fail(r, "bad {m,n}");
+                        if (e == h || *e != '}' || hi < lo) return free(atom.p), rx_fail(r, "bad {m,n}");
                     }
                 } else if (*e == '}') hi = lo;
-                else return rx_fail(r, "bad {m,n}");
-                if (lo > MAX_LEN || hi > MAX_LEN) return rx_fail(r, "repetition count over 4096");
-                if (hi == -2) sb_fmt(b, "{%ld,}", lo);
-                else sb_fmt(b, "{%ld,%ld}", lo, hi);
+                else return free(atom.p), rx_fail(r, "bad {m,n}");
+                if (lo > MAX_LEN || hi > MAX_LEN) return free(atom.p), rx_fail(r, "repetition count over 4096");
+                qlo = lo;
+                qhi = hi;
+                q = '}';
             }
             if (r->p < r->end && (*r->p == '?')) r->p++; /* lazy: the same language */
             else if (r->p < r->end && *r->p == '+' && (q == '*' || q == '+' || q == '?' || q == '}'))
-                return rx_fail(r, "possessive quantifiers are not supported");
+                return free(atom.p), rx_fail(r, "possessive quantifiers are not supported");
         }
-        sb_str(b, " ");
+        if (r->depth == 0) { /* an element of the top-level sequence */
+            if (idx < RX_MAX_TOP) r->top[idx] = (rx_elem){alo, ahi, qlo, qhi};
+            if (r->ovr) {
+                if (idx >= RX_MAX_TOP) return free(atom.p), rx_fail(r, "too many parts for minLength/maxLength");
+                qlo = r->ovr_q[idx][0];
+                qhi = r->ovr_q[idx][1];
+            }
+            idx++;
+            r->n_top = idx;
+        }
+        if (qhi != 0) {
+            sb_fmt(b, "( %s)", atom.p ? atom.p : "");
+            if (qlo == 1 && qhi == 1)
+                ;
+            else if (qlo == 0 && qhi == 1) sb_str(b, "?");
+            else if (qlo == 0 && qhi < 0) sb_str(b, "*");
+            else if (qlo == 1 && qhi < 0) sb_str(b, "+");
+            else if (qhi < 0) sb_fmt(b, "{%ld,}", qlo);
+            else sb_fmt(b, "{%ld,%ld}", qlo, qhi);
+            sb_str(b, " ");
+        }
+        free(atom.p);
+        slo = len_add(slo, len_mul(alo, qlo));
+        if (slo < 0) slo = 100000000L;
+        shi = len_add(shi, qhi < 0 && ahi != 0 ? -1 : len_mul(ahi, qhi));
     }
-    sb_str(b, ") ");
+    if (!r->bad) sb_str(b, ") ");
+    r->lo = slo;
+    r->hi = shi;
 }
 
 static void rx_alt(rx *r, sbuf *b) {
     rx_seq(r, b);
+    long lo = r->lo, hi = r->hi;
     while (!r->bad && r->p < r->end && *r->p == '|') {
+        if (r->depth == 0) r->top_alt = true;
         r->p++;
         sb_str(b, "| ");
         rx_seq(r, b);
+        if (r->lo < lo) lo = r->lo;
+        if (hi >= 0 && (r->hi < 0 || r->hi > hi)) hi = r->hi;
     }
+    r->lo = lo;
+    r->hi = hi;
 }
 
-static char *gen_pattern(sc *c, const char *pat, const char *path) {
-    rx r = {.p = pat, .end = pat + strlen(pat), .start = pat, .c = c, .path = path};
-    bool a0 = r.p < r.end && *r.p == '^';
-    if (a0) r.p++;
-    sbuf b = {0};
-    char *any = NULL;
-    if (!a0 || !(r.end > r.start && r.end[-1] == '$' && (r.end - r.start < 2 || r.end[-2] != '\\'))) {
-        any = prim(c, P_CHAR);
-        if (!any) return NULL;
+/* One pass over the pattern: the GBNF of the string (quotes included) into
+ * b; r keeps the lengths and the top-level elements. */
+static void rx_pattern(rx *r, sbuf *b, const char *any, bool a0, bool *a1) {
+    sb_str(b, "\"\\\"\" ");
+    if (!a0) sb_fmt(b, "%s* ", any);
+    sb_str(b, "( ");
+    rx_alt(r, b);
+    sb_str(b, ") ");
+    *a1 = r->p < r->end && *r->p == '$';
+    if (*a1) r->p++;
+    if (!r->bad && r->p < r->end) rx_fail(r, *r->p == ')' ? "unbalanced ')'" : "unexpected character");
+    if (!*a1) sb_fmt(b, "%s* ", any);
+    sb_str(b, "\"\\\"\"");
+}
+
+/* The repetitions that keep every string of an anchored pattern within
+ * minLength..maxLength (mx < 0: none): the repeated parts share the room
+ * (the one with the most room gives up one repetition until the longest
+ * string fits; a part of unbounded width keeps its fewest), and the
+ * shortest string is lengthened by the parts that can repeat more. A subset
+ * of the pattern's strings, all valid; false when none fits. */
+static bool fit_lengths(rx *r, long mn, long mx) {
+    int n = r->n_top;
+    long cap[RX_MAX_TOP], low[RX_MAX_TOP];
+    long total_hi = 0, total_lo = 0;
+    for (int j = 0; j < n; j++) {
+        const rx_elem *t = &r->top[j];
+        low[j] = t->qlo;
+        cap[j] = t->qhi;
+        if (mx >= 0) {
+            if (t->ahi < 0) cap[j] = t->qlo; /* unbounded width: its fewest repetitions */
+            else if (t->ahi > 0 && (cap[j] < 0 || cap[j] > mx / t->ahi + 1)) cap[j] = mx / t->ahi + 1;
+            else if (t->ahi == 0 && cap[j] < 0) cap[j] = t->qlo;
+            if (cap[j] < low[j]) return false;
+            long h = len_mul(t->ahi, cap[j]);
+            if (h < 0) return false;
+            total_hi += h;
+        }
+        total_lo = len_add(total_lo, len_mul(t->alo, low[j]));
+        if (total_lo < 0) return false;
     }
-    sb_str(&b, "\"\\\"\" ");
-    if (!a0) sb_fmt(&b, "%s* ", any);
-    sb_str(&b, "( ");
-    rx_alt(&r, &b);
-    sb_str(&b, ") ");
-    bool a1 = r.p < r.end && *r.p == '$';
-    if (a1) r.p++;
-    if (!r.bad && r.p < r.end) rx_fail(&r, *r.p == ')' ? "unbalanced ')'" : "unexpected character");
-    if (!a1) sb_fmt(&b, "%s* ", any);
-    sb_str(&b, "\"\\\"\"");
-    free(any);
-    char *rule = NULL;
-    if (!r.bad && !c->st) {
+    while (mx >= 0 && total_hi > mx) { /* the part with the most room gives one up */
+        int best = -1;
+        long room = 0;
+        for (int j = 0; j < n; j++) {
+            long rm = r->top[j].ahi * (cap[j] - low[j]);
+            if (rm > room) best = j, room = rm;
+        }
+        if (best < 0) return false;
+        cap[best]--;
+        total_hi -= r->top[best].ahi;
+    }
+    while (total_lo < mn) { /* the part that can repeat most gives more */
+        int best = -1;
+        long room = 0;
+        for (int j = 0; j < n; j++) {
+            if (r->top[j].alo < 1) continue;
+            long rm = cap[j] < 0 ? LONG_MAX : cap[j] - low[j];
+            if (rm > room) best = j, room = rm;
+        }
+        if (best < 0) return false;
+        long need = (mn - total_lo + r->top[best].alo - 1) / r->top[best].alo;
+        if (cap[best] >= 0 && need > cap[best] - low[best]) need = cap[best] - low[best];
+        low[best] += need;
+        total_lo += need * r->top[best].alo;
+    }
+    for (int j = 0; j < n; j++) {
+        r->ovr_q[j][0] = low[j];
+        r->ovr_q[j][1] = cap[j];
+    }
+    return true;
+}
+
+/* A string matching pat, with mn <= length <= mx (code points; mx < 0: no
+ * maximum). what names the keyword for errors ("pattern", "format"). */
+static char *gen_pattern(sc *c, const char *pat, long mn, long mx, const char *what, const char *path) {
+    rx *r = calloc(1, sizeof *r);
+    if (!r) return c->st = rw_errorf(c->err, RW_ERR_NOMEM, "out of memory"), NULL;
+    *r = (rx){.p = pat, .end = pat + strlen(pat), .start = pat, .c = c, .path = path};
+    bool a0 = r->p < r->end && *r->p == '^', a1 = false;
+    if (a0) r->p++;
+    const char *body = r->p;
+    sbuf b = {0};
+    char *any = NULL, *rule = NULL;
+    if (!a0 || !(r->end > r->start && r->end[-1] == '$' && (r->end - r->start < 2 || r->end[-2] != '\\'))) {
+        any = prim(c, P_CHAR);
+        if (!any) goto done;
+    }
+    rx_pattern(r, &b, any, a0, &a1);
+    if (!r->bad && !c->st && (mn > 0 || mx >= 0)) {
+        long lo = r->lo, hi = a0 && a1 ? r->hi : -1;
+        bool within = lo >= mn && (mx < 0 || (hi >= 0 && hi <= mx));
+        if (!within && (!a0 || !a1 || r->top_alt || r->n_top > RX_MAX_TOP || !fit_lengths(r, mn, mx))) {
+            if ((hi >= 0 && hi < mn) || (mx >= 0 && lo > mx))
+                sfail(c, RW_ERR_INVALID_ARG, path, "no string of this %s has a length within minLength/maxLength",
+                      what);
+            else
+                sfail(c, RW_ERR_UNSUPPORTED, path,
+                      "%s with minLength/maxLength: supported when the %s is anchored (^...$), has no top-level '|', "
+                      "and one repeated part of fixed width can take the length limits",
+                      what, what);
+        } else if (!within) { /* again, with the repetitions that fit */
+            r->p = body;
+            r->ovr = true;
+            r->n_top = 0;
+            r->depth = 0;
+            free(b.p);
+            b = (sbuf){0};
+            rx_pattern(r, &b, any, a0, &a1);
+        }
+    }
+    if (!r->bad && !c->st) {
         rule = new_rule_name(c);
         if (rule) define(c, rule, b.p);
     }
+done:
     free(b.p);
+    free(any);
+    free(r);
     return rule;
 }
+
+/* String formats as patterns of the subset above (a subset of what each
+ * format allows: validators accept every string they give). */
+static const char *const formats[][2] = {
+    {"date", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"},
+    {"time", "^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
+    {"date-time", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+                  "(\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
+    {"uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+    /* a dot-atom local part, a domain of labels (letters and digits) and a
+     * top-level label of letters */
+    {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]{1,63}(\\.[A-Za-z0-9]{1,63})*\\.[A-Za-z]{2,24}$"},
+    /* scheme://host[:port] then path, query, fragment (no % escapes) */
+    {"uri", "^[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@-]*)*"
+            "(\\?[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?(#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?$"},
+};
 
 static char *gen_string(sc *c, json_t *s, const char *path) {
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
     json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
-    if (pat) {
-        if (!json_is_string(pat)) return sfail(c, RW_ERR_INVALID_ARG, path, "pattern must be a string");
-        if (mn || mx) return sfail(c, RW_ERR_UNSUPPORTED, path, "pattern with minLength/maxLength is not supported");
-        return gen_pattern(c, json_string_value(pat), path);
-    }
-    const char *f = json_is_string(fmt) ? json_string_value(fmt) : NULL;
-    static const char date[] = "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )";
-    static const char tm_[] = "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
-                               "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )";
-    static const char uuid[] = "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}";
-    const char *fbody = NULL;
-    char dt[512];
-    if (f && !strcmp(f, "date")) fbody = date;
-    else if (f && !strcmp(f, "time")) fbody = tm_;
-    else if (f && !strcmp(f, "uuid")) fbody = uuid;
-    else if (f && !strcmp(f, "date-time")) {
-        snprintf(dt, sizeof dt, "%s \"T\" %s", date, tm_);
-        fbody = dt;
-    }
-    if (fbody) {
-        if (mn || mx) return sfail(c, RW_ERR_UNSUPPORTED, path, "format with minLength/maxLength is not supported");
-        char *r = new_rule_name(c);
-        if (!r) return NULL;
-        sbuf b = {0};
-        sb_fmt(&b, "\"\\\"\" %s \"\\\"\"", fbody);
-        define(c, r, b.p);
-        free(b.p);
-        return r;
-    }
-    if (!mn && !mx) return prim(c, P_STRING);
-    double lo = mn ? json_number_value(mn) : 0, hi = mx ? json_number_value(mx) : -1;
-    if ((mn && (!json_is_integer(mn) || lo < 0)) || (mx && (!json_is_integer(mx) || hi < 0)))
+    if ((mn && (!json_is_integer(mn) || json_integer_value(mn) < 0)) ||
+        (mx && (!json_is_integer(mx) || json_integer_value(mx) < 0)))
         return sfail(c, RW_ERR_INVALID_ARG, path, "minLength/maxLength must be non-negative integers");
+    long lo = mn ? (long)json_integer_value(mn) : 0, hi = mx ? (long)json_integer_value(mx) : -1;
     if (lo > MAX_LEN || hi > MAX_LEN) return sfail(c, RW_ERR_UNSUPPORTED, path, "minLength/maxLength over %d", MAX_LEN);
     if (mx && hi < lo) return sfail(c, RW_ERR_INVALID_ARG, path, "maxLength below minLength");
+    const char *f = json_is_string(fmt) ? json_string_value(fmt) : NULL, *fpat = NULL;
+    for (size_t i = 0; f && i < sizeof formats / sizeof *formats; i++)
+        if (!strcmp(f, formats[i][0])) fpat = formats[i][1];
+    if (pat) {
+        if (!json_is_string(pat)) return sfail(c, RW_ERR_INVALID_ARG, path, "pattern must be a string");
+        if (fpat) return sfail(c, RW_ERR_UNSUPPORTED, path, "pattern together with format '%s' is not supported", f);
+        return gen_pattern(c, json_string_value(pat), lo, hi, "pattern", path);
+    }
+    if (fpat) return gen_pattern(c, fpat, lo, hi, "format", path);
+    json_t *ns = json_object_get(s, NOT_STRINGS);
+    if (ns) { /* a string but none of these (not of a const/enum): keys' characters, no escapes */
+        if (mn || mx) return sfail(c, RW_ERR_UNSUPPORTED, path, "not (a const/enum) with minLength/maxLength");
+        const char *names[256];
+        int n = 0;
+        size_t i;
+        json_t *x;
+        json_array_foreach(ns, i, x) if (n < 256 && json_is_string(x)) names[n++] = json_string_value(x);
+        if (json_array_size(ns) > 256) return sfail(c, RW_ERR_UNSUPPORTED, path, "not of more than 256 strings");
+        return gen_other_key(c, names, n);
+    }
+    if (!mn && !mx) return prim(c, P_STRING);
     char *ch = prim(c, P_CHAR), *r = ch ? new_rule_name(c) : NULL;
     if (r) {
         sbuf b = {0};
@@ -827,12 +1189,18 @@ static char *gen_other_key(sc *c, const char **names, int n) {
 }
 
 static char *gen_object(sc *c, json_t *s, const char *path) {
-    static const char *const unsupported[] = {"patternProperties", "minProperties", "maxProperties",
-                                              "propertyNames", "dependentRequired", "dependentSchemas",
-                                              "dependencies", "unevaluatedProperties"};
+    static const char *const unsupported[] = {"patternProperties", "propertyNames", "dependentRequired",
+                                              "dependentSchemas",  "dependencies",  "unevaluatedProperties"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (json_object_get(s, unsupported[i]))
             return sfail(c, RW_ERR_UNSUPPORTED, path, "%s is not supported", unsupported[i]);
+    json_t *mnj = json_object_get(s, "minProperties"), *mxj = json_object_get(s, "maxProperties");
+    if ((mnj && (!json_is_integer(mnj) || json_integer_value(mnj) < 0)) ||
+        (mxj && (!json_is_integer(mxj) || json_integer_value(mxj) < 0)))
+        return sfail(c, RW_ERR_INVALID_ARG, path, "minProperties/maxProperties must be non-negative integers");
+    long mnp = mnj ? (long)json_integer_value(mnj) : 0, mxp = mxj ? (long)json_integer_value(mxj) : -1;
+    if (mnp > MAX_LEN || mxp > MAX_LEN)
+        return sfail(c, RW_ERR_UNSUPPORTED, path, "minProperties/maxProperties over %d", MAX_LEN);
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *addl = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props)) return sfail(c, RW_ERR_INVALID_ARG, path, "properties must be an object");
@@ -879,6 +1247,10 @@ static char *gen_object(sc *c, json_t *s, const char *path) {
     for (size_t i = 0; i < n && !c->st; i++) {
         char sub[512];
         snprintf(sub, sizeof sub, "%s/properties/%s", path, names[i]);
+        if (json_is_false(schemas[i])) { /* the key may not appear */
+            if (required[i]) sfail(c, RW_ERR_INVALID_ARG, sub, "a required property with the schema false");
+            continue;
+        }
         char *v = schemas[i] ? gen(c, schemas[i], sub) : prim(c, P_VALUE);
         kv[i] = v ? new_rule_name(c) : NULL;
         if (kv[i]) {
@@ -913,59 +1285,83 @@ static char *gen_object(sc *c, json_t *s, const char *path) {
         free(k);
         if (c->st) goto out;
     }
-    /* chains: F_i (no property written yet) and C_i (one written: commas first) */
-    char **F = calloc(n + 1, sizeof *F), **C = calloc(n + 1, sizeof *C);
-    if (!F || !C) {
-        free(F);
-        free(C);
+    /* chains G(i, k): at property i with k written (k saturates at S, so
+     * that without min/maxProperties only "none yet" and "some" are told
+     * apart, commas first in the latter); viable(i, k): the chain can end
+     * within the bounds from there */
+    size_t S = 1, K = mxp >= 0 && (size_t)mxp > (size_t)mnp ? (size_t)mxp : (size_t)mnp;
+    if (K > S) S = K < n ? K : n;
+    if (S < 1) S = 1;
+    size_t W = S + 1;
+    char **G = calloc((n + 1) * W, sizeof *G);
+    bool *viable = calloc((n + 1) * W, sizeof *viable);
+    if (!G || !viable) {
+        free(G);
+        free(viable);
+        free(extra);
         c->st = rw_errorf(c->err, RW_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i <= n; i++) {
-        F[i] = new_rule_name(c);
-        C[i] = new_rule_name(c);
-    }
-    for (size_t i = 0; i <= n && !c->st; i++) {
-        sbuf f = {0}, cc = {0};
-        if (i == n) {
-            if (extra) {
-                sb_fmt(&f, "( %s ( \",\" %s %s )* )?", extra, ws, extra);
-                sb_fmt(&cc, "( \",\" %s %s )*", ws, extra);
+    for (size_t i = n + 1; i-- > 0;)
+        for (size_t k = 0; k <= S && k <= i; k++) {
+            bool v = false;
+            if (i == n) {
+                long lo = mnp > (long)k ? mnp - (long)k : 0, hi = !extra ? 0 : mxp >= 0 ? mxp - (long)k : LONG_MAX;
+                v = lo <= hi;
             } else {
-                sb_str(&f, "\"\"");
-                sb_str(&cc, "\"\"");
+                size_t k1 = k + 1 < S ? k + 1 : S;
+                if (kv[i] && (mxp < 0 || (long)k < mxp) && viable[(i + 1) * W + k1]) v = true;
+                if (!required[i] && viable[(i + 1) * W + k]) v = true;
             }
-        } else {
-            sb_fmt(&f, "%s %s", kv[i], C[i + 1]);
-            sb_fmt(&cc, "\",\" %s %s %s", ws, kv[i], C[i + 1]);
-            if (!required[i]) {
-                sb_fmt(&f, " | %s", F[i + 1]);
-                sb_fmt(&cc, " | %s", C[i + 1]);
-            }
+            viable[i * W + k] = v;
+            if (v) G[i * W + k] = new_rule_name(c);
         }
-        if (F[i] && C[i] && !f.oom && !cc.oom) {
-            define(c, F[i], f.p);
-            define(c, C[i], cc.p);
-        }
-        free(f.p);
-        free(cc.p);
+    if (!viable[0]) {
+        sfail(c, RW_ERR_INVALID_ARG, path, "no object satisfies minProperties/maxProperties with these properties");
     }
+    for (size_t i = 0; i <= n && !c->st; i++)
+        for (size_t k = 0; k <= S && k <= i && !c->st; k++) {
+            if (!G[i * W + k]) continue;
+            sbuf f = {0};
+            const char *comma = k ? "\",\" " : "";
+            if (i == n) {
+                long lo = mnp > (long)k ? mnp - (long)k : 0, hi = !extra ? 0 : mxp >= 0 ? mxp - (long)k : -1;
+                if (!extra || hi == 0) sb_str(&f, "\"\"");
+                else if (k) {
+                    if (hi < 0) sb_fmt(&f, "( \",\" %s %s ){%ld,}", ws, extra, lo);
+                    else sb_fmt(&f, "( \",\" %s %s ){%ld,%ld}", ws, extra, lo, hi);
+                } else {
+                    sb_fmt(&f, "%s%s ", lo ? "" : "( ", extra);
+                    long tlo = lo > 0 ? lo - 1 : 0;
+                    if (hi < 0) sb_fmt(&f, "( \",\" %s %s ){%ld,}", ws, extra, tlo);
+                    else if (hi > 1) sb_fmt(&f, "( \",\" %s %s ){%ld,%ld}", ws, extra, tlo, hi - 1);
+                    if (!lo) sb_str(&f, " )?");
+                }
+            } else {
+                size_t k1 = k + 1 < S ? k + 1 : S;
+                bool alt = false;
+                if (kv[i] && (mxp < 0 || (long)k < mxp) && G[(i + 1) * W + k1]) {
+                    sb_fmt(&f, "%s%s%s%s %s", comma, k ? ws : "", k ? " " : "", kv[i], G[(i + 1) * W + k1]);
+                    alt = true;
+                }
+                if (!required[i] && G[(i + 1) * W + k]) sb_fmt(&f, "%s%s", alt ? " | " : "", G[(i + 1) * W + k]);
+            }
+            if (!f.oom) define(c, G[i * W + k], f.p);
+            free(f.p);
+        }
     char *r = NULL;
     if (!c->st) {
         r = new_rule_name(c);
         if (r) {
             sbuf b = {0};
-            sb_fmt(&b, "\"{\" %s %s \"}\"", ws, F[0]);
+            sb_fmt(&b, "\"{\" %s %s \"}\"", ws, G[0]);
             define(c, r, b.p);
             free(b.p);
         }
     }
-    for (size_t i = 0; i <= n; i++) {
-        free(F[i]);
-        free(C[i]);
-    }
-    free(F);
-    free(C);
+    for (size_t i = 0; i < (n + 1) * W; i++) free(G[i]);
+    free(G);
+    free(viable);
     free(extra);
     for (size_t i = 0; i < n; i++) free(kv[i]);
     free(names);
@@ -986,7 +1382,7 @@ out:
 
 /* ---- references ---- */
 
-static json_t *resolve(sc *c, const char *ref, const char *path) {
+json_t *rw_grammar__schema_resolve(sc *c, const char *ref, const char *path) {
     if (ref[0] != '#') {
         sfail(c, RW_ERR_UNSUPPORTED, path, "$ref '%s': only local references (#...) are supported", ref);
         return NULL;
@@ -1024,7 +1420,7 @@ static json_t *resolve(sc *c, const char *ref, const char *path) {
 static char *gen_ref(sc *c, const char *ref, const char *path) {
     for (int i = 0; i < c->n_refs; i++)
         if (!strcmp(c->refs[i].ptr, ref)) return strdup(c->refs[i].rule);
-    json_t *t = resolve(c, ref, path);
+    json_t *t = rw_grammar__schema_resolve(c, ref, path);
     if (!t) return NULL;
     if (c->n_refs == c->cap_refs) {
         int cap = c->cap_refs ? c->cap_refs * 2 : 8;
@@ -1058,14 +1454,7 @@ static char *gen_type(sc *c, json_t *s, const char *type, const char *path) {
     if (!strcmp(type, "array")) return gen_array(c, s, path);
     if (!strcmp(type, "string")) return gen_string(c, s, path);
     if (!strcmp(type, "integer")) return gen_integer(c, s, path);
-    if (!strcmp(type, "number")) {
-        static const char *const nk[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
-        for (size_t i = 0; i < sizeof nk / sizeof *nk; i++)
-            if (json_object_get(s, nk[i]))
-                return sfail(c, RW_ERR_UNSUPPORTED, path, "%s on a number is not supported (on an integer it is)",
-                             nk[i]);
-        return prim(c, P_NUMBER);
-    }
+    if (!strcmp(type, "number")) return gen_number(c, s, path);
     if (!strcmp(type, "boolean")) return prim(c, P_BOOLEAN);
     if (!strcmp(type, "null")) return prim(c, P_NULL);
     return sfail(c, RW_ERR_INVALID_ARG, path, "unknown type '%s'", type);
@@ -1114,10 +1503,19 @@ static char *gen_schema(sc *c, json_t *s, const char *path) {
     if (json_is_true(s)) return prim(c, P_VALUE);
     if (json_is_false(s)) return sfail(c, RW_ERR_INVALID_ARG, path, "the schema false matches nothing");
     if (!json_is_object(s)) return sfail(c, RW_ERR_INVALID_ARG, path, "a schema must be an object or a boolean");
-    static const char *const unsupported[] = {"not", "if", "then", "else", "$dynamicRef", "$recursiveRef"};
+    static const char *const unsupported[] = {"$dynamicRef", "$recursiveRef"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (json_object_get(s, unsupported[i]))
             return sfail(c, RW_ERR_UNSUPPORTED, path, "%s is not supported", unsupported[i]);
+    json_t *all = json_object_get(s, "allOf");
+    if (json_object_get(s, "not") || json_object_get(s, "if") ||
+        (all && (json_array_size(all) != 1 || json_object_size(s) > 1))) {
+        json_t *m = rw_grammar__schema_combine(c, s, path);
+        if (!m) return NULL;
+        char *r = gen(c, m, path);
+        json_decref(m);
+        return r;
+    }
     json_t *v;
     if ((v = json_object_get(s, "$ref"))) {
         if (!json_is_string(v)) return sfail(c, RW_ERR_INVALID_ARG, path, "$ref must be a string");
@@ -1148,7 +1546,7 @@ static char *gen_schema(sc *c, json_t *s, const char *path) {
     if ((v = json_object_get(s, "oneOf"))) return gen_alts(c, s, v, "oneOf", path);
     if ((v = json_object_get(s, "allOf"))) {
         if (!json_is_array(v) || json_array_size(v) != 1)
-            return sfail(c, RW_ERR_UNSUPPORTED, path, "allOf is supported with exactly one schema");
+            return sfail(c, RW_ERR_INVALID_ARG, path, "allOf must be a non-empty array");
         char sub[512];
         snprintf(sub, sizeof sub, "%s/allOf/0", path);
         return gen(c, json_array_get(v, 0), sub);
@@ -1195,11 +1593,10 @@ static void write_prims(sc *c) {
                "\":\" %s-ws %s-value %s-ws )* )? \"}\"\n",
                n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (c->used[P_ARRAY])
-        sb_fmt(o, "%s-array ::= \"[\" %s-ws ( %s-value %s-ws ( \",\" %s-ws %s-value %s-ws )* )? \"]\"\n", n, n, n, n,
-               n, n, n);
+        sb_fmt(o, "%s-array ::= \"[\" %s-ws ( %s-value %s-ws ( \",\" %s-ws %s-value %s-ws )* )? \"]\"\n", n, n, n, n, n,
+               n, n);
     if (c->used[P_STRING]) sb_fmt(o, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
-    if (c->used[P_CHAR])
-        /* \u escapes: no surrogates (a lone one is not valid JSON text for strict parsers) */
+    if (c->used[P_CHAR]) /* \u escapes: no surrogates (a lone one is not valid JSON text for strict parsers) */
         sb_fmt(o,
                "%s-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] "
                "[0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )\n",
@@ -1257,8 +1654,7 @@ rw_status rw_grammar_schema_to_gbnf(const char *schema, size_t len, const rw_sch
     json_error_t je;
     c.doc = json_loadb(schema, len, JSON_DECODE_ANY, &je);
     if (!c.doc)
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "schema: not JSON (line %d col %d: %s)", je.line, je.column,
-                         je.text);
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "schema: not JSON (line %d col %d: %s)", je.line, je.column, je.text);
     char *top = gen(&c, c.doc, "");
     st = finish(&c, top ? top : "", gbnf);
     free(top);

@@ -113,6 +113,7 @@ bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final
     rw_error err = {0};
     if (o->parser) {
         if (len && rw_chat_output_feed(o->parser, text, len, parser_event, o, &err)) return false;
+        if (final) rw_chat_output_set_cut(o->parser, o->cut);
         if (final && rw_chat_output_finish(o->parser, parser_event, o, &err)) return false;
         return !o->oom;
     }
@@ -126,8 +127,8 @@ rw_api_end rw_server__end_reason(const srv_job *j, const rw_api_out *o, char *co
     const srv_choice *c = &j->choice[0];
     if (stop) *stop = NULL;
     if (c->finish == RW_FINISH_ERROR || c->oom) return RW_API_END_ERROR;
+    if (c->finish == RW_FINISH_LENGTH) return RW_API_END_LENGTH; /* even after a complete call */
     if (o->n_calls > 0) return RW_API_END_TOOLS;
-    if (c->finish == RW_FINISH_LENGTH) return RW_API_END_LENGTH;
     /* STOP: an end-of-generation token ends the tokens; else a stop string
      * did, and it begins where the text given out ends (the engine cut it
      * there) */

@@ -93,6 +93,7 @@ typedef struct {
     int n_calls, calls_cap;
     size_t raw_len; /* raw model text fed so far */
     bool oom;
+    bool cut; /* set before the final feed: the token limit cut the output (chat/output.h) */
     const char *id_prefix;
     rw_chat_output *parser; /* the model's format (chat/output.h); NULL: all text is content */
     /* the formatter */

@@ -383,6 +383,7 @@ static bool stream_fill(srv_job *j) {
     }
     if (ok && (t.len || t.done)) {
         size_t before = j->out_len;
+        m->out.cut = t.finish == RW_FINISH_LENGTH;
         ok = rw_server__out_feed(&m->out, t.text ? t.text : "", t.len, t.done);
         wrote |= j->out_len != before;
     }
@@ -424,6 +425,7 @@ static char *body_json(srv_job *j, char *const *stops, int n_stops) {
     const srv_choice *c = &j->choice[0];
     rw_api_out out;
     rw_server__out_init(&out, "toolu_", NULL, NULL);
+    out.cut = c->finish == RW_FINISH_LENGTH;
     if (rw_server__out_parser(&out, j, false)) rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
     json_t *content = json_array();
     if (out.reasoning_len)

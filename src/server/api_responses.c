@@ -231,8 +231,9 @@ typedef struct {
     json_t *items; /* finished output items */
     int open;      /* the open item's kind: -1 none, else an rw_api_ev_kind (CALL_BEGIN for calls) */
     char item_id[48];
-    size_t seg; /* where the open item's text starts in out.text / out.reasoning */
-    int call;   /* the open call's index */
+    size_t seg;     /* where the open item's text starts in out.text / out.reasoning */
+    int call;       /* the open call's index */
+    size_t lp_from; /* logprobs: the tokens given to output_text parts so far */
 } resp_state;
 
 static bool event(resp_state *r, const char *type, json_t *o) {
@@ -246,10 +247,10 @@ static bool event(resp_state *r, const char *type, json_t *o) {
     return rw_server__sse_event(r->job, type, o);
 }
 
-static json_t *usage_json(int64_t prompt, int64_t cached, int64_t completion) {
+static json_t *usage_json(int64_t prompt, int64_t cached, int64_t completion, int64_t reasoning) {
     return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", (json_int_t)prompt, "input_tokens_details",
                      "cached_tokens", (json_int_t)cached, "output_tokens", (json_int_t)completion,
-                     "output_tokens_details", "reasoning_tokens", (json_int_t)0, "total_tokens",
+                     "output_tokens_details", "reasoning_tokens", (json_int_t)reasoning, "total_tokens",
                      (json_int_t)(prompt + completion));
 }
 
@@ -267,10 +268,26 @@ static json_t *response_json(const resp_state *r, const char *status, json_t *ou
     return o;
 }
 
-static json_t *text_item(const resp_state *r, const char *status, const char *text, size_t len) {
-    return json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s%,s:[],s:[]}]}", "id", r->item_id, "type", "message", "status",
-                     status, "role", "assistant", "content", "type", "output_text", "text", text, len, "annotations",
-                     "logprobs");
+static json_t *text_item(const resp_state *r, const char *status, const char *text, size_t len, json_t *lps) {
+    return json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s%,s:[],s:o}]}", "id", r->item_id, "type", "message", "status", status,
+                     "role", "assistant", "content", "type", "output_text", "text", text, len, "annotations",
+                     "logprobs", lps ? lps : json_array());
+}
+
+/* With logprobs asked: those of the tokens generated since the last text
+ * part, past the think block (a text part closes when its item does: the
+ * tokens of the answer so far). Else an empty array. */
+static json_t *text_logprobs(resp_state *r) {
+    srv_job *j = r->job;
+    if (!j->logprobs) return json_array();
+    srv_choice *c = &j->choice[0];
+    pthread_mutex_lock(&j->mu);
+    size_t from = r->lp_from > (size_t)c->reasoning_toks ? r->lp_from : (size_t)c->reasoning_toks, to = c->n_toks;
+    json_t *a =
+        from < to && c->lps ? rw_server__token_logprobs(j, c->toks + from, c->lps + from, to - from) : json_array();
+    pthread_mutex_unlock(&j->mu);
+    if (to > r->lp_from) r->lp_from = to;
+    return a;
 }
 
 static json_t *reasoning_item(const resp_state *r, const char *text, size_t len) {
@@ -295,13 +312,14 @@ static bool close_item(resp_state *r) {
     if (r->open == RW_API_EV_TEXT) {
         const char *t = r->out.text ? r->out.text + r->seg : "";
         size_t n = r->out.text_len - r->seg;
+        json_t *lps = text_logprobs(r);
         ok = event(r, "response.output_text.done",
-                   json_pack("{s:s,s:i,s:i,s:s%,s:[]}", "item_id", r->item_id, "output_index", oi, "content_index", 0,
-                             "text", t, n, "logprobs")) &&
+                   json_pack("{s:s,s:i,s:i,s:s%,s:O}", "item_id", r->item_id, "output_index", oi, "content_index", 0,
+                             "text", t, n, "logprobs", lps)) &&
              event(r, "response.content_part.done",
                    json_pack("{s:s,s:i,s:i,s:{s:s,s:s%,s:[]}}", "item_id", r->item_id, "output_index", oi,
                              "content_index", 0, "part", "type", "output_text", "text", t, n, "annotations"));
-        item = text_item(r, "completed", t, n);
+        item = text_item(r, "completed", t, n, lps);
     } else if (r->open == RW_API_EV_REASONING) {
         const char *t = r->out.reasoning ? r->out.reasoning + r->seg : "";
         size_t n = r->out.reasoning_len - r->seg;
@@ -413,8 +431,9 @@ static json_t *finish(resp_state *r, const char **status, bool *ok) {
     }
     rw_api_end end = rw_server__end_reason(j, &r->out, NULL, 0, NULL);
     *status = end == RW_API_END_LENGTH ? "incomplete" : "completed";
-    json_t *resp = response_json(r, *status, json_deep_copy(r->items),
-                                 usage_json(c->prompt_tokens, c->cached_tokens, c->completion_tokens));
+    json_t *resp =
+        response_json(r, *status, json_deep_copy(r->items),
+                      usage_json(c->prompt_tokens, c->cached_tokens, c->completion_tokens, c->reasoning_toks));
     if (resp && end == RW_API_END_LENGTH)
         json_object_set_new(resp, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
     if (resp && r->store) {
@@ -443,6 +462,7 @@ static bool stream_fill(srv_job *j) {
     }
     if (ok && (t.len || t.done)) {
         size_t before = j->out_len;
+        r->out.cut = t.finish == RW_FINISH_LENGTH;
         ok = rw_server__out_feed(&r->out, t.text ? t.text : "", t.len, t.done);
         wrote |= j->out_len != before;
     }
@@ -547,6 +567,16 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int
     if (json_is_string(effort)) json_object_set(chat, "reasoning_effort", effort);
     json_t *mt = json_object_get(o, "max_output_tokens");
     if (mt && !json_is_null(mt)) json_object_set(chat, "max_tokens", mt);
+    /* logprobs: include "message.output_text.logprobs", top_logprobs the alternatives (request.c checks it) */
+    json_t *inc = json_object_get(o, "include"), *x, *top = json_object_get(o, "top_logprobs");
+    size_t i;
+    bool lp = false;
+    json_array_foreach(inc, i, x) lp |=
+        json_is_string(x) && !strcmp(json_string_value(x), "message.output_text.logprobs");
+    if (lp || (json_is_integer(top) && json_integer_value(top) > 0)) {
+        json_object_set_new(chat, "logprobs", json_true());
+        if (top && !json_is_null(top)) json_object_set(chat, "top_logprobs", top);
+    }
     *conv = msgs;
     return chat;
 }
@@ -561,6 +591,7 @@ static char *responses_body(srv_job *j, int *status) {
     const srv_choice *c = &j->choice[0];
     srv_error e;
     const char *fail = rw_server__job_error(j), *st;
+    r->out.cut = c->finish == RW_FINISH_LENGTH;
     bool ok = !fail && rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true), ok2 = false;
     json_t *resp = ok ? finish(r, &st, &ok2) : NULL;
     char *txt = resp && ok2 ? json_dumps(resp, JSON_COMPACT) : NULL;

@@ -71,6 +71,7 @@ static void track_think(const srv_job *j, srv_choice *c, const char *text, size_
         size_t rest = c->head_len - i;
         if (rest >= ol && !memcmp(c->head + i, open, ol)) {
             c->think = 1;
+            c->reasoning_toks += n_tokens;
             skip = len; /* the rest of this piece: looked at below through head */
             c->tail_len = rest - ol < sizeof c->tail ? rest - ol : sizeof c->tail;
             memcpy(c->tail, c->head + i + ol + (rest - ol - c->tail_len), c->tail_len);
@@ -82,6 +83,7 @@ static void track_think(const srv_job *j, srv_choice *c, const char *text, size_
     }
     if (c->think != 1) return;
     c->think_toks += n_tokens;
+    c->reasoning_toks += n_tokens;
     /* the close marker, maybe across the previous piece's end */
     char buf[sizeof c->tail * 2];
     for (size_t at = skip; at < len;) {
@@ -121,6 +123,8 @@ srv_job *rw_server__job_new(rw_server *s, const srv_request *r) {
     }
     j->parse.tools_json = j->tools_json;
     j->budget = r->chat ? r->reasoning_budget : -1;
+    j->track_think = r->chat && r->out.reasoning != RW_REASONING_NONE;
+    for (int i = 0; i < j->n; i++) j->choice[i].think = r->out.in_reasoning ? 1 : 0;
     if (j->budget >= 0 && !budget_setup(j, r)) {
         rw_server__job_free(j);
         return NULL;
@@ -272,9 +276,9 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
         return;
     }
     put(j, c, ev->text, ev->text_len, ev->tokens, ev->n_tokens, ev->logprobs, ev->top, ev->n_top);
-    if (j->budget >= 0) {
+    if (j->budget >= 0 || j->track_think) {
         track_think(j, c, ev->text, ev->text_len, ev->n_tokens);
-        if (c->think == 1 && c->think_toks >= j->budget && !ev->done) c->over_budget = true;
+        if (j->budget >= 0 && c->think == 1 && c->think_toks >= j->budget && !ev->done) c->over_budget = true;
     }
     if (!c->prompt_tokens && ev->prompt_tokens) { /* a continuation keeps the first request's prompt counts */
         c->prompt_tokens = ev->prompt_tokens - c->prompt_extra;
@@ -465,7 +469,10 @@ static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote)
     stream_ctx x = {.j = j, .c = c, .t = t};
     rw_status st = RW_OK;
     if (t->text_len) st = rw_chat_output_feed(c->parser, t->text, t->text_len, on_stream_event, &x, &err);
-    if (!st && t->done) st = rw_chat_output_finish(c->parser, on_stream_event, &x, &err);
+    if (!st && t->done) {
+        rw_chat_output_set_cut(c->parser, t->finish == RW_FINISH_LENGTH);
+        st = rw_chat_output_finish(c->parser, on_stream_event, &x, &err);
+    }
     if (!st && !x.toks_sent && t->n_toks && (j->return_token_ids || j->logprobs)) {
         x.n++;
         if (!rw_server__sse_delta(j, c->index, json_object(), t->toks, t->lps, t->n_toks, NULL)) st = RW_ERR_NOMEM;

@@ -21,16 +21,20 @@ static json_t *finish_json(rw_finish_reason f) {
 
 /* The prompt counts once (as OpenAI counts it for n > 1), completions add up. */
 static json_t *usage_json(const srv_job *j) {
-    int64_t completion = 0;
-    for (int i = 0; i < j->n; i++) completion += j->choice[i].completion_tokens;
+    int64_t completion = 0, reasoning = 0;
+    for (int i = 0; i < j->n; i++) {
+        completion += j->choice[i].completion_tokens;
+        reasoning += j->choice[i].reasoning_toks;
+    }
     const srv_choice *c = &j->choice[0];
     /* cached_tokens_disk (ours, beside OpenAI's field): how many of the
      * cached tokens came from the disk tier (after a restart, or from
      * another replica sharing the folder) */
-    return json_pack("{s:I,s:I,s:I,s:{s:I,s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
-                     (json_int_t)completion, "total_tokens", (json_int_t)(c->prompt_tokens + completion),
-                     "prompt_tokens_details", "cached_tokens", (json_int_t)c->cached_tokens, "cached_tokens_disk",
-                     (json_int_t)c->cached_tokens_disk);
+    return json_pack("{s:I,s:I,s:I,s:{s:I,s:I},s:{s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens,
+                     "completion_tokens", (json_int_t)completion, "total_tokens",
+                     (json_int_t)(c->prompt_tokens + completion), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)c->cached_tokens, "cached_tokens_disk", (json_int_t)c->cached_tokens_disk,
+                     "completion_tokens_details", "reasoning_tokens", (json_int_t)reasoning);
 }
 
 static json_t *ids_json(const int32_t *t, size_t n) {
@@ -82,8 +86,10 @@ static json_t *text_json(const char *s, size_t n) {
 
 json_t *rw_server__text_json(const char *s, size_t n) { return text_json(s, n); }
 
+/* length wins over tool_calls: a limit that cut the output (even after a
+ * complete call) is what the client must know */
 const char *rw_server__choice_finish(const srv_choice *c) {
-    if (c->n_calls > 0 && c->finish != RW_FINISH_ERROR) return "tool_calls";
+    if (c->n_calls > 0 && c->finish == RW_FINISH_STOP) return "tool_calls";
     return rw_server__finish_name(c->finish);
 }
 
@@ -98,6 +104,7 @@ static json_t *message_json(const srv_job *j, srv_choice *c) {
     /* fresh randomness for the ids */
     for (size_t i = 0; i < sizeof j->id && j->id[i]; i++) o.id_seed = o.id_seed * 131 + (unsigned char)j->id[i];
     o.id_seed ^= (uint64_t)c->index * 0x9e3779b97f4a7c15ull;
+    o.cut = c->finish == RW_FINISH_LENGTH;
     if (rw_chat_output_parse(&o, c->text ? c->text : "", c->text_len, &m, &err)) /* out of memory: the raw text */
         return json_pack("{s:s,s:o}", "role", "assistant", "content", text_json(c->text, c->text_len));
     c->n_calls = m.n_calls;
@@ -129,27 +136,32 @@ static json_t *bytes_json(const char *p, size_t n) {
     return a;
 }
 
+/* The chat form of n tokens' logprobs: [{token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]}] (the Responses API's too). */
+json_t *rw_server__token_logprobs(const srv_job *j, const int32_t *toks, const srv_tok_lp *lps, size_t n) {
+    char buf[256];
+    json_t *content = json_array();
+    for (size_t i = 0; i < n; i++) {
+        size_t len = token_piece(j, toks[i], buf, sizeof buf);
+        json_t *top = json_array();
+        for (int k = 0; k < lps[i].n_top; k++) {
+            char b2[256];
+            size_t l2 = token_piece(j, lps[i].top[k].token, b2, sizeof b2);
+            json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", piece_json(b2, l2), "logprob",
+                                                 finite_lp(lps[i].top[k].logprob), "bytes", bytes_json(b2, l2)));
+        }
+        json_array_append_new(content,
+                              json_pack("{s:o,s:f,s:o,s:o}", "token", piece_json(buf, len), "logprob",
+                                        finite_lp(lps[i].lp), "bytes", bytes_json(buf, len), "top_logprobs", top));
+    }
+    return content;
+}
+
 /* OpenAI's logprobs object of a choice for n tokens. */
 static json_t *logprobs_json(const srv_job *j, const int32_t *toks, const srv_tok_lp *lps, size_t n,
                              size_t text_offset) {
     char buf[256];
-    if (j->chat) {
-        json_t *content = json_array();
-        for (size_t i = 0; i < n; i++) {
-            size_t len = token_piece(j, toks[i], buf, sizeof buf);
-            json_t *top = json_array();
-            for (int k = 0; k < lps[i].n_top; k++) {
-                char b2[256];
-                size_t l2 = token_piece(j, lps[i].top[k].token, b2, sizeof b2);
-                json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", piece_json(b2, l2), "logprob",
-                                                     finite_lp(lps[i].top[k].logprob), "bytes", bytes_json(b2, l2)));
-            }
-            json_array_append_new(content, json_pack("{s:o,s:f,s:o,s:o}", "token", piece_json(buf, len), "logprob",
-                                                     finite_lp(lps[i].lp), "bytes", bytes_json(buf, len),
-                                                     "top_logprobs", top));
-        }
-        return json_pack("{s:o,s:n}", "content", content, "refusal");
-    }
+    if (j->chat) return json_pack("{s:o,s:n}", "content", rw_server__token_logprobs(j, toks, lps, n), "refusal");
     json_t *tokens = json_array(), *tlp = json_array(), *tops = json_array(), *offs = json_array();
     for (size_t i = 0; i < n; i++) {
         size_t len = token_piece(j, toks[i], buf, sizeof buf);

@@ -209,6 +209,8 @@ typedef struct {
      * begin a marker across events */
     int think;              /* 0 not known yet, 1 in the block, 2 past it (or none) */
     int64_t think_toks;
+    int64_t reasoning_toks; /* tokens in the think block, its markers included (usage's reasoning_tokens;
+                               followed for every chat job whose output has reasoning) */
     char head[40], tail[40];
     size_t head_len, tail_len;
     bool over_budget;       /* the engine request is to be replaced by its continuation */
@@ -250,6 +252,7 @@ typedef struct srv_job {
      * what it generated + the close marker; the prefix cache serves it), so
      * the answer follows. budget < 0: none. */
     long budget;
+    bool track_think;   /* follow the think block (the choices' think, reasoning_toks) */
     int32_t *prompt;    /* copies for the continuation (owned) */
     int64_t n_prompt;
     rw_gen_params gp;   /* stop strings and bias owned copies, no marks */
@@ -303,6 +306,8 @@ bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *t
 const char *rw_server__choice_finish(const srv_choice *c);
 /* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */
 json_t *rw_server__text_json(const char *s, size_t n);
+/* n tokens' logprobs in the chat form ([{token, logprob, bytes, top_logprobs}]), a new array. */
+json_t *rw_server__token_logprobs(const srv_job *j, const int32_t *toks, const srv_tok_lp *lps, size_t n);
 bool rw_server__sse_usage(srv_job *j);
 bool rw_server__sse_error(srv_job *j, const char *msg);
 bool rw_server__sse_append(srv_job *j, const char *s, size_t n);

@@ -454,6 +454,71 @@ static void test_misc(void) {
     rw_chat_parsed_free(&b);
 }
 
+/* Cut by the token limit (rw_chat_output_set_cut): at every cut point of
+ * well-formed outputs, no markup and no piece of a marker reaches the
+ * content (the text before the calls is the content's), whole and streamed;
+ * calls complete before the cut are kept. */
+static void test_cut(void) {
+    static const struct {
+        rw_tool_format f;
+        const char *text, *content;
+        size_t first_end; /* where the first call is complete */
+    } cases[] = {
+        {RW_TOOL_FMT_HERMES,
+         "I'll check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+         "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>",
+         "I'll check.\n", 92},
+        {RW_TOOL_FMT_QWEN_XML,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n"
+         "<tool_call>\n<function=search>\n<parameter=q>\nx\n</parameter>\n</function>\n</tool_call>",
+         "", 95},
+        {RW_TOOL_FMT_LLAMA3, "{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}", "", 44},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        size_t len = strlen(cases[k].text), cl = strlen(cases[k].content);
+        for (size_t n = 0; n <= len; n++) {
+            for (int streamed = 0; streamed < 2; streamed++) {
+                rw_chat_output_opts o = opts(cases[k].f);
+                o.stream_args = streamed;
+                rw_chat_output *p;
+                rw_error err = {0};
+                result r;
+                memset(&r, 0, sizeof r);
+                r.open_call = -1;
+                CHECK(!rw_chat_output_new(&o, &p, &err));
+                CHECK(!rw_chat_output_feed(p, cases[k].text, n, on_ev, &r, &err));
+                rw_chat_output_set_cut(p, true);
+                CHECK(!rw_chat_output_finish(p, on_ev, &r, &err));
+                rw_chat_output_free(p);
+                CHECK_MSG(!r.bad && r.open_call == -1, "case %zu cut at %zu: events out of order", k, n);
+                /* the content is a prefix of the text before the calls (with its newline when cut there) */
+                CHECK_MSG(r.nc <= cl && !memcmp(r.content, cases[k].content, r.nc),
+                          "case %zu cut at %zu%s: content [%s]", k, n, streamed ? " (streamed)" : "", r.content);
+                if (n >= cases[k].first_end)
+                    CHECK_MSG(r.n_calls >= 1 &&
+                                  !strcmp(r.names[0], cases[k].f == RW_TOOL_FMT_LLAMA3 ? "search" : "get_weather"),
+                              "case %zu cut at %zu: the complete call is lost", k, n);
+            }
+            /* the non-streaming API with the cut in its options */
+            rw_chat_output_opts o = opts(cases[k].f);
+            o.cut = true;
+            rw_chat_parsed m;
+            rw_error err = {0};
+            CHECK(!rw_chat_output_parse(&o, cases[k].text, n, &m, &err));
+            CHECK_MSG(m.content_len <= cl && !memcmp(m.content, cases[k].content, m.content_len),
+                      "case %zu parse cut at %zu: content [%s]", k, n, m.content);
+            rw_chat_parsed_free(&m);
+        }
+    }
+    /* without the cut, an unfinished call is content (the model wrote it as text) */
+    rw_chat_parsed m;
+    rw_error err = {0};
+    rw_chat_output_opts o = opts(RW_TOOL_FMT_HERMES);
+    CHECK(!rw_chat_output_parse(&o, "<tool_call>\n{\"na", 16, &m, &err));
+    CHECK(!strcmp(m.content, "<tool_call>\n{\"na"));
+    rw_chat_parsed_free(&m);
+}
+
 int main(void) {
     test_qwen_xml();
     test_hermes();
@@ -463,5 +528,6 @@ int main(void) {
     test_reasoning();
     test_stream_args();
     test_misc();
+    test_cut();
     return rw_test_done();
 }

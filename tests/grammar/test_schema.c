@@ -8,6 +8,7 @@
  *   test_schema --validate SCHEMA.json OUTPUT   exit 0 valid, 1 not (why on stderr) */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <pcre2.h>
 #include <stdlib.h>
@@ -109,7 +110,16 @@ static bool valid_format(const char *f, const char *s, size_t n) {
         {"time", "^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
         {"date-time", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
                       "(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
-        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"}};
+        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+        /* the WHATWG form's rule for an e-mail address */
+        {"email", "^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+                  "(?:\\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$"},
+        /* RFC 3986's URI: scheme ":" hier-part [ "?" query ] [ "#" fragment ] */
+        {"uri", "^[A-Za-z][A-Za-z0-9+.-]*:(//(([A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*@)?"
+                "([A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*(:[0-9]*)?)?"
+                "(/([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*)*"
+                "(\\?([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?"
+                "(#([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?$"}};
     for (size_t i = 0; i < sizeof rx / sizeof *rx; i++)
         if (!strcmp(f, rx[i][0])) return regex_search(rx[i][1], s, n);
     return true; /* other formats: annotations */
@@ -148,6 +158,13 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
         for (size_t i = 0; i < json_array_size(k); i++) n += valid(v, json_array_get(k, i), root, path);
         if (n != 1) return fail_at(path, n ? "matches several oneOf branches" : "matches no oneOf branch");
     }
+    if ((k = json_object_get(s, "not")) && valid(v, k, root, path)) return fail_at(path, "matches the not");
+    if ((k = json_object_get(s, "if"))) {
+        json_t *then = json_object_get(s, "then"), *els = json_object_get(s, "else");
+        if (valid(v, k, root, path)) {
+            if (then && !valid(v, then, root, path)) return false;
+        } else if (els && !valid(v, els, root, path)) return false;
+    }
     if ((k = json_object_get(s, "allOf")))
         for (size_t i = 0; i < json_array_size(k); i++)
             if (!valid(v, json_array_get(k, i), root, path)) return false;
@@ -165,8 +182,10 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
         const char *str = json_string_value(v);
         size_t n = json_string_length(v), cps = utf8_len(str, n);
         json_t *b;
-        if ((b = json_object_get(s, "minLength")) && cps < (size_t)json_integer_value(b)) return fail_at(path, "too short");
-        if ((b = json_object_get(s, "maxLength")) && cps > (size_t)json_integer_value(b)) return fail_at(path, "too long");
+        if ((b = json_object_get(s, "minLength")) && cps < (size_t)json_integer_value(b))
+            return fail_at(path, "too short");
+        if ((b = json_object_get(s, "maxLength")) && cps > (size_t)json_integer_value(b))
+            return fail_at(path, "too long");
         if ((b = json_object_get(s, "pattern")) && !regex_search(json_string_value(b), str, n))
             return fail_at(path, "does not match the pattern");
         if ((b = json_object_get(s, "format")) && !valid_format(json_string_value(b), str, n))
@@ -175,8 +194,10 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
     if (json_is_array(v)) {
         size_t n = json_array_size(v), np = 0;
         json_t *b;
-        if ((b = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(b)) return fail_at(path, "too few items");
-        if ((b = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(b)) return fail_at(path, "too many items");
+        if ((b = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(b))
+            return fail_at(path, "too few items");
+        if ((b = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(b))
+            return fail_at(path, "too many items");
         if ((b = json_object_get(s, "prefixItems"))) {
             np = json_array_size(b);
             for (size_t i = 0; i < np && i < n; i++) {
@@ -191,10 +212,16 @@ static bool valid(json_t *v, json_t *s, json_t *root, const char *path) {
             }
     }
     if (json_is_object(v)) {
+        json_t *b;
+        if ((b = json_object_get(s, "minProperties")) && json_object_size(v) < (size_t)json_integer_value(b))
+            return fail_at(path, "too few properties");
+        if ((b = json_object_get(s, "maxProperties")) && json_object_size(v) > (size_t)json_integer_value(b))
+            return fail_at(path, "too many properties");
         json_t *props = json_object_get(s, "properties"), *addl = json_object_get(s, "additionalProperties");
         json_t *req = json_object_get(s, "required");
         for (size_t i = 0; i < json_array_size(req); i++)
-            if (!json_object_get(v, json_string_value(json_array_get(req, i)))) return fail_at(path, "missing required");
+            if (!json_object_get(v, json_string_value(json_array_get(req, i))))
+                return fail_at(path, "missing required");
         const char *key;
         json_t *val;
         json_object_foreach(v, key, val) {
@@ -236,8 +263,8 @@ typedef struct {
 
 /* A walk that tends to close things: with probability 1/3 the first allowed
  * of '"', '}', ']' (single-byte tokens), else a uniformly random allowed token. */
-static char *walk(rw_grammar *g, const rw_grammar_vocab *v, const pieces *pc, uint64_t seed, int max_tok,
-                  bool *ended, size_t *out_len, int32_t closers[3]) {
+static char *walk(rw_grammar *g, const rw_grammar_vocab *v, const pieces *pc, uint64_t seed, int max_tok, bool *ended,
+                  size_t *out_len, int32_t closers[3]) {
     rw_grammar_matcher *m = NULL;
     CHECK(rw_grammar_matcher_new(g, v, &m, NULL) == RW_OK);
     uint32_t *mask = calloc(rw_grammar_mask_words(pc->n), sizeof *mask);
@@ -287,6 +314,228 @@ static void expect_schema_error(const char *schema, const char *needle) {
     rw_grammar_free(g);
 }
 
+/* Whether the schema's grammar takes text whole (bytes, no vocabulary). */
+static bool takes(const char *schema, const char *text) {
+    rw_grammar *g = NULL;
+    rw_error err = {0};
+    if (rw_grammar_compile_schema(schema, strlen(schema), &g, &err)) {
+        CHECK_MSG(0, "%s: %s", schema, err.msg);
+        return false;
+    }
+    rw_grammar_matcher *m = NULL;
+    bool ok = rw_grammar_matcher_new(g, NULL, &m, NULL) == RW_OK &&
+              rw_grammar_matcher_accept_bytes(m, text, strlen(text), NULL) && rw_grammar_matcher_can_end(m);
+    rw_grammar_matcher_free(m);
+    rw_grammar_free(g);
+    return ok;
+}
+
+/* each string: "+text" taken, "-text" refused (and the checker agrees) */
+static void expect_strings(const char *schema, const char *const *cases) {
+    for (int i = 0; cases[i]; i++) {
+        bool want = cases[i][0] == '+';
+        const char *t = cases[i] + 1;
+        CHECK_MSG(takes(schema, t) == want, "%s: '%s' should be %s", schema, t, want ? "taken" : "refused");
+        if (want) CHECK_MSG(check_text(schema, t, strlen(t)) == 1, "%s: '%s' taken but invalid: %s", schema, t, why);
+    }
+}
+
+static void test_keywords(void) {
+    /* number bounds: the decimal range exactly, no leading zeros, no "-0", no exponent */
+    const char *n1[] = {"+-0.5", "+-0.25", "+-0.4999", "+0",     "+0.0",       "+1",     "+2",
+                        "+2.2",  "+2.25",  "+2.250",   "+-0.50", "+0.125",     "--0.51", "--0.6",
+                        "--1",   "-2.26",  "-2.3",     "-3",     "-2.2500001", "--0",    "--0.0",
+                        "-01",   "-00.5",  "-.5",      "-1.",    "-1e0",       "-+1",    NULL};
+    expect_strings("{\"type\":\"number\",\"minimum\":-0.5,\"maximum\":2.25}", n1);
+    const char *n2[] = {"--0.5", "--0.50", "-2.25", "-2.250", "+-0.4999", "+2.2499", "+0", "+-0.1", "+2.24", NULL};
+    expect_strings("{\"type\":\"number\",\"exclusiveMinimum\":-0.5,\"exclusiveMaximum\":2.25}", n2);
+    const char *n3[] = {"+0.1", "+0.10", "+0.11", "+7", "-0.09999", "-0.0999999999999", "-0", "--1", NULL};
+    expect_strings("{\"type\":\"number\",\"minimum\":0.1}", n3);
+    const char *n4[] = {"+0.001", "+5", "+123456789012345", "-1234567890123456", "-0", "-0.0", "-0.000", "--0.5",
+                        "--0",    NULL};
+    expect_strings("{\"type\":\"number\",\"exclusiveMinimum\":0}", n4);
+    const char *n5[] = {"+0", "+0.0", "+-3.5", "+-123.456", "-0.1", "--0", "-1", NULL};
+    expect_strings("{\"type\":\"number\",\"maximum\":0}", n5);
+    const char *n6[] = {"+-1.5", "+-2", "+-1.01", "--1", "--1.0", "--0.5", "-0", NULL};
+    expect_strings("{\"type\":\"number\",\"exclusiveMaximum\":-1}", n6);
+    const char *n7[] = {"--1", "--1.0001", "+-0.9999",
+                        "+3",  "-3.0001",  NULL}; /* draft 4's boolean form, the tighter bound */
+    expect_strings("{\"type\":\"number\",\"minimum\":-1,\"exclusiveMinimum\":true,\"maximum\":3}", n7);
+    const char *n8[] = {"+10.5", "+10.75", "+11", "+99", "+100", "-10.4", "-100.5", "-100.01", "+12.345", NULL};
+    expect_strings("{\"type\":\"number\",\"minimum\":10.5,\"maximum\":100}", n8);
+    const char *n9[] = {"+1.5", "+1.25", "+1.75", "-1.24", "-1.76", "-1", "-2", NULL};
+    expect_strings("{\"type\":\"number\",\"minimum\":1.25,\"maximum\":1.75}", n9);
+    expect_schema_error("{\"type\":\"number\",\"minimum\":2,\"exclusiveMaximum\":2}", "no number lies between");
+    expect_schema_error("{\"type\":\"number\",\"minimum\":1e20}", "a minimum over");
+    /* integers: exclusive bounds (also fractional ones), no leading zeros */
+    const char *i1[] = {"+6", "+9", "-5", "-10", "-06", "-5.5", NULL};
+    expect_strings("{\"type\":\"integer\",\"exclusiveMinimum\":5,\"exclusiveMaximum\":10}", i1);
+    const char *i2[] = {"+6", "+5", "+-2", "--3", "-7", NULL};
+    expect_strings("{\"type\":\"integer\",\"exclusiveMinimum\":-2.5,\"maximum\":6.5}", i2);
+    const char *i3[] = {"+0", "+7", "+100", "-007", "-00", "-101", "--0", NULL};
+    expect_strings("{\"type\":\"integer\",\"minimum\":0,\"maximum\":100}", i3);
+    /* minProperties / maxProperties */
+    const char *p1[] = {"+{\"a\":1,\"b\":2}",
+                        "+{\"a\":1,\"c\":3}",
+                        "+{\"b\":1,\"c\":2}",
+                        "-{\"a\":1}",
+                        "-{}",
+                        "-{\"a\":1,\"b\":2,\"c\":3}",
+                        NULL};
+    expect_strings("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},"
+                   "\"c\":{\"type\":\"integer\"}},\"minProperties\":2,\"maxProperties\":2}",
+                   p1);
+    const char *p2[] = {"+{\"x\":1}", "+{\"x\":1,\"y\":[]}", "-{}", "-{\"x\":1,\"y\":2,\"z\":3}", NULL};
+    expect_strings("{\"type\":\"object\",\"minProperties\":1,\"maxProperties\":2}", p2);
+    const char *p3[] = {"+{\"a\":1,\"z\":true}", "+{\"a\":1,\"y\":1,\"z\":2}", "-{\"a\":1}", "-{\"z\":1,\"y\":2}",
+                        NULL};
+    expect_strings("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"],"
+                   "\"additionalProperties\":true,\"minProperties\":2}",
+                   p3);
+    const char *p4[] = {"+{\"b\":1}", "+{}", "-{\"a\":1}", "-{\"a\":1,\"b\":1}", NULL};
+    expect_strings("{\"properties\":{\"a\":false,\"b\":{\"type\":\"integer\"}}}", p4);
+    expect_schema_error("{\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\",\"b\"],\"maxProperties\":1}",
+                        "no object satisfies minProperties/maxProperties");
+    /* pattern and format with length limits */
+    const char *s1[] = {"+\"ab\"", "+\"abcd\"", "-\"a\"", "-\"abcde\"", "-\"aB\"", NULL};
+    expect_strings("{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"minLength\":2,\"maxLength\":4}", s1);
+    const char *s2[] = {"+\"A\"", "+\"Ab\"", "+\"Abc\"", "-\"Abcd\"", "-\"\"", NULL};
+    expect_strings("{\"type\":\"string\",\"pattern\":\"^[A-Z][a-z]*$\",\"maxLength\":3}", s2);
+    const char *s3[] = {"+\"2024-01-31\"", "-\"2024-1-31\"", NULL};
+    expect_strings("{\"type\":\"string\",\"format\":\"date\",\"minLength\":10,\"maxLength\":10}", s3);
+    const char *s4[] = {"+\"ab@cd.ef\"", "+\"abcde@ghij.klm\"", "-\"aaaaaaaaaaaaaa@bb.com\"", NULL};
+    expect_strings("{\"type\":\"string\",\"format\":\"email\",\"maxLength\":20}", s4);
+    expect_schema_error("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "no string of this format");
+    const char *s5[] = {"+\"a\"", "+\"abb\"", "+\"bbbb\"", "-\"aaaaa\"", NULL}; /* a group of variable width */
+    expect_strings("{\"type\":\"string\",\"pattern\":\"^(a|bb)+$\",\"maxLength\":4}", s5);
+    expect_schema_error("{\"type\":\"string\",\"pattern\":\"^a+|b$\",\"maxLength\":3}",
+                        "pattern with minLength/maxLength: supported when");
+    expect_schema_error("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern with minLength/maxLength");
+    /* formats */
+    const char *f1[] = {"+\"john.doe@example.com\"",
+                        "+\"a_b+c@mail.example.org\"",
+                        "-\"a@b\"",
+                        "-\"@b.com\"",
+                        "-\"a b@c.com\"",
+                        "-\"a..b@c.com\"",
+                        "-\"a@-b.com\"",
+                        "-\"a@b.c\"",
+                        NULL};
+    expect_strings("{\"type\":\"string\",\"format\":\"email\"}", f1);
+    const char *f2[] = {"+\"https://example.com/a/b?x=1#f\"",
+                        "+\"ftp://host:21\"",
+                        "-\"example.com\"",
+                        "-\"http://\"",
+                        "-\"http://a b\"",
+                        NULL};
+    expect_strings("{\"type\":\"string\",\"format\":\"uri\"}", f2);
+    const char *f3[] = {"+\"12:30:00Z\"", "+\"23:59:59.123+01:00\"", "-\"24:00:00Z\"", "-\"12:30Z\"", NULL};
+    expect_strings("{\"type\":\"string\",\"format\":\"time\"}", f3);
+    /* not, if/then/else, allOf of several */
+    const char *c1[] = {"+\"c\"", "+\"ab\"", "+\"\"", "-\"a\"", "-\"b\"", NULL};
+    expect_strings("{\"type\":\"string\",\"not\":{\"enum\":[\"a\",\"b\"]}}", c1);
+    const char *c2[] = {"+1", "+\"x\"", "+[]", "+{}", "+true", "-null", NULL};
+    expect_strings("{\"not\":{\"type\":\"null\"}}", c2);
+    const char *c3[] = {"+{\"kind\":\"a\",\"x\":1}", "-{\"kind\":\"a\"}", "+{\"kind\":\"b\"}",
+                        "-{\"kind\":\"b\",\"x\":1}", NULL};
+    expect_strings(
+        "{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"a\",\"b\"]},\"x\":{\"type\":\"integer\"}},"
+        "\"required\":[\"kind\"],\"if\":{\"properties\":{\"kind\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},"
+        "\"else\":{\"properties\":{\"x\":false}}}",
+        c3);
+    const char *c4[] = {"+{\"a\":1,\"b\":\"x\"}", "-{\"a\":1}", "-{\"b\":\"x\"}", "-{\"a\":\"1\",\"b\":\"x\"}", NULL};
+    expect_strings(
+        "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+        "{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}]}",
+        c4);
+    const char *c5[] = {"+3", "+4", "-2", "-5", "-3.5", NULL};
+    expect_strings("{\"allOf\":[{\"type\":\"number\",\"minimum\":2.5},{\"type\":\"integer\",\"maximum\":4}]}", c5);
+    expect_schema_error("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "no value satisfies");
+    expect_schema_error("{\"allOf\":[{\"pattern\":\"^a\"},{\"pattern\":\"^b\"}]}",
+                        "the schemas set 'pattern' differently");
+    expect_schema_error("{\"if\":{\"minimum\":3},\"then\":{\"type\":\"integer\"}}", "if: the negation is supported of");
+    { /* anyOf inside allOf multiplies: bounded */
+        char big[8192], *p = big;
+        p += sprintf(p, "{\"allOf\":[");
+        for (int k = 0; k < 12; k++)
+            p += sprintf(p,
+                         "%s{\"anyOf\":[{\"minimum\":1},{\"maximum\":9},{\"minimum\":2},{\"maximum\":8},"
+                         "{\"minimum\":3},{\"maximum\":7}]}",
+                         k ? "," : "");
+        sprintf(p, "]}");
+        expect_schema_error(big, "too many combinations");
+    }
+    { /* merging and negating nest as deep as generating may, no deeper */
+        char *deep = malloc(64 * 1024), *p = deep;
+        for (int i = 0; i < 2; i++) {
+            p += sprintf(p, "%s", i ? "," : "{\"allOf\":[");
+            for (int d = 0; d < 300; d++) p += sprintf(p, "{\"properties\":{\"a\":");
+            p += sprintf(p, "{}");
+            for (int d = 0; d < 300; d++) p += sprintf(p, "}}");
+        }
+        sprintf(p, "]}");
+        expect_schema_error(deep, "schema at /properties/a/"); /* the path is long: the message is cut */
+        p = deep;
+        p += sprintf(p, "{\"not\":");
+        for (int d = 0; d < 300; d++) p += sprintf(p, "{\"properties\":{\"a\":");
+        p += sprintf(p, "{\"type\":\"null\"}");
+        for (int d = 0; d < 300; d++) p += sprintf(p, "}}");
+        sprintf(p, "}");
+        expect_schema_error(deep, "nested deeper than 256");
+        free(deep);
+    }
+}
+
+/* Number bounds against exact decimal arithmetic: every number with an
+ * integer part 0..12 and up to 3 fraction digits, both signs, is taken
+ * exactly when it lies within the bounds (in thousandths; "-0" never). */
+static void test_number_brute(void) {
+    static const struct {
+        const char *schema;
+        long lo, hi; /* thousandths; LONG_MIN / LONG_MAX: none */
+        bool lx, hx; /* exclusive */
+    } b[] = {
+        {"{\"type\":\"number\",\"minimum\":-0.5,\"maximum\":2.25}", -500, 2250, false, false},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":0.125,\"exclusiveMaximum\":1}", 125, 1000, true, true},
+        {"{\"type\":\"number\",\"minimum\":-3.75,\"exclusiveMaximum\":-3.5}", -3750, -3500, false, true},
+        {"{\"type\":\"number\",\"minimum\":0,\"maximum\":0}", 0, 0, false, false},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-1,\"exclusiveMaximum\":0}", -1000, 0, true, true},
+        {"{\"type\":\"number\",\"minimum\":9.999,\"maximum\":10.001}", 9999, 10001, false, false},
+        {"{\"type\":\"number\",\"minimum\":0.1}", 100, LONG_MAX, false, false},
+        {"{\"type\":\"number\",\"exclusiveMaximum\":-0.001}", LONG_MIN, -1, false, true},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-12.5,\"maximum\":-0.01}", -12500, -10, true, false},
+    };
+    for (size_t k = 0; k < sizeof b / sizeof *b; k++) {
+        rw_grammar *g = NULL;
+        rw_error err = {0};
+        CHECK_MSG(rw_grammar_compile_schema(b[k].schema, strlen(b[k].schema), &g, &err) == RW_OK, "%s", err.msg);
+        rw_grammar_matcher *m = NULL;
+        if (!g || rw_grammar_matcher_new(g, NULL, &m, NULL)) continue;
+        int wrong = 0;
+        for (int neg = 0; neg < 2; neg++)
+            for (long ip = 0; ip <= 12; ip++)
+                for (int nd = 0; nd <= 3; nd++)
+                    for (long f = 0; f < (nd ? (long)pow(10, nd) : 1); f++) {
+                        char t[32];
+                        if (nd) snprintf(t, sizeof t, "%s%ld.%0*ld", neg ? "-" : "", ip, nd, f);
+                        else snprintf(t, sizeof t, "%s%ld", neg ? "-" : "", ip);
+                        long v = ip * 1000 + f * (nd == 1 ? 100 : nd == 2 ? 10 : 1);
+                        if (neg) v = -v;
+                        bool want = !(neg && v == 0) &&
+                                    (b[k].lo == LONG_MIN || (b[k].lx ? v > b[k].lo : v >= b[k].lo)) &&
+                                    (b[k].hi == LONG_MAX || (b[k].hx ? v < b[k].hi : v <= b[k].hi));
+                        rw_grammar_matcher_rewind(m, 0);
+                        bool got =
+                            rw_grammar_matcher_accept_bytes(m, t, strlen(t), NULL) && rw_grammar_matcher_can_end(m);
+                        if (got != want && wrong++ < 5)
+                            CHECK_MSG(got == want, "%s: %s %s", b[k].schema, t, got ? "taken" : "refused");
+                    }
+        CHECK_EQ_INT(wrong, 0);
+        rw_grammar_matcher_free(m);
+        rw_grammar_free(g);
+    }
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(int argc, char **argv) {
@@ -313,12 +562,15 @@ int main(int argc, char **argv) {
     CHECK(check_text("{\"type\":\"string\",\"format\":\"date\"}", "\"2024-13-01\"", 12) == 0);
     CHECK(check_text("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "1", 1) == 0);
 
+    test_keywords();
+    test_number_brute();
     /* errors name the place */
     expect_schema_error("{\"type\":\"string\",\"pattern\":\"^(?=a)b$\"}", "schema at /: pattern: lookarounds");
     expect_schema_error("{\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":true}}}",
                         "schema at /properties/a: uniqueItems is not supported");
-    expect_schema_error("{\"not\":{}}", "not is not supported");
-    expect_schema_error("{\"type\":\"number\",\"minimum\":0.5}", "minimum on a number is not supported");
+    expect_schema_error("{\"not\":{\"minimum\":3}}", "not: the negation is supported of");
+    expect_schema_error("{\"type\":\"number\",\"multipleOf\":0.5}", "multipleOf on a number is not supported");
+    expect_schema_error("{\"type\":\"integer\",\"multipleOf\":5}", "multipleOf on an integer is not supported");
     expect_schema_error("{\"$ref\":\"http://x/y.json\"}", "only local references");
     expect_schema_error("{\"$ref\":\"#/$defs/nope\"}", "points at nothing");
     expect_schema_error("{\"type\":\"strin\"}", "unknown type 'strin'");
@@ -339,8 +591,8 @@ int main(int argc, char **argv) {
         CHECK(rw_grammar_schema_to_gbnf(args, strlen(args), &(rw_schema_opts){.name = "args", .max_ws = -1}, &gb,
                                         &err) == RW_OK);
         char text[4096];
-        snprintf(text, sizeof text, "root ::= \"<tool_call>{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" args \"}\"\n%s",
-                 gb ? gb : "");
+        snprintf(text, sizeof text,
+                 "root ::= \"<tool_call>{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" args \"}\"\n%s", gb ? gb : "");
         free(gb);
         rw_grammar *g = NULL;
         CHECK_MSG(rw_grammar_compile(text, strlen(text), NULL, &g, &err) == RW_OK, "%s", err.msg);

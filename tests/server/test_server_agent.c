@@ -263,6 +263,44 @@ static void test_reasoning(void) {
     CHECK_MSG(rc && want.reasoning && !strcmp(rc, want.reasoning), "reasoning [%s], want [%s]", rc ? rc : "(none)",
               want.reasoning ? want.reasoning : "");
     CHECK(c && !strcmp(c, want.content));
+    /* usage: the think block's tokens (all of them when it never closed), none without the split */
+    json_t *details = json_object_get(json_object_get(split, "usage"), "completion_tokens_details");
+    long long rt = json_integer_value(json_object_get(details, "reasoning_tokens"));
+    CHECK_MSG(want.content_len ? rt > 0 && rt < usage(split, "completion_tokens")
+                               : rt == usage(split, "completion_tokens"),
+              "reasoning_tokens %lld of %lld", rt, usage(split, "completion_tokens"));
+    details = json_object_get(json_object_get(raw, "usage"), "completion_tokens_details");
+    CHECK(json_integer_value(json_object_get(details, "reasoning_tokens")) == 0 &&
+          json_is_integer(json_object_get(details, "reasoning_tokens")));
+    /* the Responses API counts the same */
+    json_t *resp = post(s.port, "/v1/responses",
+                        "{\"input\":\"What is 2+2?\",\"max_output_tokens\":12,\"temperature\":0}", &status);
+    json_t *ru = json_object_get(resp, "usage");
+    CHECK_MSG(
+        json_integer_value(json_object_get(ru, "output_tokens")) != 12 ||
+            json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")) == rt,
+        "responses reasoning_tokens %lld, chat %lld",
+        json_integer_value(json_object_get(json_object_get(ru, "output_tokens_details"), "reasoning_tokens")), rt);
+    json_decref(resp);
+    /* Responses logprobs: thinking off, every output token of the text with its 2 alternatives */
+    resp = post(s.port, "/v1/responses",
+                "{\"input\":\"What is 2+2?\",\"max_output_tokens\":6,\"temperature\":0,\"reasoning\":{\"effort\":"
+                "\"none\"},\"include\":[\"message.output_text.logprobs\"],\"top_logprobs\":2}",
+                &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *item = json_array_get(json_object_get(resp, "output"), 0);
+    json_t *lps = json_object_get(json_array_get(json_object_get(item, "content"), 0), "logprobs");
+    long long out_toks = json_integer_value(json_object_get(json_object_get(resp, "usage"), "output_tokens"));
+    CHECK_MSG(json_array_size(lps) > 0 && (long long)json_array_size(lps) <= out_toks, "%zu logprobs for %lld tokens",
+              json_array_size(lps), out_toks);
+    size_t li;
+    json_t *lp;
+    json_array_foreach(lps, li, lp) {
+        CHECK(json_is_string(json_object_get(lp, "token")) && json_is_number(json_object_get(lp, "logprob")) &&
+              json_number_value(json_object_get(lp, "logprob")) <= 0);
+        CHECK_EQ_INT((int)json_array_size(json_object_get(lp, "top_logprobs")), 2);
+    }
+    json_decref(resp);
     snprintf(body, sizeof body, "{%s,\"stream\":true}", q);
     acc a;
     CHECK_EQ_INT(stream(s.port, body, &a), 200);
@@ -599,6 +637,159 @@ static void test_after_reasoning(void) {
     unserve(&s);
 }
 
+/* A raw POST: the status and the whole body (SSE streams too); the caller frees *body. */
+static int post_raw(int port, const char *path, const char *body, char **out) {
+    rw_http_request rq = {.port = port, .method = "POST", .path = path, .body = body, .body_len = strlen(body)};
+    rw_http_response r;
+    rw_error err = {0};
+    rw_status st = rw_http_do(&rq, &r, &err);
+    CHECK_MSG(!st, "%s: %s", path, err.msg);
+    *out = st || !r.body ? strdup("") : strdup(r.body);
+    int status = st ? -1 : r.status;
+    rw_http_response_free(&r);
+    return status;
+}
+
+/* Cut by max_tokens inside a (forced) tool call: no call markup in any
+ * API's text, and the end says the limit cut it: chat finish_reason
+ * "length", Responses status "incomplete" (max_output_tokens), Messages
+ * stop_reason "max_tokens"; whole and streamed. Then calls cut after a
+ * complete call (tool_choice required, parallel calls): still "length". */
+static void test_cut_calls(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen-Qwen3-0.6B.jinja"), NULL, &s)) return;
+    static const char *const forced_fn = "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}";
+    for (int max = 3; max <= 12; max += 3) {
+        char body[4096], *raw = NULL;
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," WTOOLS ",\"tool_choice\":%s,"
+                 "\"max_tokens\":%d,\"temperature\":0}",
+                 forced_fn, max);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0);
+        const char *content = msg_str(r, "content");
+        CHECK_MSG(status == 200 && !strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "length"),
+                  "max_tokens %d: finish %s", max, json_string_value(json_object_get(c, "finish_reason")));
+        CHECK_MSG(!content || !strchr(content, '<'), "max_tokens %d: markup in content [%s]", max, content);
+        CHECK(json_array_size(json_object_get(json_object_get(c, "message"), "tool_calls")) == 0);
+        json_decref(r);
+        acc a;
+        snprintf(body + strlen(body) - 1, sizeof body - strlen(body) + 1, ",\"stream\":true}");
+        CHECK_EQ_INT(stream(s.port, body, &a), 200);
+        CHECK_MSG(!strcmp(a.finish, "length") && !strchr(a.content, '<'), "streamed, max_tokens %d: %s [%s]", max,
+                  a.finish, a.content);
+        /* Responses */
+        for (int st = 0; st < 2; st++) {
+            snprintf(
+                body, sizeof body,
+                "{\"input\":\"Weather?\",\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\",\"parameters\":"
+                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}],"
+                "\"tool_choice\":{\"type\":\"function\",\"name\":\"get_weather\"},\"max_output_tokens\":%d,"
+                "\"temperature\":0,\"stream\":%s}",
+                max, st ? "true" : "false");
+            status = post_raw(s.port, "/v1/responses", body, &raw);
+            CHECK_MSG(status == 200 && strstr(raw, "\"incomplete\"") && strstr(raw, "\"max_output_tokens\"") &&
+                          !strstr(raw, "<tool") && !strstr(raw, "\\u003c"),
+                      "responses%s, max %d: %d %.600s", st ? " streamed" : "", max, status, raw);
+            free(raw);
+            /* Messages */
+            snprintf(
+                body, sizeof body,
+                "{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"tools\":[{\"name\":"
+                "\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+                "\"string\"}},\"required\":[\"city\"]}}],\"tool_choice\":{\"type\":\"tool\",\"name\":"
+                "\"get_weather\"},\"max_tokens\":%d,\"temperature\":0,\"stream\":%s}",
+                max, st ? "true" : "false");
+            status = post_raw(s.port, "/v1/messages", body, &raw);
+            CHECK_MSG(status == 200 && strstr(raw, "\"stop_reason\":\"max_tokens\"") && !strstr(raw, "<tool") &&
+                          !strstr(raw, "\\u003c"),
+                      "messages%s, max %d: %d %.600s", st ? " streamed" : "", max, status, raw);
+            free(raw);
+        }
+    }
+    /* several calls allowed: wherever the limit cuts, "length", calls whole, no markup */
+    int cut = 0;
+    for (int max = 20; max <= 120; max += 20) {
+        char body[4096];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," WTOOLS ",\"tool_choice\":\"required\","
+                 "\"parallel_tool_calls\":true,\"max_tokens\":%d,\"temperature\":0}",
+                 max);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0), *m = json_object_get(c, "message");
+        const char *fin = json_string_value(json_object_get(c, "finish_reason")) ?: "";
+        const char *content = msg_str(r, "content");
+        bool was_cut = usage(r, "completion_tokens") >= max;
+        cut += was_cut;
+        CHECK_MSG(!strcmp(fin, was_cut ? "length" : "tool_calls"), "max %d: %s", max, fin);
+        CHECK_MSG(!content || !strchr(content, '<'), "max %d: markup in content [%s]", max, content);
+        json_t *call;
+        size_t i;
+        json_array_foreach(json_object_get(m, "tool_calls"), i, call) {
+            json_t *fn = json_object_get(call, "function");
+            CHECK(args_valid(json_string_value(json_object_get(fn, "name")) ?: "",
+                             json_string_value(json_object_get(fn, "arguments"))));
+        }
+        json_decref(r);
+    }
+    CHECK(cut > 0);
+    unserve(&s);
+}
+
+/* JSON Schema keywords through the server: number bounds, formats with
+ * length limits, minProperties; sampled answers that end validate; a schema
+ * we cannot compile is a 400 naming the keyword. */
+static void test_schema_keywords(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen-Qwen3-0.6B.jinja"), NULL, &s)) return;
+    const char *schema =
+        "{\"type\":\"object\",\"properties\":{\"ratio\":{\"type\":\"number\",\"minimum\":-0.5,\"maximum\":2.25},"
+        "\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":10},\"mail\":{\"type\":\"string\","
+        "\"format\":\"email\",\"maxLength\":16}},\"required\":[\"ratio\",\"n\",\"mail\"],\"additionalProperties\":"
+        "false,"
+        "\"minProperties\":3}";
+    int ended = 0;
+    for (int seed = 1; seed <= 6; seed++) {
+        char body[4096];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Fill it.\"}],\"max_tokens\":120,\"temperature\":1,"
+                 "\"seed\":%d,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":"
+                 "%s}}}",
+                 seed, schema);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        CHECK_EQ_INT(status, 200);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0);
+        if (!strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "stop")) {
+            ended++;
+            const char *content = msg_str(r, "content");
+            json_t *v = content ? json_loads(content, 0, NULL) : NULL;
+            json_t *ratio = json_object_get(v, "ratio"), *n = json_object_get(v, "n");
+            const char *mail = json_string_value(json_object_get(v, "mail"));
+            CHECK_MSG(json_is_number(ratio) && json_number_value(ratio) >= -0.5 && json_number_value(ratio) <= 2.25 &&
+                          json_is_integer(n) && json_integer_value(n) > 0 && json_integer_value(n) < 10 && mail &&
+                          strchr(mail, '@') && strlen(mail) <= 16 && json_object_size(v) == 3,
+                      "invalid: %s", content ? content : "");
+            json_decref(v);
+        }
+        json_decref(r);
+    }
+    CHECK_MSG(ended > 0, "no answer ended");
+    int status;
+    json_t *bad =
+        post(s.port, "/v1/chat/completions",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+             "\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"number\",\"not\":{\"minimum\":3}}}}}",
+             &status);
+    CHECK_EQ_INT(status, 400);
+    CHECK(strstr(json_string_value(json_object_get(json_object_get(bad, "error"), "message")) ?: "",
+                 "not: the negation"));
+    json_decref(bad);
+    unserve(&s);
+}
+
 static void test_forced(void) {
     forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: reasons, then calls */
     forced("Qwen-Qwen3-0.6B", NULL);                  /* Hermes */
@@ -709,6 +900,8 @@ int main(void) {
     test_budget();
     test_helper_routes();
     test_forced();
+    test_cut_calls();
+    test_schema_keywords();
     test_after_reasoning();
     test_templates();
     rw_engine_free(g_engine);

@@ -383,7 +383,10 @@ static void test_forced_messages(void) {
         int status;
         json_t *m = post("/v1/messages", XKEY, body, &status, NULL);
         CHECK_MSG(status == 200, "%s: %d %s", choices[k], status, str(m, "error.message"));
-        CHECK_MSG(!strcmp(str(m, "stop_reason"), "tool_use"), "%s: stop_reason %s", choices[k], str(m, "stop_reason"));
+        /* with parallel calls the limit may cut a further call: max_tokens then, even after complete ones */
+        const char *want_stop = num(m, "usage.output_tokens") >= 120 ? "max_tokens" : "tool_use";
+        CHECK_MSG(!strcmp(str(m, "stop_reason"), want_stop), "%s: stop_reason %s, want %s", choices[k],
+                  str(m, "stop_reason"), want_stop);
         json_t *content = json_object_get(m, "content"), *use = NULL, *b;
         size_t i, n_use = 0;
         json_array_foreach(content, i, b) if (!strcmp(str(b, "type"), "tool_use") && !n_use++) use = b;
