@@ -23,10 +23,10 @@ struct eng_embed {
     rw_embed_callback cb;
     void *user;
     int n_embd;
-    float *out;   /* [n_embd], or [n_prompt][n_embd] without pooling; owned */
-    float *rows;  /* mean and CLS: one chunk's rows [chunk][n_embd]; owned */
-    double *sum;  /* mean: [n_embd]; owned */
-    float *lg;    /* [n_logit_ids] the final logits asked for; owned */
+    float *out;  /* [n_embd], or [n_prompt][n_embd] without pooling; owned */
+    float *rows; /* mean and CLS: one chunk's rows [chunk][n_embd]; owned */
+    double *sum; /* mean: [n_embd]; owned */
+    float *lg;   /* [n_logit_ids] the final logits asked for; owned */
 };
 
 void rw_engine__embed_free(struct eng_embed *m) {

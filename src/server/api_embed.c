@@ -68,7 +68,7 @@ typedef struct {
     bool submitted;
     /* under the job's mutex, written by the engine callback */
     bool done;
-    float *vec; /* [n_embd] the pooled hidden state (owned) */
+    float *vec;  /* [n_embd] the pooled hidden state (owned) */
     float lg[2]; /* rerank: the yes and no logits */
     int64_t n_tokens;
     char error[256];
@@ -82,10 +82,10 @@ struct emb_state {
     emb_item *it;  /* [n], owned */
     int n_embd;
     /* embeddings */
-    int dims;      /* 0: all */
+    int dims; /* 0: all */
     bool base64;
     /* rerank */
-    json_t *docs;  /* the documents array (a reference) */
+    json_t *docs; /* the documents array (a reference) */
     int top_n;
     bool return_docs;
 };
@@ -137,7 +137,10 @@ static rw_server__reply reply_error(int http, const char *code, const char *para
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     srv_error e;
-    rw_server__errorf(&e, http, http >= 500 ? "server_error" : http == 429 ? "rate_limit_error" : "invalid_request_error",
+    rw_server__errorf(&e, http,
+                      http >= 500   ? "server_error"
+                      : http == 429 ? "rate_limit_error"
+                                    : "invalid_request_error",
                       code, param, "%s", msg);
     return (rw_server__reply){.http = http, .body = rw_server__error_json(&e)};
 }
@@ -232,10 +235,10 @@ static char *embeddings_body(srv_job *j, int *status) {
         }
     }
     const int64_t n_tok = total_tokens(st);
-    json_t *o = data ? json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model",
-                                 st->srv->model_id, "usage", "prompt_tokens", (json_int_t)n_tok, "total_tokens",
-                                 (json_int_t)n_tok)
-                     : NULL;
+    json_t *o = data
+                    ? json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", st->srv->model_id,
+                                "usage", "prompt_tokens", (json_int_t)n_tok, "total_tokens", (json_int_t)n_tok)
+                    : NULL;
     char *body = o ? json_dumps(o, EMB_DUMP_FLAGS) : NULL;
     json_decref(o);
     if (!body) return error_body(status, 500, "out of memory");
@@ -268,7 +271,8 @@ static char *rerank_body(srv_job *j, int *status) {
     for (int k = 0; res && k < n; k++) {
         json_t *o = json_pack("{s:i,s:f}", "index", r[k].index, "relevance_score", r[k].score);
         if (o && st->return_docs)
-            json_object_set_new(o, "document", json_pack("{s:O}", "text", json_array_get(st->docs, (size_t)r[k].index)));
+            json_object_set_new(o, "document",
+                                json_pack("{s:O}", "text", json_array_get(st->docs, (size_t)r[k].index)));
         if (!o || json_array_append_new(res, o)) {
             json_decref(res);
             res = NULL;
@@ -397,26 +401,33 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
     /* the inputs: a string, an array of strings, an array of ids, an array of arrays of ids */
     json_t *list = NULL;
     if (json_is_string(in)) list = json_pack("[O]", in);
-    else if (json_is_array(in) && json_array_size(in) > 0 && json_is_integer(json_array_get(in, 0))) list = json_pack("[O]", in);
+    else if (json_is_array(in) && json_array_size(in) > 0 && json_is_integer(json_array_get(in, 0)))
+        list = json_pack("[O]", in);
     else if (json_is_array(in)) list = json_incref(in);
     const int d = rw_model_get_hparams(rw_engine_get_model(s->engine))->n_embd;
     int n = list ? (int)json_array_size(list) : 0;
-    if (!list || n == 0) rep = reply_error(400, NULL, "input", "input must be a string, an array of strings or of token ids, not empty");
-    else if (fmt && !json_is_null(fmt) && (!json_is_string(fmt) || (strcmp(json_string_value(fmt), "float") &&
-                                                                    strcmp(json_string_value(fmt), "base64"))))
+    if (!list || n == 0)
+        rep = reply_error(400, NULL, "input", "input must be a string, an array of strings or of token ids, not empty");
+    else if (fmt && !json_is_null(fmt) &&
+             (!json_is_string(fmt) ||
+              (strcmp(json_string_value(fmt), "float") && strcmp(json_string_value(fmt), "base64"))))
         rep = reply_error(400, NULL, "encoding_format", "encoding_format must be \"float\" or \"base64\"");
-    else if (dims && !json_is_null(dims) && (!json_is_integer(dims) || json_integer_value(dims) < 1 || json_integer_value(dims) > d)) {
+    else if (dims && !json_is_null(dims) &&
+             (!json_is_integer(dims) || json_integer_value(dims) < 1 || json_integer_value(dims) > d)) {
         rep = reply_error(400, NULL, "dimensions", "dimensions must be an integer in [1, %d]", d);
     } else if (s->pooling == RW_POOL_NONE)
-        rep = reply_error(400, NULL, NULL, "%s", "this server pools nothing (--pooling none): start it with --pooling mean, cls or last");
+        rep = reply_error(400, NULL, NULL, "%s",
+                          "this server pools nothing (--pooling none): start it with --pooling mean, cls or last");
     else if (n > max_items(s)) {
-        rep = reply_error(400, NULL, "input", "%d inputs in one request; this server takes at most %d (--parallel + --queue)",
-                          n, max_items(s));
+        rep = reply_error(400, NULL, "input",
+                          "%d inputs in one request; this server takes at most %d (--parallel + --queue)", n,
+                          max_items(s));
     }
     for (int i = 0; !rep.body && i < n; i++) {
         json_t *x = json_array_get(list, (size_t)i);
         bool ok = json_is_string(x) || json_is_array(x);
-        for (size_t k = 0; ok && json_is_array(x) && k < json_array_size(x); k++) ok = json_is_integer(json_array_get(x, k));
+        for (size_t k = 0; ok && json_is_array(x) && k < json_array_size(x); k++)
+            ok = json_is_integer(json_array_get(x, k));
         if (!ok) rep = reply_error(400, NULL, "input", "input %s: each input is a string or an array of token ids", "");
     }
     if (rep.body) {
@@ -490,7 +501,7 @@ static bool put(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
 static bool rerank_ids(rw_server *s, const char *instr, const char *q, const char *doc, int32_t **ids, size_t *n,
                        char *why, size_t why_cap) {
     char *buf = NULL;
-    size_t len = 0, cap = 0, plain[16];
+    size_t len = 0, cap = 0, plain[16]; /* the query's and the document's byte ranges, as pairs */
     size_t n_plain = 0;
     bool ok = true;
     if (s->rerank_tmpl) { /* the file's: {query} and {document} in its text */
@@ -522,7 +533,7 @@ static bool rerank_ids(rw_server *s, const char *instr, const char *q, const cha
     }
     rw_error err = {0};
     if (!ok) snprintf(why, why_cap, "out of memory");
-    else if (rw_tokenize_guarded(s->tok, buf, len, false, plain, n_plain, ids, n, &err)) {
+    else if (rw_tokenize_guarded(s->tok, buf, len, false, plain, n_plain / 2, ids, n, &err)) {
         snprintf(why, why_cap, "%s", err.msg);
         ok = false;
     }
@@ -543,7 +554,8 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
            *instr = json_object_get(o, "instruction");
     int n = json_is_array(docs) ? (int)json_array_size(docs) : 0;
     const int32_t yes_no[2] = {word_token(s->tok, "yes"), word_token(s->tok, "no")};
-    if (!json_is_string(q) || json_string_length(q) == 0) rep = reply_error(400, NULL, "query", "query must be a non-empty string");
+    if (!json_is_string(q) || json_string_length(q) == 0)
+        rep = reply_error(400, NULL, "query", "query must be a non-empty string");
     else if (n == 0) rep = reply_error(400, NULL, "documents", "documents must be a non-empty array of strings");
     else if (top && !json_is_null(top) && (!json_is_integer(top) || json_integer_value(top) < 1))
         rep = reply_error(400, NULL, "top_n", "top_n must be a positive integer");
@@ -552,7 +564,8 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
     else if (instr && !json_is_null(instr) && !json_is_string(instr))
         rep = reply_error(400, NULL, "instruction", "instruction must be a string");
     else if (yes_no[0] < 0 || yes_no[1] < 0)
-        rep = reply_error(400, NULL, NULL, "%s", "this model's vocabulary has no \"yes\" / \"no\" tokens to rerank with");
+        rep =
+            reply_error(400, NULL, NULL, "%s", "this model's vocabulary has no \"yes\" / \"no\" tokens to rerank with");
     else if (n > max_items(s)) {
         rep = reply_error(400, NULL, "documents",
                           "%d documents in one request; this server takes at most %d (--parallel + --queue)", n,
@@ -563,7 +576,8 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
     for (int i = 0; texts && !rep.body && i < n; i++) {
         json_t *x = json_array_get(docs, (size_t)i);
         json_t *t = json_is_object(x) ? json_object_get(x, "text") : x;
-        if (!json_is_string(t)) rep = reply_error(400, NULL, "documents", "documents must be strings (or objects with a text)");
+        if (!json_is_string(t))
+            rep = reply_error(400, NULL, "documents", "documents must be strings (or objects with a text)");
         else json_array_append(texts, t);
     }
     if (!rep.body && !texts) rep = reply_error(500, NULL, NULL, "%s", "out of memory");
@@ -589,8 +603,8 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
         int32_t *ids = NULL;
         size_t k = 0;
         char why[256];
-        if (!rerank_ids(s, in, json_string_value(q), json_string_value(json_array_get(texts, (size_t)i)), &ids, &k,
-                        why, sizeof why)) {
+        if (!rerank_ids(s, in, json_string_value(q), json_string_value(json_array_get(texts, (size_t)i)), &ids, &k, why,
+                        sizeof why)) {
             rw_server__job_free(j);
             rep = reply_error(400, NULL, "documents", "%s", why);
             ok = false;
