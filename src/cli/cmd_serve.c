@@ -301,9 +301,7 @@ int rw_cmd_serve(int argc, char **argv) {
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
     /* a reranker's prompt, as its file may carry it (with {query} and {document}) */
-    rw_gguf_str rerank = {0};
-    if (rw_gguf_get(sv.g, "tokenizer.chat_template.rerank")) rw_gguf_get_str(sv.g, "tokenizer.chat_template.rerank", &rerank, NULL);
-    char *rerank_tmpl = rerank.len ? strndup(rerank.ptr, rerank.len) : NULL;
+    char *rerank_tmpl = rw_chat_rerank_template_from_gguf(sv.g);
     const rw_server_config sc = {.host = host,
                                  .port = (int)port,
                                  .api_key = api_key,

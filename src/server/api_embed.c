@@ -13,7 +13,8 @@
  * Embeddings: the pooled final-norm hidden state, cut to `dimensions` when
  * asked (Matryoshka) and then L2-normalized, as float arrays or base64 of
  * little-endian float32. Rerank: each document in the reranker's prompt
- * (the file's tokenizer.chat_template.rerank, else Qwen3-Reranker's), and
+ * (chat/rerank.c: the file's tokenizer.chat_template.rerank, else
+ * Qwen3-Reranker's), and
  * the score p(yes) = softmax over the "yes" and "no" logits of the last
  * position. */
 #include <math.h>
@@ -23,13 +24,6 @@
 #include <string.h>
 
 #include "server/api_int.h"
-
-/* Qwen3-Reranker's prompt, as its model card gives it. */
-static const char QWEN3_RERANK_PREFIX[] =
-    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
-    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n";
-static const char QWEN3_RERANK_SUFFIX[] = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
-static const char DEFAULT_INSTRUCTION[] = "Given a web search query, retrieve relevant passages that answer the query";
 
 /* ---- setup ---- */
 
@@ -481,64 +475,18 @@ static int32_t word_token(const rw_tokenizer *tok, const char *w) {
     return t;
 }
 
-/* Appends s[0..n) to a growing buffer; false when out of memory. */
-static bool put(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap * 2 : 1024;
-        while (c < *len + n + 1) c *= 2;
-        char *p = realloc(*buf, c);
-        if (!p) return false;
-        *buf = p, *cap = c;
-    }
-    memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = 0;
-    return true;
-}
-
 /* One document's rerank prompt, tokenized: special tokens only from the
  * template's own text (the query and the document stay text). */
 static bool rerank_ids(rw_server *s, const char *instr, const char *q, const char *doc, int32_t **ids, size_t *n,
                        char *why, size_t why_cap) {
-    char *buf = NULL;
-    size_t len = 0, cap = 0, plain[16]; /* the query's and the document's byte ranges, as pairs */
-    size_t n_plain = 0;
-    bool ok = true;
-    if (s->rerank_tmpl) { /* the file's: {query} and {document} in its text */
-        const char *t = s->rerank_tmpl;
-        while (ok && *t) {
-            const char *a = strstr(t, "{query}"), *b = strstr(t, "{document}");
-            const char *at = a && (!b || a < b) ? a : b;
-            if (!at) {
-                ok = put(&buf, &len, &cap, t, strlen(t));
-                break;
-            }
-            const char *val = at == a ? q : doc;
-            ok = put(&buf, &len, &cap, t, (size_t)(at - t));
-            const bool guard = n_plain + 2 <= sizeof plain / sizeof *plain;
-            if (guard) plain[n_plain++] = len;
-            ok = ok && put(&buf, &len, &cap, val, strlen(val));
-            if (guard) plain[n_plain++] = len;
-            t = at + (at == a ? strlen("{query}") : strlen("{document}"));
-        }
-    } else { /* Qwen3-Reranker's */
-        ok = put(&buf, &len, &cap, QWEN3_RERANK_PREFIX, strlen(QWEN3_RERANK_PREFIX)) &&
-             put(&buf, &len, &cap, "<Instruct>: ", 12);
-        plain[n_plain++] = len;
-        ok = ok && put(&buf, &len, &cap, instr, strlen(instr)) && put(&buf, &len, &cap, "\n<Query>: ", 10) &&
-             put(&buf, &len, &cap, q, strlen(q)) && put(&buf, &len, &cap, "\n<Document>: ", 13) &&
-             put(&buf, &len, &cap, doc, strlen(doc));
-        plain[n_plain++] = len;
-        ok = ok && put(&buf, &len, &cap, QWEN3_RERANK_SUFFIX, strlen(QWEN3_RERANK_SUFFIX));
-    }
+    char *text = NULL;
+    size_t len = 0, plain[2 * RW_CHAT_RERANK_RANGES], n_ranges = 0;
     rw_error err = {0};
-    if (!ok) snprintf(why, why_cap, "out of memory");
-    else if (rw_tokenize_guarded(s->tok, buf, len, false, plain, n_plain / 2, ids, n, &err)) {
-        snprintf(why, why_cap, "%s", err.msg);
-        ok = false;
-    }
-    free(buf);
-    return ok;
+    rw_status st = rw_chat_rerank_prompt(s->rerank_tmpl, instr, q, doc, &text, &len, plain, &n_ranges, &err);
+    if (!st) st = rw_tokenize_guarded(s->tok, text, len, false, plain, n_ranges, ids, n, &err);
+    free(text);
+    if (st) snprintf(why, why_cap, "%s", err.msg);
+    return !st;
 }
 
 rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
@@ -596,7 +544,7 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
     st->docs = texts; /* the state's reference now */
     st->top_n = top && json_is_integer(top) ? (int)json_integer_value(top) : 0;
     st->return_docs = ret && json_is_true(ret);
-    const char *in = json_is_string(instr) ? json_string_value(instr) : DEFAULT_INSTRUCTION;
+    const char *in = json_is_string(instr) ? json_string_value(instr) : NULL;
     const rw_embed_params p = {.pooling = RW_POOL_LAST, .logit_ids = yes_no, .n_logit_ids = 2};
     bool ok = true;
     for (int i = 0; ok && i < n; i++) {
