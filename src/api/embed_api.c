@@ -25,10 +25,10 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool done;
-    float *out;       /* rows * dims floats */
+    float *out; /* rows * dims floats */
     int dims;
     bool normalize;
-    float *logits;    /* [n_logits] or NULL */
+    float *logits; /* [n_logits] or NULL */
     int n_logits;
     int64_t cached;
     char error[256];
@@ -69,8 +69,11 @@ rw_status rw_engine_embed(rw_engine *e, const int32_t *ids, int64_t n, const rw_
     if (o.n_logit_ids > 0 && !o.logits) return rw_errorf(err, RW_ERR_INVALID_ARG, "logit ids without a logits buffer");
     rw_pooling pool = o.pooling == RW_POOLING_FILE ? rw_model_pooling(m) : o.pooling;
     if (pool == RW_POOLING_FILE) pool = RW_POOLING_LAST;
-    embed_wait w = {.out = out, .dims = o.dimensions ? o.dimensions : d, .normalize = o.normalize,
-                    .logits = o.n_logit_ids > 0 ? o.logits : NULL, .n_logits = o.n_logit_ids};
+    embed_wait w = {.out = out,
+                    .dims = o.dimensions ? o.dimensions : d,
+                    .normalize = o.normalize,
+                    .logits = o.n_logit_ids > 0 ? o.logits : NULL,
+                    .n_logits = o.n_logit_ids};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     const rw_embed_params p = {.pooling = (rw_pool_kind)pool, .logit_ids = o.logit_ids, .n_logit_ids = o.n_logit_ids};
@@ -116,7 +119,8 @@ static int32_t word_token(const rw_tokenizer *tok, const char *word) {
 
 rw_status rw_engine_rerank(rw_engine *e, const char *query, const char *document, const char *instruction,
                            double *score, rw_error *err) {
-    if (!e || !query || !document || !score) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_rerank: NULL argument");
+    if (!e || !query || !document || !score)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_rerank: NULL argument");
     rw_api__bundle *b = rw_api__bundle_of(rw_engine_get_model(e), err);
     if (!b) return RW_ERR_INVALID_ARG;
     const int32_t yes_no[2] = {word_token(b->tok, "yes"), word_token(b->tok, "no")};
