@@ -62,7 +62,8 @@ typedef struct {
     bool submitted;
     /* under the job's mutex, written by the engine callback */
     bool done;
-    float *vec;  /* [n_embd] the pooled hidden state (owned) */
+    float *vec; /* [n_rows][n_embd] the pooled hidden state, every token's without pooling (owned) */
+    int64_t n_rows;
     float lg[2]; /* rerank: the yes and no logits */
     int64_t n_tokens;
     char error[256];
@@ -78,6 +79,8 @@ struct emb_state {
     /* embeddings */
     int dims; /* 0: all */
     bool base64;
+    bool native; /* llama-server's own shape (/embedding, /embeddings) */
+    int norm;    /* its embd_normalize: -1 none, 0 max-abs to int16, 1 taxicab, 2 L2, p > 2 p-norm */
     /* rerank */
     json_t *docs; /* the documents array (a reference) */
     int top_n;
@@ -108,7 +111,11 @@ static void on_embed(void *user, const rw_embed_event *ev) {
     pthread_mutex_lock(&j->mu);
     if (ev->error) snprintf(it->error, sizeof it->error, "%s", ev->error);
     else {
-        memcpy(it->vec, ev->embedding, (size_t)st->n_embd * sizeof *it->vec);
+        const size_t nf = (size_t)ev->n_rows * (size_t)st->n_embd;
+        if ((it->vec = malloc(nf * sizeof *it->vec))) { /* freed with the state */
+            memcpy(it->vec, ev->embedding, nf * sizeof *it->vec);
+            it->n_rows = ev->n_rows;
+        } else snprintf(it->error, sizeof it->error, "out of memory");
         for (int i = 0; i < ev->n_logits && i < 2; i++) it->lg[i] = ev->logits[i];
     }
     it->n_tokens = ev->prompt_tokens;
@@ -240,6 +247,55 @@ static char *embeddings_body(srv_job *j, int *status) {
     return body;
 }
 
+/* llama-server's embd_normalize of v[0..d) in place (sums in double). */
+static void normalize_as(float *v, int d, int how) {
+    if (how == 2) return normalize(v, d);
+    if (how < 0) return;
+    double s = 0.0;
+    for (int i = 0; i < d; i++) {
+        const double a = fabs((double)v[i]);
+        if (how == 0) s = a > s ? a : s;
+        else if (how == 1) s += a;
+        else s += pow(a, how);
+    }
+    if (how > 2) s = pow(s, 1.0 / how);
+    if (how == 0) s /= 32760.0; /* max-abs scaled to int16's range */
+    if (s <= 0.0) return;
+    const double inv = 1.0 / s;
+    for (int i = 0; i < d; i++) v[i] = (float)(v[i] * inv);
+}
+
+/* llama-server's own shape: [{"index", "embedding": [[...] per row]}]. */
+static char *native_body(srv_job *j, int *status) {
+    emb_state *st = j->api_state;
+    const char *fail = failed(st);
+    if (fail) return error_body(status, 500, fail);
+    const int d = st->dims ? st->dims : st->n_embd;
+    json_t *out = json_array();
+    for (int i = 0; out && i < st->n; i++) {
+        json_t *rows = json_array();
+        for (int64_t r = 0; rows && r < st->it[i].n_rows; r++) {
+            float *v = st->it[i].vec + r * st->n_embd;
+            normalize_as(v, d, st->norm);
+            json_t *vec = vector_json(v, d, false);
+            if (!vec || json_array_append_new(rows, vec)) {
+                json_decref(rows);
+                rows = NULL;
+            }
+        }
+        json_t *o = rows ? json_pack("{s:i,s:o}", "index", i, "embedding", rows) : NULL;
+        if (!o || json_array_append_new(out, o)) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    char *body = out ? json_dumps(out, EMB_DUMP_FLAGS) : NULL;
+    json_decref(out);
+    if (!body) return error_body(status, 500, "out of memory");
+    *status = 200;
+    return body;
+}
+
 typedef struct {
     int index;
     double score;
@@ -310,13 +366,7 @@ static srv_job *state_job(rw_server *s, int n, bool rerank, emb_state **out) {
         return NULL;
     }
     st->n = n;
-    for (int i = 0; i < n; i++) {
-        st->it[i].st = st;
-        if (!(st->it[i].vec = malloc((size_t)st->n_embd * sizeof *st->it[i].vec))) {
-            rw_server__job_free(j);
-            return NULL;
-        }
-    }
+    for (int i = 0; i < n; i++) st->it[i].st = st;
     *out = st;
     return j;
 }
@@ -382,7 +432,7 @@ static bool input_ids(rw_server *s, json_t *v, int32_t **ids, size_t *n, char *w
     return true;
 }
 
-rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t len) {
+rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t len, bool native) {
     json_error_t jerr;
     json_t *o = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(o)) {
@@ -391,7 +441,8 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
     }
     rw_server__reply rep = {0};
     json_t *in = json_object_get(o, "input"), *fmt = json_object_get(o, "encoding_format"),
-           *dims = json_object_get(o, "dimensions");
+           *dims = json_object_get(o, "dimensions"), *norm = json_object_get(o, "embd_normalize");
+    if (!in && native) in = json_object_get(o, "content"); /* llama-server's older name */
     /* the inputs: a string, an array of strings, an array of ids, an array of arrays of ids */
     json_t *list = NULL;
     if (json_is_string(in)) list = json_pack("[O]", in);
@@ -409,7 +460,10 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
     else if (dims && !json_is_null(dims) &&
              (!json_is_integer(dims) || json_integer_value(dims) < 1 || json_integer_value(dims) > d)) {
         rep = reply_error(400, NULL, "dimensions", "dimensions must be an integer in [1, %d]", d);
-    } else if (s->pooling == RW_POOL_NONE)
+    } else if (norm && !json_is_null(norm) &&
+               (!json_is_integer(norm) || json_integer_value(norm) < -1 || json_integer_value(norm) > 64))
+        rep = reply_error(400, NULL, "embd_normalize", "embd_normalize must be an integer in [-1, 64]");
+    else if (s->pooling == RW_POOL_NONE && !native)
         rep = reply_error(400, NULL, NULL, "%s",
                           "this server pools nothing (--pooling none): start it with --pooling mean, cls or last");
     else if (n > max_items(s)) {
@@ -438,6 +492,9 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
     }
     st->dims = dims && json_is_integer(dims) ? (int)json_integer_value(dims) : 0;
     st->base64 = fmt && json_is_string(fmt) && !strcmp(json_string_value(fmt), "base64");
+    st->native = native;
+    st->norm = norm && json_is_integer(norm) ? (int)json_integer_value(norm) : 2;
+    if (native) j->api_body = native_body;
     const rw_embed_params p = {.pooling = (rw_pool_kind)s->pooling};
     bool ok = true;
     for (int i = 0; ok && i < n; i++) {

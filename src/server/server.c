@@ -28,7 +28,7 @@
 enum {
     R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
     R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
-    R_EMBEDDINGS, R_RERANK,                               /* api_embed.c */
+    R_EMBEDDINGS, R_EMBEDDINGS_NATIVE, R_RERANK,          /* api_embed.c */
 };
 
 static const struct {
@@ -42,7 +42,8 @@ static const struct {
     {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
     {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
     {"/v1/responses", "POST", R_RESPONSES},
-    {"/v1/embeddings", "POST", R_EMBEDDINGS},   {"/embeddings", "POST", R_EMBEDDINGS},
+    {"/v1/embeddings", "POST", R_EMBEDDINGS},   {"/embeddings", "POST", R_EMBEDDINGS_NATIVE},
+    {"/embedding", "POST", R_EMBEDDINGS_NATIVE},
     {"/v1/rerank", "POST", R_RERANK},           {"/rerank", "POST", R_RERANK},
     {"/v1/reranking", "POST", R_RERANK},        {"/reranking", "POST", R_RERANK},
 };
@@ -322,7 +323,10 @@ void rw_server__conn_work(rw_server *s, srv_conn *cc) {
     case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
     case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
     case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len, cc->route_key)); break;
-    case R_EMBEDDINGS: api_work(cc, rw_server__embeddings(s, cc->body ? cc->body : "", cc->len)); break;
+    case R_EMBEDDINGS:
+    case R_EMBEDDINGS_NATIVE:
+        api_work(cc, rw_server__embeddings(s, cc->body ? cc->body : "", cc->len, cc->route == R_EMBEDDINGS_NATIVE));
+        break;
     case R_RERANK: api_work(cc, rw_server__rerank(s, cc->body ? cc->body : "", cc->len)); break;
     default: rw_server__conn_unqueued(s, cc); break;
     }
@@ -425,7 +429,7 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
 static bool heavy_route(int route) {
     return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
            route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_EMBEDDINGS ||
-           route == R_RERANK;
+           route == R_EMBEDDINGS_NATIVE || route == R_RERANK;
 }
 
 static srv_sock *sock_of(struct MHD_Connection *c) {

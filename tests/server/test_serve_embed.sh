@@ -100,7 +100,9 @@ start --pooling last --cache-bytes 256M
 A="\"The quick brown fox jumps over the lazy dog\""
 B="\"Embeddings map text to vectors\""
 ok /v1/embeddings "{\"model\":\"x\",\"input\":$A}" a
-ok /embeddings "{\"input\":$A,\"encoding_format\":\"base64\"}" a64
+ok /v1/embeddings "{\"input\":$A,\"encoding_format\":\"base64\"}" a64
+ok /embeddings "{\"input\":$A,\"embd_normalize\":-1}" native_raw
+ok /embedding "{\"content\":[$A,$B]}" native
 ok /v1/embeddings "{\"input\":$B,\"encoding_format\":\"base64\"}" b64
 ok /v1/embeddings "{\"input\":[$A,$B,[5,6,7,8]],\"encoding_format\":\"base64\"}" batch
 ok /v1/embeddings "{\"input\":[[5,6,7,8]],\"encoding_format\":\"base64\"}" ids64
@@ -126,6 +128,13 @@ assert batch[0]["embedding"] == J("a64")["data"][0]["embedding"], "batched A != 
 assert batch[1]["embedding"] == J("b64")["data"][0]["embedding"], "batched B != B alone"
 assert batch[2]["embedding"] == J("ids64")["data"][0]["embedding"], "batched ids != ids alone"
 assert J("batch")["usage"]["prompt_tokens"] == J("a")["usage"]["prompt_tokens"] + J("b64")["usage"]["prompt_tokens"] + 4
+# llama-server's own shape: [{index, embedding: [[...]]}], embd_normalize -1 = the raw pooled state
+raw = J("native_raw")[0]["embedding"]
+assert len(raw) == 1 and len(raw[0]) == 256 and J("native_raw")[0]["index"] == 0
+nr = math.sqrt(sum(x * x for x in raw[0]))
+assert abs(nr - 1) > 1e-3 and max(abs(x / nr - y) for x, y in zip(raw[0], v)) < 1e-6
+nat = J("native")
+assert [x["index"] for x in nat] == [0, 1] and nat[0]["embedding"][0] == v
 # dimensions: the first 16 of the pooled vector, renormalized
 w = J("dims")["data"][0]["embedding"]
 assert len(w) == 16 and abs(math.sqrt(sum(x * x for x in w)) - 1) < 1e-5
@@ -226,6 +235,7 @@ bad /v1/embeddings "{\"input\":[$long]}" e_ctx input
 [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['error']['code'])" "$d/e_ctx.json")" = context_length_exceeded ] ||
   fail "too long: $(cat "$d/e_ctx.json")"
 bad /v1/embeddings 'not json' e_json ""
+bad /embedding '{"input":"x","embd_normalize":"2"}' e_norm embd_normalize
 bad /v1/rerank '{"documents":["a"]}' r_noquery query
 bad /v1/rerank '{"query":"q","documents":[]}' r_nodocs documents
 bad /v1/rerank '{"query":"q","documents":[1]}' r_numdoc documents
@@ -234,8 +244,19 @@ bad /v1/rerank '{"query":"q","documents":["a"],"top_n":0}' r_top top_n
 ok /v1/embeddings '{"input":"still here"}' after
 stop
 
-# --pooling none gives no single vector: refused on the OpenAI route
+# --pooling none gives no single vector: refused on the OpenAI route; the
+# native route gives every token's vector (each normalized), the last one
+# that of last-token pooling
 start --pooling none
 bad /v1/embeddings '{"input":"x"}' e_pool_none ""
+ok /embedding "{\"input\":[$ids]}" none_rows
 stop
+py <<'EOF2'
+import json, math, sys
+d = sys.argv[1]
+rows = json.load(open(f"{d}/none_rows.json"))[0]["embedding"]
+last = json.load(open(f"{d}/ref_last.json"))["data"][0]["embedding"]
+assert len(rows) == 128 and all(abs(math.sqrt(sum(x * x for x in r)) - 1) < 1e-5 for r in rows)
+assert max(abs(a - b) for a, b in zip(rows[-1], last)) < 1e-7, "the last token's row differs from last pooling"
+EOF2
 echo "ok"
