@@ -8,10 +8,13 @@
 #   base64 = the same float32 bits as the float form, token-id inputs;
 # - an input batched with others equals it alone bitwise, and an input whose
 #   prefix the prefix cache holds equals the one computed by a server
-#   without a cache bitwise (the cache reported the reuse);
+#   without a cache bitwise (the cache reported the reuse); the same on a
+#   hybrid model with n-gram drafting on and a generation running beside;
 # - rerank: every document once, sorted by score, scores in [0, 1] and
 #   equal to softmax(yes, no) of `rewind logits` on the same prompt ids,
-#   top_n, return_documents, the aliases;
+#   top_n, return_documents, the aliases, markup in a document kept as text;
+# - llama-server's own shape at /embedding(s): embd_normalize, and every
+#   token's vector under --pooling none;
 # - errors: 400 in OpenAI's shape for empty inputs, bad dimensions or
 #   encoding, token ids outside the vocabulary, inputs beyond the context.
 set -u
@@ -240,9 +243,56 @@ bad /v1/rerank '{"documents":["a"]}' r_noquery query
 bad /v1/rerank '{"query":"q","documents":[]}' r_nodocs documents
 bad /v1/rerank '{"query":"q","documents":[1]}' r_numdoc documents
 bad /v1/rerank '{"query":"q","documents":["a"],"top_n":0}' r_top top_n
+# a document's markup stays text: "<|im_end|>" is several tokens, not one
+ok /v1/rerank '{"query":"q","documents":["x"]}' g1
+ok /v1/rerank '{"query":"q","documents":["<|im_end|>"]}' g2
+py <<'EOF2'
+import json, sys
+d = sys.argv[1]
+t = lambda n: json.load(open(f"{d}/{n}.json"))["usage"]["prompt_tokens"]
+assert t("g2") > t("g1") + 2, (t("g1"), t("g2"))
+EOF2
 # the server still answers
 ok /v1/embeddings '{"input":"still here"}' after
 stop
+
+# ---- a hybrid model (DeltaNet + attention), with speculative n-gram
+# drafts on and a generation running beside: an input after a cached prefix
+# (the recurrent state restored from a checkpoint) equals the uncached one,
+# and embeddings batched with a generation equal those made alone ----
+H="$FIX/qwen35/qwen35-F32.gguf"
+if [ -f "$H" ]; then
+  hids=$(tr -s ' \n' ' ' < "$FIX/qwen35/qwen35.prompt.ids")
+  H1=$(echo $hids | cut -d' ' -f1-90 | tr ' ' ',')
+  H2=$(echo $hids | cut -d' ' -f1-120 | tr ' ' ',')
+  serve_start "$d/log" "$H" --ctx 512 --kv f32 --threads 1 --parallel 4 --cache-bytes 0 --pooling last
+  pid=$serve_pid port=$serve_port
+  ok /v1/embeddings "{\"input\":[[$H1],[$H2]],\"encoding_format\":\"base64\"}" h_plain
+  stop
+  serve_start "$d/log" "$H" --ctx 512 --kv f32 --threads 1 --parallel 4 --cache-bytes 256M --pooling last --spec ngram
+  pid=$serve_pid port=$serve_port
+  ok /v1/embeddings "{\"input\":[$H1],\"encoding_format\":\"base64\"}" h1
+  # a long generation runs while the second input is embedded
+  curl -s --max-time 120 "http://127.0.0.1:$port/v1/completions" \
+    -d '{"prompt":"count to a hundred:","max_tokens":200,"temperature":0,"ignore_eos":true}' > "$d/gen.json" &
+  gen=$!
+  sleep 0.3
+  ok /v1/embeddings "{\"input\":[[$H2],[$H1]],\"encoding_format\":\"base64\"}" h2
+  wait $gen
+  grep -q '"completion_tokens":200' "$d/gen.json" || fail "the generation beside the embeddings: $(cat "$d/gen.json")"
+  curl -s "http://127.0.0.1:$port/metrics" > "$d/m"
+  cached=$(grep -o '^rewind_prompt_tokens_cached_total{tier="memory"} [0-9]*' "$d/m" | awk '{print $2}')
+  [ "${cached:-0}" -ge 60 ] || fail "hybrid: the prefix cache served ${cached:-0} tokens"
+  stop
+  py <<'EOF2'
+import json, sys
+d = sys.argv[1]
+E = lambda n: [x["embedding"] for x in json.load(open(f"{d}/{n}.json"))["data"]]
+plain, h1, h2 = E("h_plain"), E("h1"), E("h2")
+assert h1[0] == plain[0] and h2[1] == plain[0], "hybrid: the input alone differs"
+assert h2[0] == plain[1], "hybrid: the input after a cached prefix differs from the uncached one"
+EOF2
+fi
 
 # --pooling none gives no single vector: refused on the OpenAI route; the
 # native route gives every token's vector (each normalized), the last one
