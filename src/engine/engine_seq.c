@@ -51,6 +51,10 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached,
         st = rw_model_seq_new(e->m, e->cfg.kv_type, e->cfg.n_ctx, &r->seq, err);
     }
     if (st) return st;
+    if (r->emb && *n_cached >= r->n_prompt) { /* an embedding computes its last token at least */
+        *n_cached = r->n_prompt - 1;
+        if ((st = rw_model_seq_rewind(r->seq, *n_cached, e->pool, err))) return st;
+    }
     const int64_t n_draft = draft ? rw_model_seq_length(draft) : 0;
     if (spec && !draft) st = rw_model_seq_new(e->cfg.draft, e->cfg.kv_type, e->cfg.n_ctx, &draft, err);
     if (!st && !r->emb) st = rw_engine__spec_new(e, r, err);

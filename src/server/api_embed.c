@@ -382,8 +382,8 @@ static bool submit(rw_server *s, srv_job *j, int i, const int32_t *ids, size_t n
         st->it[i].submitted = true;
         return true;
     }
-    rw_server__job_free(j);
     const char *param = st->rerank ? "documents" : "input";
+    rw_server__job_free(j); /* st with it */
     switch (rc) {
     case RW_ERR_CONTEXT: *rep = reply_error(400, "context_length_exceeded", param, "%s", err.msg); break;
     case RW_ERR_BUSY: *rep = reply_error(429, "rate_limit_exceeded", NULL, "%s", err.msg); break;
@@ -501,7 +501,12 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
         int32_t *ids;
         size_t k;
         char why[256];
-        if (!input_ids(s, json_array_get(list, (size_t)i), &ids, &k, why, sizeof why)) {
+        json_t *x = json_array_get(list, (size_t)i);
+        if (json_is_string(x) && json_string_length(x) == 0) { /* not even the end-of-text a file may append */
+            rw_server__job_free(j);
+            rep = reply_error(400, NULL, "input", "input %d is empty", i);
+            ok = false;
+        } else if (!input_ids(s, x, &ids, &k, why, sizeof why)) {
             rw_server__job_free(j);
             rep = reply_error(400, NULL, "input", "%s", why);
             ok = false;
