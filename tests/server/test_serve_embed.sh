@@ -15,6 +15,7 @@
 #   top_n, return_documents, the aliases, markup in a document kept as text;
 # - llama-server's own shape at /embedding(s): embd_normalize, and every
 #   token's vector under --pooling none;
+# - a client that hangs up cancels its inputs;
 # - errors: 400 in OpenAI's shape for empty inputs, bad dimensions or
 #   encoding, token ids outside the vocabulary, inputs beyond the context.
 set -u
@@ -293,6 +294,21 @@ assert h1[0] == plain[0] and h2[1] == plain[0], "hybrid: the input alone differs
 assert h2[0] == plain[1], "hybrid: the input after a cached prefix differs from the uncached one"
 EOF2
 fi
+
+# a client that hangs up cancels its inputs (the engine's cancelled counter)
+serve_start "$d/log" "$F" --ctx 4096 --kv f32 --threads 1 --parallel 2 --max-queue 8 --pooling mean
+pid=$serve_pid port=$serve_port
+big=$(python3 -c "print(','.join(['[' + ','.join(['5'] * 4000) + ']'] * 8))")
+curl -s -m 0.1 "http://127.0.0.1:$port/v1/embeddings" -d "{\"input\":[$big]}" > /dev/null
+n=0
+for _ in $(seq 1 100); do
+  n=$(curl -s "http://127.0.0.1:$port/metrics" | grep -o '^rewind_requests_cancelled_total [0-9]*' | awk '{print $2}')
+  [ "${n:-0}" -ge 1 ] && break
+  sleep 0.1
+done
+[ "${n:-0}" -ge 1 ] || fail "a hung-up embeddings request was not cancelled"
+ok /v1/embeddings '{"input":"after the hang-up"}' after_hangup
+stop
 
 # --pooling none gives no single vector: refused on the OpenAI route; the
 # native route gives every token's vector (each normalized), the last one
