@@ -53,13 +53,13 @@ extern "C" {
 /* ---- version -------------------------------------------------------- */
 
 #define RW_VERSION_MAJOR 0
-#define RW_VERSION_MINOR 20
+#define RW_VERSION_MINOR 21
 #define RW_VERSION_PATCH 0
-#define RW_VERSION_STRING "0.20.0"
+#define RW_VERSION_STRING "0.21.0"
 /* One integer that compares: 10000 * major + 100 * minor + patch. */
 #define RW_VERSION_NUMBER (RW_VERSION_MAJOR * 10000 + RW_VERSION_MINOR * 100 + RW_VERSION_PATCH)
 
-/* The version of the library linked at run time ("0.20.0"). */
+/* The version of the library linked at run time ("0.21.0"). */
 RW_API const char *rw_version(void);
 
 /* ---- status and errors ---------------------------------------------- */
@@ -351,6 +351,64 @@ typedef struct {
 } rw_engine_stats_public;
 
 RW_API void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out);
+
+/* ---- embeddings and reranking ---------------------------------------- */
+
+/* How a prompt's hidden states become one vector: the numbering of GGUF's
+ * <arch>.pooling_type. RW_POOLING_FILE: what the model's file declares,
+ * the last token when it declares none (a generative model) or rank (a
+ * reranker). */
+typedef enum {
+    RW_POOLING_FILE = -1,
+    RW_POOLING_NONE = 0, /* no pooling: every token's vector (n * dims floats) */
+    RW_POOLING_MEAN = 1,
+    RW_POOLING_CLS = 2,  /* the first token's */
+    RW_POOLING_LAST = 3, /* the last token's (Qwen3-Embedding) */
+} rw_pooling;
+
+/* The pooling m's file declares (<arch>.pooling_type; RW_POOLING_FILE when
+ * it has none or declares rank), and the size of its vectors. */
+RW_API rw_pooling rw_model_pooling(const rw_model *m);
+RW_API int rw_model_n_embd(const rw_model *m);
+
+typedef struct {
+    rw_pooling pooling;
+    int dimensions;  /* keep the first this many (Matryoshka), 1..n_embd; 0 = all */
+    bool normalize;  /* L2-normalize (after the cut), as OpenAI's embeddings are */
+    /* Optional: the logits of these tokens after the last position (a yes/no
+     * reranker's answer), written to logits[n_logit_ids]. */
+    const int32_t *logit_ids;
+    int n_logit_ids;
+    float *logits;
+} rw_embed_options;
+
+/* RW_POOLING_FILE, every dimension, normalized, no logits. */
+RW_API rw_embed_options rw_embed_options_default(void);
+
+/* Runs n prompt ids through the model on the engine (batched with whatever
+ * else it runs, through its prefix cache) and waits for the pooled
+ * final-norm hidden state (output_norm applied, before the output head):
+ * out gets dims floats (dimensions or n_embd; with RW_POOLING_NONE, n rows
+ * of them). The result is bitwise the same alone, batched or after a
+ * cached prefix. *cached_tokens (may be NULL): prompt tokens the prefix
+ * cache served (only last-token pooling reuses prefixes). Safe from several
+ * threads at once: their requests are batched together. Errors:
+ * RW_ERR_CONTEXT (n > the engine's n_ctx), RW_ERR_INVALID_ARG, RW_ERR_BUSY. */
+RW_API rw_status rw_engine_embed(rw_engine *e, const int32_t *ids, int64_t n, const rw_embed_options *opt, float *out,
+                          int64_t *cached_tokens, rw_error *err);
+/* The same for a text, tokenized with the vocabulary's special tokens
+ * (BOS/EOS as it asks: Qwen3-Embedding's end of text). */
+RW_API rw_status rw_engine_embed_text(rw_engine *e, const char *text, const rw_embed_options *opt, float *out,
+                               int64_t *cached_tokens, rw_error *err);
+
+/* A yes/no reranker's relevance of document to query, in [0, 1]:
+ * softmax over the "yes" and "no" logits after the prompt that asks it (the
+ * file's tokenizer.chat_template.rerank, else Qwen3-Reranker's, with
+ * instruction, NULL = its default), the query and the document kept as
+ * text. As rw_engine_embed otherwise (the prompts of one query share their
+ * head in the prefix cache). */
+RW_API rw_status rw_engine_rerank(rw_engine *e, const char *query, const char *document, const char *instruction,
+                           double *score, rw_error *err);
 
 /* ---- one sequence by hand, and state files -------------------------- */
 

@@ -155,6 +155,7 @@ static int usage(void) {
                     "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
                     "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] "
                     "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
+                    "  [--pooling none|mean|cls|last]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
@@ -184,6 +185,7 @@ int rw_cmd_serve(int argc, char **argv) {
     const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
     long reasoning_budget = -1;
     bool strict_api = false;
+    const char *pooling = NULL;
     rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
     double write_delay = 1.0;
     rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
@@ -233,6 +235,7 @@ int rw_cmd_serve(int argc, char **argv) {
         {"--chat-template-kwargs", RW_OPT_STR, &kwargs, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--reasoning-budget", RW_OPT_INT, &reasoning_budget, -1, 1L << 30, 0, 0, NULL, NULL, NULL},
         {"--strict-api", RW_OPT_FLAG, &strict_api, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--pooling", RW_OPT_CHOICE, &pooling, 0, 0, 0, 0, "none|mean|cls|last", NULL, NULL},
         RW_OPT_END,
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
@@ -306,6 +309,8 @@ int rw_cmd_serve(int argc, char **argv) {
     if (rw_engine_new(sv.m, sv.tok, &ec, &e, &err)) goto fail;
     const char *base = strrchr(model_path, '/');
     base = alias && *alias ? alias : base ? base + 1 : model_path; /* the model's id: --alias, else the file name */
+    /* a reranker's prompt, as its file may carry it (with {query} and {document}) */
+    char *rerank_tmpl = rw_chat_rerank_template_from_gguf(sv.g);
     const rw_server_config sc = {.host = host,
                                  .port = (int)port,
                                  .api_key = api_key,
@@ -322,8 +327,12 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .chat_template_kwargs = kwargs,
                                  .has_reasoning_budget = reasoning_budget >= 0,
                                  .reasoning_budget = reasoning_budget,
-                                 .strict_api = strict_api};
-    if (rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
+                                 .strict_api = strict_api,
+                                 .pooling = pooling,
+                                 .rerank_template = rerank_tmpl};
+    rw_status sst = rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err);
+    free(rerank_tmpl); /* the server copied it */
+    if (sst) goto fail;
     fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
                     "cache %zu MiB%s%s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), base, parallel, ctx,

@@ -44,6 +44,7 @@ void rw_engine__req_free(eng_req *r) {
     free(r->mlogits);
     rw_sampler_free(r->sampler);
     rw_model_seq_free(r->seq); /* only set here if rw_engine__seq_release was not called */
+    rw_engine__embed_free(r->emb);
     free(r);
 }
 
@@ -270,8 +271,11 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
         rw_engine__req_free(r);
         return st;
     }
-    r->t_submit = rw_engine__now();
+    return rw_engine__enqueue(e, r, id, err);
+}
 
+rw_status rw_engine__enqueue(rw_engine *e, eng_req *r, uint64_t *id, rw_error *err) {
+    r->t_submit = rw_engine__now();
     pthread_mutex_lock(&e->mu);
     if (e->n_running + e->n_queued >= e->cfg.max_running + e->cfg.max_queued) {
         int total = e->cfg.max_running + e->cfg.max_queued;

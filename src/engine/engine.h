@@ -197,6 +197,55 @@ int rw_engine_step(rw_engine *e, rw_error *err);
 rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_gen_params *p,
                            rw_gen_callback cb, void *user, uint64_t *id, rw_error *err);
 
+/* ---- embeddings (embed.c) ----
+ *
+ * An embedding request runs its prompt through the model like a generation
+ * request (in the same batches, with the same chunking and prefix cache) and
+ * ends when the last prompt token is computed: instead of sampling, it
+ * returns the final-norm hidden state (output_norm applied, before the
+ * output head) pooled over the prompt, and optionally a few logits of the
+ * last position (a yes/no reranker's). A token's hidden state does not
+ * depend on the batch or the split, so neither does the result: the same
+ * prompt embedded alone, batched or after a cached prefix is bitwise equal.
+ * Only last-token pooling reuses cached prefixes (the others need every
+ * token's hidden state, which the cache does not keep); every embedding
+ * request leaves its sequence to the cache as a generation does. */
+
+/* The numbering of GGUF's <arch>.pooling_type. */
+typedef enum {
+    RW_POOL_NONE = 0, /* no pooling: every token's hidden state */
+    RW_POOL_MEAN = 1, /* the mean over the prompt's tokens */
+    RW_POOL_CLS = 2,  /* the first token's */
+    RW_POOL_LAST = 3, /* the last token's */
+} rw_pool_kind;
+
+typedef struct {
+    rw_pool_kind pooling;
+    const int32_t *logit_ids; /* n_logit_ids token ids whose logits after the last position come back (copied) */
+    int n_logit_ids;
+} rw_embed_params;
+
+/* The one event of an embedding request (pointers valid during the call). */
+typedef struct {
+    const float *embedding; /* [n_rows][n_embd], not normalized; n_rows 1 but with RW_POOL_NONE (n_prompt) */
+    int64_t n_rows;
+    int n_embd;
+    const float *logits;    /* [n_logits]: those of the logit_ids asked for, in that order */
+    int n_logits;
+    int64_t prompt_tokens;
+    int64_t cached_tokens;  /* prompt tokens whose state came from the prefix cache */
+    const char *error;      /* NULL, or why it failed (one line; no embedding then) */
+} rw_embed_event;
+
+typedef void (*rw_embed_callback)(void *user, const rw_embed_event *ev);
+
+/* Queues an embedding request; as rw_engine_submit otherwise (the same
+ * callback rules and cancelling by *id). Every request not cancelled gets
+ * exactly one event. Errors: RW_ERR_CONTEXT (prompt > n_ctx),
+ * RW_ERR_INVALID_ARG (bad ids or parameters), RW_ERR_BUSY. */
+rw_status rw_engine_submit_embed(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_embed_params *p,
+                                 rw_embed_callback cb, void *user, uint64_t *id, rw_error *err);
+
 /* Cancels a request; frees its sequence at the latest at the end of the
  * current step and returns only then. No-op for an unknown or finished id. */
 void rw_engine_cancel_id(rw_engine *e, uint64_t id);

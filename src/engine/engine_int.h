@@ -38,6 +38,7 @@ typedef struct eng_req {
     int64_t *marks;       /* owned copy of p.marks */
     rw_gen_callback cb;
     void *user;
+    struct eng_embed *emb; /* an embedding request's own state (embed.c); owned; NULL for generation */
 
     int32_t *tokens;   /* prompt then generated tokens; owned */
     int64_t n_prompt;
@@ -108,6 +109,9 @@ struct rw_engine {
 };
 
 double rw_engine__now(void); /* monotonic seconds */
+/* Queues r (made by a submit function; freed here on error): RW_ERR_BUSY
+ * when the queue is full. */
+rw_status rw_engine__enqueue(rw_engine *e, eng_req *r, uint64_t *id, rw_error *err);
 void rw_engine__req_free(eng_req *r);
 void *rw_engine__scheduler_main(void *arg);
 /* Gives idle memory back to the system (scheduler.c). Without the lock. */
@@ -169,6 +173,19 @@ void rw_engine__spec_draft(rw_engine *e, eng_req **reqs, int n);
 /* After the verify pass: accepts, emits the tokens, fixes the request's
  * sequence position. */
 void rw_engine__spec_output(rw_engine *e, eng_req *r);
+
+/* embed.c: embedding requests in the scheduler (engine.h). */
+/* The request may start from a cached prefix: its pooling needs only the last token's hidden state. */
+bool rw_engine__embed_uses_cache(const eng_req *r);
+/* Where the pass over item (the request's next n tokens) writes hidden rows. */
+void rw_engine__embed_item(eng_req *r, rw_batch_item *item);
+/* After the pass: pools the rows of item (r->n_in_seq already counts them);
+ * once the prompt is done, makes the final event (sent by
+ * rw_engine__output_flush) and marks r finished. */
+void rw_engine__embed_rows(rw_engine *e, eng_req *r, const rw_batch_item *item);
+/* Sends the final event made earlier (its result or r->final_ev's error). */
+void rw_engine__embed_send(eng_req *r);
+void rw_engine__embed_free(struct eng_embed *m);
 
 void rw_engine__hist_init(rw_histogram *h, const double *bounds, int n);
 void rw_engine__hist_observe(rw_histogram *h, double v);

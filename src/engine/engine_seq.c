@@ -33,10 +33,14 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached,
     *n_cached = 0;
     rw_status st;
     rw_model_seq *draft = NULL; /* owned here until the request's rw_spec_seq takes it */
-    if (e->pcache) {
+    /* an embedding request computes at least its last token (no logits
+     * asked: a whole cached prompt restores one token less) and drafts
+     * nothing; one that pools more than the last token starts empty */
+    const bool spec = e->cfg.draft && !r->emb;
+    if (e->pcache && (!r->emb || rw_engine__embed_uses_cache(r))) {
         rw_pcache_usage u;
-        st = rw_pcache_acquire_with_draft(e->pcache, r->tokens, r->n_prompt, e->pool, &r->seq,
-                                          e->cfg.draft ? &draft : NULL, n_cached, r->logits, &u, err);
+        st = rw_pcache_acquire_with_draft(e->pcache, r->tokens, r->n_prompt, e->pool, &r->seq, spec ? &draft : NULL,
+                                          n_cached, r->emb ? NULL : r->logits, &u, err);
         if (!st) {
             r->n_cached_disk = u.from_disk;
             pthread_mutex_lock(&e->mu);
@@ -47,9 +51,13 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached,
         st = rw_model_seq_new(e->m, e->cfg.kv_type, e->cfg.n_ctx, &r->seq, err);
     }
     if (st) return st;
+    if (r->emb && *n_cached >= r->n_prompt) { /* an embedding computes its last token at least */
+        *n_cached = r->n_prompt - 1;
+        if ((st = rw_model_seq_rewind(r->seq, *n_cached, e->pool, err))) return st;
+    }
     const int64_t n_draft = draft ? rw_model_seq_length(draft) : 0;
-    if (e->cfg.draft && !draft) st = rw_model_seq_new(e->cfg.draft, e->cfg.kv_type, e->cfg.n_ctx, &draft, err);
-    if (!st) st = rw_engine__spec_new(e, r, err);
+    if (spec && !draft) st = rw_model_seq_new(e->cfg.draft, e->cfg.kv_type, e->cfg.n_ctx, &draft, err);
+    if (!st && !r->emb) st = rw_engine__spec_new(e, r, err);
     if (st) {
         rw_model_seq_free(draft);
         return st;

@@ -89,6 +89,7 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
 void rw_engine__output_flush(eng_req *r) {
     if (!r->final_pending) return;
     r->final_pending = false;
+    if (r->emb) return rw_engine__embed_send(r); /* an embedding request's one event */
     r->cb(r->user, &r->final_ev);
     r->held_len = 0;
 }

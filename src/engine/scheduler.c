@@ -158,7 +158,7 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
             pthread_mutex_unlock(&e->mu);
             /* the whole prompt came from the cache with its logits: the
              * first token needs no forward pass */
-            if (n_cached == r->n_prompt) {
+            if (n_cached == r->n_prompt && !r->emb) {
                 rw_engine__seq_prompt_done(e, r);
                 rw_finish_reason fin = rw_engine__output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
@@ -200,6 +200,7 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
                                                  .tokens = r->tokens + r->n_in_seq,
                                                  .n = n,
                                                  .logits = last ? r->logits : NULL};
+                if (r->emb) rw_engine__embed_item(r, &items[n_items]); /* hidden rows instead of sampling */
                 batch_req[n_items++] = r;
                 n_tok += n;
             }
@@ -219,6 +220,10 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
                     continue;
                 }
                 r->n_in_seq += items[i].n;
+                if (r->emb) { /* pools; ends at the prompt's end */
+                    rw_engine__embed_rows(e, r, &items[i]);
+                    continue;
+                }
                 if (!items[i].logits) continue;
                 if (r->n_in_seq == r->n_prompt) rw_engine__seq_prompt_done(e, r);
                 const bool first = r->n_in_seq == r->n_prompt;

@@ -242,6 +242,20 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             for (int64_t r = 0; r < nrow; r++) rw_rmsnorm(m->sc.x + r * e, m->output_norm, e, hp->rms_eps, m->sc.xn + r * e);
             if ((st = rw_models__mtp_store_hidden(m, &b, m->sc.xn, err))) break;
         }
+        /* final-norm hidden rows wanted from this pass (embeddings) */
+        for (int i = 0; i < ns; i++) {
+            const rw_batch_item *x = &items[first_item + i];
+            const int64_t item_off = seg[i].pos0 - old_len[first_item + i];
+            const int e = hp->n_embd;
+            if (!x->hidden) continue;
+            if (x->all_hidden) {
+                for (int64_t t = 0; t < seg[i].n; t++)
+                    rw_rmsnorm(m->sc.x + (seg[i].row0 + t) * e, m->output_norm, e, hp->rms_eps,
+                               x->hidden + (item_off + t) * e);
+            } else if (item_off + seg[i].n == x->n) {
+                rw_rmsnorm(m->sc.x + (seg[i].row0 + seg[i].n - 1) * e, m->output_norm, e, hp->rms_eps, x->hidden);
+            }
+        }
         /* logits wanted from this pass */
         int64_t nr = 0;
         for (int i = 0; i < ns; i++) {

@@ -21,6 +21,13 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
         rw_model_free(m);
         return st;
     }
+    /* every architecture's file may declare how its hidden states are
+     * pooled (embedding models); a kind not known here counts as absent */
+    char key[96];
+    snprintf(key, sizeof key, "%s.pooling_type", arch);
+    uint32_t pooling = UINT32_MAX;
+    if (rw_gguf_get(g, key) && rw_gguf_get_u32(g, key, &pooling, NULL)) pooling = UINT32_MAX;
+    m->hp.pooling_type = pooling > 4 ? -1 : (int)pooling;
     *out = m;
     return RW_OK;
 }

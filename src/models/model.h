@@ -67,6 +67,10 @@ typedef struct {
     bool tied_output;     /* no output.weight: token_embd is the output head */
     float embedding_scale; /* embeddings are multiplied by it (granite; 0 or 1 = none) */
     float logit_scale;     /* logits are divided by it (granite; 0 or 1 = none) */
+    /* pooling_type: how an embedding model's file says to pool its hidden
+     * states, in the numbering GGUF files use (0 none, 1 mean, 2 CLS, 3
+     * last token, 4 rank); -1 when the key is absent (a generative model). */
+    int pooling_type;
 } rw_model_hparams;
 
 typedef struct rw_model rw_model;
@@ -221,6 +225,12 @@ typedef struct {
     int64_t n;             /* >= 1 */
     float *logits;         /* out: [n][n_vocab] if all_logits, else [n_vocab] (last token); may be NULL */
     bool all_logits;
+    /* out: the final-norm hidden state (output_norm applied, before the
+     * output head: what embedding models pool), [n][n_embd] if all_hidden,
+     * else [n_embd] (last token); may be NULL. Bitwise independent of the
+     * batch and the split, as the logits. */
+    float *hidden;
+    bool all_hidden;
 } rw_batch_item;
 
 /* Runs several sequences, each with its own length and number of new tokens,

@@ -35,6 +35,13 @@ rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t 
  * NULL; a new chain's response ids carry it (api_responses.c). */
 rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, const char *route_key);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
+/* api_embed.c: POST /v1/embeddings (native: llama-server's own shape, at
+ * /embedding and /embeddings) and /v1/rerank; the server's pooling and
+ * rerank prompt from its config (at start), and their memory (at stop). */
+rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t len, bool native);
+rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len);
+rw_status rw_server__embed_setup(rw_server *s, const rw_server_config *cfg, rw_error *err);
+void rw_server__embed_free(rw_server *s);
 
 /* The steps of those routes, for tests that feed a job engine events of
  * their own: a request object translated into the chat request (NULL and

@@ -29,6 +29,7 @@ enum {
     R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
     R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
     R_APPLY_TEMPLATE,
+    R_EMBEDDINGS, R_EMBEDDINGS_NATIVE, R_RERANK,          /* api_embed.c */
 };
 
 static const struct {
@@ -42,6 +43,10 @@ static const struct {
     {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
     {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
     {"/v1/responses", "POST", R_RESPONSES},     {"/apply-template", "POST", R_APPLY_TEMPLATE},
+    {"/v1/embeddings", "POST", R_EMBEDDINGS},   {"/embeddings", "POST", R_EMBEDDINGS_NATIVE},
+    {"/embedding", "POST", R_EMBEDDINGS_NATIVE},
+    {"/v1/rerank", "POST", R_RERANK},           {"/rerank", "POST", R_RERANK},
+    {"/v1/reranking", "POST", R_RERANK},        {"/reranking", "POST", R_RERANK},
 };
 
 /* Anthropic's routes answer errors in Anthropic's shape. */
@@ -362,6 +367,11 @@ void rw_server__conn_work(rw_server *s, srv_conn *cc) {
     case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
     case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
     case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len, cc->route_key)); break;
+    case R_EMBEDDINGS:
+    case R_EMBEDDINGS_NATIVE:
+        api_work(cc, rw_server__embeddings(s, cc->body ? cc->body : "", cc->len, cc->route == R_EMBEDDINGS_NATIVE));
+        break;
+    case R_RERANK: api_work(cc, rw_server__rerank(s, cc->body ? cc->body : "", cc->len)); break;
     default: rw_server__conn_unqueued(s, cc); break;
     }
 }
@@ -481,7 +491,8 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
 
 static bool heavy_route(int route) {
     return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
-           route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_APPLY_TEMPLATE;
+           route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_EMBEDDINGS ||
+           route == R_EMBEDDINGS_NATIVE || route == R_RERANK || route == R_APPLY_TEMPLATE;
 }
 
 static srv_sock *sock_of(struct MHD_Connection *c) {
@@ -744,6 +755,7 @@ static void free_server(rw_server *s) {
     free(s->api_key);
     free(s->host);
     free(s->replica_id);
+    rw_server__embed_free(s);
     free(s);
 }
 
@@ -810,6 +822,7 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     rw_status cst = chat_setup(s, cfg, err);
+    if (!cst) cst = rw_server__embed_setup(s, cfg, err);
     if (cst) {
         free_server(s);
         return cst;

@@ -1,6 +1,7 @@
 /* server.h - the OpenAI-compatible HTTP server (libmicrohttpd, jansson).
  *
- * Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+ * Routes: POST /v1/completions, POST /v1/chat/completions, POST
+ * /v1/embeddings, POST /v1/rerank (api_embed.c), GET /v1/models,
  * GET /health, GET /metrics (Prometheus text), GET /props (llama-server's
  * model info for UIs: context size, chat template, modalities). Errors are OpenAI-style JSON
  * bodies {"error": {"message", "type", "param", "code"}} with 400 (invalid
@@ -59,6 +60,11 @@ typedef struct {
     long reasoning_budget;        /* thinking tokens before the server closes the think block (0: no thinking) */
     bool strict_api;              /* unknown request fields are a 400 (else ignored and logged once each,
                                      through rw_log) */
+    /* Embeddings and rerank (docs/embeddings.md): */
+    const char *pooling;          /* none, mean, cls or last; NULL: the file's <arch>.pooling_type (last when
+                                     it declares none or rank, or nothing) */
+    const char *rerank_template;  /* the reranker's prompt with {query} and {document} (the file's
+                                     tokenizer.chat_template.rerank); NULL: Qwen3-Reranker's */
 } rw_server_config;
 
 typedef struct rw_server rw_server;

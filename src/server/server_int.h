@@ -82,6 +82,10 @@ struct rw_server {
     long reasoning_budget;           /* < 0: unlimited */
     char **warned;                   /* unknown request fields already logged (under mu), owned */
     size_t n_warned;
+
+    /* embeddings and rerank (api_embed.c) */
+    int pooling;       /* rw_pool_kind of /v1/embeddings */
+    char *rerank_tmpl; /* the file's rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
 };
 
 /* GBNF (grammar/grammar.h) for output that is a tool call in format f

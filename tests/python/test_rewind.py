@@ -314,6 +314,22 @@ class TestEngine(unittest.TestCase):
     def tearDownClass(cls):
         cls.m.close()
 
+    def test_embed_and_rerank(self):
+        """Embeddings: unit length, dimensions cut, the same from text and
+        from its ids, batched or cached; rerank scores in [0, 1]."""
+        with rewind.Engine(self.m, n_ctx=512, max_running=4) as e:
+            v = e.embed(self.prompts[0], pooling="last")
+            self.assertEqual(len(v), self.m.n_embd)
+            self.assertAlmostEqual(sum(x * x for x in v), 1.0, places=4)
+            ids = self.m.tokenize(self.prompts[0], add_special=True, parse_special=True)
+            self.assertEqual(e.embed(ids, pooling="last"), v)
+            self.assertEqual(e.embed(self.prompts[0], pooling="last"), v)  # from the prefix cache
+            short = e.embed(self.prompts[0], pooling="last", dimensions=16)
+            self.assertEqual(len(short), 16)
+            self.assertAlmostEqual(sum(x * x for x in short), 1.0, places=4)
+            s = e.rerank("a fruit", "apple pie")
+            self.assertTrue(0.0 <= s <= 1.0)
+
     def test_solo_answers_differ(self):
         self.assertGreater(len(set(self.solo)), 1, "the prompts should not all give one answer")
 

@@ -40,7 +40,7 @@ from .errors import (
 from .model import Model, Stream
 from .seq import Seq
 
-__version__ = "0.20.0"
+__version__ = "0.21.0"
 
 __all__ = [
     "Model", "Stream", "Engine", "EngineStats", "Request", "Seq", "Completion",
@@ -62,7 +62,7 @@ def load_library(path=None):
 
 
 def library_version():
-    """The version of the loaded librewind ("0.20.0")."""
+    """The version of the loaded librewind ("0.21.0")."""
     return _ffi.load().rw_version().decode()
 
 

@@ -11,7 +11,7 @@ import threading
 
 # The header version these bindings mirror. The structs below are this
 # version's; a library of another major.minor may lay them out differently.
-HEADER_VERSION = (0, 20)
+HEADER_VERSION = (0, 21)
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 c_float_p = ctypes.POINTER(ctypes.c_float)
@@ -103,6 +103,17 @@ class rw_engine_stats_public(ctypes.Structure):
     ]
 
 
+class rw_embed_options(ctypes.Structure):
+    _fields_ = [
+        ("pooling", ctypes.c_int),
+        ("dimensions", ctypes.c_int),
+        ("normalize", ctypes.c_bool),
+        ("logit_ids", c_int32_p),
+        ("n_logit_ids", ctypes.c_int),
+        ("logits", c_float_p),
+    ]
+
+
 # The structs with their C names, for the layout test.
 STRUCTS = {
     "rw_error": rw_error,
@@ -114,6 +125,7 @@ STRUCTS = {
     "rw_run_params": rw_run_params,
     "rw_engine_params": rw_engine_params,
     "rw_engine_stats_public": rw_engine_stats_public,
+    "rw_embed_options": rw_embed_options,
 }
 
 RW_SPECULATE_MTP = 1
@@ -183,6 +195,19 @@ _PROTOTYPES = {
     ),
     "rw_engine_step": (ctypes.c_int, [_P, _E]),
     "rw_engine_stats_get": (None, [_P, ctypes.POINTER(rw_engine_stats_public)]),
+    "rw_model_pooling": (ctypes.c_int, [_P]),
+    "rw_model_n_embd": (ctypes.c_int, [_P]),
+    "rw_embed_options_default": (rw_embed_options, []),
+    "rw_engine_embed": (
+        _S, [_P, c_int32_p, ctypes.c_int64, ctypes.POINTER(rw_embed_options), c_float_p,
+             ctypes.POINTER(ctypes.c_int64), _E]
+    ),
+    "rw_engine_embed_text": (
+        _S, [_P, ctypes.c_char_p, ctypes.POINTER(rw_embed_options), c_float_p, ctypes.POINTER(ctypes.c_int64), _E]
+    ),
+    "rw_engine_rerank": (
+        _S, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_double), _E]
+    ),
     "rw_seq_new": (_S, [_P, ctypes.c_int64, ctypes.c_bool, ctypes.POINTER(_P), _E]),
     "rw_seq_free": (None, [_P]),
     "rw_seq_eval": (_S, [_P, c_int32_p, ctypes.c_int64, c_float_p, _E]),

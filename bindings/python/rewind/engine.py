@@ -214,6 +214,58 @@ class Engine:
             raise errors.InternalError("the forward pass failed", status="ERR_INTERNAL")
         return Completion(decode(t), res)
 
+    _POOLING = {None: -1, "none": 0, "mean": 1, "cls": 2, "last": 3}
+
+    def embed(self, inp, *, pooling=None, dimensions=0, normalize=True):
+        """The pooled final-norm hidden state of a text or a list of token
+        ids (rw_engine_embed): a list of floats (pooling None = the file's,
+        or "none", "mean", "cls", "last"; with "none", one list per token).
+        Batched with whatever else the engine runs, through its prefix
+        cache, bitwise the same either way."""
+        h = self._handle()
+        if pooling not in self._POOLING:
+            raise ValueError("pooling must be None, 'none', 'mean', 'cls' or 'last'")
+        opts = self._lib.rw_embed_options_default()
+        opts.pooling, opts.dimensions, opts.normalize = self._POOLING[pooling], dimensions, normalize
+        dims = dimensions or self._lib.rw_model_n_embd(self.model._handle())
+        err = _ffi.rw_error()
+        if isinstance(inp, (str, bytes)):
+            text = inp.encode() if isinstance(inp, str) else inp
+            rows = 1 if pooling != "none" else len(text) + 8  # a token has at least a byte (and BOS/EOS)
+            out = (ctypes.c_float * (rows * dims))()
+            st = self._embed_call(lambda: self._lib.rw_engine_embed_text(h, text, ctypes.byref(opts), out, None,
+                                                                         ctypes.byref(err)))
+        else:
+            ids = list(inp)
+            arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
+            rows = 1 if pooling != "none" else len(ids)
+            out = (ctypes.c_float * (rows * dims))()
+            st = self._embed_call(lambda: self._lib.rw_engine_embed(h, arr, len(ids), ctypes.byref(opts), out, None,
+                                                                    ctypes.byref(err)))
+        _ffi.check(st, err)
+        vals = list(out)
+        if pooling != "none":
+            return vals
+        return [vals[i:i + dims] for i in range(0, len(vals), dims)]
+
+    def rerank(self, query, document, *, instruction=None):
+        """A yes/no reranker's relevance of document to query, in [0, 1]
+        (rw_engine_rerank)."""
+        h = self._handle()
+        score = ctypes.c_double()
+        err = _ffi.rw_error()
+        ins = instruction.encode() if instruction else None
+        st = self._embed_call(lambda: self._lib.rw_engine_rerank(h, query.encode(), document.encode(), ins,
+                                                                 ctypes.byref(score), ctypes.byref(err)))
+        _ffi.check(st, err)
+        return score.value
+
+    def _embed_call(self, fn):
+        if self.manual:
+            with self._step_lock:  # the call steps a manual engine itself
+                return fn()
+        return fn()
+
     def step(self):
         """A manual engine: one step (admit, one forward pass over every
         running sequence, callbacks). Returns how many requests still run or

@@ -100,6 +100,11 @@ class Model:
         return self._lib.rw_model_n_vocab(self._handle())
 
     @property
+    def n_embd(self):
+        """The size of the model's hidden states (its embeddings)."""
+        return self._lib.rw_model_n_embd(self._handle())
+
+    @property
     def n_ctx_train(self):
         """The context length the model was trained with."""
         return self._lib.rw_model_n_ctx_train(self._handle())
