@@ -14,9 +14,15 @@
 #include "kernels/ops_model.h"
 #include "kernels/quant.h"
 
-/* True when the AVX-512 (AVX2) twins may run: the current kernel tier. */
+/* True when the AVX-512 (AVX2) twins may run: the current kernel tier.
+ * Off x86-64 the twins are not built: the calls behind these fold away. */
+#if defined(__x86_64__)
 bool rw_ops_use_avx512(void);
 bool rw_ops_use_avx2(void);
+#else
+#define rw_ops_use_avx512() false
+#define rw_ops_use_avx2() false
+#endif
 
 /* AVX2 twins (ops_avx2.c): bitwise the AVX-512 twins below. */
 void rw_silu_avx2(const float *x, float *y, int64_t n);
