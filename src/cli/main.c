@@ -1,5 +1,7 @@
 /* main.c - the rewind program: dispatches to the subcommands in cli.h. */
+#if defined(__GLIBC__)
 #include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,8 +63,10 @@ static void usage(FILE *f) {
  * trimming only past 1 GiB of free top lets freed blocks be reused. This
  * is the program's policy, not the library's: embedders choose their own. */
 static void tune_malloc(void) {
+#if defined(__GLIBC__) /* other C libraries have their own policies */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 /* The program's log hook: the library's messages on stderr. */
