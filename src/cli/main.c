@@ -1,11 +1,11 @@
 /* main.c - the rewind program: dispatches to the subcommands in cli.h. */
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__) /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 #include "base/log.h"
 #include "cli/cli.h"
