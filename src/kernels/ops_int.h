@@ -23,6 +23,18 @@ bool rw_ops_use_avx2(void);
 #define rw_ops_use_avx512() false
 #define rw_ops_use_avx2() false
 #endif
+/* The same for the NEON twins (ops_neon.c, AArch64 only). */
+#if defined(__aarch64__)
+bool rw_ops_use_neon(void);
+#else
+#define rw_ops_use_neon() false
+#endif
+
+/* NEON twins (ops_neon.c): the reference's bits. */
+void rw_silu_neon(const float *x, float *y, int64_t n);
+void rw_swiglu_neon(float *g, const float *u, int64_t n);
+void rw_softmax_neon(const float *x, float *y, int64_t n);
+void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
 
 /* AVX2 twins (ops_avx2.c): bitwise the AVX-512 twins below. */
 void rw_silu_avx2(const float *x, float *y, int64_t n);

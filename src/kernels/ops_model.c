@@ -121,11 +121,17 @@ void rw_swiglu_ref(float *g, const float *u, int64_t n) {
 
 void rw_swiglu(float *g, const float *u, int64_t n) {
 #if defined(__x86_64__)
-    if (rw_kernel_tier_current() == RW_TIER_AVX512) rw_swiglu_avx512(g, u, n);
-    else if (rw_kernel_tier_current() == RW_TIER_AVX2) rw_swiglu_avx2(g, u, n);
-    else
+    if (rw_kernel_tier_current() == RW_TIER_AVX512) {
+        rw_swiglu_avx512(g, u, n);
+        return;
+    }
+    if (rw_kernel_tier_current() == RW_TIER_AVX2) {
+        rw_swiglu_avx2(g, u, n);
+        return;
+    }
 #endif
-        rw_swiglu_ref(g, u, n);
+    if (rw_ops_use_neon()) rw_swiglu_neon(g, u, n);
+    else rw_swiglu_ref(g, u, n);
 }
 
 /* y = x / sqrt(mean(x^2) + eps) * w; the sum of squares in double, as ggml. */

@@ -1,0 +1,110 @@
+/* ops_neon.c - NEON twins of some ops.h kernels (see ops_int.h): SiLU,
+ * SwiGLU, softmax and the gated RMS norm. Each computes bit for bit what
+ * the reference (and so every other tier) computes: the reference's
+ * 16-lane part is four 4-lane registers here, element-wise steps are the
+ * same operations, and ggml's vector expf (rw_exp_ggml) is written with
+ * the same fused and rounded steps; its final scaling by 2^n is two
+ * multiplies by powers of two, the first exact, as the reference does it.
+ * The other ops run their reference versions on ARM. */
+#include <arm_neon.h>
+#include <math.h>
+
+#include "kernels/ops.h"
+#include "kernels/ops_int.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* 2^k for integers k in [-126, 127], as floats. */
+INLINE float32x4_t pow2i(int32x4_t k) {
+    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k, vdupq_n_s32(127)), 23));
+}
+
+/* rw_exp_ggml on 4 lanes. */
+INLINE float32x4_t exp4(float32x4_t x) {
+    const float32x4_t shift = vdupq_n_f32(0x1.8p23f);
+    const float32x4_t z = vfmaq_f32(shift, x, vdupq_n_f32(0x1.715476p+0f));
+    const float32x4_t n = vsubq_f32(z, shift);
+    const float32x4_t b =
+        vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
+    const float32x4_t u = vmulq_f32(b, b);
+    const float32x4_t hi = vfmaq_f32(vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b),
+                                     vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b), u);
+    const float32x4_t poly = vfmaq_f32(vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0x1.ffffecp-1f), b), hi, u);
+    int32x4_t k = vcvtq_s32_f32(n); /* n is an integer; out-of-range lanes are replaced below */
+    k = vminq_s32(vmaxq_s32(k, vdupq_n_s32(-192)), vdupq_n_s32(192));
+    const int32x4_t k1 = vshrq_n_s32(k, 1);
+    float32x4_t r = vmulq_f32(vmulq_f32(poly, pow2i(k1)), pow2i(vsubq_s32(k, k1)));
+    const uint32x4_t big = vcgtq_f32(vabsq_f32(n), vdupq_n_f32(192.0f));
+    if (vmaxvq_u32(big)) {
+        const uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
+        r = vbslq_f32(vandq_u32(big, neg), vdupq_n_f32(0.0f), r);
+        r = vbslq_f32(vbicq_u32(big, neg), vdupq_n_f32(INFINITY), r);
+    }
+    return r;
+}
+
+/* rw_silu_ggml on 4 lanes: x / (1 + exp(0 - x)). */
+INLINE float32x4_t silu4(float32x4_t x) {
+    const float32x4_t e = exp4(vsubq_f32(vdupq_n_f32(0.0f), x));
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), e));
+}
+
+/* rw_reduce16_ref of the 16 lanes [a0 | a1 | a2 | a3]. */
+INLINE float reduce16(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) {
+    const float32x4_t u = vaddq_f32(vaddq_f32(a3, a1), vaddq_f32(a2, a0));
+    return (vgetq_lane_f32(u, 0) + vgetq_lane_f32(u, 2)) + (vgetq_lane_f32(u, 1) + vgetq_lane_f32(u, 3));
+}
+
+void rw_silu_neon(const float *x, float *y, int64_t n) {
+    const int64_t nv = n & ~(int64_t)15; /* the reference's vector part */
+    int64_t i = 0;
+    for (; i < nv; i += 4) vst1q_f32(y + i, silu4(vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void rw_swiglu_neon(float *g, const float *u, int64_t n) {
+    const int64_t nv = n & ~(int64_t)15;
+    int64_t i = 0;
+    for (; i < nv; i += 4) vst1q_f32(g + i, vmulq_f32(silu4(vld1q_f32(g + i)), vld1q_f32(u + i)));
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void rw_softmax_neon(const float *x, float *y, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    const float32x4_t vmx = vdupq_n_f32(mx);
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float32x4_t e[4];
+        for (int c = 0; c < 4; c++) {
+            e[c] = exp4(vsubq_f32(vld1q_f32(x + i + 4 * c), vmx));
+            vst1q_f32(y + i + 4 * c, e[c]);
+        }
+        sum += (double)reduce16(e[0], e[1], e[2], e[3]);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - mx);
+        sum += (double)y[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    const float32x4_t vinv = vdupq_n_f32(inv);
+    for (i = 0; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_f32(vld1q_f32(y + i), vinv));
+    for (; i < n; i++) y[i] *= inv;
+}
+
+void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y) {
+    for (int g = 0; g < n_groups; g++) {
+        const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
+        float *yg = y + (int64_t)g * gs;
+        const float scale = rw_rms_scale(xg, gs, eps);
+        const float32x4_t vs = vdupq_n_f32(scale);
+        const int nv = gs & ~15;
+        int i = 0;
+        for (; i < nv; i += 4) {
+            const float32x4_t nx = vmulq_f32(vmulq_f32(vld1q_f32(xg + i), vs), vld1q_f32(w + i));
+            vst1q_f32(yg + i, vmulq_f32(nx, silu4(vld1q_f32(zg + i))));
+        }
+        for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
+    }
+}
