@@ -35,6 +35,8 @@ void rw_silu_neon(const float *x, float *y, int64_t n);
 void rw_swiglu_neon(float *g, const float *u, int64_t n);
 void rw_softmax_neon(const float *x, float *y, int64_t n);
 void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
+void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out);
 
 /* AVX2 twins (ops_avx2.c): bitwise the AVX-512 twins below. */
 void rw_silu_avx2(const float *x, float *y, int64_t n);

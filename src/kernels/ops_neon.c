@@ -1,5 +1,5 @@
 /* ops_neon.c - NEON twins of some ops.h kernels (see ops_int.h): SiLU,
- * SwiGLU, softmax and the gated RMS norm. Each computes bit for bit what
+ * SwiGLU, softmax, the gated RMS norm and the attention of one head. Each computes bit for bit what
  * the reference (and so every other tier) computes: the reference's
  * 16-lane part is four 4-lane registers here, element-wise steps are the
  * same operations, and ggml's vector expf (rw_exp_ggml) is written with
@@ -106,5 +106,103 @@ void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n
             vst1q_f32(yg + i, vmulq_f32(nx, silu4(vld1q_f32(zg + i))));
         }
         for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
+    }
+}
+
+/* ==== attention =========================================================== */
+
+/* 4 elements at base[i..], f32 or f16 (converted exactly). */
+INLINE float32x4_t load4(const void *base, bool f16, int64_t i) {
+    if (f16) return vcvt_f32_f16(vld1_f16((const float16_t *)base + i));
+    return vld1q_f32((const float *)base + i);
+}
+
+static float elem(const void *base, bool f16, int64_t i) {
+    return f16 ? rw_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+/* rw_reduce64_ref of 64 lanes in 16 registers (lanes 4c .. 4c + 3 in a[c]):
+ * lane l + (l + 32) + ((l + 16) + (l + 48)), then reduce16. */
+INLINE float reduce64(const float32x4_t a[16]) {
+    float32x4_t t[4];
+    for (int r = 0; r < 4; r++) t[r] = vaddq_f32(vaddq_f32(a[r], a[8 + r]), vaddq_f32(a[4 + r], a[12 + r]));
+    return reduce16(t[0], t[1], t[2], t[3]);
+}
+
+/* rw_dot_ggml of n elements of x (f32 or f16) and y: 64 lanes up to the last
+ * multiple of 64, reduce64, then the rest fused onto the float sum (f32) or
+ * added in double (f16). */
+static float dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
+    float32x4_t a[16];
+    for (int c = 0; c < 16; c++) a[c] = vdupq_n_f32(0.0f);
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int c = 0; c < 16; c++) a[c] = vfmaq_f32(a[c], load4(x, f16, i + 4 * c), vld1q_f32(y + i + 4 * c));
+    const float red = reduce64(a);
+    if (!f16) {
+        float sum = red;
+        for (int64_t i = np; i < n; i++) sum = fmaf(elem(x, f16, i), y[i], sum);
+        return sum;
+    }
+    double sum = (double)red;
+    for (int64_t i = np; i < n; i++) sum += (double)(elem(x, f16, i) * y[i]);
+    return (float)sum;
+}
+
+/* rw_attn_head_paged_ref's arithmetic (ops_model.c): the scores, their
+ * softmax in 16-element blocks, then each output as 64 lanes over the
+ * positions. A 64-position block never crosses a page (pages hold a
+ * multiple of 64 positions, or there is one). */
+void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out) {
+    const int64_t P = kv->page_len;
+    const int64_t first = kv->first > 0 ? kv->first : 0, b0 = first & ~(int64_t)63;
+    const size_t esz = f16 ? 2 : 4;
+    for (int64_t j = b0; j < n_pos; j++) {
+        const void *kj = (const char *)kv->k_pages[j / P] + (size_t)(kv->k_off + (j % P) * hd_k) * esz;
+        scores[j] = dot_ggml(kj, f16, q, hd_k) * scale;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = first; j < n_pos; j++)
+        if (scores[j] > mx) mx = scores[j];
+    const float32x4_t vmx = vdupq_n_f32(mx);
+    double sum = 0.0;
+    for (int64_t j = b0; j < n_pos; j += 16) {
+        if (j >= first && j + 16 <= n_pos) {
+            float32x4_t e[4];
+            for (int c = 0; c < 4; c++) {
+                e[c] = exp4(vsubq_f32(vld1q_f32(scores + j + 4 * c), vmx));
+                vst1q_f32(scores + j + 4 * c, e[c]);
+            }
+            sum += (double)reduce16(e[0], e[1], e[2], e[3]);
+            continue;
+        }
+        float e[16];
+        for (int l = 0; l < 16; l++) {
+            e[l] = j + l < n_pos && j + l >= first ? rw_exp_ggml(scores[j + l] - mx) : 0.0f;
+            if (j + l < n_pos) scores[j + l] = e[l];
+        }
+        sum += (double)rw_reduce16_ref(e);
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t j = b0; j < n_pos; j++) scores[j] *= inv;
+    const int64_t nfull = b0 + ((n_pos - b0) & ~(int64_t)63);
+    for (int i = 0; i < hd_v; i++) {
+        float32x4_t a[16];
+        for (int c = 0; c < 16; c++) a[c] = vdupq_n_f32(0.0f);
+        for (int64_t j = b0; j < nfull; j += 64) {
+            const void *vp = kv->v_pages[j / P];
+            const int64_t off = kv->v_off + i * kv->v_stride + j % P;
+            for (int c = 0; c < 16; c++) a[c] = vfmaq_f32(a[c], load4(vp, f16, off + 4 * c), vld1q_f32(scores + j + 4 * c));
+        }
+        if (nfull < n_pos) { /* the last, partial block one lane at a time */
+            float l[64];
+            for (int c = 0; c < 16; c++) vst1q_f32(l + 4 * c, a[c]);
+            const void *vp = kv->v_pages[nfull / P];
+            for (int64_t j = nfull; j < n_pos; j++)
+                l[j % 64] = fmaf(elem(vp, f16, kv->v_off + i * kv->v_stride + j % P), scores[j], l[j % 64]);
+            for (int c = 0; c < 16; c++) a[c] = vld1q_f32(l + 4 * c);
+        }
+        out[i] = reduce64(a);
     }
 }
