@@ -1,5 +1,6 @@
 /* ops_neon.c - NEON twins of some ops.h kernels (see ops_int.h): SiLU,
- * SwiGLU, softmax, the gated RMS norm and the attention of one head. Each computes bit for bit what
+ * SwiGLU, softmax, the gated RMS norm, the attention of one head, the
+ * gated delta rule and the Mamba2 scan. Each computes bit for bit what
  * the reference (and so every other tier) computes: the reference's
  * 16-lane part is four 4-lane registers here, element-wise steps are the
  * same operations, and ggml's vector expf (rw_exp_ggml) is written with
@@ -204,5 +205,98 @@ void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_
             for (int c = 0; c < 16; c++) a[c] = vld1q_f32(l + 4 * c);
         }
         out[i] = reduce64(a);
+    }
+}
+
+/* ==== the recurrences ===================================================== */
+
+/* row *= decay, returning dot(row, k) in ggml_vec_dot_f32's order: 64
+ * lanes up to the last multiple of 64, reduce64, the tail fused one by one. */
+static inline float scale_dot(float *row, float decay, const float *k, int n) {
+    float32x4_t a[16];
+    for (int c = 0; c < 16; c++) a[c] = vdupq_n_f32(0.0f);
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int c = 0; c < 16; c++) {
+            const float32x4_t r = vmulq_n_f32(vld1q_f32(row + i + 4 * c), decay);
+            vst1q_f32(row + i + 4 * c, r);
+            a[c] = vfmaq_f32(a[c], r, vld1q_f32(k + i + 4 * c));
+        }
+    float sum = reduce64(a);
+    for (int i = np; i < n; i++) {
+        row[i] *= decay;
+        sum = fmaf(row[i], k[i], sum);
+    }
+    return sum;
+}
+
+/* row += k * d (fused), returning dot(row, q) in the same order. */
+static inline float mad_dot(float *row, const float *k, float d, const float *q, int n) {
+    const float32x4_t vd = vdupq_n_f32(d);
+    float32x4_t a[16];
+    for (int c = 0; c < 16; c++) a[c] = vdupq_n_f32(0.0f);
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int c = 0; c < 16; c++) {
+            const float32x4_t r = vfmaq_f32(vld1q_f32(row + i + 4 * c), vld1q_f32(k + i + 4 * c), vd);
+            vst1q_f32(row + i + 4 * c, r);
+            a[c] = vfmaq_f32(a[c], r, vld1q_f32(q + i + 4 * c));
+        }
+    float sum = reduce64(a);
+    for (int i = np; i < n; i++) {
+        row[i] = fmaf(k[i], d, row[i]);
+        sum = fmaf(row[i], q[i], sum);
+    }
+    return sum;
+}
+
+void rw_delta_rule_head_neon(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                             const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
+                             float *scratch) {
+    float *d = scratch;
+    for (int64_t t = 0; t < n_t; t++) {
+        const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
+        const float decay = expf(g[t * g_stride]), b = beta[t * beta_stride];
+        float *ot = o + t * o_stride;
+        /* blocks of 16 rows of S^T: a row needs only its own d[j], and the
+         * block stays in L1 between the two passes */
+        for (int j0 = 0; j0 < dv; j0 += 16) {
+            const int j1 = j0 + 16 < dv ? j0 + 16 : dv;
+            for (int j = j0; j < j1; j++) d[j] = (vt[j] - scale_dot(S + (int64_t)j * dk, decay, kt, dk)) * b;
+            for (int j = j0; j < j1; j++) ot[j] = mad_dot(S + (int64_t)j * dk, kt, d[j], qt, dk) * scale;
+        }
+    }
+}
+
+void rw_ssm_scan_head_neon(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
+                           const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B, const float *C,
+                           int64_t bc_stride, float D, float *y, int64_t y_stride) {
+    const int np = ds & ~63;
+    for (int64_t t = 0; t < n_t; t++) {
+        const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
+        float *yt = y + t * y_stride;
+        const float dtp = rw_softplus1(dt[t * dt_stride] + dt_bias);
+        const float dA = expf(dtp * A);
+        for (int i = 0; i < hd; i++) {
+            float *si = state + (int64_t)i * ds;
+            const float xdt = xt[i] * dtp;
+            float32x4_t acc[16];
+            for (int c = 0; c < 16; c++) acc[c] = vdupq_n_f32(0.0f);
+            for (int s = 0; s < np; s += 64)
+                for (int c = 0; c < 16; c++) {
+                    const int at = s + 4 * c;
+                    const float32x4_t st = vaddq_f32(vmulq_n_f32(vld1q_f32(si + at), dA), vmulq_n_f32(vld1q_f32(Bt + at), xdt));
+                    acc[c] = vfmaq_f32(acc[c], st, vld1q_f32(Ct + at));
+                    vst1q_f32(si + at, st);
+                }
+            float sum = np ? reduce64(acc) : 0.0f;
+            for (int s = np; s < ds; s++) { /* ggml's scalar tail as GCC contracts it (ops_ssm.c) */
+                const float v = fmaf(si[s], dA, Bt[s] * xdt);
+                sum = fmaf(v, Ct[s], sum);
+                si[s] = v;
+            }
+            yt[i] = sum + xt[i] * D;
+        }
     }
 }
