@@ -284,8 +284,8 @@ static float dot_q4_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
                         vreinterpretq_s8_u8(vandq_u8(q1, vdupq_n_u8(0x0F))), xq, &s_lo, &s_hi);
             l_lo = vmlaq_n_s32(l_lo, s_lo, sc[2 * c]);
             l_hi = vmlaq_n_s32(l_hi, s_hi, sc[2 * c]);
-            block_lanes(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), xq + 32,
-                        &s_lo, &s_hi);
+            block_lanes(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), xq + 32, &s_lo,
+                        &s_hi);
             l_lo = vmlaq_n_s32(l_lo, s_lo, sc[2 * c + 1]);
             l_hi = vmlaq_n_s32(l_hi, s_hi, sc[2 * c + 1]);
         }
@@ -298,8 +298,8 @@ static float dot_q4_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
         lo = vfmaq_n_f32(lo, vcvtq_f32_s32(l_lo), d);
         hi = vfmaq_n_f32(hi, vcvtq_f32_s32(l_hi), d);
     }
-    const float m = (vgetq_lane_f32(accm, 0) + vgetq_lane_f32(accm, 2)) +
-                    (vgetq_lane_f32(accm, 1) + vgetq_lane_f32(accm, 3));
+    const float m =
+        (vgetq_lane_f32(accm, 0) + vgetq_lane_f32(accm, 2)) + (vgetq_lane_f32(accm, 1) + vgetq_lane_f32(accm, 3));
     return hsum8(lo, hi) + m;
 }
 
@@ -327,14 +327,16 @@ static float dot_q6_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
                 };
                 for (int k = 0; k < 4; k++) { /* chunk 4h + k, its 16-group 8h + 2k + half */
                     const int g = 8 * h + 2 * k + half;
-                    const int32x4_t s = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(v[k]), vld1q_s8(x[b].qs + 16 * g));
+                    const int32x4_t s =
+                        vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(v[k]), vld1q_s8(x[b].qs + 16 * g));
                     if (half == 0) l_lo = vmlaq_n_s32(l_lo, s, sc[g]);
                     else l_hi = vmlaq_n_s32(l_hi, s, sc[g]);
                 }
             }
         }
         int32_t off[8];
-        for (int c = 0; c < 8; c++) off[c] = 32 * (sc[2 * c] * x[b].bsums[2 * c] + sc[2 * c + 1] * x[b].bsums[2 * c + 1]);
+        for (int c = 0; c < 8; c++)
+            off[c] = 32 * (sc[2 * c] * x[b].bsums[2 * c] + sc[2 * c + 1] * x[b].bsums[2 * c + 1]);
         l_lo = vsubq_s32(l_lo, vld1q_s32(off));
         l_hi = vsubq_s32(l_hi, vld1q_s32(off + 4));
         const float d = x[b].d * f16(w[b].d);
@@ -346,13 +348,13 @@ static float dot_q6_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
 
 /* ==== tiles and the tables ================================================ */
 
-#define NEON_KERNEL(name, xb, conv)                                                                             \
-    static void tile_##name(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq,         \
-                            size_t xq_stride, int nx, float *out) {                                             \
-        for (int j = 0; j < nx; j++)                                                                            \
+#define NEON_KERNEL(name, xb, conv)                                                                                \
+    static void tile_##name(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq,            \
+                            size_t xq_stride, int nx, float *out) {                                                \
+        for (int j = 0; j < nx; j++)                                                                               \
             for (int i = 0; i < nw; i++) out[j * nw + i] = dot_##name(n_in, w + i * w_stride, xq + j * xq_stride); \
-    }                                                                                                           \
-    static const rw_mm_kernel kernel_##name = {                                                                 \
+    }                                                                                                              \
+    static const rw_mm_kernel kernel_##name = {                                                                    \
         .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = 1, .max_nx = 1};
 
 NEON_KERNEL(f32, x_bytes_f32, convert_f32)

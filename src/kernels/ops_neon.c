@@ -16,17 +16,14 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* 2^k for integers k in [-126, 127], as floats. */
-INLINE float32x4_t pow2i(int32x4_t k) {
-    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k, vdupq_n_s32(127)), 23));
-}
+INLINE float32x4_t pow2i(int32x4_t k) { return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k, vdupq_n_s32(127)), 23)); }
 
 /* rw_exp_ggml on 4 lanes. */
 INLINE float32x4_t exp4(float32x4_t x) {
     const float32x4_t shift = vdupq_n_f32(0x1.8p23f);
     const float32x4_t z = vfmaq_f32(shift, x, vdupq_n_f32(0x1.715476p+0f));
     const float32x4_t n = vsubq_f32(z, shift);
-    const float32x4_t b =
-        vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
+    const float32x4_t b = vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
     const float32x4_t u = vmulq_f32(b, b);
     const float32x4_t hi = vfmaq_f32(vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b),
                                      vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b), u);
@@ -194,7 +191,8 @@ void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_
         for (int64_t j = b0; j < nfull; j += 64) {
             const void *vp = kv->v_pages[j / P];
             const int64_t off = kv->v_off + i * kv->v_stride + j % P;
-            for (int c = 0; c < 16; c++) a[c] = vfmaq_f32(a[c], load4(vp, f16, off + 4 * c), vld1q_f32(scores + j + 4 * c));
+            for (int c = 0; c < 16; c++)
+                a[c] = vfmaq_f32(a[c], load4(vp, f16, off + 4 * c), vld1q_f32(scores + j + 4 * c));
         }
         if (nfull < n_pos) { /* the last, partial block one lane at a time */
             float l[64];
@@ -269,9 +267,9 @@ void rw_delta_rule_head_neon(float *S, int dk, int dv, int64_t n_t, const float 
     }
 }
 
-void rw_ssm_scan_head_neon(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
-                           const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B, const float *C,
-                           int64_t bc_stride, float D, float *y, int64_t y_stride) {
+void rw_ssm_scan_head_neon(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride, const float *dt,
+                           int64_t dt_stride, float dt_bias, float A, const float *B, const float *C, int64_t bc_stride,
+                           float D, float *y, int64_t y_stride) {
     const int np = ds & ~63;
     for (int64_t t = 0; t < n_t; t++) {
         const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
@@ -286,7 +284,8 @@ void rw_ssm_scan_head_neon(float *state, int hd, int ds, int64_t n_t, const floa
             for (int s = 0; s < np; s += 64)
                 for (int c = 0; c < 16; c++) {
                     const int at = s + 4 * c;
-                    const float32x4_t st = vaddq_f32(vmulq_n_f32(vld1q_f32(si + at), dA), vmulq_n_f32(vld1q_f32(Bt + at), xdt));
+                    const float32x4_t st =
+                        vaddq_f32(vmulq_n_f32(vld1q_f32(si + at), dA), vmulq_n_f32(vld1q_f32(Bt + at), xdt));
                     acc[c] = vfmaq_f32(acc[c], st, vld1q_f32(Ct + at));
                     vst1q_f32(si + at, st);
                 }
