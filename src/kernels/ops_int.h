@@ -21,7 +21,7 @@ bool rw_ops_use_avx512(void);
 bool rw_ops_use_avx2(void);
 #else
 #define rw_ops_use_avx512() false
-#define rw_ops_use_avx2() false
+#define rw_ops_use_avx2()   false
 #endif
 /* The same for the NEON twins (ops_neon.c, AArch64 only). */
 #if defined(__aarch64__)
@@ -39,9 +39,9 @@ void rw_delta_rule_head_neon(float *S, int dk, int dv, int64_t n_t, const float 
                              int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
                              float *scratch);
-void rw_ssm_scan_head_neon(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
-                           const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B, const float *C,
-                           int64_t bc_stride, float D, float *y, int64_t y_stride);
+void rw_ssm_scan_head_neon(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride, const float *dt,
+                           int64_t dt_stride, float dt_bias, float A, const float *B, const float *C, int64_t bc_stride,
+                           float D, float *y, int64_t y_stride);
 void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                        float scale, float *scores, float *out);
 
