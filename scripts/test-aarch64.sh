@@ -42,9 +42,10 @@ TESTS=(kernels/test_matmul kernels/test_ops kernels/test_ops_model kernels/test_
 targets=()
 for t in "${TESTS[@]}"; do targets+=("$BUILD/tests/$t"); done
 # only these tests' binaries (and the library): the other tests are not run here
-make -j"$(nproc)" CC="$CC" BUILD="$BUILD" "${targets[@]}" >"$BUILD.log" 2>&1 || {
-  tail -n 40 "$BUILD.log"
-  echo "test-aarch64: the cross build failed (log: $BUILD.log)"
+mkdir -p "$BUILD"
+make -j"$(nproc)" CC="$CC" BUILD="$BUILD" "${targets[@]}" >"$BUILD/build.log" 2>&1 || {
+  tail -n 40 "$BUILD/build.log"
+  echo "test-aarch64: the cross build failed (log: $BUILD/build.log)"
   exit 1
 }
 

@@ -19,11 +19,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#if defined(__linux__)
-#include <sys/random.h>
-#else
-#include <sys/random.h> /* getentropy on macOS; unistd.h on the other BSDs */
-#endif
+#include <sys/random.h> /* getrandom on Linux, getentropy on macOS (unistd.h on the other BSDs) */
 
 typedef int (*rw_cmp_r)(const void *a, const void *b, void *arg);
 
