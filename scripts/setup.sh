@@ -20,7 +20,7 @@ missing() {
   done
 }
 if [ -n "$aarch64" ]; then
-  ARM_PKGS=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkg-config
+  ARM_PKGS=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkg-config libc6:arm64
             libjansson-dev:arm64 libpcre2-dev:arm64 libmicrohttpd-dev:arm64 libunistring-dev:arm64)
   mapfile -t need < <(missing "${ARM_PKGS[@]}")
   if [ ${#need[@]} -eq 0 ]; then
