@@ -20,9 +20,9 @@
 #                            batch and step logits bitwise equal: the forward
 #                            pass's batch invariance) and qwen35 (the hybrid:
 #                            DeltaNet layers)
-# About 6 minutes on 2 cores after the build (which takes about 4).
+# About 4 minutes on 2 cores after the build (about 5 from clean).
 # Left out: cache/test_seq_props (the cache layer's invariants on every
-# architecture) takes over 20 minutes under emulation even at its sanitizer
+# architecture) takes over 7 minutes under emulation even at its sanitizer
 # size; it runs the same kernels as the tests above. The rest of the suite
 # (server, chat, grammar, tokenizer: no kernel code) is architecture-
 # independent C and stays with make test.
