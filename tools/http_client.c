@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/portable.h"
+
 typedef struct {
     int fd;
     int timeout_ms;
@@ -112,7 +114,9 @@ static int connect_to(const char *host, int port, rw_error *err) {
         rw_errorf(err, RW_ERR_INVALID_ARG, "not a numeric address: %s", host);
         return -1;
     }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(ss.ss_family, SOCK_STREAM | RW_SOCK_CLOEXEC, 0);
+    rw_cloexec(fd);
+    rw_nosigpipe(fd);
     if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len)) {
         rw_errorf(err, RW_ERR_IO, "cannot connect to %s port %d: %s", host, port, strerror(errno));
         if (fd >= 0) close(fd);
@@ -125,7 +129,7 @@ static int connect_to(const char *host, int port, rw_error *err) {
 
 static bool send_all(int fd, const char *p, size_t n, rw_error *err) {
     while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t k = send(fd, p, n, RW_MSG_NOSIGNAL);
         if (k <= 0) {
             rw_errorf(err, RW_ERR_IO, "send: %s", strerror(errno));
             return false;

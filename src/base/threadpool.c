@@ -15,12 +15,18 @@
  * sleeper first registers itself (sleepers++ / caller_waiting = 1), then
  * re-checks the condition, then futex-waits on the word's old value; the
  * waker changes the word first and then looks at the registration.
+ * Without futexes (macOS, the BSDs) the wait is a condition variable: the
+ * waiter checks the word under one mutex, the waker takes that mutex after
+ * changing the word, so no wake-up falls between the check and the sleep.
  */
 #include "base/threadpool.h"
 
 #include <errno.h>
 #include <limits.h>
+#if defined(__linux__)
 #include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -28,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +66,7 @@ typedef struct {
 /* The pool whose task the current thread is running (nested runs go serial). */
 static _Thread_local const rw_threadpool *tl_running_in;
 
+#if defined(__linux__)
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected) {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
@@ -68,6 +74,25 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t expected) {
 static void futex_wake_all(_Atomic uint32_t *word) {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
+#else
+/* One mutex and condition for every word of the process (wake-ups that
+ * were meant for another word are spurious ones, which callers re-check). */
+static pthread_mutex_t futex_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t futex_cv = PTHREAD_COND_INITIALIZER;
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+    pthread_mutex_lock(&futex_mu);
+    if (atomic_load(word) == expected) pthread_cond_wait(&futex_cv, &futex_mu);
+    pthread_mutex_unlock(&futex_mu);
+}
+
+static void futex_wake_all(_Atomic uint32_t *word) {
+    (void)word;
+    pthread_mutex_lock(&futex_mu);
+    pthread_cond_broadcast(&futex_cv);
+    pthread_mutex_unlock(&futex_mu);
+}
+#endif
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -135,6 +160,10 @@ static void *worker_main(void *argp) {
 
 /* Counts distinct (package, core) pairs among the CPUs in our affinity mask. */
 int rw_physical_cores(void) {
+#if !defined(__linux__) /* no affinity mask or sysfs topology: the online CPUs */
+    long n_online = sysconf(_SC_NPROCESSORS_ONLN);
+    return n_online > 0 ? (int)n_online : 1;
+#else
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) != 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -174,6 +203,7 @@ int rw_physical_cores(void) {
     free(ids);
     int n = ok && n_ids > 0 ? n_ids : n_logical;
     return n > 0 ? n : 1;
+#endif
 }
 
 rw_status rw_threadpool_new(int n_threads, rw_threadpool **out, rw_error *err) {

@@ -80,7 +80,9 @@ static void *map_huge(size_t bytes) {
     uint8_t *a = (uint8_t *)round_up((uintptr_t)p, HUGE_PAGE);
     if (a > p) munmap(p, (size_t)(a - p));
     if (p + len > a + bytes) munmap(a + bytes, (size_t)(p + len - (a + bytes)));
+#if defined(MADV_HUGEPAGE)
     madvise(a, bytes, MADV_HUGEPAGE); /* advice: without it the memory still works */
+#endif
     return a;
 }
 

@@ -60,12 +60,12 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chat/chat.h"
@@ -81,9 +81,33 @@ static const char *CMD = "serve";
 /* ---- signals ---- */
 
 static sigset_t stop_sigs;
-static sem_t stop_sem;
+/* the main thread waits for `stopping` (set once, by the signal thread) */
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
+static bool stopping;
 static atomic_int phase; /* 0 starting, 1 serving, 2 stopping */
 static double stop_limit = 15;
+
+/* Waits up to `limit` seconds for another stop signal: its number, or -1
+ * (errno EAGAIN) when none came. Where there is no sigtimedwait (macOS),
+ * the pending signals are looked at every 50 ms. */
+static int second_signal(double limit) {
+#if defined(__linux__)
+    struct timespec ts = {.tv_sec = (time_t)limit, .tv_nsec = (long)((limit - (double)(time_t)limit) * 1e9)};
+    return sigtimedwait(&stop_sigs, NULL, &ts);
+#else
+    for (double waited = 0; waited < limit; waited += 0.05) {
+        sigset_t pending;
+        int sig = 0;
+        if (!sigpending(&pending) && (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM)) &&
+            !sigwait(&stop_sigs, &sig))
+            return sig;
+        nanosleep(&(struct timespec){.tv_nsec = 50000000L}, NULL);
+    }
+    errno = EAGAIN;
+    return -1;
+#endif
+}
 
 static void *signal_main(void *arg) {
     (void)arg;
@@ -97,10 +121,12 @@ static void *signal_main(void *arg) {
         }
         if (expect != 1 || !atomic_compare_exchange_strong(&phase, &expect, 2)) continue;
         fprintf(stderr, "rewind serve: stopping (signal %d)\n", sig);
-        sem_post(&stop_sem);
-        struct timespec ts = {.tv_sec = (time_t)stop_limit, .tv_nsec = (long)((stop_limit - (double)(time_t)stop_limit) * 1e9)};
+        pthread_mutex_lock(&stop_mu);
+        stopping = true;
+        pthread_cond_signal(&stop_cv);
+        pthread_mutex_unlock(&stop_mu);
         for (;;) {
-            int r = sigtimedwait(&stop_sigs, NULL, &ts);
+            int r = second_signal(stop_limit);
             if (r < 0 && errno == EINTR) continue;
             fprintf(stderr, r < 0 ? "rewind serve: not stopped after %.0f s: exiting now\n"
                                   : "rewind serve: second signal: exiting now\n",
@@ -167,7 +193,6 @@ int rw_cmd_serve(int argc, char **argv) {
     sigaddset(&stop_sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    sem_init(&stop_sem, 0, 0);
     pthread_t sig_thread;
     if (pthread_create(&sig_thread, NULL, signal_main, NULL)) {
         rw_cli_error(CMD, "cannot start the signal thread");
@@ -348,9 +373,11 @@ int rw_cmd_serve(int argc, char **argv) {
                 spp.sources & RW_SPEC_NGRAM ? "n-gram lookup" : "", draft_max, draft_fixed ? "fixed" : "adaptive");
     fflush(stderr);
     int expect = 0;
-    if (atomic_compare_exchange_strong(&phase, &expect, 1)) /* else a signal came first: it exits */
-        while (sem_wait(&stop_sem) && errno == EINTR) {
-        }
+    if (atomic_compare_exchange_strong(&phase, &expect, 1)) { /* else a signal came first: it exits */
+        pthread_mutex_lock(&stop_mu);
+        while (!stopping) pthread_cond_wait(&stop_cv, &stop_mu);
+        pthread_mutex_unlock(&stop_mu);
+    }
     rc = 0;
     goto done;
 fail:

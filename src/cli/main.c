@@ -1,9 +1,11 @@
 /* main.c - the rewind program: dispatches to the subcommands in cli.h. */
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__) /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 #include "base/log.h"
 #include "cli/cli.h"
@@ -61,8 +63,10 @@ static void usage(FILE *f) {
  * trimming only past 1 GiB of free top lets freed blocks be reused. This
  * is the program's policy, not the library's: embedders choose their own. */
 static void tune_malloc(void) {
+#if defined(__GLIBC__) /* other C libraries have their own policies */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 /* The program's log hook: the library's messages on stderr. */
@@ -73,7 +77,7 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
 }
 
 /* Environment settings are the program's conveniences (the library reads no
- * environment): RW_KERNELS=ref|avx2|avx512 picks the kernel tier (ignored
+ * environment): RW_KERNELS=ref|avx2|avx512|neon picks the kernel tier (ignored
  * when the CPU lacks it), RW_NUMERICS=auto|fast|ggml the summation order
  * (a command's --numerics overrides it), RW_PANELS=0 turns the packed
  * panels off. */

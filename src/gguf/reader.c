@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/portable.h"
 #include "gguf/gguf_int.h"
 
 #define GGUF_MAX_ARRAY_DEPTH 8  /* nested arrays deeper than this are rejected */
@@ -388,7 +389,7 @@ static rw_status place_tensor_data(rw_gguf *g, rw_error *err) {
     size_t *order = malloc(g->n_tensors * sizeof *order);
     if (!order) return rw_errorf(err, RW_ERR_NOMEM, "no memory to check tensor overlap");
     for (size_t i = 0; i < g->n_tensors; i++) order[i] = i;
-    qsort_r(order, g->n_tensors, sizeof *order, cmp_by_offset, g->tensors);
+    rw_qsort_r(order, g->n_tensors, sizeof *order, cmp_by_offset, g->tensors);
     rw_status s = RW_OK;
     for (size_t k = 1; k < g->n_tensors; k++) {
         const rw_gguf_tensor *a = &g->tensors[order[k - 1]], *b = &g->tensors[order[k]];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/portable.h"
 #include "grammar/grammar_int.h"
 
 #define SUB_MIN 24 /* = match.c's LOOP_MIN_TOKENS: smaller subtrees are walked */
@@ -44,7 +45,7 @@ static rw_status build_trie(rw_grammar_vocab *v, rw_error *err) {
     if (!order) return rw_errorf(err, RW_ERR_NOMEM, "out of memory building the vocabulary trie");
     for (int32_t i = 0; i < v->n; i++)
         if (v->allowed[i] && v->off[i + 1] > v->off[i]) order[n_ok++] = i;
-    qsort_r(order, (size_t)n_ok, sizeof *order, cmp_tok, v);
+    rw_qsort_r(order, (size_t)n_ok, sizeof *order, cmp_tok, v);
     int64_t cap = (int64_t)n_ok + 1024;
     v->nodes = malloc((size_t)cap * sizeof *v->nodes);
     v->ttok = malloc((size_t)(n_ok + 1) * sizeof *v->ttok);

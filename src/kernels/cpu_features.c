@@ -1,8 +1,12 @@
 /* cpu_features.c - which instruction-set tiers this CPU and OS can run.
  *
- * A feature is usable only if cpuid reports it AND the OS saves the
+ * x86-64: a feature is usable only if cpuid reports it AND the OS saves the
  * registers it needs (XCR0, read with xgetbv): YMM state for AVX2, opmask +
  * ZMM state for AVX-512.
+ * AArch64: NEON is always there; the dot-product (asimddp) and 8-bit matrix
+ * multiply (i8mm) extensions are read from the kernel's hardware
+ * capabilities on Linux (getauxval) and from sysctl on macOS (every Apple
+ * Silicon CPU has the dot product; i8mm from the M2 on).
  */
 #include <stdbool.h>
 
@@ -59,4 +63,36 @@ bool rw_cpu_has_avx512(void) {
 #else
 bool rw_cpu_has_avx2(void) { return false; }
 bool rw_cpu_has_avx512(void) { return false; }
+#endif
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+
+bool rw_cpu_has_neon_dot(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
+bool rw_cpu_has_neon_i8mm(void) { return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0; }
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+
+static bool sysctl_flag(const char *name) {
+    int v = 0;
+    size_t len = sizeof v;
+    return sysctlbyname(name, &v, &len, NULL, 0) == 0 && v != 0;
+}
+
+bool rw_cpu_has_neon_dot(void) { return sysctl_flag("hw.optional.arm.FEAT_DotProd"); }
+bool rw_cpu_has_neon_i8mm(void) { return sysctl_flag("hw.optional.arm.FEAT_I8MM"); }
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+/* another OS: what the compiler was told the target has */
+bool rw_cpu_has_neon_dot(void) { return true; }
+bool rw_cpu_has_neon_i8mm(void) { return false; }
+#else
+bool rw_cpu_has_neon_dot(void) { return false; }
+bool rw_cpu_has_neon_i8mm(void) { return false; }
 #endif

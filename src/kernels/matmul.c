@@ -21,21 +21,44 @@
 typedef const rw_mm_kernel *(*kernel_lookup)(rw_dtype t);
 
 /* Kernel tables per tier; a type missing from a tier's table is served by
- * the tier below (today every tier covers every type). */
+ * the tier below (tier_below). The x86 tables exist in x86 builds only,
+ * the NEON ones in AArch64 builds only (the Makefile compiles each ISA's
+ * files for its own architecture). */
+#if defined(__x86_64__)
+#define X86_TABLE(f) f
+#else
+#define X86_TABLE(f) NULL
+#endif
+#if defined(__aarch64__)
+#define ARM_TABLE(f) f
+#else
+#define ARM_TABLE(f) NULL
+#endif
+
 static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
     [RW_TIER_REF] = rw_mm_kernel_ref,
-    [RW_TIER_AVX2] = rw_mm_kernel_avx2,
-    [RW_TIER_AVX512] = rw_mm_kernel_avx512,
+    [RW_TIER_AVX2] = X86_TABLE(rw_mm_kernel_avx2),
+    [RW_TIER_AVX512] = X86_TABLE(rw_mm_kernel_avx512),
+    [RW_TIER_NEON] = ARM_TABLE(rw_mm_kernel_neon),
 };
 
-static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512"};
+static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512", "neon"};
+
+/* The tier whose kernels serve what a tier lacks (the reference serves all). */
+static const rw_kernel_tier tier_below[RW_TIER_COUNT] = {
+    [RW_TIER_REF] = RW_TIER_REF,
+    [RW_TIER_AVX2] = RW_TIER_REF,
+    [RW_TIER_AVX512] = RW_TIER_AVX2,
+    [RW_TIER_NEON] = RW_TIER_REF,
+};
 
 /* Kernels that sum in ggml's order (RW_NUMERICS_GGML), per tier; types they
  * lack use the tables above. */
 static const kernel_lookup ggml_tables[RW_TIER_COUNT] = {
     [RW_TIER_REF] = rw_mm_kernel_ref_ggml,
-    [RW_TIER_AVX2] = rw_mm_kernel_avx2_ggml,
-    [RW_TIER_AVX512] = rw_mm_kernel_avx512_ggml,
+    [RW_TIER_AVX2] = X86_TABLE(rw_mm_kernel_avx2_ggml),
+    [RW_TIER_AVX512] = X86_TABLE(rw_mm_kernel_avx512_ggml),
+    [RW_TIER_NEON] = ARM_TABLE(rw_mm_kernel_neon_ggml),
 };
 
 const char *rw_kernel_tier_name(rw_kernel_tier t) {
@@ -47,6 +70,7 @@ bool rw_kernel_tier_available(rw_kernel_tier t) {
     case RW_TIER_REF: return true;
     case RW_TIER_AVX2: return rw_cpu_has_avx2();
     case RW_TIER_AVX512: return rw_cpu_has_avx512();
+    case RW_TIER_NEON: return rw_cpu_has_neon_dot();
     default: return false;
     }
 }
@@ -95,25 +119,28 @@ rw_numerics rw_numerics_current(void) {
 
 void rw_numerics_set(rw_numerics m) { atomic_store(&current_numerics, (int)m); }
 
+static const rw_mm_kernel *lookup(const kernel_lookup *tables, rw_kernel_tier t, rw_dtype type) {
+    return tables[t] ? tables[t](type) : NULL;
+}
+
 static const rw_mm_kernel *kernel_for(rw_kernel_tier tier, rw_dtype type, rw_kernel_tier *served) {
-    /* ggml numerics: a ggml-order kernel of any tier up to the requested one
-     * comes before a kernel of the other order; auto and fast: our order */
+    /* ggml numerics: a ggml-order kernel of any tier down the chain comes
+     * before a kernel of the other order; auto and fast: our order */
     if (rw_numerics_current() == RW_NUMERICS_GGML)
-        for (int i = (int)tier; i >= 0; i--) {
-            const rw_mm_kernel *k = ggml_tables[i] ? ggml_tables[i](type) : NULL;
+        for (rw_kernel_tier t = tier;; t = tier_below[t]) {
+            const rw_mm_kernel *k = lookup(ggml_tables, t, type);
             if (k) {
-                if (served) *served = (rw_kernel_tier)i;
+                if (served) *served = t;
                 return k;
             }
+            if (t == RW_TIER_REF) break;
         }
-    for (int i = (int)tier; i >= 0; i--) {
-        const rw_mm_kernel *k = tier_tables[i] ? tier_tables[i](type) : NULL;
-        if (k) {
-            if (served) *served = (rw_kernel_tier)i;
-            return k;
-        }
+    const rw_mm_kernel *k = lookup(tier_tables, tier, type);
+    if (k) {
+        if (served) *served = tier;
+        return k;
     }
-    return NULL;
+    return tier == RW_TIER_REF ? NULL : kernel_for(tier_below[tier], type, served);
 }
 
 rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type) {
@@ -584,7 +611,9 @@ rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
 }
 
 uint64_t rw_stream_read(const void *p, size_t n) {
+#if defined(__x86_64__)
     if (rw_cpu_has_avx512()) return rw_stream_read_avx512(p, n);
+#endif
     const uint64_t *q = p;
     uint64_t a = 0, b = 0, c = 0, d = 0;
     for (size_t i = 0; i + 4 <= n / 8; i += 4) {

@@ -22,7 +22,7 @@
  * bits (tests/kernels/test_matmul.c compares them bitwise), so results, saved
  * states and cache entries mean the same on every CPU. The tier is chosen
  * once from the CPU's features; the environment variable
- * RW_KERNELS=ref|avx2|avx512 overrides it (for tests and benchmarks).
+ * RW_KERNELS=ref|avx2|avx512|neon overrides it (for tests and benchmarks).
  */
 #ifndef RW_KERNELS_MATMUL_H
 #define RW_KERNELS_MATMUL_H
@@ -119,10 +119,11 @@ typedef enum {
     RW_TIER_REF = 0, /* plain C: the specification */
     RW_TIER_AVX2,    /* AVX2 + FMA + F16C */
     RW_TIER_AVX512,  /* AVX-512 F/BW/VL/DQ + VNNI + BF16 */
+    RW_TIER_NEON,    /* AArch64 NEON + dot product (SDOT) */
     RW_TIER_COUNT
 } rw_kernel_tier;
 
-const char *rw_kernel_tier_name(rw_kernel_tier t); /* "ref", "avx2", "avx512" */
+const char *rw_kernel_tier_name(rw_kernel_tier t); /* "ref", "avx2", "avx512", "neon" */
 
 /* True if this CPU (and OS) can run tier t. */
 bool rw_kernel_tier_available(rw_kernel_tier t);
@@ -136,7 +137,8 @@ rw_kernel_tier rw_kernel_tier_current(void);
 bool rw_kernel_tier_set(rw_kernel_tier t);
 
 /* The tier that actually serves type t under tier t_req: a tier without a
- * specialised kernel for a type falls back to the next lower one. */
+ * specialised kernel for a type falls back to the one below it (AVX-512 to
+ * AVX2, AVX2 and NEON to the reference). */
 rw_kernel_tier rw_kernel_tier_for(rw_kernel_tier t_req, rw_dtype type);
 
 /* ---- Numerics --------------------------------------------------------

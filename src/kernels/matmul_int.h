@@ -85,16 +85,20 @@ typedef struct {
 const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t);
+const rw_mm_kernel *rw_mm_kernel_neon(rw_dtype t);
 /* The kernels of RW_NUMERICS_GGML (matmul.h), per tier; NULL for the
  * types that mode leaves alone. */
 const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t);
+const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t);
 
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
 
 /* CPU feature probes (cpu_features.c). */
 bool rw_cpu_has_avx2(void);   /* AVX2 + FMA + F16C, OS saves YMM */
 bool rw_cpu_has_avx512(void); /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
+bool rw_cpu_has_neon_dot(void);  /* AArch64 with the dot-product instructions (SDOT/UDOT) */
+bool rw_cpu_has_neon_i8mm(void); /* AArch64 with the 8-bit matrix multiply (SMMLA) */
 
 #endif

@@ -15,6 +15,7 @@ void rw_silu_ref(const float *x, float *y, int64_t n) {
 void rw_silu(const float *x, float *y, int64_t n) {
     if (rw_ops_use_avx512()) rw_silu_avx512(x, y, n);
     else if (rw_ops_use_avx2()) rw_silu_avx2(x, y, n);
+    else if (rw_ops_use_neon()) rw_silu_neon(x, y, n);
     else rw_silu_ref(x, y, n);
 }
 
@@ -86,5 +87,6 @@ void rw_softmax_ref(const float *x, float *y, int64_t n) {
 void rw_softmax(const float *x, float *y, int64_t n) {
     if (rw_ops_use_avx512()) rw_softmax_avx512(x, y, n);
     else if (rw_ops_use_avx2()) rw_softmax_avx2(x, y, n);
+    else if (rw_ops_use_neon()) rw_softmax_neon(x, y, n);
     else rw_softmax_ref(x, y, n);
 }

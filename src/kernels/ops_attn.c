@@ -34,10 +34,12 @@ static void attn_task(void *p, int64_t task, int thread) {
     const float *q = j->q + t * j->q_stride + (int64_t)h0 * j->hd_k;
     float *out = j->out + t * j->out_stride + (int64_t)h0 * j->hd_v;
     float *scores = j->scratch + (int64_t)thread * j->group * j->n_ctx;
+#if defined(__x86_64__)
     if (j->avx512) {
         rw_attn_group_avx512(q, j->group, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores, out);
         return;
     }
+#endif
     for (int h = 0; h < j->group; h++) {
         rw_attn_pages one = head;
         if (one.sinks) one.sinks += h;

@@ -52,6 +52,9 @@ void rw_delta_rule_head(float *S, int dk, int dv, int64_t n_t, const float *q, i
     else if (rw_ops_use_avx2())
         rw_delta_rule_head_avx2(S, dk, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta,
                                 beta_stride, scale, o, o_stride, scratch);
+    else if (rw_ops_use_neon())
+        rw_delta_rule_head_neon(S, dk, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride,
+                                scale, o, o_stride, scratch);
     else
         rw_delta_rule_head_ref(S, dk, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride,
                                scale, o, o_stride, scratch);

@@ -14,9 +14,36 @@
 #include "kernels/ops_model.h"
 #include "kernels/quant.h"
 
-/* True when the AVX-512 (AVX2) twins may run: the current kernel tier. */
+/* True when the AVX-512 (AVX2) twins may run: the current kernel tier.
+ * Off x86-64 the twins are not built: the calls behind these fold away. */
+#if defined(__x86_64__)
 bool rw_ops_use_avx512(void);
 bool rw_ops_use_avx2(void);
+#else
+#define rw_ops_use_avx512() false
+#define rw_ops_use_avx2()   false
+#endif
+/* The same for the NEON twins (ops_neon.c, AArch64 only). */
+#if defined(__aarch64__)
+bool rw_ops_use_neon(void);
+#else
+#define rw_ops_use_neon() false
+#endif
+
+/* NEON twins (ops_neon.c): the reference's bits. */
+void rw_silu_neon(const float *x, float *y, int64_t n);
+void rw_swiglu_neon(float *g, const float *u, int64_t n);
+void rw_softmax_neon(const float *x, float *y, int64_t n);
+void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
+void rw_delta_rule_head_neon(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                             const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
+                             float *scratch);
+void rw_ssm_scan_head_neon(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride, const float *dt,
+                           int64_t dt_stride, float dt_bias, float A, const float *B, const float *C, int64_t bc_stride,
+                           float D, float *y, int64_t y_stride);
+void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                       float scale, float *scores, float *out);
 
 /* AVX2 twins (ops_avx2.c): bitwise the AVX-512 twins below. */
 void rw_silu_avx2(const float *x, float *y, int64_t n);

@@ -89,12 +89,19 @@ void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, i
 
 void rw_attn_head_paged(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                         float scale, float *scores, float *out) {
-    if (rw_kernel_tier_current() >= RW_TIER_AVX512)
+#if defined(__x86_64__)
+    if (rw_kernel_tier_current() == RW_TIER_AVX512) {
         rw_attn_head_avx512(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
-    else if (rw_kernel_tier_current() == RW_TIER_AVX2 && kv->first <= 0) /* a window: the reference, same bits */
+        return;
+    }
+    if (rw_kernel_tier_current() == RW_TIER_AVX2 && kv->first <= 0) { /* a window: the reference, same bits */
         rw_attn_head_avx2(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
-    else
-        rw_attn_head_paged_ref(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
+        return;
+    }
+#endif
+    if (rw_ops_use_neon() && !kv->sinks) /* sinks (gpt-oss): the reference, same bits */
+        rw_attn_head_neon(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
+    else rw_attn_head_paged_ref(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
 }
 
 /* The contiguous buffers as one page. */
@@ -120,8 +127,17 @@ void rw_swiglu_ref(float *g, const float *u, int64_t n) {
 }
 
 void rw_swiglu(float *g, const float *u, int64_t n) {
-    if (rw_kernel_tier_current() >= RW_TIER_AVX512) rw_swiglu_avx512(g, u, n);
-    else if (rw_kernel_tier_current() == RW_TIER_AVX2) rw_swiglu_avx2(g, u, n);
+#if defined(__x86_64__)
+    if (rw_kernel_tier_current() == RW_TIER_AVX512) {
+        rw_swiglu_avx512(g, u, n);
+        return;
+    }
+    if (rw_kernel_tier_current() == RW_TIER_AVX2) {
+        rw_swiglu_avx2(g, u, n);
+        return;
+    }
+#endif
+    if (rw_ops_use_neon()) rw_swiglu_neon(g, u, n);
     else rw_swiglu_ref(g, u, n);
 }
 

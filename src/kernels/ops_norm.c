@@ -5,8 +5,13 @@
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
 
-bool rw_ops_use_avx512(void) { return rw_kernel_tier_current() >= RW_TIER_AVX512; }
+#if defined(__x86_64__)
+bool rw_ops_use_avx512(void) { return rw_kernel_tier_current() == RW_TIER_AVX512; }
 bool rw_ops_use_avx2(void) { return rw_kernel_tier_current() == RW_TIER_AVX2; }
+#endif
+#if defined(__aarch64__)
+bool rw_ops_use_neon(void) { return rw_kernel_tier_current() == RW_TIER_NEON; }
+#endif
 
 void rw_rmsnorm_groups(const float *x, const float *w, int64_t w_stride, int n_groups, int gs, float eps, float *y) {
     for (int g = 0; g < n_groups; g++) {
@@ -40,5 +45,6 @@ void rw_rmsnorm_gated_ref(const float *x, const float *w, const float *z, int n_
 void rw_rmsnorm_gated(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y) {
     if (rw_ops_use_avx512()) rw_rmsnorm_gated_avx512(x, w, z, n_groups, gs, eps, y);
     else if (rw_ops_use_avx2()) rw_rmsnorm_gated_avx2(x, w, z, n_groups, gs, eps, y);
+    else if (rw_ops_use_neon()) rw_rmsnorm_gated_neon(x, w, z, n_groups, gs, eps, y);
     else rw_rmsnorm_gated_ref(x, w, z, n_groups, gs, eps, y);
 }

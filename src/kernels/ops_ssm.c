@@ -55,6 +55,9 @@ void rw_ssm_scan_head(float *state, int hd, int ds, int64_t n_t, const float *x,
     else if (rw_ops_use_avx2())
         rw_ssm_scan_head_avx2(state, hd, ds, n_t, x, x_stride, dt, dt_stride, dt_bias, A, B, C, bc_stride, D, y,
                               y_stride);
+    else if (rw_ops_use_neon())
+        rw_ssm_scan_head_neon(state, hd, ds, n_t, x, x_stride, dt, dt_stride, dt_bias, A, B, C, bc_stride, D, y,
+                              y_stride);
     else
         rw_ssm_scan_head_ref(state, hd, ds, n_t, x, x_stride, dt, dt_stride, dt_bias, A, B, C, bc_stride, D, y,
                              y_stride);

@@ -194,7 +194,14 @@ rw_status rw_quantize_row(rw_dtype t, const float *src, void *dst, int64_t n) {
     int64_t nb = n / bs;
     /* The K-quants' AVX-512 versions give the same bytes, in a fraction of
      * the time (their search dominates writing a K-quant file). */
+#if defined(__x86_64__)
     const bool avx512 = rw_kernel_tier_current() == RW_TIER_AVX512;
+#else /* not built off x86-64 */
+#define rw_quantize_q4_K_avx512 rw_quantize_q4_K_ref
+#define rw_quantize_q5_K_avx512 rw_quantize_q5_K_ref
+#define rw_quantize_q6_K_avx512 rw_quantize_q6_K_ref
+    const bool avx512 = false;
+#endif
     switch (t) {
     case RW_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     case RW_TYPE_F16:

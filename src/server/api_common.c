@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
-#include <sys/random.h>
 
+#include "base/portable.h"
 #include "server/api_int.h"
 
 /* ---- the output pipeline ---- */
@@ -201,7 +201,7 @@ bool rw_server__sse_event(srv_job *j, const char *name, json_t *o) {
 
 void rw_server__new_id(char *buf, size_t cap, const char *prefix) {
     unsigned char rnd[12];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0, sizeof rnd);
+    if (!rw_random_bytes(rnd, sizeof rnd)) memset(rnd, 0, sizeof rnd);
     int off = snprintf(buf, cap, "%s", prefix);
     for (size_t i = 0; i < sizeof rnd && off > 0 && (size_t)off < cap; i++)
         off += snprintf(buf + off, cap - (size_t)off, "%02x", rnd[i]);

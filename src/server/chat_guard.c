@@ -23,9 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
+#include "base/portable.h"
 #include "server/server_int.h"
 
 /* A marker stands for one untrusted string in the marked rendering: letters,
@@ -37,7 +37,7 @@ static char mark_key[24];
 static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 static void mark_init(void) {
     uint64_t r = 0;
-    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = (uint64_t)(uintptr_t)&r ^ (uint64_t)time(NULL);
+    if (!rw_random_bytes(&r, sizeof r)) r = (uint64_t)(uintptr_t)&r ^ (uint64_t)time(NULL);
     snprintf(mark_key, sizeof mark_key, "rwG%016" PRIx64 "_", r);
 }
 

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
+#include "base/portable.h"
 #include "server/server_int.h"
 
 static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
@@ -141,7 +141,7 @@ srv_job *rw_server__job_new(rw_server *s, const srv_request *r) {
     j->created = (int64_t)time(NULL);
     j->stream = r->stream;
     unsigned char rnd[12];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0, sizeof rnd);
+    if (!rw_random_bytes(rnd, sizeof rnd)) memset(rnd, 0, sizeof rnd);
     int off = snprintf(j->id, sizeof j->id, "%s", r->chat ? "chatcmpl-" : "cmpl-");
     for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(j->id + off, sizeof j->id - (size_t)off, "%02x", rnd[i]);
     return j;
@@ -217,7 +217,7 @@ rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, boo
     rw_chat_output_opts o = j->parse;
     o.id_prefix = id_prefix;
     o.stream_args = stream;
-    if (getrandom(&o.id_seed, sizeof o.id_seed, 0) != (ssize_t)sizeof o.id_seed) o.id_seed = (uint64_t)time(NULL);
+    if (!rw_random_bytes(&o.id_seed, sizeof o.id_seed)) o.id_seed = (uint64_t)time(NULL);
     return rw_chat_output_new(&o, out, err);
 }
 

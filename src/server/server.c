@@ -2,7 +2,8 @@
  * Origin and Host checks, CORS, error responses, and the generation
  * endpoints' flow (server.h).
  *
- * libmicrohttpd runs event-driven (epoll, a pool of two threads) and calls
+ * libmicrohttpd runs event-driven (epoll on Linux, poll elsewhere; a pool
+ * of two threads) and calls
  * handle() several times per request: first with the headers (we route,
  * check Host, Origin, the key and the body's framing, answering errors at
  * once), then with pieces of the body (collected up to max_body; beyond it
@@ -23,7 +24,16 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/portable.h"
 #include "server/api_int.h"
+
+/* The daemon's event loop: epoll on Linux; elsewhere (macOS, the BSDs) the
+ * best the library has there (poll or select). */
+#if defined(__linux__)
+#define EVENT_LOOP MHD_USE_EPOLL
+#else
+#define EVENT_LOOP MHD_USE_AUTO
+#endif
 
 enum {
     R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
@@ -685,7 +695,8 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
         rw_errorf(err, RW_ERR_INVALID_ARG, "--host needs a numeric IPv4 or IPv6 address, not \"%s\"", host);
         return -1;
     }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(ss.ss_family, SOCK_STREAM | RW_SOCK_CLOEXEC, 0);
+    rw_cloexec(fd);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
         bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 1024)) { /* bursts of connects wait, not reset */
@@ -860,7 +871,7 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
     const unsigned per_ip = cfg->max_connections_per_ip < 0    ? 0
                             : cfg->max_connections_per_ip > 0 ? (unsigned)cfg->max_connections_per_ip
                                                               : 256;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | EVENT_LOOP | MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
                                  connection_event, s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,

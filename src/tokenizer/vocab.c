@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/portable.h"
 #include "tokenizer/tok_int.h"
 
 /* ---- string map ---- */
@@ -321,7 +322,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     for (int32_t i = 0; i < n; i++)
         if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER_DEFINED || t->type[i] == TT_UNKNOWN) && t->len[i] > 0)
             t->special[t->n_special++] = i;
-    qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, cmp_special_len, t);
+    rw_qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, cmp_special_len, t);
 
     if (!(t->strip = calloc((size_t)n, 1))) {
         s = rw_errorf(err, RW_ERR_NOMEM, "out of memory");

@@ -169,6 +169,39 @@ static void check_attn(void) {
     }
 }
 
+/* Paged keys and values (pages of 64 positions, the last one partial) with
+ * and without a sliding window: the dispatched kernel gives the
+ * reference's bits. */
+static void check_attn_paged(void) {
+    enum { P = 64, N = 300, HK = 64, HV = 40, NP = (N + P - 1) / P };
+    const int64_t firsts[] = {0, 1, 63, 70, 130, 299};
+    float *q = malloc(HK * 4), *sc = malloc(N * 4), a[HV], b[HV];
+    float *kf[NP], *vf[NP];
+    uint16_t *kh[NP], *vh[NP];
+    for (int i = 0; i < HK; i++) q[i] = 3.0f * frand();
+    for (int p = 0; p < NP; p++) {
+        kf[p] = malloc(P * HK * 4), vf[p] = malloc(HV * P * 4);
+        kh[p] = malloc(P * HK * 2), vh[p] = malloc(HV * P * 2);
+        for (int i = 0; i < P * HK; i++) kh[p][i] = f2h(kf[p][i] = frand());
+        for (int i = 0; i < HV * P; i++) vh[p][i] = f2h(vf[p][i] = frand()); /* row i of page p: positions of the page */
+    }
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (size_t fi = 0; fi < sizeof firsts / sizeof firsts[0]; fi++) {
+            const void *kp[NP], *vp[NP];
+            for (int p = 0; p < NP; p++) {
+                kp[p] = f16 ? (const void *)kh[p] : kf[p];
+                vp[p] = f16 ? (const void *)vh[p] : vf[p];
+            }
+            const rw_attn_pages pages = {.k_pages = kp, .v_pages = vp, .page_len = P, .v_stride = P, .first = firsts[fi]};
+            rw_attn_head_paged_ref(q, &pages, f16, N, HK, HV, 0.125f, sc, a);
+            rw_attn_head_paged(q, &pages, f16, N, HK, HV, 0.125f, sc, b);
+            CHECK_MSG(!memcmp(a, b, sizeof a), "%s paged f16 %d first %lld: not the reference's bits",
+                      rw_kernel_tier_name(rw_kernel_tier_current()), f16, (long long)firsts[fi]);
+        }
+    for (int p = 0; p < NP; p++) free(kf[p]), free(vf[p]), free(kh[p]), free(vh[p]);
+    free(q), free(sc);
+}
+
 /* every tier this CPU runs computes the reference's bits */
 int main(void) {
     check_rmsnorm();
@@ -178,6 +211,7 @@ int main(void) {
         if (!rw_kernel_tier_set((rw_kernel_tier)t)) continue;
         check_swiglu();
         check_attn();
+        check_attn_paged();
     }
     return rw_test_done();
 }

@@ -494,9 +494,9 @@ int main(void) {
     if (!rw_test_sanitized()) check_qwen3next_legacy();
     check_gpt_oss_yarn();
     const size_t n = sizeof FIXTURES / sizeof FIXTURES[0];
-    /* RW_FIXTURE_MODEL=lfm2 (say) checks that model's files only, also
-     * under the sanitizers, which otherwise check one F32 and one quantized
-     * file. */
+    /* RW_FIXTURE_MODEL=lfm2 (say) checks that model's files only (in the
+     * exact checks below too), also under the sanitizers, which otherwise
+     * check one F32 and one quantized file. */
     const char *only = getenv("RW_FIXTURE_MODEL");
     for (size_t i = 0, done = 0; i < n; i++) {
         if (only ? strcmp(FIXTURES[i].model, only) != 0 : rw_test_sanitized() && done >= 2) continue;
@@ -515,7 +515,8 @@ int main(void) {
                                                {"qwen3next", "Q8_0"},  {"granitehybrid", "Q8_0"}, {"lfm2", "Q8_0"},
                                                {"nemotron_h", "Q8_0"}, {"gemma3", "Q8_0"},        {"gemma3", "Q4_K_M"}, {"gpt-oss", "Q8_0"},
                                                {"gpt-oss", "MXFP4_MOE"}};
-        for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) check_exact(exact[i][0], exact[i][1]);
+        for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+            if (!only || !strcmp(exact[i][0], only)) check_exact(exact[i][0], exact[i][1]);
     }
     return rw_test_done();
 }

@@ -1,0 +1,389 @@
+/* matmul_neon.c - the NEON tier (AArch64 with the dot-product extension).
+ *
+ * Every output is bitwise what the reference (matmul_ref.c) computes: the
+ * integer sums are exact whatever the instructions, and the float steps are
+ * the reference's, in its order. A 16-lane accumulator of the reference is
+ * four 4-lane registers here (lanes 4c .. 4c + 3 in register c), and its
+ * final reduce16 is written out with the same pairs: the high eight lanes
+ * onto the low eight, the upper four onto the lower four, then lanes
+ * (0 + 2) + (1 + 3).
+ *
+ * SDOT (vdotq_s32) sums the products of four consecutive signed bytes into
+ * one 32-bit lane: exactly the reference's "lane l takes the products
+ * 4l .. 4l + 3" of a 16-byte piece, so the lanes need no reshuffling. The
+ * weights enter it as signed bytes (Q8_0 as they are, Q4_0 minus 8, the
+ * K-quants unsigned 0..63).
+ *
+ * Types (see matmul_ref.c for each one's arithmetic):
+ *  - F32, F16, BF16: 32 float lanes, one fma per element (BF16: per pair,
+ *    odd element first);
+ *  - Q8_0: block sums, four accumulators (block b onto (b % 8) / 2); Q4_0:
+ *    16 lanes, even blocks in lanes 0-7, odd ones in 8-15;
+ *  - RW_NUMERICS_GGML order (also the default for the K-quants): Q8_0,
+ *    Q4_0, Q4_K, Q6_K, eight lanes and ggml's hsum.
+ * Every other type and order (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K,
+ * IQ4_XS, the K-quants' own order) is served by the reference tier.
+ * Activations are converted as the reference converts them. A tile computes
+ * one output at a time, the same code for every element, so results are
+ * batch invariant.
+ */
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/matmul_int.h"
+#include "kernels/quant_int.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+static float f16(rw_f16 h) { return rw_f16_to_f32(h); }
+
+/* reduce16 of the 16 lanes [a0 | a1 | a2 | a3]: t = (a2, a3) + (a0, a1),
+ * u = t_hi + t_lo, then (u0 + u2) + (u1 + u3). */
+INLINE float reduce16(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) {
+    const float32x4_t u = vaddq_f32(vaddq_f32(a3, a1), vaddq_f32(a2, a0));
+    return (vgetq_lane_f32(u, 0) + vgetq_lane_f32(u, 2)) + (vgetq_lane_f32(u, 1) + vgetq_lane_f32(u, 3));
+}
+
+/* ggml's hsum of eight lanes [lo | hi]: t = hi + lo, then (t0 + t2) + (t1 + t3). */
+INLINE float hsum8(float32x4_t lo, float32x4_t hi) {
+    const float32x4_t t = vaddq_f32(hi, lo);
+    return (vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 2)) + (vgetq_lane_f32(t, 1) + vgetq_lane_f32(t, 3));
+}
+
+/* ==== activations ========================================================= */
+
+static size_t x_bytes_f32(int64_t n) { return (size_t)n * sizeof(float); }
+static size_t x_bytes_16(int64_t n) { return (size_t)n * 2; }
+static size_t x_bytes_q8_0(int64_t n) { return (size_t)(n / RW_QK) * sizeof(rw_block_q8_0); }
+static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / RW_QK_K) * sizeof(rw_block_q8_K); }
+
+static void convert_f32(const float *x, void *xq, int64_t n) { memcpy(xq, x, (size_t)n * sizeof(float)); }
+static void convert_f16(const float *x, void *xq, int64_t n) {
+    rw_f16 *q = xq;
+    for (int64_t i = 0; i < n; i++) q[i] = rw_f32_to_f16(x[i]);
+}
+static void convert_bf16(const float *x, void *xq, int64_t n) {
+    rw_bf16 *q = xq;
+    for (int64_t i = 0; i < n; i++) q[i] = rw_f32_to_bf16(x[i]);
+}
+static void convert_q8_0(const float *x, void *xq, int64_t n) { rw_quantize_act_q8_0(x, xq, n / RW_QK); }
+static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_K, x, xq, n); }
+
+/* ==== float types ========================================================= */
+
+/* 32 lanes in eight registers (lanes 4c .. 4c + 3 in a[c]); the reference's
+ * reduce32 adds lane l + 16 onto lane l, then reduce16. */
+INLINE float reduce32(const float32x4_t a[8]) {
+    return reduce16(vaddq_f32(a[0], a[4]), vaddq_f32(a[1], a[5]), vaddq_f32(a[2], a[6]), vaddq_f32(a[3], a[7]));
+}
+
+/* The tail past the last whole 32 (64 for BF16), one lane at a time as the
+ * reference does it (lanes it does not reach stay as they are). */
+INLINE void spill(float32x4_t a[8], float lanes[32]) {
+    for (int c = 0; c < 8; c++) vst1q_f32(lanes + 4 * c, a[c]);
+}
+INLINE void fill(float32x4_t a[8], const float lanes[32]) {
+    for (int c = 0; c < 8; c++) a[c] = vld1q_f32(lanes + 4 * c);
+}
+
+static float dot_f32(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const float *w = (const float *)wp, *x = (const float *)xp;
+    float32x4_t a[8];
+    for (int c = 0; c < 8; c++) a[c] = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int c = 0; c < 8; c++) a[c] = vfmaq_f32(a[c], vld1q_f32(w + i + 4 * c), vld1q_f32(x + i + 4 * c));
+    if (i < n) {
+        float lanes[32];
+        spill(a, lanes);
+        for (int64_t k = i; k < n; k++) lanes[k - i] = fmaf(w[k], x[k], lanes[k - i]);
+        fill(a, lanes);
+    }
+    return reduce32(a);
+}
+
+static float dot_f16(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const float16_t *w = (const float16_t *)wp, *x = (const float16_t *)xp;
+    float32x4_t a[8];
+    for (int c = 0; c < 8; c++) a[c] = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int c = 0; c < 8; c++)
+            a[c] = vfmaq_f32(a[c], vcvt_f32_f16(vld1_f16(w + i + 4 * c)), vcvt_f32_f16(vld1_f16(x + i + 4 * c)));
+    if (i < n) {
+        const rw_f16 *wh = (const rw_f16 *)wp, *xh = (const rw_f16 *)xp;
+        float lanes[32];
+        spill(a, lanes);
+        for (int64_t k = i; k < n; k++) lanes[k - i] = fmaf(f16(wh[k]), f16(xh[k]), lanes[k - i]);
+        fill(a, lanes);
+    }
+    return reduce32(a);
+}
+
+/* 8 bf16 (4 pairs) as their even and odd elements in f32. */
+INLINE void bf16_pairs(const rw_bf16 *p, float32x4_t *even, float32x4_t *odd) {
+    const uint32x4_t v = vreinterpretq_u32_u16(vld1q_u16((const uint16_t *)p));
+    *even = vreinterpretq_f32_u32(vshlq_n_u32(v, 16));
+    *odd = vreinterpretq_f32_u32(vandq_u32(v, vdupq_n_u32(0xFFFF0000u)));
+}
+
+static float dot_bf16(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_bf16 *w = (const rw_bf16 *)wp, *x = (const rw_bf16 *)xp;
+    float32x4_t a[8];
+    for (int c = 0; c < 8; c++) a[c] = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int c = 0; c < 8; c++) {
+            float32x4_t we, wo, xe, xo;
+            bf16_pairs(w + i + 8 * c, &we, &wo);
+            bf16_pairs(x + i + 8 * c, &xe, &xo);
+            a[c] = vfmaq_f32(vfmaq_f32(a[c], wo, xo), we, xe);
+        }
+    if (i < n) {
+        float lanes[32];
+        spill(a, lanes);
+        for (int64_t p = i / 2; 2 * p < n; p++) {
+            float *l = &lanes[p % 32];
+            if (2 * p + 1 < n) *l = fmaf(rw_bf16_to_f32(w[2 * p + 1]), rw_bf16_to_f32(x[2 * p + 1]), *l);
+            *l = fmaf(rw_bf16_to_f32(w[2 * p]), rw_bf16_to_f32(x[2 * p]), *l);
+        }
+        fill(a, lanes);
+    }
+    return reduce32(a);
+}
+
+/* ==== 32-element blocks =================================================== */
+
+/* The products 4l .. 4l + 3 of 32 weight bytes (lo: elements 0-15, hi:
+ * 16-31) and an activation block, lanes l = 0-3 and 4-7. */
+INLINE void block_lanes(int8x16_t lo, int8x16_t hi, const int8_t *x, int32x4_t *s_lo, int32x4_t *s_hi) {
+    *s_lo = vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(x));
+    *s_hi = vdotq_s32(vdupq_n_s32(0), hi, vld1q_s8(x + 16));
+}
+
+/* Q4_0's 32 values minus 8: low nibbles are elements 0-15, high ones 16-31. */
+INLINE void q4_0_values(const rw_block_q4_0 *b, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t q = vld1q_u8(b->qs);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+}
+
+/* Q8_0: block b's exact sum onto acc[(b % 8) / 2]. Eight blocks at a time:
+ * blocks 0, 2, 4, 6 are one fma on the four accumulators, then 1, 3, 5, 7
+ * (each accumulator sees its blocks in the reference's order). */
+static float dot_q8_0(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q8_0 *w = (const rw_block_q8_0 *)wp, *x = (const rw_block_q8_0 *)xp;
+    const int64_t nb = n / RW_QK;
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8)
+        for (int odd = 0; odd < 2; odd++) {
+            int32x4_t s[4];
+            float d[4];
+            for (int k = 0; k < 4; k++) {
+                const int64_t bb = b + 2 * k + odd;
+                int32x4_t lo, hi;
+                block_lanes(vld1q_s8(w[bb].qs), vld1q_s8(w[bb].qs + 16), x[bb].qs, &lo, &hi);
+                s[k] = vaddq_s32(lo, hi);
+                d[k] = f16(w[bb].d) * f16(x[bb].d);
+            }
+            const int32x4_t isum = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(isum), vld1q_f32(d));
+        }
+    float a[4];
+    vst1q_f32(a, acc);
+    for (; b < nb; b++) {
+        int32x4_t lo, hi;
+        block_lanes(vld1q_s8(w[b].qs), vld1q_s8(w[b].qs + 16), x[b].qs, &lo, &hi);
+        const int32_t isum = vaddvq_s32(vaddq_s32(lo, hi));
+        a[(b % 8) / 2] = fmaf((float)isum, f16(w[b].d) * f16(x[b].d), a[(b % 8) / 2]);
+    }
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+/* Q4_0: 16 lanes, block b in lanes 8 * (b % 2) + l, one fma per lane. */
+static float dot_q4_0(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q4_0 *w = (const rw_block_q4_0 *)wp;
+    const rw_block_q8_0 *x = (const rw_block_q8_0 *)xp;
+    float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int8x16_t lo, hi;
+        int32x4_t s_lo, s_hi;
+        q4_0_values(&w[b], &lo, &hi);
+        block_lanes(lo, hi, x[b].qs, &s_lo, &s_hi);
+        const float d = f16(w[b].d) * f16(x[b].d);
+        float32x4_t *h = a + 2 * (b % 2);
+        h[0] = vfmaq_n_f32(h[0], vcvtq_f32_s32(s_lo), d);
+        h[1] = vfmaq_n_f32(h[1], vcvtq_f32_s32(s_hi), d);
+    }
+    return reduce16(a[0], a[1], a[2], a[3]);
+}
+
+/* The ggml order of a 32-block type: eight lanes, acc_l = fma(d, lsum_l,
+ * acc_l) block after block, hsum8. */
+static float dot_q8_0_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q8_0 *w = (const rw_block_q8_0 *)wp, *x = (const rw_block_q8_0 *)xp;
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int32x4_t s_lo, s_hi;
+        block_lanes(vld1q_s8(w[b].qs), vld1q_s8(w[b].qs + 16), x[b].qs, &s_lo, &s_hi);
+        const float d = f16(w[b].d) * f16(x[b].d);
+        lo = vfmaq_n_f32(lo, vcvtq_f32_s32(s_lo), d);
+        hi = vfmaq_n_f32(hi, vcvtq_f32_s32(s_hi), d);
+    }
+    return hsum8(lo, hi);
+}
+
+static float dot_q4_0_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q4_0 *w = (const rw_block_q4_0 *)wp;
+    const rw_block_q8_0 *x = (const rw_block_q8_0 *)xp;
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        int8x16_t ql, qh;
+        int32x4_t s_lo, s_hi;
+        q4_0_values(&w[b], &ql, &qh);
+        block_lanes(ql, qh, x[b].qs, &s_lo, &s_hi);
+        const float d = f16(w[b].d) * f16(x[b].d);
+        lo = vfmaq_n_f32(lo, vcvtq_f32_s32(s_lo), d);
+        hi = vfmaq_n_f32(hi, vcvtq_f32_s32(s_hi), d);
+    }
+    return hsum8(lo, hi);
+}
+
+/* ==== K-quants in ggml's order ============================================ */
+
+/* Scale and min of sub-block j of Q4_K (6 bits each in 12 bytes). */
+static void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* Q4_K: lane l = sum over sub-blocks j of scale_j * (products 32j + 4l ..
+ * 32j + 4l + 3), exact; the mins in four lanes from Q8_K's bsums; then
+ * acc_l = fma(dx*d, lane_l, acc_l), accm_k = fma(-dx*dmin, mlane_k, accm_k);
+ * hsum8(acc) + ((accm0 + accm2) + (accm1 + accm3)). */
+static float dot_q4_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q4_K *w = (const rw_block_q4_K *)wp;
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) k4_scale_min(w[b].scales, j, &sc[j], &mn[j]);
+        int32x4_t l_lo = vdupq_n_s32(0), l_hi = vdupq_n_s32(0);
+        for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 (high) of qs[32c .. 32c + 32) */
+            const uint8x16_t q0 = vld1q_u8(w[b].qs + 32 * c), q1 = vld1q_u8(w[b].qs + 32 * c + 16);
+            const int8_t *xq = x[b].qs + 64 * c;
+            int32x4_t s_lo, s_hi;
+            block_lanes(vreinterpretq_s8_u8(vandq_u8(q0, vdupq_n_u8(0x0F))),
+                        vreinterpretq_s8_u8(vandq_u8(q1, vdupq_n_u8(0x0F))), xq, &s_lo, &s_hi);
+            l_lo = vmlaq_n_s32(l_lo, s_lo, sc[2 * c]);
+            l_hi = vmlaq_n_s32(l_hi, s_hi, sc[2 * c]);
+            block_lanes(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), xq + 32, &s_lo,
+                        &s_hi);
+            l_lo = vmlaq_n_s32(l_lo, s_lo, sc[2 * c + 1]);
+            l_hi = vmlaq_n_s32(l_hi, s_hi, sc[2 * c + 1]);
+        }
+        const int16_t *bs = x[b].bsums;
+        int32_t mlane[4];
+        for (int k = 0; k < 4; k++)
+            mlane[k] = mn[2 * k] * (bs[4 * k] + bs[4 * k + 1]) + mn[2 * k + 1] * (bs[4 * k + 2] + bs[4 * k + 3]);
+        const float d = x[b].d * f16(w[b].d), dmin = -x[b].d * f16(w[b].dmin);
+        accm = vfmaq_n_f32(accm, vcvtq_f32_s32(vld1q_s32(mlane)), dmin);
+        lo = vfmaq_n_f32(lo, vcvtq_f32_s32(l_lo), d);
+        hi = vfmaq_n_f32(hi, vcvtq_f32_s32(l_hi), d);
+    }
+    const float m =
+        (vgetq_lane_f32(accm, 0) + vgetq_lane_f32(accm, 2)) + (vgetq_lane_f32(accm, 1) + vgetq_lane_f32(accm, 3));
+    return hsum8(lo, hi) + m;
+}
+
+/* Q6_K: quants unsigned (0..63), lane l = sum over 16-groups of scale *
+ * (products of elements 32c + 4l .. + 3), minus 32 * (scale . x) of
+ * 32-chunk c on lane c; acc_l = fma(dx*d, lane_l, acc_l); hsum8. */
+static float dot_q6_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q6_K *w = (const rw_block_q6_K *)wp;
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        const int8_t *sc = w[b].scales;
+        int32x4_t l_lo = vdupq_n_s32(0), l_hi = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[b].ql + 64 * h, *qh = w[b].qh + 32 * h;
+            for (int half = 0; half < 2; half++) { /* elements l = 16 half .. 16 half + 15 of each 32-chunk */
+                const uint8x16_t a = vld1q_u8(ql + 16 * half), a2 = vld1q_u8(ql + 32 + 16 * half),
+                                 hb = vld1q_u8(qh + 16 * half);
+                const uint8x16_t v[4] = {
+                    vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
+                    vorrq_u8(vandq_u8(a2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
+                    vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
+                    vorrq_u8(vshrq_n_u8(a2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+                };
+                for (int k = 0; k < 4; k++) { /* chunk 4h + k, its 16-group 8h + 2k + half */
+                    const int g = 8 * h + 2 * k + half;
+                    const int32x4_t s =
+                        vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(v[k]), vld1q_s8(x[b].qs + 16 * g));
+                    if (half == 0) l_lo = vmlaq_n_s32(l_lo, s, sc[g]);
+                    else l_hi = vmlaq_n_s32(l_hi, s, sc[g]);
+                }
+            }
+        }
+        int32_t off[8];
+        for (int c = 0; c < 8; c++)
+            off[c] = 32 * (sc[2 * c] * x[b].bsums[2 * c] + sc[2 * c + 1] * x[b].bsums[2 * c + 1]);
+        l_lo = vsubq_s32(l_lo, vld1q_s32(off));
+        l_hi = vsubq_s32(l_hi, vld1q_s32(off + 4));
+        const float d = x[b].d * f16(w[b].d);
+        lo = vfmaq_n_f32(lo, vcvtq_f32_s32(l_lo), d);
+        hi = vfmaq_n_f32(hi, vcvtq_f32_s32(l_hi), d);
+    }
+    return hsum8(lo, hi);
+}
+
+/* ==== tiles and the tables ================================================ */
+
+#define NEON_KERNEL(name, xb, conv)                                                                                \
+    static void tile_##name(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq,            \
+                            size_t xq_stride, int nx, float *out) {                                                \
+        for (int j = 0; j < nx; j++)                                                                               \
+            for (int i = 0; i < nw; i++) out[j * nw + i] = dot_##name(n_in, w + i * w_stride, xq + j * xq_stride); \
+    }                                                                                                              \
+    static const rw_mm_kernel kernel_##name = {                                                                    \
+        .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = 1, .max_nx = 1};
+
+NEON_KERNEL(f32, x_bytes_f32, convert_f32)
+NEON_KERNEL(f16, x_bytes_16, convert_f16)
+NEON_KERNEL(bf16, x_bytes_16, convert_bf16)
+NEON_KERNEL(q8_0, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(q4_0, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(q4_K_ggml, x_bytes_q8_K, convert_q8_K)
+NEON_KERNEL(q6_K_ggml, x_bytes_q8_K, convert_q8_K)
+
+const rw_mm_kernel *rw_mm_kernel_neon(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_F32: return &kernel_f32;
+    case RW_TYPE_F16: return &kernel_f16;
+    case RW_TYPE_BF16: return &kernel_bf16;
+    case RW_TYPE_Q8_0: return &kernel_q8_0;
+    case RW_TYPE_Q4_0: return &kernel_q4_0;
+    default: return NULL;
+    }
+}
+
+const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t) {
+    switch (t) {
+    case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
+    case RW_TYPE_Q4_0: return &kernel_q4_0_ggml;
+    case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
+    case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;
+    default: return NULL;
+    }
+}
