@@ -36,6 +36,11 @@ extern void *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
 extern void *__libc_memalign(size_t, size_t);
 
+/* Exported from the program (it is built with hidden visibility), so that
+ * the shared libraries' allocations (libc's strdup, jansson's) come here
+ * too: a block one of them allocates may be freed by our code. */
+#define RW_INTERPOSE __attribute__((visibility("default")))
+
 static atomic_long live;       /* blocks allocated and not freed */
 static atomic_long countdown;  /* > 0: armed; the allocation that takes it to 0 fails */
 static atomic_long n_allocs;   /* allocations while armed (failed one included) */
@@ -65,7 +70,7 @@ static bool fail_now(void *ra) {
     return true;
 }
 
-void *malloc(size_t n) {
+RW_INTERPOSE void *malloc(size_t n) {
     if (fail_now(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL;
@@ -75,7 +80,7 @@ void *malloc(size_t n) {
     return p;
 }
 
-void *calloc(size_t a, size_t b) {
+RW_INTERPOSE void *calloc(size_t a, size_t b) {
     if (fail_now(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL;
@@ -85,7 +90,7 @@ void *calloc(size_t a, size_t b) {
     return p;
 }
 
-void *realloc(void *q, size_t n) {
+RW_INTERPOSE void *realloc(void *q, size_t n) {
     if (q && n == 0) {
         atomic_fetch_sub(&live, 1);
         return __libc_realloc(q, 0);
@@ -99,7 +104,7 @@ void *realloc(void *q, size_t n) {
     return p;
 }
 
-void free(void *p) {
+RW_INTERPOSE void free(void *p) {
     if (!p) return;
     atomic_fetch_sub(&live, 1);
     __libc_free(p);
@@ -115,10 +120,10 @@ static void *memalign_from(size_t al, size_t n, void *ra) {
     return p;
 }
 
-void *memalign(size_t al, size_t n) { return memalign_from(al, n, __builtin_return_address(0)); }
-void *aligned_alloc(size_t al, size_t n) { return memalign_from(al, n, __builtin_return_address(0)); }
+RW_INTERPOSE void *memalign(size_t al, size_t n) { return memalign_from(al, n, __builtin_return_address(0)); }
+RW_INTERPOSE void *aligned_alloc(size_t al, size_t n) { return memalign_from(al, n, __builtin_return_address(0)); }
 
-int posix_memalign(void **out, size_t al, size_t n) {
+RW_INTERPOSE int posix_memalign(void **out, size_t al, size_t n) {
     void *p = memalign_from(al, n, __builtin_return_address(0));
     if (!p) return ENOMEM;
     *out = p;
