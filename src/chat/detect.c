@@ -21,6 +21,7 @@ void rw_chat_detect_caps(const char *src, size_t n, rw_chat_caps *out) {
     strcpy(out->think_close, "</think>");
     out->reads_enable_thinking = has(src, n, "enable_thinking");
     out->reads_reasoning_effort = has(src, n, "reasoning_effort");
+    out->no_think_switch = has(src, n, "'/no_think'") || has(src, n, "\"/no_think\"");
     /* Mistral's templates raise unless every tool call id is 9 alphanumerics */
     out->tool_ids_9 = has(src, n, "length 9") || has(src, n, "[TOOL_CALLS]");
     out->system_role = out->tool_calls = out->parallel_calls = out->tool_results = true;

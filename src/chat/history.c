@@ -424,6 +424,28 @@ rw_status rw_chat_prepare(const rw_chat_caps *caps, const rw_chat_prompt_opts *o
         json_decref(norm);
         norm = adapted;
     }
+    /* a template whose thinking switch is "/no_think" in the conversation
+     * (Nemotron's) hears enable_thinking false (or reasoning_effort none)
+     * only as that text: after the last user message's content, which the
+     * template reads for it and takes out of what it renders */
+    const json_t *kw_think = json_object_get(extra, "enable_thinking");
+    if (norm && caps && caps->no_think_switch &&
+        (kw_think ? json_is_false(kw_think) : enable_thinking == 0)) {
+        for (size_t i = json_array_size(norm); i-- > 0;) {
+            json_t *m = json_array_get(norm, i), *c = json_object_get(m, "content");
+            if (strcmp(json_string_value(json_object_get(m, "role")) ? json_string_value(json_object_get(m, "role")) : "",
+                       "user") != 0 || !json_is_string(c))
+                continue;
+            char *t = malloc(json_string_length(c) + 12); /* freed below */
+            if (t) {
+                memcpy(t, json_string_value(c), json_string_length(c));
+                memcpy(t + json_string_length(c), " /no_think", 11);
+                json_object_set_new(m, "content", json_stringn(t, json_string_length(c) + 10));
+            }
+            free(t);
+            break;
+        }
+    }
     out->messages = norm;
     out->messages_json = norm ? json_dumps(norm, JSON_COMPACT) : NULL;
     out->tools_json = o->tools && json_is_array(o->tools) ? json_dumps(o->tools, JSON_COMPACT) : NULL;

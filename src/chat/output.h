@@ -94,6 +94,7 @@ typedef struct {
     bool has_think;             /* the template shows think markers */
     bool reads_enable_thinking; /* it has an enable_thinking switch */
     bool reads_reasoning_effort;/* it reads reasoning_effort (gpt-oss) */
+    bool no_think_switch;       /* it turns thinking off by "/no_think" in a user or system message (Nemotron) */
     bool tool_ids_9;            /* it requires tool call ids of 9 alphanumerics (Mistral) */
     /* found by rendering probe conversations (rw_chat_template_caps in
      * history.h); rw_chat_detect_caps alone sets them all true */

@@ -64,7 +64,7 @@ static void track_think(const srv_job *j, srv_choice *c, const char *text, size_
     size_t skip = 0; /* bytes of text already read by the open check */
     if (c->think == 0) {
         size_t k = len < sizeof c->head - c->head_len ? len : sizeof c->head - c->head_len;
-        memcpy(c->head + c->head_len, text, k);
+        if (k) memcpy(c->head + c->head_len, text, k); /* text is NULL for an empty piece */
         c->head_len += k;
         size_t i = 0;
         while (i < c->head_len && is_ws(c->head[i])) i++;
