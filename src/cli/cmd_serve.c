@@ -68,6 +68,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/mapped_file.h"
 #include "chat/chat.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
@@ -193,6 +194,10 @@ int rw_cmd_serve(int argc, char **argv) {
     sigaddset(&stop_sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* a model file truncated while served: its requests fail (503), the
+     * server lives on */
+    rw_error gerr = {0};
+    if (rw_mapped_file_guard_install(&gerr)) rw_cli_error(CMD, "%s", gerr.msg);
     pthread_t sig_thread;
     if (pthread_create(&sig_thread, NULL, signal_main, NULL)) {
         rw_cli_error(CMD, "cannot start the signal thread");

@@ -223,6 +223,9 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
                              (int)prompt[i], (long long)i, (long long)e->n_vocab);
     rw_status st = check_params(p, err);
     if (st) return st;
+    if (rw_model_weights_lost(e->m))
+        return rw_errorf(err, RW_ERR_IO,
+                         "the model file was truncated on disk while in use: its weights are lost; open it again");
     if (n_prompt + p->max_tokens > e->cfg.n_ctx)
         return rw_errorf(err, RW_ERR_CONTEXT,
                          "this model's context is %lld tokens, but %lld were requested (%lld in the prompt, "

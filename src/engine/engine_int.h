@@ -104,6 +104,7 @@ struct rw_engine {
     eng_req **running; /* [max_running]; only the scheduler adds and removes */
     int n_running;
     bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
+    bool lost_logged; /* the model file's truncation was logged (scheduler thread) */
     uint64_t next_id;
     rw_engine_stats stats;
 };

@@ -94,7 +94,9 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached,
 
 void rw_engine__seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
                      int64_t prompt_len, const float *prompt_logits) {
-    if (!e->pcache || !seq) {
+    /* after the model's file was truncated under it, no state computed from
+     * it is kept: the disk tier would hand it to the model opened again */
+    if (!e->pcache || !seq || rw_model_weights_lost(e->m)) {
         rw_model_seq_free(seq);
         rw_model_seq_free(draft);
         return;

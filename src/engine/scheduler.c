@@ -18,6 +18,7 @@
 #endif
 
 #include "cache/state.h"
+#include "base/log.h"
 #include "engine/engine_int.h"
 
 enum { IDLE_TRIM_SECONDS = 2 };
@@ -208,6 +209,10 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
         if (n_items > 0) {
             rw_error err = {0};
             rw_status st = rw_model_forward_batch(e->m, items, n_items, e->pool, &err);
+            if (st && !e->lost_logged && rw_model_weights_lost(e->m)) { /* said once */
+                e->lost_logged = true;
+                rw_log(RW_LOG_ERROR, "engine: %s", err.msg);
+            }
             size_t kv_bytes = 0;
             for (int i = 0; i < n_items; i++) {
                 eng_req *r = batch_req[i];

@@ -110,6 +110,11 @@ rw_status rw_gguf_open_memory(const void *data, size_t size, rw_gguf **out, rw_e
 
 void rw_gguf_close(rw_gguf *g); /* no-op on NULL */
 
+/* True once a read of the mapped file hit a page the file no longer has (it
+ * was truncated on disk): the tensor data is then partly zeros, for good.
+ * Needs rw_mapped_file_guard_install; false for rw_gguf_open_memory. */
+bool rw_gguf_faulted(const rw_gguf *g);
+
 uint32_t rw_gguf_version(const rw_gguf *g);
 uint32_t rw_gguf_alignment(const rw_gguf *g);
 uint64_t rw_gguf_data_offset(const rw_gguf *g); /* absolute offset of the data section */

@@ -452,6 +452,7 @@ void rw_gguf_close(rw_gguf *g) {
     free(g);
 }
 
+bool rw_gguf_faulted(const rw_gguf *g) { return rw_mapped_file_faulted(&g->map); }
 uint32_t rw_gguf_version(const rw_gguf *g) { return g->version; }
 uint32_t rw_gguf_alignment(const rw_gguf *g) { return g->alignment; }
 uint64_t rw_gguf_data_offset(const rw_gguf *g) { return g->data_offset; }

@@ -194,11 +194,17 @@ static rw_status check_items(const rw_model *m, const rw_batch_item *items, int 
  * in item order. A token's result does not depend on the split. */
 static rw_status rewind_to(rw_model_seq *s, int64_t n, rw_threadpool *pool, rw_error *err);
 
+static rw_status weights_lost(rw_error *err) {
+    return rw_errorf(err, RW_ERR_IO,
+                     "the model file was truncated on disk while in use: its weights are lost; open it again");
+}
+
 static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_items, float *layer_out,
                                rw_threadpool *pool, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     rw_status st = check_items(m, items, n_items, err);
     if (st) return st;
+    if (rw_model_weights_lost(m)) return weights_lost(err);
     int64_t *old_len = malloc((size_t)n_items * sizeof *old_len);
     mdl_seg *seg = malloc((size_t)n_items * sizeof *seg);
     int32_t *tok = malloc(MDL_UBATCH * sizeof *tok);
@@ -275,6 +281,9 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
         }
         if (nr && (st = head_rows(m, rows, dst, nr, pool, err))) break;
     }
+    /* a pass that read zeros for pages the file lost computed nothing
+     * meaningful, even if it ran to the end */
+    if (!st && rw_model_weights_lost(m)) st = weights_lost(err);
     if (st) /* every sequence back to where it was */
         for (int i = 0; i < n_items; i++) rewind_to(items[i].seq, old_len[i], pool, NULL);
 done:

@@ -42,6 +42,7 @@ void rw_model_free(rw_model *m) {
 }
 
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m) { return &m->hp; }
+bool rw_model_weights_lost(const rw_model *m) { return m->g && rw_gguf_faulted(m->g); }
 
 void *rw_model_api_data(const rw_model *m) { return m->api; }
 void rw_model_set_api_data(rw_model *m, void *data) { m->api = data; }

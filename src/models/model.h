@@ -87,6 +87,11 @@ void rw_model_set_api_data(rw_model *m, void *data);
 
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m);
 
+/* True once the model's file was found truncated under its mapping (see
+ * rw_mapped_file_guard_install): every forward pass then fails with
+ * RW_ERR_IO, and nothing computed from it may be kept. */
+bool rw_model_weights_lost(const rw_model *m);
+
 /* True if general.architecture arch has a forward pass here. */
 bool rw_model_arch_supported(const char *arch);
 /* The i-th architecture name the registry holds, NULL past the last. */

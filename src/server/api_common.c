@@ -301,6 +301,7 @@ srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *pr
         case RW_ERR_CONTEXT:
             rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s", err.msg);
             break;
+        case RW_ERR_IO: rw_server__errorf(e, 503, "server_error", "model_unavailable", NULL, "%s", err.msg); break;
         case RW_ERR_BUSY: rw_server__errorf(e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err.msg); break;
         case RW_ERR_INVALID_ARG:
         case RW_ERR_UNSUPPORTED:

@@ -387,6 +387,7 @@ static bool submit(rw_server *s, srv_job *j, int i, const int32_t *ids, size_t n
     switch (rc) {
     case RW_ERR_CONTEXT: *rep = reply_error(400, "context_length_exceeded", param, "%s", err.msg); break;
     case RW_ERR_BUSY: *rep = reply_error(429, "rate_limit_exceeded", NULL, "%s", err.msg); break;
+    case RW_ERR_IO: *rep = reply_error(503, "model_unavailable", NULL, "%s", err.msg); break;
     case RW_ERR_INVALID_ARG:
     case RW_ERR_RANGE: *rep = reply_error(400, NULL, param, "%s", err.msg); break;
     default: *rep = reply_error(500, NULL, NULL, "%s", err.msg); break;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/mapped_file.h"
 #include "server/server_int.h"
 
 typedef struct {
@@ -96,6 +97,10 @@ char *rw_server__metrics_text(rw_server *s) {
             "# TYPE rewind_requests_total counter\n");
     for (int code = 0; code < 600; code++)
         if (by_status[code]) put(&b, "rewind_requests_total{status=\"%d\"} %llu\n", code, (unsigned long long)by_status[code]);
+    put(&b, "# HELP rewind_model_file_faults_total Reads of a model file that was truncated on disk while mapped "
+            "(its model then answers 503).\n# TYPE rewind_model_file_faults_total counter\n"
+            "rewind_model_file_faults_total %llu\n",
+            (unsigned long long)rw_mapped_file_fault_count());
     pthread_mutex_lock(&s->conn_mu);
     const int n_socks = s->n_socks;
     pthread_mutex_unlock(&s->conn_mu);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/mapped_file.h"
 #include "base/portable.h"
 #include "server/api_int.h"
 
@@ -163,6 +164,7 @@ static void submit_error(const rw_error *err, srv_error *e) {
     case RW_ERR_CONTEXT:
         rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages", "%s", err->msg);
         break;
+    case RW_ERR_IO: rw_server__errorf(e, 503, "server_error", "model_unavailable", NULL, "%s", err->msg); break;
     case RW_ERR_BUSY: rw_server__errorf(e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err->msg); break;
     case RW_ERR_INVALID_ARG:
     case RW_ERR_UNSUPPORTED:
@@ -396,7 +398,13 @@ void rw_server__conn_unqueued(rw_server *s, srv_conn *cc) {
 /* The routes answered on libmicrohttpd's thread (cheap). */
 static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
     switch (cc->route) {
-    case R_HEALTH: return send_owned(s, c, cc, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
+    case R_HEALTH: /* a load balancer sends no more requests to a replica whose model file was lost */
+        if (rw_mapped_file_fault_count())
+            return send_owned(s, c, cc, 503,
+                              strdup("{\"status\":\"error\",\"error\":\"a model file was truncated on disk while "
+                                     "in use; restart the server\"}"),
+                              "application/json", NULL);
+        return send_owned(s, c, cc, 200, strdup("{\"status\":\"ok\"}"), "application/json", NULL);
     case R_METRICS: return send_owned(s, c, cc, 200, rw_server__metrics_text(s), "text/plain; version=0.0.4", NULL);
     case R_MODELS:
     case R_MODEL: {

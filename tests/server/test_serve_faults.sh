@@ -145,4 +145,34 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$dir" && mount -t tmpfs -o size=48k tmpfs "$d
 else
   echo "full disk: skipped (needs root to mount a small tmpfs)"
 fi
+
+# the model file truncated while served: the server lives on, the requests
+# that need the lost weights fail (the next ones with a 503), /health and
+# /metrics say it, the log says it once, and nothing computed from the lost
+# pages reaches the disk tier: with the file back, answers are right
+cp "$F" "$d/m.gguf"
+dir="$d/trunc"
+mkdir -p "$dir"
+start "$d/m.gguf" "$dir" --cache-dir-delay 0.1
+ask "$A" 4 tr1; expect "$F" tr1 4
+truncate -s $(($(stat -c %s "$F") / 2)) "$d/m.gguf"
+B=$(echo $ids | cut -d' ' -f20-70)
+code() { curl -s -o "$d/$2.json" -w '%{http_code}' --max-time 60 "http://127.0.0.1:$port/v1/completions" \
+  -d "{\"prompt\":[${1// /,}],\"max_tokens\":3,\"temperature\":0}"; }
+c1=$(code "$B" tr2)
+case "$c1" in 5*) ;; *) fail "truncated model: first request answered $c1: $(cat "$d/tr2.json")";; esac
+grep -q 'truncated on disk' "$d/tr2.json" || fail "truncated model: the error does not say why: $(cat "$d/tr2.json")"
+c2=$(code "$A" tr3)
+[ "$c2" = 503 ] || fail "truncated model: the next request answered $c2: $(cat "$d/tr3.json")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 503 ] || fail "truncated model: /health not 503"
+[ "$(metric rewind_model_file_faults_total)" -ge 1 ] || fail "truncated model: not counted in /metrics"
+kill -0 "$pid" || fail "truncated model: the server died: $(cat "$d/log")"
+stop
+[ "$(grep -c 'truncated on disk' "$d/log")" = 1 ] || fail "truncated model: not said once in the log: $(cat "$d/log")"
+cp "$F" "$d/m.gguf"
+start "$d/m.gguf" "$dir"
+ask "$B" 3 tr4; expect "$F" tr4 3
+ask "$A" 4 tr5; expect "$F" tr5 4
+stop
+echo "model file truncated while served: 5xx then 503, /health 503, counted, said once, the disk tier clean"
 exit 0
