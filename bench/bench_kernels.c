@@ -56,7 +56,7 @@ static const int64_t few_rows[4] = {2, 4, 8, 16};
 #define REF_MANY_ROWS 16
 
 /* --stored-panels: measure with panels packed once beforehand, as models
- * held them before issue 20 (a second copy of the weights), for comparison */
+ * once held them (a second copy of the weights), for comparison */
 static bool stored_panels;
 
 static const rw_dtype bench_types[] = {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Replicas behind nginx vs one server (issue 26's acceptance): C concurrent
+# Replicas behind nginx vs one server: C concurrent
 # conversations (12) of T turns (4), each with its own long system prompt,
 # played through (a) one `rewind serve` holding every conversation and (b) N
 # replicas (3) behind nginx (scripts/cluster.sh, prefix-key routing). Prints

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rewind serve's API key without argv (issue 24 #10): --api-key-file FILE
+# rewind serve's API key without argv: --api-key-file FILE
 # and the environment variable REWIND_API_KEY; the key is not in the
 # process's command line (ps); requests without it get 401, with it 200;
 # --api-key and --api-key-file together are refused.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two replicas sharing one --cache-dir (issue 26 item 2, docs/persistence.md):
+# Two replicas sharing one --cache-dir (docs/persistence.md):
 # both serve conversations at once with small memory and disk budgets, so
 # both write and evict files in the same folder. Checked: the completed
 # files never exceed the disk budget (sampled while they run), no file

@@ -39,7 +39,7 @@ static uint64_t tensor_hash(const rw_gguf *g, const char *name) {
 
 /* Quantizing on several threads writes the same file as on one, and the
  * tensors are those the single-threaded writer made before it went
- * parallel (issue 20; hashes of its output, seed 7): each row's random
+ * parallel (hashes of its output, seed 7): each row's random
  * stream is entered at its own offset, which must be where one stream
  * through the tensor would be. */
 static void check_threads(const char *preset, const char *type, const char *const *names, const uint64_t *hashes,
