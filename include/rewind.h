@@ -21,6 +21,15 @@
  *   - rw_seq: one sequence driven by hand: evaluate tokens, read logits,
  *     rewind, save and load a state file.
  *
+ * Errors: every function that returns rw_status returns RW_OK on success.
+ * On failure it returns the code it also stores in err (when err is not
+ * NULL) with a one-line message, and its out-parameters hold "nothing":
+ * NULL for pointers (*out, *ids, *text), 0 for counts and ids, a zeroed
+ * rw_gen_result; an object it was given (a model, engine or sequence) is as
+ * it was before the call unless the function says otherwise. RW_ERR_NOMEM
+ * and RW_ERR_INTERNAL can come from any of them and are not listed below;
+ * RW_ERR_INVALID_ARG is also what a NULL where an object is needed gives.
+ *
  * Ownership: a function that returns a pointer through an out-parameter
  * gives it to the caller, who frees it with the matching *_free / *_close
  * (strings and arrays with rw_free). Borrowed pointers are marked so.
@@ -53,13 +62,13 @@ extern "C" {
 /* ---- version -------------------------------------------------------- */
 
 #define RW_VERSION_MAJOR 0
-#define RW_VERSION_MINOR 21
+#define RW_VERSION_MINOR 22
 #define RW_VERSION_PATCH 0
-#define RW_VERSION_STRING "0.21.0"
+#define RW_VERSION_STRING "0.22.0"
 /* One integer that compares: 10000 * major + 100 * minor + patch. */
 #define RW_VERSION_NUMBER (RW_VERSION_MAJOR * 10000 + RW_VERSION_MINOR * 100 + RW_VERSION_PATCH)
 
-/* The version of the library linked at run time ("0.21.0"). */
+/* The version of the library linked at run time ("0.22.0"). */
 RW_API const char *rw_version(void);
 
 /* ---- status and errors ---------------------------------------------- */
@@ -116,19 +125,39 @@ typedef void (*rw_log_fn)(void *user, rw_log_level level, const char *msg);
  * default). Messages above max_level are not formatted at all. */
 RW_API void rw_log_set(rw_log_fn fn, void *user, rw_log_level max_level);
 
+/* ---- process-wide settings ------------------------------------------ */
+
+/* The kernel tier every matrix product and op of the process runs on:
+ * "ref" (plain C), "avx2", "avx512" or "neon"; NULL or "" = the best this
+ * CPU has (the default). Every tier computes the same bits, so this changes
+ * speed only. Weights are packed for the tier when a model opens, so the
+ * tier can change only while no model is open: call it first, from one
+ * thread. Errors: RW_ERR_INVALID_ARG (an unknown name), RW_ERR_UNSUPPORTED
+ * (this CPU lacks the tier), RW_ERR_BUSY (a model is open and the tier
+ * would change; setting the tier in use is fine). */
+RW_API rw_status rw_set_kernels(const char *tier, rw_error *err);
+/* The tier in use ("avx512"); static storage. */
+RW_API const char *rw_get_kernels(void);
+/* The summation order of the matrix products: "auto" (the default; our
+ * order, "fast", for every type) or "ggml" (llama.cpp's arithmetic bit for
+ * bit; slower in many-row products); NULL = "auto". State files and cache
+ * entries record it (one made under another order is refused). As
+ * rw_set_kernels: only while no model is open. Errors: RW_ERR_INVALID_ARG,
+ * RW_ERR_BUSY. */
+RW_API rw_status rw_set_numerics(const char *numerics, rw_error *err);
+/* The order in use ("auto", "fast" or "ggml"); static storage. */
+RW_API const char *rw_get_numerics(void);
+
 /* ---- models --------------------------------------------------------- */
 
 typedef struct rw_model rw_model;
 
 typedef struct {
-    /* Kernel tier: NULL or "" = the best this CPU has; "ref", "avx2",
-     * "avx512" (one the CPU lacks is an error). */
+    /* Process-wide settings, kept here for older callers: a value that is
+     * not NULL goes to rw_set_kernels / rw_set_numerics before the file
+     * opens (so it fails with RW_ERR_BUSY when another model is open under
+     * other settings). NULL leaves the process's setting as it is. */
     const char *kernels;
-    /* Summation order of the matrix products: NULL = "auto", which is
-     * "fast" (our order for every type), or "ggml" (llama.cpp's arithmetic
-     * bit for bit; slower in many-row products).
-     * Kernels and numerics are process-wide in this version: the value of
-     * the last rw_model_open applies to every model of the process. */
     const char *numerics;
     /* A chat template (Jinja source) to use instead of the file's; NULL =
      * the file's tokenizer.chat_template, or ChatML if it has none. */
@@ -139,9 +168,12 @@ RW_API rw_model_params rw_model_params_default(void);
 
 /* Opens a GGUF model: maps the file, binds the weights (checked against the
  * architecture's shapes and types), loads the tokenizer and the chat
- * template. The caller frees *out with rw_model_close. Errors: RW_ERR_IO,
- * RW_ERR_FORMAT (with the offset or tensor), RW_ERR_UNSUPPORTED (an
- * architecture or type rewind does not run), RW_ERR_TEMPLATE. */
+ * template. params may be NULL (defaults). The caller frees *out with
+ * rw_model_close. Errors: RW_ERR_IO (cannot open or map the file),
+ * RW_ERR_FORMAT (malformed: the message names the offset or tensor),
+ * RW_ERR_UNSUPPORTED (an architecture or type rewind does not run),
+ * RW_ERR_TEMPLATE (the chat template does not parse), and those of
+ * rw_set_kernels / rw_set_numerics for params' settings. */
 RW_API rw_status rw_model_open(const char *path, const rw_model_params *params, rw_model **out, rw_error *err);
 /* NULL is fine. Every engine, sequence and generation using m must be gone. */
 RW_API void rw_model_close(rw_model *m);
@@ -158,11 +190,14 @@ RW_API bool rw_model_token_is_eog(const rw_model *m, int32_t token);
 /* Tokenizes len bytes of UTF-8 text as llama.cpp does. add_special adds
  * BOS/EOS as the vocabulary asks; parse_special turns the text of control
  * tokens ("<|im_start|>") into those tokens (use it for rendered templates,
- * never for untrusted user text). *ids is the caller's (rw_free). */
+ * never for untrusted user text). *ids is the caller's (rw_free); *n_ids
+ * may be 0. Errors: RW_ERR_INVALID_ARG (NULL text, ids or n_ids). */
 RW_API rw_status rw_model_tokenize(const rw_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                             int32_t **ids, size_t *n_ids, rw_error *err);
 /* The text of n tokens, NUL-terminated, *out_len bytes (caller: rw_free).
- * render_special: control tokens as their text, else dropped. */
+ * render_special: control tokens as their text, else dropped. out_len may
+ * be NULL. Errors:
+ * RW_ERR_INVALID_ARG (an id outside the vocabulary, NULL out). */
 RW_API rw_status rw_model_detokenize(const rw_model *m, const int32_t *ids, size_t n, bool render_special, char **out,
                               size_t *out_len, rw_error *err);
 
@@ -176,12 +211,16 @@ typedef struct {
 /* Renders messages through the model's chat template (Jinja with
  * transformers' semantics), ending with the assistant's generation prompt
  * when add_generation_prompt. *out is NUL-terminated (caller: rw_free).
- * Tokenize the result with parse_special = true. */
+ * Tokenize the result with parse_special = true. Errors:
+ * RW_ERR_INVALID_ARG (a message without role or content, text that is not
+ * UTF-8), RW_ERR_TEMPLATE (the template fails on these messages: its
+ * raise_exception text, or where it went wrong). */
 RW_API rw_status rw_chat_render(const rw_model *m, const rw_chat_message *msgs, size_t n_msgs, bool add_generation_prompt,
                          char **out, rw_error *err);
 /* The same from a JSON array of message objects as the OpenAI API sends
  * them, with an optional JSON array of tools (NULL: none) and the template
- * variable enable_thinking (-1: undefined, 0, 1). */
+ * variable enable_thinking (-1: undefined, 0, 1). Errors: as rw_chat_render,
+ * and RW_ERR_INVALID_ARG for JSON that does not parse. */
 RW_API rw_status rw_chat_render_json(const rw_model *m, const char *messages_json, const char *tools_json,
                               bool add_generation_prompt, int enable_thinking, char **out, rw_error *err);
 
@@ -252,7 +291,13 @@ RW_API rw_run_params rw_run_params_default(void);
  * parse_special, e.g. the output of rw_chat_render) and returns when done.
  * cb (may be NULL) runs on a library thread while rw_generate blocks. The
  * text of the whole answer is in *text when text is not NULL (caller:
- * rw_free). run may be NULL (defaults). */
+ * rw_free). run may be NULL (defaults). The model's forward passes are the
+ * caller's for the call (no engine on m meanwhile). Errors:
+ * RW_ERR_INVALID_ARG (bad options, a grammar or schema that does not
+ * compile), RW_ERR_CONTEXT (prompt + max_tokens > n_ctx), RW_ERR_IO (the
+ * model file was truncated on disk under its mapping). A generation whose
+ * forward pass fails midway still returns RW_OK, with res->reason
+ * RW_DONE_ERROR and the text as far as it got. */
 RW_API rw_status rw_generate(rw_model *m, const char *prompt, const rw_gen_options *opt, const rw_run_params *run,
                       rw_text_fn cb, void *user, char **text, rw_gen_result *res, rw_error *err);
 
@@ -300,7 +345,12 @@ typedef struct {
 RW_API rw_engine_params rw_engine_params_default(void);
 
 /* Starts an engine over m (m must outlive it; it runs every forward pass
- * of m from now on). The caller frees *out with rw_engine_close. */
+ * of m from now on). params may be NULL (defaults). The caller frees *out
+ * with rw_engine_close. Errors: RW_ERR_INVALID_ARG (a setting out of range,
+ * unknown spec flags, a draft with another vocabulary), RW_ERR_BUSY (m or
+ * the draft already has an engine), RW_ERR_UNSUPPORTED (RW_SPECULATE_MTP on
+ * a file without the block), RW_ERR_IO (cache_dir cannot be made or
+ * read). */
 RW_API rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine **out, rw_error *err);
 /* Cancels what is still running or queued (no more callbacks after this
  * returns) and stops the engine. NULL is fine. */
@@ -312,11 +362,15 @@ typedef void (*rw_event_fn)(void *user, const char *text, size_t len, bool done,
 
 /* Queues a request for prompt (text, tokenized with parse_special). *id
  * (may be NULL) names it for rw_engine_cancel. Every request that is not
- * cancelled gets exactly one event with done = true. Errors:
- * RW_ERR_CONTEXT (prompt + max_tokens > n_ctx), RW_ERR_BUSY, bad options. */
+ * cancelled gets exactly one event with done = true; a failed submission
+ * gets none. Errors: RW_ERR_CONTEXT (prompt + max_tokens > n_ctx),
+ * RW_ERR_BUSY (max_queued requests wait already), RW_ERR_INVALID_ARG (bad
+ * options, an empty prompt, a grammar or schema that does not compile),
+ * RW_ERR_IO (the model file was truncated on disk under its mapping). */
 RW_API rw_status rw_engine_submit_text(rw_engine *e, const char *prompt, const rw_gen_options *opt, rw_event_fn cb, void *user,
                            uint64_t *id, rw_error *err);
-/* Queues a request for prompt token ids; otherwise as rw_engine_submit_text. */
+/* Queues a request for prompt token ids; otherwise as rw_engine_submit_text
+ * (and RW_ERR_INVALID_ARG for an id outside the vocabulary). */
 RW_API rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_options *opt,
                                   rw_event_fn cb, void *user, uint64_t *id, rw_error *err);
 /* After it returns the request's callback is never called again. Unknown
@@ -326,7 +380,9 @@ RW_API void rw_engine_cancel(rw_engine *e, uint64_t id);
 
 /* Submits and waits: the synchronous form of rw_engine_submit_text. *text (may
  * be NULL) gets the whole answer (caller: rw_free). Safe to call from
- * several threads at once: their requests are batched together. */
+ * several threads at once: their requests are batched together. Errors:
+ * those of rw_engine_submit_text. As with rw_generate, a generation that
+ * fails midway returns RW_OK with res->reason RW_DONE_ERROR. */
 RW_API rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *opt, char **text, rw_gen_result *res,
                         rw_error *err);
 
@@ -335,7 +391,9 @@ RW_API rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_op
  * prompt chunk), calling the requests' callbacks. Returns how many requests
  * are still running or queued (0: idle), or -1 (err set) for an engine with
  * its own thread. Call it from one thread at a time. rw_engine_run and
- * rw_generate step a manual engine themselves while they wait. */
+ * rw_generate step a manual engine themselves while they wait. A forward
+ * pass that fails ends its requests with RW_DONE_ERROR; the step itself
+ * still returns the count. */
 RW_API int rw_engine_step(rw_engine *e, rw_error *err);
 
 typedef struct {
@@ -393,7 +451,9 @@ RW_API rw_embed_options rw_embed_options_default(void);
  * cached prefix. *cached_tokens (may be NULL): prompt tokens the prefix
  * cache served (only last-token pooling reuses prefixes). Safe from several
  * threads at once: their requests are batched together. Errors:
- * RW_ERR_CONTEXT (n > the engine's n_ctx), RW_ERR_INVALID_ARG, RW_ERR_BUSY. */
+ * RW_ERR_CONTEXT (n > the engine's n_ctx), RW_ERR_INVALID_ARG (n < 1, an id
+ * outside the vocabulary, dimensions out of range, NULL out), RW_ERR_BUSY.
+ * On failure out is unspecified and *cached_tokens 0. */
 RW_API rw_status rw_engine_embed(rw_engine *e, const int32_t *ids, int64_t n, const rw_embed_options *opt, float *out,
                           int64_t *cached_tokens, rw_error *err);
 /* The same for a text, tokenized with the vocabulary's special tokens
@@ -406,7 +466,7 @@ RW_API rw_status rw_engine_embed_text(rw_engine *e, const char *text, const rw_e
  * file's tokenizer.chat_template.rerank, else Qwen3-Reranker's, with
  * instruction, NULL = its default), the query and the document kept as
  * text. As rw_engine_embed otherwise (the prompts of one query share their
- * head in the prefix cache). */
+ * head in the prefix cache). On failure *score is 0. */
 RW_API rw_status rw_engine_rerank(rw_engine *e, const char *query, const char *document, const char *instruction,
                            double *score, rw_error *err);
 
@@ -415,20 +475,29 @@ RW_API rw_status rw_engine_rerank(rw_engine *e, const char *query, const char *d
 typedef struct rw_seq rw_seq;
 
 /* A sequence of up to n_ctx positions (0: 4096) on m. The caller frees
- * *out with rw_seq_free (before m is closed). */
+ * *out with rw_seq_free (before m is closed). Errors: RW_ERR_INVALID_ARG
+ * (not a model of rw_model_open, a negative n_ctx). */
 RW_API rw_status rw_seq_new(rw_model *m, int64_t n_ctx, bool kv_f32, rw_seq **out, rw_error *err);
 RW_API void rw_seq_free(rw_seq *s); /* NULL is fine */
 
 /* Runs n tokens through the model at the end of s. logits (may be NULL)
- * receives the last token's n_vocab logits. */
+ * receives the last token's n_vocab logits. Errors: RW_ERR_INVALID_ARG (no
+ * ids), RW_ERR_RANGE (an id outside the vocabulary), RW_ERR_CONTEXT (past
+ * n_ctx),
+ * RW_ERR_IO (the model file was truncated on disk); s is then as before. */
 RW_API rw_status rw_seq_eval(rw_seq *s, const int32_t *ids, int64_t n, float *logits, rw_error *err);
 RW_API int64_t rw_seq_length(const rw_seq *s);
 /* Forgets every position from n on, exactly: s is bitwise what it would be
- * had it only ever seen its first n tokens. */
+ * had it only ever seen its first n tokens. Errors: RW_ERR_RANGE (n < 0 or
+ * n > its length). */
 RW_API rw_status rw_seq_rewind(rw_seq *s, int64_t n, rw_error *err);
 /* A state file: the tokens and every layer's state, checksummed, written
  * atomically; rw_seq_load replaces s's state with the file's (after
- * checking it belongs to this model and KV type). */
+ * checking it belongs to this model and KV type). Errors: RW_ERR_IO
+ * (cannot write or read path), RW_ERR_FORMAT (not a state file, truncated,
+ * a checksum that does not match), RW_ERR_INVALID_ARG (made for another
+ * model, numerics or KV type), RW_ERR_UNSUPPORTED (another file version).
+ * A failed load leaves s as it was. */
 RW_API rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err);
 RW_API rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err);
 

@@ -4,12 +4,17 @@
 #define RW_API_API_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "chat/chat.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
+
+/* Models open through rw_model_open now: the process-wide settings
+ * (settings_api.c) change only while it is 0. */
+extern atomic_int rw_api__open_models;
 
 /* One request of rw_engine_submit in flight: the embedder's callback. Owned
  * by the bundle's list; freed when its final event has run or when it was

@@ -58,6 +58,7 @@ static void on_embed(void *user, const rw_embed_event *ev) {
 
 rw_status rw_engine_embed(rw_engine *e, const int32_t *ids, int64_t n, const rw_embed_options *opt, float *out,
                           int64_t *cached_tokens, rw_error *err) {
+    if (cached_tokens) *cached_tokens = 0;
     if (!e || !ids || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_embed: NULL argument");
     const rw_embed_options o = opt ? *opt : rw_embed_options_default();
     const rw_model *m = rw_engine_get_model(e);
@@ -119,6 +120,7 @@ static int32_t word_token(const rw_tokenizer *tok, const char *word) {
 
 rw_status rw_engine_rerank(rw_engine *e, const char *query, const char *document, const char *instruction,
                            double *score, rw_error *err) {
+    if (score) *score = 0;
     if (!e || !query || !document || !score)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_rerank: NULL argument");
     rw_api__bundle *b = rw_api__bundle_of(rw_engine_get_model(e), err);

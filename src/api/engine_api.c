@@ -180,6 +180,7 @@ static void on_event(void *user, const rw_gen_event *ev) {
 
 rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_options *opt,
                                   rw_event_fn cb, void *user, uint64_t *id, rw_error *err) {
+    if (id) *id = 0;
     if (!e || !ids || !cb) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_submit_ids: NULL argument");
     rw_api__bundle *b = rw_model_api_data(rw_engine_get_model(e));
     const rw_gen_options def = rw_gen_options_default();
@@ -227,6 +228,7 @@ rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, cons
 
 rw_status rw_engine_submit_text(rw_engine *e, const char *prompt, const rw_gen_options *opt, rw_event_fn cb, void *user,
                            uint64_t *id, rw_error *err) {
+    if (id) *id = 0;
     if (!e) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_submit_text: NULL engine");
     rw_api__bundle *b = rw_model_api_data(rw_engine_get_model(e));
     int32_t *ids = NULL;
@@ -344,6 +346,7 @@ static rw_status wait_for(rw_engine *e, waiter *w, uint64_t id, char **text, rw_
 rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *opt, char **text, rw_gen_result *res,
                         rw_error *err) {
     if (text) *text = NULL;
+    if (res) *res = (rw_gen_result){0};
     waiter w;
     waiter_init(&w);
     uint64_t id = 0;
@@ -356,6 +359,7 @@ rw_status rw_engine_run(rw_engine *e, const char *prompt, const rw_gen_options *
 rw_status rw_generate(rw_model *m, const char *prompt, const rw_gen_options *opt, const rw_run_params *run,
                       rw_text_fn cb, void *user, char **text, rw_gen_result *res, rw_error *err) {
     if (text) *text = NULL;
+    if (res) *res = (rw_gen_result){0};
     rw_engine_params ep = rw_engine_params_default();
     if (run) ep.run = *run;
     ep.max_running = 1;

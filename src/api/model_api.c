@@ -16,25 +16,13 @@ rw_api__bundle *rw_api__bundle_of(const rw_model *m, rw_error *err) {
     return b;
 }
 
-/* Kernels and numerics are process-wide (kernels/matmul.h) and must be set
- * before the weights are bound: panels are packed for the chosen kernels. */
+/* The params' process-wide settings (settings_api.c), applied before the
+ * weights are bound: panels are packed for the chosen kernels. */
 static rw_status apply_params(const rw_model_params *p, rw_error *err) {
-    if (p->kernels && *p->kernels) {
-        int t = 0;
-        while (t < RW_TIER_COUNT && strcmp(p->kernels, rw_kernel_tier_name((rw_kernel_tier)t))) t++;
-        if (t == RW_TIER_COUNT)
-            return rw_errorf(err, RW_ERR_INVALID_ARG, "kernels must be ref, avx2 or avx512, not \"%s\"", p->kernels);
-        if (!rw_kernel_tier_set((rw_kernel_tier)t))
-            return rw_errorf(err, RW_ERR_UNSUPPORTED, "this CPU cannot run the %s kernels", p->kernels);
-    }
-    if (p->numerics && *p->numerics) {
-        rw_numerics nm;
-        if (!rw_numerics_parse(p->numerics, &nm))
-            return rw_errorf(err, RW_ERR_INVALID_ARG, "numerics must be auto, fast or ggml, not \"%s\"",
-                             p->numerics);
-        rw_numerics_set(nm);
-    }
-    return RW_OK;
+    rw_status st = RW_OK;
+    if (p->kernels && *p->kernels) st = rw_set_kernels(p->kernels, err);
+    if (!st && p->numerics && *p->numerics) st = rw_set_numerics(p->numerics, err);
+    return st;
 }
 
 static void bundle_free(rw_api__bundle *b) {
@@ -77,6 +65,7 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
         goto fail;
     }
     rw_model_set_api_data(m, b);
+    atomic_fetch_add(&rw_api__open_models, 1);
     *out = m;
     return RW_OK;
 fail:
@@ -91,6 +80,7 @@ void rw_model_close(rw_model *m) {
     rw_api__bundle *b = rw_model_api_data(m);
     rw_model_free(m); /* the weights point into b->g: the model goes first */
     bundle_free(b);
+    atomic_fetch_sub(&rw_api__open_models, 1);
 }
 
 const char *rw_architecture(size_t i) { return rw_models__arch_name(i); }
@@ -106,6 +96,8 @@ bool rw_model_token_is_eog(const rw_model *m, int32_t token) {
 
 rw_status rw_model_tokenize(const rw_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                             int32_t **ids, size_t *n_ids, rw_error *err) {
+    if (ids) *ids = NULL;
+    if (n_ids) *n_ids = 0;
     rw_api__bundle *b = rw_api__bundle_of(m, err);
     if (!b) return RW_ERR_INVALID_ARG;
     if (!text || !ids || !n_ids) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_tokenize: NULL argument");
@@ -114,6 +106,8 @@ rw_status rw_model_tokenize(const rw_model *m, const char *text, size_t len, boo
 
 rw_status rw_model_detokenize(const rw_model *m, const int32_t *ids, size_t n, bool render_special, char **out,
                               size_t *out_len, rw_error *err) {
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
     rw_api__bundle *b = rw_api__bundle_of(m, err);
     if (!b) return RW_ERR_INVALID_ARG;
     if ((!ids && n) || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_detokenize: NULL argument");
@@ -136,6 +130,7 @@ rw_status rw_api__tokenize_prompt(const rw_api__bundle *b, const char *prompt, i
 
 rw_status rw_chat_render_json(const rw_model *m, const char *messages_json, const char *tools_json,
                               bool add_generation_prompt, int enable_thinking, char **out, rw_error *err) {
+    if (out) *out = NULL;
     rw_api__bundle *b = rw_api__bundle_of(m, err);
     if (!b) return RW_ERR_INVALID_ARG;
     if (!messages_json || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_render_json: NULL argument");

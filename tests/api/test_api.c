@@ -153,12 +153,25 @@ int main(void) {
     CHECK(rw_model_open("x.gguf", &bad, &m, &err) == RW_ERR_INVALID_ARG && strstr(err.msg, "fastest"));
     CHECK(!strcmp(rw_status_name(RW_ERR_CONTEXT), "ERR_CONTEXT"));
 
+    /* the process-wide settings: names checked, changed only with no model open */
+    const char *best = rw_get_kernels();
+    CHECK(rw_set_kernels("sse9", &err) == RW_ERR_INVALID_ARG && strstr(err.msg, "sse9"));
+    CHECK(rw_set_numerics("fastest", &err) == RW_ERR_INVALID_ARG);
+    CHECK(!rw_set_kernels("ref", &err) && !strcmp(rw_get_kernels(), "ref"));
+    CHECK(!rw_set_kernels(NULL, &err) && !strcmp(rw_get_kernels(), best));
+    CHECK(!rw_set_numerics("ggml", &err) && !strcmp(rw_get_numerics(), "ggml"));
+    CHECK(!rw_set_numerics(NULL, &err) && !strcmp(rw_get_numerics(), "auto"));
+
     const char *path = rw_test_fixture_path("qwen35/qwen35-Q8_0.gguf");
     if (!path) rw_test_skip("no fixtures");
     rw_model_params mp = rw_model_params_default();
     CHECK_MSG(!rw_model_open(path, &mp, &m, &err), "%s", err.msg);
     if (!m) return rw_test_done();
     CHECK(!strcmp(rw_model_arch(m), "qwen35") && rw_model_n_vocab(m) > 0);
+    /* the weights are packed for these settings now */
+    CHECK(!rw_set_kernels(best, &err) && !rw_set_numerics("auto", &err)); /* unchanged: fine */
+    if (strcmp(best, "ref")) CHECK(rw_set_kernels("ref", &err) == RW_ERR_BUSY && !strcmp(rw_get_kernels(), best));
+    CHECK(rw_set_numerics("ggml", &err) == RW_ERR_BUSY && !strcmp(rw_get_numerics(), "auto"));
 
     /* tokenize / detokenize round trip; an id outside the vocabulary is an error */
     int32_t *ids = NULL;

@@ -47,6 +47,24 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("qwen3", archs)
         self.assertIn("qwen35", archs)
 
+    def test_process_settings(self):
+        best = rewind.kernels()
+        with self.assertRaises(rewind.InvalidArgumentError):
+            rewind.set_kernels("sse9")
+        with self.assertRaises(rewind.InvalidArgumentError):
+            rewind.set_numerics("fastest")
+        rewind.set_kernels("ref")
+        self.assertEqual(rewind.kernels(), "ref")
+        rewind.set_kernels(None)
+        self.assertEqual(rewind.kernels(), best)
+        rewind.set_numerics(None)
+        self.assertEqual(rewind.numerics(), "auto")
+        if HAVE_FIXTURES and best != "ref":
+            with rewind.Model(QWEN3):
+                with self.assertRaises(rewind.BusyError):
+                    rewind.set_kernels("ref")
+                rewind.set_kernels(best)  # the tier in use: fine
+
     def test_functions_match_header(self):
         with open(os.path.join(ROOT, "include", "rewind.h")) as f:
             src = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)

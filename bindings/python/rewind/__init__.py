@@ -18,6 +18,7 @@ them all, and Engine methods may be called from any thread. Every object
 is freed by close() or its with-block (__del__ is a backstop only)."""
 
 import atexit as _atexit
+import ctypes
 
 from . import _ffi
 from ._options import Completion
@@ -40,7 +41,7 @@ from .errors import (
 from .model import Model, Stream
 from .seq import Seq
 
-__version__ = "0.21.0"
+__version__ = "0.22.0"
 
 __all__ = [
     "Model", "Stream", "Engine", "EngineStats", "Request", "Seq", "Completion",
@@ -48,6 +49,7 @@ __all__ = [
     "UnsupportedError", "NotFoundError", "RangeError", "TemplateError", "ContextOverflowError",
     "CancelledError", "BusyError", "InternalError",
     "load_library", "library_version", "architectures", "set_log_handler",
+    "set_kernels", "kernels", "set_numerics", "numerics",
     "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
 
@@ -62,7 +64,7 @@ def load_library(path=None):
 
 
 def library_version():
-    """The version of the loaded librewind ("0.21.0")."""
+    """The version of the loaded librewind ("0.22.0")."""
     return _ffi.load().rw_version().decode()
 
 
@@ -75,6 +77,34 @@ def architectures():
         if a is None:
             return out
         out.append(a.decode())
+
+
+def set_kernels(tier=None):
+    """Sets the process's kernel tier ("ref", "avx2", "avx512", "neon";
+    None: the best this CPU has) before any Model opens: BusyError if a
+    model is open and the tier would change, UnsupportedError if the CPU
+    lacks it. Every tier computes the same bits."""
+    lib = _ffi.load()
+    err = _ffi.rw_error()
+    _ffi.check(lib.rw_set_kernels(tier.encode() if tier else None, ctypes.byref(err)), err)
+
+
+def kernels():
+    """The kernel tier in use ("avx512")."""
+    return _ffi.load().rw_get_kernels().decode()
+
+
+def set_numerics(numerics=None):
+    """Sets the summation order ("auto", "fast" or "ggml"; None: "auto")
+    before any Model opens, as set_kernels."""
+    lib = _ffi.load()
+    err = _ffi.rw_error()
+    _ffi.check(lib.rw_set_numerics(numerics.encode() if numerics else None, ctypes.byref(err)), err)
+
+
+def numerics():
+    """The summation order in use ("auto", "fast" or "ggml")."""
+    return _ffi.load().rw_get_numerics().decode()
 
 
 _log_cb = None  # the C callback set with rw_log_set, kept alive here

@@ -11,7 +11,7 @@ import threading
 
 # The header version these bindings mirror. The structs below are this
 # version's; a library of another major.minor may lay them out differently.
-HEADER_VERSION = (0, 21)
+HEADER_VERSION = (0, 22)
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 c_float_p = ctypes.POINTER(ctypes.c_float)
@@ -148,6 +148,10 @@ _PROTOTYPES = {
     "rw_status_message": (ctypes.c_char_p, [ctypes.c_int]),
     "rw_free": (None, [_P]),
     "rw_log_set": (None, [rw_log_fn, _P, ctypes.c_int]),
+    "rw_set_kernels": (_S, [ctypes.c_char_p, _E]),
+    "rw_get_kernels": (ctypes.c_char_p, []),
+    "rw_set_numerics": (_S, [ctypes.c_char_p, _E]),
+    "rw_get_numerics": (ctypes.c_char_p, []),
     "rw_model_params_default": (rw_model_params, []),
     "rw_model_open": (_S, [ctypes.c_char_p, ctypes.POINTER(rw_model_params), ctypes.POINTER(_P), _E]),
     "rw_model_close": (None, [_P]),
