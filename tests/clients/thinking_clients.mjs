@@ -78,7 +78,7 @@ async function aiSdk() {
   };
   const messages = [{ role: "user", content: "What is the weather in Paris?" }];
   const call = await generateText({
-    ...base, maxOutputTokens: 160, messages, tools, toolChoice: { type: "tool", toolName: "get_weather" },
+    ...base, maxOutputTokens: 400, messages, tools, toolChoice: { type: "tool", toolName: "get_weather" },
   });
   assert.equal(call.finishReason, "tool-calls", call.finishReason);
   assert.equal(call.toolCalls.length, 1);
@@ -89,8 +89,13 @@ async function aiSdk() {
   const next = await generateText({ ...base, messages: [...messages, ...call.response.messages], tools, toolChoice: "none" });
   assert.equal(typeof next.text, "string");
   assert.ok(next.reasoningText && next.reasoningText.length > 0);
-  // streamed, toolChoice "required": the call put together from its deltas
-  const sc = streamText({ ...base, maxOutputTokens: 160, messages, tools, toolChoice: "required" });
+  // streamed, toolChoice "required" and one call (parallel_tool_calls
+  // false through the provider's options, else a random-weight model goes on
+  // calling until the limit): the call put together from its deltas
+  const sc = streamText({
+    ...base, maxOutputTokens: 400, messages, tools, toolChoice: "required",
+    providerOptions: { rewind: { parallel_tool_calls: false } },
+  });
   const streamedCalls = [];
   for await (const part of sc.fullStream) {
     if (part.type === "tool-call") streamedCalls.push(part);
@@ -103,14 +108,14 @@ async function aiSdk() {
   // structured output: generateText with Output.object, generateObject and
   // streamText's partial objects; the JSON is the text (not the reasoning)
   for (const [schema, prompt] of [[Weather, "The weather in Oslo as JSON."], [Recipe, "A recipe as JSON."]]) {
-    const o = await generateText({ ...base, maxOutputTokens: 240, prompt, output: Output.object({ schema }) });
+    const o = await generateText({ ...base, maxOutputTokens: 600, prompt, output: Output.object({ schema }) });
     assert.ok(schema.safeParse(o.output).success, o.text);
     assert.deepEqual(JSON.parse(o.text), o.output);
     assert.ok(o.reasoningText && o.reasoningText.length > 0, "no reasoning before the object");
-    const g = await generateObject({ ...base, maxOutputTokens: 240, prompt, schema });
+    const g = await generateObject({ ...base, maxOutputTokens: 600, prompt, schema });
     assert.deepEqual(g.object, o.output); // the same request at temperature 0
     assert.ok(g.reasoning && g.reasoning.length > 0);
-    const so = streamText({ ...base, maxOutputTokens: 240, prompt, output: Output.object({ schema }) });
+    const so = streamText({ ...base, maxOutputTokens: 600, prompt, output: Output.object({ schema }) });
     let partials = 0;
     for await (const _ of so.partialOutputStream) partials++;
     assert.ok(partials > 0);
@@ -119,7 +124,7 @@ async function aiSdk() {
   // sampled (temperature > 0, seeded): still valid
   for (let seed = 1; seed <= 3; seed++) {
     const o = await generateText({
-      ...base, temperature: 0.9, seed, maxOutputTokens: 240, prompt: "A recipe.", output: Output.object({ schema: Recipe }),
+      ...base, temperature: 0.9, seed, maxOutputTokens: 600, prompt: "A recipe.", output: Output.object({ schema: Recipe }),
     });
     assert.ok(Recipe.safeParse(o.output).success, o.text);
     assert.ok(o.reasoningText.length > 0);
@@ -148,7 +153,7 @@ async function langchain() {
 
   // bindTools, forced: a call whose args fit the schema; then the loop
   // (the AIMessage as returned, the ToolMessage with its result)
-  const bound = chat(160).bindTools(
+  const bound = chat(400).bindTools(
     [{ name: "get_weather", description: "The weather of a city", schema: weatherInput }],
     { tool_choice: "get_weather" },
   );
@@ -172,7 +177,7 @@ async function langchain() {
   // model not named gpt-3/gpt-4) and function calling (a forced call)
   for (const method of ["jsonSchema", "functionCalling"]) {
     for (const schema of [Weather, Recipe]) {
-      const so = chat(240).withStructuredOutput(schema, { method, includeRaw: true, name: "answer" });
+      const so = chat(600).withStructuredOutput(schema, { method, includeRaw: true, name: "answer" });
       const r = await so.invoke("Answer as JSON.");
       assert.equal(r.parsingError, undefined, `${method}: ${r.parsingError}`);
       assert.ok(schema.safeParse(r.parsed).success, `${method}: ${JSON.stringify(r.parsed)}`);
@@ -182,7 +187,7 @@ async function langchain() {
   }
   // sampled and seeded
   for (let seed = 1; seed <= 3; seed++) {
-    const r = await chat(240, { temperature: 0.9, modelKwargs: { seed } }).withStructuredOutput(Recipe).invoke("A recipe.");
+    const r = await chat(600, { temperature: 0.9, modelKwargs: { seed } }).withStructuredOutput(Recipe).invoke("A recipe.");
     assert.ok(Recipe.safeParse(r).success, JSON.stringify(r));
   }
 }
