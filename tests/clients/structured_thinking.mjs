@@ -145,7 +145,7 @@ async function one(i) {
   assert.ok(typeof reasoning === "string" && reasoning.length > 0, `${where}: no reasoning`);
   assert.ok(!reasoning.includes("</think>"), `${where}: the close in the reasoning`);
   assert.ok(validators[name](parsed), `${where}: ${content}\n${JSON.stringify(validators[name].errors)}`);
-  return way;
+  return { way, content, reasoning };
 }
 
 // two at a time (the server's --parallel 2)
@@ -157,5 +157,11 @@ async function worker() {
 }
 await Promise.all([worker(), worker()]);
 assert.equal(done.length, n);
-for (const w of ways) assert.equal(done.filter((d) => d === w).length, 10, w);
+for (const w of ways) assert.equal(done.filter((d) => d.way === w).length, 10, w);
+// seeded: the same request again gives the same answer (Responses too,
+// whose seed is our extension)
+for (const i of [0, 10]) {
+  const [a, b] = [await one(i), await one(i)];
+  assert.deepEqual(a, b, `#${i} twice`);
+}
 console.log("ok");
