@@ -9,7 +9,7 @@
 // helper. Every answer must validate with ajv (+ ajv-formats, the full
 // format checks: a date's day within its month), be the whole content, and
 // come after a non-empty reasoning.
-// Usage: REWIND_URL=http://127.0.0.1:PORT REWIND_KEY=KEY node structured_thinking.mjs
+// Usage: REWIND_URL=http://127.0.0.1:PORT REWIND_KEY=KEY [REWIND_VERBOSE=1] node structured_thinking.mjs
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import Ajv2020 from "ajv/dist/2020.js";
@@ -100,11 +100,13 @@ const validators = Object.fromEntries(names.map((n) => [n, ajv.compile(schemas[n
 const ways = ["chat", "responses", "parse"];
 // A random-weight model spends much of the answer on the whitespace the
 // grammar allows between tokens (up to a newline and 20 indent characters
-// each time), so the answer gets room. Responses: the server's default
-// reasoning budget with a schema, half of max_output_tokens; chat: the
-// reasoning_budget extension, shorter (the test's time).
+// each time), so the answer gets room (these answers take 60 to 170
+// tokens). Responses: the server's default reasoning budget with a schema,
+// half of max_output_tokens; chat: the reasoning_budget extension, shorter
+// (the test's time).
 const max_tokens = 900;
 const reasoning_budget = 64;
+const max_output_tokens = 500;
 
 async function one(i) {
   const name = names[i % names.length];
@@ -113,15 +115,16 @@ async function one(i) {
   const prompt = `Fill in the ${name} record as JSON.`;
   const seed = 7000 + i;
   const temperature = 0.7 + 0.05 * (i % 5);
-  let content, reasoning, parsed, finish;
+  let content, reasoning, parsed, finish, usage;
   if (way === "responses") {
     const r = await client.responses.create({
-      model: "rewind", input: prompt, max_output_tokens: max_tokens, temperature,
+      model: "rewind", input: prompt, max_output_tokens, temperature,
       text: { format: { type: "json_schema", name, schema, strict: true } },
       // @ts-ignore the seed is an extension here
       seed,
     });
     finish = r.status;
+    usage = [r.usage.output_tokens_details.reasoning_tokens, r.usage.output_tokens];
     content = r.output_text;
     reasoning = r.output.filter((o) => o.type === "reasoning").flatMap((o) => o.content ?? []).map((c) => c.text).join("");
     parsed = r.status === "completed" ? JSON.parse(content) : null;
@@ -133,6 +136,7 @@ async function one(i) {
     const r = way === "parse" ? await client.chat.completions.parse(req) : await client.chat.completions.create(req);
     const m = r.choices[0].message;
     finish = r.choices[0].finish_reason;
+    usage = [r.usage.completion_tokens_details.reasoning_tokens, r.usage.completion_tokens];
     content = m.content;
     reasoning = m.reasoning_content;
     if (finish === "stop") {
@@ -140,7 +144,8 @@ async function one(i) {
       if (way === "parse") assert.deepEqual(parsed, JSON.parse(content));
     }
   }
-  const where = `#${i} ${name} via ${way} (seed ${seed}, finish ${finish})`;
+  const where = `#${i} ${name} via ${way} (seed ${seed}, finish ${finish}, reasoning/all tokens ${usage})`;
+  if (process.env.REWIND_VERBOSE) console.error(where);
   assert.ok(["stop", "completed"].includes(finish), `${where}: ${content}`);
   assert.ok(typeof reasoning === "string" && reasoning.length > 0, `${where}: no reasoning`);
   assert.ok(!reasoning.includes("</think>"), `${where}: the close in the reasoning`);

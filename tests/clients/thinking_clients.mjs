@@ -195,6 +195,6 @@ async function langchain() {
   }
 }
 
-await aiSdk();
-await langchain();
+// the two side by side (the server's --parallel 2)
+await Promise.all([aiSdk(), langchain()]);
 console.log("ok");
