@@ -30,7 +30,7 @@ trap 'rm -rf "$d"' EXIT
 # run_clients SCRIPT...: each script against the running server; then the server must stop cleanly
 run_clients() {
   for s in "$@"; do
-    REWIND_URL="http://127.0.0.1:$port" REWIND_KEY=test-key timeout 150 node "$C/$s" > "$d/out" 2>&1
+    REWIND_URL="http://127.0.0.1:$port" REWIND_KEY=test-key timeout 300 node "$C/$s" > "$d/out" 2>&1
     rc=$?
     [ $rc -eq 0 ] || fail "$s exited $rc: $(cat "$d/out")"
     grep -qx ok "$d/out" || fail "$s: $(cat "$d/out")"
