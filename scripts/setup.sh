@@ -46,8 +46,9 @@ else
 fi
 
 # The client tests (tests/server/test_clients_node.sh, test_clients_chat.sh) run the real npm
-# packages `openai` and `@anthropic-ai/sdk`, pinned by
-# tests/clients/package-lock.json. Optional: without node they are skipped.
+# packages `openai`, `@anthropic-ai/sdk`, the Vercel AI SDK (`ai`,
+# `@ai-sdk/openai-compatible`), LangChain (`@langchain/openai`), `zod` and
+# `ajv`, pinned by tests/clients/package-lock.json. Optional: without node they are skipped.
 # Debian's nodejs and npm are installed when there is no node at all (a node
 # from elsewhere, with its own npm, is kept).
 if ! command -v node >/dev/null; then

@@ -969,12 +969,20 @@ done:
     return rule;
 }
 
+/* A calendar date (RFC 3339 full-date): each month's own number of days,
+ * February 29 in leap years only (divisible by 4, centuries by 400), as
+ * validators check it (ajv-formats' full mode, Python's date). */
+#define DATE_31   "(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])"
+#define DATE_30   "(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+#define DATE_LEAP "([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)"
+#define DATE_RX   "([0-9]{4}-(" DATE_31 "|" DATE_30 "|02-(0[1-9]|1[0-9]|2[0-8]))|" DATE_LEAP "-02-29)"
+
 /* String formats as patterns of the subset above (a subset of what each
  * format allows: validators accept every string they give). */
 static const char *const formats[][2] = {
-    {"date", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"},
+    {"date", "^" DATE_RX "$"},
     {"time", "^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
-    {"date-time", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    {"date-time", "^" DATE_RX "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
                   "(\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"},
     {"uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
     /* a dot-atom local part, a domain of labels (letters and digits) and a

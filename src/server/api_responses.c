@@ -557,7 +557,8 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int
     if (json_is_string(instr)) json_array_append_new(all, json_pack("{s:s,s:O}", "role", "system", "content", instr));
     json_array_extend(all, msgs);
     json_object_set_new(chat, "messages", all);
-    static const char *const same[] = {"temperature", "top_p", "top_k", "stream", "parallel_tool_calls", NULL};
+    /* top_k and seed: extensions, as in chat (a seeded request's answer is reproducible) */
+    static const char *const same[] = {"temperature", "top_p", "top_k", "seed", "stream", "parallel_tool_calls", NULL};
     for (int k = 0; same[k]; k++) {
         json_t *v = json_object_get(o, same[k]);
         if (v && !json_is_null(v)) json_object_set(chat, same[k], v);

@@ -104,6 +104,15 @@ static json_t *resolve(json_t *root, const char *ref) {
 
 static bool valid(json_t *v, json_t *s, json_t *root, const char *path);
 
+/* The calendar behind a date's digits (s starts with YYYY-MM-DD): the day
+ * within its month, February 29 in leap years only. */
+static bool real_date(const char *s) {
+    int y = atoi(s), m = atoi(s + 5), d = atoi(s + 8);
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    return m >= 1 && m <= 12 && d >= 1 && d <= days[m - 1] + (m == 2 && leap);
+}
+
 static bool valid_format(const char *f, const char *s, size_t n) {
     static const char *const rx[][2] = {
         {"date", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"},
@@ -121,7 +130,7 @@ static bool valid_format(const char *f, const char *s, size_t n) {
                 "(\\?([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?"
                 "(#([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?$"}};
     for (size_t i = 0; i < sizeof rx / sizeof *rx; i++)
-        if (!strcmp(f, rx[i][0])) return regex_search(rx[i][1], s, n);
+        if (!strcmp(f, rx[i][0])) return regex_search(rx[i][1], s, n) && (strncmp(f, "date", 4) || real_date(s));
     return true; /* other formats: annotations */
 }
 
@@ -431,6 +440,30 @@ static void test_keywords(void) {
     expect_strings("{\"type\":\"string\",\"format\":\"uri\"}", f2);
     const char *f3[] = {"+\"12:30:00Z\"", "+\"23:59:59.123+01:00\"", "-\"24:00:00Z\"", "-\"12:30Z\"", NULL};
     expect_strings("{\"type\":\"string\",\"format\":\"time\"}", f3);
+    /* dates of the calendar: the month's days, February 29 of leap years */
+    const char *f4[] = {"+\"2024-01-31\"", "+\"2023-04-30\"", "+\"2023-02-28\"",
+                        "+\"2024-02-29\"", "+\"2000-02-29\"", "+\"1600-02-29\"",
+                        "+\"0000-02-29\"", "+\"1996-02-29\"", "+\"2023-12-31\"",
+                        "-\"2023-02-29\"", "-\"1900-02-29\"", "-\"2100-02-29\"",
+                        "-\"2024-02-30\"", "-\"2023-04-31\"", "-\"2023-06-31\"",
+                        "-\"2023-09-31\"", "-\"2023-11-31\"", "-\"2023-00-10\"",
+                        "-\"2023-13-01\"", "-\"2023-01-00\"", NULL};
+    expect_strings("{\"type\":\"string\",\"format\":\"date\"}", f4);
+    const char *f5[] = {"+\"2024-02-29T23:59:59Z\"", "-\"2023-02-29T00:00:00Z\"", "-\"2023-04-31T12:00:00+01:00\"",
+                        NULL};
+    expect_strings("{\"type\":\"string\",\"format\":\"date-time\"}", f5);
+    /* every day of 1999..2001 and of 1900 and 2000 (the century rule), through the grammar and the checker */
+    for (int y = 1899; y <= 2101; y++) {
+        if (!(y <= 1901 || (y >= 1999 && y <= 2001) || y >= 2099)) continue;
+        for (int m = 1; m <= 12; m++)
+            for (int d = 1; d <= 31; d++) {
+                char t[16];
+                snprintf(t, sizeof t, "\"%04d-%02d-%02d\"", y, m, d);
+                bool want = real_date(t + 1);
+                CHECK_MSG(takes("{\"type\":\"string\",\"format\":\"date\"}", t) == want, "%s should be %s", t,
+                          want ? "taken" : "refused");
+            }
+    }
     /* not, if/then/else, allOf of several */
     const char *c1[] = {"+\"c\"", "+\"ab\"", "+\"\"", "-\"a\"", "-\"b\"", NULL};
     expect_strings("{\"type\":\"string\",\"not\":{\"enum\":[\"a\",\"b\"]}}", c1);
