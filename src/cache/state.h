@@ -26,7 +26,7 @@
  * checkpoint and the caller recomputes the rest with the model (the sequence
  * object in models/ does that).
  *
- * Invariants (every kind, checked by tests/cache/test_state_generic.c):
+ * Invariants (every kind, checked through every architecture by tests/cache/test_seq_props.c and test_state_files.c):
  *   - rewind(n) then appending the same tokens gives a state bitwise equal
  *     to never having rewound;
  *   - save writes only the valid part (positions < length), load of what

@@ -1,5 +1,5 @@
 /* engine_seq.c - a request's sequence: from the prefix cache when there is
- * one (engine/prefix_cache.h), and back into it when the request ends.
+ * one (pcache/pcache.h), and back into it when the request ends.
  *
  * A sequence obtained from the cache is cut back to an exact restore point,
  * so the request's output is bitwise what it would be without the cache.

@@ -11,7 +11,7 @@
  * so the loop is not one long chain of dependent compares; max is exact, so
  * their order does not matter), then the first index holding it. Same answer
  * as the one-pass loop "replace best when greater, or when best is NaN"
- * (tests/engine/test_sampler.c keeps that loop as the reference): -0 and +0
+ * (tests/sampler/test_sampler.c keeps that loop as the reference): -0 and +0
  * are equal, so either finds the first zero. */
 int32_t rw_argmax(const float *logits, int64_t n) {
     float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
