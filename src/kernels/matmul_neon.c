@@ -19,10 +19,12 @@
  *    odd element first);
  *  - Q8_0: block sums, four accumulators (block b onto (b % 8) / 2); Q4_0:
  *    16 lanes, even blocks in lanes 0-7, odd ones in 8-15;
- *  - RW_NUMERICS_GGML order (also the default for the K-quants): Q8_0,
- *    Q4_0, Q4_K, Q6_K, eight lanes and ggml's hsum.
- * Every other type and order (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K,
- * IQ4_XS, the K-quants' own order) is served by the reference tier.
+ *  - Q4_K, Q5_K, Q6_K: exact integer sums per super-block (SDOT), the
+ *    reference's one scalar float step per super-block;
+ *  - RW_NUMERICS_GGML order: Q8_0, Q4_0, Q4_K, Q6_K, eight lanes and
+ *    ggml's hsum.
+ * Every other type and order (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
+ * IQ4_XS, MXFP4, ggml's Q5_K) is served by the reference tier.
  * Activations are converted as the reference converts them. A tile computes
  * one output at a time, the same code for every element, so results are
  * batch invariant.
@@ -346,6 +348,117 @@ static float dot_q6_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     return hsum8(lo, hi);
 }
 
+/* ==== K-quants in our order ================================================ */
+
+/* The reference's arithmetic (matmul_ref.c): per super-block the exact
+ * integer sums isum (and, for Q4_K / Q5_K, msum), then one scalar float
+ * step, sum += (d*dx) * isum - (dmin*dx) * msum. The integer sums may be
+ * formed in any order (they are exact), so SDOT's lanes are simply added. */
+
+/* Scale and min of the eight sub-blocks of a Q4_K / Q5_K super-block. */
+INLINE void k4_scales_mins(const uint8_t s[12], int sc[8], int mn[8]) {
+    for (int j = 0; j < 8; j++) k4_scale_min(s, j, &sc[j], &mn[j]);
+}
+
+/* msum: the mins times the activation sums of their sub-blocks (two 16-sums each). */
+INLINE int32_t k4_msum(const int mn[8], const int16_t bs[16]) {
+    int32_t m = 0;
+    for (int j = 0; j < 8; j++) m += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+    return m;
+}
+
+/* Q4_K / Q5_K's isum: sub-block j = 2c + hi is the low (hi = 0) or high
+ * nibbles of qs[32c .. 32c + 32); with qh (Q5_K), bit j of qh[l] is the
+ * fifth bit of its element l. */
+INLINE int32_t k45_isum(const uint8_t *qs, const uint8_t *qh, const int8_t *x, const int sc[8]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);
+    uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
+    if (qh) h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int c = 0; c < 4; c++) {
+        const uint8x16_t q0 = vld1q_u8(qs + 32 * c), q1 = vld1q_u8(qs + 32 * c + 16);
+        for (int hi = 0; hi < 2; hi++) {
+            const int j = 2 * c + hi;
+            uint8x16_t v0 = hi ? vshrq_n_u8(q0, 4) : vandq_u8(q0, m4);
+            uint8x16_t v1 = hi ? vshrq_n_u8(q1, 4) : vandq_u8(q1, m4);
+            if (qh) {
+                const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << j));
+                v0 = vorrq_u8(v0, vandq_u8(vtstq_u8(h0, bit), b4));
+                v1 = vorrq_u8(v1, vandq_u8(vtstq_u8(h1, bit), b4));
+            }
+            int32x4_t s = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(v0), vld1q_s8(x + 32 * j));
+            s = vdotq_s32(s, vreinterpretq_s8_u8(v1), vld1q_s8(x + 32 * j + 16));
+            acc = vmlaq_n_s32(acc, s, sc[j]);
+        }
+    }
+    return vaddvq_s32(acc);
+}
+
+static float dot_q4_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q4_K *w = (const rw_block_q4_K *)wp;
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int sc[8], mn[8];
+        k4_scales_mins(w[b].scales, sc, mn);
+        const int32_t isum = k45_isum(w[b].qs, NULL, x[b].qs, sc), msum = k4_msum(mn, x[b].bsums);
+        const float dx = x[b].d;
+        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
+    }
+    return sum;
+}
+
+static float dot_q5_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q5_K *w = (const rw_block_q5_K *)wp;
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        int sc[8], mn[8];
+        k4_scales_mins(w[b].scales, sc, mn);
+        const int32_t isum = k45_isum(w[b].qs, w[b].qh, x[b].qs, sc), msum = k4_msum(mn, x[b].bsums);
+        const float dx = x[b].d;
+        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
+    }
+    return sum;
+}
+
+/* Q6_K: isum = sum over 16-groups g of scale_g * (products of the unsigned
+ * quants - 32 * the group's activation sum, Q8_K's bsums[g]). */
+static float dot_q6_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
+    const rw_block_q6_K *w = (const rw_block_q6_K *)wp;
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    float sum = 0;
+    for (int64_t b = 0; b < n / RW_QK_K; b++) {
+        const int8_t *sc = w[b].scales;
+        int32x4_t acc = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[b].ql + 64 * h, *qh = w[b].qh + 32 * h;
+            for (int half = 0; half < 2; half++) { /* elements l = 16 half .. 16 half + 15 of each 32-chunk */
+                const uint8x16_t a = vld1q_u8(ql + 16 * half), a2 = vld1q_u8(ql + 32 + 16 * half),
+                                 hb = vld1q_u8(qh + 16 * half);
+                const uint8x16_t v[4] = {
+                    vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
+                    vorrq_u8(vandq_u8(a2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
+                    vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
+                    vorrq_u8(vshrq_n_u8(a2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+                };
+                for (int k = 0; k < 4; k++) { /* chunk 4h + k, its 16-group 8h + 2k + half */
+                    const int g = 8 * h + 2 * k + half;
+                    const int32x4_t s =
+                        vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(v[k]), vld1q_s8(x[b].qs + 16 * g));
+                    acc = vmlaq_n_s32(acc, s, sc[g]);
+                }
+            }
+        }
+        int32_t off = 0;
+        for (int g = 0; g < 16; g++) off += sc[g] * x[b].bsums[g];
+        const int32_t isum = vaddvq_s32(acc) - 32 * off;
+        sum += (f16(w[b].d) * x[b].d) * (float)isum;
+    }
+    return sum;
+}
+
 /* ==== tiles and the tables ================================================ */
 
 #define NEON_KERNEL(name, xb, conv)                                                                                \
@@ -362,6 +475,9 @@ NEON_KERNEL(f16, x_bytes_16, convert_f16)
 NEON_KERNEL(bf16, x_bytes_16, convert_bf16)
 NEON_KERNEL(q8_0, x_bytes_q8_0, convert_q8_0)
 NEON_KERNEL(q4_0, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(q4_K, x_bytes_q8_K, convert_q8_K)
+NEON_KERNEL(q5_K, x_bytes_q8_K, convert_q8_K)
+NEON_KERNEL(q6_K, x_bytes_q8_K, convert_q8_K)
 NEON_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0)
 NEON_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0)
 NEON_KERNEL(q4_K_ggml, x_bytes_q8_K, convert_q8_K)
@@ -374,6 +490,9 @@ const rw_mm_kernel *rw_mm_kernel_neon(rw_dtype t) {
     case RW_TYPE_BF16: return &kernel_bf16;
     case RW_TYPE_Q8_0: return &kernel_q8_0;
     case RW_TYPE_Q4_0: return &kernel_q4_0;
+    case RW_TYPE_Q4_K: return &kernel_q4_K;
+    case RW_TYPE_Q5_K: return &kernel_q5_K;
+    case RW_TYPE_Q6_K: return &kernel_q6_K;
     default: return NULL;
     }
 }
