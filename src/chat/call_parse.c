@@ -323,3 +323,70 @@ bool rw_chat__parse_call_body(const char *s, size_t n, bool function, const json
     if (!ok) rw_chat__calls_free(out);
     return ok;
 }
+
+/* ---- DeepSeek's form ---- */
+
+#define DS_CALL "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>"
+#define DS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_CALLS "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+
+/* One call between DS_CALL and DS_END: R1's "function" DS_SEP NAME "\n```json\n" ARGS "\n```" or
+ * V3.1's NAME DS_SEP ARGS (the fence optional in both). */
+static bool ds_call(const char *s, size_t n, rw_chat__calls *out) {
+    const char *sep = find(s, n, 0, DS_SEP);
+    if (!sep) return false;
+    size_t a = skip_ws(s, n, 0), ae = (size_t)(sep - s), b = ae + strlen(DS_SEP);
+    while (ae > a && is_ws(s[ae - 1])) ae--;
+    size_t nb, ne, args;
+    if (ae - a == 8 && !memcmp(s + a, "function", 8)) { /* R1: the name after the separator, to the line's end */
+        nb = skip_ws(s, n, b);
+        ne = nb;
+        while (ne < n && s[ne] != '\n' && s[ne] != '`' && s[ne] != '{') ne++;
+        args = ne;
+        while (ne > nb && is_ws(s[ne - 1])) ne--;
+    } else {
+        nb = a;
+        ne = ae;
+        args = b;
+    }
+    if (!rw_chat__valid_name(s + nb, ne - nb)) return false;
+    size_t ab = skip_ws(s, n, args), aend = n;
+    if (at(s, n, ab, "```")) { /* a fenced block: ```json ... ``` */
+        ab += 3;
+        while (ab < n && s[ab] != '\n' && !is_ws(s[ab]) && s[ab] != '{') ab++;
+        while (aend > ab && is_ws(s[aend - 1])) aend--;
+        if (aend >= ab + 3 && !memcmp(s + aend - 3, "```", 3)) aend -= 3;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(s + ab, aend - ab, 0, &je);
+    if (json_is_string(j)) { /* the template writes string arguments quoted once more */
+        json_t *inner = json_loads(json_string_value(j), 0, &je);
+        json_decref(j);
+        j = inner;
+    }
+    bool ok = json_is_object(j) && add_call(out, s + nb, ne - nb, j);
+    json_decref(j);
+    return ok;
+}
+
+bool rw_chat__parse_deepseek(const char *s, size_t n, bool partial, rw_chat__calls *out) {
+    size_t i = skip_ws(s, n, 0);
+    if (at(s, n, i, DS_CALLS)) i = skip_ws(s, n, i + strlen(DS_CALLS));
+    bool ok = true;
+    while (ok && i < n && !at(s, n, i, DS_CALLS_END)) {
+        const char *end = at(s, n, i, DS_CALL) ? find(s, n, i, DS_END) : NULL;
+        if (!end) {
+            ok = partial;
+            break; /* cut inside a call: the complete ones stand */
+        }
+        size_t b = i + strlen(DS_CALL);
+        ok = ds_call(s + b, (size_t)(end - s) - b, out);
+        i = skip_ws(s, n, (size_t)(end - s) + strlen(DS_END));
+    }
+    if (ok && at(s, n, i, DS_CALLS_END)) i = skip_ws(s, n, i + strlen(DS_CALLS_END));
+    ok = ok && out->n > 0 && (partial || i == n);
+    if (!ok) rw_chat__calls_free(out);
+    return ok;
+}

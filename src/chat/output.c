@@ -25,18 +25,29 @@ enum { S_PASS, S_START, S_REASON_LEAD, S_REASON, S_BODY, S_BARE, S_BARE_NEXT, S_
 
 /* The markers that open a call in text, per format; end: the marker that
  * closes it (NULL: the body is one JSON value, closed when balanced);
- * keep: the marker belongs to the body (Qwen3-Coder's bare <function=...>). */
+ * keep: the marker belongs to the body (Qwen3-Coder's bare <function=...>);
+ * body: how the body is read. */
+enum { B_JSON_XML, B_DEEPSEEK, B_PYTHONIC, B_PYTHON_TAG };
 typedef struct {
     const char *open, *end;
     bool keep;
+    int body;
 } marker;
 
-static const marker M_TOOL_CALL = {"<tool_call>", "</tool_call>", false};
-static const marker M_FUNCTION = {"<function=", "</function>", true};
-static const marker M_GRANITE = {"<|tool_call|>", NULL, false};
-static const marker M_PYTHON = {"<|python_tag|>", NULL, false};
-static const marker M_NEMOTRON = {"<TOOLCALL>", "</TOOLCALL>", false};
-static const marker M_MISTRAL = {"[TOOL_CALLS]", NULL, false};
+#define DS_CALLS "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_CALL "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+
+static const marker M_TOOL_CALL = {"<tool_call>", "</tool_call>", false, B_JSON_XML};
+static const marker M_FUNCTION = {"<function=", "</function>", true, B_JSON_XML};
+static const marker M_GRANITE = {"<|tool_call|>", NULL, false, B_JSON_XML};
+static const marker M_PYTHON = {"<|python_tag|>", NULL, false, B_PYTHON_TAG};
+static const marker M_NEMOTRON = {"<TOOLCALL>", "</TOOLCALL>", false, B_JSON_XML};
+static const marker M_MISTRAL = {"[TOOL_CALLS]", NULL, false, B_JSON_XML};
+static const marker M_DS_CALLS = {DS_CALLS, DS_CALLS_END, false, B_DEEPSEEK};
+static const marker M_DS_CALL = {DS_CALL, DS_CALL_END, true, B_DEEPSEEK}; /* a call without the list's marker */
+static const marker M_LFM2 = {"<|tool_call_start|>", "<|tool_call_end|>", false, B_PYTHONIC};
 
 static int markers_of(rw_tool_format f, const marker **out) {
     int n = 0;
@@ -45,6 +56,10 @@ static int markers_of(rw_tool_format f, const marker **out) {
     case RW_TOOL_FMT_HERMES: out[n++] = &M_TOOL_CALL; break;
     case RW_TOOL_FMT_LLAMA3: out[n++] = &M_PYTHON; break;
     case RW_TOOL_FMT_GRANITE: out[n++] = &M_GRANITE; out[n++] = &M_TOOL_CALL; break;
+    case RW_TOOL_FMT_DEEPSEEK: out[n++] = &M_DS_CALLS; out[n++] = &M_DS_CALL; break;
+    case RW_TOOL_FMT_NEMOTRON: out[n++] = &M_NEMOTRON; break;
+    case RW_TOOL_FMT_LFM2: out[n++] = &M_LFM2; break;
+    case RW_TOOL_FMT_MISTRAL: out[n++] = &M_MISTRAL; break;
     case RW_TOOL_FMT_GENERIC:
         out[n++] = &M_TOOL_CALL;
         out[n++] = &M_GRANITE;
@@ -92,8 +107,13 @@ struct rw_chat_output {
     int n_calls;
     bool finished;
     bool cut; /* the token limit cut the output: unfinished calls are dropped at finish */
-    rw_chat_event_fn fn;
+    bool to_end;   /* S_CALL: a <|python_tag|> body that is not JSON runs to the end of the text */
+    int max_calls; /* > 0: events after that many calls ended are dropped */
+    int n_ended;   /* calls ended (CALL_END sent) */
+    rw_chat_event_fn fn; /* the events go through limit() (max_calls) ... */
     void *user;
+    rw_chat_event_fn out_fn; /* ... to the caller's callback */
+    void *out_user;
     rw_chat__harmony *hm; /* RW_TOOL_FMT_HARMONY: the parser the text goes to instead; owned */
 };
 
@@ -106,12 +126,16 @@ const char *rw_tool_format_name(rw_tool_format f) {
     case RW_TOOL_FMT_LLAMA3: return "llama3";
     case RW_TOOL_FMT_GRANITE: return "granite";
     case RW_TOOL_FMT_HARMONY: return "harmony";
+    case RW_TOOL_FMT_DEEPSEEK: return "deepseek";
+    case RW_TOOL_FMT_NEMOTRON: return "nemotron";
+    case RW_TOOL_FMT_LFM2: return "lfm2";
+    case RW_TOOL_FMT_MISTRAL: return "mistral";
     }
     return "?";
 }
 
 bool rw_tool_format_parse(const char *name, rw_tool_format *out) {
-    for (int f = RW_TOOL_FMT_NONE; f <= RW_TOOL_FMT_HARMONY; f++)
+    for (int f = RW_TOOL_FMT_NONE; f <= RW_TOOL_FMT_LAST; f++)
         if (!strcmp(name, rw_tool_format_name((rw_tool_format)f))) {
             *out = (rw_tool_format)f;
             return true;
@@ -162,6 +186,7 @@ rw_status rw_chat_output_new(const rw_chat_output_opts *o, rw_chat_output **out,
     p->id_seed = o->id_seed;
     p->stream_args = o->stream_args;
     p->cut = o->cut;
+    p->max_calls = o->max_calls > 0 ? o->max_calls : 0;
     if (!p->open || !p->close || !p->id_prefix) {
         rw_chat_output_free(p);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -197,7 +222,21 @@ void rw_chat_output_free(rw_chat_output *p) {
     free(p);
 }
 
-int rw_chat_output_n_calls(const rw_chat_output *p) { return p->hm ? rw_chat__harmony_n_calls(p->hm) : p->n_calls; }
+int rw_chat_output_n_calls(const rw_chat_output *p) {
+    int n = p->hm ? rw_chat__harmony_n_calls(p->hm) : p->n_calls;
+    return p->max_calls && n > p->max_calls ? p->max_calls : n;
+}
+
+bool rw_chat_output_calls_done(const rw_chat_output *p) { return p->max_calls && p->n_ended >= p->max_calls; }
+
+/* Every event passes here: once max_calls calls have ended, nothing more
+ * goes out (a later call, the text after the last one). */
+static rw_status limit(void *user, const rw_chat_event *ev) {
+    rw_chat_output *p = user;
+    if (rw_chat_output_calls_done(p)) return RW_OK;
+    if (ev->kind == RW_CHAT_EV_CALL_END) p->n_ended++;
+    return p->out_fn(p->out_user, ev);
+}
 
 bool rw_chat_output_in_reasoning(const rw_chat_output *p) {
     if (p->hm) return rw_chat__harmony_in_reasoning(p->hm);
@@ -716,7 +755,8 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         size_t i = 0;
         while (i < p->n && is_ws(p->pend[i])) i++;
         if (i == p->n && !fin) return RW_OK;
-        bool bare = p->fmt == RW_TOOL_FMT_LLAMA3 || p->fmt == RW_TOOL_FMT_GRANITE || p->fmt == RW_TOOL_FMT_GENERIC;
+        bool bare = p->fmt == RW_TOOL_FMT_LLAMA3 || p->fmt == RW_TOOL_FMT_GRANITE || p->fmt == RW_TOOL_FMT_GENERIC ||
+                    p->fmt == RW_TOOL_FMT_MISTRAL;
         if (bare && i < p->n && (p->pend[i] == '{' || p->pend[i] == '[')) {
             consume(p, i);
             p->state = S_BARE;
@@ -790,6 +830,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             consume(p, e);
             p->state = S_CALL;
             p->xml_tried = false;
+            p->to_end = false;
             p->call = which;
             p->call_lead = k - e;
             p->scan_from = k - e + (which->keep ? 0 : strlen(which->open));
@@ -862,12 +903,27 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             if (r == 1) {
                 found = true;
                 body_end = end = p->js.pos;
+            } else if (r < 0 && p->call->body == B_PYTHON_TAG && !p->js.started) {
+                p->to_end = true; /* a built-in tool's call or code: the rest of the text */
+                if (fin && !p->cut) {
+                    found = true;
+                    body_end = end = p->n;
+                }
             } else if (r < 0) {
                 found = true; /* not JSON: the marker and what came before the bad byte go out as content */
                 body_end = end = p->js.pos;
             }
         }
         if (!found && !fin) return RW_OK;
+        if (!found && p->cut && p->call->body == B_DEEPSEEK) { /* cut: the calls it completed stand */
+            rw_chat__calls calls = {0};
+            if (rw_chat__parse_deepseek(p->pend + body, p->n - body, true, &calls)) s = emit_calls(p, &calls);
+            rw_chat__calls_free(&calls);
+            consume(p, p->n);
+            p->state = S_CONTENT;
+            *progress = true;
+            return s;
+        }
         if (!found && p->cut) { /* cut by the token limit: the unfinished call is dropped, never content */
             consume(p, p->n);
             p->state = S_CONTENT;
@@ -876,8 +932,14 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         }
         if (!found) body_end = end = p->n; /* cut off: parse what there is (a missing close tag is forgiven) */
         rw_chat__calls calls = {0};
-        bool ok = rw_chat__parse_call_body(p->pend + body, body_end - body, p->call == &M_FUNCTION, p->tools,
-                                           &calls);
+        const char *bs = p->pend + body;
+        const size_t bn = body_end - body;
+        bool ok;
+        if (p->call->body == B_DEEPSEEK) ok = rw_chat__parse_deepseek(bs, bn, false, &calls);
+        else if (p->call->body == B_PYTHONIC)
+            ok = rw_chat__parse_py_calls(bs, bn, &calls) || rw_chat__parse_call_body(bs, bn, false, p->tools, &calls);
+        else if (p->to_end) ok = rw_chat__parse_builtin_call(bs, bn, p->tools, &calls);
+        else ok = rw_chat__parse_call_body(bs, bn, p->call == &M_FUNCTION, p->tools, &calls);
         if (ok) s = emit_calls(p, &calls);
         else s = emit(p, RW_CHAT_EV_CONTENT, p->pend, end);
         rw_chat__calls_free(&calls);
@@ -900,9 +962,15 @@ static rw_status step(rw_chat_output *p, bool *progress) {
     return RW_OK;
 }
 
+static void set_fn(rw_chat_output *p, rw_chat_event_fn fn, void *user) {
+    p->out_fn = fn;
+    p->out_user = user;
+    p->fn = limit;
+    p->user = p;
+}
+
 static rw_status run(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err) {
-    p->fn = fn;
-    p->user = user;
+    set_fn(p, fn, user);
     for (;;) {
         bool progress;
         rw_status s = step(p, &progress);
@@ -915,7 +983,8 @@ static rw_status run(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_erro
 rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, rw_chat_event_fn fn, void *user,
                               rw_error *err) {
     if (p->hm) {
-        rw_status s = rw_chat__harmony_feed(p->hm, text, len, false, fn, user);
+        set_fn(p, fn, user);
+        rw_status s = rw_chat__harmony_feed(p->hm, text, len, false, limit, p);
         return s ? rw_errorf(err, s, "harmony output: %s", rw_status_name(s)) : RW_OK;
     }
     if (p->n + len + 1 > p->cap) {
@@ -936,7 +1005,8 @@ void rw_chat_output_set_cut(rw_chat_output *p, bool cut) { p->cut = cut; }
 
 rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err) {
     if (p->hm) {
-        rw_status s = rw_chat__harmony_feed(p->hm, "", 0, true, fn, user);
+        set_fn(p, fn, user);
+        rw_status s = rw_chat__harmony_feed(p->hm, "", 0, true, limit, p);
         return s ? rw_errorf(err, s, "harmony output: %s", rw_status_name(s)) : RW_OK;
     }
     if (!p->pend) {
@@ -948,8 +1018,7 @@ rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *us
     p->finished = true;
     rw_status s = run(p, fn, user, err);
     if (!s && p->n) { /* whatever a final state left: content */
-        p->fn = fn;
-        p->user = user;
+        set_fn(p, fn, user);
         s = emit(p, RW_CHAT_EV_CONTENT, p->pend, p->n);
         consume(p, p->n);
         if (s) return rw_errorf(err, s, "stopped by the event callback (%s)", rw_status_name(s));
