@@ -360,7 +360,7 @@ static bool ds_call(const char *s, size_t n, rw_chat__calls *out) {
         if (aend >= ab + 3 && !memcmp(s + aend - 3, "```", 3)) aend -= 3;
     }
     json_error_t je;
-    json_t *j = json_loadb(s + ab, aend - ab, 0, &je);
+    json_t *j = json_loadb(s + ab, aend - ab, JSON_DECODE_ANY, &je);
     if (json_is_string(j)) { /* the template writes string arguments quoted once more */
         json_t *inner = json_loads(json_string_value(j), 0, &je);
         json_decref(j);
