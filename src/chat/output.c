@@ -99,7 +99,11 @@ struct rw_chat_output {
     bool xfirst;         /* xs 3: its first byte (a newline the template writes) not looked at yet */
     /* S_CALL with stream_args, a Hermes JSON call sent as it comes: */
     bool json_stream;
-    int jstate;          /* 0 arguments coming, 1 after them */
+    int jstate;          /* 0 arguments coming, 1 after them, 2 the next call of a list, 3 the end */
+    bool jlist;          /* the calls are a JSON list [{...}, ...] */
+    bool jbare;          /* a bare message (no marker): after it, S_BARE_NEXT */
+    bool jtried;         /* S_BARE: its head was not a call's: parsed whole */
+    size_t jat;          /* jstate 2: where the next call's object starts; 3: where the end is looked for */
     rw_chat__jval jv;
     size_t jsent;        /* the arguments' text sent up to here (offset in pend) */
     bool jin_str, jesc;  /* where the sending is, to drop whitespace outside strings */
@@ -603,6 +607,56 @@ static rw_status json_end_call(rw_chat_output *p) {
     return p->fn(p->user, &ev);
 }
 
+/* The call's name is known (the name at pend[nb..ne), its arguments' '{'
+ * at args): it begins, its arguments follow as they come. */
+static rw_status json_begin_call(rw_chat_output *p, size_t nb, size_t ne, size_t args) {
+    free(p->xname);
+    if (!(p->xname = strndup(p->pend + nb, ne - nb))) return RW_ERR_NOMEM;
+    p->xindex = p->n_calls++;
+    char id[128];
+    make_id(p, p->xindex, id);
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
+    p->json_stream = true;
+    p->jstate = 0;
+    p->jv = (rw_chat__jval){.pos = args, .safe = args};
+    p->jsent = args;
+    p->jin_str = p->jesc = false;
+    return p->fn(p->user, &ev);
+}
+
+/* After a call object's arguments at s[i..n): the other members it may have
+ * (Mistral writes "id" after the arguments), each "key": value, then its
+ * '}'. 1: the '}' is at *close; 0: more text needed; -1: not that. */
+static int json_call_rest(const char *s, size_t n, size_t i, size_t *close) {
+    for (;;) {
+        i = skip_ws(s, n, i);
+        if (i >= n) return 0;
+        if (s[i] == '}') return (*close = i), 1;
+        if (s[i] != ',') return -1;
+        rw_chat__jval key = {.pos = skip_ws(s, n, i + 1)};
+        if (key.pos >= n) return 0;
+        if (s[key.pos] != '"') return -1;
+        int r = rw_chat__jval_feed(&key, s, n); /* the key as a string value */
+        if (r <= 0) return r;
+        i = skip_ws(s, n, key.pos);
+        if (i >= n) return 0;
+        if (s[i] != ':') return -1;
+        rw_chat__jval v = {.pos = i + 1};
+        if ((r = rw_chat__jval_feed(&v, s, n)) <= 0) return r;
+        i = v.pos;
+    }
+}
+
+/* The calls are over (at pend[from..)): the marker's end, if it has one, is
+ * passed; what follows is the message's. */
+static rw_status json_done(rw_chat_output *p, int next_state, size_t to, bool *progress) {
+    consume(p, to);
+    p->json_stream = false;
+    p->state = next_state;
+    *progress = true;
+    return RW_OK;
+}
+
 static rw_status step_json(rw_chat_output *p, bool *progress) {
     const bool fin = p->finished;
     rw_status s = RW_OK;
@@ -643,32 +697,68 @@ static rw_status step_json(rw_chat_output *p, bool *progress) {
         *progress = true;
         return s;
     }
-    /* after the arguments: the call object's '}' and the end marker */
-    size_t i = skip_ws(p->pend, p->n, p->jv.pos);
-    if (i < p->n && p->pend[i] == '}') {
-        size_t e = skip_ws(p->pend, p->n, i + 1);
-        const char *endm = p->call->end;
-        if (starts(p->pend + e, p->n - e, endm) || (fin && e == p->n)) {
-            consume(p, e == p->n ? e : e + strlen(endm));
-            p->json_stream = false;
-            p->state = S_AFTER_CALL;
-            *progress = true;
-            return RW_OK;
+    const char *endm = p->jbare ? NULL : p->call->end;
+    const int after = p->jbare ? S_BARE_NEXT : S_AFTER_CALL;
+    if (p->jstate == 1) { /* the call object's other members and its '}' */
+        size_t close = 0;
+        int r = json_call_rest(p->pend, p->n, p->jv.pos, &close);
+        if (r == 0 && !fin) return RW_OK;
+        if (r != 1) { /* the call is complete; what follows it is text (cut: the call's) */
+            return json_done(p, S_CONTENT, fin && p->cut ? p->n : p->jv.pos, progress);
         }
-        if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
-        if (fin && p->cut && prefix_of(p->pend + e, p->n - e, endm)) { /* cut in the end marker: the call's */
-            consume(p, p->n);
-            p->json_stream = false;
-            p->state = S_AFTER_CALL;
-            *progress = true;
-            return RW_OK;
+        p->jat = close + 1;
+        p->jstate = p->jlist ? 2 : 3;
+        if (p->jlist) { /* ',' and the next call, or ']' */
+            size_t e = skip_ws(p->pend, p->n, p->jat);
+            if (e == p->n && !fin) return (p->jstate = 1), RW_OK; /* wait, from the '}' again */
+            if (e < p->n && p->pend[e] == ',') p->jat = e + 1;
+            else if (e < p->n && p->pend[e] == ']') {
+                p->jat = e + 1;
+                p->jstate = 3;
+            } else return json_done(p, S_CONTENT, fin && p->cut ? p->n : p->jat, progress);
         }
-    } else if (!fin && i == p->n) return RW_OK;
-    consume(p, p->jv.pos); /* the call is complete; what follows it is text */
-    p->json_stream = false;
-    p->state = S_CONTENT;
-    *progress = true;
-    return RW_OK;
+        *progress = true;
+        return RW_OK;
+    }
+    if (p->jstate == 2) {
+        size_t nb = 0, ne = 0, args = 0;
+        int h = hermes_head(p->pend, p->n, p->jat, &nb, &ne, &args);
+        if (h == 0 && !fin) return RW_OK;
+        if (h == 1) {
+            *progress = true;
+            return json_begin_call(p, nb, ne, args);
+        }
+        /* not a call (or cut short): the calls sent stand; the rest is text, a cut call's dropped */
+        return json_done(p, S_CONTENT, fin && p->cut ? p->n : p->jat, progress);
+    }
+    /* jstate 3: the end marker, if the format has one */
+    size_t e = skip_ws(p->pend, p->n, p->jat);
+    if (!endm) return json_done(p, after, p->jat, progress);
+    if (starts(p->pend + e, p->n - e, endm)) return json_done(p, after, e + strlen(endm), progress);
+    if (fin && e == p->n) return json_done(p, after, e, progress);
+    if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
+    if (fin && p->cut && prefix_of(p->pend + e, p->n - e, endm)) return json_done(p, after, p->n, progress);
+    return json_done(p, S_CONTENT, p->jat, progress); /* the calls are complete; what follows is text */
+}
+
+/* Whether a JSON call's head (and list) is looked for at pend[i..): the
+ * call markers whose body is JSON. */
+static bool json_streams(const marker *m) {
+    return m == &M_TOOL_CALL || m == &M_PYTHON || m == &M_MISTRAL || m == &M_NEMOTRON || m == &M_GRANITE;
+}
+
+/* Starts streaming JSON calls at pend[i] ('{' or '[' after whitespace):
+ * 1 begun, 0 more text needed, -1 not a call's head. */
+static int json_try(rw_chat_output *p, size_t i, bool bare) {
+    i = skip_ws(p->pend, p->n, i);
+    if (i >= p->n) return 0;
+    bool list = p->pend[i] == '[';
+    size_t nb = 0, ne = 0, args = 0;
+    int h = hermes_head(p->pend, p->n, list ? i + 1 : i, &nb, &ne, &args);
+    if (h != 1) return h;
+    p->jlist = list;
+    p->jbare = bare;
+    return json_begin_call(p, nb, ne, args) ? -2 : 1;
 }
 
 /* A bare JSON text that begins as a call: '{' (or '[' '{') then "name", or a
@@ -760,6 +850,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         if (bare && i < p->n && (p->pend[i] == '{' || p->pend[i] == '[')) {
             consume(p, i);
             p->state = S_BARE;
+            p->jtried = false;
             p->js = (rw_chat__jscan){0};
         } else {
             /* leading whitespace is the content's own, unless it follows a think block */
@@ -771,6 +862,15 @@ static rw_status step(rw_chat_output *p, bool *progress) {
     }
 
     case S_BARE: {
+        if (p->json_stream) return step_json(p, progress);
+        if (p->stream_args && !p->jtried && (p->fmt == RW_TOOL_FMT_LLAMA3 || p->fmt == RW_TOOL_FMT_MISTRAL)) {
+            int h = json_try(p, 0, true);
+            if (h == -2) return RW_ERR_NOMEM;
+            if (h == 0 && !fin) return RW_OK;
+            *progress = true;
+            if (h != 1) p->jtried = true; /* not a call's head: judged whole */
+            return RW_OK;
+        }
         int r = rw_chat__jscan_run(&p->js, p->pend, p->n);
         if (r == 0 && !fin) return RW_OK;
         if (r == 0 && p->cut && bare_call_head(p->pend, p->n)) { /* a call cut short: dropped */
@@ -803,6 +903,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         consume(p, i);
         if (p->n && (p->pend[0] == '{' || p->pend[0] == '[')) {
             p->state = S_BARE;
+            p->jtried = false;
             p->js = (rw_chat__jscan){0};
         } else p->state = S_CONTENT;
         *progress = true;
@@ -852,27 +953,17 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         const size_t body = p->call_lead + (p->call->keep ? 0 : strlen(p->call->open));
         if (p->xml_stream) return step_xml(p, progress);
         if (p->json_stream) return step_json(p, progress);
-        if (p->stream_args && !p->xml_tried && p->call == &M_TOOL_CALL) {
-            size_t nb = 0, ne = 0, args = 0;
-            int h = hermes_head(p->pend, p->n, body, &nb, &ne, &args);
+        if (p->stream_args && !p->xml_tried && json_streams(p->call)) {
+            int h = json_try(p, body, false);
+            if (h == -2) return RW_ERR_NOMEM;
             if (h == 0 && !fin) return RW_OK;
-            if (h == 1) { /* the name is known: the call begins, its arguments follow as they come */
-                free(p->xname);
-                if (!(p->xname = strndup(p->pend + nb, ne - nb))) return RW_ERR_NOMEM;
-                p->xindex = p->n_calls++;
-                char id[128];
-                make_id(p, p->xindex, id);
-                rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
-                p->json_stream = true;
-                p->jstate = 0;
-                p->jv = (rw_chat__jval){.pos = args, .safe = args};
-                p->jsent = args;
-                p->jin_str = p->jesc = false;
+            if (h == 1) {
                 *progress = true;
-                return p->fn(p->user, &ev);
+                return RW_OK;
             }
             size_t first = skip_ws(p->pend, p->n, body);
-            if (h < 0 && first < p->n && p->pend[first] == '{') p->xml_tried = true; /* JSON of another shape: whole */
+            if (h < 0 && first < p->n && (p->pend[first] == '{' || p->pend[first] == '[' || p->call != &M_TOOL_CALL))
+                p->xml_tried = true; /* JSON of another shape (or not JSON): whole */
         }
         if (p->stream_args && !p->xml_tried && (p->call == &M_TOOL_CALL || p->call == &M_FUNCTION)) {
             size_t i = body;
