@@ -275,11 +275,14 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
      * harmony always (its channels part reasoning from the answer), and its
      * markers are control tokens, so the output renders them as text */
     const bool harmony = s->tool_fmt == RW_TOOL_FMT_HARMONY;
-    r->gp.render_special = harmony;
+    /* Nemotron's <TOOLCALL> and LFM2's <|tool_call_start|> are control tokens too */
+    r->gp.render_special = harmony || (tools && (s->tool_fmt == RW_TOOL_FMT_NEMOTRON || s->tool_fmt == RW_TOOL_FMT_LFM2));
     r->out = (rw_chat_output_opts){.tool_format = tools || harmony ? s->tool_fmt : RW_TOOL_FMT_NONE,
                                    .reasoning = s->reasoning_fmt,
                                    .think_open = s->caps.think_open,
-                                   .think_close = s->caps.think_close};
+                                   .think_close = s->caps.think_close,
+                                   /* parallel_tool_calls false: one call, then the generation stops */
+                                   .max_calls = tools && !r->parallel_calls ? 1 : 0};
     if (json_is_string(rf))
         r->out.reasoning = strcmp(json_string_value(rf), "none") ? RW_REASONING_DEEPSEEK : RW_REASONING_NONE;
     r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&
