@@ -939,9 +939,14 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             *progress = true;
             return s;
         }
-        size_t safe = p->n, held = held_suffix(p->pend, p->n, names, nm);
+        size_t safe = p->n, whole = p->n;
+        /* cut inside a character, the text ends in U+FFFD for its bytes, which may be a marker's:
+         * they are held with the marker's start before them */
+        while (whole >= 3 && !memcmp(p->pend + whole - 3, "\xef\xbf\xbd", 3)) whole -= 3;
+        size_t held = held_suffix(p->pend, whole, names, nm);
+        if (!held) whole = p->n;
         if (!fin || (p->cut && held)) { /* cut: the start of a marker at the end is a call's, dropped */
-            safe -= held;
+            safe = whole - held;
             while (safe > 0 && is_ws(p->pend[safe - 1])) safe--;
         }
         s = emit(p, RW_CHAT_EV_CONTENT, p->pend, safe);

@@ -163,6 +163,10 @@ static void test_deepseek(void) {
                   "cut at %zu: content [%s]", n, c.content);
         free(t);
     }
+    /* cut inside a marker's character: the engine ends the text with U+FFFD for its bytes */
+    check(&cut, "Ok <\xef\xbd\x9ctool\xe2\x96\x81" "calls\xef\xbf\xbd", "Ok", NULL, DS_MARKUP);
+    check(&cut, "Ok <\xef\xbf\xbd", "Ok", NULL, DS_MARKUP);
+    check(&plain, "Ok \xef\xbf\xbd", "Ok \xef\xbf\xbd", NULL, NULL); /* not cut: the text as it is */
     /* max_calls 1: the second call and what follows are dropped */
     how one = {.fmt = RW_TOOL_FMT_DEEPSEEK, .max_calls = 1};
     check(&one, r1 + strlen("The user wants weather.\n</think>\n\n"), "", (const char *const[]){two[0], NULL}, DS_MARKUP);

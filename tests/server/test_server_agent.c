@@ -736,6 +736,38 @@ static void test_cut_calls(void) {
     }
     CHECK(cut > 0);
     unserve(&s);
+    /* the other formats' markup, cut at every few tokens (thinking off, so the cut falls in the call) */
+    static const char *const tmpls[] = {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "NVIDIA-Nemotron-Nano-v2",
+                                        "LFM2.5-Instruct", "mistralai-Mistral-Nemo-Instruct-2407"};
+    for (int t = 0; t < 4; t++) {
+        char path[256];
+        snprintf(path, sizeof path, "chat/templates/%s.jinja", tmpls[t]);
+        if (!serve(rw_test_fixture_path(path), NULL, &s)) return;
+        for (int max = 2; max <= 26; max += 4) {
+            char body[4096];
+            int status;
+            snprintf(body, sizeof body,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," WTOOLS ",\"tool_choice\":%s,"
+                     "\"enable_thinking\":false,\"max_tokens\":%d,\"temperature\":0}",
+                     forced_fn, max);
+            json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+            json_t *c = json_array_get(json_object_get(r, "choices"), 0);
+            const char *content = msg_str(r, "content"), *fin = json_string_value(json_object_get(c, "finish_reason"));
+            bool was_cut = usage(r, "completion_tokens") >= max;
+            CHECK_MSG(status == 200 && !strcmp(fin ?: "", was_cut ? "length" : "tool_calls"), "%s max %d: finish %s",
+                      tmpls[t], max, fin);
+            CHECK_MSG(!content || (!strchr(content, '<') && !strchr(content, '[') && !strchr(content, '{')),
+                      "%s max %d: markup in content [%s]", tmpls[t], max, content);
+            json_decref(r);
+            acc a;
+            snprintf(body + strlen(body) - 1, sizeof body - strlen(body) + 1, ",\"stream\":true}");
+            CHECK_EQ_INT(stream(s.port, body, &a), 200);
+            CHECK_MSG(!strcmp(a.finish, was_cut ? "length" : "tool_calls") && !strchr(a.content, '<') &&
+                          !strchr(a.content, '[') && !strchr(a.content, '{'),
+                      "%s streamed, max_tokens %d: %s [%s]", tmpls[t], max, a.finish, a.content);
+        }
+        unserve(&s);
+    }
 }
 
 /* JSON Schema keywords through the server: number bounds, formats with
