@@ -940,11 +940,19 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             return s;
         }
         size_t safe = p->n, whole = p->n;
-        /* cut inside a character, the text ends in U+FFFD for its bytes, which may be a marker's:
-         * they are held with the marker's start before them */
-        while (whole >= 3 && !memcmp(p->pend + whole - 3, "\xef\xbf\xbd", 3)) whole -= 3;
         size_t held = held_suffix(p->pend, whole, names, nm);
-        if (!held) whole = p->n;
+        if (!held) { /* cut inside a character, the text ends in U+FFFD for its bytes, which may be a marker's:
+                      * they are held with the marker's start before them (and so is the start of a U+FFFD) */
+            size_t w = p->n;
+            if (!fin && w >= 2 && !memcmp(p->pend + w - 2, "\xef\xbf", 2)) w -= 2;
+            else if (!fin && w >= 1 && p->pend[w - 1] == '\xef') w -= 1;
+            while (w >= 3 && !memcmp(p->pend + w - 3, "\xef\xbf\xbd", 3)) w -= 3;
+            size_t h = w < p->n ? held_suffix(p->pend, w, names, nm) : 0;
+            if (h) {
+                whole = w;
+                held = h;
+            }
+        }
         if (!fin || (p->cut && held)) { /* cut: the start of a marker at the end is a call's, dropped */
             safe = whole - held;
             while (safe > 0 && is_ws(p->pend[safe - 1])) safe--;
