@@ -192,6 +192,25 @@ static bool check_tools(json_t *tools, srv_error *e) {
     return true;
 }
 
+/* Llama 3.1's built-in tools: the request's tools of those names become the
+ * template's builtin_tools (its system prompt then lists them, and a past
+ * call of one renders as <|python_tag|>NAME.call(...)), unless the request
+ * or the server set it. */
+static void builtin_tools(json_t *tools, json_t *kwargs) {
+    static const char *const names[] = {"brave_search", "wolfram_alpha", "code_interpreter"};
+    if (json_object_get(kwargs, "builtin_tools")) return;
+    json_t *list = json_array(), *t;
+    size_t i;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        const char *nm = json_string_value(json_object_get(fn ? fn : t, "name"));
+        for (int k = 0; nm && k < 3; k++)
+            if (!strcmp(nm, names[k])) json_array_append_new(list, json_string(nm));
+    }
+    if (json_array_size(list)) json_object_set(kwargs, "builtin_tools", list);
+    json_decref(list);
+}
+
 static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     json_t *msgs = json_object_get(o, "messages");
     if (!msgs) return bad(e, "messages", "%s", "Missing required parameter: 'messages'");
@@ -226,6 +245,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         return bad(e, "tool_choice", "%s", "a forced tool call cannot be combined with response_format, grammar or json_schema");
     json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
     if (json_is_object(kw)) json_object_update(kwargs, kw);
+    if (s->tool_fmt == RW_TOOL_FMT_LLAMA3 && tools && kwargs) builtin_tools(tools, kwargs);
     rw_chat_prompt_opts po = {.messages = msgs,
                               .tools = tools,
                               .add_generation_prompt = true,

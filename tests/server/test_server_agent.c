@@ -822,6 +822,27 @@ static void test_schema_keywords(void) {
     unserve(&s);
 }
 
+/* Llama 3.1's built-in tools: a request's brave_search tool is listed as
+ * one in the system prompt, and a past call of it renders in its own form. */
+static void test_builtin_tools(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"), NULL, &s)) return;
+    int status;
+    json_t *r = post(s.port, "/apply-template",
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"News?\"},{\"role\":\"assistant\",\"content\":null,"
+                     "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
+                     "\"arguments\":\"{\\\"query\\\":\\\"news\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+                     "\"content\":\"none\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
+                     "\"parameters\":{\"type\":\"object\",\"properties\":{\"query\":{\"type\":\"string\"}}}}}]}",
+                     &status);
+    const char *prompt = json_string_value(json_object_get(r, "prompt"));
+    CHECK_MSG(status == 200 && prompt && strstr(prompt, "Tools: brave_search\n") &&
+                  strstr(prompt, "<|python_tag|>brave_search.call(query=\"news\")"),
+              "%d: %s", status, prompt ? prompt : "");
+    json_decref(r);
+    unserve(&s);
+}
+
 static void test_forced(void) {
     forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: reasons, then calls */
     forced("Qwen-Qwen3-0.6B", NULL);                  /* Hermes */
@@ -993,6 +1014,7 @@ int main(void) {
     test_helper_routes();
     test_forced();
     test_one_call_auto();
+    test_builtin_tools();
     test_cut_calls();
     test_schema_keywords();
     test_after_reasoning();
