@@ -326,18 +326,12 @@ bool rw_chat__parse_call_body(const char *s, size_t n, bool function, const json
 
 /* ---- DeepSeek's form ---- */
 
-#define DS_CALL "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>"
-#define DS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
-#define DS_CALLS "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALLS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
-
-/* One call between DS_CALL and DS_END: R1's "function" DS_SEP NAME "\n```json\n" ARGS "\n```" or
- * V3.1's NAME DS_SEP ARGS (the fence optional in both). */
+/* One call between RW_CHAT_DS_CALL_BEGIN and RW_CHAT_DS_CALL_END: R1's "function" RW_CHAT_DS_SEP NAME "\n```json\n" ARGS "\n```" or
+ * V3.1's NAME RW_CHAT_DS_SEP ARGS (the fence optional in both). */
 static bool ds_call(const char *s, size_t n, rw_chat__calls *out) {
-    const char *sep = find(s, n, 0, DS_SEP);
+    const char *sep = find(s, n, 0, RW_CHAT_DS_SEP);
     if (!sep) return false;
-    size_t a = skip_ws(s, n, 0), ae = (size_t)(sep - s), b = ae + strlen(DS_SEP);
+    size_t a = skip_ws(s, n, 0), ae = (size_t)(sep - s), b = ae + strlen(RW_CHAT_DS_SEP);
     while (ae > a && is_ws(s[ae - 1])) ae--;
     size_t nb, ne, args;
     if (ae - a == 8 && !memcmp(s + a, "function", 8)) { /* R1: the name after the separator, to the line's end */
@@ -373,19 +367,19 @@ static bool ds_call(const char *s, size_t n, rw_chat__calls *out) {
 
 bool rw_chat__parse_deepseek(const char *s, size_t n, bool partial, rw_chat__calls *out) {
     size_t i = skip_ws(s, n, 0);
-    if (at(s, n, i, DS_CALLS)) i = skip_ws(s, n, i + strlen(DS_CALLS));
+    if (at(s, n, i, RW_CHAT_DS_CALLS_BEGIN)) i = skip_ws(s, n, i + strlen(RW_CHAT_DS_CALLS_BEGIN));
     bool ok = true;
-    while (ok && i < n && !at(s, n, i, DS_CALLS_END)) {
-        const char *end = at(s, n, i, DS_CALL) ? find(s, n, i, DS_END) : NULL;
+    while (ok && i < n && !at(s, n, i, RW_CHAT_DS_CALLS_END)) {
+        const char *end = at(s, n, i, RW_CHAT_DS_CALL_BEGIN) ? find(s, n, i, RW_CHAT_DS_CALL_END) : NULL;
         if (!end) {
             ok = partial;
             break; /* cut inside a call: the complete ones stand */
         }
-        size_t b = i + strlen(DS_CALL);
+        size_t b = i + strlen(RW_CHAT_DS_CALL_BEGIN);
         ok = ds_call(s + b, (size_t)(end - s) - b, out);
-        i = skip_ws(s, n, (size_t)(end - s) + strlen(DS_END));
+        i = skip_ws(s, n, (size_t)(end - s) + strlen(RW_CHAT_DS_CALL_END));
     }
-    if (ok && at(s, n, i, DS_CALLS_END)) i = skip_ws(s, n, i + strlen(DS_CALLS_END));
+    if (ok && at(s, n, i, RW_CHAT_DS_CALLS_END)) i = skip_ws(s, n, i + strlen(RW_CHAT_DS_CALLS_END));
     ok = ok && out->n > 0 && (partial || i == n);
     if (!ok) rw_chat__calls_free(out);
     return ok;

@@ -34,19 +34,14 @@ typedef struct {
     int body;
 } marker;
 
-#define DS_CALLS "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALLS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
-#define DS_CALL "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALL_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
-
 static const marker M_TOOL_CALL = {"<tool_call>", "</tool_call>", false, B_JSON_XML};
 static const marker M_FUNCTION = {"<function=", "</function>", true, B_JSON_XML};
 static const marker M_GRANITE = {"<|tool_call|>", NULL, false, B_JSON_XML};
 static const marker M_PYTHON = {"<|python_tag|>", NULL, false, B_PYTHON_TAG};
 static const marker M_NEMOTRON = {"<TOOLCALL>", "</TOOLCALL>", false, B_JSON_XML};
 static const marker M_MISTRAL = {"[TOOL_CALLS]", NULL, false, B_JSON_XML};
-static const marker M_DS_CALLS = {DS_CALLS, DS_CALLS_END, false, B_DEEPSEEK};
-static const marker M_DS_CALL = {DS_CALL, DS_CALL_END, true, B_DEEPSEEK}; /* a call without the list's marker */
+static const marker M_DS_CALLS = {RW_CHAT_DS_CALLS_BEGIN, RW_CHAT_DS_CALLS_END, false, B_DEEPSEEK};
+static const marker M_DS_CALL = {RW_CHAT_DS_CALL_BEGIN, RW_CHAT_DS_CALL_END, true, B_DEEPSEEK}; /* a call without the list's marker */
 static const marker M_LFM2 = {"<|tool_call_start|>", "<|tool_call_end|>", false, B_PYTHONIC};
 
 static int markers_of(rw_tool_format f, const marker **out) {
@@ -56,7 +51,10 @@ static int markers_of(rw_tool_format f, const marker **out) {
     case RW_TOOL_FMT_HERMES: out[n++] = &M_TOOL_CALL; break;
     case RW_TOOL_FMT_LLAMA3: out[n++] = &M_PYTHON; break;
     case RW_TOOL_FMT_GRANITE: out[n++] = &M_GRANITE; out[n++] = &M_TOOL_CALL; break;
-    case RW_TOOL_FMT_DEEPSEEK: out[n++] = &M_DS_CALLS; out[n++] = &M_DS_CALL; break;
+    case RW_TOOL_FMT_DEEPSEEK:
+        out[n++] = &M_DS_CALLS;
+        out[n++] = &M_DS_CALL;
+        break;
     case RW_TOOL_FMT_NEMOTRON: out[n++] = &M_NEMOTRON; break;
     case RW_TOOL_FMT_LFM2: out[n++] = &M_LFM2; break;
     case RW_TOOL_FMT_MISTRAL: out[n++] = &M_MISTRAL; break;
@@ -99,11 +97,11 @@ struct rw_chat_output {
     bool xfirst;         /* xs 3: its first byte (a newline the template writes) not looked at yet */
     /* S_CALL with stream_args, a Hermes JSON call sent as it comes: */
     bool json_stream;
-    int jstate;          /* 0 arguments coming, 1 after them, 2 the next call of a list, 3 the end */
-    bool jlist;          /* the calls are a JSON list [{...}, ...] */
-    bool jbare;          /* a bare message (no marker): after it, S_BARE_NEXT */
-    bool jtried;         /* S_BARE: its head was not a call's: parsed whole */
-    size_t jat;          /* jstate 2: where the next call's object starts; 3: where the end is looked for */
+    int jstate;  /* 0 arguments coming, 1 after them, 2 the next call of a list, 3 the end */
+    bool jlist;  /* the calls are a JSON list [{...}, ...] */
+    bool jbare;  /* a bare message (no marker): after it, S_BARE_NEXT */
+    bool jtried; /* S_BARE: its head was not a call's: parsed whole */
+    size_t jat;  /* jstate 2: where the next call's object starts; 3: where the end is looked for */
     rw_chat__jval jv;
     size_t jsent;        /* the arguments' text sent up to here (offset in pend) */
     bool jin_str, jesc;  /* where the sending is, to drop whitespace outside strings */
@@ -111,9 +109,9 @@ struct rw_chat_output {
     int n_calls;
     bool finished;
     bool cut; /* the token limit cut the output: unfinished calls are dropped at finish */
-    bool to_end;   /* S_CALL: a <|python_tag|> body that is not JSON runs to the end of the text */
-    int max_calls; /* > 0: events after that many calls ended are dropped */
-    int n_ended;   /* calls ended (CALL_END sent) */
+    bool to_end;         /* S_CALL: a <|python_tag|> body that is not JSON runs to the end of the text */
+    int max_calls;       /* > 0: events after that many calls ended are dropped */
+    int n_ended;         /* calls ended (CALL_END sent) */
     rw_chat_event_fn fn; /* the events go through limit() (max_calls) ... */
     void *user;
     rw_chat_event_fn out_fn; /* ... to the caller's callback */

@@ -94,6 +94,13 @@ typedef enum {
 } rw_tool_format;
 #define RW_TOOL_FMT_LAST RW_TOOL_FMT_MISTRAL
 
+/* DeepSeek's call markers (<｜tool▁calls▁begin｜> ...), as UTF-8 */
+#define RW_CHAT_DS_CALLS_BEGIN "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+#define RW_CHAT_DS_CALLS_END "<\uff5ctool\u2581calls\u2581end\uff5c>"
+#define RW_CHAT_DS_CALL_BEGIN "<\uff5ctool\u2581call\u2581begin\uff5c>"
+#define RW_CHAT_DS_CALL_END "<\uff5ctool\u2581call\u2581end\uff5c>"
+#define RW_CHAT_DS_SEP "<\uff5ctool\u2581sep\uff5c>"
+
 typedef enum {
     RW_REASONING_NONE = 0, /* think blocks stay in the content */
     RW_REASONING_DEEPSEEK, /* think blocks go to reasoning (llama-server's default "deepseek") */

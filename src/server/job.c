@@ -332,7 +332,7 @@ static void continue_choice(srv_job *j, srv_choice *c) {
     if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
-            if (j->chat && j->parse.max_calls) watch_calls(j, c, j->close_text, j->close_len);
+    if (j->chat && j->parse.max_calls) watch_calls(j, c, j->close_text, j->close_len);
     c->think = 2;
     c->over_budget = false;
     c->done_toks = (int64_t)c->n_toks;

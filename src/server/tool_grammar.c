@@ -123,17 +123,11 @@ static int xml_string_rule(buf *b, const char *vn, const json_t *s) {
     return 1;
 }
 
-#define DS_CALLS "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALLS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
-#define DS_CALL "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
-#define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>"
-
 static bool required(const json_t *params, const char *key) {
     size_t q;
     json_t *r;
-    json_array_foreach(json_object_get(params, "required"), q, r) if (json_is_string(r) &&
-                                                                       !strcmp(json_string_value(r), key)) return true;
+    json_array_foreach(json_object_get(params, "required"), q,
+                       r) if (json_is_string(r) && !strcmp(json_string_value(r), key)) return true;
     return false;
 }
 
@@ -254,7 +248,7 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
         char *nq = nj ? json_dumps(nj, JSON_ENCODE_ANY) : NULL;
         json_decref(nj);
         const bool hermes = f == RW_TOOL_FMT_HERMES || f == RW_TOOL_FMT_GENERIC;
-        if (f == RW_TOOL_FMT_DEEPSEEK) snprintf(head, sizeof head, DS_CALL "function" DS_SEP "%.500s\n```json\n", name);
+        if (f == RW_TOOL_FMT_DEEPSEEK) snprintf(head, sizeof head, RW_CHAT_DS_CALL_BEGIN "function" RW_CHAT_DS_SEP "%.500s\n```json\n", name);
         else
             snprintf(head, sizeof head, "%s{\"name\": %.500s, \"%s\": ", hermes ? "<tool_call>\n" : "",
                      nq ? nq : "\"\"", key);
@@ -263,7 +257,7 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
         put(b, " ", 1);
         puts_(b, an);
         put(b, " ", 1);
-        lit(b, hermes ? "}\n</tool_call>" : f == RW_TOOL_FMT_DEEPSEEK ? "\n```" DS_END : "}");
+        lit(b, hermes ? "}\n</tool_call>" : f == RW_TOOL_FMT_DEEPSEEK ? "\n```" RW_CHAT_DS_CALL_END : "}");
         puts_(b, "\n");
         st = schema_rules(b, params, an, err);
     }
@@ -313,8 +307,8 @@ rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, cons
         else if (f == RW_TOOL_FMT_LFM2)
             snprintf(r, sizeof r, "root ::= \"<|tool_call_start|>[\" call%s \"]<|tool_call_end|>\"\n", more);
         else if (f == RW_TOOL_FMT_DEEPSEEK)
-            snprintf(r, sizeof r, "root ::= \"%s\" call%s \"%s\"\n", DS_CALLS, parallel ? " ( \"\\n\" call ){0,7}" : "",
-                     DS_CALLS_END);
+            snprintf(r, sizeof r, "root ::= \"%s\" call%s \"%s\"\n", RW_CHAT_DS_CALLS_BEGIN, parallel ? " ( \"\\n\" call ){0,7}" : "",
+                     RW_CHAT_DS_CALLS_END);
         else snprintf(r, sizeof r, "root ::= call%s\n", parallel ? " ( \"\\n\" call ){0,7}" : "");
         puts_(&root, r);
         puts_(&root, b.p ? b.p : "");

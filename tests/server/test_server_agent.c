@@ -828,13 +828,14 @@ static void test_builtin_tools(void) {
     served s;
     if (!serve(rw_test_fixture_path("chat/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"), NULL, &s)) return;
     int status;
-    json_t *r = post(s.port, "/apply-template",
-                     "{\"messages\":[{\"role\":\"user\",\"content\":\"News?\"},{\"role\":\"assistant\",\"content\":null,"
-                     "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
-                     "\"arguments\":\"{\\\"query\\\":\\\"news\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
-                     "\"content\":\"none\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
-                     "\"parameters\":{\"type\":\"object\",\"properties\":{\"query\":{\"type\":\"string\"}}}}}]}",
-                     &status);
+    json_t *r =
+        post(s.port, "/apply-template",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"News?\"},{\"role\":\"assistant\",\"content\":null,"
+             "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
+             "\"arguments\":\"{\\\"query\\\":\\\"news\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+             "\"content\":\"none\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
+             "\"parameters\":{\"type\":\"object\",\"properties\":{\"query\":{\"type\":\"string\"}}}}}]}",
+             &status);
     const char *prompt = json_string_value(json_object_get(r, "prompt"));
     CHECK_MSG(status == 200 && prompt && strstr(prompt, "Tools: brave_search\n") &&
                   strstr(prompt, "<|python_tag|>brave_search.call(query=\"news\")"),
@@ -885,8 +886,8 @@ static void test_one_call_auto(void) {
                   "parallel %d: %d, %zu calls, content [%s]", par, status, json_array_size(calls), content ?: "");
         CHECK_MSG(!content || !*content || par, "parallel false: content after the call [%s]", content);
         CHECK(!strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "tool_calls"));
-        CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"),
-                                                        "name")) ?: "",
+        CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "name"))
+                          ?: "",
                       "get_time"));
         toks[par] = usage(r, "completion_tokens");
         json_decref(r);
@@ -895,8 +896,13 @@ static void test_one_call_auto(void) {
         size_t bl = strlen(body);
         snprintf(body + bl - 1, sizeof body - bl + 1, ",\"stream\":true}");
         rw_sse_parser sp = {.on_event = on_call_event, .user = &a};
-        rw_http_request rq = {.port = s.port, .method = "POST", .path = "/v1/chat/completions", .body = body,
-                              .body_len = strlen(body), .on_data = on_data, .user = &sp};
+        rw_http_request rq = {.port = s.port,
+                              .method = "POST",
+                              .path = "/v1/chat/completions",
+                              .body = body,
+                              .body_len = strlen(body),
+                              .on_data = on_data,
+                              .user = &sp};
         rw_http_response resp;
         rw_error err = {0};
         CHECK(!rw_http_do(&rq, &resp, &err) && resp.status == 200);
