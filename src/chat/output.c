@@ -926,6 +926,12 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             size_t k = (size_t)(first - p->pend), e = k;
             while (e > 0 && is_ws(p->pend[e - 1])) e--;
             s = emit(p, RW_CHAT_EV_CONTENT, p->pend, e);
+            if (which == &M_DS_CALLS) { /* DeepSeek's list: each call in it is read (and sent) on its own */
+                consume(p, k + strlen(which->open));
+                p->state = S_AFTER_CALL;
+                *progress = true;
+                return s;
+            }
             consume(p, e);
             p->state = S_CALL;
             p->xml_tried = false;
@@ -1055,6 +1061,18 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         size_t i = 0;
         while (i < p->n && is_ws(p->pend[i])) i++;
         if (i == p->n && !fin) return RW_OK;
+        if (p->fmt == RW_TOOL_FMT_DEEPSEEK) { /* the end of DeepSeek's list of calls is no content */
+            const char *e = RW_CHAT_DS_CALLS_END;
+            if (starts(p->pend + i, p->n - i, e)) {
+                consume(p, i + strlen(e));
+                *progress = true;
+                return RW_OK;
+            }
+            if (prefix_of(p->pend + i, p->n - i, e) && (!fin || p->cut)) {
+                if (!fin) return RW_OK;
+                i = p->n; /* cut inside it */
+            }
+        }
         consume(p, i);
         p->state = S_CONTENT;
         *progress = p->n > 0 || !fin;

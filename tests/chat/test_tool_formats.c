@@ -169,6 +169,17 @@ static void test_deepseek(void) {
     check(&cut, "Ok <｜tool▁calls\xef\xbf\xbd", "Ok", NULL, DS_MARKUP);
     check(&cut, "Ok <\xef\xbf\xbd", "Ok", NULL, DS_MARKUP);
     check(&plain, "Ok \xef\xbf\xbd", "Ok \xef\xbf\xbd", NULL, NULL); /* not cut: the text as it is */
+    /* each call of the list goes out when its end is seen, not at the list's end */
+    {
+        rw_chat_output_opts o = {.tool_format = RW_TOOL_FMT_DEEPSEEK, .max_calls = 1};
+        rw_chat_output *p = NULL;
+        rw_error err = {0};
+        seen e = {.open = -1};
+        const char *first = DS_CALLS DS_CALL "function" DS_SEP "f\n```json\n{}\n```" DS_END "\n" DS_CALL "func";
+        CHECK(!rw_chat_output_new(&o, &p, &err) && !rw_chat_output_feed(p, first, strlen(first), on_ev, &e, &err));
+        CHECK_MSG(e.n_calls == 1 && p && rw_chat_output_calls_done(p), "%d calls before the list's end", e.n_calls);
+        rw_chat_output_free(p);
+    }
     /* max_calls 1: the second call and what follows are dropped */
     how one = {.fmt = RW_TOOL_FMT_DEEPSEEK, .max_calls = 1};
     check(&one, r1 + strlen("The user wants weather.\n</think>\n\n"), "", (const char *const[]){two[0], NULL},
