@@ -38,6 +38,10 @@ fail:
     return false;
 }
 
+bool rw_chat__add_call(rw_chat__calls *c, const char *name, size_t name_len, json_t *args) {
+    return add_call(c, name, name_len, args);
+}
+
 bool rw_chat__valid_name(const char *s, size_t n) {
     if (n == 0 || n > 256) return false;
     for (size_t i = 0; i < n; i++)

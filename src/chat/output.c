@@ -101,6 +101,7 @@ struct rw_chat_output {
     bool jlist;  /* the calls are a JSON list [{...}, ...] */
     bool jbare;  /* a bare message (no marker): after it, S_BARE_NEXT */
     bool jtried; /* S_BARE: its head was not a call's: parsed whole */
+    bool jnaked; /* the arguments are not inside a call object (Mistral's NAME[ARGS]{...}) */
     size_t jat;  /* jstate 2: where the next call's object starts; 3: where the end is looked for */
     rw_chat__jval jv;
     size_t jsent;        /* the arguments' text sent up to here (offset in pend) */
@@ -110,6 +111,8 @@ struct rw_chat_output {
     bool finished;
     bool cut; /* the token limit cut the output: unfinished calls are dropped at finish */
     bool to_end;         /* S_CALL: a <|python_tag|> body that is not JSON runs to the end of the text */
+    bool mnamed;         /* S_CALL: Mistral's [TOOL_CALLS]NAME[ARGS]{...}, the name at pend[mname_b..mname_e) */
+    size_t mname_b, mname_e;
     int max_calls;       /* > 0: events after that many calls ended are dropped */
     int n_ended;         /* calls ended (CALL_END sent) */
     rw_chat_event_fn fn; /* the events go through limit() (max_calls) ... */
@@ -697,6 +700,12 @@ static rw_status step_json(rw_chat_output *p, bool *progress) {
     }
     const char *endm = p->jbare ? NULL : p->call->end;
     const int after = p->jbare ? S_BARE_NEXT : S_AFTER_CALL;
+    if (p->jstate == 1 && p->jnaked) { /* no call object around the arguments */
+        p->jat = p->jv.pos;
+        p->jstate = 3;
+        *progress = true;
+        return RW_OK;
+    }
     if (p->jstate == 1) { /* the call object's other members and its '}' */
         size_t close = 0;
         int r = json_call_rest(p->pend, p->n, p->jv.pos, &close);
@@ -756,6 +765,7 @@ static int json_try(rw_chat_output *p, size_t i, bool bare) {
     if (h != 1) return h;
     p->jlist = list;
     p->jbare = bare;
+    p->jnaked = false;
     return json_begin_call(p, nb, ne, args) ? -2 : 1;
 }
 
@@ -935,7 +945,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             consume(p, e);
             p->state = S_CALL;
             p->xml_tried = false;
-            p->to_end = false;
+            p->to_end = p->mnamed = false;
             p->call = which;
             p->call_lead = k - e;
             p->scan_from = k - e + (which->keep ? 0 : strlen(which->open));
@@ -970,6 +980,43 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         const size_t body = p->call_lead + (p->call->keep ? 0 : strlen(p->call->open));
         if (p->xml_stream) return step_xml(p, progress);
         if (p->json_stream) return step_json(p, progress);
+        if (p->call == &M_MISTRAL && !p->mnamed) { /* newer Mistral: [TOOL_CALLS]NAME[ARGS]{...} */
+            size_t i = skip_ws(p->pend, p->n, body);
+            if (i < p->n && p->pend[i] != '{' && p->pend[i] != '[') {
+                const char *a = memfind(p->pend + i, p->n - i, "[ARGS]");
+                size_t ne = a ? (size_t)(a - p->pend) : p->n;
+                bool name_like = ne - i <= 256;
+                for (size_t k = i; k < ne && name_like; k++)
+                    name_like = !is_ws(p->pend[k]) && p->pend[k] != '"' && p->pend[k] != '{' && p->pend[k] != '<';
+                if (!a && name_like && !fin) return RW_OK; /* the name (or [ARGS]) is still coming */
+                if (!a && name_like && p->cut) { /* cut in it: the call's, dropped */
+                    consume(p, p->n);
+                    p->state = S_CONTENT;
+                    *progress = true;
+                    return RW_OK;
+                }
+                if (a && name_like && rw_chat__valid_name(p->pend + i, ne - i)) {
+                    p->mnamed = true;
+                    p->mname_b = i;
+                    p->mname_e = ne;
+                    p->js = (rw_chat__jscan){.pos = ne + 6};
+                    *progress = true;
+                    return RW_OK;
+                }
+            }
+        }
+        if (p->mnamed && p->stream_args && !p->xml_tried) {
+            size_t i = skip_ws(p->pend, p->n, p->mname_e + 6);
+            if (i == p->n && !fin) return RW_OK;
+            if (i < p->n && p->pend[i] == '{') {
+                rw_status st = json_begin_call(p, p->mname_b, p->mname_e, i);
+                p->jlist = p->jbare = false;
+                p->jnaked = true;
+                *progress = true;
+                return st;
+            }
+            p->xml_tried = true; /* not an object: judged whole */
+        }
         if (p->stream_args && !p->xml_tried && json_streams(p->call)) {
             int h = json_try(p, body, false);
             if (h == -2) return RW_ERR_NOMEM;
@@ -1047,6 +1094,12 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         else if (p->call->body == B_PYTHONIC)
             ok = rw_chat__parse_py_calls(bs, bn, &calls) || rw_chat__parse_call_body(bs, bn, false, p->tools, &calls);
         else if (p->to_end) ok = rw_chat__parse_builtin_call(bs, bn, p->tools, &calls);
+        else if (p->mnamed) {
+            json_error_t je;
+            json_t *args = json_loadb(p->pend + p->mname_e + 6, body_end - p->mname_e - 6, 0, &je);
+            ok = json_is_object(args) && rw_chat__add_call(&calls, p->pend + p->mname_b, p->mname_e - p->mname_b, args);
+            json_decref(args);
+        }
         else ok = rw_chat__parse_call_body(bs, bn, p->call == &M_FUNCTION, p->tools, &calls);
         if (ok) s = emit_calls(p, &calls);
         else s = emit(p, RW_CHAT_EV_CONTENT, p->pend, end);

@@ -76,6 +76,9 @@ bool rw_chat__parse_py_calls(const char *s, size_t n, rw_chat__calls *out);
  * "python") with {"code": text}. */
 bool rw_chat__parse_builtin_call(const char *s, size_t n, const json_t *tools, rw_chat__calls *out);
 
+/* Appends a call: name copied, args (an object) dumped compact. */
+bool rw_chat__add_call(rw_chat__calls *c, const char *name, size_t name_len, json_t *args);
+
 /* A call name we accept: 1..256 bytes, no spaces, quotes or angle brackets. */
 bool rw_chat__valid_name(const char *s, size_t n);
 

@@ -295,9 +295,9 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
      * harmony always (its channels part reasoning from the answer), and its
      * markers are control tokens, so the output renders them as text */
     const bool harmony = s->tool_fmt == RW_TOOL_FMT_HARMONY;
-    /* Nemotron's <TOOLCALL> and LFM2's <|tool_call_start|> are control tokens too */
-    r->gp.render_special =
-        harmony || (tools && (s->tool_fmt == RW_TOOL_FMT_NEMOTRON || s->tool_fmt == RW_TOOL_FMT_LFM2));
+    /* Nemotron's <TOOLCALL>, LFM2's <|tool_call_start|>, Mistral's [TOOL_CALLS] and [ARGS] are control tokens too */
+    r->gp.render_special = harmony || (tools && (s->tool_fmt == RW_TOOL_FMT_NEMOTRON || s->tool_fmt == RW_TOOL_FMT_LFM2 ||
+                                                 s->tool_fmt == RW_TOOL_FMT_MISTRAL));
     r->out = (rw_chat_output_opts){.tool_format = tools || harmony ? s->tool_fmt : RW_TOOL_FMT_NONE,
                                    .reasoning = s->reasoning_fmt,
                                    .think_open = s->caps.think_open,

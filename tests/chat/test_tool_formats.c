@@ -264,6 +264,16 @@ static void test_mistral(void) {
           "{\"q\": \"x\"}}]",
           "", two, mk);
     check(&h, "[1, 2, 3]", "[1, 2, 3]", NULL, NULL);
+    /* the newer form: [TOOL_CALLS]NAME[ARGS]{...}, one marker per call */
+    check(&h, "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]search[ARGS]{\"q\": \"x\"}", "Sure.",
+          two, mk);
+    check(&h, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}\nDone.", "Done.",
+          (const char *const[]){two[0], NULL}, mk);
+    check(&h, "[TOOL_CALLS]not a call", "[TOOL_CALLS]not a call", NULL, NULL);
+    check(&h, "[TOOL_CALLS]f[ARGS]nope", "[TOOL_CALLS]f[ARGS]nope", NULL, NULL);
+    how cut = {.fmt = RW_TOOL_FMT_MISTRAL, .cut = true};
+    check(&cut, "Ok[TOOL_CALLS]get_weather[ARGS]{\"ci", "Ok", NULL, mk);
+    check(&cut, "Ok[TOOL_CALLS]get_wea", "Ok", NULL, mk);
     how one = {.fmt = RW_TOOL_FMT_MISTRAL, .max_calls = 1};
     check(&one,
           "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}, {\"name\": \"search\", "
@@ -281,6 +291,7 @@ static void test_streamed_pieces(void) {
          "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"San Francisco\", \"days\": 12}}"},
         {RW_TOOL_FMT_LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
         {RW_TOOL_FMT_MISTRAL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]"},
+        {RW_TOOL_FMT_MISTRAL, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\", \"days\": 3}"},
         {RW_TOOL_FMT_NEMOTRON,
          "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]</TOOLCALL>"},
     };
@@ -306,6 +317,7 @@ static void test_max_calls(void) {
         {RW_TOOL_FMT_NEMOTRON, "<TOOLCALL>[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": "
                                "{}}]</TOOLCALL>"},
         {RW_TOOL_FMT_LFM2, "<|tool_call_start|>[a(), b()]<|tool_call_end|> then text"},
+        {RW_TOOL_FMT_MISTRAL, "[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{}"},
         {RW_TOOL_FMT_HARMONY, "<|channel|>commentary to=functions.a <|constrain|>json<|message|>{}<|call|><|start|>"
                               "assistant<|channel|>commentary to=functions.b <|constrain|>json<|message|>{}<|call|>"},
     };
