@@ -35,6 +35,7 @@ for flags in 1 3 5 7 12 13; do
   seed 4 $flags '<|python_tag|>brave_search.call(query="x")'
   seed 4 $flags '<|python_tag|>{"name": "f", "parameters": {"a": [1, {"b": "c"}]}}'
   seed 10 $flags '[{"name": "f", "arguments": {"a": 1}}]'
+  seed 10 $flags 'x[TOOL_CALLS]f[ARGS]{"a": [1, "b"]}[TOOL_CALLS]g[ARGS]{}'
 done
 for flags in 1 3 5 7; do
   seed 2 $flags "<think>r</think>Text before.
