@@ -14,7 +14,9 @@
  * still begin a marker (and trailing whitespace, which a following call or
  * the close of the block swallows); so a marker split over pieces never
  * leaks. A call's text is held whole and parsed when its end is seen (or at
- * finish); if it does not parse, that text goes out as content. */
+ * finish); if it does not parse, that text goes out as content. DeepSeek's
+ * list marker is passed over (S_AFTER_CALL also passes its end), so each
+ * call in it is a call of its own. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>

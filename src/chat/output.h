@@ -195,8 +195,9 @@ rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *us
  * a trailing piece of a call marker are dropped instead of given back as
  * content, so no call markup reaches the content; a streamed call already
  * begun is closed with what it had. A bare JSON message (LLAMA3, GRANITE,
- * GENERIC) is dropped when it starts as a call ({"name"...), else it stays
- * content (a JSON answer cut short). */
+ * GENERIC, MISTRAL) is dropped when it starts as a call ({"name"...), else
+ * it stays content (a JSON answer cut short). A marker's start followed by
+ * U+FFFD (the engine's end for a character the limit cut) is dropped too. */
 void rw_chat_output_set_cut(rw_chat_output *p, bool cut);
 
 /* Calls completed so far (for finish_reason "tool_calls"). */
