@@ -743,11 +743,54 @@ static rw_status step_json(rw_chat_output *p, bool *progress) {
     /* jstate 3: the end marker, if the format has one */
     size_t e = skip_ws(p->pend, p->n, p->jat);
     if (!endm) return json_done(p, after, p->jat, progress);
+    if (p->call == &M_DS_CALL) { /* R1's fence closes before the marker */
+        if (prefix_of(p->pend + e, p->n - e, "```")) {
+            if (!fin) return RW_OK;
+            if (p->cut) return json_done(p, after, p->n, progress); /* cut in the fence: the call's */
+        }
+        if (starts(p->pend + e, p->n - e, "```")) e = skip_ws(p->pend, p->n, e + 3);
+    }
     if (starts(p->pend + e, p->n - e, endm)) return json_done(p, after, e + strlen(endm), progress);
     if (fin && e == p->n) return json_done(p, after, e, progress);
     if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
     if (fin && p->cut && prefix_of(p->pend + e, p->n - e, endm)) return json_done(p, after, p->n, progress);
     return json_done(p, S_CONTENT, p->jat, progress); /* the calls are complete; what follows is text */
+}
+
+/* DeepSeek's call head at s[i..n) (its <｜tool▁call▁begin｜> there): R1's
+ * "function" SEP NAME "\n" ["```json"] or V3.1's NAME SEP ["```json"], then
+ * the arguments' '{': 1 (the name's span, where the '{' is), 0 (more text
+ * needed), -1 (not that). */
+static int ds_head(const char *s, size_t n, size_t i, size_t *nb, size_t *ne, size_t *args) {
+    i += strlen(RW_CHAT_DS_CALL_BEGIN);
+    const char *sep = memfind(s + i, n - i, RW_CHAT_DS_SEP);
+    if (!sep) return n - i > 300 ? -1 : 0;
+    size_t a = skip_ws(s, n, i), ae = (size_t)(sep - s), j = ae + strlen(RW_CHAT_DS_SEP);
+    while (ae > a && is_ws(s[ae - 1])) ae--;
+    if (ae - a == 8 && !memcmp(s + a, "function", 8)) { /* R1: the name after the separator, to the line's end */
+        const char *nl = memchr(s + j, '\n', n - j);
+        if (!nl) return n - j > 300 ? -1 : 0;
+        *nb = skip_ws(s, n, j);
+        *ne = (size_t)(nl - s);
+        while (*ne > *nb && is_ws(s[*ne - 1])) (*ne)--;
+        j = (size_t)(nl - s);
+    } else {
+        *nb = a;
+        *ne = ae;
+    }
+    if (!rw_chat__valid_name(s + *nb, *ne - *nb)) return -1;
+    j = skip_ws(s, n, j);
+    if (j < n && s[j] == '`') { /* a fence: ```json */
+        if (n - j < 3) return memcmp(s + j, "```", n - j) ? -1 : 0;
+        if (memcmp(s + j, "```", 3)) return -1;
+        j += 3;
+        while (j < n && s[j] >= 'a' && s[j] <= 'z') j++;
+        j = skip_ws(s, n, j);
+    }
+    if (j >= n) return 0;
+    if (s[j] != '{') return -1;
+    *args = j;
+    return 1;
 }
 
 /* Whether a JSON call's head (and list) is looked for at pend[i..): the
@@ -1006,6 +1049,19 @@ static rw_status step(rw_chat_output *p, bool *progress) {
                     return RW_OK;
                 }
             }
+        }
+        if (p->call == &M_DS_CALL && p->stream_args && !p->xml_tried) { /* its arguments as they come */
+            size_t nb = 0, ne = 0, args = 0;
+            int h = ds_head(p->pend, p->n, p->call_lead, &nb, &ne, &args);
+            if (h == 0 && !fin) return RW_OK;
+            if (h == 1) {
+                rw_status st = json_begin_call(p, nb, ne, args);
+                p->jlist = p->jbare = false;
+                p->jnaked = true;
+                *progress = true;
+                return st;
+            }
+            p->xml_tried = true; /* judged whole */
         }
         if (p->mnamed && p->stream_args && !p->xml_tried) {
             size_t i = skip_ws(p->pend, p->n, p->mname_e + 6);

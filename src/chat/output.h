@@ -24,7 +24,8 @@
  * its begin once the name is read, then its arguments as they are validated,
  * compact (whitespace outside strings dropped), closed at the last sure point
  * if they break; so are the JSON calls of LLAMA3 (a bare object, or after
- * <|python_tag|>), MISTRAL and NEMOTRON (each call of a list in turn). Well-formed calls give the same calls either way (the same
+ * <|python_tag|>), MISTRAL, NEMOTRON, GRANITE (each call of a list in turn)
+ * and DEEPSEEK (each <｜tool▁call▁begin｜> whose arguments are an object). Well-formed calls give the same calls either way (the same
  * texts for XML; for JSON the same values, numbers and escapes as the model
  * wrote them). Other shapes and formats are sent whole.
  *

@@ -151,8 +151,8 @@ static void test_deepseek(void) {
     check(&plain, DS_CALLS DS_CALL "function" DS_SEP "f\n```json\n\"{\\\"a\\\": 1}\"\n```" DS_END DS_CALLS_END, "",
           (const char *const[]){"f|{\"a\":1}", NULL}, DS_MARKUP);
     /* not JSON: the text stays content */
-    check(&plain, "x " DS_CALL "function" DS_SEP "f\n```json\n{oops}\n```" DS_END,
-          "x " DS_CALL "function" DS_SEP "f\n```json\n{oops}\n```" DS_END, NULL, NULL);
+    check(&plain, "x " DS_CALL "function" DS_SEP "f\n```json\n[oops]\n```" DS_END,
+          "x " DS_CALL "function" DS_SEP "f\n```json\n[oops]\n```" DS_END, NULL, NULL);
     /* cut by the token limit: the complete call stands, the cut one is dropped, nothing reaches content */
     how cut = {.fmt = RW_TOOL_FMT_DEEPSEEK, .cut = true};
     const char *cut_text = "Sure." DS_CALLS DS_CALL "function" DS_SEP "f\n```json\n{\"a\":1}\n```" DS_END "\n" DS_CALL
@@ -267,8 +267,8 @@ static void test_mistral(void) {
     /* the newer form: [TOOL_CALLS]NAME[ARGS]{...}, one marker per call */
     check(&h, "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]search[ARGS]{\"q\": \"x\"}", "Sure.",
           two, mk);
-    check(&h, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}\nDone.", "Done.",
-          (const char *const[]){two[0], NULL}, mk);
+    check(&h, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}\nDone.", "Done.", (const char *const[]){two[0], NULL},
+          mk);
     check(&h, "[TOOL_CALLS]not a call", "[TOOL_CALLS]not a call", NULL, NULL);
     check(&h, "[TOOL_CALLS]f[ARGS]nope", "[TOOL_CALLS]f[ARGS]nope", NULL, NULL);
     how cut = {.fmt = RW_TOOL_FMT_MISTRAL, .cut = true};
@@ -281,7 +281,7 @@ static void test_mistral(void) {
           "", (const char *const[]){two[0], NULL}, mk);
 }
 
-/* Llama 3 and Mistral JSON arguments go out in pieces as they come when streamed. */
+/* Llama 3's, Mistral's, Nemotron's and DeepSeek's JSON arguments go out in pieces as they come when streamed. */
 static void test_streamed_pieces(void) {
     struct {
         rw_tool_format f;
@@ -292,6 +292,9 @@ static void test_streamed_pieces(void) {
         {RW_TOOL_FMT_LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
         {RW_TOOL_FMT_MISTRAL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]"},
         {RW_TOOL_FMT_MISTRAL, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\", \"days\": 3}"},
+        {RW_TOOL_FMT_DEEPSEEK,
+         DS_CALLS DS_CALL "function" DS_SEP "get_weather\n```json\n{\"city\": \"Rome\"}\n```" DS_END DS_CALLS_END},
+        {RW_TOOL_FMT_DEEPSEEK, DS_CALL "get_weather" DS_SEP "{\"city\": \"Rome\"}" DS_END},
         {RW_TOOL_FMT_NEMOTRON,
          "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]</TOOLCALL>"},
     };
