@@ -106,7 +106,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     const char *text = (const char *)data + 3;
     size_t len = size - 3;
     rw_chat_output_opts o = {
-        .tool_format = (rw_tool_format)(data[0] % 6),
+        .tool_format = (rw_tool_format)(data[0] % (RW_TOOL_FMT_LAST + 1)),
+        .max_calls = data[1] & 8 ? 1 : 0,
         .reasoning = data[1] & 1 ? RW_REASONING_DEEPSEEK : RW_REASONING_NONE,
         .in_reasoning = (data[1] & 2) != 0,
         .stream_args = (data[1] & 4) != 0,

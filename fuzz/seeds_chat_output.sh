@@ -23,6 +23,20 @@ hi <b>
 json='<tool_call>
 {"name": "f", "arguments": {"a": 3, "s": "x\"y", "n": [1, {"b": null}]}}
 </tool_call>'
+for flags in 1 3 5 7 12 13; do
+  seed 7 $flags 'ok <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f
+```json
+{"a": 1}
+```<｜tool▁call▁end｜>
+<｜tool▁call▁begin｜>g<｜tool▁sep｜>{"s": "x"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'
+  seed 8 $flags 'Hm.<TOOLCALL>[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": "{\"s\": 2}"}]</TOOLCALL>'
+  seed 9 $flags '<|tool_call_start|>[f(a=1, s="x\"y", l=[1, 2.5, None], d={"k": True}), g()]<|tool_call_end|>after'
+  seed 10 $flags '[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "abcdefghi"}, {"name": "g", "arguments": {}}]'
+  seed 4 $flags '<|python_tag|>brave_search.call(query="x")'
+  seed 4 $flags '<|python_tag|>{"name": "f", "parameters": {"a": [1, {"b": "c"}]}}'
+  seed 10 $flags '[{"name": "f", "arguments": {"a": 1}}]'
+  seed 10 $flags 'x[TOOL_CALLS]f[ARGS]{"a": [1, "b"]}[TOOL_CALLS]g[ARGS]{}'
+done
 for flags in 1 3 5 7; do
   seed 2 $flags "<think>r</think>Text before.
 $xml

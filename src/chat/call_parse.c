@@ -38,6 +38,10 @@ fail:
     return false;
 }
 
+bool rw_chat__add_call(rw_chat__calls *c, const char *name, size_t name_len, json_t *args) {
+    return add_call(c, name, name_len, args);
+}
+
 bool rw_chat__valid_name(const char *s, size_t n) {
     if (n == 0 || n > 256) return false;
     for (size_t i = 0; i < n; i++)
@@ -320,6 +324,67 @@ bool rw_chat__parse_call_body(const char *s, size_t n, bool function, const json
     bool ok;
     if (function || at(s, n, i, "<function=")) ok = parse_xml_calls(s, n, tools, out);
     else ok = rw_chat__parse_json_calls(s, n, false, out);
+    if (!ok) rw_chat__calls_free(out);
+    return ok;
+}
+
+/* ---- DeepSeek's form ---- */
+
+/* One call between RW_CHAT_DS_CALL_BEGIN and RW_CHAT_DS_CALL_END: R1's "function" RW_CHAT_DS_SEP NAME "\n```json\n" ARGS "\n```" or
+ * V3.1's NAME RW_CHAT_DS_SEP ARGS (the fence optional in both). */
+static bool ds_call(const char *s, size_t n, rw_chat__calls *out) {
+    const char *sep = find(s, n, 0, RW_CHAT_DS_SEP);
+    if (!sep) return false;
+    size_t a = skip_ws(s, n, 0), ae = (size_t)(sep - s), b = ae + strlen(RW_CHAT_DS_SEP);
+    while (ae > a && is_ws(s[ae - 1])) ae--;
+    size_t nb, ne, args;
+    if (ae - a == 8 && !memcmp(s + a, "function", 8)) { /* R1: the name after the separator, to the line's end */
+        nb = skip_ws(s, n, b);
+        ne = nb;
+        while (ne < n && s[ne] != '\n' && s[ne] != '`' && s[ne] != '{') ne++;
+        args = ne;
+        while (ne > nb && is_ws(s[ne - 1])) ne--;
+    } else {
+        nb = a;
+        ne = ae;
+        args = b;
+    }
+    if (!rw_chat__valid_name(s + nb, ne - nb)) return false;
+    size_t ab = skip_ws(s, n, args), aend = n;
+    if (at(s, n, ab, "```")) { /* a fenced block: ```json ... ``` */
+        ab += 3;
+        while (ab < n && s[ab] != '\n' && !is_ws(s[ab]) && s[ab] != '{') ab++;
+        while (aend > ab && is_ws(s[aend - 1])) aend--;
+        if (aend >= ab + 3 && !memcmp(s + aend - 3, "```", 3)) aend -= 3;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(s + ab, aend - ab, JSON_DECODE_ANY, &je);
+    if (json_is_string(j)) { /* the template writes string arguments quoted once more */
+        json_t *inner = json_loads(json_string_value(j), 0, &je);
+        json_decref(j);
+        j = inner;
+    }
+    bool ok = json_is_object(j) && add_call(out, s + nb, ne - nb, j);
+    json_decref(j);
+    return ok;
+}
+
+bool rw_chat__parse_deepseek(const char *s, size_t n, bool partial, rw_chat__calls *out) {
+    size_t i = skip_ws(s, n, 0);
+    if (at(s, n, i, RW_CHAT_DS_CALLS_BEGIN)) i = skip_ws(s, n, i + strlen(RW_CHAT_DS_CALLS_BEGIN));
+    bool ok = true;
+    while (ok && i < n && !at(s, n, i, RW_CHAT_DS_CALLS_END)) {
+        const char *end = at(s, n, i, RW_CHAT_DS_CALL_BEGIN) ? find(s, n, i, RW_CHAT_DS_CALL_END) : NULL;
+        if (!end) {
+            ok = partial;
+            break; /* cut inside a call: the complete ones stand */
+        }
+        size_t b = i + strlen(RW_CHAT_DS_CALL_BEGIN);
+        ok = ds_call(s + b, (size_t)(end - s) - b, out);
+        i = skip_ws(s, n, (size_t)(end - s) + strlen(RW_CHAT_DS_CALL_END));
+    }
+    if (ok && at(s, n, i, RW_CHAT_DS_CALLS_END)) i = skip_ws(s, n, i + strlen(RW_CHAT_DS_CALLS_END));
+    ok = ok && out->n > 0 && (partial || i == n);
     if (!ok) rw_chat__calls_free(out);
     return ok;
 }

@@ -11,10 +11,21 @@ void rw_chat_detect_caps(const char *src, size_t n, rw_chat_caps *out) {
     memset(out, 0, sizeof *out);
     if (has(src, n, "<|channel|>") && has(src, n, "<|message|>")) out->tool_format = RW_TOOL_FMT_HARMONY;
     else if (has(src, n, "<function=") && has(src, n, "<parameter=")) out->tool_format = RW_TOOL_FMT_QWEN_XML;
+    else if (has(src, n,
+                 "<\xef\xbd\x9ctool\xe2\x96\x81"
+                 "call\xe2\x96\x81"
+                 "begin\xef\xbd\x9c>"))
+        out->tool_format = RW_TOOL_FMT_DEEPSEEK; /* <｜tool▁call▁begin｜> */
+    else if (has(src, n, "<TOOLCALL>")) out->tool_format = RW_TOOL_FMT_NEMOTRON;
+    /* LFM2 writes its tools list with <|tool_list_start|>; LFM2.5's template only as "List of tools: [" */
+    else if (has(src, n, "<|tool_call_start|>") || has(src, n, "<|tool_list_start|>") ||
+             (has(src, n, "List of tools: [") && has(src, n, "<|im_start|>")))
+        out->tool_format = RW_TOOL_FMT_LFM2;
     else if (has(src, n, "<|tool_call|>")) out->tool_format = RW_TOOL_FMT_GRANITE;
     else if (has(src, n, "<tool_call>")) out->tool_format = RW_TOOL_FMT_HERMES;
     else if (has(src, n, "<|python_tag|>") || (has(src, n, "<|start_header_id|>") && has(src, n, "ipython")))
         out->tool_format = RW_TOOL_FMT_LLAMA3;
+    else if (has(src, n, "[TOOL_CALLS]")) out->tool_format = RW_TOOL_FMT_MISTRAL;
     else out->tool_format = RW_TOOL_FMT_GENERIC;
     out->has_think = has(src, n, "<think>") || has(src, n, "</think>");
     strcpy(out->think_open, "<think>");

@@ -14,7 +14,9 @@
  * still begin a marker (and trailing whitespace, which a following call or
  * the close of the block swallows); so a marker split over pieces never
  * leaks. A call's text is held whole and parsed when its end is seen (or at
- * finish); if it does not parse, that text goes out as content. */
+ * finish); if it does not parse, that text goes out as content. DeepSeek's
+ * list marker is passed over (S_AFTER_CALL also passes its end), so each
+ * call in it is a call of its own. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +27,24 @@ enum { S_PASS, S_START, S_REASON_LEAD, S_REASON, S_BODY, S_BARE, S_BARE_NEXT, S_
 
 /* The markers that open a call in text, per format; end: the marker that
  * closes it (NULL: the body is one JSON value, closed when balanced);
- * keep: the marker belongs to the body (Qwen3-Coder's bare <function=...>). */
+ * keep: the marker belongs to the body (Qwen3-Coder's bare <function=...>);
+ * body: how the body is read. */
+enum { B_JSON_XML, B_DEEPSEEK, B_PYTHONIC, B_PYTHON_TAG };
 typedef struct {
     const char *open, *end;
     bool keep;
+    int body;
 } marker;
 
-static const marker M_TOOL_CALL = {"<tool_call>", "</tool_call>", false};
-static const marker M_FUNCTION = {"<function=", "</function>", true};
-static const marker M_GRANITE = {"<|tool_call|>", NULL, false};
-static const marker M_PYTHON = {"<|python_tag|>", NULL, false};
-static const marker M_NEMOTRON = {"<TOOLCALL>", "</TOOLCALL>", false};
-static const marker M_MISTRAL = {"[TOOL_CALLS]", NULL, false};
+static const marker M_TOOL_CALL = {"<tool_call>", "</tool_call>", false, B_JSON_XML};
+static const marker M_FUNCTION = {"<function=", "</function>", true, B_JSON_XML};
+static const marker M_GRANITE = {"<|tool_call|>", NULL, false, B_JSON_XML};
+static const marker M_PYTHON = {"<|python_tag|>", NULL, false, B_PYTHON_TAG};
+static const marker M_NEMOTRON = {"<TOOLCALL>", "</TOOLCALL>", false, B_JSON_XML};
+static const marker M_MISTRAL = {"[TOOL_CALLS]", NULL, false, B_JSON_XML};
+static const marker M_DS_CALLS = {RW_CHAT_DS_CALLS_BEGIN, RW_CHAT_DS_CALLS_END, false, B_DEEPSEEK};
+static const marker M_DS_CALL = {RW_CHAT_DS_CALL_BEGIN, RW_CHAT_DS_CALL_END, true, B_DEEPSEEK}; /* a call without the list's marker */
+static const marker M_LFM2 = {"<|tool_call_start|>", "<|tool_call_end|>", false, B_PYTHONIC};
 
 static int markers_of(rw_tool_format f, const marker **out) {
     int n = 0;
@@ -45,6 +53,13 @@ static int markers_of(rw_tool_format f, const marker **out) {
     case RW_TOOL_FMT_HERMES: out[n++] = &M_TOOL_CALL; break;
     case RW_TOOL_FMT_LLAMA3: out[n++] = &M_PYTHON; break;
     case RW_TOOL_FMT_GRANITE: out[n++] = &M_GRANITE; out[n++] = &M_TOOL_CALL; break;
+    case RW_TOOL_FMT_DEEPSEEK:
+        out[n++] = &M_DS_CALLS;
+        out[n++] = &M_DS_CALL;
+        break;
+    case RW_TOOL_FMT_NEMOTRON: out[n++] = &M_NEMOTRON; break;
+    case RW_TOOL_FMT_LFM2: out[n++] = &M_LFM2; break;
+    case RW_TOOL_FMT_MISTRAL: out[n++] = &M_MISTRAL; break;
     case RW_TOOL_FMT_GENERIC:
         out[n++] = &M_TOOL_CALL;
         out[n++] = &M_GRANITE;
@@ -84,7 +99,12 @@ struct rw_chat_output {
     bool xfirst;         /* xs 3: its first byte (a newline the template writes) not looked at yet */
     /* S_CALL with stream_args, a Hermes JSON call sent as it comes: */
     bool json_stream;
-    int jstate;          /* 0 arguments coming, 1 after them */
+    int jstate;  /* 0 arguments coming, 1 after them, 2 the next call of a list, 3 the end */
+    bool jlist;  /* the calls are a JSON list [{...}, ...] */
+    bool jbare;  /* a bare message (no marker): after it, S_BARE_NEXT */
+    bool jtried; /* S_BARE: its head was not a call's: parsed whole */
+    bool jnaked; /* the arguments are not inside a call object (Mistral's NAME[ARGS]{...}) */
+    size_t jat;  /* jstate 2: where the next call's object starts; 3: where the end is looked for */
     rw_chat__jval jv;
     size_t jsent;        /* the arguments' text sent up to here (offset in pend) */
     bool jin_str, jesc;  /* where the sending is, to drop whitespace outside strings */
@@ -92,8 +112,15 @@ struct rw_chat_output {
     int n_calls;
     bool finished;
     bool cut; /* the token limit cut the output: unfinished calls are dropped at finish */
-    rw_chat_event_fn fn;
+    bool to_end;         /* S_CALL: a <|python_tag|> body that is not JSON runs to the end of the text */
+    bool mnamed;         /* S_CALL: Mistral's [TOOL_CALLS]NAME[ARGS]{...}, the name at pend[mname_b..mname_e) */
+    size_t mname_b, mname_e;
+    int max_calls;       /* > 0: events after that many calls ended are dropped */
+    int n_ended;         /* calls ended (CALL_END sent) */
+    rw_chat_event_fn fn; /* the events go through limit() (max_calls) ... */
     void *user;
+    rw_chat_event_fn out_fn; /* ... to the caller's callback */
+    void *out_user;
     rw_chat__harmony *hm; /* RW_TOOL_FMT_HARMONY: the parser the text goes to instead; owned */
 };
 
@@ -106,12 +133,16 @@ const char *rw_tool_format_name(rw_tool_format f) {
     case RW_TOOL_FMT_LLAMA3: return "llama3";
     case RW_TOOL_FMT_GRANITE: return "granite";
     case RW_TOOL_FMT_HARMONY: return "harmony";
+    case RW_TOOL_FMT_DEEPSEEK: return "deepseek";
+    case RW_TOOL_FMT_NEMOTRON: return "nemotron";
+    case RW_TOOL_FMT_LFM2: return "lfm2";
+    case RW_TOOL_FMT_MISTRAL: return "mistral";
     }
     return "?";
 }
 
 bool rw_tool_format_parse(const char *name, rw_tool_format *out) {
-    for (int f = RW_TOOL_FMT_NONE; f <= RW_TOOL_FMT_HARMONY; f++)
+    for (int f = RW_TOOL_FMT_NONE; f <= RW_TOOL_FMT_LAST; f++)
         if (!strcmp(name, rw_tool_format_name((rw_tool_format)f))) {
             *out = (rw_tool_format)f;
             return true;
@@ -162,6 +193,7 @@ rw_status rw_chat_output_new(const rw_chat_output_opts *o, rw_chat_output **out,
     p->id_seed = o->id_seed;
     p->stream_args = o->stream_args;
     p->cut = o->cut;
+    p->max_calls = o->max_calls > 0 ? o->max_calls : 0;
     if (!p->open || !p->close || !p->id_prefix) {
         rw_chat_output_free(p);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -197,7 +229,21 @@ void rw_chat_output_free(rw_chat_output *p) {
     free(p);
 }
 
-int rw_chat_output_n_calls(const rw_chat_output *p) { return p->hm ? rw_chat__harmony_n_calls(p->hm) : p->n_calls; }
+int rw_chat_output_n_calls(const rw_chat_output *p) {
+    int n = p->hm ? rw_chat__harmony_n_calls(p->hm) : p->n_calls;
+    return p->max_calls && n > p->max_calls ? p->max_calls : n;
+}
+
+bool rw_chat_output_calls_done(const rw_chat_output *p) { return p->max_calls && p->n_ended >= p->max_calls; }
+
+/* Every event passes here: once max_calls calls have ended, nothing more
+ * goes out (a later call, the text after the last one). */
+static rw_status limit(void *user, const rw_chat_event *ev) {
+    rw_chat_output *p = user;
+    if (rw_chat_output_calls_done(p)) return RW_OK;
+    if (ev->kind == RW_CHAT_EV_CALL_END) p->n_ended++;
+    return p->out_fn(p->out_user, ev);
+}
 
 bool rw_chat_output_in_reasoning(const rw_chat_output *p) {
     if (p->hm) return rw_chat__harmony_in_reasoning(p->hm);
@@ -564,6 +610,56 @@ static rw_status json_end_call(rw_chat_output *p) {
     return p->fn(p->user, &ev);
 }
 
+/* The call's name is known (the name at pend[nb..ne), its arguments' '{'
+ * at args): it begins, its arguments follow as they come. */
+static rw_status json_begin_call(rw_chat_output *p, size_t nb, size_t ne, size_t args) {
+    free(p->xname);
+    if (!(p->xname = strndup(p->pend + nb, ne - nb))) return RW_ERR_NOMEM;
+    p->xindex = p->n_calls++;
+    char id[128];
+    make_id(p, p->xindex, id);
+    rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
+    p->json_stream = true;
+    p->jstate = 0;
+    p->jv = (rw_chat__jval){.pos = args, .safe = args};
+    p->jsent = args;
+    p->jin_str = p->jesc = false;
+    return p->fn(p->user, &ev);
+}
+
+/* After a call object's arguments at s[i..n): the other members it may have
+ * (Mistral writes "id" after the arguments), each "key": value, then its
+ * '}'. 1: the '}' is at *close; 0: more text needed; -1: not that. */
+static int json_call_rest(const char *s, size_t n, size_t i, size_t *close) {
+    for (;;) {
+        i = skip_ws(s, n, i);
+        if (i >= n) return 0;
+        if (s[i] == '}') return (*close = i), 1;
+        if (s[i] != ',') return -1;
+        rw_chat__jval key = {.pos = skip_ws(s, n, i + 1)};
+        if (key.pos >= n) return 0;
+        if (s[key.pos] != '"') return -1;
+        int r = rw_chat__jval_feed(&key, s, n); /* the key as a string value */
+        if (r <= 0) return r;
+        i = skip_ws(s, n, key.pos);
+        if (i >= n) return 0;
+        if (s[i] != ':') return -1;
+        rw_chat__jval v = {.pos = i + 1};
+        if ((r = rw_chat__jval_feed(&v, s, n)) <= 0) return r;
+        i = v.pos;
+    }
+}
+
+/* The calls are over (at pend[from..)): the marker's end, if it has one, is
+ * passed; what follows is the message's. */
+static rw_status json_done(rw_chat_output *p, int next_state, size_t to, bool *progress) {
+    consume(p, to);
+    p->json_stream = false;
+    p->state = next_state;
+    *progress = true;
+    return RW_OK;
+}
+
 static rw_status step_json(rw_chat_output *p, bool *progress) {
     const bool fin = p->finished;
     rw_status s = RW_OK;
@@ -604,32 +700,118 @@ static rw_status step_json(rw_chat_output *p, bool *progress) {
         *progress = true;
         return s;
     }
-    /* after the arguments: the call object's '}' and the end marker */
-    size_t i = skip_ws(p->pend, p->n, p->jv.pos);
-    if (i < p->n && p->pend[i] == '}') {
-        size_t e = skip_ws(p->pend, p->n, i + 1);
-        const char *endm = p->call->end;
-        if (starts(p->pend + e, p->n - e, endm) || (fin && e == p->n)) {
-            consume(p, e == p->n ? e : e + strlen(endm));
-            p->json_stream = false;
-            p->state = S_AFTER_CALL;
-            *progress = true;
-            return RW_OK;
+    const char *endm = p->jbare ? NULL : p->call->end;
+    const int after = p->jbare ? S_BARE_NEXT : S_AFTER_CALL;
+    if (p->jstate == 1 && p->jnaked) { /* no call object around the arguments */
+        p->jat = p->jv.pos;
+        p->jstate = 3;
+        *progress = true;
+        return RW_OK;
+    }
+    if (p->jstate == 1) { /* the call object's other members and its '}' */
+        size_t close = 0;
+        int r = json_call_rest(p->pend, p->n, p->jv.pos, &close);
+        if (r == 0 && !fin) return RW_OK;
+        if (r != 1) { /* the call is complete; what follows it is text (cut: the call's) */
+            return json_done(p, S_CONTENT, fin && p->cut ? p->n : p->jv.pos, progress);
         }
-        if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
-        if (fin && p->cut && prefix_of(p->pend + e, p->n - e, endm)) { /* cut in the end marker: the call's */
-            consume(p, p->n);
-            p->json_stream = false;
-            p->state = S_AFTER_CALL;
-            *progress = true;
-            return RW_OK;
+        p->jat = close + 1;
+        p->jstate = p->jlist ? 2 : 3;
+        if (p->jlist) { /* ',' and the next call, or ']' */
+            size_t e = skip_ws(p->pend, p->n, p->jat);
+            if (e == p->n && !fin) return (p->jstate = 1), RW_OK; /* wait, from the '}' again */
+            if (e < p->n && p->pend[e] == ',') p->jat = e + 1;
+            else if (e < p->n && p->pend[e] == ']') {
+                p->jat = e + 1;
+                p->jstate = 3;
+            } else return json_done(p, S_CONTENT, fin && p->cut ? p->n : p->jat, progress);
         }
-    } else if (!fin && i == p->n) return RW_OK;
-    consume(p, p->jv.pos); /* the call is complete; what follows it is text */
-    p->json_stream = false;
-    p->state = S_CONTENT;
-    *progress = true;
-    return RW_OK;
+        *progress = true;
+        return RW_OK;
+    }
+    if (p->jstate == 2) {
+        size_t nb = 0, ne = 0, args = 0;
+        int h = hermes_head(p->pend, p->n, p->jat, &nb, &ne, &args);
+        if (h == 0 && !fin) return RW_OK;
+        if (h == 1) {
+            *progress = true;
+            return json_begin_call(p, nb, ne, args);
+        }
+        /* not a call (or cut short): the calls sent stand; the rest is text, a cut call's dropped */
+        return json_done(p, S_CONTENT, fin && p->cut ? p->n : p->jat, progress);
+    }
+    /* jstate 3: the end marker, if the format has one */
+    size_t e = skip_ws(p->pend, p->n, p->jat);
+    if (!endm) return json_done(p, after, p->jat, progress);
+    if (p->call == &M_DS_CALL) { /* R1's fence closes before the marker */
+        if (prefix_of(p->pend + e, p->n - e, "```")) {
+            if (!fin) return RW_OK;
+            if (p->cut) return json_done(p, after, p->n, progress); /* cut in the fence: the call's */
+        }
+        if (starts(p->pend + e, p->n - e, "```")) e = skip_ws(p->pend, p->n, e + 3);
+    }
+    if (starts(p->pend + e, p->n - e, endm)) return json_done(p, after, e + strlen(endm), progress);
+    if (fin && e == p->n) return json_done(p, after, e, progress);
+    if (!fin && (e == p->n || prefix_of(p->pend + e, p->n - e, endm))) return RW_OK;
+    if (fin && p->cut && prefix_of(p->pend + e, p->n - e, endm)) return json_done(p, after, p->n, progress);
+    return json_done(p, S_CONTENT, p->jat, progress); /* the calls are complete; what follows is text */
+}
+
+/* DeepSeek's call head at s[i..n) (its <｜tool▁call▁begin｜> there): R1's
+ * "function" SEP NAME "\n" ["```json"] or V3.1's NAME SEP ["```json"], then
+ * the arguments' '{': 1 (the name's span, where the '{' is), 0 (more text
+ * needed), -1 (not that). */
+static int ds_head(const char *s, size_t n, size_t i, size_t *nb, size_t *ne, size_t *args) {
+    i += strlen(RW_CHAT_DS_CALL_BEGIN);
+    const char *sep = memfind(s + i, n - i, RW_CHAT_DS_SEP);
+    if (!sep) return n - i > 300 ? -1 : 0;
+    size_t a = skip_ws(s, n, i), ae = (size_t)(sep - s), j = ae + strlen(RW_CHAT_DS_SEP);
+    while (ae > a && is_ws(s[ae - 1])) ae--;
+    if (ae - a == 8 && !memcmp(s + a, "function", 8)) { /* R1: the name after the separator, to the line's end */
+        const char *nl = memchr(s + j, '\n', n - j);
+        if (!nl) return n - j > 300 ? -1 : 0;
+        *nb = skip_ws(s, n, j);
+        *ne = (size_t)(nl - s);
+        while (*ne > *nb && is_ws(s[*ne - 1])) (*ne)--;
+        j = (size_t)(nl - s);
+    } else {
+        *nb = a;
+        *ne = ae;
+    }
+    if (!rw_chat__valid_name(s + *nb, *ne - *nb)) return -1;
+    j = skip_ws(s, n, j);
+    if (j < n && s[j] == '`') { /* a fence: ```json */
+        if (n - j < 3) return memcmp(s + j, "```", n - j) ? -1 : 0;
+        if (memcmp(s + j, "```", 3)) return -1;
+        j += 3;
+        while (j < n && s[j] >= 'a' && s[j] <= 'z') j++;
+        j = skip_ws(s, n, j);
+    }
+    if (j >= n) return 0;
+    if (s[j] != '{') return -1;
+    *args = j;
+    return 1;
+}
+
+/* Whether a JSON call's head (and list) is looked for at pend[i..): the
+ * call markers whose body is JSON. */
+static bool json_streams(const marker *m) {
+    return m == &M_TOOL_CALL || m == &M_PYTHON || m == &M_MISTRAL || m == &M_NEMOTRON || m == &M_GRANITE;
+}
+
+/* Starts streaming JSON calls at pend[i] ('{' or '[' after whitespace):
+ * 1 begun, 0 more text needed, -1 not a call's head. */
+static int json_try(rw_chat_output *p, size_t i, bool bare) {
+    i = skip_ws(p->pend, p->n, i);
+    if (i >= p->n) return 0;
+    bool list = p->pend[i] == '[';
+    size_t nb = 0, ne = 0, args = 0;
+    int h = hermes_head(p->pend, p->n, list ? i + 1 : i, &nb, &ne, &args);
+    if (h != 1) return h;
+    p->jlist = list;
+    p->jbare = bare;
+    p->jnaked = false;
+    return json_begin_call(p, nb, ne, args) ? -2 : 1;
 }
 
 /* A bare JSON text that begins as a call: '{' (or '[' '{') then "name", or a
@@ -716,10 +898,12 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         size_t i = 0;
         while (i < p->n && is_ws(p->pend[i])) i++;
         if (i == p->n && !fin) return RW_OK;
-        bool bare = p->fmt == RW_TOOL_FMT_LLAMA3 || p->fmt == RW_TOOL_FMT_GRANITE || p->fmt == RW_TOOL_FMT_GENERIC;
+        bool bare = p->fmt == RW_TOOL_FMT_LLAMA3 || p->fmt == RW_TOOL_FMT_GRANITE || p->fmt == RW_TOOL_FMT_GENERIC ||
+                    p->fmt == RW_TOOL_FMT_MISTRAL;
         if (bare && i < p->n && (p->pend[i] == '{' || p->pend[i] == '[')) {
             consume(p, i);
             p->state = S_BARE;
+            p->jtried = false;
             p->js = (rw_chat__jscan){0};
         } else {
             /* leading whitespace is the content's own, unless it follows a think block */
@@ -731,6 +915,15 @@ static rw_status step(rw_chat_output *p, bool *progress) {
     }
 
     case S_BARE: {
+        if (p->json_stream) return step_json(p, progress);
+        if (p->stream_args && !p->jtried && (p->fmt == RW_TOOL_FMT_LLAMA3 || p->fmt == RW_TOOL_FMT_MISTRAL)) {
+            int h = json_try(p, 0, true);
+            if (h == -2) return RW_ERR_NOMEM;
+            if (h == 0 && !fin) return RW_OK;
+            *progress = true;
+            if (h != 1) p->jtried = true; /* not a call's head: judged whole */
+            return RW_OK;
+        }
         int r = rw_chat__jscan_run(&p->js, p->pend, p->n);
         if (r == 0 && !fin) return RW_OK;
         if (r == 0 && p->cut && bare_call_head(p->pend, p->n)) { /* a call cut short: dropped */
@@ -763,6 +956,7 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         consume(p, i);
         if (p->n && (p->pend[0] == '{' || p->pend[0] == '[')) {
             p->state = S_BARE;
+            p->jtried = false;
             p->js = (rw_chat__jscan){0};
         } else p->state = S_CONTENT;
         *progress = true;
@@ -787,9 +981,16 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             size_t k = (size_t)(first - p->pend), e = k;
             while (e > 0 && is_ws(p->pend[e - 1])) e--;
             s = emit(p, RW_CHAT_EV_CONTENT, p->pend, e);
+            if (which == &M_DS_CALLS) { /* DeepSeek's list: each call in it is read (and sent) on its own */
+                consume(p, k + strlen(which->open));
+                p->state = S_AFTER_CALL;
+                *progress = true;
+                return s;
+            }
             consume(p, e);
             p->state = S_CALL;
             p->xml_tried = false;
+            p->to_end = p->mnamed = false;
             p->call = which;
             p->call_lead = k - e;
             p->scan_from = k - e + (which->keep ? 0 : strlen(which->open));
@@ -797,9 +998,22 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             *progress = true;
             return s;
         }
-        size_t safe = p->n, held = held_suffix(p->pend, p->n, names, nm);
+        size_t safe = p->n, whole = p->n;
+        size_t held = held_suffix(p->pend, whole, names, nm);
+        if (!held) { /* cut inside a character, the text ends in U+FFFD for its bytes, which may be a marker's:
+                      * they are held with the marker's start before them (and so is the start of a U+FFFD) */
+            size_t w = p->n;
+            if (!fin && w >= 2 && !memcmp(p->pend + w - 2, "\xef\xbf", 2)) w -= 2;
+            else if (!fin && w >= 1 && p->pend[w - 1] == '\xef') w -= 1;
+            while (w >= 3 && !memcmp(p->pend + w - 3, "\xef\xbf\xbd", 3)) w -= 3;
+            size_t h = w < p->n ? held_suffix(p->pend, w, names, nm) : 0;
+            if (h) {
+                whole = w;
+                held = h;
+            }
+        }
         if (!fin || (p->cut && held)) { /* cut: the start of a marker at the end is a call's, dropped */
-            safe -= held;
+            safe = whole - held;
             while (safe > 0 && is_ws(p->pend[safe - 1])) safe--;
         }
         s = emit(p, RW_CHAT_EV_CONTENT, p->pend, safe);
@@ -811,27 +1025,67 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         const size_t body = p->call_lead + (p->call->keep ? 0 : strlen(p->call->open));
         if (p->xml_stream) return step_xml(p, progress);
         if (p->json_stream) return step_json(p, progress);
-        if (p->stream_args && !p->xml_tried && p->call == &M_TOOL_CALL) {
+        if (p->call == &M_MISTRAL && !p->mnamed) { /* newer Mistral: [TOOL_CALLS]NAME[ARGS]{...} */
+            size_t i = skip_ws(p->pend, p->n, body);
+            if (i < p->n && p->pend[i] != '{' && p->pend[i] != '[') {
+                const char *a = memfind(p->pend + i, p->n - i, "[ARGS]");
+                size_t ne = a ? (size_t)(a - p->pend) : p->n;
+                bool name_like = ne - i <= 256;
+                for (size_t k = i; k < ne && name_like; k++)
+                    name_like = !is_ws(p->pend[k]) && p->pend[k] != '"' && p->pend[k] != '{' && p->pend[k] != '<';
+                if (!a && name_like && !fin) return RW_OK; /* the name (or [ARGS]) is still coming */
+                if (!a && name_like && p->cut) { /* cut in it: the call's, dropped */
+                    consume(p, p->n);
+                    p->state = S_CONTENT;
+                    *progress = true;
+                    return RW_OK;
+                }
+                if (a && name_like && rw_chat__valid_name(p->pend + i, ne - i)) {
+                    p->mnamed = true;
+                    p->mname_b = i;
+                    p->mname_e = ne;
+                    p->js = (rw_chat__jscan){.pos = ne + 6};
+                    *progress = true;
+                    return RW_OK;
+                }
+            }
+        }
+        if (p->call == &M_DS_CALL && p->stream_args && !p->xml_tried) { /* its arguments as they come */
             size_t nb = 0, ne = 0, args = 0;
-            int h = hermes_head(p->pend, p->n, body, &nb, &ne, &args);
+            int h = ds_head(p->pend, p->n, p->call_lead, &nb, &ne, &args);
             if (h == 0 && !fin) return RW_OK;
-            if (h == 1) { /* the name is known: the call begins, its arguments follow as they come */
-                free(p->xname);
-                if (!(p->xname = strndup(p->pend + nb, ne - nb))) return RW_ERR_NOMEM;
-                p->xindex = p->n_calls++;
-                char id[128];
-                make_id(p, p->xindex, id);
-                rw_chat_event ev = {.kind = RW_CHAT_EV_CALL_BEGIN, .index = p->xindex, .id = id, .name = p->xname};
-                p->json_stream = true;
-                p->jstate = 0;
-                p->jv = (rw_chat__jval){.pos = args, .safe = args};
-                p->jsent = args;
-                p->jin_str = p->jesc = false;
+            if (h == 1) {
+                rw_status st = json_begin_call(p, nb, ne, args);
+                p->jlist = p->jbare = false;
+                p->jnaked = true;
                 *progress = true;
-                return p->fn(p->user, &ev);
+                return st;
+            }
+            p->xml_tried = true; /* judged whole */
+        }
+        if (p->mnamed && p->stream_args && !p->xml_tried) {
+            size_t i = skip_ws(p->pend, p->n, p->mname_e + 6);
+            if (i == p->n && !fin) return RW_OK;
+            if (i < p->n && p->pend[i] == '{') {
+                rw_status st = json_begin_call(p, p->mname_b, p->mname_e, i);
+                p->jlist = p->jbare = false;
+                p->jnaked = true;
+                *progress = true;
+                return st;
+            }
+            p->xml_tried = true; /* not an object: judged whole */
+        }
+        if (p->stream_args && !p->xml_tried && json_streams(p->call)) {
+            int h = json_try(p, body, false);
+            if (h == -2) return RW_ERR_NOMEM;
+            if (h == 0 && !fin) return RW_OK;
+            if (h == 1) {
+                *progress = true;
+                return RW_OK;
             }
             size_t first = skip_ws(p->pend, p->n, body);
-            if (h < 0 && first < p->n && p->pend[first] == '{') p->xml_tried = true; /* JSON of another shape: whole */
+            if (h < 0 && first < p->n && (p->pend[first] == '{' || p->pend[first] == '[' || p->call != &M_TOOL_CALL))
+                p->xml_tried = true; /* JSON of another shape (or not JSON): whole */
         }
         if (p->stream_args && !p->xml_tried && (p->call == &M_TOOL_CALL || p->call == &M_FUNCTION)) {
             size_t i = body;
@@ -862,12 +1116,27 @@ static rw_status step(rw_chat_output *p, bool *progress) {
             if (r == 1) {
                 found = true;
                 body_end = end = p->js.pos;
+            } else if (r < 0 && p->call->body == B_PYTHON_TAG && !p->js.started) {
+                p->to_end = true; /* a built-in tool's call or code: the rest of the text */
+                if (fin && !p->cut) {
+                    found = true;
+                    body_end = end = p->n;
+                }
             } else if (r < 0) {
                 found = true; /* not JSON: the marker and what came before the bad byte go out as content */
                 body_end = end = p->js.pos;
             }
         }
         if (!found && !fin) return RW_OK;
+        if (!found && p->cut && p->call->body == B_DEEPSEEK) { /* cut: the calls it completed stand */
+            rw_chat__calls calls = {0};
+            if (rw_chat__parse_deepseek(p->pend + body, p->n - body, true, &calls)) s = emit_calls(p, &calls);
+            rw_chat__calls_free(&calls);
+            consume(p, p->n);
+            p->state = S_CONTENT;
+            *progress = true;
+            return s;
+        }
         if (!found && p->cut) { /* cut by the token limit: the unfinished call is dropped, never content */
             consume(p, p->n);
             p->state = S_CONTENT;
@@ -876,8 +1145,20 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         }
         if (!found) body_end = end = p->n; /* cut off: parse what there is (a missing close tag is forgiven) */
         rw_chat__calls calls = {0};
-        bool ok = rw_chat__parse_call_body(p->pend + body, body_end - body, p->call == &M_FUNCTION, p->tools,
-                                           &calls);
+        const char *bs = p->pend + body;
+        const size_t bn = body_end - body;
+        bool ok;
+        if (p->call->body == B_DEEPSEEK) ok = rw_chat__parse_deepseek(bs, bn, false, &calls);
+        else if (p->call->body == B_PYTHONIC)
+            ok = rw_chat__parse_py_calls(bs, bn, &calls) || rw_chat__parse_call_body(bs, bn, false, p->tools, &calls);
+        else if (p->to_end) ok = rw_chat__parse_builtin_call(bs, bn, p->tools, &calls);
+        else if (p->mnamed) {
+            json_error_t je;
+            json_t *args = json_loadb(p->pend + p->mname_e + 6, body_end - p->mname_e - 6, 0, &je);
+            ok = json_is_object(args) && rw_chat__add_call(&calls, p->pend + p->mname_b, p->mname_e - p->mname_b, args);
+            json_decref(args);
+        }
+        else ok = rw_chat__parse_call_body(bs, bn, p->call == &M_FUNCTION, p->tools, &calls);
         if (ok) s = emit_calls(p, &calls);
         else s = emit(p, RW_CHAT_EV_CONTENT, p->pend, end);
         rw_chat__calls_free(&calls);
@@ -891,6 +1172,18 @@ static rw_status step(rw_chat_output *p, bool *progress) {
         size_t i = 0;
         while (i < p->n && is_ws(p->pend[i])) i++;
         if (i == p->n && !fin) return RW_OK;
+        if (p->fmt == RW_TOOL_FMT_DEEPSEEK) { /* the end of DeepSeek's list of calls is no content */
+            const char *e = RW_CHAT_DS_CALLS_END;
+            if (starts(p->pend + i, p->n - i, e)) {
+                consume(p, i + strlen(e));
+                *progress = true;
+                return RW_OK;
+            }
+            if (prefix_of(p->pend + i, p->n - i, e) && (!fin || p->cut)) {
+                if (!fin) return RW_OK;
+                i = p->n; /* cut inside it */
+            }
+        }
         consume(p, i);
         p->state = S_CONTENT;
         *progress = p->n > 0 || !fin;
@@ -900,9 +1193,15 @@ static rw_status step(rw_chat_output *p, bool *progress) {
     return RW_OK;
 }
 
+static void set_fn(rw_chat_output *p, rw_chat_event_fn fn, void *user) {
+    p->out_fn = fn;
+    p->out_user = user;
+    p->fn = limit;
+    p->user = p;
+}
+
 static rw_status run(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err) {
-    p->fn = fn;
-    p->user = user;
+    set_fn(p, fn, user);
     for (;;) {
         bool progress;
         rw_status s = step(p, &progress);
@@ -915,7 +1214,8 @@ static rw_status run(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_erro
 rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, rw_chat_event_fn fn, void *user,
                               rw_error *err) {
     if (p->hm) {
-        rw_status s = rw_chat__harmony_feed(p->hm, text, len, false, fn, user);
+        set_fn(p, fn, user);
+        rw_status s = rw_chat__harmony_feed(p->hm, text, len, false, limit, p);
         return s ? rw_errorf(err, s, "harmony output: %s", rw_status_name(s)) : RW_OK;
     }
     if (p->n + len + 1 > p->cap) {
@@ -936,7 +1236,8 @@ void rw_chat_output_set_cut(rw_chat_output *p, bool cut) { p->cut = cut; }
 
 rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err) {
     if (p->hm) {
-        rw_status s = rw_chat__harmony_feed(p->hm, "", 0, true, fn, user);
+        set_fn(p, fn, user);
+        rw_status s = rw_chat__harmony_feed(p->hm, "", 0, true, limit, p);
         return s ? rw_errorf(err, s, "harmony output: %s", rw_status_name(s)) : RW_OK;
     }
     if (!p->pend) {
@@ -948,8 +1249,7 @@ rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *us
     p->finished = true;
     rw_status s = run(p, fn, user, err);
     if (!s && p->n) { /* whatever a final state left: content */
-        p->fn = fn;
-        p->user = user;
+        set_fn(p, fn, user);
         s = emit(p, RW_CHAT_EV_CONTENT, p->pend, p->n);
         consume(p, p->n);
         if (s) return rw_errorf(err, s, "stopped by the event callback (%s)", rw_status_name(s));

@@ -23,7 +23,9 @@
  * ({"name": N, "arguments": {...}} inside <tool_call>, name first) likewise:
  * its begin once the name is read, then its arguments as they are validated,
  * compact (whitespace outside strings dropped), closed at the last sure point
- * if they break. Well-formed calls give the same calls either way (the same
+ * if they break; so are the JSON calls of LLAMA3 (a bare object, or after
+ * <|python_tag|>), MISTRAL, NEMOTRON, GRANITE (each call of a list in turn)
+ * and DEEPSEEK (each <｜tool▁call▁begin｜> whose arguments are an object). Well-formed calls give the same calls either way (the same
  * texts for XML; for JSON the same values, numbers and escapes as the model
  * wrote them). Other shapes and formats are sent whole.
  *
@@ -41,9 +43,21 @@
  *   HERMES    Hermes / Qwen2.5 / Qwen3: <tool_call>{"name": N, "arguments": {...}}</tool_call>
  *   LLAMA3    Llama 3.x: a message that is one JSON object {"name": N, "parameters": {...}}
  *             (or "arguments"), several separated by ';' or newlines; or
- *             <|python_tag|> followed by such objects.
+ *             <|python_tag|> followed by such objects; or <|python_tag|> followed by
+ *             a built-in tool's call NAME.call(key="value", ...) (brave_search,
+ *             wolfram_alpha, ...: a call of NAME) or by code (a call of "python",
+ *             or of "ipython" / "code_interpreter" where the tools name that and not
+ *             "python", with {"code": the text}); the text runs to the end.
  *   GRANITE   Granite 3.x / 4.x: <|tool_call|>[{"name": N, "arguments": {...}}, ...]
  *             (Granite 4.0's template uses HERMES's <tool_call> form: it detects as HERMES).
+ *   DEEPSEEK  DeepSeek R1 / V3: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
+ *             ```json\n{...}\n```<｜tool▁call▁end｜> ... <｜tool▁calls▁end｜>, or V3.1's
+ *             <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>.
+ *   NEMOTRON  Nemotron Nano v2: <TOOLCALL>[{"name": N, "arguments": {...}}, ...]</TOOLCALL>
+ *   LFM2      LFM2 / LFM2.5: <|tool_call_start|>[NAME(key=value, ...), ...]<|tool_call_end|>
+ *             (values Python literals; a JSON list of call objects is taken too).
+ *   MISTRAL   Mistral: [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] (the marker is
+ *             a control token: without it, a message that is such a list).
  *   GENERIC   the fallback for templates we do not know: <tool_call>JSON</tool_call>
  *             as HERMES, plus a message that is one bare {"name", "arguments"}
  *             object (or a list of them) as LLAMA3.
@@ -74,15 +88,28 @@ typedef enum {
     RW_TOOL_FMT_LLAMA3,
     RW_TOOL_FMT_GRANITE,
     RW_TOOL_FMT_HARMONY, /* gpt-oss: channels and recipients (chat/harmony.c) */
+    RW_TOOL_FMT_DEEPSEEK,
+    RW_TOOL_FMT_NEMOTRON,
+    RW_TOOL_FMT_LFM2,
+    RW_TOOL_FMT_MISTRAL,
 } rw_tool_format;
+#define RW_TOOL_FMT_LAST RW_TOOL_FMT_MISTRAL
+
+/* DeepSeek's call markers (<｜tool▁calls▁begin｜> ...), as UTF-8 */
+#define RW_CHAT_DS_CALLS_BEGIN "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+#define RW_CHAT_DS_CALLS_END "<\uff5ctool\u2581calls\u2581end\uff5c>"
+#define RW_CHAT_DS_CALL_BEGIN "<\uff5ctool\u2581call\u2581begin\uff5c>"
+#define RW_CHAT_DS_CALL_END "<\uff5ctool\u2581call\u2581end\uff5c>"
+#define RW_CHAT_DS_SEP "<\uff5ctool\u2581sep\uff5c>"
 
 typedef enum {
     RW_REASONING_NONE = 0, /* think blocks stay in the content */
     RW_REASONING_DEEPSEEK, /* think blocks go to reasoning (llama-server's default "deepseek") */
 } rw_reasoning_format;
 
-/* "none", "generic", "qwen-xml", "hermes", "llama3", "granite", "harmony" (the names of
- * --tool-format); parse returns false for an unknown name. */
+/* "none", "generic", "qwen-xml", "hermes", "llama3", "granite", "harmony",
+ * "deepseek", "nemotron", "lfm2", "mistral" (the names of --tool-format);
+ * parse returns false for an unknown name. */
 const char *rw_tool_format_name(rw_tool_format f);
 bool rw_tool_format_parse(const char *name, rw_tool_format *out);
 
@@ -123,6 +150,8 @@ typedef struct {
                                tests a constant, so ids are reproducible) */
     bool stream_args;       /* stream a call's arguments as they come (for streaming responses), see below */
     bool cut;               /* the token limit cut the output (rw_chat_output_set_cut) */
+    int max_calls;          /* > 0: the calls after this many are dropped, and so is all text after
+                               the last one (parallel_tool_calls false): see rw_chat_output_calls_done */
 } rw_chat_output_opts;
 
 typedef enum {
@@ -167,12 +196,16 @@ rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *us
  * a trailing piece of a call marker are dropped instead of given back as
  * content, so no call markup reaches the content; a streamed call already
  * begun is closed with what it had. A bare JSON message (LLAMA3, GRANITE,
- * GENERIC) is dropped when it starts as a call ({"name"...), else it stays
- * content (a JSON answer cut short). */
+ * GENERIC, MISTRAL) is dropped when it starts as a call ({"name"...), else
+ * it stays content (a JSON answer cut short). A marker's start followed by
+ * U+FFFD (the engine's end for a character the limit cut) is dropped too. */
 void rw_chat_output_set_cut(rw_chat_output *p, bool cut);
 
 /* Calls completed so far (for finish_reason "tool_calls"). */
 int rw_chat_output_n_calls(const rw_chat_output *p);
+/* With max_calls: that many calls are complete, so nothing more the model
+ * writes will be sent (the generation can stop). */
+bool rw_chat_output_calls_done(const rw_chat_output *p);
 /* Whether the think block is open now (reasoning is being generated): the
  * server's thinking budget counts tokens while this holds. */
 bool rw_chat_output_in_reasoning(const rw_chat_output *p);

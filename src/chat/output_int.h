@@ -61,6 +61,24 @@ bool rw_chat__parse_json_calls(const char *s, size_t n, bool bare, rw_chat__call
  * function): Qwen's XML form (values typed by the tools' schemas) or JSON. */
 bool rw_chat__parse_call_body(const char *s, size_t n, bool function, const json_t *tools, rw_chat__calls *out);
 
+/* DeepSeek's calls (R1's and V3.1's): an optional <｜tool▁calls▁begin｜>,
+ * then <｜tool▁call▁begin｜>...<｜tool▁call▁end｜> blocks, an optional
+ * <｜tool▁calls▁end｜>. partial: the text was cut, so a last call without
+ * its end is left out (the complete ones stand). */
+bool rw_chat__parse_deepseek(const char *s, size_t n, bool partial, rw_chat__calls *out);
+
+/* pythonic.c: LFM2's [name(key=value, ...), ...] (or one such call without
+ * the brackets), values Python (or JSON) literals. */
+bool rw_chat__parse_py_calls(const char *s, size_t n, rw_chat__calls *out);
+/* Llama 3.x's <|python_tag|> text that is not JSON: a built-in tool's
+ * NAME.call(key=value, ...), else code, a call of the code tool ("python",
+ * or "ipython" / "code_interpreter" where tools has that name and not
+ * "python") with {"code": text}. */
+bool rw_chat__parse_builtin_call(const char *s, size_t n, const json_t *tools, rw_chat__calls *out);
+
+/* Appends a call: name copied, args (an object) dumped compact. */
+bool rw_chat__add_call(rw_chat__calls *c, const char *name, size_t name_len, json_t *args);
+
 /* A call name we accept: 1..256 bytes, no spaces, quotes or angle brackets. */
 bool rw_chat__valid_name(const char *s, size_t n);
 

@@ -52,7 +52,7 @@
  * default HOSTNAME:PORT.
  *
  * Chat (docs/agent-api.md): --chat-template-file FILE replaces the model's
- * template; --tool-format auto|none|generic|qwen-xml|hermes|llama3|granite
+ * template; --tool-format auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral
  * (auto: from the template); --reasoning-format deepseek|none;
  * --chat-template-kwargs JSON (defaults for every request's template
  * variables); --reasoning-budget N (thinking tokens; 0: no thinking);
@@ -180,7 +180,7 @@ static int usage(void) {
                     "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
                     "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
                     "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
-                    "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] "
+                    "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral] "
                     "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
                     "  [--pooling none|mean|cls|last]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");

@@ -16,6 +16,7 @@
 #include "base/portable.h"
 #include "server/server_int.h"
 
+static void watch_calls(srv_job *j, srv_choice *c, const char *text, size_t len);
 static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
                 const float *lp, const rw_token_logprob *top, int n_top);
 
@@ -170,6 +171,7 @@ rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err)
             prompt = closed;
             n_prompt += (int64_t)j->n_close;
             put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
+            if (j->chat && j->parse.max_calls) watch_calls(j, c, j->close_text, j->close_len);
             c->think = 2;
             c->done_toks = c->prompt_extra = (int64_t)c->n_toks;
             gp.max_tokens -= c->done_toks;
@@ -196,6 +198,7 @@ void rw_server__job_free(srv_job *j) {
         free(c->toks);
         free(c->lps);
         rw_chat_output_free(c->parser);
+        rw_chat_output_free(c->watch);
     }
     if (j->api_free) j->api_free(j->api_state);
     free(j->tools_json);
@@ -267,6 +270,27 @@ static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, co
     }
 }
 
+static rw_status ignore_event(void *user, const rw_chat_event *ev) {
+    (void)user;
+    (void)ev;
+    return RW_OK;
+}
+
+/* Feeds the output to the choice's watch parser; once the allowed calls
+ * are complete, the request is to stop (under j->mu). Out of memory: no
+ * watching (the answer is still parsed whole, only the stop is lost). */
+static void watch_calls(srv_job *j, srv_choice *c, const char *text, size_t len) {
+    rw_error err = {0};
+    if (c->calls_stop || !len) return;
+    if (!c->watch) {
+        rw_chat_output_opts o = j->parse;
+        o.stream_args = false;
+        if (rw_chat_output_new(&o, &c->watch, &err)) return;
+    }
+    if (rw_chat_output_feed(c->watch, text, len, ignore_event, NULL, &err)) return;
+    c->calls_stop = rw_chat_output_calls_done(c->watch);
+}
+
 void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
     srv_choice *c = user;
     srv_job *j = c->job;
@@ -276,6 +300,7 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
         return;
     }
     put(j, c, ev->text, ev->text_len, ev->tokens, ev->n_tokens, ev->logprobs, ev->top, ev->n_top);
+    if (j->chat && j->parse.max_calls && !ev->done) watch_calls(j, c, ev->text, ev->text_len);
     if (j->budget >= 0 || j->track_think) {
         track_think(j, c, ev->text, ev->text_len, ev->n_tokens);
         if (j->budget >= 0 && c->think == 1 && c->think_toks >= j->budget && !ev->done) c->over_budget = true;
@@ -295,7 +320,8 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
         }
     }
     /* a choice over its budget wakes the connection too: its thread continues it */
-    if (j->sock && (j->stream || ev->done || c->over_budget)) rw_server__sock_wake(j->srv, j->sock); /* under mu: conn.c */
+    if (j->sock && (j->stream || ev->done || c->over_budget || c->calls_stop))
+        rw_server__sock_wake(j->srv, j->sock); /* under mu: conn.c */
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -306,6 +332,7 @@ static void continue_choice(srv_job *j, srv_choice *c) {
     if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
+    if (j->chat && j->parse.max_calls) watch_calls(j, c, j->close_text, j->close_len);
     c->think = 2;
     c->over_budget = false;
     c->done_toks = (int64_t)c->n_toks;
@@ -355,6 +382,23 @@ static void continue_over_budget(srv_job *j) {
     }
 }
 
+/* Ends every choice whose allowed calls are complete: its engine request
+ * cancelled, its finish "stop" (connection thread). */
+static void stop_after_calls(srv_job *j) {
+    for (int i = 0; i < j->n; i++) {
+        srv_choice *c = &j->choice[i];
+        pthread_mutex_lock(&j->mu);
+        bool stop = c->calls_stop && !c->done && !c->over_budget;
+        pthread_mutex_unlock(&j->mu);
+        if (!stop) continue;
+        if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
+        pthread_mutex_lock(&j->mu);
+        c->done = true;
+        c->finish = RW_FINISH_STOP;
+        pthread_mutex_unlock(&j->mu);
+    }
+}
+
 static bool all_done(const srv_job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++)
         if (!j->choice[i].done) return false;
@@ -369,6 +413,7 @@ bool rw_server__job_ready(srv_job *j, bool *over) {
     }
     for (;;) {
         continue_over_budget(j);
+        stop_after_calls(j);
         pthread_mutex_lock(&j->mu);
         bool done = all_done(j), again = !done && any_over_budget(j);
         if (!done && !again && !rw_server__sock_sleep(j->srv, j->sock, true)) *over = true;
@@ -535,7 +580,9 @@ static bool fill(srv_job *j) {
 static bool nothing_new(const srv_job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++) {
         const srv_choice *c = &j->choice[i];
-        if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken || c->over_budget) return false;
+        if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken || c->over_budget ||
+            (c->calls_stop && !c->done))
+            return false;
     }
     return true;
 }
@@ -555,6 +602,7 @@ ssize_t rw_server__job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max
         if (rw_server__stopping(j->srv) || rw_server__sock_gone(j->srv, j->sock))
             return MHD_CONTENT_READER_END_WITH_ERROR; /* closes: the free callback cancels */
         continue_over_budget(j);
+        stop_after_calls(j);
         if (j->api_fill ? j->api_fill(j) : fill(j)) continue;
         if (j->out_len) continue; /* partial output before a failure: send it */
         if (j->sse_state == 2) return MHD_CONTENT_READER_END_WITH_ERROR; /* formatting failed */

@@ -192,6 +192,25 @@ static bool check_tools(json_t *tools, srv_error *e) {
     return true;
 }
 
+/* Llama 3.1's built-in tools: the request's tools of those names become the
+ * template's builtin_tools (its system prompt then lists them, and a past
+ * call of one renders as <|python_tag|>NAME.call(...)), unless the request
+ * or the server set it. */
+static void builtin_tools(json_t *tools, json_t *kwargs) {
+    static const char *const names[] = {"brave_search", "wolfram_alpha", "code_interpreter"};
+    if (json_object_get(kwargs, "builtin_tools")) return;
+    json_t *list = json_array(), *t;
+    size_t i;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        const char *nm = json_string_value(json_object_get(fn ? fn : t, "name"));
+        for (int k = 0; nm && k < 3; k++)
+            if (!strcmp(nm, names[k])) json_array_append_new(list, json_string(nm));
+    }
+    if (json_array_size(list)) json_object_set(kwargs, "builtin_tools", list);
+    json_decref(list);
+}
+
 static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     json_t *msgs = json_object_get(o, "messages");
     if (!msgs) return bad(e, "messages", "%s", "Missing required parameter: 'messages'");
@@ -226,6 +245,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         return bad(e, "tool_choice", "%s", "a forced tool call cannot be combined with response_format, grammar or json_schema");
     json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
     if (json_is_object(kw)) json_object_update(kwargs, kw);
+    if (s->tool_fmt == RW_TOOL_FMT_LLAMA3 && tools && kwargs) builtin_tools(tools, kwargs);
     rw_chat_prompt_opts po = {.messages = msgs,
                               .tools = tools,
                               .add_generation_prompt = true,
@@ -275,11 +295,15 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
      * harmony always (its channels part reasoning from the answer), and its
      * markers are control tokens, so the output renders them as text */
     const bool harmony = s->tool_fmt == RW_TOOL_FMT_HARMONY;
-    r->gp.render_special = harmony;
+    /* Nemotron's <TOOLCALL>, LFM2's <|tool_call_start|>, Mistral's [TOOL_CALLS] and [ARGS] are control tokens too */
+    r->gp.render_special = harmony || (tools && (s->tool_fmt == RW_TOOL_FMT_NEMOTRON || s->tool_fmt == RW_TOOL_FMT_LFM2 ||
+                                                 s->tool_fmt == RW_TOOL_FMT_MISTRAL));
     r->out = (rw_chat_output_opts){.tool_format = tools || harmony ? s->tool_fmt : RW_TOOL_FMT_NONE,
                                    .reasoning = s->reasoning_fmt,
                                    .think_open = s->caps.think_open,
-                                   .think_close = s->caps.think_close};
+                                   .think_close = s->caps.think_close,
+                                   /* parallel_tool_calls false: one call, then the generation stops */
+                                   .max_calls = tools && !r->parallel_calls ? 1 : 0};
     if (json_is_string(rf))
         r->out.reasoning = strcmp(json_string_value(rf), "none") ? RW_REASONING_DEEPSEEK : RW_REASONING_NONE;
     r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&

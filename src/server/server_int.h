@@ -218,6 +218,12 @@ typedef struct {
     char head[40], tail[40];
     size_t head_len, tail_len;
     bool over_budget;       /* the engine request is to be replaced by its continuation */
+    /* parse.max_calls (parallel_tool_calls false): the engine's output fed
+     * to a parser of its own as it comes (under job->mu), so that once the
+     * allowed calls are complete the request stops (calls_stop: the
+     * connection thread cancels it and ends the choice, finish stop) */
+    rw_chat_output *watch;
+    bool calls_stop;
     int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
     int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
 } srv_choice;

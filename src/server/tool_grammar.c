@@ -12,7 +12,15 @@
  *                    the others optional); V, where the schema allows a string, its
  *                    text as written (an enum's or const's strings; else no '<' or
  *                    newline, at most maxLength bytes: a pattern or format is not
- *                    enforced there), otherwise the JSON of the property's schema. */
+ *                    enforced there), otherwise the JSON of the property's schema.
+ *   deepseek         <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\nARGS\n```<｜tool▁call▁end｜>
+ *                    ("\n" and more calls) <｜tool▁calls▁end｜>
+ *   nemotron         <TOOLCALL>[{"name": "N", "arguments": ARGS}, ...]</TOOLCALL>
+ *   mistral          [{"name": "N", "arguments": ARGS}, ...]   (its [TOOL_CALLS] is a control token, as
+ *                    granite's)
+ *   lfm2             <|tool_call_start|>[N(K=V, ...), ...]<|tool_call_end|> with the required
+ *                    properties first, then the optional ones, each V the JSON of its schema
+ *                    (JSON's literals are Python's to the parser). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +123,74 @@ static int xml_string_rule(buf *b, const char *vn, const json_t *s) {
     return 1;
 }
 
+static bool required(const json_t *params, const char *key) {
+    size_t q;
+    json_t *r;
+    json_array_foreach(json_object_get(params, "required"), q,
+                       r) if (json_is_string(r) && !strcmp(json_string_value(r), key)) return true;
+    return false;
+}
+
+/* LFM2's NAME(K=V, ...): the required properties in the schema's order, then
+ * the optional ones, each optional; with none required, the first written
+ * may be any of them (so no comma leads). */
+static rw_status pythonic_rule(buf *b, const char *rn, const char *name, const json_t *params, int i, rw_error *err) {
+    json_t *props = json_object_get(params, "properties"), *ps;
+    const char *key;
+    const char *keys[64];
+    int n = 0, n_req = 0;
+    for (int pass = 0; pass < 2; pass++) /* required first */
+        json_object_foreach(props, key, ps) if (n < 64 && required(params, key) == (pass == 0)) {
+            keys[n++] = key;
+            n_req += pass == 0;
+        }
+    buf vals = {0};
+    rw_status st = RW_OK;
+    for (int k = 0; k < n && !st; k++) { /* p-K ::= "key=" value */
+        char vn[64], pn[64];
+        snprintf(vn, sizeof vn, "t%d-v%d", i, k);
+        snprintf(pn, sizeof pn, "t%d-p%d", i, k);
+        char kv[600];
+        snprintf(kv, sizeof kv, "%.500s=", keys[k]);
+        puts_(&vals, pn);
+        puts_(&vals, " ::= ");
+        lit(&vals, kv);
+        put(&vals, " ", 1);
+        puts_(&vals, vn);
+        puts_(&vals, "\n");
+        st = schema_rules(&vals, json_object_get(props, keys[k]), vn, err);
+    }
+    char head[600];
+    snprintf(head, sizeof head, "%.500s(", name);
+    puts_(b, rn);
+    puts_(b, " ::= ");
+    lit(b, head);
+    char pn[64];
+    if (n_req) {
+        for (int k = 0; k < n; k++) {
+            if (k < n_req) snprintf(pn, sizeof pn, " %st%d-p%d", k ? "\", \" " : "", i, k);
+            else snprintf(pn, sizeof pn, " (\", \" t%d-p%d)?", i, k);
+            puts_(b, pn);
+        }
+    } else if (n) { /* ( p0 (", " p1)? ... | p1 (", " p2)? ... | ... )? */
+        puts_(b, " (");
+        for (int first = 0; first < n; first++) {
+            snprintf(pn, sizeof pn, "%s t%d-p%d", first ? " |" : "", i, first);
+            puts_(b, pn);
+            for (int k = first + 1; k < n; k++) {
+                snprintf(pn, sizeof pn, " (\", \" t%d-p%d)?", i, k);
+                puts_(b, pn);
+            }
+        }
+        puts_(b, " )?");
+    }
+    puts_(b, " \")\"\n");
+    if (vals.p) puts_(b, vals.p);
+    if (vals.oom) b->oom = true;
+    free(vals.p);
+    return st;
+}
+
 /* Tool i's call rule "call-i" (and its helpers). */
 static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw_error *err) {
     const char *name = json_string_value(json_object_get(fn, "name"));
@@ -158,6 +234,9 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
         if (vals.p) puts_(b, vals.p);
         if (vals.oom) b->oom = true;
         free(vals.p);
+    } else if (f == RW_TOOL_FMT_LFM2) {
+        snprintf(rn, sizeof rn, "call-%d", i);
+        st = pythonic_rule(b, rn, name, params, i, err);
     } else {
         char an[48];
         snprintf(an, sizeof an, "t%d-args", i);
@@ -168,14 +247,17 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
         json_t *nj = json_string(name);
         char *nq = nj ? json_dumps(nj, JSON_ENCODE_ANY) : NULL;
         json_decref(nj);
-        snprintf(head, sizeof head, "%s{\"name\": %.500s, \"%s\": ",
-                 f == RW_TOOL_FMT_HERMES || f == RW_TOOL_FMT_GENERIC ? "<tool_call>\n" : "", nq ? nq : "\"\"", key);
+        const bool hermes = f == RW_TOOL_FMT_HERMES || f == RW_TOOL_FMT_GENERIC;
+        if (f == RW_TOOL_FMT_DEEPSEEK) snprintf(head, sizeof head, RW_CHAT_DS_CALL_BEGIN "function" RW_CHAT_DS_SEP "%.500s\n```json\n", name);
+        else
+            snprintf(head, sizeof head, "%s{\"name\": %.500s, \"%s\": ", hermes ? "<tool_call>\n" : "",
+                     nq ? nq : "\"\"", key);
         free(nq);
         lit(b, head);
         put(b, " ", 1);
         puts_(b, an);
         put(b, " ", 1);
-        lit(b, f == RW_TOOL_FMT_HERMES || f == RW_TOOL_FMT_GENERIC ? "}\n</tool_call>" : "}");
+        lit(b, hermes ? "}\n</tool_call>" : f == RW_TOOL_FMT_DEEPSEEK ? "\n```" RW_CHAT_DS_CALL_END : "}");
         puts_(b, "\n");
         st = schema_rules(b, params, an, err);
     }
@@ -217,8 +299,16 @@ rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, cons
         puts_(&root, calls.p);
         puts_(&root, "\n");
         char r[256];
-        if (f == RW_TOOL_FMT_GRANITE)
-            snprintf(r, sizeof r, "root ::= \"[\" call%s \"]\"\n", parallel ? " ( \", \" call ){0,7}" : "");
+        const char *more = parallel ? " ( \", \" call ){0,7}" : "";
+        if (f == RW_TOOL_FMT_GRANITE || f == RW_TOOL_FMT_MISTRAL)
+            snprintf(r, sizeof r, "root ::= \"[\" call%s \"]\"\n", more);
+        else if (f == RW_TOOL_FMT_NEMOTRON)
+            snprintf(r, sizeof r, "root ::= \"<TOOLCALL>[\" call%s \"]</TOOLCALL>\"\n", more);
+        else if (f == RW_TOOL_FMT_LFM2)
+            snprintf(r, sizeof r, "root ::= \"<|tool_call_start|>[\" call%s \"]<|tool_call_end|>\"\n", more);
+        else if (f == RW_TOOL_FMT_DEEPSEEK)
+            snprintf(r, sizeof r, "root ::= \"%s\" call%s \"%s\"\n", RW_CHAT_DS_CALLS_BEGIN, parallel ? " ( \"\\n\" call ){0,7}" : "",
+                     RW_CHAT_DS_CALLS_END);
         else snprintf(r, sizeof r, "root ::= call%s\n", parallel ? " ( \"\\n\" call ){0,7}" : "");
         puts_(&root, r);
         puts_(&root, b.p ? b.p : "");

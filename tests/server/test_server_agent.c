@@ -736,6 +736,38 @@ static void test_cut_calls(void) {
     }
     CHECK(cut > 0);
     unserve(&s);
+    /* the other formats' markup, cut at every few tokens (thinking off, so the cut falls in the call) */
+    static const char *const tmpls[] = {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "NVIDIA-Nemotron-Nano-v2",
+                                        "LFM2.5-Instruct", "mistralai-Mistral-Nemo-Instruct-2407"};
+    for (int t = 0; t < 4; t++) {
+        char path[256];
+        snprintf(path, sizeof path, "chat/templates/%s.jinja", tmpls[t]);
+        if (!serve(rw_test_fixture_path(path), NULL, &s)) return;
+        for (int max = 2; max <= 26; max += 4) {
+            char body[4096];
+            int status;
+            snprintf(body, sizeof body,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," WTOOLS ",\"tool_choice\":%s,"
+                     "\"enable_thinking\":false,\"max_tokens\":%d,\"temperature\":0}",
+                     forced_fn, max);
+            json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+            json_t *c = json_array_get(json_object_get(r, "choices"), 0);
+            const char *content = msg_str(r, "content"), *fin = json_string_value(json_object_get(c, "finish_reason"));
+            bool was_cut = usage(r, "completion_tokens") >= max;
+            CHECK_MSG(status == 200 && !strcmp(fin ?: "", was_cut ? "length" : "tool_calls"), "%s max %d: finish %s",
+                      tmpls[t], max, fin);
+            CHECK_MSG(!content || (!strchr(content, '<') && !strchr(content, '[') && !strchr(content, '{')),
+                      "%s max %d: markup in content [%s]", tmpls[t], max, content);
+            json_decref(r);
+            acc a;
+            snprintf(body + strlen(body) - 1, sizeof body - strlen(body) + 1, ",\"stream\":true}");
+            CHECK_EQ_INT(stream(s.port, body, &a), 200);
+            CHECK_MSG(!strcmp(a.finish, was_cut ? "length" : "tool_calls") && !strchr(a.content, '<') &&
+                          !strchr(a.content, '[') && !strchr(a.content, '{'),
+                      "%s streamed, max_tokens %d: %s [%s]", tmpls[t], max, a.finish, a.content);
+        }
+        unserve(&s);
+    }
 }
 
 /* JSON Schema keywords through the server: number bounds, formats with
@@ -790,12 +822,99 @@ static void test_schema_keywords(void) {
     unserve(&s);
 }
 
+/* Llama 3.1's built-in tools: a request's brave_search tool is listed as
+ * one in the system prompt, and a past call of it renders in its own form. */
+static void test_builtin_tools(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"), NULL, &s)) return;
+    int status;
+    json_t *r =
+        post(s.port, "/apply-template",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"News?\"},{\"role\":\"assistant\",\"content\":null,"
+             "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
+             "\"arguments\":\"{\\\"query\\\":\\\"news\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+             "\"content\":\"none\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"brave_search\","
+             "\"parameters\":{\"type\":\"object\",\"properties\":{\"query\":{\"type\":\"string\"}}}}}]}",
+             &status);
+    const char *prompt = json_string_value(json_object_get(r, "prompt"));
+    CHECK_MSG(status == 200 && prompt && strstr(prompt, "Tools: brave_search\n") &&
+                  strstr(prompt, "<|python_tag|>brave_search.call(query=\"news\")"),
+              "%d: %s", status, prompt ? prompt : "");
+    json_decref(r);
+    unserve(&s);
+}
+
 static void test_forced(void) {
     forced("Qwen3.5-4B", NULL);                       /* XML; its prompt opens <think>: reasons, then calls */
     forced("Qwen-Qwen3-0.6B", NULL);                  /* Hermes */
     forced("meta-llama-Llama-3.1-8B-Instruct", NULL); /* Llama 3 JSON */
     forced("ibm-granite-granite-4.0", "granite");     /* Granite's list */
     forced("microsoft-Phi-3.5-mini-instruct", NULL);  /* generic */
+    forced("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", NULL); /* DeepSeek's markers; its prompt opens <think> */
+    forced("NVIDIA-Nemotron-Nano-v2", NULL);                  /* <TOOLCALL>[...]; opens <think> */
+    forced("LFM2.5-Instruct", NULL);                          /* pythonic calls */
+    forced("mistralai-Mistral-Nemo-Instruct-2407", NULL);     /* Mistral's list */
+}
+
+/* parallel_tool_calls false in auto mode: a grammar makes the model write
+ * two calls and text after them; the answer is the first call alone and the
+ * generation stops after it (fewer tokens than the whole), whole and
+ * streamed; with parallel calls, both. */
+static void test_one_call_auto(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/Qwen-Qwen3-0.6B.jinja"), NULL, &s)) return;
+    const char *grammar =
+        "root ::= \"<tool_call>\\n{\\\"name\\\": \\\"get_time\\\", \\\"arguments\\\": {\\\"zone\\\": "
+        "\\\"UTC\\\"}}\\n</tool_call>\\n<tool_call>\\n{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": "
+        "{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 2}}\\n</tool_call>\\nAnd some text after the calls.\"";
+    json_t *gj = json_string(grammar);
+    char *gq = json_dumps(gj, JSON_ENCODE_ANY); /* the GBNF as a JSON string */
+    json_decref(gj);
+    long long toks[2] = {0, 0};
+    for (int par = 0; par < 2 && gq; par++) {
+        char body[4096];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Time?\"}]," WTOOLS ",\"tool_choice\":\"auto\","
+                 "\"parallel_tool_calls\":%s,\"max_tokens\":300,\"temperature\":0,\"grammar\":%s}",
+                 par ? "true" : "false", gq);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0), *m = json_object_get(c, "message");
+        json_t *calls = json_object_get(m, "tool_calls");
+        const char *content = msg_str(r, "content");
+        CHECK_MSG(status == 200 && json_array_size(calls) == (par ? 2u : 1u),
+                  "parallel %d: %d, %zu calls, content [%s]", par, status, json_array_size(calls), content ?: "");
+        CHECK_MSG(!content || !*content || par, "parallel false: content after the call [%s]", content);
+        CHECK(!strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "tool_calls"));
+        CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "name"))
+                          ?: "",
+                      "get_time"));
+        toks[par] = usage(r, "completion_tokens");
+        json_decref(r);
+        /* streamed: the same, one call's deltas */
+        calls_acc a = {.name_first = true};
+        size_t bl = strlen(body);
+        snprintf(body + bl - 1, sizeof body - bl + 1, ",\"stream\":true}");
+        rw_sse_parser sp = {.on_event = on_call_event, .user = &a};
+        rw_http_request rq = {.port = s.port,
+                              .method = "POST",
+                              .path = "/v1/chat/completions",
+                              .body = body,
+                              .body_len = strlen(body),
+                              .on_data = on_data,
+                              .user = &sp};
+        rw_http_response resp;
+        rw_error err = {0};
+        CHECK(!rw_http_do(&rq, &resp, &err) && resp.status == 200);
+        rw_http_response_free(&resp);
+        rw_sse_free(&sp);
+        CHECK_MSG(a.n == (par ? 2 : 1) && !strcmp(a.name[0], "get_time") && !strcmp(a.finish, "tool_calls"),
+                  "parallel %d streamed: %d calls, %s, %s", par, a.n, a.name[0], a.finish);
+    }
+    CHECK_MSG(toks[0] > 0 && toks[0] < toks[1], "parallel false did not stop early: %lld vs %lld tokens", toks[0],
+              toks[1]);
+    free(gq);
+    unserve(&s);
 }
 
 /* ---- request handling ---- */
@@ -900,6 +1019,8 @@ int main(void) {
     test_budget();
     test_helper_routes();
     test_forced();
+    test_one_call_auto();
+    test_builtin_tools();
     test_cut_calls();
     test_schema_keywords();
     test_after_reasoning();
