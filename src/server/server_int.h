@@ -1,5 +1,6 @@
 /* server_int.h - the server's private state, shared by its files:
- * server.c (daemon, routing, bodies, auth, errors), request.c (OpenAI request
+ * server.c (daemon, routing, bodies, auth, errors), models.c (the served
+ * models: loading, unloading, who holds them), request.c (OpenAI request
  * JSON -> prompt ids and parameters), job.c (a request's life: engine events,
  * waiting, SSE), response.c (response JSON), metrics.c. */
 #ifndef RW_SERVER_SERVER_INT_H
@@ -33,12 +34,37 @@ typedef struct srv_sock {
 
 struct srv_conn;
 
-struct rw_server {
+/* One served model (models.c). The settings are fixed at start; the loaded
+ * part (engine to rerank_tmpl) may be read by whoever holds the model
+ * (rw_server__model_acquire, a job's reference), or under models_mu while
+ * it is loaded. */
+typedef struct srv_model {
+    struct rw_server *srv;
+    int index;                  /* in srv->models; 0 = the default */
+    char *id, *alt_id;          /* owned; alt_id may be NULL */
+    rw_server_model_source src; /* its loader (id, alt_id: the copies above) */
+    /* loaded */
     rw_engine *engine;
     const rw_tokenizer *tok;
     const rw_chat_template *tmpl;
-    char *bos, *eos, *model_id, *api_key, *host, *replica_id; /* owned copies */
-    char **cors;   /* allowed origins (owned); "*" = any */
+    char *bos, *eos;         /* owned copies */
+    rw_chat_caps caps;       /* the template's (rw_chat_template_caps) */
+    rw_tool_format tool_fmt; /* caps' or --tool-format */
+    int pooling;             /* rw_pool_kind of /v1/embeddings */
+    char *rerank_tmpl;       /* the rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
+    size_t weight_bytes;
+    void *handle; /* the loader's */
+    /* under srv->models_mu */
+    bool loaded;
+    bool draining;                  /* to be unloaded for another model: new requests wait */
+    int users;                      /* holders: requests being prepared, jobs */
+    uint64_t last_used;             /* srv->model_clock at its last acquire or release */
+    uint64_t loads, unloads, waits; /* waits: requests that waited for memory or a load */
+} srv_model;
+
+struct rw_server {
+    char *api_key, *host, *replica_id; /* owned copies */
+    char **cors;                       /* allowed origins (owned); "*" = any */
     int n_cors;
     bool loopback; /* bound to a loopback address: the Host header is checked */
     size_t max_body;
@@ -52,7 +78,7 @@ struct rw_server {
     uint64_t by_status[600];
     uint64_t seed_counter;
     uint64_t timeouts, hangups; /* connections shut down by the watcher, peers gone while suspended */
-    volatile int stopping; /* atomic access */
+    volatile int stopping;      /* atomic access */
 
     /* conn.c: the sockets, suspension, the watcher thread */
     pthread_mutex_t conn_mu;
@@ -73,19 +99,29 @@ struct rw_server {
 
     struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
 
+    /* the models (models.c) */
+    srv_model *models; /* [n_models], fixed at start */
+    int n_models;
+    size_t models_max_bytes; /* 0: no bound */
+    pthread_mutex_t models_mu;
+    pthread_cond_t models_cv; /* a model released, loaded or unloaded */
+    bool loader_busy;         /* a worker is unloading or loading (one at a time) */
+    uint64_t model_clock;
+    rw_engine_stats retired; /* unloaded engines' counters (metrics.c keeps counters monotonic) */
+
     /* chat output and templates (docs/agent-api.md) */
-    rw_chat_caps caps;               /* the template's (rw_chat_template_caps) */
-    rw_tool_format tool_fmt;         /* caps' or --tool-format */
+    bool tool_fmt_set; /* --tool-format: every model's */
+    rw_tool_format tool_fmt_cfg;
     rw_reasoning_format reasoning_fmt;
-    json_t *kwargs;                  /* --chat-template-kwargs (owned), or NULL */
+    json_t *kwargs; /* --chat-template-kwargs (owned), or NULL */
     bool strict_api;
-    long reasoning_budget;           /* < 0: unlimited */
-    char **warned;                   /* unknown request fields already logged (under mu), owned */
+    long reasoning_budget; /* < 0: unlimited */
+    char **warned;         /* unknown request fields already logged (under mu), owned */
     size_t n_warned;
 
     /* embeddings and rerank (api_embed.c) */
-    int pooling;       /* rw_pool_kind of /v1/embeddings */
-    char *rerank_tmpl; /* the file's rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
+    int pooling_cfg;  /* --pooling (rw_pool_kind), -1: each file's */
+    char *rerank_cfg; /* the config's rerank prompt, owned; NULL: none */
 };
 
 /* GBNF (grammar/grammar.h) for output that is a tool call in format f
@@ -130,14 +166,36 @@ void rw_server__work_stop(rw_server *s);
 /* An error to send: HTTP status and OpenAI's error fields. */
 typedef struct {
     int http;
-    const char *type;  /* "invalid_request_error", "authentication_error", ... */
-    const char *code;  /* NULL = null */
-    char param[64];    /* "" = null */
+    const char *type; /* "invalid_request_error", "authentication_error", ... */
+    const char *code; /* NULL = null */
+    char param[64];   /* "" = null */
     char msg[512];
 } srv_error;
 
-void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt,
+                       ...) __attribute__((format(printf, 6, 7)));
+
+/* models.c */
+/* Copies the sources and loads the first (the default). */
+rw_status rw_server__models_start(rw_server *s, const rw_server_model_source *src, int n, rw_error *err);
+/* Unloads every loaded model and frees the registry (no request runs any more). */
+void rw_server__models_stop(rw_server *s);
+/* The model a request names: NULL or "" is the default, as is any name
+ * when only one model is served; NULL when several are and none has the
+ * name (with *e the 404, in type's shape: "invalid_request_error" or
+ * Anthropic's "not_found_error"). */
+srv_model *rw_server__model_find(rw_server *s, const char *name, srv_error *e);
+/* Holds m for a request, loading it first if needed (unloading the least
+ * recently used idle models when models_max_bytes asks for room, waiting
+ * for running ones). False with *e when it cannot be loaded, or the server
+ * stops; the caller releases it otherwise. */
+bool rw_server__model_acquire(srv_model *m, srv_error *e);
+void rw_server__model_ref(srv_model *m); /* one more holder of a held model */
+void rw_server__model_release(srv_model *m);
+/* What a loaded model holds, under models_mu: weights + prefix cache + running state. */
+size_t rw_server__model_bytes(const srv_model *m, const rw_engine_stats *st);
+/* The per-model settings from the server's (template caps, tool format, pooling, rerank prompt). */
+rw_status rw_server__model_setup(srv_model *m, const char *rerank_template, rw_error *err);
 
 /* A parsed generation request (both endpoints). Owns prompt and stop. */
 typedef struct {
@@ -150,17 +208,17 @@ typedef struct {
     int n_stop;
     rw_logit_bias *bias; /* gp.sampling.logit_bias */
     size_t n_bias;
-    int n; /* choices, 1..SRV_MAX_N */
-    int64_t *marks;      /* gp.marks: prompt positions where chat messages end */
+    int n;          /* choices, 1..SRV_MAX_N */
+    int64_t *marks; /* gp.marks: prompt positions where chat messages end */
     int n_marks;
     /* chat: how the output is parsed (output.h); out.tools_json is tools_json */
     rw_chat_output_opts out;
-    char *tools_json;       /* owned */
-    long reasoning_budget;  /* < 0: unlimited */
-    int force;              /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
-    char *force_name;       /* owned */
-    bool parallel_calls;    /* parallel_tool_calls (default true) */
-    char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
+    char *tools_json;      /* owned */
+    long reasoning_budget; /* < 0: unlimited */
+    int force;             /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
+    char *force_name;      /* owned */
+    bool parallel_calls;   /* parallel_tool_calls (default true) */
+    char *grammar; /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -171,12 +229,12 @@ typedef struct {
 } srv_tok_lp;
 
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
-bool rw_server__parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
+bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
 void rw_server__request_free(srv_request *r);
 /* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
  * normalized messages norm) to token ids, control tokens taken only from
  * the template's text. False and *e on failure. */
-bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+bool rw_server__chat_tokenize(srv_model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
                               const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
                               srv_error *e);
 
@@ -204,22 +262,22 @@ typedef struct {
     /* the connection thread's own */
     uint64_t engine_id;
     bool submitted;
-    size_t toks_taken; /* tokens already sent in stream chunks */
-    bool finish_sent;  /* stream: its finish chunk is out */
+    size_t toks_taken;      /* tokens already sent in stream chunks */
+    bool finish_sent;       /* stream: its finish chunk is out */
     rw_chat_output *parser; /* chat stream: this choice's output parser (owned) */
     int n_calls;            /* chat: tool calls parsed */
     /* thinking budget (job->budget >= 0), under job->mu: where the output
      * is relative to the think block, tokens spent in it, the bytes that may
      * begin a marker across events */
-    int think;              /* 0 not known yet, 1 in the block, 2 past it (or none) */
+    int think; /* 0 not known yet, 1 in the block, 2 past it (or none) */
     int64_t think_toks;
     int64_t reasoning_toks; /* tokens in the think block, its markers included (usage's reasoning_tokens;
                                followed for every chat job whose output has reasoning) */
     char head[40], tail[40];
     size_t head_len, tail_len;
-    bool over_budget;       /* the engine request is to be replaced by its continuation */
-    int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
-    int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
+    bool over_budget;     /* the engine request is to be replaced by its continuation */
+    int64_t done_toks;    /* tokens of the requests replaced so far (with the injected close) */
+    int64_t prompt_extra; /* tokens of the engine's prompt that are output (budget 0: the close) */
 } srv_choice;
 
 /* A generation request in flight: n choices. Owned by the connection thread
@@ -227,6 +285,7 @@ typedef struct {
  * after cancelling what still runs). */
 typedef struct srv_job {
     rw_server *srv;
+    srv_model *model; /* held by the job */
     pthread_mutex_t mu;
     int n;
     srv_choice choice[SRV_MAX_N];
@@ -235,8 +294,8 @@ typedef struct srv_job {
     char id[48];
     int64_t created;
     srv_sock *sock; /* woken at each event (under mu; a reference) */
-    int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
-    char *out;     /* formatted SSE bytes not yet given to MHD */
+    int sse_state;  /* 0 first chunks pending, 1 streaming, 2 all sent */
+    char *out;      /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
     /* another API's stream (api_*.c): api_fill formats what is new into out
      * instead of chat chunks (returns as fill does); api_state is its own,
@@ -256,16 +315,16 @@ typedef struct srv_job {
      * what it generated + the close marker; the prefix cache serves it), so
      * the answer follows. budget < 0: none. */
     long budget;
-    bool track_think;   /* follow the think block (the choices' think, reasoning_toks) */
-    int32_t *prompt;    /* copies for the continuation (owned) */
+    bool track_think; /* follow the think block (the choices' think, reasoning_toks) */
+    int32_t *prompt;  /* copies for the continuation (owned) */
     int64_t n_prompt;
-    rw_gen_params gp;   /* stop strings and bias owned copies, no marks */
+    rw_gen_params gp; /* stop strings and bias owned copies, no marks */
     char **stop;
     rw_logit_bias *bias;
     int32_t *close_ids; /* "\n" + close marker + "\n\n" tokenized */
     size_t n_close;
     char *close_text;
-    char *grammar;              /* the grammar a continuation keeps (budget_setup); owned */
+    char *grammar; /* the grammar a continuation keeps (budget_setup); owned */
     size_t close_len;
 } srv_job;
 
@@ -274,9 +333,10 @@ typedef struct srv_job {
  * calls streamed as they come (output.h's stream_args), for a streaming
  * response. The caller frees it. */
 rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
-                             rw_error *err);
+                                    rw_error *err);
 
-srv_job *rw_server__job_new(rw_server *s, const srv_request *r);
+/* The job holds m (rw_server__model_ref) until rw_server__job_free. */
+srv_job *rw_server__job_new(srv_model *m, const srv_request *r);
 /* From now on the job's events wake k's connection (takes a reference). */
 void rw_server__job_attach(srv_job *j, srv_sock *k);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
@@ -300,12 +360,12 @@ char *rw_server__response_json(const srv_job *j);
 /* One SSE event "data: {...}\n\n" appended to the job's out buffer for
  * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
 bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
-                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
+                          const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
 /* One chat chunk for choice `index` with the given delta (consumed), the
  * n_toks tokens (ids and logprobs as the request asked) and finish (NULL:
  * null). */
-bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
-                   const char *finish);
+bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps,
+                          size_t n_toks, const char *finish);
 /* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
 const char *rw_server__choice_finish(const srv_choice *c);
 /* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */
@@ -330,16 +390,16 @@ typedef struct srv_conn {
     srv_sock *sock;
     int route;
     int state;
-    char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
-    char origin[256]; /* the Origin header when allowed (echoed in CORS headers), else "" */
+    char model[256];    /* R_MODEL: the id asked for; R_RESPONSE: the response id */
+    char origin[256];   /* the Origin header when allowed (echoed in CORS headers), else "" */
     char route_key[17]; /* a balancer's X-Rewind-Route-Key (16 characters at most), else "" */
-    bool answered;    /* an error was queued at the headers */
+    bool answered;      /* an error was queued at the headers */
     bool too_big;
     char *body;
     size_t len, cap;
     /* CC_REPLY: the answer the worker prepared */
     int status;
-    char *reply;     /* malloc'd JSON */
+    char *reply; /* malloc'd JSON */
     /* CC_JOB: the generation running (owned here until a stream takes it) */
     srv_job *job;
     bool stream;
@@ -353,6 +413,8 @@ void rw_server__conn_unqueued(rw_server *s, srv_conn *cc);
 
 /* metrics.c: the Prometheus text (malloc'd). */
 char *rw_server__metrics_text(rw_server *s);
+/* Keeps an engine's counters as it is unloaded (final stats st), under models_mu. */
+void rw_server__stats_retire(rw_server *s, const rw_engine_stats *st);
 const char *rw_server__finish_name(rw_finish_reason f);
 
 #endif
