@@ -152,6 +152,8 @@ static bool make_room(srv_model *m) {
     rw_server *s = m->srv;
     for (;;) {
         if (stopping(s)) return false;
+        /* the victims are chosen anew each time (a model may have been released, or grown) */
+        for (int i = 0; i < s->n_models; i++) s->models[i].draining = false;
         size_t used = 0;
         int n_loaded = 0;
         for (int i = 0; i < s->n_models; i++)
@@ -162,8 +164,6 @@ static bool make_room(srv_model *m) {
         if (!s->models_max_bytes || !n_loaded || used + m->src.est_bytes <= s->models_max_bytes) return true;
         /* the victims, oldest first, until what they free is enough (all but m if need be) */
         size_t freed = 0;
-        for (int i = 0; i < s->n_models; i++)
-            if (s->models[i].loaded && s->models[i].draining) freed += measure(&s->models[i]);
         srv_model *idle = NULL;
         while (used - freed + m->src.est_bytes > s->models_max_bytes) {
             srv_model *v = NULL;
@@ -178,10 +178,8 @@ static bool make_room(srv_model *m) {
         for (int i = 0; i < s->n_models && !idle; i++)
             if (s->models[i].loaded && s->models[i].draining && s->models[i].users == 0) idle = &s->models[i];
         if (!idle) { /* every victim still runs requests: they end on their own */
-            bool any = false;
-            for (int i = 0; i < s->n_models; i++) any |= s->models[i].loaded && s->models[i].draining;
-            if (!any) return true; /* nothing to give up */
-            pthread_cond_wait(&s->models_cv, &s->models_mu);
+            if (!freed) return true; /* nothing to give up: m is loaded beside the others */
+            pthread_cond_wait(&s->models_cv, &s->models_mu); /* draining: their new requests wait meanwhile */
             continue;
         }
         /* unload it outside the lock: nobody takes a draining model */

@@ -896,7 +896,7 @@ static void feed(srv_job *j, const srv_request *r, const char *text, size_t piec
     for (size_t off = 0;; off += piece) {
         size_t len = off < n ? (n - off < piece ? n - off : piece) : 0;
         bool done = off + len >= n;
-        int32_t eos = rw_tokenizer_eos(j->srv->tok);
+        int32_t eos = rw_tokenizer_eos(j->model->tok);
         rw_gen_event ev = {.text = text + (off < n ? off : n), .text_len = len, .tokens = done ? &eos : &tok,
                            .n_tokens = 1, .prompt_tokens = r->n_prompt, .completion_tokens = (int64_t)(off / piece + 1),
                            .done = done, .finish = done ? RW_FINISH_STOP : RW_FINISH_NONE};
