@@ -79,8 +79,9 @@ static rw_status load(srv_model *m, rw_error *err) {
         return st;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    rw_server__logf(m->srv, "loaded model %s (%zu MiB of weights) in %.2f s", m->id, m->weight_bytes >> 20,
-                    (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    if (m->srv->n_models > 1) /* one model: the startup line says it all */
+        rw_server__logf(m->srv, "loaded model %s (%zu MiB of weights) in %.2f s", m->id, m->weight_bytes >> 20,
+                        (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
     return RW_OK;
 }
 
@@ -177,7 +178,7 @@ static bool make_room(srv_model *m) {
         }
         for (int i = 0; i < s->n_models && !idle; i++)
             if (s->models[i].loaded && s->models[i].draining && s->models[i].users == 0) idle = &s->models[i];
-        if (!idle) { /* every victim still runs requests: they end on their own */
+        if (!idle) {                 /* every victim still runs requests: they end on their own */
             if (!freed) return true; /* nothing to give up: m is loaded beside the others */
             pthread_cond_wait(&s->models_cv, &s->models_mu); /* draining: their new requests wait meanwhile */
             continue;
