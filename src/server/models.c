@@ -165,21 +165,22 @@ static bool make_room(srv_model *m) {
         if (!s->models_max_bytes || !n_loaded || used + m->src.est_bytes <= s->models_max_bytes) return true;
         /* the victims, oldest first, until what they free is enough (all but m if need be) */
         size_t freed = 0;
+        bool any = false; /* a victim was chosen */
         srv_model *idle = NULL;
-        while (used - freed + m->src.est_bytes > s->models_max_bytes) {
+        while ((used > freed ? used - freed : 0) + m->src.est_bytes > s->models_max_bytes) {
             srv_model *v = NULL;
             for (int i = 0; i < s->n_models; i++) {
                 srv_model *c = &s->models[i];
                 if (c != m && c->loaded && !c->draining && c->src.unload && (!v || c->last_used < v->last_used)) v = c;
             }
             if (!v) break;
-            v->draining = true;
+            v->draining = any = true;
             freed += measure(v);
         }
         for (int i = 0; i < s->n_models && !idle; i++)
             if (s->models[i].loaded && s->models[i].draining && s->models[i].users == 0) idle = &s->models[i];
-        if (!idle) {                 /* every victim still runs requests: they end on their own */
-            if (!freed) return true; /* nothing to give up: m is loaded beside the others */
+        if (!idle) {               /* every victim still runs requests: they end on their own */
+            if (!any) return true; /* nothing to give up: m is loaded beside the others */
             pthread_cond_wait(&s->models_cv, &s->models_mu); /* draining: their new requests wait meanwhile */
             continue;
         }

@@ -13,7 +13,9 @@
 #   the models, sequential and concurrent, all answer the one-model answers
 #   while the server unloads and reloads (the log and /metrics count it);
 # - --cache-dir: each model's disk tier in its own folder;
-# - /metrics: the per-model series.
+# - /metrics: the per-model series;
+# - a model whose file is gone: a 500 (model_load_failed), the others
+#   still served; duplicate names and a missing file at start.
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
@@ -202,5 +204,20 @@ stop
 for m in q l; do
   [ -n "$(ls -A "$d/cache/$m" 2>/dev/null)" ] || fail "no disk-tier files in $d/cache/$m: $(ls -R "$d/cache")"
 done
-# the folders stay apart: each model's server reads only its own
+
+# ---- a model that cannot be loaded: a 500 that says so, the others still served ----
+cp "$L" "$d/gone.gguf"
+start "$d/gone.log" --model q="$Q" --model gone="$d/gone.gguf"
+rm "$d/gone.gguf"
+st=$(post /v1/completions '{"model":"gone","prompt":"hi","max_tokens":2}' "$d/gone.json")
+[ "$st" = 500 ] && grep -q '"code":"model_load_failed"' "$d/gone.json" || fail "unloadable model: $st $(cat "$d/gone.json")"
+ask 0 q "$d/after.0"
+same "$d/want.0" "$d/after.0" "the default after another model failed to load"
+stop
+
+# ---- command-line errors ----
+"$REWIND" serve --model a="$Q" --model a="$L" --port 0 2> "$d/dup.err"
+[ $? = 2 ] && grep -q 'two models are named "a"' "$d/dup.err" || fail "duplicate names: $(cat "$d/dup.err")"
+"$REWIND" serve "$Q" --model "$d/none.gguf" --port 0 2> "$d/none.err"
+[ $? = 1 ] && grep -q 'none.gguf' "$d/none.err" || fail "a missing second file: $(cat "$d/none.err")"
 echo ok
