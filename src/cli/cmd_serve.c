@@ -139,9 +139,8 @@ static void *signal_main(void *arg) {
         for (;;) {
             int r = second_signal(stop_limit);
             if (r < 0 && errno == EINTR) continue;
-            fprintf(stderr,
-                    r < 0 ? "rewind serve: not stopped after %.0f s: exiting now\n"
-                          : "rewind serve: second signal: exiting now\n",
+            fprintf(stderr, r < 0 ? "rewind serve: not stopped after %.0f s: exiting now\n"
+                                  : "rewind serve: second signal: exiting now\n",
                     stop_limit);
             _exit(1);
         }
@@ -365,8 +364,7 @@ int rw_cmd_serve(int argc, char **argv) {
     }
     pthread_detach(sig_thread);
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL;
-    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256,
-         max_conn = 1024;
+    long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
     const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
     long checkpoints = RW_ENGINE_CHECKPOINTS; /* engine.h: max_checkpoints */

@@ -239,8 +239,7 @@ char *rw_server__metrics_text(rw_server *s) {
     put(&b, "# HELP rewind_requests_total HTTP requests answered, by status code.\n"
             "# TYPE rewind_requests_total counter\n");
     for (int code = 0; code < 600; code++)
-        if (by_status[code])
-            put(&b, "rewind_requests_total{status=\"%d\"} %llu\n", code, (unsigned long long)by_status[code]);
+        if (by_status[code]) put(&b, "rewind_requests_total{status=\"%d\"} %llu\n", code, (unsigned long long)by_status[code]);
     pthread_mutex_lock(&s->conn_mu);
     const int n_socks = s->n_socks;
     pthread_mutex_unlock(&s->conn_mu);
@@ -257,11 +256,10 @@ char *rw_server__metrics_text(rw_server *s) {
             st.requests_cancelled);
     counter(&b, "rewind_prompt_tokens_total", "Prompt tokens of admitted requests.", st.prompt_tokens);
     counter(&b, "rewind_generated_tokens_total", "Tokens generated.", st.generated_tokens);
-    put(&b,
-        "# HELP rewind_prompt_tokens_cached_total Prompt tokens served from the prefix cache, by tier.\n"
-        "# TYPE rewind_prompt_tokens_cached_total counter\n"
-        "rewind_prompt_tokens_cached_total{tier=\"memory\"} %llu\n"
-        "rewind_prompt_tokens_cached_total{tier=\"disk\"} %llu\n",
+    put(&b, "# HELP rewind_prompt_tokens_cached_total Prompt tokens served from the prefix cache, by tier.\n"
+            "# TYPE rewind_prompt_tokens_cached_total counter\n"
+            "rewind_prompt_tokens_cached_total{tier=\"memory\"} %llu\n"
+            "rewind_prompt_tokens_cached_total{tier=\"disk\"} %llu\n",
         (unsigned long long)st.cache.tokens_memory, (unsigned long long)st.cache.tokens_disk);
     put(&b, "# HELP rewind_prefix_cache_requests_total Requests by what the prefix cache did for them (hit, or why "
             "more than the new tail was recomputed).\n# TYPE rewind_prefix_cache_requests_total counter\n");
@@ -271,14 +269,13 @@ char *rw_server__metrics_text(rw_server *s) {
     counter(&b, "rewind_prefix_cache_evictions_total", "Entries evicted from the memory tier.", st.cache.evictions);
     counter(&b, "rewind_prefix_cache_disk_invalid_total", "Disk-tier files that failed validation (removed).",
             st.cache.disk_invalid);
-    put(&b,
-        "# HELP rewind_prefix_cache_disk_errors_total Disk-tier trouble, by kind (write: a file could not be "
-        "written, e.g. a full disk or a read-only folder; read: could not be read; skipped: files left alone, of "
-        "another model or configuration or not regular files). The server goes on without the file.\n"
-        "# TYPE rewind_prefix_cache_disk_errors_total counter\n"
-        "rewind_prefix_cache_disk_errors_total{kind=\"write\"} %llu\n"
-        "rewind_prefix_cache_disk_errors_total{kind=\"read\"} %llu\n"
-        "rewind_prefix_cache_disk_errors_total{kind=\"skipped\"} %llu\n",
+    put(&b, "# HELP rewind_prefix_cache_disk_errors_total Disk-tier trouble, by kind (write: a file could not be "
+            "written, e.g. a full disk or a read-only folder; read: could not be read; skipped: files left alone, of "
+            "another model or configuration or not regular files). The server goes on without the file.\n"
+            "# TYPE rewind_prefix_cache_disk_errors_total counter\n"
+            "rewind_prefix_cache_disk_errors_total{kind=\"write\"} %llu\n"
+            "rewind_prefix_cache_disk_errors_total{kind=\"read\"} %llu\n"
+            "rewind_prefix_cache_disk_errors_total{kind=\"skipped\"} %llu\n",
         (unsigned long long)st.cache.disk_write_errors, (unsigned long long)st.cache.disk_read_errors,
         (unsigned long long)st.cache.disk_skipped);
     counter(&b, "rewind_prefix_cache_disk_writes_total", "Entries written to the disk tier.", st.cache.disk_writes);
@@ -290,12 +287,11 @@ char *rw_server__metrics_text(rw_server *s) {
     gauge(&b, "rewind_prefix_cache_disk_entries", "Entries in the disk tier.", (double)st.cache.disk_entries);
     counter(&b, "rewind_prompt_tokens_recomputed_total", "Prompt tokens computed by forward passes.",
             st.prefill_tokens);
-    put(&b,
-        "# HELP rewind_cache_bytes Bytes held by the prefix cache, by kind (recurrent: states, checkpoints and "
-        "logs; logits: the last logits kept per entry; disk: the disk tier's files).\n"
-        "# TYPE rewind_cache_bytes gauge\nrewind_cache_bytes{kind=\"kv\"} %llu\n"
-        "rewind_cache_bytes{kind=\"recurrent\"} %llu\nrewind_cache_bytes{kind=\"logits\"} %llu\n"
-        "rewind_cache_bytes{kind=\"disk\"} %llu\n",
+    put(&b, "# HELP rewind_cache_bytes Bytes held by the prefix cache, by kind (recurrent: states, checkpoints and "
+            "logs; logits: the last logits kept per entry; disk: the disk tier's files).\n"
+            "# TYPE rewind_cache_bytes gauge\nrewind_cache_bytes{kind=\"kv\"} %llu\n"
+            "rewind_cache_bytes{kind=\"recurrent\"} %llu\nrewind_cache_bytes{kind=\"logits\"} %llu\n"
+            "rewind_cache_bytes{kind=\"disk\"} %llu\n",
         (unsigned long long)st.cache.bytes_kv, (unsigned long long)st.cache.bytes_recurrent,
         (unsigned long long)st.cache.bytes_logits, (unsigned long long)st.cache.bytes_disk);
     gauge(&b, "rewind_active_state_bytes",
@@ -310,13 +306,12 @@ char *rw_server__metrics_text(rw_server *s) {
         budget_cache, budget_state, budget_disk);
     gauge(&b, "rewind_process_resident_bytes", "Resident memory of the process (RSS).", (double)resident_bytes());
     const rw_state_pool_stats ps = st.pool;
-    put(&b,
-        "# HELP rewind_state_pool_bytes The recurrent-state pool by part (mapped: slabs and big buffers; free: "
-        "buffers waiting for reuse, resident unless trimmed; trimmed: of those, given back to the system while "
-        "idle; ready: slabs faulted in ahead of need, with --prefault; unused: the newest slab's untouched rest).\n"
-        "# TYPE rewind_state_pool_bytes gauge\nrewind_state_pool_bytes{part=\"mapped\"} %llu\n"
-        "rewind_state_pool_bytes{part=\"free\"} %llu\nrewind_state_pool_bytes{part=\"trimmed\"} %llu\n"
-        "rewind_state_pool_bytes{part=\"ready\"} %llu\nrewind_state_pool_bytes{part=\"unused\"} %llu\n",
+    put(&b, "# HELP rewind_state_pool_bytes The recurrent-state pool by part (mapped: slabs and big buffers; free: "
+            "buffers waiting for reuse, resident unless trimmed; trimmed: of those, given back to the system while "
+            "idle; ready: slabs faulted in ahead of need, with --prefault; unused: the newest slab's untouched rest).\n"
+            "# TYPE rewind_state_pool_bytes gauge\nrewind_state_pool_bytes{part=\"mapped\"} %llu\n"
+            "rewind_state_pool_bytes{part=\"free\"} %llu\nrewind_state_pool_bytes{part=\"trimmed\"} %llu\n"
+            "rewind_state_pool_bytes{part=\"ready\"} %llu\nrewind_state_pool_bytes{part=\"unused\"} %llu\n",
         (unsigned long long)ps.mapped_bytes, (unsigned long long)ps.free_bytes, (unsigned long long)ps.trimmed_bytes,
         (unsigned long long)ps.ready_bytes, (unsigned long long)ps.unused_bytes);
     counter(&b, "rewind_idle_trims_total", "Times the idle engine gave memory back to the system.", st.idle_trims);
@@ -337,7 +332,8 @@ char *rw_server__metrics_text(rw_server *s) {
         counter(&b, "rewind_spec_emitted_tokens_total", "Speculative decoding: tokens output by verify steps.",
                 st.spec_emitted);
         counter(&b, "rewind_spec_draft_cached_tokens_total",
-                "Speculative decoding: draft-model state tokens restored from the prefix cache.", st.spec_draft_cached);
+                "Speculative decoding: draft-model state tokens restored from the prefix cache.",
+                st.spec_draft_cached);
         gauge(&b, "rewind_spec_acceptance_rate", "accepted / drafted tokens so far (0 before any draft).",
               st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);
         gauge(&b, "rewind_spec_tokens_per_verify_pass", "emitted tokens / verify steps so far (0 before any).",

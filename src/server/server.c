@@ -36,25 +36,10 @@
 #endif
 
 enum {
-    R_NONE,
-    R_COMPLETIONS,
-    R_CHAT,
-    R_MODELS,
-    R_MODEL,
-    R_HEALTH,
-    R_METRICS,
-    R_TOKENIZE,
-    R_DETOKENIZE,
-    R_OPTIONS,
-    R_PROPS,
-    R_MESSAGES,
-    R_COUNT_TOKENS,
-    R_RESPONSES,
-    R_RESPONSE, /* api_messages.c, api_responses.c */
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_OPTIONS, R_PROPS,
+    R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
     R_APPLY_TEMPLATE,
-    R_EMBEDDINGS,
-    R_EMBEDDINGS_NATIVE,
-    R_RERANK, /* api_embed.c */
+    R_EMBEDDINGS, R_EMBEDDINGS_NATIVE, R_RERANK,          /* api_embed.c */
 };
 
 static const struct {
@@ -62,25 +47,16 @@ static const struct {
     const char *method;
     int route;
 } routes[] = {
-    {"/v1/completions", "POST", R_COMPLETIONS},
-    {"/v1/chat/completions", "POST", R_CHAT},
-    {"/v1/models", "GET", R_MODELS},
-    {"/health", "GET", R_HEALTH},
-    {"/metrics", "GET", R_METRICS},
-    {"/tokenize", "POST", R_TOKENIZE},
-    {"/detokenize", "POST", R_DETOKENIZE},
-    {"/props", "GET", R_PROPS},
-    {"/v1/messages", "POST", R_MESSAGES},
-    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
-    {"/v1/responses", "POST", R_RESPONSES},
-    {"/apply-template", "POST", R_APPLY_TEMPLATE},
-    {"/v1/embeddings", "POST", R_EMBEDDINGS},
-    {"/embeddings", "POST", R_EMBEDDINGS_NATIVE},
+    {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
+    {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
+    {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},     {"/props", "GET", R_PROPS},
+    {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
+    {"/v1/responses", "POST", R_RESPONSES},     {"/apply-template", "POST", R_APPLY_TEMPLATE},
+    {"/v1/embeddings", "POST", R_EMBEDDINGS},   {"/embeddings", "POST", R_EMBEDDINGS_NATIVE},
     {"/embedding", "POST", R_EMBEDDINGS_NATIVE},
-    {"/v1/rerank", "POST", R_RERANK},
-    {"/rerank", "POST", R_RERANK},
-    {"/v1/reranking", "POST", R_RERANK},
-    {"/reranking", "POST", R_RERANK},
+    {"/v1/rerank", "POST", R_RERANK},           {"/rerank", "POST", R_RERANK},
+    {"/v1/reranking", "POST", R_RERANK},        {"/reranking", "POST", R_RERANK},
 };
 
 /* Anthropic's routes answer errors in Anthropic's shape. */
@@ -99,8 +75,7 @@ void rw_server__utf8_cut(char *msg, size_t cap) {
     if (n - (i - 1) < want) msg[i - 1] = 0;
 }
 
-void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt,
-                       ...) {
+void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
     e->http = http;
     e->type = type;
     e->code = code;
@@ -239,10 +214,10 @@ static void api_work(srv_conn *cc, rw_server__reply r) {
 static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_conn *cc) {
     srv_job *j = cc->job;
     if (cc->stream) {
-        struct MHD_Response *resp = MHD_create_response_from_callback(
-            MHD_SIZE_UNKNOWN, 16384, rw_server__job_sse_reader, j, rw_server__job_sse_free);
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, rw_server__job_sse_reader, j, rw_server__job_sse_free);
         if (!resp) return MHD_NO; /* request_completed frees the job */
-        cc->job = NULL;           /* the response owns it now */
+        cc->job = NULL; /* the response owns it now */
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         common_headers(s, resp, cc, 200);
@@ -253,7 +228,7 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
     }
     bool over = false;
     if (!rw_server__job_ready(j, &over)) return over ? MHD_NO : MHD_YES; /* client gone or stopping: cancelled */
-    if (j->api_body) {                                                   /* another API's answer (api_*.c) */
+    if (j->api_body) { /* another API's answer (api_*.c) */
         int status = 500;
         char *body = j->api_body(j, &status);
         return send_owned(s, c, cc, status, body, "application/json", NULL);
@@ -561,7 +536,7 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", methods);
         MHD_add_response_header(resp, "Access-Control-Allow-Headers",
                                 req_headers && strlen(req_headers) < 1024 ? req_headers
-                                                                          : "Authorization, Content-Type");
+                                                                           : "Authorization, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
     common_headers(s, resp, cc, 204);
@@ -610,19 +585,17 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     if (!host_allowed(s, host)) {
         rw_server__errorf(&e, 403, "invalid_request_error", "host_not_allowed", NULL,
-                          "The Host '%.100s' is not this server's (a loopback server answers localhost and loopback "
-                          "addresses only)",
-                          host);
+                   "The Host '%.100s' is not this server's (a loopback server answers localhost and loopback "
+                   "addresses only)", host);
         return send_error(s, c, cc, &e, NULL);
     }
     const char *route_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Rewind-Route-Key");
-    if (route_key && strlen(route_key) < sizeof cc->route_key)
-        snprintf(cc->route_key, sizeof cc->route_key, "%s", route_key);
+    if (route_key && strlen(route_key) < sizeof cc->route_key) snprintf(cc->route_key, sizeof cc->route_key, "%s", route_key);
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (origin) {
         if (!origin_allowed(s, origin) || strlen(origin) >= sizeof cc->origin) {
             rw_server__errorf(&e, 403, "invalid_request_error", "origin_not_allowed", NULL,
-                              "Requests from the web origin '%.100s' are not allowed (see --cors-origin)", origin);
+                       "Requests from the web origin '%.100s' are not allowed (see --cors-origin)", origin);
             return send_error(s, c, cc, &e, NULL);
         }
         snprintf(cc->origin, sizeof cc->origin, "%s", origin);
@@ -630,7 +603,7 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
     if (cc->route == R_NONE) {
         if (allow) {
             rw_server__errorf(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
-                              "Method %s is not allowed for %s (use %s)", method, url, allow);
+                       "Method %s is not allowed for %s (use %s)", method, url, allow);
             return send_error(s, c, cc, &e, allow);
         }
         rw_server__errorf(&e, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
@@ -641,18 +614,17 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     if (cl && te) { /* two framings: which one a proxy in front believes is ambiguous (request smuggling) */
         rw_server__errorf(&e, 400, "invalid_request_error", NULL, NULL,
-                          "A request may not have both Content-Length and Transfer-Encoding");
+                   "A request may not have both Content-Length and Transfer-Encoding");
         return send_error(s, c, cc, &e, NULL);
     }
     if (cc->route != R_HEALTH && !authorized(s, c)) {
-        rw_server__errorf(
-            &e, 401, "invalid_request_error", "invalid_api_key", NULL,
-            "Incorrect or missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
+        rw_server__errorf(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                   "Incorrect or missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
         return send_error(s, c, cc, &e, NULL);
     }
     if (cl && strtoull(cl, NULL, 10) > s->max_body) {
         rw_server__errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                          "The request body has %.40s bytes; the limit is %zu", cl, s->max_body);
+                   "The request body has %.40s bytes; the limit is %zu", cl, s->max_body);
         return send_error(s, c, cc, &e, NULL);
     }
     cc->answered = false;
@@ -660,7 +632,8 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                              const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
+                              const char *version, const char *upload_data, size_t *upload_data_size,
+                              void **con_cls) {
     (void)version;
     rw_server *s = cls;
     srv_conn *cc = *con_cls;
@@ -703,7 +676,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (cc->too_big) {
             cc->answered = true;
             rw_server__errorf(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                              "The request body is larger than the limit of %zu bytes", s->max_body);
+                       "The request body is larger than the limit of %zu bytes", s->max_body);
             return send_error(s, c, cc, &e, NULL);
         }
         if (!heavy_route(cc->route)) {
@@ -713,7 +686,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!cc->sock) return MHD_NO;
         cc->state = CC_WORK;
         if (!rw_server__sock_sleep(s, cc->sock, false)) return MHD_NO; /* stopping */
-        rw_server__work_push(s, cc);                                   /* a worker wakes the connection when done */
+        rw_server__work_push(s, cc); /* a worker wakes the connection when done */
         return MHD_YES;
     case CC_WORK: /* woken while a worker has it: only at a stop, after the workers ended */
         return rw_server__sock_sleep(s, cc->sock, false) ? MHD_YES : MHD_NO;
@@ -776,8 +749,8 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     int fd = socket(ss.ss_family, SOCK_STREAM | RW_SOCK_CLOEXEC, 0);
     rw_cloexec(fd);
     int one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, (struct sockaddr *)&ss, len) ||
-        listen(fd, 1024)) { /* bursts of connects wait, not reset */
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+        bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 1024)) { /* bursts of connects wait, not reset */
         rw_errorf(err, RW_ERR_IO, "cannot listen on %s port %d: %m", host, port);
         if (fd >= 0) close(fd);
         return -1;
@@ -951,7 +924,7 @@ rw_status rw_server_start_models(const rw_server_model_source *models, int n, co
         return st;
     }
     const unsigned max_conn = (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 1024);
-    const unsigned per_ip = cfg->max_connections_per_ip < 0   ? 0
+    const unsigned per_ip = cfg->max_connections_per_ip < 0    ? 0
                             : cfg->max_connections_per_ip > 0 ? (unsigned)cfg->max_connections_per_ip
                                                               : 256;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | EVENT_LOOP | MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);

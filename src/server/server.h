@@ -43,32 +43,32 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
-    const char *host;           /* numeric IPv4 or IPv6 address to bind; NULL = "127.0.0.1" */
-    int port;                   /* 0 = any free port (see rw_server_port) */
-    const char *api_key;        /* NULL or "" = no authentication */
-    const char *model_id;       /* the model's name in responses and /v1/models */
-    size_t max_body_bytes;      /* 0 = 8 MiB */
-    int max_connections;        /* 0 = 1024 */
+    const char *host;      /* numeric IPv4 or IPv6 address to bind; NULL = "127.0.0.1" */
+    int port;              /* 0 = any free port (see rw_server_port) */
+    const char *api_key;   /* NULL or "" = no authentication */
+    const char *model_id;  /* the model's name in responses and /v1/models */
+    size_t max_body_bytes; /* 0 = 8 MiB */
+    int max_connections;   /* 0 = 1024 */
     int max_connections_per_ip; /* 0 = 256, -1 = no limit */
-    double header_timeout;      /* seconds for a request's headers (from connecting or the previous answer); 0 = 10 */
-    double body_timeout;        /* seconds for its body after the headers; 0 = 30 */
-    const char *cors_origin;    /* allowed web origins, comma-separated ("*" = any); NULL = none */
-    int workers;                /* request workers (parse, render, tokenize); 0 = 2 */
-    const char *replica_id;     /* this server's name behind a load balancer, sent as the X-Rewind-Replica header of
+    double header_timeout; /* seconds for a request's headers (from connecting or the previous answer); 0 = 10 */
+    double body_timeout;   /* seconds for its body after the headers; 0 = 30 */
+    const char *cors_origin; /* allowed web origins, comma-separated ("*" = any); NULL = none */
+    int workers;           /* request workers (parse, render, tokenize); 0 = 2 */
+    const char *replica_id; /* this server's name behind a load balancer, sent as the X-Rewind-Replica header of
                              * every response and in /metrics' rewind_replica_info; NULL = "HOSTNAME:PORT" */
     /* Chat output and templates (docs/agent-api.md): */
-    const char *tool_format;          /* NULL or "auto": from the template; else a rw_tool_format name */
-    const char *reasoning_format;     /* NULL or "deepseek": think blocks to reasoning_content; "none": kept */
+    const char *tool_format;      /* NULL or "auto": from the template; else a rw_tool_format name */
+    const char *reasoning_format; /* NULL or "deepseek": think blocks to reasoning_content; "none": kept */
     const char *chat_template_kwargs; /* NULL, or a JSON object: every request's template variables (a
                                          request's chat_template_kwargs add to and override them) */
-    bool has_reasoning_budget;        /* reasoning_budget applies (else unlimited unless a request sets one) */
-    long reasoning_budget;            /* thinking tokens before the server closes the think block (0: no thinking) */
-    bool strict_api;                  /* unknown request fields are a 400 (else ignored and logged once each,
+    bool has_reasoning_budget;    /* reasoning_budget applies (else unlimited unless a request sets one) */
+    long reasoning_budget;        /* thinking tokens before the server closes the think block (0: no thinking) */
+    bool strict_api;              /* unknown request fields are a 400 (else ignored and logged once each,
                                      through rw_log) */
     /* Embeddings and rerank (docs/embeddings.md): */
-    const char *pooling;         /* none, mean, cls or last; NULL: the file's <arch>.pooling_type (last when
+    const char *pooling;          /* none, mean, cls or last; NULL: the file's <arch>.pooling_type (last when
                                      it declares none or rank, or nothing) */
-    const char *rerank_template; /* the reranker's prompt with {query} and {document} (the file's
+    const char *rerank_template;  /* the reranker's prompt with {query} and {document} (the file's
                                      tokenizer.chat_template.rerank); NULL: Qwen3-Reranker's */
     /* Several models (rw_server_start_models): */
     size_t models_max_bytes; /* what the loaded models may hold together (weights + prefix cache +

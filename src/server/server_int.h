@@ -78,7 +78,7 @@ struct rw_server {
     uint64_t by_status[600];
     uint64_t seed_counter;
     uint64_t timeouts, hangups; /* connections shut down by the watcher, peers gone while suspended */
-    volatile int stopping;      /* atomic access */
+    volatile int stopping; /* atomic access */
 
     /* conn.c: the sockets, suspension, the watcher thread */
     pthread_mutex_t conn_mu;
@@ -113,10 +113,10 @@ struct rw_server {
     bool tool_fmt_set; /* --tool-format: every model's */
     rw_tool_format tool_fmt_cfg;
     rw_reasoning_format reasoning_fmt;
-    json_t *kwargs; /* --chat-template-kwargs (owned), or NULL */
+    json_t *kwargs;                  /* --chat-template-kwargs (owned), or NULL */
     bool strict_api;
-    long reasoning_budget; /* < 0: unlimited */
-    char **warned;         /* unknown request fields already logged (under mu), owned */
+    long reasoning_budget;           /* < 0: unlimited */
+    char **warned;                   /* unknown request fields already logged (under mu), owned */
     size_t n_warned;
 
     /* embeddings and rerank (api_embed.c) */
@@ -166,14 +166,14 @@ void rw_server__work_stop(rw_server *s);
 /* An error to send: HTTP status and OpenAI's error fields. */
 typedef struct {
     int http;
-    const char *type; /* "invalid_request_error", "authentication_error", ... */
-    const char *code; /* NULL = null */
-    char param[64];   /* "" = null */
+    const char *type;  /* "invalid_request_error", "authentication_error", ... */
+    const char *code;  /* NULL = null */
+    char param[64];    /* "" = null */
     char msg[512];
 } srv_error;
 
-void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt,
-                       ...) __attribute__((format(printf, 6, 7)));
+void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /* models.c */
 /* Copies the sources and loads the first (the default). */
@@ -208,17 +208,17 @@ typedef struct {
     int n_stop;
     rw_logit_bias *bias; /* gp.sampling.logit_bias */
     size_t n_bias;
-    int n;          /* choices, 1..SRV_MAX_N */
-    int64_t *marks; /* gp.marks: prompt positions where chat messages end */
+    int n; /* choices, 1..SRV_MAX_N */
+    int64_t *marks;      /* gp.marks: prompt positions where chat messages end */
     int n_marks;
     /* chat: how the output is parsed (output.h); out.tools_json is tools_json */
     rw_chat_output_opts out;
-    char *tools_json;      /* owned */
-    long reasoning_budget; /* < 0: unlimited */
-    int force;             /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
-    char *force_name;      /* owned */
-    bool parallel_calls;   /* parallel_tool_calls (default true) */
-    char *grammar; /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
+    char *tools_json;       /* owned */
+    long reasoning_budget;  /* < 0: unlimited */
+    int force;              /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
+    char *force_name;       /* owned */
+    bool parallel_calls;    /* parallel_tool_calls (default true) */
+    char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -262,22 +262,22 @@ typedef struct {
     /* the connection thread's own */
     uint64_t engine_id;
     bool submitted;
-    size_t toks_taken;      /* tokens already sent in stream chunks */
-    bool finish_sent;       /* stream: its finish chunk is out */
+    size_t toks_taken; /* tokens already sent in stream chunks */
+    bool finish_sent;  /* stream: its finish chunk is out */
     rw_chat_output *parser; /* chat stream: this choice's output parser (owned) */
     int n_calls;            /* chat: tool calls parsed */
     /* thinking budget (job->budget >= 0), under job->mu: where the output
      * is relative to the think block, tokens spent in it, the bytes that may
      * begin a marker across events */
-    int think; /* 0 not known yet, 1 in the block, 2 past it (or none) */
+    int think;              /* 0 not known yet, 1 in the block, 2 past it (or none) */
     int64_t think_toks;
     int64_t reasoning_toks; /* tokens in the think block, its markers included (usage's reasoning_tokens;
                                followed for every chat job whose output has reasoning) */
     char head[40], tail[40];
     size_t head_len, tail_len;
-    bool over_budget;     /* the engine request is to be replaced by its continuation */
-    int64_t done_toks;    /* tokens of the requests replaced so far (with the injected close) */
-    int64_t prompt_extra; /* tokens of the engine's prompt that are output (budget 0: the close) */
+    bool over_budget;       /* the engine request is to be replaced by its continuation */
+    int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
+    int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
 } srv_choice;
 
 /* A generation request in flight: n choices. Owned by the connection thread
@@ -294,8 +294,8 @@ typedef struct srv_job {
     char id[48];
     int64_t created;
     srv_sock *sock; /* woken at each event (under mu; a reference) */
-    int sse_state;  /* 0 first chunks pending, 1 streaming, 2 all sent */
-    char *out;      /* formatted SSE bytes not yet given to MHD */
+    int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
+    char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
     /* another API's stream (api_*.c): api_fill formats what is new into out
      * instead of chat chunks (returns as fill does); api_state is its own,
@@ -315,16 +315,16 @@ typedef struct srv_job {
      * what it generated + the close marker; the prefix cache serves it), so
      * the answer follows. budget < 0: none. */
     long budget;
-    bool track_think; /* follow the think block (the choices' think, reasoning_toks) */
-    int32_t *prompt;  /* copies for the continuation (owned) */
+    bool track_think;   /* follow the think block (the choices' think, reasoning_toks) */
+    int32_t *prompt;    /* copies for the continuation (owned) */
     int64_t n_prompt;
-    rw_gen_params gp; /* stop strings and bias owned copies, no marks */
+    rw_gen_params gp;   /* stop strings and bias owned copies, no marks */
     char **stop;
     rw_logit_bias *bias;
     int32_t *close_ids; /* "\n" + close marker + "\n\n" tokenized */
     size_t n_close;
     char *close_text;
-    char *grammar; /* the grammar a continuation keeps (budget_setup); owned */
+    char *grammar;              /* the grammar a continuation keeps (budget_setup); owned */
     size_t close_len;
 } srv_job;
 
@@ -333,7 +333,7 @@ typedef struct srv_job {
  * calls streamed as they come (output.h's stream_args), for a streaming
  * response. The caller frees it. */
 rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
-                                    rw_error *err);
+                             rw_error *err);
 
 /* The job holds m (rw_server__model_ref) until rw_server__job_free. */
 srv_job *rw_server__job_new(srv_model *m, const srv_request *r);
@@ -360,12 +360,12 @@ char *rw_server__response_json(const srv_job *j);
 /* One SSE event "data: {...}\n\n" appended to the job's out buffer for
  * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
 bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
-                          const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
+                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
 /* One chat chunk for choice `index` with the given delta (consumed), the
  * n_toks tokens (ids and logprobs as the request asked) and finish (NULL:
  * null). */
-bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps,
-                          size_t n_toks, const char *finish);
+bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+                   const char *finish);
 /* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
 const char *rw_server__choice_finish(const srv_choice *c);
 /* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */
@@ -390,16 +390,16 @@ typedef struct srv_conn {
     srv_sock *sock;
     int route;
     int state;
-    char model[256];    /* R_MODEL: the id asked for; R_RESPONSE: the response id */
-    char origin[256];   /* the Origin header when allowed (echoed in CORS headers), else "" */
+    char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
+    char origin[256]; /* the Origin header when allowed (echoed in CORS headers), else "" */
     char route_key[17]; /* a balancer's X-Rewind-Route-Key (16 characters at most), else "" */
-    bool answered;      /* an error was queued at the headers */
+    bool answered;    /* an error was queued at the headers */
     bool too_big;
     char *body;
     size_t len, cap;
     /* CC_REPLY: the answer the worker prepared */
     int status;
-    char *reply; /* malloc'd JSON */
+    char *reply;     /* malloc'd JSON */
     /* CC_JOB: the generation running (owned here until a stream takes it) */
     srv_job *job;
     bool stream;
