@@ -79,6 +79,10 @@ static rw_status load(srv_model *m, rw_error *err) {
         return st;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!m->src.unload) { /* loaded for good: its loader is not called again (rw_server_start's lives on its stack) */
+        m->src.load = NULL;
+        m->src.user = NULL;
+    }
     if (m->srv->n_models > 1) /* one model: the startup line says it all */
         rw_server__logf(m->srv, "loaded model %s (%zu MiB of weights) in %.2f s", m->id, m->weight_bytes >> 20,
                         (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);

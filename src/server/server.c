@@ -956,7 +956,8 @@ static rw_status fixed_load(void *user, rw_server_model *out, rw_error *err) {
 
 rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,
                           const char *eos, const rw_server_config *cfg, rw_server **out, rw_error *err) {
-    /* the loader runs inside rw_server_start_models (the default is loaded there) and never again: it is never unloaded */
+    /* the loader runs inside rw_server_start_models (the default is loaded there) and never again: without an
+     * unload the model stays loaded, and the server forgets the loader */
     const fixed_model fm = {.h = {.engine = e, .tok = tok, .tmpl = tmpl, .bos = bos, .eos = eos}};
     const rw_server_model_source src = {.id = cfg->model_id, .load = fixed_load, .user = (void *)&fm};
     return rw_server_start_models(&src, 1, cfg, out, err);

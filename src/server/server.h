@@ -3,11 +3,12 @@
  * Routes: POST /v1/completions, POST /v1/chat/completions, POST
  * /v1/embeddings, POST /v1/rerank (api_embed.c), GET /v1/models,
  * GET /health, GET /metrics (Prometheus text), GET /props (llama-server's
- * model info for UIs: context size, chat template, modalities). Errors are OpenAI-style JSON
+ * model info for UIs: context size, chat template, modalities; ?model=ID). Errors are OpenAI-style JSON
  * bodies {"error": {"message", "type", "param", "code"}} with 400 (invalid
  * JSON, wrong types, unknown fields, prompt beyond the context), 401 (missing
  * or wrong bearer token when an API key is set; /health is open), 404
- * (unknown route), 405 (known route, wrong method), 413 (body over
+ * (unknown route; with several models an unknown model), 405 (known route,
+ * wrong method), 413 (body over
  * max_body_bytes), 429 (engine queue full), 500.
  *
  * Event-driven (libmicrohttpd with epoll): no thread waits on a client.
