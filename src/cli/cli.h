@@ -75,6 +75,8 @@ typedef struct {
     char *bos, *eos;
 } rw_cli_served;
 int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv);
+/* The same without printing: the error in *err (RW_OK: *sv filled). */
+rw_status rw_cli_served_load(const char *path, const char *draft_path, rw_cli_served *sv, rw_error *err);
 void rw_cli_served_close(rw_cli_served *sv);
 
 /* A whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot

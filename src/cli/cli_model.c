@@ -35,27 +35,33 @@ void rw_cli_served_close(rw_cli_served *sv) {
     memset(sv, 0, sizeof *sv);
 }
 
-int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv) {
-    rw_error err = {0};
+rw_status rw_cli_served_load(const char *path, const char *draft_path, rw_cli_served *sv, rw_error *err) {
     memset(sv, 0, sizeof *sv);
-    if (rw_cli_open_model(cmd, path, &sv->g, &sv->m)) return 1;
-    if (rw_tokenizer_load(sv->g, &sv->tok, &err) ||
-        rw_chat_template_from_gguf(sv->g, &sv->tmpl, &sv->bos, &sv->eos, &err))
+    rw_status st;
+    if ((st = rw_gguf_open(path, &sv->g, err)) || (st = rw_model_load(sv->g, &sv->m, err))) {
+        rw_error_prefix(err, "%s", path);
+        goto fail;
+    }
+    if ((st = rw_tokenizer_load(sv->g, &sv->tok, err)) ||
+        (st = rw_chat_template_from_gguf(sv->g, &sv->tmpl, &sv->bos, &sv->eos, err)))
         goto fail;
     if (draft_path) {
-        if (rw_cli_open_model(cmd, draft_path, &sv->dg, &sv->dm)) {
-            rw_cli_served_close(sv);
-            return 1;
-        }
-        if (rw_tokenizer_load(sv->dg, &sv->dtok, &err) || rw_spec_check_vocab(sv->tok, sv->dtok, &err)) {
-            rw_error_prefix(&err, "%s", draft_path);
+        if ((st = rw_gguf_open(draft_path, &sv->dg, err)) || (st = rw_model_load(sv->dg, &sv->dm, err)) ||
+            (st = rw_tokenizer_load(sv->dg, &sv->dtok, err)) || (st = rw_spec_check_vocab(sv->tok, sv->dtok, err))) {
+            rw_error_prefix(err, "%s", draft_path);
             goto fail;
         }
     }
-    return 0;
+    return RW_OK;
 fail:
-    rw_cli_error(cmd, "%s", err.msg);
     rw_cli_served_close(sv);
+    return st;
+}
+
+int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path, rw_cli_served *sv) {
+    rw_error err = {0};
+    if (!rw_cli_served_load(path, draft_path, sv, &err)) return 0;
+    rw_cli_error(cmd, "%s", err.msg);
     return 1;
 }
 

@@ -6,9 +6,18 @@
  * [--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S]
  * [--max-connections-per-ip N] [--max-state-bytes B] [--checkpoints N] [--prefault]
  * [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S]
- * [--replica-id NAME]`: the
+ * [--replica-id NAME] [--alias NAME] [--model [ALIAS=]FILE]... [--models-max-bytes B]`: the
  * OpenAI-compatible server (src/server) over the batching engine
  * (src/engine). Runs until SIGINT or SIGTERM.
+ *
+ * Several models: MODEL (named by --alias, else its file's name) and each
+ * --model [ALIAS=]FILE; the first is the default, loaded at start, the
+ * others on first use, each with its own engine and prefix cache (and with
+ * --cache-dir its own folder in it, named by its id). --models-max-bytes
+ * bounds what the loaded ones hold together (weights, prefix cache, running
+ * state): the least recently used idle models are unloaded to load another.
+ * --draft, --spec and --chat-template-file apply to the default model; the
+ * other options to each.
  *
  * The prefix cache (pcache/pcache.h) is on by default with a quarter
  * of the machine's RAM (--cache-bytes 0 turns it off); --cache-dir adds the
@@ -58,6 +67,7 @@
  * variables); --reasoning-budget N (thinking tokens; 0: no thinking);
  * --strict-api (unknown request fields are a 400 instead of ignored). */
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -65,6 +75,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,7 +147,6 @@ static void *signal_main(void *arg) {
         }
     }
     return NULL;
-
 }
 
 /* The first line of path (the API key), without its line end. */
@@ -171,19 +181,173 @@ static int opt_seconds(void *ctx, const char *cmd, const char *name, const char 
     return 0;
 }
 
+/* ---- the models ---- */
+
+/* What every model's engine shares (the command line), read by load_model. */
+typedef struct {
+    rw_engine_config ec;       /* all but the per-model fields (cache_dir, max_state_bytes, draft) */
+    size_t max_state;          /* SIZE_MAX: from --parallel and --ctx, per model */
+    const char *draft_path;    /* the default model's draft */
+    const char *template_file; /* the default model's template */
+    rw_spec_params spp;        /* the default model's --spec */
+} serve_shared;
+
+/* One --model (or the MODEL argument): the loader's user data. */
+typedef struct {
+    const char *path;
+    const char *id, *file_id; /* its name (the alias, else the file's name) and the file's name */
+    char *cache_dir;          /* its disk tier (owned): --cache-dir, or a folder of its own in it */
+    bool first;               /* the default model: --draft, --spec and --chat-template-file apply to it */
+    const serve_shared *sh;
+} serve_model;
+
+/* What load_model made (the handle the server hands back to unload_model). */
+typedef struct {
+    rw_cli_served sv;
+    rw_engine *e;
+    char *rerank; /* the file's rerank prompt, or NULL */
+} serve_loaded;
+
+/* The template file instead of the model's (its BOS/EOS texts stay). */
+static rw_status replace_template(rw_cli_served *sv, const char *path, rw_error *err) {
+    size_t n = 0;
+    char *src = rw_cli_read_file(path, &n);
+    rw_chat_template *t = NULL;
+    rw_error terr = {0};
+    if (!src || rw_chat_template_parse(src, n, &t, &terr)) {
+        free(src);
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "%s: %s", path, src ? terr.msg : "cannot read the file");
+    }
+    free(src);
+    rw_chat_template_free(sv->tmpl);
+    sv->tmpl = t;
+    return RW_OK;
+}
+
+/* rw_server_model_source.load: the file, its tokenizer and template, and an engine over them. */
+static rw_status load_model(void *user, rw_server_model *out, rw_error *err) {
+    const serve_model *sm = user;
+    const serve_shared *sh = sm->sh;
+    serve_loaded *L = calloc(1, sizeof *L); /* freed by unload_model */
+    if (!L) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    rw_status st = rw_cli_served_load(sm->path, sm->first ? sh->draft_path : NULL, &L->sv, err);
+    if (!st && sm->first && sh->template_file) st = replace_template(&L->sv, sh->template_file, err);
+    if (st) {
+        rw_cli_served_close(&L->sv);
+        free(L);
+        return st;
+    }
+    rw_spec_params spp = sh->spp;
+    if (!sm->first) spp.sources = 0;
+    rw_spec_params_set_costs(&spp, L->sv.m, L->sv.dm != NULL);
+    rw_engine_config ec = sh->ec;
+    size_t max_state = sh->max_state;
+    if (max_state == SIZE_MAX) {
+        size_t per = rw_model_seq_bytes_at(L->sv.m, ec.kv_type, ec.n_ctx, ec.max_checkpoints);
+        if (L->sv.dm) per += rw_model_seq_bytes_at(L->sv.dm, ec.kv_type, ec.n_ctx, ec.max_checkpoints);
+        max_state =
+            per ? per * (size_t)ec.max_running : ec.cache_bytes; /* the cache's size if it cannot be estimated */
+    }
+    ec.max_state_bytes = max_state;
+    ec.cache_dir = sm->cache_dir;
+    ec.draft = L->sv.dm;
+    ec.draft_tok = L->sv.dtok;
+    ec.draft_cost = L->sv.dm ? rw_cli_draft_cost(L->sv.dg, L->sv.g) : spp.draft_cost;
+    ec.spec_sources = spp.sources;
+    ec.ngram_n = spp.ngram_n;
+    ec.ngram_min_hits = spp.ngram_min_hits;
+    ec.catch_up_cost = spp.catch_up_cost;
+    if ((st = rw_engine_new(L->sv.m, L->sv.tok, &ec, &L->e, err))) {
+        rw_cli_served_close(&L->sv);
+        free(L);
+        return st;
+    }
+    L->rerank = rw_chat_rerank_template_from_gguf(L->sv.g);
+    *out = (rw_server_model){.engine = L->e,
+                             .tok = L->sv.tok,
+                             .tmpl = L->sv.tmpl,
+                             .bos = L->sv.bos,
+                             .eos = L->sv.eos,
+                             .rerank_template = L->rerank,
+                             .weight_bytes = rw_gguf_file_size(L->sv.g) + (L->sv.dg ? rw_gguf_file_size(L->sv.dg) : 0),
+                             .handle = L};
+    return RW_OK;
+}
+
+/* rw_server_model_source.unload: the engine first (its prefix cache writes what is pending), then the model. */
+static void unload_model(void *user, rw_server_model *m) {
+    (void)user;
+    serve_loaded *L = m->handle;
+    rw_engine_free(L->e);
+    rw_cli_served_close(&L->sv);
+    free(L->rerank);
+    free(L);
+}
+
+/* --model [ALIAS=]FILE, repeated: the list at ctx. */
+#define MAX_MODELS 64
+typedef struct {
+    const char *arg[MAX_MODELS];
+    int n;
+} model_args;
+
+static int opt_model(void *ctx, const char *cmd, const char *name, const char *v) {
+    model_args *a = ctx;
+    if (a->n == MAX_MODELS) {
+        rw_cli_error(cmd, "at most %d models (%s)", MAX_MODELS, name);
+        return 2;
+    }
+    a->arg[a->n++] = v;
+    return 0;
+}
+
+/* Splits "[ALIAS=]FILE": an existing file is a file whatever its name;
+ * else a prefix up to '=' without '/' is the alias. */
+static void split_model_arg(const char *arg, char *alias, size_t cap, const char **path) {
+    const char *eq = strchr(arg, '=');
+    alias[0] = 0;
+    *path = arg;
+    if (!eq || eq == arg || access(arg, F_OK) == 0 || memchr(arg, '/', (size_t)(eq - arg))) return;
+    snprintf(alias, cap, "%.*s", (int)(eq - arg), arg);
+    *path = eq + 1;
+}
+
+static const char *base_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* A model's own disk-tier folder inside --cache-dir: its id, with every
+ * character but letters, digits, '.', '-' and '_' as '_' (owned). */
+static char *model_cache_dir(const char *dir, const char *id) {
+    size_t n = strlen(dir) + strlen(id) + 2;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    int at = snprintf(p, n, "%s/", dir);
+    for (const char *c = id; *c; c++)
+        p[at++] = (isalnum((unsigned char)*c) || *c == '.' || *c == '-' || *c == '_') ? *c : '_';
+    p[at] = 0;
+    if (!strcmp(p + strlen(dir) + 1, ".") || !strcmp(p + strlen(dir) + 1, "..")) p[strlen(dir) + 1] = '_';
+    return p;
+}
+
 static int usage(void) {
-    fprintf(stderr, "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
-                    "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
-                    "[--max-connections N] "
-                    "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
-                    "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
-                    "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
-                    "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-                    "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
-                    "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral] "
-                    "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
-                    "  [--pooling none|mean|cls|last]\n"
-                    "  the API key may also come from the environment variable REWIND_API_KEY\n");
+    fprintf(stderr,
+            "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
+            "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
+            "[--max-connections N] "
+            "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
+            "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
+            "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
+            "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
+            "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay "
+            "S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
+            "  [--model [ALIAS=]FILE]... [--models-max-bytes B]\n"
+            "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral] "
+            "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
+            "  [--pooling none|mean|cls|last]\n"
+            "  MODEL may be left out when --model names the models (the first is the default)\n"
+            "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
 
@@ -211,7 +375,9 @@ int rw_cmd_serve(int argc, char **argv) {
     long checkpoints = RW_ENGINE_CHECKPOINTS; /* engine.h: max_checkpoints */
     bool prefault = false;
     bool draft_fixed = false;
-    const char *alias = NULL; /* --alias: the model id in responses and /v1/models */
+    const char *alias = NULL; /* --alias: the (first) model's id in responses and /v1/models */
+    model_args margs = {.n = 0};
+    size_t models_max = 0;
     const char *template_file = NULL, *tool_format = NULL, *reasoning_format = NULL, *kwargs = NULL;
     long reasoning_budget = -1;
     bool strict_api = false;
@@ -224,7 +390,7 @@ int rw_cmd_serve(int argc, char **argv) {
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
-    size_t max_state = SIZE_MAX; /* running state: SIZE_MAX = derived from --parallel and --ctx, below */
+    size_t max_state = SIZE_MAX; /* running state: SIZE_MAX = derived from --parallel and --ctx, per model */
     rw_kv_type kv = RW_KV_F16;
     const char *write_arg = NULL;
     double stop_arg = stop_limit;
@@ -254,6 +420,8 @@ int rw_cmd_serve(int argc, char **argv) {
         {"--cache-dir", RW_OPT_STR, &cache_dir, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--replica-id", RW_OPT_STR, &replica_id, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--alias", RW_OPT_STR, &alias, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--model", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_model, &margs},
+        {"--models-max-bytes", RW_OPT_SIZE, &models_max, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--cache-dir-write", RW_OPT_CHOICE, &write_arg, 0, 0, 0, 0, "evict|through", NULL, NULL},
         {"--cache-dir-delay", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_seconds, &write_delay},
         {"--shutdown-timeout", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_seconds, &stop_arg},
@@ -272,7 +440,46 @@ int rw_cmd_serve(int argc, char **argv) {
     if (prc) return prc == RW_CLI_BAD_LINE ? usage() : 2;
     if (write_arg) write_mode = !strcmp(write_arg, "evict") ? RW_PCACHE_WRITE_EVICT : RW_PCACHE_WRITE_THROUGH;
     stop_limit = stop_arg > 0 ? stop_arg : 0.001;
-    if (!model_path) return usage();
+    if (!model_path && !margs.n) return usage();
+
+    /* the models: MODEL (with --alias) first, then each --model in order */
+    const int n_models = (model_path ? 1 : 0) + margs.n;
+    if (n_models > MAX_MODELS) {
+        rw_cli_error(CMD, "at most %d models", MAX_MODELS);
+        return 2;
+    }
+    serve_model sms[MAX_MODELS];
+    char aliases[MAX_MODELS][128];
+    memset(sms, 0, sizeof sms);
+    for (int i = 0; i < n_models; i++) {
+        serve_model *sm = &sms[i];
+        if (model_path && i == 0) {
+            sm->path = model_path;
+            aliases[i][0] = 0;
+        } else split_model_arg(margs.arg[i - (model_path ? 1 : 0)], aliases[i], sizeof aliases[i], &sm->path);
+        if (i == 0 && alias && *alias) {
+            if (aliases[0][0]) {
+                rw_cli_error(CMD, "the first model has two names: --alias %s and %s=", alias, aliases[0]);
+                return 2;
+            }
+            snprintf(aliases[0], sizeof aliases[0], "%s", alias);
+        }
+        sm->file_id = base_name(sm->path);
+        sm->id = aliases[i][0] ? aliases[i] : sm->file_id; /* the model's id: its alias, else the file's name */
+        sm->first = i == 0;
+        for (int k = 0; k < i; k++)
+            if (!strcmp(sms[k].id, sm->id)) {
+                rw_cli_error(CMD, "two models are named \"%s\": give one an alias (--model NAME=FILE)", sm->id);
+                return 2;
+            }
+        struct stat fst;
+        if (stat(sm->path, &fst)) { /* the first one's error comes from loading it, as with one model */
+            if (i) {
+                rw_cli_error(CMD, "%s: %s", sm->path, strerror(errno));
+                return 1;
+            }
+        }
+    }
     char *key_owned = NULL;
     if (key_file && api_key) {
         rw_cli_error(CMD, "give the API key once: --api-key or --api-key-file");
@@ -281,70 +488,52 @@ int rw_cmd_serve(int argc, char **argv) {
     if (key_file && !(api_key = key_owned = read_key_file(key_file))) return 2;
     if (!api_key && getenv("REWIND_API_KEY") && getenv("REWIND_API_KEY")[0]) api_key = getenv("REWIND_API_KEY");
 
-    rw_cli_served sv;
-    if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) {
-        free(key_owned);
-        return 1;
-    }
-    if (template_file) { /* replaces the model's template (its BOS/EOS texts stay) */
-        size_t n = 0;
-        char *src = rw_cli_read_file(template_file, &n);
-        rw_chat_template *t = NULL;
-        rw_error terr = {0};
-        if (!src || rw_chat_template_parse(src, n, &t, &terr)) {
-            rw_cli_error(CMD, "%s: %s", template_file, src ? terr.msg : "cannot read the file");
-            free(src);
-            rw_cli_served_close(&sv);
-            free(key_owned);
-            return 1;
-        }
-        free(src);
-        rw_chat_template_free(sv.tmpl);
-        sv.tmpl = t;
-    }
-    rw_engine *e = NULL;
+    serve_shared sh = {.max_state = max_state, .draft_path = draft_path, .template_file = template_file, .spp = spp};
+    sh.ec = (rw_engine_config){.n_threads = (int)threads,
+                               .max_running = (int)parallel,
+                               .max_queued = (int)max_queue,
+                               .n_ctx = ctx,
+                               .prefill_chunk = chunk,
+                               .kv_type = kv,
+                               .cache_bytes = cache_bytes,
+                               .cache_dir_bytes = cache_dir_bytes,
+                               .cache_dir_write = write_mode,
+                               .cache_write_delay = write_delay,
+                               /* every loaded model writes its pending entries within the shutdown time */
+                               .cache_flush_seconds = stop_limit * 0.8 / n_models,
+                               .max_checkpoints = (int)checkpoints,
+                               .prefault_states = prefault,
+                               .draft_max = (int)draft_max,
+                               .draft_fixed = draft_fixed};
+    rw_server_model_source src[MAX_MODELS];
+    int rc = 1;
     rw_server *s = NULL;
     rw_error err = {0};
-    int rc = 1;
-    rw_spec_params_set_costs(&spp, sv.m, sv.dm != NULL);
-    if (max_state == SIZE_MAX) {
-        size_t per = rw_model_seq_bytes_at(sv.m, kv, ctx, (int)checkpoints);
-        if (sv.dm) per += rw_model_seq_bytes_at(sv.dm, kv, ctx, (int)checkpoints);
-        max_state = per ? per * (size_t)parallel : cache_bytes; /* a quarter of RAM if it cannot be estimated */
+    /* several models: each has its own disk-tier folder in --cache-dir (their files would not serve the others) */
+    if (cache_dir && n_models > 1 && mkdir(cache_dir, 0777) && errno != EEXIST) {
+        rw_errorf(&err, RW_ERR_IO, "cannot create the cache folder %s: %s", cache_dir, strerror(errno));
+        goto fail;
     }
-    const rw_engine_config ec = {.n_threads = (int)threads,
-                                 .max_running = (int)parallel,
-                                 .max_queued = (int)max_queue,
-                                 .n_ctx = ctx,
-                                 .prefill_chunk = chunk,
-                                 .kv_type = kv,
-                                 .cache_bytes = cache_bytes,
-                                 .cache_dir = cache_dir,
-                                 .cache_dir_bytes = cache_dir_bytes,
-                                 .cache_dir_write = write_mode,
-                                 .cache_write_delay = write_delay,
-                                 .cache_flush_seconds = stop_limit * 0.8,
-                                 .max_state_bytes = max_state,
-                                 .max_checkpoints = (int)checkpoints,
-                                 .prefault_states = prefault,
-                                 .draft = sv.dm,
-                                 .draft_tok = sv.dtok,
-                                 .draft_max = (int)draft_max,
-                                 .draft_fixed = draft_fixed,
-                                 .draft_cost = sv.dm ? rw_cli_draft_cost(sv.dg, sv.g) : spp.draft_cost,
-                                 .spec_sources = spp.sources,
-                                 .ngram_n = spp.ngram_n,
-                                 .ngram_min_hits = spp.ngram_min_hits,
-                                 .catch_up_cost = spp.catch_up_cost};
-    if (rw_engine_new(sv.m, sv.tok, &ec, &e, &err)) goto fail;
-    const char *base = strrchr(model_path, '/');
-    base = alias && *alias ? alias : base ? base + 1 : model_path; /* the model's id: --alias, else the file name */
-    /* a reranker's prompt, as its file may carry it (with {query} and {document}) */
-    char *rerank_tmpl = rw_chat_rerank_template_from_gguf(sv.g);
+    for (int i = 0; i < n_models; i++) {
+        serve_model *sm = &sms[i];
+        sm->sh = &sh;
+        if (cache_dir && !(sm->cache_dir = n_models > 1 ? model_cache_dir(cache_dir, sm->id) : strdup(cache_dir))) {
+            rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        struct stat fst;
+        src[i] = (rw_server_model_source){.id = sm->id,
+                                          .alt_id = strcmp(sm->id, sm->file_id) ? sm->file_id : NULL,
+                                          .est_bytes = stat(sm->path, &fst) ? 0 : (size_t)fst.st_size,
+                                          .n_ctx = ctx,
+                                          .load = load_model,
+                                          .unload = unload_model,
+                                          .user = sm};
+    }
     const rw_server_config sc = {.host = host,
                                  .port = (int)port,
                                  .api_key = api_key,
-                                 .model_id = base,
+                                 .model_id = sms[0].id,
                                  .max_body_bytes = (size_t)max_body,
                                  .max_connections = (int)max_conn,
                                  .max_connections_per_ip = (int)per_ip,
@@ -359,15 +548,17 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .reasoning_budget = reasoning_budget,
                                  .strict_api = strict_api,
                                  .pooling = pooling,
-                                 .rerank_template = rerank_tmpl};
-    rw_status sst = rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err);
-    free(rerank_tmpl); /* the server copied it */
-    if (sst) goto fail;
-    fprintf(stderr, "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
-                    "cache %zu MiB%s%s)\n",
-            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), base, parallel, ctx,
-            kv == RW_KV_F16 ? "f16" : "f32", cache_bytes >> 20, cache_dir ? ", disk tier in " : "",
+                                 .models_max_bytes = models_max};
+    if (rw_server_start_models(src, n_models, &sc, &s, &err)) goto fail; /* loads the default model */
+    fprintf(stderr,
+            "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
+            "cache %zu MiB%s%s)\n",
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), sms[0].id, parallel,
+            ctx, kv == RW_KV_F16 ? "f16" : "f32", cache_bytes >> 20, cache_dir ? ", disk tier in " : "",
             cache_dir ? cache_dir : "");
+    for (int i = 1; i < n_models; i++)
+        fprintf(stderr, "rewind serve: also model %s (%s), loaded on first use%s\n", sms[i].id, sms[i].path,
+                models_max ? " within --models-max-bytes" : "");
     if (draft_path)
         fprintf(stderr, "rewind serve: speculative decoding with draft %s (up to %ld tokens, %s)\n", draft_path,
                 draft_max, draft_fixed ? "fixed" : "adaptive");
@@ -388,9 +579,8 @@ int rw_cmd_serve(int argc, char **argv) {
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
-    rw_server_stop(s);
-    rw_engine_free(e); /* the prefix cache writes what is pending */
-    rw_cli_served_close(&sv);
+    rw_server_stop(s); /* unloads the models: each prefix cache writes what is pending */
+    for (int i = 0; i < n_models; i++) free(sms[i].cache_dir);
     if (!rc) fprintf(stderr, "rewind serve: stopped\n");
     free(key_owned);
     return rc;

@@ -132,13 +132,13 @@ rw_api_end rw_server__end_reason(const srv_job *j, const rw_api_out *o, char *co
     /* STOP: an end-of-generation token ends the tokens; else a stop string
      * did, and it begins where the text given out ends (the engine cut it
      * there) */
-    if (c->n_toks == 0 || rw_tokenizer_is_eog(j->srv->tok, c->toks[c->n_toks - 1]) || n_stops == 0)
+    if (c->n_toks == 0 || rw_tokenizer_is_eog(j->model->tok, c->toks[c->n_toks - 1]) || n_stops == 0)
         return RW_API_END_TURN;
     char *full = NULL;
     size_t len = 0;
     rw_error err = {0};
     rw_api_end r = RW_API_END_TURN;
-    if (!rw_detokenize(j->srv->tok, c->toks, c->n_toks, true, &full, &len, &err) && o->raw_len <= len) {
+    if (!rw_detokenize(j->model->tok, c->toks, c->n_toks, true, &full, &len, &err) && o->raw_len <= len) {
         for (int i = 0; i < n_stops; i++) {
             size_t n = strlen(stops[i]);
             if (n <= len - o->raw_len && !memcmp(full + o->raw_len, stops[i], n)) {
@@ -239,18 +239,18 @@ json_t *rw_server__text_of(json_t *v, const char *const *types, const char *para
     return s;
 }
 
-void rw_server__splice_prompt(rw_server *s, srv_request *r, const int32_t *prev, size_t n_prev) {
+void rw_server__splice_prompt(srv_model *m, srv_request *r, const int32_t *prev, size_t n_prev) {
     if (!n_prev) return;
     char *a = NULL, *b = NULL;
     size_t na = 0, nb = 0, n_rest = 0;
     int32_t *rest = NULL, *ids = NULL;
     rw_error err = {0};
-    if (rw_detokenize(s->tok, prev, n_prev, true, &a, &na, &err) ||
-        rw_detokenize(s->tok, r->prompt, (size_t)r->n_prompt, true, &b, &nb, &err) || nb <= na || memcmp(a, b, na) ||
-        rw_tokenize(s->tok, b + na, nb - na, false, true, &rest, &n_rest, &err) || !n_rest)
+    if (rw_detokenize(m->tok, prev, n_prev, true, &a, &na, &err) ||
+        rw_detokenize(m->tok, r->prompt, (size_t)r->n_prompt, true, &b, &nb, &err) || nb <= na || memcmp(a, b, na) ||
+        rw_tokenize(m->tok, b + na, nb - na, false, true, &rest, &n_rest, &err) || !n_rest)
         goto out;
     const int64_t n = (int64_t)(n_prev + n_rest);
-    if (n + (r->gp.max_tokens > 0 ? r->gp.max_tokens : 1) > rw_engine_get_config(s->engine)->n_ctx) goto out;
+    if (n + (r->gp.max_tokens > 0 ? r->gp.max_tokens : 1) > rw_engine_get_config(m->engine)->n_ctx) goto out;
     if (!(ids = malloc((size_t)n * sizeof *ids))) goto out;
     memcpy(ids, prev, n_prev * sizeof *ids);
     memcpy(ids + n_prev, rest, n_rest * sizeof *ids);
@@ -279,15 +279,15 @@ out:
     free(rest);
 }
 
-srv_job *rw_server__run_chat(rw_server *s, json_t *chat, srv_request *r, srv_error *e) {
-    return rw_server__run_chat_after(s, chat, NULL, 0, r, e);
+srv_job *rw_server__run_chat(srv_model *m, json_t *chat, srv_request *r, srv_error *e) {
+    return rw_server__run_chat_after(m, chat, NULL, 0, r, e);
 }
 
-srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
+srv_job *rw_server__run_chat_after(srv_model *m, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
                                    srv_error *e) {
-    if (!rw_server__parse_chat_object(s, chat, r, e)) return NULL;
-    rw_server__splice_prompt(s, r, prev, n_prev);
-    srv_job *j = rw_server__job_new(s, r);
+    if (!rw_server__parse_chat_object(m, chat, r, e)) return NULL;
+    rw_server__splice_prompt(m, r, prev, n_prev);
+    srv_job *j = rw_server__job_new(m, r);
     if (!j) {
         rw_server__request_free(r);
         rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");

@@ -27,29 +27,36 @@
 
 /* ---- setup ---- */
 
-rw_status rw_server__embed_setup(rw_server *s, const rw_server_config *cfg, rw_error *err) {
+rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err) {
     static const char *const names[] = {"none", "mean", "cls", "last"};
-    s->pooling = -1;
-    if (cfg->pooling && cfg->pooling[0]) {
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(cfg->pooling, names[i])) s->pooling = i;
-        if (s->pooling < 0)
-            return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown pooling \"%s\" (none, mean, cls, last)", cfg->pooling);
-    } else {
+    *pooling = -1;
+    if (!name || !name[0]) return RW_OK;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i])) *pooling = i;
+    if (*pooling < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown pooling \"%s\" (none, mean, cls, last)", name);
+    return RW_OK;
+}
+
+rw_status rw_server__embed_setup(srv_model *m, const char *rerank_template, rw_error *err) {
+    m->pooling = m->srv->pooling_cfg;
+    if (m->pooling < 0) {
         /* the file's; rank (a reranker's) and none declared or nothing
          * declared: the last token, as decoder embedding models pool */
-        int p = rw_model_get_hparams(rw_engine_get_model(s->engine))->pooling_type;
-        s->pooling = p >= RW_POOL_MEAN && p <= RW_POOL_LAST ? p : p == RW_POOL_NONE ? RW_POOL_NONE : RW_POOL_LAST;
+        int p = rw_model_get_hparams(rw_engine_get_model(m->engine))->pooling_type;
+        m->pooling = p >= RW_POOL_MEAN && p <= RW_POOL_LAST ? p : p == RW_POOL_NONE ? RW_POOL_NONE : RW_POOL_LAST;
     }
-    if (cfg->rerank_template && cfg->rerank_template[0]) {
-        if (!strstr(cfg->rerank_template, "{query}") || !strstr(cfg->rerank_template, "{document}"))
+    if (rerank_template && rerank_template[0]) {
+        if (!strstr(rerank_template, "{query}") || !strstr(rerank_template, "{document}"))
             return rw_errorf(err, RW_ERR_INVALID_ARG, "the rerank template needs {query} and {document}");
-        if (!(s->rerank_tmpl = strdup(cfg->rerank_template))) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        if (!(m->rerank_tmpl = strdup(rerank_template))) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     return RW_OK;
 }
 
-void rw_server__embed_free(rw_server *s) { free(s->rerank_tmpl); }
+void rw_server__embed_free(srv_model *m) {
+    free(m->rerank_tmpl);
+    m->rerank_tmpl = NULL;
+}
 
 /* ---- the job's state ---- */
 
@@ -71,7 +78,7 @@ typedef struct {
 
 struct emb_state {
     srv_job *j;
-    rw_server *srv;
+    srv_model *m; /* held by j */
     bool rerank;
     int n, n_done; /* n_done under the job's mutex */
     emb_item *it;  /* [n], owned */
@@ -95,7 +102,7 @@ static void state_free(void *p) {
         pthread_mutex_lock(&st->j->mu);
         bool running = it->submitted && !it->done;
         pthread_mutex_unlock(&st->j->mu);
-        if (running) rw_engine_cancel_id(st->srv->engine, it->id); /* no callback after this returns */
+        if (running) rw_engine_cancel_id(st->m->engine, it->id); /* no callback after this returns */
         free(it->vec);
     }
     free(st->it);
@@ -236,10 +243,9 @@ static char *embeddings_body(srv_job *j, int *status) {
         }
     }
     const int64_t n_tok = total_tokens(st);
-    json_t *o = data
-                    ? json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", st->srv->model_id,
-                                "usage", "prompt_tokens", (json_int_t)n_tok, "total_tokens", (json_int_t)n_tok)
-                    : NULL;
+    json_t *o = data ? json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", st->m->id,
+                                 "usage", "prompt_tokens", (json_int_t)n_tok, "total_tokens", (json_int_t)n_tok)
+                     : NULL;
     char *body = o ? json_dumps(o, EMB_DUMP_FLAGS) : NULL;
     json_decref(o);
     if (!body) return error_body(status, 500, "out of memory");
@@ -330,8 +336,8 @@ static char *rerank_body(srv_job *j, int *status) {
     }
     free(r);
     const int64_t n_tok = total_tokens(st);
-    json_t *o = res ? json_pack("{s:s,s:s,s:o,s:{s:I,s:I}}", "object", "list", "model", st->srv->model_id, "results",
-                                res, "usage", "prompt_tokens", (json_int_t)n_tok, "total_tokens", (json_int_t)n_tok)
+    json_t *o = res ? json_pack("{s:s,s:s,s:o,s:{s:I,s:I}}", "object", "list", "model", st->m->id, "results", res,
+                                "usage", "prompt_tokens", (json_int_t)n_tok, "total_tokens", (json_int_t)n_tok)
                     : NULL;
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
@@ -343,10 +349,10 @@ static char *rerank_body(srv_job *j, int *status) {
 /* ---- requests ---- */
 
 /* A job for n engine requests (embedding or rerank), not yet submitted. */
-static srv_job *state_job(rw_server *s, int n, bool rerank, emb_state **out) {
+static srv_job *state_job(srv_model *m, int n, bool rerank, emb_state **out) {
     srv_request none;
     memset(&none, 0, sizeof none);
-    srv_job *j = rw_server__job_new(s, &none);
+    srv_job *j = rw_server__job_new(m, &none);
     emb_state *st = calloc(1, sizeof *st);
     if (!j || !st) {
         rw_server__job_free(j);
@@ -354,9 +360,9 @@ static srv_job *state_job(rw_server *s, int n, bool rerank, emb_state **out) {
         return NULL;
     }
     st->j = j;
-    st->srv = s;
+    st->m = m;
     st->rerank = rerank;
-    st->n_embd = rw_model_get_hparams(rw_engine_get_model(s->engine))->n_embd;
+    st->n_embd = rw_model_get_hparams(rw_engine_get_model(m->engine))->n_embd;
     j->api_state = st;
     j->api_free = state_free;
     j->api_body = rerank ? rerank_body : embeddings_body;
@@ -373,11 +379,11 @@ static srv_job *state_job(rw_server *s, int n, bool rerank, emb_state **out) {
 
 /* Submits item i with prompt ids; on failure the job is freed (its items
  * already in are cancelled) and the reply says why. */
-static bool submit(rw_server *s, srv_job *j, int i, const int32_t *ids, size_t n, const rw_embed_params *p,
+static bool submit(srv_model *m, srv_job *j, int i, const int32_t *ids, size_t n, const rw_embed_params *p,
                    rw_server__reply *rep) {
     emb_state *st = j->api_state;
     rw_error err = {0};
-    rw_status rc = rw_engine_submit_embed(s->engine, ids, (int64_t)n, p, on_embed, &st->it[i], &st->it[i].id, &err);
+    rw_status rc = rw_engine_submit_embed(m->engine, ids, (int64_t)n, p, on_embed, &st->it[i], &st->it[i].id, &err);
     if (!rc) {
         st->it[i].submitted = true;
         return true;
@@ -397,19 +403,19 @@ static bool submit(rw_server *s, srv_job *j, int i, const int32_t *ids, size_t n
 
 /* The most engine requests one HTTP request may make: they must all fit in
  * the engine's slots and queue at once. */
-static int max_items(const rw_server *s) {
-    const rw_engine_config *c = rw_engine_get_config(s->engine);
+static int max_items(const srv_model *m) {
+    const rw_engine_config *c = rw_engine_get_config(m->engine);
     return c->max_running + c->max_queued;
 }
 
 /* An input's token ids: text tokenized (special tokens as the vocabulary
  * asks: Qwen3-Embedding's end-of-text), or an array of ids. */
-static bool input_ids(rw_server *s, json_t *v, int32_t **ids, size_t *n, char *why, size_t why_cap) {
+static bool input_ids(srv_model *m, json_t *v, int32_t **ids, size_t *n, char *why, size_t why_cap) {
     *ids = NULL;
     *n = 0;
     if (json_is_string(v)) {
         rw_error err = {0};
-        if (rw_tokenize(s->tok, json_string_value(v), json_string_length(v), true, true, ids, n, &err)) {
+        if (rw_tokenize(m->tok, json_string_value(v), json_string_length(v), true, true, ids, n, &err)) {
             snprintf(why, why_cap, "%s", err.msg);
             return false;
         }
@@ -421,10 +427,10 @@ static bool input_ids(rw_server *s, json_t *v, int32_t **ids, size_t *n, char *w
     for (size_t i = 0; i < k; i++) {
         json_t *x = json_array_get(v, i);
         json_int_t t = json_is_integer(x) ? json_integer_value(x) : -1;
-        if (t < 0 || t >= rw_tokenizer_n_vocab(s->tok)) {
+        if (t < 0 || t >= rw_tokenizer_n_vocab(m->tok)) {
             free(*ids);
             *ids = NULL;
-            snprintf(why, why_cap, "token ids must be integers in [0, %d)", (int)rw_tokenizer_n_vocab(s->tok));
+            snprintf(why, why_cap, "token ids must be integers in [0, %d)", (int)rw_tokenizer_n_vocab(m->tok));
             return false;
         }
         (*ids)[i] = (int32_t)t;
@@ -433,7 +439,7 @@ static bool input_ids(rw_server *s, json_t *v, int32_t **ids, size_t *n, char *w
     return true;
 }
 
-rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t len, bool native) {
+rw_server__reply rw_server__embeddings(srv_model *m, const char *body, size_t len, bool native) {
     json_error_t jerr;
     json_t *o = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(o)) {
@@ -450,7 +456,7 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
     else if (json_is_array(in) && json_array_size(in) > 0 && json_is_integer(json_array_get(in, 0)))
         list = json_pack("[O]", in);
     else if (json_is_array(in)) list = json_incref(in);
-    const int d = rw_model_get_hparams(rw_engine_get_model(s->engine))->n_embd;
+    const int d = rw_model_get_hparams(rw_engine_get_model(m->engine))->n_embd;
     int n = list ? (int)json_array_size(list) : 0;
     if (!list || n == 0)
         rep = reply_error(400, NULL, "input", "input must be a string, an array of strings or of token ids, not empty");
@@ -464,13 +470,13 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
     } else if (norm && !json_is_null(norm) &&
                (!json_is_integer(norm) || json_integer_value(norm) < -1 || json_integer_value(norm) > 64))
         rep = reply_error(400, NULL, "embd_normalize", "embd_normalize must be an integer in [-1, 64]");
-    else if (s->pooling == RW_POOL_NONE && !native)
+    else if (m->pooling == RW_POOL_NONE && !native)
         rep = reply_error(400, NULL, NULL, "%s",
                           "this server pools nothing (--pooling none): start it with --pooling mean, cls or last");
-    else if (n > max_items(s)) {
+    else if (n > max_items(m)) {
         rep = reply_error(400, NULL, "input",
                           "%d inputs in one request; this server takes at most %d (--parallel + --queue)", n,
-                          max_items(s));
+                          max_items(m));
     }
     for (int i = 0; !rep.body && i < n; i++) {
         json_t *x = json_array_get(list, (size_t)i);
@@ -485,7 +491,7 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
         return rep;
     }
     emb_state *st = NULL;
-    srv_job *j = state_job(s, n, false, &st);
+    srv_job *j = state_job(m, n, false, &st);
     if (!j) {
         json_decref(list);
         json_decref(o);
@@ -496,7 +502,7 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
     st->native = native;
     st->norm = norm && json_is_integer(norm) ? (int)json_integer_value(norm) : 2;
     if (native) j->api_body = native_body;
-    const rw_embed_params p = {.pooling = (rw_pool_kind)s->pooling};
+    const rw_embed_params p = {.pooling = (rw_pool_kind)m->pooling};
     bool ok = true;
     for (int i = 0; ok && i < n; i++) {
         int32_t *ids;
@@ -507,7 +513,7 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
             rw_server__job_free(j);
             rep = reply_error(400, NULL, "input", "input %d is empty", i);
             ok = false;
-        } else if (!input_ids(s, x, &ids, &k, why, sizeof why)) {
+        } else if (!input_ids(m, x, &ids, &k, why, sizeof why)) {
             rw_server__job_free(j);
             rep = reply_error(400, NULL, "input", "%s", why);
             ok = false;
@@ -517,7 +523,7 @@ rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t le
             rep = reply_error(400, NULL, "input", "input %d is empty", i);
             ok = false;
         } else {
-            ok = submit(s, j, i, ids, k, &p, &rep);
+            ok = submit(m, j, i, ids, k, &p, &rep);
             free(ids);
         }
     }
@@ -540,19 +546,19 @@ static int32_t word_token(const rw_tokenizer *tok, const char *w) {
 
 /* One document's rerank prompt, tokenized: special tokens only from the
  * template's own text (the query and the document stay text). */
-static bool rerank_ids(rw_server *s, const char *instr, const char *q, const char *doc, int32_t **ids, size_t *n,
+static bool rerank_ids(srv_model *m, const char *instr, const char *q, const char *doc, int32_t **ids, size_t *n,
                        char *why, size_t why_cap) {
     char *text = NULL;
     size_t len = 0, plain[2 * RW_CHAT_RERANK_RANGES], n_ranges = 0;
     rw_error err = {0};
-    rw_status st = rw_chat_rerank_prompt(s->rerank_tmpl, instr, q, doc, &text, &len, plain, &n_ranges, &err);
-    if (!st) st = rw_tokenize_guarded(s->tok, text, len, false, plain, n_ranges, ids, n, &err);
+    rw_status st = rw_chat_rerank_prompt(m->rerank_tmpl, instr, q, doc, &text, &len, plain, &n_ranges, &err);
+    if (!st) st = rw_tokenize_guarded(m->tok, text, len, false, plain, n_ranges, ids, n, &err);
     free(text);
     if (st) snprintf(why, why_cap, "%s", err.msg);
     return !st;
 }
 
-rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
+rw_server__reply rw_server__rerank(srv_model *m, const char *body, size_t len) {
     json_error_t jerr;
     json_t *o = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(o)) {
@@ -564,7 +570,7 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
            *top = json_object_get(o, "top_n"), *ret = json_object_get(o, "return_documents"),
            *instr = json_object_get(o, "instruction");
     int n = json_is_array(docs) ? (int)json_array_size(docs) : 0;
-    const int32_t yes_no[2] = {word_token(s->tok, "yes"), word_token(s->tok, "no")};
+    const int32_t yes_no[2] = {word_token(m->tok, "yes"), word_token(m->tok, "no")};
     if (!json_is_string(q) || json_string_length(q) == 0)
         rep = reply_error(400, NULL, "query", "query must be a non-empty string");
     else if (n == 0) rep = reply_error(400, NULL, "documents", "documents must be a non-empty array of strings");
@@ -577,10 +583,10 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
     else if (yes_no[0] < 0 || yes_no[1] < 0)
         rep =
             reply_error(400, NULL, NULL, "%s", "this model's vocabulary has no \"yes\" / \"no\" tokens to rerank with");
-    else if (n > max_items(s)) {
+    else if (n > max_items(m)) {
         rep = reply_error(400, NULL, "documents",
                           "%d documents in one request; this server takes at most %d (--parallel + --queue)", n,
-                          max_items(s));
+                          max_items(m));
     }
     /* Cohere's and Jina's documents may also be objects with a text */
     json_t *texts = rep.body ? NULL : json_array();
@@ -598,7 +604,7 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
         return rep;
     }
     emb_state *st = NULL;
-    srv_job *j = state_job(s, n, true, &st);
+    srv_job *j = state_job(m, n, true, &st);
     if (!j) {
         json_decref(texts);
         json_decref(o);
@@ -614,13 +620,13 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len) {
         int32_t *ids = NULL;
         size_t k = 0;
         char why[256];
-        if (!rerank_ids(s, in, json_string_value(q), json_string_value(json_array_get(texts, (size_t)i)), &ids, &k, why,
+        if (!rerank_ids(m, in, json_string_value(q), json_string_value(json_array_get(texts, (size_t)i)), &ids, &k, why,
                         sizeof why)) {
             rw_server__job_free(j);
             rep = reply_error(400, NULL, "documents", "%s", why);
             ok = false;
         } else {
-            ok = submit(s, j, i, ids, k, &p, &rep);
+            ok = submit(m, j, i, ids, k, &p, &rep);
         }
         free(ids);
     }

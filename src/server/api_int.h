@@ -29,19 +29,22 @@ typedef struct {
     bool sse;        /* streamed */
 } rw_server__reply;
 
-rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len);
-rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len);
+rw_server__reply rw_server__messages(srv_model *m, const char *body, size_t len);
+rw_server__reply rw_server__count_tokens(srv_model *m, const char *body, size_t len);
 /* route_key: the balancer's X-Rewind-Route-Key header (16 hex digits) or
  * NULL; a new chain's response ids carry it (api_responses.c). */
-rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, const char *route_key);
+rw_server__reply rw_server__responses(srv_model *m, const char *body, size_t len, const char *route_key);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
 /* api_embed.c: POST /v1/embeddings (native: llama-server's own shape, at
- * /embedding and /embeddings) and /v1/rerank; the server's pooling and
- * rerank prompt from its config (at start), and their memory (at stop). */
-rw_server__reply rw_server__embeddings(rw_server *s, const char *body, size_t len, bool native);
-rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len);
-rw_status rw_server__embed_setup(rw_server *s, const rw_server_config *cfg, rw_error *err);
-void rw_server__embed_free(rw_server *s);
+ * /embedding and /embeddings) and /v1/rerank; a model's pooling (--pooling,
+ * else its file's) and rerank prompt (rerank_template, NULL: Qwen3-Reranker's)
+ * as it is loaded, and their memory as it is unloaded. */
+rw_server__reply rw_server__embeddings(srv_model *m, const char *body, size_t len, bool native);
+rw_server__reply rw_server__rerank(srv_model *m, const char *body, size_t len);
+rw_status rw_server__embed_setup(srv_model *m, const char *rerank_template, rw_error *err);
+void rw_server__embed_free(srv_model *m);
+/* --pooling's name (NULL or "": each file's) into *pooling (-1), or RW_ERR_INVALID_ARG. */
+rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err);
 
 /* The steps of those routes, for tests that feed a job engine events of
  * their own: a request object translated into the chat request (NULL and
@@ -62,7 +65,7 @@ char *rw_server__anthropic_error_json(const srv_error *e);
 
 /* request.c: parses a chat-completions request object built by a
  * translation (as rw_server__parse_request does a body with chat = true). */
-bool rw_server__parse_chat_object(rw_server *s, json_t *o, srv_request *r, srv_error *e);
+bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_error *e);
 
 /* ---- the output pipeline ---- */
 
@@ -167,8 +170,8 @@ json_t *rw_server__text_of(json_t *v, const char *const *types, const char *para
  * prompt continuing prev when it can: rw_server__splice_prompt) and
  * submits; the caller frees *r. Fills *e and returns NULL on failure, *r
  * freed. */
-srv_job *rw_server__run_chat(rw_server *s, json_t *chat, srv_request *r, srv_error *e);
-srv_job *rw_server__run_chat_after(rw_server *s, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
+srv_job *rw_server__run_chat(srv_model *m, json_t *chat, srv_request *r, srv_error *e);
+srv_job *rw_server__run_chat_after(srv_model *m, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
                                    srv_error *e);
 
 /* ---- the Responses store (previous_response_id) ---- */
@@ -194,6 +197,6 @@ bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, j
  * would not write). The prefix cache holds prev, so it serves all of it.
  * Otherwise (a template that rewrites earlier turns, a stop string cut,
  * beyond the context) r is left as it is. */
-void rw_server__splice_prompt(rw_server *s, srv_request *r, const int32_t *prev, size_t n_prev);
+void rw_server__splice_prompt(srv_model *m, srv_request *r, const int32_t *prev, size_t n_prev);
 
 #endif

@@ -376,7 +376,7 @@ static bool stream_fill(srv_job *j) {
     bool ok = true, wrote = false;
     if (!m->started && t.started) {
         m->started = wrote = true;
-        json_t *msg = message_json(m->id, j->srv->model_id, json_array(), NULL, NULL,
+        json_t *msg = message_json(m->id, j->model->id, json_array(), NULL, NULL,
                                    usage_json(t.prompt_tokens, t.cached_tokens, 0));
         ok = rw_server__sse_event(j, "message_start", json_pack("{s:s,s:o}", "type", "message_start", "message", msg)) &&
              rw_server__sse_event(j, "ping", json_pack("{s:s}", "type", "ping"));
@@ -441,7 +441,7 @@ static char *body_json(srv_job *j, char *const *stops, int n_stops) {
     rw_api_end end = rw_server__end_reason(j, &out, stops, n_stops, &stop);
     char id[48];
     rw_server__new_id(id, sizeof id, "msg_");
-    json_t *m = message_json(id, j->srv->model_id, content, stop_reason_name(end), stop,
+    json_t *m = message_json(id, j->model->id, content, stop_reason_name(end), stop,
                              usage_json(c->prompt_tokens, c->cached_tokens, c->completion_tokens));
     char *s = out.oom || !m ? NULL : json_dumps(m, JSON_COMPACT);
     json_decref(m);
@@ -501,14 +501,14 @@ static json_t *load(const char *body, size_t len, srv_error *e) {
     return o;
 }
 
-rw_server__reply rw_server__count_tokens(rw_server *s, const char *body, size_t len) {
+rw_server__reply rw_server__count_tokens(srv_model *m, const char *body, size_t len) {
     srv_error e;
     json_t *o = load(body, len, &e);
-    json_t *chat = o ? rw_server__messages_to_chat(s, o, true, &e) : NULL;
+    json_t *chat = o ? rw_server__messages_to_chat(m->srv, o, true, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
     srv_request r;
-    bool ok = rw_server__parse_chat_object(s, chat, &r, &e);
+    bool ok = rw_server__parse_chat_object(m, chat, &r, &e);
     json_decref(chat);
     if (!ok) return error_reply(&e);
     json_t *res = json_pack("{s:I}", "input_tokens", (json_int_t)r.n_prompt);
@@ -546,15 +546,15 @@ rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_requ
     return (rw_server__reply){.http = 200, .job = j, .sse = stream};
 }
 
-rw_server__reply rw_server__messages(rw_server *s, const char *body, size_t len) {
+rw_server__reply rw_server__messages(srv_model *m, const char *body, size_t len) {
     srv_error e;
     json_t *o = load(body, len, &e);
-    json_t *chat = o ? rw_server__messages_to_chat(s, o, false, &e) : NULL;
+    json_t *chat = o ? rw_server__messages_to_chat(m->srv, o, false, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
     srv_request r;
-    srv_job *j = rw_server__run_chat(s, chat, &r, &e);
-    rw_server__reply rep = j ? rw_server__messages_finish(s, chat, &r, j) : error_reply(&e);
+    srv_job *j = rw_server__run_chat(m, chat, &r, &e);
+    rw_server__reply rep = j ? rw_server__messages_finish(m->srv, chat, &r, j) : error_reply(&e);
     json_decref(chat);
     return rep;
 }

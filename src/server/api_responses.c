@@ -499,9 +499,9 @@ static void state_free(void *p) {
 
 /* ---- the request ---- */
 
-static json_t *echo_of(json_t *o, rw_server *s) {
+static json_t *echo_of(json_t *o, const char *model) {
     json_t *e = json_object();
-    json_object_set_new(e, "model", json_string(s->model_id));
+    json_object_set_new(e, "model", json_string(model));
     static const char *const keys[] = {"instructions", "max_output_tokens", "previous_response_id", "tools",
                                        "tool_choice", "temperature", "top_p", "parallel_tool_calls", "metadata",
                                        "user", "reasoning", "text", "truncation", NULL};
@@ -639,7 +639,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
         return reply_error(&e);
     }
     r->conv = conv;
-    r->echo = echo_of(o, s);
+    r->echo = echo_of(o, j->model->id);
     r->store = !json_is_false(json_object_get(o, "store"));
     r->items = json_array();
     r->open = -1;
@@ -667,7 +667,19 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
     return (rw_server__reply){.http = 200, .job = j, .sse = stream};
 }
 
-rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len, const char *route_key) {
+/* Whether the stored response id was answered by model m (a follow-up
+ * continues its tokens only then: another model's are another vocabulary's). */
+static bool same_model(srv_model *m, const char *id) {
+    json_t *resp = NULL;
+    if (m->srv->n_models == 1 || !rw_server__store_get(m->srv->store, id, NULL, &resp, NULL, NULL)) return true;
+    const char *was = json_string_value(json_object_get(resp, "model"));
+    bool same = was && !strcmp(was, m->id);
+    json_decref(resp);
+    return same;
+}
+
+rw_server__reply rw_server__responses(srv_model *m, const char *body, size_t len, const char *route_key) {
+    rw_server *s = m->srv;
     srv_error e;
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
@@ -685,8 +697,14 @@ rw_server__reply rw_server__responses(rw_server *s, const char *body, size_t len
         json_decref(o);
         return reply_error(&e);
     }
+    const char *prev_id = json_string_value(json_object_get(o, "previous_response_id"));
+    if (prev && prev_id && !same_model(m, prev_id)) {
+        free(prev);
+        prev = NULL;
+        n_prev = 0;
+    }
     srv_request rq;
-    srv_job *j = rw_server__run_chat_after(s, chat, prev, n_prev, &rq, &e);
+    srv_job *j = rw_server__run_chat_after(m, chat, prev, n_prev, &rq, &e);
     free(prev);
     rw_server__reply rep;
     if (j) rep = rw_server__responses_finish(s, o, chat, conv, &rq, j, route_key);

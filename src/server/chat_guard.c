@@ -50,7 +50,7 @@ typedef struct {
     bool nomem;
 } guard_list;
 
-static bool has_control(rw_server *s, const char *p, size_t n) { return rw_tokenizer_find_control(s->tok, p, n) >= 0; }
+static bool has_control(srv_model *m, const char *p, size_t n) { return rw_tokenizer_find_control(m->tok, p, n) >= 0; }
 
 /* The marker of string i in buf (NUL-terminated). */
 static void marker(char *buf, size_t cap, size_t i) { snprintf(buf, cap, "%s%zu_", mark_key, i); }
@@ -78,10 +78,10 @@ static json_t *mark(guard_list *gl, const char *p, size_t n, char *mk, size_t ca
 /* A copy of v with every string (value or key) that holds a control token's
  * text replaced by its marker, keys kept in order; NULL on out of memory.
  * Nesting is bounded by jansson's parser (the JSON came from a request). */
-static json_t *marked_copy(rw_server *s, json_t *v, guard_list *gl) {
+static json_t *marked_copy(srv_model *m, json_t *v, guard_list *gl) {
     char mk[64];
     if (json_is_string(v))
-        return has_control(s, json_string_value(v), json_string_length(v))
+        return has_control(m, json_string_value(v), json_string_length(v))
                    ? mark(gl, json_string_value(v), json_string_length(v), mk, sizeof mk)
                    : json_incref(v);
     if (json_is_array(v)) {
@@ -89,7 +89,7 @@ static json_t *marked_copy(rw_server *s, json_t *v, guard_list *gl) {
         size_t i;
         json_t *x;
         json_array_foreach(v, i, x) {
-            if (!a || json_array_append_new(a, marked_copy(s, x, gl))) {
+            if (!a || json_array_append_new(a, marked_copy(m, x, gl))) {
                 json_decref(a);
                 return NULL;
             }
@@ -102,12 +102,12 @@ static json_t *marked_copy(rw_server *s, json_t *v, guard_list *gl) {
         json_t *x;
         json_object_foreach(v, k, x) {
             const char *key = k;
-            if (o && has_control(s, k, strlen(k))) {
-                json_t *m = mark(gl, k, strlen(k), mk, sizeof mk);
-                json_decref(m);
-                key = m ? mk : NULL;
+            if (o && has_control(m, k, strlen(k))) {
+                json_t *marked = mark(gl, k, strlen(k), mk, sizeof mk);
+                json_decref(marked);
+                key = marked ? mk : NULL;
             }
-            json_t *c = o && key ? marked_copy(s, x, gl) : NULL;
+            json_t *c = o && key ? marked_copy(m, x, gl) : NULL;
             if (!o || !c || json_object_set_new(o, key, c)) {
                 json_decref(o);
                 return NULL;
@@ -118,13 +118,13 @@ static json_t *marked_copy(rw_server *s, json_t *v, guard_list *gl) {
     return json_incref(v);
 }
 
-static bool any_control(rw_server *s, json_t *v) {
-    if (json_is_string(v)) return has_control(s, json_string_value(v), json_string_length(v));
+static bool any_control(srv_model *m, json_t *v) {
+    if (json_is_string(v)) return has_control(m, json_string_value(v), json_string_length(v));
     size_t i;
     const char *k;
     json_t *x;
-    if (json_is_array(v)) json_array_foreach(v, i, x) if (any_control(s, x)) return true;
-    if (json_is_object(v)) json_object_foreach(v, k, x) if (has_control(s, k, strlen(k)) || any_control(s, x)) return true;
+    if (json_is_array(v)) json_array_foreach(v, i, x) if (any_control(m, x)) return true;
+    if (json_is_object(v)) json_object_foreach(v, k, x) if (has_control(m, k, strlen(k)) || any_control(m, x)) return true;
     return false;
 }
 
@@ -149,13 +149,13 @@ static long rendered_len(const guard_list *gl, size_t i, const char *text, size_
 /* norm, tools and kwargs: the request's JSON as the template gets it, looked
  * at without parsing again; only a request that holds control text pays for
  * the second rendering. */
-bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+bool rw_server__chat_tokenize(srv_model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
                               const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
                               srv_error *e) {
     rw_error err = {0};
     if (!ro->tools_json) tools = NULL; /* what the template gets (an array, else none) */
-    if (!any_control(s, norm) && !any_control(s, tools) && !any_control(s, kwargs)) {
-        if (rw_tokenize(s->tok, text, len, add_special, true, ids, n_ids, &err)) {
+    if (!any_control(m, norm) && !any_control(m, tools) && !any_control(m, kwargs)) {
+        if (rw_tokenize(m->tok, text, len, add_special, true, ids, n_ids, &err)) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
             return false;
         }
@@ -166,9 +166,9 @@ bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t 
     json_t *extra = ro->extra_json ? json_loads(ro->extra_json, JSON_DECODE_ANY, NULL) : NULL;
     /* the request with markers for the strings that hold control text */
     guard_list gl = {0};
-    json_t *mmsg = marked_copy(s, norm, &gl);
-    json_t *mtools = tools ? marked_copy(s, tools, &gl) : NULL;
-    json_t *mextra = extra ? marked_copy(s, extra, &gl) : NULL;
+    json_t *mmsg = marked_copy(m, norm, &gl);
+    json_t *mtools = tools ? marked_copy(m, tools, &gl) : NULL;
+    json_t *mextra = extra ? marked_copy(m, extra, &gl) : NULL;
     char *mj = mmsg ? json_dumps(mmsg, JSON_COMPACT) : NULL;
     char *tj = mtools ? json_dumps(mtools, JSON_COMPACT) : NULL;
     char *xj = mextra ? json_dumps(mextra, JSON_COMPACT) : NULL;
@@ -179,7 +179,7 @@ bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t 
     mro.extra_json = extra ? xj : NULL;
     char *mtext = NULL;
     size_t mlen = 0;
-    rw_status st = ok ? rw_chat_template_render(s->tmpl, &mro, &mtext, &mlen, &err) : RW_ERR_NOMEM;
+    rw_status st = ok ? rw_chat_template_render(m->tmpl, &mro, &mtext, &mlen, &err) : RW_ERR_NOMEM;
     free(mj);
     free(tj);
     free(xj);
@@ -236,7 +236,7 @@ bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t 
                               "that text as it renders it, so it cannot be kept apart from the template's own tokens");
         return false;
     }
-    st = rw_tokenize_guarded(s->tok, text, len, add_special, plain, n_plain, ids, n_ids, &err);
+    st = rw_tokenize_guarded(m->tok, text, len, add_special, plain, n_plain, ids, n_ids, &err);
     free(plain);
     if (st) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);

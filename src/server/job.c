@@ -25,7 +25,7 @@ static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, co
 /* Copies what a continuation needs: the prompt, the parameters (stop
  * strings and bias owned here), the close marker's text and tokens. */
 static bool budget_setup(srv_job *j, const srv_request *r) {
-    const char *close = j->srv->caps.think_close[0] ? j->srv->caps.think_close : "</think>";
+    const char *close = j->model->caps.think_close[0] ? j->model->caps.think_close : "</think>";
     size_t cl = strlen(close);
     j->close_text = malloc(cl + 4);
     j->prompt = malloc((size_t)(r->n_prompt ? r->n_prompt : 1) * sizeof *j->prompt);
@@ -48,7 +48,7 @@ static bool budget_setup(srv_job *j, const srv_request *r) {
     j->gp.grammar = j->grammar;
     j->gp.grammar_after = NULL;
     rw_error err = {0};
-    if (rw_tokenize(j->srv->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
+    if (rw_tokenize(j->model->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
         return false;
     for (int i = 0; i < j->n; i++) j->choice[i].think = r->out.in_reasoning ? 1 : 0;
     return true;
@@ -59,8 +59,8 @@ static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\
 /* Follows the think block through a new piece of output (under j->mu):
  * whether the output opens with it, and where it closes. */
 static void track_think(const srv_job *j, srv_choice *c, const char *text, size_t len, int n_tokens) {
-    const char *open = j->srv->caps.think_open[0] ? j->srv->caps.think_open : "<think>";
-    const char *close = j->srv->caps.think_close[0] ? j->srv->caps.think_close : "</think>";
+    const char *open = j->model->caps.think_open[0] ? j->model->caps.think_open : "<think>";
+    const char *close = j->model->caps.think_close[0] ? j->model->caps.think_close : "</think>";
     const size_t ol = strlen(open), cl = strlen(close);
     size_t skip = 0; /* bytes of text already read by the open check */
     if (c->think == 0) {
@@ -103,10 +103,12 @@ static void track_think(const srv_job *j, srv_choice *c, const char *text, size_
     }
 }
 
-srv_job *rw_server__job_new(rw_server *s, const srv_request *r) {
+srv_job *rw_server__job_new(srv_model *m, const srv_request *r) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
-    j->srv = s;
+    j->srv = m->srv;
+    j->model = m;
+    rw_server__model_ref(m);
     pthread_mutex_init(&j->mu, NULL);
     j->n = r->n < 1 ? 1 : r->n > SRV_MAX_N ? SRV_MAX_N : r->n;
     for (int i = 0; i < j->n; i++) {
@@ -178,7 +180,7 @@ rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err)
             if (gp.max_tokens < 1) gp.max_tokens = 1;
             gp.grammar_after = NULL; /* the prompt ends with the close: the grammar holds at once */
         }
-        rw_status st = rw_engine_submit(j->srv->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
+        rw_status st = rw_engine_submit(j->model->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
         free(closed);
         if (st) return st; /* rw_server__job_free cancels the ones already in */
         c->submitted = true;
@@ -193,7 +195,7 @@ void rw_server__job_free(srv_job *j) {
         pthread_mutex_lock(&j->mu);
         bool running = c->submitted && !c->done;
         pthread_mutex_unlock(&j->mu);
-        if (running) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this returns */
+        if (running) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this returns */
         free(c->text);
         free(c->toks);
         free(c->lps);
@@ -210,6 +212,7 @@ void rw_server__job_free(srv_job *j) {
     free(j->close_text);
     free(j->grammar);
     rw_server__sock_unref(j->srv, j->sock);
+    rw_server__model_release(j->model); /* nothing of the job runs on its engine any more */
     pthread_mutex_destroy(&j->mu);
     free(j->out);
     free(j);
@@ -329,7 +332,7 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
  * adds the close marker to its output and submits prompt + output + close,
  * with what is left of max_tokens (connection thread). */
 static void continue_choice(srv_job *j, srv_choice *c) {
-    if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
+    if (c->submitted) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
     if (j->chat && j->parse.max_calls) watch_calls(j, c, j->close_text, j->close_len);
@@ -351,7 +354,7 @@ static void continue_choice(srv_job *j, srv_choice *c) {
     rw_status st = RW_OK;
     if (!prompt) st = rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     else if (gp.max_tokens > 0)
-        st = rw_engine_submit(j->srv->engine, prompt, n, &gp, rw_server__job_on_event, c, &c->engine_id, &err);
+        st = rw_engine_submit(j->model->engine, prompt, n, &gp, rw_server__job_on_event, c, &c->engine_id, &err);
     free(prompt);
     pthread_mutex_lock(&j->mu);
     if (st || gp.max_tokens <= 0) { /* no room left (or it failed): the choice ends here */
@@ -391,7 +394,7 @@ static void stop_after_calls(srv_job *j) {
         bool stop = c->calls_stop && !c->done && !c->over_budget;
         pthread_mutex_unlock(&j->mu);
         if (!stop) continue;
-        if (c->submitted) rw_engine_cancel_id(j->srv->engine, c->engine_id); /* no callback after this */
+        if (c->submitted) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this */
         pthread_mutex_lock(&j->mu);
         c->done = true;
         c->finish = RW_FINISH_STOP;

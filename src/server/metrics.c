@@ -1,7 +1,12 @@
 /* metrics.c - GET /metrics in Prometheus' text format (version 0.0.4):
  * the server's request counts by status, the engine's token counters,
  * latency and batch histograms, the prefix cache's series by tier, kind
- * and reason, and with a draft model the speculative decoding counters. */
+ * and reason, and with a draft model the speculative decoding counters.
+ *
+ * With several models the engine series are the sum over the models (the
+ * process's totals): the loaded engines' now, plus the counters of those
+ * unloaded (kept as each is unloaded, so counters never go back); each
+ * model's own state is in the rewind_model_* series, labelled by model. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +69,109 @@ static void histogram(sbuf *b, const char *name, const char *help, const rw_hist
         name, (unsigned long long)h->count);
 }
 
+static void hist_add(rw_histogram *a, const rw_histogram *x) {
+    if (!a->n_bounds) { /* every engine has the same buckets */
+        a->n_bounds = x->n_bounds;
+        memcpy(a->bounds, x->bounds, sizeof a->bounds);
+    }
+    for (int i = 0; i <= RW_HIST_MAX; i++) a->counts[i] += x->counts[i];
+    a->sum += x->sum;
+    a->count += x->count;
+}
+
+/* Adds x's counters to a, and with levels its levels too (an unloaded
+ * engine's are gone). Each field of rw_engine_stats and rw_pcache_stats is
+ * one or the other: a field added there must be added here. */
+static void stats_add(rw_engine_stats *a, const rw_engine_stats *x, bool levels) {
+    a->requests_finished += x->requests_finished;
+    a->requests_cancelled += x->requests_cancelled;
+    a->prompt_tokens += x->prompt_tokens;
+    a->cached_tokens += x->cached_tokens;
+    a->prefill_tokens += x->prefill_tokens;
+    a->generated_tokens += x->generated_tokens;
+    a->steps += x->steps;
+    a->step_tokens += x->step_tokens;
+    a->held_for_memory += x->held_for_memory;
+    a->idle_trims += x->idle_trims;
+    a->trimmed_bytes += x->trimmed_bytes;
+    hist_add(&a->ttft, &x->ttft);
+    hist_add(&a->itl, &x->itl);
+    hist_add(&a->batch_size, &x->batch_size);
+    for (int i = 0; i <= RW_PC_DIFFERENT_MODEL; i++) a->recompute_reasons[i] += x->recompute_reasons[i];
+    a->spec_enabled |= x->spec_enabled;
+    a->spec_verify += x->spec_verify;
+    a->spec_drafted += x->spec_drafted;
+    a->spec_accepted += x->spec_accepted;
+    a->spec_emitted += x->spec_emitted;
+    a->spec_draft_cached += x->spec_draft_cached;
+    rw_pcache_stats *c = &a->cache;
+    const rw_pcache_stats *y = &x->cache;
+    c->lookups += y->lookups;
+    c->hits_memory += y->hits_memory;
+    c->hits_disk += y->hits_disk;
+    c->tokens_memory += y->tokens_memory;
+    c->tokens_disk += y->tokens_disk;
+    c->tokens_recomputed += y->tokens_recomputed;
+    c->evictions += y->evictions;
+    c->disk_writes += y->disk_writes;
+    c->disk_invalid += y->disk_invalid;
+    c->disk_write_errors += y->disk_write_errors;
+    c->disk_read_errors += y->disk_read_errors;
+    c->disk_skipped += y->disk_skipped;
+    c->disk_evictions += y->disk_evictions;
+    if (!levels) return;
+    a->running += x->running;
+    a->queued += x->queued;
+    a->kv_bytes += x->kv_bytes;
+    a->pool = x->pool; /* the process's one pool */
+    a->cache_enabled |= x->cache_enabled;
+    c->disk_pending += y->disk_pending;
+    c->entries += y->entries;
+    c->disk_entries += y->disk_entries;
+    c->bytes_kv_and_state += y->bytes_kv_and_state;
+    c->bytes_kv += y->bytes_kv;
+    c->bytes_recurrent += y->bytes_recurrent;
+    c->bytes_unshared += y->bytes_unshared;
+    c->bytes_logits += y->bytes_logits;
+    c->bytes_disk += y->bytes_disk;
+}
+
+void rw_server__stats_retire(rw_server *s, const rw_engine_stats *st) { stats_add(&s->retired, st, false); }
+
+/* A label value as the text format wants it (quotes, backslashes, line ends escaped). */
+static void put_label(sbuf *b, const char *v) {
+    for (const char *p = v; *p; p++) {
+        if (*p == '\n') put(b, "\\n");
+        else put(b, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
+    }
+}
+
+/* Each model's state: one labelled series per model and metric. */
+typedef struct {
+    const char *id;
+    bool loaded;
+    int users;
+    size_t bytes;
+    uint64_t loads, unloads, waits;
+} model_row;
+
+static void model_series(sbuf *b, const char *name, const char *type, const char *help, const model_row *rows, int n,
+                         int which) {
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    for (int i = 0; i < n; i++) {
+        const model_row *r = &rows[i];
+        const unsigned long long v = which == 0   ? (unsigned long long)r->loaded
+                                     : which == 1 ? (unsigned long long)r->bytes
+                                     : which == 2 ? (unsigned long long)r->users
+                                     : which == 3 ? r->loads
+                                     : which == 4 ? r->unloads
+                                                  : r->waits;
+        put(b, "%s{model=\"", name);
+        put_label(b, r->id);
+        put(b, "\"} %llu\n", v);
+    }
+}
+
 static size_t resident_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     unsigned long long pages = 0, rss = 0;
@@ -76,8 +184,31 @@ static size_t resident_bytes(void) {
 }
 
 char *rw_server__metrics_text(rw_server *s) {
-    rw_engine_stats st;
-    rw_engine_get_stats(s->engine, &st);
+    /* the engines' sum, the budgets' sum and each model's row, at one moment */
+    model_row rows[64];
+    unsigned long long budget_cache = 0, budget_state = 0, budget_disk = 0;
+    pthread_mutex_lock(&s->models_mu);
+    rw_engine_stats st = s->retired;
+    const int n_models = s->n_models < 64 ? s->n_models : 64;
+    for (int i = 0; i < n_models; i++) {
+        const srv_model *m = &s->models[i];
+        rows[i] = (model_row){.id = m->id,
+                              .loaded = m->loaded,
+                              .users = m->users,
+                              .loads = m->loads,
+                              .unloads = m->unloads,
+                              .waits = m->waits};
+        if (!m->loaded) continue;
+        rw_engine_stats x;
+        rw_engine_get_stats(m->engine, &x);
+        stats_add(&st, &x, true);
+        rows[i].bytes = rw_server__model_bytes(m, &x);
+        const rw_engine_config *cfg = rw_engine_get_config(m->engine);
+        budget_cache += cfg->cache_bytes;
+        budget_state += cfg->max_state_bytes;
+        budget_disk += cfg->cache_dir ? cfg->cache_dir_bytes : 0;
+    }
+    pthread_mutex_unlock(&s->models_mu); /* the ids live as long as the server */
     uint64_t by_status[600];
     pthread_mutex_lock(&s->mu);
     memcpy(by_status, s->by_status, sizeof by_status);
@@ -88,11 +219,24 @@ char *rw_server__metrics_text(rw_server *s) {
     /* the replica's name as a label (quotes and backslashes escaped as the text format wants) */
     put(&b, "# HELP rewind_replica_info This server's replica name (--replica-id), also its X-Rewind-Replica "
             "header.\n# TYPE rewind_replica_info gauge\nrewind_replica_info{replica=\"");
-    for (const char *p = s->replica_id; *p; p++) {
-        if (*p == '\n') put(&b, "\\n");
-        else put(&b, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
-    }
+    put_label(&b, s->replica_id);
     put(&b, "\"} 1\n");
+    model_series(&b, "rewind_model_loaded", "gauge", "Whether each served model is loaded (1) or not (0).", rows,
+                 n_models, 0);
+    model_series(&b, "rewind_model_bytes", "gauge",
+                 "What each loaded model holds, as --models-max-bytes counts it: weights, prefix cache and running "
+                 "state.",
+                 rows, n_models, 1);
+    model_series(&b, "rewind_model_requests_active", "gauge",
+                 "Requests holding each model (being prepared or generating): a model is never unloaded under them.",
+                 rows, n_models, 2);
+    model_series(&b, "rewind_model_loads_total", "counter", "Times each model was loaded.", rows, n_models, 3);
+    model_series(&b, "rewind_model_unloads_total", "counter",
+                 "Times each model was unloaded to make room for another (--models-max-bytes).", rows, n_models, 4);
+    model_series(&b, "rewind_model_waits_total", "counter",
+                 "Requests that waited for their model to be loaded (or for room to load it).", rows, n_models, 5);
+    gauge(&b, "rewind_models_max_bytes", "The loaded models' memory budget (--models-max-bytes; 0 = none).",
+          (double)s->models_max_bytes);
     put(&b, "# HELP rewind_requests_total HTTP requests answered, by status code.\n"
             "# TYPE rewind_requests_total counter\n");
     for (int code = 0; code < 600; code++)
@@ -158,14 +302,13 @@ char *rw_server__metrics_text(rw_server *s) {
     gauge(&b, "rewind_active_state_bytes",
           "State storage (KV cache and recurrent state) of the running sequences (and their draft sequences).",
           (double)st.kv_bytes);
-    const rw_engine_config *cfg = rw_engine_get_config(s->engine);
-    put(&b, "# HELP rewind_budget_bytes The process's memory budgets by kind (cache: the prefix cache's memory "
-            "tier; state: running sequences' state, an admission threshold; 0 = unbounded; disk: the disk tier). "
-            "Resident memory stays within weights (mapped) + cache + state + a fixed overhead.\n"
-            "# TYPE rewind_budget_bytes gauge\nrewind_budget_bytes{kind=\"cache\"} %llu\n"
-            "rewind_budget_bytes{kind=\"state\"} %llu\nrewind_budget_bytes{kind=\"disk\"} %llu\n",
-        (unsigned long long)cfg->cache_bytes, (unsigned long long)cfg->max_state_bytes,
-        (unsigned long long)(cfg->cache_dir ? cfg->cache_dir_bytes : 0));
+    put(&b,
+        "# HELP rewind_budget_bytes The process's memory budgets by kind (cache: the prefix cache's memory "
+        "tier; state: running sequences' state, an admission threshold; 0 = unbounded; disk: the disk tier). "
+        "Resident memory stays within weights (mapped) + cache + state + a fixed overhead.\n"
+        "# TYPE rewind_budget_bytes gauge\nrewind_budget_bytes{kind=\"cache\"} %llu\n"
+        "rewind_budget_bytes{kind=\"state\"} %llu\nrewind_budget_bytes{kind=\"disk\"} %llu\n",
+        budget_cache, budget_state, budget_disk);
     gauge(&b, "rewind_process_resident_bytes", "Resident memory of the process (RSS).", (double)resident_bytes());
     const rw_state_pool_stats ps = st.pool;
     put(&b, "# HELP rewind_state_pool_bytes The recurrent-state pool by part (mapped: slabs and big buffers; free: "

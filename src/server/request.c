@@ -98,14 +98,14 @@ static bool get_stop(json_t *o, srv_request *r, srv_error *e) {
  * by tokens 0..i), when the tokens' pieces are exactly the text (byte-level
  * BPE: a leading BOS aside); NULL otherwise (SentencePiece's added space,
  * stripped white space). malloc'd. */
-static size_t *token_ends(rw_server *s, const char *text, size_t len, const int32_t *ids, int64_t n) {
+static size_t *token_ends(srv_model *m, const char *text, size_t len, const int32_t *ids, int64_t n) {
     size_t *ends = malloc((size_t)(n > 0 ? n : 1) * sizeof *ends);
     if (!ends) return NULL;
     size_t off = 0;
     for (int64_t i = 0; i < n; i++) {
         char buf[256];
-        size_t k = rw_token_to_piece(s->tok, ids[i], true, buf, sizeof buf);
-        if (i == 0 && ids[0] == rw_tokenizer_bos(s->tok) && (k > len || memcmp(text, buf, k))) k = 0; /* added BOS */
+        size_t k = rw_token_to_piece(m->tok, ids[i], true, buf, sizeof buf);
+        if (i == 0 && ids[0] == rw_tokenizer_bos(m->tok) && (k > len || memcmp(text, buf, k))) k = 0; /* added BOS */
         else if (k > sizeof buf || off + k > len || memcmp(text + off, buf, k)) {
             free(ends);
             return NULL;
@@ -131,13 +131,13 @@ static size_t *token_ends(rw_server *s, const char *text, size_t len, const int3
  * prompt's text) ends on a token end; otherwise each prefix is tokenized
  * and compared. Only called for prompts that fit the context. */
 #define MAX_MARKS 16
-static void message_marks(rw_server *s, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special,
+static void message_marks(srv_model *m, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special,
                           const char *full, size_t full_len, srv_request *r) {
     const size_t n_msg = json_array_size(msgs);
     if (n_msg < 2) return;
     r->marks = malloc(MAX_MARKS * sizeof *r->marks);
     if (!r->marks) return;
-    size_t *ends = token_ends(s, full, full_len, r->prompt, r->n_prompt);
+    size_t *ends = token_ends(m, full, full_len, r->prompt, r->n_prompt);
     for (size_t k = 1; k < n_msg && r->n_marks < MAX_MARKS; k++) {
         if (k > 1 && n_msg - k >= MAX_MARKS - 1) continue; /* the first, then the latest ones */
         json_t *part = json_array();
@@ -150,7 +150,7 @@ static void message_marks(rw_server *s, json_t *msgs, const rw_chat_prompt_opts 
         size_t len = 0, n = 0;
         int32_t *ids = NULL;
         rw_error err = {0};
-        if (rw_chat_render_messages(s->tmpl, &s->caps, &o, &text, &len, &err)) {
+        if (rw_chat_render_messages(m->tmpl, &m->caps, &o, &text, &len, &err)) {
         } else if (ends) {
             if (len > 0 && len < full_len && !memcmp(text, full, len)) {
                 int64_t lo = 0, hi = r->n_prompt; /* the first token ending at or after len */
@@ -161,7 +161,7 @@ static void message_marks(rw_server *s, json_t *msgs, const rw_chat_prompt_opts 
                 }
                 if (lo < r->n_prompt - 1 && ends[lo] == len) r->marks[r->n_marks++] = lo + 1;
             }
-        } else if (!rw_tokenize(s->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 &&
+        } else if (!rw_tokenize(m->tok, text, len, add_special, true, &ids, &n, &err) && n > 0 &&
                    (int64_t)n < r->n_prompt && !memcmp(ids, r->prompt, n * sizeof *ids))
             r->marks[r->n_marks++] = (int64_t)n;
         free(ids);
@@ -211,7 +211,8 @@ static void builtin_tools(json_t *tools, json_t *kwargs) {
     json_decref(list);
 }
 
-static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
+static bool chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
+    rw_server *s = m->srv;
     json_t *msgs = json_object_get(o, "messages");
     if (!msgs) return bad(e, "messages", "%s", "Missing required parameter: 'messages'");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
@@ -245,21 +246,21 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
         return bad(e, "tool_choice", "%s", "a forced tool call cannot be combined with response_format, grammar or json_schema");
     json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
     if (json_is_object(kw)) json_object_update(kwargs, kw);
-    if (s->tool_fmt == RW_TOOL_FMT_LLAMA3 && tools && kwargs) builtin_tools(tools, kwargs);
+    if (m->tool_fmt == RW_TOOL_FMT_LLAMA3 && tools && kwargs) builtin_tools(tools, kwargs);
     rw_chat_prompt_opts po = {.messages = msgs,
                               .tools = tools,
                               .add_generation_prompt = true,
                               .kwargs = kwargs,
                               .enable_thinking = json_is_boolean(et) ? json_is_true(et) : -1,
                               .reasoning_effort = effort,
-                              .bos_token = s->bos,
-                              .eos_token = s->eos};
+                              .bos_token = m->bos,
+                              .eos_token = m->eos};
     rw_chat_prepared prep;
     char *text = NULL;
     size_t len = 0, n = 0;
     bool ok = false;
     rw_error err = {0};
-    rw_status st = rw_chat_prepare(&s->caps, &po, &prep, &err);
+    rw_status st = rw_chat_prepare(&m->caps, &po, &prep, &err);
     if (st) {
         json_decref(kwargs);
         if (st == RW_ERR_INVALID_ARG) { /* the messages' shape: the message names the field */
@@ -275,11 +276,11 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     /* sizes before any rendering: a token stands for at most max_token_len
      * bytes, so contents beyond n_ctx of them cannot fit (each render and
      * tokenization of a huge conversation costs seconds) */
-    const int64_t n_ctx = rw_engine_get_config(s->engine)->n_ctx;
-    const size_t max_tok = rw_tokenizer_max_token_len(s->tok);
+    const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+    const size_t max_tok = rw_tokenizer_max_token_len(m->tok);
     size_t content_bytes = 0, i;
-    json_t *m;
-    json_array_foreach(prep.messages, i, m) content_bytes += json_string_length(json_object_get(m, "content"));
+    json_t *msg;
+    json_array_foreach(prep.messages, i, msg) content_bytes += json_string_length(json_object_get(msg, "content"));
     if (content_bytes / max_tok > (size_t)n_ctx) {
         rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
                    "This model's maximum context length is %lld tokens. However, your messages have %zu bytes of "
@@ -287,27 +288,27 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
                    (long long)n_ctx, content_bytes, content_bytes / max_tok);
         goto done;
     }
-    if ((st = rw_chat_template_render(s->tmpl, &prep.ro, &text, &len, &err))) {
+    if ((st = rw_chat_template_render(m->tmpl, &prep.ro, &text, &len, &err))) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         goto done;
     }
     /* how the output is parsed: the tool format only when there are tools;
      * harmony always (its channels part reasoning from the answer), and its
      * markers are control tokens, so the output renders them as text */
-    const bool harmony = s->tool_fmt == RW_TOOL_FMT_HARMONY;
+    const bool harmony = m->tool_fmt == RW_TOOL_FMT_HARMONY;
     /* Nemotron's <TOOLCALL>, LFM2's <|tool_call_start|>, Mistral's [TOOL_CALLS] and [ARGS] are control tokens too */
-    r->gp.render_special = harmony || (tools && (s->tool_fmt == RW_TOOL_FMT_NEMOTRON || s->tool_fmt == RW_TOOL_FMT_LFM2 ||
-                                                 s->tool_fmt == RW_TOOL_FMT_MISTRAL));
-    r->out = (rw_chat_output_opts){.tool_format = tools || harmony ? s->tool_fmt : RW_TOOL_FMT_NONE,
+    r->gp.render_special = harmony || (tools && (m->tool_fmt == RW_TOOL_FMT_NEMOTRON || m->tool_fmt == RW_TOOL_FMT_LFM2 ||
+                                                 m->tool_fmt == RW_TOOL_FMT_MISTRAL));
+    r->out = (rw_chat_output_opts){.tool_format = tools || harmony ? m->tool_fmt : RW_TOOL_FMT_NONE,
                                    .reasoning = s->reasoning_fmt,
-                                   .think_open = s->caps.think_open,
-                                   .think_close = s->caps.think_close,
+                                   .think_open = m->caps.think_open,
+                                   .think_close = m->caps.think_close,
                                    /* parallel_tool_calls false: one call, then the generation stops */
                                    .max_calls = tools && !r->parallel_calls ? 1 : 0};
     if (json_is_string(rf))
         r->out.reasoning = strcmp(json_string_value(rf), "none") ? RW_REASONING_DEEPSEEK : RW_REASONING_NONE;
     r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&
-                          rw_chat_prompt_opens_reasoning(text, len, s->caps.think_open, s->caps.think_close);
+                          rw_chat_prompt_opens_reasoning(text, len, m->caps.think_open, m->caps.think_close);
     if (tools && !(r->tools_json = json_dumps(tools, JSON_COMPACT))) {
         rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
         goto done;
@@ -322,7 +323,7 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
     if (r->force) { /* a forced call: a grammar over the model's own call format */
         rw_error gerr = {0};
         /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
-        if (rw_server__tool_grammar(s->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
+        if (rw_server__tool_grammar(m->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
                                     r->force == 1 && r->parallel_calls, &r->grammar, &gerr)) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, r->force == 2 ? "tool_choice" : "tools", "%s",
                        gerr.msg);
@@ -334,13 +335,13 @@ static bool chat_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
      * grammar (response_format, json_schema, grammar, a forced call) holds
      * for the answer after the block's close, as vLLM applies it */
     if (r->gp.grammar && r->out.in_reasoning)
-        r->gp.grammar_after = s->caps.think_close[0] ? s->caps.think_close : "</think>";
+        r->gp.grammar_after = m->caps.think_close[0] ? m->caps.think_close : "</think>";
     /* BOS as the vocabulary asks, unless the template wrote it already */
-    bool add_special = !(s->bos && rw_tokenizer_add_bos(s->tok) && !strncmp(text, s->bos, strlen(s->bos)));
+    bool add_special = !(m->bos && rw_tokenizer_add_bos(m->tok) && !strncmp(text, m->bos, strlen(m->bos)));
     /* control tokens only from the template's own text (chat_guard.c) */
-    if (!rw_server__chat_tokenize(s, prep.messages, tools, kwargs, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
+    if (!rw_server__chat_tokenize(m, prep.messages, tools, kwargs, &prep.ro, text, len, add_special, &r->prompt, &n, e)) goto done;
     r->n_prompt = (int64_t)n;
-    if (r->n_prompt < n_ctx) message_marks(s, msgs, &po, add_special, text, len, r); /* else refused */
+    if (r->n_prompt < n_ctx) message_marks(m, msgs, &po, add_special, text, len, r); /* else refused */
     ok = true;
 done:
     free(text);
@@ -349,7 +350,7 @@ done:
     return ok;
 }
 
-static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
+static bool completion_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
     json_t *p = json_object_get(o, "prompt");
     if (!p) return bad(e, "prompt", "%s", "Missing required parameter: 'prompt'");
     /* a list of one prompt is that prompt; a list of several is a batch */
@@ -359,7 +360,7 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
     if (json_is_string(p)) {
         size_t n = 0;
         rw_error err = {0};
-        if (rw_tokenize(s->tok, json_string_value(p), json_string_length(p), true, true, &r->prompt, &n, &err)) {
+        if (rw_tokenize(m->tok, json_string_value(p), json_string_length(p), true, true, &r->prompt, &n, &err)) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
             return false;
         }
@@ -374,7 +375,7 @@ static bool completion_prompt(rw_server *s, json_t *o, srv_request *r, srv_error
         }
         r->prompt = malloc((n ? n : 1) * sizeof *r->prompt);
         if (!r->prompt) return bad(e, "prompt", "%s", "out of memory");
-        int32_t nv = rw_tokenizer_n_vocab(s->tok);
+        int32_t nv = rw_tokenizer_n_vocab(m->tok);
         json_array_foreach(p, i, v) {
             json_int_t id = json_integer_value(v);
             if (id < 0 || id >= nv) {
@@ -479,7 +480,8 @@ static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
     return true;
 }
 
-static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_error *e) {
+static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_error *e) {
+    rw_server *s = m->srv;
     const char *const *known = chat ? chat_fields : completion_fields;
     const char *key;
     json_t *v;
@@ -556,7 +558,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
         if (!r->bias) return bad(e, "logit_bias", "%s", "out of memory");
         const char *tk;
         json_t *bv;
-        const int32_t nv = rw_tokenizer_n_vocab(s->tok);
+        const int32_t nv = rw_tokenizer_n_vocab(m->tok);
         json_object_foreach(lb, tk, bv) {
             char *end;
             long id = strtol(tk, &end, 10);
@@ -598,8 +600,8 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     json_t *user = json_object_get(o, "user");
     if (user && !json_is_null(user) && !json_is_string(user)) return bad(e, "user", "'%s' must be a string", "user");
 
-    if (!(chat ? chat_prompt(s, o, r, e) : completion_prompt(s, o, r, e))) return false;
-    const int64_t n_ctx = rw_engine_get_config(s->engine)->n_ctx;
+    if (!(chat ? chat_prompt(m, o, r, e) : completion_prompt(m, o, r, e))) return false;
+    const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
     if (has_max || has_max2) g->max_tokens = max_tokens;
     else g->max_tokens = n_ctx - r->n_prompt; /* as much as the context holds */
     if (r->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 1) > n_ctx) {
@@ -626,7 +628,7 @@ static bool parse_obj(rw_server *s, bool chat, json_t *o, srv_request *r, srv_er
     return true;
 }
 
-bool rw_server__parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e) {
+bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t len, srv_request *r, srv_error *e) {
     memset(r, 0, sizeof *r);
     r->chat = chat;
     json_error_t jerr;
@@ -639,16 +641,16 @@ bool rw_server__parse_request(rw_server *s, bool chat, const char *body, size_t 
     }
     bool ok = json_is_object(o);
     if (!ok) rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
-    else ok = parse_obj(s, chat, o, r, e);
+    else ok = parse_obj(m, chat, o, r, e);
     json_decref(o);
     if (!ok) rw_server__request_free(r);
     return ok;
 }
 
-bool rw_server__parse_chat_object(rw_server *s, json_t *o, srv_request *r, srv_error *e) {
+bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
     memset(r, 0, sizeof *r);
     r->chat = true;
-    bool ok = parse_obj(s, true, o, r, e);
+    bool ok = parse_obj(m, true, o, r, e);
     if (!ok) rw_server__request_free(r);
     return ok;
 }

@@ -126,7 +126,7 @@ static json_t *message_json(const srv_job *j, srv_choice *c) {
 static double finite_lp(float lp) { return lp == lp && lp > -9999.0f ? lp : -9999.0; /* OpenAI's -inf */ }
 
 static size_t token_piece(const srv_job *j, int32_t id, char *buf, size_t cap) {
-    size_t n = rw_token_to_piece(j->srv->tok, id, true, buf, cap);
+    size_t n = rw_token_to_piece(j->model->tok, id, true, buf, cap);
     return n <= cap ? n : 0;
 }
 
@@ -210,7 +210,7 @@ char *rw_server__response_json(const srv_job *j) {
         if (j->logprobs) json_object_set_new(choice, "logprobs", logprobs_json(j, c->toks, c->lps, c->n_toks, 0));
         json_array_append_new(choices, choice);
     }
-    json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion" : "text_completion", choices);
+    json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion" : "text_completion", choices);
     if (!o) return NULL;
     json_object_set_new(o, "usage", usage_json(j));
     if (j->return_token_ids && j->prompt) json_object_set_new(o, "prompt_token_ids", ids_json(j->prompt, (size_t)j->n_prompt));
@@ -244,7 +244,7 @@ static bool chunk_event(srv_job *j, json_t *choice, const int32_t *toks, const s
     if (lps && n_toks) json_object_set_new(choice, "logprobs", logprobs_json(j, toks, lps, n_toks, 0));
     json_t *choices = json_array();
     json_array_append_new(choices, choice);
-    json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion.chunk" : "text_completion", choices);
+    json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion.chunk" : "text_completion", choices);
     if (o && j->include_usage) json_object_set_new(o, "usage", json_null());
     return append_event(j, o);
 }
@@ -275,7 +275,7 @@ bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_l
 }
 
 bool rw_server__sse_usage(srv_job *j) {
-    json_t *o = envelope(j, j->srv->model_id, j->chat ? "chat.completion.chunk" : "text_completion", json_array());
+    json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion.chunk" : "text_completion", json_array());
     if (o) json_object_set_new(o, "usage", usage_json(j));
     return append_event(j, o);
 }

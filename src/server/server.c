@@ -174,11 +174,11 @@ static void submit_error(const rw_error *err, srv_error *e) {
 }
 
 /* On a worker: parse, make the job, submit. */
-static void generate(rw_server *s, bool chat, srv_conn *cc) {
+static void generate(srv_model *m, bool chat, srv_conn *cc) {
     srv_request r;
     srv_error e;
-    if (!rw_server__parse_request(s, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
-    srv_job *j = rw_server__job_new(s, &r);
+    if (!rw_server__parse_request(m, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
+    srv_job *j = rw_server__job_new(m, &r);
     if (!j) {
         rw_server__request_free(&r);
         rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -249,10 +249,10 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
 /* {"id": ID, "piece": TEXT} as llama-server's /tokenize with_pieces: the
  * piece as a string when it is valid UTF-8 by itself, else as its bytes (a
  * part of a character). */
-static json_t *token_piece(rw_server *s, int32_t id) {
+static json_t *token_piece(const srv_model *m, int32_t id) {
     char *text = NULL;
     size_t len = 0;
-    if (rw_detokenize(s->tok, &id, 1, true, &text, &len, NULL)) return json_pack("{s:i,s:s}", "id", id, "piece", "");
+    if (rw_detokenize(m->tok, &id, 1, true, &text, &len, NULL)) return json_pack("{s:i,s:s}", "id", id, "piece", "");
     json_t *piece = json_stringn(text, len); /* NULL unless valid UTF-8 */
     if (!piece) {
         piece = json_array();
@@ -265,15 +265,15 @@ static json_t *token_piece(rw_server *s, int32_t id) {
 /* POST /apply-template (llama-server's): a chat request's messages (tools,
  * chat_template_kwargs and the rest as /v1/chat/completions takes them)
  * rendered through the template, {"prompt": TEXT}, nothing generated. */
-static void apply_template(rw_server *s, srv_conn *cc) {
+static void apply_template(srv_model *m, srv_conn *cc) {
     srv_request r;
     srv_error e;
-    if (!rw_server__parse_request(s, true, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
+    if (!rw_server__parse_request(m, true, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
     char *text = NULL;
     size_t len = 0;
     rw_error err = {0};
     json_t *out = NULL;
-    if (rw_detokenize(s->tok, r.prompt, (size_t)r.n_prompt, true, &text, &len, &err))
+    if (rw_detokenize(m->tok, r.prompt, (size_t)r.n_prompt, true, &text, &len, &err))
         rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", err.msg);
     else if (!(out = json_pack("{s:o}", "prompt", rw_server__text_lossy(text, len))))
         rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -286,7 +286,7 @@ static void apply_template(rw_server *s, srv_conn *cc) {
     cc->state = CC_REPLY;
 }
 
-static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
+static void tokenize(const srv_model *m, srv_conn *cc, bool detok) {
     srv_error e;
     json_error_t jerr;
     json_t *o = json_loadb(cc->body ? cc->body : "", cc->len, 0, &jerr);
@@ -302,14 +302,14 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
         if (!json_is_string(content) || (as && !json_is_boolean(as)) || (ps && !json_is_boolean(ps)) ||
             (wp && !json_is_boolean(wp)))
             rw_server__errorf(&e, 400, "invalid_request_error", NULL, "content",
-                       "'content' must be a string; 'add_special', 'parse_special' and 'with_pieces' booleans");
-        else if (rw_tokenize(s->tok, json_string_value(content), json_string_length(content), json_is_true(as),
+                              "'content' must be a string; 'add_special', 'parse_special' and 'with_pieces' booleans");
+        else if (rw_tokenize(m->tok, json_string_value(content), json_string_length(content), json_is_true(as),
                              !ps || json_is_true(ps), &ids, &n, &err))
             rw_server__errorf(&e, 400, "invalid_request_error", NULL, "content", "%s", err.msg);
         else {
             json_t *a = json_array();
             for (size_t i = 0; i < n; i++)
-                json_array_append_new(a, json_is_true(wp) ? token_piece(s, ids[i]) : json_integer(ids[i]));
+                json_array_append_new(a, json_is_true(wp) ? token_piece(m, ids[i]) : json_integer(ids[i]));
             out = a ? json_pack("{s:o}", "tokens", a) : NULL;
             if (!out) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         }
@@ -322,15 +322,16 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
         json_array_foreach(toks, i, v) {
             if (!ok) break;
             ok = json_is_integer(v) && json_integer_value(v) >= 0 &&
-                 json_integer_value(v) < rw_tokenizer_n_vocab(s->tok);
+                 json_integer_value(v) < rw_tokenizer_n_vocab(m->tok);
             if (ok) ids[i] = (int32_t)json_integer_value(v);
         }
         char *text = NULL;
         size_t len = 0;
         if (!ids) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         else if (!ok)
-            rw_server__errorf(&e, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array of token ids");
-        else if (rw_detokenize(s->tok, ids, n, true, &text, &len, &err))
+            rw_server__errorf(&e, 400, "invalid_request_error", NULL, "tokens",
+                              "'tokens' must be an array of token ids");
+        else if (rw_detokenize(m->tok, ids, n, true, &text, &len, &err))
             rw_server__errorf(&e, 400, "invalid_request_error", NULL, "tokens", "%s", err.msg);
         else {
             /* a piece of a character (half of a multi-byte token sequence) is
@@ -351,41 +352,64 @@ static void tokenize(rw_server *s, srv_conn *cc, bool detok) {
 
 /* GET /props: what UIs read from llama-server's (context size, template,
  * modalities), plus the chat output settings. */
-static char *props_json(rw_server *s) {
-    const rw_engine_config *ec = rw_engine_get_config(s->engine);
+static char *props_json(const srv_model *m) {
+    const rw_server *s = m->srv;
+    const rw_engine_config *ec = rw_engine_get_config(m->engine);
     size_t n = 0;
-    const char *src = rw_chat_template_source(s->tmpl, &n);
-    json_t *o = json_pack("{s:{s:I,s:{}},s:i,s:s,s:s%,s:{s:b,s:b},s:s?,s:s?,s:s,s:s,s:{s:b,s:b,s:b,s:b,s:b}}",
-                          "default_generation_settings", "n_ctx", (json_int_t)ec->n_ctx, "params", "total_slots",
-                          ec->max_running, "model_alias", s->model_id, "chat_template", src, n, "modalities", "vision",
-                          0, "audio", 0, "bos_token", s->bos, "eos_token", s->eos, "tool_format",
-                          rw_tool_format_name(s->tool_fmt), "reasoning_format",
-                          s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
-                          "supports_system_role", s->caps.system_role, "supports_tool_calls", s->caps.tool_calls,
-                          "supports_parallel_tool_calls", s->caps.parallel_calls, "supports_tool_responses",
-                          s->caps.tool_results, "supports_thinking", s->caps.has_think);
+    const char *src = rw_chat_template_source(m->tmpl, &n);
+    json_t *o =
+        json_pack("{s:{s:I,s:{}},s:i,s:s,s:s%,s:{s:b,s:b},s:s?,s:s?,s:s,s:s,s:{s:b,s:b,s:b,s:b,s:b}}",
+                  "default_generation_settings", "n_ctx", (json_int_t)ec->n_ctx, "params", "total_slots",
+                  ec->max_running, "model_alias", m->id, "chat_template", src, n, "modalities", "vision", 0, "audio", 0,
+                  "bos_token", m->bos, "eos_token", m->eos, "tool_format", rw_tool_format_name(m->tool_fmt),
+                  "reasoning_format", s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
+                  "supports_system_role", m->caps.system_role, "supports_tool_calls", m->caps.tool_calls,
+                  "supports_parallel_tool_calls", m->caps.parallel_calls, "supports_tool_responses",
+                  m->caps.tool_results, "supports_thinking", m->caps.has_think);
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return txt;
 }
 
+/* The model a request names: its body's "model" (a query's ?model= for
+ * GET /props). Only looked up when there are several models: with one,
+ * every name is that model's, as clients that send their own name expect. */
+static srv_model *request_model(rw_server *s, const srv_conn *cc, srv_error *e) {
+    if (s->n_models == 1) return &s->models[0];
+    if (cc->route == R_PROPS) return rw_server__model_find(s, cc->model, e);
+    json_error_t jerr;
+    json_t *o = json_loadb(cc->body ? cc->body : "", cc->len, 0, &jerr); /* a bad body: the route says why */
+    srv_model *m = rw_server__model_find(s, json_string_value(json_object_get(o, "model")), e);
+    json_decref(o);
+    return m;
+}
+
 void rw_server__conn_work(rw_server *s, srv_conn *cc) {
+    srv_error e;
+    srv_model *m = request_model(s, cc, &e);
+    if (!m || !rw_server__model_acquire(m, &e)) return reply_error(cc, &e); /* jobs hold it from here on */
     switch (cc->route) {
-    case R_COMPLETIONS: generate(s, false, cc); break;
-    case R_CHAT: generate(s, true, cc); break;
-    case R_TOKENIZE: tokenize(s, cc, false); break;
-    case R_DETOKENIZE: tokenize(s, cc, true); break;
-    case R_APPLY_TEMPLATE: apply_template(s, cc); break;
-    case R_MESSAGES: api_work(cc, rw_server__messages(s, cc->body, cc->len)); break;
-    case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(s, cc->body, cc->len)); break;
-    case R_RESPONSES: api_work(cc, rw_server__responses(s, cc->body, cc->len, cc->route_key)); break;
+    case R_COMPLETIONS: generate(m, false, cc); break;
+    case R_CHAT: generate(m, true, cc); break;
+    case R_TOKENIZE: tokenize(m, cc, false); break;
+    case R_DETOKENIZE: tokenize(m, cc, true); break;
+    case R_APPLY_TEMPLATE: apply_template(m, cc); break;
+    case R_PROPS:
+        cc->reply = props_json(m);
+        cc->status = cc->reply ? 200 : 500;
+        cc->state = CC_REPLY;
+        break;
+    case R_MESSAGES: api_work(cc, rw_server__messages(m, cc->body, cc->len)); break;
+    case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(m, cc->body, cc->len)); break;
+    case R_RESPONSES: api_work(cc, rw_server__responses(m, cc->body, cc->len, cc->route_key)); break;
     case R_EMBEDDINGS:
     case R_EMBEDDINGS_NATIVE:
-        api_work(cc, rw_server__embeddings(s, cc->body ? cc->body : "", cc->len, cc->route == R_EMBEDDINGS_NATIVE));
+        api_work(cc, rw_server__embeddings(m, cc->body ? cc->body : "", cc->len, cc->route == R_EMBEDDINGS_NATIVE));
         break;
-    case R_RERANK: api_work(cc, rw_server__rerank(s, cc->body ? cc->body : "", cc->len)); break;
+    case R_RERANK: api_work(cc, rw_server__rerank(m, cc->body ? cc->body : "", cc->len)); break;
     default: rw_server__conn_unqueued(s, cc); break;
     }
+    rw_server__model_release(m);
 }
 
 void rw_server__conn_unqueued(rw_server *s, srv_conn *cc) {
@@ -393,6 +417,57 @@ void rw_server__conn_unqueued(rw_server *s, srv_conn *cc) {
     srv_error e;
     rw_server__errorf(&e, 503, "server_error", NULL, NULL, "the server is stopping");
     reply_error(cc, &e);
+}
+
+/* One model's entry in /v1/models, in OpenAI's or Anthropic's shape, with
+ * whether it is loaded now (under models_mu). */
+static json_t *model_entry(const rw_server *s, const srv_model *m, bool anthropic) {
+    if (anthropic) {
+        char when[32];
+        struct tm tm;
+        const time_t t = (time_t)s->started;
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+        return json_pack("{s:s,s:s,s:s,s:s,s:b}", "type", "model", "id", m->id, "display_name", m->id, "created_at",
+                         when, "loaded", m->loaded);
+    }
+    const int64_t n_ctx = m->loaded ? rw_engine_get_config(m->engine)->n_ctx : m->src.n_ctx;
+    return json_pack("{s:s,s:s,s:I,s:s,s:I,s:b}", "id", m->id, "object", "model", "created", (json_int_t)s->started,
+                     "owned_by", "rewind", "max_model_len", (json_int_t)n_ctx, "loaded", m->loaded);
+}
+
+/* GET /v1/models (id NULL): every model; GET /v1/models/{id}: that one, or
+ * a 404 in the shape asked for. The body (malloc'd) and *status. */
+static char *models_json(rw_server *s, const char *id, bool anthropic, int *status) {
+    json_t *list = json_array(), *one = NULL;
+    pthread_mutex_lock(&s->models_mu);
+    for (int i = 0; i < s->n_models; i++) {
+        const srv_model *m = &s->models[i];
+        if (!id) json_array_append_new(list, model_entry(s, m, anthropic));
+        else if (!one && (!strcmp(id, m->id) || (m->alt_id && !strcmp(id, m->alt_id))))
+            one = model_entry(s, m, anthropic);
+    }
+    pthread_mutex_unlock(&s->models_mu);
+    json_t *o;
+    if (id) {
+        json_decref(list);
+        if (!one) {
+            srv_error e;
+            rw_server__errorf(&e, 404, anthropic ? "not_found_error" : "invalid_request_error", "model_not_found",
+                              "model", "The model '%s' does not exist (this server has '%s'%s)", id, s->models[0].id,
+                              s->n_models > 1 ? " and others: GET /v1/models" : "");
+            *status = 404;
+            return anthropic ? rw_server__anthropic_error_json(&e) : rw_server__error_json(&e);
+        }
+        o = one;
+    } else if (anthropic) {
+        const size_t n = json_array_size(list);
+        o = json_pack("{s:o,s:b,s:O,s:O}", "data", list, "has_more", 0, "first_id",
+                      json_object_get(json_array_get(list, 0), "id"), "last_id",
+                      json_object_get(json_array_get(list, n - 1), "id"));
+    } else o = json_pack("{s:s,s:o}", "object", "list", "data", list);
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return txt;
 }
 
 /* The routes answered on libmicrohttpd's thread (cheap). */
@@ -411,38 +486,10 @@ static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, cons
         /* Anthropic's client (models.list / retrieve) sends anthropic-version
          * and reads its own shape; OpenAI's the other */
         const bool anthropic = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "anthropic-version") != NULL;
-        json_t *m;
-        if (anthropic) {
-            char when[32];
-            struct tm tm;
-            const time_t t = (time_t)s->started;
-            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-            m = json_pack("{s:s,s:s,s:s,s:s}", "type", "model", "id", s->model_id, "display_name", s->model_id,
-                          "created_at", when);
-        } else {
-            m = json_pack("{s:s,s:s,s:I,s:s,s:I}", "id", s->model_id, "object", "model", "created",
-                          (json_int_t)s->started, "owned_by", "rewind", "max_model_len",
-                          (json_int_t)rw_engine_get_config(s->engine)->n_ctx);
-        }
-        if (cc->route == R_MODEL && strcmp(cc->model, s->model_id)) {
-            json_decref(m);
-            srv_error e;
-            rw_server__errorf(&e, 404, anthropic ? "not_found_error" : "invalid_request_error", "model_not_found",
-                              "model", "The model '%s' does not exist (this server has '%s')", cc->model,
-                              s->model_id);
-            if (anthropic)
-                return send_owned(s, c, cc, e.http, rw_server__anthropic_error_json(&e), "application/json", NULL);
-            return send_error(s, c, cc, &e, NULL);
-        }
-        if (m && cc->route == R_MODELS)
-            m = anthropic ? json_pack("{s:[o],s:b,s:s,s:s}", "data", m, "has_more", 0, "first_id", s->model_id,
-                                      "last_id", s->model_id)
-                          : json_pack("{s:s,s:[o]}", "object", "list", "data", m);
-        char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
-        json_decref(m);
-        return send_owned(s, c, cc, 200, txt, "application/json", NULL);
+        int status = 200;
+        char *txt = models_json(s, cc->route == R_MODEL ? cc->model : NULL, anthropic, &status);
+        return send_owned(s, c, cc, status, txt, "application/json", NULL);
     }
-    case R_PROPS: return send_owned(s, c, cc, 200, props_json(s), "application/json", NULL);
     case R_RESPONSE: {
         rw_server__reply r = rw_server__response_get(s, cc->model);
         return send_owned(s, c, cc, r.http, r.body, "application/json", NULL);
@@ -510,7 +557,7 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
 static bool heavy_route(int route) {
     return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
            route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_EMBEDDINGS ||
-           route == R_EMBEDDINGS_NATIVE || route == R_RERANK || route == R_APPLY_TEMPLATE;
+           route == R_EMBEDDINGS_NATIVE || route == R_RERANK || route == R_APPLY_TEMPLATE || route == R_PROPS;
 }
 
 static srv_sock *sock_of(struct MHD_Connection *c) {
@@ -536,6 +583,10 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
         allow = "GET"; /* GET /v1/responses/{id} */
         snprintf(cc->model, sizeof cc->model, "%s", url + 14);
         if (!strcmp(method, "GET")) cc->route = R_RESPONSE;
+    }
+    if (cc->route == R_PROPS) { /* GET /props?model=ID: that model's */
+        const char *m = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "model");
+        if (m && strlen(m) < sizeof cc->model) snprintf(cc->model, sizeof cc->model, "%s", m);
     }
     if (allow && !strcmp(method, "OPTIONS")) cc->route = R_OPTIONS;
     cc->answered = true; /* unless all checks pass below */
@@ -729,14 +780,20 @@ void rw_server__logf(rw_server *s, const char *fmt, ...) {
     rw_log(RW_LOG_INFO, "serve: %s", line);
 }
 
-/* The chat settings: the template's capabilities and the overrides. */
+/* The chat and embedding settings every model shares (each model's own
+ * come from its file as it is loaded: rw_server__model_setup). */
 static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error *err) {
-    rw_chat_template_caps(s->tmpl, &s->caps);
-    s->tool_fmt = s->caps.tool_format;
-    if (cfg->tool_format && strcmp(cfg->tool_format, "auto") && !rw_tool_format_parse(cfg->tool_format, &s->tool_fmt))
-        return rw_errorf(err, RW_ERR_INVALID_ARG,
-                         "unknown tool format \"%s\" (auto, none, generic, qwen-xml, hermes, llama3, granite)",
-                         cfg->tool_format);
+    if (cfg->tool_format && strcmp(cfg->tool_format, "auto")) {
+        if (!rw_tool_format_parse(cfg->tool_format, &s->tool_fmt_cfg))
+            return rw_errorf(err, RW_ERR_INVALID_ARG,
+                             "unknown tool format \"%s\" (auto, none, generic, qwen-xml, hermes, llama3, granite)",
+                             cfg->tool_format);
+        s->tool_fmt_set = true;
+    }
+    rw_status st = rw_server__pooling_parse(cfg->pooling, &s->pooling_cfg, err);
+    if (st) return st;
+    if (cfg->rerank_template && cfg->rerank_template[0] && !(s->rerank_cfg = strdup(cfg->rerank_template)))
+        return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     s->reasoning_fmt = RW_REASONING_DEEPSEEK;
     if (cfg->reasoning_format) {
         if (!strcmp(cfg->reasoning_format, "none")) s->reasoning_fmt = RW_REASONING_NONE;
@@ -757,6 +814,10 @@ static rw_status chat_setup(rw_server *s, const rw_server_config *cfg, rw_error 
 }
 
 static void free_server(rw_server *s) {
+    rw_server__models_stop(s); /* the loaded models back to their loaders */
+    pthread_mutex_destroy(&s->models_mu);
+    pthread_cond_destroy(&s->models_cv);
+    free(s->rerank_cfg);
     rw_server__store_free(s->store);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->conn_mu);
@@ -768,13 +829,9 @@ static void free_server(rw_server *s) {
     json_decref(s->kwargs);
     for (size_t i = 0; i < s->n_warned; i++) free(s->warned[i]);
     free(s->warned);
-    free(s->bos);
-    free(s->eos);
-    free(s->model_id);
     free(s->api_key);
     free(s->host);
     free(s->replica_id);
-    rw_server__embed_free(s);
     free(s);
 }
 
@@ -806,42 +863,41 @@ static bool is_loopback(const char *host) {
  * (libmicrohttpd must not be stopped with a connection suspended). */
 static void stop_all(rw_server *s) {
     __atomic_store_n(&s->stopping, 1, __ATOMIC_SEQ_CST); /* nothing suspends any more */
+    pthread_mutex_lock(&s->models_mu);                   /* workers waiting for a model see it */
+    pthread_cond_broadcast(&s->models_cv);
+    pthread_mutex_unlock(&s->models_mu);
     rw_server__work_stop(s);
     rw_server__conns_stop(s);
     if (s->daemon) MHD_stop_daemon(s->daemon); /* ends every connection: jobs cancelled */
     s->daemon = NULL;
 }
 
-rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,
-                          const char *eos, const rw_server_config *cfg, rw_server **out, rw_error *err) {
+rw_status rw_server_start_models(const rw_server_model_source *models, int n, const rw_server_config *cfg,
+                                 rw_server **out, rw_error *err) {
     *out = NULL;
     rw_server *s = calloc(1, sizeof *s);
     if (!s) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&s->models_mu, NULL);
+    pthread_cond_init(&s->models_cv, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->conn_mu, NULL);
     pthread_cond_init(&s->watcher_cv, NULL);
     pthread_mutex_init(&s->work_mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
-    s->engine = e;
-    s->tok = tok;
-    s->tmpl = tmpl;
+    s->models_max_bytes = cfg->models_max_bytes;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : (size_t)8 << 20;
     s->header_timeout = cfg->header_timeout > 0 ? cfg->header_timeout : 10.0;
     s->body_timeout = cfg->body_timeout > 0 ? cfg->body_timeout : 30.0;
     s->started = (int64_t)time(NULL);
     s->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
-    s->model_id = strdup(cfg->model_id ? cfg->model_id : "rewind");
-    s->bos = bos ? strdup(bos) : NULL;
-    s->eos = eos ? strdup(eos) : NULL;
     s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
     s->store = rw_server__store_new(0, 0);
-    if (!s->store || !s->host || !s->model_id || (bos && !s->bos) || (eos && !s->eos) ||
-        (cfg->api_key && cfg->api_key[0] && !s->api_key) || !parse_cors(s, cfg->cors_origin)) {
+    if (!s->store || !s->host || (cfg->api_key && cfg->api_key[0] && !s->api_key) || !parse_cors(s, cfg->cors_origin)) {
         free_server(s);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     rw_status cst = chat_setup(s, cfg, err);
-    if (!cst) cst = rw_server__embed_setup(s, cfg, err);
+    if (!cst) cst = rw_server__models_start(s, models, n, err); /* loads the default */
     if (cst) {
         free_server(s);
         return cst;
@@ -893,6 +949,26 @@ rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_t
     }
     *out = s;
     return RW_OK;
+}
+
+/* rw_server_start's one model: the caller's, loaded for the server's whole life. */
+typedef struct {
+    rw_server_model h;
+} fixed_model;
+
+static rw_status fixed_load(void *user, rw_server_model *out, rw_error *err) {
+    (void)err;
+    *out = ((const fixed_model *)user)->h;
+    return RW_OK;
+}
+
+rw_status rw_server_start(rw_engine *e, const rw_tokenizer *tok, const rw_chat_template *tmpl, const char *bos,
+                          const char *eos, const rw_server_config *cfg, rw_server **out, rw_error *err) {
+    /* the loader runs inside rw_server_start_models (the default is loaded there) and never again: without an
+     * unload the model stays loaded, and the server forgets the loader */
+    const fixed_model fm = {.h = {.engine = e, .tok = tok, .tmpl = tmpl, .bos = bos, .eos = eos}};
+    const rw_server_model_source src = {.id = cfg->model_id, .load = fixed_load, .user = (void *)&fm};
+    return rw_server_start_models(&src, 1, cfg, out, err);
 }
 
 int rw_server_port(const rw_server *s) { return s->port; }

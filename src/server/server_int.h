@@ -1,5 +1,6 @@
 /* server_int.h - the server's private state, shared by its files:
- * server.c (daemon, routing, bodies, auth, errors), request.c (OpenAI request
+ * server.c (daemon, routing, bodies, auth, errors), models.c (the served
+ * models: loading, unloading, who holds them), request.c (OpenAI request
  * JSON -> prompt ids and parameters), job.c (a request's life: engine events,
  * waiting, SSE), response.c (response JSON), metrics.c. */
 #ifndef RW_SERVER_SERVER_INT_H
@@ -33,12 +34,37 @@ typedef struct srv_sock {
 
 struct srv_conn;
 
-struct rw_server {
+/* One served model (models.c). The settings are fixed at start; the loaded
+ * part (engine to rerank_tmpl) may be read by whoever holds the model
+ * (rw_server__model_acquire, a job's reference), or under models_mu while
+ * it is loaded. */
+typedef struct srv_model {
+    struct rw_server *srv;
+    int index;                  /* in srv->models; 0 = the default */
+    char *id, *alt_id;          /* owned; alt_id may be NULL */
+    rw_server_model_source src; /* its loader (id, alt_id: the copies above) */
+    /* loaded */
     rw_engine *engine;
     const rw_tokenizer *tok;
     const rw_chat_template *tmpl;
-    char *bos, *eos, *model_id, *api_key, *host, *replica_id; /* owned copies */
-    char **cors;   /* allowed origins (owned); "*" = any */
+    char *bos, *eos;         /* owned copies */
+    rw_chat_caps caps;       /* the template's (rw_chat_template_caps) */
+    rw_tool_format tool_fmt; /* caps' or --tool-format */
+    int pooling;             /* rw_pool_kind of /v1/embeddings */
+    char *rerank_tmpl;       /* the rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
+    size_t weight_bytes;
+    void *handle; /* the loader's */
+    /* under srv->models_mu */
+    bool loaded;
+    bool draining;                  /* to be unloaded for another model: new requests wait */
+    int users;                      /* holders: requests being prepared, jobs */
+    uint64_t last_used;             /* srv->model_clock at its last acquire or release */
+    uint64_t loads, unloads, waits; /* waits: requests that waited for memory or a load */
+} srv_model;
+
+struct rw_server {
+    char *api_key, *host, *replica_id; /* owned copies */
+    char **cors;                       /* allowed origins (owned); "*" = any */
     int n_cors;
     bool loopback; /* bound to a loopback address: the Host header is checked */
     size_t max_body;
@@ -73,9 +99,19 @@ struct rw_server {
 
     struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
 
+    /* the models (models.c) */
+    srv_model *models; /* [n_models], fixed at start */
+    int n_models;
+    size_t models_max_bytes; /* 0: no bound */
+    pthread_mutex_t models_mu;
+    pthread_cond_t models_cv; /* a model released, loaded or unloaded */
+    bool loader_busy;         /* a worker is unloading or loading (one at a time) */
+    uint64_t model_clock;
+    rw_engine_stats retired; /* unloaded engines' counters (metrics.c keeps counters monotonic) */
+
     /* chat output and templates (docs/agent-api.md) */
-    rw_chat_caps caps;               /* the template's (rw_chat_template_caps) */
-    rw_tool_format tool_fmt;         /* caps' or --tool-format */
+    bool tool_fmt_set; /* --tool-format: every model's */
+    rw_tool_format tool_fmt_cfg;
     rw_reasoning_format reasoning_fmt;
     json_t *kwargs;                  /* --chat-template-kwargs (owned), or NULL */
     bool strict_api;
@@ -84,8 +120,8 @@ struct rw_server {
     size_t n_warned;
 
     /* embeddings and rerank (api_embed.c) */
-    int pooling;       /* rw_pool_kind of /v1/embeddings */
-    char *rerank_tmpl; /* the file's rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
+    int pooling_cfg;  /* --pooling (rw_pool_kind), -1: each file's */
+    char *rerank_cfg; /* the config's rerank prompt, owned; NULL: none */
 };
 
 /* GBNF (grammar/grammar.h) for output that is a tool call in format f
@@ -139,6 +175,28 @@ typedef struct {
 void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* models.c */
+/* Copies the sources and loads the first (the default). */
+rw_status rw_server__models_start(rw_server *s, const rw_server_model_source *src, int n, rw_error *err);
+/* Unloads every loaded model and frees the registry (no request runs any more). */
+void rw_server__models_stop(rw_server *s);
+/* The model a request names: NULL or "" is the default, as is any name
+ * when only one model is served; NULL when several are and none has the
+ * name (with *e the 404, in type's shape: "invalid_request_error" or
+ * Anthropic's "not_found_error"). */
+srv_model *rw_server__model_find(rw_server *s, const char *name, srv_error *e);
+/* Holds m for a request, loading it first if needed (unloading the least
+ * recently used idle models when models_max_bytes asks for room, waiting
+ * for running ones). False with *e when it cannot be loaded, or the server
+ * stops; the caller releases it otherwise. */
+bool rw_server__model_acquire(srv_model *m, srv_error *e);
+void rw_server__model_ref(srv_model *m); /* one more holder of a held model */
+void rw_server__model_release(srv_model *m);
+/* What a loaded model holds, under models_mu: weights + prefix cache + running state. */
+size_t rw_server__model_bytes(const srv_model *m, const rw_engine_stats *st);
+/* The per-model settings from the server's (template caps, tool format, pooling, rerank prompt). */
+rw_status rw_server__model_setup(srv_model *m, const char *rerank_template, rw_error *err);
+
 /* A parsed generation request (both endpoints). Owns prompt and stop. */
 typedef struct {
     bool chat;
@@ -171,12 +229,12 @@ typedef struct {
 } srv_tok_lp;
 
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
-bool rw_server__parse_request(rw_server *s, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
+bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
 void rw_server__request_free(srv_request *r);
 /* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
  * normalized messages norm) to token ids, control tokens taken only from
  * the template's text. False and *e on failure. */
-bool rw_server__chat_tokenize(rw_server *s, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+bool rw_server__chat_tokenize(srv_model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
                               const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
                               srv_error *e);
 
@@ -233,6 +291,7 @@ typedef struct {
  * after cancelling what still runs). */
 typedef struct srv_job {
     rw_server *srv;
+    srv_model *model; /* held by the job */
     pthread_mutex_t mu;
     int n;
     srv_choice choice[SRV_MAX_N];
@@ -282,7 +341,8 @@ typedef struct srv_job {
 rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
                              rw_error *err);
 
-srv_job *rw_server__job_new(rw_server *s, const srv_request *r);
+/* The job holds m (rw_server__model_ref) until rw_server__job_free. */
+srv_job *rw_server__job_new(srv_model *m, const srv_request *r);
 /* From now on the job's events wake k's connection (takes a reference). */
 void rw_server__job_attach(srv_job *j, srv_sock *k);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
@@ -359,6 +419,8 @@ void rw_server__conn_unqueued(rw_server *s, srv_conn *cc);
 
 /* metrics.c: the Prometheus text (malloc'd). */
 char *rw_server__metrics_text(rw_server *s);
+/* Keeps an engine's counters as it is unloaded (final stats st), under models_mu. */
+void rw_server__stats_retire(rw_server *s, const rw_engine_stats *st);
 const char *rw_server__finish_name(rw_finish_reason f);
 
 #endif

@@ -896,7 +896,7 @@ static void feed(srv_job *j, const srv_request *r, const char *text, size_t piec
     for (size_t off = 0;; off += piece) {
         size_t len = off < n ? (n - off < piece ? n - off : piece) : 0;
         bool done = off + len >= n;
-        int32_t eos = rw_tokenizer_eos(j->srv->tok);
+        int32_t eos = rw_tokenizer_eos(j->model->tok);
         rw_gen_event ev = {.text = text + (off < n ? off : n), .text_len = len, .tokens = done ? &eos : &tok,
                            .n_tokens = 1, .prompt_tokens = r->n_prompt, .completion_tokens = (int64_t)(off / piece + 1),
                            .done = done, .finish = done ? RW_FINISH_STOP : RW_FINISH_NONE};
@@ -949,8 +949,8 @@ static json_t *messages_on(rw_server *s, const char *text, bool stream, size_t p
     json_t *chat = rw_server__messages_to_chat(s, o, false, &e);
     CHECK(chat != NULL);
     srv_request r;
-    CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
-    srv_job *j = rw_server__job_new(s, &r);
+    CHECK(rw_server__parse_chat_object(&s->models[0], chat, &r, &e));
+    srv_job *j = rw_server__job_new(&s->models[0], &r);
     srv_request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
     CHECK(rep.job == j && rep.sse == stream);
@@ -1032,8 +1032,8 @@ static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t 
     free(prev);
     CHECK(chat != NULL);
     srv_request r;
-    CHECK(rw_server__parse_chat_object(s, chat, &r, &e));
-    srv_job *j = rw_server__job_new(s, &r);
+    CHECK(rw_server__parse_chat_object(&s->models[0], chat, &r, &e));
+    srv_job *j = rw_server__job_new(&s->models[0], &r);
     srv_request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j, NULL);
     CHECK(rep.job == j && rep.sse == stream);
