@@ -43,6 +43,27 @@ rw_server__reply rw_server__rerank(rw_server *s, const char *body, size_t len);
 rw_status rw_server__embed_setup(rw_server *s, const rw_server_config *cfg, rw_error *err);
 void rw_server__embed_free(rw_server *s);
 
+/* api_infill.c: POST /infill (llama-server's fill-in-the-middle, its
+ * native response shape), and the fill-in-the-middle prompt /v1/completions'
+ * suffix makes. */
+rw_server__reply rw_server__infill(rw_server *s, const char *body, size_t len);
+/* BOS (as the vocabulary asks), PRE, prefix, SUF, suffix, MID: r's prompt
+ * (tokenized without BOS) becomes the prefix of a prompt around suffix (its
+ * text, tokenized as plain text). False and a 400 in *e when the model has
+ * no fill-in-the-middle tokens. */
+bool rw_server__fim_wrap(rw_server *s, srv_request *r, const char *suffix, size_t suffix_len, srv_error *e);
+/* api_slots.c: GET /slots (fail: 503 when no slot is idle) and POST
+ * /slots/{id}?action=save|restore|erase; the folder of the state files
+ * from the config (at start). */
+rw_server__reply rw_server__slots(rw_server *s, bool fail);
+rw_server__reply rw_server__slot_action(rw_server *s, const char *id, const char *action, const char *body,
+                                         size_t len);
+rw_status rw_server__slots_setup(rw_server *s, const rw_server_config *cfg, rw_error *err);
+
+/* request.c: parses a completions request object built by a translation
+ * (as rw_server__parse_request does a body with chat = false). */
+bool rw_server__parse_completion_object(rw_server *s, json_t *o, srv_request *r, srv_error *e);
+
 /* The steps of those routes, for tests that feed a job engine events of
  * their own: a request object translated into the chat request (NULL and
  * *e on error); the answer of a job submitted (and for a whole answer,

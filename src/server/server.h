@@ -65,6 +65,10 @@ typedef struct {
                                      it declares none or rank, or nothing) */
     const char *rerank_template;  /* the reranker's prompt with {query} and {document} (the file's
                                      tokenizer.chat_template.rerank); NULL: Qwen3-Reranker's */
+    /* Slots (docs/server.md): the folder POST /slots/{id}?action=save|restore
+     * reads and writes state files in (created if missing); NULL: those
+     * actions answer 501. */
+    const char *slot_save_path;
 } rw_server_config;
 
 typedef struct rw_server rw_server;
