@@ -75,10 +75,15 @@ CGEN='"max_tokens":8,"temperature":0,"ignore_eos":true,"return_token_ids":true'
 [ "$(j inf2 'd["tokens"]')" = "$got" ] || fail "infill again differs: $(cat "$d/inf2.json")"
 [ "$(j inf2 'd["tokens_cached"]')" -gt 0 ] && [ "$(j inf2 'd["timings"]["cache_n"]')" -gt 0 ] ||
   fail "infill again: nothing cached: $(cat "$d/inf2.json")"
-# "prompt" goes after the prefix
+# "prompt" goes after the prefix (each part tokenized by itself)
 [ "$(post /infill "{\"input_prefix\":\"$PRE\",\"prompt\":\"a +\",\"input_suffix\":\"$SUF\",$GEN}" infp)" = 200 ] || fail "infill prompt"
-post /tokenize "{\"content\":\"<|fim_prefix|>${PRE}a +<|fim_suffix|>$SUF<|fim_middle|>\",\"parse_special\":true}" tokp > /dev/null
-[ "$(j infp 'd["tokens_evaluated"]')" = "$(j tokp 'len(d["tokens"])')" ] || fail "infill with prompt: $(cat "$d/infp.json")"
+post /tokenize "{\"content\":\"<|fim_prefix|>${PRE}\",\"parse_special\":true}" tokp1 > /dev/null
+post /tokenize '{"content":"a +"}' tokp2 > /dev/null
+post /tokenize "{\"content\":\"<|fim_suffix|>$SUF<|fim_middle|>\",\"parse_special\":true}" tokp3 > /dev/null
+echo "$(j tokp1 'd["tokens"]') $(j tokp2 'd["tokens"]') $(j tokp3 'd["tokens"]')" > "$d/fimp.ids"
+"$REWIND" generate "$C" --ids "$d/fimp.ids" -n 8 --kv f32 --threads 1 --print-ids > "$d/wantp" || fail "generate (prompt) failed"
+[ "$(tr -s ' \n' ' ' < "$d/wantp" | sed 's/ $//')" = "$(j infp 'd["tokens"]')" ] || fail "infill with prompt vs generate: $(cat "$d/infp.json")"
+[ "$(j infp 'd["tokens_evaluated"]')" = "$(wc -w < "$d/fimp.ids")" ] || fail "infill with prompt: $(cat "$d/infp.json")"
 # input_extra: the repository and file-separator tokens of Qwen's format
 EXTRA='[{"filename":"util.py","text":"def sub(a, b):\n    return a - b\n"}]'
 [ "$(post /infill "{\"input_prefix\":\"$PRE\",\"input_suffix\":\"$SUF\",\"input_extra\":$EXTRA,$GEN}" infx)" = 200 ] ||
