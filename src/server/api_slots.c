@@ -91,8 +91,12 @@ static bool plain_name(const char *f) {
     return true;
 }
 
-/* An engine error as an HTTP answer. */
-static rw_server__reply engine_error(const rw_error *err) {
+/* An engine error as an HTTP answer; the folder's path is not the
+ * client's business: its messages name the file only. */
+static rw_server__reply engine_error(const rw_server *s, rw_error *err) {
+    const size_t dl = s->slot_save_path ? strlen(s->slot_save_path) : 0;
+    for (char *p; dl && (p = strstr(err->msg, s->slot_save_path)) && p[dl] == '/';)
+        memmove(p, p + dl + 1, strlen(p + dl + 1) + 1);
     switch (err->code) {
     case RW_ERR_BUSY: return error_reply(503, "unavailable_error", NULL, "%s", err->msg);
     case RW_ERR_UNSUPPORTED: return error_reply(501, "not_supported_error", NULL, "%s", err->msg);
@@ -124,7 +128,7 @@ rw_server__reply rw_server__slot_action(rw_server *s, const char *id, const char
     const double t0 = rw_server__now();
     if (erase) {
         int64_t n_erased = 0;
-        if (rw_engine_slot_erase(s->engine, (int)slot, &n_erased, &err)) return engine_error(&err);
+        if (rw_engine_slot_erase(s->engine, (int)slot, &n_erased, &err)) return engine_error(s, &err);
         return json_reply(json_pack("{s:i,s:I}", "id_slot", (int)slot, "n_erased", (json_int_t)n_erased));
     }
     if (!s->slot_save_path)
@@ -153,8 +157,8 @@ rw_server__reply rw_server__slot_action(rw_server *s, const char *id, const char
     free(path);
     if (st) {
         json_decref(o);
-        if (save && st == RW_ERR_IO) return error_reply(500, "server_error", NULL, "%s", err.msg); /* our folder */
-        return engine_error(&err);
+        if (save && st == RW_ERR_IO) err.code = RW_ERR_INTERNAL; /* writing into our folder failed: a 500 */
+        return engine_error(s, &err);
     }
     const double ms = 1e3 * (rw_server__now() - t0);
     json_t *out = json_pack("{s:i,s:O,s:I,s:I,s:{s:f}}", "id_slot", (int)slot, "filename", fn,

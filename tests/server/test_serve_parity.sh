@@ -172,6 +172,7 @@ head -c 100 "$d/slots/a.bin" > "$d/slots/short.bin"
 echo "not a state file" > "$d/slots/text.bin"
 for f in bad.bin short.bin text.bin missing.bin; do
   [ "$(post '/slots/1?action=restore' "{\"filename\":\"$f\"}" rb)" = 400 ] || fail "restore of $f: $(cat "$d/rb.json")"
+  grep -q "$d" "$d/rb.json" && fail "the folder's path in an answer: $(cat "$d/rb.json")"
 done
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ] || fail "server down after bad files"
 stop
