@@ -105,8 +105,8 @@ struct rw_engine {
     eng_req **running; /* [max_running]; only the scheduler adds and removes */
     int n_running;
     bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
-    struct eng_slot *slots;         /* [max_running] (engine_slots.c); owned */
-    struct eng_slot_op *slot_ops;   /* slot saves and restores waiting for the scheduler */
+    struct eng_slot *slots;       /* [max_running] (engine_slots.c); owned */
+    struct eng_slot_op *slot_ops; /* slot saves and restores waiting for the scheduler */
     uint64_t next_id;
     rw_engine_stats stats;
 };

@@ -56,8 +56,7 @@ bool rw_server__fim_wrap(rw_server *s, srv_request *r, const char *suffix, size_
  * /slots/{id}?action=save|restore|erase; the folder of the state files
  * from the config (at start). */
 rw_server__reply rw_server__slots(rw_server *s, bool fail);
-rw_server__reply rw_server__slot_action(rw_server *s, const char *id, const char *action, const char *body,
-                                         size_t len);
+rw_server__reply rw_server__slot_action(rw_server *s, const char *id, const char *action, const char *body, size_t len);
 rw_status rw_server__slots_setup(rw_server *s, const rw_server_config *cfg, rw_error *err);
 
 /* request.c: parses a completions request object built by a translation

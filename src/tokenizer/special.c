@@ -47,8 +47,16 @@ static const fim_role fim_roles[] = {
      false,
      {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
       "<|middle|>"}},
-    {RW_FIM_PAD, "tokenizer.ggml.fim_pad_token_id", NULL, true, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
-    {RW_FIM_REP, "tokenizer.ggml.fim_rep_token_id", NULL, true, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {RW_FIM_PAD,
+     "tokenizer.ggml.fim_pad_token_id",
+     NULL,
+     true,
+     {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+    {RW_FIM_REP,
+     "tokenizer.ggml.fim_rep_token_id",
+     NULL,
+     true,
+     {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
     {RW_FIM_SEP, "tokenizer.ggml.fim_sep_token_id", NULL, true, {"<|file_sep|>"}},
 };
 
