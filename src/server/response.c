@@ -281,7 +281,8 @@ bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_l
         return rw_server__sse_delta(j, index, delta, toks, lps, n_toks, rw_server__finish_name(finish));
     }
     if (first && !j->echo) return true; /* completions have no role chunk */
-    if (first) { /* echo: the prompt's text comes first */
+    /* echo: the prompt's text comes first */
+    if (first) {
         return chunk_event(j,
                            json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(j->echo, j->echo_len),
                                      "logprobs", "finish_reason"),
