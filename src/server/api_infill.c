@@ -229,6 +229,7 @@ typedef struct {
     size_t raw_len; /* text given out so far (stream) */
     char **stops;   /* the request's stop strings (owned), for stop_type */
     int n_stops;
+    json_t *fields; /* response_fields: the last answer's fields to send (a reference), or NULL: all */
 } infill_state;
 
 static void state_free(void *p) {
@@ -236,6 +237,7 @@ static void state_free(void *p) {
     if (!st) return;
     for (int i = 0; i < st->n_stops; i++) free(st->stops[i]);
     free(st->stops);
+    json_decref(st->fields);
     free(st);
 }
 
@@ -251,7 +253,32 @@ static void on_event(void *user, const rw_gen_event *ev) {
     rw_server__job_on_event(user, ev);
 }
 
-/* The stats llama-server puts in its last answer (content and tokens given). */
+/* The answer's fields the request's response_fields names (llama-server's:
+ * a path "a/b" reads o["a"]["b"] and keeps it under the key "a/b"); o itself
+ * without them. Takes o. */
+static json_t *pick_fields(json_t *o, json_t *fields) {
+    if (!o || !json_is_array(fields)) return o;
+    json_t *out = json_object();
+    size_t i;
+    json_t *f;
+    json_array_foreach(fields, i, f) {
+        const char *path = json_string_value(f);
+        json_t *v = o;
+        for (const char *p = path; v && p && *p;) {
+            const size_t n = strcspn(p, "/");
+            char key[128];
+            snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), p);
+            v = json_object_get(v, key);
+            p += n + (p[n] == '/');
+        }
+        if (path && v && out) json_object_set(out, path, v);
+    }
+    json_decref(o);
+    return out;
+}
+
+/* The stats llama-server puts in its last answer (content and, with tokens,
+ * the ids given). */
 static json_t *final_json(srv_job *j, const char *content, size_t len, bool tokens) {
     infill_state *st = j->api_state;
     srv_choice *c = &j->choice[0];
@@ -267,15 +294,30 @@ static json_t *final_json(srv_job *j, const char *content, size_t len, bool toke
     json_t *ids = json_array();
     for (size_t i = 0; tokens && ids && i < c->n_toks; i++) json_array_append_new(ids, json_integer(c->toks[i]));
     const int64_t prompt_n = prompt - cached;
-    return json_pack(
-        "{s:i,s:o,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:f,s:f,s:I,s:f,s:f}}", "index", 0, "content",
-        rw_server__text_lossy(content, len), "tokens", ids, "id_slot", -1, "stop", 1, "model", j->srv->model_id,
-        "tokens_predicted", (json_int_t)predicted, "tokens_evaluated", (json_int_t)prompt, "tokens_cached",
-        (json_int_t)cached, "truncated", st->truncated, "has_new_line", len && memchr(content, '\n', len) != NULL,
-        "stop_type", stop_type, "stopping_word", word ? word : "", "timings", "cache_n", (json_int_t)cached, "prompt_n",
-        (json_int_t)prompt_n, "prompt_ms", prompt_ms, "prompt_per_second",
-        prompt_ms > 0 ? 1e3 * (double)prompt_n / prompt_ms : 0.0, "predicted_n", (json_int_t)predicted, "predicted_ms",
-        predicted_ms, "predicted_per_second", predicted_ms > 0 ? 1e3 * (double)predicted / predicted_ms : 0.0);
+    json_t *timings = json_pack(
+        "{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n", (json_int_t)cached, "prompt_n", (json_int_t)prompt_n,
+        "prompt_ms", prompt_ms, "prompt_per_token_ms", prompt_n > 0 ? prompt_ms / (double)prompt_n : 0.0,
+        "prompt_per_second", prompt_ms > 0 ? 1e3 * (double)prompt_n / prompt_ms : 0.0, "predicted_n",
+        (json_int_t)predicted, "predicted_ms", predicted_ms, "predicted_per_token_ms",
+        predicted > 0 ? predicted_ms / (double)predicted : 0.0, "predicted_per_second",
+        predicted_ms > 0 ? 1e3 * (double)predicted / predicted_ms : 0.0);
+    json_t *out = json_pack("{s:i,s:o,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:b,s:b}", "index", 0, "content",
+                            rw_server__text_lossy(content, len), "tokens", ids, "id_slot", -1, "stop", 1, "model",
+                            j->srv->model_id, "tokens_predicted", (json_int_t)predicted, "tokens_evaluated",
+                            (json_int_t)prompt, "tokens_cached", (json_int_t)cached, "truncated", st->truncated,
+                            "has_new_line", len && memchr(content, '\n', len) != NULL);
+    if (!out || !timings) {
+        json_decref(out);
+        json_decref(timings);
+        return NULL;
+    }
+    json_object_set_new(out, "stop_type", json_string(stop_type));
+    json_object_set_new(out, "stopping_word", json_string(word ? word : ""));
+    json_object_set_new(out, "stopped_eos", json_boolean(end != RW_API_END_LENGTH && end != RW_API_END_STOP));
+    json_object_set_new(out, "stopped_word", json_boolean(end == RW_API_END_STOP));
+    json_object_set_new(out, "stopped_limit", json_boolean(end == RW_API_END_LENGTH));
+    json_object_set_new(out, "timings", timings);
+    return pick_fields(out, st->fields);
 }
 
 static char *infill_body(srv_job *j, int *status) {
@@ -415,6 +457,8 @@ rw_server__reply rw_server__infill(rw_server *s, const char *body, size_t len) {
         goto fail;
     }
     st->truncated = truncated;
+    json_t *fields = json_object_get(o, "response_fields");
+    if (json_is_array(fields)) st->fields = json_incref(fields);
     st->t_submit = rw_server__now();
     j->api_state = st;
     j->api_free = state_free;

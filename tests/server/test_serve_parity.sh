@@ -43,7 +43,7 @@ ids_json() { echo "[$(echo "$1" | tr ' ' ',')]"; }
 # ---- fill-in-the-middle ----
 C="$d/coder.gguf"
 "$REWIND" synth --arch qwen3 --preset qwen3-tiny --type q8_0 --vocab "$V" -o "$C" > /dev/null || fail "synth failed"
-start "$C" --cache-bytes 64M
+start "$C" --cache-bytes 64M --slot-save-path "$d/cslots"
 PRE='def add(a, b):\n    return '
 SUF='\n\nprint(add(1, 2))\n'
 [ "$(post /tokenize "{\"content\":\"<|fim_prefix|>$PRE<|fim_suffix|>$SUF<|fim_middle|>\",\"parse_special\":true}" tok)" = 200 ] ||
@@ -123,6 +123,39 @@ ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: {")]
 assert ev[0]["choices"][0]["text"] == "Hello world", ev[0]
 assert "".join(e["choices"][0].get("text", "") for e in ev if e["choices"]) == json.load(open(sys.argv[2]))["choices"][0]["text"]
 PY
+# response_fields: only those, a path's value under the path (as llama.vim asks)
+RF='"response_fields":["content","timings/prompt_n","timings/predicted_ms","tokens_cached","truncated"]'
+[ "$(post /infill "{\"input_prefix\":\"$PRE\",\"input_suffix\":\"$SUF\",$GEN,$RF}" infr)" = 200 ] || fail "response_fields"
+[ "$(j infr 'sorted(d)')" = "content timings/predicted_ms timings/prompt_n tokens_cached truncated" ] &&
+  [ "$(j infr 'd["content"] == json.load(open(sys.argv[1].rsplit("/", 1)[0] + "/inf.json"))["content"]')" = true ] ||
+  fail "response_fields: $(cat "$d/infr.json")"
+# busy slots: two long answers run in both; their slots refuse save and
+# erase (503), and fail_on_no_slot says none is free
+for k in 1 2; do
+  curl -s -N --max-time 120 "http://127.0.0.1:$port/infill" \
+    -d "{\"input_prefix\":\"$PRE\",\"n_predict\":400,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" > "$d/long$k" &
+  eval "long$k=\$!"
+done
+busy=
+for _ in $(seq 1 400); do # curl and grep only: the answers take a few seconds
+  curl -s "http://127.0.0.1:$port/slots" > "$d/sb.json"
+  [ "$(grep -o '"is_processing":true' "$d/sb.json" | wc -l)" = 2 ] && { busy=1; break; }
+  sleep 0.01
+done
+[ -n "$busy" ] || fail "two long answers never ran together: $(cat "$d/sb.json")"
+fb=$(curl -s -o "$d/fb.json" -w '%{http_code}' "http://127.0.0.1:$port/slots?fail_on_no_slot=1")
+sv0=$(post '/slots/0?action=save' '{"filename":"busy.bin"}' bz0)
+er1=$(post '/slots/1?action=erase' '' bz1)
+curl -s "http://127.0.0.1:$port/slots" > "$d/sb2.json"
+[ "$(grep -o '"is_processing":true' "$d/sb2.json" | wc -l)" = 2 ] || fail "the long answers ended too soon to test busy slots"
+[ "$fb" = 503 ] || fail "fail_on_no_slot with every slot busy: $fb $(cat "$d/fb.json")"
+[ "$sv0" = 503 ] || fail "save of a busy slot: $sv0 $(cat "$d/bz0.json")"
+[ "$er1" = 503 ] || fail "erase of a busy slot: $er1 $(cat "$d/bz1.json")"
+[ "$(j sb 'all(s["id_task"] > 0 and s["n_prompt_tokens"] > 0 for s in d)')" = true ] || fail "busy slots: $(cat "$d/sb.json")"
+wait "$long1" "$long2"
+grep -q '"stop":true' "$d/long1" && grep -q '"stop":true' "$d/long2" || fail "the long answers did not end"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/slots?fail_on_no_slot=1")" = 200 ] || fail "fail_on_no_slot when idle"
+[ ! -e "$d/cslots/busy.bin" ] || fail "a busy slot was saved"
 [ "$(post /v1/completions '{"prompt":"x","echo":"yes"}' bad)" = 400 ] || fail "echo must be a boolean"
 [ "$(post /v1/completions '{"prompt":"x","suffix":3}' bad)" = 400 ] || fail "suffix must be a string"
 [ "$(post /infill '{"input_prefix":3}' bad)" = 400 ] || fail "input_prefix must be a string"
