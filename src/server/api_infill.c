@@ -25,7 +25,8 @@
  * completions request with that prompt, with llama-server's sampling
  * defaults where the request has none; the answer is llama-server's native
  * shape ({"content", "stop", "stop_type", "tokens_cached", "timings", ...},
- * streamed as "data: {...}" events, the last with "stop": true). */
+ * streamed as "data: {...}" events, the last with "stop": true), cut to the
+ * request's response_fields when it names them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
