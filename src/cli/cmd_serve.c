@@ -181,7 +181,7 @@ static int usage(void) {
                     "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
                     "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite] "
                     "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
-                    "  [--pooling none|mean|cls|last] [--slot-save-path DIR]\n"
+                    "  [--pooling none|mean|cls|last] [--slot-save-path DIR] [--no-slots]\n"
                     "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
 }
@@ -212,6 +212,7 @@ int rw_cmd_serve(int argc, char **argv) {
     bool strict_api = false;
     const char *pooling = NULL;
     const char *slot_save_path = NULL;
+    bool no_slots = false;
     rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
     double write_delay = 1.0;
     rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
@@ -263,6 +264,7 @@ int rw_cmd_serve(int argc, char **argv) {
         {"--strict-api", RW_OPT_FLAG, &strict_api, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--pooling", RW_OPT_CHOICE, &pooling, 0, 0, 0, 0, "none|mean|cls|last", NULL, NULL},
         {"--slot-save-path", RW_OPT_STR, &slot_save_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--no-slots", RW_OPT_FLAG, &no_slots, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_END,
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
@@ -357,7 +359,8 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .strict_api = strict_api,
                                  .pooling = pooling,
                                  .rerank_template = rerank_tmpl,
-                                 .slot_save_path = slot_save_path};
+                                 .slot_save_path = slot_save_path,
+                                 .no_slots = no_slots};
     rw_status sst = rw_server_start(e, sv.tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err);
     free(rerank_tmpl); /* the server copied it */
     if (sst) goto fail;

@@ -32,6 +32,7 @@ static rw_server__reply json_reply(json_t *o) {
 }
 
 rw_status rw_server__slots_setup(rw_server *s, const rw_server_config *cfg, rw_error *err) {
+    s->no_slots = cfg->no_slots;
     if (!cfg->slot_save_path || !cfg->slot_save_path[0]) return RW_OK;
     struct stat sb;
     if (mkdir(cfg->slot_save_path, 0755) && errno != EEXIST)
@@ -42,7 +43,12 @@ rw_status rw_server__slots_setup(rw_server *s, const rw_server_config *cfg, rw_e
     return RW_OK;
 }
 
+static rw_server__reply slots_off(void) {
+    return error_reply(501, "not_supported_error", NULL, "%s", "This server has /slots turned off (--no-slots)");
+}
+
 rw_server__reply rw_server__slots(rw_server *s, bool fail) {
+    if (s->no_slots) return slots_off();
     const int n = rw_engine_get_config(s->engine)->max_running;
     const int64_t n_ctx = rw_engine_get_config(s->engine)->n_ctx;
     rw_engine_slot *sl = calloc((size_t)n, sizeof *sl);
@@ -111,6 +117,7 @@ static rw_server__reply engine_error(const rw_server *s, rw_error *err) {
 
 rw_server__reply rw_server__slot_action(rw_server *s, const char *id, const char *action, const char *body,
                                         size_t len) {
+    if (s->no_slots) return slots_off();
     const int n = rw_engine_get_config(s->engine)->max_running;
     char *end = NULL;
     long slot = strtol(id, &end, 10);

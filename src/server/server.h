@@ -69,6 +69,7 @@ typedef struct {
      * reads and writes state files in (created if missing); NULL: those
      * actions answer 501. */
     const char *slot_save_path;
+    bool no_slots; /* /slots answers 501: its listing shows the text of every client's prompt */
 } rw_server_config;
 
 typedef struct rw_server rw_server;

@@ -88,6 +88,7 @@ struct rw_server {
     char *rerank_tmpl; /* the file's rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
 
     char *slot_save_path; /* --slot-save-path: the folder of /slots' state files (owned), or NULL (api_slots.c) */
+    bool no_slots;        /* --no-slots: /slots is off */
 };
 
 /* GBNF (grammar/grammar.h) for output that is a tool call in format f

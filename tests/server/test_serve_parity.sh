@@ -16,7 +16,8 @@
 #   bitwise as without it; file names with a folder, "..", a leading dot or
 #   none are refused (nothing written elsewhere); a corrupt, truncated,
 #   foreign or missing file is a 400 and the server keeps serving; no
-#   --slot-save-path: 501; an unknown action or slot: 400.
+#   --slot-save-path: 501; an unknown action or slot: 400; --no-slots: 501;
+#   a busy slot: 503 (and fail_on_no_slot when all are).
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
@@ -233,5 +234,9 @@ stop
 start "$F" --cache-bytes 64M
 [ "$(post '/slots/0?action=save' '{"filename":"a.bin"}' ns)" = 501 ] || fail "save without --slot-save-path: $(cat "$d/ns.json")"
 [ "$(post '/slots/0?action=erase' '' ne)" = 200 ] || fail "erase without --slot-save-path"
+stop
+start "$F" --no-slots
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/slots")" = 501 ] || fail "GET /slots with --no-slots"
+[ "$(post '/slots/0?action=erase' '' ne)" = 501 ] || fail "erase with --no-slots"
 stop
 echo "ok"
