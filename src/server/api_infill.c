@@ -107,7 +107,7 @@ static void assemble(rw_server *s, const tok_list *extra, const tok_list *pre, c
     if (rw_tokenizer_add_bos(s->tok) && rw_tokenizer_bos(s->tok) >= 0) push1(out, rw_tokenizer_bos(s->tok));
     if (n_extra) push(out, extra->v + extra->n - n_extra, n_extra); /* the newest context: nearest the code */
     push1(out, rw_tokenizer_fim(s->tok, RW_FIM_PRE));
-    push(out, pre->v + pre->n - n_pre, n_pre); /* the end of the prefix: where the cursor is */
+    if (n_pre) push(out, pre->v + pre->n - n_pre, n_pre); /* the end of the prefix: where the cursor is */
     if (prompt) push(out, prompt->v, prompt->n);
     push1(out, rw_tokenizer_fim(s->tok, RW_FIM_SUF));
     push(out, suf->v, n_suf);

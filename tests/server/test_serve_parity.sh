@@ -85,6 +85,9 @@ echo "$(j tokp1 'd["tokens"]') $(j tokp2 'd["tokens"]') $(j tokp3 'd["tokens"]')
 "$REWIND" generate "$C" --ids "$d/fimp.ids" -n 8 --kv f32 --threads 1 --print-ids > "$d/wantp" || fail "generate (prompt) failed"
 [ "$(tr -s ' \n' ' ' < "$d/wantp" | sed 's/ $//')" = "$(j infp 'd["tokens"]')" ] || fail "infill with prompt vs generate: $(cat "$d/infp.json")"
 [ "$(j infp 'd["tokens_evaluated"]')" = "$(wc -w < "$d/fimp.ids")" ] || fail "infill with prompt: $(cat "$d/infp.json")"
+# nothing around the cursor: the three FIM tokens
+[ "$(post /infill '{"n_predict":2,"temperature":0}' infe)" = 200 ] && [ "$(j infe 'd["tokens_evaluated"]')" = 3 ] ||
+  fail "empty infill: $(cat "$d/infe.json")"
 # input_extra: the repository and file-separator tokens of Qwen's format
 EXTRA='[{"filename":"util.py","text":"def sub(a, b):\n    return a - b\n"}]'
 [ "$(post /infill "{\"input_prefix\":\"$PRE\",\"input_suffix\":\"$SUF\",\"input_extra\":$EXTRA,$GEN}" infx)" = 200 ] ||
