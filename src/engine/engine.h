@@ -283,10 +283,11 @@ int rw_engine_slots(rw_engine *e, rw_engine_slot *out, int32_t *head, int max_he
 rw_status rw_engine_slot_save(rw_engine *e, int slot, const char *path, int64_t *n_saved, size_t *n_bytes,
                               rw_error *err);
 /* Loads a state file (of this model and KV type, fully checked: a corrupt
- * or foreign file is RW_ERR_FORMAT / RW_ERR_INVALID_ARG and changes
+ * file or one longer than n_ctx is RW_ERR_FORMAT, another model's or KV
+ * type's RW_ERR_INVALID_ARG, a missing one RW_ERR_IO; any of them changes
  * nothing) into the prefix cache; the slot then holds its tokens.
- * *n_restored: its tokens, *n_bytes: the file's size. Errors as
- * rw_engine_slot_save, RW_ERR_RANGE also for a file longer than n_ctx. */
+ * *n_restored: its tokens, *n_bytes: the file's size. Other errors as
+ * rw_engine_slot_save's. */
 rw_status rw_engine_slot_restore(rw_engine *e, int slot, const char *path, int64_t *n_restored, size_t *n_bytes,
                                  rw_error *err);
 /* The slot forgets what it holds (*n_erased tokens); the prefix cache's
