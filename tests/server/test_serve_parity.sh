@@ -36,7 +36,11 @@ start() { # MODEL extra serve options...
   serve_start "$d/log" "$@" --ctx 512 --kv f32 --threads 1 --parallel 2
   pid=$serve_pid port=$serve_port
 }
-stop() { kill -TERM "$pid"; wait "$pid"; pid=; }
+stop() { # a clean exit: under the sanitizers, no leak or error reported
+  kill -TERM "$pid"
+  wait "$pid" || { pid=; fail "the server exited with $?: $(tail -20 "$d/log")"; }
+  pid=
+}
 post() { serve_post "$port" "$1" "$2" "$d/$3.json"; } # PATH BODY NAME -> $d/NAME.json, prints the status
 j() { serve_json "$d/$1.json" "$2"; }                  # NAME EXPR
 ids_json() { echo "[$(echo "$1" | tr ' ' ',')]"; }
