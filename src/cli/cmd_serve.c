@@ -345,7 +345,7 @@ static int usage(void) {
             "  [--model [ALIAS=]FILE]... [--models-max-bytes B]\n"
             "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral] "
             "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
-            "  [--pooling none|mean|cls|last]\n"
+            "  [--pooling none|mean|cls|last] [--slot-save-path DIR] [--no-slots]\n"
             "  MODEL may be left out when --model names the models (the first is the default)\n"
             "  the API key may also come from the environment variable REWIND_API_KEY\n");
     return 2;
@@ -382,6 +382,8 @@ int rw_cmd_serve(int argc, char **argv) {
     long reasoning_budget = -1;
     bool strict_api = false;
     const char *pooling = NULL;
+    const char *slot_save_path = NULL;
+    bool no_slots = false;
     rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
     double write_delay = 1.0;
     rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
@@ -434,6 +436,8 @@ int rw_cmd_serve(int argc, char **argv) {
         {"--reasoning-budget", RW_OPT_INT, &reasoning_budget, -1, 1L << 30, 0, 0, NULL, NULL, NULL},
         {"--strict-api", RW_OPT_FLAG, &strict_api, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--pooling", RW_OPT_CHOICE, &pooling, 0, 0, 0, 0, "none|mean|cls|last", NULL, NULL},
+        {"--slot-save-path", RW_OPT_STR, &slot_save_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--no-slots", RW_OPT_FLAG, &no_slots, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_END,
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
@@ -548,7 +552,9 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .reasoning_budget = reasoning_budget,
                                  .strict_api = strict_api,
                                  .pooling = pooling,
-                                 .models_max_bytes = models_max};
+                                 .models_max_bytes = models_max,
+                                 .slot_save_path = slot_save_path,
+                                 .no_slots = no_slots};
     if (rw_server_start_models(src, n_models, &sc, &s, &err)) goto fail; /* loads the default model */
     fprintf(stderr,
             "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "

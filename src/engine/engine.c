@@ -109,12 +109,14 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     e->n_vocab = rw_model_get_hparams(m)->n_vocab;
     e->next_id = 1;
     e->running = calloc((size_t)cfg->max_running, sizeof *e->running);
-    if (!e->running) {
+    if (!e->running || !rw_engine__slots_new(e)) {
+        free(e->running);
         free(e);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     rw_status st = rw_threadpool_new(cfg->n_threads, &e->pool, err);
     if (st) {
+        rw_engine__slots_free(e);
         free(e->running);
         free(e);
         return st;
@@ -138,6 +140,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
             pthread_cond_destroy(&e->wake);
             pthread_mutex_destroy(&e->mu);
             rw_threadpool_free(e->pool);
+            rw_engine__slots_free(e);
             free(e->running);
             free(e);
             return st;
@@ -158,6 +161,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
         pthread_cond_destroy(&e->wake);
         pthread_mutex_destroy(&e->mu);
         rw_threadpool_free(e->pool);
+        rw_engine__slots_free(e);
         free(e->running);
         free(e);
         return cfg->manual ? rw_errorf(err, RW_ERR_NOMEM, "out of memory")
@@ -191,6 +195,7 @@ void rw_engine_free(rw_engine *e) {
     pthread_mutex_destroy(&e->gvocab_mu);
     rw_grammar_vocab_free(e->gvocab);
     rw_threadpool_free(e->pool);
+    rw_engine__slots_free(e);
     free(e->running);
     free(e);
 }

@@ -250,6 +250,50 @@ rw_status rw_engine_submit_embed(rw_engine *e, const int32_t *prompt, int64_t n_
  * current step and returns only then. No-op for an unknown or finished id. */
 void rw_engine_cancel_id(rw_engine *e, uint64_t id);
 
+/* ---- slots (engine_slots.c) ----
+ *
+ * A slot is one of the max_running places a request runs in (llama-server's
+ * slots): a request admitted takes the lowest free one, and when it ends its
+ * sequence goes to the prefix cache, which the slot then "holds": the
+ * tokens of that sequence (so /slots can tell what a later request sharing
+ * them will reuse). Saving a slot writes the prefix cache's exact state for
+ * those tokens to a state file (models/seq_file.c's format, the one
+ * rw_seq_save writes); restoring one loads such a file into the prefix
+ * cache, so the next request whose prompt shares its tokens starts from it,
+ * with the output bitwise what it is without it. */
+
+typedef struct {
+    bool busy;        /* a request runs in it */
+    uint64_t request; /* that request's id (busy), else 0 */
+    int64_t n_prompt; /* the prompt length of the request running there, or of the last one */
+    int64_t n_tokens; /* busy: tokens in its sequence at the last step's end; idle: tokens the slot holds */
+} rw_engine_slot;
+
+/* A snapshot of the slots: out[i] for slot i < max_running (returned);
+ * head (may be NULL) gets the first max_head tokens each slot holds (a busy
+ * one: its prompt's), n_head[i] how many. */
+int rw_engine_slots(rw_engine *e, rw_engine_slot *out, int32_t *head, int max_head, int64_t *n_head);
+
+/* Writes the state slot holds to path: the longest prefix of its tokens the
+ * prefix cache restores exactly. *n_saved: tokens written, *n_bytes: the
+ * file's size. Runs on the scheduler between steps; the caller waits.
+ * Errors: RW_ERR_RANGE (no such slot), RW_ERR_BUSY (a request runs in it),
+ * RW_ERR_NOT_FOUND (it holds nothing the cache still has), RW_ERR_IO,
+ * RW_ERR_UNSUPPORTED (a manual engine, or no prefix cache). */
+rw_status rw_engine_slot_save(rw_engine *e, int slot, const char *path, int64_t *n_saved, size_t *n_bytes,
+                              rw_error *err);
+/* Loads a state file (of this model and KV type, fully checked: a corrupt
+ * file or one longer than n_ctx is RW_ERR_FORMAT, another model's or KV
+ * type's RW_ERR_INVALID_ARG, a missing one RW_ERR_IO; any of them changes
+ * nothing) into the prefix cache; the slot then holds its tokens.
+ * *n_restored: its tokens, *n_bytes: the file's size. Other errors as
+ * rw_engine_slot_save's. */
+rw_status rw_engine_slot_restore(rw_engine *e, int slot, const char *path, int64_t *n_restored, size_t *n_bytes,
+                                 rw_error *err);
+/* The slot forgets what it holds (*n_erased tokens); the prefix cache's
+ * entries, shared by every slot, leave by its own eviction. */
+rw_status rw_engine_slot_erase(rw_engine *e, int slot, int64_t *n_erased, rw_error *err);
+
 /* Fixed-bucket histogram (Prometheus style: counts[i] = observations <=
  * bounds[i], not cumulative; counts[n_bounds] = the rest). */
 #define RW_HIST_MAX 16

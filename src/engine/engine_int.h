@@ -39,6 +39,7 @@ typedef struct eng_req {
     rw_gen_callback cb;
     void *user;
     struct eng_embed *emb; /* an embedding request's own state (embed.c); owned; NULL for generation */
+    int slot;              /* its slot + 1 while running (engine_slots.c), 0 before admission */
 
     int32_t *tokens;   /* prompt then generated tokens; owned */
     int64_t n_prompt;
@@ -105,6 +106,8 @@ struct rw_engine {
     int n_running;
     bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
     bool lost_logged; /* the model file's truncation was logged (scheduler thread) */
+    struct eng_slot *slots;       /* [max_running] (engine_slots.c); owned */
+    struct eng_slot_op *slot_ops; /* slot saves and restores waiting for the scheduler */
     uint64_t next_id;
     rw_engine_stats stats;
 };
@@ -174,6 +177,18 @@ void rw_engine__spec_draft(rw_engine *e, eng_req **reqs, int n);
 /* After the verify pass: accepts, emits the tokens, fixes the request's
  * sequence position. */
 void rw_engine__spec_output(rw_engine *e, eng_req *r);
+
+/* engine_slots.c: the slots (engine.h). Under the lock: a request admitted
+ * takes a slot, one leaving gives it back with what its sequence held (the
+ * scheduler's thread); progress after a step. Without the lock, on the
+ * scheduler's thread: runs the slot operations waiting (takes the lock to
+ * pick them up and to report them done). */
+bool rw_engine__slots_new(rw_engine *e);
+void rw_engine__slots_free(rw_engine *e);
+void rw_engine__slot_take(rw_engine *e, eng_req *r);
+void rw_engine__slot_leave(rw_engine *e, eng_req *r);
+void rw_engine__slot_progress(rw_engine *e, eng_req *r);
+void rw_engine__slot_ops_run(rw_engine *e);
 
 /* embed.c: embedding requests in the scheduler (engine.h). */
 /* The request may start from a cached prefix: its pooling needs only the last token's hidden state. */

@@ -58,6 +58,7 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
         if (r->finished || r->cancelled) {
             if (r->cancelled && !r->finished) e->stats.requests_cancelled++;
             out[n_out++] = r;
+            rw_engine__slot_leave(e, r); /* its slot now holds what its sequence gave the cache */
             remove_running(e, i);
         } else i++;
     }
@@ -79,6 +80,7 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
         r->next = NULL;
         e->n_queued--;
         e->running[e->n_running++] = r;
+        rw_engine__slot_take(e, r);
     }
     return n_out;
 }
@@ -118,6 +120,7 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
     eng_req **retired = sc->retired, **batch_req = sc->batch_req, **step = sc->step, **spec_req = sc->spec_req;
     rw_batch_item *items = sc->items;
     for (;;) { /* until nothing more retires; then one step or none */
+        if (e->slot_ops) rw_engine__slot_ops_run(e); /* slot saves and restores: between steps */
         int n_ret = collect_and_admit(e, retired);
         if (n_ret) {
             pthread_mutex_unlock(&e->mu);
@@ -248,6 +251,7 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
             e->stats.kv_bytes = kv_bytes;
             e->state_stale = false;
             rw_engine__hist_observe(&e->stats.batch_size, n_items);
+            for (int i = 0; i < n_step; i++) rw_engine__slot_progress(e, step[i]);
         } else {
             pthread_mutex_lock(&e->mu);
             /* nothing to compute: only requests waiting for the disk tier */

@@ -46,6 +46,26 @@ void rw_server__embed_free(srv_model *m);
 /* --pooling's name (NULL or "": each file's) into *pooling (-1), or RW_ERR_INVALID_ARG. */
 rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err);
 
+/* api_infill.c: POST /infill (llama-server's fill-in-the-middle, its
+ * native response shape), and the fill-in-the-middle prompt /v1/completions'
+ * suffix makes. */
+rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len);
+/* BOS (as the vocabulary asks), PRE, prefix, SUF, suffix, MID: r's prompt
+ * (tokenized without BOS) becomes the prefix of a prompt around suffix (its
+ * text, tokenized as plain text). False and a 400 in *e when the model has
+ * no fill-in-the-middle tokens. */
+bool rw_server__fim_wrap(srv_model *m, srv_request *r, const char *suffix, size_t suffix_len, srv_error *e);
+/* api_slots.c: GET /slots (fail: 503 when no slot is idle) and POST
+ * /slots/{id}?action=save|restore|erase; the folder of the state files
+ * from the config (at start). */
+rw_server__reply rw_server__slots(srv_model *m, bool fail);
+rw_server__reply rw_server__slot_action(srv_model *m, const char *id, const char *action, const char *body, size_t len);
+rw_status rw_server__slots_setup(rw_server *s, const rw_server_config *cfg, rw_error *err);
+
+/* request.c: parses a completions request object built by a translation
+ * (as rw_server__parse_request does a body with chat = false). */
+bool rw_server__parse_completion_object(srv_model *m, json_t *o, srv_request *r, srv_error *e);
+
 /* The steps of those routes, for tests that feed a job engine events of
  * their own: a request object translated into the chat request (NULL and
  * *e on error); the answer of a job submitted (and for a whole answer,

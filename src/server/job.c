@@ -141,6 +141,14 @@ srv_job *rw_server__job_new(srv_model *m, const srv_request *r) {
         memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof *j->prompt);
         j->n_prompt = r->n_prompt;
     }
+    if (r->echo) { /* completions' echo: the prompt's text before each choice's */
+        if (!(j->echo = malloc(r->echo_len + 1))) {
+            rw_server__job_free(j);
+            return NULL;
+        }
+        memcpy(j->echo, r->echo, r->echo_len + 1);
+        j->echo_len = r->echo_len;
+    }
     j->created = (int64_t)time(NULL);
     j->stream = r->stream;
     unsigned char rnd[12];
@@ -211,6 +219,7 @@ void rw_server__job_free(srv_job *j) {
     free(j->close_ids);
     free(j->close_text);
     free(j->grammar);
+    free(j->echo);
     rw_server__sock_unref(j->srv, j->sock);
     rw_server__model_release(j->model); /* nothing of the job runs on its engine any more */
     pthread_mutex_destroy(&j->mu);

@@ -350,7 +350,11 @@ done:
     return ok;
 }
 
-static bool completion_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
+/* The prompt; with a suffix (a string), the fill-in-the-middle prompt
+ * around it (api_infill.c); with echo, its text in r->echo. */
+static bool completion_prompt(srv_model *m, json_t *o, srv_request *r, bool echo, srv_error *e) {
+    json_t *suffix = json_object_get(o, "suffix");
+    const bool fim = json_is_string(suffix);
     json_t *p = json_object_get(o, "prompt");
     if (!p) return bad(e, "prompt", "%s", "Missing required parameter: 'prompt'");
     /* a list of one prompt is that prompt; a list of several is a batch */
@@ -360,7 +364,7 @@ static bool completion_prompt(srv_model *m, json_t *o, srv_request *r, srv_error
     if (json_is_string(p)) {
         size_t n = 0;
         rw_error err = {0};
-        if (rw_tokenize(m->tok, json_string_value(p), json_string_length(p), true, true, &r->prompt, &n, &err)) {
+        if (rw_tokenize(m->tok, json_string_value(p), json_string_length(p), !fim, true, &r->prompt, &n, &err)) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
             return false;
         }
@@ -387,6 +391,16 @@ static bool completion_prompt(srv_model *m, json_t *o, srv_request *r, srv_error
         }
         r->n_prompt = (int64_t)n;
     } else return bad(e, "prompt", "%s", "'prompt' must be a string, an array of token ids or a list of one of them");
+    if (echo && json_is_string(p)) { /* the prompt as given */
+        r->echo_len = json_string_length(p);
+        if (!(r->echo = malloc(r->echo_len + 1))) return bad(e, "echo", "%s", "out of memory");
+        memcpy(r->echo, json_string_value(p), r->echo_len + 1);
+    } else if (echo) { /* token ids as their text */
+        rw_error err = {0};
+        if (rw_detokenize(m->tok, r->prompt, (size_t)r->n_prompt, true, &r->echo, &r->echo_len, &err))
+            return bad(e, "echo", "%s", err.msg);
+    }
+    if (fim && !rw_server__fim_wrap(m, r, json_string_value(suffix), json_string_length(suffix), e)) return false;
     if (r->n_prompt == 0) return bad(e, "prompt", "%s", "the prompt is empty");
     return true;
 }
@@ -545,11 +559,14 @@ static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_er
             return bad(e, "top_logprobs", "%s", "'top_logprobs' needs 'logprobs' set to true");
         if (g->n_logprobs >= 0) g->n_logprobs = (int)k;
     }
+    /* completions: echo (the prompt's text before the output) and suffix
+     * (fill-in-the-middle: completion_prompt) */
     json_t *echo = json_object_get(o, "echo");
-    if (echo && !json_is_null(echo) && !json_is_false(echo))
-        return bad(e, "echo", "%s", json_is_true(echo) ? "echo is not supported" : "'echo' must be a boolean");
+    if (echo && !json_is_null(echo) && !json_is_boolean(echo)) return bad(e, "echo", "'%s' must be a boolean", "echo");
+    if (chat && json_is_true(echo)) return bad(e, "echo", "%s", "echo is not supported");
     json_t *suffix = json_object_get(o, "suffix");
-    if (suffix && !json_is_null(suffix)) return bad(e, "suffix", "%s", "suffix is not supported");
+    if (suffix && !json_is_null(suffix) && (chat || !json_is_string(suffix)))
+        return bad(e, "suffix", "%s", chat ? "suffix is not supported" : "'suffix' must be a string");
     json_t *lb = json_object_get(o, "logit_bias");
     if (lb && !json_is_null(lb)) {
         if (!json_is_object(lb)) return bad(e, "logit_bias", "'%s' must be an object", "logit_bias");
@@ -600,7 +617,7 @@ static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_er
     json_t *user = json_object_get(o, "user");
     if (user && !json_is_null(user) && !json_is_string(user)) return bad(e, "user", "'%s' must be a string", "user");
 
-    if (!(chat ? chat_prompt(m, o, r, e) : completion_prompt(m, o, r, e))) return false;
+    if (!(chat ? chat_prompt(m, o, r, e) : completion_prompt(m, o, r, json_is_true(echo), e))) return false;
     const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
     if (has_max || has_max2) g->max_tokens = max_tokens;
     else g->max_tokens = n_ctx - r->n_prompt; /* as much as the context holds */
@@ -655,7 +672,15 @@ bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_e
     return ok;
 }
 
+bool rw_server__parse_completion_object(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
+    memset(r, 0, sizeof *r);
+    bool ok = parse_obj(m, false, o, r, e);
+    if (!ok) rw_server__request_free(r);
+    return ok;
+}
+
 void rw_server__request_free(srv_request *r) {
+    free(r->echo);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->prompt);

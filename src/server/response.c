@@ -183,6 +183,18 @@ static json_t *logprobs_json(const srv_job *j, const int32_t *toks, const srv_to
                      "text_offset", offs);
 }
 
+/* A completion choice's text: with echo, the prompt's text first. */
+static json_t *completion_text(const srv_job *j, const srv_choice *c) {
+    if (!j->echo) return text_json(c->text, c->text_len);
+    char *all = malloc(j->echo_len + c->text_len + 1);
+    if (!all) return NULL;
+    memcpy(all, j->echo, j->echo_len);
+    if (c->text_len) memcpy(all + j->echo_len, c->text, c->text_len);
+    json_t *v = text_json(all, j->echo_len + c->text_len);
+    free(all);
+    return v;
+}
+
 static json_t *envelope(const srv_job *j, const char *model, const char *object, json_t *choices) {
     return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object", object, "created", (json_int_t)j->created,
                      "model", model, "choices", choices);
@@ -200,14 +212,15 @@ char *rw_server__response_json(const srv_job *j) {
                                      fin ? json_string(fin) : json_null())
                          : NULL;
         } else
-            choice = json_pack("{s:i,s:o,s:n,s:o}", "index", i, "text", text_json(c->text, c->text_len), "logprobs",
+            choice = json_pack("{s:i,s:o,s:n,s:o}", "index", i, "text", completion_text(j, c), "logprobs",
                                "finish_reason", finish_json(c->finish));
         if (!choice) {
             json_decref(choices);
             return NULL;
         }
         if (j->return_token_ids) json_object_set_new(choice, "token_ids", ids_json(c->toks, c->n_toks));
-        if (j->logprobs) json_object_set_new(choice, "logprobs", logprobs_json(j, c->toks, c->lps, c->n_toks, 0));
+        if (j->logprobs) /* the generated tokens' (with echo, their offsets count the prompt's text) */
+            json_object_set_new(choice, "logprobs", logprobs_json(j, c->toks, c->lps, c->n_toks, j->echo_len));
         json_array_append_new(choices, choice);
     }
     json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion" : "text_completion", choices);
@@ -267,7 +280,14 @@ bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_l
         } else if (text_len) json_object_set_new(delta, "content", text_json(text, text_len));
         return rw_server__sse_delta(j, index, delta, toks, lps, n_toks, rw_server__finish_name(finish));
     }
-    if (first) return true; /* completions have no role chunk */
+    if (first && !j->echo) return true; /* completions have no role chunk */
+    /* echo: the prompt's text comes first */
+    if (first) {
+        return chunk_event(j,
+                           json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(j->echo, j->echo_len),
+                                     "logprobs", "finish_reason"),
+                           NULL, NULL, 0);
+    }
     return chunk_event(j,
                        json_pack("{s:i,s:o,s:n,s:o}", "index", index, "text", text_json(text, text_len), "logprobs",
                                  "finish_reason", finish_json(finish)),

@@ -41,6 +41,8 @@ enum {
     R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
     R_APPLY_TEMPLATE,
     R_EMBEDDINGS, R_EMBEDDINGS_NATIVE, R_RERANK,          /* api_embed.c */
+    R_INFILL,                                             /* api_infill.c */
+    R_SLOTS, R_SLOT,                                      /* api_slots.c */
 };
 
 static const struct {
@@ -58,6 +60,7 @@ static const struct {
     {"/embedding", "POST", R_EMBEDDINGS_NATIVE},
     {"/v1/rerank", "POST", R_RERANK},           {"/rerank", "POST", R_RERANK},
     {"/v1/reranking", "POST", R_RERANK},        {"/reranking", "POST", R_RERANK},
+    {"/infill", "POST", R_INFILL},              {"/slots", "GET", R_SLOTS},
 };
 
 /* Anthropic's routes answer errors in Anthropic's shape. */
@@ -407,6 +410,9 @@ void rw_server__conn_work(rw_server *s, srv_conn *cc) {
         api_work(cc, rw_server__embeddings(m, cc->body ? cc->body : "", cc->len, cc->route == R_EMBEDDINGS_NATIVE));
         break;
     case R_RERANK: api_work(cc, rw_server__rerank(m, cc->body ? cc->body : "", cc->len)); break;
+    case R_INFILL: api_work(cc, rw_server__infill(m, cc->body, cc->len)); break;
+    case R_SLOTS: api_work(cc, rw_server__slots(m, cc->action[0] != 0)); break;
+    case R_SLOT: api_work(cc, rw_server__slot_action(m, cc->model, cc->action, cc->body, cc->len)); break;
     default: rw_server__conn_unqueued(s, cc); break;
     }
     rw_server__model_release(m);
@@ -557,7 +563,8 @@ static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, co
 static bool heavy_route(int route) {
     return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
            route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_EMBEDDINGS ||
-           route == R_EMBEDDINGS_NATIVE || route == R_RERANK || route == R_APPLY_TEMPLATE || route == R_PROPS;
+           route == R_EMBEDDINGS_NATIVE || route == R_RERANK || route == R_APPLY_TEMPLATE || route == R_PROPS ||
+           route == R_INFILL || route == R_SLOTS || route == R_SLOT;
 }
 
 static srv_sock *sock_of(struct MHD_Connection *c) {
@@ -587,6 +594,17 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn 
     if (cc->route == R_PROPS) { /* GET /props?model=ID: that model's */
         const char *m = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "model");
         if (m && strlen(m) < sizeof cc->model) snprintf(cc->model, sizeof cc->model, "%s", m);
+    }
+    if (!strncmp(url, "/slots/", 7) && url[7] && strlen(url + 7) < sizeof cc->model) {
+        allow = "POST"; /* POST /slots/{id}?action=save|restore|erase */
+        snprintf(cc->model, sizeof cc->model, "%s", url + 7);
+        const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+        snprintf(cc->action, sizeof cc->action, "%s", action ? action : "");
+        if (!strcmp(method, "POST")) cc->route = R_SLOT;
+    }
+    if (cc->route == R_SLOTS) { /* GET /slots?fail_on_no_slot=1 */
+        const char *f = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+        if (f && strcmp(f, "0") && strcmp(f, "false")) snprintf(cc->action, sizeof cc->action, "fail");
     }
     if (allow && !strcmp(method, "OPTIONS")) cc->route = R_OPTIONS;
     cc->answered = true; /* unless all checks pass below */
@@ -832,6 +850,7 @@ static void free_server(rw_server *s) {
     free(s->api_key);
     free(s->host);
     free(s->replica_id);
+    free(s->slot_save_path);
     free(s);
 }
 
@@ -897,6 +916,7 @@ rw_status rw_server_start_models(const rw_server_model_source *models, int n, co
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     rw_status cst = chat_setup(s, cfg, err);
+    if (!cst) cst = rw_server__slots_setup(s, cfg, err);
     if (!cst) cst = rw_server__models_start(s, models, n, err); /* loads the default */
     if (cst) {
         free_server(s);

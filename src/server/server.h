@@ -74,6 +74,11 @@ typedef struct {
     /* Several models (rw_server_start_models): */
     size_t models_max_bytes; /* what the loaded models may hold together (weights + prefix cache +
                                      running state); 0 = no bound */
+    /* Slots (docs/server.md): the folder POST /slots/{id}?action=save|restore
+     * reads and writes state files in (created if missing); NULL: those
+     * actions answer 501. */
+    const char *slot_save_path;
+    bool no_slots; /* /slots answers 501: its listing shows the text of every client's prompt */
 } rw_server_config;
 
 /* A loaded model, as its loader hands it to the server (valid until the

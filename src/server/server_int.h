@@ -122,6 +122,9 @@ struct rw_server {
     /* embeddings and rerank (api_embed.c) */
     int pooling_cfg;  /* --pooling (rw_pool_kind), -1: each file's */
     char *rerank_cfg; /* the config's rerank prompt, owned; NULL: none */
+
+    char *slot_save_path; /* --slot-save-path: the folder of /slots' state files (owned), or NULL (api_slots.c) */
+    bool no_slots;        /* --no-slots: /slots is off */
 };
 
 /* GBNF (grammar/grammar.h) for output that is a tool call in format f
@@ -219,6 +222,8 @@ typedef struct {
     char *force_name;       /* owned */
     bool parallel_calls;    /* parallel_tool_calls (default true) */
     char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
+    char *echo;          /* completions' echo: the prompt's text, put before each choice's text; owned, or NULL */
+    size_t echo_len;
 } srv_request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -332,6 +337,8 @@ typedef struct srv_job {
     char *close_text;
     char *grammar;              /* the grammar a continuation keeps (budget_setup); owned */
     size_t close_len;
+    char *echo;                 /* completions' echo (the request's, copied), or NULL */
+    size_t echo_len;
 } srv_job;
 
 /* A new output parser for one of job j's choices, with ids made of
@@ -399,6 +406,8 @@ typedef struct srv_conn {
     char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
     char origin[256]; /* the Origin header when allowed (echoed in CORS headers), else "" */
     char route_key[17]; /* a balancer's X-Rewind-Route-Key (16 characters at most), else "" */
+    char action[16];  /* R_SLOT: the action query argument (save, restore, erase); R_SLOTS: "fail" when
+                         fail_on_no_slot is set */
     bool answered;    /* an error was queued at the headers */
     bool too_big;
     char *body;

@@ -22,27 +22,42 @@ static const char *const eog_texts[] = {
  * none (tokenizer.ggml.fim_*_token_id); those found become control tokens,
  * and the pad/repo/separator ones end a generation. */
 typedef struct {
-    const char *key;
+    rw_fim_role role;
+    const char *key, *old_key; /* old_key: the name older converters wrote, or NULL */
     bool eog;
     const char *texts[9];
 } fim_role;
 
 static const fim_role fim_roles[] = {
-    {"tokenizer.ggml.fim_pre_token_id",
+    {RW_FIM_PRE,
+     "tokenizer.ggml.fim_pre_token_id",
+     "tokenizer.ggml.prefix_token_id",
      false,
      {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>",
       "<|prefix|>"}},
-    {"tokenizer.ggml.fim_suf_token_id",
+    {RW_FIM_SUF,
+     "tokenizer.ggml.fim_suf_token_id",
+     "tokenizer.ggml.suffix_token_id",
      false,
      {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>",
       "<|suffix|>"}},
-    {"tokenizer.ggml.fim_mid_token_id",
+    {RW_FIM_MID,
+     "tokenizer.ggml.fim_mid_token_id",
+     "tokenizer.ggml.middle_token_id",
      false,
      {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
       "<|middle|>"}},
-    {"tokenizer.ggml.fim_pad_token_id", true, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
-    {"tokenizer.ggml.fim_rep_token_id", true, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
-    {"tokenizer.ggml.fim_sep_token_id", true, {"<|file_sep|>"}},
+    {RW_FIM_PAD,
+     "tokenizer.ggml.fim_pad_token_id",
+     NULL,
+     true,
+     {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+    {RW_FIM_REP,
+     "tokenizer.ggml.fim_rep_token_id",
+     NULL,
+     true,
+     {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {RW_FIM_SEP, "tokenizer.ggml.fim_sep_token_id", NULL, true, {"<|file_sep|>"}},
 };
 
 /* The first candidate found takes the role, as llama.cpp (which walks its
@@ -50,7 +65,9 @@ static const fim_role fim_roles[] = {
 static void find_fim(rw_tokenizer *t, const rw_gguf *g, const fim_role *r) {
     uint32_t v;
     int32_t id = -1;
-    if (rw_gguf_get_u32(g, r->key, &v, NULL) == RW_OK && v < (uint32_t)t->n_vocab) {
+    if ((rw_gguf_get_u32(g, r->key, &v, NULL) == RW_OK ||
+         (r->old_key && rw_gguf_get_u32(g, r->old_key, &v, NULL) == RW_OK)) &&
+        v < (uint32_t)t->n_vocab) {
         id = (int32_t)v;
     } else {
         for (int k = 0; k < 9 && r->texts[k] && id < 0; k++) {
@@ -59,6 +76,7 @@ static void find_fim(rw_tokenizer *t, const rw_gguf *g, const fim_role *r) {
         }
     }
     if (id >= 0 && r->eog) t->eog[id] = true;
+    t->fim[r->role] = id;
 }
 
 void rw_tok__derive_special(rw_tokenizer *t, const rw_gguf *g) {

@@ -68,6 +68,7 @@ struct rw_tokenizer {
     bool escape_spaces; /* spaces become U+2581 before BPE (gemma4) */
     bool newline_words; /* a word of newlines only is taken whole if it is a token (gemma4) */
     int32_t bos, eos, unk, eot, eom;
+    int32_t fim[RW_FIM_COUNT]; /* fill-in-the-middle tokens by role (rw_fim_role), -1 if none */
     bool add_bos, add_eos, add_space_prefix;
     char *piece_pool;  /* owns every token's decoded bytes (rw_tok__decode_token) */
     uint32_t *piece_off; /* n_vocab + 1 offsets into piece_pool */

@@ -307,6 +307,7 @@ rw_status rw_tokenizer_load(const rw_gguf *g, rw_tokenizer **out, rw_error *err)
     t->unk = opt_id(g, "tokenizer.ggml.unknown_token_id", n);
     t->eot = opt_id(g, "tokenizer.ggml.eot_token_id", n);
     t->eom = opt_id(g, "tokenizer.ggml.eom_token_id", n);
+    for (int k = 0; k < RW_FIM_COUNT; k++) t->fim[k] = -1; /* rw_tok__derive_special finds them */
     t->add_eos = opt_bool(g, "tokenizer.ggml.add_eos_token", false);
     t->add_space_prefix = opt_bool(g, "tokenizer.ggml.add_space_prefix", t->kind == TOK_SPM);
     if (t->kind == TOK_SPM && t->unk < 0) t->unk = rw_tok__str_map_get(&t->vocab, "<unk>", 5);
@@ -404,6 +405,9 @@ bool rw_tokenizer_add_bos(const rw_tokenizer *t) { return t->add_bos; }
 bool rw_tokenizer_is_eog(const rw_tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab && t->eog[id]; }
 bool rw_tokenizer_is_control(const rw_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && t->type[id] == TT_CONTROL;
+}
+int32_t rw_tokenizer_fim(const rw_tokenizer *t, rw_fim_role role) {
+    return role >= 0 && role < RW_FIM_COUNT ? t->fim[role] : -1;
 }
 const char *rw_tokenizer_token_text(const rw_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab ? t->text[id] : NULL;

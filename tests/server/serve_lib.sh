@@ -21,3 +21,22 @@ serve_start() {
   kill "$serve_pid" 2>/dev/null
   fail "server did not start: $(cat "$log")"
 }
+
+# serve_post PORT PATH BODY OUT
+#   POSTs BODY (JSON) to http://127.0.0.1:PORT/PATH, the answer in OUT;
+#   prints the HTTP status.
+serve_post() {
+  curl -s --max-time 120 -o "$4" -w '%{http_code}' "http://127.0.0.1:$1$2" -H 'Content-Type: application/json' -d "$3"
+}
+
+# serve_json FILE EXPR
+#   prints the Python expression EXPR over the JSON in FILE (as d); lists
+#   of numbers space separated, booleans as true/false.
+serve_json() {
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+v = eval(sys.argv[2])
+if isinstance(v, bool): print("true" if v else "false")
+elif isinstance(v, list): print(" ".join(str(x) for x in v))
+else: print(v)' "$1" "$2"
+}
