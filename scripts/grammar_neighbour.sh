@@ -69,13 +69,16 @@ printf '{"messages":[{"role":"user","content":"Write a long list."}],"max_tokens
 post() { curl -s -o "$tmp/out.$$.$RANDOM" -w '%{http_code} %{time_total}\n' --max-time 300 "$url" \
   -H 'Content-Type: application/json' -d @"$1"; }
 # company KIND: two requests of that kind, resubmitted until told to stop
+company_pids=()
 company() {
   local kind=$1 i
+  company_pids=()
   for i in 1 2; do
     ( f="$tmp/$kind.json"; [ "$kind" = schema ] && f="$tmp/schema$i.json"
       while [ ! -f "$tmp/stop" ]; do
         r=$(post "$f"); case $r in 200*) ;; *) echo "company $kind: $r" >> "$tmp/errors" ;; esac
       done ) &
+    company_pids+=($!)
   done
 }
 time_neighbour() { post "$tmp/neighbour.json" | awk '$1 == 200 { print $2 } $1 != 200 { print "ERR " $0 }'; }
@@ -84,10 +87,11 @@ post "$tmp/neighbour.json" > /dev/null # warm: the weights paged in
 for r in $(seq 1 "$rounds"); do
   for kind in alone plain schema; do
     rm -f "$tmp/stop"
-    [ $kind != alone ] && { company $kind; sleep 2; } # the company admitted and decoding
+    if [ $kind != alone ]; then company $kind; sleep 2; fi # the company admitted and decoding
     for k in 1 2; do time_neighbour >> "$tmp/$kind.t"; done
     touch "$tmp/stop"
-    wait $(jobs -p | grep -v "^$pid$") 2>/dev/null
+    [ ${#company_pids[@]} -gt 0 ] && wait "${company_pids[@]}" 2>/dev/null
+    company_pids=()
   done
   echo "round $r/$rounds done" >&2
 done
