@@ -35,7 +35,7 @@ for name in "${harnesses[@]}"; do
   echo "fuzz $name: replaying $(find "${dirs[@]}" -type f | wc -l) inputs"
   "build-fuzz/fuzz_$name" -runs=0 "${dirs[@]}" 2>&1 | tail -n 2
   echo "fuzz $name: fuzzing for ${FUZZ_SECONDS:-20}s"
-  "build-fuzz/fuzz_$name" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
+  "build-fuzz/fuzz_$name" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=65536 -timeout=30 -rss_limit_mb=4096 \
     -artifact_prefix=build-fuzz/crashes/ -print_final_stats=0 "$corpus" 2>&1 | tail -n 3
 done
 echo "fuzz: all harnesses passed"
