@@ -305,6 +305,18 @@ static float dot_q4_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     return hsum8(lo, hi) + m;
 }
 
+/* Q6_K's unsigned quants (0..63) of elements 16 half .. 16 half + 15 of the
+ * four 32-chunks of a 128-element half of a super-block (ql, qh: that half's
+ * bytes): v[k] is chunk k's. */
+INLINE void q6_quants(const uint8_t *ql, const uint8_t *qh, int half, uint8x16_t v[4]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const uint8x16_t a = vld1q_u8(ql + 16 * half), a2 = vld1q_u8(ql + 32 + 16 * half), hb = vld1q_u8(qh + 16 * half);
+    v[0] = vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(hb, m3), 4));
+    v[1] = vorrq_u8(vandq_u8(a2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4));
+    v[2] = vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4));
+    v[3] = vorrq_u8(vshrq_n_u8(a2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4));
+}
+
 /* Q6_K: quants unsigned (0..63), lane l = sum over 16-groups of scale *
  * (products of elements 32c + 4l .. + 3), minus 32 * (scale . x) of
  * 32-chunk c on lane c; acc_l = fma(dx*d, lane_l, acc_l); hsum8. */
@@ -312,21 +324,14 @@ static float dot_q6_K_ggml(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     const rw_block_q6_K *w = (const rw_block_q6_K *)wp;
     const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
     float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
         const int8_t *sc = w[b].scales;
         int32x4_t l_lo = vdupq_n_s32(0), l_hi = vdupq_n_s32(0);
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = w[b].ql + 64 * h, *qh = w[b].qh + 32 * h;
             for (int half = 0; half < 2; half++) { /* elements l = 16 half .. 16 half + 15 of each 32-chunk */
-                const uint8x16_t a = vld1q_u8(ql + 16 * half), a2 = vld1q_u8(ql + 32 + 16 * half),
-                                 hb = vld1q_u8(qh + 16 * half);
-                const uint8x16_t v[4] = {
-                    vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-                    vorrq_u8(vandq_u8(a2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(a2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
-                };
+                uint8x16_t v[4];
+                q6_quants(ql, qh, half, v);
                 for (int k = 0; k < 4; k++) { /* chunk 4h + k, its 16-group 8h + 2k + half */
                     const int g = 8 * h + 2 * k + half;
                     const int32x4_t s =
@@ -427,7 +432,6 @@ static float dot_q5_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
 static float dot_q6_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     const rw_block_q6_K *w = (const rw_block_q6_K *)wp;
     const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
     float sum = 0;
     for (int64_t b = 0; b < n / RW_QK_K; b++) {
         const int8_t *sc = w[b].scales;
@@ -435,14 +439,8 @@ static float dot_q6_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = w[b].ql + 64 * h, *qh = w[b].qh + 32 * h;
             for (int half = 0; half < 2; half++) { /* elements l = 16 half .. 16 half + 15 of each 32-chunk */
-                const uint8x16_t a = vld1q_u8(ql + 16 * half), a2 = vld1q_u8(ql + 32 + 16 * half),
-                                 hb = vld1q_u8(qh + 16 * half);
-                const uint8x16_t v[4] = {
-                    vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-                    vorrq_u8(vandq_u8(a2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(a2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
-                };
+                uint8x16_t v[4];
+                q6_quants(ql, qh, half, v);
                 for (int k = 0; k < 4; k++) { /* chunk 4h + k, its 16-group 8h + 2k + half */
                     const int g = 8 * h + 2 * k + half;
                     const int32x4_t s =
