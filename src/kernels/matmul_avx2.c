@@ -512,6 +512,23 @@ INLINE void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
     }
 }
 
+/* The eight 6-bit scales and mins of a Q4_K / Q5_K super-block as bytes:
+ * sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins);
+ * 4-7 as the nibbles of bytes 8-11 with the top two bits of bytes 0-3
+ * (scales) and 4-7 (mins) above them. */
+INLINE void k4_scales_mins(const uint8_t s[12], uint64_t *sc, uint64_t *mn) {
+    uint32_t a[3];
+    memcpy(a, s, 12);
+    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+    *sc = (a[0] & m6) | (uint64_t)((a[2] & m4) | ((a[0] >> 6) & m2) << 4) << 32;
+    *mn = (a[1] & m6) | (uint64_t)(((a[2] >> 4) & m4) | ((a[1] >> 6) & m2) << 4) << 32;
+}
+
+/* 16-bit lane k of each half of v, in every lane of that half. */
+INLINE __m256i bcast16(__m256i v, int k) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
+}
+
 INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
     const uint8_t *scales, *qs, *qh = NULL;
     rw_f16 d, dmin;
@@ -522,13 +539,13 @@ INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
         const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
         scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
     }
-    int16_t mins[16];
+    uint64_t sc, mn;
+    k4_scales_mins(scales, &sc, &mn);
+    const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
     __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    for (int j = 0; j < 8; j++) {
-        int sc, m;
-        k4_scale_min(scales, j, &sc, &m);
-        mins[2 * j] = mins[2 * j + 1] = (int16_t)m;
-        o->s[j] = _mm256_set1_epi16((short)sc);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        o->s[j] = bcast16(scv, j);
         __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
         if (j % 2) v = _mm256_srli_epi16(v, 4);
         v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
@@ -539,7 +556,7 @@ INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
         }
         o->u[j] = v;
     }
-    o->mins = _mm256_loadu_si256((const __m256i *)mins);
+    o->mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     o->d = f16_to_f32(d);
     o->dmin = f16_to_f32(dmin);
 }
@@ -548,6 +565,7 @@ INLINE void unpack4_q5_K(const uint8_t *row, int64_t sb, w_super *o) { unpack_q4
 
 INLINE void unpack4_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     for (int h = 0; h < 2; h++) {
         __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
         for (int k = 0; k < 4; k++) {
@@ -556,11 +574,13 @@ INLINE void unpack4_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
             lo = _mm256_and_si256(lo, _mm256_set1_epi8(0x0F));
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), _mm256_set1_epi8(0x03));
             o->u[4 * h + k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-            int g = 8 * h + 2 * k;
-            o->s[4 * h + k] = two_scales(b->scales[g], b->scales[g + 1]);
+            o->s[4 * h + k] =
+                _mm256_shuffle_epi8(/* [scale 8h + 2k x16 | 8h + 2k + 1 x16] */
+                                    (h ? _mm256_permute4x64_epi64(sc, 0xEE) : _mm256_permute4x64_epi64(sc, 0x44)),
+                                    _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                     _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
         }
     }
-    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     o->mins = _mm256_slli_epi16(sc, 5); /* 32 * scale: the -32 bias */
     o->d = o->dmin = f16_to_f32(b->d);
 }
@@ -796,23 +816,6 @@ INLINE void hsum2_epi32(__m256i isum, __m256i msum, int32_t *I, int32_t *M) {
     *M = _mm_extract_epi32(s, 1);
 }
 
-/* The eight 6-bit scales and mins of a Q4_K / Q5_K super-block as bytes:
- * sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins);
- * 4-7 as the nibbles of bytes 8-11 with the top two bits of bytes 0-3
- * (scales) and 4-7 (mins) above them. */
-INLINE void k4_scales_mins(const uint8_t s[12], uint64_t *sc, uint64_t *mn) {
-    uint32_t a[3];
-    memcpy(a, s, 12);
-    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
-    *sc = (a[0] & m6) | (uint64_t)((a[2] & m4) | ((a[0] >> 6) & m2) << 4) << 32;
-    *mn = (a[1] & m6) | (uint64_t)(((a[2] >> 4) & m4) | ((a[1] >> 6) & m2) << 4) << 32;
-}
-
-/* 16-bit lane k of each half of v, in every lane of that half. */
-INLINE __m256i bcast16(__m256i v, int k) {
-    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
-}
-
 INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five) {
     const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
@@ -867,7 +870,7 @@ INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) {
         __m256i isum = _mm256_setzero_si256();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
-            const __m256i sch = _mm256_permute4x64_epi64(sc16, h ? 0xEE : 0x44);
+            const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
                 const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
