@@ -75,9 +75,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2)
 maxof() { printf '%s\n' "$@" | sort -g | tail -1; }
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-# the instrument's version and build flags (llama-bench's CSV: build_commit, cpu_info)
-"$LLAMA_BENCH" --version > "$tmp/llver" 2>&1 || true
-llver=$(sed -n 's/^version: //p' "$tmp/llver" | head -1)
+llver="" # the instrument's build (llama-bench's CSV: build_number, build_commit), from its first run
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git diff --quiet 2>/dev/null || echo "+changes")
@@ -103,6 +101,7 @@ for entry in $GRID; do
         rw_rss+=("$(tail -1 "$tmp/rss")")
         /usr/bin/time -f %M -o "$tmp/rss" "$LLAMA_BENCH" -m "$f" -t "$THREADS" -p "$PROMPT" -n "$GEN" \
             -r "$REPS" "${dflag_l[@]}" -o csv > "$tmp/ll.csv" 2> "$tmp/ll.err"
+        [[ -n "$llver" ]] || llver="b$(csvfield "$tmp/ll.csv" build_number "$PROMPT" 0) ($(csvfield "$tmp/ll.csv" build_commit "$PROMPT" 0))"
         ll_pp+=("$(csvfield "$tmp/ll.csv" avg_ts "$PROMPT" 0)")
         ll_tg+=("$(csvfield "$tmp/ll.csv" avg_ts 0 "$GEN")")
         ll_rss+=("$(tail -1 "$tmp/rss")")
