@@ -336,8 +336,8 @@ BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, B32_GGML_MIN)
  * k = (b % 8) / 2, blocks in order; y = (acc[0] + acc[1]) + (acc[2] + acc[3]).
  * Eight blocks at a time: their sums in one vector, then blocks
  * 0 2 4 6 and 1 3 5 7 onto the four lanes. The activation row comes in
- * groups of eight blocks (quants, then the eight scales; zeros past the
- * last block). */
+ * groups of eight blocks (quants, then the eight scales, even blocks
+ * first: 0 2 4 6 1 3 5 7; zeros past the last block). */
 typedef struct {
     int8_t qs[8][32];
     float dx[8];
@@ -352,37 +352,35 @@ static void convert_q8g(const float *x, void *xq, int64_t n) {
         rw_block_q8_0 q;
         rw_quantize_act_q8_0(x + 32 * b, &q, 1);
         memcpy(g[b / 8].qs[b % 8], q.qs, 32);
-        g[b / 8].dx[b % 8] = f16_to_f32(q.d);
+        g[b / 8].dx[(b % 2) * 4 + (b % 8) / 2] = f16_to_f32(q.d); /* even blocks, then odd ones */
     }
 }
 
 /* The eight block sums of blocks wb[0..cnt) (cnt <= 8; the others 0)
- * against xg, as floats in two vectors [b0 b1 b2 b3], [b4 b5 b6 b7]. */
+ * against xg, as floats in two vectors [b0 b2 b4 b6], [b1 b3 b5 b7]. */
 INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, __m128 *v0, __m128 *v1) {
     __m256i p[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) p[k] =
         k < cnt ? dot4(_mm256_loadu_si256((const __m256i *)wb[k].qs), _mm256_load_si256((const __m256i *)xg->qs[k]), 1)
                 : _mm256_setzero_si256();
     /* per 128 bits: [b0 b1 b2 b3] partial sums, then the halves added */
-    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[2]), _mm256_hadd_epi32(p[4], p[6]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1], p[3]), _mm256_hadd_epi32(p[5], p[7]));
     *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
     *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
 }
 
-/* acc += blocks 0 2 4 6, then 1 3 5 7 (sums v0, v1; scales s). */
+/* acc += blocks 0 2 4 6, then 1 3 5 7 (sums v0, v1; scales s in the same
+ * order: [0 2 4 6 | 1 3 5 7]). */
 INLINE __m128 q8_step8(__m128 acc, __m128 v0, __m128 v1, __m256 s) {
-    const __m128 s0 = _mm256_castps256_ps128(s), s1 = _mm256_extractf128_ps(s, 1);
-    acc = _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0)),
-                       acc);
-    return _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)),
-                        _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)), acc);
+    acc = _mm_fmadd_ps(v0, _mm256_castps256_ps128(s), acc);
+    return _mm_fmadd_ps(v1, _mm256_extractf128_ps(s, 1), acc);
 }
 
-/* The eight weight scales of wb[0..8) as floats. */
+/* The eight weight scales of wb[0..8) as floats, even blocks first. */
 INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
-    return _mm256_cvtph_ps(_mm_setr_epi16((short)wb[0].d, (short)wb[1].d, (short)wb[2].d, (short)wb[3].d,
-                                          (short)wb[4].d, (short)wb[5].d, (short)wb[6].d, (short)wb[7].d));
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)wb[0].d, (short)wb[2].d, (short)wb[4].d, (short)wb[6].d,
+                                          (short)wb[1].d, (short)wb[3].d, (short)wb[5].d, (short)wb[7].d));
 }
 
 INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
@@ -445,8 +443,8 @@ INLINE void q8_sums8_prep(const q8_wgroup *wg, const x_q8g *xg, __m128 *v0, __m1
         const __m256i xv = _mm256_load_si256((const __m256i *)xg->qs[k]);
         p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wg->aw[k], _mm256_sign_epi8(xv, wg->w[k])), one);
     }
-    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[2]), _mm256_hadd_epi32(p[4], p[6]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1], p[3]), _mm256_hadd_epi32(p[5], p[7]));
     *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
     *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
 }
