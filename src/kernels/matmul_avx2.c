@@ -32,9 +32,12 @@
  *  - Q4_K, Q5_K, Q6_K: the exact super-block integers and the reference's
  *    scalar step;
  *  - RW_NUMERICS_GGML kernels: ggml's AVX2 order (as every tier).
- * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 and
- * Q8_0 compute one output at a time), the same code for every element, so
- * results are batch invariant.
+ * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 compute
+ * one output at a time); with several activation rows Q8_0 (up to 8) and
+ * Q4_K, Q5_K, Q6_K (up to 16) prepare each weight block once for all of
+ * them, and with one row those K-quants read the block bytes directly. Every
+ * element runs the same integer sums (exact) and float steps whatever the
+ * tile, so results are batch invariant.
  */
 #include <immintrin.h>
 #include <math.h>
