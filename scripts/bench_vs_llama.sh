@@ -4,6 +4,8 @@
 #
 #   LLAMA_BENCH=../shared/tools/llama.cpp/llama-bench scripts/bench_vs_llama.sh
 #   make bench-compare LLAMA_BENCH=...
+#   LLAMA_BENCH=path/to/an/avx2/build/llama-bench RW_KERNELS=avx2 GRID=qwen35-0.8b:q8_0 \
+#       scripts/bench_vs_llama.sh     # both engines on AVX2 (docs/performance.md)
 #
 # For every model of the grid it synthesizes the file once (`rewind synth`,
 # cached under build/bench/), then runs `rewind bench model` and llama-bench
@@ -15,7 +17,10 @@
 # llama-bench is a measuring instrument only: nothing else uses it.
 #
 # Environment (defaults):
-#   LLAMA_BENCH  path to llama-bench (required)
+#   LLAMA_BENCH  path to llama-bench (required): the instrument, e.g. a build
+#                with AVX-512 off to compare the AVX2 tier
+#   RW_KERNELS   rewind's kernel tier (ref, avx2, avx512, neon; unset: the
+#                best this CPU runs), named in the table's header
 #   REWIND       build/rewind
 #   GRID         "qwen35-0.8b:q8_0 qwen35-0.8b:q4_k_m qwen35-4b:q4_k_m qwen35-4b:q8_0 qwen35-9b:q4_k_m qwen3-4b:q4_k_m"
 #   VOCAB        ../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf if present: the
@@ -38,6 +43,8 @@ REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-2}
 DEPTH=${DEPTH:-0}
 NUMERICS=${NUMERICS:-auto}
+RW_KERNELS=${RW_KERNELS:-}
+if [[ -n "$RW_KERNELS" ]]; then export RW_KERNELS; fi
 CACHE=build/bench
 VOCAB=${VOCAB-../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf}
 vocab_flag=(); vtag=""
@@ -68,6 +75,8 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2)
 maxof() { printf '%s\n' "$@" | sort -g | tail -1; }
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+llver="" # the instrument's build (llama-bench's CSV: build_number, build_commit), from its first run
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git diff --quiet 2>/dev/null || echo "+changes")
 at=""; dflag_r=(); dflag_l=()
@@ -92,6 +101,7 @@ for entry in $GRID; do
         rw_rss+=("$(tail -1 "$tmp/rss")")
         /usr/bin/time -f %M -o "$tmp/rss" "$LLAMA_BENCH" -m "$f" -t "$THREADS" -p "$PROMPT" -n "$GEN" \
             -r "$REPS" "${dflag_l[@]}" -o csv > "$tmp/ll.csv" 2> "$tmp/ll.err"
+        [[ -n "$llver" ]] || llver="b$(csvfield "$tmp/ll.csv" build_number "$PROMPT" 0) ($(csvfield "$tmp/ll.csv" build_commit "$PROMPT" 0))"
         ll_pp+=("$(csvfield "$tmp/ll.csv" avg_ts "$PROMPT" 0)")
         ll_tg+=("$(csvfield "$tmp/ll.csv" avg_ts 0 "$GEN")")
         ll_rss+=("$(tail -1 "$tmp/rss")")
@@ -103,7 +113,8 @@ for entry in $GRID; do
 done
 
 echo
-echo "rewind vs llama.cpp, side by side: $cpu, $THREADS threads, $(date -u +%Y-%m-%d), rewind $commit$dirty (numerics $NUMERICS), files: rewind synth${VOCAB:+ with $(basename "$VOCAB")};"
+echo "rewind vs llama.cpp, side by side: $cpu, $THREADS threads, $(date -u +%Y-%m-%d), rewind $commit$dirty (kernels ${RW_KERNELS:-auto}, numerics $NUMERICS), llama-bench ${llver:-?} ($LLAMA_BENCH), files: rewind synth${VOCAB:+ with $(basename "$VOCAB")};"
+echo "load average (1, 5, 15 min) at the start $load0, at the end $(cut -d' ' -f1-3 /proc/loadavg);"
 echo "pp$PROMPT and tg$GEN$at in tok/s (range over $ROUNDS interleaved rounds of $REPS reps; ratio of the medians), peak RSS in MiB (max over rounds)"
 echo
 echo "| model | type | pp$PROMPT rewind | pp$PROMPT llama.cpp | prefill ratio | tg$GEN rewind | tg$GEN llama.cpp | decode ratio | peak RSS rewind | peak RSS llama.cpp |"

@@ -32,9 +32,12 @@
  *  - Q4_K, Q5_K, Q6_K: the exact super-block integers and the reference's
  *    scalar step;
  *  - RW_NUMERICS_GGML kernels: ggml's AVX2 order (as every tier).
- * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 and
- * Q8_0 compute one output at a time), the same code for every element, so
- * results are batch invariant.
+ * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 compute
+ * one output at a time); with several activation rows Q8_0 (up to 8) and
+ * Q4_K, Q5_K, Q6_K (up to 16) prepare each weight block once for all of
+ * them, and with one row those K-quants read the block bytes directly. Every
+ * element runs the same integer sums (exact) and float steps whatever the
+ * tile, so results are batch invariant.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -43,8 +46,8 @@
 #include "kernels/matmul_int.h"
 #include "kernels/quant_int.h"
 
-#define NW 2
-#define NX 2
+#define NW     2
+#define NX     2
 #define INLINE static inline __attribute__((always_inline))
 
 static float f16_to_f32(rw_f16 h) { return _cvtsh_ss(h); }
@@ -87,20 +90,20 @@ static float scalar_f16(const uint8_t *w, int64_t t) { return f16_to_f32(((const
  * and odd 16-element pieces of each 32 (here a[0..1] and a[2..3]); the
  * last, partial 32 with zeros past the row (which leave the lanes as they
  * are); reduce16(a0 + a1). */
-#define FLOAT_DOT(name, LOADW, SCALAR)                                                                 \
-    INLINE float name##_dot(int64_t n, const uint8_t *w, const float *x) {                            \
+#define FLOAT_DOT(name, LOADW, SCALAR)                                                                      \
+    INLINE float name##_dot(int64_t n, const uint8_t *w, const float *x) {                                  \
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
-        int64_t k = 0;                                                                                 \
-        for (; k + 32 <= n; k += 32)                                                                   \
-            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)                                        \
-                a[c] = _mm256_fmadd_ps(LOADW(w, k + 8 * c), _mm256_loadu_ps(x + k + 8 * c), a[c]);     \
-        if (k < n) {                                                                                   \
-            float wt[32] = {0}, xt[32] = {0};                                                          \
-            for (int64_t t = k; t < n; t++) wt[t - k] = SCALAR(w, t), xt[t - k] = x[t];                \
-            for (int c = 0; c < 4; c++)                                                                \
-                a[c] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + 8 * c), _mm256_loadu_ps(xt + 8 * c), a[c]); \
-        }                                                                                              \
-        return reduce16(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));                        \
+        int64_t k = 0;                                                                                      \
+        for (; k + 32 <= n; k += 32)                                                                        \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) a[c] =                                      \
+                _mm256_fmadd_ps(LOADW(w, k + 8 * c), _mm256_loadu_ps(x + k + 8 * c), a[c]);                 \
+        if (k < n) {                                                                                        \
+            float wt[32] = {0}, xt[32] = {0};                                                               \
+            for (int64_t t = k; t < n; t++) wt[t - k] = SCALAR(w, t), xt[t - k] = x[t];                     \
+            for (int c = 0; c < 4; c++)                                                                     \
+                a[c] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + 8 * c), _mm256_loadu_ps(xt + 8 * c), a[c]);     \
+        }                                                                                                   \
+        return reduce16(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));                              \
     }
 
 FLOAT_DOT(f32, load_w_f32, scalar_f32)
@@ -142,11 +145,11 @@ INLINE float bf16_dot(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     return reduce16(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
 }
 
-#define FLOAT_TILE(name, DOT)                                                                          \
-    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
-                            int nx, float *out) {                                                      \
-        for (int j = 0; j < nx; j++)                                                                   \
-            for (int i = 0; i < nw; i++) out[j * nw + i] = DOT(n, w + i * ws, (const void *)(xq + j * xs)); \
+#define FLOAT_TILE(name, DOT)                                                                                     \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
+        for (int j = 0; j < nx; j++)                                                                              \
+            for (int i = 0; i < nw; i++) out[j * nw + i] = DOT(n, w + i * ws, (const void *)(xq + j * xs));       \
     }
 FLOAT_TILE(f32, f32_dot)
 FLOAT_TILE(f16, f16_dot)
@@ -255,8 +258,8 @@ INLINE w_blk unpack_mxfp4(const uint8_t *row, int64_t b) {
 
 /* 8 lanes of 4-product sums of w (unsigned, or signed if SIGNED) and x. */
 INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
-    __m256i s16 = is_signed ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
-                            : _mm256_maddubs_epi16(w, x);
+    __m256i s16 =
+        is_signed ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)) : _mm256_maddubs_epi16(w, x);
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
@@ -284,40 +287,39 @@ INLINE __m256 b32_step(__m256 a, float *summs, const w_blk *wb, const x_blk *xb,
 }
 
 /* Blocks b (onto accumulator half H) for every output of the tile. */
-#define B32_BLOCK(b, H, UNPACK, SIGNED, ORDER)                                                          \
-    do {                                                                                                \
-        w_blk wb[NW];                                                                                   \
-        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b);             \
-        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                          \
-            const x_blk *xb = (const x_blk *)(xq + j * xs) + (b);                                       \
-            const __m256i xv = _mm256_load_si256((const __m256i *)xb->qs);                              \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) acc[i][j][H] =                         \
-                b32_step(acc[i][j][H], &summs[i][j], &wb[i], xb, xv, SIGNED, ORDER);                    \
-        }                                                                                               \
+#define B32_BLOCK(b, H, UNPACK, SIGNED, ORDER)                                              \
+    do {                                                                                    \
+        w_blk wb[NW];                                                                       \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) wb[i] = UNPACK(w + i * ws, b); \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                              \
+            const x_blk *xb = (const x_blk *)(xq + j * xs) + (b);                           \
+            const __m256i xv = _mm256_load_si256((const __m256i *)xb->qs);                  \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) acc[i][j][H] =             \
+                b32_step(acc[i][j][H], &summs[i][j], &wb[i], xb, xv, SIGNED, ORDER);        \
+        }                                                                                   \
     } while (0)
 
-#define BLOCK32_TILE(name, UNPACK, SIGNED, ORDER)                                                       \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
-                            size_t xs, const int nx, float *out) {                                      \
-        __m256 acc[NW][NX][2];                                                                          \
-        float summs[NW][NX];                                                                            \
-        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                            \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps(), \
-                                                                  summs[i][j] = 0.0f;                  \
-        const int ours = ORDER == B32_OURS || ORDER == B32_OURS_MIN;                                    \
-        const int64_t nb = n / 32;                                                                      \
-        int64_t b = 0;                                                                                  \
-        for (; b + 2 <= nb; b += 2) { /* ours: even blocks in lanes 0-7, odd ones in 8-15 */            \
-            B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                                     \
-            if (ours) B32_BLOCK(b + 1, 1, UNPACK, SIGNED, ORDER);                                       \
-            else B32_BLOCK(b + 1, 0, UNPACK, SIGNED, ORDER);                                            \
-        }                                                                                               \
-        if (b < nb) B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                             \
-        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                            \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                        \
-                out[j * nw + i] = ours                     ? reduce16(acc[i][j][0], acc[i][j][1])       \
-                                  : ORDER == B32_GGML_MIN ? hsum8(acc[i][j][0]) + summs[i][j]           \
-                                                           : hsum8(acc[i][j][0]);                       \
+#define BLOCK32_TILE(name, UNPACK, SIGNED, ORDER)                                                                 \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,   \
+                            const int nx, float *out) {                                                           \
+        __m256 acc[NW][NX][2];                                                                                    \
+        float summs[NW][NX];                                                                                      \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) \
+            acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps(),                                                    \
+            summs[i][j] = 0.0f;                                                                                   \
+        const int ours = ORDER == B32_OURS || ORDER == B32_OURS_MIN;                                              \
+        const int64_t nb = n / 32;                                                                                \
+        int64_t b = 0;                                                                                            \
+        for (; b + 2 <= nb; b += 2) { /* ours: even blocks in lanes 0-7, odd ones in 8-15 */                      \
+            B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                                               \
+            if (ours) B32_BLOCK(b + 1, 1, UNPACK, SIGNED, ORDER);                                                 \
+            else B32_BLOCK(b + 1, 0, UNPACK, SIGNED, ORDER);                                                      \
+        }                                                                                                         \
+        if (b < nb) B32_BLOCK(b, 0, UNPACK, SIGNED, ORDER);                                                       \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) \
+            out[j * nw + i] = ours                    ? reduce16(acc[i][j][0], acc[i][j][1])                      \
+                              : ORDER == B32_GGML_MIN ? hsum8(acc[i][j][0]) + summs[i][j]                         \
+                                                      : hsum8(acc[i][j][0]);                                      \
     }
 
 BLOCK32_TILE(q4_0, unpack_q4_0, 0, B32_OURS)
@@ -337,8 +339,8 @@ BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, B32_GGML_MIN)
  * k = (b % 8) / 2, blocks in order; y = (acc[0] + acc[1]) + (acc[2] + acc[3]).
  * Eight blocks at a time: their sums in one vector, then blocks
  * 0 2 4 6 and 1 3 5 7 onto the four lanes. The activation row comes in
- * groups of eight blocks (quants, then the eight scales; zeros past the
- * last block). */
+ * groups of eight blocks (quants, then the eight scales, even blocks
+ * first: 0 2 4 6 1 3 5 7; zeros past the last block). */
 typedef struct {
     int8_t qs[8][32];
     float dx[8];
@@ -353,37 +355,35 @@ static void convert_q8g(const float *x, void *xq, int64_t n) {
         rw_block_q8_0 q;
         rw_quantize_act_q8_0(x + 32 * b, &q, 1);
         memcpy(g[b / 8].qs[b % 8], q.qs, 32);
-        g[b / 8].dx[b % 8] = f16_to_f32(q.d);
+        g[b / 8].dx[(b % 2) * 4 + (b % 8) / 2] = f16_to_f32(q.d); /* even blocks, then odd ones */
     }
 }
 
 /* The eight block sums of blocks wb[0..cnt) (cnt <= 8; the others 0)
- * against xg, as floats in two vectors [b0 b1 b2 b3], [b4 b5 b6 b7]. */
+ * against xg, as floats in two vectors [b0 b2 b4 b6], [b1 b3 b5 b7]. */
 INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, __m128 *v0, __m128 *v1) {
     __m256i p[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) p[k] =
         k < cnt ? dot4(_mm256_loadu_si256((const __m256i *)wb[k].qs), _mm256_load_si256((const __m256i *)xg->qs[k]), 1)
                 : _mm256_setzero_si256();
     /* per 128 bits: [b0 b1 b2 b3] partial sums, then the halves added */
-    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[2]), _mm256_hadd_epi32(p[4], p[6]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1], p[3]), _mm256_hadd_epi32(p[5], p[7]));
     *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
     *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
 }
 
-/* acc += blocks 0 2 4 6, then 1 3 5 7 (sums v0, v1; scales s). */
+/* acc += blocks 0 2 4 6, then 1 3 5 7 (sums v0, v1; scales s in the same
+ * order: [0 2 4 6 | 1 3 5 7]). */
 INLINE __m128 q8_step8(__m128 acc, __m128 v0, __m128 v1, __m256 s) {
-    const __m128 s0 = _mm256_castps256_ps128(s), s1 = _mm256_extractf128_ps(s, 1);
-    acc = _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0)),
-                       acc);
-    return _mm_fmadd_ps(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)), _mm_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)),
-                        acc);
+    acc = _mm_fmadd_ps(v0, _mm256_castps256_ps128(s), acc);
+    return _mm_fmadd_ps(v1, _mm256_extractf128_ps(s, 1), acc);
 }
 
-/* The eight weight scales of wb[0..8) as floats. */
+/* The eight weight scales of wb[0..8) as floats, even blocks first. */
 INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
-    return _mm256_cvtph_ps(_mm_setr_epi16((short)wb[0].d, (short)wb[1].d, (short)wb[2].d, (short)wb[3].d,
-                                          (short)wb[4].d, (short)wb[5].d, (short)wb[6].d, (short)wb[7].d));
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)wb[0].d, (short)wb[2].d, (short)wb[4].d, (short)wb[6].d,
+                                          (short)wb[1].d, (short)wb[3].d, (short)wb[5].d, (short)wb[7].d));
 }
 
 INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
@@ -411,7 +411,78 @@ INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
     _mm_storeu_ps(a, acc);
     return (a[0] + a[1]) + (a[2] + a[3]);
 }
-FLOAT_TILE(q8_0, q8_0_dot)
+
+/* Q8_0 with several activation rows (prefill): per weight row, each group
+ * of eight blocks is prepared once (|w| for vpmaddubsw, the eight scales as
+ * floats) and used for up to Q8_NX activation rows; every output's sums and
+ * float steps are q8_0_dot's. */
+enum { Q8_NX = 8 };
+
+typedef struct {
+    __m256i aw[8], w[8]; /* |w| and w of each block */
+    __m256 dw;           /* the eight scales */
+} q8_wgroup;
+
+INLINE void q8_prep(const rw_block_q8_0 *wb, const int cnt, q8_wgroup *o) {
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        const __m256i v = k < cnt ? _mm256_loadu_si256((const __m256i *)wb[k].qs) : _mm256_setzero_si256();
+        o->w[k] = v;
+        o->aw[k] = _mm256_sign_epi8(v, v);
+    }
+    if (cnt == 8) o->dw = q8_dw8(wb);
+    else {
+        rw_block_q8_0 tail[8];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, wb, sizeof(rw_block_q8_0) * (size_t)cnt);
+        o->dw = q8_dw8(tail);
+    }
+}
+
+/* q8_sums8 with the weight group prepared (blocks past cnt are zeros). */
+INLINE void q8_sums8_prep(const q8_wgroup *wg, const x_q8g *xg, __m128 *v0, __m128 *v1) {
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i p[8];
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        const __m256i xv = _mm256_load_si256((const __m256i *)xg->qs[k]);
+        p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wg->aw[k], _mm256_sign_epi8(xv, wg->w[k])), one);
+    }
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[2]), _mm256_hadd_epi32(p[4], p[6]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1], p[3]), _mm256_hadd_epi32(p[5], p[7]));
+    *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
+    *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
+}
+
+static void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx,
+                      float *out) {
+    const int64_t nb = n / 32, ngr = (nb + 7) / 8;
+    for (int i = 0; i < nw; i++) {
+        const rw_block_q8_0 *wb = (const rw_block_q8_0 *)(w + i * ws);
+        __m128 acc[Q8_NX];
+        for (int j = 0; j < nx; j++) acc[j] = _mm_setzero_ps();
+        for (int64_t g = 0; g < ngr; g++) {
+            q8_wgroup wg;
+            q8_prep(wb + 8 * g, nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8, &wg);
+            for (int j = 0; j < nx; j++) {
+                const x_q8g *xg = (const x_q8g *)(xq + (size_t)j * xs) + g;
+                __m128 v0, v1;
+                q8_sums8_prep(&wg, xg, &v0, &v1);
+                acc[j] = q8_step8(acc[j], v0, v1, _mm256_mul_ps(wg.dw, _mm256_load_ps(xg->dx)));
+            }
+        }
+        for (int j = 0; j < nx; j++) {
+            float a[4];
+            _mm_storeu_ps(a, acc[j]);
+            out[j * nw + i] = (a[0] + a[1]) + (a[2] + a[3]);
+        }
+    }
+}
+
+static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                      float *out) {
+    if (nx == 1)
+        for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq);
+    else q8_0_many(n, w, ws, nw, xq, xs, nx, out);
+}
 
 /* ==== K-quants =========================================================== */
 
@@ -442,6 +513,23 @@ INLINE void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
     }
 }
 
+/* The eight 6-bit scales and mins of a Q4_K / Q5_K super-block as bytes:
+ * sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins);
+ * 4-7 as the nibbles of bytes 8-11 with the top two bits of bytes 0-3
+ * (scales) and 4-7 (mins) above them. */
+INLINE void k4_scales_mins(const uint8_t s[12], uint64_t *sc, uint64_t *mn) {
+    uint32_t a[3];
+    memcpy(a, s, 12);
+    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+    *sc = (a[0] & m6) | (uint64_t)((a[2] & m4) | ((a[0] >> 6) & m2) << 4) << 32;
+    *mn = (a[1] & m6) | (uint64_t)(((a[2] >> 4) & m4) | ((a[1] >> 6) & m2) << 4) << 32;
+}
+
+/* 16-bit lane k of each half of v, in every lane of that half. */
+INLINE __m256i bcast16(__m256i v, int k) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
+}
+
 INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
     const uint8_t *scales, *qs, *qh = NULL;
     rw_f16 d, dmin;
@@ -452,24 +540,24 @@ INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
         const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
         scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
     }
-    int16_t mins[16];
+    uint64_t sc, mn;
+    k4_scales_mins(scales, &sc, &mn);
+    const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
     __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    for (int j = 0; j < 8; j++) {
-        int sc, m;
-        k4_scale_min(scales, j, &sc, &m);
-        mins[2 * j] = mins[2 * j + 1] = (int16_t)m;
-        o->s[j] = _mm256_set1_epi16((short)sc);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        o->s[j] = bcast16(scv, j);
         __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
         if (j % 2) v = _mm256_srli_epi16(v, 4);
         v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
         if (five) {
             __m256i bit = _mm256_set1_epi8((char)(1 << j));
-            v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
-                                                    _mm256_set1_epi8(16)));
+            v = _mm256_or_si256(
+                v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit), _mm256_set1_epi8(16)));
         }
         o->u[j] = v;
     }
-    o->mins = _mm256_loadu_si256((const __m256i *)mins);
+    o->mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     o->d = f16_to_f32(d);
     o->dmin = f16_to_f32(dmin);
 }
@@ -478,6 +566,7 @@ INLINE void unpack4_q5_K(const uint8_t *row, int64_t sb, w_super *o) { unpack_q4
 
 INLINE void unpack4_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_q6_K *b = (const rw_block_q6_K *)row + sb;
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     for (int h = 0; h < 2; h++) {
         __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
         for (int k = 0; k < 4; k++) {
@@ -486,11 +575,13 @@ INLINE void unpack4_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
             lo = _mm256_and_si256(lo, _mm256_set1_epi8(0x0F));
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), _mm256_set1_epi8(0x03));
             o->u[4 * h + k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-            int g = 8 * h + 2 * k;
-            o->s[4 * h + k] = two_scales(b->scales[g], b->scales[g + 1]);
+            o->s[4 * h + k] =
+                _mm256_shuffle_epi8(/* [scale 8h + 2k x16 | 8h + 2k + 1 x16] */
+                                    (h ? _mm256_permute4x64_epi64(sc, 0xEE) : _mm256_permute4x64_epi64(sc, 0x44)),
+                                    _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                     _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
         }
     }
-    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     o->mins = _mm256_slli_epi16(sc, 5); /* 32 * scale: the -32 bias */
     o->d = o->dmin = f16_to_f32(b->d);
 }
@@ -526,8 +617,8 @@ INLINE void unpack4_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
         for (int s = 0; s < 4; s++) {
             __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03));
             __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + s)));
-            v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit),
-                                                    _mm256_set1_epi8(4)));
+            v = _mm256_or_si256(
+                v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4)));
             o->u[4 * h + s] = v;
             int g = 8 * h + 2 * s, s0 = q3_scale(b->scales, g), s1 = q3_scale(b->scales, g + 1);
             o->s[4 * h + s] = two_scales(s0, s1);
@@ -627,43 +718,42 @@ INLINE int32_t hsum_epi32(__m256i v) {
  *    (the AVX-512 tier's fnmadd of a zero leaves lanes 8-15 as they are),
  *    reduce16. */
 enum { KX_MINS, KX_OFFSET, KL_MADD, KL_IQ4 };
-#define KQUANT_TILE(name, UNPACK, KIND)                                                                \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
-                            size_t xs, const int nx, float *out) {                                     \
-        __m256 acc[NW][NX][2];                                                                         \
-        float accs[NW][NX];                                                                            \
-        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps(), \
-                                                                  accs[i][j] = 0.0f;                  \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_super wsb[NW];                                                                           \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);      \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                     \
-                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                   \
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                     \
-                const float dx = xb->d;                                                                \
-                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                 \
-                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                           \
-                    if (KIND == KX_MINS || KIND == KX_OFFSET) {                                        \
-                        const int32_t I = hsum_epi32(kq_lanes(&wsb[i], xb, 0)), M = hsum_epi32(msum);  \
-                        accs[i][j] = KIND == KX_MINS                                                   \
+#define KQUANT_TILE(name, UNPACK, KIND)                                                                              \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,      \
+                            const int nx, float *out) {                                                              \
+        __m256 acc[NW][NX][2];                                                                                       \
+        float accs[NW][NX];                                                                                          \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)    \
+            acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps(),                                                       \
+            accs[i][j] = 0.0f;                                                                                       \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                   \
+            w_super wsb[NW];                                                                                         \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);                    \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                                   \
+                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                                 \
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                                   \
+                const float dx = xb->d;                                                                              \
+                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                               \
+                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                         \
+                    if (KIND == KX_MINS || KIND == KX_OFFSET) {                                                      \
+                        const int32_t I = hsum_epi32(kq_lanes(&wsb[i], xb, 0)), M = hsum_epi32(msum);                \
+                        accs[i][j] = KIND == KX_MINS                                                                 \
                                          ? accs[i][j] + ((wsb[i].d * dx) * (float)I - (wsb[i].dmin * dx) * (float)M) \
-                                         : accs[i][j] + (wsb[i].d * dx) * (float)(I - M);              \
-                        continue;                                                                      \
-                    }                                                                                  \
-                    __m256i lo, hi;                                                                    \
-                    kq_lanes16(&wsb[i], xb, KIND == KL_IQ4, &lo, &hi);                                 \
-                    const __m256 dd = _mm256_set1_ps(wsb[i].d * dx), dm = _mm256_set1_ps(wsb[i].dmin * dx); \
-                    acc[i][j][0] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dm,                      \
-                                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc[i][j][0])); \
-                    acc[i][j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), dd, acc[i][j][1]);          \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                       \
-                out[j * nw + i] = KIND == KX_MINS || KIND == KX_OFFSET ? accs[i][j]                    \
-                                                                       : reduce16(acc[i][j][0], acc[i][j][1]); \
+                                         : accs[i][j] + (wsb[i].d * dx) * (float)(I - M);                            \
+                        continue;                                                                                    \
+                    }                                                                                                \
+                    __m256i lo, hi;                                                                                  \
+                    kq_lanes16(&wsb[i], xb, KIND == KL_IQ4, &lo, &hi);                                               \
+                    const __m256 dd = _mm256_set1_ps(wsb[i].d * dx), dm = _mm256_set1_ps(wsb[i].dmin * dx);          \
+                    acc[i][j][0] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dm,                                    \
+                                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc[i][j][0]));      \
+                    acc[i][j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), dd, acc[i][j][1]);                        \
+                }                                                                                                    \
+            }                                                                                                        \
+        }                                                                                                            \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)    \
+            out[j * nw + i] =                                                                                        \
+                KIND == KX_MINS || KIND == KX_OFFSET ? accs[i][j] : reduce16(acc[i][j][0], acc[i][j][1]);            \
     }
 
 /* The K-quant tile in ggml's order (RW_NUMERICS_GGML and auto; matmul_ref.c).
@@ -675,51 +765,216 @@ enum { KX_MINS, KX_OFFSET, KL_MADD, KL_IQ4 };
  * for KG_MINS1 (Q5_K) their sum to accm's lane 0. The output hsum8(acc)
  * plus (m0 + m2) + (m1 + m3), or m0. */
 enum { KG_OFFSET = 0, KG_MINS4 = 1, KG_MINS1 = 2 };
-#define KQUANT_TILE_IN(fn, UNPACK, SIGNED, ORDER)                                                      \
-    INLINE void fn(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, \
-                   const int nx, float *out) {                                                         \
-        __m256 acc[NW][NX];                                                                            \
-        __m128 accm[NW][NX];                                                                           \
-        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) acc[i][j] = _mm256_setzero_ps(),      \
-                                                                  accm[i][j] = _mm_setzero_ps();      \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_super wsb[NW];                                                                           \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);      \
-            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                     \
-                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                   \
-                __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                           \
-                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                 \
-                    __m256i isum = kq_lanes(&wsb[i], xb, SIGNED);                                      \
-                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                           \
-                    if (ORDER == KG_OFFSET) isum = _mm256_sub_epi32(isum, msum);                       \
-                    const __m256 dd = _mm256_set1_ps(xb->d * wsb[i].d);                                \
-                    acc[i][j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[i][j]);              \
-                    if (ORDER != KG_OFFSET) {                                                          \
-                        __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(msum), _mm256_extracti128_si256(msum, 1)); \
-                        if (ORDER == KG_MINS1) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128()); \
+#define KQUANT_TILE_IN(fn, UNPACK, SIGNED, ORDER)                                                                      \
+    INLINE void fn(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx,   \
+                   float *out) {                                                                                       \
+        __m256 acc[NW][NX];                                                                                            \
+        __m128 accm[NW][NX];                                                                                           \
+        _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)      \
+            acc[i][j] = _mm256_setzero_ps(),                                                                           \
+            accm[i][j] = _mm_setzero_ps();                                                                             \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                     \
+            w_super wsb[NW];                                                                                           \
+            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &wsb[i]);                      \
+            _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) {                                                     \
+                const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                                   \
+                __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);                                           \
+                _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                                 \
+                    __m256i isum = kq_lanes(&wsb[i], xb, SIGNED);                                                      \
+                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                           \
+                    if (ORDER == KG_OFFSET) isum = _mm256_sub_epi32(isum, msum);                                       \
+                    const __m256 dd = _mm256_set1_ps(xb->d * wsb[i].d);                                                \
+                    acc[i][j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[i][j]);                              \
+                    if (ORDER != KG_OFFSET) {                                                                          \
+                        __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(msum), _mm256_extracti128_si256(msum, 1));  \
+                        if (ORDER == KG_MINS1) m4 = _mm_hadd_epi32(_mm_hadd_epi32(m4, m4), _mm_setzero_si128());       \
                         accm[i][j] = _mm_fmadd_ps(_mm_set1_ps(-xb->d * wsb[i].dmin), _mm_cvtepi32_ps(m4), accm[i][j]); \
-                    }                                                                                  \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {                                     \
-                float m[4];                                                                            \
-                _mm_storeu_ps(m, accm[i][j]);                                                          \
-                const float h = hsum8(acc[i][j]);                                                      \
-                out[j * nw + i] = ORDER == KG_MINS4 ? h + ((m[0] + m[2]) + (m[1] + m[3]))               \
-                                  : ORDER == KG_MINS1 ? h + m[0]                                       \
-                                                      : h;                                             \
-            }                                                                                          \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        _Pragma("GCC unroll 2") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 2") for (int i = 0; i < nw; i++) {    \
+            float m[4];                                                                                                \
+            _mm_storeu_ps(m, accm[i][j]);                                                                              \
+            const float h = hsum8(acc[i][j]);                                                                          \
+            out[j * nw + i] = ORDER == KG_MINS4   ? h + ((m[0] + m[2]) + (m[1] + m[3]))                                \
+                              : ORDER == KG_MINS1 ? h + m[0]                                                           \
+                                                  : h;                                                                 \
+        }                                                                                                              \
     }
 #define KQUANT_GGML_TILE(name, UNPACK, ORDER) KQUANT_TILE_IN(name##_ggml_impl, UNPACK, 0, ORDER)
+
+/* Q4_K, Q5_K, Q6_K in our order with one activation row (decode): the
+ * super-block straight from its bytes, no unpacked copy; the integers are
+ * the unpacked tile's (exact), the scalar step the same. */
+
+/* I and M of the eight lanes isum, msum. */
+INLINE void hsum2_epi32(__m256i isum, __m256i msum, int32_t *I, int32_t *M) {
+    const __m256i h = _mm256_hadd_epi32(isum, msum); /* [i01 i23 m01 m23 | i45 i67 m45 m67] */
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    s = _mm_hadd_epi32(s, s);
+    *I = _mm_cvtsi128_si32(s);
+    *M = _mm_extract_epi32(s, 1);
+}
+
+INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        const uint8_t *scales, *qs, *qh = NULL;
+        rw_f16 d, dmin;
+        if (five) {
+            const rw_block_q5_K *b = (const rw_block_q5_K *)w + sb;
+            scales = b->scales, qs = b->qs, qh = b->qh, d = b->d, dmin = b->dmin;
+        } else {
+            const rw_block_q4_K *b = (const rw_block_q4_K *)w + sb;
+            scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
+        }
+        uint64_t sc, mn;
+        k4_scales_mins(scales, &sc, &mn);
+        const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+        const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+        const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+        const rw_block_q8_K *xb = x + sb;
+        __m256i isum = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (five) { /* bit j of qh[l]: element 32j + l's fifth bit */
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c + 1), one), 4));
+            }
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), bcast16(scv, 2 * c)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), bcast16(scv, 2 * c + 1)));
+        }
+        const __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
+        int32_t I, M;
+        hsum2_epi32(isum, msum, &I, &M);
+        const float dx = xb->d;
+        acc = acc + ((f16_to_f32(d) * dx) * (float)I - (f16_to_f32(dmin) * dx) * (float)M);
+    }
+    return acc;
+}
+
+INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        const rw_block_q6_K *b = (const rw_block_q6_K *)w + sb;
+        const rw_block_q8_K *xb = x + sb;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        __m256i isum = _mm256_setzero_si256();
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
+            const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+                const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+                const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4);
+                const __m256i s =
+                    _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                              _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * k));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv), s));
+            }
+        }
+        /* the -32: 32 * scale . bsums */
+        const __m256i msum =
+            _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb->bsums));
+        int32_t I, M;
+        hsum2_epi32(isum, msum, &I, &M);
+        acc = acc + (f16_to_f32(b->d) * xb->d) * (float)(I - M);
+    }
+    return acc;
+}
+INLINE float q4_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) { return q45_K_dot1(n, w, xq, 0); }
+INLINE float q5_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) { return q45_K_dot1(n, w, xq, 1); }
+
+/* Q4_K, Q5_K, Q6_K in our order with several activation rows (prefill):
+ * each weight super-block is unpacked once for up to KX_NX activation rows,
+ * which go four at a time. The integers are those of the one-row tile
+ * (exact whatever the instructions): I and M of four rows come out of one
+ * hadd tree, and the scalar step of the four rows runs as one 4-lane step
+ * (the same IEEE operations per lane, not contracted). */
+enum { KX_NX = 16 };
+
+/* [I0 M0 I1 M1], [I2 M2 I3 M3]: the integers of weight super-block w
+ * against activation super-blocks xb[0..3]. */
+INLINE void kx_sums4(const w_super *w, const rw_block_q8_K *const xb[4], __m128i *im01, __m128i *im23) {
+    __m256i is[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        const __m256i u = w->u[k], s = w->s[k];
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[j]->qs + 32 * k));
+            is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s));
+        }
+    }
+    __m256i a[4];
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[j] =
+        _mm256_hadd_epi32(is[j], _mm256_madd_epi16(w->mins, _mm256_loadu_si256((const __m256i *)xb[j]->bsums)));
+    const __m256i c01 = _mm256_hadd_epi32(a[0], a[1]), c23 = _mm256_hadd_epi32(a[2], a[3]);
+    *im01 = _mm_add_epi32(_mm256_castsi256_si128(c01), _mm256_extracti128_si256(c01, 1));
+    *im23 = _mm_add_epi32(_mm256_castsi256_si128(c23), _mm256_extracti128_si256(c23, 1));
+}
+
+#define KX_MANY_TILE(name, UNPACK, KIND)                                                                               \
+    static void name##_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,        \
+                            const int nx, float *out) {                                                                \
+        __m128 acc[NW][KX_NX / 4];                                                                                     \
+        const int ng = (nx + 3) / 4;                                                                                   \
+        for (int i = 0; i < nw; i++)                                                                                   \
+            for (int g = 0; g < ng; g++) acc[i][g] = _mm_setzero_ps();                                                 \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                     \
+            for (int i = 0; i < nw; i++) {                                                                             \
+                w_super wsb;                                                                                           \
+                UNPACK(w + i * ws, sb, &wsb);                                                                          \
+                const __m128 d = _mm_set1_ps(wsb.d), dmin = _mm_set1_ps(wsb.dmin);                                     \
+                for (int g = 0; g < ng; g++) {                                                                         \
+                    const rw_block_q8_K *xb[4];                                                                        \
+                    float dx[4];                                                                                       \
+                    for (int j = 0; j < 4; j++) { /* rows past nx: the last row again, discarded */                    \
+                        const int r = 4 * g + j < nx ? 4 * g + j : nx - 1;                                             \
+                        xb[j] = (const rw_block_q8_K *)(xq + (size_t)r * xs) + sb;                                     \
+                        dx[j] = xb[j]->d;                                                                              \
+                    }                                                                                                  \
+                    __m128i im01, im23;                                                                                \
+                    kx_sums4(&wsb, xb, &im01, &im23);                                                                  \
+                    const __m128 dxv = _mm_loadu_ps(dx);                                                               \
+                    const __m128 I = _mm_castsi128_ps(im01), M = _mm_castsi128_ps(im23);                               \
+                    const __m128i Ii = _mm_castps_si128(_mm_shuffle_ps(I, M, _MM_SHUFFLE(2, 0, 2, 0)));                \
+                    const __m128i Mi = _mm_castps_si128(_mm_shuffle_ps(I, M, _MM_SHUFFLE(3, 1, 3, 1)));                \
+                    if (KIND == KX_MINS)                                                                               \
+                        acc[i][g] =                                                                                    \
+                            _mm_add_ps(acc[i][g], _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(d, dxv), _mm_cvtepi32_ps(Ii)),      \
+                                                             _mm_mul_ps(_mm_mul_ps(dmin, dxv), _mm_cvtepi32_ps(Mi)))); \
+                    else                                                                                               \
+                        acc[i][g] = _mm_add_ps(                                                                        \
+                            acc[i][g], _mm_mul_ps(_mm_mul_ps(d, dxv), _mm_cvtepi32_ps(_mm_sub_epi32(Ii, Mi))));        \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int i = 0; i < nw; i++)                                                                                   \
+            for (int j = 0; j < nx; j++) {                                                                             \
+                float a[4];                                                                                            \
+                _mm_storeu_ps(a, acc[i][j / 4]);                                                                       \
+                out[j * nw + i] = a[j % 4];                                                                            \
+            }                                                                                                          \
+    }
 
 KQUANT_TILE(q2_K, unpack4_q2_K, KL_MADD)
 KQUANT_TILE(q3_K, unpack4_q3_K, KL_MADD)
 KQUANT_TILE(q4_K, unpack4_q4_K, KX_MINS)
 KQUANT_TILE(q5_K, unpack4_q5_K, KX_MINS)
 KQUANT_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
+KX_MANY_TILE(q4_K, unpack4_q4_K, KX_MINS)
+KX_MANY_TILE(q5_K, unpack4_q5_K, KX_MINS)
+KX_MANY_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
 KQUANT_TILE(iq4_xs, unpack4_iq4_xs, KL_IQ4)
 KQUANT_GGML_TILE(q4_K, unpack4_q4_K, KG_MINS4)
 KQUANT_GGML_TILE(q5_K, unpack4_q5_K, KG_MINS1)
@@ -727,14 +982,14 @@ KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
 
 /* ==== tiles of every shape, and the table ================================ */
 
-#define TILE_DISPATCH(name)                                                                            \
-    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
-                            int nx, float *out) {                                                      \
-        if (nx == 1) /* any number of weight rows, one at a time (see matmul_int.h) */                 \
-            for (int i = 0; i < nw; i++) name##_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
-        else if (nw == 1) name##_impl(n, w, ws, 1, xq, xs, 2, out);                                    \
-        else if (nx == 1) name##_impl(n, w, ws, 2, xq, xs, 1, out);                                    \
-        else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                 \
+#define TILE_DISPATCH(name)                                                                                       \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
+        if (nx == 1) /* any number of weight rows, one at a time (see matmul_int.h) */                            \
+            for (int i = 0; i < nw; i++) name##_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);                   \
+        else if (nw == 1) name##_impl(n, w, ws, 1, xq, xs, 2, out);                                               \
+        else if (nx == 1) name##_impl(n, w, ws, 2, xq, xs, 1, out);                                               \
+        else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                            \
     }
 
 TILE_DISPATCH(q4_0)
@@ -745,9 +1000,18 @@ TILE_DISPATCH(iq4_nl)
 TILE_DISPATCH(mxfp4)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
-TILE_DISPATCH(q4_K)
-TILE_DISPATCH(q5_K)
-TILE_DISPATCH(q6_K)
+/* Q4_K, Q5_K, Q6_K: one activation row as above, several in the many-row
+ * tile (the same arithmetic per output). */
+#define TILE_DISPATCH_KX(name)                                                                                    \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
+        if (nx == 1)                                                                                              \
+            for (int i = 0; i < nw; i++) out[i] = name##_dot1(n, w + i * ws, xq);                                 \
+        else name##_many(n, w, ws, nw, xq, xs, nx, out);                                                          \
+    }
+TILE_DISPATCH_KX(q4_K)
+TILE_DISPATCH_KX(q5_K)
+TILE_DISPATCH_KX(q6_K)
 TILE_DISPATCH(iq4_xs)
 TILE_DISPATCH(q8_0_ggml)
 TILE_DISPATCH(q4_0_ggml)
@@ -758,11 +1022,14 @@ TILE_DISPATCH(q4_K_ggml)
 TILE_DISPATCH(q5_K_ggml)
 TILE_DISPATCH(q6_K_ggml)
 
-#define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
+#define K(name, xb, conv)                       \
+    static const rw_mm_kernel kernel_##name = { \
+        .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
-K(q8_0, x_bytes_q8g, convert_q8g)
+static const rw_mm_kernel kernel_q8_0 = {
+    .x_bytes = x_bytes_q8g, .convert_x = convert_q8g, .tile = tile_q8_0, .max_nw = NW, .max_nx = Q8_NX};
 K(q4_0, x_bytes_blk, convert_b8)
 K(q4_1, x_bytes_blk, convert_q8_1)
 K(q5_0, x_bytes_blk, convert_b16)
@@ -771,9 +1038,12 @@ K(iq4_nl, x_bytes_blk, convert_b0)
 K(mxfp4, x_bytes_blk, convert_b0)
 K(q2_K, x_bytes_q8_K, convert_q8_K)
 K(q3_K, x_bytes_q8_K, convert_q8_K)
-K(q4_K, x_bytes_q8_K, convert_q8_K)
-K(q5_K, x_bytes_q8_K, convert_q8_K)
-K(q6_K, x_bytes_q8_K, convert_q8_K)
+#define KX(name, xb, conv)                      \
+    static const rw_mm_kernel kernel_##name = { \
+        .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = KX_NX};
+KX(q4_K, x_bytes_q8_K, convert_q8_K)
+KX(q5_K, x_bytes_q8_K, convert_q8_K)
+KX(q6_K, x_bytes_q8_K, convert_q8_K)
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 K(q8_0_ggml, x_bytes_blk, convert_b0)
 K(q4_0_ggml, x_bytes_blk, convert_b8)
