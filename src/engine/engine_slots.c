@@ -19,6 +19,8 @@ typedef struct eng_slot {
     eng_req *r;    /* the request running in it, or NULL */
     int32_t *held; /* idle: the tokens the last request's sequence held (owned), or NULL */
     int64_t n_held;
+    int64_t cap_held; /* held's room: kept from request to request, so a slot in use allocates
+                         only when a longer sequence comes (a request's memory is its own) */
     int64_t n_prompt; /* of the request running, or of the last one */
     int64_t progress; /* busy: tokens in its sequence at the last step's end */
 } eng_slot;
@@ -54,8 +56,7 @@ void rw_engine__slot_take(rw_engine *e, eng_req *r) {
     for (int i = 0; i < e->cfg.max_running; i++) {
         eng_slot *s = &e->slots[i];
         if (s->r) continue;
-        free(s->held);
-        *s = (eng_slot){.r = r, .n_prompt = r->n_prompt};
+        *s = (eng_slot){.r = r, .n_prompt = r->n_prompt, .held = s->held, .cap_held = s->cap_held};
         r->slot = i + 1;
         return;
     }
@@ -69,9 +70,12 @@ void rw_engine__slot_leave(rw_engine *e, eng_req *r) {
     /* what went to the prefix cache: the sequence's tokens (no copy when out
      * of memory: the slot then holds nothing) */
     const int64_t n = r->n_in_seq;
-    s->held = n > 0 ? malloc((size_t)n * sizeof *s->held) : NULL;
-    if (s->held) memcpy(s->held, r->tokens, (size_t)n * sizeof *s->held);
-    s->n_held = s->held ? n : 0;
+    if (n > s->cap_held) {
+        int32_t *p = realloc(s->held, (size_t)n * sizeof *p);
+        if (p) s->held = p, s->cap_held = n;
+    }
+    s->n_held = n <= s->cap_held ? n : 0;
+    if (s->n_held) memcpy(s->held, r->tokens, (size_t)n * sizeof *s->held);
     s->progress = 0;
 }
 
@@ -172,11 +176,11 @@ static void run_op(rw_engine *e, eng_slot_op *op) {
         op->n_tokens = s->n_held;
         free(s->held);
         s->held = NULL;
-        s->n_held = 0;
+        s->n_held = s->cap_held = 0;
     } else if (!st && op->kind == OP_RESTORE) {
         free(s->held);
         s->held = fresh;
-        s->n_held = n_fresh;
+        s->n_held = s->cap_held = n_fresh;
         s->n_prompt = 0;
     }
     op->st = st;
