@@ -399,17 +399,21 @@ INLINE int32_t k45_isum(const uint8_t *qs, const uint8_t *qh, const int8_t *x, c
     return vaddvq_s32(acc);
 }
 
+/* One Q4_K / Q5_K super-block's term (qh NULL for Q4_K): the reference's float step. */
+INLINE float k45_term(rw_f16 d, rw_f16 dmin, const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh,
+                      const rw_block_q8_K *x) {
+    int sc[8], mn[8];
+    k4_scales_mins(scales, sc, mn);
+    const int32_t isum = k45_isum(qs, qh, x->qs, sc), msum = k4_msum(mn, x->bsums);
+    const float dx = x->d;
+    return (f16(d) * dx) * (float)isum - (f16(dmin) * dx) * (float)msum;
+}
+
 static float dot_q4_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     const rw_block_q4_K *w = (const rw_block_q4_K *)wp;
     const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
     float sum = 0;
-    for (int64_t b = 0; b < n / RW_QK_K; b++) {
-        int sc[8], mn[8];
-        k4_scales_mins(w[b].scales, sc, mn);
-        const int32_t isum = k45_isum(w[b].qs, NULL, x[b].qs, sc), msum = k4_msum(mn, x[b].bsums);
-        const float dx = x[b].d;
-        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
-    }
+    for (int64_t b = 0; b < n / RW_QK_K; b++) sum += k45_term(w[b].d, w[b].dmin, w[b].scales, w[b].qs, NULL, &x[b]);
     return sum;
 }
 
@@ -417,13 +421,7 @@ static float dot_q5_K(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     const rw_block_q5_K *w = (const rw_block_q5_K *)wp;
     const rw_block_q8_K *x = (const rw_block_q8_K *)xp;
     float sum = 0;
-    for (int64_t b = 0; b < n / RW_QK_K; b++) {
-        int sc[8], mn[8];
-        k4_scales_mins(w[b].scales, sc, mn);
-        const int32_t isum = k45_isum(w[b].qs, w[b].qh, x[b].qs, sc), msum = k4_msum(mn, x[b].bsums);
-        const float dx = x[b].d;
-        sum += (f16(w[b].d) * dx) * (float)isum - (f16(w[b].dmin) * dx) * (float)msum;
-    }
+    for (int64_t b = 0; b < n / RW_QK_K; b++) sum += k45_term(w[b].d, w[b].dmin, w[b].scales, w[b].qs, w[b].qh, &x[b]);
     return sum;
 }
 
