@@ -530,16 +530,22 @@ INLINE __m256i bcast16(__m256i v, int k) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
 }
 
-INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
-    const uint8_t *scales, *qs, *qh = NULL;
-    rw_f16 d, dmin;
+/* The fields of super-block sb of a Q4_K (five = 0; *qh = NULL) or Q5_K row. */
+INLINE void k45_fields(const uint8_t *row, int64_t sb, int five, const uint8_t **scales, const uint8_t **qs,
+                       const uint8_t **qh, rw_f16 *d, rw_f16 *dmin) {
     if (five) {
         const rw_block_q5_K *b = (const rw_block_q5_K *)row + sb;
-        scales = b->scales, qs = b->qs, qh = b->qh, d = b->d, dmin = b->dmin;
+        *scales = b->scales, *qs = b->qs, *qh = b->qh, *d = b->d, *dmin = b->dmin;
     } else {
         const rw_block_q4_K *b = (const rw_block_q4_K *)row + sb;
-        scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
+        *scales = b->scales, *qs = b->qs, *qh = NULL, *d = b->d, *dmin = b->dmin;
     }
+}
+
+INLINE void unpack_q4_K(const uint8_t *row, int64_t sb, w_super *o, int five) {
+    const uint8_t *scales, *qs, *qh;
+    rw_f16 d, dmin;
+    k45_fields(row, sb, five, &scales, &qs, &qh, &d, &dmin);
     uint64_t sc, mn;
     k4_scales_mins(scales, &sc, &mn);
     const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -822,15 +828,9 @@ INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const in
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     float acc = 0.0f;
     for (int64_t sb = 0; sb < n / 256; sb++) {
-        const uint8_t *scales, *qs, *qh = NULL;
+        const uint8_t *scales, *qs, *qh;
         rw_f16 d, dmin;
-        if (five) {
-            const rw_block_q5_K *b = (const rw_block_q5_K *)w + sb;
-            scales = b->scales, qs = b->qs, qh = b->qh, d = b->d, dmin = b->dmin;
-        } else {
-            const rw_block_q4_K *b = (const rw_block_q4_K *)w + sb;
-            scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
-        }
+        k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
         uint64_t sc, mn;
         k4_scales_mins(scales, &sc, &mn);
         const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
