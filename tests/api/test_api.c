@@ -163,7 +163,7 @@ int main(void) {
     CHECK(!rw_set_numerics(NULL, &err) && !strcmp(rw_get_numerics(), "auto"));
 
     const char *path = rw_test_fixture_path("qwen35/qwen35-Q8_0.gguf");
-    if (!path) rw_test_skip("no fixtures");
+    if (!rw_test_fixtures()) rw_test_skip("no fixtures");
     rw_model_params mp = rw_model_params_default();
     CHECK_MSG(!rw_model_open(path, &mp, &m, &err), "%s", err.msg);
     if (!m) return rw_test_done();

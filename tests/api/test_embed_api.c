@@ -23,7 +23,7 @@ static double norm(const float *v, int n) {
 
 int main(void) {
     const char *ids_path = rw_test_fixture_path("qwen3/qwen3.prompt.ids"); /* a static buffer: read it first */
-    if (!ids_path) rw_test_skip("no fixtures");
+    if (!rw_test_fixtures()) rw_test_skip("no fixtures");
     size_t sz = 0;
     char *txt = rw_test_read_file(ids_path, &sz);
     CHECK(txt != NULL);
