@@ -87,6 +87,15 @@ char *rw_server__anthropic_error_json(const srv_error *e);
  * translation (as rw_server__parse_request does a body with chat = true). */
 bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_error *e);
 
+/* prompt.c: the request's prompt into r (prompt ids, message marks, output
+ * parser settings, a forced call's grammar), from a chat-completions object
+ * (messages, tools, tool_choice already read into r, template kwargs) or a
+ * completions object (prompt, suffix, echo). false with *e set (400 for the
+ * request's fault, 500 otherwise); what r holds is freed by
+ * rw_server__request_free either way. */
+bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e);
+bool rw_server__completion_prompt(srv_model *m, json_t *o, srv_request *r, bool echo, srv_error *e);
+
 /* ---- the output pipeline ---- */
 
 typedef enum {
