@@ -18,6 +18,7 @@ struct rw_constraint {
      * been generated (a reasoning block's close); NULL = from the start */
     char *after;               /* owned */
     size_t after_len;
+    bool after_special;        /* control tokens count as their text (an output that renders them) */
     int32_t *pre;              /* tokens accepted before the grammar holds (the text ending with after); owned */
     int64_t n_pre, cap_pre;
     int64_t act_at;            /* tokens accepted when the grammar began to hold (= n_pre then), -1 before */
@@ -25,6 +26,11 @@ struct rw_constraint {
 
 rw_status rw_constraint_new(const char *gbnf, const rw_grammar_vocab *v, const rw_tokenizer *tok,
                             rw_constraint **out, rw_error *err) {
+    return rw_constraint_new_at(gbnf, NULL, v, tok, out, err);
+}
+
+rw_status rw_constraint_new_at(const char *gbnf, const char *root, const rw_grammar_vocab *v, const rw_tokenizer *tok,
+                               rw_constraint **out, rw_error *err) {
     *out = NULL;
     rw_constraint *c = calloc(1, sizeof *c);
     if (!c) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
@@ -32,7 +38,7 @@ rw_status rw_constraint_new(const char *gbnf, const rw_grammar_vocab *v, const r
     c->tok = tok;
     c->act_at = 0; /* active from the start unless rw_constraint_set_after */
     c->n_vocab = rw_grammar_vocab_size(v);
-    rw_status st = rw_grammar_compile(gbnf, strlen(gbnf), NULL, &c->g, err);
+    rw_status st = rw_grammar_compile(gbnf, strlen(gbnf), root, &c->g, err);
     if (!st) st = rw_grammar_matcher_new(c->g, v, &c->m, err);
     if (!st) {
         c->mask = malloc(rw_grammar_mask_words(c->n_vocab) * sizeof *c->mask);
@@ -58,7 +64,8 @@ void rw_constraint_free(rw_constraint *c) {
     free(c);
 }
 
-rw_status rw_constraint_set_after(rw_constraint *c, const char *text, rw_error *err) {
+rw_status rw_constraint_set_after(rw_constraint *c, const char *text, bool render_special, rw_error *err) {
+    c->after_special = render_special;
     if (!text || !*text) return RW_OK;
     if (strlen(text) > 256) return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: the text it follows is over 256 bytes");
     free(c->after);
@@ -78,7 +85,7 @@ static bool after_done(const rw_constraint *c) {
     char tail[640], piece[128];
     size_t len = 0, last = 0;
     for (int64_t i = c->n_pre - 1; i >= 0; i--) {
-        size_t n = rw_token_to_piece(c->tok, c->pre[i], false, piece, sizeof piece);
+        size_t n = rw_token_to_piece(c->tok, c->pre[i], c->after_special, piece, sizeof piece);
         if (n > sizeof piece) n = sizeof piece; /* a longer piece: its start is enough here */
         if (len + n > sizeof tail) break;
         memmove(tail + n, tail, len);

@@ -32,14 +32,19 @@ typedef struct rw_constraint rw_constraint;
  * outlive it). The caller frees *out with rw_constraint_free. */
 rw_status rw_constraint_new(const char *gbnf, const rw_grammar_vocab *v, const rw_tokenizer *tok,
                             rw_constraint **out, rw_error *err);
+/* The same from the rule named root (NULL: "root"). */
+rw_status rw_constraint_new_at(const char *gbnf, const char *root, const rw_grammar_vocab *v, const rw_tokenizer *tok,
+                               rw_constraint **out, rw_error *err);
 void rw_constraint_free(rw_constraint *c); /* NULL is fine */
 
 /* The grammar holds only once the output has written text (a reasoning
  * block's close, "</think>"): until then every token but end-of-generation
  * is allowed (an answer must follow) and the tokens are only looked at.
  * Exact under rewind and on the side like the rest (a draft may cross the
- * point). text is copied; NULL or "" = from the start. */
-rw_status rw_constraint_set_after(rw_constraint *c, const char *text, rw_error *err);
+ * point). text is copied; NULL or "" = from the start. render_special: the
+ * output's text holds control tokens as their text (harmony's
+ * "<|channel|>final<|message|>" is then text to wait for). */
+rw_status rw_constraint_set_after(rw_constraint *c, const char *text, bool render_special, rw_error *err);
 
 /* Masks row (n_vocab logits, in place) for the position after the accepted
  * tokens and then prefix[0..n) (not accepted: looked at on the side).

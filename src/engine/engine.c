@@ -123,6 +123,7 @@ rw_status rw_engine_new(rw_model *m, const rw_tokenizer *tok, const rw_engine_co
     }
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->gvocab_mu, NULL);
+    e->n_ctl_ids = -1;
     pthread_cond_init(&e->wake, NULL);
     pthread_cond_init(&e->step_done, NULL);
     if (cfg->cache_bytes > 0) {
@@ -194,6 +195,8 @@ void rw_engine_free(rw_engine *e) {
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->gvocab_mu);
     rw_grammar_vocab_free(e->gvocab);
+    for (int i = 0; i < e->n_ctl_vocab; i++) rw_grammar_vocab_free(e->ctl_vocab[i].v);
+    free(e->ctl_ids);
     rw_threadpool_free(e->pool);
     rw_engine__slots_free(e);
     free(e->running);
@@ -217,6 +220,63 @@ static rw_status check_params(const rw_gen_params *p, rw_error *err) {
     if (p->n_logprobs < -1 || p->n_logprobs > RW_MAX_TOP_LOGPROBS)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "top_logprobs must be in [0, %d]", RW_MAX_TOP_LOGPROBS);
     return RW_OK;
+}
+
+/* The vocabulary trie a grammar is matched against. An output that renders
+ * control tokens as text (harmony) gets a trie that also holds the control
+ * tokens whose text the grammar names, so its literal "<|message|>" is
+ * written by the control token the model was trained on; end-of-generation
+ * tokens never (the constraint decides where the output ends). *out is
+ * owned by the engine. */
+static rw_status grammar_vocab(rw_engine *e, const char *gbnf, bool render_special, const rw_grammar_vocab **out,
+                               rw_error *err) {
+    rw_status st = RW_OK;
+    pthread_mutex_lock(&e->gvocab_mu);
+    if (!e->gvocab) st = rw_grammar_vocab_from_tokenizer(e->tok, &e->gvocab, err);
+    *out = e->gvocab;
+    if (st || !render_special) goto done;
+    if (e->n_ctl_ids < 0) { /* listed once: a few hundred in real vocabularies */
+        int cap = 0, n = 0;
+        for (int32_t i = 0; i < (int32_t)e->n_vocab; i++) {
+            if (!rw_tokenizer_is_control(e->tok, i) || rw_tokenizer_is_eog(e->tok, i)) continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                int32_t *g = realloc(e->ctl_ids, (size_t)cap * sizeof *g);
+                if (!g) {
+                    st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+                    goto done;
+                }
+                e->ctl_ids = g;
+            }
+            e->ctl_ids[n++] = i;
+        }
+        e->n_ctl_ids = n;
+    }
+    int32_t ids[16];
+    int n = 0;
+    for (int k = 0; k < e->n_ctl_ids && n < 16; k++) {
+        char piece[64];
+        const size_t len = rw_token_to_piece(e->tok, e->ctl_ids[k], true, piece, sizeof piece - 1);
+        if (len < 2 || len >= sizeof piece) continue;
+        piece[len] = 0;
+        if (strstr(gbnf, piece)) ids[n++] = e->ctl_ids[k];
+    }
+    if (!n) goto done;
+    for (int i = 0; i < e->n_ctl_vocab; i++)
+        if (e->ctl_vocab[i].n == n && !memcmp(e->ctl_vocab[i].ids, ids, (size_t)n * sizeof *ids)) {
+            *out = e->ctl_vocab[i].v;
+            goto done;
+        }
+    if (e->n_ctl_vocab == ENG_CTL_VOCABS) goto done; /* bounded: the plain trie */
+    struct eng_ctl_vocab *cv = &e->ctl_vocab[e->n_ctl_vocab];
+    if ((st = rw_grammar_vocab_with_controls(e->tok, ids, n, &cv->v, err))) goto done;
+    memcpy(cv->ids, ids, (size_t)n * sizeof *ids);
+    cv->n = n;
+    e->n_ctl_vocab++;
+    *out = cv->v;
+done:
+    pthread_mutex_unlock(&e->gvocab_mu);
+    return st;
 }
 
 rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_gen_params *p,
@@ -265,16 +325,16 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->p.sampling.n_logit_bias = 0;
     st = rw_sampler_new(&p->sampling, e->n_vocab, &r->sampler, err);
     if (!st && p->grammar) {
-        pthread_mutex_lock(&e->gvocab_mu);
-        if (!e->gvocab) st = rw_grammar_vocab_from_tokenizer(e->tok, &e->gvocab, err);
-        pthread_mutex_unlock(&e->gvocab_mu);
-        if (!st) st = rw_constraint_new(p->grammar, e->gvocab, e->tok, &r->cons, err);
-        if (!st) st = rw_constraint_set_after(r->cons, p->grammar_after, err);
+        const rw_grammar_vocab *gv = NULL;
+        st = grammar_vocab(e, p->grammar, p->render_special, &gv, err);
+        if (!st) st = rw_constraint_new_at(p->grammar, p->grammar_root, gv, e->tok, &r->cons, err);
+        if (!st) st = rw_constraint_set_after(r->cons, p->grammar_after, p->render_special, err);
         if (!st && !(r->mlogits = malloc((size_t)e->n_vocab * sizeof *r->mlogits)))
             st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     r->p.grammar = NULL; /* compiled; the text is not kept */
     r->p.grammar_after = NULL;
+    r->p.grammar_root = NULL;
     if (st) {
         rw_engine__req_free(r);
         return st;

@@ -133,6 +133,10 @@ typedef struct {
      * end and then end the request even with ignore_eos; the request ends (stop) when nothing may
      * follow; max_tokens still cuts it (finish length). engine/constraint.h has the details. */
     const char *grammar;
+    /* With grammar: the rule it starts from, NULL: "root" (a format that
+     * wraps a request's grammar in its own markup adds a rule that ends in
+     * the request's root). */
+    const char *grammar_root;
     /* With grammar: the text after which it holds (a reasoning block's close,
      * e.g. "</think>"), or NULL for the whole output. Until the output has
      * written it, anything but end-of-generation may come (constraint.h). */

@@ -90,6 +90,20 @@ struct rw_engine {
      * (gvocab_mu guards the building; read-only afterwards); owned */
     rw_grammar_vocab *gvocab;
     pthread_mutex_t gvocab_mu;
+    /* for outputs that render control tokens (render_special): the tries
+     * that also hold the control tokens a grammar names (harmony's markers),
+     * one per set, built when first asked for and kept until rw_engine_free
+     * (constraints borrow them); at most ENG_CTL_VOCABS sets, beyond that
+     * the plain trie. All under gvocab_mu. */
+#define ENG_CTL_VOCABS 8
+    struct eng_ctl_vocab {
+        int32_t ids[16];
+        int n;
+        rw_grammar_vocab *v; /* owned */
+    } ctl_vocab[ENG_CTL_VOCABS];
+    int n_ctl_vocab;
+    int32_t *ctl_ids; /* the vocabulary's control tokens that do not end a generation (owned) */
+    int n_ctl_ids;    /* -1 before they are listed */
 
     pthread_t thread;         /* not started with cfg.manual */
     struct eng_scratch *manual_sc; /* cfg.manual: rw_engine_step's scratch, owned */

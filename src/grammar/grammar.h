@@ -121,6 +121,12 @@ rw_status rw_grammar_vocab_new(int32_t n, const char *const *pieces, const size_
  * tokens excluded (user-defined added tokens such as <tool_call> stay: their
  * text is their bytes). */
 rw_status rw_grammar_vocab_from_tokenizer(const rw_tokenizer *tok, rw_grammar_vocab **out, rw_error *err);
+/* The same with the control tokens controls[0..n_controls) as their text
+ * (harmony's <|channel|>, <|message|>): a grammar's literal of that text
+ * can then be written by the control token itself, for an output whose text
+ * renders control tokens. Other control tokens stay out. */
+rw_status rw_grammar_vocab_with_controls(const rw_tokenizer *tok, const int32_t *controls, int n_controls,
+                                         rw_grammar_vocab **out, rw_error *err);
 void rw_grammar_vocab_free(rw_grammar_vocab *v); /* NULL is fine */
 int32_t rw_grammar_vocab_size(const rw_grammar_vocab *v);
 

@@ -198,7 +198,18 @@ rw_status rw_grammar_vocab_new(int32_t n, const char *const *pieces, const size_
     return RW_OK;
 }
 
+static bool listed(const int32_t *ids, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id) return true;
+    return false;
+}
+
 rw_status rw_grammar_vocab_from_tokenizer(const rw_tokenizer *tok, rw_grammar_vocab **out, rw_error *err) {
+    return rw_grammar_vocab_with_controls(tok, NULL, 0, out, err);
+}
+
+rw_status rw_grammar_vocab_with_controls(const rw_tokenizer *tok, const int32_t *controls, int n_controls,
+                                         rw_grammar_vocab **out, rw_error *err) {
     *out = NULL;
     const int32_t n = rw_tokenizer_n_vocab(tok);
     if (n <= 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: empty vocabulary");
@@ -212,8 +223,9 @@ rw_status rw_grammar_vocab_from_tokenizer(const rw_tokenizer *tok, rw_grammar_vo
     if (!st && !offs) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < n && !st; i++) {
         offs[i] = SIZE_MAX;
-        if (rw_tokenizer_is_control(tok, i)) continue;
-        size_t k = rw_token_to_piece(tok, i, false, buf + used, cap - used);
+        const bool ctl = rw_tokenizer_is_control(tok, i);
+        if (ctl && !listed(controls, n_controls, i)) continue;
+        size_t k = rw_token_to_piece(tok, i, ctl, buf + used, cap - used);
         if (k > cap - used) {
             while (k > cap - used) cap *= 2;
             char *nb = realloc(buf, cap);
@@ -222,7 +234,7 @@ rw_status rw_grammar_vocab_from_tokenizer(const rw_tokenizer *tok, rw_grammar_vo
                 break;
             }
             buf = nb;
-            k = rw_token_to_piece(tok, i, false, buf + used, cap - used);
+            k = rw_token_to_piece(tok, i, ctl, buf + used, cap - used);
         }
         if (k == 0) continue;
         offs[i] = used;

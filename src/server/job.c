@@ -26,13 +26,14 @@ static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, co
  * strings and bias owned here), the close marker's text and tokens. */
 static bool budget_setup(srv_job *j, const srv_request *r) {
     const char *close = j->model->caps.think_close[0] ? j->model->caps.think_close : "</think>";
+    if (r->budget_close) close = r->budget_close;
     size_t cl = strlen(close);
     j->close_text = malloc(cl + 4);
     j->prompt = malloc((size_t)(r->n_prompt ? r->n_prompt : 1) * sizeof *j->prompt);
     j->stop = calloc((size_t)(r->n_stop ? r->n_stop : 1), sizeof *j->stop);
     j->bias = calloc(r->n_bias ? r->n_bias : 1, sizeof *j->bias);
     if (!j->close_text || !j->prompt || !j->stop || !j->bias) return false;
-    j->close_len = (size_t)snprintf(j->close_text, cl + 4, "\n%s\n\n", close);
+    j->close_len = (size_t)snprintf(j->close_text, cl + 4, r->budget_close ? "%s" : "\n%s\n\n", close);
     memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof *j->prompt);
     j->n_prompt = r->n_prompt;
     j->gp = r->gp;
@@ -44,9 +45,11 @@ static bool budget_setup(srv_job *j, const srv_request *r) {
     j->gp.marks = NULL;
     j->gp.n_marks = 0;
     /* the continuation's prompt ends with the block's close: its grammar holds from the start */
-    if (r->gp.grammar && !(j->grammar = strdup(r->gp.grammar))) return false;
+    const char *cont = r->cont_grammar ? r->cont_grammar : r->gp.grammar;
+    if (cont && !(j->grammar = strdup(cont))) return false;
     j->gp.grammar = j->grammar;
     j->gp.grammar_after = NULL;
+    if (r->cont_grammar) j->gp.grammar_root = NULL; /* the grammar after the close starts at root */
     rw_error err = {0};
     if (rw_tokenize(j->model->tok, j->close_text, j->close_len, false, true, &j->close_ids, &j->n_close, &err))
         return false;
@@ -59,8 +62,12 @@ static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\
 /* Follows the think block through a new piece of output (under j->mu):
  * whether the output opens with it, and where it closes. */
 static void track_think(const srv_job *j, srv_choice *c, const char *text, size_t len, int n_tokens) {
-    const char *open = j->model->caps.think_open[0] ? j->model->caps.think_open : "<think>";
-    const char *close = j->model->caps.think_close[0] ? j->model->caps.think_close : "</think>";
+    const char *open = j->think_open               ? j->think_open
+                       : j->model->caps.think_open[0] ? j->model->caps.think_open
+                                                      : "<think>";
+    const char *close = j->think_close               ? j->think_close
+                        : j->model->caps.think_close[0] ? j->model->caps.think_close
+                                                        : "</think>";
     const size_t ol = strlen(open), cl = strlen(close);
     size_t skip = 0; /* bytes of text already read by the open check */
     if (c->think == 0) {
@@ -126,6 +133,8 @@ srv_job *rw_server__job_new(srv_model *m, const srv_request *r) {
     }
     j->parse.tools_json = j->tools_json;
     j->budget = r->chat ? r->reasoning_budget : -1;
+    j->think_open = r->think_open;
+    j->think_close = r->think_close;
     j->track_think = r->chat && r->out.reasoning != RW_REASONING_NONE;
     for (int i = 0; i < j->n; i++) j->choice[i].think = r->out.in_reasoning ? 1 : 0;
     if (j->budget >= 0 && !budget_setup(j, r)) {

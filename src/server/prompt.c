@@ -243,17 +243,13 @@ bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *
         goto done;
     }
     r->out.tools_json = r->tools_json;
-    if (r->force && harmony) { /* its markers are control tokens, which grammars do not match */
-        rw_server__errorf(e, 400, "invalid_request_error", NULL, "tool_choice",
-                          "a forced tool call (tool_choice \"required\" or a named function) is not supported with the "
-                          "harmony format (gpt-oss) yet; use \"auto\"");
-        goto done;
-    }
     if (r->force) { /* a forced call: a grammar over the model's own call format */
         rw_error gerr = {0};
         /* a named function is one call (as OpenAI's); "required" is one or, with parallel_tool_calls, more */
         if (rw_server__tool_grammar(m->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
-                                    r->force == 1 && r->parallel_calls, &r->grammar, &gerr)) {
+                                    r->force == 1 && r->parallel_calls, true, &r->grammar, &gerr) ||
+            (harmony && rw_server__tool_grammar(m->tool_fmt, r->tools_json, r->force == 2 ? r->force_name : NULL,
+                                                false, false, &r->cont_grammar, &gerr))) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, r->force == 2 ? "tool_choice" : "tools", "%s",
                               gerr.msg);
             goto done;
@@ -265,6 +261,34 @@ bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *
      * for the answer after the block's close, as vLLM applies it */
     if (r->gp.grammar && r->out.in_reasoning)
         r->gp.grammar_after = m->caps.think_close[0] ? m->caps.think_close : "</think>";
+    /* harmony: a forced call's grammar spells the channels itself; a
+     * response format (or grammar) holds for the final channel's body, after
+     * the model may reason in the analysis channel: the request's grammar
+     * wrapped in that markup (the reasoning is any text without a marker;
+     * once its budget closes it, the request's grammar alone) */
+    if (r->gp.grammar && harmony && !r->force) {
+        static const char wrap[] =
+            "\nharmony-answer ::= ( \"<|channel|>analysis<|message|>\" harmony-reasoning \"<|end|><|start|>assistant\" "
+            ")? \"<|channel|>final<|message|>\" root\nharmony-reasoning ::= ( [^<] | \"<\" [^|] )*\n";
+        const size_t gl = strlen(r->grammar);
+        char *g = malloc(gl + sizeof wrap);
+        if (!g) {
+            rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
+            goto done;
+        }
+        memcpy(g, r->grammar, gl);
+        memcpy(g + gl, wrap, sizeof wrap);
+        r->cont_grammar = r->grammar;
+        r->grammar = g;
+        r->gp.grammar = g;
+        r->gp.grammar_root = "harmony-answer";
+        r->gp.grammar_after = NULL;
+    }
+    if (harmony) { /* the analysis channel is the reasoning: its budget closes it, then the answer's channel */
+        r->think_open = "<|channel|>analysis<|message|>";
+        r->think_close = "<|end|>";
+        r->budget_close = r->force ? "<|end|><|start|>assistant" : "<|end|><|start|>assistant<|channel|>final<|message|>";
+    }
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(m->bos && rw_tokenizer_add_bos(m->tok) && !strncmp(text, m->bos, strlen(m->bos)));
     /* control tokens only from the template's own text (chat_guard.c) */

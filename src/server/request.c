@@ -321,7 +321,8 @@ static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_er
     /* a grammar after the reasoning: the answer must come, so reasoning
      * without a budget of its own gets half of max_tokens (then the block
      * is closed and the grammar holds: a forced call is always made) */
-    if (g->grammar_after && r->reasoning_budget < 0) r->reasoning_budget = (long)(g->max_tokens / 2);
+    if ((g->grammar_after || (g->grammar && r->budget_close)) && r->reasoning_budget < 0)
+        r->reasoning_budget = (long)(g->max_tokens / 2);
     if (has_seed) sp->seed = (uint64_t)seed;
     else { /* a fresh seed per request */
         pthread_mutex_lock(&s->mu);
@@ -377,5 +378,6 @@ void rw_server__request_free(srv_request *r) {
     free(r->tools_json);
     free(r->force_name);
     free(r->grammar);
+    free(r->cont_grammar);
     memset(r, 0, sizeof *r);
 }

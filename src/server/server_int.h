@@ -130,13 +130,14 @@ struct rw_server {
 /* GBNF (grammar/grammar.h) for output that is a tool call in format f
  * (tool_choice "required": any of tools_json's functions, only = NULL; a
  * named tool_choice: only = its name), with each call's arguments matching
- * its tool's parameters schema; parallel: up to 8 calls, else one. Built
+ * its tool's parameters schema; parallel: up to 8 calls, else one;
+ * reasoning (harmony): the call may follow an analysis message. Built
  * from the schema compiler's rules inside the format's own markup
  * (tool_grammar.c). *gbnf is malloc'd (the caller frees). Errors:
  * RW_ERR_INVALID_ARG (no tools, an unknown name, a bad schema),
  * RW_ERR_UNSUPPORTED (format NONE, a schema keyword the compiler lacks). */
 rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel,
-                                  char **gbnf, rw_error *err);
+                                  bool reasoning, char **gbnf, rw_error *err);
 
 /* One log line (printf-style) through the library's log hook (base/log.h). */
 void rw_server__logf(rw_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -218,10 +219,15 @@ typedef struct {
     rw_chat_output_opts out;
     char *tools_json;       /* owned */
     long reasoning_budget;  /* < 0: unlimited */
+    /* where the output's reasoning opens and closes, and what closes it
+     * when its budget is spent; NULL: the template's think markers,
+     * "\n" + close + "\n\n" (harmony sets its own: static strings) */
+    const char *think_open, *think_close, *budget_close;
     int force;              /* tool_choice: 0 auto/none, 1 "required", 2 a named function (force_name) */
     char *force_name;       /* owned */
     bool parallel_calls;    /* parallel_tool_calls (default true) */
     char *grammar;       /* gp.grammar: GBNF from grammar / json_schema / response_format / a forced tool call; owned */
+    char *cont_grammar;  /* the grammar once the reasoning is closed by its budget, when it differs; owned or NULL */
     char *echo;          /* completions' echo: the prompt's text, put before each choice's text; owned, or NULL */
     size_t echo_len;
 } srv_request;
@@ -326,6 +332,7 @@ typedef struct srv_job {
      * what it generated + the close marker; the prefix cache serves it), so
      * the answer follows. budget < 0: none. */
     long budget;
+    const char *think_open, *think_close; /* the request's markers (static), or NULL: the template's */
     bool track_think;   /* follow the think block (the choices' think, reasoning_toks) */
     int32_t *prompt;    /* copies for the continuation (owned) */
     int64_t n_prompt;

@@ -20,7 +20,12 @@
  *                    granite's)
  *   lfm2             <|tool_call_start|>[N(K=V, ...), ...]<|tool_call_end|> with the required
  *                    properties first, then the optional ones, each V the JSON of its schema
- *                    (JSON's literals are Python's to the parser). */
+ *                    (JSON's literals are Python's to the parser).
+ *   harmony          [<|channel|>analysis<|message|>REASONING<|end|><|start|>assistant]
+ *                    <|channel|>commentary to=functions.N <|constrain|>json<|message|>ARGS
+ *                    (gpt-oss: it may reason first, as it was trained to; one call, which
+ *                    its <|call|> ends; the markers are control tokens, which the engine
+ *                    lets a grammar write when the output renders them). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +254,8 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
         json_decref(nj);
         const bool hermes = f == RW_TOOL_FMT_HERMES || f == RW_TOOL_FMT_GENERIC;
         if (f == RW_TOOL_FMT_DEEPSEEK) snprintf(head, sizeof head, RW_CHAT_DS_CALL_BEGIN "function" RW_CHAT_DS_SEP "%.500s\n```json\n", name);
+        else if (f == RW_TOOL_FMT_HARMONY)
+            snprintf(head, sizeof head, "<|channel|>commentary to=functions.%.500s <|constrain|>json<|message|>", name);
         else
             snprintf(head, sizeof head, "%s{\"name\": %.500s, \"%s\": ", hermes ? "<tool_call>\n" : "",
                      nq ? nq : "\"\"", key);
@@ -257,7 +264,8 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
         put(b, " ", 1);
         puts_(b, an);
         put(b, " ", 1);
-        lit(b, hermes ? "}\n</tool_call>" : f == RW_TOOL_FMT_DEEPSEEK ? "\n```" RW_CHAT_DS_CALL_END : "}");
+        if (f != RW_TOOL_FMT_HARMONY) /* its body is the arguments alone */
+            lit(b, hermes ? "}\n</tool_call>" : f == RW_TOOL_FMT_DEEPSEEK ? "\n```" RW_CHAT_DS_CALL_END : "}");
         puts_(b, "\n");
         st = schema_rules(b, params, an, err);
     }
@@ -265,8 +273,8 @@ static rw_status call_rule(buf *b, rw_tool_format f, const json_t *fn, int i, rw
     return st;
 }
 
-rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel, char **out,
-                               rw_error *err) {
+rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, const char *only, bool parallel,
+                                  bool reasoning, char **out, rw_error *err) {
     *out = NULL;
     if (f == RW_TOOL_FMT_NONE) return rw_errorf(err, RW_ERR_UNSUPPORTED, "forced tool calls need a tool format");
     json_error_t je;
@@ -309,6 +317,11 @@ rw_status rw_server__tool_grammar(rw_tool_format f, const char *tools_json, cons
         else if (f == RW_TOOL_FMT_DEEPSEEK)
             snprintf(r, sizeof r, "root ::= \"%s\" call%s \"%s\"\n", RW_CHAT_DS_CALLS_BEGIN, parallel ? " ( \"\\n\" call ){0,7}" : "",
                      RW_CHAT_DS_CALLS_END);
+        else if (f == RW_TOOL_FMT_HARMONY && !reasoning) snprintf(r, sizeof r, "root ::= call\n");
+        else if (f == RW_TOOL_FMT_HARMONY) /* reasoning: any text without a marker (they start "<|") */
+            snprintf(r, sizeof r,
+                     "root ::= ( \"<|channel|>analysis<|message|>\" reasoning \"<|end|><|start|>assistant\" )? call\n"
+                     "reasoning ::= ( [^<] | \"<\" [^|] )*\n");
         else snprintf(r, sizeof r, "root ::= call%s\n", parallel ? " ( \"\\n\" call ){0,7}" : "");
         puts_(&root, r);
         puts_(&root, b.p ? b.p : "");

@@ -856,6 +856,70 @@ static void test_forced(void) {
     forced("mistralai-Mistral-Nemo-Instruct-2407", NULL);     /* Mistral's list */
 }
 
+/* gpt-oss's harmony format (its real template; the fixture's vocabulary has
+ * no harmony tokens, so the markers are text here, which the same grammars
+ * and parser handle): a forced call (required, named) is made in the
+ * commentary channel after the model reasons in the analysis channel, whose
+ * budget closes it; a response format holds for the final channel's body.
+ * Streamed and whole answers agree. tests/grammar/test_grammar_controls.c
+ * checks that control-token markers are written by the control tokens. */
+#define HTOOLS                                                                                                     \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather\","          \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12,"            \
+    "\"description\":\"city\"},\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7,\"description\":\"days\"}}," \
+    "\"required\":[\"city\",\"days\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"description\":"  \
+    "\"Time\",\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{\"enum\":[\"UTC\",\"CET\"],"              \
+    "\"description\":\"zone\"}},\"required\":[\"zone\"]}}}]"
+static void test_harmony(void) {
+    served s;
+    if (!serve(rw_test_fixture_path("chat/templates/openai-gpt-oss-120b.jinja"), NULL, &s)) return;
+    static const char *const choices[] = {"\"required\"", "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}",
+                                          "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}"};
+    for (int k = 0; k < 3; k++) {
+        char body[4096];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}]," HTOOLS ",\"tool_choice\":%s,"
+                 "\"max_tokens\":400,\"temperature\":0}",
+                 choices[k]);
+        json_t *r = post(s.port, "/v1/chat/completions", body, &status);
+        CHECK_MSG(status == 200, "harmony %s: %d", choices[k], status);
+        json_t *c = json_array_get(json_object_get(r, "choices"), 0), *m = json_object_get(c, "message");
+        json_t *call = json_array_get(json_object_get(m, "tool_calls"), 0), *fn = json_object_get(call, "function");
+        const char *name = json_string_value(json_object_get(fn, "name")) ?: "";
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        CHECK_MSG(json_array_size(json_object_get(m, "tool_calls")) == 1 && args_valid(name, args),
+                  "harmony %s: %s(%s), content [%s]", choices[k], name, args ? args : "",
+                  json_string_value(json_object_get(m, "content")) ?: "");
+        CHECK(!strcmp(json_string_value(json_object_get(c, "finish_reason")) ?: "", "tool_calls"));
+        if (k) CHECK(!strcmp(name, k == 1 ? "get_time" : "get_weather"));
+        const char *rc = json_string_value(json_object_get(m, "reasoning_content"));
+        CHECK_MSG(rc && *rc, "harmony %s: no reasoning before the call", choices[k]);
+        json_decref(r);
+    }
+    /* a response format: the final channel's body, after the analysis */
+    const char *fmt = "{\"messages\":[{\"role\":\"user\",\"content\":\"Give n.\"}],\"max_tokens\":400,\"temperature\":0,"
+                      "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":"
+                      "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"maximum\":99}},"
+                      "\"required\":[\"n\"],\"additionalProperties\":false}}}}";
+    int status;
+    json_t *r = post(s.port, "/v1/chat/completions", fmt, &status);
+    CHECK_MSG(status == 200, "harmony response_format: %d", status);
+    const char *c = msg_str(r, "content"), *rc = msg_str(r, "reasoning_content");
+    json_t *j = c ? json_loads(c, 0, NULL) : NULL;
+    CHECK_MSG(json_is_integer(json_object_get(j, "n")), "harmony content [%s]", c ? c : "");
+    CHECK_MSG(rc && *rc, "harmony: no reasoning before the answer");
+    json_decref(j);
+    char sbody[2048];
+    snprintf(sbody, sizeof sbody, "%.*s,\"stream\":true}", (int)strlen(fmt) - 1, fmt);
+    acc a;
+    CHECK_EQ_INT(stream(s.port, sbody, &a), 200);
+    CHECK_MSG(c && !strcmp(a.content, c), "harmony streamed content [%s], want [%s]", a.content, c ? c : "");
+    CHECK_MSG(rc && !strcmp(a.reasoning, rc), "harmony streamed reasoning differs");
+    json_decref(r);
+    unserve(&s);
+}
+
 /* parallel_tool_calls false in auto mode: a grammar makes the model write
  * two calls and text after them; the answer is the first call alone and the
  * generation stops after it (fewer tokens than the whole), whole and
@@ -1019,6 +1083,7 @@ int main(void) {
     test_budget();
     test_helper_routes();
     test_forced();
+    test_harmony();
     test_one_call_auto();
     test_builtin_tools();
     test_cut_calls();
