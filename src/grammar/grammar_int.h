@@ -87,6 +87,14 @@ struct rw_grammar {
      * made, and the step, mask or compile that needed one fails with
      * rw_grammar__fail's message. */
     bool too_many_stacks;
+    /* Work units (grammar.h's budget): spent counts them (from compilation
+     * on, or from rw_grammar_set_budget); an operation (a mask, an accept)
+     * that takes spent past spend_limit fails with over_budget set, which
+     * rw_grammar__fail reports. budget_mask / budget_total: the budgets
+     * rw_grammar_set_budget gave (0: none); total_from: spent when it did. */
+    int64_t spent, spend_limit;
+    int64_t budget_mask, budget_total, total_from;
+    bool over_budget, over_total;
 
     /* states */
     rw_gstate *sets;
@@ -96,6 +104,9 @@ struct rw_grammar {
     int32_t *set_hash;
     int32_t cap_set_hash;
     int32_t start; /* the state before any byte */
+    /* the states rw_grammar__probe expanded, in its order (most stacks first) */
+    int32_t probed[256];
+    int n_probed;
 
     /* scratch of the closure */
     int32_t *work, *out;
@@ -165,6 +176,12 @@ struct rw_grammar_vocab {
 };
 
 /* match.c */
+/* Counts n work units; false (over_budget set) once the operation's limit is passed. */
+static inline bool rw_grammar__spend(rw_grammar *g, int64_t n) {
+    if ((g->spent += n) <= g->spend_limit) return true;
+    g->over_budget = true;
+    return false;
+}
 rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err);
 /* The state after byte b from state s (0 = dead); -1 only on out of memory. */
 int32_t rw_grammar__step(rw_grammar *g, int32_t s, unsigned b);
