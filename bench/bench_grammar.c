@@ -168,8 +168,7 @@ int rw_bench_grammar(int argc, char **argv) {
     if (json) {
         rw_json_init(&jw, stdout);
         rw_json_begin_object(&jw);
-    }
-    else {
+    } else {
         printf("vocabulary: %s, %d tokens; trie built in %.1f ms\n", path, (int)nv, t_vocab * 1e3);
         printf("%-24s %10s %8s %8s %8s %8s %8s %7s %9s %6s\n", "case", "compile ms", "tokens", "mean us", "p50 us",
                "p99 us", "max us", "misses", "max work", "ns/w");
@@ -272,8 +271,8 @@ int rw_bench_grammar(int argc, char **argv) {
             rw_json_double(&jw, work_sum ? time_sum * 1e9 / (double)work_sum : 0, 3);
             rw_json_end_object(&jw);
         } else
-            printf("%-24s %10.2f %8ld %8.1f %8.1f %8.1f %8.1f %7ld %9lld %6.1f\n", cases[c].name, comp[10] * 1e3,
-                   n_tok, mean * 1e6, p50 * 1e6, p99 * 1e6, mx * 1e6, misses, (long long)work_max,
+            printf("%-24s %10.2f %8ld %8.1f %8.1f %8.1f %8.1f %7ld %9lld %6.1f\n", cases[c].name, comp[10] * 1e3, n_tok,
+                   mean * 1e6, p50 * 1e6, p99 * 1e6, mx * 1e6, misses, (long long)work_max,
                    work_sum ? time_sum * 1e9 / (double)work_sum : 0);
     }
     if (json) {

@@ -30,9 +30,15 @@ typedef struct rw_constraint rw_constraint;
 /* Compiles the GBNF text (RW_ERR_INVALID_ARG with the compiler's message on
  * a bad grammar) for vocabulary v of tokenizer tok (both borrowed: they must
  * outlive it). The caller frees *out with rw_constraint_free. */
-rw_status rw_constraint_new(const char *gbnf, const rw_grammar_vocab *v, const rw_tokenizer *tok,
-                            rw_constraint **out, rw_error *err);
+rw_status rw_constraint_new(const char *gbnf, const rw_grammar_vocab *v, const rw_tokenizer *tok, rw_constraint **out,
+                            rw_error *err);
 void rw_constraint_free(rw_constraint *c); /* NULL is fine */
+
+/* Bounds the grammar's work (grammar.h's rw_grammar_set_budget: 0 = no
+ * bound) and checks the masks near its start on the vocabulary within
+ * per_mask: RW_ERR_INVALID_ARG naming the budget for a grammar that does
+ * not fit. Call before any token. */
+rw_status rw_constraint_set_budget(rw_constraint *c, int64_t per_mask, int64_t per_request, rw_error *err);
 
 /* The grammar holds only once the output has written text (a reasoning
  * block's close, "</think>"): until then every token but end-of-generation

@@ -30,7 +30,7 @@
 /* The most parser stacks one grammar makes (12 bytes each plus their hash
  * slots): far more than a JSON schema's output needs, reached within a few
  * seconds by a grammar built to blow up (fuzz_gbnf found one). */
-#define RW_GRAMMAR_MAX_STACKS (1 << 17)
+#define RW_GRAMMAR_MAX_STACKS       (1 << 17)
 /* The most parser stacks one state may hold at admission (match.c's probe):
  * a state's token mask walks the vocabulary through all of them, so past a
  * few thousand one mask could cost a neighbour's decode step. anyOf 30 x 30
@@ -53,12 +53,12 @@ typedef struct {
 
 /* One parser state (see the file head). */
 typedef struct {
-    int32_t off, len;  /* its stack ids: set_pool[off .. off + len), ascending */
-    int32_t *trans;    /* [256] next state per byte, -1 = not computed yet; owned, NULL until needed */
-    uint32_t *mask;    /* allowed tokens (vocab words); owned, NULL until computed */
-    rw_gbytes loop;    /* bytes b with trans[b] == this state (valid when full) */
-    bool full;         /* every transition computed, loop valid */
-    int8_t plain;      /* -1 unknown, 1: "inside a JSON-like string" (see match.c's plain_closed), 0 not */
+    int32_t off, len; /* its stack ids: set_pool[off .. off + len), ascending */
+    int32_t *trans;   /* [256] next state per byte, -1 = not computed yet; owned, NULL until needed */
+    uint32_t *mask;   /* allowed tokens (vocab words); owned, NULL until computed */
+    rw_gbytes loop;   /* bytes b with trans[b] == this state (valid when full) */
+    bool full;        /* every transition computed, loop valid */
+    int8_t plain;     /* -1 unknown, 1: "inside a JSON-like string" (see match.c's plain_closed), 0 not */
 } rw_gstate;
 
 struct rw_grammar {
@@ -127,8 +127,8 @@ typedef struct {
     int32_t tok_lo, n_own, sub_end;
     int32_t bm; /* index into sub_bytes (the bytes below this node), -1 for small subtrees */
     uint8_t byte;
-    uint8_t u8;    /* UTF-8 decoder state after this node's bytes read from a character boundary (RW_U8_*) */
-    uint8_t plain; /* 1: every path below is valid UTF-8 from u8 on, with no '"', '\' or control byte */
+    uint8_t u8;        /* UTF-8 decoder state after this node's bytes read from a character boundary (RW_U8_*) */
+    uint8_t plain;     /* 1: every path below is valid UTF-8 from u8 on, with no '"', '\' or control byte */
     uint8_t rootplain; /* 1: plain and so is the path from the root: every token below is in plain_mask */
 } rw_gtrie;
 

@@ -22,8 +22,8 @@
 #include "base/hash.h"
 #include "grammar/grammar_int.h"
 
-#define MASK_CACHE_MAX ((size_t)64 << 20) /* per grammar, i.e. per request */
-#define LOOP_MIN_TOKENS 24 /* subtrees with fewer tokens are walked, not checked for a loop */
+#define MASK_CACHE_MAX  ((size_t)64 << 20) /* per grammar, i.e. per request */
+#define LOOP_MIN_TOKENS 24                 /* subtrees with fewer tokens are walked, not checked for a loop */
 
 static uint32_t hash2(uint32_t a, uint32_t b) {
     uint64_t h = (((uint64_t)a << 32) | b) * 0x9E3779B97F4A7C15ull;
@@ -236,7 +236,7 @@ rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err) {
     g->st_pos[0] = -1;
     g->st_par[0] = -1;
     g->n_st = 1;
-    g->n_sets = 1; /* state 0: dead */
+    g->n_sets = 1;              /* state 0: dead */
     g->spend_limit = INT64_MAX; /* compilation is bounded by the stack limits (rw_grammar__probe) */
     int32_t n_work = 0;
     for (int32_t a = g->alt_off[g->root]; a < g->alt_off[g->root + 1]; a++) {
@@ -310,7 +310,7 @@ static bool make_full(rw_grammar *g, int32_t s) {
  * decode step). Its work is bounded by those budgets; the states it makes
  * stay cached for the generation. */
 #define PROBE_STATES 256
-#define PROBE_TOTAL (RW_GRAMMAR_MAX_STACKS / 4 * 3) /* the rest for the states generation goes on to */
+#define PROBE_TOTAL  (RW_GRAMMAR_MAX_STACKS / 4 * 3) /* the rest for the states generation goes on to */
 
 rw_status rw_grammar__probe(rw_grammar *g, rw_error *err) {
     int32_t cand[PROBE_STATES];
@@ -327,10 +327,11 @@ rw_status rw_grammar__probe(rw_grammar *g, rw_error *err) {
         done[best] = true;
         g->probed[g->n_probed++] = s;
         if (g->sets[s].len > RW_GRAMMAR_MAX_STATE_STACKS)
-            return rw_errorf(err, RW_ERR_INVALID_ARG,
-                             "grammar: too ambiguous: %d parser stacks at one point of the output, over the limit of %d "
-                             "(alternatives that share their first bytes multiply; factor them)",
-                             (int)g->sets[s].len, RW_GRAMMAR_MAX_STATE_STACKS);
+            return rw_errorf(
+                err, RW_ERR_INVALID_ARG,
+                "grammar: too ambiguous: %d parser stacks at one point of the output, over the limit of %d "
+                "(alternatives that share their first bytes multiply; factor them)",
+                (int)g->sets[s].len, RW_GRAMMAR_MAX_STATE_STACKS);
         if (!make_full(g, s)) return rw_grammar__fail(g, err);
         if (g->n_st > PROBE_TOTAL) break;
         for (unsigned b = 0; b < 256 && n < PROBE_STATES; b++) {
@@ -532,10 +533,10 @@ rw_grammar_stats rw_grammar_get_stats(const rw_grammar *g) {
 /* ---- the matcher ---- */
 
 struct rw_grammar_matcher {
-    rw_grammar *g;                 /* borrowed */
-    const rw_grammar_vocab *v;     /* borrowed */
-    int32_t *hist;                 /* hist[k]: the state after k steps; owned */
-    int64_t n, cap;                /* steps taken; hist has n + 1 entries */
+    rw_grammar *g;             /* borrowed */
+    const rw_grammar_vocab *v; /* borrowed */
+    int32_t *hist;             /* hist[k]: the state after k steps; owned */
+    int64_t n, cap;            /* steps taken; hist has n + 1 entries */
 };
 
 rw_status rw_grammar_matcher_new(rw_grammar *g, const rw_grammar_vocab *v, rw_grammar_matcher **out, rw_error *err) {
@@ -596,9 +597,7 @@ void rw_grammar_matcher_rewind(rw_grammar_matcher *m, int64_t n_keep) {
     if (n_keep >= 0 && n_keep < m->n) m->n = n_keep;
 }
 
-bool rw_grammar_matcher_can_end(const rw_grammar_matcher *m) {
-    return rw_grammar__state_can_end(m->g, m->hist[m->n]);
-}
+bool rw_grammar_matcher_can_end(const rw_grammar_matcher *m) { return rw_grammar__state_can_end(m->g, m->hist[m->n]); }
 
 bool rw_grammar_matcher_must_end(const rw_grammar_matcher *m) {
     const rw_gstate *s = &m->g->sets[m->hist[m->n]];

@@ -98,8 +98,7 @@ static void test_counting(void) {
             CHECK(!memcmp(want, got, sizeof want));
             rw_grammar_matcher_free(m2);
             rw_grammar_free(g2);
-        } else
-            CHECK_MSG(st == RW_OK, "a budget of %lld: %s", (long long)budget, err.msg);
+        } else CHECK_MSG(st == RW_OK, "a budget of %lld: %s", (long long)budget, err.msg);
         rw_grammar_matcher_free(m);
         rw_grammar_free(g);
     }
@@ -115,11 +114,26 @@ static void test_counting(void) {
         CHECK(rw_grammar_matcher_accept_bytes(m, out + 1, 1, &err));
         const rw_status st = rw_grammar_matcher_fill_mask(m, got, &err);
         CHECK_MSG(st == RW_ERR_INVALID_ARG && strstr(err.msg, "budget of a request"), "%d %s", (int)st, err.msg);
-        /* an accept whose steps need new states fails the same way, and the matcher stays put */
-        const int64_t n = rw_grammar_matcher_n_steps(m);
+        rw_grammar_matcher_free(m);
+        rw_grammar_free(g);
+    }
+    /* an accept whose steps need new states (past the 256 the compile-time
+     * probe makes) fails the same way, and the matcher stays put */
+    {
+        char text[400], run[301];
+        memset(run, 'a', 300);
+        run[300] = 0;
+        snprintf(text, sizeof text, "root ::= \"%s\" [a-c]\n", run);
+        rw_grammar *g = compile(text);
+        rw_grammar_matcher *m = NULL;
+        CHECK(rw_grammar_matcher_new(g, v, &m, NULL) == RW_OK);
+        CHECK(rw_grammar_set_budget(g, NULL, 0, 1, &err) == RW_OK);
         memset(&err, 0, sizeof err);
-        CHECK(!rw_grammar_matcher_accept_bytes(m, "c", 1, &err) && strstr(err.msg, "budget of a request"));
-        CHECK(rw_grammar_matcher_n_steps(m) == n);
+        CHECK_MSG(!rw_grammar_matcher_accept_bytes(m, run, 300, &err) && strstr(err.msg, "budget of a request"), "%s",
+                  err.msg);
+        CHECK(rw_grammar_matcher_n_steps(m) == 0);
+        CHECK(rw_grammar_set_budget(g, NULL, 0, 0, &err) == RW_OK);
+        CHECK(rw_grammar_matcher_accept_bytes(m, run, 300, &err) && rw_grammar_matcher_n_steps(m) == 1);
         rw_grammar_matcher_free(m);
         rw_grammar_free(g);
     }
@@ -146,8 +160,8 @@ static void test_admission(void) {
         rw_grammar *g = compile(costly);
         const rw_status st = rw_grammar_set_budget(g, qv, RW_GRAMMAR_MASK_BUDGET, RW_GRAMMAR_REQUEST_BUDGET, &err);
         printf("costly grammar: %s\n", st ? err.msg : "admitted");
-        CHECK_MSG(st == RW_ERR_INVALID_ARG && strstr(err.msg, "budget of one mask") && !strchr(err.msg, '\n'),
-                  "%d %s", (int)st, err.msg);
+        CHECK_MSG(st == RW_ERR_INVALID_ARG && strstr(err.msg, "budget of one mask") && !strchr(err.msg, '\n'), "%d %s",
+                  (int)st, err.msg);
         rw_grammar_free(g);
         free(costly);
     }
