@@ -62,6 +62,14 @@ rw_status rw_constraint_set_budget(rw_constraint *c, int64_t per_mask, int64_t p
     return rw_grammar_set_budget(c->g, c->v, per_mask, per_request, err);
 }
 
+bool rw_constraint_mask_pending(const rw_constraint *c) {
+    return c->act_at >= 0 && !rw_grammar_matcher_mask_ready(c->m);
+}
+
+void rw_constraint_prefetch(rw_constraint *c) {
+    if (c->act_at >= 0) rw_grammar_matcher_prefetch(c->m);
+}
+
 rw_status rw_constraint_set_after(rw_constraint *c, const char *text, rw_error *err) {
     if (!text || !*text) return RW_OK;
     if (strlen(text) > 256) return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: the text it follows is over 256 bytes");

@@ -162,6 +162,18 @@ static inline size_t rw_grammar_mask_words(int32_t n_vocab) { return ((size_t)n_
  * when rw_grammar_matcher_can_end). ERR_NOMEM only. */
 rw_status rw_grammar_matcher_fill_mask(rw_grammar_matcher *m, uint32_t *mask, rw_error *err);
 
+/* Whether the mask at the matcher's position is computed already (cached:
+ * rw_grammar_matcher_fill_mask is a copy). */
+bool rw_grammar_matcher_mask_ready(const rw_grammar_matcher *m);
+/* Computes the mask at the matcher's position ahead of
+ * rw_grammar_matcher_fill_mask, on another thread if the caller likes (the
+ * engine does it while the model's forward pass runs): the next operation
+ * on the grammar, if it is that fill_mask, takes the result (the same
+ * mask, or the same error, as computing it then), and any other operation
+ * forgets it. Touches the grammar: no other call on it (or on another
+ * matcher of it) meanwhile. */
+void rw_grammar_matcher_prefetch(rw_grammar_matcher *m);
+
 /* Sets logits[i] = -INFINITY for every token the mask does not allow, except
  * the n_keep ids in keep (end-of-generation tokens, when can_end). */
 void rw_grammar_apply_mask(const uint32_t *mask, float *logits, int32_t n_vocab, const int32_t *keep, int n_keep);

@@ -95,6 +95,11 @@ struct rw_grammar {
     int64_t spent, spend_limit;
     int64_t budget_mask, budget_total, total_from;
     bool over_budget, over_total;
+    /* rw_grammar_matcher_prefetch's result for state pre_state (-1: none),
+     * for the next fill_mask there: failed (with its over_* flags), or a
+     * mask the full cache did not keep (then in sets[0].mask) */
+    int32_t pre_state;
+    bool pre_failed, pre_over_budget, pre_over_total;
 
     /* states */
     rw_gstate *sets;

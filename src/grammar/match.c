@@ -238,6 +238,7 @@ rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err) {
     g->n_st = 1;
     g->n_sets = 1;              /* state 0: dead */
     g->spend_limit = INT64_MAX; /* compilation is bounded by the stack limits (rw_grammar__probe) */
+    g->pre_state = -1;
     int32_t n_work = 0;
     for (int32_t a = g->alt_off[g->root]; a < g->alt_off[g->root + 1]; a++) {
         int32_t c = node(g, g->alts[a], 0);
@@ -470,6 +471,7 @@ const uint32_t *rw_grammar__mask(rw_grammar *g, const rw_grammar_vocab *v, int32
 /* Starts an operation (a mask, an accept): its limit is budget_mask units
  * from here, or what is left of the request's budget when that is less. */
 static void op_begin(rw_grammar *g) {
+    g->pre_state = -1; /* a prefetched mask is for the operation right after it only */
     g->over_budget = false;
     g->over_total = false;
     g->spend_limit = INT64_MAX;
@@ -604,10 +606,37 @@ bool rw_grammar_matcher_must_end(const rw_grammar_matcher *m) {
     return s->len == 1 && m->g->set_pool[s->off] == 0;
 }
 
+bool rw_grammar_matcher_mask_ready(const rw_grammar_matcher *m) {
+    return !m->v || m->g->sets[m->hist[m->n]].mask != NULL;
+}
+
+void rw_grammar_matcher_prefetch(rw_grammar_matcher *m) {
+    rw_grammar *g = m->g;
+    const int32_t s = m->hist[m->n];
+    if (!m->v || g->sets[s].mask) return;
+    op_begin(g);
+    const uint32_t *r = rw_grammar__mask(g, m->v, s);
+    if (r && r == g->sets[s].mask) return; /* cached: fill_mask finds it */
+    g->pre_state = s;
+    g->pre_failed = r == NULL;
+    g->pre_over_budget = g->over_budget;
+    g->pre_over_total = g->over_total;
+}
+
 rw_status rw_grammar_matcher_fill_mask(rw_grammar_matcher *m, uint32_t *mask, rw_error *err) {
     if (!m->v) return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: a matcher without a vocabulary has no masks");
-    op_begin(m->g);
-    const uint32_t *src = rw_grammar__mask(m->g, m->v, m->hist[m->n]);
+    rw_grammar *g = m->g;
+    const int32_t s = m->hist[m->n];
+    const uint32_t *src;
+    if (g->pre_state == s && s > 0) { /* rw_grammar_matcher_prefetch did this operation */
+        g->pre_state = -1;
+        g->over_budget = g->pre_over_budget;
+        g->over_total = g->pre_over_total;
+        src = g->pre_failed ? NULL : g->sets[0].mask;
+    } else {
+        op_begin(g);
+        src = rw_grammar__mask(g, m->v, s);
+    }
     if (!src) return rw_grammar__fail(m->g, err);
     memcpy(mask, src, rw_grammar_mask_words(m->v->n) * sizeof *mask);
     return RW_OK;

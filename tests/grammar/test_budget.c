@@ -1,7 +1,8 @@
 /* test_budget.c - the grammar work budget (grammar.h): work units are
  * counted exactly and deterministically, a mask or accept past the per-mask
  * or per-request budget fails with a one-line RW_ERR_INVALID_ARG naming it
- * and leaves the matcher usable, a cached mask costs nothing, and with the
+ * and leaves the matcher usable, a cached mask costs nothing, a prefetched
+ * mask is the same mask (or the same error) at the same cost, and with the
  * default budgets on Qwen3's vocabulary the grammar fuzz_gbnf found (masks
  * of up to 170 ms) is refused at admission while ordinary grammars are
  * admitted with masks identical to unbudgeted ones. */
@@ -140,6 +141,58 @@ static void test_counting(void) {
     rw_grammar_vocab_free(v);
 }
 
+/* A prefetched mask (computed ahead, as the engine does during the forward
+ * pass) is the same mask at the same cost, and a prefetch over the budget
+ * gives fill_mask the same error as computing it then. */
+static void test_prefetch(void) {
+    rw_grammar_vocab *v = toy_vocab();
+    uint32_t want[(256 + 5 + 31) / 32], got[(256 + 5 + 31) / 32];
+    rw_error err = {0};
+    char text[800], run[301];
+    memset(run, 'a', 300);
+    run[300] = 0;
+    snprintf(text, sizeof text, "root ::= \"%s\" [a-c] | \"%s\" \"b\"+\n", run, run);
+    for (int budget = 0; budget < 2; budget++) {
+        rw_grammar *g = compile(text), *ref = compile(text);
+        rw_grammar_matcher *m = NULL, *mr = NULL;
+        CHECK(rw_grammar_matcher_new(g, v, &m, NULL) == RW_OK && rw_grammar_matcher_new(ref, v, &mr, NULL) == RW_OK);
+        CHECK(rw_grammar_matcher_accept_bytes(m, run, 300, NULL) &&
+              rw_grammar_matcher_accept_bytes(mr, run, 300, NULL));
+        if (budget) {
+            CHECK(rw_grammar_set_budget(g, NULL, 3, 0, &err) == RW_OK);
+            CHECK(rw_grammar_set_budget(ref, NULL, 3, 0, &err) == RW_OK);
+        }
+        CHECK(!rw_grammar_matcher_mask_ready(m));
+        const int64_t w0 = rw_grammar_get_stats(g).work, r0 = rw_grammar_get_stats(ref).work;
+        rw_grammar_matcher_prefetch(m);
+        rw_error e1 = {0}, e2 = {0};
+        const rw_status s1 = rw_grammar_matcher_fill_mask(m, got, &e1),
+                        s2 = rw_grammar_matcher_fill_mask(mr, want, &e2);
+        CHECK_MSG(s1 == s2 && !strcmp(e1.msg, e2.msg), "prefetched: %d %s, not: %d %s", (int)s1, e1.msg, (int)s2,
+                  e2.msg);
+        CHECK(rw_grammar_get_stats(g).work - w0 == rw_grammar_get_stats(ref).work - r0);
+        if (budget) CHECK(s1 == RW_ERR_INVALID_ARG && strstr(e1.msg, "budget of one mask"));
+        else CHECK(s1 == RW_OK && !memcmp(want, got, sizeof want) && rw_grammar_matcher_mask_ready(m));
+        rw_grammar_matcher_free(m);
+        rw_grammar_matcher_free(mr);
+        rw_grammar_free(g);
+        rw_grammar_free(ref);
+    }
+    /* another operation in between forgets the prefetched result */
+    rw_grammar *g = compile(text);
+    rw_grammar_matcher *m = NULL;
+    CHECK(rw_grammar_matcher_new(g, v, &m, NULL) == RW_OK);
+    CHECK(rw_grammar_matcher_accept_bytes(m, run, 300, NULL));
+    CHECK(rw_grammar_set_budget(g, NULL, 3, 0, &err) == RW_OK);
+    rw_grammar_matcher_prefetch(m); /* fails: over 3 units */
+    CHECK(rw_grammar_set_budget(g, NULL, 0, 0, &err) == RW_OK);
+    CHECK(!rw_grammar_matcher_accept_bytes(m, "x", 1, NULL)); /* an operation (refused byte) */
+    CHECK_MSG(rw_grammar_matcher_fill_mask(m, got, &err) == RW_OK, "%s", err.msg);
+    rw_grammar_matcher_free(m);
+    rw_grammar_free(g);
+    rw_grammar_vocab_free(v);
+}
+
 /* With the defaults on a real vocabulary: the costly grammar is refused at
  * admission, ordinary ones are admitted and mask exactly as unbudgeted. */
 static void test_admission(void) {
@@ -211,6 +264,7 @@ static void test_admission(void) {
 
 int main(void) {
     test_counting();
+    test_prefetch();
     test_admission();
     return rw_test_done();
 }
