@@ -141,8 +141,9 @@ rw_status rw_grammar__fail(const rw_grammar *g, rw_error *err) {
                          (long long)g->budget_total);
     if (g->over_budget)
         return rw_errorf(err, RW_ERR_INVALID_ARG,
-                         "grammar: a token mask took more than %lld work units, the budget of one mask (the grammar "
-                         "is too ambiguous for this vocabulary: simplify its repetitions and overlapping alternatives)",
+                         "grammar: one token's mask or steps took more than %lld work units, the budget of one mask "
+                         "(the grammar is too ambiguous for this vocabulary: simplify its repetitions and overlapping "
+                         "alternatives)",
                          (long long)g->budget_mask);
     if (g->too_many_stacks)
         return rw_errorf(err, RW_ERR_INVALID_ARG,
