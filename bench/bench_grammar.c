@@ -9,7 +9,8 @@
  * (biased towards closing quotes and brackets so that outputs end), N walks
  * of up to T tokens each. Reported per case: schema -> GBNF -> compiled
  * grammar time (median of 20), and microseconds per token (mean, p50, p99,
- * max) with the masks computed (cache misses). Times are the thread's CPU
+ * max) with the masks computed (cache misses), the dearest token's work
+ * units (grammar.h's budget) and the nanoseconds per unit over all tokens. Times are the thread's CPU
  * time (CLOCK_THREAD_CPUTIME_ID), not wall time: on a loaded machine the
  * wall-time tail is the scheduler's, not ours. The vocabulary
  * trie's build time (once per tokenizer) is printed first.
