@@ -9,7 +9,8 @@
  * (biased towards closing quotes and brackets so that outputs end), N walks
  * of up to T tokens each. Reported per case: schema -> GBNF -> compiled
  * grammar time (median of 20), and microseconds per token (mean, p50, p99,
- * max) with the masks computed (cache misses). Times are the thread's CPU
+ * max) with the masks computed (cache misses), the dearest token's work
+ * units (grammar.h's budget) and the nanoseconds per unit over all tokens. Times are the thread's CPU
  * time (CLOCK_THREAD_CPUTIME_ID), not wall time: on a loaded machine the
  * wall-time tail is the scheduler's, not ours. The vocabulary
  * trie's build time (once per tokenizer) is printed first.
@@ -168,11 +169,10 @@ int rw_bench_grammar(int argc, char **argv) {
     if (json) {
         rw_json_init(&jw, stdout);
         rw_json_begin_object(&jw);
-    }
-    else {
+    } else {
         printf("vocabulary: %s, %d tokens; trie built in %.1f ms\n", path, (int)nv, t_vocab * 1e3);
-        printf("%-24s %10s %8s %8s %8s %8s %8s %7s\n", "case", "compile ms", "tokens", "mean us", "p50 us",
-               "p99 us", "max us", "misses");
+        printf("%-24s %10s %8s %8s %8s %8s %8s %7s %9s %6s\n", "case", "compile ms", "tokens", "mean us", "p50 us",
+               "p99 us", "max us", "misses", "max work", "ns/w");
     }
     if (json) {
         rw_json_key(&jw, "vocab_tokens");
@@ -196,6 +196,8 @@ int rw_bench_grammar(int argc, char **argv) {
         }
         qsort(comp, 20, sizeof *comp, cmp_d);
         long n_tok = 0, misses = 0;
+        int64_t work_max = 0, work_sum = 0;
+        double time_sum = 0;
         uint64_t x = 88172645463325252ull;
         for (long w = 0; w < walks; w++) {
             rw_grammar *g = NULL;
@@ -206,6 +208,7 @@ int rw_bench_grammar(int argc, char **argv) {
             }
             for (long t = 0; t < max_tok; t++) {
                 /* the engine's work for one token: copy, mask, apply, accept */
+                const int64_t w0 = rw_grammar_get_stats(g).work;
                 double a = now_s();
                 memcpy(row, logits, (size_t)nv * sizeof *row);
                 if (rw_grammar_matcher_fill_mask(m, mask, &err)) {
@@ -229,6 +232,10 @@ int rw_bench_grammar(int argc, char **argv) {
                 a = now_s();
                 rw_grammar_matcher_accept(m, pick, NULL);
                 spent += now_s() - a;
+                const int64_t wk = rw_grammar_get_stats(g).work - w0;
+                if (wk > work_max) work_max = wk;
+                work_sum += wk;
+                time_sum += spent;
                 per_tok[n_tok++] = spent;
             }
             misses += rw_grammar_get_stats(g).masks_computed;
@@ -259,10 +266,15 @@ int rw_bench_grammar(int argc, char **argv) {
             rw_json_double(&jw, mx * 1e6, 3);
             rw_json_key(&jw, "masks_computed");
             rw_json_int(&jw, misses);
+            rw_json_key(&jw, "work_max");
+            rw_json_int(&jw, work_max);
+            rw_json_key(&jw, "ns_per_work");
+            rw_json_double(&jw, work_sum ? time_sum * 1e9 / (double)work_sum : 0, 3);
             rw_json_end_object(&jw);
         } else
-            printf("%-24s %10.2f %8ld %8.1f %8.1f %8.1f %8.1f %7ld\n", cases[c].name, comp[10] * 1e3, n_tok,
-                   mean * 1e6, p50 * 1e6, p99 * 1e6, mx * 1e6, misses);
+            printf("%-24s %10.2f %8ld %8.1f %8.1f %8.1f %8.1f %7ld %9lld %6.1f\n", cases[c].name, comp[10] * 1e3, n_tok,
+                   mean * 1e6, p50 * 1e6, p99 * 1e6, mx * 1e6, misses, (long long)work_max,
+                   work_sum ? time_sum * 1e9 / (double)work_sum : 0);
     }
     if (json) {
         rw_json_end_array(&jw);

@@ -6,7 +6,8 @@
  * or rewinds). Properties: compiling succeeds or fails with a one-line
  * message; every token the mask allows is accepted, every token it refuses
  * is refused; a rewind restores the earlier state's mask; a grammar past
- * the stack limit fails with a one-line message; never a crash, a hang,
+ * the stack limit or over its work budget (set for inputs whose first byte
+ * is odd) fails with a one-line message; never a crash, a hang,
  * undefined behaviour or a leak. */
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     rw_error err = {0};
     if (rw_grammar_compile((const char *)data, glen, NULL, &g, &err)) {
         if (!err.msg[0] || strchr(err.msg, '\n')) __builtin_trap();
+        return 0;
+    }
+    /* the admission check with a per-mask budget (inputs with an odd first
+     * byte): refused with one line, or admitted and bounded */
+    if ((data[0] & 1) && rw_grammar_set_budget(g, vocab, 200000, 0, &err)) {
+        if (!err.msg[0] || strchr(err.msg, '\n')) __builtin_trap();
+        rw_grammar_free(g);
         return 0;
     }
     rw_grammar_matcher *m = NULL;

@@ -2,7 +2,7 @@
 # scripts/grammar_neighbour.sh - how much a worst-case schema slows an
 # unrelated request beside it (docs/server-security.md).
 #
-#   scripts/grammar_neighbour.sh [MODEL.gguf] [--rounds R] [--threads T]
+#   scripts/grammar_neighbour.sh [MODEL.gguf] [--rounds R] [--threads T] [--gbnf FILE]
 #
 # One `rewind serve` (--parallel 4) over MODEL (default: the synthesized
 # Qwen3.5-0.8B Q8_0 of build/bench, made once with rewind synth). A
@@ -12,19 +12,21 @@
 #   plain     two unconstrained 64-token requests run beside it;
 #   schema    two requests run beside it with the widest schemas the server
 #             admits (an object of 5,000 required properties; a pattern-heavy
-#             object), sampled, 64 tokens each.
+#             object), sampled, 64 tokens each; with --gbnf, two requests
+#             under that GBNF grammar instead (it must be admitted).
 # "plain" and "schema" put the same number of sequences in each step, so
 # schema/plain is what the grammar work costs the neighbour (compile and
 # admission on the HTTP workers, masks on the scheduler). Prints the median
 # and range of each setting and the two ratios.
 set -u
 cd "$(dirname "$0")/.."
-M= rounds=5 threads=2
+M= rounds=5 threads=2 gbnf=
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    -*) echo "usage: scripts/grammar_neighbour.sh [MODEL.gguf] [--rounds R] [--threads T]" >&2; exit 2 ;;
+    --gbnf) gbnf=$2; shift 2 ;;
+    -*) echo "usage: scripts/grammar_neighbour.sh [MODEL.gguf] [--rounds R] [--threads T] [--gbnf FILE]" >&2; exit 2 ;;
     *) M=$1; shift ;;
   esac
 done
@@ -65,6 +67,11 @@ printf '{"messages":[{"role":"user","content":"Write a long list."}],"max_tokens
   printf '},"required":['
   awk 'BEGIN { for (i = 0; i < 200; i++) printf "%s\"f%d\",\"n%d\"", i ? "," : "", i, i }'
   printf ']}}}}'; } > "$tmp/schema2.json"
+if [ -n "$gbnf" ]; then # the same grammar for both
+  python3 -c 'import json, sys; print(json.dumps({"messages": [{"role": "user", "content": "Fill the form."}], "max_tokens": 64, "temperature": 1, "grammar": open(sys.argv[1]).read()}))' \
+    "$gbnf" > "$tmp/schema1.json" || exit 1
+  cp "$tmp/schema1.json" "$tmp/schema2.json"
+fi
 
 post() { curl -s -o "$tmp/out.$$.$RANDOM" -w '%{http_code} %{time_total}\n' --max-time 300 "$url" \
   -H 'Content-Type: application/json' -d @"$1"; }

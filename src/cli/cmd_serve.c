@@ -28,7 +28,10 @@
  * sequences' state by admission (engine.h; 0 = none). Its default is what
  * --parallel sequences of --ctx positions hold at most (and their drafts',
  * rw_model_seq_bytes_at), so that the process's memory is bounded by the
- * weights, --cache-bytes and what --parallel and --ctx say. --checkpoints N: a hybrid model's recurrent-state checkpoints
+ * weights, --cache-bytes and what --parallel and --ctx say.
+ * --grammar-mask-budget / --grammar-request-budget N: a grammar's work per
+ * token mask and per request, in grammar.h's work units (0 = the defaults,
+ * -1 = none; docs/server-security.md). --checkpoints N: a hybrid model's recurrent-state checkpoints
  * per sequence (engine.h max_checkpoints; default 0 = the library's
  * retention, up to 256 MiB a sequence; 4 holds about what llama-server
  * does, at the cost of recomputing prompts that diverge away from a
@@ -340,7 +343,7 @@ static int usage(void) {
             "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
             "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
             "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-            "[--max-state-bytes B] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay "
+            "[--max-state-bytes B] [--grammar-mask-budget N] [--grammar-request-budget N] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay "
             "S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
             "  [--model [ALIAS=]FILE]... [--models-max-bytes B]\n"
             "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral] "
@@ -392,6 +395,7 @@ int rw_cmd_serve(int argc, char **argv) {
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t cache_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+    long gmask = 0, greq = 0; /* grammar work budgets: 0 = the defaults, -1 = none */
     size_t max_state = SIZE_MAX; /* running state: SIZE_MAX = derived from --parallel and --ctx, per model */
     rw_kv_type kv = RW_KV_F16;
     const char *write_arg = NULL;
@@ -416,6 +420,8 @@ int rw_cmd_serve(int argc, char **argv) {
         RW_OPT_NUMERICS_MODE,
         {"--cache-bytes", RW_OPT_SIZE, &cache_bytes, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--max-state-bytes", RW_OPT_SIZE, &max_state, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--grammar-mask-budget", RW_OPT_INT, &gmask, -1, 1L << 40, 0, 0, NULL, NULL, NULL},
+        {"--grammar-request-budget", RW_OPT_INT, &greq, -1, 1L << 50, 0, 0, NULL, NULL, NULL},
         {"--checkpoints", RW_OPT_INT, &checkpoints, 0, 1 << 20, 0, 0, NULL, NULL, NULL},
         {"--prefault", RW_OPT_FLAG, &prefault, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--cache-dir-bytes", RW_OPT_SIZE, &cache_dir_bytes, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -508,7 +514,9 @@ int rw_cmd_serve(int argc, char **argv) {
                                .max_checkpoints = (int)checkpoints,
                                .prefault_states = prefault,
                                .draft_max = (int)draft_max,
-                               .draft_fixed = draft_fixed};
+                               .draft_fixed = draft_fixed,
+                               .grammar_mask_budget = gmask,
+                               .grammar_request_budget = greq};
     rw_server_model_source src[MAX_MODELS];
     int rc = 1;
     rw_server *s = NULL;

@@ -11,17 +11,17 @@ struct rw_constraint {
     const rw_grammar_vocab *v; /* borrowed */
     const rw_tokenizer *tok;   /* borrowed */
     int32_t n_vocab;
-    uint32_t *mask;            /* [mask words], scratch; owned */
-    int32_t eog[16];           /* the vocabulary's end-of-generation tokens (the first 16) */
+    uint32_t *mask;  /* [mask words], scratch; owned */
+    int32_t eog[16]; /* the vocabulary's end-of-generation tokens (the first 16) */
     int n_eog;
     /* rw_constraint_set_after: the grammar holds only after this text has
      * been generated (a reasoning block's close); NULL = from the start */
-    char *after;               /* owned */
+    char *after; /* owned */
     size_t after_len;
-    bool after_special;        /* control tokens count as their text (an output that renders them) */
-    int32_t *pre;              /* tokens accepted before the grammar holds (the text ending with after); owned */
+    bool after_special; /* control tokens count as their text (an output that renders them) */
+    int32_t *pre; /* tokens accepted before the grammar holds (the text ending with after); owned */
     int64_t n_pre, cap_pre;
-    int64_t act_at;            /* tokens accepted when the grammar began to hold (= n_pre then), -1 before */
+    int64_t act_at; /* tokens accepted when the grammar began to hold (= n_pre then), -1 before */
 };
 
 rw_status rw_constraint_new(const char *gbnf, const rw_grammar_vocab *v, const rw_tokenizer *tok,
@@ -62,6 +62,18 @@ void rw_constraint_free(rw_constraint *c) {
     free(c->after);
     free(c->pre);
     free(c);
+}
+
+rw_status rw_constraint_set_budget(rw_constraint *c, int64_t per_mask, int64_t per_request, rw_error *err) {
+    return rw_grammar_set_budget(c->g, c->v, per_mask, per_request, err);
+}
+
+bool rw_constraint_mask_pending(const rw_constraint *c) {
+    return c->act_at >= 0 && !rw_grammar_matcher_mask_ready(c->m);
+}
+
+void rw_constraint_prefetch(rw_constraint *c) {
+    if (c->act_at >= 0) rw_grammar_matcher_prefetch(c->m);
 }
 
 rw_status rw_constraint_set_after(rw_constraint *c, const char *text, bool render_special, rw_error *err) {

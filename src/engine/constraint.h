@@ -37,6 +37,18 @@ rw_status rw_constraint_new_at(const char *gbnf, const char *root, const rw_gram
                                rw_constraint **out, rw_error *err);
 void rw_constraint_free(rw_constraint *c); /* NULL is fine */
 
+/* Bounds the grammar's work (grammar.h's rw_grammar_set_budget: 0 = no
+ * bound) and checks the masks near its start on the vocabulary within
+ * per_mask: RW_ERR_INVALID_ARG naming the budget for a grammar that does
+ * not fit. Call before any token. */
+rw_status rw_constraint_set_budget(rw_constraint *c, int64_t per_mask, int64_t per_request, rw_error *err);
+
+/* Whether the next rw_constraint_mask (no prefix) needs a mask computed;
+ * rw_constraint_prefetch computes it ahead (grammar.h's
+ * rw_grammar_matcher_prefetch: on any thread, while nothing else touches c). */
+bool rw_constraint_mask_pending(const rw_constraint *c);
+void rw_constraint_prefetch(rw_constraint *c);
+
 /* The grammar holds only once the output has written text (a reasoning
  * block's close, "</think>"): until then every token but end-of-generation
  * is allowed (an answer must follow) and the tokens are only looked at.

@@ -328,6 +328,11 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
         const rw_grammar_vocab *gv = NULL;
         st = grammar_vocab(e, p->grammar, p->render_special, &gv, err);
         if (!st) st = rw_constraint_new_at(p->grammar, p->grammar_root, gv, e->tok, &r->cons, err);
+        if (!st) {
+            const int64_t bm = e->cfg.grammar_mask_budget, br = e->cfg.grammar_request_budget;
+            st = rw_constraint_set_budget(r->cons, bm == 0 ? RW_GRAMMAR_MASK_BUDGET : bm < 0 ? 0 : bm,
+                                          br == 0 ? RW_GRAMMAR_REQUEST_BUDGET : br < 0 ? 0 : br, err);
+        }
         if (!st) st = rw_constraint_set_after(r->cons, p->grammar_after, p->render_special, err);
         if (!st && !(r->mlogits = malloc((size_t)e->n_vocab * sizeof *r->mlogits)))
             st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");

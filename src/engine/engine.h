@@ -57,6 +57,13 @@ typedef struct {
      * next), and always when nothing runs. A threshold, not a hard cap: the
      * requests admitted grow by their own length. 0 = no bound. */
     size_t max_state_bytes;
+    /* Grammar work budgets (grammar/grammar.h's work units) of a request
+     * with a grammar: per token mask and over the whole request. A grammar
+     * whose masks near its start do not fit is refused by rw_engine_submit
+     * (RW_ERR_INVALID_ARG); a mask that does not fit later ends the output
+     * with RW_FINISH_ERROR naming the budget. 0 = the defaults
+     * (RW_GRAMMAR_MASK_BUDGET, RW_GRAMMAR_REQUEST_BUDGET), < 0 = no bound. */
+    int64_t grammar_mask_budget, grammar_request_budget;
     /* Recurrent-state checkpoints each sequence keeps (hybrid models; a
      * checkpoint holds every recurrent layer's state, 19 MiB at
      * Qwen3.5-0.8B, 48 MiB at 4B), as a count: the two newest (speculative

@@ -87,7 +87,7 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
 
 /* The scheduler's scratch: a step's lists, max_running entries each. */
 struct eng_scratch {
-    eng_req **retired, **batch_req, **step, **spec_req;
+    eng_req **retired, **batch_req, **step, **spec_req, **pre;
     rw_batch_item *items;
 };
 
@@ -98,6 +98,7 @@ void rw_engine__scratch_free(eng_scratch *sc) {
     free(sc->items);
     free(sc->step);
     free(sc->spec_req);
+    free(sc->pre);
     free(sc);
 }
 
@@ -109,11 +110,31 @@ eng_scratch *rw_engine__scratch_new(int cap) {
     sc->items = calloc((size_t)cap, sizeof *sc->items);
     sc->step = calloc((size_t)cap, sizeof *sc->step);
     sc->spec_req = calloc((size_t)cap, sizeof *sc->spec_req);
-    if (!sc->retired || !sc->batch_req || !sc->items || !sc->step || !sc->spec_req) {
+    sc->pre = calloc((size_t)cap, sizeof *sc->pre);
+    if (!sc->retired || !sc->batch_req || !sc->items || !sc->step || !sc->spec_req || !sc->pre) {
         rw_engine__scratch_free(sc);
         return NULL;
     }
     return sc;
+}
+
+/* The grammar masks a step's outputs will need, computed while its forward
+ * pass runs: a mask depends only on the tokens accepted so far, so it can
+ * be computed before the logits exist, and the output then takes it from
+ * the grammar (rw_constraint_prefetch) - the same mask, or the same error,
+ * as computing it after. A grammar whose masks are dear then costs the
+ * other sequences' step a core's share of time, not the mask's time on top
+ * of the pass (given a core the pass leaves). Nothing else touches these
+ * requests' constraints until the join. */
+typedef struct {
+    eng_req **reqs;
+    int n;
+} prefetch_job;
+
+static void *prefetch_main(void *arg) {
+    const prefetch_job *job = arg;
+    for (int i = 0; i < job->n; i++) rw_constraint_prefetch(job->reqs[i]->cons);
+    return NULL;
 }
 
 bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
@@ -210,8 +231,18 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
             }
         }
         if (n_items > 0) {
+            prefetch_job pj = {sc->pre, 0};
+            for (int i = 0; i < n_items; i++) {
+                eng_req *r = batch_req[i];
+                if (r->cons && items[i].logits && !r->emb && !(r->spec_live && r->n_in_seq >= r->n_prompt) &&
+                    rw_constraint_mask_pending(r->cons))
+                    pj.reqs[pj.n++] = r;
+            }
+            pthread_t pre_thread; /* without it (cannot start one): the masks come after the pass, as ever */
+            const bool pre_started = pj.n > 0 && pthread_create(&pre_thread, NULL, prefetch_main, &pj) == 0;
             rw_error err = {0};
             rw_status st = rw_model_forward_batch(e->m, items, n_items, e->pool, &err);
+            if (pre_started) pthread_join(pre_thread, NULL);
             if (st && !e->lost_logged && rw_model_weights_lost(e->m)) { /* said once */
                 e->lost_logged = true;
                 rw_log(RW_LOG_ERROR, "engine: %s", err.msg);

@@ -168,13 +168,51 @@ static inline size_t rw_grammar_mask_words(int32_t n_vocab) { return ((size_t)n_
  * when rw_grammar_matcher_can_end). ERR_NOMEM only. */
 rw_status rw_grammar_matcher_fill_mask(rw_grammar_matcher *m, uint32_t *mask, rw_error *err);
 
+/* Whether the mask at the matcher's position is computed already (cached:
+ * rw_grammar_matcher_fill_mask is a copy). */
+bool rw_grammar_matcher_mask_ready(const rw_grammar_matcher *m);
+/* Computes the mask at the matcher's position ahead of
+ * rw_grammar_matcher_fill_mask, on another thread if the caller likes (the
+ * engine does it while the model's forward pass runs): the next operation
+ * on the grammar, if it is that fill_mask, takes the result (the same
+ * mask, or the same error, as computing it then), and any other operation
+ * forgets it. Touches the grammar: no other call on it (or on another
+ * matcher of it) meanwhile. */
+void rw_grammar_matcher_prefetch(rw_grammar_matcher *m);
+
 /* Sets logits[i] = -INFINITY for every token the mask does not allow, except
  * the n_keep ids in keep (end-of-generation tokens, when can_end). */
 void rw_grammar_apply_mask(const uint32_t *mask, float *logits, int32_t n_vocab, const int32_t *keep, int n_keep);
 
-/* Counters for `rewind bench grammar` and tests: parser states, masks
- * computed (cache misses) and served from the cache. */
+/* ---- the work budget ----
+ *
+ * A token mask walks the vocabulary trie through the grammar's parser
+ * states, building the states it meets for the first time; for most
+ * grammars and every JSON schema that is well under a millisecond, but a
+ * hand-written grammar of ambiguous repeats can make one mask build
+ * thousands of states. Work is counted in units: a parser stack expanded
+ * (closure) or moved over a byte, a stack id of a new state, a trie node
+ * visited; on a 151,936-token vocabulary a unit costs about 10 ns.
+ *
+ * per_mask bounds one operation (a mask, or an accepted token's steps),
+ * per_request every operation from here on; 0 = no bound. Past either, the
+ * operation fails (RW_ERR_INVALID_ARG naming the budget) and the matcher
+ * stays where it was. With v (the vocabulary the matchers will use; g is
+ * bound to it), the masks of the start state and of a few states near it
+ * (those with the most parser stacks) are computed now, within per_mask
+ * each, and a grammar whose mask does not fit is refused with
+ * RW_ERR_INVALID_ARG before any token: the admission check. Their masks
+ * stay cached; that work is not counted in per_request. */
+#define RW_GRAMMAR_MASK_BUDGET    2000000LL   /* default per mask: ~20 ms; the dearest ordinary masks take 0.5M */
+#define RW_GRAMMAR_REQUEST_BUDGET 500000000LL /* default per request: ~5 s of mask work */
+rw_status rw_grammar_set_budget(rw_grammar *g, const rw_grammar_vocab *v, int64_t per_mask, int64_t per_request,
+                                rw_error *err);
+
+/* Counters for `rewind bench grammar` and tests: work units spent (from
+ * compilation on), parser states, masks computed (cache misses) and served
+ * from the cache. */
 typedef struct {
+    int64_t work;
     int64_t n_stacks, n_sets, masks_computed, masks_cached;
     size_t cache_bytes;
 } rw_grammar_stats;

@@ -30,7 +30,7 @@
 /* The most parser stacks one grammar makes (12 bytes each plus their hash
  * slots): far more than a JSON schema's output needs, reached within a few
  * seconds by a grammar built to blow up (fuzz_gbnf found one). */
-#define RW_GRAMMAR_MAX_STACKS (1 << 17)
+#define RW_GRAMMAR_MAX_STACKS       (1 << 17)
 /* The most parser stacks one state may hold at admission (match.c's probe):
  * a state's token mask walks the vocabulary through all of them, so past a
  * few thousand one mask could cost a neighbour's decode step. anyOf 30 x 30
@@ -53,12 +53,12 @@ typedef struct {
 
 /* One parser state (see the file head). */
 typedef struct {
-    int32_t off, len;  /* its stack ids: set_pool[off .. off + len), ascending */
-    int32_t *trans;    /* [256] next state per byte, -1 = not computed yet; owned, NULL until needed */
-    uint32_t *mask;    /* allowed tokens (vocab words); owned, NULL until computed */
-    rw_gbytes loop;    /* bytes b with trans[b] == this state (valid when full) */
-    bool full;         /* every transition computed, loop valid */
-    int8_t plain;      /* -1 unknown, 1: "inside a JSON-like string" (see match.c's plain_closed), 0 not */
+    int32_t off, len; /* its stack ids: set_pool[off .. off + len), ascending */
+    int32_t *trans;   /* [256] next state per byte, -1 = not computed yet; owned, NULL until needed */
+    uint32_t *mask;   /* allowed tokens (vocab words); owned, NULL until computed */
+    rw_gbytes loop;   /* bytes b with trans[b] == this state (valid when full) */
+    bool full;        /* every transition computed, loop valid */
+    int8_t plain;     /* -1 unknown, 1: "inside a JSON-like string" (see match.c's plain_closed), 0 not */
 } rw_gstate;
 
 struct rw_grammar {
@@ -87,6 +87,19 @@ struct rw_grammar {
      * made, and the step, mask or compile that needed one fails with
      * rw_grammar__fail's message. */
     bool too_many_stacks;
+    /* Work units (grammar.h's budget): spent counts them (from compilation
+     * on, or from rw_grammar_set_budget); an operation (a mask, an accept)
+     * that takes spent past spend_limit fails with over_budget set, which
+     * rw_grammar__fail reports. budget_mask / budget_total: the budgets
+     * rw_grammar_set_budget gave (0: none); total_from: spent when it did. */
+    int64_t spent, spend_limit;
+    int64_t budget_mask, budget_total, total_from;
+    bool over_budget, over_total;
+    /* rw_grammar_matcher_prefetch's result for state pre_state (-1: none),
+     * for the next fill_mask there: failed (with its over_* flags), or a
+     * mask the full cache did not keep (then in sets[0].mask) */
+    int32_t pre_state;
+    bool pre_failed, pre_over_budget, pre_over_total;
 
     /* states */
     rw_gstate *sets;
@@ -96,6 +109,9 @@ struct rw_grammar {
     int32_t *set_hash;
     int32_t cap_set_hash;
     int32_t start; /* the state before any byte */
+    /* the states rw_grammar__probe expanded, in its order (most stacks first) */
+    int32_t probed[256];
+    int n_probed;
 
     /* scratch of the closure */
     int32_t *work, *out;
@@ -116,8 +132,8 @@ typedef struct {
     int32_t tok_lo, n_own, sub_end;
     int32_t bm; /* index into sub_bytes (the bytes below this node), -1 for small subtrees */
     uint8_t byte;
-    uint8_t u8;    /* UTF-8 decoder state after this node's bytes read from a character boundary (RW_U8_*) */
-    uint8_t plain; /* 1: every path below is valid UTF-8 from u8 on, with no '"', '\' or control byte */
+    uint8_t u8;        /* UTF-8 decoder state after this node's bytes read from a character boundary (RW_U8_*) */
+    uint8_t plain;     /* 1: every path below is valid UTF-8 from u8 on, with no '"', '\' or control byte */
     uint8_t rootplain; /* 1: plain and so is the path from the root: every token below is in plain_mask */
 } rw_gtrie;
 
@@ -165,6 +181,12 @@ struct rw_grammar_vocab {
 };
 
 /* match.c */
+/* Counts n work units; false (over_budget set) once the operation's limit is passed. */
+static inline bool rw_grammar__spend(rw_grammar *g, int64_t n) {
+    if ((g->spent += n) <= g->spend_limit) return true;
+    g->over_budget = true;
+    return false;
+}
 rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err);
 /* The state after byte b from state s (0 = dead); -1 only on out of memory. */
 int32_t rw_grammar__step(rw_grammar *g, int32_t s, unsigned b);

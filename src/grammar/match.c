@@ -22,8 +22,8 @@
 #include "base/hash.h"
 #include "grammar/grammar_int.h"
 
-#define MASK_CACHE_MAX ((size_t)64 << 20) /* per grammar, i.e. per request */
-#define LOOP_MIN_TOKENS 24 /* subtrees with fewer tokens are walked, not checked for a loop */
+#define MASK_CACHE_MAX  ((size_t)64 << 20) /* per grammar, i.e. per request */
+#define LOOP_MIN_TOKENS 24                 /* subtrees with fewer tokens are walked, not checked for a loop */
 
 static uint32_t hash2(uint32_t a, uint32_t b) {
     uint64_t h = (((uint64_t)a << 32) | b) * 0x9E3779B97F4A7C15ull;
@@ -106,6 +106,7 @@ static bool closure(rw_grammar *g, int32_t n_work, int32_t *n_out) {
         g->cur_stamp = 1;
     }
     while (n_work > 0) {
+        if (!rw_grammar__spend(g, 1)) return false;
         int32_t n = g->work[--n_work];
         if (g->stamp[n] == g->cur_stamp) continue;
         g->stamp[n] = g->cur_stamp;
@@ -133,6 +134,17 @@ static bool closure(rw_grammar *g, int32_t n_work, int32_t *n_out) {
 }
 
 rw_status rw_grammar__fail(const rw_grammar *g, rw_error *err) {
+    if (g->over_budget && g->over_total)
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "grammar: the output's token masks took more than %lld work units, the budget of a request "
+                         "(the grammar is too ambiguous for this vocabulary)",
+                         (long long)g->budget_total);
+    if (g->over_budget)
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "grammar: one token's mask or steps took more than %lld work units, the budget of one mask "
+                         "(the grammar is too ambiguous for this vocabulary: simplify its repetitions and overlapping "
+                         "alternatives)",
+                         (long long)g->budget_mask);
     if (g->too_many_stacks)
         return rw_errorf(err, RW_ERR_INVALID_ARG,
                          "grammar: more than %d parser stacks (the grammar is too ambiguous or too deeply recursive "
@@ -206,7 +218,7 @@ static int32_t intern(rw_grammar *g, const int32_t *ids, int32_t n) {
 /* The state of closure(work[0..n_work)). */
 static int32_t close_and_intern(rw_grammar *g, int32_t n_work) {
     int32_t n;
-    if (!closure(g, n_work, &n)) return -1;
+    if (!closure(g, n_work, &n) || !rw_grammar__spend(g, n)) return -1;
     qsort(g->out, (size_t)n, sizeof *g->out, cmp_i32);
     return intern(g, g->out, n);
 }
@@ -225,7 +237,9 @@ rw_status rw_grammar__init_runtime(rw_grammar *g, rw_error *err) {
     g->st_pos[0] = -1;
     g->st_par[0] = -1;
     g->n_st = 1;
-    g->n_sets = 1; /* state 0: dead */
+    g->n_sets = 1;              /* state 0: dead */
+    g->spend_limit = INT64_MAX; /* compilation is bounded by the stack limits (rw_grammar__probe) */
+    g->pre_state = -1;
     int32_t n_work = 0;
     for (int32_t a = g->alt_off[g->root]; a < g->alt_off[g->root + 1]; a++) {
         int32_t c = node(g, g->alts[a], 0);
@@ -242,6 +256,7 @@ static int32_t step_compute(rw_grammar *g, int32_t s, unsigned b) {
     int32_t n_work = 0;
     /* read the stacks through offsets: the pool may move while interning */
     const int32_t off = g->sets[s].off, len = g->sets[s].len;
+    if (!rw_grammar__spend(g, len)) return -1;
     for (int32_t i = 0; i < len; i++) {
         int32_t n = g->set_pool[off + i];
         if (n == 0) continue;
@@ -297,7 +312,7 @@ static bool make_full(rw_grammar *g, int32_t s) {
  * decode step). Its work is bounded by those budgets; the states it makes
  * stay cached for the generation. */
 #define PROBE_STATES 256
-#define PROBE_TOTAL (RW_GRAMMAR_MAX_STACKS / 4 * 3) /* the rest for the states generation goes on to */
+#define PROBE_TOTAL  (RW_GRAMMAR_MAX_STACKS / 4 * 3) /* the rest for the states generation goes on to */
 
 rw_status rw_grammar__probe(rw_grammar *g, rw_error *err) {
     int32_t cand[PROBE_STATES];
@@ -312,11 +327,13 @@ rw_status rw_grammar__probe(rw_grammar *g, rw_error *err) {
         if (best < 0) break;
         const int32_t s = cand[best];
         done[best] = true;
+        g->probed[g->n_probed++] = s;
         if (g->sets[s].len > RW_GRAMMAR_MAX_STATE_STACKS)
-            return rw_errorf(err, RW_ERR_INVALID_ARG,
-                             "grammar: too ambiguous: %d parser stacks at one point of the output, over the limit of %d "
-                             "(alternatives that share their first bytes multiply; factor them)",
-                             (int)g->sets[s].len, RW_GRAMMAR_MAX_STATE_STACKS);
+            return rw_errorf(
+                err, RW_ERR_INVALID_ARG,
+                "grammar: too ambiguous: %d parser stacks at one point of the output, over the limit of %d "
+                "(alternatives that share their first bytes multiply; factor them)",
+                (int)g->sets[s].len, RW_GRAMMAR_MAX_STATE_STACKS);
         if (!make_full(g, s)) return rw_grammar__fail(g, err);
         if (g->n_st > PROBE_TOTAL) break;
         for (unsigned b = 0; b < 256 && n < PROBE_STATES; b++) {
@@ -366,7 +383,8 @@ static bool plain_closed(rw_grammar *g, int32_t s) {
             const unsigned nu = rw_u8_next(u, b);
             if (nu == RW_U8_BAD || (u == RW_U8_BOUNDARY && rw_u8_special(b))) continue;
             const int32_t t = rw_grammar__step(g, gs, b);
-            if (t <= 0) ok = false; /* dead (or out of memory: then simply not plain) */
+            if (t < 0) return false; /* out of memory or over budget: not known, so not cached */
+            if (t == 0) ok = false;
             else if (nu == RW_U8_BOUNDARY) ok = t == s;
             else {
                 int k = 0;
@@ -393,6 +411,7 @@ static bool walk(rw_grammar *g, const rw_grammar_vocab *v, int32_t n, int32_t s,
     const rw_gtrie *nodes = v->nodes;
     for (int32_t c = n + 1; c < nodes[n].end; c = nodes[c].end) {
         if (p0 && nodes[c].rootplain) continue;
+        if (!rw_grammar__spend(g, 1)) return false;
         int32_t t = rw_grammar__step(g, s, nodes[c].byte);
         if (t < 0) return false;
         if (t == 0) continue;
@@ -448,8 +467,66 @@ const uint32_t *rw_grammar__mask(rw_grammar *g, const rw_grammar_vocab *v, int32
     return m;
 }
 
+/* ---- the work budget ---- */
+
+/* Starts an operation (a mask, an accept): its limit is budget_mask units
+ * from here, or what is left of the request's budget when that is less. */
+static void op_begin(rw_grammar *g) {
+    g->pre_state = -1; /* a prefetched mask is for the operation right after it only */
+    g->over_budget = false;
+    g->over_total = false;
+    g->spend_limit = INT64_MAX;
+    if (g->budget_mask > 0) g->spend_limit = g->spent + g->budget_mask;
+    if (g->budget_total > 0 && g->total_from + g->budget_total < g->spend_limit) {
+        g->spend_limit = g->total_from + g->budget_total;
+        g->over_total = true; /* the request's budget is the one that binds */
+    }
+}
+
+/* The admission check: the token masks of the start state and of the states
+ * the compile-time probe found with the most parser stacks (each reachable
+ * at a token boundary when the vocabulary has a token per byte, as
+ * byte-level BPE ones do), each within budget_mask. Its masks stay cached;
+ * its work is not the request's. */
+#define PROBE_MASKS 12
+
+rw_status rw_grammar_set_budget(rw_grammar *g, const rw_grammar_vocab *v, int64_t per_mask, int64_t per_request,
+                                rw_error *err) {
+    g->budget_mask = per_mask > 0 ? per_mask : 0;
+    g->budget_total = per_request > 0 ? per_request : 0;
+    if (v) {
+        if (g->vocab && g->vocab != v)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: already bound to another vocabulary");
+        g->vocab = v;
+        const int64_t keep_total = g->budget_total;
+        g->budget_total = 0; /* only the per-mask budget at admission */
+        int n_masks = 0;
+        for (int k = -1; k < g->n_probed && n_masks < PROBE_MASKS; k++) {
+            const int32_t s = k < 0 ? g->start : g->probed[k];
+            if (k >= 0 && s == g->start) continue;
+            op_begin(g);
+            n_masks++;
+            if (!rw_grammar__mask(g, v, s)) {
+                rw_error e = {0};
+                const rw_status st = rw_grammar__fail(g, &e);
+                g->budget_total = keep_total;
+                if (st != RW_ERR_INVALID_ARG || !g->over_budget) return rw_errorf(err, st, "%s", e.msg);
+                return rw_errorf(err, st,
+                                 "grammar: refused: a token mask %s takes more than %lld work units, the budget of "
+                                 "one mask (the grammar is too ambiguous for this vocabulary: simplify its "
+                                 "repetitions and overlapping alternatives)",
+                                 k < 0 ? "at the start" : "near the start", (long long)g->budget_mask);
+            }
+        }
+        g->budget_total = keep_total;
+    }
+    g->total_from = g->spent;
+    return RW_OK;
+}
+
 rw_grammar_stats rw_grammar_get_stats(const rw_grammar *g) {
-    return (rw_grammar_stats){.n_stacks = g->n_st,
+    return (rw_grammar_stats){.work = g->spent,
+                              .n_stacks = g->n_st,
                               .n_sets = g->n_sets,
                               .masks_computed = g->masks_computed,
                               .masks_cached = g->masks_cached,
@@ -459,10 +536,10 @@ rw_grammar_stats rw_grammar_get_stats(const rw_grammar *g) {
 /* ---- the matcher ---- */
 
 struct rw_grammar_matcher {
-    rw_grammar *g;                 /* borrowed */
-    const rw_grammar_vocab *v;     /* borrowed */
-    int32_t *hist;                 /* hist[k]: the state after k steps; owned */
-    int64_t n, cap;                /* steps taken; hist has n + 1 entries */
+    rw_grammar *g;             /* borrowed */
+    const rw_grammar_vocab *v; /* borrowed */
+    int32_t *hist;             /* hist[k]: the state after k steps; owned */
+    int64_t n, cap;            /* steps taken; hist has n + 1 entries */
 };
 
 rw_status rw_grammar_matcher_new(rw_grammar *g, const rw_grammar_vocab *v, rw_grammar_matcher **out, rw_error *err) {
@@ -503,6 +580,7 @@ static bool push_state(rw_grammar_matcher *m, int32_t s, rw_error *err) {
 
 bool rw_grammar_matcher_accept_bytes(rw_grammar_matcher *m, const char *bytes, size_t n, rw_error *err) {
     int32_t s = m->hist[m->n];
+    op_begin(m->g);
     for (size_t i = 0; i < n && s > 0; i++) s = rw_grammar__step(m->g, s, (uint8_t)bytes[i]);
     if (s < 0) return rw_grammar__fail(m->g, err), false;
     if (s == 0) return false;
@@ -522,18 +600,44 @@ void rw_grammar_matcher_rewind(rw_grammar_matcher *m, int64_t n_keep) {
     if (n_keep >= 0 && n_keep < m->n) m->n = n_keep;
 }
 
-bool rw_grammar_matcher_can_end(const rw_grammar_matcher *m) {
-    return rw_grammar__state_can_end(m->g, m->hist[m->n]);
-}
+bool rw_grammar_matcher_can_end(const rw_grammar_matcher *m) { return rw_grammar__state_can_end(m->g, m->hist[m->n]); }
 
 bool rw_grammar_matcher_must_end(const rw_grammar_matcher *m) {
     const rw_gstate *s = &m->g->sets[m->hist[m->n]];
     return s->len == 1 && m->g->set_pool[s->off] == 0;
 }
 
+bool rw_grammar_matcher_mask_ready(const rw_grammar_matcher *m) {
+    return !m->v || m->g->sets[m->hist[m->n]].mask != NULL;
+}
+
+void rw_grammar_matcher_prefetch(rw_grammar_matcher *m) {
+    rw_grammar *g = m->g;
+    const int32_t s = m->hist[m->n];
+    if (!m->v || g->sets[s].mask) return;
+    op_begin(g);
+    const uint32_t *r = rw_grammar__mask(g, m->v, s);
+    if (r && r == g->sets[s].mask) return; /* cached: fill_mask finds it */
+    g->pre_state = s;
+    g->pre_failed = r == NULL;
+    g->pre_over_budget = g->over_budget;
+    g->pre_over_total = g->over_total;
+}
+
 rw_status rw_grammar_matcher_fill_mask(rw_grammar_matcher *m, uint32_t *mask, rw_error *err) {
     if (!m->v) return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: a matcher without a vocabulary has no masks");
-    const uint32_t *src = rw_grammar__mask(m->g, m->v, m->hist[m->n]);
+    rw_grammar *g = m->g;
+    const int32_t s = m->hist[m->n];
+    const uint32_t *src;
+    if (g->pre_state == s && s > 0) { /* rw_grammar_matcher_prefetch did this operation */
+        g->pre_state = -1;
+        g->over_budget = g->pre_over_budget;
+        g->over_total = g->pre_over_total;
+        src = g->pre_failed ? NULL : g->sets[0].mask;
+    } else {
+        op_begin(g);
+        src = rw_grammar__mask(g, m->v, s);
+    }
     if (!src) return rw_grammar__fail(m->g, err);
     memcpy(mask, src, rw_grammar_mask_words(m->v->n) * sizeof *mask);
     return RW_OK;

@@ -325,8 +325,8 @@ static char *infill_body(srv_job *j, int *status) {
     const char *fail = rw_server__job_error(j);
     if (fail) {
         srv_error e;
-        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
-        *status = 500;
+        rw_server__job_fail_error(&e, fail);
+        *status = e.http;
         return rw_server__error_json(&e);
     }
     srv_choice *c = &j->choice[0];

@@ -454,7 +454,7 @@ static char *messages_body(srv_job *j, int *status) {
     msg_stream *m = j->api_state;
     srv_error e;
     const char *fail = rw_server__job_error(j);
-    if (fail) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
+    if (fail) rw_server__job_fail_error(&e, fail);
     char *txt = fail ? NULL : body_json(j, m->stop, m->n_stop);
     if (!fail && !txt) rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
     *status = txt ? 200 : e.http;

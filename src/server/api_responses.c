@@ -601,7 +601,8 @@ static char *responses_body(srv_job *j, int *status) {
         *status = 200;
         return txt;
     }
-    rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", fail ? fail : "out of memory");
+    if (fail) rw_server__job_fail_error(&e, fail);
+    else rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
     *status = e.http;
     return rw_server__error_json(&e);
 }

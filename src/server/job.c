@@ -451,6 +451,11 @@ const char *rw_server__job_error(const srv_job *j) {
     return NULL;
 }
 
+void rw_server__job_fail_error(srv_error *e, const char *fail) {
+    if (!strncmp(fail, "grammar: ", 9)) rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", fail);
+    else rw_server__errorf(e, 500, "server_error", NULL, NULL, "%s", fail);
+}
+
 /* What one choice has produced since the last take (copied under the lock). */
 typedef struct {
     char *text;

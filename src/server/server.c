@@ -241,7 +241,7 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
     const char *fail = rw_server__job_error(j);
     srv_error e;
     if (fail) {
-        rw_server__errorf(&e, 500, "server_error", NULL, NULL, "%s", fail);
+        rw_server__job_fail_error(&e, fail);
         return send_error(s, c, cc, &e, NULL);
     }
     return send_owned(s, c, cc, 200, rw_server__response_json(j), "application/json", NULL);

@@ -371,6 +371,10 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_call
 bool rw_server__job_ready(srv_job *j, bool *over);
 /* The first failed choice's message, or NULL. */
 const char *rw_server__job_error(const srv_job *j);
+/* The error answer for such a message: the request's grammar failing
+ * mid-generation (its work budget, no token able to continue: "grammar: ...")
+ * is the request's fault, a 400 invalid_request_error; anything else a 500. */
+void rw_server__job_fail_error(srv_error *e, const char *fail);
 /* The MHD content reader of a streaming response (cls = job). */
 ssize_t rw_server__job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
 void rw_server__job_sse_free(void *cls);
