@@ -146,7 +146,7 @@ static void run_model(const char *rel, uint64_t seed) {
             n_rec += rec > 0, n_free += rec == 0;
             CHECK_MSG(rw_model_seq_rewind(c, n, pool, &err) == RW_OK, "%s", err.msg);
             CHECK_EQ_INT(rw_model_seq_length(c), n);
-            const int64_t to = n + rint_(1, 500) < N ? n + rint_(1, 500) : N;
+            const int64_t r = rint_(1, 500), to = n + r < N ? n + r : N;
             char what[96];
             snprintf(what, sizeof what, "%s trial %d: rewind %lld -> %lld, continued", rel, trial, (long long)L,
                      (long long)n);
