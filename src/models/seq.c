@@ -26,6 +26,10 @@
  *   - a rewind to any position >= T-256 recomputes at most 63 tokens (when
  *     the budget holds the recent ones after the marks: the default budget
  *     does, for up to 256 MiB of checkpoints).
+ * A sliding-window layer (cache/state.h) keeps the window of each kept
+ * position instead of a checkpoint: those of the fine and recent ones lie
+ * in its ring (RING_SPAN below the length, beside the live window), which
+ * it holds in any case, so the budget counts only the others' windows.
  * A rewind keeps what was retained below its target but cannot bring back
  * what the retention at a greater length dropped (a short pass after a long
  * rewind may lack the log just below where it started). A rewind further
