@@ -238,10 +238,11 @@ static rw_status kv_load(rw_layer_state *st, rw_sreader *r, rw_error *err) {
     /* Build into a fresh cache (its pages are its own), swap only on success. */
     rw_kv_cache *kv = NULL;
     if (!rs) rs = rw_kv_new(c, &kv, err);
-    if (!rs && n > 0) rs = rw_kv_reserve(kv, nn, err);
+    /* page by page, each one not in the file released at once: memory
+     * for the held pages only */
+    for (int64_t p = 0; p < np && !rs; p++)
+        if (!(rs = rw_kv_reserve(kv, (p + 1) * P < nn ? (p + 1) * P : nn, err)) && !held[p]) rw_kv_release_page(kv, p);
     if (!rs) {
-        for (int64_t p = 0; p < np; p++)
-            if (!held[p]) rw_kv_release_page(kv, p);
         rw_kv_set_length(kv, nn, NULL);
         const kv_state probe = {.kv = kv, .window = s->window};
         if (!window_held(&probe, nn, NULL)) rs = rw_errorf(err, RW_ERR_FORMAT, "kv state: the window is not held");
