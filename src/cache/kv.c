@@ -25,14 +25,14 @@ typedef struct {
 
 struct rw_kv_cache {
     rw_kv_config cfg;
-    size_t elem;        /* bytes per element: 4 (f32) or 2 (f16) */
-    size_t k_bytes;     /* bytes of a page's K part (its V part follows) */
-    size_t data_bytes;  /* bytes of a page's K and V */
-    int64_t n;          /* valid positions */
-    int64_t n_pages;    /* pages held per layer */
-    int64_t cap_pages;  /* table length per layer */
-    void ***k;          /* [n_layer][cap_pages] page data (K part), owned tables */
-    void ***v;          /* [n_layer][cap_pages] the same pages' V parts */
+    size_t elem;       /* bytes per element: 4 (f32) or 2 (f16) */
+    size_t k_bytes;    /* bytes of a page's K part (its V part follows) */
+    size_t data_bytes; /* bytes of a page's K and V */
+    int64_t n;         /* valid positions */
+    int64_t n_pages;   /* pages held per layer */
+    int64_t cap_pages; /* table length per layer */
+    void ***k;         /* [n_layer][cap_pages] page data (K part), owned tables */
+    void ***v;         /* [n_layer][cap_pages] the same pages' V parts */
 };
 
 static kv_page *page_of(void *data) { return (kv_page *)((char *)data - offsetof(kv_page, data)); }
@@ -105,8 +105,17 @@ int64_t rw_kv_capacity(const rw_kv_cache *c) {
 
 size_t rw_kv_page_bytes(const rw_kv_cache *c) { return sizeof(kv_page) + c->data_bytes; }
 
+/* Pages held per layer: n_pages less the released ones (every layer has
+ * the same holes, so layer 0 tells). */
+static int64_t held_pages(const rw_kv_cache *c) {
+    if (c->cfg.n_layer == 0) return 0;
+    int64_t n = 0;
+    for (int64_t p = 0; p < c->n_pages; p++) n += c->k[0][p] != NULL;
+    return n;
+}
+
 size_t rw_kv_bytes(const rw_kv_cache *c) {
-    return rw_kv_page_bytes(c) * (size_t)c->n_pages * (size_t)c->cfg.n_layer +
+    return rw_kv_page_bytes(c) * (size_t)held_pages(c) * (size_t)c->cfg.n_layer +
            2 * (size_t)c->cap_pages * sizeof(void *) * (size_t)c->cfg.n_layer;
 }
 
@@ -177,12 +186,15 @@ static void put(void *dst, size_t elem, size_t off, size_t jstride, const float 
     }
 }
 
-rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const float *k, int64_t k_stride,
-                      const float *v, int64_t v_stride, rw_error *err) {
+rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const float *k, int64_t k_stride, const float *v,
+                      int64_t v_stride, rw_error *err) {
     if (il < 0 || il >= c->cfg.n_layer || pos < 0 || m < 0 || pos > c->n || pos + m > rw_kv_capacity(c))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "kv cache: store of %lld positions at %lld (layer %d) out of range",
                          (long long)m, (long long)pos, il);
     if (m == 0) return RW_OK;
+    for (int64_t p = pos / P; p <= (pos + m - 1) / P; p++)
+        if (!c->k[il][p])
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "kv cache: store at %lld into a released page", (long long)pos);
     for (int64_t p = pos / P; p <= (pos + m - 1) / P; p++)
         if (!make_private(c, il, p)) return rw_errorf(err, RW_ERR_NOMEM, "kv cache: out of memory copying a page");
     const int nh = c->cfg.n_head_kv, dk = c->cfg.head_dim_k, dv = c->cfg.head_dim_v;
@@ -191,8 +203,7 @@ rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const floa
         for (int h = 0; h < nh; h++) {
             put(c->k[il][p], c->elem, ((size_t)h * P + (size_t)r) * (size_t)dk, 1, k + t * k_stride + (size_t)h * dk,
                 dk);
-            put(c->v[il][p], c->elem, (size_t)h * (size_t)dv * P + (size_t)r, P, v + t * v_stride + (size_t)h * dv,
-                dv);
+            put(c->v[il][p], c->elem, (size_t)h * (size_t)dv * P + (size_t)r, P, v + t * v_stride + (size_t)h * dv, dv);
         }
     }
     return RW_OK;
@@ -220,7 +231,8 @@ rw_status rw_kv_share(rw_kv_cache *dst, const rw_kv_cache *src, rw_error *err) {
     if (!grow_tables(dst, np)) return rw_errorf(err, RW_ERR_NOMEM, "kv cache: out of memory");
     /* take the new references first: src and dst may hold the same pages */
     for (int il = 0; il < src->cfg.n_layer; il++)
-        for (int64_t p = 0; p < np; p++) atomic_fetch_add(&page_of(src->k[il][p])->refs, 1);
+        for (int64_t p = 0; p < np; p++)
+            if (src->k[il][p]) atomic_fetch_add(&page_of(src->k[il][p])->refs, 1);
     drop_pages(dst, 0);
     for (int il = 0; il < src->cfg.n_layer && np; il++) { /* an empty cache may have no tables yet */
         memcpy(dst->k[il], src->k[il], (size_t)np * sizeof(void *));
@@ -246,13 +258,25 @@ void rw_kv_attn_view(const rw_kv_cache *c, int il, rw_attn_kv *out) {
 void rw_kv_each_page(const rw_kv_cache *c, void (*fn)(void *ctx, const void *page, size_t bytes), void *ctx) {
     const size_t b = rw_kv_page_bytes(c);
     for (int il = 0; il < c->cfg.n_layer; il++)
-        for (int64_t p = 0; p < c->n_pages; p++) fn(ctx, c->k[il][p], b);
+        for (int64_t p = 0; p < c->n_pages; p++)
+            if (c->k[il][p]) fn(ctx, c->k[il][p], b);
+}
+
+bool rw_kv_has_page(const rw_kv_cache *c, int64_t p) {
+    return p >= 0 && p < c->n_pages && (c->cfg.n_layer == 0 || c->k[0][p] != NULL);
+}
+
+void rw_kv_release_page(rw_kv_cache *c, int64_t p) {
+    if (p < 0 || p >= c->n_pages) return;
+    for (int il = 0; il < c->cfg.n_layer; il++) {
+        page_unref(c->k[il][p]);
+        c->k[il][p] = c->v[il][p] = NULL;
+    }
 }
 
 void *rw_kv_k_rows_mut(rw_kv_cache *c, int il, int head, int64_t pos, int64_t *n) {
     *n = P - pos % P;
-    return (char *)c->k[il][pos / P] +
-           ((size_t)head * P + (size_t)(pos % P)) * (size_t)c->cfg.head_dim_k * c->elem;
+    return (char *)c->k[il][pos / P] + ((size_t)head * P + (size_t)(pos % P)) * (size_t)c->cfg.head_dim_k * c->elem;
 }
 
 void *rw_kv_v_elems_mut(rw_kv_cache *c, int il, int head, int dim, int64_t pos, int64_t *n) {

@@ -22,9 +22,9 @@
  * one holder is never written: a store into it first copies it
  * (copy-on-write), so what one holder writes is never seen by another.
  * Invariants:
- *   - a cache holds exactly ceil(n / P) pages per layer after every
- *     operation but a reserve (which may add pages for positions not yet
- *     valid);
+ *   - a cache holds exactly ceil(n / P) pages per layer (holes included,
+ *     see below) after every operation but a reserve (which may add pages
+ *     for positions not yet valid);
  *   - rows at positions >= n are never read; a page's rows below its
  *     holders' lengths never change while it has more than one holder.
  *
@@ -37,6 +37,13 @@
  *
  * F16 storage (the default, as llama.cpp's) rounds each value to nearest
  * even; reads convert back to f32 exactly.
+ *
+ * Holes. rw_kv_release_page lets go of one page of every layer while the
+ * length stays (a sliding-window layer forgets what its window has left,
+ * cache/state.h): the page reads as absent (its table entry is NULL, which
+ * attention never reads: a window starts in a later page), a store into it
+ * is refused, and it comes back only when a truncation falls below it and
+ * a reserve adds it anew. Sharing, bytes and each_page skip holes.
  *
  * Thread safety: reference counts are atomic, so caches sharing pages may be
  * used and freed from different threads; one cache is used by one thread at
@@ -61,7 +68,7 @@ typedef enum {
 
 typedef struct {
     rw_kv_type type;
-    int n_layer;     /* layers with attention (index space 0..n_layer-1) */
+    int n_layer; /* layers with attention (index space 0..n_layer-1) */
     int n_head_kv;
     int head_dim_k;
     int head_dim_v;
@@ -94,8 +101,8 @@ rw_status rw_kv_reserve(rw_kv_cache *c, int64_t n_total, rw_error *err);
  * positions must be reserved and pos <= length (no gaps). A page written
  * that has other holders is copied first (RW_ERR_NOMEM if that fails; then
  * nothing was written). */
-rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const float *k, int64_t k_stride,
-                      const float *v, int64_t v_stride, rw_error *err);
+rw_status rw_kv_store(rw_kv_cache *c, int il, int64_t pos, int64_t m, const float *k, int64_t k_stride, const float *v,
+                      int64_t v_stride, rw_error *err);
 
 /* Sets the length (positions 0..n-1 valid). n may not exceed the capacity;
  * lowering it is a truncation (pages wholly past n are let go). */
@@ -106,6 +113,12 @@ rw_status rw_kv_set_length(rw_kv_cache *c, int64_t n, rw_error *err);
  * configuration required (RW_ERR_INVALID_ARG). RW_ERR_NOMEM leaves dst as
  * it was. */
 rw_status rw_kv_share(rw_kv_cache *dst, const rw_kv_cache *src, rw_error *err);
+
+/* Whether page p (positions p*P..p*P+P-1) is held: below the pages
+ * reserved and not released. */
+bool rw_kv_has_page(const rw_kv_cache *c, int64_t p);
+/* Releases page p of every layer (a hole, see above); no-op if not held. */
+void rw_kv_release_page(rw_kv_cache *c, int64_t p);
 
 /* Layer il as attention reads it (kernels/ops.h). Valid until the next
  * reserve, store, set_length or share on c. */

@@ -14,7 +14,8 @@
  * kind's own append (rw_kv_state_store, rw_rec_state_append), because what a
  * token contributes differs by kind.
  *
- * Exact rewind. A KV state cuts back to any length. A recurrent state
+ * Exact rewind. A full KV state cuts back to any length; a sliding-window
+ * one to any length whose window it still holds (below: checkpoints). A recurrent state
  * cannot, so it keeps what is needed to rebuild an earlier one:
  *   - checkpoints: full copies of its state at chosen positions (the caller
  *     names them as cuts when it appends, see rw_rec_state_append), and
@@ -103,7 +104,7 @@ bool rw_sread_u64(rw_sreader *r, uint64_t *v);
 /* A pointer to the next n bytes (consumed), or NULL. */
 const void *rw_sread_ptr(rw_sreader *r, size_t n);
 
-uint32_t rw_crc32(uint32_t crc, const void *p, size_t n); /* start with crc = 0 */
+uint32_t rw_crc32(uint32_t crc, const void *p, size_t n);     /* start with crc = 0 */
 uint32_t rw_crc32_ref(uint32_t crc, const void *p, size_t n); /* the bytewise reference (tests) */
 
 /* ---- the operations table ---- */
@@ -165,6 +166,16 @@ static inline size_t rw_state_bytes(const rw_layer_state *st) { return st->ops->
 /* An attention layer's KV state (one layer of cache/kv.h storage). */
 rw_status rw_kv_state_new(rw_kv_type type, int n_head_kv, int head_dim_k, int head_dim_v, int64_t max_ctx,
                           rw_layer_state **out, rw_error *err);
+/* A sliding-window attention layer's KV state: the token at position p
+ * attends to p-window+1..p, so the state releases the pages before the
+ * window (kv_state.c: its windows are its checkpoints, retain keeps those
+ * of the kept positions, restore_point names the positions whose window
+ * is held; further back the caller recomputes). window > 0. */
+rw_status rw_kv_state_new_window(rw_kv_type type, int n_head_kv, int head_dim_k, int head_dim_v, int64_t window,
+                                 int64_t max_ctx, rw_layer_state **out, rw_error *err);
+/* Bytes of the pages one window spans (what a kept window can cost); 0
+ * for a full KV state or another kind. */
+size_t rw_kv_state_window_bytes(const rw_layer_state *st);
 /* The storage behind a KV state, NULL for another kind. */
 rw_kv_cache *rw_kv_state_cache(rw_layer_state *st);
 /* Stores rows for positions length..length+m-1 and advances the length
@@ -174,11 +185,11 @@ rw_status rw_kv_state_append(rw_layer_state *st, int64_t m, const float *k, int6
 
 /* A recurrent layer's constants, owned by the model, outliving its states. */
 typedef struct {
-    int conv_channels, conv_kernel;   /* C, Kc: conv state holds (Kc-1)*C floats */
-    const float *conv_w, *conv_b;     /* [C][Kc], [C] or NULL */
-    int64_t mat_floats;               /* floats of the matrix / SSM state */
-    int64_t log_floats;               /* recurrence inputs per token */
-    int64_t out_floats;               /* outputs per token */
+    int conv_channels, conv_kernel; /* C, Kc: conv state holds (Kc-1)*C floats */
+    const float *conv_w, *conv_b;   /* [C][Kc], [C] or NULL */
+    int64_t mat_floats;             /* floats of the matrix / SSM state */
+    int64_t log_floats;             /* recurrence inputs per token */
+    int64_t out_floats;             /* outputs per token */
     float eps;
     /* DeltaNet: nv value heads of dk x dv, nk key heads, tiled head map;
      * log = [u (C: q|k|v before the conv) | g (nv) | beta (nv)], out = o

@@ -9,9 +9,6 @@
 #include "kernels/ops_model.h"
 #include "models/model_int.h"
 
-/* Most tokens one forward chunk computes at once (llama.cpp's n_ubatch). */
-#define MDL_UBATCH 512
-
 void rw_models__scratch_free(mdl_scratch *sc) {
     free(sc->x);
     free(sc->xn);

@@ -16,11 +16,12 @@
  *
  * Norm weights are used as stored: the converter already added Gemma's 1.
  *
- * Cache: every layer keeps a full KV state (the engine's default); a sliding
- * layer masks keys older than its window in attention. So a rewind to any
- * position, state files and batching are those of a dense model, at the
- * price of holding the sliding layers' old keys (a window-sized ring would
- * not). */
+ * Cache: a global layer keeps a full KV state; a sliding layer masks keys
+ * older than its window in attention and keeps a sliding-window KV state
+ * (models/seq.c, cache/kv_state.c: its ring and the windows of the kept
+ * positions; the full KV when the model's context is no longer than the
+ * ring). A rewind past what it holds recomputes from the nearest held
+ * window, as for a recurrent layer. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,10 +20,9 @@
  *          x += sum_j w_j y_j (in selection order)
  *   logits = output(rmsnorm(x) * output_norm)
  *
- * Cache: every layer keeps a full KV state (the engine's default); a sliding
- * layer masks the keys before its window in attention (as gemma3), so a
- * rewind to any position, state files and batching are those of a dense
- * model.
+ * Cache: as gemma3's: a full KV state in the full layers, a sliding-window
+ * KV state (its ring and kept windows) in the sliding ones, whose attention
+ * masks the keys before the window.
  *
  * RoPE scaling as hparams.c reads it (the released files use YaRN: factor
  * 32 over 4096 positions). Not implemented: a rope.freq_base_swa other than

@@ -138,8 +138,10 @@ uint64_t rw_model_matrix_bytes(const rw_model *m);
  * token the block. Both 0 for a file without the block. */
 void rw_model_mtp_costs(const rw_model *m, float *draft_cost, float *catch_up_cost);
 
-/* Retention of recurrent checkpoints (see models/seq.c for the policy):
- * positions to always keep (message boundaries), and the byte budget. */
+/* Retention of recurrent checkpoints and sliding-window layers' windows
+ * (see models/seq.c for the policy): positions to always keep (message
+ * boundaries), and the byte budget (a kept window outside the ring counts
+ * at the bytes of its pages, cache/state.h rw_kv_state_window_bytes). */
 rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes);
 /* The budget as a count: at most n checkpoints (n > 0; the fine ones stay
@@ -164,7 +166,8 @@ int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap);
 size_t rw_model_seq_bytes(const rw_model_seq *s);               /* memory held */
 /* The most memory one sequence of m holds at n_ctx positions with KV type
  * kv_type and max_checkpoints recurrent checkpoints (0: the default
- * retention): its full KV pages, its recurrent states, the checkpoints the
+ * retention): its full KV pages (a sliding-window layer's ring), its
+ * recurrent states, the checkpoints the
  * retention keeps at that length (and two marks) and a replay log. An
  * estimate from above for admission budgets; 0 if a sequence cannot be
  * made. */
@@ -178,7 +181,8 @@ void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recur
  * owner of many sequences counts each identity once. */
 void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const void *block, size_t bytes, bool kv),
                              void *ctx);
-size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s);    /* one checkpoint of every recurrent layer */
+/* One checkpoint of every recurrent layer and one window of every sliding-window layer */
+size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s);
 size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s); /* logged recurrence inputs per token */
 
 /* Snapshots: an independent copy (clone), and making dst equal to src

@@ -122,6 +122,9 @@ struct rw_model {
     void *api;
 };
 
+/* Most tokens one forward chunk computes at once (llama.cpp's n_ubatch). */
+#define MDL_UBATCH 512
+
 /* The sliding window of layer il's attention (hp.n_swa) or 0 for a layer
  * that sees every position: the layers il % P < P-1 of P = swa_pattern
  * slide (P = 0: all), as llama.cpp's set_swa_pattern. */

@@ -26,6 +26,10 @@
  *   - a rewind to any position >= T-256 recomputes at most 63 tokens (when
  *     the budget holds the recent ones after the marks: the default budget
  *     does, for up to 256 MiB of checkpoints).
+ * A sliding-window layer (cache/state.h) keeps the window of each kept
+ * position instead of a checkpoint: those of the fine and recent ones lie
+ * in its ring (RING_SPAN below the length, beside the live window), which
+ * it holds in any case, so the budget counts only the others' windows.
  * A rewind keeps what was retained below its target but cannot bring back
  * what the retention at a greater length dropped (a short pass after a long
  * rewind may lack the log just below where it started). A rewind further
@@ -45,6 +49,14 @@
 #define RECENT_SPAN 256
 #define OLD_STEP 1024
 #define DEFAULT_CKPT_BUDGET ((size_t)256 << 20)
+/* A sliding-window layer's windows of the positions from RING_SPAN below
+ * the length overlap its live window: it holds W + RING_SPAN positions
+ * (and the pass's tokens while it runs, up to MDL_UBATCH). */
+#define RING_SPAN (RECENT_SPAN + RECENT_STEP - 1)
+/* A sliding layer keeps the full KV when the model's context is no longer
+ * than its ring at its largest: then the ring could not save memory, and
+ * the full KV rewinds anywhere without recomputation. */
+#define RING_EXTRA (RING_SPAN + MDL_UBATCH + RW_KV_PAGE)
 
 static rw_status default_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
                                      rw_layer_state **out, rw_error *err) {
@@ -52,6 +64,10 @@ static rw_status default_layer_state(const rw_model *m, int il, rw_kv_type kv_ty
         const int e = m->hp.n_embd;
         return rw_kv_state_new(RW_KV_F32, 1, e - e / 2, e / 2, max_ctx, out, err);
     }
+    const int64_t w = mdl_layer_window(m, il);
+    if (w > 0 && m->hp.n_ctx_train > w + RING_EXTRA) /* by the model alone: its state files have one layout */
+        return rw_kv_state_new_window(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, w, max_ctx, out,
+                                      err);
     return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
 }
 
@@ -154,7 +170,20 @@ void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable) { s->no_ckpt 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */
 size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s) {
     size_t b = 0;
+    for (int il = 0; il < mdl_n_states(s->m); il++)
+        b += rw_rec_state_checkpoint_bytes(s->layer[il]) + rw_kv_state_window_bytes(s->layer[il]);
+    return b;
+}
+
+/* The same, for the recurrent layers alone and the sliding-window ones alone. */
+static size_t rec_bytes(const rw_model_seq *s) {
+    size_t b = 0;
     for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_rec_state_checkpoint_bytes(s->layer[il]);
+    return b;
+}
+static size_t win_bytes(const rw_model_seq *s) {
+    size_t b = 0;
+    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_kv_state_window_bytes(s->layer[il]);
     return b;
 }
 
@@ -220,12 +249,22 @@ static int retained(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, in
     return n;
 }
 
-/* Drops entries of the lowest class, oldest first, until n * per <= budget. */
-static int apply_budget(int64_t *pos, int *cls, int n, size_t per, size_t budget) {
-    if (!per) return n;
+/* What kept position v costs at length L: a checkpoint of every recurrent
+ * layer, and a window of every sliding-window layer unless v's window lies
+ * in the ring (RING_SPAN), which the layer holds in any case. */
+static size_t keep_cost(int64_t v, int64_t L, size_t per_rec, size_t per_win) {
+    return per_rec + (v < L - RING_SPAN ? per_win : 0);
+}
+
+/* Drops entries of the lowest class, oldest first, until what they cost
+ * (keep_cost at length L) is within budget. */
+static int apply_budget(int64_t *pos, int *cls, int n, int64_t L, size_t per_rec, size_t per_win, size_t budget) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += keep_cost(pos[i], L, per_rec, per_win);
     for (int c = KEEP_OLD; c < KEEP_FINE; c++) {
-        for (int i = 0; i < n && (size_t)n * per > budget;) {
+        for (int i = 0; i < n && total > budget;) {
             if (cls[i] == c) {
+                total -= keep_cost(pos[i], L, per_rec, per_win);
                 memmove(pos + i, pos + i + 1, (size_t)(n - i - 1) * sizeof *pos);
                 memmove(cls + i, cls + i + 1, (size_t)(n - i - 1) * sizeof *cls);
                 n--;
@@ -249,15 +288,23 @@ size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ct
     for (int i = 0; i < mdl_n_states(m); i++) {
         rw_kv_cache *c = rw_kv_state_cache(s->layer[i]);
         total += rw_state_bytes(s->layer[i]); /* an empty KV state: its tables; a recurrent one: all of it */
-        if (c) total += (size_t)pages * (rw_kv_page_bytes(c) + 4 * sizeof(void *));
+        if (!c) continue;
+        int64_t held = pages; /* a sliding-window layer: its ring and a pass's tokens, pages straddling both ends */
+        if (rw_kv_state_window_bytes(s->layer[i])) {
+            const int64_t ring = mdl_layer_window(m, i) + RING_SPAN + MDL_UBATCH;
+            if ((ring + RW_KV_PAGE - 1) / RW_KV_PAGE + 2 < held) held = (ring + RW_KV_PAGE - 1) / RW_KV_PAGE + 2;
+        }
+        total += (size_t)held * rw_kv_page_bytes(c) + (size_t)pages * 4 * sizeof(void *);
     }
     const size_t per = rw_model_seq_checkpoint_bytes(s);
     if (per) {
         int64_t pos[MAX_KEEP];
         int cls[MAX_KEEP];
-        const size_t n = (size_t)retained(s, n_ctx, pos, cls, MAX_KEEP) + 2; /* and two marks */
+        const int k = retained(s, n_ctx, pos, cls, MAX_KEEP);
+        size_t want = 2 * per; /* and two marks */
+        for (int i = 0; i < k; i++) want += keep_cost(pos[i], n_ctx, rec_bytes(s), win_bytes(s));
         const size_t budget = max_checkpoints > 0 ? (size_t)max_checkpoints * per : DEFAULT_CKPT_BUDGET;
-        total += n * per < budget ? n * per : budget;
+        total += want < budget ? want : budget;
         total += (size_t)RECENT_SPAN * rw_model_seq_log_bytes_per_token(s);
     }
     rw_model_seq_free(s);
@@ -301,7 +348,7 @@ void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
     int k = retained(s, R, pos, cls, MAX_KEEP);
-    k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
+    k = apply_budget(pos, cls, k, R, rec_bytes(s), win_bytes(s), s->ckpt_budget);
     drop_before_pass(s, pos, k);
     s->n_cuts = 0;
     for (int i = 0; i < k && pos[i] <= L && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
@@ -313,8 +360,9 @@ void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
 void rw_models__seq_retain(rw_model_seq *s) {
     int64_t pos[MAX_KEEP];
     int cls[MAX_KEEP];
-    int k = retained(s, planned_len(s, s->len), pos, cls, MAX_KEEP);
-    k = apply_budget(pos, cls, k, rw_model_seq_checkpoint_bytes(s), s->ckpt_budget);
+    const int64_t R = planned_len(s, s->len);
+    int k = retained(s, R, pos, cls, MAX_KEEP);
+    k = apply_budget(pos, cls, k, R, rec_bytes(s), win_bytes(s), s->ckpt_budget);
     int64_t lf = s->len - FINE_STEP;
     lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
     for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, k, lf);

@@ -9,18 +9,23 @@
 #include "cache/kv.h"
 #include "harness.h"
 
-static float val(int il, int h, int64_t pos, int i, int kv) { return (float)(il * 1000 + h * 100 + i) + 0.001f * (float)pos + (float)kv * 0.5f; }
+static float val(int il, int h, int64_t pos, int i, int kv) {
+    return (float)(il * 1000 + h * 100 + i) + 0.001f * (float)pos + (float)kv * 0.5f;
+}
 
 static void fill(const rw_kv_config *c, int il, int64_t pos, int64_t m, float *k, float *v) {
     for (int64_t t = 0; t < m; t++)
         for (int h = 0; h < c->n_head_kv; h++) {
-            for (int i = 0; i < c->head_dim_k; i++) k[t * c->n_head_kv * c->head_dim_k + h * c->head_dim_k + i] = val(il, h, pos + t, i, 0);
-            for (int i = 0; i < c->head_dim_v; i++) v[t * c->n_head_kv * c->head_dim_v + h * c->head_dim_v + i] = val(il, h, pos + t, i, 1);
+            for (int i = 0; i < c->head_dim_k; i++)
+                k[t * c->n_head_kv * c->head_dim_k + h * c->head_dim_k + i] = val(il, h, pos + t, i, 0);
+            for (int i = 0; i < c->head_dim_v; i++)
+                v[t * c->n_head_kv * c->head_dim_v + h * c->head_dim_v + i] = val(il, h, pos + t, i, 1);
         }
 }
 
 static void run(rw_kv_type type) {
-    const rw_kv_config cfg = {.type = type, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
+    const rw_kv_config cfg = {
+        .type = type, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
     rw_error err = {0};
     rw_kv_cache *c = NULL;
     CHECK(rw_kv_new(&cfg, &c, &err) == RW_OK);
@@ -122,10 +127,12 @@ static bool rows_are(const rw_kv_cache *c, int64_t from, int64_t to, float off) 
 }
 
 static void sharing(void) {
-    const rw_kv_config cfg = {.type = RW_KV_F32, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
+    const rw_kv_config cfg = {
+        .type = RW_KV_F32, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
     rw_error err = {0};
     rw_kv_cache *a = NULL, *b = NULL, *c = NULL;
-    CHECK(rw_kv_new(&cfg, &a, &err) == RW_OK && rw_kv_new(&cfg, &b, &err) == RW_OK && rw_kv_new(&cfg, &c, &err) == RW_OK);
+    CHECK(rw_kv_new(&cfg, &a, &err) == RW_OK && rw_kv_new(&cfg, &b, &err) == RW_OK &&
+          rw_kv_new(&cfg, &c, &err) == RW_OK);
     /* a: 150 positions = pages 0, 1 full and page 2 partial, per layer */
     put_rows(a, 0, 100, 0.0f);
     put_rows(a, 100, 50, 0.0f);
@@ -162,20 +169,58 @@ static void sharing(void) {
     CHECK(rw_kv_share(c, c, &err) == RW_OK);
     CHECK_EQ_INT(common_pages(b, c), 6);
     /* different shapes do not share */
-    const rw_kv_config other = {.type = RW_KV_F16, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
+    const rw_kv_config other = {
+        .type = RW_KV_F16, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
     rw_kv_cache *d = NULL;
     CHECK(rw_kv_new(&other, &d, &err) == RW_OK);
     CHECK(rw_kv_share(d, b, &err) == RW_ERR_INVALID_ARG);
     rw_kv_free(b), rw_kv_free(c), rw_kv_free(d);
 }
 
+/* Released pages (a sliding-window layer's): holes that sharing, bytes and
+ * each_page skip, that a store refuses, and that a truncation below them
+ * and a reserve bring back as fresh pages. */
+static void holes(void) {
+    const rw_kv_config cfg = {
+        .type = RW_KV_F32, .n_layer = 2, .n_head_kv = 3, .head_dim_k = 8, .head_dim_v = 4, .max_ctx = 600};
+    rw_error err = {0};
+    rw_kv_cache *a = NULL, *b = NULL;
+    CHECK(rw_kv_new(&cfg, &a, &err) == RW_OK && rw_kv_new(&cfg, &b, &err) == RW_OK);
+    put_rows(a, 0, 200, 0.0f); /* pages 0..3 per layer */
+    const size_t one = rw_kv_page_bytes(a), full = rw_kv_bytes(a);
+    rw_kv_release_page(a, 1);
+    rw_kv_release_page(a, 1); /* twice: no-op */
+    rw_kv_release_page(a, 9); /* not held: no-op */
+    CHECK(!rw_kv_has_page(a, 1) && rw_kv_has_page(a, 0) && rw_kv_has_page(a, 2) && !rw_kv_has_page(a, 4));
+    CHECK(rw_kv_bytes(a) == full - 2 * one);
+    page_list la = {0};
+    rw_kv_each_page(a, list_page, &la);
+    CHECK_EQ_INT(la.n, 6);
+    CHECK(rw_kv_share(b, a, &err) == RW_OK);
+    CHECK(!rw_kv_has_page(b, 1) && rw_kv_has_page(b, 3));
+    CHECK_EQ_INT(common_pages(a, b), 6);
+    CHECK(rows_are(b, 0, 64, 0.0f) && rows_are(b, 128, 200, 0.0f));
+    float k[3 * 8] = {0}, v[3 * 4] = {0};
+    CHECK(rw_kv_store(a, 0, 70, 1, k, 0, v, 0, &err) == RW_ERR_INVALID_ARG); /* into the hole */
+    /* a truncation into the hole, then a reserve: a fresh page there */
+    CHECK(rw_kv_set_length(b, 100, &err) == RW_OK);
+    CHECK(!rw_kv_has_page(b, 1) && !rw_kv_has_page(b, 2));
+    CHECK(rw_kv_set_length(b, 64, &err) == RW_OK);
+    put_rows(b, 64, 100, 5.0f);
+    CHECK(rw_kv_has_page(b, 1) && rows_are(b, 0, 64, 0.0f) && rows_are(b, 64, 164, 5.0f));
+    CHECK(rows_are(a, 128, 200, 0.0f)); /* a untouched */
+    rw_kv_free(a), rw_kv_free(b);
+}
+
 int main(void) {
     sharing();
+    holes();
     run(RW_KV_F32);
     run(RW_KV_F16);
     rw_kv_cache *c = NULL;
     rw_error err = {0};
-    const rw_kv_config bad = {.type = RW_KV_F32, .n_layer = 1, .n_head_kv = 0, .head_dim_k = 8, .head_dim_v = 8, .max_ctx = 10};
+    const rw_kv_config bad = {
+        .type = RW_KV_F32, .n_layer = 1, .n_head_kv = 0, .head_dim_k = 8, .head_dim_v = 8, .max_ctx = 10};
     CHECK(rw_kv_new(&bad, &c, &err) == RW_ERR_INVALID_ARG && c == NULL);
     rw_kv_free(NULL);
     return rw_test_done();

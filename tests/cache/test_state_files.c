@@ -31,17 +31,19 @@ static void continue_logits(const rw_model_seq *s, rw_model *m, const int32_t *t
     rw_model_seq_free(c);
 }
 
-static void corrupt_model(const char *rel, const char *other_rel) {
+/* A state of n tokens (n > 29): a long one holds a sliding-window layer's
+ * ring only, with pages released before it. */
+static void corrupt_model(const char *rel, const char *other_rel, int n) {
     rw_gguf *g = NULL, *g2 = NULL;
     rw_model *m = open_model(rel, &g), *m2 = open_model(other_rel, &g2);
     if (!m || !m2) goto out;
     const int64_t V = rw_model_get_hparams(m)->n_vocab;
     rw_error err = {0};
     rw_model_seq *s = NULL, *t = NULL;
-    int32_t tok[40];
-    for (int i = 0; i < 40; i++) tok[i] = 3 + (i * 37) % (int32_t)(V - 3);
+    int32_t *tok = malloc((size_t)(n + 6) * sizeof *tok);
+    for (int i = 0; i < n + 6; i++) tok[i] = 3 + (i * 37) % (int32_t)(V - 3);
     CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s, &err) == RW_OK);
-    rw_forward_args a = {.tokens = tok, .n = 34};
+    rw_forward_args a = {.tokens = tok, .n = n};
     CHECK(rw_model_forward(m, s, &a, &err) == RW_OK);
     uint8_t *data = NULL;
     size_t len = 0;
@@ -51,7 +53,7 @@ static void corrupt_model(const char *rel, const char *other_rel) {
     rw_forward_args b = {.tokens = tok + 20, .n = 9};
     CHECK(rw_model_forward(m, t, &b, &err) == RW_OK);
     float *want = malloc((size_t)(6 * V) * sizeof(float)), *got = malloc((size_t)(6 * V) * sizeof(float));
-    continue_logits(t, m, tok + 34, 6, want);
+    continue_logits(t, m, tok + n, 6, want);
     /* every truncation point (a stride keeps it quick on big files) */
     size_t step = len / (rw_test_sanitized() ? 300 : 2000) + 1, rejected = 0, tried = 0;
     for (size_t cut = 0; cut < len; cut += (cut < 64 || len - cut < 64) ? 1 : step) {
@@ -70,7 +72,7 @@ static void corrupt_model(const char *rel, const char *other_rel) {
         data[at] ^= (uint8_t)(1u << ((r >> 20) & 7));
     }
     CHECK_EQ_INT(rw_model_seq_length(t), 9);
-    continue_logits(t, m, tok + 34, 6, got);
+    continue_logits(t, m, tok + n, 6, got);
     CHECK_MSG(!memcmp(want, got, (size_t)(6 * V) * sizeof(float)), "%s: a rejected load changed the sequence", rel);
     /* another model's sequence refuses the file */
     rw_model_seq *o = NULL;
@@ -89,8 +91,8 @@ static void corrupt_model(const char *rel, const char *other_rel) {
     rw_model_seq_free(o);
     /* the intact file loads and continues bitwise like the original */
     CHECK_MSG(rw_model_seq_load_buffer(t, data, len, &err) == RW_OK, "%s", err.msg);
-    continue_logits(s, m, tok + 34, 6, want);
-    continue_logits(t, m, tok + 34, 6, got);
+    continue_logits(s, m, tok + n, 6, want);
+    continue_logits(t, m, tok + n, 6, got);
     CHECK_MSG(!memcmp(want, got, (size_t)(6 * V) * sizeof(float)), "%s: loaded state continues differently", rel);
     /* every kernel tier computes the same bits, so every tier this CPU runs
      * loads the file and continues it bitwise as the saving tier does */
@@ -99,7 +101,7 @@ static void corrupt_model(const char *rel, const char *other_rel) {
         if (!rw_kernel_tier_set((rw_kernel_tier)tier)) continue;
         CHECK_MSG(rw_model_seq_load_buffer(t, data, len, &err) == RW_OK, "%s: tier %s refuses the state: %s", rel,
                   rw_kernel_tier_name((rw_kernel_tier)tier), err.msg);
-        continue_logits(t, m, tok + 34, 6, got);
+        continue_logits(t, m, tok + n, 6, got);
         CHECK_MSG(!memcmp(want, got, (size_t)(6 * V) * sizeof(float)), "%s: tier %s continues differently", rel,
                   rw_kernel_tier_name((rw_kernel_tier)tier));
     }
@@ -114,12 +116,12 @@ static void corrupt_model(const char *rel, const char *other_rel) {
     t = NULL;
     CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &t, &err) == RW_OK);
     CHECK(rw_model_seq_load(t, path, &err) == RW_OK);
-    continue_logits(t, m, tok + 34, 6, got);
+    continue_logits(t, m, tok + n, 6, got);
     CHECK(!memcmp(want, got, (size_t)(6 * V) * sizeof(float)));
     unlink(path);
     CHECK(rw_model_seq_load(t, path, &err) != RW_OK);
     printf("%-28s file %zu bytes, %zu truncations and 300 bit flips rejected\n", rel, len, tried);
-    free(want), free(got), free(data);
+    free(want), free(got), free(data), free(tok);
     rw_model_seq_free(s), rw_model_seq_free(t);
 out:
     rw_model_free(m), rw_model_free(m2);
@@ -144,9 +146,12 @@ static void ops_check(void) {
 int main(void) {
     ops_check();
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
-    corrupt_model("qwen35/qwen35-F32.gguf", "qwen3/qwen3-F32.gguf");
-    corrupt_model("granitehybrid/granitehybrid-Q8_0.gguf", "qwen35/qwen35-F32.gguf");
-    corrupt_model("lfm2/lfm2-Q8_0.gguf", "granitehybrid/granitehybrid-Q8_0.gguf");
-    corrupt_model("qwen3/qwen3-F32.gguf", "llama/llama-F32.gguf");
+    corrupt_model("qwen35/qwen35-F32.gguf", "qwen3/qwen3-F32.gguf", 34);
+    corrupt_model("granitehybrid/granitehybrid-Q8_0.gguf", "qwen35/qwen35-F32.gguf", 34);
+    corrupt_model("lfm2/lfm2-Q8_0.gguf", "granitehybrid/granitehybrid-Q8_0.gguf", 34);
+    corrupt_model("qwen3/qwen3-F32.gguf", "llama/llama-F32.gguf", 34);
+    /* sliding-window layers past their ring: the file holds runs of pages */
+    corrupt_model("gemma3/gemma3-F32.gguf", "gpt-oss/gpt-oss-F32.gguf", 700);
+    corrupt_model("gpt-oss/gpt-oss-MXFP4_MOE.gguf", "gemma3/gemma3-F32.gguf", 500);
     return rw_test_done();
 }

@@ -230,5 +230,8 @@ int main(void) {
         if (!san || strstr(models[i], "qwen35/") || strstr(models[i], "granitehybrid")) run(models[i], n_req, seed + i, false);
     run("qwen35/qwen35-F32.gguf", n_req, seed + 100, true);
     if (!san) run("granitehybrid/granitehybrid-F32.gguf", n_req, seed + 101, true);
+    /* sliding-window layers: entries past their ring (runs of pages) on disk */
+    if (!san) run("gemma3/gemma3-Q8_0.gguf", n_req, seed + 102, true);
+    if (!san) run("gpt-oss/gpt-oss-MXFP4_MOE.gguf", n_req, seed + 103, true);
     return rw_test_done();
 }
