@@ -278,6 +278,16 @@ KQ_TILE_DECL(q4_K_ggml)
 KQ_TILE_DECL(q5_K_ggml)
 KQ_TILE_DECL(q6_K_ggml)
 #undef KQ_TILE_DECL
+/* matmul_kgroup_avx512.c: the group form (few rows) of Q4_K, Q5_K and Q6_K */
+size_t rw_avx512_g_bytes_k(int64_t n);
+void rw_avx512_convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t n);
+#define KG_TILE_DECL(name)                                                                                        \
+    void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, \
+                                 int nx, float *out, int64_t os);
+KG_TILE_DECL(q4_K)
+KG_TILE_DECL(q5_K)
+KG_TILE_DECL(q6_K)
+#undef KG_TILE_DECL
 /* matmul_kpanel_avx512.c */
 extern const rw_mm_kernel rw_avx512_kernel_q4_K, rw_avx512_kernel_q5_K, rw_avx512_kernel_q6_K;
 extern const rw_mm_kernel rw_avx512_kernel_q4_K_ggml, rw_avx512_kernel_q5_K_ggml, rw_avx512_kernel_q6_K_ggml;

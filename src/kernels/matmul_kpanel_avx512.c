@@ -472,7 +472,9 @@ static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     const rw_mm_kernel rw_avx512_kernel_##name = {                                                           \
         .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name, .max_nw = NW, .max_nx = NX, \
         .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = TILE_P, .pack_p = pack_##name##_x,   \
-        .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = WBYTES, .p_min_rows = KP_MIN_ROWS};
+        .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = WBYTES, .p_min_rows = KP_MIN_ROWS,              \
+        .g_bytes = rw_avx512_g_bytes_k, .convert_g = rw_avx512_convert_g_k, .tile_g = rw_avx512_tile_g_##name, \
+        .max_ng = 1};
 KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45)
 KXK(q5_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45)
 KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6)
