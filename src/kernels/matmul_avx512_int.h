@@ -4,8 +4,9 @@
  * The tier is split by weight family: matmul_avx512.c (float types, the
  * 32-element blocks other than Q8_0's own forms, and the kernel tables),
  * matmul_q8_0_avx512.c (Q8_0's one-row, group, quad and panel forms, both
- * orders), matmul_kquant_avx512.c (Q8_K activations and the K-quant tiles)
- * and matmul_kpanel_avx512.c (the K-quant panel forms). The activation
+ * orders), matmul_kquant_avx512.c (Q8_K activations and the K-quant tiles),
+ * matmul_kpanel_avx512.c (the K-quant panel forms) and
+ * matmul_kgroup_avx512.c (the K-quant group form, for a few rows). The activation
  * layouts and quantizers that several of them use live here, with the
  * tile-shape dispatchers and the kernels one file defines for another.
  */
