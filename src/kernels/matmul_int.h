@@ -63,7 +63,6 @@ typedef struct {
     void (*tile_g)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride,
                    int nx, float *out, int64_t out_stride);
     int max_ng;
-    int g_min_rows; /* fewest activation rows that take the group form; 0: matmul.c's default */
     /* quad form (optional) */
     size_t (*q_bytes)(int64_t n_in); /* bytes of one packed quad */
     void (*convert_q)(const float *const *rows, int n_rows, void *xq, int64_t n_in);
@@ -79,6 +78,7 @@ typedef struct {
     int p_rows, max_np;
     size_t (*p_wbytes)(int64_t n_in); /* bytes per weight row in the panels; NULL: the dense row size */
     int p_min_rows;                   /* fewest activation rows that take the panel form; 0: 2 */
+    int g_min_rows;                   /* fewest activation rows that take the group form; 0: matmul.c's default */
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none
