@@ -4,8 +4,9 @@
  * The tier is split by weight family: matmul_avx512.c (float types, the
  * 32-element blocks other than Q8_0's own forms, and the kernel tables),
  * matmul_q8_0_avx512.c (Q8_0's one-row, group, quad and panel forms, both
- * orders), matmul_kquant_avx512.c (Q8_K activations and the K-quant tiles)
- * and matmul_kpanel_avx512.c (the K-quant panel forms). The activation
+ * orders), matmul_kquant_avx512.c (Q8_K activations and the K-quant tiles),
+ * matmul_kpanel_avx512.c (the K-quant panel forms) and
+ * matmul_kgroup_avx512.c (the K-quant group form, for a few rows). The activation
  * layouts and quantizers that several of them use live here, with the
  * tile-shape dispatchers and the kernels one file defines for another.
  */
@@ -278,6 +279,16 @@ KQ_TILE_DECL(q4_K_ggml)
 KQ_TILE_DECL(q5_K_ggml)
 KQ_TILE_DECL(q6_K_ggml)
 #undef KQ_TILE_DECL
+/* matmul_kgroup_avx512.c: the group form (few rows) of Q4_K, Q5_K and Q6_K */
+size_t rw_avx512_g_bytes_k(int64_t n);
+void rw_avx512_convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t n);
+#define KG_TILE_DECL(name)                                                                                        \
+    void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, \
+                                 int nx, float *out, int64_t os);
+KG_TILE_DECL(q4_K)
+KG_TILE_DECL(q5_K)
+KG_TILE_DECL(q6_K)
+#undef KG_TILE_DECL
 /* matmul_kpanel_avx512.c */
 extern const rw_mm_kernel rw_avx512_kernel_q4_K, rw_avx512_kernel_q5_K, rw_avx512_kernel_q6_K;
 extern const rw_mm_kernel rw_avx512_kernel_q4_K_ggml, rw_avx512_kernel_q5_K_ggml, rw_avx512_kernel_q6_K_ggml;

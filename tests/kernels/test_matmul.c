@@ -159,7 +159,7 @@ static void check_reference(rw_dtype t, bool small) {
 /* 2. a fast tier against the reference: bitwise (the relative difference,
  * printed with RW_TEST_VERBOSE, says how far a failing tier is off) */
 static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pool) {
-    static const int64_t rows_list[] = {1, 2, 3, 7, 31, 33, 255, 257};
+    static const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 33, 255, 257};
     int64_t bl = block_len(t);
     /* one length that is a multiple of 256 and (for 32-blocks and the float
      * types, whose tiles take 32 or 64 elements a step) one that is not */
@@ -209,7 +209,7 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
      * octets of the quad form and a partial one, and a whole and a partial
      * span of the ggml-order Q8_0 panel (16 blocks); 3 super-blocks for the
      * 256-element types; 313 elements leave the float tiles two partial pieces */
-    static const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64, 300};
+    static const int64_t rows_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 64, 300};
     int64_t n_in = block_len(t) == 32    ? 608
                    : block_len(t) == 256 ? 768
                                          : 313,
@@ -341,6 +341,48 @@ static void check_panels_other_mode(rw_threadpool *pool) {
 /* auto is fast for every type: a Q8_0 and a Q4_K matrix give fast's bits
  * under auto, with and without their panels; ggml's order is another
  * (somewhere in 40 x 1024 outputs on AVX-512). */
+/* Extreme K-quant blocks (every quant and scale at its largest) against
+ * activations that all quantize to -127 or +127: the integer sums then reach
+ * their bounds (a 16-element Q5_K dot passes 2^15), and every form (tile,
+ * group, panel) must still give the reference's bits. */
+static void check_extremes(rw_threadpool *pool) {
+    static const rw_dtype types[] = {RW_TYPE_Q4_K, RW_TYPE_Q5_K, RW_TYPE_Q6_K};
+    static const int64_t rows_list[] = {1, 5, 6, 16, 17, 40};
+    const int64_t n_in = 512, n_out = 18, max_rows = 40;
+    rw_kernel_tier best = rw_kernel_tier_current();
+    float *x = malloc(sizeof(float) * (size_t)(max_rows * n_in));
+    float *ref = malloc(sizeof(float) * (size_t)(max_rows * n_out)), *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint64_t rb;
+        CHECK(rw_dtype_row_bytes(types[ti], (uint64_t)n_in, &rb));
+        uint8_t *w = malloc((size_t)rb * (size_t)n_out);
+        memset(w, 0xFF, (size_t)rb * (size_t)n_out);
+        const size_t blk = (size_t)rb / (size_t)(n_in / 256);
+        for (int64_t b = 0; b < n_out * (n_in / 256); b++) { /* d = 1 (Q6_K: the last 2 bytes), dmin = 0 */
+            uint8_t *p = w + (size_t)b * blk;
+            if (types[ti] == RW_TYPE_Q6_K) p[blk - 2] = 0x00, p[blk - 1] = 0x3C;
+            else p[0] = 0x00, p[1] = 0x3C, p[2] = 0x00, p[3] = 0x00;
+        }
+        rw_matrix m = {types[ti], w, n_in, n_out, 0, NULL};
+        for (int sign = 0; sign < 2; sign++) {
+            for (int64_t i = 0; i < max_rows * n_in; i++) x[i] = sign ? -1.0f : 1.0f;
+            CHECK(rw_kernel_tier_set(RW_TIER_REF));
+            CHECK(rw_matmul(&m, x, n_in, 1, ref, n_out, pool, NULL) == RW_OK);
+            CHECK(rw_kernel_tier_set(best));
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+                const int64_t n = rows_list[ri];
+                CHECK(rw_matmul(&m, x, n_in, n, y, n_out, pool, NULL) == RW_OK);
+                bool ok = true;
+                for (int64_t r = 0; r < n; r++) ok &= !memcmp(y + r * n_out, ref, sizeof(float) * (size_t)n_out);
+                CHECK_MSG(ok, "%s extreme blocks, sign %d, rows %lld: %g against the reference's %g",
+                          rw_dtype_name(types[ti]), sign, (long long)n, y[(n - 1) * n_out], ref[0]);
+            }
+        }
+        free(w);
+    }
+    free(x), free(ref), free(y);
+}
+
 static void check_auto_is_fast(rw_threadpool *pool) {
     static const rw_dtype types[] = {RW_TYPE_Q8_0, RW_TYPE_Q4_K};
     const int64_t n_in = 1024, n_out = 40, n = 9;
@@ -422,6 +464,7 @@ int main(void) {
     rw_kernel_tier_set(best);
     check_panels_other_mode(pools[1]);
     check_auto_is_fast(pools[1]);
+    check_extremes(pools[1]);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
     return rw_test_done();
 }

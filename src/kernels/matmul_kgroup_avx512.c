@@ -1,0 +1,262 @@
+/* matmul_kgroup_avx512.c - the group form of Q4_K, Q5_K and Q6_K in the
+ * AVX-512 tier (our order): few activation rows (batched decoding, verify
+ * passes) at about one row's cost.
+ *
+ * The one-row tile (matmul_kquant_avx512.c) spends most of its work per
+ * (weight row, activation row) pair on folding 16 lanes into one integer
+ * and a scalar float step; with a few rows that repeats for every row, and
+ * the panel form (matmul_kpanel_avx512.c) repacks 16 weight rows per call,
+ * which only pays off from tens of rows. Here one register lane holds one
+ * activation row: a group is 16 rows turned around at conversion, so a
+ * weight super-block is unpacked once and each of its 4-byte pieces is
+ * broadcast against the 16 rows' matching 4 bytes (one vpdpbusd per 4
+ * elements for all rows), and the float step is one vector step for 16
+ * rows. The rows' results land in lanes, so nothing is folded.
+ *
+ * vpdpbusd multiplies unsigned bytes of its register operand by signed
+ * bytes of the broadcast one, so the activations are stored plus 128
+ * (unsigned) and the weights signed; per super-block the integer sums are
+ * the reference's exactly (matmul_ref.c):
+ *   Q4_K / Q5_K: isum = sum_j sc_j * dot'_j - 128 * sum_j sc_j * wsum_j,
+ *     dot'_j the 32-element sub-block's dot with x + 128 (< 2^18), wsum_j
+ *     its quants' sum; msum = sum_j m_j * (bsum_2j + bsum_2j+1);
+ *     then sum = sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum);
+ *   Q6_K: the weights q - 32 (signed), isum = sum_g sc_g * dot'_g - 128 *
+ *     sum_g sc_g * wsum_g over its 16 groups of 16, which is the
+ *     reference's isum with its -32 offset; sum = sum + (d*dx)*(float)isum.
+ * Intermediates stay below 2^31 (Q5_K: 8 * 63 * 32 * 255 * 31), integer
+ * sums are exact in any order and the float step is the reference's, so
+ * every output is bitwise the tile's and the reference's.
+ */
+#include "kernels/matmul_avx512_int.h"
+
+/* A group of RW_MM_GROUP activation rows, per super-block. */
+typedef struct {
+    uint8_t q[64][RW_MM_GROUP][4]; /* elements 4g .. 4g+3 of each row, plus 128 */
+    int32_t bs[8][RW_MM_GROUP];    /* bsums 2j (low 16 bits) and 2j+1 (high) */
+    float d[RW_MM_GROUP];
+} xg_super;
+
+_Static_assert(sizeof(xg_super) % 64 == 0, "super-blocks of a group stay 64-byte aligned");
+
+static size_t g_bytes_k(int64_t n) { return (size_t)(n / 256) * sizeof(xg_super); }
+
+static void convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t n) {
+    xg_super *g = xg;
+    memset(xg, 0, g_bytes_k(n)); /* padding rows: outputs discarded */
+    for (int r = 0; r < n_rows; r++)
+        for (int64_t sb = 0; sb < n / 256; sb++) {
+            x_super t;
+            convert_q8_K(rows[r] + 256 * sb, &t, 256);
+            for (int k = 0; k < 64; k++) {
+                uint32_t v;
+                memcpy(&v, t.qs + 4 * k, 4);
+                v ^= 0x80808080u; /* + 128 per byte */
+                memcpy(g[sb].q[k][r], &v, 4);
+            }
+            for (int j = 0; j < 8; j++)
+                g[sb].bs[j][r] =
+                    (int32_t)((uint32_t)(uint16_t)t.bsums[2 * j] | (uint32_t)(uint16_t)t.bsums[2 * j + 1] << 16);
+            g[sb].d[r] = t.d;
+        }
+}
+
+/* One unpacked weight super-block: signed quants in element order, the
+ * scale of each scale group (Q4_K / Q5_K: 8 sub-blocks of 32, Q6_K: 16
+ * groups of 16), the min pairs (m_j, m_j), and corr = -128 * sum_j sc_j *
+ * wsum_j. */
+typedef struct {
+    int8_t q[256] __attribute__((aligned(64)));
+    int32_t sc[16];
+    int32_t mins[8];
+    int32_t corr;
+    float d, dmin;
+} kg_block;
+
+/* Q4_K / Q5_K scales: 16 bytes [sc0..7, m0..7] from the packed 12, as 32-bit
+ * lanes a0 a1 a2 of the 12 bytes: sc0-3 = a0 & 63, m0-3 = a1 & 63,
+ * sc4-7 = (a2 & 15) | (a0 >> 6) << 4, m4-7 = (a2 >> 4) | (a1 >> 6) << 4
+ * (per byte). Reads 16 bytes: the 4 after the scales are still in the block. */
+INLINE __m128i scales_mins_k4(const uint8_t s[12]) {
+    __m128i v = _mm_loadu_si128((const __m128i *)s);
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* a0 a2 a1 a2 */
+    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* a0 a0 a1 a1 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_set_epi32(4, 0, 0, 0)),
+                               _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm_or_si128(lo, hi); /* sc0-3, sc4-7, m0-3, m4-7 */
+}
+
+/* -128 * sum over the 32 8-byte pieces p of u[4] of scale(p) * (sum of p's
+ * bytes + off), scale(p) lane p % 8 of sc[p / 8] (int64 lanes). */
+INLINE int32_t corr_of(const __m512i u[4], const __m512i sc[4], int64_t off) {
+    __m512i t = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        const __m512i s = _mm512_add_epi64(_mm512_sad_epu8(u[k], _mm512_setzero_si512()), _mm512_set1_epi64(off));
+        t = _mm512_add_epi64(t, _mm512_mul_epi32(s, sc[k]));
+    }
+    return (int32_t)(-128 * _mm512_reduce_add_epi64(t));
+}
+
+INLINE void k45_unpack(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, rw_f16 d, rw_f16 dmin,
+                       kg_block *o) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m512i u[4];
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) { /* elements 64c + l, 64c + 32 + l: qs[32c + l] */
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m4)),
+                                  _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), 1);
+    }
+    if (qh) { /* bit j of qh[l]: the fifth bit of element 32j + l */
+        const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                                   _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+            u[c] = _mm512_mask_add_epi8(u[c], _mm512_test_epi8_mask(h, bit), u[c], _mm512_set1_epi8(16));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) _mm512_store_si512(o->q + 64 * c, u[c]);
+    const __m128i sm = scales_mins_k4(scales);
+    const __m512i sm32 = _mm512_cvtepu8_epi32(sm); /* sc0..7, m0..7 */
+    _mm256_storeu_si256((__m256i *)o->sc, _mm512_castsi512_si256(sm32));
+    const __m256i m = _mm512_extracti64x4_epi64(sm32, 1);
+    _mm256_storeu_si256((__m256i *)o->mins, _mm256_or_si256(m, _mm256_slli_epi32(m, 16)));
+    /* piece p (8 elements) of register k lies in sub-block 2k + p / 4 */
+    const __m512i sc64 = _mm512_cvtepu8_epi64(sm);
+    __m512i sc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) sc[k] = _mm512_permutexvar_epi64(
+        _mm512_set_epi64(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k), sc64);
+    o->corr = corr_of(u, sc, 0);
+    o->d = f16_to_f32(d);
+    o->dmin = f16_to_f32(dmin);
+}
+
+INLINE void unpack_q4_K(const uint8_t *blk, kg_block *o) {
+    const rw_block_q4_K *b = (const rw_block_q4_K *)blk;
+    k45_unpack(b->scales, b->qs, NULL, b->d, b->dmin, o);
+}
+
+INLINE void unpack_q5_K(const uint8_t *blk, kg_block *o) {
+    const rw_block_q5_K *b = (const rw_block_q5_K *)blk;
+    k45_unpack(b->scales, b->qs, b->qh, b->d, b->dmin, o);
+}
+
+INLINE void unpack_q6_K(const uint8_t *blk, kg_block *o) {
+    const rw_block_q6_K *b = (const rw_block_q6_K *)blk;
+    /* element 128h + 32k + l: nibble k / 2 of ql[64h + 32(k % 2) + l], bits
+     * 2k, 2k+1 of qh[32h + l] above it (0..63) */
+    __m512i u[4];
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        __m256i e[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+            const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4);
+            e[k] = _mm256_or_si256(lo, hi);
+        }
+        u[2 * h] = _mm512_inserti64x4(_mm512_castsi256_si512(e[0]), e[1], 1);
+        u[2 * h + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(e[2]), e[3], 1);
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+        _mm512_store_si512(o->q + 64 * c, _mm512_sub_epi8(u[c], _mm512_set1_epi8(32)));
+    const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+    _mm512_storeu_si512(o->sc, _mm512_cvtepi8_epi32(s8));
+    /* piece p (8 elements) of register k lies in group 4k + p / 2; its
+     * quants' sum is 8 * 32 below the unsigned bytes' */
+    const __m512i lo64 = _mm512_cvtepi8_epi64(s8), hi64 = _mm512_cvtepi8_epi64(_mm_srli_si128(s8, 8));
+    __m512i sc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        const int b0 = 4 * (k % 2);
+        sc[k] = _mm512_permutexvar_epi64(_mm512_set_epi64(b0 + 3, b0 + 3, b0 + 2, b0 + 2, b0 + 1, b0 + 1, b0, b0),
+                                         k < 2 ? lo64 : hi64);
+    }
+    o->corr = corr_of(u, sc, -8 * 32);
+    o->d = f16_to_f32(b->d);
+    o->dmin = o->d;
+}
+
+enum { KG_MAX_NW = 4 };
+
+/* out[r*os + i] for weight rows i < nw and activation rows r < nx of one
+ * group. Q6: 16 scale groups of 4 pieces, else 8 of 8. */
+INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk, void (*unpack)(const uint8_t *, kg_block *),
+                        const int nw, const uint8_t *xg, int nx, float *out, int64_t os, const int Q6) {
+    const int n_sc = Q6 ? 16 : 8, per = Q6 ? 4 : 8;
+    __m512 acc[KG_MAX_NW];
+    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) acc[i] = _mm512_setzero_ps();
+    const xg_super *X = (const xg_super *)xg;
+    for (int64_t sb = 0; sb < n / 256; sb++, X++) {
+        kg_block wb[KG_MAX_NW];
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
+            const uint8_t *p = w + i * ws + (size_t)sb * blk;
+            _mm_prefetch((const char *)p + PF_DIST, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + PF_DIST + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + PF_DIST + 128, _MM_HINT_T0);
+            unpack(p, &wb[i]);
+        }
+        __m512i is[KG_MAX_NW];
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] = _mm512_set1_epi32(wb[i].corr);
+        for (int s = 0; s < n_sc; s += 2) { /* two scale groups: two chains per weight row */
+            __m512i pa[KG_MAX_NW], pb[KG_MAX_NW];
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) pa[i] = pb[i] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int g = 0; g < per; g++) {
+                const int G = per * s + g;
+                const __m512i xa = _mm512_load_si512(X->q[G]), xb = _mm512_load_si512(X->q[G + per]);
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
+                    DPBUSD_BCST(pa[i], xa, (const i32u *)(wb[i].q + 4 * G));
+                    DPBUSD_BCST(pb[i], xb, (const i32u *)(wb[i].q + 4 * (G + per)));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] =
+                _mm512_add_epi32(_mm512_add_epi32(is[i], _mm512_mullo_epi32(pa[i], _mm512_set1_epi32(wb[i].sc[s]))),
+                                 _mm512_mullo_epi32(pb[i], _mm512_set1_epi32(wb[i].sc[s + 1])));
+        }
+        const __m512 dx = _mm512_load_ps(X->d);
+        if (Q6) {
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) acc[i] = _mm512_add_ps(
+                acc[i], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].d), dx), _mm512_cvtepi32_ps(is[i])));
+            continue;
+        }
+        __m512i ms[KG_MAX_NW];
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+            const __m512i bs = _mm512_load_si512(X->bs[j]);
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] =
+                _mm512_dpwssd_epi32(ms[i], bs, _mm512_set1_epi32(wb[i].mins[j]));
+        }
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].d), dx), _mm512_cvtepi32_ps(is[i]));
+            const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].dmin), dx), _mm512_cvtepi32_ps(ms[i]));
+            acc[i] = _mm512_add_ps(acc[i], _mm512_sub_ps(t, u));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
+        float l[RW_MM_GROUP];
+        _mm512_storeu_ps(l, acc[i]);
+        for (int r = 0; r < nx; r++) out[r * os + i] = l[r];
+    }
+}
+
+#define KGROUP_TILE(name, Q6)                                                                                     \
+    void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs,   \
+                                 int nx, float *out, int64_t os) {                                                \
+        for (int r0 = 0; r0 < nx; r0 += RW_MM_GROUP, xg += xgs, out += RW_MM_GROUP * os) {                        \
+            const int m = nx - r0 < RW_MM_GROUP ? nx - r0 : RW_MM_GROUP;                                          \
+            switch (nw) {                                                                                         \
+            case 1: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 1, xg, m, out, os, Q6); break;  \
+            case 2: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 2, xg, m, out, os, Q6); break;  \
+            case 3: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 3, xg, m, out, os, Q6); break;  \
+            default: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 4, xg, m, out, os, Q6); break; \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
+KGROUP_TILE(q4_K, 0)
+KGROUP_TILE(q5_K, 0)
+KGROUP_TILE(q6_K, 1)
+
+size_t rw_avx512_g_bytes_k(int64_t n) { return g_bytes_k(n); }
+void rw_avx512_convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t n) {
+    convert_g_k(rows, n_rows, xg, n);
+}
