@@ -43,7 +43,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/matmul_int.h"
+#include "kernels/matmul_avx2_int.h"
 #include "kernels/quant_int.h"
 
 #define NW     2
@@ -1028,8 +1028,17 @@ TILE_DISPATCH(q6_K_ggml)
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
-static const rw_mm_kernel kernel_q8_0 = {
-    .x_bytes = x_bytes_q8g, .convert_x = convert_q8g, .tile = tile_q8_0, .max_nw = NW, .max_nx = Q8_NX};
+static const rw_mm_kernel kernel_q8_0 = {.x_bytes = x_bytes_q8g,
+                                         .convert_x = convert_q8g,
+                                         .tile = tile_q8_0,
+                                         .max_nw = NW,
+                                         .max_nx = Q8_NX,
+                                         .p_bytes = rw_avx2_p_bytes_q8_0,
+                                         .convert_p = rw_avx2_convert_q8_0_p,
+                                         .tile_p = rw_avx2_tile_p_q8_0,
+                                         .pack_p = rw_avx2_pack_q8_0_p,
+                                         .p_rows = RW_AVX2_Q8P_ROWS,
+                                         .max_np = RW_AVX2_Q8P_MAX_NX};
 K(q4_0, x_bytes_blk, convert_b8)
 K(q4_1, x_bytes_blk, convert_q8_1)
 K(q5_0, x_bytes_blk, convert_b16)
