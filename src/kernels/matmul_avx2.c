@@ -352,10 +352,10 @@ static void convert_q8g(const float *x, void *xq, int64_t n) {
     x_q8g *g = xq;
     memset(xq, 0, x_bytes_q8g(n));
     for (int64_t b = 0; b < n / 32; b++) {
-        rw_block_q8_0 q;
-        rw_quantize_act_q8_0(x + 32 * b, &q, 1);
-        memcpy(g[b / 8].qs[b % 8], q.qs, 32);
-        g[b / 8].dx[(b % 2) * 4 + (b % 8) / 2] = f16_to_f32(q.d); /* even blocks, then odd ones */
+        rw_f16 d;
+        int sum;
+        rw_avx2_act_q8_0(x + 32 * b, g[b / 8].qs[b % 8], &d, &sum);
+        g[b / 8].dx[(b % 2) * 4 + (b % 8) / 2] = f16_to_f32(d); /* even blocks, then odd ones */
     }
 }
 

@@ -9,6 +9,10 @@
  * RW_AVX_VNNI is not 0; read once). Same bits either way. */
 bool rw_avx2_vnni(void);
 
+/* One block of activations quantized as rw_quantize_act_q8_0 (the same
+ * bytes), and the sum of its quants. */
+void rw_avx2_act_q8_0(const float *x, int8_t q[32], rw_f16 *d, int *sum);
+
 enum { RW_AVX2_Q8P_ROWS = 8, RW_AVX2_Q8P_MAX_NX = 8 };
 size_t rw_avx2_p_bytes_q8_0(int64_t n);
 void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n);

@@ -64,6 +64,46 @@ bool rw_avx2_vnni(void) {
     return v;
 }
 
+/* rw_quantize_act_q8_0 of one block in vectors, the same values: amax is
+ * order-free, q = x * (127 / amax) rounded to nearest even (the
+ * reference's rw_nearest_int; |q| <= 127), d = amax / 127 rounded to f16.
+ * A block holding a NaN or an infinity goes to the reference. */
+void rw_avx2_act_q8_0(const float *x, int8_t q[32], rw_f16 *d, int *sum) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int c = 0; c < 4; c++) {
+        v[c] = _mm256_loadu_ps(x + 8 * c);
+        const __m256 a = _mm256_andnot_ps(sign, v[c]);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, _mm256_set1_ps(3.402823466e38f), _CMP_NLE_UQ));
+        m = _mm256_max_ps(m, a);
+    }
+    if (_mm256_movemask_ps(bad)) {
+        rw_block_q8_0 b;
+        rw_quantize_act_q8_0(x, &b, 1);
+        memcpy(q, b.qs, 32);
+        *d = b.d;
+        int s = 0;
+        for (int i = 0; i < 32; i++) s += b.qs[i];
+        *sum = s;
+        return;
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h), id = amax != 0.0f ? 127.f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i i[4];
+    for (int c = 0; c < 4; c++) i[c] = _mm256_cvtps_epi32(_mm256_mul_ps(v[c], vid));
+    const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const __m256i t = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+    __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    u = _mm_add_epi32(u, _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 0, 3, 2)));
+    u = _mm_add_epi32(u, _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 3, 0, 1)));
+    *sum = _mm_cvtsi128_si32(u);
+    *d = (rw_f16)_cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT);
+}
+
 size_t rw_avx2_p_bytes_q8_0(int64_t n) { return (size_t)(n / 32) * sizeof(xp_blk); }
 
 void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
@@ -73,12 +113,10 @@ void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int6
         return;
     }
     for (int64_t b = 0; b < n / 32; b++) {
-        rw_block_q8_0 q;
-        rw_quantize_act_q8_0(rows[0] + 32 * b, &q, 1);
-        memcpy(x[b].q, q.qs, 32);
-        x[b].d = _cvtsh_ss(q.d);
-        int sum = 0;
-        for (int i = 0; i < 32; i++) sum += q.qs[i];
+        rw_f16 d;
+        int sum;
+        rw_avx2_act_q8_0(rows[0] + 32 * b, x[b].q, &d, &sum);
+        x[b].d = _cvtsh_ss(d);
         x[b].corr = -128 * sum;
     }
 }
@@ -115,19 +153,29 @@ INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp
     }
 }
 
+/* The rows are read in block order (8 sequential streams, prefetched) and
+ * each block written to its place in the tile's order: k = (b % 8) / 2
+ * outermost, then the octet, then the pair. */
 void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const int64_t nb = n / 32;
+    int64_t base[4]; /* the place of block (k, octet 0, pair 0): the blocks of every k' < k come first */
+    for (int k = 0, at = 0; k < 4; k++) {
+        base[k] = at;
+        const int64_t rest = nb % 8 - 2 * k;
+        at += (int)(2 * (nb / 8) + (rest < 0 ? 0 : rest > 2 ? 2 : rest));
+    }
     for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
         wp_blk *q = (wp_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
         uint16_t(*d)[8] = (uint16_t(*)[8])(q + nb);
-        for (int k = 0; k < 4; k++)
-            for (int64_t o = 0; o < n_oct; o++)
-                for (int h = 0; h < 2; h++) {
-                    const int64_t b = 8 * o + 2 * k + h;
-                    if (b >= nb) continue;
-                    pack_block(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, q, *d);
-                    q++, d++;
-                }
+        const int n_left = (int)(n_out - p0);
+        const uint8_t *row0 = w + (size_t)p0 * ws;
+        for (int64_t b = 0; b < nb; b++) {
+            if (b % 2 == 0)
+                for (int i = 0; i < 8 && i < n_left; i++)
+                    _mm_prefetch((const char *)(row0 + (size_t)i * ws) + (b + 16) * sizeof(rw_block_q8_0), _MM_HINT_T0);
+            const int64_t at = base[(b % 8) / 2] + 2 * (b / 8) + b % 2;
+            pack_block(row0, ws, n_left, b, q + at, d[at]);
+        }
     }
 }
 
