@@ -294,7 +294,19 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
         for (int c = 0; c < 8; c++) { /* the tail, zeros past it (which leave the lanes as they are) */
             const int64_t at = nfull + 8 * c;
             if (at >= np) break;
-            a[c] = _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(yp, false, at, np - at), a[c]);
+            if (np - at >= 8) {
+                a[c] = _mm256_fmadd_ps(load8(x, f16, at), _mm256_loadu_ps(yp + at), a[c]);
+            } else if (at + 8 <= P) {
+                /* a page of the cache holds P positions (a multiple of 64):
+                 * the 8 values are there to read, those past np masked to 0,
+                 * the scores read only up to np */
+                const __m256i live =
+                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(np - at)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                const __m256 xv = _mm256_and_ps(load8(x, f16, at), _mm256_castsi256_ps(live));
+                a[c] = _mm256_fmadd_ps(xv, _mm256_maskload_ps(yp + at, live), a[c]);
+            } else {
+                a[c] = _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(yp, false, at, np - at), a[c]);
+            }
         }
     }
     return reduce4x16(a);
