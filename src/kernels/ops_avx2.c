@@ -221,17 +221,18 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
                              float *scratch) {
     float *d = scratch;
-    /* Row j of S^T needs only its own d[j], so a block of 16 rows runs
-     * through every token before the next block (as the AVX-512 twin): the
-     * block stays in L1 instead of the whole state streaming through L2 at
-     * every token, and its rows' reductions are independent, so they
-     * overlap. Each row's operations are the same in any order of blocks. */
-    for (int j0 = 0; j0 < dv; j0 += 16) {
-        const int j1 = j0 + 16 < dv ? j0 + 16 : dv;
-        for (int64_t t = 0; t < n_t; t++) {
-            const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
-            const float decay = expf(g[t * g_stride]), b = beta[t * beta_stride];
-            float *ot = o + t * o_stride;
+    for (int64_t t = 0; t < n_t; t++) {
+        const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
+        const float decay = expf(g[t * g_stride]), b = beta[t * beta_stride];
+        float *ot = o + t * o_stride;
+        /* Row j of S^T needs only its own d[j], so both passes run over a
+         * block of 16 rows at a time: the block stays in L1 between them and
+         * its rows' reductions are independent, so they overlap. (Running a
+         * block through every token first, as the AVX-512 twin does with k
+         * and q in registers, was slower here: 16 registers do not hold
+         * them, and the token's k and q are read again for every block.) */
+        for (int j0 = 0; j0 < dv; j0 += 16) {
+            const int j1 = j0 + 16 < dv ? j0 + 16 : dv;
             for (int j = j0; j < j1; j++) d[j] = (vt[j] - scale_dot(S + (int64_t)j * dk, decay, kt, dk)) * b;
             for (int j = j0; j < j1; j++) ot[j] = mad_dot(S + (int64_t)j * dk, kt, d[j], qt, dk) * scale;
         }
