@@ -1050,7 +1050,18 @@ K(q3_K, x_bytes_q8_K, convert_q8_K)
 #define KX(name, xb, conv)                      \
     static const rw_mm_kernel kernel_##name = { \
         .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = KX_NX};
-KX(q4_K, x_bytes_q8_K, convert_q8_K)
+static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_q8_K,
+                                         .convert_x = convert_q8_K,
+                                         .tile = tile_q4_K,
+                                         .max_nw = NW,
+                                         .max_nx = KX_NX,
+                                         .p_bytes = x_bytes_q8_K,
+                                         .convert_p = rw_avx2_convert_q8_K_p,
+                                         .tile_p = rw_avx2_tile_p_q4_K,
+                                         .pack_p = rw_avx2_pack_q4_K_p,
+                                         .p_rows = RW_AVX2_KP_ROWS,
+                                         .max_np = RW_AVX2_KP_MAX_NX,
+                                         .p_wbytes = rw_avx2_p_wbytes_q4_K};
 KX(q5_K, x_bytes_q8_K, convert_q8_K)
 KX(q6_K, x_bytes_q8_K, convert_q8_K)
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)

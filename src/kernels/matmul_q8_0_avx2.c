@@ -136,21 +136,9 @@ INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp
             d[i] = 0;
         }
     }
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) { /* rows 2i, 2i+1: dwords 0 1 4 5 and 2 3 6 7 interleaved */
-        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int h = 0; h < 2; h++) { /* rows 4h..4h+3: u[4h + s] holds dwords s and s + 4 */
-        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-    }
-    for (int s = 0; s < 4; s++) {
-        _mm256_storeu_si256((__m256i *)q->q[s], _mm256_permute2x128_si256(u[s], u[4 + s], 0x20));
-        _mm256_storeu_si256((__m256i *)q->q[s + 4], _mm256_permute2x128_si256(u[s], u[4 + s], 0x31));
-    }
+    __m256i o[8];
+    rw_avx2_transpose8_epi32(r, o);
+    for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)q->q[s], o[s]);
 }
 
 /* The rows are read in block order (8 sequential streams, prefetched) and
