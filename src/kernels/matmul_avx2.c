@@ -1063,7 +1063,18 @@ static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_q8_K,
                                          .max_np = RW_AVX2_KP_MAX_NX,
                                          .p_wbytes = rw_avx2_p_wbytes_q4_K};
 KX(q5_K, x_bytes_q8_K, convert_q8_K)
-KX(q6_K, x_bytes_q8_K, convert_q8_K)
+static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,
+                                         .convert_x = convert_q8_K,
+                                         .tile = tile_q6_K,
+                                         .max_nw = NW,
+                                         .max_nx = KX_NX,
+                                         .p_bytes = x_bytes_q8_K,
+                                         .convert_p = rw_avx2_convert_q8_K_p,
+                                         .tile_p = rw_avx2_tile_p_q6_K,
+                                         .pack_p = rw_avx2_pack_q6_K_p,
+                                         .p_rows = RW_AVX2_KP_ROWS,
+                                         .max_np = RW_AVX2_KP_MAX_NX,
+                                         .p_wbytes = rw_avx2_p_wbytes_q6_K};
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 K(q8_0_ggml, x_bytes_blk, convert_b0)
 K(q4_0_ggml, x_bytes_blk, convert_b8)

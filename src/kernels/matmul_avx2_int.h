@@ -42,12 +42,16 @@ void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, 
 void rw_avx2_tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os);
 
-/* Q4_K over repacked weights (matmul_kpanel_avx2.c). */
+/* Q4_K and Q6_K over repacked weights (matmul_kpanel_avx2.c). */
 enum { RW_AVX2_KP_ROWS = 8, RW_AVX2_KP_MAX_NX = 8 };
 size_t rw_avx2_p_wbytes_q4_K(int64_t n);
 void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n);
 void rw_avx2_pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
 void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os);
+size_t rw_avx2_p_wbytes_q6_K(int64_t n);
+void rw_avx2_pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os);
 
 #endif

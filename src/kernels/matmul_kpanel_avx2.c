@@ -167,3 +167,112 @@ void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const u
         }
     }
 }
+
+/* ==== Q6_K ===============================================================
+ *
+ * The same panel layout with 16 sub-blocks of 16 (4 dwords each) and the
+ * rows' signed 8-bit scales, the quants as bytes 0..63 (the -32 not
+ * applied). Per sub-block the reference's isum term scale * sum (q - 32) x
+ * is scale * dot - 32 * scale * bsum (exact): dot from two vpmaddubsw pairs
+ * added in 16 bits (at most 4 * 63 * 128 = 32256 < 2^15) and a vpmaddwd
+ * with the scales, the offset from a vpmaddwd of the scales with the
+ * activation's 16-sum; then sum += (d * dx) * isum. */
+typedef struct {
+    uint8_t q[16][4][32];
+    int16_t sc[16][16];
+    float d[8];
+} kp6_blk;
+
+_Static_assert(sizeof(kp6_blk) == 8 * 324, "Q6_K panel block");
+
+size_t rw_avx2_p_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * (sizeof(kp6_blk) / KP_ROWS); }
+
+static void pack_super6(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp6_blk *p) {
+    const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+    for (int c = 0; c < 8; c++) { /* 32-element chunk c = 4h + k: sub-blocks 2c and 2c + 1 */
+        const int h = c / 4, k = c % 4;
+        __m256i r[8], o[8];
+        for (int i = 0; i < 8; i++) {
+            if (i < n_left) {
+                const rw_block_q6_K *blk = (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b;
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32 * (k % 2)));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
+                const __m256i lo = k < 2 ? _mm256_and_si256(ql, low) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three);
+                r[i] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* hi < 4: no carry across bytes */
+            } else r[i] = _mm256_setzero_si256();
+        }
+        rw_avx2_transpose8_epi32(r, o);
+        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c + s / 4][s % 4], o[s]);
+    }
+    for (int i = 0; i < 8; i++) {
+        const rw_block_q6_K *blk = i < n_left ? (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b : NULL;
+        for (int j = 0; j < 16; j++) p->sc[j][2 * i] = p->sc[j][2 * i + 1] = blk ? blk->scales[j] : 0;
+        p->d[i] = blk ? _cvtsh_ss(blk->d) : 0.0f;
+    }
+}
+
+void rw_avx2_pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        kp6_blk *p = (kp6_blk *)(dst + (size_t)p0 * rw_avx2_p_wbytes_q6_K(n));
+        for (int64_t b = 0; b < nsb; b++) pack_super6(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, p + b);
+    }
+}
+
+INLINE void kpanel6_dot(int64_t n, const kp6_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                        const int R) {
+    const int64_t nsb = n / 256;
+    __m256 sum[KP_GROUP];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++, P++) {
+        const rw_block_q8_K *xb[KP_GROUP];
+        __m256i is[KP_GROUP], ms[KP_GROUP];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            xb[r] = (const rw_block_q8_K *)(xp + (size_t)r * xps) + b;
+            is[r] = ms[r] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 16; j++) {
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                const int8_t *xq = xb[r]->qs + 16 * j;
+                const __m256i a = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq)),
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][1]), bcast4(xq + 4)));
+                const __m256i c = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][2]), bcast4(xq + 8)),
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][3]), bcast4(xq + 12)));
+                is[r] = _mm256_add_epi32(is[r], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
+                ms[r] = _mm256_add_epi32(ms[r],
+                                         _mm256_madd_epi16(sc, _mm256_set1_epi32((int32_t)(uint16_t)xb[r]->bsums[j])));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps(P->d);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const __m256i isum = _mm256_sub_epi32(is[r], _mm256_slli_epi32(ms[r], 5));
+            sum[r] = _mm256_add_ps(sum[r],
+                                   _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(xb[r]->d)), _mm256_cvtepi32_ps(isum)));
+        }
+    }
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm256_maskstore_ps(out + r * os, lanes, sum[r]);
+}
+
+void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    for (int i = 0; i < nw; i += KP_ROWS) {
+        const kp6_blk *P = (const kp6_blk *)(w + (size_t)i * ws);
+        const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
+        for (int r0 = 0; r0 < nx; r0 += 4) {
+            const uint8_t *x0 = xp + (size_t)r0 * xps;
+            float *o0 = out + r0 * os + i;
+            switch (nx - r0 < 4 ? nx - r0 : 4) {
+            case 1: kpanel6_dot(n, P, x0, xps, nl, o0, os, 1); break;
+            case 2: kpanel6_dot(n, P, x0, xps, nl, o0, os, 2); break;
+            case 3: kpanel6_dot(n, P, x0, xps, nl, o0, os, 3); break;
+            case 4: kpanel6_dot(n, P, x0, xps, nl, o0, os, 4); break;
+            default: break;
+            }
+        }
+    }
+}
