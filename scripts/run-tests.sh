@@ -14,8 +14,7 @@
 # tests of kernels/, models/ and cache/ but the long property test, and the
 # logits and model CLI scripts: about 4 minutes on 2 cores), with
 # RW_KERNELS=avx2, so that the AVX2 tier, which must compute the AVX-512
-# tier's bits, is covered there too (named BUILD[avx2]:...), and test_matmul
-# once more with RW_AVX_VNNI=0 where the CPU has AVX-VNNI.
+# tier's bits, is covered there too (named BUILD[avx2]:...).
 set -u
 cd "$(dirname "$0")/.."
 export RW_FIXTURES="${RW_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
@@ -57,12 +56,6 @@ if [ -n "$avx2_build" ] && has_avx512; then
     "$avx2_build/tests/cache" -type f -name 'test_*' -perm -u+x ! -name test_seq_props 2>/dev/null | sort)
   tests+=(tests/cache/test_logits_hooks.sh tests/models/test_cli_models.sh)
   for t in "${tests[@]}"; do run_one "$avx2_build[avx2]:${t#"$avx2_build"/}" "$t" "$avx2_build" 0 RW_KERNELS=avx2; done
-  # where the CPU has AVX-VNNI the AVX2 tier sums bytes with it: the plain
-  # AVX2 sums too (the same bits)
-  if grep -qw avx_vnni /proc/cpuinfo 2>/dev/null; then
-    run_one "$avx2_build[avx2 no-vnni]:tests/kernels/test_matmul" "$avx2_build/tests/kernels/test_matmul" \
-      "$avx2_build" 0 RW_KERNELS=avx2 RW_AVX_VNNI=0
-  fi
 fi
 for f in "${failed[@]+"${failed[@]}"}"; do echo "failed: $f"; done
 echo "tests: $pass passed, $fail failed, $skip skipped"

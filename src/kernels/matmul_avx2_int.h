@@ -28,7 +28,7 @@ static inline void rw_avx2_transpose8_epi32(const __m256i r[8], __m256i o[8]) {
 }
 
 /* True when the AVX2 tier sums bytes with AVX-VNNI (the CPU has it and
- * RW_AVX_VNNI is not 0; read once). Same bits either way. */
+ * rw_matmul_set_avx_vnni did not turn it off). Same bits either way. */
 bool rw_avx2_vnni(void);
 
 /* One block of activations quantized as rw_quantize_act_q8_0 (the same

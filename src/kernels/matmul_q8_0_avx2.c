@@ -25,12 +25,11 @@
  * 256-bit VEX vpdpbusd of Alder Lake and Zen 5), w + 128 (unsigned) times
  * x is summed in one vpdpbusd per 4 products, and the bias taken off with
  * -128 * the sum of the activation block's quants. Both are exact, so they
- * give the same bits; RW_AVX_VNNI=0 keeps to plain AVX2 (for comparisons
- * and to test both on one machine).
+ * give the same bits; rw_matmul_set_avx_vnni(false) (the CLI's RW_AVX_VNNI=0)
+ * keeps to plain AVX2, for comparisons and to test both on one machine.
  */
 #include <immintrin.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/matmul_avx2_int.h"
@@ -54,14 +53,13 @@ typedef struct {
 } xp_blk;
 
 bool rw_avx2_vnni(void) {
-    static _Atomic int use = -1;
-    int v = atomic_load(&use);
+    static _Atomic int has = -1; /* the CPU's answer, asked once */
+    int v = atomic_load(&has);
     if (v < 0) {
-        const char *env = getenv("RW_AVX_VNNI");
-        v = rw_cpu_has_avx_vnni() && !(env && !strcmp(env, "0"));
-        atomic_store(&use, v);
+        v = rw_cpu_has_avx_vnni();
+        atomic_store(&has, v);
     }
-    return v;
+    return v && rw_matmul_avx_vnni_allowed();
 }
 
 /* rw_quantize_act_q8_0 of one block in vectors, the same values: amax is
