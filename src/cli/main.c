@@ -80,7 +80,8 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
  * environment): RW_KERNELS=ref|avx2|avx512|neon picks the kernel tier (ignored
  * when the CPU lacks it), RW_NUMERICS=auto|fast|ggml the summation order
  * (a command's --numerics overrides it), RW_PANELS=0 turns the packed
- * panels off. */
+ * panels off, RW_AVX_VNNI=0 keeps the AVX2 tier to plain AVX2 (no AVX-VNNI;
+ * the same results). */
 void rw_cli_apply_env(void) {
     const char *k = getenv("RW_KERNELS");
     if (k && *k)
@@ -91,6 +92,8 @@ void rw_cli_apply_env(void) {
     if (n && *n && rw_numerics_parse(n, &nm)) rw_numerics_set(nm);
     const char *p = getenv("RW_PANELS");
     if (p && !strcmp(p, "0")) rw_matmul_set_panels(false);
+    const char *v = getenv("RW_AVX_VNNI");
+    if (v && !strcmp(v, "0")) rw_matmul_set_avx_vnni(false);
 }
 
 int main(int argc, char **argv) {

@@ -23,7 +23,7 @@ static unsigned long long xcr0(void) {
 
 typedef struct {
     bool osxsave, avx, fma, f16c, avx2;
-    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx_vnni;
 } features;
 
 static features probe(void) {
@@ -44,6 +44,7 @@ static features probe(void) {
     f.avx512vnni = c & (1u << 11);
     __cpuid_count(7, 1, a, b, c, d);
     f.avx512bf16 = a & (1u << 5);
+    f.avx_vnni = a & (1u << 4);
     return f;
 }
 
@@ -60,9 +61,12 @@ bool rw_cpu_has_avx512(void) {
     if ((xcr0() & 0xE6) != 0xE6) return false; /* + opmask, ZMM_Hi256, Hi16_ZMM */
     return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16;
 }
+
+bool rw_cpu_has_avx_vnni(void) { return rw_cpu_has_avx2() && probe().avx_vnni; }
 #else
 bool rw_cpu_has_avx2(void) { return false; }
 bool rw_cpu_has_avx512(void) { return false; }
+bool rw_cpu_has_avx_vnni(void) { return false; }
 #endif
 
 #if defined(__aarch64__) && defined(__linux__)

@@ -574,6 +574,12 @@ static _Atomic bool panels_off; /* rw_matmul_set_panels(false) */
 
 void rw_matmul_set_panels(bool on) { atomic_store(&panels_off, !on); }
 
+static _Atomic bool avx_vnni_off; /* rw_matmul_set_avx_vnni(false) */
+
+void rw_matmul_set_avx_vnni(bool on) { atomic_store(&avx_vnni_off, !on); }
+
+bool rw_matmul_avx_vnni_allowed(void) { return !atomic_load(&avx_vnni_off); }
+
 /* The kernel whose panel form would take w, and w's dense row size; NULL
  * when there is none (or panels are turned off). */
 static const rw_mm_kernel *panel_kernel(const rw_matrix *w, uint64_t *row_bytes) {

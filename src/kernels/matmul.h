@@ -63,6 +63,10 @@ typedef struct {
  * RW_ERR_NOMEM if the buffer cannot be allocated. */
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err);
 void rw_matmul_set_panels(bool on); /* process-wide, before loading; default on */
+/* Whether the AVX2 tier may sum bytes with AVX-VNNI where the CPU has it
+ * (process-wide, default on; the CLI's RW_AVX_VNNI=0 turns it off). The
+ * same bits either way: for comparisons and tests. */
+void rw_matmul_set_avx_vnni(bool on);
 /* The bytes rw_matmul_pack would allocate for w (0: no panel form). */
 size_t rw_matmul_pack_bytes(const rw_matrix *w);
 

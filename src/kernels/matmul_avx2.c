@@ -43,7 +43,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/matmul_int.h"
+#include "kernels/matmul_avx2_int.h"
 #include "kernels/quant_int.h"
 
 #define NW     2
@@ -352,10 +352,10 @@ static void convert_q8g(const float *x, void *xq, int64_t n) {
     x_q8g *g = xq;
     memset(xq, 0, x_bytes_q8g(n));
     for (int64_t b = 0; b < n / 32; b++) {
-        rw_block_q8_0 q;
-        rw_quantize_act_q8_0(x + 32 * b, &q, 1);
-        memcpy(g[b / 8].qs[b % 8], q.qs, 32);
-        g[b / 8].dx[(b % 2) * 4 + (b % 8) / 2] = f16_to_f32(q.d); /* even blocks, then odd ones */
+        rw_f16 d;
+        int sum;
+        rw_avx2_act_q8_0(x + 32 * b, g[b / 8].qs[b % 8], &d, &sum);
+        g[b / 8].dx[(b % 2) * 4 + (b % 8) / 2] = f16_to_f32(d); /* even blocks, then odd ones */
     }
 }
 
@@ -1028,8 +1028,17 @@ TILE_DISPATCH(q6_K_ggml)
 K(f32, x_bytes_f32, convert_f32)
 K(f16, x_bytes_f32, convert_f16)
 K(bf16, x_bytes_bf16, convert_bf16)
-static const rw_mm_kernel kernel_q8_0 = {
-    .x_bytes = x_bytes_q8g, .convert_x = convert_q8g, .tile = tile_q8_0, .max_nw = NW, .max_nx = Q8_NX};
+static const rw_mm_kernel kernel_q8_0 = {.x_bytes = x_bytes_q8g,
+                                         .convert_x = convert_q8g,
+                                         .tile = tile_q8_0,
+                                         .max_nw = NW,
+                                         .max_nx = Q8_NX,
+                                         .p_bytes = rw_avx2_p_bytes_q8_0,
+                                         .convert_p = rw_avx2_convert_q8_0_p,
+                                         .tile_p = rw_avx2_tile_p_q8_0,
+                                         .pack_p = rw_avx2_pack_q8_0_p,
+                                         .p_rows = RW_AVX2_Q8P_ROWS,
+                                         .max_np = RW_AVX2_Q8P_MAX_NX};
 K(q4_0, x_bytes_blk, convert_b8)
 K(q4_1, x_bytes_blk, convert_q8_1)
 K(q5_0, x_bytes_blk, convert_b16)
@@ -1041,9 +1050,31 @@ K(q3_K, x_bytes_q8_K, convert_q8_K)
 #define KX(name, xb, conv)                      \
     static const rw_mm_kernel kernel_##name = { \
         .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = KX_NX};
-KX(q4_K, x_bytes_q8_K, convert_q8_K)
+static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_q8_K,
+                                         .convert_x = convert_q8_K,
+                                         .tile = tile_q4_K,
+                                         .max_nw = NW,
+                                         .max_nx = KX_NX,
+                                         .p_bytes = x_bytes_q8_K,
+                                         .convert_p = rw_avx2_convert_q8_K_p,
+                                         .tile_p = rw_avx2_tile_p_q4_K,
+                                         .pack_p = rw_avx2_pack_q4_K_p,
+                                         .p_rows = RW_AVX2_KP_ROWS,
+                                         .max_np = RW_AVX2_KP_MAX_NX,
+                                         .p_wbytes = rw_avx2_p_wbytes_q4_K};
 KX(q5_K, x_bytes_q8_K, convert_q8_K)
-KX(q6_K, x_bytes_q8_K, convert_q8_K)
+static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,
+                                         .convert_x = convert_q8_K,
+                                         .tile = tile_q6_K,
+                                         .max_nw = NW,
+                                         .max_nx = KX_NX,
+                                         .p_bytes = x_bytes_q8_K,
+                                         .convert_p = rw_avx2_convert_q8_K_p,
+                                         .tile_p = rw_avx2_tile_p_q6_K,
+                                         .pack_p = rw_avx2_pack_q6_K_p,
+                                         .p_rows = RW_AVX2_KP_ROWS,
+                                         .max_np = RW_AVX2_KP_MAX_NX,
+                                         .p_wbytes = rw_avx2_p_wbytes_q6_K};
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 K(q8_0_ggml, x_bytes_blk, convert_b0)
 K(q4_0_ggml, x_bytes_blk, convert_b8)

@@ -96,9 +96,13 @@ const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t);
 
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
 
+/* False after rw_matmul_set_avx_vnni(false) (matmul.c). */
+bool rw_matmul_avx_vnni_allowed(void);
+
 /* CPU feature probes (cpu_features.c). */
 bool rw_cpu_has_avx2(void);   /* AVX2 + FMA + F16C, OS saves YMM */
 bool rw_cpu_has_avx512(void); /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
+bool rw_cpu_has_avx_vnni(void); /* AVX2 and the 256-bit VEX VNNI (vpdpbusd on ymm) */
 bool rw_cpu_has_neon_dot(void);  /* AArch64 with the dot-product instructions (SDOT/UDOT) */
 bool rw_cpu_has_neon_i8mm(void); /* AArch64 with the 8-bit matrix multiply (SMMLA) */
 

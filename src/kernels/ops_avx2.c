@@ -10,6 +10,7 @@
  * round as vscalefps does (see exp8). */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
@@ -39,7 +40,9 @@ INLINE float reduce4x16(const __m256 a[8]) {
 }
 
 /* 2^k for integers k in [-126, 127], as floats. */
-INLINE __m256 pow2i(__m256i k) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)); }
+INLINE __m256 pow2i(__m256i k) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
 
 /* rw_exp16 (simd_avx512_int.h) on 8 lanes, the same operations. Its last
  * step, vscalefps(poly, n) = poly * 2^n rounded once, is poly * 2^(n >> 1)
@@ -49,12 +52,14 @@ INLINE __m256 exp8(__m256 x) {
     const __m256 shift = _mm256_set1_ps(0x1.8p23f);
     const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
     const __m256 n = _mm256_sub_ps(z, shift);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 b =
+        _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
     const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 hi = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)),
-                                      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f)));
-    const __m256 poly = _mm256_fmadd_ps(hi, u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 hi =
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f)));
+    const __m256 poly =
+        _mm256_fmadd_ps(hi, u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
     __m256i k = _mm256_cvttps_epi32(n); /* n is an integer; out-of-range lanes are replaced below */
     k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_set1_epi32(-192)), _mm256_set1_epi32(192));
     const __m256i k1 = _mm256_srai_epi32(k, 1);
@@ -83,9 +88,14 @@ INLINE __m256 load8(const void *base, bool f16, int64_t i) {
 
 /* The same for the n < 8 elements there, zeros past them. */
 INLINE __m256 load8_part(const void *base, bool f16, int64_t i, int64_t n) {
+    const int64_t m = n < 8 ? n : 8;
+    if (f16) { /* the vector conversion (exact) of the pieces, zeros past them */
+        uint16_t h[8] = {0};
+        memcpy(h, (const uint16_t *)base + i, (size_t)m * 2);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    }
     float t[8] = {0};
-    for (int64_t e = 0; e < n && e < 8; e++)
-        t[e] = f16 ? rw_f16_to_f32(((const uint16_t *)base)[i + e]) : ((const float *)base)[i + e];
+    memcpy(t, (const float *)base + i, (size_t)m * 4);
     return _mm256_loadu_ps(t);
 }
 
@@ -97,8 +107,8 @@ static float dot_ggml(const void *x, bool f16, const float *y, int64_t n) {
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64)
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
-            a[c] = _mm256_fmadd_ps(load8(x, f16, i + 8 * c), _mm256_loadu_ps(y + i + 8 * c), a[c]);
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
+            _mm256_fmadd_ps(load8(x, f16, i + 8 * c), _mm256_loadu_ps(y + i + 8 * c), a[c]);
     const float red = reduce4x16(a);
     if (!f16) {
         float sum = red;
@@ -122,7 +132,8 @@ void rw_silu_avx2(const float *x, float *y, int64_t n) {
 void rw_swiglu_avx2(float *g, const float *u, int64_t n) {
     const int64_t nv = n & ~(int64_t)15;
     int64_t i = 0;
-    for (; i < nv; i += 8) _mm256_storeu_ps(g + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+    for (; i < nv; i += 8)
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
@@ -173,8 +184,7 @@ static inline float scale_dot(float *row, float decay, const float *k, int n) {
     __m256 a[8];
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int np = n & ~63;
-    for (int i = 0; i < np; i += 64)
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+    for (int i = 0; i < np; i += 64) _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
             const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i + 8 * c), vd);
             _mm256_storeu_ps(row + i + 8 * c, r);
             a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i + 8 * c), a[c]);
@@ -193,8 +203,7 @@ static inline float mad_dot(float *row, const float *k, float d, const float *q,
     __m256 a[8];
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int np = n & ~63;
-    for (int i = 0; i < np; i += 64)
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+    for (int i = 0; i < np; i += 64) _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
             const __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * c), vd, _mm256_loadu_ps(row + i + 8 * c));
             _mm256_storeu_ps(row + i + 8 * c, r);
             a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i + 8 * c), a[c]);
@@ -218,7 +227,10 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
         float *ot = o + t * o_stride;
         /* Row j of S^T needs only its own d[j], so both passes run over a
          * block of 16 rows at a time: the block stays in L1 between them and
-         * its rows' reductions are independent, so they overlap. */
+         * its rows' reductions are independent, so they overlap. (Running a
+         * block through every token first, as the AVX-512 twin does with k
+         * and q in registers, was slower here: 16 registers do not hold
+         * them, and the token's k and q are read again for every block.) */
         for (int j0 = 0; j0 < dv; j0 += 16) {
             const int j1 = j0 + 16 < dv ? j0 + 16 : dv;
             for (int j = j0; j < j1; j++) d[j] = (vt[j] - scale_dot(S + (int64_t)j * dk, decay, kt, dk)) * b;
@@ -227,9 +239,9 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
     }
 }
 
-void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
-                           const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B, const float *C,
-                           int64_t bc_stride, float D, float *y, int64_t y_stride) {
+void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride, const float *dt,
+                           int64_t dt_stride, float dt_bias, float A, const float *B, const float *C, int64_t bc_stride,
+                           float D, float *y, int64_t y_stride) {
     const int np = ds & ~63;
     for (int64_t t = 0; t < n_t; t++) {
         const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
@@ -243,8 +255,7 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
             const __m256 vx = _mm256_set1_ps(xdt);
             __m256 acc[8];
             for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
-            for (int s = 0; s < np; s += 64)
-                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+            for (int s = 0; s < np; s += 64) _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
                     const int at = s + 8 * c;
                     const __m256 st = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(si + at), vdA),
                                                     _mm256_mul_ps(_mm256_loadu_ps(Bt + at), vx));
@@ -273,31 +284,45 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int64_t P = kv->page_len;
     for (int64_t p0 = 0; p0 < n; p0 += P) {
-        const void *x = (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+        const void *x =
+            (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
         for (int64_t k = 0; k < nfull; k += 64)
-            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
-                a[c] = _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
+                _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
         for (int c = 0; c < 8; c++) { /* the tail, zeros past it (which leave the lanes as they are) */
             const int64_t at = nfull + 8 * c;
             if (at >= np) break;
-            a[c] = _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(yp, false, at, np - at), a[c]);
+            if (np - at >= 8) {
+                a[c] = _mm256_fmadd_ps(load8(x, f16, at), _mm256_loadu_ps(yp + at), a[c]);
+            } else if (at + 8 <= P) {
+                /* a page of the cache holds P positions (a multiple of 64):
+                 * the 8 values are there to read, those past np masked to 0,
+                 * the scores read only up to np */
+                const __m256i live =
+                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(np - at)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                const __m256 xv = _mm256_and_ps(load8(x, f16, at), _mm256_castsi256_ps(live));
+                a[c] = _mm256_fmadd_ps(xv, _mm256_maskload_ps(yp + at, live), a[c]);
+            } else {
+                a[c] = _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(yp, false, at, np - at), a[c]);
+            }
         }
     }
     return reduce4x16(a);
 }
 
 static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
-                                                             int64_t n_pos, int hd_k, int hd_v, float scale,
-                                                             float *scores, float *out) {
+                                                            int64_t n_pos, int hd_k, int hd_v, float scale,
+                                                            float *scores, float *out) {
     const int64_t P = kv->page_len;
     for (int64_t p0 = 0; p0 < n_pos; p0 += P) { /* scores, page by page */
         const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
         const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
         for (int64_t j = 0; j < np; j++) {
-            const void *kj = f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
+            const void *kj =
+                f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
             scores[p0 + j] = dot_ggml(kj, f16, q, hd_k) * scale;
         }
     }

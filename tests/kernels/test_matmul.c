@@ -4,7 +4,8 @@
  *      weights (rw_dequantize_row) times the exact activations, within the
  *      bound that the activation rounding allows (test_matmul_zoo.c also
  *      checks the block decoding against llama.cpp's dequantized values);
- *   2. every fast tier this CPU runs against the reference, over awkward
+ *   2. every fast tier this CPU runs against the reference (the AVX2 tier
+ *      with and without AVX-VNNI), over awkward
  *      row counts and row lengths, bitwise: every tier computes the same
  *      float operations in the same order (matmul_ref.c), in every numerics
  *      mode;
@@ -455,8 +456,13 @@ int main(void) {
             for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
                 if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
                 const bool own = rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier;
-                if (tier != RW_TIER_REF && own) check_fast_vs_ref((rw_kernel_tier)tier, t, small, pools[1]);
-                if (own) check_invariance((rw_kernel_tier)tier, t, small, pools);
+                /* the AVX2 tier with AVX-VNNI (where the CPU has it) and without */
+                for (int vnni = 1; vnni >= (tier == RW_TIER_AVX2 ? 0 : 1); vnni--) {
+                    rw_matmul_set_avx_vnni(vnni);
+                    if (tier != RW_TIER_REF && own) check_fast_vs_ref((rw_kernel_tier)tier, t, small, pools[1]);
+                    if (own) check_invariance((rw_kernel_tier)tier, t, small, pools);
+                }
+                rw_matmul_set_avx_vnni(true);
             }
         }
     }

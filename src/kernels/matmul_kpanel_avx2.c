@@ -1,0 +1,278 @@
+/* matmul_kpanel_avx2.c - Q4_K on AVX2 over repacked weights: the panel form.
+ *
+ * As the Q8_0 panel (matmul_q8_0_avx2.c): a panel holds 8 weight rows, one
+ * per 32-bit lane, and an activation row's quants are broadcast 4 bytes at
+ * a time, so a lane gathers its own row's sums with no reduction across
+ * lanes, whatever the number of activation rows. Per super-block of the 8
+ * rows the panel holds, unpacked once (matmul.c packs panels on the fly
+ * into per-thread scratch, or rw_matmul_pack once):
+ *   - q[j][s]: dword s (elements 4s..4s+3) of sub-block j of each row, the
+ *     quants as bytes 0..15;
+ *   - sc[j], mn[j]: each row's 6-bit scale and min of sub-block j as two
+ *     16-bit copies (the lane's pair for vpmaddwd);
+ *   - d, dmin: the rows' f16 scales as floats.
+ * 328 bytes per row and super-block (144 in the GGUF layout).
+ *
+ * Per output the arithmetic is the reference's (matmul_ref.c): per
+ * super-block the exact integers isum = sum_j scale_j * dot_j and msum =
+ * sum_j min_j * (bsum_2j + bsum_2j+1), then sum += (d * dx) * isum -
+ * (dmin * dx) * msum, super-blocks in order. dot_j: vpmaddubsw of the
+ * quants (0..15) with the activation's (-128..127) gives pairs of products
+ * in 16 bits, and the eight of a sub-block are added in 16 bits (at most
+ * 16 * 15 * 128 = 30720 < 2^15), then one vpmaddwd with the scales makes
+ * scale_j * dot_j in 32 bits: about 2.3 instructions per 32 products.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/matmul_avx2_int.h"
+#include "kernels/quant_int.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+enum { KP_ROWS = RW_AVX2_KP_ROWS, KP_MAX_NX = RW_AVX2_KP_MAX_NX, KP_GROUP = 4 /* activation rows per pass */ };
+
+/* One super-block of a panel (8 rows). */
+typedef struct {
+    uint8_t q[8][8][32];
+    int16_t sc[8][16], mn[8][16];
+    float d[8], dmin[8];
+} kp_blk;
+
+_Static_assert(sizeof(kp_blk) == 8 * 328, "Q4_K panel block");
+
+size_t rw_avx2_p_wbytes_q4_K(int64_t n) { return (size_t)(n / 256) * (sizeof(kp_blk) / KP_ROWS); }
+
+void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    if (n_rows < 1) {
+        memset(xp, 0, (size_t)(n / 256) * sizeof(rw_block_q8_K));
+        return;
+    }
+    rw_quantize_row(RW_TYPE_Q8_K, rows[0], xp, n);
+}
+
+/* Super-block b of the 8 rows from row0 (ws apart; n_left of them exist);
+ * missing rows get quants, scales and mins 0. */
+static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p) {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+        __m256i lo[8], hi[8], o[8];
+        for (int i = 0; i < 8; i++) {
+            if (i < n_left) {
+                const rw_block_q4_K *blk = (const rw_block_q4_K *)(row0 + (size_t)i * ws) + b;
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c));
+                lo[i] = _mm256_and_si256(v, low);
+                hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            } else lo[i] = hi[i] = _mm256_setzero_si256();
+        }
+        rw_avx2_transpose8_epi32(lo, o);
+        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c][s], o[s]);
+        rw_avx2_transpose8_epi32(hi, o);
+        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c + 1][s], o[s]);
+    }
+    for (int i = 0; i < 8; i++) {
+        if (i >= n_left) {
+            for (int j = 0; j < 8; j++)
+                p->sc[j][2 * i] = p->sc[j][2 * i + 1] = p->mn[j][2 * i] = p->mn[j][2 * i + 1] = 0;
+            p->d[i] = p->dmin[i] = 0.0f;
+            continue;
+        }
+        const rw_block_q4_K *blk = (const rw_block_q4_K *)(row0 + (size_t)i * ws) + b;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            rw_k4_scale_min(j, blk->scales, &sc, &m);
+            p->sc[j][2 * i] = p->sc[j][2 * i + 1] = sc;
+            p->mn[j][2 * i] = p->mn[j][2 * i + 1] = m;
+        }
+        p->d[i] = _cvtsh_ss(blk->d);
+        p->dmin[i] = _cvtsh_ss(blk->dmin);
+    }
+}
+
+void rw_avx2_pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        kp_blk *p = (kp_blk *)(dst + (size_t)p0 * rw_avx2_p_wbytes_q4_K(n));
+        for (int64_t b = 0; b < nsb; b++) pack_super(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, p + b);
+    }
+}
+
+INLINE __m256i bcast4(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* One panel (8 outputs) against R activation rows; out[r * os + l] for
+ * outputs l < nl. */
+INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                       const int R) {
+    const int64_t nsb = n / 256;
+    __m256 sum[KP_GROUP];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++, P++) {
+        const rw_block_q8_K *xb[KP_GROUP];
+        __m256i is[KP_GROUP], ms[KP_GROUP];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            xb[r] = (const rw_block_q8_K *)(xp + (size_t)r * xps) + b;
+            is[r] = ms[r] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 8; j++) {
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
+            /* row by row: the sub-block's 8 quant registers are read again
+             * from L1 for each row, which keeps the sums in registers */
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                const int8_t *xq = xb[r]->qs + 32 * j;
+                __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq));
+                _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
+                    p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s)));
+                is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+            }
+        }
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) ms[r] =
+            _mm256_add_epi32(
+                ms[r], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j)));
+        const __m256 d = _mm256_loadu_ps(P->d), dmin = _mm256_loadu_ps(P->dmin);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const __m256 dx = _mm256_set1_ps(xb[r]->d);
+            const __m256 t = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(is[r])),
+                                           _mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(ms[r])));
+            sum[r] = _mm256_add_ps(sum[r], t);
+        }
+    }
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm256_maskstore_ps(out + r * os, lanes, sum[r]);
+}
+
+/* w: the panel of weight row 0 (ws: panel bytes per row, so a panel spans
+ * 8 * ws); nw rows from there, nx <= KP_MAX_NX activation rows;
+ * out[r * os + i]. */
+void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    for (int i = 0; i < nw; i += KP_ROWS) {
+        const kp_blk *P = (const kp_blk *)(w + (size_t)i * ws);
+        const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
+        /* up to 4 rows at a time: their 16-bit and 32-bit sums stay in the
+         * 16 registers (the panel is read again from the cache for the next 4) */
+        for (int r0 = 0; r0 < nx; r0 += 4) {
+            const uint8_t *x0 = xp + (size_t)r0 * xps;
+            float *o0 = out + r0 * os + i;
+            switch (nx - r0 < 4 ? nx - r0 : 4) {
+            case 1: kpanel_dot(n, P, x0, xps, nl, o0, os, 1); break;
+            case 2: kpanel_dot(n, P, x0, xps, nl, o0, os, 2); break;
+            case 3: kpanel_dot(n, P, x0, xps, nl, o0, os, 3); break;
+            case 4: kpanel_dot(n, P, x0, xps, nl, o0, os, 4); break;
+            default: break;
+            }
+        }
+    }
+}
+
+/* ==== Q6_K ===============================================================
+ *
+ * The same panel layout with 16 sub-blocks of 16 (4 dwords each) and the
+ * rows' signed 8-bit scales, the quants as bytes 0..63 (the -32 not
+ * applied). Per sub-block the reference's isum term scale * sum (q - 32) x
+ * is scale * dot - 32 * scale * bsum (exact): dot from two vpmaddubsw pairs
+ * added in 16 bits (at most 4 * 63 * 128 = 32256 < 2^15) and a vpmaddwd
+ * with the scales, the offset from a vpmaddwd of the scales with the
+ * activation's 16-sum; then sum += (d * dx) * isum. */
+typedef struct {
+    uint8_t q[16][4][32];
+    int16_t sc[16][16];
+    float d[8];
+} kp6_blk;
+
+_Static_assert(sizeof(kp6_blk) == 8 * 324, "Q6_K panel block");
+
+size_t rw_avx2_p_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * (sizeof(kp6_blk) / KP_ROWS); }
+
+static void pack_super6(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp6_blk *p) {
+    const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+    for (int c = 0; c < 8; c++) { /* 32-element chunk c = 4h + k: sub-blocks 2c and 2c + 1 */
+        const int h = c / 4, k = c % 4;
+        __m256i r[8], o[8];
+        for (int i = 0; i < 8; i++) {
+            if (i < n_left) {
+                const rw_block_q6_K *blk = (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b;
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32 * (k % 2)));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
+                const __m256i lo = k < 2 ? _mm256_and_si256(ql, low) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three);
+                r[i] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* hi < 4: no carry across bytes */
+            } else r[i] = _mm256_setzero_si256();
+        }
+        rw_avx2_transpose8_epi32(r, o);
+        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c + s / 4][s % 4], o[s]);
+    }
+    for (int i = 0; i < 8; i++) {
+        const rw_block_q6_K *blk = i < n_left ? (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b : NULL;
+        for (int j = 0; j < 16; j++) p->sc[j][2 * i] = p->sc[j][2 * i + 1] = blk ? blk->scales[j] : 0;
+        p->d[i] = blk ? _cvtsh_ss(blk->d) : 0.0f;
+    }
+}
+
+void rw_avx2_pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        kp6_blk *p = (kp6_blk *)(dst + (size_t)p0 * rw_avx2_p_wbytes_q6_K(n));
+        for (int64_t b = 0; b < nsb; b++) pack_super6(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, p + b);
+    }
+}
+
+INLINE void kpanel6_dot(int64_t n, const kp6_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                        const int R) {
+    const int64_t nsb = n / 256;
+    __m256 sum[KP_GROUP];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++, P++) {
+        const rw_block_q8_K *xb[KP_GROUP];
+        __m256i is[KP_GROUP], ms[KP_GROUP];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            xb[r] = (const rw_block_q8_K *)(xp + (size_t)r * xps) + b;
+            is[r] = ms[r] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 16; j++) {
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                const int8_t *xq = xb[r]->qs + 16 * j;
+                const __m256i a = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq)),
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][1]), bcast4(xq + 4)));
+                const __m256i c = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][2]), bcast4(xq + 8)),
+                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][3]), bcast4(xq + 12)));
+                is[r] = _mm256_add_epi32(is[r], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
+                ms[r] = _mm256_add_epi32(ms[r],
+                                         _mm256_madd_epi16(sc, _mm256_set1_epi32((int32_t)(uint16_t)xb[r]->bsums[j])));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps(P->d);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const __m256i isum = _mm256_sub_epi32(is[r], _mm256_slli_epi32(ms[r], 5));
+            sum[r] = _mm256_add_ps(sum[r],
+                                   _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(xb[r]->d)), _mm256_cvtepi32_ps(isum)));
+        }
+    }
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm256_maskstore_ps(out + r * os, lanes, sum[r]);
+}
+
+void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    for (int i = 0; i < nw; i += KP_ROWS) {
+        const kp6_blk *P = (const kp6_blk *)(w + (size_t)i * ws);
+        const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
+        for (int r0 = 0; r0 < nx; r0 += 4) {
+            const uint8_t *x0 = xp + (size_t)r0 * xps;
+            float *o0 = out + r0 * os + i;
+            switch (nx - r0 < 4 ? nx - r0 : 4) {
+            case 1: kpanel6_dot(n, P, x0, xps, nl, o0, os, 1); break;
+            case 2: kpanel6_dot(n, P, x0, xps, nl, o0, os, 2); break;
+            case 3: kpanel6_dot(n, P, x0, xps, nl, o0, os, 3); break;
+            case 4: kpanel6_dot(n, P, x0, xps, nl, o0, os, 4); break;
+            default: break;
+            }
+        }
+    }
+}

@@ -1,0 +1,265 @@
+/* matmul_q8_0_avx2.c - Q8_0 on AVX2 over repacked weights: the panel form.
+ *
+ * With many activation rows (prefill) the one-row dot of matmul_avx2.c
+ * spends as much on reducing each block's lanes to one sum as on the
+ * products. Here a panel holds 8 weight rows, one per 32-bit lane: for each
+ * block, dword s of the 8 rows' quants in one register (s = 0..7), then,
+ * after the quants of every block, the 8 rows' f16 scales per block. An
+ * activation row's quants are broadcast 4 bytes at a time, so a lane
+ * gathers its own row's exact block sum with no reduction across lanes,
+ * whatever the number of activation rows, and a panel block is loaded once
+ * for all of them. The panels take as many bytes as the rows in the GGUF
+ * layout (8 x 34 per block) and are packed on the fly into per-thread
+ * scratch by matmul.c (pack_p), or once by rw_matmul_pack.
+ *
+ * Per output the arithmetic is the other Q8_0 forms' (matmul_ref.c): the
+ * block's exact integer sum isum_b, acc[k] = fma(isum_b, dw_b * dx_b,
+ * acc[k]) for blocks 8o+2k and 8o+2k+1 of each octet o in order, y =
+ * (acc[0] + acc[1]) + (acc[2] + acc[3]). acc[k] depends on no other k, so
+ * the blocks are stored k outermost (then octet, then the pair), as in the
+ * AVX-512 panel form.
+ *
+ * The block sum: plain AVX2 multiplies |w| by x * sign(w) with vpmaddubsw
+ * (pairs of products into 16 bits, at most 2 * 128 * 127 < 2^15) and adds
+ * pairs into 32-bit lanes with vpmaddwd; where the CPU has AVX-VNNI (the
+ * 256-bit VEX vpdpbusd of Alder Lake and Zen 5), w + 128 (unsigned) times
+ * x is summed in one vpdpbusd per 4 products, and the bias taken off with
+ * -128 * the sum of the activation block's quants. Both are exact, so they
+ * give the same bits; rw_matmul_set_avx_vnni(false) (the CLI's RW_AVX_VNNI=0)
+ * keeps to plain AVX2, for comparisons and to test both on one machine.
+ */
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "kernels/matmul_avx2_int.h"
+#include "kernels/quant_int.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+enum { Q8P_ROWS = RW_AVX2_Q8P_ROWS, Q8P_MAX_NX = RW_AVX2_Q8P_MAX_NX };
+
+/* One panel block: dword s of the block of rows 0..7 at q[s][4 * row]. */
+typedef struct {
+    uint8_t q[8][32];
+} wp_blk;
+
+/* One activation row's block: quants, scale (the f16 value), -128 * the
+ * sum of the quants (for the VNNI path's bias). */
+typedef struct {
+    int8_t q[32];
+    float d;
+    int32_t corr;
+} xp_blk;
+
+bool rw_avx2_vnni(void) {
+    static _Atomic int has = -1; /* the CPU's answer, asked once */
+    int v = atomic_load(&has);
+    if (v < 0) {
+        v = rw_cpu_has_avx_vnni();
+        atomic_store(&has, v);
+    }
+    return v && rw_matmul_avx_vnni_allowed();
+}
+
+/* rw_quantize_act_q8_0 of one block in vectors, the same values: amax is
+ * order-free, q = x * (127 / amax) rounded to nearest even (the
+ * reference's rw_nearest_int; |q| <= 127), d = amax / 127 rounded to f16.
+ * A block holding a NaN or an infinity goes to the reference. */
+void rw_avx2_act_q8_0(const float *x, int8_t q[32], rw_f16 *d, int *sum) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int c = 0; c < 4; c++) {
+        v[c] = _mm256_loadu_ps(x + 8 * c);
+        const __m256 a = _mm256_andnot_ps(sign, v[c]);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, _mm256_set1_ps(3.402823466e38f), _CMP_NLE_UQ));
+        m = _mm256_max_ps(m, a);
+    }
+    if (_mm256_movemask_ps(bad)) {
+        rw_block_q8_0 b;
+        rw_quantize_act_q8_0(x, &b, 1);
+        memcpy(q, b.qs, 32);
+        *d = b.d;
+        int s = 0;
+        for (int i = 0; i < 32; i++) s += b.qs[i];
+        *sum = s;
+        return;
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h), id = amax != 0.0f ? 127.f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i i[4];
+    for (int c = 0; c < 4; c++) i[c] = _mm256_cvtps_epi32(_mm256_mul_ps(v[c], vid));
+    const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const __m256i t = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+    __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    u = _mm_add_epi32(u, _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 0, 3, 2)));
+    u = _mm_add_epi32(u, _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 3, 0, 1)));
+    *sum = _mm_cvtsi128_si32(u);
+    *d = (rw_f16)_cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+size_t rw_avx2_p_bytes_q8_0(int64_t n) { return (size_t)(n / 32) * sizeof(xp_blk); }
+
+void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    xp_blk *x = xp;
+    if (n_rows < 1) {
+        memset(xp, 0, rw_avx2_p_bytes_q8_0(n));
+        return;
+    }
+    for (int64_t b = 0; b < n / 32; b++) {
+        rw_f16 d;
+        int sum;
+        rw_avx2_act_q8_0(rows[0] + 32 * b, x[b].q, &d, &sum);
+        x[b].d = _cvtsh_ss(d);
+        x[b].corr = -128 * sum;
+    }
+}
+
+/* Block b of the 8 weight rows from row0 (ws apart; n_left of them exist)
+ * into one panel block and its 8 scales; missing rows get weights and
+ * scales 0. An 8 x 8 transpose of dwords. */
+INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp_blk *q, uint16_t d[8]) {
+    __m256i r[8];
+    for (int i = 0; i < 8; i++) {
+        if (i < n_left) {
+            const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(row0 + (size_t)i * ws) + b;
+            r[i] = _mm256_loadu_si256((const __m256i *)blk->qs);
+            d[i] = blk->d;
+        } else {
+            r[i] = _mm256_setzero_si256();
+            d[i] = 0;
+        }
+    }
+    __m256i o[8];
+    rw_avx2_transpose8_epi32(r, o);
+    for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)q->q[s], o[s]);
+}
+
+/* The rows are read in block order (8 sequential streams, prefetched) and
+ * each block written to its place in the tile's order: k = (b % 8) / 2
+ * outermost, then the octet, then the pair. */
+void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    int64_t base[4]; /* the place of block (k, octet 0, pair 0): the blocks of every k' < k come first */
+    for (int k = 0, at = 0; k < 4; k++) {
+        base[k] = at;
+        const int64_t rest = nb % 8 - 2 * k;
+        at += (int)(2 * (nb / 8) + (rest < 0 ? 0 : rest > 2 ? 2 : rest));
+    }
+    for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
+        wp_blk *q = (wp_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
+        uint16_t(*d)[8] = (uint16_t(*)[8])(q + nb);
+        const int n_left = (int)(n_out - p0);
+        const uint8_t *row0 = w + (size_t)p0 * ws;
+        for (int64_t b = 0; b < nb; b++) {
+            if (b % 2 == 0)
+                for (int i = 0; i < 8 && i < n_left; i++)
+                    _mm_prefetch((const char *)(row0 + (size_t)i * ws) + (b + 16) * sizeof(rw_block_q8_0), _MM_HINT_T0);
+            const int64_t at = base[(b % 8) / 2] + 2 * (b / 8) + b % 2;
+            pack_block(row0, ws, n_left, b, q + at, d[at]);
+        }
+    }
+}
+
+INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* One panel (8 outputs) against R activation rows; out[r * os + l] for
+ * outputs l < nl. VNNI: the AVX-VNNI block sum (see the file head). */
+INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                      const int R, const int VNNI) {
+    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const uint16_t(*D)[8] = (const uint16_t(*)[8])(P + nb);
+    const __m256i one = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);
+    __m256 part[2][Q8P_MAX_NX]; /* (acc[0] + acc[1]) and (acc[2] + acc[3]) */
+    for (int k = 0; k < 4; k++) {
+        __m256 acc[Q8P_MAX_NX];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int64_t o = 0; o < n_oct; o++) _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const int64_t b = 8 * o + 2 * k + h;
+                if (b >= nb) break;
+                __m256i is[Q8P_MAX_NX];
+                const xp_blk *xb[Q8P_MAX_NX];
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    xb[r] = (const xp_blk *)(xp + (size_t)r * xps) + b;
+                    is[r] = VNNI ? _mm256_set1_epi32(xb[r]->corr) : _mm256_setzero_si256();
+                }
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+                    const __m256i w = _mm256_loadu_si256((const __m256i *)P->q[s]);
+                    if (VNNI) {
+                        const __m256i wu = _mm256_xor_si256(w, bias); /* w + 128 */
+                        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                            const __m256i x = bcast4(xb[r]->q + 4 * s);
+                            __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(is[r]) : "x"(wu), "x"(x));
+                        }
+                    } else {
+                        const __m256i aw = _mm256_sign_epi8(w, w);
+                        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                            const __m256i x = _mm256_sign_epi8(bcast4(xb[r]->q + 4 * s), w);
+                            is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), one));
+                        }
+                    }
+                }
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)*D));
+                P++, D++;
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xb[r]->d));
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]), sc, acc[r]);
+                }
+            }
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            if (k % 2 == 0) part[k / 2][r] = acc[r];
+            else part[k / 2][r] = _mm256_add_ps(part[k / 2][r], acc[r]);
+        }
+    }
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _mm256_maskstore_ps(out + r * os, lanes, _mm256_add_ps(part[0][r], part[1][r]));
+}
+
+#define PANEL_CASES(VNNI)                                                \
+    switch (nx) { /* a constant row count keeps the sums in registers */ \
+    case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI); break;   \
+    case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI); break;   \
+    case 3: panel_dot(n, P, xp, xps, nl, out + i, os, 3, VNNI); break;   \
+    case 4: panel_dot(n, P, xp, xps, nl, out + i, os, 4, VNNI); break;   \
+    case 5: panel_dot(n, P, xp, xps, nl, out + i, os, 5, VNNI); break;   \
+    case 6: panel_dot(n, P, xp, xps, nl, out + i, os, 6, VNNI); break;   \
+    case 7: panel_dot(n, P, xp, xps, nl, out + i, os, 7, VNNI); break;   \
+    case 8: panel_dot(n, P, xp, xps, nl, out + i, os, 8, VNNI); break;   \
+    default: break;                                                      \
+    }
+
+static void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    for (int i = 0; i < nw; i += Q8P_ROWS) {
+        const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
+        const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
+        PANEL_CASES(0)
+    }
+}
+
+static void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os) {
+    for (int i = 0; i < nw; i += Q8P_ROWS) {
+        const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
+        const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
+        PANEL_CASES(1)
+    }
+}
+
+/* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
+ * panel spans 8 * ws); nw rows from there, nx <= Q8P_MAX_NX activation
+ * rows; out[r * os + i]. */
+void rw_avx2_tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os);
+    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os);
+}
