@@ -310,6 +310,17 @@ rw_status rw_models__mamba2(rw_model *m, int il, const mdl_mamba2 *M, const mdl_
 rw_status rw_models__rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
                          int64_t out_stride, rw_error *err);
 
+/* experts.c: the experts of one 3-D tensor {n_in, n_out, n_expert} over
+ * the n_slots slots of a pass: slot s = t*k + j (token t's j-th choice,
+ * expert sel[s]) reads row x_row(s) of x (s / k when x_by_token, else s)
+ * and writes row s of y. One grouped product, a group per expert with its
+ * slots in order, each slot's row bitwise what a one-row product gives
+ * (kernels/matmul.h). rows (2 * n_slots) and groups (n_expert) are the
+ * caller's scratch. */
+rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
+                                    bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
+                                    int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err);
+
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status rw_models__ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
 

@@ -182,56 +182,75 @@ static rw_status bind_moe(rw_model *m, int il, q35_moe *M, rw_error *err) {
     return RW_OK;
 }
 
-/* Expert e of a 3-D tensor as a matrix {n_in, n_out}, in the model's order. */
-static rw_matrix expert(const rw_model *m, const rw_gguf_tensor *t, int e) {
-    uint64_t row_bytes;
-    rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
-    return (rw_matrix){.type = t->type,
-                       .data = (const char *)t->data + (size_t)e * (size_t)t->ne[1] * row_bytes,
-                       .n_in = (int64_t)t->ne[0],
-                       .n_out = (int64_t)t->ne[1],
-                       .row_stride = (size_t)row_bytes};
+/* Floats per token the MoE FFN takes from sc.work: gate|up of every slot
+ * (or the shared expert's, if wider), then every slot's output. */
+static int64_t moe_gu_floats(const q35 *x) {
+    const int64_t routed = 2 * (int64_t)x->n_expert_used * x->ff_exp, shared = 2 * (int64_t)x->ff_shexp;
+    return routed > shared ? routed : shared;
 }
+static int64_t moe_work_floats(const q35 *x, int64_t E) { return moe_gu_floats(x) + (int64_t)x->n_expert_used * E; }
 
-/* MoE FFN (specs/qwen35.md §4.7), token by token so that a token's result
- * never depends on the others in its batch:
+/* MoE FFN (specs/qwen35.md §4.7):
  *   route: softmax(router b), top-k (ties to the lower index), weights
  *   renormalised (rw_moe_route); y = sum_j w_j down_e(silu(gate_e b) * up_e b)
- *   in selection order; out = y + sigmoid(sh_router b) * shared expert(b). */
+ *   in selection order; out = y + sigmoid(sh_router b) * shared expert(b).
+ * The batch's slots go through each expert together (one grouped product
+ * per projection: an expert's weights are read once per call, not once per
+ * token that chose it); each slot's row is bitwise the one-row product, and
+ * the sums run per token in selection order, so a token's result never
+ * depends on the others in its batch. */
 static rw_status moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
     const q35 *x = m->ext;
     const q35_moe *M = &x->moe[il];
     const int E = m->hp.n_embd, ne = x->n_expert, k = x->n_expert_used, fe = x->ff_exp, fs = x->ff_shexp;
-    const int fw = fe > fs ? fe : fs;
-    float *logits = malloc((size_t)ne * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
-    float *g = malloc((size_t)fw * sizeof *g), *u = malloc((size_t)fw * sizeof *u), *y = malloc((size_t)E * sizeof *y);
-    int32_t *sel = malloc((size_t)k * sizeof *sel);
-    float *w = malloc((size_t)k * sizeof *w);
-    rw_status st = (!logits || !probs || !g || !u || !y || !sel || !w) ? rw_errorf(err, RW_ERR_NOMEM, "out of memory") : RW_OK;
-    for (int64_t t = 0; t < bt->n && !st; t++) {
-        const float *b = m->sc.xn + t * E;
+    const int64_t n = bt->n, ns = n * k;
+    rw_status st = rw_models__work_ready(m, n, "experts", err);
+    if (st) return st;
+    /* from the work block (q35_bind sized it: moe_work_floats): gate|up of
+     * every slot [ns][2fe], then the slots' outputs [ns][E]; the shared
+     * expert reuses both once the routed sums are in sc.tmp. The routing is
+     * owned here, freed before returning. */
+    float *gu = m->sc.work, *y = gu + n * moe_gu_floats(x);
+    float *logits = malloc((size_t)(n * ne) * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
+    float *w = malloc((size_t)ns * sizeof *w), *sg = malloc((size_t)n * sizeof *sg);
+    int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
+    rw_matmul_group *groups = malloc((size_t)ne * sizeof *groups);
+    if (!logits || !probs || !w || !sg || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    if (!st) st = mdl_matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
+    for (int64_t t = 0; t < n && !st; t++)
+        rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
+    /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
+    if (!st)
+        st = rw_models__experts_matmul(M->gate_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, 2 * fe, rows, groups,
+                                       bt->pool, err);
+    if (!st)
+        st = rw_models__experts_matmul(M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu + fe, 2 * fe, rows, groups,
+                                       bt->pool, err);
+    for (int64_t s = 0; s < ns && !st; s++) rw_swiglu(gu + s * 2 * fe, gu + s * 2 * fe + fe, fe);
+    if (!st)
+        st = rw_models__experts_matmul(M->down_exps, ne, sel, ns, k, false, gu, 2 * fe, y, E, rows, groups, bt->pool,
+                                       err);
+    for (int64_t t = 0; t < n && !st; t++) {
         float *out = m->sc.tmp + t * E;
-        if ((st = mdl_matmul(&M->router, b, 1, logits, bt->pool, err))) break;
-        rw_moe_route(logits, ne, k, true, 1.0f, sel, w, probs);
-        for (int j = 0; j < k && !st; j++) {
-            rw_matrix G = expert(m, M->gate_exps, sel[j]), U = expert(m, M->up_exps, sel[j]),
-                      D = expert(m, M->down_exps, sel[j]);
-            if ((st = mdl_matmul(&G, b, 1, g, bt->pool, err)) || (st = mdl_matmul(&U, b, 1, u, bt->pool, err))) break;
-            rw_swiglu(g, u, fe);
-            if ((st = mdl_matmul(&D, g, 1, y, bt->pool, err))) break;
-            for (int i = 0; i < E; i++) out[i] = j ? out[i] + y[i] * w[j] : y[i] * w[j];
+        for (int j = 0; j < k; j++) {
+            const float *ys = y + (t * k + j) * E, ws = w[t * k + j];
+            for (int i = 0; i < E; i++) out[i] = j ? out[i] + ys[i] * ws : ys[i] * ws;
         }
-        if (st) break;
-        float sg;
-        if ((st = mdl_matmul(&M->sh_router, b, 1, &sg, bt->pool, err)) ||
-            (st = mdl_matmul(&M->sh_gate, b, 1, g, bt->pool, err)) || (st = mdl_matmul(&M->sh_up, b, 1, u, bt->pool, err)))
-            break;
-        rw_swiglu(g, u, fs);
-        if ((st = mdl_matmul(&M->sh_down, g, 1, y, bt->pool, err))) break;
-        rw_sigmoid(&sg, &sg, 1);
-        for (int i = 0; i < E; i++) out[i] += y[i] * sg;
     }
-    free(logits), free(probs), free(g), free(u), free(y), free(sel), free(w);
+    /* the shared expert: gate [n][fs] and up [n][fs] in gu, down into y */
+    float *g = gu, *u = gu + n * fs;
+    if (!st) st = mdl_matmul(&M->sh_router, m->sc.xn, n, sg, bt->pool, err);
+    if (!st) st = mdl_matmul(&M->sh_gate, m->sc.xn, n, g, bt->pool, err);
+    if (!st) st = mdl_matmul(&M->sh_up, m->sc.xn, n, u, bt->pool, err);
+    for (int64_t t = 0; t < n && !st; t++) rw_swiglu(g + t * fs, u + t * fs, fs);
+    if (!st) st = mdl_matmul(&M->sh_down, g, n, y, bt->pool, err);
+    for (int64_t t = 0; t < n && !st; t++) {
+        float *out = m->sc.tmp + t * E;
+        const float *ys = y + t * E;
+        rw_sigmoid(sg + t, sg + t, 1);
+        for (int i = 0; i < E; i++) out[i] += ys[i] * sg[t];
+    }
+    free(logits), free(probs), free(w), free(sg), free(sel), free(rows), free(groups);
     return st;
 }
 
@@ -365,6 +384,7 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     const int64_t attn = rw_models__attn_work_floats(hp) + 2 * H * D, delta = deltanet_floats(x, legacy, fused);
     m->arch_work_floats = attn > delta ? attn : delta;
     if (m->mtp_avail && 2 * (int64_t)E > m->arch_work_floats) m->arch_work_floats = 2 * (int64_t)E;
+    if (x->moe && moe_work_floats(x, E) > m->arch_work_floats) m->arch_work_floats = moe_work_floats(x, E);
     return RW_OK;
 }
 
