@@ -45,13 +45,8 @@ typedef struct {
     rw_rec_params params; /* the layer's recurrence, for its per-sequence states */
 } q35_rec;
 
-/* Mixture-of-experts FFN of one layer (qwen35moe). */
-typedef struct {
-    rw_matrix router;             /* ffn_gate_inp: E -> n_expert, F32 */
-    const rw_gguf_tensor *gate_exps, *up_exps, *down_exps; /* {E, Fe, Ne}, {E, Fe, Ne}, {Fe, E, Ne} */
-    rw_matrix sh_gate, sh_up, sh_down; /* shared expert */
-    rw_matrix sh_router;          /* ffn_gate_inp_shexp: E -> 1, F32 */
-} q35_moe;
+/* Mixture-of-experts FFN of one layer (qwen35moe, qwen3next): model_int.h. */
+typedef mdl_moe q35_moe;
 
 typedef struct {
     int nk, nv, dk, dv, kc, interval;
@@ -147,111 +142,14 @@ static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uin
 }
 
 /* A 3-D expert tensor {n_in, n_out, n_expert} of a matmul type. */
-static rw_status bind_experts(const rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
-                              const rw_gguf_tensor **out, rw_error *err) {
-    const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
-    if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
-    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != ne)
-        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape {%llu, %llu, %llu}, expected {%llu, %llu, %llu}", name,
-                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                         (unsigned long long)n_in, (unsigned long long)n_out, (unsigned long long)ne);
-    if (!rw_matmul_supports(t->type))
-        return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has unsupported type %s", name, rw_dtype_name(t->type));
-    *out = t;
-    return RW_OK;
-}
-
 static rw_status bind_moe(rw_model *m, int il, q35_moe *M, rw_error *err) {
     const q35 *x = m->ext;
-    const int64_t E = m->hp.n_embd;
-    char n[96];
-    rw_status st;
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if ((st = rw_models__bind_matrix(m, NAME("ffn_gate_inp.weight"), E, x->n_expert, true, &M->router, err)) ||
-        (st = bind_experts(m, NAME("ffn_gate_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->gate_exps, err)) ||
-        (st = bind_experts(m, NAME("ffn_up_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->up_exps, err)) ||
-        (st = bind_experts(m, NAME("ffn_down_exps.weight"), (uint64_t)x->ff_exp, (uint64_t)E, (uint64_t)x->n_expert, &M->down_exps, err)) ||
-        (st = rw_models__bind_matrix(m, NAME("ffn_gate_shexp.weight"), E, x->ff_shexp, true, &M->sh_gate, err)) ||
-        (st = rw_models__bind_matrix(m, NAME("ffn_up_shexp.weight"), E, x->ff_shexp, true, &M->sh_up, err)) ||
-        (st = rw_models__bind_matrix(m, NAME("ffn_down_shexp.weight"), x->ff_shexp, E, true, &M->sh_down, err)))
-        return st;
-    const float *shg;
-    if ((st = rw_models__bind_vector(m, NAME("ffn_gate_inp_shexp.weight"), E, true, &shg, err))) return st;
-    M->sh_router = (rw_matrix){.type = RW_TYPE_F32, .data = shg, .n_in = E, .n_out = 1, .row_stride = (size_t)E * sizeof(float)};
-#undef NAME
-    return RW_OK;
+    *M = (q35_moe){.n_expert = x->n_expert, .n_used = x->n_expert_used, .ff_exp = x->ff_exp, .ff_shexp = x->ff_shexp};
+    return rw_models__bind_moe(m, il, true, M, err);
 }
 
-/* Floats per token the MoE FFN takes from sc.work: gate|up of every slot
- * (or the shared expert's, if wider), then every slot's output. */
-static int64_t moe_gu_floats(const q35 *x) {
-    const int64_t routed = 2 * (int64_t)x->n_expert_used * x->ff_exp, shared = 2 * (int64_t)x->ff_shexp;
-    return routed > shared ? routed : shared;
-}
-static int64_t moe_work_floats(const q35 *x, int64_t E) { return moe_gu_floats(x) + (int64_t)x->n_expert_used * E; }
-
-/* MoE FFN (specs/qwen35.md §4.7):
- *   route: softmax(router b), top-k (ties to the lower index), weights
- *   renormalised (rw_moe_route); y = sum_j w_j down_e(silu(gate_e b) * up_e b)
- *   in selection order; out = y + sigmoid(sh_router b) * shared expert(b).
- * The batch's slots go through each expert together (one grouped product
- * per projection: an expert's weights are read once per call, not once per
- * token that chose it); each slot's row is bitwise the one-row product, and
- * the sums run per token in selection order, so a token's result never
- * depends on the others in its batch. */
 static rw_status moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
-    const q35 *x = m->ext;
-    const q35_moe *M = &x->moe[il];
-    const int E = m->hp.n_embd, ne = x->n_expert, k = x->n_expert_used, fe = x->ff_exp, fs = x->ff_shexp;
-    const int64_t n = bt->n, ns = n * k;
-    rw_status st = rw_models__work_ready(m, n, "experts", err);
-    if (st) return st;
-    /* from the work block (q35_bind sized it: moe_work_floats): gate|up of
-     * every slot [ns][2fe], then the slots' outputs [ns][E]; the shared
-     * expert reuses both once the routed sums are in sc.tmp. The routing is
-     * owned here, freed before returning. */
-    float *gu = m->sc.work, *y = gu + n * moe_gu_floats(x);
-    float *logits = malloc((size_t)(n * ne) * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
-    float *w = malloc((size_t)ns * sizeof *w), *sg = malloc((size_t)n * sizeof *sg);
-    int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
-    rw_matmul_group *groups = malloc((size_t)ne * sizeof *groups);
-    if (!logits || !probs || !w || !sg || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    if (!st) st = mdl_matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
-    for (int64_t t = 0; t < n && !st; t++)
-        rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
-    /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
-    if (!st)
-        st = rw_models__experts_matmul(M->gate_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, 2 * fe, rows, groups,
-                                       bt->pool, err);
-    if (!st)
-        st = rw_models__experts_matmul(M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu + fe, 2 * fe, rows, groups,
-                                       bt->pool, err);
-    for (int64_t s = 0; s < ns && !st; s++) rw_swiglu(gu + s * 2 * fe, gu + s * 2 * fe + fe, fe);
-    if (!st)
-        st = rw_models__experts_matmul(M->down_exps, ne, sel, ns, k, false, gu, 2 * fe, y, E, rows, groups, bt->pool,
-                                       err);
-    for (int64_t t = 0; t < n && !st; t++) {
-        float *out = m->sc.tmp + t * E;
-        for (int j = 0; j < k; j++) {
-            const float *ys = y + (t * k + j) * E, ws = w[t * k + j];
-            for (int i = 0; i < E; i++) out[i] = j ? out[i] + ys[i] * ws : ys[i] * ws;
-        }
-    }
-    /* the shared expert: gate [n][fs] and up [n][fs] in gu, down into y */
-    float *g = gu, *u = gu + n * fs;
-    if (!st) st = mdl_matmul(&M->sh_router, m->sc.xn, n, sg, bt->pool, err);
-    if (!st) st = mdl_matmul(&M->sh_gate, m->sc.xn, n, g, bt->pool, err);
-    if (!st) st = mdl_matmul(&M->sh_up, m->sc.xn, n, u, bt->pool, err);
-    for (int64_t t = 0; t < n && !st; t++) rw_swiglu(g + t * fs, u + t * fs, fs);
-    if (!st) st = mdl_matmul(&M->sh_down, g, n, y, bt->pool, err);
-    for (int64_t t = 0; t < n && !st; t++) {
-        float *out = m->sc.tmp + t * E;
-        const float *ys = y + t * E;
-        rw_sigmoid(sg + t, sg + t, 1);
-        for (int i = 0; i < E; i++) out[i] += ys[i] * sg[t];
-    }
-    free(logits), free(probs), free(w), free(sg), free(sel), free(rows), free(groups);
-    return st;
+    return rw_models__moe_ffn(m, &((const q35 *)m->ext)->moe[il], bt, err);
 }
 
 static rw_status q35_bind(rw_model *m, rw_error *err) {
@@ -384,7 +282,8 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     const int64_t attn = rw_models__attn_work_floats(hp) + 2 * H * D, delta = deltanet_floats(x, legacy, fused);
     m->arch_work_floats = attn > delta ? attn : delta;
     if (m->mtp_avail && 2 * (int64_t)E > m->arch_work_floats) m->arch_work_floats = 2 * (int64_t)E;
-    if (x->moe && moe_work_floats(x, E) > m->arch_work_floats) m->arch_work_floats = moe_work_floats(x, E);
+    if (x->moe && rw_models__moe_work_floats(&x->moe[0], E) > m->arch_work_floats)
+        m->arch_work_floats = rw_models__moe_work_floats(&x->moe[0], E);
     return RW_OK;
 }
 
