@@ -46,8 +46,8 @@ LLAMA_BENCH=${LLAMA_BENCH:-}
 REWIND=${REWIND:-build/rewind}
 GRID=${GRID:-"qwen35-0.8b:q8_0 qwen35-0.8b:q4_k_m qwen35-4b:q4_k_m qwen35-4b:q8_0 qwen35-9b:q4_k_m qwen3-4b:q4_k_m"}
 case "$GRID" in
-archs) GRID="gemma-3-4b:q4_k_m gpt-oss-20b:mxfp4_moe:8 nemotron-nano-9b-v2:q4_k_m:28 lfm2-1.2b:q4_k_m" ;;
-moe) GRID="qwen35-35b-a3b:q4_k_m:8 qwen3-next-80b-a3b:q4_k_m:4 granite-4.0-h-tiny:q4_k_m" ;;
+archs) GRID="gemma-3-4b:q4_k_m gpt-oss-20b:mxfp4_moe:4 nemotron-nano-9b-v2:q4_k_m:16 lfm2-1.2b:q4_k_m" ;;
+moe) GRID="qwen35-35b-a3b:q4_k_m:8 qwen3-next-80b-a3b:q4_k_m:4 granite-4.0-h-tiny:q4_k_m:10" ;;
 esac
 THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-512}
