@@ -12,10 +12,12 @@
 #include "synth/synth.h"
 
 static void usage(void) {
-    fprintf(stderr, "usage: rewind synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] "
-                    "[--layers N] [--threads N] [-v] -o OUT.gguf\npresets:");
+    fprintf(stderr,
+            "usage: rewind synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] "
+            "[--layers N] [--threads N] [-v] -o OUT.gguf\npresets:");
     for (const char *const *p = rw_synth_preset_names(); *p; p++) fprintf(stderr, " %s", *p);
-    fprintf(stderr, "\ntypes: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q3_k_m q4_k_m q5_k_m\n");
+    fprintf(stderr, "\ntypes: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q3_k_m "
+                    "q4_k_m q5_k_m mxfp4_moe\n");
 }
 
 /* --seed: any unsigned 64-bit integer (synth.h's seed) into the uint64_t at ctx. */

@@ -5,6 +5,8 @@
  *   x = embedding * embedding_scale
  *   block: x += residual_scale * mixer(rmsnorm(x) * attn_norm)
  *          x += residual_scale * ffn(rmsnorm(x) * ffn_norm)
+ * ffn: SwiGLU, or with expert_count (Granite-4.0-H-Tiny/Small) a mixture
+ * of experts with an ungated shared expert (model_int.h's mdl_moe).
  *   logits = head(rmsnorm(x) * output_norm) / logit_scale
  *
  * Mamba2: models/mamba2.c (shared with nemotron_h).
@@ -29,6 +31,7 @@ typedef struct {
     int *mamba_of;           /* [n_layer]: index among Mamba2 layers, or -1 */
     uint32_t *kv_heads;      /* [n_layer]: attention.head_count_kv, 0 = Mamba2 */
     mdl_mamba2 *mb;          /* [n_layer] (attention layers unused) */
+    mdl_moe *moe;            /* [n_layer] when the file has experts (Granite-4.0-H-Tiny/Small), else NULL */
 } granite;
 
 static rw_status key_u32(const rw_gguf *g, const char *name, uint32_t *out, rw_error *err) {
@@ -100,6 +103,7 @@ static void gr_free(rw_model *m) {
     free(x->mamba_of);
     free(x->kv_heads);
     free(x->mb);
+    free(x->moe);
     free(x);
     m->ext = NULL;
 }
@@ -123,6 +127,17 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
     x->mb = calloc((size_t)L, sizeof *x->mb);
     if (!m->layers || !x->mamba_of || !x->kv_heads || !x->mb) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if ((st = rw_models__per_layer_u32(m->g, A, "attention.head_count_kv", L, true, 0, x->kv_heads, err))) return st;
+    /* experts: softmax routing, renormalised top-k, an ungated shared expert */
+    uint32_t ne = 0, nu = 0, fe = (uint32_t)hp->n_ff, fs = 0;
+    if (key_u32(m->g, "expert_count", &ne, NULL) == RW_OK && ne > 0) {
+        if ((st = key_u32(m->g, "expert_used_count", &nu, err))) return st;
+        (void)key_u32(m->g, "expert_feed_forward_length", &fe, NULL);
+        (void)key_u32(m->g, "expert_shared_feed_forward_length", &fs, NULL);
+        if (ne > 4096 || nu == 0 || nu > ne || fe == 0 || fe > (1u << 20) || fs > (1u << 20))
+            return rw_errorf(err, RW_ERR_FORMAT, "invalid MoE metadata (experts %u, used %u, widths %u / %u)", ne, nu,
+                             fe, fs);
+        if (!(x->moe = calloc((size_t)L, sizeof *x->moe))) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     for (int il = 0; il < L && !st; il++) {
@@ -130,10 +145,14 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
         const int64_t hkv = x->kv_heads[il];
         x->mamba_of[il] = hkv == 0 ? x->n_mamba++ : -1;
         if ((st = rw_models__bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
-            (st = rw_models__bind_vector(m, NAME("ffn_norm.weight"), E, true, &Ld->ffn_norm, err)) ||
-            (st = rw_models__bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
-            (st = rw_models__bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
-            (st = rw_models__bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
+            (st = rw_models__bind_vector(m, NAME("ffn_norm.weight"), E, true, &Ld->ffn_norm, err)))
+            break;
+        if (x->moe) {
+            x->moe[il] = (mdl_moe){.n_expert = (int)ne, .n_used = (int)nu, .ff_exp = (int)fe, .ff_shexp = (int)fs};
+            if ((st = rw_models__bind_moe(m, il, false, &x->moe[il], err))) break;
+        } else if ((st = rw_models__bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
+                   (st = rw_models__bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
+                   (st = rw_models__bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &Ld->ffn_down, err)))
             break;
         if (hkv == 0) {
             if ((st = rw_models__mamba2_bind(m, il, &x->dims, &x->mb[il], err))) break;
@@ -151,6 +170,8 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
     }
 #undef NAME
     if (!st) m->arch_work_floats = rw_models__mamba2_work_floats(&x->dims); /* the Mamba2 mixer's buffers */
+    if (!st && x->moe && rw_models__moe_work_floats(&x->moe[0], E) > m->arch_work_floats)
+        m->arch_work_floats = rw_models__moe_work_floats(&x->moe[0], E);
     return st;
 }
 
@@ -177,7 +198,8 @@ static rw_status gr_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err
     if (st) return st;
     add_scaled(m, b->n);
     rw_models__norm_rows(m, L->ffn_norm, b->n);
-    if ((st = rw_models__ffn_swiglu(m, L, b, err))) return st;
+    st = x->moe ? rw_models__moe_ffn(m, &x->moe[il], b, err) : rw_models__ffn_swiglu(m, L, b, err);
+    if (st) return st;
     add_scaled(m, b->n);
     return RW_OK;
 }

@@ -313,6 +313,35 @@ rw_status rw_models__mamba2(rw_model *m, int il, const mdl_mamba2 *M, const mdl_
 rw_status rw_models__rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
                          int64_t out_stride, rw_error *err);
 
+/* experts.c: a mixture-of-experts FFN (qwen35moe, qwen3next, granitehybrid):
+ *   route: softmax(router b), top-k (ties to the lower index), weights
+ *   renormalised (rw_moe_route); y = sum_j w_j down_e(silu(gate_e b) * up_e b)
+ *   in selection order; out = y + g * shared(b), g = sigmoid(sh_router b)
+ *   where the model gates its shared expert, else 1.
+ * The batch's slots go through each expert together (one grouped product
+ * per projection: an expert's weights are read once per call, not once per
+ * token that chose it); each slot's row is bitwise the one-row product
+ * (kernels/matmul.h), and the sums run per token in selection order, so a
+ * token's result never depends on the others in its batch. */
+typedef struct {
+    int n_expert, n_used, ff_exp, ff_shexp; /* ff_shexp 0: no shared expert */
+    rw_matrix router;                       /* ffn_gate_inp: E -> n_expert */
+    const rw_gguf_tensor *gate_exps, *up_exps, *down_exps; /* {E, Fe, Ne}, {E, Fe, Ne}, {Fe, E, Ne} */
+    rw_matrix sh_gate, sh_up, sh_down;      /* the shared expert */
+    rw_matrix sh_router;                    /* ffn_gate_inp_shexp: E -> 1, F32 (data NULL: ungated) */
+} mdl_moe;
+
+/* Binds layer il's experts (M's sizes set by the caller); gated: the shared
+ * expert has its ffn_gate_inp_shexp vector. */
+rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, mdl_moe *M, rw_error *err);
+
+/* Floats per token the MoE FFN takes from m->sc.work (an architecture's
+ * bind raises m->arch_work_floats to at least this). */
+int64_t rw_models__moe_work_floats(const mdl_moe *M, int64_t n_embd);
+
+/* The MoE FFN: m->sc.xn -> m->sc.tmp. */
+rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt, rw_error *err);
+
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status rw_models__ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
 

@@ -45,13 +45,8 @@ typedef struct {
     rw_rec_params params; /* the layer's recurrence, for its per-sequence states */
 } q35_rec;
 
-/* Mixture-of-experts FFN of one layer (qwen35moe). */
-typedef struct {
-    rw_matrix router;             /* ffn_gate_inp: E -> n_expert, F32 */
-    const rw_gguf_tensor *gate_exps, *up_exps, *down_exps; /* {E, Fe, Ne}, {E, Fe, Ne}, {Fe, E, Ne} */
-    rw_matrix sh_gate, sh_up, sh_down; /* shared expert */
-    rw_matrix sh_router;          /* ffn_gate_inp_shexp: E -> 1, F32 */
-} q35_moe;
+/* Mixture-of-experts FFN of one layer (qwen35moe, qwen3next): model_int.h. */
+typedef mdl_moe q35_moe;
 
 typedef struct {
     int nk, nv, dk, dv, kc, interval;
@@ -147,92 +142,14 @@ static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uin
 }
 
 /* A 3-D expert tensor {n_in, n_out, n_expert} of a matmul type. */
-static rw_status bind_experts(const rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
-                              const rw_gguf_tensor **out, rw_error *err) {
-    const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
-    if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
-    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != ne)
-        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape {%llu, %llu, %llu}, expected {%llu, %llu, %llu}", name,
-                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                         (unsigned long long)n_in, (unsigned long long)n_out, (unsigned long long)ne);
-    if (!rw_matmul_supports(t->type))
-        return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has unsupported type %s", name, rw_dtype_name(t->type));
-    *out = t;
-    return RW_OK;
-}
-
 static rw_status bind_moe(rw_model *m, int il, q35_moe *M, rw_error *err) {
     const q35 *x = m->ext;
-    const int64_t E = m->hp.n_embd;
-    char n[96];
-    rw_status st;
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if ((st = rw_models__bind_matrix(m, NAME("ffn_gate_inp.weight"), E, x->n_expert, true, &M->router, err)) ||
-        (st = bind_experts(m, NAME("ffn_gate_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->gate_exps, err)) ||
-        (st = bind_experts(m, NAME("ffn_up_exps.weight"), (uint64_t)E, (uint64_t)x->ff_exp, (uint64_t)x->n_expert, &M->up_exps, err)) ||
-        (st = bind_experts(m, NAME("ffn_down_exps.weight"), (uint64_t)x->ff_exp, (uint64_t)E, (uint64_t)x->n_expert, &M->down_exps, err)) ||
-        (st = rw_models__bind_matrix(m, NAME("ffn_gate_shexp.weight"), E, x->ff_shexp, true, &M->sh_gate, err)) ||
-        (st = rw_models__bind_matrix(m, NAME("ffn_up_shexp.weight"), E, x->ff_shexp, true, &M->sh_up, err)) ||
-        (st = rw_models__bind_matrix(m, NAME("ffn_down_shexp.weight"), x->ff_shexp, E, true, &M->sh_down, err)))
-        return st;
-    const float *shg;
-    if ((st = rw_models__bind_vector(m, NAME("ffn_gate_inp_shexp.weight"), E, true, &shg, err))) return st;
-    M->sh_router = (rw_matrix){.type = RW_TYPE_F32, .data = shg, .n_in = E, .n_out = 1, .row_stride = (size_t)E * sizeof(float)};
-#undef NAME
-    return RW_OK;
+    *M = (q35_moe){.n_expert = x->n_expert, .n_used = x->n_expert_used, .ff_exp = x->ff_exp, .ff_shexp = x->ff_shexp};
+    return rw_models__bind_moe(m, il, true, M, err);
 }
 
-/* Expert e of a 3-D tensor as a matrix {n_in, n_out}, in the model's order. */
-static rw_matrix expert(const rw_model *m, const rw_gguf_tensor *t, int e) {
-    uint64_t row_bytes;
-    rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
-    return (rw_matrix){.type = t->type,
-                       .data = (const char *)t->data + (size_t)e * (size_t)t->ne[1] * row_bytes,
-                       .n_in = (int64_t)t->ne[0],
-                       .n_out = (int64_t)t->ne[1],
-                       .row_stride = (size_t)row_bytes};
-}
-
-/* MoE FFN (specs/qwen35.md §4.7), token by token so that a token's result
- * never depends on the others in its batch:
- *   route: softmax(router b), top-k (ties to the lower index), weights
- *   renormalised (rw_moe_route); y = sum_j w_j down_e(silu(gate_e b) * up_e b)
- *   in selection order; out = y + sigmoid(sh_router b) * shared expert(b). */
 static rw_status moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
-    const q35 *x = m->ext;
-    const q35_moe *M = &x->moe[il];
-    const int E = m->hp.n_embd, ne = x->n_expert, k = x->n_expert_used, fe = x->ff_exp, fs = x->ff_shexp;
-    const int fw = fe > fs ? fe : fs;
-    float *logits = malloc((size_t)ne * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
-    float *g = malloc((size_t)fw * sizeof *g), *u = malloc((size_t)fw * sizeof *u), *y = malloc((size_t)E * sizeof *y);
-    int32_t *sel = malloc((size_t)k * sizeof *sel);
-    float *w = malloc((size_t)k * sizeof *w);
-    rw_status st = (!logits || !probs || !g || !u || !y || !sel || !w) ? rw_errorf(err, RW_ERR_NOMEM, "out of memory") : RW_OK;
-    for (int64_t t = 0; t < bt->n && !st; t++) {
-        const float *b = m->sc.xn + t * E;
-        float *out = m->sc.tmp + t * E;
-        if ((st = mdl_matmul(&M->router, b, 1, logits, bt->pool, err))) break;
-        rw_moe_route(logits, ne, k, true, 1.0f, sel, w, probs);
-        for (int j = 0; j < k && !st; j++) {
-            rw_matrix G = expert(m, M->gate_exps, sel[j]), U = expert(m, M->up_exps, sel[j]),
-                      D = expert(m, M->down_exps, sel[j]);
-            if ((st = mdl_matmul(&G, b, 1, g, bt->pool, err)) || (st = mdl_matmul(&U, b, 1, u, bt->pool, err))) break;
-            rw_swiglu(g, u, fe);
-            if ((st = mdl_matmul(&D, g, 1, y, bt->pool, err))) break;
-            for (int i = 0; i < E; i++) out[i] = j ? out[i] + y[i] * w[j] : y[i] * w[j];
-        }
-        if (st) break;
-        float sg;
-        if ((st = mdl_matmul(&M->sh_router, b, 1, &sg, bt->pool, err)) ||
-            (st = mdl_matmul(&M->sh_gate, b, 1, g, bt->pool, err)) || (st = mdl_matmul(&M->sh_up, b, 1, u, bt->pool, err)))
-            break;
-        rw_swiglu(g, u, fs);
-        if ((st = mdl_matmul(&M->sh_down, g, 1, y, bt->pool, err))) break;
-        rw_sigmoid(&sg, &sg, 1);
-        for (int i = 0; i < E; i++) out[i] += y[i] * sg;
-    }
-    free(logits), free(probs), free(g), free(u), free(y), free(sel), free(w);
-    return st;
+    return rw_models__moe_ffn(m, &((const q35 *)m->ext)->moe[il], bt, err);
 }
 
 static rw_status q35_bind(rw_model *m, rw_error *err) {
@@ -365,6 +282,8 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     const int64_t attn = rw_models__attn_work_floats(hp) + 2 * H * D, delta = deltanet_floats(x, legacy, fused);
     m->arch_work_floats = attn > delta ? attn : delta;
     if (m->mtp_avail && 2 * (int64_t)E > m->arch_work_floats) m->arch_work_floats = 2 * (int64_t)E;
+    if (x->moe && rw_models__moe_work_floats(&x->moe[0], E) > m->arch_work_floats)
+        m->arch_work_floats = rw_models__moe_work_floats(&x->moe[0], E);
     return RW_OK;
 }
 

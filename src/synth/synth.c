@@ -20,13 +20,7 @@
 #include "synth/synth_int.h"
 #include "synth/synth_preset.h"
 
-typedef enum {
-    FILL_MATRIX,  /* uniform, std = scale / sqrt(n_in) */
-    FILL_NORM,    /* 1 + small noise */
-    FILL_SSM_A,   /* -A, A uniform in [1, 16] (ssm_a stores -exp(A_log)) */
-    FILL_DT_BIAS, /* inverse softplus of dt, dt log-uniform in [1e-3, 1e-1] */
-    FILL_ROPE_FREQS, /* llama3 rope frequency factors */
-} fill_kind;
+typedef rw_synth_fill fill_kind;
 
 typedef struct {
     fill_kind kind;
@@ -37,7 +31,7 @@ typedef struct {
 
 /* Every tensor's fill spec lives here until the file is written (owned by
  * the plan, freed in plan_free). */
-typedef struct {
+struct rw_synth_plan {
     fill_spec *specs;
     size_t n, cap;
     rw_gguf_writer *w;
@@ -45,9 +39,11 @@ typedef struct {
     bool k_mix;       /* a llama-quantize _M mix */
     uint32_t n_layer; /* for the mix rules */
     bool verbose;
-    size_t written;   /* tensors filled so far, for progress */
+    size_t written;      /* tensors filled so far, for progress */
     rw_threadpool *pool; /* quantizes a tensor's rows in parallel; owned by rw_synth_write */
-} plan;
+    bool experts_mxfp4;  /* llama-quantize's MXFP4_MOE: the experts' tensors are MXFP4 */
+};
+typedef struct rw_synth_plan plan;
 
 /* ---- random numbers: splitmix64, one stream per tensor ---- */
 
@@ -155,8 +151,8 @@ static void fill_task(void *ctx, int64_t task, int thread) {
 static rw_status fill_tensor(void *ctx, const rw_gguf_tensor *info, void *dst, rw_error *err) {
     plan *p = ((void **)ctx)[0];
     const fill_spec *f = ((void **)ctx)[1];
-    fill_job j = {.f = f, .info = info, .dst = dst, .n_in = info->ne[0],
-                  .n_rows = info->ne[1] * info->ne[2] * info->ne[3]};
+    fill_job j = {
+        .f = f, .info = info, .dst = dst, .n_in = info->ne[0], .n_rows = info->ne[1] * info->ne[2] * info->ne[3]};
     rw_dtype_row_bytes(info->type, j.n_in, &j.row_bytes);
     const int n_threads = rw_threadpool_size(p->pool);
     j.x = malloc(j.n_in * (size_t)n_threads * sizeof *j.x); /* freed below */
@@ -180,20 +176,35 @@ static bool more_bits(uint32_t il, uint32_t n) { return il < n / 8 || il >= 7 * 
 static rw_dtype weight_type(const plan *p, const char *name, uint64_t n_in, int layer, bool keep_f32) {
     if (keep_f32) return RW_TYPE_F32;
     rw_dtype t = p->base_type;
+    if (p->experts_mxfp4 && strstr(name, "_exps.")) return RW_TYPE_MXFP4; /* llama-quantize's MXFP4_MOE */
     if (p->k_mix) {
         bool head = !strcmp(name, "output.weight");
         if (head) t = RW_TYPE_Q6_K;
-        if (layer >= 0 && (strstr(name, "attn_v.") || strstr(name, "ffn_down.") || strstr(name, "attn_qkv.")) &&
+        /* "ffn_down" as llama-quantize matches it: the experts' and the
+         * shared expert's down projections too */
+        if (layer >= 0 && (strstr(name, "attn_v.") || strstr(name, "ffn_down") || strstr(name, "attn_qkv.")) &&
             more_bits((uint32_t)layer, p->n_layer))
             t = RW_TYPE_Q6_K;
     }
-    /* A row the type's blocks do not divide falls back as llama-quantize does. */
-    if (n_in % rw_dtype_block_size(t) != 0) t = n_in % 32 == 0 ? RW_TYPE_Q8_0 : RW_TYPE_F16;
+    /* A row the type's blocks do not divide falls back as llama-quantize
+     * does: a K-quant to the legacy type of about its size, then Q8_0, then
+     * F16 (rows of 2880 in gpt-oss, 4480 in Nemotron Nano 2). */
+    if (n_in % rw_dtype_block_size(t) != 0) {
+        switch (t) {
+        case RW_TYPE_Q4_K: t = RW_TYPE_Q5_0; break;
+        case RW_TYPE_Q5_K: t = RW_TYPE_Q5_1; break;
+        case RW_TYPE_Q2_K:
+        case RW_TYPE_Q3_K:
+        case RW_TYPE_IQ4_XS: t = RW_TYPE_IQ4_NL; break;
+        default: t = RW_TYPE_Q8_0; break;
+        }
+        if (n_in % rw_dtype_block_size(t) != 0) t = RW_TYPE_F16;
+    }
     return t;
 }
 
-static rw_status add(plan *p, const char *name, int layer, uint32_t n_dims, uint64_t ne0, uint64_t ne1, fill_kind kind,
-                     float scale, bool keep_f32, uint64_t seed, float rope_base, rw_error *err) {
+static rw_status add3(plan *p, const char *name, int layer, uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+                      fill_kind kind, float scale, bool keep_f32, uint64_t seed, float rope_base, rw_error *err) {
     if (p->n == p->cap) return rw_errorf(err, RW_ERR_INTERNAL, "synth: tensor plan full");
     fill_spec *f = &p->specs[p->n];
     f->kind = kind;
@@ -205,13 +216,25 @@ static rw_status add(plan *p, const char *name, int layer, uint32_t n_dims, uint
     ctx[0] = p;
     ctx[1] = f;
     p->n++;
-    uint64_t ne[2] = {ne0, ne1};
+    uint64_t ne[3] = {ne0, ne1, ne2};
     rw_dtype t = weight_type(p, name, ne0, layer, keep_f32 || n_dims == 1);
     return rw_gguf_writer_add_tensor(p->w, name, t, n_dims, ne, NULL, fill_tensor, ctx, err);
 }
 
+static rw_status add(plan *p, const char *name, int layer, uint32_t n_dims, uint64_t ne0, uint64_t ne1, fill_kind kind,
+                     float scale, bool keep_f32, uint64_t seed, float rope_base, rw_error *err) {
+    return add3(p, name, layer, n_dims, ne0, ne1, 1, kind, scale, keep_f32, seed, rope_base, err);
+}
+
+rw_status rw_synth__add(rw_synth_plan *p, const char *name, int layer, uint32_t n_dims, uint64_t ne0, uint64_t ne1,
+                        uint64_t ne2, rw_synth_fill kind, float scale, bool keep_f32, uint64_t seed, rw_error *err) {
+    return add3(p, name, layer, n_dims, ne0, ne1, ne2, kind, scale, keep_f32, seed, 0, err);
+}
+
+rw_gguf_writer *rw_synth__writer(rw_synth_plan *p) { return p->w; }
+
 /* Names like "blk.3.attn_q.weight". */
-static const char *blk(char *buf, int il, const char *what) {
+const char *rw_synth__blk(char *buf, int il, const char *what) {
     snprintf(buf, 96, "blk.%d.%s", il, what);
     return buf;
 }
@@ -220,21 +243,25 @@ static rw_status add_attention(plan *p, const rw_synth_preset *ps, int il, bool 
                                rw_error *err) {
     char n[96];
     uint64_t E = ps->n_embd, D = ps->head_dim, H = ps->n_head, Hkv = ps->n_head_kv;
-    rw_status s = add(p, blk(n, il, "attn_q.weight"), il, 2, E, (gated_q ? 2 : 1) * H * D, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "attn_k.weight"), il, 2, E, Hkv * D, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "attn_v.weight"), il, 2, E, Hkv * D, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "attn_output.weight"), il, 2, H * D, E, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s && qk_norm) s = add(p, blk(n, il, "attn_q_norm.weight"), il, 1, D, 1, FILL_NORM, 1, true, seed, 0, err);
-    if (!s && qk_norm) s = add(p, blk(n, il, "attn_k_norm.weight"), il, 1, D, 1, FILL_NORM, 1, true, seed, 0, err);
+    rw_status s = add(p, rw_synth__blk(n, il, "attn_q.weight"), il, 2, E, (gated_q ? 2 : 1) * H * D, FILL_MATRIX, 1,
+                      false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "attn_k.weight"), il, 2, E, Hkv * D, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "attn_v.weight"), il, 2, E, Hkv * D, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s)
+        s = add(p, rw_synth__blk(n, il, "attn_output.weight"), il, 2, H * D, E, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s && qk_norm)
+        s = add(p, rw_synth__blk(n, il, "attn_q_norm.weight"), il, 1, D, 1, FILL_NORM, 1, true, seed, 0, err);
+    if (!s && qk_norm)
+        s = add(p, rw_synth__blk(n, il, "attn_k_norm.weight"), il, 1, D, 1, FILL_NORM, 1, true, seed, 0, err);
     return s;
 }
 
 static rw_status add_ffn(plan *p, const rw_synth_preset *ps, int il, uint64_t seed, rw_error *err) {
     char n[96];
     uint64_t E = ps->n_embd, F = ps->n_ff;
-    rw_status s = add(p, blk(n, il, "ffn_gate.weight"), il, 2, E, F, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ffn_up.weight"), il, 2, E, F, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ffn_down.weight"), il, 2, F, E, FILL_MATRIX, 1, false, seed, 0, err);
+    rw_status s = add(p, rw_synth__blk(n, il, "ffn_gate.weight"), il, 2, E, F, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ffn_up.weight"), il, 2, E, F, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ffn_down.weight"), il, 2, F, E, FILL_MATRIX, 1, false, seed, 0, err);
     return s;
 }
 
@@ -242,15 +269,15 @@ static rw_status add_deltanet(plan *p, const rw_synth_preset *ps, int il, uint64
     char n[96];
     uint64_t E = ps->n_embd, nv = ps->ssm_nv, nk = ps->ssm_nk, dk = ps->ssm_dk;
     uint64_t VD = nv * dk, CD = 2 * nk * dk + VD;
-    rw_status s = add(p, blk(n, il, "attn_qkv.weight"), il, 2, E, CD, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "attn_gate.weight"), il, 2, E, VD, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ssm_conv1d.weight"), il, 2, 4, CD, FILL_MATRIX, 1, true, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ssm_dt.bias"), il, 1, nv, 1, FILL_DT_BIAS, 1, true, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ssm_a"), il, 1, nv, 1, FILL_SSM_A, 1, true, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ssm_beta.weight"), il, 2, E, nv, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ssm_alpha.weight"), il, 2, E, nv, FILL_MATRIX, 1, false, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ssm_norm.weight"), il, 1, dk, 1, FILL_NORM, 1, true, seed, 0, err);
-    if (!s) s = add(p, blk(n, il, "ssm_out.weight"), il, 2, VD, E, FILL_MATRIX, 1, false, seed, 0, err);
+    rw_status s = add(p, rw_synth__blk(n, il, "attn_qkv.weight"), il, 2, E, CD, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "attn_gate.weight"), il, 2, E, VD, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ssm_conv1d.weight"), il, 2, 4, CD, FILL_MATRIX, 1, true, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ssm_dt.bias"), il, 1, nv, 1, FILL_DT_BIAS, 1, true, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ssm_a"), il, 1, nv, 1, FILL_SSM_A, 1, true, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ssm_beta.weight"), il, 2, E, nv, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ssm_alpha.weight"), il, 2, E, nv, FILL_MATRIX, 1, false, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ssm_norm.weight"), il, 1, dk, 1, FILL_NORM, 1, true, seed, 0, err);
+    if (!s) s = add(p, rw_synth__blk(n, il, "ssm_out.weight"), il, 2, VD, E, FILL_MATRIX, 1, false, seed, 0, err);
     return s;
 }
 
@@ -271,7 +298,8 @@ static rw_status add_metadata(plan *p, const rw_synth_preset *ps, const rw_synth
     if (!s) s = rw_gguf_writer_add_u32(w, K("attention.head_count"), ps->n_head, err);
     if (!s) s = rw_gguf_writer_add_u32(w, K("attention.head_count_kv"), ps->n_head_kv, err);
     if (!s) s = rw_gguf_writer_add_f32(w, K("rope.freq_base"), ps->rope_base, err);
-    if (!s) s = rw_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), strcmp(a, "llama") ? 1e-6f : 1e-5f, err);
+    if (!s)
+        s = rw_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), strcmp(a, "llama") ? 1e-6f : 1e-5f, err);
     if (!s) s = rw_gguf_writer_add_u32(w, K("attention.key_length"), ps->head_dim, err);
     if (!s) s = rw_gguf_writer_add_u32(w, K("attention.value_length"), ps->head_dim, err);
     if (!s && strcmp(a, "qwen3")) s = rw_gguf_writer_add_u32(w, K("rope.dimension_count"), ps->n_rot, err);
@@ -307,12 +335,25 @@ typedef struct {
 } type_choice;
 
 static const type_choice type_choices[] = {
-    {"f32", RW_TYPE_F32, false, 0},     {"f16", RW_TYPE_F16, false, 1},       {"bf16", RW_TYPE_BF16, false, 32},
-    {"q8_0", RW_TYPE_Q8_0, false, 7},   {"q4_0", RW_TYPE_Q4_0, false, 2},     {"q4_1", RW_TYPE_Q4_1, false, 3},
-    {"q5_0", RW_TYPE_Q5_0, false, 8},   {"q5_1", RW_TYPE_Q5_1, false, 9},     {"q2_k", RW_TYPE_Q2_K, false, 10},
-    {"q3_k", RW_TYPE_Q3_K, false, 12},  {"q4_k", RW_TYPE_Q4_K, false, 15},    {"q5_k", RW_TYPE_Q5_K, false, 17},
-    {"q6_k", RW_TYPE_Q6_K, false, 18},  {"iq4_nl", RW_TYPE_IQ4_NL, false, 25}, {"iq4_xs", RW_TYPE_IQ4_XS, false, 30},
-    {"q3_k_m", RW_TYPE_Q3_K, true, 12}, {"q4_k_m", RW_TYPE_Q4_K, true, 15},   {"q5_k_m", RW_TYPE_Q5_K, true, 17},
+    {"f32", RW_TYPE_F32, false, 0},
+    {"f16", RW_TYPE_F16, false, 1},
+    {"bf16", RW_TYPE_BF16, false, 32},
+    {"q8_0", RW_TYPE_Q8_0, false, 7},
+    {"q4_0", RW_TYPE_Q4_0, false, 2},
+    {"q4_1", RW_TYPE_Q4_1, false, 3},
+    {"q5_0", RW_TYPE_Q5_0, false, 8},
+    {"q5_1", RW_TYPE_Q5_1, false, 9},
+    {"q2_k", RW_TYPE_Q2_K, false, 10},
+    {"q3_k", RW_TYPE_Q3_K, false, 12},
+    {"q4_k", RW_TYPE_Q4_K, false, 15},
+    {"q5_k", RW_TYPE_Q5_K, false, 17},
+    {"q6_k", RW_TYPE_Q6_K, false, 18},
+    {"iq4_nl", RW_TYPE_IQ4_NL, false, 25},
+    {"iq4_xs", RW_TYPE_IQ4_XS, false, 30},
+    {"q3_k_m", RW_TYPE_Q3_K, true, 12},
+    {"q4_k_m", RW_TYPE_Q4_K, true, 15},
+    {"q5_k_m", RW_TYPE_Q5_K, true, 17},
+    {"mxfp4_moe", RW_TYPE_Q8_0, false, 38} /* the experts MXFP4, the rest Q8_0 */,
 };
 
 rw_status rw_synth_write(const rw_synth_options *o, const char *out_path, rw_error *err) {
@@ -337,7 +378,12 @@ rw_status rw_synth_write(const rw_synth_options *o, const char *out_path, rw_err
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "quantization to %s is not implemented", rw_dtype_name(tc->base));
     bool mtp = o->mtp && !strcmp(ps->arch, "qwen35");
 
-    plan p = {.base_type = tc->base, .k_mix = tc->mix, .n_layer = ps->n_layer, .verbose = o->verbose};
+    plan p = {.base_type = tc->base,
+              .k_mix = tc->mix,
+              .n_layer = ps->n_layer,
+              .verbose = o->verbose,
+              .experts_mxfp4 = !strcmp(tc->name, "mxfp4_moe")};
+    const bool laid_out = rw_synth__arch_handles(ps->arch); /* by archs.c */
     p.cap = 64 + 32 * (size_t)(ps->n_layer + 1);
     /* specs, then 2 context pointers per spec (see add()) */
     p.specs = calloc(1, p.cap * sizeof *p.specs + 2 * p.cap * sizeof(void *));
@@ -348,33 +394,52 @@ rw_status rw_synth_write(const rw_synth_options *o, const char *out_path, rw_err
         return rw_errorf(err, RW_ERR_NOMEM, "no memory");
     }
     uint32_t n_vocab = 0;
-    rw_status s = add_metadata(&p, ps, o, mtp, &n_vocab, err);
+    rw_status s = laid_out ? rw_synth__arch_metadata(&p, ps, err) : add_metadata(&p, ps, o, mtp, &n_vocab, err);
+    if (!s && laid_out)
+        s = o->vocab_path ? rw_synth__copy_vocab(p.w, o->vocab_path, &n_vocab, err)
+                          : rw_synth__add_builtin_vocab(p.w, "qwen2", &n_vocab, err);
     if (!s && tc->base != RW_TYPE_F32) s = rw_gguf_writer_add_u32(p.w, "general.quantization_version", 2, err);
     if (!s) s = rw_gguf_writer_add_u32(p.w, "general.file_type", tc->file_type, err);
 
     uint64_t seed = o->seed, E = ps->n_embd;
     float head_scale = 3.0f; /* logits std ~3 for a unit-RMS hidden state */
-    if (!s) s = add(&p, "token_embd.weight", -1, 2, E, n_vocab, FILL_MATRIX, ps->tied ? head_scale : sqrtf((float)E), false, seed, 0, err);
+    if (!s)
+        s = add(&p, "token_embd.weight", -1, 2, E, n_vocab, FILL_MATRIX, ps->tied ? head_scale : sqrtf((float)E), false,
+                seed, 0, err);
     if (!s && !strcmp(ps->arch, "llama"))
         s = add(&p, "rope_freqs.weight", -1, 1, ps->n_rot / 2, 1, FILL_ROPE_FREQS, 1, true, seed, ps->rope_base, err);
     uint32_t n_blocks = ps->n_layer + (mtp ? 1 : 0);
-    for (uint32_t il = 0; il < n_blocks && !s; il++) {
+    for (uint32_t il = 0; il < n_blocks && !s && laid_out; il++) s = rw_synth__arch_layer(&p, ps, (int)il, seed, err);
+    for (uint32_t il = 0; il < n_blocks && !s && !laid_out; il++) {
         char n[96];
         int L = (int)il;
         bool qwen35 = !strcmp(ps->arch, "qwen35");
         bool recurrent = qwen35 && il < ps->n_layer && (il + 1) % 4 != 0;
-        s = add(&p, blk(n, L, "attn_norm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
-        if (!s) s = recurrent ? add_deltanet(&p, ps, L, seed, err) : add_attention(&p, ps, L, qwen35, strcmp(ps->arch, "llama") != 0, seed, err);
-        if (!s) s = add(&p, blk(n, L, qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
+        s = add(&p, rw_synth__blk(n, L, "attn_norm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
+        if (!s)
+            s = recurrent ? add_deltanet(&p, ps, L, seed, err)
+                          : add_attention(&p, ps, L, qwen35, strcmp(ps->arch, "llama") != 0, seed, err);
+        if (!s)
+            s = add(&p, rw_synth__blk(n, L, qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), L, 1, E, 1,
+                    FILL_NORM, 1, true, seed, 0, err);
         if (!s) s = add_ffn(&p, ps, L, seed, err);
         if (!s && il >= ps->n_layer) { /* the MTP block's own tensors */
-            s = add(&p, blk(n, L, "nextn.eh_proj.weight"), L, 2, 2 * E, E, FILL_MATRIX, 1, false, seed, 0, err);
-            if (!s) s = add(&p, blk(n, L, "nextn.enorm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
-            if (!s) s = add(&p, blk(n, L, "nextn.hnorm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
-            if (!s) s = add(&p, blk(n, L, "nextn.shared_head_norm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
+            s = add(&p, rw_synth__blk(n, L, "nextn.eh_proj.weight"), L, 2, 2 * E, E, FILL_MATRIX, 1, false, seed, 0,
+                    err);
+            if (!s)
+                s = add(&p, rw_synth__blk(n, L, "nextn.enorm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
+            if (!s)
+                s = add(&p, rw_synth__blk(n, L, "nextn.hnorm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
+            if (!s)
+                s = add(&p, rw_synth__blk(n, L, "nextn.shared_head_norm.weight"), L, 1, E, 1, FILL_NORM, 1, true, seed,
+                        0, err);
         }
     }
-    if (!s) s = add(&p, "output_norm.weight", -1, 1, E, 1, FILL_NORM, 1, true, seed, 0, err);
+    /* lfm2's final norm is token_embd_norm */
+    const bool lfm2 = !strcmp(ps->arch, "lfm2");
+    if (!s)
+        s = add(&p, lfm2 ? "token_embd_norm.weight" : "output_norm.weight", -1, 1, E, 1, FILL_NORM, 1, true, seed, 0,
+                err);
     if (!s && !ps->tied) s = add(&p, "output.weight", -1, 2, E, n_vocab, FILL_MATRIX, head_scale, false, seed, 0, err);
     if (!s) s = rw_threadpool_new(o->n_threads, &p.pool, err);
     if (!s) s = rw_gguf_writer_write(p.w, out_path, err);

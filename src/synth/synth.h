@@ -14,10 +14,10 @@
 #include "base/status.h"
 
 typedef struct {
-    const char *arch;       /* general.architecture: "qwen3", "qwen35", "llama" */
-    const char *preset;     /* e.g. "qwen35-0.8b" (see rw_synth_preset_names) */
-    const char *type;       /* weight type: f32 f16 bf16 q8_0 q4_0 ... q6_k, or a
-                               llama-quantize mix q4_k_m / q5_k_m / q3_k_m; NULL = q8_0 */
+    const char *arch;   /* general.architecture, checked against the preset's (NULL: the preset's) */
+    const char *preset; /* e.g. "qwen35-0.8b" (see rw_synth_preset_names) */
+    const char *type;   /* weight type: f32 f16 bf16 q8_0 q4_0 ... q6_k, or a
+                               llama-quantize mix q4_k_m / q5_k_m / q3_k_m, or mxfp4_moe (experts MXFP4, the rest Q8_0); NULL = q8_0 */
     uint64_t seed;
     const char *vocab_path; /* copy tokenizer.* from this GGUF; NULL = built-in vocabulary */
     bool mtp;               /* qwen35: add the MTP block (nextn_predict_layers = 1) */
@@ -27,8 +27,8 @@ typedef struct {
      * come from seed and name only): a cheap draft for speculative decoding
      * that agrees with the full model more often than chance. */
     uint32_t n_layer;
-    bool verbose;           /* progress on stderr */
-    int n_threads;          /* threads quantizing (0: every core); the file is bitwise the same for any */
+    bool verbose;  /* progress on stderr */
+    int n_threads; /* threads quantizing (0: every core); the file is bitwise the same for any */
 } rw_synth_options;
 
 /* Writes the model to out_path (atomically: via out_path.tmp). */

@@ -29,7 +29,8 @@ static void check_preset(const char *preset, const char *type, bool mtp) {
         for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 37 + 11) % V);
         float *a = malloc((size_t)(n * V) * sizeof *a), *b = malloc((size_t)(n * V) * sizeof *b);
         rw_model_seq *s1 = NULL, *s2 = NULL;
-        CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s1, &err) == RW_OK && rw_model_seq_new(m, RW_KV_F32, 0, &s2, &err) == RW_OK);
+        CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s1, &err) == RW_OK &&
+              rw_model_seq_new(m, RW_KV_F32, 0, &s2, &err) == RW_OK);
         rw_forward_args fa = {.tokens = ids, .n = n, .logits = a, .all_logits = true};
         CHECK_MSG(rw_model_forward(m, s1, &fa, &err) == RW_OK, "%s", err.msg);
         for (int64_t t = 0; t < n; t++) {
@@ -62,5 +63,13 @@ int main(void) {
     check_preset("llama-tiny", "q4_k_m", false);
     check_preset("qwen35-tiny", "q8_0", false);
     check_preset("qwen35-tiny", "f16", true);
+    /* the sliding-window, hybrid and MoE architectures */
+    check_preset("gemma3-tiny", "q4_k_m", false);
+    check_preset("gpt-oss-tiny", "mxfp4_moe", false);
+    check_preset("nemotron_h-tiny", "q8_0", false);
+    check_preset("lfm2-tiny", "q4_k_m", false);
+    check_preset("qwen35moe-tiny", "q8_0", false);
+    check_preset("qwen3next-tiny", "q4_k_m", false);
+    check_preset("granitehybrid-tiny", "q8_0", false);
     return rw_test_done();
 }

@@ -1,0 +1,147 @@
+/* experts.c - the mixture-of-experts FFN (model_int.h): the routed
+ * experts as grouped matrix products, the slots of a batch gathered per
+ * expert so that each expert's weights are read once per call however many
+ * tokens chose it, and the shared expert over the whole batch. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "models/model_int.h"
+
+static rw_status bind_experts(const rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
+                              const rw_gguf_tensor **out, rw_error *err) {
+    const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
+    if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != ne)
+        return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape {%llu, %llu, %llu}, expected {%llu, %llu, %llu}",
+                         name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                         (unsigned long long)n_in, (unsigned long long)n_out, (unsigned long long)ne);
+    if (!rw_matmul_supports(t->type))
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has unsupported type %s", name, rw_dtype_name(t->type));
+    *out = t;
+    return RW_OK;
+}
+
+rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, mdl_moe *M, rw_error *err) {
+    const int64_t E = m->hp.n_embd;
+    const uint64_t ne = (uint64_t)M->n_expert, fe = (uint64_t)M->ff_exp;
+    char n[96];
+    rw_status st;
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if ((st = rw_models__bind_matrix(m, NAME("ffn_gate_inp.weight"), E, M->n_expert, true, &M->router, err)) ||
+        (st = bind_experts(m, NAME("ffn_gate_exps.weight"), (uint64_t)E, fe, ne, &M->gate_exps, err)) ||
+        (st = bind_experts(m, NAME("ffn_up_exps.weight"), (uint64_t)E, fe, ne, &M->up_exps, err)) ||
+        (st = bind_experts(m, NAME("ffn_down_exps.weight"), fe, (uint64_t)E, ne, &M->down_exps, err)))
+        return st;
+    if (M->ff_shexp &&
+        ((st = rw_models__bind_matrix(m, NAME("ffn_gate_shexp.weight"), E, M->ff_shexp, true, &M->sh_gate, err)) ||
+         (st = rw_models__bind_matrix(m, NAME("ffn_up_shexp.weight"), E, M->ff_shexp, true, &M->sh_up, err)) ||
+         (st = rw_models__bind_matrix(m, NAME("ffn_down_shexp.weight"), M->ff_shexp, E, true, &M->sh_down, err))))
+        return st;
+    if (M->ff_shexp && gated) {
+        const float *shg;
+        if ((st = rw_models__bind_vector(m, NAME("ffn_gate_inp_shexp.weight"), E, true, &shg, err))) return st;
+        M->sh_router = (rw_matrix){
+            .type = RW_TYPE_F32, .data = shg, .n_in = E, .n_out = 1, .row_stride = (size_t)E * sizeof(float)};
+    }
+#undef NAME
+    return RW_OK;
+}
+
+/* The experts of one 3-D tensor {n_in, n_out, n_expert} over the n_slots
+ * slots of a pass: slot s = t*k + j (token t's j-th choice, expert sel[s])
+ * reads row s / k of x when x_by_token, else row s, and writes row s of y.
+ * One grouped product, a group per expert with its slots in order. rows
+ * (2 * n_slots) and groups (n_expert) are the caller's scratch. */
+static rw_status experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
+                                bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
+                                int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
+    uint64_t row_bytes;
+    rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
+    const size_t expert_bytes = (size_t)t->ne[1] * row_bytes;
+    /* rows: per expert its slots (y rows), then, after n_slots, their x rows */
+    int32_t *yr = rows, *xr = rows + n_slots;
+    int64_t ng = 0, at = 0;
+    for (int e = 0; e < n_expert; e++) {
+        const int64_t start = at;
+        for (int64_t s = 0; s < n_slots; s++)
+            if (sel[s] == e) {
+                yr[at] = (int32_t)s;
+                xr[at] = (int32_t)(x_by_token ? s / k : s);
+                at++;
+            }
+        if (at == start) continue;
+        groups[ng++] = (rw_matmul_group){.data = (const char *)t->data + (size_t)e * expert_bytes,
+                                         .x_rows = xr + start,
+                                         .y_rows = yr + start,
+                                         .n_rows = at - start};
+    }
+    const rw_matrix w = {.type = t->type,
+                         .data = t->data,
+                         .n_in = (int64_t)t->ne[0],
+                         .n_out = (int64_t)t->ne[1],
+                         .row_stride = (size_t)row_bytes};
+    return rw_matmul_grouped(&w, groups, ng, x, x_stride, y, y_stride, pool, err);
+}
+
+/* gate|up of every slot (or the shared expert's, if wider) */
+static int64_t gu_floats(const mdl_moe *M) {
+    const int64_t routed = 2 * (int64_t)M->n_used * M->ff_exp, shared = 2 * (int64_t)M->ff_shexp;
+    return routed > shared ? routed : shared;
+}
+
+int64_t rw_models__moe_work_floats(const mdl_moe *M, int64_t n_embd) { return gu_floats(M) + M->n_used * n_embd; }
+
+rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt, rw_error *err) {
+    const int E = m->hp.n_embd, ne = M->n_expert, k = M->n_used, fe = M->ff_exp, fs = M->ff_shexp;
+    const int64_t n = bt->n, ns = n * k;
+    rw_status st = rw_models__work_ready(m, n, "experts", err);
+    if (st) return st;
+    /* from the work block (sized by the bind: rw_models__moe_work_floats):
+     * gate|up of every slot [ns][2fe], then the slots' outputs [ns][E]; the
+     * shared expert reuses both once the routed sums are in sc.tmp. The
+     * routing is owned here, freed before returning. */
+    float *gu = m->sc.work, *y = gu + n * gu_floats(M);
+    float *logits = malloc((size_t)(n * ne) * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
+    float *w = malloc((size_t)ns * sizeof *w), *sg = malloc((size_t)n * sizeof *sg);
+    int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
+    rw_matmul_group *groups = malloc((size_t)ne * sizeof *groups);
+    if (!logits || !probs || !w || !sg || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    if (!st) st = mdl_matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
+    for (int64_t t = 0; t < n && !st; t++)
+        rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
+    /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
+    if (!st)
+        st = experts_matmul(M->gate_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, 2 * fe, rows, groups, bt->pool, err);
+    if (!st)
+        st =
+            experts_matmul(M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu + fe, 2 * fe, rows, groups, bt->pool, err);
+    for (int64_t s = 0; s < ns && !st; s++) rw_swiglu(gu + s * 2 * fe, gu + s * 2 * fe + fe, fe);
+    if (!st) st = experts_matmul(M->down_exps, ne, sel, ns, k, false, gu, 2 * fe, y, E, rows, groups, bt->pool, err);
+    for (int64_t t = 0; t < n && !st; t++) {
+        float *out = m->sc.tmp + t * E;
+        for (int j = 0; j < k; j++) {
+            const float *ys = y + (t * k + j) * E, ws = w[t * k + j];
+            for (int i = 0; i < E; i++) out[i] = j ? out[i] + ys[i] * ws : ys[i] * ws;
+        }
+    }
+    /* the shared expert: gate [n][fs] and up [n][fs] in gu, down into y */
+    float *g = gu, *u = gu + n * fs;
+    if (fs && !st) {
+        if (M->sh_router.data) st = mdl_matmul(&M->sh_router, m->sc.xn, n, sg, bt->pool, err);
+        if (!st) st = mdl_matmul(&M->sh_gate, m->sc.xn, n, g, bt->pool, err);
+        if (!st) st = mdl_matmul(&M->sh_up, m->sc.xn, n, u, bt->pool, err);
+        for (int64_t t = 0; t < n && !st; t++) rw_swiglu(g + t * fs, u + t * fs, fs);
+        if (!st) st = mdl_matmul(&M->sh_down, g, n, y, bt->pool, err);
+        for (int64_t t = 0; t < n && !st; t++) {
+            float *out = m->sc.tmp + t * E;
+            const float *ys = y + t * E;
+            if (M->sh_router.data) {
+                rw_sigmoid(sg + t, sg + t, 1);
+                for (int i = 0; i < E; i++) out[i] += ys[i] * sg[t];
+            } else
+                for (int i = 0; i < E; i++) out[i] += ys[i];
+        }
+    }
+    free(logits), free(probs), free(w), free(sg), free(sel), free(rows), free(groups);
+    return st;
+}
