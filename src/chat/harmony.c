@@ -36,6 +36,7 @@ struct rw_chat__harmony {
     char *pend; /* undecided text, pend[n] = 0; owned */
     size_t n, cap;
     int st, kind;
+    bool after_end; /* a message ended with a marker: what follows is a header */
     char name[257]; /* K_CALL: the function's name */
     int n_calls;
 };
@@ -155,6 +156,11 @@ static rw_status step(rw_chat__harmony *h, bool finished, rw_chat_event_fn fn, v
         const char *msg = memfind(h->pend, h->n, "<|message|>");
         if (!msg) {
             if (!finished && h->n < MAX_HEAD) return RW_OK;
+            /* a header cut short (max_tokens): markup, never content */
+            if (h->n < MAX_HEAD && (h->after_end || memfind(h->pend, h->n, "<|"))) {
+                consume(h, h->n);
+                return RW_OK;
+            }
             /* plain text where a header should be: content */
             h->kind = K_CONTENT;
             h->st = H_BODY;
@@ -177,6 +183,7 @@ static rw_status step(rw_chat__harmony *h, bool finished, rw_chat_event_fn fn, v
         if (st) return st;
         consume(h, at + mlen); /* after <|start|> come the next message's role and header */
         h->st = H_HEAD;
+        h->after_end = mlen > 0;
         *progress = h->n > 0 || at > 0 || mlen > 0;
         return RW_OK;
     }

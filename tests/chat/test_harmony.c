@@ -67,6 +67,11 @@ int main(void) {
     /* a call cut short by max_tokens: neither a call nor content */
     check_case("<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Pa", "", "",
                NULL, NULL);
+    /* a header cut short after a message: dropped, never content */
+    check_case("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=func", "",
+               "Need weather.", NULL, NULL);
+    check_case("<|channel|>analysis<|message|>Hm.<|end|><|start|>assist", "", "Hm.", NULL, NULL);
+    check_case("<|channel|>fin", "", "", NULL, NULL);
     /* text with < that is no marker passes */
     check_case("<|channel|>final<|message|>a < b and <|x", "a < b and <|x", "", NULL, NULL);
     /* no header at all: plain content */
