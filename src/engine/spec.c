@@ -388,14 +388,27 @@ rw_status rw_spec_seq_accept(rw_spec_seq *s, rw_threadpool *pool, rw_error *err)
     if (rw_model_seq_length(s->target) != s->len0 + s->k + 1)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "speculative: the verify pass did not run");
     const float *rows = s->logits;
+    int32_t k = s->k;
     if (s->mask) { /* row i: after the drafts before it (allowed: they were masked) */
         const size_t nv = (size_t)s->n_vocab;
         memcpy(s->mlogits, s->logits, (size_t)(s->k + 1) * nv * sizeof(float));
-        for (int32_t i = 0; i <= s->k; i++) s->mask(s->mask_ctx, s->vtok + 1, i, s->mlogits + (size_t)i * nv);
+        /* a row no mask can be made for (nothing may follow, or the grammar's
+         * work budget is spent) is never sampled from: the drafts are
+         * verified up to the one before it, so the step ends where a step
+         * without drafts would stop, and at row 0 the request ends with the
+         * error, as without speculation */
+        for (int32_t i = 0; i <= k; i++)
+            if (!s->mask(s->mask_ctx, s->vtok + 1, i, s->mlogits + (size_t)i * nv)) {
+                if (i == 0) { /* the verify pass's positions go: the sequence holds what was output */
+                    rw_error e2 = {0};
+                    if (rw_model_seq_length(s->target) > s->len0) rw_model_seq_rewind(s->target, s->len0, pool, &e2);
+                    return rw_errorf(err, RW_ERR_INVALID_ARG, "grammar: no token can continue the output here");
+                }
+                k = i - 1;
+            }
         rows = s->mlogits;
     }
-    rw_status st =
-        rw_spec_verify(s->sampler, rows, s->greedy ? NULL : s->q, s->vtok + 1, s->k, s->out, &s->n_out, err);
+    rw_status st = rw_spec_verify(s->sampler, rows, s->greedy ? NULL : s->q, s->vtok + 1, k, s->out, &s->n_out, err);
     if (!st) st = finish(s, s->len0, pool, err);
     return st;
 }
