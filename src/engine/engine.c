@@ -197,6 +197,7 @@ void rw_engine_free(rw_engine *e) {
     rw_grammar_vocab_free(e->gvocab);
     for (int i = 0; i < e->n_ctl_vocab; i++) rw_grammar_vocab_free(e->ctl_vocab[i].v);
     free(e->ctl_ids);
+    free(e->ctl_text);
     rw_threadpool_free(e->pool);
     rw_engine__slots_free(e);
     free(e->running);
@@ -235,32 +236,51 @@ static rw_status grammar_vocab(rw_engine *e, const char *gbnf, bool render_speci
     if (!e->gvocab) st = rw_grammar_vocab_from_tokenizer(e->tok, &e->gvocab, err);
     *out = e->gvocab;
     if (st || !render_special) goto done;
-    if (e->n_ctl_ids < 0) { /* listed once: a few hundred in real vocabularies */
-        int cap = 0, n = 0;
+    if (e->n_ctl_ids < 0) { /* listed once, with their texts: up to about a thousand in real vocabularies */
+        int n = 0;
+        for (int32_t i = 0; i < (int32_t)e->n_vocab; i++)
+            n += rw_tokenizer_is_control(e->tok, i) && !rw_tokenizer_is_eog(e->tok, i);
+        e->ctl_ids = malloc((size_t)(n ? n : 1) * sizeof *e->ctl_ids);
+        e->ctl_text = malloc((size_t)(n ? n : 1) * sizeof *e->ctl_text);
+        if (!e->ctl_ids || !e->ctl_text) {
+            free(e->ctl_ids), free(e->ctl_text);
+            e->ctl_ids = NULL, e->ctl_text = NULL;
+            st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        n = 0;
         for (int32_t i = 0; i < (int32_t)e->n_vocab; i++) {
             if (!rw_tokenizer_is_control(e->tok, i) || rw_tokenizer_is_eog(e->tok, i)) continue;
-            if (n == cap) {
-                cap = cap ? 2 * cap : 64;
-                int32_t *g = realloc(e->ctl_ids, (size_t)cap * sizeof *g);
-                if (!g) {
-                    st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-                    goto done;
-                }
-                e->ctl_ids = g;
-            }
+            char *t = e->ctl_text[n];
+            const size_t len = rw_token_to_piece(e->tok, i, true, t, sizeof e->ctl_text[0] - 1);
+            t[len >= 2 && len < sizeof e->ctl_text[0] ? len : 0] = 0; /* too short or long: never matched */
             e->ctl_ids[n++] = i;
         }
         e->n_ctl_ids = n;
     }
+    /* the control tokens whose text the grammar holds: one pass over the
+     * grammar, comparing only where a text's first byte stands */
+    bool first[256] = {false};
+    for (int k = 0; k < e->n_ctl_ids; k++) first[(unsigned char)e->ctl_text[k][0]] = e->ctl_text[k][0] != 0;
     int32_t ids[16];
     int n = 0;
-    for (int k = 0; k < e->n_ctl_ids && n < 16; k++) {
-        char piece[64];
-        const size_t len = rw_token_to_piece(e->tok, e->ctl_ids[k], true, piece, sizeof piece - 1);
-        if (len < 2 || len >= sizeof piece) continue;
-        piece[len] = 0;
-        if (strstr(gbnf, piece)) ids[n++] = e->ctl_ids[k];
+    for (const char *g = gbnf; *g && n < 16; g++) {
+        if (!first[(unsigned char)*g]) continue;
+        for (int k = 0; k < e->n_ctl_ids && n < 16; k++) {
+            const char *t = e->ctl_text[k];
+            if (t[0] != *g || strncmp(g, t, strlen(t))) continue;
+            bool seen = false;
+            for (int j = 0; j < n; j++) seen |= ids[j] == e->ctl_ids[k];
+            if (!seen) ids[n++] = e->ctl_ids[k];
+        }
     }
+    /* the set in vocabulary order, as the cache compares it */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+            const int32_t t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
     if (!n) goto done;
     for (int i = 0; i < e->n_ctl_vocab; i++)
         if (e->ctl_vocab[i].n == n && !memcmp(e->ctl_vocab[i].ids, ids, (size_t)n * sizeof *ids)) {

@@ -104,6 +104,7 @@ struct rw_engine {
     int n_ctl_vocab;
     int32_t *ctl_ids; /* the vocabulary's control tokens that do not end a generation (owned) */
     int n_ctl_ids;    /* -1 before they are listed */
+    char (*ctl_text)[64]; /* their texts, NUL-terminated ("" when longer), listed with them; owned */
 
     pthread_t thread;         /* not started with cfg.manual */
     struct eng_scratch *manual_sc; /* cfg.manual: rw_engine_step's scratch, owned */
