@@ -52,9 +52,9 @@ rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, mdl_moe *M, rw_er
  * reads row s / k of x when x_by_token, else row s, and writes row s of y.
  * One grouped product, a group per expert with its slots in order. rows
  * (2 * n_slots) and groups (n_expert) are the caller's scratch. */
-static rw_status experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
-                                bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
-                                int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
+rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
+                                    bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
+                                    int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
     uint64_t row_bytes;
     rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
     const size_t expert_bytes = (size_t)t->ne[1] * row_bytes;
@@ -111,12 +111,15 @@ rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt,
         rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
     /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
     if (!st)
-        st = experts_matmul(M->gate_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, 2 * fe, rows, groups, bt->pool, err);
+        st = rw_models__experts_matmul(M->gate_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, 2 * fe, rows, groups,
+                                       bt->pool, err);
     if (!st)
-        st =
-            experts_matmul(M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu + fe, 2 * fe, rows, groups, bt->pool, err);
+        st = rw_models__experts_matmul(M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu + fe, 2 * fe, rows, groups,
+                                       bt->pool, err);
     for (int64_t s = 0; s < ns && !st; s++) rw_swiglu(gu + s * 2 * fe, gu + s * 2 * fe + fe, fe);
-    if (!st) st = experts_matmul(M->down_exps, ne, sel, ns, k, false, gu, 2 * fe, y, E, rows, groups, bt->pool, err);
+    if (!st)
+        st = rw_models__experts_matmul(M->down_exps, ne, sel, ns, k, false, gu, 2 * fe, y, E, rows, groups, bt->pool,
+                                       err);
     for (int64_t t = 0; t < n && !st; t++) {
         float *out = m->sc.tmp + t * E;
         for (int j = 0; j < k; j++) {

@@ -193,44 +193,6 @@ static rw_status oss_bind(rw_model *m, rw_error *err) {
     return RW_OK;
 }
 
-/* Expert e of a 3-D tensor as a matrix {n_in, n_out}. */
-static rw_matrix expert(const rw_model *m, const rw_gguf_tensor *t, int e) {
-    uint64_t row_bytes;
-    rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
-    return (rw_matrix){.type = t->type,
-                       .data = (const char *)t->data + (size_t)e * (size_t)t->ne[1] * row_bytes,
-                       .n_in = (int64_t)t->ne[0],
-                       .n_out = (int64_t)t->ne[1],
-                       .row_stride = (size_t)row_bytes};
-}
-
-/* The experts of one 3-D tensor over the slots of a pass: slot s = t*k + j
- * (token t's j-th expert sel[s]) reads row x_row(s) of x and writes row s
- * of y. One grouped call, a group per expert with its slots in order; each
- * slot's row is bitwise what a one-row matmul gives (kernels/matmul.h). */
-static rw_status experts_matmul(const rw_model *m, const rw_gguf_tensor *t, const int32_t *sel, int64_t n_slots, int k,
-                                bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
-                                int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
-    const oss *o = m->ext;
-    /* rows: per expert its slots (y rows) then, after n_slots, their x rows */
-    int32_t *yr = rows, *xr = rows + n_slots;
-    int64_t ng = 0, at = 0;
-    for (int e = 0; e < o->n_expert; e++) {
-        const int64_t start = at;
-        for (int64_t s = 0; s < n_slots; s++)
-            if (sel[s] == e) {
-                yr[at] = (int32_t)s;
-                xr[at] = (int32_t)(x_by_token ? s / k : s);
-                at++;
-            }
-        if (at == start) continue;
-        groups[ng++] = (rw_matmul_group){
-            .data = expert(m, t, e).data, .x_rows = xr + start, .y_rows = yr + start, .n_rows = at - start};
-    }
-    const rw_matrix w = expert(m, t, 0);
-    return rw_matmul_grouped(&w, groups, ng, x, x_stride, y, y_stride, pool, err);
-}
-
 /* The MoE sublayer: m->sc.xn -> m->sc.tmp. */
 static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
     const oss *x = m->ext;
@@ -255,16 +217,19 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error 
     }
     /* gate and up of every slot, [ns][2F]: gate at 0, up at F */
     if (!st)
-        st = experts_matmul(m, M->gate_exps, sel, ns, k, true, m->sc.xn, E, gu, 2 * F, rows, groups, bt->pool, err);
+        st = rw_models__experts_matmul(M->gate_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu, 2 * F, rows, groups,
+                                           bt->pool, err);
     if (!st)
-        st = experts_matmul(m, M->up_exps, sel, ns, k, true, m->sc.xn, E, gu + F, 2 * F, rows, groups, bt->pool, err);
+        st = rw_models__experts_matmul(M->up_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu + F, 2 * F, rows, groups,
+                                           bt->pool, err);
     for (int64_t s = 0; s < ns && !st; s++) {
         float *g = gu + s * 2 * F, *u = g + F;
         const float *gb = M->gate_b + (int64_t)sel[s] * F, *ub = M->up_b + (int64_t)sel[s] * F;
         for (int i = 0; i < F; i++) g[i] += gb[i], u[i] += ub[i];
         rw_swiglu_oai(g, u, F, 1.702f, 7.0f);
     }
-    if (!st) st = experts_matmul(m, M->down_exps, sel, ns, k, false, gu, 2 * F, y, E, rows, groups, bt->pool, err);
+    if (!st) st = rw_models__experts_matmul(M->down_exps, x->n_expert, sel, ns, k, false, gu, 2 * F, y, E, rows, groups,
+                                                 bt->pool, err);
     for (int64_t t = 0; t < n && !st; t++) {
         float *out = m->sc.tmp + t * E;
         for (int j = 0; j < k; j++) {

@@ -341,6 +341,15 @@ int64_t rw_models__moe_work_floats(const mdl_moe *M, int64_t n_embd);
 
 /* The MoE FFN: m->sc.xn -> m->sc.tmp. */
 rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt, rw_error *err);
+/* experts.c: the experts of one 3-D tensor {n_in, n_out, n_expert} over the
+ * n_slots slots of a pass (slot s = t*k + j: token t's j-th choice, expert
+ * sel[s]) as one grouped product, a group per expert: slot s reads row s / k
+ * of x when x_by_token, else row s, and writes row s of y; each row bitwise
+ * a one-row product's. rows (2 * n_slots) and groups (n_expert) are the
+ * caller's scratch. Shared by the MoE FFN and gpt-oss's experts. */
+rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
+                                    bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
+                                    int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err);
 
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status rw_models__ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
