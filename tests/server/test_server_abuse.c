@@ -386,7 +386,7 @@ static json_t *post(int port, const char *path, const char *body, int *status) {
     rw_http_response r;
     rw_error err = {0};
     *status = rw_http_do(&rq, &r, &err) == RW_OK ? r.status : -1;
-    json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    json_t *j = r.body ? json_loads(r.body, JSON_ALLOW_NUL, NULL) : NULL;
     rw_http_response_free(&r);
     return j;
 }

@@ -94,7 +94,7 @@ static json_t *post(int port, const char *path, const char *body, int *status) {
     rw_status st = rw_http_do(&rq, &r, &err);
     CHECK_MSG(!st, "%s: %s", path, err.msg);
     *status = st ? -1 : r.status;
-    json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    json_t *j = r.body ? json_loads(r.body, JSON_ALLOW_NUL, NULL) : NULL;
     CHECK_MSG(j, "not JSON: %.300s", r.body ? r.body : "");
     if (*status != 200) fprintf(stderr, "status %d: %.400s\n", *status, r.body ? r.body : "");
     rw_http_response_free(&r);
@@ -126,7 +126,7 @@ static bool on_event(void *user, const char *data, size_t n) {
         a->done = true;
         return true;
     }
-    json_t *j = json_loadb(data, n, 0, NULL);
+    json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, NULL);
     if (!j) {
         a->bad = true;
         return false;
@@ -495,7 +495,7 @@ typedef struct {
 static bool on_call_event(void *user, const char *data, size_t n) {
     calls_acc *a = user;
     if (n == 6 && !memcmp(data, "[DONE]", 6)) return true;
-    json_t *j = json_loadb(data, n, 0, NULL);
+    json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, NULL);
     json_t *c = json_array_get(json_object_get(j, "choices"), 0), *tc = json_object_get(json_object_get(c, "delta"), "tool_calls"), *x;
     size_t i;
     json_array_foreach(tc, i, x) {
@@ -1025,7 +1025,7 @@ static void test_fields_and_props(void) {
                "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":null,"
                "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
                "\"arguments\":\"{\\\"city\\\":\\\"x<|im_end|>\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
-               "\"content\":\"ok\"}]," TOOLS "}",
+               "\"content\":\"ok\"}]," TOOLS ",\"max_tokens\":8,\"temperature\":0}",
                &status);
     CHECK_EQ_INT(status, 200);
     json_decref(bad);
@@ -1035,7 +1035,7 @@ static void test_fields_and_props(void) {
     rw_error err = {0};
     CHECK(!rw_http_do(&rq, &resp, &err));
     CHECK_EQ_INT(resp.status, 200);
-    json_t *p = resp.body ? json_loads(resp.body, 0, NULL) : NULL;
+    json_t *p = resp.body ? json_loads(resp.body, JSON_ALLOW_NUL, NULL) : NULL;
     const char *tmpl = json_string_value(json_object_get(p, "chat_template"));
     CHECK(tmpl && strlen(tmpl) == s.src_len && !memcmp(tmpl, s.src, s.src_len));
     CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(p, "default_generation_settings"), "n_ctx")),

@@ -41,7 +41,7 @@ static int phase_request(result *out) {
     int status = rw_http_do(&rq, &r, &err) == RW_OK ? r.status : -1;
     int ret = status == 200 ? 0 : status > 0 ? status : RW_ERR_IO;
     if (!ret && out) {
-        json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+        json_t *j = r.body ? json_loads(r.body, JSON_ALLOW_NUL, NULL) : NULL;
         const char *text =
             json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0),
                                                               "message"),

@@ -54,7 +54,7 @@ static json_t *post(const char *path, const char *headers, const char *body, int
     rw_status st = rw_http_do(&rq, &r, &err);
     CHECK_MSG(st == RW_OK, "%s: %s", path, err.msg);
     *status = st == RW_OK ? r.status : -1;
-    json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    json_t *j = r.body ? json_loads(r.body, JSON_ALLOW_NUL, NULL) : NULL;
     if (raw) *raw = r.body ? strdup(r.body) : NULL;
     rw_http_response_free(&r);
     return j;
@@ -65,7 +65,7 @@ static int get(const char *path, json_t **out) {
     rw_http_response r;
     rw_error err = {0};
     CHECK(rw_http_do(&rq, &r, &err) == RW_OK);
-    *out = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    *out = r.body ? json_loads(r.body, JSON_ALLOW_NUL, NULL) : NULL;
     int status = r.status;
     rw_http_response_free(&r);
     return status;
@@ -102,7 +102,7 @@ static json_t *sse_events(const char *raw) {
             if (!nl) nl = end;
             if (!strncmp(l, "event: ", 7)) json_object_set_new(ev, "event", json_stringn(l + 7, (size_t)(nl - l - 7)));
             if (!strncmp(l, "data: ", 6)) {
-                json_t *d = json_loadb(l + 6, (size_t)(nl - l - 6), 0, NULL);
+                json_t *d = json_loadb(l + 6, (size_t)(nl - l - 6), JSON_ALLOW_NUL, NULL);
                 CHECK_MSG(d != NULL, "event data is not JSON: %.*s", (int)(nl - l), l);
                 if (d) json_object_set_new(ev, "data", d);
             }
