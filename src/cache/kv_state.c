@@ -82,17 +82,20 @@ static void mark_window(const kv_state *s, int64_t n, bool *need) {
     for (int64_t p = win_lo(s, n) / P; n > 0 && p <= (n - 1) / P; p++) need[p] = true;
 }
 
-/* A window layer keeps the pages of the live window and of the windows of
- * the kept positions it can still form (all their pages held); the rest
- * go. Out of memory for the marks: keeps everything (never fails). */
-static void kv_retain(rw_layer_state *st, const int64_t *keep, int n_keep, int64_t log_from) {
-    (void)log_from;
+/* A window layer keeps the pages of the live window, of the windows of
+ * the kept positions it can still form (all their pages held) and of every
+ * position from `from` on (a dense span: every page from from's window's
+ * start to the length, so that each of those positions returns by itself);
+ * the rest go. Out of memory for the marks: keeps everything (never
+ * fails). */
+static void kv_retain(rw_layer_state *st, const int64_t *keep, int n_keep, int64_t from) {
     kv_state *s = as_kv(st);
     const int64_t L = rw_kv_length(s->kv), np = (L + P - 1) / P;
     if (s->window <= 0 || np == 0) return;
     bool *need = calloc((size_t)np, sizeof *need);
     if (!need) return;
     mark_window(s, L, need);
+    for (int64_t p = win_lo(s, from > 0 ? from : 0) / P; from < L && p < np; p++) need[p] = true;
     for (int i = 0; i < n_keep; i++)
         if (keep[i] > 0 && keep[i] < L && window_held(s, keep[i], NULL)) mark_window(s, keep[i], need);
     for (int64_t p = 0; p < np; p++)

@@ -126,7 +126,10 @@ typedef struct {
     /* Returns to position n exactly; n must be its own restore point. */
     rw_status (*rewind)(rw_layer_state *st, int64_t n, rw_threadpool *pool, rw_error *err);
     /* Forgets checkpoints at positions not in keep[] (ascending; position 0
-     * needs no entry) and log entries before log_from. Never fails. */
+     * needs no entry) and log entries before log_from: every position from
+     * log_from on stays restorable without a matmul (a sliding-window KV
+     * state keeps the windows of all of them: every page from log_from's
+     * window on). Never fails. */
     void (*retain)(rw_layer_state *st, const int64_t *keep, int n_keep, int64_t log_from);
     /* Positions of the checkpoints held, ascending, into pos (at most cap);
      * returns how many there are. */

@@ -186,6 +186,18 @@ static size_t win_bytes(const rw_model_seq *s) {
     for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_kv_state_window_bytes(s->layer[il]);
     return b;
 }
+/* One page of every sliding-window layer (what the dense span costs per
+ * RW_KV_PAGE positions), and the widest window. */
+static size_t win_page_bytes(const rw_model_seq *s, int64_t *max_w) {
+    size_t b = 0;
+    *max_w = 0;
+    for (int il = 0; il < mdl_n_states(s->m); il++)
+        if (rw_kv_state_window_bytes(s->layer[il])) {
+            b += rw_kv_page_bytes(rw_kv_state_cache(s->layer[il]));
+            if (mdl_layer_window(s->m, il) > *max_w) *max_w = mdl_layer_window(s->m, il);
+        }
+    return b;
+}
 
 size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s) {
     size_t b = 0;
@@ -278,6 +290,56 @@ static int apply_budget(int64_t *pos, int *cls, int n, int64_t L, size_t per_rec
 
 #define MAX_KEEP 256
 
+/* The ring's lowest page at length L for windows up to w positions: the
+ * window of L - RING_SPAN starts there. */
+static int64_t ring_lo_page(int64_t L, int64_t w) {
+    const int64_t v = L - RING_SPAN, lo = v + 1 - w;
+    return v <= 0 || lo <= 0 ? 0 : lo / RW_KV_PAGE;
+}
+
+/* The retention at length L within the budget: the positions kept
+ * (ascending, with their classes; returns how many) and *dense, the
+ * position from which on the sliding-window layers keep every window
+ * (L: none beyond the live one).
+ *
+ * A model whose only rewind-limited layers slide (gemma3, gpt-oss) spends
+ * the budget on its marks first, then on a dense span below the ring (one
+ * page of every sliding layer per RW_KV_PAGE positions, newest first:
+ * every position in it restores without recomputation, so a prefix-cache
+ * hit anywhere in it recomputes nothing), then on the old windows below
+ * the span with what is left, newest first. Pages are counted once: the
+ * span's and the ring's overlap nothing; a mark's window counts at its
+ * bound (from above). A model with recurrent layers keeps its checkpoints
+ * as before (dense checkpoints would cost a whole state each). */
+static int plan_keep(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, int64_t *dense) {
+    int k = retained(s, L, pos, cls, MAX_KEEP);
+    int64_t w;
+    const size_t pr = rec_bytes(s), pw = win_bytes(s), pp = win_page_bytes(s, &w);
+    *dense = L;
+    if (!pp || pr || s->no_ckpt) return apply_budget(pos, cls, k, L, pr, pw, s->ckpt_budget);
+    int64_t old[MAX_KEEP];
+    int n_old = 0, j = 0;
+    for (int i = 0; i < k; i++)
+        if (cls[i] == KEEP_OLD) old[n_old++] = pos[i];
+        else pos[j] = pos[i], cls[j] = cls[i], j++;
+    k = apply_budget(pos, cls, j, L, 0, pw, s->ckpt_budget);
+    size_t used = 0;
+    for (int i = 0; i < k; i++) used += keep_cost(pos[i], L, 0, pw);
+    size_t left = s->ckpt_budget > used ? s->ckpt_budget - used : 0;
+    /* the span: as many pages below the ring as the budget pays for */
+    const int64_t lo = ring_lo_page(L, w), extra = (int64_t)(left / pp) < lo ? (int64_t)(left / pp) : lo;
+    left -= (size_t)extra * pp;
+    if (lo - extra <= 0) *dense = 0;
+    else if (lo - extra < lo) *dense = (lo - extra) * RW_KV_PAGE + w - 1; /* its window starts in page lo - extra */
+    else *dense = L - RING_SPAN > 0 ? L - RING_SPAN : 0;
+    for (int i = n_old - 1; i >= 0; i--)
+        if (old[i] < *dense && keep_cost(old[i], L, 0, pw) <= left) {
+            left -= keep_cost(old[i], L, 0, pw);
+            add_pos(pos, cls, &k, MAX_KEEP, old[i], KEEP_OLD);
+        }
+    return k;
+}
+
 size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ctx, int max_checkpoints) {
     rw_model_seq *s = NULL; /* freed below: only its states' shapes are read */
     rw_error err;
@@ -298,11 +360,13 @@ size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ct
     }
     const size_t per = rw_model_seq_checkpoint_bytes(s);
     if (per) {
-        int64_t pos[MAX_KEEP];
+        int64_t pos[MAX_KEEP], w;
         int cls[MAX_KEEP];
         const int k = retained(s, n_ctx, pos, cls, MAX_KEEP);
         size_t want = 2 * per; /* and two marks */
         for (int i = 0; i < k; i++) want += keep_cost(pos[i], n_ctx, rec_bytes(s), win_bytes(s));
+        const size_t pp = win_page_bytes(s, &w);
+        if (pp && !rec_bytes(s)) want += (size_t)ring_lo_page(n_ctx, w) * pp; /* the dense span at its longest */
         const size_t budget = max_checkpoints > 0 ? (size_t)max_checkpoints * per : DEFAULT_CKPT_BUDGET;
         total += want < budget ? want : budget;
         total += (size_t)RECENT_SPAN * rw_model_seq_log_bytes_per_token(s);
@@ -345,10 +409,9 @@ static int64_t planned_len(const rw_model_seq *s, int64_t L) { return s->plan_un
  * start past L is none: log_from > L logs nothing (cache/state.h). */
 void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
     const int64_t L = s->len + n, R = planned_len(s, L);
-    int64_t pos[MAX_KEEP];
+    int64_t pos[MAX_KEEP], dense;
     int cls[MAX_KEEP];
-    int k = retained(s, R, pos, cls, MAX_KEEP);
-    k = apply_budget(pos, cls, k, R, rec_bytes(s), win_bytes(s), s->ckpt_budget);
+    const int k = plan_keep(s, R, pos, cls, &dense);
     drop_before_pass(s, pos, k);
     s->n_cuts = 0;
     for (int i = 0; i < k && pos[i] <= L && s->n_cuts < (int)(sizeof s->cuts / sizeof s->cuts[0]); i++)
@@ -358,14 +421,15 @@ void rw_models__seq_plan_pass(rw_model_seq *s, int64_t n) {
 }
 
 void rw_models__seq_retain(rw_model_seq *s) {
-    int64_t pos[MAX_KEEP];
+    int64_t pos[MAX_KEEP], dense;
     int cls[MAX_KEEP];
     const int64_t R = planned_len(s, s->len);
-    int k = retained(s, R, pos, cls, MAX_KEEP);
-    k = apply_budget(pos, cls, k, R, rec_bytes(s), win_bytes(s), s->ckpt_budget);
+    const int k = plan_keep(s, R, pos, cls, &dense);
     int64_t lf = s->len - FINE_STEP;
     lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
-    for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, k, lf);
+    /* a sliding layer's "log" is its dense span (cache/state.h retain) */
+    for (int il = 0; il < mdl_n_states(s->m); il++)
+        s->layer[il]->ops->retain(s->layer[il], pos, k, rw_kv_state_window_bytes(s->layer[il]) ? dense : lf);
 }
 
 /* ---- tokens ---- */
