@@ -1,12 +1,16 @@
-/* test_seq_window.c - sliding-window layers (gemma3, gpt-oss) hold only
- * their ring and the windows of their kept positions, and stay exact:
+/* test_seq_window.c - sliding-window layers (gemma3, gpt-oss) hold their
+ * ring, a dense span below it as far as the sequence's budget pays (every
+ * position in it restores by itself) and the windows of their kept
+ * positions, and stay exact:
  * a prompt fed in random chunk sizes, rewinds to points around every
  * window's start (before, at, inside, after it; in the ring, past it, at
  * a kept old window, at zero) then continued in random chunks, several
  * rewound sequences continued in one batch, and states saved and loaded
  * (then rewound again into the windows they hold) all give logits bitwise
  * equal to one plain pass. The memory held is checked against the ring's
- * bound. Seeded (RW_WIN_SEED). */
+ * bound and the budget's span; with the default budget (which holds these
+ * small models' whole KV) every position restores by itself. Seeded
+ * (RW_WIN_SEED). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,9 +57,14 @@ static bool extend(rw_model_seq *s, int64_t to, int64_t max_chunk, const char *w
 }
 
 static void count_block(void *ctx, const void *block, size_t bytes, bool kv) {
-    (void)block, (void)kv;
-    *(size_t *)ctx += bytes;
+    (void)block, (void)kv, (void)bytes;
+    ++*(size_t *)ctx;
 }
+
+/* Pages of the dense span below the ring the tests buy, and a mark
+ * outside span and ring (its window is kept first). */
+#define SPAN_PAGES 3
+#define MARK 300
 
 /* A target around one of the interesting points of a sequence of length L
  * with window W. */
@@ -103,32 +112,76 @@ static void run_model(const char *rel, uint64_t seed) {
     rw_model_seq_free(s);
     const int fails = rw_test_failures;
 
-    /* chunked prefill in random chunk sizes, then the memory held */
+    int n_slide = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const int P = hp->swa_pattern;
+        n_slide += P == 0 || il % P < P - 1;
+    }
+    const int n_full = hp->n_layer - n_slide;
+    const int64_t pages_full = (N + 63) / 64;
+
+    /* the default budget: every page held, every position restores by itself */
     CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s, &err) == RW_OK);
-    extend(s, N, 600, "chunked prefill");
+    extend(s, N, 600, "chunked prefill, default budget");
     {
-        int n_slide = 0;
-        for (int il = 0; il < hp->n_layer; il++) {
-            const int P = hp->swa_pattern;
-            n_slide += P == 0 || il % P < P - 1;
-        }
-        const int n_full = hp->n_layer - n_slide;
-        const size_t page = (size_t)64 * (size_t)hp->n_head_kv * (size_t)(hp->head_dim_k + hp->head_dim_v) * 4;
-        const int64_t pages_full = (N + 63) / 64;
-        /* ring: W + RING positions (pages straddling both ends), plus the old window at 1024 */
-        const int64_t pages_slide = (W + RING + 63) / 64 + 1 + (W + 63) / 64 + 1;
         size_t held = 0;
         rw_model_seq_each_block(s, count_block, &held);
-        const size_t bound = page * (size_t)(n_full * pages_full + n_slide * pages_slide);
-        const size_t full = page * (size_t)(hp->n_layer * pages_full);
-        CHECK_MSG(held <= bound && held < full, "%s: %zu bytes of pages held, ring bound %zu, full KV %zu", rel, held,
+        CHECK_MSG(held == (size_t)(hp->n_layer * pages_full), "%s: %zu pages held with the default budget, full KV %lld",
+                  rel, held, (long long)(hp->n_layer * pages_full));
+        for (int64_t n = 0; n <= N; n++) {
+            int64_t rep, rec;
+            CHECK(rw_model_seq_rewind_cost(s, n, &rep, &rec) == RW_OK);
+            if (rec) {
+                CHECK_MSG(false, "%s: default budget: a rewind to %lld recomputes %lld", rel, (long long)n,
+                          (long long)rec);
+                break;
+            }
+        }
+        for (int trial = 0; trial < 8 && rw_test_failures == fails; trial++) {
+            rw_model_seq *c = NULL;
+            CHECK(rw_model_seq_clone(s, &c, &err) == RW_OK);
+            CHECK(rw_model_seq_rewind(c, rint_(0, N), pool, &err) == RW_OK);
+            extend(c, N, rint_(1, 3) == 1 ? 1 : 300, "default budget: rewound, continued");
+            rw_model_seq_free(c);
+        }
+    }
+    rw_model_seq_free(s);
+
+    /* a budget of one mark's window and SPAN_PAGES pages of every sliding
+     * layer: the ring, the mark's window and a span of SPAN_PAGES pages
+     * below the ring; the old window at 1024 lies in the span */
+    CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s, &err) == RW_OK);
+    CHECK(rw_model_seq_mark(s, MARK, &err) == RW_OK);
+    const size_t page_bytes = rw_model_seq_checkpoint_bytes(s) / (size_t)(n_slide * ((W - 1 + 63) / 64 + 1));
+    rw_model_seq_set_checkpoint_budget(s, rw_model_seq_checkpoint_bytes(s) + (size_t)SPAN_PAGES * n_slide * page_bytes);
+    extend(s, N, 600, "chunked prefill");
+    {
+        /* ring: W + RING positions (pages straddling both ends), the span, the mark's window */
+        const int64_t pages_slide = (W + RING + 63) / 64 + 1 + SPAN_PAGES + (W + 63) / 64 + 1;
+        size_t held = 0;
+        rw_model_seq_each_block(s, count_block, &held);
+        const size_t bound = (size_t)(n_full * pages_full + n_slide * pages_slide);
+        const size_t full = (size_t)(hp->n_layer * pages_full);
+        CHECK_MSG(held <= bound && held < full, "%s: %zu pages held, ring and span bound %zu, full KV %zu", rel, held,
                   bound, full);
-        printf("%-28s %lld tokens: %zu bytes of KV pages (full KV: %zu)\n", rel, (long long)N, held, full);
+        printf("%-28s %lld tokens: %zu KV pages (full KV: %zu)\n", rel, (long long)N, held, full);
         int64_t rep, rec;
         CHECK(rw_model_seq_rewind_cost(s, OLD, &rep, &rec) == RW_OK);
         CHECK_MSG(rec == 0, "%s: the kept window at %d costs %lld to restore", rel, OLD, (long long)rec);
-        CHECK(rw_model_seq_rewind_cost(s, N - 256, &rep, &rec) == RW_OK);
-        CHECK_MSG(rec == 0, "%s: a rewind into the ring recomputes %lld", rel, (long long)rec);
+        CHECK(rw_model_seq_rewind_cost(s, MARK, &rep, &rec) == RW_OK);
+        CHECK_MSG(rec == 0, "%s: the mark at %d costs %lld to restore", rel, MARK, (long long)rec);
+        /* every position whose window starts in the span or the ring */
+        const int64_t lo = (N - RING + 1 - W) / 64 - SPAN_PAGES, from = lo * 64 + W - 1;
+        for (int64_t n = from; n <= N; n++) {
+            CHECK(rw_model_seq_rewind_cost(s, n, &rep, &rec) == RW_OK);
+            if (rec) {
+                CHECK_MSG(false, "%s: a rewind to %lld (span from %lld) recomputes %lld", rel, (long long)n,
+                          (long long)from, (long long)rec);
+                break;
+            }
+        }
+        CHECK(rw_model_seq_rewind_cost(s, from - 64, &rep, &rec) == RW_OK);
+        CHECK_MSG(rec > 0, "%s: below the span (%lld) nothing recomputed", rel, (long long)from - 64);
     }
 
     /* rewinds around every window's start, then continued; chained */
