@@ -94,6 +94,8 @@ static void free_layers(const rw_model *m, rw_layer_state **L) {
     free(L);
 }
 
+static size_t default_budget(const rw_model_seq *s);
+
 rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ctx, rw_model_seq **out,
                            rw_error *err) {
     *out = NULL;
@@ -104,12 +106,12 @@ rw_status rw_model_seq_new(const rw_model *m, rw_kv_type kv_type, int64_t max_ct
     s->m = (rw_model *)m; /* forward passes use the model's scratch: see model.h on reentrancy */
     s->kv_type = kv_type;
     s->max_ctx = max_ctx ? max_ctx : m->hp.n_ctx_train;
-    s->ckpt_budget = DEFAULT_CKPT_BUDGET;
     rw_status st = new_layers(m, kv_type, s->max_ctx, &s->layer, err);
     if (st) {
         free(s);
         return st;
     }
+    s->ckpt_budget = default_budget(s);
     atomic_fetch_add(&s->m->n_seqs, 1);
     *out = s;
     return RW_OK;
@@ -308,36 +310,56 @@ static int64_t ring_lo_page(int64_t L, int64_t w) {
  * every position in it restores without recomputation, so a prefix-cache
  * hit anywhere in it recomputes nothing), then on the old windows below
  * the span with what is left, newest first. Pages are counted once: the
- * span's and the ring's overlap nothing; a mark's window counts at its
- * bound (from above). A model with recurrent layers keeps its checkpoints
- * as before (dense checkpoints would cost a whole state each). */
+ * span's, the ring's and the windows inside them overlap nothing else; a
+ * window below the span counts at its bound (from above). A model with
+ * recurrent layers keeps its checkpoints as before (a dense grid of them
+ * would cost a whole state each). */
 static int plan_keep(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, int64_t *dense) {
     int k = retained(s, L, pos, cls, MAX_KEEP);
     int64_t w;
     const size_t pr = rec_bytes(s), pw = win_bytes(s), pp = win_page_bytes(s, &w);
+    const size_t B = s->ckpt_budget;
     *dense = L;
-    if (!pp || pr || s->no_ckpt) return apply_budget(pos, cls, k, L, pr, pw, s->ckpt_budget);
+    if (!pp || pr || s->no_ckpt) return apply_budget(pos, cls, k, L, pr, pw, B);
     int64_t old[MAX_KEEP];
     int n_old = 0, j = 0;
     for (int i = 0; i < k; i++)
         if (cls[i] == KEEP_OLD) old[n_old++] = pos[i];
         else pos[j] = pos[i], cls[j] = cls[i], j++;
-    k = apply_budget(pos, cls, j, L, 0, pw, s->ckpt_budget);
-    size_t used = 0;
-    for (int i = 0; i < k; i++) used += keep_cost(pos[i], L, 0, pw);
-    size_t left = s->ckpt_budget > used ? s->ckpt_budget - used : 0;
-    /* the span: as many pages below the ring as the budget pays for */
-    const int64_t lo = ring_lo_page(L, w), extra = (int64_t)(left / pp) < lo ? (int64_t)(left / pp) : lo;
-    left -= (size_t)extra * pp;
-    if (lo - extra <= 0) *dense = 0;
-    else if (lo - extra < lo) *dense = (lo - extra) * RW_KV_PAGE + w - 1; /* its window starts in page lo - extra */
+    k = apply_budget(pos, cls, j, L, 0, pw, B); /* the marks that fit without a span */
+    /* the longest span (e pages below the ring's lowest, lo) that fits with
+     * the marks whose windows start below it; the span's first position
+     * is the first whose window starts in its lowest page */
+    const int64_t lo = ring_lo_page(L, w);
+    int64_t best = 0;
+    size_t best_left = 0;
+    for (int64_t e = 0; e <= lo; e++) {
+        size_t cost = (size_t)e * pp;
+        for (int i = 0; i < k && cost <= B; i++)
+            if (pos[i] < L - RING_SPAN && (pos[i] + 1 - w) / RW_KV_PAGE < lo - e) cost += pw;
+        if (cost <= B) best = e, best_left = B - cost;
+        if ((size_t)e * pp > B) break;
+    }
+    if (lo - best <= 0) *dense = 0;
+    else if (best > 0) *dense = (lo - best) * RW_KV_PAGE + w - 1;
     else *dense = L - RING_SPAN > 0 ? L - RING_SPAN : 0;
     for (int i = n_old - 1; i >= 0; i--)
-        if (old[i] < *dense && keep_cost(old[i], L, 0, pw) <= left) {
-            left -= keep_cost(old[i], L, 0, pw);
+        if (old[i] < *dense && pw <= best_left) {
+            best_left -= pw;
             add_pos(pos, cls, &k, MAX_KEEP, old[i], KEEP_OLD);
         }
     return k;
+}
+
+/* The default budget: 256 MiB of checkpoints; a model whose only
+ * rewind-limited layers slide adds its whole dense span at max_ctx, so
+ * that every position of its sequences restores by itself (their memory is
+ * then the full KV's: see docs/cache-layer.md). */
+static size_t default_budget(const rw_model_seq *s) {
+    int64_t w;
+    const size_t pp = win_page_bytes(s, &w);
+    if (!pp || rec_bytes(s)) return DEFAULT_CKPT_BUDGET;
+    return DEFAULT_CKPT_BUDGET + (size_t)ring_lo_page(s->max_ctx, w) * pp;
 }
 
 size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ctx, int max_checkpoints) {
@@ -367,7 +389,7 @@ size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ct
         for (int i = 0; i < k; i++) want += keep_cost(pos[i], n_ctx, rec_bytes(s), win_bytes(s));
         const size_t pp = win_page_bytes(s, &w);
         if (pp && !rec_bytes(s)) want += (size_t)ring_lo_page(n_ctx, w) * pp; /* the dense span at its longest */
-        const size_t budget = max_checkpoints > 0 ? (size_t)max_checkpoints * per : DEFAULT_CKPT_BUDGET;
+        const size_t budget = max_checkpoints > 0 ? (size_t)max_checkpoints * per : default_budget(s);
         total += want < budget ? want : budget;
         total += (size_t)RECENT_SPAN * rw_model_seq_log_bytes_per_token(s);
     }

@@ -2,7 +2,8 @@
  * default running-state budget is made of: a sequence filled to n_ctx
  * positions (in passes of uneven sizes, with the default retention and with
  * a checkpoint count) holds at most the estimate, and the estimate is not
- * far above it (a dense, a hybrid DeltaNet and a short-conv model). */
+ * far above it (a dense, a hybrid DeltaNet, a short-conv and two
+ * sliding-window models). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,5 +54,9 @@ int main(void) {
     check_model("qwen35/qwen35-Q8_0.gguf", RW_KV_F16, n, 0);
     check_model("qwen35/qwen35-Q8_0.gguf", RW_KV_F32, n, 3);
     check_model("lfm2/lfm2-Q8_0.gguf", RW_KV_F16, n, 0);
+    /* sliding windows: the whole span by default, the ring and a bounded span with a count */
+    check_model("gemma3/gemma3-Q8_0.gguf", RW_KV_F16, n, 0);
+    check_model("gemma3/gemma3-Q8_0.gguf", RW_KV_F16, n, 2);
+    check_model("gpt-oss/gpt-oss-MXFP4_MOE.gguf", RW_KV_F32, n, 3);
     return rw_test_done();
 }
