@@ -141,7 +141,10 @@ void rw_model_mtp_costs(const rw_model *m, float *draft_cost, float *catch_up_co
 /* Retention of recurrent checkpoints and sliding-window layers' windows
  * (see models/seq.c for the policy): positions to always keep (message
  * boundaries), and the byte budget (a kept window outside the ring counts
- * at the bytes of its pages, cache/state.h rw_kv_state_window_bytes). */
+ * at the bytes of its pages, cache/state.h rw_kv_state_window_bytes; a
+ * sliding layer's dense span at one page per 64 positions). The default
+ * is 256 MiB; a model whose only rewind-limited layers slide adds its
+ * whole span, so that every position restores without recomputation. */
 rw_status rw_model_seq_mark(rw_model_seq *s, int64_t pos, rw_error *err);
 void rw_model_seq_set_checkpoint_budget(rw_model_seq *s, size_t bytes);
 /* The budget as a count: at most n checkpoints (n > 0; the fine ones stay

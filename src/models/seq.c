@@ -29,7 +29,9 @@
  * A sliding-window layer (cache/state.h) keeps the window of each kept
  * position instead of a checkpoint: those of the fine and recent ones lie
  * in its ring (RING_SPAN below the length, beside the live window), which
- * it holds in any case, so the budget counts only the others' windows.
+ * it holds in any case, so the budget counts only the others' windows;
+ * and below the ring a dense span of every page, where every position
+ * restores by itself (plan_keep; by default the whole sequence).
  * A rewind keeps what was retained below its target but cannot bring back
  * what the retention at a greater length dropped (a short pass after a long
  * rewind may lack the log just below where it started). A rewind further
