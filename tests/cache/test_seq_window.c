@@ -64,7 +64,7 @@ static void count_block(void *ctx, const void *block, size_t bytes, bool kv) {
 /* Pages of the dense span below the ring the tests buy, and a mark
  * outside span and ring (its window is kept first). */
 #define SPAN_PAGES 3
-#define MARK 300
+#define MARK       300
 
 /* A target around one of the interesting points of a sequence of length L
  * with window W. */
@@ -126,8 +126,9 @@ static void run_model(const char *rel, uint64_t seed) {
     {
         size_t held = 0;
         rw_model_seq_each_block(s, count_block, &held);
-        CHECK_MSG(held == (size_t)(hp->n_layer * pages_full), "%s: %zu pages held with the default budget, full KV %lld",
-                  rel, held, (long long)(hp->n_layer * pages_full));
+        CHECK_MSG(held == (size_t)(hp->n_layer * pages_full),
+                  "%s: %zu pages held with the default budget, full KV %lld", rel, held,
+                  (long long)(hp->n_layer * pages_full));
         for (int64_t n = 0; n <= N; n++) {
             int64_t rep, rec;
             CHECK(rw_model_seq_rewind_cost(s, n, &rep, &rec) == RW_OK);
