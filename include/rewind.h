@@ -501,6 +501,266 @@ RW_API rw_status rw_seq_rewind(rw_seq *s, int64_t n, rw_error *err);
 RW_API rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err);
 RW_API rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err);
 
+/* ==== building a server on the library ================================ *
+ *
+ * What `rewind serve` uses beyond the sections above, so that an embedder
+ * can do what the server does: the tokenizer and the chat template of a
+ * model as objects of their own (token pieces, BOS and FIM tokens, control
+ * tokens), the template's variables, grammars and JSON schemas, the
+ * reranker's prompt, the engine's settings and its slots, the log and the
+ * error calls for the embedder's own messages. Objects are opaque handles
+ * with functions; records are plain structs that a minor version never
+ * changes (docs/api.md, "Compatibility"), or lead with a size field. */
+
+/* printf-style checking of the format functions below where the compiler
+ * has it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define RW_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
+#else
+#define RW_PRINTF(fmt, first)
+#endif
+
+/* ---- errors and logs for the embedder's own code --------------------- */
+
+/* Fills err (when not NULL) with code and a printf-formatted one-line
+ * message (cut at 511 bytes); returns code, so a function of the embedder
+ * can `return rw_errorf(err, RW_ERR_INVALID_ARG, "bad %s", what);`. */
+RW_API rw_status rw_errorf(rw_error *err, rw_status code, const char *fmt, ...) RW_PRINTF(3, 4);
+/* A message through the hook of rw_log_set, as the library's own: nothing
+ * when no hook is set or level is above its max_level. */
+RW_API void rw_log(rw_log_level level, const char *fmt, ...) RW_PRINTF(2, 3);
+/* Whether a message of this level would reach the hook (to skip building a
+ * costly one). */
+RW_API bool rw_log_enabled(rw_log_level level);
+
+/* How many times, in this process, a mapped model file was found cut short
+ * under its mapping (a read past its new end, caught and turned into
+ * RW_ERR_IO of the request instead of a crash); for health checks. */
+RW_API uint64_t rw_mapped_file_fault_count(void);
+
+/* ---- the tokenizer --------------------------------------------------- */
+
+/* A model's vocabulary. Read-only and thread-safe; borrowed from its model
+ * (rw_model_tokenizer), valid while the model is open. */
+typedef struct rw_tokenizer rw_tokenizer;
+
+/* m's tokenizer (borrowed), or NULL for a model not from rw_model_open. */
+RW_API const rw_tokenizer *rw_model_tokenizer(const rw_model *m);
+
+RW_API int32_t rw_tokenizer_n_vocab(const rw_tokenizer *t);
+RW_API int32_t rw_tokenizer_bos(const rw_tokenizer *t); /* -1 if none */
+RW_API int32_t rw_tokenizer_eos(const rw_tokenizer *t); /* -1 if none */
+/* Whether the vocabulary asks for BOS at the start of a prompt. */
+RW_API bool rw_tokenizer_add_bos(const rw_tokenizer *t);
+/* True for tokens that end a generation (EOS, EOT, <|im_end|>, ...). */
+RW_API bool rw_tokenizer_is_eog(const rw_tokenizer *t, int32_t id);
+
+/* Fill-in-the-middle tokens by role (code infill). */
+typedef enum {
+    RW_FIM_PRE = 0, /* before the cursor */
+    RW_FIM_SUF = 1, /* after it */
+    RW_FIM_MID = 2, /* generate the middle */
+    RW_FIM_PAD = 3,
+    RW_FIM_REP = 4, /* a repository's name */
+    RW_FIM_SEP = 5, /* between files */
+    RW_FIM_COUNT
+} rw_fim_role;
+/* The token of a role: the file's tokenizer.ggml.fim_*_token_id (or the
+ * older prefix/suffix/middle keys), else the token whose text is the role's
+ * usual one (<|fim_prefix|>, <PRE>, ...); -1 when the vocabulary has none. */
+RW_API int32_t rw_tokenizer_fim(const rw_tokenizer *t, rw_fim_role role);
+
+/* The longest text of a token, in bytes: no token stands for more. */
+RW_API size_t rw_tokenizer_max_token_len(const rw_tokenizer *t);
+/* The offset of the first control token's text (<|im_start|>, ...) in
+ * s[0..n), or -1 when there is none (to refuse such text from users). */
+RW_API long rw_tokenizer_find_control(const rw_tokenizer *t, const char *s, size_t n);
+/* The bytes token id stands for (spaces restored, byte tokens as their
+ * byte; a control token's text only with render_special, else nothing),
+ * written to buf up to cap bytes (not NUL-terminated); returns the piece's
+ * full length (more than cap: retry with a larger buf). */
+RW_API size_t rw_token_to_piece(const rw_tokenizer *t, int32_t id, bool render_special, char *buf, size_t cap);
+
+/* As rw_model_tokenize and rw_model_detokenize, on a tokenizer. */
+RW_API rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                             int32_t **ids, size_t *n_ids, rw_error *err);
+RW_API rw_status rw_detokenize(const rw_tokenizer *t, const int32_t *ids, size_t n, bool render_special, char **out,
+                               size_t *out_len, rw_error *err);
+/* Tokenizes a rendered prompt as rw_tokenize with parse_special, except
+ * that no control token is cut out where its text overlaps one of the
+ * n_plain byte ranges [plain[2i], plain[2i+1]) (sorted, disjoint): the
+ * messages' contents, so what a user wrote stays text. Errors: as
+ * rw_tokenize. */
+RW_API rw_status rw_tokenize_guarded(const rw_tokenizer *t, const char *text, size_t len, bool add_special,
+                                     const size_t *plain, size_t n_plain, int32_t **ids, size_t *n_ids,
+                                     rw_error *err);
+
+/* ---- the chat template ----------------------------------------------- */
+
+/* A parsed chat template (Jinja). Read-only and thread-safe; borrowed from
+ * its model (rw_model_chat_template), valid while the model is open. */
+typedef struct rw_chat_template rw_chat_template;
+
+/* m's chat template (borrowed), or NULL for a model not from rw_model_open. */
+RW_API const rw_chat_template *rw_model_chat_template(const rw_model *m);
+/* The template's source as parsed (line ends made \n), *len bytes (len may
+ * be NULL); borrowed from t. */
+RW_API const char *rw_chat_template_source(const rw_chat_template *t, size_t *len);
+
+/* The variables a template is rendered with. Set size to sizeof, or start
+ * from rw_template_vars_default(): later versions add fields at the end,
+ * and a caller built against an older header passes its smaller size. */
+typedef struct {
+    size_t size;               /* sizeof(rw_template_vars) as the caller knows it */
+    const char *messages_json; /* a JSON array of message objects (required) */
+    const char *tools_json;    /* a JSON array, or NULL: `tools` is then undefined */
+    bool add_generation_prompt;
+    int enable_thinking;       /* 0 or 1, or -1 to leave the variable undefined */
+    const char *bos_token;     /* NULL: undefined */
+    const char *eos_token;     /* NULL: undefined */
+    const char *now;           /* "YYYY-MM-DDTHH:MM:SS" seen by strftime_now; NULL = the local time */
+    /* NULL, or a JSON object: each key becomes a template variable, set
+     * after the ones above (so it may set enable_thinking); messages and
+     * tools are not overridden (OpenAI requests' chat_template_kwargs). */
+    const char *extra_json;
+} rw_template_vars;
+
+/* size set, enable_thinking -1, add_generation_prompt true, the rest NULL. */
+RW_API rw_template_vars rw_template_vars_default(void);
+
+/* Renders t with v. *out is NUL-terminated, *out_len bytes (out_len may be
+ * NULL; caller: rw_free). Errors: RW_ERR_INVALID_ARG (no messages, JSON that
+ * does not parse, a size this library does not know), RW_ERR_TEMPLATE (the
+ * template fails: its raise_exception text, or where it went wrong). */
+RW_API rw_status rw_chat_template_apply(const rw_chat_template *t, const rw_template_vars *v, char **out,
+                                        size_t *out_len, rw_error *err);
+
+/* Whether a rendered prompt (len bytes) leaves a reasoning block open for
+ * the model: its last open marker has no close marker after it (open and
+ * close NULL: <think> and </think>), so the output starts as reasoning. */
+RW_API bool rw_chat_prompt_opens_reasoning(const char *prompt, size_t len, const char *open, const char *close);
+
+/* The prompt a yes/no reranker reads for one document: the file's rerank
+ * template tmpl ({query} and {document} replaced; see rw_engine_rerank),
+ * or for tmpl NULL Qwen3-Reranker's own with instruction (NULL: its
+ * default). *text is NUL-terminated, *len bytes (caller: rw_free);
+ * plain[2i], plain[2i+1] are the byte ranges of the query and the document
+ * in it (*n_ranges of them, sorted, at most RW_CHAT_RERANK_RANGES: plain
+ * has room for twice that), for rw_tokenize_guarded. Errors:
+ * RW_ERR_INVALID_ARG (NULL query or document, a template without
+ * {query} or {document}). */
+#define RW_CHAT_RERANK_RANGES 8
+RW_API rw_status rw_chat_rerank_prompt(const char *tmpl, const char *instruction, const char *query,
+                                       const char *document, char **text, size_t *len, size_t *plain,
+                                       size_t *n_ranges, rw_error *err);
+
+/* How a model writes tool calls in its output (the template tells; the
+ * names are those of `rewind serve --tool-format`). */
+typedef enum {
+    RW_TOOL_FMT_NONE = 0,
+    RW_TOOL_FMT_GENERIC = 1,
+    RW_TOOL_FMT_QWEN_XML = 2,
+    RW_TOOL_FMT_HERMES = 3,
+    RW_TOOL_FMT_LLAMA3 = 4,
+    RW_TOOL_FMT_GRANITE = 5,
+    RW_TOOL_FMT_HARMONY = 6, /* gpt-oss: channels and recipients */
+    RW_TOOL_FMT_DEEPSEEK = 7,
+    RW_TOOL_FMT_NEMOTRON = 8,
+    RW_TOOL_FMT_LFM2 = 9,
+    RW_TOOL_FMT_MISTRAL = 10,
+} rw_tool_format;
+#define RW_TOOL_FMT_LAST RW_TOOL_FMT_MISTRAL
+
+/* "none", "generic", "qwen-xml", "hermes", "llama3", "granite", "harmony",
+ * "deepseek", "nemotron", "lfm2", "mistral" (static); parse returns false
+ * for an unknown name (and leaves *out as it was). */
+RW_API const char *rw_tool_format_name(rw_tool_format f);
+RW_API bool rw_tool_format_parse(const char *name, rw_tool_format *out);
+
+/* ---- grammars and JSON schemas --------------------------------------- */
+
+/* Whether len bytes of GBNF (llama.cpp's syntax; the start rule root, NULL:
+ * "root") compile: what rw_gen_options.grammar would accept. Errors:
+ * RW_ERR_INVALID_ARG with "gbnf line L col C: why". */
+RW_API rw_status rw_grammar_check(const char *gbnf, size_t len, const char *root, rw_error *err);
+/* A JSON Schema's GBNF (the subset docs/structured-outputs.md lists), to
+ * compose a larger grammar: its start rule is named rule (NULL: "root";
+ * [a-zA-Z0-9-]+) and every helper rule "<rule>-...". max_ws bounds the
+ * whitespace between JSON tokens: 0 = the default (none, a space, or a
+ * newline and up to 20 spaces or tabs), < 0 = none (compact JSON), n > 0 =
+ * up to n bytes. *gbnf is NUL-terminated (caller: rw_free). Errors:
+ * RW_ERR_INVALID_ARG ("schema at /json/pointer: why"), RW_ERR_UNSUPPORTED
+ * (a keyword outside the subset). */
+RW_API rw_status rw_schema_to_gbnf(const char *schema, size_t len, const char *rule, int max_ws, char **gbnf,
+                                   rw_error *err);
+/* GBNF for any JSON object (OpenAI's response_format json_object), rule and
+ * max_ws as above. */
+RW_API rw_status rw_json_object_gbnf(const char *rule, int max_ws, char **gbnf, rw_error *err);
+
+/* ---- the engine's settings and slots --------------------------------- */
+
+/* The model an engine runs (borrowed). */
+RW_API rw_model *rw_engine_get_model(const rw_engine *e);
+
+/* The settings an engine runs with, as rw_engine_setting reads them (the
+ * values rw_engine_params gave it, after defaults). New keys are added at
+ * the end. */
+typedef enum {
+    RW_ENGINE_N_CTX = 0,           /* positions per sequence */
+    RW_ENGINE_MAX_RUNNING = 1,     /* sequences at once (its slots) */
+    RW_ENGINE_MAX_QUEUED = 2,      /* requests waiting beyond those */
+    RW_ENGINE_PREFILL_CHUNK = 3,   /* prompt tokens per step */
+    RW_ENGINE_CACHE_BYTES = 4,     /* the prefix cache's memory budget (0: off) */
+    RW_ENGINE_CACHE_DIR_BYTES = 5, /* its disk tier's budget (0: no disk tier) */
+    RW_ENGINE_MAX_STATE_BYTES = 6, /* running sequences' state before admission waits (0: no bound) */
+    RW_ENGINE_MAX_CHECKPOINTS = 7, /* hybrid models' checkpoints a sequence keeps (0: the default) */
+    RW_ENGINE_DRAFT_MAX = 8,       /* speculative decoding's most drafted tokens a step (0: none) */
+    RW_ENGINE_SETTING_COUNT
+} rw_engine_setting;
+/* The value of a setting; -1 for a key this library does not know or a
+ * NULL engine. */
+RW_API int64_t rw_engine_setting_get(const rw_engine *e, rw_engine_setting key);
+
+/* A slot is one of the max_running places a request runs in: a request
+ * admitted takes the lowest free one, and when it ends its sequence goes to
+ * the prefix cache, which the slot then "holds" (its tokens: a later
+ * request that shares them reuses their state). A fixed record: a minor
+ * version never changes it. */
+typedef struct {
+    bool busy;        /* a request runs in it */
+    uint64_t request; /* that request's id (busy), else 0 */
+    int64_t n_prompt; /* the prompt length of the request running there, or of the last one */
+    int64_t n_tokens; /* busy: tokens in its sequence at the last step's end; idle: tokens the slot holds */
+} rw_engine_slot;
+
+/* A snapshot of the slots: out[i] for each slot i < max_running (returns
+ * how many; out has room for rw_engine_setting_get(e,
+ * RW_ENGINE_MAX_RUNNING) of them); head (may be
+ * NULL) gets the first max_head tokens each slot holds (a busy one: its
+ * prompt's) at head[i * max_head], n_head[i] how many. */
+RW_API int rw_engine_slots(rw_engine *e, rw_engine_slot *out, int32_t *head, int max_head, int64_t *n_head);
+/* Writes the state slot holds to path (a state file as rw_seq_save's): the
+ * longest prefix of its tokens the prefix cache restores exactly;
+ * *n_saved: tokens written, *n_bytes: the file's size. Runs on the
+ * scheduler between steps; the caller waits. Errors: RW_ERR_RANGE (no such
+ * slot), RW_ERR_BUSY (a request runs in it), RW_ERR_NOT_FOUND (it holds
+ * nothing the cache still has), RW_ERR_IO, RW_ERR_UNSUPPORTED (a manual
+ * engine, or no prefix cache). */
+RW_API rw_status rw_engine_slot_save(rw_engine *e, int slot, const char *path, int64_t *n_saved, size_t *n_bytes,
+                                     rw_error *err);
+/* Loads a state file into the prefix cache; the slot then holds its tokens
+ * (*n_restored of them; *n_bytes: the file's size), and the next request
+ * whose prompt shares them starts from that state, its output bitwise what
+ * it is without. Errors: RW_ERR_FORMAT (corrupt, or longer than n_ctx),
+ * RW_ERR_INVALID_ARG (another model's or KV type's), RW_ERR_IO (missing),
+ * each changing nothing; others as rw_engine_slot_save's. */
+RW_API rw_status rw_engine_slot_restore(rw_engine *e, int slot, const char *path, int64_t *n_restored,
+                                        size_t *n_bytes, rw_error *err);
+/* The slot forgets what it holds (*n_erased tokens); the prefix cache's
+ * entries, shared by every slot, leave by its own eviction. Errors:
+ * RW_ERR_RANGE, RW_ERR_BUSY. */
+RW_API rw_status rw_engine_slot_erase(rw_engine *e, int slot, int64_t *n_erased, rw_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -80,20 +80,7 @@
 
 #include "base/status.h"
 
-typedef enum {
-    RW_TOOL_FMT_NONE = 0,
-    RW_TOOL_FMT_GENERIC,
-    RW_TOOL_FMT_QWEN_XML,
-    RW_TOOL_FMT_HERMES,
-    RW_TOOL_FMT_LLAMA3,
-    RW_TOOL_FMT_GRANITE,
-    RW_TOOL_FMT_HARMONY, /* gpt-oss: channels and recipients (chat/harmony.c) */
-    RW_TOOL_FMT_DEEPSEEK,
-    RW_TOOL_FMT_NEMOTRON,
-    RW_TOOL_FMT_LFM2,
-    RW_TOOL_FMT_MISTRAL,
-} rw_tool_format;
-#define RW_TOOL_FMT_LAST RW_TOOL_FMT_MISTRAL
+/* rw_tool_format (and RW_TOOL_FMT_LAST) is public: include/rewind.h. */
 
 /* DeepSeek's call markers (<｜tool▁calls▁begin｜> ...), as UTF-8 */
 #define RW_CHAT_DS_CALLS_BEGIN "<\uff5ctool\u2581calls\u2581begin\uff5c>"

@@ -273,12 +273,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id);
  * cache, so the next request whose prompt shares its tokens starts from it,
  * with the output bitwise what it is without it. */
 
-typedef struct {
-    bool busy;        /* a request runs in it */
-    uint64_t request; /* that request's id (busy), else 0 */
-    int64_t n_prompt; /* the prompt length of the request running there, or of the last one */
-    int64_t n_tokens; /* busy: tokens in its sequence at the last step's end; idle: tokens the slot holds */
-} rw_engine_slot;
+/* rw_engine_slot is public (include/rewind.h). */
 
 /* A snapshot of the slots: out[i] for slot i < max_running (returned);
  * head (may be NULL) gets the first max_head tokens each slot holds (a busy

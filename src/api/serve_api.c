@@ -1,0 +1,94 @@
+/* serve_api.c - the public calls a server built on the library needs beyond
+ * the basic ones (include/rewind.h, "building a server on the library"):
+ * the model's tokenizer and template as handles, the template's variables,
+ * grammar and schema compilation with plain arguments, and the engine's
+ * settings by key. Each is a thin wrapper where the internal signature takes
+ * a struct whose layout is not published; the functions whose internal
+ * signature is fit to publish are declared in the header as they are. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "grammar/grammar.h"
+
+const rw_tokenizer *rw_model_tokenizer(const rw_model *m) {
+    const rw_api__bundle *b = m ? rw_model_api_data(m) : NULL;
+    return b ? b->tok : NULL;
+}
+
+const rw_chat_template *rw_model_chat_template(const rw_model *m) {
+    const rw_api__bundle *b = m ? rw_model_api_data(m) : NULL;
+    return b ? b->tmpl : NULL;
+}
+
+rw_template_vars rw_template_vars_default(void) {
+    return (rw_template_vars){.size = sizeof(rw_template_vars), .add_generation_prompt = true, .enable_thinking = -1};
+}
+
+/* The size a caller built against this header or an older one passes: the
+ * first version had every field up to extra_json. */
+#define VARS_SIZE_V1 (offsetof(rw_template_vars, extra_json) + sizeof(const char *))
+
+rw_status rw_chat_template_apply(const rw_chat_template *t, const rw_template_vars *v, char **out, size_t *out_len,
+                                 rw_error *err) {
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!t || !v || !out)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_template_apply: NULL template, vars or out");
+    if (v->size < VARS_SIZE_V1 || v->size > sizeof(rw_template_vars))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_template_apply: vars.size %zu is not one this library knows",
+                         v->size);
+    if (!v->messages_json) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_template_apply: no messages_json");
+    const rw_chat_render_opts o = {.messages_json = v->messages_json,
+                                   .tools_json = v->tools_json,
+                                   .add_generation_prompt = v->add_generation_prompt,
+                                   .enable_thinking = v->enable_thinking,
+                                   .bos_token = v->bos_token,
+                                   .eos_token = v->eos_token,
+                                   .now = v->now,
+                                   .extra_json = v->extra_json};
+    size_t len = 0;
+    rw_status st = rw_chat_template_render(t, &o, out, &len, err);
+    if (out_len) *out_len = st ? 0 : len;
+    return st;
+}
+
+rw_status rw_grammar_check(const char *gbnf, size_t len, const char *root, rw_error *err) {
+    if (!gbnf) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_grammar_check: NULL grammar");
+    rw_grammar *g = NULL;
+    rw_status st = rw_grammar_compile(gbnf, len, root, &g, err);
+    rw_grammar_free(g);
+    return st;
+}
+
+rw_status rw_schema_to_gbnf(const char *schema, size_t len, const char *rule, int max_ws, char **gbnf, rw_error *err) {
+    if (gbnf) *gbnf = NULL;
+    if (!schema || !gbnf) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_schema_to_gbnf: NULL schema or gbnf");
+    const rw_schema_opts o = {.name = rule, .max_ws = max_ws};
+    return rw_grammar_schema_to_gbnf(schema, len, &o, gbnf, err);
+}
+
+rw_status rw_json_object_gbnf(const char *rule, int max_ws, char **gbnf, rw_error *err) {
+    if (gbnf) *gbnf = NULL;
+    if (!gbnf) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_json_object_gbnf: NULL gbnf");
+    const rw_schema_opts o = {.name = rule, .max_ws = max_ws};
+    return rw_grammar_json_object_gbnf(&o, gbnf, err);
+}
+
+int64_t rw_engine_setting_get(const rw_engine *e, rw_engine_setting key) {
+    if (!e) return -1;
+    const rw_engine_config *c = rw_engine_get_config(e);
+    switch (key) {
+    case RW_ENGINE_N_CTX: return c->n_ctx;
+    case RW_ENGINE_MAX_RUNNING: return c->max_running;
+    case RW_ENGINE_MAX_QUEUED: return c->max_queued;
+    case RW_ENGINE_PREFILL_CHUNK: return c->prefill_chunk;
+    case RW_ENGINE_CACHE_BYTES: return (int64_t)c->cache_bytes;
+    case RW_ENGINE_CACHE_DIR_BYTES: return c->cache_dir ? (int64_t)c->cache_dir_bytes : 0;
+    case RW_ENGINE_MAX_STATE_BYTES: return (int64_t)c->max_state_bytes;
+    case RW_ENGINE_MAX_CHECKPOINTS: return c->max_checkpoints;
+    case RW_ENGINE_DRAFT_MAX: return c->draft || c->spec_sources ? (c->draft_max ? c->draft_max : 4) : 0;
+    case RW_ENGINE_SETTING_COUNT: break;
+    }
+    return -1;
+}
