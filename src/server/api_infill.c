@@ -398,7 +398,7 @@ static bool infill_prompt(srv_model *m, json_t *o, tok_list *out, bool *truncate
     if (ok) {
         /* room for the code: the context less what the answer may take (n_predict, else a quarter of the
          * context), the four fixed tokens and the prompt */
-        const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+        const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
         json_t *np = json_object_get(o, "n_predict"), *mt = json_object_get(o, "max_tokens");
         int64_t answer = json_is_integer(mt) && json_integer_value(mt) > 0   ? json_integer_value(mt)
                          : json_is_integer(np) && json_integer_value(np) > 0 ? json_integer_value(np)

@@ -212,7 +212,7 @@ void rw_server__job_free(srv_job *j) {
         pthread_mutex_lock(&j->mu);
         bool running = c->submitted && !c->done;
         pthread_mutex_unlock(&j->mu);
-        if (running) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this returns */
+        if (running) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this returns */
         free(c->text);
         free(c->toks);
         free(c->lps);
@@ -350,7 +350,7 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
  * adds the close marker to its output and submits prompt + output + close,
  * with what is left of max_tokens (connection thread). */
 static void continue_choice(srv_job *j, srv_choice *c) {
-    if (c->submitted) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this */
+    if (c->submitted) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
     if (j->chat && j->parse.max_calls) watch_calls(j, c, j->close_text, j->close_len);
@@ -412,7 +412,7 @@ static void stop_after_calls(srv_job *j) {
         bool stop = c->calls_stop && !c->done && !c->over_budget;
         pthread_mutex_unlock(&j->mu);
         if (!stop) continue;
-        if (c->submitted) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this */
+        if (c->submitted) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this */
         pthread_mutex_lock(&j->mu);
         c->done = true;
         c->finish = RW_FINISH_STOP;

@@ -137,6 +137,19 @@ static void builtin_tools(json_t *tools, json_t *kwargs) {
     json_decref(list);
 }
 
+rw_template_vars rw_server__template_vars(const rw_chat_render_opts *o) {
+    rw_template_vars v = rw_template_vars_default();
+    v.messages_json = o->messages_json;
+    v.tools_json = o->tools_json;
+    v.add_generation_prompt = o->add_generation_prompt;
+    v.enable_thinking = o->enable_thinking;
+    v.bos_token = o->bos_token;
+    v.eos_token = o->eos_token;
+    v.now = o->now;
+    v.extra_json = o->extra_json;
+    return v;
+}
+
 bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
     rw_server *s = m->srv;
     json_t *msgs = json_object_get(o, "messages");
@@ -203,7 +216,7 @@ bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *
     /* sizes before any rendering: a token stands for at most max_token_len
      * bytes, so contents beyond n_ctx of them cannot fit (each render and
      * tokenization of a huge conversation costs seconds) */
-    const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+    const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
     const size_t max_tok = rw_tokenizer_max_token_len(m->tok);
     size_t content_bytes = 0, i;
     json_t *msg;
@@ -216,7 +229,8 @@ bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *
             (long long)n_ctx, content_bytes, content_bytes / max_tok);
         goto done;
     }
-    if ((st = rw_chat_template_render(m->tmpl, &prep.ro, &text, &len, &err))) {
+    const rw_template_vars vars = rw_server__template_vars(&prep.ro);
+    if ((st = rw_chat_template_apply(m->tmpl, &vars, &text, &len, &err))) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         goto done;
     }

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "grammar/grammar.h"
 #include "server/api_int.h"
 
 #define MAX_STOP 16
@@ -110,7 +109,7 @@ static void warn_unknown(rw_server *s, const char *key) {
 static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error *e) {
     char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
     rw_error err = {0};
-    rw_status st = text ? rw_grammar_schema_to_gbnf(text, strlen(text), NULL, out, &err)
+    rw_status st = text ? rw_schema_to_gbnf(text, strlen(text), NULL, 0, out, &err)
                         : rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     free(text);
     if (st) rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
@@ -133,7 +132,7 @@ static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
         const char *type = json_is_string(t) ? json_string_value(t) : "";
         if (!strcmp(type, "json_object")) {
             rw_error err = {0};
-            if (rw_grammar_json_object_gbnf(NULL, &r->grammar, &err))
+            if (rw_json_object_gbnf(NULL, 0, &r->grammar, &err))
                 return bad(e, "response_format", "%s", err.msg);
             n++;
             param = "response_format";
@@ -170,13 +169,11 @@ static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
         param = "grammar";
     }
     if (!r->grammar) return true;
-    rw_grammar *g = NULL;
     rw_error err = {0};
-    if (rw_grammar_compile(r->grammar, strlen(r->grammar), NULL, &g, &err)) {
+    if (rw_grammar_check(r->grammar, strlen(r->grammar), NULL, &err)) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
         return false;
     }
-    rw_grammar_free(g);
     r->gp.grammar = r->grammar;
     return true;
 }
@@ -306,7 +303,7 @@ static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_er
 
     if (!(chat ? rw_server__chat_prompt(m, o, r, e) : rw_server__completion_prompt(m, o, r, json_is_true(echo), e)))
         return false;
-    const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+    const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
     if (has_max || has_max2) g->max_tokens = max_tokens;
     else g->max_tokens = n_ctx - r->n_prompt; /* as much as the context holds */
     if (r->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 1) > n_ctx) {

@@ -239,6 +239,10 @@ typedef struct {
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
 } srv_tok_lp;
 
+/* The public template variables (include/rewind.h) of the render options
+ * rw_chat_prepare made (prompt.c). */
+rw_template_vars rw_server__template_vars(const rw_chat_render_opts *o);
+
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
 void rw_server__request_free(srv_request *r);
