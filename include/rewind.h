@@ -761,6 +761,117 @@ RW_API rw_status rw_engine_slot_restore(rw_engine *e, int slot, const char *path
  * RW_ERR_RANGE, RW_ERR_BUSY. */
 RW_API rw_status rw_engine_slot_erase(rw_engine *e, int slot, int64_t *n_erased, rw_error *err);
 
+/* ---- token-level requests -------------------------------------------- */
+
+/* What the engine does for the server's completions: prompt token ids in;
+ * out, events with the new tokens' ids and text, their log-probabilities
+ * and alternatives; every sampling setting, logit bias, a grammar that may
+ * start after a reasoning block, and restore points at message boundaries
+ * for the prefix cache. */
+
+/* A token's log-probability (natural log, of the model's distribution:
+ * log-softmax of its logits, before bias, penalties and filters; under a
+ * grammar, renormalised over the tokens it allows). */
+typedef struct {
+    int32_t token;
+    float logprob;
+} rw_token_logprob;
+#define RW_MAX_TOP_LOGPROBS 20
+
+/* A logit bias: added to the token's logit before sampling (-INFINITY bans
+ * the token). */
+typedef struct {
+    int32_t token;
+    float bias;
+} rw_logit_bias;
+
+/* A token-level request. Set size to sizeof, or start from
+ * rw_request_params_default(): fields are only ever added at the end, and a
+ * caller built against an older header passes its smaller size (the fields
+ * it does not know keep their defaults). Strings and arrays are copied at
+ * submission. */
+typedef struct {
+    size_t size; /* sizeof(rw_request_params) as the caller knows it */
+    /* sampling, as rw_sampling, and: */
+    float temperature;       /* <= 0: greedy (ties to the lowest id) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    float repeat_penalty;    /* 1: off */
+    int32_t penalty_last_n;  /* the penalties count the last n tokens (0: every generated one) */
+    int32_t min_keep;        /* top-p and min-p keep at least this many (0 or 1: one) */
+    uint64_t seed;           /* the request's own generator */
+    const rw_logit_bias *logit_bias; /* n_logit_bias of them, or NULL */
+    int32_t n_logit_bias;
+    /* stopping */
+    int64_t max_tokens;      /* >= 1; prompt + max_tokens <= the engine's n_ctx */
+    const char *const *stop; /* n_stop non-empty stop strings (cut from the output), or NULL */
+    int n_stop;
+    bool ignore_eos;         /* keep going past end-of-generation tokens */
+    /* n_marks prompt positions to keep exact restore points at (chat
+     * message boundaries: the prefix cache can then reuse a conversation up
+     * to any of them), or NULL */
+    const int64_t *marks;
+    int n_marks;
+    /* -1: none; 0..RW_MAX_TOP_LOGPROBS: each token's log-probability and
+     * that many alternatives in the events */
+    int n_logprobs;
+    /* A GBNF grammar the output must match (NULL: free text); tokens that
+     * would break it are masked before sampling. grammar_root: its start
+     * rule (NULL: "root"); grammar_after: a text after which it holds (a
+     * reasoning block's close, "</think>"), NULL: from the first token. */
+    const char *grammar;
+    const char *grammar_root;
+    const char *grammar_after;
+    /* control tokens in the output's text as their text (a format whose
+     * markers are control tokens, as gpt-oss's <|channel|>), else dropped */
+    bool render_special;
+} rw_request_params;
+
+/* Greedy, every filter off, 256 tokens, no logprobs, size set. */
+RW_API rw_request_params rw_request_params_default(void);
+
+/* An event of a token-level request: the tokens generated since the last
+ * one and their text, and at the end (done) the totals. Pointers are valid
+ * during the callback only. size is sizeof(rw_token_event) as the library
+ * fills it: a later version may add fields at the end, never change these. */
+typedef struct {
+    size_t size;
+    const char *text;       /* new text: complete UTF-8, stop strings cut (not NUL-terminated) */
+    size_t text_len;
+    const int32_t *tokens;  /* tokens generated since the last event */
+    int n_tokens;
+    /* with n_logprobs >= 0: logprobs[i] for tokens[i], and top[i * n_top
+     * ...] its n_top most likely alternatives */
+    const float *logprobs;
+    const rw_token_logprob *top;
+    int n_top;
+    bool done;
+    rw_done_reason finish;  /* when done */
+    int64_t prompt_tokens;
+    int64_t cached_tokens;      /* prompt tokens whose state came from the prefix cache */
+    int64_t cached_tokens_disk; /* of those, from its disk tier */
+    int64_t completion_tokens;
+    const char *error;      /* finish RW_DONE_ERROR: why, one line */
+} rw_token_event;
+
+/* Runs on the engine's scheduler thread (in rw_engine_step for a manual
+ * engine): be quick; it may call rw_engine_cancel for other requests but
+ * must not wait for the engine. */
+typedef void (*rw_token_event_fn)(void *user, const rw_token_event *ev);
+
+/* Queues a request for n prompt token ids (copied). *id (may be NULL) names
+ * it for rw_engine_cancel. Every request not cancelled gets exactly one
+ * event with done; a failed submission gets none. Errors: RW_ERR_CONTEXT
+ * (n + max_tokens > n_ctx; the message has the numbers), RW_ERR_INVALID_ARG
+ * (an id outside the vocabulary, a setting out of range, a size this
+ * library does not know, a grammar that does not compile), RW_ERR_BUSY
+ * (the queue is full), RW_ERR_IO (the model file was truncated on disk). */
+RW_API rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *p,
+                                         rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err);
+
 #ifdef __cplusplus
 }
 #endif

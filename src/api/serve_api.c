@@ -92,3 +92,47 @@ int64_t rw_engine_setting_get(const rw_engine *e, rw_engine_setting key) {
     }
     return -1;
 }
+
+rw_request_params rw_request_params_default(void) {
+    return (rw_request_params){
+        .size = sizeof(rw_request_params), .top_p = 1.0f, .repeat_penalty = 1.0f, .max_tokens = 256, .n_logprobs = -1};
+}
+
+/* The size of the first rw_request_params: every field up to render_special. */
+#define REQUEST_SIZE_V1 (offsetof(rw_request_params, render_special) + sizeof(bool))
+
+rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *p,
+                                  rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err) {
+    if (id) *id = 0;
+    if (!e || !p || !cb)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_submit_tokens: NULL engine, params or callback");
+    if (p->size < REQUEST_SIZE_V1 || p->size > sizeof(rw_request_params))
+        return rw_errorf(err, RW_ERR_INVALID_ARG,
+                         "rw_engine_submit_tokens: params.size %zu is not one this library knows", p->size);
+    rw_gen_params g = {.sampling = rw_sampler_params_default()};
+    g.sampling.temperature = p->temperature;
+    g.sampling.top_k = p->top_k;
+    g.sampling.top_p = p->top_p;
+    g.sampling.min_p = p->min_p;
+    g.sampling.presence_penalty = p->presence_penalty;
+    g.sampling.frequency_penalty = p->frequency_penalty;
+    g.sampling.repeat_penalty = p->repeat_penalty;
+    g.sampling.penalty_last_n = p->penalty_last_n;
+    g.sampling.min_keep = p->min_keep;
+    g.sampling.seed = p->seed;
+    g.sampling.logit_bias = p->logit_bias;
+    g.sampling.n_logit_bias = p->n_logit_bias;
+    g.max_tokens = p->max_tokens;
+    g.stop = p->stop;
+    g.n_stop = p->n_stop;
+    g.ignore_eos = p->ignore_eos;
+    g.marks = p->marks;
+    g.n_marks = p->n_marks;
+    g.n_logprobs = p->n_logprobs;
+    g.grammar = p->grammar;
+    g.grammar_root = p->grammar_root;
+    g.grammar_after = p->grammar_after;
+    g.render_special = p->render_special;
+    /* rw_gen_event is rw_token_event: the callback goes to the engine as it is */
+    return rw_engine_submit(e, ids, n, &g, cb, user, id, err);
+}

@@ -467,7 +467,7 @@ rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len) {
     j->api_fill = infill_fill;
     srv_choice *ch = &j->choice[0];
     rw_error err = {0};
-    if (rw_engine_submit(m->engine, r.prompt, r.n_prompt, &r.gp, on_event, ch, &ch->engine_id, &err)) {
+    if (rw_server__submit(m->engine, r.prompt, r.n_prompt, &r.gp, on_event, ch, &ch->engine_id, &err)) {
         rw_server__job_free(j);
         if (err.code == RW_ERR_BUSY)
             rw_server__errorf(&e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err.msg);

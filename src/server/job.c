@@ -197,7 +197,8 @@ rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err)
             if (gp.max_tokens < 1) gp.max_tokens = 1;
             gp.grammar_after = NULL; /* the prompt ends with the close: the grammar holds at once */
         }
-        rw_status st = rw_engine_submit(j->model->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
+        rw_status st =
+            rw_server__submit(j->model->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
         free(closed);
         if (st) return st; /* rw_server__job_free cancels the ones already in */
         c->submitted = true;
@@ -372,7 +373,7 @@ static void continue_choice(srv_job *j, srv_choice *c) {
     rw_status st = RW_OK;
     if (!prompt) st = rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     else if (gp.max_tokens > 0)
-        st = rw_engine_submit(j->model->engine, prompt, n, &gp, rw_server__job_on_event, c, &c->engine_id, &err);
+        st = rw_server__submit(j->model->engine, prompt, n, &gp, rw_server__job_on_event, c, &c->engine_id, &err);
     free(prompt);
     pthread_mutex_lock(&j->mu);
     if (st || gp.max_tokens <= 0) { /* no room left (or it failed): the choice ends here */

@@ -361,10 +361,11 @@ static char *props_json(const srv_model *m) {
     const char *src = rw_chat_template_source(m->tmpl, &n);
     json_t *o =
         json_pack("{s:{s:I,s:{}},s:i,s:s,s:s%,s:{s:b,s:b},s:s?,s:s?,s:s,s:s,s:{s:b,s:b,s:b,s:b,s:b}}",
-                  "default_generation_settings", "n_ctx", (json_int_t)rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX), "params",
-                  "total_slots", (int)rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING), "model_alias", m->id, "chat_template", src, n, "modalities", "vision", 0, "audio", 0,
-                  "bos_token", m->bos, "eos_token", m->eos, "tool_format", rw_tool_format_name(m->tool_fmt),
-                  "reasoning_format", s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
+                  "default_generation_settings", "n_ctx", (json_int_t)rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX),
+                  "params", "total_slots", (int)rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING), "model_alias",
+                  m->id, "chat_template", src, n, "modalities", "vision", 0, "audio", 0, "bos_token", m->bos,
+                  "eos_token", m->eos, "tool_format", rw_tool_format_name(m->tool_fmt), "reasoning_format",
+                  s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
                   "supports_system_role", m->caps.system_role, "supports_tool_calls", m->caps.tool_calls,
                   "supports_parallel_tool_calls", m->caps.parallel_calls, "supports_tool_responses",
                   m->caps.tool_results, "supports_thinking", m->caps.has_think);

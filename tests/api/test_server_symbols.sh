@@ -24,9 +24,8 @@ ALLOW=(
   rw_chat_output_set_cut rw_chat_output_calls_done rw_chat_output_parse rw_chat_parsed_free
   # prompt preparation (chat/history.h): tools, caps and normalized messages
   rw_chat_prepare rw_chat_prepared_free rw_chat_render_messages rw_chat_template_caps
-  # token-level requests with ids, logprobs and constraints (engine.h's
-  # rw_gen_params, rw_gen_event) and embedding requests with callbacks
-  rw_engine_submit rw_sampler_params_default rw_engine_submit_embed
+  # embedding requests with a callback (rw_embed_params, rw_embed_event)
+  rw_engine_submit_embed
   # the engine's full statistics (prefix cache, disk tier, histograms)
   rw_engine_get_stats rw_pcache_reason_name
 )
