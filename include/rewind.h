@@ -872,6 +872,112 @@ typedef void (*rw_token_event_fn)(void *user, const rw_token_event *ev);
 RW_API rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *p,
                                          rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err);
 
+/* ---- chat output: tool calls and reasoning --------------------------- */
+
+/* A parser of one generated chat message, streaming: feed it the text as it
+ * comes and it says what is content, what is reasoning (a think block) and
+ * which tool calls the model wrote, in the model's own format
+ * (rw_tool_format), holding back only what might still be a marker. */
+
+typedef enum {
+    RW_REASONING_NONE = 0,     /* think blocks stay in the content */
+    RW_REASONING_DEEPSEEK = 1, /* think blocks become reasoning (llama-server's "deepseek") */
+} rw_reasoning_format;
+
+/* What an event is; later versions may add kinds (ignore unknown ones). */
+typedef enum {
+    RW_CHAT_EV_CONTENT = 0,    /* text, len: a piece of the content */
+    RW_CHAT_EV_REASONING = 1,  /* text, len: a piece of the reasoning */
+    RW_CHAT_EV_CALL_BEGIN = 2, /* index, id, name: a tool call starts (name complete) */
+    RW_CHAT_EV_CALL_ARGS = 3,  /* index, text, len: a piece of its arguments (a JSON object's text, in order) */
+    RW_CHAT_EV_CALL_END = 4,   /* index: its arguments are complete */
+} rw_chat_event_kind;
+
+/* A fixed record: a minor version never changes it. */
+typedef struct {
+    rw_chat_event_kind kind;
+    const char *text; /* not NUL-terminated; valid during the callback only */
+    size_t len;
+    int index;        /* calls: 0, 1, ... within this output */
+    const char *id;   /* CALL_BEGIN: NUL-terminated, valid during the callback */
+    const char *name; /* CALL_BEGIN: NUL-terminated, valid during the callback */
+} rw_chat_event;
+
+/* Called for each event, in order. A status other than RW_OK stops the
+ * parser: feed / finish return it (the parser must then only be freed). */
+typedef rw_status (*rw_chat_event_fn)(void *user, const rw_chat_event *ev);
+
+typedef struct rw_chat_output rw_chat_output;
+
+/* A parser's settings. Set size to sizeof, or start from
+ * rw_chat_output_params_default(): fields are only added at the end. */
+typedef struct {
+    size_t size; /* sizeof(rw_chat_output_params) as the caller knows it */
+    rw_tool_format tool_format;
+    rw_reasoning_format reasoning;
+    const char *think_open, *think_close; /* NULL: "<think>", "</think>" (copied) */
+    bool in_reasoning;      /* the prompt opened the think block (rw_chat_prompt_opens_reasoning) */
+    const char *tools_json; /* the request's tools (an OpenAI JSON array), or NULL: qwen-xml converts
+                               parameter values by their schemas (copied) */
+    const char *id_prefix;  /* tool call ids: id_prefix + 24 hex digits; NULL: "call_" (copied) */
+    uint64_t id_seed;       /* the ids' random part comes from this (fresh randomness, or a constant
+                               for reproducible ids) */
+    bool stream_args;       /* a call's arguments as they come (CALL_ARGS pieces), else in one piece */
+    bool cut;               /* the token limit cut the output (as rw_chat_output_set_cut) */
+    int max_calls;          /* > 0: calls after this many are dropped, and all text after the last one
+                               (OpenAI's parallel_tool_calls false: max_calls 1) */
+} rw_chat_output_params;
+
+/* size set, RW_TOOL_FMT_NONE, RW_REASONING_DEEPSEEK, the rest 0 / NULL. */
+RW_API rw_chat_output_params rw_chat_output_params_default(void);
+
+/* A parser for one generated message (caller: rw_chat_output_free).
+ * Errors: RW_ERR_INVALID_ARG (a size this library does not know, an unknown
+ * format, tools_json that does not parse). */
+RW_API rw_status rw_chat_output_open(const rw_chat_output_params *p, rw_chat_output **out, rw_error *err);
+RW_API void rw_chat_output_free(rw_chat_output *p); /* NULL is fine */
+/* Feeds the next piece of generated text; events for what is now certain go
+ * to fn. Errors: the callback's status, RW_ERR_NOMEM. */
+RW_API rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, rw_chat_event_fn fn, void *user,
+                                     rw_error *err);
+/* The generation ended: text held back is resolved (an unfinished call or
+ * marker becomes content, an unclosed think block stays reasoning). Feed
+ * no more after this. */
+RW_API rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err);
+/* The token limit cut the generation (call before finish): a call left
+ * incomplete and a trailing piece of call markup are then dropped instead
+ * of given back as content; a streamed call already begun is closed. */
+RW_API void rw_chat_output_set_cut(rw_chat_output *p, bool cut);
+/* Calls complete so far (finish_reason "tool_calls"). */
+RW_API int rw_chat_output_n_calls(const rw_chat_output *p);
+/* With max_calls: that many calls are complete, so nothing more the model
+ * writes will be sent (the generation can stop). */
+RW_API bool rw_chat_output_calls_done(const rw_chat_output *p);
+/* Whether the think block is open now (reasoning is being generated). */
+RW_API bool rw_chat_output_in_reasoning(const rw_chat_output *p);
+
+/* A whole message parsed at once (fixed records). */
+typedef struct {
+    char *id, *name;
+    char *arguments; /* a JSON object's text (compact) */
+} rw_chat_tool_call;
+
+typedef struct {
+    char *content; /* NUL-terminated, "" when none */
+    size_t content_len;
+    char *reasoning; /* NULL when there was no reasoning */
+    size_t reasoning_len;
+    rw_chat_tool_call *calls;
+    int n_calls;
+} rw_chat_parsed;
+
+/* The whole generated text at once: what the events of feed + finish
+ * give, gathered. The caller frees *out with rw_chat_parsed_free (on
+ * failure *out is zeroed). Errors: as rw_chat_output_open. */
+RW_API rw_status rw_chat_output_parse_all(const rw_chat_output_params *p, const char *text, size_t len,
+                                          rw_chat_parsed *out, rw_error *err);
+RW_API void rw_chat_parsed_free(rw_chat_parsed *m); /* NULL is fine */
+
 #ifdef __cplusplus
 }
 #endif

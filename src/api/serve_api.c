@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api/api_int.h"
+#include "chat/output.h"
 #include "grammar/grammar.h"
 
 const rw_tokenizer *rw_model_tokenizer(const rw_model *m) {
@@ -135,4 +136,48 @@ rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, c
     g.render_special = p->render_special;
     /* rw_gen_event is rw_token_event: the callback goes to the engine as it is */
     return rw_engine_submit(e, ids, n, &g, cb, user, id, err);
+}
+
+rw_chat_output_params rw_chat_output_params_default(void) {
+    return (rw_chat_output_params){.size = sizeof(rw_chat_output_params), .reasoning = RW_REASONING_DEEPSEEK};
+}
+
+/* The size of the first rw_chat_output_params: every field up to max_calls. */
+#define OUTPUT_SIZE_V1 (offsetof(rw_chat_output_params, max_calls) + sizeof(int))
+
+/* The internal options of public parameters (checked). */
+static rw_status output_opts(const rw_chat_output_params *p, rw_chat_output_opts *o, rw_error *err) {
+    if (!p) return rw_errorf(err, RW_ERR_INVALID_ARG, "chat output: NULL params");
+    if (p->size < OUTPUT_SIZE_V1 || p->size > sizeof(rw_chat_output_params))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "chat output: params.size %zu is not one this library knows",
+                         p->size);
+    *o = (rw_chat_output_opts){.tool_format = p->tool_format,
+                               .reasoning = p->reasoning,
+                               .think_open = p->think_open,
+                               .think_close = p->think_close,
+                               .in_reasoning = p->in_reasoning,
+                               .tools_json = p->tools_json,
+                               .id_prefix = p->id_prefix,
+                               .id_seed = p->id_seed,
+                               .stream_args = p->stream_args,
+                               .cut = p->cut,
+                               .max_calls = p->max_calls};
+    return RW_OK;
+}
+
+rw_status rw_chat_output_open(const rw_chat_output_params *p, rw_chat_output **out, rw_error *err) {
+    if (!out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_output_open: NULL out");
+    *out = NULL;
+    rw_chat_output_opts o;
+    rw_status st = output_opts(p, &o, err);
+    return st ? st : rw_chat_output_new(&o, out, err);
+}
+
+rw_status rw_chat_output_parse_all(const rw_chat_output_params *p, const char *text, size_t len, rw_chat_parsed *out,
+                                   rw_error *err) {
+    if (!out || (!text && len)) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_output_parse_all: NULL text or out");
+    memset(out, 0, sizeof *out);
+    rw_chat_output_opts o;
+    rw_status st = output_opts(p, &o, err);
+    return st ? st : rw_chat_output_parse(&o, text ? text : "", len, out, err);
 }

@@ -243,7 +243,7 @@ rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, boo
     o.id_prefix = id_prefix;
     o.stream_args = stream;
     if (!rw_random_bytes(&o.id_seed, sizeof o.id_seed)) o.id_seed = (uint64_t)time(NULL);
-    return rw_chat_output_new(&o, out, err);
+    return rw_server__output_open(&o, out, err);
 }
 
 /* Appends text and tokens (with logprobs, or zeros when lp is NULL) to a
@@ -307,7 +307,7 @@ static void watch_calls(srv_job *j, srv_choice *c, const char *text, size_t len)
     if (!c->watch) {
         rw_chat_output_opts o = j->parse;
         o.stream_args = false;
-        if (rw_chat_output_new(&o, &c->watch, &err)) return;
+        if (rw_server__output_open(&o, &c->watch, &err)) return;
     }
     if (rw_chat_output_feed(c->watch, text, len, ignore_event, NULL, &err)) return;
     c->calls_stop = rw_chat_output_calls_done(c->watch);

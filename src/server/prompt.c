@@ -150,6 +150,33 @@ rw_template_vars rw_server__template_vars(const rw_chat_render_opts *o) {
     return v;
 }
 
+static rw_chat_output_params output_params(const rw_chat_output_opts *o) {
+    rw_chat_output_params p = rw_chat_output_params_default();
+    p.tool_format = o->tool_format;
+    p.reasoning = o->reasoning;
+    p.think_open = o->think_open;
+    p.think_close = o->think_close;
+    p.in_reasoning = o->in_reasoning;
+    p.tools_json = o->tools_json;
+    p.id_prefix = o->id_prefix;
+    p.id_seed = o->id_seed;
+    p.stream_args = o->stream_args;
+    p.cut = o->cut;
+    p.max_calls = o->max_calls;
+    return p;
+}
+
+rw_status rw_server__output_open(const rw_chat_output_opts *o, rw_chat_output **out, rw_error *err) {
+    const rw_chat_output_params p = output_params(o);
+    return rw_chat_output_open(&p, out, err);
+}
+
+rw_status rw_server__output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
+                                  rw_error *err) {
+    const rw_chat_output_params p = output_params(o);
+    return rw_chat_output_parse_all(&p, text, len, out, err);
+}
+
 bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
     rw_server *s = m->srv;
     json_t *msgs = json_object_get(o, "messages");

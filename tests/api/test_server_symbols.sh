@@ -18,10 +18,6 @@ fail=0
 
 # Internal functions the server still calls, with what they need first.
 ALLOW=(
-  # the streaming parser of tool calls and reasoning (chat/output.h): its
-  # options and events are structs without a published layout yet
-  rw_chat_output_new rw_chat_output_free rw_chat_output_feed rw_chat_output_finish
-  rw_chat_output_set_cut rw_chat_output_calls_done rw_chat_output_parse rw_chat_parsed_free
   # prompt preparation (chat/history.h): tools, caps and normalized messages
   rw_chat_prepare rw_chat_prepared_free rw_chat_render_messages rw_chat_template_caps
   # embedding requests with a callback (rw_embed_params, rw_embed_event)
