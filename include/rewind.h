@@ -978,6 +978,39 @@ RW_API rw_status rw_chat_output_parse_all(const rw_chat_output_params *p, const 
                                           rw_chat_parsed *out, rw_error *err);
 RW_API void rw_chat_parsed_free(rw_chat_parsed *m); /* NULL is fine */
 
+/* ---- embedding requests with a callback ------------------------------ */
+
+/* The one event of an embedding request. Pointers are valid during the
+ * callback only. size is sizeof(rw_embed_event) as the library fills it: a
+ * later version may add fields at the end, never change these. */
+typedef struct {
+    size_t size;
+    const float *embedding; /* [n_rows][n_embd], the final-norm hidden state pooled, not normalized; NULL
+                               on error */
+    int64_t n_rows;         /* 1, or the prompt's length with RW_POOLING_NONE */
+    int n_embd;
+    const float *logits;    /* [n_logits]: those of the logit_ids asked for, in that order */
+    int n_logits;
+    int64_t prompt_tokens;
+    int64_t cached_tokens;  /* prompt tokens whose state came from the prefix cache */
+    const char *error;      /* NULL, or why it failed (one line; no embedding then) */
+} rw_embed_event;
+
+/* Runs on the engine's scheduler thread, as rw_token_event_fn. */
+typedef void (*rw_embed_event_fn)(void *user, const rw_embed_event *ev);
+
+/* Queues an embedding request for n prompt ids (copied): the asynchronous
+ * form of rw_engine_embed (its pooling: RW_POOLING_FILE = the file's, the
+ * last token's when it declares none), with the logits of n_logit_ids
+ * tokens after the last position (copied; may be 0). *id (may be NULL)
+ * names it for rw_engine_cancel. Every request not cancelled gets exactly
+ * one event; a failed submission gets none. Errors: RW_ERR_CONTEXT (n >
+ * n_ctx), RW_ERR_INVALID_ARG (n < 1, an id outside the vocabulary, an
+ * unknown pooling), RW_ERR_BUSY. */
+RW_API rw_status rw_engine_submit_embedding(rw_engine *e, const int32_t *ids, int64_t n, rw_pooling pooling,
+                                            const int32_t *logit_ids, int n_logit_ids, rw_embed_event_fn cb,
+                                            void *user, uint64_t *id, rw_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -181,3 +181,17 @@ rw_status rw_chat_output_parse_all(const rw_chat_output_params *p, const char *t
     rw_status st = output_opts(p, &o, err);
     return st ? st : rw_chat_output_parse(&o, text ? text : "", len, out, err);
 }
+
+rw_status rw_engine_submit_embedding(rw_engine *e, const int32_t *ids, int64_t n, rw_pooling pooling,
+                                     const int32_t *logit_ids, int n_logit_ids, rw_embed_event_fn cb, void *user,
+                                     uint64_t *id, rw_error *err) {
+    if (id) *id = 0;
+    if (!e) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_submit_embedding: NULL engine");
+    if (pooling == RW_POOLING_FILE) {
+        pooling = rw_model_pooling(rw_engine_get_model(e));
+        if (pooling == RW_POOLING_FILE) pooling = RW_POOLING_LAST;
+    }
+    const rw_embed_params p = {.pooling = (rw_pool_kind)pooling, .logit_ids = logit_ids, .n_logit_ids = n_logit_ids};
+    /* rw_embed_callback takes rw_embed_event, the public event: cb goes as it is */
+    return rw_engine_submit_embed(e, ids, n, &p, cb, user, id, err);
+}

@@ -223,17 +223,8 @@ typedef struct {
     int n_logit_ids;
 } rw_embed_params;
 
-/* The one event of an embedding request (pointers valid during the call). */
-typedef struct {
-    const float *embedding; /* [n_rows][n_embd], not normalized; n_rows 1 but with RW_POOL_NONE (n_prompt) */
-    int64_t n_rows;
-    int n_embd;
-    const float *logits;    /* [n_logits]: those of the logit_ids asked for, in that order */
-    int n_logits;
-    int64_t prompt_tokens;
-    int64_t cached_tokens;  /* prompt tokens whose state came from the prefix cache */
-    const char *error;      /* NULL, or why it failed (one line; no embedding then) */
-} rw_embed_event;
+/* The one event of an embedding request: the public rw_embed_event
+ * (include/rewind.h); the engine sets its size. */
 
 typedef void (*rw_embed_callback)(void *user, const rw_embed_event *ev);
 

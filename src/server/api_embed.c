@@ -383,7 +383,8 @@ static bool submit(srv_model *m, srv_job *j, int i, const int32_t *ids, size_t n
                    rw_server__reply *rep) {
     emb_state *st = j->api_state;
     rw_error err = {0};
-    rw_status rc = rw_engine_submit_embed(m->engine, ids, (int64_t)n, p, on_embed, &st->it[i], &st->it[i].id, &err);
+    rw_status rc = rw_engine_submit_embedding(m->engine, ids, (int64_t)n, (rw_pooling)p->pooling, p->logit_ids,
+                                              p->n_logit_ids, on_embed, &st->it[i], &st->it[i].id, &err);
     if (!rc) {
         st->it[i].submitted = true;
         return true;

@@ -20,8 +20,6 @@ fail=0
 ALLOW=(
   # prompt preparation (chat/history.h): tools, caps and normalized messages
   rw_chat_prepare rw_chat_prepared_free rw_chat_render_messages rw_chat_template_caps
-  # embedding requests with a callback (rw_embed_params, rw_embed_event)
-  rw_engine_submit_embed
   # the engine's full statistics (prefix cache, disk tier, histograms)
   rw_engine_get_stats rw_pcache_reason_name
 )
