@@ -501,6 +501,516 @@ RW_API rw_status rw_seq_rewind(rw_seq *s, int64_t n, rw_error *err);
 RW_API rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err);
 RW_API rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err);
 
+/* ==== building a server on the library ================================ *
+ *
+ * What `rewind serve` uses beyond the sections above, so that an embedder
+ * can do what the server does: the tokenizer and the chat template of a
+ * model as objects of their own (token pieces, BOS and FIM tokens, control
+ * tokens), the template's variables, grammars and JSON schemas, the
+ * reranker's prompt, the engine's settings and its slots, the log and the
+ * error calls for the embedder's own messages. Objects are opaque handles
+ * with functions; records are plain structs that a minor version never
+ * changes (docs/api.md, "Compatibility"), or lead with a size field. */
+
+/* printf-style checking of the format functions below where the compiler
+ * has it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define RW_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
+#else
+#define RW_PRINTF(fmt, first)
+#endif
+
+/* ---- errors and logs for the embedder's own code --------------------- */
+
+/* Fills err (when not NULL) with code and a printf-formatted one-line
+ * message (cut at 511 bytes); returns code, so a function of the embedder
+ * can `return rw_errorf(err, RW_ERR_INVALID_ARG, "bad %s", what);`. */
+RW_API rw_status rw_errorf(rw_error *err, rw_status code, const char *fmt, ...) RW_PRINTF(3, 4);
+/* A message through the hook of rw_log_set, as the library's own: nothing
+ * when no hook is set or level is above its max_level. */
+RW_API void rw_log(rw_log_level level, const char *fmt, ...) RW_PRINTF(2, 3);
+/* Whether a message of this level would reach the hook (to skip building a
+ * costly one). */
+RW_API bool rw_log_enabled(rw_log_level level);
+
+/* How many times, in this process, a mapped model file was found cut short
+ * under its mapping (a read past its new end, caught and turned into
+ * RW_ERR_IO of the request instead of a crash); for health checks. */
+RW_API uint64_t rw_mapped_file_fault_count(void);
+
+/* ---- the tokenizer --------------------------------------------------- */
+
+/* A model's vocabulary. Read-only and thread-safe; borrowed from its model
+ * (rw_model_tokenizer), valid while the model is open. */
+typedef struct rw_tokenizer rw_tokenizer;
+
+/* m's tokenizer (borrowed), or NULL for a model not from rw_model_open. */
+RW_API const rw_tokenizer *rw_model_tokenizer(const rw_model *m);
+
+RW_API int32_t rw_tokenizer_n_vocab(const rw_tokenizer *t);
+RW_API int32_t rw_tokenizer_bos(const rw_tokenizer *t); /* -1 if none */
+RW_API int32_t rw_tokenizer_eos(const rw_tokenizer *t); /* -1 if none */
+/* Whether the vocabulary asks for BOS at the start of a prompt. */
+RW_API bool rw_tokenizer_add_bos(const rw_tokenizer *t);
+/* True for tokens that end a generation (EOS, EOT, <|im_end|>, ...). */
+RW_API bool rw_tokenizer_is_eog(const rw_tokenizer *t, int32_t id);
+
+/* Fill-in-the-middle tokens by role (code infill). */
+typedef enum {
+    RW_FIM_PRE = 0, /* before the cursor */
+    RW_FIM_SUF = 1, /* after it */
+    RW_FIM_MID = 2, /* generate the middle */
+    RW_FIM_PAD = 3,
+    RW_FIM_REP = 4, /* a repository's name */
+    RW_FIM_SEP = 5, /* between files */
+    RW_FIM_COUNT
+} rw_fim_role;
+/* The token of a role: the file's tokenizer.ggml.fim_*_token_id (or the
+ * older prefix/suffix/middle keys), else the token whose text is the role's
+ * usual one (<|fim_prefix|>, <PRE>, ...); -1 when the vocabulary has none. */
+RW_API int32_t rw_tokenizer_fim(const rw_tokenizer *t, rw_fim_role role);
+
+/* The longest text of a token, in bytes: no token stands for more. */
+RW_API size_t rw_tokenizer_max_token_len(const rw_tokenizer *t);
+/* The offset of the first control token's text (<|im_start|>, ...) in
+ * s[0..n), or -1 when there is none (to refuse such text from users). */
+RW_API long rw_tokenizer_find_control(const rw_tokenizer *t, const char *s, size_t n);
+/* The bytes token id stands for (spaces restored, byte tokens as their
+ * byte; a control token's text only with render_special, else nothing),
+ * written to buf up to cap bytes (not NUL-terminated); returns the piece's
+ * full length (more than cap: retry with a larger buf). */
+RW_API size_t rw_token_to_piece(const rw_tokenizer *t, int32_t id, bool render_special, char *buf, size_t cap);
+
+/* As rw_model_tokenize and rw_model_detokenize, on a tokenizer. */
+RW_API rw_status rw_tokenize(const rw_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                             int32_t **ids, size_t *n_ids, rw_error *err);
+RW_API rw_status rw_detokenize(const rw_tokenizer *t, const int32_t *ids, size_t n, bool render_special, char **out,
+                               size_t *out_len, rw_error *err);
+/* Tokenizes a rendered prompt as rw_tokenize with parse_special, except
+ * that no control token is cut out where its text overlaps one of the
+ * n_plain byte ranges [plain[2i], plain[2i+1]) (sorted, disjoint): the
+ * messages' contents, so what a user wrote stays text. Errors: as
+ * rw_tokenize. */
+RW_API rw_status rw_tokenize_guarded(const rw_tokenizer *t, const char *text, size_t len, bool add_special,
+                                     const size_t *plain, size_t n_plain, int32_t **ids, size_t *n_ids,
+                                     rw_error *err);
+
+/* ---- the chat template ----------------------------------------------- */
+
+/* A parsed chat template (Jinja). Read-only and thread-safe; borrowed from
+ * its model (rw_model_chat_template), valid while the model is open. */
+typedef struct rw_chat_template rw_chat_template;
+
+/* m's chat template (borrowed), or NULL for a model not from rw_model_open. */
+RW_API const rw_chat_template *rw_model_chat_template(const rw_model *m);
+/* The template's source as parsed (line ends made \n), *len bytes (len may
+ * be NULL); borrowed from t. */
+RW_API const char *rw_chat_template_source(const rw_chat_template *t, size_t *len);
+
+/* The variables a template is rendered with. Set size to sizeof, or start
+ * from rw_template_vars_default(): later versions add fields at the end,
+ * and a caller built against an older header passes its smaller size. */
+typedef struct {
+    size_t size;               /* sizeof(rw_template_vars) as the caller knows it */
+    const char *messages_json; /* a JSON array of message objects (required) */
+    const char *tools_json;    /* a JSON array, or NULL: `tools` is then undefined */
+    bool add_generation_prompt;
+    int enable_thinking;       /* 0 or 1, or -1 to leave the variable undefined */
+    const char *bos_token;     /* NULL: undefined */
+    const char *eos_token;     /* NULL: undefined */
+    const char *now;           /* "YYYY-MM-DDTHH:MM:SS" seen by strftime_now; NULL = the local time */
+    /* NULL, or a JSON object: each key becomes a template variable, set
+     * after the ones above (so it may set enable_thinking); messages and
+     * tools are not overridden (OpenAI requests' chat_template_kwargs). */
+    const char *extra_json;
+} rw_template_vars;
+
+/* size set, enable_thinking -1, add_generation_prompt true, the rest NULL. */
+RW_API rw_template_vars rw_template_vars_default(void);
+
+/* Renders t with v. *out is NUL-terminated, *out_len bytes (out_len may be
+ * NULL; caller: rw_free). Errors: RW_ERR_INVALID_ARG (no messages, JSON that
+ * does not parse, a size this library does not know), RW_ERR_TEMPLATE (the
+ * template fails: its raise_exception text, or where it went wrong). */
+RW_API rw_status rw_chat_template_apply(const rw_chat_template *t, const rw_template_vars *v, char **out,
+                                        size_t *out_len, rw_error *err);
+
+/* Whether a rendered prompt (len bytes) leaves a reasoning block open for
+ * the model: its last open marker has no close marker after it (open and
+ * close NULL: <think> and </think>), so the output starts as reasoning. */
+RW_API bool rw_chat_prompt_opens_reasoning(const char *prompt, size_t len, const char *open, const char *close);
+
+/* The prompt a yes/no reranker reads for one document: the file's rerank
+ * template tmpl ({query} and {document} replaced; see rw_engine_rerank),
+ * or for tmpl NULL Qwen3-Reranker's own with instruction (NULL: its
+ * default). *text is NUL-terminated, *len bytes (caller: rw_free);
+ * plain[2i], plain[2i+1] are the byte ranges of the query and the document
+ * in it (*n_ranges of them, sorted, at most RW_CHAT_RERANK_RANGES: plain
+ * has room for twice that), for rw_tokenize_guarded. Errors:
+ * RW_ERR_INVALID_ARG (NULL query or document, a template without
+ * {query} or {document}). */
+#define RW_CHAT_RERANK_RANGES 8
+RW_API rw_status rw_chat_rerank_prompt(const char *tmpl, const char *instruction, const char *query,
+                                       const char *document, char **text, size_t *len, size_t *plain,
+                                       size_t *n_ranges, rw_error *err);
+
+/* How a model writes tool calls in its output (the template tells; the
+ * names are those of `rewind serve --tool-format`). */
+typedef enum {
+    RW_TOOL_FMT_NONE = 0,
+    RW_TOOL_FMT_GENERIC = 1,
+    RW_TOOL_FMT_QWEN_XML = 2,
+    RW_TOOL_FMT_HERMES = 3,
+    RW_TOOL_FMT_LLAMA3 = 4,
+    RW_TOOL_FMT_GRANITE = 5,
+    RW_TOOL_FMT_HARMONY = 6, /* gpt-oss: channels and recipients */
+    RW_TOOL_FMT_DEEPSEEK = 7,
+    RW_TOOL_FMT_NEMOTRON = 8,
+    RW_TOOL_FMT_LFM2 = 9,
+    RW_TOOL_FMT_MISTRAL = 10,
+} rw_tool_format;
+#define RW_TOOL_FMT_LAST RW_TOOL_FMT_MISTRAL
+
+/* "none", "generic", "qwen-xml", "hermes", "llama3", "granite", "harmony",
+ * "deepseek", "nemotron", "lfm2", "mistral" (static); parse returns false
+ * for an unknown name (and leaves *out as it was). */
+RW_API const char *rw_tool_format_name(rw_tool_format f);
+RW_API bool rw_tool_format_parse(const char *name, rw_tool_format *out);
+
+/* ---- grammars and JSON schemas --------------------------------------- */
+
+/* Whether len bytes of GBNF (llama.cpp's syntax; the start rule root, NULL:
+ * "root") compile: what rw_gen_options.grammar would accept. Errors:
+ * RW_ERR_INVALID_ARG with "gbnf line L col C: why". */
+RW_API rw_status rw_grammar_check(const char *gbnf, size_t len, const char *root, rw_error *err);
+/* A JSON Schema's GBNF (the subset docs/structured-outputs.md lists), to
+ * compose a larger grammar: its start rule is named rule (NULL: "root";
+ * [a-zA-Z0-9-]+) and every helper rule "<rule>-...". max_ws bounds the
+ * whitespace between JSON tokens: 0 = the default (none, a space, or a
+ * newline and up to 20 spaces or tabs), < 0 = none (compact JSON), n > 0 =
+ * up to n bytes. *gbnf is NUL-terminated (caller: rw_free). Errors:
+ * RW_ERR_INVALID_ARG ("schema at /json/pointer: why"), RW_ERR_UNSUPPORTED
+ * (a keyword outside the subset). */
+RW_API rw_status rw_schema_to_gbnf(const char *schema, size_t len, const char *rule, int max_ws, char **gbnf,
+                                   rw_error *err);
+/* GBNF for any JSON object (OpenAI's response_format json_object), rule and
+ * max_ws as above. */
+RW_API rw_status rw_json_object_gbnf(const char *rule, int max_ws, char **gbnf, rw_error *err);
+
+/* ---- the engine's settings and slots --------------------------------- */
+
+/* The model an engine runs (borrowed). */
+RW_API rw_model *rw_engine_get_model(const rw_engine *e);
+
+/* The settings an engine runs with, as rw_engine_setting reads them (the
+ * values rw_engine_params gave it, after defaults). New keys are added at
+ * the end. */
+typedef enum {
+    RW_ENGINE_N_CTX = 0,           /* positions per sequence */
+    RW_ENGINE_MAX_RUNNING = 1,     /* sequences at once (its slots) */
+    RW_ENGINE_MAX_QUEUED = 2,      /* requests waiting beyond those */
+    RW_ENGINE_PREFILL_CHUNK = 3,   /* prompt tokens per step */
+    RW_ENGINE_CACHE_BYTES = 4,     /* the prefix cache's memory budget (0: off) */
+    RW_ENGINE_CACHE_DIR_BYTES = 5, /* its disk tier's budget (0: no disk tier) */
+    RW_ENGINE_MAX_STATE_BYTES = 6, /* running sequences' state before admission waits (0: no bound) */
+    RW_ENGINE_MAX_CHECKPOINTS = 7, /* hybrid models' checkpoints a sequence keeps (0: the default) */
+    RW_ENGINE_DRAFT_MAX = 8,       /* speculative decoding's most drafted tokens a step (0: none) */
+    RW_ENGINE_SETTING_COUNT
+} rw_engine_setting;
+/* The value of a setting; -1 for a key this library does not know or a
+ * NULL engine. */
+RW_API int64_t rw_engine_setting_get(const rw_engine *e, rw_engine_setting key);
+
+/* A slot is one of the max_running places a request runs in: a request
+ * admitted takes the lowest free one, and when it ends its sequence goes to
+ * the prefix cache, which the slot then "holds" (its tokens: a later
+ * request that shares them reuses their state). A fixed record: a minor
+ * version never changes it. */
+typedef struct {
+    bool busy;        /* a request runs in it */
+    uint64_t request; /* that request's id (busy), else 0 */
+    int64_t n_prompt; /* the prompt length of the request running there, or of the last one */
+    int64_t n_tokens; /* busy: tokens in its sequence at the last step's end; idle: tokens the slot holds */
+} rw_engine_slot;
+
+/* A snapshot of the slots: out[i] for each slot i < max_running (returns
+ * how many; out has room for rw_engine_setting_get(e,
+ * RW_ENGINE_MAX_RUNNING) of them); head (may be
+ * NULL) gets the first max_head tokens each slot holds (a busy one: its
+ * prompt's) at head[i * max_head], n_head[i] how many. */
+RW_API int rw_engine_slots(rw_engine *e, rw_engine_slot *out, int32_t *head, int max_head, int64_t *n_head);
+/* Writes the state slot holds to path (a state file as rw_seq_save's): the
+ * longest prefix of its tokens the prefix cache restores exactly;
+ * *n_saved: tokens written, *n_bytes: the file's size. Runs on the
+ * scheduler between steps; the caller waits. Errors: RW_ERR_RANGE (no such
+ * slot), RW_ERR_BUSY (a request runs in it), RW_ERR_NOT_FOUND (it holds
+ * nothing the cache still has), RW_ERR_IO, RW_ERR_UNSUPPORTED (a manual
+ * engine, or no prefix cache). */
+RW_API rw_status rw_engine_slot_save(rw_engine *e, int slot, const char *path, int64_t *n_saved, size_t *n_bytes,
+                                     rw_error *err);
+/* Loads a state file into the prefix cache; the slot then holds its tokens
+ * (*n_restored of them; *n_bytes: the file's size), and the next request
+ * whose prompt shares them starts from that state, its output bitwise what
+ * it is without. Errors: RW_ERR_FORMAT (corrupt, or longer than n_ctx),
+ * RW_ERR_INVALID_ARG (another model's or KV type's), RW_ERR_IO (missing),
+ * each changing nothing; others as rw_engine_slot_save's. */
+RW_API rw_status rw_engine_slot_restore(rw_engine *e, int slot, const char *path, int64_t *n_restored,
+                                        size_t *n_bytes, rw_error *err);
+/* The slot forgets what it holds (*n_erased tokens); the prefix cache's
+ * entries, shared by every slot, leave by its own eviction. Errors:
+ * RW_ERR_RANGE, RW_ERR_BUSY. */
+RW_API rw_status rw_engine_slot_erase(rw_engine *e, int slot, int64_t *n_erased, rw_error *err);
+
+/* ---- token-level requests -------------------------------------------- */
+
+/* What the engine does for the server's completions: prompt token ids in;
+ * out, events with the new tokens' ids and text, their log-probabilities
+ * and alternatives; every sampling setting, logit bias, a grammar that may
+ * start after a reasoning block, and restore points at message boundaries
+ * for the prefix cache. */
+
+/* A token's log-probability (natural log, of the model's distribution:
+ * log-softmax of its logits, before bias, penalties and filters; under a
+ * grammar, renormalised over the tokens it allows). */
+typedef struct {
+    int32_t token;
+    float logprob;
+} rw_token_logprob;
+#define RW_MAX_TOP_LOGPROBS 20
+
+/* A logit bias: added to the token's logit before sampling (-INFINITY bans
+ * the token). */
+typedef struct {
+    int32_t token;
+    float bias;
+} rw_logit_bias;
+
+/* A token-level request. Set size to sizeof, or start from
+ * rw_request_params_default(): fields are only ever added at the end, and a
+ * caller built against an older header passes its smaller size (the fields
+ * it does not know keep their defaults). Strings and arrays are copied at
+ * submission. */
+typedef struct {
+    size_t size; /* sizeof(rw_request_params) as the caller knows it */
+    /* sampling, as rw_sampling, and: */
+    float temperature;       /* <= 0: greedy (ties to the lowest id) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    float repeat_penalty;    /* 1: off */
+    int32_t penalty_last_n;  /* the penalties count the last n tokens (0: every generated one) */
+    int32_t min_keep;        /* top-p and min-p keep at least this many (0 or 1: one) */
+    uint64_t seed;           /* the request's own generator */
+    const rw_logit_bias *logit_bias; /* n_logit_bias of them, or NULL */
+    int32_t n_logit_bias;
+    /* stopping */
+    int64_t max_tokens;      /* >= 1; prompt + max_tokens <= the engine's n_ctx */
+    const char *const *stop; /* n_stop non-empty stop strings (cut from the output), or NULL */
+    int n_stop;
+    bool ignore_eos;         /* keep going past end-of-generation tokens */
+    /* n_marks prompt positions to keep exact restore points at (chat
+     * message boundaries: the prefix cache can then reuse a conversation up
+     * to any of them), or NULL */
+    const int64_t *marks;
+    int n_marks;
+    /* -1: none; 0..RW_MAX_TOP_LOGPROBS: each token's log-probability and
+     * that many alternatives in the events */
+    int n_logprobs;
+    /* A GBNF grammar the output must match (NULL: free text); tokens that
+     * would break it are masked before sampling. grammar_root: its start
+     * rule (NULL: "root"); grammar_after: a text after which it holds (a
+     * reasoning block's close, "</think>"), NULL: from the first token. */
+    const char *grammar;
+    const char *grammar_root;
+    const char *grammar_after;
+    /* control tokens in the output's text as their text (a format whose
+     * markers are control tokens, as gpt-oss's <|channel|>), else dropped */
+    bool render_special;
+} rw_request_params;
+
+/* Greedy, every filter off, 256 tokens, no logprobs, size set. */
+RW_API rw_request_params rw_request_params_default(void);
+
+/* An event of a token-level request: the tokens generated since the last
+ * one and their text, and at the end (done) the totals. Pointers are valid
+ * during the callback only. size is sizeof(rw_token_event) as the library
+ * fills it: a later version may add fields at the end, never change these. */
+typedef struct {
+    size_t size;
+    const char *text;       /* new text: complete UTF-8, stop strings cut (not NUL-terminated) */
+    size_t text_len;
+    const int32_t *tokens;  /* tokens generated since the last event */
+    int n_tokens;
+    /* with n_logprobs >= 0: logprobs[i] for tokens[i], and top[i * n_top
+     * ...] its n_top most likely alternatives */
+    const float *logprobs;
+    const rw_token_logprob *top;
+    int n_top;
+    bool done;
+    rw_done_reason finish;  /* when done */
+    int64_t prompt_tokens;
+    int64_t cached_tokens;      /* prompt tokens whose state came from the prefix cache */
+    int64_t cached_tokens_disk; /* of those, from its disk tier */
+    int64_t completion_tokens;
+    const char *error;      /* finish RW_DONE_ERROR: why, one line */
+} rw_token_event;
+
+/* Runs on the engine's scheduler thread (in rw_engine_step for a manual
+ * engine): be quick; it may call rw_engine_cancel for other requests but
+ * must not wait for the engine. */
+typedef void (*rw_token_event_fn)(void *user, const rw_token_event *ev);
+
+/* Queues a request for n prompt token ids (copied). *id (may be NULL) names
+ * it for rw_engine_cancel. Every request not cancelled gets exactly one
+ * event with done; a failed submission gets none. Errors: RW_ERR_CONTEXT
+ * (n + max_tokens > n_ctx; the message has the numbers), RW_ERR_INVALID_ARG
+ * (an id outside the vocabulary, a setting out of range, a size this
+ * library does not know, a grammar that does not compile), RW_ERR_BUSY
+ * (the queue is full), RW_ERR_IO (the model file was truncated on disk). */
+RW_API rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *p,
+                                         rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err);
+
+/* ---- chat output: tool calls and reasoning --------------------------- */
+
+/* A parser of one generated chat message, streaming: feed it the text as it
+ * comes and it says what is content, what is reasoning (a think block) and
+ * which tool calls the model wrote, in the model's own format
+ * (rw_tool_format), holding back only what might still be a marker. */
+
+typedef enum {
+    RW_REASONING_NONE = 0,     /* think blocks stay in the content */
+    RW_REASONING_DEEPSEEK = 1, /* think blocks become reasoning (llama-server's "deepseek") */
+} rw_reasoning_format;
+
+/* What an event is; later versions may add kinds (ignore unknown ones). */
+typedef enum {
+    RW_CHAT_EV_CONTENT = 0,    /* text, len: a piece of the content */
+    RW_CHAT_EV_REASONING = 1,  /* text, len: a piece of the reasoning */
+    RW_CHAT_EV_CALL_BEGIN = 2, /* index, id, name: a tool call starts (name complete) */
+    RW_CHAT_EV_CALL_ARGS = 3,  /* index, text, len: a piece of its arguments (a JSON object's text, in order) */
+    RW_CHAT_EV_CALL_END = 4,   /* index: its arguments are complete */
+} rw_chat_event_kind;
+
+/* A fixed record: a minor version never changes it. */
+typedef struct {
+    rw_chat_event_kind kind;
+    const char *text; /* not NUL-terminated; valid during the callback only */
+    size_t len;
+    int index;        /* calls: 0, 1, ... within this output */
+    const char *id;   /* CALL_BEGIN: NUL-terminated, valid during the callback */
+    const char *name; /* CALL_BEGIN: NUL-terminated, valid during the callback */
+} rw_chat_event;
+
+/* Called for each event, in order. A status other than RW_OK stops the
+ * parser: feed / finish return it (the parser must then only be freed). */
+typedef rw_status (*rw_chat_event_fn)(void *user, const rw_chat_event *ev);
+
+typedef struct rw_chat_output rw_chat_output;
+
+/* A parser's settings. Set size to sizeof, or start from
+ * rw_chat_output_params_default(): fields are only added at the end. */
+typedef struct {
+    size_t size; /* sizeof(rw_chat_output_params) as the caller knows it */
+    rw_tool_format tool_format;
+    rw_reasoning_format reasoning;
+    const char *think_open, *think_close; /* NULL: "<think>", "</think>" (copied) */
+    bool in_reasoning;      /* the prompt opened the think block (rw_chat_prompt_opens_reasoning) */
+    const char *tools_json; /* the request's tools (an OpenAI JSON array), or NULL: qwen-xml converts
+                               parameter values by their schemas (copied) */
+    const char *id_prefix;  /* tool call ids: id_prefix + 24 hex digits; NULL: "call_" (copied) */
+    uint64_t id_seed;       /* the ids' random part comes from this (fresh randomness, or a constant
+                               for reproducible ids) */
+    bool stream_args;       /* a call's arguments as they come (CALL_ARGS pieces), else in one piece */
+    bool cut;               /* the token limit cut the output (as rw_chat_output_set_cut) */
+    int max_calls;          /* > 0: calls after this many are dropped, and all text after the last one
+                               (OpenAI's parallel_tool_calls false: max_calls 1) */
+} rw_chat_output_params;
+
+/* size set, RW_TOOL_FMT_NONE, RW_REASONING_DEEPSEEK, the rest 0 / NULL. */
+RW_API rw_chat_output_params rw_chat_output_params_default(void);
+
+/* A parser for one generated message (caller: rw_chat_output_free).
+ * Errors: RW_ERR_INVALID_ARG (a size this library does not know, an unknown
+ * format, tools_json that does not parse). */
+RW_API rw_status rw_chat_output_open(const rw_chat_output_params *p, rw_chat_output **out, rw_error *err);
+RW_API void rw_chat_output_free(rw_chat_output *p); /* NULL is fine */
+/* Feeds the next piece of generated text; events for what is now certain go
+ * to fn. Errors: the callback's status, RW_ERR_NOMEM. */
+RW_API rw_status rw_chat_output_feed(rw_chat_output *p, const char *text, size_t len, rw_chat_event_fn fn, void *user,
+                                     rw_error *err);
+/* The generation ended: text held back is resolved (an unfinished call or
+ * marker becomes content, an unclosed think block stays reasoning). Feed
+ * no more after this. */
+RW_API rw_status rw_chat_output_finish(rw_chat_output *p, rw_chat_event_fn fn, void *user, rw_error *err);
+/* The token limit cut the generation (call before finish): a call left
+ * incomplete and a trailing piece of call markup are then dropped instead
+ * of given back as content; a streamed call already begun is closed. */
+RW_API void rw_chat_output_set_cut(rw_chat_output *p, bool cut);
+/* Calls complete so far (finish_reason "tool_calls"). */
+RW_API int rw_chat_output_n_calls(const rw_chat_output *p);
+/* With max_calls: that many calls are complete, so nothing more the model
+ * writes will be sent (the generation can stop). */
+RW_API bool rw_chat_output_calls_done(const rw_chat_output *p);
+/* Whether the think block is open now (reasoning is being generated). */
+RW_API bool rw_chat_output_in_reasoning(const rw_chat_output *p);
+
+/* A whole message parsed at once (fixed records). */
+typedef struct {
+    char *id, *name;
+    char *arguments; /* a JSON object's text (compact) */
+} rw_chat_tool_call;
+
+typedef struct {
+    char *content; /* NUL-terminated, "" when none */
+    size_t content_len;
+    char *reasoning; /* NULL when there was no reasoning */
+    size_t reasoning_len;
+    rw_chat_tool_call *calls;
+    int n_calls;
+} rw_chat_parsed;
+
+/* The whole generated text at once: what the events of feed + finish
+ * give, gathered. The caller frees *out with rw_chat_parsed_free (on
+ * failure *out is zeroed). Errors: as rw_chat_output_open. */
+RW_API rw_status rw_chat_output_parse_all(const rw_chat_output_params *p, const char *text, size_t len,
+                                          rw_chat_parsed *out, rw_error *err);
+RW_API void rw_chat_parsed_free(rw_chat_parsed *m); /* NULL is fine */
+
+/* ---- embedding requests with a callback ------------------------------ */
+
+/* The one event of an embedding request. Pointers are valid during the
+ * callback only. size is sizeof(rw_embed_event) as the library fills it: a
+ * later version may add fields at the end, never change these. */
+typedef struct {
+    size_t size;
+    const float *embedding; /* [n_rows][n_embd], the final-norm hidden state pooled, not normalized; NULL
+                               on error */
+    int64_t n_rows;         /* 1, or the prompt's length with RW_POOLING_NONE */
+    int n_embd;
+    const float *logits;    /* [n_logits]: those of the logit_ids asked for, in that order */
+    int n_logits;
+    int64_t prompt_tokens;
+    int64_t cached_tokens;  /* prompt tokens whose state came from the prefix cache */
+    const char *error;      /* NULL, or why it failed (one line; no embedding then) */
+} rw_embed_event;
+
+/* Runs on the engine's scheduler thread, as rw_token_event_fn. */
+typedef void (*rw_embed_event_fn)(void *user, const rw_embed_event *ev);
+
+/* Queues an embedding request for n prompt ids (copied): the asynchronous
+ * form of rw_engine_embed (its pooling: RW_POOLING_FILE = the file's, the
+ * last token's when it declares none), with the logits of n_logit_ids
+ * tokens after the last position (copied; may be 0). *id (may be NULL)
+ * names it for rw_engine_cancel. Every request not cancelled gets exactly
+ * one event; a failed submission gets none. Errors: RW_ERR_CONTEXT (n >
+ * n_ctx), RW_ERR_INVALID_ARG (n < 1, an id outside the vocabulary, an
+ * unknown pooling), RW_ERR_BUSY. */
+RW_API rw_status rw_engine_submit_embedding(rw_engine *e, const int32_t *ids, int64_t n, rw_pooling pooling,
+                                            const int32_t *logit_ids, int n_logit_ids, rw_embed_event_fn cb,
+                                            void *user, uint64_t *id, rw_error *err);
+
 #ifdef __cplusplus
 }
 #endif

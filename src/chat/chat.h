@@ -56,7 +56,6 @@ rw_status rw_chat_template_from_gguf(const struct rw_gguf *g, rw_chat_template *
  * malloc'd (the caller frees it), *len bytes; plain[2i], plain[2i+1] are
  * the byte ranges of the user's texts in it (*n_ranges of them, sorted, at
  * most RW_CHAT_RERANK_RANGES) to tokenize as text. */
-#define RW_CHAT_RERANK_RANGES 8
 rw_status rw_chat_rerank_prompt(const char *tmpl, const char *instruction, const char *query, const char *document,
                                 char **text, size_t *len, size_t *plain, size_t *n_ranges, rw_error *err);
 /* The file's tokenizer.chat_template.rerank (malloc'd), or NULL. */

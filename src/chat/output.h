@@ -80,20 +80,7 @@
 
 #include "base/status.h"
 
-typedef enum {
-    RW_TOOL_FMT_NONE = 0,
-    RW_TOOL_FMT_GENERIC,
-    RW_TOOL_FMT_QWEN_XML,
-    RW_TOOL_FMT_HERMES,
-    RW_TOOL_FMT_LLAMA3,
-    RW_TOOL_FMT_GRANITE,
-    RW_TOOL_FMT_HARMONY, /* gpt-oss: channels and recipients (chat/harmony.c) */
-    RW_TOOL_FMT_DEEPSEEK,
-    RW_TOOL_FMT_NEMOTRON,
-    RW_TOOL_FMT_LFM2,
-    RW_TOOL_FMT_MISTRAL,
-} rw_tool_format;
-#define RW_TOOL_FMT_LAST RW_TOOL_FMT_MISTRAL
+/* rw_tool_format (and RW_TOOL_FMT_LAST) is public: include/rewind.h. */
 
 /* DeepSeek's call markers (<｜tool▁calls▁begin｜> ...), as UTF-8 */
 #define RW_CHAT_DS_CALLS_BEGIN "<\uff5ctool\u2581calls\u2581begin\uff5c>"
@@ -102,10 +89,7 @@ typedef enum {
 #define RW_CHAT_DS_CALL_END "<\uff5ctool\u2581call\u2581end\uff5c>"
 #define RW_CHAT_DS_SEP "<\uff5ctool\u2581sep\uff5c>"
 
-typedef enum {
-    RW_REASONING_NONE = 0, /* think blocks stay in the content */
-    RW_REASONING_DEEPSEEK, /* think blocks go to reasoning (llama-server's default "deepseek") */
-} rw_reasoning_format;
+/* rw_reasoning_format is public (include/rewind.h). */
 
 /* "none", "generic", "qwen-xml", "hermes", "llama3", "granite", "harmony",
  * "deepseek", "nemotron", "lfm2", "mistral" (the names of --tool-format);
@@ -154,26 +138,8 @@ typedef struct {
                                the last one (parallel_tool_calls false): see rw_chat_output_calls_done */
 } rw_chat_output_opts;
 
-typedef enum {
-    RW_CHAT_EV_CONTENT,    /* text, len: a piece of the content */
-    RW_CHAT_EV_REASONING,  /* text, len: a piece of the reasoning */
-    RW_CHAT_EV_CALL_BEGIN, /* index, id, name: a tool call starts (name complete) */
-    RW_CHAT_EV_CALL_ARGS,  /* index, text, len: a piece of its arguments (a JSON object's text, in order) */
-    RW_CHAT_EV_CALL_END,   /* index: its arguments are complete */
-} rw_chat_event_kind;
-
-typedef struct {
-    rw_chat_event_kind kind;
-    const char *text; /* not NUL-terminated; valid during the callback only */
-    size_t len;
-    int index;        /* calls: 0, 1, ... within this output */
-    const char *id;   /* CALL_BEGIN: NUL-terminated, valid during the callback */
-    const char *name; /* CALL_BEGIN: NUL-terminated, valid during the callback */
-} rw_chat_event;
-
-/* Called for each event, in order. A status other than RW_OK stops the
- * parser: feed / finish return it (the parser must then only be freed). */
-typedef rw_status (*rw_chat_event_fn)(void *user, const rw_chat_event *ev);
+/* rw_chat_event_kind, rw_chat_event and rw_chat_event_fn are public
+ * (include/rewind.h), as are the parser's functions declared below. */
 
 typedef struct rw_chat_output rw_chat_output;
 
@@ -212,19 +178,7 @@ bool rw_chat_output_in_reasoning(const rw_chat_output *p);
 
 /* ---- non-streaming ---- */
 
-typedef struct {
-    char *id, *name;
-    char *arguments; /* a JSON object's text (compact) */
-} rw_chat_tool_call;
-
-typedef struct {
-    char *content; /* NUL-terminated, "" when none */
-    size_t content_len;
-    char *reasoning; /* NULL when there was no reasoning */
-    size_t reasoning_len;
-    rw_chat_tool_call *calls;
-    int n_calls;
-} rw_chat_parsed;
+/* rw_chat_tool_call and rw_chat_parsed are public (include/rewind.h). */
 
 /* The whole generated text at once (the concatenation of the events of
  * feed + finish). The caller frees *out with rw_chat_parsed_free. */

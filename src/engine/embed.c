@@ -71,7 +71,7 @@ void rw_engine__embed_rows(rw_engine *e, eng_req *r, const rw_batch_item *item) 
 
 void rw_engine__embed_send(eng_req *r) {
     struct eng_embed *m = r->emb;
-    rw_embed_event ev = {.n_embd = m->n_embd, .prompt_tokens = r->n_prompt, .cached_tokens = r->n_cached};
+    rw_embed_event ev = {.size = sizeof(rw_embed_event), .n_embd = m->n_embd, .prompt_tokens = r->n_prompt, .cached_tokens = r->n_cached};
     if (r->final_ev.finish == RW_FINISH_ERROR) ev.error = r->final_ev.error ? r->final_ev.error : "failed";
     else {
         ev.embedding = m->out;

@@ -154,31 +154,18 @@ typedef struct {
     bool render_special;
 } rw_gen_params;
 
-typedef enum {
-    RW_FINISH_NONE = 0, /* not finished */
-    RW_FINISH_STOP,     /* end-of-generation token or stop string */
-    RW_FINISH_LENGTH,   /* max_tokens or the context reached */
-    RW_FINISH_ERROR,    /* the forward pass failed: error says why */
-} rw_finish_reason;
+/* How a request ended: the public rw_done_reason (include/rewind.h), under
+ * the engine's names. */
+typedef rw_done_reason rw_finish_reason;
+#define RW_FINISH_NONE RW_DONE_NONE     /* not finished */
+#define RW_FINISH_STOP RW_DONE_STOP     /* end-of-generation token or stop string */
+#define RW_FINISH_LENGTH RW_DONE_LENGTH /* max_tokens or the context reached */
+#define RW_FINISH_ERROR RW_DONE_ERROR   /* the forward pass failed: error says why */
 
-/* One event of a request: new text and tokens, and at the end the totals. */
-typedef struct {
-    const char *text;       /* new text: complete UTF-8, stop strings cut off (not NUL-terminated) */
-    size_t text_len;
-    const int32_t *tokens;  /* tokens generated since the last event */
-    int n_tokens;
-    /* with n_logprobs >= 0: per token of tokens, its logprob and n_top alternatives */
-    const float *logprobs;
-    const rw_token_logprob *top; /* [n_tokens][n_top] */
-    int n_top;
-    bool done;
-    rw_finish_reason finish; /* set when done */
-    int64_t prompt_tokens;
-    int64_t cached_tokens;  /* prompt tokens whose state was reused from the prefix cache */
-    int64_t cached_tokens_disk; /* of those, restored from its disk tier (pcache.h) */
-    int64_t completion_tokens;
-    const char *error;      /* finish == RW_FINISH_ERROR: one line */
-} rw_gen_event;
+/* One event of a request: the public rw_token_event (include/rewind.h), so
+ * rw_engine_submit_tokens hands the embedder's callback to the engine as
+ * it is. The engine sets its size. */
+typedef rw_token_event rw_gen_event;
 
 typedef void (*rw_gen_callback)(void *user, const rw_gen_event *ev);
 
@@ -236,17 +223,8 @@ typedef struct {
     int n_logit_ids;
 } rw_embed_params;
 
-/* The one event of an embedding request (pointers valid during the call). */
-typedef struct {
-    const float *embedding; /* [n_rows][n_embd], not normalized; n_rows 1 but with RW_POOL_NONE (n_prompt) */
-    int64_t n_rows;
-    int n_embd;
-    const float *logits;    /* [n_logits]: those of the logit_ids asked for, in that order */
-    int n_logits;
-    int64_t prompt_tokens;
-    int64_t cached_tokens;  /* prompt tokens whose state came from the prefix cache */
-    const char *error;      /* NULL, or why it failed (one line; no embedding then) */
-} rw_embed_event;
+/* The one event of an embedding request: the public rw_embed_event
+ * (include/rewind.h); the engine sets its size. */
 
 typedef void (*rw_embed_callback)(void *user, const rw_embed_event *ev);
 
@@ -273,12 +251,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id);
  * cache, so the next request whose prompt shares its tokens starts from it,
  * with the output bitwise what it is without it. */
 
-typedef struct {
-    bool busy;        /* a request runs in it */
-    uint64_t request; /* that request's id (busy), else 0 */
-    int64_t n_prompt; /* the prompt length of the request running there, or of the last one */
-    int64_t n_tokens; /* busy: tokens in its sequence at the last step's end; idle: tokens the slot holds */
-} rw_engine_slot;
+/* rw_engine_slot is public (include/rewind.h). */
 
 /* A snapshot of the slots: out[i] for slot i < max_running (returned);
  * head (may be NULL) gets the first max_head tokens each slot holds (a busy

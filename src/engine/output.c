@@ -46,6 +46,7 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
                        const rw_token_logprob *top, int n_top, rw_finish_reason fin, const char *error) {
     if (r->final_pending || r->finished) return; /* one final event, and nothing after it */
     rw_gen_event ev = {
+        .size = sizeof(rw_gen_event),
         .logprobs = lp,
         .top = top,
         .n_top = lp ? n_top : 0,

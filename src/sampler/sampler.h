@@ -57,10 +57,7 @@
  * never wins). n > 0. */
 int32_t rw_argmax(const float *logits, int64_t n);
 
-typedef struct {
-    int32_t token;
-    float bias; /* added to the logit; -INFINITY bans the token */
-} rw_logit_bias;
+/* rw_logit_bias is public (include/rewind.h). */
 
 /* Start from rw_sampler_params_default(): a zeroed struct means top_p = 0,
  * which keeps one token (as in llama.cpp and OpenAI). */
@@ -160,7 +157,7 @@ rw_status rw_spec_verify(rw_sampler *s, const float *target_logits, const float 
 
 /* ---- log-probabilities (OpenAI logprobs / top_logprobs) ---- */
 
-#define RW_MAX_TOP_LOGPROBS 20
+/* RW_MAX_TOP_LOGPROBS and rw_token_logprob are public (include/rewind.h). */
 
 typedef enum {
     /* llama-server's default (post_sampling_probs = false): log-softmax of the
@@ -172,10 +169,6 @@ typedef enum {
     RW_LOGPROBS_SAMPLED,
 } rw_logprobs_mode;
 
-typedef struct {
-    int32_t token;
-    float logprob;
-} rw_token_logprob;
 
 /* *token_logprob = log-probability of token under the mode's distribution;
  * top[0..ret) = the min(n_top, RW_MAX_TOP_LOGPROBS) most likely tokens,

@@ -250,7 +250,8 @@ void rw_server__splice_prompt(srv_model *m, srv_request *r, const int32_t *prev,
         rw_tokenize(m->tok, b + na, nb - na, false, true, &rest, &n_rest, &err) || !n_rest)
         goto out;
     const int64_t n = (int64_t)(n_prev + n_rest);
-    if (n + (r->gp.max_tokens > 0 ? r->gp.max_tokens : 1) > rw_engine_get_config(m->engine)->n_ctx) goto out;
+    if (n + (r->gp.max_tokens > 0 ? r->gp.max_tokens : 1) > rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX))
+        goto out;
     if (!(ids = malloc((size_t)n * sizeof *ids))) goto out;
     memcpy(ids, prev, n_prev * sizeof *ids);
     memcpy(ids + n_prev, rest, n_rest * sizeof *ids);

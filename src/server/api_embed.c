@@ -42,8 +42,8 @@ rw_status rw_server__embed_setup(srv_model *m, const char *rerank_template, rw_e
     if (m->pooling < 0) {
         /* the file's; rank (a reranker's) and none declared or nothing
          * declared: the last token, as decoder embedding models pool */
-        int p = rw_model_get_hparams(rw_engine_get_model(m->engine))->pooling_type;
-        m->pooling = p >= RW_POOL_MEAN && p <= RW_POOL_LAST ? p : p == RW_POOL_NONE ? RW_POOL_NONE : RW_POOL_LAST;
+        const rw_pooling p = rw_model_pooling(rw_engine_get_model(m->engine));
+        m->pooling = p == RW_POOLING_FILE ? RW_POOL_LAST : (int)p;
     }
     if (rerank_template && rerank_template[0]) {
         if (!strstr(rerank_template, "{query}") || !strstr(rerank_template, "{document}"))
@@ -102,7 +102,7 @@ static void state_free(void *p) {
         pthread_mutex_lock(&st->j->mu);
         bool running = it->submitted && !it->done;
         pthread_mutex_unlock(&st->j->mu);
-        if (running) rw_engine_cancel_id(st->m->engine, it->id); /* no callback after this returns */
+        if (running) rw_engine_cancel(st->m->engine, it->id); /* no callback after this returns */
         free(it->vec);
     }
     free(st->it);
@@ -362,7 +362,7 @@ static srv_job *state_job(srv_model *m, int n, bool rerank, emb_state **out) {
     st->j = j;
     st->m = m;
     st->rerank = rerank;
-    st->n_embd = rw_model_get_hparams(rw_engine_get_model(m->engine))->n_embd;
+    st->n_embd = rw_model_n_embd(rw_engine_get_model(m->engine));
     j->api_state = st;
     j->api_free = state_free;
     j->api_body = rerank ? rerank_body : embeddings_body;
@@ -383,7 +383,8 @@ static bool submit(srv_model *m, srv_job *j, int i, const int32_t *ids, size_t n
                    rw_server__reply *rep) {
     emb_state *st = j->api_state;
     rw_error err = {0};
-    rw_status rc = rw_engine_submit_embed(m->engine, ids, (int64_t)n, p, on_embed, &st->it[i], &st->it[i].id, &err);
+    rw_status rc = rw_engine_submit_embedding(m->engine, ids, (int64_t)n, (rw_pooling)p->pooling, p->logit_ids,
+                                              p->n_logit_ids, on_embed, &st->it[i], &st->it[i].id, &err);
     if (!rc) {
         st->it[i].submitted = true;
         return true;
@@ -404,8 +405,8 @@ static bool submit(srv_model *m, srv_job *j, int i, const int32_t *ids, size_t n
 /* The most engine requests one HTTP request may make: they must all fit in
  * the engine's slots and queue at once. */
 static int max_items(const srv_model *m) {
-    const rw_engine_config *c = rw_engine_get_config(m->engine);
-    return c->max_running + c->max_queued;
+    return (int)(rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING) +
+                 rw_engine_setting_get(m->engine, RW_ENGINE_MAX_QUEUED));
 }
 
 /* An input's token ids: text tokenized (special tokens as the vocabulary
@@ -456,7 +457,7 @@ rw_server__reply rw_server__embeddings(srv_model *m, const char *body, size_t le
     else if (json_is_array(in) && json_array_size(in) > 0 && json_is_integer(json_array_get(in, 0)))
         list = json_pack("[O]", in);
     else if (json_is_array(in)) list = json_incref(in);
-    const int d = rw_model_get_hparams(rw_engine_get_model(m->engine))->n_embd;
+    const int d = rw_model_n_embd(rw_engine_get_model(m->engine));
     int n = list ? (int)json_array_size(list) : 0;
     if (!list || n == 0)
         rep = reply_error(400, NULL, "input", "input must be a string, an array of strings or of token ids, not empty");

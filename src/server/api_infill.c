@@ -398,7 +398,7 @@ static bool infill_prompt(srv_model *m, json_t *o, tok_list *out, bool *truncate
     if (ok) {
         /* room for the code: the context less what the answer may take (n_predict, else a quarter of the
          * context), the four fixed tokens and the prompt */
-        const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+        const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
         json_t *np = json_object_get(o, "n_predict"), *mt = json_object_get(o, "max_tokens");
         int64_t answer = json_is_integer(mt) && json_integer_value(mt) > 0   ? json_integer_value(mt)
                          : json_is_integer(np) && json_integer_value(np) > 0 ? json_integer_value(np)
@@ -467,7 +467,7 @@ rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len) {
     j->api_fill = infill_fill;
     srv_choice *ch = &j->choice[0];
     rw_error err = {0};
-    if (rw_engine_submit(m->engine, r.prompt, r.n_prompt, &r.gp, on_event, ch, &ch->engine_id, &err)) {
+    if (rw_server__submit(m->engine, r.prompt, r.n_prompt, &r.gp, on_event, ch, &ch->engine_id, &err)) {
         rw_server__job_free(j);
         if (err.code == RW_ERR_BUSY)
             rw_server__errorf(&e, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s", err.msg);

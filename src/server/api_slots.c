@@ -50,8 +50,8 @@ static rw_server__reply slots_off(void) {
 rw_server__reply rw_server__slots(srv_model *m, bool fail) {
     const rw_server *s = m->srv;
     if (s->no_slots) return slots_off();
-    const int n = rw_engine_get_config(m->engine)->max_running;
-    const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+    const int n = (int)rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING);
+    const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
     rw_engine_slot *sl = calloc((size_t)n, sizeof *sl);
     int32_t *head = malloc((size_t)n * HEAD_TOKENS * sizeof *head);
     int64_t *n_head = calloc((size_t)n, sizeof *n_head);
@@ -121,7 +121,7 @@ rw_server__reply rw_server__slot_action(srv_model *m, const char *id, const char
                                         size_t len) {
     const rw_server *s = m->srv;
     if (s->no_slots) return slots_off();
-    const int n = rw_engine_get_config(m->engine)->max_running;
+    const int n = (int)rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING);
     char *end = NULL;
     long slot = strtol(id, &end, 10);
     if (!id[0] || *end || id[0] < '0' || id[0] > '9' || slot < 0 || slot >= n) {

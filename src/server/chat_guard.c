@@ -173,13 +173,13 @@ bool rw_server__chat_tokenize(srv_model *m, json_t *norm, json_t *tools, json_t 
     char *tj = mtools ? json_dumps(mtools, JSON_COMPACT) : NULL;
     char *xj = mextra ? json_dumps(mextra, JSON_COMPACT) : NULL;
     bool ok = !gl.nomem && mj && (!tools || tj) && (!extra || xj);
-    rw_chat_render_opts mro = *ro;
+    rw_template_vars mro = rw_server__template_vars(ro);
     mro.messages_json = mj;
     mro.tools_json = tools ? tj : NULL;
     mro.extra_json = extra ? xj : NULL;
     char *mtext = NULL;
     size_t mlen = 0;
-    rw_status st = ok ? rw_chat_template_render(m->tmpl, &mro, &mtext, &mlen, &err) : RW_ERR_NOMEM;
+    rw_status st = ok ? rw_chat_template_apply(m->tmpl, &mro, &mtext, &mlen, &err) : RW_ERR_NOMEM;
     free(mj);
     free(tj);
     free(xj);

@@ -197,7 +197,8 @@ rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err)
             if (gp.max_tokens < 1) gp.max_tokens = 1;
             gp.grammar_after = NULL; /* the prompt ends with the close: the grammar holds at once */
         }
-        rw_status st = rw_engine_submit(j->model->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
+        rw_status st =
+            rw_server__submit(j->model->engine, prompt, n_prompt, &gp, rw_server__job_on_event, c, &c->engine_id, err);
         free(closed);
         if (st) return st; /* rw_server__job_free cancels the ones already in */
         c->submitted = true;
@@ -212,7 +213,7 @@ void rw_server__job_free(srv_job *j) {
         pthread_mutex_lock(&j->mu);
         bool running = c->submitted && !c->done;
         pthread_mutex_unlock(&j->mu);
-        if (running) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this returns */
+        if (running) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this returns */
         free(c->text);
         free(c->toks);
         free(c->lps);
@@ -242,7 +243,7 @@ rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, boo
     o.id_prefix = id_prefix;
     o.stream_args = stream;
     if (!rw_random_bytes(&o.id_seed, sizeof o.id_seed)) o.id_seed = (uint64_t)time(NULL);
-    return rw_chat_output_new(&o, out, err);
+    return rw_server__output_open(&o, out, err);
 }
 
 /* Appends text and tokens (with logprobs, or zeros when lp is NULL) to a
@@ -306,7 +307,7 @@ static void watch_calls(srv_job *j, srv_choice *c, const char *text, size_t len)
     if (!c->watch) {
         rw_chat_output_opts o = j->parse;
         o.stream_args = false;
-        if (rw_chat_output_new(&o, &c->watch, &err)) return;
+        if (rw_server__output_open(&o, &c->watch, &err)) return;
     }
     if (rw_chat_output_feed(c->watch, text, len, ignore_event, NULL, &err)) return;
     c->calls_stop = rw_chat_output_calls_done(c->watch);
@@ -350,7 +351,7 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
  * adds the close marker to its output and submits prompt + output + close,
  * with what is left of max_tokens (connection thread). */
 static void continue_choice(srv_job *j, srv_choice *c) {
-    if (c->submitted) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this */
+    if (c->submitted) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
     if (j->chat && j->parse.max_calls) watch_calls(j, c, j->close_text, j->close_len);
@@ -372,7 +373,7 @@ static void continue_choice(srv_job *j, srv_choice *c) {
     rw_status st = RW_OK;
     if (!prompt) st = rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     else if (gp.max_tokens > 0)
-        st = rw_engine_submit(j->model->engine, prompt, n, &gp, rw_server__job_on_event, c, &c->engine_id, &err);
+        st = rw_server__submit(j->model->engine, prompt, n, &gp, rw_server__job_on_event, c, &c->engine_id, &err);
     free(prompt);
     pthread_mutex_lock(&j->mu);
     if (st || gp.max_tokens <= 0) { /* no room left (or it failed): the choice ends here */
@@ -412,7 +413,7 @@ static void stop_after_calls(srv_job *j) {
         bool stop = c->calls_stop && !c->done && !c->over_budget;
         pthread_mutex_unlock(&j->mu);
         if (!stop) continue;
-        if (c->submitted) rw_engine_cancel_id(j->model->engine, c->engine_id); /* no callback after this */
+        if (c->submitted) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this */
         pthread_mutex_lock(&j->mu);
         c->done = true;
         c->finish = RW_FINISH_STOP;

@@ -203,10 +203,9 @@ char *rw_server__metrics_text(rw_server *s) {
         rw_engine_get_stats(m->engine, &x);
         stats_add(&st, &x, true);
         rows[i].bytes = rw_server__model_bytes(m, &x);
-        const rw_engine_config *cfg = rw_engine_get_config(m->engine);
-        budget_cache += cfg->cache_bytes;
-        budget_state += cfg->max_state_bytes;
-        budget_disk += cfg->cache_dir ? cfg->cache_dir_bytes : 0;
+        budget_cache += (size_t)rw_engine_setting_get(m->engine, RW_ENGINE_CACHE_BYTES);
+        budget_state += (size_t)rw_engine_setting_get(m->engine, RW_ENGINE_MAX_STATE_BYTES);
+        budget_disk += (size_t)rw_engine_setting_get(m->engine, RW_ENGINE_CACHE_DIR_BYTES);
     }
     pthread_mutex_unlock(&s->models_mu); /* the ids live as long as the server */
     uint64_t by_status[600];

@@ -137,6 +137,46 @@ static void builtin_tools(json_t *tools, json_t *kwargs) {
     json_decref(list);
 }
 
+rw_template_vars rw_server__template_vars(const rw_chat_render_opts *o) {
+    rw_template_vars v = rw_template_vars_default();
+    v.messages_json = o->messages_json;
+    v.tools_json = o->tools_json;
+    v.add_generation_prompt = o->add_generation_prompt;
+    v.enable_thinking = o->enable_thinking;
+    v.bos_token = o->bos_token;
+    v.eos_token = o->eos_token;
+    v.now = o->now;
+    v.extra_json = o->extra_json;
+    return v;
+}
+
+static rw_chat_output_params output_params(const rw_chat_output_opts *o) {
+    rw_chat_output_params p = rw_chat_output_params_default();
+    p.tool_format = o->tool_format;
+    p.reasoning = o->reasoning;
+    p.think_open = o->think_open;
+    p.think_close = o->think_close;
+    p.in_reasoning = o->in_reasoning;
+    p.tools_json = o->tools_json;
+    p.id_prefix = o->id_prefix;
+    p.id_seed = o->id_seed;
+    p.stream_args = o->stream_args;
+    p.cut = o->cut;
+    p.max_calls = o->max_calls;
+    return p;
+}
+
+rw_status rw_server__output_open(const rw_chat_output_opts *o, rw_chat_output **out, rw_error *err) {
+    const rw_chat_output_params p = output_params(o);
+    return rw_chat_output_open(&p, out, err);
+}
+
+rw_status rw_server__output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
+                                  rw_error *err) {
+    const rw_chat_output_params p = output_params(o);
+    return rw_chat_output_parse_all(&p, text, len, out, err);
+}
+
 bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
     rw_server *s = m->srv;
     json_t *msgs = json_object_get(o, "messages");
@@ -203,7 +243,7 @@ bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *
     /* sizes before any rendering: a token stands for at most max_token_len
      * bytes, so contents beyond n_ctx of them cannot fit (each render and
      * tokenization of a huge conversation costs seconds) */
-    const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+    const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
     const size_t max_tok = rw_tokenizer_max_token_len(m->tok);
     size_t content_bytes = 0, i;
     json_t *msg;
@@ -216,7 +256,8 @@ bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *
             (long long)n_ctx, content_bytes, content_bytes / max_tok);
         goto done;
     }
-    if ((st = rw_chat_template_render(m->tmpl, &prep.ro, &text, &len, &err))) {
+    const rw_template_vars vars = rw_server__template_vars(&prep.ro);
+    if ((st = rw_chat_template_apply(m->tmpl, &vars, &text, &len, &err))) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         goto done;
     }

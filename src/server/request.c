@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "grammar/grammar.h"
 #include "server/api_int.h"
 
 #define MAX_STOP 16
@@ -110,7 +109,7 @@ static void warn_unknown(rw_server *s, const char *key) {
 static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error *e) {
     char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
     rw_error err = {0};
-    rw_status st = text ? rw_grammar_schema_to_gbnf(text, strlen(text), NULL, out, &err)
+    rw_status st = text ? rw_schema_to_gbnf(text, strlen(text), NULL, 0, out, &err)
                         : rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     free(text);
     if (st) rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
@@ -133,7 +132,7 @@ static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
         const char *type = json_is_string(t) ? json_string_value(t) : "";
         if (!strcmp(type, "json_object")) {
             rw_error err = {0};
-            if (rw_grammar_json_object_gbnf(NULL, &r->grammar, &err))
+            if (rw_json_object_gbnf(NULL, 0, &r->grammar, &err))
                 return bad(e, "response_format", "%s", err.msg);
             n++;
             param = "response_format";
@@ -170,13 +169,11 @@ static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
         param = "grammar";
     }
     if (!r->grammar) return true;
-    rw_grammar *g = NULL;
     rw_error err = {0};
-    if (rw_grammar_compile(r->grammar, strlen(r->grammar), NULL, &g, &err)) {
+    if (rw_grammar_check(r->grammar, strlen(r->grammar), NULL, &err)) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
         return false;
     }
-    rw_grammar_free(g);
     r->gp.grammar = r->grammar;
     return true;
 }
@@ -198,7 +195,18 @@ static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_er
     json_t *model = json_object_get(o, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string", "model");
     rw_gen_params *g = &r->gp;
-    *g = (rw_gen_params){.sampling = rw_sampler_params_default(), .n_logprobs = -1};
+    const rw_request_params d = rw_request_params_default(); /* the library's defaults */
+    *g = (rw_gen_params){.sampling = {.temperature = d.temperature,
+                                      .top_k = d.top_k,
+                                      .top_p = d.top_p,
+                                      .min_p = d.min_p,
+                                      .presence_penalty = d.presence_penalty,
+                                      .frequency_penalty = d.frequency_penalty,
+                                      .repeat_penalty = d.repeat_penalty,
+                                      .penalty_last_n = d.penalty_last_n,
+                                      .min_keep = d.min_keep,
+                                      .seed = d.seed},
+                         .n_logprobs = -1};
     rw_sampler_params *sp = &g->sampling;
     sp->temperature = 1.0f; /* OpenAI's default */
     long long top_k = 0, n = 1, seed = 0, max_tokens = 0, best_of = 1;
@@ -306,7 +314,7 @@ static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_er
 
     if (!(chat ? rw_server__chat_prompt(m, o, r, e) : rw_server__completion_prompt(m, o, r, json_is_true(echo), e)))
         return false;
-    const int64_t n_ctx = rw_engine_get_config(m->engine)->n_ctx;
+    const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
     if (has_max || has_max2) g->max_tokens = max_tokens;
     else g->max_tokens = n_ctx - r->n_prompt; /* as much as the context holds */
     if (r->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 1) > n_ctx) {
@@ -380,4 +388,33 @@ void rw_server__request_free(srv_request *r) {
     free(r->grammar);
     free(r->cont_grammar);
     memset(r, 0, sizeof *r);
+}
+
+rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_params *g, rw_token_event_fn cb,
+                            void *user, uint64_t *id, rw_error *err) {
+    rw_request_params p = rw_request_params_default();
+    p.temperature = g->sampling.temperature;
+    p.top_k = g->sampling.top_k;
+    p.top_p = g->sampling.top_p;
+    p.min_p = g->sampling.min_p;
+    p.presence_penalty = g->sampling.presence_penalty;
+    p.frequency_penalty = g->sampling.frequency_penalty;
+    p.repeat_penalty = g->sampling.repeat_penalty;
+    p.penalty_last_n = g->sampling.penalty_last_n;
+    p.min_keep = g->sampling.min_keep;
+    p.seed = g->sampling.seed;
+    p.logit_bias = g->sampling.logit_bias;
+    p.n_logit_bias = g->sampling.n_logit_bias;
+    p.max_tokens = g->max_tokens;
+    p.stop = g->stop;
+    p.n_stop = g->n_stop;
+    p.ignore_eos = g->ignore_eos;
+    p.marks = g->marks;
+    p.n_marks = g->n_marks;
+    p.n_logprobs = g->n_logprobs;
+    p.grammar = g->grammar;
+    p.grammar_root = g->grammar_root;
+    p.grammar_after = g->grammar_after;
+    p.render_special = g->render_special;
+    return rw_engine_submit_tokens(e, ids, n, &p, cb, user, id, err);
 }

@@ -105,7 +105,7 @@ static json_t *message_json(const srv_job *j, srv_choice *c) {
     for (size_t i = 0; i < sizeof j->id && j->id[i]; i++) o.id_seed = o.id_seed * 131 + (unsigned char)j->id[i];
     o.id_seed ^= (uint64_t)c->index * 0x9e3779b97f4a7c15ull;
     o.cut = c->finish == RW_FINISH_LENGTH;
-    if (rw_chat_output_parse(&o, c->text ? c->text : "", c->text_len, &m, &err)) /* out of memory: the raw text */
+    if (rw_server__output_parse(&o, c->text ? c->text : "", c->text_len, &m, &err)) /* out of memory: the raw text */
         return json_pack("{s:s,s:o}", "role", "assistant", "content", text_json(c->text, c->text_len));
     c->n_calls = m.n_calls;
     msg = json_pack("{s:s,s:o}", "role", "assistant", "content",

@@ -357,15 +357,15 @@ static void tokenize(const srv_model *m, srv_conn *cc, bool detok) {
  * modalities), plus the chat output settings. */
 static char *props_json(const srv_model *m) {
     const rw_server *s = m->srv;
-    const rw_engine_config *ec = rw_engine_get_config(m->engine);
     size_t n = 0;
     const char *src = rw_chat_template_source(m->tmpl, &n);
     json_t *o =
         json_pack("{s:{s:I,s:{}},s:i,s:s,s:s%,s:{s:b,s:b},s:s?,s:s?,s:s,s:s,s:{s:b,s:b,s:b,s:b,s:b}}",
-                  "default_generation_settings", "n_ctx", (json_int_t)ec->n_ctx, "params", "total_slots",
-                  ec->max_running, "model_alias", m->id, "chat_template", src, n, "modalities", "vision", 0, "audio", 0,
-                  "bos_token", m->bos, "eos_token", m->eos, "tool_format", rw_tool_format_name(m->tool_fmt),
-                  "reasoning_format", s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
+                  "default_generation_settings", "n_ctx", (json_int_t)rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX),
+                  "params", "total_slots", (int)rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING), "model_alias",
+                  m->id, "chat_template", src, n, "modalities", "vision", 0, "audio", 0, "bos_token", m->bos,
+                  "eos_token", m->eos, "tool_format", rw_tool_format_name(m->tool_fmt), "reasoning_format",
+                  s->reasoning_fmt == RW_REASONING_NONE ? "none" : "deepseek", "chat_template_caps",
                   "supports_system_role", m->caps.system_role, "supports_tool_calls", m->caps.tool_calls,
                   "supports_parallel_tool_calls", m->caps.parallel_calls, "supports_tool_responses",
                   m->caps.tool_results, "supports_thinking", m->caps.has_think);
@@ -436,7 +436,7 @@ static json_t *model_entry(const rw_server *s, const srv_model *m, bool anthropi
         return json_pack("{s:s,s:s,s:s,s:s,s:b}", "type", "model", "id", m->id, "display_name", m->id, "created_at",
                          when, "loaded", m->loaded);
     }
-    const int64_t n_ctx = m->loaded ? rw_engine_get_config(m->engine)->n_ctx : m->src.n_ctx;
+    const int64_t n_ctx = m->loaded ? rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX) : m->src.n_ctx;
     return json_pack("{s:s,s:s,s:I,s:s,s:I,s:b}", "id", m->id, "object", "model", "created", (json_int_t)s->started,
                      "owned_by", "rewind", "max_model_len", (json_int_t)n_ctx, "loaded", m->loaded);
 }

@@ -239,6 +239,19 @@ typedef struct {
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
 } srv_tok_lp;
 
+/* The public template variables (include/rewind.h) of the render options
+ * rw_chat_prepare made (prompt.c). */
+rw_template_vars rw_server__template_vars(const rw_chat_render_opts *o);
+/* prompt.c: the chat output parser (streaming, or a whole text at once)
+ * with the server's options, through the public calls. */
+rw_status rw_server__output_open(const rw_chat_output_opts *o, rw_chat_output **out, rw_error *err);
+rw_status rw_server__output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
+                                  rw_error *err);
+/* request.c: submits a request with the server's parameters through the
+ * public rw_engine_submit_tokens. */
+rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_params *g, rw_token_event_fn cb,
+                            void *user, uint64_t *id, rw_error *err);
+
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
 void rw_server__request_free(srv_request *r);

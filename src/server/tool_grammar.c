@@ -81,9 +81,8 @@ static void lit(buf *b, const char *s) {
 static rw_status schema_rules(buf *b, const json_t *schema, const char *name, rw_error *err) {
     char *txt = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!txt) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    rw_schema_opts so = {.name = name, .max_ws = -1};
     char *g = NULL;
-    rw_status st = rw_grammar_schema_to_gbnf(txt, strlen(txt), &so, &g, err);
+    rw_status st = rw_schema_to_gbnf(txt, strlen(txt), name, -1, &g, err);
     free(txt);
     if (!st) puts_(b, g);
     free(g);

@@ -39,7 +39,7 @@ bool rw_tokenizer_is_control(const rw_tokenizer *t, int32_t id);
 /* Fill-in-the-middle tokens by role: the file's tokenizer.ggml.fim_*_token_id
  * (or the older prefix/suffix/middle_token_id keys), else found by their
  * usual texts (<|fim_prefix|>, <fim_prefix>, <PRE>, ...). */
-typedef enum { RW_FIM_PRE, RW_FIM_SUF, RW_FIM_MID, RW_FIM_PAD, RW_FIM_REP, RW_FIM_SEP, RW_FIM_COUNT } rw_fim_role;
+/* rw_fim_role is public (include/rewind.h). */
 /* The token of a role, or -1 when the vocabulary has none. */
 int32_t rw_tokenizer_fim(const rw_tokenizer *t, rw_fim_role role);
 /* A token's vocabulary text (as stored, not decoded), or NULL for a bad id. */
