@@ -34,6 +34,22 @@
  * gives it to the caller, who frees it with the matching *_free / *_close
  * (strings and arrays with rw_free). Borrowed pointers are marked so.
  *
+ * Parameter structs (rw_model_params, rw_gen_options, rw_engine_params,
+ * rw_embed_options) start with struct_size, which their *_default()
+ * function sets to the size this header declares: start from the default,
+ * then change fields. A later version appends fields; the library reads
+ * only the first struct_size bytes of the caller's struct and takes the
+ * defaults for the rest, so a program built against an older header keeps
+ * working unchanged (struct_size 0, from a zeroed struct, means the first
+ * sized layout). A struct_size larger than the library knows is accepted
+ * when the bytes past its fields are zero (RW_ERR_UNSUPPORTED otherwise:
+ * the program asks for something this older library cannot do); smaller
+ * than the first layout is RW_ERR_INVALID_ARG. Structs embedded in others
+ * (rw_sampling, rw_run_params) and the structs the library fills
+ * (rw_gen_result, rw_engine_stats_public) never change; what they would
+ * gain is appended to the sized struct around them, or comes with a new
+ * function. See docs/api.md, "Compatibility".
+ *
  * Threads: an rw_model may be shared by threads for the read-only calls
  * (tokenize, detokenize, chat render, the getters). Forward passes of one
  * model must not run concurrently: at most one rw_engine per model, and no
@@ -153,6 +169,7 @@ RW_API const char *rw_get_numerics(void);
 typedef struct rw_model rw_model;
 
 typedef struct {
+    size_t struct_size; /* sizeof(rw_model_params); set by rw_model_params_default */
     /* Process-wide settings, kept here for older callers: a value that is
      * not NULL goes to rw_set_kernels / rw_set_numerics before the file
      * opens (so it fails with RW_ERR_BUSY when another model is open under
@@ -241,6 +258,7 @@ typedef struct {
 RW_API rw_sampling rw_sampling_default(void);
 
 typedef struct {
+    size_t struct_size;       /* sizeof(rw_gen_options); set by rw_gen_options_default */
     rw_sampling sampling;
     int64_t max_tokens;       /* >= 1 */
     const char *const *stop;  /* n_stop stop strings (cut from the output), or NULL */
@@ -309,6 +327,7 @@ typedef struct rw_engine rw_engine;
 #define RW_SPECULATE_NGRAM 2u
 
 typedef struct {
+    size_t struct_size;      /* sizeof(rw_engine_params); set by rw_engine_params_default */
     rw_run_params run;
     int max_running;         /* sequences generating at once; default 4 */
     int max_queued;          /* requests waiting beyond those (then RW_ERR_BUSY); default 64 */
@@ -340,6 +359,12 @@ typedef struct {
     /* Step-driven: no scheduler thread; the embedder calls rw_engine_step
      * in its own loop, and every callback runs inside that call. */
     bool manual;
+    /* Fields added after the first sized layout (a caller whose
+     * struct_size ends before one gets its default): */
+    /* Seconds after a request ends before its cache entries are written to
+     * the disk tier (with cache_dir; a later request that extends the same
+     * prompt first makes the write unneeded). >= 0; default 1. */
+    double cache_write_delay;
 } rw_engine_params;
 
 RW_API rw_engine_params rw_engine_params_default(void);
@@ -430,6 +455,7 @@ RW_API rw_pooling rw_model_pooling(const rw_model *m);
 RW_API int rw_model_n_embd(const rw_model *m);
 
 typedef struct {
+    size_t struct_size; /* sizeof(rw_embed_options); set by rw_embed_options_default */
     rw_pooling pooling;
     int dimensions;  /* keep the first this many (Matryoshka), 1..n_embd; 0 = all */
     bool normalize;  /* L2-normalize (after the cut), as OpenAI's embeddings are */

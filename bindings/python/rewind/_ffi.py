@@ -23,6 +23,7 @@ class rw_error(ctypes.Structure):
 
 class rw_model_params(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("kernels", ctypes.c_char_p),
         ("numerics", ctypes.c_char_p),
         ("chat_template", ctypes.c_char_p),
@@ -48,6 +49,7 @@ class rw_sampling(ctypes.Structure):
 
 class rw_gen_options(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("sampling", rw_sampling),
         ("max_tokens", ctypes.c_int64),
         ("stop", ctypes.POINTER(ctypes.c_char_p)),
@@ -73,6 +75,7 @@ class rw_run_params(ctypes.Structure):
 
 class rw_engine_params(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("run", rw_run_params),
         ("max_running", ctypes.c_int),
         ("max_queued", ctypes.c_int),
@@ -86,6 +89,7 @@ class rw_engine_params(ctypes.Structure):
         ("draft_max", ctypes.c_int),
         ("draft_fixed", ctypes.c_bool),
         ("manual", ctypes.c_bool),
+        ("cache_write_delay", ctypes.c_double),
     ]
 
 
@@ -105,6 +109,7 @@ class rw_engine_stats_public(ctypes.Structure):
 
 class rw_embed_options(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("pooling", ctypes.c_int),
         ("dimensions", ctypes.c_int),
         ("normalize", ctypes.c_bool),
