@@ -56,6 +56,12 @@ rw_api__bundle *rw_api__bundle_of(const rw_model *m, rw_error *err);
 rw_status rw_api__params_in(void *dst, size_t dst_size, size_t v1_size, const void *src, const char *what,
                             rw_error *err);
 
+/* params_api.c: the *_init of a sized struct: the first size bytes of dst
+ * (the caller's struct) get the defaults (full bytes; zero past them) and
+ * struct_size = size. Nothing when dst is NULL or too small for
+ * struct_size. */
+void rw_api__params_out(void *dst, size_t size, const void *defaults, size_t full);
+
 /* The end of a struct's field: a sized struct's first layout ends at its
  * last field then, so fields appended later are defaults for its callers. */
 #define RW_API__END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))

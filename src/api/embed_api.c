@@ -8,8 +8,9 @@
 
 #include "api/api_int.h"
 
-rw_embed_options rw_embed_options_default(void) {
-    return (rw_embed_options){.struct_size = sizeof(rw_embed_options), .pooling = RW_POOLING_FILE, .normalize = true};
+void rw_embed_options_init(rw_embed_options *p, size_t size) {
+    const rw_embed_options d = {.struct_size = sizeof d, .pooling = RW_POOLING_FILE, .normalize = true};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 rw_pooling rw_model_pooling(const rw_model *m) {

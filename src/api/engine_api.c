@@ -13,22 +13,24 @@ rw_sampling rw_sampling_default(void) {
     return (rw_sampling){.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f};
 }
 
-rw_gen_options rw_gen_options_default(void) {
-    return (rw_gen_options){.struct_size = sizeof(rw_gen_options), .sampling = rw_sampling_default(), .max_tokens = 256};
+void rw_gen_options_init(rw_gen_options *p, size_t size) {
+    const rw_gen_options d = {.struct_size = sizeof d, .sampling = rw_sampling_default(), .max_tokens = 256};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 rw_run_params rw_run_params_default(void) { return (rw_run_params){.n_threads = 0, .n_ctx = 4096}; }
 
-rw_engine_params rw_engine_params_default(void) {
-    return (rw_engine_params){.struct_size = sizeof(rw_engine_params),
-                              .run = rw_run_params_default(),
-                              .max_running = 4,
-                              .max_queued = 64,
-                              .prefill_chunk = 256,
-                              .cache_bytes = (size_t)256 << 20,
-                              .cache_dir_bytes = (size_t)1 << 30,
-                              .max_checkpoints = RW_ENGINE_CHECKPOINTS,
-                              .cache_write_delay = 1.0};
+void rw_engine_params_init(rw_engine_params *p, size_t size) {
+    const rw_engine_params d = {.struct_size = sizeof d,
+                                .run = rw_run_params_default(),
+                                .max_running = 4,
+                                .max_queued = 64,
+                                .prefill_chunk = 256,
+                                .cache_bytes = (size_t)256 << 20,
+                                .cache_dir_bytes = (size_t)1 << 30,
+                                .max_checkpoints = RW_ENGINE_CHECKPOINTS,
+                                .cache_write_delay = 1.0};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 rw_gen_params rw_api__gen_params(const rw_gen_options *opt) {

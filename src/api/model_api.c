@@ -8,7 +8,10 @@
 #include "api/api_int.h"
 #include "kernels/matmul.h"
 
-rw_model_params rw_model_params_default(void) { return (rw_model_params){.struct_size = sizeof(rw_model_params)}; }
+void rw_model_params_init(rw_model_params *p, size_t size) {
+    const rw_model_params d = {.struct_size = sizeof d};
+    rw_api__params_out(p, size, &d, sizeof d);
+}
 
 rw_api__bundle *rw_api__bundle_of(const rw_model *m, rw_error *err) {
     rw_api__bundle *b = m ? rw_model_api_data(m) : NULL;

@@ -7,6 +7,13 @@
 
 #include "api/api_int.h"
 
+void rw_api__params_out(void *dst, size_t size, const void *defaults, size_t full) {
+    if (!dst || size < sizeof size) return; /* not even struct_size fits */
+    memset(dst, 0, size);                   /* a newer program's fields we do not know: zero, their default */
+    memcpy(dst, defaults, size < full ? size : full);
+    memcpy(dst, &size, sizeof size);
+}
+
 rw_status rw_api__params_in(void *dst, size_t dst_size, size_t v1_size, const void *src, const char *what,
                             rw_error *err) {
     if (!src) return RW_OK; /* NULL params: the defaults already in dst */

@@ -35,6 +35,27 @@ int main(void) {
     CHECK(rw_engine_params_default().cache_write_delay == 1.0);
     CHECK(ENGINE_V1 < sizeof(rw_engine_params));
 
+    /* *_init writes only the caller's bytes: an old program's shorter
+     * struct gets its first bytes of the defaults, the bytes after it stay
+     * as they were; a newer program's longer one gets zeros (defaults)
+     * past the fields this library knows */
+    _Alignas(rw_engine_params) unsigned char buf[sizeof(rw_engine_params) + 32];
+    memset(buf, 0xa5, sizeof buf);
+    rw_engine_params_init((rw_engine_params *)buf, ENGINE_V1);
+    rw_engine_params full = rw_engine_params_default();
+    size_t got_size;
+    memcpy(&got_size, buf, sizeof got_size);
+    CHECK(got_size == ENGINE_V1);
+    CHECK(!memcmp(buf + sizeof(size_t), (unsigned char *)&full + sizeof(size_t), ENGINE_V1 - sizeof(size_t)));
+    bool untouched = true;
+    for (size_t i = ENGINE_V1; i < sizeof buf; i++) untouched &= buf[i] == 0xa5;
+    CHECK(untouched);
+    memset(buf, 0xa5, sizeof buf);
+    rw_engine_params_init((rw_engine_params *)buf, sizeof buf);
+    bool zeros = true;
+    for (size_t i = sizeof(rw_engine_params); i < sizeof buf; i++) zeros &= buf[i] == 0;
+    CHECK(zeros && ((rw_engine_params *)buf)->cache_write_delay == 1.0);
+
     rw_error err;
     rw_model *m = NULL;
     rw_model_params small = rw_model_params_default();
