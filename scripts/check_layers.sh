@@ -55,10 +55,6 @@ engine: embed.c engine.c engine_seq.c engine_spec.c output.c scheduler.c
 kernels: matmul.c matmul_avx2.c matmul_kpanel_avx2.c matmul_q8_0_avx2.c matmul_ref.c quantize_ref.c
 kernels: matmul_avx512.c matmul_q8_0_avx512.c
 kernels: ops_act.c ops_avx2.c ops_avx512.c ops_norm.c
-# synth (the model synthesizer, a program's module): archs.c lays out the
-# architectures through synth.c's plan (add, writer), which calls archs.c
-# for the architectures it handles; the plan wants a file of its own.
-synth: archs.c synth.c
 # server: server.c routes to each endpoint's file, which reports errors and
 # jobs through server.c.
 server: api_common.c api_embed.c api_infill.c api_messages.c api_responses.c api_slots.c chat_guard.c job.c metrics.c models.c prompt.c request.c server.c work.c
