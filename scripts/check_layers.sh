@@ -43,10 +43,6 @@ done
 # passes if all its files are in one entry of its module; a new circle (or
 # one grown by a file) fails. Remove an entry when its circle is broken.
 allowed_circles=$(sed 's/#.*//' <<'EOF'
-# models: the architecture registry points at each architecture's file, which
-# calls the shared forward pass, which reaches the model and the registry;
-# forward.c, seq.c and mtp.c still share the pass plan and the rewind.
-models: experts.c forward.c gemma3.c gpt_oss.c granite.c lfm2.c mamba2.c model.c mtp.c nemotron_h.c qwen35.c registry.c seq.c
 # engine: the scheduler, the request output, embeddings and speculation
 # share the request's life (enqueue, flush, history).
 engine: embed.c engine.c engine_seq.c engine_spec.c output.c scheduler.c
