@@ -34,6 +34,22 @@
  * gives it to the caller, who frees it with the matching *_free / *_close
  * (strings and arrays with rw_free). Borrowed pointers are marked so.
  *
+ * Parameter structs (rw_model_params, rw_gen_options, rw_engine_params,
+ * rw_embed_options) start with struct_size, which their *_default()
+ * (inline here) and *_init() set to the size this header declares: start
+ * from the default, then change fields. A later version appends fields; the library reads
+ * only the first struct_size bytes of the caller's struct and takes the
+ * defaults for the rest, so a program built against an older header keeps
+ * working unchanged (struct_size 0, from a zeroed struct, means the first
+ * sized layout). A struct_size larger than the library knows is accepted
+ * when the bytes past its fields are zero (RW_ERR_UNSUPPORTED otherwise:
+ * the program asks for something this older library cannot do); smaller
+ * than the first layout is RW_ERR_INVALID_ARG. Structs embedded in others
+ * (rw_sampling, rw_run_params) and the structs the library fills
+ * (rw_gen_result, rw_engine_stats_public) never change; what they would
+ * gain is appended to the sized struct around them, or comes with a new
+ * function. See docs/api.md, "Compatibility".
+ *
  * Threads: an rw_model may be shared by threads for the read-only calls
  * (tokenize, detokenize, chat render, the getters). Forward passes of one
  * model must not run concurrently: at most one rw_engine per model, and no
@@ -153,6 +169,7 @@ RW_API const char *rw_get_numerics(void);
 typedef struct rw_model rw_model;
 
 typedef struct {
+    size_t struct_size; /* sizeof(rw_model_params); set by rw_model_params_default / _init */
     /* Process-wide settings, kept here for older callers: a value that is
      * not NULL goes to rw_set_kernels / rw_set_numerics before the file
      * opens (so it fails with RW_ERR_BUSY when another model is open under
@@ -164,7 +181,17 @@ typedef struct {
     const char *chat_template;
 } rw_model_params;
 
-RW_API rw_model_params rw_model_params_default(void);
+/* Fills the first size bytes of *p with the defaults and sets
+ * p->struct_size = size: pass sizeof *p (the program's struct, so the
+ * library never writes past it). */
+RW_API void rw_model_params_init(rw_model_params *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the
+ * size is the program's, not the library's). */
+static inline rw_model_params rw_model_params_default(void) {
+    rw_model_params p;
+    rw_model_params_init(&p, sizeof p);
+    return p;
+}
 
 /* Opens a GGUF model: maps the file, binds the weights (checked against the
  * architecture's shapes and types), loads the tokenizer and the chat
@@ -241,6 +268,7 @@ typedef struct {
 RW_API rw_sampling rw_sampling_default(void);
 
 typedef struct {
+    size_t struct_size;       /* sizeof(rw_gen_options); set by rw_gen_options_default / _init */
     rw_sampling sampling;
     int64_t max_tokens;       /* >= 1 */
     const char *const *stop;  /* n_stop stop strings (cut from the output), or NULL */
@@ -257,7 +285,17 @@ typedef struct {
     const char *json_schema;
 } rw_gen_options;
 
-RW_API rw_gen_options rw_gen_options_default(void); /* greedy, 256 tokens */
+/* Fills the first size bytes of *p with the defaults and sets
+ * p->struct_size = size: pass sizeof *p (the program's struct, so the
+ * library never writes past it). */
+RW_API void rw_gen_options_init(rw_gen_options *p, size_t size);
+/* The defaults (greedy, 256 tokens), sized for this header's struct
+ * (inline, so the size is the program's, not the library's). */
+static inline rw_gen_options rw_gen_options_default(void) {
+    rw_gen_options p;
+    rw_gen_options_init(&p, sizeof p);
+    return p;
+}
 
 typedef enum {
     RW_DONE_NONE = 0, /* not finished */
@@ -309,6 +347,7 @@ typedef struct rw_engine rw_engine;
 #define RW_SPECULATE_NGRAM 2u
 
 typedef struct {
+    size_t struct_size;      /* sizeof(rw_engine_params); set by rw_engine_params_default / _init */
     rw_run_params run;
     int max_running;         /* sequences generating at once; default 4 */
     int max_queued;          /* requests waiting beyond those (then RW_ERR_BUSY); default 64 */
@@ -340,9 +379,25 @@ typedef struct {
     /* Step-driven: no scheduler thread; the embedder calls rw_engine_step
      * in its own loop, and every callback runs inside that call. */
     bool manual;
+    /* Fields added after the first sized layout (a caller whose
+     * struct_size ends before one gets its default): */
+    /* Seconds after a request ends before its cache entries are written to
+     * the disk tier (with cache_dir; a later request that extends the same
+     * prompt first makes the write unneeded). >= 0; default 1. */
+    double cache_write_delay;
 } rw_engine_params;
 
-RW_API rw_engine_params rw_engine_params_default(void);
+/* Fills the first size bytes of *p with the defaults and sets
+ * p->struct_size = size: pass sizeof *p (the program's struct, so the
+ * library never writes past it). */
+RW_API void rw_engine_params_init(rw_engine_params *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the
+ * size is the program's, not the library's). */
+static inline rw_engine_params rw_engine_params_default(void) {
+    rw_engine_params p;
+    rw_engine_params_init(&p, sizeof p);
+    return p;
+}
 
 /* Starts an engine over m (m must outlive it; it runs every forward pass
  * of m from now on). params may be NULL (defaults). The caller frees *out
@@ -430,6 +485,7 @@ RW_API rw_pooling rw_model_pooling(const rw_model *m);
 RW_API int rw_model_n_embd(const rw_model *m);
 
 typedef struct {
+    size_t struct_size; /* sizeof(rw_embed_options); set by rw_embed_options_default / _init */
     rw_pooling pooling;
     int dimensions;  /* keep the first this many (Matryoshka), 1..n_embd; 0 = all */
     bool normalize;  /* L2-normalize (after the cut), as OpenAI's embeddings are */
@@ -441,7 +497,17 @@ typedef struct {
 } rw_embed_options;
 
 /* RW_POOLING_FILE, every dimension, normalized, no logits. */
-RW_API rw_embed_options rw_embed_options_default(void);
+/* Fills the first size bytes of *p with the defaults and sets
+ * p->struct_size = size: pass sizeof *p (the program's struct, so the
+ * library never writes past it). */
+RW_API void rw_embed_options_init(rw_embed_options *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the
+ * size is the program's, not the library's). */
+static inline rw_embed_options rw_embed_options_default(void) {
+    rw_embed_options p;
+    rw_embed_options_init(&p, sizeof p);
+    return p;
+}
 
 /* Runs n prompt ids through the model on the engine (batched with whatever
  * else it runs, through its prefix cache) and waits for the pooled

@@ -4,6 +4,7 @@
 #define RW_API_API_INT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 
 #include "chat/chat.h"
@@ -44,6 +45,30 @@ typedef struct rw_api__bundle {
 /* The bundle of a model from rw_model_open; NULL (and an error) for any
  * other model. */
 rw_api__bundle *rw_api__bundle_of(const rw_model *m, rw_error *err);
+
+/* params_api.c: reads a caller's parameter struct src (NULL: none), which
+ * starts with size_t struct_size, over *dst (dst_size bytes, holding the
+ * defaults): the caller's first struct_size bytes replace them, the rest
+ * stay the defaults; struct_size 0 means v1_size (the first sized layout).
+ * Errors: RW_ERR_INVALID_ARG (struct_size below v1_size),
+ * RW_ERR_UNSUPPORTED (a newer struct with a field past dst_size set); dst
+ * is then unchanged. what names the struct in the message. */
+rw_status rw_api__params_in(void *dst, size_t dst_size, size_t v1_size, const void *src, const char *what,
+                            rw_error *err);
+
+/* params_api.c: the *_init of a sized struct: the first size bytes of dst
+ * (the caller's struct) get the defaults (full bytes; zero past them) and
+ * struct_size = size. Nothing when dst is NULL or too small for
+ * struct_size. */
+void rw_api__params_out(void *dst, size_t size, const void *defaults, size_t full);
+
+/* The end of a struct's field: a sized struct's first layout ends at its
+ * last field then, so fields appended later are defaults for its callers. */
+#define RW_API__END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+#define RW_API__MODEL_PARAMS_V1 RW_API__END(rw_model_params, chat_template)
+#define RW_API__GEN_OPTIONS_V1 RW_API__END(rw_gen_options, json_schema)
+#define RW_API__ENGINE_PARAMS_V1 RW_API__END(rw_engine_params, manual)
+#define RW_API__EMBED_OPTIONS_V1 RW_API__END(rw_embed_options, logits)
 
 /* The internal sampling and stopping parameters of public options. */
 rw_gen_params rw_api__gen_params(const rw_gen_options *opt);

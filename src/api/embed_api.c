@@ -8,8 +8,9 @@
 
 #include "api/api_int.h"
 
-rw_embed_options rw_embed_options_default(void) {
-    return (rw_embed_options){.pooling = RW_POOLING_FILE, .normalize = true};
+void rw_embed_options_init(rw_embed_options *p, size_t size) {
+    const rw_embed_options d = {.struct_size = sizeof d, .pooling = RW_POOLING_FILE, .normalize = true};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 rw_pooling rw_model_pooling(const rw_model *m) {
@@ -60,7 +61,9 @@ rw_status rw_engine_embed(rw_engine *e, const int32_t *ids, int64_t n, const rw_
                           int64_t *cached_tokens, rw_error *err) {
     if (cached_tokens) *cached_tokens = 0;
     if (!e || !ids || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_embed: NULL argument");
-    const rw_embed_options o = opt ? *opt : rw_embed_options_default();
+    rw_embed_options o = rw_embed_options_default();
+    rw_status ost = rw_api__params_in(&o, sizeof o, RW_API__EMBED_OPTIONS_V1, opt, "rw_embed_options", err);
+    if (ost) return ost;
     const rw_model *m = rw_engine_get_model(e);
     const int d = rw_model_get_hparams(m)->n_embd;
     if (o.dimensions < 0 || o.dimensions > d)

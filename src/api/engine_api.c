@@ -13,20 +13,24 @@ rw_sampling rw_sampling_default(void) {
     return (rw_sampling){.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f};
 }
 
-rw_gen_options rw_gen_options_default(void) {
-    return (rw_gen_options){.sampling = rw_sampling_default(), .max_tokens = 256};
+void rw_gen_options_init(rw_gen_options *p, size_t size) {
+    const rw_gen_options d = {.struct_size = sizeof d, .sampling = rw_sampling_default(), .max_tokens = 256};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 rw_run_params rw_run_params_default(void) { return (rw_run_params){.n_threads = 0, .n_ctx = 4096}; }
 
-rw_engine_params rw_engine_params_default(void) {
-    return (rw_engine_params){.run = rw_run_params_default(),
-                              .max_running = 4,
-                              .max_queued = 64,
-                              .prefill_chunk = 256,
-                              .cache_bytes = (size_t)256 << 20,
-                              .cache_dir_bytes = (size_t)1 << 30,
-                              .max_checkpoints = RW_ENGINE_CHECKPOINTS};
+void rw_engine_params_init(rw_engine_params *p, size_t size) {
+    const rw_engine_params d = {.struct_size = sizeof d,
+                                .run = rw_run_params_default(),
+                                .max_running = 4,
+                                .max_queued = 64,
+                                .prefill_chunk = 256,
+                                .cache_bytes = (size_t)256 << 20,
+                                .cache_dir_bytes = (size_t)1 << 30,
+                                .max_checkpoints = RW_ENGINE_CHECKPOINTS,
+                                .cache_write_delay = 1.0};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 rw_gen_params rw_api__gen_params(const rw_gen_options *opt) {
@@ -84,8 +88,12 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
     *out = NULL;
     rw_api__bundle *b = rw_api__bundle_of(m, err);
     if (!b) return RW_ERR_INVALID_ARG;
-    const rw_engine_params def = rw_engine_params_default();
-    if (!params) params = &def;
+    rw_engine_params ep = rw_engine_params_default();
+    rw_status pst = rw_api__params_in(&ep, sizeof ep, RW_API__ENGINE_PARAMS_V1, params, "rw_engine_params", err);
+    if (pst) return pst;
+    params = &ep;
+    if (!(params->cache_write_delay >= 0))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: cache_write_delay must be >= 0");
     if (params->spec & ~(RW_SPECULATE_MTP | RW_SPECULATE_NGRAM))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: unknown spec flags %#x", params->spec);
     rw_api__bundle *db = NULL; /* the draft model's */
@@ -106,7 +114,7 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .cache_bytes = params->cache_bytes,
         .cache_dir = params->cache_dir,
         .cache_dir_bytes = params->cache_dir_bytes,
-        .cache_write_delay = 1.0, /* write-through about a second after a request ends, as rewind serve */
+        .cache_write_delay = params->cache_write_delay,
         .max_checkpoints = params->max_checkpoints,
         .manual = params->manual,
         .draft = params->draft,
@@ -183,8 +191,10 @@ rw_status rw_engine_submit_ids(rw_engine *e, const int32_t *ids, int64_t n, cons
     if (id) *id = 0;
     if (!e || !ids || !cb) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_submit_ids: NULL argument");
     rw_api__bundle *b = rw_model_api_data(rw_engine_get_model(e));
-    const rw_gen_options def = rw_gen_options_default();
-    if (!opt) opt = &def;
+    rw_gen_options go = rw_gen_options_default();
+    rw_status gst = rw_api__params_in(&go, sizeof go, RW_API__GEN_OPTIONS_V1, opt, "rw_gen_options", err);
+    if (gst) return gst;
+    opt = &go;
     rw_gen_params p = rw_api__gen_params(opt);
     char *schema_gbnf = NULL; /* freed below: rw_engine_submit compiles its own copy */
     if (opt->json_schema) {

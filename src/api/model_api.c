@@ -8,7 +8,10 @@
 #include "api/api_int.h"
 #include "kernels/matmul.h"
 
-rw_model_params rw_model_params_default(void) { return (rw_model_params){0}; }
+void rw_model_params_init(rw_model_params *p, size_t size) {
+    const rw_model_params d = {.struct_size = sizeof d};
+    rw_api__params_out(p, size, &d, sizeof d);
+}
 
 rw_api__bundle *rw_api__bundle_of(const rw_model *m, rw_error *err) {
     rw_api__bundle *b = m ? rw_model_api_data(m) : NULL;
@@ -41,9 +44,11 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
     if (!out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_open: out is NULL");
     *out = NULL;
     if (!path) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_open: path is NULL");
-    const rw_model_params def = rw_model_params_default();
-    if (!params) params = &def;
-    rw_status st = apply_params(params, err);
+    rw_model_params mp = rw_model_params_default();
+    rw_status st = rw_api__params_in(&mp, sizeof mp, RW_API__MODEL_PARAMS_V1, params, "rw_model_params", err);
+    if (st) return st;
+    params = &mp;
+    st = apply_params(params, err);
     if (st) return st;
     rw_api__bundle *b = calloc(1, sizeof *b); /* freed by rw_model_close (or below on failure) */
     if (!b) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");

@@ -1,11 +1,25 @@
 /* call_parse.c - one tool call's text to a name and a JSON arguments object:
- * the JSON forms (Hermes, Llama 3, Granite, generic) and Qwen's XML form. */
+ * the JSON forms (Hermes, Llama 3, Granite, generic) and Qwen's XML form;
+ * and a call's id (output.c and harmony.c both name calls with it). */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat/output_int.h"
 
+/* splitmix64: the ids' random part from the seed and the call's index. */
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void rw_chat__call_id(const char *prefix, uint64_t seed, int index, char id[128]) {
+    uint64_t a = mix(seed ^ mix((uint64_t)index)), b = mix(a);
+    snprintf(id, 128, "%.80s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+}
 
 void rw_chat__calls_free(rw_chat__calls *c) {
     for (int i = 0; i < c->n; i++) {

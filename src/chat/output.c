@@ -264,19 +264,6 @@ static void consume(rw_chat_output *p, size_t k) {
     p->pend[p->n] = 0;
 }
 
-/* splitmix64: the ids' random part from the seed and the call's index. */
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-void rw_chat__call_id(const char *prefix, uint64_t seed, int index, char id[128]) {
-    uint64_t a = mix(seed ^ mix((uint64_t)index)), b = mix(a);
-    snprintf(id, 128, "%.80s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
-}
-
 static void make_id(const rw_chat_output *p, int index, char id[128]) { rw_chat__call_id(p->id_prefix, p->id_seed, index, id); }
 
 static rw_status emit_calls(rw_chat_output *p, rw_chat__calls *c) {

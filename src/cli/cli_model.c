@@ -134,38 +134,6 @@ int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n
     return rc;
 }
 
-int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out) {
-    if (!strcmp(s, "f32")) *out = RW_KV_F32;
-    else if (!strcmp(s, "f16")) *out = RW_KV_F16;
-    else {
-        rw_cli_error(cmd, "--kv must be f32 or f16, not \"%s\"", s);
-        return 2;
-    }
-    return 0;
-}
-
-int rw_cli_parse_numerics(const char *cmd, const char *s) {
-    rw_numerics m;
-    if (!rw_numerics_parse(s, &m)) {
-        rw_cli_error(cmd, "--numerics must be auto, fast or ggml, not \"%s\"", s);
-        return 2;
-    }
-    rw_numerics_set(m);
-    return 0;
-}
-
-int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) {
-        rw_cli_error(cmd, "%s needs an integer in [%ld, %ld], not \"%s\"", opt, lo, hi, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
-
 float rw_cli_draft_cost(const rw_gguf *draft, const rw_gguf *target) {
     return draft ? (float)((double)rw_gguf_file_size(draft) / (double)rw_gguf_file_size(target)) : 0.0f;
 }

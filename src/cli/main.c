@@ -39,15 +39,6 @@ static const cli_command commands[] = {
     {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--types T1,T2,...] [--quick] [--stored-panels]"},
 };
 
-void rw_cli_error(const char *cmd, const char *fmt, ...) {
-    fprintf(stderr, "rewind %s: ", cmd);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
 static void usage(FILE *f) {
     fprintf(f, "usage: rewind COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

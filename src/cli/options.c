@@ -1,13 +1,58 @@
-/* options.c - the table-driven option parser (options.h). */
+/* options.c - the table-driven option parser (options.h), and the error
+ * line and integer parsing every command uses (cli.h). */
 #include "cli/options.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache/kv.h"
 #include "cli/cli.h"
+#include "kernels/matmul.h"
+
+void rw_cli_error(const char *cmd, const char *fmt, ...) {
+    fprintf(stderr, "rewind %s: ", cmd);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) {
+        rw_cli_error(cmd, "%s needs an integer in [%ld, %ld], not \"%s\"", opt, lo, hi, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out) {
+    if (!strcmp(s, "f32")) *out = RW_KV_F32;
+    else if (!strcmp(s, "f16")) *out = RW_KV_F16;
+    else {
+        rw_cli_error(cmd, "--kv must be f32 or f16, not \"%s\"", s);
+        return 2;
+    }
+    return 0;
+}
+
+int rw_cli_parse_numerics(const char *cmd, const char *s) {
+    rw_numerics m;
+    if (!rw_numerics_parse(s, &m)) {
+        rw_cli_error(cmd, "--numerics must be auto, fast or ggml, not \"%s\"", s);
+        return 2;
+    }
+    rw_numerics_set(m);
+    return 0;
+}
 
 static bool is_choice(const char *choices, const char *v) {
     size_t n = strlen(v);

@@ -1,6 +1,7 @@
 /* schema_int.h - the JSON Schema compiler's state, shared by its files
  * (private to src/grammar): schema.c writes the GBNF, schema_combine.c
- * turns allOf, not and if/then/else into schemas schema.c writes. */
+ * turns allOf, not and if/then/else into schemas schema.c writes,
+ * schema_ref.c holds what both use (the error, $ref resolution). */
 #ifndef RW_GRAMMAR_SCHEMA_INT_H
 #define RW_GRAMMAR_SCHEMA_INT_H
 
@@ -42,7 +43,8 @@ typedef struct {
     rw_status st;
 } sc;
 
-/* Sets the error "schema at PATH: msg" (the first one only) and returns NULL. */
+/* schema_ref.c: sets the error "schema at PATH: msg" (the first one only)
+ * and returns NULL. */
 char *rw_grammar__schema_fail(sc *c, rw_status code, const char *path, const char *msg);
 /* The subschema a local $ref points at (within c->doc), or NULL (error set). */
 json_t *rw_grammar__schema_resolve(sc *c, const char *ref, const char *path);

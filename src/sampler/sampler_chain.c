@@ -1,11 +1,30 @@
 /* sampler_chain.c - logits to the probability vector the sampler draws from:
  * bias, penalties, top-k, top-p, min-p, temperature (order and semantics in
- * sampler.h). */
+ * sampler.h); and the greedy pick (argmax), which sampler.c uses too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sampler/sampler_int.h"
+
+/* Two passes: the largest non-NaN value (eight independent running maxima,
+ * so the loop is not one long chain of dependent compares; max is exact, so
+ * their order does not matter), then the first index holding it. Same answer
+ * as the one-pass loop "replace best when greater, or when best is NaN"
+ * (tests/sampler/test_sampler.c keeps that loop as the reference): -0 and +0
+ * are equal, so either finds the first zero. */
+int32_t rw_argmax(const float *logits, int64_t n) {
+    float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
+    for (; i < n; i++) m[0] = logits[i] > m[0] ? logits[i] : m[0];
+    float best = m[0];
+    for (int j = 1; j < 8; j++) best = m[j] > best ? m[j] : best;
+    for (i = 0; i < n; i++)
+        if (logits[i] == best) return (int32_t)i;
+    return 0; /* every value is NaN */
+}
 
 const float *rw_sampler_adjust(rw_sampler *s, const float *logits) {
     if (s->n_bias == 0 && !s->counts) return logits;

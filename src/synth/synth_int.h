@@ -2,11 +2,12 @@
 #ifndef RW_SYNTH_SYNTH_INT_H
 #define RW_SYNTH_SYNTH_INT_H
 
+#include "base/threadpool.h"
 #include "gguf/gguf.h"
 #include "synth/synth.h"
 #include "synth/synth_preset.h"
 
-/* How a tensor's values are made (synth.c's fill_row). */
+/* How a tensor's values are made (plan.c's fill_row). */
 typedef enum {
     FILL_MATRIX,     /* uniform, std = scale / sqrt(n_in) */
     FILL_NORM,       /* 1 + small noise */
@@ -15,11 +16,39 @@ typedef enum {
     FILL_ROPE_FREQS, /* llama3 rope frequency factors */
 } rw_synth_fill;
 
+typedef struct {
+    rw_synth_fill kind;
+    float scale;
+    uint64_t seed;
+    float rope_base; /* FILL_ROPE_FREQS */
+} fill_spec;
+
+/* Every tensor's fill spec lives here until the file is written (owned by
+ * the plan, freed in plan_free). */
+struct rw_synth_plan {
+    fill_spec *specs;
+    size_t n, cap;
+    rw_gguf_writer *w;
+    rw_dtype base_type;
+    bool k_mix;       /* a llama-quantize _M mix */
+    uint32_t n_layer; /* for the mix rules */
+    bool verbose;
+    size_t written;      /* tensors filled so far, for progress */
+    rw_threadpool *pool; /* quantizes a tensor's rows in parallel; owned by rw_synth_write */
+    bool experts_mxfp4;  /* llama-quantize's MXFP4_MOE: the experts' tensors are MXFP4 */
+};
+
 typedef struct rw_synth_plan rw_synth_plan;
+
+/* plan.c: adds tensor name {ne0, ne1, ne2} to the plan as rw_synth__add,
+ * with the rope base of a FILL_ROPE_FREQS tensor. */
+rw_status rw_synth__add_tensor(rw_synth_plan *p, const char *name, int layer, uint32_t n_dims, uint64_t ne0,
+                               uint64_t ne1, uint64_t ne2, rw_synth_fill kind, float scale, bool keep_f32,
+                               uint64_t seed, float rope_base, rw_error *err);
 
 /* Adds tensor name {ne0, ne1, ne2} (n_dims of them) to the plan, filled as
  * kind says; layer (-1 outside the trunk) and keep_f32 pick its type as
- * llama-quantize would (synth.c's weight_type). */
+ * llama-quantize would (plan.c's weight_type). */
 rw_status rw_synth__add(rw_synth_plan *p, const char *name, int layer, uint32_t n_dims, uint64_t ne0, uint64_t ne1,
                         uint64_t ne2, rw_synth_fill kind, float scale, bool keep_f32, uint64_t seed, rw_error *err);
 

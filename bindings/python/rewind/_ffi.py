@@ -23,6 +23,7 @@ class rw_error(ctypes.Structure):
 
 class rw_model_params(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("kernels", ctypes.c_char_p),
         ("numerics", ctypes.c_char_p),
         ("chat_template", ctypes.c_char_p),
@@ -48,6 +49,7 @@ class rw_sampling(ctypes.Structure):
 
 class rw_gen_options(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("sampling", rw_sampling),
         ("max_tokens", ctypes.c_int64),
         ("stop", ctypes.POINTER(ctypes.c_char_p)),
@@ -73,6 +75,7 @@ class rw_run_params(ctypes.Structure):
 
 class rw_engine_params(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("run", rw_run_params),
         ("max_running", ctypes.c_int),
         ("max_queued", ctypes.c_int),
@@ -86,6 +89,7 @@ class rw_engine_params(ctypes.Structure):
         ("draft_max", ctypes.c_int),
         ("draft_fixed", ctypes.c_bool),
         ("manual", ctypes.c_bool),
+        ("cache_write_delay", ctypes.c_double),
     ]
 
 
@@ -105,6 +109,7 @@ class rw_engine_stats_public(ctypes.Structure):
 
 class rw_embed_options(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("pooling", ctypes.c_int),
         ("dimensions", ctypes.c_int),
         ("normalize", ctypes.c_bool),
@@ -152,7 +157,7 @@ _PROTOTYPES = {
     "rw_get_kernels": (ctypes.c_char_p, []),
     "rw_set_numerics": (_S, [ctypes.c_char_p, _E]),
     "rw_get_numerics": (ctypes.c_char_p, []),
-    "rw_model_params_default": (rw_model_params, []),
+    "rw_model_params_init": (None, [ctypes.POINTER(rw_model_params), ctypes.c_size_t]),
     "rw_model_open": (_S, [ctypes.c_char_p, ctypes.POINTER(rw_model_params), ctypes.POINTER(_P), _E]),
     "rw_model_close": (None, [_P]),
     "rw_model_arch": (ctypes.c_char_p, [_P]),
@@ -175,14 +180,14 @@ _PROTOTYPES = {
         _S, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_bool, ctypes.c_int, ctypes.POINTER(_P), _E]
     ),
     "rw_sampling_default": (rw_sampling, []),
-    "rw_gen_options_default": (rw_gen_options, []),
+    "rw_gen_options_init": (None, [ctypes.POINTER(rw_gen_options), ctypes.c_size_t]),
     "rw_run_params_default": (rw_run_params, []),
     "rw_generate": (
         _S,
         [_P, ctypes.c_char_p, ctypes.POINTER(rw_gen_options), ctypes.POINTER(rw_run_params), rw_text_fn, _P,
          ctypes.POINTER(_P), ctypes.POINTER(rw_gen_result), _E],
     ),
-    "rw_engine_params_default": (rw_engine_params, []),
+    "rw_engine_params_init": (None, [ctypes.POINTER(rw_engine_params), ctypes.c_size_t]),
     "rw_engine_open": (_S, [_P, ctypes.POINTER(rw_engine_params), ctypes.POINTER(_P), _E]),
     "rw_engine_close": (None, [_P]),
     "rw_engine_submit_text": (
@@ -201,7 +206,7 @@ _PROTOTYPES = {
     "rw_engine_stats_get": (None, [_P, ctypes.POINTER(rw_engine_stats_public)]),
     "rw_model_pooling": (ctypes.c_int, [_P]),
     "rw_model_n_embd": (ctypes.c_int, [_P]),
-    "rw_embed_options_default": (rw_embed_options, []),
+    "rw_embed_options_init": (None, [ctypes.POINTER(rw_embed_options), ctypes.c_size_t]),
     "rw_engine_embed": (
         _S, [_P, c_int32_p, ctypes.c_int64, ctypes.POINTER(rw_embed_options), c_float_p,
              ctypes.POINTER(ctypes.c_int64), _E]
@@ -287,6 +292,20 @@ def _declare(lib):
             raise OSError("%s has no %s: not a librewind this package supports" % (lib._name, name))
         f.restype = restype
         f.argtypes = argtypes
+    # The header's inline *_default() of the sized parameter structs: the
+    # struct as this package declares it, filled by the library's *_init
+    # with this struct's size (fields the package does not know: defaults).
+    for cls in (rw_model_params, rw_gen_options, rw_engine_params, rw_embed_options):
+        setattr(lib, cls.__name__ + "_default", _sized_default(getattr(lib, cls.__name__ + "_init"), cls))
+
+
+def _sized_default(init, cls):
+    def make():
+        p = cls()
+        init(ctypes.byref(p), ctypes.sizeof(p))
+        return p
+
+    return make
 
 
 def _check_version(lib):
