@@ -51,7 +51,6 @@ static rw_status head_rows(rw_model *m, const int64_t *rows, float *const *dst, 
     const rw_model_hparams *hp = &m->hp;
     const int e = hp->n_embd;
     const int64_t V = hp->n_vocab;
-    float *tmp = NULL;
     rw_status st = RW_OK;
     for (int64_t g = 0; g < n && !st; g += HEAD_GROUP) {
         const int64_t k = n - g < HEAD_GROUP ? n - g : HEAD_GROUP;
@@ -61,9 +60,14 @@ static rw_status head_rows(rw_model *m, const int64_t *rows, float *const *dst, 
         for (int64_t i = 1; i < k && direct; i++) direct = dst[g + i] == dst[g] + i * V;
         float *out = dst[g];
         if (!direct) {
-            if (!tmp && !(tmp = malloc((size_t)HEAD_GROUP * (size_t)V * sizeof *tmp)))
-                return rw_errorf(err, RW_ERR_NOMEM, "out of memory for logits");
-            out = tmp;
+            if (m->sc.logits_rows < k) { /* owned by the scratch (rw_models__scratch_free) */
+                free(m->sc.logits);
+                m->sc.logits_rows = 0;
+                if (!(m->sc.logits = malloc((size_t)k * (size_t)V * sizeof(float))))
+                    return rw_errorf(err, RW_ERR_NOMEM, "out of memory for logits");
+                m->sc.logits_rows = k;
+            }
+            out = m->sc.logits;
         }
         if ((st = mdl_matmul(&m->output, m->sc.xn, k, out, pool, err))) break;
         const float ls = hp->logit_scale;
@@ -81,7 +85,6 @@ static rw_status head_rows(rw_model *m, const int64_t *rows, float *const *dst, 
             if (!direct) memcpy(dst[g + i], o, (size_t)V * sizeof *o);
         }
     }
-    free(tmp);
     return st;
 }
 

@@ -60,6 +60,9 @@ typedef struct {
     int64_t ctx_cap; /* positions the attention scratch holds per thread */
     int threads_cap; /* threads it holds scratch for */
     float *scores;  /* [threads_cap][ctx_cap] attention weights of one query head per thread */
+    float *logits;  /* [logits_rows][n_vocab] the output head's rows bound for scattered destinations
+                     * (forward.c): kept between passes, as fresh memory every decode step costs page faults */
+    int64_t logits_rows;
 } mdl_scratch;
 
 /* One sequence's rows in a pass: rows row0..row0+n-1 of the activations

@@ -17,6 +17,7 @@ void rw_models__scratch_free(mdl_scratch *sc) {
     free(sc->work);
     free(sc->rope_cs);
     free(sc->scores);
+    free(sc->logits);
     memset(sc, 0, sizeof *sc);
 }
 
