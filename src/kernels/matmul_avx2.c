@@ -26,6 +26,7 @@
  *    odd ones in 8-15, one fma per lane and block (Q4_1/Q5_1: then the min
  *    term onto lane 0 of the block's half);
  *  - Q8_0: exact block sums, four accumulators (block b in (b % 8) / 2);
+ *    with AVX-VNNI the block sums come from vpdpbusd (the same integers);
  *  - Q2_K, Q3_K, IQ4_XS: 16 integer lanes per super-block as the AVX-512
  *    tier's vpmaddwd / vpmulld layout gives them, fma then fnmadd of the
  *    min lanes;
@@ -35,7 +36,8 @@
  * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 compute
  * one output at a time); with several activation rows Q8_0 (up to 8) and
  * Q4_K, Q5_K, Q6_K (up to 16) prepare each weight block once for all of
- * them, and with one row those K-quants read the block bytes directly. Every
+ * them, and with one row those K-quants go four weight rows at a time
+ * (matmul_dot1_avx2.c). Every
  * element runs the same integer sums (exact) and float steps whatever the
  * tile, so results are batch invariant.
  */
