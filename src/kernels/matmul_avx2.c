@@ -976,7 +976,16 @@ TILE_DISPATCH(q3_K)
 TILE_DISPATCH_KX(q4_K)
 TILE_DISPATCH_KX(q5_K)
 TILE_DISPATCH_KX(q6_K)
-TILE_DISPATCH(iq4_xs)
+/* IQ4_XS: one activation row with AVX-VNNI in matmul_dot1_avx2.c (the
+ * same arithmetic). */
+static void tile_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                        float *out) {
+    if (nx == 1 && rw_avx2_vnni()) rw_avx2_dot1_iq4_xs_vnni(n, w, ws, nw, xq, out);
+    else if (nx == 1)
+        for (int i = 0; i < nw; i++) iq4_xs_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);
+    else if (nw == 1) iq4_xs_impl(n, w, ws, 1, xq, xs, 2, out);
+    else iq4_xs_impl(n, w, ws, 2, xq, xs, 2, out);
+}
 TILE_DISPATCH(q8_0_ggml)
 TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)

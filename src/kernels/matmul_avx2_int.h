@@ -59,5 +59,7 @@ void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const u
 void rw_avx2_dot1_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out);
 void rw_avx2_dot1_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out);
 void rw_avx2_dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out);
+/* IQ4_XS, for CPUs with AVX-VNNI only (rw_avx2_vnni()). */
+void rw_avx2_dot1_iq4_xs_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out);
 
 #endif
