@@ -36,8 +36,7 @@
  * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 compute
  * one output at a time); with several activation rows Q8_0 (up to 8) and
  * Q4_K, Q5_K, Q6_K (up to 16) prepare each weight block once for all of
- * them, and with one row those K-quants go four weight rows at a time
- * (matmul_dot1_avx2.c). Every
+ * them, and with one row those K-quants read the block bytes directly. Every
  * element runs the same integer sums (exact) and float steps whatever the
  * tile, so results are batch invariant.
  */
@@ -861,6 +860,92 @@ enum { KG_OFFSET = 0, KG_MINS4 = 1, KG_MINS1 = 2 };
     }
 #define KQUANT_GGML_TILE(name, UNPACK, ORDER) KQUANT_TILE_IN(name##_ggml_impl, UNPACK, 0, ORDER)
 
+/* Q4_K, Q5_K, Q6_K in our order with one activation row (decode): the
+ * super-block straight from its bytes, no unpacked copy; the integers are
+ * the unpacked tile's (exact), the scalar step the same. */
+
+/* I and M of the eight lanes isum, msum. */
+INLINE void hsum2_epi32(__m256i isum, __m256i msum, int32_t *I, int32_t *M) {
+    const __m256i h = _mm256_hadd_epi32(isum, msum); /* [i01 i23 m01 m23 | i45 i67 m45 m67] */
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    s = _mm_hadd_epi32(s, s);
+    *I = _mm_cvtsi128_si32(s);
+    *M = _mm_extract_epi32(s, 1);
+}
+
+INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        const uint8_t *scales, *qs, *qh;
+        rw_f16 d, dmin;
+        k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
+        uint64_t sc, mn;
+        k4_scales_mins(scales, &sc, &mn);
+        const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+        const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+        const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+        const rw_block_q8_K *xb = x + sb;
+        __m256i isum = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (five) { /* bit j of qh[l]: element 32j + l's fifth bit */
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c + 1), one), 4));
+            }
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), bcast16(scv, 2 * c)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), bcast16(scv, 2 * c + 1)));
+        }
+        const __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
+        int32_t I, M;
+        hsum2_epi32(isum, msum, &I, &M);
+        const float dx = xb->d;
+        acc = acc + ((f16_to_f32(d) * dx) * (float)I - (f16_to_f32(dmin) * dx) * (float)M);
+    }
+    return acc;
+}
+
+INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        const rw_block_q6_K *b = (const rw_block_q6_K *)w + sb;
+        const rw_block_q8_K *xb = x + sb;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        __m256i isum = _mm256_setzero_si256();
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
+            const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+                const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+                const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4);
+                const __m256i s =
+                    _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                              _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * k));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv), s));
+            }
+        }
+        /* the -32: 32 * scale . bsums */
+        const __m256i msum =
+            _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb->bsums));
+        int32_t I, M;
+        hsum2_epi32(isum, msum, &I, &M);
+        acc = acc + (f16_to_f32(b->d) * xb->d) * (float)(I - M);
+    }
+    return acc;
+}
+INLINE float q4_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) { return q45_K_dot1(n, w, xq, 0); }
+INLINE float q5_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) { return q45_K_dot1(n, w, xq, 1); }
+
 /* Q4_K, Q5_K, Q6_K in our order with several activation rows (prefill):
  * each weight super-block is unpacked once for up to KX_NX activation rows,
  * which go four at a time. The integers are those of the one-row tile
@@ -965,12 +1050,13 @@ TILE_DISPATCH(iq4_nl)
 TILE_DISPATCH(mxfp4)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
-/* Q4_K, Q5_K, Q6_K: one activation row in matmul_dot1_avx2.c, several in the
- * many-row tile (the same arithmetic per output). */
+/* Q4_K, Q5_K, Q6_K: one activation row as above, several in the many-row
+ * tile (the same arithmetic per output). */
 #define TILE_DISPATCH_KX(name)                                                                                    \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                             float *out) {                                                                         \
-        if (nx == 1) rw_avx2_dot1_##name(n, w, ws, nw, xq, out);                                                 \
+        if (nx == 1)                                                                                              \
+            for (int i = 0; i < nw; i++) out[i] = name##_dot1(n, w + i * ws, xq);                                 \
         else name##_many(n, w, ws, nw, xq, xs, nx, out);                                                          \
     }
 TILE_DISPATCH_KX(q4_K)
