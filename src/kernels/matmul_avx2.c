@@ -393,8 +393,7 @@ INLINE void q8_tree8(const __m256i p[8], const x_q8g *xg, const int VNNI, __m128
 
 /* The eight block sums of blocks wb[0..cnt) (cnt <= 8; the others 0)
  * against xg, as floats in two vectors [b0 b2 b4 b6], [b1 b3 b5 b7]. */
-INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, const int VNNI, __m128 *v0,
-                     __m128 *v1) {
+INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, const int VNNI, __m128 *v0, __m128 *v1) {
     __m256i p[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
         if (k >= cnt) {
@@ -403,8 +402,8 @@ INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, co
         }
         const __m256i w = _mm256_loadu_si256((const __m256i *)wb[k].qs);
         const __m256i x = _mm256_load_si256((const __m256i *)xg->qs[k]);
-        p[k] = VNNI ? dpbusd(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x)
-                    : dot4(w, x, 1);
+        p[k] =
+            VNNI ? dpbusd(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x) : dot4(w, x, 1);
     }
     q8_tree8(p, xg, VNNI, v0, v1);
 }
@@ -489,8 +488,8 @@ INLINE void q8_sums8_prep(const q8_wgroup *wg, const x_q8g *xg, const int VNNI, 
     q8_tree8(p, xg, VNNI, v0, v1);
 }
 
-INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,
-                      const int nx, float *out, const int VNNI) {
+INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx,
+                      float *out, const int VNNI) {
     const int64_t nb = n / 32, ngr = (nb + 7) / 8;
     for (int i = 0; i < nw; i++) {
         const rw_block_q8_0 *wb = (const rw_block_q8_0 *)(w + i * ws);
