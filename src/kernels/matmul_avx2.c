@@ -26,6 +26,7 @@
  *    odd ones in 8-15, one fma per lane and block (Q4_1/Q5_1: then the min
  *    term onto lane 0 of the block's half);
  *  - Q8_0: exact block sums, four accumulators (block b in (b % 8) / 2);
+ *    with AVX-VNNI the block sums come from vpdpbusd (the same integers);
  *  - Q2_K, Q3_K, IQ4_XS: 16 integer lanes per super-block as the AVX-512
  *    tier's vpmaddwd / vpmulld layout gives them, fma then fnmadd of the
  *    min lanes;
@@ -339,11 +340,16 @@ BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, B32_GGML_MIN)
  * k = (b % 8) / 2, blocks in order; y = (acc[0] + acc[1]) + (acc[2] + acc[3]).
  * Eight blocks at a time: their sums in one vector, then blocks
  * 0 2 4 6 and 1 3 5 7 onto the four lanes. The activation row comes in
- * groups of eight blocks (quants, then the eight scales, even blocks
- * first: 0 2 4 6 1 3 5 7; zeros past the last block). */
+ * groups of eight blocks (quants, then the eight scales and the eight
+ * -128 * (sum of the block's quants), even blocks first: 0 2 4 6 1 3 5 7;
+ * zeros past the last block). A block sum is |w| times x * sign(w)
+ * (vpmaddubsw, vpmaddwd), or with AVX-VNNI (w + 128) times x in one
+ * vpdpbusd per 4 products, the bias taken off with corr: the same exact
+ * integers. */
 typedef struct {
     int8_t qs[8][32];
     float dx[8];
+    int32_t corr[8];
 } x_q8g;
 
 static size_t x_bytes_q8g(int64_t n) { return (size_t)((n / 32 + 7) / 8) * sizeof(x_q8g); }
@@ -355,22 +361,51 @@ static void convert_q8g(const float *x, void *xq, int64_t n) {
         rw_f16 d;
         int sum;
         rw_avx2_act_q8_0(x + 32 * b, g[b / 8].qs[b % 8], &d, &sum);
-        g[b / 8].dx[(b % 2) * 4 + (b % 8) / 2] = f16_to_f32(d); /* even blocks, then odd ones */
+        const int at = (int)((b % 2) * 4 + (b % 8) / 2); /* even blocks, then odd ones */
+        g[b / 8].dx[at] = f16_to_f32(d);
+        g[b / 8].corr[at] = -128 * sum;
     }
+}
+
+/* acc + the products of 4-byte groups of u (unsigned) and x (signed):
+ * AVX-VNNI's vpdpbusd (VEX form, spelt in asm: the tier's ISA flags do not
+ * include AVX-VNNI). */
+INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i x) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(x));
+    return acc;
+}
+
+/* The eight block sums [b0 b2 b4 b6], [b1 b3 b5 b7] as floats from the
+ * eight-lane sums p[k] of block k (and VNNI's bias, corr). */
+INLINE void q8_tree8(const __m256i p[8], const x_q8g *xg, const int VNNI, __m128 *v0, __m128 *v1) {
+    /* per 128 bits: [b0 b1 b2 b3] partial sums, then the halves added */
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[2]), _mm256_hadd_epi32(p[4], p[6]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1], p[3]), _mm256_hadd_epi32(p[5], p[7]));
+    __m128i s0 = _mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1));
+    __m128i s1 = _mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1));
+    if (VNNI) {
+        s0 = _mm_add_epi32(s0, _mm_load_si128((const __m128i *)xg->corr));
+        s1 = _mm_add_epi32(s1, _mm_load_si128((const __m128i *)(xg->corr + 4)));
+    }
+    *v0 = _mm_cvtepi32_ps(s0);
+    *v1 = _mm_cvtepi32_ps(s1);
 }
 
 /* The eight block sums of blocks wb[0..cnt) (cnt <= 8; the others 0)
  * against xg, as floats in two vectors [b0 b2 b4 b6], [b1 b3 b5 b7]. */
-INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, __m128 *v0, __m128 *v1) {
+INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, const int VNNI, __m128 *v0, __m128 *v1) {
     __m256i p[8];
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) p[k] =
-        k < cnt ? dot4(_mm256_loadu_si256((const __m256i *)wb[k].qs), _mm256_load_si256((const __m256i *)xg->qs[k]), 1)
-                : _mm256_setzero_si256();
-    /* per 128 bits: [b0 b1 b2 b3] partial sums, then the halves added */
-    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[2]), _mm256_hadd_epi32(p[4], p[6]));
-    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1], p[3]), _mm256_hadd_epi32(p[5], p[7]));
-    *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
-    *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        if (k >= cnt) {
+            p[k] = _mm256_setzero_si256();
+            continue;
+        }
+        const __m256i w = _mm256_loadu_si256((const __m256i *)wb[k].qs);
+        const __m256i x = _mm256_load_si256((const __m256i *)xg->qs[k]);
+        p[k] =
+            VNNI ? dpbusd(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x) : dot4(w, x, 1);
+    }
+    q8_tree8(p, xg, VNNI, v0, v1);
 }
 
 /* acc += blocks 0 2 4 6, then 1 3 5 7 (sums v0, v1; scales s in the same
@@ -380,13 +415,15 @@ INLINE __m128 q8_step8(__m128 acc, __m128 v0, __m128 v1, __m256 s) {
     return _mm_fmadd_ps(v1, _mm256_extractf128_ps(s, 1), acc);
 }
 
-/* The eight weight scales of wb[0..8) as floats, even blocks first. */
+/* The eight weight scales of wb[0..8) as floats, even blocks first (the
+ * f16 bits gathered in general registers: fewer vector instructions). */
 INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
-    return _mm256_cvtph_ps(_mm_setr_epi16((short)wb[0].d, (short)wb[2].d, (short)wb[4].d, (short)wb[6].d,
-                                          (short)wb[1].d, (short)wb[3].d, (short)wb[5].d, (short)wb[7].d));
+    const uint64_t e = (uint64_t)wb[0].d | (uint64_t)wb[2].d << 16 | (uint64_t)wb[4].d << 32 | (uint64_t)wb[6].d << 48;
+    const uint64_t o = (uint64_t)wb[1].d | (uint64_t)wb[3].d << 16 | (uint64_t)wb[5].d << 32 | (uint64_t)wb[7].d << 48;
+    return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128((long long)e), (long long)o, 1));
 }
 
-INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
+INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq, const int VNNI) {
     const rw_block_q8_0 *wb = (const rw_block_q8_0 *)w;
     const x_q8g *xg = (const x_q8g *)xq;
     const int64_t nb = n / 32, ng = nb / 8;
@@ -396,7 +433,7 @@ INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
         _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 64, _MM_HINT_T0);
         _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 128, _MM_HINT_T0);
         _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 192, _MM_HINT_T0);
-        q8_sums8(wb + 8 * g, xg + g, 8, &v0, &v1);
+        q8_sums8(wb + 8 * g, xg + g, 8, VNNI, &v0, &v1);
         acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(wb + 8 * g), _mm256_load_ps(xg[g].dx)));
     }
     const int cnt = (int)(nb - 8 * ng);
@@ -404,7 +441,7 @@ INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
         rw_block_q8_0 tail[8];
         memset(tail, 0, sizeof tail);
         memcpy(tail, wb + 8 * ng, sizeof(rw_block_q8_0) * (size_t)cnt);
-        q8_sums8(tail, xg + ng, cnt, &v0, &v1);
+        q8_sums8(tail, xg + ng, cnt, VNNI, &v0, &v1);
         acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(tail), _mm256_load_ps(xg[ng].dx)));
     }
     float a[4];
@@ -413,21 +450,22 @@ INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq) {
 }
 
 /* Q8_0 with several activation rows (prefill): per weight row, each group
- * of eight blocks is prepared once (|w| for vpmaddubsw, the eight scales as
- * floats) and used for up to Q8_NX activation rows; every output's sums and
- * float steps are q8_0_dot's. */
+ * of eight blocks is prepared once (|w| for vpmaddubsw, or w + 128 for
+ * vpdpbusd; the eight scales as floats) and used for up to Q8_NX
+ * activation rows; every output's sums and float steps are q8_0_dot's. */
 enum { Q8_NX = 8 };
 
 typedef struct {
-    __m256i aw[8], w[8]; /* |w| and w of each block */
+    __m256i aw[8], w[8]; /* |w| and w of each block; VNNI: w + 128 in aw */
     __m256 dw;           /* the eight scales */
 } q8_wgroup;
 
-INLINE void q8_prep(const rw_block_q8_0 *wb, const int cnt, q8_wgroup *o) {
+INLINE void q8_prep(const rw_block_q8_0 *wb, const int cnt, const int VNNI, q8_wgroup *o) {
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
         const __m256i v = k < cnt ? _mm256_loadu_si256((const __m256i *)wb[k].qs) : _mm256_setzero_si256();
         o->w[k] = v;
-        o->aw[k] = _mm256_sign_epi8(v, v);
+        /* a missing block's w + 128 is 128 times x, but its scale is 0 */
+        o->aw[k] = VNNI ? _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(v, v);
     }
     if (cnt == 8) o->dw = q8_dw8(wb);
     else {
@@ -439,21 +477,19 @@ INLINE void q8_prep(const rw_block_q8_0 *wb, const int cnt, q8_wgroup *o) {
 }
 
 /* q8_sums8 with the weight group prepared (blocks past cnt are zeros). */
-INLINE void q8_sums8_prep(const q8_wgroup *wg, const x_q8g *xg, __m128 *v0, __m128 *v1) {
+INLINE void q8_sums8_prep(const q8_wgroup *wg, const x_q8g *xg, const int VNNI, __m128 *v0, __m128 *v1) {
     const __m256i one = _mm256_set1_epi16(1);
     __m256i p[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
         const __m256i xv = _mm256_load_si256((const __m256i *)xg->qs[k]);
-        p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wg->aw[k], _mm256_sign_epi8(xv, wg->w[k])), one);
+        p[k] = VNNI ? dpbusd(_mm256_setzero_si256(), wg->aw[k], xv)
+                    : _mm256_madd_epi16(_mm256_maddubs_epi16(wg->aw[k], _mm256_sign_epi8(xv, wg->w[k])), one);
     }
-    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[2]), _mm256_hadd_epi32(p[4], p[6]));
-    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1], p[3]), _mm256_hadd_epi32(p[5], p[7]));
-    *v0 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1)));
-    *v1 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1)));
+    q8_tree8(p, xg, VNNI, v0, v1);
 }
 
-static void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx,
-                      float *out) {
+INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx,
+                      float *out, const int VNNI) {
     const int64_t nb = n / 32, ngr = (nb + 7) / 8;
     for (int i = 0; i < nw; i++) {
         const rw_block_q8_0 *wb = (const rw_block_q8_0 *)(w + i * ws);
@@ -461,11 +497,11 @@ static void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
         for (int j = 0; j < nx; j++) acc[j] = _mm_setzero_ps();
         for (int64_t g = 0; g < ngr; g++) {
             q8_wgroup wg;
-            q8_prep(wb + 8 * g, nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8, &wg);
+            q8_prep(wb + 8 * g, nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8, VNNI, &wg);
             for (int j = 0; j < nx; j++) {
                 const x_q8g *xg = (const x_q8g *)(xq + (size_t)j * xs) + g;
                 __m128 v0, v1;
-                q8_sums8_prep(&wg, xg, &v0, &v1);
+                q8_sums8_prep(&wg, xg, VNNI, &v0, &v1);
                 acc[j] = q8_step8(acc[j], v0, v1, _mm256_mul_ps(wg.dw, _mm256_load_ps(xg->dx)));
             }
         }
@@ -477,11 +513,24 @@ static void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
     }
 }
 
+static void q8_0_rows_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                            float *out) {
+    if (nx == 1)
+        for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, 0);
+    else q8_0_many(n, w, ws, nw, xq, xs, nx, out, 0);
+}
+
+static void q8_0_rows_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                           float *out) {
+    if (nx == 1)
+        for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, 1);
+    else q8_0_many(n, w, ws, nw, xq, xs, nx, out, 1);
+}
+
 static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                       float *out) {
-    if (nx == 1)
-        for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq);
-    else q8_0_many(n, w, ws, nw, xq, xs, nx, out);
+    if (rw_avx2_vnni()) q8_0_rows_vnni(n, w, ws, nw, xq, xs, nx, out);
+    else q8_0_rows_plain(n, w, ws, nw, xq, xs, nx, out);
 }
 
 /* ==== K-quants =========================================================== */
@@ -1012,7 +1061,16 @@ TILE_DISPATCH(q3_K)
 TILE_DISPATCH_KX(q4_K)
 TILE_DISPATCH_KX(q5_K)
 TILE_DISPATCH_KX(q6_K)
-TILE_DISPATCH(iq4_xs)
+/* IQ4_XS: one activation row with AVX-VNNI in matmul_dot1_avx2.c (the
+ * same arithmetic). */
+static void tile_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                        float *out) {
+    if (nx == 1 && rw_avx2_vnni()) rw_avx2_dot1_iq4_xs_vnni(n, w, ws, nw, xq, out);
+    else if (nx == 1)
+        for (int i = 0; i < nw; i++) iq4_xs_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);
+    else if (nw == 1) iq4_xs_impl(n, w, ws, 1, xq, xs, 2, out);
+    else iq4_xs_impl(n, w, ws, 2, xq, xs, 2, out);
+}
 TILE_DISPATCH(q8_0_ggml)
 TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)
