@@ -673,11 +673,11 @@ RW_API const rw_chat_template *rw_model_chat_template(const rw_model *m);
  * be NULL); borrowed from t. */
 RW_API const char *rw_chat_template_source(const rw_chat_template *t, size_t *len);
 
-/* The variables a template is rendered with. Set size to sizeof, or start
+/* The variables a template is rendered with. Set struct_size to sizeof, or start
  * from rw_template_vars_default(): later versions add fields at the end,
  * and a caller built against an older header passes its smaller size. */
 typedef struct {
-    size_t size;               /* sizeof(rw_template_vars) as the caller knows it */
+    size_t struct_size;        /* sizeof(rw_template_vars) as the caller knows it */
     const char *messages_json; /* a JSON array of message objects (required) */
     const char *tools_json;    /* a JSON array, or NULL: `tools` is then undefined */
     bool add_generation_prompt;
@@ -691,8 +691,16 @@ typedef struct {
     const char *extra_json;
 } rw_template_vars;
 
-/* size set, enable_thinking -1, add_generation_prompt true, the rest NULL. */
-RW_API rw_template_vars rw_template_vars_default(void);
+/* Fills the first size bytes of *p with the defaults (enable_thinking -1, add_generation_prompt true, the rest NULL) and sets
+ * struct_size to size. */
+RW_API void rw_template_vars_init(rw_template_vars *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the size is
+ * the program's, not the library's). */
+static inline rw_template_vars rw_template_vars_default(void) {
+    rw_template_vars p;
+    rw_template_vars_init(&p, sizeof p);
+    return p;
+}
 
 /* Renders t with v. *out is NUL-terminated, *out_len bytes (out_len may be
  * NULL; caller: rw_free). Errors: RW_ERR_INVALID_ARG (no messages, JSON that
@@ -851,13 +859,13 @@ typedef struct {
     float bias;
 } rw_logit_bias;
 
-/* A token-level request. Set size to sizeof, or start from
+/* A token-level request. Set struct_size to sizeof, or start from
  * rw_request_params_default(): fields are only ever added at the end, and a
  * caller built against an older header passes its smaller size (the fields
  * it does not know keep their defaults). Strings and arrays are copied at
  * submission. */
 typedef struct {
-    size_t size; /* sizeof(rw_request_params) as the caller knows it */
+    size_t struct_size; /* sizeof(rw_request_params) as the caller knows it */
     /* sampling, as rw_sampling, and: */
     float temperature;       /* <= 0: greedy (ties to the lowest id) */
     int32_t top_k;           /* <= 0: off */
@@ -896,8 +904,16 @@ typedef struct {
     bool render_special;
 } rw_request_params;
 
-/* Greedy, every filter off, 256 tokens, no logprobs, size set. */
-RW_API rw_request_params rw_request_params_default(void);
+/* Fills the first size bytes of *p with the defaults (greedy, every filter off, 256 tokens, no logprobs) and sets
+ * struct_size to size. */
+RW_API void rw_request_params_init(rw_request_params *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the size is
+ * the program's, not the library's). */
+static inline rw_request_params rw_request_params_default(void) {
+    rw_request_params p;
+    rw_request_params_init(&p, sizeof p);
+    return p;
+}
 
 /* An event of a token-level request: the tokens generated since the last
  * one and their text, and at the end (done) the totals. Pointers are valid
@@ -975,10 +991,10 @@ typedef rw_status (*rw_chat_event_fn)(void *user, const rw_chat_event *ev);
 
 typedef struct rw_chat_output rw_chat_output;
 
-/* A parser's settings. Set size to sizeof, or start from
+/* A parser's settings. Set struct_size to sizeof, or start from
  * rw_chat_output_params_default(): fields are only added at the end. */
 typedef struct {
-    size_t size; /* sizeof(rw_chat_output_params) as the caller knows it */
+    size_t struct_size; /* sizeof(rw_chat_output_params) as the caller knows it */
     rw_tool_format tool_format;
     rw_reasoning_format reasoning;
     const char *think_open, *think_close; /* NULL: "<think>", "</think>" (copied) */
@@ -994,8 +1010,16 @@ typedef struct {
                                (OpenAI's parallel_tool_calls false: max_calls 1) */
 } rw_chat_output_params;
 
-/* size set, RW_TOOL_FMT_NONE, RW_REASONING_DEEPSEEK, the rest 0 / NULL. */
-RW_API rw_chat_output_params rw_chat_output_params_default(void);
+/* Fills the first size bytes of *p with the defaults (RW_TOOL_FMT_NONE, RW_REASONING_DEEPSEEK, the rest 0 / NULL) and sets
+ * struct_size to size. */
+RW_API void rw_chat_output_params_init(rw_chat_output_params *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the size is
+ * the program's, not the library's). */
+static inline rw_chat_output_params rw_chat_output_params_default(void) {
+    rw_chat_output_params p;
+    rw_chat_output_params_init(&p, sizeof p);
+    return p;
+}
 
 /* A parser for one generated message (caller: rw_chat_output_free).
  * Errors: RW_ERR_INVALID_ARG (a size this library does not know, an unknown

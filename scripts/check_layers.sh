@@ -53,7 +53,7 @@ kernels: matmul_avx512.c matmul_q8_0_avx512.c
 kernels: ops_act.c ops_avx2.c ops_avx512.c ops_norm.c
 # server: server.c routes to each endpoint's file, which reports errors and
 # jobs through server.c.
-server: api_common.c api_embed.c api_infill.c api_messages.c api_responses.c api_slots.c chat_guard.c job.c metrics.c models.c prompt.c request.c server.c work.c
+server: api_common.c api_embed.c api_infill.c api_messages.c api_responses.c api_slots.c chat_guard.c job.c metrics.c models.c prompt.c request.c response.c server.c work.c
 EOF
 )
 build=${RW_BUILD:-build}

@@ -22,8 +22,9 @@ const rw_chat_template *rw_model_chat_template(const rw_model *m) {
     return b ? b->tmpl : NULL;
 }
 
-rw_template_vars rw_template_vars_default(void) {
-    return (rw_template_vars){.size = sizeof(rw_template_vars), .add_generation_prompt = true, .enable_thinking = -1};
+void rw_template_vars_init(rw_template_vars *p, size_t size) {
+    const rw_template_vars d = {.struct_size = sizeof d, .add_generation_prompt = true, .enable_thinking = -1};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 /* The size a caller built against this header or an older one passes: the
@@ -36,9 +37,10 @@ rw_status rw_chat_template_apply(const rw_chat_template *t, const rw_template_va
     if (out_len) *out_len = 0;
     if (!t || !v || !out)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_template_apply: NULL template, vars or out");
-    if (v->size < VARS_SIZE_V1 || v->size > sizeof(rw_template_vars))
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_template_apply: vars.size %zu is not one this library knows",
-                         v->size);
+    rw_template_vars vars = rw_template_vars_default();
+    rw_status vst = rw_api__params_in(&vars, sizeof vars, VARS_SIZE_V1, v, "rw_template_vars", err);
+    if (vst) return vst;
+    v = &vars;
     if (!v->messages_json) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_template_apply: no messages_json");
     const rw_chat_render_opts o = {.messages_json = v->messages_json,
                                    .tools_json = v->tools_json,
@@ -94,9 +96,10 @@ int64_t rw_engine_setting_get(const rw_engine *e, rw_engine_setting key) {
     return -1;
 }
 
-rw_request_params rw_request_params_default(void) {
-    return (rw_request_params){
-        .size = sizeof(rw_request_params), .top_p = 1.0f, .repeat_penalty = 1.0f, .max_tokens = 256, .n_logprobs = -1};
+void rw_request_params_init(rw_request_params *p, size_t size) {
+    const rw_request_params d = {
+        .struct_size = sizeof d, .top_p = 1.0f, .repeat_penalty = 1.0f, .max_tokens = 256, .n_logprobs = -1};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 /* The size of the first rw_request_params: every field up to render_special. */
@@ -107,9 +110,10 @@ rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, c
     if (id) *id = 0;
     if (!e || !p || !cb)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_submit_tokens: NULL engine, params or callback");
-    if (p->size < REQUEST_SIZE_V1 || p->size > sizeof(rw_request_params))
-        return rw_errorf(err, RW_ERR_INVALID_ARG,
-                         "rw_engine_submit_tokens: params.size %zu is not one this library knows", p->size);
+    rw_request_params rp = rw_request_params_default();
+    rw_status pst = rw_api__params_in(&rp, sizeof rp, REQUEST_SIZE_V1, p, "rw_request_params", err);
+    if (pst) return pst;
+    p = &rp;
     rw_gen_params g = {.sampling = rw_sampler_params_default()};
     g.sampling.temperature = p->temperature;
     g.sampling.top_k = p->top_k;
@@ -138,8 +142,9 @@ rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, c
     return rw_engine_submit(e, ids, n, &g, cb, user, id, err);
 }
 
-rw_chat_output_params rw_chat_output_params_default(void) {
-    return (rw_chat_output_params){.size = sizeof(rw_chat_output_params), .reasoning = RW_REASONING_DEEPSEEK};
+void rw_chat_output_params_init(rw_chat_output_params *p, size_t size) {
+    const rw_chat_output_params d = {.struct_size = sizeof d, .reasoning = RW_REASONING_DEEPSEEK};
+    rw_api__params_out(p, size, &d, sizeof d);
 }
 
 /* The size of the first rw_chat_output_params: every field up to max_calls. */
@@ -148,9 +153,10 @@ rw_chat_output_params rw_chat_output_params_default(void) {
 /* The internal options of public parameters (checked). */
 static rw_status output_opts(const rw_chat_output_params *p, rw_chat_output_opts *o, rw_error *err) {
     if (!p) return rw_errorf(err, RW_ERR_INVALID_ARG, "chat output: NULL params");
-    if (p->size < OUTPUT_SIZE_V1 || p->size > sizeof(rw_chat_output_params))
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "chat output: params.size %zu is not one this library knows",
-                         p->size);
+    rw_chat_output_params cp = rw_chat_output_params_default();
+    rw_status cst = rw_api__params_in(&cp, sizeof cp, OUTPUT_SIZE_V1, p, "rw_chat_output_params", err);
+    if (cst) return cst;
+    p = &cp;
     *o = (rw_chat_output_opts){.tool_format = p->tool_format,
                                .reasoning = p->reasoning,
                                .think_open = p->think_open,

@@ -92,7 +92,7 @@ int main(void) {
     CHECK(parsed.n_calls == 1 && !strcmp(parsed.content, "Let me look.") && strstr(parsed.calls[0].arguments, "Oslo"));
     rw_chat_parsed_free(&parsed);
     rw_chat_output_params old = op;
-    old.size = 8; /* a size no version had */
+    old.struct_size = 8; /* a size no version had */
     CHECK(rw_chat_output_open(&old, &p, &err) == RW_ERR_INVALID_ARG && p == NULL);
 
     const char *path = rw_test_fixture_path("qwen35/qwen35-Q8_0.gguf");
@@ -129,7 +129,7 @@ int main(void) {
     CHECK_MSG(!rw_chat_template_apply(rw_model_chat_template(m), &v, &r1, &rlen, &err), "%s", err.msg);
     CHECK_MSG(!rw_chat_render_json(m, msgs, NULL, true, 0, &r2, &err), "%s", err.msg);
     CHECK(r1 && r2 && !strcmp(r1, r2) && rlen == strlen(r1));
-    v.size = 4; /* a size no version had */
+    v.struct_size = 4; /* a size no version had */
     char *r3 = NULL;
     CHECK(rw_chat_template_apply(rw_model_chat_template(m), &v, &r3, NULL, &err) == RW_ERR_INVALID_ARG && !r3);
     size_t src_len = 0;
@@ -170,7 +170,7 @@ int main(void) {
         CHECK(c.ev_size == sizeof(rw_token_event));
         CHECK_MSG(want && c.len == strlen(want) && !memcmp(c.text, want, c.len), "%.*s | %s", (int)c.len, c.text,
                   want ? want : "");
-        rp.size = 16;
+        rp.struct_size = 16;
         CHECK(rw_engine_submit_tokens(e, ids, (int64_t)n, &rp, on_tokens, &c, &id, &err) == RW_ERR_INVALID_ARG &&
               id == 0);
         rw_free(ids);

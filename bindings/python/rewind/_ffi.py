@@ -60,6 +60,66 @@ class rw_gen_options(ctypes.Structure):
     ]
 
 
+class rw_template_vars(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("messages_json", ctypes.c_char_p),
+        ("tools_json", ctypes.c_char_p),
+        ("add_generation_prompt", ctypes.c_bool),
+        ("enable_thinking", ctypes.c_int),
+        ("bos_token", ctypes.c_char_p),
+        ("eos_token", ctypes.c_char_p),
+        ("now", ctypes.c_char_p),
+        ("extra_json", ctypes.c_char_p),
+    ]
+
+
+class rw_request_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("temperature", ctypes.c_float),
+        ("top_k", ctypes.c_int32),
+        ("top_p", ctypes.c_float),
+        ("min_p", ctypes.c_float),
+        ("presence_penalty", ctypes.c_float),
+        ("frequency_penalty", ctypes.c_float),
+        ("repeat_penalty", ctypes.c_float),
+        ("penalty_last_n", ctypes.c_int32),
+        ("min_keep", ctypes.c_int32),
+        ("seed", ctypes.c_uint64),
+        ("logit_bias", ctypes.c_void_p),
+        ("n_logit_bias", ctypes.c_int32),
+        ("max_tokens", ctypes.c_int64),
+        ("stop", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_stop", ctypes.c_int),
+        ("ignore_eos", ctypes.c_bool),
+        ("marks", ctypes.POINTER(ctypes.c_int64)),
+        ("n_marks", ctypes.c_int),
+        ("n_logprobs", ctypes.c_int),
+        ("grammar", ctypes.c_char_p),
+        ("grammar_root", ctypes.c_char_p),
+        ("grammar_after", ctypes.c_char_p),
+        ("render_special", ctypes.c_bool),
+    ]
+
+
+class rw_chat_output_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("tool_format", ctypes.c_int),
+        ("reasoning", ctypes.c_int),
+        ("think_open", ctypes.c_char_p),
+        ("think_close", ctypes.c_char_p),
+        ("in_reasoning", ctypes.c_bool),
+        ("tools_json", ctypes.c_char_p),
+        ("id_prefix", ctypes.c_char_p),
+        ("id_seed", ctypes.c_uint64),
+        ("stream_args", ctypes.c_bool),
+        ("cut", ctypes.c_bool),
+        ("max_calls", ctypes.c_int),
+    ]
+
+
 class rw_gen_result(ctypes.Structure):
     _fields_ = [
         ("prompt_tokens", ctypes.c_int64),
@@ -224,6 +284,85 @@ _PROTOTYPES = {
     "rw_seq_rewind": (_S, [_P, ctypes.c_int64, _E]),
     "rw_seq_save": (_S, [_P, ctypes.c_char_p, _E]),
     "rw_seq_load": (_S, [_P, ctypes.c_char_p, _E]),
+    # The server-grade calls (include/rewind.h, "Building a server on the
+    # library"): declared so they can be called raw; their structs are passed
+    # as pointers (c_void_p) the caller fills with ctypes of its own.
+    "rw_template_vars_init": (None, [ctypes.POINTER(rw_template_vars), ctypes.c_size_t]),
+    "rw_request_params_init": (None, [ctypes.POINTER(rw_request_params), ctypes.c_size_t]),
+    "rw_chat_output_params_init": (None, [ctypes.POINTER(rw_chat_output_params), ctypes.c_size_t]),
+    "rw_errorf": (_S, None),  # variadic: (rw_error *, rw_status, fmt, ...)
+    "rw_log": (None, None),  # variadic: (level, fmt, ...)
+    "rw_log_enabled": (ctypes.c_bool, [ctypes.c_int]),
+    "rw_mapped_file_fault_count": (ctypes.c_uint64, []),
+    "rw_model_tokenizer": (_P, [_P]),
+    "rw_tokenizer_n_vocab": (ctypes.c_int32, [_P]),
+    "rw_tokenizer_bos": (ctypes.c_int32, [_P]),
+    "rw_tokenizer_eos": (ctypes.c_int32, [_P]),
+    "rw_tokenizer_add_bos": (ctypes.c_bool, [_P]),
+    "rw_tokenizer_is_eog": (ctypes.c_bool, [_P, ctypes.c_int32]),
+    "rw_tokenizer_fim": (ctypes.c_int32, [_P, ctypes.c_int]),
+    "rw_tokenizer_max_token_len": (ctypes.c_size_t, [_P]),
+    "rw_tokenizer_find_control": (ctypes.c_long, [_P, ctypes.c_char_p, ctypes.c_size_t]),
+    "rw_token_to_piece": (ctypes.c_size_t, [_P, ctypes.c_int32, ctypes.c_bool, ctypes.c_char_p, ctypes.c_size_t]),
+    "rw_tokenize": (
+        _S,
+        [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, ctypes.c_bool, ctypes.POINTER(c_int32_p),
+         ctypes.POINTER(ctypes.c_size_t), _E],
+    ),
+    "rw_detokenize": (
+        _S, [_P, c_int32_p, ctypes.c_size_t, ctypes.c_bool, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t), _E]
+    ),
+    "rw_tokenize_guarded": (
+        _S,
+        [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t,
+         ctypes.POINTER(c_int32_p), ctypes.POINTER(ctypes.c_size_t), _E],
+    ),
+    "rw_model_chat_template": (_P, [_P]),
+    "rw_chat_template_source": (ctypes.c_char_p, [_P, ctypes.POINTER(ctypes.c_size_t)]),
+    "rw_chat_template_apply": (_S, [_P, _P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t), _E]),
+    "rw_chat_prompt_opens_reasoning": (
+        ctypes.c_bool, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p]
+    ),
+    "rw_chat_rerank_prompt": (
+        _S,
+        [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P),
+         ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t), _E],
+    ),
+    "rw_tool_format_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "rw_tool_format_parse": (ctypes.c_bool, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
+    "rw_grammar_check": (_S, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, _E]),
+    "rw_schema_to_gbnf": (
+        _S, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), _E]
+    ),
+    "rw_json_object_gbnf": (_S, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), _E]),
+    "rw_engine_get_model": (_P, [_P]),
+    "rw_engine_setting_get": (ctypes.c_int64, [_P, ctypes.c_int]),
+    "rw_engine_slots": (ctypes.c_int, [_P, _P, c_int32_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
+    "rw_engine_slot_save": (
+        _S, [_P, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_size_t), _E]
+    ),
+    "rw_engine_slot_restore": (
+        _S, [_P, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_size_t), _E]
+    ),
+    "rw_engine_slot_erase": (_S, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), _E]),
+    "rw_engine_submit_tokens": (
+        _S, [_P, c_int32_p, ctypes.c_int64, _P, _P, _P, ctypes.POINTER(ctypes.c_uint64), _E]
+    ),
+    "rw_chat_output_open": (_S, [_P, ctypes.POINTER(_P), _E]),
+    "rw_chat_output_free": (None, [_P]),
+    "rw_chat_output_feed": (_S, [_P, ctypes.c_char_p, ctypes.c_size_t, _P, _P, _E]),
+    "rw_chat_output_finish": (_S, [_P, _P, _P, _E]),
+    "rw_chat_output_set_cut": (None, [_P, ctypes.c_bool]),
+    "rw_chat_output_n_calls": (ctypes.c_int, [_P]),
+    "rw_chat_output_calls_done": (ctypes.c_bool, [_P]),
+    "rw_chat_output_in_reasoning": (ctypes.c_bool, [_P]),
+    "rw_chat_output_parse_all": (_S, [_P, ctypes.c_char_p, ctypes.c_size_t, _P, _E]),
+    "rw_chat_parsed_free": (None, [_P]),
+    "rw_engine_submit_embedding": (
+        _S,
+        [_P, c_int32_p, ctypes.c_int64, ctypes.c_int, c_int32_p, ctypes.c_int, _P, _P,
+         ctypes.POINTER(ctypes.c_uint64), _E],
+    ),
 }
 
 # The header's function names, for the test that compares them with
@@ -295,7 +434,8 @@ def _declare(lib):
     # The header's inline *_default() of the sized parameter structs: the
     # struct as this package declares it, filled by the library's *_init
     # with this struct's size (fields the package does not know: defaults).
-    for cls in (rw_model_params, rw_gen_options, rw_engine_params, rw_embed_options):
+    for cls in (rw_model_params, rw_gen_options, rw_engine_params, rw_embed_options, rw_template_vars,
+                rw_request_params, rw_chat_output_params):
         setattr(lib, cls.__name__ + "_default", _sized_default(getattr(lib, cls.__name__ + "_init"), cls))
 
 
