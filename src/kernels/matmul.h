@@ -50,8 +50,8 @@ typedef struct {
 
 /* Repacks w's rows for the current tier's panel form, the fastest from two
  * activation rows up for Q8_0 (speculative verify passes, decode batches,
- * prefill) and from 8 rows for Q4_K, Q5_K and Q6_K, when the tier has one
- * for w's type (those four with AVX-512).
+ * prefill) and from 8 rows for Q4_K, Q5_K and Q6_K, Q4_0, Q5_0, IQ4_NL and
+ * MXFP4, when the tier has one for w's type (those eight with AVX-512).
  * *panels gets a buffer of about w's size (Q8_0) or 2-2.3 times it
  * (K-quants: one byte per weight) that the caller frees with free()
  * once no matrix points to it, or NULL when there is no such form; set

@@ -338,6 +338,147 @@ BLOCK32_TILE_GEN(q4_1_ggml, unpack_q4_1, rw_block_q4_1, b32_min_acc, ((b32_min_a
 BLOCK32_TILE_GEN(q5_1_ggml, unpack_q5_1, rw_block_q5_1, b32_min_acc, ((b32_min_acc){_mm256_setzero_ps(), 0.0f}),
                  b32_ggml_min, b32_min_reduce)
 
+/* ==== 32-element blocks: the panel form =================================== */
+
+/* A panel holds 16 weight rows of a 32-block type, one per lane, repacked
+ * per call into per-thread scratch (kernels/matmul.c): per 64-element chunk,
+ * 16 vectors W[k] (lane l: the 4 unsigned quants of row l's group k, i.e.
+ * the chunk's elements 4k..4k+3, as the tile's UNPACK gives them) and 2
+ * vectors of scales (lane l: row l's scale of the chunk's first, second
+ * block). Every output gets the tile's arithmetic: the same exact sum per
+ * group (vpdpbusd from the activation's base), the same s = dw*dx and fma
+ * per chunk into its own accumulator for each of the 16 groups, and
+ * _mm512_reduce_add_ps's tree over those 16 accumulators spelt out (GCC's:
+ * l + l+8, then + l+4, then 0+2 and 1+3, then those two). The tile's work
+ * per output and chunk is the same; what the panel saves is unpacking each
+ * weight chunk again for every 4 activation rows. */
+enum { BP_ROWS = 16, BP_MAX_NX = 16, BP_PASS = 2, BP_CHUNK = 16 * 64 + 2 * 64, BP_MIN_ROWS = 8 };
+
+static size_t bp_wbytes(int64_t n) { return (size_t)((n / 32 + 1) / 2) * BP_CHUNK / BP_ROWS; }
+
+/* The panel's activation chunk: x_chunk less what the panel does not read
+ * (Q8_1's sx, and dx once per block instead of per lane), so that the
+ * activation rows of a task, read once per panel, take a little over half
+ * the cache. */
+typedef struct {
+    int8_t qs[64];
+    int32_t base[16];
+    float dx[2];
+} xp_chunk;
+static size_t p_bytes_b32(int64_t n) { return (size_t)((n / 32 + 1) / 2) * sizeof(xp_chunk); }
+
+static void convert_p_chunks(const float *const *rows, int n_rows, void *xp, int64_t n, int bias) {
+    memset(xp, 0, p_bytes_b32(n));
+    if (n_rows < 1) return;
+    xp_chunk *c = xp;
+    for (int64_t b = 0; b < n / 32; b++) {
+        xp_chunk *ch = &c[b / 2];
+        const int half = (int)(b % 2);
+        int sum;
+        float d_raw;
+        quantize_block32(rows[0] + b * 32, ch->qs + 32 * half, &ch->dx[half], &d_raw, &sum);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q4 = ch->qs + 32 * half + 4 * l;
+            ch->base[8 * half + l] = -bias * (q4[0] + q4[1] + q4[2] + q4[3]);
+        }
+    }
+}
+static void convert_p_b8(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    convert_p_chunks(rows, n_rows, xp, n, 8);
+}
+static void convert_p_b16(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    convert_p_chunks(rows, n_rows, xp, n, 16);
+}
+static void convert_p_b128(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    convert_p_chunks(rows, n_rows, xp, n, 128);
+}
+
+/* Rows past n_out are zeros (their outputs are not stored). */
+#define B32_PACK(name, UNPACK)                                                                                   \
+    static void pack_p_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {           \
+        const int64_t nb = n / 32, nc = (nb + 1) / 2;                                                          \
+        for (int64_t i0 = 0; i0 < n_out; i0 += BP_ROWS) {                                                      \
+            uint8_t *P = dst + (size_t)(i0 / BP_ROWS) * (size_t)nc * BP_CHUNK;                                 \
+            const int nl = n_out - i0 < BP_ROWS ? (int)(n_out - i0) : BP_ROWS;                                 \
+            for (int64_t c = 0; c < nc; c++) {                                                                 \
+                const int two = 2 * c + 1 < nb;                                                                \
+                uint32_t u[BP_ROWS][16];                                                                       \
+                float d[BP_ROWS][16];                                                                          \
+                for (int l = 0; l < BP_ROWS; l++) {                                                            \
+                    const w_chunk wc = l < nl ? UNPACK(w + (size_t)(i0 + l) * ws, c, two)                       \
+                                              : (w_chunk){_mm512_setzero_si512(), _mm512_setzero_ps(),         \
+                                                          _mm512_setzero_ps()};                                \
+                    _mm512_storeu_si512(u[l], wc.u);                                                           \
+                    _mm512_storeu_ps(d[l], wc.dw);                                                             \
+                }                                                                                              \
+                uint32_t *W = (uint32_t *)(P + (size_t)c * BP_CHUNK);                                          \
+                float *S = (float *)(W + 256);                                                                 \
+                for (int k = 0; k < 16; k++)                                                                   \
+                    for (int l = 0; l < BP_ROWS; l++) W[16 * k + l] = u[l][k];                                 \
+                for (int l = 0; l < BP_ROWS; l++) S[l] = d[l][0], S[16 + l] = d[l][8];                         \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+
+INLINE void bp_half(int64_t nc, const uint8_t *P, const uint8_t *xp, size_t xps, __m512 part[BP_PASS][16],
+                    const int H, const int R) {
+    __m512 acc[BP_PASS][8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) acc[r][g] = _mm512_setzero_ps();
+    const xp_chunk *x0 = (const xp_chunk *)xp, *x1 = (const xp_chunk *)(xp + (R > 1 ? xps : 0));
+    for (int64_t c = 0; c < nc; c++) {
+        const uint8_t *B = P + (size_t)c * BP_CHUNK + 512 * H;
+        _mm_prefetch((const char *)B + 4 * BP_CHUNK, _MM_HINT_T0);
+        const __m512 dw = _mm512_load_ps(P + (size_t)c * BP_CHUNK + 1024 + 64 * H);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const xp_chunk *xc = (r ? x1 : x0) + c;
+            const __m512 sv = _mm512_mul_ps(dw, _mm512_set1_ps(xc->dx[H]));
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                __m512i is = _mm512_set1_epi32(xc->base[8 * H + g]);
+                DPBUSD_BCST(is, _mm512_load_si512(B + 64 * g), (const i32u *)(xc->qs + 4 * (8 * H + g)));
+                acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, acc[r][g]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) part[r][8 * H + g] = acc[r][g];
+}
+
+/* The 16 outputs of one panel (nl kept) against R <= BP_PASS activation
+ * rows: one pass per block of the chunk (groups 8h..8h+7), 8 accumulators
+ * per row, the first pass's kept in memory until the reduction. */
+INLINE void bp_pass(int64_t nc, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                    const int R) {
+    __m512 part[BP_PASS][16];
+    bp_half(nc, P, xp, xps, part, 0, R);
+    bp_half(nc, P, xp, xps, part, 1, R);
+    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+        __m512 t3[8], t6[4];
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) t3[l] = _mm512_add_ps(part[r][l + 8], part[r][l]);
+        _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++) t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
+        const __m512 y = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+        _mm512_mask_storeu_ps(out + r * os, keep, y);
+    }
+}
+
+static void tile_p_b32(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os) {
+    const int64_t nc = (n / 32 + 1) / 2;
+    for (int i = 0; i < nw; i += BP_ROWS) {
+        const uint8_t *P = w + (size_t)i * ws;
+        const int nl = nw - i < BP_ROWS ? nw - i : BP_ROWS;
+        int r0 = 0;
+        for (; r0 + 2 <= nx; r0 += 2) bp_pass(nc, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, 2);
+        if (r0 < nx) bp_pass(nc, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, 1);
+    }
+}
+
+B32_PACK(q4_0, unpack_q4_0)
+B32_PACK(q5_0, unpack_q5_0)
+B32_PACK(iq4_nl, unpack_iq4_nl)
+B32_PACK(mxfp4, unpack_mxfp4)
+
 /* ==== tiles of every shape, and the tables =============================== */
 
 TILE_DISPATCH(f32)
@@ -361,12 +502,18 @@ TILE_DISPATCH(q5_1_ggml)
 KF(f32, x_bytes_f32, convert_f32)
 KF(f16, x_bytes_f32, convert_f16)
 KF(bf16, x_bytes_bf16, convert_bf16)
-K(q4_0, x_bytes_chunks, convert_q8_0_b8)
+/* the 32-block types without a min term also have the panel form */
+#define KP(name, xb, conv, convp)                                                                                   \
+    static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW,  \
+                                               .max_nx = NX, .p_bytes = p_bytes_b32, .convert_p = convp,             \
+                                               .tile_p = tile_p_b32, .pack_p = pack_p_##name, .p_rows = BP_ROWS,     \
+                                               .max_np = BP_MAX_NX, .p_wbytes = bp_wbytes, .p_min_rows = BP_MIN_ROWS};
+KP(q4_0, x_bytes_chunks, convert_q8_0_b8, convert_p_b8)
 K(q4_1, x_bytes_chunks, convert_q8_1)
-K(q5_0, x_bytes_chunks, convert_q8_0_b16)
+KP(q5_0, x_bytes_chunks, convert_q8_0_b16, convert_p_b16)
 K(q5_1, x_bytes_chunks, convert_q8_1)
-K(iq4_nl, x_bytes_chunks, convert_q8_0_b128)
-K(mxfp4, x_bytes_chunks, convert_q8_0_b128)
+KP(iq4_nl, x_bytes_chunks, convert_q8_0_b128, convert_p_b128)
+KP(mxfp4, x_bytes_chunks, convert_q8_0_b128, convert_p_b128)
 K(q4_0_ggml, x_bytes_chunks, convert_q8_0_b8)
 K(q5_0_ggml, x_bytes_chunks, convert_q8_0_b16)
 K(q4_1_ggml, x_bytes_chunks, convert_q8_1)

@@ -77,8 +77,10 @@ void rw_silu(const float *x, float *y, int64_t n);
  * computes it (ggml_vec_geglu_f32 with GGML_GELU_FP16): x <= -10 gives 0,
  * x >= 10 gives x, else x is rounded to a half and looked up in a table of
  * the GELU of every half, rounded to a half (about 1e-3 relative error,
- * which is what llama.cpp's goldens carry). One plain-C implementation for
- * every tier. */
+ * which is what llama.cpp's goldens carry). The AVX-512 tier converts with
+ * F16C and gathers from the same table: the reference's bits (the AVX2 and
+ * NEON tiers run the reference). */
+void rw_geglu_ref(float *g, const float *u, int64_t n);
 void rw_geglu(float *g, const float *u, int64_t n);
 
 /* swiglu-oai (gpt-oss) in place, as llama.cpp's CPU backend: x = min(g,

@@ -21,7 +21,7 @@ void rw_silu(const float *x, float *y, int64_t n) {
 
 /* GELU of every half, as ggml's table: gelu_tanh of the half's value in
  * float, rounded to a half, kept as the float it is. Built once, by the same
- * scalar code on every tier, so rw_geglu is one function everywhere. */
+ * scalar code on every tier; every tier looks its values up in it. */
 static float gelu_f16_table[1 << 16];
 static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 
@@ -34,14 +34,24 @@ static void gelu_table_init(void) {
     }
 }
 
-void rw_geglu(float *g, const float *u, int64_t n) {
+const float *rw_gelu_f16_table(void) {
     pthread_once(&gelu_once, gelu_table_init);
+    return gelu_f16_table;
+}
+
+void rw_geglu_ref(float *g, const float *u, int64_t n) {
+    const float *tab = rw_gelu_f16_table();
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i];
         if (x <= -10.0f) g[i] = 0.0f;
         else if (x >= 10.0f) g[i] = x * u[i];
-        else g[i] = gelu_f16_table[rw_f32_to_f16(x)] * u[i]; /* NaN: the table's NaN */
+        else g[i] = tab[rw_f32_to_f16(x)] * u[i]; /* NaN: the table's NaN */
     }
+}
+
+void rw_geglu(float *g, const float *u, int64_t n) {
+    if (rw_ops_use_avx512()) rw_geglu_avx512(g, u, n);
+    else rw_geglu_ref(g, u, n);
 }
 
 void rw_swiglu_oai(float *g, const float *u, int64_t n, float alpha, float limit) {

@@ -82,6 +82,30 @@ void rw_silu_avx512(const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+/* rw_geglu_ref 16 values at a time: F16C's conversion rounds to nearest
+ * even as rw_f32_to_f16 does, the clamps are ordered compares (false for
+ * NaN, as the reference's ifs), the products the same one multiply. A block
+ * holding a NaN goes to the reference, whose NaN half (rw_f32_to_f16) F16C
+ * need not match in its payload. */
+void rw_geglu_avx512(float *g, const float *u, int64_t n) {
+    const float *tab = rw_gelu_f16_table();
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) {
+            rw_geglu_ref(g + i, u + i, 16);
+            continue;
+        }
+        const __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m512 y = _mm512_mul_ps(_mm512_i32gather_ps(h, tab, 4), uv);
+        y = _mm512_mask_mul_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x, uv);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), _mm512_setzero_ps());
+        _mm512_storeu_ps(g + i, y);
+    }
+    if (i < n) rw_geglu_ref(g + i, u + i, n - i);
+}
+
 void rw_softmax_avx512(const float *x, float *y, int64_t n) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;

@@ -192,6 +192,36 @@ static void check_geglu(void) {
         bad += !near(y[i], gd * up[i], 2e-3, 6e-4 * fabs(xd) * fabs(up[i]) + 1e-6);
     }
     CHECK_MSG(bad == 0, "geglu %s: %d values off the tanh GELU", tier_name, bad);
+    /* the tier's fast path against the reference, bitwise: every half's
+     * value and its two float neighbours (the rounding ties and the edges of
+     * each half's interval), the clamp edges, infinities, NaN in every lane
+     * of a block, and lengths that leave tails */
+    {
+        const int64_t m = 3 * 65536 + 64;
+        float *xs = malloc((size_t)m * 4), *us = malloc((size_t)m * 4), *ga = malloc((size_t)m * 4),
+              *gb = malloc((size_t)m * 4);
+        CHECK(xs && us && ga && gb);
+        for (uint32_t h = 0; h < 65536; h++) {
+            const float v = rw_f16_to_f32((rw_f16)h);
+            xs[3 * h] = v, xs[3 * h + 1] = nextafterf(v, INFINITY), xs[3 * h + 2] = nextafterf(v, -INFINITY);
+        }
+        const float edge[16] = {-10.0f, 10.0f, nextafterf(-10.0f, 0), nextafterf(10.0f, 0), -INFINITY, INFINITY, 1e30f,
+                                -1e30f, 65504.0f, 65520.0f, -0.0f, 1e-40f, -1e-40f, 9.9960938f, -9.9960938f, NAN};
+        for (int i = 0; i < 64; i++) xs[3 * 65536 + i] = edge[i % 16];
+        for (int64_t i = 0; i < m; i++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            us[i] = (float)((double)(r >> 11) / 9007199254740992.0) * 4.0f - 2.0f;
+        }
+        const int64_t lens[3] = {m, m - 5, 13};
+        for (int li = 0; li < 3; li++) {
+            memcpy(ga, xs, (size_t)m * 4), memcpy(gb, xs, (size_t)m * 4);
+            rw_geglu(ga, us, lens[li]);
+            rw_geglu_ref(gb, us, lens[li]);
+            CHECK_MSG(memcmp(ga, gb, (size_t)lens[li] * 4) == 0, "geglu %s n %lld: not the reference's bits", tier_name,
+                      (long long)lens[li]);
+        }
+        free(xs), free(us), free(ga), free(gb);
+    }
     if (!geglu_have_first) memcpy(geglu_first_tier, y, sizeof y), geglu_have_first = true;
     CHECK_MSG(memcmp(geglu_first_tier, y, sizeof y) == 0, "geglu %s: differs from another tier", tier_name);
 }
