@@ -1,7 +1,7 @@
 /* embed.c - embedding requests (engine.h): a prompt's pooled final-norm
  * hidden state instead of sampled tokens.
  *
- * The request is an ordinary eng_req (its prompt is fed in the scheduler's
+ * The request is an ordinary rw_engine__req (its prompt is fed in the scheduler's
  * chunks, batched with everything else, its sequence comes from and goes
  * back to the prefix cache) with r->emb set. Each pass writes the hidden
  * rows the pooling needs: the last token's straight into the result (last),
@@ -16,7 +16,7 @@
 
 #include "engine/engine_int.h"
 
-struct eng_embed {
+struct rw_engine__embed {
     rw_pool_kind pooling;
     int32_t *logit_ids; /* owned */
     int n_logit_ids;
@@ -29,7 +29,7 @@ struct eng_embed {
     float *lg;   /* [n_logit_ids] the final logits asked for; owned */
 };
 
-void rw_engine__embed_free(struct eng_embed *m) {
+void rw_engine__embed_free(struct rw_engine__embed *m) {
     if (!m) return;
     free(m->logit_ids);
     free(m->out);
@@ -39,10 +39,10 @@ void rw_engine__embed_free(struct eng_embed *m) {
     free(m);
 }
 
-bool rw_engine__embed_uses_cache(const eng_req *r) { return r->emb && r->emb->pooling == RW_POOL_LAST; }
+bool rw_engine__embed_uses_cache(const rw_engine__req *r) { return r->emb && r->emb->pooling == RW_POOL_LAST; }
 
-void rw_engine__embed_item(eng_req *r, rw_batch_item *item) {
-    struct eng_embed *m = r->emb;
+void rw_engine__embed_item(rw_engine__req *r, rw_batch_item *item) {
+    struct rw_engine__embed *m = r->emb;
     switch (m->pooling) {
     case RW_POOL_LAST: item->hidden = m->out, item->all_hidden = false; break;
     case RW_POOL_NONE: item->hidden = m->out + r->n_in_seq * m->n_embd, item->all_hidden = true; break;
@@ -51,8 +51,8 @@ void rw_engine__embed_item(eng_req *r, rw_batch_item *item) {
     }
 }
 
-void rw_engine__embed_rows(rw_engine *e, eng_req *r, const rw_batch_item *item) {
-    struct eng_embed *m = r->emb;
+void rw_engine__embed_rows(rw_engine *e, rw_engine__req *r, const rw_batch_item *item) {
+    struct rw_engine__embed *m = r->emb;
     const int d = m->n_embd;
     const int64_t first = r->n_in_seq - item->n; /* prompt position of the item's first row */
     if (m->pooling == RW_POOL_MEAN)
@@ -69,8 +69,8 @@ void rw_engine__embed_rows(rw_engine *e, eng_req *r, const rw_batch_item *item) 
     r->finished = true;
 }
 
-void rw_engine__embed_send(eng_req *r) {
-    struct eng_embed *m = r->emb;
+void rw_engine__embed_send(rw_engine__req *r) {
+    struct rw_engine__embed *m = r->emb;
     rw_embed_event ev = {.size = sizeof(rw_embed_event), .n_embd = m->n_embd, .prompt_tokens = r->n_prompt, .cached_tokens = r->n_cached};
     if (r->final_ev.finish == RW_FINISH_ERROR) ev.error = r->final_ev.error ? r->final_ev.error : "failed";
     else {
@@ -104,8 +104,8 @@ rw_status rw_engine_submit_embed(rw_engine *e, const int32_t *prompt, int64_t n_
     const int d = rw_model_get_hparams(e->m)->n_embd;
     const int64_t chunk = n_prompt < e->cfg.prefill_chunk ? n_prompt : e->cfg.prefill_chunk;
     /* the request and its state: freed by rw_engine__req_free */
-    eng_req *r = calloc(1, sizeof *r);
-    struct eng_embed *m = calloc(1, sizeof *m);
+    rw_engine__req *r = calloc(1, sizeof *r);
+    struct rw_engine__embed *m = calloc(1, sizeof *m);
     if (r) r->emb = m;
     bool ok = r && m;
     if (ok) {

@@ -28,7 +28,7 @@ void rw_engine__hist_observe(rw_histogram *h, double v) {
     h->count++;
 }
 
-void rw_engine__req_free(eng_req *r) {
+void rw_engine__req_free(rw_engine__req *r) {
     if (!r) return;
     rw_engine__output_flush(r); /* a final event not yet sent goes now (a request ended outside a step) */
     for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
@@ -183,7 +183,7 @@ void rw_engine_free(rw_engine *e) {
     /* the scheduler has left: what remains is ours */
     for (int i = 0; i < e->n_running; i++) rw_engine__req_free(e->running[i]);
     while (e->queue_head) {
-        eng_req *r = e->queue_head;
+        rw_engine__req *r = e->queue_head;
         e->queue_head = r->next;
         rw_engine__req_free(r);
     }
@@ -288,7 +288,7 @@ static rw_status grammar_vocab(rw_engine *e, const char *gbnf, bool render_speci
             goto done;
         }
     if (e->n_ctl_vocab == ENG_CTL_VOCABS) goto done; /* bounded: the plain trie */
-    struct eng_ctl_vocab *cv = &e->ctl_vocab[e->n_ctl_vocab];
+    struct rw_engine__ctl_vocab *cv = &e->ctl_vocab[e->n_ctl_vocab];
     if ((st = rw_grammar_vocab_with_controls(e->tok, ids, n, &cv->v, err))) goto done;
     memcpy(cv->ids, ids, (size_t)n * sizeof *ids);
     cv->n = n;
@@ -317,7 +317,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
                          "%lld to generate)",
                          (long long)e->cfg.n_ctx, (long long)(n_prompt + p->max_tokens), (long long)n_prompt,
                          (long long)p->max_tokens);
-    eng_req *r = calloc(1, sizeof *r);
+    rw_engine__req *r = calloc(1, sizeof *r);
     if (!r) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     r->p = *p;
     r->cb = cb;
@@ -367,7 +367,7 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     return rw_engine__enqueue(e, r, id, err);
 }
 
-rw_status rw_engine__enqueue(rw_engine *e, eng_req *r, uint64_t *id, rw_error *err) {
+rw_status rw_engine__enqueue(rw_engine *e, rw_engine__req *r, uint64_t *id, rw_error *err) {
     r->t_submit = rw_engine__now();
     pthread_mutex_lock(&e->mu);
     if (e->n_running + e->n_queued >= e->cfg.max_running + e->cfg.max_queued) {
@@ -388,9 +388,9 @@ rw_status rw_engine__enqueue(rw_engine *e, eng_req *r, uint64_t *id, rw_error *e
 }
 
 void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
-    eng_req *gone = NULL;
+    rw_engine__req *gone = NULL;
     pthread_mutex_lock(&e->mu);
-    for (eng_req **pp = &e->queue_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+    for (rw_engine__req **pp = &e->queue_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
         if ((*pp)->id != id) continue;
         gone = *pp;
         *pp = gone->next;
@@ -401,7 +401,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
     }
     if (!gone) {
         for (;;) {
-            eng_req *r = NULL;
+            rw_engine__req *r = NULL;
             for (int i = 0; i < e->n_running; i++)
                 if (e->running[i]->id == id) r = e->running[i];
             if (!r) break;

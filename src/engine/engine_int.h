@@ -11,34 +11,34 @@
 #include "engine/spec.h"
 
 /* stop_match.c: a request's stop strings as one automaton (Aho-Corasick). */
-typedef struct eng_stopm eng_stopm;
+typedef struct rw_engine__stopm rw_engine__stopm;
 /* NULL when out of memory. The strings must be non-empty. */
-eng_stopm *rw_engine__stopm_new(const char *const *stops, int n);
-void rw_engine__stopm_free(eng_stopm *m);
+rw_engine__stopm *rw_engine__stopm_new(const char *const *stops, int n);
+void rw_engine__stopm_free(rw_engine__stopm *m);
 /* Feeds n bytes of text from *state (0 = nothing fed yet) and updates it.
  * Returns the earliest start (base + offset in text) of a stop string that
  * ends inside these bytes, or -1. A stop string may start before text, up
  * to rw_engine__stopm_depth(*state) bytes: base must be at least that. Amortized
  * O(n). */
-long rw_engine__stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base);
+long rw_engine__stopm_feed(const rw_engine__stopm *m, int32_t *state, const char *text, size_t n, size_t base);
 /* Length of the longest tail of the text fed that is a prefix of a stop
  * string (a whole one only right after a match). 0 for m == NULL. */
-size_t rw_engine__stopm_depth(const eng_stopm *m, int32_t state);
+size_t rw_engine__stopm_depth(const rw_engine__stopm *m, int32_t state);
 
 /* One request. Owned by the engine from rw_engine_submit until it is freed
  * by the scheduler (finished or cancelled while running), by rw_engine_cancel_id
  * (cancelled while queued) or by rw_engine_free. */
-typedef struct eng_req {
+typedef struct rw_engine__req {
     uint64_t id;
-    struct eng_req *next; /* queue link */
+    struct rw_engine__req *next; /* queue link */
     rw_gen_params p;      /* p.stop points to stop[] below */
     char **stop;          /* owned copies of the stop strings */
-    eng_stopm *stopm;     /* the stop strings' automaton; owned; NULL without stop strings */
+    rw_engine__stopm *stopm;     /* the stop strings' automaton; owned; NULL without stop strings */
     int32_t stop_state;   /* its state after the generated text */
     int64_t *marks;       /* owned copy of p.marks */
     rw_gen_callback cb;
     void *user;
-    struct eng_embed *emb; /* an embedding request's own state (embed.c); owned; NULL for generation */
+    struct rw_engine__embed *emb; /* an embedding request's own state (embed.c); owned; NULL for generation */
     int slot;              /* its slot + 1 while running (engine_slots.c), 0 before admission */
 
     int32_t *tokens;   /* prompt then generated tokens; owned */
@@ -64,7 +64,7 @@ typedef struct eng_req {
 
     double t_submit, t_last; /* monotonic seconds */
     int64_t n_generated;
-    rw_pcache_wait pc_wait; /* the prefix cache's disk tier getting ready for this prompt (scheduler only) */
+    rw_pcache_wait rw_pcache__wait; /* the prefix cache's disk tier getting ready for this prompt (scheduler only) */
     bool cancelled; /* set under the engine lock by rw_engine_cancel_id */
     bool finished;  /* final event made (scheduler thread only) */
     /* The final event waits here until the step's end: the request is
@@ -76,7 +76,7 @@ typedef struct eng_req {
     float final_lp;
     rw_token_logprob final_top[RW_MAX_TOP_LOGPROBS];
     char final_error[256];
-} eng_req;
+} rw_engine__req;
 
 struct rw_engine {
     rw_model *m;
@@ -96,7 +96,7 @@ struct rw_engine {
      * (constraints borrow them); at most ENG_CTL_VOCABS sets, beyond that
      * the plain trie. All under gvocab_mu. */
 #define ENG_CTL_VOCABS 8
-    struct eng_ctl_vocab {
+    struct rw_engine__ctl_vocab {
         int32_t ids[16];
         int n;
         rw_grammar_vocab *v; /* owned */
@@ -107,7 +107,7 @@ struct rw_engine {
     char (*ctl_text)[64]; /* their texts, NUL-terminated ("" when longer), listed with them; owned */
 
     pthread_t thread;         /* not started with cfg.manual */
-    struct eng_scratch *manual_sc; /* cfg.manual: rw_engine_step's scratch, owned */
+    struct rw_engine__scratch *manual_sc; /* cfg.manual: rw_engine_step's scratch, owned */
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* the scheduler waits for work on it */
     pthread_cond_t step_done; /* rw_engine_cancel_id waits on it for a running request to leave */
@@ -115,14 +115,14 @@ struct rw_engine {
     bool io_ready; /* under mu: the prefix cache's disk tier finished something a request may wait for */
 
     /* under mu */
-    eng_req *queue_head, *queue_tail;
+    rw_engine__req *queue_head, *queue_tail;
     int n_queued;
-    eng_req **running; /* [max_running]; only the scheduler adds and removes */
+    rw_engine__req **running; /* [max_running]; only the scheduler adds and removes */
     int n_running;
     bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
     bool lost_logged; /* the model file's truncation was logged (scheduler thread) */
-    struct eng_slot *slots;       /* [max_running] (engine_slots.c); owned */
-    struct eng_slot_op *slot_ops; /* slot saves and restores waiting for the scheduler */
+    struct rw_engine__slot *slots;       /* [max_running] (engine_slots.c); owned */
+    struct rw_engine__slot_op *slot_ops; /* slot saves and restores waiting for the scheduler */
     uint64_t next_id;
     rw_engine_stats stats;
 };
@@ -130,21 +130,21 @@ struct rw_engine {
 double rw_engine__now(void); /* monotonic seconds */
 /* Queues r (made by a submit function; freed here on error): RW_ERR_BUSY
  * when the queue is full. */
-rw_status rw_engine__enqueue(rw_engine *e, eng_req *r, uint64_t *id, rw_error *err);
-void rw_engine__req_free(eng_req *r);
+rw_status rw_engine__enqueue(rw_engine *e, rw_engine__req *r, uint64_t *id, rw_error *err);
+void rw_engine__req_free(rw_engine__req *r);
 void *rw_engine__scheduler_main(void *arg);
 /* Gives idle memory back to the system (scheduler.c). Without the lock. */
 void rw_engine__trim_memory(rw_engine *e);
 
 /* A step's scratch lists (scheduler.c); rw_engine__scratch_new(max_running). */
-typedef struct eng_scratch eng_scratch;
-eng_scratch *rw_engine__scratch_new(int cap);
-void rw_engine__scratch_free(eng_scratch *sc); /* NULL is fine */
+typedef struct rw_engine__scratch rw_engine__scratch;
+rw_engine__scratch *rw_engine__scratch_new(int cap);
+void rw_engine__scratch_free(rw_engine__scratch *sc); /* NULL is fine */
 /* With e->mu held (released and taken again inside): retires finished and
  * cancelled requests, admits queued ones and, unless the engine is stopping
  * or nothing runs, runs one step. True when it stepped. The scheduler
  * thread's loop, and rw_engine_step's one iteration (cfg.manual). */
-bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc);
+bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc);
 
 /* engine_seq.c: the one place that gives a request its sequence, and takes
  * it back. rw_engine__seq_for_prompt returns a sequence whose first *n_cached
@@ -156,42 +156,42 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc);
  * rw_engine__seq_release gets the sequence back (last_logits, may be NULL, are
  * those after its last token) with the request's draft sequence (may be
  * NULL) and keeps them in the prefix cache or frees them. */
-rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err);
+rw_status rw_engine__seq_for_prompt(rw_engine *e, rw_engine__req *r, int64_t *n_cached, rw_error *err);
 /* Called when r->logits first hold the row after the whole prompt: keeps a
  * copy for the prefix cache (the same prompt again then computes nothing). */
-void rw_engine__seq_prompt_done(rw_engine *e, eng_req *r);
+void rw_engine__seq_prompt_done(rw_engine *e, rw_engine__req *r);
 void rw_engine__seq_release(rw_engine *e, rw_model_seq *seq, rw_model_seq *draft, const float *last_logits,
                      int64_t prompt_len, const float *prompt_logits);
 
 /* output.c: samples the next token from r->logits, turns it into text and
  * an event (r->cb). Returns the finish reason (RW_FINISH_NONE to continue). */
-rw_finish_reason rw_engine__output_token(rw_engine *e, eng_req *r);
+rw_finish_reason rw_engine__output_token(rw_engine *e, rw_engine__req *r);
 /* Same for a token already chosen and accepted into r->sampler (a
  * speculative step's output) from the logit row `row`. */
-rw_finish_reason rw_engine__output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row);
+rw_finish_reason rw_engine__output_accepted(rw_engine *e, rw_engine__req *r, int32_t tok, const float *row);
 /* True when the text held back may be the start of a stop string (the next
  * token could end the generation). */
-bool rw_engine__output_stop_pending(const eng_req *r);
+bool rw_engine__output_stop_pending(const rw_engine__req *r);
 /* spec.h's end check (rw_spec_end_fn) for request ctx: true when it would
  * end with drafts[n - 1] (end of generation, or a stop string completed),
  * computed on copies of its text state. */
 bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n);
 /* Sends the final event of a request that failed. */
-void rw_engine__output_error(eng_req *r, const char *msg);
+void rw_engine__output_error(rw_engine__req *r, const char *msg);
 
 /* Sends the final event made earlier, if any (once). Scheduler thread, or
  * whoever frees the request. */
-void rw_engine__output_flush(eng_req *r);
+void rw_engine__output_flush(rw_engine__req *r);
 
 /* engine_spec.c: speculative decoding in the scheduler (engine.h). */
-rw_status rw_engine__spec_new(rw_engine *e, eng_req *r, rw_error *err); /* by rw_engine__seq_for_prompt; no-op without a draft */
-void rw_engine__spec_start(eng_req *r);                                 /* after the first token, if not finished */
+rw_status rw_engine__spec_new(rw_engine *e, rw_engine__req *r, rw_error *err); /* by rw_engine__seq_for_prompt; no-op without a draft */
+void rw_engine__spec_start(rw_engine__req *r);                                 /* after the first token, if not finished */
 /* Drafts for the decoding requests reqs[0..n) with spec_live (batched draft
  * passes); a request whose drafting failed gets its final error event. */
-void rw_engine__spec_draft(rw_engine *e, eng_req **reqs, int n);
+void rw_engine__spec_draft(rw_engine *e, rw_engine__req **reqs, int n);
 /* After the verify pass: accepts, emits the tokens, fixes the request's
  * sequence position. */
-void rw_engine__spec_output(rw_engine *e, eng_req *r);
+void rw_engine__spec_output(rw_engine *e, rw_engine__req *r);
 
 /* engine_slots.c: the slots (engine.h). Under the lock: a request admitted
  * takes a slot, one leaving gives it back with what its sequence held (the
@@ -200,23 +200,23 @@ void rw_engine__spec_output(rw_engine *e, eng_req *r);
  * pick them up and to report them done). */
 bool rw_engine__slots_new(rw_engine *e);
 void rw_engine__slots_free(rw_engine *e);
-void rw_engine__slot_take(rw_engine *e, eng_req *r);
-void rw_engine__slot_leave(rw_engine *e, eng_req *r);
-void rw_engine__slot_progress(rw_engine *e, eng_req *r);
+void rw_engine__slot_take(rw_engine *e, rw_engine__req *r);
+void rw_engine__slot_leave(rw_engine *e, rw_engine__req *r);
+void rw_engine__slot_progress(rw_engine *e, rw_engine__req *r);
 void rw_engine__slot_ops_run(rw_engine *e);
 
 /* embed.c: embedding requests in the scheduler (engine.h). */
 /* The request may start from a cached prefix: its pooling needs only the last token's hidden state. */
-bool rw_engine__embed_uses_cache(const eng_req *r);
+bool rw_engine__embed_uses_cache(const rw_engine__req *r);
 /* Where the pass over item (the request's next n tokens) writes hidden rows. */
-void rw_engine__embed_item(eng_req *r, rw_batch_item *item);
+void rw_engine__embed_item(rw_engine__req *r, rw_batch_item *item);
 /* After the pass: pools the rows of item (r->n_in_seq already counts them);
  * once the prompt is done, makes the final event (sent by
  * rw_engine__output_flush) and marks r finished. */
-void rw_engine__embed_rows(rw_engine *e, eng_req *r, const rw_batch_item *item);
+void rw_engine__embed_rows(rw_engine *e, rw_engine__req *r, const rw_batch_item *item);
 /* Sends the final event made earlier (its result or r->final_ev's error). */
-void rw_engine__embed_send(eng_req *r);
-void rw_engine__embed_free(struct eng_embed *m);
+void rw_engine__embed_send(rw_engine__req *r);
+void rw_engine__embed_free(struct rw_engine__embed *m);
 
 void rw_engine__hist_init(rw_histogram *h, const double *bounds, int n);
 void rw_engine__hist_observe(rw_histogram *h, double v);

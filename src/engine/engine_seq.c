@@ -23,13 +23,13 @@
 
 #include "engine/engine_int.h"
 
-void rw_engine__seq_prompt_done(rw_engine *e, eng_req *r) {
+void rw_engine__seq_prompt_done(rw_engine *e, rw_engine__req *r) {
     if (!e->pcache || r->prompt_logits) return;
     r->prompt_logits = malloc((size_t)e->n_vocab * sizeof *r->prompt_logits);
     if (r->prompt_logits) memcpy(r->prompt_logits, r->logits, (size_t)e->n_vocab * sizeof *r->logits);
 }
 
-rw_status rw_engine__seq_for_prompt(rw_engine *e, eng_req *r, int64_t *n_cached, rw_error *err) {
+rw_status rw_engine__seq_for_prompt(rw_engine *e, rw_engine__req *r, int64_t *n_cached, rw_error *err) {
     *n_cached = 0;
     rw_status st;
     rw_model_seq *draft = NULL; /* owned here until the request's rw_spec_seq takes it */

@@ -15,23 +15,23 @@
 
 #include "engine/engine_int.h"
 
-typedef struct eng_slot {
-    eng_req *r;    /* the request running in it, or NULL */
+typedef struct rw_engine__slot {
+    rw_engine__req *r;    /* the request running in it, or NULL */
     int32_t *held; /* idle: the tokens the last request's sequence held (owned), or NULL */
     int64_t n_held;
     int64_t cap_held; /* held's room: kept from request to request, so a slot in use allocates
                          only when a longer sequence comes (a request's memory is its own) */
     int64_t n_prompt; /* of the request running, or of the last one */
     int64_t progress; /* busy: tokens in its sequence at the last step's end */
-} eng_slot;
+} rw_engine__slot;
 
 enum { OP_SAVE, OP_RESTORE, OP_ERASE };
 enum { OP_QUEUED, OP_RUNNING, OP_DONE };
 
 /* One operation, on its caller's stack; linked into e->slot_ops until the
  * scheduler takes it. state and the results are under e->mu. */
-typedef struct eng_slot_op {
-    struct eng_slot_op *next;
+typedef struct rw_engine__slot_op {
+    struct rw_engine__slot_op *next;
     int kind, slot, state;
     const char *path;
     pthread_cond_t done; /* signalled (under e->mu) when state becomes OP_DONE */
@@ -39,7 +39,7 @@ typedef struct eng_slot_op {
     rw_error err;
     int64_t n_tokens;
     size_t n_bytes;
-} eng_slot_op;
+} rw_engine__slot_op;
 
 bool rw_engine__slots_new(rw_engine *e) {
     e->slots = calloc((size_t)e->cfg.max_running, sizeof *e->slots); /* freed by rw_engine__slots_free */
@@ -52,19 +52,19 @@ void rw_engine__slots_free(rw_engine *e) {
     e->slots = NULL;
 }
 
-void rw_engine__slot_take(rw_engine *e, eng_req *r) {
+void rw_engine__slot_take(rw_engine *e, rw_engine__req *r) {
     for (int i = 0; i < e->cfg.max_running; i++) {
-        eng_slot *s = &e->slots[i];
+        rw_engine__slot *s = &e->slots[i];
         if (s->r) continue;
-        *s = (eng_slot){.r = r, .n_prompt = r->n_prompt, .held = s->held, .cap_held = s->cap_held};
+        *s = (rw_engine__slot){.r = r, .n_prompt = r->n_prompt, .held = s->held, .cap_held = s->cap_held};
         r->slot = i + 1;
         return;
     }
 }
 
-void rw_engine__slot_leave(rw_engine *e, eng_req *r) {
+void rw_engine__slot_leave(rw_engine *e, rw_engine__req *r) {
     if (!r->slot) return;
-    eng_slot *s = &e->slots[r->slot - 1];
+    rw_engine__slot *s = &e->slots[r->slot - 1];
     r->slot = 0;
     s->r = NULL;
     /* what went to the prefix cache: the sequence's tokens (no copy when out
@@ -79,14 +79,14 @@ void rw_engine__slot_leave(rw_engine *e, eng_req *r) {
     s->progress = 0;
 }
 
-void rw_engine__slot_progress(rw_engine *e, eng_req *r) {
+void rw_engine__slot_progress(rw_engine *e, rw_engine__req *r) {
     if (r->slot) e->slots[r->slot - 1].progress = r->n_in_seq;
 }
 
 int rw_engine_slots(rw_engine *e, rw_engine_slot *out, int32_t *head, int max_head, int64_t *n_head) {
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->cfg.max_running; i++) {
-        const eng_slot *s = &e->slots[i];
+        const rw_engine__slot *s = &e->slots[i];
         out[i] = (rw_engine_slot){.busy = s->r != NULL,
                                   .request = s->r ? s->r->id : 0,
                                   .n_prompt = s->n_prompt,
@@ -110,7 +110,7 @@ static size_t file_size(const char *path) {
 }
 
 /* The scheduler's side of a save. */
-static rw_status run_save(rw_engine *e, eng_slot_op *op, const int32_t *held, int64_t n_held, rw_error *err) {
+static rw_status run_save(rw_engine *e, rw_engine__slot_op *op, const int32_t *held, int64_t n_held, rw_error *err) {
     if (n_held <= 0)
         return rw_errorf(err, RW_ERR_NOT_FOUND, "slot %d holds nothing (no request has ended in it, or it was erased)",
                          op->slot);
@@ -133,7 +133,7 @@ static rw_status run_save(rw_engine *e, eng_slot_op *op, const int32_t *held, in
 }
 
 /* The scheduler's side of a restore: the slot's new tokens in *held. */
-static rw_status run_restore(rw_engine *e, eng_slot_op *op, int32_t **held, int64_t *n_held, rw_error *err) {
+static rw_status run_restore(rw_engine *e, rw_engine__slot_op *op, int32_t **held, int64_t *n_held, rw_error *err) {
     rw_model_seq *seq = NULL;
     rw_status st = rw_model_seq_new(e->m, e->cfg.kv_type, e->cfg.n_ctx, &seq, err);
     if (!st) st = rw_model_seq_load(seq, op->path, err);
@@ -153,9 +153,9 @@ static rw_status run_restore(rw_engine *e, eng_slot_op *op, int32_t **held, int6
 }
 
 /* One operation, on the scheduler thread without the lock. */
-static void run_op(rw_engine *e, eng_slot_op *op) {
+static void run_op(rw_engine *e, rw_engine__slot_op *op) {
     pthread_mutex_lock(&e->mu);
-    eng_slot *s = &e->slots[op->slot];
+    rw_engine__slot *s = &e->slots[op->slot];
     const bool busy = s->r != NULL;
     int32_t *held = NULL;
     int64_t n_held = s->n_held;
@@ -192,7 +192,7 @@ static void run_op(rw_engine *e, eng_slot_op *op) {
 
 void rw_engine__slot_ops_run(rw_engine *e) {
     while (e->slot_ops) {
-        eng_slot_op *op = e->slot_ops;
+        rw_engine__slot_op *op = e->slot_ops;
         e->slot_ops = op->next;
         op->state = OP_RUNNING;
         pthread_mutex_unlock(&e->mu);
@@ -210,10 +210,10 @@ static rw_status slot_op(rw_engine *e, int kind, int slot, const char *path, int
     if (kind != OP_ERASE && !e->pcache)
         return rw_errorf(err, RW_ERR_UNSUPPORTED,
                          "slots are saved from and restored to the prefix cache, which is off");
-    eng_slot_op op = {.kind = kind, .slot = slot, .path = path, .state = OP_QUEUED};
+    rw_engine__slot_op op = {.kind = kind, .slot = slot, .path = path, .state = OP_QUEUED};
     pthread_cond_init(&op.done, NULL);
     pthread_mutex_lock(&e->mu);
-    eng_slot_op **pp = &e->slot_ops;
+    rw_engine__slot_op **pp = &e->slot_ops;
     while (*pp) pp = &(*pp)->next;
     *pp = &op;
     pthread_cond_signal(&e->wake);

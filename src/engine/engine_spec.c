@@ -34,7 +34,7 @@
 
 #include "engine/engine_int.h"
 
-rw_status rw_engine__spec_new(rw_engine *e, eng_req *r, rw_error *err) {
+rw_status rw_engine__spec_new(rw_engine *e, rw_engine__req *r, rw_error *err) {
     if (!e->cfg.draft && !e->spec.sources) return RW_OK;
     rw_status st = rw_spec_seq_new(e->cfg.draft, r->seq, r->sampler, &r->p.sampling, &e->spec, &r->spec, err);
     if (st) return st;
@@ -45,7 +45,7 @@ rw_status rw_engine__spec_new(rw_engine *e, eng_req *r, rw_error *err) {
     return RW_OK;
 }
 
-void rw_engine__spec_start(eng_req *r) {
+void rw_engine__spec_start(rw_engine__req *r) {
     if (!r->spec || r->finished) return;
     rw_error err = {0};
     /* the draft sampler mirrors the request's history from here on */
@@ -56,13 +56,13 @@ void rw_engine__spec_start(eng_req *r) {
     r->spec_live = true;
 }
 
-static int64_t budget_of(const eng_req *r) {
+static int64_t budget_of(const rw_engine__req *r) {
     int64_t b = r->p.max_tokens - r->n_generated;
     if (b > 1 && rw_engine__output_stop_pending(r)) b = 1;
     return b < 1 ? 1 : b;
 }
 
-void rw_engine__spec_draft(rw_engine *e, eng_req **reqs, int n) {
+void rw_engine__spec_draft(rw_engine *e, rw_engine__req **reqs, int n) {
     if (n <= 0) return;
     rw_spec_seq **seqs = malloc((size_t)n * sizeof *seqs);
     int64_t *budget = malloc((size_t)n * sizeof *budget);
@@ -80,7 +80,7 @@ void rw_engine__spec_draft(rw_engine *e, eng_req **reqs, int n) {
     free(budget);
 }
 
-void rw_engine__spec_output(rw_engine *e, eng_req *r) {
+void rw_engine__spec_output(rw_engine *e, rw_engine__req *r) {
     rw_error err = {0};
     const int64_t len0 = r->n_in_seq;
     if (rw_spec_seq_accept(r->spec, e->pool, &err)) {

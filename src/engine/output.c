@@ -12,7 +12,7 @@
 
 #include "engine/engine_int.h"
 
-static bool held_append(eng_req *r, const char *s, size_t n) {
+static bool held_append(rw_engine__req *r, const char *s, size_t n) {
     if (n == 0) return true;
     if (r->held_len + n > r->held_cap) {
         size_t cap = r->held_cap ? r->held_cap : 64;
@@ -32,17 +32,17 @@ static bool held_append(eng_req *r, const char *s, size_t n) {
  * complete stop string before (the invariant above), so every stop string in
  * it ends in the new bytes; and the automaton's state is the longest tail of
  * the whole text that is a prefix of a stop string, which lies in held. */
-static long find_stop(eng_req *r, size_t from) {
+static long find_stop(rw_engine__req *r, size_t from) {
     if (!r->stopm) return -1;
     return rw_engine__stopm_feed(r->stopm, &r->stop_state, r->held + from, r->held_len - from, from);
 }
 
 /* Length of the longest tail of held that is a proper prefix of a stop string. */
-static size_t stop_prefix_tail(const eng_req *r) { return rw_engine__stopm_depth(r->stopm, r->stop_state); }
+static size_t stop_prefix_tail(const rw_engine__req *r) { return rw_engine__stopm_depth(r->stopm, r->stop_state); }
 
-/* Sends an event; a final one waits in r (see eng_req.final_pending) and
+/* Sends an event; a final one waits in r (see rw_engine__req.final_pending) and
  * nothing follows it. */
-static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_toks, const float *lp,
+static void send_event(rw_engine__req *r, size_t text_len, const int32_t *toks, int n_toks, const float *lp,
                        const rw_token_logprob *top, int n_top, rw_finish_reason fin, const char *error) {
     if (r->final_pending || r->finished) return; /* one final event, and nothing after it */
     rw_gen_event ev = {
@@ -87,7 +87,7 @@ static void send_event(eng_req *r, size_t text_len, const int32_t *toks, int n_t
     r->held_len -= text_len;
 }
 
-void rw_engine__output_flush(eng_req *r) {
+void rw_engine__output_flush(rw_engine__req *r) {
     if (!r->final_pending) return;
     r->final_pending = false;
     if (r->emb) return rw_engine__embed_send(r); /* an embedding request's one event */
@@ -97,7 +97,7 @@ void rw_engine__output_flush(eng_req *r) {
 
 /* The rest of a token's way out, once it is chosen and accepted into the
  * sampler: statistics, text, stop strings, the event. */
-static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, const rw_token_logprob *top,
+static rw_finish_reason emit(rw_engine *e, rw_engine__req *r, int32_t tok, float lp, const rw_token_logprob *top,
                              int n_top) {
     const double now = rw_engine__now();
     pthread_mutex_lock(&e->mu);
@@ -157,7 +157,7 @@ static rw_finish_reason emit(rw_engine *e, eng_req *r, int32_t tok, float lp, co
     return fin;
 }
 
-rw_finish_reason rw_engine__output_token(rw_engine *e, eng_req *r) {
+rw_finish_reason rw_engine__output_token(rw_engine *e, rw_engine__req *r) {
     const float *row = r->logits;
     rw_error aerr = {0};
     if (r->cons) { /* the grammar's mask first, on a copy: r->logits stay the model's (the prefix cache keeps them) */
@@ -181,7 +181,7 @@ rw_finish_reason rw_engine__output_token(rw_engine *e, eng_req *r) {
     return emit(e, r, tok, lp, top, n_top);
 }
 
-rw_finish_reason rw_engine__output_accepted(rw_engine *e, eng_req *r, int32_t tok, const float *row) {
+rw_finish_reason rw_engine__output_accepted(rw_engine *e, rw_engine__req *r, int32_t tok, const float *row) {
     float lp = 0.0f;
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
     int n_top = 0;
@@ -197,9 +197,9 @@ rw_finish_reason rw_engine__output_accepted(rw_engine *e, eng_req *r, int32_t to
     return emit(e, r, tok, lp, top, n_top);
 }
 
-bool rw_engine__output_stop_pending(const eng_req *r) { return r->p.n_stop > 0 && stop_prefix_tail(r) > 0; }
+bool rw_engine__output_stop_pending(const rw_engine__req *r) { return r->p.n_stop > 0 && stop_prefix_tail(r) > 0; }
 
-void rw_engine__output_error(eng_req *r, const char *msg) {
+void rw_engine__output_error(rw_engine__req *r, const char *msg) {
     if (r->final_pending || r->finished) return; /* its end is told already */
     r->held_len = 0;
     send_event(r, 0, NULL, 0, NULL, NULL, 0, RW_FINISH_ERROR, msg);
@@ -207,7 +207,7 @@ void rw_engine__output_error(eng_req *r, const char *msg) {
 }
 
 bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n) {
-    const eng_req *r = ctx;
+    const rw_engine__req *r = ctx;
     if (n < 1) return false;
     if ((!r->p.ignore_eos || r->cons) && rw_tokenizer_is_eog(r->tok, drafts[n - 1])) return true;
     if (!r->stopm) return false;

@@ -32,7 +32,7 @@ static void remove_running(rw_engine *e, int i) {
 
 /* Gives the request's sequence (and its draft's) to the prefix cache, or
  * frees them. Not under the lock. */
-static void release_seq(rw_engine *e, eng_req *r) {
+static void release_seq(rw_engine *e, rw_engine__req *r) {
     /* r->logits are those after the sequence's last token once the prompt
      * is done (every step computes the row of its last token) */
     rw_model_seq *draft = r->spec ? rw_spec_seq_take_draft(r->spec) : NULL;
@@ -44,17 +44,17 @@ static void release_seq(rw_engine *e, eng_req *r) {
 }
 
 /* Frees a request that left running. Not under the lock. */
-static void retire(rw_engine *e, eng_req *r) {
+static void retire(rw_engine *e, rw_engine__req *r) {
     release_seq(e, r);
     rw_engine__req_free(r);
 }
 
 /* Under the lock: takes finished and cancelled requests out of running into
  * out[] (to be retired without the lock), admits queued ones. */
-static int collect_and_admit(rw_engine *e, eng_req **out) {
+static int collect_and_admit(rw_engine *e, rw_engine__req **out) {
     int n_out = 0;
     for (int i = 0; i < e->n_running;) {
-        eng_req *r = e->running[i];
+        rw_engine__req *r = e->running[i];
         if (r->finished || r->cancelled) {
             if (r->cancelled && !r->finished) e->stats.requests_cancelled++;
             out[n_out++] = r;
@@ -74,7 +74,7 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
         }
         admitted = true;
         e->state_stale = true; /* until the next step measures it */
-        eng_req *r = e->queue_head;
+        rw_engine__req *r = e->queue_head;
         e->queue_head = r->next;
         if (!e->queue_head) e->queue_tail = NULL;
         r->next = NULL;
@@ -86,12 +86,12 @@ static int collect_and_admit(rw_engine *e, eng_req **out) {
 }
 
 /* The scheduler's scratch: a step's lists, max_running entries each. */
-struct eng_scratch {
-    eng_req **retired, **batch_req, **step, **spec_req, **pre;
+struct rw_engine__scratch {
+    rw_engine__req **retired, **batch_req, **step, **spec_req, **pre;
     rw_batch_item *items;
 };
 
-void rw_engine__scratch_free(eng_scratch *sc) {
+void rw_engine__scratch_free(rw_engine__scratch *sc) {
     if (!sc) return;
     free(sc->retired);
     free(sc->batch_req);
@@ -102,8 +102,8 @@ void rw_engine__scratch_free(eng_scratch *sc) {
     free(sc);
 }
 
-eng_scratch *rw_engine__scratch_new(int cap) {
-    eng_scratch *sc = calloc(1, sizeof *sc); /* freed by rw_engine__scratch_free */
+rw_engine__scratch *rw_engine__scratch_new(int cap) {
+    rw_engine__scratch *sc = calloc(1, sizeof *sc); /* freed by rw_engine__scratch_free */
     if (!sc) return NULL;
     sc->retired = calloc((size_t)cap, sizeof *sc->retired);
     sc->batch_req = calloc((size_t)cap, sizeof *sc->batch_req);
@@ -127,7 +127,7 @@ eng_scratch *rw_engine__scratch_new(int cap) {
  * of the pass (given a core the pass leaves). Nothing else touches these
  * requests' constraints until the join. */
 typedef struct {
-    eng_req **reqs;
+    rw_engine__req **reqs;
     int n;
 } prefetch_job;
 
@@ -137,8 +137,8 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
-bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
-    eng_req **retired = sc->retired, **batch_req = sc->batch_req, **step = sc->step, **spec_req = sc->spec_req;
+bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
+    rw_engine__req **retired = sc->retired, **batch_req = sc->batch_req, **step = sc->step, **spec_req = sc->spec_req;
     rw_batch_item *items = sc->items;
     for (;;) { /* until nothing more retires; then one step or none */
         if (e->slot_ops) rw_engine__slot_ops_run(e); /* slot saves and restores: between steps */
@@ -164,9 +164,9 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
          * I/O here) */
         int n_waiting = 0;
         for (int i = 0; i < n_step; i++) {
-            eng_req *r = step[i];
+            rw_engine__req *r = step[i];
             if (r->seq || r->finished) continue;
-            if (e->pcache && !rw_pcache_prepare(e->pcache, r->tokens, r->n_prompt, &r->pc_wait)) {
+            if (e->pcache && !rw_pcache_prepare(e->pcache, r->tokens, r->n_prompt, &r->rw_pcache__wait)) {
                 n_waiting++;
                 continue;
             }
@@ -202,7 +202,7 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
         int64_t budget = e->cfg.prefill_chunk, n_tok = 0, n_prefill = 0;
         for (int pass = 0; pass < 2; pass++) {
             for (int i = 0; i < n_step; i++) {
-                eng_req *r = step[i];
+                rw_engine__req *r = step[i];
                 if (r->finished || !r->seq) continue; /* cancelled ones leave at the next collect; waiting ones
                                                            (disk tier) join later */
                 bool decoding = r->n_in_seq >= r->n_prompt;
@@ -233,7 +233,7 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
         if (n_items > 0) {
             prefetch_job pj = {sc->pre, 0};
             for (int i = 0; i < n_items; i++) {
-                eng_req *r = batch_req[i];
+                rw_engine__req *r = batch_req[i];
                 if (r->cons && items[i].logits && !r->emb && !(r->spec_live && r->n_in_seq >= r->n_prompt) &&
                     rw_constraint_mask_pending(r->cons))
                     pj.reqs[pj.n++] = r;
@@ -249,7 +249,7 @@ bool rw_engine__step_locked(rw_engine *e, eng_scratch *sc) {
             }
             size_t kv_bytes = 0;
             for (int i = 0; i < n_items; i++) {
-                eng_req *r = batch_req[i];
+                rw_engine__req *r = batch_req[i];
                 if (st) {
                     rw_engine__output_error(r, err.msg);
                     continue;
@@ -332,13 +332,13 @@ void rw_engine__trim_memory(rw_engine *e) {
 
 void *rw_engine__scheduler_main(void *arg) {
     rw_engine *e = arg;
-    eng_scratch *sc = rw_engine__scratch_new(e->cfg.max_running);
+    rw_engine__scratch *sc = rw_engine__scratch_new(e->cfg.max_running);
     if (!sc) {
         /* cannot run: fail every request as it comes */
         pthread_mutex_lock(&e->mu);
         while (!e->stopping) {
             while (e->queue_head) {
-                eng_req *r = e->queue_head;
+                rw_engine__req *r = e->queue_head;
                 e->queue_head = r->next;
                 e->n_queued--;
                 pthread_mutex_unlock(&e->mu);

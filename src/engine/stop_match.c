@@ -19,7 +19,7 @@
 
 #include "engine/engine_int.h"
 
-struct eng_stopm {
+struct rw_engine__stopm {
     int32_t n_nodes;
     int32_t *child;   /* first child or -1 */
     int32_t *sibling; /* next child of the same parent or -1 */
@@ -30,14 +30,14 @@ struct eng_stopm {
     int32_t root_next[256];
 };
 
-static int32_t child_of(const eng_stopm *m, int32_t s, uint8_t b) {
+static int32_t child_of(const rw_engine__stopm *m, int32_t s, uint8_t b) {
     if (s == 0) return m->root_next[b];
     for (int32_t c = m->child[s]; c >= 0; c = m->sibling[c])
         if (m->byte[c] == b) return c;
     return -1;
 }
 
-void rw_engine__stopm_free(eng_stopm *m) {
+void rw_engine__stopm_free(rw_engine__stopm *m) {
     if (!m) return;
     free(m->child);
     free(m->sibling);
@@ -48,11 +48,11 @@ void rw_engine__stopm_free(eng_stopm *m) {
     free(m);
 }
 
-eng_stopm *rw_engine__stopm_new(const char *const *stops, int n) {
+rw_engine__stopm *rw_engine__stopm_new(const char *const *stops, int n) {
     size_t total = 1;
     for (int i = 0; i < n; i++) total += strlen(stops[i]);
     if (total > INT32_MAX) return NULL;
-    eng_stopm *m = calloc(1, sizeof *m);
+    rw_engine__stopm *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->child = malloc(total * sizeof *m->child);
     m->sibling = malloc(total * sizeof *m->sibling);
@@ -119,7 +119,7 @@ eng_stopm *rw_engine__stopm_new(const char *const *stops, int n) {
     return m;
 }
 
-long rw_engine__stopm_feed(const eng_stopm *m, int32_t *state, const char *text, size_t n, size_t base) {
+long rw_engine__stopm_feed(const rw_engine__stopm *m, int32_t *state, const char *text, size_t n, size_t base) {
     long best = -1;
     int32_t s = *state;
     for (size_t i = 0; i < n; i++) {
@@ -136,4 +136,4 @@ long rw_engine__stopm_feed(const eng_stopm *m, int32_t *state, const char *text,
     return best;
 }
 
-size_t rw_engine__stopm_depth(const eng_stopm *m, int32_t state) { return m ? (size_t)m->depth[state] : 0; }
+size_t rw_engine__stopm_depth(const rw_engine__stopm *m, int32_t state) { return m ? (size_t)m->depth[state] : 0; }

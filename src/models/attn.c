@@ -18,20 +18,20 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
         for (int64_t i = 0; i < dim; i++) y[t * dim + i] += b[i];
 }
 
-rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
+rw_status rw_models__attend(rw_model *m, int il, const rw_models__batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
                      const float *v, int64_t dv, float scale, float *att, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     const int hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t da = (int64_t)hp->n_head * hdv;
     for (int i = 0; i < b->n_seg; i++) {
-        const mdl_seg *g = &b->seg[i];
+        const rw_models__seg *g = &b->seg[i];
         rw_layer_state *st = g->s->layer[il];
         rw_status r = rw_kv_state_append(st, g->n, k + g->row0 * dk, dk, v + g->row0 * dv, dv, err);
         if (r) return r;
         /* The cache's pages as attention reads them (cache/kv.h). */
         rw_attn_kv kv;
         rw_kv_attn_view(rw_kv_state_cache(st), 0, &kv);
-        kv.window = mdl_layer_window(m, il);
+        kv.window = rw_models__layer_window(m, il);
         kv.sinks = m->layers ? m->layers[il].attn_sinks : NULL;
         rw_attn_causal(&kv, q + g->row0 * dq, dq, g->pos0, g->n, hp->n_head, hp->n_head_kv, hdk, hdv, scale,
                        att + g->row0 * da, da, m->sc.scores, b->pool);
@@ -40,17 +40,17 @@ rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float
 }
 
 /* The sublayer; RoPE only if rope (the per-head q/k norms whenever bound). */
-static rw_status attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, bool rope, float scale,
+static rw_status attention(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, bool rope, float scale,
                            rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
-    mdl_scratch *sc = &m->sc;
+    rw_models__scratch *sc = &m->sc;
     const int64_t n = b->n;
     const int hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t dq = (int64_t)hp->n_head * hdk, dk = (int64_t)hp->n_head_kv * hdk, dv = (int64_t)hp->n_head_kv * hdv;
     rw_status st;
-    if ((st = mdl_matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
-        (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
-        (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
+    if ((st = rw_models__matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
+        (st = rw_models__matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
+        (st = rw_models__matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
         return st;
     add_bias(sc->q, L->bq, n, dq);
     add_bias(sc->k, L->bk, n, dk);
@@ -70,16 +70,16 @@ static rw_status attention(rw_model *m, int il, const mdl_dense_layer *L, const 
         }
     }
     if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, scale, sc->att, err))) return st;
-    if ((st = mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
+    if ((st = rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, L->bo, n, hp->n_embd);
     return RW_OK;
 }
 
-rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
+rw_status rw_models__attention(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err) {
     return attention(m, il, L, b, true, 1.0f / sqrtf((float)m->hp.head_dim_k), err);
 }
 
-rw_status rw_models__attention_nopos(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, float scale,
+rw_status rw_models__attention_nopos(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, float scale,
                                      rw_error *err) {
     return attention(m, il, L, b, false, scale, err);
 }

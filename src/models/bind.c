@@ -92,7 +92,7 @@ rw_status rw_models__bind_common(rw_model *m, rw_error *err) {
 
 rw_status rw_models__bind_dense_layer(rw_model *m, int il, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
-    mdl_dense_layer *L = &m->layers[il];
+    rw_models__dense_layer *L = &m->layers[il];
     const int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim_k, k = (int64_t)hp->n_head_kv * hp->head_dim_k,
                   v = (int64_t)hp->n_head_kv * hp->head_dim_v, o = (int64_t)hp->n_head * hp->head_dim_v;
     const bool bias = m->arch->qkv_bias;

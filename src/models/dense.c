@@ -14,8 +14,8 @@ void rw_models__add_residual(rw_model *m, int64_t n) {
     for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i];
 }
 
-rw_status rw_models__dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
-    const mdl_dense_layer *L = &m->layers[il];
+rw_status rw_models__dense_layer_forward(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
+    const rw_models__dense_layer *L = &m->layers[il];
     rw_models__norm_rows(m, L->attn_norm, b->n);
     rw_status st = rw_models__attention(m, il, L, b, err);
     if (st) return st;

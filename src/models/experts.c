@@ -21,7 +21,7 @@ static rw_status bind_experts(const rw_model *m, const char *name, uint64_t n_in
     return RW_OK;
 }
 
-rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, mdl_moe *M, rw_error *err) {
+rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, rw_models__moe *M, rw_error *err) {
     const int64_t E = m->hp.n_embd;
     const uint64_t ne = (uint64_t)M->n_expert, fe = (uint64_t)M->ff_exp;
     char n[96];
@@ -84,14 +84,14 @@ rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const
 }
 
 /* gate|up of every slot (or the shared expert's, if wider) */
-static int64_t gu_floats(const mdl_moe *M) {
+static int64_t gu_floats(const rw_models__moe *M) {
     const int64_t routed = 2 * (int64_t)M->n_used * M->ff_exp, shared = 2 * (int64_t)M->ff_shexp;
     return routed > shared ? routed : shared;
 }
 
-int64_t rw_models__moe_work_floats(const mdl_moe *M, int64_t n_embd) { return gu_floats(M) + M->n_used * n_embd; }
+int64_t rw_models__moe_work_floats(const rw_models__moe *M, int64_t n_embd) { return gu_floats(M) + M->n_used * n_embd; }
 
-rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt, rw_error *err) {
+rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_models__batch *bt, rw_error *err) {
     const int E = m->hp.n_embd, ne = M->n_expert, k = M->n_used, fe = M->ff_exp, fs = M->ff_shexp;
     const int64_t n = bt->n, ns = n * k;
     rw_status st = rw_models__work_ready(m, n, "experts", err);
@@ -106,7 +106,7 @@ rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt,
     int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
     rw_matmul_group *groups = malloc((size_t)ne * sizeof *groups);
     if (!logits || !probs || !w || !sg || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    if (!st) st = mdl_matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
+    if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
     for (int64_t t = 0; t < n && !st; t++)
         rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
     /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
@@ -130,11 +130,11 @@ rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt,
     /* the shared expert: gate [n][fs] and up [n][fs] in gu, down into y */
     float *g = gu, *u = gu + n * fs;
     if (fs && !st) {
-        if (M->sh_router.data) st = mdl_matmul(&M->sh_router, m->sc.xn, n, sg, bt->pool, err);
-        if (!st) st = mdl_matmul(&M->sh_gate, m->sc.xn, n, g, bt->pool, err);
-        if (!st) st = mdl_matmul(&M->sh_up, m->sc.xn, n, u, bt->pool, err);
+        if (M->sh_router.data) st = rw_models__matmul(&M->sh_router, m->sc.xn, n, sg, bt->pool, err);
+        if (!st) st = rw_models__matmul(&M->sh_gate, m->sc.xn, n, g, bt->pool, err);
+        if (!st) st = rw_models__matmul(&M->sh_up, m->sc.xn, n, u, bt->pool, err);
         for (int64_t t = 0; t < n && !st; t++) rw_swiglu(g + t * fs, u + t * fs, fs);
-        if (!st) st = mdl_matmul(&M->sh_down, g, n, y, bt->pool, err);
+        if (!st) st = rw_models__matmul(&M->sh_down, g, n, y, bt->pool, err);
         for (int64_t t = 0; t < n && !st; t++) {
             float *out = m->sc.tmp + t * E;
             const float *ys = y + t * E;

@@ -29,7 +29,7 @@ static rw_status embed(rw_model *m, const int32_t *tokens, int64_t n, rw_error *
 /* Runs one pass over the rows of b (tokens at b->seg positions). Embedding
  * and RoPE tables per row; then the layers. layer_out (if any) receives the
  * residual stream after each layer at layer_out + il * layer_stride. */
-static rw_status run_pass(rw_model *m, const int32_t *tokens, const mdl_batch *b, float *layer_out, size_t layer_stride,
+static rw_status run_pass(rw_model *m, const int32_t *tokens, const rw_models__batch *b, float *layer_out, size_t layer_stride,
                           rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     rw_status st;
@@ -69,7 +69,7 @@ static rw_status head_rows(rw_model *m, const int64_t *rows, float *const *dst, 
             }
             out = m->sc.logits;
         }
-        if ((st = mdl_matmul(&m->output, m->sc.xn, k, out, pool, err))) break;
+        if ((st = rw_models__matmul(&m->output, m->sc.xn, k, out, pool, err))) break;
         const float ls = hp->logit_scale;
         for (int64_t i = 0; i < k; i++) {
             float *o = out + i * V;
@@ -123,7 +123,7 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
     if (st) return st;
     if (rw_model_weights_lost(m)) return weights_lost(err);
     int64_t *old_len = malloc((size_t)n_items * sizeof *old_len);
-    mdl_seg *seg = malloc((size_t)n_items * sizeof *seg);
+    rw_models__seg *seg = malloc((size_t)n_items * sizeof *seg);
     int32_t *tok = malloc(MDL_UBATCH * sizeof *tok);
     int64_t *rows = malloc(MDL_UBATCH * sizeof *rows);
     float **dst = malloc(MDL_UBATCH * sizeof *dst);
@@ -148,7 +148,7 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             int64_t k = x->n - off;
             if (k > MDL_UBATCH - nrow) k = MDL_UBATCH - nrow;
             rw_model_seq *s = x->seq;
-            seg[ns] = (mdl_seg){.s = s, .row0 = nrow, .n = k, .pos0 = s->len};
+            seg[ns] = (rw_models__seg){.s = s, .row0 = nrow, .n = k, .pos0 = s->len};
             memcpy(tok + nrow, s->tokens + s->len, (size_t)k * sizeof *tok);
             if (s->len + k > n_ctx) n_ctx = s->len + k;
             rw_models__seq_plan_pass(s, k);
@@ -157,7 +157,7 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             if (off == x->n) it++, off = 0;
         }
         if ((st = rw_models__scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
-        const mdl_batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
+        const rw_models__batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
         float *lo = layer_out ? layer_out + (size_t)first_off * (size_t)hp->n_embd : NULL;
         if ((st = run_pass(m, tok, &b, lo, (size_t)total_rows * (size_t)hp->n_embd, err))) break;
         if (m->mtp_on) { /* the MTP block's second input: every row's post-norm hidden */

@@ -61,7 +61,7 @@ static rw_status opt_f32(const rw_gguf *g, const char *name, float def, float *o
     return st;
 }
 
-static rw_status g3_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+static rw_status g3_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err) {
     rw_status st = rw_models__read_dense_hparams(g, arch, hp, err);
     if (st) return st;
     uint32_t swa, pattern;
@@ -121,25 +121,25 @@ static rw_status g3_bind(rw_model *m, rw_error *err) {
 }
 
 /* The attention sublayer: m->sc.xn -> m->sc.tmp (before the post norm). */
-static rw_status g3_attention(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
+static rw_status g3_attention(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     const gemma3 *x = m->ext;
     const rw_model_hparams *hp = &m->hp;
-    const mdl_dense_layer *L = &m->layers[il];
-    mdl_scratch *sc = &m->sc;
+    const rw_models__dense_layer *L = &m->layers[il];
+    rw_models__scratch *sc = &m->sc;
     const int64_t n = b->n;
     const int hd = hp->head_dim_k;
     const int64_t dq = (int64_t)hp->n_head * hd, dk = (int64_t)hp->n_head_kv * hd,
                   dv = (int64_t)hp->n_head_kv * hp->head_dim_v;
     rw_status st = rw_models__work_ready(m, n, A " attention", err);
     if (st) return st;
-    if ((st = mdl_matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
-        (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
-        (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
+    if ((st = rw_models__matmul(&L->wq, sc->xn, n, sc->q, b->pool, err)) ||
+        (st = rw_models__matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
+        (st = rw_models__matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
         return st;
     /* Global layers use the pass's table (rope.freq_base, scaled); sliding
      * ones their own, each row at its segment's position. */
     const float *cs = sc->rope_cs;
-    if (mdl_layer_window(m, il) > 0) {
+    if (rw_models__layer_window(m, il) > 0) {
         float *t = sc->work + sc->n_cap * rw_models__attn_work_floats(hp);
         for (int i = 0; i < b->n_seg; i++)
             for (int64_t r = 0; r < b->seg[i].n; r++)
@@ -162,19 +162,19 @@ static rw_status g3_attention(rw_model *m, int il, const mdl_batch *b, rw_error 
         }
     }
     if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, 1.0f, sc->att, err))) return st;
-    return mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
+    return rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
 }
 
 /* GELU-gated FFN: m->sc.xn -> m->sc.tmp (before the post norm). */
-static rw_status g3_ffn(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err) {
-    mdl_scratch *sc = &m->sc;
+static rw_status g3_ffn(rw_model *m, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err) {
+    rw_models__scratch *sc = &m->sc;
     const rw_matrix *ws[2] = {&L->ffn_gate, &L->ffn_up};
     float *ys[2] = {sc->gate, sc->up};
     const int64_t yst[2] = {L->ffn_gate.n_out, L->ffn_up.n_out};
     rw_status st = rw_matmul_multi(ws, ys, yst, 2, sc->xn, L->ffn_gate.n_in, b->n, b->pool, err);
     if (st) return st;
     rw_geglu(sc->gate, sc->up, b->n * m->hp.n_ff);
-    return mdl_matmul(&L->ffn_down, sc->gate, b->n, sc->tmp, b->pool, err);
+    return rw_models__matmul(&L->ffn_down, sc->gate, b->n, sc->tmp, b->pool, err);
 }
 
 /* m->sc.tmp = rmsnorm(m->sc.tmp) * w over n rows, in place. */
@@ -183,9 +183,9 @@ static void post_norm(rw_model *m, const float *w, int64_t n) {
     for (int64_t t = 0; t < n; t++) rw_rmsnorm(m->sc.tmp + t * e, w, e, m->hp.rms_eps, m->sc.tmp + t * e);
 }
 
-static rw_status g3_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
+static rw_status g3_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     const gemma3 *x = m->ext;
-    const mdl_dense_layer *L = &m->layers[il];
+    const rw_models__dense_layer *L = &m->layers[il];
     rw_models__norm_rows(m, L->attn_norm, b->n);
     rw_status st = g3_attention(m, il, b, err);
     if (st) return st;
@@ -198,7 +198,7 @@ static rw_status g3_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err
     return RW_OK;
 }
 
-const mdl_arch rw_models__arch_gemma3 = {
+const rw_models__arch rw_models__arch_gemma3 = {
     .name = A,
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,

@@ -63,7 +63,7 @@ static rw_status get_u32(const rw_gguf *g, const char *name, bool required, uint
     return rw_gguf_get_u32(g, key, out, err);
 }
 
-static rw_status oss_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+static rw_status oss_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err) {
     rw_status st = rw_models__read_dense_hparams(g, arch, hp, err);
     if (st) return st;
     uint32_t swa, pattern, ff;
@@ -134,7 +134,7 @@ static rw_status bind_f32_2d(const rw_model *m, const char *name, int64_t n0, in
 static rw_status bind_layer(rw_model *m, int il, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
     oss *x = m->ext;
-    mdl_dense_layer *L = &m->layers[il];
+    rw_models__dense_layer *L = &m->layers[il];
     oss_moe *M = &x->moe[il];
     const int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim_k, k = (int64_t)hp->n_head_kv * hp->head_dim_k,
                   v = (int64_t)hp->n_head_kv * hp->head_dim_v, o = (int64_t)hp->n_head * hp->head_dim_v;
@@ -194,7 +194,7 @@ static rw_status oss_bind(rw_model *m, rw_error *err) {
 }
 
 /* The MoE sublayer: m->sc.xn -> m->sc.tmp. */
-static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
+static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw_error *err) {
     const oss *x = m->ext;
     const oss_moe *M = &x->moe[il];
     const int E = m->hp.n_embd, N = x->n_expert, k = x->n_used, F = x->ff;
@@ -209,7 +209,7 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error 
     int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
     rw_matmul_group *groups = malloc((size_t)N * sizeof *groups);
     if (!logits || !w || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    if (!st) st = mdl_matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
+    if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
     for (int64_t t = 0; t < n && !st; t++) {
         float *l = logits + t * N;
         for (int e = 0; e < N; e++) l[e] += M->router_b[e];
@@ -246,9 +246,9 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error 
     return st;
 }
 
-static rw_status oss_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
+static rw_status oss_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     const oss *x = m->ext;
-    const mdl_dense_layer *L = &m->layers[il];
+    const rw_models__dense_layer *L = &m->layers[il];
     rw_models__norm_rows(m, L->attn_norm, b->n);
     rw_status st = rw_models__attention(m, il, L, b, err); /* biases, NEOX RoPE, sinks, the layer's window */
     if (st) return st;
@@ -259,7 +259,7 @@ static rw_status oss_layer(rw_model *m, int il, const mdl_batch *b, rw_error *er
     return RW_OK;
 }
 
-const mdl_arch rw_models__arch_gpt_oss = {
+const rw_models__arch rw_models__arch_gpt_oss = {
     .name = A,
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = false,

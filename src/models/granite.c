@@ -6,7 +6,7 @@
  *   block: x += residual_scale * mixer(rmsnorm(x) * attn_norm)
  *          x += residual_scale * ffn(rmsnorm(x) * ffn_norm)
  * ffn: SwiGLU, or with expert_count (Granite-4.0-H-Tiny/Small) a mixture
- * of experts with an ungated shared expert (model_int.h's mdl_moe).
+ * of experts with an ungated shared expert (model_int.h's rw_models__moe).
  *   logits = head(rmsnorm(x) * output_norm) / logit_scale
  *
  * Mamba2: models/mamba2.c (shared with nemotron_h).
@@ -25,13 +25,13 @@
 #define A "granitehybrid"
 
 typedef struct {
-    mdl_mamba2_dims dims;
+    rw_models__mamba2_shape dims;
     float residual_scale, attention_scale;
     int n_mamba;
     int *mamba_of;           /* [n_layer]: index among Mamba2 layers, or -1 */
     uint32_t *kv_heads;      /* [n_layer]: attention.head_count_kv, 0 = Mamba2 */
-    mdl_mamba2 *mb;          /* [n_layer] (attention layers unused) */
-    mdl_moe *moe;            /* [n_layer] when the file has experts (Granite-4.0-H-Tiny/Small), else NULL */
+    rw_models__mamba2_layer *mb;          /* [n_layer] (attention layers unused) */
+    rw_models__moe *moe;            /* [n_layer] when the file has experts (Granite-4.0-H-Tiny/Small), else NULL */
 } granite;
 
 static rw_status key_u32(const rw_gguf *g, const char *name, uint32_t *out, rw_error *err) {
@@ -49,7 +49,7 @@ static float key_f32(const rw_gguf *g, const char *name, float def) {
     return rw_gguf_get_f32(g, key, &v, NULL) == RW_OK && isfinite(v) ? v : def;
 }
 
-static rw_status gr_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+static rw_status gr_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err) {
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
     uint32_t ctx, embd, layers, ff, heads, hdk, hdv;
@@ -141,14 +141,14 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     for (int il = 0; il < L && !st; il++) {
-        mdl_dense_layer *Ld = &m->layers[il];
+        rw_models__dense_layer *Ld = &m->layers[il];
         const int64_t hkv = x->kv_heads[il];
         x->mamba_of[il] = hkv == 0 ? x->n_mamba++ : -1;
         if ((st = rw_models__bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
             (st = rw_models__bind_vector(m, NAME("ffn_norm.weight"), E, true, &Ld->ffn_norm, err)))
             break;
         if (x->moe) {
-            x->moe[il] = (mdl_moe){.n_expert = (int)ne, .n_used = (int)nu, .ff_exp = (int)fe, .ff_shexp = (int)fs};
+            x->moe[il] = (rw_models__moe){.n_expert = (int)ne, .n_used = (int)nu, .ff_exp = (int)fe, .ff_shexp = (int)fs};
             if ((st = rw_models__bind_moe(m, il, false, &x->moe[il], err))) break;
         } else if ((st = rw_models__bind_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &Ld->ffn_gate, err)) ||
                    (st = rw_models__bind_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &Ld->ffn_up, err)) ||
@@ -189,8 +189,8 @@ static rw_status gr_layer_state(const rw_model *m, int il, rw_kv_type kv_type, i
     return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
 }
 
-static rw_status gr_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
-    const mdl_dense_layer *L = &m->layers[il];
+static rw_status gr_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
+    const rw_models__dense_layer *L = &m->layers[il];
     const granite *x = m->ext;
     rw_models__norm_rows(m, L->attn_norm, b->n);
     rw_status st = x->mamba_of[il] >= 0 ? rw_models__mamba2(m, il, &x->mb[il], b, err)
@@ -204,7 +204,7 @@ static rw_status gr_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err
     return RW_OK;
 }
 
-const mdl_arch rw_models__arch_granitehybrid = {
+const rw_models__arch rw_models__arch_granitehybrid = {
     .name = A,
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = false,

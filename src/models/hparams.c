@@ -106,7 +106,7 @@ static rw_status read_rope_scaling(const rw_gguf *g, const char *a, rw_model_hpa
     return RW_OK;
 }
 
-rw_status rw_models__read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+rw_status rw_models__read_dense_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err) {
     const char *a = arch->name;
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", a);

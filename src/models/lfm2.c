@@ -77,7 +77,7 @@ static rw_status read_kv_heads(const rw_gguf *g, uint32_t n_layer, uint32_t n_he
     return RW_OK;
 }
 
-static rw_status lf_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+static rw_status lf_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err) {
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
     uint32_t ctx, embd, layers, ff, heads, hd;
@@ -181,7 +181,7 @@ static rw_status lf_bind(rw_model *m, rw_error *err) {
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     for (int il = 0; il < L && !st; il++) {
-        mdl_dense_layer *Ld = &m->layers[il];
+        rw_models__dense_layer *Ld = &m->layers[il];
         x->is_conv[il] = kv[il] == 0;
         if ((st = rw_models__bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
             (st = rw_models__bind_vector(m, NAME("ffn_norm.weight"), E, true, &Ld->ffn_norm, err)) ||
@@ -224,11 +224,11 @@ static rw_status carve(rw_model *m, int64_t n, rw_error *err) {
     return RW_OK;
 }
 
-static rw_status short_conv(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
+static rw_status short_conv(rw_model *m, int il, const rw_models__batch *bt, rw_error *err) {
     lfm2 *x = m->ext;
     const lf_conv *c = &x->cv[il];
     const int64_t n = bt->n, E = m->hp.n_embd, W = 3 * E;
-    rw_status st = mdl_matmul(&c->in, m->sc.xn, n, x->bcx, bt->pool, err);
+    rw_status st = rw_models__matmul(&c->in, m->sc.xn, n, x->bcx, bt->pool, err);
     if (st) return st;
     /* v = B * u, written over B: the conv's input, logged by the state */
     for (int64_t t = 0; t < n; t++) {
@@ -243,7 +243,7 @@ static rw_status short_conv(rw_model *m, int il, const mdl_batch *bt, rw_error *
         float *y = x->y + t * E;
         for (int64_t i = 0; i < E; i++) y[i] = cg[i] * y[i];
     }
-    return mdl_matmul(&c->out, x->y, n, m->sc.tmp, bt->pool, err);
+    return rw_models__matmul(&c->out, x->y, n, m->sc.tmp, bt->pool, err);
 }
 
 static rw_status lf_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
@@ -253,8 +253,8 @@ static rw_status lf_layer_state(const rw_model *m, int il, rw_kv_type kv_type, i
     return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
 }
 
-static rw_status lf_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
-    const mdl_dense_layer *L = &m->layers[il];
+static rw_status lf_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
+    const rw_models__dense_layer *L = &m->layers[il];
     const lfm2 *x = m->ext;
     rw_status st = carve(m, b->n, err);
     if (st) return st;
@@ -268,7 +268,7 @@ static rw_status lf_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err
     return RW_OK;
 }
 
-const mdl_arch rw_models__arch_lfm2 = {
+const rw_models__arch rw_models__arch_lfm2 = {
     .name = A,
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,

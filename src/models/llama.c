@@ -3,7 +3,7 @@
  * optional attention biases, output head untied or tied. */
 #include "models/model_int.h"
 
-const mdl_arch rw_models__arch_llama = {
+const rw_models__arch rw_models__arch_llama = {
     .name = "llama",
     .rope_kind = RW_ROPE_NORM,
     .qk_norm = false,

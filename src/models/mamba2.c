@@ -24,7 +24,7 @@ static rw_status key_u32(const rw_gguf *g, const char *arch, const char *name, u
     return st;
 }
 
-rw_status rw_models__mamba2_dims(const rw_gguf *g, const char *arch, mdl_mamba2_dims *d, rw_error *err) {
+rw_status rw_models__mamba2_dims(const rw_gguf *g, const char *arch, rw_models__mamba2_shape *d, rw_error *err) {
     uint32_t kc, ds, groups, heads, inner;
     rw_status st;
     if ((st = key_u32(g, arch, "ssm.conv_kernel", &kc, err)) || (st = key_u32(g, arch, "ssm.state_size", &ds, err)) ||
@@ -43,7 +43,7 @@ rw_status rw_models__mamba2_dims(const rw_gguf *g, const char *arch, mdl_mamba2_
     return RW_OK;
 }
 
-int64_t rw_models__mamba2_work_floats(const mdl_mamba2_dims *d) { return d->in_w + d->d_inner; }
+int64_t rw_models__mamba2_work_floats(const rw_models__mamba2_shape *d) { return d->in_w + d->d_inner; }
 
 /* An F32 tensor of exactly {ne0, ne1} (conv, dt bias, A, D, norm). */
 static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uint64_t ne1, const float **out,
@@ -57,7 +57,7 @@ static rw_status bind_f32(const rw_model *m, const char *name, uint64_t ne0, uin
     return RW_OK;
 }
 
-rw_status rw_models__mamba2_bind(rw_model *m, int il, const mdl_mamba2_dims *d, mdl_mamba2 *M, rw_error *err) {
+rw_status rw_models__mamba2_bind(rw_model *m, int il, const rw_models__mamba2_shape *d, rw_models__mamba2_layer *M, rw_error *err) {
     const int64_t E = m->hp.n_embd;
     char n[96];
     rw_status st;
@@ -84,13 +84,13 @@ rw_status rw_models__mamba2_bind(rw_model *m, int il, const mdl_mamba2_dims *d, 
  * m->sc.work (model_int.h), which the architecture's bind sized through
  * arch_work_floats (rw_models__mamba2_work_floats); they overlap the
  * attention and FFN buffers, dead once a sublayer has written sc.tmp. */
-rw_status rw_models__mamba2(rw_model *m, int il, const mdl_mamba2 *M, const mdl_batch *b, rw_error *err) {
-    const mdl_mamba2_dims *d = &M->dims;
+rw_status rw_models__mamba2(rw_model *m, int il, const rw_models__mamba2_layer *M, const rw_models__batch *b, rw_error *err) {
+    const rw_models__mamba2_shape *d = &M->dims;
     const int64_t n = b->n, W = d->in_w, DI = d->d_inner;
     rw_status st = rw_models__work_ready(m, n, "Mamba2 layer", err);
     if (st) return st;
     float *zxbcdt = m->sc.work, *y = zxbcdt + m->sc.n_cap * W;
-    if ((st = mdl_matmul(&M->in, m->sc.xn, n, zxbcdt, b->pool, err))) return st;
+    if ((st = rw_models__matmul(&M->in, m->sc.xn, n, zxbcdt, b->pool, err))) return st;
     /* conv and scan run in each sequence's state on the rows' [xBC | dt] slices */
     if ((st = rw_models__rec_append(b, il, zxbcdt + DI, W, y, DI, err))) return st;
     for (int64_t t = 0; t < n; t++) {
@@ -98,5 +98,5 @@ rw_status rw_models__mamba2(rw_model *m, int il, const mdl_mamba2 *M, const mdl_
         rw_swiglu(z, yt, DI); /* z <- silu(z) * y */
         rw_rmsnorm_groups(z, M->norm, DI / d->groups, d->groups, (int)(DI / d->groups), m->hp.rms_eps, yt);
     }
-    return mdl_matmul(&M->out, y, n, m->sc.tmp, b->pool, err);
+    return rw_models__matmul(&M->out, y, n, m->sc.tmp, b->pool, err);
 }

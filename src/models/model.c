@@ -11,7 +11,7 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
     rw_status st = rw_gguf_get_cstr(g, "general.architecture", arch, sizeof arch, err);
     if (st == RW_ERR_NOT_FOUND) return rw_errorf(err, RW_ERR_FORMAT, "missing metadata key general.architecture");
     if (st) return st;
-    const mdl_arch *a = rw_models__arch_find(arch);
+    const rw_models__arch *a = rw_models__arch_find(arch);
     if (!a) return rw_errorf(err, RW_ERR_UNSUPPORTED, "architecture \"%s\" is not supported", arch);
     rw_model *m = calloc(1, sizeof *m);
     if (!m) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");

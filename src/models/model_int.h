@@ -35,7 +35,7 @@ typedef struct {
     const float *ffn_norm;           /* [n_embd] */
     rw_matrix ffn_gate, ffn_up;     /* n_embd -> n_ff */
     rw_matrix ffn_down;             /* n_ff -> n_embd */
-} mdl_dense_layer;
+} rw_models__dense_layer;
 
 /* Scratch of one forward pass: token-major rows, allocated for n_cap tokens.
  * x, xn and tmp live across sublayers. A sublayer's own buffers (attention's
@@ -63,14 +63,14 @@ typedef struct {
     float *logits;  /* [logits_rows][n_vocab] the output head's rows bound for scattered destinations
                      * (forward.c): kept between passes, as fresh memory every decode step costs page faults */
     int64_t logits_rows;
-} mdl_scratch;
+} rw_models__scratch;
 
 /* One sequence's rows in a pass: rows row0..row0+n-1 of the activations
  * are its tokens at positions pos0..pos0+n-1. */
 typedef struct {
     rw_model_seq *s;
     int64_t row0, n, pos0;
-} mdl_seg;
+} rw_models__seg;
 
 /* One forward pass as the layer functions see it: a ragged batch. Per-token
  * work (matmuls, norms) runs over all n rows at once; what reads a
@@ -78,22 +78,22 @@ typedef struct {
 typedef struct {
     int64_t n;          /* rows: the tokens of every segment */
     int n_seg;
-    const mdl_seg *seg; /* in row order, covering rows 0..n-1 */
+    const rw_models__seg *seg; /* in row order, covering rows 0..n-1 */
     rw_threadpool *pool;
-} mdl_batch;
+} rw_models__batch;
 
-typedef struct mdl_arch mdl_arch;
+typedef struct rw_models__arch rw_models__arch;
 
 struct rw_model {
     const rw_gguf *g;               /* borrowed, outlives the model */
-    const mdl_arch *arch;
+    const rw_models__arch *arch;
     rw_model_hparams hp;
     const rw_gguf_tensor *tok_embd; /* ne = {n_embd, n_vocab} */
     const float *output_norm;       /* [n_embd] */
     rw_matrix output;              /* n_embd -> n_vocab (token_embd when tied) */
     const float *rope_freqs;        /* [n_rot/2] divisors of the rotary frequencies, or NULL */
-    mdl_dense_layer *layers;        /* [n_layer], owned */
-    mdl_scratch sc;                 /* owned, grown on demand */
+    rw_models__dense_layer *layers;        /* [n_layer], owned */
+    rw_models__scratch sc;                 /* owned, grown on demand */
     /* floats per token the architecture's own sublayers carve from sc.work
      * (set by its bind; 0 when it only runs the dense attention and FFN) */
     int64_t arch_work_floats;
@@ -131,7 +131,7 @@ struct rw_model {
 /* The sliding window of layer il's attention (hp.n_swa) or 0 for a layer
  * that sees every position: the layers il % P < P-1 of P = swa_pattern
  * slide (P = 0: all), as llama.cpp's set_swa_pattern. */
-static inline int64_t mdl_layer_window(const rw_model *m, int il) {
+static inline int64_t rw_models__layer_window(const rw_model *m, int il) {
     const rw_model_hparams *hp = &m->hp;
     if (hp->n_swa <= 0 || il >= hp->n_layer) return 0;
     const int P = hp->swa_pattern;
@@ -139,10 +139,10 @@ static inline int64_t mdl_layer_window(const rw_model *m, int il) {
 }
 
 /* States a sequence of m holds: n_layer, + 2 with the MTP block on. */
-static inline int mdl_n_states(const rw_model *m) { return m->hp.n_layer + (m->mtp_on ? 2 : 0); }
+static inline int rw_models__n_states(const rw_model *m) { return m->hp.n_layer + (m->mtp_on ? 2 : 0); }
 /* The MTP block's KV state index (-1 without), and the hidden rows'. */
-static inline int mdl_mtp_kv_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer : -1; }
-static inline int mdl_mtp_h_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer + 1 : -1; }
+static inline int rw_models__mtp_kv_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer : -1; }
+static inline int rw_models__mtp_h_index(const rw_model *m) { return m->mtp_on ? m->hp.n_layer + 1 : -1; }
 
 /* A sequence: its token ids and one state per layer (cache/state.h). The
  * retention plan of the pass in progress (cuts, log_from) is computed by
@@ -182,16 +182,16 @@ void rw_models__seq_free_layers(const rw_model_seq *s, rw_layer_state **L);
 void rw_models__seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, int64_t n);
 
 /* An architecture: how to read it and how to run one layer. */
-struct mdl_arch {
+struct rw_models__arch {
     const char *name;                /* general.architecture */
     rw_rope_kind rope_kind;
     bool qk_norm;                    /* attn_q_norm / attn_k_norm required */
     bool qkv_bias;                   /* attn_q/k/v biases required (else optional) */
     bool moe;                        /* FFN is a mixture of experts: no feed_forward_length needed */
     const char *output_norm;         /* the final norm's tensor; NULL = output_norm.weight (lfm2 differs) */
-    rw_status (*read_hparams)(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
+    rw_status (*read_hparams)(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err);
     rw_status (*bind)(rw_model *m, rw_error *err);
-    rw_status (*layer)(rw_model *m, int il, const mdl_batch *b, rw_error *err);
+    rw_status (*layer)(rw_model *m, int il, const rw_models__batch *b, rw_error *err);
     /* A new empty state of layer il for a sequence; NULL = a KV state for
      * every layer (the dense transformers). */
     rw_status (*new_layer_state)(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
@@ -202,18 +202,18 @@ struct mdl_arch {
      * with trunk hidden h[r] (stride n_embd), its attention KV in
      * seg.s->layer[n_layer]; writes the block's post-norm output rows to
      * h_out (stride n_embd) and points *head at the output matrix. */
-    rw_status (*mtp_block)(rw_model *m, const int32_t *tokens, const float *h, const mdl_batch *b, float *h_out,
+    rw_status (*mtp_block)(rw_model *m, const int32_t *tokens, const float *h, const rw_models__batch *b, float *h_out,
                            const rw_matrix **head, rw_error *err);
 };
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
-const mdl_arch *rw_models__arch_find(const char *name);
-extern const mdl_arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
+const rw_models__arch *rw_models__arch_find(const char *name);
+extern const rw_models__arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
     rw_models__arch_qwen3next, rw_models__arch_granitehybrid, rw_models__arch_lfm2, rw_models__arch_nemotron_h;
-extern const mdl_arch rw_models__arch_gemma3, rw_models__arch_gpt_oss;
+extern const rw_models__arch rw_models__arch_gemma3, rw_models__arch_gpt_oss;
 
 /* forward.c */
-void rw_models__scratch_free(mdl_scratch *sc);
+void rw_models__scratch_free(rw_models__scratch *sc);
 /* Floats per token of the dense attention buffers (q, k, v, att) that start
  * sc.work; an architecture's own attention buffers go after them. */
 int64_t rw_models__attn_work_floats(const rw_model_hparams *hp);
@@ -223,17 +223,17 @@ rw_status rw_models__work_ready(const rw_model *m, int64_t n, const char *who, r
 /* Grows the pass scratch to n rows, attention over n_ctx positions. */
 rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err);
 /* RoPE tables of every row of b at its segment's positions. */
-void rw_models__rope_rows(rw_model *m, const mdl_batch *b);
+void rw_models__rope_rows(rw_model *m, const rw_models__batch *b);
 
 /* mtp.c: the trunk's post-norm hidden rows of a pass (rows of b, stride
  * n_embd) into each segment's hidden-row state (no-op with the MTP off). */
-rw_status rw_models__mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err);
+rw_status rw_models__mtp_store_hidden(rw_model *m, const rw_models__batch *b, const float *h, rw_error *err);
 /* Where a rewind of every state to n leaves state il (n, or the lagging
  * MTP KV's own length if shorter). */
 int64_t rw_models__state_target(const rw_model_seq *s, int il, int64_t n);
 
 /* hparams.c: the keys shared by the dense transformers. */
-rw_status rw_models__read_dense_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err);
+rw_status rw_models__read_dense_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err);
 /* hparams.c: "<arch>.<name>" of every layer into out[n_layer]: an array of
  * exactly n_layer non-negative integers, or one value for all layers (the
  * hybrids' per-layer feed_forward_length, attention.head_count_kv). A
@@ -256,7 +256,7 @@ rw_status rw_models__bind_dense_layer(rw_model *m, int il, rw_error *err);
 rw_status rw_models__bind_dense(rw_model *m, rw_error *err);
 
 /* dense.c: one llama/qwen2/qwen3 block, x += attn(norm(x)); x += ffn(norm(x)). */
-rw_status rw_models__dense_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err);
+rw_status rw_models__dense_layer_forward(rw_model *m, int il, const rw_models__batch *b, rw_error *err);
 /* dense.c: the two steps around every block's sublayers, shared by the
  * dense, qwen35 and granite blocks: m->sc.xn = rmsnorm(m->sc.x) * w and
  * m->sc.x += m->sc.tmp, over the first n rows. (granite scales the
@@ -265,20 +265,20 @@ void rw_models__norm_rows(const rw_model *m, const float *w, int64_t n);
 void rw_models__add_residual(rw_model *m, int64_t n);
 
 /* attn.c: the attention sublayer reading m->sc.xn, writing m->sc.tmp. */
-rw_status rw_models__attention(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
+rw_status rw_models__attention(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err);
 
 /* attn.c: stores rows k, v (strides dk, dv) of every segment in its
  * sequence's KV state of layer il, then causal attention of the rows of q
  * (stride dq) over it into att (stride n_head*hd_v), per segment; in a
- * sliding layer (mdl_layer_window) each query sees only its window, counted
+ * sliding layer (rw_models__layer_window) each query sees only its window, counted
  * from its own position in its own sequence. */
-rw_status rw_models__attend(rw_model *m, int il, const mdl_batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
+rw_status rw_models__attend(rw_model *m, int il, const rw_models__batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
                      const float *v, int64_t dv, float scale, float *att, rw_error *err);
 
 /* attn.c: the attention sublayer without positional encoding (granitehybrid,
  * nemotron_h): q, k, v (+ biases, q/k norms if bound), causal GQA at the given scale,
  * Wo (+bo); reads m->sc.xn, writes m->sc.tmp. */
-rw_status rw_models__attention_nopos(rw_model *m, int il, const mdl_dense_layer *L, const mdl_batch *b, float scale,
+rw_status rw_models__attention_nopos(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, float scale,
                                      rw_error *err);
 
 /* mamba2.c: the Mamba2 mixer (granitehybrid, nemotron_h). Its sizes come
@@ -287,33 +287,33 @@ rw_status rw_models__attention_nopos(rw_model *m, int il, const mdl_dense_layer 
 typedef struct {
     int kc, ds, groups, heads, d_inner, hd; /* conv kernel, d_state, groups, heads, d_inner, head_dim */
     int64_t conv_ch, in_w;                  /* conv channels (d_inner + 2*groups*ds), ssm_in rows */
-} mdl_mamba2_dims;
+} rw_models__mamba2_shape;
 
 typedef struct {
-    mdl_mamba2_dims dims;
+    rw_models__mamba2_shape dims;
     rw_matrix in, out;
     const float *conv_w, *conv_b; /* [C][Kc], [C] */
     const float *dt_bias, *a, *d; /* [heads] */
     const float *norm;            /* [groups][d_inner/groups] */
     rw_rec_params params;         /* the layer's recurrence, for its per-sequence states */
-} mdl_mamba2;
+} rw_models__mamba2_layer;
 
-rw_status rw_models__mamba2_dims(const rw_gguf *g, const char *arch, mdl_mamba2_dims *d, rw_error *err);
+rw_status rw_models__mamba2_dims(const rw_gguf *g, const char *arch, rw_models__mamba2_shape *d, rw_error *err);
 /* Floats per token the mixer carves from m->sc.work (the bind sets
  * m->arch_work_floats to at least this). */
-int64_t rw_models__mamba2_work_floats(const mdl_mamba2_dims *d);
-rw_status rw_models__mamba2_bind(rw_model *m, int il, const mdl_mamba2_dims *d, mdl_mamba2 *M, rw_error *err);
+int64_t rw_models__mamba2_work_floats(const rw_models__mamba2_shape *d);
+rw_status rw_models__mamba2_bind(rw_model *m, int il, const rw_models__mamba2_shape *d, rw_models__mamba2_layer *M, rw_error *err);
 /* The mixer of layer il over the rows of b: reads m->sc.xn, writes m->sc.tmp;
  * the layer's state in every segment's sequence is a "mamba2" state made
  * from M->params. */
-rw_status rw_models__mamba2(rw_model *m, int il, const mdl_mamba2 *M, const mdl_batch *b, rw_error *err);
+rw_status rw_models__mamba2(rw_model *m, int il, const rw_models__mamba2_layer *M, const rw_models__batch *b, rw_error *err);
 
 /* recurrent.c: rw_rec_state_append of layer il for every segment of bt, on
  * the segment's rows of in (stride in_stride) into its rows of out (stride
  * out_stride); short segments (decode, verify) run in parallel, one per
  * task. Stops at the first error (a failed segment's state is unchanged;
  * with parallel segments, others may have advanced). */
-rw_status rw_models__rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
+rw_status rw_models__rec_append(const rw_models__batch *bt, int il, const float *in, int64_t in_stride, float *out,
                          int64_t out_stride, rw_error *err);
 
 /* experts.c: a mixture-of-experts FFN (qwen35moe, qwen3next, granitehybrid):
@@ -332,18 +332,18 @@ typedef struct {
     const rw_gguf_tensor *gate_exps, *up_exps, *down_exps; /* {E, Fe, Ne}, {E, Fe, Ne}, {Fe, E, Ne} */
     rw_matrix sh_gate, sh_up, sh_down;      /* the shared expert */
     rw_matrix sh_router;                    /* ffn_gate_inp_shexp: E -> 1, F32 (data NULL: ungated) */
-} mdl_moe;
+} rw_models__moe;
 
 /* Binds layer il's experts (M's sizes set by the caller); gated: the shared
  * expert has its ffn_gate_inp_shexp vector. */
-rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, mdl_moe *M, rw_error *err);
+rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, rw_models__moe *M, rw_error *err);
 
 /* Floats per token the MoE FFN takes from m->sc.work (an architecture's
  * bind raises m->arch_work_floats to at least this). */
-int64_t rw_models__moe_work_floats(const mdl_moe *M, int64_t n_embd);
+int64_t rw_models__moe_work_floats(const rw_models__moe *M, int64_t n_embd);
 
 /* The MoE FFN: m->sc.xn -> m->sc.tmp. */
-rw_status rw_models__moe_ffn(rw_model *m, const mdl_moe *M, const mdl_batch *bt, rw_error *err);
+rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_models__batch *bt, rw_error *err);
 /* experts.c: the experts of one 3-D tensor {n_in, n_out, n_expert} over the
  * n_slots slots of a pass (slot s = t*k + j: token t's j-th choice, expert
  * sel[s]) as one grouped product, a group per expert: slot s reads row s / k
@@ -355,11 +355,11 @@ rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const
                                     int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err);
 
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
-rw_status rw_models__ffn_swiglu(rw_model *m, const mdl_dense_layer *L, const mdl_batch *b, rw_error *err);
+rw_status rw_models__ffn_swiglu(rw_model *m, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err);
 
 /* y[r] = W x[r] for n rows (x stride n_in, y stride n_out), weights in
  * place (a weight matrix is a GGUF tensor with ne = {n_in, n_out}). */
-static inline rw_status mdl_matmul(const rw_matrix *w, const float *x, int64_t n, float *y, rw_threadpool *pool,
+static inline rw_status rw_models__matmul(const rw_matrix *w, const float *x, int64_t n, float *y, rw_threadpool *pool,
                                    rw_error *err) {
     return rw_matmul(w, x, w->n_in, n, y, w->n_out, pool, err);
 }

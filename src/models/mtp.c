@@ -38,17 +38,17 @@ rw_status rw_model_enable_mtp(rw_model *m, rw_error *err) {
 }
 
 int64_t rw_models__state_target(const rw_model_seq *s, int il, int64_t n) {
-    if (il != mdl_mtp_kv_index(s->m)) return n;
+    if (il != rw_models__mtp_kv_index(s->m)) return n;
     const int64_t m = rw_state_length(s->layer[il]);
     return m < n ? m : n;
 }
 
-rw_status rw_models__mtp_store_hidden(rw_model *m, const mdl_batch *b, const float *h, rw_error *err) {
-    const int hi = mdl_mtp_h_index(m);
+rw_status rw_models__mtp_store_hidden(rw_model *m, const rw_models__batch *b, const float *h, rw_error *err) {
+    const int hi = rw_models__mtp_h_index(m);
     if (hi < 0) return RW_OK;
     const int64_t e = m->hp.n_embd, ek = e - e / 2;
     for (int i = 0; i < b->n_seg; i++) {
-        const mdl_seg *g = &b->seg[i];
+        const rw_models__seg *g = &b->seg[i];
         const float *r = h + g->row0 * e;
         rw_status st = rw_kv_state_append(g->s->layer[hi], g->n, r, e, r + ek, e, err);
         if (st) return st;
@@ -57,18 +57,18 @@ rw_status rw_models__mtp_store_hidden(rw_model *m, const mdl_batch *b, const flo
 }
 
 int64_t rw_model_seq_mtp_length(const rw_model_seq *s) {
-    const int ki = mdl_mtp_kv_index(s->m);
+    const int ki = rw_models__mtp_kv_index(s->m);
     return ki < 0 ? 0 : rw_state_length(s->layer[ki]);
 }
 
 rw_status rw_model_seq_mtp_rewind(rw_model_seq *s, int64_t n, rw_error *err) {
-    const int ki = mdl_mtp_kv_index(s->m);
+    const int ki = rw_models__mtp_kv_index(s->m);
     if (ki < 0) return n == 0 ? RW_OK : rw_errorf(err, RW_ERR_RANGE, "the sequence has no MTP state");
     return s->layer[ki]->ops->rewind(s->layer[ki], n, NULL, err);
 }
 
 rw_status rw_model_seq_mtp_hidden(const rw_model_seq *s, int64_t pos, float *out, rw_error *err) {
-    const int hi = mdl_mtp_h_index(s->m);
+    const int hi = rw_models__mtp_h_index(s->m);
     if (hi < 0) return rw_errorf(err, RW_ERR_UNSUPPORTED, "the sequence has no MTP state");
     if (pos < 0 || pos >= rw_state_length(s->layer[hi]))
         return rw_errorf(err, RW_ERR_RANGE, "no hidden row at position %lld", (long long)pos);
@@ -112,12 +112,12 @@ static rw_status head(rw_model *m, const rw_matrix *w, const float *hout, const 
     const int64_t e = m->hp.n_embd, V = m->hp.n_vocab;
     bool direct = true; /* one block of consecutive rows into one block of logits */
     for (int64_t i = 1; i < nr && direct; i++) direct = rows[i] == rows[0] + i && dst[i] == dst[0] + i * V;
-    if (direct) return mdl_matmul(w, hout + rows[0] * e, nr, dst[0], pool, err);
+    if (direct) return rw_models__matmul(w, hout + rows[0] * e, nr, dst[0], pool, err);
     float *xs = malloc((size_t)nr * (size_t)e * sizeof *xs), *ys = malloc((size_t)nr * (size_t)V * sizeof *ys);
     rw_status st = xs && ys ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "out of memory for MTP logits");
     if (!st) {
         for (int64_t i = 0; i < nr; i++) memcpy(xs + i * e, hout + rows[i] * e, (size_t)e * sizeof *xs);
-        st = mdl_matmul(w, xs, nr, ys, pool, err);
+        st = rw_models__matmul(w, xs, nr, ys, pool, err);
     }
     for (int64_t i = 0; !st && i < nr; i++) memcpy(dst[i], ys + i * V, (size_t)V * sizeof *ys);
     free(xs), free(ys);
@@ -130,7 +130,7 @@ rw_status rw_model_mtp_forward(rw_model *m, const rw_mtp_item *items, int n_item
     if (st) return st;
     const int64_t e = m->hp.n_embd, V = m->hp.n_vocab;
     int64_t *m0 = malloc((size_t)n_items * sizeof *m0);
-    mdl_seg *seg = malloc((size_t)n_items * sizeof *seg);
+    rw_models__seg *seg = malloc((size_t)n_items * sizeof *seg);
     int32_t *tok = malloc(MTP_UBATCH * sizeof *tok);
     int64_t *rows = malloc(MTP_UBATCH * sizeof *rows);
     float **dst = malloc(MTP_UBATCH * sizeof *dst);
@@ -151,7 +151,7 @@ rw_status rw_model_mtp_forward(rw_model *m, const rw_mtp_item *items, int n_item
             int64_t k = x->n - off;
             if (k > MTP_UBATCH - nrow) k = MTP_UBATCH - nrow;
             const int64_t pos0 = m0[it] + off;
-            seg[ns++] = (mdl_seg){.s = x->seq, .row0 = nrow, .n = k, .pos0 = pos0};
+            seg[ns++] = (rw_models__seg){.s = x->seq, .row0 = nrow, .n = k, .pos0 = pos0};
             for (int64_t t = 0; t < k; t++) {
                 const int64_t p = pos0 + t;
                 float *h = hin + (nrow + t) * e;
@@ -165,7 +165,7 @@ rw_status rw_model_mtp_forward(rw_model *m, const rw_mtp_item *items, int n_item
             if (off == x->n) it++, off = 0;
         }
         if ((st = rw_models__scratch_reserve(m, nrow, n_ctx, rw_threadpool_size(pool), err))) break;
-        const mdl_batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
+        const rw_models__batch b = {.n = nrow, .n_seg = ns, .seg = seg, .pool = pool};
         rw_models__rope_rows(m, &b);
         const rw_matrix *w = NULL;
         if ((st = m->arch->mtp_block(m, tok, hin, &b, hout, &w, err))) break;

@@ -30,11 +30,11 @@ typedef struct {
     int64_t ff;                  /* MLP: its feed_forward_length */
     rw_matrix up, down;          /* MLP: n_embd -> ff, ff -> n_embd */
     const float *up_b, *down_b;  /* MLP: optional biases [ff], [n_embd] */
-    mdl_mamba2 mb;               /* Mamba2 */
+    rw_models__mamba2_layer mb;               /* Mamba2 */
 } nh_layer;
 
 typedef struct {
-    mdl_mamba2_dims dims;
+    rw_models__mamba2_shape dims;
     float attention_scale;
     nh_layer *layer; /* [n_layer] */
 } nemotron;
@@ -64,7 +64,7 @@ static rw_status read_pattern(const rw_gguf *g, int n_layer, uint32_t heads, uin
     return RW_OK;
 }
 
-static rw_status nh_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+static rw_status nh_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err) {
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
     uint32_t ctx, embd, layers, heads, hdk, hdv;
@@ -122,7 +122,7 @@ static void nh_free(rw_model *m) {
 /* blk.<il>.<s> in the caller's buffer n */
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
 
-static rw_status bind_attn(rw_model *m, int il, int64_t hkv, mdl_dense_layer *Ld, rw_error *err) {
+static rw_status bind_attn(rw_model *m, int il, int64_t hkv, rw_models__dense_layer *Ld, rw_error *err) {
     const int64_t E = m->hp.n_embd, D = m->hp.head_dim_k, Dv = m->hp.head_dim_v, H = m->hp.n_head;
     char n[96];
     rw_status st;
@@ -207,17 +207,17 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
  * sc.gate (the scratch holds n_ff = the largest MLP's floats per row). The
  * square of relu as ggml_relu then ggml_sqr: max(v, 0), then one product,
  * exact whatever the order. The block's "none" state advances with it. */
-static rw_status mlp(rw_model *m, int il, const nh_layer *N, const mdl_batch *b, rw_error *err) {
-    mdl_scratch *sc = &m->sc;
+static rw_status mlp(rw_model *m, int il, const nh_layer *N, const rw_models__batch *b, rw_error *err) {
+    rw_models__scratch *sc = &m->sc;
     const int64_t n = b->n, F = N->ff;
-    rw_status st = mdl_matmul(&N->up, sc->xn, n, sc->gate, b->pool, err);
+    rw_status st = rw_models__matmul(&N->up, sc->xn, n, sc->gate, b->pool, err);
     if (st) return st;
     add_bias(sc->gate, N->up_b, n, F);
     for (int64_t i = 0; i < n * F; i++) {
         const float r = sc->gate[i] > 0.0f ? sc->gate[i] : 0.0f;
         sc->gate[i] = r * r;
     }
-    if ((st = mdl_matmul(&N->down, sc->gate, n, sc->tmp, b->pool, err))) return st;
+    if ((st = rw_models__matmul(&N->down, sc->gate, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, N->down_b, n, m->hp.n_embd);
     for (int i = 0; i < b->n_seg; i++)
         if ((st = rw_none_state_append(b->seg[i].s->layer[il], b->seg[i].n, err))) return st;
@@ -235,8 +235,8 @@ static rw_status nh_layer_state(const rw_model *m, int il, rw_kv_type kv_type, i
     return rw_none_state_new(max_ctx, out, err);
 }
 
-static rw_status nh_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
-    const mdl_dense_layer *L = &m->layers[il];
+static rw_status nh_layer_forward(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
+    const rw_models__dense_layer *L = &m->layers[il];
     const nemotron *x = m->ext;
     const nh_layer *N = &x->layer[il];
     rw_models__norm_rows(m, L->attn_norm, b->n);
@@ -251,7 +251,7 @@ static rw_status nh_layer_forward(rw_model *m, int il, const mdl_batch *b, rw_er
     return RW_OK;
 }
 
-const mdl_arch rw_models__arch_nemotron_h = {
+const rw_models__arch rw_models__arch_nemotron_h = {
     .name = A,
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = false,

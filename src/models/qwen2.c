@@ -2,7 +2,7 @@
  * NEOX RoPE (pairs i, i + n_rot/2). */
 #include "models/model_int.h"
 
-const mdl_arch rw_models__arch_qwen2 = {
+const rw_models__arch rw_models__arch_qwen2 = {
     .name = "qwen2",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = false,

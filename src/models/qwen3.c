@@ -3,7 +3,7 @@
  * n_embd), usually tied embeddings. */
 #include "models/model_int.h"
 
-const mdl_arch rw_models__arch_qwen3 = {
+const rw_models__arch rw_models__arch_qwen3 = {
     .name = "qwen3",
     .rope_kind = RW_ROPE_NEOX,
     .qk_norm = true,

@@ -46,7 +46,7 @@ typedef struct {
 } q35_rec;
 
 /* Mixture-of-experts FFN of one layer (qwen35moe, qwen3next): model_int.h. */
-typedef mdl_moe q35_moe;
+typedef rw_models__moe q35_moe;
 
 typedef struct {
     int nk, nv, dk, dv, kc, interval;
@@ -95,7 +95,7 @@ static rw_status get_u32_key(const rw_gguf *g, const char *arch, const char *nam
     return rw_gguf_get_u32(g, key, out, err);
 }
 
-static rw_status q35_hparams(const rw_gguf *g, const mdl_arch *arch, rw_model_hparams *hp, rw_error *err) {
+static rw_status q35_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err) {
     rw_status st = rw_models__read_dense_hparams(g, arch, hp, err);
     if (st) return st;
     uint32_t nextn;
@@ -148,7 +148,7 @@ static rw_status bind_moe(rw_model *m, int il, q35_moe *M, rw_error *err) {
     return rw_models__bind_moe(m, il, true, M, err);
 }
 
-static rw_status moe_ffn(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
+static rw_status moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw_error *err) {
     return rw_models__moe_ffn(m, &((const q35 *)m->ext)->moe[il], bt, err);
 }
 
@@ -214,7 +214,7 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     for (int il = 0; il < NB && !st; il++) {
-        mdl_dense_layer *Ld = &m->layers[il];
+        rw_models__dense_layer *Ld = &m->layers[il];
         x->rec_of[il] = il < L && (il + 1) % x->interval != 0 ? x->n_rec++ : -1; /* the MTP block: attention */
         if ((st = rw_models__bind_vector(m, NAME("attn_norm.weight"), E, true, &Ld->attn_norm, err)) ||
             (st = rw_models__bind_vector(m, NAME("post_attention_norm.weight"), E, true, &Ld->ffn_norm, err)))
@@ -296,7 +296,7 @@ static rw_status q35_bind(rw_model *m, rw_error *err) {
  * sc.tmp. */
 static rw_status carve(rw_model *m, int64_t n, rw_error *err) {
     q35 *x = m->ext;
-    const mdl_scratch *sc = &m->sc;
+    const rw_models__scratch *sc = &m->sc;
     rw_status st = rw_models__work_ready(m, n, "hybrid layer", err);
     if (st) return st;
     const int64_t N = sc->n_cap;
@@ -328,7 +328,7 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
     rw_status st;
     if (R->in.data) {
         const int64_t W = 2 * KD + 2 * VD, per = 2 * (int64_t)dk + 2 * (int64_t)r * dv;
-        if ((st = mdl_matmul(&R->in, m->sc.xn, n, x->tmp, pool, err))) return st;
+        if ((st = rw_models__matmul(&R->in, m->sc.xn, n, x->tmp, pool, err))) return st;
         for (int64_t t = 0; t < n; t++)
             for (int g = 0; g < nk; g++) {
                 const float *src = x->tmp + t * W + g * per;
@@ -346,7 +346,7 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
         if (nw == 4) return RW_OK;
     }
     if (R->ba.data) {
-        if ((st = mdl_matmul(&R->ba, m->sc.xn, n, x->tmp, pool, err))) return st;
+        if ((st = rw_models__matmul(&R->ba, m->sc.xn, n, x->tmp, pool, err))) return st;
         for (int64_t t = 0; t < n; t++)
             for (int g = 0; g < nk; g++)
                 for (int j = 0; j < r; j++) {
@@ -359,7 +359,7 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
     return rw_matmul(&R->alpha, m->sc.xn, R->alpha.n_in, n, a, LOG, pool, err);
 }
 
-static rw_status deltanet(rw_model *m, int il, const mdl_batch *bt, rw_error *err) {
+static rw_status deltanet(rw_model *m, int il, const rw_models__batch *bt, rw_error *err) {
     q35 *x = m->ext;
     const q35_rec *R = &x->rec[il];
     const int64_t n = bt->n, CD = x->CD, VD = x->VD, LOG = CD + 2 * (int64_t)x->nv;
@@ -380,22 +380,22 @@ static rw_status deltanet(rw_model *m, int il, const mdl_batch *bt, rw_error *er
     if ((st = rw_models__rec_append(bt, il, x->in, LOG, x->o, VD, err))) return st;
     /* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
     for (int64_t t = 0; t < n; t++) rw_rmsnorm_gated(x->o + t * VD, R->norm, x->z + t * VD, nv, dv, eps, x->o + t * VD);
-    return mdl_matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
+    return rw_models__matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
 }
 
 /* ---- the gated attention mixer ---- */
 
-static rw_status gated_attention(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
+static rw_status gated_attention(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     q35 *x = m->ext;
     const rw_model_hparams *hp = &m->hp;
-    const mdl_dense_layer *L = &m->layers[il];
-    mdl_scratch *sc = &m->sc;
+    const rw_models__dense_layer *L = &m->layers[il];
+    rw_models__scratch *sc = &m->sc;
     const int64_t n = b->n, H = hp->n_head, D = hp->head_dim_k, Dv = hp->head_dim_v;
     const int64_t dk = hp->n_head_kv * D, dv = hp->n_head_kv * Dv;
     rw_status st;
-    if ((st = mdl_matmul(&L->wq, sc->xn, n, x->qg, b->pool, err)) ||
-        (st = mdl_matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
-        (st = mdl_matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
+    if ((st = rw_models__matmul(&L->wq, sc->xn, n, x->qg, b->pool, err)) ||
+        (st = rw_models__matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
+        (st = rw_models__matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
         return st;
     for (int64_t t = 0; t < n; t++) {
         const float *cs = sc->rope_cs + t * hp->n_rot;
@@ -419,7 +419,7 @@ static rw_status gated_attention(rw_model *m, int il, const mdl_batch *b, rw_err
             rw_sigmoid(gate, gate, Dv);
             for (int64_t j = 0; j < Dv; j++) o[j] *= gate[j];
         }
-    return mdl_matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
+    return rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
 }
 
 /* ---- the block ---- */
@@ -431,8 +431,8 @@ static rw_status q35_layer_state(const rw_model *m, int il, rw_kv_type kv_type, 
     return rw_kv_state_new(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, max_ctx, out, err);
 }
 
-static rw_status q35_layer(rw_model *m, int il, const mdl_batch *b, rw_error *err) {
-    const mdl_dense_layer *L = &m->layers[il];
+static rw_status q35_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
+    const rw_models__dense_layer *L = &m->layers[il];
     rw_status st = carve(m, b->n, err);
     if (st) return st;
     rw_models__norm_rows(m, L->attn_norm, b->n);
@@ -453,7 +453,7 @@ static rw_status q35_layer(rw_model *m, int il, const mdl_batch *b, rw_error *er
  *        block's own KV, FFN), as a trunk attention layer
  *   h_out = rmsnorm(c') * head_norm; logits = head h_out (mtp.c)
  */
-static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *h, const mdl_batch *b, float *h_out,
+static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *h, const rw_models__batch *b, float *h_out,
                                const rw_matrix **head, rw_error *err) {
     q35 *x = m->ext;
     const int E = m->hp.n_embd;
@@ -470,7 +470,7 @@ static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *
         rw_rmsnorm(e, x->enorm, E, eps, c);
         rw_rmsnorm(h + r * E, x->hnorm, E, eps, c + E);
     }
-    if ((st = mdl_matmul(&x->eh_proj, x->cat, b->n, m->sc.x, b->pool, err))) return st;
+    if ((st = rw_models__matmul(&x->eh_proj, x->cat, b->n, m->sc.x, b->pool, err))) return st;
     if ((st = q35_layer(m, m->hp.n_layer, b, err))) return st;
     for (int64_t r = 0; r < b->n; r++) rw_rmsnorm(m->sc.x + r * E, x->head_norm, E, eps, h_out + r * E);
     *head = x->mtp_head.data ? &x->mtp_head : &m->output;
@@ -483,14 +483,14 @@ static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *
     .rope_kind = RW_ROPE_NEOX, .qk_norm = true, .qkv_bias = false, .read_hparams = q35_hparams, .bind = q35_bind, \
     .layer = q35_layer, .new_layer_state = q35_layer_state, .free_ext = q35_free
 
-const mdl_arch rw_models__arch_qwen35 = {Q35_ARCH_COMMON, .name = "qwen35", .mtp_block = q35_mtp_block};
+const rw_models__arch rw_models__arch_qwen35 = {Q35_ARCH_COMMON, .name = "qwen35", .mtp_block = q35_mtp_block};
 
 /* Qwen3.5-MoE: the same hybrid mixer, every FFN a mixture of experts with a
  * sigmoid-gated shared expert. */
-const mdl_arch rw_models__arch_qwen35moe = {Q35_ARCH_COMMON, .name = "qwen35moe", .moe = true,
+const rw_models__arch rw_models__arch_qwen35moe = {Q35_ARCH_COMMON, .name = "qwen35moe", .moe = true,
                                             .mtp_block = q35_mtp_block};
 
 /* Qwen3-Next: the qwen35 mixer with value heads in HF's grouped order (head h
  * uses key head h / (nv/nk)), beta and alpha from one fused ssm_ba, plain
  * NEOX RoPE, and a mixture of experts on every layer. */
-const mdl_arch rw_models__arch_qwen3next = {Q35_ARCH_COMMON, .name = "qwen3next", .moe = true};
+const rw_models__arch rw_models__arch_qwen3next = {Q35_ARCH_COMMON, .name = "qwen3next", .moe = true};

@@ -20,7 +20,7 @@ enum { SHORT_SEGMENT = 16 }; /* rows up to which segments are run whole, one per
 
 typedef struct {
     int il;
-    const mdl_batch *bt;
+    const rw_models__batch *bt;
     const float *in;
     int64_t in_stride;
     float *out;
@@ -30,7 +30,7 @@ typedef struct {
 } rec_job;
 
 static rw_status append_one(const rec_job *j, int i, rw_threadpool *pool, rw_error *err) {
-    const mdl_seg *g = &j->bt->seg[i];
+    const rw_models__seg *g = &j->bt->seg[i];
     return rw_rec_state_append(g->s->layer[j->il], j->in + g->row0 * j->in_stride, j->in_stride, g->n, g->s->cuts,
                                g->s->n_cuts, g->s->log_from, j->out + g->row0 * j->out_stride, j->out_stride, pool,
                                err);
@@ -42,7 +42,7 @@ static void append_task(void *ctx, int64_t task, int thread) {
     j->st[task] = append_one(j, (int)task, j->bt->pool, &j->errs[task]);
 }
 
-rw_status rw_models__rec_append(const mdl_batch *bt, int il, const float *in, int64_t in_stride, float *out,
+rw_status rw_models__rec_append(const rw_models__batch *bt, int il, const float *in, int64_t in_stride, float *out,
                          int64_t out_stride, rw_error *err) {
     rec_job j = {.il = il, .bt = bt, .in = in, .in_stride = in_stride, .out = out, .out_stride = out_stride};
     bool whole = bt->n_seg >= 2 && rw_threadpool_size(bt->pool) > 1;

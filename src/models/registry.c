@@ -1,10 +1,10 @@
 /* registry.c - general.architecture -> architecture descriptor. Adding an
- * architecture = one file with its mdl_arch + one line here. */
+ * architecture = one file with its rw_models__arch + one line here. */
 #include <string.h>
 
 #include "models/model_int.h"
 
-static const mdl_arch *const archs[] = {
+static const rw_models__arch *const archs[] = {
     &rw_models__arch_llama,
     &rw_models__arch_qwen2,
     &rw_models__arch_qwen3,
@@ -18,7 +18,7 @@ static const mdl_arch *const archs[] = {
     &rw_models__arch_gpt_oss,
 };
 
-const mdl_arch *rw_models__arch_find(const char *name) {
+const rw_models__arch *rw_models__arch_find(const char *name) {
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (!strcmp(archs[i]->name, name)) return archs[i];
     return NULL;

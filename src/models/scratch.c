@@ -1,4 +1,4 @@
-/* scratch.c - a model's per-pass buffers (model_int.h's mdl_scratch):
+/* scratch.c - a model's per-pass buffers (model_int.h's rw_models__scratch):
  * growing them for a pass, checking an architecture's share, freeing them,
  * and the RoPE tables of a pass's rows. forward.c, mtp.c, model.c and the
  * architectures use them; they call none of those, so the model's files
@@ -10,7 +10,7 @@
 #include "kernels/ops_model.h"
 #include "models/model_int.h"
 
-void rw_models__scratch_free(mdl_scratch *sc) {
+void rw_models__scratch_free(rw_models__scratch *sc) {
     free(sc->x);
     free(sc->xn);
     free(sc->tmp);
@@ -37,7 +37,7 @@ rw_status rw_models__work_ready(const rw_model *m, int64_t n, const char *who, r
  * survive between forward calls. */
 rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int n_threads, rw_error *err) {
     const rw_model_hparams *hp = &m->hp;
-    mdl_scratch *sc = &m->sc;
+    rw_models__scratch *sc = &m->sc;
     if (n > sc->n_cap) {
         free(sc->x), free(sc->xn), free(sc->tmp), free(sc->work), free(sc->rope_cs);
         const int64_t dq = (int64_t)hp->n_head * hp->head_dim_k, dk = (int64_t)hp->n_head_kv * hp->head_dim_k;
@@ -80,7 +80,7 @@ rw_status rw_models__scratch_reserve(rw_model *m, int64_t n, int64_t n_ctx, int 
     return RW_OK;
 }
 
-void rw_models__rope_rows(rw_model *m, const mdl_batch *b) {
+void rw_models__rope_rows(rw_model *m, const rw_models__batch *b) {
     const rw_model_hparams *hp = &m->hp;
     for (int i = 0; i < b->n_seg; i++)
         for (int64_t t = 0; t < b->seg[i].n; t++) {

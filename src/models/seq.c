@@ -62,11 +62,11 @@
 
 static rw_status default_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
                                      rw_layer_state **out, rw_error *err) {
-    if (il == mdl_mtp_h_index(m)) { /* the hidden rows, f32: key half | value half (model_int.h) */
+    if (il == rw_models__mtp_h_index(m)) { /* the hidden rows, f32: key half | value half (model_int.h) */
         const int e = m->hp.n_embd;
         return rw_kv_state_new(RW_KV_F32, 1, e - e / 2, e / 2, max_ctx, out, err);
     }
-    const int64_t w = mdl_layer_window(m, il);
+    const int64_t w = rw_models__layer_window(m, il);
     if (w > 0 && m->hp.n_ctx_train > w + RING_EXTRA) /* by the model alone: its state files have one layout */
         return rw_kv_state_new_window(kv_type, m->hp.n_head_kv, m->hp.head_dim_k, m->hp.head_dim_v, w, max_ctx, out,
                                       err);
@@ -75,14 +75,14 @@ static rw_status default_layer_state(const rw_model *m, int il, rw_kv_type kv_ty
 
 static rw_status new_layers(const rw_model *m, rw_kv_type kv_type, int64_t max_ctx, rw_layer_state ***out,
                             rw_error *err) {
-    rw_layer_state **L = calloc((size_t)mdl_n_states(m), sizeof *L);
+    rw_layer_state **L = calloc((size_t)rw_models__n_states(m), sizeof *L);
     if (!L) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     rw_status st = RW_OK;
-    for (int il = 0; il < mdl_n_states(m) && !st; il++)
+    for (int il = 0; il < rw_models__n_states(m) && !st; il++)
         st = m->arch->new_layer_state && il < m->hp.n_layer ? m->arch->new_layer_state(m, il, kv_type, max_ctx, &L[il], err)
                                       : default_layer_state(m, il, kv_type, max_ctx, &L[il], err);
     if (st) {
-        for (int il = 0; il < mdl_n_states(m); il++) rw_state_free(L[il]);
+        for (int il = 0; il < rw_models__n_states(m); il++) rw_state_free(L[il]);
         free(L);
         return st;
     }
@@ -92,7 +92,7 @@ static rw_status new_layers(const rw_model *m, rw_kv_type kv_type, int64_t max_c
 
 static void free_layers(const rw_model *m, rw_layer_state **L) {
     if (!L) return;
-    for (int il = 0; il < mdl_n_states(m); il++) rw_state_free(L[il]);
+    for (int il = 0; il < rw_models__n_states(m); il++) rw_state_free(L[il]);
     free(L);
 }
 
@@ -136,13 +136,13 @@ rw_kv_type rw_model_seq_kv_type(const rw_model_seq *s) { return s->kv_type; }
 
 size_t rw_model_seq_bytes(const rw_model_seq *s) {
     size_t b = sizeof *s + (size_t)s->tok_cap * sizeof(int32_t) + (size_t)s->cap_marks * sizeof(int64_t);
-    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_state_bytes(s->layer[il]);
+    for (int il = 0; il < rw_models__n_states(s->m); il++) b += rw_state_bytes(s->layer[il]);
     return b;
 }
 
 void rw_model_seq_bytes_by_kind(const rw_model_seq *s, size_t *kv, size_t *recurrent) {
     *kv = *recurrent = 0;
-    for (int il = 0; il < mdl_n_states(s->m); il++)
+    for (int il = 0; il < rw_models__n_states(s->m); il++)
         *(rw_rec_state_checkpoint_bytes(s->layer[il]) ? recurrent : kv) += rw_state_bytes(s->layer[il]);
 }
 
@@ -159,7 +159,7 @@ static void each_one(void *ctx, const void *block, size_t bytes) {
 
 void rw_model_seq_each_block(const rw_model_seq *s, void (*fn)(void *ctx, const void *block, size_t bytes, bool kv),
                              void *ctx) {
-    for (int il = 0; il < mdl_n_states(s->m); il++) {
+    for (int il = 0; il < rw_models__n_states(s->m); il++) {
         each_ctx e = {.fn = fn, .ctx = ctx, .kv = rw_rec_state_checkpoint_bytes(s->layer[il]) == 0};
         s->layer[il]->ops->each_block(s->layer[il], each_one, &e);
     }
@@ -174,7 +174,7 @@ void rw_model_seq_set_rewindable(rw_model_seq *s, bool rewindable) { s->no_ckpt 
 /* Bytes of one checkpoint of the whole sequence and of one logged token. */
 size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s) {
     size_t b = 0;
-    for (int il = 0; il < mdl_n_states(s->m); il++)
+    for (int il = 0; il < rw_models__n_states(s->m); il++)
         b += rw_rec_state_checkpoint_bytes(s->layer[il]) + rw_kv_state_window_bytes(s->layer[il]);
     return b;
 }
@@ -182,12 +182,12 @@ size_t rw_model_seq_checkpoint_bytes(const rw_model_seq *s) {
 /* The same, for the recurrent layers alone and the sliding-window ones alone. */
 static size_t rec_bytes(const rw_model_seq *s) {
     size_t b = 0;
-    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_rec_state_checkpoint_bytes(s->layer[il]);
+    for (int il = 0; il < rw_models__n_states(s->m); il++) b += rw_rec_state_checkpoint_bytes(s->layer[il]);
     return b;
 }
 static size_t win_bytes(const rw_model_seq *s) {
     size_t b = 0;
-    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_kv_state_window_bytes(s->layer[il]);
+    for (int il = 0; il < rw_models__n_states(s->m); il++) b += rw_kv_state_window_bytes(s->layer[il]);
     return b;
 }
 /* One page of every sliding-window layer (what the dense span costs per
@@ -195,22 +195,22 @@ static size_t win_bytes(const rw_model_seq *s) {
 static size_t win_page_bytes(const rw_model_seq *s, int64_t *max_w) {
     size_t b = 0;
     *max_w = 0;
-    for (int il = 0; il < mdl_n_states(s->m); il++)
+    for (int il = 0; il < rw_models__n_states(s->m); il++)
         if (rw_kv_state_window_bytes(s->layer[il])) {
             b += rw_kv_page_bytes(rw_kv_state_cache(s->layer[il]));
-            if (mdl_layer_window(s->m, il) > *max_w) *max_w = mdl_layer_window(s->m, il);
+            if (rw_models__layer_window(s->m, il) > *max_w) *max_w = rw_models__layer_window(s->m, il);
         }
     return b;
 }
 
 size_t rw_model_seq_log_bytes_per_token(const rw_model_seq *s) {
     size_t b = 0;
-    for (int il = 0; il < mdl_n_states(s->m); il++) b += rw_rec_state_log_bytes_per_token(s->layer[il]);
+    for (int il = 0; il < rw_models__n_states(s->m); il++) b += rw_rec_state_log_bytes_per_token(s->layer[il]);
     return b;
 }
 
 int rw_model_seq_checkpoints(const rw_model_seq *s, int64_t *pos, int cap) {
-    for (int il = 0; il < mdl_n_states(s->m); il++) {
+    for (int il = 0; il < rw_models__n_states(s->m); il++) {
         int k = s->layer[il]->ops->checkpoints(s->layer[il], pos, cap);
         if (rw_rec_state_checkpoint_bytes(s->layer[il])) return k; /* every recurrent layer keeps the same */
     }
@@ -371,13 +371,13 @@ size_t rw_model_seq_bytes_at(const rw_model *m, rw_kv_type kv_type, int64_t n_ct
     /* the token array and tables grow by doubling: up to twice their need */
     size_t total = sizeof *s + 2 * (size_t)n_ctx * sizeof(int32_t) + 64 * sizeof(int64_t);
     const int64_t pages = (n_ctx + RW_KV_PAGE - 1) / RW_KV_PAGE;
-    for (int i = 0; i < mdl_n_states(m); i++) {
+    for (int i = 0; i < rw_models__n_states(m); i++) {
         rw_kv_cache *c = rw_kv_state_cache(s->layer[i]);
         total += rw_state_bytes(s->layer[i]); /* an empty KV state: its tables; a recurrent one: all of it */
         if (!c) continue;
         int64_t held = pages; /* a sliding-window layer: its ring and a pass's tokens, pages straddling both ends */
         if (rw_kv_state_window_bytes(s->layer[i])) {
-            const int64_t ring = mdl_layer_window(m, i) + RING_SPAN + MDL_UBATCH;
+            const int64_t ring = rw_models__layer_window(m, i) + RING_SPAN + MDL_UBATCH;
             if ((ring + RW_KV_PAGE - 1) / RW_KV_PAGE + 2 < held) held = (ring + RW_KV_PAGE - 1) / RW_KV_PAGE + 2;
         }
         total += (size_t)held * rw_kv_page_bytes(c) + (size_t)pages * 4 * sizeof(void *);
@@ -420,7 +420,7 @@ static void drop_before_pass(rw_model_seq *s, const int64_t *keep, int k) {
     int n = 0;
     for (int i = 0; i < k; i++) add_pos(pos, cls, &n, MAX_KEEP + 1, keep[i], KEEP_FINE);
     if (below >= 0) add_pos(pos, cls, &n, MAX_KEEP + 1, below, KEEP_FINE);
-    for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, n, 0);
+    for (int il = 0; il < rw_models__n_states(s->m); il++) s->layer[il]->ops->retain(s->layer[il], pos, n, 0);
 }
 
 void rw_model_seq_plan_until(rw_model_seq *s, int64_t n) { s->plan_until = n; }
@@ -452,7 +452,7 @@ void rw_models__seq_retain(rw_model_seq *s) {
     int64_t lf = s->len - FINE_STEP;
     lf = s->no_ckpt ? s->len : lf <= 0 ? 0 : lf / FINE_STEP * FINE_STEP;
     /* a sliding layer's "log" is its dense span (cache/state.h retain) */
-    for (int il = 0; il < mdl_n_states(s->m); il++)
+    for (int il = 0; il < rw_models__n_states(s->m); il++)
         s->layer[il]->ops->retain(s->layer[il], pos, k, rw_kv_state_window_bytes(s->layer[il]) ? dense : lf);
 }
 
@@ -475,8 +475,8 @@ rw_status rw_models__seq_push_tokens(rw_model_seq *s, const int32_t *t, int64_t 
 /* The position every layer can return to by itself, and the replay cost. */
 static int64_t seq_restore_point(const rw_model_seq *s, int64_t n, int64_t *replay) {
     int64_t p = n, r = 0;
-    for (int il = 0; il < mdl_n_states(s->m); il++) {
-        if (il == mdl_mtp_kv_index(s->m)) continue; /* lags: goes to min(its length, p) */
+    for (int il = 0; il < rw_models__n_states(s->m); il++) {
+        if (il == rw_models__mtp_kv_index(s->m)) continue; /* lags: goes to min(its length, p) */
         int64_t ri;
         int64_t pi = s->layer[il]->ops->restore_point(s->layer[il], n, &ri);
         if (pi < p) p = pi;
@@ -505,13 +505,13 @@ rw_status rw_models__seq_restore(rw_model_seq *s, int64_t n, rw_threadpool *pool
     rw_status st = RW_OK;
     /* the MTP block's KV keeps its positions below n: the recomputation
      * gives the same hidden rows it was made from */
-    for (int il = 0; il < mdl_n_states(s->m) && !st; il++)
-        st = s->layer[il]->ops->rewind(s->layer[il], il == mdl_mtp_kv_index(s->m) ? rw_models__state_target(s, il, n) : p,
+    for (int il = 0; il < rw_models__n_states(s->m) && !st; il++)
+        st = s->layer[il]->ops->rewind(s->layer[il], il == rw_models__mtp_kv_index(s->m) ? rw_models__state_target(s, il, n) : p,
                                        pool, err);
     if (st) {
         /* Out of memory part-way: layers disagree; the only safe state left
          * is the empty sequence (position 0 needs no memory to restore). */
-        for (int il = 0; il < mdl_n_states(s->m); il++) s->layer[il]->ops->rewind(s->layer[il], 0, pool, NULL);
+        for (int il = 0; il < rw_models__n_states(s->m); il++) s->layer[il]->ops->rewind(s->layer[il], 0, pool, NULL);
         s->len = 0;
         *restored = 0;
         return st;
@@ -529,10 +529,10 @@ rw_status rw_model_seq_copy(rw_model_seq *dst, const rw_model_seq *src, rw_error
     if (dst->m != src->m || dst->kv_type != src->kv_type || dst->max_ctx < src->len)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "sequence copy between different models or settings");
     /* Clone every layer first; swap in only when all succeeded. */
-    rw_layer_state **L = calloc((size_t)mdl_n_states(src->m), sizeof *L);
+    rw_layer_state **L = calloc((size_t)rw_models__n_states(src->m), sizeof *L);
     int64_t *marks = src->n_marks ? malloc((size_t)src->n_marks * sizeof *marks) : NULL;
     rw_status st = L && (!src->n_marks || marks) ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    for (int il = 0; il < mdl_n_states(src->m) && !st; il++) st = src->layer[il]->ops->clone(src->layer[il], &L[il], err);
+    for (int il = 0; il < rw_models__n_states(src->m) && !st; il++) st = src->layer[il]->ops->clone(src->layer[il], &L[il], err);
     if (!st && src->len > dst->tok_cap) {
         int32_t *tk = realloc(dst->tokens, (size_t)src->len * sizeof *tk);
         if (!tk) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");

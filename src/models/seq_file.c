@@ -85,8 +85,8 @@ rw_status rw_model_seq_save_buffer(const rw_model_seq *s, uint8_t **data, size_t
     rw_sbuf_put_u32(&b, (uint32_t)s->kv_type);
     rw_sbuf_put_u64(&b, (uint64_t)s->len);
     rw_sbuf_put(&b, s->tokens, (size_t)s->len * sizeof(int32_t));
-    rw_sbuf_put_u32(&b, (uint32_t)mdl_n_states(s->m));
-    for (int il = 0; il < mdl_n_states(s->m); il++) {
+    rw_sbuf_put_u32(&b, (uint32_t)rw_models__n_states(s->m));
+    for (int il = 0; il < rw_models__n_states(s->m); il++) {
         const rw_layer_state *st = s->layer[il];
         const char *kind = st->ops->kind;
         rw_sbuf_put_u32(&b, (uint32_t)strlen(kind));
@@ -148,9 +148,9 @@ rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t 
         free(tokens);
         return st;
     }
-    if (!rw_sread_u32(&r, &n_layer) || n_layer != (uint32_t)mdl_n_states(s->m))
+    if (!rw_sread_u32(&r, &n_layer) || n_layer != (uint32_t)rw_models__n_states(s->m))
         st = rw_errorf(err, RW_ERR_FORMAT, "state file: layer count differs");
-    for (int il = 0; !st && il < mdl_n_states(s->m); il++) {
+    for (int il = 0; !st && il < rw_models__n_states(s->m); il++) {
         uint32_t kl;
         uint64_t size;
         uint32_t lcrc;
@@ -174,7 +174,7 @@ rw_status rw_model_seq_load_buffer(rw_model_seq *s, const uint8_t *data, size_t 
         /* every state holds the file's n positions, but the MTP block's KV,
          * which lags (model_int.h) and holds at most n */
         const int64_t have = rw_state_length(L[il]);
-        if (lr.off != lr.len || have > (int64_t)n || (have != (int64_t)n && il != mdl_mtp_kv_index(s->m)))
+        if (lr.off != lr.len || have > (int64_t)n || (have != (int64_t)n && il != rw_models__mtp_kv_index(s->m)))
             st = rw_errorf(err, RW_ERR_FORMAT, "state file: layer %d holds %lld positions, the file %llu tokens", il,
                            (long long)rw_state_length(L[il]), (unsigned long long)n);
     }

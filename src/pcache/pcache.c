@@ -41,7 +41,7 @@ static rw_model_seq *draft_for(rw_model_seq *seq, rw_model_seq *draft) {
     return draft;
 }
 
-static pc_entry *entry_named(rw_pcache *c, const char *name) {
+static rw_pcache__entry *entry_named(rw_pcache *c, const char *name) {
     for (int i = 0; i < c->n_entries; i++)
         if (!strcmp(c->entries[i]->name, name)) return c->entries[i];
     return NULL;
@@ -49,16 +49,16 @@ static pc_entry *entry_named(rw_pcache *c, const char *name) {
 
 /* ---- what the disk tier's threads report ---- */
 
-static void apply_found(rw_pcache *c, pc_job *j) {
+static void apply_found(rw_pcache *c, rw_pcache__job *j) {
     if (j->n_tokens > c->max_ctx) { /* usable by a configuration with a longer context: left alone */
         if (!c->n_too_long++)
             rw_log(RW_LOG_WARN, "prefix cache: leaving %s alone: %lld tokens, longer than the context (%lld)",
                     j->name, (long long)j->n_tokens, (long long)c->max_ctx);
         return;
     }
-    pc_node *node = rw_pcache__insert_path(c, j->tokens, j->n_tokens);
+    rw_pcache__node *node = rw_pcache__insert_path(c, j->tokens, j->n_tokens);
     if (!node) return;
-    pc_entry *e = node->entry ? node->entry : rw_pcache__new_entry(c, node);
+    rw_pcache__entry *e = node->entry ? node->entry : rw_pcache__new_entry(c, node);
     if (!e) {
         rw_pcache__prune(c, node);
         return;
@@ -68,16 +68,16 @@ static void apply_found(rw_pcache *c, pc_job *j) {
     e->disk_bytes = j->bytes;
 }
 
-static void apply_gone(rw_pcache *c, pc_job *j) {
-    pc_entry *e = entry_named(c, j->name);
+static void apply_gone(rw_pcache *c, rw_pcache__job *j) {
+    rw_pcache__entry *e = entry_named(c, j->name);
     if (!e || !e->on_disk) return;
     e->on_disk = false;
     e->disk_bytes = 0;
     if (rw_pcache__is_ghost(e)) rw_pcache__become_ghost(c, e);
 }
 
-static void apply_write(rw_pcache *c, pc_job *j) {
-    pc_entry *e = j->e;
+static void apply_write(rw_pcache *c, rw_pcache__job *j) {
+    rw_pcache__entry *e = j->e;
     if (e) {
         e->write = NULL;
         if (!j->st) {
@@ -93,8 +93,8 @@ static void apply_write(rw_pcache *c, pc_job *j) {
     }
 }
 
-static void apply_load(rw_pcache *c, pc_job *j) {
-    pc_entry *e = j->e;
+static void apply_load(rw_pcache *c, rw_pcache__job *j) {
+    rw_pcache__entry *e = j->e;
     if (!e) return; /* gone meanwhile: the job frees what it loaded */
     e->load = NULL;
     if (j->st) {
@@ -108,7 +108,7 @@ static void apply_load(rw_pcache *c, pc_job *j) {
     /* the file must hold exactly the tokens of its place in the tree */
     bool same = rw_model_seq_length(j->out_seq) == e->node->depth;
     const int32_t *t = rw_model_seq_tokens(j->out_seq);
-    for (const pc_node *a = e->node; same && a != &c->root; a = a->parent)
+    for (const rw_pcache__node *a = e->node; same && a != &c->root; a = a->parent)
         same = !memcmp(t + a->depth - a->edge_len, a->edge, (size_t)a->edge_len * sizeof *t);
     if (!same) return; /* cannot happen: the name is a hash of the tokens and the reader compared them */
     e->seq = j->out_seq;
@@ -133,9 +133,9 @@ static void apply_load(rw_pcache *c, pc_job *j) {
 /* Applies every report of the I/O threads (the caller's thread). */
 static void apply(rw_pcache *c) {
     if (!c->io.on) return;
-    pc_job *j = rw_pcache__disk_take_done(c);
+    rw_pcache__job *j = rw_pcache__disk_take_done(c);
     while (j) {
-        pc_job *next = j->next;
+        rw_pcache__job *next = j->next;
         switch (j->kind) {
         case PC_JOB_FOUND: apply_found(c, j); break;
         case PC_JOB_GONE: apply_gone(c, j); break;
@@ -189,9 +189,9 @@ void rw_pcache_flush(rw_pcache *c, bool all, double seconds) {
     apply(c);
     if (all) { /* every entry in memory that is not in the folder, most recent first */
         for (;;) {
-            pc_entry *best = NULL;
+            rw_pcache__entry *best = NULL;
             for (int i = 0; i < c->n_entries; i++) {
-                pc_entry *x = c->entries[i];
+                rw_pcache__entry *x = c->entries[i];
                 if (x->seq && !x->on_disk && !x->write && (!best || x->last_used > best->last_used)) best = x;
             }
             if (!best) break;
@@ -205,7 +205,7 @@ void rw_pcache_flush(rw_pcache *c, bool all, double seconds) {
     pthread_cond_broadcast(&c->io.wake_writer);
     for (;;) {
         bool pending = c->io.n_busy > 0;
-        for (pc_job *j = c->io.writes; j && !pending; j = j->next) pending = true;
+        for (rw_pcache__job *j = c->io.writes; j && !pending; j = j->next) pending = true;
         if (!pending || now_s() >= end) break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -253,7 +253,7 @@ void rw_pcache_insert(rw_pcache *c, rw_model_seq *seq, const float *last_logits,
 }
 
 /* Adds name to e's list of files made redundant by it. */
-static void add_obsolete(pc_entry *e, const char *name) {
+static void add_obsolete(rw_pcache__entry *e, const char *name) {
     const size_t have = e->obsolete ? strlen(e->obsolete) : 0, add = strlen(name);
     char *s = realloc(e->obsolete, have + add + 2);
     if (!s) return; /* the file stays until the disk budget ages it out */
@@ -273,7 +273,7 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
     }
     draft = draft_for(seq, draft);
     const int32_t *t = rw_model_seq_tokens(seq);
-    pc_node *node = rw_pcache__insert_path(c, t, n);
+    rw_pcache__node *node = rw_pcache__insert_path(c, t, n);
     if (!node) {
         rw_model_seq_free(seq);
         rw_model_seq_free(draft);
@@ -281,12 +281,12 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
     }
     if (last_logits) rw_pcache__set_logits(c, node, last_logits);
     if (at_logits && at_pos > 0 && at_pos < n) {
-        pc_node *mid = rw_pcache__insert_path(c, t, at_pos); /* splits the path there: the entry's node stays below */
+        rw_pcache__node *mid = rw_pcache__insert_path(c, t, at_pos); /* splits the path there: the entry's node stays below */
         if (mid) rw_pcache__set_logits(c, mid, at_logits);
     }
     /* a descendant that restores this whole prefix without a matmul makes
      * this one redundant (its logits stay on the node) */
-    pc_entry *below[PC_MAX_CANDIDATES];
+    rw_pcache__entry *below[PC_MAX_CANDIDATES];
     int nb = 0;
     for (int i = 0; i < node->n_child; i++) rw_pcache__collect(node->child[i], below, &nb, PC_MAX_CANDIDATES);
     for (int i = 0; i < nb; i++) {
@@ -300,7 +300,7 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
             return;
         }
     }
-    pc_entry *e = node->entry;
+    rw_pcache__entry *e = node->entry;
     if (e) { /* the same tokens again: the newer sequence replaces the old (its file, same tokens, stays valid) */
         rw_pcache__drop_memory(c, e, false);
     } else if (!(e = rw_pcache__new_entry(c, node))) {
@@ -323,8 +323,8 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
     e->last_used = ++c->clock;
     /* ancestors this one restores exactly without a matmul are redundant;
      * their files go once this entry's is written */
-    for (pc_node *a = node->parent; a && a != &c->root; a = a->parent) {
-        pc_entry *x = a->entry;
+    for (rw_pcache__node *a = node->parent; a && a != &c->root; a = a->parent) {
+        rw_pcache__entry *x = a->entry;
         int64_t rec;
         if (x && x->seq && !x->load && rw_model_seq_rewind_cost(seq, a->depth, NULL, &rec) == RW_OK && rec == 0) {
             if (x->on_disk) add_obsolete(e, x->name);
@@ -350,7 +350,7 @@ void rw_pcache_insert_with_draft(rw_pcache *c, rw_model_seq *seq, rw_model_seq *
 
 /* The deepest position <= target that e's sequence restores without a
  * matmul. */
-static int64_t restore_point(const pc_entry *e, int64_t target) {
+static int64_t restore_point(const rw_pcache__entry *e, int64_t target) {
     int64_t rec;
     if (rw_model_seq_rewind_cost(e->seq, target, NULL, &rec)) return 0;
     return target - rec;
@@ -358,7 +358,7 @@ static int64_t restore_point(const pc_entry *e, int64_t target) {
 
 /* A copy of e's draft sequence cut back to its deepest restore point <= n
  * that needs no matmul, if its tokens are prompt's up to there; else NULL. */
-static rw_model_seq *draft_copy(const pc_entry *e, const int32_t *prompt, int64_t n, rw_threadpool *pool) {
+static rw_model_seq *draft_copy(const rw_pcache__entry *e, const int32_t *prompt, int64_t n, rw_threadpool *pool) {
     if (!e->draft) return NULL;
     int64_t to = rw_model_seq_length(e->draft), rec;
     if (to > n) to = n;
@@ -378,19 +378,19 @@ static rw_model_seq *draft_copy(const pc_entry *e, const int32_t *prompt, int64_
 /* The lookup's view of the prompt: candidates (entries on the matched path
  * and below the point the walk reached), how far a restore may go. */
 typedef struct {
-    pc_entry *cand[PC_MAX_CANDIDATES];
+    rw_pcache__entry *cand[PC_MAX_CANDIDATES];
     int k;
     int64_t l;          /* tokens of the prompt the tree follows */
-    const pc_node *exact; /* the node of the whole prompt, or NULL */
+    const rw_pcache__node *exact; /* the node of the whole prompt, or NULL */
     bool can_full;      /* the whole prompt may be restored (its logits are kept and wanted) */
 } lookup;
 
 static void look(rw_pcache *c, const int32_t *prompt, int64_t n, bool want_logits, lookup *lk) {
     lk->k = 0;
     lk->l = 0;
-    pc_node *end = n > 0 ? rw_pcache__walk(c, prompt, n, &lk->l) : &c->root;
+    rw_pcache__node *end = n > 0 ? rw_pcache__walk(c, prompt, n, &lk->l) : &c->root;
     rw_pcache__collect(end, lk->cand, &lk->k, PC_MAX_CANDIDATES);
-    for (pc_node *a = end->parent; a && lk->k < PC_MAX_CANDIDATES; a = a->parent)
+    for (rw_pcache__node *a = end->parent; a && lk->k < PC_MAX_CANDIDATES; a = a->parent)
         if (a->entry) lk->cand[lk->k++] = a->entry;
     lk->exact = lk->l == n && end->depth == n ? end : NULL;
     lk->can_full = lk->exact && lk->exact->logits && want_logits;
@@ -398,7 +398,7 @@ static void look(rw_pcache *c, const int32_t *prompt, int64_t n, bool want_logit
 
 /* The target a candidate could reach: what it shares with the prompt (the
  * last token only with its logits). */
-static int64_t target_of(const lookup *lk, const pc_entry *e, int64_t n) {
+static int64_t target_of(const lookup *lk, const rw_pcache__entry *e, int64_t n) {
     const int64_t sh = e->node->depth < lk->l ? e->node->depth : lk->l;
     return sh == n && !lk->can_full ? n - 1 : sh;
 }
@@ -430,10 +430,10 @@ bool rw_pcache_prepare(rw_pcache *c, const int32_t *prompt, int64_t n, rw_pcache
         look(c, prompt, n, true, &lk);
     }
     /* the candidate on disk that could serve the most beyond memory */
-    pc_entry *best = NULL;
+    rw_pcache__entry *best = NULL;
     int64_t best_t = mem_best;
     for (int i = 0; i < lk.k; i++) {
-        pc_entry *e = lk.cand[i];
+        rw_pcache__entry *e = lk.cand[i];
         if (e->seq || (!e->on_disk && !e->load)) continue;
         const int64_t t = target_of(&lk, e, n);
         if (t > best_t || (t == best_t && best && e->last_used > best->last_used)) best = e, best_t = t;
@@ -476,11 +476,11 @@ rw_status rw_pcache_acquire_with_draft(rw_pcache *c, const int32_t *prompt, int6
     rw_pcache_usage us = {.prompt_tokens = n, .reason = RW_PC_NO_ENTRY};
     lookup lk;
     look(c, prompt, n, logits != NULL, &lk);
-    pc_entry *best = NULL;
+    rw_pcache__entry *best = NULL;
     int64_t best_c = 0, shared = 0;
     bool saw_ghost = false, saw_invalid = false;
     for (int i = 0; i < lk.k; i++) {
-        pc_entry *e = lk.cand[i];
+        rw_pcache__entry *e = lk.cand[i];
         const int64_t sh = e->node->depth < lk.l ? e->node->depth : lk.l;
         if (sh > shared) shared = sh;
         if (!e->seq) {
@@ -558,9 +558,9 @@ rw_status rw_pcache_verify(rw_pcache *c, int *n_ok, int *n_invalid, int *n_unrea
     pthread_mutex_unlock(&c->io.mu);
     apply(c);
     for (int i = 0; i < c->n_entries; i++) {
-        pc_entry *e = c->entries[i];
+        rw_pcache__entry *e = c->entries[i];
         if (!e->on_disk) continue;
-        pc_job *j = calloc(1, sizeof *j);
+        rw_pcache__job *j = calloc(1, sizeof *j);
         if (!j) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
         j->kind = PC_JOB_LOAD;
         snprintf(j->name, sizeof j->name, "%s", e->name);

@@ -13,7 +13,7 @@ static size_t hash_of(const void *id, size_t cap) {
     return (size_t)x & (cap - 1);
 }
 
-static pc_block *find(const pc_blocks *b, const void *id) {
+static rw_pcache__block *find(const rw_pcache__blocks *b, const void *id) {
     if (!b->cap) return NULL;
     for (size_t i = hash_of(id, b->cap);; i = (i + 1) & (b->cap - 1)) {
         if (!b->slot[i].id) return NULL;
@@ -22,17 +22,17 @@ static pc_block *find(const pc_blocks *b, const void *id) {
 }
 
 /* Puts a block known to be absent into a table with room. */
-static void place(pc_block *slot, size_t cap, pc_block blk) {
+static void place(rw_pcache__block *slot, size_t cap, rw_pcache__block blk) {
     size_t i = hash_of(blk.id, cap);
     while (slot[i].id) i = (i + 1) & (cap - 1);
     slot[i] = blk;
 }
 
-static bool reserve(pc_blocks *b, size_t n) {
+static bool reserve(rw_pcache__blocks *b, size_t n) {
     if (2 * n <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 64;
     while (2 * n > cap) cap *= 2;
-    pc_block *slot = calloc(cap, sizeof *slot);
+    rw_pcache__block *slot = calloc(cap, sizeof *slot);
     if (!slot) return false;
     for (size_t i = 0; i < b->cap; i++)
         if (b->slot[i].id) place(slot, cap, b->slot[i]);
@@ -42,11 +42,11 @@ static bool reserve(pc_blocks *b, size_t n) {
     return true;
 }
 
-const pc_block *rw_pcache__blocks_find(const pc_blocks *b, const void *id) { return find(b, id); }
+const rw_pcache__block *rw_pcache__blocks_find(const rw_pcache__blocks *b, const void *id) { return find(b, id); }
 
-void rw_pcache__blocks_free(pc_blocks *b) {
+void rw_pcache__blocks_free(rw_pcache__blocks *b) {
     free(b->slot);
-    *b = (pc_blocks){0};
+    *b = (rw_pcache__blocks){0};
 }
 
 static void count_one(void *ctx, const void *block, size_t bytes, bool kv) {
@@ -55,18 +55,18 @@ static void count_one(void *ctx, const void *block, size_t bytes, bool kv) {
 }
 
 static void add_one(void *ctx, const void *block, size_t bytes, bool kv) {
-    pc_blocks *b = ctx;
-    pc_block *x = find(b, block);
+    rw_pcache__blocks *b = ctx;
+    rw_pcache__block *x = find(b, block);
     if (x) {
         x->holders++;
         return;
     }
-    place(b->slot, b->cap, (pc_block){.id = block, .holders = 1, .kv = kv, .bytes = bytes});
+    place(b->slot, b->cap, (rw_pcache__block){.id = block, .holders = 1, .kv = kv, .bytes = bytes});
     b->used++;
     *(kv ? &b->bytes_kv : &b->bytes_rec) += bytes;
 }
 
-bool rw_pcache__blocks_add(pc_blocks *b, const rw_model_seq *s) {
+bool rw_pcache__blocks_add(rw_pcache__blocks *b, const rw_model_seq *s) {
     size_t n = 0;
     rw_model_seq_each_block(s, count_one, &n);
     if (!reserve(b, b->used + n)) return false; /* room for all: nothing below can fail */
@@ -76,7 +76,7 @@ bool rw_pcache__blocks_add(pc_blocks *b, const rw_model_seq *s) {
 
 /* Empties slot i and moves later members of its probe run back into the
  * hole, so that every member stays reachable from its home slot. */
-static void delete_at(pc_blocks *b, size_t i) {
+static void delete_at(rw_pcache__blocks *b, size_t i) {
     const size_t mask = b->cap - 1;
     size_t hole = i;
     for (size_t j = (i + 1) & mask; b->slot[j].id; j = (j + 1) & mask) {
@@ -88,13 +88,13 @@ static void delete_at(pc_blocks *b, size_t i) {
             hole = j;
         }
     }
-    b->slot[hole] = (pc_block){0};
+    b->slot[hole] = (rw_pcache__block){0};
 }
 
 static void remove_one(void *ctx, const void *block, size_t bytes, bool kv) {
     (void)bytes, (void)kv;
-    pc_blocks *b = ctx;
-    pc_block *x = find(b, block);
+    rw_pcache__blocks *b = ctx;
+    rw_pcache__block *x = find(b, block);
     if (!x) return; /* not counted: cannot happen for a sequence that was added */
     if (--x->holders > 0) return;
     *(x->kv ? &b->bytes_kv : &b->bytes_rec) -= x->bytes;
@@ -102,7 +102,7 @@ static void remove_one(void *ctx, const void *block, size_t bytes, bool kv) {
     delete_at(b, (size_t)(x - b->slot));
 }
 
-void rw_pcache__blocks_remove(pc_blocks *b, const rw_model_seq *s) { rw_model_seq_each_block(s, remove_one, b); }
+void rw_pcache__blocks_remove(rw_pcache__blocks *b, const rw_model_seq *s) { rw_model_seq_each_block(s, remove_one, b); }
 
 typedef struct {
     size_t kv, rec;

@@ -79,7 +79,7 @@ void rw_pcache__name(const rw_pcache *c, const int32_t *t, int64_t n, char out[P
     snprintf(out, PC_NAME_MAX, "%s-%016llx-%lld.rwc", c->key, (unsigned long long)h, (long long)n);
 }
 
-void rw_pcache__disk_log(pc_io *io, unsigned bit, const char *fmt, ...) {
+void rw_pcache__disk_log(rw_pcache__io *io, unsigned bit, const char *fmt, ...) {
     pthread_mutex_lock(&io->mu);
     const bool first = !(io->logged & bit);
     io->logged |= bit;
@@ -93,7 +93,7 @@ void rw_pcache__disk_log(pc_io *io, unsigned bit, const char *fmt, ...) {
     rw_log(RW_LOG_WARN, "prefix cache: %s (further ones of this kind are counted in /metrics, not logged)", msg);
 }
 
-void rw_pcache__job_free(pc_job *j) {
+void rw_pcache__job_free(rw_pcache__job *j) {
     if (!j) return;
     if (j->owned) {
         rw_model_seq_free(j->seq);
@@ -109,23 +109,23 @@ void rw_pcache__job_free(pc_job *j) {
 
 /* ---- the list of our files (under io.mu) ---- */
 
-static pc_file *file_find(pc_io *io, const char *name) {
+static rw_pcache__file *file_find(rw_pcache__io *io, const char *name) {
     for (int i = 0; i < io->n_files; i++)
         if (!strcmp(io->files[i].name, name)) return &io->files[i];
     return NULL;
 }
 
-static void files_sum(pc_io *io) {
+static void files_sum(rw_pcache__io *io) {
     io->files_bytes = 0;
     for (int i = 0; i < io->n_files; i++) io->files_bytes += io->files[i].bytes;
 }
 
-static void file_put(pc_io *io, const char *name, size_t bytes, struct timespec mtime, uint64_t gen) {
-    pc_file *f = file_find(io, name);
+static void file_put(rw_pcache__io *io, const char *name, size_t bytes, struct timespec mtime, uint64_t gen) {
+    rw_pcache__file *f = file_find(io, name);
     if (!f) {
         if (io->n_files == io->cap_files) {
             int cap = io->cap_files ? 2 * io->cap_files : 64;
-            pc_file *nf = realloc(io->files, (size_t)cap * sizeof *nf);
+            rw_pcache__file *nf = realloc(io->files, (size_t)cap * sizeof *nf);
             if (!nf) return; /* not counted: the next listing tries again */
             io->files = nf, io->cap_files = cap;
         }
@@ -139,17 +139,17 @@ static void file_put(pc_io *io, const char *name, size_t bytes, struct timespec 
     files_sum(io);
 }
 
-static void file_drop(pc_io *io, const char *name) {
-    pc_file *f = file_find(io, name);
+static void file_drop(rw_pcache__io *io, const char *name) {
+    rw_pcache__file *f = file_find(io, name);
     if (!f) return;
     *f = io->files[--io->n_files];
     files_sum(io);
 }
 
 /* Appends j to the done list and tells the caller. Under io.mu. */
-static void post_locked(rw_pcache *c, pc_job *j) {
+static void post_locked(rw_pcache *c, rw_pcache__job *j) {
     j->next = NULL;
-    pc_job **pp = &c->io.done;
+    rw_pcache__job **pp = &c->io.done;
     while (*pp) pp = &(*pp)->next;
     *pp = j;
     pthread_cond_broadcast(&c->io.done_cv);
@@ -318,7 +318,7 @@ static bool same_time(struct timespec a, struct timespec b) { return a.tv_sec ==
  * are read (header) and reported (FOUND), vanished ones reported (GONE),
  * stale temporary files removed, the bytes recounted. */
 static void scan(rw_pcache *c) {
-    pc_io *io = &c->io;
+    rw_pcache__io *io = &c->io;
     pthread_mutex_lock(&io->scan_mu);
     struct stat dsb;
     if (stat(c->dir, &dsb)) {
@@ -375,7 +375,7 @@ static void scan(rw_pcache *c) {
             continue;
         }
         pthread_mutex_lock(&io->mu);
-        pc_file *f = file_find(io, name);
+        rw_pcache__file *f = file_find(io, name);
         if (f) f->seen = true;
         pthread_mutex_unlock(&io->mu);
         if (f) continue;
@@ -421,7 +421,7 @@ static void scan(rw_pcache *c) {
             rw_pcache__disk_log(io, LOG_INVALID, "removing %s: %s", path, why);
             unlink(path);
         } else {
-            pc_job *j = calloc(1, sizeof *j);
+            rw_pcache__job *j = calloc(1, sizeof *j);
             if (j) {
                 j->kind = PC_JOB_FOUND;
                 snprintf(j->name, sizeof j->name, "%s", name);
@@ -441,12 +441,12 @@ static void scan(rw_pcache *c) {
     /* files gone since (listed before this listing began, not seen now) */
     pthread_mutex_lock(&io->mu);
     for (int i = 0; i < io->n_files;) {
-        pc_file *f = &io->files[i];
+        rw_pcache__file *f = &io->files[i];
         if (f->seen || f->added >= gen) {
             i++;
             continue;
         }
-        pc_job *j = calloc(1, sizeof *j);
+        rw_pcache__job *j = calloc(1, sizeof *j);
         if (j) {
             j->kind = PC_JOB_GONE;
             snprintf(j->name, sizeof j->name, "%s", f->name);
@@ -477,14 +477,14 @@ static void scan(rw_pcache *c) {
  * `keep`, the name about to be replaced, whose bytes are counted as freed).
  * false if they cannot fit. Under io.mu (unlink is quick: metadata). */
 static bool make_room(rw_pcache *c, size_t need, const char *keep) {
-    pc_io *io = &c->io;
-    const pc_file *old_self = file_find(io, keep);
+    rw_pcache__io *io = &c->io;
+    const rw_pcache__file *old_self = file_find(io, keep);
     const size_t self = old_self ? old_self->bytes : 0;
     if (need > c->cfg.dir_bytes) return false;
     while (io->files_bytes - self + io->tmp_bytes + need > c->cfg.dir_bytes) {
-        pc_file *old = NULL;
+        rw_pcache__file *old = NULL;
         for (int i = 0; i < io->n_files; i++) {
-            pc_file *f = &io->files[i];
+            rw_pcache__file *f = &io->files[i];
             if (strcmp(f->name, keep) &&
                 (!old || f->mtime.tv_sec < old->mtime.tv_sec ||
                  (f->mtime.tv_sec == old->mtime.tv_sec && f->mtime.tv_nsec < old->mtime.tv_nsec)))
@@ -495,7 +495,7 @@ static bool make_room(rw_pcache *c, size_t need, const char *keep) {
         if (path) unlink(path);
         free(path);
         io->evicted++;
-        pc_job *j = calloc(1, sizeof *j);
+        rw_pcache__job *j = calloc(1, sizeof *j);
         if (j) {
             j->kind = PC_JOB_GONE;
             snprintf(j->name, sizeof j->name, "%s", old->name);
@@ -535,8 +535,8 @@ static void sync_dir(const char *dir) {
 }
 
 /* Writes j's entry; j->st and j->msg say how it went. */
-static void do_write(rw_pcache *c, pc_job *j) {
-    pc_io *io = &c->io;
+static void do_write(rw_pcache *c, rw_pcache__job *j) {
+    rw_pcache__io *io = &c->io;
     uint8_t *seq = NULL, *draft = NULL, *head = NULL;
     size_t seq_len = 0, draft_len = 0;
     rw_error err = {0};
@@ -673,7 +673,7 @@ out:
     free(seq), free(draft), free(head), free(path), free(tmp);
 }
 
-static void do_small(rw_pcache *c, pc_job *j) {
+static void do_small(rw_pcache *c, rw_pcache__job *j) {
     char *path = path_of(c, j->name);
     if (!path) return;
     if (j->kind == PC_JOB_DELETE) {
@@ -686,7 +686,7 @@ static void do_small(rw_pcache *c, pc_job *j) {
             struct timespec now;
             clock_gettime(CLOCK_REALTIME, &now);
             pthread_mutex_lock(&c->io.mu);
-            pc_file *f = file_find(&c->io, j->name);
+            rw_pcache__file *f = file_find(&c->io, j->name);
             if (f) f->mtime = now;
             pthread_mutex_unlock(&c->io.mu);
         }
@@ -696,7 +696,7 @@ static void do_small(rw_pcache *c, pc_job *j) {
 
 static void *writer_main(void *arg) {
     rw_pcache *c = arg;
-    pc_io *io = &c->io;
+    rw_pcache__io *io = &c->io;
     /* behind the forward pass's threads when they compete for the cores:
      * a write may come a little later, a token must not */
     setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
@@ -704,11 +704,11 @@ static void *writer_main(void *arg) {
     for (;;) {
         if (io->stopping && !io->flush) break;
         /* the first job that is due (deletes and touches always are) */
-        pc_job **pp = &io->writes, *j = NULL;
+        rw_pcache__job **pp = &io->writes, *j = NULL;
         double next_due = 0;
         const double now = mono();
         for (; *pp; pp = &(*pp)->next) {
-            pc_job *x = *pp;
+            rw_pcache__job *x = *pp;
             if (x->kind != PC_JOB_WRITE || io->flush || x->due <= now) {
                 j = x;
                 break;
@@ -761,8 +761,8 @@ static void *writer_main(void *arg) {
 
 /* ---- the reader ---- */
 
-void rw_pcache__disk_load(rw_pcache *c, pc_job *j) {
-    pc_io *io = &c->io;
+void rw_pcache__disk_load(rw_pcache *c, rw_pcache__job *j) {
+    rw_pcache__io *io = &c->io;
     char *path = path_of(c, j->name);
     uint8_t *buf = NULL;
     int32_t *tokens = NULL;
@@ -838,7 +838,7 @@ void rw_pcache__disk_load(rw_pcache *c, pc_job *j) {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         pthread_mutex_lock(&io->mu);
-        pc_file *f = file_find(io, j->name);
+        rw_pcache__file *f = file_find(io, j->name);
         if (f) f->mtime = now;
         pthread_mutex_unlock(&io->mu);
     }
@@ -878,7 +878,7 @@ out:
 
 static void *reader_main(void *arg) {
     rw_pcache *c = arg;
-    pc_io *io = &c->io;
+    rw_pcache__io *io = &c->io;
     pthread_mutex_lock(&io->mu);
     while (!io->stopping) {
         if (io->scan_want > io->scan_done) {
@@ -896,7 +896,7 @@ static void *reader_main(void *arg) {
             pthread_mutex_lock(&io->mu);
             continue;
         }
-        pc_job *j = io->loads;
+        rw_pcache__job *j = io->loads;
         if (!j) {
             pthread_cond_wait(&io->wake_reader, &io->mu);
             continue;
@@ -923,7 +923,7 @@ static void *reader_main(void *arg) {
 /* ---- the caller's side ---- */
 
 rw_status rw_pcache__disk_start(rw_pcache *c, rw_error *err) {
-    pc_io *io = &c->io;
+    rw_pcache__io *io = &c->io;
     rw_model_fingerprint(c->m, c->fp);
     const uint32_t kv = (uint32_t)c->kv_type;
     uint64_t k = rw_hash_bytes(RW_HASH_INIT, c->fp, 16);
@@ -951,7 +951,7 @@ rw_status rw_pcache__disk_start(rw_pcache *c, rw_error *err) {
 
 void rw_pcache__disk_stop(rw_pcache *c, double seconds) {
     (void)seconds;
-    pc_io *io = &c->io;
+    rw_pcache__io *io = &c->io;
     if (!io->on) return;
     pthread_mutex_lock(&io->mu);
     io->stopping = true;
@@ -966,9 +966,9 @@ void rw_pcache__disk_stop(rw_pcache *c, double seconds) {
     io->files = NULL;
     io->n_files = io->cap_files = 0;
     /* what never ran: the entries forget it */
-    for (pc_job **lists[2] = {&io->writes, &io->loads}, **l = lists[0]; l; l = l == lists[0] ? lists[1] : NULL) {
+    for (rw_pcache__job **lists[2] = {&io->writes, &io->loads}, **l = lists[0]; l; l = l == lists[0] ? lists[1] : NULL) {
         while (*l) {
-            pc_job *j = *l;
+            rw_pcache__job *j = *l;
             *l = j->next;
             if (j->e) {
                 if (j->e->write == j) j->e->write = NULL;
@@ -979,8 +979,8 @@ void rw_pcache__disk_stop(rw_pcache *c, double seconds) {
     }
 }
 
-static pc_job *new_job(pc_job_kind kind, pc_entry *e, const char *name) {
-    pc_job *j = calloc(1, sizeof *j);
+static rw_pcache__job *new_job(rw_pcache__job_kind kind, rw_pcache__entry *e, const char *name) {
+    rw_pcache__job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->kind = kind;
     j->e = e;
@@ -988,14 +988,14 @@ static pc_job *new_job(pc_job_kind kind, pc_entry *e, const char *name) {
     return j;
 }
 
-static void append(pc_job **list, pc_job *j) {
+static void append(rw_pcache__job **list, rw_pcache__job *j) {
     while (*list) list = &(*list)->next;
     *list = j;
 }
 
-void rw_pcache__disk_queue_write(rw_pcache *c, pc_entry *e, double delay) {
+void rw_pcache__disk_queue_write(rw_pcache *c, rw_pcache__entry *e, double delay) {
     if (!c->io.on || !e->seq || e->write || !e->name[0]) return;
-    pc_job *j = new_job(PC_JOB_WRITE, e, e->name);
+    rw_pcache__job *j = new_job(PC_JOB_WRITE, e, e->name);
     if (!j) return;
     j->seq = e->seq;
     j->draft = e->draft;
@@ -1011,16 +1011,16 @@ void rw_pcache__disk_queue_write(rw_pcache *c, pc_entry *e, double delay) {
     pthread_mutex_unlock(&c->io.mu);
 }
 
-static void queue_small(rw_pcache *c, pc_job_kind kind, const char *name) {
+static void queue_small(rw_pcache *c, rw_pcache__job_kind kind, const char *name) {
     if (!c->io.on) return;
     pthread_mutex_lock(&c->io.mu);
-    for (pc_job *x = c->io.writes; x; x = x->next) /* one touch per file is enough */
+    for (rw_pcache__job *x = c->io.writes; x; x = x->next) /* one touch per file is enough */
         if (x->kind == kind && !strcmp(x->name, name)) {
             pthread_mutex_unlock(&c->io.mu);
             return;
         }
     pthread_mutex_unlock(&c->io.mu);
-    pc_job *j = new_job(kind, NULL, name);
+    rw_pcache__job *j = new_job(kind, NULL, name);
     if (!j) return;
     pthread_mutex_lock(&c->io.mu);
     append(&c->io.writes, j);
@@ -1031,9 +1031,9 @@ static void queue_small(rw_pcache *c, pc_job_kind kind, const char *name) {
 void rw_pcache__disk_queue_delete(rw_pcache *c, const char *name) { queue_small(c, PC_JOB_DELETE, name); }
 void rw_pcache__disk_queue_touch(rw_pcache *c, const char *name) { queue_small(c, PC_JOB_TOUCH, name); }
 
-void rw_pcache__disk_queue_load(rw_pcache *c, pc_entry *e) {
+void rw_pcache__disk_queue_load(rw_pcache *c, rw_pcache__entry *e) {
     if (!c->io.on || e->load || e->seq) return;
-    pc_job *j = new_job(PC_JOB_LOAD, e, e->name);
+    rw_pcache__job *j = new_job(PC_JOB_LOAD, e, e->name);
     if (!j) return;
     e->load = j;
     pthread_mutex_lock(&c->io.mu);
@@ -1042,9 +1042,9 @@ void rw_pcache__disk_queue_load(rw_pcache *c, pc_entry *e) {
     pthread_mutex_unlock(&c->io.mu);
 }
 
-bool rw_pcache__disk_release(rw_pcache *c, pc_entry *e, bool keep) {
-    pc_io *io = &c->io;
-    pc_job *j = e->write;
+bool rw_pcache__disk_release(rw_pcache *c, rw_pcache__entry *e, bool keep) {
+    rw_pcache__io *io = &c->io;
+    rw_pcache__job *j = e->write;
     pthread_mutex_lock(&io->mu);
     if (j->finished) { /* done with them already */
         pthread_mutex_unlock(&io->mu);
@@ -1058,7 +1058,7 @@ bool rw_pcache__disk_release(rw_pcache *c, pc_entry *e, bool keep) {
         pthread_mutex_unlock(&io->mu);
         return true;
     }
-    for (pc_job **pp = &io->writes; *pp; pp = &(*pp)->next)
+    for (rw_pcache__job **pp = &io->writes; *pp; pp = &(*pp)->next)
         if (*pp == j) {
             *pp = j->next;
             break;
@@ -1070,16 +1070,16 @@ bool rw_pcache__disk_release(rw_pcache *c, pc_entry *e, bool keep) {
     return false;
 }
 
-void rw_pcache__disk_detach(rw_pcache *c, pc_entry *e) {
-    pc_io *io = &c->io;
+void rw_pcache__disk_detach(rw_pcache *c, rw_pcache__entry *e) {
+    rw_pcache__io *io = &c->io;
     if (!io->on || (!e->write && !e->load)) return;
     pthread_mutex_lock(&io->mu);
-    pc_job *gone = NULL;
+    rw_pcache__job *gone = NULL;
     if (e->write) e->write->e = NULL;
     if (e->load) {
         e->load->e = NULL;
         if (!e->load->running && !e->load->finished) {
-            for (pc_job **pp = &io->loads; *pp; pp = &(*pp)->next)
+            for (rw_pcache__job **pp = &io->loads; *pp; pp = &(*pp)->next)
                 if (*pp == e->load) {
                     *pp = e->load->next;
                     gone = e->load;
@@ -1093,7 +1093,7 @@ void rw_pcache__disk_detach(rw_pcache *c, pc_entry *e) {
 }
 
 uint64_t rw_pcache__disk_want_scan(rw_pcache *c) {
-    pc_io *io = &c->io;
+    rw_pcache__io *io = &c->io;
     pthread_mutex_lock(&io->mu);
     /* a check asked for and not started yet covers this one too */
     if (io->scan_want <= io->scan_done || io->scan_taken == io->scan_want) io->scan_want++;
@@ -1103,9 +1103,9 @@ uint64_t rw_pcache__disk_want_scan(rw_pcache *c) {
     return gen;
 }
 
-pc_job *rw_pcache__disk_take_done(rw_pcache *c) {
+rw_pcache__job *rw_pcache__disk_take_done(rw_pcache *c) {
     pthread_mutex_lock(&c->io.mu);
-    pc_job *d = c->io.done;
+    rw_pcache__job *d = c->io.done;
     c->io.done = NULL;
     pthread_mutex_unlock(&c->io.mu);
     return d;

@@ -17,7 +17,7 @@ size_t rw_pcache__mem_used(const rw_pcache *c) {
 }
 
 /* An entry's draft sequence (speculative decoding), counted whole. */
-void rw_pcache__draft_set(rw_pcache *c, pc_entry *e, rw_model_seq *draft) {
+void rw_pcache__draft_set(rw_pcache *c, rw_pcache__entry *e, rw_model_seq *draft) {
     e->draft = draft;
     if (!draft) return;
     rw_model_seq_bytes_by_kind(draft, &e->draft_kv, &e->draft_rec);
@@ -27,7 +27,7 @@ void rw_pcache__draft_set(rw_pcache *c, pc_entry *e, rw_model_seq *draft) {
 
 /* Counts e's sequence (just set) in the cache's bytes; false on out of
  * memory (nothing counted; the caller frees the sequence). */
-bool rw_pcache__account_add(rw_pcache *c, pc_entry *e) {
+bool rw_pcache__account_add(rw_pcache *c, rw_pcache__entry *e) {
     if (!rw_pcache__blocks_add(&c->blocks, e->seq)) return false;
     size_t kv, rec, bkv, brec;
     rw_model_seq_bytes_by_kind(e->seq, &kv, &rec);
@@ -39,7 +39,7 @@ bool rw_pcache__account_add(rw_pcache *c, pc_entry *e) {
     return true;
 }
 
-static void account_remove(rw_pcache *c, pc_entry *e) {
+static void account_remove(rw_pcache *c, rw_pcache__entry *e) {
     rw_pcache__blocks_remove(&c->blocks, e->seq);
     c->mem_bytes -= e->mem_bytes, c->own_kv -= e->own_kv, c->own_rec -= e->own_rec, c->full_bytes -= e->full_bytes;
     e->mem_bytes = e->own_kv = e->own_rec = e->full_bytes = 0;
@@ -47,7 +47,7 @@ static void account_remove(rw_pcache *c, pc_entry *e) {
     e->draft_bytes = e->draft_kv = e->draft_rec = 0;
 }
 
-void rw_pcache__drop_memory(rw_pcache *c, pc_entry *e, bool keep_write) {
+void rw_pcache__drop_memory(rw_pcache *c, rw_pcache__entry *e, bool keep_write) {
     if (!e->seq) return;
     account_remove(c, e);
     rw_model_seq *s = e->seq, *d = e->draft;
@@ -58,13 +58,13 @@ void rw_pcache__drop_memory(rw_pcache *c, pc_entry *e, bool keep_write) {
     rw_model_seq_free(d);
 }
 
-void rw_pcache__set_logits(rw_pcache *c, pc_node *node, const float *l) {
+void rw_pcache__set_logits(rw_pcache *c, rw_pcache__node *node, const float *l) {
     if (!node->logits && (node->logits = malloc((size_t)c->n_vocab * sizeof(float))))
         c->logits_bytes += (size_t)c->n_vocab * sizeof(float);
     if (node->logits) memcpy(node->logits, l, (size_t)c->n_vocab * sizeof(float));
 }
 
-void rw_pcache__forget_entry(rw_pcache *c, pc_entry *e) {
+void rw_pcache__forget_entry(rw_pcache *c, rw_pcache__entry *e) {
     for (int i = 0; i < c->n_entries; i++)
         if (c->entries[i] == e) {
             c->entries[i] = c->entries[--c->n_entries];
@@ -72,14 +72,14 @@ void rw_pcache__forget_entry(rw_pcache *c, pc_entry *e) {
         }
 }
 
-pc_entry *rw_pcache__new_entry(rw_pcache *c, pc_node *node) {
+rw_pcache__entry *rw_pcache__new_entry(rw_pcache *c, rw_pcache__node *node) {
     if (c->n_entries == c->cap_entries) {
         int cap = c->cap_entries ? 2 * c->cap_entries : 16;
-        pc_entry **en = realloc(c->entries, (size_t)cap * sizeof *en);
+        rw_pcache__entry **en = realloc(c->entries, (size_t)cap * sizeof *en);
         if (!en) return NULL;
         c->entries = en, c->cap_entries = cap;
     }
-    pc_entry *e = calloc(1, sizeof *e);
+    rw_pcache__entry *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->node = node;
     node->entry = e;
@@ -98,8 +98,8 @@ pc_entry *rw_pcache__new_entry(rw_pcache *c, pc_node *node) {
 /* Removes the entry from the tree and the lists (not its file: the folder
  * is the disk tier's, and a file is dropped only for the budget, or when it
  * failed validation, or once a newer file makes it redundant). */
-void rw_pcache__remove_entry(rw_pcache *c, pc_entry *e) {
-    pc_node *n = e->node;
+void rw_pcache__remove_entry(rw_pcache *c, rw_pcache__entry *e) {
+    rw_pcache__node *n = e->node;
     rw_pcache__drop_memory(c, e, false);
     rw_pcache__disk_detach(c, e);
     rw_pcache__forget_entry(c, e);
@@ -109,7 +109,7 @@ void rw_pcache__remove_entry(rw_pcache *c, pc_entry *e) {
     rw_pcache__prune(c, n);
 }
 
-bool rw_pcache__is_ghost(const pc_entry *e) { return !e->seq && !e->on_disk && !e->write && !e->load; }
+bool rw_pcache__is_ghost(const rw_pcache__entry *e) { return !e->seq && !e->on_disk && !e->write && !e->load; }
 
 static int n_ghosts(const rw_pcache *c) {
     int g = 0;
@@ -119,13 +119,13 @@ static int n_ghosts(const rw_pcache *c) {
 
 /* An entry that is neither in memory nor on disk stays as a ghost (a later
  * miss can then say why); the oldest ghosts go when there are too many. */
-void rw_pcache__become_ghost(rw_pcache *c, pc_entry *e) {
+void rw_pcache__become_ghost(rw_pcache *c, rw_pcache__entry *e) {
     free(e->obsolete); /* never written: its predecessors' files stay for the disk budget to age out */
     e->obsolete = NULL;
     while (n_ghosts(c) >= PC_MAX_GHOSTS) {
-        pc_entry *old = NULL;
+        rw_pcache__entry *old = NULL;
         for (int i = 0; i < c->n_entries; i++) {
-            pc_entry *x = c->entries[i];
+            rw_pcache__entry *x = c->entries[i];
             if (x != e && rw_pcache__is_ghost(x) && (!old || x->last_used < old->last_used)) old = x;
         }
         if (!old) break;
@@ -133,7 +133,7 @@ void rw_pcache__become_ghost(rw_pcache *c, pc_entry *e) {
     }
 }
 
-static void drop_logits(rw_pcache *c, pc_node *n) {
+static void drop_logits(rw_pcache *c, rw_pcache__node *n) {
     if (!n->logits) return;
     free(n->logits);
     n->logits = NULL;
@@ -145,9 +145,9 @@ void rw_pcache__evict(rw_pcache *c) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     const double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     while (rw_pcache__mem_used(c) + c->logits_bytes > c->cfg.mem_bytes) {
-        pc_entry *old = NULL;
+        rw_pcache__entry *old = NULL;
         for (int i = 0; i < c->n_entries; i++) {
-            pc_entry *x = c->entries[i];
+            rw_pcache__entry *x = c->entries[i];
             /* one just loaded for a waiting request stays until it served
              * it (or for 5 s, if that request went away) */
             if (x->seq && !(x->from_disk && now - x->loaded_at < 5) && (!old || x->last_used < old->last_used))
@@ -185,7 +185,7 @@ void rw_pcache__io_stats(rw_pcache *c, rw_pcache_stats *st) {
     st->disk_skipped = c->io.skipped;
     st->disk_evictions = c->io.evicted;
     int pending = c->io.n_busy_writes;
-    for (pc_job *j = c->io.writes; j; j = j->next) pending += j->kind == PC_JOB_WRITE;
+    for (rw_pcache__job *j = c->io.writes; j; j = j->next) pending += j->kind == PC_JOB_WRITE;
     st->disk_pending = (uint64_t)pending;
     pthread_mutex_unlock(&c->io.mu);
 }
@@ -207,7 +207,7 @@ void rw_pcache__publish_stats(rw_pcache *c) {
 }
 
 rw_status rw_pcache_check(rw_pcache *c, rw_error *err) {
-    pc_blocks fresh = {0};
+    rw_pcache__blocks fresh = {0};
     size_t own = 0, full = 0, drafts = 0;
     for (int i = 0; i < c->n_entries; i++) {
         const rw_model_seq *s = c->entries[i]->seq;
@@ -226,9 +226,9 @@ rw_status rw_pcache_check(rw_pcache *c, rw_error *err) {
                 fresh.bytes_rec == c->blocks.bytes_rec && own == c->mem_bytes && full == c->full_bytes &&
                 drafts == c->draft_bytes;
     for (size_t i = 0; same && i < c->blocks.cap; i++) {
-        const pc_block *b = &c->blocks.slot[i];
+        const rw_pcache__block *b = &c->blocks.slot[i];
         if (!b->id) continue;
-        const pc_block *f = rw_pcache__blocks_find(&fresh, b->id);
+        const rw_pcache__block *f = rw_pcache__blocks_find(&fresh, b->id);
         same = f && f->holders == b->holders && f->bytes == b->bytes;
     }
     const size_t used = rw_pcache__mem_used(c), distinct = fresh.bytes_kv + fresh.bytes_rec;

@@ -100,7 +100,7 @@ static rw_status parser_event(void *user, const rw_chat_event *ce) {
     return out_event(user, &ev) ? RW_OK : RW_ERR_NOMEM;
 }
 
-bool rw_server__out_parser(rw_api_out *o, srv_job *j, bool stream) {
+bool rw_server__out_parser(rw_api_out *o, rw_server__job *j, bool stream) {
     rw_error err = {0};
     if (rw_server__job_parser_new(j, o->id_prefix, stream, &o->parser, &err) == RW_OK) return true;
     o->oom = true;
@@ -122,9 +122,9 @@ bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final
     return out_event(o, &ev);
 }
 
-rw_api_end rw_server__end_reason(const srv_job *j, const rw_api_out *o, char *const *stops, int n_stops,
+rw_api_end rw_server__end_reason(const rw_server__job *j, const rw_api_out *o, char *const *stops, int n_stops,
                              const char **stop) {
-    const srv_choice *c = &j->choice[0];
+    const rw_server__choice *c = &j->choice[0];
     if (stop) *stop = NULL;
     if (c->finish == RW_FINISH_ERROR || c->oom) return RW_API_END_ERROR;
     if (c->finish == RW_FINISH_LENGTH) return RW_API_END_LENGTH; /* even after a complete call */
@@ -167,8 +167,8 @@ void rw_server__log_once(rw_server *s, const char *key, const char *msg) {
 
 /* ---- the job ---- */
 
-void rw_server__take_text(srv_job *j, rw_api_take *t) {
-    srv_choice *c = &j->choice[0];
+void rw_server__take_text(rw_server__job *j, rw_api_take *t) {
+    rw_server__choice *c = &j->choice[0];
     memset(t, 0, sizeof *t);
     pthread_mutex_lock(&j->mu);
     t->text = c->text;
@@ -188,7 +188,7 @@ void rw_server__take_text(srv_job *j, rw_api_take *t) {
     pthread_mutex_unlock(&j->mu);
 }
 
-bool rw_server__sse_event(srv_job *j, const char *name, json_t *o) {
+bool rw_server__sse_event(rw_server__job *j, const char *name, json_t *o) {
     if (!o) return false;
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -207,7 +207,7 @@ void rw_server__new_id(char *buf, size_t cap, const char *prefix) {
         off += snprintf(buf + off, cap - (size_t)off, "%02x", rnd[i]);
 }
 
-json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, srv_error *e) {
+json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, rw_server__error *e) {
     if (json_is_string(v)) return json_incref(v);
     if (!json_is_array(v)) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "'%s' must be a string or an array of text parts",
@@ -239,7 +239,7 @@ json_t *rw_server__text_of(json_t *v, const char *const *types, const char *para
     return s;
 }
 
-void rw_server__splice_prompt(srv_model *m, srv_request *r, const int32_t *prev, size_t n_prev) {
+void rw_server__splice_prompt(rw_server__model *m, rw_server__request *r, const int32_t *prev, size_t n_prev) {
     if (!n_prev) return;
     char *a = NULL, *b = NULL;
     size_t na = 0, nb = 0, n_rest = 0;
@@ -280,15 +280,15 @@ out:
     free(rest);
 }
 
-srv_job *rw_server__run_chat(srv_model *m, json_t *chat, srv_request *r, srv_error *e) {
+rw_server__job *rw_server__run_chat(rw_server__model *m, json_t *chat, rw_server__request *r, rw_server__error *e) {
     return rw_server__run_chat_after(m, chat, NULL, 0, r, e);
 }
 
-srv_job *rw_server__run_chat_after(srv_model *m, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
-                                   srv_error *e) {
+rw_server__job *rw_server__run_chat_after(rw_server__model *m, json_t *chat, const int32_t *prev, size_t n_prev, rw_server__request *r,
+                                   rw_server__error *e) {
     if (!rw_server__parse_chat_object(m, chat, r, e)) return NULL;
     rw_server__splice_prompt(m, r, prev, n_prev);
-    srv_job *j = rw_server__job_new(m, r);
+    rw_server__job *j = rw_server__job_new(m, r);
     if (!j) {
         rw_server__request_free(r);
         rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");

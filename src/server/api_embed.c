@@ -37,7 +37,7 @@ rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err
     return RW_OK;
 }
 
-rw_status rw_server__embed_setup(srv_model *m, const char *rerank_template, rw_error *err) {
+rw_status rw_server__embed_setup(rw_server__model *m, const char *rerank_template, rw_error *err) {
     m->pooling = m->srv->pooling_cfg;
     if (m->pooling < 0) {
         /* the file's; rank (a reranker's) and none declared or nothing
@@ -53,7 +53,7 @@ rw_status rw_server__embed_setup(srv_model *m, const char *rerank_template, rw_e
     return RW_OK;
 }
 
-void rw_server__embed_free(srv_model *m) {
+void rw_server__embed_free(rw_server__model *m) {
     free(m->rerank_tmpl);
     m->rerank_tmpl = NULL;
 }
@@ -77,8 +77,8 @@ typedef struct {
 } emb_item;
 
 struct emb_state {
-    srv_job *j;
-    srv_model *m; /* held by j */
+    rw_server__job *j;
+    rw_server__model *m; /* held by j */
     bool rerank;
     int n, n_done; /* n_done under the job's mutex */
     emb_item *it;  /* [n], owned */
@@ -114,7 +114,7 @@ static void state_free(void *p) {
 static void on_embed(void *user, const rw_embed_event *ev) {
     emb_item *it = user;
     emb_state *st = it->st;
-    srv_job *j = st->j;
+    rw_server__job *j = st->j;
     pthread_mutex_lock(&j->mu);
     if (ev->error) snprintf(it->error, sizeof it->error, "%s", ev->error);
     else {
@@ -144,7 +144,7 @@ static rw_server__reply reply_error(int http, const char *code, const char *para
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    srv_error e;
+    rw_server__error e;
     rw_server__errorf(&e, http,
                       http >= 500   ? "server_error"
                       : http == 429 ? "rate_limit_error"
@@ -154,7 +154,7 @@ static rw_server__reply reply_error(int http, const char *code, const char *para
 }
 
 static char *error_body(int *status, int http, const char *msg) {
-    srv_error e;
+    rw_server__error e;
     rw_server__errorf(&e, http, "server_error", NULL, NULL, "%s", msg);
     *status = http;
     return rw_server__error_json(&e);
@@ -226,7 +226,7 @@ static json_t *vector_json(const float *v, int d, bool b64) {
 /* Floats printed with 9 significant digits: enough to read back the same float32. */
 #define EMB_DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
 
-static char *embeddings_body(srv_job *j, int *status) {
+static char *embeddings_body(rw_server__job *j, int *status) {
     emb_state *st = j->api_state;
     const char *fail = failed(st);
     if (fail) return error_body(status, 500, fail);
@@ -272,7 +272,7 @@ static void normalize_as(float *v, int d, int how) {
 }
 
 /* llama-server's own shape: [{"index", "embedding": [[...] per row]}]. */
-static char *native_body(srv_job *j, int *status) {
+static char *native_body(rw_server__job *j, int *status) {
     emb_state *st = j->api_state;
     const char *fail = failed(st);
     if (fail) return error_body(status, 500, fail);
@@ -313,7 +313,7 @@ static int by_score(const void *a, const void *b) {
     return x->index - y->index; /* ties: the documents' order */
 }
 
-static char *rerank_body(srv_job *j, int *status) {
+static char *rerank_body(rw_server__job *j, int *status) {
     emb_state *st = j->api_state;
     const char *fail = failed(st);
     if (fail) return error_body(status, 500, fail);
@@ -349,10 +349,10 @@ static char *rerank_body(srv_job *j, int *status) {
 /* ---- requests ---- */
 
 /* A job for n engine requests (embedding or rerank), not yet submitted. */
-static srv_job *state_job(srv_model *m, int n, bool rerank, emb_state **out) {
-    srv_request none;
+static rw_server__job *state_job(rw_server__model *m, int n, bool rerank, emb_state **out) {
+    rw_server__request none;
     memset(&none, 0, sizeof none);
-    srv_job *j = rw_server__job_new(m, &none);
+    rw_server__job *j = rw_server__job_new(m, &none);
     emb_state *st = calloc(1, sizeof *st);
     if (!j || !st) {
         rw_server__job_free(j);
@@ -379,7 +379,7 @@ static srv_job *state_job(srv_model *m, int n, bool rerank, emb_state **out) {
 
 /* Submits item i with prompt ids; on failure the job is freed (its items
  * already in are cancelled) and the reply says why. */
-static bool submit(srv_model *m, srv_job *j, int i, const int32_t *ids, size_t n, const rw_embed_params *p,
+static bool submit(rw_server__model *m, rw_server__job *j, int i, const int32_t *ids, size_t n, const rw_embed_params *p,
                    rw_server__reply *rep) {
     emb_state *st = j->api_state;
     rw_error err = {0};
@@ -404,14 +404,14 @@ static bool submit(srv_model *m, srv_job *j, int i, const int32_t *ids, size_t n
 
 /* The most engine requests one HTTP request may make: they must all fit in
  * the engine's slots and queue at once. */
-static int max_items(const srv_model *m) {
+static int max_items(const rw_server__model *m) {
     return (int)(rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING) +
                  rw_engine_setting_get(m->engine, RW_ENGINE_MAX_QUEUED));
 }
 
 /* An input's token ids: text tokenized (special tokens as the vocabulary
  * asks: Qwen3-Embedding's end-of-text), or an array of ids. */
-static bool input_ids(srv_model *m, json_t *v, int32_t **ids, size_t *n, char *why, size_t why_cap) {
+static bool input_ids(rw_server__model *m, json_t *v, int32_t **ids, size_t *n, char *why, size_t why_cap) {
     *ids = NULL;
     *n = 0;
     if (json_is_string(v)) {
@@ -440,7 +440,7 @@ static bool input_ids(srv_model *m, json_t *v, int32_t **ids, size_t *n, char *w
     return true;
 }
 
-rw_server__reply rw_server__embeddings(srv_model *m, const char *body, size_t len, bool native) {
+rw_server__reply rw_server__embeddings(rw_server__model *m, const char *body, size_t len, bool native) {
     json_error_t jerr;
     json_t *o = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(o)) {
@@ -492,7 +492,7 @@ rw_server__reply rw_server__embeddings(srv_model *m, const char *body, size_t le
         return rep;
     }
     emb_state *st = NULL;
-    srv_job *j = state_job(m, n, false, &st);
+    rw_server__job *j = state_job(m, n, false, &st);
     if (!j) {
         json_decref(list);
         json_decref(o);
@@ -547,7 +547,7 @@ static int32_t word_token(const rw_tokenizer *tok, const char *w) {
 
 /* One document's rerank prompt, tokenized: special tokens only from the
  * template's own text (the query and the document stay text). */
-static bool rerank_ids(srv_model *m, const char *instr, const char *q, const char *doc, int32_t **ids, size_t *n,
+static bool rerank_ids(rw_server__model *m, const char *instr, const char *q, const char *doc, int32_t **ids, size_t *n,
                        char *why, size_t why_cap) {
     char *text = NULL;
     size_t len = 0, plain[2 * RW_CHAT_RERANK_RANGES], n_ranges = 0;
@@ -559,7 +559,7 @@ static bool rerank_ids(srv_model *m, const char *instr, const char *q, const cha
     return !st;
 }
 
-rw_server__reply rw_server__rerank(srv_model *m, const char *body, size_t len) {
+rw_server__reply rw_server__rerank(rw_server__model *m, const char *body, size_t len) {
     json_error_t jerr;
     json_t *o = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(o)) {
@@ -605,7 +605,7 @@ rw_server__reply rw_server__rerank(srv_model *m, const char *body, size_t len) {
         return rep;
     }
     emb_state *st = NULL;
-    srv_job *j = state_job(m, n, true, &st);
+    rw_server__job *j = state_job(m, n, true, &st);
     if (!j) {
         json_decref(texts);
         json_decref(o);

@@ -61,7 +61,7 @@ static void push(tok_list *t, const int32_t *ids, size_t n) {
 static void push1(tok_list *t, int32_t id) { push(t, &id, 1); }
 
 /* Plain text: no BOS, control tokens' texts stay text. */
-static bool push_text(srv_model *m, tok_list *t, const char *text, size_t len, srv_error *e) {
+static bool push_text(rw_server__model *m, tok_list *t, const char *text, size_t len, rw_server__error *e) {
     if (!len) return true;
     int32_t *ids = NULL;
     size_t n = 0;
@@ -75,12 +75,12 @@ static bool push_text(srv_model *m, tok_list *t, const char *text, size_t len, s
     return true;
 }
 
-static bool has_fim(const srv_model *m) {
+static bool has_fim(const rw_server__model *m) {
     return rw_tokenizer_fim(m->tok, RW_FIM_PRE) >= 0 && rw_tokenizer_fim(m->tok, RW_FIM_SUF) >= 0 &&
            rw_tokenizer_fim(m->tok, RW_FIM_MID) >= 0;
 }
 
-static bool no_fim(srv_error *e, const char *param) {
+static bool no_fim(rw_server__error *e, const char *param) {
     rw_server__errorf(e, 400, "invalid_request_error", "fim_not_supported", param,
                       "This model has no fill-in-the-middle tokens (tokenizer.ggml.fim_pre/suf/mid_token_id, or "
                       "tokens such as <|fim_prefix|> <|fim_suffix|> <|fim_middle|> in its vocabulary), so it "
@@ -91,7 +91,7 @@ static bool no_fim(srv_error *e, const char *param) {
 
 /* The layout above into *out. avail: the tokens extra, prefix and suffix
  * may take together (< 0: no limit); *truncated when something was cut. */
-static void assemble(srv_model *m, const tok_list *extra, const tok_list *pre, const tok_list *prompt,
+static void assemble(rw_server__model *m, const tok_list *extra, const tok_list *pre, const tok_list *prompt,
                      const tok_list *suf, int64_t avail, tok_list *out, bool *truncated) {
     size_t n_extra = extra ? extra->n : 0, n_pre = pre->n, n_suf = suf->n;
     if (avail >= 0 && (int64_t)(n_extra + n_pre + n_suf) > avail) {
@@ -114,7 +114,7 @@ static void assemble(srv_model *m, const tok_list *extra, const tok_list *pre, c
     push1(out, rw_tokenizer_fim(m->tok, RW_FIM_MID));
 }
 
-bool rw_server__fim_wrap(srv_model *m, srv_request *r, const char *suffix, size_t suffix_len, srv_error *e) {
+bool rw_server__fim_wrap(rw_server__model *m, rw_server__request *r, const char *suffix, size_t suffix_len, rw_server__error *e) {
     if (!has_fim(m)) return no_fim(e, "suffix");
     tok_list pre = {.v = r->prompt, .n = (size_t)r->n_prompt}, suf = {0}, out = {0};
     bool truncated = false;
@@ -133,7 +133,7 @@ bool rw_server__fim_wrap(srv_model *m, srv_request *r, const char *suffix, size_
 }
 
 /* input_extra's chunks as context tokens (the layout above). */
-static bool extra_tokens(srv_model *m, json_t *chunks, tok_list *t, srv_error *e) {
+static bool extra_tokens(rw_server__model *m, json_t *chunks, tok_list *t, rw_server__error *e) {
     if (!json_array_size(chunks)) return true;
     const int32_t rep = rw_tokenizer_fim(m->tok, RW_FIM_REP), sep = rw_tokenizer_fim(m->tok, RW_FIM_SEP);
     if (rep >= 0) {
@@ -165,7 +165,7 @@ static bool extra_tokens(srv_model *m, json_t *chunks, tok_list *t, srv_error *e
 }
 
 /* An optional string field ("" when absent or null). */
-static bool opt_text(json_t *o, const char *k, const char **v, size_t *n, srv_error *e) {
+static bool opt_text(json_t *o, const char *k, const char **v, size_t *n, rw_server__error *e) {
     json_t *x = json_object_get(o, k);
     *v = "";
     *n = 0;
@@ -244,7 +244,7 @@ static void state_free(void *p) {
 
 /* The engine's events, timed on their way to the job. */
 static void on_event(void *user, const rw_gen_event *ev) {
-    srv_choice *c = user;
+    rw_server__choice *c = user;
     infill_state *st = c->job->api_state;
     const double now = rw_server__now();
     pthread_mutex_lock(&c->job->mu);
@@ -280,9 +280,9 @@ static json_t *pick_fields(json_t *o, json_t *fields) {
 
 /* The stats llama-server puts in its last answer (content and, with tokens,
  * the ids given). */
-static json_t *final_json(srv_job *j, const char *content, size_t len, bool tokens) {
+static json_t *final_json(rw_server__job *j, const char *content, size_t len, bool tokens) {
     infill_state *st = j->api_state;
-    srv_choice *c = &j->choice[0];
+    rw_server__choice *c = &j->choice[0];
     pthread_mutex_lock(&j->mu);
     const int64_t prompt = c->prompt_tokens, cached = c->cached_tokens, predicted = c->completion_tokens;
     const double prompt_ms = st->t_first > st->t_submit ? 1e3 * (st->t_first - st->t_submit) : 0;
@@ -321,15 +321,15 @@ static json_t *final_json(srv_job *j, const char *content, size_t len, bool toke
     return pick_fields(out, st->fields);
 }
 
-static char *infill_body(srv_job *j, int *status) {
+static char *infill_body(rw_server__job *j, int *status) {
     const char *fail = rw_server__job_error(j);
     if (fail) {
-        srv_error e;
+        rw_server__error e;
         rw_server__job_fail_error(&e, fail);
         *status = e.http;
         return rw_server__error_json(&e);
     }
-    srv_choice *c = &j->choice[0];
+    rw_server__choice *c = &j->choice[0];
     ((infill_state *)j->api_state)->raw_len = c->text_len;
     json_t *o = final_json(j, c->text, c->text_len, true);
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -338,7 +338,7 @@ static char *infill_body(srv_job *j, int *status) {
     return txt;
 }
 
-static bool data_event(srv_job *j, json_t *o) {
+static bool data_event(rw_server__job *j, json_t *o) {
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     bool ok = txt && rw_server__sse_append(j, "data: ", 6) && rw_server__sse_append(j, txt, strlen(txt)) &&
@@ -348,7 +348,7 @@ static bool data_event(srv_job *j, json_t *o) {
 }
 
 /* The stream: a "data:" event per new piece of text, then the last one. */
-static bool infill_fill(srv_job *j) {
+static bool infill_fill(rw_server__job *j) {
     infill_state *st = j->api_state;
     rw_api_take t;
     rw_server__take_text(j, &t);
@@ -375,12 +375,12 @@ static bool infill_fill(srv_job *j) {
 
 /* ---- the route ---- */
 
-static rw_server__reply fail_reply(const srv_error *e) {
+static rw_server__reply fail_reply(const rw_server__error *e) {
     return (rw_server__reply){.http = e->http, .body = rw_server__error_json(e)};
 }
 
 /* The FIM prompt of an /infill request into *out. */
-static bool infill_prompt(srv_model *m, json_t *o, tok_list *out, bool *truncated, srv_error *e) {
+static bool infill_prompt(rw_server__model *m, json_t *o, tok_list *out, bool *truncated, rw_server__error *e) {
     const char *pre_s, *suf_s, *prompt_s;
     size_t pre_n, suf_n, prompt_n;
     json_t *extra = json_object_get(o, "input_extra");
@@ -417,8 +417,8 @@ static bool infill_prompt(srv_model *m, json_t *o, tok_list *out, bool *truncate
     return ok;
 }
 
-rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len) {
-    srv_error e;
+rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t len) {
+    rw_server__error e;
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
     if (!json_is_object(o)) {
@@ -434,7 +434,7 @@ rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len) {
     tok_list ids = {0};
     bool truncated = false;
     json_t *c = NULL, *arr = NULL;
-    srv_request r = {0};
+    rw_server__request r = {0};
     bool parsed = false;
     if (!infill_prompt(m, o, &ids, &truncated, &e)) goto fail;
     if (!(c = completion_object(o)) || !(arr = json_array())) {
@@ -446,7 +446,7 @@ rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len) {
     arr = NULL;
     if (!(parsed = rw_server__parse_completion_object(m, c, &r, &e))) goto fail;
     r.n = 1;
-    srv_job *j = rw_server__job_new(m, &r);
+    rw_server__job *j = rw_server__job_new(m, &r);
     infill_state *st = calloc(1, sizeof *st); /* the job's (state_free) */
     if (st && r.n_stop && (st->stops = calloc((size_t)r.n_stop, sizeof *st->stops)))
         for (int i = 0; i < r.n_stop; i++)
@@ -465,7 +465,7 @@ rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len) {
     j->api_free = state_free;
     j->api_body = infill_body;
     j->api_fill = infill_fill;
-    srv_choice *ch = &j->choice[0];
+    rw_server__choice *ch = &j->choice[0];
     rw_error err = {0};
     if (rw_server__submit(m->engine, r.prompt, r.n_prompt, &r.gp, on_event, ch, &ch->engine_id, &err)) {
         rw_server__job_free(j);

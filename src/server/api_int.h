@@ -25,46 +25,46 @@
 typedef struct {
     int http;
     char *body;
-    srv_job *job;    /* the submitted job */
+    rw_server__job *job;    /* the submitted job */
     bool sse;        /* streamed */
 } rw_server__reply;
 
-rw_server__reply rw_server__messages(srv_model *m, const char *body, size_t len);
-rw_server__reply rw_server__count_tokens(srv_model *m, const char *body, size_t len);
+rw_server__reply rw_server__messages(rw_server__model *m, const char *body, size_t len);
+rw_server__reply rw_server__count_tokens(rw_server__model *m, const char *body, size_t len);
 /* route_key: the balancer's X-Rewind-Route-Key header (16 hex digits) or
  * NULL; a new chain's response ids carry it (api_responses.c). */
-rw_server__reply rw_server__responses(srv_model *m, const char *body, size_t len, const char *route_key);
+rw_server__reply rw_server__responses(rw_server__model *m, const char *body, size_t len, const char *route_key);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
 /* api_embed.c: POST /v1/embeddings (native: llama-server's own shape, at
  * /embedding and /embeddings) and /v1/rerank; a model's pooling (--pooling,
  * else its file's) and rerank prompt (rerank_template, NULL: Qwen3-Reranker's)
  * as it is loaded, and their memory as it is unloaded. */
-rw_server__reply rw_server__embeddings(srv_model *m, const char *body, size_t len, bool native);
-rw_server__reply rw_server__rerank(srv_model *m, const char *body, size_t len);
-rw_status rw_server__embed_setup(srv_model *m, const char *rerank_template, rw_error *err);
-void rw_server__embed_free(srv_model *m);
+rw_server__reply rw_server__embeddings(rw_server__model *m, const char *body, size_t len, bool native);
+rw_server__reply rw_server__rerank(rw_server__model *m, const char *body, size_t len);
+rw_status rw_server__embed_setup(rw_server__model *m, const char *rerank_template, rw_error *err);
+void rw_server__embed_free(rw_server__model *m);
 /* --pooling's name (NULL or "": each file's) into *pooling (-1), or RW_ERR_INVALID_ARG. */
 rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err);
 
 /* api_infill.c: POST /infill (llama-server's fill-in-the-middle, its
  * native response shape), and the fill-in-the-middle prompt /v1/completions'
  * suffix makes. */
-rw_server__reply rw_server__infill(srv_model *m, const char *body, size_t len);
+rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t len);
 /* BOS (as the vocabulary asks), PRE, prefix, SUF, suffix, MID: r's prompt
  * (tokenized without BOS) becomes the prefix of a prompt around suffix (its
  * text, tokenized as plain text). False and a 400 in *e when the model has
  * no fill-in-the-middle tokens. */
-bool rw_server__fim_wrap(srv_model *m, srv_request *r, const char *suffix, size_t suffix_len, srv_error *e);
+bool rw_server__fim_wrap(rw_server__model *m, rw_server__request *r, const char *suffix, size_t suffix_len, rw_server__error *e);
 /* api_slots.c: GET /slots (fail: 503 when no slot is idle) and POST
  * /slots/{id}?action=save|restore|erase; the folder of the state files
  * from the config (at start). */
-rw_server__reply rw_server__slots(srv_model *m, bool fail);
-rw_server__reply rw_server__slot_action(srv_model *m, const char *id, const char *action, const char *body, size_t len);
+rw_server__reply rw_server__slots(rw_server__model *m, bool fail);
+rw_server__reply rw_server__slot_action(rw_server__model *m, const char *id, const char *action, const char *body, size_t len);
 rw_status rw_server__slots_setup(rw_server *s, const rw_server_config *cfg, rw_error *err);
 
 /* request.c: parses a completions request object built by a translation
  * (as rw_server__parse_request does a body with chat = false). */
-bool rw_server__parse_completion_object(srv_model *m, json_t *o, srv_request *r, srv_error *e);
+bool rw_server__parse_completion_object(rw_server__model *m, json_t *o, rw_server__request *r, rw_server__error *e);
 
 /* The steps of those routes, for tests that feed a job engine events of
  * their own: a request object translated into the chat request (NULL and
@@ -73,19 +73,19 @@ bool rw_server__parse_completion_object(srv_model *m, json_t *o, srv_request *r,
  * j is freed). count: for count_tokens. *conv: the Responses conversation
  * (input items after a previous response's; taken over by finish), *prev_ids
  * (n_prev) that response's tokens (malloc'd, the caller frees; NULL: none). */
-json_t *rw_server__messages_to_chat(rw_server *s, json_t *o, bool count, srv_error *e);
-rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_request *r, srv_job *j);
+json_t *rw_server__messages_to_chat(rw_server *s, json_t *o, bool count, rw_server__error *e);
+rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, rw_server__request *r, rw_server__job *j);
 json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int32_t **prev_ids, size_t *n_prev,
-                                     srv_error *e);
-rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *r,
-                                              srv_job *j, const char *route_key);
+                                     rw_server__error *e);
+rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, rw_server__request *r,
+                                              rw_server__job *j, const char *route_key);
 
 /* Anthropic's error body {"type":"error","error":{"type","message"}} (malloc'd). */
-char *rw_server__anthropic_error_json(const srv_error *e);
+char *rw_server__anthropic_error_json(const rw_server__error *e);
 
 /* request.c: parses a chat-completions request object built by a
  * translation (as rw_server__parse_request does a body with chat = true). */
-bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_error *e);
+bool rw_server__parse_chat_object(rw_server__model *m, json_t *o, rw_server__request *r, rw_server__error *e);
 
 /* prompt.c: the request's prompt into r (prompt ids, message marks, output
  * parser settings, a forced call's grammar), from a chat-completions object
@@ -93,8 +93,8 @@ bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_e
  * completions object (prompt, suffix, echo). false with *e set (400 for the
  * request's fault, 500 otherwise); what r holds is freed by
  * rw_server__request_free either way. */
-bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e);
-bool rw_server__completion_prompt(srv_model *m, json_t *o, srv_request *r, bool echo, srv_error *e);
+bool rw_server__chat_prompt(rw_server__model *m, json_t *o, rw_server__request *r, rw_server__error *e);
+bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__request *r, bool echo, rw_server__error *e);
 
 /* ---- the output pipeline ---- */
 
@@ -148,7 +148,7 @@ void rw_server__out_init(rw_api_out *o, const char *id_prefix, rw_api_emit_fn em
  * markers, also when the prompt opened the block). Without it all text is
  * content. stream: a call's arguments come as they are generated (else
  * once whole). False when out of memory. */
-bool rw_server__out_parser(rw_api_out *o, srv_job *j, bool stream);
+bool rw_server__out_parser(rw_api_out *o, rw_server__job *j, bool stream);
 /* Feeds raw model text (final: no more comes, flush what is held back). */
 bool rw_server__out_feed(rw_api_out *o, const char *text, size_t len, bool final);
 void rw_server__out_free(rw_api_out *o);
@@ -164,7 +164,7 @@ typedef enum {
 
 /* For choice 0 of a finished job with the output parsed in o: why it ended;
  * *stop (may be NULL) points to the stop string matched, in stops. */
-rw_api_end rw_server__end_reason(const srv_job *j, const rw_api_out *o, char *const *stops, int n_stops,
+rw_api_end rw_server__end_reason(const rw_server__job *j, const rw_api_out *o, char *const *stops, int n_stops,
                              const char **stop);
 
 /* Choice 0's new text since the last take, with its state, under the job's
@@ -178,11 +178,11 @@ typedef struct {
     char error[256];
     int64_t prompt_tokens, cached_tokens, completion_tokens;
 } rw_api_take;
-void rw_server__take_text(srv_job *j, rw_api_take *t);
+void rw_server__take_text(rw_server__job *j, rw_api_take *t);
 
 /* Appends "event: NAME\ndata: JSON\n\n" to the job's out buffer (o is
  * consumed; NULL = out of memory, false). */
-bool rw_server__sse_event(srv_job *j, const char *name, json_t *o);
+bool rw_server__sse_event(rw_server__job *j, const char *name, json_t *o);
 
 /* Logs msg the first time key is seen (the server's list of logged names). */
 void rw_server__log_once(rw_server *s, const char *key, const char *msg);
@@ -193,15 +193,15 @@ void rw_server__new_id(char *buf, size_t cap, const char *prefix);
 /* Text of a JSON value that must be a string, or of an array of text parts
  * {"type": one of the types (NULL = any with "text"), "text": ...}. NULL
  * with *e filled when neither. */
-json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, srv_error *e);
+json_t *rw_server__text_of(json_t *v, const char *const *types, const char *param, rw_server__error *e);
 
 /* Submits a translated chat request for a route: parses it into *r (the
  * prompt continuing prev when it can: rw_server__splice_prompt) and
  * submits; the caller frees *r. Fills *e and returns NULL on failure, *r
  * freed. */
-srv_job *rw_server__run_chat(srv_model *m, json_t *chat, srv_request *r, srv_error *e);
-srv_job *rw_server__run_chat_after(srv_model *m, json_t *chat, const int32_t *prev, size_t n_prev, srv_request *r,
-                                   srv_error *e);
+rw_server__job *rw_server__run_chat(rw_server__model *m, json_t *chat, rw_server__request *r, rw_server__error *e);
+rw_server__job *rw_server__run_chat_after(rw_server__model *m, json_t *chat, const int32_t *prev, size_t n_prev, rw_server__request *r,
+                                   rw_server__error *e);
 
 /* ---- the Responses store (previous_response_id) ---- */
 
@@ -226,6 +226,6 @@ bool rw_server__store_get(rw_api_store *st, const char *id, json_t **messages, j
  * would not write). The prefix cache holds prev, so it serves all of it.
  * Otherwise (a template that rewrites earlier turns, a stop string cut,
  * beyond the context) r is left as it is. */
-void rw_server__splice_prompt(srv_model *m, srv_request *r, const int32_t *prev, size_t n_prev);
+void rw_server__splice_prompt(rw_server__model *m, rw_server__request *r, const int32_t *prev, size_t n_prev);
 
 #endif

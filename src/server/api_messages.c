@@ -27,13 +27,13 @@
 
 static const char *const text_types[] = {"text", NULL};
 
-static bool fail(srv_error *e, const char *param, const char *msg) {
+static bool fail(rw_server__error *e, const char *param, const char *msg) {
     rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
     return false;
 }
 
 /* system: a string or an array of text blocks. */
-static bool add_system(json_t *o, json_t *msgs, srv_error *e) {
+static bool add_system(json_t *o, json_t *msgs, rw_server__error *e) {
     json_t *sys = json_object_get(o, "system");
     if (!sys || json_is_null(sys)) return true;
     json_t *t = rw_server__text_of(sys, text_types, "system", e);
@@ -43,7 +43,7 @@ static bool add_system(json_t *o, json_t *msgs, srv_error *e) {
 }
 
 /* A tool_result's content: a string or text blocks (is_error noted in front). */
-static json_t *tool_result_text(json_t *b, const char *param, srv_error *e) {
+static json_t *tool_result_text(json_t *b, const char *param, rw_server__error *e) {
     json_t *c = json_object_get(b, "content");
     json_t *t = !c || json_is_null(c) ? json_string("") : rw_server__text_of(c, text_types, param, e);
     if (t && json_is_true(json_object_get(b, "is_error"))) {
@@ -54,7 +54,7 @@ static json_t *tool_result_text(json_t *b, const char *param, srv_error *e) {
     return t;
 }
 
-static bool add_message(json_t *m, size_t idx, json_t *msgs, srv_error *e) {
+static bool add_message(json_t *m, size_t idx, json_t *msgs, rw_server__error *e) {
     char param[64];
     snprintf(param, sizeof param, "messages.%zu", idx);
     const char *role = json_string_value(json_object_get(m, "role"));
@@ -158,7 +158,7 @@ static bool add_message(json_t *m, size_t idx, json_t *msgs, srv_error *e) {
 }
 
 /* tools [{name, description, input_schema}] -> [{type: function, function: {name, description, parameters}}] */
-static bool add_tools(rw_server *s, json_t *o, json_t *chat, srv_error *e) {
+static bool add_tools(rw_server *s, json_t *o, json_t *chat, rw_server__error *e) {
     json_t *tools = json_object_get(o, "tools");
     if (!tools || json_is_null(tools)) return true;
     if (!json_is_array(tools)) return fail(e, "tools", "'tools' must be an array");
@@ -191,7 +191,7 @@ static bool add_tools(rw_server *s, json_t *o, json_t *chat, srv_error *e) {
     return true;
 }
 
-static bool add_tool_choice(json_t *o, json_t *chat, srv_error *e) {
+static bool add_tool_choice(json_t *o, json_t *chat, rw_server__error *e) {
     json_t *tc = json_object_get(o, "tool_choice");
     if (!tc || json_is_null(tc)) return true;
     const char *type = json_string_value(json_object_get(tc, "type"));
@@ -211,7 +211,7 @@ static bool add_tool_choice(json_t *o, json_t *chat, srv_error *e) {
 
 /* The chat-completions request of a Messages request (NULL and *e on error).
  * count: for count_tokens (no max_tokens, no sampling). */
-json_t *rw_server__messages_to_chat(rw_server *s, json_t *o, bool count, srv_error *e) {
+json_t *rw_server__messages_to_chat(rw_server *s, json_t *o, bool count, rw_server__error *e) {
     json_t *msgs = json_object_get(o, "messages");
     if (!json_is_array(msgs)) {
         fail(e, "messages", "'messages' must be an array");
@@ -303,7 +303,7 @@ static json_t *message_json(const char *id, const char *model, json_t *content, 
 /* ---- streaming ---- */
 
 typedef struct {
-    srv_job *job;
+    rw_server__job *job;
     rw_api_out out;
     char id[48];
     char **stop; /* the request's stop strings (owned copies) */
@@ -369,7 +369,7 @@ static bool on_ev(void *user, const rw_api_ev *ev) {
     return true;
 }
 
-static bool stream_fill(srv_job *j) {
+static bool stream_fill(rw_server__job *j) {
     msg_stream *m = j->api_state;
     rw_api_take t;
     rw_server__take_text(j, &t);
@@ -421,8 +421,8 @@ static void stream_free(void *state) {
     free(m);
 }
 
-static char *body_json(srv_job *j, char *const *stops, int n_stops) {
-    const srv_choice *c = &j->choice[0];
+static char *body_json(rw_server__job *j, char *const *stops, int n_stops) {
+    const rw_server__choice *c = &j->choice[0];
     rw_api_out out;
     rw_server__out_init(&out, "toolu_", NULL, NULL);
     out.cut = c->finish == RW_FINISH_LENGTH;
@@ -450,9 +450,9 @@ static char *body_json(srv_job *j, char *const *stops, int n_stops) {
 }
 
 /* j->api_body: the whole answer of a finished job. */
-static char *messages_body(srv_job *j, int *status) {
+static char *messages_body(rw_server__job *j, int *status) {
     msg_stream *m = j->api_state;
-    srv_error e;
+    rw_server__error e;
     const char *fail = rw_server__job_error(j);
     if (fail) rw_server__job_fail_error(&e, fail);
     char *txt = fail ? NULL : body_json(j, m->stop, m->n_stop);
@@ -463,7 +463,7 @@ static char *messages_body(srv_job *j, int *status) {
 
 /* ---- routes ---- */
 
-char *rw_server__anthropic_error_json(const srv_error *e) {
+char *rw_server__anthropic_error_json(const rw_server__error *e) {
     const char *type;
     switch (e->http) {
     case 400: type = "invalid_request_error"; break;
@@ -484,11 +484,11 @@ char *rw_server__anthropic_error_json(const srv_error *e) {
     return s;
 }
 
-static rw_server__reply error_reply(const srv_error *e) {
+static rw_server__reply error_reply(const rw_server__error *e) {
     return (rw_server__reply){.http = e->http, .body = rw_server__anthropic_error_json(e)};
 }
 
-static json_t *load(const char *body, size_t len, srv_error *e) {
+static json_t *load(const char *body, size_t len, rw_server__error *e) {
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
     if (!o) rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body is not valid JSON: %s (line %d, column %d)",
@@ -501,13 +501,13 @@ static json_t *load(const char *body, size_t len, srv_error *e) {
     return o;
 }
 
-rw_server__reply rw_server__count_tokens(srv_model *m, const char *body, size_t len) {
-    srv_error e;
+rw_server__reply rw_server__count_tokens(rw_server__model *m, const char *body, size_t len) {
+    rw_server__error e;
     json_t *o = load(body, len, &e);
     json_t *chat = o ? rw_server__messages_to_chat(m->srv, o, true, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
-    srv_request r;
+    rw_server__request r;
     bool ok = rw_server__parse_chat_object(m, chat, &r, &e);
     json_decref(chat);
     if (!ok) return error_reply(&e);
@@ -518,9 +518,9 @@ rw_server__reply rw_server__count_tokens(srv_model *m, const char *body, size_t 
     return (rw_server__reply){.http = 200, .body = txt};
 }
 
-rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_request *r, srv_job *j) {
+rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, rw_server__request *r, rw_server__job *j) {
     (void)chat;
-    srv_error e;
+    rw_server__error e;
     msg_stream *m = calloc(1, sizeof *m);
     const bool stream = r->stream;
     bool ok = m != NULL;
@@ -546,14 +546,14 @@ rw_server__reply rw_server__messages_finish(rw_server *s, json_t *chat, srv_requ
     return (rw_server__reply){.http = 200, .job = j, .sse = stream};
 }
 
-rw_server__reply rw_server__messages(srv_model *m, const char *body, size_t len) {
-    srv_error e;
+rw_server__reply rw_server__messages(rw_server__model *m, const char *body, size_t len) {
+    rw_server__error e;
     json_t *o = load(body, len, &e);
     json_t *chat = o ? rw_server__messages_to_chat(m->srv, o, false, &e) : NULL;
     json_decref(o);
     if (!chat) return error_reply(&e);
-    srv_request r;
-    srv_job *j = rw_server__run_chat(m, chat, &r, &e);
+    rw_server__request r;
+    rw_server__job *j = rw_server__run_chat(m, chat, &r, &e);
     rw_server__reply rep = j ? rw_server__messages_finish(m->srv, chat, &r, j) : error_reply(&e);
     json_decref(chat);
     return rep;

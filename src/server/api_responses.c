@@ -36,7 +36,7 @@
 
 #include "server/api_int.h"
 
-static bool fail(srv_error *e, const char *param, const char *msg) {
+static bool fail(rw_server__error *e, const char *param, const char *msg) {
     rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
     return false;
 }
@@ -52,7 +52,7 @@ static json_t *open_assistant(json_t *msgs) {
 
 /* One input item appended to msgs; *reasoning holds a reasoning item's text
  * until the assistant turn it belongs to. */
-static bool add_item(rw_server *s, json_t *it, size_t idx, json_t *msgs, json_t **reasoning, srv_error *e) {
+static bool add_item(rw_server *s, json_t *it, size_t idx, json_t *msgs, json_t **reasoning, rw_server__error *e) {
     char param[48];
     snprintf(param, sizeof param, "input[%zu]", idx);
     if (!json_is_object(it)) return fail(e, param, "an input item must be an object");
@@ -129,7 +129,7 @@ static bool add_item(rw_server *s, json_t *it, size_t idx, json_t *msgs, json_t 
     return true;
 }
 
-static bool add_input(rw_server *s, json_t *o, json_t *msgs, srv_error *e) {
+static bool add_input(rw_server *s, json_t *o, json_t *msgs, rw_server__error *e) {
     json_t *in = json_object_get(o, "input");
     if (json_is_string(in)) {
         json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", in));
@@ -144,7 +144,7 @@ static bool add_input(rw_server *s, json_t *o, json_t *msgs, srv_error *e) {
     return ok;
 }
 
-static bool add_tools(rw_server *s, json_t *o, json_t *chat, srv_error *e) {
+static bool add_tools(rw_server *s, json_t *o, json_t *chat, rw_server__error *e) {
     json_t *tools = json_object_get(o, "tools");
     if (!tools || json_is_null(tools)) return true;
     if (!json_is_array(tools)) return fail(e, "tools", "'tools' must be an array");
@@ -182,7 +182,7 @@ static bool add_tools(rw_server *s, json_t *o, json_t *chat, srv_error *e) {
     return true;
 }
 
-static bool add_tool_choice(json_t *o, json_t *chat, srv_error *e) {
+static bool add_tool_choice(json_t *o, json_t *chat, rw_server__error *e) {
     json_t *tc = json_object_get(o, "tool_choice");
     if (!tc || json_is_null(tc)) return true;
     if (json_is_string(tc)) {
@@ -198,7 +198,7 @@ static bool add_tool_choice(json_t *o, json_t *chat, srv_error *e) {
 }
 
 /* text.format -> response_format (json_schema's fields are one level up in the Responses API). */
-static bool add_format(json_t *o, json_t *chat, srv_error *e) {
+static bool add_format(json_t *o, json_t *chat, rw_server__error *e) {
     json_t *fmt = json_object_get(json_object_get(o, "text"), "format");
     if (!fmt || json_is_null(fmt)) return true;
     const char *type = json_string_value(json_object_get(fmt, "type"));
@@ -216,7 +216,7 @@ static bool add_format(json_t *o, json_t *chat, srv_error *e) {
 /* ---- a request in flight ---- */
 
 typedef struct {
-    srv_job *job;
+    rw_server__job *job;
     rw_api_out out;
     bool sse; /* streaming: events go out; else only the items are kept */
     int seq;  /* sequence_number of the next event */
@@ -278,9 +278,9 @@ static json_t *text_item(const resp_state *r, const char *status, const char *te
  * part, past the think block (a text part closes when its item does: the
  * tokens of the answer so far). Else an empty array. */
 static json_t *text_logprobs(resp_state *r) {
-    srv_job *j = r->job;
+    rw_server__job *j = r->job;
     if (!j->logprobs) return json_array();
-    srv_choice *c = &j->choice[0];
+    rw_server__choice *c = &j->choice[0];
     pthread_mutex_lock(&j->mu);
     size_t from = r->lp_from > (size_t)c->reasoning_toks ? r->lp_from : (size_t)c->reasoning_toks, to = c->n_toks;
     json_t *a =
@@ -422,8 +422,8 @@ static json_t *assistant_message(const rw_api_out *o) {
 /* The end: closes the last item and builds the final response (stored when
  * asked). Returns it, with *status its status. */
 static json_t *finish(resp_state *r, const char **status, bool *ok) {
-    srv_job *j = r->job;
-    const srv_choice *c = &j->choice[0];
+    rw_server__job *j = r->job;
+    const rw_server__choice *c = &j->choice[0];
     *ok = close_item(r);
     if (*ok && json_array_size(r->items) == 0) { /* an empty answer is an empty message */
         rw_api_ev ev = {.kind = RW_API_EV_TEXT, .text = "", .len = 0};
@@ -449,7 +449,7 @@ static json_t *finish(resp_state *r, const char **status, bool *ok) {
     return resp;
 }
 
-static bool stream_fill(srv_job *j) {
+static bool stream_fill(rw_server__job *j) {
     resp_state *r = j->api_state;
     rw_api_take t;
     rw_server__take_text(j, &t);
@@ -520,7 +520,7 @@ static json_t *echo_of(json_t *o, const char *model) {
 
 /* The chat request; *conv the conversation (input items, after a previous response's). */
 json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int32_t **prev_ids, size_t *n_prev,
-                                     srv_error *e) {
+                                     rw_server__error *e) {
     *conv = NULL;
     *prev_ids = NULL;
     *n_prev = 0;
@@ -582,15 +582,15 @@ json_t *rw_server__responses_to_chat(rw_server *s, json_t *o, json_t **conv, int
     return chat;
 }
 
-static rw_server__reply reply_error(const srv_error *e) {
+static rw_server__reply reply_error(const rw_server__error *e) {
     return (rw_server__reply){.http = e->http, .body = rw_server__error_json(e)};
 }
 
 /* j->api_body: the whole answer of a finished job. */
-static char *responses_body(srv_job *j, int *status) {
+static char *responses_body(rw_server__job *j, int *status) {
     resp_state *r = j->api_state;
-    const srv_choice *c = &j->choice[0];
-    srv_error e;
+    const rw_server__choice *c = &j->choice[0];
+    rw_server__error e;
     const char *fail = rw_server__job_error(j), *st;
     r->out.cut = c->finish == RW_FINISH_LENGTH;
     bool ok = !fail && rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true), ok2 = false;
@@ -628,9 +628,9 @@ static void chain_id(char *id, size_t cap, json_t *o, const char *route_key) {
     if (key && cap > 5 + 16) memcpy(id + 5, key, 16);
 }
 
-rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, srv_request *rq,
-                                              srv_job *j, const char *route_key) {
-    srv_error e;
+rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *chat, json_t *conv, rw_server__request *rq,
+                                              rw_server__job *j, const char *route_key) {
+    rw_server__error e;
     resp_state *r = calloc(1, sizeof *r);
     if (!r) {
         json_decref(conv);
@@ -670,7 +670,7 @@ rw_server__reply rw_server__responses_finish(rw_server *s, json_t *o, json_t *ch
 
 /* Whether the stored response id was answered by model m (a follow-up
  * continues its tokens only then: another model's are another vocabulary's). */
-static bool same_model(srv_model *m, const char *id) {
+static bool same_model(rw_server__model *m, const char *id) {
     json_t *resp = NULL;
     if (m->srv->n_models == 1 || !rw_server__store_get(m->srv->store, id, NULL, &resp, NULL, NULL)) return true;
     const char *was = json_string_value(json_object_get(resp, "model"));
@@ -679,9 +679,9 @@ static bool same_model(srv_model *m, const char *id) {
     return same;
 }
 
-rw_server__reply rw_server__responses(srv_model *m, const char *body, size_t len, const char *route_key) {
+rw_server__reply rw_server__responses(rw_server__model *m, const char *body, size_t len, const char *route_key) {
     rw_server *s = m->srv;
-    srv_error e;
+    rw_server__error e;
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
     if (!json_is_object(o)) {
@@ -704,8 +704,8 @@ rw_server__reply rw_server__responses(srv_model *m, const char *body, size_t len
         prev = NULL;
         n_prev = 0;
     }
-    srv_request rq;
-    srv_job *j = rw_server__run_chat_after(m, chat, prev, n_prev, &rq, &e);
+    rw_server__request rq;
+    rw_server__job *j = rw_server__run_chat_after(m, chat, prev, n_prev, &rq, &e);
     free(prev);
     rw_server__reply rep;
     if (j) rep = rw_server__responses_finish(s, o, chat, conv, &rq, j, route_key);
@@ -721,7 +721,7 @@ rw_server__reply rw_server__responses(srv_model *m, const char *body, size_t len
 rw_server__reply rw_server__response_get(rw_server *s, const char *id) {
     json_t *resp = NULL;
     if (!rw_server__store_get(s->store, id, NULL, &resp, NULL, NULL)) {
-        srv_error e;
+        rw_server__error e;
         rw_server__errorf(&e, 404, "invalid_request_error", NULL, NULL, "Response with id '%s' not found.", id);
         return reply_error(&e);
     }

@@ -17,7 +17,7 @@
 enum { HEAD_TOKENS = 256 }; /* the tokens of each slot whose text GET /slots shows */
 
 static rw_server__reply error_reply(int http, const char *type, const char *param, const char *fmt, const char *a) {
-    srv_error e;
+    rw_server__error e;
     char msg[400];
     snprintf(msg, sizeof msg, fmt, a);
     rw_server__errorf(&e, http, type, NULL, param, "%s", msg);
@@ -47,7 +47,7 @@ static rw_server__reply slots_off(void) {
     return error_reply(501, "not_supported_error", NULL, "%s", "This server has /slots turned off (--no-slots)");
 }
 
-rw_server__reply rw_server__slots(srv_model *m, bool fail) {
+rw_server__reply rw_server__slots(rw_server__model *m, bool fail) {
     const rw_server *s = m->srv;
     if (s->no_slots) return slots_off();
     const int n = (int)rw_engine_setting_get(m->engine, RW_ENGINE_MAX_RUNNING);
@@ -100,7 +100,7 @@ static bool plain_name(const char *f) {
 
 /* An engine error as an HTTP answer; the folder's path is not the
  * client's business: its messages name the file only. */
-static rw_server__reply engine_error(const srv_model *m, rw_error *err) {
+static rw_server__reply engine_error(const rw_server__model *m, rw_error *err) {
     const rw_server *s = m->srv;
     const size_t dl = s->slot_save_path ? strlen(s->slot_save_path) : 0;
     for (char *p; dl && (p = strstr(err->msg, s->slot_save_path)) && p[dl] == '/';)
@@ -117,7 +117,7 @@ static rw_server__reply engine_error(const srv_model *m, rw_error *err) {
     }
 }
 
-rw_server__reply rw_server__slot_action(srv_model *m, const char *id, const char *action, const char *body,
+rw_server__reply rw_server__slot_action(rw_server__model *m, const char *id, const char *action, const char *body,
                                         size_t len) {
     const rw_server *s = m->srv;
     if (s->no_slots) return slots_off();

@@ -50,7 +50,7 @@ typedef struct {
     bool nomem;
 } guard_list;
 
-static bool has_control(srv_model *m, const char *p, size_t n) { return rw_tokenizer_find_control(m->tok, p, n) >= 0; }
+static bool has_control(rw_server__model *m, const char *p, size_t n) { return rw_tokenizer_find_control(m->tok, p, n) >= 0; }
 
 /* The marker of string i in buf (NUL-terminated). */
 static void marker(char *buf, size_t cap, size_t i) { snprintf(buf, cap, "%s%zu_", mark_key, i); }
@@ -78,7 +78,7 @@ static json_t *mark(guard_list *gl, const char *p, size_t n, char *mk, size_t ca
 /* A copy of v with every string (value or key) that holds a control token's
  * text replaced by its marker, keys kept in order; NULL on out of memory.
  * Nesting is bounded by jansson's parser (the JSON came from a request). */
-static json_t *marked_copy(srv_model *m, json_t *v, guard_list *gl) {
+static json_t *marked_copy(rw_server__model *m, json_t *v, guard_list *gl) {
     char mk[64];
     if (json_is_string(v))
         return has_control(m, json_string_value(v), json_string_length(v))
@@ -118,7 +118,7 @@ static json_t *marked_copy(srv_model *m, json_t *v, guard_list *gl) {
     return json_incref(v);
 }
 
-static bool any_control(srv_model *m, json_t *v) {
+static bool any_control(rw_server__model *m, json_t *v) {
     if (json_is_string(v)) return has_control(m, json_string_value(v), json_string_length(v));
     size_t i;
     const char *k;
@@ -149,9 +149,9 @@ static long rendered_len(const guard_list *gl, size_t i, const char *text, size_
 /* norm, tools and kwargs: the request's JSON as the template gets it, looked
  * at without parsing again; only a request that holds control text pays for
  * the second rendering. */
-bool rw_server__chat_tokenize(srv_model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
                               const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
-                              srv_error *e) {
+                              rw_server__error *e) {
     rw_error err = {0};
     if (!ro->tools_json) tools = NULL; /* what the template gets (an array, else none) */
     if (!any_control(m, norm) && !any_control(m, tools) && !any_control(m, kwargs)) {

@@ -39,8 +39,8 @@ double rw_server__now(void) {
 
 bool rw_server__stopping(const rw_server *s) { return __atomic_load_n(&s->stopping, __ATOMIC_SEQ_CST) != 0; }
 
-srv_sock *rw_server__sock_open(rw_server *s, struct MHD_Connection *c) {
-    srv_sock *k = calloc(1, sizeof *k);
+rw_server__sock *rw_server__sock_open(rw_server *s, struct MHD_Connection *c) {
+    rw_server__sock *k = calloc(1, sizeof *k);
     if (!k) return NULL;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     k->conn = c;
@@ -57,12 +57,12 @@ srv_sock *rw_server__sock_open(rw_server *s, struct MHD_Connection *c) {
     return k;
 }
 
-static void unref_locked(rw_server *s, srv_sock *k) {
+static void unref_locked(rw_server *s, rw_server__sock *k) {
     if (--k->refs == 0) free(k);
     (void)s;
 }
 
-void rw_server__sock_closed(rw_server *s, srv_sock *k) {
+void rw_server__sock_closed(rw_server *s, rw_server__sock *k) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     if (k->prev) k->prev->next = k->next;
@@ -76,20 +76,20 @@ void rw_server__sock_closed(rw_server *s, srv_sock *k) {
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-void rw_server__sock_ref(rw_server *s, srv_sock *k) {
+void rw_server__sock_ref(rw_server *s, rw_server__sock *k) {
     pthread_mutex_lock(&s->conn_mu);
     k->refs++;
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-void rw_server__sock_unref(rw_server *s, srv_sock *k) {
+void rw_server__sock_unref(rw_server *s, rw_server__sock *k) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     unref_locked(s, k);
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-void rw_server__sock_phase(rw_server *s, srv_sock *k, int phase) {
+void rw_server__sock_phase(rw_server *s, rw_server__sock *k, int phase) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     if (k->phase != phase) {
@@ -99,7 +99,7 @@ void rw_server__sock_phase(rw_server *s, srv_sock *k, int phase) {
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-bool rw_server__sock_sleep(rw_server *s, srv_sock *k, bool watch) {
+bool rw_server__sock_sleep(rw_server *s, rw_server__sock *k, bool watch) {
     pthread_mutex_lock(&s->conn_mu);
     bool ok = !rw_server__stopping(s) && k->conn && !k->gone && !k->suspended;
     if (ok) {
@@ -111,7 +111,7 @@ bool rw_server__sock_sleep(rw_server *s, srv_sock *k, bool watch) {
     return ok;
 }
 
-static void wake_locked(srv_sock *k) {
+static void wake_locked(rw_server__sock *k) {
     if (k->suspended && k->conn) {
         k->suspended = false;
         k->watch = false;
@@ -119,14 +119,14 @@ static void wake_locked(srv_sock *k) {
     }
 }
 
-void rw_server__sock_wake(rw_server *s, srv_sock *k) {
+void rw_server__sock_wake(rw_server *s, rw_server__sock *k) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     wake_locked(k);
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-bool rw_server__sock_gone(rw_server *s, srv_sock *k) {
+bool rw_server__sock_gone(rw_server *s, rw_server__sock *k) {
     pthread_mutex_lock(&s->conn_mu);
     bool gone = k->gone;
     pthread_mutex_unlock(&s->conn_mu);
@@ -138,10 +138,10 @@ bool rw_server__sock_gone(rw_server *s, srv_sock *k) {
 static void watch_pass(rw_server *s) {
     const double now = rw_server__now();
     struct pollfd pf[256];
-    srv_sock *ks[256];
+    rw_server__sock *ks[256];
     int n = 0;
     uint64_t timeouts = 0, hangups = 0;
-    for (srv_sock *k = s->socks; k; k = k->next) {
+    for (rw_server__sock *k = s->socks; k; k = k->next) {
         if (k->suspended) {
             if (k->watch && k->fd >= 0 && n < 256) { /* the rest on the next pass */
                 pf[n] = (struct pollfd){.fd = k->fd, .events = POLLRDHUP};
@@ -198,7 +198,7 @@ rw_status rw_server__conns_start(rw_server *s, rw_error *err) {
 
 void rw_server__conns_stop(rw_server *s) {
     pthread_mutex_lock(&s->conn_mu);
-    for (srv_sock *k = s->socks; k; k = k->next) wake_locked(k); /* libmicrohttpd may not stop with any suspended */
+    for (rw_server__sock *k = s->socks; k; k = k->next) wake_locked(k); /* libmicrohttpd may not stop with any suspended */
     s->watcher_stop = true;
     pthread_cond_signal(&s->watcher_cv);
     pthread_mutex_unlock(&s->conn_mu);

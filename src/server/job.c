@@ -16,15 +16,15 @@
 #include "base/portable.h"
 #include "server/server_int.h"
 
-static void watch_calls(srv_job *j, srv_choice *c, const char *text, size_t len);
-static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
+static void watch_calls(rw_server__job *j, rw_server__choice *c, const char *text, size_t len);
+static void put(rw_server__job *j, rw_server__choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
                 const float *lp, const rw_token_logprob *top, int n_top);
 
 /* ---- the thinking budget ---- */
 
 /* Copies what a continuation needs: the prompt, the parameters (stop
  * strings and bias owned here), the close marker's text and tokens. */
-static bool budget_setup(srv_job *j, const srv_request *r) {
+static bool budget_setup(rw_server__job *j, const rw_server__request *r) {
     const char *close = j->model->caps.think_close[0] ? j->model->caps.think_close : "</think>";
     if (r->budget_close) close = r->budget_close;
     size_t cl = strlen(close);
@@ -61,7 +61,7 @@ static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\
 
 /* Follows the think block through a new piece of output (under j->mu):
  * whether the output opens with it, and where it closes. */
-static void track_think(const srv_job *j, srv_choice *c, const char *text, size_t len, int n_tokens) {
+static void track_think(const rw_server__job *j, rw_server__choice *c, const char *text, size_t len, int n_tokens) {
     const char *open = j->think_open               ? j->think_open
                        : j->model->caps.think_open[0] ? j->model->caps.think_open
                                                       : "<think>";
@@ -110,8 +110,8 @@ static void track_think(const srv_job *j, srv_choice *c, const char *text, size_
     }
 }
 
-srv_job *rw_server__job_new(srv_model *m, const srv_request *r) {
-    srv_job *j = calloc(1, sizeof *j);
+rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request *r) {
+    rw_server__job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->srv = m->srv;
     j->model = m;
@@ -167,18 +167,18 @@ srv_job *rw_server__job_new(srv_model *m, const srv_request *r) {
     return j;
 }
 
-void rw_server__job_attach(srv_job *j, srv_sock *k) {
+void rw_server__job_attach(rw_server__job *j, rw_server__sock *k) {
     rw_server__sock_ref(j->srv, k);
     pthread_mutex_lock(&j->mu);
     j->sock = k;
     pthread_mutex_unlock(&j->mu);
 }
 
-rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err) {
+rw_status rw_server__job_submit(rw_server__job *j, const rw_server__request *r, rw_error *err) {
     for (int i = 0; i < j->n; i++) {
         rw_gen_params gp = r->gp;
         gp.sampling.seed += (uint64_t)i; /* choice i: its own draws */
-        srv_choice *c = &j->choice[i];
+        rw_server__choice *c = &j->choice[i];
         const int32_t *prompt = r->prompt;
         int64_t n_prompt = r->n_prompt;
         int32_t *closed = NULL;
@@ -206,10 +206,10 @@ rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err)
     return RW_OK;
 }
 
-void rw_server__job_free(srv_job *j) {
+void rw_server__job_free(rw_server__job *j) {
     if (!j) return;
     for (int i = 0; i < j->n; i++) {
-        srv_choice *c = &j->choice[i];
+        rw_server__choice *c = &j->choice[i];
         pthread_mutex_lock(&j->mu);
         bool running = c->submitted && !c->done;
         pthread_mutex_unlock(&j->mu);
@@ -237,7 +237,7 @@ void rw_server__job_free(srv_job *j) {
     free(j);
 }
 
-rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+rw_status rw_server__job_parser_new(const rw_server__job *j, const char *id_prefix, bool stream, rw_chat_output **out,
                              rw_error *err) {
     rw_chat_output_opts o = j->parse;
     o.id_prefix = id_prefix;
@@ -248,7 +248,7 @@ rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, boo
 
 /* Appends text and tokens (with logprobs, or zeros when lp is NULL) to a
  * choice, under j->mu. */
-static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
+static void put(rw_server__job *j, rw_server__choice *c, const char *text, size_t text_len, const int32_t *toks, int n,
                 const float *lp, const rw_token_logprob *top, int n_top) {
     if (text_len) {
         if (c->text_len + text_len + 1 > c->text_cap) {
@@ -272,7 +272,7 @@ static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, co
             while (cap < c->n_toks + (size_t)n) cap *= 2;
             int32_t *p = realloc(c->toks, cap * sizeof *p);
             if (p) c->toks = p;
-            srv_tok_lp *q = j->logprobs ? realloc(c->lps, cap * sizeof *q) : NULL;
+            rw_server__tok_lp *q = j->logprobs ? realloc(c->lps, cap * sizeof *q) : NULL;
             if (q) c->lps = q;
             if (p && (q || !j->logprobs)) c->toks_cap = cap;
             else c->oom = true;
@@ -281,7 +281,7 @@ static void put(srv_job *j, srv_choice *c, const char *text, size_t text_len, co
             for (int i = 0; i < n; i++) {
                 c->toks[c->n_toks] = toks[i];
                 if (j->logprobs) {
-                    srv_tok_lp *l = &c->lps[c->n_toks];
+                    rw_server__tok_lp *l = &c->lps[c->n_toks];
                     l->lp = lp ? lp[i] : 0.0f;
                     l->n_top = lp ? n_top : 0;
                     if (l->n_top) memcpy(l->top, top + (size_t)i * (size_t)n_top, (size_t)l->n_top * sizeof *l->top);
@@ -301,7 +301,7 @@ static rw_status ignore_event(void *user, const rw_chat_event *ev) {
 /* Feeds the output to the choice's watch parser; once the allowed calls
  * are complete, the request is to stop (under j->mu). Out of memory: no
  * watching (the answer is still parsed whole, only the stop is lost). */
-static void watch_calls(srv_job *j, srv_choice *c, const char *text, size_t len) {
+static void watch_calls(rw_server__job *j, rw_server__choice *c, const char *text, size_t len) {
     rw_error err = {0};
     if (c->calls_stop || !len) return;
     if (!c->watch) {
@@ -314,8 +314,8 @@ static void watch_calls(srv_job *j, srv_choice *c, const char *text, size_t len)
 }
 
 void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
-    srv_choice *c = user;
-    srv_job *j = c->job;
+    rw_server__choice *c = user;
+    rw_server__job *j = c->job;
     pthread_mutex_lock(&j->mu);
     if (c->over_budget) { /* being replaced by its continuation: what it makes now is not kept */
         pthread_mutex_unlock(&j->mu);
@@ -350,7 +350,7 @@ void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
 /* Replaces a choice's request that spent its thinking budget: cancels it,
  * adds the close marker to its output and submits prompt + output + close,
  * with what is left of max_tokens (connection thread). */
-static void continue_choice(srv_job *j, srv_choice *c) {
+static void continue_choice(rw_server__job *j, rw_server__choice *c) {
     if (c->submitted) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this */
     pthread_mutex_lock(&j->mu);
     put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
@@ -386,17 +386,17 @@ static void continue_choice(srv_job *j, srv_choice *c) {
     pthread_mutex_unlock(&j->mu);
 }
 
-static bool any_over_budget(const srv_job *j) { /* under j->mu */
+static bool any_over_budget(const rw_server__job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++)
         if (j->choice[i].over_budget) return true;
     return false;
 }
 
 /* Continues every choice over its budget (connection thread). */
-static void continue_over_budget(srv_job *j) {
+static void continue_over_budget(rw_server__job *j) {
     if (j->budget < 0) return;
     for (int i = 0; i < j->n; i++) {
-        srv_choice *c = &j->choice[i];
+        rw_server__choice *c = &j->choice[i];
         pthread_mutex_lock(&j->mu);
         bool over = c->over_budget;
         pthread_mutex_unlock(&j->mu);
@@ -406,9 +406,9 @@ static void continue_over_budget(srv_job *j) {
 
 /* Ends every choice whose allowed calls are complete: its engine request
  * cancelled, its finish "stop" (connection thread). */
-static void stop_after_calls(srv_job *j) {
+static void stop_after_calls(rw_server__job *j) {
     for (int i = 0; i < j->n; i++) {
-        srv_choice *c = &j->choice[i];
+        rw_server__choice *c = &j->choice[i];
         pthread_mutex_lock(&j->mu);
         bool stop = c->calls_stop && !c->done && !c->over_budget;
         pthread_mutex_unlock(&j->mu);
@@ -421,13 +421,13 @@ static void stop_after_calls(srv_job *j) {
     }
 }
 
-static bool all_done(const srv_job *j) { /* under j->mu */
+static bool all_done(const rw_server__job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++)
         if (!j->choice[i].done) return false;
     return true;
 }
 
-bool rw_server__job_ready(srv_job *j, bool *over) {
+bool rw_server__job_ready(rw_server__job *j, bool *over) {
     *over = false;
     if (rw_server__stopping(j->srv) || rw_server__sock_gone(j->srv, j->sock)) {
         *over = true;
@@ -444,7 +444,7 @@ bool rw_server__job_ready(srv_job *j, bool *over) {
     }
 }
 
-const char *rw_server__job_error(const srv_job *j) {
+const char *rw_server__job_error(const rw_server__job *j) {
     for (int i = 0; i < j->n; i++) {
         if (j->choice[i].oom) return "out of memory";
         if (j->choice[i].finish == RW_FINISH_ERROR) return j->choice[i].error;
@@ -452,7 +452,7 @@ const char *rw_server__job_error(const srv_job *j) {
     return NULL;
 }
 
-void rw_server__job_fail_error(srv_error *e, const char *fail) {
+void rw_server__job_fail_error(rw_server__error *e, const char *fail) {
     if (!strncmp(fail, "grammar: ", 9)) rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", fail);
     else rw_server__errorf(e, 500, "server_error", NULL, NULL, "%s", fail);
 }
@@ -462,13 +462,13 @@ typedef struct {
     char *text;
     size_t text_len;
     int32_t *toks;
-    srv_tok_lp *lps;
+    rw_server__tok_lp *lps;
     size_t n_toks;
     bool done, oom;
     rw_finish_reason finish;
 } taken;
 
-static void take(srv_job *j, srv_choice *c, taken *t) { /* under j->mu */
+static void take(rw_server__job *j, rw_server__choice *c, taken *t) { /* under j->mu */
     memset(t, 0, sizeof *t);
     t->text = c->text;
     t->text_len = c->text_len;
@@ -490,8 +490,8 @@ static void take(srv_job *j, srv_choice *c, taken *t) { /* under j->mu */
 
 /* A chat choice's stream: the parser's events as delta chunks. */
 typedef struct {
-    srv_job *j;
-    srv_choice *c;
+    rw_server__job *j;
+    rw_server__choice *c;
     const taken *t;
     bool toks_sent; /* the taken tokens (ids, logprobs) ride on the first chunk */
     int n;          /* chunks written */
@@ -535,7 +535,7 @@ static rw_status on_stream_event(void *user, const rw_chat_event *ev) {
 
 /* Feeds what a chat choice produced to its parser (made on first use) and
  * writes the events as chunks; at the end, the held-back text too. */
-static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote) {
+static bool stream_parsed(rw_server__job *j, rw_server__choice *c, const taken *t, int *wrote) {
     rw_error err = {0};
     if (!c->parser && rw_server__job_parser_new(j, NULL, true, &c->parser, &err)) return false;
     stream_ctx x = {.j = j, .c = c, .t = t};
@@ -555,7 +555,7 @@ static bool stream_parsed(srv_job *j, srv_choice *c, const taken *t, int *wrote)
 
 /* Formats what the engine has produced since the last call into j->out.
  * Returns false when there is nothing new (and the stream is not over). */
-static bool fill(srv_job *j) {
+static bool fill(rw_server__job *j) {
     taken t[SRV_MAX_N];
     pthread_mutex_lock(&j->mu);
     for (int i = 0; i < j->n; i++) take(j, &j->choice[i], &t[i]);
@@ -569,7 +569,7 @@ static bool fill(srv_job *j) {
         wrote = true;
     }
     for (int i = 0; ok && i < j->n; i++) {
-        srv_choice *c = &j->choice[i];
+        rw_server__choice *c = &j->choice[i];
         if (j->chat) { /* through the output parser: content, reasoning and tool call deltas */
             int wrote_n = 0;
             ok = stream_parsed(j, c, &t[i], &wrote_n);
@@ -604,9 +604,9 @@ static bool fill(srv_job *j) {
     return wrote && ok;
 }
 
-static bool nothing_new(const srv_job *j) { /* under j->mu */
+static bool nothing_new(const rw_server__job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++) {
-        const srv_choice *c = &j->choice[i];
+        const rw_server__choice *c = &j->choice[i];
         if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken || c->over_budget ||
             (c->calls_stop && !c->done))
             return false;
@@ -616,7 +616,7 @@ static bool nothing_new(const srv_job *j) { /* under j->mu */
 
 ssize_t rw_server__job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
-    srv_job *j = cls;
+    rw_server__job *j = cls;
     for (;;) {
         if (j->out_pos < j->out_len) {
             size_t n = j->out_len - j->out_pos < max ? j->out_len - j->out_pos : max;

@@ -191,7 +191,7 @@ char *rw_server__metrics_text(rw_server *s) {
     rw_engine_stats st = s->retired;
     const int n_models = s->n_models < 64 ? s->n_models : 64;
     for (int i = 0; i < n_models; i++) {
-        const srv_model *m = &s->models[i];
+        const rw_server__model *m = &s->models[i];
         rows[i] = (model_row){.id = m->id,
                               .loaded = m->loaded,
                               .users = m->users,

@@ -19,18 +19,18 @@
 
 #include "server/api_int.h"
 
-size_t rw_server__model_bytes(const srv_model *m, const rw_engine_stats *st) {
+size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *st) {
     return m->weight_bytes + (size_t)st->cache.bytes_kv_and_state + (size_t)st->cache.bytes_logits + st->kv_bytes;
 }
 
 /* A loaded model's measure now (under models_mu). */
-static size_t measure(const srv_model *m) {
+static size_t measure(const rw_server__model *m) {
     rw_engine_stats st;
     rw_engine_get_stats(m->engine, &st);
     return rw_server__model_bytes(m, &st);
 }
 
-rw_status rw_server__model_setup(srv_model *m, const char *rerank_template, rw_error *err) {
+rw_status rw_server__model_setup(rw_server__model *m, const char *rerank_template, rw_error *err) {
     rw_server *s = m->srv;
     rw_chat_template_caps(m->tmpl, &m->caps);
     m->tool_fmt = s->tool_fmt_set ? s->tool_fmt_cfg : m->caps.tool_format;
@@ -38,7 +38,7 @@ rw_status rw_server__model_setup(srv_model *m, const char *rerank_template, rw_e
 }
 
 /* Takes over what a loader gave (the loaded part of m). */
-static rw_status take_loaded(srv_model *m, const rw_server_model *h, rw_error *err) {
+static rw_status take_loaded(rw_server__model *m, const rw_server_model *h, rw_error *err) {
     m->engine = h->engine;
     m->tok = h->tok;
     m->tmpl = h->tmpl;
@@ -51,7 +51,7 @@ static rw_status take_loaded(srv_model *m, const rw_server_model *h, rw_error *e
 }
 
 /* Frees the loaded part and gives the model back to its loader (not under models_mu). */
-static void drop_loaded(srv_model *m) {
+static void drop_loaded(rw_server__model *m) {
     free(m->bos);
     free(m->eos);
     rw_server__embed_free(m);
@@ -67,7 +67,7 @@ static void drop_loaded(srv_model *m) {
 }
 
 /* Loads m (the caller is the loader, not under models_mu). */
-static rw_status load(srv_model *m, rw_error *err) {
+static rw_status load(rw_server__model *m, rw_error *err) {
     rw_server_model h;
     memset(&h, 0, sizeof h);
     struct timespec t0, t1;
@@ -94,7 +94,7 @@ rw_status rw_server__models_start(rw_server *s, const rw_server_model_source *sr
     if (!(s->models = calloc((size_t)n, sizeof *s->models))) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     s->n_models = n;
     for (int i = 0; i < n; i++) {
-        srv_model *m = &s->models[i];
+        rw_server__model *m = &s->models[i];
         m->srv = s;
         m->index = i;
         m->src = src[i];
@@ -111,7 +111,7 @@ rw_status rw_server__models_start(rw_server *s, const rw_server_model_source *sr
                 return rw_errorf(err, RW_ERR_INVALID_ARG, "two models are named \"%s\" (give each its own alias)",
                                  m->id);
     }
-    srv_model *d = &s->models[0];
+    rw_server__model *d = &s->models[0];
     rw_status st = load(d, err);
     if (st) return st;
     d->loaded = true;
@@ -121,7 +121,7 @@ rw_status rw_server__models_start(rw_server *s, const rw_server_model_source *sr
 
 void rw_server__models_stop(rw_server *s) {
     for (int i = 0; i < s->n_models; i++) {
-        srv_model *m = &s->models[i];
+        rw_server__model *m = &s->models[i];
         if (m->loaded) drop_loaded(m);
         m->loaded = false;
         free(m->id);
@@ -132,10 +132,10 @@ void rw_server__models_stop(rw_server *s) {
     s->n_models = 0;
 }
 
-srv_model *rw_server__model_find(rw_server *s, const char *name, srv_error *e) {
+rw_server__model *rw_server__model_find(rw_server *s, const char *name, rw_server__error *e) {
     if (s->n_models == 1 || !name || !name[0]) return &s->models[0];
     for (int i = 0; i < s->n_models; i++) {
-        const srv_model *m = &s->models[i];
+        const rw_server__model *m = &s->models[i];
         if (!strcmp(name, m->id) || (m->alt_id && !strcmp(name, m->alt_id))) return &s->models[i];
     }
     char list[256] = "";
@@ -153,7 +153,7 @@ static bool stopping(const rw_server *s) { return rw_server__stopping(s); }
  * models_mu): unloads the least recently used other models until the
  * loaded ones plus m's estimate fit, or none is left. False when the
  * server stops meanwhile. */
-static bool make_room(srv_model *m) {
+static bool make_room(rw_server__model *m) {
     rw_server *s = m->srv;
     for (;;) {
         if (stopping(s)) return false;
@@ -170,11 +170,11 @@ static bool make_room(srv_model *m) {
         /* the victims, oldest first, until what they free is enough (all but m if need be) */
         size_t freed = 0;
         bool any = false; /* a victim was chosen */
-        srv_model *idle = NULL;
+        rw_server__model *idle = NULL;
         while ((used > freed ? used - freed : 0) + m->src.est_bytes > s->models_max_bytes) {
-            srv_model *v = NULL;
+            rw_server__model *v = NULL;
             for (int i = 0; i < s->n_models; i++) {
-                srv_model *c = &s->models[i];
+                rw_server__model *c = &s->models[i];
                 if (c != m && c->loaded && !c->draining && c->src.unload && (!v || c->last_used < v->last_used)) v = c;
             }
             if (!v) break;
@@ -204,7 +204,7 @@ static bool make_room(srv_model *m) {
     }
 }
 
-bool rw_server__model_acquire(srv_model *m, srv_error *e) {
+bool rw_server__model_acquire(rw_server__model *m, rw_server__error *e) {
     rw_server *s = m->srv;
     bool waited = false;
     pthread_mutex_lock(&s->models_mu);
@@ -251,13 +251,13 @@ bool rw_server__model_acquire(srv_model *m, srv_error *e) {
     return !st;
 }
 
-void rw_server__model_ref(srv_model *m) {
+void rw_server__model_ref(rw_server__model *m) {
     pthread_mutex_lock(&m->srv->models_mu);
     m->users++;
     pthread_mutex_unlock(&m->srv->models_mu);
 }
 
-void rw_server__model_release(srv_model *m) {
+void rw_server__model_release(rw_server__model *m) {
     if (!m) return;
     rw_server *s = m->srv;
     pthread_mutex_lock(&s->models_mu);

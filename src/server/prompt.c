@@ -13,7 +13,7 @@
 
 #include "server/api_int.h"
 
-static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
+static bool bad(rw_server__error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
     snprintf(msg, sizeof msg, fmt, a);
     rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
@@ -24,7 +24,7 @@ static bool bad(srv_error *e, const char *param, const char *fmt, const char *a)
  * by tokens 0..i), when the tokens' pieces are exactly the text (byte-level
  * BPE: a leading BOS aside); NULL otherwise (SentencePiece's added space,
  * stripped white space). malloc'd. */
-static size_t *token_ends(srv_model *m, const char *text, size_t len, const int32_t *ids, int64_t n) {
+static size_t *token_ends(rw_server__model *m, const char *text, size_t len, const int32_t *ids, int64_t n) {
     size_t *ends = malloc((size_t)(n > 0 ? n : 1) * sizeof *ends);
     if (!ends) return NULL;
     size_t off = 0;
@@ -57,8 +57,8 @@ static size_t *token_ends(srv_model *m, const char *text, size_t len, const int3
  * prompt's text) ends on a token end; otherwise each prefix is tokenized
  * and compared. Only called for prompts that fit the context. */
 #define MAX_MARKS 16
-static void message_marks(srv_model *m, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special, const char *full,
-                          size_t full_len, srv_request *r) {
+static void message_marks(rw_server__model *m, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special, const char *full,
+                          size_t full_len, rw_server__request *r) {
     const size_t n_msg = json_array_size(msgs);
     if (n_msg < 2) return;
     r->marks = malloc(MAX_MARKS * sizeof *r->marks);
@@ -100,7 +100,7 @@ static void message_marks(srv_model *m, json_t *msgs, const rw_chat_prompt_opts 
 }
 
 /* tools: an array of {"type": "function", "function": {"name", ...}}. */
-static bool check_tools(json_t *tools, srv_error *e) {
+static bool check_tools(json_t *tools, rw_server__error *e) {
     if (!json_is_array(tools)) return bad(e, "tools", "%s", "'tools' must be an array");
     size_t i;
     json_t *t;
@@ -177,7 +177,7 @@ rw_status rw_server__output_parse(const rw_chat_output_opts *o, const char *text
     return rw_chat_output_parse_all(&p, text, len, out, err);
 }
 
-bool rw_server__chat_prompt(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
+bool rw_server__chat_prompt(rw_server__model *m, json_t *o, rw_server__request *r, rw_server__error *e) {
     rw_server *s = m->srv;
     json_t *msgs = json_object_get(o, "messages");
     if (!msgs) return bad(e, "messages", "%s", "Missing required parameter: 'messages'");
@@ -347,7 +347,7 @@ done:
 
 /* The prompt; with a suffix (a string), the fill-in-the-middle prompt
  * around it (api_infill.c); with echo, its text in r->echo. */
-bool rw_server__completion_prompt(srv_model *m, json_t *o, srv_request *r, bool echo, srv_error *e) {
+bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__request *r, bool echo, rw_server__error *e) {
     json_t *suffix = json_object_get(o, "suffix");
     const bool fim = json_is_string(suffix);
     json_t *p = json_object_get(o, "prompt");

@@ -26,7 +26,7 @@ static const char *const chat_fields[] = {
     "ignore_eos", "return_token_ids", "repeat_penalty", "chat_template_kwargs", "reasoning_effort", "enable_thinking",
     "reasoning_format", "reasoning_budget", "grammar", "json_schema", NULL};
 
-static bool bad(srv_error *e, const char *param, const char *fmt, const char *a) {
+static bool bad(rw_server__error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
     snprintf(msg, sizeof msg, fmt, a);
     rw_server__errorf(e, 400, "invalid_request_error", NULL, param, "%s", msg);
@@ -34,7 +34,7 @@ static bool bad(srv_error *e, const char *param, const char *fmt, const char *a)
 }
 
 /* Optional number field in [lo, hi]; null or absent keeps *out. */
-static bool get_number(json_t *o, const char *k, double lo, double hi, float *out, srv_error *e) {
+static bool get_number(json_t *o, const char *k, double lo, double hi, float *out, rw_server__error *e) {
     json_t *v = json_object_get(o, k);
     if (!v || json_is_null(v)) return true;
     if (!json_is_number(v)) return bad(e, k, "'%s' must be a number", k);
@@ -48,7 +48,7 @@ static bool get_number(json_t *o, const char *k, double lo, double hi, float *ou
 }
 
 static bool get_int(json_t *o, const char *k, long long lo, long long hi, long long *out, bool *present,
-                    srv_error *e) {
+                    rw_server__error *e) {
     json_t *v = json_object_get(o, k);
     if (present) *present = false;
     if (!v || json_is_null(v)) return true;
@@ -63,7 +63,7 @@ static bool get_int(json_t *o, const char *k, long long lo, long long hi, long l
     return true;
 }
 
-static bool get_bool(json_t *o, const char *k, bool *out, srv_error *e) {
+static bool get_bool(json_t *o, const char *k, bool *out, rw_server__error *e) {
     json_t *v = json_object_get(o, k);
     if (!v || json_is_null(v)) return true;
     if (!json_is_boolean(v)) return bad(e, k, "'%s' must be a boolean", k);
@@ -71,7 +71,7 @@ static bool get_bool(json_t *o, const char *k, bool *out, srv_error *e) {
     return true;
 }
 
-static bool get_stop(json_t *o, srv_request *r, srv_error *e) {
+static bool get_stop(json_t *o, rw_server__request *r, rw_server__error *e) {
     json_t *v = json_object_get(o, "stop");
     if (!v || json_is_null(v)) return true;
     size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
@@ -106,7 +106,7 @@ static void warn_unknown(rw_server *s, const char *key) {
 }
 
 /* A schema (JSON value) to GBNF in *out; false with a 400 naming param. */
-static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error *e) {
+static bool schema_gbnf(json_t *schema, const char *param, char **out, rw_server__error *e) {
     char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
     rw_error err = {0};
     rw_status st = text ? rw_schema_to_gbnf(text, strlen(text), NULL, 0, out, &err)
@@ -121,7 +121,7 @@ static bool schema_gbnf(json_t *schema, const char *param, char **out, srv_error
  * json_schema (a schema) fields; at most one of them. The grammar is
  * compiled here once so that a bad one is a 400 naming the field (the
  * engine compiles it again at submit). */
-static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
+static bool parse_constraint(json_t *o, rw_server__request *r, rw_server__error *e) {
     json_t *rf = json_object_get(o, "response_format"), *gr = json_object_get(o, "grammar");
     json_t *js = json_object_get(o, "json_schema");
     const char *param = NULL;
@@ -178,7 +178,7 @@ static bool parse_constraint(json_t *o, srv_request *r, srv_error *e) {
     return true;
 }
 
-static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_error *e) {
+static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__request *r, rw_server__error *e) {
     rw_server *s = m->srv;
     const char *const *known = chat ? chat_fields : completion_fields;
     const char *key;
@@ -342,7 +342,7 @@ static bool parse_obj(srv_model *m, bool chat, json_t *o, srv_request *r, srv_er
     return true;
 }
 
-bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t len, srv_request *r, srv_error *e) {
+bool rw_server__parse_request(rw_server__model *m, bool chat, const char *body, size_t len, rw_server__request *r, rw_server__error *e) {
     memset(r, 0, sizeof *r);
     r->chat = chat;
     json_error_t jerr;
@@ -361,7 +361,7 @@ bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t 
     return ok;
 }
 
-bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
+bool rw_server__parse_chat_object(rw_server__model *m, json_t *o, rw_server__request *r, rw_server__error *e) {
     memset(r, 0, sizeof *r);
     r->chat = true;
     bool ok = parse_obj(m, true, o, r, e);
@@ -369,14 +369,14 @@ bool rw_server__parse_chat_object(srv_model *m, json_t *o, srv_request *r, srv_e
     return ok;
 }
 
-bool rw_server__parse_completion_object(srv_model *m, json_t *o, srv_request *r, srv_error *e) {
+bool rw_server__parse_completion_object(rw_server__model *m, json_t *o, rw_server__request *r, rw_server__error *e) {
     memset(r, 0, sizeof *r);
     bool ok = parse_obj(m, false, o, r, e);
     if (!ok) rw_server__request_free(r);
     return ok;
 }
 
-void rw_server__request_free(srv_request *r) {
+void rw_server__request_free(rw_server__request *r) {
     free(r->echo);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);

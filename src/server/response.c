@@ -20,13 +20,13 @@ static json_t *finish_json(rw_finish_reason f) {
 }
 
 /* The prompt counts once (as OpenAI counts it for n > 1), completions add up. */
-static json_t *usage_json(const srv_job *j) {
+static json_t *usage_json(const rw_server__job *j) {
     int64_t completion = 0, reasoning = 0;
     for (int i = 0; i < j->n; i++) {
         completion += j->choice[i].completion_tokens;
         reasoning += j->choice[i].reasoning_toks;
     }
-    const srv_choice *c = &j->choice[0];
+    const rw_server__choice *c = &j->choice[0];
     /* cached_tokens_disk (ours, beside OpenAI's field): how many of the
      * cached tokens came from the disk tier (after a restart, or from
      * another replica sharing the folder) */
@@ -88,14 +88,14 @@ json_t *rw_server__text_json(const char *s, size_t n) { return text_json(s, n); 
 
 /* length wins over tool_calls: a limit that cut the output (even after a
  * complete call) is what the client must know */
-const char *rw_server__choice_finish(const srv_choice *c) {
+const char *rw_server__choice_finish(const rw_server__choice *c) {
     if (c->n_calls > 0 && c->finish == RW_FINISH_STOP) return "tool_calls";
     return rw_server__finish_name(c->finish);
 }
 
 /* A chat choice's message: the output parsed into content, reasoning and
  * tool calls (chat/output.h); sets c's n_calls. */
-static json_t *message_json(const srv_job *j, srv_choice *c) {
+static json_t *message_json(const rw_server__job *j, rw_server__choice *c) {
     rw_chat_output_opts o = j->parse;
     rw_chat_parsed m;
     rw_error err = {0};
@@ -125,7 +125,7 @@ static json_t *message_json(const srv_job *j, srv_choice *c) {
 
 static double finite_lp(float lp) { return lp == lp && lp > -9999.0f ? lp : -9999.0; /* OpenAI's -inf */ }
 
-static size_t token_piece(const srv_job *j, int32_t id, char *buf, size_t cap) {
+static size_t token_piece(const rw_server__job *j, int32_t id, char *buf, size_t cap) {
     size_t n = rw_token_to_piece(j->model->tok, id, true, buf, cap);
     return n <= cap ? n : 0;
 }
@@ -138,7 +138,7 @@ static json_t *bytes_json(const char *p, size_t n) {
 
 /* The chat form of n tokens' logprobs: [{token, logprob, bytes,
  * top_logprobs: [{token, logprob, bytes}]}] (the Responses API's too). */
-json_t *rw_server__token_logprobs(const srv_job *j, const int32_t *toks, const srv_tok_lp *lps, size_t n) {
+json_t *rw_server__token_logprobs(const rw_server__job *j, const int32_t *toks, const rw_server__tok_lp *lps, size_t n) {
     char buf[256];
     json_t *content = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -158,7 +158,7 @@ json_t *rw_server__token_logprobs(const srv_job *j, const int32_t *toks, const s
 }
 
 /* OpenAI's logprobs object of a choice for n tokens. */
-static json_t *logprobs_json(const srv_job *j, const int32_t *toks, const srv_tok_lp *lps, size_t n,
+static json_t *logprobs_json(const rw_server__job *j, const int32_t *toks, const rw_server__tok_lp *lps, size_t n,
                              size_t text_offset) {
     char buf[256];
     if (j->chat) return json_pack("{s:o,s:n}", "content", rw_server__token_logprobs(j, toks, lps, n), "refusal");
@@ -184,7 +184,7 @@ static json_t *logprobs_json(const srv_job *j, const int32_t *toks, const srv_to
 }
 
 /* A completion choice's text: with echo, the prompt's text first. */
-static json_t *completion_text(const srv_job *j, const srv_choice *c) {
+static json_t *completion_text(const rw_server__job *j, const rw_server__choice *c) {
     if (!j->echo) return text_json(c->text, c->text_len);
     char *all = malloc(j->echo_len + c->text_len + 1);
     if (!all) return NULL;
@@ -195,15 +195,15 @@ static json_t *completion_text(const srv_job *j, const srv_choice *c) {
     return v;
 }
 
-static json_t *envelope(const srv_job *j, const char *model, const char *object, json_t *choices) {
+static json_t *envelope(const rw_server__job *j, const char *model, const char *object, json_t *choices) {
     return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object", object, "created", (json_int_t)j->created,
                      "model", model, "choices", choices);
 }
 
-char *rw_server__response_json(const srv_job *j) {
+char *rw_server__response_json(const rw_server__job *j) {
     json_t *choices = json_array();
     for (int i = 0; i < j->n; i++) {
-        srv_choice *c = (srv_choice *)&j->choice[i]; /* its n_calls is set here */
+        rw_server__choice *c = (rw_server__choice *)&j->choice[i]; /* its n_calls is set here */
         json_t *choice;
         if (j->chat) {
             json_t *msg = message_json(j, c);
@@ -232,7 +232,7 @@ char *rw_server__response_json(const srv_job *j) {
     return s;
 }
 
-bool rw_server__sse_append(srv_job *j, const char *s, size_t n) {
+bool rw_server__sse_append(rw_server__job *j, const char *s, size_t n) {
     char *p = realloc(j->out, j->out_len + n);
     if (!p) return false;
     j->out = p;
@@ -241,7 +241,7 @@ bool rw_server__sse_append(srv_job *j, const char *s, size_t n) {
     return true;
 }
 
-static bool append_event(srv_job *j, json_t *o) {
+static bool append_event(rw_server__job *j, json_t *o) {
     if (!o) return false;
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -251,7 +251,7 @@ static bool append_event(srv_job *j, json_t *o) {
     return ok;
 }
 
-static bool chunk_event(srv_job *j, json_t *choice, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks) {
+static bool chunk_event(rw_server__job *j, json_t *choice, const int32_t *toks, const rw_server__tok_lp *lps, size_t n_toks) {
     if (!choice) return false;
     if (j->return_token_ids && n_toks) json_object_set_new(choice, "token_ids", ids_json(toks, n_toks));
     if (lps && n_toks) json_object_set_new(choice, "logprobs", logprobs_json(j, toks, lps, n_toks, 0));
@@ -262,7 +262,7 @@ static bool chunk_event(srv_job *j, json_t *choice, const int32_t *toks, const s
     return append_event(j, o);
 }
 
-bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+bool rw_server__sse_delta(rw_server__job *j, int index, json_t *delta, const int32_t *toks, const rw_server__tok_lp *lps, size_t n_toks,
                    const char *finish) {
     if (!delta) return false;
     json_t *choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "delta", delta, "logprobs", "finish_reason",
@@ -270,8 +270,8 @@ bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *t
     return chunk_event(j, choice, toks, lps, n_toks);
 }
 
-bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
-                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish) {
+bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t text_len, const int32_t *toks,
+                   const rw_server__tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish) {
     if (j->chat) {
         json_t *delta = json_object();
         if (first) {
@@ -294,18 +294,18 @@ bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_l
                        toks, lps, n_toks);
 }
 
-bool rw_server__sse_usage(srv_job *j) {
+bool rw_server__sse_usage(rw_server__job *j) {
     json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion.chunk" : "text_completion", json_array());
     if (o) json_object_set_new(o, "usage", usage_json(j));
     return append_event(j, o);
 }
 
-bool rw_server__sse_error(srv_job *j, const char *msg) {
+bool rw_server__sse_error(rw_server__job *j, const char *msg) {
     return append_event(j, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", msg, "type", "server_error",
                                      "param", "code"));
 }
 
-char *rw_server__error_json(const srv_error *e) {
+char *rw_server__error_json(const rw_server__error *e) {
     json_t *o = json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", text_json(e->msg, strlen(e->msg)), "type",
                           e->type, "param",
                           e->param[0] ? json_string(e->param) : json_null(), "code",

@@ -79,7 +79,7 @@ void rw_server__utf8_cut(char *msg, size_t cap) {
     if (n - (i - 1) < want) msg[i - 1] = 0;
 }
 
-void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
+void rw_server__errorf(rw_server__error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
     e->http = http;
     e->type = type;
     e->code = code;
@@ -100,7 +100,7 @@ static void count_status(rw_server *s, int status) {
 
 /* The headers every answer to cc carries: CORS for an allowed Origin,
  * Retry-After with 429. */
-static void common_headers(const rw_server *s, struct MHD_Response *resp, const srv_conn *cc, int status) {
+static void common_headers(const rw_server *s, struct MHD_Response *resp, const rw_server__conn *cc, int status) {
     MHD_add_response_header(resp, "X-Rewind-Replica", s->replica_id);
     if (cc && cc->origin[0]) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", cc->origin);
@@ -110,7 +110,7 @@ static void common_headers(const rw_server *s, struct MHD_Response *resp, const 
 }
 
 /* Queues body (malloc'd, taken over) with the given type. */
-static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, int status, char *body,
+static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const rw_server__conn *cc, int status, char *body,
                                   const char *content_type, const char *allow) {
     if (!body) {
         body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
@@ -133,17 +133,17 @@ static enum MHD_Result send_owned(rw_server *s, struct MHD_Connection *c, const 
 }
 
 /* An error body in the shape of cc's route's API. */
-static char *error_json(const srv_conn *cc, const srv_error *e) {
+static char *error_json(const rw_server__conn *cc, const rw_server__error *e) {
     return cc && anthropic_route(cc->route) ? rw_server__anthropic_error_json(e) : rw_server__error_json(e);
 }
 
-static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, const srv_error *e,
+static enum MHD_Result send_error(rw_server *s, struct MHD_Connection *c, const rw_server__conn *cc, const rw_server__error *e,
                                   const char *allow) {
     return send_owned(s, c, cc, e->http, error_json(cc, e), "application/json", allow);
 }
 
 /* For a worker: the answer is sent when the connection resumes. */
-static void reply_error(srv_conn *cc, const srv_error *e) {
+static void reply_error(rw_server__conn *cc, const rw_server__error *e) {
     cc->status = e->http;
     cc->reply = error_json(cc, e);
     cc->state = CC_REPLY;
@@ -162,7 +162,7 @@ static bool authorized(const rw_server *s, struct MHD_Connection *c) {
     return diff == 0;
 }
 
-static void submit_error(const rw_error *err, srv_error *e) {
+static void submit_error(const rw_error *err, rw_server__error *e) {
     switch (err->code) {
     case RW_ERR_CONTEXT:
         rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", "messages", "%s", err->msg);
@@ -177,11 +177,11 @@ static void submit_error(const rw_error *err, srv_error *e) {
 }
 
 /* On a worker: parse, make the job, submit. */
-static void generate(srv_model *m, bool chat, srv_conn *cc) {
-    srv_request r;
-    srv_error e;
+static void generate(rw_server__model *m, bool chat, rw_server__conn *cc) {
+    rw_server__request r;
+    rw_server__error e;
     if (!rw_server__parse_request(m, chat, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
-    srv_job *j = rw_server__job_new(m, &r);
+    rw_server__job *j = rw_server__job_new(m, &r);
     if (!j) {
         rw_server__request_free(&r);
         rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -202,7 +202,7 @@ static void generate(srv_model *m, bool chat, srv_conn *cc) {
 }
 
 /* On a worker: an api_*.c route's answer into cc. */
-static void api_work(srv_conn *cc, rw_server__reply r) {
+static void api_work(rw_server__conn *cc, rw_server__reply r) {
     if (r.job) {
         rw_server__job_attach(r.job, cc->sock);
         cc->job = r.job;
@@ -216,8 +216,8 @@ static void api_work(srv_conn *cc, rw_server__reply r) {
 }
 
 /* On libmicrohttpd's thread, when the connection resumes with a job. */
-static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_conn *cc) {
-    srv_job *j = cc->job;
+static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, rw_server__conn *cc) {
+    rw_server__job *j = cc->job;
     if (cc->stream) {
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, rw_server__job_sse_reader, j, rw_server__job_sse_free);
@@ -239,7 +239,7 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
         return send_owned(s, c, cc, status, body, "application/json", NULL);
     }
     const char *fail = rw_server__job_error(j);
-    srv_error e;
+    rw_server__error e;
     if (fail) {
         rw_server__job_fail_error(&e, fail);
         return send_error(s, c, cc, &e, NULL);
@@ -252,7 +252,7 @@ static enum MHD_Result job_answer(rw_server *s, struct MHD_Connection *c, srv_co
 /* {"id": ID, "piece": TEXT} as llama-server's /tokenize with_pieces: the
  * piece as a string when it is valid UTF-8 by itself, else as its bytes (a
  * part of a character). */
-static json_t *token_piece(const srv_model *m, int32_t id) {
+static json_t *token_piece(const rw_server__model *m, int32_t id) {
     char *text = NULL;
     size_t len = 0;
     if (rw_detokenize(m->tok, &id, 1, true, &text, &len, NULL)) return json_pack("{s:i,s:s}", "id", id, "piece", "");
@@ -268,9 +268,9 @@ static json_t *token_piece(const srv_model *m, int32_t id) {
 /* POST /apply-template (llama-server's): a chat request's messages (tools,
  * chat_template_kwargs and the rest as /v1/chat/completions takes them)
  * rendered through the template, {"prompt": TEXT}, nothing generated. */
-static void apply_template(srv_model *m, srv_conn *cc) {
-    srv_request r;
-    srv_error e;
+static void apply_template(rw_server__model *m, rw_server__conn *cc) {
+    rw_server__request r;
+    rw_server__error e;
     if (!rw_server__parse_request(m, true, cc->body ? cc->body : "", cc->len, &r, &e)) return reply_error(cc, &e);
     char *text = NULL;
     size_t len = 0;
@@ -289,8 +289,8 @@ static void apply_template(srv_model *m, srv_conn *cc) {
     cc->state = CC_REPLY;
 }
 
-static void tokenize(const srv_model *m, srv_conn *cc, bool detok) {
-    srv_error e;
+static void tokenize(const rw_server__model *m, rw_server__conn *cc, bool detok) {
+    rw_server__error e;
     json_error_t jerr;
     json_t *o = json_loadb(cc->body ? cc->body : "", cc->len, 0, &jerr);
     json_t *out = NULL;
@@ -355,7 +355,7 @@ static void tokenize(const srv_model *m, srv_conn *cc, bool detok) {
 
 /* GET /props: what UIs read from llama-server's (context size, template,
  * modalities), plus the chat output settings. */
-static char *props_json(const srv_model *m) {
+static char *props_json(const rw_server__model *m) {
     const rw_server *s = m->srv;
     size_t n = 0;
     const char *src = rw_chat_template_source(m->tmpl, &n);
@@ -377,19 +377,19 @@ static char *props_json(const srv_model *m) {
 /* The model a request names: its body's "model" (a query's ?model= for
  * GET /props). Only looked up when there are several models: with one,
  * every name is that model's, as clients that send their own name expect. */
-static srv_model *request_model(rw_server *s, const srv_conn *cc, srv_error *e) {
+static rw_server__model *request_model(rw_server *s, const rw_server__conn *cc, rw_server__error *e) {
     if (s->n_models == 1) return &s->models[0];
     if (cc->route == R_PROPS) return rw_server__model_find(s, cc->model, e);
     json_error_t jerr;
     json_t *o = json_loadb(cc->body ? cc->body : "", cc->len, 0, &jerr); /* a bad body: the route says why */
-    srv_model *m = rw_server__model_find(s, json_string_value(json_object_get(o, "model")), e);
+    rw_server__model *m = rw_server__model_find(s, json_string_value(json_object_get(o, "model")), e);
     json_decref(o);
     return m;
 }
 
-void rw_server__conn_work(rw_server *s, srv_conn *cc) {
-    srv_error e;
-    srv_model *m = request_model(s, cc, &e);
+void rw_server__conn_work(rw_server *s, rw_server__conn *cc) {
+    rw_server__error e;
+    rw_server__model *m = request_model(s, cc, &e);
     if (!m || !rw_server__model_acquire(m, &e)) return reply_error(cc, &e); /* jobs hold it from here on */
     switch (cc->route) {
     case R_COMPLETIONS: generate(m, false, cc); break;
@@ -418,16 +418,16 @@ void rw_server__conn_work(rw_server *s, srv_conn *cc) {
     rw_server__model_release(m);
 }
 
-void rw_server__conn_unqueued(rw_server *s, srv_conn *cc) {
+void rw_server__conn_unqueued(rw_server *s, rw_server__conn *cc) {
     (void)s;
-    srv_error e;
+    rw_server__error e;
     rw_server__errorf(&e, 503, "server_error", NULL, NULL, "the server is stopping");
     reply_error(cc, &e);
 }
 
 /* One model's entry in /v1/models, in OpenAI's or Anthropic's shape, with
  * whether it is loaded now (under models_mu). */
-static json_t *model_entry(const rw_server *s, const srv_model *m, bool anthropic) {
+static json_t *model_entry(const rw_server *s, const rw_server__model *m, bool anthropic) {
     if (anthropic) {
         char when[32];
         struct tm tm;
@@ -447,7 +447,7 @@ static char *models_json(rw_server *s, const char *id, bool anthropic, int *stat
     json_t *list = json_array(), *one = NULL;
     pthread_mutex_lock(&s->models_mu);
     for (int i = 0; i < s->n_models; i++) {
-        const srv_model *m = &s->models[i];
+        const rw_server__model *m = &s->models[i];
         if (!id) json_array_append_new(list, model_entry(s, m, anthropic));
         else if (!one && (!strcmp(id, m->id) || (m->alt_id && !strcmp(id, m->alt_id))))
             one = model_entry(s, m, anthropic);
@@ -457,7 +457,7 @@ static char *models_json(rw_server *s, const char *id, bool anthropic, int *stat
     if (id) {
         json_decref(list);
         if (!one) {
-            srv_error e;
+            rw_server__error e;
             rw_server__errorf(&e, 404, anthropic ? "not_found_error" : "invalid_request_error", "model_not_found",
                               "model", "The model '%s' does not exist (this server has '%s'%s)", id, s->models[0].id,
                               s->n_models > 1 ? " and others: GET /v1/models" : "");
@@ -477,7 +477,7 @@ static char *models_json(rw_server *s, const char *id, bool anthropic, int *stat
 }
 
 /* The routes answered on libmicrohttpd's thread (cheap). */
-static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, const srv_conn *cc) {
+static enum MHD_Result answer_light(rw_server *s, struct MHD_Connection *c, const rw_server__conn *cc) {
     switch (cc->route) {
     case R_HEALTH: /* a load balancer sends no more requests to a replica whose model file was lost */
         if (rw_mapped_file_fault_count())
@@ -539,7 +539,7 @@ static bool host_allowed(const rw_server *s, const char *host) {
 }
 
 /* OPTIONS: a CORS preflight from an allowed origin, or a plain question. */
-static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, const srv_conn *cc, const char *allow) {
+static enum MHD_Result answer_options(rw_server *s, struct MHD_Connection *c, const rw_server__conn *cc, const char *allow) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
     char methods[64];
@@ -567,14 +567,14 @@ static bool heavy_route(int route) {
            route == R_INFILL || route == R_SLOTS || route == R_SLOT;
 }
 
-static srv_sock *sock_of(struct MHD_Connection *c) {
+static rw_server__sock *sock_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
 }
 
-static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, srv_conn *cc, const char *url,
+static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, rw_server__conn *cc, const char *url,
                                const char *method) {
-    srv_error e;
+    rw_server__error e;
     const char *allow = NULL;
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         if (strcmp(url, routes[i].path)) continue;
@@ -662,8 +662,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               void **con_cls) {
     (void)version;
     rw_server *s = cls;
-    srv_conn *cc = *con_cls;
-    srv_error e;
+    rw_server__conn *cc = *con_cls;
+    rw_server__error e;
     if (!cc) { /* the headers */
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
@@ -732,7 +732,7 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
                               enum MHD_RequestTerminationCode toe) {
     rw_server *s = cls;
     (void)toe;
-    srv_conn *cc = *con_cls;
+    rw_server__conn *cc = *con_cls;
     rw_server__sock_phase(s, sock_of(c), SOCK_IDLE); /* the next request's headers are due within header_timeout */
     if (!cc) return;
     rw_server__job_free(cc->job); /* a whole answer not sent (client gone, stopping): cancels what runs */

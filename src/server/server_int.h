@@ -19,8 +19,8 @@
  * (conn.c). Guarded by rw_server.conn_mu. Freed when libmicrohttpd has
  * closed it and no job refers to it any more. */
 enum { SOCK_IDLE, SOCK_BODY, SOCK_BUSY }; /* waiting for headers / reading a body / answering */
-typedef struct srv_sock {
-    struct srv_sock *prev, *next;
+typedef struct rw_server__sock {
+    struct rw_server__sock *prev, *next;
     struct MHD_Connection *conn; /* NULL once closed */
     int fd;
     int phase;
@@ -30,15 +30,15 @@ typedef struct srv_sock {
     bool gone;      /* the peer hung up while it was suspended */
     bool killed;    /* shut down by the watcher (a header or body timeout) */
     int refs;       /* libmicrohttpd's until closed, plus one per job */
-} srv_sock;
+} rw_server__sock;
 
-struct srv_conn;
+struct rw_server__conn;
 
 /* One served model (models.c). The settings are fixed at start; the loaded
  * part (engine to rerank_tmpl) may be read by whoever holds the model
  * (rw_server__model_acquire, a job's reference), or under models_mu while
  * it is loaded. */
-typedef struct srv_model {
+typedef struct rw_server__model {
     struct rw_server *srv;
     int index;                  /* in srv->models; 0 = the default */
     char *id, *alt_id;          /* owned; alt_id may be NULL */
@@ -60,7 +60,7 @@ typedef struct srv_model {
     int users;                      /* holders: requests being prepared, jobs */
     uint64_t last_used;             /* srv->model_clock at its last acquire or release */
     uint64_t loads, unloads, waits; /* waits: requests that waited for memory or a load */
-} srv_model;
+} rw_server__model;
 
 struct rw_server {
     char *api_key, *host, *replica_id; /* owned copies */
@@ -82,7 +82,7 @@ struct rw_server {
 
     /* conn.c: the sockets, suspension, the watcher thread */
     pthread_mutex_t conn_mu;
-    srv_sock *socks;
+    rw_server__sock *socks;
     int n_socks;
     pthread_t watcher;
     bool watcher_started, watcher_stop; /* under conn_mu */
@@ -92,7 +92,7 @@ struct rw_server {
      * tokenizing), off libmicrohttpd's threads */
     pthread_mutex_t work_mu;
     pthread_cond_t work_cv;
-    struct srv_conn *work_head, *work_tail;
+    struct rw_server__conn *work_head, *work_tail;
     pthread_t workers[8];
     int n_workers;
     bool work_stop;
@@ -100,7 +100,7 @@ struct rw_server {
     struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
 
     /* the models (models.c) */
-    srv_model *models; /* [n_models], fixed at start */
+    rw_server__model *models; /* [n_models], fixed at start */
     int n_models;
     size_t models_max_bytes; /* 0: no bound */
     pthread_mutex_t models_mu;
@@ -144,18 +144,18 @@ void rw_server__logf(rw_server *s, const char *fmt, ...) __attribute__((format(p
 
 /* conn.c */
 double rw_server__now(void); /* monotonic seconds */
-srv_sock *rw_server__sock_open(rw_server *s, struct MHD_Connection *c);
-void rw_server__sock_closed(rw_server *s, srv_sock *k);
-void rw_server__sock_ref(rw_server *s, srv_sock *k);
-void rw_server__sock_unref(rw_server *s, srv_sock *k);
-void rw_server__sock_phase(rw_server *s, srv_sock *k, int phase);
+rw_server__sock *rw_server__sock_open(rw_server *s, struct MHD_Connection *c);
+void rw_server__sock_closed(rw_server *s, rw_server__sock *k);
+void rw_server__sock_ref(rw_server *s, rw_server__sock *k);
+void rw_server__sock_unref(rw_server *s, rw_server__sock *k);
+void rw_server__sock_phase(rw_server *s, rw_server__sock *k, int phase);
 /* On libmicrohttpd's thread, from the handler or a content reader: suspends
  * the connection until rw_server__sock_wake (watch: also when the peer hangs up).
  * False when the server is stopping or the peer is gone (nothing suspended). */
-bool rw_server__sock_sleep(rw_server *s, srv_sock *k, bool watch);
+bool rw_server__sock_sleep(rw_server *s, rw_server__sock *k, bool watch);
 /* From any thread: resumes the connection if we suspended it. */
-void rw_server__sock_wake(rw_server *s, srv_sock *k);
-bool rw_server__sock_gone(rw_server *s, srv_sock *k);
+void rw_server__sock_wake(rw_server *s, rw_server__sock *k);
+bool rw_server__sock_gone(rw_server *s, rw_server__sock *k);
 bool rw_server__stopping(const rw_server *s);
 rw_status rw_server__conns_start(rw_server *s, rw_error *err);
 /* Resumes every suspended connection and stops the watcher. */
@@ -163,7 +163,7 @@ void rw_server__conns_stop(rw_server *s);
 
 /* work.c */
 rw_status rw_server__work_start(rw_server *s, int n, rw_error *err);
-void rw_server__work_push(rw_server *s, struct srv_conn *cc);
+void rw_server__work_push(rw_server *s, struct rw_server__conn *cc);
 /* Joins the workers; requests still queued are answered 503. */
 void rw_server__work_stop(rw_server *s);
 
@@ -174,9 +174,9 @@ typedef struct {
     const char *code;  /* NULL = null */
     char param[64];    /* "" = null */
     char msg[512];
-} srv_error;
+} rw_server__error;
 
-void rw_server__errorf(srv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
+void rw_server__errorf(rw_server__error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* models.c */
@@ -188,18 +188,18 @@ void rw_server__models_stop(rw_server *s);
  * when only one model is served; NULL when several are and none has the
  * name (with *e the 404, in type's shape: "invalid_request_error" or
  * Anthropic's "not_found_error"). */
-srv_model *rw_server__model_find(rw_server *s, const char *name, srv_error *e);
+rw_server__model *rw_server__model_find(rw_server *s, const char *name, rw_server__error *e);
 /* Holds m for a request, loading it first if needed (unloading the least
  * recently used idle models when models_max_bytes asks for room, waiting
  * for running ones). False with *e when it cannot be loaded, or the server
  * stops; the caller releases it otherwise. */
-bool rw_server__model_acquire(srv_model *m, srv_error *e);
-void rw_server__model_ref(srv_model *m); /* one more holder of a held model */
-void rw_server__model_release(srv_model *m);
+bool rw_server__model_acquire(rw_server__model *m, rw_server__error *e);
+void rw_server__model_ref(rw_server__model *m); /* one more holder of a held model */
+void rw_server__model_release(rw_server__model *m);
 /* What a loaded model holds, under models_mu: weights + prefix cache + running state. */
-size_t rw_server__model_bytes(const srv_model *m, const rw_engine_stats *st);
+size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *st);
 /* The per-model settings from the server's (template caps, tool format, pooling, rerank prompt). */
-rw_status rw_server__model_setup(srv_model *m, const char *rerank_template, rw_error *err);
+rw_status rw_server__model_setup(rw_server__model *m, const char *rerank_template, rw_error *err);
 
 /* A parsed generation request (both endpoints). Owns prompt and stop. */
 typedef struct {
@@ -230,14 +230,14 @@ typedef struct {
     char *cont_grammar;  /* the grammar once the reasoning is closed by its budget, when it differs; owned or NULL */
     char *echo;          /* completions' echo: the prompt's text, put before each choice's text; owned, or NULL */
     size_t echo_len;
-} srv_request;
+} rw_server__request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
 typedef struct {
     float lp;
     int n_top;
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
-} srv_tok_lp;
+} rw_server__tok_lp;
 
 /* The public template variables (include/rewind.h) of the render options
  * rw_chat_prepare made (prompt.c). */
@@ -253,29 +253,29 @@ rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const r
                             void *user, uint64_t *id, rw_error *err);
 
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
-bool rw_server__parse_request(srv_model *m, bool chat, const char *body, size_t len, srv_request *r, srv_error *e);
-void rw_server__request_free(srv_request *r);
+bool rw_server__parse_request(rw_server__model *m, bool chat, const char *body, size_t len, rw_server__request *r, rw_server__error *e);
+void rw_server__request_free(rw_server__request *r);
 /* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
  * normalized messages norm) to token ids, control tokens taken only from
  * the template's text. False and *e on failure. */
-bool rw_server__chat_tokenize(srv_model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
                               const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
-                              srv_error *e);
+                              rw_server__error *e);
 
 #define SRV_MAX_N 16 /* choices per request (n) */
 
-struct srv_job;
+struct rw_server__job;
 
 /* One choice of a request = one engine request. Filled by the engine
  * callback under the job's lock, drained by the connection thread. */
 typedef struct {
-    struct srv_job *job;
+    struct rw_server__job *job;
     int index;
     /* under job->mu, written by the engine callback */
     char *text; /* new text not yet taken */
     size_t text_len, text_cap;
     int32_t *toks;   /* every generated token */
-    srv_tok_lp *lps; /* their logprobs (with logprobs), same length */
+    rw_server__tok_lp *lps; /* their logprobs (with logprobs), same length */
     size_t n_toks, toks_cap;
     bool done;
     rw_finish_reason finish;
@@ -308,34 +308,34 @@ typedef struct {
     bool calls_stop;
     int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
     int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
-} srv_choice;
+} rw_server__choice;
 
 /* A generation request in flight: n choices. Owned by the connection thread
  * (non-streaming) or by the streaming response (freed by its free callback,
  * after cancelling what still runs). */
-typedef struct srv_job {
+typedef struct rw_server__job {
     rw_server *srv;
-    srv_model *model; /* held by the job */
+    rw_server__model *model; /* held by the job */
     pthread_mutex_t mu;
     int n;
-    srv_choice choice[SRV_MAX_N];
+    rw_server__choice choice[SRV_MAX_N];
     bool stream;
     bool chat, include_usage, return_token_ids, logprobs;
     char id[48];
     int64_t created;
-    srv_sock *sock; /* woken at each event (under mu; a reference) */
+    rw_server__sock *sock; /* woken at each event (under mu; a reference) */
     int sse_state; /* 0 first chunks pending, 1 streaming, 2 all sent */
     char *out;     /* formatted SSE bytes not yet given to MHD */
     size_t out_len, out_pos;
     /* another API's stream (api_*.c): api_fill formats what is new into out
      * instead of chat chunks (returns as fill does); api_state is its own,
      * freed by api_free with the job */
-    bool (*api_fill)(struct srv_job *j);
+    bool (*api_fill)(struct rw_server__job *j);
     void *api_state;
     void (*api_free)(void *state);
     /* another API's whole answer, once the job is done: its body (malloc'd)
      * and *status, instead of rw_server__response_json's */
-    char *(*api_body)(struct srv_job *j, int *status);
+    char *(*api_body)(struct rw_server__job *j, int *status);
     /* chat: how each choice's output is parsed (the request's out, with
      * tools_json an owned copy) */
     rw_chat_output_opts parse;
@@ -359,60 +359,60 @@ typedef struct srv_job {
     size_t close_len;
     char *echo;                 /* completions' echo (the request's, copied), or NULL */
     size_t echo_len;
-} srv_job;
+} rw_server__job;
 
 /* A new output parser for one of job j's choices, with ids made of
  * id_prefix (NULL: "call_") and fresh randomness; stream: arguments of
  * calls streamed as they come (output.h's stream_args), for a streaming
  * response. The caller frees it. */
-rw_status rw_server__job_parser_new(const srv_job *j, const char *id_prefix, bool stream, rw_chat_output **out,
+rw_status rw_server__job_parser_new(const rw_server__job *j, const char *id_prefix, bool stream, rw_chat_output **out,
                              rw_error *err);
 
 /* The job holds m (rw_server__model_ref) until rw_server__job_free. */
-srv_job *rw_server__job_new(srv_model *m, const srv_request *r);
+rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request *r);
 /* From now on the job's events wake k's connection (takes a reference). */
-void rw_server__job_attach(srv_job *j, srv_sock *k);
+void rw_server__job_attach(rw_server__job *j, rw_server__sock *k);
 /* Submits every choice (seeds seed, seed + 1, ...); on failure cancels those
  * already in and returns the engine's error. */
-rw_status rw_server__job_submit(srv_job *j, const srv_request *r, rw_error *err);
+rw_status rw_server__job_submit(rw_server__job *j, const rw_server__request *r, rw_error *err);
 /* Cancels the engine requests still running, then frees. */
-void rw_server__job_free(srv_job *j);
-void rw_server__job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback, user = srv_choice */
+void rw_server__job_free(rw_server__job *j);
+void rw_server__job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback, user = rw_server__choice */
 /* True when every choice is done; otherwise suspends the connection until
  * the next event (rw_server__sock_sleep) and returns false; *over is set when the
  * connection must end instead (client gone, server stopping). */
-bool rw_server__job_ready(srv_job *j, bool *over);
+bool rw_server__job_ready(rw_server__job *j, bool *over);
 /* The first failed choice's message, or NULL. */
-const char *rw_server__job_error(const srv_job *j);
+const char *rw_server__job_error(const rw_server__job *j);
 /* The error answer for such a message: the request's grammar failing
  * mid-generation (its work budget, no token able to continue: "grammar: ...")
  * is the request's fault, a 400 invalid_request_error; anything else a 500. */
-void rw_server__job_fail_error(srv_error *e, const char *fail);
+void rw_server__job_fail_error(rw_server__error *e, const char *fail);
 /* The MHD content reader of a streaming response (cls = job). */
 ssize_t rw_server__job_sse_reader(void *cls, uint64_t pos, char *buf, size_t max);
 void rw_server__job_sse_free(void *cls);
 
 /* response.c: the JSON of a finished non-streaming request (malloc'd). */
-char *rw_server__response_json(const srv_job *j);
+char *rw_server__response_json(const rw_server__job *j);
 /* One SSE event "data: {...}\n\n" appended to the job's out buffer for
  * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
-bool rw_server__sse_chunk(srv_job *j, int index, const char *text, size_t text_len, const int32_t *toks,
-                   const srv_tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
+bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t text_len, const int32_t *toks,
+                   const rw_server__tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
 /* One chat chunk for choice `index` with the given delta (consumed), the
  * n_toks tokens (ids and logprobs as the request asked) and finish (NULL:
  * null). */
-bool rw_server__sse_delta(srv_job *j, int index, json_t *delta, const int32_t *toks, const srv_tok_lp *lps, size_t n_toks,
+bool rw_server__sse_delta(rw_server__job *j, int index, json_t *delta, const int32_t *toks, const rw_server__tok_lp *lps, size_t n_toks,
                    const char *finish);
 /* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
-const char *rw_server__choice_finish(const srv_choice *c);
+const char *rw_server__choice_finish(const rw_server__choice *c);
 /* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */
 json_t *rw_server__text_json(const char *s, size_t n);
 /* n tokens' logprobs in the chat form ([{token, logprob, bytes, top_logprobs}]), a new array. */
-json_t *rw_server__token_logprobs(const srv_job *j, const int32_t *toks, const srv_tok_lp *lps, size_t n);
-bool rw_server__sse_usage(srv_job *j);
-bool rw_server__sse_error(srv_job *j, const char *msg);
-bool rw_server__sse_append(srv_job *j, const char *s, size_t n);
-char *rw_server__error_json(const srv_error *e);
+json_t *rw_server__token_logprobs(const rw_server__job *j, const int32_t *toks, const rw_server__tok_lp *lps, size_t n);
+bool rw_server__sse_usage(rw_server__job *j);
+bool rw_server__sse_error(rw_server__job *j, const char *msg);
+bool rw_server__sse_append(rw_server__job *j, const char *s, size_t n);
+char *rw_server__error_json(const rw_server__error *e);
 /* s[0..n) as a JSON string, each byte that is not part of valid UTF-8 as U+FFFD. */
 json_t *rw_server__text_lossy(const char *s, size_t n);
 /* Drops a partial UTF-8 character at the end of msg if it filled cap. */
@@ -422,9 +422,9 @@ void rw_server__utf8_cut(char *msg, size_t cap);
  * request_completed (server.c). While state is CC_WORK a worker owns it and
  * the connection is suspended. */
 enum { CC_BODY, CC_WORK, CC_REPLY, CC_JOB };
-typedef struct srv_conn {
-    struct srv_conn *work_next; /* work.c's queue */
-    srv_sock *sock;
+typedef struct rw_server__conn {
+    struct rw_server__conn *work_next; /* work.c's queue */
+    rw_server__sock *sock;
     int route;
     int state;
     char model[256]; /* R_MODEL: the id asked for; R_RESPONSE: the response id */
@@ -440,15 +440,15 @@ typedef struct srv_conn {
     int status;
     char *reply;     /* malloc'd JSON */
     /* CC_JOB: the generation running (owned here until a stream takes it) */
-    srv_job *job;
+    rw_server__job *job;
     bool stream;
-} srv_conn;
+} rw_server__conn;
 
 /* server.c, on a worker thread: handles cc's request (cc->state CC_WORK)
  * into CC_REPLY or CC_JOB. */
-void rw_server__conn_work(rw_server *s, srv_conn *cc);
+void rw_server__conn_work(rw_server *s, rw_server__conn *cc);
 /* server.c: a request no worker will take (stopping): CC_REPLY 503. */
-void rw_server__conn_unqueued(rw_server *s, srv_conn *cc);
+void rw_server__conn_unqueued(rw_server *s, rw_server__conn *cc);
 
 /* metrics.c: the Prometheus text (malloc'd). */
 char *rw_server__metrics_text(rw_server *s);

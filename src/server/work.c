@@ -17,7 +17,7 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (!s->work_head && !s->work_stop) pthread_cond_wait(&s->work_cv, &s->work_mu);
         if (s->work_stop) break;
-        srv_conn *cc = s->work_head;
+        rw_server__conn *cc = s->work_head;
         s->work_head = cc->work_next;
         if (!s->work_head) s->work_tail = NULL;
         pthread_mutex_unlock(&s->work_mu);
@@ -38,7 +38,7 @@ rw_status rw_server__work_start(rw_server *s, int n, rw_error *err) {
     return RW_OK;
 }
 
-void rw_server__work_push(rw_server *s, srv_conn *cc) {
+void rw_server__work_push(rw_server *s, rw_server__conn *cc) {
     pthread_mutex_lock(&s->work_mu);
     cc->work_next = NULL;
     if (s->work_tail) s->work_tail->work_next = cc;
@@ -57,11 +57,11 @@ void rw_server__work_stop(rw_server *s) {
     s->n_workers = 0;
     /* what no worker took: answered "stopping" when its connection resumes */
     pthread_mutex_lock(&s->work_mu);
-    srv_conn *cc = s->work_head;
+    rw_server__conn *cc = s->work_head;
     s->work_head = s->work_tail = NULL;
     pthread_mutex_unlock(&s->work_mu);
     while (cc) {
-        srv_conn *next = cc->work_next;
+        rw_server__conn *next = cc->work_next;
         rw_server__conn_unqueued(s, cc);
         rw_server__sock_wake(s, cc->sock);
         cc = next;

@@ -45,8 +45,8 @@ static void on_event(void *user, const rw_gen_event *ev) {
     if (ev->done) s->finish = ev->finish;
 }
 
-static eng_req *new_req(const char *const *stops, int n_stop, int64_t max_tokens, sink *out) {
-    eng_req *r = calloc(1, sizeof *r);
+static rw_engine__req *new_req(const char *const *stops, int n_stop, int64_t max_tokens, sink *out) {
+    rw_engine__req *r = calloc(1, sizeof *r);
     r->p.max_tokens = max_tokens;
     r->p.ignore_eos = true;
     r->p.n_logprobs = -1;
@@ -62,7 +62,7 @@ static eng_req *new_req(const char *const *stops, int n_stop, int64_t max_tokens
     return r;
 }
 
-static void free_req(eng_req *r) {
+static void free_req(rw_engine__req *r) {
     rw_engine__output_flush(r); /* the final event, as the scheduler sends it at the step's end */
     free(r->tokens);
     free(r->held);
@@ -173,7 +173,7 @@ static void test_equivalence(void) {
             stops[i] = stop_buf[i];
         }
         memset(&s, 0, sizeof s);
-        eng_req *r = new_req(stops, n_stop, n_tok, &s);
+        rw_engine__req *r = new_req(stops, n_stop, n_tok, &s);
         rw_finish_reason fin = RW_FINISH_NONE;
         int used = 0;
         for (int i = 0; i < n_tok && fin == RW_FINISH_NONE; i++, used++)
@@ -260,7 +260,7 @@ static void test_cost(void) {
     memset(&s, 0, sizeof s);
     const int n_tok = (int)held_max;
     double t0 = now_s();
-    eng_req *r = new_req(stops, 16, n_tok, &s);
+    rw_engine__req *r = new_req(stops, 16, n_tok, &s);
     rw_finish_reason fin = RW_FINISH_NONE;
     int i = 0;
     for (; i < n_tok && fin == RW_FINISH_NONE; i++) fin = rw_engine__output_accepted(g_eng, r, id, NULL);

@@ -889,7 +889,7 @@ static const char *const gen_text = "<think>\nPlan.\n</think>\n\nLet me check.\n
  * finish); with sse, the stream's bytes are collected after every event,
  * as the SSE reader does. */
 
-static void feed(srv_job *j, const srv_request *r, const char *text, size_t piece, char **sse, size_t *sse_len) {
+static void feed(rw_server__job *j, const rw_server__request *r, const char *text, size_t piece, char **sse, size_t *sse_len) {
     const size_t n = strlen(text);
     if (!piece) piece = n;
     int32_t tok = 1;
@@ -916,7 +916,7 @@ static void feed(srv_job *j, const srv_request *r, const char *text, size_t piec
 
 /* The answer of a job set up by a route's finish: its stream's events, or
  * its whole body (api_body); frees the job. */
-static json_t *collect(srv_job *j, const srv_request *r, const char *text, size_t piece, bool stream) {
+static json_t *collect(rw_server__job *j, const rw_server__request *r, const char *text, size_t piece, bool stream) {
     json_t *out = NULL;
     if (stream) {
         char *sse = NULL;
@@ -945,13 +945,13 @@ static json_t *messages_on(rw_server *s, const char *text, bool stream, size_t p
     snprintf(body, sizeof body, "{\"model\":\"m\",\"max_tokens\":100,\"stream\":%s,%s,\"messages\":[{\"role\":"
              "\"user\",\"content\":\"Weather in Paris?\"}]}", stream ? "true" : "false", tool_req);
     json_t *o = json_loads(body, 0, NULL);
-    srv_error e;
+    rw_server__error e;
     json_t *chat = rw_server__messages_to_chat(s, o, false, &e);
     CHECK(chat != NULL);
-    srv_request r;
+    rw_server__request r;
     CHECK(rw_server__parse_chat_object(&s->models[0], chat, &r, &e));
-    srv_job *j = rw_server__job_new(&s->models[0], &r);
-    srv_request rr = {.n_prompt = r.n_prompt};
+    rw_server__job *j = rw_server__job_new(&s->models[0], &r);
+    rw_server__request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__messages_finish(s, chat, &r, j);
     CHECK(rep.job == j && rep.sse == stream);
     json_t *out = collect(j, &rr, text, piece, stream);
@@ -1025,16 +1025,16 @@ static json_t *responses_on(rw_server *s, const char *text, bool stream, size_t 
              "\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
              "\"string\"},\"days\":{\"type\":\"integer\"}}}}]}", stream ? "true" : "false");
     json_t *o = json_loads(body, 0, NULL), *conv = NULL;
-    srv_error e;
+    rw_server__error e;
     int32_t *prev = NULL;
     size_t n_prev = 0;
     json_t *chat = rw_server__responses_to_chat(s, o, &conv, &prev, &n_prev, &e);
     free(prev);
     CHECK(chat != NULL);
-    srv_request r;
+    rw_server__request r;
     CHECK(rw_server__parse_chat_object(&s->models[0], chat, &r, &e));
-    srv_job *j = rw_server__job_new(&s->models[0], &r);
-    srv_request rr = {.n_prompt = r.n_prompt};
+    rw_server__job *j = rw_server__job_new(&s->models[0], &r);
+    rw_server__request rr = {.n_prompt = r.n_prompt};
     rw_server__reply rep = rw_server__responses_finish(s, o, chat, conv, &r, j, NULL);
     CHECK(rep.job == j && rep.sse == stream);
     json_t *out = collect(j, &rr, text, piece, stream);
@@ -1059,7 +1059,7 @@ static void test_responses_output(rw_server *s) {
     snprintf(body, sizeof body, "{\"previous_response_id\":\"%s\",\"input\":[{\"type\":\"function_call_output\","
              "\"call_id\":\"%s\",\"output\":\"sunny\"}]}", str(r, "id"), str(r, "output.2.call_id"));
     json_t *o = json_loads(body, 0, NULL), *conv = NULL;
-    srv_error e;
+    rw_server__error e;
     int32_t *prev = NULL;
     size_t n_prev = 0;
     json_t *chat = rw_server__responses_to_chat(s, o, &conv, &prev, &n_prev, &e);
