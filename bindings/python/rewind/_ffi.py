@@ -11,7 +11,7 @@ import threading
 
 # The header version these bindings mirror. The structs below are this
 # version's; a library of another major.minor may lay them out differently.
-HEADER_VERSION = (0, 22)
+HEADER_VERSION = (0, 23)
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 c_float_p = ctypes.POINTER(ctypes.c_float)
