@@ -76,17 +76,6 @@ __attribute__((format(printf, 2, 3))) static void sb_fmt(sbuf *b, const char *fm
 static const char *const prim_name[P_COUNT] = {"ws",     "value",   "object",  "array", "string", "char",
                                                "number", "integer", "boolean", "null",  "kchar"};
 
-__attribute__((format(printf, 4, 5))) static char *sfail(sc *c, rw_status code, const char *path, const char *fmt,
-                                                         ...) {
-    if (c->st) return NULL;
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return rw_grammar__schema_fail(c, code, path, msg);
-}
-
 static char *prim(sc *c, int p) {
     c->used[p] = true;
     char *s = NULL;
@@ -192,7 +181,8 @@ static void nonneg_range(sbuf *b, uint64_t lo, uint64_t hi) {
 static char *gen_integer(sc *c, json_t *s, const char *path) {
     json_t *mo = json_object_get(s, "multipleOf");
     if (mo && !(json_is_number(mo) && json_number_value(mo) == 1))
-        return sfail(c, RW_ERR_UNSUPPORTED, path, "multipleOf on an integer is not supported (but 1)");
+        return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path,
+                                        "multipleOf on an integer is not supported (but 1)");
     const int64_t lim = 9999999999999999LL; /* 16 digits */
     int64_t lo = -lim, hi = lim;
     bool bounded = false;
@@ -224,7 +214,8 @@ static char *gen_integer(sc *c, json_t *s, const char *path) {
         bounded = true;
     }
     if (!bounded) return prim(c, P_INTEGER);
-    if (lo > hi) return sfail(c, RW_ERR_INVALID_ARG, path, "no integer lies between minimum and maximum");
+    if (lo > hi)
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "no integer lies between minimum and maximum");
     sbuf b = {0};
     bool any = false;
     if (lo < 0) { /* negatives: "-" then |x| in [max(1, -hi), -lo] */
@@ -416,21 +407,25 @@ static bool num_bound(json_t *s, bool upper, double *v, bool *excl) {
 
 static char *gen_number(sc *c, json_t *s, const char *path) {
     if (json_object_get(s, "multipleOf"))
-        return sfail(c, RW_ERR_UNSUPPORTED, path, "multipleOf on a number is not supported");
+        return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "multipleOf on a number is not supported");
     double lv = 0, hv = 0;
     bool lx = false, hx = false;
     bool has_lo = num_bound(s, false, &lv, &lx), has_hi = num_bound(s, true, &hv, &hx);
     if (!has_lo && !has_hi) return prim(c, P_NUMBER);
     if ((has_lo && !isfinite(lv)) || (has_hi && !isfinite(hv)))
-        return sfail(c, RW_ERR_INVALID_ARG, path, "number bounds must be finite");
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "number bounds must be finite");
     /* past 15 integer digits a bound is no bound (the numbers written stop there) */
     dec lo, hi;
     if (has_lo && !to_dec(lv, &lo)) {
-        if (lv > 0) return sfail(c, RW_ERR_UNSUPPORTED, path, "a minimum over %llu is not supported", NUM_INT_MAX);
+        if (lv > 0)
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "a minimum over %llu is not supported",
+                                            NUM_INT_MAX);
         has_lo = false;
     }
     if (has_hi && !to_dec(hv, &hi)) {
-        if (hv < 0) return sfail(c, RW_ERR_UNSUPPORTED, path, "a maximum below -%llu is not supported", NUM_INT_MAX);
+        if (hv < 0)
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "a maximum below -%llu is not supported",
+                                            NUM_INT_MAX);
         has_hi = false;
     }
     static const dec zero = {0};
@@ -456,7 +451,7 @@ static char *gen_number(sc *c, json_t *s, const char *path) {
     }
     if (!n) {
         free(b.p);
-        return sfail(c, RW_ERR_INVALID_ARG, path, "no number lies between the bounds");
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "no number lies between the bounds");
     }
     char *r = new_rule_name(c);
     if (r && !b.oom) define(c, r, b.p);
@@ -487,7 +482,9 @@ typedef struct {
 } rx;
 
 static void rx_fail(rx *r, const char *what) {
-    if (!r->bad) sfail(r->c, RW_ERR_UNSUPPORTED, r->path, "pattern: %s at offset %d", what, (int)(r->p - r->start));
+    if (!r->bad)
+        rw_grammar__schema_failf(r->c, RW_ERR_UNSUPPORTED, r->path, "pattern: %s at offset %d", what,
+                                 (int)(r->p - r->start));
     r->bad = true;
 }
 
@@ -666,8 +663,9 @@ static void rx_atom(rx *r, sbuf *b) {
         }
         if (++r->depth > RW_GRAMMAR_MAX_NESTING) {
             if (!r->bad)
-                sfail(r->c, RW_ERR_INVALID_ARG, r->path, "pattern: groups nested deeper than %d at offset %d",
-                      RW_GRAMMAR_MAX_NESTING, (int)(r->p - r->start));
+                rw_grammar__schema_failf(r->c, RW_ERR_INVALID_ARG, r->path,
+                                         "pattern: groups nested deeper than %d at offset %d", RW_GRAMMAR_MAX_NESTING,
+                                         (int)(r->p - r->start));
             r->bad = true;
             return;
         }
@@ -936,13 +934,14 @@ static char *gen_pattern(sc *c, const char *pat, long mn, long mx, const char *w
         bool within = lo >= mn && (mx < 0 || (hi >= 0 && hi <= mx));
         if (!within && (!a0 || !a1 || r->top_alt || r->n_top > RX_MAX_TOP || !fit_lengths(r, mn, mx))) {
             if ((hi >= 0 && hi < mn) || (mx >= 0 && lo > mx))
-                sfail(c, RW_ERR_INVALID_ARG, path, "no string of this %s has a length within minLength/maxLength",
-                      what);
+                rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path,
+                                         "no string of this %s has a length within minLength/maxLength", what);
             else
-                sfail(c, RW_ERR_UNSUPPORTED, path,
-                      "%s with minLength/maxLength: supported when the %s is anchored (^...$), has no top-level '|', "
-                      "and one repeated part of fixed width can take the length limits",
-                      what, what);
+                rw_grammar__schema_failf(
+                    c, RW_ERR_UNSUPPORTED, path,
+                    "%s with minLength/maxLength: supported when the %s is anchored (^...$), has no top-level '|', "
+                    "and one repeated part of fixed width can take the length limits",
+                    what, what);
         } else if (!within) { /* again, with the repetitions that fit */
             r->p = body;
             r->ovr = true;
@@ -993,28 +992,35 @@ static char *gen_string(sc *c, json_t *s, const char *path) {
     json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
     if ((mn && (!json_is_integer(mn) || json_integer_value(mn) < 0)) ||
         (mx && (!json_is_integer(mx) || json_integer_value(mx) < 0)))
-        return sfail(c, RW_ERR_INVALID_ARG, path, "minLength/maxLength must be non-negative integers");
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path,
+                                        "minLength/maxLength must be non-negative integers");
     long lo = mn ? (long)json_integer_value(mn) : 0, hi = mx ? (long)json_integer_value(mx) : -1;
-    if (lo > MAX_LEN || hi > MAX_LEN) return sfail(c, RW_ERR_UNSUPPORTED, path, "minLength/maxLength over %d", MAX_LEN);
-    if (mx && hi < lo) return sfail(c, RW_ERR_INVALID_ARG, path, "maxLength below minLength");
+    if (lo > MAX_LEN || hi > MAX_LEN)
+        return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "minLength/maxLength over %d", MAX_LEN);
+    if (mx && hi < lo) return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "maxLength below minLength");
     const char *f = json_is_string(fmt) ? json_string_value(fmt) : NULL, *fpat = NULL;
     for (size_t i = 0; f && i < sizeof formats / sizeof *formats; i++)
         if (!strcmp(f, formats[i][0])) fpat = formats[i][1];
     if (pat) {
-        if (!json_is_string(pat)) return sfail(c, RW_ERR_INVALID_ARG, path, "pattern must be a string");
-        if (fpat) return sfail(c, RW_ERR_UNSUPPORTED, path, "pattern together with format '%s' is not supported", f);
+        if (!json_is_string(pat))
+            return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "pattern must be a string");
+        if (fpat)
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path,
+                                            "pattern together with format '%s' is not supported", f);
         return gen_pattern(c, json_string_value(pat), lo, hi, "pattern", path);
     }
     if (fpat) return gen_pattern(c, fpat, lo, hi, "format", path);
     json_t *ns = json_object_get(s, NOT_STRINGS);
     if (ns) { /* a string but none of these (not of a const/enum): keys' characters, no escapes */
-        if (mn || mx) return sfail(c, RW_ERR_UNSUPPORTED, path, "not (a const/enum) with minLength/maxLength");
+        if (mn || mx)
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "not (a const/enum) with minLength/maxLength");
         const char *names[256];
         int n = 0;
         size_t i;
         json_t *x;
         json_array_foreach(ns, i, x) if (n < 256 && json_is_string(x)) names[n++] = json_string_value(x);
-        if (json_array_size(ns) > 256) return sfail(c, RW_ERR_UNSUPPORTED, path, "not of more than 256 strings");
+        if (json_array_size(ns) > 256)
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "not of more than 256 strings");
         return gen_other_key(c, names, n);
     }
     if (!mn && !mx) return prim(c, P_STRING);
@@ -1036,14 +1042,17 @@ static char *gen_array(sc *c, json_t *s, const char *path) {
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     json_t *mn = json_object_get(s, "minItems"), *mx = json_object_get(s, "maxItems");
     json_t *uq = json_object_get(s, "uniqueItems");
-    if (uq && !json_is_false(uq)) return sfail(c, RW_ERR_UNSUPPORTED, path, "uniqueItems is not supported");
-    if (json_object_get(s, "contains")) return sfail(c, RW_ERR_UNSUPPORTED, path, "contains is not supported");
+    if (uq && !json_is_false(uq))
+        return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "uniqueItems is not supported");
+    if (json_object_get(s, "contains"))
+        return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "contains is not supported");
     if ((mn && (!json_is_integer(mn) || json_integer_value(mn) < 0)) ||
         (mx && (!json_is_integer(mx) || json_integer_value(mx) < 0)))
-        return sfail(c, RW_ERR_INVALID_ARG, path, "minItems/maxItems must be non-negative integers");
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "minItems/maxItems must be non-negative integers");
     long lo = mn ? (long)json_integer_value(mn) : 0, hi = mx ? (long)json_integer_value(mx) : -1;
-    if (lo > MAX_LEN || hi > MAX_LEN) return sfail(c, RW_ERR_UNSUPPORTED, path, "minItems/maxItems over %d", MAX_LEN);
-    if (mx && hi < lo) return sfail(c, RW_ERR_INVALID_ARG, path, "maxItems below minItems");
+    if (lo > MAX_LEN || hi > MAX_LEN)
+        return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "minItems/maxItems over %d", MAX_LEN);
+    if (mx && hi < lo) return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "maxItems below minItems");
     char *ws = prim(c, P_WS);
     if (!ws) return NULL;
     sbuf b = {0};
@@ -1054,13 +1063,13 @@ static char *gen_array(sc *c, json_t *s, const char *path) {
         if (!json_is_array(prefix)) {
             free(ws);
             free(b.p);
-            return sfail(c, RW_ERR_INVALID_ARG, path, "prefixItems must be an array");
+            return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "prefixItems must be an array");
         }
         np = (long)json_array_size(prefix);
         if (mx && hi < np) {
             free(ws);
             free(b.p);
-            return sfail(c, RW_ERR_UNSUPPORTED, path, "maxItems below the number of prefixItems");
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "maxItems below the number of prefixItems");
         }
         for (long i = 0; i < np && !c->st; i++) {
             snprintf(sub, sizeof sub, "%s/prefixItems/%ld", path, i);
@@ -1196,18 +1205,21 @@ static char *gen_object(sc *c, json_t *s, const char *path) {
                                               "dependentSchemas",  "dependencies",  "unevaluatedProperties"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (json_object_get(s, unsupported[i]))
-            return sfail(c, RW_ERR_UNSUPPORTED, path, "%s is not supported", unsupported[i]);
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "%s is not supported", unsupported[i]);
     json_t *mnj = json_object_get(s, "minProperties"), *mxj = json_object_get(s, "maxProperties");
     if ((mnj && (!json_is_integer(mnj) || json_integer_value(mnj) < 0)) ||
         (mxj && (!json_is_integer(mxj) || json_integer_value(mxj) < 0)))
-        return sfail(c, RW_ERR_INVALID_ARG, path, "minProperties/maxProperties must be non-negative integers");
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path,
+                                        "minProperties/maxProperties must be non-negative integers");
     long mnp = mnj ? (long)json_integer_value(mnj) : 0, mxp = mxj ? (long)json_integer_value(mxj) : -1;
     if (mnp > MAX_LEN || mxp > MAX_LEN)
-        return sfail(c, RW_ERR_UNSUPPORTED, path, "minProperties/maxProperties over %d", MAX_LEN);
+        return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "minProperties/maxProperties over %d", MAX_LEN);
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *addl = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props)) return sfail(c, RW_ERR_INVALID_ARG, path, "properties must be an object");
-    if (req && !json_is_array(req)) return sfail(c, RW_ERR_INVALID_ARG, path, "required must be an array");
+    if (props && !json_is_object(props))
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "properties must be an object");
+    if (req && !json_is_array(req))
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "required must be an array");
     /* the named properties: properties in order, then required names without a schema */
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
     const char **names = calloc(np + nr + 1, sizeof *names);
@@ -1229,16 +1241,17 @@ static char *gen_object(sc *c, json_t *s, const char *path) {
     for (size_t i = 0; i < nr; i++) {
         json_t *r = json_array_get(req, i);
         if (!json_is_string(r)) {
-            sfail(c, RW_ERR_INVALID_ARG, path, "required must list strings");
+            rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "required must list strings");
             goto out;
         }
         size_t k = 0;
         while (k < n && strcmp(names[k], json_string_value(r))) k++;
         if (k == n) { /* required without a schema: what additionalProperties allows */
             if (json_is_false(addl)) {
-                sfail(c, RW_ERR_INVALID_ARG, path,
-                      "required '%s' has no schema in properties and additionalProperties is false: nothing matches",
-                      json_string_value(r));
+                rw_grammar__schema_failf(
+                    c, RW_ERR_INVALID_ARG, path,
+                    "required '%s' has no schema in properties and additionalProperties is false: nothing matches",
+                    json_string_value(r));
                 goto out;
             }
             names[n] = json_string_value(r);
@@ -1251,7 +1264,8 @@ static char *gen_object(sc *c, json_t *s, const char *path) {
         char sub[512];
         snprintf(sub, sizeof sub, "%s/properties/%s", path, names[i]);
         if (json_is_false(schemas[i])) { /* the key may not appear */
-            if (required[i]) sfail(c, RW_ERR_INVALID_ARG, sub, "a required property with the schema false");
+            if (required[i])
+                rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, sub, "a required property with the schema false");
             continue;
         }
         char *v = schemas[i] ? gen(c, schemas[i], sub) : prim(c, P_VALUE);
@@ -1320,7 +1334,8 @@ static char *gen_object(sc *c, json_t *s, const char *path) {
             if (v) G[i * W + k] = new_rule_name(c);
         }
     if (!viable[0]) {
-        sfail(c, RW_ERR_INVALID_ARG, path, "no object satisfies minProperties/maxProperties with these properties");
+        rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path,
+                                 "no object satisfies minProperties/maxProperties with these properties");
     }
     for (size_t i = 0; i <= n && !c->st; i++)
         for (size_t k = 0; k <= S && k <= i && !c->st; k++) {
@@ -1425,13 +1440,13 @@ static char *gen_type(sc *c, json_t *s, const char *type, const char *path) {
     if (!strcmp(type, "number")) return gen_number(c, s, path);
     if (!strcmp(type, "boolean")) return prim(c, P_BOOLEAN);
     if (!strcmp(type, "null")) return prim(c, P_NULL);
-    return sfail(c, RW_ERR_INVALID_ARG, path, "unknown type '%s'", type);
+    return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "unknown type '%s'", type);
 }
 
 /* alternatives of the sub-schemas in arr ("anyOf"/"oneOf") or of types */
 static char *gen_alts(sc *c, json_t *s, json_t *arr, const char *kw, const char *path) {
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return sfail(c, RW_ERR_INVALID_ARG, path, "%s must be a non-empty array", kw);
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "%s must be a non-empty array", kw);
     sbuf b = {0};
     for (size_t i = 0; i < json_array_size(arr) && !c->st; i++) {
         char sub[512];
@@ -1439,7 +1454,8 @@ static char *gen_alts(sc *c, json_t *s, json_t *arr, const char *kw, const char 
         json_t *e = json_array_get(arr, i);
         char *r;
         if (!strcmp(kw, "type")) {
-            if (!json_is_string(e)) return free(b.p), sfail(c, RW_ERR_INVALID_ARG, path, "type must be a string");
+            if (!json_is_string(e))
+                return free(b.p), rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "type must be a string");
             r = gen_type(c, s, json_string_value(e), path);
         } else r = gen(c, e, sub);
         if (r) sb_fmt(&b, "%s%s", i ? " | " : "", r);
@@ -1460,7 +1476,8 @@ static char *gen_schema(sc *c, json_t *s, const char *path);
 static char *gen(sc *c, json_t *s, const char *path) {
     if (c->st) return NULL;
     if (c->depth >= RW_GRAMMAR_MAX_NESTING)
-        return sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING);
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d",
+                                        RW_GRAMMAR_MAX_NESTING);
     c->depth++;
     char *r = gen_schema(c, s, path);
     c->depth--;
@@ -1469,12 +1486,14 @@ static char *gen(sc *c, json_t *s, const char *path) {
 
 static char *gen_schema(sc *c, json_t *s, const char *path) {
     if (json_is_true(s)) return prim(c, P_VALUE);
-    if (json_is_false(s)) return sfail(c, RW_ERR_INVALID_ARG, path, "the schema false matches nothing");
-    if (!json_is_object(s)) return sfail(c, RW_ERR_INVALID_ARG, path, "a schema must be an object or a boolean");
+    if (json_is_false(s))
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "the schema false matches nothing");
+    if (!json_is_object(s))
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "a schema must be an object or a boolean");
     static const char *const unsupported[] = {"$dynamicRef", "$recursiveRef"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (json_object_get(s, unsupported[i]))
-            return sfail(c, RW_ERR_UNSUPPORTED, path, "%s is not supported", unsupported[i]);
+            return rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "%s is not supported", unsupported[i]);
     json_t *all = json_object_get(s, "allOf");
     if (json_object_get(s, "not") || json_object_get(s, "if") ||
         (all && (json_array_size(all) != 1 || json_object_size(s) > 1))) {
@@ -1486,7 +1505,7 @@ static char *gen_schema(sc *c, json_t *s, const char *path) {
     }
     json_t *v;
     if ((v = json_object_get(s, "$ref"))) {
-        if (!json_is_string(v)) return sfail(c, RW_ERR_INVALID_ARG, path, "$ref must be a string");
+        if (!json_is_string(v)) return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "$ref must be a string");
         return gen_ref(c, json_string_value(v), path);
     }
     if ((v = json_object_get(s, "const"))) {
@@ -1499,7 +1518,7 @@ static char *gen_schema(sc *c, json_t *s, const char *path) {
     }
     if ((v = json_object_get(s, "enum"))) {
         if (!json_is_array(v) || json_array_size(v) == 0)
-            return sfail(c, RW_ERR_INVALID_ARG, path, "enum must be a non-empty array");
+            return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "enum must be a non-empty array");
         sbuf b = {0};
         for (size_t i = 0; i < json_array_size(v); i++) {
             if (i) sb_str(&b, " | ");
@@ -1514,7 +1533,7 @@ static char *gen_schema(sc *c, json_t *s, const char *path) {
     if ((v = json_object_get(s, "oneOf"))) return gen_alts(c, s, v, "oneOf", path);
     if ((v = json_object_get(s, "allOf"))) {
         if (!json_is_array(v) || json_array_size(v) != 1)
-            return sfail(c, RW_ERR_INVALID_ARG, path, "allOf must be a non-empty array");
+            return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "allOf must be a non-empty array");
         char sub[512];
         snprintf(sub, sizeof sub, "%s/allOf/0", path);
         return gen(c, json_array_get(v, 0), sub);
@@ -1522,7 +1541,7 @@ static char *gen_schema(sc *c, json_t *s, const char *path) {
     json_t *t = json_object_get(s, "type");
     if (json_is_string(t)) return gen_type(c, s, json_string_value(t), path);
     if (json_is_array(t)) return gen_alts(c, s, t, "type", path);
-    if (t) return sfail(c, RW_ERR_INVALID_ARG, path, "type must be a string or an array of strings");
+    if (t) return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "type must be a string or an array of strings");
     /* no type: guess from the keywords, else any value */
     if (json_object_get(s, "properties") || json_object_get(s, "additionalProperties") ||
         json_object_get(s, "required"))

@@ -16,17 +16,6 @@
 
 #include "grammar/schema_int.h"
 
-__attribute__((format(printf, 4, 5))) static char *sfail(sc *c, rw_status code, const char *path, const char *fmt,
-                                                         ...) {
-    if (c->st) return NULL;
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return rw_grammar__schema_fail(c, code, path, msg);
-}
-
 static const char *const all_types[] = {"object", "array", "string", "number", "integer", "boolean", "null"};
 
 /* The types a schema's "type" allows as a mask (all when absent); integer
@@ -72,7 +61,7 @@ static json_t *deref(sc *c, json_t *s, const char *path, merge_st *st) {
     json_t *r = json_is_object(s) ? json_object_get(s, "$ref") : NULL;
     if (!r) return json_incref(s);
     if (!json_is_string(r)) {
-        sfail(c, RW_ERR_INVALID_ARG, path, "$ref must be a string");
+        rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "$ref must be a string");
         *st = M_FAIL;
         return NULL;
     }
@@ -83,7 +72,8 @@ static json_t *deref(sc *c, json_t *s, const char *path, merge_st *st) {
     }
     if (++c->depth > RW_GRAMMAR_MAX_NESTING) {
         c->depth--;
-        sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING);
+        rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d",
+                                 RW_GRAMMAR_MAX_NESTING);
         *st = M_FAIL;
         return NULL;
     }
@@ -111,12 +101,14 @@ static json_t *merge_at(sc *c, json_t *a, json_t *b, const char *path, merge_st 
 /* merge with the nesting bounded, as gen's: each level is a C stack frame */
 static json_t *merge(sc *c, json_t *a, json_t *b, const char *path, merge_st *st) {
     if (c->depth >= RW_GRAMMAR_MAX_NESTING) {
-        sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING);
+        rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d",
+                                 RW_GRAMMAR_MAX_NESTING);
         *st = M_FAIL;
         return NULL;
     }
     if (++c->merges > 20000) {
-        sfail(c, RW_ERR_UNSUPPORTED, path, "allOf/if/not: too many combinations (anyOf inside multiplies them)");
+        rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path,
+                                 "allOf/if/not: too many combinations (anyOf inside multiplies them)");
         *st = M_FAIL;
         return NULL;
     }
@@ -135,7 +127,7 @@ static json_t *merge_at(sc *c, json_t *a, json_t *b, const char *path, merge_st 
         return NULL;
     }
     if (!json_is_object(a) || !json_is_object(b)) {
-        sfail(c, RW_ERR_INVALID_ARG, path, "a schema must be an object or a boolean");
+        rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "a schema must be an object or a boolean");
         *st = M_FAIL;
         return NULL;
     }
@@ -151,7 +143,7 @@ static json_t *merge_at(sc *c, json_t *a, json_t *b, const char *path, merge_st 
             json_t *arr = json_object_get(x, comb[k]);
             if (!arr) continue;
             if (!json_is_array(arr) || !json_array_size(arr)) {
-                sfail(c, RW_ERR_INVALID_ARG, path, "%s must be a non-empty array", comb[k]);
+                rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "%s must be a non-empty array", comb[k]);
                 *st = M_FAIL;
                 goto done;
             }
@@ -241,7 +233,8 @@ static json_t *merge_at(sc *c, json_t *a, json_t *b, const char *path, merge_st 
         } else if (!strcmp(k, "title") || !strcmp(k, "description") || !strcmp(k, "default") ||
                    !strcmp(k, "examples") || !strcmp(k, "$comment") || !strcmp(k, "$schema") || !strcmp(k, "$id")) {
         } else {
-            sfail(c, RW_ERR_UNSUPPORTED, path, "allOf: the schemas set '%s' differently (not supported)", k);
+            rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path,
+                                     "allOf: the schemas set '%s' differently (not supported)", k);
             *st = M_FAIL;
         }
         if (*st != M_OK) break;
@@ -336,7 +329,9 @@ static json_t *negate_at(sc *c, json_t *s, const char *kw, const char *path);
 
 static json_t *negate(sc *c, json_t *s, const char *kw, const char *path) {
     if (c->depth >= RW_GRAMMAR_MAX_NESTING)
-        return sfail(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d", RW_GRAMMAR_MAX_NESTING), NULL;
+        return rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "subschemas nested deeper than %d",
+                                        RW_GRAMMAR_MAX_NESTING),
+               NULL;
     c->depth++;
     json_t *r = negate_at(c, s, kw, path);
     c->depth--;
@@ -397,10 +392,11 @@ static json_t *negate_at(sc *c, json_t *s, const char *kw, const char *path) {
     }
     json_decref(d);
     if (!out && !c->st)
-        sfail(c, RW_ERR_UNSUPPORTED, path,
-              "%s: the negation is supported of a type, a const/enum of strings, required names, and properties of "
-              "those only",
-              kw);
+        rw_grammar__schema_failf(
+            c, RW_ERR_UNSUPPORTED, path,
+            "%s: the negation is supported of a type, a const/enum of strings, required names, and properties of "
+            "those only",
+            kw);
     return out;
 }
 
@@ -460,13 +456,13 @@ json_t *rw_grammar__schema_combine(sc *c, json_t *s, const char *path) {
         if (st == M_FAIL) goto fail;
     }
     if (st == M_EMPTY || !rest) {
-        sfail(c, RW_ERR_INVALID_ARG, path, "no value satisfies all of the schemas");
+        rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "no value satisfies all of the schemas");
         goto fail;
     }
     out = rest;
     return out;
 fail:
     json_decref(rest);
-    if (!c->st) sfail(c, RW_ERR_INVALID_ARG, path, "the schemas cannot be combined");
+    if (!c->st) rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "the schemas cannot be combined");
     return NULL;
 }

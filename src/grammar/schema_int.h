@@ -46,6 +46,8 @@ typedef struct {
 /* schema_ref.c: sets the error "schema at PATH: msg" (the first one only)
  * and returns NULL. */
 char *rw_grammar__schema_fail(sc *c, rw_status code, const char *path, const char *msg);
+__attribute__((format(printf, 4, 5))) char *rw_grammar__schema_failf(sc *c, rw_status code, const char *path,
+                                                                     const char *fmt, ...);
 /* The subschema a local $ref points at (within c->doc), or NULL (error set). */
 json_t *rw_grammar__schema_resolve(sc *c, const char *ref, const char *path);
 /* s with allOf, not, if/then/else compiled away: a new schema (the caller

@@ -16,8 +16,8 @@ char *rw_grammar__schema_fail(sc *c, rw_status code, const char *path, const cha
     return NULL;
 }
 
-__attribute__((format(printf, 4, 5))) static char *sfail(sc *c, rw_status code, const char *path, const char *fmt,
-                                                         ...) {
+/* rw_grammar__schema_fail with a printf message. */
+char *rw_grammar__schema_failf(sc *c, rw_status code, const char *path, const char *fmt, ...) {
     if (c->st) return NULL;
     char msg[400];
     va_list ap;
@@ -29,13 +29,14 @@ __attribute__((format(printf, 4, 5))) static char *sfail(sc *c, rw_status code, 
 
 json_t *rw_grammar__schema_resolve(sc *c, const char *ref, const char *path) {
     if (ref[0] != '#') {
-        sfail(c, RW_ERR_UNSUPPORTED, path, "$ref '%s': only local references (#...) are supported", ref);
+        rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "$ref '%s': only local references (#...) are supported",
+                                 ref);
         return NULL;
     }
     json_t *cur = c->doc;
     const char *p = ref + 1;
     if (*p && *p != '/') {
-        sfail(c, RW_ERR_UNSUPPORTED, path, "$ref '%s': anchors are not supported", ref);
+        rw_grammar__schema_failf(c, RW_ERR_UNSUPPORTED, path, "$ref '%s': anchors are not supported", ref);
         return NULL;
     }
     while (*p == '/') {
@@ -55,7 +56,7 @@ json_t *rw_grammar__schema_resolve(sc *c, const char *ref, const char *path) {
             cur = *e || i < 0 ? NULL : json_array_get(cur, (size_t)i);
         } else cur = NULL;
         if (!cur) {
-            sfail(c, RW_ERR_INVALID_ARG, path, "$ref '%s' points at nothing", ref);
+            rw_grammar__schema_failf(c, RW_ERR_INVALID_ARG, path, "$ref '%s' points at nothing", ref);
             return NULL;
         }
     }
