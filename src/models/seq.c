@@ -9,8 +9,9 @@
  *           at most 15 tokens of the recurrence alone, no matmul)
  *   recent: multiples of 64 in [L-319, L] (a rewind to a position >= L-256
  *           recomputes at most 63 tokens)
- *   older:  multiples of 1024, and every marked position (message
- *           boundaries: rw_model_seq_mark)
+ *   older:  multiples of 1024 (of 64 where that grid costs at most an
+ *           eighth of the budget: old_step), and every marked position
+ *           (message boundaries: rw_model_seq_mark)
  * within a byte budget (rw_model_seq_set_checkpoint_budget): when over it,
  * older ones go first (oldest first), then recent ones, then marks; fine
  * ones always stay. Marks outlive recent ones because they are where a
@@ -253,10 +254,28 @@ static void add_pos(int64_t *pos, int *cls, int *n, int cap, int64_t v, int c) {
     (*n)++;
 }
 
+#define MAX_KEEP 256
+
+/* The step of the old checkpoints at length L: RECENT_STEP, so that a
+ * rewind or a prefix-cache hit anywhere recomputes at most 63 tokens, when
+ * that grid costs at most an eighth of the budget (a short-convolution
+ * state is a few columns of the hidden size: a grid of them over the whole
+ * context is cheaper than one page of KV), else doubled up to OLD_STEP (a
+ * DeltaNet or Mamba2 state of a real model is tens of MiB: one per 1024
+ * positions, as before). Half of MAX_KEEP at most, for the others. */
+static int64_t old_step(const rw_model_seq *s, int64_t L) {
+    const size_t per = rec_bytes(s);
+    int64_t step = RECENT_STEP;
+    while (step < OLD_STEP && (!per || L / step > MAX_KEEP / 2 || (size_t)(L / step) * per > s->ckpt_budget / 8))
+        step *= 2;
+    return step;
+}
+
 static int retained(const rw_model_seq *s, int64_t L, int64_t *pos, int *cls, int cap) {
     int n = 0;
     if (s->no_ckpt) return 0;
-    for (int64_t v = OLD_STEP; v <= L; v += OLD_STEP) add_pos(pos, cls, &n, cap, v, KEEP_OLD);
+    const int64_t step = old_step(s, L);
+    for (int64_t v = step; v <= L; v += step) add_pos(pos, cls, &n, cap, v, KEEP_OLD);
     for (int i = 0; i < s->n_marks && s->marks[i] <= L; i++) add_pos(pos, cls, &n, cap, s->marks[i], KEEP_MARK);
     for (int64_t v = (L - RECENT_SPAN) / RECENT_STEP * RECENT_STEP; v <= L; v += RECENT_STEP)
         if (v > 0) add_pos(pos, cls, &n, cap, v, KEEP_RECENT);
@@ -291,8 +310,6 @@ static int apply_budget(int64_t *pos, int *cls, int n, int64_t L, size_t per_rec
     }
     return n;
 }
-
-#define MAX_KEEP 256
 
 /* The ring's lowest page at length L for windows up to w positions: the
  * window of L - RING_SPAN starts there. */

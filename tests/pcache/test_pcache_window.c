@@ -1,5 +1,7 @@
 /* test_pcache_window.c - prefix reuse at any token for sliding-window
- * models (gemma3, gpt-oss): a long entry (1,000 tokens, the windows crossed
+ * models (gemma3, gpt-oss) and for recurrent ones whose checkpoint grid
+ * fits the budget (lfm2's short convolutions, nemotron_h's Mamba2 and
+ * qwen35's DeltaNet at the fixtures' sizes): a long entry (1,000 tokens, the windows crossed
  * many times over) is hit at many random points, each prompt diverging
  * there; the cache's own figures (rw_pcache_usage) say at most 64 of the
  * shared tokens are recomputed, and every output is bitwise the output
@@ -8,10 +10,11 @@
  * go back into the cache as a server leaves them, and the running byte
  * figures are rechecked after each (rw_pcache_check).
  *
- * For comparison (printed, not checked) the same hits on a hybrid model
- * (qwen35: DeltaNet checkpoints), which returns exactly only to its
- * checkpoints: within the last 256 tokens every 64, further back every
- * 1024 and at marks. Seeded (RW_PCW_SEED). */
+ * A recurrent model returns exactly only to its checkpoints: every 64
+ * positions where that grid costs at most an eighth of the checkpoint
+ * budget (models/seq.c), else every 1024 below the last 256 tokens; for
+ * comparison (printed, not checked) the hits with a budget of 4
+ * checkpoints, where the old grid is every 1024. Seeded (RW_PCW_SEED). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +26,7 @@
 #define TAIL 9    /* each prompt's own tokens after the shared prefix */
 
 static uint64_t rs;
+static int limit; /* checkpoints a sequence keeps (0: the default budget), as the engine's --checkpoints */
 static uint64_t rnd(void) {
     uint64_t z = (rs += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -51,6 +55,7 @@ static void serve(rw_model *m, rw_pcache *c, const int32_t *t, int64_t n, rw_thr
     int64_t reused = 0;
     CHECK_MSG(rw_pcache_acquire(c, t, n, pool, &s, &reused, logits, u, &err) == RW_OK, "%s", err.msg);
     if (!s) return;
+    rw_model_seq_limit_checkpoints(s, limit);
     if (reused < n) {
         rw_forward_args a = {.tokens = t + reused, .n = n - reused, .logits = logits, .pool = pool};
         CHECK_MSG(rw_model_forward(m, s, &a, &err) == RW_OK, "%s", err.msg);
@@ -95,7 +100,7 @@ static int64_t hits(rw_model *m, rw_pcache *c, const int32_t *t, int n_hits, boo
     return worst;
 }
 
-static void run(const char *rel, bool check, uint64_t seed) {
+static void run(const char *rel, bool check, int max_checkpoints, uint64_t seed) {
     rw_gguf *g = NULL;
     rw_model *m = NULL;
     rw_error err = {0};
@@ -106,7 +111,7 @@ static void run(const char *rel, bool check, uint64_t seed) {
     }
     rs = seed;
     const rw_model_hparams *hp = rw_model_get_hparams(m);
-    if (check) CHECK_MSG(hp->n_swa > 0 && LEN > 8 * hp->n_swa, "%s: window %lld", rel, (long long)hp->n_swa);
+    if (hp->n_swa > 0) CHECK_MSG(LEN > 8 * hp->n_swa, "%s: window %lld", rel, (long long)hp->n_swa);
     rw_threadpool *pool = NULL;
     CHECK(rw_threadpool_new(2, &pool, &err) == RW_OK);
     int32_t t[LEN];
@@ -117,6 +122,7 @@ static void run(const char *rel, bool check, uint64_t seed) {
     char dir[] = "/tmp/rw_pcw_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     rw_pcache_config cfg = {.mem_bytes = (size_t)1 << 30, .dir = dir, .dir_bytes = (size_t)1 << 30};
+    limit = max_checkpoints;
     rw_pcache *c = NULL;
     CHECK(rw_pcache_new(m, RW_KV_F16, 0, &cfg, &c, &err) == RW_OK);
     rw_pcache_usage u = {0};
@@ -125,10 +131,10 @@ static void run(const char *rel, bool check, uint64_t seed) {
     const int64_t worst = hits(m, c, t, n_hits, check, false, rel, pool);
     rw_pcache_stats st;
     rw_pcache_get_stats(c, &st);
-    printf("%-28s %d hits in a %d-token entry: at most %lld shared tokens recomputed; %llu entries, KV %.2f MiB "
+    printf("%-28s %s%d hits in a %d-token entry: at most %lld shared tokens recomputed; %llu entries, KV %.2f MiB "
            "(%.2f MiB unshared)\n",
-           rel, n_hits, LEN, (long long)worst, (unsigned long long)st.entries, st.bytes_kv / 1048576.0,
-           st.bytes_unshared / 1048576.0);
+           rel, max_checkpoints ? "4 checkpoints: " : "", n_hits, LEN, (long long)worst, (unsigned long long)st.entries,
+           st.bytes_kv / 1048576.0, st.bytes_unshared / 1048576.0);
     rw_pcache_free(c);
 
     if (check) { /* a new cache over the same folder: hits served from the entry's file */
@@ -150,8 +156,13 @@ int main(void) {
     if (!rw_test_fixtures()) rw_test_skip("no ../shared/fixtures");
     const char *e = getenv("RW_PCW_SEED");
     const uint64_t seed = e ? strtoull(e, NULL, 10) : 20261129;
-    run("gemma3/gemma3-F32.gguf", true, seed);
-    run("gpt-oss/gpt-oss-F32.gguf", true, seed + 1);
-    if (!rw_test_sanitized()) run("qwen35/qwen35-F32.gguf", false, seed + 2);
+    run("gemma3/gemma3-F32.gguf", true, 0, seed);
+    run("gpt-oss/gpt-oss-F32.gguf", true, 0, seed + 1);
+    run("lfm2/lfm2-F32.gguf", true, 0, seed + 2);
+    run("nemotron_h/nemotron_h-F32.gguf", true, 0, seed + 3);
+    if (!rw_test_sanitized()) {
+        run("qwen35/qwen35-F32.gguf", true, 0, seed + 4);
+        run("qwen35/qwen35-F32.gguf", false, 4, seed + 5);
+    }
     return rw_test_done();
 }
