@@ -872,11 +872,22 @@ INLINE void hsum2_epi32(__m256i isum, __m256i msum, int32_t *I, int32_t *M) {
     *M = _mm_extract_epi32(s, 1);
 }
 
+/* Prefetches the super-block K1_PF_DIST bytes past super-block sb of a row
+ * of blk-byte super-blocks (lines bytes of it): the hardware prefetcher
+ * alone does not run far enough ahead of the one-row dots, whose reads
+ * then wait on memory between their sums. */
+enum { K1_PF_DIST = 2048 };
+INLINE void k1_prefetch(const uint8_t *w, int64_t sb, size_t blk, const int lines) {
+    const char *pf = (const char *)w + (size_t)sb * blk + K1_PF_DIST;
+    _Pragma("GCC unroll 4") for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+}
+
 INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five) {
     const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     float acc = 0.0f;
     for (int64_t sb = 0; sb < n / 256; sb++) {
+        k1_prefetch(w, sb, five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K), 3);
         const uint8_t *scales, *qs, *qh;
         rw_f16 d, dmin;
         k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
@@ -914,6 +925,7 @@ INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     float acc = 0.0f;
     for (int64_t sb = 0; sb < n / 256; sb++) {
+        k1_prefetch(w, sb, sizeof(rw_block_q6_K), 4);
         const rw_block_q6_K *b = (const rw_block_q6_K *)w + sb;
         const rw_block_q8_K *xb = x + sb;
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
