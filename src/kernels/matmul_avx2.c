@@ -1010,8 +1010,8 @@ INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int
         __m256i ia, ma, ib, mb;
         q6_K_lanes(b + sb, x + sb, VNNI, &ia, &ma);
         q6_K_lanes(b + sb + 1, x + sb + 1, VNNI, &ib, &mb);
-        const __m128i im = hsum4_epi32(ia, ma, ib, mb);                      /* [I_a M_a I_b M_b] */
-        const __m128i dim = _mm_sub_epi32(im, _mm_srli_epi64(im, 32));       /* I - M in lanes 0, 2 */
+        const __m128i im = hsum4_epi32(ia, ma, ib, mb);                /* [I_a M_a I_b M_b] */
+        const __m128i dim = _mm_sub_epi32(im, _mm_srli_epi64(im, 32)); /* I - M in lanes 0, 2 */
         const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)b[sb].d, 0, (short)b[sb + 1].d, 0, 0, 0, 0, 0));
         const __m128 dx = _mm_setr_ps(x[sb].d, 0.0f, x[sb + 1].d, 0.0f);
         const __m128 p = _mm_mul_ps(_mm_mul_ps(dd, dx), _mm_cvtepi32_ps(dim));

@@ -103,10 +103,25 @@ INLINE __m256i bcast4(const void *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* AVX-VNNI (VEX forms, spelt in asm: the tier's ISA flags do not include
+ * it): acc + 4-byte products of u (unsigned) and x (signed), and acc +
+ * pairs of 16-bit products; exact, so the same integers as vpmaddubsw /
+ * vpmaddwd / vpaddd. */
+INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i x) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(x));
+    return acc;
+}
+INLINE __m256i dpwssd(__m256i acc, __m256i a, __m256i b) {
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+    return acc;
+}
+
 /* One panel (8 outputs) against R activation rows; out[r * os + l] for
- * outputs l < nl. */
+ * outputs l < nl. VNNI: each sub-block's dot in 32 bits from vpdpbusd (two
+ * chains of four), times its scale with vpmulld (the 16-bit copy shifted
+ * down), and the mins with vpdpwssd: the same integers. */
 INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                       const int R) {
+                       const int R, const int VNNI) {
     const int64_t nsb = n / 256;
     __m256 sum[KP_GROUP];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_ps();
@@ -117,21 +132,38 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
             xb[r] = (const rw_block_q8_K *)(xp + (size_t)r * xps) + b;
             is[r] = ms[r] = _mm256_setzero_si256();
         }
-        for (int j = 0; j < 8; j++) {
-            const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
-            /* row by row: the sub-block's 8 quant registers are read again
-             * from L1 for each row, which keeps the sums in registers */
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                const int8_t *xq = xb[r]->qs + 32 * j;
-                __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq));
-                _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
-                    p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s)));
-                is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+        if (VNNI) {
+            for (int j = 0; j < 8; j++) {
+                const __m256i sc = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)P->sc[j]), 16);
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    const int8_t *xq = xb[r]->qs + 32 * j;
+                    __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
+                    _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
+                        d0 = dpbusd(d0, _mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s));
+                        d1 = dpbusd(d1, _mm256_loadu_si256((const __m256i *)P->q[j][s + 1]), bcast4(xq + 4 * s + 4));
+                    }
+                    is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(_mm256_add_epi32(d0, d1), sc));
+                }
             }
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                ms[r] = dpwssd(ms[r], _mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j));
+        } else {
+            for (int j = 0; j < 8; j++) {
+                const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
+                /* row by row: the sub-block's 8 quant registers are read again
+             * from L1 for each row, which keeps the sums in registers */
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    const int8_t *xq = xb[r]->qs + 32 * j;
+                    __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq));
+                    _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
+                        p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s)));
+                    is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+                }
+            }
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                ms[r] = _mm256_add_epi32(ms[r], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)P->mn[j]),
+                                                                  bcast4(xb[r]->bsums + 2 * j)));
         }
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) ms[r] =
-            _mm256_add_epi32(
-                ms[r], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j)));
         const __m256 d = _mm256_loadu_ps(P->d), dmin = _mm256_loadu_ps(P->dmin);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const __m256 dx = _mm256_set1_ps(xb[r]->d);
@@ -147,8 +179,8 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
 /* w: the panel of weight row 0 (ws: panel bytes per row, so a panel spans
  * 8 * ws); nw rows from there, nx <= KP_MAX_NX activation rows;
  * out[r * os + i]. */
-void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                         float *out, int64_t os) {
+INLINE void tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os, const int VNNI) {
     for (int i = 0; i < nw; i += KP_ROWS) {
         const kp_blk *P = (const kp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
@@ -158,14 +190,20 @@ void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const u
             const uint8_t *x0 = xp + (size_t)r0 * xps;
             float *o0 = out + r0 * os + i;
             switch (nx - r0 < 4 ? nx - r0 : 4) {
-            case 1: kpanel_dot(n, P, x0, xps, nl, o0, os, 1); break;
-            case 2: kpanel_dot(n, P, x0, xps, nl, o0, os, 2); break;
-            case 3: kpanel_dot(n, P, x0, xps, nl, o0, os, 3); break;
-            case 4: kpanel_dot(n, P, x0, xps, nl, o0, os, 4); break;
+            case 1: kpanel_dot(n, P, x0, xps, nl, o0, os, 1, VNNI); break;
+            case 2: kpanel_dot(n, P, x0, xps, nl, o0, os, 2, VNNI); break;
+            case 3: kpanel_dot(n, P, x0, xps, nl, o0, os, 3, VNNI); break;
+            case 4: kpanel_dot(n, P, x0, xps, nl, o0, os, 4, VNNI); break;
             default: break;
             }
         }
     }
+}
+
+void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    if (rw_avx2_vnni()) tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    else tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 0);
 }
 
 /* ==== Q6_K ===============================================================
