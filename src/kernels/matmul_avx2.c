@@ -537,7 +537,7 @@ static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 
 /* Activation super-block: Q8_K's quants, bsums and d (reference quantizer). */
 static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / 256) * sizeof(rw_block_q8_K); }
-static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_K, x, xq, n); }
+static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_avx2_quantize_q8_K(x, xq, n); }
 
 /* An unpacked super-block: 8 chunks of 32 values in element order, the
  * 16-bit scale of each pair of elements of each chunk, 16-bit mins per
