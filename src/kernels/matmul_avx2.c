@@ -535,7 +535,7 @@ static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 
 /* ==== K-quants =========================================================== */
 
-/* Activation super-block: Q8_K's quants, bsums and d (reference quantizer). */
+/* Activation super-block: Q8_K's quants, bsums and d (the reference quantizer's bytes, in vectors). */
 static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / 256) * sizeof(rw_block_q8_K); }
 static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_avx2_quantize_q8_K(x, xq, n); }
 
