@@ -423,16 +423,16 @@ INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
     return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128((long long)e), (long long)o, 1));
 }
 
+enum { Q8_PF_DIST = 4096 }; /* bytes ahead in the row that the one-row dot prefetches */
+
 INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq, const int VNNI) {
     const rw_block_q8_0 *wb = (const rw_block_q8_0 *)w;
     const x_q8g *xg = (const x_q8g *)xq;
     const int64_t nb = n / 32, ng = nb / 8;
     __m128 acc = _mm_setzero_ps(), v0, v1;
     for (int64_t g = 0; g < ng; g++) {
-        _mm_prefetch((const char *)(wb + 8 * g) + 2048, _MM_HINT_T0);
-        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 128, _MM_HINT_T0);
-        _mm_prefetch((const char *)(wb + 8 * g) + 2048 + 192, _MM_HINT_T0);
+        _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++) /* 272 bytes a group: up to 5 lines */
+            _mm_prefetch((const char *)(wb + 8 * g) + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
         q8_sums8(wb + 8 * g, xg + g, 8, VNNI, &v0, &v1);
         acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(wb + 8 * g), _mm256_load_ps(xg[g].dx)));
     }
@@ -535,9 +535,9 @@ static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 
 /* ==== K-quants =========================================================== */
 
-/* Activation super-block: Q8_K's quants, bsums and d (reference quantizer). */
+/* Activation super-block: Q8_K's quants, bsums and d (the reference quantizer's bytes, in vectors). */
 static size_t x_bytes_q8_K(int64_t n) { return (size_t)(n / 256) * sizeof(rw_block_q8_K); }
-static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_quantize_row(RW_TYPE_Q8_K, x, xq, n); }
+static void convert_q8_K(const float *x, void *xq, int64_t n) { rw_avx2_quantize_q8_K(x, xq, n); }
 
 /* An unpacked super-block: 8 chunks of 32 values in element order, the
  * 16-bit scale of each pair of elements of each chunk, 16-bit mins per
@@ -872,78 +872,161 @@ INLINE void hsum2_epi32(__m256i isum, __m256i msum, int32_t *I, int32_t *M) {
     *M = _mm_extract_epi32(s, 1);
 }
 
-INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five) {
-    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+/* Prefetches the super-block K1_PF_DIST bytes past super-block sb of a row
+ * of blk-byte super-blocks (lines bytes of it): the hardware prefetcher
+ * alone does not run far enough ahead of the one-row dots, whose reads
+ * then wait on memory between their sums. */
+enum { K1_PF_DIST = 2048 };
+INLINE void k1_prefetch(const uint8_t *w, int64_t sb, size_t blk, const int lines) {
+    const char *pf = (const char *)w + (size_t)sb * blk + K1_PF_DIST;
+    _Pragma("GCC unroll 4") for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+}
+
+/* acc + p * s (16-bit pairs multiplied and added into 32-bit lanes):
+ * AVX-VNNI's vpdpwssd (VEX form, spelt in asm) where VNNI, else vpmaddwd
+ * and vpaddd; both wrap in 32 bits, so the same exact integers. */
+INLINE __m256i madd_acc(__m256i acc, __m256i p, __m256i s, const int VNNI) {
+    if (!VNNI) return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(p), "x"(s));
+    return acc;
+}
+
+/* The integer lanes of super-block sb of a Q4_K / Q5_K row against xb:
+ * isum (scale_j * dot_j summed over the sub-blocks j) and msum (min_j *
+ * the activation's 16-sums); I and M are their lane sums. */
+INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, const int five, const int VNNI,
+                        __m256i *isum_out, __m256i *msum_out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    float acc = 0.0f;
-    for (int64_t sb = 0; sb < n / 256; sb++) {
-        const uint8_t *scales, *qs, *qh;
-        rw_f16 d, dmin;
-        k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
-        uint64_t sc, mn;
-        k4_scales_mins(scales, &sc, &mn);
-        const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-        const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
-        const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-        const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-        const rw_block_q8_K *xb = x + sb;
-        __m256i isum = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (five) { /* bit j of qh[l]: element 32j + l's fifth bit */
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), one), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c + 1), one), 4));
-            }
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), bcast16(scv, 2 * c)));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), bcast16(scv, 2 * c + 1)));
+    const uint8_t *scales, *qs, *qh;
+    rw_f16 d, dmin;
+    k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
+    uint64_t sc, mn;
+    k4_scales_mins(scales, &sc, &mn);
+    const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+    const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i isum = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (five) { /* bit j of qh[l]: element 32j + l's fifth bit */
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c + 1), one), 4));
         }
-        const __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
-        int32_t I, M;
-        hsum2_epi32(isum, msum, &I, &M);
-        const float dx = xb->d;
-        acc = acc + ((f16_to_f32(d) * dx) * (float)I - (f16_to_f32(dmin) * dx) * (float)M);
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
+        isum = madd_acc(isum, _mm256_maddubs_epi16(lo, x0), bcast16(scv, 2 * c), VNNI);
+        isum = madd_acc(isum, _mm256_maddubs_epi16(hi, x1), bcast16(scv, 2 * c + 1), VNNI);
+    }
+    *isum_out = isum;
+    *msum_out = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
+}
+
+/* [I_a M_a I_b M_b]: the lane sums of two super-blocks' isum and msum. */
+INLINE __m128i hsum4_epi32(__m256i ia, __m256i ma, __m256i ib, __m256i mb) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(ia, ma), _mm256_hadd_epi32(ib, mb));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* Two super-blocks at a time: their four integers come out of one hadd
+ * tree and their products in one 4-lane step; then each super-block's
+ * scalar step in order, acc + ((d * dx) * I - (dmin * dx) * M) (the same
+ * IEEE operations as one at a time, not contracted). */
+INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five, const int VNNI) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const size_t blk = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
+    const int64_t nsb = n / 256;
+    float acc = 0.0f;
+    int64_t sb = 0;
+    for (; sb + 1 < nsb; sb += 2) {
+        k1_prefetch(w, sb, blk, 3);
+        k1_prefetch(w, sb + 1, blk, 3);
+        __m256i ia, ma, ib, mb;
+        q45_K_lanes(w, sb, x + sb, five, VNNI, &ia, &ma);
+        q45_K_lanes(w, sb + 1, x + sb + 1, five, VNNI, &ib, &mb);
+        const __m128 im = _mm_cvtepi32_ps(hsum4_epi32(ia, ma, ib, mb));
+        /* d, dmin lead both block types: [d_a dmin_a d_b dmin_b] */
+        uint32_t ha, hb;
+        memcpy(&ha, w + (size_t)sb * blk, 4);
+        memcpy(&hb, w + (size_t)(sb + 1) * blk, 4);
+        const __m128 dd = _mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128((int)ha), _mm_cvtsi32_si128((int)hb)));
+        const __m128 dx = _mm_setr_ps(x[sb].d, x[sb].d, x[sb + 1].d, x[sb + 1].d);
+        const __m128 p = _mm_mul_ps(_mm_mul_ps(dd, dx), im);
+        const __m128 t = _mm_hsub_ps(p, p); /* [p0 - p1, p2 - p3] */
+        acc = acc + _mm_cvtss_f32(t);
+        acc = acc + _mm_cvtss_f32(_mm_movehdup_ps(t));
+    }
+    if (sb < nsb) {
+        k1_prefetch(w, sb, blk, 3);
+        __m256i ia, ma;
+        q45_K_lanes(w, sb, x + sb, five, VNNI, &ia, &ma);
+        const __m128i h = hsum4_epi32(ia, ma, ia, ma);
+        const rw_block_q4_K *b = (const rw_block_q4_K *)(w + (size_t)sb * blk); /* d, dmin lead both types */
+        const float dx = x[sb].d;
+        acc = acc + ((f16_to_f32(b->d) * dx) * (float)_mm_cvtsi128_si32(h) -
+                     (f16_to_f32(b->dmin) * dx) * (float)_mm_extract_epi32(h, 1));
     }
     return acc;
 }
 
-INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) {
-    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+/* The integer lanes of super-block sb of a Q6_K row against xb: isum
+ * (scale * dot, the quants 0..63) and msum (32 * scale . bsums, the -32). */
+INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const int VNNI, __m256i *isum_out,
+                       __m256i *msum_out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    float acc = 0.0f;
-    for (int64_t sb = 0; sb < n / 256; sb++) {
-        const rw_block_q6_K *b = (const rw_block_q6_K *)w + sb;
-        const rw_block_q8_K *xb = x + sb;
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-        __m256i isum = _mm256_setzero_si256();
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-            /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
-            const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-                const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
-                const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
-                const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4);
-                const __m256i s =
-                    _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
-                                                              _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * k));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv), s));
-            }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    __m256i isum = _mm256_setzero_si256();
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
+        const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+            const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4);
+            const __m256i s =
+                _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                          _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * k));
+            isum = madd_acc(isum, _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv), s, VNNI);
         }
-        /* the -32: 32 * scale . bsums */
-        const __m256i msum =
-            _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb->bsums));
-        int32_t I, M;
-        hsum2_epi32(isum, msum, &I, &M);
-        acc = acc + (f16_to_f32(b->d) * xb->d) * (float)(I - M);
+    }
+    *isum_out = isum;
+    *msum_out = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb->bsums));
+}
+
+/* Two super-blocks at a time as q45_K_dot1: acc + (d * dx) * (float)(I - M)
+ * for each in order. */
+INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int VNNI) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const rw_block_q6_K *b = (const rw_block_q6_K *)w;
+    const int64_t nsb = n / 256;
+    float acc = 0.0f;
+    int64_t sb = 0;
+    for (; sb + 1 < nsb; sb += 2) {
+        k1_prefetch(w, sb, sizeof(rw_block_q6_K), 4);
+        k1_prefetch(w, sb + 1, sizeof(rw_block_q6_K), 4);
+        __m256i ia, ma, ib, mb;
+        q6_K_lanes(b + sb, x + sb, VNNI, &ia, &ma);
+        q6_K_lanes(b + sb + 1, x + sb + 1, VNNI, &ib, &mb);
+        const __m128i im = hsum4_epi32(ia, ma, ib, mb);                /* [I_a M_a I_b M_b] */
+        const __m128i dim = _mm_sub_epi32(im, _mm_srli_epi64(im, 32)); /* I - M in lanes 0, 2 */
+        const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)b[sb].d, 0, (short)b[sb + 1].d, 0, 0, 0, 0, 0));
+        const __m128 dx = _mm_setr_ps(x[sb].d, 0.0f, x[sb + 1].d, 0.0f);
+        const __m128 p = _mm_mul_ps(_mm_mul_ps(dd, dx), _mm_cvtepi32_ps(dim));
+        acc = acc + _mm_cvtss_f32(p);
+        acc = acc + _mm_cvtss_f32(_mm_movehl_ps(p, p));
+    }
+    if (sb < nsb) {
+        k1_prefetch(w, sb, sizeof(rw_block_q6_K), 4);
+        __m256i ia, ma;
+        q6_K_lanes(b + sb, x + sb, VNNI, &ia, &ma);
+        const __m128i h = hsum4_epi32(ia, ma, ia, ma);
+        acc = acc + (f16_to_f32(b[sb].d) * x[sb].d) * (float)(_mm_cvtsi128_si32(h) - _mm_extract_epi32(h, 1));
     }
     return acc;
 }
-INLINE float q4_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) { return q45_K_dot1(n, w, xq, 0); }
-INLINE float q5_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq) { return q45_K_dot1(n, w, xq, 1); }
 
 /* Q4_K, Q5_K, Q6_K in our order with several activation rows (prefill):
  * each weight super-block is unpacked once for up to KX_NX activation rows,
@@ -1051,11 +1134,28 @@ TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 /* Q4_K, Q5_K, Q6_K: one activation row as above, several in the many-row
  * tile (the same arithmetic per output). */
+static void dot1_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
+    if (vnni)
+        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 0, 1);
+    else
+        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 0, 0);
+}
+static void dot1_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
+    if (vnni)
+        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 1, 1);
+    else
+        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 1, 0);
+}
+static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
+    if (vnni)
+        for (int i = 0; i < nw; i++) out[i] = q6_K_dot1(n, w + i * ws, xq, 1);
+    else
+        for (int i = 0; i < nw; i++) out[i] = q6_K_dot1(n, w + i * ws, xq, 0);
+}
 #define TILE_DISPATCH_KX(name)                                                                                    \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                             float *out) {                                                                         \
-        if (nx == 1)                                                                                              \
-            for (int i = 0; i < nw; i++) out[i] = name##_dot1(n, w + i * ws, xq);                                 \
+        if (nx == 1) dot1_##name(n, w, ws, nw, xq, out, rw_avx2_vnni());                                          \
         else name##_many(n, w, ws, nw, xq, xs, nx, out);                                                          \
     }
 TILE_DISPATCH_KX(q4_K)

@@ -42,6 +42,10 @@ void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, 
 void rw_avx2_tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os);
 
+/* n values (a multiple of 256) quantized as rw_quantize_row's Q8_K (the
+ * same bytes) into dst (matmul_kpanel_avx2.c). */
+void rw_avx2_quantize_q8_K(const float *x, void *dst, int64_t n);
+
 /* Q4_K and Q6_K over repacked weights (matmul_kpanel_avx2.c). */
 enum { RW_AVX2_KP_ROWS = 8, RW_AVX2_KP_MAX_NX = 8 };
 size_t rw_avx2_p_wbytes_q4_K(int64_t n);

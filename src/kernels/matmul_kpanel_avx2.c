@@ -23,6 +23,7 @@
  * scale_j * dot_j in 32 bits: about 2.3 instructions per 32 products.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/matmul_avx2_int.h"
@@ -43,12 +44,78 @@ _Static_assert(sizeof(kp_blk) == 8 * 328, "Q4_K panel block");
 
 size_t rw_avx2_p_wbytes_q4_K(int64_t n) { return (size_t)(n / 256) * (sizeof(kp_blk) / KP_ROWS); }
 
+/* rw_quantize_row's Q8_K in vectors, the same bytes: amax is order-free
+ * and max is the first element of that magnitude (the reference keeps the
+ * first on ties); q = rw_nearest_int(iscale * x) as a multiply, then the
+ * add of 1.5 * 2^23 and the bit masks, capped at 127 (the quants lie in
+ * -127..127, so the saturating packs keep them); d = 1 / iscale. A
+ * super-block holding a NaN or an infinity, or whose iscale overflows,
+ * goes to the reference. */
+void rw_avx2_quantize_q8_K(const float *x, void *dst, int64_t n) {
+    rw_block_q8_K *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+        for (int c = 0; c < 32; c++) {
+            const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * c));
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, _mm256_set1_ps(3.402823466e38f), _CMP_NLE_UQ));
+            m = _mm256_max_ps(m, a);
+        }
+        if (_mm256_movemask_ps(bad)) {
+            rw_quantize_row(RW_TYPE_Q8_K, x, y + i, 256);
+            continue;
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        if (!amax) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float max = 0;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int c = 0; c < 32; c++) {
+            const int hit =
+                _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * c)), va, _CMP_EQ_OQ));
+            if (hit) {
+                max = x[8 * c + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        if (!(fabsf(iscale) <= 3.402823466e38f)) { /* a tiny max: the reference's quants wrap, the packs would not */
+            rw_quantize_row(RW_TYPE_Q8_K, x, y + i, 256);
+            continue;
+        }
+        const __m256 vs = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.f);
+        const __m256i mant = _mm256_set1_epi32(0x007fffff), off = _mm256_set1_epi32(0x00400000),
+                      cap = _mm256_set1_epi32(127);
+        for (int b = 0; b < 8; b++) { /* 32 quants and two 16-sums at a time */
+            __m256i q[4];
+            for (int c = 0; c < 4; c++) {
+                const __m256 v = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 32 * b + 8 * c)), magic);
+                q[c] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(v), mant), off), cap);
+            }
+            const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + 32 * b),
+                                _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+            const __m256i g0 = _mm256_add_epi32(q[0], q[1]), g1 = _mm256_add_epi32(q[2], q[3]);
+            const __m256i h2 = _mm256_hadd_epi32(_mm256_hadd_epi32(g0, g1), _mm256_setzero_si256());
+            const __m128i g = _mm_add_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
+            y[i].bsums[2 * b] = (int16_t)_mm_cvtsi128_si32(g);
+            y[i].bsums[2 * b + 1] = (int16_t)_mm_extract_epi32(g, 1);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
     if (n_rows < 1) {
         memset(xp, 0, (size_t)(n / 256) * sizeof(rw_block_q8_K));
         return;
     }
-    rw_quantize_row(RW_TYPE_Q8_K, rows[0], xp, n);
+    rw_avx2_quantize_q8_K(rows[0], xp, n);
 }
 
 /* Super-block b of the 8 rows from row0 (ws apart; n_left of them exist);
@@ -103,10 +170,25 @@ INLINE __m256i bcast4(const void *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* AVX-VNNI (VEX forms, spelt in asm: the tier's ISA flags do not include
+ * it): acc + 4-byte products of u (unsigned) and x (signed), and acc +
+ * pairs of 16-bit products; exact, so the same integers as vpmaddubsw /
+ * vpmaddwd / vpaddd. */
+INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i x) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(x));
+    return acc;
+}
+INLINE __m256i dpwssd(__m256i acc, __m256i a, __m256i b) {
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+    return acc;
+}
+
 /* One panel (8 outputs) against R activation rows; out[r * os + l] for
- * outputs l < nl. */
+ * outputs l < nl. VNNI: each sub-block's dot in 32 bits from vpdpbusd (two
+ * chains of four), times its scale with vpmulld (the 16-bit copy shifted
+ * down), and the mins with vpdpwssd: the same integers. */
 INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                       const int R) {
+                       const int R, const int VNNI) {
     const int64_t nsb = n / 256;
     __m256 sum[KP_GROUP];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_ps();
@@ -117,21 +199,38 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
             xb[r] = (const rw_block_q8_K *)(xp + (size_t)r * xps) + b;
             is[r] = ms[r] = _mm256_setzero_si256();
         }
-        for (int j = 0; j < 8; j++) {
-            const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
-            /* row by row: the sub-block's 8 quant registers are read again
-             * from L1 for each row, which keeps the sums in registers */
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                const int8_t *xq = xb[r]->qs + 32 * j;
-                __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq));
-                _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
-                    p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s)));
-                is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+        if (VNNI) {
+            for (int j = 0; j < 8; j++) {
+                const __m256i sc = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)P->sc[j]), 16);
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    const int8_t *xq = xb[r]->qs + 32 * j;
+                    __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
+                    _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
+                        d0 = dpbusd(d0, _mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s));
+                        d1 = dpbusd(d1, _mm256_loadu_si256((const __m256i *)P->q[j][s + 1]), bcast4(xq + 4 * s + 4));
+                    }
+                    is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(_mm256_add_epi32(d0, d1), sc));
+                }
             }
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                ms[r] = dpwssd(ms[r], _mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j));
+        } else {
+            for (int j = 0; j < 8; j++) {
+                const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
+                /* row by row: the sub-block's 8 quant registers are read again
+             * from L1 for each row, which keeps the sums in registers */
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    const int8_t *xq = xb[r]->qs + 32 * j;
+                    __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq));
+                    _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
+                        p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s)));
+                    is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+                }
+            }
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                ms[r] = _mm256_add_epi32(ms[r], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)P->mn[j]),
+                                                                  bcast4(xb[r]->bsums + 2 * j)));
         }
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) ms[r] =
-            _mm256_add_epi32(
-                ms[r], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j)));
         const __m256 d = _mm256_loadu_ps(P->d), dmin = _mm256_loadu_ps(P->dmin);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const __m256 dx = _mm256_set1_ps(xb[r]->d);
@@ -147,8 +246,8 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
 /* w: the panel of weight row 0 (ws: panel bytes per row, so a panel spans
  * 8 * ws); nw rows from there, nx <= KP_MAX_NX activation rows;
  * out[r * os + i]. */
-void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                         float *out, int64_t os) {
+INLINE void tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os, const int VNNI) {
     for (int i = 0; i < nw; i += KP_ROWS) {
         const kp_blk *P = (const kp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
@@ -158,14 +257,20 @@ void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const u
             const uint8_t *x0 = xp + (size_t)r0 * xps;
             float *o0 = out + r0 * os + i;
             switch (nx - r0 < 4 ? nx - r0 : 4) {
-            case 1: kpanel_dot(n, P, x0, xps, nl, o0, os, 1); break;
-            case 2: kpanel_dot(n, P, x0, xps, nl, o0, os, 2); break;
-            case 3: kpanel_dot(n, P, x0, xps, nl, o0, os, 3); break;
-            case 4: kpanel_dot(n, P, x0, xps, nl, o0, os, 4); break;
+            case 1: kpanel_dot(n, P, x0, xps, nl, o0, os, 1, VNNI); break;
+            case 2: kpanel_dot(n, P, x0, xps, nl, o0, os, 2, VNNI); break;
+            case 3: kpanel_dot(n, P, x0, xps, nl, o0, os, 3, VNNI); break;
+            case 4: kpanel_dot(n, P, x0, xps, nl, o0, os, 4, VNNI); break;
             default: break;
             }
         }
     }
+}
+
+void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    if (rw_avx2_vnni()) tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    else tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 0);
 }
 
 /* ==== Q6_K ===============================================================
