@@ -407,3 +407,20 @@ void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out) {
     out->draft_tokens = s.spec_drafted;
     out->accepted_tokens = s.spec_accepted;
 }
+
+/* The first sized layout of rw_engine_stats ends at spec_draft_cached. */
+#define STATS_SIZE_V1 RW_API__END(rw_engine_stats, spec_draft_cached)
+
+rw_status rw_engine_stats_full(rw_engine *e, rw_engine_stats *out, size_t size, rw_error *err) {
+    if (!e || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_stats_full: NULL engine or out");
+    if (size < STATS_SIZE_V1)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_stats_full: size %zu is smaller than the first layout (%zu)",
+                         size, (size_t)STATS_SIZE_V1);
+    rw_engine_stats s;
+    rw_engine_get_stats(e, &s);
+    const size_t n = size < sizeof s ? size : sizeof s;
+    s.struct_size = n;
+    memcpy(out, &s, n);
+    if (size > n) memset((char *)out + n, 0, size - n); /* fields a later header has: this library has none */
+    return RW_OK;
+}

@@ -26,7 +26,7 @@ size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *
 /* A loaded model's measure now (under models_mu). */
 static size_t measure(const rw_server__model *m) {
     rw_engine_stats st;
-    rw_engine_get_stats(m->engine, &st);
+    rw_engine_stats_full(m->engine, &st, sizeof st, NULL);
     return rw_server__model_bytes(m, &st);
 }
 
@@ -190,7 +190,7 @@ static bool make_room(rw_server__model *m) {
         }
         /* unload it outside the lock: nobody takes a draining model */
         rw_engine_stats st;
-        rw_engine_get_stats(idle->engine, &st);
+        rw_engine_stats_full(idle->engine, &st, sizeof st, NULL);
         const size_t bytes = rw_server__model_bytes(idle, &st);
         idle->loaded = false;
         idle->draining = false;
