@@ -385,6 +385,10 @@ typedef struct {
      * the disk tier (with cache_dir; a later request that extends the same
      * prompt first makes the write unneeded). >= 0; default 1. */
     double cache_write_delay;
+    /* RW_SPECULATE_NGRAM: the n-gram looked up in the context, 1..64 tokens
+     * (0 = 3), and how often it must have occurred before (0 = once). */
+    int ngram_n;
+    int ngram_min_hits;
 } rw_engine_params;
 
 /* Fills the first size bytes of *p with the defaults and sets
@@ -851,6 +855,14 @@ RW_API rw_status rw_chat_render_request(const rw_chat_template *t, const rw_chat
  * "root") compile: what rw_gen_options.grammar would accept. Errors:
  * RW_ERR_INVALID_ARG with "gbnf line L col C: why". */
 RW_API rw_status rw_grammar_check(const char *gbnf, size_t len, const char *root, rw_error *err);
+/* How text_len bytes of text stand to the grammar (gbnf and root as
+ * rw_grammar_check): *prefix: they start some sentence of it (or are one);
+ * *complete: they are a whole sentence (an output may end there). A
+ * generation's text under a grammar is always a prefix; whether it is
+ * complete tells if a token limit cut it short. Either pointer may be NULL.
+ * Errors: those of rw_grammar_check (then both are false). */
+RW_API rw_status rw_grammar_match(const char *gbnf, size_t len, const char *root, const char *text, size_t text_len,
+                                  bool *prefix, bool *complete, rw_error *err);
 /* A JSON Schema's GBNF (the subset docs/structured-outputs.md lists), to
  * compose a larger grammar: its start rule is named rule (NULL: "root";
  * [a-zA-Z0-9-]+) and every helper rule "<rule>-...". max_ws bounds the
@@ -1025,6 +1037,7 @@ typedef struct {
     bool spec_enabled;
     uint64_t spec_verify, spec_drafted, spec_accepted, spec_emitted;
     uint64_t spec_draft_cached; /* draft-state tokens restored from the prefix cache */
+    uint64_t spec_ngram_drafted, spec_ngram_accepted; /* of the drafted and accepted, n-gram drafts */
 } rw_engine_stats;
 
 /* Fills the first size bytes of *out (pass sizeof *out: the program's

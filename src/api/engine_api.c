@@ -123,6 +123,8 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .draft_fixed = params->draft_fixed,
         .draft_cost = spp.draft_cost,
         .spec_sources = spp.sources,
+        .ngram_n = params->ngram_n,
+        .ngram_min_hits = params->ngram_min_hits,
         .catch_up_cost = spp.catch_up_cost,
     };
     /* the draft's forward passes belong to this engine from now on: it is
@@ -408,8 +410,8 @@ void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out) {
     out->accepted_tokens = s.spec_accepted;
 }
 
-/* The first sized layout of rw_engine_stats ends at spec_draft_cached. */
-#define STATS_SIZE_V1 RW_API__END(rw_engine_stats, spec_draft_cached)
+/* The first sized layout of rw_engine_stats ends at spec_ngram_accepted. */
+#define STATS_SIZE_V1 RW_API__END(rw_engine_stats, spec_ngram_accepted)
 
 rw_status rw_engine_stats_full(rw_engine *e, rw_engine_stats *out, size_t size, rw_error *err) {
     if (!e || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_stats_full: NULL engine or out");

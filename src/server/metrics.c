@@ -97,6 +97,8 @@ static void stats_add(rw_engine_stats *a, const rw_engine_stats *x, bool levels)
     hist_add(&a->ttft, &x->ttft);
     hist_add(&a->itl, &x->itl);
     hist_add(&a->batch_size, &x->batch_size);
+    a->spec_ngram_drafted += x->spec_ngram_drafted;
+    a->spec_ngram_accepted += x->spec_ngram_accepted;
     for (int i = 0; i < RW_PC_REASON_MAX; i++) a->recompute_reasons[i] += x->recompute_reasons[i];
     a->spec_enabled |= x->spec_enabled;
     a->spec_verify += x->spec_verify;
