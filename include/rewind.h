@@ -616,6 +616,13 @@ typedef struct rw_tokenizer rw_tokenizer;
 
 /* m's tokenizer (borrowed), or NULL for a model not from rw_model_open. */
 RW_API const rw_tokenizer *rw_model_tokenizer(const rw_model *m);
+/* The tokenizer of a GGUF file alone (its tokenizer.ggml.* vocabulary; a
+ * vocabulary-only file will do), without its weights. The caller frees
+ * *out with rw_tokenizer_close. Errors: RW_ERR_IO (cannot open the file),
+ * RW_ERR_FORMAT (not GGUF, or a malformed vocabulary), RW_ERR_UNSUPPORTED
+ * (a tokenizer model rewind does not have). */
+RW_API rw_status rw_tokenizer_open(const char *gguf_path, rw_tokenizer **out, rw_error *err);
+RW_API void rw_tokenizer_close(rw_tokenizer *t); /* NULL is fine; not for a model's (borrowed) tokenizer */
 
 RW_API int32_t rw_tokenizer_n_vocab(const rw_tokenizer *t);
 RW_API int32_t rw_tokenizer_bos(const rw_tokenizer *t); /* -1 if none */
@@ -673,6 +680,20 @@ typedef struct rw_chat_template rw_chat_template;
 
 /* m's chat template (borrowed), or NULL for a model not from rw_model_open. */
 RW_API const rw_chat_template *rw_model_chat_template(const rw_model *m);
+/* A template of the caller's own: len bytes of Jinja source (UTF-8, need not
+ * be NUL-terminated). The caller frees *out with rw_chat_template_free.
+ * Errors: RW_ERR_TEMPLATE (it does not parse: the message says where). */
+RW_API rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template **out, rw_error *err);
+/* The chat template a GGUF file's metadata carries (tokenizer.chat_template,
+ * or ChatML when it has none), without loading the weights, with the texts
+ * of its BOS and EOS tokens in *bos and *eos (each may be NULL; caller:
+ * rw_free; NULL when the file names no such token). The caller frees *out
+ * with rw_chat_template_free. Errors: RW_ERR_IO (cannot open the file),
+ * RW_ERR_FORMAT (not GGUF), RW_ERR_TEMPLATE (the template does not parse). */
+RW_API rw_status rw_chat_template_load(const char *gguf_path, rw_chat_template **out, char **bos, char **eos,
+                                       rw_error *err);
+/* NULL is fine; not for a model's (borrowed) template. */
+RW_API void rw_chat_template_free(rw_chat_template *t);
 /* The template's source as parsed (line ends made \n), *len bytes (len may
  * be NULL); borrowed from t. */
 RW_API const char *rw_chat_template_source(const rw_chat_template *t, size_t *len);

@@ -9,6 +9,8 @@
 
 #include "api/api_int.h"
 #include "chat/history.h"
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 void rw_chat_request_init(rw_chat_request *p, size_t size) {
     const rw_chat_request d = {.struct_size = sizeof d, .add_generation_prompt = true, .enable_thinking = -1};
@@ -95,3 +97,36 @@ rw_status rw_chat_render_request(const rw_chat_template *t, const rw_chat_caps *
     rw_chat_prepared_free(p);
     return st;
 }
+
+rw_status rw_chat_template_load(const char *gguf_path, rw_chat_template **out, char **bos, char **eos,
+                                rw_error *err) {
+    if (out) *out = NULL;
+    if (bos) *bos = NULL;
+    if (eos) *eos = NULL;
+    if (!gguf_path || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_chat_template_load: NULL path or out");
+    rw_gguf *g = NULL;
+    rw_status st = rw_gguf_open(gguf_path, &g, err);
+    if (st) return st;
+    char *b = NULL, *e = NULL;
+    st = rw_chat_template_from_gguf(g, out, &b, &e, err);
+    rw_gguf_close(g);
+    if (bos) *bos = b;
+    else free(b);
+    if (eos) *eos = e;
+    else free(e);
+    return st;
+}
+
+rw_status rw_tokenizer_open(const char *gguf_path, rw_tokenizer **out, rw_error *err) {
+    if (out) *out = NULL;
+    if (!gguf_path || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_tokenizer_open: NULL path or out");
+    rw_gguf *g = NULL;
+    rw_status st = rw_gguf_open(gguf_path, &g, err);
+    if (st) return st;
+    st = rw_tokenizer_load(g, out, err); /* the tokenizer copies what it keeps */
+    if (st) rw_error_prefix(err, "%s", gguf_path);
+    rw_gguf_close(g);
+    return st;
+}
+
+void rw_tokenizer_close(rw_tokenizer *t) { rw_tokenizer_free(t); }
