@@ -7,11 +7,25 @@
 # synth, cache-verify and serve's start-up still reach into the library's
 # file, model and cache layers). The checker is shown to catch an object
 # that calls an internal function.
+#
+# rewind bench: each benchmark object not named in BENCH_BELOW_API (with why
+# it must reach below the header: it times one internal layer alone) uses
+# the header alone; so does the dispatcher, bench/bench.c.
 set -u
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
 build="${RW_BUILD:-build}"
 ON_HEADER=(cmd_generate cmd_chat_template cmd_tokenize)
+declare -A BENCH_BELOW_API=(
+  [bench_kernels]="matrix products per kernel tier and weight type, the read bandwidth"
+  [bench_ops]="attention, convolution, scan and delta-rule kernels alone"
+  [bench_sampler]="the sampler chain and the speculative verify rule alone"
+  [bench_grammar]="the grammar matcher's masks over a vocabulary"
+  [bench_spec]="drafting and verifying steps, the MTP block's passes, against plain decoding"
+  [bench_state]="sequence checkpoints, rewinds and the prefix cache's insert and lookup"
+  [bench_model]="forward passes on a sequence (with rewinds) against the weights' bytes"
+  [bench_serve]="the HTTP server started in this process on an engine of its own"
+)
 [ -e "$build/obj/src/cli/cmd_generate.o" ] || { echo "skipped: no CLI objects in $build/obj/src/cli"; exit 77; }
 command -v nm > /dev/null || { echo "skipped: no nm"; exit 77; }
 tmp=$(mktemp -d)
@@ -44,6 +58,25 @@ for o in "${ON_HEADER[@]}"; do
   fi
 done
 echo "${#ON_HEADER[@]} command objects checked against the header"
+
+n_bench=0
+for obj in "$build"/obj/bench/*.o; do
+  [ -e "$obj" ] || continue
+  o=$(basename "$obj" .o)
+  [ -n "${BENCH_BELOW_API[$o]:-}" ] && continue
+  n_bench=$((n_bench + 1))
+  out=$(internal "$obj")
+  if [ -n "$out" ]; then
+    echo "bench/$o.c uses library functions that include/rewind.h does not declare (use the header, or name"
+    echo "the object in BENCH_BELOW_API with the internal layer it times):"
+    echo "$out" | sed 's/^/    /'
+    fail=1
+  fi
+done
+for o in "${!BENCH_BELOW_API[@]}"; do
+  [ -e "$build/obj/bench/$o.o" ] || { echo "BENCH_BELOW_API names bench/$o.c, which is not built (take it off)"; fail=1; }
+done
+echo "$n_bench bench objects checked against the header (${#BENCH_BELOW_API[@]} time internal layers)"
 
 # the checker catches a call to an internal function
 printf 'struct rw_gguf;\nint rw_gguf_open(const char *p, struct rw_gguf **g, void *e);\nint f(struct rw_gguf **g) { return rw_gguf_open("x", g, 0); }\n' \
