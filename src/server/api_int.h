@@ -36,9 +36,9 @@ rw_server__reply rw_server__count_tokens(rw_server__model *m, const char *body, 
 rw_server__reply rw_server__responses(rw_server__model *m, const char *body, size_t len, const char *route_key);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
 /* api_embed.c: POST /v1/embeddings (native: llama-server's own shape, at
- * /embedding and /embeddings) and /v1/rerank; a model's pooling (--pooling,
- * else its file's) and rerank prompt (rerank_template, NULL: Qwen3-Reranker's)
- * as it is loaded, and their memory as it is unloaded. */
+ * /embedding and /embeddings) and /v1/rerank. models.c: a model's pooling
+ * (--pooling, else its file's) and rerank prompt (rerank_template, NULL:
+ * Qwen3-Reranker's) as it is loaded, and their memory as it is unloaded. */
 rw_server__reply rw_server__embeddings(rw_server__model *m, const char *body, size_t len, bool native);
 rw_server__reply rw_server__rerank(rw_server__model *m, const char *body, size_t len);
 rw_status rw_server__embed_setup(rw_server__model *m, const char *rerank_template, rw_error *err);

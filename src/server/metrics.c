@@ -79,6 +79,12 @@ static void hist_add(rw_histogram *a, const rw_histogram *x) {
     a->count += x->count;
 }
 
+/* What a loaded model holds, as --models-max-bytes counts it (models.c
+ * measures with it; the metrics show it). */
+size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *st) {
+    return m->weight_bytes + (size_t)st->cache.bytes_kv_and_state + (size_t)st->cache.bytes_logits + st->kv_bytes;
+}
+
 /* Adds x's counters to a, and with levels its levels too (an unloaded
  * engine's are gone). Each field of rw_engine_stats and rw_pcache_stats is
  * one or the other: a field added there must be added here. */

@@ -196,7 +196,7 @@ rw_server__model *rw_server__model_find(rw_server *s, const char *name, rw_serve
 bool rw_server__model_acquire(rw_server__model *m, rw_server__error *e);
 void rw_server__model_ref(rw_server__model *m); /* one more holder of a held model */
 void rw_server__model_release(rw_server__model *m);
-/* What a loaded model holds, under models_mu: weights + prefix cache + running state. */
+/* What a loaded model holds, under models_mu: weights + prefix cache + running state (metrics.c). */
 size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *st);
 /* The per-model settings from the server's (template caps, tool format, pooling, rerank prompt). */
 rw_status rw_server__model_setup(rw_server__model *m, const char *rerank_template, rw_error *err);
