@@ -1,7 +1,15 @@
 /* cmd_bench.c - `rewind bench WHAT [ARGS]`: dispatches to one benchmark.
  *
  * Each benchmark is a function taking argv from its own name on (argv[0] =
- * "kernels"); add new ones to the table. */
+ * "kernels"); add new ones to the table.
+ *
+ * Unlike the other commands, most benchmarks reach below the public API on
+ * purpose: they time one layer alone (a kernel per tier and type, an op, the
+ * sampler chain, the grammar matcher, a speculative step, a checkpoint or a
+ * cache insert), which no embedder calls and which the header therefore
+ * does not publish. tests/api/test_cli_symbols.sh names those objects; a
+ * benchmark of what an embedder does (a new one, or this dispatcher) uses
+ * include/rewind.h alone. */
 #include <stdio.h>
 #include <string.h>
 

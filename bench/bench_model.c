@@ -188,7 +188,7 @@ int rw_bench_model(int argc, char **argv) {
     const double tg = n_gen > 0 ? (double)(n_gen * reps) / t_tg : 0.0;
     const double size_mib = (double)rw_gguf_file_size(g) / (1024.0 * 1024.0);
     const int nt = rw_threadpool_size(pool);
-    const char *tier = rw_kernel_tier_name(rw_kernel_tier_current());
+    const char *tier = rw_get_kernels();
     if (json) {
         rw_json_writer jw;
         rw_json_init(&jw, stdout);
@@ -198,7 +198,7 @@ int rw_bench_model(int argc, char **argv) {
         rw_json_key(&jw, "size_mib"), rw_json_double(&jw, size_mib, 6);
         rw_json_key(&jw, "threads"), rw_json_int(&jw, nt);
         rw_json_key(&jw, "kernels"), rw_json_cstring(&jw, tier);
-        rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, rw_numerics_name(rw_numerics_current()));
+        rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, rw_get_numerics());
         rw_json_key(&jw, "kv"), rw_json_cstring(&jw, kv == RW_KV_F16 ? "f16" : "f32");
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
@@ -217,7 +217,7 @@ int rw_bench_model(int argc, char **argv) {
         printf("\n");
     } else {
         printf("model    %s (%s, %.1f MiB)\n", path, hp->arch, size_mib);
-        printf("threads  %d, kernels %s, numerics %s, kv %s\n", nt, tier, rw_numerics_name(rw_numerics_current()),
+        printf("threads  %d, kernels %s, numerics %s, kv %s\n", nt, tier, rw_get_numerics(),
                kv == RW_KV_F16 ? "f16" : "f32");
         char at[32] = "";
         if (depth > 0) snprintf(at, sizeof at, " @ d%ld", depth);

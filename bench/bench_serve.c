@@ -199,7 +199,7 @@ int rw_bench_serve(int argc, char **argv) {
     if (rw_engine_new(m, tok, &ec, &e, &err)) goto fail;
     const rw_server_config sc = {.model_id = "bench", .port = 0};
     if (rw_server_start(e, tok, sv.tmpl, sv.bos, sv.eos, &sc, &s, &err)) goto fail;
-    const int32_t n_vocab = (int32_t)rw_model_get_hparams(m)->n_vocab;
+    const int32_t n_vocab = rw_model_n_vocab(m);
     /* li = -1: an untimed warm-up at the largest client count, so that
      * every level meets memory the process has touched before (first touch
      * is expensive on some machines, and would otherwise fall on whichever
@@ -207,8 +207,8 @@ int rw_bench_serve(int argc, char **argv) {
     int max_level = 1;
     for (int li = 0; li < n_levels; li++)
         if (levels[li] > max_level) max_level = levels[li];
-    const char *tier = rw_kernel_tier_name(rw_kernel_tier_current());
-    const char *numerics = rw_numerics_name(rw_numerics_current());
+    const char *tier = rw_get_kernels();
+    const char *numerics = rw_get_numerics();
     if (!json) printf("kernels %s, numerics %s, kv f16, prompt %ld, gen %ld\n", tier, numerics, n_prompt, n_gen);
     for (int li = -1; li < n_levels; li++) {
         const int nc = li < 0 ? max_level : levels[li];
@@ -226,7 +226,7 @@ int rw_bench_serve(int argc, char **argv) {
             goto fail;
         }
         rw_engine_stats st0, st1;
-        rw_engine_get_stats(e, &st0);
+        rw_engine_stats_full(e, &st0, sizeof st0, NULL);
         const double t0 = now_s();
         for (int i = 0; i < nc; i++) {
             cl[i] = (bclient){.port = rw_server_port(s), .n_prompt = (int)n_prompt, .n_gen = (int)n_gen,
@@ -241,7 +241,7 @@ int rw_bench_serve(int argc, char **argv) {
             r->errors += cl[i].errors;
         }
         r->wall = now_s() - t0;
-        rw_engine_get_stats(e, &st1);
+        rw_engine_stats_full(e, &st1, sizeof st1, NULL);
         qsort(ttft, (size_t)nr, sizeof *ttft, cmp_double);
         r->tok_s = (double)r->tokens / r->wall;
         r->ttft_p50 = nearest_rank(ttft, nr, 0.50);

@@ -258,7 +258,7 @@ int rw_bench_spec(int argc, char **argv) {
     if (rw_threadpool_new((int)threads, &pool, &err)) goto fail;
     for (long i = 0; i < n_prompt + 256 + RW_SPEC_MAX_K + 1; i++)
         ids[i] = (int32_t)(((repeat && i < n_prompt ? i % repeat : i) * 7919 + 13) % nv);
-    const char *tier = rw_kernel_tier_name(rw_kernel_tier_current());
+    const char *tier = rw_get_kernels();
     rw_json_writer jw;
     if (json) {
         rw_json_init(&jw, stdout);
@@ -276,7 +276,7 @@ int rw_bench_spec(int argc, char **argv) {
         }
         rw_json_key(&jw, "threads"), rw_json_int(&jw, rw_threadpool_size(pool));
         rw_json_key(&jw, "kernels"), rw_json_cstring(&jw, tier);
-        rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, rw_numerics_name(rw_numerics_current()));
+        rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, rw_get_numerics());
         rw_json_key(&jw, "kv"), rw_json_cstring(&jw, kv == RW_KV_F16 ? "f16" : "f32");
         rw_json_key(&jw, "prompt"), rw_json_int(&jw, n_prompt);
         rw_json_key(&jw, "gen"), rw_json_int(&jw, n_gen);
@@ -292,7 +292,7 @@ int rw_bench_spec(int argc, char **argv) {
             printf("draft    %s (%s, %d layers, %.1f MiB)\n", draft_path, rw_model_get_hparams(dm)->arch,
                    rw_model_get_hparams(dm)->n_layer, (double)rw_gguf_file_size(dg) / (1024.0 * 1024.0));
         printf("threads  %d, kernels %s, numerics %s, kv %s, prompt %ld%s, gen %ld, reps %ld\n",
-               rw_threadpool_size(pool), tier, rw_numerics_name(rw_numerics_current()), kv == RW_KV_F16 ? "f16" : "f32",
+               rw_threadpool_size(pool), tier, rw_get_numerics(), kv == RW_KV_F16 ? "f16" : "f32",
                n_prompt, repeat ? " (repeating)" : "", n_gen, reps);
     }
 

@@ -385,6 +385,10 @@ typedef struct {
      * the disk tier (with cache_dir; a later request that extends the same
      * prompt first makes the write unneeded). >= 0; default 1. */
     double cache_write_delay;
+    /* RW_SPECULATE_NGRAM: the n-gram looked up in the context, 1..64 tokens
+     * (0 = 3), and how often it must have occurred before (0 = once). */
+    int ngram_n;
+    int ngram_min_hits;
 } rw_engine_params;
 
 /* Fills the first size bytes of *p with the defaults and sets
@@ -612,6 +616,13 @@ typedef struct rw_tokenizer rw_tokenizer;
 
 /* m's tokenizer (borrowed), or NULL for a model not from rw_model_open. */
 RW_API const rw_tokenizer *rw_model_tokenizer(const rw_model *m);
+/* The tokenizer of a GGUF file alone (its tokenizer.ggml.* vocabulary; a
+ * vocabulary-only file will do), without its weights. The caller frees
+ * *out with rw_tokenizer_close. Errors: RW_ERR_IO (cannot open the file),
+ * RW_ERR_FORMAT (not GGUF, or a malformed vocabulary), RW_ERR_UNSUPPORTED
+ * (a tokenizer model rewind does not have). */
+RW_API rw_status rw_tokenizer_open(const char *gguf_path, rw_tokenizer **out, rw_error *err);
+RW_API void rw_tokenizer_close(rw_tokenizer *t); /* NULL is fine; not for a model's (borrowed) tokenizer */
 
 RW_API int32_t rw_tokenizer_n_vocab(const rw_tokenizer *t);
 RW_API int32_t rw_tokenizer_bos(const rw_tokenizer *t); /* -1 if none */
@@ -669,6 +680,20 @@ typedef struct rw_chat_template rw_chat_template;
 
 /* m's chat template (borrowed), or NULL for a model not from rw_model_open. */
 RW_API const rw_chat_template *rw_model_chat_template(const rw_model *m);
+/* A template of the caller's own: len bytes of Jinja source (UTF-8, need not
+ * be NUL-terminated). The caller frees *out with rw_chat_template_free.
+ * Errors: RW_ERR_TEMPLATE (it does not parse: the message says where). */
+RW_API rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template **out, rw_error *err);
+/* The chat template a GGUF file's metadata carries (tokenizer.chat_template,
+ * or ChatML when it has none), without loading the weights, with the texts
+ * of its BOS and EOS tokens in *bos and *eos (each may be NULL; caller:
+ * rw_free; NULL when the file names no such token). The caller frees *out
+ * with rw_chat_template_free. Errors: RW_ERR_IO (cannot open the file),
+ * RW_ERR_FORMAT (not GGUF), RW_ERR_TEMPLATE (the template does not parse). */
+RW_API rw_status rw_chat_template_load(const char *gguf_path, rw_chat_template **out, char **bos, char **eos,
+                                       rw_error *err);
+/* NULL is fine; not for a model's (borrowed) template. */
+RW_API void rw_chat_template_free(rw_chat_template *t);
 /* The template's source as parsed (line ends made \n), *len bytes (len may
  * be NULL); borrowed from t. */
 RW_API const char *rw_chat_template_source(const rw_chat_template *t, size_t *len);
@@ -751,12 +776,114 @@ typedef enum {
 RW_API const char *rw_tool_format_name(rw_tool_format f);
 RW_API bool rw_tool_format_parse(const char *name, rw_tool_format *out);
 
+/* ---- a chat request's prompt: template capabilities, preparation ----- */
+
+/* What a chat template shows about its model's output and what it renders.
+ * A fixed record: a minor version never changes it (a capability found
+ * later comes with a function of its own). */
+typedef struct {
+    rw_tool_format tool_format;           /* the call format (as llama.cpp detects it); GENERIC when unknown */
+    char think_open[32], think_close[32]; /* the think markers; "<think>", "</think>" when none shown */
+    bool has_think;                       /* the template shows think markers */
+    bool reads_enable_thinking;           /* it has an enable_thinking switch */
+    bool reads_reasoning_effort;          /* it reads reasoning_effort (gpt-oss) */
+    bool no_think_switch;                 /* thinking is turned off by "/no_think" in a message (Nemotron) */
+    bool tool_ids_9;                      /* tool call ids must be 9 alphanumerics (Mistral) */
+    /* found by rendering probe conversations */
+    bool system_role;    /* renders a system message (Gemma's refuses it) */
+    bool tool_calls;     /* renders an assistant message's tool_calls */
+    bool parallel_calls; /* renders several calls in one message (Llama 3.x refuses) */
+    bool tool_results;   /* renders tool messages */
+} rw_chat_caps;
+
+/* t's capabilities: read from its source (markers, variables), then from
+ * probe renders (a system message, a tool call, two calls, a tool result).
+ * Costs a few renders: compute once per template and keep. rw_chat_prepare
+ * adapts a conversation to what t lacks. out is always filled (a NULL t
+ * gives every capability false and the GENERIC format). */
+RW_API void rw_chat_template_caps(const rw_chat_template *t, rw_chat_caps *out);
+
+/* A chat request as OpenAI's API sends it, to be made what the template
+ * expects (rw_chat_prepare). Set struct_size to sizeof, or start from
+ * rw_chat_request_default(): fields are only added at the end. The strings
+ * are read during the call only. */
+typedef struct {
+    size_t struct_size;        /* sizeof(rw_chat_request) as the caller knows it */
+    const char *messages_json; /* a JSON array of message objects (required) */
+    const char *tools_json;    /* a JSON array of tools, or NULL / "null": none */
+    bool add_generation_prompt;
+    /* chat_template_kwargs: a JSON object whose every key becomes a template
+     * variable (after the others, so it may set enable_thinking), or NULL */
+    const char *kwargs_json;
+    int enable_thinking; /* 0 or 1, or -1: undefined (unless kwargs sets it) */
+    /* NULL, or "none", "minimal", "low", "medium", "high": the variable
+     * reasoning_effort; "none" also sets enable_thinking = 0 where the
+     * template has that switch and neither kwargs nor enable_thinking said
+     * otherwise */
+    const char *reasoning_effort;
+    const char *bos_token, *eos_token; /* the template's bos_token / eos_token; NULL: undefined */
+} rw_chat_request;
+
+/* Fills the first size bytes of *p with the defaults (add_generation_prompt
+ * true, enable_thinking -1, the rest NULL) and sets struct_size to size. */
+RW_API void rw_chat_request_init(rw_chat_request *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the size is
+ * the program's, not the library's). */
+static inline rw_chat_request rw_chat_request_default(void) {
+    rw_chat_request p;
+    rw_chat_request_init(&p, sizeof p);
+    return p;
+}
+
+/* A prepared conversation: the messages normalized (role "developer" as
+ * "system", content parts joined, tool-call arguments as objects, tool
+ * results named, ids shortened where caps ask) and adapted to what the
+ * template lacks (caps: a refused system role folded into the first user
+ * message, calls or results it does not render written as text, several
+ * calls split where only one per message renders), with every template
+ * variable. For a caller that renders it more than once or looks at it
+ * first; rw_chat_render_request does both steps at once. */
+typedef struct rw_chat_prepared rw_chat_prepared;
+
+/* Prepares req for a template of capabilities caps (from
+ * rw_chat_template_caps; NULL: adapt nothing). The caller frees *out with
+ * rw_chat_prepared_free; on failure *out is NULL. Errors:
+ * RW_ERR_INVALID_ARG (NULL req, messages_json or out; JSON that does not
+ * parse; a message of an unknown role or shape, the message naming the
+ * field as OpenAI does: "messages.[2].content: ..."; kwargs that are not an
+ * object; a size this library does not know). */
+RW_API rw_status rw_chat_prepare(const rw_chat_caps *caps, const rw_chat_request *req, rw_chat_prepared **out,
+                                 rw_error *err);
+RW_API void rw_chat_prepared_free(rw_chat_prepared *p); /* NULL is fine */
+/* The prepared messages: a JSON array (compact), *len bytes (len may be
+ * NULL); borrowed from p. */
+RW_API const char *rw_chat_prepared_messages(const rw_chat_prepared *p, size_t *len);
+/* The variables to render p with (rw_chat_template_apply); borrowed from p,
+ * its strings too. A caller may copy it and change fields (now, or a
+ * messages_json of its own). */
+RW_API const rw_template_vars *rw_chat_prepared_vars(const rw_chat_prepared *p);
+
+/* Prepares req (rw_chat_prepare) and renders it with t. *out is
+ * NUL-terminated, *out_len bytes (out_len may be NULL; caller: rw_free);
+ * on failure *out is NULL. Errors: those of rw_chat_prepare and of
+ * rw_chat_template_apply. */
+RW_API rw_status rw_chat_render_request(const rw_chat_template *t, const rw_chat_caps *caps,
+                                        const rw_chat_request *req, char **out, size_t *out_len, rw_error *err);
+
 /* ---- grammars and JSON schemas --------------------------------------- */
 
 /* Whether len bytes of GBNF (llama.cpp's syntax; the start rule root, NULL:
  * "root") compile: what rw_gen_options.grammar would accept. Errors:
  * RW_ERR_INVALID_ARG with "gbnf line L col C: why". */
 RW_API rw_status rw_grammar_check(const char *gbnf, size_t len, const char *root, rw_error *err);
+/* How text_len bytes of text stand to the grammar (gbnf and root as
+ * rw_grammar_check): *prefix: they start some sentence of it (or are one);
+ * *complete: they are a whole sentence (an output may end there). A
+ * generation's text under a grammar is always a prefix; whether it is
+ * complete tells if a token limit cut it short. Either pointer may be NULL.
+ * Errors: those of rw_grammar_check (then both are false). */
+RW_API rw_status rw_grammar_match(const char *gbnf, size_t len, const char *root, const char *text, size_t text_len,
+                                  bool *prefix, bool *complete, rw_error *err);
 /* A JSON Schema's GBNF (the subset docs/structured-outputs.md lists), to
  * compose a larger grammar: its start rule is named rule (NULL: "root";
  * [a-zA-Z0-9-]+) and every helper rule "<rule>-...". max_ws bounds the
@@ -834,6 +961,113 @@ RW_API rw_status rw_engine_slot_restore(rw_engine *e, int slot, const char *path
  * entries, shared by every slot, leave by its own eviction. Errors:
  * RW_ERR_RANGE, RW_ERR_BUSY. */
 RW_API rw_status rw_engine_slot_erase(rw_engine *e, int slot, int64_t *n_erased, rw_error *err);
+
+/* ---- the engine's full statistics ------------------------------------ */
+
+/* Everything `rewind serve`'s /metrics shows of an engine: the counters of
+ * rw_engine_stats_get and what is behind them (the prefix cache's tiers and
+ * why requests missed it, the state pool, latency histograms,
+ * speculation). The records inside rw_engine_stats are fixed (a minor
+ * version never changes them); rw_engine_stats itself is sized and grows
+ * at its end. */
+
+/* A fixed-bucket histogram (Prometheus style: counts[i] = observations <=
+ * bounds[i], not cumulative; counts[n_bounds] = the rest). */
+#define RW_HIST_MAX 16
+typedef struct {
+    int n_bounds;
+    double bounds[RW_HIST_MAX];
+    uint64_t counts[RW_HIST_MAX + 1];
+    double sum;
+    uint64_t count;
+} rw_histogram;
+
+/* The process's pool of recurrent-state buffers (hybrid models), now. */
+typedef struct {
+    size_t mapped_bytes;  /* slabs and big buffers in use or free (ready slabs aside) */
+    size_t ready_bytes;   /* slabs faulted in ahead of need */
+    size_t free_bytes;    /* free buffers, waiting for reuse */
+    size_t trimmed_bytes; /* of those, given back to the system */
+    size_t unused_bytes;  /* the newest slab's rest, never used yet */
+} rw_state_pool_stats;
+
+/* Why a request recomputed prompt tokens beyond its new tail. Later
+ * versions may add reasons (below RW_PC_REASON_MAX). */
+typedef enum {
+    RW_PC_HIT = 0,         /* nothing recomputed that the cache had */
+    RW_PC_NO_ENTRY,        /* no stored sequence shares a prefix */
+    RW_PC_CKPT_TOO_FAR,    /* a shared prefix exists but its nearest exact restore point is further back */
+    RW_PC_EVICTED,         /* the entry had been evicted (and not found on disk) */
+    RW_PC_DISK_INVALID,    /* the disk copy failed validation and was removed */
+    RW_PC_DIFFERENT_MODEL, /* nothing shared, and the disk tier holds files of another model */
+} rw_pcache_reason;
+#define RW_PC_REASON_MAX 8 /* the room in rw_engine_stats.recompute_reasons */
+
+/* "hit", "no_entry", "checkpoint_too_far", "evicted", "disk_invalid",
+ * "different_model" (static); "?" for a value this library does not know. */
+RW_API const char *rw_pcache_reason_name(rw_pcache_reason r);
+
+/* The prefix cache's counters. */
+typedef struct {
+    uint64_t lookups, hits_memory, hits_disk;
+    uint64_t tokens_memory, tokens_disk, tokens_recomputed;
+    uint64_t evictions, disk_writes, disk_invalid;
+    uint64_t disk_write_errors;  /* files that could not be written (full disk, read-only folder...) */
+    uint64_t disk_read_errors;   /* files that could not be read (not validation: I/O) */
+    uint64_t disk_skipped;       /* files left alone: another model's or configuration's, or too long */
+    uint64_t disk_evictions;     /* files removed for the disk budget */
+    uint64_t disk_pending;       /* writes queued or running */
+    uint64_t entries, disk_entries;
+    uint64_t bytes_kv_and_state; /* memory entries: their sequences (the two below and bookkeeping), every
+                                    KV page and checkpoint counted once however many entries share it */
+    uint64_t bytes_kv;           /*   of which attention KV */
+    uint64_t bytes_recurrent;    /*   of which recurrent states, checkpoints and logs */
+    uint64_t bytes_unshared;     /* what bytes_kv_and_state would be with every entry counted alone */
+    uint64_t bytes_logits;       /* memory entries: last logits */
+    uint64_t bytes_disk;
+} rw_pcache_stats;
+
+/* An engine's statistics: counters since it opened, levels now. */
+typedef struct {
+    size_t struct_size;         /* the bytes filled (see rw_engine_stats_full) */
+    int running;                /* sequences in the batch now */
+    int queued;                 /* requests waiting for a slot */
+    uint64_t requests_finished; /* final events sent */
+    uint64_t requests_cancelled;
+    uint64_t prompt_tokens;     /* prompt tokens of admitted requests */
+    uint64_t cached_tokens;     /* of those, served from the prefix cache (memory + disk) */
+    uint64_t prefill_tokens;    /* prompt tokens computed by forward passes */
+    uint64_t generated_tokens;
+    uint64_t steps;             /* forward passes */
+    uint64_t step_tokens;       /* tokens over all forward passes */
+    size_t kv_bytes;            /* state storage of the running sequences (0 when none runs) */
+    uint64_t held_for_memory;   /* admissions deferred by the state budget (steps with requests waiting) */
+    uint64_t idle_trims;        /* times the idle engine gave memory back (2 s after its last step) */
+    uint64_t trimmed_bytes;     /* state-pool bytes given back by those */
+    rw_state_pool_stats pool;   /* the process's recurrent-state pool now */
+    rw_histogram ttft;          /* seconds from submit to the first token */
+    rw_histogram itl;           /* seconds between two tokens of a request */
+    rw_histogram batch_size;    /* sequences per forward pass */
+    bool cache_enabled;
+    rw_pcache_stats cache;      /* the prefix cache's counters (zero without one) */
+    uint64_t recompute_reasons[RW_PC_REASON_MAX]; /* requests per rw_pcache_reason */
+    /* speculative decoding, summed over sequences: verify passes (one per
+     * sequence per step, drafting or not), drafted and accepted draft tokens,
+     * tokens output by those steps (acceptance = accepted / drafted, tokens
+     * per verify pass = spec_emitted / spec_verify) */
+    bool spec_enabled;
+    uint64_t spec_verify, spec_drafted, spec_accepted, spec_emitted;
+    uint64_t spec_draft_cached; /* draft-state tokens restored from the prefix cache */
+    uint64_t spec_ngram_drafted, spec_ngram_accepted; /* of the drafted and accepted, n-gram drafts */
+} rw_engine_stats;
+
+/* Fills the first size bytes of *out (pass sizeof *out: the program's
+ * struct, so the library never writes past it) with e's statistics at one
+ * moment, and out->struct_size with the bytes filled: the smaller of size
+ * and the library's struct (fields past it are zeroed). Errors:
+ * RW_ERR_INVALID_ARG (NULL e or out, size smaller than the first layout);
+ * *out is then as it was. */
+RW_API rw_status rw_engine_stats_full(rw_engine *e, rw_engine_stats *out, size_t size, rw_error *err);
 
 /* ---- token-level requests -------------------------------------------- */
 

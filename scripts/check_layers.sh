@@ -51,9 +51,9 @@ engine: embed.c engine.c engine_seq.c engine_spec.c output.c scheduler.c
 kernels: matmul.c matmul_avx2.c matmul_kpanel_avx2.c matmul_q8_0_avx2.c matmul_ref.c quantize_ref.c
 kernels: matmul_avx512.c matmul_q8_0_avx512.c
 kernels: ops_act.c ops_avx2.c ops_avx512.c ops_norm.c
-# server: server.c routes to each endpoint's file, which reports errors and
-# jobs through server.c.
-server: api_common.c api_embed.c api_infill.c api_messages.c api_responses.c api_slots.c chat_guard.c job.c metrics.c models.c prompt.c request.c response.c server.c work.c
+# server: server.c queues connections on the workers (work.c), which hand
+# them back when they leave the queue.
+server: server.c work.c
 EOF
 )
 build=${RW_BUILD:-build}

@@ -123,6 +123,8 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .draft_fixed = params->draft_fixed,
         .draft_cost = spp.draft_cost,
         .spec_sources = spp.sources,
+        .ngram_n = params->ngram_n,
+        .ngram_min_hits = params->ngram_min_hits,
         .catch_up_cost = spp.catch_up_cost,
     };
     /* the draft's forward passes belong to this engine from now on: it is
@@ -406,4 +408,21 @@ void rw_engine_stats_get(rw_engine *e, rw_engine_stats_public *out) {
     }
     out->draft_tokens = s.spec_drafted;
     out->accepted_tokens = s.spec_accepted;
+}
+
+/* The first sized layout of rw_engine_stats ends at spec_ngram_accepted. */
+#define STATS_SIZE_V1 RW_API__END(rw_engine_stats, spec_ngram_accepted)
+
+rw_status rw_engine_stats_full(rw_engine *e, rw_engine_stats *out, size_t size, rw_error *err) {
+    if (!e || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_stats_full: NULL engine or out");
+    if (size < STATS_SIZE_V1)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_stats_full: size %zu is smaller than the first layout (%zu)",
+                         size, (size_t)STATS_SIZE_V1);
+    rw_engine_stats s;
+    rw_engine_get_stats(e, &s);
+    const size_t n = size < sizeof s ? size : sizeof s;
+    s.struct_size = n;
+    memcpy(out, &s, n);
+    if (size > n) memset((char *)out + n, 0, size - n); /* fields a later header has: this library has none */
+    return RW_OK;
 }

@@ -64,6 +64,29 @@ rw_status rw_grammar_check(const char *gbnf, size_t len, const char *root, rw_er
     return st;
 }
 
+rw_status rw_grammar_match(const char *gbnf, size_t len, const char *root, const char *text, size_t text_len,
+                           bool *prefix, bool *complete, rw_error *err) {
+    if (prefix) *prefix = false;
+    if (complete) *complete = false;
+    if (!gbnf || (!text && text_len)) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_grammar_match: NULL grammar or text");
+    rw_grammar *g = NULL;
+    rw_grammar_matcher *m = NULL;
+    rw_status st = rw_grammar_compile(gbnf, len, root, &g, err);
+    if (!st) st = rw_grammar_matcher_new(g, NULL, &m, err); /* bytes only: no vocabulary */
+    if (!st) {
+        rw_error aerr = {0};
+        const bool ok = !text_len || rw_grammar_matcher_accept_bytes(m, text, text_len, &aerr);
+        if (aerr.code) st = rw_errorf(err, aerr.code, "%s", aerr.msg);
+        else {
+            if (prefix) *prefix = ok;
+            if (complete) *complete = ok && rw_grammar_matcher_can_end(m);
+        }
+    }
+    rw_grammar_matcher_free(m);
+    rw_grammar_free(g);
+    return st;
+}
+
 rw_status rw_schema_to_gbnf(const char *schema, size_t len, const char *rule, int max_ws, char **gbnf, rw_error *err) {
     if (gbnf) *gbnf = NULL;
     if (!schema || !gbnf) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_schema_to_gbnf: NULL schema or gbnf");

@@ -69,13 +69,7 @@ void rw_state_pool_set_ready(int n_slabs);
  * For an idle server: costs page faults when the memory is used again. */
 size_t rw_state_pool_trim(void);
 
-typedef struct {
-    size_t mapped_bytes;  /* slabs and big buffers in use or free (ready slabs aside) */
-    size_t ready_bytes;   /* slabs faulted in ahead of need */
-    size_t free_bytes;    /* free buffers, waiting for reuse */
-    size_t trimmed_bytes; /* of those, given back to the system */
-    size_t unused_bytes;  /* the newest slab's rest, never used yet */
-} rw_state_pool_stats;
+/* rw_state_pool_stats is public (include/rewind.h, the engine's statistics). */
 rw_state_pool_stats rw_state_pool_get_stats(void); /* all 0 in sanitizer builds (malloc'd) */
 
 /* ---- byte buffers for serialization ---- */

@@ -16,10 +16,8 @@
 
 typedef struct rw_chat_template rw_chat_template;
 
-/* Parses a template source (UTF-8, need not be NUL-terminated). On success
- * *out is owned by the caller: free it with rw_chat_template_free. */
-rw_status rw_chat_template_parse(const char *src, size_t len, rw_chat_template **out, rw_error *err);
-void rw_chat_template_free(rw_chat_template *t); /* no-op on NULL */
+/* rw_chat_template_parse (a template source, UTF-8, need not be
+ * NUL-terminated) and rw_chat_template_free are public (include/rewind.h). */
 
 /* The template's source as parsed (line ends made \n); valid while t lives. */
 const char *rw_chat_template_source(const rw_chat_template *t, size_t *len);

@@ -229,6 +229,11 @@ static bool probe(const rw_chat_template *t, const char *msgs, const char *const
 }
 
 void rw_chat_template_caps(const rw_chat_template *t, rw_chat_caps *out) {
+    if (!out) return;
+    if (!t) { /* nothing shown, nothing rendered */
+        *out = (rw_chat_caps){.tool_format = RW_TOOL_FMT_GENERIC};
+        return;
+    }
     size_t n;
     const char *src = rw_chat_template_source(t, &n);
     rw_chat_detect_caps(src, n, out);
@@ -400,8 +405,8 @@ static json_t *adapt(const json_t *norm, const rw_chat_caps *caps) {
     return out;
 }
 
-rw_status rw_chat_prepare(const rw_chat_caps *caps, const rw_chat_prompt_opts *o, rw_chat_prepared *out,
-                          rw_error *err) {
+rw_status rw_chat_prepare_json(const rw_chat_caps *caps, const rw_chat_prompt_opts *o, rw_chat_prepared *out,
+                           rw_error *err) {
     memset(out, 0, sizeof *out);
     json_t *norm = NULL;
     rw_status st = rw_chat_normalize_messages(o->messages, caps, &norm, err);
@@ -458,18 +463,28 @@ rw_status rw_chat_prepare(const rw_chat_caps *caps, const rw_chat_prompt_opts *o
                                     .bos_token = o->bos_token,
                                     .eos_token = o->eos_token,
                                     .extra_json = out->extra_json};
+    out->vars = (rw_template_vars){.struct_size = sizeof out->vars,
+                                   .messages_json = out->ro.messages_json,
+                                   .tools_json = out->ro.tools_json,
+                                   .add_generation_prompt = out->ro.add_generation_prompt,
+                                   .enable_thinking = out->ro.enable_thinking,
+                                   .bos_token = out->ro.bos_token,
+                                   .eos_token = out->ro.eos_token,
+                                   .extra_json = out->ro.extra_json};
     if (!out->messages_json || (o->tools && json_is_array(o->tools) && !out->tools_json)) {
-        rw_chat_prepared_free(out);
+        rw_chat_prepared_clear(out);
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     return RW_OK;
 }
 
-void rw_chat_prepared_free(rw_chat_prepared *p) {
+void rw_chat_prepared_clear(rw_chat_prepared *p) {
     json_decref(p->messages);
     free(p->messages_json);
     free(p->tools_json);
     free(p->extra_json);
+    free(p->bos_token);
+    free(p->eos_token);
     memset(p, 0, sizeof *p);
 }
 
@@ -478,8 +493,8 @@ rw_status rw_chat_render_messages(const rw_chat_template *t, const rw_chat_caps 
     *out = NULL;
     if (out_len) *out_len = 0;
     rw_chat_prepared p;
-    rw_status st = rw_chat_prepare(caps, o, &p, err);
+    rw_status st = rw_chat_prepare_json(caps, o, &p, err);
     if (!st) st = rw_chat_template_render(t, &p.ro, out, out_len, err);
-    rw_chat_prepared_free(&p);
+    rw_chat_prepared_clear(&p);
     return st;
 }

@@ -48,7 +48,7 @@
  * {"tool", "content"}} (consecutive ones merged, for templates that require
  * turns to alternate); several calls in one message, where only one is
  * allowed, become one message per call, each followed by its result. */
-void rw_chat_template_caps(const rw_chat_template *t, rw_chat_caps *out);
+/* rw_chat_template_caps(t, out) is public (include/rewind.h). */
 
 /* msgs: a JSON array of messages (not modified). On success *out is a new
  * array the caller owns (json_decref). caps may be NULL. */
@@ -69,19 +69,22 @@ typedef struct {
 
 /* What rw_chat_render_messages renders, before rendering: the messages
  * normalized and adapted to the template (a JSON array), and the render
- * options with every variable (ro's strings point into this struct). For
- * callers that render more than once (the server's control-token guard
- * renders the same conversation with markers for contents). Free with
- * rw_chat_prepared_free. Errors as rw_chat_render_messages' before
+ * options with every variable (ro's strings point into this struct); vars
+ * is ro as the public rw_template_vars. For callers that render more than
+ * once (the public rw_chat_prepare's object is this struct). Clear with
+ * rw_chat_prepared_clear. Errors as rw_chat_render_messages' before
  * rendering. */
-typedef struct {
+struct rw_chat_prepared {
     json_t *messages;
     rw_chat_render_opts ro;
-    char *messages_json, *tools_json, *extra_json; /* owned; ro points at them */
-} rw_chat_prepared;
-rw_status rw_chat_prepare(const rw_chat_caps *caps, const rw_chat_prompt_opts *o, rw_chat_prepared *out,
-                          rw_error *err);
-void rw_chat_prepared_free(rw_chat_prepared *p);
+    rw_template_vars vars;
+    char *messages_json, *tools_json, *extra_json; /* owned; ro and vars point at them */
+    char *bos_token, *eos_token; /* NULL, or owned copies that ro and vars point at (set by the caller after
+                                    rw_chat_prepare_json; rw_chat_prepared_clear frees them) */
+};
+rw_status rw_chat_prepare_json(const rw_chat_caps *caps, const rw_chat_prompt_opts *o, rw_chat_prepared *out,
+                           rw_error *err);
+void rw_chat_prepared_clear(rw_chat_prepared *p);
 
 /* Normalizes o->messages (with t's caps, from rw_chat_template_caps), adapts
  * them to what the template lacks and renders it. On success *out is malloc'd (caller frees), *out_len bytes. Errors:

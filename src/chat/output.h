@@ -97,23 +97,9 @@
 const char *rw_tool_format_name(rw_tool_format f);
 bool rw_tool_format_parse(const char *name, rw_tool_format *out);
 
-/* What a chat template shows about its model's output and its inputs,
- * read from the template's source (its markers and the variables it reads). */
-typedef struct {
-    rw_tool_format tool_format; /* the call format (as llama.cpp detects it); GENERIC when unknown */
-    char think_open[32], think_close[32]; /* the think markers; "<think>", "</think>" when none shown */
-    bool has_think;             /* the template shows think markers */
-    bool reads_enable_thinking; /* it has an enable_thinking switch */
-    bool reads_reasoning_effort;/* it reads reasoning_effort (gpt-oss) */
-    bool no_think_switch;       /* it turns thinking off by "/no_think" in a user or system message (Nemotron) */
-    bool tool_ids_9;            /* it requires tool call ids of 9 alphanumerics (Mistral) */
-    /* found by rendering probe conversations (rw_chat_template_caps in
-     * history.h); rw_chat_detect_caps alone sets them all true */
-    bool system_role;    /* renders a system message (Gemma's refuses it) */
-    bool tool_calls;     /* renders an assistant message's tool_calls */
-    bool parallel_calls; /* renders several calls in one message (Llama 3.x refuses) */
-    bool tool_results;   /* renders tool messages */
-} rw_chat_caps;
+/* rw_chat_caps, what a template shows about its model's output and its
+ * inputs, is public (include/rewind.h); rw_chat_detect_caps reads the
+ * source alone and sets the rendered capabilities all true. */
 
 void rw_chat_detect_caps(const char *tmpl_src, size_t len, rw_chat_caps *out);
 

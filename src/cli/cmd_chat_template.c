@@ -7,10 +7,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat/chat.h"
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "gguf/gguf.h"
+#include "rewind.h"
 
 static char *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -40,7 +39,7 @@ static bool ends_with(const char *s, const char *suf) {
 
 int rw_cmd_chat_template(int argc, char **argv) {
     const char *src_path = NULL, *msgs_path = NULL, *tools_path = NULL, *bos_arg = NULL, *eos_arg = NULL, *now = NULL;
-    rw_chat_render_opts o = {.enable_thinking = -1};
+    rw_template_vars o = rw_template_vars_default(); /* enable_thinking undefined */
     const char *thinking = NULL;
     bool add_gen = false;
     const rw_cli_opt opts[] = {
@@ -74,15 +73,12 @@ int rw_cmd_chat_template(int argc, char **argv) {
     char *bos = NULL, *eos = NULL, *msgs = NULL, *tools = NULL, *out = NULL;
     int rc = 1;
     if (ends_with(src_path, ".gguf")) {
-        rw_gguf *g;
-        if (rw_gguf_open(src_path, &g, &err) != RW_OK) {
+        rw_status s = rw_chat_template_load(src_path, &t, &bos, &eos, &err);
+        if (s == RW_ERR_TEMPLATE) {
+            fprintf(stderr, "%s\n", err.msg); /* the template's own message */
+            goto done;
+        } else if (s) {
             rw_cli_error("chat-template", "%s", err.msg);
-            return 1;
-        }
-        rw_status s = rw_chat_template_from_gguf(g, &t, &bos, &eos, &err);
-        rw_gguf_close(g);
-        if (s) {
-            fprintf(stderr, "%s\n", err.msg);
             goto done;
         }
     } else {
@@ -114,7 +110,7 @@ int rw_cmd_chat_template(int argc, char **argv) {
     o.eos_token = eos_arg ? eos_arg : eos;
     o.now = now;
     size_t len;
-    if (rw_chat_template_render(t, &o, &out, &len, &err) != RW_OK) {
+    if (rw_chat_template_apply(t, &o, &out, &len, &err) != RW_OK) {
         fprintf(stderr, "%s\n", err.msg); /* for raise_exception(msg): exactly msg */
         goto done;
     }
@@ -123,8 +119,8 @@ done:
     free(out);
     free(msgs);
     free(tools);
-    free(bos);
-    free(eos);
+    rw_free(bos);
+    rw_free(eos);
     rw_chat_template_free(t);
     return rc;
 }

@@ -12,15 +12,9 @@
 #include "tokenizer/tokenizer.h"
 
 static rw_tokenizer *open_vocab(const char *cmd, const char *path) {
-    rw_gguf *g;
     rw_error err = {0};
-    if (rw_gguf_open(path, &g, &err) != RW_OK) {
-        rw_cli_error(cmd, "%s", err.msg);
-        return NULL;
-    }
     rw_tokenizer *t = NULL;
-    if (rw_tokenizer_load(g, &t, &err) != RW_OK) rw_cli_error(cmd, "%s: %s", path, err.msg);
-    rw_gguf_close(g);
+    if (rw_tokenizer_open(path, &t, &err) != RW_OK) rw_cli_error(cmd, "%s", err.msg); /* it names the file */
     return t;
 }
 
@@ -80,7 +74,7 @@ int rw_cmd_tokenize(int argc, char **argv) {
             rc = 0;
         } else rw_cli_error("tokenize", "%s", err.msg);
     }
-    rw_tokenizer_free(t);
+    rw_tokenizer_close(t);
     free(buf);
     return rc;
 }
@@ -115,7 +109,7 @@ int rw_cmd_detokenize(int argc, char **argv) {
             rc = 0;
         } else rw_cli_error("detokenize", "%s", err.msg);
     }
-    rw_tokenizer_free(t);
+    rw_tokenizer_close(t);
     free(ids);
     return rc;
 }
@@ -196,7 +190,7 @@ int rw_bench_tokenizer(int argc, char **argv) {
                model, load_s, (double)len / (1 << 20), file ? "" : " (built-in English paragraph, repeated)", n,
                sum / reps, best, reps);
     } else rw_cli_error("bench", "%s", err.msg);
-    rw_tokenizer_free(t);
+    rw_tokenizer_close(t);
     free(text);
     return s ? 1 : 0;
 }

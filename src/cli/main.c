@@ -74,13 +74,11 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
  * panels off, RW_AVX_VNNI=0 keeps the AVX2 tier to plain AVX2 (no AVX-VNNI;
  * the same results). */
 void rw_cli_apply_env(void) {
+    /* through the public setters: an unknown name or a tier this CPU lacks is refused, so ignored */
     const char *k = getenv("RW_KERNELS");
-    if (k && *k)
-        for (int t = 0; t < RW_TIER_COUNT; t++)
-            if (!strcmp(k, rw_kernel_tier_name((rw_kernel_tier)t))) rw_kernel_tier_set((rw_kernel_tier)t);
-    rw_numerics nm;
+    if (k && *k) rw_set_kernels(k, NULL);
     const char *n = getenv("RW_NUMERICS");
-    if (n && *n && rw_numerics_parse(n, &nm)) rw_numerics_set(nm);
+    if (n && *n) rw_set_numerics(n, NULL);
     const char *p = getenv("RW_PANELS");
     if (p && !strcmp(p, "0")) rw_matmul_set_panels(false);
     const char *v = getenv("RW_AVX_VNNI");

@@ -45,12 +45,10 @@ int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out) {
 }
 
 int rw_cli_parse_numerics(const char *cmd, const char *s) {
-    rw_numerics m;
-    if (!rw_numerics_parse(s, &m)) {
+    if (!*s || rw_set_numerics(s, NULL) != RW_OK) { /* no model is open yet: only an unknown name fails */
         rw_cli_error(cmd, "--numerics must be auto, fast or ggml, not \"%s\"", s);
         return 2;
     }
-    rw_numerics_set(m);
     return 0;
 }
 

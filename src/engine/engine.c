@@ -425,6 +425,7 @@ void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     out->spec_enabled = e->cfg.draft != NULL || e->cfg.spec_sources;
     if (e->pcache) rw_pcache_get_stats(e->pcache, &out->cache);
     out->pool = rw_state_pool_get_stats();
+    out->struct_size = sizeof *out;
 }
 
 int rw_engine_step(rw_engine *e, rw_error *err) {

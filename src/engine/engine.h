@@ -278,47 +278,8 @@ rw_status rw_engine_slot_restore(rw_engine *e, int slot, const char *path, int64
  * entries, shared by every slot, leave by its own eviction. */
 rw_status rw_engine_slot_erase(rw_engine *e, int slot, int64_t *n_erased, rw_error *err);
 
-/* Fixed-bucket histogram (Prometheus style: counts[i] = observations <=
- * bounds[i], not cumulative; counts[n_bounds] = the rest). */
-#define RW_HIST_MAX 16
-typedef struct {
-    int n_bounds;
-    double bounds[RW_HIST_MAX];
-    uint64_t counts[RW_HIST_MAX + 1];
-    double sum;
-    uint64_t count;
-} rw_histogram;
-
-typedef struct {
-    int running;                /* sequences in the batch now */
-    int queued;                 /* requests waiting for a slot */
-    uint64_t requests_finished; /* final events sent */
-    uint64_t requests_cancelled;
-    uint64_t prompt_tokens;     /* prompt tokens of admitted requests */
-    uint64_t cached_tokens;     /* of those, served from the prefix cache (memory + disk) */
-    uint64_t prefill_tokens;    /* prompt tokens computed by forward passes */
-    uint64_t generated_tokens;
-    uint64_t steps;             /* forward passes */
-    uint64_t step_tokens;       /* tokens over all forward passes */
-    size_t kv_bytes;            /* state storage of the running sequences (0 when none runs) */
-    uint64_t held_for_memory;   /* admissions deferred by max_state_bytes (steps with requests waiting) */
-    uint64_t idle_trims;        /* times the idle engine gave memory back (2 s after its last step) */
-    uint64_t trimmed_bytes;     /* state-pool bytes given back by those */
-    rw_state_pool_stats pool;   /* the process's recurrent-state pool now (cache/state.h) */
-    rw_histogram ttft;          /* seconds from submit to the first token */
-    rw_histogram itl;           /* seconds between two tokens of a request */
-    rw_histogram batch_size;    /* sequences per forward pass */
-    bool cache_enabled;
-    rw_pcache_stats cache;      /* the prefix cache's counters (pcache/pcache.h) */
-    uint64_t recompute_reasons[RW_PC_DIFFERENT_MODEL + 1]; /* requests per rw_pcache_reason */
-    /* speculative decoding, summed over sequences: verify passes (one per
-     * sequence per step, drafting or not), drafted and accepted draft tokens,
-     * tokens output by those steps (acceptance = accepted / drafted, tokens
-     * per verify pass = spec_emitted / spec_verify) */
-    bool spec_enabled;
-    uint64_t spec_verify, spec_drafted, spec_accepted, spec_emitted;
-    uint64_t spec_draft_cached; /* draft-state tokens restored from the prefix cache */
-} rw_engine_stats;
+/* rw_histogram and rw_engine_stats (the full statistics) are public
+ * (include/rewind.h); rw_engine_stats_full is their sized public form. */
 
 void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out);
 

@@ -56,6 +56,7 @@ typedef struct rw_engine__req {
     rw_constraint *cons; /* owned; NULL without a grammar */
     float *mlogits;      /* [n_vocab] the row masked by cons, sampled from; owned (with cons) */
     rw_spec_seq *spec;   /* owned; NULL without a draft. Borrows seq and sampler */
+    int64_t spec_ngram_seen[2]; /* spec's n-gram drafted and accepted counts already in the engine's stats */
     bool spec_live;      /* spec started: the request decodes speculatively */
     const rw_tokenizer *tok; /* the engine's (rw_engine__output_drafts_end reads it) */
     rw_detok_stream detok;

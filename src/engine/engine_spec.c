@@ -114,5 +114,9 @@ void rw_engine__spec_output(rw_engine *e, rw_engine__req *r) {
     e->stats.spec_drafted += (uint64_t)ss.last_k;
     e->stats.spec_accepted += (uint64_t)(n_out - 1);
     e->stats.spec_emitted += (uint64_t)emitted;
+    e->stats.spec_ngram_drafted += (uint64_t)(ss.ngram_drafted - r->spec_ngram_seen[0]);
+    e->stats.spec_ngram_accepted += (uint64_t)(ss.ngram_accepted - r->spec_ngram_seen[1]);
+    r->spec_ngram_seen[0] = ss.ngram_drafted;
+    r->spec_ngram_seen[1] = ss.ngram_accepted;
     pthread_mutex_unlock(&e->mu);
 }

@@ -76,17 +76,8 @@ typedef struct {
     void *notify_ctx;
 } rw_pcache_config;
 
-/* Why a request recomputed prompt tokens beyond its new tail. */
-typedef enum {
-    RW_PC_HIT = 0,          /* nothing recomputed that the cache had */
-    RW_PC_NO_ENTRY,         /* no stored sequence shares a prefix */
-    RW_PC_CKPT_TOO_FAR,     /* a shared prefix exists but its nearest exact restore point is further back */
-    RW_PC_EVICTED,          /* the entry had been evicted (and not found on disk) */
-    RW_PC_DISK_INVALID,     /* the disk copy failed validation and was removed */
-    RW_PC_DIFFERENT_MODEL,  /* nothing shared, and the disk tier holds files of another model */
-} rw_pcache_reason;
-
-const char *rw_pcache_reason_name(rw_pcache_reason r);
+/* rw_pcache_reason and rw_pcache_reason_name are public (include/rewind.h,
+ * the engine's statistics). */
 
 /* Per request. */
 typedef struct {
@@ -98,25 +89,7 @@ typedef struct {
     rw_pcache_reason reason; /* why recomputed > prompt_tokens - shared, or why nothing was reused */
 } rw_pcache_usage;
 
-/* Process-wide counters. */
-typedef struct {
-    uint64_t lookups, hits_memory, hits_disk;
-    uint64_t tokens_memory, tokens_disk, tokens_recomputed;
-    uint64_t evictions, disk_writes, disk_invalid;
-    uint64_t disk_write_errors;  /* files that could not be written (full disk, read-only folder...) */
-    uint64_t disk_read_errors;   /* files that could not be read (not validation: I/O) */
-    uint64_t disk_skipped;       /* files left alone: another model's or configuration's, or too long */
-    uint64_t disk_evictions;     /* files removed for the disk budget */
-    uint64_t disk_pending;       /* writes queued or running */
-    uint64_t entries, disk_entries;
-    uint64_t bytes_kv_and_state; /* memory entries: their sequences (the two below and bookkeeping), every
-                                    KV page and checkpoint counted once however many entries share it */
-    uint64_t bytes_kv;           /*   of which attention KV */
-    uint64_t bytes_recurrent;    /*   of which recurrent states, checkpoints and logs */
-    uint64_t bytes_unshared;     /* what bytes_kv_and_state would be with every entry counted alone */
-    uint64_t bytes_logits;       /* memory entries: last logits */
-    uint64_t bytes_disk;
-} rw_pcache_stats;
+/* Process-wide counters: rw_pcache_stats, public (include/rewind.h). */
 
 /* m outlives the cache; sequences it makes use kv_type and max_ctx (which
  * must match the sequences given to insert). The caller owns *out. */

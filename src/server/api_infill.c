@@ -33,112 +33,15 @@
 
 #include "server/api_int.h"
 
-/* ---- the prompt ---- */
-
-typedef struct {
-    int32_t *v; /* malloc'd */
-    size_t n, cap;
-    bool oom;
-} tok_list;
-
-static void push(tok_list *t, const int32_t *ids, size_t n) {
-    if (t->oom || !n) return;
-    if (t->n + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->n + n) cap *= 2;
-        int32_t *p = realloc(t->v, cap * sizeof *p);
-        if (!p) {
-            t->oom = true;
-            return;
-        }
-        t->v = p;
-        t->cap = cap;
-    }
-    memcpy(t->v + t->n, ids, n * sizeof *ids);
-    t->n += n;
-}
-
-static void push1(tok_list *t, int32_t id) { push(t, &id, 1); }
-
-/* Plain text: no BOS, control tokens' texts stay text. */
-static bool push_text(rw_server__model *m, tok_list *t, const char *text, size_t len, rw_server__error *e) {
-    if (!len) return true;
-    int32_t *ids = NULL;
-    size_t n = 0;
-    rw_error err = {0};
-    if (rw_tokenize(m->tok, text, len, false, false, &ids, &n, &err)) {
-        rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
-        return false;
-    }
-    push(t, ids, n);
-    free(ids);
-    return true;
-}
-
-static bool has_fim(const rw_server__model *m) {
-    return rw_tokenizer_fim(m->tok, RW_FIM_PRE) >= 0 && rw_tokenizer_fim(m->tok, RW_FIM_SUF) >= 0 &&
-           rw_tokenizer_fim(m->tok, RW_FIM_MID) >= 0;
-}
-
-static bool no_fim(rw_server__error *e, const char *param) {
-    rw_server__errorf(e, 400, "invalid_request_error", "fim_not_supported", param,
-                      "This model has no fill-in-the-middle tokens (tokenizer.ggml.fim_pre/suf/mid_token_id, or "
-                      "tokens such as <|fim_prefix|> <|fim_suffix|> <|fim_middle|> in its vocabulary), so it "
-                      "cannot fill in the middle: use a code model trained for it (Qwen2.5-Coder, StarCoder, "
-                      "CodeLlama...)");
-    return false;
-}
-
-/* The layout above into *out. avail: the tokens extra, prefix and suffix
- * may take together (< 0: no limit); *truncated when something was cut. */
-static void assemble(rw_server__model *m, const tok_list *extra, const tok_list *pre, const tok_list *prompt,
-                     const tok_list *suf, int64_t avail, tok_list *out, bool *truncated) {
-    size_t n_extra = extra ? extra->n : 0, n_pre = pre->n, n_suf = suf->n;
-    if (avail >= 0 && (int64_t)(n_extra + n_pre + n_suf) > avail) {
-        const size_t room = (size_t)avail, pre_room = room - room / 4;
-        size_t pre_take = n_pre < pre_room ? n_pre : pre_room;
-        size_t suf_take = n_suf < room - pre_take ? n_suf : room - pre_take;
-        if (pre_take < n_pre) pre_take = n_pre < room - suf_take ? n_pre : room - suf_take; /* the suffix left room */
-        n_extra = n_extra < room - pre_take - suf_take ? n_extra : room - pre_take - suf_take;
-        n_pre = pre_take;
-        n_suf = suf_take;
-        *truncated = true;
-    }
-    if (rw_tokenizer_add_bos(m->tok) && rw_tokenizer_bos(m->tok) >= 0) push1(out, rw_tokenizer_bos(m->tok));
-    if (n_extra) push(out, extra->v + extra->n - n_extra, n_extra); /* the newest context: nearest the code */
-    push1(out, rw_tokenizer_fim(m->tok, RW_FIM_PRE));
-    if (n_pre) push(out, pre->v + pre->n - n_pre, n_pre); /* the end of the prefix: where the cursor is */
-    if (prompt) push(out, prompt->v, prompt->n);
-    push1(out, rw_tokenizer_fim(m->tok, RW_FIM_SUF));
-    push(out, suf->v, n_suf);
-    push1(out, rw_tokenizer_fim(m->tok, RW_FIM_MID));
-}
-
-bool rw_server__fim_wrap(rw_server__model *m, rw_server__request *r, const char *suffix, size_t suffix_len, rw_server__error *e) {
-    if (!has_fim(m)) return no_fim(e, "suffix");
-    tok_list pre = {.v = r->prompt, .n = (size_t)r->n_prompt}, suf = {0}, out = {0};
-    bool truncated = false;
-    if (!push_text(m, &suf, suffix, suffix_len, e)) return false;
-    assemble(m, NULL, &pre, NULL, &suf, -1, &out, &truncated);
-    free(suf.v);
-    if (suf.oom || out.oom) {
-        free(out.v);
-        rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
-        return false;
-    }
-    free(r->prompt);
-    r->prompt = out.v;
-    r->n_prompt = (int64_t)out.n;
-    return true;
-}
+/* The prompt's layout above: fim.c. */
 
 /* input_extra's chunks as context tokens (the layout above). */
-static bool extra_tokens(rw_server__model *m, json_t *chunks, tok_list *t, rw_server__error *e) {
+static bool extra_tokens(rw_server__model *m, json_t *chunks, rw_server__tok_list *t, rw_server__error *e) {
     if (!json_array_size(chunks)) return true;
     const int32_t rep = rw_tokenizer_fim(m->tok, RW_FIM_REP), sep = rw_tokenizer_fim(m->tok, RW_FIM_SEP);
     if (rep >= 0) {
-        push1(t, rep);
-        if (!push_text(m, t, "myproject\n", 10, e)) return false;
+        rw_server__tok_push1(t, rep);
+        if (!rw_server__tok_push_text(m, t, "myproject\n", 10, e)) return false;
     }
     size_t i;
     json_t *c;
@@ -152,14 +55,14 @@ static bool extra_tokens(rw_server__model *m, json_t *chunks, tok_list *t, rw_se
         if (sep >= 0) {
             const char *fn = json_is_string(name) ? json_string_value(name) : "tmp";
             size_t fl = json_is_string(name) ? json_string_length(name) : 3;
-            push1(t, sep);
-            if (!push_text(m, t, fn, fl, e) || !push_text(m, t, "\n", 1, e)) return false;
-        } else if (!push_text(m, t, "\n\n--- snippet ---\n\n", 19, e)) return false;
-        if (!push_text(m, t, json_string_value(text), json_string_length(text), e)) return false;
+            rw_server__tok_push1(t, sep);
+            if (!rw_server__tok_push_text(m, t, fn, fl, e) || !rw_server__tok_push_text(m, t, "\n", 1, e)) return false;
+        } else if (!rw_server__tok_push_text(m, t, "\n\n--- snippet ---\n\n", 19, e)) return false;
+        if (!rw_server__tok_push_text(m, t, json_string_value(text), json_string_length(text), e)) return false;
     }
     if (sep >= 0) {
-        push1(t, sep);
-        if (!push_text(m, t, "filename\n", 9, e)) return false;
+        rw_server__tok_push1(t, sep);
+        if (!rw_server__tok_push_text(m, t, "filename\n", 9, e)) return false;
     }
     return true;
 }
@@ -380,7 +283,7 @@ static rw_server__reply fail_reply(const rw_server__error *e) {
 }
 
 /* The FIM prompt of an /infill request into *out. */
-static bool infill_prompt(rw_server__model *m, json_t *o, tok_list *out, bool *truncated, rw_server__error *e) {
+static bool infill_prompt(rw_server__model *m, json_t *o, rw_server__tok_list *out, bool *truncated, rw_server__error *e) {
     const char *pre_s, *suf_s, *prompt_s;
     size_t pre_n, suf_n, prompt_n;
     json_t *extra = json_object_get(o, "input_extra");
@@ -392,9 +295,9 @@ static bool infill_prompt(rw_server__model *m, json_t *o, tok_list *out, bool *t
                           "'input_extra' must be an array of {\"filename\", \"text\"}");
         return false;
     }
-    tok_list x = {0}, pre = {0}, prompt = {0}, suf = {0};
-    bool ok = extra_tokens(m, extra, &x, e) && push_text(m, &pre, pre_s, pre_n, e) &&
-              push_text(m, &prompt, prompt_s, prompt_n, e) && push_text(m, &suf, suf_s, suf_n, e);
+    rw_server__tok_list x = {0}, pre = {0}, prompt = {0}, suf = {0};
+    bool ok = extra_tokens(m, extra, &x, e) && rw_server__tok_push_text(m, &pre, pre_s, pre_n, e) &&
+              rw_server__tok_push_text(m, &prompt, prompt_s, prompt_n, e) && rw_server__tok_push_text(m, &suf, suf_s, suf_n, e);
     if (ok) {
         /* room for the code: the context less what the answer may take (n_predict, else a quarter of the
          * context), the four fixed tokens and the prompt */
@@ -404,7 +307,7 @@ static bool infill_prompt(rw_server__model *m, json_t *o, tok_list *out, bool *t
                          : json_is_integer(np) && json_integer_value(np) > 0 ? json_integer_value(np)
                                                                              : n_ctx / 4;
         int64_t avail = n_ctx - answer - 4 - (int64_t)prompt.n;
-        assemble(m, &x, &pre, &prompt, &suf, avail > 0 ? avail : 0, out, truncated);
+        rw_server__fim_assemble(m, &x, &pre, &prompt, &suf, avail > 0 ? avail : 0, out, truncated);
         if (x.oom || pre.oom || prompt.oom || suf.oom || out->oom) {
             rw_server__errorf(e, 500, "server_error", NULL, NULL, "out of memory");
             ok = false;
@@ -426,12 +329,12 @@ rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t
         rw_server__errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
         return fail_reply(&e);
     }
-    if (!has_fim(m)) {
+    if (!rw_server__fim_has(m)) {
         json_decref(o);
-        no_fim(&e, NULL);
+        rw_server__fim_none(&e, NULL);
         return fail_reply(&e);
     }
-    tok_list ids = {0};
+    rw_server__tok_list ids = {0};
     bool truncated = false;
     json_t *c = NULL, *arr = NULL;
     rw_server__request r = {0};

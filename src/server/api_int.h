@@ -36,9 +36,9 @@ rw_server__reply rw_server__count_tokens(rw_server__model *m, const char *body, 
 rw_server__reply rw_server__responses(rw_server__model *m, const char *body, size_t len, const char *route_key);
 rw_server__reply rw_server__response_get(rw_server *s, const char *id);
 /* api_embed.c: POST /v1/embeddings (native: llama-server's own shape, at
- * /embedding and /embeddings) and /v1/rerank; a model's pooling (--pooling,
- * else its file's) and rerank prompt (rerank_template, NULL: Qwen3-Reranker's)
- * as it is loaded, and their memory as it is unloaded. */
+ * /embedding and /embeddings) and /v1/rerank. models.c: a model's pooling
+ * (--pooling, else its file's) and rerank prompt (rerank_template, NULL:
+ * Qwen3-Reranker's) as it is loaded, and their memory as it is unloaded. */
 rw_server__reply rw_server__embeddings(rw_server__model *m, const char *body, size_t len, bool native);
 rw_server__reply rw_server__rerank(rw_server__model *m, const char *body, size_t len);
 rw_status rw_server__embed_setup(rw_server__model *m, const char *rerank_template, rw_error *err);
@@ -50,6 +50,27 @@ rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err
  * native response shape), and the fill-in-the-middle prompt /v1/completions'
  * suffix makes. */
 rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t len);
+/* fim.c: token lists (v malloc'd; oom once an append failed) and the
+ * fill-in-the-middle layout of api_infill.c's comment. */
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+    bool oom;
+} rw_server__tok_list;
+void rw_server__tok_push(rw_server__tok_list *t, const int32_t *ids, size_t n);
+void rw_server__tok_push1(rw_server__tok_list *t, int32_t id);
+/* Plain text: no BOS, control tokens' texts stay text. */
+bool rw_server__tok_push_text(rw_server__model *m, rw_server__tok_list *t, const char *text, size_t len,
+                              rw_server__error *e);
+/* Whether the vocabulary has the PRE, SUF and MID tokens; fim_none fills *e
+ * with the error that says it has not and returns false. */
+bool rw_server__fim_has(const rw_server__model *m);
+bool rw_server__fim_none(rw_server__error *e, const char *param);
+/* The layout into *out. avail: the tokens extra, prefix and suffix may take
+ * together (< 0: no limit); *truncated when something was cut. */
+void rw_server__fim_assemble(rw_server__model *m, const rw_server__tok_list *extra, const rw_server__tok_list *pre,
+                             const rw_server__tok_list *prompt, const rw_server__tok_list *suf, int64_t avail,
+                             rw_server__tok_list *out, bool *truncated);
 /* BOS (as the vocabulary asks), PRE, prefix, SUF, suffix, MID: r's prompt
  * (tokenized without BOS) becomes the prefix of a prompt around suffix (its
  * text, tokenized as plain text). False and a 400 in *e when the model has

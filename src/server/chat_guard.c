@@ -149,11 +149,11 @@ static long rendered_len(const guard_list *gl, size_t i, const char *text, size_
 /* norm, tools and kwargs: the request's JSON as the template gets it, looked
  * at without parsing again; only a request that holds control text pays for
  * the second rendering. */
-bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_template_vars *vars,
                               const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
                               rw_server__error *e) {
     rw_error err = {0};
-    if (!ro->tools_json) tools = NULL; /* what the template gets (an array, else none) */
+    if (!vars->tools_json) tools = NULL; /* what the template gets (an array, else none) */
     if (!any_control(m, norm) && !any_control(m, tools) && !any_control(m, kwargs)) {
         if (rw_tokenize(m->tok, text, len, add_special, true, ids, n_ids, &err)) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "%s", err.msg);
@@ -163,7 +163,7 @@ bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, 
     }
     pthread_once(&mark_once, mark_init);
     /* the template's variables: the request's kwargs with what the server adds (thinking switches) */
-    json_t *extra = ro->extra_json ? json_loads(ro->extra_json, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *extra = vars->extra_json ? json_loads(vars->extra_json, JSON_DECODE_ANY, NULL) : NULL;
     /* the request with markers for the strings that hold control text */
     guard_list gl = {0};
     json_t *mmsg = marked_copy(m, norm, &gl);
@@ -173,7 +173,7 @@ bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, 
     char *tj = mtools ? json_dumps(mtools, JSON_COMPACT) : NULL;
     char *xj = mextra ? json_dumps(mextra, JSON_COMPACT) : NULL;
     bool ok = !gl.nomem && mj && (!tools || tj) && (!extra || xj);
-    rw_template_vars mro = rw_server__template_vars(ro);
+    rw_template_vars mro = *vars;
     mro.messages_json = mj;
     mro.tools_json = tools ? tj : NULL;
     mro.extra_json = extra ? xj : NULL;

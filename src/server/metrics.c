@@ -79,6 +79,12 @@ static void hist_add(rw_histogram *a, const rw_histogram *x) {
     a->count += x->count;
 }
 
+/* What a loaded model holds, as --models-max-bytes counts it (models.c
+ * measures with it; the metrics show it). */
+size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *st) {
+    return m->weight_bytes + (size_t)st->cache.bytes_kv_and_state + (size_t)st->cache.bytes_logits + st->kv_bytes;
+}
+
 /* Adds x's counters to a, and with levels its levels too (an unloaded
  * engine's are gone). Each field of rw_engine_stats and rw_pcache_stats is
  * one or the other: a field added there must be added here. */
@@ -97,7 +103,9 @@ static void stats_add(rw_engine_stats *a, const rw_engine_stats *x, bool levels)
     hist_add(&a->ttft, &x->ttft);
     hist_add(&a->itl, &x->itl);
     hist_add(&a->batch_size, &x->batch_size);
-    for (int i = 0; i <= RW_PC_DIFFERENT_MODEL; i++) a->recompute_reasons[i] += x->recompute_reasons[i];
+    a->spec_ngram_drafted += x->spec_ngram_drafted;
+    a->spec_ngram_accepted += x->spec_ngram_accepted;
+    for (int i = 0; i < RW_PC_REASON_MAX; i++) a->recompute_reasons[i] += x->recompute_reasons[i];
     a->spec_enabled |= x->spec_enabled;
     a->spec_verify += x->spec_verify;
     a->spec_drafted += x->spec_drafted;
@@ -200,7 +208,7 @@ char *rw_server__metrics_text(rw_server *s) {
                               .waits = m->waits};
         if (!m->loaded) continue;
         rw_engine_stats x;
-        rw_engine_get_stats(m->engine, &x);
+        rw_engine_stats_full(m->engine, &x, sizeof x, NULL);
         stats_add(&st, &x, true);
         rows[i].bytes = rw_server__model_bytes(m, &x);
         budget_cache += (size_t)rw_engine_setting_get(m->engine, RW_ENGINE_CACHE_BYTES);

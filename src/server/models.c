@@ -19,15 +19,44 @@
 
 #include "server/api_int.h"
 
-size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *st) {
-    return m->weight_bytes + (size_t)st->cache.bytes_kv_and_state + (size_t)st->cache.bytes_logits + st->kv_bytes;
-}
-
 /* A loaded model's measure now (under models_mu). */
 static size_t measure(const rw_server__model *m) {
     rw_engine_stats st;
-    rw_engine_get_stats(m->engine, &st);
+    rw_engine_stats_full(m->engine, &st, sizeof st, NULL);
     return rw_server__model_bytes(m, &st);
+}
+
+/* The embedding settings (with the rest of a model's own settings here:
+ * api_embed.c serves the requests). */
+rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err) {
+    static const char *const names[] = {"none", "mean", "cls", "last"};
+    *pooling = -1;
+    if (!name || !name[0]) return RW_OK;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i])) *pooling = i;
+    if (*pooling < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "unknown pooling \"%s\" (none, mean, cls, last)", name);
+    return RW_OK;
+}
+
+rw_status rw_server__embed_setup(rw_server__model *m, const char *rerank_template, rw_error *err) {
+    m->pooling = m->srv->pooling_cfg;
+    if (m->pooling < 0) {
+        /* the file's; rank (a reranker's) and none declared or nothing
+         * declared: the last token, as decoder embedding models pool */
+        const rw_pooling p = rw_model_pooling(rw_engine_get_model(m->engine));
+        m->pooling = p == RW_POOLING_FILE ? RW_POOL_LAST : (int)p;
+    }
+    if (rerank_template && rerank_template[0]) {
+        if (!strstr(rerank_template, "{query}") || !strstr(rerank_template, "{document}"))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "the rerank template needs {query} and {document}");
+        if (!(m->rerank_tmpl = strdup(rerank_template))) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    }
+    return RW_OK;
+}
+
+void rw_server__embed_free(rw_server__model *m) {
+    free(m->rerank_tmpl);
+    m->rerank_tmpl = NULL;
 }
 
 rw_status rw_server__model_setup(rw_server__model *m, const char *rerank_template, rw_error *err) {
@@ -190,7 +219,7 @@ static bool make_room(rw_server__model *m) {
         }
         /* unload it outside the lock: nobody takes a draining model */
         rw_engine_stats st;
-        rw_engine_get_stats(idle->engine, &st);
+        rw_engine_stats_full(idle->engine, &st, sizeof st, NULL);
         const size_t bytes = rw_server__model_bytes(idle, &st);
         idle->loaded = false;
         idle->draining = false;

@@ -57,7 +57,7 @@ static size_t *token_ends(rw_server__model *m, const char *text, size_t len, con
  * prompt's text) ends on a token end; otherwise each prefix is tokenized
  * and compared. Only called for prompts that fit the context. */
 #define MAX_MARKS 16
-static void message_marks(rw_server__model *m, json_t *msgs, const rw_chat_prompt_opts *po, bool add_special, const char *full,
+static void message_marks(rw_server__model *m, json_t *msgs, const rw_chat_request *rq, bool add_special, const char *full,
                           size_t full_len, rw_server__request *r) {
     const size_t n_msg = json_array_size(msgs);
     if (n_msg < 2) return;
@@ -69,14 +69,15 @@ static void message_marks(rw_server__model *m, json_t *msgs, const rw_chat_promp
         json_t *part = json_array();
         for (size_t i = 0; part && i < k; i++) json_array_append(part, json_array_get(msgs, i));
         if (!part) continue;
-        rw_chat_prompt_opts o = *po;
-        o.messages = part;
+        char *part_json = json_dumps(part, JSON_COMPACT);
+        rw_chat_request o = *rq;
+        o.messages_json = part_json;
         o.add_generation_prompt = false;
         char *text = NULL;
         size_t len = 0, n = 0;
         int32_t *ids = NULL;
         rw_error err = {0};
-        if (rw_chat_render_messages(m->tmpl, &m->caps, &o, &text, &len, &err)) {
+        if (!part_json || rw_chat_render_request(m->tmpl, &m->caps, &o, &text, &len, &err)) {
         } else if (ends) {
             if (len > 0 && len < full_len && !memcmp(text, full, len)) {
                 int64_t lo = 0, hi = r->n_prompt; /* the first token ending at or after len */
@@ -92,6 +93,7 @@ static void message_marks(rw_server__model *m, json_t *msgs, const rw_chat_promp
             r->marks[r->n_marks++] = (int64_t)n;
         free(ids);
         free(text);
+        free(part_json);
         json_decref(part);
     }
     free(ends);
@@ -135,19 +137,6 @@ static void builtin_tools(json_t *tools, json_t *kwargs) {
     }
     if (json_array_size(list)) json_object_set(kwargs, "builtin_tools", list);
     json_decref(list);
-}
-
-rw_template_vars rw_server__template_vars(const rw_chat_render_opts *o) {
-    rw_template_vars v = rw_template_vars_default();
-    v.messages_json = o->messages_json;
-    v.tools_json = o->tools_json;
-    v.add_generation_prompt = o->add_generation_prompt;
-    v.enable_thinking = o->enable_thinking;
-    v.bos_token = o->bos_token;
-    v.eos_token = o->eos_token;
-    v.now = o->now;
-    v.extra_json = o->extra_json;
-    return v;
 }
 
 static rw_chat_output_params output_params(const rw_chat_output_opts *o) {
@@ -214,21 +203,34 @@ bool rw_server__chat_prompt(rw_server__model *m, json_t *o, rw_server__request *
     json_t *kwargs = s->kwargs ? json_deep_copy(s->kwargs) : json_object();
     if (json_is_object(kw)) json_object_update(kwargs, kw);
     if (m->tool_fmt == RW_TOOL_FMT_LLAMA3 && tools && kwargs) builtin_tools(tools, kwargs);
-    rw_chat_prompt_opts po = {.messages = msgs,
-                              .tools = tools,
-                              .add_generation_prompt = true,
-                              .kwargs = kwargs,
-                              .enable_thinking = json_is_boolean(et) ? json_is_true(et) : -1,
-                              .reasoning_effort = effort,
-                              .bos_token = m->bos,
-                              .eos_token = m->eos};
-    rw_chat_prepared prep;
+    /* the request's parts as JSON texts for the public rw_chat_prepare */
+    char *msgs_json = json_dumps(msgs, JSON_COMPACT), *tools_json = tools ? json_dumps(tools, JSON_COMPACT) : NULL;
+    char *kwargs_json = kwargs ? json_dumps(kwargs, JSON_COMPACT) : NULL;
+    rw_chat_request rq = rw_chat_request_default();
+    rq.messages_json = msgs_json;
+    rq.tools_json = tools_json;
+    rq.add_generation_prompt = true;
+    rq.kwargs_json = kwargs_json;
+    rq.enable_thinking = json_is_boolean(et) ? json_is_true(et) : -1;
+    rq.reasoning_effort = effort;
+    rq.bos_token = m->bos;
+    rq.eos_token = m->eos;
+    rw_chat_prepared *prep = NULL;
+    json_t *norm = NULL; /* the prepared messages, for the size check and the control-token guard */
     char *text = NULL;
     size_t len = 0, n = 0;
     bool ok = false;
     rw_error err = {0};
-    rw_status st = rw_chat_prepare(&m->caps, &po, &prep, &err);
+    rw_status st = !msgs_json || (tools && !tools_json) || (kwargs && !kwargs_json)
+                       ? rw_errorf(&err, RW_ERR_NOMEM, "out of memory")
+                       : rw_chat_prepare(&m->caps, &rq, &prep, &err);
+    if (!st && !(norm = json_loads(rw_chat_prepared_messages(prep, NULL), 0, NULL)))
+        st = rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
     if (st) {
+        rw_chat_prepared_free(prep);
+        free(msgs_json);
+        free(tools_json);
+        free(kwargs_json);
         json_decref(kwargs);
         if (st == RW_ERR_INVALID_ARG) { /* the messages' shape: the message names the field */
             char param[64] = "messages";
@@ -247,7 +249,7 @@ bool rw_server__chat_prompt(rw_server__model *m, json_t *o, rw_server__request *
     const size_t max_tok = rw_tokenizer_max_token_len(m->tok);
     size_t content_bytes = 0, i;
     json_t *msg;
-    json_array_foreach(prep.messages, i, msg) content_bytes += json_string_length(json_object_get(msg, "content"));
+    json_array_foreach(norm, i, msg) content_bytes += json_string_length(json_object_get(msg, "content"));
     if (content_bytes / max_tok > (size_t)n_ctx) {
         rw_server__errorf(
             e, 400, "invalid_request_error", "context_length_exceeded", "messages",
@@ -256,8 +258,8 @@ bool rw_server__chat_prompt(rw_server__model *m, json_t *o, rw_server__request *
             (long long)n_ctx, content_bytes, content_bytes / max_tok);
         goto done;
     }
-    const rw_template_vars vars = rw_server__template_vars(&prep.ro);
-    if ((st = rw_chat_template_apply(m->tmpl, &vars, &text, &len, &err))) {
+    const rw_template_vars *vars = rw_chat_prepared_vars(prep);
+    if ((st = rw_chat_template_apply(m->tmpl, vars, &text, &len, &err))) {
         rw_server__errorf(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         goto done;
     }
@@ -333,14 +335,18 @@ bool rw_server__chat_prompt(rw_server__model *m, json_t *o, rw_server__request *
     /* BOS as the vocabulary asks, unless the template wrote it already */
     bool add_special = !(m->bos && rw_tokenizer_add_bos(m->tok) && !strncmp(text, m->bos, strlen(m->bos)));
     /* control tokens only from the template's own text (chat_guard.c) */
-    if (!rw_server__chat_tokenize(m, prep.messages, tools, kwargs, &prep.ro, text, len, add_special, &r->prompt, &n, e))
+    if (!rw_server__chat_tokenize(m, norm, tools, kwargs, vars, text, len, add_special, &r->prompt, &n, e))
         goto done;
     r->n_prompt = (int64_t)n;
-    if (r->n_prompt < n_ctx) message_marks(m, msgs, &po, add_special, text, len, r); /* else refused */
+    if (r->n_prompt < n_ctx) message_marks(m, msgs, &rq, add_special, text, len, r); /* else refused */
     ok = true;
 done:
     free(text);
-    rw_chat_prepared_free(&prep);
+    json_decref(norm);
+    rw_chat_prepared_free(prep);
+    free(msgs_json);
+    free(tools_json);
+    free(kwargs_json);
     json_decref(kwargs);
     return ok;
 }

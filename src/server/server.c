@@ -66,32 +66,6 @@ static const struct {
 /* Anthropic's routes answer errors in Anthropic's shape. */
 static bool anthropic_route(int route) { return route == R_MESSAGES || route == R_COUNT_TOKENS; }
 
-/* A message cut by a size limit may end inside a UTF-8 character: drop
- * that partial character (the JSON writer would refuse the whole string). */
-void rw_server__utf8_cut(char *msg, size_t cap) {
-    size_t n = strlen(msg);
-    if (n + 1 < cap) return; /* not cut */
-    size_t i = n;
-    while (i > 0 && ((unsigned char)msg[i - 1] & 0xC0) == 0x80) i--; /* continuation bytes */
-    if (i == 0) return;
-    unsigned char lead = (unsigned char)msg[i - 1];
-    size_t want = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : (lead >> 3) == 30 ? 4 : 1;
-    if (n - (i - 1) < want) msg[i - 1] = 0;
-}
-
-void rw_server__errorf(rw_server__error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
-    e->http = http;
-    e->type = type;
-    e->code = code;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    rw_server__utf8_cut(e->param, sizeof e->param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-    va_end(ap);
-    rw_server__utf8_cut(e->msg, sizeof e->msg);
-}
-
 static void count_status(rw_server *s, int status) {
     pthread_mutex_lock(&s->mu);
     s->by_status[status > 0 && status < 600 ? status : 0]++;
@@ -785,17 +759,6 @@ static int open_listener(const char *host, int port, bool *v6, int *bound_port, 
     getsockname(fd, (struct sockaddr *)&ss, &len);
     *bound_port = ntohs(*v6 ? a6->sin6_port : a4->sin_port);
     return fd;
-}
-
-void rw_server__logf(rw_server *s, const char *fmt, ...) {
-    (void)s;
-    if (!rw_log_enabled(RW_LOG_INFO)) return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    rw_log(RW_LOG_INFO, "serve: %s", line);
 }
 
 /* The chat and embedding settings every model shares (each model's own

@@ -196,7 +196,7 @@ rw_server__model *rw_server__model_find(rw_server *s, const char *name, rw_serve
 bool rw_server__model_acquire(rw_server__model *m, rw_server__error *e);
 void rw_server__model_ref(rw_server__model *m); /* one more holder of a held model */
 void rw_server__model_release(rw_server__model *m);
-/* What a loaded model holds, under models_mu: weights + prefix cache + running state. */
+/* What a loaded model holds, under models_mu: weights + prefix cache + running state (metrics.c). */
 size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *st);
 /* The per-model settings from the server's (template caps, tool format, pooling, rerank prompt). */
 rw_status rw_server__model_setup(rw_server__model *m, const char *rerank_template, rw_error *err);
@@ -239,9 +239,6 @@ typedef struct {
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
 } rw_server__tok_lp;
 
-/* The public template variables (include/rewind.h) of the render options
- * rw_chat_prepare made (prompt.c). */
-rw_template_vars rw_server__template_vars(const rw_chat_render_opts *o);
 /* prompt.c: the chat output parser (streaming, or a whole text at once)
  * with the server's options, through the public calls. */
 rw_status rw_server__output_open(const rw_chat_output_opts *o, rw_chat_output **out, rw_error *err);
@@ -255,10 +252,10 @@ rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const r
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool rw_server__parse_request(rw_server__model *m, bool chat, const char *body, size_t len, rw_server__request *r, rw_server__error *e);
 void rw_server__request_free(rw_server__request *r);
-/* chat_guard.c: the rendered chat prompt (text, rendered with ro from the
- * normalized messages norm) to token ids, control tokens taken only from
- * the template's text. False and *e on failure. */
-bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_chat_render_opts *ro,
+/* chat_guard.c: the rendered chat prompt (text, rendered with vars from
+ * the prepared messages norm: rw_chat_prepared_vars) to token ids, control
+ * tokens taken only from the template's text. False and *e on failure. */
+bool rw_server__chat_tokenize(rw_server__model *m, json_t *norm, json_t *tools, json_t *kwargs, const rw_template_vars *vars,
                               const char *text, size_t len, bool add_special, int32_t **ids, size_t *n_ids,
                               rw_server__error *e);
 
