@@ -678,7 +678,11 @@ RW_API rw_status rw_tokenize_guarded(const rw_tokenizer *t, const char *text, si
  * its model (rw_model_chat_template), valid while the model is open. */
 typedef struct rw_chat_template rw_chat_template;
 
-/* m's chat template (borrowed), or NULL for a model not from rw_model_open. */
+/* m's chat template (borrowed), or NULL for a model not from rw_model_open
+ * or whose file's template does not parse (rw_model_open still succeeds:
+ * rw_chat_render and rw_chat_render_json then return RW_ERR_TEMPLATE with
+ * the parse error;
+ * the NULL template is refused by the calls that take one). */
 RW_API const rw_chat_template *rw_model_chat_template(const rw_model *m);
 /* A template of the caller's own: len bytes of Jinja source (UTF-8, need not
  * be NUL-terminated). The caller frees *out with rw_chat_template_free.

@@ -33,7 +33,8 @@ typedef struct rw_api__req {
 typedef struct rw_api__bundle {
     rw_gguf *g;              /* owned: the mapped file the weights point into */
     rw_tokenizer *tok;       /* owned */
-    rw_chat_template *tmpl;  /* owned */
+    rw_chat_template *tmpl;  /* owned; NULL when the file's template does not parse (tmpl_err says why) */
+    rw_error tmpl_err;       /* why tmpl is NULL: the chat calls return it, the rest of the model works */
     char *bos, *eos;         /* owned: the template's bos_token / eos_token, or NULL */
     rw_threadpool *pool;     /* owned, made on first use by rw_seq (one per model) */
     int pool_threads;

@@ -60,15 +60,23 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
     if (params->chat_template) {
         /* the file's BOS/EOS texts still apply to an override */
         rw_chat_template *file_tmpl = NULL;
-        if ((st = rw_chat_template_from_gguf(b->g, &file_tmpl, &b->bos, &b->eos, err))) goto fail;
+        rw_error ferr = {0}; /* the file's own template may be what the override replaces: only memory fails */
+        if (rw_chat_template_from_gguf(b->g, &file_tmpl, &b->bos, &b->eos, &ferr) == RW_ERR_NOMEM) {
+            st = rw_errorf(err, RW_ERR_NOMEM, "%s", ferr.msg);
+            goto fail;
+        }
         rw_chat_template_free(file_tmpl);
         if ((st = rw_chat_template_parse(params->chat_template, strlen(params->chat_template), &b->tmpl, err))) {
             rw_error_prefix(err, "chat_template");
             goto fail;
         }
-    } else if ((st = rw_chat_template_from_gguf(b->g, &b->tmpl, &b->bos, &b->eos, err))) {
+    } else if (rw_chat_template_from_gguf(b->g, &b->tmpl, &b->bos, &b->eos, &b->tmpl_err) == RW_ERR_NOMEM) {
+        st = rw_errorf(err, RW_ERR_NOMEM, "%s", b->tmpl_err.msg);
         goto fail;
     }
+    /* A file's template that does not parse leaves the model usable for
+     * everything but chat rendering (completions, tokens, embeddings), as
+     * llama.cpp loads such a file: the chat calls report the parse error. */
     rw_model_set_api_data(m, b);
     atomic_fetch_add(&rw_api__open_models, 1);
     *out = m;
@@ -146,6 +154,7 @@ rw_status rw_chat_render_json(const rw_model *m, const char *messages_json, cons
                                    .bos_token = b->bos,
                                    .eos_token = b->eos};
     size_t len;
+    if (!b->tmpl) return rw_errorf(err, RW_ERR_TEMPLATE, "the file's chat template: %s", b->tmpl_err.msg);
     return rw_chat_template_render(b->tmpl, &o, out, &len, err);
 }
 

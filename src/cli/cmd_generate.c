@@ -175,7 +175,7 @@ int rw_cmd_generate(int argc, char **argv) {
         RW_OPT_KV_TYPE(&kv),
         RW_OPT_NUMERICS_MODE,
         {"--draft", RW_OPT_STR, &draft_path, 0, 0, 0, 0, NULL, NULL, NULL},
-        {"--draft-max", RW_OPT_INT, &draft_max, 0, 15, 0, 0, NULL, NULL, NULL}, /* 0: the default, 4 */
+        {"--draft-max", RW_OPT_INT, &draft_max, 0, 15, 0, 0, NULL, NULL, NULL}, /* 0: no drafts */
         {"--draft-fixed", RW_OPT_FLAG, &draft_fixed, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--spec", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, spec_opt, &spec},
         {"--spec-ngram-n", RW_OPT_INT, &ngram_n, 1, 64, 0, 0, NULL, NULL, NULL},
@@ -233,6 +233,7 @@ int rw_cmd_generate(int argc, char **argv) {
         rw_cli_error(CMD, "%s: %s", grammar_path ? grammar_path : schema_path, err.msg);
         goto done;
     }
+    if (draft_max == 0) draft_path = NULL, spec = 0; /* drafts of at most 0 tokens: plain decoding */
     if (draft_path && rw_model_open(draft_path, NULL, &dm, &err)) {
         rw_cli_error(CMD, "%s", err.msg);
         goto done;
