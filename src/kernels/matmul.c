@@ -290,14 +290,31 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
             int nw = (int)(o1 - o < mw ? o1 - o : mw);
             const uint8_t *w = g->sp.w + (size_t)o * g->sp.w_stride;
             size_t ws = g->sp.w_stride;
+            /* packing on the fly: the next panel's dense rows are fetched
+             * into the cache a share per tile call while this panel's
+             * products run, so that packing it does not wait on memory */
+            const char *next = NULL;
+            size_t next_bytes = 0, next_share = 0;
             if (g->fly) { /* this panel (mw = the kernel's p_rows) packed into the thread's scratch */
                 uint8_t *pw = j->wpack + (size_t)thread * j->wpack_bytes;
                 j->k->pack_p(w, g->sp.w_stride, j->n_in, nw, pw);
                 w = pw;
                 ws = g->sp.p_stride;
+                if (o + mw < o1) {
+                    const int64_t nn = o1 - o - mw < mw ? o1 - o - mw : mw;
+                    next = (const char *)(g->sp.w + (size_t)(o + mw) * g->sp.w_stride);
+                    next_bytes = (size_t)nn * g->sp.w_stride;
+                    next_share = next_bytes / (size_t)((r1 - r0 + mr - 1) / mr) + 64;
+                }
             }
             for (int64_t r = r0; r < r1; r += mr) {
                 int nx = (int)(r1 - r < mr ? r1 - r : mr);
+                if (next) {
+                    const size_t b1 = next_share < next_bytes ? next_share : next_bytes;
+                    for (size_t b = 0; b < b1; b += 64) __builtin_prefetch(next + b, 0, 2);
+                    next += b1, next_bytes -= b1;
+                    if (!next_bytes) next = NULL;
+                }
                 const uint8_t *xg = xq + (size_t)(r / per) * g->slot_bytes;
                 if (!g->sp.y_rows) { /* straight into y */
                     g->form->tile(j->n_in, w, ws, nw, xg, g->slot_bytes, nx,

@@ -393,8 +393,41 @@ static void convert_p_b128(const float *const *rows, int n_rows, void *xp, int64
     convert_p_chunks(rows, n_rows, xp, n, 128);
 }
 
-/* Rows past n_out are zeros (their outputs are not stored). */
-#define B32_PACK(name, UNPACK)                                                                                   \
+/* The 16 x 16 transpose of 32-bit lanes: on return r[k] lane l holds
+ * lane k of row l. Unpacks of 32 and 64 bits leave, in 128-bit lane j of
+ * t[4i + m], column 4j + m of rows 4i..4i+3; two rounds of 128-bit
+ * shuffles then gather each column's four pieces. */
+INLINE void transpose16x16(__m512i r[16]) {
+    __m512i t[16];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+        const __m512i ul = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i uh = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512i vl = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i vh = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        t[m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(2, 0, 2, 0));     /* column m */
+        t[4 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(2, 0, 2, 0)); /* column 4 + m */
+        t[8 + m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(3, 1, 3, 1)); /* column 8 + m */
+        t[12 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+    _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) r[k] = t[k];
+}
+
+#define B32_PACK_PF 512 /* bytes ahead in each of a panel's rows that packing prefetches */
+/* Rows past n_out are zeros (their outputs are not stored). The 16 rows of
+ * a panel are read as 16 streams a chunk at a time, each prefetched
+ * B32_PACK_PF bytes ahead (the hardware prefetcher does not follow 16
+ * streams this short), and the chunk is transposed in registers. */
+#define B32_PACK(name, UNPACK, block)                                                                            \
     static void pack_p_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {           \
         const int64_t nb = n / 32, nc = (nb + 1) / 2;                                                          \
         for (int64_t i0 = 0; i0 < n_out; i0 += BP_ROWS) {                                                      \
@@ -402,20 +435,26 @@ static void convert_p_b128(const float *const *rows, int n_rows, void *xp, int64
             const int nl = n_out - i0 < BP_ROWS ? (int)(n_out - i0) : BP_ROWS;                                 \
             for (int64_t c = 0; c < nc; c++) {                                                                 \
                 const int two = 2 * c + 1 < nb;                                                                \
-                uint32_t u[BP_ROWS][16];                                                                       \
-                float d[BP_ROWS][16];                                                                          \
-                for (int l = 0; l < BP_ROWS; l++) {                                                            \
-                    const w_chunk wc = l < nl ? UNPACK(w + (size_t)(i0 + l) * ws, c, two)                       \
-                                              : (w_chunk){_mm512_setzero_si512(), _mm512_setzero_ps(),         \
-                                                          _mm512_setzero_ps()};                                \
-                    _mm512_storeu_si512(u[l], wc.u);                                                           \
-                    _mm512_storeu_ps(d[l], wc.dw);                                                             \
-                }                                                                                              \
+                __m512i u[BP_ROWS];                                                                            \
                 uint32_t *W = (uint32_t *)(P + (size_t)c * BP_CHUNK);                                          \
                 float *S = (float *)(W + 256);                                                                 \
-                for (int k = 0; k < 16; k++)                                                                   \
-                    for (int l = 0; l < BP_ROWS; l++) W[16 * k + l] = u[l][k];                                 \
-                for (int l = 0; l < BP_ROWS; l++) S[l] = d[l][0], S[16 + l] = d[l][8];                         \
+                _Pragma("GCC unroll 16") for (int l = 0; l < BP_ROWS; l++) {                                   \
+                    if (l < nl) {                                                                              \
+                        const uint8_t *row = w + (size_t)(i0 + l) * ws;                                        \
+                        _mm_prefetch((const char *)(row + (size_t)(2 * c) * sizeof(block)) + B32_PACK_PF,      \
+                                     _MM_HINT_T0);                                                             \
+                        const w_chunk wc = UNPACK(row, c, two);                                                \
+                        u[l] = wc.u;                                                                           \
+                        S[l] = _mm512_cvtss_f32(wc.dw);                                                        \
+                        S[16 + l] = _mm_cvtss_f32(_mm512_extractf32x4_ps(wc.dw, 2));                           \
+                    } else {                                                                                   \
+                        u[l] = _mm512_setzero_si512();                                                         \
+                        S[l] = S[16 + l] = 0.0f;                                                               \
+                    }                                                                                          \
+                }                                                                                              \
+                transpose16x16(u);                                                                             \
+                _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++)                                          \
+                    _mm512_store_si512(W + 16 * k, u[k]);                                                      \
             }                                                                                                  \
         }                                                                                                      \
     }
@@ -474,10 +513,10 @@ static void tile_p_b32(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
     }
 }
 
-B32_PACK(q4_0, unpack_q4_0)
-B32_PACK(q5_0, unpack_q5_0)
-B32_PACK(iq4_nl, unpack_iq4_nl)
-B32_PACK(mxfp4, unpack_mxfp4)
+B32_PACK(q4_0, unpack_q4_0, rw_block_q4_0)
+B32_PACK(q5_0, unpack_q5_0, rw_block_q5_0)
+B32_PACK(iq4_nl, unpack_iq4_nl, rw_block_iq4_nl)
+B32_PACK(mxfp4, unpack_mxfp4, rw_block_mxfp4)
 
 /* ==== tiles of every shape, and the tables =============================== */
 
