@@ -78,9 +78,9 @@ extern "C" {
 /* ---- version -------------------------------------------------------- */
 
 #define RW_VERSION_MAJOR 0
-#define RW_VERSION_MINOR 23
+#define RW_VERSION_MINOR 24
 #define RW_VERSION_PATCH 0
-#define RW_VERSION_STRING "0.23.0"
+#define RW_VERSION_STRING "0.24.0"
 /* One integer that compares: 10000 * major + 100 * minor + patch. */
 #define RW_VERSION_NUMBER (RW_VERSION_MAJOR * 10000 + RW_VERSION_MINOR * 100 + RW_VERSION_PATCH)
 

@@ -11,7 +11,7 @@ import threading
 
 # The header version these bindings mirror. The structs below are this
 # version's; a library of another major.minor may lay them out differently.
-HEADER_VERSION = (0, 23)
+HEADER_VERSION = (0, 24)
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 c_float_p = ctypes.POINTER(ctypes.c_float)
@@ -150,6 +150,8 @@ class rw_engine_params(ctypes.Structure):
         ("draft_fixed", ctypes.c_bool),
         ("manual", ctypes.c_bool),
         ("cache_write_delay", ctypes.c_double),
+        ("ngram_n", ctypes.c_int),
+        ("ngram_min_hits", ctypes.c_int),
     ]
 
 
@@ -164,6 +166,20 @@ class rw_engine_stats_public(ctypes.Structure):
         ("cache_entries", ctypes.c_uint64),
         ("draft_tokens", ctypes.c_uint64),
         ("accepted_tokens", ctypes.c_uint64),
+    ]
+
+
+class rw_chat_request(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("messages_json", ctypes.c_char_p),
+        ("tools_json", ctypes.c_char_p),
+        ("add_generation_prompt", ctypes.c_bool),
+        ("kwargs_json", ctypes.c_char_p),
+        ("enable_thinking", ctypes.c_int),
+        ("reasoning_effort", ctypes.c_char_p),
+        ("bos_token", ctypes.c_char_p),
+        ("eos_token", ctypes.c_char_p),
     ]
 
 
@@ -191,6 +207,7 @@ STRUCTS = {
     "rw_engine_params": rw_engine_params,
     "rw_engine_stats_public": rw_engine_stats_public,
     "rw_embed_options": rw_embed_options,
+    "rw_chat_request": rw_chat_request,
 }
 
 RW_SPECULATE_MTP = 1
@@ -363,6 +380,30 @@ _PROTOTYPES = {
         [_P, c_int32_p, ctypes.c_int64, ctypes.c_int, c_int32_p, ctypes.c_int, _P, _P,
          ctypes.POINTER(ctypes.c_uint64), _E],
     ),
+    # chat templates and tokenizers of a file without its weights, chat
+    # requests prepared for a template, grammars, the full statistics: the
+    # calls `rewind serve` uses (opaque structs: pointers here)
+    "rw_chat_template_parse": (_S, [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_P), _E]),
+    "rw_chat_template_load": (
+        _S, [ctypes.c_char_p, ctypes.POINTER(_P), ctypes.POINTER(_P), ctypes.POINTER(_P), _E]
+    ),
+    "rw_chat_template_free": (None, [_P]),
+    "rw_chat_template_caps": (None, [_P, _P]),
+    "rw_tokenizer_open": (_S, [ctypes.c_char_p, ctypes.POINTER(_P), _E]),
+    "rw_tokenizer_close": (None, [_P]),
+    "rw_chat_request_init": (None, [_P, ctypes.c_size_t]),
+    "rw_chat_prepare": (_S, [_P, _P, ctypes.POINTER(_P), _E]),
+    "rw_chat_prepared_free": (None, [_P]),
+    "rw_chat_prepared_messages": (_P, [_P, ctypes.POINTER(ctypes.c_size_t)]),
+    "rw_chat_prepared_vars": (_P, [_P]),
+    "rw_chat_render_request": (_S, [_P, _P, _P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t), _E]),
+    "rw_grammar_match": (
+        _S,
+        [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+         ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.c_bool), _E],
+    ),
+    "rw_engine_stats_full": (_S, [_P, _P, ctypes.c_size_t, _E]),
+    "rw_pcache_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
 }
 
 # The header's function names, for the test that compares them with
@@ -435,7 +476,7 @@ def _declare(lib):
     # struct as this package declares it, filled by the library's *_init
     # with this struct's size (fields the package does not know: defaults).
     for cls in (rw_model_params, rw_gen_options, rw_engine_params, rw_embed_options, rw_template_vars,
-                rw_request_params, rw_chat_output_params):
+                rw_request_params, rw_chat_output_params, rw_chat_request):
         setattr(lib, cls.__name__ + "_default", _sized_default(getattr(lib, cls.__name__ + "_init"), cls))
 
 
