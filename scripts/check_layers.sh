@@ -51,9 +51,6 @@ engine: embed.c engine.c engine_seq.c engine_spec.c output.c scheduler.c
 kernels: matmul.c matmul_avx2.c matmul_kpanel_avx2.c matmul_q8_0_avx2.c matmul_ref.c quantize_ref.c
 kernels: matmul_avx512.c matmul_q8_0_avx512.c
 kernels: ops_act.c ops_avx2.c ops_avx512.c ops_norm.c
-# server: server.c queues connections on the workers (work.c), which hand
-# them back when they leave the queue.
-server: server.c work.c
 EOF
 )
 build=${RW_BUILD:-build}

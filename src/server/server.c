@@ -907,7 +907,8 @@ rw_status rw_server_start_models(const rw_server_model_source *models, int n, co
         return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     }
     rw_status st = rw_server__conns_start(s, err);
-    if (!st) st = rw_server__work_start(s, cfg->workers > 0 ? cfg->workers : 2, err);
+    if (!st) st = rw_server__work_start(s, cfg->workers > 0 ? cfg->workers : 2, rw_server__conn_work,
+                                          rw_server__conn_unqueued, err);
     if (st) {
         stop_all(s);
         close(s->listen_fd);

@@ -96,6 +96,11 @@ struct rw_server {
     pthread_t workers[8];
     int n_workers;
     bool work_stop;
+    /* what a worker does with a request, and with one no worker will take
+     * (set by rw_server__work_start: the queue calls up through them, so
+     * work.c depends on none of the routes) */
+    void (*work_fn)(struct rw_server *s, struct rw_server__conn *cc);
+    void (*unqueued_fn)(struct rw_server *s, struct rw_server__conn *cc);
 
     struct rw_api_store *store; /* the Responses API's stored responses (api_store.c) */
 
@@ -162,7 +167,10 @@ rw_status rw_server__conns_start(rw_server *s, rw_error *err);
 void rw_server__conns_stop(rw_server *s);
 
 /* work.c */
-rw_status rw_server__work_start(rw_server *s, int n, rw_error *err);
+/* Starts n workers that run work(s, cc) for each queued request;
+ * unqueued(s, cc) answers those still queued at rw_server__work_stop. */
+rw_status rw_server__work_start(rw_server *s, int n, void (*work)(rw_server *, struct rw_server__conn *),
+                                void (*unqueued)(rw_server *, struct rw_server__conn *), rw_error *err);
 void rw_server__work_push(rw_server *s, struct rw_server__conn *cc);
 /* Joins the workers; requests still queued are answered 503. */
 void rw_server__work_stop(rw_server *s);
@@ -441,10 +449,11 @@ typedef struct rw_server__conn {
     bool stream;
 } rw_server__conn;
 
-/* server.c, on a worker thread: handles cc's request (cc->state CC_WORK)
- * into CC_REPLY or CC_JOB. */
+/* server.c, on a worker thread (work.c's work_fn): handles cc's request
+ * (cc->state CC_WORK) into CC_REPLY or CC_JOB. */
 void rw_server__conn_work(rw_server *s, rw_server__conn *cc);
-/* server.c: a request no worker will take (stopping): CC_REPLY 503. */
+/* server.c (work.c's unqueued_fn): a request no worker will take
+ * (stopping): CC_REPLY 503. */
 void rw_server__conn_unqueued(rw_server *s, rw_server__conn *cc);
 
 /* metrics.c: the Prometheus text (malloc'd). */

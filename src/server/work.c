@@ -5,8 +5,8 @@
  * whatever the requests in flight cost.
  *
  * The handler suspends its connection and queues the request; a worker
- * takes it (FIFO), fills in the answer or the job (rw_server__conn_work, server.c)
- * and resumes the connection. */
+ * takes it (FIFO), fills in the answer or the job (work_fn: server.c's
+ * rw_server__conn_work) and resumes the connection. */
 #include <stdlib.h>
 
 #include "server/server_int.h"
@@ -21,7 +21,7 @@ static void *worker_main(void *arg) {
         s->work_head = cc->work_next;
         if (!s->work_head) s->work_tail = NULL;
         pthread_mutex_unlock(&s->work_mu);
-        rw_server__conn_work(s, cc);
+        s->work_fn(s, cc);
         rw_server__sock_wake(s, cc->sock); /* cc belongs to the connection again */
         pthread_mutex_lock(&s->work_mu);
     }
@@ -29,7 +29,10 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-rw_status rw_server__work_start(rw_server *s, int n, rw_error *err) {
+rw_status rw_server__work_start(rw_server *s, int n, void (*work)(rw_server *, rw_server__conn *),
+                                void (*unqueued)(rw_server *, rw_server__conn *), rw_error *err) {
+    s->work_fn = work;
+    s->unqueued_fn = unqueued;
     if (n < 1) n = 1;
     if (n > (int)(sizeof s->workers / sizeof *s->workers)) n = (int)(sizeof s->workers / sizeof *s->workers);
     for (s->n_workers = 0; s->n_workers < n; s->n_workers++)
@@ -62,7 +65,7 @@ void rw_server__work_stop(rw_server *s) {
     pthread_mutex_unlock(&s->work_mu);
     while (cc) {
         rw_server__conn *next = cc->work_next;
-        rw_server__conn_unqueued(s, cc);
+        s->unqueued_fn(s, cc);
         rw_server__sock_wake(s, cc->sock);
         cc = next;
     }
