@@ -112,7 +112,8 @@ int main(void) {
     rw_chat_template *ft = NULL;
     char *bos = NULL, *eos = NULL;
     CHECK_MSG(!rw_chat_template_load(path, &ft, &bos, &eos, &err), "%s", err.msg);
-    CHECK(rw_tokenizer_open("/nonexistent.gguf", &tok, &err) == RW_ERR_IO && tok == NULL);
+    rw_tokenizer *no_tok = NULL;
+    CHECK(rw_tokenizer_open("/nonexistent.gguf", &no_tok, &err) == RW_ERR_IO && no_tok == NULL);
     rw_chat_template *none = NULL;
     CHECK(rw_chat_template_load("/nonexistent.gguf", &none, NULL, NULL, &err) == RW_ERR_IO && none == NULL);
     rw_model *m = NULL;
