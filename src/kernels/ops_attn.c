@@ -16,11 +16,28 @@ typedef struct {
     int n_head_kv, group, hd_k, hd_v;
     float scale;
     bool avx512;
+    int block; /* > 0: tokens per task, their queries four at a time (rw_attn_tokens_avx512) */
     float *out, *scratch;
 } attn_job;
 
 static void attn_task(void *p, int64_t task, int thread) {
     const attn_job *j = p;
+#if defined(__x86_64__)
+    if (j->block) {
+        const int64_t t0 = task / j->n_head_kv * j->block, n_q = j->n_ctx - j->pos0;
+        const int g = (int)(task % j->n_head_kv), h0 = g * j->group;
+        const rw_attn_kv *kv = j->kv;
+        const rw_attn_pages head = {.k_pages = kv->k_pages, .v_pages = kv->v_pages, .page_len = kv->page_len,
+                                    .k_off = g * kv->k_head_stride, .v_off = g * kv->v_head_stride,
+                                    .v_stride = kv->v_stride, .sinks = kv->sinks ? kv->sinks + h0 : NULL};
+        const int n_tok = (int)(n_q - t0 < j->block ? n_q - t0 : j->block);
+        rw_attn_tokens_avx512(j->q + t0 * j->q_stride + (int64_t)h0 * j->hd_k, j->q_stride, n_tok, j->group, &head,
+                              kv->f16, j->pos0 + t0 + 1, kv->window, j->hd_k, j->hd_v, j->scale,
+                              j->scratch + (int64_t)thread * 4 * j->n_ctx, j->n_ctx,
+                              j->out + t0 * j->out_stride + (int64_t)h0 * j->hd_v, j->out_stride);
+        return;
+    }
+#endif
     const int64_t t = task / j->n_head_kv;
     const int g = (int)(task % j->n_head_kv), h0 = g * j->group;
     const rw_attn_kv *kv = j->kv;
@@ -49,7 +66,16 @@ static void attn_task(void *p, int64_t task, int thread) {
 }
 
 int64_t rw_attn_scratch_floats(int n_threads, int n_head, int n_head_kv, int64_t n_ctx) {
-    return (int64_t)n_threads * (n_head / n_head_kv) * n_ctx;
+    const int rows = n_head / n_head_kv > 4 ? n_head / n_head_kv : 4; /* a group, or a block of four queries */
+    return (int64_t)n_threads * rows * n_ctx;
+}
+
+/* Tokens per task for the four-query blocks: enough that their queries
+ * (tokens x group) fill blocks of four; 0 = one token per task. A lone
+ * token whose group is under four would be mostly padding. */
+static int block_tokens(int64_t n_q, int group, int hd_k, int hd_v) {
+    if (hd_k % 64 || hd_v % 4 || n_q * group < 4) return 0;
+    return group % 4 == 0 ? 1 : group % 2 == 0 ? 2 : 4;
 }
 
 void rw_attn_causal(const rw_attn_kv *kv, const float *q, int64_t q_stride, int64_t pos0, int64_t n_q, int n_head,
@@ -58,5 +84,7 @@ void rw_attn_causal(const rw_attn_kv *kv, const float *q, int64_t q_stride, int6
     attn_job j = {.kv = kv, .q = q, .q_stride = q_stride, .pos0 = pos0, .n_ctx = pos0 + n_q,
                   .out_stride = out_stride, .n_head_kv = n_head_kv, .group = n_head / n_head_kv, .hd_k = hd_k,
                   .hd_v = hd_v, .scale = scale, .avx512 = rw_ops_use_avx512(), .out = out, .scratch = scratch};
-    rw_threadpool_run(pool, attn_task, &j, n_q * n_head_kv);
+    if (j.avx512) j.block = block_tokens(n_q, j.group, hd_k, hd_v);
+    const int64_t n_tasks = j.block ? (n_q + j.block - 1) / j.block : n_q;
+    rw_threadpool_run(pool, attn_task, &j, n_tasks * n_head_kv);
 }

@@ -434,7 +434,7 @@ static inline __attribute__((always_inline)) void group_values(const rw_attn_pag
  * exp per (masked) 16-lane block, block sums added in double, times 1/sum.
  * A sliding window: s[b0..first) become 0 (b0 = first's 64-block), s before
  * b0 is not touched. */
-static void attn_softmax(float *s, int64_t first, int64_t b0, int64_t n, const float *sink) {
+void rw_attn_softmax_avx512(float *s, int64_t first, int64_t b0, int64_t n, const float *sink) {
     float mx = -INFINITY;
     for (int64_t j = first; j < n; j++)
         if (s[j] > mx) mx = s[j];
@@ -471,7 +471,7 @@ static inline __attribute__((always_inline)) void attn_group(const float *q, int
                 group_scores(qb, hd_k, hb, k + (size_t)(j * hd_k) * esz, f16, scale, sb + p0 + j, n_pos);
         }
         for (int h = 0; h < hb; h++)
-            attn_softmax(sb + h * n_pos, first, b0, n_pos, kv->sinks ? kv->sinks + h0 + h : NULL);
+            rw_attn_softmax_avx512(sb + h * n_pos, first, b0, n_pos, kv->sinks ? kv->sinks + h0 + h : NULL);
         for (int i = 0; i < hd_v; i++)
             group_values(kv, i, f16, sb, b0, n_pos, hb, out + (int64_t)h0 * hd_v + i, hd_v);
     }

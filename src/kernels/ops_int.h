@@ -83,6 +83,18 @@ void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const fl
  * and V row read once for every head. scores: r * n_pos floats. */
 void rw_attn_group_avx512(const float *q, int r, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                           float scale, float *scores, float *out);
+/* The softmax of one head's scores s[b0..n) in place, as rw_attn_head
+ * (exp per 16-lane block, block sums in double; s[b0..first) become 0). */
+void rw_attn_softmax_avx512(float *s, int64_t first, int64_t b0, int64_t n, const float *sink);
+/* n_tok consecutive tokens' r query heads sharing one paged KV head, four
+ * queries at a time (ops_attn_block_avx512.c): token t (q + t*q_stride +
+ * h*hd_k, out + t*out_stride + h*hd_v) attends to positions
+ * [max(0, n_pos0 + t - window), n_pos0 + t) (window 0: all), bitwise what
+ * rw_attn_head_paged_ref gives for it. hd_k a multiple of 64, hd_v of 4.
+ * scores: 4 rows of scores_stride >= n_pos0 + n_tok - 1 floats. */
+void rw_attn_tokens_avx512(const float *q, int64_t q_stride, int n_tok, int r, const rw_attn_pages *kv, bool f16,
+                           int64_t n_pos0, int64_t window, int hd_k, int hd_v, float scale, float *scores,
+                           int64_t scores_stride, float *out, int64_t out_stride);
 void rw_f32_to_f16_row_avx512(const float *src, rw_f16 *dst, int64_t n);
 void rw_f16_to_f32_row_avx512(const rw_f16 *src, float *dst, int64_t n);
 

@@ -365,12 +365,17 @@ int main(void) {
             check_attention(4, 2, 64, 48, small ? 90 : 200, f16, 70);
             check_attention(3, 1, 17, 33, small ? 9 : 40, f16, 1);
             check_attention(6, 1, 40, 24, small ? 70 : 140, f16, 65);
+            /* prefill's blocks of four queries (head sizes of 64s): groups
+             * of 3 (four tokens a block) across windows and pages, of 1 */
+            check_attention(3, 1, 128, 128, small ? 40 : 130, f16, 70);
+            check_attention(2, 2, 64, 64, small ? 70 : 131, f16, 0);
             /* attention sinks (gpt-oss: 8 heads on 2, window 8 on alternate
              * layers), with and without a window, groups of 4 + 2 */
             with_sinks = true;
             check_attention(8, 2, 64, 64, small ? 20 : 100, f16, 8);
             check_attention(8, 2, 64, 64, small ? 20 : 100, f16, 0);
             check_attention(6, 1, 40, 24, small ? 70 : 140, f16, 65);
+            check_attention(10, 2, 64, 64, small ? 30 : 90, f16, 65); /* groups of 5 */
             with_sinks = false;
         }
         /* qwen35-like (dk 64, 2 key heads, 4 value heads), qwen3next-like
