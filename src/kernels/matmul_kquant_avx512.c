@@ -383,7 +383,7 @@ INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int
     }
 }
 
-/* The tile for 2 to NX activation rows: Q6 0 for Q4_K / Q5_K (the
+/* The tile for 2 to NW weight rows and 2 to NX activation rows: Q6 0 for Q4_K / Q5_K (the
  * reference's sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum)), 1 for
  * Q6_K (sum + (d*dx)*(float)(isum - msum)). */
 #define KQUANT_EXACT_TILE_V(name, UNPACK, Q6)                                                                 \
@@ -392,7 +392,7 @@ INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int
         __m512 acc = _mm512_setzero_ps();                                                                      \
         for (int64_t sb = 0; sb < n / 256; sb++) {                                                             \
             w_superm wsb[NW];                                                                                  \
-            float d[16] = {0}, dm[16] = {0}, dx[16] = {0};                                                     \
+            float d[NW] = {0}, dm[NW] = {0}, dx[NX] = {0};                                                     \
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                             \
                 kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                          \
                 UNPACK(w + i * ws, sb, &wsb[i]);                                                               \
@@ -415,19 +415,24 @@ INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int
                                                             _mm512_extracti64x4_epi64(isum, 1));               \
                         v[4 * j + i] = _mm512_inserti64x4(_mm512_castsi256_si512(i8), msum, 1);               \
                     }                                                                                          \
-                    d[4 * j + i] = wsb[i].d;                                                                   \
-                    dm[4 * j + i] = wsb[i].dmin;                                                               \
-                    dx[4 * j + i] = xsb->d;                                                                    \
+                    d[i] = wsb[i].d;                                                                           \
+                    dm[i] = wsb[i].dmin;                                                                       \
+                    dx[j] = xsb->d;                                                                            \
                 }                                                                                              \
             }                                                                                                  \
             __m512i I, M;                                                                                      \
             kx_fold_pairs(v, &I, &M, !Q6);                                                                     \
-            const __m512 vdx = _mm512_loadu_ps(dx);                                                            \
-            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(d), vdx), _mm512_cvtepi32_ps(I));     \
+            /* lane 4j + i: d and dmin of weight row i, dx of activation row j (built in registers) */         \
+            const __m512 vdx = _mm512_permutexvar_ps(                                                          \
+                _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),                             \
+                _mm512_castps128_ps512(_mm_setr_ps(dx[0], dx[1], dx[2], dx[3])));                              \
+            const __m512 vd = _mm512_broadcast_f32x4(_mm_setr_ps(d[0], d[1], d[2], d[3]));                     \
+            const __m512 vdm = _mm512_broadcast_f32x4(_mm_setr_ps(dm[0], dm[1], dm[2], dm[3]));                \
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(I));                     \
             if (Q6) {                                                                                          \
                 acc = _mm512_add_ps(acc, t);                                                                   \
             } else {                                                                                           \
-                const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(dm), vdx), _mm512_cvtepi32_ps(M)); \
+                const __m512 u = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(M));      \
                 acc = _mm512_add_ps(acc, _mm512_sub_ps(t, u));                                                 \
             }                                                                                                  \
         }                                                                                                      \
@@ -438,7 +443,7 @@ INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int
     }                                                                                                          \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,           \
                             size_t xs, const int nx, float *out) {                                             \
-        if (nx == 1) name##_impl1(n, w, ws, nw, xq, xs, nx, out);                                              \
+        if (nx == 1 || nw == 1) name##_impl1(n, w, ws, nw, xq, xs, nx, out); /* few pairs: the scalar step */ \
         else name##_implv(n, w, ws, nw, xq, xs, nx, out);                                                      \
     }
 
