@@ -367,9 +367,11 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
 INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int HALVES) {
     __m512i t[8], u[4], w[2];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-        t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]), _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+        t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                                _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        u[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]), _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
+        u[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]),
+                                _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
     _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
         w[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                                 _mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
