@@ -11,9 +11,10 @@
 
 enum { KP_ROWS = 16, KP_MAX_NX = 16, KP_MIN_ROWS = 8 };
 /* The group form (matmul_kgroup_avx512.c) costs about the same for 1 to 16
- * rows, the tile about a fifth of that per row (measured on Zen 5 with the
- * weights in cache): the tile up to 5 rows. */
-enum { KG_MIN_ROWS = 6 };
+ * rows, the tile (with its float step done for 4 x 4 pairs at once) about
+ * an eighth of that per row beyond the first (measured on Zen 5 with the
+ * weights in cache): the tile up to 7 rows. */
+enum { KG_MIN_ROWS = 8 };
 
 /* One unpacked weight super-block in element order. */
 typedef struct {

@@ -328,7 +328,7 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
 #define KX_STEP_OFFSET(acc, w, dx, I, M) ((acc) + ((w).d * (dx)) * (float)((I) - (M)))
 
 #define KQUANT_EXACT_TILE(name, UNPACK, STEP)                                                          \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
+    INLINE void name##_impl1(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
                             size_t xs, const int nx, float *out) {                                     \
         float acc[NW][NX];                                                                             \
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
@@ -355,11 +355,108 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = acc[i][j];          \
     }
 
+/* With several activation rows the pairs' integer sums are folded together
+ * and the float step is one vector step for all of them: pair L = 4j + i
+ * (weight row i, activation row j) is lane L. kx_fold_pairs adds the lanes
+ * of each v[L] in a tree of shuffles: levels 1 and 2 add the 4 lanes of
+ * each 128 bits, level 3 adds 128-bit lanes 0 + 1 and 2 + 3, so with v[L]
+ * = [isum folded to 8 lanes | msum] it returns I in lanes L of *I and M in
+ * *M; with v[L] = the 16 lanes of isum - msum (Q6_K) it adds the two into
+ * *I. The integers are the one-pair tile's (exact in any order), and the
+ * float step per lane is the same operations in the same order. */
+INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int HALVES) {
+    __m512i t[8], u[4], w[2];
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+        t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                                _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        u[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]),
+                                _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
+    _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
+        w[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i lo = _mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i hi = _mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1));
+    if (HALVES) {
+        *I = lo;
+        *M = hi;
+    } else {
+        *I = _mm512_add_epi32(lo, hi);
+    }
+}
+
+/* The tile for 2 to NW weight rows and 2 to NX activation rows: Q6 0 for Q4_K / Q5_K (the
+ * reference's sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum)), 1 for
+ * Q6_K (sum + (d*dx)*(float)(isum - msum)). */
+#define KQUANT_EXACT_TILE_V(name, UNPACK, Q6)                                                                 \
+    INLINE void name##_implv(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,          \
+                             size_t xs, const int nx, float *out) {                                            \
+        __m512 acc = _mm512_setzero_ps();                                                                      \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                             \
+            w_superm wsb[NW];                                                                                  \
+            float d[NW] = {0}, dm[NW] = {0}, dx[NX] = {0};                                                     \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                             \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                          \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                               \
+            }                                                                                                  \
+            __m512i v[16];                                                                                     \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NX; j++) {                                             \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                                      \
+                const __m256i bs = j < nx ? _mm256_load_si256((const __m256i *)xsb->bsums) : _mm256_setzero_si256(); \
+                _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) {                                         \
+                    if (i >= nw || j >= nx) {                                                                  \
+                        v[4 * j + i] = _mm512_setzero_si512();                                                 \
+                        continue;                                                                              \
+                    }                                                                                          \
+                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                             \
+                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                   \
+                    if (Q6) {                                                                                  \
+                        v[4 * j + i] = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(msum));                   \
+                    } else {                                                                                   \
+                        const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum),                      \
+                                                            _mm512_extracti64x4_epi64(isum, 1));               \
+                        v[4 * j + i] = _mm512_inserti64x4(_mm512_castsi256_si512(i8), msum, 1);               \
+                    }                                                                                          \
+                    d[i] = wsb[i].d;                                                                           \
+                    dm[i] = wsb[i].dmin;                                                                       \
+                    dx[j] = xsb->d;                                                                            \
+                }                                                                                              \
+            }                                                                                                  \
+            __m512i I, M;                                                                                      \
+            kx_fold_pairs(v, &I, &M, !Q6);                                                                     \
+            /* lane 4j + i: d and dmin of weight row i, dx of activation row j (built in registers) */         \
+            const __m512 vdx = _mm512_permutexvar_ps(                                                          \
+                _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),                             \
+                _mm512_castps128_ps512(_mm_setr_ps(dx[0], dx[1], dx[2], dx[3])));                              \
+            const __m512 vd = _mm512_broadcast_f32x4(_mm_setr_ps(d[0], d[1], d[2], d[3]));                     \
+            const __m512 vdm = _mm512_broadcast_f32x4(_mm_setr_ps(dm[0], dm[1], dm[2], dm[3]));                \
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(I));                     \
+            if (Q6) {                                                                                          \
+                acc = _mm512_add_ps(acc, t);                                                                   \
+            } else {                                                                                           \
+                const __m512 u = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(M));      \
+                acc = _mm512_add_ps(acc, _mm512_sub_ps(t, u));                                                 \
+            }                                                                                                  \
+        }                                                                                                      \
+        float l[16];                                                                                           \
+        _mm512_storeu_ps(l, acc);                                                                              \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                   \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = l[4 * j + i];               \
+    }                                                                                                          \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,           \
+                            size_t xs, const int nx, float *out) {                                             \
+        if (nx == 1 || nw == 1) name##_impl1(n, w, ws, nw, xq, xs, nx, out); /* few pairs: the scalar step */ \
+        else name##_implv(n, w, ws, nw, xq, xs, nx, out);                                                      \
+    }
+
 KQUANT_MADD_TILE(q2_K, unpackm_q2_K)
 KQUANT_MADD_TILE(q3_K, unpackm_q3_K)
 KQUANT_EXACT_TILE(q4_K, unpackm_q4_K, KX_STEP_MINS)
 KQUANT_EXACT_TILE(q5_K, unpackm_q5_K, KX_STEP_MINS)
 KQUANT_EXACT_TILE(q6_K, unpackm_q6_K, KX_STEP_OFFSET)
+KQUANT_EXACT_TILE_V(q4_K, unpackm_q4_K, 0)
+KQUANT_EXACT_TILE_V(q5_K, unpackm_q5_K, 0)
+KQUANT_EXACT_TILE_V(q6_K, unpackm_q6_K, 1)
 KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 
 /* ---- K-quants in ggml's order (RW_NUMERICS_GGML; matmul_ref.c) ---------
