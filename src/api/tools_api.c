@@ -15,6 +15,12 @@
 
 /* ---- reading a GGUF file ---- */
 
+/* The public type codes are GGUF's, as the reader's. */
+_Static_assert(RW_META_UINT8 == (int)RW_GGUF_UINT8 && RW_META_BOOL == (int)RW_GGUF_BOOL &&
+                   RW_META_STRING == (int)RW_GGUF_STRING && RW_META_ARRAY == (int)RW_GGUF_ARRAY &&
+                   RW_META_FLOAT64 == (int)RW_GGUF_FLOAT64 && RW_META_FLOAT64 + 1 == (int)RW_GGUF_TYPE_COUNT,
+               "rw_meta_type follows rw_gguf_type");
+
 /* The public handle is the reader itself: the functions below only read it. */
 static const rw_gguf *gguf_of(const rw_model_file *f) { return (const rw_gguf *)f; }
 
