@@ -18,8 +18,13 @@
  *   - rw_engine: the continuous-batching engine with the prefix cache
  *     (several requests at once from any thread; a request whose prompt
  *     starts like an earlier one reuses its state, bitwise exactly);
- *   - rw_seq: one sequence driven by hand: evaluate tokens, read logits,
- *     rewind, save and load a state file.
+ *   - rw_seq: one sequence driven by hand: evaluate tokens (several
+ *     sequences in one batch too), read logits, rewind, save and load a
+ *     state file;
+ *   - what a server built on the library needs beyond those (tokenizer and
+ *     template handles, token-level requests, chat output parsing), and
+ *     tools: a GGUF file read without loading a model, the disk tier's
+ *     verification, process switches.
  *
  * Errors: every function that returns rw_status returns RW_OK on success.
  * On failure it returns the code it also stores in err (when err is not

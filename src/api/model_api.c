@@ -79,7 +79,9 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
     /* A file's template that does not parse leaves the model usable for
      * everything but chat rendering (completions, tokens, embeddings), as
      * llama.cpp loads such a file: the chat calls report the parse error. */
-    b->rerank = rw_chat_rerank_template_from_gguf(b->g); /* NULL when absent, or out of memory: no reranker prompt */
+    /* the reranker's prompt (rw_model_text_get): NULL when the file has none or it is not a usable string
+     * (as rewind serve has always read it; out of memory reads the same: the server then uses its default) */
+    b->rerank = rw_chat_rerank_template_from_gguf(b->g);
     rw_model_set_api_data(m, b);
     atomic_fetch_add(&rw_api__open_models, 1);
     *out = m;
