@@ -18,8 +18,13 @@
  *   - rw_engine: the continuous-batching engine with the prefix cache
  *     (several requests at once from any thread; a request whose prompt
  *     starts like an earlier one reuses its state, bitwise exactly);
- *   - rw_seq: one sequence driven by hand: evaluate tokens, read logits,
- *     rewind, save and load a state file.
+ *   - rw_seq: one sequence driven by hand: evaluate tokens (several
+ *     sequences in one batch too), read logits, rewind, save and load a
+ *     state file;
+ *   - what a server built on the library needs beyond those (tokenizer and
+ *     template handles, token-level requests, chat output parsing), and
+ *     tools: a GGUF file read without loading a model, the disk tier's
+ *     verification, process switches.
  *
  * Errors: every function that returns rw_status returns RW_OK on success.
  * On failure it returns the code it also stores in err (when err is not
@@ -78,9 +83,9 @@ extern "C" {
 /* ---- version -------------------------------------------------------- */
 
 #define RW_VERSION_MAJOR 0
-#define RW_VERSION_MINOR 24
+#define RW_VERSION_MINOR 25
 #define RW_VERSION_PATCH 0
-#define RW_VERSION_STRING "0.24.0"
+#define RW_VERSION_STRING "0.25.0"
 /* One integer that compares: 10000 * major + 100 * minor + patch. */
 #define RW_VERSION_NUMBER (RW_VERSION_MAJOR * 10000 + RW_VERSION_MINOR * 100 + RW_VERSION_PATCH)
 
@@ -179,6 +184,12 @@ typedef struct {
     /* A chat template (Jinja source) to use instead of the file's; NULL =
      * the file's tokenizer.chat_template, or ChatML if it has none. */
     const char *chat_template;
+    /* Fields added after the first sized layout (a caller whose
+     * struct_size ends before one gets its default): */
+    /* Threads of the forward passes run outside an engine (rw_seq_eval,
+     * rw_seq_eval_batch, rw_seq_rewind); 0 (the default) = one per
+     * physical core. Results never depend on it. */
+    int n_threads;
 } rw_model_params;
 
 /* Fills the first size bytes of *p with the defaults and sets
@@ -389,6 +400,27 @@ typedef struct {
      * (0 = 3), and how often it must have occurred before (0 = once). */
     int ngram_n;
     int ngram_min_hits;
+    /* Admission bound on the running sequences' state (KV and recurrent
+     * state, the draft's included): a request waits until its state fits
+     * (one runs alone whatever its size); 0 (the default) = no bound.
+     * rw_model_state_bytes estimates a sequence's. */
+    size_t max_state_bytes;
+    /* With cache_dir: entries reach the folder only when evicted from
+     * memory and at rw_engine_close, not cache_write_delay seconds after
+     * their request (default false). */
+    bool cache_dir_evict_only;
+    /* rw_engine_close writes the pending disk-tier entries for at most
+     * this many seconds (the rest are dropped; the folder stays valid);
+     * 0 (the default) = 10. */
+    double cache_flush_seconds;
+    /* Keeps 64 MiB of state memory faulted in ahead of need (default
+     * false). */
+    bool prefault_states;
+    /* A grammar's work per token mask and per request, in the grammar
+     * matcher's work units: 0 (the default) = the library's bounds, -1 =
+     * none (docs/server-security.md). */
+    int64_t grammar_mask_budget;
+    int64_t grammar_request_budget;
 } rw_engine_params;
 
 /* Fills the first size bytes of *p with the defaults and sets
@@ -570,6 +602,34 @@ RW_API rw_status rw_seq_rewind(rw_seq *s, int64_t n, rw_error *err);
  * A failed load leaves s as it was. */
 RW_API rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err);
 RW_API rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err);
+
+/* One sequence's part of rw_seq_eval_batch: n ids to run at the end of
+ * seq. logits (may be NULL) receives the last token's n_vocab logits, or
+ * with all_logits those of every one of the n tokens (row-major, n *
+ * n_vocab floats). */
+typedef struct {
+    rw_seq *seq;
+    const int32_t *ids;
+    int64_t n;
+    float *logits;
+    bool all_logits;
+} rw_seq_batch;
+#define RW_SEQ_BATCH_MAX 64 /* sequences in one rw_seq_eval_batch */
+/* Runs several sequences of one model together, in the same forward
+ * passes (a ragged batch: each sees only its own positions, no padding).
+ * Each sequence's logits and state are bitwise what rw_seq_eval of its
+ * items alone would give. Errors: RW_ERR_INVALID_ARG (n_items outside 1..
+ * RW_SEQ_BATCH_MAX, an item without ids, a sequence twice or of another
+ * model), RW_ERR_RANGE (an id outside the vocabulary), RW_ERR_CONTEXT (a
+ * sequence past its n_ctx), RW_ERR_IO (the model file was truncated on
+ * disk); every sequence is then as before and the logits undefined. */
+RW_API rw_status rw_seq_eval_batch(const rw_seq_batch *items, int n_items, rw_error *err);
+/* What one sequence of m holding n_ctx positions may take in memory at
+ * most (KV cache in f32 or f16, recurrent states, max_checkpoints
+ * checkpoints of a hybrid model, 0 = the engine's default retention): an
+ * estimate from above, for rw_engine_params.max_state_bytes; 0 when no
+ * such sequence can be made (n_ctx < 1, not a model of rw_model_open). */
+RW_API size_t rw_model_state_bytes(const rw_model *m, int64_t n_ctx, bool kv_f32, int max_checkpoints);
 
 /* ==== building a server on the library ================================ *
  *
@@ -1338,6 +1398,146 @@ typedef void (*rw_embed_event_fn)(void *user, const rw_embed_event *ev);
 RW_API rw_status rw_engine_submit_embedding(rw_engine *e, const int32_t *ids, int64_t n, rw_pooling pooling,
                                             const int32_t *logit_ids, int n_logit_ids, rw_embed_event_fn cb,
                                             void *user, uint64_t *id, rw_error *err);
+
+/* ==== tools: model files, the disk tier, process settings ============ *
+ *
+ * What the rewind program's other commands use: reading a GGUF file's
+ * metadata and tensors without loading a model, checking a prefix cache's
+ * disk tier, and the process-wide switches kept for comparisons. */
+
+/* ---- reading a GGUF file --------------------------------------------- */
+
+/* A GGUF file mapped and validated (header, metadata, tensor table, every
+ * tensor inside the file), not loaded as a model: any architecture, or a
+ * vocabulary-only file. Read-only; may be shared by threads. */
+typedef struct rw_model_file rw_model_file;
+
+/* A metadata value's type: GGUF's type codes. */
+typedef enum {
+    RW_META_UINT8 = 0,
+    RW_META_INT8 = 1,
+    RW_META_UINT16 = 2,
+    RW_META_INT16 = 3,
+    RW_META_UINT32 = 4,
+    RW_META_INT32 = 5,
+    RW_META_FLOAT32 = 6,
+    RW_META_BOOL = 7,
+    RW_META_STRING = 8,
+    RW_META_ARRAY = 9,
+    RW_META_UINT64 = 10,
+    RW_META_INT64 = 11,
+    RW_META_FLOAT64 = 12,
+} rw_meta_type;
+
+/* One metadata value (or an array's element), read-only and borrowed from
+ * the file (valid until rw_model_file_close). The field of its type is
+ * set, the others are 0: u for the unsigned types and bool, i for the
+ * signed ones, f for float32 (widened exactly) and float64, str / str_len
+ * for a string (not NUL-terminated, any bytes), elem_type / n_elems for
+ * an array (its elements through rw_meta_elem). */
+typedef struct {
+    rw_meta_type type;
+    uint64_t u;
+    int64_t i;
+    double f;
+    const char *str;
+    uint64_t str_len;
+    rw_meta_type elem_type;
+    uint64_t n_elems;
+    const void *impl; /* the library's: where the elements are */
+} rw_meta_value;
+
+/* One tensor of the table, borrowed from the file. */
+typedef struct {
+    const char *name;     /* NUL-terminated */
+    const char *type;     /* the weight type's name: "f32", "q8_0", ... */
+    uint32_t n_dims;      /* 1..4 */
+    uint64_t ne[4];       /* elements per dimension, ne[0] contiguous; unused ones are 1 */
+    uint64_t offset;      /* of its data, from the start of the file */
+    uint64_t nbytes;
+    bool readable;        /* rw_model_file_read_rows can convert its type to float */
+} rw_tensor_info;
+
+/* Maps and validates path. The caller frees *out with
+ * rw_model_file_close. Errors: RW_ERR_IO (cannot open or map it),
+ * RW_ERR_FORMAT (not GGUF or malformed: the message names the offset),
+ * RW_ERR_UNSUPPORTED (a GGUF version or tensor type rewind does not
+ * read). */
+RW_API rw_status rw_model_file_open(const char *path, rw_model_file **out, rw_error *err);
+RW_API void rw_model_file_close(rw_model_file *f); /* NULL is fine */
+RW_API uint32_t rw_model_file_version(const rw_model_file *f);
+RW_API uint32_t rw_model_file_alignment(const rw_model_file *f);
+RW_API uint64_t rw_model_file_data_offset(const rw_model_file *f); /* where the tensor data starts */
+RW_API uint64_t rw_model_file_size(const rw_model_file *f);        /* bytes */
+/* The metadata entries in file order: the i-th one's key (borrowed,
+ * NUL-terminated) with its value in *value, or NULL (and *value zeroed)
+ * once i is past the last. */
+RW_API size_t rw_model_file_n_meta(const rw_model_file *f);
+RW_API const char *rw_model_file_meta(const rw_model_file *f, size_t i, rw_meta_value *value);
+/* The value of key: true, or false (and *value zeroed) when absent. */
+RW_API bool rw_model_file_find_meta(const rw_model_file *f, const char *key, rw_meta_value *value);
+/* The i-th element of an array value: true, or false (and *out zeroed)
+ * when arr is not an array or i is past its end. */
+RW_API bool rw_meta_elem(const rw_meta_value *arr, uint64_t i, rw_meta_value *out);
+/* "uint8", "string", "array", ...; "?" for a value outside the enum. */
+RW_API const char *rw_meta_type_name(rw_meta_type t);
+/* The tensors in file order: the i-th in *out (true), or false (and *out
+ * zeroed) once i is past the last. */
+RW_API size_t rw_model_file_n_tensors(const rw_model_file *f);
+RW_API bool rw_model_file_tensor(const rw_model_file *f, size_t i, rw_tensor_info *out);
+/* The index of the tensor named name, or -1. */
+RW_API int64_t rw_model_file_find_tensor(const rw_model_file *f, const char *name);
+/* Rows [row, row + n_rows) of tensor i (a row: ne[0] elements; the rows
+ * of all higher dimensions in order) converted to float into out (n_rows *
+ * ne[0] floats), exactly as the model's kernels read them. Errors:
+ * RW_ERR_RANGE (no tensor i, rows past the last), RW_ERR_UNSUPPORTED (a
+ * type without a float conversion: rw_tensor_info.readable is false),
+ * RW_ERR_IO (the file was truncated under its mapping); out is then
+ * undefined. */
+RW_API rw_status rw_model_file_read_rows(const rw_model_file *f, size_t i, uint64_t row, uint64_t n_rows, float *out,
+                                         rw_error *err);
+
+/* ---- a model's texts ------------------------------------------------- */
+
+typedef enum {
+    RW_MODEL_TEXT_BOS = 0,        /* the chat template's bos_token text */
+    RW_MODEL_TEXT_EOS = 1,        /* its eos_token text */
+    RW_MODEL_TEXT_RERANK_PROMPT = 2, /* tokenizer.chat_template.rerank: the reranker's prompt */
+} rw_model_text;
+/* The text (borrowed, valid while m is open), or NULL when the file has
+ * none or what is not a value of the enum. */
+RW_API const char *rw_model_text_get(const rw_model *m, rw_model_text what);
+
+/* ---- the disk tier ---------------------------------------------------- */
+
+/* Reads and fully verifies (checksums, the model and KV type they were
+ * made for, their tokens) every file that an engine of m with params
+ * (cache_dir, run.n_ctx, run.kv_f32, draft: as rw_engine_open would use
+ * them) would read from its disk tier, and removes those that fail; the
+ * folder may be in use by running engines meanwhile. *n_ok, *n_invalid
+ * (removed) and *n_unreadable (could not be read; left) count them (each
+ * may be NULL). Errors: RW_ERR_INVALID_ARG (no cache_dir, not a model of
+ * rw_model_open), RW_ERR_IO (the folder cannot be read); the counts are
+ * then 0. */
+RW_API rw_status rw_cache_verify(rw_model *m, const rw_engine_params *params, int *n_ok, int *n_invalid,
+                                 int *n_unreadable, rw_error *err);
+
+/* ---- process settings ------------------------------------------------- */
+
+/* Switches that give the same results either way, for comparisons and
+ * tests, set before any model opens (like rw_set_kernels): packed weight
+ * panels (the AVX2 and AVX-512 kernels' re-laid-out copy of a matrix, made
+ * at rw_model_open; default on) and the AVX2 tier's use of AVX-VNNI where
+ * the CPU has it (default on). Errors: RW_ERR_BUSY (a model is open). */
+RW_API rw_status rw_set_packed_panels(bool on, rw_error *err);
+RW_API rw_status rw_set_avx_vnni(bool on, rw_error *err);
+/* Installs a process-wide SIGBUS handler so that a model file cut short
+ * while mapped makes the requests that read it fail with RW_ERR_IO
+ * (rw_mapped_file_fault_count counts it) instead of killing the process;
+ * any other SIGBUS goes to the handler installed before. For programs:
+ * call once, before starting threads; calling again does nothing. Errors:
+ * RW_ERR_IO (sigaction failed). */
+RW_API rw_status rw_install_fault_guard(rw_error *err);
 
 #ifdef __cplusplus
 }

@@ -36,8 +36,9 @@ typedef struct rw_api__bundle {
     rw_chat_template *tmpl;  /* owned; NULL when the file's template does not parse (tmpl_err says why) */
     rw_error tmpl_err;       /* why tmpl is NULL: the chat calls return it, the rest of the model works */
     char *bos, *eos;         /* owned: the template's bos_token / eos_token, or NULL */
+    char *rerank;            /* owned: the file's tokenizer.chat_template.rerank, or NULL */
     rw_threadpool *pool;     /* owned, made on first use by rw_seq (one per model) */
-    int pool_threads;
+    int pool_threads;        /* rw_model_params.n_threads: the pool's size (0 = physical cores) */
     rw_engine *engine;       /* the model's engine, at most one (borrowed: the embedder closes it) */
     pthread_mutex_t mu;      /* guards reqs and engine */
     rw_api__req *reqs;       /* requests of the engine in flight */

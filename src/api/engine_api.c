@@ -94,6 +94,10 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
     params = &ep;
     if (!(params->cache_write_delay >= 0))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: cache_write_delay must be >= 0");
+    if (!(params->cache_flush_seconds >= 0))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: cache_flush_seconds must be >= 0");
+    if (params->grammar_mask_budget < -1 || params->grammar_request_budget < -1)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: a grammar budget below -1");
     if (params->spec & ~(RW_SPECULATE_MTP | RW_SPECULATE_NGRAM))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_engine_open: unknown spec flags %#x", params->spec);
     rw_api__bundle *db = NULL; /* the draft model's */
@@ -115,6 +119,12 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
         .cache_dir = params->cache_dir,
         .cache_dir_bytes = params->cache_dir_bytes,
         .cache_write_delay = params->cache_write_delay,
+        .cache_dir_write = params->cache_dir_evict_only ? RW_PCACHE_WRITE_EVICT : RW_PCACHE_WRITE_THROUGH,
+        .cache_flush_seconds = params->cache_flush_seconds,
+        .max_state_bytes = params->max_state_bytes,
+        .prefault_states = params->prefault_states,
+        .grammar_mask_budget = params->grammar_mask_budget,
+        .grammar_request_budget = params->grammar_request_budget,
         .max_checkpoints = params->max_checkpoints,
         .manual = params->manual,
         .draft = params->draft,

@@ -34,6 +34,7 @@ static void bundle_free(rw_api__bundle *b) {
     rw_chat_template_free(b->tmpl);
     free(b->bos);
     free(b->eos);
+    free(b->rerank);
     rw_tokenizer_free(b->tok);
     rw_gguf_close(b->g);
     pthread_mutex_destroy(&b->mu);
@@ -53,6 +54,7 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
     rw_api__bundle *b = calloc(1, sizeof *b); /* freed by rw_model_close (or below on failure) */
     if (!b) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&b->mu, NULL);
+    b->pool_threads = params->n_threads > 0 ? params->n_threads : 0;
     rw_model *m = NULL;
     if ((st = rw_gguf_open(path, &b->g, err)) || (st = rw_model_load(b->g, &m, err)) ||
         (st = rw_tokenizer_load(b->g, &b->tok, err)))
@@ -77,6 +79,9 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
     /* A file's template that does not parse leaves the model usable for
      * everything but chat rendering (completions, tokens, embeddings), as
      * llama.cpp loads such a file: the chat calls report the parse error. */
+    /* the reranker's prompt (rw_model_text_get): NULL when the file has none or it is not a usable string
+     * (as rewind serve has always read it; out of memory reads the same: the server then uses its default) */
+    b->rerank = rw_chat_rerank_template_from_gguf(b->g);
     rw_model_set_api_data(m, b);
     atomic_fetch_add(&rw_api__open_models, 1);
     *out = m;

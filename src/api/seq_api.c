@@ -14,7 +14,7 @@ struct rw_seq {
 static rw_status model_pool(rw_api__bundle *b, rw_threadpool **pool, rw_error *err) {
     pthread_mutex_lock(&b->mu);
     rw_status st = RW_OK;
-    if (!b->pool) st = rw_threadpool_new(0, &b->pool, err);
+    if (!b->pool) st = rw_threadpool_new(b->pool_threads, &b->pool, err);
     *pool = b->pool;
     pthread_mutex_unlock(&b->mu);
     return st;
@@ -69,4 +69,32 @@ rw_status rw_seq_save(const rw_seq *s, const char *path, rw_error *err) {
 rw_status rw_seq_load(rw_seq *s, const char *path, rw_error *err) {
     if (!s || !path) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_seq_load: NULL argument");
     return rw_model_seq_load(s->s, path, err);
+}
+
+rw_status rw_seq_eval_batch(const rw_seq_batch *items, int n_items, rw_error *err) {
+    if (!items || n_items < 1 || n_items > RW_SEQ_BATCH_MAX)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_seq_eval_batch: 1 to %d items", RW_SEQ_BATCH_MAX);
+    rw_batch_item b[RW_SEQ_BATCH_MAX];
+    rw_model *m = items[0].seq ? items[0].seq->m : NULL;
+    for (int i = 0; i < n_items; i++) {
+        const rw_seq_batch *it = &items[i];
+        if (!it->seq || !it->ids || it->n < 1)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_seq_eval_batch: item %d needs a sequence and n >= 1 ids", i);
+        if (it->seq->m != m)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_seq_eval_batch: item %d is a sequence of another model", i);
+        for (int k = 0; k < i; k++)
+            if (items[k].seq == it->seq)
+                return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_seq_eval_batch: items %d and %d are one sequence", k, i);
+        b[i] = (rw_batch_item){
+            .seq = it->seq->s, .tokens = it->ids, .n = it->n, .logits = it->logits, .all_logits = it->all_logits};
+    }
+    rw_threadpool *pool;
+    rw_status st = model_pool(rw_model_api_data(m), &pool, err);
+    if (st) return st;
+    return rw_model_forward_batch(m, b, n_items, pool, err);
+}
+
+size_t rw_model_state_bytes(const rw_model *m, int64_t n_ctx, bool kv_f32, int max_checkpoints) {
+    if (!m || !rw_model_api_data(m) || n_ctx < 1) return 0;
+    return rw_model_seq_bytes_at(m, kv_f32 ? RW_KV_F32 : RW_KV_F16, n_ctx, max_checkpoints);
 }

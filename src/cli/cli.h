@@ -53,8 +53,9 @@ void rw_cli_apply_env(void);
 /* Prints "rewind CMD: " + message + newline on stderr. */
 void rw_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* cli_model.c: shared by the commands that run a model. Each returns 0 or
- * the exit status after printing the error. */
+/* bench/bench_models.c: for the benchmarks that time internal layers (the
+ * commands open models with rw_model_open). Each returns 0 or the exit
+ * status after printing the error. */
 /* Opens path and loads its model; on success the caller frees *m then *g. */
 int rw_cli_open_model(const char *cmd, const char *path, rw_gguf **g, rw_model **m);
 
@@ -79,7 +80,7 @@ int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path
 rw_status rw_cli_served_load(const char *path, const char *draft_path, rw_cli_served *sv, rw_error *err);
 void rw_cli_served_close(rw_cli_served *sv);
 
-/* A whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot
+/* cli_model.c: a whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot
  * be read. The caller frees it. */
 char *rw_cli_read_file(const char *path, size_t *len);
 /* cli_spec.c: the speculative-decoding options of generate, serve and

@@ -1,14 +1,13 @@
 /* cmd_cache_verify.c - `rewind cache-verify MODEL DIR [--kv f32|f16]
  * [--ctx N] [--draft DRAFT.gguf]`: reads and fully verifies every file
  * that MODEL's prefix cache (with that KV type) would use in the disk-tier
- * folder DIR (pcache/pcache.h, docs/persistence.md), removes those that
+ * folder DIR (rw_cache_verify, docs/persistence.md), removes those that
  * fail, and prints how many were fine. Exit status 0 when none failed.
  * The folder may be in use by running servers meanwhile. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "pcache/pcache.h"
 
 static const char *CMD = "cache-verify";
 
@@ -28,20 +27,21 @@ int rw_cmd_cache_verify(int argc, char **argv) {
         fprintf(stderr, "usage: rewind cache-verify MODEL DIR [--kv f32|f16] [--ctx N] [--draft DRAFT.gguf]\n");
         return 2;
     }
-    rw_cli_served sv;
-    if (rw_cli_served_open(CMD, model_path, draft_path, &sv)) return 1;
-    const rw_pcache_config cfg = {.mem_bytes = 1, .dir = dir, .dir_bytes = (size_t)-1, .draft = sv.dm,
-                                  .write_mode = RW_PCACHE_WRITE_EVICT};
-    rw_pcache *c = NULL;
+    rw_model *m = NULL, *dm = NULL;
     rw_error err = {0};
     int ok = 0, bad = 0, unreadable = 0, rc = 1;
-    if (rw_pcache_new(sv.m, kv, ctx, &cfg, &c, &err) || rw_pcache_verify(c, &ok, &bad, &unreadable, &err)) {
+    rw_engine_params ep = rw_engine_params_default();
+    ep.cache_dir = dir;
+    ep.run.n_ctx = ctx;
+    ep.run.kv_f32 = kv == RW_KV_F32;
+    if (rw_model_open(model_path, NULL, &m, &err) || (draft_path && rw_model_open(draft_path, NULL, &dm, &err)) ||
+        ((ep.draft = dm), rw_cache_verify(m, &ep, &ok, &bad, &unreadable, &err))) {
         rw_cli_error(CMD, "%s", err.msg);
     } else {
         printf("%d files verified, %d invalid (removed), %d unreadable\n", ok, bad, unreadable);
         rc = bad || unreadable ? 1 : 0;
     }
-    rw_pcache_free(c);
-    rw_cli_served_close(&sv);
+    rw_model_close(dm);
+    rw_model_close(m);
     return rc;
 }

@@ -10,7 +10,7 @@
  * number of tokens each sequence feeds to each successive pass (the last
  * size repeats); --mode batch (the default) is one pass of all ids, step is
  * --chunks 1. --replay-from R rewinds every sequence to R ids (exactly:
- * cache/state.h) after all are processed and processes ids[R:] again with
+ * rw_seq_rewind) after all are processed and processes ids[R:] again with
  * the same chunking; rows >= R of the output come from that second run.
  * --load-state starts every sequence from a state file (the ids continue
  * it); --save-state writes the first sequence's state after processing.
@@ -28,13 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/threadpool.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 
 static const char *CMD = "logits";
 
-#define MAX_SEQS 64
+#define MAX_SEQS RW_SEQ_BATCH_MAX
 #define MAX_CHUNKS 256
 
 static int usage(void) {
@@ -68,28 +67,28 @@ typedef struct {
     int32_t *ids;
     int64_t n;
     float *logits;
-    rw_model_seq *s;
+    rw_seq *s;
 } seq_job;
 
 /* Feeds ids[from:] of every job through the model in passes of the given
  * chunk sizes, all sequences in each pass. */
-static int run_passes(rw_model *m, seq_job *jobs, int n_jobs, int64_t from, const long *chunks, int n_chunks,
-                      rw_threadpool *pool, int64_t n_vocab, rw_error *err) {
+static int run_passes(seq_job *jobs, int n_jobs, int64_t from, const long *chunks, int n_chunks, int64_t n_vocab,
+                      rw_error *err) {
     int64_t done[MAX_SEQS];
     for (int i = 0; i < n_jobs; i++) done[i] = from < jobs[i].n ? from : jobs[i].n;
-    rw_batch_item items[MAX_SEQS];
+    rw_seq_batch items[MAX_SEQS];
     for (int pass = 0;; pass++) {
         const int64_t c = chunks[pass < n_chunks ? pass : n_chunks - 1];
         int k = 0;
         for (int i = 0; i < n_jobs; i++) {
             if (done[i] >= jobs[i].n) continue;
             int64_t t = jobs[i].n - done[i] < c ? jobs[i].n - done[i] : c;
-            items[k++] = (rw_batch_item){.seq = jobs[i].s, .tokens = jobs[i].ids + done[i], .n = t,
-                                         .logits = jobs[i].logits + done[i] * n_vocab, .all_logits = true};
+            items[k++] = (rw_seq_batch){.seq = jobs[i].s, .ids = jobs[i].ids + done[i], .n = t,
+                                        .logits = jobs[i].logits + done[i] * n_vocab, .all_logits = true};
             done[i] += t;
         }
         if (!k) return 0;
-        if (rw_model_forward_batch(m, items, k, pool, err)) return 1;
+        if (rw_seq_eval_batch(items, k, err)) return 1;
     }
 }
 
@@ -148,16 +147,14 @@ int rw_cmd_logits(int argc, char **argv) {
     if (mode && !strcmp(mode, "step")) chunks[0] = 1, n_chunks = 1;
     if (!n_chunks) chunks[0] = 1L << 30, n_chunks = 1; /* batch: one pass */
     int rc = 1;
-    rw_gguf *g = NULL;
     rw_model *m = NULL;
-    rw_threadpool *pool = NULL;
     rw_error err = {0};
     for (int i = 0; i < n_ids; i++)
         if (rw_cli_read_ids(CMD, jobs[i].ids_path, &jobs[i].ids, &jobs[i].n)) goto done;
-    if (rw_cli_open_model(CMD, model_path, &g, &m)) goto done;
-    const rw_model_hparams *hp = rw_model_get_hparams(m);
-    const int64_t n_vocab = hp->n_vocab;
-    if (rw_threadpool_new((int)threads, &pool, &err)) goto fail;
+    rw_model_params mp = rw_model_params_default();
+    mp.n_threads = (int)threads; /* the sequences' forward passes */
+    if (rw_model_open(model_path, &mp, &m, &err)) goto fail;
+    const int64_t n_vocab = rw_model_n_vocab(m), n_ctx_train = rw_model_n_ctx_train(m);
     for (int i = 0; i < n_ids; i++) {
         seq_job *j = &jobs[i];
         j->logits = malloc((size_t)(j->n ? j->n : 1) * (size_t)n_vocab * sizeof(float));
@@ -165,20 +162,20 @@ int rw_cmd_logits(int argc, char **argv) {
             rw_cli_error(CMD, "out of memory for %lld x %lld logits", (long long)j->n, (long long)n_vocab);
             goto done;
         }
-        int64_t max_ctx = j->n > hp->n_ctx_train ? j->n : 0;
-        if (rw_model_seq_new(m, kv, max_ctx, &j->s, &err)) goto fail;
-        if (load_path && rw_model_seq_load(j->s, load_path, &err)) goto fail;
+        const int64_t n_ctx = j->n > n_ctx_train ? j->n : n_ctx_train;
+        if (rw_seq_new(m, n_ctx, kv == RW_KV_F32, &j->s, &err)) goto fail;
+        if (load_path && rw_seq_load(j->s, load_path, &err)) goto fail;
     }
-    const int64_t base = rw_model_seq_length(jobs[0].s); /* from the state file, or 0 */
-    if (run_passes(m, jobs, n_ids, 0, chunks, n_chunks, pool, n_vocab, &err)) goto fail;
+    const int64_t base = rw_seq_length(jobs[0].s); /* from the state file, or 0 */
+    if (run_passes(jobs, n_ids, 0, chunks, n_chunks, n_vocab, &err)) goto fail;
     if (replay_from >= 0) {
         for (int i = 0; i < n_ids; i++) {
             int64_t r = replay_from < jobs[i].n ? replay_from : jobs[i].n;
-            if (rw_model_seq_rewind(jobs[i].s, base + r, pool, &err)) goto fail;
+            if (rw_seq_rewind(jobs[i].s, base + r, &err)) goto fail;
         }
-        if (run_passes(m, jobs, n_ids, replay_from, chunks, n_chunks, pool, n_vocab, &err)) goto fail;
+        if (run_passes(jobs, n_ids, replay_from, chunks, n_chunks, n_vocab, &err)) goto fail;
     }
-    if (save_path && rw_model_seq_save(jobs[0].s, save_path, &err)) goto fail;
+    if (save_path && rw_seq_save(jobs[0].s, save_path, &err)) goto fail;
     for (int i = 0; i < n_ids; i++) {
         const seq_job *j = &jobs[i];
         FILE *f = fopen(j->out_path, "wb");
@@ -196,12 +193,10 @@ fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
     for (int i = 0; i < n_ids; i++) {
-        rw_model_seq_free(jobs[i].s);
+        rw_seq_free(jobs[i].s);
         free(jobs[i].logits);
         free(jobs[i].ids);
     }
-    rw_threadpool_free(pool);
-    rw_model_free(m);
-    rw_gguf_close(g);
+    rw_model_close(m);
     return rc;
 }

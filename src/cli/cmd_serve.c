@@ -82,14 +82,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/mapped_file.h"
-#include "chat/chat.h"
 #include "cli/cli.h"
-#include "engine/engine.h"
-#include "pcache/pcache.h"
-#include "engine/spec.h"
 #include "server/server.h"
-#include "tokenizer/tokenizer.h"
 
 static const char *CMD = "serve";
 
@@ -188,11 +182,11 @@ static int opt_seconds(void *ctx, const char *cmd, const char *name, const char 
 
 /* What every model's engine shares (the command line), read by load_model. */
 typedef struct {
-    rw_engine_config ec;       /* all but the per-model fields (cache_dir, max_state_bytes, draft) */
+    rw_engine_params ep;       /* all but the per-model fields (cache_dir, max_state_bytes, draft, spec) */
     size_t max_state;          /* SIZE_MAX: from --parallel and --ctx, per model */
     const char *draft_path;    /* the default model's draft */
-    const char *template_file; /* the default model's template */
-    rw_spec_params spp;        /* the default model's --spec */
+    const char *template_src;  /* the default model's template (--chat-template-file's text), or NULL */
+    unsigned spec;             /* the default model's --spec (RW_SPECULATE_*) */
 } serve_shared;
 
 /* One --model (or the MODEL argument): the loader's user data. */
@@ -206,13 +200,13 @@ typedef struct {
 
 /* What load_model made (the handle the server hands back to unload_model). */
 typedef struct {
-    rw_cli_served sv;
+    rw_model *m, *dm; /* the model and its draft (or NULL) */
     rw_engine *e;
-    char *rerank; /* the file's rerank prompt, or NULL */
 } serve_loaded;
 
-/* The template file instead of the model's (its BOS/EOS texts stay). */
-static rw_status replace_template(rw_cli_served *sv, const char *path, rw_error *err) {
+/* The template file's text (owned), checked to parse: it replaces the
+ * default model's template (the file's BOS/EOS texts stay). */
+static rw_status read_template(const char *path, char **out, rw_error *err) {
     size_t n = 0;
     char *src = rw_cli_read_file(path, &n);
     rw_chat_template *t = NULL;
@@ -221,58 +215,69 @@ static rw_status replace_template(rw_cli_served *sv, const char *path, rw_error 
         free(src);
         return rw_errorf(err, RW_ERR_INVALID_ARG, "%s: %s", path, src ? terr.msg : "cannot read the file");
     }
-    free(src);
-    rw_chat_template_free(sv->tmpl);
-    sv->tmpl = t;
+    rw_chat_template_free(t);
+    *out = src;
     return RW_OK;
 }
 
-/* rw_server_model_source.load: the file, its tokenizer and template, and an engine over them. */
+static void loaded_free(serve_loaded *L) {
+    rw_engine_close(L->e); /* first: its prefix cache writes what is pending */
+    rw_model_close(L->dm);
+    rw_model_close(L->m);
+    free(L);
+}
+
+static size_t file_bytes(const char *path) {
+    struct stat st;
+    return path && !stat(path, &st) ? (size_t)st.st_size : 0;
+}
+
+/* rw_server_model_source.load: the file (with its tokenizer and template)
+ * and an engine over it. */
 static rw_status load_model(void *user, rw_server_model *out, rw_error *err) {
     const serve_model *sm = user;
     const serve_shared *sh = sm->sh;
     serve_loaded *L = calloc(1, sizeof *L); /* freed by unload_model */
     if (!L) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-    rw_status st = rw_cli_served_load(sm->path, sm->first ? sh->draft_path : NULL, &L->sv, err);
-    if (!st && sm->first && sh->template_file) st = replace_template(&L->sv, sh->template_file, err);
-    if (st) {
-        rw_cli_served_close(&L->sv);
-        free(L);
-        return st;
+    rw_model_params mp = rw_model_params_default();
+    if (sm->first) mp.chat_template = sh->template_src;
+    const char *draft_path = sm->first ? sh->draft_path : NULL;
+    rw_status st = rw_model_open(sm->path, &mp, &L->m, err);
+    if (!st && draft_path) st = rw_model_open(draft_path, NULL, &L->dm, err);
+    if (!st && !rw_model_chat_template(L->m)) { /* the file's template does not parse: its error */
+        rw_chat_template *t = NULL;
+        char *bos = NULL, *eos = NULL;
+        st = rw_chat_template_load(sm->path, &t, &bos, &eos, err);
+        rw_chat_template_free(t);
+        rw_free(bos);
+        rw_free(eos);
+        if (!st) st = rw_errorf(err, RW_ERR_TEMPLATE, "%s: the chat template does not parse", sm->path);
     }
-    rw_spec_params spp = sh->spp;
-    if (!sm->first) spp.sources = 0;
-    rw_spec_params_set_costs(&spp, L->sv.m, L->sv.dm != NULL);
-    rw_engine_config ec = sh->ec;
+    rw_engine_params ep = sh->ep;
     size_t max_state = sh->max_state;
-    if (max_state == SIZE_MAX) {
-        size_t per = rw_model_seq_bytes_at(L->sv.m, ec.kv_type, ec.n_ctx, ec.max_checkpoints);
-        if (L->sv.dm) per += rw_model_seq_bytes_at(L->sv.dm, ec.kv_type, ec.n_ctx, ec.max_checkpoints);
+    if (!st && max_state == SIZE_MAX) {
+        const bool f32 = ep.run.kv_f32;
+        size_t per = rw_model_state_bytes(L->m, ep.run.n_ctx, f32, ep.max_checkpoints);
+        if (L->dm) per += rw_model_state_bytes(L->dm, ep.run.n_ctx, f32, ep.max_checkpoints);
         max_state =
-            per ? per * (size_t)ec.max_running : ec.cache_bytes; /* the cache's size if it cannot be estimated */
+            per ? per * (size_t)ep.max_running : ep.cache_bytes; /* the cache's size if it cannot be estimated */
     }
-    ec.max_state_bytes = max_state;
-    ec.cache_dir = sm->cache_dir;
-    ec.draft = L->sv.dm;
-    ec.draft_tok = L->sv.dtok;
-    ec.draft_cost = L->sv.dm ? rw_cli_draft_cost(L->sv.dg, L->sv.g) : spp.draft_cost;
-    ec.spec_sources = spp.sources;
-    ec.ngram_n = spp.ngram_n;
-    ec.ngram_min_hits = spp.ngram_min_hits;
-    ec.catch_up_cost = spp.catch_up_cost;
-    if ((st = rw_engine_new(L->sv.m, L->sv.tok, &ec, &L->e, err))) {
-        rw_cli_served_close(&L->sv);
-        free(L);
+    ep.max_state_bytes = max_state;
+    ep.cache_dir = sm->cache_dir;
+    ep.draft = L->dm;
+    ep.spec = sm->first ? sh->spec : 0;
+    if (!st) st = rw_engine_open(L->m, &ep, &L->e, err);
+    if (st) {
+        loaded_free(L);
         return st;
     }
-    L->rerank = rw_chat_rerank_template_from_gguf(L->sv.g);
     *out = (rw_server_model){.engine = L->e,
-                             .tok = L->sv.tok,
-                             .tmpl = L->sv.tmpl,
-                             .bos = L->sv.bos,
-                             .eos = L->sv.eos,
-                             .rerank_template = L->rerank,
-                             .weight_bytes = rw_gguf_file_size(L->sv.g) + (L->sv.dg ? rw_gguf_file_size(L->sv.dg) : 0),
+                             .tok = rw_model_tokenizer(L->m),
+                             .tmpl = rw_model_chat_template(L->m),
+                             .bos = rw_model_text_get(L->m, RW_MODEL_TEXT_BOS),
+                             .eos = rw_model_text_get(L->m, RW_MODEL_TEXT_EOS),
+                             .rerank_template = rw_model_text_get(L->m, RW_MODEL_TEXT_RERANK_PROMPT),
+                             .weight_bytes = file_bytes(sm->path) + file_bytes(draft_path),
                              .handle = L};
     return RW_OK;
 }
@@ -280,11 +285,7 @@ static rw_status load_model(void *user, rw_server_model *out, rw_error *err) {
 /* rw_server_model_source.unload: the engine first (its prefix cache writes what is pending), then the model. */
 static void unload_model(void *user, rw_server_model *m) {
     (void)user;
-    serve_loaded *L = m->handle;
-    rw_engine_free(L->e);
-    rw_cli_served_close(&L->sv);
-    free(L->rerank);
-    free(L);
+    loaded_free(m->handle);
 }
 
 /* --model [ALIAS=]FILE, repeated: the list at ctx. */
@@ -364,7 +365,7 @@ int rw_cmd_serve(int argc, char **argv) {
     /* a model file truncated while served: its requests fail (503), the
      * server lives on */
     rw_error gerr = {0};
-    if (rw_mapped_file_guard_install(&gerr)) rw_cli_error(CMD, "%s", gerr.msg);
+    if (rw_install_fault_guard(&gerr)) rw_cli_error(CMD, "%s", gerr.msg);
     pthread_t sig_thread;
     if (pthread_create(&sig_thread, NULL, signal_main, NULL)) {
         rw_cli_error(CMD, "cannot start the signal thread");
@@ -375,7 +376,7 @@ int rw_cmd_serve(int argc, char **argv) {
     long port = 8080, parallel = 16, ctx = 4096, threads = 0, max_queue = 64, max_body = 8 << 20, chunk = 256, max_conn = 1024;
     const char *cache_dir = NULL, *draft_path = NULL, *key_file = NULL, *cors = NULL, *replica_id = NULL;
     long draft_max = 4, header_timeout = 10, body_timeout = 30, per_ip = 256;
-    long checkpoints = RW_ENGINE_CHECKPOINTS; /* engine.h: max_checkpoints */
+    long checkpoints = 0; /* rw_engine_params.max_checkpoints: the library's retention */
     bool prefault = false;
     bool draft_fixed = false;
     const char *alias = NULL; /* --alias: the (first) model's id in responses and /v1/models */
@@ -387,10 +388,9 @@ int rw_cmd_serve(int argc, char **argv) {
     const char *pooling = NULL;
     const char *slot_save_path = NULL;
     bool no_slots = false;
-    rw_pcache_write_mode write_mode = RW_PCACHE_WRITE_THROUGH;
+    bool evict_only = false; /* --cache-dir-write evict */
     double write_delay = 1.0;
-    rw_spec_params spp = rw_spec_params_default(); /* --spec: sources and n-gram settings */
-    spp.draft_cost = 0;
+    rw_spec_params spp = {0}; /* --spec: sources and n-gram settings (0: the library's) */
     size_t cache_dir_bytes = (size_t)16 << 30;
     /* default prefix cache: a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -448,7 +448,7 @@ int rw_cmd_serve(int argc, char **argv) {
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
     if (prc) return prc == RW_CLI_BAD_LINE ? usage() : 2;
-    if (write_arg) write_mode = !strcmp(write_arg, "evict") ? RW_PCACHE_WRITE_EVICT : RW_PCACHE_WRITE_THROUGH;
+    if (write_arg) evict_only = !strcmp(write_arg, "evict");
     stop_limit = stop_arg > 0 ? stop_arg : 0.001;
     if (!model_path && !margs.n) return usage();
 
@@ -498,29 +498,38 @@ int rw_cmd_serve(int argc, char **argv) {
     if (key_file && !(api_key = key_owned = read_key_file(key_file))) return 2;
     if (!api_key && getenv("REWIND_API_KEY") && getenv("REWIND_API_KEY")[0]) api_key = getenv("REWIND_API_KEY");
 
-    serve_shared sh = {.max_state = max_state, .draft_path = draft_path, .template_file = template_file, .spp = spp};
-    sh.ec = (rw_engine_config){.n_threads = (int)threads,
-                               .max_running = (int)parallel,
-                               .max_queued = (int)max_queue,
-                               .n_ctx = ctx,
-                               .prefill_chunk = chunk,
-                               .kv_type = kv,
-                               .cache_bytes = cache_bytes,
-                               .cache_dir_bytes = cache_dir_bytes,
-                               .cache_dir_write = write_mode,
-                               .cache_write_delay = write_delay,
-                               /* every loaded model writes its pending entries within the shutdown time */
-                               .cache_flush_seconds = stop_limit * 0.8 / n_models,
-                               .max_checkpoints = (int)checkpoints,
-                               .prefault_states = prefault,
-                               .draft_max = (int)draft_max,
-                               .draft_fixed = draft_fixed,
-                               .grammar_mask_budget = gmask,
-                               .grammar_request_budget = greq};
+    const unsigned spec = (spp.sources & RW_SPEC_MTP ? RW_SPECULATE_MTP : 0u) |
+                          (spp.sources & RW_SPEC_NGRAM ? RW_SPECULATE_NGRAM : 0u);
+    serve_shared sh = {.max_state = max_state, .draft_path = draft_path, .spec = spec};
+    rw_engine_params *ep = &sh.ep;
+    *ep = rw_engine_params_default();
+    ep->run.n_threads = (int)threads;
+    ep->run.n_ctx = ctx;
+    ep->run.kv_f32 = kv == RW_KV_F32;
+    ep->max_running = (int)parallel;
+    ep->max_queued = (int)max_queue;
+    ep->prefill_chunk = chunk;
+    ep->cache_bytes = cache_bytes;
+    ep->cache_dir_bytes = cache_dir_bytes;
+    ep->cache_dir_evict_only = evict_only;
+    ep->cache_write_delay = write_delay;
+    /* every loaded model writes its pending entries within the shutdown time */
+    ep->cache_flush_seconds = stop_limit * 0.8 / n_models;
+    ep->max_checkpoints = (int)checkpoints;
+    ep->prefault_states = prefault;
+    ep->draft_max = (int)draft_max;
+    ep->draft_fixed = draft_fixed;
+    ep->ngram_n = spp.ngram_n;
+    ep->ngram_min_hits = spp.ngram_min_hits;
+    ep->grammar_mask_budget = gmask;
+    ep->grammar_request_budget = greq;
     rw_server_model_source src[MAX_MODELS];
     int rc = 1;
     rw_server *s = NULL;
     rw_error err = {0};
+    char *template_src = NULL;
+    if (template_file && read_template(template_file, &template_src, &err)) goto fail;
+    sh.template_src = template_src;
     /* several models: each has its own disk-tier folder in --cache-dir (their files would not serve the others) */
     if (cache_dir && n_models > 1 && mkdir(cache_dir, 0777) && errno != EEXIST) {
         rw_errorf(&err, RW_ERR_IO, "cannot create the cache folder %s: %s", cache_dir, strerror(errno));
@@ -596,6 +605,7 @@ done:
     rw_server_stop(s); /* unloads the models: each prefix cache writes what is pending */
     for (int i = 0; i < n_models; i++) free(sms[i].cache_dir);
     if (!rc) fprintf(stderr, "rewind serve: stopped\n");
+    free(template_src);
     free(key_owned);
     return rc;
 }

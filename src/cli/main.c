@@ -9,7 +9,6 @@
 
 #include "base/log.h"
 #include "cli/cli.h"
-#include "kernels/matmul.h"
 
 typedef struct {
     const char *name;
@@ -80,9 +79,9 @@ void rw_cli_apply_env(void) {
     const char *n = getenv("RW_NUMERICS");
     if (n && *n) rw_set_numerics(n, NULL);
     const char *p = getenv("RW_PANELS");
-    if (p && !strcmp(p, "0")) rw_matmul_set_panels(false);
+    if (p && !strcmp(p, "0")) rw_set_packed_panels(false, NULL);
     const char *v = getenv("RW_AVX_VNNI");
-    if (v && !strcmp(v, "0")) rw_matmul_set_avx_vnni(false);
+    if (v && !strcmp(v, "0")) rw_set_avx_vnni(false, NULL);
 }
 
 int main(int argc, char **argv) {

@@ -30,7 +30,11 @@ if ! diff "$tmp/header" "$tmp/so" > "$tmp/d"; then
 fi
 
 # Ceilings: the internal library symbols each program module still uses.
-declare -A ceiling=([server]=0 [cli]=61 [bench]=97 [tools]=0 [synth]=26)
+# cli: the synthesizer's command alone (cmd_synth.c; every other command
+# object is on the header: tests/api/test_cli_symbols.sh). bench: 98 since
+# the helpers that open models below the header moved from cli to
+# bench/bench_models.c (rw_model_load).
+declare -A ceiling=([server]=0 [cli]=0 [bench]=98 [tools]=0 [synth]=26)
 # "SYMBOL MODULE" for every global the library's modules define
 for d in "$build"/obj/src/*/; do
   mod=$(basename "$d")

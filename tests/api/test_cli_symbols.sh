@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The commands that run a model as an embedder would are built on the public
-# API: the objects named in ON_HEADER below (rewind generate, chat-template,
-# tokenize / detokenize) reference no library function that
-# include/rewind.h does not declare (RW_API). The other commands' objects
-# are counted, not listed, by tests/api/test_abi_surface.sh (inspect, logits,
-# synth, cache-verify and serve's start-up still reach into the library's
-# file, model and cache layers). The checker is shown to catch an object
-# that calls an internal function.
+# The rewind program's commands are built on the public API: the objects
+# named in ON_HEADER below (every command and the program's shared code:
+# inspect, logits, generate, chat-template, tokenize / detokenize, serve's
+# start-up, cache-verify, the option parser, the JSON writer, main)
+# reference no library function that include/rewind.h does not declare
+# (RW_API). Only the synthesizer's command (cmd_synth.c: program code that
+# writes test models from the library's model layer) is left out; it is
+# counted by tests/api/test_abi_surface.sh. Every other object of src/cli
+# must be listed here. The checker is shown to catch an object that calls
+# an internal function.
 #
 # rewind bench: each benchmark object not named in BENCH_BELOW_API (with why
 # it must reach below the header: it times one internal layer alone) uses
@@ -15,7 +17,9 @@ set -u
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
 build="${RW_BUILD:-build}"
-ON_HEADER=(cmd_generate cmd_chat_template cmd_tokenize)
+ON_HEADER=(main options cli_model cli_spec cli_json cmd_inspect cmd_logits cmd_generate cmd_chat_template
+  cmd_tokenize cmd_serve cmd_cache_verify)
+NOT_ON_HEADER=(cmd_synth)
 declare -A BENCH_BELOW_API=(
   [bench_kernels]="matrix products per kernel tier and weight type, the read bandwidth"
   [bench_ops]="attention, convolution, scan and delta-rule kernels alone"
@@ -25,6 +29,7 @@ declare -A BENCH_BELOW_API=(
   [bench_state]="sequence checkpoints, rewinds and the prefix cache's insert and lookup"
   [bench_model]="forward passes on a sequence (with rewinds) against the weights' bytes"
   [bench_serve]="the HTTP server started in this process on an engine of its own"
+  [bench_models]="opens the files, models and tokenizers the benchmarks above time below the header"
 )
 [ -e "$build/obj/src/cli/cmd_generate.o" ] || { echo "skipped: no CLI objects in $build/obj/src/cli"; exit 77; }
 command -v nm > /dev/null || { echo "skipped: no nm"; exit 77; }
@@ -56,6 +61,11 @@ for o in "${ON_HEADER[@]}"; do
     echo "$out" | sed 's/^/    /'
     fail=1
   fi
+done
+for obj in "$build"/obj/src/cli/*.o; do # a new object of src/cli is on the header too
+  o=$(basename "$obj" .o)
+  [[ " ${ON_HEADER[*]} ${NOT_ON_HEADER[*]} " == *" $o "* ]] ||
+    { echo "src/cli/$o.c is not in ON_HEADER (every command object uses the header alone)"; fail=1; }
 done
 echo "${#ON_HEADER[@]} command objects checked against the header"
 

@@ -41,7 +41,7 @@ from .errors import (
 from .model import Model, Stream
 from .seq import Seq
 
-__version__ = "0.24.0"
+__version__ = "0.25.0"
 
 __all__ = [
     "Model", "Stream", "Engine", "EngineStats", "Request", "Seq", "Completion",
@@ -64,7 +64,7 @@ def load_library(path=None):
 
 
 def library_version():
-    """The version of the loaded librewind ("0.24.0")."""
+    """The version of the loaded librewind ("0.25.0")."""
     return _ffi.load().rw_version().decode()
 
 

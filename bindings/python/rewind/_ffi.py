@@ -11,7 +11,7 @@ import threading
 
 # The header version these bindings mirror. The structs below are this
 # version's; a library of another major.minor may lay them out differently.
-HEADER_VERSION = (0, 24)
+HEADER_VERSION = (0, 25)
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 c_float_p = ctypes.POINTER(ctypes.c_float)
@@ -27,6 +27,7 @@ class rw_model_params(ctypes.Structure):
         ("kernels", ctypes.c_char_p),
         ("numerics", ctypes.c_char_p),
         ("chat_template", ctypes.c_char_p),
+        ("n_threads", ctypes.c_int),
     ]
 
 
@@ -152,6 +153,12 @@ class rw_engine_params(ctypes.Structure):
         ("cache_write_delay", ctypes.c_double),
         ("ngram_n", ctypes.c_int),
         ("ngram_min_hits", ctypes.c_int),
+        ("max_state_bytes", ctypes.c_size_t),
+        ("cache_dir_evict_only", ctypes.c_bool),
+        ("cache_flush_seconds", ctypes.c_double),
+        ("prefault_states", ctypes.c_bool),
+        ("grammar_mask_budget", ctypes.c_int64),
+        ("grammar_request_budget", ctypes.c_int64),
     ]
 
 
@@ -195,6 +202,42 @@ class rw_embed_options(ctypes.Structure):
     ]
 
 
+class rw_seq_batch(ctypes.Structure):
+    _fields_ = [
+        ("seq", ctypes.c_void_p),
+        ("ids", c_int32_p),
+        ("n", ctypes.c_int64),
+        ("logits", c_float_p),
+        ("all_logits", ctypes.c_bool),
+    ]
+
+
+class rw_meta_value(ctypes.Structure):
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("u", ctypes.c_uint64),
+        ("i", ctypes.c_int64),
+        ("f", ctypes.c_double),
+        ("str", ctypes.c_void_p),  # str_len bytes, not NUL-terminated
+        ("str_len", ctypes.c_uint64),
+        ("elem_type", ctypes.c_int),
+        ("n_elems", ctypes.c_uint64),
+        ("impl", ctypes.c_void_p),
+    ]
+
+
+class rw_tensor_info(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("type", ctypes.c_char_p),
+        ("n_dims", ctypes.c_uint32),
+        ("ne", ctypes.c_uint64 * 4),
+        ("offset", ctypes.c_uint64),
+        ("nbytes", ctypes.c_uint64),
+        ("readable", ctypes.c_bool),
+    ]
+
+
 # The structs with their C names, for the layout test.
 STRUCTS = {
     "rw_error": rw_error,
@@ -208,6 +251,9 @@ STRUCTS = {
     "rw_engine_stats_public": rw_engine_stats_public,
     "rw_embed_options": rw_embed_options,
     "rw_chat_request": rw_chat_request,
+    "rw_seq_batch": rw_seq_batch,
+    "rw_meta_value": rw_meta_value,
+    "rw_tensor_info": rw_tensor_info,
 }
 
 RW_SPECULATE_MTP = 1
@@ -301,6 +347,33 @@ _PROTOTYPES = {
     "rw_seq_rewind": (_S, [_P, ctypes.c_int64, _E]),
     "rw_seq_save": (_S, [_P, ctypes.c_char_p, _E]),
     "rw_seq_load": (_S, [_P, ctypes.c_char_p, _E]),
+    "rw_seq_eval_batch": (_S, [ctypes.POINTER(rw_seq_batch), ctypes.c_int, _E]),
+    "rw_model_state_bytes": (ctypes.c_size_t, [_P, ctypes.c_int64, ctypes.c_bool, ctypes.c_int]),
+    # Tools (include/rewind.h, "tools"): a GGUF file read without loading a
+    # model, the disk tier's verification, the process switches.
+    "rw_model_file_open": (_S, [ctypes.c_char_p, ctypes.POINTER(_P), _E]),
+    "rw_model_file_close": (None, [_P]),
+    "rw_model_file_version": (ctypes.c_uint32, [_P]),
+    "rw_model_file_alignment": (ctypes.c_uint32, [_P]),
+    "rw_model_file_data_offset": (ctypes.c_uint64, [_P]),
+    "rw_model_file_size": (ctypes.c_uint64, [_P]),
+    "rw_model_file_n_meta": (ctypes.c_size_t, [_P]),
+    "rw_model_file_meta": (ctypes.c_char_p, [_P, ctypes.c_size_t, ctypes.POINTER(rw_meta_value)]),
+    "rw_model_file_find_meta": (ctypes.c_bool, [_P, ctypes.c_char_p, ctypes.POINTER(rw_meta_value)]),
+    "rw_meta_elem": (ctypes.c_bool, [ctypes.POINTER(rw_meta_value), ctypes.c_uint64, ctypes.POINTER(rw_meta_value)]),
+    "rw_meta_type_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "rw_model_file_n_tensors": (ctypes.c_size_t, [_P]),
+    "rw_model_file_tensor": (ctypes.c_bool, [_P, ctypes.c_size_t, ctypes.POINTER(rw_tensor_info)]),
+    "rw_model_file_find_tensor": (ctypes.c_int64, [_P, ctypes.c_char_p]),
+    "rw_model_file_read_rows": (_S, [_P, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_uint64, c_float_p, _E]),
+    "rw_model_text_get": (ctypes.c_char_p, [_P, ctypes.c_int]),
+    "rw_cache_verify": (
+        _S, [_P, ctypes.POINTER(rw_engine_params), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+             ctypes.POINTER(ctypes.c_int), _E]
+    ),
+    "rw_set_packed_panels": (_S, [ctypes.c_bool, _E]),
+    "rw_set_avx_vnni": (_S, [ctypes.c_bool, _E]),
+    "rw_install_fault_guard": (_S, [_E]),
     # The server-grade calls (include/rewind.h, "Building a server on the
     # library"): declared so they can be called raw; their structs are passed
     # as pointers (c_void_p) the caller fills with ctypes of its own.
