@@ -43,9 +43,6 @@ done
 # passes if all its files are in one entry of its module; a new circle (or
 # one grown by a file) fails. Remove an entry when its circle is broken.
 allowed_circles=$(sed 's/#.*//' <<'EOF'
-# engine: the scheduler, the request output, embeddings and speculation
-# share the request's life (enqueue, flush, history).
-engine: embed.c engine.c engine_seq.c engine_spec.c output.c scheduler.c
 # kernels: the dispatch (matmul.c, ops_*.c) calls the ISA tiers, which call
 # back for the shared quantizers and the tier in use.
 kernels: matmul.c matmul_avx2.c matmul_kpanel_avx2.c matmul_q8_0_avx2.c matmul_ref.c quantize_ref.c
