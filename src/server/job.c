@@ -564,7 +564,8 @@ static bool fill(rw_server__job *j) {
     bool wrote = false, ok = true, all = true;
     const char *error = NULL;
     if (j->sse_state == 0) { /* the first chunk of each choice: the role (chat) */
-        for (int i = 0; ok && i < j->n; i++) ok = rw_server__sse_chunk(j, i, NULL, 0, NULL, NULL, 0, true, RW_DONE_NONE);
+        for (int i = 0; ok && i < j->n; i++)
+            ok = rw_server__sse_chunk(j, i, NULL, 0, NULL, NULL, 0, true, RW_DONE_NONE);
         j->sse_state = 1;
         wrote = true;
     }

@@ -392,8 +392,8 @@ void rw_server__request_free(rw_server__request *r) {
     memset(r, 0, sizeof *r);
 }
 
-rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *g, rw_token_event_fn cb,
-                            void *user, uint64_t *id, rw_error *err) {
+rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *g,
+                            rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err) {
     rw_request_params p = *g;
     p.struct_size = sizeof p; /* this header's struct, whoever filled it */
     return rw_engine_submit_tokens(e, ids, n, &p, cb, user, id, err);

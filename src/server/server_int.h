@@ -252,8 +252,8 @@ rw_status rw_server__output_parse(const rw_chat_output_params *o, const char *te
                                   rw_error *err);
 /* request.c: submits a request with the server's parameters through the
  * public rw_engine_submit_tokens. */
-rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *g, rw_token_event_fn cb,
-                            void *user, uint64_t *id, rw_error *err);
+rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *g,
+                            rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err);
 
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool rw_server__parse_request(rw_server__model *m, bool chat, const char *body, size_t len, rw_server__request *r, rw_server__error *e);
