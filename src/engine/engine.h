@@ -195,7 +195,7 @@ int rw_engine_step(rw_engine *e, rw_error *err);
 rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt, const rw_gen_params *p,
                            rw_gen_callback cb, void *user, uint64_t *id, rw_error *err);
 
-/* ---- embeddings (embed.c) ----
+/* ---- embeddings (submit.c, embed.c) ----
  *
  * An embedding request runs its prompt through the model like a generation
  * request (in the same batches, with the same chunking and prefix cache) and

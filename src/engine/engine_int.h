@@ -1,5 +1,12 @@
-/* engine_int.h - the engine's private state (engine.c, scheduler.c,
- * engine_seq.c, output.c). */
+/* engine_int.h - the engine's private state and what its files share.
+ *
+ * The files call one another downwards only (scripts/check_layers.sh
+ * checks it on the objects): engine.c (life cycle, cancel, statistics) ->
+ * scheduler.c (the steps) -> engine_seq.c (a request's sequence) ->
+ * engine_spec.c (speculative decoding) -> output.c (tokens to events) ->
+ * request.c (clock, final event, free) -> embed.c (an embedding request's
+ * state); submit.c makes requests (-> request.c, embed.c). Below them all:
+ * engine_slots.c, histogram.c, stop_match.c, constraint.c, spec.c. */
 #ifndef RW_ENGINE_ENGINE_INT_H
 #define RW_ENGINE_ENGINE_INT_H
 
@@ -70,7 +77,7 @@ typedef struct rw_engine__req {
     bool finished;  /* final event made (scheduler thread only) */
     /* The final event waits here until the step's end: the request is
      * counted and its sequence is in the prefix cache before whoever reads
-     * that event can look at either (rw_engine__output_flush). */
+     * that event can look at either (rw_engine__req_flush). */
     bool final_pending;
     rw_gen_event final_ev; /* its pointers lead to the fields below and to held */
     int32_t final_tok;
@@ -128,11 +135,15 @@ struct rw_engine {
     rw_engine_stats stats;
 };
 
+/* request.c: what every stage does with a request. */
 double rw_engine__now(void); /* monotonic seconds */
-/* Queues r (made by a submit function; freed here on error): RW_ERR_BUSY
- * when the queue is full. */
-rw_status rw_engine__enqueue(rw_engine *e, rw_engine__req *r, uint64_t *id, rw_error *err);
+/* Sends the final event made earlier, if any (once). Scheduler thread, or
+ * whoever frees the request. */
+void rw_engine__req_flush(rw_engine__req *r);
+/* Sends a final event still waiting (rw_engine__req_flush), then frees r
+ * and all it owns. NULL is fine. */
 void rw_engine__req_free(rw_engine__req *r);
+
 void *rw_engine__scheduler_main(void *arg);
 /* Gives idle memory back to the system (scheduler.c). Without the lock. */
 void rw_engine__trim_memory(rw_engine *e);
@@ -177,12 +188,9 @@ bool rw_engine__output_stop_pending(const rw_engine__req *r);
  * end with drafts[n - 1] (end of generation, or a stop string completed),
  * computed on copies of its text state. */
 bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n);
-/* Sends the final event of a request that failed. */
+/* Makes the final event of a request that failed (sent by
+ * rw_engine__req_flush). */
 void rw_engine__output_error(rw_engine__req *r, const char *msg);
-
-/* Sends the final event made earlier, if any (once). Scheduler thread, or
- * whoever frees the request. */
-void rw_engine__output_flush(rw_engine__req *r);
 
 /* engine_spec.c: speculative decoding in the scheduler (engine.h). */
 rw_status rw_engine__spec_new(rw_engine *e, rw_engine__req *r, rw_error *err); /* by rw_engine__seq_for_prompt; no-op without a draft */
@@ -206,19 +214,25 @@ void rw_engine__slot_leave(rw_engine *e, rw_engine__req *r);
 void rw_engine__slot_progress(rw_engine *e, rw_engine__req *r);
 void rw_engine__slot_ops_run(rw_engine *e);
 
-/* embed.c: embedding requests in the scheduler (engine.h). */
+/* embed.c: an embedding request's state (engine.h). */
+/* For a request of n_prompt tokens fed in chunks of at most chunk rows of
+ * n_embd: p's pooling and logit ids (copied), the callback its one event
+ * goes to. NULL when out of memory; freed by rw_engine__embed_free. */
+struct rw_engine__embed *rw_engine__embed_new(const rw_embed_params *p, int n_embd, int64_t n_prompt,
+                                             int64_t chunk, rw_embed_callback cb, void *user);
 /* The request may start from a cached prefix: its pooling needs only the last token's hidden state. */
 bool rw_engine__embed_uses_cache(const rw_engine__req *r);
 /* Where the pass over item (the request's next n tokens) writes hidden rows. */
 void rw_engine__embed_item(rw_engine__req *r, rw_batch_item *item);
 /* After the pass: pools the rows of item (r->n_in_seq already counts them);
  * once the prompt is done, makes the final event (sent by
- * rw_engine__output_flush) and marks r finished. */
-void rw_engine__embed_rows(rw_engine *e, rw_engine__req *r, const rw_batch_item *item);
+ * rw_engine__req_flush) and marks r finished. */
+void rw_engine__embed_rows(rw_engine__req *r, const rw_batch_item *item);
 /* Sends the final event made earlier (its result or r->final_ev's error). */
 void rw_engine__embed_send(rw_engine__req *r);
 void rw_engine__embed_free(struct rw_engine__embed *m);
 
+/* histogram.c */
 void rw_engine__hist_init(rw_histogram *h, const double *bounds, int n);
 void rw_engine__hist_observe(rw_histogram *h, double v);
 

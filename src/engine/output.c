@@ -87,14 +87,6 @@ static void send_event(rw_engine__req *r, size_t text_len, const int32_t *toks, 
     r->held_len -= text_len;
 }
 
-void rw_engine__output_flush(rw_engine__req *r) {
-    if (!r->final_pending) return;
-    r->final_pending = false;
-    if (r->emb) return rw_engine__embed_send(r); /* an embedding request's one event */
-    r->cb(r->user, &r->final_ev);
-    r->held_len = 0;
-}
-
 /* The rest of a token's way out, once it is chosen and accepted into the
  * sampler: statistics, text, stop strings, the event. */
 static rw_finish_reason emit(rw_engine *e, rw_engine__req *r, int32_t tok, float lp, const rw_token_logprob *top,

@@ -259,12 +259,13 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
                     continue;
                 }
                 r->n_in_seq += items[i].n;
+                /* the row after the whole prompt: the prefix cache keeps a copy */
+                if (r->n_in_seq == r->n_prompt) rw_engine__seq_prompt_done(e, r);
                 if (r->emb) { /* pools; ends at the prompt's end */
-                    rw_engine__embed_rows(e, r, &items[i]);
+                    rw_engine__embed_rows(r, &items[i]);
                     continue;
                 }
                 if (!items[i].logits) continue;
-                if (r->n_in_seq == r->n_prompt) rw_engine__seq_prompt_done(e, r);
                 const bool first = r->n_in_seq == r->n_prompt;
                 rw_finish_reason fin = rw_engine__output_token(e, r);
                 if (fin != RW_FINISH_NONE) r->finished = true;
@@ -308,7 +309,7 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
             for (int i = 0; i < n_step; i++)
                 if (step[i]->finished) {
                     release_seq(e, step[i]);
-                    rw_engine__output_flush(step[i]);
+                    rw_engine__req_flush(step[i]);
                 }
             pthread_mutex_lock(&e->mu);
         }

@@ -13,7 +13,7 @@
  *
  * Nodes are arrays indexed by node number, children as linked lists; the
  * root has a full table. Memory: about 21 bytes per byte of stop strings
- * (bounded by RW_MAX_STOP_BYTES in engine.c's checks). */
+ * (bounded by RW_MAX_STOP_BYTES in submit.c's checks). */
 #include <stdlib.h>
 #include <string.h>
 

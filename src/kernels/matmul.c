@@ -1,4 +1,5 @@
-/* matmul.c - tier selection and the work split of rw_matmul.
+/* matmul.c - the kernel of each type under the tier in use (the tier and
+ * numerics themselves are kernel_tier.c's) and the work split of rw_matmul.
  *
  * A call runs in two parallel steps on the pool:
  *   1. every activation row is converted to the kernel's vec-dot format in
@@ -42,8 +43,6 @@ static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
     [RW_TIER_NEON] = ARM_TABLE(rw_mm_kernel_neon),
 };
 
-static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512", "neon"};
-
 /* The tier whose kernels serve what a tier lacks (the reference serves all). */
 static const rw_kernel_tier tier_below[RW_TIER_COUNT] = {
     [RW_TIER_REF] = RW_TIER_REF,
@@ -60,64 +59,6 @@ static const kernel_lookup ggml_tables[RW_TIER_COUNT] = {
     [RW_TIER_AVX512] = X86_TABLE(rw_mm_kernel_avx512_ggml),
     [RW_TIER_NEON] = ARM_TABLE(rw_mm_kernel_neon_ggml),
 };
-
-const char *rw_kernel_tier_name(rw_kernel_tier t) {
-    return (unsigned)t < RW_TIER_COUNT ? tier_names[t] : "?";
-}
-
-bool rw_kernel_tier_available(rw_kernel_tier t) {
-    switch (t) {
-    case RW_TIER_REF: return true;
-    case RW_TIER_AVX2: return rw_cpu_has_avx2();
-    case RW_TIER_AVX512: return rw_cpu_has_avx512();
-    case RW_TIER_NEON: return rw_cpu_has_neon_dot();
-    default: return false;
-    }
-}
-
-static _Atomic int current_tier = -1; /* -1 until first use */
-
-rw_kernel_tier rw_kernel_tier_current(void) {
-    int t = atomic_load(&current_tier);
-    if (t >= 0) return (rw_kernel_tier)t;
-    t = RW_TIER_REF;
-    for (int i = RW_TIER_COUNT - 1; i > 0; i--)
-        if (rw_kernel_tier_available((rw_kernel_tier)i)) {
-            t = i;
-            break;
-        }
-    atomic_store(&current_tier, t);
-    return (rw_kernel_tier)t;
-}
-
-bool rw_kernel_tier_set(rw_kernel_tier t) {
-    if ((unsigned)t >= RW_TIER_COUNT || !rw_kernel_tier_available(t)) return false;
-    atomic_store(&current_tier, (int)t);
-    return true;
-}
-
-static _Atomic int current_numerics = -1; /* -1 until first use */
-
-bool rw_numerics_parse(const char *s, rw_numerics *out) {
-    if (!strcmp(s, "auto")) *out = RW_NUMERICS_AUTO;
-    else if (!strcmp(s, "fast")) *out = RW_NUMERICS_FAST;
-    else if (!strcmp(s, "ggml")) *out = RW_NUMERICS_GGML;
-    else return false;
-    return true;
-}
-
-const char *rw_numerics_name(rw_numerics m) {
-    return m == RW_NUMERICS_GGML ? "ggml" : m == RW_NUMERICS_FAST ? "fast" : "auto";
-}
-
-rw_numerics rw_numerics_current(void) {
-    int m = atomic_load(&current_numerics);
-    if (m >= 0) return (rw_numerics)m;
-    atomic_store(&current_numerics, (int)RW_NUMERICS_AUTO);
-    return RW_NUMERICS_AUTO;
-}
-
-void rw_numerics_set(rw_numerics m) { atomic_store(&current_numerics, (int)m); }
 
 static const rw_mm_kernel *lookup(const kernel_lookup *tables, rw_kernel_tier t, rw_dtype type) {
     return tables[t] ? tables[t](type) : NULL;
@@ -590,12 +531,6 @@ rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_
 static _Atomic bool panels_off; /* rw_matmul_set_panels(false) */
 
 void rw_matmul_set_panels(bool on) { atomic_store(&panels_off, !on); }
-
-static _Atomic bool avx_vnni_off; /* rw_matmul_set_avx_vnni(false) */
-
-void rw_matmul_set_avx_vnni(bool on) { atomic_store(&avx_vnni_off, !on); }
-
-bool rw_matmul_avx_vnni_allowed(void) { return !atomic_load(&avx_vnni_off); }
 
 /* The kernel whose panel form would take w, and w's dense row size; NULL
  * when there is none (or panels are turned off). */

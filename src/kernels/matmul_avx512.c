@@ -156,22 +156,6 @@ INLINE void bf16_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
 
 /* ==== 32-element blocks with Q8_0 / Q8_1 activations ===================== */
 
-/* One unpacked 64-element weight chunk: unsigned quants, per-lane scale
- * (and per-lane min for Q4_1/Q5_1: lane 0 and 8 only, matching sx). */
-typedef struct {
-    __m512i u;
-    __m512 dw;
-    __m512 mw;
-} w_chunk;
-
-/* [d0 x8, d1 x8] from two f16 block scales (d1 = 0 if there is no second
- * block): one conversion and one permute. */
-INLINE __m512 lane_scales16(rw_f16 d0, rw_f16 d1) {
-    __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
-    const __m512i idx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(d));
-}
-
 /* The 32 fifth bits of a Q5 block as a 32-bit mask (little-endian qh). */
 INLINE uint32_t q5_bits(const uint8_t qh[4]) {
     uint32_t v;
@@ -238,19 +222,6 @@ INLINE w_chunk unpack_mxfp4(const uint8_t *row, int64_t c, int two) {
     return w;
 }
 
-/* Q8_0 weights biased to unsigned (the activation's base removes 128 *
- * the lane's quant sum exactly). */
-INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
-    const rw_block_q8_0 *b = (const rw_block_q8_0 *)row + 2 * c;
-    __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
-    __m256i hi = two ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_set1_epi8((char)0x80);
-    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    w_chunk w = {_mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)), lane_scales16(b[0].d, two ? b[1].d : 0),
-                 _mm512_setzero_ps()};
-    return w;
-}
-
-#define B32_PF_DIST 4096 /* bytes ahead in a row that the 32-block tiles prefetch (one line per two blocks) */
 /* The float step of a 32-block tile for one output and one 64-element
  * chunk, p the chunk's 16 exact lane sums (as floats), s their scales
  * dw*dx: per lane (each lane adds its own block's products; the min term
@@ -260,19 +231,6 @@ INLINE __m512 b32_lanes(__m512 acc, __m512 p, __m512 s, const w_chunk *wc, const
 }
 INLINE __m512 b32_lanes_min(__m512 acc, __m512 p, __m512 s, const w_chunk *wc, const x_chunk *xc, int two) {
     return _mm512_fmadd_ps(wc->mw, _mm512_load_ps(xc->sx), _mm512_fmadd_ps(p, s, acc));
-}
-
-/* RW_NUMERICS_GGML: Q8_0, Q4_0 and Q5_0 accumulate in the order of ggml's
- * x86 vec-dots (ggml_vec_dot_q8_0_q8_0 and llamafile's tinyBLAS for Q8_0
- * alike), so that our results equal llama.cpp's bit for bit: 8 lanes per
- * output, lane l taking the exact sum of the 4 products 4l..4l+3 of each
- * block, acc_l = fma(dw_b * dx_b, (float)sum_bl, acc_l) for b = 0, 1, ...
- * in order, and y = hsum8_ggml(acc). A chunk's two blocks sit in the low
- * and high halves of the 16 lanes, so the high half's fma follows the low
- * half's. */
-INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const x_chunk *xc, int two) {
-    acc = _mm256_fmadd_ps(_mm512_castps512_ps256(s), _mm512_castps512_ps256(p), acc);
-    return two ? _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(p, 1), acc) : acc;
 }
 
 /* Q4_1 / Q5_1 in ggml's order: the lanes as b32_ggml, and the min term
@@ -290,39 +248,8 @@ INLINE b32_min_acc b32_ggml_min(b32_min_acc acc, __m512 p, __m512 s, const w_chu
 }
 INLINE float b32_min_reduce(b32_min_acc acc) { return hsum8_ggml(acc.a) + acc.s; }
 
-/* A 32-block tile: ACC_T accumulators per output, started at ZERO, updated
- * by STEP per chunk and reduced by REDUCE. */
-#define BLOCK32_TILE_GEN(name, UNPACK, BLK, ACC_T, ZERO, STEP, REDUCE)                                 \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
-                            size_t xs, const int nx, float *out) {                                      \
-        ACC_T acc[NW][NX];                                                                              \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = ZERO;                     \
-        int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
-        for (int64_t c = 0; c < nc; c++) {                                                              \
-            int two = 2 * c + 1 < nb;                                                                   \
-            w_chunk wc[NW];                                                                             \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                _mm_prefetch((const char *)(w + i * ws) + 2 * c * sizeof(BLK) + B32_PF_DIST, _MM_HINT_T0); \
-                wc[i] = UNPACK(w + i * ws, c, two);                                                     \
-            }                                                                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                 \
-                __m512i xqv = _mm512_load_si512(xc->qs);                                                \
-                __m512 dx = _mm512_load_ps(xc->dx);                                                     \
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
-                    __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv)); \
-                    acc[i][j] = STEP(acc[i][j], p, _mm512_mul_ps(wc[i].dw, dx), &wc[i], xc, two);       \
-                }                                                                                       \
-            }                                                                                           \
-        }                                                                                               \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = REDUCE(acc[i][j]);  \
-    }
 #define BLOCK32_TILE(name, UNPACK, STEP, BLK)                                                          \
     BLOCK32_TILE_GEN(name, UNPACK, BLK, __m512, _mm512_setzero_ps(), STEP, _mm512_reduce_add_ps)
-#define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
-    BLOCK32_TILE_GEN(name, UNPACK, BLK, __m256, _mm256_setzero_ps(), b32_ggml, hsum8_ggml)
 
 BLOCK32_TILE(q4_0, unpack_q4_0, b32_lanes, rw_block_q4_0)
 BLOCK32_TILE(q4_1, unpack_q4_1, b32_lanes_min, rw_block_q4_1)
@@ -330,7 +257,6 @@ BLOCK32_TILE(q5_0, unpack_q5_0, b32_lanes, rw_block_q5_0)
 BLOCK32_TILE(q5_1, unpack_q5_1, b32_lanes_min, rw_block_q5_1)
 BLOCK32_TILE(iq4_nl, unpack_iq4_nl, b32_lanes, rw_block_iq4_nl)
 BLOCK32_TILE(mxfp4, unpack_mxfp4, b32_lanes, rw_block_mxfp4)
-BLOCK32_TILE_GGML(q8_0_ggml, unpack_q8_0, rw_block_q8_0)
 BLOCK32_TILE_GGML(q4_0_ggml, unpack_q4_0, rw_block_q4_0)
 BLOCK32_TILE_GGML(q5_0_ggml, unpack_q5_0, rw_block_q5_0)
 BLOCK32_TILE_GEN(q4_1_ggml, unpack_q4_1, rw_block_q4_1, b32_min_acc, ((b32_min_acc){_mm256_setzero_ps(), 0.0f}),
@@ -529,7 +455,6 @@ TILE_DISPATCH(q5_0)
 TILE_DISPATCH(q5_1)
 TILE_DISPATCH(iq4_nl)
 TILE_DISPATCH(mxfp4)
-TILE_DISPATCH_FN(, rw_avx512_tile_q8_0_ggml, q8_0_ggml_impl) /* matmul_q8_0_avx512.c's kernel uses it */
 TILE_DISPATCH(q4_0_ggml)
 TILE_DISPATCH(q5_0_ggml)
 TILE_DISPATCH(q4_1_ggml)

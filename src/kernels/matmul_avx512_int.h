@@ -8,7 +8,9 @@
  * matmul_kpanel_avx512.c (the K-quant panel forms) and
  * matmul_kgroup_avx512.c (the K-quant group form, for a few rows). The activation
  * layouts and quantizers that several of them use live here, with the
- * tile-shape dispatchers and the kernels one file defines for another.
+ * 32-block tile's template, the tile-shape dispatchers and the kernels one
+ * file defines for another; matmul_avx512.c, which holds the tier's table,
+ * calls into the other files and none of them calls back.
  */
 #ifndef RW_KERNELS_MATMUL_AVX512_INT_H
 #define RW_KERNELS_MATMUL_AVX512_INT_H
@@ -260,11 +262,77 @@ static inline void convert_q8_K_perm(const float *x, void *xq, int64_t n) {
 #define KG_NW 2
 #define KG_NX 8
 
+/* ==== 32-element block tiles ============================================== */
+
+/* The one-row tile of the 32-element types over the x_chunk layout, made
+ * by BLOCK32_TILE_GEN: matmul_avx512.c instantiates it for its types, and
+ * matmul_q8_0_avx512.c for Q8_0 in ggml's order (BLOCK32_TILE_GGML). */
+
+/* One unpacked 64-element weight chunk: unsigned quants, per-lane scale
+ * (and per-lane min for Q4_1/Q5_1: lane 0 and 8 only, matching sx). */
+typedef struct {
+    __m512i u;
+    __m512 dw;
+    __m512 mw;
+} w_chunk;
+
+/* [d0 x8, d1 x8] from two f16 block scales (d1 = 0 if there is no second
+ * block): one conversion and one permute. */
+INLINE __m512 lane_scales16(rw_f16 d0, rw_f16 d1) {
+    __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
+    const __m512i idx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(d));
+}
+
+#define B32_PF_DIST 4096 /* bytes ahead in a row that the 32-block tiles prefetch (one line per two blocks) */
+
+/* RW_NUMERICS_GGML: Q8_0, Q4_0 and Q5_0 accumulate in the order of ggml's
+ * x86 vec-dots (ggml_vec_dot_q8_0_q8_0 and llamafile's tinyBLAS for Q8_0
+ * alike), so that our results equal llama.cpp's bit for bit: 8 lanes per
+ * output, lane l taking the exact sum of the 4 products 4l..4l+3 of each
+ * block, acc_l = fma(dw_b * dx_b, (float)sum_bl, acc_l) for b = 0, 1, ...
+ * in order, and y = hsum8_ggml(acc). A chunk's two blocks sit in the low
+ * and high halves of the 16 lanes, so the high half's fma follows the low
+ * half's. */
+INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const x_chunk *xc, int two) {
+    acc = _mm256_fmadd_ps(_mm512_castps512_ps256(s), _mm512_castps512_ps256(p), acc);
+    return two ? _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(p, 1), acc) : acc;
+}
+
+/* A 32-block tile: ACC_T accumulators per output, started at ZERO, updated
+ * by STEP per chunk and reduced by REDUCE. */
+#define BLOCK32_TILE_GEN(name, UNPACK, BLK, ACC_T, ZERO, STEP, REDUCE)                                 \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
+                            size_t xs, const int nx, float *out) {                                      \
+        ACC_T acc[NW][NX];                                                                              \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = ZERO;                     \
+        int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
+        for (int64_t c = 0; c < nc; c++) {                                                              \
+            int two = 2 * c + 1 < nb;                                                                   \
+            w_chunk wc[NW];                                                                             \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
+                _mm_prefetch((const char *)(w + i * ws) + 2 * c * sizeof(BLK) + B32_PF_DIST, _MM_HINT_T0); \
+                wc[i] = UNPACK(w + i * ws, c, two);                                                     \
+            }                                                                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
+                const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                 \
+                __m512i xqv = _mm512_load_si512(xc->qs);                                                \
+                __m512 dx = _mm512_load_ps(xc->dx);                                                     \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+                    __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv)); \
+                    acc[i][j] = STEP(acc[i][j], p, _mm512_mul_ps(wc[i].dw, dx), &wc[i], xc, two);       \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = REDUCE(acc[i][j]);  \
+    }
+#define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
+    BLOCK32_TILE_GEN(name, UNPACK, BLK, __m256, _mm256_setzero_ps(), b32_ggml, hsum8_ggml)
+
 /* ==== kernels and tiles one file defines for another ===================== */
 
-/* matmul_avx512.c: the ggml-order Q8_0 tile (a 32-block tile). */
-void rw_avx512_tile_q8_0_ggml(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
-                              float *out);
 /* matmul_q8_0_avx512.c */
 extern const rw_mm_kernel rw_avx512_kernel_q8_0, rw_avx512_kernel_q8_0_ggml;
 /* matmul_kquant_avx512.c: the tiles of the types that also have panels */

@@ -96,7 +96,7 @@ const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t);
 
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
 
-/* False after rw_matmul_set_avx_vnni(false) (matmul.c). */
+/* False after rw_matmul_set_avx_vnni(false) (kernel_tier.c). */
 bool rw_matmul_avx_vnni_allowed(void);
 
 /* CPU feature probes (cpu_features.c). */

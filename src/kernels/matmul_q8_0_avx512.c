@@ -1,7 +1,8 @@
 /* matmul_q8_0_avx512.c - Q8_0 in the AVX-512 tier: the one-row tile, the
  * group form (many rows), the quad form (few rows), the panel form over
- * repacked weights, and the panel form in ggml's order (the file head of
- * matmul_avx512.c describes the tier; matmul_avx512_int.h the split).
+ * repacked weights, and in ggml's order the one-row tile and the panel form
+ * (the file head of matmul_avx512.c describes the tier;
+ * matmul_avx512_int.h the split).
  */
 #include <stddef.h>
 
@@ -496,6 +497,27 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     }
 }
 
+/* ==== Q8_0 in ggml's order: the one-row tile ============================
+ *
+ * For one activation row (and the shapes up to NW x NX) the 32-block tile
+ * of the other types in ggml's order (BLOCK32_TILE_GGML, matmul_avx512_int.h),
+ * over the x_chunk activation layout, with the weights biased to unsigned. */
+
+/* Q8_0 weights biased to unsigned (the activation's base removes 128 *
+ * the lane's quant sum exactly). */
+INLINE w_chunk unpack_q8_0(const uint8_t *row, int64_t c, int two) {
+    const rw_block_q8_0 *b = (const rw_block_q8_0 *)row + 2 * c;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
+    __m256i hi = two ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_set1_epi8((char)0x80);
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    w_chunk w = {_mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)), lane_scales16(b[0].d, two ? b[1].d : 0),
+                 _mm512_setzero_ps()};
+    return w;
+}
+
+BLOCK32_TILE_GGML(q8_0_ggml, unpack_q8_0, rw_block_q8_0)
+TILE_DISPATCH(q8_0_ggml)
+
 /* ==== Q8_0 in ggml's order over repacked weights: the panel form =======
  *
  * RW_NUMERICS_GGML, for 2 activation rows and more. The panels have the
@@ -643,6 +665,6 @@ const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_
                                             NULL, 0, 0};
 
 const rw_mm_kernel rw_avx512_kernel_q8_0_ggml = {
-    .x_bytes = x_bytes_chunks, .convert_x = convert_q8_0_b128, .tile = rw_avx512_tile_q8_0_ggml, .max_nw = NW,
+    .x_bytes = x_bytes_chunks, .convert_x = convert_q8_0_b128, .tile = tile_q8_0_ggml, .max_nw = NW,
     .max_nx = NX, .p_bytes = pg_bytes_q8, .convert_p = convert_q8_0_gp, .tile_p = tile_gp_q8_0,
     .pack_p = pack_q8_0_gp, .p_rows = Q8GP_ROWS, .max_np = Q8GP_MAX_NX};

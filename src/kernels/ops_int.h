@@ -62,7 +62,7 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
 
 void rw_silu_avx512(const float *x, float *y, int64_t n);
 /* GEGLU with the F16C conversion and a gather from the GELU table
- * (rw_gelu_f16_table, ops_act.c: built on first use, then read-only). */
+ * (rw_gelu_f16_table, ops_act_ref.c: built on first use, then read-only). */
 const float *rw_gelu_f16_table(void);
 void rw_geglu_avx512(float *g, const float *u, int64_t n);
 /* ops_conv.c's kernel-4 conv step for the first 16*floor(C/16) channels

@@ -1,17 +1,8 @@
 /* ops_norm.c - grouped RMS norm, L2 norm and the gated RMS norm (ops.h). */
 #include <math.h>
 
-#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
-
-#if defined(__x86_64__)
-bool rw_ops_use_avx512(void) { return rw_kernel_tier_current() == RW_TIER_AVX512; }
-bool rw_ops_use_avx2(void) { return rw_kernel_tier_current() == RW_TIER_AVX2; }
-#endif
-#if defined(__aarch64__)
-bool rw_ops_use_neon(void) { return rw_kernel_tier_current() == RW_TIER_NEON; }
-#endif
 
 void rw_rmsnorm_groups(const float *x, const float *w, int64_t w_stride, int n_groups, int gs, float eps, float *y) {
     for (int g = 0; g < n_groups; g++) {

@@ -126,8 +126,8 @@ rw_api_end rw_server__end_reason(const rw_server__job *j, const rw_api_out *o, c
                              const char **stop) {
     const rw_server__choice *c = &j->choice[0];
     if (stop) *stop = NULL;
-    if (c->finish == RW_FINISH_ERROR || c->oom) return RW_API_END_ERROR;
-    if (c->finish == RW_FINISH_LENGTH) return RW_API_END_LENGTH; /* even after a complete call */
+    if (c->finish == RW_DONE_ERROR || c->oom) return RW_API_END_ERROR;
+    if (c->finish == RW_DONE_LENGTH) return RW_API_END_LENGTH; /* even after a complete call */
     if (o->n_calls > 0) return RW_API_END_TOOLS;
     /* STOP: an end-of-generation token ends the tokens; else a stop string
      * did, and it begins where the text given out ends (the engine cut it

@@ -29,6 +29,14 @@
 
 typedef struct emb_state emb_state;
 
+/* What every item of a request is submitted with
+ * (rw_engine_submit_embedding's pooling and logit ids). */
+typedef struct {
+    rw_pooling pooling;
+    const int32_t *logit_ids;
+    int n_logit_ids;
+} emb_params;
+
 /* One input (or document): one engine request. */
 typedef struct {
     emb_state *st;
@@ -346,11 +354,11 @@ static rw_server__job *state_job(rw_server__model *m, int n, bool rerank, emb_st
 
 /* Submits item i with prompt ids; on failure the job is freed (its items
  * already in are cancelled) and the reply says why. */
-static bool submit(rw_server__model *m, rw_server__job *j, int i, const int32_t *ids, size_t n, const rw_embed_params *p,
+static bool submit(rw_server__model *m, rw_server__job *j, int i, const int32_t *ids, size_t n, const emb_params *p,
                    rw_server__reply *rep) {
     emb_state *st = j->api_state;
     rw_error err = {0};
-    rw_status rc = rw_engine_submit_embedding(m->engine, ids, (int64_t)n, (rw_pooling)p->pooling, p->logit_ids,
+    rw_status rc = rw_engine_submit_embedding(m->engine, ids, (int64_t)n, p->pooling, p->logit_ids,
                                               p->n_logit_ids, on_embed, &st->it[i], &st->it[i].id, &err);
     if (!rc) {
         st->it[i].submitted = true;
@@ -438,7 +446,7 @@ rw_server__reply rw_server__embeddings(rw_server__model *m, const char *body, si
     } else if (norm && !json_is_null(norm) &&
                (!json_is_integer(norm) || json_integer_value(norm) < -1 || json_integer_value(norm) > 64))
         rep = reply_error(400, NULL, "embd_normalize", "embd_normalize must be an integer in [-1, 64]");
-    else if (m->pooling == RW_POOL_NONE && !native)
+    else if (m->pooling == RW_POOLING_NONE && !native)
         rep = reply_error(400, NULL, NULL, "%s",
                           "this server pools nothing (--pooling none): start it with --pooling mean, cls or last");
     else if (n > max_items(m)) {
@@ -470,7 +478,7 @@ rw_server__reply rw_server__embeddings(rw_server__model *m, const char *body, si
     st->native = native;
     st->norm = norm && json_is_integer(norm) ? (int)json_integer_value(norm) : 2;
     if (native) j->api_body = native_body;
-    const rw_embed_params p = {.pooling = (rw_pool_kind)m->pooling};
+    const emb_params p = {.pooling = (rw_pooling)m->pooling};
     bool ok = true;
     for (int i = 0; ok && i < n; i++) {
         int32_t *ids;
@@ -582,7 +590,7 @@ rw_server__reply rw_server__rerank(rw_server__model *m, const char *body, size_t
     st->top_n = top && json_is_integer(top) ? (int)json_integer_value(top) : 0;
     st->return_docs = ret && json_is_true(ret);
     const char *in = json_is_string(instr) ? json_string_value(instr) : NULL;
-    const rw_embed_params p = {.pooling = RW_POOL_LAST, .logit_ids = yes_no, .n_logit_ids = 2};
+    const emb_params p = {.pooling = RW_POOLING_LAST, .logit_ids = yes_no, .n_logit_ids = 2};
     bool ok = true;
     for (int i = 0; ok && i < n; i++) {
         int32_t *ids = NULL;

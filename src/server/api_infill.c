@@ -146,7 +146,7 @@ static void state_free(void *p) {
 }
 
 /* The engine's events, timed on their way to the job. */
-static void on_event(void *user, const rw_gen_event *ev) {
+static void on_event(void *user, const rw_token_event *ev) {
     rw_server__choice *c = user;
     infill_state *st = c->job->api_state;
     const double now = rw_server__now();
@@ -264,7 +264,7 @@ static bool infill_fill(rw_server__job *j) {
         wrote = true;
     }
     if (ok && (t.done || t.oom)) {
-        if (t.oom || t.finish == RW_FINISH_ERROR)
+        if (t.oom || t.finish == RW_DONE_ERROR)
             ok = data_event(j, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", t.oom ? "out of memory" : t.error,
                                          "type", "server_error", "param", "code"));
         else ok = data_event(j, final_json(j, "", 0, false));

@@ -14,7 +14,6 @@
 #ifndef RW_SERVER_API_INT_H
 #define RW_SERVER_API_INT_H
 
-#include "chat/output.h"
 #include "server/server_int.h"
 
 /* ---- what a route handler gives back to server.c ---- */
@@ -195,7 +194,7 @@ typedef struct {
     size_t len;
     bool started; /* the engine has reported (prompt_tokens known) */
     bool done, oom;
-    rw_finish_reason finish;
+    rw_done_reason finish;
     char error[256];
     int64_t prompt_tokens, cached_tokens, completion_tokens;
 } rw_api_take;

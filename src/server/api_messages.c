@@ -383,12 +383,12 @@ static bool stream_fill(rw_server__job *j) {
     }
     if (ok && (t.len || t.done)) {
         size_t before = j->out_len;
-        m->out.cut = t.finish == RW_FINISH_LENGTH;
+        m->out.cut = t.finish == RW_DONE_LENGTH;
         ok = rw_server__out_feed(&m->out, t.text ? t.text : "", t.len, t.done);
         wrote |= j->out_len != before;
     }
     if (ok && t.done) {
-        if (t.oom || t.finish == RW_FINISH_ERROR)
+        if (t.oom || t.finish == RW_DONE_ERROR)
             ok = rw_server__sse_event(j, "error", json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type",
                                                         "api_error", "message", t.oom ? "out of memory" : t.error));
         else {
@@ -425,7 +425,7 @@ static char *body_json(rw_server__job *j, char *const *stops, int n_stops) {
     const rw_server__choice *c = &j->choice[0];
     rw_api_out out;
     rw_server__out_init(&out, "toolu_", NULL, NULL);
-    out.cut = c->finish == RW_FINISH_LENGTH;
+    out.cut = c->finish == RW_DONE_LENGTH;
     if (rw_server__out_parser(&out, j, false)) rw_server__out_feed(&out, c->text ? c->text : "", c->text_len, true);
     json_t *content = json_array();
     if (out.reasoning_len)

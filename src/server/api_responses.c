@@ -462,12 +462,12 @@ static bool stream_fill(rw_server__job *j) {
     }
     if (ok && (t.len || t.done)) {
         size_t before = j->out_len;
-        r->out.cut = t.finish == RW_FINISH_LENGTH;
+        r->out.cut = t.finish == RW_DONE_LENGTH;
         ok = rw_server__out_feed(&r->out, t.text ? t.text : "", t.len, t.done);
         wrote |= j->out_len != before;
     }
     if (ok && t.done) {
-        if (t.oom || t.finish == RW_FINISH_ERROR) {
+        if (t.oom || t.finish == RW_DONE_ERROR) {
             json_t *resp = response_json(r, "failed", json_deep_copy(r->items), NULL);
             json_object_set_new(resp, "error", json_pack("{s:s,s:s}", "code", "server_error", "message",
                                                          t.oom ? "out of memory" : t.error));
@@ -592,7 +592,7 @@ static char *responses_body(rw_server__job *j, int *status) {
     const rw_server__choice *c = &j->choice[0];
     rw_server__error e;
     const char *fail = rw_server__job_error(j), *st;
-    r->out.cut = c->finish == RW_FINISH_LENGTH;
+    r->out.cut = c->finish == RW_DONE_LENGTH;
     bool ok = !fail && rw_server__out_feed(&r->out, c->text ? c->text : "", c->text_len, true), ok2 = false;
     json_t *resp = ok ? finish(r, &st, &ok2) : NULL;
     char *txt = resp && ok2 ? json_dumps(resp, JSON_COMPACT) : NULL;

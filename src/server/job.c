@@ -41,7 +41,7 @@ static bool budget_setup(rw_server__job *j, const rw_server__request *r) {
         if (!(j->stop[i] = strdup(r->stop[i]))) return false;
     j->gp.stop = (const char *const *)j->stop;
     if (r->n_bias) memcpy(j->bias, r->bias, r->n_bias * sizeof *j->bias);
-    j->gp.sampling.logit_bias = r->n_bias ? j->bias : NULL;
+    j->gp.logit_bias = r->n_bias ? j->bias : NULL;
     j->gp.marks = NULL;
     j->gp.n_marks = 0;
     /* the continuation's prompt ends with the block's close: its grammar holds from the start */
@@ -176,8 +176,8 @@ void rw_server__job_attach(rw_server__job *j, rw_server__sock *k) {
 
 rw_status rw_server__job_submit(rw_server__job *j, const rw_server__request *r, rw_error *err) {
     for (int i = 0; i < j->n; i++) {
-        rw_gen_params gp = r->gp;
-        gp.sampling.seed += (uint64_t)i; /* choice i: its own draws */
+        rw_request_params gp = r->gp;
+        gp.seed += (uint64_t)i; /* choice i: its own draws */
         rw_server__choice *c = &j->choice[i];
         const int32_t *prompt = r->prompt;
         int64_t n_prompt = r->n_prompt;
@@ -239,7 +239,7 @@ void rw_server__job_free(rw_server__job *j) {
 
 rw_status rw_server__job_parser_new(const rw_server__job *j, const char *id_prefix, bool stream, rw_chat_output **out,
                              rw_error *err) {
-    rw_chat_output_opts o = j->parse;
+    rw_chat_output_params o = j->parse;
     o.id_prefix = id_prefix;
     o.stream_args = stream;
     if (!rw_random_bytes(&o.id_seed, sizeof o.id_seed)) o.id_seed = (uint64_t)time(NULL);
@@ -305,7 +305,7 @@ static void watch_calls(rw_server__job *j, rw_server__choice *c, const char *tex
     rw_error err = {0};
     if (c->calls_stop || !len) return;
     if (!c->watch) {
-        rw_chat_output_opts o = j->parse;
+        rw_chat_output_params o = j->parse;
         o.stream_args = false;
         if (rw_server__output_open(&o, &c->watch, &err)) return;
     }
@@ -313,7 +313,7 @@ static void watch_calls(rw_server__job *j, rw_server__choice *c, const char *tex
     c->calls_stop = rw_chat_output_calls_done(c->watch);
 }
 
-void rw_server__job_on_event(void *user, const rw_gen_event *ev) {
+void rw_server__job_on_event(void *user, const rw_token_event *ev) {
     rw_server__choice *c = user;
     rw_server__job *j = c->job;
     pthread_mutex_lock(&j->mu);
@@ -365,9 +365,9 @@ static void continue_choice(rw_server__job *j, rw_server__choice *c) {
         memcpy(prompt, j->prompt, (size_t)j->n_prompt * sizeof *prompt);
         memcpy(prompt + j->n_prompt, c->toks, c->n_toks * sizeof *prompt);
     }
-    rw_gen_params gp = j->gp;
+    rw_request_params gp = j->gp;
     gp.max_tokens = j->gp.max_tokens - (int64_t)c->n_toks;
-    gp.sampling.seed += (uint64_t)c->index + 0x9e3779b97f4a7c15ull; /* the continuation's own draws */
+    gp.seed += (uint64_t)c->index + 0x9e3779b97f4a7c15ull; /* the continuation's own draws */
     pthread_mutex_unlock(&j->mu);
     rw_error err = {0};
     rw_status st = RW_OK;
@@ -378,7 +378,7 @@ static void continue_choice(rw_server__job *j, rw_server__choice *c) {
     pthread_mutex_lock(&j->mu);
     if (st || gp.max_tokens <= 0) { /* no room left (or it failed): the choice ends here */
         c->done = true;
-        c->finish = st ? RW_FINISH_ERROR : RW_FINISH_LENGTH;
+        c->finish = st ? RW_DONE_ERROR : RW_DONE_LENGTH;
         if (st) snprintf(c->error, sizeof c->error, "%s", err.msg);
     }
     c->submitted = !st && gp.max_tokens > 0;
@@ -416,7 +416,7 @@ static void stop_after_calls(rw_server__job *j) {
         if (c->submitted) rw_engine_cancel(j->model->engine, c->engine_id); /* no callback after this */
         pthread_mutex_lock(&j->mu);
         c->done = true;
-        c->finish = RW_FINISH_STOP;
+        c->finish = RW_DONE_STOP;
         pthread_mutex_unlock(&j->mu);
     }
 }
@@ -447,7 +447,7 @@ bool rw_server__job_ready(rw_server__job *j, bool *over) {
 const char *rw_server__job_error(const rw_server__job *j) {
     for (int i = 0; i < j->n; i++) {
         if (j->choice[i].oom) return "out of memory";
-        if (j->choice[i].finish == RW_FINISH_ERROR) return j->choice[i].error;
+        if (j->choice[i].finish == RW_DONE_ERROR) return j->choice[i].error;
     }
     return NULL;
 }
@@ -465,7 +465,7 @@ typedef struct {
     rw_server__tok_lp *lps;
     size_t n_toks;
     bool done, oom;
-    rw_finish_reason finish;
+    rw_done_reason finish;
 } taken;
 
 static void take(rw_server__job *j, rw_server__choice *c, taken *t) { /* under j->mu */
@@ -542,7 +542,7 @@ static bool stream_parsed(rw_server__job *j, rw_server__choice *c, const taken *
     rw_status st = RW_OK;
     if (t->text_len) st = rw_chat_output_feed(c->parser, t->text, t->text_len, on_stream_event, &x, &err);
     if (!st && t->done) {
-        rw_chat_output_set_cut(c->parser, t->finish == RW_FINISH_LENGTH);
+        rw_chat_output_set_cut(c->parser, t->finish == RW_DONE_LENGTH);
         st = rw_chat_output_finish(c->parser, on_stream_event, &x, &err);
     }
     if (!st && !x.toks_sent && t->n_toks && (j->return_token_ids || j->logprobs)) {
@@ -564,7 +564,8 @@ static bool fill(rw_server__job *j) {
     bool wrote = false, ok = true, all = true;
     const char *error = NULL;
     if (j->sse_state == 0) { /* the first chunk of each choice: the role (chat) */
-        for (int i = 0; ok && i < j->n; i++) ok = rw_server__sse_chunk(j, i, NULL, 0, NULL, NULL, 0, true, RW_FINISH_NONE);
+        for (int i = 0; ok && i < j->n; i++)
+            ok = rw_server__sse_chunk(j, i, NULL, 0, NULL, NULL, 0, true, RW_DONE_NONE);
         j->sse_state = 1;
         wrote = true;
     }
@@ -576,11 +577,11 @@ static bool fill(rw_server__job *j) {
             wrote |= wrote_n > 0;
         } else if (t[i].text_len || (t[i].n_toks && (j->return_token_ids || j->logprobs))) {
             ok = rw_server__sse_chunk(j, i, t[i].text, t[i].text_len, t[i].toks, t[i].lps, t[i].n_toks, false,
-                               RW_FINISH_NONE);
+                               RW_DONE_NONE);
             wrote = true;
         }
         if (t[i].oom) error = "out of memory";
-        else if (t[i].done && t[i].finish == RW_FINISH_ERROR) error = c->error;
+        else if (t[i].done && t[i].finish == RW_DONE_ERROR) error = c->error;
         else if (ok && t[i].done && !c->finish_sent) {
             ok = rw_server__sse_delta(j, i, json_object(), NULL, NULL, 0, rw_server__choice_finish(c));
             c->finish_sent = true;

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/mapped_file.h"
 #include "server/server_int.h"
 
 typedef struct {

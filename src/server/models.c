@@ -44,7 +44,7 @@ rw_status rw_server__embed_setup(rw_server__model *m, const char *rerank_templat
         /* the file's; rank (a reranker's) and none declared or nothing
          * declared: the last token, as decoder embedding models pool */
         const rw_pooling p = rw_model_pooling(rw_engine_get_model(m->engine));
-        m->pooling = p == RW_POOLING_FILE ? RW_POOL_LAST : (int)p;
+        m->pooling = p == RW_POOLING_FILE ? RW_POOLING_LAST : (int)p;
     }
     if (rerank_template && rerank_template[0]) {
         if (!strstr(rerank_template, "{query}") || !strstr(rerank_template, "{document}"))

@@ -139,28 +139,20 @@ static void builtin_tools(json_t *tools, json_t *kwargs) {
     json_decref(list);
 }
 
-static rw_chat_output_params output_params(const rw_chat_output_opts *o) {
-    rw_chat_output_params p = rw_chat_output_params_default();
-    p.tool_format = o->tool_format;
-    p.reasoning = o->reasoning;
-    p.think_open = o->think_open;
-    p.think_close = o->think_close;
-    p.in_reasoning = o->in_reasoning;
-    p.tools_json = o->tools_json;
-    p.id_prefix = o->id_prefix;
-    p.id_seed = o->id_seed;
-    p.stream_args = o->stream_args;
-    p.cut = o->cut;
-    p.max_calls = o->max_calls;
+/* The parser's settings as the library takes them: o sized for this
+ * header's struct, whoever filled it. */
+static rw_chat_output_params output_params(const rw_chat_output_params *o) {
+    rw_chat_output_params p = *o;
+    p.struct_size = sizeof p;
     return p;
 }
 
-rw_status rw_server__output_open(const rw_chat_output_opts *o, rw_chat_output **out, rw_error *err) {
+rw_status rw_server__output_open(const rw_chat_output_params *o, rw_chat_output **out, rw_error *err) {
     const rw_chat_output_params p = output_params(o);
     return rw_chat_output_open(&p, out, err);
 }
 
-rw_status rw_server__output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
+rw_status rw_server__output_parse(const rw_chat_output_params *o, const char *text, size_t len, rw_chat_parsed *out,
                                   rw_error *err) {
     const rw_chat_output_params p = output_params(o);
     return rw_chat_output_parse_all(&p, text, len, out, err);
@@ -271,12 +263,13 @@ bool rw_server__chat_prompt(rw_server__model *m, json_t *o, rw_server__request *
     r->gp.render_special =
         harmony || (tools && (m->tool_fmt == RW_TOOL_FMT_NEMOTRON || m->tool_fmt == RW_TOOL_FMT_LFM2 ||
                               m->tool_fmt == RW_TOOL_FMT_MISTRAL));
-    r->out = (rw_chat_output_opts){.tool_format = tools || harmony ? m->tool_fmt : RW_TOOL_FMT_NONE,
-                                   .reasoning = s->reasoning_fmt,
-                                   .think_open = m->caps.think_open,
-                                   .think_close = m->caps.think_close,
-                                   /* parallel_tool_calls false: one call, then the generation stops */
-                                   .max_calls = tools && !r->parallel_calls ? 1 : 0};
+    r->out = (rw_chat_output_params){.struct_size = sizeof(rw_chat_output_params),
+                                     .tool_format = tools || harmony ? m->tool_fmt : RW_TOOL_FMT_NONE,
+                                     .reasoning = s->reasoning_fmt,
+                                     .think_open = m->caps.think_open,
+                                     .think_close = m->caps.think_close,
+                                     /* parallel_tool_calls false: one call, then the generation stops */
+                                     .max_calls = tools && !r->parallel_calls ? 1 : 0};
     if (json_is_string(rf))
         r->out.reasoning = strcmp(json_string_value(rf), "none") ? RW_REASONING_DEEPSEEK : RW_REASONING_NONE;
     r->out.in_reasoning = r->out.reasoning == RW_REASONING_DEEPSEEK &&

@@ -194,28 +194,30 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
     }
     json_t *model = json_object_get(o, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string", "model");
-    rw_gen_params *g = &r->gp;
+    rw_request_params *g = &r->gp;
     const rw_request_params d = rw_request_params_default(); /* the library's defaults */
-    *g = (rw_gen_params){.sampling = {.temperature = d.temperature,
-                                      .top_k = d.top_k,
-                                      .top_p = d.top_p,
-                                      .min_p = d.min_p,
-                                      .presence_penalty = d.presence_penalty,
-                                      .frequency_penalty = d.frequency_penalty,
-                                      .repeat_penalty = d.repeat_penalty,
-                                      .penalty_last_n = d.penalty_last_n,
-                                      .min_keep = d.min_keep,
-                                      .seed = d.seed},
-                         .n_logprobs = -1};
-    rw_sampler_params *sp = &g->sampling;
-    sp->temperature = 1.0f; /* OpenAI's default */
+    /* the sampling defaults; nothing else set (no stop strings, bias, marks,
+     * grammar or logprobs until the request asks) */
+    *g = (rw_request_params){.struct_size = d.struct_size,
+                             .temperature = d.temperature,
+                             .top_k = d.top_k,
+                             .top_p = d.top_p,
+                             .min_p = d.min_p,
+                             .presence_penalty = d.presence_penalty,
+                             .frequency_penalty = d.frequency_penalty,
+                             .repeat_penalty = d.repeat_penalty,
+                             .penalty_last_n = d.penalty_last_n,
+                             .min_keep = d.min_keep,
+                             .seed = d.seed,
+                             .n_logprobs = -1};
+    g->temperature = 1.0f; /* OpenAI's default */
     long long top_k = 0, n = 1, seed = 0, max_tokens = 0, best_of = 1;
     bool has_seed = false, has_max = false, has_max2 = false;
-    if (!get_number(o, "temperature", 0, 2, &sp->temperature, e) || !get_number(o, "top_p", 0, 1, &sp->top_p, e) ||
-        !get_number(o, "min_p", 0, 1, &sp->min_p, e) ||
-        !get_number(o, "presence_penalty", -2, 2, &sp->presence_penalty, e) ||
-        !get_number(o, "frequency_penalty", -2, 2, &sp->frequency_penalty, e) ||
-        !get_number(o, "repeat_penalty", 0.01, 100, &sp->repeat_penalty, e) ||
+    if (!get_number(o, "temperature", 0, 2, &g->temperature, e) || !get_number(o, "top_p", 0, 1, &g->top_p, e) ||
+        !get_number(o, "min_p", 0, 1, &g->min_p, e) ||
+        !get_number(o, "presence_penalty", -2, 2, &g->presence_penalty, e) ||
+        !get_number(o, "frequency_penalty", -2, 2, &g->frequency_penalty, e) ||
+        !get_number(o, "repeat_penalty", 0.01, 100, &g->repeat_penalty, e) ||
         !get_int(o, "top_k", -1, 1 << 30, &top_k, NULL, e) || !get_int(o, "n", 1, SRV_MAX_N, &n, NULL, e) ||
         !get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) ||
         !get_int(o, "max_tokens", 1, INT32_MAX, &max_tokens, &has_max, e) ||
@@ -224,7 +226,7 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
         !get_stop(o, r, e))
         return false;
     if (chat && !get_int(o, "max_completion_tokens", 1, INT32_MAX, &max_tokens, &has_max2, e)) return false;
-    sp->top_k = top_k < 0 ? 0 : (int32_t)top_k;
+    g->top_k = top_k < 0 ? 0 : (int32_t)top_k;
     if (best_of != 1) return bad(e, "best_of", "%s", "best_of is not supported (use n)");
     r->n = (int)n;
     json_t *so = json_object_get(o, "stream_options");
@@ -285,8 +287,8 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
                 return bad(e, "logit_bias", "%s", "logit_bias values must be numbers in [-100, 100]");
             r->bias[r->n_bias++] = (rw_logit_bias){.token = (int32_t)id, .bias = (float)json_number_value(bv)};
         }
-        sp->logit_bias = r->bias;
-        sp->n_logit_bias = (int32_t)r->n_bias;
+        g->logit_bias = r->bias;
+        g->n_logit_bias = (int32_t)r->n_bias;
     }
     if (!parse_constraint(o, r, e)) return false;
     json_t *tc = json_object_get(o, "tool_choice");
@@ -331,10 +333,10 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
      * is closed and the grammar holds: a forced call is always made) */
     if ((g->grammar_after || (g->grammar && r->budget_close)) && r->reasoning_budget < 0)
         r->reasoning_budget = (long)(g->max_tokens / 2);
-    if (has_seed) sp->seed = (uint64_t)seed;
+    if (has_seed) g->seed = (uint64_t)seed;
     else { /* a fresh seed per request */
         pthread_mutex_lock(&s->mu);
-        sp->seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ ++s->seed_counter * 0xbf58476d1ce4e5b9ull;
+        g->seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ ++s->seed_counter * 0xbf58476d1ce4e5b9ull;
         pthread_mutex_unlock(&s->mu);
     }
     g->stop = (const char *const *)r->stop;
@@ -390,31 +392,9 @@ void rw_server__request_free(rw_server__request *r) {
     memset(r, 0, sizeof *r);
 }
 
-rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_params *g, rw_token_event_fn cb,
-                            void *user, uint64_t *id, rw_error *err) {
-    rw_request_params p = rw_request_params_default();
-    p.temperature = g->sampling.temperature;
-    p.top_k = g->sampling.top_k;
-    p.top_p = g->sampling.top_p;
-    p.min_p = g->sampling.min_p;
-    p.presence_penalty = g->sampling.presence_penalty;
-    p.frequency_penalty = g->sampling.frequency_penalty;
-    p.repeat_penalty = g->sampling.repeat_penalty;
-    p.penalty_last_n = g->sampling.penalty_last_n;
-    p.min_keep = g->sampling.min_keep;
-    p.seed = g->sampling.seed;
-    p.logit_bias = g->sampling.logit_bias;
-    p.n_logit_bias = g->sampling.n_logit_bias;
-    p.max_tokens = g->max_tokens;
-    p.stop = g->stop;
-    p.n_stop = g->n_stop;
-    p.ignore_eos = g->ignore_eos;
-    p.marks = g->marks;
-    p.n_marks = g->n_marks;
-    p.n_logprobs = g->n_logprobs;
-    p.grammar = g->grammar;
-    p.grammar_root = g->grammar_root;
-    p.grammar_after = g->grammar_after;
-    p.render_special = g->render_special;
+rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *g,
+                            rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err) {
+    rw_request_params p = *g;
+    p.struct_size = sizeof p; /* this header's struct, whoever filled it */
     return rw_engine_submit_tokens(e, ids, n, &p, cb, user, id, err);
 }

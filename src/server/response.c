@@ -5,16 +5,16 @@
 
 #include "server/server_int.h"
 
-const char *rw_server__finish_name(rw_finish_reason f) {
+const char *rw_server__finish_name(rw_done_reason f) {
     switch (f) {
-    case RW_FINISH_STOP: return "stop";
-    case RW_FINISH_LENGTH: return "length";
-    case RW_FINISH_ERROR: return "error";
+    case RW_DONE_STOP: return "stop";
+    case RW_DONE_LENGTH: return "length";
+    case RW_DONE_ERROR: return "error";
     default: return NULL;
     }
 }
 
-static json_t *finish_json(rw_finish_reason f) {
+static json_t *finish_json(rw_done_reason f) {
     const char *n = rw_server__finish_name(f);
     return n ? json_string(n) : json_null();
 }
@@ -89,14 +89,14 @@ json_t *rw_server__text_json(const char *s, size_t n) { return text_json(s, n); 
 /* length wins over tool_calls: a limit that cut the output (even after a
  * complete call) is what the client must know */
 const char *rw_server__choice_finish(const rw_server__choice *c) {
-    if (c->n_calls > 0 && c->finish == RW_FINISH_STOP) return "tool_calls";
+    if (c->n_calls > 0 && c->finish == RW_DONE_STOP) return "tool_calls";
     return rw_server__finish_name(c->finish);
 }
 
 /* A chat choice's message: the output parsed into content, reasoning and
  * tool calls (chat/output.h); sets c's n_calls. */
 static json_t *message_json(const rw_server__job *j, rw_server__choice *c) {
-    rw_chat_output_opts o = j->parse;
+    rw_chat_output_params o = j->parse;
     rw_chat_parsed m;
     rw_error err = {0};
     json_t *msg;
@@ -104,7 +104,7 @@ static json_t *message_json(const rw_server__job *j, rw_server__choice *c) {
     /* fresh randomness for the ids */
     for (size_t i = 0; i < sizeof j->id && j->id[i]; i++) o.id_seed = o.id_seed * 131 + (unsigned char)j->id[i];
     o.id_seed ^= (uint64_t)c->index * 0x9e3779b97f4a7c15ull;
-    o.cut = c->finish == RW_FINISH_LENGTH;
+    o.cut = c->finish == RW_DONE_LENGTH;
     if (rw_server__output_parse(&o, c->text ? c->text : "", c->text_len, &m, &err)) /* out of memory: the raw text */
         return json_pack("{s:s,s:o}", "role", "assistant", "content", text_json(c->text, c->text_len));
     c->n_calls = m.n_calls;
@@ -271,7 +271,7 @@ bool rw_server__sse_delta(rw_server__job *j, int index, json_t *delta, const int
 }
 
 bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t text_len, const int32_t *toks,
-                   const rw_server__tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish) {
+                   const rw_server__tok_lp *lps, size_t n_toks, bool first, rw_done_reason finish) {
     if (j->chat) {
         json_t *delta = json_object();
         if (first) {

@@ -23,8 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/log.h"
-#include "base/mapped_file.h"
 #include "base/portable.h"
 #include "server/api_int.h"
 

@@ -38,10 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "base/status.h"
-#include "chat/chat.h"
-#include "engine/engine.h"
-#include "tokenizer/tokenizer.h"
+#include "rewind.h"
 
 typedef struct {
     const char *host;      /* numeric IPv4 or IPv6 address to bind; NULL = "127.0.0.1" */

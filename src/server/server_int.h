@@ -11,8 +11,6 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "chat/history.h"
-#include "chat/output.h"
 #include "server/server.h"
 
 /* One client socket, from libmicrohttpd's "connection started" to "closed"
@@ -50,7 +48,7 @@ typedef struct rw_server__model {
     char *bos, *eos;         /* owned copies */
     rw_chat_caps caps;       /* the template's (rw_chat_template_caps) */
     rw_tool_format tool_fmt; /* caps' or --tool-format */
-    int pooling;             /* rw_pool_kind of /v1/embeddings */
+    int pooling;             /* rw_pooling of /v1/embeddings */
     char *rerank_tmpl;       /* the rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
     size_t weight_bytes;
     void *handle; /* the loader's */
@@ -125,7 +123,7 @@ struct rw_server {
     size_t n_warned;
 
     /* embeddings and rerank (api_embed.c) */
-    int pooling_cfg;  /* --pooling (rw_pool_kind), -1: each file's */
+    int pooling_cfg;  /* --pooling (rw_pooling), -1: each file's */
     char *rerank_cfg; /* the config's rerank prompt, owned; NULL: none */
 
     char *slot_save_path; /* --slot-save-path: the folder of /slots' state files (owned), or NULL (api_slots.c) */
@@ -215,16 +213,16 @@ typedef struct {
     bool stream, include_usage, return_token_ids;
     int32_t *prompt;
     int64_t n_prompt;
-    rw_gen_params gp;
+    rw_request_params gp;
     char **stop;
     int n_stop;
-    rw_logit_bias *bias; /* gp.sampling.logit_bias */
+    rw_logit_bias *bias; /* gp.logit_bias */
     size_t n_bias;
     int n; /* choices, 1..SRV_MAX_N */
     int64_t *marks;      /* gp.marks: prompt positions where chat messages end */
     int n_marks;
     /* chat: how the output is parsed (output.h); out.tools_json is tools_json */
-    rw_chat_output_opts out;
+    rw_chat_output_params out;
     char *tools_json;       /* owned */
     long reasoning_budget;  /* < 0: unlimited */
     /* where the output's reasoning opens and closes, and what closes it
@@ -249,13 +247,13 @@ typedef struct {
 
 /* prompt.c: the chat output parser (streaming, or a whole text at once)
  * with the server's options, through the public calls. */
-rw_status rw_server__output_open(const rw_chat_output_opts *o, rw_chat_output **out, rw_error *err);
-rw_status rw_server__output_parse(const rw_chat_output_opts *o, const char *text, size_t len, rw_chat_parsed *out,
+rw_status rw_server__output_open(const rw_chat_output_params *o, rw_chat_output **out, rw_error *err);
+rw_status rw_server__output_parse(const rw_chat_output_params *o, const char *text, size_t len, rw_chat_parsed *out,
                                   rw_error *err);
 /* request.c: submits a request with the server's parameters through the
  * public rw_engine_submit_tokens. */
-rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_gen_params *g, rw_token_event_fn cb,
-                            void *user, uint64_t *id, rw_error *err);
+rw_status rw_server__submit(rw_engine *e, const int32_t *ids, int64_t n, const rw_request_params *g,
+                            rw_token_event_fn cb, void *user, uint64_t *id, rw_error *err);
 
 /* request.c: parses body into *r (zeroed first). Returns false and fills *e. */
 bool rw_server__parse_request(rw_server__model *m, bool chat, const char *body, size_t len, rw_server__request *r, rw_server__error *e);
@@ -283,7 +281,7 @@ typedef struct {
     rw_server__tok_lp *lps; /* their logprobs (with logprobs), same length */
     size_t n_toks, toks_cap;
     bool done;
-    rw_finish_reason finish;
+    rw_done_reason finish;
     char error[256];
     int64_t prompt_tokens, cached_tokens, completion_tokens;
     int64_t cached_tokens_disk; /* of cached_tokens, from the prefix cache's disk tier */
@@ -343,7 +341,7 @@ typedef struct rw_server__job {
     char *(*api_body)(struct rw_server__job *j, int *status);
     /* chat: how each choice's output is parsed (the request's out, with
      * tools_json an owned copy) */
-    rw_chat_output_opts parse;
+    rw_chat_output_params parse;
     char *tools_json;
     /* the thinking budget: after `budget` tokens in the think block the
      * request is cancelled and continued with the block closed (the prompt +
@@ -354,7 +352,7 @@ typedef struct rw_server__job {
     bool track_think;   /* follow the think block (the choices' think, reasoning_toks) */
     int32_t *prompt;    /* copies for the continuation (owned) */
     int64_t n_prompt;
-    rw_gen_params gp;   /* stop strings and bias owned copies, no marks */
+    rw_request_params gp;   /* stop strings and bias owned copies, no marks */
     char **stop;
     rw_logit_bias *bias;
     int32_t *close_ids; /* "\n" + close marker + "\n\n" tokenized */
@@ -382,7 +380,7 @@ void rw_server__job_attach(rw_server__job *j, rw_server__sock *k);
 rw_status rw_server__job_submit(rw_server__job *j, const rw_server__request *r, rw_error *err);
 /* Cancels the engine requests still running, then frees. */
 void rw_server__job_free(rw_server__job *j);
-void rw_server__job_on_event(void *user, const rw_gen_event *ev); /* rw_gen_callback, user = rw_server__choice */
+void rw_server__job_on_event(void *user, const rw_token_event *ev); /* rw_token_event_fn, user = rw_server__choice */
 /* True when every choice is done; otherwise suspends the connection until
  * the next event (rw_server__sock_sleep) and returns false; *over is set when the
  * connection must end instead (client gone, server stopping). */
@@ -402,7 +400,7 @@ char *rw_server__response_json(const rw_server__job *j);
 /* One SSE event "data: {...}\n\n" appended to the job's out buffer for
  * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
 bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t text_len, const int32_t *toks,
-                   const rw_server__tok_lp *lps, size_t n_toks, bool first, rw_finish_reason finish);
+                   const rw_server__tok_lp *lps, size_t n_toks, bool first, rw_done_reason finish);
 /* One chat chunk for choice `index` with the given delta (consumed), the
  * n_toks tokens (ids and logprobs as the request asked) and finish (NULL:
  * null). */
@@ -460,6 +458,6 @@ void rw_server__conn_unqueued(rw_server *s, rw_server__conn *cc);
 char *rw_server__metrics_text(rw_server *s);
 /* Keeps an engine's counters as it is unloaded (final stats st), under models_mu. */
 void rw_server__stats_retire(rw_server *s, const rw_engine_stats *st);
-const char *rw_server__finish_name(rw_finish_reason f);
+const char *rw_server__finish_name(rw_done_reason f);
 
 #endif

@@ -31,7 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/grammar.h"
+/* the DeepSeek call markers, as the library's parser reads them (macros:
+ * no library symbol) */
+#include "chat/output.h"
 #include "server/server_int.h"
 
 typedef struct {

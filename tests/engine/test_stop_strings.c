@@ -63,7 +63,7 @@ static rw_engine__req *new_req(const char *const *stops, int n_stop, int64_t max
 }
 
 static void free_req(rw_engine__req *r) {
-    rw_engine__output_flush(r); /* the final event, as the scheduler sends it at the step's end */
+    rw_engine__req_flush(r); /* the final event, as the scheduler sends it at the step's end */
     free(r->tokens);
     free(r->held);
     rw_engine__stopm_free(r->stopm);
@@ -264,7 +264,7 @@ static void test_cost(void) {
     rw_finish_reason fin = RW_FINISH_NONE;
     int i = 0;
     for (; i < n_tok && fin == RW_FINISH_NONE; i++) fin = rw_engine__output_accepted(g_eng, r, id, NULL);
-    rw_engine__output_flush(r);
+    rw_engine__req_flush(r);
     double dt = now_s() - t0;
     CHECK_EQ_INT(i, n_tok);
     CHECK_EQ_INT(fin, RW_FINISH_LENGTH);

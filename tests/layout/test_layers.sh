@@ -23,7 +23,8 @@ grep -q "may not use sampler" "$tmp/out" || { cat "$tmp/out"; exit 1; }
 # The file circles: a fake build whose two sampler objects call each other
 # fails, and names both files and a symbol of each edge; the same circle
 # between two files of an allowed circle (the first entry of the script's
-# allow-list, while it has one) passes.
+# allow-list, or, while the list is empty, an entry added to a copy of the
+# script) passes.
 mkdir -p "$tmp/b/obj/src/sampler"
 printf 'int circ_b(int);\nint circ_a(int x) { return x ? circ_b(x - 1) : 0; }\n' > "$tmp/a.c"
 printf 'int circ_a(int);\nint circ_b(int x) { return x ? circ_a(x - 1) : 1; }\n' > "$tmp/b.c"
@@ -36,11 +37,16 @@ grep -q "^circle in sampler: circ_a.c circ_b.c | circ_a.c->circ_b.c (circ_b) cir
 rm -r "$tmp/b/obj/src/sampler"
 entry=$(sed -n '/^allowed_circles=/,/^EOF$/p' scripts/check_layers.sh | sed 's/#.*//' | grep -v '^allowed_circles=' |
   grep -m1 '^[a-z_0-9]*: [^ ]*\.c [^ ]*\.c')
-if [ -n "$entry" ]; then
-  set -- ${entry#*: }
-  mod=${entry%%:*}
-  mkdir -p "$tmp/b/obj/src/$mod"
-  cc -c -o "$tmp/b/obj/src/$mod/${1%.c}.o" "$tmp/a.c" && cc -c -o "$tmp/b/obj/src/$mod/${2%.c}.o" "$tmp/b.c" || exit 1
-  RW_BUILD="$tmp/b" scripts/check_layers.sh || { echo "an allowed circle ($mod: $1 $2) failed"; exit 1; }
+checker=scripts/check_layers.sh
+if [ -z "$entry" ]; then
+  entry="sampler: circ_a.c circ_b.c"
+  cp docs/architecture.md "$tmp/docs/"
+  sed "/^allowed_circles=/a $entry" scripts/check_layers.sh > "$tmp/scripts/check_layers.sh"
+  checker="$tmp/scripts/check_layers.sh"
 fi
+set -- ${entry#*: }
+mod=${entry%%:*}
+mkdir -p "$tmp/b/obj/src/$mod"
+cc -c -o "$tmp/b/obj/src/$mod/${1%.c}.o" "$tmp/a.c" && cc -c -o "$tmp/b/obj/src/$mod/${2%.c}.o" "$tmp/b.c" || exit 1
+RW_BUILD="$tmp/b" bash "$checker" || { echo "an allowed circle ($mod: $1 $2) failed"; exit 1; }
 exit 0

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "chat/chat.h"
 #include "chat/output.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
