@@ -221,18 +221,16 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                 ms[r] = dpwssd(ms[r], _mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j));
         } else {
             for (int j = 0; j < 8; j++) {
-                /* each quant register once for the R rows */
-                __m256i p16[KP_GROUP];
-                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-                    const __m256i wq = _mm256_loadu_si256((const __m256i *)P->q[j][s]);
-                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                        const __m256i pr = _mm256_maddubs_epi16(wq, bcast4(xb[r]->qs + 32 * j + 4 * s));
-                        p16[r] = s ? _mm256_add_epi16(p16[r], pr) : pr;
-                    }
-                }
                 const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
-                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] =
-                    _mm256_add_epi32(is[r], _mm256_madd_epi16(p16[r], sc));
+                /* row by row: the sub-block's 8 quant registers are read again
+             * from L1 for each row, which keeps the sums in registers */
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    const int8_t *xq = xb[r]->qs + 32 * j;
+                    __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq));
+                    _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
+                        p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s)));
+                    is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+                }
             }
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
                 ms[r] = _mm256_add_epi32(ms[r], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)P->mn[j]),

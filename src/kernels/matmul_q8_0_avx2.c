@@ -246,25 +246,12 @@ static void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const u
     }
 }
 
-/* VNNI: at most 4 activation rows per pass, so that their integer and
- * float sums stay in the 16 registers (8 rows spill the float sums at
- * every block); the panel is read again from L1 for the next 4. */
 static void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os) {
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
-        for (int r0 = 0; r0 < nx; r0 += 4) {
-            const uint8_t *x0 = xp + (size_t)r0 * xps;
-            float *o0 = out + r0 * os + i;
-            switch (nx - r0 < 4 ? nx - r0 : 4) {
-            case 1: panel_dot(n, P, x0, xps, nl, o0, os, 1, 1); break;
-            case 2: panel_dot(n, P, x0, xps, nl, o0, os, 2, 1); break;
-            case 3: panel_dot(n, P, x0, xps, nl, o0, os, 3, 1); break;
-            case 4: panel_dot(n, P, x0, xps, nl, o0, os, 4, 1); break;
-            default: break;
-            }
-        }
+        PANEL_CASES(1)
     }
 }
 
