@@ -355,7 +355,7 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
  * dot_ggml_padded: rw_dot_ggml's four 16-lane accumulators over n rounded up
  * to 64 with zeros (pages hold multiples of 64 positions but the last), no
  * scalar tail. */
-static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y, int64_t n) {
+INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const float *y, int64_t n) {
     __m256 a[8];
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int64_t P = kv->page_len;
@@ -368,7 +368,8 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
         for (int64_t k = 0; k < nfull; k += 64)
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
                 _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
-        for (int c = 0; c < 8; c++) { /* the tail, zeros past it (which leave the lanes as they are) */
+        /* unrolled: constant indices keep a[] in registers */
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) { /* the tail, zeros past it (which leave the lanes as they are) */
             const int64_t at = nfull + 8 * c;
             if (at >= np) break;
             if (np - at >= 8) {
@@ -387,6 +388,11 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
         }
     }
     return reduce4x16(a);
+}
+
+/* one body per element type */
+static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y, int64_t n) {
+    return f16 ? dot_padded_t(kv, i, true, y, n) : dot_padded_t(kv, i, false, y, n);
 }
 
 static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
