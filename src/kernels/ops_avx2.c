@@ -239,10 +239,9 @@ INLINE __m256 reduce8x8(const __m256 v[8]) {
  * form's four 16-lane accumulators (a[2c] and a[2c+1] the halves of its
  * accumulator c) and reduce16, eight rows reduced together; d and the
  * outputs as vectors of the 8 rows. k and q are read from L1 as operands. */
-INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const float *q, int64_t q_stride,
-                          const float *k, int64_t k_stride, const float *v, int64_t v_stride, const float *g,
-                          int64_t g_stride, const float *beta, int64_t beta_stride, float scale, float *o,
-                          int64_t o_stride) {
+INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                          int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                          const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride) {
     const int NC = DK / 8; /* 8-lane chunks per row */
     for (int j0 = 0; j0 < dv; j0 += 8) {
         float *blk = S + (int64_t)j0 * DK;
@@ -263,7 +262,8 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
                                         _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
             }
             float dj[8];
-            _mm256_storeu_ps(dj, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + t * v_stride + j0), reduce8x8(part)), vb));
+            _mm256_storeu_ps(dj,
+                             _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + t * v_stride + j0), reduce8x8(part)), vb));
             for (int r = 0; r < 8; r++) { /* row += k * d; dot(row, q) */
                 float *row = blk + r * DK;
                 const __m256 vd = _mm256_set1_ps(dj[r]);
@@ -287,8 +287,8 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
                              float *scratch) {
     if (dk == 128 && dv % 8 == 0) {
-        delta_blocked(S, 128, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale,
-                      o, o_stride);
+        delta_blocked(S, 128, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
+                      o_stride);
         return;
     }
     if (dk == 64 && dv % 8 == 0) {
@@ -368,8 +368,9 @@ INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const 
         for (int64_t k = 0; k < nfull; k += 64)
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
                 _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
-        /* unrolled: constant indices keep a[] in registers */
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) { /* the tail, zeros past it (which leave the lanes as they are) */
+        /* the tail, zeros past it (which leave the lanes as they are);
+         * unrolled: constant indices keep a[] in registers */
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
             const int64_t at = nfull + 8 * c;
             if (at >= np) break;
             if (np - at >= 8) {
