@@ -201,16 +201,21 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
         }
         if (VNNI) {
             for (int j = 0; j < 8; j++) {
-                const __m256i sc = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)P->sc[j]), 16);
-                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                    const int8_t *xq = xb[r]->qs + 32 * j;
-                    __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
-                    _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
-                        d0 = dpbusd(d0, _mm256_loadu_si256((const __m256i *)P->q[j][s]), bcast4(xq + 4 * s));
-                        d1 = dpbusd(d1, _mm256_loadu_si256((const __m256i *)P->q[j][s + 1]), bcast4(xq + 4 * s + 4));
+                /* each quant register once for the R rows: two chains per row */
+                __m256i d0[KP_GROUP], d1[KP_GROUP];
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
+                _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
+                    const __m256i w0 = _mm256_loadu_si256((const __m256i *)P->q[j][s]);
+                    const __m256i w1 = _mm256_loadu_si256((const __m256i *)P->q[j][s + 1]);
+                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                        const int8_t *xq = xb[r]->qs + 32 * j + 4 * s;
+                        d0[r] = dpbusd(d0[r], w0, bcast4(xq));
+                        d1[r] = dpbusd(d1[r], w1, bcast4(xq + 4));
                     }
-                    is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(_mm256_add_epi32(d0, d1), sc));
                 }
+                const __m256i sc = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)P->sc[j]), 16);
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] =
+                    _mm256_add_epi32(is[r], _mm256_mullo_epi32(_mm256_add_epi32(d0[r], d1[r]), sc));
             }
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
                 ms[r] = dpwssd(ms[r], _mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j));
@@ -339,14 +344,17 @@ INLINE void kpanel6_dot(int64_t n, const kp6_blk *P, const uint8_t *xp, size_t x
         }
         for (int j = 0; j < 16; j++) {
             const __m256i sc = _mm256_loadu_si256((const __m256i *)P->sc[j]);
+            /* the sub-block's 4 quant registers once for the R rows */
+            const __m256i w0 = _mm256_loadu_si256((const __m256i *)P->q[j][0]),
+                          w1 = _mm256_loadu_si256((const __m256i *)P->q[j][1]),
+                          w2 = _mm256_loadu_si256((const __m256i *)P->q[j][2]),
+                          w3 = _mm256_loadu_si256((const __m256i *)P->q[j][3]);
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                 const int8_t *xq = xb[r]->qs + 16 * j;
-                const __m256i a = _mm256_add_epi16(
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][0]), bcast4(xq)),
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][1]), bcast4(xq + 4)));
-                const __m256i c = _mm256_add_epi16(
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][2]), bcast4(xq + 8)),
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)P->q[j][3]), bcast4(xq + 12)));
+                const __m256i a =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(xq)), _mm256_maddubs_epi16(w1, bcast4(xq + 4)));
+                const __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(w2, bcast4(xq + 8)),
+                                                   _mm256_maddubs_epi16(w3, bcast4(xq + 12)));
                 is[r] = _mm256_add_epi32(is[r], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
                 ms[r] = _mm256_add_epi32(ms[r],
                                          _mm256_madd_epi16(sc, _mm256_set1_epi32((int32_t)(uint16_t)xb[r]->bsums[j])));

@@ -216,10 +216,86 @@ static inline float mad_dot(float *row, const float *k, float d, const float *q,
     return sum;
 }
 
+/* reduce16 of eight rows at once, lane r the sum of row r: v[r] = hi + lo
+ * of row r's 16-lane vector, then lane i + lane i+4, + lane i+2, + lane
+ * i+1 as hsum8 (the AVX-512 twin's reduce_add16, on half the rows). */
+INLINE __m256 reduce8x8(const __m256 v[8]) {
+    __m256 z[4], w[2];
+    for (int p = 0; p < 4; p++) /* row 2p in lanes 0-3, row 2p+1 in 4-7: lane i + lane i+4 */
+        z[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    for (int p = 0; p < 2; p++) /* + lane i+2: rows 4p, 4p+2 in the low half, 4p+1, 4p+3 in the high */
+        w[p] = _mm256_add_ps(_mm256_shuffle_ps(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* + lane i+1: lanes hold rows 0 2 4 6 | 1 3 5 7 */
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* The delta rule for dk = DK (64 or 128) and dv a multiple of 8, as the
+ * AVX-512 twin's blocked form: a block of 8 rows of S^T (4 KiB at most)
+ * runs through all the tokens, so it stays in L1; per row the AVX-512
+ * form's four 16-lane accumulators (a[2c] and a[2c+1] the halves of its
+ * accumulator c) and reduce16, eight rows reduced together; d and the
+ * outputs as vectors of the 8 rows. k and q are read from L1 as operands. */
+INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                          int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                          const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride) {
+    const int NC = DK / 8; /* 8-lane chunks per row */
+    for (int j0 = 0; j0 < dv; j0 += 8) {
+        float *blk = S + (int64_t)j0 * DK;
+        for (int64_t t = 0; t < n_t; t++) {
+            const float *qt = q + t * q_stride, *kt = k + t * k_stride;
+            const __m256 vdec = _mm256_set1_ps(expf(g[t * g_stride])), vb = _mm256_set1_ps(beta[t * beta_stride]);
+            __m256 part[8];
+            for (int r = 0; r < 8; r++) { /* row *= decay; dot(row, k) */
+                float *row = blk + r * DK;
+                __m256 a[8];
+                _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++) {
+                    const __m256 rc = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * c), vdec);
+                    _mm256_storeu_ps(row + 8 * c, rc);
+                    const int ai = (c / 2) % 4 * 2 + c % 2;
+                    a[ai] = _mm256_fmadd_ps(rc, _mm256_loadu_ps(kt + 8 * c), c < 8 ? _mm256_setzero_ps() : a[ai]);
+                }
+                part[r] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                                        _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+            }
+            float dj[8];
+            _mm256_storeu_ps(dj,
+                             _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + t * v_stride + j0), reduce8x8(part)), vb));
+            for (int r = 0; r < 8; r++) { /* row += k * d; dot(row, q) */
+                float *row = blk + r * DK;
+                const __m256 vd = _mm256_set1_ps(dj[r]);
+                __m256 a[8];
+                _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++) {
+                    const __m256 rc = _mm256_fmadd_ps(_mm256_loadu_ps(kt + 8 * c), vd, _mm256_loadu_ps(row + 8 * c));
+                    _mm256_storeu_ps(row + 8 * c, rc);
+                    const int ai = (c / 2) % 4 * 2 + c % 2;
+                    a[ai] = _mm256_fmadd_ps(rc, _mm256_loadu_ps(qt + 8 * c), c < 8 ? _mm256_setzero_ps() : a[ai]);
+                }
+                part[r] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                                        _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+            }
+            _mm256_storeu_ps(o + t * o_stride + j0, _mm256_mul_ps(reduce8x8(part), _mm256_set1_ps(scale)));
+        }
+    }
+}
+
 void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
                              int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
                              float *scratch) {
+    if (dk == 128 && dv % 8 == 0) {
+        delta_blocked(S, 128, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
+                      o_stride);
+        return;
+    }
+    if (dk == 64 && dv % 8 == 0) {
+        delta_blocked(S, 64, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
+                      o_stride);
+        return;
+    }
     float *d = scratch;
     for (int64_t t = 0; t < n_t; t++) {
         const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
@@ -279,7 +355,7 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
  * dot_ggml_padded: rw_dot_ggml's four 16-lane accumulators over n rounded up
  * to 64 with zeros (pages hold multiples of 64 positions but the last), no
  * scalar tail. */
-static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y, int64_t n) {
+INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const float *y, int64_t n) {
     __m256 a[8];
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int64_t P = kv->page_len;
@@ -292,7 +368,9 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
         for (int64_t k = 0; k < nfull; k += 64)
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
                 _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
-        for (int c = 0; c < 8; c++) { /* the tail, zeros past it (which leave the lanes as they are) */
+        /* the tail, zeros past it (which leave the lanes as they are);
+         * unrolled: constant indices keep a[] in registers */
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
             const int64_t at = nfull + 8 * c;
             if (at >= np) break;
             if (np - at >= 8) {
@@ -311,6 +389,11 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
         }
     }
     return reduce4x16(a);
+}
+
+/* one body per element type */
+static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y, int64_t n) {
+    return f16 ? dot_padded_t(kv, i, true, y, n) : dot_padded_t(kv, i, false, y, n);
 }
 
 static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
