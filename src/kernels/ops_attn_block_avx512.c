@@ -27,11 +27,11 @@
  * 4n + m is the sum of t[4m + n]'s lanes. */
 static inline __m512 reduce16x16(const __m512 t[16]) {
     __m512 x[8], z[4];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int p = 0; p < 8; p++) /* lanes l + 8 and l: the first halves of t[2p] and t[2p + 1] */
         x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], 0xEE),
                              _mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], 0x44));
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int s = 0; s < 4; s++) /* l + 4 and l: one quarter per vector t[4s + k] */
         z[s] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * s], x[2 * s + 1], 0xDD),
                              _mm512_shuffle_f32x4(x[2 * s], x[2 * s + 1], 0x88));
@@ -47,7 +47,7 @@ static inline __m512 reduce16x16(const __m512 t[16]) {
 /* The accumulators of c in the order 0, 2, 1, 3 folded into
  * (a0 + a2) + (a1 + a3): fold(step, a, part, t). */
 static inline void fold(int step, const __m512 a[16], __m512 part[2][16], __m512 t[16]) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int x = 0; x < 16; x++) {
         if (step == 0) part[0][x] = a[x];
         else if (step == 1) part[0][x] = _mm512_add_ps(part[0][x], a[x]);
@@ -67,17 +67,17 @@ static inline __attribute__((always_inline)) void scores4x4(const float *const q
     for (int step = 0; step < 4; step++) {
         const int c = c_order[step];
         __m512 a[16];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int x = 0; x < 16; x++) a[x] = _mm512_setzero_ps();
         for (int i = 16 * c; i < hd_k; i += 64) {
             __m512 kv[4], qv[4];
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int n = 0; n < 4; n++) kv[n] = rw_load16(k[n], f16, i);
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int m = 0; m < 4; m++) qv[m] = _mm512_loadu_ps(q[m] + i);
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int m = 0; m < 4; m++)
-                #pragma GCC unroll 16
+#pragma GCC unroll 16
                 for (int n = 0; n < 4; n++) a[4 * m + n] = _mm512_fmadd_ps(kv[n], qv[m], a[4 * m + n]);
         }
         fold(step, a, part, t);
@@ -102,24 +102,24 @@ static inline __attribute__((always_inline)) void values_block(const void *const
                                                                __m512 a[16]) {
     if (joint) {
         __m512 vv[4], pv[4];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int n = 0; n < 4; n++) vv[n] = rw_load16(vrow[n], f16, off + 16 * c);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int m = 0; m < 4; m++) pv[m] = _mm512_loadu_ps(qb[m].p + k0 + 16 * c);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int m = 0; m < 4; m++)
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int n = 0; n < 4; n++) a[4 * m + n] = _mm512_fmadd_ps(vv[n], pv[m], a[4 * m + n]);
         return;
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int m = 0; m < 4; m++) {
         if (k0 < qb[m].b0 || k0 >= qb[m].n_pos) continue; /* not this query's block */
         const int64_t left = qb[m].n_pos - k0 - 16 * c;   /* as the one-query form's masked tail */
         if (left <= 0) continue;
         const __mmask16 mk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
         const __m512 pv = _mm512_maskz_loadu_ps(mk, qb[m].p + k0 + 16 * c);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int n = 0; n < 4; n++)
             a[4 * m + n] = _mm512_fmadd_ps(rw_load16m(vrow[n], f16, off + 16 * c, mk), pv, a[4 * m + n]);
     }
@@ -131,7 +131,7 @@ static inline __attribute__((always_inline)) void values4x4(const rw_attn_pages 
     const size_t esz = f16 ? 2 : 4;
     const int64_t P = kv->page_len;
     int64_t lo = qb[0].b0, hi = qb[0].n_pos, jlo = qb[0].b0, jhi = qb[0].n_pos;
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int m = 1; m < 4; m++) {
         lo = qb[m].b0 < lo ? qb[m].b0 : lo, hi = qb[m].n_pos > hi ? qb[m].n_pos : hi;
         jlo = qb[m].b0 > jlo ? qb[m].b0 : jlo, jhi = qb[m].n_pos < jhi ? qb[m].n_pos : jhi;
@@ -142,12 +142,12 @@ static inline __attribute__((always_inline)) void values4x4(const rw_attn_pages 
     for (int step = 0; step < 4; step++) {
         const int c = c_order[step];
         __m512 a[16];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int x = 0; x < 16; x++) a[x] = _mm512_setzero_ps();
         for (int64_t k0 = lo; k0 < hi; k0 += 64) {
             const char *page = (const char *)kv->v_pages[k0 / P];
             const void *vrow[4];
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int n = 0; n < 4; n++) vrow[n] = page + (size_t)(kv->v_off + (int64_t)(i0 + n) * kv->v_stride) * esz;
             values_block(vrow, f16, k0 % P, qb, k0, c, k0 >= jlo && k0 < jhi, a);
         }
@@ -162,13 +162,13 @@ static void attn_block4(const rw_attn_pages *kv, const bool f16, blk_query *qb, 
     const size_t esz = f16 ? 2 : 4;
     const int64_t P = kv->page_len;
     int64_t lo = qb[0].b0, hi = qb[0].n_pos;
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int m = 1; m < 4; m++) lo = qb[m].b0 < lo ? qb[m].b0 : lo, hi = qb[m].n_pos > hi ? qb[m].n_pos : hi;
     const __m512 vscale = _mm512_set1_ps(scale);
     const float *q[4] = {qb[0].q, qb[1].q, qb[2].q, qb[3].q};
     for (int64_t j0 = lo; j0 < hi; j0 += 4) { /* scores at keys past a query's n_pos are never read */
         const void *k[4];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int n = 0; n < 4; n++) {
             const int64_t j = j0 + n < hi ? j0 + n : hi - 1;
             k[n] = (const char *)kv->k_pages[j / P] + (size_t)(kv->k_off + (j % P) * hd_k) * esz;
@@ -176,22 +176,22 @@ static void attn_block4(const rw_attn_pages *kv, const bool f16, blk_query *qb, 
         float s[16];
         scores4x4(q, k, f16, hd_k, vscale, s);
         for (int n = 0; n < 4 && j0 + n < hi; n++)
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int m = 0; m < 4; m++) qb[m].p[j0 + n] = s[4 * n + m];
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int m = 0; m < 4; m++)
         if (qb[m].out) rw_attn_softmax_avx512(qb[m].p, qb[m].first, qb[m].b0, qb[m].n_pos, qb[m].sink);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int m = 1; m < 4; m++) /* a pad: the probabilities of the query it repeats */
         if (!qb[m].out) qb[m].p = qb[m - 1].p;
     for (int i0 = 0; i0 < hd_v; i0 += 4) {
         float o[16];
         values4x4(kv, f16, i0, qb, o);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int m = 0; m < 4; m++)
             if (qb[m].out)
-                #pragma GCC unroll 16
+#pragma GCC unroll 16
                 for (int n = 0; n < 4; n++) qb[m].out[i0 + n] = o[4 * n + m];
     }
 }
@@ -202,7 +202,7 @@ void rw_attn_tokens_avx512(const float *q, int64_t q_stride, int n_tok, int r, c
     const int nq = n_tok * r;
     for (int x0 = 0; x0 < nq; x0 += 4) {
         blk_query qb[4];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int m = 0; m < 4; m++) {
             const int x = x0 + m < nq ? x0 + m : nq - 1, t = x / r, h = x % r;
             const int64_t n_pos = n_pos0 + t;
