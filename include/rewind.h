@@ -1477,12 +1477,12 @@ RW_API const char *rw_model_file_meta(const rw_model_file *f, size_t i, rw_meta_
 /* The value of key: true, or false (and *value zeroed) when absent. */
 RW_API bool rw_model_file_find_meta(const rw_model_file *f, const char *key, rw_meta_value *value);
 /* The i-th element of an array value: true, or false (and *out zeroed)
- * when arr is not an array or i is past its end. */
+ * when arr is not an array or i is past its end (false for a NULL out). */
 RW_API bool rw_meta_elem(const rw_meta_value *arr, uint64_t i, rw_meta_value *out);
 /* "uint8", "string", "array", ...; "?" for a value outside the enum. */
 RW_API const char *rw_meta_type_name(rw_meta_type t);
 /* The tensors in file order: the i-th in *out (true), or false (and *out
- * zeroed) once i is past the last. */
+ * zeroed) once i is past the last (false for a NULL out). */
 RW_API size_t rw_model_file_n_tensors(const rw_model_file *f);
 RW_API bool rw_model_file_tensor(const rw_model_file *f, size_t i, rw_tensor_info *out);
 /* The index of the tensor named name, or -1. */

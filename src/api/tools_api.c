@@ -81,6 +81,7 @@ bool rw_model_file_find_meta(const rw_model_file *f, const char *key, rw_meta_va
 
 bool rw_meta_elem(const rw_meta_value *arr, uint64_t i, rw_meta_value *out) {
     const rw_gguf_value *v = arr && arr->type == RW_META_ARRAY ? arr->impl : NULL;
+    if (!out) return false;
     memset(out, 0, sizeof *out);
     if (!v || i >= v->arr.n) return false;
     if (v->arr.items) { /* strings and nested arrays have records of their own */
@@ -110,6 +111,7 @@ const char *rw_meta_type_name(rw_meta_type t) {
 }
 
 bool rw_model_file_tensor(const rw_model_file *f, size_t i, rw_tensor_info *out) {
+    if (!out) return false;
     memset(out, 0, sizeof *out);
     if (!f || i >= rw_gguf_n_tensors(gguf_of(f))) return false;
     const rw_gguf_tensor *t = rw_gguf_tensor_at(gguf_of(f), i);

@@ -57,6 +57,7 @@ static void check_zoo(const char *fx, const char *type) {
     CHECK_MSG(at == n_ref, "%s: %zu of %zu reference values compared", path, at, n_ref);
     CHECK(rw_model_file_find_tensor(f, "no such tensor") == -1);
     CHECK(!rw_model_file_tensor(f, rw_model_file_n_tensors(f), &t) && !t.name);
+    CHECK(!rw_model_file_tensor(f, 0, NULL)); /* a NULL out is refused, not written */
     /* the metadata: by position and by key the same values */
     rw_meta_value v, w;
     for (size_t i = 0; i < rw_model_file_n_meta(f); i++) {
@@ -67,6 +68,7 @@ static void check_zoo(const char *fx, const char *type) {
             rw_meta_value e;
             CHECK(rw_meta_elem(&v, 0, &e) && e.type == v.elem_type);
             CHECK(!rw_meta_elem(&v, v.n_elems, &e));
+            CHECK(!rw_meta_elem(&v, 0, NULL));
         }
     }
     CHECK(!rw_model_file_meta(f, rw_model_file_n_meta(f), &v) && v.type == 0 && !v.str);
