@@ -42,6 +42,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/matmul_avx2_int.h"
@@ -567,8 +568,10 @@ INLINE void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
  * 4-7 as the nibbles of bytes 8-11 with the top two bits of bytes 0-3
  * (scales) and 4-7 (mins) above them. */
 INLINE void k4_scales_mins(const uint8_t s[12], uint64_t *sc, uint64_t *mn) {
-    uint32_t a[3];
-    memcpy(a, s, 12);
+    uint32_t a[3]; /* three loads (one 12-byte memcpy went through the stack) */
+    memcpy(&a[0], s, 4);
+    memcpy(&a[1], s + 4, 4);
+    memcpy(&a[2], s + 8, 4);
     const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
     *sc = (a[0] & m6) | (uint64_t)((a[2] & m4) | ((a[0] >> 6) & m2) << 4) << 32;
     *mn = (a[1] & m6) | (uint64_t)(((a[2] >> 4) & m4) | ((a[1] >> 6) & m2) << 4) << 32;
@@ -891,6 +894,12 @@ INLINE __m256i madd_acc(__m256i acc, __m256i p, __m256i s, const int VNNI) {
     return acc;
 }
 
+/* (a[0] + a[1]) + (a[2] + a[3]): the one-row dots keep four short chains of
+ * integer sums, not one of eight (the chain's latency bounded their speed). */
+INLINE __m256i sum4_epi32(const __m256i a[4]) {
+    return _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
+}
+
 /* The integer lanes of super-block sb of a Q4_K / Q5_K row against xb:
  * isum (scale_j * dot_j summed over the sub-blocks j) and msum (min_j *
  * the activation's 16-sums); I and M are their lane sums. */
@@ -906,7 +915,7 @@ INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, c
     const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
     const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    __m256i isum = _mm256_setzero_si256();
+    __m256i a[4];
     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -916,10 +925,10 @@ INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, c
         }
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
-        isum = madd_acc(isum, _mm256_maddubs_epi16(lo, x0), bcast16(scv, 2 * c), VNNI);
-        isum = madd_acc(isum, _mm256_maddubs_epi16(hi, x1), bcast16(scv, 2 * c + 1), VNNI);
+        a[c] = madd_acc(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), bcast16(scv, 2 * c)),
+                        _mm256_maddubs_epi16(hi, x1), bcast16(scv, 2 * c + 1), VNNI);
     }
-    *isum_out = isum;
+    *isum_out = sum4_epi32(a);
     *msum_out = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
 }
 
@@ -976,7 +985,7 @@ INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const in
                        __m256i *msum_out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    __m256i isum = _mm256_setzero_si256();
+    __m256i a[4];
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
         const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
@@ -989,10 +998,12 @@ INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const in
                 _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
                                                           _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * k));
-            isum = madd_acc(isum, _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv), s, VNNI);
+            const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv);
+            if (k % 2) a[2 * h + k / 2] = madd_acc(a[2 * h + k / 2], p, s, VNNI);
+            else a[2 * h + k / 2] = _mm256_madd_epi16(p, s);
         }
     }
-    *isum_out = isum;
+    *isum_out = sum4_epi32(a);
     *msum_out = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb->bsums));
 }
 
@@ -1026,6 +1037,97 @@ INLINE float q6_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int
         acc = acc + (f16_to_f32(b[sb].d) * x[sb].d) * (float)(_mm_cvtsi128_si32(h) - _mm_extract_epi32(h, 1));
     }
     return acc;
+}
+
+/* Eight weight rows at a time (one activation row): the integer lanes of
+ * each row's super-block as above, the eight rows' I and M folded in one
+ * transposition tree (unpack and add: vphaddd is slow on some cores), then
+ * the scalar step of all eight rows as one 8-lane step, each lane with the
+ * scalar step's operations in its order (not contracted). */
+
+/* [I_a M_a I_b M_b] per 128-bit half (that half's share of the lane sums). */
+INLINE __m256i k8_pair(__m256i ia, __m256i ma, __m256i ib, __m256i mb) {
+    const __m256i ta = _mm256_add_epi32(_mm256_unpacklo_epi32(ia, ma), _mm256_unpackhi_epi32(ia, ma));
+    const __m256i tb = _mm256_add_epi32(_mm256_unpacklo_epi32(ib, mb), _mm256_unpackhi_epi32(ib, mb));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(ta, tb), _mm256_unpackhi_epi64(ta, tb));
+}
+
+/* [a.lo + a.hi | b.lo + b.hi]: the two halves' shares added. */
+INLINE __m256i k8_halves(__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+INLINE uint32_t k8_ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Rows r[0..8): out[k] = q45_K_dot1 of row r[k] (the same bits). The lanes
+ * of the step are rows 0 1 4 5 | 2 3 6 7. */
+INLINE void q45_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *xq, const int five, const int VNNI,
+                       float out[8]) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const size_t blk = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        __m256i u[4];
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+            __m256i ia, ma, ib, mb;
+            k1_prefetch(r[2 * q], sb, blk, 3);
+            k1_prefetch(r[2 * q + 1], sb, blk, 3);
+            q45_K_lanes(r[2 * q], sb, x + sb, five, VNNI, &ia, &ma);
+            q45_K_lanes(r[2 * q + 1], sb, x + sb, five, VNNI, &ib, &mb);
+            u[q] = k8_pair(ia, ma, ib, mb);
+        }
+        const size_t o = (size_t)sb * blk; /* d, dmin lead both block types */
+        const __m256 dx = _mm256_set1_ps(x[sb].d);
+        /* [I0 M0 I1 M1 | I2 M2 I3 M3] against [d0 dmin0 d1 dmin1 | ...], rows 4-7 alike */
+        const __m256 d0 = _mm256_cvtph_ps(
+            _mm_setr_epi32((int)k8_ld32(r[0] + o), (int)k8_ld32(r[1] + o), (int)k8_ld32(r[2] + o), (int)k8_ld32(r[3] + o)));
+        const __m256 d1 = _mm256_cvtph_ps(
+            _mm_setr_epi32((int)k8_ld32(r[4] + o), (int)k8_ld32(r[5] + o), (int)k8_ld32(r[6] + o), (int)k8_ld32(r[7] + o)));
+        const __m256 p0 = _mm256_mul_ps(_mm256_mul_ps(d0, dx), _mm256_cvtepi32_ps(k8_halves(u[0], u[1])));
+        const __m256 p1 = _mm256_mul_ps(_mm256_mul_ps(d1, dx), _mm256_cvtepi32_ps(k8_halves(u[2], u[3])));
+        acc = _mm256_add_ps(acc, _mm256_sub_ps(_mm256_shuffle_ps(p0, p1, 0x88), _mm256_shuffle_ps(p0, p1, 0xDD)));
+    }
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    out[0] = a[0], out[1] = a[1], out[4] = a[2], out[5] = a[3];
+    out[2] = a[4], out[3] = a[5], out[6] = a[6], out[7] = a[7];
+}
+
+/* [a0 + a2, b0 + b2, a1 + a3, b1 + b3] per half. */
+INLINE __m256i k8_pair1(__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+
+/* Q6_K rows r[0..8): out[k] = q6_K_dot1 of row r[k] (the same bits); the
+ * lanes of the step are rows 0..7 in order. */
+INLINE void q6_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *xq, const int VNNI, float out[8]) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const size_t blk = sizeof(rw_block_q6_K);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        __m256i t[4];
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+            __m256i ia, ma, ib, mb;
+            k1_prefetch(r[2 * q], sb, blk, 4);
+            k1_prefetch(r[2 * q + 1], sb, blk, 4);
+            q6_K_lanes((const rw_block_q6_K *)r[2 * q] + sb, x + sb, VNNI, &ia, &ma);
+            q6_K_lanes((const rw_block_q6_K *)r[2 * q + 1] + sb, x + sb, VNNI, &ib, &mb);
+            t[q] = k8_pair1(_mm256_sub_epi32(ia, ma), _mm256_sub_epi32(ib, mb)); /* I - M lanes */
+        }
+        const __m256i u0 = _mm256_add_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+        const __m256i u1 = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
+        const size_t o = (size_t)sb * blk + offsetof(rw_block_q6_K, d);
+        rw_f16 h[8];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], r[k] + o, 2);
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        const __m256 p = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[sb].d)), _mm256_cvtepi32_ps(k8_halves(u0, u1)));
+        acc = _mm256_add_ps(acc, p);
+    }
+    _mm256_storeu_ps(out, acc);
 }
 
 /* Q4_K, Q5_K, Q6_K in our order with several activation rows (prefill):
@@ -1134,23 +1236,32 @@ TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 /* Q4_K, Q5_K, Q6_K: one activation row as above, several in the many-row
  * tile (the same arithmetic per output). */
+/* Eight rows at a time; a last group of 3..7 rows as eight (the missing
+ * rows repeat the last one, their outputs dropped), of 1 or 2 rows one by
+ * one: every output the same bits. */
+#define DOT1_ROWS(DOT8, DOT1)                                                       \
+    do {                                                                            \
+        int i = 0;                                                                  \
+        for (; nw - i >= 3; i += 8) {                                               \
+            const uint8_t *r[8];                                                    \
+            float o8[8];                                                            \
+            for (int k = 0; k < 8; k++) r[k] = w + (size_t)(i + k < nw ? i + k : nw - 1) * ws; \
+            DOT8;                                                                   \
+            for (int k = 0; k < 8 && i + k < nw; k++) out[i + k] = o8[k];           \
+        }                                                                           \
+        for (; i < nw; i++) out[i] = DOT1;                                          \
+    } while (0)
 static void dot1_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni)
-        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 0, 1);
-    else
-        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 0, 0);
+    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, xq, 0, 1, o8), q45_K_dot1(n, w + i * ws, xq, 0, 1));
+    else DOT1_ROWS(q45_K_dot8(n, r, xq, 0, 0, o8), q45_K_dot1(n, w + i * ws, xq, 0, 0));
 }
 static void dot1_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni)
-        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 1, 1);
-    else
-        for (int i = 0; i < nw; i++) out[i] = q45_K_dot1(n, w + i * ws, xq, 1, 0);
+    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, xq, 1, 1, o8), q45_K_dot1(n, w + i * ws, xq, 1, 1));
+    else DOT1_ROWS(q45_K_dot8(n, r, xq, 1, 0, o8), q45_K_dot1(n, w + i * ws, xq, 1, 0));
 }
 static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni)
-        for (int i = 0; i < nw; i++) out[i] = q6_K_dot1(n, w + i * ws, xq, 1);
-    else
-        for (int i = 0; i < nw; i++) out[i] = q6_K_dot1(n, w + i * ws, xq, 0);
+    if (vnni) DOT1_ROWS(q6_K_dot8(n, r, xq, 1, o8), q6_K_dot1(n, w + i * ws, xq, 1));
+    else DOT1_ROWS(q6_K_dot8(n, r, xq, 0, o8), q6_K_dot1(n, w + i * ws, xq, 0));
 }
 #define TILE_DISPATCH_KX(name)                                                                                    \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
