@@ -894,18 +894,12 @@ INLINE __m256i madd_acc(__m256i acc, __m256i p, __m256i s, const int VNNI) {
     return acc;
 }
 
-/* (a[0] + a[1]) + (a[2] + a[3]): the one-row dots keep four short chains of
- * integer sums, not one of eight (the chain's latency bounded their speed). */
-INLINE __m256i sum4_epi32(const __m256i a[4]) {
-    return _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
-}
-
 /* The integer lanes of super-block sb of a Q4_K / Q5_K row against xb:
  * isum (scale_j * dot_j summed over the sub-blocks j) and msum (min_j *
  * the activation's 16-sums); I and M are their lane sums. */
 INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, const int five, const int VNNI,
                         __m256i *isum_out, __m256i *msum_out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     const uint8_t *scales, *qs, *qh;
     rw_f16 d, dmin;
     k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
@@ -919,16 +913,21 @@ INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, c
     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (five) { /* bit j of qh[l]: element 32j + l's fifth bit */
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), one), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * c + 1), one), 4));
+        if (five) { /* bit j of qh[l]: element 32j + l's fifth bit, shifted to bit 4 (the 16-bit
+                     * shifts carry bits across bytes only below bit 4 or above it) */
+            const int j = 2 * c;
+            const __m256i h0 = j <= 4 ? _mm256_slli_epi16(hv, 4 - j) : _mm256_srli_epi16(hv, j - 4);
+            const __m256i h1 = j + 1 <= 4 ? _mm256_slli_epi16(hv, 3 - j) : _mm256_srli_epi16(hv, j - 3);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
         }
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
-        a[c] = madd_acc(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), bcast16(scv, 2 * c)),
-                        _mm256_maddubs_epi16(hi, x1), bcast16(scv, 2 * c + 1), VNNI);
+        const __m256i p0 = _mm256_maddubs_epi16(lo, x0), p1 = _mm256_maddubs_epi16(hi, x1);
+        /* four short chains (one of eight bounded the speed) */
+        a[c] = madd_acc(_mm256_madd_epi16(p0, bcast16(scv, 2 * c)), p1, bcast16(scv, 2 * c + 1), VNNI);
     }
-    *isum_out = sum4_epi32(a);
+    *isum_out = _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
     *msum_out = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
 }
 
@@ -983,9 +982,9 @@ INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const in
  * (scale * dot, the quants 0..63) and msum (32 * scale . bsums, the -32). */
 INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const int VNNI, __m256i *isum_out,
                        __m256i *msum_out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    __m256i a[4];
+    __m256i a[2];
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
         const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
@@ -993,17 +992,21 @@ INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const in
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
             const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
-            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4);
+            /* bits 2k, 2k + 1 of qh to bits 4, 5 (the 16-bit shifts carry
+             * bits across bytes only outside bits 4, 5) */
+            const __m256i hi = _mm256_and_si256(k < 2    ? _mm256_slli_epi16(qh, 4 - 2 * k)
+                                                : k == 2 ? qh
+                                                         : _mm256_srli_epi16(qh, 2),
+                                                m2);
             const __m256i s =
                 _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
                                                           _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * k));
             const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv);
-            if (k % 2) a[2 * h + k / 2] = madd_acc(a[2 * h + k / 2], p, s, VNNI);
-            else a[2 * h + k / 2] = _mm256_madd_epi16(p, s);
+            a[h] = k == 0 ? _mm256_madd_epi16(p, s) : madd_acc(a[h], p, s, VNNI); /* two chains */
         }
     }
-    *isum_out = sum4_epi32(a);
+    *isum_out = _mm256_add_epi32(a[0], a[1]);
     *msum_out = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb->bsums));
 }
 
