@@ -199,21 +199,25 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
         free(wdata);
     }
     /* one activation row (decode) on one thread: tiles of many weight rows,
-     * which the one-row kernels take a few at a time; 65..67 rows leave
-     * every remainder of those groups */
-    for (int64_t n_out = 65; n_out <= 67; n_out++) {
-        int64_t n_in = lens[1];
+     * which the one-row kernels take a few at a time (eight for the AVX2
+     * K-quants); with matmul.c's split of today these matrices give tiles
+     * of every width 1..17 and 31, 33, 63, 64 weight rows, so every
+     * remainder of those groups */
+    static const int64_t outs_1x[] = {27, 41, 63, 65, 66, 67, 79, 97, 112, 127, 137, 139, 143, 255, 271, 511};
+    for (size_t oi = 0; oi < sizeof outs_1x / sizeof outs_1x[0]; oi++) {
+        const int64_t n_out = outs_1x[oi], n_in = lens[1];
         size_t rb;
         void *wdata = make_weights(t, n_out, n_in, &rb);
         rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
-        float *x = make_x(1, n_in), y_ref[67], y_fast[67];
+        float *x = make_x(1, n_in), *y_ref = malloc(sizeof(float) * (size_t)n_out),
+              *y_fast = malloc(sizeof(float) * (size_t)n_out);
         run_tier(RW_TIER_REF, &w, x, 1, y_ref, NULL);
         run_tier(tier, &w, x, 1, y_fast, NULL);
         for (int64_t o = 0; o < n_out; o++)
             CHECK_MSG(!memcmp(&y_fast[o], &y_ref[o], sizeof(float)),
                       "%s %s one row, %lld outputs: out %lld fast %.8g ref %.8g", rw_kernel_tier_name(tier),
                       rw_dtype_name(t), (long long)n_out, (long long)o, y_fast[o], y_ref[o]);
-        free(x), free(wdata);
+        free(x), free(wdata), free(y_ref), free(y_fast);
     }
     if (getenv("RW_TEST_VERBOSE"))
         fprintf(stderr, "%-6s %-7s worst relative difference %.3g\n", rw_kernel_tier_name(tier), rw_dtype_name(t),
