@@ -1060,6 +1060,15 @@ INLINE __m256i k8_halves(__m256i a, __m256i b) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+/* Prefetches step sb's share of the next eight rows (pf: their first byte;
+ * 8 * blk bytes a step, in address order): eight rows read side by side
+ * are eight streams, which the hardware prefetcher and a fixed distance
+ * ahead in each row serve badly from memory. */
+INLINE void k8_prefetch(const uint8_t *pf, int64_t sb, size_t blk) {
+    const char *p = (const char *)pf + (size_t)sb * 8 * blk;
+    for (size_t l = 0; l < 8 * blk; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
+}
+
 INLINE uint32_t k8_ld32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -1068,17 +1077,16 @@ INLINE uint32_t k8_ld32(const uint8_t *p) {
 
 /* Rows r[0..8): out[k] = q45_K_dot1 of row r[k] (the same bits). The lanes
  * of the step are rows 0 1 4 5 | 2 3 6 7. */
-INLINE void q45_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *xq, const int five, const int VNNI,
-                       float out[8]) {
+INLINE void q45_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, const uint8_t *xq, const int five,
+                       const int VNNI, float out[8]) {
     const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
     const size_t blk = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++) {
+        k8_prefetch(pf, sb, blk);
         __m256i u[4];
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
             __m256i ia, ma, ib, mb;
-            k1_prefetch(r[2 * q], sb, blk, 3);
-            k1_prefetch(r[2 * q + 1], sb, blk, 3);
             q45_K_lanes(r[2 * q], sb, x + sb, five, VNNI, &ia, &ma);
             q45_K_lanes(r[2 * q + 1], sb, x + sb, five, VNNI, &ib, &mb);
             u[q] = k8_pair(ia, ma, ib, mb);
@@ -1107,16 +1115,16 @@ INLINE __m256i k8_pair1(__m256i a, __m256i b) {
 
 /* Q6_K rows r[0..8): out[k] = q6_K_dot1 of row r[k] (the same bits); the
  * lanes of the step are rows 0..7 in order. */
-INLINE void q6_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *xq, const int VNNI, float out[8]) {
+INLINE void q6_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, const uint8_t *xq, const int VNNI,
+                      float out[8]) {
     const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
     const size_t blk = sizeof(rw_block_q6_K);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++) {
+        k8_prefetch(pf, sb, blk);
         __m256i t[4];
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
             __m256i ia, ma, ib, mb;
-            k1_prefetch(r[2 * q], sb, blk, 4);
-            k1_prefetch(r[2 * q + 1], sb, blk, 4);
             q6_K_lanes((const rw_block_q6_K *)r[2 * q] + sb, x + sb, VNNI, &ia, &ma);
             q6_K_lanes((const rw_block_q6_K *)r[2 * q + 1] + sb, x + sb, VNNI, &ib, &mb);
             t[q] = k8_pair1(_mm256_sub_epi32(ia, ma), _mm256_sub_epi32(ib, mb)); /* I - M lanes */
@@ -1255,16 +1263,16 @@ TILE_DISPATCH(q3_K)
         for (; i < nw; i++) out[i] = DOT1;                                          \
     } while (0)
 static void dot1_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, xq, 0, 1, o8), q45_K_dot1(n, w + i * ws, xq, 0, 1));
-    else DOT1_ROWS(q45_K_dot8(n, r, xq, 0, 0, o8), q45_K_dot1(n, w + i * ws, xq, 0, 0));
+    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, 1, o8), q45_K_dot1(n, w + i * ws, xq, 0, 1));
+    else DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, 0, o8), q45_K_dot1(n, w + i * ws, xq, 0, 0));
 }
 static void dot1_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, xq, 1, 1, o8), q45_K_dot1(n, w + i * ws, xq, 1, 1));
-    else DOT1_ROWS(q45_K_dot8(n, r, xq, 1, 0, o8), q45_K_dot1(n, w + i * ws, xq, 1, 0));
+    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, 1, o8), q45_K_dot1(n, w + i * ws, xq, 1, 1));
+    else DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, 0, o8), q45_K_dot1(n, w + i * ws, xq, 1, 0));
 }
 static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni) DOT1_ROWS(q6_K_dot8(n, r, xq, 1, o8), q6_K_dot1(n, w + i * ws, xq, 1));
-    else DOT1_ROWS(q6_K_dot8(n, r, xq, 0, o8), q6_K_dot1(n, w + i * ws, xq, 0));
+    if (vnni) DOT1_ROWS(q6_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, o8), q6_K_dot1(n, w + i * ws, xq, 1));
+    else DOT1_ROWS(q6_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, o8), q6_K_dot1(n, w + i * ws, xq, 0));
 }
 #define TILE_DISPATCH_KX(name)                                                                                    \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
