@@ -906,8 +906,8 @@ INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, c
     uint64_t sc, mn;
     k4_scales_mins(scales, &sc, &mn);
     const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
-    const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice */
     const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m256i a[4];
     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
