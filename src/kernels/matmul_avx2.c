@@ -898,7 +898,7 @@ INLINE __m256i madd_acc(__m256i acc, __m256i p, __m256i s, const int VNNI) {
  * isum (scale_j * dot_j summed over the sub-blocks j) and msum (min_j *
  * the activation's 16-sums); I and M are their lane sums. */
 INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, const int five, const int VNNI,
-                        __m256i *isum_out, __m256i *msum_out) {
+                        const int CHAINS, __m256i *isum_out, __m256i *msum_out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     const uint8_t *scales, *qs, *qh;
     rw_f16 d, dmin;
@@ -924,10 +924,14 @@ INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, c
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
         const __m256i p0 = _mm256_maddubs_epi16(lo, x0), p1 = _mm256_maddubs_epi16(hi, x1);
-        /* four short chains (one of eight bounded the speed) */
-        a[c] = madd_acc(_mm256_madd_epi16(p0, bcast16(scv, 2 * c)), p1, bcast16(scv, 2 * c + 1), VNNI);
+        if (CHAINS == 4) /* four short chains: one row alone is bound by the long one's latency */
+            a[c] = madd_acc(_mm256_madd_epi16(p0, bcast16(scv, 2 * c)), p1, bcast16(scv, 2 * c + 1), VNNI);
+        else { /* one chain (eight rows side by side hide its latency), fewer instructions */
+            a[0] = c == 0 ? _mm256_madd_epi16(p0, bcast16(scv, 0)) : madd_acc(a[0], p0, bcast16(scv, 2 * c), VNNI);
+            a[0] = madd_acc(a[0], p1, bcast16(scv, 2 * c + 1), VNNI);
+        }
     }
-    *isum_out = _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
+    *isum_out = CHAINS == 4 ? _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3])) : a[0];
     *msum_out = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
 }
 
@@ -951,8 +955,8 @@ INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const in
         k1_prefetch(w, sb, blk, 3);
         k1_prefetch(w, sb + 1, blk, 3);
         __m256i ia, ma, ib, mb;
-        q45_K_lanes(w, sb, x + sb, five, VNNI, &ia, &ma);
-        q45_K_lanes(w, sb + 1, x + sb + 1, five, VNNI, &ib, &mb);
+        q45_K_lanes(w, sb, x + sb, five, VNNI, 4, &ia, &ma);
+        q45_K_lanes(w, sb + 1, x + sb + 1, five, VNNI, 4, &ib, &mb);
         const __m128 im = _mm_cvtepi32_ps(hsum4_epi32(ia, ma, ib, mb));
         /* d, dmin lead both block types: [d_a dmin_a d_b dmin_b] */
         uint32_t ha, hb;
@@ -968,7 +972,7 @@ INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const in
     if (sb < nsb) {
         k1_prefetch(w, sb, blk, 3);
         __m256i ia, ma;
-        q45_K_lanes(w, sb, x + sb, five, VNNI, &ia, &ma);
+        q45_K_lanes(w, sb, x + sb, five, VNNI, 4, &ia, &ma);
         const __m128i h = hsum4_epi32(ia, ma, ia, ma);
         const rw_block_q4_K *b = (const rw_block_q4_K *)(w + (size_t)sb * blk); /* d, dmin lead both types */
         const float dx = x[sb].d;
@@ -1087,8 +1091,8 @@ INLINE void q45_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, 
         __m256i u[4];
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
             __m256i ia, ma, ib, mb;
-            q45_K_lanes(r[2 * q], sb, x + sb, five, VNNI, &ia, &ma);
-            q45_K_lanes(r[2 * q + 1], sb, x + sb, five, VNNI, &ib, &mb);
+            q45_K_lanes(r[2 * q], sb, x + sb, five, VNNI, 1, &ia, &ma);
+            q45_K_lanes(r[2 * q + 1], sb, x + sb, five, VNNI, 1, &ib, &mb);
             u[q] = k8_pair(ia, ma, ib, mb);
         }
         const size_t o = (size_t)sb * blk; /* d, dmin lead both block types */
