@@ -1098,10 +1098,10 @@ INLINE void q45_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, 
         const size_t o = (size_t)sb * blk; /* d, dmin lead both block types */
         const __m256 dx = _mm256_set1_ps(x[sb].d);
         /* [I0 M0 I1 M1 | I2 M2 I3 M3] against [d0 dmin0 d1 dmin1 | ...], rows 4-7 alike */
-        const __m256 d0 = _mm256_cvtph_ps(
-            _mm_setr_epi32((int)k8_ld32(r[0] + o), (int)k8_ld32(r[1] + o), (int)k8_ld32(r[2] + o), (int)k8_ld32(r[3] + o)));
-        const __m256 d1 = _mm256_cvtph_ps(
-            _mm_setr_epi32((int)k8_ld32(r[4] + o), (int)k8_ld32(r[5] + o), (int)k8_ld32(r[6] + o), (int)k8_ld32(r[7] + o)));
+        const __m256 d0 = _mm256_cvtph_ps(_mm_setr_epi32((int)k8_ld32(r[0] + o), (int)k8_ld32(r[1] + o),
+                                                         (int)k8_ld32(r[2] + o), (int)k8_ld32(r[3] + o)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_setr_epi32((int)k8_ld32(r[4] + o), (int)k8_ld32(r[5] + o),
+                                                         (int)k8_ld32(r[6] + o), (int)k8_ld32(r[7] + o)));
         const __m256 p0 = _mm256_mul_ps(_mm256_mul_ps(d0, dx), _mm256_cvtepi32_ps(k8_halves(u[0], u[1])));
         const __m256 p1 = _mm256_mul_ps(_mm256_mul_ps(d1, dx), _mm256_cvtepi32_ps(k8_halves(u[2], u[3])));
         acc = _mm256_add_ps(acc, _mm256_sub_ps(_mm256_shuffle_ps(p0, p1, 0x88), _mm256_shuffle_ps(p0, p1, 0xDD)));
@@ -1139,7 +1139,8 @@ INLINE void q6_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, c
         rw_f16 h[8];
         _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], r[k] + o, 2);
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
-        const __m256 p = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[sb].d)), _mm256_cvtepi32_ps(k8_halves(u0, u1)));
+        const __m256 p =
+            _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[sb].d)), _mm256_cvtepi32_ps(k8_halves(u0, u1)));
         acc = _mm256_add_ps(acc, p);
     }
     _mm256_storeu_ps(out, acc);
@@ -1254,17 +1255,17 @@ TILE_DISPATCH(q3_K)
 /* Eight rows at a time; a last group of 3..7 rows as eight (the missing
  * rows repeat the last one, their outputs dropped), of 1 or 2 rows one by
  * one: every output the same bits. */
-#define DOT1_ROWS(DOT8, DOT1)                                                       \
-    do {                                                                            \
-        int i = 0;                                                                  \
-        for (; nw - i >= 3; i += 8) {                                               \
-            const uint8_t *r[8];                                                    \
-            float o8[8];                                                            \
+#define DOT1_ROWS(DOT8, DOT1)                                                                  \
+    do {                                                                                       \
+        int i = 0;                                                                             \
+        for (; nw - i >= 3; i += 8) {                                                          \
+            const uint8_t *r[8];                                                               \
+            float o8[8];                                                                       \
             for (int k = 0; k < 8; k++) r[k] = w + (size_t)(i + k < nw ? i + k : nw - 1) * ws; \
-            DOT8;                                                                   \
-            for (int k = 0; k < 8 && i + k < nw; k++) out[i + k] = o8[k];           \
-        }                                                                           \
-        for (; i < nw; i++) out[i] = DOT1;                                          \
+            DOT8;                                                                              \
+            for (int k = 0; k < 8 && i + k < nw; k++) out[i + k] = o8[k];                      \
+        }                                                                                      \
+        for (; i < nw; i++) out[i] = DOT1;                                                     \
     } while (0)
 static void dot1_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
     if (vnni) DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, 1, o8), q45_K_dot1(n, w + i * ws, xq, 0, 1));
