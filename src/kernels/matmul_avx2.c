@@ -22,11 +22,13 @@
  *  - F32, F16: 32 lanes (four 8-lane accumulators), one fma per element;
  *    BF16: 32 lanes of element pairs, vdpbf16ps as two fmas (odd element
  *    first; the instruction's flushing of subnormals is not reproduced);
- *  - Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4: 16 lanes, even blocks in lanes 0-7,
- *    odd ones in 8-15, one fma per lane and block (Q4_1/Q5_1: then the min
- *    term onto lane 0 of the block's half);
- *  - Q8_0: exact block sums, four accumulators (block b in (b % 8) / 2);
- *    with AVX-VNNI the block sums come from vpdpbusd (the same integers);
+ *  - Q4_1, Q5_1: 16 lanes, even blocks in lanes 0-7, odd ones in 8-15, one
+ *    fma per lane and block, then the min term onto lane 0 of the block's
+ *    half;
+ *  - Q8_0, and Q4_0, Q5_0, IQ4_NL, MXFP4 decoded to int8 values
+ *    (rw_avx2_wt_q): exact block sums, four accumulators (block b in
+ *    (b % 8) / 2); with AVX-VNNI the block sums come from vpdpbusd (the
+ *    same integers);
  *  - Q2_K, Q3_K, IQ4_XS: 16 integer lanes per super-block as the AVX-512
  *    tier's vpmaddwd / vpmulld layout gives them, fma then fnmadd of the
  *    min lanes;

@@ -3,13 +3,14 @@
  * Integer types multiply unsigned 8-bit weights by signed 8-bit activation
  * quants with vpdpbusd (4 products summed into each 32-bit lane). Weights
  * whose values are signed are biased into unsigned range (+8 for Q4_0, +16
- * for Q5_0, +128 for Q8_0, IQ4_NL and MXFP4); the bias times the sum of the 4
+ * for Q5_0 in ggml's order, +128 for Q8_0 and the types decoded to its
+ * int8 values); the bias times the sum of the 4
  * activation quants of the lane is subtracted exactly, by starting the lane
  * from a precomputed -bias*sum, so integer results are exact.
  *
  * Float accumulation is per lane: each 32-bit lane keeps its own f32 sum
  * over the row, and the 16 lanes are added at the end by one fixed
- * reduction. For the 32-element types a 64-element chunk holds two blocks
+ * reduction. For Q4_1 and Q5_1 a 64-element chunk holds two blocks
  * (lanes 0-7 and 8-15), and each lane adds (float)lane_sum * (dw*dx) of its
  * block. For the K-quants each lane first sums its exact integer products
  * times the sub-block scales over the super-block (vpmaddwd of the packed
@@ -23,16 +24,18 @@
  *
  * Q8_0 differs (matmul_q8_0_avx512.c): one float step per block on the exact
  * block sum, computed for many rows with one activation row per lane
- * (matmul_int.h's group form), which keeps prefill bound by vpdpbusd.
+ * (matmul_int.h's group form), which keeps prefill bound by vpdpbusd; Q4_0,
+ * Q5_0, IQ4_NL and MXFP4 sum as Q8_0 does, their blocks decoded to int8
+ * values (the same file).
  *
  * Activation rows are converted (convert_x) into this file's own layouts,
  * described at each `x_*` struct; quantization rounds exactly as the
  * reference's activation quantizers (ggml's x86 rounding for Q8_0/Q8_1,
  * ggml's reference for Q8_K).
  *
- * RW_NUMERICS_GGML (kernels/matmul.h) has its own kernels for Q8_0, Q4_0
- * and Q5_0 (BLOCK32_TILE_GGML and the ggml panel form), which sum exactly
- * as ggml's x86 build does.
+ * RW_NUMERICS_GGML (kernels/matmul.h) has its own kernels for Q8_0, Q4_0,
+ * Q5_0, Q4_1, Q5_1 and MXFP4 (BLOCK32_TILE_GGML, the ggml panel form, and
+ * MXFP4's 16 lanes), which sum exactly as ggml's x86 build does.
  *
  * The tier spans four files (matmul_avx512_int.h says which holds what);
  * this one has the float types, the 32-element blocks and the tables.

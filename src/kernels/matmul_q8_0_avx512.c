@@ -1,4 +1,5 @@
-/* matmul_q8_0_avx512.c - Q8_0 in the AVX-512 tier: the one-row tile, the
+/* matmul_q8_0_avx512.c - Q8_0 (and Q4_0, Q5_0, IQ4_NL, MXFP4 in its order,
+ * their blocks decoded to int8 values) in the AVX-512 tier: the one-row tile, the
  * group form (many rows), the quad form (few rows), the panel form over
  * repacked weights, and in ggml's order the one-row tile and the panel form
  * (the file head of matmul_avx512.c describes the tier;
@@ -11,7 +12,7 @@
 
 /* ==== Q8_0: exact block sums, four float accumulators ===================
  *
- * Q8_0 does not use the other 32-block types' per-lane scheme (matmul_avx512.c): each output is
+ * Q8_0 does not use Q4_1's and Q5_1's per-lane scheme (matmul_avx512.c): each output is
  *   acc[k] = fma((float)isum_b, dw_b * dx_b, acc[k])   for b = 0, 1, ... in order,
  *   k = (b % 8) / 2, acc[] starting at +0;   y = (acc[0] + acc[1]) + (acc[2] + acc[3])
  * with isum_b the exact integer dot product of block b. Only one float step

@@ -15,13 +15,15 @@
  *   BF16       32 lanes of element pairs: pair p = i / 2 to lane p % 32,
  *              lane = fma(w_odd, x_odd, lane), then the even element
  *              (vdpbf16ps; its flushing of subnormals is not modelled)
- *   32-blocks  16 lanes: lane 8 * (b % 2) + l takes the exact sum of
+ *   Q4_1 Q5_1  16 lanes: lane 8 * (b % 2) + l takes the exact sum of
  *              products 4l .. 4l + 3 of block b, lane = fma(lsum, dw*dx,
- *              lane); Q4_1 Q5_1 then lane 8 * (b % 2) = fma(mw, sx, .);
- *              y = reduce16                      Q4_0 Q5_0 Q4_1 Q5_1 IQ4_NL
- *              MXFP4 (its dw = 2^(e - 128), E8M0 halved)
- *   Q8_0       acc[k] = fma(isum_b, dw*dx, acc[k]), k = (b % 8) / 2;
- *              y = (acc0 + acc1) + (acc2 + acc3)
+ *              lane), then lane 8 * (b % 2) = fma(mw, sx, .); y = reduce16
+ *   Q8_0       acc[k] = fma(isum_b, dw*dx, acc[k]), k = (b % 8) / 2, isum_b
+ *              the exact sum of block b; y = (acc0 + acc1) + (acc2 + acc3)
+ *   Q4_0 Q5_0 IQ4_NL MXFP4  Q8_0's order, each block decoded exactly to
+ *              32 int8 values (Q4_0: nibble - 8; Q5_0: 5-bit value - 16;
+ *              IQ4_NL: its table; MXFP4: its E2M1 table doubled) and an f32
+ *              scale dw (f16; MXFP4: 2^(e - 128), E8M0 halved)
  *   Q2_K Q3_K IQ4_XS  16 integer lanes per super-block (the AVX-512
  *              tier's layout, see kq16_lane), lane = fma(lane_sum, d*dx,
  *              lane), then lanes 0-7 lane = fma(-msum_l, dmin*dx, lane);
@@ -31,12 +33,13 @@
  *     where isum = sum over sub-blocks of scale * (integer dot of the
  *     sub-block) and msum = sum over sub-blocks of min * (sum of the
  *     activation quants of the sub-block, from Q8_K's bsums).
- *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K, bottom of the file):
+ *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K MXFP4, bottom of the file):
  *              ggml's x86 order, 8 lanes, lane l the exact sum of products
  *              4l..4l+3 of each 32 elements, acc_l = fma(dw*dx, lsum_l,
  *              acc_l) block after block, y = ((acc4+acc0) + (acc6+acc2)) +
  *              ((acc5+acc1) + (acc7+acc3)); K-quants with their min/offset
- *              terms as written there
+ *              terms as written there; MXFP4 the 16 lanes of Q4_1 without
+ *              the min term (ggml's for an even number of blocks)
  * All float expressions are evaluated exactly as written (ISO C mode: no
  * FMA contraction; fmaf where the tiers fuse).
  */
