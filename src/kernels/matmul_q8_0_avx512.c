@@ -124,6 +124,46 @@ INLINE __m256i wt_q(const uint8_t *row, int64_t b, const int T) {
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab)), nibbles32(qs));
 }
 
+/* The nibbles of 16 bytes at pa and pb as [lo(A), hi(A), lo(B), hi(B)]
+ * (element order of the two blocks), with no shuffle: two broadcast loads
+ * blended, the high 128-bit lane of each pair shifted right by 4. */
+INLINE __m512i nibbles2_bcast(const uint8_t *pa, const uint8_t *pb, int two) {
+    const __m512i a = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)pa));
+    const __m512i v = two ? _mm512_mask_broadcast_i32x4(a, 0xFF00, _mm_loadu_si128((const __m128i *)pb)) : a;
+    return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+}
+
+/* Blocks ba (bytes 0-31) and bb (32-63; absent unless two: any values, as
+ * the activation's quants are 0 there) of a row as their values plus 128,
+ * vpdpbusd's unsigned operand: the two blocks decoded in one register. */
+INLINE __m512i wt_u2(const uint8_t *row, int64_t ba, int64_t bb, int two, const int T) {
+    static const uint8_t mxfp4_plus128[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                              128, 127, 126, 125, 124, 122, 120, 116};
+    const int bytes = wt_bytes(T);
+    const uint8_t *pa = row + ba * bytes, *pb = row + bb * bytes;
+    if (T == WT_Q8_0) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)pa)->qs);
+        const __m256i hi = two ? _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)pb)->qs)
+                               : _mm256_setzero_si256();
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
+    }
+    const int qoff = T == WT_Q4_0   ? (int)offsetof(rw_block_q4_0, qs)
+                     : T == WT_Q5_0 ? (int)offsetof(rw_block_q5_0, qs)
+                     : T == WT_IQ4_NL ? (int)offsetof(rw_block_iq4_nl, qs)
+                                      : (int)offsetof(rw_block_mxfp4, qs);
+    const __m512i nib = nibbles2_bcast(pa + qoff, pb + qoff, two);
+    if (T == WT_Q4_0) return _mm512_add_epi8(nib, _mm512_set1_epi8(120)); /* nibble - 8 + 128 */
+    if (T == WT_Q5_0) { /* the nibble, + 16 where the fifth bit is set, - 16 + 128 */
+        uint32_t ha, hb = 0;
+        memcpy(&ha, ((const rw_block_q5_0 *)pa)->qh, 4);
+        if (two) memcpy(&hb, ((const rw_block_q5_0 *)pb)->qh, 4);
+        const __m512i u = _mm512_add_epi8(nib, _mm512_set1_epi8(112));
+        return _mm512_mask_add_epi8(u, (__mmask64)ha | (__mmask64)hb << 32, u, _mm512_set1_epi8(16));
+    }
+    if (T == WT_IQ4_NL) return iq4_lookup(nib);
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_plus128)), nib);
+}
+
 /* The f32 scale of block b of a row. */
 INLINE float wt_d(const uint8_t *row, int64_t b, const int T) {
     const uint8_t *p = row + b * wt_bytes(T);
@@ -164,23 +204,17 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const in
         __m512i p[8];
         __mmask16 valid;
         if (left == 16) {
-            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
-                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(wt_q(blk, 2 * c, T)), wt_q(blk, 2 * c + 1, T), 1);
-                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
-                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
+                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T),
                                            _mm512_load_si512(xg->ch[c].qs));
-            }
             valid = 0xFFFF;
         } else {
             /* missing blocks: zero quants and base, so their sums are 0 */
-            for (int c = 0; c < 8; c++) {
-                __m256i lo = 2 * c < left ? wt_q(blk, 2 * c, T) : _mm256_set1_epi8((char)0x80);
-                __m256i hi = 2 * c + 1 < left ? wt_q(blk, 2 * c + 1, T) : _mm256_set1_epi8((char)0x80);
-                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            for (int c = 0; c < 8; c++)
                 p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
-                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+                                           2 * c < left ? wt_u2(blk, 2 * c, 2 * c + 1, 2 * c + 1 < left, T)
+                                                        : _mm512_setzero_si512(),
                                            _mm512_load_si512(xg->ch[c].qs));
-            }
             valid = 0;
             for (int j = 0; j < left; j++) valid |= (__mmask16)(1u << vpos(j));
         }
@@ -384,14 +418,18 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
         const int left = nb - b0 < 8 ? (int)(nb - b0) : 8;
         _Pragma("GCC unroll 5") for (int l = 0; l < (8 * bytes + 63) / 64; l++)
             _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
-        __m256i qs[8];
-        _Pragma("GCC unroll 8") for (int e = 0; e < 8; e++)
-            qs[e] = e < left ? wt_q(blk, e, T) : _mm256_set1_epi8((char)0x80);
-        /* even blocks 0,2 | 4,6 and odd blocks 1,3 | 5,7, biased to unsigned */
-        __m512i ev0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[0]), qs[2], 1), bias);
-        __m512i ev1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[4]), qs[6], 1), bias);
-        __m512i od0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[1]), qs[3], 1), bias);
-        __m512i od1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[5]), qs[7], 1), bias);
+        /* even blocks 0,2 | 4,6 and odd blocks 1,3 | 5,7, biased to unsigned
+         * (missing blocks: any values, their activation quants are 0) */
+        __m512i ev0, ev1, od0, od1;
+        if (left == 8) {
+            ev0 = wt_u2(blk, 0, 2, 1, T), ev1 = wt_u2(blk, 4, 6, 1, T);
+            od0 = wt_u2(blk, 1, 3, 1, T), od1 = wt_u2(blk, 5, 7, 1, T);
+        } else {
+            ev0 = wt_u2(blk, 0, 2, left > 2, T);
+            ev1 = left > 4 ? wt_u2(blk, 4, 6, left > 6, T) : bias;
+            od0 = left > 1 ? wt_u2(blk, 1, 3, left > 3, T) : bias;
+            od1 = left > 5 ? wt_u2(blk, 5, 7, left > 7, T) : bias;
+        }
         const __mmask8 valid = (__mmask8)((1u << left) - 1);
         __m512 d8 = wt_d16(blk, doff, valid, T);
         __m512 dw_e = _mm512_permutexvar_ps(even_idx, d8), dw_o = _mm512_permutexvar_ps(odd_idx, d8);
