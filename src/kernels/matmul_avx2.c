@@ -205,7 +205,7 @@ typedef struct {
 } w_blk;
 
 #define nibbles16 rw_avx2_nibbles16
-#define q5_high rw_avx2_q5_high
+#define q5_high   rw_avx2_q5_high
 
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
@@ -411,7 +411,8 @@ INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
 INLINE __m256 wt_dw8(const uint8_t *row, int64_t b0, const int cnt, const int T) {
     if (T == RW_AVX2_WT_Q8_0 && cnt == 8) return q8_dw8((const rw_block_q8_0 *)row + b0);
     float d[8];
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) d[(k % 2) * 4 + k / 2] = k < cnt ? rw_avx2_wt_d(row, b0 + k, T) : 0.0f;
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) d[(k % 2) * 4 + k / 2] =
+        k < cnt ? rw_avx2_wt_d(row, b0 + k, T) : 0.0f;
     return _mm256_loadu_ps(d);
 }
 
@@ -496,16 +497,16 @@ INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
     }
 }
 
-INLINE void q8_0_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
-                      float *out, const int VNNI, const int T) {
+INLINE void q8_0_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out,
+                      const int VNNI, const int T) {
     if (nx == 1)
         for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, VNNI, T);
     else q8_0_many(n, w, ws, nw, xq, xs, nx, out, VNNI, T);
 }
 
 #define WT_TILE(name, T)                                                                                          \
-    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,  \
-                            float *out) {                                                                          \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
         if (rw_avx2_vnni()) q8_0_rows(n, w, ws, nw, xq, xs, nx, out, 1, T);                                       \
         else q8_0_rows(n, w, ws, nw, xq, xs, nx, out, 0, T);                                                      \
     }
@@ -1178,19 +1179,19 @@ static const rw_mm_kernel kernel_q8_0 = {.x_bytes = x_bytes_q8g,
                                          .max_np = RW_AVX2_Q8P_MAX_NX};
 /* the decoded types: Q8_0's tiles and activation layout, their own panels
  * (from 8 rows: fewer take the tile rather than decode panels on the fly) */
-#define KWT(name)                                                                                                \
-    static const rw_mm_kernel kernel_##name = {.x_bytes = x_bytes_q8g,                                           \
-                                               .convert_x = convert_q8g,                                         \
-                                               .tile = tile_##name,                                              \
-                                               .max_nw = NW,                                                     \
-                                               .max_nx = Q8_NX,                                                  \
-                                               .p_bytes = rw_avx2_p_bytes_q8_0,                                  \
-                                               .convert_p = rw_avx2_convert_q8_0_p,                              \
-                                               .tile_p = rw_avx2_tile_p_wt,                                      \
-                                               .pack_p = rw_avx2_pack_##name##_p,                                \
-                                               .p_rows = RW_AVX2_Q8P_ROWS,                                       \
-                                               .max_np = RW_AVX2_Q8P_MAX_NX,                                     \
-                                               .p_wbytes = rw_avx2_p_wbytes_wt,                                  \
+#define KWT(name)                                                                   \
+    static const rw_mm_kernel kernel_##name = {.x_bytes = x_bytes_q8g,              \
+                                               .convert_x = convert_q8g,            \
+                                               .tile = tile_##name,                 \
+                                               .max_nw = NW,                        \
+                                               .max_nx = Q8_NX,                     \
+                                               .p_bytes = rw_avx2_p_bytes_q8_0,     \
+                                               .convert_p = rw_avx2_convert_q8_0_p, \
+                                               .tile_p = rw_avx2_tile_p_wt,         \
+                                               .pack_p = rw_avx2_pack_##name##_p,   \
+                                               .p_rows = RW_AVX2_Q8P_ROWS,          \
+                                               .max_np = RW_AVX2_Q8P_MAX_NX,        \
+                                               .p_wbytes = rw_avx2_p_wbytes_wt,     \
                                                .p_min_rows = 8};
 KWT(q4_0)
 K(q4_1, x_bytes_blk, convert_q8_1)

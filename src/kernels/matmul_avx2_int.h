@@ -15,9 +15,9 @@
 enum { RW_AVX2_WT_Q8_0, RW_AVX2_WT_Q4_0, RW_AVX2_WT_Q5_0, RW_AVX2_WT_IQ4_NL, RW_AVX2_WT_MXFP4 };
 
 static inline __attribute__((always_inline)) size_t rw_avx2_wt_bytes(const int T) {
-    return T == RW_AVX2_WT_Q8_0    ? sizeof(rw_block_q8_0)
-           : T == RW_AVX2_WT_Q4_0  ? sizeof(rw_block_q4_0)
-           : T == RW_AVX2_WT_Q5_0  ? sizeof(rw_block_q5_0)
+    return T == RW_AVX2_WT_Q8_0     ? sizeof(rw_block_q8_0)
+           : T == RW_AVX2_WT_Q4_0   ? sizeof(rw_block_q4_0)
+           : T == RW_AVX2_WT_Q5_0   ? sizeof(rw_block_q5_0)
            : T == RW_AVX2_WT_IQ4_NL ? sizeof(rw_block_iq4_nl)
                                     : sizeof(rw_block_mxfp4);
 }
@@ -41,8 +41,7 @@ static inline __attribute__((always_inline)) __m256i rw_avx2_q5_high(const uint8
 
 /* Block b of a row of type T as its 32 int8 values. */
 static inline __attribute__((always_inline)) __m256i rw_avx2_wt_q(const uint8_t *row, int64_t b, const int T) {
-    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
+    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
     static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const uint8_t *p = row + (size_t)b * rw_avx2_wt_bytes(T);
     if (T == RW_AVX2_WT_Q8_0) return _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)p)->qs);

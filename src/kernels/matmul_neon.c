@@ -186,8 +186,7 @@ INLINE size_t wt_bytes(const int T) {
 
 /* Block b of a row of type T as its 32 int8 values (lo: elements 0-15). */
 INLINE void wt_values(const uint8_t *row, int64_t b, const int T, int8x16_t *lo, int8x16_t *hi) {
-    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
+    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
     static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const uint8_t *p = row + (size_t)b * wt_bytes(T);
     if (T == WT_Q8_0) {
@@ -199,7 +198,7 @@ INLINE void wt_values(const uint8_t *row, int64_t b, const int T, int8x16_t *lo,
         q4_0_values((const rw_block_q4_0 *)p, lo, hi);
         return;
     }
-    const uint8_t *qs = T == WT_Q5_0 ? ((const rw_block_q5_0 *)p)->qs
+    const uint8_t *qs = T == WT_Q5_0     ? ((const rw_block_q5_0 *)p)->qs
                         : T == WT_IQ4_NL ? ((const rw_block_iq4_nl *)p)->qs
                                          : ((const rw_block_mxfp4 *)p)->qs;
     const uint8x16_t q = vld1q_u8(qs), nlo = vandq_u8(q, vdupq_n_u8(0x0F)), nhi = vshrq_n_u8(q, 4);

@@ -251,17 +251,17 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
         _mm256_maskstore_ps(out + r * os, lanes, _mm256_add_ps(part[0][r], part[1][r]));
 }
 
-#define PANEL_CASES(VNNI)                                                \
-    switch (nx) { /* a constant row count keeps the sums in registers */ \
-    case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI, F32S); break;   \
-    case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI, F32S); break;   \
-    case 3: panel_dot(n, P, xp, xps, nl, out + i, os, 3, VNNI, F32S); break;   \
-    case 4: panel_dot(n, P, xp, xps, nl, out + i, os, 4, VNNI, F32S); break;   \
-    case 5: panel_dot(n, P, xp, xps, nl, out + i, os, 5, VNNI, F32S); break;   \
-    case 6: panel_dot(n, P, xp, xps, nl, out + i, os, 6, VNNI, F32S); break;   \
-    case 7: panel_dot(n, P, xp, xps, nl, out + i, os, 7, VNNI, F32S); break;   \
-    case 8: panel_dot(n, P, xp, xps, nl, out + i, os, 8, VNNI, F32S); break;   \
-    default: break;                                                      \
+#define PANEL_CASES(VNNI)                                                    \
+    switch (nx) { /* a constant row count keeps the sums in registers */     \
+    case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI, F32S); break; \
+    case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI, F32S); break; \
+    case 3: panel_dot(n, P, xp, xps, nl, out + i, os, 3, VNNI, F32S); break; \
+    case 4: panel_dot(n, P, xp, xps, nl, out + i, os, 4, VNNI, F32S); break; \
+    case 5: panel_dot(n, P, xp, xps, nl, out + i, os, 5, VNNI, F32S); break; \
+    case 6: panel_dot(n, P, xp, xps, nl, out + i, os, 6, VNNI, F32S); break; \
+    case 7: panel_dot(n, P, xp, xps, nl, out + i, os, 7, VNNI, F32S); break; \
+    case 8: panel_dot(n, P, xp, xps, nl, out + i, os, 8, VNNI, F32S); break; \
+    default: break;                                                          \
     }
 
 INLINE void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,

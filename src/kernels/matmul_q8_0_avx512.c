@@ -91,9 +91,9 @@ enum { WT_Q8_0, WT_Q4_0, WT_Q5_0, WT_IQ4_NL, WT_MXFP4 };
 
 /* Bytes of a block of type T. */
 INLINE int wt_bytes(const int T) {
-    return T == WT_Q8_0    ? (int)sizeof(rw_block_q8_0)
-           : T == WT_Q4_0  ? (int)sizeof(rw_block_q4_0)
-           : T == WT_Q5_0  ? (int)sizeof(rw_block_q5_0)
+    return T == WT_Q8_0     ? (int)sizeof(rw_block_q8_0)
+           : T == WT_Q4_0   ? (int)sizeof(rw_block_q4_0)
+           : T == WT_Q5_0   ? (int)sizeof(rw_block_q5_0)
            : T == WT_IQ4_NL ? (int)sizeof(rw_block_iq4_nl)
                             : (int)sizeof(rw_block_mxfp4);
 }
@@ -101,14 +101,13 @@ INLINE int wt_bytes(const int T) {
 /* 16 bytes -> 32 nibbles in element order (low nibbles are elements 0-15). */
 INLINE __m256i nibbles32(const uint8_t *p) {
     const __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)),
-                                   _mm_and_si128(_mm_srli_epi16(v, 4), m), 1);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m),
+                                   1);
 }
 
 /* Block b of a row as its 32 int8 values. */
 INLINE __m256i wt_q(const uint8_t *row, int64_t b, const int T) {
-    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
+    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
     static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const uint8_t *p = row + b * wt_bytes(T);
     if (T == WT_Q8_0) return _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)p)->qs);
@@ -143,12 +142,12 @@ INLINE __m512i wt_u2(const uint8_t *row, int64_t ba, int64_t bb, int two, const 
     const uint8_t *pa = row + ba * bytes, *pb = row + bb * bytes;
     if (T == WT_Q8_0) {
         const __m256i lo = _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)pa)->qs);
-        const __m256i hi = two ? _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)pb)->qs)
-                               : _mm256_setzero_si256();
+        const __m256i hi =
+            two ? _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)pb)->qs) : _mm256_setzero_si256();
         return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
     }
-    const int qoff = T == WT_Q4_0   ? (int)offsetof(rw_block_q4_0, qs)
-                     : T == WT_Q5_0 ? (int)offsetof(rw_block_q5_0, qs)
+    const int qoff = T == WT_Q4_0     ? (int)offsetof(rw_block_q4_0, qs)
+                     : T == WT_Q5_0   ? (int)offsetof(rw_block_q5_0, qs)
                      : T == WT_IQ4_NL ? (int)offsetof(rw_block_iq4_nl, qs)
                                       : (int)offsetof(rw_block_mxfp4, qs);
     const __m512i nib = nibbles2_bcast(pa + qoff, pb + qoff, two);
@@ -174,7 +173,7 @@ INLINE float wt_d(const uint8_t *row, int64_t b, const int T) {
 }
 
 /* Block indices 0..15 in V order, and 0..7. */
-#define WT_VORDER _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
+#define WT_VORDER  _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
 #define WT_NATURAL _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0)
 
 /* The scales of blocks blk[idx[l]] (blk: a row's block, idx: block
@@ -185,8 +184,9 @@ INLINE __m512 wt_d16(const uint8_t *blk, __m512i off, __mmask16 valid, const int
     if (T != WT_MXFP4) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
     const __m512i e = _mm512_and_si512(v, _mm512_set1_epi32(0xFF));
     const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-    const __m512i bits = _mm512_mask_blend_epi32(small, _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23),
-                                                 _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e));
+    const __m512i bits =
+        _mm512_mask_blend_epi32(small, _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23),
+                                _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e));
     return _mm512_maskz_mov_ps(valid, _mm512_castsi512_ps(bits));
 }
 
@@ -204,9 +204,8 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const in
         __m512i p[8];
         __mmask16 valid;
         if (left == 16) {
-            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
-                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T),
-                                           _mm512_load_si512(xg->ch[c].qs));
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) p[c] = _mm512_dpbusd_epi32(
+                _mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T), _mm512_load_si512(xg->ch[c].qs));
             valid = 0xFFFF;
         } else {
             /* missing blocks: zero quants and base, so their sums are 0 */
@@ -231,11 +230,11 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const in
 }
 
 #define WT_TILE(name, T)                                                                                          \
-    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,  \
-                            float *out) {                                                                          \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
         for (int j = 0; j < nx; j++)                                                                              \
             for (int i = 0; i < nw; i++)                                                                          \
-                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), T);                  \
+                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), T);                   \
     }
 WT_TILE(q8_0, WT_Q8_0)
 WT_TILE(q4_0, WT_Q4_0)
@@ -342,10 +341,10 @@ INLINE void q8_0_group(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
         }
 }
 
-#define WT_TILE_G(name, T)                                                                                        \
-    static void tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs,    \
-                              int nx, float *out, int64_t os) {                                                 \
-        q8_0_group(n, w, ws, nw, xg, xgs, nx, out, os, T);                                                       \
+#define WT_TILE_G(name, T)                                                                                           \
+    static void tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx, \
+                              float *out, int64_t os) {                                                              \
+        q8_0_group(n, w, ws, nw, xg, xgs, nx, out, os, T);                                                           \
     }
 WT_TILE_G(q8_0, WT_Q8_0)
 WT_TILE_G(q4_0, WT_Q4_0)
@@ -400,8 +399,8 @@ static void convert_q8_0_q(const float *const *rows, int n_rows, void *xq, int64
 }
 
 /* Quads 0..NQ-1 against one weight row; out[(4q + r) * os] for rows < nx. */
-INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xqs, int nx, float *out,
-                          int64_t os, const int NQ, const int T) {
+INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xqs, int nx, float *out, int64_t os,
+                          const int NQ, const int T) {
     const int64_t nb = n / 32;
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     /* lane 4j + r takes dword j*8 + s of the pair of loaded registers */
@@ -468,21 +467,29 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
     }
 }
 
-INLINE void q8_0_quad(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx,
-                      float *out, int64_t os, const int T) {
+INLINE void q8_0_quad(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx, float *out,
+                      int64_t os, const int T) {
     /* a constant quad count per call keeps every sum in a register */
     switch ((nx + Q8Q_ROWS - 1) / Q8Q_ROWS) {
-    case 1: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1, T); break;
-    case 2: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2, T); break;
-    case 3: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 3, T); break;
-    default: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 4, T); break;
+    case 1:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1, T);
+        break;
+    case 2:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2, T);
+        break;
+    case 3:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 3, T);
+        break;
+    default:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 4, T);
+        break;
     }
 }
 
-#define WT_TILE_Q(name, T)                                                                                        \
-    static void tile_q_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs,    \
-                              int nx, float *out, int64_t os) {                                                 \
-        q8_0_quad(n, w, ws, nw, xq, xqs, nx, out, os, T);                                                        \
+#define WT_TILE_Q(name, T)                                                                                           \
+    static void tile_q_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx, \
+                              float *out, int64_t os) {                                                              \
+        q8_0_quad(n, w, ws, nw, xq, xqs, nx, out, os, T);                                                            \
     }
 WT_TILE_Q(q8_0, WT_Q8_0)
 WT_TILE_Q(q4_0, WT_Q4_0)
@@ -574,7 +581,6 @@ static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, u
     }
 }
 
-
 /* The decoded types' panels: Q8_0's layout (the decoded values biased +128)
  * but f32 scales, as MXFP4's do not fit an f16: 16 x 36 bytes a block. */
 enum { WTP_BLK = 16 * 36 };
@@ -631,7 +637,8 @@ INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uin
                     if (l < nl) {
                         const uint8_t *row = row0 + (size_t)l * ws;
                         const __m256i lo = wt_q(row, b, T);
-                        r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), two ? wt_q(row, b + 1, T) : _mm256_setzero_si256(), 1);
+                        r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+                                                  two ? wt_q(row, b + 1, T) : _mm256_setzero_si256(), 1);
                         d[0][l] = wt_d(row, b, T);
                         if (two) d[1][l] = wt_d(row, b + 1, T);
                     } else {
@@ -641,7 +648,8 @@ INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uin
                     }
                 }
                 transpose16x16(r);
-                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) _mm512_storeu_si512(q[0].q[s], _mm512_xor_si512(r[s], bias));
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
+                    _mm512_storeu_si512(q[0].q[s], _mm512_xor_si512(r[s], bias));
                 if (two)
                     _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
                         _mm512_storeu_si512(q[1].q[s], _mm512_xor_si512(r[8 + s], bias));
@@ -652,8 +660,8 @@ INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uin
 
 /* One panel (16 outputs) against R activation rows; out[r * os + l] for
  * outputs l < nl. F32S: the decoded types' panels (f32 scales). */
-INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int nl, float *out,
-                           int64_t os, const int R, const int F32S) {
+INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                           const int R, const int F32S) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
     const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
     const float(*DF)[16] = (const float(*)[16])(P + nb);
@@ -670,7 +678,8 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
                     _mm_prefetch((const char *)P->q[s] + Q8_PF_DIST, _MM_HINT_T0);
                     W[s] = _mm512_loadu_si512(P->q[s]);
                 }
-                const __m512 dw = F32S ? _mm512_loadu_ps(*DF) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
+                const __m512 dw =
+                    F32S ? _mm512_loadu_ps(*DF) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
                 P++, D++, DF++;
                 _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
                     const xp_q8_blk *xb = (const xp_q8_blk *)(xp + (size_t)r * xps) + b;
@@ -701,7 +710,7 @@ INLINE void q8_0_panel(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
         const wp_q8_blk *P = (const wp_q8_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
         switch (nx) { /* a constant row count keeps every accumulator in a register */
-#define PANEL_CASE(R)                                                                                                \
+#define PANEL_CASE(R) \
     case R: q8_0_panel_dot(n, P, xp, xps, nl, out + i, os, R, F32S); break;
             PANEL_CASE(1) PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7)
             PANEL_CASE(8) PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14)
@@ -716,13 +725,13 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
                         float *out, int64_t os) {
     q8_0_panel(n, w, ws, nw, xp, xps, nx, out, os, 0);
 }
-static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                      float *out, int64_t os) {
+static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
+                      int64_t os) {
     q8_0_panel(n, w, ws, nw, xp, xps, nx, out, os, 1);
 }
-#define WT_PACK(name, T)                                                                                         \
-    static void pack_p_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {            \
-        pack_wt_p(w, ws, n, n_out, dst, T);                                                                     \
+#define WT_PACK(name, T)                                                                             \
+    static void pack_p_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) { \
+        pack_wt_p(w, ws, n, n_out, dst, T);                                                          \
     }
 WT_PACK(q4_0, WT_Q4_0)
 WT_PACK(q5_0, WT_Q5_0)
@@ -893,12 +902,29 @@ static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const u
 /* The decoded types: Q8_0's forms and activation layouts, their own
  * panels (from 8 rows: fewer take the quad form rather than decode a
  * panel's 16 rows on the fly). */
-#define WT_KERNEL(name)                                                                                           \
-    const rw_mm_kernel rw_avx512_kernel_##name = {x_bytes_q8g, convert_q8_0_row, tile_##name, Q8G_NW, 1,       \
-                                                  g_bytes_q8, convert_q8_0_g, tile_g_##name, Q8G_MAX_NG,        \
-                                                  q_bytes_q8, convert_q8_0_q, tile_q_##name, Q8Q_MAX_NQ,        \
-                                                  p_bytes_q8, convert_q8_0_p, tile_p_wt, pack_p_##name, Q8P_ROWS, \
-                                                  Q8P_MAX_NX, wtp_wbytes, 8, 0};
+#define WT_KERNEL(name)                                             \
+    const rw_mm_kernel rw_avx512_kernel_##name = {x_bytes_q8g,      \
+                                                  convert_q8_0_row, \
+                                                  tile_##name,      \
+                                                  Q8G_NW,           \
+                                                  1,                \
+                                                  g_bytes_q8,       \
+                                                  convert_q8_0_g,   \
+                                                  tile_g_##name,    \
+                                                  Q8G_MAX_NG,       \
+                                                  q_bytes_q8,       \
+                                                  convert_q8_0_q,   \
+                                                  tile_q_##name,    \
+                                                  Q8Q_MAX_NQ,       \
+                                                  p_bytes_q8,       \
+                                                  convert_q8_0_p,   \
+                                                  tile_p_wt,        \
+                                                  pack_p_##name,    \
+                                                  Q8P_ROWS,         \
+                                                  Q8P_MAX_NX,       \
+                                                  wtp_wbytes,       \
+                                                  8,                \
+                                                  0};
 WT_KERNEL(q4_0)
 WT_KERNEL(q5_0)
 WT_KERNEL(iq4_nl)

@@ -155,46 +155,47 @@ static int mxfp4_value(const rw_block_mxfp4 *b, int j) {
 /* Q4_1 / Q5_1 against Q8_1 activations: 16 lanes, block b in lanes
  * 8 * (b % 2) + l, each the exact sum of products 4l .. 4l + 3, one fma
  * per lane and block, then the block's min term onto lane 8 * (b % 2). */
-#define DOT32_MIN_LANES(W_T, VALUE)                                                                    \
-    const W_T *w = wp;                                                                                 \
-    const rw_block_q8_1 *x = xp;                                                                       \
-    float acc[16] = {0};                                                                               \
-    for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
-        float *lanes = acc + 8 * (b % 2);                                                              \
-        const float d = f16(w[b].d) * f16(x[b].d);                                                     \
-        for (int l = 0; l < 8; l++) {                                                                  \
-            int32_t lsum = 0;                                                                          \
-            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
-            lanes[l] = fmaf((float)lsum, d, lanes[l]);                                                 \
-        }                                                                                              \
-        lanes[0] = fmaf(f16(w[b].m), f16(x[b].s), lanes[0]);                                           \
-    }                                                                                                  \
+#define DOT32_MIN_LANES(W_T, VALUE)                                                       \
+    const W_T *w = wp;                                                                    \
+    const rw_block_q8_1 *x = xp;                                                          \
+    float acc[16] = {0};                                                                  \
+    for (int64_t b = 0; b < n / RW_QK; b++) {                                             \
+        float *lanes = acc + 8 * (b % 2);                                                 \
+        const float d = f16(w[b].d) * f16(x[b].d);                                        \
+        for (int l = 0; l < 8; l++) {                                                     \
+            int32_t lsum = 0;                                                             \
+            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j]; \
+            lanes[l] = fmaf((float)lsum, d, lanes[l]);                                    \
+        }                                                                                 \
+        lanes[0] = fmaf(f16(w[b].m), f16(x[b].s), lanes[0]);                              \
+    }                                                                                     \
     return reduce16(acc);
 
 static float dot_q4_1(int64_t n, const void *wp, const void *xp) { DOT32_MIN_LANES(rw_block_q4_1, q4_1_value) }
 static float dot_q5_1(int64_t n, const void *wp, const void *xp) { DOT32_MIN_LANES(rw_block_q5_1, q5_1_value) }
 
-/* A 32-block type without a min term in Q8_0's order: each block decoded
- * exactly to int8 values and its f32 scale WD (an expression of b), then
- * dot_q8_0_order, a block at a time (its accumulators carried over). */
-#define DOT32_AS_Q8_0(W_T, VALUE, WD)                                                                  \
-    const W_T *w = wp;                                                                                 \
-    const rw_block_q8_0 *x = xp;                                                                       \
-    enum { CH = 64 }; /* blocks decoded at a time: a multiple of 8 keeps acc[(b % 8) / 2] */          \
-    int8_t q[CH][RW_QK];                                                                               \
-    float dw[CH], acc[4] = {0};                                                                        \
-    for (int64_t b0 = 0; b0 < n / RW_QK; b0 += CH) {                                                   \
-        const int64_t nb = n / RW_QK - b0 < CH ? n / RW_QK - b0 : CH;                                  \
-        for (int64_t b = 0; b < nb; b++) {                                                             \
-            for (int j = 0; j < RW_QK; j++) q[b][j] = (int8_t)VALUE(&w[b0 + b], j);                    \
-            dw[b] = (WD);                                                                              \
-        }                                                                                              \
-        for (int64_t b = 0; b < nb; b++) {                                                             \
-            int32_t isum = 0;                                                                          \
-            for (int j = 0; j < RW_QK; j++) isum += q[b][j] * x[b0 + b].qs[j];                         \
-            acc[(b % 8) / 2] = fmaf((float)isum, dw[b] * f16(x[b0 + b].d), acc[(b % 8) / 2]);          \
-        }                                                                                              \
-    }                                                                                                  \
+/* A 32-block type without a min term in Q8_0's order: CH blocks at a
+ * time decoded exactly to int8 values and their f32 scales WD (an
+ * expression of b0 + b), then dot_q8_0's arithmetic on them, its four
+ * accumulators carried over. */
+#define DOT32_AS_Q8_0(W_T, VALUE, WD)                                                         \
+    const W_T *w = wp;                                                                        \
+    const rw_block_q8_0 *x = xp;                                                              \
+    enum { CH = 64 }; /* blocks decoded at a time: a multiple of 8 keeps acc[(b % 8) / 2] */  \
+    int8_t q[CH][RW_QK];                                                                      \
+    float dw[CH], acc[4] = {0};                                                               \
+    for (int64_t b0 = 0; b0 < n / RW_QK; b0 += CH) {                                          \
+        const int64_t nb = n / RW_QK - b0 < CH ? n / RW_QK - b0 : CH;                         \
+        for (int64_t b = 0; b < nb; b++) {                                                    \
+            for (int j = 0; j < RW_QK; j++) q[b][j] = (int8_t)VALUE(&w[b0 + b], j);           \
+            dw[b] = (WD);                                                                     \
+        }                                                                                     \
+        for (int64_t b = 0; b < nb; b++) {                                                    \
+            int32_t isum = 0;                                                                 \
+            for (int j = 0; j < RW_QK; j++) isum += q[b][j] * x[b0 + b].qs[j];                \
+            acc[(b % 8) / 2] = fmaf((float)isum, dw[b] * f16(x[b0 + b].d), acc[(b % 8) / 2]); \
+        }                                                                                     \
+    }                                                                                         \
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 
 static float dot_q4_0(int64_t n, const void *wp, const void *xp) {
@@ -542,17 +543,13 @@ static float dot_q4_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GG
 static float dot_q5_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q5_0, q5_0_value) }
 static float dot_q8_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q8_0, q8_0_value) }
 static float dot_q4_1_ggml(int64_t n, const void *wp, const void *xp) { DOT32_MIN_GGML(rw_block_q4_1, q4_1_value) }
-static float dot_q5_1_ggml(int64_t n, const void *wp, const void *xp) { DOT32_MIN_GGML(rw_block_q5_1, q5_1_value) }
+static float dot_q5_1_ggml(int64_t n, const void *wp, const void *xp){DOT32_MIN_GGML(rw_block_q5_1, q5_1_value)}
 
-REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0)
-REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0)
-REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0)
-REF_KERNEL(q4_1_ggml, x_bytes_q8_1, convert_q8_1)
-REF_KERNEL(q5_1_ggml, x_bytes_q8_1, convert_q8_1)
-REF_KERNEL(mxfp4_ggml, x_bytes_q8_0, convert_q8_0)
+REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0) REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0)
+    REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0) REF_KERNEL(q4_1_ggml, x_bytes_q8_1, convert_q8_1)
+        REF_KERNEL(q5_1_ggml, x_bytes_q8_1, convert_q8_1) REF_KERNEL(mxfp4_ggml, x_bytes_q8_0, convert_q8_0)
 
-
-/* K-quants in the order of ggml's AVX2 vec-dots (the ones llama.cpp runs on
+    /* K-quants in the order of ggml's AVX2 vec-dots (the ones llama.cpp runs on
  * x86 without weight repacking). Per super-block, eight exact integer
  * lanes: lane l holds the scaled products of elements 32c + 4l .. 32c + 4l + 3
  * of every 32-element chunk c, then acc_l = fma(dx*d, lane_l, acc_l); the
@@ -564,8 +561,8 @@ REF_KERNEL(mxfp4_ggml, x_bytes_q8_0, convert_q8_0)
  *         offset subtracted per 32-element chunk: 32 * sum of scale * x of
  *         chunk c comes off lane c (ggml since its 2026 AVX2 Q6_K rewrite,
  *         which takes it from Q8_K's bsums). */
-static void k45_lanes(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, const rw_block_q8_K *x,
-                      int32_t lane[8], int32_t mlane[4]) {
+    static void k45_lanes(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, const rw_block_q8_K *x,
+                          int32_t lane[8], int32_t mlane[4]) {
     int sc[8], mn[8];
     for (int j = 0; j < 8; j++) k4_scale_min(scales, j, &sc[j], &mn[j]);
     for (int l = 0; l < 8; l++) {
