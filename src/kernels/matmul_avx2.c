@@ -22,11 +22,13 @@
  *  - F32, F16: 32 lanes (four 8-lane accumulators), one fma per element;
  *    BF16: 32 lanes of element pairs, vdpbf16ps as two fmas (odd element
  *    first; the instruction's flushing of subnormals is not reproduced);
- *  - Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4: 16 lanes, even blocks in lanes 0-7,
- *    odd ones in 8-15, one fma per lane and block (Q4_1/Q5_1: then the min
- *    term onto lane 0 of the block's half);
- *  - Q8_0: exact block sums, four accumulators (block b in (b % 8) / 2);
- *    with AVX-VNNI the block sums come from vpdpbusd (the same integers);
+ *  - Q4_1, Q5_1: 16 lanes, even blocks in lanes 0-7, odd ones in 8-15, one
+ *    fma per lane and block, then the min term onto lane 0 of the block's
+ *    half;
+ *  - Q8_0, and Q4_0, Q5_0, IQ4_NL, MXFP4 decoded to int8 values
+ *    (rw_avx2_wt_q): exact block sums, four accumulators (block b in
+ *    (b % 8) / 2); with AVX-VNNI the block sums come from vpdpbusd (the
+ *    same integers);
  *  - Q2_K, Q3_K, IQ4_XS: 16 integer lanes per super-block as the AVX-512
  *    tier's vpmaddwd / vpmulld layout gives them, fma then fnmadd of the
  *    min lanes;
@@ -203,22 +205,8 @@ typedef struct {
     float d, m;
 } w_blk;
 
-/* 16 bytes -> [low nibbles | high nibbles] as 32 bytes in element order. */
-INLINE __m256i nibbles16(const uint8_t *p) {
-    __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
-}
-
-/* Q5's fifth bits as 16 per set bit of qh (element order). */
-INLINE __m256i q5_high(const uint8_t qh[4]) {
-    uint32_t bits;
-    memcpy(&bits, qh, 4);
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
-    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf); /* byte e = qh byte e/8 */
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
-    return _mm256_and_si256(hit, _mm256_set1_epi8(16));
-}
+#define nibbles16 rw_avx2_nibbles16
+#define q5_high   rw_avx2_q5_high
 
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
@@ -245,10 +233,6 @@ INLINE w_blk unpack_q5_1(const uint8_t *row, int64_t b) {
 INLINE __m256i iq4_lookup(__m256i nib) {
     __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
     return _mm256_shuffle_epi8(tab, nib);
-}
-INLINE w_blk unpack_iq4_nl(const uint8_t *row, int64_t b) {
-    const rw_block_iq4_nl *p = (const rw_block_iq4_nl *)row + b;
-    return (w_blk){iq4_lookup(nibbles16(p->qs)), f16_to_f32(p->d), 0};
 }
 
 INLINE w_blk unpack_mxfp4(const uint8_t *row, int64_t b) {
@@ -324,19 +308,18 @@ INLINE __m256 b32_step(__m256 a, float *summs, const w_blk *wb, const x_blk *xb,
                                                       : hsum8(acc[i][j][0]);                                      \
     }
 
-BLOCK32_TILE(q4_0, unpack_q4_0, 0, B32_OURS)
 BLOCK32_TILE(q4_1, unpack_q4_1, 0, B32_OURS_MIN)
-BLOCK32_TILE(q5_0, unpack_q5_0, 0, B32_OURS)
 BLOCK32_TILE(q5_1, unpack_q5_1, 0, B32_OURS_MIN)
-BLOCK32_TILE(iq4_nl, unpack_iq4_nl, 1, B32_OURS)
-BLOCK32_TILE(mxfp4, unpack_mxfp4, 1, B32_OURS)
+BLOCK32_TILE(mxfp4_ggml, unpack_mxfp4, 1, B32_OURS)
 BLOCK32_TILE(q8_0_ggml, unpack_q8_0, 1, B32_GGML)
 BLOCK32_TILE(q4_0_ggml, unpack_q4_0, 0, B32_GGML)
 BLOCK32_TILE(q5_0_ggml, unpack_q5_0, 0, B32_GGML)
 BLOCK32_TILE(q4_1_ggml, unpack_q4_1, 0, B32_GGML_MIN)
 BLOCK32_TILE(q5_1_ggml, unpack_q5_1, 0, B32_GGML_MIN)
 
-/* Q8_0 as the AVX-512 tier computes it (matmul_q8_0_avx512.c): the exact
+/* Q8_0 (and Q4_0, Q5_0, IQ4_NL, MXFP4, their blocks decoded to int8 values
+ * by rw_avx2_wt_q, T a constant where inlined) as the AVX-512 tier computes
+ * it (matmul_q8_0_avx512.c): the exact
  * sum of each block, acc[k] = fma((float)isum_b, dw_b * dx_b, acc[k]) for
  * k = (b % 8) / 2, blocks in order; y = (acc[0] + acc[1]) + (acc[2] + acc[3]).
  * Eight blocks at a time: their sums in one vector, then blocks
@@ -392,16 +375,17 @@ INLINE void q8_tree8(const __m256i p[8], const x_q8g *xg, const int VNNI, __m128
     *v1 = _mm_cvtepi32_ps(s1);
 }
 
-/* The eight block sums of blocks wb[0..cnt) (cnt <= 8; the others 0)
- * against xg, as floats in two vectors [b0 b2 b4 b6], [b1 b3 b5 b7]. */
-INLINE void q8_sums8(const rw_block_q8_0 *wb, const x_q8g *xg, const int cnt, const int VNNI, __m128 *v0, __m128 *v1) {
+/* The eight block sums of blocks b0 .. b0 + cnt of row (cnt <= 8; the
+ * others 0) against xg, as floats in two vectors [b0 b2 b4 b6], [b1 b3 b5 b7]. */
+INLINE void q8_sums8(const uint8_t *row, int64_t b0, const x_q8g *xg, const int cnt, const int VNNI, __m128 *v0,
+                     __m128 *v1, const int T) {
     __m256i p[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
         if (k >= cnt) {
             p[k] = _mm256_setzero_si256();
             continue;
         }
-        const __m256i w = _mm256_loadu_si256((const __m256i *)wb[k].qs);
+        const __m256i w = rw_avx2_wt_q(row, b0 + k, T);
         const __m256i x = _mm256_load_si256((const __m256i *)xg->qs[k]);
         p[k] =
             VNNI ? dpbusd(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x) : dot4(w, x, 1);
@@ -424,26 +408,32 @@ INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
     return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128((long long)e), (long long)o, 1));
 }
 
+/* The same for blocks b0 .. b0 + cnt of a row of type T (the others 0). */
+INLINE __m256 wt_dw8(const uint8_t *row, int64_t b0, const int cnt, const int T) {
+    if (T == RW_AVX2_WT_Q8_0 && cnt == 8) return q8_dw8((const rw_block_q8_0 *)row + b0);
+    float d[8];
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) d[(k % 2) * 4 + k / 2] =
+        k < cnt ? rw_avx2_wt_d(row, b0 + k, T) : 0.0f;
+    return _mm256_loadu_ps(d);
+}
+
 enum { Q8_PF_DIST = 4096 }; /* bytes ahead in the row that the one-row dot prefetches */
 
-INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq, const int VNNI) {
-    const rw_block_q8_0 *wb = (const rw_block_q8_0 *)w;
+INLINE float q8_0_dot(int64_t n, const uint8_t *w, const uint8_t *xq, const int VNNI, const int T) {
     const x_q8g *xg = (const x_q8g *)xq;
     const int64_t nb = n / 32, ng = nb / 8;
+    const size_t bytes = rw_avx2_wt_bytes(T);
     __m128 acc = _mm_setzero_ps(), v0, v1;
     for (int64_t g = 0; g < ng; g++) {
-        _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++) /* 272 bytes a group: up to 5 lines */
-            _mm_prefetch((const char *)(wb + 8 * g) + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
-        q8_sums8(wb + 8 * g, xg + g, 8, VNNI, &v0, &v1);
-        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(wb + 8 * g), _mm256_load_ps(xg[g].dx)));
+        _Pragma("GCC unroll 5") for (int l = 0; l < (int)(8 * bytes + 63) / 64; l++) /* Q8_0: 272 bytes a group */
+            _mm_prefetch((const char *)w + (8 * g) * bytes + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
+        q8_sums8(w, 8 * g, xg + g, 8, VNNI, &v0, &v1, T);
+        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(wt_dw8(w, 8 * g, 8, T), _mm256_load_ps(xg[g].dx)));
     }
     const int cnt = (int)(nb - 8 * ng);
     if (cnt) { /* the missing blocks: sums and scales 0, which leave the lanes as they are */
-        rw_block_q8_0 tail[8];
-        memset(tail, 0, sizeof tail);
-        memcpy(tail, wb + 8 * ng, sizeof(rw_block_q8_0) * (size_t)cnt);
-        q8_sums8(tail, xg + ng, cnt, VNNI, &v0, &v1);
-        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(q8_dw8(tail), _mm256_load_ps(xg[ng].dx)));
+        q8_sums8(w, 8 * ng, xg + ng, cnt, VNNI, &v0, &v1, T);
+        acc = q8_step8(acc, v0, v1, _mm256_mul_ps(wt_dw8(w, 8 * ng, cnt, T), _mm256_load_ps(xg[ng].dx)));
     }
     float a[4];
     _mm_storeu_ps(a, acc);
@@ -461,20 +451,14 @@ typedef struct {
     __m256 dw;           /* the eight scales */
 } q8_wgroup;
 
-INLINE void q8_prep(const rw_block_q8_0 *wb, const int cnt, const int VNNI, q8_wgroup *o) {
+INLINE void q8_prep(const uint8_t *row, int64_t b0, const int cnt, const int VNNI, q8_wgroup *o, const int T) {
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-        const __m256i v = k < cnt ? _mm256_loadu_si256((const __m256i *)wb[k].qs) : _mm256_setzero_si256();
+        const __m256i v = k < cnt ? rw_avx2_wt_q(row, b0 + k, T) : _mm256_setzero_si256();
         o->w[k] = v;
         /* a missing block's w + 128 is 128 times x, but its scale is 0 */
         o->aw[k] = VNNI ? _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(v, v);
     }
-    if (cnt == 8) o->dw = q8_dw8(wb);
-    else {
-        rw_block_q8_0 tail[8];
-        memset(tail, 0, sizeof tail);
-        memcpy(tail, wb, sizeof(rw_block_q8_0) * (size_t)cnt);
-        o->dw = q8_dw8(tail);
-    }
+    o->dw = wt_dw8(row, b0, cnt, T);
 }
 
 /* q8_sums8 with the weight group prepared (blocks past cnt are zeros). */
@@ -490,15 +474,15 @@ INLINE void q8_sums8_prep(const q8_wgroup *wg, const x_q8g *xg, const int VNNI, 
 }
 
 INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx,
-                      float *out, const int VNNI) {
+                      float *out, const int VNNI, const int T) {
     const int64_t nb = n / 32, ngr = (nb + 7) / 8;
     for (int i = 0; i < nw; i++) {
-        const rw_block_q8_0 *wb = (const rw_block_q8_0 *)(w + i * ws);
+        const uint8_t *row = w + i * ws;
         __m128 acc[Q8_NX];
         for (int j = 0; j < nx; j++) acc[j] = _mm_setzero_ps();
         for (int64_t g = 0; g < ngr; g++) {
             q8_wgroup wg;
-            q8_prep(wb + 8 * g, nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8, VNNI, &wg);
+            q8_prep(row, 8 * g, nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8, VNNI, &wg, T);
             for (int j = 0; j < nx; j++) {
                 const x_q8g *xg = (const x_q8g *)(xq + (size_t)j * xs) + g;
                 __m128 v0, v1;
@@ -514,25 +498,24 @@ INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
     }
 }
 
-static void q8_0_rows_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
-                            float *out) {
+INLINE void q8_0_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out,
+                      const int VNNI, const int T) {
     if (nx == 1)
-        for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, 0);
-    else q8_0_many(n, w, ws, nw, xq, xs, nx, out, 0);
+        for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, VNNI, T);
+    else q8_0_many(n, w, ws, nw, xq, xs, nx, out, VNNI, T);
 }
 
-static void q8_0_rows_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
-                           float *out) {
-    if (nx == 1)
-        for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, 1);
-    else q8_0_many(n, w, ws, nw, xq, xs, nx, out, 1);
-}
-
-static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
-                      float *out) {
-    if (rw_avx2_vnni()) q8_0_rows_vnni(n, w, ws, nw, xq, xs, nx, out);
-    else q8_0_rows_plain(n, w, ws, nw, xq, xs, nx, out);
-}
+#define WT_TILE(name, T)                                                                                          \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
+        if (rw_avx2_vnni()) q8_0_rows(n, w, ws, nw, xq, xs, nx, out, 1, T);                                       \
+        else q8_0_rows(n, w, ws, nw, xq, xs, nx, out, 0, T);                                                      \
+    }
+WT_TILE(q8_0, RW_AVX2_WT_Q8_0)
+WT_TILE(q4_0, RW_AVX2_WT_Q4_0)
+WT_TILE(q5_0, RW_AVX2_WT_Q5_0)
+WT_TILE(iq4_nl, RW_AVX2_WT_IQ4_NL)
+WT_TILE(mxfp4, RW_AVX2_WT_MXFP4)
 
 /* ==== K-quants =========================================================== */
 
@@ -1242,12 +1225,9 @@ KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
         else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                            \
     }
 
-TILE_DISPATCH(q4_0)
 TILE_DISPATCH(q4_1)
-TILE_DISPATCH(q5_0)
 TILE_DISPATCH(q5_1)
-TILE_DISPATCH(iq4_nl)
-TILE_DISPATCH(mxfp4)
+TILE_DISPATCH(mxfp4_ggml)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 /* Q4_K, Q5_K, Q6_K: one activation row as above, several in the many-row
@@ -1324,12 +1304,28 @@ static const rw_mm_kernel kernel_q8_0 = {.x_bytes = x_bytes_q8g,
                                          .pack_p = rw_avx2_pack_q8_0_p,
                                          .p_rows = RW_AVX2_Q8P_ROWS,
                                          .max_np = RW_AVX2_Q8P_MAX_NX};
-K(q4_0, x_bytes_blk, convert_b8)
+/* the decoded types: Q8_0's tiles and activation layout, their own panels
+ * (from 8 rows: fewer take the tile rather than decode panels on the fly) */
+#define KWT(name)                                                                   \
+    static const rw_mm_kernel kernel_##name = {.x_bytes = x_bytes_q8g,              \
+                                               .convert_x = convert_q8g,            \
+                                               .tile = tile_##name,                 \
+                                               .max_nw = NW,                        \
+                                               .max_nx = Q8_NX,                     \
+                                               .p_bytes = rw_avx2_p_bytes_q8_0,     \
+                                               .convert_p = rw_avx2_convert_q8_0_p, \
+                                               .tile_p = rw_avx2_tile_p_wt,         \
+                                               .pack_p = rw_avx2_pack_##name##_p,   \
+                                               .p_rows = RW_AVX2_Q8P_ROWS,          \
+                                               .max_np = RW_AVX2_Q8P_MAX_NX,        \
+                                               .p_wbytes = rw_avx2_p_wbytes_wt,     \
+                                               .p_min_rows = 8};
+KWT(q4_0)
 K(q4_1, x_bytes_blk, convert_q8_1)
-K(q5_0, x_bytes_blk, convert_b16)
+KWT(q5_0)
 K(q5_1, x_bytes_blk, convert_q8_1)
-K(iq4_nl, x_bytes_blk, convert_b0)
-K(mxfp4, x_bytes_blk, convert_b0)
+KWT(iq4_nl)
+KWT(mxfp4)
 K(q2_K, x_bytes_q8_K, convert_q8_K)
 K(q3_K, x_bytes_q8_K, convert_q8_K)
 #define KX(name, xb, conv)                      \
@@ -1366,6 +1362,7 @@ K(q4_0_ggml, x_bytes_blk, convert_b8)
 K(q5_0_ggml, x_bytes_blk, convert_b16)
 K(q4_1_ggml, x_bytes_blk, convert_q8_1)
 K(q5_1_ggml, x_bytes_blk, convert_q8_1)
+K(mxfp4_ggml, x_bytes_blk, convert_b0)
 K(q4_K_ggml, x_bytes_q8_K, convert_q8_K)
 K(q5_K_ggml, x_bytes_q8_K, convert_q8_K)
 K(q6_K_ggml, x_bytes_q8_K, convert_q8_K)
@@ -1380,6 +1377,7 @@ const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t) {
     case RW_TYPE_Q5_0: return &kernel_q5_0_ggml;
     case RW_TYPE_Q4_1: return &kernel_q4_1_ggml;
     case RW_TYPE_Q5_1: return &kernel_q5_1_ggml;
+    case RW_TYPE_MXFP4: return &kernel_mxfp4_ggml;
     case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
     case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
     case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;

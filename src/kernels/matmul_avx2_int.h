@@ -4,8 +4,68 @@
 #define RW_KERNELS_MATMUL_AVX2_INT_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/matmul_int.h"
+#include "kernels/quant_int.h"
+
+/* The weight types summed in Q8_0's order (matmul_ref.c): each block
+ * decoded exactly to 32 int8 values and an f32 scale. T is a constant
+ * where these are inlined. */
+enum { RW_AVX2_WT_Q8_0, RW_AVX2_WT_Q4_0, RW_AVX2_WT_Q5_0, RW_AVX2_WT_IQ4_NL, RW_AVX2_WT_MXFP4 };
+
+static inline __attribute__((always_inline)) size_t rw_avx2_wt_bytes(const int T) {
+    return T == RW_AVX2_WT_Q8_0     ? sizeof(rw_block_q8_0)
+           : T == RW_AVX2_WT_Q4_0   ? sizeof(rw_block_q4_0)
+           : T == RW_AVX2_WT_Q5_0   ? sizeof(rw_block_q5_0)
+           : T == RW_AVX2_WT_IQ4_NL ? sizeof(rw_block_iq4_nl)
+                                    : sizeof(rw_block_mxfp4);
+}
+
+/* 16 bytes -> [low nibbles | high nibbles] as 32 bytes in element order. */
+static inline __attribute__((always_inline)) __m256i rw_avx2_nibbles16(const uint8_t *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* Q5's fifth bits as 16 per set bit of qh (element order). */
+static inline __attribute__((always_inline)) __m256i rw_avx2_q5_high(const uint8_t qh[4]) {
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf); /* byte e = qh byte e/8 */
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
+    return _mm256_and_si256(hit, _mm256_set1_epi8(16));
+}
+
+/* Block b of a row of type T as its 32 int8 values. */
+static inline __attribute__((always_inline)) __m256i rw_avx2_wt_q(const uint8_t *row, int64_t b, const int T) {
+    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t *p = row + (size_t)b * rw_avx2_wt_bytes(T);
+    if (T == RW_AVX2_WT_Q8_0) return _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)p)->qs);
+    if (T == RW_AVX2_WT_Q4_0)
+        return _mm256_sub_epi8(rw_avx2_nibbles16(((const rw_block_q4_0 *)p)->qs), _mm256_set1_epi8(8));
+    if (T == RW_AVX2_WT_Q5_0) {
+        const rw_block_q5_0 *q = (const rw_block_q5_0 *)p;
+        return _mm256_sub_epi8(_mm256_or_si256(rw_avx2_nibbles16(q->qs), rw_avx2_q5_high(q->qh)), _mm256_set1_epi8(16));
+    }
+    const int8_t *tab = T == RW_AVX2_WT_IQ4_NL ? iq4nl_values : mxfp4_values;
+    const uint8_t *qs = T == RW_AVX2_WT_IQ4_NL ? ((const rw_block_iq4_nl *)p)->qs : ((const rw_block_mxfp4 *)p)->qs;
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab)),
+                               rw_avx2_nibbles16(qs));
+}
+
+/* The f32 scale of block b of a row of type T (the f16 scales are each
+ * block's first field). */
+static inline __attribute__((always_inline)) float rw_avx2_wt_d(const uint8_t *row, int64_t b, const int T) {
+    const uint8_t *p = row + (size_t)b * rw_avx2_wt_bytes(T);
+    if (T == RW_AVX2_WT_MXFP4) return rw_e8m0_half(*p);
+    rw_f16 h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
 
 /* An 8 x 8 transpose of dwords: o[s] gets dword s of r[0..8) (dword i of
  * o[s] from r[i]). For packing panels: 8 weight rows, one per lane. */
@@ -41,6 +101,14 @@ void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int6
 void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
 void rw_avx2_tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os);
+/* The decoded types' panels: Q8_0's layout with f32 scales. */
+size_t rw_avx2_p_wbytes_wt(int64_t n);
+void rw_avx2_pack_q4_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx2_pack_q5_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx2_pack_iq4_nl_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx2_pack_mxfp4_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx2_tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os);
 
 /* n values (a multiple of 256) quantized as rw_quantize_row's Q8_K (the
  * same bytes) into dst (matmul_kpanel_avx2.c). */

@@ -335,6 +335,8 @@ INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const 
 
 /* matmul_q8_0_avx512.c */
 extern const rw_mm_kernel rw_avx512_kernel_q8_0, rw_avx512_kernel_q8_0_ggml;
+/* ... and the 32-block types summed in Q8_0's order */
+extern const rw_mm_kernel rw_avx512_kernel_q4_0, rw_avx512_kernel_q5_0, rw_avx512_kernel_iq4_nl, rw_avx512_kernel_mxfp4;
 /* matmul_kquant_avx512.c: the tiles of the types that also have panels */
 extern const rw_mm_kernel rw_avx512_kernel_q2_K, rw_avx512_kernel_q3_K, rw_avx512_kernel_iq4_xs;
 #define KQ_TILE_DECL(name)                                                                                       \

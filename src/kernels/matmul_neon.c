@@ -11,20 +11,20 @@
  * SDOT (vdotq_s32) sums the products of four consecutive signed bytes into
  * one 32-bit lane: exactly the reference's "lane l takes the products
  * 4l .. 4l + 3" of a 16-byte piece, so the lanes need no reshuffling. The
- * weights enter it as signed bytes (Q8_0 as they are, Q4_0 minus 8, the
- * K-quants unsigned 0..63).
+ * weights enter it as signed bytes (Q8_0 as they are, Q4_0, Q5_0, IQ4_NL and
+ * MXFP4 decoded to their int8 values, the K-quants unsigned 0..63).
  *
  * Types (see matmul_ref.c for each one's arithmetic):
  *  - F32, F16, BF16: 32 float lanes, one fma per element (BF16: per pair,
  *    odd element first);
- *  - Q8_0: block sums, four accumulators (block b onto (b % 8) / 2); Q4_0:
- *    16 lanes, even blocks in lanes 0-7, odd ones in 8-15;
+ *  - Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4: block sums, four accumulators
+ *    (block b onto (b % 8) / 2);
  *  - Q4_K, Q5_K, Q6_K: exact integer sums per super-block (SDOT), the
  *    reference's one scalar float step per super-block;
  *  - RW_NUMERICS_GGML order: Q8_0, Q4_0, Q4_K, Q6_K, eight lanes and
  *    ggml's hsum.
- * Every other type and order (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
- * IQ4_XS, MXFP4, ggml's Q5_K) is served by the reference tier.
+ * Every other type and order (Q4_1, Q5_1, Q2_K, Q3_K, IQ4_XS, ggml's Q5_K
+ * and MXFP4) is served by the reference tier.
  * Activations are converted as the reference converts them. A tile computes
  * one output at a time, the same code for every element, so results are
  * batch invariant.
@@ -171,11 +171,68 @@ INLINE void q4_0_values(const rw_block_q4_0 *b, int8x16_t *lo, int8x16_t *hi) {
     *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
 }
 
-/* Q8_0: block b's exact sum onto acc[(b % 8) / 2]. Eight blocks at a time:
- * blocks 0, 2, 4, 6 are one fma on the four accumulators, then 1, 3, 5, 7
- * (each accumulator sees its blocks in the reference's order). */
-static float dot_q8_0(int64_t n, const uint8_t *wp, const uint8_t *xp) {
-    const rw_block_q8_0 *w = (const rw_block_q8_0 *)wp, *x = (const rw_block_q8_0 *)xp;
+/* The types summed in Q8_0's order (matmul_ref.c): Q8_0, and Q4_0, Q5_0,
+ * IQ4_NL, MXFP4 with each block decoded exactly to 32 int8 values and an
+ * f32 scale. T is a constant where these are inlined. */
+enum { WT_Q8_0, WT_Q4_0, WT_Q5_0, WT_IQ4_NL, WT_MXFP4 };
+
+INLINE size_t wt_bytes(const int T) {
+    return T == WT_Q8_0     ? sizeof(rw_block_q8_0)
+           : T == WT_Q4_0   ? sizeof(rw_block_q4_0)
+           : T == WT_Q5_0   ? sizeof(rw_block_q5_0)
+           : T == WT_IQ4_NL ? sizeof(rw_block_iq4_nl)
+                            : sizeof(rw_block_mxfp4);
+}
+
+/* Block b of a row of type T as its 32 int8 values (lo: elements 0-15). */
+INLINE void wt_values(const uint8_t *row, int64_t b, const int T, int8x16_t *lo, int8x16_t *hi) {
+    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t *p = row + (size_t)b * wt_bytes(T);
+    if (T == WT_Q8_0) {
+        const rw_block_q8_0 *q = (const rw_block_q8_0 *)p;
+        *lo = vld1q_s8(q->qs), *hi = vld1q_s8(q->qs + 16);
+        return;
+    }
+    if (T == WT_Q4_0) {
+        q4_0_values((const rw_block_q4_0 *)p, lo, hi);
+        return;
+    }
+    const uint8_t *qs = T == WT_Q5_0     ? ((const rw_block_q5_0 *)p)->qs
+                        : T == WT_IQ4_NL ? ((const rw_block_iq4_nl *)p)->qs
+                                         : ((const rw_block_mxfp4 *)p)->qs;
+    const uint8x16_t q = vld1q_u8(qs), nlo = vandq_u8(q, vdupq_n_u8(0x0F)), nhi = vshrq_n_u8(q, 4);
+    if (T == WT_Q5_0) { /* the nibble plus 16 where the fifth bit is set, minus 16 */
+        uint32_t hb;
+        memcpy(&hb, ((const rw_block_q5_0 *)p)->qh, 4);
+        static const uint8_t ilo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+        static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+        const uint8x16_t bytes = vreinterpretq_u8_u32(vdupq_n_u32(hb)), sel = vld1q_u8(bit);
+        const uint8x16_t i0 = vld1q_u8(ilo), i1 = vaddq_u8(i0, vdupq_n_u8(2));
+        const uint8x16_t h0 = vandq_u8(vtstq_u8(vqtbl1q_u8(bytes, i0), sel), vdupq_n_u8(16));
+        const uint8x16_t h1 = vandq_u8(vtstq_u8(vqtbl1q_u8(bytes, i1), sel), vdupq_n_u8(16));
+        *lo = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(nlo, h0)), vdupq_n_s8(16));
+        *hi = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(nhi, h1)), vdupq_n_s8(16));
+        return;
+    }
+    const int8x16_t tab = vld1q_s8(T == WT_IQ4_NL ? iq4nl_values : mxfp4_values);
+    *lo = vqtbl1q_s8(tab, nlo), *hi = vqtbl1q_s8(tab, nhi);
+}
+
+/* The f32 scale of block b (the f16 scales are each block's first field). */
+INLINE float wt_d(const uint8_t *row, int64_t b, const int T) {
+    const uint8_t *p = row + (size_t)b * wt_bytes(T);
+    if (T == WT_MXFP4) return rw_e8m0_half(*p);
+    rw_f16 h;
+    memcpy(&h, p, 2);
+    return f16(h);
+}
+
+/* Q8_0's order: block b's exact sum onto acc[(b % 8) / 2]. Eight blocks at
+ * a time: blocks 0, 2, 4, 6 are one fma on the four accumulators, then 1,
+ * 3, 5, 7 (each accumulator sees its blocks in the reference's order). */
+INLINE float dot_wt(int64_t n, const uint8_t *wp, const uint8_t *xp, const int T) {
+    const rw_block_q8_0 *x = (const rw_block_q8_0 *)xp;
     const int64_t nb = n / RW_QK;
     float32x4_t acc = vdupq_n_f32(0.0f);
     int64_t b = 0;
@@ -185,10 +242,12 @@ static float dot_q8_0(int64_t n, const uint8_t *wp, const uint8_t *xp) {
             float d[4];
             for (int k = 0; k < 4; k++) {
                 const int64_t bb = b + 2 * k + odd;
+                int8x16_t wl, wh;
                 int32x4_t lo, hi;
-                block_lanes(vld1q_s8(w[bb].qs), vld1q_s8(w[bb].qs + 16), x[bb].qs, &lo, &hi);
+                wt_values(wp, bb, T, &wl, &wh);
+                block_lanes(wl, wh, x[bb].qs, &lo, &hi);
                 s[k] = vaddq_s32(lo, hi);
-                d[k] = f16(w[bb].d) * f16(x[bb].d);
+                d[k] = wt_d(wp, bb, T) * f16(x[bb].d);
             }
             const int32x4_t isum = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
             acc = vfmaq_f32(acc, vcvtq_f32_s32(isum), vld1q_f32(d));
@@ -196,31 +255,21 @@ static float dot_q8_0(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     float a[4];
     vst1q_f32(a, acc);
     for (; b < nb; b++) {
+        int8x16_t wl, wh;
         int32x4_t lo, hi;
-        block_lanes(vld1q_s8(w[b].qs), vld1q_s8(w[b].qs + 16), x[b].qs, &lo, &hi);
+        wt_values(wp, b, T, &wl, &wh);
+        block_lanes(wl, wh, x[b].qs, &lo, &hi);
         const int32_t isum = vaddvq_s32(vaddq_s32(lo, hi));
-        a[(b % 8) / 2] = fmaf((float)isum, f16(w[b].d) * f16(x[b].d), a[(b % 8) / 2]);
+        a[(b % 8) / 2] = fmaf((float)isum, wt_d(wp, b, T) * f16(x[b].d), a[(b % 8) / 2]);
     }
     return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
-/* Q4_0: 16 lanes, block b in lanes 8 * (b % 2) + l, one fma per lane. */
-static float dot_q4_0(int64_t n, const uint8_t *wp, const uint8_t *xp) {
-    const rw_block_q4_0 *w = (const rw_block_q4_0 *)wp;
-    const rw_block_q8_0 *x = (const rw_block_q8_0 *)xp;
-    float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t b = 0; b < n / RW_QK; b++) {
-        int8x16_t lo, hi;
-        int32x4_t s_lo, s_hi;
-        q4_0_values(&w[b], &lo, &hi);
-        block_lanes(lo, hi, x[b].qs, &s_lo, &s_hi);
-        const float d = f16(w[b].d) * f16(x[b].d);
-        float32x4_t *h = a + 2 * (b % 2);
-        h[0] = vfmaq_n_f32(h[0], vcvtq_f32_s32(s_lo), d);
-        h[1] = vfmaq_n_f32(h[1], vcvtq_f32_s32(s_hi), d);
-    }
-    return reduce16(a[0], a[1], a[2], a[3]);
-}
+static float dot_q8_0(int64_t n, const uint8_t *wp, const uint8_t *xp) { return dot_wt(n, wp, xp, WT_Q8_0); }
+static float dot_q4_0(int64_t n, const uint8_t *wp, const uint8_t *xp) { return dot_wt(n, wp, xp, WT_Q4_0); }
+static float dot_q5_0(int64_t n, const uint8_t *wp, const uint8_t *xp) { return dot_wt(n, wp, xp, WT_Q5_0); }
+static float dot_iq4_nl(int64_t n, const uint8_t *wp, const uint8_t *xp) { return dot_wt(n, wp, xp, WT_IQ4_NL); }
+static float dot_mxfp4(int64_t n, const uint8_t *wp, const uint8_t *xp) { return dot_wt(n, wp, xp, WT_MXFP4); }
 
 /* The ggml order of a 32-block type: eight lanes, acc_l = fma(d, lsum_l,
  * acc_l) block after block, hsum8. */
@@ -471,6 +520,9 @@ NEON_KERNEL(f16, x_bytes_16, convert_f16)
 NEON_KERNEL(bf16, x_bytes_16, convert_bf16)
 NEON_KERNEL(q8_0, x_bytes_q8_0, convert_q8_0)
 NEON_KERNEL(q4_0, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(q5_0, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(iq4_nl, x_bytes_q8_0, convert_q8_0)
+NEON_KERNEL(mxfp4, x_bytes_q8_0, convert_q8_0)
 NEON_KERNEL(q4_K, x_bytes_q8_K, convert_q8_K)
 NEON_KERNEL(q5_K, x_bytes_q8_K, convert_q8_K)
 NEON_KERNEL(q6_K, x_bytes_q8_K, convert_q8_K)
@@ -486,6 +538,9 @@ const rw_mm_kernel *rw_mm_kernel_neon(rw_dtype t) {
     case RW_TYPE_BF16: return &kernel_bf16;
     case RW_TYPE_Q8_0: return &kernel_q8_0;
     case RW_TYPE_Q4_0: return &kernel_q4_0;
+    case RW_TYPE_Q5_0: return &kernel_q5_0;
+    case RW_TYPE_IQ4_NL: return &kernel_iq4_nl;
+    case RW_TYPE_MXFP4: return &kernel_mxfp4;
     case RW_TYPE_Q4_K: return &kernel_q4_K;
     case RW_TYPE_Q5_K: return &kernel_q5_K;
     case RW_TYPE_Q6_K: return &kernel_q6_K;

@@ -39,6 +39,9 @@
 
 enum { Q8P_ROWS = RW_AVX2_Q8P_ROWS, Q8P_MAX_NX = RW_AVX2_Q8P_MAX_NX };
 
+/* Bytes per row and block of the decoded types' panels (f32 scales). */
+enum { WT_BLK_BYTES = 36 };
+
 /* One panel block: dword s of the block of rows 0..7 at q[s][4 * row]. */
 typedef struct {
     uint8_t q[8][32];
@@ -120,18 +123,22 @@ void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int6
 }
 
 /* Block b of the 8 weight rows from row0 (ws apart; n_left of them exist)
- * into one panel block and its 8 scales; missing rows get weights and
- * scales 0. An 8 x 8 transpose of dwords. */
-INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp_blk *q, uint16_t d[8]) {
+ * into one panel block and its 8 scales (Q8_0: f16 in d; the decoded
+ * types: f32 in df); missing rows get weights and scales 0. An 8 x 8
+ * transpose of dwords. */
+INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp_blk *q, uint16_t *d, float *df,
+                       const int T) {
     __m256i r[8];
     for (int i = 0; i < 8; i++) {
         if (i < n_left) {
-            const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(row0 + (size_t)i * ws) + b;
-            r[i] = _mm256_loadu_si256((const __m256i *)blk->qs);
-            d[i] = blk->d;
+            const uint8_t *row = row0 + (size_t)i * ws;
+            r[i] = rw_avx2_wt_q(row, b, T);
+            if (T == RW_AVX2_WT_Q8_0) d[i] = ((const rw_block_q8_0 *)row + b)->d;
+            else df[i] = rw_avx2_wt_d(row, b, T);
         } else {
             r[i] = _mm256_setzero_si256();
-            d[i] = 0;
+            if (T == RW_AVX2_WT_Q8_0) d[i] = 0;
+            else df[i] = 0.0f;
         }
     }
     __m256i o[8];
@@ -142,8 +149,9 @@ INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp
 /* The rows are read in block order (8 sequential streams, prefetched) and
  * each block written to its place in the tile's order: k = (b % 8) / 2
  * outermost, then the octet, then the pair. */
-void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+INLINE void pack_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst, const int T) {
     const int64_t nb = n / 32;
+    const size_t blk_bytes = T == RW_AVX2_WT_Q8_0 ? sizeof(rw_block_q8_0) : WT_BLK_BYTES;
     int64_t base[4]; /* the place of block (k, octet 0, pair 0): the blocks of every k' < k come first */
     for (int k = 0, at = 0; k < 4; k++) {
         base[k] = at;
@@ -151,19 +159,37 @@ void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, 
         at += (int)(2 * (nb / 8) + (rest < 0 ? 0 : rest > 2 ? 2 : rest));
     }
     for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
-        wp_blk *q = (wp_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
+        wp_blk *q = (wp_blk *)(dst + (size_t)p0 * (size_t)nb * blk_bytes);
         uint16_t(*d)[8] = (uint16_t(*)[8])(q + nb);
+        float(*df)[8] = (float(*)[8])(q + nb);
         const int n_left = (int)(n_out - p0);
         const uint8_t *row0 = w + (size_t)p0 * ws;
         for (int64_t b = 0; b < nb; b++) {
             if (b % 2 == 0)
                 for (int i = 0; i < 8 && i < n_left; i++)
-                    _mm_prefetch((const char *)(row0 + (size_t)i * ws) + (b + 16) * sizeof(rw_block_q8_0), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(row0 + (size_t)i * ws) + (b + 16) * rw_avx2_wt_bytes(T), _MM_HINT_T0);
             const int64_t at = base[(b % 8) / 2] + 2 * (b / 8) + b % 2;
-            pack_block(row0, ws, n_left, b, q + at, d[at]);
+            pack_block(row0, ws, n_left, b, q + at, d[at], df[at], T);
         }
     }
 }
+
+void rw_avx2_pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    pack_p(w, ws, n, n_out, dst, RW_AVX2_WT_Q8_0);
+}
+void rw_avx2_pack_q4_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    pack_p(w, ws, n, n_out, dst, RW_AVX2_WT_Q4_0);
+}
+void rw_avx2_pack_q5_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    pack_p(w, ws, n, n_out, dst, RW_AVX2_WT_Q5_0);
+}
+void rw_avx2_pack_iq4_nl_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    pack_p(w, ws, n, n_out, dst, RW_AVX2_WT_IQ4_NL);
+}
+void rw_avx2_pack_mxfp4_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    pack_p(w, ws, n, n_out, dst, RW_AVX2_WT_MXFP4);
+}
+size_t rw_avx2_p_wbytes_wt(int64_t n) { return (size_t)(n / 32) * WT_BLK_BYTES; }
 
 INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
@@ -174,9 +200,10 @@ INLINE __m256i bcast4(const int8_t *p) {
 /* One panel (8 outputs) against R activation rows; out[r * os + l] for
  * outputs l < nl. VNNI: the AVX-VNNI block sum (see the file head). */
 INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                      const int R, const int VNNI) {
+                      const int R, const int VNNI, const int F32S) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
     const uint16_t(*D)[8] = (const uint16_t(*)[8])(P + nb);
+    const float(*DF)[8] = (const float(*)[8])(P + nb);
     const __m256i one = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);
     __m256 part[2][Q8P_MAX_NX]; /* (acc[0] + acc[1]) and (acc[2] + acc[3]) */
     for (int k = 0; k < 4; k++) {
@@ -207,8 +234,8 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
                         }
                     }
                 }
-                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)*D));
-                P++, D++;
+                const __m256 dw = F32S ? _mm256_loadu_ps(*DF) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)*D));
+                P++, D++, DF++;
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                     const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xb[r]->d));
                     acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]), sc, acc[r]);
@@ -224,21 +251,21 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
         _mm256_maskstore_ps(out + r * os, lanes, _mm256_add_ps(part[0][r], part[1][r]));
 }
 
-#define PANEL_CASES(VNNI)                                                \
-    switch (nx) { /* a constant row count keeps the sums in registers */ \
-    case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI); break;   \
-    case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI); break;   \
-    case 3: panel_dot(n, P, xp, xps, nl, out + i, os, 3, VNNI); break;   \
-    case 4: panel_dot(n, P, xp, xps, nl, out + i, os, 4, VNNI); break;   \
-    case 5: panel_dot(n, P, xp, xps, nl, out + i, os, 5, VNNI); break;   \
-    case 6: panel_dot(n, P, xp, xps, nl, out + i, os, 6, VNNI); break;   \
-    case 7: panel_dot(n, P, xp, xps, nl, out + i, os, 7, VNNI); break;   \
-    case 8: panel_dot(n, P, xp, xps, nl, out + i, os, 8, VNNI); break;   \
-    default: break;                                                      \
+#define PANEL_CASES(VNNI)                                                    \
+    switch (nx) { /* a constant row count keeps the sums in registers */     \
+    case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI, F32S); break; \
+    case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI, F32S); break; \
+    case 3: panel_dot(n, P, xp, xps, nl, out + i, os, 3, VNNI, F32S); break; \
+    case 4: panel_dot(n, P, xp, xps, nl, out + i, os, 4, VNNI, F32S); break; \
+    case 5: panel_dot(n, P, xp, xps, nl, out + i, os, 5, VNNI, F32S); break; \
+    case 6: panel_dot(n, P, xp, xps, nl, out + i, os, 6, VNNI, F32S); break; \
+    case 7: panel_dot(n, P, xp, xps, nl, out + i, os, 7, VNNI, F32S); break; \
+    case 8: panel_dot(n, P, xp, xps, nl, out + i, os, 8, VNNI, F32S); break; \
+    default: break;                                                          \
     }
 
-static void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                         float *out, int64_t os) {
+INLINE void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os, const int F32S) {
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
@@ -246,8 +273,8 @@ static void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const u
     }
 }
 
-static void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                        float *out, int64_t os) {
+INLINE void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os, const int F32S) {
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
@@ -260,6 +287,12 @@ static void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
  * rows; out[r * os + i]. */
 void rw_avx2_tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os) {
-    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os);
-    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os);
+    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 0);
+    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 0);
+}
+
+void rw_avx2_tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os) {
+    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 1);
 }

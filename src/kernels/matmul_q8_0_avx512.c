@@ -1,4 +1,5 @@
-/* matmul_q8_0_avx512.c - Q8_0 in the AVX-512 tier: the one-row tile, the
+/* matmul_q8_0_avx512.c - Q8_0 (and Q4_0, Q5_0, IQ4_NL, MXFP4 in its order,
+ * their blocks decoded to int8 values) in the AVX-512 tier: the one-row tile, the
  * group form (many rows), the quad form (few rows), the panel form over
  * repacked weights, and in ggml's order the one-row tile and the panel form
  * (the file head of matmul_avx512.c describes the tier;
@@ -7,10 +8,11 @@
 #include <stddef.h>
 
 #include "kernels/matmul_avx512_int.h"
+#include "kernels/quant_int.h"
 
 /* ==== Q8_0: exact block sums, four float accumulators ===================
  *
- * Q8_0 does not use the other 32-block types' per-lane scheme (matmul_avx512.c): each output is
+ * Q8_0 does not use Q4_1's and Q5_1's per-lane scheme (matmul_avx512.c): each output is
  *   acc[k] = fma((float)isum_b, dw_b * dx_b, acc[k])   for b = 0, 1, ... in order,
  *   k = (b % 8) / 2, acc[] starting at +0;   y = (acc[0] + acc[1]) + (acc[2] + acc[3])
  * with isum_b the exact integer dot product of block b. Only one float step
@@ -77,50 +79,146 @@ INLINE __m512i block_sums16(const __m512i p[8]) {
 #ifndef Q8_PF_DIST
 #define Q8_PF_DIST 4096 /* bytes ahead that the Q8_0 one-row, quad and panel forms prefetch */
 #endif
-/* Byte offset of block j of a weight row (for the scale gathers). */
-#define Q8_VOFF(j) ((j) * (int)sizeof(rw_block_q8_0))
 
-INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg) {
+/* ---- the weight types in Q8_0's order ------------------------------------
+ *
+ * Q4_0, Q5_0, IQ4_NL and MXFP4 sum as Q8_0 does (matmul_ref.c): each block
+ * is decoded exactly to 32 int8 values (Q4_0: nibble - 8; Q5_0: the 5-bit
+ * value - 16; IQ4_NL: its table; MXFP4: its doubled table) and an f32 scale
+ * (f16, or MXFP4's 2^(e - 128)), and every form below takes the blocks
+ * through these loaders, T being a constant where they are inlined. */
+enum { WT_Q8_0, WT_Q4_0, WT_Q5_0, WT_IQ4_NL, WT_MXFP4 };
+
+/* Bytes of a block of type T. */
+INLINE int wt_bytes(const int T) {
+    return T == WT_Q8_0     ? (int)sizeof(rw_block_q8_0)
+           : T == WT_Q4_0   ? (int)sizeof(rw_block_q4_0)
+           : T == WT_Q5_0   ? (int)sizeof(rw_block_q5_0)
+           : T == WT_IQ4_NL ? (int)sizeof(rw_block_iq4_nl)
+                            : (int)sizeof(rw_block_mxfp4);
+}
+
+/* 16 bytes -> 32 nibbles in element order (low nibbles are elements 0-15). */
+INLINE __m256i nibbles32(const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m),
+                                   1);
+}
+
+/* Block b of a row as its 32 int8 values. */
+INLINE __m256i wt_q(const uint8_t *row, int64_t b, const int T) {
+    static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t *p = row + b * wt_bytes(T);
+    if (T == WT_Q8_0) return _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)p)->qs);
+    if (T == WT_Q4_0) return _mm256_sub_epi8(nibbles32(((const rw_block_q4_0 *)p)->qs), _mm256_set1_epi8(8));
+    if (T == WT_Q5_0) { /* the nibble, minus 16 where the fifth bit is clear */
+        uint32_t hb;
+        memcpy(&hb, ((const rw_block_q5_0 *)p)->qh, 4);
+        const __m256i v = nibbles32(((const rw_block_q5_0 *)p)->qs);
+        return _mm256_mask_sub_epi8(v, (__mmask32)~hb, v, _mm256_set1_epi8(16));
+    }
+    const int8_t *tab = T == WT_IQ4_NL ? iq4nl_values : mxfp4_values;
+    const uint8_t *qs = T == WT_IQ4_NL ? ((const rw_block_iq4_nl *)p)->qs : ((const rw_block_mxfp4 *)p)->qs;
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab)), nibbles32(qs));
+}
+
+/* The nibbles of 16 bytes at pa and pb as [lo(A), hi(A), lo(B), hi(B)]
+ * (element order of the two blocks), with no shuffle: two broadcast loads
+ * blended, the high 128-bit lane of each pair shifted right by 4. */
+INLINE __m512i nibbles2_bcast(const uint8_t *pa, const uint8_t *pb, int two) {
+    const __m512i a = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)pa));
+    const __m512i v = two ? _mm512_mask_broadcast_i32x4(a, 0xFF00, _mm_loadu_si128((const __m128i *)pb)) : a;
+    return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+}
+
+/* Blocks ba (bytes 0-31) and bb (32-63; absent unless two: any values, as
+ * the activation's quants are 0 there) of a row as their values plus 128,
+ * vpdpbusd's unsigned operand: the two blocks decoded in one register. */
+INLINE __m512i wt_u2(const uint8_t *row, int64_t ba, int64_t bb, int two, const int T) {
+    static const uint8_t mxfp4_plus128[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                              128, 127, 126, 125, 124, 122, 120, 116};
+    const int bytes = wt_bytes(T);
+    const uint8_t *pa = row + ba * bytes, *pb = row + bb * bytes;
+    if (T == WT_Q8_0) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)pa)->qs);
+        const __m256i hi =
+            two ? _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)pb)->qs) : _mm256_setzero_si256();
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
+    }
+    const int qoff = T == WT_Q4_0     ? (int)offsetof(rw_block_q4_0, qs)
+                     : T == WT_Q5_0   ? (int)offsetof(rw_block_q5_0, qs)
+                     : T == WT_IQ4_NL ? (int)offsetof(rw_block_iq4_nl, qs)
+                                      : (int)offsetof(rw_block_mxfp4, qs);
+    const __m512i nib = nibbles2_bcast(pa + qoff, pb + qoff, two);
+    if (T == WT_Q4_0) return _mm512_add_epi8(nib, _mm512_set1_epi8(120)); /* nibble - 8 + 128 */
+    if (T == WT_Q5_0) { /* the nibble, + 16 where the fifth bit is set, - 16 + 128 */
+        uint32_t ha, hb = 0;
+        memcpy(&ha, ((const rw_block_q5_0 *)pa)->qh, 4);
+        if (two) memcpy(&hb, ((const rw_block_q5_0 *)pb)->qh, 4);
+        const __m512i u = _mm512_add_epi8(nib, _mm512_set1_epi8(112));
+        return _mm512_mask_add_epi8(u, (__mmask64)ha | (__mmask64)hb << 32, u, _mm512_set1_epi8(16));
+    }
+    if (T == WT_IQ4_NL) return iq4_lookup(nib);
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_plus128)), nib);
+}
+
+/* The f32 scale of block b of a row. */
+INLINE float wt_d(const uint8_t *row, int64_t b, const int T) {
+    const uint8_t *p = row + b * wt_bytes(T);
+    if (T == WT_MXFP4) return rw_e8m0_half(*p);
+    rw_f16 h;
+    memcpy(&h, p, 2); /* every f16 scale is the block's first field */
+    return f16_to_f32(h);
+}
+
+/* Block indices 0..15 in V order, and 0..7. */
+#define WT_VORDER  _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
+#define WT_NATURAL _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0)
+
+/* The scales of blocks blk[idx[l]] (blk: a row's block, idx: block
+ * indices times wt_bytes(T)) for the lanes of valid, 0 elsewhere; exact
+ * (MXFP4's 2^(e - 128) built from its bits as rw_e8m0_half). */
+INLINE __m512 wt_d16(const uint8_t *blk, __m512i off, __mmask16 valid, const int T) {
+    const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, off, blk, 1);
+    if (T != WT_MXFP4) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+    const __m512i e = _mm512_and_si512(v, _mm512_set1_epi32(0xFF));
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    const __m512i bits =
+        _mm512_mask_blend_epi32(small, _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23),
+                                _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e));
+    return _mm512_maskz_mov_ps(valid, _mm512_castsi512_ps(bits));
+}
+
+INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const int T) {
     const int64_t nb = n / 32;
-    const __m512i voff = _mm512_setr_epi32(Q8_VOFF(0), Q8_VOFF(2), Q8_VOFF(4), Q8_VOFF(6), Q8_VOFF(1), Q8_VOFF(3),
-                                           Q8_VOFF(5), Q8_VOFF(7), Q8_VOFF(8), Q8_VOFF(10), Q8_VOFF(12),
-                                           Q8_VOFF(14), Q8_VOFF(9), Q8_VOFF(11), Q8_VOFF(13), Q8_VOFF(15));
+    const int bytes = wt_bytes(T);
+    const __m512i voff = _mm512_mullo_epi32(WT_VORDER, _mm512_set1_epi32(bytes));
     __m128 acc = _mm_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 16, xg++) {
-        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
+        const uint8_t *blk = w + b0 * bytes;
         const int left = nb - b0 < 16 ? (int)(nb - b0) : 16;
         /* the hardware prefetcher alone left one row at 36 GB/s, with this 44 (Zen 5) */
-        _Pragma("GCC unroll 9") for (int l = 0; l < 9; l++)
+        _Pragma("GCC unroll 9") for (int l = 0; l < (16 * bytes + 63) / 64; l++)
             _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
         __m512i p[8];
         __mmask16 valid;
         if (left == 16) {
-            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
-                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)blk[2 * c].qs)),
-                                               _mm256_loadu_si256((const __m256i *)blk[2 * c + 1].qs), 1);
-                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
-                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
-                                           _mm512_load_si512(xg->ch[c].qs));
-            }
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) p[c] = _mm512_dpbusd_epi32(
+                _mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T), _mm512_load_si512(xg->ch[c].qs));
             valid = 0xFFFF;
         } else {
             /* missing blocks: zero quants and base, so their sums are 0 */
-            for (int c = 0; c < 8; c++) {
-                __m256i lo = 2 * c < left ? _mm256_loadu_si256((const __m256i *)blk[2 * c].qs)
-                                          : _mm256_set1_epi8((char)0x80);
-                __m256i hi = 2 * c + 1 < left ? _mm256_loadu_si256((const __m256i *)blk[2 * c + 1].qs)
-                                              : _mm256_set1_epi8((char)0x80);
-                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            for (int c = 0; c < 8; c++)
                 p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
-                                           _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)),
+                                           2 * c < left ? wt_u2(blk, 2 * c, 2 * c + 1, 2 * c + 1 < left, T)
+                                                        : _mm512_setzero_si512(),
                                            _mm512_load_si512(xg->ch[c].qs));
-            }
             valid = 0;
             for (int j = 0; j < left; j++) valid |= (__mmask16)(1u << vpos(j));
         }
         __m512 v = _mm512_cvtepi32_ps(block_sums16(p));
-        __m512i dw16 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, voff, blk, 1);
-        __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw16)), _mm512_load_ps(xg->dx));
+        __m512 s = _mm512_mul_ps(wt_d16(blk, voff, valid, T), _mm512_load_ps(xg->dx));
         acc = _mm_fmadd_ps(_mm512_castps512_ps128(v), _mm512_castps512_ps128(s), acc);
         acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 1), _mm512_extractf32x4_ps(s, 1), acc);
         acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(s, 2), acc);
@@ -131,11 +229,18 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg) {
     return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
-static void tile_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
-                      float *out) {
-    for (int j = 0; j < nx; j++)
-        for (int i = 0; i < nw; i++) out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs));
-}
+#define WT_TILE(name, T)                                                                                          \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
+        for (int j = 0; j < nx; j++)                                                                              \
+            for (int i = 0; i < nw; i++)                                                                          \
+                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), T);                   \
+    }
+WT_TILE(q8_0, WT_Q8_0)
+WT_TILE(q4_0, WT_Q4_0)
+WT_TILE(q5_0, WT_Q5_0)
+WT_TILE(iq4_nl, WT_IQ4_NL)
+WT_TILE(mxfp4, WT_MXFP4)
 
 /* Group of 16 activation rows: per block, 8 x 64 bytes (4-byte piece s of
  * the block for rows 0..15: quant + 128) and the rows' block scales. */
@@ -168,8 +273,8 @@ static void convert_q8_0_g(const float *const *rows, int n_rows, void *xg, int64
  * k only live in registers (blocks 2k, 2k+1 of each 8 share acc[k]). */
 enum { Q8G_NW = 8, Q8G_MAX_NG = 4 };
 
-static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx,
-                        float *out, int64_t os) {
+INLINE void q8_0_group(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx,
+                       float *out, int64_t os, const int T) {
     const int64_t nb = n / 32;
     const int ng = (nx + 15) / 16;
     __m512 accs[Q8G_MAX_NG][4][Q8G_NW];
@@ -181,15 +286,23 @@ static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
         /* per weight row and block of this chunk: -128 * sum of the quants, and the scale */
         int32_t corr[Q8G_NW][8];
         float dw[Q8G_NW][8];
+        /* the decoded blocks (Q8_0: the row's own) */
+        _Alignas(32) int8_t wdec[T == WT_Q8_0 ? 1 : Q8G_NW][8][32];
+        const int8_t *wqp[Q8G_NW][8];
         for (int i = 0; i < nw; i++)
             for (int bb = 0; bb < nbb; bb++) {
-                const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(w + i * ws) + b0 + bb;
-                __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
+                const __m256i q = wt_q(w + i * ws, b0 + bb, T);
+                if (T == WT_Q8_0) wqp[i][bb] = ((const rw_block_q8_0 *)(w + i * ws) + b0 + bb)->qs;
+                else {
+                    _mm256_store_si256((__m256i *)wdec[T == WT_Q8_0 ? 0 : i][bb], q);
+                    wqp[i][bb] = wdec[T == WT_Q8_0 ? 0 : i][bb];
+                }
+                __m256i v = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
                 __m256i s4 = _mm256_sad_epu8(v, _mm256_setzero_si256());
                 __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
                 int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
                 corr[i][bb] = (int32_t)(-128 * sum);
-                dw[i][bb] = f16_to_f32(blk->d);
+                dw[i][bb] = wt_d(w + i * ws, b0 + bb, T);
             }
         for (int g = 0; g < ng; g++) {
             const xg_q8_blk *xb = (const xg_q8_blk *)(xg + (size_t)g * xgs) + b0;
@@ -205,7 +318,7 @@ static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
                     const __m512 dx = _mm512_load_ps(xb[bb].dx);
                     _Pragma("GCC unroll 8") for (int i = 0; i < Q8G_NW; i++) {
                         if (i >= nw) break;
-                        const i32u *wq = (const i32u *)((const rw_block_q8_0 *)(w + i * ws) + b0 + bb)->qs;
+                        const i32u *wq = (const i32u *)wqp[i][bb];
                         __m512i ia = _mm512_set1_epi32(corr[i][bb]), ib = _mm512_setzero_si512();
                         _Pragma("GCC unroll 4") for (int s = 0; s < 8; s += 2) {
                             ia = _mm512_dpbusd_epi32(ia, X[s], _mm512_set1_epi32(wq[s]));
@@ -227,6 +340,17 @@ static void tile_g_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
             for (int l = 0; l < 16 && g * 16 + l < nx; l++) out[(g * 16 + l) * os + i] = y[l];
         }
 }
+
+#define WT_TILE_G(name, T)                                                                                           \
+    static void tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx, \
+                              float *out, int64_t os) {                                                              \
+        q8_0_group(n, w, ws, nw, xg, xgs, nx, out, os, T);                                                           \
+    }
+WT_TILE_G(q8_0, WT_Q8_0)
+WT_TILE_G(q4_0, WT_Q4_0)
+WT_TILE_G(q5_0, WT_Q5_0)
+WT_TILE_G(iq4_nl, WT_IQ4_NL)
+WT_TILE_G(mxfp4, WT_MXFP4)
 
 /* ---- few rows: the quad form -------------------------------------------
  *
@@ -275,8 +399,8 @@ static void convert_q8_0_q(const float *const *rows, int n_rows, void *xq, int64
 }
 
 /* Quads 0..NQ-1 against one weight row; out[(4q + r) * os] for rows < nx. */
-INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xqs, int nx, float *out,
-                          int64_t os, const int NQ) {
+INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xqs, int nx, float *out, int64_t os,
+                          const int NQ, const int T) {
     const int64_t nb = n / 32;
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     /* lane 4j + r takes dword j*8 + s of the pair of loaded registers */
@@ -284,26 +408,29 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
     /* the scales, converted once per octet: lane 4j + r of the even (odd) vector takes block 2j (2j+1) */
     const __m512i even_idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
     const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
-    const __m256i doff = _mm256_setr_epi32(Q8_VOFF(0), Q8_VOFF(1), Q8_VOFF(2), Q8_VOFF(3), Q8_VOFF(4), Q8_VOFF(5),
-                                           Q8_VOFF(6), Q8_VOFF(7));
+    const int bytes = wt_bytes(T);
+    const __m512i doff = _mm512_mullo_epi32(WT_NATURAL, _mm512_set1_epi32(bytes));
     __m512 acc[Q8Q_MAX_NQ];
     _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) acc[qd] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)w + b0;
+        const uint8_t *blk = w + b0 * bytes;
         const int left = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)
+        _Pragma("GCC unroll 5") for (int l = 0; l < (8 * bytes + 63) / 64; l++)
             _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
-        __m256i qs[8];
-        _Pragma("GCC unroll 8") for (int e = 0; e < 8; e++)
-            qs[e] = e < left ? _mm256_loadu_si256((const __m256i *)blk[e].qs) : _mm256_set1_epi8((char)0x80);
-        /* even blocks 0,2 | 4,6 and odd blocks 1,3 | 5,7, biased to unsigned */
-        __m512i ev0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[0]), qs[2], 1), bias);
-        __m512i ev1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[4]), qs[6], 1), bias);
-        __m512i od0 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[1]), qs[3], 1), bias);
-        __m512i od1 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs[5]), qs[7], 1), bias);
+        /* even blocks 0,2 | 4,6 and odd blocks 1,3 | 5,7, biased to unsigned
+         * (missing blocks: any values, their activation quants are 0) */
+        __m512i ev0, ev1, od0, od1;
+        if (left == 8) {
+            ev0 = wt_u2(blk, 0, 2, 1, T), ev1 = wt_u2(blk, 4, 6, 1, T);
+            od0 = wt_u2(blk, 1, 3, 1, T), od1 = wt_u2(blk, 5, 7, 1, T);
+        } else {
+            ev0 = wt_u2(blk, 0, 2, left > 2, T);
+            ev1 = left > 4 ? wt_u2(blk, 4, 6, left > 6, T) : bias;
+            od0 = left > 1 ? wt_u2(blk, 1, 3, left > 3, T) : bias;
+            od1 = left > 5 ? wt_u2(blk, 5, 7, left > 7, T) : bias;
+        }
         const __mmask8 valid = (__mmask8)((1u << left) - 1);
-        __m256i d32 = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), valid, doff, blk, 1);
-        __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(d32)));
+        __m512 d8 = wt_d16(blk, doff, valid, T);
         __m512 dw_e = _mm512_permutexvar_ps(even_idx, d8), dw_o = _mm512_permutexvar_ps(odd_idx, d8);
         __m512i ie[Q8Q_MAX_NQ], io[Q8Q_MAX_NQ];
         _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
@@ -340,16 +467,35 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
     }
 }
 
-static void tile_q_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx,
-                        float *out, int64_t os) {
+INLINE void q8_0_quad(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx, float *out,
+                      int64_t os, const int T) {
     /* a constant quad count per call keeps every sum in a register */
     switch ((nx + Q8Q_ROWS - 1) / Q8Q_ROWS) {
-    case 1: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1); break;
-    case 2: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2); break;
-    case 3: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 3); break;
-    default: for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 4); break;
+    case 1:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 1, T);
+        break;
+    case 2:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 2, T);
+        break;
+    case 3:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 3, T);
+        break;
+    default:
+        for (int i = 0; i < nw; i++) q8_0_quad_dot(n, w + i * ws, xq, xqs, nx, out + i, os, 4, T);
+        break;
     }
 }
+
+#define WT_TILE_Q(name, T)                                                                                           \
+    static void tile_q_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx, \
+                              float *out, int64_t os) {                                                              \
+        q8_0_quad(n, w, ws, nw, xq, xqs, nx, out, os, T);                                                            \
+    }
+WT_TILE_Q(q8_0, WT_Q8_0)
+WT_TILE_Q(q4_0, WT_Q4_0)
+WT_TILE_Q(q5_0, WT_Q5_0)
+WT_TILE_Q(iq4_nl, WT_IQ4_NL)
+WT_TILE_Q(mxfp4, WT_MXFP4)
 
 /* ---- two rows and more, repacked weights: the panel form ----------------
  *
@@ -435,13 +581,90 @@ static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, u
     }
 }
 
+/* The decoded types' panels: Q8_0's layout (the decoded values biased +128)
+ * but f32 scales, as MXFP4's do not fit an f16: 16 x 36 bytes a block. */
+enum { WTP_BLK = 16 * 36 };
+
+static size_t wtp_wbytes(int64_t n) { return (size_t)(n / 32) * WTP_BLK / Q8P_ROWS; }
+
+/* The 16 x 16 transpose of 32-bit lanes: on return r[k] lane l holds
+ * lane k of row l. Unpacks of 32 and 64 bits leave, in 128-bit lane j of
+ * t[4i + m], column 4j + m of rows 4i..4i+3; two rounds of 128-bit
+ * shuffles then gather each column's four pieces. */
+INLINE void transpose16x16(__m512i r[16]) {
+    __m512i t[16];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+        const __m512i ul = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i uh = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512i vl = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i vh = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        t[m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(2, 0, 2, 0));     /* column m */
+        t[4 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(2, 0, 2, 0)); /* column 4 + m */
+        t[8 + m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(3, 1, 3, 1)); /* column 8 + m */
+        t[12 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+    _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) r[k] = t[k];
+}
+
+/* As pack_q8_0_p, the blocks decoded: the pair 8o+2k, 8o+2k+1 of each row
+ * in one register (dwords 0-7, 8-15), so one transpose gives both panel
+ * blocks (a lone last block pairs with zeros). Missing rows are zeros. */
+INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst, const int T) {
+    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
+        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)(p0 / Q8P_ROWS) * (size_t)nb * WTP_BLK);
+        float(*d)[16] = (float(*)[16])(q + nb);
+        const int nl = n_out - p0 < Q8P_ROWS ? (int)(n_out - p0) : Q8P_ROWS;
+        const uint8_t *row0 = w + (size_t)p0 * ws;
+        for (int k = 0; k < 4; k++)
+            for (int64_t o = 0; o < n_oct; o++) {
+                const int64_t b = 8 * o + 2 * k;
+                if (b >= nb) continue;
+                const int two = b + 1 < nb;
+                __m512i r[16];
+                _Pragma("GCC unroll 16") for (int l = 0; l < Q8P_ROWS; l++) {
+                    if (l < nl) {
+                        const uint8_t *row = row0 + (size_t)l * ws;
+                        const __m256i lo = wt_q(row, b, T);
+                        r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+                                                  two ? wt_q(row, b + 1, T) : _mm256_setzero_si256(), 1);
+                        d[0][l] = wt_d(row, b, T);
+                        if (two) d[1][l] = wt_d(row, b + 1, T);
+                    } else {
+                        r[l] = _mm512_setzero_si512();
+                        d[0][l] = 0.0f;
+                        if (two) d[1][l] = 0.0f;
+                    }
+                }
+                transpose16x16(r);
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
+                    _mm512_storeu_si512(q[0].q[s], _mm512_xor_si512(r[s], bias));
+                if (two)
+                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
+                        _mm512_storeu_si512(q[1].q[s], _mm512_xor_si512(r[8 + s], bias));
+                q += 1 + two, d += 1 + two;
+            }
+    }
+}
 
 /* One panel (16 outputs) against R activation rows; out[r * os + l] for
- * outputs l < nl. */
-INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int nl, float *out,
-                           int64_t os, const int R) {
+ * outputs l < nl. F32S: the decoded types' panels (f32 scales). */
+INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                           const int R, const int F32S) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
     const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
+    const float(*DF)[16] = (const float(*)[16])(P + nb);
     __m512 part[2][Q8P_MAX_NX]; /* (acc[0] + acc[1]) and (acc[2] + acc[3]) */
     for (int k = 0; k < 4; k++) {
         __m512 acc[Q8P_MAX_NX];
@@ -455,8 +678,9 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
                     _mm_prefetch((const char *)P->q[s] + Q8_PF_DIST, _MM_HINT_T0);
                     W[s] = _mm512_loadu_si512(P->q[s]);
                 }
-                const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
-                P++, D++;
+                const __m512 dw =
+                    F32S ? _mm512_loadu_ps(*DF) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
+                P++, D++, DF++;
                 _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
                     const xp_q8_blk *xb = (const xp_q8_blk *)(xp + (size_t)r * xps) + b;
                     const i32u *xq = (const i32u *)xb->q;
@@ -480,14 +704,14 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
 /* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
  * panel spans 16 * ws); nw rows from there, nx <= Q8P_MAX_NX activation
  * rows; out[r * os + i]. */
-static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                        float *out, int64_t os) {
+INLINE void q8_0_panel(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os, const int F32S) {
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_q8_blk *P = (const wp_q8_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
         switch (nx) { /* a constant row count keeps every accumulator in a register */
-#define PANEL_CASE(R)                                                                                                \
-    case R: q8_0_panel_dot(n, P, xp, xps, nl, out + i, os, R); break;
+#define PANEL_CASE(R) \
+    case R: q8_0_panel_dot(n, P, xp, xps, nl, out + i, os, R, F32S); break;
             PANEL_CASE(1) PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7)
             PANEL_CASE(8) PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14)
             PANEL_CASE(15) PANEL_CASE(16)
@@ -496,6 +720,23 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
         }
     }
 }
+
+static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os) {
+    q8_0_panel(n, w, ws, nw, xp, xps, nx, out, os, 0);
+}
+static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
+                      int64_t os) {
+    q8_0_panel(n, w, ws, nw, xp, xps, nx, out, os, 1);
+}
+#define WT_PACK(name, T)                                                                             \
+    static void pack_p_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) { \
+        pack_wt_p(w, ws, n, n_out, dst, T);                                                          \
+    }
+WT_PACK(q4_0, WT_Q4_0)
+WT_PACK(q5_0, WT_Q5_0)
+WT_PACK(iq4_nl, WT_IQ4_NL)
+WT_PACK(mxfp4, WT_MXFP4)
 
 /* ==== Q8_0 in ggml's order: the one-row tile ============================
  *
@@ -657,6 +898,37 @@ static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const u
         }
     }
 }
+
+/* The decoded types: Q8_0's forms and activation layouts, their own
+ * panels (from 8 rows: fewer take the quad form rather than decode a
+ * panel's 16 rows on the fly). */
+#define WT_KERNEL(name)                                             \
+    const rw_mm_kernel rw_avx512_kernel_##name = {x_bytes_q8g,      \
+                                                  convert_q8_0_row, \
+                                                  tile_##name,      \
+                                                  Q8G_NW,           \
+                                                  1,                \
+                                                  g_bytes_q8,       \
+                                                  convert_q8_0_g,   \
+                                                  tile_g_##name,    \
+                                                  Q8G_MAX_NG,       \
+                                                  q_bytes_q8,       \
+                                                  convert_q8_0_q,   \
+                                                  tile_q_##name,    \
+                                                  Q8Q_MAX_NQ,       \
+                                                  p_bytes_q8,       \
+                                                  convert_q8_0_p,   \
+                                                  tile_p_wt,        \
+                                                  pack_p_##name,    \
+                                                  Q8P_ROWS,         \
+                                                  Q8P_MAX_NX,       \
+                                                  wtp_wbytes,       \
+                                                  8,                \
+                                                  0};
+WT_KERNEL(q4_0)
+WT_KERNEL(q5_0)
+WT_KERNEL(iq4_nl)
+WT_KERNEL(mxfp4)
 
 const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
                                             g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,

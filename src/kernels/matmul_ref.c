@@ -15,13 +15,15 @@
  *   BF16       32 lanes of element pairs: pair p = i / 2 to lane p % 32,
  *              lane = fma(w_odd, x_odd, lane), then the even element
  *              (vdpbf16ps; its flushing of subnormals is not modelled)
- *   32-blocks  16 lanes: lane 8 * (b % 2) + l takes the exact sum of
+ *   Q4_1 Q5_1  16 lanes: lane 8 * (b % 2) + l takes the exact sum of
  *              products 4l .. 4l + 3 of block b, lane = fma(lsum, dw*dx,
- *              lane); Q4_1 Q5_1 then lane 8 * (b % 2) = fma(mw, sx, .);
- *              y = reduce16                      Q4_0 Q5_0 Q4_1 Q5_1 IQ4_NL
- *              MXFP4 (its dw = 2^(e - 128), E8M0 halved)
- *   Q8_0       acc[k] = fma(isum_b, dw*dx, acc[k]), k = (b % 8) / 2;
- *              y = (acc0 + acc1) + (acc2 + acc3)
+ *              lane), then lane 8 * (b % 2) = fma(mw, sx, .); y = reduce16
+ *   Q8_0       acc[k] = fma(isum_b, dw*dx, acc[k]), k = (b % 8) / 2, isum_b
+ *              the exact sum of block b; y = (acc0 + acc1) + (acc2 + acc3)
+ *   Q4_0 Q5_0 IQ4_NL MXFP4  Q8_0's order, each block decoded exactly to
+ *              32 int8 values (Q4_0: nibble - 8; Q5_0: 5-bit value - 16;
+ *              IQ4_NL: its table; MXFP4: its E2M1 table doubled) and an f32
+ *              scale dw (f16; MXFP4: 2^(e - 128), E8M0 halved)
  *   Q2_K Q3_K IQ4_XS  16 integer lanes per super-block (the AVX-512
  *              tier's layout, see kq16_lane), lane = fma(lane_sum, d*dx,
  *              lane), then lanes 0-7 lane = fma(-msum_l, dmin*dx, lane);
@@ -31,12 +33,13 @@
  *     where isum = sum over sub-blocks of scale * (integer dot of the
  *     sub-block) and msum = sum over sub-blocks of min * (sum of the
  *     activation quants of the sub-block, from Q8_K's bsums).
- *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K, bottom of the file):
+ *   RW_NUMERICS_GGML (Q4_0 Q5_0 Q8_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K MXFP4, bottom of the file):
  *              ggml's x86 order, 8 lanes, lane l the exact sum of products
  *              4l..4l+3 of each 32 elements, acc_l = fma(dw*dx, lsum_l,
  *              acc_l) block after block, y = ((acc4+acc0) + (acc6+acc2)) +
  *              ((acc5+acc1) + (acc7+acc3)); K-quants with their min/offset
- *              terms as written there
+ *              terms as written there; MXFP4 the 16 lanes of Q4_1 without
+ *              the min term (ggml's for an even number of blocks)
  * All float expressions are evaluated exactly as written (ISO C mode: no
  * FMA contraction; fmaf where the tiers fuse).
  */
@@ -149,56 +152,70 @@ static int mxfp4_value(const rw_block_mxfp4 *b, int j) {
     return mxfp4_values[j < RW_QK / 2 ? b->qs[j] & 0x0F : b->qs[j - RW_QK / 2] >> 4];
 }
 
-/* A 32-block type against Q8_0 (X_T) or Q8_1 activations: 16 lanes, block
- * b in lanes 8 * (b % 2) + l, each the exact sum of products 4l .. 4l + 3,
- * one fma per lane and block; MIN_STEP(b, lanes) adds block b's min term. */
-#define DOT32_LANES(W_T, X_T, VALUE, MIN_STEP) DOT32_LANES_D(W_T, X_T, VALUE, MIN_STEP, f16(w[b].d))
-/* The same with the weight block's scale WD (an expression of b). */
-#define DOT32_LANES_D(W_T, X_T, VALUE, MIN_STEP, WD)                                                   \
-    const W_T *w = wp;                                                                                 \
-    const X_T *x = xp;                                                                                 \
-    float acc[16] = {0};                                                                               \
-    for (int64_t b = 0; b < n / RW_QK; b++) {                                                          \
-        float *lanes = acc + 8 * (b % 2);                                                              \
-        const float d = (WD) * f16(x[b].d);                                                            \
-        for (int l = 0; l < 8; l++) {                                                                  \
-            int32_t lsum = 0;                                                                          \
-            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j];               \
-            lanes[l] = fmaf((float)lsum, d, lanes[l]);                                                 \
-        }                                                                                              \
-        MIN_STEP(b, lanes)                                                                             \
-    }                                                                                                  \
+/* Q4_1 / Q5_1 against Q8_1 activations: 16 lanes, block b in lanes
+ * 8 * (b % 2) + l, each the exact sum of products 4l .. 4l + 3, one fma
+ * per lane and block, then the block's min term onto lane 8 * (b % 2). */
+#define DOT32_MIN_LANES(W_T, VALUE)                                                       \
+    const W_T *w = wp;                                                                    \
+    const rw_block_q8_1 *x = xp;                                                          \
+    float acc[16] = {0};                                                                  \
+    for (int64_t b = 0; b < n / RW_QK; b++) {                                             \
+        float *lanes = acc + 8 * (b % 2);                                                 \
+        const float d = f16(w[b].d) * f16(x[b].d);                                        \
+        for (int l = 0; l < 8; l++) {                                                     \
+            int32_t lsum = 0;                                                             \
+            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += VALUE(&w[b], j) * x[b].qs[j]; \
+            lanes[l] = fmaf((float)lsum, d, lanes[l]);                                    \
+        }                                                                                 \
+        lanes[0] = fmaf(f16(w[b].m), f16(x[b].s), lanes[0]);                              \
+    }                                                                                     \
     return reduce16(acc);
-#define DOT32_NO_MIN_LANES(b, lanes)
-#define DOT32_MIN_LANES(b, lanes) lanes[0] = fmaf(f16(w[b].m), f16(x[b].s), lanes[0]);
+
+static float dot_q4_1(int64_t n, const void *wp, const void *xp) { DOT32_MIN_LANES(rw_block_q4_1, q4_1_value) }
+static float dot_q5_1(int64_t n, const void *wp, const void *xp) { DOT32_MIN_LANES(rw_block_q5_1, q5_1_value) }
+
+/* A 32-block type without a min term in Q8_0's order: CH blocks at a
+ * time decoded exactly to int8 values and their f32 scales WD (an
+ * expression of b0 + b), then dot_q8_0's arithmetic on them, its four
+ * accumulators carried over. */
+#define DOT32_AS_Q8_0(W_T, VALUE, WD)                                                         \
+    const W_T *w = wp;                                                                        \
+    const rw_block_q8_0 *x = xp;                                                              \
+    enum { CH = 64 }; /* blocks decoded at a time: a multiple of 8 keeps acc[(b % 8) / 2] */  \
+    int8_t q[CH][RW_QK];                                                                      \
+    float dw[CH], acc[4] = {0};                                                               \
+    for (int64_t b0 = 0; b0 < n / RW_QK; b0 += CH) {                                          \
+        const int64_t nb = n / RW_QK - b0 < CH ? n / RW_QK - b0 : CH;                         \
+        for (int64_t b = 0; b < nb; b++) {                                                    \
+            for (int j = 0; j < RW_QK; j++) q[b][j] = (int8_t)VALUE(&w[b0 + b], j);           \
+            dw[b] = (WD);                                                                     \
+        }                                                                                     \
+        for (int64_t b = 0; b < nb; b++) {                                                    \
+            int32_t isum = 0;                                                                 \
+            for (int j = 0; j < RW_QK; j++) isum += q[b][j] * x[b0 + b].qs[j];                \
+            acc[(b % 8) / 2] = fmaf((float)isum, dw[b] * f16(x[b0 + b].d), acc[(b % 8) / 2]); \
+        }                                                                                     \
+    }                                                                                         \
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 
 static float dot_q4_0(int64_t n, const void *wp, const void *xp) {
-    DOT32_LANES(rw_block_q4_0, rw_block_q8_0, q4_0_value, DOT32_NO_MIN_LANES)
-}
-static float dot_q4_1(int64_t n, const void *wp, const void *xp) {
-    DOT32_LANES(rw_block_q4_1, rw_block_q8_1, q4_1_value, DOT32_MIN_LANES)
+    DOT32_AS_Q8_0(rw_block_q4_0, q4_0_value, f16(w[b0 + b].d))
 }
 static float dot_q5_0(int64_t n, const void *wp, const void *xp) {
-    DOT32_LANES(rw_block_q5_0, rw_block_q8_0, q5_0_value, DOT32_NO_MIN_LANES)
-}
-static float dot_q5_1(int64_t n, const void *wp, const void *xp) {
-    DOT32_LANES(rw_block_q5_1, rw_block_q8_1, q5_1_value, DOT32_MIN_LANES)
+    DOT32_AS_Q8_0(rw_block_q5_0, q5_0_value, f16(w[b0 + b].d))
 }
 static float dot_iq4_nl(int64_t n, const void *wp, const void *xp) {
-    DOT32_LANES(rw_block_iq4_nl, rw_block_q8_0, iq4_nl_value, DOT32_NO_MIN_LANES)
+    DOT32_AS_Q8_0(rw_block_iq4_nl, iq4_nl_value, f16(w[b0 + b].d))
 }
 
-/* MXFP4 as IQ4_NL, its scale d = 2^(e - 128): the product d * dx is exact.
- * For an even number of blocks this is also ggml's x86 MXFP4 order (even
- * and odd blocks in two 8-lane accumulators, added, then hsum), so the
- * ggml numerics need no kernel of their own; ggml adds an odd last block
- * after the hsum instead. */
+/* MXFP4: its doubled E2M1 values and the scale d = 2^(e - 128) (E8M0
+ * halved), exact in f32. The ggml numerics keep ggml's x86 MXFP4 order
+ * instead (dot_mxfp4_ggml). */
 static float dot_mxfp4(int64_t n, const void *wp, const void *xp) {
-    DOT32_LANES_D(rw_block_mxfp4, rw_block_q8_0, mxfp4_value, DOT32_NO_MIN_LANES, rw_e8m0_half(w[b].e))
+    DOT32_AS_Q8_0(rw_block_mxfp4, mxfp4_value, rw_e8m0_half(w[b0 + b].e))
 }
 
-/* Q8_0: the exact sum of each block, four accumulators, block b onto
- * acc[(b % 8) / 2]. */
+/* Q8_0: its blocks are the int8 values already. */
 static float dot_q8_0(int64_t n, const void *wp, const void *xp) {
     const rw_block_q8_0 *w = wp;
     const rw_block_q8_0 *x = xp;
@@ -501,20 +518,38 @@ static float hsum8(const float a[8]) {
 #define DOT32_ADD_MIN(b) summs += f16(w[b].m) * f16(x[b].s);
 #define DOT32_MIN_GGML(W_T, VALUE) DOT32_GGML_GEN(W_T, rw_block_q8_1, VALUE, DOT32_ADD_MIN, hsum8(acc) + summs)
 
+/* MXFP4 in 16 lanes, block b in lanes 8 * (b % 2) + l, each the exact sum
+ * of products 4l .. 4l + 3, one fma per lane and block, then reduce16:
+ * for an even number of blocks this is ggml's x86 MXFP4 order (even and odd
+ * blocks in two 8-lane accumulators, added, then hsum); ggml adds an odd
+ * last block after the hsum instead. */
+static float dot_mxfp4_ggml(int64_t n, const void *wp, const void *xp) {
+    const rw_block_mxfp4 *w = wp;
+    const rw_block_q8_0 *x = xp;
+    float acc[16] = {0};
+    for (int64_t b = 0; b < n / RW_QK; b++) {
+        float *lanes = acc + 8 * (b % 2);
+        const float d = rw_e8m0_half(w[b].e) * f16(x[b].d);
+        for (int l = 0; l < 8; l++) {
+            int32_t lsum = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++) lsum += mxfp4_value(&w[b], j) * x[b].qs[j];
+            lanes[l] = fmaf((float)lsum, d, lanes[l]);
+        }
+    }
+    return reduce16(acc);
+}
+
 static float dot_q4_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q4_0, q4_0_value) }
 static float dot_q5_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q5_0, q5_0_value) }
 static float dot_q8_0_ggml(int64_t n, const void *wp, const void *xp) { DOT32_GGML(rw_block_q8_0, q8_0_value) }
 static float dot_q4_1_ggml(int64_t n, const void *wp, const void *xp) { DOT32_MIN_GGML(rw_block_q4_1, q4_1_value) }
-static float dot_q5_1_ggml(int64_t n, const void *wp, const void *xp) { DOT32_MIN_GGML(rw_block_q5_1, q5_1_value) }
+static float dot_q5_1_ggml(int64_t n, const void *wp, const void *xp){DOT32_MIN_GGML(rw_block_q5_1, q5_1_value)}
 
-REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0)
-REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0)
-REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0)
-REF_KERNEL(q4_1_ggml, x_bytes_q8_1, convert_q8_1)
-REF_KERNEL(q5_1_ggml, x_bytes_q8_1, convert_q8_1)
+REF_KERNEL(q4_0_ggml, x_bytes_q8_0, convert_q8_0) REF_KERNEL(q5_0_ggml, x_bytes_q8_0, convert_q8_0)
+    REF_KERNEL(q8_0_ggml, x_bytes_q8_0, convert_q8_0) REF_KERNEL(q4_1_ggml, x_bytes_q8_1, convert_q8_1)
+        REF_KERNEL(q5_1_ggml, x_bytes_q8_1, convert_q8_1) REF_KERNEL(mxfp4_ggml, x_bytes_q8_0, convert_q8_0)
 
-
-/* K-quants in the order of ggml's AVX2 vec-dots (the ones llama.cpp runs on
+    /* K-quants in the order of ggml's AVX2 vec-dots (the ones llama.cpp runs on
  * x86 without weight repacking). Per super-block, eight exact integer
  * lanes: lane l holds the scaled products of elements 32c + 4l .. 32c + 4l + 3
  * of every 32-element chunk c, then acc_l = fma(dx*d, lane_l, acc_l); the
@@ -526,8 +561,8 @@ REF_KERNEL(q5_1_ggml, x_bytes_q8_1, convert_q8_1)
  *         offset subtracted per 32-element chunk: 32 * sum of scale * x of
  *         chunk c comes off lane c (ggml since its 2026 AVX2 Q6_K rewrite,
  *         which takes it from Q8_K's bsums). */
-static void k45_lanes(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, const rw_block_q8_K *x,
-                      int32_t lane[8], int32_t mlane[4]) {
+    static void k45_lanes(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, const rw_block_q8_K *x,
+                          int32_t lane[8], int32_t mlane[4]) {
     int sc[8], mn[8];
     for (int j = 0; j < 8; j++) k4_scale_min(scales, j, &sc[j], &mn[j]);
     for (int l = 0; l < 8; l++) {
@@ -600,6 +635,7 @@ const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t) {
     case RW_TYPE_Q8_0: return &kernel_q8_0_ggml;
     case RW_TYPE_Q4_1: return &kernel_q4_1_ggml;
     case RW_TYPE_Q5_1: return &kernel_q5_1_ggml;
+    case RW_TYPE_MXFP4: return &kernel_mxfp4_ggml;
     case RW_TYPE_Q4_K: return &kernel_q4_K_ggml;
     case RW_TYPE_Q5_K: return &kernel_q5_K_ggml;
     case RW_TYPE_Q6_K: return &kernel_q6_K_ggml;
