@@ -128,18 +128,21 @@ INLINE void nibbles_perm(const uint8_t *qs, __m512i u[4]) {
     u[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m);
 }
 
-/* Q6_K's 256 unsigned quants (0..63) in element order, 64 a register. */
+/* Q6_K's 256 unsigned quants (0..63) in element order, 64 a register:
+ * register 2h + kk holds nibble kk of ql[64h .. 64h+64) with bits 2kk,
+ * 2kk+1 (first 32) and 2kk+2, 2kk+3 (next 32) of qh[32h .. 32h+32) moved
+ * to bits 4-5 (16-bit shifts: what crosses a byte lands outside 0x30). */
 INLINE void q6_K_quants(const rw_block_q6_K *b, __m512i u[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i sl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i sr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
-            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
-            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)),
-                                            _mm256_set1_epi16((short)(4 * kk + 2)), 1);
-            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
-            u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        }
+        const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        /* (lo & 0x0F) | hi */
+        u[2 * h] = _mm512_ternarylogic_epi32(ql, _mm512_and_si512(_mm512_sllv_epi16(qh, sl), m30), m4, 0xEC);
+        u[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4),
+                                                 _mm512_and_si512(_mm512_srlv_epi16(qh, sr), m30), m4, 0xEC);
     }
 }
 
@@ -501,10 +504,11 @@ INLINE __m512i kr_scales_mins4(__m512i h) {
     return _mm512_or_si512(lo, hi);
 }
 
-/* The 32-bit lane 0 of each 128-bit lane of h[0..3] (16 rows' first 4
- * bytes) in row order. */
-INLINE __m512i kr_lane0s(const __m512i h[4]) {
-    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+/* The 32-bit lane L of each 128-bit lane of h[0..3] (4 bytes of each of
+ * 16 rows) in row order. */
+INLINE __m512i kr_lanes(const __m512i h[4], const int L) {
+    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0),
+                                         _mm512_set1_epi32(L));
     const __m512i a = _mm512_permutex2var_epi32(h[0], idx, h[1]), b = _mm512_permutex2var_epi32(h[2], idx, h[3]);
     return _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
 }
@@ -534,8 +538,6 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
     const __m512i is0 = _mm512_loadu_si512(T == 6 ? i6 : i45);
     const __m512i is1 = _mm512_add_epi16(is0, _mm512_set1_epi16(T == 6 ? 8 : 4));
     const __m512i odd = _mm512_set1_epi16(16);
-    const __m512i wi = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32((int)ws)); /* Q6_K: d's gather offsets */
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++, x++) {
@@ -550,7 +552,7 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
         __m512i h[4];
         _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
             h[g] = kr_load4(p + (T == 6 ? offsetof(rw_block_q6_K, scales) : 0), ws, 4 * g, nr);
-        const __m512i dd = T == 6 ? _mm512_setzero_si512() : kr_lane0s(h); /* d | dmin << 16 per row */
+        const __m512i dd = T == 6 ? _mm512_setzero_si512() : kr_lanes(h, 0); /* d | dmin << 16 per row */
         if (T != 6) _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
         __m512i t[8], u4[4], w2[2];
         _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
@@ -604,8 +606,10 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
         const __m512i hi = _mm512_shuffle_i32x4(w2[0], w2[1], _MM_SHUFFLE(3, 1, 3, 1));
         const __m512 vdx = _mm512_set1_ps(x->d);
         if (T == 6) {
-            const __m512i dg = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, wi,
-                                                           p + offsetof(rw_block_q6_K, d) - 2, 1);
+            __m512i hd[4]; /* scales[2..15] and d */
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
+                hd[g] = kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
+            const __m512i dg = kr_lanes(hd, 3);
             const __m512 vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
             acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi))));
         } else {
