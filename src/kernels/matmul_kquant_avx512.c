@@ -513,6 +513,32 @@ INLINE __m512i kr_lanes(const __m512i h[4], const int L) {
     return _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
 }
 
+/* Q4_K / Q5_K: M of 16 rows (lane r: sum_j m_j * (bs_2j + bs_2j+1) of
+ * row r) from their unpacked scales sm[0..3] (kr_scales_mins4): the mins
+ * of 16 rows regrouped so that register k holds (m_2k, m_2k+1) of every
+ * row as two 16-bit words, times the activation's pair sums, 2 at a time. */
+INLINE __m512i kr_mins16(const __m512i sm[4], __m256i bs) {
+    /* 128-bit lane l: the 8 mins of rows l, 4 + l (a) and 8 + l, 12 + l (b) */
+    const __m512i a = _mm512_unpackhi_epi64(sm[0], sm[1]), b = _mm512_unpackhi_epi64(sm[2], sm[3]);
+    /* word j (j < 16) of q01: word 0 of row j's mins; word 16 + j: word 1; q23 words 2, 3 */
+    static const int16_t i01[32] = {0,  8,  16, 24, 4,  12, 20, 28, 32, 40, 48, 56, 36, 44, 52, 60,
+                                    1,  9,  17, 25, 5,  13, 21, 29, 33, 41, 49, 57, 37, 45, 53, 61};
+    const __m512i idx = _mm512_loadu_si512(i01);
+    const __m512i q01 = _mm512_permutex2var_epi16(a, idx, b);
+    const __m512i q23 = _mm512_permutex2var_epi16(a, _mm512_add_epi16(idx, _mm512_set1_epi16(2)), b);
+    /* the activation's pair sums bs_2j + bs_2j+1 (|.| < 2^15) as words, (j = 2k, 2k + 1) in 32-bit lane k */
+    const __m256i ps = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+    const __m512i pw = _mm512_castsi256_si512(_mm256_packs_epi32(ps, ps)); /* lanes 0 1 . . 4 5 . . */
+    __m512i m = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(q01)),
+                                  _mm512_permutexvar_epi32(_mm512_set1_epi32(0), pw));
+    m = _mm512_dpwssd_epi32(m, _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q01, 1)),
+                            _mm512_permutexvar_epi32(_mm512_set1_epi32(1), pw));
+    m = _mm512_dpwssd_epi32(m, _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q23)),
+                            _mm512_permutexvar_epi32(_mm512_set1_epi32(4), pw));
+    return _mm512_dpwssd_epi32(m, _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q23, 1)),
+                               _mm512_permutexvar_epi32(_mm512_set1_epi32(5), pw));
+}
+
 /* The 16 lanes of a row's super-block against activation quants xv
  * (madd_lanes with the activation in registers). */
 INLINE __m512i kr_isum(const __m512i u[4], const __m512i xv[4], __m512i s0, __m512i s1) {
@@ -532,9 +558,6 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
                                     2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3};
     static const int16_t i6[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
                                    2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
-    /* Q4_K / Q5_K mins of both rows of a pair, each doubled: [m0 m0 .. m7 m7] */
-    static const int16_t imin[32] = {8,  8,  9,  9,  10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15,
-                                     24, 24, 25, 25, 26, 26, 27, 27, 28, 28, 29, 29, 30, 30, 31, 31};
     const __m512i is0 = _mm512_loadu_si512(T == 6 ? i6 : i45);
     const __m512i is1 = _mm512_add_epi16(is0, _mm512_set1_epi16(T == 6 ? 8 : 4));
     const __m512i odd = _mm512_set1_epi16(16);
@@ -554,6 +577,7 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
             h[g] = kr_load4(p + (T == 6 ? offsetof(rw_block_q6_K, scales) : 0), ws, 4 * g, nr);
         const __m512i dd = T == 6 ? _mm512_setzero_si512() : kr_lanes(h, 0); /* d | dmin << 16 per row */
         if (T != 6) _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
+        const __m512i m16 = T == 6 ? _mm512_setzero_si512() : kr_mins16(h, _mm512_castsi512_si256(bs2));
         __m512i t[8], u4[4], w2[2];
         _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
             __m512i v[2];
@@ -563,10 +587,8 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
                                                                      : _mm512_castsi512_si256(hv))
                                       : _mm512_cvtepu8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1)
                                                                      : _mm512_castsi512_si256(hv));
-            /* lanes 0-7: row 2k's min terms, 8-15: row 2k + 1's */
-            const __m512i msum = T == 6 ? _mm512_slli_epi32(_mm512_madd_epi16(sw, bs2), 5) /* 32 * scale: the -32 */
-                                        : _mm512_madd_epi16(_mm512_permutexvar_epi16(
-                                                                _mm512_loadu_si512(imin), sw), bs2);
+            /* Q6_K: lanes 0-7 row 2k's offset terms, 8-15 row 2k + 1's (32 * scale: the -32) */
+            const __m512i msum = T == 6 ? _mm512_slli_epi32(_mm512_madd_epi16(sw, bs2), 5) : _mm512_setzero_si512();
             _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
                 const int r = 2 * k + e;
                 if (r >= nr) {
@@ -586,13 +608,8 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
                 const __m512i s0 = _mm512_permutexvar_epi16(e ? _mm512_add_epi16(is0, odd) : is0, sw);
                 const __m512i s1 = _mm512_permutexvar_epi16(e ? _mm512_add_epi16(is1, odd) : is1, sw);
                 const __m512i isum = kr_isum(uq, xv, s0, s1);
-                if (T == 6) { /* isum - the row's M lanes */
-                    v[e] = _mm512_mask_sub_epi32(isum, e ? 0xFF00 : 0x00FF, isum, msum);
-                } else { /* [isum folded to 8 lanes | the row's M lanes] */
-                    const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-                    v[e] = e ? _mm512_mask_blend_epi32(0x00FF, msum, _mm512_castsi256_si512(i8))
-                             : _mm512_inserti64x4(_mm512_castsi256_si512(i8), _mm512_castsi512_si256(msum), 1);
-                }
+                /* Q6_K: isum - the row's offset lanes */
+                v[e] = T == 6 ? _mm512_mask_sub_epi32(isum, e ? 0xFF00 : 0x00FF, isum, msum) : isum;
             }
             /* kx_fold_pairs, level by level as the pairs come */
             t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
@@ -615,8 +632,8 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
         } else {
             const __m512 vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
             const __m512 vdm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-            const __m512 tt = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(lo));
-            const __m512 uu = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(hi));
+            const __m512 tt = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)));
+            const __m512 uu = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(m16));
             acc = _mm512_add_ps(acc, _mm512_sub_ps(tt, uu));
         }
     }
