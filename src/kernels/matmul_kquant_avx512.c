@@ -479,9 +479,7 @@ enum { KR_ROWS = 16 };
 #ifndef KR_PF_DIST
 #define KR_PF_DIST 1024
 #endif
-#ifndef KR_PF_LINES
-#define KR_PF_LINES 3
-#endif
+
 
 /* The 16 bytes at p + r * ws of rows r0 .. r0 + 3, row r0 + k in 128-bit
  * lane k; rows >= nr are zero. */
@@ -550,8 +548,8 @@ INLINE __m512i kr_isum(const __m512i u[4], const __m512i xv[4], __m512i s0, __m5
 
 /* One pass over rows w .. w + (nr - 1) * ws (nr <= 16) for one activation
  * row x: T is 4, 5 or 6 (Q4_K, Q5_K, Q6_K). */
-INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const x_super *x,
-                    float *out) {
+INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn,
+                    const x_super *x, float *out) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
     /* scale words of row 2k (+ 0) and 2k + 1 (+ 16) of a pair's 32 words: as svec_per32_perm / svec_per16 */
     static const int16_t i45[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
@@ -565,9 +563,12 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++, x++) {
         const uint8_t *p = w + (size_t)sb * blk;
-        /* each row's stream KR_PF_DIST ahead, going on into the row of the next pass */
+        /* each row's stream KR_PF_DIST ahead, going on into the row of the
+         * next pass (nn rows: none past the call's rows, which may be
+         * another thread's) */
         const size_t pfo = (size_t)(sb + 1) * blk + KR_PF_DIST;
         const uint8_t *pf = pfo < ws ? w + pfo : w + KR_ROWS * ws + (pfo - ws);
+        const int npf = pfo < ws ? nr : nn;
         __m512i xv[4];
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(x->qs + 64 * k);
         const __m512i bs2 = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)x->bsums));
@@ -596,8 +597,9 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
                     continue;
                 }
                 const uint8_t *b = p + (size_t)r * ws;
-                _Pragma("GCC unroll 4") for (int l = 0; l < KR_PF_LINES; l++)
-                    _mm_prefetch((const char *)pf + (size_t)r * ws + 64 * l, _MM_HINT_T0);
+                if (r < npf)
+                    _Pragma("GCC unroll 4") for (int l = 0; l < (int)(blk + 63) / 64; l++)
+                        _mm_prefetch((const char *)pf + (size_t)r * ws + 64 * l, _MM_HINT_T0);
                 __m512i uq[4];
                 if (T == 6) {
                     q6_K_quants((const rw_block_q6_K *)b, uq);
@@ -642,9 +644,18 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
 
 /* All nw rows for one activation row: passes of 16, then the rest. */
 INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out) {
-    int i = 0;
-    for (; i + KR_ROWS <= nw; i += KR_ROWS) kr_pass(T, n, w + (size_t)i * ws, ws, KR_ROWS, (const x_super *)xq, out + i);
-    if (i < nw) kr_pass(T, n, w + (size_t)i * ws, ws, nw - i, (const x_super *)xq, out + i);
+    const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
+    /* the first pass's first KR_PF_DIST bytes a row, all asked for at once
+     * (later passes find theirs asked for by the pass before) */
+    const size_t head = KR_PF_DIST + blk < ws ? KR_PF_DIST + blk : ws;
+    for (int r = 0; r < nw && r < KR_ROWS; r++)
+        for (size_t b = 0; b < head; b += 64) _mm_prefetch((const char *)w + (size_t)r * ws + b, _MM_HINT_T0);
+    for (int i = 0; i < nw; i += KR_ROWS) {
+        const int nr = nw - i < KR_ROWS ? nw - i : KR_ROWS, rest = nw - i - nr;
+        const int nn = rest < KR_ROWS ? rest : KR_ROWS;
+        if (nr == KR_ROWS) kr_pass(T, n, w + (size_t)i * ws, ws, KR_ROWS, nn, (const x_super *)xq, out + i);
+        else kr_pass(T, n, w + (size_t)i * ws, ws, nr, nn, (const x_super *)xq, out + i);
+    }
 }
 
 /* The tiles of Q4_K, Q5_K and Q6_K: one activation row by kr_rows (Q6_K's
