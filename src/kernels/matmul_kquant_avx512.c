@@ -476,10 +476,11 @@ KQUANT_TILE(iq4_xs, unpack_iq4_xs)
  * The scales of 4 rows are unpacked in one register, and d, dmin of the 16
  * rows come out of the same loads. */
 enum { KR_ROWS = 16 };
-#ifndef KR_PF_DIST
-#define KR_PF_DIST 1024
-#endif
-
+/* Bytes ahead in each row's stream that a pass prefetches: with 16
+ * streams the distance a stream needs is short (measured on Zen 5, one
+ * thread from memory: Q4_K and Q5_K equal at 512 and 1024, Q6_K a few
+ * percent faster at 512, all slower at 2048). */
+#define KR_PF_DIST(T) ((T) == 6 ? 512 : 1024)
 
 /* The 16 bytes at p + r * ws of rows r0 .. r0 + 3, row r0 + k in 128-bit
  * lane k; rows >= nr are zero. */
@@ -563,10 +564,10 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++, x++) {
         const uint8_t *p = w + (size_t)sb * blk;
-        /* each row's stream KR_PF_DIST ahead, going on into the row of the
+        /* each row's stream KR_PF_DIST(T) ahead, going on into the row of the
          * next pass (nn rows: none past the call's rows, which may be
          * another thread's) */
-        const size_t pfo = (size_t)(sb + 1) * blk + KR_PF_DIST;
+        const size_t pfo = (size_t)(sb + 1) * blk + KR_PF_DIST(T);
         const uint8_t *pf = pfo < ws ? w + pfo : w + KR_ROWS * ws + (pfo - ws);
         const int npf = pfo < ws ? nr : nn;
         __m512i xv[4];
@@ -645,9 +646,9 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
 /* All nw rows for one activation row: passes of 16, then the rest. */
 INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
-    /* the first pass's first KR_PF_DIST bytes a row, all asked for at once
+    /* the first pass's first KR_PF_DIST(T) bytes a row, all asked for at once
      * (later passes find theirs asked for by the pass before) */
-    const size_t head = KR_PF_DIST + blk < ws ? KR_PF_DIST + blk : ws;
+    const size_t head = KR_PF_DIST(T) + blk < ws ? KR_PF_DIST(T) + blk : ws;
     for (int r = 0; r < nw && r < KR_ROWS; r++)
         for (size_t b = 0; b < head; b += 64) _mm_prefetch((const char *)w + (size_t)r * ws + b, _MM_HINT_T0);
     for (int i = 0; i < nw; i += KR_ROWS) {
