@@ -473,8 +473,9 @@ KQUANT_TILE(iq4_xs, unpack_iq4_xs)
  * per lane the same IEEE operations in the same order as KX_STEP_MINS /
  * KX_STEP_OFFSET (ISO C: no contraction), so every output is bitwise the
  * one-row tile's and the reference's, whatever the row's place in a pass.
- * The scales of 4 rows are unpacked in one register, and d, dmin of the 16
- * rows come out of the same loads. */
+ * The scales of 4 rows are unpacked in one register (for Q4_K / Q5_K with
+ * d and dmin, which come out of the same loads), and Q4_K / Q5_K's min
+ * terms of the 16 rows are summed together (kr_mins16). */
 enum { KR_ROWS = 16 };
 /* Bytes ahead in each row's stream that a pass prefetches: with 16
  * streams the distance a stream needs is short (measured on Zen 5, one
@@ -659,14 +660,13 @@ INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw,
     }
 }
 
-/* The tiles of Q4_K, Q5_K and Q6_K: one activation row by kr_rows (Q6_K's
- * d are gathered with 32-bit offsets: rows that far apart take the tile),
- * else the tile. */
+/* The tiles of Q4_K, Q5_K and Q6_K: one activation row by kr_rows, more
+ * by the tile. */
 #define KR_TILE(name, T)                                                                                      \
     TILE_DISPATCH_FN(static, tile_##name##_x, name##_impl)                                                    \
     void rw_avx512_tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
                                int nx, float *out) {                                                          \
-        if (nx == 1 && (T != 6 || ws <= (size_t)INT32_MAX / KR_ROWS)) kr_rows(T, n, w, ws, nw, xq, out);      \
+        if (nx == 1) kr_rows(T, n, w, ws, nw, xq, out);                                                       \
         else tile_##name##_x(n, w, ws, nw, xq, xs, nx, out);                                                  \
     }
 KR_TILE(q4_K, 4)
