@@ -662,12 +662,12 @@ INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw,
 
 /* The tiles of Q4_K, Q5_K and Q6_K: one activation row by kr_rows, more
  * by the tile. */
-#define KR_TILE(name, T)                                                                                      \
-    TILE_DISPATCH_FN(static, tile_##name##_x, name##_impl)                                                    \
-    void rw_avx512_tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
-                               int nx, float *out) {                                                          \
-        if (nx == 1) kr_rows(T, n, w, ws, nw, xq, out);                                                       \
-        else tile_##name##_x(n, w, ws, nw, xq, xs, nx, out);                                                  \
+#define KR_TILE(name, T)                                                                                             \
+    TILE_DISPATCH_FN(static, tile_##name##_x, name##_impl)                                                           \
+    void rw_avx512_tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                               float *out) {                                                                         \
+        if (nx == 1) kr_rows(T, n, w, ws, nw, xq, out);                                                              \
+        else tile_##name##_x(n, w, ws, nw, xq, xs, nx, out);                                                         \
     }
 KR_TILE(q4_K, 4)
 KR_TILE(q5_K, 5)
