@@ -507,8 +507,8 @@ INLINE __m512i kr_scales_mins4(__m512i h) {
 /* The 32-bit lane L of each 128-bit lane of h[0..3] (4 bytes of each of
  * 16 rows) in row order. */
 INLINE __m512i kr_lanes(const __m512i h[4], const int L) {
-    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0),
-                                         _mm512_set1_epi32(L));
+    const __m512i idx =
+        _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(L));
     const __m512i a = _mm512_permutex2var_epi32(h[0], idx, h[1]), b = _mm512_permutex2var_epi32(h[2], idx, h[3]);
     return _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
 }
@@ -521,8 +521,8 @@ INLINE __m512i kr_mins16(const __m512i sm[4], __m256i bs) {
     /* 128-bit lane l: the 8 mins of rows l, 4 + l (a) and 8 + l, 12 + l (b) */
     const __m512i a = _mm512_unpackhi_epi64(sm[0], sm[1]), b = _mm512_unpackhi_epi64(sm[2], sm[3]);
     /* word j (j < 16) of q01: word 0 of row j's mins; word 16 + j: word 1; q23 words 2, 3 */
-    static const int16_t i01[32] = {0,  8,  16, 24, 4,  12, 20, 28, 32, 40, 48, 56, 36, 44, 52, 60,
-                                    1,  9,  17, 25, 5,  13, 21, 29, 33, 41, 49, 57, 37, 45, 53, 61};
+    static const int16_t i01[32] = {0, 8, 16, 24, 4, 12, 20, 28, 32, 40, 48, 56, 36, 44, 52, 60,
+                                    1, 9, 17, 25, 5, 13, 21, 29, 33, 41, 49, 57, 37, 45, 53, 61};
     const __m512i idx = _mm512_loadu_si512(i01);
     const __m512i q01 = _mm512_permutex2var_epi16(a, idx, b);
     const __m512i q23 = _mm512_permutex2var_epi16(a, _mm512_add_epi16(idx, _mm512_set1_epi16(2)), b);
@@ -550,8 +550,8 @@ INLINE __m512i kr_isum(const __m512i u[4], const __m512i xv[4], __m512i s0, __m5
 
 /* One pass over rows w .. w + (nr - 1) * ws (nr <= 16) for one activation
  * row x: T is 4, 5 or 6 (Q4_K, Q5_K, Q6_K). */
-INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn,
-                    const x_super *x, float *out) {
+INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn, const x_super *x,
+                    float *out) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
     /* scale words of row 2k (+ 0) and 2k + 1 (+ 16) of a pair's 32 words: as svec_per32_perm / svec_per16 */
     static const int16_t i45[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
@@ -576,8 +576,8 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
         const __m512i bs2 = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)x->bsums));
         /* per 4 rows: Q6_K's 16 scales; Q4_K / Q5_K's d, dmin and scale bytes, then [sc0..7, m0..7] */
         __m512i h[4];
-        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
-            h[g] = kr_load4(p + (T == 6 ? offsetof(rw_block_q6_K, scales) : 0), ws, 4 * g, nr);
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] =
+            kr_load4(p + (T == 6 ? offsetof(rw_block_q6_K, scales) : 0), ws, 4 * g, nr);
         const __m512i dd = T == 6 ? _mm512_setzero_si512() : kr_lanes(h, 0); /* d | dmin << 16 per row */
         if (T != 6) _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
         const __m512i m16 = T == 6 ? _mm512_setzero_si512() : kr_mins16(h, _mm512_castsi512_si256(bs2));
@@ -586,10 +586,9 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
             __m512i v[2];
             /* the pair's scales as words: rows 2k (words 0-15) and 2k + 1 (16-31) */
             const __m512i hv = h[k / 2];
-            const __m512i sw = T == 6 ? _mm512_cvtepi8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1)
-                                                                     : _mm512_castsi512_si256(hv))
-                                      : _mm512_cvtepu8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1)
-                                                                     : _mm512_castsi512_si256(hv));
+            const __m512i sw =
+                T == 6 ? _mm512_cvtepi8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1) : _mm512_castsi512_si256(hv))
+                       : _mm512_cvtepu8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1) : _mm512_castsi512_si256(hv));
             /* Q6_K: lanes 0-7 row 2k's offset terms, 8-15 row 2k + 1's (32 * scale: the -32) */
             const __m512i msum = T == 6 ? _mm512_slli_epi32(_mm512_madd_epi16(sw, bs2), 5) : _mm512_setzero_si512();
             _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
@@ -618,7 +617,8 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
             /* kx_fold_pairs, level by level as the pairs come */
             t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
             if (k % 2)
-                u4[k / 2] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[k - 1], t[k]), _mm512_unpackhi_epi64(t[k - 1], t[k]));
+                u4[k / 2] =
+                    _mm512_add_epi32(_mm512_unpacklo_epi64(t[k - 1], t[k]), _mm512_unpackhi_epi64(t[k - 1], t[k]));
             if (k % 4 == 3)
                 w2[k / 4] = _mm512_add_epi32(_mm512_shuffle_i32x4(u4[k / 2 - 1], u4[k / 2], _MM_SHUFFLE(2, 0, 2, 0)),
                                              _mm512_shuffle_i32x4(u4[k / 2 - 1], u4[k / 2], _MM_SHUFFLE(3, 1, 3, 1)));
@@ -628,11 +628,12 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
         const __m512 vdx = _mm512_set1_ps(x->d);
         if (T == 6) {
             __m512i hd[4]; /* scales[2..15] and d */
-            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
-                hd[g] = kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) hd[g] =
+                kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
             const __m512i dg = kr_lanes(hd, 3);
             const __m512 vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi))));
+            acc =
+                _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi))));
         } else {
             const __m512 vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
             const __m512 vdm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
