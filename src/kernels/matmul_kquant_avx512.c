@@ -477,11 +477,11 @@ KQUANT_TILE(iq4_xs, unpack_iq4_xs)
  * d and dmin, which come out of the same loads), and Q4_K / Q5_K's min
  * terms of the 16 rows are summed together (kr_mins16). */
 enum { KR_ROWS = 16 };
-/* Bytes ahead in each row's stream that a pass prefetches: with 16
- * streams the distance a stream needs is short (measured on Zen 5, one
- * thread from memory: Q4_K and Q5_K equal at 512 and 1024, Q6_K a few
- * percent faster at 512, all slower at 2048). */
-#define KR_PF_DIST(T) ((T) == 6 ? 512 : 1024)
+/* Bytes ahead in each row's stream that a pass prefetches (into L1: into
+ * L2 was slower), about 7 super-blocks for Q4_K, 10 for Q6_K: measured on
+ * Zen 5, one thread streaming from memory, Q4_K and Q5_K were as fast or
+ * faster at 1 KiB than at 512 bytes or 2 KiB, Q6_K fastest at 2 KiB. */
+#define KR_PF_DIST(T) ((T) == 6 ? 2048 : 1024)
 
 /* The 16 bytes at p + r * ws of rows r0 .. r0 + 3, row r0 + k in 128-bit
  * lane k; rows >= nr are zero. */
