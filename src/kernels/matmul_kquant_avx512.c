@@ -128,18 +128,21 @@ INLINE void nibbles_perm(const uint8_t *qs, __m512i u[4]) {
     u[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m);
 }
 
-/* Q6_K's 256 unsigned quants (0..63) in element order, 64 a register. */
+/* Q6_K's 256 unsigned quants (0..63) in element order, 64 a register:
+ * register 2h + kk holds nibble kk of ql[64h .. 64h+64) with bits 2kk,
+ * 2kk+1 (first 32) and 2kk+2, 2kk+3 (next 32) of qh[32h .. 32h+32) moved
+ * to bits 4-5 (16-bit shifts: what crosses a byte lands outside 0x30). */
 INLINE void q6_K_quants(const rw_block_q6_K *b, __m512i u[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i sl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i sr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-        __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-        _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
-            __m512i lo = _mm512_and_si512(kk ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
-            __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * kk)),
-                                            _mm256_set1_epi16((short)(4 * kk + 2)), 1);
-            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(0x03));
-            u[2 * h + kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        }
+        const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        /* (lo & 0x0F) | hi */
+        u[2 * h] = _mm512_ternarylogic_epi32(ql, _mm512_and_si512(_mm512_sllv_epi16(qh, sl), m30), m4, 0xEC);
+        u[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4),
+                                                 _mm512_and_si512(_mm512_srlv_epi16(qh, sr), m30), m4, 0xEC);
     }
 }
 
@@ -459,6 +462,218 @@ KQUANT_EXACT_TILE_V(q5_K, unpackm_q5_K, 0)
 KQUANT_EXACT_TILE_V(q6_K, unpackm_q6_K, 1)
 KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 
+/* ---- One activation row (decode): 16 weight rows a pass -----------------
+ * The tile above, given one activation row, does one weight row at a time
+ * and ends every super-block with a horizontal sum and a scalar float
+ * step: those shuffles and that scalar chain, not the memory, set its
+ * speed. Here 16 weight rows go side by side. Per super-block each row's
+ * 16 integer lanes (madd_lanes' sums, with the activation super-block held
+ * in registers for all 16 rows) go into one kx_fold_pairs tree that leaves
+ * row i's I (and M) in lane i, and one vector float step does the 16 rows:
+ * per lane the same IEEE operations in the same order as KX_STEP_MINS /
+ * KX_STEP_OFFSET (ISO C: no contraction), so every output is bitwise the
+ * one-row tile's and the reference's, whatever the row's place in a pass.
+ * The scales of 4 rows are unpacked in one register (for Q4_K / Q5_K with
+ * d and dmin, which come out of the same loads), and Q4_K / Q5_K's min
+ * terms of the 16 rows are summed together (kr_mins16). */
+enum { KR_ROWS = 16 };
+/* Bytes ahead in each row's stream that a pass prefetches (into L1: into
+ * L2 was slower), about 7 super-blocks for Q4_K, 10 for Q6_K: measured on
+ * Zen 5, one thread streaming from memory, Q4_K and Q5_K were as fast or
+ * faster at 1 KiB than at 512 bytes or 2 KiB, Q6_K fastest at 2 KiB. */
+#define KR_PF_DIST(T) ((T) == 6 ? 2048 : 1024)
+
+/* The 16 bytes at p + r * ws of rows r0 .. r0 + 3, row r0 + k in 128-bit
+ * lane k; rows >= nr are zero. */
+INLINE __m512i kr_load4(const uint8_t *p, size_t ws, const int r0, const int nr) {
+    __m512i z = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (r0 + k < nr) z =
+        _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + (size_t)(r0 + k) * ws)), k);
+    return z;
+}
+
+/* Q4_K / Q5_K: k4_scales_mins for 4 rows at once; each 128-bit lane holds
+ * a block's first 16 bytes (d, dmin, then the 12 scale bytes as 32-bit
+ * lanes a0 a1 a2) and becomes [sc0..7, m0..7]. */
+INLINE __m512i kr_scales_mins4(__m512i h) {
+    const __m512i a = _mm512_shuffle_epi32(h, _MM_SHUFFLE(3, 2, 3, 1)); /* a0 a2 a1 a2 */
+    const __m512i b = _mm512_shuffle_epi32(h, _MM_SHUFFLE(2, 2, 1, 1)); /* a0 a0 a1 a1 */
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set4_epi32(4, 0, 0, 0)),
+                                        _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(b, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm512_or_si512(lo, hi);
+}
+
+/* The 32-bit lane L of each 128-bit lane of h[0..3] (4 bytes of each of
+ * 16 rows) in row order. */
+INLINE __m512i kr_lanes(const __m512i h[4], const int L) {
+    const __m512i idx =
+        _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(L));
+    const __m512i a = _mm512_permutex2var_epi32(h[0], idx, h[1]), b = _mm512_permutex2var_epi32(h[2], idx, h[3]);
+    return _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
+}
+
+/* Q4_K / Q5_K: M of 16 rows (lane r: sum_j m_j * (bs_2j + bs_2j+1) of
+ * row r) from their unpacked scales sm[0..3] (kr_scales_mins4): the mins
+ * of 16 rows regrouped so that register k holds (m_2k, m_2k+1) of every
+ * row as two 16-bit words, times the activation's pair sums, 2 at a time. */
+INLINE __m512i kr_mins16(const __m512i sm[4], __m256i bs) {
+    /* 128-bit lane l: the 8 mins of rows l, 4 + l (a) and 8 + l, 12 + l (b) */
+    const __m512i a = _mm512_unpackhi_epi64(sm[0], sm[1]), b = _mm512_unpackhi_epi64(sm[2], sm[3]);
+    /* word j (j < 16) of q01: word 0 of row j's mins; word 16 + j: word 1; q23 words 2, 3 */
+    static const int16_t i01[32] = {0, 8, 16, 24, 4, 12, 20, 28, 32, 40, 48, 56, 36, 44, 52, 60,
+                                    1, 9, 17, 25, 5, 13, 21, 29, 33, 41, 49, 57, 37, 45, 53, 61};
+    const __m512i idx = _mm512_loadu_si512(i01);
+    const __m512i q01 = _mm512_permutex2var_epi16(a, idx, b);
+    const __m512i q23 = _mm512_permutex2var_epi16(a, _mm512_add_epi16(idx, _mm512_set1_epi16(2)), b);
+    /* the activation's pair sums bs_2j + bs_2j+1 (|.| < 2^15) as words, (j = 2k, 2k + 1) in 32-bit lane k */
+    const __m256i ps = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+    const __m512i pw = _mm512_castsi256_si512(_mm256_packs_epi32(ps, ps)); /* lanes 0 1 . . 4 5 . . */
+    __m512i m = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(q01)),
+                                  _mm512_permutexvar_epi32(_mm512_set1_epi32(0), pw));
+    m = _mm512_dpwssd_epi32(m, _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q01, 1)),
+                            _mm512_permutexvar_epi32(_mm512_set1_epi32(1), pw));
+    m = _mm512_dpwssd_epi32(m, _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q23)),
+                            _mm512_permutexvar_epi32(_mm512_set1_epi32(4), pw));
+    return _mm512_dpwssd_epi32(m, _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q23, 1)),
+                               _mm512_permutexvar_epi32(_mm512_set1_epi32(5), pw));
+}
+
+/* The 16 lanes of a row's super-block against activation quants xv
+ * (madd_lanes with the activation in registers). */
+INLINE __m512i kr_isum(const __m512i u[4], const __m512i xv[4], __m512i s0, __m512i s1) {
+    __m512i p[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[k], xv[k]);
+    return _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), s0),
+                            _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), s1));
+}
+
+/* One pass over rows w .. w + (nr - 1) * ws (nr <= 16) for one activation
+ * row x: T is 4, 5 or 6 (Q4_K, Q5_K, Q6_K). */
+INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn, const x_super *x,
+                    float *out) {
+    const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
+    /* scale words of row 2k (+ 0) and 2k + 1 (+ 16) of a pair's 32 words: as svec_per32_perm / svec_per16 */
+    static const int16_t i45[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
+                                    2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3};
+    static const int16_t i6[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
+                                   2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
+    const __m512i is0 = _mm512_loadu_si512(T == 6 ? i6 : i45);
+    const __m512i is1 = _mm512_add_epi16(is0, _mm512_set1_epi16(T == 6 ? 8 : 4));
+    const __m512i odd = _mm512_set1_epi16(16);
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < n / 256; sb++, x++) {
+        const uint8_t *p = w + (size_t)sb * blk;
+        /* each row's stream KR_PF_DIST(T) ahead, going on into the row of the
+         * next pass (nn rows: none past the call's rows, which may be
+         * another thread's) */
+        const size_t pfo = (size_t)(sb + 1) * blk + KR_PF_DIST(T);
+        const uint8_t *pf = pfo < ws ? w + pfo : w + KR_ROWS * ws + (pfo - ws);
+        const int npf = pfo < ws ? nr : nn;
+        __m512i xv[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(x->qs + 64 * k);
+        const __m512i bs2 = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)x->bsums));
+        /* per 4 rows: Q6_K's 16 scales; Q4_K / Q5_K's d, dmin and scale bytes, then [sc0..7, m0..7] */
+        __m512i h[4];
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] =
+            kr_load4(p + (T == 6 ? offsetof(rw_block_q6_K, scales) : 0), ws, 4 * g, nr);
+        const __m512i dd = T == 6 ? _mm512_setzero_si512() : kr_lanes(h, 0); /* d | dmin << 16 per row */
+        if (T != 6) _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
+        const __m512i m16 = T == 6 ? _mm512_setzero_si512() : kr_mins16(h, _mm512_castsi512_si256(bs2));
+        __m512i t[8], u4[4], w2[2];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            __m512i v[2];
+            /* the pair's scales as words: rows 2k (words 0-15) and 2k + 1 (16-31) */
+            const __m512i hv = h[k / 2];
+            const __m512i sw =
+                T == 6 ? _mm512_cvtepi8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1) : _mm512_castsi512_si256(hv))
+                       : _mm512_cvtepu8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1) : _mm512_castsi512_si256(hv));
+            /* Q6_K: lanes 0-7 row 2k's offset terms, 8-15 row 2k + 1's (32 * scale: the -32) */
+            const __m512i msum = T == 6 ? _mm512_slli_epi32(_mm512_madd_epi16(sw, bs2), 5) : _mm512_setzero_si512();
+            _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                const int r = 2 * k + e;
+                if (r >= nr) {
+                    v[e] = _mm512_setzero_si512();
+                    continue;
+                }
+                const uint8_t *b = p + (size_t)r * ws;
+                if (r < npf)
+                    _Pragma("GCC unroll 4") for (int l = 0; l < (int)(blk + 63) / 64; l++)
+                        _mm_prefetch((const char *)pf + (size_t)r * ws + 64 * l, _MM_HINT_T0);
+                __m512i uq[4];
+                if (T == 6) {
+                    q6_K_quants((const rw_block_q6_K *)b, uq);
+                } else {
+                    nibbles_perm(b + (T == 4 ? offsetof(rw_block_q4_K, qs) : offsetof(rw_block_q5_K, qs)), uq);
+                    if (T == 5) q5_K_high(b + offsetof(rw_block_q5_K, qh), uq);
+                }
+                const __m512i s0 = _mm512_permutexvar_epi16(e ? _mm512_add_epi16(is0, odd) : is0, sw);
+                const __m512i s1 = _mm512_permutexvar_epi16(e ? _mm512_add_epi16(is1, odd) : is1, sw);
+                const __m512i isum = kr_isum(uq, xv, s0, s1);
+                /* Q6_K: isum - the row's offset lanes */
+                v[e] = T == 6 ? _mm512_mask_sub_epi32(isum, e ? 0xFF00 : 0x00FF, isum, msum) : isum;
+            }
+            /* kx_fold_pairs, level by level as the pairs come */
+            t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+            if (k % 2)
+                u4[k / 2] =
+                    _mm512_add_epi32(_mm512_unpacklo_epi64(t[k - 1], t[k]), _mm512_unpackhi_epi64(t[k - 1], t[k]));
+            if (k % 4 == 3)
+                w2[k / 4] = _mm512_add_epi32(_mm512_shuffle_i32x4(u4[k / 2 - 1], u4[k / 2], _MM_SHUFFLE(2, 0, 2, 0)),
+                                             _mm512_shuffle_i32x4(u4[k / 2 - 1], u4[k / 2], _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+        const __m512i lo = _mm512_shuffle_i32x4(w2[0], w2[1], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i hi = _mm512_shuffle_i32x4(w2[0], w2[1], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512 vdx = _mm512_set1_ps(x->d);
+        if (T == 6) {
+            __m512i hd[4]; /* scales[2..15] and d */
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) hd[g] =
+                kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
+            const __m512i dg = kr_lanes(hd, 3);
+            const __m512 vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
+            acc =
+                _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi))));
+        } else {
+            const __m512 vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+            const __m512 vdm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+            const __m512 tt = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)));
+            const __m512 uu = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(m16));
+            acc = _mm512_add_ps(acc, _mm512_sub_ps(tt, uu));
+        }
+    }
+    _mm512_mask_storeu_ps(out, live, acc);
+}
+
+/* All nw rows for one activation row: passes of 16, then the rest. */
+INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out) {
+    const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
+    /* the first pass's first KR_PF_DIST(T) bytes a row, all asked for at once
+     * (later passes find theirs asked for by the pass before) */
+    const size_t head = KR_PF_DIST(T) + blk < ws ? KR_PF_DIST(T) + blk : ws;
+    for (int r = 0; r < nw && r < KR_ROWS; r++)
+        for (size_t b = 0; b < head; b += 64) _mm_prefetch((const char *)w + (size_t)r * ws + b, _MM_HINT_T0);
+    for (int i = 0; i < nw; i += KR_ROWS) {
+        const int nr = nw - i < KR_ROWS ? nw - i : KR_ROWS, rest = nw - i - nr;
+        const int nn = rest < KR_ROWS ? rest : KR_ROWS;
+        if (nr == KR_ROWS) kr_pass(T, n, w + (size_t)i * ws, ws, KR_ROWS, nn, (const x_super *)xq, out + i);
+        else kr_pass(T, n, w + (size_t)i * ws, ws, nr, nn, (const x_super *)xq, out + i);
+    }
+}
+
+/* The tiles of Q4_K, Q5_K and Q6_K: one activation row by kr_rows, more
+ * by the tile. */
+#define KR_TILE(name, T)                                                                                             \
+    TILE_DISPATCH_FN(static, tile_##name##_x, name##_impl)                                                           \
+    void rw_avx512_tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                               float *out) {                                                                         \
+        if (nx == 1) kr_rows(T, n, w, ws, nw, xq, out);                                                              \
+        else tile_##name##_x(n, w, ws, nw, xq, xs, nx, out);                                                         \
+    }
+KR_TILE(q4_K, 4)
+KR_TILE(q5_K, 5)
+KR_TILE(q6_K, 6)
+
 /* ---- K-quants in ggml's order (RW_NUMERICS_GGML; matmul_ref.c) ---------
  * Per super-block and pair: p_k = vpdpbusd(u_k, x_k) (16 lanes of 4
  * products), isum = sum_k vpdpwssd(p_k, scl_k) with the lane's scale in the
@@ -582,12 +797,9 @@ KQUANT_GGML_TILE(q6_K, unpackg_q6_K, 0)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
 TILE_DISPATCH(iq4_xs)
-/* the tiles of the types that have panels too: their kernels are
- * matmul_kpanel_avx512.c's */
-TILE_DISPATCH_FN(, rw_avx512_tile_q4_K, q4_K_impl)
-TILE_DISPATCH_FN(, rw_avx512_tile_q5_K, q5_K_impl)
-TILE_DISPATCH_FN(, rw_avx512_tile_q6_K, q6_K_impl)
-/* the ggml-order K-quant tiles take up to KG_NW x KG_NX (matmul_avx512_int.h) */
+/* the tiles of the types that have panels too (their kernels are
+ * matmul_kpanel_avx512.c's; Q4_K, Q5_K and Q6_K's in our order are
+ * KR_TILE's above); the ggml-order K-quant tiles take up to KG_NW x KG_NX (matmul_avx512_int.h) */
 TILE_DISPATCH_KG_FN(, rw_avx512_tile_q4_K_ggml, q4_K_ggml_impl)
 TILE_DISPATCH_KG_FN(, rw_avx512_tile_q5_K_ggml, q5_K_ggml_impl)
 TILE_DISPATCH_KG_FN(, rw_avx512_tile_q6_K_ggml, q6_K_ggml_impl)

@@ -6,7 +6,8 @@
  *      checks the block decoding against llama.cpp's dequantized values);
  *   2. every fast tier this CPU runs against the reference (the AVX2 tier
  *      with and without AVX-VNNI), over awkward
- *      row counts and row lengths, bitwise: every tier computes the same
+ *      row counts and row lengths (and one activation row against 1..65
+ *      weight rows), bitwise: every tier computes the same
  *      float operations in the same order (matmul_ref.c), in every numerics
  *      mode;
  *   3. batch invariance, bitwise, in every tier: a row's output alone equals
@@ -222,6 +223,40 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
     if (getenv("RW_TEST_VERBOSE"))
         fprintf(stderr, "%-6s %-7s worst relative difference %.3g\n", rw_kernel_tier_name(tier), rw_dtype_name(t),
                 worst);
+}
+
+/* 2b. one activation row (decode), bitwise against the reference: on one
+ * thread a tile call takes up to 64 weight rows, which the one-row kernels
+ * work through in passes of several rows; every count up to a pass and
+ * past it, 63..65 around a whole call, rows 256 .. 4096 long, and a row
+ * stride wider than a row. */
+static void check_one_row(rw_kernel_tier tier, rw_dtype t, bool small) {
+    static const int64_t outs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 33, 63, 64, 65};
+    static const int64_t lens[] = {256, 512, 1280, 4096};
+    const int64_t max_out = 65;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n_in = lens[li];
+        if (small && n_in > 1280) continue;
+        size_t rb;
+        /* room for the wide stride: 2 rows per row */
+        uint8_t *wdata = make_weights(t, 2 * max_out, n_in, &rb);
+        float *x = make_x(1, n_in), y_ref[65], y_fast[65];
+        for (int wide = 0; wide < 2; wide++) {
+            for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
+                const int64_t n_out = outs[oi];
+                if (wide && n_out != 17 && n_out != 65) continue;
+                rw_matrix w = {t, wdata, n_in, n_out, wide ? 2 * rb : 0, NULL};
+                run_tier(RW_TIER_REF, &w, x, 1, y_ref, NULL);
+                run_tier(tier, &w, x, 1, y_fast, NULL);
+                for (int64_t o = 0; o < n_out; o++)
+                    CHECK_MSG(!memcmp(&y_fast[o], &y_ref[o], sizeof(float)),
+                              "%s %s one row, %lld outputs of %lld%s: out %lld fast %.8g ref %.8g",
+                              rw_kernel_tier_name(tier), rw_dtype_name(t), (long long)n_out, (long long)n_in,
+                              wide ? " (wide stride)" : "", (long long)o, y_fast[o], y_ref[o]);
+            }
+        }
+        free(x), free(wdata);
+    }
 }
 
 /* 3. batch invariance within one tier */
@@ -481,7 +516,10 @@ int main(void) {
                 /* the AVX2 tier with AVX-VNNI (where the CPU has it) and without */
                 for (int vnni = 1; vnni >= (tier == RW_TIER_AVX2 ? 0 : 1); vnni--) {
                     rw_matmul_set_avx_vnni(vnni);
-                    if (tier != RW_TIER_REF && own) check_fast_vs_ref((rw_kernel_tier)tier, t, small, pools[1]);
+                    if (tier != RW_TIER_REF && own) {
+                        check_fast_vs_ref((rw_kernel_tier)tier, t, small, pools[1]);
+                        check_one_row((rw_kernel_tier)tier, t, small);
+                    }
                     if (own) check_invariance((rw_kernel_tier)tier, t, small, pools);
                 }
                 rw_matmul_set_avx_vnni(true);
