@@ -486,9 +486,16 @@ enum { KR_ROWS = 16 };
 /* The 16 bytes at p + r * ws of rows r0 .. r0 + 3, row r0 + k in 128-bit
  * lane k; rows >= nr are zero. */
 INLINE __m512i kr_load4(const uint8_t *p, size_t ws, const int r0, const int nr) {
+    /* the lane is an immediate: spelled out, so that builds without
+     * unrolling (-O1, the sanitizer build) compile too */
+#define KR_LANE(k)                                                                                     \
+    if (r0 + (k) < nr) z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + (size_t)(r0 + (k)) * ws)), k)
     __m512i z = _mm512_setzero_si512();
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (r0 + k < nr) z =
-        _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + (size_t)(r0 + k) * ws)), k);
+    KR_LANE(0);
+    KR_LANE(1);
+    KR_LANE(2);
+    KR_LANE(3);
+#undef KR_LANE
     return z;
 }
 
