@@ -15,7 +15,7 @@ rw_status rw_set_kernels(const char *tier, rw_error *err) {
         int i = 0;
         while (i < RW_TIER_COUNT && strcmp(tier, rw_kernel_tier_name((rw_kernel_tier)i))) i++;
         if (i == RW_TIER_COUNT)
-            return rw_errorf(err, RW_ERR_INVALID_ARG, "kernels must be ref, avx2, avx512 or neon, not \"%.64s\"",
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "kernels must be ref, avx2, avx512, amx or neon, not \"%.64s\"",
                              tier);
         t = (rw_kernel_tier)i;
         if (!rw_kernel_tier_available(t))

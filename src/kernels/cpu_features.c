@@ -63,10 +63,49 @@ bool rw_cpu_has_avx512(void) {
 }
 
 bool rw_cpu_has_avx_vnni(void) { return rw_cpu_has_avx2() && probe().avx_vnni; }
+
+#if defined(__linux__)
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+
+/* AMX needs cpuid's AMX-TILE and AMX-INT8, the OS enabling the tile state
+ * in XCR0 (bits 17 and 18), and, on Linux, the process asking for the tile
+ * data once (arch_prctl): the kernel grows the signal and context-switch
+ * state for it only on request. Refused or absent: false, and the AVX-512
+ * tier serves. Asked once per process; the answer is kept. */
+static bool amx_probe(void) {
+    if (!rw_cpu_has_avx2() || __get_cpuid_max(0, NULL) < 7) return false;
+    unsigned a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false; /* AMX-TILE, AMX-INT8 */
+    if ((xcr0() & (3ull << 17)) != (3ull << 17)) return false;  /* XTILECFG, XTILEDATA */
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA)))
+        return true;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return false;
+    return syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA));
+}
+
+bool rw_cpu_has_amx(void) {
+    static _Atomic int known = -1; /* -1 until asked; then 0 or 1 */
+    int v = atomic_load(&known);
+    if (v < 0) {
+        v = amx_probe();
+        atomic_store(&known, v);
+    }
+    return v;
+}
+#else
+bool rw_cpu_has_amx(void) { return false; }
+#endif
 #else
 bool rw_cpu_has_avx2(void) { return false; }
 bool rw_cpu_has_avx512(void) { return false; }
 bool rw_cpu_has_avx_vnni(void) { return false; }
+bool rw_cpu_has_amx(void) { return false; }
 #endif
 
 #if defined(__aarch64__) && defined(__linux__)

@@ -14,7 +14,7 @@
 
 /* ---- tiers ----------------------------------------------------------- */
 
-static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512", "neon"};
+static const char *const tier_names[RW_TIER_COUNT] = {"ref", "avx2", "avx512", "neon", "amx"};
 
 const char *rw_kernel_tier_name(rw_kernel_tier t) { return (unsigned)t < RW_TIER_COUNT ? tier_names[t] : "?"; }
 
@@ -24,6 +24,7 @@ bool rw_kernel_tier_available(rw_kernel_tier t) {
     case RW_TIER_AVX2: return rw_cpu_has_avx2();
     case RW_TIER_AVX512: return rw_cpu_has_avx512();
     case RW_TIER_NEON: return rw_cpu_has_neon_dot();
+    case RW_TIER_AMX: return rw_cpu_has_avx512() && rw_cpu_has_amx();
     default: return false;
     }
 }
@@ -49,8 +50,10 @@ bool rw_kernel_tier_set(rw_kernel_tier t) {
     return true;
 }
 
+bool rw_kernel_tier_is_avx512(rw_kernel_tier t) { return t == RW_TIER_AVX512 || t == RW_TIER_AMX; }
+
 #if defined(__x86_64__)
-bool rw_ops_use_avx512(void) { return rw_kernel_tier_current() == RW_TIER_AVX512; }
+bool rw_ops_use_avx512(void) { return rw_kernel_tier_is_avx512(rw_kernel_tier_current()); }
 bool rw_ops_use_avx2(void) { return rw_kernel_tier_current() == RW_TIER_AVX2; }
 #endif
 #if defined(__aarch64__)

@@ -41,6 +41,7 @@ static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
     [RW_TIER_AVX2] = X86_TABLE(rw_mm_kernel_avx2),
     [RW_TIER_AVX512] = X86_TABLE(rw_mm_kernel_avx512),
     [RW_TIER_NEON] = ARM_TABLE(rw_mm_kernel_neon),
+    [RW_TIER_AMX] = X86_TABLE(rw_mm_kernel_amx),
 };
 
 /* The tier whose kernels serve what a tier lacks (the reference serves all). */
@@ -49,6 +50,7 @@ static const rw_kernel_tier tier_below[RW_TIER_COUNT] = {
     [RW_TIER_AVX2] = RW_TIER_REF,
     [RW_TIER_AVX512] = RW_TIER_AVX2,
     [RW_TIER_NEON] = RW_TIER_REF,
+    [RW_TIER_AMX] = RW_TIER_AVX512,
 };
 
 /* Kernels that sum in ggml's order (RW_NUMERICS_GGML), per tier; types they

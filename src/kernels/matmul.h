@@ -124,10 +124,14 @@ typedef enum {
     RW_TIER_AVX2,    /* AVX2 + FMA + F16C */
     RW_TIER_AVX512,  /* AVX-512 F/BW/VL/DQ + VNNI + BF16 */
     RW_TIER_NEON,    /* AArch64 NEON + dot product (SDOT) */
+    RW_TIER_AMX,     /* the AVX-512 tier, its many-row products on the AMX int8 tiles */
     RW_TIER_COUNT
 } rw_kernel_tier;
 
-const char *rw_kernel_tier_name(rw_kernel_tier t); /* "ref", "avx2", "avx512", "neon" */
+const char *rw_kernel_tier_name(rw_kernel_tier t); /* "ref", "avx2", "avx512", "neon", "amx" */
+
+/* True for the tiers that run the AVX-512 ops and kernels (avx512, amx). */
+bool rw_kernel_tier_is_avx512(rw_kernel_tier t);
 
 /* True if this CPU (and OS) can run tier t. */
 bool rw_kernel_tier_available(rw_kernel_tier t);

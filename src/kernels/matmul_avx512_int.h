@@ -331,6 +331,22 @@ INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const 
 #define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
     BLOCK32_TILE_GEN(name, UNPACK, BLK, __m256, _mm256_setzero_ps(), b32_ggml, hsum8_ggml)
 
+/* ==== the Q8_0 panel form's layouts (matmul_q8_0_avx512.c, shared with
+ * the AMX tier) ============================================================ */
+
+/* One panel block: dword s of the block of 16 weight rows at q[s][4 * row],
+ * biased +128 to unsigned. */
+typedef struct {
+    uint8_t q[8][64];
+} wp_q8_blk;
+
+/* One activation row's block: quants, scale, -128 * sum of the quants. */
+typedef struct {
+    int8_t q[32];
+    float d;
+    int32_t corr;
+} xp_q8_blk;
+
 /* ==== kernels and tiles one file defines for another ===================== */
 
 /* matmul_q8_0_avx512.c */
@@ -359,6 +375,18 @@ KG_TILE_DECL(q4_K)
 KG_TILE_DECL(q5_K)
 KG_TILE_DECL(q6_K)
 #undef KG_TILE_DECL
+/* matmul_q8_0_avx512.c: the Q8_0 panel form's activation rows */
+size_t rw_avx512_p_bytes_q8(int64_t n);
+void rw_avx512_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n);
+/* matmul_kpanel_avx512.c: the AMX tier's K-quant panels (matmul_amx.c has
+ * the layout), their bytes per weight row, and the panel form's activation
+ * rows (x_super in element order) */
+enum { RW_AMX_K_SB_BYTES = 8192 + 512 + 128 };
+size_t rw_avx512_amx_k_wbytes(int64_t n);
+void rw_avx512_amx_pack_q4_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx512_amx_pack_q5_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx512_amx_pack_q6_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx512_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n);
 /* matmul_kpanel_avx512.c */
 extern const rw_mm_kernel rw_avx512_kernel_q4_K, rw_avx512_kernel_q5_K, rw_avx512_kernel_q6_K;
 extern const rw_mm_kernel rw_avx512_kernel_q4_K_ggml, rw_avx512_kernel_q5_K_ggml, rw_avx512_kernel_q6_K_ggml;

@@ -87,6 +87,7 @@ const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_neon(rw_dtype t);
+const rw_mm_kernel *rw_mm_kernel_amx(rw_dtype t); /* the AVX-512 kernels with AMX panel forms */
 /* The kernels of RW_NUMERICS_GGML (matmul.h), per tier; NULL for the
  * types that mode leaves alone. */
 const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t);
@@ -103,6 +104,7 @@ bool rw_matmul_avx_vnni_allowed(void);
 bool rw_cpu_has_avx2(void);   /* AVX2 + FMA + F16C, OS saves YMM */
 bool rw_cpu_has_avx512(void); /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
 bool rw_cpu_has_avx_vnni(void); /* AVX2 and the 256-bit VEX VNNI (vpdpbusd on ymm) */
+bool rw_cpu_has_amx(void); /* AMX tile + int8, and the kernel let this process use the tile data */
 bool rw_cpu_has_neon_dot(void);  /* AArch64 with the dot-product instructions (SDOT/UDOT) */
 bool rw_cpu_has_neon_i8mm(void); /* AArch64 with the 8-bit matrix multiply (SMMLA) */
 

@@ -494,6 +494,66 @@ static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1);
 }
 
+/* ---- the AMX tier's K-quant panels ---------------------------------------
+ *
+ * Packed here (AVX-512 code) for matmul_amx.c, which has the layout: per
+ * super-block of 16 weight rows, the products w = sc * q (the sub-block's
+ * scale times the quant, as the integer sums above use them: int16) split
+ * into an unsigned low byte and a signed high byte, each as 64 dwords of
+ * 16 rows (kp_transpose's layout, which is the tiles' B layout); then the
+ * min pairs, d and dmin as kx_pack's. */
+size_t rw_avx512_amx_k_wbytes(int64_t n) { return (size_t)(n / 256) * RW_AMX_K_SB_BYTES / KP_ROWS; }
+
+static void amx_k_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const int Q6, const uint8_t *w,
+                       size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    const size_t sbb = RW_AMX_K_SB_BYTES;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
+        memset(panel, 0, (size_t)nsb * sbb); /* rows past n_out: weights, mins and d 0 */
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *B = panel + (size_t)sb * sbb;
+            int16_t(*pairs)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 8192);
+            float *d = (float *)(B + 8192 + 512), *dmin = d + KP_ROWS;
+            kp_block b[KP_ROWS], hi[KP_ROWS];
+            for (int o = 0; o < KP_ROWS; o++) {
+                if (p0 + o >= n_out) {
+                    memset(b[o].u, 0, sizeof b[o].u);
+                    memset(hi[o].u, 0, sizeof hi[o].u);
+                    continue;
+                }
+                unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
+                for (int k = 0; k < 256; k++) { /* Q4_K / Q5_K: 8 scales of 32, Q6_K: 16 of 16 */
+                    const int v = b[o].sc[Q6 ? k / 16 : k / 32] * b[o].u[k];
+                    b[o].u[k] = (uint8_t)(v & 0xFF);
+                    hi[o].u[k] = (uint8_t)(v >> 8); /* arithmetic shift: the signed high byte */
+                }
+                for (int k = 0; k < 8; k++) pairs[k][o][0] = b[o].mins[k][0], pairs[k][o][1] = b[o].mins[k][1];
+                d[o] = b[o].d;
+                dmin[o] = Q6 ? 0.0f : b[o].dmin;
+            }
+            __m512i q[64];
+            kp_transpose(b, q);
+            for (int g = 0; g < 64; g++) _mm512_store_si512((__m512i *)B + g, q[g]);
+            kp_transpose(hi, q);
+            for (int g = 0; g < 64; g++) _mm512_store_si512((__m512i *)(B + 4096) + g, q[g]);
+        }
+    }
+}
+
+void rw_avx512_amx_pack_q4_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    amx_k_pack(kp_unpack_q4_K, sizeof(rw_block_q4_K), 0, w, ws, n, n_out, dst);
+}
+void rw_avx512_amx_pack_q5_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    amx_k_pack(kp_unpack_q5_K, sizeof(rw_block_q5_K), 0, w, ws, n, n_out, dst);
+}
+void rw_avx512_amx_pack_q6_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    amx_k_pack(kp_unpack_q6_K, sizeof(rw_block_q6_K), 1, w, ws, n, n_out, dst);
+}
+void rw_avx512_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    convert_q8_K_p(rows, n_rows, xp, n);
+}
+
 #define KXK(name, conv, TILE_P, WBYTES)                                                                        \
     const rw_mm_kernel rw_avx512_kernel_##name = {                                                           \
         .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name, .max_nw = NW, .max_nx = NX, \

@@ -90,7 +90,7 @@ void rw_attn_head_paged_ref(const float *q, const rw_attn_pages *kv, bool f16, i
 void rw_attn_head_paged(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                         float scale, float *scores, float *out) {
 #if defined(__x86_64__)
-    if (rw_kernel_tier_current() == RW_TIER_AVX512) {
+    if (rw_kernel_tier_is_avx512(rw_kernel_tier_current())) {
         rw_attn_head_avx512(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
         return;
     }
@@ -128,7 +128,7 @@ void rw_swiglu_ref(float *g, const float *u, int64_t n) {
 
 void rw_swiglu(float *g, const float *u, int64_t n) {
 #if defined(__x86_64__)
-    if (rw_kernel_tier_current() == RW_TIER_AVX512) {
+    if (rw_kernel_tier_is_avx512(rw_kernel_tier_current())) {
         rw_swiglu_avx512(g, u, n);
         return;
     }

@@ -195,7 +195,7 @@ rw_status rw_quantize_row(rw_dtype t, const float *src, void *dst, int64_t n) {
     /* The K-quants' AVX-512 versions give the same bytes, in a fraction of
      * the time (their search dominates writing a K-quant file). */
 #if defined(__x86_64__)
-    const bool avx512 = rw_kernel_tier_current() == RW_TIER_AVX512;
+    const bool avx512 = rw_kernel_tier_is_avx512(rw_kernel_tier_current());
 #else /* not built off x86-64 */
 #define rw_quantize_q4_K_avx512 rw_quantize_q4_K_ref
 #define rw_quantize_q5_K_avx512 rw_quantize_q5_K_ref
