@@ -103,7 +103,8 @@ static void q8_amx_panel(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_
                 }
                 AMX_STORE16(0, isum[0]);
                 if (two) AMX_STORE16(2, isum[AMX_ROWS]);
-                const __m512 dw = F32S ? _mm512_loadu_ps(*DF) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
+                const __m512 dw =
+                    F32S ? _mm512_loadu_ps(*DF) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
                 P++, D++, DF++;
                 for (int r = 0; r < nx; r++) {
                     const xp_q8_blk *xb = (const xp_q8_blk *)(xp + (size_t)r * xps) + b;
@@ -136,8 +137,8 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
                         float *out, int64_t os) {
     q8_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, 0);
 }
-static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                      float *out, int64_t os) {
+static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
+                      int64_t os) {
     q8_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1);
 }
 
@@ -197,15 +198,15 @@ static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t
         const __m512 dw = _mm512_load_ps(B + 8192 + 512), dm = _mm512_load_ps(B + 8192 + 576);
         for (int r = 0; r < nx; r++) {
             const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
-            const __m512i is = _mm512_add_epi32(_mm512_load_si512(lo[r]), _mm512_slli_epi32(_mm512_load_si512(hi[r]), 8));
+            const __m512i is =
+                _mm512_add_epi32(_mm512_load_si512(lo[r]), _mm512_slli_epi32(_mm512_load_si512(hi[r]), 8));
             __m512i ms = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-                ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(PR + k),
-                                         _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
+                ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
             const __m512 dx = _mm512_set1_ps(xs->d);
             if (MODE == KA_Q6) {
-                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
-                                                             _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
+                acc[r] = _mm512_add_ps(
+                    acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
             } else {
                 const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
                 const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
@@ -232,8 +233,8 @@ static void tile_p_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
                        float *out, int64_t os) {
     k_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, KA_Q45);
 }
-static void tile_p_q6(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                      float *out, int64_t os) {
+static void tile_p_q6(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
+                      int64_t os) {
     k_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, KA_Q6);
 }
 
