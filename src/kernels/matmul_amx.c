@@ -33,7 +33,9 @@
 
 #include "kernels/matmul_avx512_int.h"
 
-enum { AMX_ROWS = 16, AMX_MAX_NX = 32 };
+/* AMX_ROWS: weight rows of a panel, activation rows of a tile; a tile call
+ * takes up to AMX_MAX_NP rows (matmul.c's PANEL_ROWS). */
+enum { AMX_ROWS = 16, AMX_MAX_NP = 256 };
 
 /* The tile configuration (palette 1) as ldtilecfg reads it. */
 typedef struct {
@@ -52,18 +54,17 @@ typedef struct {
 #define AMX_STORE16(t, out) \
     __asm__ volatile("tilestored %%tmm" #t ", (%1,%2,1)" : "=m"(*(int32_t(*)[16][16])(out)) : "r"(out), "r"(64L))
 
-/* Tiles 0-3: accumulators (C), 4-5: activation rows (A), 6-7: weights (B).
- * m0, m1: activation rows in the first and second group of 16 (m1 may be
- * 0: tiles 2, 3 and 5 unused); a_bytes: A's row bytes (K); b_rows: K / 4. */
-static void amx_configure(int m0, int m1, int a_bytes, int b_rows) {
+/* Tiles by parity s (0, 1) of the step (a block, a super-block): C 2s and
+ * 2s + 1 (accumulators), A 4 + s (activation rows); B 6 and 7 (weights).
+ * Consecutive steps use other C and A tiles, so the tile products of one
+ * step run while the vector code finishes the step before.
+ * m: activation rows (<= 16); a_bytes: A's row bytes (K); b_rows: K / 4. */
+static void amx_configure(int m, int a_bytes, int b_rows) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    const int m[4] = {m0, m0, m1, m1};
-    for (int t = 0; t < 4; t++)
-        if (m[t]) c.rows[t] = (uint8_t)m[t], c.colsb[t] = 64;
-    c.rows[4] = (uint8_t)m0, c.colsb[4] = (uint16_t)a_bytes;
-    if (m1) c.rows[5] = (uint8_t)m1, c.colsb[5] = (uint16_t)a_bytes;
+    for (int t = 0; t < 4; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = 64;
+    for (int t = 4; t < 6; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = (uint16_t)a_bytes;
     for (int t = 6; t < 8; t++) c.rows[t] = (uint8_t)b_rows, c.colsb[t] = 64;
     __asm__ volatile("ldtilecfg %0" ::"m"(c));
 }
@@ -72,63 +73,94 @@ static void amx_configure(int m0, int m1, int a_bytes, int b_rows) {
 
 #define Q8A_PF_DIST 4096 /* bytes ahead that the panel is prefetched */
 
-/* One panel (16 outputs, nl kept) against nx <= 32 activation rows; the
- * tiles are configured (amx_configure(m0, nx - m0, 32, 8)). The AVX-512
- * form's float step per output: acc[k] = fma(isum_b, dw_b * dx_b, acc[k])
- * over blocks 8o+2k, 8o+2k+1 in the panel's order, then
- * y = (acc[0] + acc[1]) + (acc[2] + acc[3]). */
-static void q8_amx_panel(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int nx, int nl, float *out,
+/* Step s of the pipeline: block b's sums for the m rows at xp into
+ * isum (tile s, from A 4 + s and B 6 + s). */
+INLINE void q8_amx_sums(const int s, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int64_t b,
+                        int32_t (*isum)[16]) {
+    for (int c = 0; c < 8; c++) _mm_prefetch((const char *)P->q[c] + Q8A_PF_DIST, _MM_HINT_T0);
+    const uint8_t *a = xp + (size_t)b * sizeof(xp_q8_blk);
+    if (s == 0) {
+        AMX_LOAD(6, P->q, 64);
+        AMX_LOAD(4, a, xps);
+        _tile_zero(0);
+        _tile_dpbsud(0, 4, 6);
+        AMX_STORE16(0, isum);
+    } else {
+        AMX_LOAD(7, P->q, 64);
+        AMX_LOAD(5, a, xps);
+        _tile_zero(1);
+        _tile_dpbsud(1, 5, 7);
+        AMX_STORE16(1, isum);
+    }
+}
+
+/* One panel (16 outputs, nl kept) against m <= 16 activation rows; the
+ * tiles are configured (amx_configure(m, 32, 8)). The AVX-512 form's float
+ * step per output: acc[k] = fma(isum_b, dw_b * dx_b, acc[k]) over blocks
+ * 8o+2k, 8o+2k+1 in the panel's order, then
+ * y = (acc[0] + acc[1]) + (acc[2] + acc[3]). The float step of a block
+ * runs after the next block's tile products are issued. Rows past m
+ * compute row m - 1 again and are not stored. */
+static void q8_amx_panel(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int m, int nl, float *out,
                          int64_t os, const int F32S) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
     const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
     const float(*DF)[16] = (const float(*)[16])(P + nb);
-    const int two = nx > AMX_ROWS;
-    int32_t isum[AMX_MAX_NX][16] __attribute__((aligned(64)));
-    __m512 part[2][AMX_MAX_NX], acc[AMX_MAX_NX];
+    int32_t isum[2][AMX_ROWS][16] __attribute__((aligned(64)));
+    const xp_q8_blk *xr[AMX_ROWS];
+    for (int r = 0; r < AMX_ROWS; r++) xr[r] = (const xp_q8_blk *)(xp + (size_t)(r < m ? r : m - 1) * xps);
+    __m512 part[2][AMX_ROWS], acc[AMX_ROWS];
+    int64_t i = 0, prev_b = -1; /* i: blocks issued, in the panel's order */
     for (int k = 0; k < 4; k++) {
-        for (int r = 0; r < nx; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t o = 0; o < n_oct; o++)
+        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t o = 0; o <= n_oct; o++)
             for (int h = 0; h < 2; h++) {
+                /* issue block b (if any) of this k, then finish the one before */
                 const int64_t b = 8 * o + 2 * k + h;
-                if (b >= nb) break;
-                for (int c = 0; c < 8; c++) _mm_prefetch((const char *)P->q[c] + Q8A_PF_DIST, _MM_HINT_T0);
-                AMX_LOAD(6, P->q, 64);
-                _tile_zero(0);
-                AMX_LOAD(4, xp + (size_t)b * sizeof(xp_q8_blk), xps);
-                _tile_dpbsud(0, 4, 6);
-                if (two) {
-                    _tile_zero(2);
-                    AMX_LOAD(5, xp + AMX_ROWS * xps + (size_t)b * sizeof(xp_q8_blk), xps);
-                    _tile_dpbsud(2, 5, 6);
+                const int issue = o < n_oct && b < nb;
+                if (issue) {
+                    if (i % 2 == 0) q8_amx_sums(0, P + i, xp, xps, b, isum[0]);
+                    else q8_amx_sums(1, P + i, xp, xps, b, isum[1]);
                 }
-                AMX_STORE16(0, isum[0]);
-                if (two) AMX_STORE16(2, isum[AMX_ROWS]);
-                const __m512 dw =
-                    F32S ? _mm512_loadu_ps(*DF) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)*D));
-                P++, D++, DF++;
-                for (int r = 0; r < nx; r++) {
-                    const xp_q8_blk *xb = (const xp_q8_blk *)(xp + (size_t)r * xps) + b;
-                    const __m512i ia = _mm512_add_epi32(_mm512_load_si512(isum[r]), _mm512_set1_epi32(xb->corr));
-                    const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
+                if (prev_b >= 0) {
+                    const int64_t j = i - 1; /* the block finished now */
+                    const __m512 dw = F32S ? _mm512_loadu_ps(DF[j])
+                                           : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)D[j]));
+                    const int32_t(*is)[16] = isum[j % 2];
+                    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
+                        const xp_q8_blk *xb = xr[r] + prev_b;
+                        const __m512i ia = _mm512_add_epi32(_mm512_load_si512(is[r]), _mm512_set1_epi32(xb->corr));
+                        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
+                    }
+                    prev_b = -1;
                 }
+                if (issue) prev_b = b, i++;
+                else break;
             }
-        for (int r = 0; r < nx; r++) part[k / 2][r] = k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
+        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) part[k / 2][r] =
+            k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
     }
     const __mmask16 lanes = (__mmask16)((1u << nl) - 1);
-    for (int r = 0; r < nx; r++) _mm512_mask_storeu_ps(out + r * os, lanes, _mm512_add_ps(part[0][r], part[1][r]));
+    for (int r = 0; r < m; r++) _mm512_mask_storeu_ps(out + r * os, lanes, _mm512_add_ps(part[0][r], part[1][r]));
 }
 
 /* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
- * panel spans 16 * ws); nw rows from there, nx <= AMX_MAX_NX activation
- * rows; out[r * os + i]. */
+ * panel spans 16 * ws); nw rows from there, nx <= AMX_MAX_NP activation
+ * rows, 16 at a time; out[r * os + i]. The tiles are configured once per
+ * row count (a configuration costs about as much as a few hundred tile
+ * products) and released at the end. */
 static void q8_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os, const int F32S) {
-    const int m0 = nx < AMX_ROWS ? nx : AMX_ROWS;
-    amx_configure(m0, nx - m0, 32, 8);
-    for (int i = 0; i < nw; i += AMX_ROWS) {
-        const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
-        q8_amx_panel(n, (const wp_q8_blk *)(w + (size_t)i * ws), xp, xps, nx, nl, out + i, os, F32S);
+    int configured = 0;
+    for (int r0 = 0; r0 < nx; r0 += AMX_ROWS) {
+        const int m = nx - r0 < AMX_ROWS ? nx - r0 : AMX_ROWS;
+        if (m != configured) amx_configure(m, 32, 8), configured = m;
+        for (int i = 0; i < nw; i += AMX_ROWS) {
+            const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
+            q8_amx_panel(n, (const wp_q8_blk *)(w + (size_t)i * ws), xp + (size_t)r0 * xps, xps, m, nl,
+                         out + r0 * os + i, os, F32S);
+        }
     }
     _tile_release();
 }
@@ -154,59 +186,79 @@ static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
  *   d, dmin [16 rows] f32 each. */
 enum { KA_Q45 = 0, KA_Q6 = 1 };
 
-static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nx, int nl, float *out,
-                        int64_t os, const int MODE) {
-    const int two = nx > AMX_ROWS;
-    int32_t lo[AMX_MAX_NX][16] __attribute__((aligned(64))), hi[AMX_MAX_NX][16] __attribute__((aligned(64)));
-    __m512 acc[AMX_MAX_NX];
-    for (int r = 0; r < nx; r++) acc[r] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *B = P + (size_t)sb * RW_AMX_K_SB_BYTES;
-        const uint8_t *x0 = xp + (size_t)sb * sizeof(x_super), *x1 = x0 + AMX_ROWS * xps;
+/* Step s of the pipeline: super-block B's sums (low and high bytes) for the
+ * m rows at x into lo and hi (tiles 2s, 2s + 1, from A 4 + s). */
+INLINE void k_amx_sums(const int s, const uint8_t *B, const uint8_t *x, size_t xps, int32_t (*lo)[16],
+                       int32_t (*hi)[16]) {
+    if (s == 0) {
         _tile_zero(0);
         _tile_zero(1);
-        if (two) {
-            _tile_zero(2);
-            _tile_zero(3);
+    } else {
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (int ks = 0; ks < 4; ks++) {
+        const char *next = (const char *)B + RW_AMX_K_SB_BYTES + 1024 * ks; /* the next super-block's */
+        for (int c = 0; c < 16; c++) {
+            _mm_prefetch(next + 64 * c, _MM_HINT_T0);
+            _mm_prefetch(next + 4096 + 64 * c, _MM_HINT_T0);
         }
-        for (int ks = 0; ks < 4; ks++) {
-            const char *next = (const char *)B + RW_AMX_K_SB_BYTES + 1024 * ks; /* the next super-block's */
-            for (int c = 0; c < 16; c++) {
-                _mm_prefetch(next + 64 * c, _MM_HINT_T0);
-                _mm_prefetch(next + 4096 + 64 * c, _MM_HINT_T0);
-            }
-            if (ks < 3) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks, _MM_HINT_T0);
-            if (ks < 2) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks + 128, _MM_HINT_T0);
-            AMX_LOAD(6, B + 1024 * ks, 64);
-            AMX_LOAD(7, B + 4096 + 1024 * ks, 64);
-            AMX_LOAD(4, x0 + 64 * ks, xps);
+        if (ks < 3) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks, _MM_HINT_T0);
+        if (ks < 2) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks + 128, _MM_HINT_T0);
+        AMX_LOAD(6, B + 1024 * ks, 64);
+        AMX_LOAD(7, B + 4096 + 1024 * ks, 64);
+        if (s == 0) {
+            AMX_LOAD(4, x + 64 * ks, xps);
             _tile_dpbsud(0, 4, 6);
             _tile_dpbssd(1, 4, 7);
-            if (two) {
-                AMX_LOAD(5, x1 + 64 * ks, xps);
-                _tile_dpbsud(2, 5, 6);
-                _tile_dpbssd(3, 5, 7);
-            }
+        } else {
+            AMX_LOAD(5, x + 64 * ks, xps);
+            _tile_dpbsud(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
         }
-        AMX_STORE16(0, lo[0]);
-        AMX_STORE16(1, hi[0]);
-        if (two) {
-            AMX_STORE16(2, lo[AMX_ROWS]);
-            AMX_STORE16(3, hi[AMX_ROWS]);
+    }
+    if (s == 0) {
+        AMX_STORE16(0, lo);
+        AMX_STORE16(1, hi);
+    } else {
+        AMX_STORE16(2, lo);
+        AMX_STORE16(3, hi);
+    }
+}
+
+/* One panel (16 outputs, nl kept) against m <= 16 activation rows (tiles
+ * configured: amx_configure(m, 64, 16)); a super-block's float step runs
+ * after the next one's tile products are issued; rows past m compute row
+ * m - 1 again and are not stored. */
+static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int m, int nl, float *out,
+                        int64_t os, const int MODE) {
+    int32_t lo[2][AMX_ROWS][16] __attribute__((aligned(64))), hi[2][AMX_ROWS][16] __attribute__((aligned(64)));
+    const uint8_t *xr[AMX_ROWS];
+    for (int r = 0; r < AMX_ROWS; r++) xr[r] = xp + (size_t)(r < m ? r : m - 1) * xps;
+    __m512 acc[AMX_ROWS];
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb <= nsb; sb++) {
+        if (sb < nsb) {
+            const uint8_t *B = P + (size_t)sb * RW_AMX_K_SB_BYTES, *x = xp + (size_t)sb * sizeof(x_super);
+            if (sb % 2 == 0) k_amx_sums(0, B, x, xps, lo[0], hi[0]);
+            else k_amx_sums(1, B, x, xps, lo[1], hi[1]);
         }
+        if (sb == 0) continue;
+        const int64_t f = sb - 1; /* the super-block finished now */
+        const uint8_t *B = P + (size_t)f * RW_AMX_K_SB_BYTES;
         const __m512i *PR = (const __m512i *)(B + 8192);
         const __m512 dw = _mm512_load_ps(B + 8192 + 512), dm = _mm512_load_ps(B + 8192 + 576);
-        for (int r = 0; r < nx; r++) {
-            const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
-            const __m512i is =
-                _mm512_add_epi32(_mm512_load_si512(lo[r]), _mm512_slli_epi32(_mm512_load_si512(hi[r]), 8));
+        const int32_t(*L)[16] = lo[f % 2], (*H)[16] = hi[f % 2];
+        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
+            const x_super *xs = (const x_super *)xr[r] + f;
+            const __m512i is = _mm512_add_epi32(_mm512_load_si512(L[r]), _mm512_slli_epi32(_mm512_load_si512(H[r]), 8));
             __m512i ms = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
-                ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms =
+                _mm512_dpwssd_epi32(ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
             const __m512 dx = _mm512_set1_ps(xs->d);
             if (MODE == KA_Q6) {
-                acc[r] = _mm512_add_ps(
-                    acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
+                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
+                                                             _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
             } else {
                 const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
                 const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
@@ -215,16 +267,19 @@ static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t
         }
     }
     const __mmask16 keep = (__mmask16)((1u << nl) - 1);
-    for (int r = 0; r < nx; r++) _mm512_mask_storeu_ps(out + r * os, keep, acc[r]);
+    for (int r = 0; r < m; r++) _mm512_mask_storeu_ps(out + r * os, keep, acc[r]);
 }
 
 static void k_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                        float *out, int64_t os, const int MODE) {
-    const int m0 = nx < AMX_ROWS ? nx : AMX_ROWS;
-    amx_configure(m0, nx - m0, 64, 16);
-    for (int i = 0; i < nw; i += AMX_ROWS) {
-        const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
-        k_amx_panel(n / 256, w + (size_t)i * ws, xp, xps, nx, nl, out + i, os, MODE);
+    int configured = 0; /* as q8_amx_tile */
+    for (int r0 = 0; r0 < nx; r0 += AMX_ROWS) {
+        const int m = nx - r0 < AMX_ROWS ? nx - r0 : AMX_ROWS;
+        if (m != configured) amx_configure(m, 64, 16), configured = m;
+        for (int i = 0; i < nw; i += AMX_ROWS) {
+            const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
+            k_amx_panel(n / 256, w + (size_t)i * ws, xp + (size_t)r0 * xps, xps, m, nl, out + r0 * os + i, os, MODE);
+        }
     }
     _tile_release();
 }
@@ -267,7 +322,7 @@ static void amx_build(void) {
     for (int i = 0; i < AMX_N; i++) {
         rw_mm_kernel k = *from[i].base;
         k.tile_p = from[i].tile_p;
-        k.max_np = AMX_MAX_NX;
+        k.max_np = AMX_MAX_NP;
         if (from[i].pack_p) { /* the K-quants: their own panels over the panel form's Q8_K rows */
             k.pack_p = from[i].pack_p;
             k.p_wbytes = rw_avx512_amx_k_wbytes;

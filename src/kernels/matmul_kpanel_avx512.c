@@ -504,29 +504,37 @@ static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
  * min pairs, d and dmin as kx_pack's. */
 size_t rw_avx512_amx_k_wbytes(int64_t n) { return (size_t)(n / 256) * RW_AMX_K_SB_BYTES / KP_ROWS; }
 
+/* Row o's products sc * q split: u becomes the low bytes, hi the high. */
+static void amx_k_split(kp_block *b, uint8_t hi[256], const int Q6) {
+    for (int j = 0; j < 8; j++) { /* 32 elements: one Q4_K / Q5_K scale, two Q6_K ones */
+        const __m512i sc = Q6 ? _mm512_inserti64x4(_mm512_set1_epi16((int16_t)b->sc[2 * j]),
+                                                   _mm256_set1_epi16((int16_t)b->sc[2 * j + 1]), 1)
+                              : _mm512_set1_epi16((int16_t)b->sc[j]);
+        const __m512i v =
+            _mm512_mullo_epi16(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b->u + 32 * j))), sc);
+        _mm256_storeu_si256((__m256i *)(b->u + 32 * j), _mm512_cvtepi16_epi8(v));
+        _mm256_storeu_si256((__m256i *)(hi + 32 * j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+    }
+}
+
 static void amx_k_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const int Q6, const uint8_t *w,
                        size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nsb = n / 256;
     const size_t sbb = RW_AMX_K_SB_BYTES;
     for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
         uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
-        memset(panel, 0, (size_t)nsb * sbb); /* rows past n_out: weights, mins and d 0 */
         for (int64_t sb = 0; sb < nsb; sb++) {
             uint8_t *B = panel + (size_t)sb * sbb;
             int16_t(*pairs)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 8192);
             float *d = (float *)(B + 8192 + 512), *dmin = d + KP_ROWS;
             kp_block b[KP_ROWS], hi[KP_ROWS];
             for (int o = 0; o < KP_ROWS; o++) {
-                if (p0 + o >= n_out) {
-                    memset(b[o].u, 0, sizeof b[o].u);
+                if (p0 + o >= n_out) { /* rows past n_out: weights, mins and d 0 */
+                    memset(&b[o], 0, sizeof b[o]);
                     memset(hi[o].u, 0, sizeof hi[o].u);
-                    continue;
-                }
-                unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
-                for (int k = 0; k < 256; k++) { /* Q4_K / Q5_K: 8 scales of 32, Q6_K: 16 of 16 */
-                    const int v = b[o].sc[Q6 ? k / 16 : k / 32] * b[o].u[k];
-                    b[o].u[k] = (uint8_t)(v & 0xFF);
-                    hi[o].u[k] = (uint8_t)(v >> 8); /* arithmetic shift: the signed high byte */
+                } else {
+                    unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
+                    amx_k_split(&b[o], hi[o].u, Q6);
                 }
                 for (int k = 0; k < 8; k++) pairs[k][o][0] = b[o].mins[k][0], pairs[k][o][1] = b[o].mins[k][1];
                 d[o] = b[o].d;
