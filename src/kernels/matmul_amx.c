@@ -186,83 +186,97 @@ static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
  *   d, dmin [16 rows] f32 each. */
 enum { KA_Q45 = 0, KA_Q6 = 1 };
 
-/* Step s of the pipeline: super-block B's sums (low and high bytes) for the
- * m rows at x into lo and hi (tiles 2s, 2s + 1, from A 4 + s). */
-INLINE void k_amx_sums(const int s, const uint8_t *B, const uint8_t *x, size_t xps, int32_t (*lo)[16],
-                       int32_t (*hi)[16]) {
-    if (s == 0) {
-        _tile_zero(0);
-        _tile_zero(1);
-    } else {
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-    for (int ks = 0; ks < 4; ks++) {
-        const char *next = (const char *)B + RW_AMX_K_SB_BYTES + 1024 * ks; /* the next super-block's */
-        for (int c = 0; c < 16; c++) {
-            _mm_prefetch(next + 64 * c, _MM_HINT_T0);
-            _mm_prefetch(next + 4096 + 64 * c, _MM_HINT_T0);
-        }
-        if (ks < 3) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks, _MM_HINT_T0);
-        if (ks < 2) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks + 128, _MM_HINT_T0);
-        AMX_LOAD(6, B + 1024 * ks, 64);
-        AMX_LOAD(7, B + 4096 + 1024 * ks, 64);
-        if (s == 0) {
-            AMX_LOAD(4, x + 64 * ks, xps);
-            _tile_dpbsud(0, 4, 6);
-            _tile_dpbssd(1, 4, 7);
-        } else {
-            AMX_LOAD(5, x + 64 * ks, xps);
-            _tile_dpbsud(2, 5, 6);
-            _tile_dpbssd(3, 5, 7);
-        }
-    }
-    if (s == 0) {
-        AMX_STORE16(0, lo);
-        AMX_STORE16(1, hi);
-    } else {
-        AMX_STORE16(2, lo);
-        AMX_STORE16(3, hi);
-    }
+/* The tiles of the K-quants (amx_configure_k): C 0, 1: the low and high
+ * sums of activation rows 0-15, C 2, 3: of rows 16-31; A 4, 5: those rows;
+ * B 6, 7: the low and high bytes of the weights. m0, m1: the rows of each
+ * group (m1 may be 0). */
+static void amx_configure_k(int m0, int m1) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    const int m[6] = {m0, m0, m1, m1, m0, m1};
+    for (int t = 0; t < 6; t++)
+        if (m[t]) c.rows[t] = (uint8_t)m[t], c.colsb[t] = 64;
+    for (int t = 6; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
+    __asm__ volatile("ldtilecfg %0" ::"m"(c));
 }
 
-/* One panel (16 outputs, nl kept) against m <= 16 activation rows (tiles
- * configured: amx_configure(m, 64, 16)); a super-block's float step runs
- * after the next one's tile products are issued; rows past m compute row
- * m - 1 again and are not stored. */
+/* Elements 64 ks .. 64 ks + 63 of super-block B against the rows at x (and
+ * x1: the second group, when two). B's two loads are shared by the groups,
+ * and each load is followed by products that do not wait on the next. */
+INLINE void k_amx_step(const uint8_t *B, int ks, const uint8_t *x0, const uint8_t *x1, size_t xps, int two) {
+    const char *next = (const char *)B + RW_AMX_K_SB_BYTES + 1024 * ks; /* the next super-block's */
+    for (int c = 0; c < 16; c++) {
+        _mm_prefetch(next + 64 * c, _MM_HINT_T0);
+        _mm_prefetch(next + 4096 + 64 * c, _MM_HINT_T0);
+    }
+    if (ks < 3) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks, _MM_HINT_T0);
+    if (ks < 2) _mm_prefetch(next - 1024 * ks + 8192 + 256 * ks + 128, _MM_HINT_T0);
+    AMX_LOAD(6, B + 1024 * ks, 64);
+    AMX_LOAD(4, x0 + 64 * ks, xps);
+    if (two) AMX_LOAD(5, x1 + 64 * ks, xps);
+    AMX_LOAD(7, B + 4096 + 1024 * ks, 64);
+    _tile_dpbsud(0, 4, 6);
+    if (two) _tile_dpbsud(2, 5, 6);
+    _tile_dpbssd(1, 4, 7);
+    if (two) _tile_dpbssd(3, 5, 7);
+}
+
+/* One panel (16 outputs, nl kept) against m <= 32 activation rows, the
+ * tiles configured by amx_configure_k. Super-block sb's tile products are
+ * issued a quarter at a time, each followed by the float steps of a quarter
+ * of the rows of super-block sb - 1 (whose sums are stored), so the tiles
+ * and the vector units work at once. */
 static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int m, int nl, float *out,
                         int64_t os, const int MODE) {
-    int32_t lo[2][AMX_ROWS][16] __attribute__((aligned(64))), hi[2][AMX_ROWS][16] __attribute__((aligned(64)));
-    const uint8_t *xr[AMX_ROWS];
-    for (int r = 0; r < AMX_ROWS; r++) xr[r] = xp + (size_t)(r < m ? r : m - 1) * xps;
-    __m512 acc[AMX_ROWS];
-    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    enum { Q = 2 * AMX_ROWS / 4 }; /* rows finished per quarter */
+    int32_t lo[2][2 * AMX_ROWS][16] __attribute__((aligned(64))), hi[2][2 * AMX_ROWS][16] __attribute__((aligned(64)));
+    __m512 acc[2 * AMX_ROWS];
+    const int two = m > AMX_ROWS;
+    for (int r = 0; r < m; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb <= nsb; sb++) {
+        const uint8_t *B = P + (size_t)sb * RW_AMX_K_SB_BYTES, *x0 = xp + (size_t)sb * sizeof(x_super);
         if (sb < nsb) {
-            const uint8_t *B = P + (size_t)sb * RW_AMX_K_SB_BYTES, *x = xp + (size_t)sb * sizeof(x_super);
-            if (sb % 2 == 0) k_amx_sums(0, B, x, xps, lo[0], hi[0]);
-            else k_amx_sums(1, B, x, xps, lo[1], hi[1]);
+            _tile_zero(0);
+            _tile_zero(1);
+            if (two) {
+                _tile_zero(2);
+                _tile_zero(3);
+            }
         }
-        if (sb == 0) continue;
-        const int64_t f = sb - 1; /* the super-block finished now */
-        const uint8_t *B = P + (size_t)f * RW_AMX_K_SB_BYTES;
-        const __m512i *PR = (const __m512i *)(B + 8192);
-        const __m512 dw = _mm512_load_ps(B + 8192 + 512), dm = _mm512_load_ps(B + 8192 + 576);
-        const int32_t(*L)[16] = lo[f % 2], (*H)[16] = hi[f % 2];
-        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
-            const x_super *xs = (const x_super *)xr[r] + f;
-            const __m512i is = _mm512_add_epi32(_mm512_load_si512(L[r]), _mm512_slli_epi32(_mm512_load_si512(H[r]), 8));
-            __m512i ms = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms =
-                _mm512_dpwssd_epi32(ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
-            const __m512 dx = _mm512_set1_ps(xs->d);
-            if (MODE == KA_Q6) {
-                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
-                                                             _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
-            } else {
-                const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
-                const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
-                acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
+        const int64_t f = sb - 1; /* the super-block whose float steps run now */
+        const uint8_t *F = B - RW_AMX_K_SB_BYTES;
+        const __m512i *PR = (const __m512i *)(F + 8192);
+        const int32_t(*L)[16] = lo[f & 1], (*H)[16] = hi[f & 1];
+        for (int ks = 0; ks < 4; ks++) {
+            if (sb < nsb) k_amx_step(B, ks, x0, x0 + AMX_ROWS * xps, xps, two);
+            if (sb == 0) continue;
+            const __m512 dw = _mm512_load_ps(F + 8192 + 512), dm = _mm512_load_ps(F + 8192 + 576);
+            const int r1 = Q * (ks + 1) < m ? Q * (ks + 1) : m;
+            for (int r = Q * ks; r < r1; r++) {
+                const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + f;
+                const __m512i is =
+                    _mm512_add_epi32(_mm512_load_si512(L[r]), _mm512_slli_epi32(_mm512_load_si512(H[r]), 8));
+                __m512i ms = _mm512_setzero_si512();
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
+                    ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+                const __m512 dx = _mm512_set1_ps(xs->d);
+                if (MODE == KA_Q6) {
+                    acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
+                                                                 _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
+                } else {
+                    const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
+                    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
+                    acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
+                }
+            }
+        }
+        if (sb < nsb) {
+            AMX_STORE16(0, lo[sb & 1][0]);
+            AMX_STORE16(1, hi[sb & 1][0]);
+            if (two) {
+                AMX_STORE16(2, lo[sb & 1][AMX_ROWS]);
+                AMX_STORE16(3, hi[sb & 1][AMX_ROWS]);
             }
         }
     }
@@ -273,9 +287,9 @@ static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t
 static void k_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                        float *out, int64_t os, const int MODE) {
     int configured = 0; /* as q8_amx_tile */
-    for (int r0 = 0; r0 < nx; r0 += AMX_ROWS) {
-        const int m = nx - r0 < AMX_ROWS ? nx - r0 : AMX_ROWS;
-        if (m != configured) amx_configure(m, 64, 16), configured = m;
+    for (int r0 = 0; r0 < nx; r0 += 2 * AMX_ROWS) {
+        const int m = nx - r0 < 2 * AMX_ROWS ? nx - r0 : 2 * AMX_ROWS, m0 = m < AMX_ROWS ? m : AMX_ROWS;
+        if (m != configured) amx_configure_k(m0, m - m0), configured = m;
         for (int i = 0; i < nw; i += AMX_ROWS) {
             const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
             k_amx_panel(n / 256, w + (size_t)i * ws, xp + (size_t)r0 * xps, xps, m, nl, out + r0 * os + i, os, MODE);
