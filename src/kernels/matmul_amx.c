@@ -98,51 +98,63 @@ INLINE void q8_amx_sums(const int s, const wp_q8_blk *P, const uint8_t *xp, size
  * tiles are configured (amx_configure(m, 32, 8)). The AVX-512 form's float
  * step per output: acc[k] = fma(isum_b, dw_b * dx_b, acc[k]) over blocks
  * 8o+2k, 8o+2k+1 in the panel's order, then
- * y = (acc[0] + acc[1]) + (acc[2] + acc[3]). The float step of a block
- * runs after the next block's tile products are issued. Rows past m
- * compute row m - 1 again and are not stored. */
+ * y = (acc[0] + acc[1]) + (acc[2] + acc[3]). The panel's blocks are taken
+ * in its order (i), k-runs one after the other; the float step of block
+ * i - 2 runs after block i's tile products are issued (its stored sums are
+ * then in the cache: a tile store reaches loads only once it retires).
+ * Rows past m compute row m - 1 again and are not stored. */
 static void q8_amx_panel(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int m, int nl, float *out,
                          int64_t os, const int F32S) {
-    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const int64_t nb = n / 32;
     const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
     const float(*DF)[16] = (const float(*)[16])(P + nb);
-    int32_t isum[2][AMX_ROWS][16] __attribute__((aligned(64)));
+    int32_t isum[3][AMX_ROWS][16] __attribute__((aligned(64)));
     const xp_q8_blk *xr[AMX_ROWS];
     for (int r = 0; r < AMX_ROWS; r++) xr[r] = (const xp_q8_blk *)(xp + (size_t)(r < m ? r : m - 1) * xps);
-    __m512 part[2][AMX_ROWS], acc[AMX_ROWS];
-    int64_t i = 0, prev_b = -1; /* i: blocks issued, in the panel's order */
+    /* the panel's k-runs: run k holds blocks 8o+2k+h in (o, h) order, so
+     * position t of a run is block 8(t/2) + 2k + t%2 */
+    int64_t run0[5] = {0};
     for (int k = 0; k < 4; k++) {
-        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t o = 0; o <= n_oct; o++)
-            for (int h = 0; h < 2; h++) {
-                /* issue block b (if any) of this k, then finish the one before */
-                const int64_t b = 8 * o + 2 * k + h;
-                const int issue = o < n_oct && b < nb;
-                if (issue) {
-                    if (i % 2 == 0) q8_amx_sums(0, P + i, xp, xps, b, isum[0]);
-                    else q8_amx_sums(1, P + i, xp, xps, b, isum[1]);
-                }
-                if (prev_b >= 0) {
-                    const int64_t j = i - 1; /* the block finished now */
-                    const __m512 dw = F32S ? _mm512_loadu_ps(DF[j])
-                                           : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)D[j]));
-                    const int32_t(*is)[16] = isum[j % 2];
-                    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
-                        const xp_q8_blk *xb = xr[r] + prev_b;
-                        const __m512i ia = _mm512_add_epi32(_mm512_load_si512(is[r]), _mm512_set1_epi32(xb->corr));
-                        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
-                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
-                    }
-                    prev_b = -1;
-                }
-                if (issue) prev_b = b, i++;
-                else break;
+        int64_t len = 0;
+        for (int64_t b = 2 * k; b < nb; b += 8) len += b + 1 < nb ? 2 : 1;
+        run0[k + 1] = run0[k] + len;
+    }
+    int64_t i;
+#define Q8A_BLOCK(pos, k) (8 * (((pos) - run0[k]) / 2) + 2 * (k) + ((pos) - run0[k]) % 2)
+    __m512 part[2][AMX_ROWS], acc[AMX_ROWS];
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    int k = 0, ki = 0; /* the k-runs of the block finished and of the block issued */
+    for (i = 0; i < nb + 2; i++) {
+        if (i < nb) {
+            while (i >= run0[ki + 1]) ki++;
+            if (i % 2 == 0) q8_amx_sums(0, P + i, xp, xps, Q8A_BLOCK(i, ki), isum[i % 3]);
+            else q8_amx_sums(1, P + i, xp, xps, Q8A_BLOCK(i, ki), isum[i % 3]);
+        }
+        const int64_t j = i - 2; /* the block finished now */
+        if (j < 0) continue;
+        const __m512 dw =
+            F32S ? _mm512_loadu_ps(DF[j]) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)D[j]));
+        const int32_t(*is)[16] = isum[j % 3];
+        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
+            const xp_q8_blk *xb = xr[r] + Q8A_BLOCK(j, k);
+            const __m512i ia = _mm512_add_epi32(_mm512_load_si512(is[r]), _mm512_set1_epi32(xb->corr));
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
+        }
+        while (k < 4 && j == run0[k + 1] - 1) { /* the last of run k (runs past 2k >= nb are empty) */
+            _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
+                part[k / 2][r] = k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
+                acc[r] = _mm512_setzero_ps();
             }
+            k++;
+        }
+    }
+    for (; k < 4; k++) /* empty trailing runs */
         _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) part[k / 2][r] =
             k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
-    }
     const __mmask16 lanes = (__mmask16)((1u << nl) - 1);
     for (int r = 0; r < m; r++) _mm512_mask_storeu_ps(out + r * os, lanes, _mm512_add_ps(part[0][r], part[1][r]));
+#undef Q8A_BLOCK
 }
 
 /* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
@@ -181,8 +193,10 @@ static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
  *       g holds elements 4g .. 4g+3, so bytes 1024 ks .. 1024 ks + 1023 are
  *       the B tile of elements 64 ks .. 64 ks + 63;
  *   hi  the same for the high bytes, signed;
- *   pairs [8][16 rows] int16 pairs: Q4_K / Q5_K (m_j, m_j), Q6_K
- *         (32 sc_2k, 32 sc_2k+1), against the activation's bsums pairs;
+ *   pairs [8][16 rows] int16 pairs: Q4_K / Q5_K (m_2t, m_2t+1) for t < 4,
+ *         against the activation's sub-block sums (in x_super's padding:
+ *         rw_avx512_convert_q8_K_amx); Q6_K (32 sc_2k, 32 sc_2k+1) against
+ *         its bsums pairs;
  *   d, dmin [16 rows] f32 each. */
 enum { KA_Q45 = 0, KA_Q6 = 1 };
 
@@ -258,8 +272,12 @@ static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t
                 const __m512i is =
                     _mm512_add_epi32(_mm512_load_si512(L[r]), _mm512_slli_epi32(_mm512_load_si512(H[r]), 8));
                 __m512i ms = _mm512_setzero_si512();
-                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
-                    ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+                if (MODE == KA_Q6)
+                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
+                        ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+                else
+                    _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms = _mm512_dpwssd_epi32(
+                        ms, _mm512_load_si512(PR + t), _mm512_set1_epi32(((const i32u *)xs->pad)[t]));
                 const __m512 dx = _mm512_set1_ps(xs->d);
                 if (MODE == KA_Q6) {
                     acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
@@ -323,15 +341,16 @@ static void amx_build(void) {
         const rw_mm_kernel *base;
         void (*tile_p)(int64_t, const uint8_t *, size_t, int, const uint8_t *, size_t, int, float *, int64_t);
         void (*pack_p)(const uint8_t *, size_t, int64_t, int64_t, uint8_t *);
+        void (*convert_p)(const float *const *, int, void *, int64_t);
     } from[AMX_N] = {
         [AMX_Q8_0] = {&rw_avx512_kernel_q8_0, tile_p_q8_0, NULL},
         [AMX_Q4_0] = {&rw_avx512_kernel_q4_0, tile_p_wt, NULL},
         [AMX_Q5_0] = {&rw_avx512_kernel_q5_0, tile_p_wt, NULL},
         [AMX_IQ4_NL] = {&rw_avx512_kernel_iq4_nl, tile_p_wt, NULL},
         [AMX_MXFP4] = {&rw_avx512_kernel_mxfp4, tile_p_wt, NULL},
-        [AMX_Q4_K] = {&rw_avx512_kernel_q4_K, tile_p_q45, rw_avx512_amx_pack_q4_K},
-        [AMX_Q5_K] = {&rw_avx512_kernel_q5_K, tile_p_q45, rw_avx512_amx_pack_q5_K},
-        [AMX_Q6_K] = {&rw_avx512_kernel_q6_K, tile_p_q6, rw_avx512_amx_pack_q6_K},
+        [AMX_Q4_K] = {&rw_avx512_kernel_q4_K, tile_p_q45, rw_avx512_amx_pack_q4_K, rw_avx512_convert_q8_K_amx},
+        [AMX_Q5_K] = {&rw_avx512_kernel_q5_K, tile_p_q45, rw_avx512_amx_pack_q5_K, rw_avx512_convert_q8_K_amx},
+        [AMX_Q6_K] = {&rw_avx512_kernel_q6_K, tile_p_q6, rw_avx512_amx_pack_q6_K, rw_avx512_convert_q8_K_p},
     };
     for (int i = 0; i < AMX_N; i++) {
         rw_mm_kernel k = *from[i].base;
@@ -341,7 +360,7 @@ static void amx_build(void) {
             k.pack_p = from[i].pack_p;
             k.p_wbytes = rw_avx512_amx_k_wbytes;
             k.p_bytes = x_bytes_super;
-            k.convert_p = rw_avx512_convert_q8_K_p;
+            k.convert_p = from[i].convert_p;
             k.p_rows = AMX_ROWS;
         }
         amx_kernels[i] = k;

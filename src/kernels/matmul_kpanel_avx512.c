@@ -536,7 +536,10 @@ static void amx_k_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_b
                     unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
                     amx_k_split(&b[o], hi[o].u, Q6);
                 }
-                for (int k = 0; k < 8; k++) pairs[k][o][0] = b[o].mins[k][0], pairs[k][o][1] = b[o].mins[k][1];
+                if (Q6) /* (32 sc_2k, 32 sc_2k+1) against the bsums pairs */
+                    for (int k = 0; k < 8; k++) pairs[k][o][0] = b[o].mins[k][0], pairs[k][o][1] = b[o].mins[k][1];
+                else /* (m_2t, m_2t+1) against the sub-block sums pairs (rw_avx512_convert_q8_K_amx) */
+                    for (int t = 0; t < 4; t++) pairs[t][o][0] = b[o].mins[2 * t][0], pairs[t][o][1] = b[o].mins[2 * t + 1][0];
                 d[o] = b[o].d;
                 dmin[o] = Q6 ? 0.0f : b[o].dmin;
             }
@@ -560,6 +563,15 @@ void rw_avx512_amx_pack_q6_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_o
 }
 void rw_avx512_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
     convert_q8_K_p(rows, n_rows, xp, n);
+}
+void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, int64_t n) {
+    convert_q8_K_p(rows, n_rows, xp, n);
+    x_super *s = xp;
+    for (int64_t b = 0; b < n / 256; b++) { /* the 8 sub-blocks' sums (|sum| <= 32 * 127) in the padding */
+        int16_t bs32[8];
+        for (int j = 0; j < 8; j++) bs32[j] = (int16_t)(s[b].bsums[2 * j] + s[b].bsums[2 * j + 1]);
+        memcpy(s[b].pad, bs32, sizeof bs32);
+    }
 }
 
 #define KXK(name, conv, TILE_P, WBYTES)                                                                        \
