@@ -149,7 +149,8 @@ RW_API void rw_log_set(rw_log_fn fn, void *user, rw_log_level max_level);
 /* ---- process-wide settings ------------------------------------------ */
 
 /* The kernel tier every matrix product and op of the process runs on:
- * "ref" (plain C), "avx2", "avx512" or "neon"; NULL or "" = the best this
+ * "ref" (plain C), "avx2", "avx512", "amx" (AVX-512 with the many-row
+ * products on Intel's AMX tiles) or "neon"; NULL or "" = the best this
  * CPU has (the default). Every tier computes the same bits, so this changes
  * speed only. Weights are packed for the tier when a model opens, so the
  * tier can change only while no model is open: call it first, from one

@@ -20,7 +20,7 @@
 # Environment (defaults):
 #   LLAMA_BENCH  path to llama-bench (required): the instrument, e.g. a build
 #                with AVX-512 off to compare the AVX2 tier
-#   RW_KERNELS   rewind's kernel tier (ref, avx2, avx512, neon; unset: the
+#   RW_KERNELS   rewind's kernel tier (ref, avx2, avx512, amx, neon; unset: the
 #                best this CPU runs), named in the table's header
 #   REWIND       build/rewind
 #   GRID         "qwen35-0.8b:q8_0 qwen35-0.8b:q4_k_m qwen35-4b:q4_k_m qwen35-4b:q8_0 qwen35-9b:q4_k_m qwen3-4b:q4_k_m",

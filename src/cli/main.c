@@ -67,7 +67,7 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
 }
 
 /* Environment settings are the program's conveniences (the library reads no
- * environment): RW_KERNELS=ref|avx2|avx512|neon picks the kernel tier (ignored
+ * environment): RW_KERNELS=ref|avx2|avx512|amx|neon picks the kernel tier (ignored
  * when the CPU lacks it), RW_NUMERICS=auto|fast|ggml the summation order
  * (a command's --numerics overrides it), RW_PANELS=0 turns the packed
  * panels off, RW_AVX_VNNI=0 keeps the AVX2 tier to plain AVX2 (no AVX-VNNI;

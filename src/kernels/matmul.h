@@ -22,7 +22,7 @@
  * bits (tests/kernels/test_matmul.c compares them bitwise), so results, saved
  * states and cache entries mean the same on every CPU. The tier is chosen
  * once from the CPU's features; the environment variable
- * RW_KERNELS=ref|avx2|avx512|neon overrides it (for tests and benchmarks).
+ * RW_KERNELS=ref|avx2|avx512|amx|neon overrides it (for tests and benchmarks).
  */
 #ifndef RW_KERNELS_MATMUL_H
 #define RW_KERNELS_MATMUL_H
