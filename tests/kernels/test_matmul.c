@@ -496,6 +496,9 @@ int main(void) {
     for (int i = 0; i < 3; i++) CHECK(rw_threadpool_new(i + 1, &pools[i], &err) == RW_OK);
 
     check_errors();
+    for (int tier = RW_TIER_AVX2; tier < RW_TIER_COUNT; tier++) /* tiers this CPU lacks are skipped: say so */
+        if (!rw_kernel_tier_available((rw_kernel_tier)tier))
+            printf("test_matmul: no %s tier on this CPU (or OS): skipped\n", rw_kernel_tier_name((rw_kernel_tier)tier));
     /* the default numerics (auto, which is fast: check_auto_is_fast) for
      * every type, then ggml for the types whose order it changes */
     static const rw_dtype ggml_types[] = {RW_TYPE_Q4_0, RW_TYPE_Q5_0, RW_TYPE_Q8_0, RW_TYPE_Q4_1,
