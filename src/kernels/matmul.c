@@ -368,7 +368,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
         const bool stored = n >= panel_min && k->p_bytes && sp->panels;
         const bool fly = !stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= FLY_MIN;
         const mm_form *form = stored || fly                           ? &panel
-                              : n >= 2 && n <= QUAD_MAX && k->q_bytes ? &quad
+                              : n >= 2 && n <= (k->q_max_rows ? k->q_max_rows : QUAD_MAX) && k->q_bytes ? &quad
                               : k->g_bytes && n >= (k->g_min_rows ? k->g_min_rows : PACK_MIN) ? &group
                                                                       : NULL;
         *g = (mm_group){.sp = *sp, .form = form, .slot0 = slot0, .off0 = off, .task0 = task0,

@@ -54,6 +54,17 @@ typedef struct {
 #define AMX_STORE16(t, out) \
     __asm__ volatile("tilestored %%tmm" #t ", (%1,%2,1)" : "=m"(*(int32_t(*)[16][16])(out)) : "r"(out), "r"(64L))
 
+/* Loads configuration c unless the thread's tiles already have it:
+ * ldtilecfg costs about as much as 20 tile products (it also zeroes the
+ * tiles), reading the configuration back about 2. Tiles are left
+ * configured after a call (the next call of the thread usually wants the
+ * same); whatever configured them last, the check sees it. */
+static void amx_use(const amx_cfg *c) {
+    amx_cfg now;
+    __asm__ volatile("sttilecfg %0" : "=m"(now));
+    if (memcmp(&now, c, sizeof now)) __asm__ volatile("ldtilecfg %0" ::"m"(*c));
+}
+
 /* Tiles by parity s (0, 1) of the step (a block, a super-block): C 2s and
  * 2s + 1 (accumulators), A 4 + s (activation rows); B 6 and 7 (weights).
  * Consecutive steps use other C and A tiles, so the tile products of one
@@ -66,7 +77,7 @@ static void amx_configure(int m, int a_bytes, int b_rows) {
     for (int t = 0; t < 4; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = 64;
     for (int t = 4; t < 6; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = (uint16_t)a_bytes;
     for (int t = 6; t < 8; t++) c.rows[t] = (uint8_t)b_rows, c.colsb[t] = 64;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c));
+    amx_use(&c);
 }
 
 /* ---- Q8_0 and the decoded 32-block types ------------------------------- */
@@ -160,8 +171,7 @@ static void q8_amx_panel(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_
 /* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
  * panel spans 16 * ws); nw rows from there, nx <= AMX_MAX_NP activation
  * rows, 16 at a time; out[r * os + i]. The tiles are configured once per
- * row count (a configuration costs about as much as a few hundred tile
- * products) and released at the end. */
+ * row count. */
 static void q8_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os, const int F32S) {
     int configured = 0;
@@ -174,7 +184,6 @@ static void q8_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
                          out + r0 * os + i, os, F32S);
         }
     }
-    _tile_release();
 }
 
 static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
@@ -184,6 +193,155 @@ static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
 static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
                       int64_t os) {
     q8_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1);
+}
+
+/* ---- Q8_0 straight from its rows: the group form --------------------------
+ *
+ * Q8_0's quants are int8 as stored, so its blocks go into the tiles without
+ * repacking: A holds 16 weight rows x one block's 32 quants, read in place
+ * (the rows ws bytes apart), B the block of 16 activation rows in 4-byte
+ * pieces (convert_q8_0_ga), and tdpbssd gives C[weight row][activation
+ * row], the block's exact sums. Serving any row count from 2 at the cost of
+ * a conversion of the activations only, it takes the few-row products
+ * (batched decode, verification) as well as prefill. The float step per
+ * output is the other forms': acc[k] = fma(isum_b, dw_b * dx_b, acc[k]) over
+ * the blocks of k in order, y = (acc[0] + acc[1]) + (acc[2] + acc[3]); here
+ * a register holds one weight row's outputs for 16 activation rows, turned
+ * around at the end. */
+typedef struct {
+    int8_t q[8][64]; /* piece s of the block for activation rows 0..15 at [s][4 * row] */
+    float dx[16];
+} xa_q8_blk;
+
+/* QA_NW weight rows and QA_NG groups of 16 activation rows per call; from
+ * QA_MIN_ROWS rows (fewer take the AVX-512 quad form: a pass of the tiles
+ * over a block of 16 weight rows costs about what the quad form's 4-row
+ * passes cost for 8 rows, measured on a Sapphire Rapids class VM). */
+enum { QA_NW = 64, QA_NG = 4, QA_MIN_ROWS = 12 };
+
+static size_t g_bytes_q8a(int64_t n) { return (size_t)(n / 32) * sizeof(xa_q8_blk); }
+
+static void convert_q8_0_ga(const float *const *rows, int n_rows, void *xg, int64_t n) {
+    xa_q8_blk *g = xg;
+    memset(xg, 0, g_bytes_q8a(n)); /* padding rows: quants and scales 0 */
+    for (int r = 0; r < n_rows; r++)
+        for (int64_t b = 0; b < n / 32; b++) {
+            int8_t q[32];
+            float d, d_raw;
+            int sum;
+            quantize_block32(rows[r] + b * 32, q, &d, &d_raw, &sum);
+            for (int p = 0; p < 8; p++) memcpy(&g[b].q[p][4 * r], q + 4 * p, 4);
+            g[b].dx[r] = d;
+        }
+}
+
+/* C 0, 1 (nl weight rows x 16 activation rows), A 4, 5 (nl weight rows x 32
+ * quants), B 6, 7 (8 x 64): by parity, as amx_configure's. */
+static void amx_configure_qa(int nl) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 2; t++) c.rows[t] = (uint8_t)nl, c.colsb[t] = 64;
+    for (int t = 4; t < 6; t++) c.rows[t] = (uint8_t)nl, c.colsb[t] = 32;
+    for (int t = 6; t < 8; t++) c.rows[t] = 8, c.colsb[t] = 64;
+    amx_use(&c);
+}
+
+INLINE void qa_sums(const int s, const uint8_t *wq, size_t ws, const xa_q8_blk *x, int32_t (*isum)[16]) {
+    if (s == 0) {
+        AMX_LOAD(4, wq, ws);
+        AMX_LOAD(6, x->q, 64);
+        _tile_zero(0);
+        _tile_dpbssd(0, 4, 6);
+        AMX_STORE16(0, isum);
+    } else {
+        AMX_LOAD(5, wq, ws);
+        AMX_LOAD(7, x->q, 64);
+        _tile_zero(1);
+        _tile_dpbssd(1, 5, 7);
+        AMX_STORE16(1, isum);
+    }
+}
+
+/* Weight rows w .. w + 15 (nl kept) against one group of 16 activation rows
+ * (nx real); out[r * os + i]. Blocks in k-runs, each block's float step
+ * after the next-but-one's tile products (as q8_amx_panel). next: the
+ * next 16 rows, fetched into the cache during the pass (the tile loads of
+ * 16 rows at once would wait on memory for each), or NULL. */
+static void qa_pass(int64_t n, const uint8_t *w, size_t ws, int nl, const xa_q8_blk *xg, int nx, float *out,
+                    int64_t os, const uint8_t *next) {
+    const int64_t nb = n / 32;
+    const int64_t lines = AMX_ROWS * (int64_t)((ws + 63) / 64), per = (lines + nb - 1) / nb;
+    int64_t run0[5] = {0};
+    for (int k = 0; k < 4; k++) {
+        int64_t len = 0;
+        for (int64_t b = 2 * k; b < nb; b += 8) len += b + 1 < nb ? 2 : 1;
+        run0[k + 1] = run0[k] + len;
+    }
+#define QA_BLOCK(pos, k) (8 * (((pos) - run0[k]) / 2) + 2 * (k) + ((pos) - run0[k]) % 2)
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32((int)ws));
+    const __mmask16 live = (__mmask16)((1u << nl) - 1);
+    int32_t isum[3][AMX_ROWS][16] __attribute__((aligned(64)));
+    float dw[AMX_ROWS] __attribute__((aligned(64)));
+    __m512 part[2][AMX_ROWS], acc[AMX_ROWS];
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    int k = 0, ki = 0;
+    for (int64_t i = 0; i < nb + 2; i++) {
+        if (i < nb) {
+            while (i >= run0[ki + 1]) ki++;
+            const int64_t b = QA_BLOCK(i, ki);
+            if (next) /* a share of the next 16 rows, so that their pass finds them in the cache */
+                for (int64_t l = i * per; l < (i + 1) * per && l < lines; l++)
+                    _mm_prefetch((const char *)next + (size_t)(l % AMX_ROWS) * ws + 64 * (size_t)(l / AMX_ROWS),
+                                 _MM_HINT_T0);
+            const uint8_t *wq = w + (size_t)b * sizeof(rw_block_q8_0) + offsetof(rw_block_q8_0, qs);
+            if (i % 2 == 0) qa_sums(0, wq, ws, xg + b, isum[i % 3]);
+            else qa_sums(1, wq, ws, xg + b, isum[i % 3]);
+        }
+        const int64_t j = i - 2; /* the block finished now */
+        if (j < 0) continue;
+        const int64_t bj = QA_BLOCK(j, k);
+        const __m512i dh = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows,
+                                                       w + (size_t)bj * sizeof(rw_block_q8_0), 1);
+        _mm512_store_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh))); /* the f16 in each dword's low half */
+        const __m512 dx = _mm512_loadu_ps(xg[bj].dx);
+        const int32_t(*is)[16] = isum[j % 3];
+        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
+            const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(is[r])), sc, acc[r]);
+        }
+        while (k < 4 && j == run0[k + 1] - 1) { /* the last of run k (runs past 2k >= nb are empty) */
+            _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
+                part[k / 2][r] = k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
+                acc[r] = _mm512_setzero_ps();
+            }
+            k++;
+        }
+    }
+    for (; k < 4; k++)
+        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) part[k / 2][r] =
+            k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
+#undef QA_BLOCK
+    __m512i y[AMX_ROWS]; /* weight row r's outputs, then turned around: activation row t's */
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) y[r] =
+        _mm512_castps_si512(_mm512_add_ps(part[0][r], part[1][r]));
+    transpose16x16(y);
+    for (int t = 0; t < nx; t++) _mm512_mask_storeu_ps(out + t * os, live, _mm512_castsi512_ps(y[t]));
+}
+
+/* The group form's tile: nw <= QA_NW weight rows from w, nx <= 16 * QA_NG
+ * activation rows in groups of 16 (xgs bytes apart). */
+static void tile_g_q8_0a(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx,
+                         float *out, int64_t os) {
+    for (int i = 0; i < nw; i += AMX_ROWS) {
+        const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
+        amx_configure_qa(nl);
+        for (int g = 0; 16 * g < nx; g++) /* rows past the matrix end may be fetched: harmless */
+            qa_pass(n, w + (size_t)i * ws, ws, nl, (const xa_q8_blk *)(xg + (size_t)g * xgs),
+                    nx - 16 * g < 16 ? nx - 16 * g : 16, out + (int64_t)16 * g * os + i, os,
+                    g == 0 ? w + (size_t)(i + AMX_ROWS) * ws : NULL);
+    }
 }
 
 /* ---- Q4_K, Q5_K, Q6_K ----------------------------------------------------
@@ -212,7 +370,7 @@ static void amx_configure_k(int m0, int m1) {
     for (int t = 0; t < 6; t++)
         if (m[t]) c.rows[t] = (uint8_t)m[t], c.colsb[t] = 64;
     for (int t = 6; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c));
+    amx_use(&c);
 }
 
 /* Elements 64 ks .. 64 ks + 63 of super-block B against the rows at x (and
@@ -313,7 +471,6 @@ static void k_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
             k_amx_panel(n / 256, w + (size_t)i * ws, xp + (size_t)r0 * xps, xps, m, nl, out + r0 * os + i, os, MODE);
         }
     }
-    _tile_release();
 }
 
 static void tile_p_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
@@ -354,6 +511,14 @@ static void amx_build(void) {
     };
     for (int i = 0; i < AMX_N; i++) {
         rw_mm_kernel k = *from[i].base;
+        if (i == AMX_Q8_0) { /* the group form straight from the rows, the AVX-512 quad form below it */
+            k.g_bytes = g_bytes_q8a, k.convert_g = convert_q8_0_ga, k.tile_g = tile_g_q8_0a;
+            k.max_ng = QA_NG, k.g_min_rows = QA_MIN_ROWS, k.q_max_rows = QA_MIN_ROWS - 1;
+            k.p_bytes = NULL, k.convert_p = NULL, k.tile_p = NULL, k.pack_p = NULL, k.p_wbytes = NULL;
+            k.max_nw = QA_NW;
+            amx_kernels[i] = k;
+            continue;
+        }
         k.tile_p = from[i].tile_p;
         k.max_np = AMX_MAX_NP;
         if (from[i].pack_p) { /* the K-quants: their own panels over the panel form's Q8_K rows */

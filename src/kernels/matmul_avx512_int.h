@@ -331,6 +331,35 @@ INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const 
 #define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
     BLOCK32_TILE_GEN(name, UNPACK, BLK, __m256, _mm256_setzero_ps(), b32_ggml, hsum8_ggml)
 
+/* The 16 x 16 transpose of 32-bit lanes: on return r[k] lane l holds
+ * lane k of row l. Unpacks of 32 and 64 bits leave, in 128-bit lane j of
+ * t[4i + m], column 4j + m of rows 4i..4i+3; two rounds of 128-bit
+ * shuffles then gather each column's four pieces. */
+INLINE void transpose16x16(__m512i r[16]) {
+    __m512i t[16];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+        const __m512i ul = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i uh = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512i vl = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i vh = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        t[m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(2, 0, 2, 0));     /* column m */
+        t[4 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(2, 0, 2, 0)); /* column 4 + m */
+        t[8 + m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(3, 1, 3, 1)); /* column 8 + m */
+        t[12 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+    _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) r[k] = t[k];
+}
+
 /* ==== the Q8_0 panel form's layouts (matmul_q8_0_avx512.c, shared with
  * the AMX tier) ============================================================ */
 

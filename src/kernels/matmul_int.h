@@ -79,6 +79,7 @@ typedef struct {
     size_t (*p_wbytes)(int64_t n_in); /* bytes per weight row in the panels; NULL: the dense row size */
     int p_min_rows;                   /* fewest activation rows that take the panel form; 0: 2 */
     int g_min_rows;                   /* fewest activation rows that take the group form; 0: matmul.c's default */
+    int q_max_rows;                   /* most activation rows that take the quad form; 0: matmul.c's default */
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

@@ -576,35 +576,6 @@ enum { WTP_BLK = 16 * 36 };
 
 static size_t wtp_wbytes(int64_t n) { return (size_t)(n / 32) * WTP_BLK / Q8P_ROWS; }
 
-/* The 16 x 16 transpose of 32-bit lanes: on return r[k] lane l holds
- * lane k of row l. Unpacks of 32 and 64 bits leave, in 128-bit lane j of
- * t[4i + m], column 4j + m of rows 4i..4i+3; two rounds of 128-bit
- * shuffles then gather each column's four pieces. */
-INLINE void transpose16x16(__m512i r[16]) {
-    __m512i t[16];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
-        const __m512i ul = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
-        const __m512i uh = _mm512_shuffle_i32x4(r[m], r[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
-        const __m512i vl = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
-        const __m512i vh = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
-        t[m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(2, 0, 2, 0));     /* column m */
-        t[4 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(2, 0, 2, 0)); /* column 4 + m */
-        t[8 + m] = _mm512_shuffle_i32x4(ul, vl, _MM_SHUFFLE(3, 1, 3, 1)); /* column 8 + m */
-        t[12 + m] = _mm512_shuffle_i32x4(uh, vh, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-    _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) r[k] = t[k];
-}
-
 /* As pack_q8_0_p, the blocks decoded: the pair 8o+2k, 8o+2k+1 of each row
  * in one register (dwords 0-7, 8-15), so one transpose gives both panel
  * blocks (a lone last block pairs with zeros). Missing rows are zeros. */
@@ -913,6 +884,7 @@ static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const u
                                                   Q8P_MAX_NX,       \
                                                   wtp_wbytes,       \
                                                   8,                \
+                                                  0,                \
                                                   0};
 WT_KERNEL(q4_0)
 WT_KERNEL(q5_0)
@@ -929,7 +901,7 @@ const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_
                                             g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
                                             q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ,
                                             p_bytes_q8, convert_q8_0_p, tile_p_q8_0, pack_q8_0_p, Q8P_ROWS, Q8P_MAX_NX,
-                                            NULL, 0, 0};
+                                            NULL, 0, 0, 0};
 
 const rw_mm_kernel rw_avx512_kernel_q8_0_ggml = {
     .x_bytes = x_bytes_chunks, .convert_x = convert_q8_0_b128, .tile = tile_q8_0_ggml, .max_nw = NW,
