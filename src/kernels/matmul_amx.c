@@ -394,21 +394,64 @@ INLINE void k_amx_step(const uint8_t *B, int ks, const uint8_t *x0, const uint8_
     if (two) _tile_dpbssd(3, 5, 7);
 }
 
-/* One panel (16 outputs, nl kept) against m <= 32 activation rows, the
- * tiles configured by amx_configure_k. Super-block sb's tile products are
- * issued a quarter at a time, each followed by the float steps of a quarter
- * of the rows of super-block sb - 1 (whose sums are stored), so the tiles
- * and the vector units work at once. */
-static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int m, int nl, float *out,
-                        int64_t os, const int MODE) {
-    enum { Q = 2 * AMX_ROWS / 4 }; /* rows finished per quarter */
-    int32_t lo[2][2 * AMX_ROWS][16] __attribute__((aligned(64))), hi[2][2 * AMX_ROWS][16] __attribute__((aligned(64)));
-    __m512 acc[2 * AMX_ROWS];
-    const int two = m > AMX_ROWS;
-    for (int r = 0; r < m; r++) acc[r] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb <= nsb; sb++) {
-        const uint8_t *B = P + (size_t)sb * RW_AMX_K_SB_BYTES, *x0 = xp + (size_t)sb * sizeof(x_super);
-        if (sb < nsb) {
+/* The float step of one super-block f for rows [r0, r1) of a chunk: its
+ * stored sums L, H, the activation rows at xp (xps apart), the panel's
+ * super-block F; acc[r] += the AVX-512 panel form's step. */
+INLINE void k_amx_finish(const int MODE, const uint8_t *F, const uint8_t *xp, size_t xps, int64_t f,
+                         const int32_t (*L)[16], const int32_t (*H)[16], int r0, int r1, __m512 *acc) {
+    const __m512i *PR = (const __m512i *)(F + 8192);
+    const __m512 dw = _mm512_load_ps(F + 8192 + 512), dm = _mm512_load_ps(F + 8192 + 576);
+    for (int r = r0; r < r1; r++) {
+        const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + f;
+        const __m512i is = _mm512_add_epi32(_mm512_load_si512(L[r]), _mm512_slli_epi32(_mm512_load_si512(H[r]), 8));
+        __m512i ms = _mm512_setzero_si512();
+        if (MODE == KA_Q6)
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
+                ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+        else
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms = _mm512_dpwssd_epi32(
+                ms, _mm512_load_si512(PR + t), _mm512_set1_epi32(((const i32u *)xs->pad)[t]));
+        const __m512 dx = _mm512_set1_ps(xs->d);
+        if (MODE == KA_Q6) {
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
+                                                         _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
+        } else {
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
+            const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
+            acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
+        }
+    }
+}
+
+/* nw weight rows (panels of 16 from w, ws bytes a row) against nx <= 256
+ * activation rows (chunks of 32); out[r * os + i]. One pipeline over every
+ * (chunk, panel, super-block) step: a step's tile products are issued a
+ * quarter at a time, each quarter followed by the float steps of a quarter
+ * of the rows of the step before (whose sums are stored), so the tiles and
+ * the vector units work at once, also across panels. A (chunk, panel)
+ * pair's sums start at +0 and take the super-blocks in order, as the
+ * AVX-512 form's. */
+static void k_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os, const int MODE) {
+    enum { CH = 2 * AMX_ROWS, Q = CH / 4 };
+    const int64_t nsb = n / 256;
+    const int np = (nw + AMX_ROWS - 1) / AMX_ROWS, nc = (nx + CH - 1) / CH;
+    const int64_t steps = (int64_t)nc * np * nsb;
+    int32_t lo[2][CH][16] __attribute__((aligned(64))), hi[2][CH][16] __attribute__((aligned(64)));
+    __m512 acc[2][CH]; /* by the (chunk, panel) pair's parity */
+    int configured = 0;
+    int pc = 0, pi = 0, pm = 0; /* the previous step's chunk, panel, rows */
+    int64_t psb = -1;
+    for (int64_t s = 0; s <= steps; s++) {
+        const int have = s < steps;
+        const int c = have ? (int)(s / (np * nsb)) : 0, i = have ? (int)(s / nsb % np) : 0;
+        const int64_t sb = have ? s % nsb : 0;
+        const int m = nx - CH * c < CH ? nx - CH * c : CH, two = m > AMX_ROWS;
+        const uint8_t *B = w + (size_t)i * AMX_ROWS * ws + (size_t)sb * RW_AMX_K_SB_BYTES;
+        const uint8_t *x0 = xp + (size_t)c * CH * xps + (size_t)sb * sizeof(x_super);
+        if (have) {
+            if (m != configured) amx_configure_k(m < AMX_ROWS ? m : AMX_ROWS, m - AMX_ROWS > 0 ? m - AMX_ROWS : 0),
+                configured = m;
             _tile_zero(0);
             _tile_zero(1);
             if (two) {
@@ -416,60 +459,34 @@ static void k_amx_panel(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t
                 _tile_zero(3);
             }
         }
-        const int64_t f = sb - 1; /* the super-block whose float steps run now */
-        const uint8_t *F = B - RW_AMX_K_SB_BYTES;
-        const __m512i *PR = (const __m512i *)(F + 8192);
-        const int32_t(*L)[16] = lo[f & 1], (*H)[16] = hi[f & 1];
+        /* the step before: pair (pc, pi), super-block psb */
+        const int pp = (pc * np + pi) & 1;
+        const uint8_t *F = w + (size_t)pi * AMX_ROWS * ws + (size_t)psb * RW_AMX_K_SB_BYTES;
+        const uint8_t *px = xp + (size_t)pc * CH * xps;
+        if (psb == 0)
+            for (int r = 0; r < pm; r++) acc[pp][r] = _mm512_setzero_ps();
         for (int ks = 0; ks < 4; ks++) {
-            if (sb < nsb) k_amx_step(B, ks, x0, x0 + AMX_ROWS * xps, xps, two);
-            if (sb == 0) continue;
-            const __m512 dw = _mm512_load_ps(F + 8192 + 512), dm = _mm512_load_ps(F + 8192 + 576);
-            const int r1 = Q * (ks + 1) < m ? Q * (ks + 1) : m;
-            for (int r = Q * ks; r < r1; r++) {
-                const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + f;
-                const __m512i is =
-                    _mm512_add_epi32(_mm512_load_si512(L[r]), _mm512_slli_epi32(_mm512_load_si512(H[r]), 8));
-                __m512i ms = _mm512_setzero_si512();
-                if (MODE == KA_Q6)
-                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
-                        ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
-                else
-                    _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms = _mm512_dpwssd_epi32(
-                        ms, _mm512_load_si512(PR + t), _mm512_set1_epi32(((const i32u *)xs->pad)[t]));
-                const __m512 dx = _mm512_set1_ps(xs->d);
-                if (MODE == KA_Q6) {
-                    acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
-                                                                 _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
-                } else {
-                    const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
-                    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
-                    acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
-                }
-            }
+            if (have) k_amx_step(B, ks, x0, x0 + AMX_ROWS * xps, xps, two);
+            if (psb < 0) continue;
+            const int r1 = Q * (ks + 1) < pm ? Q * (ks + 1) : pm;
+            k_amx_finish(MODE, F, px, xps, psb, (const int32_t(*)[16])lo[(s - 1) & 1],
+                         (const int32_t(*)[16])hi[(s - 1) & 1], Q * ks, r1, acc[pp]);
         }
-        if (sb < nsb) {
-            AMX_STORE16(0, lo[sb & 1][0]);
-            AMX_STORE16(1, hi[sb & 1][0]);
+        if (psb == nsb - 1) { /* the pair is done */
+            const int nl = nw - AMX_ROWS * pi < AMX_ROWS ? nw - AMX_ROWS * pi : AMX_ROWS;
+            const __mmask16 keep = (__mmask16)((1u << nl) - 1);
+            for (int r = 0; r < pm; r++)
+                _mm512_mask_storeu_ps(out + ((int64_t)pc * CH + r) * os + AMX_ROWS * pi, keep, acc[pp][r]);
+        }
+        if (have) {
+            AMX_STORE16(0, lo[s & 1][0]);
+            AMX_STORE16(1, hi[s & 1][0]);
             if (two) {
-                AMX_STORE16(2, lo[sb & 1][AMX_ROWS]);
-                AMX_STORE16(3, hi[sb & 1][AMX_ROWS]);
+                AMX_STORE16(2, lo[s & 1][AMX_ROWS]);
+                AMX_STORE16(3, hi[s & 1][AMX_ROWS]);
             }
         }
-    }
-    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
-    for (int r = 0; r < m; r++) _mm512_mask_storeu_ps(out + r * os, keep, acc[r]);
-}
-
-static void k_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                       float *out, int64_t os, const int MODE) {
-    int configured = 0; /* as q8_amx_tile */
-    for (int r0 = 0; r0 < nx; r0 += 2 * AMX_ROWS) {
-        const int m = nx - r0 < 2 * AMX_ROWS ? nx - r0 : 2 * AMX_ROWS, m0 = m < AMX_ROWS ? m : AMX_ROWS;
-        if (m != configured) amx_configure_k(m0, m - m0), configured = m;
-        for (int i = 0; i < nw; i += AMX_ROWS) {
-            const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
-            k_amx_panel(n / 256, w + (size_t)i * ws, xp + (size_t)r0 * xps, xps, m, nl, out + r0 * os + i, os, MODE);
-        }
+        pc = c, pi = i, pm = m, psb = have ? sb : -1;
     }
 }
 
