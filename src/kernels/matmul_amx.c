@@ -399,6 +399,8 @@ INLINE void k_amx_step(const uint8_t *B, int ks, const uint8_t *x0, const uint8_
  * super-block F; acc[r] += the AVX-512 panel form's step. */
 INLINE void k_amx_finish(const int MODE, const uint8_t *F, const uint8_t *xp, size_t xps, int64_t f,
                          const int32_t (*L)[16], const int32_t (*H)[16], int r0, int r1, __m512 *acc) {
+    /* the first super-block starts the sums at +0 (no zeroing store in between: a string store here
+     * waits for the tile stores in flight) */
     const __m512i *PR = (const __m512i *)(F + 8192);
     const __m512 dw = _mm512_load_ps(F + 8192 + 512), dm = _mm512_load_ps(F + 8192 + 576);
     for (int r = r0; r < r1; r++) {
@@ -412,13 +414,13 @@ INLINE void k_amx_finish(const int MODE, const uint8_t *F, const uint8_t *xp, si
             _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms = _mm512_dpwssd_epi32(
                 ms, _mm512_load_si512(PR + t), _mm512_set1_epi32(((const i32u *)xs->pad)[t]));
         const __m512 dx = _mm512_set1_ps(xs->d);
+        const __m512 a = f == 0 ? _mm512_setzero_ps() : acc[r];
         if (MODE == KA_Q6) {
-            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
-                                                         _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
+            acc[r] = _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
         } else {
             const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
             const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
-            acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, u));
+            acc[r] = _mm512_add_ps(a, _mm512_sub_ps(t, u));
         }
     }
 }
@@ -463,8 +465,6 @@ static void k_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
         const int pp = (pc * np + pi) & 1;
         const uint8_t *F = w + (size_t)pi * AMX_ROWS * ws + (size_t)psb * RW_AMX_K_SB_BYTES;
         const uint8_t *px = xp + (size_t)pc * CH * xps;
-        if (psb == 0)
-            for (int r = 0; r < pm; r++) acc[pp][r] = _mm512_setzero_ps();
         for (int ks = 0; ks < 4; ks++) {
             if (have) k_amx_step(B, ks, x0, x0 + AMX_ROWS * xps, xps, two);
             if (psb < 0) continue;
