@@ -1,33 +1,34 @@
-/* matmul_amx.c - the AMX tier: the AVX-512 tier's kernels, with the panel
- * form (many activation rows over repacked weights) computing its exact
+/* matmul_amx.c - the AMX tier: the AVX-512 tier's kernels, with the
+ * many-row products of Q8_0, Q4_K, Q5_K and Q6_K computing their exact
  * integer sums on the AMX int8 tiles.
  *
  * Why the results are bitwise the AVX-512 tier's (and the reference's):
  * every output is a float step per block over exact integer block sums.
  * The tiles only compute those integers (in any order: integer sums are
- * exact); the float step after them is the AVX-512 panel form's, the same
+ * exact); the float step after them is the AVX-512 forms', the same
  * operations in the same order, per output. So a row's result does not
  * depend on which tier, form, row count or thread computed it.
  *
  * Tiles (palette 1): C (up to 16 rows x 16 int32) += A (up to 16 rows x K
- * bytes, signed) . B (K/4 rows x 16 columns x 4 bytes), where A holds
- * activation rows and B 16 weight rows, 4 consecutive elements per dword
- * (the AVX-512 panels' layout: one dword per weight row).
+ * bytes) . B (K/4 rows x 16 columns x 4 bytes).
  *
- * Q8_0 and the 32-block types decoded to int8 (Q4_0, Q5_0, IQ4_NL, MXFP4)
- * take the AVX-512 tier's panels as they are: per block, 8 x 64 bytes
- * (dword s of 16 rows, biased +128 to unsigned), so one tdpbsud with K = 32
- * gives the 16 x 16 block sums + 128 * the activation quants' sum, which
- * the activation's correction removes, as the AVX-512 form does.
+ * Q8_0 (the group form, from 12 rows): its rows go into A as stored (16
+ * weight rows x one block's 32 quants), 16 activation rows into B; one
+ * tdpbssd per block gives the 16 x 16 block sums. Nothing is repacked.
  *
- * Q4_K, Q5_K and Q6_K take their own panels (rw_avx512_amx_pack_*, packed
- * with the AVX-512 code): per super-block the products w = sc * q of the
- * scale and the (unsigned) quant, as the AVX-512 form's integer sum
- * isum = sum_j sc_j * dot_j uses them; w fits 16 bits, so it is split into
- * an unsigned low byte and a signed high byte, and
- * isum = (x . lo) + 256 * (x . hi), two tile products per 64 elements
- * (|isum| <= 256 * 8064 * 127 < 2^31). The min term (the bsums against the
- * min pairs) and the float step are the AVX-512 form's vector code.
+ * Q4_K, Q5_K and Q6_K (the panel form, from 32 rows): their own panels
+ * (rw_avx512_amx_pack_*, packed with the AVX-512 code): per super-block the
+ * products w = sc * q of the scale and the (unsigned) quant, as the
+ * AVX-512 form's integer sum isum = sum_j sc_j * dot_j uses them; w fits 16
+ * bits, so it is split into an unsigned low byte and a signed high byte,
+ * and isum = (x . lo) + 256 * (x . hi), two tile products per 64 elements
+ * (|isum| <= 256 * 8064 * 127 < 2^31); activation rows in A, weights in B.
+ * The min term and the float step are the AVX-512 form's vector code.
+ *
+ * The 32-block types decoded to int8 (Q4_0, Q5_0, IQ4_NL, MXFP4) stay on
+ * the AVX-512 tier: tile products over the AVX-512 panels measured 0.98x
+ * its speed (each block's 16 x 16 sums must leave the tiles through memory
+ * before the float step, which then costs what the VNNI products cost).
  */
 #include <pthread.h>
 
@@ -63,136 +64,6 @@ static void amx_use(const amx_cfg *c) {
     amx_cfg now;
     __asm__ volatile("sttilecfg %0" : "=m"(now));
     if (memcmp(&now, c, sizeof now)) __asm__ volatile("ldtilecfg %0" ::"m"(*c));
-}
-
-/* Tiles by parity s (0, 1) of the step (a block, a super-block): C 2s and
- * 2s + 1 (accumulators), A 4 + s (activation rows); B 6 and 7 (weights).
- * Consecutive steps use other C and A tiles, so the tile products of one
- * step run while the vector code finishes the step before.
- * m: activation rows (<= 16); a_bytes: A's row bytes (K); b_rows: K / 4. */
-static void amx_configure(int m, int a_bytes, int b_rows) {
-    amx_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 4; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = 64;
-    for (int t = 4; t < 6; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = (uint16_t)a_bytes;
-    for (int t = 6; t < 8; t++) c.rows[t] = (uint8_t)b_rows, c.colsb[t] = 64;
-    amx_use(&c);
-}
-
-/* ---- Q8_0 and the decoded 32-block types ------------------------------- */
-
-#define Q8A_PF_DIST 4096 /* bytes ahead that the panel is prefetched */
-
-/* Step s of the pipeline: block b's sums for the m rows at xp into
- * isum (tile s, from A 4 + s and B 6 + s). */
-INLINE void q8_amx_sums(const int s, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int64_t b,
-                        int32_t (*isum)[16]) {
-    for (int c = 0; c < 8; c++) _mm_prefetch((const char *)P->q[c] + Q8A_PF_DIST, _MM_HINT_T0);
-    const uint8_t *a = xp + (size_t)b * sizeof(xp_q8_blk);
-    if (s == 0) {
-        AMX_LOAD(6, P->q, 64);
-        AMX_LOAD(4, a, xps);
-        _tile_zero(0);
-        _tile_dpbsud(0, 4, 6);
-        AMX_STORE16(0, isum);
-    } else {
-        AMX_LOAD(7, P->q, 64);
-        AMX_LOAD(5, a, xps);
-        _tile_zero(1);
-        _tile_dpbsud(1, 5, 7);
-        AMX_STORE16(1, isum);
-    }
-}
-
-/* One panel (16 outputs, nl kept) against m <= 16 activation rows; the
- * tiles are configured (amx_configure(m, 32, 8)). The AVX-512 form's float
- * step per output: acc[k] = fma(isum_b, dw_b * dx_b, acc[k]) over blocks
- * 8o+2k, 8o+2k+1 in the panel's order, then
- * y = (acc[0] + acc[1]) + (acc[2] + acc[3]). The panel's blocks are taken
- * in its order (i), k-runs one after the other; the float step of block
- * i - 2 runs after block i's tile products are issued (its stored sums are
- * then in the cache: a tile store reaches loads only once it retires).
- * Rows past m compute row m - 1 again and are not stored. */
-static void q8_amx_panel(int64_t n, const wp_q8_blk *P, const uint8_t *xp, size_t xps, int m, int nl, float *out,
-                         int64_t os, const int F32S) {
-    const int64_t nb = n / 32;
-    const uint16_t(*D)[16] = (const uint16_t(*)[16])(P + nb);
-    const float(*DF)[16] = (const float(*)[16])(P + nb);
-    int32_t isum[3][AMX_ROWS][16] __attribute__((aligned(64)));
-    const xp_q8_blk *xr[AMX_ROWS];
-    for (int r = 0; r < AMX_ROWS; r++) xr[r] = (const xp_q8_blk *)(xp + (size_t)(r < m ? r : m - 1) * xps);
-    /* the panel's k-runs: run k holds blocks 8o+2k+h in (o, h) order, so
-     * position t of a run is block 8(t/2) + 2k + t%2 */
-    int64_t run0[5] = {0};
-    for (int k = 0; k < 4; k++) {
-        int64_t len = 0;
-        for (int64_t b = 2 * k; b < nb; b += 8) len += b + 1 < nb ? 2 : 1;
-        run0[k + 1] = run0[k] + len;
-    }
-    int64_t i;
-#define Q8A_BLOCK(pos, k) (8 * (((pos) - run0[k]) / 2) + 2 * (k) + ((pos) - run0[k]) % 2)
-    __m512 part[2][AMX_ROWS], acc[AMX_ROWS];
-    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) acc[r] = _mm512_setzero_ps();
-    int k = 0, ki = 0; /* the k-runs of the block finished and of the block issued */
-    for (i = 0; i < nb + 2; i++) {
-        if (i < nb) {
-            while (i >= run0[ki + 1]) ki++;
-            if (i % 2 == 0) q8_amx_sums(0, P + i, xp, xps, Q8A_BLOCK(i, ki), isum[i % 3]);
-            else q8_amx_sums(1, P + i, xp, xps, Q8A_BLOCK(i, ki), isum[i % 3]);
-        }
-        const int64_t j = i - 2; /* the block finished now */
-        if (j < 0) continue;
-        const __m512 dw =
-            F32S ? _mm512_loadu_ps(DF[j]) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)D[j]));
-        const int32_t(*is)[16] = isum[j % 3];
-        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
-            const xp_q8_blk *xb = xr[r] + Q8A_BLOCK(j, k);
-            const __m512i ia = _mm512_add_epi32(_mm512_load_si512(is[r]), _mm512_set1_epi32(xb->corr));
-            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
-        }
-        while (k < 4 && j == run0[k + 1] - 1) { /* the last of run k (runs past 2k >= nb are empty) */
-            _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
-                part[k / 2][r] = k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
-                acc[r] = _mm512_setzero_ps();
-            }
-            k++;
-        }
-    }
-    for (; k < 4; k++) /* empty trailing runs */
-        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) part[k / 2][r] =
-            k % 2 == 0 ? acc[r] : _mm512_add_ps(part[k / 2][r], acc[r]);
-    const __mmask16 lanes = (__mmask16)((1u << nl) - 1);
-    for (int r = 0; r < m; r++) _mm512_mask_storeu_ps(out + r * os, lanes, _mm512_add_ps(part[0][r], part[1][r]));
-#undef Q8A_BLOCK
-}
-
-/* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
- * panel spans 16 * ws); nw rows from there, nx <= AMX_MAX_NP activation
- * rows, 16 at a time; out[r * os + i]. The tiles are configured once per
- * row count. */
-static void q8_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                        float *out, int64_t os, const int F32S) {
-    int configured = 0;
-    for (int r0 = 0; r0 < nx; r0 += AMX_ROWS) {
-        const int m = nx - r0 < AMX_ROWS ? nx - r0 : AMX_ROWS;
-        if (m != configured) amx_configure(m, 32, 8), configured = m;
-        for (int i = 0; i < nw; i += AMX_ROWS) {
-            const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
-            q8_amx_panel(n, (const wp_q8_blk *)(w + (size_t)i * ws), xp + (size_t)r0 * xps, xps, m, nl,
-                         out + r0 * os + i, os, F32S);
-        }
-    }
-}
-
-static void tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                        float *out, int64_t os) {
-    q8_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, 0);
-}
-static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
-                      int64_t os) {
-    q8_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1);
 }
 
 /* ---- Q8_0 straight from its rows: the group form --------------------------
@@ -268,8 +139,8 @@ INLINE void qa_sums(const int s, const uint8_t *wq, size_t ws, const xa_q8_blk *
  * after the next-but-one's tile products (as q8_amx_panel). next: the
  * next 16 rows, fetched into the cache during the pass (the tile loads of
  * 16 rows at once would wait on memory for each), or NULL. */
-static void qa_pass(int64_t n, const uint8_t *w, size_t ws, int nl, const xa_q8_blk *xg, int nx, float *out,
-                    int64_t os, const uint8_t *next) {
+static void qa_pass(int64_t n, const uint8_t *w, size_t ws, int nl, const xa_q8_blk *xg, int nx, float *out, int64_t os,
+                    const uint8_t *next) {
     const int64_t nb = n / 32;
     const int64_t lines = AMX_ROWS * (int64_t)((ws + 63) / 64), per = (lines + nb - 1) / nb;
     int64_t run0[5] = {0};
@@ -278,7 +149,7 @@ static void qa_pass(int64_t n, const uint8_t *w, size_t ws, int nl, const xa_q8_
         for (int64_t b = 2 * k; b < nb; b += 8) len += b + 1 < nb ? 2 : 1;
         run0[k + 1] = run0[k] + len;
     }
-#define QA_BLOCK(pos, k) (8 * (((pos) - run0[k]) / 2) + 2 * (k) + ((pos) - run0[k]) % 2)
+#define QA_BLOCK(pos, k) (8 * (((pos)-run0[k]) / 2) + 2 * (k) + ((pos)-run0[k]) % 2)
     const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32((int)ws));
     const __mmask16 live = (__mmask16)((1u << nl) - 1);
@@ -302,8 +173,8 @@ static void qa_pass(int64_t n, const uint8_t *w, size_t ws, int nl, const xa_q8_
         const int64_t j = i - 2; /* the block finished now */
         if (j < 0) continue;
         const int64_t bj = QA_BLOCK(j, k);
-        const __m512i dh = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows,
-                                                       w + (size_t)bj * sizeof(rw_block_q8_0), 1);
+        const __m512i dh =
+            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, w + (size_t)bj * sizeof(rw_block_q8_0), 1);
         _mm512_store_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh))); /* the f16 in each dword's low half */
         const __m512 dx = _mm512_loadu_ps(xg[bj].dx);
         const int32_t(*is)[16] = isum[j % 3];
@@ -411,12 +282,13 @@ INLINE void k_amx_finish(const int MODE, const uint8_t *F, const uint8_t *xp, si
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
                 ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
         else
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms = _mm512_dpwssd_epi32(
-                ms, _mm512_load_si512(PR + t), _mm512_set1_epi32(((const i32u *)xs->pad)[t]));
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms =
+                _mm512_dpwssd_epi32(ms, _mm512_load_si512(PR + t), _mm512_set1_epi32(((const i32u *)xs->pad)[t]));
         const __m512 dx = _mm512_set1_ps(xs->d);
         const __m512 a = f == 0 ? _mm512_setzero_ps() : acc[r];
         if (MODE == KA_Q6) {
-            acc[r] = _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
+            acc[r] =
+                _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ms))));
         } else {
             const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is));
             const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
@@ -452,8 +324,8 @@ static void k_amx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
         const uint8_t *B = w + (size_t)i * AMX_ROWS * ws + (size_t)sb * RW_AMX_K_SB_BYTES;
         const uint8_t *x0 = xp + (size_t)c * CH * xps + (size_t)sb * sizeof(x_super);
         if (have) {
-            if (m != configured) amx_configure_k(m < AMX_ROWS ? m : AMX_ROWS, m - AMX_ROWS > 0 ? m - AMX_ROWS : 0),
-                configured = m;
+            if (m != configured)
+                amx_configure_k(m < AMX_ROWS ? m : AMX_ROWS, m - AMX_ROWS > 0 ? m - AMX_ROWS : 0), configured = m;
             _tile_zero(0);
             _tile_zero(1);
             if (two) {
@@ -505,7 +377,7 @@ static void tile_p_q6(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
  * form replaced; a type without an AMX panel form is the AVX-512 tier's
  * (NULL here). Built once, on the first lookup. */
 
-enum { AMX_Q8_0, AMX_Q4_0, AMX_Q5_0, AMX_IQ4_NL, AMX_MXFP4, AMX_Q4_K, AMX_Q5_K, AMX_Q6_K, AMX_N };
+enum { AMX_Q8_0, AMX_Q4_K, AMX_Q5_K, AMX_Q6_K, AMX_N };
 
 static rw_mm_kernel amx_kernels[AMX_N];
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
@@ -517,11 +389,7 @@ static void amx_build(void) {
         void (*pack_p)(const uint8_t *, size_t, int64_t, int64_t, uint8_t *);
         void (*convert_p)(const float *const *, int, void *, int64_t);
     } from[AMX_N] = {
-        [AMX_Q8_0] = {&rw_avx512_kernel_q8_0, tile_p_q8_0, NULL},
-        [AMX_Q4_0] = {&rw_avx512_kernel_q4_0, tile_p_wt, NULL},
-        [AMX_Q5_0] = {&rw_avx512_kernel_q5_0, tile_p_wt, NULL},
-        [AMX_IQ4_NL] = {&rw_avx512_kernel_iq4_nl, tile_p_wt, NULL},
-        [AMX_MXFP4] = {&rw_avx512_kernel_mxfp4, tile_p_wt, NULL},
+        [AMX_Q8_0] = {&rw_avx512_kernel_q8_0, NULL, NULL, NULL},
         [AMX_Q4_K] = {&rw_avx512_kernel_q4_K, tile_p_q45, rw_avx512_amx_pack_q4_K, rw_avx512_convert_q8_K_amx},
         [AMX_Q5_K] = {&rw_avx512_kernel_q5_K, tile_p_q45, rw_avx512_amx_pack_q5_K, rw_avx512_convert_q8_K_amx},
         [AMX_Q6_K] = {&rw_avx512_kernel_q6_K, tile_p_q6, rw_avx512_amx_pack_q6_K, rw_avx512_convert_q8_K_p},
@@ -553,10 +421,6 @@ const rw_mm_kernel *rw_mm_kernel_amx(rw_dtype t) {
     int i;
     switch (t) {
     case RW_TYPE_Q8_0: i = AMX_Q8_0; break;
-    case RW_TYPE_Q4_0: i = AMX_Q4_0; break;
-    case RW_TYPE_Q5_0: i = AMX_Q5_0; break;
-    case RW_TYPE_IQ4_NL: i = AMX_IQ4_NL; break;
-    case RW_TYPE_MXFP4: i = AMX_MXFP4; break;
     case RW_TYPE_Q4_K: i = AMX_Q4_K; break;
     case RW_TYPE_Q5_K: i = AMX_Q5_K; break;
     case RW_TYPE_Q6_K: i = AMX_Q6_K; break;
