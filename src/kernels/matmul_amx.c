@@ -36,7 +36,7 @@
 
 /* AMX_ROWS: weight rows of a panel, activation rows of a tile; a tile call
  * takes up to AMX_MAX_NP rows (matmul.c's PANEL_ROWS). */
-enum { AMX_ROWS = 16, AMX_MAX_NP = 256 };
+enum { AMX_ROWS = 16, AMX_MAX_NP = 256, AMX_PANEL_ROWS = 64, AMX_PANEL_NP = 64 };
 
 /* The tile configuration (palette 1) as ldtilecfg reads it. */
 typedef struct {
@@ -406,12 +406,13 @@ static void amx_build(void) {
         }
         k.tile_p = from[i].tile_p;
         k.max_np = AMX_MAX_NP;
+        if (from[i].pack_p) k.max_np = AMX_PANEL_NP;
         if (from[i].pack_p) { /* the K-quants: their own panels over the panel form's Q8_K rows */
             k.pack_p = from[i].pack_p;
             k.p_wbytes = rw_avx512_amx_k_wbytes;
             k.p_bytes = x_bytes_super;
             k.convert_p = from[i].convert_p;
-            k.p_rows = AMX_ROWS;
+            k.p_rows = AMX_PANEL_ROWS;
         }
         amx_kernels[i] = k;
     }
