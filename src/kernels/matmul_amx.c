@@ -36,7 +36,7 @@
 
 /* AMX_ROWS: weight rows of a panel, activation rows of a tile; a tile call
  * takes up to AMX_MAX_NP rows (matmul.c's PANEL_ROWS). */
-enum { AMX_ROWS = 16, AMX_MAX_NP = 256, AMX_PANEL_ROWS = 64, AMX_PANEL_NP = 64 };
+enum { AMX_ROWS = 16, AMX_MAX_NP = 256, AMX_PANEL_ROWS = 64, AMX_PANEL_NP = 256 };
 
 /* The tile configuration (palette 1) as ldtilecfg reads it. */
 typedef struct {
