@@ -107,7 +107,7 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 /* ---- the parallel driver --------------------------------------------- */
 
 enum {
-    MAX_TILE = 16384,/* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng, RW_MM_QUAD * max_nq),
+    MAX_TILE = 4096, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng, RW_MM_QUAD * max_nq),
                       * p_rows * max_np */
     PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
     QUAD_MAX = 32,   /* most rows of a group that use the kernel's quad form (measured on Zen 4:

@@ -34,9 +34,13 @@
 
 #include "kernels/matmul_avx512_int.h"
 
-/* AMX_ROWS: weight rows of a panel, activation rows of a tile; a tile call
- * takes up to AMX_MAX_NP rows (matmul.c's PANEL_ROWS). */
-enum { AMX_ROWS = 16, AMX_MAX_NP = 256, AMX_PANEL_ROWS = 64, AMX_PANEL_NP = 256 };
+/* AMX_ROWS: weight rows of a panel, activation rows of a tile. The
+ * K-quants' panel form packs AMX_PANEL_ROWS weight rows at a time (4
+ * panels: the activation rows, re-read per call, are then read once per 64
+ * weight rows; for long rows they do not fit L2) and takes up to
+ * AMX_PANEL_NP activation rows a call (p_rows * max_np is within matmul.c's
+ * MAX_TILE, a stack buffer of the calling thread). */
+enum { AMX_ROWS = 16, AMX_PANEL_ROWS = 64, AMX_PANEL_NP = 64 };
 
 /* The tile configuration (palette 1) as ldtilecfg reads it. */
 typedef struct {
@@ -297,7 +301,7 @@ INLINE void k_amx_finish(const int MODE, const uint8_t *F, const uint8_t *xp, si
     }
 }
 
-/* nw weight rows (panels of 16 from w, ws bytes a row) against nx <= 256
+/* nw weight rows (panels of 16 from w, ws bytes a row) against nx <= AMX_PANEL_NP
  * activation rows (chunks of 32); out[r * os + i]. One pipeline over every
  * (chunk, panel, super-block) step: a step's tile products are issued a
  * quarter at a time, each quarter followed by the float steps of a quarter
@@ -373,9 +377,9 @@ static void tile_p_q6(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 
 /* ---- the tier's kernels ---------------------------------------------------
  *
- * The AVX-512 kernels (one-row tile, quad and group forms) with the panel
- * form replaced; a type without an AMX panel form is the AVX-512 tier's
- * (NULL here). Built once, on the first lookup. */
+ * The AVX-512 kernels with Q8_0's group form and the K-quants' panel form
+ * replaced (their other forms stay); a type not here is the AVX-512 tier's
+ * (NULL). Built once, on the first lookup. */
 
 enum { AMX_Q8_0, AMX_Q4_K, AMX_Q5_K, AMX_Q6_K, AMX_N };
 
@@ -404,10 +408,9 @@ static void amx_build(void) {
             amx_kernels[i] = k;
             continue;
         }
-        k.tile_p = from[i].tile_p;
-        k.max_np = AMX_MAX_NP;
-        if (from[i].pack_p) k.max_np = AMX_PANEL_NP;
-        if (from[i].pack_p) { /* the K-quants: their own panels over the panel form's Q8_K rows */
+        { /* the K-quants: their own panels over the panel form's Q8_K rows */
+            k.tile_p = from[i].tile_p;
+            k.max_np = AMX_PANEL_NP;
             k.pack_p = from[i].pack_p;
             k.p_wbytes = rw_avx512_amx_k_wbytes;
             k.p_bytes = x_bytes_super;

@@ -88,7 +88,7 @@ const rw_mm_kernel *rw_mm_kernel_ref(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_neon(rw_dtype t);
-const rw_mm_kernel *rw_mm_kernel_amx(rw_dtype t); /* the AVX-512 kernels with AMX panel forms */
+const rw_mm_kernel *rw_mm_kernel_amx(rw_dtype t); /* the AVX-512 kernels, some many-row forms on AMX */
 /* The kernels of RW_NUMERICS_GGML (matmul.h), per tier; NULL for the
  * types that mode leaves alone. */
 const rw_mm_kernel *rw_mm_kernel_ref_ggml(rw_dtype t);
