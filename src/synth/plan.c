@@ -50,7 +50,9 @@ static void fill_row(const fill_spec *f, uint64_t *rng, uint64_t n_in, uint64_t 
         float a = f->scale * sqrtf(3.0f / (float)n_in); /* uniform [-a, a] has std a/sqrt(3) */
         /* the bulk of every file's numbers: 16 at a time where the CPU can */
 #if defined(__x86_64__)
-        if (rw_kernel_tier_is_avx512(rw_kernel_tier_current())) rw_synth__fill_uniform_avx512(*rng, SPLITMIX_STEP, a, n_in, x);
+        const rw_kernel_tier tier = rw_kernel_tier_current(); /* the amx tier runs the AVX-512 code too */
+        if (tier == RW_TIER_AVX512 || tier == RW_TIER_AMX)
+            rw_synth__fill_uniform_avx512(*rng, SPLITMIX_STEP, a, n_in, x);
         else
 #endif
             for (uint64_t i = 0; i < n_in; i++) x[i] = a * uniform_pm1(rng);
