@@ -408,15 +408,14 @@ static void amx_build(void) {
             amx_kernels[i] = k;
             continue;
         }
-        { /* the K-quants: their own panels over the panel form's Q8_K rows */
-            k.tile_p = from[i].tile_p;
-            k.max_np = AMX_PANEL_NP;
-            k.pack_p = from[i].pack_p;
-            k.p_wbytes = rw_avx512_amx_k_wbytes;
-            k.p_bytes = x_bytes_super;
-            k.convert_p = from[i].convert_p;
-            k.p_rows = AMX_PANEL_ROWS;
-        }
+        /* the K-quants: their own panels over the panel form's Q8_K rows */
+        k.tile_p = from[i].tile_p;
+        k.max_np = AMX_PANEL_NP;
+        k.pack_p = from[i].pack_p;
+        k.p_wbytes = rw_avx512_amx_k_wbytes;
+        k.p_bytes = x_bytes_super;
+        k.convert_p = from[i].convert_p;
+        k.p_rows = AMX_PANEL_ROWS;
         amx_kernels[i] = k;
     }
 }

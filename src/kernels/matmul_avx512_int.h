@@ -360,22 +360,6 @@ INLINE void transpose16x16(__m512i r[16]) {
     _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) r[k] = t[k];
 }
 
-/* ==== the Q8_0 panel form's layouts (matmul_q8_0_avx512.c, shared with
- * the AMX tier) ============================================================ */
-
-/* One panel block: dword s of the block of 16 weight rows at q[s][4 * row],
- * biased +128 to unsigned. */
-typedef struct {
-    uint8_t q[8][64];
-} wp_q8_blk;
-
-/* One activation row's block: quants, scale, -128 * sum of the quants. */
-typedef struct {
-    int8_t q[32];
-    float d;
-    int32_t corr;
-} xp_q8_blk;
-
 /* ==== kernels and tiles one file defines for another ===================== */
 
 /* matmul_q8_0_avx512.c */
@@ -404,9 +388,6 @@ KG_TILE_DECL(q4_K)
 KG_TILE_DECL(q5_K)
 KG_TILE_DECL(q6_K)
 #undef KG_TILE_DECL
-/* matmul_q8_0_avx512.c: the Q8_0 panel form's activation rows */
-size_t rw_avx512_p_bytes_q8(int64_t n);
-void rw_avx512_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n);
 /* matmul_kpanel_avx512.c: the AMX tier's K-quant panels (matmul_amx.c has
  * the layout), their bytes per weight row, and the panel form's activation
  * rows (x_super in element order) */

@@ -514,7 +514,18 @@ WT_TILE_Q(mxfp4, WT_MXFP4)
  * come first), y = (acc[0] + acc[1]) + (acc[2] + acc[3]); isum is exact
  * (the weights' bias removed with -128 * the sum of the activation's
  * quants). */
+typedef struct {
+    uint8_t q[8][64];
+} wp_q8_blk;
+
 enum { Q8P_ROWS = 16, Q8P_MAX_NX = 16 };
+
+/* One activation row's block: quants, scale, -128 * sum of the quants. */
+typedef struct {
+    int8_t q[32];
+    float d;
+    int32_t corr;
+} xp_q8_blk;
 
 static size_t p_bytes_q8(int64_t n) { return (size_t)(n / 32) * sizeof(xp_q8_blk); }
 
@@ -890,12 +901,6 @@ WT_KERNEL(q4_0)
 WT_KERNEL(q5_0)
 WT_KERNEL(iq4_nl)
 WT_KERNEL(mxfp4)
-
-/* The panel form's pieces that the AMX tier (matmul_amx.c) shares. */
-size_t rw_avx512_p_bytes_q8(int64_t n) { return p_bytes_q8(n); }
-void rw_avx512_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
-    convert_q8_0_p(rows, n_rows, xp, n);
-}
 
 const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
                                             g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
