@@ -75,7 +75,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/harness.o
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
-ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8 -mamx-bf16
+ISA_AMX    := $(ISA_AVX512) -mavx512vbmi -mamx-tile -mamx-int8 -mamx-bf16
 ISA_NEON   := -march=armv8.2-a+dotprod
 
 .PHONY: all test test-aarch64 test-fast test-asan demo demo-cluster bench bench-compare soak attack fuzz fuzz-ci format clean setup install install-lib

@@ -71,7 +71,8 @@ bool rw_cpu_has_avx_vnni(void) { return rw_cpu_has_avx2() && probe().avx_vnni; }
 
 enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
 
-/* AMX needs cpuid's AMX-TILE and AMX-INT8, the OS enabling the tile state
+/* AMX needs cpuid's AMX-TILE and AMX-INT8 (and AVX512-VBMI, which every
+ * CPU with them has: the tier's code uses it), the OS enabling the tile state
  * in XCR0 (bits 17 and 18), and, on Linux, the process asking for the tile
  * data once (arch_prctl): the kernel grows the signal and context-switch
  * state for it only on request. Refused or absent: false, and the AVX-512
@@ -81,6 +82,7 @@ static bool amx_probe(void) {
     unsigned a, b, c, d;
     __cpuid_count(7, 0, a, b, c, d);
     if (!(d & (1u << 24)) || !(d & (1u << 25))) return false; /* AMX-TILE, AMX-INT8 */
+    if (!(c & (1u << 1))) return false;                          /* AVX512-VBMI (the tier's byte permutes) */
     if ((xcr0() & (3ull << 17)) != (3ull << 17)) return false;  /* XTILECFG, XTILEDATA */
     unsigned long perm = 0;
     if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA)))

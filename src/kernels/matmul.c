@@ -107,7 +107,8 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 /* ---- the parallel driver --------------------------------------------- */
 
 enum {
-    MAX_TILE = 4096, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_GROUP * max_ng, RW_MM_QUAD * max_nq),
+    MAX_TILE = 4096, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_QUAD * max_nq), g_max_nw (or max_nw)
+                      * * RW_MM_GROUP * max_ng,
                       * p_rows * max_np */
     PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
     QUAD_MAX = 32,   /* most rows of a group that use the kernel's quad form (measured on Zen 4:
@@ -339,7 +340,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
                            const float *x, int64_t x_stride, rw_threadpool *pool, rw_error *err) {
     mm_job j = {.k = k, .n_in = n_in, .x = x, .x_stride = x_stride, .n_groups = n_specs};
     const size_t row_slot = (size_t)round_up((int64_t)k->x_bytes(n_in), 64);
-    const mm_form group = {RW_MM_GROUP, k->max_ng, k->max_nw, k->convert_g, k->tile_g},
+    const mm_form group = {RW_MM_GROUP, k->max_ng, k->g_max_nw ? k->g_max_nw : k->max_nw, k->convert_g, k->tile_g},
                   quad = {RW_MM_QUAD, k->max_nq, k->max_nw, k->convert_q, k->tile_q},
                   panel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_p};
     const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(n_in), 64) : 0;

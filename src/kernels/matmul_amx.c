@@ -375,6 +375,226 @@ static void tile_p_q6(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
     k_amx_tile(n, w, ws, nw, xp, xps, nx, out, os, KA_Q6);
 }
 
+/* ---- Q4_K straight from its rows: the group form ------------------------
+ *
+ * For few activation rows (batched decode, verification, short prefills)
+ * packing panels costs more than the products. Here each super-block of 16
+ * weight rows is unpacked once per call, in row order, into the products
+ * w = sc * q (int16, as the AVX-512 forms' isum = sum_j sc_j * dot_j uses
+ * them) split into low and high bytes (ka_rows: the weights are the A
+ * tiles, nothing is transposed); the activation rows are what is
+ * rearranged, once per call (xa_k_blk: 16 rows in the B layout). C0 + 256
+ * C1 = (lo . x) + 256 (hi . x) is isum (|C0| <= 256 * 255 * 127). The min
+ * term and the float step are the panel form's (k_amx_finish), a register
+ * holding one weight row's outputs for 16 activation rows, turned around
+ * at the end.
+ *
+ * Q5_K and Q6_K unpack into more instructions per weight (their fifth and
+ * sixth bits, Q6_K's 16 scales): this form measured 1.0-1.1x (Q5_K) and
+ * 0.8-1.0x (Q6_K) the AVX-512 forms at 8-16 rows, so they keep those. */
+typedef struct {
+    int8_t q[4][16][64]; /* element 64 ks + 4 g + i of activation row a at [ks][g][4 a + i]: the B tiles */
+    float d[16];
+    int32_t pr[4][16]; /* the sub-block sums (2t, 2t + 1) as int16 pairs */
+} xa_k_blk;
+
+/* One super-block of up to 16 weight rows, unpacked: the products' low
+ * (unsigned) and high bytes; the min pairs (m_2t, m_2t+1), d and dmin. */
+typedef struct {
+    uint8_t lo[AMX_ROWS][256], hi[AMX_ROWS][256];
+} ka_rows;
+typedef struct {
+    int32_t pairs[AMX_ROWS][4];
+    float d[AMX_ROWS], dmin[AMX_ROWS];
+} ka_meta;
+
+/* KA_NW weight rows and KA_NG groups of 16 activation rows per call (the
+ * unpacking is per call: 64 rows share it); from KA_MIN_ROWS rows (below,
+ * the AVX-512 tile costs less than a pass of the tiles), up to
+ * KA_PANEL_ROWS, from where the panel form's products (each weight
+ * super-block once per 16 activation rows) cost less than unpacking per
+ * call (measured on a Sapphire Rapids class VM: 1024 x 6144, 1.3x the
+ * AVX-512 form at 8 rows, 1.4-1.5x at 16, 1.8x the panel form at 32, equal
+ * at about 160). */
+enum { KA_NW = 64, KA_NG = 4, KA_MIN_ROWS = 6, KA_PANEL_ROWS = 160, KA_AHEAD = 2 };
+
+static size_t g_bytes_ka(int64_t n) { return (size_t)(n / 256) * sizeof(xa_k_blk); }
+
+static void convert_ka(const float *const *rows, int n_rows, void *xg, int64_t n) {
+    xa_k_blk *g = xg;
+    memset(xg, 0, g_bytes_ka(n)); /* padding rows: quants, sums and scales 0 */
+    for (int r = 0; r < n_rows; r++)
+        for (int64_t b = 0; b < n / 256; b++) {
+            x_super xs;
+            convert_q8_K(rows[r] + 256 * b, &xs, 256); /* super-blocks quantize independently */
+            for (int ks = 0; ks < 4; ks++)
+                for (int i = 0; i < 16; i++) memcpy(&g[b].q[ks][i][4 * r], xs.qs + 64 * ks + 4 * i, 4);
+            g[b].d[r] = xs.d;
+            for (int t = 0; t < 4; t++) {
+                const int16_t lo = (int16_t)(xs.bsums[4 * t] + xs.bsums[4 * t + 1]),
+                              hi = (int16_t)(xs.bsums[4 * t + 2] + xs.bsums[4 * t + 3]);
+                g[b].pr[t][r] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+            }
+        }
+}
+
+/* The low and high bytes of the products p0 (elements 0-31) and p1 (32-63), in element order. */
+INLINE void ka_split(__m512i p0, __m512i p1, uint8_t *lo, uint8_t *hi) {
+    const __m512i even = _mm512_set_epi8(126, 124, 122, 120, 118, 116, 114, 112, 110, 108, 106, 104, 102, 100, 98, 96, 94,
+                                         92, 90, 88, 86, 84, 82, 80, 78, 76, 74, 72, 70, 68, 66, 64, 62, 60, 58, 56, 54,
+                                         52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14,
+                                         12, 10, 8, 6, 4, 2, 0);
+    _mm512_store_si512((__m512i *)lo, _mm512_permutex2var_epi8(p0, even, p1));
+    _mm512_store_si512((__m512i *)hi, _mm512_permutex2var_epi8(p0, _mm512_add_epi8(even, _mm512_set1_epi8(1)), p1));
+}
+
+/* One Q4_K row's super-block: w[e] = sc[e / 32] * q[e]; pairs (m_2t, m_2t+1).
+ * The 6-bit scales and mins four at a time in 32-bit words (as
+ * kp_scales_k4's); element 64j + l is the low nibble of qs[32j + l],
+ * element 64j + 32 + l its high nibble. */
+INLINE void ka_row(const rw_block_q4_K *blk, uint8_t *lo8, uint8_t *hi8, int32_t *pairs) {
+    uint32_t a, b, c;
+    memcpy(&a, blk->scales, 4), memcpy(&b, blk->scales + 4, 4), memcpy(&c, blk->scales + 8, 4);
+    const uint64_t sc = (a & 0x3F3F3F3Fu) | (uint64_t)((c & 0x0F0F0F0Fu) | ((a >> 6) & 0x03030303u) << 4) << 32;
+    const uint64_t m = (b & 0x3F3F3F3Fu) | (uint64_t)(((c >> 4) & 0x0F0F0F0Fu) | ((b >> 6) & 0x03030303u) << 4) << 32;
+    _mm_storeu_si128((__m128i *)pairs, _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m)));
+    const __m512i scv = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m512i m4 = _mm512_set1_epi16(0x0F);
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        const __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * j)));
+        const __m512i s0 = _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2 * j)), scv),
+                      s1 = _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2 * j + 1)), scv);
+        ka_split(_mm512_mullo_epi16(_mm512_and_si512(q, m4), s0), _mm512_mullo_epi16(_mm512_srli_epi16(q, 4), s1),
+                 lo8 + 64 * j, hi8 + 64 * j);
+    }
+}
+
+/* Super-block sb of nl rows from wi (ws bytes apart) into W and M; d and
+ * dmin of the 16 rows in one gather (each block's first dword). */
+INLINE void ka_prep(const uint8_t *wi, size_t ws, int64_t sb, int nl, __m512i rows, ka_rows *W, ka_meta *M) {
+    const uint8_t *b0 = wi + (size_t)sb * sizeof(rw_block_q4_K);
+    for (int r = 0; r < nl; r++) ka_row((const rw_block_q4_K *)(b0 + (size_t)r * ws), W->lo[r], W->hi[r], M->pairs[r]);
+    const __mmask16 live = (__mmask16)((1u << nl) - 1);
+    const __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, b0, 1);
+    _mm512_store_ps(M->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_store_ps(M->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+}
+
+/* acc[r] (r < nl) += the float step of super-block sb from its stored sums L, H. */
+INLINE void ka_finish(const ka_meta *M, const xa_k_blk *x, const int32_t (*L)[16], const int32_t (*H)[16], int nl,
+                      int64_t sb, __m512 *acc) {
+    const __m512 dx = _mm512_loadu_ps(x->d);
+    __m512i pr[4];
+    for (int t = 0; t < 4; t++) pr[t] = _mm512_loadu_si512(x->pr[t]);
+    for (int r = 0; r < nl; r++) {
+        const __m512i is = _mm512_add_epi32(_mm512_load_si512(L[r]), _mm512_slli_epi32(_mm512_load_si512(H[r]), 8));
+        __m512i ms = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms =
+            _mm512_dpwssd_epi32(ms, _mm512_set1_epi32(M->pairs[r][t]), pr[t]);
+        const __m512 a = sb == 0 ? _mm512_setzero_ps() : acc[r];
+        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(M->d[r]), dx), _mm512_cvtepi32_ps(is));
+        const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(M->dmin[r]), dx), _mm512_cvtepi32_ps(ms));
+        acc[r] = _mm512_add_ps(a, _mm512_sub_ps(t, u));
+    }
+}
+
+/* C 0, 1 (nl weight rows x 16 activation rows: the low and high sums), A
+ * 2, 3 and 4, 5 (nl weight rows x 64 low / high bytes), B 6, 7 (64
+ * elements of 16 activation rows); A and B by the step's parity. */
+static void amx_configure_ka(int nl) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 6; t++) c.rows[t] = (uint8_t)nl, c.colsb[t] = 64;
+    for (int t = 6; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
+    amx_use(&c);
+}
+
+#define KA_STEP(ks, AL, AH, B)                                \
+    do {                                                      \
+        AMX_LOAD(AL, W->lo[0] + 64 * (ks), sizeof W->lo[0]); \
+        AMX_LOAD(B, x->q[ks], 64);                            \
+        _tile_dpbusd(0, AL, B);                               \
+        AMX_LOAD(AH, W->hi[0] + 64 * (ks), sizeof W->hi[0]); \
+        _tile_dpbssd(1, AH, B);                               \
+    } while (0)
+
+/* nw weight rows from w (16 at a time) against nx activation rows (groups
+ * of 16, xgs bytes apart). One pipeline over the (super-block, group) steps
+ * of 16 weight rows: a step's tile products are issued, the next
+ * super-block is unpacked (at a super-block's first group), the float step
+ * of the step before runs (its sums stored), then this step's sums are
+ * stored; so the tiles work while the vector units do. */
+static void tile_g_q4_Ka(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, int nx,
+                         float *out, int64_t os) {
+    const int64_t nsb = n / 256;
+    const int ng = (nx + AMX_ROWS - 1) / AMX_ROWS;
+    const int64_t steps = nsb * ng;
+    static _Thread_local ka_rows Wtl[2] __attribute__((aligned(64))); /* 16 KiB: not on a possibly small stack */
+    /* its address taken once: in shared-library code that is a call, and a call brings a vzeroupper, which
+     * between tile instructions costs about 100 ns (measured) */
+    ka_rows *Wt = Wtl;
+    __asm__("" : "+r"(Wt)); /* kept, not recomputed in the loop */
+    ka_meta M[4] __attribute__((aligned(64)));                    /* by super-block: the float step reads sb - 1's */
+    int32_t LH[2][2][AMX_ROWS][16] __attribute__((aligned(64))); /* by step */
+    __m512 acc[KA_NG][AMX_ROWS];
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32((int)ws));
+    for (int i = 0; i < nw; i += AMX_ROWS) {
+        const int nl = nw - i < AMX_ROWS ? nw - i : AMX_ROWS;
+        const uint8_t *wi = w + (size_t)i * ws;
+        amx_configure_ka(nl);
+        ka_prep(wi, ws, 0, nl, rows, &Wt[0], &M[0]);
+        for (int64_t st = 0; st <= steps; st++) {
+            const int64_t sb = st / ng;
+            const int g = (int)(st % ng);
+            if (st < steps) {
+                const ka_rows *W = &Wt[sb & 1];
+                const xa_k_blk *x = (const xa_k_blk *)(xg + (size_t)g * xgs) + sb;
+                _tile_zero(0);
+                _tile_zero(1);
+                KA_STEP(0, 2, 3, 6);
+                KA_STEP(1, 4, 5, 7);
+                KA_STEP(2, 2, 3, 6);
+                KA_STEP(3, 4, 5, 7);
+                if (g == 0) {
+                    /* KA_AHEAD super-blocks ahead, into the next 16 rows (and past the call's rows: the next
+                     * call's or past the matrix; prefetches do not fault): 16 streams are more than the
+                     * prefetchers follow */
+                    const int64_t ahead = sb + KA_AHEAD;
+                    const char *pf = (const char *)w + (size_t)(i + AMX_ROWS * (ahead / nsb)) * ws +
+                                     (size_t)(ahead % nsb) * sizeof(rw_block_q4_K);
+                    for (int r = 0; r < AMX_ROWS; r++)
+                        for (size_t l = 0; l < sizeof(rw_block_q4_K); l += 64)
+                            _mm_prefetch(pf + (size_t)r * ws + l, _MM_HINT_T1);
+                    if (sb + 1 < nsb) ka_prep(wi, ws, sb + 1, nl, rows, &Wt[(sb + 1) & 1], &M[(sb + 1) & 3]);
+                }
+            }
+            if (st > 0) {
+                const int64_t pb = (st - 1) / ng;
+                const int pg = (int)((st - 1) % ng);
+                ka_finish(&M[pb & 3], (const xa_k_blk *)(xg + (size_t)pg * xgs) + pb,
+                          (const int32_t(*)[16])LH[(st - 1) & 1][0], (const int32_t(*)[16])LH[(st - 1) & 1][1], nl, pb,
+                          acc[pg]);
+            }
+            if (st < steps) {
+                AMX_STORE16(0, LH[st & 1][0]);
+                AMX_STORE16(1, LH[st & 1][1]);
+            }
+        }
+        const __mmask16 live = (__mmask16)((1u << nl) - 1);
+        for (int g = 0; g < ng; g++) {
+            __m512i y[AMX_ROWS];
+            for (int r = 0; r < AMX_ROWS; r++) y[r] = r < nl ? _mm512_castps_si512(acc[g][r]) : _mm512_setzero_si512();
+            transpose16x16(y);
+            const int m = nx - AMX_ROWS * g < AMX_ROWS ? nx - AMX_ROWS * g : AMX_ROWS;
+            for (int t = 0; t < m; t++)
+                _mm512_mask_storeu_ps(out + (int64_t)(AMX_ROWS * g + t) * os + i, live, _mm512_castsi512_ps(y[t]));
+        }
+    }
+}
+#undef KA_STEP
+
 /* ---- the tier's kernels ---------------------------------------------------
  *
  * The AVX-512 kernels with Q8_0's group form and the K-quants' panel form
@@ -407,6 +627,10 @@ static void amx_build(void) {
             k.max_nw = QA_NW;
             amx_kernels[i] = k;
             continue;
+        }
+        if (i == AMX_Q4_K) { /* the group form straight from the rows, the panels from KA_PANEL_ROWS rows */
+            k.g_bytes = g_bytes_ka, k.convert_g = convert_ka, k.tile_g = tile_g_q4_Ka;
+            k.max_ng = KA_NG, k.g_min_rows = KA_MIN_ROWS, k.g_max_nw = KA_NW, k.p_min_rows = KA_PANEL_ROWS;
         }
         /* the K-quants: their own panels over the panel form's Q8_K rows */
         k.tile_p = from[i].tile_p;

@@ -16,7 +16,7 @@
  *   - convert_g converts up to RW_MM_GROUP activation rows at once into one
  *     packed group (missing rows are padding whose outputs are discarded);
  *   - tile_g computes out[r*out_stride + i] = dot(W row i, activation row r)
- *     for i < nw <= max_nw and r < nx <= RW_MM_GROUP * max_ng, row r being
+ *     for i < nw <= g_max_nw (or max_nw) and r < nx <= RW_MM_GROUP * max_ng, row r being
  *     row r % RW_MM_GROUP of group r / RW_MM_GROUP (outputs of padding rows
  *     are not written).
  * Each output must be bitwise what tile gives for that row alone: the group
@@ -80,6 +80,7 @@ typedef struct {
     int p_min_rows;                   /* fewest activation rows that take the panel form; 0: 2 */
     int g_min_rows;                   /* fewest activation rows that take the group form; 0: matmul.c's default */
     int q_max_rows;                   /* most activation rows that take the quad form; 0: matmul.c's default */
+    int g_max_nw;                     /* weight rows of one tile_g call; 0: max_nw */
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none
