@@ -440,10 +440,10 @@ static void convert_ka(const float *const *rows, int n_rows, void *xg, int64_t n
 
 /* The low and high bytes of the products p0 (elements 0-31) and p1 (32-63), in element order. */
 INLINE void ka_split(__m512i p0, __m512i p1, uint8_t *lo, uint8_t *hi) {
-    const __m512i even = _mm512_set_epi8(126, 124, 122, 120, 118, 116, 114, 112, 110, 108, 106, 104, 102, 100, 98, 96, 94,
-                                         92, 90, 88, 86, 84, 82, 80, 78, 76, 74, 72, 70, 68, 66, 64, 62, 60, 58, 56, 54,
-                                         52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14,
-                                         12, 10, 8, 6, 4, 2, 0);
+    const __m512i even =
+        _mm512_set_epi8(126, 124, 122, 120, 118, 116, 114, 112, 110, 108, 106, 104, 102, 100, 98, 96, 94, 92, 90, 88,
+                        86, 84, 82, 80, 78, 76, 74, 72, 70, 68, 66, 64, 62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40,
+                        38, 36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     _mm512_store_si512((__m512i *)lo, _mm512_permutex2var_epi8(p0, even, p1));
     _mm512_store_si512((__m512i *)hi, _mm512_permutex2var_epi8(p0, _mm512_add_epi8(even, _mm512_set1_epi8(1)), p1));
 }
@@ -510,13 +510,13 @@ static void amx_configure_ka(int nl) {
     amx_use(&c);
 }
 
-#define KA_STEP(ks, AL, AH, B)                                \
-    do {                                                      \
+#define KA_STEP(ks, AL, AH, B)                               \
+    do {                                                     \
         AMX_LOAD(AL, W->lo[0] + 64 * (ks), sizeof W->lo[0]); \
-        AMX_LOAD(B, x->q[ks], 64);                            \
-        _tile_dpbusd(0, AL, B);                               \
+        AMX_LOAD(B, x->q[ks], 64);                           \
+        _tile_dpbusd(0, AL, B);                              \
         AMX_LOAD(AH, W->hi[0] + 64 * (ks), sizeof W->hi[0]); \
-        _tile_dpbssd(1, AH, B);                               \
+        _tile_dpbssd(1, AH, B);                              \
     } while (0)
 
 /* nw weight rows from w (16 at a time) against nx activation rows (groups
@@ -534,8 +534,8 @@ static void tile_g_q4_Ka(int64_t n, const uint8_t *w, size_t ws, int nw, const u
     /* its address taken once: in shared-library code that is a call, and a call brings a vzeroupper, which
      * between tile instructions costs about 100 ns (measured) */
     ka_rows *Wt = Wtl;
-    __asm__("" : "+r"(Wt)); /* kept, not recomputed in the loop */
-    ka_meta M[4] __attribute__((aligned(64)));                    /* by super-block: the float step reads sb - 1's */
+    __asm__("" : "+r"(Wt));                                      /* kept, not recomputed in the loop */
+    ka_meta M[4] __attribute__((aligned(64)));                   /* by super-block: the float step reads sb - 1's */
     int32_t LH[2][2][AMX_ROWS][16] __attribute__((aligned(64))); /* by step */
     __m512 acc[KA_NG][AMX_ROWS];
     const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
