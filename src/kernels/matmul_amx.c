@@ -16,8 +16,13 @@
  * weight rows x one block's 32 quants), 16 activation rows into B; one
  * tdpbssd per block gives the 16 x 16 block sums. Nothing is repacked.
  *
- * Q4_K, Q5_K and Q6_K (the panel form, from 32 rows): their own panels
- * (rw_avx512_amx_pack_*, packed with the AVX-512 code): per super-block the
+ * Q4_K (the group form, 6 to 159 rows): its rows as stored in A, each
+ * super-block of 16 rows unpacked once per call into the products below in
+ * row order; the activation rows rearranged into B once per call.
+ *
+ * Q4_K (from 160 rows), Q5_K and Q6_K (from 32 rows), the panel form:
+ * their own panels (rw_avx512_amx_pack_*, packed with the AVX-512 code):
+ * per super-block the
  * products w = sc * q of the scale and the (unsigned) quant, as the
  * AVX-512 form's integer sum isum = sum_j sc_j * dot_j uses them; w fits 16
  * bits, so it is split into an unsigned low byte and a signed high byte,
