@@ -453,17 +453,13 @@ INLINE void ka_split(__m512i p0, __m512i p1, uint8_t *lo, uint8_t *hi) {
     _mm512_store_si512((__m512i *)hi, _mm512_permutex2var_epi8(p0, _mm512_add_epi8(even, _mm512_set1_epi8(1)), p1));
 }
 
-/* One Q4_K row's super-block: w[e] = sc[e / 32] * q[e]; pairs (m_2t, m_2t+1).
- * The 6-bit scales and mins four at a time in 32-bit words (as
- * kp_scales_k4's); element 64j + l is the low nibble of qs[32j + l],
- * element 64j + 32 + l its high nibble. */
+/* One Q4_K row's super-block: w[e] = sc[e / 32] * q[e]; pairs (m_2t, m_2t+1)
+ * (k4_scales_mins' bytes as int16); element 64j + l is the low nibble of
+ * qs[32j + l], element 64j + 32 + l its high nibble. */
 INLINE void ka_row(const rw_block_q4_K *blk, uint8_t *lo8, uint8_t *hi8, int32_t *pairs) {
-    uint32_t a, b, c;
-    memcpy(&a, blk->scales, 4), memcpy(&b, blk->scales + 4, 4), memcpy(&c, blk->scales + 8, 4);
-    const uint64_t sc = (a & 0x3F3F3F3Fu) | (uint64_t)((c & 0x0F0F0F0Fu) | ((a >> 6) & 0x03030303u) << 4) << 32;
-    const uint64_t m = (b & 0x3F3F3F3Fu) | (uint64_t)(((c >> 4) & 0x0F0F0F0Fu) | ((b >> 6) & 0x03030303u) << 4) << 32;
-    _mm_storeu_si128((__m128i *)pairs, _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m)));
-    const __m512i scv = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m128i sm = k4_scales_mins(blk->scales); /* sc0..7, m0..7 */
+    _mm_storeu_si128((__m128i *)pairs, _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
+    const __m512i scv = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
     const __m512i m4 = _mm512_set1_epi16(0x0F);
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         const __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * j)));

@@ -34,24 +34,6 @@ INLINE __m256i dup_pairs16(__m256i v16) {
     return _mm256_permutexvar_epi16(idx, v16);
 }
 
-/* Q4_K / Q5_K scales: 16 bytes [sc0..7, m0..7] from the packed 12, as 32-bit
- * lanes a0 a1 a2 of the 12 bytes: sc0-3 = a0 & 63, m0-3 = a1 & 63,
- * sc4-7 = (a2 & 15) | (a0 >> 6) << 4, m4-7 = (a2 >> 4) | (a1 >> 6) << 4
- * (per byte). Reads 16 bytes: the 4 after the scales are still in the block. */
-INLINE __m128i k4_scales_mins(const uint8_t s[12]) {
-    __m128i v = _mm_loadu_si128((const __m128i *)s);
-    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* a0 a2 a1 a2 */
-    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* a0 a0 a1 a1 */
-    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_set_epi32(4, 0, 0, 0)),
-                               _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
-    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
-    return _mm_or_si128(lo, hi); /* sc0-3, sc4-7, m0-3, m4-7 */
-}
-
-
-
-
-
 /* Q2_K / Q3_K low bits: chunk z = 2h + ss holds 2-bit fields 2*(2ss) and
  * 2*(2ss+1) of qs[32h .. 32h+32). */
 INLINE __m512i two_bits(const uint8_t *qs32, int ss) {

@@ -514,6 +514,8 @@ WT_TILE_Q(mxfp4, WT_MXFP4)
  * come first), y = (acc[0] + acc[1]) + (acc[2] + acc[3]); isum is exact
  * (the weights' bias removed with -128 * the sum of the activation's
  * quants). */
+/* One panel block: dword s of the block of 16 weight rows at q[s][4 * row],
+ * biased +128 to unsigned. */
 typedef struct {
     uint8_t q[8][64];
 } wp_q8_blk;
