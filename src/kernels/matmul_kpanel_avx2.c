@@ -185,8 +185,8 @@ INLINE __m256i dpwssd(__m256i acc, __m256i a, __m256i b) {
 
 /* One panel (8 outputs) against R activation rows; out[r * os + l] for
  * outputs l < nl. VNNI: each sub-block's dot in 32 bits from vpdpbusd (two
- * chains of four), times its scale with vpmulld (the 16-bit copy shifted
- * down), and the mins with vpdpwssd: the same integers. */
+ * chains of four), each chain times its scale with vpdpwssd (below), and the
+ * mins with vpdpwssd: the same integers. */
 INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
                        const int R, const int VNNI) {
     const int64_t nsb = n / 256;
@@ -213,9 +213,12 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                         d1[r] = dpbusd(d1[r], w1, bcast4(xq + 4));
                     }
                 }
+                /* each chain holds 16 products (|.| <= 16 * 15 * 128 < 2^15),
+                 * so its low 16 bits are its value: vpdpwssd with (scale, 0)
+                 * pairs adds scale * chain, one instruction (not vpmulld's two) */
                 const __m256i sc = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)P->sc[j]), 16);
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] =
-                    _mm256_add_epi32(is[r], _mm256_mullo_epi32(_mm256_add_epi32(d0[r], d1[r]), sc));
+                    dpwssd(dpwssd(is[r], d0[r], sc), d1[r], sc);
             }
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
                 ms[r] = dpwssd(ms[r], _mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j));
@@ -285,15 +288,17 @@ void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const u
  * applied). Per sub-block the reference's isum term scale * sum (q - 32) x
  * is scale * dot - 32 * scale * bsum (exact): dot from two vpmaddubsw pairs
  * added in 16 bits (at most 4 * 63 * 128 = 32256 < 2^15) and a vpmaddwd
- * with the scales, the offset from a vpmaddwd of the scales with the
- * activation's 16-sum; then sum += (d * dx) * isum. */
+ * (AVX-VNNI: vpdpwssd) with the scales; the offsets of two sub-blocks at a
+ * time from one vpmaddwd of the scale pairs sp with the activation's two
+ * 16-sums; then sum += (d * dx) * isum. */
 typedef struct {
     uint8_t q[16][4][32];
-    int16_t sc[16][16];
+    int16_t sc[16][16]; /* sub-block j's scale, twice per row */
+    int16_t sp[8][16];  /* sub-blocks 2p and 2p + 1's scales per row */
     float d[8];
 } kp6_blk;
 
-_Static_assert(sizeof(kp6_blk) == 8 * 324, "Q6_K panel block");
+_Static_assert(sizeof(kp6_blk) == 8 * 356, "Q6_K panel block");
 
 size_t rw_avx2_p_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * (sizeof(kp6_blk) / KP_ROWS); }
 
@@ -317,7 +322,10 @@ static void pack_super6(const uint8_t *row0, size_t ws, int n_left, int64_t b, k
     }
     for (int i = 0; i < 8; i++) {
         const rw_block_q6_K *blk = i < n_left ? (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b : NULL;
-        for (int j = 0; j < 16; j++) p->sc[j][2 * i] = p->sc[j][2 * i + 1] = blk ? blk->scales[j] : 0;
+        for (int j = 0; j < 16; j++) {
+            p->sc[j][2 * i] = p->sc[j][2 * i + 1] = blk ? blk->scales[j] : 0;
+            p->sp[j / 2][2 * i + j % 2] = blk ? blk->scales[j] : 0;
+        }
         p->d[i] = blk ? _cvtsh_ss(blk->d) : 0.0f;
     }
 }
@@ -331,7 +339,7 @@ void rw_avx2_pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, 
 }
 
 INLINE void kpanel6_dot(int64_t n, const kp6_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                        const int R) {
+                        const int R, const int VNNI) {
     const int64_t nsb = n / 256;
     __m256 sum[KP_GROUP];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_ps();
@@ -355,10 +363,14 @@ INLINE void kpanel6_dot(int64_t n, const kp6_blk *P, const uint8_t *xp, size_t x
                     _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(xq)), _mm256_maddubs_epi16(w1, bcast4(xq + 4)));
                 const __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(w2, bcast4(xq + 8)),
                                                    _mm256_maddubs_epi16(w3, bcast4(xq + 12)));
-                is[r] = _mm256_add_epi32(is[r], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
-                ms[r] = _mm256_add_epi32(ms[r],
-                                         _mm256_madd_epi16(sc, _mm256_set1_epi32((int32_t)(uint16_t)xb[r]->bsums[j])));
+                if (VNNI) is[r] = dpwssd(dpwssd(is[r], a, sc), c, sc);
+                else is[r] =
+                    _mm256_add_epi32(is[r], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
             }
+        }
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) {
+            const __m256i sp = _mm256_loadu_si256((const __m256i *)P->sp[p]), bs = bcast4(xb[r]->bsums + 2 * p);
+            ms[r] = VNNI ? dpwssd(ms[r], sp, bs) : _mm256_add_epi32(ms[r], _mm256_madd_epi16(sp, bs));
         }
         const __m256 d = _mm256_loadu_ps(P->d);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
@@ -371,8 +383,8 @@ INLINE void kpanel6_dot(int64_t n, const kp6_blk *P, const uint8_t *xp, size_t x
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm256_maskstore_ps(out + r * os, lanes, sum[r]);
 }
 
-void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                         float *out, int64_t os) {
+INLINE void tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                        float *out, int64_t os, const int VNNI) {
     for (int i = 0; i < nw; i += KP_ROWS) {
         const kp6_blk *P = (const kp6_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
@@ -380,12 +392,18 @@ void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const u
             const uint8_t *x0 = xp + (size_t)r0 * xps;
             float *o0 = out + r0 * os + i;
             switch (nx - r0 < 4 ? nx - r0 : 4) {
-            case 1: kpanel6_dot(n, P, x0, xps, nl, o0, os, 1); break;
-            case 2: kpanel6_dot(n, P, x0, xps, nl, o0, os, 2); break;
-            case 3: kpanel6_dot(n, P, x0, xps, nl, o0, os, 3); break;
-            case 4: kpanel6_dot(n, P, x0, xps, nl, o0, os, 4); break;
+            case 1: kpanel6_dot(n, P, x0, xps, nl, o0, os, 1, VNNI); break;
+            case 2: kpanel6_dot(n, P, x0, xps, nl, o0, os, 2, VNNI); break;
+            case 3: kpanel6_dot(n, P, x0, xps, nl, o0, os, 3, VNNI); break;
+            case 4: kpanel6_dot(n, P, x0, xps, nl, o0, os, 4, VNNI); break;
             default: break;
             }
         }
     }
+}
+
+void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    if (rw_avx2_vnni()) tile_p_q6_K(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    else tile_p_q6_K(n, w, ws, nw, xp, xps, nx, out, os, 0);
 }
