@@ -1,11 +1,11 @@
 /* ops_attn.c - causal GQA attention of a run of new tokens over one
  * sequence's KV cache (ops.h). One task per (token, KV head) computes the
  * group of query heads sharing that KV head: in the AVX-512 tier with
- * rw_attn_group_avx512, which reads each K and V row once for the group
- * (decode at long context is bound by those reads) and gives every head
- * exactly the bits of rw_attn_head; in the other tiers with rw_attn_head
- * per head (ops_model.h), which owns the arithmetic. Both read the cache
- * through its pages (rw_attn_pages). */
+ * rw_attn_group_avx512 and in the AVX2 tier with rw_attn_group_avx2, which
+ * read each K and V row once for the group (decode at long context is bound
+ * by those reads) and give every head exactly the bits of rw_attn_head; in
+ * the other tiers with rw_attn_head per head (ops_model.h), which owns the
+ * arithmetic. All read the cache through its pages (rw_attn_pages). */
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
 
@@ -15,7 +15,7 @@ typedef struct {
     int64_t q_stride, pos0, n_ctx, out_stride;
     int n_head_kv, group, hd_k, hd_v;
     float scale;
-    bool avx512;
+    bool avx512, avx2;
     int block; /* > 0: tokens per task, their queries four at a time (rw_attn_tokens_avx512) */
     float *out, *scratch;
 } attn_job;
@@ -56,6 +56,10 @@ static void attn_task(void *p, int64_t task, int thread) {
         rw_attn_group_avx512(q, j->group, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores, out);
         return;
     }
+    if (j->avx2 && j->group > 1 && rw_attn_group_avx2_fits(&head, j->hd_k)) {
+        rw_attn_group_avx2(q, j->group, &head, kv->f16, n_pos, j->hd_k, j->hd_v, j->scale, scores, out);
+        return;
+    }
 #endif
     for (int h = 0; h < j->group; h++) {
         rw_attn_pages one = head;
@@ -85,7 +89,8 @@ void rw_attn_causal(const rw_attn_kv *kv, const float *q, int64_t q_stride, int6
                     rw_threadpool *pool) {
     attn_job j = {.kv = kv, .q = q, .q_stride = q_stride, .pos0 = pos0, .n_ctx = pos0 + n_q,
                   .out_stride = out_stride, .n_head_kv = n_head_kv, .group = n_head / n_head_kv, .hd_k = hd_k,
-                  .hd_v = hd_v, .scale = scale, .avx512 = rw_ops_use_avx512(), .out = out, .scratch = scratch};
+                  .hd_v = hd_v, .scale = scale, .avx512 = rw_ops_use_avx512(),
+                  .avx2 = rw_ops_use_avx2(), .out = out, .scratch = scratch};
     if (j.avx512) j.block = block_tokens(n_q, j.group, hd_k, hd_v);
     const int64_t n_tasks = j.block ? (n_q + j.block - 1) / j.block : n_q;
     rw_threadpool_run(pool, attn_task, &j, n_tasks * n_head_kv);

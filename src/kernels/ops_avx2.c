@@ -396,25 +396,14 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
     return f16 ? dot_padded_t(kv, i, true, y, n) : dot_padded_t(kv, i, false, y, n);
 }
 
-static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
-                                                            int64_t n_pos, int hd_k, int hd_v, float scale,
-                                                            float *scores, float *out) {
-    const int64_t P = kv->page_len;
-    for (int64_t p0 = 0; p0 < n_pos; p0 += P) { /* scores, page by page */
-        const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
-        const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
-        for (int64_t j = 0; j < np; j++) {
-            const void *kj =
-                f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
-            scores[p0 + j] = dot_ggml(kj, f16, q, hd_k) * scale;
-        }
-    }
+/* Softmax of one head's scores in place: max, numerators per 16-lane block
+ * (zeros past n_pos) summed in float, the blocks in double, times 1/sum;
+ * a sink adds its share to the denominator. */
+static void softmax_scores(float *scores, int64_t n_pos, const float *sink) {
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
-    if (kv->sinks && kv->sinks[0] > mx) mx = kv->sinks[0];
-    /* softmax numerators; each 16-lane block (zeros past n_pos) summed in
-     * float, blocks in double */
+    if (sink && sink[0] > mx) mx = sink[0];
     const __m256 vmx = _mm256_set1_ps(mx);
     double sum = 0.0;
     for (int64_t j = 0; j < n_pos; j += 16) {
@@ -436,9 +425,25 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
         }
         sum += (double)reduce16(e[0], e[1]);
     }
-    if (kv->sinks) sum += (double)expf(kv->sinks[0] - mx);
+    if (sink) sum += (double)expf(sink[0] - mx);
     const float inv = (float)(1.0 / sum);
     for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
+}
+
+static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
+                                                            int64_t n_pos, int hd_k, int hd_v, float scale,
+                                                            float *scores, float *out) {
+    const int64_t P = kv->page_len;
+    for (int64_t p0 = 0; p0 < n_pos; p0 += P) { /* scores, page by page */
+        const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
+        const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
+        for (int64_t j = 0; j < np; j++) {
+            const void *kj =
+                f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
+            scores[p0 + j] = dot_ggml(kj, f16, q, hd_k) * scale;
+        }
+    }
+    softmax_scores(scores, n_pos, kv->sinks);
     for (int i = 0; i < hd_v; i++) out[i] = dot_padded(kv, i, f16, scores, n_pos);
 }
 
@@ -446,4 +451,132 @@ void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_
                        float scale, float *scores, float *out) {
     if (f16) attn_head(q, kv, true, n_pos, hd_k, hd_v, scale, scores, out);
     else attn_head(q, kv, false, n_pos, hd_k, hd_v, scale, scores, out);
+}
+
+/* ==== attention of a GQA group =========================================== */
+
+/* Chunk c (8 lanes, elements 8c.. of each 64) of dot_padded's sum over one
+ * page's np values x (P a page's length) against y: the full 64-blocks, then
+ * the tail as there. */
+INLINE __m256 padded_chunk(const void *x, const bool f16, const float *y, int64_t np, int64_t P, int c, __m256 a) {
+    const int64_t nfull = np & ~(int64_t)63;
+    for (int64_t k = 0; k < nfull; k += 64) a = _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(y + k + 8 * c), a);
+    const int64_t at = nfull + 8 * c;
+    if (at >= np) return a;
+    if (np - at >= 8) return _mm256_fmadd_ps(load8(x, f16, at), _mm256_loadu_ps(y + at), a);
+    if (at + 8 <= P) {
+        const __m256i live =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(np - at)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256 xv = _mm256_and_ps(load8(x, f16, at), _mm256_castsi256_ps(live));
+        return _mm256_fmadd_ps(xv, _mm256_maskload_ps(y + at, live), a);
+    }
+    return _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(y, false, at, np - at), a);
+}
+
+/* hb <= 4 heads of a group: the scores of key kj (hd_k a multiple of 64),
+ * each head's exactly dot_ggml's: its 8 accumulators are chains over the
+ * 64-blocks, computed here two chunks at a time for all heads, so each 8
+ * elements of the key are loaded (converted) once for the heads. */
+INLINE void group_scores(const float *q, int hd_k, const int hb, const void *kj, const bool f16, float scale, float *s,
+                         int64_t s_stride) {
+    __m256 a[4][8];
+    for (int c = 0; c < 8; c += 2) {
+        __m256 x0[4], x1[4];
+        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) x0[h] = x1[h] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < hd_k; i += 64) {
+            const __m256 k0 = load8(kj, f16, i + 8 * c), k1 = load8(kj, f16, i + 8 * c + 8);
+            _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) {
+                const float *qh = q + (int64_t)h * hd_k + i + 8 * c;
+                x0[h] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(qh), x0[h]);
+                x1[h] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(qh + 8), x1[h]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
+            a[h][c] = x0[h];
+            a[h][c + 1] = x1[h];
+        }
+    }
+    for (int h = 0; h < hb; h++) s[h * s_stride] = reduce4x16(a[h]) * scale;
+}
+
+/* out[h * out_stride] = dot_padded(value row i, p + h * n) for hb <= 4
+ * heads, the same chains two chunks at a time, the row's values loaded once
+ * for the heads. */
+INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const float *p, int64_t n, const int hb, float *out,
+                         int64_t out_stride) {
+    const int64_t P = kv->page_len;
+    __m256 a[4][8];
+    for (int c = 0; c < 8; c += 2) {
+        __m256 x0[4], x1[4];
+        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) x0[h] = x1[h] = _mm256_setzero_ps();
+        for (int64_t p0 = 0; p0 < n; p0 += P) {
+            const void *x =
+                (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+            const int64_t np = n - p0 < P ? n - p0 : P, nfull = np & ~(int64_t)63;
+            if (c == 0 && P < n) { /* the next dimension's piece of this page, as the AVX-512 twin */
+                const char *next = (const char *)x + (size_t)kv->v_stride * (f16 ? 2 : 4);
+                for (size_t b = 0; b < (size_t)np * (f16 ? 2 : 4); b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+            }
+            for (int64_t k = 0; k < nfull; k += 64) {
+                const __m256 v0 = load8(x, f16, k + 8 * c), v1 = load8(x, f16, k + 8 * c + 8);
+                _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) {
+                    const float *ph = p + h * n + p0 + k + 8 * c;
+                    x0[h] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(ph), x0[h]);
+                    x1[h] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(ph + 8), x1[h]);
+                }
+            }
+            if (nfull < np) /* the tail (only in the last page) */
+                for (int h = 0; h < hb; h++) {
+                    const float *ph = p + h * n + p0 + nfull;
+                    const char *xt = (const char *)x + (size_t)nfull * (f16 ? 2 : 4);
+                    x0[h] = padded_chunk(xt, f16, ph, np - nfull, P - nfull, c, x0[h]);
+                    x1[h] = padded_chunk(xt, f16, ph, np - nfull, P - nfull, c + 1, x1[h]);
+                }
+        }
+        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
+            a[h][c] = x0[h];
+            a[h][c + 1] = x1[h];
+        }
+    }
+    for (int h = 0; h < hb; h++) out[h * out_stride] = reduce4x16(a[h]);
+}
+
+INLINE void attn_group(const float *q, int r, const rw_attn_pages *kv, const bool f16, int64_t n_pos, int hd_k,
+                       int hd_v, float scale, float *scores, float *out) {
+    const size_t esz = f16 ? 2 : 4;
+    const int64_t P = kv->page_len;
+    for (int h0 = 0; h0 < r; h0 += 4) {
+        const int hb = r - h0 < 4 ? r - h0 : 4;
+        const float *qb = q + (int64_t)h0 * hd_k;
+        float *sb = scores + h0 * n_pos;
+        for (int64_t p0 = 0; p0 < n_pos; p0 += P) {
+            const char *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * esz;
+            const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
+            for (int64_t j = 0; j < np; j++) {
+                const void *kj = k + (size_t)(j * hd_k) * esz;
+                switch (hb) { /* the head count a constant in each body */
+                case 1: group_scores(qb, hd_k, 1, kj, f16, scale, sb + p0 + j, n_pos); break;
+                case 2: group_scores(qb, hd_k, 2, kj, f16, scale, sb + p0 + j, n_pos); break;
+                case 3: group_scores(qb, hd_k, 3, kj, f16, scale, sb + p0 + j, n_pos); break;
+                default: group_scores(qb, hd_k, 4, kj, f16, scale, sb + p0 + j, n_pos); break;
+                }
+            }
+        }
+        for (int h = 0; h < hb; h++) softmax_scores(sb + h * n_pos, n_pos, kv->sinks ? kv->sinks + h0 + h : NULL);
+        float *ob = out + (int64_t)h0 * hd_v;
+        for (int i = 0; i < hd_v; i++) switch (hb) {
+            case 1: group_values(kv, i, f16, sb, n_pos, 1, ob + i, hd_v); break;
+            case 2: group_values(kv, i, f16, sb, n_pos, 2, ob + i, hd_v); break;
+            case 3: group_values(kv, i, f16, sb, n_pos, 3, ob + i, hd_v); break;
+            default: group_values(kv, i, f16, sb, n_pos, 4, ob + i, hd_v); break;
+            }
+    }
+}
+
+bool rw_attn_group_avx2_fits(const rw_attn_pages *kv, int hd_k) { return kv->first <= 0 && hd_k % 64 == 0; }
+
+void rw_attn_group_avx2(const float *q, int r, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                        float scale, float *scores, float *out) {
+    if (f16) attn_group(q, r, kv, true, n_pos, hd_k, hd_v, scale, scores, out);
+    else attn_group(q, r, kv, false, n_pos, hd_k, hd_v, scale, scores, out);
 }

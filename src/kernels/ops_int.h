@@ -52,6 +52,12 @@ void rw_softmax_avx2(const float *x, float *y, int64_t n);
 void rw_rmsnorm_gated_avx2(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
 void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                        float scale, float *scores, float *out);
+/* rw_attn_group_avx512's twin: r query heads sharing one paged KV head, each
+ * head bitwise rw_attn_head's, each K and V row read once for up to four
+ * heads; for keys of a multiple of 64 and no window (_fits). */
+bool rw_attn_group_avx2_fits(const rw_attn_pages *kv, int hd_k);
+void rw_attn_group_avx2(const float *q, int r, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
+                        float scale, float *scores, float *out);
 void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
                              int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
