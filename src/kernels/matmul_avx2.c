@@ -546,20 +546,6 @@ INLINE void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
     }
 }
 
-/* The eight 6-bit scales and mins of a Q4_K / Q5_K super-block as bytes:
- * sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins);
- * 4-7 as the nibbles of bytes 8-11 with the top two bits of bytes 0-3
- * (scales) and 4-7 (mins) above them. */
-INLINE void k4_scales_mins(const uint8_t s[12], uint64_t *sc, uint64_t *mn) {
-    uint32_t a[3]; /* three loads (one 12-byte memcpy went through the stack) */
-    memcpy(&a[0], s, 4);
-    memcpy(&a[1], s + 4, 4);
-    memcpy(&a[2], s + 8, 4);
-    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
-    *sc = (a[0] & m6) | (uint64_t)((a[2] & m4) | ((a[0] >> 6) & m2) << 4) << 32;
-    *mn = (a[1] & m6) | (uint64_t)(((a[2] >> 4) & m4) | ((a[1] >> 6) & m2) << 4) << 32;
-}
-
 /* 16-bit lane k of each half of v, in every lane of that half. */
 INLINE __m256i bcast16(__m256i v, int k) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));

@@ -145,11 +145,13 @@ static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp
             continue;
         }
         const rw_block_q4_K *blk = (const rw_block_q4_K *)(row0 + (size_t)i * ws) + b;
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            rw_k4_scale_min(j, blk->scales, &sc, &m);
-            p->sc[j][2 * i] = p->sc[j][2 * i + 1] = sc;
-            p->mn[j][2 * i] = p->mn[j][2 * i + 1] = m;
+        uint64_t sc, mn;
+        k4_scales_mins(blk->scales, &sc, &mn);
+        for (int j = 0; j < 8; j++) { /* each value twice: one 32-bit store */
+            const uint32_t s1 = (uint32_t)(sc >> 8 * j) & 0xFF, m1 = (uint32_t)(mn >> 8 * j) & 0xFF;
+            const uint32_t s2 = s1 | s1 << 16, m2 = m1 | m1 << 16;
+            memcpy(&p->sc[j][2 * i], &s2, 4);
+            memcpy(&p->mn[j][2 * i], &m2, 4);
         }
         p->d[i] = _cvtsh_ss(blk->d);
         p->dmin[i] = _cvtsh_ss(blk->dmin);
@@ -322,10 +324,14 @@ static void pack_super6(const uint8_t *row0, size_t ws, int n_left, int64_t b, k
     }
     for (int i = 0; i < 8; i++) {
         const rw_block_q6_K *blk = i < n_left ? (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b : NULL;
-        for (int j = 0; j < 16; j++) {
-            p->sc[j][2 * i] = p->sc[j][2 * i + 1] = blk ? blk->scales[j] : 0;
-            p->sp[j / 2][2 * i + j % 2] = blk ? blk->scales[j] : 0;
+        int16_t sc[16] = {0};
+        if (blk)
+            for (int j = 0; j < 16; j++) sc[j] = blk->scales[j];
+        for (int j = 0; j < 16; j++) { /* 32-bit stores of pairs */
+            const int16_t two[2] = {sc[j], sc[j]};
+            memcpy(&p->sc[j][2 * i], two, 4);
         }
+        for (int q = 0; q < 8; q++) memcpy(&p->sp[q][2 * i], &sc[2 * q], 4);
         p->d[i] = blk ? _cvtsh_ss(blk->d) : 0.0f;
     }
 }
