@@ -580,3 +580,43 @@ void rw_attn_group_avx2(const float *q, int r, const rw_attn_pages *kv, bool f16
     if (f16) attn_group(q, r, kv, true, n_pos, hd_k, hd_v, scale, scores, out);
     else attn_group(q, r, kv, false, n_pos, hd_k, hd_v, scale, scores, out);
 }
+
+/* ==== the kernel-4 causal conv over a run of tokens ======================= */
+
+int rw_conv_k4_avx2(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,
+                    bool fused, float *state, float *y, int64_t y_stride) {
+    const __m256i i4 = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i i3 = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+    int c = 0;
+    for (; c + 8 <= C; c += 8) { /* 8 channels through every token: taps and state stay in registers */
+        const float *wc = w + (int64_t)c * 4;
+        float *st = state + (int64_t)c * 3;
+        const __m256 w0 = _mm256_i32gather_ps(wc, i4, 4), w1 = _mm256_i32gather_ps(wc + 1, i4, 4),
+                     w2 = _mm256_i32gather_ps(wc + 2, i4, 4), w3 = _mm256_i32gather_ps(wc + 3, i4, 4);
+        const __m256 b = bias ? _mm256_loadu_ps(bias + c) : _mm256_setzero_ps();
+        __m256 s0 = _mm256_i32gather_ps(st, i3, 4), s1 = _mm256_i32gather_ps(st + 1, i3, 4),
+               s2 = _mm256_i32gather_ps(st + 2, i3, 4);
+        for (int64_t t = 0; t < n_t; t++) {
+            const __m256 xc = _mm256_loadu_ps(x + t * x_stride + c); /* read before y (which may be x) is written */
+            __m256 sum = _mm256_setzero_ps();
+            if (fused) { /* conv_k4's operations, per lane */
+                sum = _mm256_fmadd_ps(s0, w0, sum);
+                sum = _mm256_fmadd_ps(s1, w1, sum);
+                sum = _mm256_fmadd_ps(s2, w2, sum);
+                sum = _mm256_fmadd_ps(xc, w3, sum);
+            } else {
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(s0, w0));
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(s1, w1));
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(s2, w2));
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(xc, w3));
+            }
+            if (bias) sum = _mm256_add_ps(sum, b);
+            _mm256_storeu_ps(y + t * y_stride + c, sum);
+            s0 = s1, s1 = s2, s2 = xc;
+        }
+        float a0[8], a1[8], a2[8];
+        _mm256_storeu_ps(a0, s0), _mm256_storeu_ps(a1, s1), _mm256_storeu_ps(a2, s2);
+        for (int j = 0; j < 8; j++) st[3 * j] = a0[j], st[3 * j + 1] = a1[j], st[3 * j + 2] = a2[j];
+    }
+    return c;
+}
