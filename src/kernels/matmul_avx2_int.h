@@ -114,7 +114,6 @@ void rw_avx2_tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
  * same bytes) into dst (matmul_kpanel_avx2.c). */
 void rw_avx2_quantize_q8_K(const float *x, void *dst, int64_t n);
 
-/* Q4_K and Q6_K over repacked weights (matmul_kpanel_avx2.c). */
 /* The eight 6-bit scales and mins of a Q4_K / Q5_K super-block as bytes:
  * sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins);
  * 4-7 as the nibbles of bytes 8-11 with the top two bits of bytes 0-3
@@ -129,6 +128,7 @@ static inline void k4_scales_mins(const uint8_t s[12], uint64_t *sc, uint64_t *m
     *mn = (a[1] & m6) | (uint64_t)(((a[2] >> 4) & m4) | ((a[1] >> 6) & m2) << 4) << 32;
 }
 
+/* Q4_K and Q6_K over repacked weights (matmul_kpanel_avx2.c). */
 enum { RW_AVX2_KP_ROWS = 8, RW_AVX2_KP_MAX_NX = 8 };
 size_t rw_avx2_p_wbytes_q4_K(int64_t n);
 void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n);

@@ -71,12 +71,12 @@ void rw_silu_avx512(const float *x, float *y, int64_t n);
  * (rw_gelu_f16_table, ops_act_ref.c: built on first use, then read-only). */
 const float *rw_gelu_f16_table(void);
 void rw_geglu_avx512(float *g, const float *u, int64_t n);
-/* ops_conv.c's kernel-4 conv step for the first 16*floor(C/16) channels
- * (returns that count; the caller does the rest), bitwise the same. */
 /* Channels [0, the returned count) of rw_conv1d's kernel-4 conv through n_t
  * tokens (no SiLU), each lane conv_k4's operations: the AVX2 tier's. */
 int rw_conv_k4_avx2(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,
                     bool fused, float *state, float *y, int64_t y_stride);
+/* ops_conv.c's kernel-4 conv step for the first 16*floor(C/16) channels
+ * (returns that count; the caller does the rest), bitwise the same. */
 int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, bool fused, float *state, float *yt);
 void rw_softmax_avx512(const float *x, float *y, int64_t n);
 void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs, float eps,
