@@ -135,8 +135,9 @@ typedef int32_t i32u __attribute__((aligned(1), may_alias));
 
 /* ==== K-quants: the Q8_K activation layout and quantizers ================ */
 
-/* Q4_K / Q5_K scales (the K-quant tiles and the AMX tier's unpacking): 16 bytes [sc0..7, m0..7] from the packed 12, as 32-bit
- * lanes a0 a1 a2 of the 12 bytes: sc0-3 = a0 & 63, m0-3 = a1 & 63,
+/* Q4_K / Q5_K scales (the K-quant tiles, group forms and the AMX tier's
+ * unpacking): 16 bytes [sc0..7, m0..7] from the packed 12, as 32-bit lanes
+ * a0 a1 a2 of the 12 bytes: sc0-3 = a0 & 63, m0-3 = a1 & 63,
  * sc4-7 = (a2 & 15) | (a0 >> 6) << 4, m4-7 = (a2 >> 4) | (a1 >> 6) << 4
  * (per byte). Reads 16 bytes: the 4 after the scales are still in the block. */
 INLINE __m128i k4_scales_mins(const uint8_t s[12]) {

@@ -73,20 +73,6 @@ typedef struct {
     float d, dmin;
 } kg_block;
 
-/* Q4_K / Q5_K scales: 16 bytes [sc0..7, m0..7] from the packed 12, as 32-bit
- * lanes a0 a1 a2 of the 12 bytes: sc0-3 = a0 & 63, m0-3 = a1 & 63,
- * sc4-7 = (a2 & 15) | (a0 >> 6) << 4, m4-7 = (a2 >> 4) | (a1 >> 6) << 4
- * (per byte). Reads 16 bytes: the 4 after the scales are still in the block. */
-INLINE __m128i scales_mins_k4(const uint8_t s[12]) {
-    __m128i v = _mm_loadu_si128((const __m128i *)s);
-    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* a0 a2 a1 a2 */
-    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* a0 a0 a1 a1 */
-    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_set_epi32(4, 0, 0, 0)),
-                               _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
-    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
-    return _mm_or_si128(lo, hi); /* sc0-3, sc4-7, m0-3, m4-7 */
-}
-
 /* -128 * sum over the 32 8-byte pieces p of u[4] of scale(p) * (sum of p's
  * bytes + off), scale(p) lane p % 8 of sc[p / 8] (int64 lanes). */
 INLINE int32_t corr_of(const __m512i u[4], const __m512i sc[4], int64_t off) {
@@ -116,7 +102,7 @@ INLINE void k45_unpack(const uint8_t scales[12], const uint8_t *qs, const uint8_
         }
     }
     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) _mm512_store_si512(o->q + 64 * c, u[c]);
-    const __m128i sm = scales_mins_k4(scales);
+    const __m128i sm = k4_scales_mins(scales);
     const __m512i sm32 = _mm512_cvtepu8_epi32(sm); /* sc0..7, m0..7 */
     _mm256_storeu_si256((__m256i *)o->sc, _mm512_castsi512_si256(sm32));
     const __m256i m = _mm512_extracti64x4_epi64(sm32, 1);

@@ -351,6 +351,24 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
 
 /* ==== attention of one query head ======================================== */
 
+/* The 8 values of a value row's page from position at (< np, the page's
+ * last full 64-block passed) times y, fused onto a; zeros past np (which
+ * leave the lanes as they are); at >= np: a as it is. */
+INLINE __m256 tail8(const void *x, const bool f16, const float *y, int64_t at, int64_t np, int64_t P, __m256 a) {
+    if (at >= np) return a;
+    if (np - at >= 8) return _mm256_fmadd_ps(load8(x, f16, at), _mm256_loadu_ps(y + at), a);
+    if (at + 8 <= P) {
+        /* a page of the cache holds P positions (a multiple of 64): the 8
+         * values are there to read, those past np masked to 0, the scores
+         * read only up to np */
+        const __m256i live =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(np - at)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256 xv = _mm256_and_ps(load8(x, f16, at), _mm256_castsi256_ps(live));
+        return _mm256_fmadd_ps(xv, _mm256_maskload_ps(y + at, live), a);
+    }
+    return _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(y, false, at, np - at), a);
+}
+
 /* dot(value row i of a paged head, y) as the AVX-512 twin's
  * dot_ggml_padded: rw_dot_ggml's four 16-lane accumulators over n rounded up
  * to 64 with zeros (pages hold multiples of 64 positions but the last), no
@@ -368,25 +386,8 @@ INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const 
         for (int64_t k = 0; k < nfull; k += 64)
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
                 _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
-        /* the tail, zeros past it (which leave the lanes as they are);
-         * unrolled: constant indices keep a[] in registers */
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
-            const int64_t at = nfull + 8 * c;
-            if (at >= np) break;
-            if (np - at >= 8) {
-                a[c] = _mm256_fmadd_ps(load8(x, f16, at), _mm256_loadu_ps(yp + at), a[c]);
-            } else if (at + 8 <= P) {
-                /* a page of the cache holds P positions (a multiple of 64):
-                 * the 8 values are there to read, those past np masked to 0,
-                 * the scores read only up to np */
-                const __m256i live =
-                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(np - at)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                const __m256 xv = _mm256_and_ps(load8(x, f16, at), _mm256_castsi256_ps(live));
-                a[c] = _mm256_fmadd_ps(xv, _mm256_maskload_ps(yp + at, live), a[c]);
-            } else {
-                a[c] = _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(yp, false, at, np - at), a[c]);
-            }
-        }
+        /* the tail; unrolled: constant indices keep a[] in registers */
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] = tail8(x, f16, yp, nfull + 8 * c, np, P, a[c]);
     }
     return reduce4x16(a);
 }
@@ -455,24 +456,6 @@ void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_
 
 /* ==== attention of a GQA group =========================================== */
 
-/* Chunk c (8 lanes, elements 8c.. of each 64) of dot_padded's sum over one
- * page's np values x (P a page's length) against y: the full 64-blocks, then
- * the tail as there. */
-INLINE __m256 padded_chunk(const void *x, const bool f16, const float *y, int64_t np, int64_t P, int c, __m256 a) {
-    const int64_t nfull = np & ~(int64_t)63;
-    for (int64_t k = 0; k < nfull; k += 64) a = _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(y + k + 8 * c), a);
-    const int64_t at = nfull + 8 * c;
-    if (at >= np) return a;
-    if (np - at >= 8) return _mm256_fmadd_ps(load8(x, f16, at), _mm256_loadu_ps(y + at), a);
-    if (at + 8 <= P) {
-        const __m256i live =
-            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(np - at)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        const __m256 xv = _mm256_and_ps(load8(x, f16, at), _mm256_castsi256_ps(live));
-        return _mm256_fmadd_ps(xv, _mm256_maskload_ps(y + at, live), a);
-    }
-    return _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(y, false, at, np - at), a);
-}
-
 /* hb <= 4 heads of a group: the scores of key kj (hd_k a multiple of 64),
  * each head's exactly dot_ggml's: its 8 accumulators are chains over the
  * 64-blocks, computed here two chunks at a time for all heads, so each 8
@@ -527,10 +510,9 @@ INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const f
             }
             if (nfull < np) /* the tail (only in the last page) */
                 for (int h = 0; h < hb; h++) {
-                    const float *ph = p + h * n + p0 + nfull;
-                    const char *xt = (const char *)x + (size_t)nfull * (f16 ? 2 : 4);
-                    x0[h] = padded_chunk(xt, f16, ph, np - nfull, P - nfull, c, x0[h]);
-                    x1[h] = padded_chunk(xt, f16, ph, np - nfull, P - nfull, c + 1, x1[h]);
+                    const float *ph = p + h * n + p0;
+                    x0[h] = tail8(x, f16, ph, nfull + 8 * c, np, P, x0[h]);
+                    x1[h] = tail8(x, f16, ph, nfull + 8 * c + 8, np, P, x1[h]);
                 }
         }
         _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
