@@ -233,51 +233,119 @@ INLINE __m256 reduce8x8(const __m256 v[8]) {
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* One row of a block through one step of the fused delta rule below: with
+ * UPD the previous token's update (row += k * d) and dot(row, q), with DEC
+ * this token's decay (row *= decay) and dot(row, k), the row loaded and
+ * stored once for both. Each dot in the AVX-512 twin's order: its four
+ * 16-lane accumulators are the 8-lane partials p[i] = chunk i (+ chunk i+8
+ * when DK is 128), summed ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7));
+ * the chunks are visited in that order so three partials per dot stay live
+ * (16 ymm registers do not hold all eight of each). */
+INLINE void delta_row_step(float *row, const int DK, const bool UPD, const bool DEC, __m256 vd, const float *ku,
+                           const float *qu, __m256 vdec, const float *kn, __m256 *po, __m256 *pa) {
+    static const int order[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+    const __m256 z = _mm256_setzero_ps();
+    __m256 so[2] = {z, z}, sa[2] = {z, z};
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        __m256 xo = z, xa = z, yo = z, ya = z;
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+            __m256 bo = z, ba = z;
+            _Pragma("GCC unroll 2") for (int c = order[4 * h + m]; c < DK / 8; c += 8) {
+                __m256 u = _mm256_loadu_ps(row + 8 * c);
+                if (UPD) {
+                    u = _mm256_fmadd_ps(_mm256_loadu_ps(ku + 8 * c), vd, u);
+                    bo = _mm256_fmadd_ps(u, _mm256_loadu_ps(qu + 8 * c), bo);
+                }
+                if (DEC) {
+                    u = _mm256_mul_ps(u, vdec);
+                    ba = _mm256_fmadd_ps(u, _mm256_loadu_ps(kn + 8 * c), ba);
+                }
+                _mm256_storeu_ps(row + 8 * c, u);
+            }
+            if (m == 0) xo = bo, xa = ba;
+            else if (m == 1) xo = _mm256_add_ps(xo, bo), xa = _mm256_add_ps(xa, ba);
+            else if (m == 2) yo = bo, ya = ba;
+            else so[h] = _mm256_add_ps(xo, _mm256_add_ps(yo, bo)), sa[h] = _mm256_add_ps(xa, _mm256_add_ps(ya, ba));
+        }
+    }
+    *po = _mm256_add_ps(so[0], so[1]);
+    *pa = _mm256_add_ps(sa[0], sa[1]);
+}
+
+/* reduce8x8's arithmetic on four rows, lane r the sum of row r. */
+INLINE __m128 reduce4x8(const __m256 v[4]) {
+    const __m256 z0 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20), _mm256_permute2f128_ps(v[0], v[1], 0x31));
+    const __m256 z1 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[3], 0x20), _mm256_permute2f128_ps(v[2], v[3], 0x31));
+    const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(z0, z1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(z0, z1, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lanes hold rows 0 2 0 2 | 1 3 1 3 */
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm_unpacklo_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+}
+
+/* Step s of a block of 8 rows: token s-1's update (d from din) and output
+ * (UPD), token s's decay and d = (v - S^T k) * beta into dout (DEC). The d
+ * of rows 0-3 is reduced as soon as those rows are done, so that the next
+ * step's first rows need not wait for the last ones. */
+INLINE void delta_block_step(float *blk, const int DK, const bool UPD, const bool DEC, int64_t s, int j0,
+                             const float *din, float *dout, const float *q, int64_t q_stride, const float *k,
+                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                             const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride) {
+    const float *ku = UPD ? k + (s - 1) * k_stride : NULL, *qu = UPD ? q + (s - 1) * q_stride : NULL;
+    const float *kn = DEC ? k + s * k_stride : NULL;
+    const __m256 vdec = _mm256_set1_ps(DEC ? expf(g[s * g_stride]) : 1.0f);
+    const __m128 vb = _mm_set1_ps(DEC ? beta[s * beta_stride] : 0.0f);
+    __m256 po[8], pa[8];
+    for (int h = 0; h < 8; h += 4) {
+        for (int r = h; r < h + 4; r++)
+            delta_row_step(blk + r * DK, DK, UPD, DEC, _mm256_set1_ps(UPD ? din[r] : 0.0f), ku, qu, vdec, kn, &po[r],
+                           &pa[r]);
+        if (DEC)
+            _mm_storeu_ps(dout + h,
+                          _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(v + s * v_stride + j0 + h), reduce4x8(pa + h)), vb));
+    }
+    if (UPD) _mm256_storeu_ps(o + (s - 1) * o_stride + j0, _mm256_mul_ps(reduce8x8(po), _mm256_set1_ps(scale)));
+}
+
+/* Tokens per tile of the blocked delta rule: a tile's k and q (1 KiB per
+ * token for 128-dim keys) stay in L1 while every block of rows runs
+ * through it. Rows of the conv output lie a whole token apart (24 KiB in
+ * Qwen3.5-0.8B), so without tiles each block read every token's k and q
+ * from L3 again. */
+enum { DELTA_TILE = 32 };
+
 /* The delta rule for dk = DK (64 or 128) and dv a multiple of 8, as the
- * AVX-512 twin's blocked form: a block of 8 rows of S^T (4 KiB at most)
- * runs through all the tokens, so it stays in L1; per row the AVX-512
- * form's four 16-lane accumulators (a[2c] and a[2c+1] the halves of its
- * accumulator c) and reduce16, eight rows reduced together; d and the
- * outputs as vectors of the 8 rows. k and q are read from L1 as operands. */
+ * AVX-512 twin's blocked form (the same operations on each element, the
+ * same dot orders): a block of 8 rows of S^T (4 KiB at most) runs through a
+ * tile of tokens, so it stays in L1, and its rows' dots are reduced
+ * together (reduce8x8). Unlike the twin, one pass over a row does token
+ * t's update and token t+1's decay: the row is loaded and stored once per
+ * token, not twice, with k and q read from L1 as operands. A block's d of
+ * the last token of a tile waits in dpend (dv floats) for the next tile. */
 INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
                           int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
-                          const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride) {
-    const int NC = DK / 8; /* 8-lane chunks per row */
-    for (int j0 = 0; j0 < dv; j0 += 8) {
-        float *blk = S + (int64_t)j0 * DK;
-        for (int64_t t = 0; t < n_t; t++) {
-            const float *qt = q + t * q_stride, *kt = k + t * k_stride;
-            const __m256 vdec = _mm256_set1_ps(expf(g[t * g_stride])), vb = _mm256_set1_ps(beta[t * beta_stride]);
-            __m256 part[8];
-            for (int r = 0; r < 8; r++) { /* row *= decay; dot(row, k) */
-                float *row = blk + r * DK;
-                __m256 a[8];
-                _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++) {
-                    const __m256 rc = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * c), vdec);
-                    _mm256_storeu_ps(row + 8 * c, rc);
-                    const int ai = (c / 2) % 4 * 2 + c % 2;
-                    a[ai] = _mm256_fmadd_ps(rc, _mm256_loadu_ps(kt + 8 * c), c < 8 ? _mm256_setzero_ps() : a[ai]);
-                }
-                part[r] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                                        _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
-            }
-            float dj[8];
-            _mm256_storeu_ps(dj,
-                             _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + t * v_stride + j0), reduce8x8(part)), vb));
-            for (int r = 0; r < 8; r++) { /* row += k * d; dot(row, q) */
-                float *row = blk + r * DK;
-                const __m256 vd = _mm256_set1_ps(dj[r]);
-                __m256 a[8];
-                _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++) {
-                    const __m256 rc = _mm256_fmadd_ps(_mm256_loadu_ps(kt + 8 * c), vd, _mm256_loadu_ps(row + 8 * c));
-                    _mm256_storeu_ps(row + 8 * c, rc);
-                    const int ai = (c / 2) % 4 * 2 + c % 2;
-                    a[ai] = _mm256_fmadd_ps(rc, _mm256_loadu_ps(qt + 8 * c), c < 8 ? _mm256_setzero_ps() : a[ai]);
-                }
-                part[r] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                                        _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
-            }
-            _mm256_storeu_ps(o + t * o_stride + j0, _mm256_mul_ps(reduce8x8(part), _mm256_set1_ps(scale)));
+                          const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
+                          float *dpend) {
+    if (n_t <= 0) return;
+    for (int64_t t0 = 0; t0 < n_t; t0 += DELTA_TILE) {
+        const int64_t t1 = t0 + DELTA_TILE < n_t ? t0 + DELTA_TILE : n_t;
+        for (int j0 = 0; j0 < dv; j0 += 8) {
+            float *blk = S + (int64_t)j0 * DK, d[2][8];
+            int64_t s = t0;
+            if (s == 0)
+                delta_block_step(blk, DK, false, true, 0, j0, NULL, d[0], q, q_stride, k, k_stride, v, v_stride, g,
+                                 g_stride, beta, beta_stride, scale, o, o_stride), s++;
+            else
+                memcpy(d[(s - 1) & 1], dpend + j0, sizeof d[0]);
+            for (; s < t1; s++)
+                delta_block_step(blk, DK, true, true, s, j0, d[(s - 1) & 1], d[s & 1], q, q_stride, k, k_stride, v,
+                                 v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
+            if (t1 < n_t)
+                memcpy(dpend + j0, d[(t1 - 1) & 1], sizeof d[0]);
+            else
+                delta_block_step(blk, DK, true, false, n_t, j0, d[(n_t - 1) & 1], NULL, q, q_stride, k, k_stride, v,
+                                 v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
         }
     }
 }
@@ -288,12 +356,12 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
                              float *scratch) {
     if (dk == 128 && dv % 8 == 0) {
         delta_blocked(S, 128, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
-                      o_stride);
+                      o_stride, scratch);
         return;
     }
     if (dk == 64 && dv % 8 == 0) {
         delta_blocked(S, 64, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
-                      o_stride);
+                      o_stride, scratch);
         return;
     }
     float *d = scratch;
