@@ -308,6 +308,25 @@ INLINE void delta_block_step(float *blk, const int DK, const bool UPD, const boo
     if (UPD) _mm256_storeu_ps(o + (s - 1) * o_stride + j0, _mm256_mul_ps(reduce8x8(po), _mm256_set1_ps(scale)));
 }
 
+/* Tokens ahead whose inputs a step prefetches: the conv output's rows lie
+ * a whole token apart, too far for the hardware's prefetchers, and without
+ * this each block's step waited on its v (one line) from L3 before the
+ * next step could start, and the first block of a tile on every k and q. */
+enum { DELTA_AHEAD = 4 };
+
+/* Prefetch token t's v for this block and, when first (the tile's first
+ * block), its k and q; nothing past the last token. */
+INLINE void delta_prefetch(int64_t t, int64_t n_t, bool first, const int DK, const float *q, int64_t q_stride,
+                           const float *k, int64_t k_stride, const float *v, int64_t v_stride) {
+    if (t >= n_t) return;
+    _mm_prefetch((const char *)(v + t * v_stride), _MM_HINT_T0);
+    if (!first) return;
+    for (int i = 0; i < DK; i += 16) {
+        _mm_prefetch((const char *)(q + t * q_stride + i), _MM_HINT_T0);
+        _mm_prefetch((const char *)(k + t * k_stride + i), _MM_HINT_T0);
+    }
+}
+
 /* Tokens per tile of the blocked delta rule: a tile's k and q (1 KiB per
  * token for 128-dim keys) stay in L1 while every block of rows runs
  * through it. Rows of the conv output lie a whole token apart (24 KiB in
@@ -338,9 +357,11 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
                                  g_stride, beta, beta_stride, scale, o, o_stride), s++;
             else
                 memcpy(d[(s - 1) & 1], dpend + j0, sizeof d[0]);
-            for (; s < t1; s++)
+            for (; s < t1; s++) {
+                delta_prefetch(s + DELTA_AHEAD, n_t, j0 == 0, DK, q, q_stride, k, k_stride, v + j0, v_stride);
                 delta_block_step(blk, DK, true, true, s, j0, d[(s - 1) & 1], d[s & 1], q, q_stride, k, k_stride, v,
                                  v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
+            }
             if (t1 < n_t)
                 memcpy(dpend + j0, d[(t1 - 1) & 1], sizeof d[0]);
             else

@@ -8,10 +8,13 @@
  * every element still sees the same operations in the same order. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
 #include "kernels/simd_avx512_int.h"
+
+#define INLINE static inline __attribute__((always_inline))
 
 /* One token of the kernel-4 causal conv, 16 channels at a time, with
  * ops_conv.c's operations per channel: the four products added one by one
@@ -219,62 +222,135 @@ static inline __m512 reduce_add16(const __m512 v[16]) {
     return _mm512_permutexvar_ps(idx, r);
 }
 
+/* One row of a block through one step of the blocked delta rule below:
+ * with UPD the previous token's update (row += k * d) and dot(row, q), with
+ * DEC this token's decay (row *= decay) and dot(row, k), the row loaded and
+ * stored once for both; each dot with the four accumulators of
+ * ggml_vec_dot_f32 (chunk c onto c % 4), reduced (a0 + a2) + (a1 + a3). */
+INLINE void delta_row_step(float *row, const int DK, const bool UPD, const bool DEC, __m512 vd, const __m512 *ku,
+                           const __m512 *qu, __m512 vdec, const float *kn, __m512 *po, __m512 *pa) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 bo[4] = {z, z, z, z}, ba[4] = {z, z, z, z};
+    _Pragma("GCC unroll 8") for (int c = 0; c < DK / 16; c++) {
+        __m512 u = _mm512_loadu_ps(row + 16 * c);
+        if (UPD) {
+            u = _mm512_fmadd_ps(ku[c], vd, u);
+            bo[c % 4] = _mm512_fmadd_ps(u, qu[c], bo[c % 4]);
+        }
+        if (DEC) {
+            u = _mm512_mul_ps(u, vdec);
+            ba[c % 4] = _mm512_fmadd_ps(u, _mm512_loadu_ps(kn + 16 * c), ba[c % 4]);
+        }
+        _mm512_storeu_ps(row + 16 * c, u);
+    }
+    *po = _mm512_add_ps(_mm512_add_ps(bo[0], bo[2]), _mm512_add_ps(bo[1], bo[3]));
+    *pa = _mm512_add_ps(_mm512_add_ps(ba[0], ba[2]), _mm512_add_ps(ba[1], ba[3]));
+}
+
+/* Step s of a block of 16 rows: token s-1's update (d from din) and output
+ * (UPD), token s's decay and d = (v - S^T k) * beta into dout (DEC). Token
+ * s-1's k and q sit in registers. */
+INLINE void delta_block_step(float *blk, const int DK, const bool UPD, const bool DEC, int64_t s, int j0,
+                             const float *din, float *dout, const float *q, int64_t q_stride, const float *k,
+                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                             const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride) {
+    __m512 ku[8], qu[8];
+    if (UPD)
+        for (int c = 0; c < DK / 16; c++)
+            ku[c] = _mm512_loadu_ps(k + (s - 1) * k_stride + 16 * c),
+            qu[c] = _mm512_loadu_ps(q + (s - 1) * q_stride + 16 * c);
+    const float *kn = DEC ? k + s * k_stride : NULL;
+    const __m512 vdec = _mm512_set1_ps(DEC ? expf(g[s * g_stride]) : 1.0f);
+    __m512 po[16], pa[16];
+    _Pragma("GCC unroll 2") for (int r = 0; r < 16; r++)
+        delta_row_step(blk + r * DK, DK, UPD, DEC, _mm512_set1_ps(UPD ? din[r] : 0.0f), ku, qu, vdec, kn, &po[r],
+                       &pa[r]);
+    if (UPD) _mm512_storeu_ps(o + (s - 1) * o_stride + j0, _mm512_mul_ps(reduce_add16(po), _mm512_set1_ps(scale)));
+    if (DEC)
+        _mm512_storeu_ps(dout, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + s * v_stride + j0), reduce_add16(pa)),
+                                             _mm512_set1_ps(beta[s * beta_stride])));
+}
+
+/* Tokens ahead whose inputs a step prefetches: the conv output's rows lie
+ * a whole token apart, too far for the hardware's prefetchers, and without
+ * this each block's step waited on its v (one line) from L3 before the
+ * next step could start, and the first block of a tile on every k and q. */
+enum { DELTA_AHEAD = 4 };
+
+/* Prefetch token t's v for this block and, when first (the tile's first
+ * block), its k and q; nothing past the last token. */
+INLINE void delta_prefetch(int64_t t, int64_t n_t, bool first, const int DK, const float *q, int64_t q_stride,
+                           const float *k, int64_t k_stride, const float *v, int64_t v_stride) {
+    if (t >= n_t) return;
+    _mm_prefetch((const char *)(v + t * v_stride), _MM_HINT_T0);
+    if (!first) return;
+    for (int i = 0; i < DK; i += 16) {
+        _mm_prefetch((const char *)(q + t * q_stride + i), _MM_HINT_T0);
+        _mm_prefetch((const char *)(k + t * k_stride + i), _MM_HINT_T0);
+    }
+}
+
+/* Tokens per tile: a tile's k and q (1 KiB per token for 128-dim keys)
+ * stay in L1 while every block of rows runs through it (the conv output's
+ * rows lie a whole token apart: 24 KiB in Qwen3.5-0.8B). */
+enum { DELTA_TILE = 32 };
+
 /* The delta rule for dk = DK (64 or 128) and dv a multiple of 16: as the
- * general code below, row by row the same operations, but
+ * general code below, element by element the same operations in the same
+ * order, but
  *   - rows of S^T evolve independently (row j needs only its own d[j]), so a
- *     block of 16 rows (8 KiB) runs through all the tokens before the next
+ *     block of 16 rows (8 KiB) runs through a tile of tokens before the next
  *     block: the block stays in L1 instead of the whole state streaming
  *     through L2 at every token;
- *   - k and q of the token sit in registers;
+ *   - one pass over a row does token t's update and token t+1's decay, so
+ *     the row is loaded and stored once per token;
  *   - the 16 rows' dot products are reduced together (reduce_add16) and d,
  *     o computed as vectors.
- * With no tail past the last 64 the general code's tail loop is empty. */
-#define DELTA_BLOCKED(DK)                                                                                     \
-    static void delta_rule_head_##DK(float *S, int dv, int64_t n_t, const float *q, int64_t q_stride,         \
-                                     const float *k, int64_t k_stride, const float *v, int64_t v_stride,      \
-                                     const float *g, int64_t g_stride, const float *beta, int64_t beta_stride, \
-                                     float scale, float *o, int64_t o_stride) {                               \
-        enum { NV = DK / 16 };                                                                                \
-        for (int j0 = 0; j0 < dv; j0 += 16) {                                                                 \
-            for (int64_t t = 0; t < n_t; t++) {                                                               \
-                const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;           \
-                const __m512 vdec = _mm512_set1_ps(expf(g[t * g_stride])), vb = _mm512_set1_ps(beta[t * beta_stride]); \
-                float *ot = o + t * o_stride;                                                                 \
-                __m512 kv[NV], qv[NV];                                                                        \
-                _Pragma("GCC unroll 8") for (int c = 0; c < NV; c++)                                          \
-                    kv[c] = _mm512_loadu_ps(kt + 16 * c), qv[c] = _mm512_loadu_ps(qt + 16 * c);               \
-                __m512 part[16];                                                                              \
-                _Pragma("GCC unroll 2") for (int r = 0; r < 16; r++) { /* row *= decay; dot(row, k): accumulator c % 4 */             \
-                    float *row = S + (int64_t)(j0 + r) * DK;                                                  \
-                    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}; \
-                    _Pragma("GCC unroll 8") for (int c = 0; c < NV; c++) {                                    \
-                        const __m512 rc = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * c), vdec);                \
-                        _mm512_storeu_ps(row + 16 * c, rc);                                                   \
-                        a[c % 4] = _mm512_fmadd_ps(rc, kv[c], a[c % 4]);                                      \
-                    }                                                                                         \
-                    part[r] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));            \
-                }                                                                                             \
-                /* d = (v - S^T k) * beta */                                                                  \
-                float dj[16];                                                                                 \
-                _mm512_storeu_ps(dj, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(vt + j0), reduce_add16(part)), vb)); \
-                _Pragma("GCC unroll 2") for (int r = 0; r < 16; r++) { /* row += k * d; dot(row, q) */                                \
-                    float *row = S + (int64_t)(j0 + r) * DK;                                                  \
-                    const __m512 vd = _mm512_set1_ps(dj[r]);                                                  \
-                    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}; \
-                    _Pragma("GCC unroll 8") for (int c = 0; c < NV; c++) {                                    \
-                        const __m512 rc = _mm512_fmadd_ps(kv[c], vd, _mm512_loadu_ps(row + 16 * c));          \
-                        _mm512_storeu_ps(row + 16 * c, rc);                                                   \
-                        a[c % 4] = _mm512_fmadd_ps(rc, qv[c], a[c % 4]);                                      \
-                    }                                                                                         \
-                    part[r] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));            \
-                }                                                                                             \
-                _mm512_storeu_ps(ot + j0, _mm512_mul_ps(reduce_add16(part), _mm512_set1_ps(scale)));          \
-            }                                                                                                 \
-        }                                                                                                     \
+ * A block's d of the last token of a tile waits in dpend (dv floats). With
+ * no tail past the last 64 the general code's tail loop is empty. */
+INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                          int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                          const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
+                          float *dpend) {
+    for (int64_t t0 = 0; t0 < n_t; t0 += DELTA_TILE) {
+        const int64_t t1 = t0 + DELTA_TILE < n_t ? t0 + DELTA_TILE : n_t;
+        for (int j0 = 0; j0 < dv; j0 += 16) {
+            float *blk = S + (int64_t)j0 * DK, d[2][16];
+            int64_t s = t0;
+            if (s == 0)
+                delta_block_step(blk, DK, false, true, 0, j0, NULL, d[0], q, q_stride, k, k_stride, v, v_stride, g,
+                                 g_stride, beta, beta_stride, scale, o, o_stride), s++;
+            else
+                memcpy(d[(s - 1) & 1], dpend + j0, sizeof d[0]);
+            for (; s < t1; s++) {
+                delta_prefetch(s + DELTA_AHEAD, n_t, j0 == 0, DK, q, q_stride, k, k_stride, v + j0, v_stride);
+                delta_block_step(blk, DK, true, true, s, j0, d[(s - 1) & 1], d[s & 1], q, q_stride, k, k_stride, v,
+                                 v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
+            }
+            if (t1 < n_t)
+                memcpy(dpend + j0, d[(t1 - 1) & 1], sizeof d[0]);
+            else
+                delta_block_step(blk, DK, true, false, n_t, j0, d[(n_t - 1) & 1], NULL, q, q_stride, k, k_stride, v,
+                                 v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
+        }
     }
+}
 
-DELTA_BLOCKED(64)
-DELTA_BLOCKED(128)
+static void delta_rule_head_64(float *S, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                               int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                               const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
+                               float *dpend) {
+    delta_blocked(S, 64, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
+                  o_stride, dpend);
+}
+
+static void delta_rule_head_128(float *S, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
+                                int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
+                                const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
+                                float *dpend) {
+    delta_blocked(S, 128, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
+                  o_stride, dpend);
+}
 
 void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride,
                                const float *k, int64_t k_stride, const float *v, int64_t v_stride, const float *g,
@@ -282,7 +358,7 @@ void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const floa
                                int64_t o_stride, float *scratch) {
     if ((dk == 64 || dk == 128) && dv % 16 == 0) {
         (dk == 64 ? delta_rule_head_64 : delta_rule_head_128)(S, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g,
-                                                              g_stride, beta, beta_stride, scale, o, o_stride);
+                                                              g_stride, beta, beta_stride, scale, o, o_stride, scratch);
         return;
     }
     float *d = scratch;
