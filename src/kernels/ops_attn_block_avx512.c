@@ -144,12 +144,22 @@ static inline __attribute__((always_inline)) void values4x4(const rw_attn_pages 
         __m512 a[16];
 #pragma GCC unroll 16
         for (int x = 0; x < 16; x++) a[x] = _mm512_setzero_ps();
-        for (int64_t k0 = lo; k0 < hi; k0 += 64) {
-            const char *page = (const char *)kv->v_pages[k0 / P];
-            const void *vrow[4];
+        /* the page of block k0 and k0's offset in it, kept as k0 moves (no
+         * division per block: a page holds a multiple of 64 positions) */
+        int64_t pg = lo / P, off = lo % P;
+        const void *vrow[4];
 #pragma GCC unroll 16
-            for (int n = 0; n < 4; n++) vrow[n] = page + (size_t)(kv->v_off + (int64_t)(i0 + n) * kv->v_stride) * esz;
-            values_block(vrow, f16, k0 % P, qb, k0, c, k0 >= jlo && k0 < jhi, a);
+        for (int n = 0; n < 4; n++)
+            vrow[n] = (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)(i0 + n) * kv->v_stride) * esz;
+        for (int64_t k0 = lo; k0 < hi; k0 += 64, off += 64) {
+            if (off == P) {
+                pg++, off = 0;
+#pragma GCC unroll 16
+                for (int n = 0; n < 4; n++)
+                    vrow[n] =
+                        (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)(i0 + n) * kv->v_stride) * esz;
+            }
+            values_block(vrow, f16, off, qb, k0, c, k0 >= jlo && k0 < jhi, a);
         }
         fold(step, a, part, t);
     }
@@ -168,10 +178,13 @@ static void attn_block4(const rw_attn_pages *kv, const bool f16, blk_query *qb, 
     const float *q[4] = {qb[0].q, qb[1].q, qb[2].q, qb[3].q};
     for (int64_t j0 = lo; j0 < hi; j0 += 4) { /* scores at keys past a query's n_pos are never read */
         const void *k[4];
+        /* one division per four keys: from a multiple of 4 they never straddle two pages (a page holds a
+         * multiple of 64 positions, or there is one page) */
+        const int64_t pg = j0 / P, off = j0 % P;
 #pragma GCC unroll 16
         for (int n = 0; n < 4; n++) {
             const int64_t j = j0 + n < hi ? j0 + n : hi - 1;
-            k[n] = (const char *)kv->k_pages[j / P] + (size_t)(kv->k_off + (j % P) * hd_k) * esz;
+            k[n] = (const char *)kv->k_pages[pg] + (size_t)(kv->k_off + (off + (j - j0)) * hd_k) * esz;
         }
         float s[16];
         scores4x4(q, k, f16, hd_k, vscale, s);

@@ -466,9 +466,9 @@ INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const 
     __m256 a[8];
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int64_t P = kv->page_len;
-    for (int64_t p0 = 0; p0 < n; p0 += P) {
+    for (int64_t p0 = 0, pg = 0; p0 < n; p0 += P, pg++) { /* pg = p0 / P without a division per page */
         const void *x =
-            (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+            (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
@@ -524,8 +524,8 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
                                                             int64_t n_pos, int hd_k, int hd_v, float scale,
                                                             float *scores, float *out) {
     const int64_t P = kv->page_len;
-    for (int64_t p0 = 0; p0 < n_pos; p0 += P) { /* scores, page by page */
-        const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
+    for (int64_t p0 = 0, pg = 0; p0 < n_pos; p0 += P, pg++) { /* scores, page by page */
+        const void *k = (const char *)kv->k_pages[pg] + (size_t)kv->k_off * (f16 ? 2 : 4);
         const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
         for (int64_t j = 0; j < np; j++) {
             const void *kj =
@@ -571,38 +571,70 @@ INLINE void group_scores(const float *q, int hd_k, const int hb, const void *kj,
     for (int h = 0; h < hb; h++) s[h * s_stride] = reduce4x16(a[h]) * scale;
 }
 
+/* The last, partial 64-block of a group's positions, the same for every
+ * value dimension: each head's probabilities there, zeros past n, and each
+ * 8-lane chunk's live lanes (those below n). */
+typedef struct {
+    float p[4][64];
+    __m256 live[8];
+} group_tail;
+
+static void group_tail_make(const float *p, int64_t n, int hb, group_tail *tl) {
+    const int64_t nfull = n & ~(int64_t)63;
+    for (int h = 0; h < hb; h++)
+        for (int l = 0; l < 64; l++) tl->p[h][l] = nfull + l < n ? p[h * n + nfull + l] : 0.0f;
+    for (int c = 0; c < 8; c++)
+        tl->live[c] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - nfull - 8 * c)),
+                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
 /* out[h * out_stride] = dot_padded(value row i, p + h * n) for hb <= 4
  * heads, the same chains two chunks at a time, the row's values loaded once
- * for the heads. */
-INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const float *p, int64_t n, const int hb, float *out,
-                         int64_t out_stride) {
-    const int64_t P = kv->page_len;
+ * for the heads. The full 64-blocks run in one loop across pages (a page
+ * holds a multiple of 64 positions, so no block straddles two), the
+ * accumulators in registers; then the tail, in the last page. */
+INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const float *p, int64_t n, const int hb,
+                         const group_tail *tl, float *out, int64_t out_stride) {
+    const int64_t P = kv->page_len, nfull = n & ~(int64_t)63;
+    const size_t esz = f16 ? 2 : 4, row = (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * esz;
     __m256 a[4][8];
     for (int c = 0; c < 8; c += 2) {
         __m256 x0[4], x1[4];
         _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) x0[h] = x1[h] = _mm256_setzero_ps();
-        for (int64_t p0 = 0; p0 < n; p0 += P) {
-            const void *x =
-                (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
-            const int64_t np = n - p0 < P ? n - p0 : P, nfull = np & ~(int64_t)63;
-            if (c == 0 && P < n) { /* the next dimension's piece of this page, as the AVX-512 twin */
-                const char *next = (const char *)x + (size_t)kv->v_stride * (f16 ? 2 : 4);
-                for (size_t b = 0; b < (size_t)np * (f16 ? 2 : 4); b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-            }
-            for (int64_t k = 0; k < nfull; k += 64) {
-                const __m256 v0 = load8(x, f16, k + 8 * c), v1 = load8(x, f16, k + 8 * c + 8);
-                _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) {
-                    const float *ph = p + h * n + p0 + k + 8 * c;
-                    x0[h] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(ph), x0[h]);
-                    x1[h] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(ph + 8), x1[h]);
+        const char *x = NULL;
+        int64_t pg = 0, off = P; /* the page of block k, and k's offset in it */
+        for (int64_t k = 0; k < nfull; k += 64, off += 64) {
+            if (off == P) {
+                x = (const char *)kv->v_pages[pg++] + row, off = 0;
+                if (c == 0 && P < n) { /* the next dimension's piece of this page, as the AVX-512 twin */
+                    const char *next = x + (size_t)kv->v_stride * esz;
+                    const int64_t np = n - k < P ? n - k : P;
+                    for (size_t b = 0; b < (size_t)np * esz; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
                 }
             }
-            if (nfull < np) /* the tail (only in the last page) */
-                for (int h = 0; h < hb; h++) {
-                    const float *ph = p + h * n + p0;
-                    x0[h] = tail8(x, f16, ph, nfull + 8 * c, np, P, x0[h]);
-                    x1[h] = tail8(x, f16, ph, nfull + 8 * c + 8, np, P, x1[h]);
-                }
+            const __m256 v0 = load8(x, f16, off + 8 * c), v1 = load8(x, f16, off + 8 * c + 8);
+            _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) {
+                const float *ph = p + h * n + k + 8 * c;
+                x0[h] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(ph), x0[h]);
+                x1[h] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(ph + 8), x1[h]);
+            }
+        }
+        if (nfull < n) { /* the tail, in the last page: tail8's operations, the masks made once per group */
+            const int64_t p0 = (n - 1) / P * P, np = n - p0, at = nfull - p0 + 8 * c;
+            const void *xl = (const char *)kv->v_pages[(n - 1) / P] + row;
+            if (at < np) {
+                const __m256 v0 = _mm256_and_ps(at + 8 <= P ? load8(xl, f16, at) : load8_part(xl, f16, at, np - at),
+                                                tl->live[c]);
+                _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) x0[h] =
+                    _mm256_fmadd_ps(v0, _mm256_loadu_ps(tl->p[h] + 8 * c), x0[h]);
+            }
+            if (at + 8 < np) {
+                const __m256 v1 =
+                    _mm256_and_ps(at + 16 <= P ? load8(xl, f16, at + 8) : load8_part(xl, f16, at + 8, np - at - 8),
+                                  tl->live[c + 1]);
+                _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) x1[h] =
+                    _mm256_fmadd_ps(v1, _mm256_loadu_ps(tl->p[h] + 8 * c + 8), x1[h]);
+            }
         }
         _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
             a[h][c] = x0[h];
@@ -620,8 +652,8 @@ INLINE void attn_group(const float *q, int r, const rw_attn_pages *kv, const boo
         const int hb = r - h0 < 4 ? r - h0 : 4;
         const float *qb = q + (int64_t)h0 * hd_k;
         float *sb = scores + h0 * n_pos;
-        for (int64_t p0 = 0; p0 < n_pos; p0 += P) {
-            const char *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * esz;
+        for (int64_t p0 = 0, pg = 0; p0 < n_pos; p0 += P, pg++) {
+            const char *k = (const char *)kv->k_pages[pg] + (size_t)kv->k_off * esz;
             const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
             for (int64_t j = 0; j < np; j++) {
                 const void *kj = k + (size_t)(j * hd_k) * esz;
@@ -635,11 +667,13 @@ INLINE void attn_group(const float *q, int r, const rw_attn_pages *kv, const boo
         }
         for (int h = 0; h < hb; h++) softmax_scores(sb + h * n_pos, n_pos, kv->sinks ? kv->sinks + h0 + h : NULL);
         float *ob = out + (int64_t)h0 * hd_v;
+        group_tail tl;
+        group_tail_make(sb, n_pos, hb, &tl);
         for (int i = 0; i < hd_v; i++) switch (hb) {
-            case 1: group_values(kv, i, f16, sb, n_pos, 1, ob + i, hd_v); break;
-            case 2: group_values(kv, i, f16, sb, n_pos, 2, ob + i, hd_v); break;
-            case 3: group_values(kv, i, f16, sb, n_pos, 3, ob + i, hd_v); break;
-            default: group_values(kv, i, f16, sb, n_pos, 4, ob + i, hd_v); break;
+            case 1: group_values(kv, i, f16, sb, n_pos, 1, &tl, ob + i, hd_v); break;
+            case 2: group_values(kv, i, f16, sb, n_pos, 2, &tl, ob + i, hd_v); break;
+            case 3: group_values(kv, i, f16, sb, n_pos, 3, &tl, ob + i, hd_v); break;
+            default: group_values(kv, i, f16, sb, n_pos, 4, &tl, ob + i, hd_v); break;
             }
     }
 }

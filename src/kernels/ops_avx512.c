@@ -468,9 +468,9 @@ static inline __attribute__((always_inline)) void group_values(const rw_attn_pag
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) a[h][c] = _mm512_setzero_ps();
     const int64_t P = kv->page_len;
-    for (int64_t p0 = b0 - b0 % P; p0 < n; p0 += P) { /* from b0: p is 0 before it (a window) */
+    for (int64_t p0 = b0 - b0 % P, pg = b0 / P; p0 < n; p0 += P, pg++) { /* from b0: p is 0 before it (a window) */
         const void *row =
-            (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+            (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *pp = p + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
@@ -540,8 +540,8 @@ static inline __attribute__((always_inline)) void attn_group(const float *q, int
         const int hb = r - h0 < 4 ? r - h0 : 4;
         const float *qb = q + (int64_t)h0 * hd_k;
         float *sb = scores + h0 * n_pos;
-        for (int64_t p0 = b0 - b0 % P; p0 < n_pos; p0 += P) {
-            const char *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * esz;
+        for (int64_t p0 = b0 - b0 % P, pg = b0 / P; p0 < n_pos; p0 += P, pg++) {
+            const char *k = (const char *)kv->k_pages[pg] + (size_t)kv->k_off * esz;
             const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
             for (int64_t j = p0 < b0 ? b0 - p0 : 0; j < np; j++)
                 group_scores(qb, hd_k, hb, k + (size_t)(j * hd_k) * esz, f16, scale, sb + p0 + j, n_pos);

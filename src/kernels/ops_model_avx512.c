@@ -29,8 +29,8 @@ static inline __attribute__((always_inline)) void dot4_ggml_padded(const rw_attn
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
     const int64_t P = kv->page_len, v_stride = kv->v_stride;
-    for (int64_t p0 = b0 - b0 % P; p0 < n; p0 += P) {
-        const void *vt = (const char *)kv->v_pages[p0 / P] + (size_t)kv->v_off * (f16 ? 2 : 4);
+    for (int64_t p0 = b0 - b0 % P, pg = b0 / P; p0 < n; p0 += P, pg++) {
+        const void *vt = (const char *)kv->v_pages[pg] + (size_t)kv->v_off * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
@@ -69,8 +69,8 @@ static inline __attribute__((always_inline)) float dot_ggml_padded(const rw_attn
                                                                           const float *y, int64_t b0, int64_t n) {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     const int64_t P = kv->page_len;
-    for (int64_t p0 = b0 - b0 % P; p0 < n; p0 += P) {
-        const void *x = (const char *)kv->v_pages[p0 / P] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+    for (int64_t p0 = b0 - b0 % P, pg = b0 / P; p0 < n; p0 += P, pg++) {
+        const void *x = (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         for (int64_t k = p0 < b0 ? b0 - p0 : 0; k < np; k += 64)
@@ -94,8 +94,8 @@ static inline __attribute__((always_inline)) void attn_head(const float *q, cons
     /* a sliding window: scores from the 64-block holding `first` on, the
      * positions before `first` get weight 0 (ops_model.h) */
     const int64_t first = kv->first > 0 ? kv->first : 0, b0 = first & ~(int64_t)63;
-    for (int64_t p0 = b0 - b0 % P; p0 < n_pos; p0 += P) { /* scores, page by page: each key's dot is independent */
-        const void *k = (const char *)kv->k_pages[p0 / P] + (size_t)kv->k_off * (f16 ? 2 : 4);
+    for (int64_t p0 = b0 - b0 % P, pg = b0 / P; p0 < n_pos; p0 += P, pg++) { /* scores, page by page: each key's dot is independent */
+        const void *k = (const char *)kv->k_pages[pg] + (size_t)kv->k_off * (f16 ? 2 : 4);
         float *sc = scores + p0;
         const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
         int64_t j = p0 < b0 ? b0 - p0 : 0;

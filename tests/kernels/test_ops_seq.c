@@ -108,7 +108,8 @@ static void check_attention(int n_head, int n_head_kv, int hd_k, int hd_v, int64
         const int64_t PL = 64, np = (n_ctx + PL - 1) / PL;
         const size_t esz = f16 ? 2 : 4, kb = (size_t)n_head_kv * PL * hd_k * esz;
         const size_t pb = kb + (size_t)n_head_kv * hd_v * PL * esz;
-        char *pages = calloc((size_t)np, pb);
+        char *pages = malloc((size_t)np * pb);
+        memset(pages, 0xFF, (size_t)np * pb); /* NaN in every slot no position fills: kernels must not read them */
         const void **pk = malloc((size_t)np * sizeof *pk), **pv = malloc((size_t)np * sizeof *pv);
         const char *K = kp[0], *Vt = vp[0];
         for (int64_t p = 0; p < np; p++) {
