@@ -327,12 +327,15 @@ INLINE void delta_prefetch(int64_t t, int64_t n_t, bool first, const int DK, con
     }
 }
 
-/* Tokens per tile of the blocked delta rule: a tile's k and q (1 KiB per
- * token for 128-dim keys) stay in L1 while every block of rows runs
- * through it. Rows of the conv output lie a whole token apart (24 KiB in
- * Qwen3.5-0.8B), so without tiles each block read every token's k and q
- * from L3 again. */
-enum { DELTA_TILE = 32 };
+/* Tokens per tile of the blocked delta rule: a tile's k and q stay in L1
+ * while every block of rows runs through it (without tiles each block read
+ * every token's k and q from L3 again). Few: the conv output's rows lie a
+ * multiple of 4 KiB apart (24 KiB in Qwen3.5-0.8B, 32 KiB in the 4B), so
+ * every token's k and q fall in the same L1 sets, and more lines than the
+ * cache's ways evict each other (one thread, the 0.8B's 16 heads over 512
+ * tokens: 1.40 us per head and token with 8 or 4, 1.6-1.8 with 16, 1.7-1.9
+ * with 32, on both tiers). */
+enum { DELTA_TILE = 8 };
 
 /* The delta rule for dk = DK (64 or 128) and dv a multiple of 8, as the
  * AVX-512 twin's blocked form (the same operations on each element, the
