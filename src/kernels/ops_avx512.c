@@ -271,35 +271,6 @@ INLINE void delta_block_step(float *blk, const int DK, const bool UPD, const boo
                                              _mm512_set1_ps(beta[s * beta_stride])));
 }
 
-/* Tokens ahead whose inputs a step prefetches: the conv output's rows lie
- * a whole token apart, too far for the hardware's prefetchers, and without
- * this each block's step waited on its v (one line) from L3 before the
- * next step could start, and the first block of a tile on every k and q. */
-enum { DELTA_AHEAD = 4 };
-
-/* Prefetch token t's v for this block and, when first (the tile's first
- * block), its k and q; nothing past the last token. */
-INLINE void delta_prefetch(int64_t t, int64_t n_t, bool first, const int DK, const float *q, int64_t q_stride,
-                           const float *k, int64_t k_stride, const float *v, int64_t v_stride) {
-    if (t >= n_t) return;
-    _mm_prefetch((const char *)(v + t * v_stride), _MM_HINT_T0);
-    if (!first) return;
-    for (int i = 0; i < DK; i += 16) {
-        _mm_prefetch((const char *)(q + t * q_stride + i), _MM_HINT_T0);
-        _mm_prefetch((const char *)(k + t * k_stride + i), _MM_HINT_T0);
-    }
-}
-
-/* Tokens per tile of the blocked delta rule: a tile's k and q stay in L1
- * while every block of rows runs through it (without tiles each block read
- * every token's k and q from L3 again). Few: the conv output's rows lie a
- * multiple of 4 KiB apart (24 KiB in Qwen3.5-0.8B, 32 KiB in the 4B), so
- * every token's k and q fall in the same L1 sets, and more lines than the
- * cache's ways evict each other (one thread, the 0.8B's 16 heads over 512
- * tokens: 1.40 us per head and token with 8 or 4, 1.6-1.8 with 16, 1.7-1.9
- * with 32, on both tiers). */
-enum { DELTA_TILE = 8 };
-
 /* The delta rule for dk = DK (64 or 128) and dv a multiple of 16: as the
  * general code below, element by element the same operations in the same
  * order, but
@@ -317,8 +288,8 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
                           int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                           const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
                           float *dpend) {
-    for (int64_t t0 = 0; t0 < n_t; t0 += DELTA_TILE) {
-        const int64_t t1 = t0 + DELTA_TILE < n_t ? t0 + DELTA_TILE : n_t;
+    for (int64_t t0 = 0; t0 < n_t; t0 += RW_DELTA_TILE) {
+        const int64_t t1 = t0 + RW_DELTA_TILE < n_t ? t0 + RW_DELTA_TILE : n_t;
         for (int j0 = 0; j0 < dv; j0 += 16) {
             float *blk = S + (int64_t)j0 * DK, d[2][16];
             int64_t s = t0;
@@ -328,7 +299,7 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
             else
                 memcpy(d[(s - 1) & 1], dpend + j0, sizeof d[0]);
             for (; s < t1; s++) {
-                delta_prefetch(s + DELTA_AHEAD, n_t, j0 == 0, DK, q, q_stride, k, k_stride, v + j0, v_stride);
+                rw_delta_prefetch(s + RW_DELTA_AHEAD, n_t, j0 == 0, DK, q, q_stride, k, k_stride, v + j0, v_stride);
                 delta_block_step(blk, DK, true, true, s, j0, d[(s - 1) & 1], d[s & 1], q, q_stride, k, k_stride, v,
                                  v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
             }
@@ -341,29 +312,17 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
     }
 }
 
-static void delta_rule_head_64(float *S, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
-                               int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
-                               const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
-                               float *dpend) {
-    delta_blocked(S, 64, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
-                  o_stride, dpend);
-}
-
-static void delta_rule_head_128(float *S, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
-                                int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
-                                const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
-                                float *dpend) {
-    delta_blocked(S, 128, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale, o,
-                  o_stride, dpend);
-}
-
 void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride,
                                const float *k, int64_t k_stride, const float *v, int64_t v_stride, const float *g,
                                int64_t g_stride, const float *beta, int64_t beta_stride, float scale, float *o,
                                int64_t o_stride, float *scratch) {
     if ((dk == 64 || dk == 128) && dv % 16 == 0) {
-        (dk == 64 ? delta_rule_head_64 : delta_rule_head_128)(S, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g,
-                                                              g_stride, beta, beta_stride, scale, o, o_stride, scratch);
+        if (dk == 64)
+            delta_blocked(S, 64, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride, scale,
+                          o, o_stride, scratch);
+        else
+            delta_blocked(S, 128, dv, n_t, q, q_stride, k, k_stride, v, v_stride, g, g_stride, beta, beta_stride,
+                          scale, o, o_stride, scratch);
         return;
     }
     float *d = scratch;
