@@ -45,6 +45,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/matmul_avx2_int.h"
@@ -94,13 +95,15 @@ static float scalar_f16(const uint8_t *w, int64_t t) { return f16_to_f32(((const
  * and odd 16-element pieces of each 32 (here a[0..1] and a[2..3]); the
  * last, partial 32 with zeros past the row (which leave the lanes as they
  * are); reduce16(a0 + a1). */
-#define FLOAT_DOT(name, LOADW, SCALAR)                                                                      \
+#define FLOAT_DOT(name, LOADW, SCALAR, ESZ)                                                                 \
     INLINE float name##_dot(int64_t n, const uint8_t *w, const float *x) {                                  \
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
         int64_t k = 0;                                                                                      \
-        for (; k + 32 <= n; k += 32)                                                                        \
+        for (; k + 32 <= n; k += 32) {                                                                      \
+            rw_mm_prefetch_ahead(w + k * (ESZ), 32 * (ESZ));                                                      \
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) a[c] =                                      \
                 _mm256_fmadd_ps(LOADW(w, k + 8 * c), _mm256_loadu_ps(x + k + 8 * c), a[c]);                 \
+        }                                                                                                   \
         if (k < n) {                                                                                        \
             float wt[32] = {0}, xt[32] = {0};                                                               \
             for (int64_t t = k; t < n; t++) wt[t - k] = SCALAR(w, t), xt[t - k] = x[t];                     \
@@ -110,8 +113,8 @@ static float scalar_f16(const uint8_t *w, int64_t t) { return f16_to_f32(((const
         return reduce16(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));                              \
     }
 
-FLOAT_DOT(f32, load_w_f32, scalar_f32)
-FLOAT_DOT(f16, load_w_f16, scalar_f16)
+FLOAT_DOT(f32, load_w_f32, scalar_f32, 4)
+FLOAT_DOT(f16, load_w_f16, scalar_f16, 2)
 
 /* 16 bf16 as their even and odd elements in f32 (8 pairs). */
 INLINE void bf16_pairs(const rw_bf16 *p, __m256 *even, __m256 *odd) {
@@ -131,6 +134,7 @@ INLINE float bf16_dot(int64_t n, const uint8_t *wp, const uint8_t *xp) {
     rw_bf16 wt[64], xt[64];
     while (k < n) {
         const rw_bf16 *ws_ = w + k, *xs_ = x + k;
+        rw_mm_prefetch_ahead(wp + 2 * k, 128);
         if (k + 64 > n) { /* zeros past the row */
             memset(wt, 0, sizeof wt);
             memset(xt, 0, sizeof xt);

@@ -82,7 +82,7 @@ INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m, bool masked) 
  * the row: one chain of dependent fmas per output made the one-row (decode)
  * case latency-bound. A step takes the 32 elements from k (masks m0, m1
  * for the last, partial one). */
-#define FLOAT_TILE(name, LOADW)                                                                        \
+#define FLOAT_TILE(name, LOADW, ESZ)                                                                   \
     INLINE void name##_step(const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,   \
                             const int nx, int64_t k, __mmask16 m0, __mmask16 m1, bool masked,         \
                             __m512 a0[NW][NX], __m512 a1[NW][NX]) {                                    \
@@ -105,7 +105,11 @@ INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m, bool masked) 
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
             _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) a0[i][j] = a1[i][j] = _mm512_setzero_ps(); \
         int64_t k = 0;                                                                                 \
-        for (; k + 32 <= n; k += 32) name##_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);       \
+        for (; k + 32 <= n; k += 32) {                                                                 \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                       \
+                rw_mm_prefetch_ahead(w + i * ws + k * (ESZ), 32 * (ESZ));                                    \
+            name##_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);                                \
+        }                                                                                              \
         if (k < n) {                                                                                   \
             const __mmask16 m0 = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);              \
             const __mmask16 m1 = n - k <= 16 ? 0 : (__mmask16)((1u << (n - k - 16)) - 1);              \
@@ -116,8 +120,8 @@ INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m, bool masked) 
                 out[j * nw + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][j], a1[i][j]));             \
     }
 
-FLOAT_TILE(f32, load_w_f32)
-FLOAT_TILE(f16, load_w_f16)
+FLOAT_TILE(f32, load_w_f32, 4)
+FLOAT_TILE(f16, load_w_f16, 2)
 
 /* As FLOAT_TILE: two accumulators (even and odd 32-element pieces), plain
  * loads for whole pieces. */
@@ -146,7 +150,10 @@ INLINE void bf16_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
     _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)
         _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) a0[i][j] = a1[i][j] = _mm512_setzero_ps();
     int64_t k = 0;
-    for (; k + 64 <= n; k += 64) bf16_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);
+    for (; k + 64 <= n; k += 64) {
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) rw_mm_prefetch_ahead(w + i * ws + 2 * k, 128);
+        bf16_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);
+    }
     if (k < n) {
         const __mmask32 m0 = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (n - k)) - 1);
         const __mmask32 m1 = n - k <= 32 ? 0 : (__mmask32)((1u << (n - k - 32)) - 1);
