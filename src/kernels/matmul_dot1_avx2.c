@@ -27,55 +27,78 @@ INLINE float hsum8_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-INLINE __m256i dpbusd0(__m256i u, const int8_t *x) {
+/* vpdpbusd of u (unsigned) and x (signed) from zero (AVX-VNNI, VEX form,
+ * spelt in asm: the tier's ISA flags do not include it). */
+INLINE __m256i dpbusd(__m256i u, __m256i x) {
     __m256i acc = _mm256_setzero_si256();
-    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "m"(*(const __m256i *)x));
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(x));
     return acc;
 }
 
-static float iq4_xs_dot_vnni(int64_t n, const uint8_t *w, const rw_block_q8_K *x) {
+/* The eight sub-block scales of a super-block (minus 32) as int32 lanes:
+ * scale j is bits 4j.. of scales_l (4 bits) under bits 2j.. of scales_h. */
+INLINE __m256i iq4_xs_scales(const rw_block_iq4_xs *b) {
+    uint32_t sl;
+    memcpy(&sl, b->scales_l, 4);
+    const __m256i shl = _mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    const __m256i shh = _mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    return _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(shl, _mm256_set1_epi32(0x0F)),
+                                            _mm256_slli_epi32(_mm256_and_si256(shh, _mm256_set1_epi32(3)), 4)),
+                            _mm256_set1_epi32(32));
+}
+
+/* NR (1 or 2) weight rows at a time. Sub-block j's 16 bytes go into both
+ * halves of a vector (a load, no shuffle), the low half's low nibbles
+ * (elements 0-15) and the high half's high ones (16-31) kept: the
+ * vector's eight lanes are the AVX-512 tier's lanes of sub-block j, against
+ * its 32 activations as they lie. The scale steps are done in f32: every
+ * partial sum is an integer below 2^24 (|scale| <= 32, a lane's vpdpbusd
+ * at most 4 x 241 x 128, four sub-blocks a half; 128 x |scale| x |bsum|
+ * <= 2^24), so exact, and the same value as the integer lanes. */
+INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const rw_block_q8_K *x,
+                            float *out) {
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4_biased));
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    __m256 acc0[2], acc1[2];
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++) {
-        const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)w + sb;
         const rw_block_q8_K *xb = x + sb;
-        /* scale j: bits 4j.. of scales_l (4 bits) under bits 2j.. of scales_h (2 bits), minus 32 */
-        uint32_t sl;
-        memcpy(&sl, b->scales_l, 4);
-        const __m256i shl =
-            _mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
-        const __m256i shh =
-            _mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-        const __m256i sc =
-            _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(shl, _mm256_set1_epi32(0x0F)),
-                                             _mm256_slli_epi32(_mm256_and_si256(shh, _mm256_set1_epi32(3)), 4)),
-                             _mm256_set1_epi32(32));
-        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-            /* sub-blocks 2c, 2c + 1: 16 bytes each, low nibbles first */
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
-            const __m256i l4 = _mm256_and_si256(v, m4), h4 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            const __m256i u0 = _mm256_shuffle_epi8(tab, _mm256_permute2x128_si256(l4, h4, 0x20));
-            const __m256i u1 = _mm256_shuffle_epi8(tab, _mm256_permute2x128_si256(l4, h4, 0x31));
-            lo = _mm256_add_epi32(lo, _mm256_mullo_epi32(dpbusd0(u0, xb->qs + 64 * c),
-                                                         _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(2 * c))));
-            hi =
-                _mm256_add_epi32(hi, _mm256_mullo_epi32(dpbusd0(u1, xb->qs + 64 * c + 32),
-                                                        _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(2 * c + 1))));
+        const rw_block_iq4_xs *b[2];
+        float scf[2][8];
+        __m256 lo[2], hi[2];
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
+            b[r] = (const rw_block_iq4_xs *)(w + r * ws) + sb;
+            _Pragma("GCC unroll 3") for (int l = 0; l < 3; l++) /* 136 bytes a super-block */
+                _mm_prefetch((const char *)b[r] + 1024 + 64 * l, _MM_HINT_T0);
+            _mm256_storeu_ps(scf[r], _mm256_cvtepi32_ps(iq4_xs_scales(b[r])));
+            lo[r] = hi[r] = _mm256_setzero_ps();
+        }
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+            _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
+                const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b[r]->qs + 16 * j)));
+                const __m256i u = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(q, sh), m4));
+                const __m256 p = _mm256_cvtepi32_ps(dpbusd(u, _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * j))));
+                if (j % 2 == 0) lo[r] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), lo[r]);
+                else hi[r] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), hi[r]);
+            }
         }
         /* 128 * scale_j . (bsums 2j + 2j + 1): the same integer as the
          * pairwise vpmaddwd of the min lanes */
-        const __m256i msum =
-            _mm256_mullo_epi32(_mm256_slli_epi32(sc, 7),
-                               _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), _mm256_set1_epi16(1)));
-        const __m256 dd = _mm256_set1_ps(_cvtsh_ss(b->d) * xb->d);
-        acc0 = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dd, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc0));
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), dd, acc1);
+        const __m256 bs = _mm256_cvtepi32_ps(_mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), _mm256_set1_epi16(1)), 7));
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
+            const __m256 msum = _mm256_mul_ps(_mm256_loadu_ps(scf[r]), bs);
+            const __m256 dd = _mm256_set1_ps(_cvtsh_ss(b[r]->d) * xb->d);
+            acc0[r] = _mm256_fnmadd_ps(msum, dd, _mm256_fmadd_ps(lo[r], dd, acc0[r]));
+            acc1[r] = _mm256_fmadd_ps(hi[r], dd, acc1[r]);
+        }
     }
-    return hsum8_ps(_mm256_add_ps(acc1, acc0)); /* reduce16 */
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) out[r] = hsum8_ps(_mm256_add_ps(acc1[r], acc0[r])); /* reduce16 */
 }
 
 void rw_avx2_dot1_iq4_xs_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out) {
-    for (int i = 0; i < nw; i++) out[i] = iq4_xs_dot_vnni(n, w + (size_t)i * ws, (const rw_block_q8_K *)xq);
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    int i = 0;
+    for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, x, out + i);
+    if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, x, out + i);
 }
