@@ -10,6 +10,12 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* Bytes ahead in a row that the one-row dots prefetch (about the memory
+ * latency's worth at their speed; 1 KiB was too close). */
+enum { PF_DIST = 4096 };
+
+
+
 /* IQ4_XS with AVX-VNNI: the AVX-512 tier's 16 integer lanes (values
  * biased by +128, so unsigned: lane l of chunk k sums (v + 128) * x over
  * elements 32k + 4l .. 32k + 4l + 3 times the chunk's scale; lanes 0-7 the
@@ -69,7 +75,7 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
             b[r] = (const rw_block_iq4_xs *)(w + r * ws) + sb;
             _Pragma("GCC unroll 3") for (int l = 0; l < 3; l++) /* 136 bytes a super-block */
-                _mm_prefetch((const char *)b[r] + 1024 + 64 * l, _MM_HINT_T0);
+                _mm_prefetch((const char *)b[r] + PF_DIST + 64 * l, _MM_HINT_T0);
             _mm256_storeu_ps(scf[r], _mm256_cvtepi32_ps(iq4_xs_scales(b[r])));
             lo[r] = hi[r] = _mm256_setzero_ps();
         }
