@@ -1350,13 +1350,10 @@ static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 TILE_DISPATCH_KX(q4_K)
 TILE_DISPATCH_KX(q5_K)
 TILE_DISPATCH_KX(q6_K)
-/* IQ4_XS: one activation row with AVX-VNNI in matmul_dot1_avx2.c (the
- * same arithmetic). */
+/* IQ4_XS: one activation row in matmul_dot1_avx2.c (the same arithmetic). */
 static void tile_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                         float *out) {
-    if (nx == 1 && rw_avx2_vnni()) rw_avx2_dot1_iq4_xs_vnni(n, w, ws, nw, xq, out);
-    else if (nx == 1)
-        for (int i = 0; i < nw; i++) iq4_xs_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);
+    if (nx == 1) rw_avx2_dot1_iq4_xs(n, w, ws, nw, xq, out, rw_avx2_vnni());
     else if (nw == 1) iq4_xs_impl(n, w, ws, 1, xq, xs, 2, out);
     else iq4_xs_impl(n, w, ws, 2, xq, xs, 2, out);
 }

@@ -141,7 +141,7 @@ void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const u
                          float *out, int64_t os);
 
 /* One activation row (Q8_K) against nw IQ4_XS weight rows of stride ws,
- * out[i] (matmul_dot1_avx2.c), for CPUs with AVX-VNNI only (rw_avx2_vnni()). */
-void rw_avx2_dot1_iq4_xs_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out);
+ * out[i] (matmul_dot1_avx2.c); vnni: rw_avx2_vnni(). */
+void rw_avx2_dot1_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, bool vnni);
 
 #endif

@@ -1,6 +1,6 @@
 /* matmul_dot1_avx2.c - one activation row against many weight rows on AVX2
  * (decode), for the types whose one-row form needs more than the tiles of
- * matmul_avx2.c: IQ4_XS with AVX-VNNI.
+ * matmul_avx2.c: IQ4_XS.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -16,15 +16,17 @@ enum { PF_DIST = 4096 };
 
 
 
-/* IQ4_XS with AVX-VNNI: the AVX-512 tier's 16 integer lanes (values
- * biased by +128, so unsigned: lane l of chunk k sums (v + 128) * x over
- * elements 32k + 4l .. 32k + 4l + 3 times the chunk's scale; lanes 0-7 the
- * even chunks, 8-15 the odd ones) as vpdpbusd of the biased values (a
- * table lookup) times the scale (vpmulld), exact; then its float steps,
- * fma of each half, the 128 * scale . bsums min term off the low half,
- * reduce16. Without AVX-VNNI matmul_avx2.c's tile serves (vpmaddubsw
- * would saturate on the biased values). */
+/* IQ4_XS: the AVX-512 tier's 16 integer lanes (values biased by +128, so
+ * unsigned: lane l of sub-block j sums (v + 128) * x over elements
+ * 32j + 4l .. 32j + 4l + 3 times the sub-block's scale; lanes 0-7 the
+ * even sub-blocks, 8-15 the odd ones), exact; then its float steps, fma of
+ * each half, the 128 * scale . bsums min term off the low half, reduce16.
+ * With AVX-VNNI a lane's sum is vpdpbusd of the biased values (a table
+ * lookup); without it vpmaddubsw would saturate on them, so it is
+ * |x| times v * sign(x) (pair sums at most 2 x 128 x 127) plus 128 times the
+ * lane's sum of x: the same integer. */
 static const uint8_t iq4_biased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 INLINE float hsum8_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -62,8 +64,9 @@ INLINE __m256i iq4_xs_scales(const rw_block_iq4_xs *b) {
  * at most 4 x 241 x 128, four sub-blocks a half; 128 x |scale| x |bsum|
  * <= 2^24), so exact, and the same value as the integer lanes. */
 INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const rw_block_q8_K *x,
-                            float *out) {
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4_biased));
+                            float *out, const int VNNI) {
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128(VNNI ? (const __m128i *)iq4_biased
+                                                                          : (const __m128i *)iq4_values));
     const __m256i m4 = _mm256_set1_epi8(0x0F), sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     __m256 acc0[2], acc1[2];
     _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -80,10 +83,22 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
             lo[r] = hi[r] = _mm256_setzero_ps();
         }
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+            const __m256i xj = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * j));
+            __m256i ax = xj, xq = xj; /* without VNNI: |x|, and 128 x each lane's sum of x */
+            if (!VNNI) {
+                ax = _mm256_abs_epi8(xj);
+                xq = _mm256_slli_epi32(
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xj), _mm256_set1_epi16(1)), 7);
+            }
             _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
                 const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b[r]->qs + 16 * j)));
                 const __m256i u = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(q, sh), m4));
-                const __m256 p = _mm256_cvtepi32_ps(dpbusd(u, _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * j))));
+                const __m256i d =
+                    VNNI ? dpbusd(u, xj)
+                         : _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(u, xj)),
+                                                              _mm256_set1_epi16(1)),
+                                            xq);
+                const __m256 p = _mm256_cvtepi32_ps(d);
                 if (j % 2 == 0) lo[r] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), lo[r]);
                 else hi[r] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), hi[r]);
             }
@@ -102,9 +117,14 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
     _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) out[r] = hsum8_ps(_mm256_add_ps(acc1[r], acc0[r])); /* reduce16 */
 }
 
-void rw_avx2_dot1_iq4_xs_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out) {
+void rw_avx2_dot1_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, bool vnni) {
     const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
     int i = 0;
-    for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, x, out + i);
-    if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, x, out + i);
+    if (vnni) {
+        for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, x, out + i, 1);
+        if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, x, out + i, 1);
+    } else {
+        for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, x, out + i, 0);
+        if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, x, out + i, 0);
+    }
 }
