@@ -785,7 +785,81 @@ KQUANT_GGML_TILE(q6_K, unpackg_q6_K, 0)
 
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
-TILE_DISPATCH(iq4_xs)
+TILE_DISPATCH_FN(static, tile_iq4_xs_any, iq4_xs_impl)
+
+/* IQ4_XS with one activation row (decode), two weight rows at a time: the
+ * tile's lanes and float steps with fewer operations. Chunk k's 32 bytes
+ * (sub-blocks 2k and 2k + 1) as [2k | 2k | 2k+1 | 2k+1] in 128-bit quarters,
+ * shifted by 0, 4, 0, 4 bits: the low nibbles of each first quarter and
+ * the high ones of each second are lanes 0-7 (2k) and 8-15 (2k + 1)
+ * against the activations as they lie. The scale steps run in f32: every
+ * partial sum is an integer below 2^24 (a lane's vpdpbusd at most
+ * 4 x 241 x 128, times |scale| <= 32, four chunks; 128 x |scale| x |bsum|
+ * <= 2^24), so exact, the integers' own values. */
+enum { IQ4_PF_DIST = 4096 };
+INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, float *out) {
+    static const int8_t iq4nl_plus128[16] = {1, 24, 45, 63, 79, 93, 106, 118, (int8_t)129, (int8_t)141, (int8_t)153,
+                                             (int8_t)166, (int8_t)181, (int8_t)197, (int8_t)217, (int8_t)241};
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_plus128));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const x_super *x = (const x_super *)xq;
+    __m512 acc[2];
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        const x_super *xb = x + sb;
+        const rw_block_iq4_xs *b[2];
+        __m512 scf[2], lo[2];
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
+            b[r] = (const rw_block_iq4_xs *)(w + r * ws) + sb;
+            _Pragma("GCC unroll 3") for (int l = 0; l < 3; l++) /* 136 bytes a super-block */
+                _mm_prefetch((const char *)b[r] + IQ4_PF_DIST + 64 * l, _MM_HINT_T0);
+            /* scale j: bits 4j.. of scales_l (4 bits) under bits 2j.. of scales_h, minus 32 */
+            uint32_t sl;
+            memcpy(&sl, b[r]->scales_l, 4);
+            const __m256i shl =
+                _mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+            const __m256i shh =
+                _mm256_srlv_epi32(_mm256_set1_epi32(b[r]->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+            const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(shl, _mm256_set1_epi32(0x0F)),
+                                                                _mm256_slli_epi32(_mm256_and_si256(shh, _mm256_set1_epi32(3)), 4)),
+                                                _mm256_set1_epi32(32));
+            scf[r] = _mm512_castps256_ps512(_mm256_cvtepi32_ps(sc));
+            lo[r] = _mm512_setzero_ps();
+        }
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const __m512i xk = _mm512_load_si512(xb->qs + 64 * k);
+            const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+            _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
+                const __m512i z = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * k)));
+                const __m512i q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
+                const __m512i u = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(q, sh), m4));
+                const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xk));
+                lo[r] = _mm512_fmadd_ps(p, _mm512_permutexvar_ps(idx, scf[r]), lo[r]);
+            }
+        }
+        /* 128 * scale_j . (bsums 2j + 2j + 1) in lanes 0-7, 0 above */
+        const __m256 bs = _mm256_cvtepi32_ps(_mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_load_si256((const __m256i *)xb->bsums), _mm256_set1_epi16(1)), 7));
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
+            const __m512 msum = _mm512_insertf32x8(_mm512_setzero_ps(),
+                                                   _mm256_mul_ps(_mm512_castps512_ps256(scf[r]), bs), 0);
+            const __m512 dd = _mm512_set1_ps(f16_to_f32(b[r]->d) * xb->d);
+            acc[r] = _mm512_fnmadd_ps(msum, dd, _mm512_fmadd_ps(lo[r], dd, acc[r]));
+        }
+    }
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void tile_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                        float *out) {
+    if (nx > 1) {
+        tile_iq4_xs_any(n, w, ws, nw, xq, xs, nx, out);
+        return;
+    }
+    int i = 0;
+    for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, xq, out + i);
+    if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, out + i);
+}
 /* the tiles of the types that have panels too (their kernels are
  * matmul_kpanel_avx512.c's; Q4_K, Q5_K and Q6_K's in our order are
  * KR_TILE's above); the ggml-order K-quant tiles take up to KG_NW x KG_NX (matmul_avx512_int.h) */
