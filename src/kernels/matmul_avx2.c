@@ -247,6 +247,9 @@ INLINE w_blk unpack_mxfp4(const uint8_t *row, int64_t b) {
 }
 
 /* 8 lanes of 4-product sums of w (unsigned, or signed if SIGNED) and x. */
+/* Pair sums of signed w times x as 16 bits: |w| times x * sign(w). */
+INLINE __m256i dot4_s16(__m256i w, __m256i x) { return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+
 INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
     __m256i s16 =
         is_signed ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)) : _mm256_maddubs_epi16(w, x);
@@ -441,68 +444,105 @@ INLINE __m256i load2x16(const void *a, const void *b) {
                                    _mm_loadu_si128((const __m128i *)b), 1);
 }
 
-/* The eight block sums of a Q4_0 group in q8_tree8's form, with fewer
- * instructions, for NR weight rows at once (the activations loaded once):
- * blocks 2j and 2j + 1 as one vector of their nibbles [lows of 2j | lows
- * of 2j + 1] and [highs | highs] against the activations' matching
- * halves; each block's sum lies in one 128-bit half, so three hadds give
- * [b0 b2 b4 b6 | b1 b3 b5 b7]. The nibbles enter unbiased (0..15), and
- * the -8 * (sum of the block's quants) is corr / 16 (corr = -128 * sum):
- * the same exact integers as q8_sums8's. */
-INLINE void q4_0_sums8(const rw_block_q4_0 *const wb[], const int NR, const x_q8g *xg, const int VNNI, __m256 v[]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+/* Q5_0's fifth bits for a block pair as two 32-bit masks: elements 0-15
+ * of blocks 2j and 2j + 1 (*lo), 16-31 of each (*hi). */
+INLINE void q5_pair_bits(const rw_block_q5_0 *a, const rw_block_q5_0 *b, uint32_t *lo, uint32_t *hi) {
+    uint32_t ha, hb;
+    memcpy(&ha, a->qh, 4);
+    memcpy(&hb, b->qh, 4);
+    *lo = (ha & 0xFFFFu) | hb << 16;
+    *hi = ha >> 16 | (hb & 0xFFFF0000u);
+}
+
+/* 16 in byte e of 32 where bit e of bits is set. */
+INLINE __m256i q5_bits16(uint32_t bits) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel), _mm256_set1_epi8(16));
+}
+
+/* The eight block sums of a group of Q4_0, Q5_0 or IQ4_NL blocks in
+ * q8_tree8's form, with fewer instructions, for NR weight rows at once
+ * (the activations loaded once): blocks 2j and 2j + 1 as two vectors of
+ * their values as they lie, [elements 0-15 of 2j | of 2j + 1] and
+ * [16-31 | 16-31], against the activations' matching halves; each block's
+ * sum lies in one 128-bit half, so three hadds give [b0 b2 b4 b6 | b1 b3 b5
+ * b7]. Q4_0 and Q5_0 enter unbiased (0..15, 0..31) and their -8 or -16
+ * times the sum of the block's quants is corr / 16 or / 8 (corr = -128 *
+ * sum); IQ4_NL enters as its values + 128 with VNNI (corr as it is), as
+ * |v| times x * sign(v) without: the same exact integers as q8_sums8's. */
+INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *xg, const int VNNI, __m256 v[],
+                          const int T) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
+    const __m256i tab = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values)),
+                                         _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
+    const size_t bytes = rw_avx2_wt_bytes(T), qs = T == RW_AVX2_WT_Q5_0 ? 6 : 2; /* the nibbles' offset */
     __m256i p[2][4];
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         const __m256i xlo = load2x16(xg->qs[2 * j], xg->qs[2 * j + 1]);
         const __m256i xhi = load2x16(xg->qs[2 * j] + 16, xg->qs[2 * j + 1] + 16);
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
-            const __m256i q = load2x16(wb[r][2 * j].qs, wb[r][2 * j + 1].qs);
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const uint8_t *b0 = wr[r] + 2 * j * bytes, *b1 = b0 + bytes;
+            const __m256i q = load2x16(b0 + qs, b1 + qs);
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (T == RW_AVX2_WT_Q5_0) {
+                uint32_t bl, bh;
+                q5_pair_bits((const rw_block_q5_0 *)b0, (const rw_block_q5_0 *)b1, &bl, &bh);
+                lo = _mm256_or_si256(lo, q5_bits16(bl));
+                hi = _mm256_or_si256(hi, q5_bits16(bh));
+            }
+            if (T == RW_AVX2_WT_IQ4_NL) {
+                lo = _mm256_shuffle_epi8(tab, lo);
+                hi = _mm256_shuffle_epi8(tab, hi);
+            }
             if (VNNI) p[r][j] = dpbusd(dpbusd(_mm256_setzero_si256(), lo, xlo), hi, xhi);
-            else /* pair sums of 15 x 127 and their sums stay below 2^15 */
-                p[r][j] = _mm256_madd_epi16(
-                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), _mm256_set1_epi16(1));
+            else if (T == RW_AVX2_WT_IQ4_NL) /* pair sums up to 2 x 127 x 127: one vpmaddwd each */
+                p[r][j] = _mm256_add_epi32(_mm256_madd_epi16(dot4_s16(lo, xlo), one), _mm256_madd_epi16(dot4_s16(hi, xhi), one));
+            else /* pair sums of 31 x 127 and their sums stay below 2^15 */
+                p[r][j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), one);
         }
     }
-    const __m256i c = _mm256_srai_epi32(_mm256_load_si256((const __m256i *)xg->corr), 4);
+    const __m256i corr = _mm256_load_si256((const __m256i *)xg->corr);
+    const __m256i c = T == RW_AVX2_WT_Q4_0   ? _mm256_srai_epi32(corr, 4)
+                      : T == RW_AVX2_WT_Q5_0 ? _mm256_srai_epi32(corr, 3)
+                      : VNNI                 ? corr
+                                             : _mm256_setzero_si256();
     _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[r][0], p[r][1]), _mm256_hadd_epi32(p[r][2], p[r][3]));
         v[r] = _mm256_cvtepi32_ps(_mm256_add_epi32(h, c));
     }
 }
 
-/* NR (1 or 2) rows of Q4_0 against one activation row: q8_0_dot's
- * arithmetic per row. */
-INLINE void q4_0_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, const int VNNI,
-                          float *out) {
+/* NR (1 or 2) rows of Q4_0, Q5_0 or IQ4_NL against one activation row:
+ * q8_0_dot's arithmetic per row. */
+INLINE void wt_pair_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, const int VNNI,
+                             float *out, const int T) {
     const x_q8g *xg = (const x_q8g *)xq;
     const int64_t nb = n / 32, ng = nb / 8;
-    const rw_block_q4_0 *wb[2];
+    const size_t bytes = rw_avx2_wt_bytes(T);
     __m128 acc[2];
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
-        wb[r] = (const rw_block_q4_0 *)(w + r * ws);
-        acc[r] = _mm_setzero_ps();
-    }
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc[r] = _mm_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const rw_block_q4_0 *gb[2];
+        const uint8_t *gb[2];
         __m256 v[2];
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
-            gb[r] = wb[r] + 8 * g;
-            _Pragma("GCC unroll 3") for (int l = 0; l < 3; l++) /* 144 bytes a group */
+            gb[r] = w + r * ws + 8 * g * bytes;
+            _Pragma("GCC unroll 3") for (int l = 0; l < (int)(8 * bytes + 63) / 64; l++) /* 144 or 176 bytes a group */
                 _mm_prefetch((const char *)gb[r] + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
         }
-        q4_0_sums8(gb, NR, xg + g, VNNI, v);
+        wt_pair_sums8(gb, NR, xg + g, VNNI, v, T);
         const __m256 dx = _mm256_load_ps(xg[g].dx);
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++)
             acc[r] = q8_step8(acc[r], _mm256_castps256_ps128(v[r]), _mm256_extractf128_ps(v[r], 1),
-                              _mm256_mul_ps(f16_dw8((const uint8_t *)gb[r], sizeof(rw_block_q4_0)), dx));
+                              _mm256_mul_ps(f16_dw8(gb[r], bytes), dx));
     }
     const int cnt = (int)(nb - 8 * ng);
     _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
         if (cnt) {
             __m128 v0, v1;
-            q8_sums8((const uint8_t *)wb[r], 8 * ng, xg + ng, cnt, VNNI, &v0, &v1, RW_AVX2_WT_Q4_0);
-            const __m256 dw = wt_dw8((const uint8_t *)wb[r], 8 * ng, cnt, RW_AVX2_WT_Q4_0);
+            q8_sums8(w + r * ws, 8 * ng, xg + ng, cnt, VNNI, &v0, &v1, T);
+            const __m256 dw = wt_dw8(w + r * ws, 8 * ng, cnt, T);
             acc[r] = q8_step8(acc[r], v0, v1, _mm256_mul_ps(dw, _mm256_load_ps(xg[ng].dx)));
         }
         float a[4];
@@ -592,10 +632,10 @@ INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
 
 INLINE void q8_0_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out,
                       const int VNNI, const int T) {
-    if (nx == 1 && T == RW_AVX2_WT_Q4_0) {
+    if (nx == 1 && (T == RW_AVX2_WT_Q4_0 || T == RW_AVX2_WT_Q5_0 || T == RW_AVX2_WT_IQ4_NL)) {
         int i = 0;
-        for (; i + 2 <= nw; i += 2) q4_0_dot_rows(n, w + i * ws, ws, 2, xq, VNNI, out + i);
-        if (i < nw) q4_0_dot_rows(n, w + i * ws, ws, 1, xq, VNNI, out + i);
+        for (; i + 2 <= nw; i += 2) wt_pair_dot_rows(n, w + i * ws, ws, 2, xq, VNNI, out + i, T);
+        if (i < nw) wt_pair_dot_rows(n, w + i * ws, ws, 1, xq, VNNI, out + i, T);
     } else if (nx == 1)
         for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, VNNI, T);
     else q8_0_many(n, w, ws, nw, xq, xs, nx, out, VNNI, T);
