@@ -14,8 +14,6 @@
  * latency's worth at their speed; 1 KiB was too close). */
 enum { PF_DIST = 4096 };
 
-
-
 /* IQ4_XS: the AVX-512 tier's 16 integer lanes (values biased by +128, so
  * unsigned: lane l of sub-block j sums (v + 128) * x over elements
  * 32j + 4l .. 32j + 4l + 3 times the sub-block's scale; lanes 0-7 the
@@ -63,10 +61,10 @@ INLINE __m256i iq4_xs_scales(const rw_block_iq4_xs *b) {
  * partial sum is an integer below 2^24 (|scale| <= 32, a lane's vpdpbusd
  * at most 4 x 241 x 128, four sub-blocks a half; 128 x |scale| x |bsum|
  * <= 2^24), so exact, and the same value as the integer lanes. */
-INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const rw_block_q8_K *x,
-                            float *out, const int VNNI) {
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128(VNNI ? (const __m128i *)iq4_biased
-                                                                          : (const __m128i *)iq4_values));
+INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const rw_block_q8_K *x, float *out,
+                            const int VNNI) {
+    const __m256i tab =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(VNNI ? (const __m128i *)iq4_biased : (const __m128i *)iq4_values));
     const __m256i m4 = _mm256_set1_epi8(0x0F), sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     __m256 acc0[2], acc1[2];
     _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -114,7 +112,8 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
             acc1[r] = _mm256_fmadd_ps(hi[r], dd, acc1[r]);
         }
     }
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) out[r] = hsum8_ps(_mm256_add_ps(acc1[r], acc0[r])); /* reduce16 */
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) out[r] =
+        hsum8_ps(_mm256_add_ps(acc1[r], acc0[r])); /* reduce16 */
 }
 
 void rw_avx2_dot1_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, bool vnni) {
