@@ -31,7 +31,7 @@
  *    same integers);
  *  - Q2_K, Q3_K, IQ4_XS: 16 integer lanes per super-block as the AVX-512
  *    tier's vpmaddwd / vpmulld layout gives them, fma then fnmadd of the
- *    min lanes;
+ *    min lanes (IQ4_XS in matmul_dot1_avx2.c, one or two activation rows);
  *  - Q4_K, Q5_K, Q6_K: the exact super-block integers and the reference's
  *    scalar step;
  *  - RW_NUMERICS_GGML kernels: ggml's AVX2 order (as every tier).
@@ -233,10 +233,6 @@ INLINE w_blk unpack_q5_0(const uint8_t *row, int64_t b) {
 INLINE w_blk unpack_q5_1(const uint8_t *row, int64_t b) {
     const rw_block_q5_1 *p = (const rw_block_q5_1 *)row + b;
     return (w_blk){_mm256_or_si256(nibbles16(p->qs), q5_high(p->qh)), f16_to_f32(p->d), f16_to_f32(p->m)};
-}
-INLINE __m256i iq4_lookup(__m256i nib) {
-    __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
-    return _mm256_shuffle_epi8(tab, nib);
 }
 
 INLINE w_blk unpack_mxfp4(const uint8_t *row, int64_t b) {
@@ -792,21 +788,6 @@ INLINE void unpack4_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
     o->d = o->dmin = f16_to_f32(b->d);
 }
 
-/* IQ4_XS: signed values (sign trick in the tile); mins: 128 * scale per
- * 16-group, for the AVX-512 tier's biased lanes (kq_lanes16). */
-INLINE void unpack4_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
-    const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
-    int16_t mins[16];
-    for (int j = 0; j < 8; j++) {
-        int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((b->scales_h >> (2 * j)) & 3) << 4;
-        o->u[j] = iq4_lookup(nibbles16(b->qs + 16 * j));
-        o->s[j] = _mm256_set1_epi16((short)(ls - 32));
-        mins[2 * j] = mins[2 * j + 1] = (int16_t)(128 * (ls - 32));
-    }
-    o->mins = _mm256_loadu_si256((const __m256i *)mins); /* the AVX-512 tier's +128 bias times the scale */
-    o->d = o->dmin = f16_to_f32(b->d);
-}
-
 /* The eight integer lanes of one super-block: lane l sums elements
  * 32c + 4l .. 32c + 4l + 3 of every chunk c times the chunk's scale pair
  * (maddubs, then madd with the scales); SIGNED weights via the sign trick. */
@@ -821,47 +802,20 @@ INLINE __m256i kq_lanes(const w_super *w, const rw_block_q8_K *xb, const int SIG
     return isum;
 }
 
-/* The 16 integer lanes [lo | hi] of one super-block as the AVX-512 tier
- * holds them (matmul_kquant_avx512.c), t_c being the 8 lanes of chunk c
- * (scale times the sum of products 32c + 4l .. 32c + 4l + 3):
- *  - Q2_K, Q3_K (IQ4 0; vpmaddwd of packed lane sums there): lane 4L + m
- *    of each half sums lanes 4L + 2m', 4L + 2m' + 1 of two chunks, which is
- *    hadd's layout: lo = hadd(t0, t2) + hadd(t4, t6), hi = hadd(t1, t3) +
- *    hadd(t5, t7);
- *  - IQ4_XS (IQ4 1; vpmulld there): lo = t0 + t2 + t4 + t6, hi = t1 + t3 +
- *    t5 + t7, with the values biased by +128: 128 * (scale . the
- *    activation's sums of 4) added back (mins take it off again). */
-INLINE void kq_lanes16(const w_super *w, const rw_block_q8_K *xb, const int IQ4, __m256i *lo, __m256i *hi) {
-    __m256i t[8], xs[8];
+/* The 16 integer lanes [lo | hi] of one Q2_K / Q3_K super-block as the
+ * AVX-512 tier holds them (matmul_kquant_avx512.c: vpmaddwd of packed lane
+ * sums), t_c being the 8 lanes of chunk c (scale times the sum of products
+ * 32c + 4l .. 32c + 4l + 3): lane 4L + m of each half sums lanes 4L + 2m',
+ * 4L + 2m' + 1 of two chunks, which is hadd's layout: lo = hadd(t0, t2) +
+ * hadd(t4, t6), hi = hadd(t1, t3) + hadd(t5, t7). (IQ4_XS: matmul_dot1_avx2.c.) */
+INLINE void kq_lanes16(const w_super *w, const rw_block_q8_K *xb, __m256i *lo, __m256i *hi) {
+    __m256i t[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k)), u = w->u[k];
-        if (IQ4) {
-            const __m256i s16 = _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u));
-            t[k] = _mm256_madd_epi16(s16, w->s[k]);
-            /* the activation's sums of 4 (|sum| <= 508: 16 bits) */
-            xs[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), _mm256_set1_epi16(1));
-        } else {
-            t[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), w->s[k]);
-        }
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k));
+        t[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(w->u[k], xv), w->s[k]);
     }
-    if (IQ4) {
-        /* the bias: 128 * (scale . activation sums) per lane, chunks c and
-         * c + 2 in one vpmaddwd (their sums and scales paired in 16 bits) */
-        __m256i b[4];
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
-            const int c = (m & 1) + 4 * (m >> 1); /* 0 1 4 5: with c + 2 */
-            const __m256i xp = _mm256_blend_epi16(xs[c], _mm256_slli_epi32(xs[c + 2], 16), 0xAA);
-            const __m256i sp = _mm256_blend_epi16(w->s[c], _mm256_slli_epi32(w->s[c + 2], 16), 0xAA);
-            b[m] = _mm256_madd_epi16(xp, sp);
-        }
-        *lo = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(t[0], t[2]), _mm256_add_epi32(t[4], t[6])),
-                               _mm256_slli_epi32(_mm256_add_epi32(b[0], b[2]), 7));
-        *hi = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(t[1], t[3]), _mm256_add_epi32(t[5], t[7])),
-                               _mm256_slli_epi32(_mm256_add_epi32(b[1], b[3]), 7));
-    } else {
-        *lo = _mm256_add_epi32(_mm256_hadd_epi32(t[0], t[2]), _mm256_hadd_epi32(t[4], t[6]));
-        *hi = _mm256_add_epi32(_mm256_hadd_epi32(t[1], t[3]), _mm256_hadd_epi32(t[5], t[7]));
-    }
+    *lo = _mm256_add_epi32(_mm256_hadd_epi32(t[0], t[2]), _mm256_hadd_epi32(t[4], t[6]));
+    *hi = _mm256_add_epi32(_mm256_hadd_epi32(t[1], t[3]), _mm256_hadd_epi32(t[5], t[7]));
 }
 
 INLINE int32_t hsum_epi32(__m256i v) {
@@ -876,11 +830,11 @@ INLINE int32_t hsum_epi32(__m256i v) {
  *    integers I (scale . dot) and M (mins or 32 * scale . bsums), then the
  *    reference's scalar step acc + ((d*dx)*I - (dmin*dx)*M), or
  *    acc + (d*dx)*(I - M) (ISO C: not contracted);
- *  - KL_MADD (Q2_K, Q3_K), KL_IQ4 (IQ4_XS): 16 lanes, acc = fma(lanes,
+ *  - KL_MADD (Q2_K, Q3_K): 16 lanes, acc = fma(lanes,
  *    d*dx, acc), then acc -= msum * (dmin*dx) as one fnmadd on lanes 0-7
  *    (the AVX-512 tier's fnmadd of a zero leaves lanes 8-15 as they are),
  *    reduce16. */
-enum { KX_MINS, KX_OFFSET, KL_MADD, KL_IQ4 };
+enum { KX_MINS, KX_OFFSET, KL_MADD };
 #define KQUANT_TILE(name, UNPACK, KIND)                                                                              \
     INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,      \
                             const int nx, float *out) {                                                              \
@@ -906,7 +860,7 @@ enum { KX_MINS, KX_OFFSET, KL_MADD, KL_IQ4 };
                         continue;                                                                                    \
                     }                                                                                                \
                     __m256i lo, hi;                                                                                  \
-                    kq_lanes16(&wsb[i], xb, KIND == KL_IQ4, &lo, &hi);                                               \
+                    kq_lanes16(&wsb[i], xb, &lo, &hi);                                                                   \
                     const __m256 dd = _mm256_set1_ps(wsb[i].d * dx), dm = _mm256_set1_ps(wsb[i].dmin * dx);          \
                     acc[i][j][0] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dm,                                    \
                                                     _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc[i][j][0]));      \
@@ -1330,7 +1284,6 @@ KQUANT_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
 KX_MANY_TILE(q4_K, unpack4_q4_K, KX_MINS)
 KX_MANY_TILE(q5_K, unpack4_q5_K, KX_MINS)
 KX_MANY_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
-KQUANT_TILE(iq4_xs, unpack4_iq4_xs, KL_IQ4)
 KQUANT_GGML_TILE(q4_K, unpack4_q4_K, KG_MINS4)
 KQUANT_GGML_TILE(q5_K, unpack4_q5_K, KG_MINS1)
 KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
@@ -1390,12 +1343,10 @@ static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 TILE_DISPATCH_KX(q4_K)
 TILE_DISPATCH_KX(q5_K)
 TILE_DISPATCH_KX(q6_K)
-/* IQ4_XS: one activation row in matmul_dot1_avx2.c (the same arithmetic). */
+/* IQ4_XS: matmul_dot1_avx2.c's forms (the same arithmetic). */
 static void tile_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                         float *out) {
-    if (nx == 1) rw_avx2_dot1_iq4_xs(n, w, ws, nw, xq, out, rw_avx2_vnni());
-    else if (nw == 1) iq4_xs_impl(n, w, ws, 1, xq, xs, 2, out);
-    else iq4_xs_impl(n, w, ws, 2, xq, xs, 2, out);
+    rw_avx2_iq4_xs_rows(n, w, ws, nw, xq, xs, nx, out, rw_avx2_vnni());
 }
 TILE_DISPATCH(q8_0_ggml)
 TILE_DISPATCH(q4_0_ggml)

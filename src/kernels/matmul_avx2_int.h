@@ -140,8 +140,10 @@ void rw_avx2_pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, 
 void rw_avx2_tile_p_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os);
 
-/* One activation row (Q8_K) against nw IQ4_XS weight rows of stride ws,
- * out[i] (matmul_dot1_avx2.c); vnni: rw_avx2_vnni(). */
-void rw_avx2_dot1_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, bool vnni);
+/* One or two activation rows (Q8_K, stride xs; nx <= 2) against nw IQ4_XS
+ * weight rows of stride ws, out[j * nw + i] (matmul_dot1_avx2.c); vnni:
+ * rw_avx2_vnni(). */
+void rw_avx2_iq4_xs_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                         float *out, bool vnni);
 
 #endif

@@ -53,77 +53,96 @@ INLINE __m256i iq4_xs_scales(const rw_block_iq4_xs *b) {
                             _mm256_set1_epi32(32));
 }
 
-/* NR (1 or 2) weight rows at a time. Sub-block j's 16 bytes go into both
- * halves of a vector (a load, no shuffle), the low half's low nibbles
- * (elements 0-15) and the high half's high ones (16-31) kept: the
- * vector's eight lanes are the AVX-512 tier's lanes of sub-block j, against
- * its 32 activations as they lie. The scale steps are done in f32: every
- * partial sum is an integer below 2^24 (|scale| <= 32, a lane's vpdpbusd
- * at most 4 x 241 x 128, four sub-blocks a half; 128 x |scale| x |bsum|
- * <= 2^24), so exact, and the same value as the integer lanes. */
-INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const rw_block_q8_K *x, float *out,
-                            const int VNNI) {
+/* NR weight rows against NX activation rows (NR x NX <= 2: two rows of
+ * one, or one row of two), each sub-block decoded once for them. Sub-block
+ * j's 16 bytes go into both halves of a vector (a load, no shuffle), the
+ * low half's low nibbles (elements 0-15) and the high half's high ones
+ * (16-31) kept: the vector's eight lanes are the AVX-512 tier's lanes of
+ * sub-block j, against its 32 activations as they lie. The scale steps are
+ * done in f32: every partial sum is an integer below 2^24 (|scale| <= 32, a
+ * lane's vpdpbusd at most 4 x 241 x 128, four sub-blocks a half;
+ * 128 x |scale| x |bsum| <= 2^24), so exact, and the same value as the
+ * integer lanes. Output (r, c) goes to out[c * nw + r]. */
+INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, size_t xs,
+                            const int NX, float *out, int nw, const int VNNI) {
     const __m256i tab =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(VNNI ? (const __m128i *)iq4_biased : (const __m128i *)iq4_values));
     const __m256i m4 = _mm256_set1_epi8(0x0F), sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const int NO = NR * NX; /* outputs: o = r * NX + c */
     __m256 acc0[2], acc1[2];
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 2") for (int o = 0; o < NO; o++) acc0[o] = acc1[o] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++) {
-        const rw_block_q8_K *xb = x + sb;
+        const rw_block_q8_K *xb[2];
         const rw_block_iq4_xs *b[2];
         float scf[2][8];
         __m256 lo[2], hi[2];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NX; c++) xb[c] = (const rw_block_q8_K *)(xq + c * xs) + sb;
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
             b[r] = (const rw_block_iq4_xs *)(w + r * ws) + sb;
             _Pragma("GCC unroll 3") for (int l = 0; l < 3; l++) /* 136 bytes a super-block */
                 _mm_prefetch((const char *)b[r] + PF_DIST + 64 * l, _MM_HINT_T0);
             _mm256_storeu_ps(scf[r], _mm256_cvtepi32_ps(iq4_xs_scales(b[r])));
-            lo[r] = hi[r] = _mm256_setzero_ps();
         }
+        _Pragma("GCC unroll 2") for (int o = 0; o < NO; o++) lo[o] = hi[o] = _mm256_setzero_ps();
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-            const __m256i xj = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * j));
-            __m256i ax = xj, xq = xj; /* without VNNI: |x|, and 128 x each lane's sum of x */
-            if (!VNNI) {
-                ax = _mm256_abs_epi8(xj);
-                xq = _mm256_slli_epi32(
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xj), _mm256_set1_epi16(1)), 7);
+            __m256i xj[2], ax[2], xs128[2]; /* without VNNI: |x|, and 128 x each lane's sum of x */
+            _Pragma("GCC unroll 2") for (int c = 0; c < NX; c++) {
+                xj[c] = _mm256_loadu_si256((const __m256i *)(xb[c]->qs + 32 * j));
+                ax[c] = xs128[c] = xj[c];
+                if (!VNNI) {
+                    ax[c] = _mm256_abs_epi8(xj[c]);
+                    xs128[c] = _mm256_slli_epi32(
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xj[c]), _mm256_set1_epi16(1)), 7);
+                }
             }
+            __m256i u[2];
             _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
                 const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b[r]->qs + 16 * j)));
-                const __m256i u = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(q, sh), m4));
+                u[r] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(q, sh), m4));
+            }
+            _Pragma("GCC unroll 2") for (int o = 0; o < NO; o++) {
+                const int r = o / NX, c = o % NX;
                 const __m256i d =
-                    VNNI ? dpbusd(u, xj)
-                         : _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(u, xj)),
+                    VNNI ? dpbusd(u[r], xj[c])
+                         : _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ax[c], _mm256_sign_epi8(u[r], xj[c])),
                                                               _mm256_set1_epi16(1)),
-                                            xq);
+                                            xs128[c]);
                 const __m256 p = _mm256_cvtepi32_ps(d);
-                if (j % 2 == 0) lo[r] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), lo[r]);
-                else hi[r] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), hi[r]);
+                if (j % 2 == 0) lo[o] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), lo[o]);
+                else hi[o] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), hi[o]);
             }
         }
         /* 128 * scale_j . (bsums 2j + 2j + 1): the same integer as the
          * pairwise vpmaddwd of the min lanes */
-        const __m256 bs = _mm256_cvtepi32_ps(_mm256_slli_epi32(
-            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), _mm256_set1_epi16(1)), 7));
-        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
-            const __m256 msum = _mm256_mul_ps(_mm256_loadu_ps(scf[r]), bs);
-            const __m256 dd = _mm256_set1_ps(_cvtsh_ss(b[r]->d) * xb->d);
-            acc0[r] = _mm256_fnmadd_ps(msum, dd, _mm256_fmadd_ps(lo[r], dd, acc0[r]));
-            acc1[r] = _mm256_fmadd_ps(hi[r], dd, acc1[r]);
+        __m256 bs[2];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NX; c++) bs[c] = _mm256_cvtepi32_ps(_mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[c]->bsums), _mm256_set1_epi16(1)), 7));
+        _Pragma("GCC unroll 2") for (int o = 0; o < NO; o++) {
+            const int r = o / NX, c = o % NX;
+            const __m256 msum = _mm256_mul_ps(_mm256_loadu_ps(scf[r]), bs[c]);
+            const __m256 dd = _mm256_set1_ps(_cvtsh_ss(b[r]->d) * xb[c]->d);
+            acc0[o] = _mm256_fnmadd_ps(msum, dd, _mm256_fmadd_ps(lo[o], dd, acc0[o]));
+            acc1[o] = _mm256_fmadd_ps(hi[o], dd, acc1[o]);
         }
     }
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) out[r] =
-        hsum8_ps(_mm256_add_ps(acc1[r], acc0[r])); /* reduce16 */
+    _Pragma("GCC unroll 2") for (int o = 0; o < NO; o++) out[(o % NX) * nw + o / NX] =
+        hsum8_ps(_mm256_add_ps(acc1[o], acc0[o])); /* reduce16 */
 }
 
-void rw_avx2_dot1_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, bool vnni) {
-    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
-    int i = 0;
-    if (vnni) {
-        for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, x, out + i, 1);
-        if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, x, out + i, 1);
-    } else {
-        for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, x, out + i, 0);
-        if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, x, out + i, 0);
+/* One or two activation rows against nw weight rows (VNNI a constant). */
+INLINE void iq4_xs_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                        float *out, const int VNNI) {
+    if (nx == 2) {
+        for (int i = 0; i < nw; i++) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, xs, 2, out + i, nw, VNNI);
+        return;
     }
+    int i = 0;
+    for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, xq, xs, 1, out + i, nw, VNNI);
+    if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, xs, 1, out + i, nw, VNNI);
+}
+
+void rw_avx2_iq4_xs_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                         float *out, bool vnni) {
+    if (vnni) iq4_xs_rows(n, w, ws, nw, xq, xs, nx, out, 1);
+    else iq4_xs_rows(n, w, ws, nw, xq, xs, nx, out, 0);
 }
