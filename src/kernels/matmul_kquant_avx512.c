@@ -7,27 +7,6 @@
 
 /* ==== K-quants with Q8_K activations ===================================== */
 
-/* One unpacked weight super-block: 4 chunks of 64 unsigned quants in
- * element order, the 32-bit scale of each lane of each chunk, the 16-bit
- * "min" of each 16-group (multiplied with the activation's bsums and by
- * dmin; for types whose quants were biased, bias*scale with dmin = d). */
-typedef struct {
-    __m512i u[4];
-    __m512i scl[4];
-    __m256i mins;
-    float d, dmin;
-} w_super;
-
-/* scl[k] from 8 sub-block scales (32-element sub-blocks) as 8 int32 in sc8. */
-INLINE void scales_per32(__m512i sc16x32, __m512i scl[4]) {
-    /* sc16x32 holds 16 int32; the first 8 are the sub-block scales */
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
-        scl[k] = _mm512_permutexvar_epi32(idx, sc16x32);
-    }
-}
-
-
 /* 16 int16 mins [m0 m0 m1 m1 ... m7 m7] from 8 values in the low 8 of v16 (int16). */
 INLINE __m256i dup_pairs16(__m256i v16) {
     const __m256i idx = _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
@@ -42,28 +21,6 @@ INLINE __m512i two_bits(const uint8_t *qs32, int ss) {
     return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x03));
 }
 
-
-
-INLINE void unpack_iq4_xs(const uint8_t *row, int64_t sb, w_super *o) {
-    const rw_block_iq4_xs *b = (const rw_block_iq4_xs *)row + sb;
-    /* scale j = (nibble j of scales_l | bits 2j..2j+1 of scales_h << 4) - 32 in byte j, bytes 8-15 zero:
-     * in registers (built in a byte array and reloaded, the store forwarding stalled every super-block) */
-    int32_t l4;
-    memcpy(&l4, b->scales_l, 4);
-    const __m128i sl = _mm_cvtsi32_si128(l4), m4 = _mm_set1_epi8(0x0F);
-    const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sl, m4), _mm_and_si128(_mm_srli_epi16(sl, 4), m4));
-    const __m128i h2 = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16((short)b->scales_h),
-                                                    _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
-                                     _mm_set1_epi16(3));
-    const __m128i hb = _mm_packus_epi16(h2, _mm_setzero_si128());
-    const __m128i sc = _mm_move_epi64(_mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(hb, 4)), _mm_set1_epi8(32)));
-    scales_per32(_mm512_cvtepi8_epi32(sc), o->scl);
-    o->mins = dup_pairs16(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 7)); /* 128 * scale */
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        o->u[k] = iq4_lookup(nibbles_2x16(b->qs + 32 * k, b->qs + 32 * k + 16, 1));
-    o->d = f16_to_f32(b->d);
-    o->dmin = o->d;
-}
 
 
 /* ---- K-quants whose lane sums fit in 16 bits (all but IQ4_XS) ----------
@@ -256,39 +213,6 @@ INLINE __m512i madd_lanes(const w_superm *w, const x_super *x) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]); \
     }
 
-#define KQUANT_TILE(name, UNPACK)                                                                      \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
-                            size_t xs, const int nx, float *out) {                                     \
-        __m512 acc[NW][NX];                                                                            \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                                   \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();                             \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_super ws_[NW];                                                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) UNPACK(w + i * ws, sb, &ws_[i]);                              \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                             \
-                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
-                __m512i xv[4];                                                                         \
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k);              \
-                __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                         \
-                    __m512i isum = _mm512_setzero_si512();                                             \
-                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                                      \
-                        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws_[i].u[k], xv[k]);   \
-                        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, ws_[i].scl[k]));           \
-                    }                                                                                  \
-                    __m512i msum = _mm512_castsi256_si512(_mm256_madd_epi16(ws_[i].mins, bs));         \
-                    msum = _mm512_inserti64x4(msum, _mm256_setzero_si256(), 1);                        \
-                    __m512 dd = _mm512_set1_ps(ws_[i].d * xsb->d);                                     \
-                    __m512 dm = _mm512_set1_ps(ws_[i].dmin * xsb->d);                                  \
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i][j]);             \
-                    acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i][j]);            \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                                   \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);           \
-    }
-
 /* ---- Q4_K / Q5_K in the reference's order ------------------------------
  * Per (weight row, activation row) super-block the exact integers isum
  * (scale times the sub-block's dot, summed) and msum (min times the
@@ -442,7 +366,6 @@ KQUANT_EXACT_TILE(q6_K, unpackm_q6_K, KX_STEP_OFFSET)
 KQUANT_EXACT_TILE_V(q4_K, unpackm_q4_K, 0)
 KQUANT_EXACT_TILE_V(q5_K, unpackm_q5_K, 0)
 KQUANT_EXACT_TILE_V(q6_K, unpackm_q6_K, 1)
-KQUANT_TILE(iq4_xs, unpack_iq4_xs)
 
 /* ---- One activation row (decode): 16 weight rows a pass -----------------
  * The tile above, given one activation row, does one weight row at a time
@@ -785,30 +708,33 @@ KQUANT_GGML_TILE(q6_K, unpackg_q6_K, 0)
 
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
-TILE_DISPATCH_FN(static, tile_iq4_xs_any, iq4_xs_impl)
 
-/* IQ4_XS with one activation row (decode), two weight rows at a time: the
- * tile's lanes and float steps with fewer operations. Chunk k's 32 bytes
- * (sub-blocks 2k and 2k + 1) as [2k | 2k | 2k+1 | 2k+1] in 128-bit quarters,
- * shifted by 0, 4, 0, 4 bits: the low nibbles of each first quarter and
- * the high ones of each second are lanes 0-7 (2k) and 8-15 (2k + 1)
- * against the activations as they lie. The scale steps run in f32: every
- * partial sum is an integer below 2^24 (a lane's vpdpbusd at most
- * 4 x 241 x 128, times |scale| <= 32, four chunks; 128 x |scale| x |bsum|
- * <= 2^24), so exact, the integers' own values. */
+/* IQ4_XS with up to four activation rows (decode, small batches): NR
+ * weight rows against NXR activation rows (NR x NXR <= 4; output (r, c) to
+ * out[c * nw + r]), each chunk decoded once for them: the tile's lanes and
+ * float steps with fewer operations. Chunk k's 32 bytes (sub-blocks 2k and
+ * 2k + 1) as [2k | 2k | 2k+1 | 2k+1] in 128-bit quarters, shifted by 0, 4,
+ * 0, 4 bits: the low nibbles of each first quarter and the high ones of
+ * each second are lanes 0-7 (2k) and 8-15 (2k + 1) against the activations
+ * as they lie. The scale steps run in f32: every partial sum is an integer
+ * below 2^24 (a lane's vpdpbusd at most 4 x 241 x 128, times |scale| <= 32,
+ * four chunks; 128 x |scale| x |bsum| <= 2^24), so exact, the integers'
+ * own values. */
 enum { IQ4_PF_DIST = 4096 };
-INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, float *out) {
+INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, size_t xs,
+                            const int NXR, float *out, int nw) {
     static const int8_t iq4nl_plus128[16] = {1, 24, 45, 63, 79, 93, 106, 118, (int8_t)129, (int8_t)141, (int8_t)153,
                                              (int8_t)166, (int8_t)181, (int8_t)197, (int8_t)217, (int8_t)241};
     const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_plus128));
     const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-    const x_super *x = (const x_super *)xq;
-    __m512 acc[2];
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc[r] = _mm512_setzero_ps();
+    const int NO = NR * NXR; /* outputs: o = r * NXR + c */
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int o = 0; o < NO; o++) acc[o] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++) {
-        const x_super *xb = x + sb;
+        const x_super *xb[4];
         const rw_block_iq4_xs *b[2];
-        __m512 scf[2], lo[2];
+        __m512 scf[2], lo[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < NXR; c++) xb[c] = (const x_super *)(xq + c * xs) + sb;
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
             b[r] = (const rw_block_iq4_xs *)(w + r * ws) + sb;
             _Pragma("GCC unroll 3") for (int l = 0; l < 3; l++) /* 136 bytes a super-block */
@@ -824,42 +750,60 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
                                                                 _mm256_slli_epi32(_mm256_and_si256(shh, _mm256_set1_epi32(3)), 4)),
                                                 _mm256_set1_epi32(32));
             scf[r] = _mm512_castps256_ps512(_mm256_cvtepi32_ps(sc));
-            lo[r] = _mm512_setzero_ps();
         }
+        _Pragma("GCC unroll 4") for (int o = 0; o < NO; o++) lo[o] = _mm512_setzero_ps();
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const __m512i xk = _mm512_load_si512(xb->qs + 64 * k);
             const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+            __m512i u[2];
+            __m512 s[2];
             _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
                 const __m512i z = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * k)));
                 const __m512i q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
-                const __m512i u = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(q, sh), m4));
-                const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xk));
-                lo[r] = _mm512_fmadd_ps(p, _mm512_permutexvar_ps(idx, scf[r]), lo[r]);
+                u[r] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(q, sh), m4));
+                s[r] = _mm512_permutexvar_ps(idx, scf[r]);
+            }
+            _Pragma("GCC unroll 4") for (int o = 0; o < NO; o++) {
+                const int r = o / NXR, c = o % NXR;
+                const __m512i xk = _mm512_load_si512(xb[c]->qs + 64 * k);
+                const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], xk));
+                lo[o] = _mm512_fmadd_ps(p, s[r], lo[o]);
             }
         }
-        /* 128 * scale_j . (bsums 2j + 2j + 1) in lanes 0-7, 0 above */
-        const __m256 bs = _mm256_cvtepi32_ps(_mm256_slli_epi32(
-            _mm256_madd_epi16(_mm256_load_si256((const __m256i *)xb->bsums), _mm256_set1_epi16(1)), 7));
-        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
-            const __m512 msum = _mm512_insertf32x8(_mm512_setzero_ps(),
-                                                   _mm256_mul_ps(_mm512_castps512_ps256(scf[r]), bs), 0);
-            const __m512 dd = _mm512_set1_ps(f16_to_f32(b[r]->d) * xb->d);
-            acc[r] = _mm512_fnmadd_ps(msum, dd, _mm512_fmadd_ps(lo[r], dd, acc[r]));
+        _Pragma("GCC unroll 4") for (int o = 0; o < NO; o++) {
+            const int r = o / NXR, c = o % NXR;
+            /* 128 * scale_j . (bsums 2j + 2j + 1) in lanes 0-7, 0 above */
+            const __m256 bs = _mm256_cvtepi32_ps(_mm256_slli_epi32(
+                _mm256_madd_epi16(_mm256_load_si256((const __m256i *)xb[c]->bsums), _mm256_set1_epi16(1)), 7));
+            const __m512 msum =
+                _mm512_insertf32x8(_mm512_setzero_ps(), _mm256_mul_ps(_mm512_castps512_ps256(scf[r]), bs), 0);
+            const __m512 dd = _mm512_set1_ps(f16_to_f32(b[r]->d) * xb[c]->d);
+            acc[o] = _mm512_fnmadd_ps(msum, dd, _mm512_fmadd_ps(lo[o], dd, acc[o]));
         }
     }
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+    _Pragma("GCC unroll 4") for (int o = 0; o < NO; o++) out[(o % NXR) * nw + o / NXR] = _mm512_reduce_add_ps(acc[o]);
 }
 
 static void tile_iq4_xs(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                         float *out) {
-    if (nx > 1) {
-        tile_iq4_xs_any(n, w, ws, nw, xq, xs, nx, out);
-        return;
-    }
     int i = 0;
-    for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, xq, out + i);
-    if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, out + i);
+    switch (nx) {
+    case 1:
+        for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, xq, xs, 1, out + i, nw);
+        if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, xs, 1, out + i, nw);
+        break;
+    case 2:
+        for (; i + 2 <= nw; i += 2) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 2, xq, xs, 2, out + i, nw);
+        if (i < nw) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, xs, 2, out + i, nw);
+        break;
+    case 3:
+        for (; i < nw; i++) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, xs, 3, out + i, nw);
+        break;
+    default: /* 4: the tile's most (NX) */
+        for (; i < nw; i++) iq4_xs_dot_rows(n, w + (size_t)i * ws, ws, 1, xq, xs, 4, out + i, nw);
+        break;
+    }
 }
+
 /* the tiles of the types that have panels too (their kernels are
  * matmul_kpanel_avx512.c's; Q4_K, Q5_K and Q6_K's in our order are
  * KR_TILE's above); the ggml-order K-quant tiles take up to KG_NW x KG_NX (matmul_avx512_int.h) */
