@@ -242,13 +242,14 @@ INLINE w_blk unpack_mxfp4(const uint8_t *row, int64_t b) {
     return (w_blk){_mm256_shuffle_epi8(tab, nibbles16(p->qs)), rw_e8m0_half(p->e), 0};
 }
 
-/* 8 lanes of 4-product sums of w (unsigned, or signed if SIGNED) and x. */
 /* Pair sums of signed w times x as 16 bits: |w| times x * sign(w). */
-INLINE __m256i dot4_s16(__m256i w, __m256i x) { return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+INLINE __m256i dot4_s16(__m256i w, __m256i x) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
 
+/* 8 lanes of 4-product sums of w (unsigned, or signed if SIGNED) and x. */
 INLINE __m256i dot4(__m256i w, __m256i x, int is_signed) {
-    __m256i s16 =
-        is_signed ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)) : _mm256_maddubs_epi16(w, x);
+    __m256i s16 = is_signed ? dot4_s16(w, x) : _mm256_maddubs_epi16(w, x);
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
@@ -403,16 +404,10 @@ INLINE __m128 q8_step8(__m128 acc, __m128 v0, __m128 v1, __m256 s) {
     return _mm_fmadd_ps(v1, _mm256_extractf128_ps(s, 1), acc);
 }
 
-/* The eight weight scales of wb[0..8) as floats, even blocks first (the
- * f16 bits gathered in general registers: fewer vector instructions). */
-INLINE __m256 q8_dw8(const rw_block_q8_0 *wb) {
-    const uint64_t e = (uint64_t)wb[0].d | (uint64_t)wb[2].d << 16 | (uint64_t)wb[4].d << 32 | (uint64_t)wb[6].d << 48;
-    const uint64_t o = (uint64_t)wb[1].d | (uint64_t)wb[3].d << 16 | (uint64_t)wb[5].d << 32 | (uint64_t)wb[7].d << 48;
-    return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128((long long)e), (long long)o, 1));
-}
-
-/* The same for the types whose blocks start with an f16 scale (all but
- * MXFP4), blocks of size bytes. */
+/* The eight f16 scales of the blocks at p (blocks of size bytes, each
+ * starting with its scale: all decoded types but MXFP4) as floats, even
+ * blocks first (the f16 bits gathered in general registers: fewer vector
+ * instructions). */
 INLINE __m256 f16_dw8(const uint8_t *p, const size_t bytes) {
     uint16_t h[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) memcpy(&h[k], p + k * bytes, 2);
@@ -423,7 +418,6 @@ INLINE __m256 f16_dw8(const uint8_t *p, const size_t bytes) {
 
 /* The same for blocks b0 .. b0 + cnt of a row of type T (the others 0). */
 INLINE __m256 wt_dw8(const uint8_t *row, int64_t b0, const int cnt, const int T) {
-    if (T == RW_AVX2_WT_Q8_0 && cnt == 8) return q8_dw8((const rw_block_q8_0 *)row + b0);
     if (T != RW_AVX2_WT_MXFP4 && cnt == 8) return f16_dw8(row + b0 * rw_avx2_wt_bytes(T), rw_avx2_wt_bytes(T));
     float d[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) d[(k % 2) * 4 + k / 2] =
@@ -448,14 +442,6 @@ INLINE void q5_pair_bits(const rw_block_q5_0 *a, const rw_block_q5_0 *b, uint32_
     memcpy(&hb, b->qh, 4);
     *lo = (ha & 0xFFFFu) | hb << 16;
     *hi = ha >> 16 | (hb & 0xFFFF0000u);
-}
-
-/* 16 in byte e of 32 where bit e of bits is set. */
-INLINE __m256i q5_bits16(uint32_t bits) {
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel), _mm256_set1_epi8(16));
 }
 
 /* The eight block sums of a group of Q4_0, Q5_0 or IQ4_NL blocks in
@@ -485,8 +471,8 @@ INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *
             if (T == RW_AVX2_WT_Q5_0) {
                 uint32_t bl, bh;
                 q5_pair_bits((const rw_block_q5_0 *)b0, (const rw_block_q5_0 *)b1, &bl, &bh);
-                lo = _mm256_or_si256(lo, q5_bits16(bl));
-                hi = _mm256_or_si256(hi, q5_bits16(bh));
+                lo = _mm256_or_si256(lo, rw_avx2_q5_bits16(bl));
+                hi = _mm256_or_si256(hi, rw_avx2_q5_bits16(bh));
             }
             if (T == RW_AVX2_WT_IQ4_NL) {
                 lo = _mm256_shuffle_epi8(tab, lo);

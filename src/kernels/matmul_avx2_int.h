@@ -28,15 +28,20 @@ static inline __attribute__((always_inline)) __m256i rw_avx2_nibbles16(const uin
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
 }
 
+/* 16 in byte e of 32 where bit e of bits is set (Q5's fifth bits). */
+static inline __attribute__((always_inline)) __m256i rw_avx2_q5_bits16(uint32_t bits) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf); /* byte e = bits' byte e/8 */
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
+    return _mm256_and_si256(hit, _mm256_set1_epi8(16));
+}
+
 /* Q5's fifth bits as 16 per set bit of qh (element order). */
 static inline __attribute__((always_inline)) __m256i rw_avx2_q5_high(const uint8_t qh[4]) {
     uint32_t bits;
     memcpy(&bits, qh, 4);
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
-    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf); /* byte e = qh byte e/8 */
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
-    return _mm256_and_si256(hit, _mm256_set1_epi8(16));
+    return rw_avx2_q5_bits16(bits);
 }
 
 /* Block b of a row of type T as its 32 int8 values. */
