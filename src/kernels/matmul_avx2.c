@@ -212,7 +212,6 @@ typedef struct {
 #define nibbles16 rw_avx2_nibbles16
 #define q5_high   rw_avx2_q5_high
 
-static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 INLINE w_blk unpack_q8_0(const uint8_t *row, int64_t b) {
     const rw_block_q8_0 *p = (const rw_block_q8_0 *)row + b;
@@ -457,7 +456,7 @@ INLINE void q5_pair_bits(const rw_block_q5_0 *a, const rw_block_q5_0 *b, uint32_
 INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *xg, const int VNNI, __m256 v[],
                           const int T) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
-    const __m256i tab = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values)),
+    const __m256i tab = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_iq4nl_values)),
                                          _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
     const size_t bytes = rw_avx2_wt_bytes(T), qs = T == RW_AVX2_WT_Q5_0 ? 6 : 2; /* the nibbles' offset */
     __m256i p[2][4];

@@ -23,8 +23,6 @@ enum { PF_DIST = 4096 };
  * lookup); without it vpmaddubsw would saturate on them, so it is
  * |x| times v * sign(x) (pair sums at most 2 x 128 x 127) plus 128 times the
  * lane's sum of x: the same integer. */
-static const uint8_t iq4_biased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
-static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 INLINE float hsum8_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -66,7 +64,9 @@ INLINE __m256i iq4_xs_scales(const rw_block_iq4_xs *b) {
 INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, size_t xs,
                             const int NX, float *out, int nw, const int VNNI) {
     const __m256i tab =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(VNNI ? (const __m128i *)iq4_biased : (const __m128i *)iq4_values));
+        _mm256_xor_si256(/* VNNI: the values + 128 (flipping the sign bit) */
+                         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_iq4nl_values)),
+                         _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
     const __m256i m4 = _mm256_set1_epi8(0x0F), sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     const int NO = NR * NX; /* outputs: o = r * NX + c */
     __m256 acc0[2], acc1[2];
@@ -103,10 +103,11 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
             _Pragma("GCC unroll 2") for (int o = 0; o < NO; o++) {
                 const int r = o / NX, c = o % NX;
                 const __m256i d =
-                    VNNI ? dpbusd(u[r], xj[c])
-                         : _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ax[c], _mm256_sign_epi8(u[r], xj[c])),
-                                                              _mm256_set1_epi16(1)),
-                                            xs128[c]);
+                    VNNI
+                        ? dpbusd(u[r], xj[c])
+                        : _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ax[c], _mm256_sign_epi8(u[r], xj[c])),
+                                                             _mm256_set1_epi16(1)),
+                                           xs128[c]);
                 const __m256 p = _mm256_cvtepi32_ps(d);
                 if (j % 2 == 0) lo[o] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), lo[o]);
                 else hi[o] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&scf[r][j]), hi[o]);

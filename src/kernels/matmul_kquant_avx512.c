@@ -723,9 +723,6 @@ TILE_DISPATCH(q3_K)
 enum { IQ4_PF_DIST = 4096 };
 INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, size_t xs,
                             const int NXR, float *out, int nw) {
-    static const int8_t iq4nl_plus128[16] = {1, 24, 45, 63, 79, 93, 106, 118, (int8_t)129, (int8_t)141, (int8_t)153,
-                                             (int8_t)166, (int8_t)181, (int8_t)197, (int8_t)217, (int8_t)241};
-    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_plus128));
     const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
     const int NO = NR * NXR; /* outputs: o = r * NXR + c */
     __m512 acc[4];
@@ -759,7 +756,7 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
             _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
                 const __m512i z = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * k)));
                 const __m512i q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
-                u[r] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(q, sh), m4));
+                u[r] = iq4_lookup(_mm512_and_si512(_mm512_srlv_epi64(q, sh), m4)); /* values + 128 */
                 s[r] = _mm512_permutexvar_ps(idx, scf[r]);
             }
             _Pragma("GCC unroll 4") for (int o = 0; o < NO; o++) {
