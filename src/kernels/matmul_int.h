@@ -114,10 +114,12 @@ bool rw_cpu_has_neon_i8mm(void); /* AArch64 with the 8-bit matrix multiply (SMML
  * time, for the float types' one-row dots of the AVX2 and AVX-512 tiers: a
  * one-row product streams its weights once, and the hardware's prefetchers
  * alone left those dots at 53-80% of the read bandwidth (`rewind bench
- * kernels`, one thread, Xeon SPR class). Rows follow one another, so past a
- * row's end this is the next row; past the matrix, a prefetch touches
- * nothing (the address is formed as an integer). */
-enum { RW_MM_PF_AHEAD = 1024 };
+ * kernels`, one thread, Xeon SPR class). 4 KiB ahead: at ~13 GB/s 1 KiB
+ * is under one memory latency ahead, and left F16/BF16 at 80-85% of a read
+ * loop over the same 400 MB (paired runs), 4 KiB at 94-104%. Rows follow
+ * one another, so past a row's end this is the next row; past the matrix,
+ * a prefetch touches nothing (the address is formed as an integer). */
+enum { RW_MM_PF_AHEAD = 4096 };
 static inline void rw_mm_prefetch_ahead(const uint8_t *p, int len) {
     for (int b = 0; b < len; b += 64)
         __builtin_prefetch((const void *)((uintptr_t)p + RW_MM_PF_AHEAD + (uintptr_t)b), 0, 3);
