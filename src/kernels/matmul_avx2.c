@@ -1290,6 +1290,149 @@ TILE_DISPATCH(q5_1)
 TILE_DISPATCH(mxfp4_ggml)
 TILE_DISPATCH(q2_K)
 TILE_DISPATCH(q3_K)
+/* Q4_K, Q5_K, Q6_K with 2 to KR_NX activation rows (batched decode, short
+ * verification passes): the one-row form with each chunk decoded once for
+ * all the rows (the many-row tile unpacks each super-block into memory and
+ * takes the rows four at a time, so two rows cost what four do). The
+ * integers are exact whatever the instructions; the scalar step per output
+ * is q45_K_dot1's / q6_K_dot1's, super-block after super-block. */
+enum { KR_NX = 4 };
+
+/* isum[r], msum[r] of super-block sb of a Q4_K / Q5_K row against
+ * activation rows xb[0..NR): q45_K_lanes' lanes (two chains a row for
+ * up to two rows, one beyond: registers). */
+INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *const xb[KR_NX], const int NR,
+                             const int five, const int VNNI, __m256i isum[KR_NX], __m256i msum[KR_NX]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    const int CH = NR <= 2 ? 2 : 1;
+    const uint8_t *scales, *qs, *qh;
+    rw_f16 d, dmin;
+    k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
+    uint64_t sc, mn;
+    k4_scales_mins(scales, &sc, &mn);
+    const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice */
+    const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i a[KR_NX][2];
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (five) { /* as q45_K_lanes */
+            const int j = 2 * c;
+            const __m256i h0 = j <= 4 ? _mm256_slli_epi16(hv, 4 - j) : _mm256_srli_epi16(hv, j - 4);
+            const __m256i h1 = j + 1 <= 4 ? _mm256_slli_epi16(hv, 3 - j) : _mm256_srli_epi16(hv, j - 3);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
+        }
+        const __m256i s0 = bcast16(scv, 2 * c), s1 = bcast16(scv, 2 * c + 1);
+        const int k = c % CH;
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c + 32));
+            const __m256i p0 = _mm256_maddubs_epi16(lo, x0), p1 = _mm256_maddubs_epi16(hi, x1);
+            const __m256i t = c < CH ? _mm256_madd_epi16(p0, s0) : madd_acc(a[r][k], p0, s0, VNNI);
+            a[r][k] = madd_acc(t, p1, s1, VNNI);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+        isum[r] = CH == 2 ? _mm256_add_epi32(a[r][0], a[r][1]) : a[r][0];
+        msum[r] = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb[r]->bsums));
+    }
+}
+
+/* The same for a Q6_K row (q6_K_lanes' lanes). */
+INLINE void q6_K_lanes_rows(const rw_block_q6_K *b, const rw_block_q8_K *const xb[KR_NX], const int NR, const int VNNI,
+                            __m256i isum[KR_NX], __m256i msum[KR_NX]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    __m256i a[KR_NX][2];
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+            const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+            const __m256i hi = _mm256_and_si256(k < 2    ? _mm256_slli_epi16(qh, 4 - 2 * k)
+                                                : k == 2 ? qh
+                                                         : _mm256_srli_epi16(qh, 2),
+                                                m2);
+            const __m256i s =
+                _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                          _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
+            const __m256i q = _mm256_or_si256(lo, hi);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 128 * h + 32 * k));
+                const __m256i p = _mm256_maddubs_epi16(q, xv);
+                a[r][h] = k == 0 ? _mm256_madd_epi16(p, s) : madd_acc(a[r][h], p, s, VNNI);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+        isum[r] = _mm256_add_epi32(a[r][0], a[r][1]);
+        msum[r] = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb[r]->bsums));
+    }
+}
+
+/* One weight row (w; Q4_K, Q5_K or, with six, Q6_K) against NR activation
+ * rows xq + r * xs: out[r * nw] = the one-row form's result for row r. */
+INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs, const int NR, const int five,
+                       const int six, const int VNNI, float *out, int nw) {
+    const size_t blk = six ? sizeof(rw_block_q6_K) : five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
+    float acc[KR_NX] = {0};
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        k1_prefetch(w, sb, blk, six ? 4 : 3);
+        const rw_block_q8_K *xb[KR_NX];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) xb[r] = (const rw_block_q8_K *)(xq + (size_t)r * xs) + sb;
+        __m256i is[KR_NX], ms[KR_NX];
+        if (six) q6_K_lanes_rows((const rw_block_q6_K *)(w + (size_t)sb * blk), xb, NR, VNNI, is, ms);
+        else q45_K_lanes_rows(w, sb, xb, NR, five, VNNI, is, ms);
+        int32_t im[KR_NX][2];
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 2) { /* [I_r M_r I_r+1 M_r+1] */
+            const int r1 = r + 1 < NR ? r + 1 : r;
+            const __m128i h = hsum4_epi32(is[r], ms[r], is[r1], ms[r1]);
+            im[r][0] = _mm_cvtsi128_si32(h), im[r][1] = _mm_extract_epi32(h, 1);
+            im[r1][0] = _mm_extract_epi32(h, 2), im[r1][1] = _mm_extract_epi32(h, 3);
+        }
+        if (six) {
+            const float d = f16_to_f32(((const rw_block_q6_K *)(w + (size_t)sb * blk))->d);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) acc[r] =
+                acc[r] + (d * xb[r]->d) * (float)(im[r][0] - im[r][1]);
+        } else {
+            const rw_block_q4_K *b = (const rw_block_q4_K *)(w + (size_t)sb * blk); /* d, dmin lead both types */
+            const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                const float dx = xb[r]->d;
+                acc[r] = acc[r] + ((d * dx) * (float)im[r][0] - (dmin * dx) * (float)im[r][1]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) out[(size_t)r * nw] = acc[r];
+}
+
+/* nw weight rows one after the other against nx (2..KR_NX) activation
+ * rows; NR and VNNI as constants. */
+#define K_ROWS_NX(NR, five, six, VNNI) \
+    for (int i = 0; i < nw; i++) k_dot_rows(n, w + (size_t)i * ws, xq, xs, NR, five, six, VNNI, out + i, nw)
+#define K_ROWS(five, six, VNNI)                    \
+    switch (nx) {                                  \
+    case 2: K_ROWS_NX(2, five, six, VNNI); break;  \
+    case 3: K_ROWS_NX(3, five, six, VNNI); break;  \
+    default: K_ROWS_NX(4, five, six, VNNI); break; \
+    }
+static void rows_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                      float *out) {
+    if (rw_avx2_vnni()) K_ROWS(0, 0, 1) else K_ROWS(0, 0, 0)
+}
+static void rows_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                      float *out) {
+    if (rw_avx2_vnni()) K_ROWS(1, 0, 1) else K_ROWS(1, 0, 0)
+}
+static void rows_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                      float *out) {
+    if (rw_avx2_vnni()) K_ROWS(0, 1, 1) else K_ROWS(0, 1, 0)
+}
+
 /* Q4_K, Q5_K, Q6_K: one activation row as above, several in the many-row
  * tile (the same arithmetic per output). */
 /* Eight rows at a time; a last group of 3..7 rows as eight (the missing
@@ -1323,6 +1466,7 @@ static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                             float *out) {                                                                         \
         if (nx == 1) dot1_##name(n, w, ws, nw, xq, out, rw_avx2_vnni());                                          \
+        else if (nx <= KR_NX) rows_##name(n, w, ws, nw, xq, xs, nx, out);                                         \
         else name##_many(n, w, ws, nw, xq, xs, nx, out);                                                          \
     }
 TILE_DISPATCH_KX(q4_K)
