@@ -453,16 +453,19 @@ INLINE void q5_pair_bits(const rw_block_q5_0 *a, const rw_block_q5_0 *b, uint32_
  * times the sum of the block's quants is corr / 16 or / 8 (corr = -128 *
  * sum); IQ4_NL enters as its values + 128 with VNNI (corr as it is), as
  * |v| times x * sign(v) without: the same exact integers as q8_sums8's. */
-INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *xg, const int VNNI, __m256 v[],
-                          const int T) {
+INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *const xgs[], const int NC,
+                          const int VNNI, __m256 v[], const int T) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
     const __m256i tab = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_iq4nl_values)),
                                          _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
     const size_t bytes = rw_avx2_wt_bytes(T), qs = T == RW_AVX2_WT_Q5_0 ? 6 : 2; /* the nibbles' offset */
-    __m256i p[2][4];
+    __m256i p[2][4]; /* output o = r * NC + c */
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        const __m256i xlo = load2x16(xg->qs[2 * j], xg->qs[2 * j + 1]);
-        const __m256i xhi = load2x16(xg->qs[2 * j] + 16, xg->qs[2 * j + 1] + 16);
+        __m256i xlo[2], xhi[2];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NC; c++) {
+            xlo[c] = load2x16(xgs[c]->qs[2 * j], xgs[c]->qs[2 * j + 1]);
+            xhi[c] = load2x16(xgs[c]->qs[2 * j] + 16, xgs[c]->qs[2 * j + 1] + 16);
+        }
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
             const uint8_t *b0 = wr[r] + 2 * j * bytes, *b1 = b0 + bytes;
             const __m256i q = load2x16(b0 + qs, b1 + qs);
@@ -477,33 +480,41 @@ INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *
                 lo = _mm256_shuffle_epi8(tab, lo);
                 hi = _mm256_shuffle_epi8(tab, hi);
             }
-            if (VNNI) p[r][j] = dpbusd(dpbusd(_mm256_setzero_si256(), lo, xlo), hi, xhi);
-            else if (T == RW_AVX2_WT_IQ4_NL) /* pair sums up to 2 x 127 x 127: one vpmaddwd each */
-                p[r][j] = _mm256_add_epi32(_mm256_madd_epi16(dot4_s16(lo, xlo), one), _mm256_madd_epi16(dot4_s16(hi, xhi), one));
-            else /* pair sums of 31 x 127 and their sums stay below 2^15 */
-                p[r][j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), one);
+            _Pragma("GCC unroll 2") for (int c = 0; c < NC; c++) {
+                const int o = r * NC + c;
+                if (VNNI) p[o][j] = dpbusd(dpbusd(_mm256_setzero_si256(), lo, xlo[c]), hi, xhi[c]);
+                else if (T == RW_AVX2_WT_IQ4_NL) /* pair sums up to 2 x 127 x 127: one vpmaddwd each */
+                    p[o][j] = _mm256_add_epi32(_mm256_madd_epi16(dot4_s16(lo, xlo[c]), one),
+                                               _mm256_madd_epi16(dot4_s16(hi, xhi[c]), one));
+                else /* pair sums of 31 x 127 and their sums stay below 2^15 */
+                    p[o][j] = _mm256_madd_epi16(
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo[c]), _mm256_maddubs_epi16(hi, xhi[c])), one);
+            }
         }
     }
-    const __m256i corr = _mm256_load_si256((const __m256i *)xg->corr);
-    const __m256i c = T == RW_AVX2_WT_Q4_0   ? _mm256_srai_epi32(corr, 4)
-                      : T == RW_AVX2_WT_Q5_0 ? _mm256_srai_epi32(corr, 3)
-                      : VNNI                 ? corr
-                                             : _mm256_setzero_si256();
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
-        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[r][0], p[r][1]), _mm256_hadd_epi32(p[r][2], p[r][3]));
-        v[r] = _mm256_cvtepi32_ps(_mm256_add_epi32(h, c));
+    _Pragma("GCC unroll 2") for (int o = 0; o < NR * NC; o++) {
+        const __m256i corr = _mm256_load_si256((const __m256i *)xgs[o % NC]->corr);
+        const __m256i c = T == RW_AVX2_WT_Q4_0   ? _mm256_srai_epi32(corr, 4)
+                          : T == RW_AVX2_WT_Q5_0 ? _mm256_srai_epi32(corr, 3)
+                          : VNNI                 ? corr
+                                                 : _mm256_setzero_si256();
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[o][0], p[o][1]), _mm256_hadd_epi32(p[o][2], p[o][3]));
+        v[o] = _mm256_cvtepi32_ps(_mm256_add_epi32(h, c));
     }
 }
 
-/* NR (1 or 2) rows of Q4_0, Q5_0 or IQ4_NL against one activation row:
- * q8_0_dot's arithmetic per row. */
-INLINE void wt_pair_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, const int VNNI,
-                             float *out, const int T) {
-    const x_q8g *xg = (const x_q8g *)xq;
+/* NR rows of Q4_0, Q5_0 or IQ4_NL against NC activation rows (xq + c *
+ * xs; NR x NC <= 2: two weight rows against one, or one against two, each
+ * pair of blocks decoded once for both): q8_0_dot's arithmetic per output;
+ * output (r, c) goes to out[c * nw + r]. */
+INLINE void wt_pair_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR, const uint8_t *xq, size_t xs,
+                             const int NC, const int VNNI, float *out, int nw, const int T) {
+    const x_q8g *xgc[2];
+    _Pragma("GCC unroll 2") for (int c = 0; c < NC; c++) xgc[c] = (const x_q8g *)(xq + (size_t)c * xs);
     const int64_t nb = n / 32, ng = nb / 8;
     const size_t bytes = rw_avx2_wt_bytes(T);
     __m128 acc[2];
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) acc[r] = _mm_setzero_ps();
+    _Pragma("GCC unroll 2") for (int o = 0; o < NR * NC; o++) acc[o] = _mm_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *gb[2];
         __m256 v[2];
@@ -512,23 +523,27 @@ INLINE void wt_pair_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int N
             _Pragma("GCC unroll 3") for (int l = 0; l < (int)(8 * bytes + 63) / 64; l++) /* 144 or 176 bytes a group */
                 _mm_prefetch((const char *)gb[r] + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
         }
-        wt_pair_sums8(gb, NR, xg + g, VNNI, v, T);
-        const __m256 dx = _mm256_load_ps(xg[g].dx);
-        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++)
-            acc[r] = q8_step8(acc[r], _mm256_castps256_ps128(v[r]), _mm256_extractf128_ps(v[r], 1),
-                              _mm256_mul_ps(f16_dw8(gb[r], bytes), dx));
+        const x_q8g *xgs[2];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NC; c++) xgs[c] = xgc[c] + g;
+        wt_pair_sums8(gb, NR, xgs, NC, VNNI, v, T);
+        _Pragma("GCC unroll 2") for (int o = 0; o < NR * NC; o++) {
+            const int r = o / NC, c = o % NC;
+            acc[o] = q8_step8(acc[o], _mm256_castps256_ps128(v[o]), _mm256_extractf128_ps(v[o], 1),
+                              _mm256_mul_ps(f16_dw8(gb[r], bytes), _mm256_load_ps(xgs[c]->dx)));
+        }
     }
     const int cnt = (int)(nb - 8 * ng);
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {
+    _Pragma("GCC unroll 2") for (int o = 0; o < NR * NC; o++) {
+        const int r = o / NC, c = o % NC;
         if (cnt) {
             __m128 v0, v1;
-            q8_sums8(w + r * ws, 8 * ng, xg + ng, cnt, VNNI, &v0, &v1, T);
+            q8_sums8(w + r * ws, 8 * ng, xgc[c] + ng, cnt, VNNI, &v0, &v1, T);
             const __m256 dw = wt_dw8(w + r * ws, 8 * ng, cnt, T);
-            acc[r] = q8_step8(acc[r], v0, v1, _mm256_mul_ps(dw, _mm256_load_ps(xg[ng].dx)));
+            acc[o] = q8_step8(acc[o], v0, v1, _mm256_mul_ps(dw, _mm256_load_ps(xgc[c][ng].dx)));
         }
         float a[4];
-        _mm_storeu_ps(a, acc[r]);
-        out[r] = (a[0] + a[1]) + (a[2] + a[3]);
+        _mm_storeu_ps(a, acc[o]);
+        out[c * nw + r] = (a[0] + a[1]) + (a[2] + a[3]);
     }
 }
 
@@ -613,11 +628,14 @@ INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
 
 INLINE void q8_0_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out,
                       const int VNNI, const int T) {
-    if (nx == 1 && (T == RW_AVX2_WT_Q4_0 || T == RW_AVX2_WT_Q5_0 || T == RW_AVX2_WT_IQ4_NL)) {
+    const int pair = T == RW_AVX2_WT_Q4_0 || T == RW_AVX2_WT_Q5_0 || T == RW_AVX2_WT_IQ4_NL;
+    if (nx == 1 && pair) {
         int i = 0;
-        for (; i + 2 <= nw; i += 2) wt_pair_dot_rows(n, w + i * ws, ws, 2, xq, VNNI, out + i, T);
-        if (i < nw) wt_pair_dot_rows(n, w + i * ws, ws, 1, xq, VNNI, out + i, T);
-    } else if (nx == 1)
+        for (; i + 2 <= nw; i += 2) wt_pair_dot_rows(n, w + i * ws, ws, 2, xq, xs, 1, VNNI, out + i, nw, T);
+        if (i < nw) wt_pair_dot_rows(n, w + i * ws, ws, 1, xq, xs, 1, VNNI, out + i, nw, T);
+    } else if (nx == 2 && pair)
+        for (int i = 0; i < nw; i++) wt_pair_dot_rows(n, w + i * ws, ws, 1, xq, xs, 2, VNNI, out + i, nw, T);
+    else if (nx == 1)
         for (int i = 0; i < nw; i++) out[i] = q8_0_dot(n, w + i * ws, xq, VNNI, T);
     else q8_0_many(n, w, ws, nw, xq, xs, nx, out, VNNI, T);
 }
