@@ -97,7 +97,10 @@ const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t);
 
+/* rw_stream_read with the widest loads of each x86 tier: a read loop of
+ * 8-byte loads keeps fewer lines in flight and under-reads the memory. */
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
+uint64_t rw_stream_read_avx2(const void *p, size_t n);
 
 /* False after rw_matmul_set_avx_vnni(false) (kernel_tier.c). */
 bool rw_matmul_avx_vnni_allowed(void);
