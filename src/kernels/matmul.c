@@ -574,6 +574,8 @@ uint64_t rw_stream_read(const void *p, size_t n) {
 #if defined(__x86_64__)
     if (rw_cpu_has_avx512()) return rw_stream_read_avx512(p, n);
     if (rw_cpu_has_avx2()) return rw_stream_read_avx2(p, n);
+#elif defined(__aarch64__)
+    return rw_stream_read_neon(p, n);
 #endif
     const uint64_t *q = p;
     uint64_t a = 0, b = 0, c = 0, d = 0;

@@ -101,6 +101,7 @@ const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t);
  * 8-byte loads keeps fewer lines in flight and under-reads the memory. */
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
 uint64_t rw_stream_read_avx2(const void *p, size_t n);
+uint64_t rw_stream_read_neon(const void *p, size_t n); /* 16-byte loads, on AArch64 */
 
 /* False after rw_matmul_set_avx_vnni(false) (kernel_tier.c). */
 bool rw_matmul_avx_vnni_allowed(void);

@@ -557,3 +557,17 @@ const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t) {
     default: return NULL;
     }
 }
+
+/* rw_stream_read on AArch64: 256 bytes a step in 16-byte loads. */
+uint64_t rw_stream_read_neon(const void *p, size_t n) {
+    const uint8_t *b = p;
+    uint64x2_t a[8];
+    for (int k = 0; k < 8; k++) a[k] = vdupq_n_u64(0);
+    for (size_t i = 0; i + 256 <= n; i += 256)
+        for (int k = 0; k < 8; k++) {
+            a[k] = veorq_u64(a[k], vld1q_u64((const uint64_t *)(b + i + 32 * k)));
+            a[k] = veorq_u64(a[k], vld1q_u64((const uint64_t *)(b + i + 32 * k + 16)));
+        }
+    for (int k = 1; k < 8; k++) a[0] = veorq_u64(a[0], a[k]);
+    return vgetq_lane_u64(a[0], 0) ^ vgetq_lane_u64(a[0], 1);
+}
