@@ -100,7 +100,7 @@ static float scalar_f16(const uint8_t *w, int64_t t) { return f16_to_f32(((const
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
         int64_t k = 0;                                                                                      \
         for (; k + 32 <= n; k += 32) {                                                                      \
-            rw_mm_prefetch_ahead(w + k * (ESZ), 32 * (ESZ));                                                      \
+            rw_mm_prefetch_ahead(w + k * (ESZ), 32 * (ESZ));                                                \
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) a[c] =                                      \
                 _mm256_fmadd_ps(LOADW(w, k + 8 * c), _mm256_loadu_ps(x + k + 8 * c), a[c]);                 \
         }                                                                                                   \
@@ -211,7 +211,6 @@ typedef struct {
 
 #define nibbles16 rw_avx2_nibbles16
 #define q5_high   rw_avx2_q5_high
-
 
 INLINE w_blk unpack_q8_0(const uint8_t *row, int64_t b) {
     const rw_block_q8_0 *p = (const rw_block_q8_0 *)row + b;
@@ -456,10 +455,12 @@ INLINE void q5_pair_bits(const rw_block_q5_0 *a, const rw_block_q5_0 *b, uint32_
 INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *const xgs[], const int NC,
                           const int VNNI, __m256 v[], const int T) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
-    const __m256i tab = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_iq4nl_values)),
-                                         _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
+    const __m256i tab =
+        _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_iq4nl_values)),
+                         _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
     const size_t bytes = rw_avx2_wt_bytes(T), qs = T == RW_AVX2_WT_Q5_0 ? 6 : 2; /* the nibbles' offset */
-    __m256i p[2][4]; /* output o = r * NC + c */
+    /* p[o]: output o = r * NC + c */
+    __m256i p[2][4];
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         __m256i xlo[2], xhi[2];
         _Pragma("GCC unroll 2") for (int c = 0; c < NC; c++) {
@@ -863,7 +864,7 @@ enum { KX_MINS, KX_OFFSET, KL_MADD };
                         continue;                                                                                    \
                     }                                                                                                \
                     __m256i lo, hi;                                                                                  \
-                    kq_lanes16(&wsb[i], xb, &lo, &hi);                                                                   \
+                    kq_lanes16(&wsb[i], xb, &lo, &hi);                                                               \
                     const __m256 dd = _mm256_set1_ps(wsb[i].d * dx), dm = _mm256_set1_ps(wsb[i].dmin * dx);          \
                     acc[i][j][0] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dm,                                    \
                                                     _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc[i][j][0]));      \
@@ -956,11 +957,17 @@ INLINE __m256i madd_acc(__m256i acc, __m256i p, __m256i s, const int VNNI) {
     return acc;
 }
 
-/* The integer lanes of super-block sb of a Q4_K / Q5_K row against xb:
- * isum (scale_j * dot_j summed over the sub-blocks j) and msum (min_j *
- * the activation's 16-sums); I and M are their lane sums. */
-INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, const int five, const int VNNI,
-                        const int CHAINS, __m256i *isum_out, __m256i *msum_out) {
+/* The most activation rows of the few-row forms below (k_dot_rows). */
+enum { KR_NX = 4 };
+
+/* The integer lanes of super-block sb of a Q4_K / Q5_K row against
+ * activation rows xb[0..NR): isum[r] (scale_j * dot_j summed over the
+ * sub-blocks j) and msum[r] (min_j * the activation's 16-sums); I and M
+ * are their lane sums. Each chunk is decoded once for all the rows; CHAINS
+ * (1, 2 or 4) accumulators a row: one row alone is bound by one chain's
+ * latency, several rows side by side hide it (fewer instructions). */
+INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *const *xb, const int NR, const int five,
+                             const int VNNI, const int CHAINS, __m256i *isum, __m256i *msum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     const uint8_t *scales, *qs, *qh;
     rw_f16 d, dmin;
@@ -971,7 +978,7 @@ INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, c
     const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice */
     const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    __m256i a[4];
+    __m256i a[KR_NX][4];
     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -983,18 +990,28 @@ INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, c
             lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
             hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
         }
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
-        const __m256i p0 = _mm256_maddubs_epi16(lo, x0), p1 = _mm256_maddubs_epi16(hi, x1);
-        if (CHAINS == 4) /* four short chains: one row alone is bound by the long one's latency */
-            a[c] = madd_acc(_mm256_madd_epi16(p0, bcast16(scv, 2 * c)), p1, bcast16(scv, 2 * c + 1), VNNI);
-        else { /* one chain (eight rows side by side hide its latency), fewer instructions */
-            a[0] = c == 0 ? _mm256_madd_epi16(p0, bcast16(scv, 0)) : madd_acc(a[0], p0, bcast16(scv, 2 * c), VNNI);
-            a[0] = madd_acc(a[0], p1, bcast16(scv, 2 * c + 1), VNNI);
+        const __m256i s0 = bcast16(scv, 2 * c), s1 = bcast16(scv, 2 * c + 1);
+        const int k = c % CHAINS;
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c + 32));
+            const __m256i p0 = _mm256_maddubs_epi16(lo, x0), p1 = _mm256_maddubs_epi16(hi, x1);
+            const __m256i t = c < CHAINS ? _mm256_madd_epi16(p0, s0) : madd_acc(a[r][k], p0, s0, VNNI);
+            a[r][k] = madd_acc(t, p1, s1, VNNI);
         }
     }
-    *isum_out = CHAINS == 4 ? _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3])) : a[0];
-    *msum_out = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+        isum[r] = CHAINS == 4 ? _mm256_add_epi32(_mm256_add_epi32(a[r][0], a[r][1]), _mm256_add_epi32(a[r][2], a[r][3]))
+                  : CHAINS == 2 ? _mm256_add_epi32(a[r][0], a[r][1])
+                                : a[r][0];
+        msum[r] = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb[r]->bsums));
+    }
+}
+
+/* The same for one activation row. */
+INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, const int five, const int VNNI,
+                        const int CHAINS, __m256i *isum_out, __m256i *msum_out) {
+    q45_K_lanes_rows(w, sb, &xb, 1, five, VNNI, CHAINS, isum_out, msum_out);
 }
 
 /* [I_a M_a I_b M_b]: the lane sums of two super-blocks' isum and msum. */
@@ -1044,13 +1061,14 @@ INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const in
     return acc;
 }
 
-/* The integer lanes of super-block sb of a Q6_K row against xb: isum
- * (scale * dot, the quants 0..63) and msum (32 * scale . bsums, the -32). */
-INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const int VNNI, __m256i *isum_out,
-                       __m256i *msum_out) {
+/* The integer lanes of super-block sb of a Q6_K row against activation
+ * rows xb[0..NR): isum[r] (scale * dot, the quants 0..63) and msum[r]
+ * (32 * scale . bsums, the -32); two chains a row. */
+INLINE void q6_K_lanes_rows(const rw_block_q6_K *b, const rw_block_q8_K *const *xb, const int NR, const int VNNI,
+                            __m256i *isum, __m256i *msum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    __m256i a[2];
+    __m256i a[KR_NX][2];
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         /* scales 8h .. 8h+7 in both halves: chunk k takes 2k (low half) and 2k + 1 */
         const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
@@ -1067,13 +1085,24 @@ INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const in
             const __m256i s =
                 _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
                                                           _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * k));
-            const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), xv);
-            a[h] = k == 0 ? _mm256_madd_epi16(p, s) : madd_acc(a[h], p, s, VNNI); /* two chains */
+            const __m256i q = _mm256_or_si256(lo, hi);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 128 * h + 32 * k));
+                const __m256i p = _mm256_maddubs_epi16(q, xv);
+                a[r][h] = k == 0 ? _mm256_madd_epi16(p, s) : madd_acc(a[r][h], p, s, VNNI);
+            }
         }
     }
-    *isum_out = _mm256_add_epi32(a[0], a[1]);
-    *msum_out = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb->bsums));
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+        isum[r] = _mm256_add_epi32(a[r][0], a[r][1]);
+        msum[r] = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb[r]->bsums));
+    }
+}
+
+/* The same for one activation row. */
+INLINE void q6_K_lanes(const rw_block_q6_K *b, const rw_block_q8_K *xb, const int VNNI, __m256i *isum_out,
+                       __m256i *msum_out) {
+    q6_K_lanes_rows(b, &xb, 1, VNNI, isum_out, msum_out);
 }
 
 /* Two super-blocks at a time as q45_K_dot1: acc + (d * dx) * (float)(I - M)
@@ -1313,87 +1342,11 @@ TILE_DISPATCH(q3_K)
  * all the rows (the many-row tile unpacks each super-block into memory and
  * takes the rows four at a time, so two rows cost what four do). The
  * integers are exact whatever the instructions; the scalar step per output
- * is q45_K_dot1's / q6_K_dot1's, super-block after super-block. */
-enum { KR_NX = 4 };
-
-/* isum[r], msum[r] of super-block sb of a Q4_K / Q5_K row against
- * activation rows xb[0..NR): q45_K_lanes' lanes (two chains a row for
- * up to two rows, one beyond: registers). */
-INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *const xb[KR_NX], const int NR,
-                             const int five, const int VNNI, __m256i isum[KR_NX], __m256i msum[KR_NX]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    const int CH = NR <= 2 ? 2 : 1;
-    const uint8_t *scales, *qs, *qh;
-    rw_f16 d, dmin;
-    k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
-    uint64_t sc, mn;
-    k4_scales_mins(scales, &sc, &mn);
-    const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-    const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice */
-    const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    __m256i a[KR_NX][2];
-    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (five) { /* as q45_K_lanes */
-            const int j = 2 * c;
-            const __m256i h0 = j <= 4 ? _mm256_slli_epi16(hv, 4 - j) : _mm256_srli_epi16(hv, j - 4);
-            const __m256i h1 = j + 1 <= 4 ? _mm256_slli_epi16(hv, 3 - j) : _mm256_srli_epi16(hv, j - 3);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
-        }
-        const __m256i s0 = bcast16(scv, 2 * c), s1 = bcast16(scv, 2 * c + 1);
-        const int k = c % CH;
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c));
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c + 32));
-            const __m256i p0 = _mm256_maddubs_epi16(lo, x0), p1 = _mm256_maddubs_epi16(hi, x1);
-            const __m256i t = c < CH ? _mm256_madd_epi16(p0, s0) : madd_acc(a[r][k], p0, s0, VNNI);
-            a[r][k] = madd_acc(t, p1, s1, VNNI);
-        }
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-        isum[r] = CH == 2 ? _mm256_add_epi32(a[r][0], a[r][1]) : a[r][0];
-        msum[r] = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb[r]->bsums));
-    }
-}
-
-/* The same for a Q6_K row (q6_K_lanes' lanes). */
-INLINE void q6_K_lanes_rows(const rw_block_q6_K *b, const rw_block_q8_K *const xb[KR_NX], const int NR, const int VNNI,
-                            __m256i isum[KR_NX], __m256i msum[KR_NX]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    __m256i a[KR_NX][2];
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-        const __m256i sch = (h ? _mm256_permute4x64_epi64(sc16, 0xEE) : _mm256_permute4x64_epi64(sc16, 0x44));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
-            const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
-            const __m256i hi = _mm256_and_si256(k < 2    ? _mm256_slli_epi16(qh, 4 - 2 * k)
-                                                : k == 2 ? qh
-                                                         : _mm256_srli_epi16(qh, 2),
-                                                m2);
-            const __m256i s =
-                _mm256_shuffle_epi8(sch, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
-                                                          _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
-            const __m256i q = _mm256_or_si256(lo, hi);
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 128 * h + 32 * k));
-                const __m256i p = _mm256_maddubs_epi16(q, xv);
-                a[r][h] = k == 0 ? _mm256_madd_epi16(p, s) : madd_acc(a[r][h], p, s, VNNI);
-            }
-        }
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-        isum[r] = _mm256_add_epi32(a[r][0], a[r][1]);
-        msum[r] = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), _mm256_loadu_si256((const __m256i *)xb[r]->bsums));
-    }
-}
-
-/* One weight row (w; Q4_K, Q5_K or, with six, Q6_K) against NR activation
- * rows xq + r * xs: out[r * nw] = the one-row form's result for row r. */
+ * is q45_K_dot1's / q6_K_dot1's, super-block after super-block.
+ *
+ * k_dot_rows: one weight row (w; Q4_K, Q5_K or, with six, Q6_K) against NR
+ * activation rows xq + r * xs: out[r * nw] = the one-row form's result for
+ * row r. */
 INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs, const int NR, const int five,
                        const int six, const int VNNI, float *out, int nw) {
     const size_t blk = six ? sizeof(rw_block_q6_K) : five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
@@ -1404,7 +1357,7 @@ INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) xb[r] = (const rw_block_q8_K *)(xq + (size_t)r * xs) + sb;
         __m256i is[KR_NX], ms[KR_NX];
         if (six) q6_K_lanes_rows((const rw_block_q6_K *)(w + (size_t)sb * blk), xb, NR, VNNI, is, ms);
-        else q45_K_lanes_rows(w, sb, xb, NR, five, VNNI, is, ms);
+        else q45_K_lanes_rows(w, sb, xb, NR, five, VNNI, NR <= 2 ? 2 : 1, is, ms);
         int32_t im[KR_NX][2];
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 2) { /* [I_r M_r I_r+1 M_r+1] */
             const int r1 = r + 1 < NR ? r + 1 : r;
