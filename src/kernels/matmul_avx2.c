@@ -1404,9 +1404,11 @@ static void rows_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
     if (rw_avx2_vnni()) K_ROWS(0, 1, 1) else K_ROWS(0, 1, 0)
 }
 
-/* Q4_K, Q5_K, Q6_K: one activation row as above, several in the many-row
- * tile (the same arithmetic per output). */
-/* Eight rows at a time; a last group of 3..7 rows as eight (the missing
+/* Q4_K, Q5_K, Q6_K: one activation row as below, 2 to KR_NX rows in
+ * k_dot_rows above, more in the many-row tile (the same arithmetic per
+ * output).
+ *
+ * Eight rows at a time; a last group of 3..7 rows as eight (the missing
  * rows repeat the last one, their outputs dropped), of 1 or 2 rows one by
  * one: every output the same bits. */
 #define DOT1_ROWS(DOT8, DOT1)                                                                  \
@@ -1577,8 +1579,8 @@ const rw_mm_kernel *rw_mm_kernel_avx2(rw_dtype t) {
     }
 }
 
-/* rw_stream_read on AVX2: 256 bytes a step in 32-byte loads (p 32-byte
- * aligned, as the callers' 4 KiB buffers are). */
+/* rw_stream_read on AVX2: 256 bytes a step in 32-byte aligned loads (p
+ * is 64-byte aligned, as rw_stream_read requires). */
 uint64_t rw_stream_read_avx2(const void *p, size_t n) {
     const uint8_t *b = p;
     __m256i a[8];

@@ -97,8 +97,9 @@ const rw_mm_kernel *rw_mm_kernel_avx2_ggml(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_avx512_ggml(rw_dtype t);
 const rw_mm_kernel *rw_mm_kernel_neon_ggml(rw_dtype t);
 
-/* rw_stream_read with the widest loads of each x86 tier: a read loop of
- * 8-byte loads keeps fewer lines in flight and under-reads the memory. */
+/* rw_stream_read with the widest loads each CPU has (AVX-512, AVX2, NEON):
+ * a read loop of 8-byte loads keeps fewer lines in flight and under-reads
+ * the memory. */
 uint64_t rw_stream_read_avx512(const void *p, size_t n);
 uint64_t rw_stream_read_avx2(const void *p, size_t n);
 uint64_t rw_stream_read_neon(const void *p, size_t n); /* 16-byte loads, on AArch64 */
