@@ -368,6 +368,7 @@ int rw_bench_kernels(int argc, char **argv) {
         {"--quick", RW_OPT_FLAG, &quick, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--stored-panels", RW_OPT_FLAG, &stored_panels, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         {"--types", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_types, &kt},
         RW_OPT_END,
     };

@@ -42,7 +42,7 @@ static double now_s(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kv f32|f16] "
+    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kernels TIER] [--kv f32|f16] "
                     "[--numerics auto|fast|ggml] [--reps R] [--json]\n");
     return 2;
 }
@@ -116,6 +116,7 @@ int rw_bench_model(int argc, char **argv) {
         {"--depth", RW_OPT_INT, &depth, 0, 1 << 22, 0, 0, NULL, NULL, NULL},
         {"--reps", RW_OPT_INT, &reps, 1, 100, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         RW_OPT_KV_TYPE(&kv),
         RW_OPT_NUMERICS_MODE,
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},

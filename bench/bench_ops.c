@@ -125,12 +125,13 @@ int rw_bench_ops(int argc, char **argv) {
     const rw_cli_opt opts[] = {
         {"--ctx", RW_OPT_INT, &ctx, PREFILL, 1 << 20, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--quick", RW_OPT_FLAG, &quick, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_END,
     };
     if (rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL)) {
-        fprintf(stderr, "usage: rewind bench ops [--ctx N] [--threads N] [--json] [--quick]\n");
+        fprintf(stderr, "usage: rewind bench ops [--ctx N] [--threads N] [--kernels TIER] [--json] [--quick]\n");
         return 2;
     }
     rw_error err = {0};

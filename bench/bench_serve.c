@@ -138,7 +138,7 @@ typedef struct {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench serve MODEL [--clients 1,4,16] [--requests N] [--prompt N] [--gen N] "
-                    "[--parallel N] [--threads N] [--json] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
+                    "[--parallel N] [--threads N] [--kernels TIER] [--json] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
     return 2;
 }
 
@@ -154,6 +154,7 @@ int rw_bench_serve(int argc, char **argv) {
         {"--prompt", RW_OPT_INT, &n_prompt, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
         {"--gen", RW_OPT_INT, &n_gen, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         {"--parallel", RW_OPT_INT, &parallel, 1, 1024, 0, 0, NULL, NULL, NULL},
         RW_OPT_DRAFT(&draft_path, &draft_max, 1, &draft_fixed),
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},

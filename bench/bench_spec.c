@@ -62,7 +62,7 @@ static double cpu_s(void) {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench spec TARGET [--draft DRAFT] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] "
-                    "[--spec-ngram-min-hits N] [--k 1,2,4,8] [--threads N] [--prompt N] [--repeat N] "
+                    "[--spec-ngram-min-hits N] [--k 1,2,4,8] [--threads N] [--kernels TIER] [--prompt N] [--repeat N] "
                     "[--repeat-penalty X] [--gen N] [--reps R] [--seqs N] [--kv f32|f16] [--json]\n");
     return 2;
 }
@@ -204,6 +204,7 @@ int rw_bench_spec(int argc, char **argv) {
         {"--draft", RW_OPT_STR, &draft_path, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--k", RW_OPT_STR, &klist, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         {"--prompt", RW_OPT_INT, &n_prompt, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
         {"--gen", RW_OPT_INT, &n_gen, 2, 1 << 20, 0, 0, NULL, NULL, NULL},
         {"--reps", RW_OPT_INT, &reps, 1, 1000, 0, 0, NULL, NULL, NULL},

@@ -48,6 +48,7 @@ static int parse(const char *cmd, int argc, char **argv, opts *o) {
     const rw_cli_opt table[] = {
         {"--prompt", RW_OPT_INT, &o->prompt, 16, 1 << 20, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&o->threads),
+        RW_OPT_KERNELS_TIER,
         {"--turns", RW_OPT_INT, &o->turns, 1, 1000, 0, 0, NULL, NULL, NULL},
         {"--system-tokens", RW_OPT_INT, &o->sys, 1, 1 << 20, 0, 0, NULL, NULL, NULL},
         {"--gen", RW_OPT_INT, &o->gen, 1, 4096, 0, 0, NULL, NULL, NULL},

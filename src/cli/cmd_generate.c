@@ -62,7 +62,7 @@ static const char *CMD = "generate";
 static int usage(void) {
     fprintf(stderr, "usage: rewind generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--top-k K] [--top-p P] "
                     "[--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repeat-penalty X] [--seed S] "
-                    "[--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--print-ids] "
+                    "[--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--kernels TIER] [--print-ids] "
                     "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
                     "[--draft-max K] [--draft-fixed] [--grammar FILE.gbnf | --json-schema FILE.json]\n");
     return 2;
@@ -172,6 +172,7 @@ int rw_cmd_generate(int argc, char **argv) {
         {"--frequency-penalty", RW_OPT_FLOAT, &rp.frequency_penalty, 0, 0, -1e6, 1e6, NULL, NULL, NULL},
         {"--repeat-penalty", RW_OPT_FLOAT, &rp.repeat_penalty, 0, 0, 0.0, 1e6, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         RW_OPT_KV_TYPE(&kv),
         RW_OPT_NUMERICS_MODE,
         {"--draft", RW_OPT_STR, &draft_path, 0, 0, 0, 0, NULL, NULL, NULL},

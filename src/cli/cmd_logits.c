@@ -39,7 +39,7 @@ static const char *CMD = "logits";
 static int usage(void) {
     fprintf(stderr, "usage: rewind logits MODEL --ids IDS --out OUT.f32 [--ids IDS --out OUT.f32 ...] "
                     "[--mode batch|step] [--chunks N1,N2,...] [--replay-from R] [--load-state FILE] "
-                    "[--save-state FILE] [--kv f32|f16] [--numerics auto|fast|ggml] [--threads N]\n");
+                    "[--save-state FILE] [--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--kernels TIER]\n");
     return 2;
 }
 
@@ -131,6 +131,7 @@ int rw_cmd_logits(int argc, char **argv) {
         {"--load-state", RW_OPT_STR, &load_path, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--save-state", RW_OPT_STR, &save_path, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         RW_OPT_KV_TYPE(&kv),
         RW_OPT_NUMERICS_MODE,
         RW_OPT_END,

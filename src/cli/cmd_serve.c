@@ -337,7 +337,7 @@ static char *model_cache_dir(const char *dir, const char *id) {
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
+            "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--kernels TIER] "
             "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
             "[--max-connections N] "
             "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
@@ -412,6 +412,7 @@ int rw_cmd_serve(int argc, char **argv) {
         {"--parallel", RW_OPT_INT, &parallel, 1, 1024, 0, 0, NULL, NULL, NULL},
         {"--ctx", RW_OPT_INT, &ctx, 2, 1 << 24, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
         {"--max-queue", RW_OPT_INT, &max_queue, 0, 1 << 20, 0, 0, NULL, NULL, NULL},
         {"--max-body", RW_OPT_INT, &max_body, 1024, 1L << 32, 0, 0, NULL, NULL, NULL},
         {"--max-connections", RW_OPT_INT, &max_conn, 1, 65536, 0, 0, NULL, NULL, NULL},
@@ -574,10 +575,10 @@ int rw_cmd_serve(int argc, char **argv) {
                                  .no_slots = no_slots};
     if (rw_server_start_models(src, n_models, &sc, &s, &err)) goto fail; /* loads the default model */
     fprintf(stderr,
-            "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, prefix "
-            "cache %zu MiB%s%s)\n",
+            "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, kernels "
+            "%s, prefix cache %zu MiB%s%s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), sms[0].id, parallel,
-            ctx, kv == RW_KV_F16 ? "f16" : "f32", cache_bytes >> 20, cache_dir ? ", disk tier in " : "",
+            ctx, kv == RW_KV_F16 ? "f16" : "f32", rw_get_kernels(), cache_bytes >> 20, cache_dir ? ", disk tier in " : "",
             cache_dir ? cache_dir : "");
     for (int i = 1; i < n_models; i++)
         fprintf(stderr, "rewind serve: also model %s (%s), loaded on first use%s\n", sms[i].id, sms[i].path,

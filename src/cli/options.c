@@ -52,6 +52,16 @@ int rw_cli_parse_numerics(const char *cmd, const char *s) {
     return 0;
 }
 
+int rw_cli_parse_kernels(const char *cmd, const char *s) {
+    rw_error e;
+    /* no model is open yet: only an unknown name or a tier this CPU lacks fails */
+    rw_status st = *s ? rw_set_kernels(s, &e) : RW_ERR_INVALID_ARG;
+    if (st == RW_OK) return 0;
+    if (st == RW_ERR_INVALID_ARG) rw_cli_error(cmd, "--kernels must be ref, avx2, avx512, amx or neon, not \"%s\"", s);
+    else rw_cli_error(cmd, "--kernels %s: %s", s, e.msg);
+    return 2;
+}
+
 static bool is_choice(const char *choices, const char *v) {
     size_t n = strlen(v);
     for (const char *c = choices; *c;) {
@@ -105,6 +115,7 @@ static int set_value(const char *cmd, const rw_cli_opt *o, const char *v) {
         return 0;
     case RW_OPT_KV: return rw_cli_parse_kv(cmd, v, (rw_kv_type *)o->dst);
     case RW_OPT_NUMERICS: return rw_cli_parse_numerics(cmd, v);
+    case RW_OPT_KERNELS: return rw_cli_parse_kernels(cmd, v);
     case RW_OPT_FN: return o->fn(o->ctx, cmd, o->name, v);
     case RW_OPT_FLAG: break;
     }

@@ -1,7 +1,8 @@
 /* options.h - the one option parser of the rewind program: each command
  * describes its options in a table and rw_cli_parse_opts fills the
  * variables, checks ranges and prints the error, so no command carries its
- * own strcmp loop and the shared options (--threads, --kv, --numerics)
+ * own strcmp loop and the shared options (--threads, --kv, --numerics,
+ * --kernels)
  * parse the same everywhere. */
 #ifndef RW_CLI_OPTIONS_H
 #define RW_CLI_OPTIONS_H
@@ -18,6 +19,7 @@ typedef enum {
     RW_OPT_CHOICE,   /* const char **dst = the value, one of choices ("batch|step") */
     RW_OPT_KV,       /* rw_kv_type *dst = f32 | f16 */
     RW_OPT_NUMERICS, /* sets the process's numerics mode (auto | fast | ggml); dst unused */
+    RW_OPT_KERNELS,  /* sets the process's kernel tier (ref | avx2 | avx512 | amx | neon); dst unused */
     RW_OPT_FN,       /* fn(ctx, cmd, name, value): repeatable options and lists; 0, or 2 after printing */
 } rw_cli_opt_kind;
 
@@ -36,6 +38,7 @@ typedef struct {
 #define RW_OPT_THREADS(p) {"--threads", RW_OPT_INT, (p), 0, 1024, 0, 0, NULL, NULL, NULL}
 #define RW_OPT_KV_TYPE(p) {"--kv", RW_OPT_KV, (p), 0, 0, 0, 0, NULL, NULL, NULL}
 #define RW_OPT_NUMERICS_MODE {"--numerics", RW_OPT_NUMERICS, NULL, 0, 0, 0, 0, NULL, NULL, NULL}
+#define RW_OPT_KERNELS_TIER {"--kernels", RW_OPT_KERNELS, NULL, 0, 0, 0, 0, NULL, NULL, NULL}
 #define RW_OPT_END {NULL, RW_OPT_FLAG, NULL, 0, 0, 0, 0, NULL, NULL, NULL}
 
 /* Parses argv[1..argc-1] (argv[0] is the command's name): each option of
