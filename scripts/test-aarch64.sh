@@ -20,7 +20,11 @@
 #                            batch and step logits bitwise equal: the forward
 #                            pass's batch invariance) and qwen35 (the hybrid:
 #                            DeltaNet layers)
-# About 4 minutes on 2 cores after the build (about 5 from clean).
+#   kernels/test_tiers_logits.sh  every fixture file of every architecture
+#                            (gemma3, gpt-oss, nemotron_h, lfm2 ...): the
+#                            `rewind logits` of a sequence bitwise equal on
+#                            the neon and ref tiers (the CLI under qemu)
+# About 6 minutes on 2 cores after the build (about 7 from clean).
 # Left out: cache/test_seq_props (the cache layer's invariants on every
 # architecture) takes over 7 minutes under emulation even at its sanitizer
 # size; it runs the same kernels as the tests above. The rest of the suite
@@ -39,7 +43,7 @@ CC=aarch64-linux-gnu-gcc
 export PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 TESTS=(kernels/test_matmul kernels/test_ops kernels/test_ops_model kernels/test_ops_seq kernels/test_quant_edge
        base/test_threadpool cache/test_state_files models/test_models_fixtures)
-targets=()
+targets=("$BUILD/rewind")
 for t in "${TESTS[@]}"; do targets+=("$BUILD/tests/$t"); done
 # only these tests' binaries (and the library): the other tests are not run here
 mkdir -p "$BUILD"
@@ -55,6 +59,9 @@ make -j"$(nproc)" CC="$CC" BUILD="$BUILD" "${targets[@]}" >"$BUILD/build.log" 2>
 # the threaded tests ran over 10 times slower with it.
 QEMU=(qemu-aarch64)
 [ -e /lib/ld-linux-aarch64.so.1 ] || QEMU+=(-L /usr/aarch64-linux-gnu)
+# the CLI for the shell tests: REWIND runs it under qemu
+printf '#!/bin/sh\nexec %s "$(dirname "$0")/rewind" "$@"\n' "${QEMU[*]}" >"$BUILD/rewind-qemu"
+chmod +x "$BUILD/rewind-qemu"
 export RW_FIXTURES="${RW_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 export RW_KERNELS=neon
 limit="${RW_TEST_TIMEOUT:-900}"
@@ -71,7 +78,11 @@ run() {
   shift
   local start=$EPOCHREALTIME log rc secs
   log=$(mktemp)
-  env "${envs[@]+"${envs[@]}"}" timeout "$limit" "${QEMU[@]}" "$BUILD/tests/$1" >"$log" 2>&1
+  if [[ "$1" == *.sh ]]; then # a shell test of tests/, the CLI under qemu
+    env "${envs[@]+"${envs[@]}"}" REWIND="$BUILD/rewind-qemu" timeout "$limit" "tests/$1" >"$log" 2>&1
+  else
+    env "${envs[@]+"${envs[@]}"}" timeout "$limit" "${QEMU[@]}" "$BUILD/tests/$1" >"$log" 2>&1
+  fi
   rc=$?
   if [ $rc -eq 0 ] && [ -n "$need" ] && ! grep -qE "$need" "$log"; then
     echo "    output lacks /$need/"; rc=1
@@ -94,6 +105,8 @@ for t in "${TESTS[@]}"; do
     *) run "$t" -- "$t" ;;
   esac
 done
+# every architecture's logits, neon against ref (the neon tier must have run)
+run kernels/test_tiers_logits.sh NEED=': bitwise equal on ref neon$' -- kernels/test_tiers_logits.sh
 for f in "${failed[@]+"${failed[@]}"}"; do echo "failed: aarch64[neon]:$f"; done
 echo "aarch64 tests: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
