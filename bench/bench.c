@@ -26,12 +26,18 @@ static const bench_entry benches[] = {
     {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE] [--reps N]"},
     {"ops", rw_bench_ops, "ops [--ctx N] [--threads N] [--kernels TIER] [--json] [--quick]"},
     {"serve", rw_bench_serve,
-     "serve MODEL [--clients 1,4,16] [--requests N] [--prompt N] [--gen N] [--parallel N] [--threads N] [--kernels TIER] [--json]"},
-    {"model", rw_bench_model, "model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kernels TIER] [--kv f32|f16] [--reps R] [--json]"},
+     "serve MODEL [--clients 1,4,16] [--requests N] [--prompt N] [--gen N] [--parallel N] [--threads N] "
+     "[--kernels TIER] [--json]"},
+    {"model", rw_bench_model,
+     "model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kernels TIER] [--kv f32|f16] [--reps R] "
+     "[--json]"},
     {"state", rw_bench_state, "state MODEL [--prompt N] [--threads N] [--kernels TIER] [--kv f32|f16] [--json]"},
-    {"chat", rw_bench_chat, "chat MODEL [--turns N] [--system-tokens N] [--gen N] [--checkpoints N] [--threads N] [--kernels TIER] [--kv f32|f16] [--json]"},
+    {"chat", rw_bench_chat,
+     "chat MODEL [--turns N] [--system-tokens N] [--gen N] [--checkpoints N] [--threads N] [--kernels TIER] "
+     "[--kv f32|f16] [--json]"},
     {"spec", rw_bench_spec,
-     "spec TARGET [--draft DRAFT] [--k 1,2,4,8] [--threads N] [--kernels TIER] [--prompt N] [--gen N] [--reps R] [--seqs N] [--kv f32|f16]"},
+     "spec TARGET [--draft DRAFT] [--k 1,2,4,8] [--threads N] [--kernels TIER] [--prompt N] [--gen N] [--reps R] "
+     "[--seqs N] [--kv f32|f16]"},
     {"sampler", rw_bench_sampler, "sampler [--vocab N] [--reps R] [--json]"},
     {"grammar", rw_bench_grammar, "grammar VOCAB.gguf [--walks N] [--tokens N] [--json]"},
 };

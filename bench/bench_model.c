@@ -42,8 +42,8 @@ static double now_s(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kernels TIER] [--kv f32|f16] "
-                    "[--numerics auto|fast|ggml] [--reps R] [--json]\n");
+    fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kernels TIER] "
+                    "[--kv f32|f16] [--numerics auto|fast|ggml] [--reps R] [--json]\n");
     return 2;
 }
 

@@ -138,7 +138,8 @@ typedef struct {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench serve MODEL [--clients 1,4,16] [--requests N] [--prompt N] [--gen N] "
-                    "[--parallel N] [--threads N] [--kernels TIER] [--json] [--draft DRAFT.gguf [--draft-max K] [--draft-fixed]]\n");
+                    "[--parallel N] [--threads N] [--kernels TIER] [--json] [--draft DRAFT.gguf [--draft-max K] "
+                    "[--draft-fixed]]\n");
     return 2;
 }
 

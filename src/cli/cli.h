@@ -113,8 +113,9 @@ int rw_cli_parse_kv(const char *cmd, const char *s, rw_kv_type *out);
  * model is loaded; 0, or 2 after printing the error. */
 int rw_cli_parse_numerics(const char *cmd, const char *s);
 /* --kernels ref|avx2|avx512|amx|neon: selects the kernel tier, before any
- * model is loaded (an unknown name or a tier this CPU lacks is an error,
- * where RW_KERNELS is ignored); 0, or 2 after printing the error. */
+ * model is loaded ("" = the best this CPU has, as rw_set_kernels; an
+ * unknown name or a tier this CPU lacks is an error, where RW_KERNELS is
+ * ignored); 0, or 2 after printing the error. */
 int rw_cli_parse_kernels(const char *cmd, const char *s);
 int rw_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 

@@ -337,17 +337,20 @@ static char *model_cache_dir(const char *dir, const char *id) {
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--kernels TIER] "
+            "usage: rewind serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] "
+            "[--kernels TIER] "
             "[--api-key KEY] [--kv f32|f16] [--numerics auto|fast|ggml] [--max-queue N] [--max-body BYTES] "
             "[--max-connections N] "
             "[--prefill-chunk N] [--cache-bytes B] [--cache-dir DIR] [--cache-dir-bytes B] "
             "[--draft DRAFT.gguf] [--spec mtp|ngram|mtp,ngram] [--spec-ngram-n N] [--spec-ngram-min-hits N] "
             "[--draft-max K] [--draft-fixed] [--api-key-file FILE] "
             "[--cors-origin ORIGINS] [--header-timeout S] [--body-timeout S] [--max-connections-per-ip N] "
-            "[--max-state-bytes B] [--grammar-mask-budget N] [--grammar-request-budget N] [--checkpoints N] [--prefault] [--cache-dir-write evict|through] [--cache-dir-delay "
+            "[--max-state-bytes B] [--grammar-mask-budget N] [--grammar-request-budget N] [--checkpoints N] "
+            "[--prefault] [--cache-dir-write evict|through] [--cache-dir-delay "
             "S] [--shutdown-timeout S] [--replica-id NAME] [--alias NAME]\n"
             "  [--model [ALIAS=]FILE]... [--models-max-bytes B]\n"
-            "  [--chat-template-file FILE] [--tool-format auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral] "
+            "  [--chat-template-file FILE] [--tool-format "
+            "auto|none|generic|qwen-xml|hermes|llama3|granite|harmony|deepseek|nemotron|lfm2|mistral] "
             "[--reasoning-format deepseek|none] [--chat-template-kwargs JSON] [--reasoning-budget N] [--strict-api]\n"
             "  [--pooling none|mean|cls|last] [--slot-save-path DIR] [--no-slots]\n"
             "  MODEL may be left out when --model names the models (the first is the default)\n"
@@ -578,8 +581,8 @@ int rw_cmd_serve(int argc, char **argv) {
             "rewind serve: listening on http://%s%s%s:%d (model %s, parallel %ld, ctx %ld, kv %s, kernels "
             "%s, prefix cache %zu MiB%s%s)\n",
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", rw_server_port(s), sms[0].id, parallel,
-            ctx, kv == RW_KV_F16 ? "f16" : "f32", rw_get_kernels(), cache_bytes >> 20, cache_dir ? ", disk tier in " : "",
-            cache_dir ? cache_dir : "");
+            ctx, kv == RW_KV_F16 ? "f16" : "f32", rw_get_kernels(), cache_bytes >> 20,
+            cache_dir ? ", disk tier in " : "", cache_dir ? cache_dir : "");
     for (int i = 1; i < n_models; i++)
         fprintf(stderr, "rewind serve: also model %s (%s), loaded on first use%s\n", sms[i].id, sms[i].path,
                 models_max ? " within --models-max-bytes" : "");

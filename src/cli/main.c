@@ -21,21 +21,25 @@ static const cli_command commands[] = {
     {"architectures", rw_cmd_architectures, "architectures (the general.architecture values this build loads)"},
     {"synth", rw_cmd_synth,
      "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] [--threads N] -o OUT.gguf"},
-    {"logits", rw_cmd_logits, "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] [--kernels TIER] --out OUT.f32"},
+    {"logits", rw_cmd_logits,
+     "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] [--kernels TIER] --out OUT.f32"},
     {"tokenize", rw_cmd_tokenize, "tokenize MODEL (TEXT | -f FILE) [--parse-special] [--no-bos]"},
     {"detokenize", rw_cmd_detokenize, "detokenize MODEL IDS..."},
     {"chat-template", rw_cmd_chat_template,
      "chat-template MODEL_OR_TEMPLATE --messages FILE.json [--add-generation-prompt] [--tools FILE.json] "
      "[--enable-thinking true|false] [--bos-token S] [--eos-token S] [--now YYYY-MM-DDTHH:MM:SS]"},
-    {"generate", rw_cmd_generate, "generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--kernels TIER] [--print-ids]"},
+    {"generate", rw_cmd_generate,
+     "generate MODEL (--ids IDS | -p TEXT) -n N [--temp T] [--seed S] [--kv f32|f16] [--threads N] [--kernels TIER] "
+     "[--print-ids]"},
     {"serve", rw_cmd_serve,
-     "serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--kernels TIER] [--api-key KEY] "
-     "[--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]"},
+     "serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--threads N] [--kernels TIER] "
+     "[--api-key KEY] [--kv f32|f16] [--max-queue N] [--max-body BYTES] [--max-connections N] [--prefill-chunk N]"},
     {"cache-verify", rw_cmd_cache_verify, "cache-verify MODEL DIR [--kv f32|f16] [--ctx N] [--draft DRAFT.gguf]"},
     {"demo-client", rw_cmd_demo_client,
      "demo-client [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-tokens N] [--system-tokens N] "
      "[--wait SECONDS]"},
-    {"bench", rw_cmd_bench, "bench kernels [--json] [--threads N] [--kernels TIER] [--types T1,T2,...] [--quick] [--stored-panels]"},
+    {"bench", rw_cmd_bench,
+     "bench kernels [--json] [--threads N] [--kernels TIER] [--types T1,T2,...] [--quick] [--stored-panels]"},
 };
 
 static void usage(FILE *f) {

@@ -55,9 +55,9 @@ int rw_cli_parse_numerics(const char *cmd, const char *s) {
 int rw_cli_parse_kernels(const char *cmd, const char *s) {
     rw_error e;
     /* no model is open yet: only an unknown name or a tier this CPU lacks fails */
-    rw_status st = *s ? rw_set_kernels(s, &e) : RW_ERR_INVALID_ARG;
+    rw_status st = rw_set_kernels(s, &e);
     if (st == RW_OK) return 0;
-    if (st == RW_ERR_INVALID_ARG) rw_cli_error(cmd, "--kernels must be ref, avx2, avx512, amx or neon, not \"%s\"", s);
+    if (st == RW_ERR_INVALID_ARG) rw_cli_error(cmd, "--%s", e.msg); /* "kernels must be ref, avx2, ..." */
     else rw_cli_error(cmd, "--kernels %s: %s", s, e.msg);
     return 2;
 }

@@ -14,23 +14,16 @@ fail=0
 check() { if ! "$@"; then echo "FAILED: $*"; fail=1; fi; }
 n=340; nb=123
 [ "${RW_SANITIZE:-0}" = 1 ] && n=280 && nb=57
-models=$(ls "$fx"/*/*.gguf | grep -v -e /tokenizer/ -e /quant/ -e /chat/)
-# only the architectures this build loads (`rewind architectures`); the others
-# are named as skipped, so a new fixture folder shows up here before it runs
-loads=$("$bin" architectures) || { echo "FAILED: rewind architectures"; exit 1; }
-kept=""
-for model in $models; do
-  arch=$("$bin" inspect "$model" | awk '$1 == "general.architecture" { gsub(/"/, "", $4); print $4 }')
-  if grep -qxF -- "$arch" <<<"$loads"; then kept="$kept $model"
-  else echo "skipped: $(basename "$model") (architecture \"$arch\" is not loaded by this build)"; fi
-done
-models=$kept
+# only the architectures this build loads; the others are named as skipped
+. "$(dirname "$0")/../fixture_lib.sh"
+fixture_models "$bin" "$fx" || { echo "FAILED: rewind architectures"; exit 1; }
+models=$fixture_kept
 # under the sanitizers (about ten times slower): one file per kind of state
 [ "${RW_SANITIZE:-0}" = 1 ] && models=$(tr ' ' '\n' <<<"$models" | grep -e qwen3-F32 -e qwen35-F32 -e qwen3next-F32 -e granitehybrid-F32 -e lfm2-F32 -e nemotron_h-F32 -e gemma3-F32 -e gpt-oss-F32)
 replays="0 3 60 $((n - 300)) $((n - 17)) $((n - 5)) $((n - 1))"
 [ "${RW_SANITIZE:-0}" = 1 ] && replays="3 $((n - 270)) $((n - 5))"
 for model in $models; do
-  V=$("$bin" inspect "$model" | awk '$1 == "token_embd.weight" { gsub(/[^0-9]/, "", $4); print $4 }')
+  V=$(fixture_vocab "$bin" "$model")
   awk -v n=$n -v v="$V" 'BEGIN { srand(11); for (i = 0; i < n; i++) printf "%d\n", int(rand() * (v - 2)) + 1 }' > "$tmp/a.ids"
   awk -v n=$nb -v v="$V" 'BEGIN { srand(12); for (i = 0; i < n; i++) printf "%d\n", int(rand() * (v - 2)) + 1 }' > "$tmp/b.ids"
   r() { "$bin" logits "$model" --threads 2 "$@"; }

@@ -13,39 +13,36 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() { if ! "$@"; then echo "FAILED: $*"; fail=1; fi; }
-loads=$("$bin" architectures) || { echo "FAILED: rewind architectures"; exit 1; }
-first=""
-for model in $(ls "$fx"/*/*.gguf | grep -v -e /tokenizer/ -e /quant/ -e /chat/); do
-  arch=$("$bin" inspect "$model" | awk '$1 == "general.architecture" { gsub(/"/, "", $4); print $4 }')
-  grep -qxF -- "$arch" <<<"$loads" || { echo "skipped: $(basename "$model") (architecture \"$arch\" is not loaded)"; continue; }
+. "$(dirname "$0")/../fixture_lib.sh"
+fixture_models "$bin" "$fx" || { echo "FAILED: rewind architectures"; exit 1; }
+lacks="" # the tiers this CPU cannot run
+for model in $fixture_kept; do
   # under the sanitizers (about ten times slower): the F32 file of each architecture
   [ "${RW_SANITIZE:-0}" = 1 ] && [[ "$model" != *-F32.gguf ]] && continue
-  [ -n "$first" ] || first=$model
-  V=$("$bin" inspect "$model" | awk '$1 == "token_embd.weight" { gsub(/[^0-9]/, "", $4); print $4 }')
+  V=$(fixture_vocab "$bin" "$model")
   awk -v v="$V" 'BEGIN { srand(7); for (i = 0; i < 70; i++) printf "%d\n", int(rand() * (v - 2)) + 1 }' > "$tmp/a.ids"
   ran=""
   for k in ref avx2 avx2-novnni avx512 amx neon; do
     tier=${k%-novnni}; env=(); [ "$k" = avx2-novnni ] && env=(RW_AVX_VNNI=0)
     out=$(env "${env[@]}" "$bin" logits "$model" --kernels "$tier" --threads 2 --ids "$tmp/a.ids" --out "$tmp/$k.f32" 2>&1)
     rc=$?
-    if [ $rc -eq 2 ] && grep -q "this CPU cannot run" <<<"$out"; then continue; fi
+    if [ $rc -eq 2 ] && grep -q "this CPU cannot run" <<<"$out"; then
+      [[ " $lacks " == *" $tier "* ]] || lacks="$lacks $tier"
+      continue
+    fi
     [ $rc -eq 0 ] || { echo "FAILED: $(basename "$model") does not run on $k: $out"; fail=1; continue; }
     ran="$ran $k"
     [ "$k" = ref ] || check cmp -s "$tmp/ref.f32" "$tmp/$k.f32"
   done
   echo "$(basename "$model"): bitwise equal on$ran"
 done
-for k in avx2 avx512 amx neon; do
-  [ -n "$first" ] || break
-  "$bin" logits "$first" --kernels $k --ids "$tmp/a.ids" --out "$tmp/x.f32" > /dev/null 2>&1 ||
-    echo "skipped: the $k tier (this CPU cannot run it)"
-done
+for k in $lacks; do echo "skipped: the $k tier (this CPU cannot run it)"; done
 # errors: an unknown tier, and (where the CPU lacks one) a tier it cannot run
 out=$("$bin" logits "$fx/qwen3/qwen3-F32.gguf" --kernels avx --ids "$tmp/a.ids" --out "$tmp/x.f32" 2>&1); rc=$?
 check [ $rc -eq 2 ]; check grep -q -- '--kernels must be ref, avx2, avx512, amx or neon, not "avx"' <<<"$out"
-for k in neon amx avx512; do
-  out=$("$bin" logits "$fx/qwen3/qwen3-F32.gguf" --kernels $k --ids "$tmp/a.ids" --out "$tmp/x.f32" 2>&1) && continue
-  check grep -q -- "--kernels $k: this CPU cannot run the $k kernels" <<<"$out"
+for k in $lacks; do
+  out=$("$bin" logits "$fx/qwen3/qwen3-F32.gguf" --kernels $k --ids "$tmp/a.ids" --out "$tmp/x.f32" 2>&1); rc=$?
+  check [ $rc -eq 2 ]; check grep -q -- "--kernels $k: this CPU cannot run the $k kernels" <<<"$out"
   break
 done
 exit $fail
