@@ -687,6 +687,15 @@ INLINE __m256i bcast16(__m256i v, int k) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
 }
 
+/* *p in every 32-bit lane, loaded as such (vpbroadcastd from memory, a
+ * load alone; spelt in asm, as the compiler would otherwise take a value it
+ * has just stored from the register, through two shuffles). */
+INLINE __m256i bcast32_mem(const int32_t *p) {
+    __m256i r;
+    __asm__("vpbroadcastd %1, %0" : "=x"(r) : "m"(*p));
+    return r;
+}
+
 /* The fields of super-block sb of a Q4_K (five = 0; *qh = NULL) or Q5_K row. */
 INLINE void k45_fields(const uint8_t *row, int64_t sb, int five, const uint8_t **scales, const uint8_t **qs,
                        const uint8_t **qh, rw_f16 *d, rw_f16 *dmin) {
@@ -974,7 +983,13 @@ INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *
     k45_fields(w, sb, five, &scales, &qs, &qh, &d, &dmin);
     uint64_t sc, mn;
     k4_scales_mins(scales, &sc, &mn);
-    const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    /* each scale as a (scale, scale) pair of 16-bit halves, stored so that
+     * each sub-block's broadcast is a load (vpbroadcastd from memory takes
+     * no shuffle port: eight shuffles a super-block were the most of any
+     * one kind of instruction here) */
+    int32_t sp[8] __attribute__((aligned(32)));
+    const __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+    _mm256_store_si256((__m256i *)sp, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
     const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice */
     const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
@@ -990,7 +1005,7 @@ INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *
             lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
             hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
         }
-        const __m256i s0 = bcast16(scv, 2 * c), s1 = bcast16(scv, 2 * c + 1);
+        const __m256i s0 = bcast32_mem(&sp[2 * c]), s1 = bcast32_mem(&sp[2 * c + 1]);
         const int k = c % CHAINS;
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c));
