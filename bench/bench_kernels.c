@@ -10,6 +10,13 @@
  *     of 5 rounds of 3 ways of cutting the read (rw_cli_read_bandwidth);
  *     and, less subject to the memory speed's drift, "paired": the median
  *     share of a read of the same bytes timed just before each pass;
+ *   - the same one-row speed with the weights in cache ("in L2": a
+ *     1024-column matrix of about 384 KiB a thread, multiplied over and
+ *     over): the kernel's own speed, memory aside. Where it is not well
+ *     above the one-row GB/s, decode is bound by the kernel's arithmetic,
+ *     not by the memory (a faster kernel helps); where it is, by the
+ *     memory (CPUs with more bandwidth a core than this one run closer to
+ *     this figure);
  *   - few-row cost: the time of 2, 4, 8 and 16-row matmuls over the same
  *     working set relative to one row (speculative verify passes and small
  *     decode batches: at best 1.0x, the weights streamed once for all rows);
@@ -62,8 +69,8 @@ static const int64_t few_rows[4] = {2, 4, 8, 16};
 static bool stored_panels;
 
 static const rw_dtype bench_types[] = {
-    RW_TYPE_Q8_0, RW_TYPE_Q4_0, RW_TYPE_Q4_1, RW_TYPE_Q5_0, RW_TYPE_Q5_1, RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K,
-    RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS, RW_TYPE_F16, RW_TYPE_BF16, RW_TYPE_F32,
+    RW_TYPE_Q8_0, RW_TYPE_Q4_0, RW_TYPE_Q4_1,   RW_TYPE_Q5_0,   RW_TYPE_Q5_1, RW_TYPE_Q2_K, RW_TYPE_Q3_K, RW_TYPE_Q4_K,
+    RW_TYPE_Q5_K, RW_TYPE_Q6_K, RW_TYPE_IQ4_NL, RW_TYPE_IQ4_XS, RW_TYPE_F16,  RW_TYPE_BF16, RW_TYPE_F32,
 };
 
 static double now_s(void) {
@@ -137,12 +144,18 @@ static void fill_blocks(rw_dtype t, uint8_t *p, size_t n_blocks) {
         case RW_TYPE_F32: *(float *)p = frand(); break;
         case RW_TYPE_F16: *(rw_f16 *)p = (rw_f16)(0x3800 | (rnd() & 0x83FF)); break;
         case RW_TYPE_BF16: *(rw_bf16 *)p = (rw_bf16)(0x3F00 | (rnd() & 0x807F)); break;
-        case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q8_0: case RW_TYPE_IQ4_NL: memcpy(p, &d, 2); break;
-        case RW_TYPE_Q4_1: case RW_TYPE_Q5_1: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;
-        case RW_TYPE_Q4_K: case RW_TYPE_Q5_K: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;
+        case RW_TYPE_Q4_0:
+        case RW_TYPE_Q5_0:
+        case RW_TYPE_Q8_0:
+        case RW_TYPE_IQ4_NL: memcpy(p, &d, 2); break;
+        case RW_TYPE_Q4_1:
+        case RW_TYPE_Q5_1: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;
+        case RW_TYPE_Q4_K:
+        case RW_TYPE_Q5_K: memcpy(p, &d, 2), memcpy(p + 2, &m, 2); break;
         case RW_TYPE_IQ4_XS: memcpy(p, &d, 2); break;
         case RW_TYPE_Q2_K: memcpy(p + bs - 4, &d, 2), memcpy(p + bs - 2, &m, 2); break;
-        case RW_TYPE_Q3_K: case RW_TYPE_Q6_K: memcpy(p + bs - 2, &d, 2); break;
+        case RW_TYPE_Q3_K:
+        case RW_TYPE_Q6_K: memcpy(p + bs - 2, &d, 2); break;
         default: break;
         }
     }
@@ -167,8 +180,9 @@ static size_t matrix_bytes(rw_dtype t, const shape *s) {
 typedef struct {
     rw_dtype type;
     rw_kernel_tier tier;
-    double one_gbs, one_ref_gbs;   /* decode */
+    double one_gbs, one_ref_gbs;     /* decode */
     double one_paired;               /* decode against a read of the same bytes, pass by pass (median) */
+    double one_cached_gbs;           /* decode with the weights in cache */
     double many_gops, many_ref_gops; /* prefill */
     double few_cost[4];              /* FEW_ROWS rows: time relative to one row */
     size_t working_set;
@@ -226,6 +240,34 @@ static double paired_share(const rw_matrix *mats, int n_mats, uint8_t *const *co
     return passes % 2 ? ratio[passes / 2] : 0.5 * (ratio[passes / 2 - 1] + ratio[passes / 2]);
 }
 
+/* One-row GB/s over a matrix that stays in each thread's L2 (every CPU
+ * here has at least 1 MiB a core): 1024 columns, rows for about 384 KiB a
+ * thread, from wbuf (at least that many bytes); the best of passes of
+ * repeated products (each pass about a millisecond, at least min_time). */
+static double cached_gbs(rw_dtype t, const uint8_t *wbuf, size_t wbuf_bytes, const float *x, float *y,
+                         rw_threadpool *pool, double min_time) {
+    uint64_t rb = 0;
+    rw_dtype_row_bytes(t, 1024, &rb);
+    int64_t rows = (int64_t)(384 * 1024) * rw_threadpool_size(pool) / (int64_t)rb / 16 * 16;
+    if (rows < 16) rows = 16;
+    if ((size_t)rows * rb > wbuf_bytes) rows = (int64_t)(wbuf_bytes / rb);
+    if (rows > 6144) rows = 6144; /* y's size */
+    rw_matrix w = {t, wbuf, 1024, rows, 0, NULL};
+    const double bytes = (double)rows * (double)rb;
+    int reps = (int)(1e-3 * 20e9 / bytes) + 1;      /* about 1 ms at 20 GB/s */
+    rw_matmul(&w, x, 1024, 1, y, rows, pool, NULL); /* warm-up: into the caches */
+    double start = now_s(), best = 1e30;
+    int passes = 0;
+    do {
+        double t0 = now_s();
+        for (int r = 0; r < reps; r++) rw_matmul(&w, x, 1024, 1, y, rows, pool, NULL);
+        double dt = (now_s() - t0) / reps;
+        if (dt < best) best = dt;
+        passes++;
+    } while (now_s() - start < min_time || passes < 3);
+    return bytes / best / 1e9;
+}
+
 /* GOP/s of n_rows-row matmuls over the many-row shapes (best of reps). */
 static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, float *y, int64_t n_rows,
                             rw_threadpool *pool, int reps) {
@@ -279,8 +321,8 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
         size_t off = 0;
         for (int s = 0; ok && s < N_LAYER_SHAPES; s++) {
             rw_matrix *w = &mats[c * N_LAYER_SHAPES + s];
-            *w = (rw_matrix){.type = t, .data = copies[c] + off, .n_in = layer_shapes[s].n_in,
-                             .n_out = layer_shapes[s].n_out};
+            *w = (rw_matrix){
+                .type = t, .data = copies[c] + off, .n_in = layer_shapes[s].n_in, .n_out = layer_shapes[s].n_out};
             ok = !stored_panels || rw_matmul_pack(w, &panels[c * N_LAYER_SHAPES + s], NULL) == RW_OK;
             w->panels = panels[c * N_LAYER_SHAPES + s];
             off += matrix_bytes(t, &layer_shapes[s]);
@@ -293,6 +335,7 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
         double one = time_rows(mats, n_mats, x, y, 1, pool, quick ? 0 : 0.5, quick ? 1 : 3);
         r->one_gbs = wbytes / one / 1e9;
         r->one_paired = paired_share(mats, n_mats, copies, n_copies, layer_bytes, x, y, pool, quick ? 3 : 15);
+        r->one_cached_gbs = cached_gbs(t, copies[0], layer_bytes, x, y, pool, quick ? 0.02 : 0.3);
         for (int f = 0; f < 4; f++)
             r->few_cost[f] = time_rows(mats, n_mats, x, y, few_rows[f], pool, quick ? 0 : 0.3, quick ? 1 : 2) / one;
         rw_kernel_tier_set(RW_TIER_REF);
@@ -391,9 +434,10 @@ int rw_bench_kernels(int argc, char **argv) {
         printf("shapes (n_in x n_out): Qwen3.5-0.8B layer matrices 1024x6144, 1024x2048, 2048x1024, 1024x4096, "
                "1024x512 x2, 1024x3584 x2, 3584x1024; many-row: 1024x3584 and 3584x1024 with %d rows\n\n",
                quick ? 32 : MANY_ROWS);
-        printf("%-7s %-6s | %9s %6s %6s %9s %7s | %6s %6s %6s %6s | %9s %9s %7s\n", "type", "tier", "1-row", "of bw",
-               "paired", "ref", "speedup", "2-row", "4-row", "8-row", "16-row", "512-row", "ref", "speedup");
-        printf("%-7s %-6s | %9s %6s %6s %9s %7s | %27s | %9s %9s %7s\n", "", "", "GB/s", "", "", "GB/s", "",
+        printf("%-7s %-6s | %9s %6s %6s %7s %9s %7s | %6s %6s %6s %6s | %9s %9s %7s\n", "type", "tier", "1-row",
+               "of bw", "paired", "in L2", "ref", "speedup", "2-row", "4-row", "8-row", "16-row", "512-row", "ref",
+               "speedup");
+        printf("%-7s %-6s | %9s %6s %6s %7s %9s %7s | %27s | %9s %9s %7s\n", "", "", "GB/s", "", "", "GB/s", "GB/s", "",
                "time vs 1 row", "GOP/s", "GOP/s", "");
     }
     rw_json_writer jw;
@@ -425,6 +469,7 @@ int rw_bench_kernels(int argc, char **argv) {
             rw_json_key(&jw, "one_row_gbs"), rw_json_double(&jw, r.one_gbs, 4);
             rw_json_key(&jw, "one_row_share_of_bandwidth"), rw_json_double(&jw, r.one_gbs / bw, 4);
             rw_json_key(&jw, "one_row_share_of_paired_read"), rw_json_double(&jw, r.one_paired, 4);
+            rw_json_key(&jw, "one_row_in_cache_gbs"), rw_json_double(&jw, r.one_cached_gbs, 4);
             rw_json_key(&jw, "one_row_ref_gbs"), rw_json_double(&jw, r.one_ref_gbs, 4);
             rw_json_key(&jw, "one_row_speedup"), rw_json_double(&jw, r.one_gbs / r.one_ref_gbs, 4);
             rw_json_key(&jw, "few_row_cost");
@@ -440,11 +485,12 @@ int rw_bench_kernels(int argc, char **argv) {
             rw_json_key(&jw, "many_row_speedup"), rw_json_double(&jw, r.many_gops / r.many_ref_gops, 4);
             rw_json_end_object(&jw);
         } else {
-            printf(
-                "%-7s %-6s | %9.2f %5.0f%% %5.0f%% %9.2f %6.1fx | %5.2fx %5.2fx %5.2fx %5.2fx | %9.1f %9.2f %6.1fx\n",
-                rw_dtype_name(r.type), rw_kernel_tier_name(r.tier), r.one_gbs, 100 * r.one_gbs / bw, 100 * r.one_paired,
-                r.one_ref_gbs, r.one_gbs / r.one_ref_gbs, r.few_cost[0], r.few_cost[1], r.few_cost[2], r.few_cost[3],
-                r.many_gops, r.many_ref_gops, r.many_gops / r.many_ref_gops);
+            printf("%-7s %-6s | %9.2f %5.0f%% %5.0f%% %7.2f %9.2f %6.1fx | %5.2fx %5.2fx %5.2fx %5.2fx | %9.1f %9.2f "
+                   "%6.1fx\n",
+                   rw_dtype_name(r.type), rw_kernel_tier_name(r.tier), r.one_gbs, 100 * r.one_gbs / bw,
+                   100 * r.one_paired, r.one_cached_gbs, r.one_ref_gbs, r.one_gbs / r.one_ref_gbs, r.few_cost[0],
+                   r.few_cost[1], r.few_cost[2], r.few_cost[3], r.many_gops, r.many_ref_gops,
+                   r.many_gops / r.many_ref_gops);
             fflush(stdout);
         }
     }

@@ -17,7 +17,7 @@ case "$json" in
   '{"cpu":'*'"types":[{"type":"Q6_K"'*'}]}') ;;
   *) fail "unexpected JSON: $json" ;;
 esac
-for k in read_bandwidth_gbs one_row_gbs one_row_share_of_paired_read one_row_ref_gbs many_row_gops many_row_ref_gops; do
+for k in read_bandwidth_gbs one_row_gbs one_row_share_of_paired_read one_row_in_cache_gbs one_row_ref_gbs many_row_gops many_row_ref_gops; do
   echo "$json" | grep -Eq "\"$k\":[0-9]*\.?[0-9]*[1-9]" || fail "$k missing or not positive: $json"
 done
 
