@@ -242,30 +242,25 @@ static double paired_share(const rw_matrix *mats, int n_mats, uint8_t *const *co
 
 /* One-row GB/s over a matrix that stays in each thread's L2 (every CPU
  * here has at least 1 MiB a core): 1024 columns, rows for about 384 KiB a
- * thread, from wbuf (at least that many bytes); the best of passes of
- * repeated products (each pass about a millisecond, at least min_time). */
+ * thread, from wbuf (at least that many bytes), timed as time_rows times
+ * a pass over one matrix: that matrix repeated to about a millisecond of
+ * work a pass. */
 static double cached_gbs(rw_dtype t, const uint8_t *wbuf, size_t wbuf_bytes, const float *x, float *y,
                          rw_threadpool *pool, double min_time) {
+    enum { MAX_REPS = 64 };
     uint64_t rb = 0;
     rw_dtype_row_bytes(t, 1024, &rb);
     int64_t rows = (int64_t)(384 * 1024) * rw_threadpool_size(pool) / (int64_t)rb / 16 * 16;
     if (rows < 16) rows = 16;
     if ((size_t)rows * rb > wbuf_bytes) rows = (int64_t)(wbuf_bytes / rb);
-    if (rows > 6144) rows = 6144; /* y's size */
-    rw_matrix w = {t, wbuf, 1024, rows, 0, NULL};
+    if (rows > 6144) rows = 6144; /* y holds 6144 outputs a row */
     const double bytes = (double)rows * (double)rb;
-    int reps = (int)(1e-3 * 20e9 / bytes) + 1;      /* about 1 ms at 20 GB/s */
-    rw_matmul(&w, x, 1024, 1, y, rows, pool, NULL); /* warm-up: into the caches */
-    double start = now_s(), best = 1e30;
-    int passes = 0;
-    do {
-        double t0 = now_s();
-        for (int r = 0; r < reps; r++) rw_matmul(&w, x, 1024, 1, y, rows, pool, NULL);
-        double dt = (now_s() - t0) / reps;
-        if (dt < best) best = dt;
-        passes++;
-    } while (now_s() - start < min_time || passes < 3);
-    return bytes / best / 1e9;
+    int reps = (int)(1e-3 * 20e9 / bytes) + 1; /* about 1 ms at 20 GB/s */
+    if (reps > MAX_REPS) reps = MAX_REPS;
+    rw_matrix ms[MAX_REPS];
+    for (int r = 0; r < reps; r++) ms[r] = (rw_matrix){t, wbuf, 1024, rows, 0, NULL};
+    time_rows(ms, 1, x, y, 1, pool, 0, 1); /* warm-up: into the caches */
+    return bytes * reps / time_rows(ms, reps, x, y, 1, pool, min_time, 3) / 1e9;
 }
 
 /* GOP/s of n_rows-row matmuls over the many-row shapes (best of reps). */
