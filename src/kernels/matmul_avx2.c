@@ -669,9 +669,6 @@ typedef struct {
     float d, dmin;
 } w_super;
 
-/* [a x16 | b x16] as 16-bit lanes: chunk scales for two 16-groups. */
-INLINE __m256i two_scales(int a, int b) { return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)); }
-
 INLINE void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m) {
     if (j < 4) {
         *sc = s[j] & 63;
@@ -758,46 +755,62 @@ INLINE void unpack4_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
     o->d = o->dmin = f16_to_f32(b->d);
 }
 
+/* The scale pairs of a super-block's eight chunks from its 16 16-bit
+ * sub-block scales sc16 (chunk k: scale 2k in the low half, 2k + 1 in the
+ * high one): one shuffle each, not a scalar's trip to the vector side. */
+INLINE void chunk_scales16(__m256i sc16, __m256i s[8]) {
+    const __m256i lo = _mm256_permute4x64_epi64(sc16, 0x44), hi = _mm256_permute4x64_epi64(sc16, 0xEE);
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) s[k] = _mm256_shuffle_epi8(
+        k < 4 ? lo : hi, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * ((2 * k + 1) % 8))),
+                                          _mm_set1_epi16((short)(0x0100 + 0x0202 * ((2 * k) % 8)))));
+}
+
 INLINE void unpack4_q2_K(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_q2_K *b = (const rw_block_q2_K *)row + sb;
+    const __m128i sv = _mm_loadu_si128((const __m128i *)b->scales);
+    chunk_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(sv, _mm_set1_epi8(0x0F))), o->s);
     for (int h = 0; h < 2; h++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
-        for (int s = 0; s < 4; s++) {
+        for (int s = 0; s < 4; s++)
             o->u[4 * h + s] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03));
-            int g = 8 * h + 2 * s;
-            o->s[4 * h + s] = two_scales(b->scales[g] & 0x0F, b->scales[g + 1] & 0x0F);
-        }
     }
-    __m128i sv = _mm_loadu_si128((const __m128i *)b->scales);
     o->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), _mm_set1_epi8(0x0F)));
     o->d = f16_to_f32(b->d);
     o->dmin = f16_to_f32(b->dmin);
 }
 
-INLINE int q3_scale(const uint8_t s[12], int g) {
-    int lo = g < 8 ? s[g] & 0x0F : s[g - 8] >> 4;
-    int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-    return (lo | hi << 4) - 32;
+/* The 16 signed 6-bit scales of a Q3_K super-block as bytes: the low four
+ * bits of scale g from byte g (g < 8, low nibble) or g - 8 (high nibble),
+ * the top two from bits 2(g / 4) of byte 8 + g % 4; minus 32. */
+INLINE __m128i q3_scales8(const uint8_t s[12]) {
+    uint64_t lo8;
+    uint32_t hi4;
+    memcpy(&lo8, s, 8);
+    memcpy(&hi4, s + 8, 4);
+    const __m128i l = _mm_cvtsi64_si128((long long)lo8);
+    const __m128i lo = _mm_and_si128(_mm_unpacklo_epi64(l, _mm_srli_epi16(l, 4)), _mm_set1_epi8(0x0F));
+    const __m128i hi =
+        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi4), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(0x03));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
 }
 
 INLINE void unpack4_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_q3_K *b = (const rw_block_q3_K *)row + sb;
-    int16_t mins[16];
-    __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
-    for (int h = 0; h < 2; h++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
-        for (int s = 0; s < 4; s++) {
-            __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03));
-            __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + s)));
-            v = _mm256_or_si256(
-                v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4)));
-            o->u[4 * h + s] = v;
-            int g = 8 * h + 2 * s, s0 = q3_scale(b->scales, g), s1 = q3_scale(b->scales, g + 1);
-            o->s[4 * h + s] = two_scales(s0, s1);
-            mins[g] = (int16_t)(4 * s0), mins[g + 1] = (int16_t)(4 * s1); /* the -4 bias */
+    const __m256i sc16 = _mm256_cvtepi8_epi16(q3_scales8(b->scales));
+    chunk_scales16(sc16, o->s);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
+            /* bit j = 4h + s of hmask's bytes to bit 2 (the 16-bit shifts
+             * carry bits across bytes only away from bit 2) */
+            const int j = 4 * h + s;
+            const __m256i hb = j < 2 ? _mm256_slli_epi16(hm, 2 - j) : j == 2 ? hm : _mm256_srli_epi16(hm, j - 2);
+            o->u[j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03)),
+                                      _mm256_and_si256(hb, _mm256_set1_epi8(0x04)));
         }
     }
-    o->mins = _mm256_loadu_si256((const __m256i *)mins);
+    o->mins = _mm256_slli_epi16(sc16, 2); /* 4 * scale: the -4 bias */
     o->d = o->dmin = f16_to_f32(b->d);
 }
 
