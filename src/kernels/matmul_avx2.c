@@ -835,13 +835,15 @@ INLINE __m256i kq_lanes(const w_super *w, const rw_block_q8_K *xb, const int SIG
  * 4L + 2m' + 1 of two chunks, which is hadd's layout: lo = hadd(t0, t2) +
  * hadd(t4, t6), hi = hadd(t1, t3) + hadd(t5, t7). (IQ4_XS: matmul_dot1_avx2.c.) */
 INLINE void kq_lanes16(const w_super *w, const rw_block_q8_K *xb, __m256i *lo, __m256i *hi) {
-    __m256i t[8];
+    /* hadd is linear: hadd(t0, t2) + hadd(t4, t6) = hadd(t0 + t4, t2 + t6) */
+    __m256i e[4];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
         const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k));
-        t[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(w->u[k], xv), w->s[k]);
+        const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(w->u[k], xv), w->s[k]);
+        e[k % 4] = k < 4 ? t : _mm256_add_epi32(e[k % 4], t);
     }
-    *lo = _mm256_add_epi32(_mm256_hadd_epi32(t[0], t[2]), _mm256_hadd_epi32(t[4], t[6]));
-    *hi = _mm256_add_epi32(_mm256_hadd_epi32(t[1], t[3]), _mm256_hadd_epi32(t[5], t[7]));
+    *lo = _mm256_hadd_epi32(e[0], e[2]);
+    *hi = _mm256_hadd_epi32(e[1], e[3]);
 }
 
 INLINE int32_t hsum_epi32(__m256i v) {
@@ -1344,6 +1346,37 @@ KQUANT_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
 KX_MANY_TILE(q4_K, unpack4_q4_K, KX_MINS)
 KX_MANY_TILE(q5_K, unpack4_q5_K, KX_MINS)
 KX_MANY_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
+/* Q2_K, Q3_K with several activation rows (prefill): each weight
+ * super-block is unpacked once for up to KX_NX activation rows; every
+ * output takes the tile's KL_MADD steps above (the same integers, the same
+ * fmas in the same order). */
+#define KL_MANY_TILE(name, UNPACK)                                                                                    \
+    static void name##_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,       \
+                            const int nx, float *out) {                                                               \
+        __m256 acc[NW][KX_NX][2];                                                                                     \
+        for (int i = 0; i < nw; i++)                                                                                  \
+            for (int j = 0; j < nx; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();                           \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                    \
+            for (int i = 0; i < nw; i++) {                                                                            \
+                w_super wsb;                                                                                          \
+                UNPACK(w + i * ws, sb, &wsb);                                                                         \
+                for (int j = 0; j < nx; j++) {                                                                        \
+                    const rw_block_q8_K *xb = (const rw_block_q8_K *)(xq + j * xs) + sb;                              \
+                    const __m256i msum = _mm256_madd_epi16(wsb.mins, _mm256_loadu_si256((const __m256i *)xb->bsums)); \
+                    __m256i lo, hi;                                                                                   \
+                    kq_lanes16(&wsb, xb, &lo, &hi);                                                                   \
+                    const __m256 dd = _mm256_set1_ps(wsb.d * xb->d), dm = _mm256_set1_ps(wsb.dmin * xb->d);           \
+                    acc[i][j][0] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dm,                                     \
+                                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc[i][j][0]));       \
+                    acc[i][j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), dd, acc[i][j][1]);                         \
+                }                                                                                                     \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (int j = 0; j < nx; j++)                                                                                  \
+            for (int i = 0; i < nw; i++) out[j * nw + i] = reduce16(acc[i][j][0], acc[i][j][1]);                      \
+    }
+KL_MANY_TILE(q2_K, unpack4_q2_K)
+KL_MANY_TILE(q3_K, unpack4_q3_K)
 KQUANT_GGML_TILE(q4_K, unpack4_q4_K, KG_MINS4)
 KQUANT_GGML_TILE(q5_K, unpack4_q5_K, KG_MINS1)
 KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
@@ -1363,8 +1396,18 @@ KQUANT_GGML_TILE(q6_K, unpack4_q6_K, KG_OFFSET)
 TILE_DISPATCH(q4_1)
 TILE_DISPATCH(q5_1)
 TILE_DISPATCH(mxfp4_ggml)
-TILE_DISPATCH(q2_K)
-TILE_DISPATCH(q3_K)
+/* Q2_K, Q3_K: the tile up to two activation rows, the many-row form above beyond. */
+#define TILE_DISPATCH_KL(name)                                                                                    \
+    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                            float *out) {                                                                         \
+        if (nx > 2) name##_many(n, w, ws, nw, xq, xs, nx, out);                                                   \
+        else if (nx == 1)                                                                                         \
+            for (int i = 0; i < nw; i++) name##_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);                   \
+        else if (nw == 1) name##_impl(n, w, ws, 1, xq, xs, 2, out);                                               \
+        else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                            \
+    }
+TILE_DISPATCH_KL(q2_K)
+TILE_DISPATCH_KL(q3_K)
 /* Q4_K, Q5_K, Q6_K with 2 to KR_NX activation rows (batched decode, short
  * verification passes): the one-row form with each chunk decoded once for
  * all the rows (the many-row tile unpacks each super-block into memory and
@@ -1526,8 +1569,6 @@ KWT(q5_0)
 K(q5_1, x_bytes_blk, convert_q8_1)
 KWT(iq4_nl)
 KWT(mxfp4)
-K(q2_K, x_bytes_q8_K, convert_q8_K)
-K(q3_K, x_bytes_q8_K, convert_q8_K)
 #define KX(name, xb, conv)                      \
     static const rw_mm_kernel kernel_##name = { \
         .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = KX_NX};
@@ -1544,6 +1585,8 @@ static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_q8_K,
                                          .max_np = RW_AVX2_KP_MAX_NX,
                                          .p_wbytes = rw_avx2_p_wbytes_q4_K};
 KX(q5_K, x_bytes_q8_K, convert_q8_K)
+KX(q2_K, x_bytes_q8_K, convert_q8_K)
+KX(q3_K, x_bytes_q8_K, convert_q8_K)
 static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,
                                          .convert_x = convert_q8_K,
                                          .tile = tile_q6_K,
