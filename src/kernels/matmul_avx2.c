@@ -37,8 +37,8 @@
  *  - RW_NUMERICS_GGML kernels: ggml's AVX2 order (as every tier).
  * Tiles are up to 2 weight rows x 2 activation rows (F32, F16, BF16 compute
  * one output at a time); with several activation rows Q8_0 (up to 8) and
- * Q4_K, Q5_K, Q6_K (up to 16) prepare each weight block once for all of
- * them, and with one row those K-quants read the block bytes directly. Every
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (up to 16) prepare each weight block once
+ * for all of them, and with one row those K-quants read the block bytes directly. Every
  * element runs the same integer sums (exact) and float steps whatever the
  * tile, so results are batch invariant.
  */
@@ -758,22 +758,37 @@ INLINE void unpack4_q6_K(const uint8_t *row, int64_t sb, w_super *o) {
 /* The scale pairs of a super-block's eight chunks from its 16 16-bit
  * sub-block scales sc16 (chunk k: scale 2k in the low half, 2k + 1 in the
  * high one): one shuffle each, not a scalar's trip to the vector side. */
+/* The scale pair of chunk k of a super-block (scale 2k in the low half,
+ * 2k + 1 in the high one) from its 16 16-bit sub-block scales, given as
+ * sc_lo = scales 0-7 and sc_hi = scales 8-15 in both halves: one shuffle,
+ * not a scalar's trip to the vector side. */
+INLINE __m256i chunk_scale(__m256i sc_lo, __m256i sc_hi, int k) {
+    return _mm256_shuffle_epi8(k < 4 ? sc_lo : sc_hi,
+                               _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * ((2 * k + 1) % 8))),
+                                                _mm_set1_epi16((short)(0x0100 + 0x0202 * ((2 * k) % 8)))));
+}
 INLINE void chunk_scales16(__m256i sc16, __m256i s[8]) {
     const __m256i lo = _mm256_permute4x64_epi64(sc16, 0x44), hi = _mm256_permute4x64_epi64(sc16, 0xEE);
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) s[k] = _mm256_shuffle_epi8(
-        k < 4 ? lo : hi, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * ((2 * k + 1) % 8))),
-                                          _mm_set1_epi16((short)(0x0100 + 0x0202 * ((2 * k) % 8)))));
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) s[k] = chunk_scale(lo, hi, k);
+}
+
+/* Chunk j = 4h + s of a Q2_K (three = 0) or Q3_K super-block, q its 32
+ * bytes of 2-bit quants h, hm (Q3_K) its hmask: bits 2s of q, and for
+ * Q3_K bit j of hm as bit 2 (the 16-bit shifts carry bits across bytes
+ * only away from bits 0-2). */
+INLINE __m256i kl_chunk(__m256i q, __m256i hm, int j, const int three) {
+    const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), _mm256_set1_epi8(0x03));
+    if (!three) return v;
+    const __m256i hb = j < 2 ? _mm256_slli_epi16(hm, 2 - j) : j == 2 ? hm : _mm256_srli_epi16(hm, j - 2);
+    return _mm256_or_si256(v, _mm256_and_si256(hb, _mm256_set1_epi8(0x04)));
 }
 
 INLINE void unpack4_q2_K(const uint8_t *row, int64_t sb, w_super *o) {
     const rw_block_q2_K *b = (const rw_block_q2_K *)row + sb;
     const __m128i sv = _mm_loadu_si128((const __m128i *)b->scales);
     chunk_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(sv, _mm_set1_epi8(0x0F))), o->s);
-    for (int h = 0; h < 2; h++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
-        for (int s = 0; s < 4; s++)
-            o->u[4 * h + s] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03));
-    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) o->u[j] =
+        kl_chunk(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * (j / 4))), _mm256_setzero_si256(), j, 0);
     o->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), _mm_set1_epi8(0x0F)));
     o->d = f16_to_f32(b->d);
     o->dmin = f16_to_f32(b->dmin);
@@ -799,17 +814,8 @@ INLINE void unpack4_q3_K(const uint8_t *row, int64_t sb, w_super *o) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(q3_scales8(b->scales));
     chunk_scales16(sc16, o->s);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
-        _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
-            /* bit j = 4h + s of hmask's bytes to bit 2 (the 16-bit shifts
-             * carry bits across bytes only away from bit 2) */
-            const int j = 4 * h + s;
-            const __m256i hb = j < 2 ? _mm256_slli_epi16(hm, 2 - j) : j == 2 ? hm : _mm256_srli_epi16(hm, j - 2);
-            o->u[j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03)),
-                                      _mm256_and_si256(hb, _mm256_set1_epi8(0x04)));
-        }
-    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) o->u[j] =
+        kl_chunk(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * (j / 4))), hm, j, 1);
     o->mins = _mm256_slli_epi16(sc16, 2); /* 4 * scale: the -4 bias */
     o->d = o->dmin = f16_to_f32(b->d);
 }
@@ -1346,6 +1352,53 @@ KQUANT_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
 KX_MANY_TILE(q4_K, unpack4_q4_K, KX_MINS)
 KX_MANY_TILE(q5_K, unpack4_q5_K, KX_MINS)
 KX_MANY_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
+/* One Q2_K (three = 0) or Q3_K row against one activation row: the tile's
+ * KL_MADD steps, each chunk decoded where it is used (an unpacked
+ * super-block does not fit the registers beside the sums). */
+INLINE float kl_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int three) {
+    const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
+    const size_t blk = three ? sizeof(rw_block_q3_K) : sizeof(rw_block_q2_K);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        k1_prefetch(w, sb, blk, 2);
+        __m256i sc16, mins, hm = _mm256_setzero_si256();
+        const uint8_t *qs;
+        float d, dmin;
+        if (three) {
+            const rw_block_q3_K *b = (const rw_block_q3_K *)w + sb;
+            sc16 = _mm256_cvtepi8_epi16(q3_scales8(b->scales));
+            mins = _mm256_slli_epi16(sc16, 2);
+            hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+            qs = b->qs, d = dmin = f16_to_f32(b->d);
+        } else {
+            const rw_block_q2_K *b = (const rw_block_q2_K *)w + sb;
+            const __m128i sv = _mm_loadu_si128((const __m128i *)b->scales);
+            sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sv, _mm_set1_epi8(0x0F)));
+            mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), _mm_set1_epi8(0x0F)));
+            qs = b->qs, d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
+        }
+        const __m256i sc_lo = _mm256_permute4x64_epi64(sc16, 0x44), sc_hi = _mm256_permute4x64_epi64(sc16, 0xEE);
+        const rw_block_q8_K *xb = x + sb;
+        __m256i e[4];
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+            _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
+                const int k = 4 * h + s;
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * k));
+                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(kl_chunk(q, hm, k, three), xv),
+                                                    chunk_scale(sc_lo, sc_hi, k));
+                e[s] = h ? _mm256_add_epi32(e[s], t) : t;
+            }
+        }
+        const __m256i lo = _mm256_hadd_epi32(e[0], e[2]), hi = _mm256_hadd_epi32(e[1], e[3]);
+        const __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
+        const __m256 dd = _mm256_set1_ps(d * xb->d), dm = _mm256_set1_ps(dmin * xb->d);
+        acc0 = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dm, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dd, acc0));
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), dd, acc1);
+    }
+    return reduce16(acc0, acc1);
+}
+
 /* Q2_K, Q3_K with several activation rows (prefill): each weight
  * super-block is unpacked once for up to KX_NX activation rows; every
  * output takes the tile's KL_MADD steps above (the same integers, the same
@@ -1397,17 +1450,17 @@ TILE_DISPATCH(q4_1)
 TILE_DISPATCH(q5_1)
 TILE_DISPATCH(mxfp4_ggml)
 /* Q2_K, Q3_K: the tile up to two activation rows, the many-row form above beyond. */
-#define TILE_DISPATCH_KL(name)                                                                                    \
+#define TILE_DISPATCH_KL(name, THREE)                                                                             \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                             float *out) {                                                                         \
         if (nx > 2) name##_many(n, w, ws, nw, xq, xs, nx, out);                                                   \
         else if (nx == 1)                                                                                         \
-            for (int i = 0; i < nw; i++) name##_impl(n, w + i * ws, ws, 1, xq, xs, 1, out + i);                   \
+            for (int i = 0; i < nw; i++) out[i] = kl_dot1(n, w + i * ws, xq, THREE);                              \
         else if (nw == 1) name##_impl(n, w, ws, 1, xq, xs, 2, out);                                               \
         else name##_impl(n, w, ws, 2, xq, xs, 2, out);                                                            \
     }
-TILE_DISPATCH_KL(q2_K)
-TILE_DISPATCH_KL(q3_K)
+TILE_DISPATCH_KL(q2_K, 0)
+TILE_DISPATCH_KL(q3_K, 1)
 /* Q4_K, Q5_K, Q6_K with 2 to KR_NX activation rows (batched decode, short
  * verification passes): the one-row form with each chunk decoded once for
  * all the rows (the many-row tile unpacks each super-block into memory and
