@@ -8,6 +8,7 @@
  * capabilities on Linux (getauxval) and from sysctl on macOS (every Apple
  * Silicon CPU has the dot product; i8mm from the M2 on).
  */
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "kernels/matmul_int.h"
@@ -64,6 +65,17 @@ bool rw_cpu_has_avx512(void) {
 
 bool rw_cpu_has_avx_vnni(void) { return rw_cpu_has_avx2() && probe().avx_vnni; }
 
+bool rw_cpu_is_amd(void) {
+    static _Atomic int amd = -1; /* cpuid's vendor, asked once */
+    int v = atomic_load(&amd);
+    if (v < 0) {
+        unsigned a, b, c, d; /* "AuthenticAMD" in ebx, edx, ecx */
+        v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+        atomic_store(&amd, v);
+    }
+    return v;
+}
+
 #if defined(__linux__)
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -107,6 +119,7 @@ bool rw_cpu_has_amx(void) { return false; }
 bool rw_cpu_has_avx2(void) { return false; }
 bool rw_cpu_has_avx512(void) { return false; }
 bool rw_cpu_has_avx_vnni(void) { return false; }
+bool rw_cpu_is_amd(void) { return false; }
 bool rw_cpu_has_amx(void) { return false; }
 #endif
 

@@ -66,6 +66,15 @@ void rw_matmul_set_avx_vnni(bool on) { atomic_store(&avx_vnni_off, !on); }
 
 bool rw_matmul_avx_vnni_allowed(void) { return !atomic_load(&avx_vnni_off); }
 
+static _Atomic int k_scale_shuffle = -1; /* rw_matmul_set_k_scale_shuffle; -1: by the CPU's vendor */
+
+void rw_matmul_set_k_scale_shuffle(int mode) { atomic_store(&k_scale_shuffle, mode < 0 ? -1 : mode > 0); }
+
+bool rw_matmul_k_scale_shuffle(void) {
+    int m = atomic_load(&k_scale_shuffle);
+    return m < 0 ? rw_cpu_is_amd() : m;
+}
+
 /* ---- numerics -------------------------------------------------------- */
 
 static _Atomic int current_numerics = -1; /* -1 until first use */

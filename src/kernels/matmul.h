@@ -67,6 +67,11 @@ void rw_matmul_set_panels(bool on); /* process-wide, before loading; default on 
  * (process-wide, default on; the CLI's RW_AVX_VNNI=0 turns it off). The
  * same bits either way: for comparisons and tests. */
 void rw_matmul_set_avx_vnni(bool on);
+/* How the AVX2 tier's Q4_K / Q5_K one-row and few-row forms broadcast each
+ * sub-block's scales: 1 with shuffles, 0 with loads from a stored table,
+ * -1 (the default) the faster on this CPU's vendor (shuffles on AMD). The
+ * same bits either way: for comparisons and tests. */
+void rw_matmul_set_k_scale_shuffle(int mode);
 /* The bytes rw_matmul_pack would allocate for w (0: no panel form). */
 size_t rw_matmul_pack_bytes(const rw_matrix *w);
 

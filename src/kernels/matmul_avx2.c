@@ -987,6 +987,15 @@ INLINE __m256i madd_acc(__m256i acc, __m256i p, __m256i s, const int VNNI) {
     return acc;
 }
 
+/* The variants of the Q4_K / Q5_K one-row and few-row forms (the same
+ * integers): K_VNNI sums with AVX-VNNI; K_SHUF broadcasts each sub-block's
+ * scale pair with a shuffle from a register, else with a load from a small
+ * stored table. The load is faster on Intel cores, whose one or two shuffle
+ * ports these loops keep busiest (Xeon, Sapphire Rapids class: 8% in cache);
+ * the shuffle on AMD's (Zen 3: 11%), where the loads wait on the store. */
+enum { K_VNNI = 1, K_SHUF = 2 };
+INLINE int k45_mode(void) { return (rw_avx2_vnni() ? K_VNNI : 0) | (rw_matmul_k_scale_shuffle() ? K_SHUF : 0); }
+
 /* The most activation rows of the few-row forms below (k_dot_rows). */
 enum { KR_NX = 4 };
 
@@ -997,7 +1006,8 @@ enum { KR_NX = 4 };
  * (1, 2 or 4) accumulators a row: one row alone is bound by one chain's
  * latency, several rows side by side hide it (fewer instructions). */
 INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *const *xb, const int NR, const int five,
-                             const int VNNI, const int CHAINS, __m256i *isum, __m256i *msum) {
+                             const int MODE, const int CHAINS, __m256i *isum, __m256i *msum) {
+    const int VNNI = MODE & K_VNNI, SHUF = MODE & K_SHUF;
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     const uint8_t *scales, *qs, *qh;
     rw_f16 d, dmin;
@@ -1010,7 +1020,8 @@ INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *
      * one kind of instruction here) */
     int32_t sp[8] __attribute__((aligned(32)));
     const __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
-    _mm256_store_si256((__m256i *)sp, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+    const __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    if (!SHUF) _mm256_store_si256((__m256i *)sp, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
     const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice */
     const __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
@@ -1026,7 +1037,8 @@ INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *
             lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
             hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
         }
-        const __m256i s0 = bcast32_mem(&sp[2 * c]), s1 = bcast32_mem(&sp[2 * c + 1]);
+        const __m256i s0 = SHUF ? bcast16(scv, 2 * c) : bcast32_mem(&sp[2 * c]);
+        const __m256i s1 = SHUF ? bcast16(scv, 2 * c + 1) : bcast32_mem(&sp[2 * c + 1]);
         const int k = c % CHAINS;
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 64 * c));
@@ -1045,9 +1057,9 @@ INLINE void q45_K_lanes_rows(const uint8_t *w, int64_t sb, const rw_block_q8_K *
 }
 
 /* The same for one activation row. */
-INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, const int five, const int VNNI,
+INLINE void q45_K_lanes(const uint8_t *w, int64_t sb, const rw_block_q8_K *xb, const int five, const int MODE,
                         const int CHAINS, __m256i *isum_out, __m256i *msum_out) {
-    q45_K_lanes_rows(w, sb, &xb, 1, five, VNNI, CHAINS, isum_out, msum_out);
+    q45_K_lanes_rows(w, sb, &xb, 1, five, MODE, CHAINS, isum_out, msum_out);
 }
 
 /* [I_a M_a I_b M_b]: the lane sums of two super-blocks' isum and msum. */
@@ -1060,7 +1072,7 @@ INLINE __m128i hsum4_epi32(__m256i ia, __m256i ma, __m256i ib, __m256i mb) {
  * tree and their products in one 4-lane step; then each super-block's
  * scalar step in order, acc + ((d * dx) * I - (dmin * dx) * M) (the same
  * IEEE operations as one at a time, not contracted). */
-INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five, const int VNNI) {
+INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const int five, const int MODE) {
     const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
     const size_t blk = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
     const int64_t nsb = n / 256;
@@ -1070,8 +1082,8 @@ INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const in
         k1_prefetch(w, sb, blk, 3);
         k1_prefetch(w, sb + 1, blk, 3);
         __m256i ia, ma, ib, mb;
-        q45_K_lanes(w, sb, x + sb, five, VNNI, 4, &ia, &ma);
-        q45_K_lanes(w, sb + 1, x + sb + 1, five, VNNI, 4, &ib, &mb);
+        q45_K_lanes(w, sb, x + sb, five, MODE, 4, &ia, &ma);
+        q45_K_lanes(w, sb + 1, x + sb + 1, five, MODE, 4, &ib, &mb);
         const __m128 im = _mm_cvtepi32_ps(hsum4_epi32(ia, ma, ib, mb));
         /* d, dmin lead both block types: [d_a dmin_a d_b dmin_b] */
         uint32_t ha, hb;
@@ -1087,7 +1099,7 @@ INLINE float q45_K_dot1(int64_t n, const uint8_t *w, const uint8_t *xq, const in
     if (sb < nsb) {
         k1_prefetch(w, sb, blk, 3);
         __m256i ia, ma;
-        q45_K_lanes(w, sb, x + sb, five, VNNI, 4, &ia, &ma);
+        q45_K_lanes(w, sb, x + sb, five, MODE, 4, &ia, &ma);
         const __m128i h = hsum4_epi32(ia, ma, ia, ma);
         const rw_block_q4_K *b = (const rw_block_q4_K *)(w + (size_t)sb * blk); /* d, dmin lead both types */
         const float dx = x[sb].d;
@@ -1209,7 +1221,7 @@ INLINE uint32_t k8_ld32(const uint8_t *p) {
 /* Rows r[0..8): out[k] = q45_K_dot1 of row r[k] (the same bits). The lanes
  * of the step are rows 0 1 4 5 | 2 3 6 7. */
 INLINE void q45_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, const uint8_t *xq, const int five,
-                       const int VNNI, float out[8]) {
+                       const int MODE, float out[8]) {
     const rw_block_q8_K *x = (const rw_block_q8_K *)xq;
     const size_t blk = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
     __m256 acc = _mm256_setzero_ps();
@@ -1218,8 +1230,8 @@ INLINE void q45_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, 
         __m256i u[4];
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
             __m256i ia, ma, ib, mb;
-            q45_K_lanes(r[2 * q], sb, x + sb, five, VNNI, 1, &ia, &ma);
-            q45_K_lanes(r[2 * q + 1], sb, x + sb, five, VNNI, 1, &ib, &mb);
+            q45_K_lanes(r[2 * q], sb, x + sb, five, MODE, 1, &ia, &ma);
+            q45_K_lanes(r[2 * q + 1], sb, x + sb, five, MODE, 1, &ib, &mb);
             u[q] = k8_pair(ia, ma, ib, mb);
         }
         const size_t o = (size_t)sb * blk; /* d, dmin lead both block types */
@@ -1472,7 +1484,7 @@ TILE_DISPATCH_KL(q3_K, 1)
  * activation rows xq + r * xs: out[r * nw] = the one-row form's result for
  * row r. */
 INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs, const int NR, const int five,
-                       const int six, const int VNNI, float *out, int nw) {
+                       const int six, const int MODE, float *out, int nw) {
     const size_t blk = six ? sizeof(rw_block_q6_K) : five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
     float acc[KR_NX] = {0};
     for (int64_t sb = 0; sb < n / 256; sb++) {
@@ -1480,8 +1492,8 @@ INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs
         const rw_block_q8_K *xb[KR_NX];
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) xb[r] = (const rw_block_q8_K *)(xq + (size_t)r * xs) + sb;
         __m256i is[KR_NX], ms[KR_NX];
-        if (six) q6_K_lanes_rows((const rw_block_q6_K *)(w + (size_t)sb * blk), xb, NR, VNNI, is, ms);
-        else q45_K_lanes_rows(w, sb, xb, NR, five, VNNI, NR <= 2 ? 2 : 1, is, ms);
+        if (six) q6_K_lanes_rows((const rw_block_q6_K *)(w + (size_t)sb * blk), xb, NR, MODE & K_VNNI, is, ms);
+        else q45_K_lanes_rows(w, sb, xb, NR, five, MODE, NR <= 2 ? 2 : 1, is, ms);
         int32_t im[KR_NX][2];
         _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 2) { /* [I_r M_r I_r+1 M_r+1] */
             const int r1 = r + 1 < NR ? r + 1 : r;
@@ -1517,11 +1529,21 @@ INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs
     }
 static void rows_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                       float *out) {
-    if (rw_avx2_vnni()) K_ROWS(0, 0, 1) else K_ROWS(0, 0, 0)
+    switch (k45_mode()) {
+    case K_VNNI | K_SHUF: K_ROWS(0, 0, K_VNNI | K_SHUF); break;
+    case K_VNNI: K_ROWS(0, 0, K_VNNI); break;
+    case K_SHUF: K_ROWS(0, 0, K_SHUF); break;
+    default: K_ROWS(0, 0, 0); break;
+    }
 }
 static void rows_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                       float *out) {
-    if (rw_avx2_vnni()) K_ROWS(1, 0, 1) else K_ROWS(1, 0, 0)
+    switch (k45_mode()) {
+    case K_VNNI | K_SHUF: K_ROWS(1, 0, K_VNNI | K_SHUF); break;
+    case K_VNNI: K_ROWS(1, 0, K_VNNI); break;
+    case K_SHUF: K_ROWS(1, 0, K_SHUF); break;
+    default: K_ROWS(1, 0, 0); break;
+    }
 }
 static void rows_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                       float *out) {
@@ -1548,12 +1570,42 @@ static void rows_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
         for (; i < nw; i++) out[i] = DOT1;                                                     \
     } while (0)
 static void dot1_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, 1, o8), q45_K_dot1(n, w + i * ws, xq, 0, 1));
-    else DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, 0, o8), q45_K_dot1(n, w + i * ws, xq, 0, 0));
+    switch ((vnni ? K_VNNI : 0) | (k45_mode() & K_SHUF)) {
+    case K_VNNI | K_SHUF:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, K_VNNI | K_SHUF, o8),
+                  q45_K_dot1(n, w + i * ws, xq, 0, K_VNNI | K_SHUF));
+        break;
+    case K_VNNI:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, K_VNNI, o8),
+                  q45_K_dot1(n, w + i * ws, xq, 0, K_VNNI));
+        break;
+    case K_SHUF:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, K_SHUF, o8),
+                  q45_K_dot1(n, w + i * ws, xq, 0, K_SHUF));
+        break;
+    default:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, 0, o8), q45_K_dot1(n, w + i * ws, xq, 0, 0));
+        break;
+    }
 }
 static void dot1_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    if (vnni) DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, 1, o8), q45_K_dot1(n, w + i * ws, xq, 1, 1));
-    else DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, 0, o8), q45_K_dot1(n, w + i * ws, xq, 1, 0));
+    switch ((vnni ? K_VNNI : 0) | (k45_mode() & K_SHUF)) {
+    case K_VNNI | K_SHUF:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, K_VNNI | K_SHUF, o8),
+                  q45_K_dot1(n, w + i * ws, xq, 1, K_VNNI | K_SHUF));
+        break;
+    case K_VNNI:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, K_VNNI, o8),
+                  q45_K_dot1(n, w + i * ws, xq, 1, K_VNNI));
+        break;
+    case K_SHUF:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, K_SHUF, o8),
+                  q45_K_dot1(n, w + i * ws, xq, 1, K_SHUF));
+        break;
+    default:
+        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, 0, o8), q45_K_dot1(n, w + i * ws, xq, 1, 0));
+        break;
+    }
 }
 static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
     if (vnni) DOT1_ROWS(q6_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, o8), q6_K_dot1(n, w + i * ws, xq, 1));

@@ -409,7 +409,8 @@ static void check_extremes(rw_threadpool *pool) {
     const int64_t n_in = 512, n_out = 18, max_rows = 40;
     rw_kernel_tier best = rw_kernel_tier_current();
     float *x = malloc(sizeof(float) * (size_t)(max_rows * n_in));
-    float *ref = malloc(sizeof(float) * (size_t)(max_rows * n_out)), *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+    float *ref = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
+          *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint64_t rb;
         CHECK(rw_dtype_row_bytes(types[ti], (uint64_t)n_in, &rb));
@@ -524,6 +525,15 @@ int main(void) {
                         check_one_row((rw_kernel_tier)tier, t, small);
                     }
                     if (own) check_invariance((rw_kernel_tier)tier, t, small, pools);
+                    /* Q4_K, Q5_K: both ways of broadcasting the scales (the CPU's vendor picks one) */
+                    if (tier == RW_TIER_AVX2 && own && (t == RW_TYPE_Q4_K || t == RW_TYPE_Q5_K)) {
+                        for (int sh = 0; sh < 2; sh++) {
+                            rw_matmul_set_k_scale_shuffle(sh);
+                            check_fast_vs_ref((rw_kernel_tier)tier, t, small, pools[1]);
+                            check_one_row((rw_kernel_tier)tier, t, small);
+                        }
+                        rw_matmul_set_k_scale_shuffle(-1);
+                    }
                 }
                 rw_matmul_set_avx_vnni(true);
             }
