@@ -69,7 +69,7 @@ bool rw_cpu_is_amd(void) {
     static _Atomic int amd = -1; /* cpuid's vendor, asked once */
     int v = atomic_load(&amd);
     if (v < 0) {
-        unsigned a, b, c, d; /* "AuthenticAMD" in ebx, edx, ecx */
+        unsigned a = 0, b = 0, c = 0, d = 0; /* "AuthenticAMD" in ebx, edx, ecx */
         v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
         atomic_store(&amd, v);
     }
