@@ -1527,23 +1527,23 @@ INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs
     case 3: K_ROWS_NX(3, five, six, VNNI); break;  \
     default: K_ROWS_NX(4, five, six, VNNI); break; \
     }
+/* CALL(MODE) with the variant mode as a constant. */
+#define K45_MODES(mode, CALL)                           \
+    switch (mode) {                                     \
+    case K_VNNI | K_SHUF: CALL(K_VNNI | K_SHUF); break; \
+    case K_VNNI: CALL(K_VNNI); break;                   \
+    case K_SHUF: CALL(K_SHUF); break;                   \
+    default: CALL(0); break;                            \
+    }
+#define Q4_K_ROWS(MODE) K_ROWS(0, 0, MODE)
+#define Q5_K_ROWS(MODE) K_ROWS(1, 0, MODE)
 static void rows_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                       float *out) {
-    switch (k45_mode()) {
-    case K_VNNI | K_SHUF: K_ROWS(0, 0, K_VNNI | K_SHUF); break;
-    case K_VNNI: K_ROWS(0, 0, K_VNNI); break;
-    case K_SHUF: K_ROWS(0, 0, K_SHUF); break;
-    default: K_ROWS(0, 0, 0); break;
-    }
+    K45_MODES(k45_mode(), Q4_K_ROWS)
 }
 static void rows_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                       float *out) {
-    switch (k45_mode()) {
-    case K_VNNI | K_SHUF: K_ROWS(1, 0, K_VNNI | K_SHUF); break;
-    case K_VNNI: K_ROWS(1, 0, K_VNNI); break;
-    case K_SHUF: K_ROWS(1, 0, K_SHUF); break;
-    default: K_ROWS(1, 0, 0); break;
-    }
+    K45_MODES(k45_mode(), Q5_K_ROWS)
 }
 static void rows_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                       float *out) {
@@ -1569,43 +1569,16 @@ static void rows_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
         }                                                                                      \
         for (; i < nw; i++) out[i] = DOT1;                                                     \
     } while (0)
+/* The Q4_K (five = 0) / Q5_K one-row form in variant MODE (a constant). */
+#define K45_DOT1(five, MODE) \
+    DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, five, MODE, o8), q45_K_dot1(n, w + i * ws, xq, five, MODE))
+#define Q4_K_DOT1(MODE) K45_DOT1(0, MODE)
+#define Q5_K_DOT1(MODE) K45_DOT1(1, MODE)
 static void dot1_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    switch ((vnni ? K_VNNI : 0) | (k45_mode() & K_SHUF)) {
-    case K_VNNI | K_SHUF:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, K_VNNI | K_SHUF, o8),
-                  q45_K_dot1(n, w + i * ws, xq, 0, K_VNNI | K_SHUF));
-        break;
-    case K_VNNI:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, K_VNNI, o8),
-                  q45_K_dot1(n, w + i * ws, xq, 0, K_VNNI));
-        break;
-    case K_SHUF:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, K_SHUF, o8),
-                  q45_K_dot1(n, w + i * ws, xq, 0, K_SHUF));
-        break;
-    default:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 0, 0, o8), q45_K_dot1(n, w + i * ws, xq, 0, 0));
-        break;
-    }
+    K45_MODES((vnni ? K_VNNI : 0) | (k45_mode() & K_SHUF), Q4_K_DOT1)
 }
 static void dot1_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
-    switch ((vnni ? K_VNNI : 0) | (k45_mode() & K_SHUF)) {
-    case K_VNNI | K_SHUF:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, K_VNNI | K_SHUF, o8),
-                  q45_K_dot1(n, w + i * ws, xq, 1, K_VNNI | K_SHUF));
-        break;
-    case K_VNNI:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, K_VNNI, o8),
-                  q45_K_dot1(n, w + i * ws, xq, 1, K_VNNI));
-        break;
-    case K_SHUF:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, K_SHUF, o8),
-                  q45_K_dot1(n, w + i * ws, xq, 1, K_SHUF));
-        break;
-    default:
-        DOT1_ROWS(q45_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, 0, o8), q45_K_dot1(n, w + i * ws, xq, 1, 0));
-        break;
-    }
+    K45_MODES((vnni ? K_VNNI : 0) | (k45_mode() & K_SHUF), Q5_K_DOT1)
 }
 static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out, const int vnni) {
     if (vnni) DOT1_ROWS(q6_K_dot8(n, r, w + (size_t)(i + 8) * ws, xq, 1, o8), q6_K_dot1(n, w + i * ws, xq, 1));
