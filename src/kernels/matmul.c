@@ -113,7 +113,8 @@ enum {
     QUAD_MAX = 32,   /* most rows of a group that use the kernel's quad form (measured on Zen 4:
                       * for Q8_0 it beats the group form up to 32 rows, and ties at 64) */
     PANEL_ROWS = 256, /* activation rows of one panel-form task (a multiple of every kernel's max_np) */
-    FLY_MIN = 32,     /* fewest rows that pack panels on the fly for a matrix without stored ones */
+    FLY_MIN = 32,     /* fewest rows that pack panels on the fly for a matrix without stored ones
+                       * (unless the kernel sets fly_min_rows) */
     SERIAL_CONVERT = 16384, /* activation elements up to which the caller converts them alone */
 };
 
@@ -346,6 +347,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
     const size_t quad_slot = k->q_bytes ? (size_t)round_up((int64_t)k->q_bytes(n_in), 64) : 0;
     const size_t panel_slot = k->p_bytes ? (size_t)round_up((int64_t)k->p_bytes(n_in), 64) : 0;
     const int64_t panel_min = k->p_min_rows ? k->p_min_rows : 2;
+    const int64_t fly_min = k->fly_min_rows ? k->fly_min_rows : FLY_MIN;
     j.groups = malloc(sizeof *j.groups * (size_t)n_specs); /* freed before returning */
     if (!j.groups) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
 
@@ -366,7 +368,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
          * quad form for 2 .. QUAD_MAX rows, the group form from PACK_MIN
          * rows beyond that, else the tile */
         const bool stored = n >= panel_min && k->p_bytes && sp->panels;
-        const bool fly = !stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= FLY_MIN;
+        const bool fly = !stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= fly_min;
         const mm_form *form = stored || fly                           ? &panel
                               : n >= 2 && n <= (k->q_max_rows ? k->q_max_rows : QUAD_MAX) && k->q_bytes ? &quad
                               : k->g_bytes && n >= (k->g_min_rows ? k->g_min_rows : PACK_MIN) ? &group

@@ -1285,85 +1285,23 @@ INLINE void q6_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, c
     _mm256_storeu_ps(out, acc);
 }
 
-/* Q4_K, Q5_K, Q6_K in our order with several activation rows (prefill):
- * each weight super-block is unpacked once for up to KX_NX activation rows,
- * which go four at a time. The integers are those of the one-row tile
- * (exact whatever the instructions): I and M of four rows come out of one
- * hadd tree, and the scalar step of the four rows runs as one 4-lane step
- * (the same IEEE operations per lane, not contracted). */
+/* The most activation rows of one tile call of the K-quants in our order:
+ * 2 to KR_NX rows go to the few-row forms below (each chunk decoded once
+ * for the rows), more in balanced groups of them (measured on Zen 3
+ * against the former unpack-once tile, which spilled its sums: 5 rows 2.5x,
+ * 8 rows 1.1x faster, 16 rows even); from fly_min_rows up the panel form. */
 enum { KX_NX = 16 };
 
-/* [I0 M0 I1 M1], [I2 M2 I3 M3]: the integers of weight super-block w
- * against activation super-blocks xb[0..3]. */
-INLINE void kx_sums4(const w_super *w, const rw_block_q8_K *const xb[4], __m128i *im01, __m128i *im23) {
-    __m256i is[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-        const __m256i u = w->u[k], s = w->s[k];
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[j]->qs + 32 * k));
-            is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s));
-        }
-    }
-    __m256i a[4];
-    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[j] =
-        _mm256_hadd_epi32(is[j], _mm256_madd_epi16(w->mins, _mm256_loadu_si256((const __m256i *)xb[j]->bsums)));
-    const __m256i c01 = _mm256_hadd_epi32(a[0], a[1]), c23 = _mm256_hadd_epi32(a[2], a[3]);
-    *im01 = _mm_add_epi32(_mm256_castsi256_si128(c01), _mm256_extracti128_si256(c01, 1));
-    *im23 = _mm_add_epi32(_mm256_castsi256_si128(c23), _mm256_extracti128_si256(c23, 1));
-}
-
-#define KX_MANY_TILE(name, UNPACK, KIND)                                                                               \
-    static void name##_many(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,        \
-                            const int nx, float *out) {                                                                \
-        __m128 acc[NW][KX_NX / 4];                                                                                     \
-        const int ng = (nx + 3) / 4;                                                                                   \
-        for (int i = 0; i < nw; i++)                                                                                   \
-            for (int g = 0; g < ng; g++) acc[i][g] = _mm_setzero_ps();                                                 \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                     \
-            for (int i = 0; i < nw; i++) {                                                                             \
-                w_super wsb;                                                                                           \
-                UNPACK(w + i * ws, sb, &wsb);                                                                          \
-                const __m128 d = _mm_set1_ps(wsb.d), dmin = _mm_set1_ps(wsb.dmin);                                     \
-                for (int g = 0; g < ng; g++) {                                                                         \
-                    const rw_block_q8_K *xb[4];                                                                        \
-                    float dx[4];                                                                                       \
-                    for (int j = 0; j < 4; j++) { /* rows past nx: the last row again, discarded */                    \
-                        const int r = 4 * g + j < nx ? 4 * g + j : nx - 1;                                             \
-                        xb[j] = (const rw_block_q8_K *)(xq + (size_t)r * xs) + sb;                                     \
-                        dx[j] = xb[j]->d;                                                                              \
-                    }                                                                                                  \
-                    __m128i im01, im23;                                                                                \
-                    kx_sums4(&wsb, xb, &im01, &im23);                                                                  \
-                    const __m128 dxv = _mm_loadu_ps(dx);                                                               \
-                    const __m128 I = _mm_castsi128_ps(im01), M = _mm_castsi128_ps(im23);                               \
-                    const __m128i Ii = _mm_castps_si128(_mm_shuffle_ps(I, M, _MM_SHUFFLE(2, 0, 2, 0)));                \
-                    const __m128i Mi = _mm_castps_si128(_mm_shuffle_ps(I, M, _MM_SHUFFLE(3, 1, 3, 1)));                \
-                    if (KIND == KX_MINS)                                                                               \
-                        acc[i][g] =                                                                                    \
-                            _mm_add_ps(acc[i][g], _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(d, dxv), _mm_cvtepi32_ps(Ii)),      \
-                                                             _mm_mul_ps(_mm_mul_ps(dmin, dxv), _mm_cvtepi32_ps(Mi)))); \
-                    else                                                                                               \
-                        acc[i][g] = _mm_add_ps(                                                                        \
-                            acc[i][g], _mm_mul_ps(_mm_mul_ps(d, dxv), _mm_cvtepi32_ps(_mm_sub_epi32(Ii, Mi))));        \
-                }                                                                                                      \
-            }                                                                                                          \
-        }                                                                                                              \
-        for (int i = 0; i < nw; i++)                                                                                   \
-            for (int j = 0; j < nx; j++) {                                                                             \
-                float a[4];                                                                                            \
-                _mm_storeu_ps(a, acc[i][j / 4]);                                                                       \
-                out[j * nw + i] = a[j % 4];                                                                            \
-            }                                                                                                          \
-    }
+/* Fewest rows that pack the Q4_K / Q6_K panels on the fly: measured on Zen 3
+ * in cache, the panel form is 1.1-1.3x faster from 12 rows (Q4_K) and 16
+ * (Q6_K), and slower below, where the packing costs more than it saves. */
+enum { K_FLY_MIN = 12 };
 
 KQUANT_TILE(q2_K, unpack4_q2_K, KL_MADD)
 KQUANT_TILE(q3_K, unpack4_q3_K, KL_MADD)
 KQUANT_TILE(q4_K, unpack4_q4_K, KX_MINS)
 KQUANT_TILE(q5_K, unpack4_q5_K, KX_MINS)
 KQUANT_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
-KX_MANY_TILE(q4_K, unpack4_q4_K, KX_MINS)
-KX_MANY_TILE(q5_K, unpack4_q5_K, KX_MINS)
-KX_MANY_TILE(q6_K, unpack4_q6_K, KX_OFFSET)
 /* One Q2_K (three = 0) or Q3_K row against one activation row: the tile's
  * KL_MADD steps, each chunk decoded where it is used (an unpacked
  * super-block does not fit the registers beside the sums). */
@@ -1475,8 +1413,7 @@ TILE_DISPATCH_KL(q2_K, 0)
 TILE_DISPATCH_KL(q3_K, 1)
 /* Q4_K, Q5_K, Q6_K with 2 to KR_NX activation rows (batched decode, short
  * verification passes): the one-row form with each chunk decoded once for
- * all the rows (the many-row tile unpacks each super-block into memory and
- * takes the rows four at a time, so two rows cost what four do). The
+ * all the rows. The
  * integers are exact whatever the instructions; the scalar step per output
  * is q45_K_dot1's / q6_K_dot1's, super-block after super-block.
  *
@@ -1551,7 +1488,7 @@ static void rows_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 }
 
 /* Q4_K, Q5_K, Q6_K: one activation row as below, 2 to KR_NX rows in
- * k_dot_rows above, more in the many-row tile (the same arithmetic per
+ * k_dot_rows above, more in groups of those (the same arithmetic per
  * output).
  *
  * Eight rows at a time; a last group of 3..7 rows as eight (the missing
@@ -1589,7 +1526,12 @@ static void dot1_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
                             float *out) {                                                                         \
         if (nx == 1) dot1_##name(n, w, ws, nw, xq, out, rw_avx2_vnni());                                          \
         else if (nx <= KR_NX) rows_##name(n, w, ws, nw, xq, xs, nx, out);                                         \
-        else name##_many(n, w, ws, nw, xq, xs, nx, out);                                                          \
+        else                                                                                                      \
+            for (int r0 = 0, m = (nx + KR_NX - 1) / KR_NX; r0 < nx; m--) { /* balanced: 5 = 3 + 2 */              \
+                const int k = (nx - r0 + m - 1) / m;                                                              \
+                rows_##name(n, w, ws, nw, xq + (size_t)r0 * xs, xs, k, out + (size_t)r0 * nw);                    \
+                r0 += k;                                                                                          \
+            }                                                                                                     \
     }
 TILE_DISPATCH_KX(q4_K)
 TILE_DISPATCH_KX(q5_K)
@@ -1661,7 +1603,8 @@ static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_q8_K,
                                          .pack_p = rw_avx2_pack_q4_K_p,
                                          .p_rows = RW_AVX2_KP_ROWS,
                                          .max_np = RW_AVX2_KP_MAX_NX,
-                                         .p_wbytes = rw_avx2_p_wbytes_q4_K};
+                                         .p_wbytes = rw_avx2_p_wbytes_q4_K,
+                                         .fly_min_rows = K_FLY_MIN};
 KX(q5_K, x_bytes_q8_K, convert_q8_K)
 KX(q2_K, x_bytes_q8_K, convert_q8_K)
 KX(q3_K, x_bytes_q8_K, convert_q8_K)
@@ -1676,7 +1619,8 @@ static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,
                                          .pack_p = rw_avx2_pack_q6_K_p,
                                          .p_rows = RW_AVX2_KP_ROWS,
                                          .max_np = RW_AVX2_KP_MAX_NX,
-                                         .p_wbytes = rw_avx2_p_wbytes_q6_K};
+                                         .p_wbytes = rw_avx2_p_wbytes_q6_K,
+                                         .fly_min_rows = K_FLY_MIN};
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 K(q8_0_ggml, x_bytes_blk, convert_b0)
 K(q4_0_ggml, x_bytes_blk, convert_b8)

@@ -81,6 +81,7 @@ typedef struct {
     int g_min_rows;                   /* fewest activation rows that take the group form; 0: matmul.c's default */
     int q_max_rows;                   /* most activation rows that take the quad form; 0: matmul.c's default */
     int g_max_nw;                     /* weight rows of one tile_g call; 0: max_nw */
+    int fly_min_rows; /* fewest rows that pack panels on the fly (no stored panels); 0: matmul.c's FLY_MIN */
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

@@ -137,25 +137,29 @@ static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp
         rw_avx2_transpose8_epi32(hi, o);
         for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c + 1][s], o[s]);
     }
+    /* scales and mins: row i's eight values (each twice, in a 32-bit
+     * lane) transposed so that sub-block j's register holds row i in lane i */
+    __m256i sv[8], mv[8], o[8];
     for (int i = 0; i < 8; i++) {
         if (i >= n_left) {
-            for (int j = 0; j < 8; j++)
-                p->sc[j][2 * i] = p->sc[j][2 * i + 1] = p->mn[j][2 * i] = p->mn[j][2 * i + 1] = 0;
+            sv[i] = mv[i] = _mm256_setzero_si256();
             p->d[i] = p->dmin[i] = 0.0f;
             continue;
         }
         const rw_block_q4_K *blk = (const rw_block_q4_K *)(row0 + (size_t)i * ws) + b;
         uint64_t sc, mn;
         k4_scales_mins(blk->scales, &sc, &mn);
-        for (int j = 0; j < 8; j++) { /* each value twice: one 32-bit store */
-            const uint32_t s1 = (uint32_t)(sc >> 8 * j) & 0xFF, m1 = (uint32_t)(mn >> 8 * j) & 0xFF;
-            const uint32_t s2 = s1 | s1 << 16, m2 = m1 | m1 << 16;
-            memcpy(&p->sc[j][2 * i], &s2, 4);
-            memcpy(&p->mn[j][2 * i], &m2, 4);
-        }
+        const __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+        const __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn));
+        sv[i] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+        mv[i] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
         p->d[i] = _cvtsh_ss(blk->d);
         p->dmin[i] = _cvtsh_ss(blk->dmin);
     }
+    rw_avx2_transpose8_epi32(sv, o);
+    for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->sc[j], o[j]);
+    rw_avx2_transpose8_epi32(mv, o);
+    for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->mn[j], o[j]);
 }
 
 void rw_avx2_pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
@@ -219,8 +223,7 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                  * so its low 16 bits are its value: vpdpwssd with (scale, 0)
                  * pairs adds scale * chain, one instruction (not vpmulld's two) */
                 const __m256i sc = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)P->sc[j]), 16);
-                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] =
-                    dpwssd(dpwssd(is[r], d0[r], sc), d1[r], sc);
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = dpwssd(dpwssd(is[r], d0[r], sc), d1[r], sc);
             }
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
                 ms[r] = dpwssd(ms[r], _mm256_loadu_si256((const __m256i *)P->mn[j]), bcast4(xb[r]->bsums + 2 * j));
@@ -370,8 +373,9 @@ INLINE void kpanel6_dot(int64_t n, const kp6_blk *P, const uint8_t *xp, size_t x
                 const __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(w2, bcast4(xq + 8)),
                                                    _mm256_maddubs_epi16(w3, bcast4(xq + 12)));
                 if (VNNI) is[r] = dpwssd(dpwssd(is[r], a, sc), c, sc);
-                else is[r] =
-                    _mm256_add_epi32(is[r], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
+                else
+                    is[r] =
+                        _mm256_add_epi32(is[r], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
             }
         }
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) {

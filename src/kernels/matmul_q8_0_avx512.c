@@ -899,6 +899,7 @@ static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const u
                                                   8,                \
                                                   0,                \
                                                   0,                \
+                                                  0,                \
                                                   0};
 WT_KERNEL(q4_0)
 WT_KERNEL(q5_0)
@@ -909,7 +910,7 @@ const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_
                                             g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
                                             q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ,
                                             p_bytes_q8, convert_q8_0_p, tile_p_q8_0, pack_q8_0_p, Q8P_ROWS, Q8P_MAX_NX,
-                                            NULL, 0, 0, 0, 0};
+                                            NULL, 0, 0, 0, 0, 0};
 
 const rw_mm_kernel rw_avx512_kernel_q8_0_ggml = {
     .x_bytes = x_bytes_chunks, .convert_x = convert_q8_0_b128, .tile = tile_q8_0_ggml, .max_nw = NW,
