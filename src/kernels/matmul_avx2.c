@@ -1288,14 +1288,16 @@ INLINE void q6_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, c
 /* The most activation rows of one tile call of the K-quants in our order:
  * 2 to KR_NX rows go to the few-row forms below (each chunk decoded once
  * for the rows), more in balanced groups of them (measured on Zen 3
- * against the former unpack-once tile, which spilled its sums: 5 rows 2.5x,
- * 8 rows 1.1x faster, 16 rows even); from fly_min_rows up the panel form. */
+ * against an unpack-once tile, which spilled its sums: Q4_K 5 rows 2.5x,
+ * Q6_K 5-16 rows 1.2-2x faster); from fly_min_rows up the panel form. */
 enum { KX_NX = 16 };
 
-/* Fewest rows that pack the Q4_K / Q6_K panels on the fly: measured on Zen 3
- * in cache, the panel form is 1.1-1.3x faster from 12 rows (Q4_K) and 16
- * (Q6_K), and slower below, where the packing costs more than it saves. */
-enum { K_FLY_MIN = 12 };
+/* Fewest rows that pack the Q4_K panels on the fly: measured on Zen 3 in
+ * cache, the panel form is 1.1-1.4x faster than the few-row groups from 8
+ * rows, even at 7, slower below, where the packing costs more than it
+ * saves. (Q6_K's larger panels pay only from about 24 rows: matmul.c's
+ * default.) */
+enum { K_FLY_MIN = 8 };
 
 KQUANT_TILE(q2_K, unpack4_q2_K, KL_MADD)
 KQUANT_TILE(q3_K, unpack4_q3_K, KL_MADD)
@@ -1619,8 +1621,7 @@ static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,
                                          .pack_p = rw_avx2_pack_q6_K_p,
                                          .p_rows = RW_AVX2_KP_ROWS,
                                          .max_np = RW_AVX2_KP_MAX_NX,
-                                         .p_wbytes = rw_avx2_p_wbytes_q6_K,
-                                         .fly_min_rows = K_FLY_MIN};
+                                         .p_wbytes = rw_avx2_p_wbytes_q6_K};
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 K(q8_0_ggml, x_bytes_blk, convert_b0)
 K(q4_0_ggml, x_bytes_blk, convert_b8)

@@ -123,19 +123,20 @@ void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int6
 static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p) {
     const __m256i low = _mm256_set1_epi8(0x0F);
     for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
-        __m256i lo[8], hi[8], o[8];
+        /* the packed bytes transposed once (a dword keeps its bytes), then
+         * split into the two sub-blocks' quants */
+        __m256i v[8], o[8];
         for (int i = 0; i < 8; i++) {
-            if (i < n_left) {
-                const rw_block_q4_K *blk = (const rw_block_q4_K *)(row0 + (size_t)i * ws) + b;
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c));
-                lo[i] = _mm256_and_si256(v, low);
-                hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-            } else lo[i] = hi[i] = _mm256_setzero_si256();
+            v[i] = _mm256_setzero_si256();
+            if (i < n_left)
+                v[i] = _mm256_loadu_si256(
+                    (const __m256i *)(((const rw_block_q4_K *)(row0 + (size_t)i * ws) + b)->qs + 32 * c));
         }
-        rw_avx2_transpose8_epi32(lo, o);
-        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c][s], o[s]);
-        rw_avx2_transpose8_epi32(hi, o);
-        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c + 1][s], o[s]);
+        rw_avx2_transpose8_epi32(v, o);
+        for (int s = 0; s < 8; s++) {
+            _mm256_storeu_si256((__m256i *)p->q[2 * c][s], _mm256_and_si256(o[s], low));
+            _mm256_storeu_si256((__m256i *)p->q[2 * c + 1][s], _mm256_and_si256(_mm256_srli_epi16(o[s], 4), low));
+        }
     }
     /* scales and mins: row i's eight values (each twice, in a 32-bit
      * lane) transposed so that sub-block j's register holds row i in lane i */
@@ -309,21 +310,33 @@ size_t rw_avx2_p_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * (sizeof(kp6
 
 static void pack_super6(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp6_blk *p) {
     const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
-    for (int c = 0; c < 8; c++) { /* 32-element chunk c = 4h + k: sub-blocks 2c and 2c + 1 */
-        const int h = c / 4, k = c % 4;
-        __m256i r[8], o[8];
+    for (int h = 0; h < 2; h++) {
+        /* the two ql registers and the qh register of half h transposed
+         * (a dword keeps its bytes), then each 32-element chunk c = 4h + k
+         * (sub-blocks 2c and 2c + 1) made from them */
+        __m256i l0[8], l1[8], hh[8], t0[8], t1[8], th[8];
         for (int i = 0; i < 8; i++) {
+            l0[i] = l1[i] = hh[i] = _mm256_setzero_si256();
             if (i < n_left) {
                 const rw_block_q6_K *blk = (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b;
-                const __m256i ql = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32 * (k % 2)));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
-                const __m256i lo = k < 2 ? _mm256_and_si256(ql, low) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three);
-                r[i] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* hi < 4: no carry across bytes */
-            } else r[i] = _mm256_setzero_si256();
+                l0[i] = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
+                l1[i] = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
+                hh[i] = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
+            }
         }
-        rw_avx2_transpose8_epi32(r, o);
-        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)p->q[2 * c + s / 4][s % 4], o[s]);
+        rw_avx2_transpose8_epi32(l0, t0);
+        rw_avx2_transpose8_epi32(l1, t1);
+        rw_avx2_transpose8_epi32(hh, th);
+        for (int k = 0; k < 4; k++) {
+            const int c = 4 * h + k;
+            for (int s = 0; s < 8; s++) {
+                const __m256i ql = k % 2 ? t1[s] : t0[s];
+                const __m256i lo = k < 2 ? _mm256_and_si256(ql, low) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(th[s], 2 * k), three);
+                _mm256_storeu_si256((__m256i *)p->q[2 * c + s / 4][s % 4],
+                                    _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4))); /* hi < 4: no carry */
+            }
+        }
     }
     for (int i = 0; i < 8; i++) {
         const rw_block_q6_K *blk = i < n_left ? (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b : NULL;
