@@ -328,16 +328,15 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
             int64_t s = t0;
             if (s == 0)
                 delta_block_step(blk, DK, false, true, 0, j0, NULL, d[0], q, q_stride, k, k_stride, v, v_stride, g,
-                                 g_stride, beta, beta_stride, scale, o, o_stride), s++;
-            else
-                memcpy(d[(s - 1) & 1], dpend + j0, sizeof d[0]);
+                                 g_stride, beta, beta_stride, scale, o, o_stride),
+                    s++;
+            else memcpy(d[(s - 1) & 1], dpend + j0, sizeof d[0]);
             for (; s < t1; s++) {
                 rw_delta_prefetch(s + RW_DELTA_AHEAD, n_t, j0 == 0, DK, q, q_stride, k, k_stride, v + j0, v_stride);
                 delta_block_step(blk, DK, true, true, s, j0, d[(s - 1) & 1], d[s & 1], q, q_stride, k, k_stride, v,
                                  v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
             }
-            if (t1 < n_t)
-                memcpy(dpend + j0, d[(t1 - 1) & 1], sizeof d[0]);
+            if (t1 < n_t) memcpy(dpend + j0, d[(t1 - 1) & 1], sizeof d[0]);
             else
                 delta_block_step(blk, DK, true, false, n_t, j0, d[(n_t - 1) & 1], NULL, q, q_stride, k, k_stride, v,
                                  v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
@@ -441,8 +440,7 @@ INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const 
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int64_t P = kv->page_len;
     for (int64_t p0 = 0, pg = 0; p0 < n; p0 += P, pg++) { /* pg = p0 / P without a division per page */
-        const void *x =
-            (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
+        const void *x = (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
@@ -460,29 +458,37 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
     return f16 ? dot_padded_t(kv, i, true, y, n) : dot_padded_t(kv, i, false, y, n);
 }
 
-/* Softmax of one head's scores in place: max, numerators per 16-lane block
- * (zeros past n_pos) summed in float, the blocks in double, times 1/sum;
- * a sink adds its share to the denominator. */
-static void softmax_scores(float *scores, int64_t n_pos, const float *sink) {
+/* Softmax of one head's scores in place over positions b0..n_pos (b0 a
+ * multiple of 64; those before `first`, a sliding window's start, weigh
+ * exactly 0): max, numerators per 16-lane block (zeros past n_pos and
+ * before first) summed in float, the blocks in double, times 1/sum; a sink
+ * adds its share to the denominator. rw_attn_head_paged_ref's operations. */
+static void softmax_window(float *scores, int64_t b0, int64_t first, int64_t n_pos, const float *sink) {
     float mx = -INFINITY;
-    for (int64_t j = 0; j < n_pos; j++)
+    for (int64_t j = first; j < n_pos; j++)
         if (scores[j] > mx) mx = scores[j];
     if (sink && sink[0] > mx) mx = sink[0];
     const __m256 vmx = _mm256_set1_ps(mx);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     double sum = 0.0;
-    for (int64_t j = 0; j < n_pos; j += 16) {
+    for (int64_t j = b0; j < n_pos; j += 16) {
         const int64_t left = n_pos - j;
         __m256 e[2];
         for (int h = 0; h < 2; h++) {
             const int64_t at = j + 8 * h, cnt = left - 8 * h;
             if (cnt >= 8) {
                 e[h] = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + at), vmx));
+                if (at < first) /* lanes before the window: 0 */
+                    e[h] = _mm256_and_ps(e[h], _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                                   _mm256_add_epi32(lane, _mm256_set1_epi32((int)(at - first))),
+                                                   _mm256_set1_epi32(-1))));
                 _mm256_storeu_ps(scores + at, e[h]);
             } else {
                 float t[8] = {0};
                 for (int64_t l = 0; l < cnt; l++) t[l] = scores[at + l];
                 _mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), vmx)));
                 for (int l = cnt > 0 ? (int)cnt : 0; l < 8; l++) t[l] = 0.0f;
+                for (int l = 0; l < 8 && at + l < first; l++) t[l] = 0.0f;
                 for (int64_t l = 0; l < cnt; l++) scores[at + l] = t[l];
                 e[h] = _mm256_loadu_ps(t);
             }
@@ -491,7 +497,11 @@ static void softmax_scores(float *scores, int64_t n_pos, const float *sink) {
     }
     if (sink) sum += (double)expf(sink[0] - mx);
     const float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < n_pos; j++) scores[j] *= inv;
+    for (int64_t j = b0; j < n_pos; j++) scores[j] *= inv;
+}
+
+static void softmax_scores(float *scores, int64_t n_pos, const float *sink) {
+    softmax_window(scores, 0, 0, n_pos, sink);
 }
 
 static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
@@ -558,8 +568,8 @@ static void group_tail_make(const float *p, int64_t n, int hb, group_tail *tl) {
     for (int h = 0; h < hb; h++)
         for (int l = 0; l < 64; l++) tl->p[h][l] = nfull + l < n ? p[h * n + nfull + l] : 0.0f;
     for (int c = 0; c < 8; c++)
-        tl->live[c] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - nfull - 8 * c)),
-                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        tl->live[c] = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - nfull - 8 * c)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
 /* out[h * out_stride] = dot_padded(value row i, p + h * n) for hb <= 4
@@ -567,8 +577,8 @@ static void group_tail_make(const float *p, int64_t n, int hb, group_tail *tl) {
  * for the heads. The full 64-blocks run in one loop across pages (a page
  * holds a multiple of 64 positions, so no block straddles two), the
  * accumulators in registers; then the tail, in the last page. */
-INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const float *p, int64_t n, const int hb,
-                         const group_tail *tl, float *out, int64_t out_stride) {
+INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const float *p, int64_t b0, int64_t n,
+                         const int hb, const group_tail *tl, float *out, int64_t out_stride) {
     const int64_t P = kv->page_len, nfull = n & ~(int64_t)63;
     const size_t esz = f16 ? 2 : 4, row = (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * esz;
     __m256 a[4][8];
@@ -576,10 +586,12 @@ INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const f
         __m256 x0[4], x1[4];
         _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) x0[h] = x1[h] = _mm256_setzero_ps();
         const char *x = NULL;
-        int64_t pg = 0, off = P; /* the page of block k, and k's offset in it */
-        for (int64_t k = 0; k < nfull; k += 64, off += 64) {
+        /* the page of block k, and k's offset in it (from b0, a window's
+         * first 64-block: the blocks before it are not read) */
+        int64_t pg = b0 / P, off = P;
+        for (int64_t k = b0; k < nfull; k += 64, off += 64) {
             if (off == P) {
-                x = (const char *)kv->v_pages[pg++] + row, off = 0;
+                x = (const char *)kv->v_pages[pg] + row, off = k - pg * P, pg++;
                 if (c == 0 && P < n) { /* the next dimension's piece of this page, as the AVX-512 twin */
                     const char *next = x + (size_t)kv->v_stride * esz;
                     const int64_t np = n - k < P ? n - k : P;
@@ -597,15 +609,14 @@ INLINE void group_values(const rw_attn_pages *kv, int i, const bool f16, const f
             const int64_t p0 = (n - 1) / P * P, np = n - p0, at = nfull - p0 + 8 * c;
             const void *xl = (const char *)kv->v_pages[(n - 1) / P] + row;
             if (at < np) {
-                const __m256 v0 = _mm256_and_ps(at + 8 <= P ? load8(xl, f16, at) : load8_part(xl, f16, at, np - at),
-                                                tl->live[c]);
+                const __m256 v0 =
+                    _mm256_and_ps(at + 8 <= P ? load8(xl, f16, at) : load8_part(xl, f16, at, np - at), tl->live[c]);
                 _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) x0[h] =
                     _mm256_fmadd_ps(v0, _mm256_loadu_ps(tl->p[h] + 8 * c), x0[h]);
             }
             if (at + 8 < np) {
-                const __m256 v1 =
-                    _mm256_and_ps(at + 16 <= P ? load8(xl, f16, at + 8) : load8_part(xl, f16, at + 8, np - at - 8),
-                                  tl->live[c + 1]);
+                const __m256 v1 = _mm256_and_ps(
+                    at + 16 <= P ? load8(xl, f16, at + 8) : load8_part(xl, f16, at + 8, np - at - 8), tl->live[c + 1]);
                 _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) if (h < hb) x1[h] =
                     _mm256_fmadd_ps(v1, _mm256_loadu_ps(tl->p[h] + 8 * c + 8), x1[h]);
             }
@@ -622,14 +633,17 @@ INLINE void attn_group(const float *q, int r, const rw_attn_pages *kv, const boo
                        int hd_v, float scale, float *scores, float *out) {
     const size_t esz = f16 ? 2 : 4;
     const int64_t P = kv->page_len;
+    /* a sliding window (kv->first > 0): keys from the 64-block b0 holding
+     * `first`, those before it weighing exactly 0, as the reference */
+    const int64_t first = kv->first > 0 ? kv->first : 0, b0 = first & ~(int64_t)63;
     for (int h0 = 0; h0 < r; h0 += 4) {
         const int hb = r - h0 < 4 ? r - h0 : 4;
         const float *qb = q + (int64_t)h0 * hd_k;
         float *sb = scores + h0 * n_pos;
-        for (int64_t p0 = 0, pg = 0; p0 < n_pos; p0 += P, pg++) {
+        for (int64_t pg = b0 / P, p0 = pg * P; p0 < n_pos; p0 += P, pg++) {
             const char *k = (const char *)kv->k_pages[pg] + (size_t)kv->k_off * esz;
             const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
-            for (int64_t j = 0; j < np; j++) {
+            for (int64_t j = p0 < b0 ? b0 - p0 : 0; j < np; j++) {
                 const void *kj = k + (size_t)(j * hd_k) * esz;
                 switch (hb) { /* the head count a constant in each body */
                 case 1: group_scores(qb, hd_k, 1, kj, f16, scale, sb + p0 + j, n_pos); break;
@@ -639,20 +653,21 @@ INLINE void attn_group(const float *q, int r, const rw_attn_pages *kv, const boo
                 }
             }
         }
-        for (int h = 0; h < hb; h++) softmax_scores(sb + h * n_pos, n_pos, kv->sinks ? kv->sinks + h0 + h : NULL);
+        for (int h = 0; h < hb; h++)
+            softmax_window(sb + h * n_pos, b0, first, n_pos, kv->sinks ? kv->sinks + h0 + h : NULL);
         float *ob = out + (int64_t)h0 * hd_v;
         group_tail tl;
         group_tail_make(sb, n_pos, hb, &tl);
         for (int i = 0; i < hd_v; i++) switch (hb) {
-            case 1: group_values(kv, i, f16, sb, n_pos, 1, &tl, ob + i, hd_v); break;
-            case 2: group_values(kv, i, f16, sb, n_pos, 2, &tl, ob + i, hd_v); break;
-            case 3: group_values(kv, i, f16, sb, n_pos, 3, &tl, ob + i, hd_v); break;
-            default: group_values(kv, i, f16, sb, n_pos, 4, &tl, ob + i, hd_v); break;
+            case 1: group_values(kv, i, f16, sb, b0, n_pos, 1, &tl, ob + i, hd_v); break;
+            case 2: group_values(kv, i, f16, sb, b0, n_pos, 2, &tl, ob + i, hd_v); break;
+            case 3: group_values(kv, i, f16, sb, b0, n_pos, 3, &tl, ob + i, hd_v); break;
+            default: group_values(kv, i, f16, sb, b0, n_pos, 4, &tl, ob + i, hd_v); break;
             }
     }
 }
 
-bool rw_attn_group_avx2_fits(const rw_attn_pages *kv, int hd_k) { return kv->first <= 0 && hd_k % 64 == 0; }
+bool rw_attn_group_avx2_fits(const rw_attn_pages *kv, int hd_k) { return hd_k % 64 == 0; }
 
 void rw_attn_group_avx2(const float *q, int r, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                         float scale, float *scores, float *out) {
@@ -662,8 +677,8 @@ void rw_attn_group_avx2(const float *q, int r, const rw_attn_pages *kv, bool f16
 
 /* ==== the kernel-4 causal conv over a run of tokens ======================= */
 
-int rw_conv_k4_avx2(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,
-                    bool fused, float *state, float *y, int64_t y_stride) {
+int rw_conv_k4_avx2(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias, bool fused,
+                    float *state, float *y, int64_t y_stride) {
     const __m256i i4 = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     const __m256i i3 = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
     int c = 0;
