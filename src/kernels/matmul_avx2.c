@@ -1571,7 +1571,7 @@ static const rw_mm_kernel kernel_q8_0 = {.x_bytes = x_bytes_q8g,
                                          .max_np = RW_AVX2_Q8P_MAX_NX};
 /* the decoded types: Q8_0's tiles and activation layout, their own panels
  * (from 8 rows: fewer take the tile rather than decode panels on the fly) */
-#define KWT(name)                                                                   \
+#define KWT(name, tile_p_fn)                                                        \
     static const rw_mm_kernel kernel_##name = {.x_bytes = x_bytes_q8g,              \
                                                .convert_x = convert_q8g,            \
                                                .tile = tile_##name,                 \
@@ -1579,18 +1579,18 @@ static const rw_mm_kernel kernel_q8_0 = {.x_bytes = x_bytes_q8g,
                                                .max_nx = Q8_NX,                     \
                                                .p_bytes = rw_avx2_p_bytes_q8_0,     \
                                                .convert_p = rw_avx2_convert_q8_0_p, \
-                                               .tile_p = rw_avx2_tile_p_wt,         \
+                                               .tile_p = tile_p_fn,                 \
                                                .pack_p = rw_avx2_pack_##name##_p,   \
                                                .p_rows = RW_AVX2_Q8P_ROWS,          \
                                                .max_np = RW_AVX2_Q8P_MAX_NX,        \
                                                .p_wbytes = rw_avx2_p_wbytes_wt,     \
                                                .p_min_rows = 8};
-KWT(q4_0)
+KWT(q4_0, rw_avx2_tile_p_wt_small)
 K(q4_1, x_bytes_blk, convert_q8_1)
-KWT(q5_0)
+KWT(q5_0, rw_avx2_tile_p_wt_small)
 K(q5_1, x_bytes_blk, convert_q8_1)
-KWT(iq4_nl)
-KWT(mxfp4)
+KWT(iq4_nl, rw_avx2_tile_p_wt)
+KWT(mxfp4, rw_avx2_tile_p_wt_small)
 #define KX(name, xb, conv)                      \
     static const rw_mm_kernel kernel_##name = { \
         .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = KX_NX};

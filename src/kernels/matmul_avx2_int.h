@@ -117,6 +117,8 @@ void rw_avx2_pack_iq4_nl_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out
 void rw_avx2_pack_mxfp4_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
 void rw_avx2_tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                        float *out, int64_t os);
+void rw_avx2_tile_p_wt_small(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                       float *out, int64_t os);
 
 /* n values (a multiple of 256) quantized as rw_quantize_row's Q8_K (the
  * same bytes) into dst (matmul_kpanel_avx2.c). */

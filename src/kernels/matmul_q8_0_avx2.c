@@ -200,7 +200,7 @@ INLINE __m256i bcast4(const int8_t *p) {
 /* One panel (8 outputs) against R activation rows; out[r * os + l] for
  * outputs l < nl. VNNI: the AVX-VNNI block sum (see the file head). */
 INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                      const int R, const int VNNI, const int F32S) {
+                      const int R, const int VNNI, const int F32S, const int SMALL) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
     const uint16_t(*D)[8] = (const uint16_t(*)[8])(P + nb);
     const float(*DF)[8] = (const float(*)[8])(P + nb);
@@ -212,7 +212,7 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
         for (int64_t o = 0; o < n_oct; o++) _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                 const int64_t b = 8 * o + 2 * k + h;
                 if (b >= nb) break;
-                __m256i is[Q8P_MAX_NX];
+                __m256i is[Q8P_MAX_NX], p16[Q8P_MAX_NX];
                 const xp_blk *xb[Q8P_MAX_NX];
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                     xb[r] = (const xp_blk *)(xp + (size_t)r * xps) + b;
@@ -230,10 +230,14 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
                         const __m256i aw = _mm256_sign_epi8(w, w);
                         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                             const __m256i x = _mm256_sign_epi8(bcast4(xb[r]->q + 4 * s), w);
-                            is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), one));
+                            const __m256i p = _mm256_maddubs_epi16(aw, x);
+                            if (SMALL) p16[r] = s ? _mm256_add_epi16(p16[r], p) : p;
+                            else is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p, one));
                         }
                     }
                 }
+                if (!VNNI && SMALL)
+                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm256_madd_epi16(p16[r], one);
                 const __m256 dw = F32S ? _mm256_loadu_ps(*DF) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)*D));
                 P++, D++, DF++;
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
@@ -251,21 +255,21 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
         _mm256_maskstore_ps(out + r * os, lanes, _mm256_add_ps(part[0][r], part[1][r]));
 }
 
-#define PANEL_CASES(VNNI)                                                    \
-    switch (nx) { /* a constant row count keeps the sums in registers */     \
-    case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI, F32S); break; \
-    case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI, F32S); break; \
-    case 3: panel_dot(n, P, xp, xps, nl, out + i, os, 3, VNNI, F32S); break; \
-    case 4: panel_dot(n, P, xp, xps, nl, out + i, os, 4, VNNI, F32S); break; \
-    case 5: panel_dot(n, P, xp, xps, nl, out + i, os, 5, VNNI, F32S); break; \
-    case 6: panel_dot(n, P, xp, xps, nl, out + i, os, 6, VNNI, F32S); break; \
-    case 7: panel_dot(n, P, xp, xps, nl, out + i, os, 7, VNNI, F32S); break; \
-    case 8: panel_dot(n, P, xp, xps, nl, out + i, os, 8, VNNI, F32S); break; \
-    default: break;                                                          \
+#define PANEL_CASES(VNNI)                                                           \
+    switch (nx) { /* a constant row count keeps the sums in registers */            \
+    case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI, F32S, SMALL); break; \
+    case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI, F32S, SMALL); break; \
+    case 3: panel_dot(n, P, xp, xps, nl, out + i, os, 3, VNNI, F32S, SMALL); break; \
+    case 4: panel_dot(n, P, xp, xps, nl, out + i, os, 4, VNNI, F32S, SMALL); break; \
+    case 5: panel_dot(n, P, xp, xps, nl, out + i, os, 5, VNNI, F32S, SMALL); break; \
+    case 6: panel_dot(n, P, xp, xps, nl, out + i, os, 6, VNNI, F32S, SMALL); break; \
+    case 7: panel_dot(n, P, xp, xps, nl, out + i, os, 7, VNNI, F32S, SMALL); break; \
+    case 8: panel_dot(n, P, xp, xps, nl, out + i, os, 8, VNNI, F32S, SMALL); break; \
+    default: break;                                                                 \
     }
 
 INLINE void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                         float *out, int64_t os, const int F32S) {
+                         float *out, int64_t os, const int F32S, const int SMALL) {
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
@@ -275,6 +279,7 @@ INLINE void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const u
 
 INLINE void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os, const int F32S) {
+    const int SMALL = 0;
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
@@ -288,11 +293,21 @@ INLINE void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
 void rw_avx2_tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os) {
     if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 0);
-    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 0);
+    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 0, 0);
 }
 
 void rw_avx2_tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                        float *out, int64_t os) {
     if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 1);
-    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 1, 0);
+}
+
+/* The decoded types whose quants lie in -16..16 (Q4_0, Q5_0, MXFP4): plain
+ * AVX2 adds a block's eight vpmaddubsw pair sums in 16 bits (each at most
+ * 2 * 16 * 127, eight of them 32512 < 2^15: exact) and widens once with
+ * vpmaddwd, not once per dword (the same integers). */
+void rw_avx2_tile_p_wt_small(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                             float *out, int64_t os) {
+    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 1, 1);
 }
