@@ -431,20 +431,20 @@ INLINE __m256 tail8(const void *x, const bool f16, const float *y, int64_t at, i
     return _mm256_fmadd_ps(load8_part(x, f16, at, np - at), load8_part(y, false, at, np - at), a);
 }
 
-/* dot(value row i of a paged head, y) as the AVX-512 twin's
- * dot_ggml_padded: rw_dot_ggml's four 16-lane accumulators over n rounded up
- * to 64 with zeros (pages hold multiples of 64 positions but the last), no
- * scalar tail. */
-INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const float *y, int64_t n) {
+/* dot(value row i of a paged head, y) over positions b0..n (b0 a multiple
+ * of 64) as the AVX-512 twin's dot_ggml_padded: rw_dot_ggml's four 16-lane
+ * accumulators over n rounded up to 64 with zeros (pages hold multiples of
+ * 64 positions but the last), no scalar tail. */
+INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const float *y, int64_t b0, int64_t n) {
     __m256 a[8];
     for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
     const int64_t P = kv->page_len;
-    for (int64_t p0 = 0, pg = 0; p0 < n; p0 += P, pg++) { /* pg = p0 / P without a division per page */
+    for (int64_t pg = b0 / P, p0 = pg * P; p0 < n; p0 += P, pg++) { /* no division per page */
         const void *x = (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)i * kv->v_stride) * (f16 ? 2 : 4);
         const float *yp = y + p0;
         const int64_t np = n - p0 < P ? n - p0 : P;
         const int64_t nfull = np & ~(int64_t)63;
-        for (int64_t k = 0; k < nfull; k += 64)
+        for (int64_t k = p0 < b0 ? b0 - p0 : 0; k < nfull; k += 64)
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
                 _mm256_fmadd_ps(load8(x, f16, k + 8 * c), _mm256_loadu_ps(yp + k + 8 * c), a[c]);
         /* the tail; unrolled: constant indices keep a[] in registers */
@@ -454,8 +454,8 @@ INLINE float dot_padded_t(const rw_attn_pages *kv, int i, const bool f16, const 
 }
 
 /* one body per element type */
-static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y, int64_t n) {
-    return f16 ? dot_padded_t(kv, i, true, y, n) : dot_padded_t(kv, i, false, y, n);
+static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y, int64_t b0, int64_t n) {
+    return f16 ? dot_padded_t(kv, i, true, y, b0, n) : dot_padded_t(kv, i, false, y, b0, n);
 }
 
 /* Softmax of one head's scores in place over positions b0..n_pos (b0 a
@@ -500,25 +500,24 @@ static void softmax_window(float *scores, int64_t b0, int64_t first, int64_t n_p
     for (int64_t j = b0; j < n_pos; j++) scores[j] *= inv;
 }
 
-static void softmax_scores(float *scores, int64_t n_pos, const float *sink) {
-    softmax_window(scores, 0, 0, n_pos, sink);
-}
-
 static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,
                                                             int64_t n_pos, int hd_k, int hd_v, float scale,
                                                             float *scores, float *out) {
     const int64_t P = kv->page_len;
-    for (int64_t p0 = 0, pg = 0; p0 < n_pos; p0 += P, pg++) { /* scores, page by page */
+    /* a sliding window (kv->first > 0): from the 64-block b0 holding
+     * `first`, as attn_group below */
+    const int64_t first = kv->first > 0 ? kv->first : 0, b0 = first & ~(int64_t)63;
+    for (int64_t pg = b0 / P, p0 = pg * P; p0 < n_pos; p0 += P, pg++) { /* scores, page by page */
         const void *k = (const char *)kv->k_pages[pg] + (size_t)kv->k_off * (f16 ? 2 : 4);
         const int64_t np = n_pos - p0 < P ? n_pos - p0 : P;
-        for (int64_t j = 0; j < np; j++) {
+        for (int64_t j = p0 < b0 ? b0 - p0 : 0; j < np; j++) {
             const void *kj =
                 f16 ? (const void *)((const uint16_t *)k + j * hd_k) : (const void *)((const float *)k + j * hd_k);
             scores[p0 + j] = dot_ggml(kj, f16, q, hd_k) * scale;
         }
     }
-    softmax_scores(scores, n_pos, kv->sinks);
-    for (int i = 0; i < hd_v; i++) out[i] = dot_padded(kv, i, f16, scores, n_pos);
+    softmax_window(scores, b0, first, n_pos, kv->sinks);
+    for (int i = 0; i < hd_v; i++) out[i] = dot_padded(kv, i, f16, scores, b0, n_pos);
 }
 
 void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,

@@ -94,7 +94,7 @@ void rw_attn_head_paged(const float *q, const rw_attn_pages *kv, bool f16, int64
         rw_attn_head_avx512(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
         return;
     }
-    if (rw_kernel_tier_current() == RW_TIER_AVX2 && kv->first <= 0) { /* a window: the reference, same bits */
+    if (rw_kernel_tier_current() == RW_TIER_AVX2) {
         rw_attn_head_avx2(q, kv, f16, n_pos, hd_k, hd_v, scale, scores, out);
         return;
     }
