@@ -426,8 +426,8 @@ INLINE __m256 e8m0_dw8(const uint8_t *p) {
 
 /* The same for blocks b0 .. b0 + cnt of a row of type T (the others 0). */
 INLINE __m256 wt_dw8(const uint8_t *row, int64_t b0, const int cnt, const int T) {
-    if (T == RW_AVX2_WT_MXFP4 && cnt == 8) return e8m0_dw8(row + b0 * rw_avx2_wt_bytes(T));
-    if (T != RW_AVX2_WT_MXFP4 && cnt == 8) return f16_dw8(row + b0 * rw_avx2_wt_bytes(T), rw_avx2_wt_bytes(T));
+    const uint8_t *p = row + b0 * rw_avx2_wt_bytes(T);
+    if (cnt == 8) return T == RW_AVX2_WT_MXFP4 ? e8m0_dw8(p) : f16_dw8(p, rw_avx2_wt_bytes(T));
     float d[8];
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) d[(k % 2) * 4 + k / 2] =
         k < cnt ? rw_avx2_wt_d(row, b0 + k, T) : 0.0f;

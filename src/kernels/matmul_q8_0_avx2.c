@@ -255,7 +255,7 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
         _mm256_maskstore_ps(out + r * os, lanes, _mm256_add_ps(part[0][r], part[1][r]));
 }
 
-#define PANEL_CASES(VNNI)                                                           \
+#define PANEL_CASES(VNNI, SMALL)                                                    \
     switch (nx) { /* a constant row count keeps the sums in registers */            \
     case 1: panel_dot(n, P, xp, xps, nl, out + i, os, 1, VNNI, F32S, SMALL); break; \
     case 2: panel_dot(n, P, xp, xps, nl, out + i, os, 2, VNNI, F32S, SMALL); break; \
@@ -273,17 +273,16 @@ INLINE void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const u
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
-        PANEL_CASES(0)
+        PANEL_CASES(0, SMALL)
     }
 }
 
 INLINE void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os, const int F32S) {
-    const int SMALL = 0;
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
-        PANEL_CASES(1)
+        PANEL_CASES(1, 0)
     }
 }
 
