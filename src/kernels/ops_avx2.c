@@ -137,6 +137,44 @@ void rw_swiglu_avx2(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* rw_geglu_ref 8 values at a time, as the AVX-512 twin: F16C's conversion
+ * rounds to nearest even as rw_f32_to_f16 does, the clamps are ordered
+ * compares (false for NaN, as the reference's ifs), the products the same
+ * one multiply; a block holding a NaN goes to the reference. */
+void rw_geglu_avx2(float *g, const float *u, int64_t n) {
+    const float *tab = rw_gelu_f16_table();
+    const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
+            rw_geglu_ref(g + i, u + i, 8);
+            continue;
+        }
+        const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256 y = _mm256_mul_ps(_mm256_i32gather_ps(tab, h, 4), uv);
+        y = _mm256_blendv_ps(y, _mm256_mul_ps(x, uv), _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+        y = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LE_OQ), y); /* +0, as the reference's 0.0f */
+        _mm256_storeu_ps(g + i, y);
+    }
+    if (i < n) rw_geglu_ref(g + i, u + i, n - i);
+}
+
+/* The KV cache's f16 rows, as the AVX-512 twins: F16C's conversions (round
+ * to nearest even, as rw_f32_to_f16) 8 at a time, the tail scalar. */
+void rw_f32_to_f16_row_avx2(const float *src, rw_f16 *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = rw_f32_to_f16(src[i]);
+}
+
+void rw_f16_to_f32_row_avx2(const rw_f16 *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) dst[i] = rw_f16_to_f32(src[i]);
+}
+
 void rw_softmax_avx2(const float *x, float *y, int64_t n) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;

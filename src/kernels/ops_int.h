@@ -48,6 +48,9 @@ void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_
 /* AVX2 twins (ops_avx2.c): bitwise the AVX-512 twins below. */
 void rw_silu_avx2(const float *x, float *y, int64_t n);
 void rw_swiglu_avx2(float *g, const float *u, int64_t n);
+void rw_geglu_avx2(float *g, const float *u, int64_t n);
+void rw_f32_to_f16_row_avx2(const float *src, rw_f16 *dst, int64_t n);
+void rw_f16_to_f32_row_avx2(const rw_f16 *src, float *dst, int64_t n);
 void rw_softmax_avx2(const float *x, float *y, int64_t n);
 void rw_rmsnorm_gated_avx2(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
 void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
