@@ -414,14 +414,9 @@ INLINE __m256 f16_dw8(const uint8_t *p, const size_t bytes) {
     return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128((long long)e), (long long)o, 1));
 }
 
-/* The same for eight MXFP4 blocks from p (17 bytes each): rw_e8m0_half's
- * bits in vectors, 2^(e - 128) as the exponent field e - 1, or for e < 2
- * the subnormal 2^21 << e. */
+/* The same for eight MXFP4 blocks from p (17 bytes each). */
 INLINE __m256 e8m0_dw8(const uint8_t *p) {
-    const __m256i e = _mm256_setr_epi32(p[0], p[34], p[68], p[102], p[17], p[51], p[85], p[119]);
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e); /* e >= 2: not taken */
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+    return rw_avx2_e8m0_half8(_mm256_setr_epi32(p[0], p[34], p[68], p[102], p[17], p[51], p[85], p[119]));
 }
 
 /* The same for blocks b0 .. b0 + cnt of a row of type T (the others 0). */

@@ -75,6 +75,15 @@ static inline __attribute__((always_inline)) float rw_avx2_wt_d(const uint8_t *r
     return _cvtsh_ss(h);
 }
 
+/* rw_e8m0_half of eight exponents (32-bit lanes 0..255) in vectors, the
+ * same bits: 2^(e - 128) as the exponent field e - 1, or for e < 2 the
+ * subnormal 2^21 << e. */
+static inline __attribute__((always_inline)) __m256 rw_avx2_e8m0_half8(__m256i e) {
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e); /* e >= 2: not taken */
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
 /* An 8 x 8 transpose of dwords: o[s] gets dword s of r[0..8) (dword i of
  * o[s] from r[i]). For packing panels: 8 weight rows, one per lane. */
 static inline void rw_avx2_transpose8_epi32(const __m256i r[8], __m256i o[8]) {

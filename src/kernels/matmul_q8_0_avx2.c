@@ -122,12 +122,57 @@ void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int6
     }
 }
 
+/* pack_block's bytes for the 4-bit types (Q4_0, IQ4_NL, MXFP4) with all 8
+ * rows present: the rows' 16 packed bytes transposed as dwords before they
+ * are split (row i and i + 4 in one vector's halves, a 4 x 4 transpose per
+ * half), so that dword t of the 8 rows holds elements 4t..4t+3 in its low
+ * nibbles and 16+4t.. in its high ones: panel dwords t and t + 4, decoded
+ * as rw_avx2_wt_q decodes them; the scales as rw_avx2_wt_d, 8 at a time. */
+INLINE void pack_block_nibbles(const uint8_t *row0, size_t ws, int64_t b, wp_blk *q, float *df, const int T) {
+    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const size_t bb = rw_avx2_wt_bytes(T), qo = T == RW_AVX2_WT_MXFP4 ? 1 : 2; /* the quants follow the scale */
+    const uint8_t *p[8];
+    for (int i = 0; i < 8; i++) p[i] = row0 + (size_t)i * ws + (size_t)b * bb;
+    __m256i v[4];
+    for (int i = 0; i < 4; i++)
+        v[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p[i] + qo))),
+                                       _mm_loadu_si128((const __m128i *)(p[i + 4] + qo)), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    const __m256i o[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
+                          _mm256_unpackhi_epi64(t1, t3)};
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i tab = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : mxfp4_values)));
+    for (int t = 0; t < 4; t++) {
+        const __m256i lo = _mm256_and_si256(o[t], m4), hi = _mm256_and_si256(_mm256_srli_epi16(o[t], 4), m4);
+        const __m256i dlo =
+            T == RW_AVX2_WT_Q4_0 ? _mm256_sub_epi8(lo, _mm256_set1_epi8(8)) : _mm256_shuffle_epi8(tab, lo);
+        const __m256i dhi =
+            T == RW_AVX2_WT_Q4_0 ? _mm256_sub_epi8(hi, _mm256_set1_epi8(8)) : _mm256_shuffle_epi8(tab, hi);
+        _mm256_storeu_si256((__m256i *)q->q[t], dlo);
+        _mm256_storeu_si256((__m256i *)q->q[t + 4], dhi);
+    }
+    if (T == RW_AVX2_WT_MXFP4) {
+        _mm256_storeu_ps(df, rw_avx2_e8m0_half8(_mm256_setr_epi32(p[0][0], p[1][0], p[2][0], p[3][0], p[4][0], p[5][0],
+                                                                  p[6][0], p[7][0])));
+    } else {
+        uint16_t h[8];
+        for (int i = 0; i < 8; i++) memcpy(&h[i], p[i], 2);
+        _mm256_storeu_ps(df, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+    }
+}
+
 /* Block b of the 8 weight rows from row0 (ws apart; n_left of them exist)
  * into one panel block and its 8 scales (Q8_0: f16 in d; the decoded
  * types: f32 in df); missing rows get weights and scales 0. An 8 x 8
  * transpose of dwords. */
 INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp_blk *q, uint16_t *d, float *df,
                        const int T) {
+    if ((T == RW_AVX2_WT_Q4_0 || T == RW_AVX2_WT_IQ4_NL || T == RW_AVX2_WT_MXFP4) && n_left >= 8) {
+        pack_block_nibbles(row0, ws, b, q, df, T);
+        return;
+    }
     __m256i r[8];
     for (int i = 0; i < 8; i++) {
         if (i < n_left) {
