@@ -24,8 +24,10 @@
  * pairs into 32-bit lanes with vpmaddwd; where the CPU has AVX-VNNI (the
  * 256-bit VEX vpdpbusd of Alder Lake and Zen 5), w + 128 (unsigned) times
  * x is summed in one vpdpbusd per 4 products, and the bias taken off with
- * -128 * the sum of the activation block's quants. Both are exact, so they
- * give the same bits; rw_matmul_set_avx_vnni(false) (the CLI's RW_AVX_VNNI=0)
+ * -128 * the sum of the activation block's quants. The decoded types
+ * whose values lie in -16..15 are stored unsigned, value + 16 (small_type
+ * below), so both take them as they are, the bias taken off the same way.
+ * All are exact, so they give the same bits; rw_matmul_set_avx_vnni(false) (the CLI's RW_AVX_VNNI=0)
  * keeps to plain AVX2, for comparisons and to test both on one machine.
  */
 #include <immintrin.h>
@@ -41,6 +43,15 @@ enum { Q8P_ROWS = RW_AVX2_Q8P_ROWS, Q8P_MAX_NX = RW_AVX2_Q8P_MAX_NX };
 
 /* Bytes per row and block of the decoded types' panels (f32 scales). */
 enum { WT_BLK_BYTES = 36 };
+
+/* The decoded types whose values lie in -16..15 (Q4_0, Q5_0, MXFP4) are
+ * stored in their panels as value + SMALL_BIAS, 0..31: unsigned, so that
+ * vpmaddubsw takes them as they are (no sign trick) and AVX-VNNI's vpdpbusd
+ * without the +128; the bias times the activation block's sum is taken off
+ * (a block sum starts at -SMALL_BIAS * sum, from corr = -128 * sum). The
+ * same exact integers. */
+enum { SMALL_BIAS = 16 };
+INLINE int small_type(const int T) { return T == RW_AVX2_WT_Q4_0 || T == RW_AVX2_WT_Q5_0 || T == RW_AVX2_WT_MXFP4; }
 
 /* One panel block: dword s of the block of rows 0..7 at q[s][4 * row]. */
 typedef struct {
@@ -142,14 +153,16 @@ INLINE void pack_block_nibbles(const uint8_t *row0, size_t ws, int64_t b, wp_blk
     const __m256i o[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
                           _mm256_unpackhi_epi64(t1, t3)};
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i tab = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128((const __m128i *)(T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : mxfp4_values)));
+    const __m256i bias = _mm256_set1_epi8(small_type(T) ? SMALL_BIAS : 0);
+    const __m256i tab =
+        _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(
+                            (const __m128i *)(T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : mxfp4_values))),
+                        bias);
     for (int t = 0; t < 4; t++) {
         const __m256i lo = _mm256_and_si256(o[t], m4), hi = _mm256_and_si256(_mm256_srli_epi16(o[t], 4), m4);
-        const __m256i dlo =
-            T == RW_AVX2_WT_Q4_0 ? _mm256_sub_epi8(lo, _mm256_set1_epi8(8)) : _mm256_shuffle_epi8(tab, lo);
-        const __m256i dhi =
-            T == RW_AVX2_WT_Q4_0 ? _mm256_sub_epi8(hi, _mm256_set1_epi8(8)) : _mm256_shuffle_epi8(tab, hi);
+        const __m256i q8 = _mm256_set1_epi8(SMALL_BIAS - 8); /* Q4_0: nibble - 8 + the bias */
+        const __m256i dlo = T == RW_AVX2_WT_Q4_0 ? _mm256_add_epi8(lo, q8) : _mm256_shuffle_epi8(tab, lo);
+        const __m256i dhi = T == RW_AVX2_WT_Q4_0 ? _mm256_add_epi8(hi, q8) : _mm256_shuffle_epi8(tab, hi);
         _mm256_storeu_si256((__m256i *)q->q[t], dlo);
         _mm256_storeu_si256((__m256i *)q->q[t + 4], dhi);
     }
@@ -178,6 +191,7 @@ INLINE void pack_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, wp
         if (i < n_left) {
             const uint8_t *row = row0 + (size_t)i * ws;
             r[i] = rw_avx2_wt_q(row, b, T);
+            if (small_type(T)) r[i] = _mm256_add_epi8(r[i], _mm256_set1_epi8(SMALL_BIAS));
             if (T == RW_AVX2_WT_Q8_0) d[i] = ((const rw_block_q8_0 *)row + b)->d;
             else df[i] = rw_avx2_wt_d(row, b, T);
         } else {
@@ -261,28 +275,42 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
                 const xp_blk *xb[Q8P_MAX_NX];
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                     xb[r] = (const xp_blk *)(xp + (size_t)r * xps) + b;
-                    is[r] = VNNI ? _mm256_set1_epi32(xb[r]->corr) : _mm256_setzero_si256();
+                    is[r] = SMALL  ? _mm256_set1_epi32(xb[r]->corr / (128 / SMALL_BIAS))
+                            : VNNI ? _mm256_set1_epi32(xb[r]->corr)
+                                   : _mm256_setzero_si256();
                 }
-                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-                    const __m256i w = _mm256_loadu_si256((const __m256i *)P->q[s]);
-                    if (VNNI) {
-                        const __m256i wu = _mm256_xor_si256(w, bias); /* w + 128 */
-                        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                            const __m256i x = bcast4(xb[r]->q + 4 * s);
-                            __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(is[r]) : "x"(wu), "x"(x));
+                if (SMALL && !VNNI) { /* four rows at a time: their 32- and 16-bit sums in 8 registers */
+                    _Pragma("GCC unroll 2") for (int r0 = 0; r0 < R; r0 += 4) {
+                        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+                            const __m256i w = _mm256_loadu_si256((const __m256i *)P->q[s]);
+                            /* four pair sums in 16 bits: at most 4 * 2 * 31 * 127 < 2^15 */
+                            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                                const int r = r0 + q;
+                                if (r >= R) break;
+                                const __m256i p = _mm256_maddubs_epi16(w, bcast4(xb[r]->q + 4 * s));
+                                p16[r] = s % 4 ? _mm256_add_epi16(p16[r], p) : p;
+                                if (s % 4 == 3) is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16[r], one));
+                            }
                         }
-                    } else {
-                        const __m256i aw = _mm256_sign_epi8(w, w);
-                        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                            const __m256i x = _mm256_sign_epi8(bcast4(xb[r]->q + 4 * s), w);
-                            const __m256i p = _mm256_maddubs_epi16(aw, x);
-                            if (SMALL) p16[r] = s ? _mm256_add_epi16(p16[r], p) : p;
-                            else is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p, one));
+                    }
+                } else {
+                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+                        const __m256i w = _mm256_loadu_si256((const __m256i *)P->q[s]);
+                        if (VNNI) {
+                            const __m256i wu = SMALL ? w : _mm256_xor_si256(w, bias); /* unsigned: w + 128 */
+                            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                                const __m256i x = bcast4(xb[r]->q + 4 * s);
+                                __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(is[r]) : "x"(wu), "x"(x));
+                            }
+                        } else {
+                            const __m256i aw = _mm256_sign_epi8(w, w);
+                            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                                const __m256i x = _mm256_sign_epi8(bcast4(xb[r]->q + 4 * s), w);
+                                is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), one));
+                            }
                         }
                     }
                 }
-                if (!VNNI && SMALL)
-                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm256_madd_epi16(p16[r], one);
                 const __m256 dw = F32S ? _mm256_loadu_ps(*DF) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)*D));
                 P++, D++, DF++;
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
@@ -323,11 +351,11 @@ INLINE void tile_p_plain(int64_t n, const uint8_t *w, size_t ws, int nw, const u
 }
 
 INLINE void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                        float *out, int64_t os, const int F32S) {
+                        float *out, int64_t os, const int F32S, const int SMALL) {
     for (int i = 0; i < nw; i += Q8P_ROWS) {
         const wp_blk *P = (const wp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < Q8P_ROWS ? nw - i : Q8P_ROWS;
-        PANEL_CASES(1, 0)
+        PANEL_CASES(1, SMALL)
     }
 }
 
@@ -336,22 +364,22 @@ INLINE void tile_p_vnni(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
  * rows; out[r * os + i]. */
 void rw_avx2_tile_p_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os) {
-    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 0);
+    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 0, 0);
     else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 0, 0);
 }
 
 void rw_avx2_tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                        float *out, int64_t os) {
-    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 1, 0);
     else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 1, 0);
 }
 
-/* The decoded types whose quants lie in -16..16 (Q4_0, Q5_0, MXFP4): plain
- * AVX2 adds a block's eight vpmaddubsw pair sums in 16 bits (each at most
- * 2 * 16 * 127, eight of them 32512 < 2^15: exact) and widens once with
- * vpmaddwd, not once per dword (the same integers). */
+/* The decoded types whose panels hold value + SMALL_BIAS (Q4_0, Q5_0,
+ * MXFP4, see small_type): vpmaddubsw of the unsigned weights as they are,
+ * four pair sums added in 16 bits and widened with vpmaddwd (the same
+ * integers). */
 void rw_avx2_tile_p_wt_small(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                              float *out, int64_t os) {
-    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    if (rw_avx2_vnni()) tile_p_vnni(n, w, ws, nw, xp, xps, nx, out, os, 1, 1);
     else tile_p_plain(n, w, ws, nw, xp, xps, nx, out, os, 1, 1);
 }
