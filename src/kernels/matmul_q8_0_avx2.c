@@ -27,8 +27,9 @@
  * -128 * the sum of the activation block's quants. The decoded types
  * whose values lie in -16..15 are stored unsigned, value + 16 (small_type
  * below), so both take them as they are, the bias taken off the same way.
- * All are exact, so they give the same bits; rw_matmul_set_avx_vnni(false) (the CLI's RW_AVX_VNNI=0)
- * keeps to plain AVX2, for comparisons and to test both on one machine.
+ * All are exact, so they give the same bits; rw_matmul_set_avx_vnni(false)
+ * (the CLI's RW_AVX_VNNI=0) keeps to plain AVX2, for comparisons and to
+ * test both on one machine.
  */
 #include <immintrin.h>
 #include <stdatomic.h>
