@@ -16,6 +16,7 @@ void rw_silu(const float *x, float *y, int64_t n) {
 void rw_geglu(float *g, const float *u, int64_t n) {
     if (rw_ops_use_avx512()) rw_geglu_avx512(g, u, n);
     else if (rw_ops_use_avx2()) rw_geglu_avx2(g, u, n);
+    else if (rw_ops_use_neon()) rw_geglu_neon(g, u, n);
     else rw_geglu_ref(g, u, n);
 }
 

@@ -11,6 +11,10 @@ void rw_f32_to_f16_row(const float *src, rw_f16 *dst, int64_t dst_stride, int64_
         rw_f32_to_f16_row_avx2(src, dst, n);
         return;
     }
+    if (dst_stride == 1 && rw_ops_use_neon()) {
+        rw_f32_to_f16_row_neon(src, dst, n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) dst[i * dst_stride] = rw_f32_to_f16(src[i]);
 }
 
@@ -21,6 +25,10 @@ void rw_f16_to_f32_row(const rw_f16 *src, int64_t src_stride, float *dst, int64_
     }
     if (src_stride == 1 && rw_ops_use_avx2()) {
         rw_f16_to_f32_row_avx2(src, dst, n);
+        return;
+    }
+    if (src_stride == 1 && rw_ops_use_neon()) {
+        rw_f16_to_f32_row_neon(src, dst, n);
         return;
     }
     for (int64_t i = 0; i < n; i++) dst[i] = rw_f16_to_f32(src[i * src_stride]);

@@ -33,6 +33,9 @@ bool rw_ops_use_neon(void);
 /* NEON twins (ops_neon.c): the reference's bits. */
 void rw_silu_neon(const float *x, float *y, int64_t n);
 void rw_swiglu_neon(float *g, const float *u, int64_t n);
+void rw_geglu_neon(float *g, const float *u, int64_t n);
+void rw_f32_to_f16_row_neon(const float *src, rw_f16 *dst, int64_t n);
+void rw_f16_to_f32_row_neon(const rw_f16 *src, float *dst, int64_t n);
 void rw_softmax_neon(const float *x, float *y, int64_t n);
 void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
 void rw_delta_rule_head_neon(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,

@@ -67,6 +67,46 @@ void rw_swiglu_neon(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* rw_geglu_ref 4 values at a time: the half conversion rounds to nearest
+ * even (FPCR's default mode) as rw_f32_to_f16 does, the table looked up
+ * lane by lane, the clamps ordered compares (false for NaN, as the
+ * reference's ifs), the products the same one multiply; a block holding a
+ * NaN goes to the reference. */
+void rw_geglu_neon(float *g, const float *u, int64_t n) {
+    const float *tab = rw_gelu_f16_table();
+    const float32x4_t lo = vdupq_n_f32(-10.0f), hi = vdupq_n_f32(10.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t x = vld1q_f32(g + i), uv = vld1q_f32(u + i);
+        if (vminvq_u32(vceqq_f32(x, x)) == 0) {
+            rw_geglu_ref(g + i, u + i, 4);
+            continue;
+        }
+        const uint16x4_t h = vreinterpret_u16_f16(vcvt_f16_f32(x));
+        const float t[4] = {tab[vget_lane_u16(h, 0)], tab[vget_lane_u16(h, 1)], tab[vget_lane_u16(h, 2)],
+                            tab[vget_lane_u16(h, 3)]};
+        float32x4_t y = vmulq_f32(vld1q_f32(t), uv);
+        y = vbslq_f32(vcgeq_f32(x, hi), vmulq_f32(x, uv), y);
+        y = vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), vcleq_f32(x, lo))); /* +0 */
+        vst1q_f32(g + i, y);
+    }
+    if (i < n) rw_geglu_ref(g + i, u + i, n - i);
+}
+
+/* The KV cache's f16 rows: the conversions 4 at a time (round to nearest
+ * even, as rw_f32_to_f16), the tail scalar. */
+void rw_f32_to_f16_row_neon(const float *src, rw_f16 *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+    for (; i < n; i++) dst[i] = rw_f32_to_f16(src[i]);
+}
+
+void rw_f16_to_f32_row_neon(const rw_f16 *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(src + i))));
+    for (; i < n; i++) dst[i] = rw_f16_to_f32(src[i]);
+}
+
 void rw_softmax_neon(const float *x, float *y, int64_t n) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
