@@ -1431,35 +1431,47 @@ TILE_DISPATCH_KL(q3_K, 1)
 INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs, const int NR, const int five,
                        const int six, const int MODE, float *out, int nw) {
     const size_t blk = six ? sizeof(rw_block_q6_K) : five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
-    float acc[KR_NX] = {0};
+    /* rows 0..3, the missing ones repeating the last (their lanes dropped) */
+    const int r1 = NR > 1 ? 1 : 0, r2 = NR > 2 ? 2 : NR - 1, r3 = NR > 3 ? 3 : NR - 1;
+    const rw_block_q8_K *x0 = (const rw_block_q8_K *)xq, *x1 = (const rw_block_q8_K *)(xq + (size_t)r1 * xs),
+                        *x2 = (const rw_block_q8_K *)(xq + (size_t)r2 * xs),
+                        *x3 = (const rw_block_q8_K *)(xq + (size_t)r3 * xs);
+    /* Q4_K / Q5_K: lanes [r0 - r1 - | r2 - r3 -]; Q6_K: [r0 r1 r2 r3] */
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc6 = _mm_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++) {
         k1_prefetch(w, sb, blk, six ? 4 : 3);
-        const rw_block_q8_K *xb[KR_NX];
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) xb[r] = (const rw_block_q8_K *)(xq + (size_t)r * xs) + sb;
+        const rw_block_q8_K *xb[KR_NX] = {x0 + sb, x1 + sb, x2 + sb, x3 + sb};
         __m256i is[KR_NX], ms[KR_NX];
-        if (six) q6_K_lanes_rows((const rw_block_q6_K *)(w + (size_t)sb * blk), xb, NR, MODE & K_VNNI, is, ms);
-        else q45_K_lanes_rows(w, sb, xb, NR, five, MODE, NR <= 2 ? 2 : 1, is, ms);
-        int32_t im[KR_NX][2];
-        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 2) { /* [I_r M_r I_r+1 M_r+1] */
-            const int r1 = r + 1 < NR ? r + 1 : r;
-            const __m128i h = hsum4_epi32(is[r], ms[r], is[r1], ms[r1]);
-            im[r][0] = _mm_cvtsi128_si32(h), im[r][1] = _mm_extract_epi32(h, 1);
-            im[r1][0] = _mm_extract_epi32(h, 2), im[r1][1] = _mm_extract_epi32(h, 3);
-        }
+        const __m128 dx = _mm_setr_ps(xb[0]->d, xb[1]->d, xb[2]->d, xb[3]->d);
+        /* the lane sums of the four rows' I and M in one transposition tree
+         * (as q45_K_dot8 / q6_K_dot8), then the scalar step of the rows in
+         * lanes, each with its operations in the scalar order */
         if (six) {
-            const float d = f16_to_f32(((const rw_block_q6_K *)(w + (size_t)sb * blk))->d);
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) acc[r] =
-                acc[r] + (d * xb[r]->d) * (float)(im[r][0] - im[r][1]);
+            const rw_block_q6_K *b = (const rw_block_q6_K *)(w + (size_t)sb * blk);
+            q6_K_lanes_rows(b, xb, NR, MODE & K_VNNI, is, ms);
+            const __m256i t01 = k8_pair1(_mm256_sub_epi32(is[0], ms[0]), _mm256_sub_epi32(is[r1], ms[r1]));
+            const __m256i t23 = k8_pair1(_mm256_sub_epi32(is[r2], ms[r2]), _mm256_sub_epi32(is[r3], ms[r3]));
+            const __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+            const __m128i im = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+            const __m128 d = _mm_set1_ps(f16_to_f32(b->d));
+            acc6 = _mm_add_ps(acc6, _mm_mul_ps(_mm_mul_ps(d, dx), _mm_cvtepi32_ps(im)));
         } else {
-            const rw_block_q4_K *b = (const rw_block_q4_K *)(w + (size_t)sb * blk); /* d, dmin lead both types */
-            const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                const float dx = xb[r]->d;
-                acc[r] = acc[r] + ((d * dx) * (float)im[r][0] - (dmin * dx) * (float)im[r][1]);
-            }
+            q45_K_lanes_rows(w, sb, xb, NR, five, MODE, NR <= 2 ? 2 : 1, is, ms);
+            const __m256i im =
+                k8_halves(k8_pair(is[0], ms[0], is[r1], ms[r1]), k8_pair(is[r2], ms[r2], is[r3], ms[r3]));
+            /* d, dmin lead both block types: [d dmin d dmin ...] */
+            const __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32((int)k8_ld32(w + (size_t)sb * blk)));
+            const __m256 dx2 =
+                _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dx), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+            const __m256 p = _mm256_mul_ps(_mm256_mul_ps(dd, dx2), _mm256_cvtepi32_ps(im));
+            acc = _mm256_add_ps(acc, _mm256_sub_ps(p, _mm256_shuffle_ps(p, p, 0xB1)));
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) out[(size_t)r * nw] = acc[r];
+    float a[8];
+    if (six) _mm_storeu_ps(a, acc6);
+    else _mm256_storeu_ps(a, _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) out[(size_t)r * nw] = a[r];
 }
 
 /* nw weight rows one after the other against nx (2..KR_NX) activation
