@@ -86,19 +86,19 @@ static inline __attribute__((always_inline)) __m256 rw_avx2_e8m0_half8(__m256i e
 
 /* An 8 x 8 transpose of dwords: o[s] gets dword s of r[0..8) (dword i of
  * o[s] from r[i]). For packing panels: 8 weight rows, one per lane. */
-static inline void rw_avx2_transpose8_epi32(const __m256i r[8], __m256i o[8]) {
+static inline __attribute__((always_inline)) void rw_avx2_transpose8_epi32(const __m256i r[8], __m256i o[8]) {
     __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) { /* rows 2i, 2i+1: dwords 0 1 4 5 and 2 3 6 7 interleaved */
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) { /* rows 2i, 2i+1: dwords 0 1 4 5 and 2 3 6 7 interleaved */
         t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
-    for (int h = 0; h < 2; h++) { /* rows 4h..4h+3: u[4h + s] holds dwords s and s + 4 */
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) { /* rows 4h..4h+3: u[4h + s] holds dwords s and s + 4 */
         u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
         u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
         u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
         u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
     }
-    for (int s = 0; s < 4; s++) {
+    _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
         o[s] = _mm256_permute2x128_si256(u[s], u[4 + s], 0x20);
         o[s + 4] = _mm256_permute2x128_si256(u[s], u[4 + s], 0x31);
     }
@@ -127,7 +127,7 @@ void rw_avx2_pack_mxfp4_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
 void rw_avx2_tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                        float *out, int64_t os);
 void rw_avx2_tile_p_wt_small(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                       float *out, int64_t os);
+                             float *out, int64_t os);
 
 /* n values (a multiple of 256) quantized as rw_quantize_row's Q8_K (the
  * same bytes) into dst (matmul_kpanel_avx2.c). */

@@ -122,18 +122,16 @@ void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int6
  * missing rows get quants, scales and mins 0. */
 static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p) {
     const __m256i low = _mm256_set1_epi8(0x0F);
-    for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
         /* the packed bytes transposed once (a dword keeps its bytes), then
          * split into the two sub-blocks' quants */
         __m256i v[8], o[8];
-        for (int i = 0; i < 8; i++) {
-            v[i] = _mm256_setzero_si256();
-            if (i < n_left)
-                v[i] = _mm256_loadu_si256(
-                    (const __m256i *)(((const rw_block_q4_K *)(row0 + (size_t)i * ws) + b)->qs + 32 * c));
-        }
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) v[i] =
+            i < n_left ? _mm256_loadu_si256(
+                             (const __m256i *)(((const rw_block_q4_K *)(row0 + (size_t)i * ws) + b)->qs + 32 * c))
+                       : _mm256_setzero_si256();
         rw_avx2_transpose8_epi32(v, o);
-        for (int s = 0; s < 8; s++) {
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
             _mm256_storeu_si256((__m256i *)p->q[2 * c][s], _mm256_and_si256(o[s], low));
             _mm256_storeu_si256((__m256i *)p->q[2 * c + 1][s], _mm256_and_si256(_mm256_srli_epi16(o[s], 4), low));
         }
@@ -141,7 +139,7 @@ static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp
     /* scales and mins: row i's eight values (each twice, in a 32-bit
      * lane) transposed so that sub-block j's register holds row i in lane i */
     __m256i sv[8], mv[8], o[8];
-    for (int i = 0; i < 8; i++) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
         if (i >= n_left) {
             sv[i] = mv[i] = _mm256_setzero_si256();
             p->d[i] = p->dmin[i] = 0.0f;
@@ -158,9 +156,9 @@ static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp
         p->dmin[i] = _cvtsh_ss(blk->dmin);
     }
     rw_avx2_transpose8_epi32(sv, o);
-    for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->sc[j], o[j]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->sc[j], o[j]);
     rw_avx2_transpose8_epi32(mv, o);
-    for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->mn[j], o[j]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->mn[j], o[j]);
 }
 
 void rw_avx2_pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
@@ -315,26 +313,26 @@ size_t rw_avx2_p_wbytes_q6_K(int64_t n) { return (size_t)(n / 256) * (sizeof(kp6
 
 static void pack_super6(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp6_blk *p) {
     const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; h++) {
+    const rw_block_q6_K *blk[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) blk[i] =
+        (const rw_block_q6_K *)(row0 + (size_t)(i < n_left ? i : 0) * ws) + b;
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         /* the two ql registers and the qh register of half h transposed
          * (a dword keeps its bytes), then each 32-element chunk c = 4h + k
          * (sub-blocks 2c and 2c + 1) made from them */
         __m256i l0[8], l1[8], hh[8], t0[8], t1[8], th[8];
-        for (int i = 0; i < 8; i++) {
-            l0[i] = l1[i] = hh[i] = _mm256_setzero_si256();
-            if (i < n_left) {
-                const rw_block_q6_K *blk = (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b;
-                l0[i] = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
-                l1[i] = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
-                hh[i] = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
-            }
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+            const bool in = i < n_left;
+            l0[i] = in ? _mm256_loadu_si256((const __m256i *)(blk[i]->ql + 64 * h)) : _mm256_setzero_si256();
+            l1[i] = in ? _mm256_loadu_si256((const __m256i *)(blk[i]->ql + 64 * h + 32)) : _mm256_setzero_si256();
+            hh[i] = in ? _mm256_loadu_si256((const __m256i *)(blk[i]->qh + 32 * h)) : _mm256_setzero_si256();
         }
         rw_avx2_transpose8_epi32(l0, t0);
         rw_avx2_transpose8_epi32(l1, t1);
         rw_avx2_transpose8_epi32(hh, th);
-        for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const int c = 4 * h + k;
-            for (int s = 0; s < 8; s++) {
+            _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
                 const __m256i ql = k % 2 ? t1[s] : t0[s];
                 const __m256i lo = k < 2 ? _mm256_and_si256(ql, low) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low);
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(th[s], 2 * k), three);
@@ -343,18 +341,25 @@ static void pack_super6(const uint8_t *row0, size_t ws, int n_left, int64_t b, k
             }
         }
     }
-    for (int i = 0; i < 8; i++) {
-        const rw_block_q6_K *blk = i < n_left ? (const rw_block_q6_K *)(row0 + (size_t)i * ws) + b : NULL;
-        int16_t sc[16] = {0};
-        if (blk)
-            for (int j = 0; j < 16; j++) sc[j] = blk->scales[j];
-        for (int j = 0; j < 16; j++) { /* 32-bit stores of pairs */
-            const int16_t two[2] = {sc[j], sc[j]};
-            memcpy(&p->sc[j][2 * i], two, 4);
-        }
-        for (int q = 0; q < 8; q++) memcpy(&p->sp[q][2 * i], &sc[2 * q], 4);
-        p->d[i] = blk ? _cvtsh_ss(blk->d) : 0.0f;
+    /* the scales: row i's sixteen as 16-bit values; sp's dword q is the
+     * pair (2q, 2q + 1) as they lie, sc's dword j is scale j twice; both
+     * transposed so that a register holds row i in lane i */
+    __m256i sp[8], sa[8], sb[8], o[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        const __m256i s16 = i < n_left ? _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk[i]->scales))
+                                       : _mm256_setzero_si256();
+        const __m256i lo = _mm256_unpacklo_epi16(s16, s16), hi = _mm256_unpackhi_epi16(s16, s16);
+        sp[i] = s16;
+        sa[i] = _mm256_permute2x128_si256(lo, hi, 0x20); /* scales 0..7 twice */
+        sb[i] = _mm256_permute2x128_si256(lo, hi, 0x31); /* scales 8..15 twice */
+        p->d[i] = i < n_left ? _cvtsh_ss(blk[i]->d) : 0.0f;
     }
+    rw_avx2_transpose8_epi32(sp, o);
+    _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) _mm256_storeu_si256((__m256i *)p->sp[q], o[q]);
+    rw_avx2_transpose8_epi32(sa, o);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->sc[j], o[j]);
+    rw_avx2_transpose8_epi32(sb, o);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->sc[8 + j], o[j]);
 }
 
 void rw_avx2_pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
