@@ -1298,12 +1298,12 @@ INLINE void q6_K_dot8(int64_t n, const uint8_t *const r[8], const uint8_t *pf, c
  * Q6_K 5-16 rows 1.2-2x faster); from fly_min_rows up the panel form. */
 enum { KX_NX = 16 };
 
-/* Fewest rows that pack the Q4_K panels on the fly: measured on Zen 3 in
- * cache, the panel form is 1.1-1.4x faster than the few-row groups from 8
- * rows, even at 7, slower below, where the packing costs more than it
- * saves. (Q6_K's larger panels pay only from about 24 rows: matmul.c's
- * default.) */
-enum { K_FLY_MIN = 8 };
+/* Fewest rows that pack the Q4_K and Q6_K panels on the fly: measured on
+ * Zen 3 (in-process A/B, 2 threads, matrices of 1024x3584 to 2560x10240),
+ * the Q4_K panel form is 0-36% faster than the few-row groups from 5 rows,
+ * the Q6_K one (larger panels) 0-19% from 8 and 25-35% from 12; below,
+ * the packing costs more than it saves. */
+enum { K_FLY_MIN = 5, K6_FLY_MIN = 8 };
 
 KQUANT_TILE(q2_K, unpack4_q2_K, KL_MADD)
 KQUANT_TILE(q3_K, unpack4_q3_K, KL_MADD)
@@ -1651,7 +1651,8 @@ static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,
                                          .pack_p = rw_avx2_pack_q6_K_p,
                                          .p_rows = RW_AVX2_KP_ROWS,
                                          .max_np = RW_AVX2_KP_MAX_NX,
-                                         .p_wbytes = rw_avx2_p_wbytes_q6_K};
+                                         .p_wbytes = rw_avx2_p_wbytes_q6_K,
+                                         .fly_min_rows = K6_FLY_MIN};
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 K(q8_0_ggml, x_bytes_blk, convert_b0)
 K(q4_0_ggml, x_bytes_blk, convert_b8)
