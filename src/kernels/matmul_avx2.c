@@ -1647,7 +1647,19 @@ static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_q8_K,
                                          .max_np = RW_AVX2_KP_MAX_NX,
                                          .p_wbytes = rw_avx2_p_wbytes_q4_K,
                                          .fly_min_rows = K_FLY_MIN};
-KX(q5_K, x_bytes_q8_K, convert_q8_K)
+static const rw_mm_kernel kernel_q5_K = {.x_bytes = x_bytes_q8_K,
+                                         .convert_x = convert_q8_K,
+                                         .tile = tile_q5_K,
+                                         .max_nw = NW,
+                                         .max_nx = KX_NX,
+                                         .p_bytes = x_bytes_q8_K,
+                                         .convert_p = rw_avx2_convert_q8_K_p,
+                                         .tile_p = rw_avx2_tile_p_q5_K,
+                                         .pack_p = rw_avx2_pack_q5_K_p,
+                                         .p_rows = RW_AVX2_KP_ROWS,
+                                         .max_np = RW_AVX2_KP_MAX_NX,
+                                         .p_wbytes = rw_avx2_p_wbytes_q4_K,
+                                         .fly_min_rows = K_FLY_MIN};
 KX(q2_K, x_bytes_q8_K, convert_q8_K)
 KX(q3_K, x_bytes_q8_K, convert_q8_K)
 static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,

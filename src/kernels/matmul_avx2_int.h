@@ -147,12 +147,16 @@ static inline void k4_scales_mins(const uint8_t s[12], uint64_t *sc, uint64_t *m
     *mn = (a[1] & m6) | (uint64_t)(((a[2] >> 4) & m4) | ((a[1] >> 6) & m2) << 4) << 32;
 }
 
-/* Q4_K and Q6_K over repacked weights (matmul_kpanel_avx2.c). */
+/* Q4_K, Q5_K and Q6_K over repacked weights (matmul_kpanel_avx2.c; Q5_K's
+ * panels are Q4_K's layout). */
 enum { RW_AVX2_KP_ROWS = 8, RW_AVX2_KP_MAX_NX = 8 };
 size_t rw_avx2_p_wbytes_q4_K(int64_t n);
 void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n);
 void rw_avx2_pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
 void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os);
+void rw_avx2_pack_q5_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
+void rw_avx2_tile_p_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os);
 size_t rw_avx2_p_wbytes_q6_K(int64_t n);
 void rw_avx2_pack_q6_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);

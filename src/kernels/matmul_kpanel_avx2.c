@@ -120,20 +120,43 @@ void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int6
 
 /* Super-block b of the 8 rows from row0 (ws apart; n_left of them exist);
  * missing rows get quants, scales and mins 0. */
-static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p) {
-    const __m256i low = _mm256_set1_epi8(0x0F);
+/* Q4_K (five = 0) or Q5_K: d, dmin and the scales lead both block types;
+ * Q5_K's fifth bits (bit j of qh[e] for element e of sub-block j) are
+ * transposed as the quants are and put in bit 4. */
+INLINE void pack_super_k(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p, const int five) {
+    const __m256i low = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    const size_t bsz = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
+    __m256i th[8];
+    if (five) {
+        __m256i hv[8];
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) hv[i] =
+            i < n_left ? _mm256_loadu_si256((const __m256i *)((const rw_block_q5_K *)(row0 + (size_t)i * ws) + b)->qh)
+                       : _mm256_setzero_si256();
+        rw_avx2_transpose8_epi32(hv, th);
+    }
     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
         /* the packed bytes transposed once (a dword keeps its bytes), then
          * split into the two sub-blocks' quants */
         __m256i v[8], o[8];
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) v[i] =
             i < n_left ? _mm256_loadu_si256(
-                             (const __m256i *)(((const rw_block_q4_K *)(row0 + (size_t)i * ws) + b)->qs + 32 * c))
+                             (const __m256i *)((five ? ((const rw_block_q5_K *)(row0 + (size_t)i * ws) + b)->qs
+                                                     : ((const rw_block_q4_K *)(row0 + (size_t)i * ws) + b)->qs) +
+                                               32 * c))
                        : _mm256_setzero_si256();
         rw_avx2_transpose8_epi32(v, o);
         _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-            _mm256_storeu_si256((__m256i *)p->q[2 * c][s], _mm256_and_si256(o[s], low));
-            _mm256_storeu_si256((__m256i *)p->q[2 * c + 1][s], _mm256_and_si256(_mm256_srli_epi16(o[s], 4), low));
+            __m256i lo = _mm256_and_si256(o[s], low), hi = _mm256_and_si256(_mm256_srli_epi16(o[s], 4), low);
+            if (five) { /* bits 2c and 2c + 1 to bit 4 (the 16-bit shifts carry bits across
+                         * bytes only below bit 4 or above it) */
+                const int j = 2 * c;
+                const __m256i h0 = j <= 4 ? _mm256_slli_epi16(th[s], 4 - j) : _mm256_srli_epi16(th[s], j - 4);
+                const __m256i h1 = j + 1 <= 4 ? _mm256_slli_epi16(th[s], 3 - j) : _mm256_srli_epi16(th[s], j - 3);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
+            }
+            _mm256_storeu_si256((__m256i *)p->q[2 * c][s], lo);
+            _mm256_storeu_si256((__m256i *)p->q[2 * c + 1][s], hi);
         }
     }
     /* scales and mins: row i's eight values (each twice, in a 32-bit
@@ -145,7 +168,7 @@ static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp
             p->d[i] = p->dmin[i] = 0.0f;
             continue;
         }
-        const rw_block_q4_K *blk = (const rw_block_q4_K *)(row0 + (size_t)i * ws) + b;
+        const rw_block_q4_K *blk = (const rw_block_q4_K *)(row0 + (size_t)i * ws + (size_t)b * bsz);
         uint64_t sc, mn;
         k4_scales_mins(blk->scales, &sc, &mn);
         const __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
@@ -161,11 +184,26 @@ static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp
     _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)p->mn[j], o[j]);
 }
 
+static void pack_super(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p) {
+    pack_super_k(row0, ws, n_left, b, p, 0);
+}
+static void pack_super5(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p) {
+    pack_super_k(row0, ws, n_left, b, p, 1);
+}
+
 void rw_avx2_pack_q4_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nsb = n / 256;
     for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
         kp_blk *p = (kp_blk *)(dst + (size_t)p0 * rw_avx2_p_wbytes_q4_K(n));
         for (int64_t b = 0; b < nsb; b++) pack_super(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, p + b);
+    }
+}
+
+void rw_avx2_pack_q5_K_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        kp_blk *p = (kp_blk *)(dst + (size_t)p0 * rw_avx2_p_wbytes_q4_K(n));
+        for (int64_t b = 0; b < nsb; b++) pack_super5(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, p + b);
     }
 }
 
@@ -193,7 +231,7 @@ INLINE __m256i dpwssd(__m256i acc, __m256i a, __m256i b) {
  * chains of four), each chain times its scale with vpdpwssd (below), and the
  * mins with vpdpwssd: the same integers. */
 INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                       const int R, const int VNNI) {
+                       const int R, const int VNNI, const int FIVE) {
     const int64_t nsb = n / 256;
     __m256 sum[KP_GROUP];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_ps();
@@ -238,6 +276,17 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                     const int8_t *xq = xb[r]->qs + 32 * j;
                     const uint8_t(*q)[32] = P->q[j];
                     __asm__("" : "+r"(q));
+                    if (FIVE) { /* quants 0..31: two halves of four, at most 8 * 31 * 127 < 2^15 */
+                        _Pragma("GCC unroll 2") for (int s0 = 0; s0 < 8; s0 += 4) {
+                            __m256i p16 =
+                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0]), bcast4(xq + 4 * s0));
+                            _Pragma("GCC unroll 3") for (int s = 1; s < 4; s++) p16 = _mm256_add_epi16(
+                                p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + s]),
+                                                          bcast4(xq + 4 * (s0 + s))));
+                            is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+                        }
+                        continue;
+                    }
                     __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[0]), bcast4(xq));
                     _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
                         p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s]), bcast4(xq + 4 * s)));
@@ -264,7 +313,7 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
  * 8 * ws); nw rows from there, nx <= KP_MAX_NX activation rows;
  * out[r * os + i]. */
 INLINE void tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                        float *out, int64_t os, const int VNNI) {
+                        float *out, int64_t os, const int VNNI, const int FIVE) {
     for (int i = 0; i < nw; i += KP_ROWS) {
         const kp_blk *P = (const kp_blk *)(w + (size_t)i * ws);
         const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
@@ -274,10 +323,10 @@ INLINE void tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
             const uint8_t *x0 = xp + (size_t)r0 * xps;
             float *o0 = out + r0 * os + i;
             switch (nx - r0 < 4 ? nx - r0 : 4) {
-            case 1: kpanel_dot(n, P, x0, xps, nl, o0, os, 1, VNNI); break;
-            case 2: kpanel_dot(n, P, x0, xps, nl, o0, os, 2, VNNI); break;
-            case 3: kpanel_dot(n, P, x0, xps, nl, o0, os, 3, VNNI); break;
-            case 4: kpanel_dot(n, P, x0, xps, nl, o0, os, 4, VNNI); break;
+            case 1: kpanel_dot(n, P, x0, xps, nl, o0, os, 1, VNNI, FIVE); break;
+            case 2: kpanel_dot(n, P, x0, xps, nl, o0, os, 2, VNNI, FIVE); break;
+            case 3: kpanel_dot(n, P, x0, xps, nl, o0, os, 3, VNNI, FIVE); break;
+            case 4: kpanel_dot(n, P, x0, xps, nl, o0, os, 4, VNNI, FIVE); break;
             default: break;
             }
         }
@@ -286,8 +335,17 @@ INLINE void tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
 
 void rw_avx2_tile_p_q4_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                          float *out, int64_t os) {
-    if (rw_avx2_vnni()) tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 1);
-    else tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 0);
+    if (rw_avx2_vnni()) tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 1, 0);
+    else tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 0, 0);
+}
+
+/* Q5_K: the Q4_K panel with 5-bit quants. The VNNI form's trick (a chain
+ * of 16 products read as 16 bits) does not hold for them (16 * 31 * 128 >
+ * 2^15), so they take the plain form's instructions on every CPU (exact:
+ * the same integers). */
+void rw_avx2_tile_p_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
+                         float *out, int64_t os) {
+    tile_p_q4_K(n, w, ws, nw, xp, xps, nx, out, os, 0, 1);
 }
 
 /* ==== Q6_K ===============================================================
