@@ -1,4 +1,5 @@
-/* matmul_kpanel_avx2.c - Q4_K on AVX2 over repacked weights: the panel form.
+/* matmul_kpanel_avx2.c - Q4_K, Q5_K and Q6_K on AVX2 over repacked
+ * weights: the panel form (Q5_K in Q4_K's layout, Q6_K's below).
  *
  * As the Q8_0 panel (matmul_q8_0_avx2.c): a panel holds 8 weight rows, one
  * per 32-bit lane, and an activation row's quants are broadcast 4 bytes at
@@ -7,7 +8,8 @@
  * rows the panel holds, unpacked once (matmul.c packs panels on the fly
  * into per-thread scratch, or rw_matmul_pack once):
  *   - q[j][s]: dword s (elements 4s..4s+3) of sub-block j of each row, the
- *     quants as bytes 0..15;
+ *     quants as bytes 0..15 (Q5_K: 0..31, its dots summed in 16 bits four
+ *     dwords at a time, 8 * 31 * 127 < 2^15);
  *   - sc[j], mn[j]: each row's 6-bit scale and min of sub-block j as two
  *     16-bit copies (the lane's pair for vpmaddwd);
  *   - d, dmin: the rows' f16 scales as floats.
@@ -119,8 +121,8 @@ void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int6
 }
 
 /* Super-block b of the 8 rows from row0 (ws apart; n_left of them exist);
- * missing rows get quants, scales and mins 0. */
-/* Q4_K (five = 0) or Q5_K: d, dmin and the scales lead both block types;
+ * missing rows get quants, scales and mins 0. Q4_K (five = 0) or Q5_K: d,
+ * dmin and the scales lead both block types;
  * Q5_K's fifth bits (bit j of qh[e] for element e of sub-block j) are
  * transposed as the quants are and put in bit 4. */
 INLINE void pack_super_k(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p, const int five) {
