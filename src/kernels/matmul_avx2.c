@@ -1419,6 +1419,14 @@ TILE_DISPATCH(mxfp4_ggml)
     }
 TILE_DISPATCH_KL(q2_K, 0)
 TILE_DISPATCH_KL(q3_K, 1)
+/* The few-row form's scalar step of one super-block for four rows in
+ * lanes [r0 - r1 - | r2 - r3 -]: acc + ((d * dx) * I - (dmin * dx) * M), ddx
+ * = [d dx0, dmin dx0, d dx1, ...], im = [I0 M0 I1 M1 | I2 M2 I3 M3]. */
+INLINE __m256 k_rows_step(__m256 acc, __m256 ddx, __m256i im) {
+    const __m256 p = _mm256_mul_ps(ddx, _mm256_cvtepi32_ps(im));
+    return _mm256_add_ps(acc, _mm256_sub_ps(p, _mm256_shuffle_ps(p, p, 0xB1)));
+}
+
 /* Q4_K, Q5_K, Q6_K with 2 to KR_NX activation rows (batched decode, short
  * verification passes): the one-row form with each chunk decoded once for
  * all the rows. The
@@ -1469,17 +1477,11 @@ INLINE void k_dot_rows(int64_t n, const uint8_t *w, const uint8_t *xq, size_t xs
             const __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32((int)k8_ld32(w + (size_t)sb * blk)));
             const __m256 dx2 =
                 _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dx), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-            if (sb) { /* the previous super-block's step, its integers ready by now */
-                const __m256 p = _mm256_mul_ps(pend_ddx, _mm256_cvtepi32_ps(pend_im));
-                acc = _mm256_add_ps(acc, _mm256_sub_ps(p, _mm256_shuffle_ps(p, p, 0xB1)));
-            }
+            if (sb) acc = k_rows_step(acc, pend_ddx, pend_im); /* the previous super-block's, its integers ready */
             pend_ddx = _mm256_mul_ps(dd, dx2), pend_im = im;
         }
     }
-    if (!six && n >= 256) {
-        const __m256 p = _mm256_mul_ps(pend_ddx, _mm256_cvtepi32_ps(pend_im));
-        acc = _mm256_add_ps(acc, _mm256_sub_ps(p, _mm256_shuffle_ps(p, p, 0xB1)));
-    }
+    if (!six && n >= 256) acc = k_rows_step(acc, pend_ddx, pend_im);
     float a[8];
     if (six) _mm_storeu_ps(a, acc6);
     else _mm256_storeu_ps(a, _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
@@ -1634,47 +1636,27 @@ KWT(mxfp4, rw_avx2_tile_p_wt_small)
 #define KX(name, xb, conv)                      \
     static const rw_mm_kernel kernel_##name = { \
         .x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = KX_NX};
-static const rw_mm_kernel kernel_q4_K = {.x_bytes = x_bytes_q8_K,
-                                         .convert_x = convert_q8_K,
-                                         .tile = tile_q4_K,
-                                         .max_nw = NW,
-                                         .max_nx = KX_NX,
-                                         .p_bytes = x_bytes_q8_K,
-                                         .convert_p = rw_avx2_convert_q8_K_p,
-                                         .tile_p = rw_avx2_tile_p_q4_K,
-                                         .pack_p = rw_avx2_pack_q4_K_p,
-                                         .p_rows = RW_AVX2_KP_ROWS,
-                                         .max_np = RW_AVX2_KP_MAX_NX,
-                                         .p_wbytes = rw_avx2_p_wbytes_q4_K,
-                                         .fly_min_rows = K_FLY_MIN};
-static const rw_mm_kernel kernel_q5_K = {.x_bytes = x_bytes_q8_K,
-                                         .convert_x = convert_q8_K,
-                                         .tile = tile_q5_K,
-                                         .max_nw = NW,
-                                         .max_nx = KX_NX,
-                                         .p_bytes = x_bytes_q8_K,
-                                         .convert_p = rw_avx2_convert_q8_K_p,
-                                         .tile_p = rw_avx2_tile_p_q5_K,
-                                         .pack_p = rw_avx2_pack_q5_K_p,
-                                         .p_rows = RW_AVX2_KP_ROWS,
-                                         .max_np = RW_AVX2_KP_MAX_NX,
-                                         .p_wbytes = rw_avx2_p_wbytes_q4_K,
-                                         .fly_min_rows = K_FLY_MIN};
+/* the K-quants with panels (matmul_kpanel_avx2.c; Q5_K's panels are Q4_K's
+ * layout, wbytes the panel bytes per row) */
+#define KP(name, wbytes, fly_min)                                                   \
+    static const rw_mm_kernel kernel_##name = {.x_bytes = x_bytes_q8_K,             \
+                                               .convert_x = convert_q8_K,           \
+                                               .tile = tile_##name,                 \
+                                               .max_nw = NW,                        \
+                                               .max_nx = KX_NX,                     \
+                                               .p_bytes = x_bytes_q8_K,             \
+                                               .convert_p = rw_avx2_convert_q8_K_p, \
+                                               .tile_p = rw_avx2_tile_p_##name,     \
+                                               .pack_p = rw_avx2_pack_##name##_p,   \
+                                               .p_rows = RW_AVX2_KP_ROWS,           \
+                                               .max_np = RW_AVX2_KP_MAX_NX,         \
+                                               .p_wbytes = wbytes,                  \
+                                               .fly_min_rows = fly_min};
+KP(q4_K, rw_avx2_p_wbytes_q4_K, K_FLY_MIN)
+KP(q5_K, rw_avx2_p_wbytes_q4_K, K_FLY_MIN)
+KP(q6_K, rw_avx2_p_wbytes_q6_K, K6_FLY_MIN)
 KX(q2_K, x_bytes_q8_K, convert_q8_K)
 KX(q3_K, x_bytes_q8_K, convert_q8_K)
-static const rw_mm_kernel kernel_q6_K = {.x_bytes = x_bytes_q8_K,
-                                         .convert_x = convert_q8_K,
-                                         .tile = tile_q6_K,
-                                         .max_nw = NW,
-                                         .max_nx = KX_NX,
-                                         .p_bytes = x_bytes_q8_K,
-                                         .convert_p = rw_avx2_convert_q8_K_p,
-                                         .tile_p = rw_avx2_tile_p_q6_K,
-                                         .pack_p = rw_avx2_pack_q6_K_p,
-                                         .p_rows = RW_AVX2_KP_ROWS,
-                                         .max_np = RW_AVX2_KP_MAX_NX,
-                                         .p_wbytes = rw_avx2_p_wbytes_q6_K,
-                                         .fly_min_rows = K6_FLY_MIN};
 K(iq4_xs, x_bytes_q8_K, convert_q8_K)
 K(q8_0_ggml, x_bytes_blk, convert_b0)
 K(q4_0_ggml, x_bytes_blk, convert_b8)

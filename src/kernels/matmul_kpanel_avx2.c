@@ -127,7 +127,8 @@ void rw_avx2_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int6
  * transposed as the quants are and put in bit 4. */
 INLINE void pack_super_k(const uint8_t *row0, size_t ws, int n_left, int64_t b, kp_blk *p, const int five) {
     const __m256i low = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    const size_t bsz = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
+    const size_t bsz = five ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K),
+                 qs_at = five ? offsetof(rw_block_q5_K, qs) : offsetof(rw_block_q4_K, qs);
     __m256i th[8];
     if (five) {
         __m256i hv[8];
@@ -141,10 +142,7 @@ INLINE void pack_super_k(const uint8_t *row0, size_t ws, int n_left, int64_t b, 
          * split into the two sub-blocks' quants */
         __m256i v[8], o[8];
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) v[i] =
-            i < n_left ? _mm256_loadu_si256(
-                             (const __m256i *)((five ? ((const rw_block_q5_K *)(row0 + (size_t)i * ws) + b)->qs
-                                                     : ((const rw_block_q4_K *)(row0 + (size_t)i * ws) + b)->qs) +
-                                               32 * c))
+            i < n_left ? _mm256_loadu_si256((const __m256i *)(row0 + (size_t)i * ws + (size_t)b * bsz + qs_at + 32 * c))
                        : _mm256_setzero_si256();
         rw_avx2_transpose8_epi32(v, o);
         _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
