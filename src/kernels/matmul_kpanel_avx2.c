@@ -278,19 +278,28 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                     __asm__("" : "+r"(q));
                     if (FIVE) { /* quants 0..31: two halves of four, at most 8 * 31 * 127 < 2^15 */
                         _Pragma("GCC unroll 2") for (int s0 = 0; s0 < 8; s0 += 4) {
-                            __m256i p16 =
-                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0]), bcast4(xq + 4 * s0));
-                            _Pragma("GCC unroll 3") for (int s = 1; s < 4; s++) p16 = _mm256_add_epi16(
-                                p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + s]),
-                                                          bcast4(xq + 4 * (s0 + s))));
-                            is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+                            const __m256i pa = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0]), bcast4(xq + 4 * s0)),
+                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 2]),
+                                                     bcast4(xq + 4 * s0 + 8)));
+                            const __m256i pb = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 1]),
+                                                     bcast4(xq + 4 * s0 + 4)),
+                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 3]),
+                                                     bcast4(xq + 4 * s0 + 12)));
+                            is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), sc));
                         }
                         continue;
                     }
-                    __m256i p16 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[0]), bcast4(xq));
-                    _Pragma("GCC unroll 8") for (int s = 1; s < 8; s++) p16 = _mm256_add_epi16(
-                        p16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s]), bcast4(xq + 4 * s)));
-                    is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p16, sc));
+                    __m256i pa = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[0]), bcast4(xq));
+                    __m256i pb = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[1]), bcast4(xq + 4));
+                    _Pragma("GCC unroll 3") for (int s = 2; s < 8; s += 2) {
+                        pa = _mm256_add_epi16(
+                            pa, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s]), bcast4(xq + 4 * s)));
+                        pb = _mm256_add_epi16(pb, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s + 1]),
+                                                                       bcast4(xq + 4 * s + 4)));
+                    }
+                    is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), sc));
                 }
             }
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
