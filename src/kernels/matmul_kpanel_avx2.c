@@ -282,15 +282,18 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                                 _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0]), bcast4(xq + 4 * s0)),
                                 _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 2]),
                                                      bcast4(xq + 4 * s0 + 8)));
-                            const __m256i pb = _mm256_add_epi16(
-                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 1]),
-                                                     bcast4(xq + 4 * s0 + 4)),
-                                _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 3]),
-                                                     bcast4(xq + 4 * s0 + 12)));
+                            const __m256i pb =
+                                _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 1]),
+                                                                      bcast4(xq + 4 * s0 + 4)),
+                                                 _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[s0 + 3]),
+                                                                      bcast4(xq + 4 * s0 + 12)));
                             is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), sc));
                         }
                         continue;
                     }
+                    /* two 16-bit chains (even and odd dwords), then their sum:
+                     * the same integers; one chain of eight was about 5% slower
+                     * on Zen 3 (512 rows) */
                     __m256i pa = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[0]), bcast4(xq));
                     __m256i pb = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)q[1]), bcast4(xq + 4));
                     _Pragma("GCC unroll 3") for (int s = 2; s < 8; s += 2) {
