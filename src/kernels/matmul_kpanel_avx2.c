@@ -305,9 +305,23 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                     is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), sc));
                 }
             }
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-                ms[r] = _mm256_add_epi32(ms[r], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)P->mn[j]),
-                                                                  bcast4(xb[r]->bsums + 2 * j)));
+            /* min_j * (bsum 2j + bsum 2j+1) two sub-blocks per vpmaddwd:
+             * the panel's (min 2k, min 2k+1) pairs against the activation's
+             * sub-block sums as 16-bit pairs (|sum| <= 32 * 127): the same
+             * integer */
+            __m256i mp[4];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mp[k] =
+                _mm256_blend_epi16(_mm256_loadu_si256((const __m256i *)P->mn[2 * k]),
+                                   _mm256_loadu_si256((const __m256i *)P->mn[2 * k + 1]), 0xAA);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                const __m256i s8 =
+                    _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[r]->bsums), _mm256_set1_epi16(1));
+                const __m256i s16 =
+                    _mm256_packs_epi32(s8, s8); /* dwords 0, 1, 4, 5: sub-blocks (0,1) (2,3) (4,5) (6,7) */
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) ms[r] = _mm256_add_epi32(
+                    ms[r],
+                    _mm256_madd_epi16(mp[k], _mm256_permutevar8x32_epi32(s16, _mm256_set1_epi32(k < 2 ? k : k + 2))));
+            }
         }
         const __m256 d = _mm256_loadu_ps(P->d), dmin = _mm256_loadu_ps(P->dmin);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
