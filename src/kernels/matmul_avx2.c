@@ -234,9 +234,8 @@ INLINE w_blk unpack_q5_1(const uint8_t *row, int64_t b) {
 }
 
 INLINE w_blk unpack_mxfp4(const uint8_t *row, int64_t b) {
-    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const rw_block_mxfp4 *p = (const rw_block_mxfp4 *)row + b;
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_values));
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_mxfp4_values));
     return (w_blk){_mm256_shuffle_epi8(tab, nibbles16(p->qs)), rw_e8m0_half(p->e), 0};
 }
 
@@ -448,23 +447,29 @@ INLINE void q5_pair_bits(const rw_block_q5_0 *a, const rw_block_q5_0 *b, uint32_
     *hi = ha >> 16 | (hb & 0xFFFF0000u);
 }
 
-/* The eight block sums of a group of Q4_0, Q5_0 or IQ4_NL blocks in
- * q8_tree8's form, with fewer instructions, for NR weight rows at once
+/* The eight block sums of a group of Q4_0, Q5_0, IQ4_NL or MXFP4 blocks
+ * in q8_tree8's form, with fewer instructions, for NR weight rows at once
  * (the activations loaded once): blocks 2j and 2j + 1 as two vectors of
  * their values as they lie, [elements 0-15 of 2j | of 2j + 1] and
  * [16-31 | 16-31], against the activations' matching halves; each block's
  * sum lies in one 128-bit half, so three hadds give [b0 b2 b4 b6 | b1 b3 b5
  * b7]. Q4_0 and Q5_0 enter unbiased (0..15, 0..31) and their -8 or -16
  * times the sum of the block's quants is corr / 16 or / 8 (corr = -128 *
- * sum); IQ4_NL enters as its values + 128 with VNNI (corr as it is), as
- * |v| times x * sign(v) without: the same exact integers as q8_sums8's. */
+ * sum); MXFP4 enters as its values + 16 (4..28, through its table) and
+ * comes off as Q5_0's; IQ4_NL enters as its values + 128 with VNNI (corr as
+ * it is), as |v| times x * sign(v) without: the same exact integers as
+ * q8_sums8's. */
 INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *const xgs[], const int NC,
                           const int VNNI, __m256 v[], const int T) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
     const __m256i tab =
-        _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_iq4nl_values)),
-                         _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
-    const size_t bytes = rw_avx2_wt_bytes(T), qs = T == RW_AVX2_WT_Q5_0 ? 6 : 2; /* the nibbles' offset */
+        T == RW_AVX2_WT_MXFP4
+            ? _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_mxfp4_values)),
+                              _mm256_set1_epi8(16))
+            : _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rw_avx2_iq4nl_values)),
+                               _mm256_set1_epi8(VNNI ? (char)0x80 : 0));
+    /* the nibbles' offset in a block */
+    const size_t bytes = rw_avx2_wt_bytes(T), qs = T == RW_AVX2_WT_Q5_0 ? 6 : T == RW_AVX2_WT_MXFP4 ? 1 : 2;
     /* p[o]: output o = r * NC + c */
     __m256i p[2][4];
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
@@ -483,7 +488,7 @@ INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *
                 lo = _mm256_or_si256(lo, rw_avx2_q5_bits16(bl));
                 hi = _mm256_or_si256(hi, rw_avx2_q5_bits16(bh));
             }
-            if (T == RW_AVX2_WT_IQ4_NL) {
+            if (T == RW_AVX2_WT_IQ4_NL || T == RW_AVX2_WT_MXFP4) {
                 lo = _mm256_shuffle_epi8(tab, lo);
                 hi = _mm256_shuffle_epi8(tab, hi);
             }
@@ -501,10 +506,10 @@ INLINE void wt_pair_sums8(const uint8_t *const wr[], const int NR, const x_q8g *
     }
     _Pragma("GCC unroll 2") for (int o = 0; o < NR * NC; o++) {
         const __m256i corr = _mm256_load_si256((const __m256i *)xgs[o % NC]->corr);
-        const __m256i c = T == RW_AVX2_WT_Q4_0   ? _mm256_srai_epi32(corr, 4)
-                          : T == RW_AVX2_WT_Q5_0 ? _mm256_srai_epi32(corr, 3)
-                          : VNNI                 ? corr
-                                                 : _mm256_setzero_si256();
+        const __m256i c = T == RW_AVX2_WT_Q4_0                            ? _mm256_srai_epi32(corr, 4)
+                          : T == RW_AVX2_WT_Q5_0 || T == RW_AVX2_WT_MXFP4 ? _mm256_srai_epi32(corr, 3)
+                          : VNNI                                          ? corr
+                                                                          : _mm256_setzero_si256();
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[o][0], p[o][1]), _mm256_hadd_epi32(p[o][2], p[o][3]));
         v[o] = _mm256_cvtepi32_ps(_mm256_add_epi32(h, c));
     }
@@ -536,7 +541,8 @@ INLINE void wt_pair_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int N
         _Pragma("GCC unroll 2") for (int o = 0; o < NR * NC; o++) {
             const int r = o / NC, c = o % NC;
             acc[o] = q8_step8(acc[o], _mm256_castps256_ps128(v[o]), _mm256_extractf128_ps(v[o], 1),
-                              _mm256_mul_ps(f16_dw8(gb[r], bytes), _mm256_load_ps(xgs[c]->dx)));
+                              _mm256_mul_ps(T == RW_AVX2_WT_MXFP4 ? e8m0_dw8(gb[r]) : f16_dw8(gb[r], bytes),
+                                            _mm256_load_ps(xgs[c]->dx)));
         }
     }
     const int cnt = (int)(nb - 8 * ng);
@@ -635,7 +641,7 @@ INLINE void q8_0_many(int64_t n, const uint8_t *w, size_t ws, const int nw, cons
 
 INLINE void q8_0_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out,
                       const int VNNI, const int T) {
-    const int pair = T == RW_AVX2_WT_Q4_0 || T == RW_AVX2_WT_Q5_0 || T == RW_AVX2_WT_IQ4_NL;
+    const int pair = T != RW_AVX2_WT_Q8_0;
     if (nx == 1 && pair) {
         int i = 0;
         for (; i + 2 <= nw; i += 2) wt_pair_dot_rows(n, w + i * ws, ws, 2, xq, xs, 1, VNNI, out + i, nw, T);

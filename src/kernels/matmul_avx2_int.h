@@ -26,6 +26,9 @@ static inline __attribute__((always_inline)) size_t rw_avx2_wt_bytes(const int T
 static const int8_t rw_avx2_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                 1,    13,   25,  38,  53,  69,  89,  113};
 
+/* MXFP4's 16 values: its E2M1 values doubled (the block scale halved). */
+static const int8_t rw_avx2_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 /* 16 bytes -> [low nibbles | high nibbles] as 32 bytes in element order. */
 static inline __attribute__((always_inline)) __m256i rw_avx2_nibbles16(const uint8_t *p) {
     __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
@@ -50,7 +53,6 @@ static inline __attribute__((always_inline)) __m256i rw_avx2_q5_high(const uint8
 
 /* Block b of a row of type T as its 32 int8 values. */
 static inline __attribute__((always_inline)) __m256i rw_avx2_wt_q(const uint8_t *row, int64_t b, const int T) {
-    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const uint8_t *p = row + (size_t)b * rw_avx2_wt_bytes(T);
     if (T == RW_AVX2_WT_Q8_0) return _mm256_loadu_si256((const __m256i *)((const rw_block_q8_0 *)p)->qs);
     if (T == RW_AVX2_WT_Q4_0)
@@ -59,7 +61,7 @@ static inline __attribute__((always_inline)) __m256i rw_avx2_wt_q(const uint8_t 
         const rw_block_q5_0 *q = (const rw_block_q5_0 *)p;
         return _mm256_sub_epi8(_mm256_or_si256(rw_avx2_nibbles16(q->qs), rw_avx2_q5_high(q->qh)), _mm256_set1_epi8(16));
     }
-    const int8_t *tab = T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : mxfp4_values;
+    const int8_t *tab = T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : rw_avx2_mxfp4_values;
     const uint8_t *qs = T == RW_AVX2_WT_IQ4_NL ? ((const rw_block_iq4_nl *)p)->qs : ((const rw_block_mxfp4 *)p)->qs;
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab)),
                                rw_avx2_nibbles16(qs));

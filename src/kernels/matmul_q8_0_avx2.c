@@ -142,7 +142,6 @@ void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int6
  * nibbles and 16+4t.. in its high ones: panel dwords t and t + 4, decoded
  * as rw_avx2_wt_q decodes them; the scales as rw_avx2_wt_d, 8 at a time. */
 INLINE void pack_block_nibbles(const uint8_t *row0, size_t ws, int64_t b, wp_blk *q, float *df, const int T) {
-    static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const size_t bb = rw_avx2_wt_bytes(T), qo = T == RW_AVX2_WT_MXFP4 ? 1 : 2; /* the quants follow the scale */
     const uint8_t *p[8];
     for (int i = 0; i < 8; i++) p[i] = row0 + (size_t)i * ws + (size_t)b * bb;
@@ -158,7 +157,7 @@ INLINE void pack_block_nibbles(const uint8_t *row0, size_t ws, int64_t b, wp_blk
     const __m256i bias = _mm256_set1_epi8(small_type(T) ? SMALL_BIAS : 0);
     const __m256i tab =
         _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(
-                            (const __m128i *)(T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : mxfp4_values))),
+                            (const __m128i *)(T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : rw_avx2_mxfp4_values))),
                         bias);
     for (int t = 0; t < 4; t++) {
         const __m256i lo = _mm256_and_si256(o[t], m4), hi = _mm256_and_si256(_mm256_srli_epi16(o[t], 4), m4);
