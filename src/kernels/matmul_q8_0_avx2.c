@@ -144,11 +144,11 @@ void rw_avx2_convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int6
 INLINE void pack_block_nibbles(const uint8_t *row0, size_t ws, int64_t b, wp_blk *q, float *df, const int T) {
     const size_t bb = rw_avx2_wt_bytes(T), qo = T == RW_AVX2_WT_MXFP4 ? 1 : 2; /* the quants follow the scale */
     const uint8_t *p[8];
-    for (int i = 0; i < 8; i++) p[i] = row0 + (size_t)i * ws + (size_t)b * bb;
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) p[i] = row0 + (size_t)i * ws + (size_t)b * bb;
     __m256i v[4];
-    for (int i = 0; i < 4; i++)
-        v[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p[i] + qo))),
-                                       _mm_loadu_si128((const __m128i *)(p[i + 4] + qo)), 1);
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) v[i] =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p[i] + qo))),
+                                _mm_loadu_si128((const __m128i *)(p[i + 4] + qo)), 1);
     const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
     const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
     const __m256i o[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
@@ -159,7 +159,7 @@ INLINE void pack_block_nibbles(const uint8_t *row0, size_t ws, int64_t b, wp_blk
         _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(
                             (const __m128i *)(T == RW_AVX2_WT_IQ4_NL ? rw_avx2_iq4nl_values : rw_avx2_mxfp4_values))),
                         bias);
-    for (int t = 0; t < 4; t++) {
+    _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
         const __m256i lo = _mm256_and_si256(o[t], m4), hi = _mm256_and_si256(_mm256_srli_epi16(o[t], 4), m4);
         const __m256i q8 = _mm256_set1_epi8(SMALL_BIAS - 8); /* Q4_0: nibble - 8 + the bias */
         const __m256i dlo = T == RW_AVX2_WT_Q4_0 ? _mm256_add_epi8(lo, q8) : _mm256_shuffle_epi8(tab, lo);
@@ -172,7 +172,7 @@ INLINE void pack_block_nibbles(const uint8_t *row0, size_t ws, int64_t b, wp_blk
                                                                   p[6][0], p[7][0])));
     } else {
         uint16_t h[8];
-        for (int i = 0; i < 8; i++) memcpy(&h[i], p[i], 2);
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) memcpy(&h[i], p[i], 2);
         _mm256_storeu_ps(df, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
     }
 }
