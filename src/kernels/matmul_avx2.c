@@ -13,8 +13,9 @@
  * by a 16-bit factor (1, or the sub-block scale for the K-quants) and adds
  * neighbours into 32-bit lanes. vpmaddubsw saturates at 2^15, so weights
  * enter it as small unsigned values (Q4_0 +8, Q5_0 +16, Q4_1, Q5_1, the
- * K-quants but IQ4_XS: at most 63, pair sums < 2^15) and the types with
- * full-range signed weights (Q8_0, IQ4_NL, IQ4_XS, MXFP4) use the sign trick
+ * K-quants but IQ4_XS: at most 63, pair sums < 2^15; MXFP4 +16 in its
+ * one- and two-row form and panels) and the types with full-range signed
+ * weights (Q8_0, IQ4_NL, IQ4_XS, MXFP4's other forms) use the sign trick
  * |w| * (x * sign(w)); where the AVX-512 tier's lanes hold biased sums
  * (IQ4_XS: +128), the bias is added back exactly.
  *
@@ -541,8 +542,7 @@ INLINE void wt_pair_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int N
         _Pragma("GCC unroll 2") for (int o = 0; o < NR * NC; o++) {
             const int r = o / NC, c = o % NC;
             acc[o] = q8_step8(acc[o], _mm256_castps256_ps128(v[o]), _mm256_extractf128_ps(v[o], 1),
-                              _mm256_mul_ps(T == RW_AVX2_WT_MXFP4 ? e8m0_dw8(gb[r]) : f16_dw8(gb[r], bytes),
-                                            _mm256_load_ps(xgs[c]->dx)));
+                              _mm256_mul_ps(wt_dw8(gb[r], 0, 8, T), _mm256_load_ps(xgs[c]->dx)));
         }
     }
     const int cnt = (int)(nb - 8 * ng);
