@@ -138,7 +138,7 @@ static void run_model(const char *rel, uint64_t seed) {
                 break;
             }
         }
-        for (int trial = 0; trial < 8 && rw_test_failures == fails; trial++) {
+        for (int trial = 0; trial < (rw_test_sanitized() ? 3 : 8) && rw_test_failures == fails; trial++) {
             rw_model_seq *c = NULL;
             CHECK(rw_model_seq_clone(s, &c, &err) == RW_OK);
             CHECK(rw_model_seq_rewind(c, rint_(0, N), pool, &err) == RW_OK);
@@ -185,9 +185,11 @@ static void run_model(const char *rel, uint64_t seed) {
         CHECK_MSG(rec > 0, "%s: below the span (%lld) nothing recomputed", rel, (long long)from - 64);
     }
 
-    /* rewinds around every window's start, then continued; chained */
+    /* rewinds around every window's start, then continued; chained (fewer
+     * under the sanitizers, where the release build has run them all) */
     int n_rec = 0, n_free = 0;
-    for (int trial = 0; trial < 40 && rw_test_failures == fails; trial++) {
+    const int n_trials = rw_test_sanitized() ? 12 : 40;
+    for (int trial = 0; trial < n_trials && rw_test_failures == fails; trial++) {
         rw_model_seq *c = NULL;
         CHECK(rw_model_seq_clone(s, &c, &err) == RW_OK);
         for (int hop = 0; hop < 3 && rw_test_failures == fails; hop++) {
