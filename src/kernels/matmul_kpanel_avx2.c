@@ -241,47 +241,6 @@ INLINE __m256i kp_sum16(const uint8_t (*q)[32], const int8_t *xq, const int s0, 
     return _mm256_add_epi16(pa, pb);
 }
 
-/* The plain AVX2 sub-block step of four activation rows, written in asm:
- * given it in C, the compiler kept the 8 quant registers across the rows
- * and spilled the rows' sums (with the dwords outermost it reloaded and
- * spilled more). Here each dword of the sub-block's quants is loaded once
- * (ymm0) for the 4 rows, row r's broadcast quants go through ymm(1 + r)
- * and its 16-bit sum gathers in ymm(5 + r) (KP_ROW's t and a), then one
- * vpmaddwd with the scales and the add into is[r] (KP_SCALE): the
- * integers of kp_sum16, over 8 dwords of 4-bit quants or 4 of 5-bit ones
- * per 16-bit sum. 8-12% less time at 512 rows on Zen 3 than the C form. */
-#define KP_W(s) "vmovdqu 32*" #s "(%[q]), %%ymm0\n\t"
-#define KP_ROW0(s, r, t, a)                              \
-    "vpbroadcastd 4*" #s "(%[x" #r "]), %%ymm" #t "\n\t" \
-    "vpmaddubsw %%ymm" #t ", %%ymm0, %%ymm" #a "\n\t"
-#define KP_ROW(s, r, t, a)                               \
-    "vpbroadcastd 4*" #s "(%[x" #r "]), %%ymm" #t "\n\t" \
-    "vpmaddubsw %%ymm" #t ", %%ymm0, %%ymm" #t "\n\t"    \
-    "vpaddw %%ymm" #t ", %%ymm" #a ", %%ymm" #a "\n\t"
-#define KP_FIRST(s) KP_W(s) KP_ROW0(s, 0, 1, 5) KP_ROW0(s, 1, 2, 6) KP_ROW0(s, 2, 3, 7) KP_ROW0(s, 3, 4, 8)
-#define KP_NEXT(s)  KP_W(s) KP_ROW(s, 0, 1, 5) KP_ROW(s, 1, 2, 6) KP_ROW(s, 2, 3, 7) KP_ROW(s, 3, 4, 8)
-#define KP_SCALE_ROW(r, a)                           \
-    "vpmaddwd (%[sc]), %%ymm" #a ", %%ymm" #a "\n\t" \
-    "vpaddd %%ymm" #a ", %[is" #r "], %[is" #r "]\n\t"
-#define KP_SCALE KP_SCALE_ROW(0, 5) KP_SCALE_ROW(1, 6) KP_SCALE_ROW(2, 7) KP_SCALE_ROW(3, 8)
-
-/* is[0..3] += the sub-block's scale times each row's dot with the panel's
- * sub-block quants q (8 dwords of 32 bytes); xq[r]: row r's 32 quants. */
-INLINE void kp_sub4(const uint8_t (*q)[32], const int16_t *sc, const int8_t *const xq[4], __m256i is[4],
-                    const int FIVE) {
-    if (FIVE) /* quants 0..31: two halves of four dwords */
-        __asm__(KP_FIRST(0) KP_NEXT(1) KP_NEXT(2) KP_NEXT(3) KP_SCALE KP_FIRST(4) KP_NEXT(5) KP_NEXT(6) KP_NEXT(7)
-                    KP_SCALE
-                : [is0] "+x"(is[0]), [is1] "+x"(is[1]), [is2] "+x"(is[2]), [is3] "+x"(is[3])
-                : [q] "r"(q), [sc] "r"(sc), [x0] "r"(xq[0]), [x1] "r"(xq[1]), [x2] "r"(xq[2]), [x3] "r"(xq[3])
-                : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "memory");
-    else
-        __asm__(KP_FIRST(0) KP_NEXT(1) KP_NEXT(2) KP_NEXT(3) KP_NEXT(4) KP_NEXT(5) KP_NEXT(6) KP_NEXT(7) KP_SCALE
-                : [is0] "+x"(is[0]), [is1] "+x"(is[1]), [is2] "+x"(is[2]), [is3] "+x"(is[3])
-                : [q] "r"(q), [sc] "r"(sc), [x0] "r"(xq[0]), [x1] "r"(xq[1]), [x2] "r"(xq[2]), [x3] "r"(xq[3])
-                : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "memory");
-}
-
 /* One panel (8 outputs) against R activation rows; out[r * os + l] for
  * outputs l < nl. VNNI: each sub-block's dot in 32 bits from vpdpbusd (two
  * chains of four), each chain times its scale with vpdpwssd (below), and the
@@ -325,7 +284,7 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
                 for (int j = 0; j < 8; j++) {
                     const int8_t *const xq[4] = {xb[0]->qs + 32 * j, xb[R > 1 ? 1 : 0]->qs + 32 * j,
                                                  xb[R > 2 ? 2 : 0]->qs + 32 * j, xb[R > 3 ? 3 : 0]->qs + 32 * j};
-                    kp_sub4(P->q[j], P->sc[j], xq, is, FIVE);
+                    rw_avx2_sum4(P->q[j], P->sc[j], xq, is, FIVE);
                 }
             else /* fewer rows (the last of a call's rows) */
                 for (int j = 0; j < 8; j++) {

@@ -251,6 +251,9 @@ void rw_avx2_pack_mxfp4_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
 }
 size_t rw_avx2_p_wbytes_wt(int64_t n) { return (size_t)(n / 32) * WT_BLK_BYTES; }
 
+/* vpmaddwd's multipliers that widen pairs of 16-bit sums to 32 bits */
+static const int16_t ONES16[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
 INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -283,6 +286,11 @@ INLINE void panel_dot(int64_t n, const wp_blk *P, const uint8_t *xp, size_t xps,
                 }
                 if (SMALL && !VNNI) { /* four rows at a time: their 32- and 16-bit sums in 8 registers */
                     _Pragma("GCC unroll 2") for (int r0 = 0; r0 < R; r0 += 4) {
+                        if (r0 + 4 <= R) { /* the asm form (matmul_avx2_int.h), vpmaddwd with ones */
+                            const int8_t *const xq[4] = {xb[r0]->q, xb[r0 + 1]->q, xb[r0 + 2]->q, xb[r0 + 3]->q};
+                            rw_avx2_sum4(P->q, ONES16, xq, is + r0, 1);
+                            continue;
+                        }
                         _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
                             const __m256i w = _mm256_loadu_si256((const __m256i *)P->q[s]);
                             /* four pair sums in 16 bits: at most 4 * 2 * 31 * 127 < 2^15 */
