@@ -282,8 +282,8 @@ INLINE void kpanel_dot(int64_t n, const kp_blk *P, const uint8_t *xp, size_t xps
         } else {
             if (R == 4)
                 for (int j = 0; j < 8; j++) {
-                    const int8_t *const xq[4] = {xb[0]->qs + 32 * j, xb[R > 1 ? 1 : 0]->qs + 32 * j,
-                                                 xb[R > 2 ? 2 : 0]->qs + 32 * j, xb[R > 3 ? 3 : 0]->qs + 32 * j};
+                    const int8_t *const xq[4] = {xb[0]->qs + 32 * j, xb[1]->qs + 32 * j, xb[2]->qs + 32 * j,
+                                                 xb[3]->qs + 32 * j};
                     rw_avx2_sum4(P->q[j], P->sc[j], xq, is, FIVE);
                 }
             else /* fewer rows (the last of a call's rows) */
