@@ -33,7 +33,7 @@
  * tiles, the one-row Q8_0 dot and the Q8_0 panels gain from it too (4 KiB
  * ahead: B32_PF_DIST, Q8_PF_DIST). */
 #define PF_DIST 2048
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE  static inline __attribute__((always_inline))
 
 static inline float f16_to_f32(rw_f16 h) { return _cvtsh_ss(h); }
 
@@ -111,8 +111,9 @@ INLINE __m512i nibbles_2x16(const uint8_t *pa, const uint8_t *pb, int two) {
 
 /* IQ4_NL's 16 values plus 128 (so unsigned), looked up with vpshufb. */
 INLINE __m512i iq4_lookup(__m512i nib) {
-    static const int8_t iq4nl_plus128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, (int8_t)153, (int8_t)166,
-                                             (int8_t)181, (int8_t)197, (int8_t)217, (int8_t)241};
+    static const int8_t iq4nl_plus128[16] = {
+        1,   24,  45,          63,          79,          93,          106,         118,
+        129, 141, (int8_t)153, (int8_t)166, (int8_t)181, (int8_t)197, (int8_t)217, (int8_t)241};
     __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_plus128));
     return _mm512_shuffle_epi8(tab, nib);
 }
@@ -150,6 +151,44 @@ INLINE __m128i k4_scales_mins(const uint8_t s[12]) {
     return _mm_or_si128(lo, hi); /* sc0-3, sc4-7, m0-3, m4-7 */
 }
 
+/* ---- 16 K-quant rows side by side (one-row tile, panel packing) -------- */
+
+/* The 16 bytes at p + r * ws of rows r0 .. r0 + 3, row r0 + k in 128-bit
+ * lane k; rows >= nr are zero. */
+INLINE __m512i kr_load4(const uint8_t *p, size_t ws, const int r0, const int nr) {
+    /* the lane is an immediate: spelled out, so that builds without
+     * unrolling (-O1, the sanitizer build) compile too */
+#define KR_LANE(k) \
+    if (r0 + (k) < nr) z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + (size_t)(r0 + (k)) * ws)), k)
+    __m512i z = _mm512_setzero_si512();
+    KR_LANE(0);
+    KR_LANE(1);
+    KR_LANE(2);
+    KR_LANE(3);
+#undef KR_LANE
+    return z;
+}
+
+/* Q4_K / Q5_K: k4_scales_mins for 4 rows at once; each 128-bit lane holds
+ * a block's first 16 bytes (d, dmin, then the 12 scale bytes as 32-bit
+ * lanes a0 a1 a2) and becomes [sc0..7, m0..7]. */
+INLINE __m512i kr_scales_mins4(__m512i h) {
+    const __m512i a = _mm512_shuffle_epi32(h, _MM_SHUFFLE(3, 2, 3, 1)); /* a0 a2 a1 a2 */
+    const __m512i b = _mm512_shuffle_epi32(h, _MM_SHUFFLE(2, 2, 1, 1)); /* a0 a0 a1 a1 */
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set4_epi32(4, 0, 0, 0)),
+                                        _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(b, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm512_or_si512(lo, hi);
+}
+
+/* The 32-bit lane L of each 128-bit lane of h[0..3] (4 bytes of each of
+ * 16 rows) in row order. */
+INLINE __m512i kr_lanes(const __m512i h[4], const int L) {
+    const __m512i idx =
+        _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(L));
+    const __m512i a = _mm512_permutex2var_epi32(h[0], idx, h[1]), b = _mm512_permutex2var_epi32(h[2], idx, h[3]);
+    return _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
+}
 
 /* Activation super-block: d as in Q8_K (1/iscale), quants, and the sums of
  * each 16 quants (int16) for the min / bias terms. */
@@ -213,63 +252,63 @@ static inline void convert_q8_K_perm(const float *x, void *xq, int64_t n) {
 /* Instantiates name##_impl for every (nw, nx) so loops have constant
  * bounds; the per-element code is the same in all of them. */
 #define TILE_DISPATCH(name) TILE_DISPATCH_FN(static, tile_##name, name##_impl)
-#define TILE_DISPATCH_FN(STORAGE, FN, IMPL)                                                            \
-    STORAGE void FN(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
-                            int nx, float *out) {                                                      \
-        if (nx == 1) { /* any number of weight rows, one at a time (see matmul_int.h) */               \
-            for (int i = 0; i < nw; i++) IMPL(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
-            return;                                                                                    \
-        }                                                                                              \
-        switch ((nw - 1) * NX + (nx - 1)) {                                                            \
-        case 0: IMPL(n, w, ws, 1, xq, xs, 1, out); break;                                       \
-        case 1: IMPL(n, w, ws, 1, xq, xs, 2, out); break;                                       \
-        case 2: IMPL(n, w, ws, 1, xq, xs, 3, out); break;                                       \
-        case 3: IMPL(n, w, ws, 1, xq, xs, 4, out); break;                                       \
-        case 4: IMPL(n, w, ws, 2, xq, xs, 1, out); break;                                       \
-        case 5: IMPL(n, w, ws, 2, xq, xs, 2, out); break;                                       \
-        case 6: IMPL(n, w, ws, 2, xq, xs, 3, out); break;                                       \
-        case 7: IMPL(n, w, ws, 2, xq, xs, 4, out); break;                                       \
-        case 8: IMPL(n, w, ws, 3, xq, xs, 1, out); break;                                       \
-        case 9: IMPL(n, w, ws, 3, xq, xs, 2, out); break;                                       \
-        case 10: IMPL(n, w, ws, 3, xq, xs, 3, out); break;                                      \
-        case 11: IMPL(n, w, ws, 3, xq, xs, 4, out); break;                                      \
-        case 12: IMPL(n, w, ws, 4, xq, xs, 1, out); break;                                      \
-        case 13: IMPL(n, w, ws, 4, xq, xs, 2, out); break;                                      \
-        case 14: IMPL(n, w, ws, 4, xq, xs, 3, out); break;                                      \
-        default: IMPL(n, w, ws, 4, xq, xs, 4, out); break;                                      \
-        }                                                                                              \
+#define TILE_DISPATCH_FN(STORAGE, FN, IMPL)                                                               \
+    STORAGE void FN(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                    float *out) {                                                                         \
+        if (nx == 1) { /* any number of weight rows, one at a time (see matmul_int.h) */                  \
+            for (int i = 0; i < nw; i++) IMPL(n, w + i * ws, ws, 1, xq, xs, 1, out + i);                  \
+            return;                                                                                       \
+        }                                                                                                 \
+        switch ((nw - 1) * NX + (nx - 1)) {                                                               \
+        case 0: IMPL(n, w, ws, 1, xq, xs, 1, out); break;                                                 \
+        case 1: IMPL(n, w, ws, 1, xq, xs, 2, out); break;                                                 \
+        case 2: IMPL(n, w, ws, 1, xq, xs, 3, out); break;                                                 \
+        case 3: IMPL(n, w, ws, 1, xq, xs, 4, out); break;                                                 \
+        case 4: IMPL(n, w, ws, 2, xq, xs, 1, out); break;                                                 \
+        case 5: IMPL(n, w, ws, 2, xq, xs, 2, out); break;                                                 \
+        case 6: IMPL(n, w, ws, 2, xq, xs, 3, out); break;                                                 \
+        case 7: IMPL(n, w, ws, 2, xq, xs, 4, out); break;                                                 \
+        case 8: IMPL(n, w, ws, 3, xq, xs, 1, out); break;                                                 \
+        case 9: IMPL(n, w, ws, 3, xq, xs, 2, out); break;                                                 \
+        case 10: IMPL(n, w, ws, 3, xq, xs, 3, out); break;                                                \
+        case 11: IMPL(n, w, ws, 3, xq, xs, 4, out); break;                                                \
+        case 12: IMPL(n, w, ws, 4, xq, xs, 1, out); break;                                                \
+        case 13: IMPL(n, w, ws, 4, xq, xs, 2, out); break;                                                \
+        case 14: IMPL(n, w, ws, 4, xq, xs, 3, out); break;                                                \
+        default: IMPL(n, w, ws, 4, xq, xs, 4, out); break;                                                \
+        }                                                                                                 \
     }
 
 /* The ggml-order K-quant tiles take up to KG_NW x KG_NX (below). */
 #define TILE_DISPATCH_KG(name) TILE_DISPATCH_KG_FN(static, tile_##name, name##_impl)
-#define TILE_DISPATCH_KG_FN(STORAGE, FN, IMPL)                                                         \
-    STORAGE void FN(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, \
-                            int nx, float *out) {                                                      \
-        if (nx == 1) {                                                                                 \
-            for (int i = 0; i < nw; i++) IMPL(n, w + i * ws, ws, 1, xq, xs, 1, out + i);        \
-            return;                                                                                    \
-        }                                                                                              \
-        if (nw == 1) {                                                                                 \
-            switch (nx) {                                                                              \
-            case 2: IMPL(n, w, ws, 1, xq, xs, 2, out); break;                                   \
-            case 3: IMPL(n, w, ws, 1, xq, xs, 3, out); break;                                   \
-            case 4: IMPL(n, w, ws, 1, xq, xs, 4, out); break;                                   \
-            case 5: IMPL(n, w, ws, 1, xq, xs, 5, out); break;                                   \
-            case 6: IMPL(n, w, ws, 1, xq, xs, 6, out); break;                                   \
-            case 7: IMPL(n, w, ws, 1, xq, xs, 7, out); break;                                   \
-            default: IMPL(n, w, ws, 1, xq, xs, 8, out); break;                                  \
-            }                                                                                          \
-            return;                                                                                    \
-        }                                                                                              \
-        switch (nx) {                                                                                  \
-        case 2: IMPL(n, w, ws, 2, xq, xs, 2, out); break;                                       \
-        case 3: IMPL(n, w, ws, 2, xq, xs, 3, out); break;                                       \
-        case 4: IMPL(n, w, ws, 2, xq, xs, 4, out); break;                                       \
-        case 5: IMPL(n, w, ws, 2, xq, xs, 5, out); break;                                       \
-        case 6: IMPL(n, w, ws, 2, xq, xs, 6, out); break;                                       \
-        case 7: IMPL(n, w, ws, 2, xq, xs, 7, out); break;                                       \
-        default: IMPL(n, w, ws, 2, xq, xs, 8, out); break;                                      \
-        }                                                                                              \
+#define TILE_DISPATCH_KG_FN(STORAGE, FN, IMPL)                                                            \
+    STORAGE void FN(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                    float *out) {                                                                         \
+        if (nx == 1) {                                                                                    \
+            for (int i = 0; i < nw; i++) IMPL(n, w + i * ws, ws, 1, xq, xs, 1, out + i);                  \
+            return;                                                                                       \
+        }                                                                                                 \
+        if (nw == 1) {                                                                                    \
+            switch (nx) {                                                                                 \
+            case 2: IMPL(n, w, ws, 1, xq, xs, 2, out); break;                                             \
+            case 3: IMPL(n, w, ws, 1, xq, xs, 3, out); break;                                             \
+            case 4: IMPL(n, w, ws, 1, xq, xs, 4, out); break;                                             \
+            case 5: IMPL(n, w, ws, 1, xq, xs, 5, out); break;                                             \
+            case 6: IMPL(n, w, ws, 1, xq, xs, 6, out); break;                                             \
+            case 7: IMPL(n, w, ws, 1, xq, xs, 7, out); break;                                             \
+            default: IMPL(n, w, ws, 1, xq, xs, 8, out); break;                                            \
+            }                                                                                             \
+            return;                                                                                       \
+        }                                                                                                 \
+        switch (nx) {                                                                                     \
+        case 2: IMPL(n, w, ws, 2, xq, xs, 2, out); break;                                                 \
+        case 3: IMPL(n, w, ws, 2, xq, xs, 3, out); break;                                                 \
+        case 4: IMPL(n, w, ws, 2, xq, xs, 4, out); break;                                                 \
+        case 5: IMPL(n, w, ws, 2, xq, xs, 5, out); break;                                                 \
+        case 6: IMPL(n, w, ws, 2, xq, xs, 6, out); break;                                                 \
+        case 7: IMPL(n, w, ws, 2, xq, xs, 7, out); break;                                                 \
+        default: IMPL(n, w, ws, 2, xq, xs, 8, out); break;                                                \
+        }                                                                                                 \
     }
 
 /* The ggml-order K-quant tile's shape: 2 weight rows (fewer unpacked rows
@@ -317,34 +356,34 @@ INLINE __m256 b32_ggml(__m256 acc, __m512 p, __m512 s, const w_chunk *wc, const 
 
 /* A 32-block tile: ACC_T accumulators per output, started at ZERO, updated
  * by STEP per chunk and reduced by REDUCE. */
-#define BLOCK32_TILE_GEN(name, UNPACK, BLK, ACC_T, ZERO, STEP, REDUCE)                                 \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,   \
-                            size_t xs, const int nx, float *out) {                                      \
-        ACC_T acc[NW][NX];                                                                              \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = ZERO;                     \
-        int64_t nb = n / 32, nc = (nb + 1) / 2;                                                         \
-        for (int64_t c = 0; c < nc; c++) {                                                              \
-            int two = 2 * c + 1 < nb;                                                                   \
-            w_chunk wc[NW];                                                                             \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                _mm_prefetch((const char *)(w + i * ws) + 2 * c * sizeof(BLK) + B32_PF_DIST, _MM_HINT_T0); \
-                wc[i] = UNPACK(w + i * ws, c, two);                                                     \
-            }                                                                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                 \
-                __m512i xqv = _mm512_load_si512(xc->qs);                                                \
-                __m512 dx = _mm512_load_ps(xc->dx);                                                     \
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
+#define BLOCK32_TILE_GEN(name, UNPACK, BLK, ACC_T, ZERO, STEP, REDUCE)                                             \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,    \
+                            const int nx, float *out) {                                                            \
+        ACC_T acc[NW][NX];                                                                                         \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)  \
+            acc[i][j] = ZERO;                                                                                      \
+        int64_t nb = n / 32, nc = (nb + 1) / 2;                                                                    \
+        for (int64_t c = 0; c < nc; c++) {                                                                         \
+            int two = 2 * c + 1 < nb;                                                                              \
+            w_chunk wc[NW];                                                                                        \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                 \
+                _mm_prefetch((const char *)(w + i * ws) + 2 * c * sizeof(BLK) + B32_PF_DIST, _MM_HINT_T0);         \
+                wc[i] = UNPACK(w + i * ws, c, two);                                                                \
+            }                                                                                                      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                 \
+                const x_chunk *xc = (const x_chunk *)(xq + j * xs) + c;                                            \
+                __m512i xqv = _mm512_load_si512(xc->qs);                                                           \
+                __m512 dx = _mm512_load_ps(xc->dx);                                                                \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                             \
                     __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_load_si512(xc->base), wc[i].u, xqv)); \
-                    acc[i][j] = STEP(acc[i][j], p, _mm512_mul_ps(wc[i].dw, dx), &wc[i], xc, two);       \
-                }                                                                                       \
-            }                                                                                           \
-        }                                                                                               \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = REDUCE(acc[i][j]);  \
+                    acc[i][j] = STEP(acc[i][j], p, _mm512_mul_ps(wc[i].dw, dx), &wc[i], xc, two);                  \
+                }                                                                                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)  \
+            out[j * nw + i] = REDUCE(acc[i][j]);                                                                   \
     }
-#define BLOCK32_TILE_GGML(name, UNPACK, BLK)                                                           \
+#define BLOCK32_TILE_GGML(name, UNPACK, BLK) \
     BLOCK32_TILE_GEN(name, UNPACK, BLK, __m256, _mm256_setzero_ps(), b32_ggml, hsum8_ggml)
 
 /* The 16 x 16 transpose of 32-bit lanes: on return r[k] lane l holds
@@ -384,7 +423,7 @@ extern const rw_mm_kernel rw_avx512_kernel_q8_0, rw_avx512_kernel_q8_0_ggml;
 extern const rw_mm_kernel rw_avx512_kernel_q4_0, rw_avx512_kernel_q5_0, rw_avx512_kernel_iq4_nl, rw_avx512_kernel_mxfp4;
 /* matmul_kquant_avx512.c: the tiles of the types that also have panels */
 extern const rw_mm_kernel rw_avx512_kernel_q2_K, rw_avx512_kernel_q3_K, rw_avx512_kernel_iq4_xs;
-#define KQ_TILE_DECL(name)                                                                                       \
+#define KQ_TILE_DECL(name)                                                                                           \
     void rw_avx512_tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                                float *out);
 KQ_TILE_DECL(q4_K)
@@ -397,7 +436,7 @@ KQ_TILE_DECL(q6_K_ggml)
 /* matmul_kgroup_avx512.c: the group form (few rows) of Q4_K, Q5_K and Q6_K */
 size_t rw_avx512_g_bytes_k(int64_t n);
 void rw_avx512_convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t n);
-#define KG_TILE_DECL(name)                                                                                        \
+#define KG_TILE_DECL(name)                                                                                      \
     void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, \
                                  int nx, float *out, int64_t os);
 KG_TILE_DECL(q4_K)

@@ -15,6 +15,12 @@ enum { KP_ROWS = 16, KP_MAX_NX = 16, KP_MIN_ROWS = 8 };
  * an eighth of that per row beyond the first (measured on Zen 5 with the
  * weights in cache): the tile up to 7 rows. */
 enum { KG_MIN_ROWS = 8 };
+/* Q4_K and Q5_K pack their panels in registers (kx_pack_q45): from 17 rows,
+ * where the group form takes two groups, packing on the fly costs less
+ * (measured on Zen 5, 2048 x 1024 from memory, 2 threads: 0.91x the group
+ * form's time at 20 rows, 0.75x at 32). Q6_K's packer is the scalar one:
+ * matmul.c's default. */
+enum { KX_FLY_MIN_Q45 = 17 };
 
 /* One unpacked weight super-block in element order. */
 typedef struct {
@@ -94,12 +100,12 @@ static void kp_unpack_q6_K(const uint8_t *blk, kp_block *o) {
 
 /* A K-quant panel family's per-type entry points: the panel bytes per
  * weight row (FAM_wbytes_TYPE) and the packer (pack_TYPE_SUFFIX). */
-#define KPANEL_FNS(FAM, SUFFIX, name)                                                                   \
-    static size_t FAM##_wbytes_##name(int64_t n) {                                                      \
-        return (size_t)(n / 256) * FAM##_sb_bytes(&FAM##_##name) / KP_ROWS;                             \
-    }                                                                                                   \
+#define KPANEL_FNS(FAM, SUFFIX, name)                                                                         \
+    static size_t FAM##_wbytes_##name(int64_t n) {                                                            \
+        return (size_t)(n / 256) * FAM##_sb_bytes(&FAM##_##name) / KP_ROWS;                                   \
+    }                                                                                                         \
     static void pack_##name##_##SUFFIX(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) { \
-        FAM##_pack(&FAM##_##name, sizeof(rw_block_##name), w, ws, n, n_out, dst);                       \
+        FAM##_pack(&FAM##_##name, sizeof(rw_block_##name), w, ws, n, n_out, dst);                             \
     }
 
 /* The activation: one Q8_K row in element order (x_super). */
@@ -300,22 +306,25 @@ INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const 
     }
 }
 
-#define KGP_CASE(R) \
-    case R: kgp_panel_dot(tp, n, P, xp, xps, nl, out + i, os, R, mins); break;
-#define KGP_TILE(name, T, MINS)                                                                                    \
-    static void tile_gp_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps,      \
-                               int nx, float *out, int64_t os) {                                                    \
-        const kgp_type *tp = &T;                                                                                    \
-        const int mins = MINS;                                                                                      \
-        for (int i = 0; i < nw; i += KP_ROWS) {                                                                     \
-            const uint8_t *P = w + (size_t)i * ws;                                                                  \
-            const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;                                                     \
-            switch (nx) {                                                                                           \
-                KGP_CASE(1) KGP_CASE(2) KGP_CASE(3) KGP_CASE(4) KGP_CASE(5) KGP_CASE(6) KGP_CASE(7) KGP_CASE(8)     \
-                KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15)           \
-                KGP_CASE(16) default : break;                                                                       \
-            }                                                                                                       \
-        }                                                                                                           \
+#define KGP_CASE(R)                                                 \
+    case R:                                                         \
+        kgp_panel_dot(tp, n, P, xp, xps, nl, out + i, os, R, mins); \
+        break;
+#define KGP_TILE(name, T, MINS)                                                                                        \
+    static void tile_gp_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,  \
+                               float *out, int64_t os) {                                                               \
+        const kgp_type *tp = &T;                                                                                       \
+        const int mins = MINS;                                                                                         \
+        for (int i = 0; i < nw; i += KP_ROWS) {                                                                        \
+            const uint8_t *P = w + (size_t)i * ws;                                                                     \
+            const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;                                                        \
+            switch (nx) {                                                                                              \
+                KGP_CASE(1)                                                                                            \
+                KGP_CASE(2) KGP_CASE(3) KGP_CASE(4) KGP_CASE(5) KGP_CASE(6) KGP_CASE(7) KGP_CASE(8) KGP_CASE(9)        \
+                    KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15) KGP_CASE(16) default \
+                    : break;                                                                                           \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 KGP_TILE(q4_K, kgp_q4_K, KGP_MINS_Q4K)
 KGP_TILE(q5_K, kgp_q5_K, KGP_MINS_Q5K)
@@ -380,13 +389,93 @@ static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_byte
     }
 }
 
+/* Dword j of bytes off .. off + 63 of rows 0 .. 15 (row r at p + r * ws;
+ * rows >= nr read as zero) in lane r of t[j]: kp_transpose's shuffles on
+ * the rows' bytes as they lie in the file. */
+INLINE void kx_transpose_rows(const uint8_t *p, size_t ws, int nr, size_t off, __m512i t[16]) {
+    __m512i r[16], u[16];
+    for (int i = 0; i < 16; i++) r[i] = i < nr ? _mm512_loadu_si512(p + (size_t)i * ws + off) : _mm512_setzero_si512();
+    for (int i = 0; i < 16; i += 4) {
+        const __m512i a = _mm512_unpacklo_epi32(r[i], r[i + 1]), b = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        const __m512i c = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]), d = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
+        u[i] = _mm512_unpacklo_epi64(a, c); /* 128-bit lane L: rows i..i+3 of dword 4L + 0 */
+        u[i + 1] = _mm512_unpackhi_epi64(a, c);
+        u[i + 2] = _mm512_unpacklo_epi64(b, d);
+        u[i + 3] = _mm512_unpackhi_epi64(b, d);
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        t[j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
+        t[4 + j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
+        t[8 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
+        t[12 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* kx_pack for Q4_K / Q5_K (Q5 1: the fifth bits from qh) with the 16 rows
+ * of a panel side by side in registers, straight from the file's bytes:
+ * the same panel bytes as kx_pack with kp_unpack_q4_K / kp_unpack_q5_K,
+ * several times faster, so that few activation rows pay for packing. */
+static void kx_pack_q45(const int Q5, const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    const size_t sbb = kx_sb_bytes(0), blk = Q5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
+    const size_t qs_off = Q5 ? offsetof(rw_block_q5_K, qs) : offsetof(rw_block_q4_K, qs);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), ff = _mm512_set1_epi32(0xFF);
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
+        const int nr = n_out - p0 < KP_ROWS ? (int)(n_out - p0) : KP_ROWS;
+        const uint8_t *rows = w + (size_t)p0 * ws;
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            const uint8_t *p = rows + (size_t)sb * blk;
+            __m512i *B = (__m512i *)(panel + (size_t)sb * sbb);
+            /* d, dmin and the scales: rows past nr read as zero */
+            __m512i h[4];
+            for (int g = 0; g < 4; g++) h[g] = kr_load4(p, ws, 4 * g, nr);
+            const __m512i dd = kr_lanes(h, 0);
+            for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
+            const __m512i sc[2] = {kr_lanes(h, 0), kr_lanes(h, 1)}, mn[2] = {kr_lanes(h, 2), kr_lanes(h, 3)};
+            for (int j = 0; j < 8; j++) {
+                B[64 + j] = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff);
+                const __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), ff);
+                B[72 + j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+            }
+            _mm512_store_ps(B + 80, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+            _mm512_store_ps((float *)(B + 80) + 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+            /* the quants: elements 64c + l and 64c + 32 + l are the low and
+             * high nibbles of qs[32c + l]; group g = elements 4g .. 4g + 3 */
+            __m512i qh[16];
+            if (Q5) kx_transpose_rows(p, ws, nr, offsetof(rw_block_q5_K, qh), qh); /* dwords 0-7: qh */
+            for (int half = 0; half < 2; half++) {
+                __m512i t[16];
+                kx_transpose_rows(p, ws, nr, qs_off + 64 * (size_t)half, t);
+                for (int k = 0; k < 16; k++) { /* qs dword 16 half + k: chunk c = 2 half + k / 8 */
+                    const int g = 32 * half + 16 * (k / 8) + k % 8;
+                    __m512i lo = _mm512_and_si512(t[k], m4), hi = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), m4);
+                    if (Q5) { /* bit j of qh[l]: element 32j + l's fifth bit */
+                        const __m512i one = _mm512_set1_epi8(1);
+                        lo = _mm512_or_si512(
+                            lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[g % 8], g / 8), one), 4));
+                        hi = _mm512_or_si512(
+                            hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[g % 8], g / 8 + 1), one), 4));
+                    }
+                    _mm512_store_si512(B + g, lo);
+                    _mm512_store_si512(B + g + 8, hi);
+                }
+            }
+        }
+    }
+}
+
 static size_t kx_wbytes_q45(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(0) / KP_ROWS; }
 static size_t kx_wbytes_q6(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(1) / KP_ROWS; }
 static void pack_q4_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack(kp_unpack_q4_K, sizeof(rw_block_q4_K), 0, w, ws, n, n_out, dst);
+    kx_pack_q45(0, w, ws, n, n_out, dst);
 }
 static void pack_q5_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack(kp_unpack_q5_K, sizeof(rw_block_q5_K), 0, w, ws, n, n_out, dst);
+    kx_pack_q45(1, w, ws, n, n_out, dst);
 }
 static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     kx_pack(kp_unpack_q6_K, sizeof(rw_block_q6_K), 1, w, ws, n, n_out, dst);
@@ -395,8 +484,8 @@ static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, u
 /* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
  * float sums, R integer sums, 8 weight registers (a Q4_K sub-block, two Q6_K
  * groups) and their scales. */
-INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out,
-                          int64_t os, const int R, const int MODE) {
+INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
+                          const int R, const int MODE) {
     const int Q6 = MODE == 1, Q5 = MODE == 2;
     const size_t sbb = kx_sb_bytes(Q6), meta = 4096 + (size_t)(Q6 ? 16 : 8) * 64;
     __m512 acc[KX_PASS];
@@ -412,7 +501,8 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
             __m512i wv[8];
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = _mm512_load_si512(W + 8 * j + g);
             _mm_prefetch((const char *)(W + 8 * j) + sbb + 512, _MM_HINT_T0);
-            const __m512i sa = _mm512_load_si512(S + (Q6 ? 2 * j : j)), sb_ = Q6 ? _mm512_load_si512(S + 2 * j + 1) : sa;
+            const __m512i sa = _mm512_load_si512(S + (Q6 ? 2 * j : j)),
+                          sb_ = Q6 ? _mm512_load_si512(S + 2 * j + 1) : sa;
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                 const i32u *x4 = (const i32u *)(((const x_super *)(xp + (size_t)r * xps) + sb)->qs + 32 * j);
                 if (Q5) { /* a half's dot reaches 16*31*127 > 2^15: quarters (8 elements) */
@@ -440,21 +530,22 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
                 DPBUSD_BCST(lo, wv[3], x4 + 3);
                 DPBUSD_BCST(hi, wv[7], x4 + 7);
                 if (Q6)
-                    is[r] = _mm512_add_epi32(is[r], _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb_)));
+                    is[r] = _mm512_add_epi32(is[r],
+                                             _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb_)));
                 else is[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(is[r], lo, sa), hi, sa);
             }
         }
-        const __m512 dw = _mm512_load_ps(B + meta + 512), dm = Q6 ? dw : _mm512_load_ps(B + meta + 576); /* Q6_K has no dmin */
+        const __m512 dw = _mm512_load_ps(B + meta + 512),
+                     dm = Q6 ? dw : _mm512_load_ps(B + meta + 576); /* Q6_K has no dmin */
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
             __m512i ms = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-                ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(PR + k),
-                                         _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
+                ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
             const __m512 dx = _mm512_set1_ps(xs->d);
             if (Q6) {
-                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx),
-                                                             _mm512_cvtepi32_ps(_mm512_sub_epi32(is[r], ms))));
+                acc[r] = _mm512_add_ps(
+                    acc[r], _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(is[r], ms))));
             } else {
                 const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(is[r]));
                 const __m512 u = _mm512_mul_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(ms));
@@ -468,8 +559,8 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
 
 #define KX_CASE(R) \
     case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, MODE); break;
-INLINE void kx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                    float *out, int64_t os, const int MODE) {
+INLINE void kx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
+                    int64_t os, const int MODE) {
     const int64_t nsb = n / 256;
     for (int i = 0; i < nw; i += KP_ROWS) {
         const uint8_t *P = w + (size_t)i * ws;
@@ -539,7 +630,8 @@ static void amx_k_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_b
                 if (Q6) /* (32 sc_2k, 32 sc_2k+1) against the bsums pairs */
                     for (int k = 0; k < 8; k++) pairs[k][o][0] = b[o].mins[k][0], pairs[k][o][1] = b[o].mins[k][1];
                 else /* (m_2t, m_2t+1) against the sub-block sums pairs (rw_avx512_convert_q8_K_amx) */
-                    for (int t = 0; t < 4; t++) pairs[t][o][0] = b[o].mins[2 * t][0], pairs[t][o][1] = b[o].mins[2 * t + 1][0];
+                    for (int t = 0; t < 4; t++)
+                        pairs[t][o][0] = b[o].mins[2 * t][0], pairs[t][o][1] = b[o].mins[2 * t + 1][0];
                 d[o] = b[o].d;
                 dmin[o] = Q6 ? 0.0f : b[o].dmin;
             }
@@ -574,23 +666,44 @@ void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, 
     }
 }
 
-#define KXK(name, conv, TILE_P, WBYTES)                                                                        \
-    const rw_mm_kernel rw_avx512_kernel_##name = {                                                           \
-        .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name, .max_nw = NW, .max_nx = NX, \
-        .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = TILE_P, .pack_p = pack_##name##_x,   \
-        .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = WBYTES, .p_min_rows = KP_MIN_ROWS,              \
-        .g_bytes = rw_avx512_g_bytes_k, .convert_g = rw_avx512_convert_g_k, .tile_g = rw_avx512_tile_g_##name, \
-        .max_ng = 1, .g_min_rows = KG_MIN_ROWS};
-KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45)
-KXK(q5_K, convert_q8_K_perm, tile_x_q5_K, kx_wbytes_q45)
-KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6)
+#define KXK(name, conv, TILE_P, WBYTES, FLY)                                          \
+    const rw_mm_kernel rw_avx512_kernel_##name = {.x_bytes = x_bytes_super,           \
+                                                  .convert_x = conv,                  \
+                                                  .tile = rw_avx512_tile_##name,      \
+                                                  .max_nw = NW,                       \
+                                                  .max_nx = NX,                       \
+                                                  .p_bytes = x_bytes_super,           \
+                                                  .convert_p = convert_q8_K_p,        \
+                                                  .tile_p = TILE_P,                   \
+                                                  .pack_p = pack_##name##_x,          \
+                                                  .p_rows = KP_ROWS,                  \
+                                                  .max_np = KP_MAX_NX,                \
+                                                  .p_wbytes = WBYTES,                 \
+                                                  .p_min_rows = KP_MIN_ROWS,          \
+                                                  .g_bytes = rw_avx512_g_bytes_k,     \
+                                                  .convert_g = rw_avx512_convert_g_k, \
+                                                  .tile_g = rw_avx512_tile_g_##name,  \
+                                                  .max_ng = 1,                        \
+                                                  .g_min_rows = KG_MIN_ROWS,          \
+                                                  .fly_min_rows = FLY};
+KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45, KX_FLY_MIN_Q45)
+KXK(q5_K, convert_q8_K_perm, tile_x_q5_K, kx_wbytes_q45, KX_FLY_MIN_Q45)
+KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6, 0)
 
-#define KG(name, conv)                                                                                       \
-    const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {                                                     \
-        .x_bytes = x_bytes_super, .convert_x = conv, .tile = rw_avx512_tile_##name##_ggml, .max_nw = KG_NW,      \
-        .max_nx = KG_NX, .p_bytes = x_bytes_super, .convert_p = convert_q8_K_p, .tile_p = tile_gp_##name,      \
-        .pack_p = pack_##name##_gp, .p_rows = KP_ROWS, .max_np = KP_MAX_NX, .p_wbytes = kgp_wbytes_##name,     \
-        .p_min_rows = KP_MIN_ROWS};
+#define KG(name, conv)                                                                         \
+    const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {.x_bytes = x_bytes_super,             \
+                                                         .convert_x = conv,                    \
+                                                         .tile = rw_avx512_tile_##name##_ggml, \
+                                                         .max_nw = KG_NW,                      \
+                                                         .max_nx = KG_NX,                      \
+                                                         .p_bytes = x_bytes_super,             \
+                                                         .convert_p = convert_q8_K_p,          \
+                                                         .tile_p = tile_gp_##name,             \
+                                                         .pack_p = pack_##name##_gp,           \
+                                                         .p_rows = KP_ROWS,                    \
+                                                         .max_np = KP_MAX_NX,                  \
+                                                         .p_wbytes = kgp_wbytes_##name,        \
+                                                         .p_min_rows = KP_MIN_ROWS};
 KG(q4_K, convert_q8_K_perm)
 KG(q5_K, convert_q8_K_perm)
 KG(q6_K, convert_q8_K)

@@ -21,8 +21,6 @@ INLINE __m512i two_bits(const uint8_t *qs32, int ss) {
     return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x03));
 }
 
-
-
 /* ---- K-quants whose lane sums fit in 16 bits (all but IQ4_XS) ----------
  * Per super-block and pair: p_k = vpdpbusd(u_k, x_k) for the 4 chunks; then
  * isum = madd(packs(p0, p1), s[0]) + madd(packs(p2, p3), s[1]), where
@@ -31,8 +29,8 @@ INLINE __m512i two_bits(const uint8_t *qs32, int ss) {
  * pairwise sums stay within one sub-block). |p| <= 4*63*127 < 2^15. */
 typedef struct {
     __m512i u[4];
-    __m512i s[2];  /* 16-bit scales in packs order */
-    __m256i mins;  /* 16-bit min (or bias*scale) per 16-group */
+    __m512i s[2]; /* 16-bit scales in packs order */
+    __m256i mins; /* 16-bit min (or bias*scale) per 16-group */
     float d, dmin;
 } w_superm;
 
@@ -91,8 +89,8 @@ INLINE void q5_K_high(const uint8_t qh32[32], __m512i u[4]) {
     const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh32));
     static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
-                                         _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
+        __m512i bit =
+            _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])), _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
         u[k] = _mm512_mask_add_epi8(u[k], _mm512_test_epi8_mask(qh, bit), u[k], _mm512_set1_epi8(16));
     }
 }
@@ -178,39 +176,39 @@ INLINE void kq_prefetch(const uint8_t *row, int64_t sb, size_t blk) {
  * madd(packs(p2, p3), s[1]) (the w_superm comment above). */
 INLINE __m512i madd_lanes(const w_superm *w, const x_super *x) {
     __m512i p[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[k], _mm512_load_si512(x->qs + 64 * k));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) p[k] =
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[k], _mm512_load_si512(x->qs + 64 * k));
     return _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), w->s[0]),
                             _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), w->s[1]));
 }
 
-#define KQUANT_MADD_TILE(name, UNPACK)                                                                 \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
-                            size_t xs, const int nx, float *out) {                                     \
-        __m512 acc[NW][NX];                                                                            \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_superm wsb[NW];                                                                          \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                \
-                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
-            }                                                                                          \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
-                __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                           \
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
-                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                     \
-                    __m512i msum = _mm512_zextsi256_si512(_mm256_madd_epi16(wsb[i].mins, bs));         \
-                    __m512 dd = _mm512_set1_ps(wsb[i].d * xsb->d);                                     \
-                    __m512 dm = _mm512_set1_ps(wsb[i].dmin * xsb->d);                                  \
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i][j]);             \
-                    acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i][j]);            \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]); \
+#define KQUANT_MADD_TILE(name, UNPACK)                                                                            \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,   \
+                            const int nx, float *out) {                                                           \
+        __m512 acc[NW][NX];                                                                                       \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) \
+            acc[i][j] = _mm512_setzero_ps();                                                                      \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                \
+            w_superm wsb[NW];                                                                                     \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                             \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                                  \
+            }                                                                                                     \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                                         \
+                __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                                      \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                            \
+                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                                \
+                    __m512i msum = _mm512_zextsi256_si512(_mm256_madd_epi16(wsb[i].mins, bs));                    \
+                    __m512 dd = _mm512_set1_ps(wsb[i].d * xsb->d);                                                \
+                    __m512 dm = _mm512_set1_ps(wsb[i].dmin * xsb->d);                                             \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i][j]);                         \
+                    acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i][j]);                        \
+                }                                                                                                 \
+            }                                                                                                     \
+        }                                                                                                         \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) \
+            out[j * nw + i] = _mm512_reduce_add_ps(acc[i][j]);                                                    \
     }
 
 /* ---- Q4_K / Q5_K in the reference's order ------------------------------
@@ -233,35 +231,35 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
 
 /* Q6_K: isum = I - M (M: 32 * scale . bsums, the -32 of every quant), then
  * the reference's sum = sum + (d*dx)*(float)isum; Q4_K / Q5_K as above. */
-#define KX_STEP_MINS(acc, w, dx, I, M) ((acc) + (((w).d * (dx)) * (float)(I) - ((w).dmin * (dx)) * (float)(M)))
+#define KX_STEP_MINS(acc, w, dx, I, M)   ((acc) + (((w).d * (dx)) * (float)(I) - ((w).dmin * (dx)) * (float)(M)))
 #define KX_STEP_OFFSET(acc, w, dx, I, M) ((acc) + ((w).d * (dx)) * (float)((I) - (M)))
 
-#define KQUANT_EXACT_TILE(name, UNPACK, STEP)                                                          \
-    INLINE void name##_impl1(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
-                            size_t xs, const int nx, float *out) {                                     \
-        float acc[NW][NX];                                                                             \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = 0.0f;                     \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_superm wsb[NW];                                                                          \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                \
-                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
-            }                                                                                          \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
-                const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                     \
-                const float dx = xsb->d;                                                               \
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
-                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                     \
-                    int32_t I, M;                                                                      \
-                    kx_hsum2(isum, _mm256_madd_epi16(wsb[i].mins, bs), &I, &M);                        \
-                    acc[i][j] = STEP(acc[i][j], wsb[i], dx, I, M);                                     \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = acc[i][j];          \
+#define KQUANT_EXACT_TILE(name, UNPACK, STEP)                                                                     \
+    INLINE void name##_impl1(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,  \
+                             const int nx, float *out) {                                                          \
+        float acc[NW][NX];                                                                                        \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) \
+            acc[i][j] = 0.0f;                                                                                     \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                \
+            w_superm wsb[NW];                                                                                     \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                             \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                                  \
+            }                                                                                                     \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                                         \
+                const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                                \
+                const float dx = xsb->d;                                                                          \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                            \
+                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                                \
+                    int32_t I, M;                                                                                 \
+                    kx_hsum2(isum, _mm256_madd_epi16(wsb[i].mins, bs), &I, &M);                                   \
+                    acc[i][j] = STEP(acc[i][j], wsb[i], dx, I, M);                                                \
+                }                                                                                                 \
+            }                                                                                                     \
+        }                                                                                                         \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) \
+            out[j * nw + i] = acc[i][j];                                                                          \
     }
 
 /* With several activation rows the pairs' integer sums are folded together
@@ -275,15 +273,13 @@ INLINE void kx_hsum2(__m512i isum, __m256i msum, int32_t *I, int32_t *M) {
  * float step per lane is the same operations in the same order. */
 INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int HALVES) {
     __m512i t[8], u[4], w[2];
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-        t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
-                                _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        u[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]),
-                                _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
-    _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
-        w[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                _mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) t[k] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]), _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) u[k] =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]), _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
+    _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) w[k] =
+        _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
     const __m512i lo = _mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0));
     const __m512i hi = _mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1));
     if (HALVES) {
@@ -297,65 +293,65 @@ INLINE void kx_fold_pairs(const __m512i v[16], __m512i *I, __m512i *M, const int
 /* The tile for 2 to NW weight rows and 2 to NX activation rows: Q6 0 for Q4_K / Q5_K (the
  * reference's sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum)), 1 for
  * Q6_K (sum + (d*dx)*(float)(isum - msum)). */
-#define KQUANT_EXACT_TILE_V(name, UNPACK, Q6)                                                                 \
-    INLINE void name##_implv(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,          \
-                             size_t xs, const int nx, float *out) {                                            \
-        __m512 acc = _mm512_setzero_ps();                                                                      \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                             \
-            w_superm wsb[NW];                                                                                  \
-            float d[NW] = {0}, dm[NW] = {0}, dx[NX] = {0};                                                     \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                             \
-                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                          \
-                UNPACK(w + i * ws, sb, &wsb[i]);                                                               \
-            }                                                                                                  \
-            __m512i v[16];                                                                                     \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NX; j++) {                                             \
-                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                                      \
+#define KQUANT_EXACT_TILE_V(name, UNPACK, Q6)                                                                        \
+    INLINE void name##_implv(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,     \
+                             const int nx, float *out) {                                                             \
+        __m512 acc = _mm512_setzero_ps();                                                                            \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                   \
+            w_superm wsb[NW];                                                                                        \
+            float d[NW] = {0}, dm[NW] = {0}, dx[NX] = {0};                                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                   \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                                \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                                     \
+            }                                                                                                        \
+            __m512i v[16];                                                                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NX; j++) {                                                   \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                                            \
                 const __m256i bs = j < nx ? _mm256_load_si256((const __m256i *)xsb->bsums) : _mm256_setzero_si256(); \
-                _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) {                                         \
-                    if (i >= nw || j >= nx) {                                                                  \
-                        v[4 * j + i] = _mm512_setzero_si512();                                                 \
-                        continue;                                                                              \
-                    }                                                                                          \
-                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                             \
-                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                   \
-                    if (Q6) {                                                                                  \
-                        v[4 * j + i] = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(msum));                   \
-                    } else {                                                                                   \
-                        const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum),                      \
-                                                            _mm512_extracti64x4_epi64(isum, 1));               \
-                        v[4 * j + i] = _mm512_inserti64x4(_mm512_castsi256_si512(i8), msum, 1);               \
-                    }                                                                                          \
-                    d[i] = wsb[i].d;                                                                           \
-                    dm[i] = wsb[i].dmin;                                                                       \
-                    dx[j] = xsb->d;                                                                            \
-                }                                                                                              \
-            }                                                                                                  \
-            __m512i I, M;                                                                                      \
-            kx_fold_pairs(v, &I, &M, !Q6);                                                                     \
-            /* lane 4j + i: d and dmin of weight row i, dx of activation row j (built in registers) */         \
-            const __m512 vdx = _mm512_permutexvar_ps(                                                          \
-                _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),                             \
-                _mm512_castps128_ps512(_mm_setr_ps(dx[0], dx[1], dx[2], dx[3])));                              \
-            const __m512 vd = _mm512_broadcast_f32x4(_mm_setr_ps(d[0], d[1], d[2], d[3]));                     \
-            const __m512 vdm = _mm512_broadcast_f32x4(_mm_setr_ps(dm[0], dm[1], dm[2], dm[3]));                \
-            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(I));                     \
-            if (Q6) {                                                                                          \
-                acc = _mm512_add_ps(acc, t);                                                                   \
-            } else {                                                                                           \
-                const __m512 u = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(M));      \
-                acc = _mm512_add_ps(acc, _mm512_sub_ps(t, u));                                                 \
-            }                                                                                                  \
-        }                                                                                                      \
-        float l[16];                                                                                           \
-        _mm512_storeu_ps(l, acc);                                                                              \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                                   \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = l[4 * j + i];               \
-    }                                                                                                          \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,           \
-                            size_t xs, const int nx, float *out) {                                             \
-        if (nx == 1 || nw == 1) name##_impl1(n, w, ws, nw, xq, xs, nx, out); /* few pairs: the scalar step */ \
-        else name##_implv(n, w, ws, nw, xq, xs, nx, out);                                                      \
+                _Pragma("GCC unroll 4") for (int i = 0; i < NW; i++) {                                               \
+                    if (i >= nw || j >= nx) {                                                                        \
+                        v[4 * j + i] = _mm512_setzero_si512();                                                       \
+                        continue;                                                                                    \
+                    }                                                                                                \
+                    const __m512i isum = madd_lanes(&wsb[i], xsb);                                                   \
+                    const __m256i msum = _mm256_madd_epi16(wsb[i].mins, bs);                                         \
+                    if (Q6) {                                                                                        \
+                        v[4 * j + i] = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(msum));                         \
+                    } else {                                                                                         \
+                        const __m256i i8 =                                                                           \
+                            _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));      \
+                        v[4 * j + i] = _mm512_inserti64x4(_mm512_castsi256_si512(i8), msum, 1);                      \
+                    }                                                                                                \
+                    d[i] = wsb[i].d;                                                                                 \
+                    dm[i] = wsb[i].dmin;                                                                             \
+                    dx[j] = xsb->d;                                                                                  \
+                }                                                                                                    \
+            }                                                                                                        \
+            __m512i I, M;                                                                                            \
+            kx_fold_pairs(v, &I, &M, !Q6);                                                                           \
+            /* lane 4j + i: d and dmin of weight row i, dx of activation row j (built in registers) */               \
+            const __m512 vdx =                                                                                       \
+                _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),             \
+                                      _mm512_castps128_ps512(_mm_setr_ps(dx[0], dx[1], dx[2], dx[3])));              \
+            const __m512 vd = _mm512_broadcast_f32x4(_mm_setr_ps(d[0], d[1], d[2], d[3]));                           \
+            const __m512 vdm = _mm512_broadcast_f32x4(_mm_setr_ps(dm[0], dm[1], dm[2], dm[3]));                      \
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(I));                           \
+            if (Q6) {                                                                                                \
+                acc = _mm512_add_ps(acc, t);                                                                         \
+            } else {                                                                                                 \
+                const __m512 u = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(M));                      \
+                acc = _mm512_add_ps(acc, _mm512_sub_ps(t, u));                                                       \
+            }                                                                                                        \
+        }                                                                                                            \
+        float l[16];                                                                                                 \
+        _mm512_storeu_ps(l, acc);                                                                                    \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)    \
+            out[j * nw + i] = l[4 * j + i];                                                                          \
+    }                                                                                                                \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,      \
+                            const int nx, float *out) {                                                              \
+        if (nx == 1 || nw == 1) name##_impl1(n, w, ws, nw, xq, xs, nx, out); /* few pairs: the scalar step */        \
+        else name##_implv(n, w, ws, nw, xq, xs, nx, out);                                                            \
     }
 
 KQUANT_MADD_TILE(q2_K, unpackm_q2_K)
@@ -387,43 +383,6 @@ enum { KR_ROWS = 16 };
  * Zen 5, one thread streaming from memory, Q4_K and Q5_K were as fast or
  * faster at 1 KiB than at 512 bytes or 2 KiB, Q6_K fastest at 2 KiB. */
 #define KR_PF_DIST(T) ((T) == 6 ? 2048 : 1024)
-
-/* The 16 bytes at p + r * ws of rows r0 .. r0 + 3, row r0 + k in 128-bit
- * lane k; rows >= nr are zero. */
-INLINE __m512i kr_load4(const uint8_t *p, size_t ws, const int r0, const int nr) {
-    /* the lane is an immediate: spelled out, so that builds without
-     * unrolling (-O1, the sanitizer build) compile too */
-#define KR_LANE(k)                                                                                     \
-    if (r0 + (k) < nr) z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + (size_t)(r0 + (k)) * ws)), k)
-    __m512i z = _mm512_setzero_si512();
-    KR_LANE(0);
-    KR_LANE(1);
-    KR_LANE(2);
-    KR_LANE(3);
-#undef KR_LANE
-    return z;
-}
-
-/* Q4_K / Q5_K: k4_scales_mins for 4 rows at once; each 128-bit lane holds
- * a block's first 16 bytes (d, dmin, then the 12 scale bytes as 32-bit
- * lanes a0 a1 a2) and becomes [sc0..7, m0..7]. */
-INLINE __m512i kr_scales_mins4(__m512i h) {
-    const __m512i a = _mm512_shuffle_epi32(h, _MM_SHUFFLE(3, 2, 3, 1)); /* a0 a2 a1 a2 */
-    const __m512i b = _mm512_shuffle_epi32(h, _MM_SHUFFLE(2, 2, 1, 1)); /* a0 a0 a1 a1 */
-    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set4_epi32(4, 0, 0, 0)),
-                                        _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(b, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
-    return _mm512_or_si512(lo, hi);
-}
-
-/* The 32-bit lane L of each 128-bit lane of h[0..3] (4 bytes of each of
- * 16 rows) in row order. */
-INLINE __m512i kr_lanes(const __m512i h[4], const int L) {
-    const __m512i idx =
-        _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(L));
-    const __m512i a = _mm512_permutex2var_epi32(h[0], idx, h[1]), b = _mm512_permutex2var_epi32(h[2], idx, h[3]);
-    return _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
-}
 
 /* Q4_K / Q5_K: M of 16 rows (lane r: sum_j m_j * (bs_2j + bs_2j+1) of
  * row r) from their unpacked scales sm[0..3] (kr_scales_mins4): the mins
@@ -610,9 +569,8 @@ INLINE void kg_scales_q45(const uint8_t scales[12], float d, float dmin, __mmask
     const __m256i sm = _mm256_cvtepu8_epi16(k4_scales_mins(scales)); /* sc0..7, m0..7 */
     const __m512i sc32 = _mm512_cvtepu16_epi32(sm);
     static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        o->scl[k] = _mm512_permutexvar_epi32(
-            _mm512_inserti64x4(_mm512_set1_epi32(sub[k][0]), _mm256_set1_epi32(sub[k][1]), 1), sc32);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) o->scl[k] = _mm512_permutexvar_epi32(
+        _mm512_inserti64x4(_mm512_set1_epi32(sub[k][0]), _mm256_set1_epi32(sub[k][1]), 1), sc32);
     o->mins = dup_pairs16(_mm256_permute4x64_epi64(sm, _MM_SHUFFLE(1, 0, 3, 2)));
     o->wd = _mm512_mask_blend_ps(min_lanes, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(d)), _mm512_set1_ps(dmin));
 }
@@ -637,8 +595,8 @@ INLINE void unpackg_q6_K(const uint8_t *row, int64_t sb, w_kg *o) {
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     const __m512i sc32 = _mm512_and_si512(_mm512_cvtepi16_epi32(sc), _mm512_set1_epi32(0xFFFF));
     const __m512i q4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        o->scl[k] = _mm512_permutexvar_epi32(_mm512_add_epi32(q4, _mm512_set1_epi32(4 * k)), sc32);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) o->scl[k] =
+        _mm512_permutexvar_epi32(_mm512_add_epi32(q4, _mm512_set1_epi32(4 * k)), sc32);
     o->mins = sc;
     q6_K_quants(b, o->u);
     o->wd = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16_to_f32(b->d)));
@@ -650,10 +608,10 @@ INLINE void unpackg_q6_K(const uint8_t *row, int64_t sb, w_kg *o) {
 INLINE __m512i kg_lanes(const w_kg *w, const __m512i xv[4], __m256i bs, const int MINS) {
     __m512i acc = _mm512_setzero_si512();
     if (MINS == 0) /* lane c -= 32 * (bs_2c * sc_2c + bs_2c+1 * sc_2c+1) */
-        acc = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
-                                                      _mm256_slli_epi32(_mm256_madd_epi16(bs, w->mins), 5)));
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        acc = _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[k], xv[k]), w->scl[k]);
+        acc = _mm512_zextsi256_si512(
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bs, w->mins), 5)));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc =
+        _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[k], xv[k]), w->scl[k]);
     if (MINS == 0) { /* the halves of the same lanes; the offset sat in the low half */
         return _mm512_maskz_add_epi32(0x00FF, acc, _mm512_shuffle_i64x2(acc, acc, _MM_SHUFFLE(1, 0, 3, 2)));
     }
@@ -674,32 +632,32 @@ INLINE float kg_reduce(__m512 a, const int MINS) {
 
 /* Tile shape: KG_NW x KG_NX (matmul_avx512_int.h). */
 
-#define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                          \
-    INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, \
-                                 size_t xs, const int nx, float *out) {                                \
-        __m512 acc[KG_NW][KG_NX];                                                                      \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) acc[i][j] = _mm512_setzero_ps();      \
-        for (int64_t sb = 0; sb < n / 256; sb++) {                                                     \
-            w_kg wsb[KG_NW];                                                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                     \
-                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                \
-                UNPACK(w + i * ws, sb, &wsb[i]);                                                       \
-            }                                                                                          \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                              \
-                __m512i xv[4];                                                                         \
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k); \
-                const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                     \
-                const __m512 xd = _mm512_mask_blend_ps(0x0F00, _mm512_set1_ps(xsb->d), _mm512_set1_ps(-xsb->d)); \
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                 \
-                    const __m512i v = kg_lanes(&wsb[i], xv, bs, MINS);                                 \
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wsb[i].wd, xd), _mm512_cvtepi32_ps(v), acc[i][j]); \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) out[j * nw + i] = kg_reduce(acc[i][j], MINS); \
+#define KQUANT_GGML_TILE(name, UNPACK, MINS)                                                                         \
+    INLINE void name##_ggml_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, \
+                                 const int nx, float *out) {                                                         \
+        __m512 acc[KG_NW][KG_NX];                                                                                    \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)    \
+            acc[i][j] = _mm512_setzero_ps();                                                                         \
+        for (int64_t sb = 0; sb < n / 256; sb++) {                                                                   \
+            w_kg wsb[KG_NW];                                                                                         \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                   \
+                kq_prefetch(w + i * ws, sb, sizeof(rw_block_##name));                                                \
+                UNPACK(w + i * ws, sb, &wsb[i]);                                                                     \
+            }                                                                                                        \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                   \
+                const x_super *xsb = (const x_super *)(xq + j * xs) + sb;                                            \
+                __m512i xv[4];                                                                                       \
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) xv[k] = _mm512_load_si512(xsb->qs + 64 * k);     \
+                const __m256i bs = _mm256_load_si256((const __m256i *)xsb->bsums);                                   \
+                const __m512 xd = _mm512_mask_blend_ps(0x0F00, _mm512_set1_ps(xsb->d), _mm512_set1_ps(-xsb->d));     \
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                               \
+                    const __m512i v = kg_lanes(&wsb[i], xv, bs, MINS);                                               \
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(wsb[i].wd, xd), _mm512_cvtepi32_ps(v), acc[i][j]);     \
+                }                                                                                                    \
+            }                                                                                                        \
+        }                                                                                                            \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)    \
+            out[j * nw + i] = kg_reduce(acc[i][j], MINS);                                                            \
     }
 
 KQUANT_GGML_TILE(q4_K, unpackg_q4_K, 1)
@@ -743,9 +701,10 @@ INLINE void iq4_xs_dot_rows(int64_t n, const uint8_t *w, size_t ws, const int NR
                 _mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
             const __m256i shh =
                 _mm256_srlv_epi32(_mm256_set1_epi32(b[r]->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-            const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(shl, _mm256_set1_epi32(0x0F)),
-                                                                _mm256_slli_epi32(_mm256_and_si256(shh, _mm256_set1_epi32(3)), 4)),
-                                                _mm256_set1_epi32(32));
+            const __m256i sc =
+                _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(shl, _mm256_set1_epi32(0x0F)),
+                                                 _mm256_slli_epi32(_mm256_and_si256(shh, _mm256_set1_epi32(3)), 4)),
+                                 _mm256_set1_epi32(32));
             scf[r] = _mm512_castps256_ps512(_mm256_cvtepi32_ps(sc));
         }
         _Pragma("GCC unroll 4") for (int o = 0; o < NO; o++) lo[o] = _mm512_setzero_ps();
