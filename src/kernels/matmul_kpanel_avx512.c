@@ -15,12 +15,12 @@ enum { KP_ROWS = 16, KP_MAX_NX = 16, KP_MIN_ROWS = 8 };
  * an eighth of that per row beyond the first (measured on Zen 5 with the
  * weights in cache): the tile up to 7 rows. */
 enum { KG_MIN_ROWS = 8 };
-/* Q4_K and Q5_K pack their panels in registers (kx_pack_q45): from 17 rows,
- * where the group form takes two groups, packing on the fly costs less
- * (measured on Zen 5, 2048 x 1024 from memory, 2 threads: 0.91x the group
- * form's time at 20 rows, 0.75x at 32). Q6_K's packer is the scalar one:
- * matmul.c's default. */
-enum { KX_FLY_MIN_Q45 = 17 };
+/* The panels are packed in registers (kx_pack_q45, kx_pack_q6): from 17
+ * rows, where the group form takes two groups, packing on the fly costs
+ * less (measured on Zen 5, 2048 x 1024 from memory, 2 threads: Q4_K 0.91x
+ * the group form's time at 20 rows and 0.75x at 32, Q6_K 0.87x at 20,
+ * 1.05x at 32 and well below beyond, where the group form takes three). */
+enum { KX_FLY_MIN = 17 };
 
 /* One unpacked weight super-block in element order. */
 typedef struct {
@@ -310,21 +310,22 @@ INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const 
     case R:                                                         \
         kgp_panel_dot(tp, n, P, xp, xps, nl, out + i, os, R, mins); \
         break;
-#define KGP_TILE(name, T, MINS)                                                                                        \
-    static void tile_gp_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,  \
-                               float *out, int64_t os) {                                                               \
-        const kgp_type *tp = &T;                                                                                       \
-        const int mins = MINS;                                                                                         \
-        for (int i = 0; i < nw; i += KP_ROWS) {                                                                        \
-            const uint8_t *P = w + (size_t)i * ws;                                                                     \
-            const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;                                                        \
-            switch (nx) {                                                                                              \
-                KGP_CASE(1)                                                                                            \
-                KGP_CASE(2) KGP_CASE(3) KGP_CASE(4) KGP_CASE(5) KGP_CASE(6) KGP_CASE(7) KGP_CASE(8) KGP_CASE(9)        \
-                    KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15) KGP_CASE(16) default \
-                    : break;                                                                                           \
-            }                                                                                                          \
-        }                                                                                                              \
+#define KGP_TILE(name, T, MINS)                                                                                       \
+    static void tile_gp_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, \
+                               float *out, int64_t os) {                                                              \
+        const kgp_type *tp = &T;                                                                                      \
+        const int mins = MINS;                                                                                        \
+        for (int i = 0; i < nw; i += KP_ROWS) {                                                                       \
+            const uint8_t *P = w + (size_t)i * ws;                                                                    \
+            const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;                                                       \
+            switch (nx) {                                                                                             \
+                KGP_CASE(1)                                                                                           \
+                KGP_CASE(2)                                                                                           \
+                KGP_CASE(3)                                                                                           \
+                KGP_CASE(4) KGP_CASE(5) KGP_CASE(6) KGP_CASE(7) KGP_CASE(8) KGP_CASE(9) KGP_CASE(10) KGP_CASE(11)     \
+                    KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15) KGP_CASE(16) default : break;                 \
+            }                                                                                                         \
+        }                                                                                                             \
     }
 KGP_TILE(q4_K, kgp_q4_K, KGP_MINS_Q4K)
 KGP_TILE(q5_K, kgp_q5_K, KGP_MINS_Q5K)
@@ -357,38 +358,6 @@ enum { KX_PASS = 8 };
 
 static size_t kx_sb_bytes(const int Q6) { return Q6 ? 4096 + 1024 + 512 + 64 : 4096 + 512 + 512 + 128; }
 
-static void kx_pack(void (*unpack)(const uint8_t *, kp_block *), size_t blk_bytes, const int Q6, const uint8_t *w,
-                    size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    const int64_t nsb = n / 256;
-    const size_t sbb = kx_sb_bytes(Q6);
-    const int n_sc = Q6 ? 16 : 8;
-    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
-        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
-        memset(panel, 0, (size_t)nsb * sbb); /* rows past n_out: weights, scales and d 0 */
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *B = panel + (size_t)sb * sbb;
-            int32_t(*sc)[KP_ROWS] = (int32_t(*)[KP_ROWS])(B + 4096);
-            int16_t(*pairs)[KP_ROWS][2] = (int16_t(*)[KP_ROWS][2])(B + 4096 + (size_t)n_sc * 64);
-            float *d = (float *)(B + 4096 + (size_t)n_sc * 64 + 512), *dmin = d + KP_ROWS;
-            kp_block b[KP_ROWS];
-            for (int o = 0; o < KP_ROWS; o++) {
-                if (p0 + o >= n_out) {
-                    memset(b[o].u, 0, sizeof b[o].u);
-                    continue;
-                }
-                unpack(w + (size_t)(p0 + o) * ws + (size_t)sb * blk_bytes, &b[o]);
-                for (int g = 0; g < n_sc; g++) sc[g][o] = Q6 ? b[o].sc[g] : b[o].sc[g] & 0xFFFF;
-                for (int k = 0; k < 8; k++) pairs[k][o][0] = b[o].mins[k][0], pairs[k][o][1] = b[o].mins[k][1];
-                d[o] = b[o].d;
-                if (!Q6) dmin[o] = b[o].dmin;
-            }
-            __m512i q[64];
-            kp_transpose(b, q);
-            for (int g = 0; g < 64; g++) _mm512_store_si512((__m512i *)B + g, q[g]);
-        }
-    }
-}
-
 /* Dword j of bytes off .. off + 63 of rows 0 .. 15 (row r at p + r * ws;
  * rows >= nr read as zero) in lane r of t[j]: kp_transpose's shuffles on
  * the rows' bytes as they lie in the file. */
@@ -415,10 +384,20 @@ INLINE void kx_transpose_rows(const uint8_t *p, size_t ws, int nr, size_t off, _
     }
 }
 
-/* kx_pack for Q4_K / Q5_K (Q5 1: the fifth bits from qh) with the 16 rows
- * of a panel side by side in registers, straight from the file's bytes:
- * the same panel bytes as kx_pack with kp_unpack_q4_K / kp_unpack_q5_K,
- * several times faster, so that few activation rows pay for packing. */
+/* While a panel is packed, the next panel's rows, a share each
+ * super-block, so that its packing finds them in the cache (past the
+ * matrix's last rows: a prefetch does not fault). */
+INLINE void kx_prefetch_next(const uint8_t *rows, size_t ws, int64_t nsb, int64_t sb) {
+    const size_t share = (KP_ROWS * ws / (size_t)nsb + 63) & ~(size_t)63;
+    for (size_t b = 0; b < share; b += 64)
+        _mm_prefetch((const char *)rows + KP_ROWS * ws + (size_t)sb * share + b, _MM_HINT_T0);
+}
+
+/* The panels of Q4_K / Q5_K (Q5 1: the fifth bits from qh) in the layout
+ * above, the 16 rows side by side in registers straight from the file's
+ * bytes (the quants of kp_unpack_q4_K / kp_unpack_q5_K): several times
+ * faster than unpacking row by row and transposing, so that a few
+ * activation rows pay for packing on the fly. */
 static void kx_pack_q45(const int Q5, const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nsb = n / 256;
     const size_t sbb = kx_sb_bytes(0), blk = Q5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
@@ -431,6 +410,7 @@ static void kx_pack_q45(const int Q5, const uint8_t *w, size_t ws, int64_t n, in
         for (int64_t sb = 0; sb < nsb; sb++) {
             const uint8_t *p = rows + (size_t)sb * blk;
             __m512i *B = (__m512i *)(panel + (size_t)sb * sbb);
+            kx_prefetch_next(rows, ws, nsb, sb);
             /* d, dmin and the scales: rows past nr read as zero */
             __m512i h[4];
             for (int g = 0; g < 4; g++) h[g] = kr_load4(p, ws, 4 * g, nr);
@@ -469,6 +449,51 @@ static void kx_pack_q45(const int Q5, const uint8_t *w, size_t ws, int64_t n, in
     }
 }
 
+/* The panel of Q6_K, as kx_pack_q45, with the quants of kp_unpack_q6_K. Element 128h + 32k + l is nibble k / 2 of ql[64h +
+ * 32(k % 2) + l] with bits 2k, 2k+1 of qh[32h + l] above it. */
+static void kx_pack_q6(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    const size_t sbb = kx_sb_bytes(1), blk = sizeof(rw_block_q6_K);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), ffff = _mm512_set1_epi32(0xFFFF);
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
+        const int nr = n_out - p0 < KP_ROWS ? (int)(n_out - p0) : KP_ROWS;
+        const uint8_t *rows = w + (size_t)p0 * ws;
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            const uint8_t *p = rows + (size_t)sb * blk;
+            __m512i *B = (__m512i *)(panel + (size_t)sb * sbb);
+            kx_prefetch_next(rows, ws, nsb, sb);
+            /* the 16 signed scales (int32), the offset pairs (32 sc_2k, 32 sc_2k+1), d */
+            __m512i h[4];
+            for (int g = 0; g < 4; g++) h[g] = kr_load4(p + offsetof(rw_block_q6_K, scales), ws, 4 * g, nr);
+            __m512i sc[16];
+            for (int L = 0; L < 4; L++) {
+                const __m512i v = kr_lanes(h, L);
+                for (int i = 0; i < 4; i++) sc[4 * L + i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
+            }
+            for (int g = 0; g < 16; g++) B[64 + g] = sc[g];
+            for (int k = 0; k < 8; k++)
+                B[80 + k] = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * k], 5), ffff),
+                                            _mm512_slli_epi32(sc[2 * k + 1], 21));
+            for (int g = 0; g < 4; g++) h[g] = kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
+            _mm512_store_ps(B + 88, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(kr_lanes(h, 3), 16))));
+            /* the quants: group g = elements 4g .. 4g + 3 = 128h + 32k + 4t */
+            __m512i qh[16];
+            kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, qh), qh);
+            for (int hh = 0; hh < 2; hh++) {
+                __m512i ql[16];
+                kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, ql) + 64 * (size_t)hh, ql);
+                for (int k = 0; k < 4; k++)
+                    for (int t = 0; t < 8; t++) {
+                        const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ql[8 * (k % 2) + t], 4 * (k / 2)), m4);
+                        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh[8 * hh + t], 2 * k), m2);
+                        _mm512_store_si512(B + 32 * hh + 8 * k + t, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)));
+                    }
+            }
+        }
+    }
+}
+
 static size_t kx_wbytes_q45(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(0) / KP_ROWS; }
 static size_t kx_wbytes_q6(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(1) / KP_ROWS; }
 static void pack_q4_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
@@ -478,7 +503,7 @@ static void pack_q5_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, u
     kx_pack_q45(1, w, ws, n, n_out, dst);
 }
 static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack(kp_unpack_q6_K, sizeof(rw_block_q6_K), 1, w, ws, n, n_out, dst);
+    kx_pack_q6(w, ws, n, n_out, dst);
 }
 
 /* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
@@ -592,7 +617,7 @@ static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
  * scale times the quant, as the integer sums above use them: int16) split
  * into an unsigned low byte and a signed high byte, each as 64 dwords of
  * 16 rows (kp_transpose's layout, which is the tiles' B layout); then the
- * min pairs, d and dmin as kx_pack's. */
+ * min pairs, d and dmin as the panels above. */
 size_t rw_avx512_amx_k_wbytes(int64_t n) { return (size_t)(n / 256) * RW_AMX_K_SB_BYTES / KP_ROWS; }
 
 /* Row o's products sc * q split: u becomes the low bytes, hi the high. */
@@ -686,9 +711,9 @@ void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, 
                                                   .max_ng = 1,                        \
                                                   .g_min_rows = KG_MIN_ROWS,          \
                                                   .fly_min_rows = FLY};
-KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45, KX_FLY_MIN_Q45)
-KXK(q5_K, convert_q8_K_perm, tile_x_q5_K, kx_wbytes_q45, KX_FLY_MIN_Q45)
-KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6, 0)
+KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45, KX_FLY_MIN)
+KXK(q5_K, convert_q8_K_perm, tile_x_q5_K, kx_wbytes_q45, KX_FLY_MIN)
+KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6, KX_FLY_MIN)
 
 #define KG(name, conv)                                                                         \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {.x_bytes = x_bytes_super,             \
