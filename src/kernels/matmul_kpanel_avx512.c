@@ -15,6 +15,10 @@ enum { KP_ROWS = 16, KP_MAX_NX = 16, KP_MIN_ROWS = 8 };
  * an eighth of that per row beyond the first (measured on Zen 5 with the
  * weights in cache): the tile up to 7 rows. */
 enum { KG_MIN_ROWS = 8 };
+/* Q4_K and Q5_K: the tile also at 8 rows (from memory, 2 threads: 0.86-0.93x
+ * the group form's time for Q4_K, 0.95-0.97x for Q5_K; Q6_K's group form
+ * is the faster one there). */
+enum { KG_MIN_ROWS_Q45 = 9 };
 /* The panels are packed in registers (kx_pack_q45, kx_pack_q6): from 17
  * rows, where the group form takes two groups, packing on the fly costs
  * less (measured on Zen 5, 2048 x 1024 from memory, 2 threads: Q4_K 0.91x
@@ -322,8 +326,10 @@ INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const 
                 KGP_CASE(1)                                                                                           \
                 KGP_CASE(2)                                                                                           \
                 KGP_CASE(3)                                                                                           \
-                KGP_CASE(4) KGP_CASE(5) KGP_CASE(6) KGP_CASE(7) KGP_CASE(8) KGP_CASE(9) KGP_CASE(10) KGP_CASE(11)     \
-                    KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15) KGP_CASE(16) default : break;                 \
+                KGP_CASE(4)                                                                                           \
+                KGP_CASE(5)                                                                                           \
+                KGP_CASE(6) KGP_CASE(7) KGP_CASE(8) KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13)   \
+                    KGP_CASE(14) KGP_CASE(15) KGP_CASE(16) default : break;                                           \
             }                                                                                                         \
         }                                                                                                             \
     }
@@ -691,7 +697,7 @@ void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, 
     }
 }
 
-#define KXK(name, conv, TILE_P, WBYTES, FLY)                                          \
+#define KXK(name, conv, TILE_P, WBYTES, GMIN, FLY)                                    \
     const rw_mm_kernel rw_avx512_kernel_##name = {.x_bytes = x_bytes_super,           \
                                                   .convert_x = conv,                  \
                                                   .tile = rw_avx512_tile_##name,      \
@@ -709,11 +715,11 @@ void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, 
                                                   .convert_g = rw_avx512_convert_g_k, \
                                                   .tile_g = rw_avx512_tile_g_##name,  \
                                                   .max_ng = 1,                        \
-                                                  .g_min_rows = KG_MIN_ROWS,          \
+                                                  .g_min_rows = GMIN,                 \
                                                   .fly_min_rows = FLY};
-KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45, KX_FLY_MIN)
-KXK(q5_K, convert_q8_K_perm, tile_x_q5_K, kx_wbytes_q45, KX_FLY_MIN)
-KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6, KX_FLY_MIN)
+KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
+KXK(q5_K, convert_q8_K_perm, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
+KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN)
 
 #define KG(name, conv)                                                                         \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {.x_bytes = x_bytes_super,             \
