@@ -641,6 +641,7 @@ static void amx_build(void) {
         k.p_bytes = x_bytes_super;
         k.convert_p = from[i].convert_p;
         k.p_rows = AMX_PANEL_ROWS;
+        k.fly_min_rows = 0; /* these panels' packer is not the AVX-512 one: matmul.c's default */
         amx_kernels[i] = k;
     }
 }
