@@ -27,12 +27,13 @@
 
 /* Weights of one dense transformer block; optional pieces are NULL / data NULL. */
 typedef struct {
-    const float *attn_norm;          /* [n_embd] */
-    rw_matrix wq, wk, wv, wo;       /* q: n_embd -> n_head*hd_k; k: -> n_head_kv*hd_k; v: -> n_head_kv*hd_v; o: n_head*hd_v -> n_embd */
-    const float *bq, *bk, *bv, *bo;  /* biases (qwen2; optional for llama) */
-    const float *q_norm, *k_norm;    /* [hd_k] per-head RMS norm weights (qwen3) */
-    const float *attn_sinks;         /* [n_head] per-head softmax sink logits (gpt-oss), or NULL */
-    const float *ffn_norm;           /* [n_embd] */
+    const float *attn_norm; /* [n_embd] */
+    rw_matrix wq, wk, wv,
+        wo; /* q: n_embd -> n_head*hd_k; k: -> n_head_kv*hd_k; v: -> n_head_kv*hd_v; o: n_head*hd_v -> n_embd */
+    const float *bq, *bk, *bv, *bo; /* biases (qwen2; optional for llama) */
+    const float *q_norm, *k_norm;   /* [hd_k] per-head RMS norm weights (qwen3) */
+    const float *attn_sinks;        /* [n_head] per-head softmax sink logits (gpt-oss), or NULL */
+    const float *ffn_norm;          /* [n_embd] */
     rw_matrix ffn_gate, ffn_up;     /* n_embd -> n_ff */
     rw_matrix ffn_down;             /* n_ff -> n_embd */
 } rw_models__dense_layer;
@@ -46,21 +47,21 @@ typedef struct {
  * 512-token chunk at the largest sublayer's need instead of the sum. */
 typedef struct {
     int64_t n_cap;
-    float *x;    /* [n][n_embd] residual stream */
-    float *xn;   /* [n][n_embd] normed input of a sublayer */
-    float *tmp;  /* [n][n_embd] sublayer output */
-    float *work; /* [n_cap][work_floats] owned; q, k, v, att, gate, up point into it */
-    float *q;    /* [n][n_head*hd_k]   work at 0 */
-    float *k;    /* [n][n_head_kv*hd_k] after q */
-    float *v;    /* [n][n_head_kv*hd_v] after k */
-    float *att;  /* [n][n_head*hd_v] attention output before wo, after v */
-    float *gate; /* [n][n_ff]          work at 0 (the FFN's) */
-    float *up;   /* [n][n_ff]          after gate */
-    float *rope_cs; /* [n][n_rot] cos/sin pairs per token position */
+    float *x;        /* [n][n_embd] residual stream */
+    float *xn;       /* [n][n_embd] normed input of a sublayer */
+    float *tmp;      /* [n][n_embd] sublayer output */
+    float *work;     /* [n_cap][work_floats] owned; q, k, v, att, gate, up point into it */
+    float *q;        /* [n][n_head*hd_k]   work at 0 */
+    float *k;        /* [n][n_head_kv*hd_k] after q */
+    float *v;        /* [n][n_head_kv*hd_v] after k */
+    float *att;      /* [n][n_head*hd_v] attention output before wo, after v */
+    float *gate;     /* [n][n_ff]          work at 0 (the FFN's) */
+    float *up;       /* [n][n_ff]          after gate */
+    float *rope_cs;  /* [n][n_rot] cos/sin pairs per token position */
     int64_t ctx_cap; /* positions the attention scratch holds per thread */
     int threads_cap; /* threads it holds scratch for */
-    float *scores;  /* [threads_cap][ctx_cap] attention weights of one query head per thread */
-    float *logits;  /* [logits_rows][n_vocab] the output head's rows bound for scattered destinations
+    float *scores;   /* [threads_cap][ctx_cap] attention weights of one query head per thread */
+    float *logits;   /* [logits_rows][n_vocab] the output head's rows bound for scattered destinations
                      * (forward.c): kept between passes, as fresh memory every decode step costs page faults */
     int64_t logits_rows;
 } rw_models__scratch;
@@ -76,7 +77,7 @@ typedef struct {
  * work (matmuls, norms) runs over all n rows at once; what reads a
  * sequence's state (attention, recurrences) runs per segment. */
 typedef struct {
-    int64_t n;          /* rows: the tokens of every segment */
+    int64_t n; /* rows: the tokens of every segment */
     int n_seg;
     const rw_models__seg *seg; /* in row order, covering rows 0..n-1 */
     rw_threadpool *pool;
@@ -85,19 +86,19 @@ typedef struct {
 typedef struct rw_models__arch rw_models__arch;
 
 struct rw_model {
-    const rw_gguf *g;               /* borrowed, outlives the model */
+    const rw_gguf *g; /* borrowed, outlives the model */
     const rw_models__arch *arch;
     rw_model_hparams hp;
     const rw_gguf_tensor *tok_embd; /* ne = {n_embd, n_vocab} */
     const float *output_norm;       /* [n_embd] */
-    rw_matrix output;              /* n_embd -> n_vocab (token_embd when tied) */
+    rw_matrix output;               /* n_embd -> n_vocab (token_embd when tied) */
     const float *rope_freqs;        /* [n_rot/2] divisors of the rotary frequencies, or NULL */
-    rw_models__dense_layer *layers;        /* [n_layer], owned */
-    rw_models__scratch sc;                 /* owned, grown on demand */
+    rw_models__dense_layer *layers; /* [n_layer], owned */
+    rw_models__scratch sc;          /* owned, grown on demand */
     /* floats per token the architecture's own sublayers carve from sc.work
      * (set by its bind; 0 when it only runs the dense attention and FFN) */
     int64_t arch_work_floats;
-    void *ext;                      /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
+    void *ext; /* architecture-private data (hybrid layers), owned; freed by arch->free_ext */
     /* every weight matrix bound (pointers into layers / ext / output); the
      * array is owned, freed by rw_model_free. Weights are never copied: the
      * kernels read them from the GGUF mapping, and the panel form packs the
@@ -148,20 +149,20 @@ static inline int rw_models__mtp_h_index(const rw_model *m) { return m->mtp_on ?
  * retention plan of the pass in progress (cuts, log_from) is computed by
  * seq.c before the layers run and read by the recurrent layers. */
 struct rw_model_seq {
-    rw_model *m;               /* forward passes need the model's scratch; see model.h */
+    rw_model *m; /* forward passes need the model's scratch; see model.h */
     rw_kv_type kv_type;
     int64_t max_ctx;
-    rw_layer_state **layer;    /* [n_layer], owned */
-    int32_t *tokens;           /* [tok_cap], ids of positions 0..len-1, owned */
+    rw_layer_state **layer; /* [n_layer], owned */
+    int32_t *tokens;        /* [tok_cap], ids of positions 0..len-1, owned */
     int64_t len, tok_cap;
-    size_t ckpt_budget;        /* bytes of recurrent checkpoints kept (retention.c) */
-    bool no_ckpt;              /* rw_model_seq_set_rewindable(s, false): no checkpoints, no replay log */
-    int64_t plan_until;        /* rw_model_seq_plan_until: the length passes are planned for while below it */
-    int64_t *marks;            /* positions to keep a checkpoint at, ascending, owned */
+    size_t ckpt_budget; /* bytes of recurrent checkpoints kept (retention.c) */
+    bool no_ckpt;       /* rw_model_seq_set_rewindable(s, false): no checkpoints, no replay log */
+    int64_t plan_until; /* rw_model_seq_plan_until: the length passes are planned for while below it */
+    int64_t *marks;     /* positions to keep a checkpoint at, ascending, owned */
     int n_marks, cap_marks;
-    int64_t cuts[64];          /* checkpoint positions of the current pass, ascending */
+    int64_t cuts[64]; /* checkpoint positions of the current pass, ascending */
     int n_cuts;
-    int64_t log_from;          /* recurrence inputs logged from here on in the current pass */
+    int64_t log_from; /* recurrence inputs logged from here on in the current pass */
 };
 
 /* seq.c: the plan of a pass appending n tokens, and the retention after it. */
@@ -183,19 +184,19 @@ void rw_models__seq_adopt(rw_model_seq *s, rw_layer_state **L, int32_t *tokens, 
 
 /* An architecture: how to read it and how to run one layer. */
 struct rw_models__arch {
-    const char *name;                /* general.architecture */
+    const char *name; /* general.architecture */
     rw_rope_kind rope_kind;
-    bool qk_norm;                    /* attn_q_norm / attn_k_norm required */
-    bool qkv_bias;                   /* attn_q/k/v biases required (else optional) */
-    bool moe;                        /* FFN is a mixture of experts: no feed_forward_length needed */
-    const char *output_norm;         /* the final norm's tensor; NULL = output_norm.weight (lfm2 differs) */
+    bool qk_norm;            /* attn_q_norm / attn_k_norm required */
+    bool qkv_bias;           /* attn_q/k/v biases required (else optional) */
+    bool moe;                /* FFN is a mixture of experts: no feed_forward_length needed */
+    const char *output_norm; /* the final norm's tensor; NULL = output_norm.weight (lfm2 differs) */
     rw_status (*read_hparams)(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err);
     rw_status (*bind)(rw_model *m, rw_error *err);
     rw_status (*layer)(rw_model *m, int il, const rw_models__batch *b, rw_error *err);
     /* A new empty state of layer il for a sequence; NULL = a KV state for
      * every layer (the dense transformers). */
-    rw_status (*new_layer_state)(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
-                                 rw_layer_state **out, rw_error *err);
+    rw_status (*new_layer_state)(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx, rw_layer_state **out,
+                                 rw_error *err);
     void (*free_ext)(rw_model *m); /* release of m->ext (NULL if none) */
     /* The MTP block over the rows of b (NULL if the architecture has none):
      * row r is token tokens[r] at MTP position seg.pos0 + (r - seg.row0)
@@ -208,8 +209,9 @@ struct rw_models__arch {
 
 /* registry.c; one descriptor per architecture file (llama.c, qwen2.c, ...). */
 const rw_models__arch *rw_models__arch_find(const char *name);
-extern const rw_models__arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3, rw_models__arch_qwen35, rw_models__arch_qwen35moe,
-    rw_models__arch_qwen3next, rw_models__arch_granitehybrid, rw_models__arch_lfm2, rw_models__arch_nemotron_h;
+extern const rw_models__arch rw_models__arch_llama, rw_models__arch_qwen2, rw_models__arch_qwen3,
+    rw_models__arch_qwen35, rw_models__arch_qwen35moe, rw_models__arch_qwen3next, rw_models__arch_granitehybrid,
+    rw_models__arch_lfm2, rw_models__arch_nemotron_h;
 extern const rw_models__arch rw_models__arch_gemma3, rw_models__arch_gpt_oss;
 
 /* forward.c */
@@ -233,7 +235,8 @@ rw_status rw_models__mtp_store_hidden(rw_model *m, const rw_models__batch *b, co
 int64_t rw_models__state_target(const rw_model_seq *s, int il, int64_t n);
 
 /* hparams.c: the keys shared by the dense transformers. */
-rw_status rw_models__read_dense_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp, rw_error *err);
+rw_status rw_models__read_dense_hparams(const rw_gguf *g, const rw_models__arch *arch, rw_model_hparams *hp,
+                                        rw_error *err);
 /* hparams.c: "<arch>.<name>" of every layer into out[n_layer]: an array of
  * exactly n_layer non-negative integers, or one value for all layers (the
  * hybrids' per-layer feed_forward_length, attention.head_count_kv). A
@@ -244,11 +247,11 @@ rw_status rw_models__per_layer_u32(const rw_gguf *g, const char *arch, const cha
 /* bind.c: tensor lookup with shape and type checks. A missing optional
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
 rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
-                          rw_matrix *out, rw_error *err);
+                                 rw_matrix *out, rw_error *err);
 /* Notes a bound matrix in m->mats (rw_models__bind_matrix does it). */
 rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
 rw_status rw_models__bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
-                          rw_error *err);
+                                 rw_error *err);
 /* Binds token_embd, output_norm (arch->output_norm's name), output (or ties it), rope_freqs. */
 rw_status rw_models__bind_common(rw_model *m, rw_error *err);
 /* Binds layer il of a dense transformer (llama, qwen2, qwen3). */
@@ -265,21 +268,22 @@ void rw_models__norm_rows(const rw_model *m, const float *w, int64_t n);
 void rw_models__add_residual(rw_model *m, int64_t n);
 
 /* attn.c: the attention sublayer reading m->sc.xn, writing m->sc.tmp. */
-rw_status rw_models__attention(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err);
+rw_status rw_models__attention(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b,
+                               rw_error *err);
 
 /* attn.c: stores rows k, v (strides dk, dv) of every segment in its
  * sequence's KV state of layer il, then causal attention of the rows of q
  * (stride dq) over it into att (stride n_head*hd_v), per segment; in a
  * sliding layer (rw_models__layer_window) each query sees only its window, counted
  * from its own position in its own sequence. */
-rw_status rw_models__attend(rw_model *m, int il, const rw_models__batch *b, const float *q, int64_t dq, const float *k, int64_t dk,
-                     const float *v, int64_t dv, float scale, float *att, rw_error *err);
+rw_status rw_models__attend(rw_model *m, int il, const rw_models__batch *b, const float *q, int64_t dq, const float *k,
+                            int64_t dk, const float *v, int64_t dv, float scale, float *att, rw_error *err);
 
 /* attn.c: the attention sublayer without positional encoding (granitehybrid,
  * nemotron_h): q, k, v (+ biases, q/k norms if bound), causal GQA at the given scale,
  * Wo (+bo); reads m->sc.xn, writes m->sc.tmp. */
-rw_status rw_models__attention_nopos(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, float scale,
-                                     rw_error *err);
+rw_status rw_models__attention_nopos(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b,
+                                     float scale, rw_error *err);
 
 /* mamba2.c: the Mamba2 mixer (granitehybrid, nemotron_h). Its sizes come
  * from the "<arch>.ssm.*" keys; one layer's weights are bound from
@@ -302,11 +306,13 @@ rw_status rw_models__mamba2_dims(const rw_gguf *g, const char *arch, rw_models__
 /* Floats per token the mixer carves from m->sc.work (the bind sets
  * m->arch_work_floats to at least this). */
 int64_t rw_models__mamba2_work_floats(const rw_models__mamba2_shape *d);
-rw_status rw_models__mamba2_bind(rw_model *m, int il, const rw_models__mamba2_shape *d, rw_models__mamba2_layer *M, rw_error *err);
+rw_status rw_models__mamba2_bind(rw_model *m, int il, const rw_models__mamba2_shape *d, rw_models__mamba2_layer *M,
+                                 rw_error *err);
 /* The mixer of layer il over the rows of b: reads m->sc.xn, writes m->sc.tmp;
  * the layer's state in every segment's sequence is a "mamba2" state made
  * from M->params. */
-rw_status rw_models__mamba2(rw_model *m, int il, const rw_models__mamba2_layer *M, const rw_models__batch *b, rw_error *err);
+rw_status rw_models__mamba2(rw_model *m, int il, const rw_models__mamba2_layer *M, const rw_models__batch *b,
+                            rw_error *err);
 
 /* recurrent.c: rw_rec_state_append of layer il for every segment of bt, on
  * the segment's rows of in (stride in_stride) into its rows of out (stride
@@ -314,7 +320,7 @@ rw_status rw_models__mamba2(rw_model *m, int il, const rw_models__mamba2_layer *
  * task. Stops at the first error (a failed segment's state is unchanged;
  * with parallel segments, others may have advanced). */
 rw_status rw_models__rec_append(const rw_models__batch *bt, int il, const float *in, int64_t in_stride, float *out,
-                         int64_t out_stride, rw_error *err);
+                                int64_t out_stride, rw_error *err);
 
 /* experts.c: a mixture-of-experts FFN (qwen35moe, qwen3next, granitehybrid):
  *   route: softmax(router b), top-k (ties to the lower index), weights
@@ -327,11 +333,11 @@ rw_status rw_models__rec_append(const rw_models__batch *bt, int il, const float 
  * (kernels/matmul.h), and the sums run per token in selection order, so a
  * token's result never depends on the others in its batch. */
 typedef struct {
-    int n_expert, n_used, ff_exp, ff_shexp; /* ff_shexp 0: no shared expert */
-    rw_matrix router;                       /* ffn_gate_inp: E -> n_expert */
+    int n_expert, n_used, ff_exp, ff_shexp;                /* ff_shexp 0: no shared expert */
+    rw_matrix router;                                      /* ffn_gate_inp: E -> n_expert */
     const rw_gguf_tensor *gate_exps, *up_exps, *down_exps; /* {E, Fe, Ne}, {E, Fe, Ne}, {Fe, E, Ne} */
-    rw_matrix sh_gate, sh_up, sh_down;      /* the shared expert */
-    rw_matrix sh_router;                    /* ffn_gate_inp_shexp: E -> 1, F32 (data NULL: ungated) */
+    rw_matrix sh_gate, sh_up, sh_down;                     /* the shared expert */
+    rw_matrix sh_router;                                   /* ffn_gate_inp_shexp: E -> 1, F32 (data NULL: ungated) */
 } rw_models__moe;
 
 /* Binds layer il's experts (M's sizes set by the caller); gated: the shared
@@ -346,13 +352,17 @@ int64_t rw_models__moe_work_floats(const rw_models__moe *M, int64_t n_embd);
 rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_models__batch *bt, rw_error *err);
 /* experts.c: the experts of one 3-D tensor {n_in, n_out, n_expert} over the
  * n_slots slots of a pass (slot s = t*k + j: token t's j-th choice, expert
- * sel[s]) as one grouped product, a group per expert: slot s reads row s / k
- * of x when x_by_token, else row s, and writes row s of y; each row bitwise
- * a one-row product's. rows (2 * n_slots) and groups (n_expert) are the
- * caller's scratch. Shared by the MoE FFN and gpt-oss's experts. */
+ * sel[s]) as one grouped product, a group per expert, the outputs in expert
+ * order: row p of y is slot rows[p] (rows' first n_slots entries after the
+ * call), which reads row rows[p] / k of x when x_by_token, else row p (x
+ * in the same order); each row bitwise a one-row product's. rows
+ * (3 * n_slots) and groups (n_expert) are the caller's scratch. Shared by
+ * the MoE FFN and gpt-oss's experts; rw_models__experts_positions inverts
+ * the order (pos[slot] = its row). */
 rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
                                     bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
                                     int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err);
+void rw_models__experts_positions(const int32_t *order, int64_t n_slots, int32_t *pos);
 
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status rw_models__ffn_swiglu(rw_model *m, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err);
@@ -360,7 +370,7 @@ rw_status rw_models__ffn_swiglu(rw_model *m, const rw_models__dense_layer *L, co
 /* y[r] = W x[r] for n rows (x stride n_in, y stride n_out), weights in
  * place (a weight matrix is a GGUF tensor with ne = {n_in, n_out}). */
 static inline rw_status rw_models__matmul(const rw_matrix *w, const float *x, int64_t n, float *y, rw_threadpool *pool,
-                                   rw_error *err) {
+                                          rw_error *err) {
     return rw_matmul(w, x, w->n_in, n, y, w->n_out, pool, err);
 }
 
