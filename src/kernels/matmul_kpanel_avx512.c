@@ -19,7 +19,7 @@ enum { KG_MIN_ROWS = 8 };
  * the group form's time for Q4_K, 0.95-0.97x for Q5_K; Q6_K's group form
  * is the faster one there). */
 enum { KG_MIN_ROWS_Q45 = 9 };
-/* The panels are packed in registers (kx_pack_q45, kx_pack_q6): from 17
+/* The panels are packed in registers (kx_pack): from 17
  * rows, where the group form takes two groups, packing on the fly costs
  * less (measured on Zen 5, 2048 x 1024 from memory, 2 threads: Q4_K 0.91x
  * the group form's time at 20 rows and 0.75x at 32, Q6_K 0.87x at 20,
@@ -155,35 +155,36 @@ static const kgp_type kgp_q4_K = {1, kp_unpack_q4_K};
 static const kgp_type kgp_q5_K = {1, kp_unpack_q5_K};
 static const kgp_type kgp_q6_K = {2, kp_unpack_q6_K};
 
-/* The quants of 16 unpacked rows turned around: q[g] holds, for the 64
- * groups g of 4 elements, b[o].u[4g .. 4g+3] in dword o (16 rows). Four
- * 16x16 transposes of dwords (within 128-bit lanes, then across them). */
-static void kp_transpose(const kp_block b[KP_ROWS], __m512i q[64]) {
-    for (int k = 0; k < 4; k++) {
-        __m512i t[16];
-        for (int i = 0; i < 16; i += 4) {
-            const __m512i r0 = _mm512_loadu_si512(b[i].u + 64 * k), r1 = _mm512_loadu_si512(b[i + 1].u + 64 * k);
-            const __m512i r2 = _mm512_loadu_si512(b[i + 2].u + 64 * k), r3 = _mm512_loadu_si512(b[i + 3].u + 64 * k);
-            const __m512i a = _mm512_unpacklo_epi32(r0, r1), bb = _mm512_unpackhi_epi32(r0, r1);
-            const __m512i c = _mm512_unpacklo_epi32(r2, r3), d = _mm512_unpackhi_epi32(r2, r3);
-            /* t[i + j], 128-bit lane L: rows i..i+3 of column 4L + j */
-            t[i] = _mm512_unpacklo_epi64(a, c);
-            t[i + 1] = _mm512_unpackhi_epi64(a, c);
-            t[i + 2] = _mm512_unpacklo_epi64(bb, d);
-            t[i + 3] = _mm512_unpackhi_epi64(bb, d);
-        }
-        __m512i *out = q + 16 * k;
-        for (int j = 0; j < 4; j++) {
-            const __m512i x0 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
-            const __m512i x1 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
-            const __m512i y0 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
-            const __m512i y1 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
-            out[j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
-            out[4 + j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
-            out[8 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
-            out[12 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
-        }
+/* Dword j of bytes off .. off + 63 of rows 0 .. 15 (row r at p + r * ws;
+ * rows >= nr read as zero) in lane r of t[j]: kp_transpose's shuffles on
+ * the rows' bytes as they lie in the file. */
+INLINE void kx_transpose_rows(const uint8_t *p, size_t ws, int nr, size_t off, __m512i t[16]) {
+    __m512i r[16], u[16];
+    for (int i = 0; i < 16; i++) r[i] = i < nr ? _mm512_loadu_si512(p + (size_t)i * ws + off) : _mm512_setzero_si512();
+    for (int i = 0; i < 16; i += 4) {
+        const __m512i a = _mm512_unpacklo_epi32(r[i], r[i + 1]), b = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        const __m512i c = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]), d = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
+        u[i] = _mm512_unpacklo_epi64(a, c); /* 128-bit lane L: rows i..i+3 of dword 4L + 0 */
+        u[i + 1] = _mm512_unpackhi_epi64(a, c);
+        u[i + 2] = _mm512_unpacklo_epi64(b, d);
+        u[i + 3] = _mm512_unpackhi_epi64(b, d);
     }
+    for (int j = 0; j < 4; j++) {
+        const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        t[j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
+        t[4 + j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
+        t[8 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
+        t[12 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* The quants of 16 unpacked rows turned around: q[g] holds, for the 64
+ * groups g of 4 elements, b[o].u[4g .. 4g+3] in dword o (16 rows). */
+static void kp_transpose(const kp_block b[KP_ROWS], __m512i q[64]) {
+    for (int k = 0; k < 4; k++) kx_transpose_rows(b[0].u, sizeof(kp_block), KP_ROWS, 64 * (size_t)k, q + 16 * k);
 }
 
 static void kgp_pack(const kgp_type *t, size_t blk_bytes, const uint8_t *w, size_t ws, int64_t n, int64_t n_out,
@@ -328,8 +329,10 @@ INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const 
                 KGP_CASE(3)                                                                                           \
                 KGP_CASE(4)                                                                                           \
                 KGP_CASE(5)                                                                                           \
-                KGP_CASE(6) KGP_CASE(7) KGP_CASE(8) KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13)   \
-                    KGP_CASE(14) KGP_CASE(15) KGP_CASE(16) default : break;                                           \
+                KGP_CASE(6)                                                                                           \
+                KGP_CASE(7)                                                                                           \
+                KGP_CASE(8) KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15) \
+                    KGP_CASE(16) default : break;                                                                     \
             }                                                                                                         \
         }                                                                                                             \
     }
@@ -364,32 +367,6 @@ enum { KX_PASS = 8 };
 
 static size_t kx_sb_bytes(const int Q6) { return Q6 ? 4096 + 1024 + 512 + 64 : 4096 + 512 + 512 + 128; }
 
-/* Dword j of bytes off .. off + 63 of rows 0 .. 15 (row r at p + r * ws;
- * rows >= nr read as zero) in lane r of t[j]: kp_transpose's shuffles on
- * the rows' bytes as they lie in the file. */
-INLINE void kx_transpose_rows(const uint8_t *p, size_t ws, int nr, size_t off, __m512i t[16]) {
-    __m512i r[16], u[16];
-    for (int i = 0; i < 16; i++) r[i] = i < nr ? _mm512_loadu_si512(p + (size_t)i * ws + off) : _mm512_setzero_si512();
-    for (int i = 0; i < 16; i += 4) {
-        const __m512i a = _mm512_unpacklo_epi32(r[i], r[i + 1]), b = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-        const __m512i c = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]), d = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
-        u[i] = _mm512_unpacklo_epi64(a, c); /* 128-bit lane L: rows i..i+3 of dword 4L + 0 */
-        u[i + 1] = _mm512_unpackhi_epi64(a, c);
-        u[i + 2] = _mm512_unpacklo_epi64(b, d);
-        u[i + 3] = _mm512_unpackhi_epi64(b, d);
-    }
-    for (int j = 0; j < 4; j++) {
-        const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
-        const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
-        t[j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
-        t[4 + j] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
-        t[8 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
-        t[12 + j] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
-
 /* While a panel is packed, the next panel's rows, a share each
  * super-block, so that its packing finds them in the cache (past the
  * matrix's last rows: a prefetch does not fault). */
@@ -399,103 +376,101 @@ INLINE void kx_prefetch_next(const uint8_t *rows, size_t ws, int64_t nsb, int64_
         _mm_prefetch((const char *)rows + KP_ROWS * ws + (size_t)sb * share + b, _MM_HINT_T0);
 }
 
-/* The panels of Q4_K / Q5_K (Q5 1: the fifth bits from qh) in the layout
- * above, the 16 rows side by side in registers straight from the file's
- * bytes (the quants of kp_unpack_q4_K / kp_unpack_q5_K): several times
- * faster than unpacking row by row and transposing, so that a few
- * activation rows pay for packing on the fly. */
-static void kx_pack_q45(const int Q5, const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    const int64_t nsb = n / 256;
-    const size_t sbb = kx_sb_bytes(0), blk = Q5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q4_K);
+/* One super-block of a Q4_K / Q5_K panel (Q5 1: the fifth bits from qh),
+ * the 16 rows side by side in registers straight from the file's bytes
+ * (the quants of kp_unpack_q4_K / kp_unpack_q5_K): rows from p, ws apart,
+ * those past nr read as zero, into the panel's super-block B. */
+INLINE void kx_sb_q45(const int Q5, const uint8_t *p, size_t ws, int nr, __m512i *B) {
     const size_t qs_off = Q5 ? offsetof(rw_block_q5_K, qs) : offsetof(rw_block_q4_K, qs);
     const __m512i m4 = _mm512_set1_epi8(0x0F), ff = _mm512_set1_epi32(0xFF);
-    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
-        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
-        const int nr = n_out - p0 < KP_ROWS ? (int)(n_out - p0) : KP_ROWS;
-        const uint8_t *rows = w + (size_t)p0 * ws;
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            const uint8_t *p = rows + (size_t)sb * blk;
-            __m512i *B = (__m512i *)(panel + (size_t)sb * sbb);
-            kx_prefetch_next(rows, ws, nsb, sb);
-            /* d, dmin and the scales: rows past nr read as zero */
-            __m512i h[4];
-            for (int g = 0; g < 4; g++) h[g] = kr_load4(p, ws, 4 * g, nr);
-            const __m512i dd = kr_lanes(h, 0);
-            for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
-            const __m512i sc[2] = {kr_lanes(h, 0), kr_lanes(h, 1)}, mn[2] = {kr_lanes(h, 2), kr_lanes(h, 3)};
-            for (int j = 0; j < 8; j++) {
-                B[64 + j] = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff);
-                const __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), ff);
-                B[72 + j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    /* d, dmin and the scales: rows past nr read as zero */
+    __m512i h[4];
+    for (int g = 0; g < 4; g++) h[g] = kr_load4(p, ws, 4 * g, nr);
+    const __m512i dd = kr_lanes(h, 0);
+    for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
+    const __m512i sc[2] = {kr_lanes(h, 0), kr_lanes(h, 1)}, mn[2] = {kr_lanes(h, 2), kr_lanes(h, 3)};
+    for (int j = 0; j < 8; j++) {
+        B[64 + j] = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff);
+        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), ff);
+        B[72 + j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    }
+    _mm512_store_ps(B + 80, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_store_ps((float *)(B + 80) + 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    /* the quants: elements 64c + l and 64c + 32 + l are the low and
+     * high nibbles of qs[32c + l]; group g = elements 4g .. 4g + 3 */
+    __m512i qh[16];
+    if (Q5) kx_transpose_rows(p, ws, nr, offsetof(rw_block_q5_K, qh), qh); /* dwords 0-7: qh */
+    for (int half = 0; half < 2; half++) {
+        __m512i t[16];
+        kx_transpose_rows(p, ws, nr, qs_off + 64 * (size_t)half, t);
+        for (int k = 0; k < 16; k++) { /* qs dword 16 half + k: chunk c = 2 half + k / 8 */
+            const int g = 32 * half + 16 * (k / 8) + k % 8;
+            __m512i lo = _mm512_and_si512(t[k], m4), hi = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), m4);
+            if (Q5) { /* bit j of qh[l]: element 32j + l's fifth bit */
+                const __m512i one = _mm512_set1_epi8(1);
+                lo = _mm512_or_si512(lo,
+                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[g % 8], g / 8), one), 4));
+                hi = _mm512_or_si512(
+                    hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[g % 8], g / 8 + 1), one), 4));
             }
-            _mm512_store_ps(B + 80, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
-            _mm512_store_ps((float *)(B + 80) + 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
-            /* the quants: elements 64c + l and 64c + 32 + l are the low and
-             * high nibbles of qs[32c + l]; group g = elements 4g .. 4g + 3 */
-            __m512i qh[16];
-            if (Q5) kx_transpose_rows(p, ws, nr, offsetof(rw_block_q5_K, qh), qh); /* dwords 0-7: qh */
-            for (int half = 0; half < 2; half++) {
-                __m512i t[16];
-                kx_transpose_rows(p, ws, nr, qs_off + 64 * (size_t)half, t);
-                for (int k = 0; k < 16; k++) { /* qs dword 16 half + k: chunk c = 2 half + k / 8 */
-                    const int g = 32 * half + 16 * (k / 8) + k % 8;
-                    __m512i lo = _mm512_and_si512(t[k], m4), hi = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), m4);
-                    if (Q5) { /* bit j of qh[l]: element 32j + l's fifth bit */
-                        const __m512i one = _mm512_set1_epi8(1);
-                        lo = _mm512_or_si512(
-                            lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[g % 8], g / 8), one), 4));
-                        hi = _mm512_or_si512(
-                            hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[g % 8], g / 8 + 1), one), 4));
-                    }
-                    _mm512_store_si512(B + g, lo);
-                    _mm512_store_si512(B + g + 8, hi);
-                }
-            }
+            _mm512_store_si512(B + g, lo);
+            _mm512_store_si512(B + g + 8, hi);
         }
     }
 }
 
-/* The panel of Q6_K, as kx_pack_q45, with the quants of kp_unpack_q6_K. Element 128h + 32k + l is nibble k / 2 of ql[64h +
+/* One super-block of a Q6_K panel, as kx_sb_q45, with the quants of
+ * kp_unpack_q6_K: element 128h + 32k + l is nibble k / 2 of ql[64h +
  * 32(k % 2) + l] with bits 2k, 2k+1 of qh[32h + l] above it. */
-static void kx_pack_q6(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    const int64_t nsb = n / 256;
-    const size_t sbb = kx_sb_bytes(1), blk = sizeof(rw_block_q6_K);
+INLINE void kx_sb_q6(const uint8_t *p, size_t ws, int nr, __m512i *B) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), ffff = _mm512_set1_epi32(0xFFFF);
+    /* the 16 signed scales (int32), the offset pairs (32 sc_2k, 32 sc_2k+1), d */
+    __m512i h[4];
+    for (int g = 0; g < 4; g++) h[g] = kr_load4(p + offsetof(rw_block_q6_K, scales), ws, 4 * g, nr);
+    __m512i sc[16];
+    for (int L = 0; L < 4; L++) {
+        const __m512i v = kr_lanes(h, L);
+        for (int i = 0; i < 4; i++) sc[4 * L + i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
+    }
+    for (int g = 0; g < 16; g++) B[64 + g] = sc[g];
+    for (int k = 0; k < 8; k++)
+        B[80 + k] = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * k], 5), ffff),
+                                    _mm512_slli_epi32(sc[2 * k + 1], 21));
+    for (int g = 0; g < 4; g++) h[g] = kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
+    _mm512_store_ps(B + 88, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(kr_lanes(h, 3), 16))));
+    /* the quants: group g = elements 4g .. 4g + 3 = 128h + 32k + 4t */
+    __m512i qh[16];
+    kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, qh), qh);
+    for (int hh = 0; hh < 2; hh++) {
+        __m512i ql[16];
+        kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, ql) + 64 * (size_t)hh, ql);
+        for (int k = 0; k < 4; k++)
+            for (int t = 0; t < 8; t++) {
+                const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ql[8 * (k % 2) + t], 4 * (k / 2)), m4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh[8 * hh + t], 2 * k), m2);
+                _mm512_store_si512(B + 32 * hh + 8 * k + t, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)));
+            }
+    }
+}
+
+/* The panels of Q4_K, Q5_K or Q6_K (T 4, 5, 6) in the layout above, a
+ * super-block of 16 rows at a time (kx_sb_q45, kx_sb_q6): several times
+ * faster than unpacking row by row and transposing, so that a few
+ * activation rows pay for packing on the fly. While a panel is packed the
+ * next one's rows are prefetched. */
+INLINE void kx_pack(const int T, const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    const size_t sbb = kx_sb_bytes(T == 6);
+    const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
     for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
         uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
         const int nr = n_out - p0 < KP_ROWS ? (int)(n_out - p0) : KP_ROWS;
         const uint8_t *rows = w + (size_t)p0 * ws;
         for (int64_t sb = 0; sb < nsb; sb++) {
-            const uint8_t *p = rows + (size_t)sb * blk;
-            __m512i *B = (__m512i *)(panel + (size_t)sb * sbb);
             kx_prefetch_next(rows, ws, nsb, sb);
-            /* the 16 signed scales (int32), the offset pairs (32 sc_2k, 32 sc_2k+1), d */
-            __m512i h[4];
-            for (int g = 0; g < 4; g++) h[g] = kr_load4(p + offsetof(rw_block_q6_K, scales), ws, 4 * g, nr);
-            __m512i sc[16];
-            for (int L = 0; L < 4; L++) {
-                const __m512i v = kr_lanes(h, L);
-                for (int i = 0; i < 4; i++) sc[4 * L + i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
-            }
-            for (int g = 0; g < 16; g++) B[64 + g] = sc[g];
-            for (int k = 0; k < 8; k++)
-                B[80 + k] = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * k], 5), ffff),
-                                            _mm512_slli_epi32(sc[2 * k + 1], 21));
-            for (int g = 0; g < 4; g++) h[g] = kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
-            _mm512_store_ps(B + 88, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(kr_lanes(h, 3), 16))));
-            /* the quants: group g = elements 4g .. 4g + 3 = 128h + 32k + 4t */
-            __m512i qh[16];
-            kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, qh), qh);
-            for (int hh = 0; hh < 2; hh++) {
-                __m512i ql[16];
-                kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, ql) + 64 * (size_t)hh, ql);
-                for (int k = 0; k < 4; k++)
-                    for (int t = 0; t < 8; t++) {
-                        const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ql[8 * (k % 2) + t], 4 * (k / 2)), m4);
-                        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh[8 * hh + t], 2 * k), m2);
-                        _mm512_store_si512(B + 32 * hh + 8 * k + t, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)));
-                    }
-            }
+            __m512i *B = (__m512i *)(panel + (size_t)sb * sbb);
+            if (T == 6) kx_sb_q6(rows + (size_t)sb * blk, ws, nr, B);
+            else kx_sb_q45(T == 5, rows + (size_t)sb * blk, ws, nr, B);
         }
     }
 }
@@ -503,13 +478,13 @@ static void kx_pack_q6(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, ui
 static size_t kx_wbytes_q45(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(0) / KP_ROWS; }
 static size_t kx_wbytes_q6(int64_t n) { return (size_t)(n / 256) * kx_sb_bytes(1) / KP_ROWS; }
 static void pack_q4_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack_q45(0, w, ws, n, n_out, dst);
+    kx_pack(4, w, ws, n, n_out, dst);
 }
 static void pack_q5_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack_q45(1, w, ws, n, n_out, dst);
+    kx_pack(5, w, ws, n, n_out, dst);
 }
 static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    kx_pack_q6(w, ws, n, n_out, dst);
+    kx_pack(6, w, ws, n, n_out, dst);
 }
 
 /* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
