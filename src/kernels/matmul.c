@@ -46,11 +46,8 @@ static const kernel_lookup tier_tables[RW_TIER_COUNT] = {
 
 /* The tier whose kernels serve what a tier lacks (the reference serves all). */
 static const rw_kernel_tier tier_below[RW_TIER_COUNT] = {
-    [RW_TIER_REF] = RW_TIER_REF,
-    [RW_TIER_AVX2] = RW_TIER_REF,
-    [RW_TIER_AVX512] = RW_TIER_AVX2,
-    [RW_TIER_NEON] = RW_TIER_REF,
-    [RW_TIER_AMX] = RW_TIER_AVX512,
+    [RW_TIER_REF] = RW_TIER_REF,  [RW_TIER_AVX2] = RW_TIER_REF,   [RW_TIER_AVX512] = RW_TIER_AVX2,
+    [RW_TIER_NEON] = RW_TIER_REF, [RW_TIER_AMX] = RW_TIER_AVX512,
 };
 
 /* Kernels that sum in ggml's order (RW_NUMERICS_GGML), per tier; types they
@@ -97,9 +94,16 @@ bool rw_matmul_supports(rw_dtype t) { return rw_mm_kernel_ref(t) != NULL; }
 
 rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
     switch (t) {
-    case RW_TYPE_F32: case RW_TYPE_F16: case RW_TYPE_BF16: return t;
-    case RW_TYPE_Q4_0: case RW_TYPE_Q5_0: case RW_TYPE_Q8_0: case RW_TYPE_IQ4_NL: case RW_TYPE_MXFP4: return RW_TYPE_Q8_0;
-    case RW_TYPE_Q4_1: case RW_TYPE_Q5_1: return RW_TYPE_Q8_1;
+    case RW_TYPE_F32:
+    case RW_TYPE_F16:
+    case RW_TYPE_BF16: return t;
+    case RW_TYPE_Q4_0:
+    case RW_TYPE_Q5_0:
+    case RW_TYPE_Q8_0:
+    case RW_TYPE_IQ4_NL:
+    case RW_TYPE_MXFP4: return RW_TYPE_Q8_0;
+    case RW_TYPE_Q4_1:
+    case RW_TYPE_Q5_1: return RW_TYPE_Q8_1;
     default: return RW_TYPE_Q8_K;
     }
 }
@@ -107,13 +111,13 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 /* ---- the parallel driver --------------------------------------------- */
 
 enum {
-    MAX_TILE = 4096, /* outputs of one tile call: max_nw * max(max_nx, RW_MM_QUAD * max_nq),
+    MAX_TILE = 4096,        /* outputs of one tile call: max_nw * max(max_nx, RW_MM_QUAD * max_nq),
                       * (g_max_nw or max_nw) * RW_MM_GROUP * max_ng, p_rows * max_np */
-    PACK_MIN = 4,    /* fewest rows of a group that use the kernel's group form */
-    QUAD_MAX = 32,   /* most rows of a group that use the kernel's quad form (measured on Zen 4:
+    PACK_MIN = 4,           /* fewest rows of a group that use the kernel's group form */
+    QUAD_MAX = 32,          /* most rows of a group that use the kernel's quad form (measured on Zen 4:
                       * for Q8_0 it beats the group form up to 32 rows, and ties at 64) */
-    PANEL_ROWS = 256, /* activation rows of one panel-form task (a multiple of every kernel's max_np) */
-    FLY_MIN = 32,     /* fewest rows that pack panels on the fly for a matrix without stored ones
+    PANEL_ROWS = 256,       /* activation rows of one panel-form task (a multiple of every kernel's max_np) */
+    FLY_MIN = 32,           /* fewest rows that pack panels on the fly for a matrix without stored ones
                        * (unless the kernel sets fly_min_rows) */
     SERIAL_CONVERT = 16384, /* activation elements up to which the caller converts them alone */
 };
@@ -124,8 +128,8 @@ enum {
 typedef struct {
     int rows, max_slots, nw;
     void (*convert)(const float *const *rows, int n_rows, void *xg, int64_t n_in);
-    void (*tile)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride,
-                 int nx, float *out, int64_t out_stride);
+    void (*tile)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride, int nx,
+                 float *out, int64_t out_stride);
 } mm_form;
 
 /* One matrix-and-rows piece of a call (an mm_group before the work split). */
@@ -147,14 +151,14 @@ typedef struct {
  * group is packed (form non-NULL: the kernel's group or quad form),
  * form->rows rows each. */
 typedef struct {
-    mm_spec sp;                   /* the matrix and its rows */
-    const mm_form *form;          /* NULL: one row per slot, the kernel's tile */
-    bool fly;                     /* panel form packed on the fly: sp.w is the dense rows */
-    int64_t slot0, n_slots;       /* this group's slots in the call's slot numbering */
-    size_t off0, slot_bytes;      /* byte offset of its first slot in the scratch; bytes per slot */
-    int64_t bw, bx;               /* weight rows / activation rows per task */
+    mm_spec sp;              /* the matrix and its rows */
+    const mm_form *form;     /* NULL: one row per slot, the kernel's tile */
+    bool fly;                /* panel form packed on the fly: sp.w is the dense rows */
+    int64_t slot0, n_slots;  /* this group's slots in the call's slot numbering */
+    size_t off0, slot_bytes; /* byte offset of its first slot in the scratch; bytes per slot */
+    int64_t bw, bx;          /* weight rows / activation rows per task */
     int64_t n_wblocks, n_xblocks;
-    int64_t task0;                /* first task of this group */
+    int64_t task0; /* first task of this group */
 } mm_group;
 
 typedef struct {
@@ -165,8 +169,8 @@ typedef struct {
     mm_group *groups;
     int64_t n_groups;
     int64_t total_slots;
-    uint8_t *xq;        /* the converted activations */
-    uint8_t *wpack;     /* per thread, one panel packed on the fly (wpack_bytes each), or NULL */
+    uint8_t *xq;    /* the converted activations */
+    uint8_t *wpack; /* per thread, one panel packed on the fly (wpack_bytes each), or NULL */
     size_t wpack_bytes;
     int64_t conv_slots; /* slots per conversion task */
 } mm_job;
@@ -261,8 +265,8 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
                 }
                 const uint8_t *xg = xq + (size_t)(r / per) * g->slot_bytes;
                 if (!g->sp.y_rows) { /* straight into y */
-                    g->form->tile(j->n_in, w, ws, nw, xg, g->slot_bytes, nx,
-                                  g->sp.y + r * g->sp.y_stride + o, g->sp.y_stride);
+                    g->form->tile(j->n_in, w, ws, nw, xg, g->slot_bytes, nx, g->sp.y + r * g->sp.y_stride + o,
+                                  g->sp.y_stride);
                     continue;
                 }
                 g->form->tile(j->n_in, w, ws, nw, xg, g->slot_bytes, nx, out, nw);
@@ -369,11 +373,15 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
          * rows beyond that, else the tile */
         const bool stored = n >= panel_min && k->p_bytes && sp->panels;
         const bool fly = !stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= fly_min;
-        const mm_form *form = stored || fly                           ? &panel
+        const mm_form *form = stored || fly                                                             ? &panel
                               : n >= 2 && n <= (k->q_max_rows ? k->q_max_rows : QUAD_MAX) && k->q_bytes ? &quad
-                              : k->g_bytes && n >= (k->g_min_rows ? k->g_min_rows : PACK_MIN) ? &group
-                                                                      : NULL;
-        *g = (mm_group){.sp = *sp, .form = form, .slot0 = slot0, .off0 = off, .task0 = task0,
+                              : k->g_bytes && n >= (k->g_min_rows ? k->g_min_rows : PACK_MIN)           ? &group
+                                                                                                        : NULL;
+        *g = (mm_group){.sp = *sp,
+                        .form = form,
+                        .slot0 = slot0,
+                        .off0 = off,
+                        .task0 = task0,
                         .slot_bytes = form == &panel  ? panel_slot
                                       : form == &quad ? quad_slot
                                       : form          ? group_slot
@@ -440,8 +448,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
     const int64_t conv_tasks = (slot0 + j.conv_slots - 1) / j.conv_slots;
     if (total * n_in <= SERIAL_CONVERT) /* decode: cheaper than waking the pool for it */
         for (int64_t t = 0; t < conv_tasks; t++) convert_task(&j, t, 0);
-    else
-        rw_threadpool_run(pool, convert_task, &j, conv_tasks);
+    else rw_threadpool_run(pool, convert_task, &j, conv_tasks);
     rw_threadpool_run(pool, matmul_task, &j, task0);
     free(j.wpack);
     free(j.xq);
@@ -469,11 +476,17 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     mm_spec *specs = malloc(sizeof *specs * (size_t)n_groups); /* freed below */
     if (!specs) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
     for (int64_t g = 0; g < n_groups; g++)
-        specs[g] = (mm_spec){.w = groups[g].data, .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
+        specs[g] = (mm_spec){.w = groups[g].data,
+                             .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
                              .panels = groups[g].data == w->data ? panels_of(k, w->panels) : NULL,
-                             .p_stride = panel_row_bytes(k, w->n_in, row_bytes), .can_fly = panels_enabled(),
-                             .n_out = w->n_out, .y = y, .y_stride = y_stride, .x_rows = groups[g].x_rows,
-                             .y_rows = groups[g].y_rows, .n_rows = groups[g].n_rows};
+                             .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
+                             .can_fly = panels_enabled(),
+                             .n_out = w->n_out,
+                             .y = groups[g].y_rows ? y : y + groups[g].y_row0 * y_stride,
+                             .y_stride = y_stride,
+                             .x_rows = groups[g].x_rows,
+                             .y_rows = groups[g].y_rows,
+                             .n_rows = groups[g].n_rows};
     st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
     free(specs);
     return st;
@@ -485,12 +498,12 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
     if (n_w < 0 || n_rows < 0 || (n_w && (!ws || !ys || !y_strides)))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
     for (int i = 0; i < n_w; i++)
-        if (!ws[i] || ws[i]->n_in <= 0 || ws[i]->n_out < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
+        if (!ws[i] || ws[i]->n_in <= 0 || ws[i]->n_out < 0)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
     /* runs of consecutive matrices with one type and row length share a call */
     for (int i0 = 0, i1; i0 < n_w; i0 = i1) {
         for (i1 = i0 + 1; i1 < n_w && i1 - i0 < MAX_MULTI; i1++)
-            if (ws[i1]->type != ws[i0]->type || ws[i1]->n_in != ws[i0]->n_in)
-                break;
+            if (ws[i1]->type != ws[i0]->type || ws[i1]->n_in != ws[i0]->n_in) break;
         const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), ws[i0]->type, NULL);
         if (i1 - i0 == 1 || !k) { /* rw_matmul reports what is wrong */
             rw_status st = rw_matmul(ws[i0], x, x_stride, n_rows, ys[i0], y_strides[i0], pool, err);
@@ -511,7 +524,10 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
                                       .panels = panels_of(k, ws[i]->panels),
                                       .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
                                       .can_fly = panels_enabled(),
-                                      .n_out = ws[i]->n_out, .y = ys[i], .y_stride = y_strides[i], .n_rows = n_rows};
+                                      .n_out = ws[i]->n_out,
+                                      .y = ys[i],
+                                      .y_stride = y_strides[i],
+                                      .n_rows = n_rows};
         }
         rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);
         if (st) return st;
@@ -523,12 +539,12 @@ rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
                            int64_t y_stride, const int32_t *y_rows, int64_t n_rows, rw_threadpool *pool,
                            rw_error *err) {
     if (!w || n_rows < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
-    rw_matmul_group g = {w->data, x_rows, y_rows, n_rows};
+    rw_matmul_group g = {w->data, x_rows, y_rows, n_rows, 0};
     return rw_matmul_grouped(w, &g, 1, x, x_stride, y, y_stride, pool, err);
 }
 
-rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y,
-                    int64_t y_stride, rw_threadpool *pool, rw_error *err) {
+rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y, int64_t y_stride,
+                    rw_threadpool *pool, rw_error *err) {
     return rw_matmul_gather(w, x, x_stride, NULL, y, y_stride, NULL, n_rows, pool, err);
 }
 

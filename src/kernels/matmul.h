@@ -87,16 +87,15 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t);
  * RW_ERR_INVALID_ARG for n_in not a multiple of the type's block (256 for
  * K-quants) or bad sizes, RW_ERR_NOMEM if the activation scratch cannot be
  * allocated. */
-rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y,
-                    int64_t y_stride, rw_threadpool *pool, rw_error *err);
+rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y, int64_t y_stride,
+                    rw_threadpool *pool, rw_error *err);
 
 /* Gathered form (MoE): row r reads x + x_rows[r]*x_stride and writes
  * y + y_rows[r]*y_stride. A NULL list means the identity. The same y row
  * must not appear twice. Each row's result is bitwise what rw_matmul gives
  * for it. */
-rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
-                           const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows,
-                           int64_t n_rows, rw_threadpool *pool, rw_error *err);
+rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride, const int32_t *x_rows, float *y,
+                           int64_t y_stride, const int32_t *y_rows, int64_t n_rows, rw_threadpool *pool, rw_error *err);
 
 /* Grouped form (MoE experts in one call): group g multiplies the weights at
  * groups[g].data (same type, n_in, n_out and row stride as w; w->data is
@@ -106,8 +105,9 @@ rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
 typedef struct {
     const void *data;      /* this group's weight rows (e.g. one expert of a 3-D tensor) */
     const int32_t *x_rows; /* rows of x it reads (NULL: 0..n_rows-1) */
-    const int32_t *y_rows; /* rows of y it writes (NULL: 0..n_rows-1) */
+    const int32_t *y_rows; /* rows of y it writes (NULL: y_row0 .. y_row0 + n_rows - 1, written in place) */
     int64_t n_rows;
+    int64_t y_row0; /* with y_rows NULL: its first row of y (0 unless set) */
 } rw_matmul_group;
 
 rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,

@@ -51,34 +51,33 @@ rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, rw_models__moe *M
  * slots of a pass: slot s = t*k + j (token t's j-th choice, expert sel[s]).
  * One grouped product, a group per expert with its slots in order; the
  * slots' outputs are written in that order (experts ascending), so each
- * expert's rows are contiguous in y and written as a stream: row p of y
- * is slot order[p]. Slot order[p] reads row order[p] / k of x when
- * x_by_token, else row p (x in the same order: a previous call's y).
- * rows (3 * n_slots) and groups (n_expert) are the caller's scratch; order
- * is rows' first n_slots entries after the call. */
+ * expert writes a contiguous block of y in place: row p of y is slot
+ * order[p]. Slot order[p] reads row order[p] / k of x when x_by_token,
+ * else row p (x in the same order: a previous call's y). rows
+ * (2 * n_slots) and groups (n_expert) are the caller's scratch; order is
+ * rows' first n_slots entries after the call. */
 rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
                                     bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
                                     int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
     uint64_t row_bytes;
     rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
     const size_t expert_bytes = (size_t)t->ne[1] * row_bytes;
-    /* rows: the slots in expert order, then their y rows (0, 1, ...), then their x rows */
-    int32_t *order = rows, *yr = rows + n_slots, *xr = rows + 2 * n_slots;
+    /* rows: the slots in expert order, then their x rows */
+    int32_t *order = rows, *xr = rows + n_slots;
     int64_t ng = 0, at = 0;
     for (int e = 0; e < n_expert; e++) {
         const int64_t start = at;
         for (int64_t s = 0; s < n_slots; s++)
             if (sel[s] == e) {
                 order[at] = (int32_t)s;
-                yr[at] = (int32_t)at;
                 xr[at] = (int32_t)(x_by_token ? s / k : at);
                 at++;
             }
         if (at == start) continue;
         groups[ng++] = (rw_matmul_group){.data = (const char *)t->data + (size_t)e * expert_bytes,
                                          .x_rows = xr + start,
-                                         .y_rows = yr + start,
-                                         .n_rows = at - start};
+                                         .n_rows = at - start,
+                                         .y_row0 = start};
     }
     const rw_matrix w = {.type = t->type,
                          .data = t->data,
@@ -114,7 +113,7 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
     float *gu = m->sc.work, *y = gu + n * gu_floats(M);
     float *logits = malloc((size_t)(n * ne) * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
     float *w = malloc((size_t)ns * sizeof *w), *sg = malloc((size_t)n * sizeof *sg);
-    int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(3 * ns) * sizeof *rows);
+    int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
     rw_matmul_group *groups = malloc((size_t)ne * sizeof *groups);
     if (!logits || !probs || !w || !sg || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
@@ -131,7 +130,7 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
     if (!st)
         st = rw_models__experts_matmul(M->down_exps, ne, sel, ns, k, false, gu, 2 * fe, y, E, rows, groups, bt->pool,
                                        err);
-    /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second third, free now) */
+    /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);
     for (int64_t t = 0; t < n && !st; t++) {

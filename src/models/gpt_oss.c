@@ -206,7 +206,7 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
      * before returning */
     float *gu = m->sc.work, *y = gu + ns * 2 * F;
     float *logits = malloc((size_t)(n * N) * sizeof *logits), *w = malloc((size_t)ns * sizeof *w);
-    int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(3 * ns) * sizeof *rows);
+    int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
     rw_matmul_group *groups = malloc((size_t)N * sizeof *groups);
     if (!logits || !w || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
@@ -232,7 +232,7 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
     if (!st)
         st = rw_models__experts_matmul(M->down_exps, x->n_expert, sel, ns, k, false, gu, 2 * F, y, E, rows, groups,
                                        bt->pool, err);
-    /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second third, free now) */
+    /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);
     for (int64_t t = 0; t < n && !st; t++) {

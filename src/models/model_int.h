@@ -356,7 +356,7 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
  * order: row p of y is slot rows[p] (rows' first n_slots entries after the
  * call), which reads row rows[p] / k of x when x_by_token, else row p (x
  * in the same order); each row bitwise a one-row product's. rows
- * (3 * n_slots) and groups (n_expert) are the caller's scratch. Shared by
+ * (2 * n_slots) and groups (n_expert) are the caller's scratch. Shared by
  * the MoE FFN and gpt-oss's experts; rw_models__experts_positions inverts
  * the order (pos[slot] = its row). */
 rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,

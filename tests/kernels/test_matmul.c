@@ -320,12 +320,19 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
                     xr[r] = (int32_t)(r < n_even ? 2 * r : 2 * (r - n_even) + 1);
                     yr[r] = xr[r];
                 }
-                rw_matmul_group groups[3] = {{wdata, xr, yr, n_even},
-                                             {wdata2, NULL, NULL, 0},
-                                             {wdata2, xr + n_even, yr + n_even, n_rows - n_even}};
+                rw_matmul_group groups[3] = {{wdata, xr, yr, n_even, 0},
+                                             {wdata2, NULL, NULL, 0, 0},
+                                             {wdata2, xr + n_even, yr + n_even, n_rows - n_even, 0}};
                 CHECK(rw_matmul_grouped(&w, groups, 3, x, n_in, y, n_out, pools[th], &err) == RW_OK);
                 for (int64_t r = 0; r < n_rows; r++)
                     ok &= !memcmp(y + r * n_out, (r % 2 ? alone2 : alone) + r * n_out, sizeof(float) * (size_t)n_out);
+                /* the same groups written in place, each a block of y from its y_row0 (the experts' order) */
+                groups[0].y_rows = groups[2].y_rows = NULL;
+                groups[1].y_row0 = n_even, groups[2].y_row0 = n_even;
+                CHECK(rw_matmul_grouped(&w, groups, 3, x, n_in, y, n_out, pools[th], &err) == RW_OK);
+                for (int64_t p = 0; p < n_rows; p++)
+                    ok &= !memcmp(y + p * n_out, (xr[p] % 2 ? alone2 : alone) + xr[p] * n_out,
+                                  sizeof(float) * (size_t)n_out);
                 CHECK_MSG(ok, "%s %s%s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
                           rw_dtype_name(t), pass ? " (panels)" : "", (long long)n_rows, th + 1);
                 if (!ok) goto done;
