@@ -49,31 +49,34 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
-enum { RW_MM_ROWS_1X = 64, RW_MM_GROUP = 16, RW_MM_QUAD = 4 };
+/* RW_MM_ROWS_1X: the most weight rows of one tile call with one activation
+ * row; long calls let a tile's prefetch run on from pass to pass (at 64
+ * rows a call, Q4_K decode restarted its stream every few tens of KB). */
+enum { RW_MM_ROWS_1X = 1024, RW_MM_GROUP = 16, RW_MM_QUAD = 4 };
 
 typedef struct {
     size_t (*x_bytes)(int64_t n_in); /* bytes of one converted activation row */
     void (*convert_x)(const float *x, void *xq, int64_t n_in);
-    void (*tile)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq,
-                 size_t xq_stride, int nx, float *out);
+    void (*tile)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq, size_t xq_stride, int nx,
+                 float *out);
     int max_nw, max_nx;
     /* group form (optional) */
     size_t (*g_bytes)(int64_t n_in); /* bytes of one packed group */
     void (*convert_g)(const float *const *rows, int n_rows, void *xg, int64_t n_in);
-    void (*tile_g)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride,
-                   int nx, float *out, int64_t out_stride);
+    void (*tile_g)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xg, size_t xg_stride, int nx,
+                   float *out, int64_t out_stride);
     int max_ng;
     /* quad form (optional) */
     size_t (*q_bytes)(int64_t n_in); /* bytes of one packed quad */
     void (*convert_q)(const float *const *rows, int n_rows, void *xq, int64_t n_in);
-    void (*tile_q)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq, size_t xq_stride,
-                   int nx, float *out, int64_t out_stride);
+    void (*tile_q)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq, size_t xq_stride, int nx,
+                   float *out, int64_t out_stride);
     int max_nq;
     /* panel form (optional) */
     size_t (*p_bytes)(int64_t n_in); /* bytes of one converted activation row */
     void (*convert_p)(const float *const *rows, int n_rows, void *xp, int64_t n_in);
-    void (*tile_p)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xp, size_t xp_stride,
-                   int nx, float *out, int64_t out_stride);
+    void (*tile_p)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xp, size_t xp_stride, int nx,
+                   float *out, int64_t out_stride);
     void (*pack_p)(const uint8_t *w, size_t w_stride, int64_t n_in, int64_t n_out, uint8_t *dst);
     int p_rows, max_np;
     size_t (*p_wbytes)(int64_t n_in); /* bytes per weight row in the panels; NULL: the dense row size */
@@ -112,11 +115,11 @@ bool rw_matmul_avx_vnni_allowed(void);
 bool rw_matmul_k_scale_shuffle(void);
 
 /* CPU feature probes (cpu_features.c). */
-bool rw_cpu_has_avx2(void);   /* AVX2 + FMA + F16C, OS saves YMM */
-bool rw_cpu_has_avx512(void); /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
-bool rw_cpu_has_avx_vnni(void); /* AVX2 and the 256-bit VEX VNNI (vpdpbusd on ymm) */
-bool rw_cpu_is_amd(void); /* cpuid's vendor is AMD: a kernel variant's choice, never its bits */
-bool rw_cpu_has_amx(void); /* AMX tile + int8, and the kernel let this process use the tile data */
+bool rw_cpu_has_avx2(void);      /* AVX2 + FMA + F16C, OS saves YMM */
+bool rw_cpu_has_avx512(void);    /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
+bool rw_cpu_has_avx_vnni(void);  /* AVX2 and the 256-bit VEX VNNI (vpdpbusd on ymm) */
+bool rw_cpu_is_amd(void);        /* cpuid's vendor is AMD: a kernel variant's choice, never its bits */
+bool rw_cpu_has_amx(void);       /* AMX tile + int8, and the kernel let this process use the tile data */
 bool rw_cpu_has_neon_dot(void);  /* AArch64 with the dot-product instructions (SDOT/UDOT) */
 bool rw_cpu_has_neon_i8mm(void); /* AArch64 with the 8-bit matrix multiply (SMMLA) */
 
