@@ -66,12 +66,10 @@ static void convert_q8_0_row(const float *x, void *xq, int64_t n) {
  * 2c+1 in lanes 8-15) into one lane per block, in V order. Exact. */
 INLINE __m512i block_sums16(const __m512i p[8]) {
     __m512i t[4], u[2];
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
-        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
-                                _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
-    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
-        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
-                                _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) t[i] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) u[i] =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
     return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
                             _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
@@ -179,8 +177,7 @@ INLINE float wt_d(const uint8_t *row, int64_t b, const int T) {
 /* The scales of blocks blk[idx[l]] (blk: a row's block, idx: block
  * indices times wt_bytes(T)) for the lanes of valid, 0 elsewhere; exact
  * (MXFP4's 2^(e - 128) built from its bits as rw_e8m0_half). */
-INLINE __m512 wt_d16(const uint8_t *blk, __m512i off, __mmask16 valid, const int T) {
-    const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, off, blk, 1);
+INLINE __m512 wt_d16_of(__m512i v, __mmask16 valid, const int T) {
     if (T != WT_MXFP4) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
     const __m512i e = _mm512_and_si512(v, _mm512_set1_epi32(0xFF));
     const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
@@ -190,7 +187,61 @@ INLINE __m512 wt_d16(const uint8_t *blk, __m512i off, __mmask16 valid, const int
     return _mm512_maskz_mov_ps(valid, _mm512_castsi512_ps(bits));
 }
 
-INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const int T) {
+INLINE __m512 wt_d16(const uint8_t *blk, __m512i off, __mmask16 valid, const int T) {
+    return wt_d16_of(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, off, blk, 1), valid, T);
+}
+
+/* The scales of a full group of 16 blocks without a gather (a 16-lane
+ * gather took a third of MXFP4's one-row time on Zen 5): the scale fields
+ * (each block's first 2 bytes, MXFP4's first byte) of 16 blocks lie in at
+ * most 4 windows of 128 bytes inside the group; one two-register word
+ * permute per window puts each block's scale word into the low word of its
+ * lane (V order), as the gather's 32-bit loads left it, and MXFP4's odd
+ * byte offsets are shifted down. A plan is made once per tile call. */
+typedef struct {
+    __m512i idx[4];    /* word permutes per window */
+    __mmask32 keep[4]; /* the low word of each lane the window serves */
+    int start[4];      /* the window's first byte in the group */
+    int n;             /* windows */
+    __m512i shift;     /* MXFP4: 8 where the scale byte is a word's high byte */
+} wt_scale_plan;
+
+static wt_scale_plan wt_plan(const int T) {
+    wt_scale_plan pl = {.n = 0};
+    const int bytes = wt_bytes(T), size = T == WT_MXFP4 ? 1 : 2, group = 16 * bytes;
+    int16_t idx[32];
+    int32_t shift[16] = {0};
+    for (int j = 0; j < 16;) {
+        int start = (j * bytes) & ~1;
+        if (start > group - 128) start = group - 128;
+        memset(idx, 0, sizeof idx);
+        __mmask32 keep = 0;
+        for (; j < 16 && j * bytes + size - 1 - start <= 127; j++) {
+            const int b = j * bytes - start, lane = vpos(j);
+            idx[2 * lane] = (int16_t)(b / 2);
+            keep |= (__mmask32)1u << (2 * lane);
+            shift[lane] = (b & 1) * 8;
+        }
+        pl.idx[pl.n] = _mm512_loadu_si512(idx);
+        pl.keep[pl.n] = keep;
+        pl.start[pl.n++] = start;
+    }
+    pl.shift = _mm512_loadu_si512(shift);
+    return pl;
+}
+
+/* The raw scale fields of blocks 0..15 at blk (lane vpos(j): block j's
+ * first 4 bytes' low 16 bits, the rest 0): wt_d16's gather for a full group. */
+INLINE __m512i wt_fields16(const uint8_t *blk, const wt_scale_plan *pl, const int T) {
+    __m512i r = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int k = 0; k < pl->n; k++) {
+        const __m512i lo = _mm512_loadu_si512(blk + pl->start[k]), hi = _mm512_loadu_si512(blk + pl->start[k] + 64);
+        r = _mm512_mask_mov_epi16(r, pl->keep[k], _mm512_permutex2var_epi16(lo, pl->idx[k], hi));
+    }
+    return T == WT_MXFP4 ? _mm512_srlv_epi32(r, pl->shift) : r;
+}
+
+INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const wt_scale_plan *pl, const int T) {
     const int64_t nb = n / 32;
     const int bytes = wt_bytes(T);
     const __m512i voff = _mm512_mullo_epi32(WT_VORDER, _mm512_set1_epi32(bytes));
@@ -218,7 +269,8 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const in
             for (int j = 0; j < left; j++) valid |= (__mmask16)(1u << vpos(j));
         }
         __m512 v = _mm512_cvtepi32_ps(block_sums16(p));
-        __m512 s = _mm512_mul_ps(wt_d16(blk, voff, valid, T), _mm512_load_ps(xg->dx));
+        const __m512 dw = left == 16 ? wt_d16_of(wt_fields16(blk, pl, T), valid, T) : wt_d16(blk, voff, valid, T);
+        __m512 s = _mm512_mul_ps(dw, _mm512_load_ps(xg->dx));
         acc = _mm_fmadd_ps(_mm512_castps512_ps128(v), _mm512_castps512_ps128(s), acc);
         acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 1), _mm512_extractf32x4_ps(s, 1), acc);
         acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(s, 2), acc);
@@ -232,9 +284,10 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const in
 #define WT_TILE(name, T)                                                                                          \
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                             float *out) {                                                                         \
+        const wt_scale_plan pl = wt_plan(T);                                                                      \
         for (int j = 0; j < nx; j++)                                                                              \
             for (int i = 0; i < nw; i++)                                                                          \
-                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), T);                   \
+                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), &pl, T);              \
     }
 WT_TILE(q8_0, WT_Q8_0)
 WT_TILE(q4_0, WT_Q4_0)
@@ -267,7 +320,6 @@ static void convert_q8_0_g(const float *const *rows, int n_rows, void *xg, int64
             g[b].dx[r] = d;
         }
 }
-
 
 /* Up to 8 weight rows x 4 groups per call; the accumulators of the current
  * k only live in registers (blocks 2k, 2k+1 of each 8 share acc[k]). */
@@ -452,10 +504,10 @@ INLINE void q8_0_quad_dot(int64_t n, const uint8_t *w, const uint8_t *xq, size_t
         }
         _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
             const xq_q8_oct *xo = (const xq_q8_oct *)(xq + (size_t)qd * xqs) + b0 / 8;
-            acc[qd] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ie[qd]), _mm512_mul_ps(dw_e, _mm512_load_ps(xo->dx[0])),
-                                      acc[qd]);
-            acc[qd] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(io[qd]), _mm512_mul_ps(dw_o, _mm512_load_ps(xo->dx[1])),
-                                      acc[qd]);
+            acc[qd] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(ie[qd]), _mm512_mul_ps(dw_e, _mm512_load_ps(xo->dx[0])), acc[qd]);
+            acc[qd] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(io[qd]), _mm512_mul_ps(dw_o, _mm512_load_ps(xo->dx[1])), acc[qd]);
         }
     }
     _Pragma("GCC unroll 4") for (int qd = 0; qd < NQ; qd++) {
@@ -642,8 +694,7 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
     for (int k = 0; k < 4; k++) {
         __m512 acc[Q8P_MAX_NX];
         _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t o = 0; o < n_oct; o++)
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        for (int64_t o = 0; o < n_oct; o++) _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                 const int64_t b = 8 * o + 2 * k + h;
                 if (b >= nb) break;
                 __m512i W[8];
@@ -685,11 +736,12 @@ INLINE void q8_0_panel(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
         switch (nx) { /* a constant row count keeps every accumulator in a register */
 #define PANEL_CASE(R) \
     case R: q8_0_panel_dot(n, P, xp, xps, nl, out + i, os, R, F32S); break;
-            PANEL_CASE(1) PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7)
-            PANEL_CASE(8) PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14)
-            PANEL_CASE(15) PANEL_CASE(16)
+            PANEL_CASE(1)
+            PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7) PANEL_CASE(8)
+                PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14) PANEL_CASE(15)
+                    PANEL_CASE(16)
 #undef PANEL_CASE
-        default: break;
+                        default : break;
         }
     }
 }
@@ -796,10 +848,10 @@ static void pack_q8_0_gp(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, 
  * lanes in acc[r][s]; pf: prefetch the panel ahead (the first pass over a
  * span). */
 INLINE void q8_0_gpanel_span(const wp_q8_blk *P, const uint16_t (*D)[16], int64_t b0, int64_t b1,
-                            const xpg_q8_blk *const *x, __m512 (*acc)[8], const int R, const int pf) {
+                             const xpg_q8_blk *const *x, __m512 (*acc)[8], const int R, const int pf) {
     __m512 a[Q8GP_MAX_R][8];
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) a[r][s] = acc[r][s];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) a[r][s] =
+        acc[r][s];
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     for (int64_t b = b0; b < b1; b++) {
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)D[b]));
@@ -820,8 +872,8 @@ INLINE void q8_0_gpanel_span(const wp_q8_blk *P, const uint16_t (*D)[16], int64_
             }
         }
     }
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) acc[r][s] = a[r][s];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) acc[r][s] =
+        a[r][s];
 }
 
 /* w: the panel of weight row 0 (ws: bytes per row in the GGUF layout, so a
@@ -830,7 +882,7 @@ INLINE void q8_0_gpanel_span(const wp_q8_blk *P, const uint16_t (*D)[16], int64_
  * row after 3s: 4 = 2 + 2); which pass a row is in changes nothing in its
  * arithmetic. */
 static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
-                        float *out, int64_t os) {
+                         float *out, int64_t os) {
     const int64_t nb = n / 32;
     const xpg_q8_blk *x[Q8GP_MAX_NX];
     for (int r = 0; r < nx; r++) x[r] = (const xpg_q8_blk *)(xp + (size_t)r * xps);
@@ -906,13 +958,40 @@ WT_KERNEL(q5_0)
 WT_KERNEL(iq4_nl)
 WT_KERNEL(mxfp4)
 
-const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g, convert_q8_0_row, tile_q8_0, Q8G_NW, 1,
-                                            g_bytes_q8, convert_q8_0_g, tile_g_q8_0, Q8G_MAX_NG,
-                                            q_bytes_q8, convert_q8_0_q, tile_q_q8_0, Q8Q_MAX_NQ,
-                                            p_bytes_q8, convert_q8_0_p, tile_p_q8_0, pack_q8_0_p, Q8P_ROWS, Q8P_MAX_NX,
-                                            NULL, 0, 0, 0, 0, 0};
+const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g,
+                                            convert_q8_0_row,
+                                            tile_q8_0,
+                                            Q8G_NW,
+                                            1,
+                                            g_bytes_q8,
+                                            convert_q8_0_g,
+                                            tile_g_q8_0,
+                                            Q8G_MAX_NG,
+                                            q_bytes_q8,
+                                            convert_q8_0_q,
+                                            tile_q_q8_0,
+                                            Q8Q_MAX_NQ,
+                                            p_bytes_q8,
+                                            convert_q8_0_p,
+                                            tile_p_q8_0,
+                                            pack_q8_0_p,
+                                            Q8P_ROWS,
+                                            Q8P_MAX_NX,
+                                            NULL,
+                                            0,
+                                            0,
+                                            0,
+                                            0,
+                                            0};
 
-const rw_mm_kernel rw_avx512_kernel_q8_0_ggml = {
-    .x_bytes = x_bytes_chunks, .convert_x = convert_q8_0_b128, .tile = tile_q8_0_ggml, .max_nw = NW,
-    .max_nx = NX, .p_bytes = pg_bytes_q8, .convert_p = convert_q8_0_gp, .tile_p = tile_gp_q8_0,
-    .pack_p = pack_q8_0_gp, .p_rows = Q8GP_ROWS, .max_np = Q8GP_MAX_NX};
+const rw_mm_kernel rw_avx512_kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks,
+                                                 .convert_x = convert_q8_0_b128,
+                                                 .tile = tile_q8_0_ggml,
+                                                 .max_nw = NW,
+                                                 .max_nx = NX,
+                                                 .p_bytes = pg_bytes_q8,
+                                                 .convert_p = convert_q8_0_gp,
+                                                 .tile_p = tile_gp_q8_0,
+                                                 .pack_p = pack_q8_0_gp,
+                                                 .p_rows = Q8GP_ROWS,
+                                                 .max_np = Q8GP_MAX_NX};
