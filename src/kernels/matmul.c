@@ -406,17 +406,18 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
                     : n < 64         ? round_up(n, unit)
                                      : 64;
             g->n_xblocks = (n + g->bx - 1) / g->bx;
-            int64_t bw = sp->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
-            const int64_t bw_max = form == &panel ? 256 : 64; /* panels: longer streams, fewer task starts */
-            if (bw > bw_max) bw = bw_max;
             /* Few rows (one block of them, weights not in panels): the work
              * streams the weights once, so each task takes one long run of
              * rows, STREAM_TASKS per thread. Tasks of 64 rows (a few tens of
              * KB) cost a task start and a cold prefetch each: measured on
              * Zen 5 with 2 threads, one activation row of Q4_K then streamed
-             * at 27 GB/s, with long runs at 48-56 GB/s (the read loop: 53). */
-            if (g->n_xblocks == 1 && form != &panel)
-                bw = (sp->n_out + STREAM_TASKS * n_threads - 1) / (STREAM_TASKS * n_threads);
+             * at 27 GB/s, with long runs at 48-56 GB/s (the read loop: 53).
+             * Otherwise blocks small enough for several tasks a thread. */
+            const int64_t streams = STREAM_TASKS * (int64_t)n_threads;
+            int64_t bw = sp->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
+            const int64_t bw_max = form == &panel ? 256 : 64; /* panels: longer streams, fewer task starts */
+            if (g->n_xblocks == 1 && form != &panel) bw = (sp->n_out + streams - 1) / streams;
+            else if (bw > bw_max) bw = bw_max;
             g->bw = round_up(bw > 0 ? bw : 1, form ? form->nw : k->max_nw);
             g->n_wblocks = (sp->n_out + g->bw - 1) / g->bw;
         } else {

@@ -736,12 +736,13 @@ INLINE void q8_0_panel(int64_t n, const uint8_t *w, size_t ws, int nw, const uin
         switch (nx) { /* a constant row count keeps every accumulator in a register */
 #define PANEL_CASE(R) \
     case R: q8_0_panel_dot(n, P, xp, xps, nl, out + i, os, R, F32S); break;
-            PANEL_CASE(1)
-            PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7) PANEL_CASE(8)
-                PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14) PANEL_CASE(15)
-                    PANEL_CASE(16)
+            // clang-format off
+            PANEL_CASE(1) PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6) PANEL_CASE(7)
+            PANEL_CASE(8) PANEL_CASE(9) PANEL_CASE(10) PANEL_CASE(11) PANEL_CASE(12) PANEL_CASE(13) PANEL_CASE(14)
+            PANEL_CASE(15) PANEL_CASE(16)
 #undef PANEL_CASE
-                        default : break;
+        default: break;
+            // clang-format on
         }
     }
 }
@@ -927,62 +928,52 @@ static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const u
 /* The decoded types: Q8_0's forms and activation layouts, their own
  * panels (from 8 rows: fewer take the quad form rather than decode a
  * panel's 16 rows on the fly). */
-#define WT_KERNEL(name)                                             \
-    const rw_mm_kernel rw_avx512_kernel_##name = {x_bytes_q8g,      \
-                                                  convert_q8_0_row, \
-                                                  tile_##name,      \
-                                                  Q8G_NW,           \
-                                                  1,                \
-                                                  g_bytes_q8,       \
-                                                  convert_q8_0_g,   \
-                                                  tile_g_##name,    \
-                                                  Q8G_MAX_NG,       \
-                                                  q_bytes_q8,       \
-                                                  convert_q8_0_q,   \
-                                                  tile_q_##name,    \
-                                                  Q8Q_MAX_NQ,       \
-                                                  p_bytes_q8,       \
-                                                  convert_q8_0_p,   \
-                                                  tile_p_wt,        \
-                                                  pack_p_##name,    \
-                                                  Q8P_ROWS,         \
-                                                  Q8P_MAX_NX,       \
-                                                  wtp_wbytes,       \
-                                                  8,                \
-                                                  0,                \
-                                                  0,                \
-                                                  0,                \
-                                                  0};
+#define WT_KERNEL(name)                                                          \
+    const rw_mm_kernel rw_avx512_kernel_##name = {.x_bytes = x_bytes_q8g,        \
+                                                  .convert_x = convert_q8_0_row, \
+                                                  .tile = tile_##name,           \
+                                                  .max_nw = Q8G_NW,              \
+                                                  .max_nx = 1,                   \
+                                                  .g_bytes = g_bytes_q8,         \
+                                                  .convert_g = convert_q8_0_g,   \
+                                                  .tile_g = tile_g_##name,       \
+                                                  .max_ng = Q8G_MAX_NG,          \
+                                                  .q_bytes = q_bytes_q8,         \
+                                                  .convert_q = convert_q8_0_q,   \
+                                                  .tile_q = tile_q_##name,       \
+                                                  .max_nq = Q8Q_MAX_NQ,          \
+                                                  .p_bytes = p_bytes_q8,         \
+                                                  .convert_p = convert_q8_0_p,   \
+                                                  .tile_p = tile_p_wt,           \
+                                                  .pack_p = pack_p_##name,       \
+                                                  .p_rows = Q8P_ROWS,            \
+                                                  .max_np = Q8P_MAX_NX,          \
+                                                  .p_wbytes = wtp_wbytes,        \
+                                                  .p_min_rows = 8};
 WT_KERNEL(q4_0)
 WT_KERNEL(q5_0)
 WT_KERNEL(iq4_nl)
 WT_KERNEL(mxfp4)
 
-const rw_mm_kernel rw_avx512_kernel_q8_0 = {x_bytes_q8g,
-                                            convert_q8_0_row,
-                                            tile_q8_0,
-                                            Q8G_NW,
-                                            1,
-                                            g_bytes_q8,
-                                            convert_q8_0_g,
-                                            tile_g_q8_0,
-                                            Q8G_MAX_NG,
-                                            q_bytes_q8,
-                                            convert_q8_0_q,
-                                            tile_q_q8_0,
-                                            Q8Q_MAX_NQ,
-                                            p_bytes_q8,
-                                            convert_q8_0_p,
-                                            tile_p_q8_0,
-                                            pack_q8_0_p,
-                                            Q8P_ROWS,
-                                            Q8P_MAX_NX,
-                                            NULL,
-                                            0,
-                                            0,
-                                            0,
-                                            0,
-                                            0};
+const rw_mm_kernel rw_avx512_kernel_q8_0 = {.x_bytes = x_bytes_q8g,
+                                            .convert_x = convert_q8_0_row,
+                                            .tile = tile_q8_0,
+                                            .max_nw = Q8G_NW,
+                                            .max_nx = 1,
+                                            .g_bytes = g_bytes_q8,
+                                            .convert_g = convert_q8_0_g,
+                                            .tile_g = tile_g_q8_0,
+                                            .max_ng = Q8G_MAX_NG,
+                                            .q_bytes = q_bytes_q8,
+                                            .convert_q = convert_q8_0_q,
+                                            .tile_q = tile_q_q8_0,
+                                            .max_nq = Q8Q_MAX_NQ,
+                                            .p_bytes = p_bytes_q8,
+                                            .convert_p = convert_q8_0_p,
+                                            .tile_p = tile_p_q8_0,
+                                            .pack_p = pack_q8_0_p,
+                                            .p_rows = Q8P_ROWS,
+                                            .max_np = Q8P_MAX_NX};
 
 const rw_mm_kernel rw_avx512_kernel_q8_0_ggml = {.x_bytes = x_bytes_chunks,
                                                  .convert_x = convert_q8_0_b128,
