@@ -178,7 +178,7 @@ INLINE float wt_d(const uint8_t *row, int64_t b, const int T) {
  * indices times wt_bytes(T)) for the lanes of valid, 0 elsewhere; exact
  * (MXFP4's 2^(e - 128) built from its bits as rw_e8m0_half). */
 INLINE __m512 wt_d16_of(__m512i v, __mmask16 valid, const int T) {
-    if (T != WT_MXFP4) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+    if (T != WT_MXFP4) return _mm512_maskz_cvtph_ps(valid, _mm512_cvtepi32_epi16(v));
     const __m512i e = _mm512_and_si512(v, _mm512_set1_epi32(0xFF));
     const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
     const __m512i bits =
@@ -241,40 +241,86 @@ INLINE __m512i wt_fields16(const uint8_t *blk, const wt_scale_plan *pl, const in
     return T == WT_MXFP4 ? _mm512_srlv_epi32(r, pl->shift) : r;
 }
 
-INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const wt_scale_plan *pl, const int T) {
-    const int64_t nb = n / 32;
+/* A row's last group when it has fewer than 16 blocks (left): where the
+ * tile's later rows follow (over: the bytes a full group reads past the
+ * row), it takes a full group's code, the junk blocks' quants meeting
+ * zero activation quants and their scales masked (valid); the tile's last
+ * rows read only their own bytes (masked loads: a row may end where the
+ * mapping does). The plan is made once per tile call (rows of one length). */
+typedef struct {
+    __mmask64 win[4][2]; /* per scale window, its two 64-byte halves */
+    int left;            /* blocks in the partial group (0: the row has none) */
+    __mmask16 valid;     /* their lanes (V order) */
+    int64_t over;        /* bytes a full group's code reads past the row */
+} wt_tail;
+
+static wt_tail wt_tail_plan(int64_t n, int bytes, const wt_scale_plan *pl) {
+    wt_tail t = {.left = (int)(n / 32 % 16), .valid = 0};
+    t.over = (int64_t)(16 - t.left) * bytes;
+    for (int j = 0; j < t.left; j++) t.valid |= (__mmask16)(1u << vpos(j));
+    for (int k = 0; k < pl->n; k++)
+        for (int h = 0; h < 2; h++) {
+            const int lim = t.left * bytes - pl->start[k] - 64 * h; /* the group's bytes from there */
+            t.win[k][h] = lim >= 64 ? ~0ull : lim <= 0 ? 0 : (1ull << lim) - 1;
+        }
+    return t;
+}
+
+/* wt_fields16 for the partial group; lanes of missing blocks 0. */
+INLINE __m512i wt_fields_tail(const uint8_t *blk, const wt_scale_plan *pl, const wt_tail *t, const int T) {
+    __m512i r = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int k = 0; k < pl->n; k++) {
+        const __m512i lo = _mm512_maskz_loadu_epi8(t->win[k][0], blk + pl->start[k]);
+        const __m512i hi = _mm512_maskz_loadu_epi8(t->win[k][1], blk + pl->start[k] + 64);
+        r = _mm512_mask_mov_epi16(r, pl->keep[k], _mm512_permutex2var_epi16(lo, pl->idx[k], hi));
+    }
+    r = _mm512_maskz_mov_epi32(t->valid, r);
+    return T == WT_MXFP4 ? _mm512_srlv_epi32(r, pl->shift) : r;
+}
+
+/* Q8_0's one-row float step on a group's sums (V order). */
+INLINE __m128 q8_0_group_fma(__m128 acc, __m512i sums, __m512 dw, const float *dx) {
+    const __m512 v = _mm512_cvtepi32_ps(sums), s = _mm512_mul_ps(dw, _mm512_load_ps(dx));
+    acc = _mm_fmadd_ps(_mm512_castps512_ps128(v), _mm512_castps512_ps128(s), acc);
+    acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 1), _mm512_extractf32x4_ps(s, 1), acc);
+    acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(s, 2), acc);
+    return _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 3), _mm512_extractf32x4_ps(s, 3), acc);
+}
+
+/* The exact sums of a full group's blocks, one lane a block in V order. */
+INLINE __m512i q8_0_group_sums(const uint8_t *blk, const x_q8g *xg, const int T) {
+    __m512i p[8];
+    _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) p[c] = _mm512_dpbusd_epi32(
+        _mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T), _mm512_load_si512(xg->ch[c].qs));
+    return block_sums16(p);
+}
+
+INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const wt_scale_plan *pl, const wt_tail *tail,
+                          int64_t after, const int T) {
+    const int64_t full = n / 32 / 16;
     const int bytes = wt_bytes(T);
-    const __m512i voff = _mm512_mullo_epi32(WT_VORDER, _mm512_set1_epi32(bytes));
     __m128 acc = _mm_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += 16, xg++) {
-        const uint8_t *blk = w + b0 * bytes;
-        const int left = nb - b0 < 16 ? (int)(nb - b0) : 16;
+    for (int64_t g = 0; g < full; g++, xg++) {
+        const uint8_t *blk = w + g * 16 * bytes;
         /* the hardware prefetcher alone left one row at 36 GB/s, with this 44 (Zen 5) */
         _Pragma("GCC unroll 9") for (int l = 0; l < (16 * bytes + 63) / 64; l++)
             _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
+        acc = q8_0_group_fma(acc, q8_0_group_sums(blk, xg, T), wt_d16_of(wt_fields16(blk, pl, T), 0xFFFF, T), xg->dx);
+    }
+    if (tail->left && after >= tail->over) {
+        const uint8_t *blk = w + full * 16 * bytes;
+        acc = q8_0_group_fma(acc, q8_0_group_sums(blk, xg, T), wt_d16_of(wt_fields16(blk, pl, T), tail->valid, T),
+                             xg->dx);
+    } else if (tail->left) { /* missing blocks: zero activation quants and base, so their sums are 0 */
+        const uint8_t *blk = w + full * 16 * bytes;
+        const int left = tail->left;
         __m512i p[8];
-        __mmask16 valid;
-        if (left == 16) {
-            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) p[c] = _mm512_dpbusd_epi32(
-                _mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T), _mm512_load_si512(xg->ch[c].qs));
-            valid = 0xFFFF;
-        } else {
-            /* missing blocks: zero quants and base, so their sums are 0 */
-            for (int c = 0; c < 8; c++)
-                p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
-                                           2 * c < left ? wt_u2(blk, 2 * c, 2 * c + 1, 2 * c + 1 < left, T)
-                                                        : _mm512_setzero_si512(),
-                                           _mm512_load_si512(xg->ch[c].qs));
-            valid = 0;
-            for (int j = 0; j < left; j++) valid |= (__mmask16)(1u << vpos(j));
-        }
-        __m512 v = _mm512_cvtepi32_ps(block_sums16(p));
-        const __m512 dw = left == 16 ? wt_d16_of(wt_fields16(blk, pl, T), valid, T) : wt_d16(blk, voff, valid, T);
-        __m512 s = _mm512_mul_ps(dw, _mm512_load_ps(xg->dx));
-        acc = _mm_fmadd_ps(_mm512_castps512_ps128(v), _mm512_castps512_ps128(s), acc);
-        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 1), _mm512_extractf32x4_ps(s, 1), acc);
-        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(s, 2), acc);
-        acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 3), _mm512_extractf32x4_ps(s, 3), acc);
+        for (int c = 0; c < 8; c++)
+            p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
+                                       2 * c < left ? wt_u2(blk, 2 * c, 2 * c + 1, 2 * c + 1 < left, T)
+                                                    : _mm512_setzero_si512(),
+                                       _mm512_load_si512(xg->ch[c].qs));
+        acc = q8_0_group_fma(acc, block_sums16(p), wt_d16_of(wt_fields_tail(blk, pl, tail, T), tail->valid, T), xg->dx);
     }
     float a[4];
     _mm_storeu_ps(a, acc);
@@ -285,15 +331,140 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const wt
     static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                             float *out) {                                                                         \
         const wt_scale_plan pl = wt_plan(T);                                                                      \
+        const wt_tail tail = wt_tail_plan(n, wt_bytes(T), &pl);                                                   \
         for (int j = 0; j < nx; j++)                                                                              \
             for (int i = 0; i < nw; i++)                                                                          \
-                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), &pl, T);              \
+                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), &pl, &tail,           \
+                                               (int64_t)(nw - 1 - i) * (int64_t)ws, T);                           \
     }
 WT_TILE(q8_0, WT_Q8_0)
-WT_TILE(q4_0, WT_Q4_0)
 WT_TILE(q5_0, WT_Q5_0)
-WT_TILE(iq4_nl, WT_IQ4_NL)
-WT_TILE(mxfp4, WT_MXFP4)
+
+/* ---- the 4-bit types' one-row tile: four blocks a register --------------
+ *
+ * Q4_0, IQ4_NL and MXFP4 hold a block's 32 quants as 16 bytes (element i
+ * the low nibble of byte i, element 16 + i its high nibble). The tile above
+ * decodes two blocks a register and sums each block's 8 lanes with 14
+ * shuffles per 16 blocks; decode (gpt-oss's experts) ran bound by them. Here
+ * register m holds the bytes of four blocks, one a 128-bit quarter (blocks
+ * 2m, 2m + 1, 8 + 2m, 9 + 2m: quarter q is V-order lane 4q + m), so its low
+ * and high nibbles take two vpdpbusd into one accumulator whose quarters
+ * each hold one block, and three unpack steps leave one lane a block in V
+ * order. The activation is laid out to match (x_q8t). The integer sums are
+ * exact, so they equal the tile above's, and the float step is the same. */
+typedef struct {
+    struct {
+        int8_t lo[64], hi[64]; /* quarter q: block vord(4q + m)'s elements 0-15, 16-31 */
+    } r[4];
+    int32_t base[16]; /* -128 * the block's quant sum (the +128 of the weights' bytes), V order */
+    float dx[16];     /* V order, 0 past the last block */
+} x_q8t;
+
+static size_t x_bytes_q8t(int64_t n) { return (size_t)((n / 32 + 15) / 16) * sizeof(x_q8t); }
+
+static void convert_q8_0_t(const float *x, void *xq, int64_t n) {
+    x_q8t *g = xq;
+    memset(xq, 0, x_bytes_q8t(n)); /* missing blocks: quants, base and scale 0 */
+    for (int64_t b = 0; b < n / 32; b++) {
+        x_q8t *gg = &g[b / 16];
+        const int l = vpos((int)(b % 16)), m = l % 4, q = l / 4;
+        int8_t qs[32];
+        int sum;
+        float d, d_raw;
+        quantize_block32(x + b * 32, qs, &d, &d_raw, &sum);
+        memcpy(gg->r[m].lo + 16 * q, qs, 16);
+        memcpy(gg->r[m].hi + 16 * q, qs + 16, 16);
+        gg->base[l] = -128 * sum;
+        gg->dx[l] = d;
+    }
+}
+
+/* Quant bytes of blocks 2m, 2m + 1, 8 + 2m, 9 + 2m of a full group in the
+ * quarters of one register. */
+INLINE __m512i wt_quarters(const uint8_t *blk, int m, const int T) {
+    const int bytes = wt_bytes(T);
+    const uint8_t *p = blk + 2 * m * bytes + (T == WT_MXFP4 ? 1 : 2); /* qs follow the scale */
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
+    v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)(p + bytes)));
+    v = _mm512_mask_broadcast_i32x4(v, 0x0F00, _mm_loadu_si128((const __m128i *)(p + 8 * bytes)));
+    return _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128((const __m128i *)(p + 9 * bytes)));
+}
+
+/* wt_quarters for a partial group: blocks at or past left read as 0. */
+INLINE __m512i wt_quarters_tail(const uint8_t *blk, int m, int left, const int T) {
+    const int bytes = wt_bytes(T), b[4] = {2 * m, 2 * m + 1, 8 + 2 * m, 9 + 2 * m};
+    const uint8_t *p = blk + (T == WT_MXFP4 ? 1 : 2);
+    __m128i q[4];
+    for (int i = 0; i < 4; i++) q[i] = _mm_maskz_loadu_epi8(b[i] < left ? 0xFFFF : 0, p + b[i] * bytes);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q[1], q[0])), _mm256_set_m128i(q[3], q[2]), 1);
+}
+
+/* 4-bit codes -> the values plus 128 (vpdpbusd's unsigned operand). */
+INLINE __m512i wt_lut(__m512i nib, const int T) {
+    static const uint8_t mxfp4_plus128[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                              128, 127, 126, 125, 124, 122, 120, 116};
+    if (T == WT_Q4_0) return _mm512_add_epi8(nib, _mm512_set1_epi8(120)); /* nibble - 8 + 128 */
+    if (T == WT_IQ4_NL) return iq4_lookup(nib);
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_plus128)), nib);
+}
+
+/* The exact sums of a group's first `left` blocks (0 past them), one lane a
+ * block in V order. */
+INLINE __m512i q4_group_sums(const uint8_t *blk, const x_q8t *xg, int left, const int T) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i p[4];
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+        const __m512i v = left == 16 ? wt_quarters(blk, m, T) : wt_quarters_tail(blk, m, left, T);
+        const __m512i lo = wt_lut(_mm512_and_si512(v, m4), T);
+        const __m512i hi = wt_lut(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), T);
+        p[m] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xg->r[m].lo)), hi,
+                                   _mm512_load_si512(xg->r[m].hi));
+    }
+    /* lane 4q + m <- the sum of p[m]'s quarter q */
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+    return _mm512_add_epi32(_mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1)),
+                            _mm512_load_si512(xg->base));
+}
+
+INLINE float q4_row_dot(int64_t n, const uint8_t *w, const x_q8t *xg, const wt_scale_plan *pl, const wt_tail *tail,
+                        int64_t after, const int T) {
+    const int64_t full = n / 32 / 16;
+    const int bytes = wt_bytes(T);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t g = 0; g < full; g++, xg++) {
+        const uint8_t *blk = w + g * 16 * bytes;
+        _Pragma("GCC unroll 5") for (int l = 0; l < (16 * bytes + 63) / 64; l++)
+            _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
+        acc = q8_0_group_fma(acc, q4_group_sums(blk, xg, 16, T), wt_d16_of(wt_fields16(blk, pl, T), 0xFFFF, T), xg->dx);
+    }
+    if (tail->left && after >= tail->over) {
+        const uint8_t *blk = w + full * 16 * bytes;
+        acc = q8_0_group_fma(acc, q4_group_sums(blk, xg, 16, T), wt_d16_of(wt_fields16(blk, pl, T), tail->valid, T),
+                             xg->dx);
+    } else if (tail->left) {
+        const uint8_t *blk = w + full * 16 * bytes;
+        acc = q8_0_group_fma(acc, q4_group_sums(blk, xg, tail->left, T),
+                             wt_d16_of(wt_fields_tail(blk, pl, tail, T), tail->valid, T), xg->dx);
+    }
+    float a[4];
+    _mm_storeu_ps(a, acc);
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+#define WT_TILE4(name, T)                                                                                          \
+    static void tile4_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
+                             float *out) {                                                                         \
+        const wt_scale_plan pl = wt_plan(T);                                                                       \
+        const wt_tail tail = wt_tail_plan(n, wt_bytes(T), &pl);                                                    \
+        for (int j = 0; j < nx; j++)                                                                               \
+            for (int i = 0; i < nw; i++)                                                                           \
+                out[j * nw + i] = q4_row_dot(n, w + i * ws, (const x_q8t *)(xq + j * xs), &pl, &tail,              \
+                                             (int64_t)(nw - 1 - i) * (int64_t)ws, T);                              \
+    }
+WT_TILE4(q4_0, WT_Q4_0)
+WT_TILE4(iq4_nl, WT_IQ4_NL)
+WT_TILE4(mxfp4, WT_MXFP4)
 
 /* Group of 16 activation rows: per block, 8 x 64 bytes (4-byte piece s of
  * the block for rows 0..15: quant + 128) and the rows' block scales. */
@@ -928,32 +1099,32 @@ static void tile_gp_q8_0(int64_t n, const uint8_t *w, size_t ws, int nw, const u
 /* The decoded types: Q8_0's forms and activation layouts, their own
  * panels (from 8 rows: fewer take the quad form rather than decode a
  * panel's 16 rows on the fly). */
-#define WT_KERNEL(name)                                                          \
-    const rw_mm_kernel rw_avx512_kernel_##name = {.x_bytes = x_bytes_q8g,        \
-                                                  .convert_x = convert_q8_0_row, \
-                                                  .tile = tile_##name,           \
-                                                  .max_nw = Q8G_NW,              \
-                                                  .max_nx = 1,                   \
-                                                  .g_bytes = g_bytes_q8,         \
-                                                  .convert_g = convert_q8_0_g,   \
-                                                  .tile_g = tile_g_##name,       \
-                                                  .max_ng = Q8G_MAX_NG,          \
-                                                  .q_bytes = q_bytes_q8,         \
-                                                  .convert_q = convert_q8_0_q,   \
-                                                  .tile_q = tile_q_##name,       \
-                                                  .max_nq = Q8Q_MAX_NQ,          \
-                                                  .p_bytes = p_bytes_q8,         \
-                                                  .convert_p = convert_q8_0_p,   \
-                                                  .tile_p = tile_p_wt,           \
-                                                  .pack_p = pack_p_##name,       \
-                                                  .p_rows = Q8P_ROWS,            \
-                                                  .max_np = Q8P_MAX_NX,          \
-                                                  .p_wbytes = wtp_wbytes,        \
+#define WT_KERNEL(name, XB, CONV, TILE)                                        \
+    const rw_mm_kernel rw_avx512_kernel_##name = {.x_bytes = XB,               \
+                                                  .convert_x = CONV,           \
+                                                  .tile = TILE,                \
+                                                  .max_nw = Q8G_NW,            \
+                                                  .max_nx = 1,                 \
+                                                  .g_bytes = g_bytes_q8,       \
+                                                  .convert_g = convert_q8_0_g, \
+                                                  .tile_g = tile_g_##name,     \
+                                                  .max_ng = Q8G_MAX_NG,        \
+                                                  .q_bytes = q_bytes_q8,       \
+                                                  .convert_q = convert_q8_0_q, \
+                                                  .tile_q = tile_q_##name,     \
+                                                  .max_nq = Q8Q_MAX_NQ,        \
+                                                  .p_bytes = p_bytes_q8,       \
+                                                  .convert_p = convert_q8_0_p, \
+                                                  .tile_p = tile_p_wt,         \
+                                                  .pack_p = pack_p_##name,     \
+                                                  .p_rows = Q8P_ROWS,          \
+                                                  .max_np = Q8P_MAX_NX,        \
+                                                  .p_wbytes = wtp_wbytes,      \
                                                   .p_min_rows = 8};
-WT_KERNEL(q4_0)
-WT_KERNEL(q5_0)
-WT_KERNEL(iq4_nl)
-WT_KERNEL(mxfp4)
+WT_KERNEL(q4_0, x_bytes_q8t, convert_q8_0_t, tile4_q4_0)
+WT_KERNEL(q5_0, x_bytes_q8g, convert_q8_0_row, tile_q5_0)
+WT_KERNEL(iq4_nl, x_bytes_q8t, convert_q8_0_t, tile4_iq4_nl)
+WT_KERNEL(mxfp4, x_bytes_q8t, convert_q8_0_t, tile4_mxfp4)
 
 const rw_mm_kernel rw_avx512_kernel_q8_0 = {.x_bytes = x_bytes_q8g,
                                             .convert_x = convert_q8_0_row,

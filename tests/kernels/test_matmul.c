@@ -449,6 +449,41 @@ static void check_extremes(rw_threadpool *pool) {
     free(x), free(ref), free(y);
 }
 
+/* Rows apart (row_stride past the row's bytes) with 0xFF in the gaps: NaN
+ * f16 scales, MXFP4's largest exponent. Kernels may read a short last
+ * group past a row where more rows follow (the one-row tiles do); no byte
+ * outside a row may change a result. Every type, against the reference on
+ * the same strided matrix, 1 to 17 rows, a row length with a short group. */
+static void check_row_gaps(rw_threadpool *pool) {
+    static const int64_t rows_list[] = {1, 3, 9, 17};
+    const int64_t n_out = 11, max_rows = 17;
+    const rw_kernel_tier best = rw_kernel_tier_current();
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const rw_dtype t = all_types[ti];
+        const int64_t n_in = block_len(t) == 256 ? 1280 : 672; /* 5 super-blocks; 21 blocks of 32 */
+        size_t rb;
+        uint8_t *packed = make_weights(t, n_out, n_in, &rb);
+        const size_t stride = rb + 72;
+        uint8_t *w = malloc(stride * (size_t)n_out);
+        memset(w, 0xFF, stride * (size_t)n_out);
+        for (int64_t o = 0; o < n_out; o++) memcpy(w + (size_t)o * stride, packed + (size_t)o * rb, rb);
+        float *x = make_x(max_rows, n_in);
+        float *ref = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
+              *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+        const rw_matrix m = {t, w, n_in, n_out, stride, NULL};
+        run_tier(RW_TIER_REF, &m, x, max_rows, ref, pool);
+        CHECK(rw_kernel_tier_set(best));
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+            const int64_t n = rows_list[ri];
+            CHECK(rw_matmul(&m, x, n_in, n, y, n_out, pool, NULL) == RW_OK);
+            CHECK_MSG(!memcmp(y, ref, sizeof(float) * (size_t)(n * n_out)),
+                      "%s rows with 0xFF gaps, %lld rows: not the reference's bits", rw_dtype_name(t), (long long)n);
+        }
+        free(packed), free(w), free(x), free(ref), free(y);
+    }
+    rw_kernel_tier_set(best);
+}
+
 static void check_auto_is_fast(rw_threadpool *pool) {
     static const rw_dtype types[] = {RW_TYPE_Q8_0, RW_TYPE_Q4_K};
     const int64_t n_in = 1024, n_out = 40, n = 9;
@@ -551,6 +586,7 @@ int main(void) {
     check_panels_other_mode(pools[1]);
     check_auto_is_fast(pools[1]);
     check_extremes(pools[1]);
+    check_row_gaps(pools[1]);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
     return rw_test_done();
 }
