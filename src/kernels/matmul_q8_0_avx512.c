@@ -345,7 +345,7 @@ WT_TILE(q5_0, WT_Q5_0)
  * Q4_0, IQ4_NL and MXFP4 hold a block's 32 quants as 16 bytes (element i
  * the low nibble of byte i, element 16 + i its high nibble). The tile above
  * decodes two blocks a register and sums each block's 8 lanes with 14
- * shuffles per 16 blocks; decode (gpt-oss's experts) ran bound by them. Here
+ * shuffles per 16 blocks. Here
  * register m holds the bytes of four blocks, one a 128-bit quarter (blocks
  * 2m, 2m + 1, 8 + 2m, 9 + 2m: quarter q is V-order lane 4q + m), so its low
  * and high nibbles take two vpdpbusd into one accumulator whose quarters
