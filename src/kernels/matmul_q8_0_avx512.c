@@ -287,6 +287,13 @@ INLINE __m128 q8_0_group_fma(__m128 acc, __m512i sums, __m512 dw, const float *d
     return _mm_fmadd_ps(_mm512_extractf32x4_ps(v, 3), _mm512_extractf32x4_ps(s, 3), acc);
 }
 
+/* The one-row dot's end: (acc[0] + acc[1]) + (acc[2] + acc[3]). */
+INLINE float q8_0_acc_sum(__m128 acc) {
+    float a[4];
+    _mm_storeu_ps(a, acc);
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
 /* The exact sums of a full group's blocks, one lane a block in V order. */
 INLINE __m512i q8_0_group_sums(const uint8_t *blk, const x_q8g *xg, const int T) {
     __m512i p[8];
@@ -322,23 +329,23 @@ INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const wt
                                        _mm512_load_si512(xg->ch[c].qs));
         acc = q8_0_group_fma(acc, block_sums16(p), wt_d16_of(wt_fields_tail(blk, pl, tail, T), tail->valid, T), xg->dx);
     }
-    float a[4];
-    _mm_storeu_ps(a, acc);
-    return (a[0] + a[1]) + (a[2] + a[3]);
+    return q8_0_acc_sum(acc);
 }
 
-#define WT_TILE(name, T)                                                                                          \
-    static void tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
-                            float *out) {                                                                         \
-        const wt_scale_plan pl = wt_plan(T);                                                                      \
-        const wt_tail tail = wt_tail_plan(n, wt_bytes(T), &pl);                                                   \
-        for (int j = 0; j < nx; j++)                                                                              \
-            for (int i = 0; i < nw; i++)                                                                          \
-                out[j * nw + i] = q8_0_row_dot(n, w + i * ws, (const x_q8g *)(xq + j * xs), &pl, &tail,           \
-                                               (int64_t)(nw - 1 - i) * (int64_t)ws, T);                           \
+/* A one-row tile over DOT (q8_0_row_dot, or q4_row_dot below) with its
+ * activation layout XT: every row of the call has the same length, so the
+ * scale and short-group plans are made once per call. */
+#define WT_ROW_TILE(fn, T, XT, DOT)                                                                                    \
+    static void fn(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out) { \
+        const wt_scale_plan pl = wt_plan(T);                                                                           \
+        const wt_tail tail = wt_tail_plan(n, wt_bytes(T), &pl);                                                        \
+        for (int j = 0; j < nx; j++)                                                                                   \
+            for (int i = 0; i < nw; i++)                                                                               \
+                out[j * nw + i] =                                                                                      \
+                    DOT(n, w + i * ws, (const XT *)(xq + j * xs), &pl, &tail, (int64_t)(nw - 1 - i) * (int64_t)ws, T); \
     }
-WT_TILE(q8_0, WT_Q8_0)
-WT_TILE(q5_0, WT_Q5_0)
+WT_ROW_TILE(tile_q8_0, WT_Q8_0, x_q8g, q8_0_row_dot)
+WT_ROW_TILE(tile_q5_0, WT_Q5_0, x_q8g, q8_0_row_dot)
 
 /* ---- the 4-bit types' one-row tile: four blocks a register --------------
  *
@@ -447,24 +454,12 @@ INLINE float q4_row_dot(int64_t n, const uint8_t *w, const x_q8t *xg, const wt_s
         acc = q8_0_group_fma(acc, q4_group_sums(blk, xg, tail->left, T),
                              wt_d16_of(wt_fields_tail(blk, pl, tail, T), tail->valid, T), xg->dx);
     }
-    float a[4];
-    _mm_storeu_ps(a, acc);
-    return (a[0] + a[1]) + (a[2] + a[3]);
+    return q8_0_acc_sum(acc);
 }
 
-#define WT_TILE4(name, T)                                                                                          \
-    static void tile4_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
-                             float *out) {                                                                         \
-        const wt_scale_plan pl = wt_plan(T);                                                                       \
-        const wt_tail tail = wt_tail_plan(n, wt_bytes(T), &pl);                                                    \
-        for (int j = 0; j < nx; j++)                                                                               \
-            for (int i = 0; i < nw; i++)                                                                           \
-                out[j * nw + i] = q4_row_dot(n, w + i * ws, (const x_q8t *)(xq + j * xs), &pl, &tail,              \
-                                             (int64_t)(nw - 1 - i) * (int64_t)ws, T);                              \
-    }
-WT_TILE4(q4_0, WT_Q4_0)
-WT_TILE4(iq4_nl, WT_IQ4_NL)
-WT_TILE4(mxfp4, WT_MXFP4)
+WT_ROW_TILE(tile4_q4_0, WT_Q4_0, x_q8t, q4_row_dot)
+WT_ROW_TILE(tile4_iq4_nl, WT_IQ4_NL, x_q8t, q4_row_dot)
+WT_ROW_TILE(tile4_mxfp4, WT_MXFP4, x_q8t, q4_row_dot)
 
 /* Group of 16 activation rows: per block, 8 x 64 bytes (4-byte piece s of
  * the block for rows 0..15: quant + 128) and the rows' block scales. */
