@@ -294,58 +294,22 @@ INLINE float q8_0_acc_sum(__m128 acc) {
     return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
-/* The exact sums of a full group's blocks, one lane a block in V order. */
-INLINE __m512i q8_0_group_sums(const uint8_t *blk, const x_q8g *xg, const int T) {
+/* The exact sums of a group's first `left` blocks (0 past them: their
+ * activation quants and base are 0), one lane a block in V order. */
+INLINE __m512i q8_0_group_sums(const uint8_t *blk, const x_q8g *xg, int left, const int T) {
     __m512i p[8];
-    _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) p[c] = _mm512_dpbusd_epi32(
-        _mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T), _mm512_load_si512(xg->ch[c].qs));
-    return block_sums16(p);
-}
-
-INLINE float q8_0_row_dot(int64_t n, const uint8_t *w, const x_q8g *xg, const wt_scale_plan *pl, const wt_tail *tail,
-                          int64_t after, const int T) {
-    const int64_t full = n / 32 / 16;
-    const int bytes = wt_bytes(T);
-    __m128 acc = _mm_setzero_ps();
-    for (int64_t g = 0; g < full; g++, xg++) {
-        const uint8_t *blk = w + g * 16 * bytes;
-        /* the hardware prefetcher alone left one row at 36 GB/s, with this 44 (Zen 5) */
-        _Pragma("GCC unroll 9") for (int l = 0; l < (16 * bytes + 63) / 64; l++)
-            _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
-        acc = q8_0_group_fma(acc, q8_0_group_sums(blk, xg, T), wt_d16_of(wt_fields16(blk, pl, T), 0xFFFF, T), xg->dx);
-    }
-    if (tail->left && after >= tail->over) {
-        const uint8_t *blk = w + full * 16 * bytes;
-        acc = q8_0_group_fma(acc, q8_0_group_sums(blk, xg, T), wt_d16_of(wt_fields16(blk, pl, T), tail->valid, T),
-                             xg->dx);
-    } else if (tail->left) { /* missing blocks: zero activation quants and base, so their sums are 0 */
-        const uint8_t *blk = w + full * 16 * bytes;
-        const int left = tail->left;
-        __m512i p[8];
+    if (left == 16) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) p[c] = _mm512_dpbusd_epi32(
+            _mm512_load_si512(xg->ch[c].base), wt_u2(blk, 2 * c, 2 * c + 1, 1, T), _mm512_load_si512(xg->ch[c].qs));
+    } else {
         for (int c = 0; c < 8; c++)
             p[c] = _mm512_dpbusd_epi32(_mm512_load_si512(xg->ch[c].base),
                                        2 * c < left ? wt_u2(blk, 2 * c, 2 * c + 1, 2 * c + 1 < left, T)
                                                     : _mm512_setzero_si512(),
                                        _mm512_load_si512(xg->ch[c].qs));
-        acc = q8_0_group_fma(acc, block_sums16(p), wt_d16_of(wt_fields_tail(blk, pl, tail, T), tail->valid, T), xg->dx);
     }
-    return q8_0_acc_sum(acc);
+    return block_sums16(p);
 }
-
-/* A one-row tile over DOT (q8_0_row_dot, or q4_row_dot below) with its
- * activation layout XT: every row of the call has the same length, so the
- * scale and short-group plans are made once per call. */
-#define WT_ROW_TILE(fn, T, XT, DOT)                                                                                    \
-    static void fn(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out) { \
-        const wt_scale_plan pl = wt_plan(T);                                                                           \
-        const wt_tail tail = wt_tail_plan(n, wt_bytes(T), &pl);                                                        \
-        for (int j = 0; j < nx; j++)                                                                                   \
-            for (int i = 0; i < nw; i++)                                                                               \
-                out[j * nw + i] =                                                                                      \
-                    DOT(n, w + i * ws, (const XT *)(xq + j * xs), &pl, &tail, (int64_t)(nw - 1 - i) * (int64_t)ws, T); \
-    }
-WT_ROW_TILE(tile_q8_0, WT_Q8_0, x_q8g, q8_0_row_dot)
-WT_ROW_TILE(tile_q5_0, WT_Q5_0, x_q8g, q8_0_row_dot)
 
 /* ---- the 4-bit types' one-row tile: four blocks a register --------------
  *
@@ -434,32 +398,55 @@ INLINE __m512i q4_group_sums(const uint8_t *blk, const x_q8t *xg, int left, cons
                             _mm512_load_si512(xg->base));
 }
 
-INLINE float q4_row_dot(int64_t n, const uint8_t *w, const x_q8t *xg, const wt_scale_plan *pl, const wt_tail *tail,
-                        int64_t after, const int T) {
+/* The one-row dot of a weight row with an activation row, in either
+ * layout: x_q8g (FOUR 0: q8_0_group_sums) or x_q8t (FOUR 1: q4_group_sums),
+ * one struct per group of 16 blocks; the same float step on their sums. */
+INLINE float wt_row_dot(int64_t n, const uint8_t *w, const uint8_t *x, const wt_scale_plan *pl, const wt_tail *tail,
+                        int64_t after, const int T, const int FOUR) {
     const int64_t full = n / 32 / 16;
     const int bytes = wt_bytes(T);
+    const size_t xsize = FOUR ? sizeof(x_q8t) : sizeof(x_q8g);
+#define WT_SUMS(blk, xg, left) \
+    (FOUR ? q4_group_sums(blk, (const x_q8t *)(xg), left, T) : q8_0_group_sums(blk, (const x_q8g *)(xg), left, T))
+#define WT_DX(xg) (FOUR ? ((const x_q8t *)(xg))->dx : ((const x_q8g *)(xg))->dx)
     __m128 acc = _mm_setzero_ps();
-    for (int64_t g = 0; g < full; g++, xg++) {
+    for (int64_t g = 0; g < full; g++, x += xsize) {
         const uint8_t *blk = w + g * 16 * bytes;
-        _Pragma("GCC unroll 5") for (int l = 0; l < (16 * bytes + 63) / 64; l++)
+        /* the hardware prefetcher alone left one row at 36 GB/s, with this 44 (Zen 5) */
+        _Pragma("GCC unroll 9") for (int l = 0; l < (16 * bytes + 63) / 64; l++)
             _mm_prefetch((const char *)blk + Q8_PF_DIST + 64 * l, _MM_HINT_T0);
-        acc = q8_0_group_fma(acc, q4_group_sums(blk, xg, 16, T), wt_d16_of(wt_fields16(blk, pl, T), 0xFFFF, T), xg->dx);
+        acc = q8_0_group_fma(acc, WT_SUMS(blk, x, 16), wt_d16_of(wt_fields16(blk, pl, T), 0xFFFF, T), WT_DX(x));
     }
-    if (tail->left && after >= tail->over) {
+    if (tail->left) {
         const uint8_t *blk = w + full * 16 * bytes;
-        acc = q8_0_group_fma(acc, q4_group_sums(blk, xg, 16, T), wt_d16_of(wt_fields16(blk, pl, T), tail->valid, T),
-                             xg->dx);
-    } else if (tail->left) {
-        const uint8_t *blk = w + full * 16 * bytes;
-        acc = q8_0_group_fma(acc, q4_group_sums(blk, xg, tail->left, T),
-                             wt_d16_of(wt_fields_tail(blk, pl, tail, T), tail->valid, T), xg->dx);
+        if (after >= tail->over) /* the full group's code: junk blocks past the row meet zero quants */
+            acc =
+                q8_0_group_fma(acc, WT_SUMS(blk, x, 16), wt_d16_of(wt_fields16(blk, pl, T), tail->valid, T), WT_DX(x));
+        else
+            acc = q8_0_group_fma(acc, WT_SUMS(blk, x, tail->left),
+                                 wt_d16_of(wt_fields_tail(blk, pl, tail, T), tail->valid, T), WT_DX(x));
     }
+#undef WT_SUMS
+#undef WT_DX
     return q8_0_acc_sum(acc);
 }
 
-WT_ROW_TILE(tile4_q4_0, WT_Q4_0, x_q8t, q4_row_dot)
-WT_ROW_TILE(tile4_iq4_nl, WT_IQ4_NL, x_q8t, q4_row_dot)
-WT_ROW_TILE(tile4_mxfp4, WT_MXFP4, x_q8t, q4_row_dot)
+/* A one-row tile over wt_row_dot: every row of the call has the same
+ * length, so the scale and short-group plans are made once per call. */
+#define WT_ROW_TILE(fn, T, FOUR)                                                                                       \
+    static void fn(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, float *out) { \
+        const wt_scale_plan pl = wt_plan(T);                                                                           \
+        const wt_tail tail = wt_tail_plan(n, wt_bytes(T), &pl);                                                        \
+        for (int j = 0; j < nx; j++)                                                                                   \
+            for (int i = 0; i < nw; i++)                                                                               \
+                out[j * nw + i] =                                                                                      \
+                    wt_row_dot(n, w + i * ws, xq + j * xs, &pl, &tail, (int64_t)(nw - 1 - i) * (int64_t)ws, T, FOUR);  \
+    }
+WT_ROW_TILE(tile_q8_0, WT_Q8_0, 0)
+WT_ROW_TILE(tile_q5_0, WT_Q5_0, 0)
+WT_ROW_TILE(tile4_q4_0, WT_Q4_0, 1)
+WT_ROW_TILE(tile4_iq4_nl, WT_IQ4_NL, 1)
+WT_ROW_TILE(tile4_mxfp4, WT_MXFP4, 1)
 
 /* Group of 16 activation rows: per block, 8 x 64 bytes (4-byte piece s of
  * the block for rows 0..15: quant + 128) and the rows' block scales. */
