@@ -37,6 +37,11 @@ if [ -f "$M" ]; then
   # the weights resident: the file's pages, at most the file rounded to pages
   res=$(echo "$json" | sed -n 's/.*"weights_resident_mib":\([0-9.]*\).*/\1/p')
   awk -v r="$res" -v s="$size" 'BEGIN { exit !(r > 0 && r * 1048576 <= s + 4096) }' || fail "weights resident $res MiB for a $size-byte file"
+  # of them in huge pages: 0 where the kernel maps the file with small pages, never more than the file
+  huge=$(echo "$json" | sed -n 's/.*"weights_huge_page_mib":\([0-9.]*\).*/\1/p')
+  awk -v h="$huge" -v s="$size" 'BEGIN { exit !(h != "" && h >= 0 && h * 1048576 <= s + 2097152) }' ||
+    fail "weights in huge pages '$huge' MiB for a $size-byte file"
+  echo "$out" | grep -Eq 'of them in huge pages' || fail "no huge-page share: $out"
   for k in prefill_tok_s decode_tok_s weight_bytes_per_token decode_weight_gbs read_bandwidth_gbs; do
     echo "$json" | grep -Eq "\"$k\":[0-9]*\.?[0-9]*[1-9]" || fail "$k missing or not positive: $json"
   done
