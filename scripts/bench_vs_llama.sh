@@ -26,8 +26,9 @@
 #   GRID         "qwen35-0.8b:q8_0 qwen35-0.8b:q4_k_m qwen35-4b:q4_k_m qwen35-4b:q8_0 qwen35-9b:q4_k_m qwen3-4b:q4_k_m",
 #                entries PRESET:TYPE or PRESET:TYPE:LAYERS; or a named set:
 #                  archs  the sliding-window and hybrid models (gemma-3-4b,
-#                         gpt-oss-20b with MXFP4 experts, Nemotron Nano 9B v2,
-#                         LFM2-1.2B), layers cut to fit 24 GiB
+#                         gemma-3-12b, gpt-oss-20b with MXFP4 experts,
+#                         Nemotron Nano 9B v2, LFM2-1.2B, LFM2-2.6B), layers
+#                         cut to fit 24 GiB
 #                  moe    Qwen3.5-35B-A3B, Qwen3-Next-80B-A3B, Granite-4.0-H-Tiny
 #                  all    the default grid, then archs, then moe (the README's table)
 #                A row whose file rewind cannot load shows "load error" in
@@ -46,7 +47,7 @@ cd "$(dirname "$0")/.."
 LLAMA_BENCH=${LLAMA_BENCH:-}
 REWIND=${REWIND:-build/rewind}
 GRID_MAIN="qwen35-0.8b:q8_0 qwen35-0.8b:q4_k_m qwen35-4b:q4_k_m qwen35-4b:q8_0 qwen35-9b:q4_k_m qwen3-4b:q4_k_m"
-GRID_ARCHS="gemma-3-4b:q4_k_m gpt-oss-20b:mxfp4_moe:4 nemotron-nano-9b-v2:q4_k_m:16 lfm2-1.2b:q4_k_m"
+GRID_ARCHS="gemma-3-4b:q4_k_m gemma-3-12b:q4_k_m gpt-oss-20b:mxfp4_moe:4 nemotron-nano-9b-v2:q4_k_m:16 lfm2-1.2b:q4_k_m lfm2-2.6b:q4_k_m"
 GRID_MOE="qwen35-35b-a3b:q4_k_m:8 qwen3-next-80b-a3b:q4_k_m:4 granite-4.0-h-tiny:q4_k_m:10"
 GRID=${GRID:-$GRID_MAIN}
 case "$GRID" in
