@@ -226,4 +226,14 @@ rw_status rw_set_avx_vnni(bool on, rw_error *err) {
     return st;
 }
 
+rw_status rw_set_weight_prefetch(const char *where, rw_error *err) {
+    int mode = !where ? -2 : !strcmp(where, "auto") ? -1 : !strcmp(where, "l1") ? 0 : !strcmp(where, "l2") ? 1 : -2;
+    if (mode == -2)
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_set_weight_prefetch: '%s' is not auto, l1 or l2",
+                         where ? where : "(null)");
+    rw_status st = refuse_while_open("rw_set_weight_prefetch", err);
+    if (!st) rw_matmul_set_prefetch_l2(mode);
+    return st;
+}
+
 rw_status rw_install_fault_guard(rw_error *err) { return rw_mapped_file_guard_install(err); }

@@ -44,8 +44,7 @@ static const cli_command commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: rewind COMMAND [ARGS]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  rewind %s\n", commands[i].usage);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  rewind %s\n", commands[i].usage);
 }
 
 /* The engine allocates and frees megabyte buffers all the time (a recurrent
@@ -75,7 +74,8 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
  * when the CPU lacks it), RW_NUMERICS=auto|fast|ggml the summation order
  * (a command's --numerics overrides it), RW_PANELS=0 turns the packed
  * panels off, RW_AVX_VNNI=0 keeps the AVX2 tier to plain AVX2 (no AVX-VNNI;
- * the same results). */
+ * the same results), RW_PREFETCH=l1|l2|auto where the one-row K-quant
+ * kernels prefetch the weights (the same results). */
 void rw_cli_apply_env(void) {
     /* through the public setters: an unknown name or a tier this CPU lacks is refused, so ignored */
     const char *k = getenv("RW_KERNELS");
@@ -86,6 +86,8 @@ void rw_cli_apply_env(void) {
     if (p && !strcmp(p, "0")) rw_set_packed_panels(false, NULL);
     const char *v = getenv("RW_AVX_VNNI");
     if (v && !strcmp(v, "0")) rw_set_avx_vnni(false, NULL);
+    const char *pf = getenv("RW_PREFETCH");
+    if (pf && *pf) rw_set_weight_prefetch(pf, NULL);
 }
 
 int main(int argc, char **argv) {

@@ -76,6 +76,19 @@ bool rw_cpu_is_amd(void) {
     return v;
 }
 
+bool rw_cpu_is_amd_zen34(void) {
+    static _Atomic int zen34 = -1; /* asked once */
+    int v = atomic_load(&zen34);
+    if (v < 0) {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        /* family = base family (bits 8-11) + extended family (bits 20-27) when the base is 0xF */
+        v = rw_cpu_is_amd() && __get_cpuid(1, &a, &b, &c, &d) && ((a >> 8) & 0xF) == 0xF &&
+            ((a >> 8) & 0xF) + ((a >> 20) & 0xFF) == 0x19;
+        atomic_store(&zen34, v);
+    }
+    return v;
+}
+
 #if defined(__linux__)
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -93,12 +106,11 @@ static bool amx_probe(void) {
     if (!rw_cpu_has_avx2() || __get_cpuid_max(0, NULL) < 7) return false;
     unsigned a, b, c, d;
     __cpuid_count(7, 0, a, b, c, d);
-    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false; /* AMX-TILE, AMX-INT8 */
-    if (!(c & (1u << 1))) return false;                          /* AVX512-VBMI (the tier's byte permutes) */
-    if ((xcr0() & (3ull << 17)) != (3ull << 17)) return false;  /* XTILECFG, XTILEDATA */
+    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;  /* AMX-TILE, AMX-INT8 */
+    if (!(c & (1u << 1))) return false;                        /* AVX512-VBMI (the tier's byte permutes) */
+    if ((xcr0() & (3ull << 17)) != (3ull << 17)) return false; /* XTILECFG, XTILEDATA */
     unsigned long perm = 0;
-    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA)))
-        return true;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA))) return true;
     if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return false;
     return syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA));
 }
@@ -120,6 +132,7 @@ bool rw_cpu_has_avx2(void) { return false; }
 bool rw_cpu_has_avx512(void) { return false; }
 bool rw_cpu_has_avx_vnni(void) { return false; }
 bool rw_cpu_is_amd(void) { return false; }
+bool rw_cpu_is_amd_zen34(void) { return false; }
 bool rw_cpu_has_amx(void) { return false; }
 #endif
 

@@ -75,6 +75,15 @@ bool rw_matmul_k_scale_shuffle(void) {
     return m < 0 ? rw_cpu_is_amd() : m;
 }
 
+static _Atomic int prefetch_l2 = -1; /* rw_matmul_set_prefetch_l2; -1: by the CPU */
+
+void rw_matmul_set_prefetch_l2(int mode) { atomic_store(&prefetch_l2, mode < 0 ? -1 : mode > 0); }
+
+bool rw_matmul_prefetch_l2(void) {
+    int m = atomic_load(&prefetch_l2);
+    return m < 0 ? rw_cpu_is_amd_zen34() : m;
+}
+
 /* ---- numerics -------------------------------------------------------- */
 
 static _Atomic int current_numerics = -1; /* -1 until first use */

@@ -113,12 +113,22 @@ bool rw_matmul_avx_vnni_allowed(void);
 /* Whether the AVX2 tier's Q4_K / Q5_K one-row forms broadcast the scales
  * with shuffles (rw_matmul_set_k_scale_shuffle; by default on AMD CPUs). */
 bool rw_matmul_k_scale_shuffle(void);
+#if defined(__x86_64__)
+/* A prefetch of weight bytes at p toward the cache level above (l2: the
+ * value of rw_matmul_prefetch_l2(), read once per call of a kernel). */
+#define RW_PF_W(p, l2)                                        \
+    do {                                                      \
+        if (l2) _mm_prefetch((const char *)(p), _MM_HINT_T1); \
+        else _mm_prefetch((const char *)(p), _MM_HINT_T0);    \
+    } while (0)
+#endif
 
 /* CPU feature probes (cpu_features.c). */
 bool rw_cpu_has_avx2(void);      /* AVX2 + FMA + F16C, OS saves YMM */
 bool rw_cpu_has_avx512(void);    /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
 bool rw_cpu_has_avx_vnni(void);  /* AVX2 and the 256-bit VEX VNNI (vpdpbusd on ymm) */
 bool rw_cpu_is_amd(void);        /* cpuid's vendor is AMD: a kernel variant's choice, never its bits */
+bool rw_cpu_is_amd_zen34(void);  /* AMD family 19h (Zen 3, Zen 4): a prefetch choice, never a bit */
 bool rw_cpu_has_amx(void);       /* AMX tile + int8, and the kernel let this process use the tile data */
 bool rw_cpu_has_neon_dot(void);  /* AArch64 with the dot-product instructions (SDOT/UDOT) */
 bool rw_cpu_has_neon_i8mm(void); /* AArch64 with the 8-bit matrix multiply (SMMLA) */

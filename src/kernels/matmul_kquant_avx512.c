@@ -378,10 +378,13 @@ KQUANT_EXACT_TILE_V(q6_K, unpackm_q6_K, 1)
  * d and dmin, which come out of the same loads), and Q4_K / Q5_K's min
  * terms of the 16 rows are summed together (kr_mins16). */
 enum { KR_ROWS = 16 };
-/* Bytes ahead in each row's stream that a pass prefetches (into L1: into
- * L2 was slower), about 7 super-blocks for Q4_K, 10 for Q6_K: measured on
- * Zen 5, one thread streaming from memory, Q4_K and Q5_K were as fast or
- * faster at 1 KiB than at 512 bytes or 2 KiB, Q6_K fastest at 2 KiB. */
+/* Bytes ahead in each row's stream that a pass prefetches, about 7
+ * super-blocks for Q4_K, 10 for Q6_K: measured on Zen 5, one thread
+ * streaming from memory, Q4_K and Q5_K were as fast or faster at 1 KiB than
+ * at 512 bytes or 2 KiB, Q6_K fastest at 2 KiB. Into L1 on Zen 5 (into L2
+ * was slower there); into L2 on Zen 4 (rw_matmul_prefetch_l2), where 16
+ * streams prefetched into its 32 KiB L1 ran at 8-10 GB/s and into L2 at
+ * 14-18 (one thread; 2 threads 14 against 25 GB/s). */
 #define KR_PF_DIST(T) ((T) == 6 ? 2048 : 1024)
 
 /* Q4_K / Q5_K: M of 16 rows (lane r: sum_j m_j * (bs_2j + bs_2j+1) of
@@ -433,6 +436,7 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
     const __m512i is1 = _mm512_add_epi16(is0, _mm512_set1_epi16(T == 6 ? 8 : 4));
     const __m512i odd = _mm512_set1_epi16(16);
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const bool l2 = rw_matmul_prefetch_l2();
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++, x++) {
         const uint8_t *p = w + (size_t)sb * blk;
@@ -471,7 +475,7 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
                 const uint8_t *b = p + (size_t)r * ws;
                 if (r < npf)
                     _Pragma("GCC unroll 4") for (int l = 0; l < (int)(blk + 63) / 64; l++)
-                        _mm_prefetch((const char *)pf + (size_t)r * ws + 64 * l, _MM_HINT_T0);
+                        RW_PF_W((const char *)pf + (size_t)r * ws + 64 * l, l2);
                 __m512i uq[4];
                 if (T == 6) {
                     q6_K_quants((const rw_block_q6_K *)b, uq);
@@ -523,7 +527,7 @@ INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw,
      * (later passes find theirs asked for by the pass before) */
     const size_t head = KR_PF_DIST(T) + blk < ws ? KR_PF_DIST(T) + blk : ws;
     for (int r = 0; r < nw && r < KR_ROWS; r++)
-        for (size_t b = 0; b < head; b += 64) _mm_prefetch((const char *)w + (size_t)r * ws + b, _MM_HINT_T0);
+        for (size_t b = 0; b < head; b += 64) RW_PF_W((const char *)w + (size_t)r * ws + b, rw_matmul_prefetch_l2());
     for (int i = 0; i < nw; i += KR_ROWS) {
         const int nr = nw - i < KR_ROWS ? nw - i : KR_ROWS, rest = nw - i - nr;
         const int nn = rest < KR_ROWS ? rest : KR_ROWS;

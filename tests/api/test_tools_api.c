@@ -115,6 +115,7 @@ static void check_batch(const char *model_path) {
     CHECK(rw_model_text_get(m, (rw_model_text)77) == NULL);
     /* the switches: refused while a model is open */
     CHECK(rw_set_packed_panels(true, &err) == RW_ERR_BUSY && rw_set_avx_vnni(true, &err) == RW_ERR_BUSY);
+    CHECK(rw_set_weight_prefetch("l1", &err) == RW_ERR_BUSY);
     /* an empty disk-tier folder verifies with nothing in it */
     char dir[] = "/tmp/rw_tools_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -133,6 +134,9 @@ static void check_batch(const char *model_path) {
     free(solo);
     rw_model_close(m);
     CHECK(rw_set_packed_panels(true, &err) == RW_OK && rw_set_avx_vnni(true, &err) == RW_OK);
+    CHECK(rw_set_weight_prefetch("l3", &err) == RW_ERR_INVALID_ARG && strstr(err.msg, "l3"));
+    CHECK(rw_set_weight_prefetch(NULL, &err) == RW_ERR_INVALID_ARG);
+    CHECK(rw_set_weight_prefetch("l2", &err) == RW_OK && rw_set_weight_prefetch("auto", &err) == RW_OK);
 }
 
 int main(void) {

@@ -241,7 +241,10 @@ static void check_one_row(rw_kernel_tier tier, rw_dtype t, bool small) {
         /* room for the wide stride: 2 rows per row */
         uint8_t *wdata = make_weights(t, 2 * max_out, n_in, &rb);
         float *x = make_x(1, n_in), y_ref[65], y_fast[65];
-        for (int wide = 0; wide < 2; wide++) {
+        /* wide stride or not, weights prefetched into L1 or L2 (the same bits) */
+        for (int pass = 0; pass < 4; pass++) {
+            const int wide = pass & 1;
+            rw_matmul_set_prefetch_l2(pass >> 1);
             for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
                 const int64_t n_out = outs[oi];
                 if (wide && n_out != 17 && n_out != 65) continue;
@@ -255,6 +258,7 @@ static void check_one_row(rw_kernel_tier tier, rw_dtype t, bool small) {
                               wide ? " (wide stride)" : "", (long long)o, y_fast[o], y_ref[o]);
             }
         }
+        rw_matmul_set_prefetch_l2(-1);
         free(x), free(wdata);
     }
 }
