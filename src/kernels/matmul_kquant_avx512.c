@@ -425,7 +425,7 @@ INLINE __m512i kr_isum(const __m512i u[4], const __m512i xv[4], __m512i s0, __m5
 /* One pass over rows w .. w + (nr - 1) * ws (nr <= 16) for one activation
  * row x: T is 4, 5 or 6 (Q4_K, Q5_K, Q6_K). */
 INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn, const x_super *x,
-                    float *out) {
+                    float *out, const bool l2) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
     /* scale words of row 2k (+ 0) and 2k + 1 (+ 16) of a pair's 32 words: as svec_per32_perm / svec_per16 */
     static const int16_t i45[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
@@ -436,7 +436,6 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
     const __m512i is1 = _mm512_add_epi16(is0, _mm512_set1_epi16(T == 6 ? 8 : 4));
     const __m512i odd = _mm512_set1_epi16(16);
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const bool l2 = rw_matmul_prefetch_l2();
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < n / 256; sb++, x++) {
         const uint8_t *p = w + (size_t)sb * blk;
@@ -526,13 +525,14 @@ INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw,
     /* the first pass's first KR_PF_DIST(T) bytes a row, all asked for at once
      * (later passes find theirs asked for by the pass before) */
     const size_t head = KR_PF_DIST(T) + blk < ws ? KR_PF_DIST(T) + blk : ws;
+    const bool l2 = rw_matmul_prefetch_l2();
     for (int r = 0; r < nw && r < KR_ROWS; r++)
-        for (size_t b = 0; b < head; b += 64) RW_PF_W((const char *)w + (size_t)r * ws + b, rw_matmul_prefetch_l2());
+        for (size_t b = 0; b < head; b += 64) RW_PF_W((const char *)w + (size_t)r * ws + b, l2);
     for (int i = 0; i < nw; i += KR_ROWS) {
         const int nr = nw - i < KR_ROWS ? nw - i : KR_ROWS, rest = nw - i - nr;
         const int nn = rest < KR_ROWS ? rest : KR_ROWS;
-        if (nr == KR_ROWS) kr_pass(T, n, w + (size_t)i * ws, ws, KR_ROWS, nn, (const x_super *)xq, out + i);
-        else kr_pass(T, n, w + (size_t)i * ws, ws, nr, nn, (const x_super *)xq, out + i);
+        if (nr == KR_ROWS) kr_pass(T, n, w + (size_t)i * ws, ws, KR_ROWS, nn, (const x_super *)xq, out + i, l2);
+        else kr_pass(T, n, w + (size_t)i * ws, ws, nr, nn, (const x_super *)xq, out + i, l2);
     }
 }
 
