@@ -1534,7 +1534,7 @@ RW_API rw_status rw_set_packed_panels(bool on, rw_error *err);
 RW_API rw_status rw_set_avx_vnni(bool on, rw_error *err);
 /* Where the one-row K-quant kernels (decode's Q4_K, Q5_K, Q6_K products,
  * 16 weight rows streamed at once) prefetch the weights: "l1", "l2" or
- * "auto" (the default: the faster on this CPU, l2 on AMD Zen 3 / Zen 4).
+ * "auto" (the default: the faster on this CPU, l2 on AMD Zen 4).
  * The same results either way. Errors: RW_ERR_INVALID_ARG (another name),
  * RW_ERR_BUSY (a model is open). */
 RW_API rw_status rw_set_weight_prefetch(const char *where, rw_error *err);

@@ -76,15 +76,15 @@ bool rw_cpu_is_amd(void) {
     return v;
 }
 
-bool rw_cpu_is_amd_zen34(void) {
-    static _Atomic int zen34 = -1; /* asked once */
-    int v = atomic_load(&zen34);
+bool rw_cpu_is_amd_family19h(void) {
+    static _Atomic int fam19 = -1; /* asked once */
+    int v = atomic_load(&fam19);
     if (v < 0) {
         unsigned a = 0, b = 0, c = 0, d = 0;
         /* family = base family (bits 8-11) + extended family (bits 20-27) when the base is 0xF */
         v = rw_cpu_is_amd() && __get_cpuid(1, &a, &b, &c, &d) && ((a >> 8) & 0xF) == 0xF &&
             ((a >> 8) & 0xF) + ((a >> 20) & 0xFF) == 0x19;
-        atomic_store(&zen34, v);
+        atomic_store(&fam19, v);
     }
     return v;
 }
@@ -132,7 +132,7 @@ bool rw_cpu_has_avx2(void) { return false; }
 bool rw_cpu_has_avx512(void) { return false; }
 bool rw_cpu_has_avx_vnni(void) { return false; }
 bool rw_cpu_is_amd(void) { return false; }
-bool rw_cpu_is_amd_zen34(void) { return false; }
+bool rw_cpu_is_amd_family19h(void) { return false; }
 bool rw_cpu_has_amx(void) { return false; }
 #endif
 

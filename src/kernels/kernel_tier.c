@@ -81,7 +81,7 @@ void rw_matmul_set_prefetch_l2(int mode) { atomic_store(&prefetch_l2, mode < 0 ?
 
 bool rw_matmul_prefetch_l2(void) {
     int m = atomic_load(&prefetch_l2);
-    return m < 0 ? rw_cpu_is_amd_zen34() : m;
+    return m < 0 ? rw_cpu_is_amd_family19h() : m;
 }
 
 /* ---- numerics -------------------------------------------------------- */

@@ -74,10 +74,11 @@ void rw_matmul_set_avx_vnni(bool on);
 void rw_matmul_set_k_scale_shuffle(int mode);
 /* Where the AVX-512 one-row K-quant form (16 weight rows streamed at once)
  * prefetches its weights: 1 into L2, 0 into L1, -1 (the default) the faster
- * on this CPU (L2 on Zen 3 / Zen 4). The same bits either way. */
+ * on this CPU (L2 on AMD family 19h: Zen 4, the one with AVX-512). The
+ * same bits either way. */
 void rw_matmul_set_prefetch_l2(int mode);
 /* Whether they go to L2 now (the setting, or by default AMD family 19h,
- * Zen 3 / Zen 4: there a one-row Q4_K product streaming its 16 rows' lines
+ * Zen 4 among the AVX-512 CPUs: there a one-row Q4_K product streaming its 16 rows' lines
  * into L1 ran at about half the rate it reaches into L2, `rewind bench
  * kernels`; on Zen 5 L1 was as fast or faster). */
 bool rw_matmul_prefetch_l2(void);

@@ -124,14 +124,14 @@ bool rw_matmul_k_scale_shuffle(void);
 #endif
 
 /* CPU feature probes (cpu_features.c). */
-bool rw_cpu_has_avx2(void);      /* AVX2 + FMA + F16C, OS saves YMM */
-bool rw_cpu_has_avx512(void);    /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
-bool rw_cpu_has_avx_vnni(void);  /* AVX2 and the 256-bit VEX VNNI (vpdpbusd on ymm) */
-bool rw_cpu_is_amd(void);        /* cpuid's vendor is AMD: a kernel variant's choice, never its bits */
-bool rw_cpu_is_amd_zen34(void);  /* AMD family 19h (Zen 3, Zen 4): a prefetch choice, never a bit */
-bool rw_cpu_has_amx(void);       /* AMX tile + int8, and the kernel let this process use the tile data */
-bool rw_cpu_has_neon_dot(void);  /* AArch64 with the dot-product instructions (SDOT/UDOT) */
-bool rw_cpu_has_neon_i8mm(void); /* AArch64 with the 8-bit matrix multiply (SMMLA) */
+bool rw_cpu_has_avx2(void);         /* AVX2 + FMA + F16C, OS saves YMM */
+bool rw_cpu_has_avx512(void);       /* F, BW, VL, DQ, VNNI, BF16; OS saves ZMM */
+bool rw_cpu_has_avx_vnni(void);     /* AVX2 and the 256-bit VEX VNNI (vpdpbusd on ymm) */
+bool rw_cpu_is_amd(void);           /* cpuid's vendor is AMD: a kernel variant's choice, never its bits */
+bool rw_cpu_is_amd_family19h(void); /* AMD family 19h (Zen 3, Zen 4): a prefetch choice, never a bit */
+bool rw_cpu_has_amx(void);          /* AMX tile + int8, and the kernel let this process use the tile data */
+bool rw_cpu_has_neon_dot(void);     /* AArch64 with the dot-product instructions (SDOT/UDOT) */
+bool rw_cpu_has_neon_i8mm(void);    /* AArch64 with the 8-bit matrix multiply (SMMLA) */
 
 /* The weight bytes [p + RW_MM_PF_AHEAD, ... + len) toward L1, a line at a
  * time, for the float types' one-row dots of the AVX2 and AVX-512 tiers: a
