@@ -425,7 +425,7 @@ int rw_bench_kernels(int argc, char **argv) {
     if (!json) {
         printf("rewind bench kernels: %s, %d thread%s, kernels %s, numerics %s, weights prefetched into %s\n", cpu,
                n_threads, n_threads > 1 ? "s" : "", rw_kernel_tier_name(tier), rw_get_numerics(),
-               rw_matmul_prefetch_l2() ? "L2" : "L1");
+               rw_get_weight_prefetch());
         printf("read bandwidth (streaming read of %d MiB): %.1f GB/s\n", quick ? 32 : 512, bw);
         printf("shapes (n_in x n_out): Qwen3.5-0.8B layer matrices 1024x6144, 1024x2048, 2048x1024, 1024x4096, "
                "1024x512 x2, 1024x3584 x2, 3584x1024; many-row: 1024x3584 and 3584x1024 with %d rows\n\n",

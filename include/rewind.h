@@ -1538,6 +1538,8 @@ RW_API rw_status rw_set_avx_vnni(bool on, rw_error *err);
  * The same results either way. Errors: RW_ERR_INVALID_ARG (another name),
  * RW_ERR_BUSY (a model is open). */
 RW_API rw_status rw_set_weight_prefetch(const char *where, rw_error *err);
+/* The level in use: "l1" or "l2" (auto resolved for this CPU). Static. */
+RW_API const char *rw_get_weight_prefetch(void);
 /* Installs a process-wide SIGBUS handler so that a model file cut short
  * while mapped makes the requests that read it fail with RW_ERR_IO
  * (rw_mapped_file_fault_count counts it) instead of killing the process;

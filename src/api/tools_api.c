@@ -236,4 +236,6 @@ rw_status rw_set_weight_prefetch(const char *where, rw_error *err) {
     return st;
 }
 
+const char *rw_get_weight_prefetch(void) { return rw_matmul_prefetch_l2() ? "l2" : "l1"; }
+
 rw_status rw_install_fault_guard(rw_error *err) { return rw_mapped_file_guard_install(err); }

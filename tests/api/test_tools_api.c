@@ -136,7 +136,9 @@ static void check_batch(const char *model_path) {
     CHECK(rw_set_packed_panels(true, &err) == RW_OK && rw_set_avx_vnni(true, &err) == RW_OK);
     CHECK(rw_set_weight_prefetch("l3", &err) == RW_ERR_INVALID_ARG && strstr(err.msg, "l3"));
     CHECK(rw_set_weight_prefetch(NULL, &err) == RW_ERR_INVALID_ARG);
-    CHECK(rw_set_weight_prefetch("l2", &err) == RW_OK && rw_set_weight_prefetch("auto", &err) == RW_OK);
+    CHECK(rw_set_weight_prefetch("l2", &err) == RW_OK && !strcmp(rw_get_weight_prefetch(), "l2"));
+    CHECK(rw_set_weight_prefetch("l1", &err) == RW_OK && !strcmp(rw_get_weight_prefetch(), "l1"));
+    CHECK(rw_set_weight_prefetch("auto", &err) == RW_OK);
 }
 
 int main(void) {

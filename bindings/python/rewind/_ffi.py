@@ -374,6 +374,7 @@ _PROTOTYPES = {
     "rw_set_packed_panels": (_S, [ctypes.c_bool, _E]),
     "rw_set_avx_vnni": (_S, [ctypes.c_bool, _E]),
     "rw_set_weight_prefetch": (_S, [ctypes.c_char_p, _E]),
+    "rw_get_weight_prefetch": (ctypes.c_char_p, []),
     "rw_install_fault_guard": (_S, [_E]),
     # The server-grade calls (include/rewind.h, "Building a server on the
     # library"): declared so they can be called raw; their structs are passed
