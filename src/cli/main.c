@@ -44,7 +44,8 @@ static const cli_command commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: rewind COMMAND [ARGS]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  rewind %s\n", commands[i].usage);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  rewind %s\n", commands[i].usage);
 }
 
 /* The engine allocates and frees megabyte buffers all the time (a recurrent

@@ -106,11 +106,12 @@ static bool amx_probe(void) {
     if (!rw_cpu_has_avx2() || __get_cpuid_max(0, NULL) < 7) return false;
     unsigned a, b, c, d;
     __cpuid_count(7, 0, a, b, c, d);
-    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;  /* AMX-TILE, AMX-INT8 */
-    if (!(c & (1u << 1))) return false;                        /* AVX512-VBMI (the tier's byte permutes) */
-    if ((xcr0() & (3ull << 17)) != (3ull << 17)) return false; /* XTILECFG, XTILEDATA */
+    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false; /* AMX-TILE, AMX-INT8 */
+    if (!(c & (1u << 1))) return false;                          /* AVX512-VBMI (the tier's byte permutes) */
+    if ((xcr0() & (3ull << 17)) != (3ull << 17)) return false;  /* XTILECFG, XTILEDATA */
     unsigned long perm = 0;
-    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA))) return true;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA)))
+        return true;
     if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return false;
     return syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA));
 }

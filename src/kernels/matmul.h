@@ -77,10 +77,10 @@ void rw_matmul_set_k_scale_shuffle(int mode);
  * on this CPU (L2 on AMD family 19h: Zen 4, the one with AVX-512). The
  * same bits either way. */
 void rw_matmul_set_prefetch_l2(int mode);
-/* Whether they go to L2 now (the setting, or by default AMD family 19h,
- * Zen 4 among the AVX-512 CPUs: there a one-row Q4_K product streaming its 16 rows' lines
- * into L1 ran at about half the rate it reaches into L2, `rewind bench
- * kernels`; on Zen 5 L1 was as fast or faster). */
+/* Whether they go to L2 now: the setting, or by default on AMD family 19h
+ * (Zen 4 among the AVX-512 CPUs), where a one-row Q4_K product prefetching
+ * its 16 rows into L1 ran at about half its rate into L2 (`rewind bench
+ * kernels`); on Zen 5 L1 was as fast or faster. */
 bool rw_matmul_prefetch_l2(void);
 /* The bytes rw_matmul_pack would allocate for w (0: no panel form). */
 size_t rw_matmul_pack_bytes(const rw_matrix *w);

@@ -113,15 +113,6 @@ bool rw_matmul_avx_vnni_allowed(void);
 /* Whether the AVX2 tier's Q4_K / Q5_K one-row forms broadcast the scales
  * with shuffles (rw_matmul_set_k_scale_shuffle; by default on AMD CPUs). */
 bool rw_matmul_k_scale_shuffle(void);
-#if defined(__x86_64__)
-/* A prefetch of weight bytes at p toward the cache level above (l2: the
- * value of rw_matmul_prefetch_l2(), read once per call of a kernel). */
-#define RW_PF_W(p, l2)                                        \
-    do {                                                      \
-        if (l2) _mm_prefetch((const char *)(p), _MM_HINT_T1); \
-        else _mm_prefetch((const char *)(p), _MM_HINT_T0);    \
-    } while (0)
-#endif
 
 /* CPU feature probes (cpu_features.c). */
 bool rw_cpu_has_avx2(void);         /* AVX2 + FMA + F16C, OS saves YMM */
