@@ -349,17 +349,19 @@ KGP_TILE(q6_K, kgp_q6_K, KGP_OFFSET_Q6K)
  *     sum_j m_j * bsum_j, sum = sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum).
  *     A 16-element half of a sub-block is 4 vpdpbusd (Q4_K: |dot| <= 16*15*127 <
  *     2^15, so its low 16 bits are the dot; Q5_K: 8-element quarters, 2
- *     vpdpbusd each, |dot| <= 8*31*127) and one vpdpwssd with the rows'
- *     scales in the low 16 bits (0 above): 5 instructions per 16x16
- *     products where the ggml order needs 8.
+ *     vpdpbusd each, |dot| <= 8*31*127). Q4_K: the two halves' dots are
+ *     blended into one lane's 16-bit halves and take their scale with one
+ *     vpdpwssd (the scale in both halves): 9 instructions per 32x16 products
+ *     on the multiply unit. Q5_K: one vpdpwssd per quarter with the scale in
+ *     the low 16 bits (0 above).
  *   Q6_K: isum = sum_g sc_g * dot_g - 32 * sum_g sc_g * bsum_g (16 groups of
  *     16, signed scales), sum = sum + (d*dx)*(float)isum. A group's dot (up
  *     to 16*63*127) does not fit in 16 bits: its scale goes on with vpmulld.
  * One register holds 16 weight rows. A panel holds per super-block
  * (kx_sb_bytes):
  *   quants [64 groups][16 rows][4 bytes]: group g = elements 4g..4g+3, unsigned;
- *   scales [n_sc][16 rows] int32: Q4_K / Q5_K the 8 sub-blocks' in the low 16
- *          bits, Q6_K the 16 groups';
+ *   scales [n_sc][16 rows] int32: the 8 sub-blocks', Q4_K's in both 16-bit
+ *          halves, Q5_K's in the low 16 bits; Q6_K the 16 groups';
  *   pairs  [8][16 rows] int16 pairs: Q4_K / Q5_K (m_j, m_j), Q6_K
  *          (32 sc_2k, 32 sc_2k+1), against the activation's bsums pairs;
  *   d, dmin [16 rows] f32 each (Q6_K: d only). */
@@ -390,7 +392,8 @@ INLINE void kx_sb_q45(const int Q5, const uint8_t *p, size_t ws, int nr, __m512i
     for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
     const __m512i sc[2] = {kr_lanes(h, 0), kr_lanes(h, 1)}, mn[2] = {kr_lanes(h, 2), kr_lanes(h, 3)};
     for (int j = 0; j < 8; j++) {
-        B[64 + j] = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff);
+        const __m512i s = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff);
+        B[64 + j] = Q5 ? s : _mm512_or_si512(s, _mm512_slli_epi32(s, 16)); /* Q4_K: in both 16-bit halves */
         const __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), ff);
         B[72 + j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
     }
@@ -538,7 +541,9 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
                 if (Q6)
                     is[r] = _mm512_add_epi32(is[r],
                                              _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb_)));
-                else is[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(is[r], lo, sa), hi, sa);
+                else /* both halves' dots (< 2^15) in one lane's 16-bit halves, against the scale in both */
+                    is[r] = _mm512_dpwssd_epi32(
+                        is[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16)), sa);
             }
         }
         const __m512 dw = _mm512_load_ps(B + meta + 512),
