@@ -422,11 +422,14 @@ int rw_bench_kernels(int argc, char **argv) {
     cpu_model(cpu, sizeof cpu);
     rw_kernel_tier tier = rw_kernel_tier_current();
     double bw = rw_cli_read_bandwidth(pool, (size_t)((quick ? 32 : 512) * MIB), quick ? 2 : 5);
+    const double peak = rw_bench_int8_peak_gmacs();
     if (!json) {
         printf("rewind bench kernels: %s, %d thread%s, kernels %s, numerics %s, weights prefetched into %s\n", cpu,
                n_threads, n_threads > 1 ? "s" : "", rw_kernel_tier_name(tier), rw_get_numerics(),
                rw_get_weight_prefetch());
         printf("read bandwidth (streaming read of %d MiB): %.1f GB/s\n", quick ? 32 : 512, bw);
+        if (peak > 0) /* a GOP/s figure below is two operations per multiply-add */
+            printf("int8 peak of one core (512-bit vpdpbusd): %.1f GMAC/s = %.1f GOP/s a thread\n", peak, 2 * peak);
         printf("shapes (n_in x n_out): Qwen3.5-0.8B layer matrices 1024x6144, 1024x2048, 2048x1024, 1024x4096, "
                "1024x512 x2, 1024x3584 x2, 3584x1024; many-row: 1024x3584 and 3584x1024 with %d rows\n\n",
                quick ? 32 : MANY_ROWS);
@@ -445,6 +448,7 @@ int rw_bench_kernels(int argc, char **argv) {
         rw_json_key(&jw, "tier"), rw_json_cstring(&jw, rw_kernel_tier_name(tier));
         rw_json_key(&jw, "numerics"), rw_json_cstring(&jw, rw_get_numerics());
         rw_json_key(&jw, "read_bandwidth_gbs"), rw_json_double(&jw, bw, 4);
+        rw_json_key(&jw, "int8_peak_gmacs_per_core"), rw_json_double(&jw, peak, 4);
         rw_json_key(&jw, "many_rows"), rw_json_int(&jw, quick ? 32 : MANY_ROWS);
         rw_json_key(&jw, "types");
         rw_json_begin_array(&jw);

@@ -31,6 +31,9 @@ int rw_cmd_demo_client(int argc, char **argv);
 
 /* Benchmarks run by `rewind bench NAME` (argv[0] = NAME). */
 int rw_bench_kernels(int argc, char **argv);
+/* Multiply-adds a second of one core's 512-bit vpdpbusd at full
+ * throughput (bench_peak.c), 0 where the CPU has no AVX-512 VNNI. */
+double rw_bench_int8_peak_gmacs(void);
 /* bench_kernels.c: the best read bandwidth a streaming read loop reaches
  * over a fresh buffer of `bytes` on pool's threads (GB/s), best of reps. */
 double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps);

@@ -20,6 +20,13 @@ esac
 for k in read_bandwidth_gbs one_row_gbs one_row_share_of_paired_read one_row_in_cache_gbs one_row_ref_gbs many_row_gops many_row_ref_gops; do
   echo "$json" | grep -Eq "\"$k\":[0-9]*\.?[0-9]*[1-9]" || fail "$k missing or not positive: $json"
 done
+# the int8 peak: positive where the CPU has AVX-512 VNNI (printed then), 0 elsewhere
+if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
+  echo "$json" | grep -Eq '"int8_peak_gmacs_per_core":[0-9]*\.?[0-9]*[1-9]' || fail "no int8 peak: $json"
+  echo "$out" | grep -q '^int8 peak of one core' || fail "no int8 peak line: $out"
+else
+  echo "$json" | grep -q '"int8_peak_gmacs_per_core":0' || fail "int8 peak without AVX-512 VNNI: $json"
+fi
 
 "$REWIND" bench kernels --types NOPE >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --types is not a usage error"
 "$REWIND" bench nothing >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown benchmark is not a usage error"
