@@ -19,11 +19,18 @@
  * the reference's exactly (matmul_ref.c):
  *   Q4_K / Q5_K: isum = sum_j sc_j * dot'_j - 128 * sum_j sc_j * wsum_j,
  *     dot'_j the 32-element sub-block's dot with x + 128 (< 2^18), wsum_j
- *     its quants' sum; msum = sum_j m_j * (bsum_2j + bsum_2j+1);
+ *     its quants' sum; msum = sum_j m_j * S_j, S_j the sub-block's
+ *     activation sum (bsum_2j + bsum_2j+1, stored at conversion in 16 bits
+ *     as pairs (S_2t, S_2t+1), so that one vpdpwssd takes two sub-blocks);
  *     then sum = sum + ((d*dx)*(float)isum - (dmin*dx)*(float)msum);
  *   Q6_K: the weights q - 32 (signed), isum = sum_g sc_g * dot'_g - 128 *
  *     sum_g sc_g * wsum_g over its 16 groups of 16, which is the
  *     reference's isum with its -32 offset; sum = sum + (d*dx)*(float)isum.
+ * The offset term -128 * sum sc * wsum is the same for every row of the
+ * group: a group with fewer than 16 rows gets it from a padding lane, whose
+ * activations are 0 (bytes 128, so that its sum is 128 * sum sc * wsum),
+ * subtracted from every lane, instead of computing it per weight
+ * super-block (a quarter of the form's time at 16 rows, measured on Zen 4).
  * Intermediates stay below 2^31 (Q5_K: 8 * 63 * 32 * 255 * 31), integer
  * sums are exact in any order and the float step is the reference's, so
  * every output is bitwise the tile's and the reference's.
@@ -33,7 +40,7 @@
 /* A group of RW_MM_GROUP activation rows, per super-block. */
 typedef struct {
     uint8_t q[64][RW_MM_GROUP][4]; /* elements 4g .. 4g+3 of each row, plus 128 */
-    int32_t bs[8][RW_MM_GROUP];    /* bsums 2j (low 16 bits) and 2j+1 (high) */
+    int32_t bs[4][RW_MM_GROUP];    /* sub-blocks 2t (low 16 bits) and 2t+1 (high): their 32 elements' sums */
     float d[RW_MM_GROUP];
 } xg_super;
 
@@ -43,7 +50,12 @@ static size_t g_bytes_k(int64_t n) { return (size_t)(n / 256) * sizeof(xg_super)
 
 static void convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t n) {
     xg_super *g = xg;
-    memset(xg, 0, g_bytes_k(n)); /* padding rows: outputs discarded */
+    /* padding rows: activations 0 (bytes 128), so that a padding lane's
+     * integer sum is the weights' offset term (kgroup_impl); outputs discarded */
+    memset(xg, 0, g_bytes_k(n));
+    for (int64_t sb = 0; sb < n / 256; sb++)
+        for (int k = 0; k < 64; k++)
+            for (int r = n_rows; r < RW_MM_GROUP; r++) memset(g[sb].q[k][r], 0x80, 4);
     for (int r = 0; r < n_rows; r++)
         for (int64_t sb = 0; sb < n / 256; sb++) {
             x_super t;
@@ -54,9 +66,11 @@ static void convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t 
                 v ^= 0x80808080u; /* + 128 per byte */
                 memcpy(g[sb].q[k][r], &v, 4);
             }
-            for (int j = 0; j < 8; j++)
-                g[sb].bs[j][r] =
-                    (int32_t)((uint32_t)(uint16_t)t.bsums[2 * j] | (uint32_t)(uint16_t)t.bsums[2 * j + 1] << 16);
+            for (int j = 0; j < 4; j++) { /* |sum of 32| <= 32 * 127: 16 bits */
+                const int16_t a = (int16_t)(t.bsums[4 * j] + t.bsums[4 * j + 1]),
+                              b = (int16_t)(t.bsums[4 * j + 2] + t.bsums[4 * j + 3]);
+                g[sb].bs[j][r] = (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16);
+            }
             g[sb].d[r] = t.d;
         }
 }
@@ -68,7 +82,7 @@ static void convert_g_k(const float *const *rows, int n_rows, void *xg, int64_t 
 typedef struct {
     int8_t q[256] __attribute__((aligned(64)));
     int32_t sc[16];
-    int32_t mins[8];
+    int32_t mins[4]; /* (m_2t, m_2t+1) */
     int32_t corr;
     float d, dmin;
 } kg_block;
@@ -85,7 +99,7 @@ INLINE int32_t corr_of(const __m512i u[4], const __m512i sc[4], int64_t off) {
 }
 
 INLINE void k45_unpack(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, rw_f16 d, rw_f16 dmin,
-                       kg_block *o) {
+                       kg_block *o, const int CORR) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m512i u[4];
     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) { /* elements 64c + l, 64c + 32 + l: qs[32c + l] */
@@ -106,28 +120,29 @@ INLINE void k45_unpack(const uint8_t scales[12], const uint8_t *qs, const uint8_
     const __m512i sm32 = _mm512_cvtepu8_epi32(sm); /* sc0..7, m0..7 */
     _mm256_storeu_si256((__m256i *)o->sc, _mm512_castsi512_si256(sm32));
     const __m256i m = _mm512_extracti64x4_epi64(sm32, 1);
-    _mm256_storeu_si256((__m256i *)o->mins, _mm256_or_si256(m, _mm256_slli_epi32(m, 16)));
+    /* (m_2t, m_2t+1) pairs: m0..7 as 16-bit lanes, 4 pairs */
+    _mm_storeu_si128((__m128i *)o->mins, _mm256_cvtepi32_epi16(m));
     /* piece p (8 elements) of register k lies in sub-block 2k + p / 4 */
     const __m512i sc64 = _mm512_cvtepu8_epi64(sm);
     __m512i sc[4];
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) sc[k] = _mm512_permutexvar_epi64(
         _mm512_set_epi64(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k), sc64);
-    o->corr = corr_of(u, sc, 0);
+    o->corr = CORR ? corr_of(u, sc, 0) : 0;
     o->d = f16_to_f32(d);
     o->dmin = f16_to_f32(dmin);
 }
 
-INLINE void unpack_q4_K(const uint8_t *blk, kg_block *o) {
+INLINE void unpack_q4_K(const uint8_t *blk, kg_block *o, const int CORR) {
     const rw_block_q4_K *b = (const rw_block_q4_K *)blk;
-    k45_unpack(b->scales, b->qs, NULL, b->d, b->dmin, o);
+    k45_unpack(b->scales, b->qs, NULL, b->d, b->dmin, o, CORR);
 }
 
-INLINE void unpack_q5_K(const uint8_t *blk, kg_block *o) {
+INLINE void unpack_q5_K(const uint8_t *blk, kg_block *o, const int CORR) {
     const rw_block_q5_K *b = (const rw_block_q5_K *)blk;
-    k45_unpack(b->scales, b->qs, b->qh, b->d, b->dmin, o);
+    k45_unpack(b->scales, b->qs, b->qh, b->d, b->dmin, o, CORR);
 }
 
-INLINE void unpack_q6_K(const uint8_t *blk, kg_block *o) {
+INLINE void unpack_q6_K(const uint8_t *blk, kg_block *o, const int CORR) {
     const rw_block_q6_K *b = (const rw_block_q6_K *)blk;
     /* element 128h + 32k + l: nibble k / 2 of ql[64h + 32(k % 2) + l], bits
      * 2k, 2k+1 of qh[32h + l] above it (0..63) */
@@ -158,7 +173,7 @@ INLINE void unpack_q6_K(const uint8_t *blk, kg_block *o) {
         sc[k] = _mm512_permutexvar_epi64(_mm512_set_epi64(b0 + 3, b0 + 3, b0 + 2, b0 + 2, b0 + 1, b0 + 1, b0, b0),
                                          k < 2 ? lo64 : hi64);
     }
-    o->corr = corr_of(u, sc, -8 * 32);
+    o->corr = CORR ? corr_of(u, sc, -8 * 32) : 0;
     o->d = f16_to_f32(b->d);
     o->dmin = o->d;
 }
@@ -167,8 +182,9 @@ enum { KG_MAX_NW = 4 };
 
 /* out[r*os + i] for weight rows i < nw and activation rows r < nx of one
  * group. Q6: 16 scale groups of 4 pieces, else 8 of 8. */
-INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk, void (*unpack)(const uint8_t *, kg_block *),
-                        const int nw, const uint8_t *xg, int nx, float *out, int64_t os, const int Q6) {
+INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk,
+                        void (*unpack)(const uint8_t *, kg_block *, int), const int nw, const uint8_t *xg, int nx,
+                        float *out, int64_t os, const int Q6, const int SPARE) {
     const int n_sc = Q6 ? 16 : 8, per = Q6 ? 4 : 8;
     __m512 acc[KG_MAX_NW];
     _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) acc[i] = _mm512_setzero_ps();
@@ -180,7 +196,7 @@ INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk, void
             _mm_prefetch((const char *)p + PF_DIST, _MM_HINT_T0);
             _mm_prefetch((const char *)p + PF_DIST + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)p + PF_DIST + 128, _MM_HINT_T0);
-            unpack(p, &wb[i]);
+            unpack(p, &wb[i], !SPARE);
         }
         __m512i is[KG_MAX_NW];
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] = _mm512_set1_epi32(wb[i].corr);
@@ -199,6 +215,9 @@ INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk, void
                 _mm512_add_epi32(_mm512_add_epi32(is[i], _mm512_mullo_epi32(pa[i], _mm512_set1_epi32(wb[i].sc[s]))),
                                  _mm512_mullo_epi32(pb[i], _mm512_set1_epi32(wb[i].sc[s + 1])));
         }
+        if (SPARE) /* lane 15 (activations 0) holds the offset term: take it off every lane */
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] =
+                _mm512_sub_epi32(is[i], _mm512_permutexvar_epi32(_mm512_set1_epi32(RW_MM_GROUP - 1), is[i]));
         const __m512 dx = _mm512_load_ps(X->d);
         if (Q6) {
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) acc[i] = _mm512_add_ps(
@@ -207,7 +226,7 @@ INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk, void
         }
         __m512i ms[KG_MAX_NW];
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
             const __m512i bs = _mm512_load_si512(X->bs[j]);
             _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] =
                 _mm512_dpwssd_epi32(ms[i], bs, _mm512_set1_epi32(wb[i].mins[j]));
@@ -225,18 +244,25 @@ INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk, void
     }
 }
 
-#define KGROUP_TILE(name, Q6)                                                                                     \
-    void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs,   \
-                                 int nx, float *out, int64_t os) {                                                \
-        for (int r0 = 0; r0 < nx; r0 += RW_MM_GROUP, xg += xgs, out += RW_MM_GROUP * os) {                        \
-            const int m = nx - r0 < RW_MM_GROUP ? nx - r0 : RW_MM_GROUP;                                          \
-            switch (nw) {                                                                                         \
-            case 1: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 1, xg, m, out, os, Q6); break;  \
-            case 2: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 2, xg, m, out, os, Q6); break;  \
-            case 3: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 3, xg, m, out, os, Q6); break;  \
-            default: kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, 4, xg, m, out, os, Q6); break; \
-            }                                                                                                     \
-        }                                                                                                         \
+/* Groups of 16 rows take the offset term from each weight super-block
+ * (SPARE 0), a last group of fewer rows from a padding lane (SPARE 1). */
+#define KG_CALL(name, Q6, NW, SPARE) \
+    kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, NW, xg, m, out, os, Q6, SPARE)
+#define KG_DISPATCH(name, Q6, SPARE)             \
+    switch (nw) {                                \
+    case 1: KG_CALL(name, Q6, 1, SPARE); break;  \
+    case 2: KG_CALL(name, Q6, 2, SPARE); break;  \
+    case 3: KG_CALL(name, Q6, 3, SPARE); break;  \
+    default: KG_CALL(name, Q6, 4, SPARE); break; \
+    }
+#define KGROUP_TILE(name, Q6)                                                                                   \
+    void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, \
+                                 int nx, float *out, int64_t os) {                                              \
+        for (int r0 = 0; r0 < nx; r0 += RW_MM_GROUP, xg += xgs, out += RW_MM_GROUP * os) {                      \
+            const int m = nx - r0 < RW_MM_GROUP ? nx - r0 : RW_MM_GROUP;                                        \
+            if (m < RW_MM_GROUP) KG_DISPATCH(name, Q6, 1)                                                       \
+            else KG_DISPATCH(name, Q6, 0)                                                                       \
+        }                                                                                                       \
     }
 KGROUP_TILE(q4_K, 0)
 KGROUP_TILE(q5_K, 0)
