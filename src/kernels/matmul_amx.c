@@ -233,7 +233,7 @@ static void tile_g_q8_0a(int64_t n, const uint8_t *w, size_t ws, int nw, const u
  *   hi  the same for the high bytes, signed;
  *   pairs [8][16 rows] int16 pairs: Q4_K / Q5_K (m_2t, m_2t+1) for t < 4,
  *         against the activation's sub-block sums (in x_super's padding:
- *         rw_avx512_convert_q8_K_amx); Q6_K (32 sc_2k, 32 sc_2k+1) against
+ *         rw_avx512_convert_q8_K_sums); Q6_K (32 sc_2k, 32 sc_2k+1) against
  *         its bsums pairs;
  *   d, dmin [16 rows] f32 each. */
 enum { KA_Q45 = 0, KA_Q6 = 1 };
@@ -615,8 +615,8 @@ static void amx_build(void) {
         void (*convert_p)(const float *const *, int, void *, int64_t);
     } from[AMX_N] = {
         [AMX_Q8_0] = {&rw_avx512_kernel_q8_0, NULL, NULL, NULL},
-        [AMX_Q4_K] = {&rw_avx512_kernel_q4_K, tile_p_q45, rw_avx512_amx_pack_q4_K, rw_avx512_convert_q8_K_amx},
-        [AMX_Q5_K] = {&rw_avx512_kernel_q5_K, tile_p_q45, rw_avx512_amx_pack_q5_K, rw_avx512_convert_q8_K_amx},
+        [AMX_Q4_K] = {&rw_avx512_kernel_q4_K, tile_p_q45, rw_avx512_amx_pack_q4_K, rw_avx512_convert_q8_K_sums},
+        [AMX_Q5_K] = {&rw_avx512_kernel_q5_K, tile_p_q45, rw_avx512_amx_pack_q5_K, rw_avx512_convert_q8_K_sums},
         [AMX_Q6_K] = {&rw_avx512_kernel_q6_K, tile_p_q6, rw_avx512_amx_pack_q6_K, rw_avx512_convert_q8_K_p},
     };
     for (int i = 0; i < AMX_N; i++) {

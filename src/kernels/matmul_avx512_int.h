@@ -452,8 +452,9 @@ void rw_avx512_amx_pack_q4_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_o
 void rw_avx512_amx_pack_q5_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
 void rw_avx512_amx_pack_q6_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst);
 void rw_avx512_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n);
-/* ... and with the 8 sub-blocks' sums (int16) in each x_super's padding (Q4_K, Q5_K) */
-void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, int64_t n);
+/* ... and with the 8 sub-blocks' sums (int16) in each x_super's padding (the Q4_K and Q5_K panels of
+ * both tiers) */
+void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp, int64_t n);
 /* matmul_kpanel_avx512.c */
 extern const rw_mm_kernel rw_avx512_kernel_q4_K, rw_avx512_kernel_q5_K, rw_avx512_kernel_q6_K;
 extern const rw_mm_kernel rw_avx512_kernel_q4_K_ggml, rw_avx512_kernel_q5_K_ggml, rw_avx512_kernel_q6_K_ggml;

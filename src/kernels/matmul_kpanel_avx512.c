@@ -331,7 +331,8 @@ INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const 
                 KGP_CASE(5)                                                                                           \
                 KGP_CASE(6)                                                                                           \
                 KGP_CASE(7)                                                                                           \
-                KGP_CASE(8) KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15) \
+                KGP_CASE(8)                                                                                           \
+                KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15)             \
                     KGP_CASE(16) default : break;                                                                     \
             }                                                                                                         \
         }                                                                                                             \
@@ -362,12 +363,14 @@ KGP_TILE(q6_K, kgp_q6_K, KGP_OFFSET_Q6K)
  *   quants [64 groups][16 rows][4 bytes]: group g = elements 4g..4g+3, unsigned;
  *   scales [n_sc][16 rows] int32: the 8 sub-blocks', Q4_K's in both 16-bit
  *          halves, Q5_K's in the low 16 bits; Q6_K the 16 groups';
- *   pairs  [8][16 rows] int16 pairs: Q4_K / Q5_K (m_j, m_j), Q6_K
- *          (32 sc_2k, 32 sc_2k+1), against the activation's bsums pairs;
+ *   pairs  Q4_K / Q5_K [4][16 rows] int16 pairs (m_2t, m_2t+1), against the
+ *          activation's 32-element sums pairs (in x_super's padding:
+ *          rw_avx512_convert_q8_K_sums), 4 vpdpwssd a row; Q6_K [8][16 rows]
+ *          (32 sc_2k, 32 sc_2k+1) against its 16-element bsums pairs;
  *   d, dmin [16 rows] f32 each (Q6_K: d only). */
 enum { KX_PASS = 8 };
 
-static size_t kx_sb_bytes(const int Q6) { return Q6 ? 4096 + 1024 + 512 + 64 : 4096 + 512 + 512 + 128; }
+static size_t kx_sb_bytes(const int Q6) { return Q6 ? 4096 + 1024 + 512 + 64 : 4096 + 512 + 256 + 128; }
 
 /* While a panel is packed, the next panel's rows, a share each
  * super-block, so that its packing finds them in the cache (past the
@@ -394,11 +397,14 @@ INLINE void kx_sb_q45(const int Q5, const uint8_t *p, size_t ws, int nr, __m512i
     for (int j = 0; j < 8; j++) {
         const __m512i s = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff);
         B[64 + j] = Q5 ? s : _mm512_or_si512(s, _mm512_slli_epi32(s, 16)); /* Q4_K: in both 16-bit halves */
-        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), ff);
-        B[72 + j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
     }
-    _mm512_store_ps(B + 80, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
-    _mm512_store_ps((float *)(B + 80) + 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    for (int t = 0; t < 4; t++) { /* (m_2t, m_2t+1): bytes 2t, 2t + 1 of the mins' dwords */
+        const __m512i m = _mm512_srli_epi32(mn[t / 2], 16 * (t % 2));
+        B[72 + t] = _mm512_or_si512(_mm512_and_si512(m, ff),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(m, 8), ff), 16));
+    }
+    _mm512_store_ps(B + 76, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_store_ps((float *)(B + 76) + 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
     /* the quants: elements 64c + l and 64c + 32 + l are the low and
      * high nibbles of qs[32c + l]; group g = elements 4g .. 4g + 3 */
     __m512i qh[16];
@@ -546,13 +552,18 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
                         is[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16)), sa);
             }
         }
-        const __m512 dw = _mm512_load_ps(B + meta + 512),
-                     dm = Q6 ? dw : _mm512_load_ps(B + meta + 576); /* Q6_K has no dmin */
+        const size_t pr_bytes = Q6 ? 512 : 256;
+        const __m512 dw = _mm512_load_ps(B + meta + pr_bytes),
+                     dm = Q6 ? dw : _mm512_load_ps(B + meta + pr_bytes + 64); /* Q6_K has no dmin */
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
             __m512i ms = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
-                ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+            if (Q6)
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) ms = _mm512_dpwssd_epi32(
+                    ms, _mm512_load_si512(PR + k), _mm512_set1_epi32(*(const i32u *)(xs->bsums + 2 * k)));
+            else /* the 32-element sums' pairs (rw_avx512_convert_q8_K_sums) */
+                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) ms =
+                    _mm512_dpwssd_epi32(ms, _mm512_load_si512(PR + t), _mm512_set1_epi32(((const i32u *)xs->pad)[t]));
             const __m512 dx = _mm512_set1_ps(xs->d);
             if (Q6) {
                 acc[r] = _mm512_add_ps(
@@ -667,7 +678,7 @@ void rw_avx512_amx_pack_q6_K(const uint8_t *w, size_t ws, int64_t n, int64_t n_o
 void rw_avx512_convert_q8_K_p(const float *const *rows, int n_rows, void *xp, int64_t n) {
     convert_q8_K_p(rows, n_rows, xp, n);
 }
-void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, int64_t n) {
+void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp, int64_t n) {
     convert_q8_K_p(rows, n_rows, xp, n);
     x_super *s = xp;
     for (int64_t b = 0; b < n / 256; b++) { /* the 8 sub-blocks' sums (|sum| <= 32 * 127) in the padding */
@@ -677,14 +688,14 @@ void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, 
     }
 }
 
-#define KXK(name, conv, TILE_P, WBYTES, GMIN, FLY)                                    \
+#define KXK(name, conv, CONV_P, TILE_P, WBYTES, GMIN, FLY)                            \
     const rw_mm_kernel rw_avx512_kernel_##name = {.x_bytes = x_bytes_super,           \
                                                   .convert_x = conv,                  \
                                                   .tile = rw_avx512_tile_##name,      \
                                                   .max_nw = NW,                       \
                                                   .max_nx = NX,                       \
                                                   .p_bytes = x_bytes_super,           \
-                                                  .convert_p = convert_q8_K_p,        \
+                                                  .convert_p = CONV_P,                \
                                                   .tile_p = TILE_P,                   \
                                                   .pack_p = pack_##name##_x,          \
                                                   .p_rows = KP_ROWS,                  \
@@ -697,9 +708,9 @@ void rw_avx512_convert_q8_K_amx(const float *const *rows, int n_rows, void *xp, 
                                                   .max_ng = 1,                        \
                                                   .g_min_rows = GMIN,                 \
                                                   .fly_min_rows = FLY};
-KXK(q4_K, convert_q8_K_perm, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
-KXK(q5_K, convert_q8_K_perm, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
-KXK(q6_K, convert_q8_K, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN)
+KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
+KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
+KXK(q6_K, convert_q8_K, convert_q8_K_p, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN)
 
 #define KG(name, conv)                                                                         \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {.x_bytes = x_bytes_super,             \
