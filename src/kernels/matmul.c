@@ -111,7 +111,7 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 /* ---- the parallel driver --------------------------------------------- */
 
 enum {
-    MAX_TILE = 4096,        /* outputs of one tile call: max_nw * max(max_nx, RW_MM_QUAD * max_nq),
+    MAX_TILE = 4096,        /* outputs of one tile call: max_nw * max(max_nx, RW_MM_QUAD * max_nq) or RW_MM_ROWS_1X * max_nx_1x,
                       * (g_max_nw or max_nw) * RW_MM_GROUP * max_ng, p_rows * max_np */
     PACK_MIN = 4,           /* fewest rows of a group that use the kernel's group form */
     QUAD_MAX = 32,          /* most rows of a group that use the kernel's quad form (measured on Zen 4:
@@ -280,10 +280,13 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     /* With few activation rows the work is bound by streaming the weights:
      * weight rows are then done one after the other, so the reads form one
      * sequential stream (the tile shape never changes results, see the file
-     * head); with one activation row a tile call covers up to
-     * RW_MM_ROWS_1X weight rows, saving the per-call overhead. */
-    const int mx = j->k->max_nx;
-    const int mw = r1 - r0 == 1 ? RW_MM_ROWS_1X : r1 - r0 < mx ? 1 : j->k->max_nw;
+     * head); with one activation row (or up to the kernel's max_nx_1x) a
+     * tile call covers up to RW_MM_ROWS_1X weight rows, saving the
+     * per-call overhead and reading the weights once for all rows. */
+    const int nx1 = j->k->max_nx_1x ? j->k->max_nx_1x : 1;
+    const bool long_run = r1 - r0 <= nx1;
+    const int mx = long_run ? nx1 : j->k->max_nx;
+    const int mw = long_run ? RW_MM_ROWS_1X : r1 - r0 < mx ? 1 : j->k->max_nw;
     for (int64_t o = o0; o < o1; o += mw) {
         int nw = (int)(o1 - o < mw ? o1 - o : mw);
         for (int64_t r = r0; r < r1; r += mx) {

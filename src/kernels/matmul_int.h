@@ -6,8 +6,9 @@
  *     use any layout, e.g. separate quants / scales / sums);
  *   - tile computes a small block of outputs, out[j*nw + i] = dot(W row i,
  *     activation row j), for i < nw <= max_nw and j < nx <= max_nx.
- * With nx == 1, nw may also be anything up to RW_MM_ROWS_1X (the decode
- * case: rows are then done one at a time).
+ * With nx == 1 (or nx <= max_nx_1x), nw may also be anything up to
+ * RW_MM_ROWS_1X (decode and few-row calls: the weights stream once for all
+ * activation rows).
  * The tile must compute every output with the same operations whatever nw,
  * nx and the element's place in the tile: this is what makes results batch
  * invariant (matmul.c is free to cut the work into any tiles).
@@ -85,6 +86,7 @@ typedef struct {
     int q_max_rows;                   /* most activation rows that take the quad form; 0: matmul.c's default */
     int g_max_nw;                     /* weight rows of one tile_g call; 0: max_nw */
     int fly_min_rows; /* fewest rows that pack panels on the fly (no stored panels); 0: matmul.c's FLY_MIN */
+    int max_nx_1x;    /* most activation rows with which tile takes up to RW_MM_ROWS_1X weight rows; 0: 1 */
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

@@ -707,7 +707,8 @@ void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp,
                                                   .tile_g = rw_avx512_tile_g_##name,  \
                                                   .max_ng = 1,                        \
                                                   .g_min_rows = GMIN,                 \
-                                                  .fly_min_rows = FLY};
+                                                  .fly_min_rows = FLY,                \
+                                                  .max_nx_1x = KR_NX};
 KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
 KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
 KXK(q6_K, convert_q8_K, convert_q8_K_p, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN)

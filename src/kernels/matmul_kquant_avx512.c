@@ -431,7 +431,7 @@ INLINE __m512i kr_isum(const __m512i u[4], const __m512i xv[4], __m512i s0, __m5
 
 /* One pass over rows w .. w + (nr - 1) * ws (nr <= 16) for one activation
  * row x: T is 4, 5 or 6 (Q4_K, Q5_K, Q6_K). */
-INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn, const x_super *x,
+INLINE void kr_pass1(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn, const x_super *x,
                     float *out, const bool l2) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
     /* scale words of row 2k (+ 0) and 2k + 1 (+ 16) of a pair's 32 words: as svec_per32_perm / svec_per16 */
@@ -526,8 +526,131 @@ INLINE void kr_pass(const int T, int64_t n, const uint8_t *w, size_t ws, const i
     _mm512_mask_storeu_ps(out, live, acc);
 }
 
-/* All nw rows for one activation row: passes of 16, then the rest. */
-INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, float *out) {
+/* The same pass for NXR (2 .. KR_NX) activation rows x0, x0 + xs bytes,
+ * ...; row j's outputs go to out + j * os. The weights' unpacking (quants,
+ * scales, d) is shared by the activation rows; each row then has its own
+ * integer sums, fold and float step, kr_pass1's operations in its order, so
+ * an output is bitwise the same whatever NXR and its place. (One row keeps
+ * kr_pass1: this general form of it compiled to a slower loop.) */
+INLINE void kr_pass(const int T, const int NXR, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn,
+                    const x_super *x0, size_t xs, float *out, size_t os, const bool l2) {
+    const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
+    /* scale words of row 2k (+ 0) and 2k + 1 (+ 16) of a pair's 32 words: as svec_per32_perm / svec_per16 */
+    static const int16_t i45[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
+                                    2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3};
+    static const int16_t i6[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
+                                   2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
+    const __m512i is0 = _mm512_loadu_si512(T == 6 ? i6 : i45);
+    const __m512i is1 = _mm512_add_epi16(is0, _mm512_set1_epi16(T == 6 ? 8 : 4));
+    const __m512i odd = _mm512_set1_epi16(16);
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    __m512 acc[KR_NX];
+    _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        const uint8_t *p = w + (size_t)sb * blk;
+        const x_super *x[KR_NX];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) x[j] =
+            (const x_super *)((const uint8_t *)x0 + (size_t)j * xs) + sb;
+        /* each row's stream KR_PF_DIST(T) ahead, going on into the row of the
+         * next pass (nn rows: none past the call's rows, which may be
+         * another thread's) */
+        const size_t pfo = (size_t)(sb + 1) * blk + KR_PF_DIST(T);
+        const uint8_t *pf = pfo < ws ? w + pfo : w + KR_ROWS * ws + (pfo - ws);
+        const int npf = pfo < ws ? nr : nn;
+        __m512i bs2[KR_NX];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) bs2[j] =
+            _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)x[j]->bsums));
+        /* per 4 rows: Q6_K's 16 scales; Q4_K / Q5_K's d, dmin and scale bytes, then [sc0..7, m0..7] */
+        __m512i h[4];
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] =
+            kr_load4(p + (T == 6 ? offsetof(rw_block_q6_K, scales) : 0), ws, 4 * g, nr);
+        const __m512i dd = T == 6 ? _mm512_setzero_si512() : kr_lanes(h, 0); /* d | dmin << 16 per row */
+        if (T != 6) _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
+        __m512i m16[KR_NX];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) m16[j] =
+            T == 6 ? _mm512_setzero_si512() : kr_mins16(h, _mm512_castsi512_si256(bs2[j]));
+        __m512i t[KR_NX][8], u4[KR_NX][4], w2[KR_NX][2];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            __m512i v[KR_NX][2];
+            /* the pair's scales as words: rows 2k (words 0-15) and 2k + 1 (16-31) */
+            const __m512i hv = h[k / 2];
+            const __m512i sw =
+                T == 6 ? _mm512_cvtepi8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1) : _mm512_castsi512_si256(hv))
+                       : _mm512_cvtepu8_epi16(k % 2 ? _mm512_extracti64x4_epi64(hv, 1) : _mm512_castsi512_si256(hv));
+            /* Q6_K: lanes 0-7 row 2k's offset terms, 8-15 row 2k + 1's (32 * scale: the -32) */
+            __m512i msum[KR_NX];
+            _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) msum[j] =
+                T == 6 ? _mm512_slli_epi32(_mm512_madd_epi16(sw, bs2[j]), 5) : _mm512_setzero_si512();
+            _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                const int r = 2 * k + e;
+                if (r >= nr) {
+                    _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) v[j][e] = _mm512_setzero_si512();
+                    continue;
+                }
+                const uint8_t *b = p + (size_t)r * ws;
+                if (r < npf)
+                    _Pragma("GCC unroll 4") for (int l = 0; l < (int)(blk + 63) / 64; l++)
+                        KR_PF((const char *)pf + (size_t)r * ws + 64 * l, l2);
+                __m512i uq[4];
+                if (T == 6) {
+                    q6_K_quants((const rw_block_q6_K *)b, uq);
+                } else {
+                    nibbles_perm(b + (T == 4 ? offsetof(rw_block_q4_K, qs) : offsetof(rw_block_q5_K, qs)), uq);
+                    if (T == 5) q5_K_high(b + offsetof(rw_block_q5_K, qh), uq);
+                }
+                const __m512i s0 = _mm512_permutexvar_epi16(e ? _mm512_add_epi16(is0, odd) : is0, sw);
+                const __m512i s1 = _mm512_permutexvar_epi16(e ? _mm512_add_epi16(is1, odd) : is1, sw);
+                _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) {
+                    __m512i xj[4];
+                    _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) xj[q] = _mm512_load_si512(x[j]->qs + 64 * q);
+                    const __m512i isum = kr_isum(uq, xj, s0, s1);
+                    /* Q6_K: isum - the row's offset lanes */
+                    v[j][e] = T == 6 ? _mm512_mask_sub_epi32(isum, e ? 0xFF00 : 0x00FF, isum, msum[j]) : isum;
+                }
+            }
+            /* kx_fold_pairs, level by level as the pairs come */
+            _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) {
+                t[j][k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[j][0], v[j][1]), _mm512_unpackhi_epi32(v[j][0], v[j][1]));
+                if (k % 2)
+                    u4[j][k / 2] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[j][k - 1], t[j][k]),
+                                                    _mm512_unpackhi_epi64(t[j][k - 1], t[j][k]));
+                if (k % 4 == 3)
+                    w2[j][k / 4] =
+                        _mm512_add_epi32(_mm512_shuffle_i32x4(u4[j][k / 2 - 1], u4[j][k / 2], _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i32x4(u4[j][k / 2 - 1], u4[j][k / 2], _MM_SHUFFLE(3, 1, 3, 1)));
+            }
+        }
+        __m512 vd, vdm = _mm512_setzero_ps();
+        if (T == 6) {
+            __m512i hd[4]; /* scales[2..15] and d */
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) hd[g] =
+                kr_load4(p + offsetof(rw_block_q6_K, d) - 14, ws, 4 * g, nr);
+            const __m512i dg = kr_lanes(hd, 3);
+            vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
+        } else {
+            vd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+            vdm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        }
+        _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) {
+            const __m512i lo = _mm512_shuffle_i32x4(w2[j][0], w2[j][1], _MM_SHUFFLE(2, 0, 2, 0));
+            const __m512i hi = _mm512_shuffle_i32x4(w2[j][0], w2[j][1], _MM_SHUFFLE(3, 1, 3, 1));
+            const __m512 vdx = _mm512_set1_ps(x[j]->d);
+            const __m512 tt = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)));
+            if (T == 6) {
+                acc[j] = _mm512_add_ps(acc[j], tt);
+            } else {
+                const __m512 uu = _mm512_mul_ps(_mm512_mul_ps(vdm, vdx), _mm512_cvtepi32_ps(m16[j]));
+                acc[j] = _mm512_add_ps(acc[j], _mm512_sub_ps(tt, uu));
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) _mm512_mask_storeu_ps(out + (size_t)j * os, live, acc[j]);
+}
+
+/* All nw rows for nx <= KR_NX activation rows (out[j * nw + i]): passes
+ * of 16 weight rows, then the rest. */
+INLINE void kr_rows_n(const int T, const int NXR, int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq,
+                      size_t xs, float *out) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
     /* the first pass's first KR_PF_DIST(T) bytes a row, all asked for at once
      * (later passes find theirs asked for by the pass before) */
@@ -538,18 +661,32 @@ INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw,
     for (int i = 0; i < nw; i += KR_ROWS) {
         const int nr = nw - i < KR_ROWS ? nw - i : KR_ROWS, rest = nw - i - nr;
         const int nn = rest < KR_ROWS ? rest : KR_ROWS;
-        if (nr == KR_ROWS) kr_pass(T, n, w + (size_t)i * ws, ws, KR_ROWS, nn, (const x_super *)xq, out + i, l2);
-        else kr_pass(T, n, w + (size_t)i * ws, ws, nr, nn, (const x_super *)xq, out + i, l2);
+        const uint8_t *wi = w + (size_t)i * ws;
+        if (NXR == 1 && nr == KR_ROWS) kr_pass1(T, n, wi, ws, KR_ROWS, nn, (const x_super *)xq, out + i, l2);
+        else if (NXR == 1) kr_pass1(T, n, wi, ws, nr, nn, (const x_super *)xq, out + i, l2);
+        else if (nr == KR_ROWS) kr_pass(T, NXR, n, wi, ws, KR_ROWS, nn, (const x_super *)xq, xs, out + i, (size_t)nw, l2);
+        else kr_pass(T, NXR, n, wi, ws, nr, nn, (const x_super *)xq, xs, out + i, (size_t)nw, l2);
     }
 }
 
-/* The tiles of Q4_K, Q5_K and Q6_K: one activation row by kr_rows, more
- * by the tile. */
+INLINE void kr_rows(const int T, int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                    float *out) {
+    switch (nx) {
+    case 1: kr_rows_n(T, 1, n, w, ws, nw, xq, xs, out); break;
+    case 2: kr_rows_n(T, 2, n, w, ws, nw, xq, xs, out); break;
+    case 3: kr_rows_n(T, 3, n, w, ws, nw, xq, xs, out); break;
+    default: kr_rows_n(T, 4, n, w, ws, nw, xq, xs, out); break;
+    }
+}
+
+/* The tiles of Q4_K, Q5_K and Q6_K: up to KR_NX activation rows against
+ * more than NW weight rows (matmul.c's long calls for few rows) by
+ * kr_rows, the rest by the tile. */
 #define KR_TILE(name, T)                                                                                             \
     TILE_DISPATCH_FN(static, tile_##name##_x, name##_impl)                                                           \
     void rw_avx512_tile_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx, \
                                float *out) {                                                                         \
-        if (nx == 1) kr_rows(T, n, w, ws, nw, xq, out);                                                              \
+        if (nx == 1 || (nx <= KR_NX && nw > NW)) kr_rows(T, n, w, ws, nw, xq, xs, nx, out);                          \
         else tile_##name##_x(n, w, ws, nw, xq, xs, nx, out);                                                         \
     }
 KR_TILE(q4_K, 4)
