@@ -284,9 +284,9 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
      * tile call covers up to RW_MM_ROWS_1X weight rows, saving the
      * per-call overhead and reading the weights once for all rows. */
     const int nx1 = j->k->max_nx_1x ? j->k->max_nx_1x : 1;
-    const bool long_run = r1 - r0 <= nx1;
-    const int mx = long_run ? nx1 : j->k->max_nx;
-    const int mw = long_run ? RW_MM_ROWS_1X : r1 - r0 < mx ? 1 : j->k->max_nw;
+    const bool long_run = r1 - r0 <= nx1, two_runs = nx1 > 1 && !long_run && r1 - r0 <= 2 * nx1;
+    const int mx = long_run || two_runs ? nx1 : j->k->max_nx;
+    const int mw = long_run ? RW_MM_ROWS_1X : two_runs ? 64 : r1 - r0 < mx ? 1 : j->k->max_nw;
     for (int64_t o = o0; o < o1; o += mw) {
         int nw = (int)(o1 - o < mw ? o1 - o : mw);
         for (int64_t r = r0; r < r1; r += mx) {
