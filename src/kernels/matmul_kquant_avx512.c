@@ -531,7 +531,8 @@ INLINE void kr_pass1(const int T, int64_t n, const uint8_t *w, size_t ws, const 
  * scales, d) is shared by the activation rows; each row then has its own
  * integer sums, fold and float step, kr_pass1's operations in its order, so
  * an output is bitwise the same whatever NXR and its place. (One row keeps
- * kr_pass1: this general form of it compiled to a slower loop.) */
+ * kr_pass1: this form with NXR 1 compiled to a slower loop, Q6_K one row in
+ * L2 26 against 30 GB/s on Zen 4, Q4_K / Q5_K the same.) */
 INLINE void kr_pass(const int T, const int NXR, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn,
                     const x_super *x0, size_t xs, float *out, size_t os, const bool l2) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
