@@ -111,10 +111,11 @@ rw_dtype rw_matmul_vec_dot_type(rw_dtype t) {
 /* ---- the parallel driver --------------------------------------------- */
 
 enum {
-    MAX_TILE = 4096,        /* outputs of one tile call: max_nw * max(max_nx, RW_MM_QUAD * max_nq) or RW_MM_ROWS_1X * max_nx_1x,
+    MAX_TILE =
+        4096,      /* outputs of one tile call: max_nw * max(max_nx, RW_MM_QUAD * max_nq) or RW_MM_ROWS_1X * max_nx_1x,
                       * (g_max_nw or max_nw) * RW_MM_GROUP * max_ng, p_rows * max_np */
-    PACK_MIN = 4,           /* fewest rows of a group that use the kernel's group form */
-    QUAD_MAX = 32,          /* most rows of a group that use the kernel's quad form (measured on Zen 4:
+    PACK_MIN = 4,  /* fewest rows of a group that use the kernel's group form */
+    QUAD_MAX = 32, /* most rows of a group that use the kernel's quad form (measured on Zen 4:
                       * for Q8_0 it beats the group form up to 32 rows, and ties at 64) */
     PANEL_ROWS = 256,       /* activation rows of one panel-form task (a multiple of every kernel's max_np) */
     FLY_MIN = 32,           /* fewest rows that pack panels on the fly for a matrix without stored ones

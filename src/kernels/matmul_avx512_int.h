@@ -24,8 +24,8 @@
 
 #include "kernels/quant.h"
 
-#define NW 4 /* weight rows per tile */
-#define NX 4 /* activation rows per tile */
+#define NW    4 /* weight rows per tile */
+#define NX    4 /* activation rows per tile */
 /* Q4_K / Q5_K / Q6_K: most activation rows of a long (up to RW_MM_ROWS_1X weight rows) tile call */
 #define KR_NX 4
 

@@ -332,8 +332,9 @@ INLINE void kgp_panel_dot(const kgp_type *t, int64_t n, const uint8_t *P, const 
                 KGP_CASE(6)                                                                                           \
                 KGP_CASE(7)                                                                                           \
                 KGP_CASE(8)                                                                                           \
-                KGP_CASE(9) KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15)             \
-                    KGP_CASE(16) default : break;                                                                     \
+                KGP_CASE(9)                                                                                           \
+                KGP_CASE(10) KGP_CASE(11) KGP_CASE(12) KGP_CASE(13) KGP_CASE(14) KGP_CASE(15) KGP_CASE(16) default    \
+                    : break;                                                                                          \
             }                                                                                                         \
         }                                                                                                             \
     }

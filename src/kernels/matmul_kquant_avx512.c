@@ -432,7 +432,7 @@ INLINE __m512i kr_isum(const __m512i u[4], const __m512i xv[4], __m512i s0, __m5
 /* One pass over rows w .. w + (nr - 1) * ws (nr <= 16) for one activation
  * row x: T is 4, 5 or 6 (Q4_K, Q5_K, Q6_K). */
 INLINE void kr_pass1(const int T, int64_t n, const uint8_t *w, size_t ws, const int nr, const int nn, const x_super *x,
-                    float *out, const bool l2) {
+                     float *out, const bool l2) {
     const size_t blk = T == 4 ? sizeof(rw_block_q4_K) : T == 5 ? sizeof(rw_block_q5_K) : sizeof(rw_block_q6_K);
     /* scale words of row 2k (+ 0) and 2k + 1 (+ 16) of a pair's 32 words: as svec_per32_perm / svec_per16 */
     static const int16_t i45[32] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
@@ -611,7 +611,8 @@ INLINE void kr_pass(const int T, const int NXR, int64_t n, const uint8_t *w, siz
             }
             /* kx_fold_pairs, level by level as the pairs come */
             _Pragma("GCC unroll 4") for (int j = 0; j < NXR; j++) {
-                t[j][k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[j][0], v[j][1]), _mm512_unpackhi_epi32(v[j][0], v[j][1]));
+                t[j][k] =
+                    _mm512_add_epi32(_mm512_unpacklo_epi32(v[j][0], v[j][1]), _mm512_unpackhi_epi32(v[j][0], v[j][1]));
                 if (k % 2)
                     u4[j][k / 2] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[j][k - 1], t[j][k]),
                                                     _mm512_unpackhi_epi64(t[j][k - 1], t[j][k]));
@@ -665,7 +666,8 @@ INLINE void kr_rows_n(const int T, const int NXR, int64_t n, const uint8_t *w, s
         const uint8_t *wi = w + (size_t)i * ws;
         if (NXR == 1 && nr == KR_ROWS) kr_pass1(T, n, wi, ws, KR_ROWS, nn, (const x_super *)xq, out + i, l2);
         else if (NXR == 1) kr_pass1(T, n, wi, ws, nr, nn, (const x_super *)xq, out + i, l2);
-        else if (nr == KR_ROWS) kr_pass(T, NXR, n, wi, ws, KR_ROWS, nn, (const x_super *)xq, xs, out + i, (size_t)nw, l2);
+        else if (nr == KR_ROWS)
+            kr_pass(T, NXR, n, wi, ws, KR_ROWS, nn, (const x_super *)xq, xs, out + i, (size_t)nw, l2);
         else kr_pass(T, NXR, n, wi, ws, nr, nn, (const x_super *)xq, xs, out + i, (size_t)nw, l2);
     }
 }
