@@ -241,10 +241,8 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
             const int64_t s = t * k + j;
             float *ys = y + (int64_t)pos[s] * E;
             const float *db = M->down_b + (int64_t)sel[s] * E, ws = w[s];
-            for (int i = 0; i < E; i++) {
-                const float v = (ys[i] + db[i]) * ws;
-                out[i] = j ? out[i] + v : v;
-            }
+            for (int i = 0; i < E; i++) ys[i] += db[i]; /* the slot's row, used once */
+            rw_models__weighted_add(out, ys, ws, E, j == 0);
         }
     }
     free(logits), free(w), free(sel), free(rows), free(groups);

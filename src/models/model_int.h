@@ -363,6 +363,9 @@ rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const
                                     bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
                                     int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err);
 void rw_models__experts_positions(const int32_t *order, int64_t n_slots, int32_t *pos);
+/* out = ys * ws (first) or out += ys * ws, element by element: how the
+ * experts' weighted outputs are summed per token. */
+void rw_models__weighted_add(float *restrict out, const float *restrict ys, float ws, int64_t n, bool first);
 
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status rw_models__ffn_swiglu(rw_model *m, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err);
