@@ -71,16 +71,21 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
 }
 
 /* Environment settings are the program's conveniences (the library reads no
- * environment): RW_KERNELS=ref|avx2|avx512|amx|neon picks the kernel tier (ignored
- * when the CPU lacks it), RW_NUMERICS=auto|fast|ggml the summation order
+ * environment): RW_KERNELS=ref|avx2|avx512|amx|neon picks the kernel tier (when
+ * the CPU lacks it or the name is unknown, one warning line and the default
+ * tier), RW_NUMERICS=auto|fast|ggml the summation order
  * (a command's --numerics overrides it), RW_PANELS=0 turns the packed
  * panels off, RW_AVX_VNNI=0 keeps the AVX2 tier to plain AVX2 (no AVX-VNNI;
  * the same results), RW_PREFETCH=l1|l2|auto where the one-row K-quant
  * kernels prefetch the weights (the same results). */
 void rw_cli_apply_env(void) {
-    /* through the public setters: an unknown name or a tier this CPU lacks is refused, so ignored */
+    /* through the public setters: an unknown name or a tier this CPU lacks is
+     * refused; said once, so that a figure taken under the variable is not
+     * mistaken for that tier's */
     const char *k = getenv("RW_KERNELS");
-    if (k && *k) rw_set_kernels(k, NULL);
+    rw_error kerr;
+    if (k && *k && rw_set_kernels(k, &kerr) != RW_OK)
+        fprintf(stderr, "rewind: RW_KERNELS=%s ignored (%s); using %s\n", k, kerr.msg, rw_get_kernels());
     const char *n = getenv("RW_NUMERICS");
     if (n && *n) rw_set_numerics(n, NULL);
     const char *p = getenv("RW_PANELS");

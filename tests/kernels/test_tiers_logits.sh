@@ -4,7 +4,8 @@
 # CPU runs (`--kernels ref|avx2|avx512|amx|neon`), and on the AVX2 tier with
 # and without AVX-VNNI. A tier the CPU lacks is named as skipped; so is an
 # architecture this build does not load. Also: --kernels refuses an unknown
-# name and a tier this CPU lacks with a clear message (exit status 2).
+# name and a tier this CPU lacks with a clear message (exit status 2), and
+# RW_KERNELS naming either is said once and ignored.
 set -u
 bin="${REWIND:-build/rewind}"
 fx="${RW_FIXTURES:-../shared/fixtures}"
@@ -43,6 +44,19 @@ check [ $rc -eq 2 ]; check grep -q -- '--kernels must be ref, avx2, avx512, amx 
 for k in $lacks; do
   out=$("$bin" logits "$fx/qwen3/qwen3-F32.gguf" --kernels $k --ids "$tmp/a.ids" --out "$tmp/x.f32" 2>&1); rc=$?
   check [ $rc -eq 2 ]; check grep -q -- "--kernels $k: this CPU cannot run the $k kernels" <<<"$out"
+  break
+done
+# RW_KERNELS naming an unknown tier (or one this CPU lacks) says so once and
+# runs on the default tier, with the default tier's logits
+printf '1\n2\n3\n' > "$tmp/a.ids"
+out=$(RW_KERNELS=avx "$bin" logits "$fx/qwen3/qwen3-F32.gguf" --ids "$tmp/a.ids" --out "$tmp/e.f32" 2>&1); rc=$?
+check [ $rc -eq 0 ]; check grep -q -- 'RW_KERNELS=avx ignored (kernels must be ref, avx2, avx512, amx or neon, not "avx"); using' <<<"$out"
+check [ "$(grep -c 'RW_KERNELS=' <<<"$out")" -eq 1 ]
+"$bin" logits "$fx/qwen3/qwen3-F32.gguf" --ids "$tmp/a.ids" --out "$tmp/d.f32" >/dev/null 2>&1
+check cmp -s "$tmp/e.f32" "$tmp/d.f32"
+for k in $lacks; do
+  out=$(RW_KERNELS=$k "$bin" logits "$fx/qwen3/qwen3-F32.gguf" --ids "$tmp/a.ids" --out "$tmp/e.f32" 2>&1); rc=$?
+  check [ $rc -eq 0 ]; check grep -q -- "RW_KERNELS=$k ignored (this CPU cannot run the $k kernels); using" <<<"$out"
   break
 done
 exit $fail
