@@ -530,8 +530,11 @@ static void test_cancel(const target *t, rw_engine *e) {
     free(body);
     free(a);
 
-    /* whole response: send the request, then close before the answer */
-    body = ids_body(g_prompt, 16, "\"max_tokens\":230,\"temperature\":0,\"ignore_eos\":true");
+    /* whole response: send the request, then close before the answer. The
+     * watcher looks for hang-ups every 50 ms and this fixture makes 230
+     * tokens in about 70, so one choice could finish first; 16 choices on 4
+     * running slots take over a second. */
+    body = ids_body(g_prompt, 16, "\"max_tokens\":230,\"n\":16,\"temperature\":0,\"ignore_eos\":true");
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)t->port)};
     sa.sin_addr.s_addr = htonl(0x7f000001);
