@@ -79,21 +79,25 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
  * the same results), RW_PREFETCH=l1|l2|auto where the one-row K-quant
  * kernels prefetch the weights (the same results). */
 void rw_cli_apply_env(void) {
-    /* through the public setters: an unknown name or a tier this CPU lacks is
-     * refused; said once, so that a figure taken under the variable is not
+    /* through the public setters: an unknown name (or a tier this CPU lacks)
+     * is refused; said once, so that a figure taken under the variable is not
      * mistaken for that tier's */
     const char *k = getenv("RW_KERNELS");
     rw_error kerr;
     if (k && *k && rw_set_kernels(k, &kerr) != RW_OK)
         fprintf(stderr, "rewind: RW_KERNELS=%s ignored (%s); using %s\n", k, kerr.msg, rw_get_kernels());
     const char *n = getenv("RW_NUMERICS");
-    if (n && *n) rw_set_numerics(n, NULL);
+    rw_error nerr;
+    if (n && *n && rw_set_numerics(n, &nerr) != RW_OK)
+        fprintf(stderr, "rewind: RW_NUMERICS=%s ignored (%s); using %s\n", n, nerr.msg, rw_get_numerics());
     const char *p = getenv("RW_PANELS");
     if (p && !strcmp(p, "0")) rw_set_packed_panels(false, NULL);
     const char *v = getenv("RW_AVX_VNNI");
     if (v && !strcmp(v, "0")) rw_set_avx_vnni(false, NULL);
     const char *pf = getenv("RW_PREFETCH");
-    if (pf && *pf) rw_set_weight_prefetch(pf, NULL);
+    rw_error perr;
+    if (pf && *pf && rw_set_weight_prefetch(pf, &perr) != RW_OK)
+        fprintf(stderr, "rewind: RW_PREFETCH=%s ignored (%s); using %s\n", pf, perr.msg, rw_get_weight_prefetch());
 }
 
 int main(int argc, char **argv) {

@@ -5,7 +5,8 @@
 # and without AVX-VNNI. A tier the CPU lacks is named as skipped; so is an
 # architecture this build does not load. Also: --kernels refuses an unknown
 # name and a tier this CPU lacks with a clear message (exit status 2), and
-# RW_KERNELS naming either is said once and ignored.
+# RW_KERNELS naming either is said once and ignored (as RW_NUMERICS and
+# RW_PREFETCH naming no setting).
 set -u
 bin="${REWIND:-build/rewind}"
 fx="${RW_FIXTURES:-../shared/fixtures}"
@@ -59,4 +60,9 @@ for k in $lacks; do
   check [ $rc -eq 0 ]; check grep -q -- "RW_KERNELS=$k ignored (this CPU cannot run the $k kernels); using" <<<"$out"
   break
 done
+out=$(RW_NUMERICS=fastest RW_PREFETCH=l3 "$bin" logits "$fx/qwen3/qwen3-F32.gguf" --ids "$tmp/a.ids" --out "$tmp/e.f32" 2>&1); rc=$?
+check [ $rc -eq 0 ]; check cmp -s "$tmp/e.f32" "$tmp/d.f32"
+check grep -q -- 'RW_NUMERICS=fastest ignored (numerics must be auto, fast or ggml, not "fastest"); using auto' <<<"$out"
+check grep -q -- "RW_PREFETCH=l3 ignored (rw_set_weight_prefetch: 'l3' is not auto, l1 or l2); using l" <<<"$out"
+check [ "$(grep -c 'ignored' <<<"$out")" -eq 2 ]
 exit $fail
