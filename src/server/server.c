@@ -59,6 +59,10 @@ static const struct {
     {"/v1/rerank", "POST", R_RERANK},           {"/rerank", "POST", R_RERANK},
     {"/v1/reranking", "POST", R_RERANK},        {"/reranking", "POST", R_RERANK},
     {"/infill", "POST", R_INFILL},              {"/slots", "GET", R_SLOTS},
+    /* llama-server's aliases: a client whose base URL lacks /v1 (the
+     * OpenAI SDKs append only the route) still finds the API */
+    {"/completions", "POST", R_COMPLETIONS},    {"/chat/completions", "POST", R_CHAT},
+    {"/models", "GET", R_MODELS},               {"/v1/health", "GET", R_HEALTH},
 };
 
 /* Anthropic's routes answer errors in Anthropic's shape. */

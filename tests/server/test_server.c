@@ -249,6 +249,32 @@ static void test_greedy(const target *t) {
     check_greedy(many, 8);
 }
 
+/* llama-server's paths without /v1 answer as the /v1 routes */
+static void test_aliases(const target *t) {
+    char *body = ids_body(g_prompt, 20, "\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,\"return_token_ids\":true");
+    int s1 = 0, s2 = 0;
+    json_t *a = post_json(t, "/v1/completions", body, &s1), *b = post_json(t, "/completions", body, &s2);
+    int32_t ia[8], ib[8];
+    int na = get_ids(json_array_get(json_object_get(a, "choices"), 0), ia, 8);
+    int nb = get_ids(json_array_get(json_object_get(b, "choices"), 0), ib, 8);
+    CHECK_MSG(s1 == 200 && s2 == 200 && na == 6 && nb == 6 && !memcmp(ia, ib, sizeof ia[0] * 6),
+              "/completions: %d, %d tokens; /v1/completions: %d, %d tokens", s2, nb, s1, na);
+    json_decref(a);
+    json_decref(b);
+    free(body);
+    const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4,\"temperature\":0}";
+    json_t *c = post_json(t, "/chat/completions", chat, &s1);
+    json_t *m = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "message");
+    CHECK_MSG(s1 == 200 && json_is_string(json_object_get(m, "content")), "/chat/completions: %d", s1);
+    json_decref(c);
+    char *resp = NULL;
+    CHECK_EQ_INT(request(t, "GET", "/models", NULL, 0, &resp), 200);
+    CHECK_MSG(resp && strstr(resp, "\"fixture\""), "/models: %s", resp ? resp : "");
+    free(resp);
+    CHECK_EQ_INT(request(t, "GET", "/v1/health", NULL, 0, NULL), 200);
+    CHECK_EQ_INT(request(t, "GET", "/completions", NULL, 0, NULL), 405);
+}
+
 /* ---- seeded sampling is the same alone and under load ---- */
 
 static void *sampled_client(void *arg) {
@@ -700,6 +726,8 @@ static void test_busy(void) {
 
     char *resp = NULL;
     CHECK_EQ_INT(request(&noauth, "GET", "/health", NULL, 0, NULL), 200);
+    CHECK_EQ_INT(request(&noauth, "GET", "/v1/health", NULL, 0, NULL), 200);
+    CHECK_EQ_INT(request(&noauth, "GET", "/models", NULL, 0, NULL), 401);
     CHECK_EQ_INT(request(&noauth, "GET", "/v1/models", NULL, 0, &resp), 401);
     check_error_body(resp, 401, "no key");
     free(resp);
@@ -793,6 +821,7 @@ int main(void) {
     CHECK_EQ_INT(request(&t, "GET", "/v1/models/fixture", NULL, 0, NULL), 200);
 
     test_greedy(&t);
+    test_aliases(&t);
     test_seeded(&t);
     test_chat_and_stream(&t);
     test_logprobs(&t);
