@@ -45,12 +45,13 @@ void rw_server__embed_free(rw_server__model *m);
 /* --pooling's name (NULL or "": each file's) into *pooling (-1), or RW_ERR_INVALID_ARG. */
 rw_status rw_server__pooling_parse(const char *name, int *pooling, rw_error *err);
 
-/* api_infill.c: POST /infill (llama-server's fill-in-the-middle, its
- * native response shape), and the fill-in-the-middle prompt /v1/completions'
- * suffix makes. */
+/* api_native.c: llama-server's native routes, in its native response
+ * shape: POST /completion, and POST /infill (fill-in-the-middle; also the
+ * prompt /v1/completions' suffix makes). */
+rw_server__reply rw_server__completion(rw_server__model *m, const char *body, size_t len);
 rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t len);
 /* fim.c: token lists (v malloc'd; oom once an append failed) and the
- * fill-in-the-middle layout of api_infill.c's comment. */
+ * fill-in-the-middle layout of api_native.c's comment. */
 typedef struct {
     int32_t *v;
     size_t n, cap;

@@ -1,5 +1,5 @@
 /* fim.c - the fill-in-the-middle prompt: the file's own FIM tokens around
- * the code, laid out as llama-server lays it out (api_infill.c describes the
+ * the code, laid out as llama-server lays it out (api_native.c describes the
  * layout and serves /infill with it; prompt.c wraps a /v1/completions
  * prompt that has a suffix). Token lists it builds are malloc'd (the
  * caller frees .v). */

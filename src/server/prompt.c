@@ -345,7 +345,7 @@ done:
 }
 
 /* The prompt; with a suffix (a string), the fill-in-the-middle prompt
- * around it (api_infill.c); with echo, its text in r->echo. */
+ * around it (api_native.c); with echo, its text in r->echo. */
 bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__request *r, bool echo, rw_server__error *e) {
     json_t *suffix = json_object_get(o, "suffix");
     const bool fim = json_is_string(suffix);

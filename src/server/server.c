@@ -39,7 +39,7 @@ enum {
     R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, /* api_messages.c, api_responses.c */
     R_APPLY_TEMPLATE,
     R_EMBEDDINGS, R_EMBEDDINGS_NATIVE, R_RERANK,          /* api_embed.c */
-    R_INFILL,                                             /* api_infill.c */
+    R_INFILL, R_COMPLETION_NATIVE,                        /* api_native.c */
     R_SLOTS, R_SLOT,                                      /* api_slots.c */
 };
 
@@ -63,6 +63,7 @@ static const struct {
      * OpenAI SDKs append only the route) still finds the API */
     {"/completions", "POST", R_COMPLETIONS},    {"/chat/completions", "POST", R_CHAT},
     {"/models", "GET", R_MODELS},               {"/v1/health", "GET", R_HEALTH},
+    {"/completion", "POST", R_COMPLETION_NATIVE},
 };
 
 /* Anthropic's routes answer errors in Anthropic's shape. */
@@ -387,6 +388,7 @@ void rw_server__conn_work(rw_server *s, rw_server__conn *cc) {
         break;
     case R_RERANK: api_work(cc, rw_server__rerank(m, cc->body ? cc->body : "", cc->len)); break;
     case R_INFILL: api_work(cc, rw_server__infill(m, cc->body, cc->len)); break;
+    case R_COMPLETION_NATIVE: api_work(cc, rw_server__completion(m, cc->body, cc->len)); break;
     case R_SLOTS: api_work(cc, rw_server__slots(m, cc->action[0] != 0)); break;
     case R_SLOT: api_work(cc, rw_server__slot_action(m, cc->model, cc->action, cc->body, cc->len)); break;
     default: rw_server__conn_unqueued(s, cc); break;
@@ -540,7 +542,7 @@ static bool heavy_route(int route) {
     return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
            route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_EMBEDDINGS ||
            route == R_EMBEDDINGS_NATIVE || route == R_RERANK || route == R_APPLY_TEMPLATE || route == R_PROPS ||
-           route == R_INFILL || route == R_SLOTS || route == R_SLOT;
+           route == R_INFILL || route == R_COMPLETION_NATIVE || route == R_SLOTS || route == R_SLOT;
 }
 
 static rw_server__sock *sock_of(struct MHD_Connection *c) {

@@ -17,7 +17,9 @@
 #   none are refused (nothing written elsewhere); a corrupt, truncated,
 #   foreign or missing file is a 400 and the server keeps serving; no
 #   --slot-save-path: 501; an unknown action or slot: 400; --no-slots: 501;
-#   a busy slot: 503 (and fail_on_no_slot when all are).
+#   a busy slot: 503 (and fail_on_no_slot when all are);
+# - /completion: the tokens /v1/completions gives for the same prompt (ids
+#   or text), in the native shape, whole and streamed; bad requests are 400s.
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
@@ -241,6 +243,33 @@ stop
 start "$F" --cache-bytes 64M
 [ "$(post '/slots/0?action=save' '{"filename":"a.bin"}' ns)" = 501 ] || fail "save without --slot-save-path: $(cat "$d/ns.json")"
 [ "$(post '/slots/0?action=erase' '' ne)" = 200 ] || fail "erase without --slot-save-path"
+# /completion (llama-server's native completion): the tokens /v1/completions
+# gives for the same prompt, as ids and as text, in the native shape
+NGEN='"n_predict":8,"temperature":0,"ignore_eos":true'
+[ "$(post /completion "{\"prompt\":$(ids_json "$A"),$NGEN}" nc)" = 200 ] || fail "/completion: $(cat "$d/nc.json")"
+[ "$(j nc 'd["tokens"]')" = "$ans" ] || fail "/completion '$(j nc 'd["tokens"]')' vs '$ans'"
+[ "$(j nc 'd["stop"]')" = true ] && [ "$(j nc 'd["stop_type"]')" = limit ] && [ "$(j nc 'd["tokens_predicted"]')" = 8 ] &&
+  [ "$(j nc 'd["tokens_evaluated"]')" = 60 ] && [ "$(j nc '"predicted_n" in d["timings"]')" = true ] ||
+  fail "/completion answer: $(cat "$d/nc.json")"
+[ "$(post /v1/completions '{"prompt":"Hello world","max_tokens":6,"temperature":0,"ignore_eos":true,"return_token_ids":true}' ct)" = 200 ] ||
+  fail "completions (text)"
+[ "$(post /completion '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true}' nt)" = 200 ] || fail "/completion (text)"
+[ "$(j nt 'd["tokens"]')" = "$(j ct 'd["choices"][0]["token_ids"]')" ] &&
+  [ "$(j nt 'd["content"]')" = "$(j ct 'd["choices"][0]["text"]')" ] &&
+  [ "$(j nt 'd["tokens_evaluated"]')" = "$(j ct 'd["usage"]["prompt_tokens"]')" ] ||
+  fail "/completion (text) $(cat "$d/nt.json") vs $(cat "$d/ct.json")"
+curl -s -N --max-time 60 "http://127.0.0.1:$port/completion" -d '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"stream":true}' > "$d/nsse"
+python3 - "$d/nsse" "$d/nt.json" <<'PY' || fail "/completion stream: $(cat "$d/nsse")"
+import json, sys
+ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
+whole = json.load(open(sys.argv[2]))
+assert ev and all(not e["stop"] for e in ev[:-1]) and ev[-1]["stop"], ev
+assert "".join(e["content"] for e in ev) == whole["content"], (ev, whole)
+assert ev[-1]["stop_type"] == "limit" and ev[-1]["tokens_predicted"] == 6, ev[-1]
+PY
+for bad in '{}' '{"prompt":5}' '{"prompt":"a","n_predict":"x"}' '[]' '{'; do
+  [ "$(post /completion "$bad" ncb)" = 400 ] || fail "/completion $bad: $(cat "$d/ncb.json")"
+done
 stop
 start "$F" --no-slots
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/slots")" = 501 ] || fail "GET /slots with --no-slots"

@@ -1,11 +1,15 @@
-/* api_infill.c - fill-in-the-middle: llama-server's POST /infill, which code
- * editors' completion plugins call, and the prompt /v1/completions' suffix
- * makes (docs/server.md).
+/* api_native.c - llama-server's native generation routes, which its own
+ * clients and code editors' completion plugins call: POST /completion (a
+ * prompt as text or token ids) and POST /infill (fill-in-the-middle; also
+ * the prompt /v1/completions' suffix makes). Both answer in llama-server's
+ * native shape ({"content", "stop", "stop_type", "tokens_cached",
+ * "timings", ...}, streamed as "data: {...}" events, the last with "stop":
+ * true), cut to the request's response_fields when it names them.
  *
- * The prompt is the file's own FIM tokens around the code (tokenizer.h's
- * rw_tokenizer_fim), laid out as llama-server lays it out, so a model
- * trained for it (Qwen2.5-Coder, StarCoder, CodeLlama...) sees what it
- * expects:
+ * /infill's prompt is the file's own FIM tokens around the code
+ * (tokenizer.h's rw_tokenizer_fim), laid out as llama-server lays it out,
+ * so a model trained for it (Qwen2.5-Coder, StarCoder, CodeLlama...) sees
+ * what it expects:
  *
  *   [BOS] [extra] PRE prefix prompt SUF suffix MID
  *
@@ -20,13 +24,11 @@
  * the suffix its end, the prefix keeping at least three quarters of the
  * room; the answer says "truncated".
  *
- * The request (llama-server's fields: input_prefix, input_suffix,
- * input_extra, prompt, n_predict and the sampling fields) becomes a
- * completions request with that prompt, with llama-server's sampling
- * defaults where the request has none; the answer is llama-server's native
- * shape ({"content", "stop", "stop_type", "tokens_cached", "timings", ...},
- * streamed as "data: {...}" events, the last with "stop": true), cut to the
- * request's response_fields when it names them. */
+ * The request (llama-server's fields: prompt, input_prefix, input_suffix,
+ * input_extra, n_predict and the sampling fields) becomes a completions
+ * request with that prompt, with llama-server's sampling defaults where the
+ * request has none; its other fields (cache_prompt, n_probs, ...) are
+ * ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,10 +136,10 @@ typedef struct {
     char **stops;   /* the request's stop strings (owned), for stop_type */
     int n_stops;
     json_t *fields; /* response_fields: the last answer's fields to send (a reference), or NULL: all */
-} infill_state;
+} native_state;
 
 static void state_free(void *p) {
-    infill_state *st = p;
+    native_state *st = p;
     if (!st) return;
     for (int i = 0; i < st->n_stops; i++) free(st->stops[i]);
     free(st->stops);
@@ -148,7 +150,7 @@ static void state_free(void *p) {
 /* The engine's events, timed on their way to the job. */
 static void on_event(void *user, const rw_token_event *ev) {
     rw_server__choice *c = user;
-    infill_state *st = c->job->api_state;
+    native_state *st = c->job->api_state;
     const double now = rw_server__now();
     pthread_mutex_lock(&c->job->mu);
     if (!st->t_first) st->t_first = now; /* the first token: the prompt is done */
@@ -184,7 +186,7 @@ static json_t *pick_fields(json_t *o, json_t *fields) {
 /* The stats llama-server puts in its last answer (content and, with tokens,
  * the ids given). */
 static json_t *final_json(rw_server__job *j, const char *content, size_t len, bool tokens) {
-    infill_state *st = j->api_state;
+    native_state *st = j->api_state;
     rw_server__choice *c = &j->choice[0];
     pthread_mutex_lock(&j->mu);
     const int64_t prompt = c->prompt_tokens, cached = c->cached_tokens, predicted = c->completion_tokens;
@@ -224,7 +226,7 @@ static json_t *final_json(rw_server__job *j, const char *content, size_t len, bo
     return pick_fields(out, st->fields);
 }
 
-static char *infill_body(rw_server__job *j, int *status) {
+static char *native_body(rw_server__job *j, int *status) {
     const char *fail = rw_server__job_error(j);
     if (fail) {
         rw_server__error e;
@@ -233,7 +235,7 @@ static char *infill_body(rw_server__job *j, int *status) {
         return rw_server__error_json(&e);
     }
     rw_server__choice *c = &j->choice[0];
-    ((infill_state *)j->api_state)->raw_len = c->text_len;
+    ((native_state *)j->api_state)->raw_len = c->text_len;
     json_t *o = final_json(j, c->text, c->text_len, true);
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
@@ -251,8 +253,8 @@ static bool data_event(rw_server__job *j, json_t *o) {
 }
 
 /* The stream: a "data:" event per new piece of text, then the last one. */
-static bool infill_fill(rw_server__job *j) {
-    infill_state *st = j->api_state;
+static bool native_fill(rw_server__job *j) {
+    native_state *st = j->api_state;
     rw_api_take t;
     rw_server__take_text(j, &t);
     bool ok = true, wrote = false;
@@ -320,37 +322,33 @@ static bool infill_prompt(rw_server__model *m, json_t *o, rw_server__tok_list *o
     return ok;
 }
 
-rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t len) {
-    rw_server__error e;
+/* The request body as a JSON object, or NULL (*e set). */
+static json_t *body_object(const char *body, size_t len, rw_server__error *e) {
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, 0, &jerr);
-    if (!json_is_object(o)) {
-        json_decref(o);
-        rw_server__errorf(&e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
-        return fail_reply(&e);
-    }
-    if (!rw_server__fim_has(m)) {
-        json_decref(o);
-        rw_server__fim_none(&e, NULL);
-        return fail_reply(&e);
-    }
-    rw_server__tok_list ids = {0};
-    bool truncated = false;
-    json_t *c = NULL, *arr = NULL;
+    if (json_is_object(o)) return o;
+    json_decref(o);
+    rw_server__errorf(e, 400, "invalid_request_error", NULL, NULL, "The request body must be a JSON object");
+    return NULL;
+}
+
+/* Submits request o with the prompt (a completions request's "prompt":
+ * text or token ids; taken) and answers in the native shape. Takes o. */
+static rw_server__reply native_submit(rw_server__model *m, json_t *o, json_t *prompt, bool truncated) {
+    rw_server__error e;
     rw_server__request r = {0};
     bool parsed = false;
-    if (!infill_prompt(m, o, &ids, &truncated, &e)) goto fail;
-    if (!(c = completion_object(o)) || !(arr = json_array())) {
+    json_t *c = completion_object(o);
+    if (!c || !prompt) {
+        json_decref(prompt);
         rw_server__errorf(&e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < ids.n; i++) json_array_append_new(arr, json_integer(ids.v[i]));
-    json_object_set_new(c, "prompt", arr);
-    arr = NULL;
+    json_object_set_new(c, "prompt", prompt);
     if (!(parsed = rw_server__parse_completion_object(m, c, &r, &e))) goto fail;
     r.n = 1;
     rw_server__job *j = rw_server__job_new(m, &r);
-    infill_state *st = calloc(1, sizeof *st); /* the job's (state_free) */
+    native_state *st = calloc(1, sizeof *st); /* the job's (state_free) */
     if (st && r.n_stop && (st->stops = calloc((size_t)r.n_stop, sizeof *st->stops)))
         for (int i = 0; i < r.n_stop; i++)
             if ((st->stops[st->n_stops] = strdup(r.stop[i]))) st->n_stops++;
@@ -366,8 +364,8 @@ rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t
     st->t_submit = rw_server__now();
     j->api_state = st;
     j->api_free = state_free;
-    j->api_body = infill_body;
-    j->api_fill = infill_fill;
+    j->api_body = native_body;
+    j->api_fill = native_fill;
     rw_server__choice *ch = &j->choice[0];
     rw_error err = {0};
     if (rw_server__submit(m->engine, r.prompt, r.n_prompt, &r.gp, on_event, ch, &ch->engine_id, &err)) {
@@ -384,13 +382,52 @@ rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t
     rw_server__request_free(&r);
     json_decref(c);
     json_decref(o);
-    free(ids.v);
     return (rw_server__reply){.job = j, .sse = stream};
 fail:
     if (parsed) rw_server__request_free(&r);
-    json_decref(arr);
     json_decref(c);
     json_decref(o);
-    free(ids.v);
     return fail_reply(&e);
+}
+
+rw_server__reply rw_server__infill(rw_server__model *m, const char *body, size_t len) {
+    rw_server__error e;
+    json_t *o = body_object(body, len, &e);
+    if (!o) return fail_reply(&e);
+    if (!rw_server__fim_has(m)) {
+        json_decref(o);
+        rw_server__fim_none(&e, NULL);
+        return fail_reply(&e);
+    }
+    rw_server__tok_list ids = {0};
+    bool truncated = false;
+    if (!infill_prompt(m, o, &ids, &truncated, &e)) {
+        json_decref(o);
+        free(ids.v);
+        return fail_reply(&e);
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < ids.n; i++)
+        if (json_array_append_new(arr, json_integer(ids.v[i]))) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    free(ids.v);
+    return native_submit(m, o, arr, truncated);
+}
+
+/* POST /completion: the prompt as /v1/completions reads it (text, with the
+ * file's BOS as generate -p; or token ids), one prompt per request. */
+rw_server__reply rw_server__completion(rw_server__model *m, const char *body, size_t len) {
+    rw_server__error e;
+    json_t *o = body_object(body, len, &e);
+    if (!o) return fail_reply(&e);
+    json_t *prompt = json_object_get(o, "prompt");
+    if (!json_is_string(prompt) && !json_is_array(prompt)) {
+        json_decref(o);
+        rw_server__errorf(&e, 400, "invalid_request_error", NULL, "prompt",
+                          "'prompt' must be a string or an array of token ids");
+        return fail_reply(&e);
+    }
+    return native_submit(m, o, json_incref(prompt), false);
 }
