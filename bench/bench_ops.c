@@ -130,7 +130,9 @@ int rw_bench_ops(int argc, char **argv) {
         {"--quick", RW_OPT_FLAG, &quick, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_END,
     };
-    if (rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL)) {
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL);
+    if (prc == RW_CLI_HELP) return 0;
+    if (prc) {
         fprintf(stderr, "usage: rewind bench ops [--ctx N] [--threads N] [--kernels TIER] [--json] [--quick]\n");
         return 2;
     }

@@ -129,7 +129,8 @@ int rw_bench_sampler(int argc, char **argv) {
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_END,
     };
-    if (rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL)) return usage();
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL);
+    if (prc) return prc == RW_CLI_HELP ? 0 : usage();
     const int64_t n = n_vocab;
     float *rows = malloc((size_t)10 * (size_t)n * sizeof *rows);
     if (!rows) {

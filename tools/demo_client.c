@@ -208,7 +208,8 @@ int rw_cmd_demo_client(int argc, char **argv) {
         {"--wait", RW_OPT_INT, &wait_s, 0, 3600, 0, 0, NULL, NULL, NULL},
         RW_OPT_END,
     };
-    if (rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL)) return usage();
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, NULL, 0, NULL);
+    if (prc) return prc == RW_CLI_HELP ? 0 : usage();
     char headers[512] = "";
     if (key) snprintf(headers, sizeof headers, "Authorization: Bearer %s\r\n", key);
     /* --wait: until /health answers (a server that is still loading) */

@@ -137,7 +137,8 @@ int rw_cmd_logits(int argc, char **argv) {
         RW_OPT_END,
     };
     int n_pos = 0;
-    if (rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, &n_pos)) return usage();
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, &n_pos);
+    if (prc) return prc == RW_CLI_HELP ? 0 : usage();
     const int n_ids = lo.n_ids, n_outs = lo.n_outs;
     int n_chunks = lo.n_chunks;
     if (!model_path || !n_ids || n_ids != n_outs) return usage();

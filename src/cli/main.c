@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 
 typedef struct {
     const char *name;
@@ -113,7 +114,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) {
+            const int rc = commands[i].run(argc - 1, argv + 1);
+            return rw_cli_help_shown() ? 0 : rc; /* CMD --help: its usage, on stdout */
+        }
     fprintf(stderr, "rewind: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

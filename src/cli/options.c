@@ -122,6 +122,33 @@ static int set_value(const char *cmd, const rw_cli_opt *o, const char *v) {
     return 2;
 }
 
+static bool help_shown;
+
+bool rw_cli_help_shown(void) { return help_shown; }
+
+/* The usage of cmd from its table: every option with what its value takes. */
+static void print_help(const char *cmd, const rw_cli_opt *opts, int max_pos) {
+    printf("usage: rewind %s%s [OPTIONS]\n", cmd, max_pos == 0 ? "" : max_pos == 1 ? " WORD" : " WORDS...");
+    printf("options (\"--name value\" or \"--name=value\"):\n");
+    for (const rw_cli_opt *o = opts; o->name; o++) {
+        printf("  %s", o->name);
+        switch (o->kind) {
+        case RW_OPT_FLAG: break;
+        case RW_OPT_STR:
+        case RW_OPT_FN: printf(" VALUE"); break;
+        case RW_OPT_INT: printf(" N (%ld..%ld)", o->lo, o->hi); break;
+        case RW_OPT_FLOAT: printf(" X (%g..%g)", o->flo, o->fhi); break;
+        case RW_OPT_SIZE: printf(" BYTES (with an optional K, M or G)"); break;
+        case RW_OPT_CHOICE: printf(" %s", o->choices); break;
+        case RW_OPT_KV: printf(" f32|f16"); break;
+        case RW_OPT_NUMERICS: printf(" auto|fast|ggml"); break;
+        case RW_OPT_KERNELS: printf(" ref|avx2|avx512|amx|neon"); break;
+        }
+        putchar('\n');
+    }
+    printf("docs/commands.md describes each command and option.\n");
+}
+
 int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *opts, const char **pos, int max_pos,
                       int *n_pos) {
     int np = 0;
@@ -139,6 +166,11 @@ int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *
         size_t name_len = eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
         const rw_cli_opt *o = opts;
         while (o->name && !(strlen(o->name) == name_len && !strncmp(o->name, a, name_len))) o++;
+        if (!o->name && (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
+            print_help(cmd, opts, max_pos);
+            help_shown = true;
+            return RW_CLI_HELP;
+        }
         if (!o->name) {
             rw_cli_error(cmd, "unknown option %.*s", (int)name_len, a);
             return RW_CLI_BAD_LINE;

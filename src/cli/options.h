@@ -50,7 +50,14 @@ typedef struct {
  * missing value or too many words, where a command may add its usage line.
  * Both are usage errors: the command exits with status 2. */
 #define RW_CLI_BAD_LINE 3
+/* -h or --help (where the table has no such option): the command's usage,
+ * made from its table, printed on stdout; the command returns this (non-zero,
+ * so it stops) and the program exits 0 (rw_cli_help_shown). */
+#define RW_CLI_HELP 4
 int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *opts, const char **pos, int max_pos,
                       int *n_pos);
+
+/* Whether a command printed its usage for -h / --help. */
+bool rw_cli_help_shown(void);
 
 #endif
