@@ -53,7 +53,7 @@ typedef struct {
 /* -h or --help (where the table has no such option): the command's usage,
  * made from its table, printed on stdout; the command returns this (non-zero,
  * so it stops) and the program exits 0 (rw_cli_help_shown). */
-#define RW_CLI_HELP 4
+#define RW_CLI_HELP     4
 int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *opts, const char **pos, int max_pos,
                       int *n_pos);
 

@@ -251,7 +251,8 @@ static void test_greedy(const target *t) {
 
 /* llama-server's paths without /v1 answer as the /v1 routes */
 static void test_aliases(const target *t) {
-    char *body = ids_body(g_prompt, 20, "\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,\"return_token_ids\":true");
+    char *body =
+        ids_body(g_prompt, 20, "\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,\"return_token_ids\":true");
     int s1 = 0, s2 = 0;
     json_t *a = post_json(t, "/v1/completions", body, &s1), *b = post_json(t, "/completions", body, &s2);
     int32_t ia[8], ib[8];
