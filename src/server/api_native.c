@@ -346,6 +346,11 @@ static rw_server__reply native_submit(rw_server__model *m, json_t *o, json_t *pr
     }
     json_object_set_new(c, "prompt", prompt);
     if (!(parsed = rw_server__parse_completion_object(m, c, &r, &e))) goto fail;
+    if (r.n_more) {
+        rw_server__errorf(&e, 400, "invalid_request_error", NULL, "prompt", "%s",
+                          "one prompt per request here (/v1/completions takes a list)");
+        goto fail;
+    }
     r.n = 1;
     rw_server__job *j = rw_server__job_new(m, &r);
     native_state *st = calloc(1, sizeof *st); /* the job's (state_free) */

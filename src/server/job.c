@@ -117,7 +117,8 @@ rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request
     j->model = m;
     rw_server__model_ref(m);
     pthread_mutex_init(&j->mu, NULL);
-    j->n = r->n < 1 ? 1 : r->n > SRV_MAX_N ? SRV_MAX_N : r->n;
+    j->per_prompt = r->n < 1 ? 1 : r->n > SRV_MAX_N ? SRV_MAX_N : r->n;
+    j->n = j->per_prompt * (1 + r->n_more) <= SRV_MAX_N ? j->per_prompt * (1 + r->n_more) : j->per_prompt;
     for (int i = 0; i < j->n; i++) {
         j->choice[i].job = j;
         j->choice[i].index = i;
@@ -158,6 +159,33 @@ rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request
         memcpy(j->echo, r->echo, r->echo_len + 1);
         j->echo_len = r->echo_len;
     }
+    if (j->n > j->per_prompt) { /* a list of prompts: what the answer repeats of the others */
+        if (!(j->more = calloc((size_t)r->n_more, sizeof *j->more))) {
+            rw_server__job_free(j);
+            return NULL;
+        }
+        j->n_more = r->n_more;
+        for (int k = 0; k < r->n_more; k++) {
+            rw_server__more_prompt *q = &j->more[k];
+            const rw_server__more_prompt *from = &r->more[k];
+            if (j->return_token_ids) {
+                q->n = from->n;
+                if (!(q->ids = malloc((size_t)(from->n ? from->n : 1) * sizeof *q->ids))) {
+                    rw_server__job_free(j);
+                    return NULL;
+                }
+                memcpy(q->ids, from->ids, (size_t)from->n * sizeof *q->ids);
+            }
+            if (from->echo) {
+                q->echo_len = from->echo_len;
+                if (!(q->echo = malloc(from->echo_len + 1))) {
+                    rw_server__job_free(j);
+                    return NULL;
+                }
+                memcpy(q->echo, from->echo, from->echo_len + 1);
+            }
+        }
+    }
     j->created = (int64_t)time(NULL);
     j->stream = r->stream;
     unsigned char rnd[12];
@@ -177,16 +205,17 @@ void rw_server__job_attach(rw_server__job *j, rw_server__sock *k) {
 rw_status rw_server__job_submit(rw_server__job *j, const rw_server__request *r, rw_error *err) {
     for (int i = 0; i < j->n; i++) {
         rw_request_params gp = r->gp;
-        gp.seed += (uint64_t)i; /* choice i: its own draws */
+        const int k = i / j->per_prompt; /* its prompt */
+        gp.seed += (uint64_t)(i % j->per_prompt); /* choice i: its own draws (a prompt of a list: as if alone) */
         rw_server__choice *c = &j->choice[i];
-        const int32_t *prompt = r->prompt;
-        int64_t n_prompt = r->n_prompt;
+        const int32_t *prompt = k ? r->more[k - 1].ids : r->prompt;
+        int64_t n_prompt = k ? r->more[k - 1].n : r->n_prompt;
         int32_t *closed = NULL;
         if (j->budget == 0 && c->think == 1) { /* no thinking at all: the block is closed before the first token */
-            closed = malloc((size_t)(r->n_prompt + (int64_t)j->n_close) * sizeof *closed);
+            closed = malloc((size_t)(n_prompt + (int64_t)j->n_close) * sizeof *closed);
             if (!closed) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-            memcpy(closed, r->prompt, (size_t)r->n_prompt * sizeof *closed);
-            memcpy(closed + r->n_prompt, j->close_ids, j->n_close * sizeof *closed);
+            memcpy(closed, prompt, (size_t)n_prompt * sizeof *closed);
+            memcpy(closed + n_prompt, j->close_ids, j->n_close * sizeof *closed);
             prompt = closed;
             n_prompt += (int64_t)j->n_close;
             put(j, c, j->close_text, j->close_len, j->close_ids, (int)j->n_close, NULL, NULL, 0);
@@ -221,6 +250,11 @@ void rw_server__job_free(rw_server__job *j) {
         rw_chat_output_free(c->watch);
     }
     if (j->api_free) j->api_free(j->api_state);
+    for (int k = 0; k < j->n_more; k++) {
+        free(j->more[k].ids);
+        free(j->more[k].echo);
+    }
+    free(j->more);
     free(j->tools_json);
     free(j->prompt);
     for (int i = 0; j->stop && i < j->gp.n_stop; i++) free(j->stop[i]);
@@ -583,7 +617,9 @@ static bool fill(rw_server__job *j) {
         if (t[i].oom) error = "out of memory";
         else if (t[i].done && t[i].finish == RW_DONE_ERROR) error = c->error;
         else if (ok && t[i].done && !c->finish_sent) {
-            ok = rw_server__sse_delta(j, i, json_object(), NULL, NULL, 0, rw_server__choice_finish(c));
+            /* chat: an empty delta; completions: an empty text, as OpenAI's chunks */
+            ok = j->chat ? rw_server__sse_delta(j, i, json_object(), NULL, NULL, 0, rw_server__choice_finish(c))
+                         : rw_server__sse_chunk(j, i, "", 0, NULL, NULL, 0, false, c->finish);
             c->finish_sent = true;
             wrote = true;
         }

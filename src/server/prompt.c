@@ -344,57 +344,87 @@ done:
     return ok;
 }
 
-/* The prompt; with a suffix (a string), the fill-in-the-middle prompt
- * around it (api_native.c); with echo, its text in r->echo. */
-bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__request *r, bool echo, rw_server__error *e) {
-    json_t *suffix = json_object_get(o, "suffix");
-    const bool fim = json_is_string(suffix);
-    json_t *p = json_object_get(o, "prompt");
-    if (!p) return bad(e, "prompt", "%s", "Missing required parameter: 'prompt'");
-    /* a list of one prompt is that prompt; a list of several is a batch */
-    if (json_is_array(p) && json_array_size(p) == 1 &&
-        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
-        p = json_array_get(p, 0);
+/* One prompt p (text, or token ids) into *ids / *n (malloc'd) and, with
+ * echo, its text into *echo / *echo_len (malloc'd); where names it in
+ * messages ("prompt" or "prompt[k]"). */
+static bool one_prompt(rw_server__model *m, json_t *p, bool fim, bool echo, const char *where, int32_t **ids, int64_t *n,
+                       char **echo_s, size_t *echo_len, rw_server__error *e) {
+    const bool bos = !fim; /* a fill-in-the-middle prompt gets its BOS from the wrap */
     if (json_is_string(p)) {
-        size_t n = 0;
+        size_t k = 0;
         rw_error err = {0};
-        if (rw_tokenize(m->tok, json_string_value(p), json_string_length(p), !fim, true, &r->prompt, &n, &err)) {
-            rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt", "%s", err.msg);
+        if (rw_tokenize(m->tok, json_string_value(p), json_string_length(p), bos, true, ids, &k, &err)) {
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt", "%s: %s", where, err.msg);
             return false;
         }
-        r->n_prompt = (int64_t)n;
+        *n = (int64_t)k;
     } else if (json_is_array(p)) {
-        size_t n = json_array_size(p), i;
+        size_t k = json_array_size(p), i;
         json_t *v;
-        json_array_foreach(p, i, v) if (!json_is_integer(v)) {
-            if (json_is_string(v) || json_is_array(v))
-                return bad(e, "prompt", "%s", "several prompts in one request are not supported; send one each");
-            return bad(e, "prompt", "%s", "'prompt' must be a string, an array of token ids or a list of one of them");
-        }
-        r->prompt = malloc((n ? n : 1) * sizeof *r->prompt);
-        if (!r->prompt) return bad(e, "prompt", "%s", "out of memory");
+        json_array_foreach(p, i, v) if (!json_is_integer(v)) return bad(
+            e, "prompt", "%s", "'prompt' must be a string, an array of token ids, or a list of strings or of arrays of token ids");
+        if (!(*ids = malloc((k ? k : 1) * sizeof **ids))) return bad(e, "prompt", "%s", "out of memory");
         int32_t nv = rw_tokenizer_n_vocab(m->tok);
         json_array_foreach(p, i, v) {
             json_int_t id = json_integer_value(v);
             if (id < 0 || id >= nv) {
                 rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt",
-                                  "token id %lld at position %zu is not in [0, %d)", (long long)id, i, (int)nv);
+                                  "%s: token id %lld at position %zu is not in [0, %d)", where, (long long)id, i, (int)nv);
                 return false;
             }
-            r->prompt[i] = (int32_t)id;
+            (*ids)[i] = (int32_t)id;
         }
-        r->n_prompt = (int64_t)n;
-    } else return bad(e, "prompt", "%s", "'prompt' must be a string, an array of token ids or a list of one of them");
+        *n = (int64_t)k;
+    } else
+        return bad(e, "prompt", "%s",
+                   "'prompt' must be a string, an array of token ids, or a list of strings or of arrays of token ids");
+    if (*n == 0 && !fim) { /* (a fill-in-the-middle prompt has its tokens around it) */
+        rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt", "%s is empty", where);
+        return false;
+    }
     if (echo && json_is_string(p)) { /* the prompt as given */
-        r->echo_len = json_string_length(p);
-        if (!(r->echo = malloc(r->echo_len + 1))) return bad(e, "echo", "%s", "out of memory");
-        memcpy(r->echo, json_string_value(p), r->echo_len + 1);
+        *echo_len = json_string_length(p);
+        if (!(*echo_s = malloc(*echo_len + 1))) return bad(e, "echo", "%s", "out of memory");
+        memcpy(*echo_s, json_string_value(p), *echo_len + 1);
     } else if (echo) { /* token ids as their text */
         rw_error err = {0};
-        if (rw_detokenize(m->tok, r->prompt, (size_t)r->n_prompt, true, &r->echo, &r->echo_len, &err))
-            return bad(e, "echo", "%s", err.msg);
+        if (rw_detokenize(m->tok, *ids, (size_t)*n, true, echo_s, echo_len, &err)) return bad(e, "echo", "%s", err.msg);
     }
-    if (fim && !rw_server__fim_wrap(m, r, json_string_value(suffix), json_string_length(suffix), e)) return false;
-    if (r->n_prompt == 0) return bad(e, "prompt", "%s", "the prompt is empty");
     return true;
+}
+
+/* The prompt; with a suffix (a string), the fill-in-the-middle prompt
+ * around it (api_native.c); with echo, its text in r->echo. A list of
+ * prompts (strings, or arrays of token ids, as OpenAI's API takes them) is
+ * a batch: the first in r->prompt, the others in r->more. */
+bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__request *r, bool echo, rw_server__error *e) {
+    json_t *suffix = json_object_get(o, "suffix");
+    const bool fim = json_is_string(suffix);
+    json_t *p = json_object_get(o, "prompt");
+    if (!p) return bad(e, "prompt", "%s", "Missing required parameter: 'prompt'");
+    json_t *first = json_array_get(p, 0);
+    if (json_is_array(p) && (json_is_string(first) || json_is_array(first))) { /* a list of prompts */
+        const size_t np = json_array_size(p);
+        if ((size_t)r->n * np > SRV_MAX_N)
+        {
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt",
+                              "at most %d choices in all: %zu prompts times n = %d", SRV_MAX_N, np, r->n);
+            return false;
+        }
+        if (np > 1 && fim) return bad(e, "suffix", "%s", "suffix takes one prompt");
+        if (np > 1 && !(r->more = calloc(np - 1, sizeof *r->more))) return bad(e, "prompt", "%s", "out of memory");
+        for (size_t k = 1; k < np; k++) {
+            char where[32];
+            snprintf(where, sizeof where, "prompt[%zu]", k);
+            rw_server__more_prompt *q = &r->more[k - 1];
+            r->n_more++;
+            if (!one_prompt(m, json_array_get(p, k), false, echo, where, &q->ids, &q->n, &q->echo, &q->echo_len, e))
+                return false;
+        }
+        p = first;
+    }
+    if (!one_prompt(m, p, fim, echo, r->n_more ? "prompt[0]" : "the prompt", &r->prompt, &r->n_prompt, &r->echo,
+                    &r->echo_len, e))
+        return false;
+    return !fim || rw_server__fim_wrap(m, r, json_string_value(suffix), json_string_length(suffix), e);
 }

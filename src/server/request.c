@@ -317,14 +317,17 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
     if (!(chat ? rw_server__chat_prompt(m, o, r, e) : rw_server__completion_prompt(m, o, r, json_is_true(echo), e)))
         return false;
     const int64_t n_ctx = rw_engine_setting_get(m->engine, RW_ENGINE_N_CTX);
+    int64_t longest = r->n_prompt; /* of a list of prompts: each must fit, with the same max_tokens */
+    for (int k = 0; k < r->n_more; k++)
+        if (r->more[k].n > longest) longest = r->more[k].n;
     if (has_max || has_max2) g->max_tokens = max_tokens;
-    else g->max_tokens = n_ctx - r->n_prompt; /* as much as the context holds */
-    if (r->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 1) > n_ctx) {
-        long long want = (long long)(r->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 1));
+    else g->max_tokens = n_ctx - longest; /* as much as the context holds */
+    if (longest + (g->max_tokens > 0 ? g->max_tokens : 1) > n_ctx) {
+        long long want = (long long)(longest + (g->max_tokens > 0 ? g->max_tokens : 1));
         rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
                    "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
                    "(%lld in the %s, %lld for the completion). Please reduce the length of the %s or completion.",
-                   (long long)n_ctx, want, (long long)r->n_prompt, chat ? "messages" : "prompt",
+                   (long long)n_ctx, want, (long long)longest, chat ? "messages" : "prompt",
                    (long long)(g->max_tokens > 0 ? g->max_tokens : 1), chat ? "messages" : "prompt");
         return false;
     }
@@ -379,6 +382,11 @@ bool rw_server__parse_completion_object(rw_server__model *m, json_t *o, rw_serve
 }
 
 void rw_server__request_free(rw_server__request *r) {
+    for (int k = 0; k < r->n_more; k++) {
+        free(r->more[k].ids);
+        free(r->more[k].echo);
+    }
+    free(r->more);
     free(r->echo);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);

@@ -19,21 +19,39 @@ static json_t *finish_json(rw_done_reason f) {
     return n ? json_string(n) : json_null();
 }
 
-/* The prompt counts once (as OpenAI counts it for n > 1), completions add up. */
+/* Choice i's prompt text for echo (NULL: none) and, with return_token_ids,
+ * its ids (NULL: not kept). */
+static const char *choice_echo(const rw_server__job *j, int i, size_t *len) {
+    const int k = i / j->per_prompt;
+    *len = k ? j->more[k - 1].echo_len : j->echo_len;
+    return k ? j->more[k - 1].echo : j->echo;
+}
+
+static const int32_t *choice_prompt_ids(const rw_server__job *j, int i, int64_t *n) {
+    const int k = i / j->per_prompt;
+    *n = k ? j->more[k - 1].n : j->n_prompt;
+    return k ? j->more[k - 1].ids : j->prompt;
+}
+
+/* A prompt counts once (as OpenAI counts it for n > 1; a list's prompts
+ * each once, from their first choice), completions add up. */
 static json_t *usage_json(const rw_server__job *j) {
-    int64_t completion = 0, reasoning = 0;
+    int64_t completion = 0, reasoning = 0, prompt = 0, cached = 0, disk = 0;
     for (int i = 0; i < j->n; i++) {
-        completion += j->choice[i].completion_tokens;
-        reasoning += j->choice[i].reasoning_toks;
+        const rw_server__choice *c = &j->choice[i];
+        completion += c->completion_tokens;
+        reasoning += c->reasoning_toks;
+        if (i % j->per_prompt) continue;
+        prompt += c->prompt_tokens;
+        cached += c->cached_tokens;
+        disk += c->cached_tokens_disk;
     }
-    const rw_server__choice *c = &j->choice[0];
     /* cached_tokens_disk (ours, beside OpenAI's field): how many of the
      * cached tokens came from the disk tier (after a restart, or from
      * another replica sharing the folder) */
-    return json_pack("{s:I,s:I,s:I,s:{s:I,s:I},s:{s:I}}", "prompt_tokens", (json_int_t)c->prompt_tokens,
-                     "completion_tokens", (json_int_t)completion, "total_tokens",
-                     (json_int_t)(c->prompt_tokens + completion), "prompt_tokens_details", "cached_tokens",
-                     (json_int_t)c->cached_tokens, "cached_tokens_disk", (json_int_t)c->cached_tokens_disk,
+    return json_pack("{s:I,s:I,s:I,s:{s:I,s:I},s:{s:I}}", "prompt_tokens", (json_int_t)prompt, "completion_tokens",
+                     (json_int_t)completion, "total_tokens", (json_int_t)(prompt + completion), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)cached, "cached_tokens_disk", (json_int_t)disk,
                      "completion_tokens_details", "reasoning_tokens", (json_int_t)reasoning);
 }
 
@@ -183,14 +201,17 @@ static json_t *logprobs_json(const rw_server__job *j, const int32_t *toks, const
                      "text_offset", offs);
 }
 
-/* A completion choice's text: with echo, the prompt's text first. */
-static json_t *completion_text(const rw_server__job *j, const rw_server__choice *c) {
-    if (!j->echo) return text_json(c->text, c->text_len);
-    char *all = malloc(j->echo_len + c->text_len + 1);
+/* Choice i's text: with echo, its prompt's text first. */
+static json_t *completion_text(const rw_server__job *j, int i) {
+    const rw_server__choice *c = &j->choice[i];
+    size_t echo_len;
+    const char *echo = choice_echo(j, i, &echo_len);
+    if (!echo) return text_json(c->text, c->text_len);
+    char *all = malloc(echo_len + c->text_len + 1);
     if (!all) return NULL;
-    memcpy(all, j->echo, j->echo_len);
-    if (c->text_len) memcpy(all + j->echo_len, c->text, c->text_len);
-    json_t *v = text_json(all, j->echo_len + c->text_len);
+    memcpy(all, echo, echo_len);
+    if (c->text_len) memcpy(all + echo_len, c->text, c->text_len);
+    json_t *v = text_json(all, echo_len + c->text_len);
     free(all);
     return v;
 }
@@ -212,21 +233,28 @@ char *rw_server__response_json(const rw_server__job *j) {
                                      fin ? json_string(fin) : json_null())
                          : NULL;
         } else
-            choice = json_pack("{s:i,s:o,s:n,s:o}", "index", i, "text", completion_text(j, c), "logprobs",
+            choice = json_pack("{s:i,s:o,s:n,s:o}", "index", i, "text", completion_text(j, i), "logprobs",
                                "finish_reason", finish_json(c->finish));
         if (!choice) {
             json_decref(choices);
             return NULL;
         }
         if (j->return_token_ids) json_object_set_new(choice, "token_ids", ids_json(c->toks, c->n_toks));
+        int64_t n_pids = 0;
+        const int32_t *pids = choice_prompt_ids(j, i, &n_pids);
+        if (j->return_token_ids && j->n_more && pids) /* a list of prompts: each choice's own */
+            json_object_set_new(choice, "prompt_token_ids", ids_json(pids, (size_t)n_pids));
+        size_t echo_len = 0;
+        choice_echo(j, i, &echo_len);
         if (j->logprobs) /* the generated tokens' (with echo, their offsets count the prompt's text) */
-            json_object_set_new(choice, "logprobs", logprobs_json(j, c->toks, c->lps, c->n_toks, j->echo_len));
+            json_object_set_new(choice, "logprobs", logprobs_json(j, c->toks, c->lps, c->n_toks, echo_len));
         json_array_append_new(choices, choice);
     }
     json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion" : "text_completion", choices);
     if (!o) return NULL;
     json_object_set_new(o, "usage", usage_json(j));
-    if (j->return_token_ids && j->prompt) json_object_set_new(o, "prompt_token_ids", ids_json(j->prompt, (size_t)j->n_prompt));
+    if (j->return_token_ids && j->prompt && !j->n_more)
+        json_object_set_new(o, "prompt_token_ids", ids_json(j->prompt, (size_t)j->n_prompt));
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
@@ -280,11 +308,13 @@ bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t
         } else if (text_len) json_object_set_new(delta, "content", text_json(text, text_len));
         return rw_server__sse_delta(j, index, delta, toks, lps, n_toks, rw_server__finish_name(finish));
     }
-    if (first && !j->echo) return true; /* completions have no role chunk */
+    size_t echo_len;
+    const char *echo = choice_echo(j, index, &echo_len);
+    if (first && !echo) return true; /* completions have no role chunk */
     /* echo: the prompt's text comes first */
     if (first) {
         return chunk_event(j,
-                           json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(j->echo, j->echo_len),
+                           json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(echo, echo_len),
                                      "logprobs", "finish_reason"),
                            NULL, NULL, 0);
     }

@@ -207,6 +207,15 @@ size_t rw_server__model_bytes(const rw_server__model *m, const rw_engine_stats *
 /* The per-model settings from the server's (template caps, tool format, pooling, rerank prompt). */
 rw_status rw_server__model_setup(rw_server__model *m, const char *rerank_template, rw_error *err);
 
+/* A prompt of a completions request's list after its first (token ids and,
+ * with echo, its text; both owned). */
+typedef struct {
+    int32_t *ids;
+    int64_t n;
+    char *echo;
+    size_t echo_len;
+} rw_server__more_prompt;
+
 /* A parsed generation request (both endpoints). Owns prompt and stop. */
 typedef struct {
     bool chat;
@@ -236,6 +245,10 @@ typedef struct {
     char *cont_grammar;  /* the grammar once the reasoning is closed by its budget, when it differs; owned or NULL */
     char *echo;          /* completions' echo: the prompt's text, put before each choice's text; owned, or NULL */
     size_t echo_len;
+    /* completions with a list of prompts: the ones after the first (prompt,
+     * echo), owned; n choices each, prompt k's at k * n .. k * n + n - 1 */
+    rw_server__more_prompt *more;
+    int n_more;
 } rw_server__request;
 
 /* A generated token's logprob and alternatives (with logprobs). */
@@ -362,7 +375,14 @@ typedef struct rw_server__job {
     size_t close_len;
     char *echo;                 /* completions' echo (the request's, copied), or NULL */
     size_t echo_len;
+    /* a list of prompts: choices per prompt (choice i answers prompt i /
+     * per_prompt), and the prompts after the first (copied: ids with
+     * return_token_ids, echo with echo); per_prompt = n and n_more 0 else */
+    int per_prompt;
+    rw_server__more_prompt *more;
+    int n_more;
 } rw_server__job;
+
 
 /* A new output parser for one of job j's choices, with ids made of
  * id_prefix (NULL: "call_") and fresh randomness; stream: arguments of

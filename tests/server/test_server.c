@@ -533,6 +533,120 @@ static void test_n(const target *t) {
     CHECK_EQ_INT(a.completion, 10);
 }
 
+/* ---- a list of prompts: each choice as its prompt alone ---- */
+
+typedef struct {
+    char text[6][512];
+    int finishes[6], done;
+    long long prompt, completion;
+    bool bad;
+} list_acc;
+
+static bool on_list_event(void *user, const char *data, size_t n) {
+    list_acc *a = user;
+    if (n == 6 && !memcmp(data, "[DONE]", 6)) {
+        a->done++;
+        return true;
+    }
+    json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, NULL);
+    if (!j) a->bad = true;
+    json_t *c = json_array_get(json_object_get(j, "choices"), 0);
+    json_int_t idx = json_integer_value(json_object_get(c, "index"));
+    if (c && (idx < 0 || idx >= 6 || !json_is_string(json_object_get(c, "text")))) a->bad = true; /* every chunk has text */
+    else if (c) {
+        size_t have = strlen(a->text[idx]);
+        snprintf(a->text[idx] + have, sizeof a->text[idx] - have, "%s", json_string_value(json_object_get(c, "text")));
+        if (json_is_string(json_object_get(c, "finish_reason"))) a->finishes[idx]++;
+    }
+    json_t *u = json_object_get(j, "usage");
+    if (json_is_object(u)) {
+        a->prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
+        a->completion = json_integer_value(json_object_get(u, "completion_tokens"));
+    }
+    json_decref(j);
+    return true;
+}
+
+static void test_prompt_list(const target *t) {
+    /* three prompts (ids, ids, text), two sampled choices each */
+    char p0[256], p1[512];
+    int o0 = snprintf(p0, sizeof p0, "["), o1 = snprintf(p1, sizeof p1, "[");
+    for (int i = 0; i < 10; i++) o0 += snprintf(p0 + o0, sizeof p0 - (size_t)o0, "%s%d", i ? "," : "", g_prompt[i]);
+    for (int i = 10; i < 40; i++) o1 += snprintf(p1 + o1, sizeof p1 - (size_t)o1, "%s%d", i > 10 ? "," : "", g_prompt[i]);
+    snprintf(p0 + o0, sizeof p0 - (size_t)o0, "]");
+    snprintf(p1 + o1, sizeof p1 - (size_t)o1, "]");
+    const char *prompts[3] = {p0, p1, "\"Hello world\""};
+    const char *opts = "\"max_tokens\":5,\"n\":2,\"temperature\":1,\"seed\":7,\"ignore_eos\":true,\"return_token_ids\":true";
+    int32_t alone[6][8];
+    char alone_text[6][256];
+    int n_alone[6];
+    long long prompt_sum = 0;
+    for (int k = 0; k < 3; k++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"prompt\":%s,%s}", prompts[k], opts);
+        int status = 0;
+        json_t *j = post_json(t, "/v1/completions", body, &status);
+        CHECK_EQ_INT(status, 200);
+        prompt_sum += json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+        for (int s2 = 0; s2 < 2; s2++) {
+            json_t *c = json_array_get(json_object_get(j, "choices"), (size_t)s2);
+            n_alone[2 * k + s2] = get_ids(c, alone[2 * k + s2], 8);
+            snprintf(alone_text[2 * k + s2], sizeof alone_text[0], "%s", json_string_value(json_object_get(c, "text")));
+        }
+        json_decref(j);
+    }
+    char list[2048];
+    snprintf(list, sizeof list, "{\"prompt\":[%s,%s,%s],%s,\"echo\":true}", p0, p1, prompts[2], opts);
+    int status = 0;
+    json_t *j = post_json(t, "/v1/completions", list, &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *choices = json_object_get(j, "choices");
+    CHECK_EQ_INT(json_array_size(choices), 6);
+    for (int i = 0; i < 6; i++) {
+        json_t *c = json_array_get(choices, (size_t)i);
+        int32_t got[8];
+        int ng = get_ids(c, got, 8);
+        CHECK_MSG(json_integer_value(json_object_get(c, "index")) == i && ng == 5 && n_alone[i] == 5 &&
+                      !memcmp(got, alone[i], sizeof got[0] * 5),
+                  "choice %d of the list differs from its prompt alone", i);
+        const char *text = json_string_value(json_object_get(c, "text"));
+        size_t tl = text ? strlen(text) : 0, al = strlen(alone_text[i]);
+        CHECK_MSG(text && tl >= al && !strcmp(text + tl - al, alone_text[i]), "choice %d: echo + text [%s]", i,
+                  text ? text : "");
+        CHECK_MSG(i < 4 || (text && !strncmp(text, "Hello world", 11)), "choice %d: its prompt's echo [%s]", i,
+                  text ? text : "");
+        json_t *pids = json_object_get(c, "prompt_token_ids");
+        CHECK_EQ_INT((int)json_array_size(pids), i < 2 ? 10 : i < 4 ? 30 : (int)json_array_size(pids));
+        CHECK_MSG(i < 4 || json_array_size(pids) > 0, "choice %d: no prompt_token_ids", i);
+    }
+    json_t *u = json_object_get(j, "usage");
+    CHECK_EQ_INT(json_integer_value(json_object_get(u, "prompt_tokens")), prompt_sum);
+    CHECK_EQ_INT(json_integer_value(json_object_get(u, "completion_tokens")), 30);
+    json_decref(j);
+
+    /* streamed: each choice's pieces add up to its text alone, every chunk has a text */
+    snprintf(list, sizeof list, "{\"prompt\":[%s,%s,%s],%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+             p0, p1, prompts[2], opts);
+    list_acc *a = calloc(1, sizeof *a);
+    rw_sse_parser p = {.on_event = on_list_event, .user = a};
+    rw_http_request rq = {.port = t->port, .method = "POST", .path = "/v1/completions", .headers = t->auth,
+                          .body = list, .body_len = strlen(list), .on_data = on_data, .user = &p};
+    rw_http_response r;
+    CHECK(rw_http_do(&rq, &r, NULL) == RW_OK && r.status == 200);
+    rw_http_response_free(&r);
+    rw_sse_free(&p);
+    CHECK(!a->bad);
+    CHECK_EQ_INT(a->done, 1);
+    CHECK_EQ_INT(a->prompt, prompt_sum);
+    CHECK_EQ_INT(a->completion, 30);
+    for (int i = 0; i < 6; i++) {
+        CHECK_EQ_INT(a->finishes[i], 1);
+        CHECK_MSG(!strcmp(a->text[i], alone_text[i]), "streamed choice %d [%s] vs alone [%s]", i, a->text[i],
+                  alone_text[i]);
+    }
+    free(a);
+}
+
 /* ---- cancellation ---- */
 
 static bool wait_idle(rw_engine *e, uint64_t cancelled_at_least) {
@@ -616,7 +730,12 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/completions", "{\"prompt\":[1,2,99999]}", 400},
         {"POST", "/v1/completions", "{\"prompt\":[1,-2]}", 400},
         {"POST", "/v1/completions", "{\"prompt\":[1,2.5]}", 400},
-        {"POST", "/v1/completions", "{\"prompt\":[\"a\",\"b\"]}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":[\"a\",5]}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":[\"a\",[]]}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":[[1],[2,99999]]}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":[\"a\",\"b\"],\"n\":9}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":[\"a\",\"b\"],\"suffix\":\"c\"}", 400},
+        {"POST", "/completion", "{\"prompt\":[\"a\",\"b\"]}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"5\"}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":0}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":1.5}", 400},
@@ -832,6 +951,7 @@ int main(void) {
     test_chat_and_stream(&t);
     test_logprobs(&t);
     test_n(&t);
+    test_prompt_list(&t);
     test_cancel(&t, e);
     test_malformed(&t);
     test_metrics(&t);
