@@ -205,7 +205,7 @@ void rw_server__job_attach(rw_server__job *j, rw_server__sock *k) {
 rw_status rw_server__job_submit(rw_server__job *j, const rw_server__request *r, rw_error *err) {
     for (int i = 0; i < j->n; i++) {
         rw_request_params gp = r->gp;
-        const int k = i / j->per_prompt; /* its prompt */
+        const int k = i / j->per_prompt;          /* its prompt */
         gp.seed += (uint64_t)(i % j->per_prompt); /* choice i: its own draws (a prompt of a list: as if alone) */
         rw_server__choice *c = &j->choice[i];
         const int32_t *prompt = k ? r->more[k - 1].ids : r->prompt;

@@ -347,8 +347,8 @@ done:
 /* One prompt p (text, or token ids) into *ids / *n (malloc'd) and, with
  * echo, its text into *echo / *echo_len (malloc'd); where names it in
  * messages ("prompt" or "prompt[k]"). */
-static bool one_prompt(rw_server__model *m, json_t *p, bool fim, bool echo, const char *where, int32_t **ids, int64_t *n,
-                       char **echo_s, size_t *echo_len, rw_server__error *e) {
+static bool one_prompt(rw_server__model *m, json_t *p, bool fim, bool echo, const char *where, int32_t **ids,
+                       int64_t *n, char **echo_s, size_t *echo_len, rw_server__error *e) {
     const bool bos = !fim; /* a fill-in-the-middle prompt gets its BOS from the wrap */
     if (json_is_string(p)) {
         size_t k = 0;
@@ -362,14 +362,16 @@ static bool one_prompt(rw_server__model *m, json_t *p, bool fim, bool echo, cons
         size_t k = json_array_size(p), i;
         json_t *v;
         json_array_foreach(p, i, v) if (!json_is_integer(v)) return bad(
-            e, "prompt", "%s", "'prompt' must be a string, an array of token ids, or a list of strings or of arrays of token ids");
+            e, "prompt", "%s",
+            "'prompt' must be a string, an array of token ids, or a list of strings or of arrays of token ids");
         if (!(*ids = malloc((k ? k : 1) * sizeof **ids))) return bad(e, "prompt", "%s", "out of memory");
         int32_t nv = rw_tokenizer_n_vocab(m->tok);
         json_array_foreach(p, i, v) {
             json_int_t id = json_integer_value(v);
             if (id < 0 || id >= nv) {
                 rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt",
-                                  "%s: token id %lld at position %zu is not in [0, %d)", where, (long long)id, i, (int)nv);
+                                  "%s: token id %lld at position %zu is not in [0, %d)", where, (long long)id, i,
+                                  (int)nv);
                 return false;
             }
             (*ids)[i] = (int32_t)id;
@@ -397,7 +399,8 @@ static bool one_prompt(rw_server__model *m, json_t *p, bool fim, bool echo, cons
  * around it (api_native.c); with echo, its text in r->echo. A list of
  * prompts (strings, or arrays of token ids, as OpenAI's API takes them) is
  * a batch: the first in r->prompt, the others in r->more. */
-bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__request *r, bool echo, rw_server__error *e) {
+bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__request *r, bool echo,
+                                  rw_server__error *e) {
     json_t *suffix = json_object_get(o, "suffix");
     const bool fim = json_is_string(suffix);
     json_t *p = json_object_get(o, "prompt");
@@ -405,8 +408,7 @@ bool rw_server__completion_prompt(rw_server__model *m, json_t *o, rw_server__req
     json_t *first = json_array_get(p, 0);
     if (json_is_array(p) && (json_is_string(first) || json_is_array(first))) { /* a list of prompts */
         const size_t np = json_array_size(p);
-        if ((size_t)r->n * np > SRV_MAX_N)
-        {
+        if ((size_t)r->n * np > SRV_MAX_N) {
             rw_server__errorf(e, 400, "invalid_request_error", NULL, "prompt",
                               "at most %d choices in all: %zu prompts times n = %d", SRV_MAX_N, np, r->n);
             return false;

@@ -324,11 +324,12 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
     else g->max_tokens = n_ctx - longest; /* as much as the context holds */
     if (longest + (g->max_tokens > 0 ? g->max_tokens : 1) > n_ctx) {
         long long want = (long long)(longest + (g->max_tokens > 0 ? g->max_tokens : 1));
-        rw_server__errorf(e, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
-                   "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
-                   "(%lld in the %s, %lld for the completion). Please reduce the length of the %s or completion.",
-                   (long long)n_ctx, want, (long long)longest, chat ? "messages" : "prompt",
-                   (long long)(g->max_tokens > 0 ? g->max_tokens : 1), chat ? "messages" : "prompt");
+        rw_server__errorf(
+            e, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
+            "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
+            "(%lld in the %s, %lld for the completion). Please reduce the length of the %s or completion.",
+            (long long)n_ctx, want, (long long)longest, chat ? "messages" : "prompt",
+            (long long)(g->max_tokens > 0 ? g->max_tokens : 1), chat ? "messages" : "prompt");
         return false;
     }
     /* a grammar after the reasoning: the answer must come, so reasoning

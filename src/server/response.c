@@ -314,8 +314,8 @@ bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t
     /* echo: the prompt's text comes first */
     if (first) {
         return chunk_event(j,
-                           json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(echo, echo_len),
-                                     "logprobs", "finish_reason"),
+                           json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(echo, echo_len), "logprobs",
+                                     "finish_reason"),
                            NULL, NULL, 0);
     }
     return chunk_event(j,

@@ -383,7 +383,6 @@ typedef struct rw_server__job {
     int n_more;
 } rw_server__job;
 
-
 /* A new output parser for one of job j's choices, with ids made of
  * id_prefix (NULL: "call_") and fresh randomness; stream: arguments of
  * calls streamed as they come (output.h's stream_args), for a streaming

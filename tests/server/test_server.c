@@ -552,7 +552,8 @@ static bool on_list_event(void *user, const char *data, size_t n) {
     if (!j) a->bad = true;
     json_t *c = json_array_get(json_object_get(j, "choices"), 0);
     json_int_t idx = json_integer_value(json_object_get(c, "index"));
-    if (c && (idx < 0 || idx >= 6 || !json_is_string(json_object_get(c, "text")))) a->bad = true; /* every chunk has text */
+    if (c && (idx < 0 || idx >= 6 || !json_is_string(json_object_get(c, "text"))))
+        a->bad = true; /* every chunk has text */
     else if (c) {
         size_t have = strlen(a->text[idx]);
         snprintf(a->text[idx] + have, sizeof a->text[idx] - have, "%s", json_string_value(json_object_get(c, "text")));
@@ -572,11 +573,13 @@ static void test_prompt_list(const target *t) {
     char p0[256], p1[512];
     int o0 = snprintf(p0, sizeof p0, "["), o1 = snprintf(p1, sizeof p1, "[");
     for (int i = 0; i < 10; i++) o0 += snprintf(p0 + o0, sizeof p0 - (size_t)o0, "%s%d", i ? "," : "", g_prompt[i]);
-    for (int i = 10; i < 40; i++) o1 += snprintf(p1 + o1, sizeof p1 - (size_t)o1, "%s%d", i > 10 ? "," : "", g_prompt[i]);
+    for (int i = 10; i < 40; i++)
+        o1 += snprintf(p1 + o1, sizeof p1 - (size_t)o1, "%s%d", i > 10 ? "," : "", g_prompt[i]);
     snprintf(p0 + o0, sizeof p0 - (size_t)o0, "]");
     snprintf(p1 + o1, sizeof p1 - (size_t)o1, "]");
     const char *prompts[3] = {p0, p1, "\"Hello world\""};
-    const char *opts = "\"max_tokens\":5,\"n\":2,\"temperature\":1,\"seed\":7,\"ignore_eos\":true,\"return_token_ids\":true";
+    const char *opts =
+        "\"max_tokens\":5,\"n\":2,\"temperature\":1,\"seed\":7,\"ignore_eos\":true,\"return_token_ids\":true";
     int32_t alone[6][8];
     char alone_text[6][256];
     int n_alone[6];
@@ -625,12 +628,19 @@ static void test_prompt_list(const target *t) {
     json_decref(j);
 
     /* streamed: each choice's pieces add up to its text alone, every chunk has a text */
-    snprintf(list, sizeof list, "{\"prompt\":[%s,%s,%s],%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
-             p0, p1, prompts[2], opts);
+    snprintf(list, sizeof list,
+             "{\"prompt\":[%s,%s,%s],%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", p0, p1,
+             prompts[2], opts);
     list_acc *a = calloc(1, sizeof *a);
     rw_sse_parser p = {.on_event = on_list_event, .user = a};
-    rw_http_request rq = {.port = t->port, .method = "POST", .path = "/v1/completions", .headers = t->auth,
-                          .body = list, .body_len = strlen(list), .on_data = on_data, .user = &p};
+    rw_http_request rq = {.port = t->port,
+                          .method = "POST",
+                          .path = "/v1/completions",
+                          .headers = t->auth,
+                          .body = list,
+                          .body_len = strlen(list),
+                          .on_data = on_data,
+                          .user = &p};
     rw_http_response r;
     CHECK(rw_http_do(&rq, &r, NULL) == RW_OK && r.status == 200);
     rw_http_response_free(&r);
@@ -773,8 +783,7 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", 400},
         {"POST", "/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}", 400},
-        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}",
-         400},
+        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", 400},
         {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
          400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":21}", 400},

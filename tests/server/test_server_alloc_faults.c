@@ -6,7 +6,8 @@
  * blocks afterwards than before, and the same request right after without
  * faults must give the reference answer. The server's threads make the
  * allocation order vary a little from run to run; the loop ends at the
- * first N that no allocation reaches. Skipped in the sanitizer build. */
+ * first N that no allocation reaches. The same for a completions request
+ * with a list of prompts (echo, token ids). Skipped in the sanitizer build. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,28 +27,34 @@ static rw_tokenizer *g_tok;
 static rw_chat_template *g_tmpl;
 static char *g_bos, *g_eos;
 
-static int phase_request(result *out) {
+/* One request to a fresh server; the answer's choices' texts (chat: the
+ * messages' content) into out. */
+static int serve_once(const char *path, const char *body, result *out) {
     const rw_server_config sc = {.model_id = "fixture"};
     rw_server *s = NULL;
     rw_error err = {0};
     rw_status st = rw_server_start(g_engine, g_tok, g_tmpl, g_bos, g_eos, &sc, &s, &err);
     if (st) return st;
-    static const char body[] =
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"Say hello to the tests.\"}],\"max_tokens\":4,"
-        "\"temperature\":0}";
-    rw_http_request rq = {.port = rw_server_port(s), .method = "POST", .path = "/v1/chat/completions",
-                          .body = body, .body_len = sizeof body - 1, .timeout_ms = 30000};
+    rw_http_request rq = {.port = rw_server_port(s),
+                          .method = "POST",
+                          .path = path,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .timeout_ms = 30000};
     rw_http_response r = {0};
     int status = rw_http_do(&rq, &r, &err) == RW_OK ? r.status : -1;
     int ret = status == 200 ? 0 : status > 0 ? status : RW_ERR_IO;
     if (!ret && out) {
         json_t *j = r.body ? json_loads(r.body, JSON_ALLOW_NUL, NULL) : NULL;
-        const char *text =
-            json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0),
-                                                              "message"),
-                                              "content"));
-        if (text) put(out, text, strlen(text));
-        else ret = RW_ERR_FORMAT;
+        json_t *choices = json_object_get(j, "choices");
+        if (!json_array_size(choices)) ret = RW_ERR_FORMAT;
+        for (size_t i = 0; i < json_array_size(choices); i++) {
+            json_t *c = json_array_get(choices, i);
+            json_t *msg = json_object_get(c, "message");
+            const char *text = json_string_value(json_object_get(msg ? msg : c, msg ? "content" : "text"));
+            if (text) put(out, text, strlen(text));
+            else ret = RW_ERR_FORMAT;
+        }
         json_decref(j);
     }
     rw_http_response_free(&r);
@@ -60,6 +67,20 @@ static int phase_request(result *out) {
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
     }
     return ret;
+}
+
+static int phase_request(result *out) {
+    return serve_once("/v1/chat/completions",
+                      "{\"messages\":[{\"role\":\"user\",\"content\":\"Say hello to the tests.\"}],\"max_tokens\":4,"
+                      "\"temperature\":0}",
+                      out);
+}
+
+static int phase_list(result *out) {
+    return serve_once("/v1/completions",
+                      "{\"prompt\":[\"Say hello\",[1,2,3]],\"max_tokens\":3,\"temperature\":0,\"echo\":true,"
+                      "\"return_token_ids\":true}",
+                      out);
 }
 #endif
 
@@ -83,8 +104,9 @@ int main(void) {
                                  .prefill_chunk = 32, .kv_type = RW_KV_F32};
     CHECK(rw_engine_new(m, g_tok, &ec, &g_engine, &err) == RW_OK);
     if (g_engine) {
-        const phase ph = {"server request", phase_request};
+        const phase ph = {"server request", phase_request}, pl = {"list of prompts", phase_list};
         fault_loop(&ph);
+        fault_loop(&pl);
     }
     rw_engine_free(g_engine);
     rw_chat_template_free(g_tmpl);
