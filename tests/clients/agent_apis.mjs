@@ -4,7 +4,7 @@
 // streamed and not; Messages with tool_use / tool_result blocks, streamed
 // and not, count_tokens; each SDK's own error classes for our errors;
 // forced calls (required / any / named) whole and streamed, and the loop
-// after them.
+// after them; legacy completions with a list of prompts, base URL without /v1.
 // Usage: REWIND_URL=http://127.0.0.1:PORT REWIND_KEY=KEY node agent_apis.mjs
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -215,7 +215,38 @@ async function models() {
   await assert.rejects(anthropic.models.retrieve("no-such-model"), Anthropic.NotFoundError);
 }
 
+// the legacy completions with a list of prompts, through a base URL without
+// /v1 (as llama-server answers it): n choices per prompt, each the tokens of
+// its prompt alone; streamed, every chunk a text piece
+async function completionsList() {
+  const client = new OpenAI({ baseURL: url, apiKey: key, maxRetries: 0 });
+  const base = { model, max_tokens: 6, temperature: 0 };
+  const prompts = ["The weather in Paris", "Count: one, two,"];
+  const alone = [];
+  for (const p of prompts) alone.push((await client.completions.create({ ...base, prompt: p })).choices[0].text);
+  const both = await client.completions.create({ ...base, prompt: prompts, n: 2 });
+  assert.equal(both.choices.length, 4);
+  both.choices.forEach((c, i) => {
+    assert.equal(c.index, i);
+    assert.equal(c.text, alone[Math.floor(i / 2)]);
+  });
+  assert.ok(both.usage.prompt_tokens > 0 && both.usage.completion_tokens > 0, JSON.stringify(both.usage));
+  const texts = ["", ""];
+  let finished = 0;
+  const stream = await client.completions.create({ ...base, prompt: prompts, stream: true });
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      assert.equal(typeof c.text, "string", JSON.stringify(chunk));
+      texts[c.index] += c.text;
+      if (c.finish_reason) finished++;
+    }
+  }
+  assert.deepEqual(texts, alone);
+  assert.equal(finished, 2);
+}
+
 await models();
+await completionsList();
 await responses();
 await messages();
 await forcedResponses();
