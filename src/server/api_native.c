@@ -110,6 +110,11 @@ static json_t *completion_object(json_t *o) {
         if (v && !json_is_null(v) && (strcmp(same[i], "logit_bias") || json_is_object(v)))
             json_object_set(c, same[i], v);
     }
+    json_t *probs = json_object_get(o, "n_probs"); /* the top tokens of each one (as many as we give at most) */
+    if (json_is_integer(probs) && json_integer_value(probs) > 0 && !json_object_get(c, "logprobs"))
+        json_object_set_new(c, "logprobs",
+                            json_integer(json_integer_value(probs) < RW_MAX_TOP_LOGPROBS ? json_integer_value(probs)
+                                                                                         : RW_MAX_TOP_LOGPROBS));
     json_t *np = json_object_get(o, "n_predict"), *seed = json_object_get(o, "seed");
     if (json_is_integer(np) && json_integer_value(np) > 0 && !json_object_get(c, "max_tokens"))
         json_object_set(c, "max_tokens", np); /* <= 0 (llama-server's -1): as much as the context holds */
@@ -136,6 +141,7 @@ typedef struct {
     char **stops;   /* the request's stop strings (owned), for stop_type */
     int n_stops;
     json_t *fields; /* response_fields: the last answer's fields to send (a reference), or NULL: all */
+    size_t probs_sent; /* with n_probs: tokens whose completion_probabilities are out (stream) */
 } native_state;
 
 static void state_free(void *p) {
@@ -183,6 +189,36 @@ static json_t *pick_fields(json_t *o, json_t *fields) {
     return out;
 }
 
+/* llama-server's completion_probabilities of choice 0's tokens from
+ * st->probs_sent on (then all sent): per token its id, text, bytes,
+ * logprob and top_logprobs (each with its id). NULL without n_probs. */
+static json_t *probs_json(rw_server__job *j) {
+    native_state *st = j->api_state;
+    rw_server__choice *c = &j->choice[0];
+    if (!j->logprobs) return NULL;
+    pthread_mutex_lock(&j->mu);
+    const size_t from = st->probs_sent, n = c->n_toks - from;
+    int32_t *toks = malloc((n ? n : 1) * sizeof *toks);
+    rw_server__tok_lp *lps = malloc((n ? n : 1) * sizeof *lps);
+    if (toks && lps && n && c->lps) {
+        memcpy(toks, c->toks + from, n * sizeof *toks);
+        memcpy(lps, c->lps + from, n * sizeof *lps);
+    }
+    const bool have = toks && lps && (!n || c->lps);
+    if (have) st->probs_sent = c->n_toks;
+    pthread_mutex_unlock(&j->mu);
+    json_t *a = have ? rw_server__token_logprobs(j, toks, lps, n) : NULL;
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *e = json_array_get(a, i), *top = json_object_get(e, "top_logprobs");
+        json_object_set_new(e, "id", json_integer(toks[i]));
+        for (int k = 0; k < lps[i].n_top; k++)
+            json_object_set_new(json_array_get(top, (size_t)k), "id", json_integer(lps[i].top[k].token));
+    }
+    free(toks);
+    free(lps);
+    return a;
+}
+
 /* The stats llama-server puts in its last answer (content and, with tokens,
  * the ids given). */
 static json_t *final_json(rw_server__job *j, const char *content, size_t len, bool tokens) {
@@ -223,6 +259,8 @@ static json_t *final_json(rw_server__job *j, const char *content, size_t len, bo
     json_object_set_new(out, "stopped_word", json_boolean(end == RW_API_END_STOP));
     json_object_set_new(out, "stopped_limit", json_boolean(end == RW_API_END_LENGTH));
     json_object_set_new(out, "timings", timings);
+    json_t *probs = probs_json(j);
+    if (probs) json_object_set_new(out, "completion_probabilities", probs);
     return pick_fields(out, st->fields);
 }
 
@@ -260,9 +298,12 @@ static bool native_fill(rw_server__job *j) {
     bool ok = true, wrote = false;
     st->raw_len += t.len;
     if (t.len) {
-        ok = data_event(j, json_pack("{s:i,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content",
-                                     rw_server__text_lossy(t.text, t.len), "stop", 0, "id_slot", -1, "tokens_predicted",
-                                     (json_int_t)t.completion_tokens, "tokens_evaluated", (json_int_t)t.prompt_tokens));
+        json_t *ev = json_pack("{s:i,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content", rw_server__text_lossy(t.text, t.len),
+                               "stop", 0, "id_slot", -1, "tokens_predicted", (json_int_t)t.completion_tokens,
+                               "tokens_evaluated", (json_int_t)t.prompt_tokens);
+        json_t *probs = ev ? probs_json(j) : NULL;
+        if (probs) json_object_set_new(ev, "completion_probabilities", probs);
+        ok = data_event(j, ev);
         wrote = true;
     }
     if (ok && (t.done || t.oom)) {

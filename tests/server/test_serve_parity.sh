@@ -19,7 +19,8 @@
 #   --slot-save-path: 501; an unknown action or slot: 400; --no-slots: 501;
 #   a busy slot: 503 (and fail_on_no_slot when all are);
 # - /completion: the tokens /v1/completions gives for the same prompt (ids
-#   or text), in the native shape, whole and streamed; bad requests are 400s.
+#   or text), in the native shape, whole and streamed; n_probs: the same
+#   logprobs as /v1/completions' logprobs; bad requests are 400s.
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
@@ -266,6 +267,22 @@ whole = json.load(open(sys.argv[2]))
 assert ev and all(not e["stop"] for e in ev[:-1]) and ev[-1]["stop"], ev
 assert "".join(e["content"] for e in ev) == whole["content"], (ev, whole)
 assert ev[-1]["stop_type"] == "limit" and ev[-1]["tokens_predicted"] == 6, ev[-1]
+PY
+# n_probs: llama-server's completion_probabilities, the logprobs /v1/completions gives
+[ "$(post /completion '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"n_probs":3}' np)" = 200 ] ||
+  fail "/completion n_probs: $(cat "$d/np.json")"
+[ "$(post /v1/completions '{"prompt":"Hello world","max_tokens":6,"temperature":0,"ignore_eos":true,"logprobs":3}' cp)" = 200 ] ||
+  fail "completions logprobs"
+[ "$(j np '[p["id"] for p in d["completion_probabilities"]] == d["tokens"]')" = true ] &&
+  [ "$(j np '[p["logprob"] for p in d["completion_probabilities"]] == json.load(open(sys.argv[1].rsplit("/", 1)[0] + "/cp.json"))["choices"][0]["logprobs"]["token_logprobs"]')" = true ] &&
+  [ "$(j np 'all(len(p["top_logprobs"]) == 3 and "id" in p["top_logprobs"][0] for p in d["completion_probabilities"])')" = true ] ||
+  fail "/completion n_probs: $(cat "$d/np.json") vs $(cat "$d/cp.json")"
+curl -s -N --max-time 60 "http://127.0.0.1:$port/completion" -d '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"n_probs":3,"stream":true}' > "$d/npsse"
+python3 - "$d/npsse" "$d/np.json" <<'PY' || fail "/completion n_probs stream: $(cat "$d/npsse")"
+import json, sys
+ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
+whole = json.load(open(sys.argv[2]))
+assert [p for e in ev for p in e.get("completion_probabilities", [])] == whole["completion_probabilities"], ev
 PY
 for bad in '{}' '{"prompt":5}' '{"prompt":"a","n_predict":"x"}' '[]' '{'; do
   [ "$(post /completion "$bad" ncb)" = 400 ] || fail "/completion $bad: $(cat "$d/ncb.json")"
