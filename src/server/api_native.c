@@ -27,8 +27,9 @@
  * The request (llama-server's fields: prompt, input_prefix, input_suffix,
  * input_extra, n_predict and the sampling fields) becomes a completions
  * request with that prompt, with llama-server's sampling defaults where the
- * request has none; its other fields (cache_prompt, n_probs, ...) are
- * ignored. */
+ * request has none; n_probs asks for the tokens' log-probabilities
+ * (completion_probabilities); its other fields (cache_prompt, samplers, ...)
+ * are ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

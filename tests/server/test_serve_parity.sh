@@ -47,6 +47,22 @@ stop() { # a clean exit: under the sanitizers, no leak or error reported
 post() { serve_post "$port" "$1" "$2" "$d/$3.json"; } # PATH BODY NAME -> $d/NAME.json, prints the status
 j() { serve_json "$d/$1.json" "$2"; }                  # NAME EXPR
 ids_json() { echo "[$(echo "$1" | tr ' ' ',')]"; }
+# native_stream PATH BODY WHOLE N: the native route streamed: pieces, the
+# last event (only it "stop": true) with the stats of N predicted tokens;
+# the pieces and the events' completion_probabilities add up to the whole
+# answer in $d/WHOLE.json
+native_stream() {
+  curl -s -N --max-time 60 "http://127.0.0.1:$port$1" -d "$2" > "$d/$3.sse"
+  python3 - "$d/$3.sse" "$d/$3.json" "$4" <<'PY' || fail "$1 stream: $(cat "$d/$3.sse")"
+import json, sys
+ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
+whole = json.load(open(sys.argv[2]))
+assert ev and all(not e["stop"] for e in ev[:-1]) and ev[-1]["stop"], ev
+assert "".join(e["content"] for e in ev) == whole["content"], (ev, whole)
+assert ev[-1]["stop_type"] == "limit" and ev[-1]["tokens_predicted"] == int(sys.argv[3]), ev[-1]
+assert [p for e in ev for p in e.get("completion_probabilities", [])] == whole.get("completion_probabilities", []), ev
+PY
+}
 
 # ---- fill-in-the-middle ----
 C="$d/coder.gguf"
@@ -109,15 +125,7 @@ LONG=$(python3 -c 'print("x = 1\\n" * 400, end="")')
 [ "$(post /infill "{\"input_prefix\":\"$LONG\",\"input_suffix\":\"$SUF\",$GEN}" inft)" = 200 ] || fail "long infill: $(cat "$d/inft.json")"
 [ "$(j inft 'd["truncated"]')" = true ] && [ "$(j inft 'd["tokens_evaluated"]')" -le 512 ] || fail "long infill: $(cat "$d/inft.json")"
 # streamed: pieces, then the last event with the stats
-curl -s -N --max-time 60 "http://127.0.0.1:$port/infill" -d "{\"input_prefix\":\"$PRE\",\"input_suffix\":\"$SUF\",$GEN,\"stream\":true}" > "$d/sse"
-python3 - "$d/sse" "$d/inf.json" <<'PY' || fail "infill stream: $(cat "$d/sse")"
-import json, sys
-ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
-whole = json.load(open(sys.argv[2]))
-assert ev and all(not e["stop"] for e in ev[:-1]) and ev[-1]["stop"], ev
-assert "".join(e["content"] for e in ev) == whole["content"], (ev, whole)
-assert ev[-1]["stop_type"] == "limit" and ev[-1]["tokens_predicted"] == 8, ev[-1]
-PY
+native_stream /infill "{\"input_prefix\":\"$PRE\",\"input_suffix\":\"$SUF\",$GEN,\"stream\":true}" inf 8
 # echo: the prompt's text, then the same output
 [ "$(post /v1/completions '{"prompt":"Hello world","max_tokens":4,"temperature":0,"ignore_eos":true}' plain)" = 200 ] || fail "plain"
 [ "$(post /v1/completions '{"prompt":"Hello world","max_tokens":4,"temperature":0,"ignore_eos":true,"echo":true,"logprobs":1}' echo)" = 200 ] ||
@@ -259,15 +267,7 @@ NGEN='"n_predict":8,"temperature":0,"ignore_eos":true'
   [ "$(j nt 'd["content"]')" = "$(j ct 'd["choices"][0]["text"]')" ] &&
   [ "$(j nt 'd["tokens_evaluated"]')" = "$(j ct 'd["usage"]["prompt_tokens"]')" ] ||
   fail "/completion (text) $(cat "$d/nt.json") vs $(cat "$d/ct.json")"
-curl -s -N --max-time 60 "http://127.0.0.1:$port/completion" -d '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"stream":true}' > "$d/nsse"
-python3 - "$d/nsse" "$d/nt.json" <<'PY' || fail "/completion stream: $(cat "$d/nsse")"
-import json, sys
-ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
-whole = json.load(open(sys.argv[2]))
-assert ev and all(not e["stop"] for e in ev[:-1]) and ev[-1]["stop"], ev
-assert "".join(e["content"] for e in ev) == whole["content"], (ev, whole)
-assert ev[-1]["stop_type"] == "limit" and ev[-1]["tokens_predicted"] == 6, ev[-1]
-PY
+native_stream /completion '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"stream":true}' nt 6
 # n_probs: llama-server's completion_probabilities, the logprobs /v1/completions gives
 [ "$(post /completion '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"n_probs":3}' np)" = 200 ] ||
   fail "/completion n_probs: $(cat "$d/np.json")"
@@ -277,13 +277,7 @@ PY
   [ "$(j np '[p["logprob"] for p in d["completion_probabilities"]] == json.load(open(sys.argv[1].rsplit("/", 1)[0] + "/cp.json"))["choices"][0]["logprobs"]["token_logprobs"]')" = true ] &&
   [ "$(j np 'all(len(p["top_logprobs"]) == 3 and "id" in p["top_logprobs"][0] for p in d["completion_probabilities"])')" = true ] ||
   fail "/completion n_probs: $(cat "$d/np.json") vs $(cat "$d/cp.json")"
-curl -s -N --max-time 60 "http://127.0.0.1:$port/completion" -d '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"n_probs":3,"stream":true}' > "$d/npsse"
-python3 - "$d/npsse" "$d/np.json" <<'PY' || fail "/completion n_probs stream: $(cat "$d/npsse")"
-import json, sys
-ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
-whole = json.load(open(sys.argv[2]))
-assert [p for e in ev for p in e.get("completion_probabilities", [])] == whole["completion_probabilities"], ev
-PY
+native_stream /completion '{"prompt":"Hello world","n_predict":6,"temperature":0,"ignore_eos":true,"n_probs":3,"stream":true}' np 6
 for bad in '{}' '{"prompt":5}' '{"prompt":"a","n_predict":"x"}' '[]' '{'; do
   [ "$(post /completion "$bad" ncb)" = 400 ] || fail "/completion $bad: $(cat "$d/ncb.json")"
 done

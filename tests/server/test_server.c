@@ -465,14 +465,18 @@ static void test_logprobs(const target *t) {
 
 /* ---- n > 1: choice i samples with seed + i ---- */
 
+/* A stream's events by choice (up to 6): completions' texts pieced
+ * together, finishes, [DONE]s, the usage; a completions chunk without a
+ * text counts in no_text. */
 typedef struct {
-    int finishes[4], done;
-    long long completion;
+    char text[6][512];
+    int finishes[6], done, no_text;
+    long long prompt, completion;
     bool bad;
-} n_acc;
+} choices_acc;
 
-static bool on_n_event(void *user, const char *data, size_t n) {
-    n_acc *a = user;
+static bool on_choices_event(void *user, const char *data, size_t n) {
+    choices_acc *a = user;
     if (n == 6 && !memcmp(data, "[DONE]", 6)) {
         a->done++;
         return true;
@@ -481,9 +485,19 @@ static bool on_n_event(void *user, const char *data, size_t n) {
     if (!j) a->bad = true;
     json_t *c = json_array_get(json_object_get(j, "choices"), 0);
     json_int_t idx = json_integer_value(json_object_get(c, "index"));
-    if (c && json_is_string(json_object_get(c, "finish_reason")) && idx >= 0 && idx < 4) a->finishes[idx]++;
+    if (c && (idx < 0 || idx >= 6)) a->bad = true;
+    else if (c) {
+        const char *text = json_string_value(json_object_get(c, "text"));
+        size_t have = strlen(a->text[idx]);
+        if (text) snprintf(a->text[idx] + have, sizeof a->text[idx] - have, "%s", text);
+        else a->no_text++;
+        if (json_is_string(json_object_get(c, "finish_reason"))) a->finishes[idx]++;
+    }
     json_t *u = json_object_get(j, "usage");
-    if (json_is_object(u)) a->completion = json_integer_value(json_object_get(u, "completion_tokens"));
+    if (json_is_object(u)) {
+        a->prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
+        a->completion = json_integer_value(json_object_get(u, "completion_tokens"));
+    }
     json_decref(j);
     return true;
 }
@@ -516,8 +530,8 @@ static void test_n(const target *t) {
     }
     json_decref(j);
 
-    n_acc a = {0};
-    rw_sse_parser p = {.on_event = on_n_event, .user = &a};
+    choices_acc a = {0};
+    rw_sse_parser p = {.on_event = on_choices_event, .user = &a};
     const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":5,\"n\":2,"
                        "\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
     rw_http_request rq = {.port = t->port, .method = "POST", .path = "/v1/chat/completions", .headers = t->auth,
@@ -534,39 +548,6 @@ static void test_n(const target *t) {
 }
 
 /* ---- a list of prompts: each choice as its prompt alone ---- */
-
-typedef struct {
-    char text[6][512];
-    int finishes[6], done;
-    long long prompt, completion;
-    bool bad;
-} list_acc;
-
-static bool on_list_event(void *user, const char *data, size_t n) {
-    list_acc *a = user;
-    if (n == 6 && !memcmp(data, "[DONE]", 6)) {
-        a->done++;
-        return true;
-    }
-    json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, NULL);
-    if (!j) a->bad = true;
-    json_t *c = json_array_get(json_object_get(j, "choices"), 0);
-    json_int_t idx = json_integer_value(json_object_get(c, "index"));
-    if (c && (idx < 0 || idx >= 6 || !json_is_string(json_object_get(c, "text"))))
-        a->bad = true; /* every chunk has text */
-    else if (c) {
-        size_t have = strlen(a->text[idx]);
-        snprintf(a->text[idx] + have, sizeof a->text[idx] - have, "%s", json_string_value(json_object_get(c, "text")));
-        if (json_is_string(json_object_get(c, "finish_reason"))) a->finishes[idx]++;
-    }
-    json_t *u = json_object_get(j, "usage");
-    if (json_is_object(u)) {
-        a->prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
-        a->completion = json_integer_value(json_object_get(u, "completion_tokens"));
-    }
-    json_decref(j);
-    return true;
-}
 
 static void test_prompt_list(const target *t) {
     /* three prompts (ids, ids, text), two sampled choices each */
@@ -631,8 +612,8 @@ static void test_prompt_list(const target *t) {
     snprintf(list, sizeof list,
              "{\"prompt\":[%s,%s,%s],%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", p0, p1,
              prompts[2], opts);
-    list_acc *a = calloc(1, sizeof *a);
-    rw_sse_parser p = {.on_event = on_list_event, .user = a};
+    choices_acc *a = calloc(1, sizeof *a);
+    rw_sse_parser p = {.on_event = on_choices_event, .user = a};
     rw_http_request rq = {.port = t->port,
                           .method = "POST",
                           .path = "/v1/completions",
@@ -646,6 +627,7 @@ static void test_prompt_list(const target *t) {
     rw_http_response_free(&r);
     rw_sse_free(&p);
     CHECK(!a->bad);
+    CHECK_EQ_INT(a->no_text, 0); /* every completions chunk has a text */
     CHECK_EQ_INT(a->done, 1);
     CHECK_EQ_INT(a->prompt, prompt_sum);
     CHECK_EQ_INT(a->completion, 30);
