@@ -1179,7 +1179,7 @@ typedef struct {
     const rw_logit_bias *logit_bias; /* n_logit_bias of them, or NULL */
     int32_t n_logit_bias;
     /* stopping */
-    int64_t max_tokens;      /* >= 1; prompt + max_tokens <= the engine's n_ctx */
+    int64_t max_tokens;      /* >= 0 (0: only the prompt is computed); prompt + max_tokens <= the engine's n_ctx */
     const char *const *stop; /* n_stop non-empty stop strings (cut from the output), or NULL */
     int n_stop;
     bool ignore_eos;         /* keep going past end-of-generation tokens */
@@ -1201,6 +1201,13 @@ typedef struct {
     /* control tokens in the output's text as their text (a format whose
      * markers are control tokens, as gpt-oss's <|channel|>), else dropped */
     bool render_special;
+    /* Each prompt token's log-probability given those before it, and
+     * n_prompt_top (0..RW_MAX_TOP_LOGPROBS) alternatives, in one event
+     * (rw_token_event's prompt_logprobs): scoring a text. The prompt is
+     * then computed whole (not restored from the prefix cache); the values
+     * are bitwise those the same tokens get as generated tokens. */
+    bool prompt_logprobs;
+    int32_t n_prompt_top;
 } rw_request_params;
 
 /* Fills the first size bytes of *p with the defaults (greedy, every filter off, 256 tokens, no logprobs) and sets
@@ -1236,6 +1243,14 @@ typedef struct {
     int64_t cached_tokens_disk; /* of those, from its disk tier */
     int64_t completion_tokens;
     const char *error;      /* finish RW_DONE_ERROR: why, one line */
+    /* With prompt_logprobs, in the first event after the prompt is computed
+     * (once; NULL in the others): prompt_logprobs[i] for prompt token i
+     * given tokens 0..i-1 (NaN for i = 0: nothing precedes it), and
+     * prompt_top[i * n_prompt_top ...] its alternatives (token 0's unset),
+     * for the prompt_tokens tokens. */
+    const float *prompt_logprobs;
+    const rw_token_logprob *prompt_top;
+    int n_prompt_top;
 } rw_token_event;
 
 /* Runs on the engine's scheduler thread (in rw_engine_step for a manual

@@ -161,6 +161,8 @@ rw_status rw_engine_submit_tokens(rw_engine *e, const int32_t *ids, int64_t n, c
     g.grammar_root = p->grammar_root;
     g.grammar_after = p->grammar_after;
     g.render_special = p->render_special;
+    g.prompt_logprobs = p->prompt_logprobs;
+    g.n_prompt_top = p->n_prompt_top;
     /* rw_gen_event is rw_token_event: the callback goes to the engine as it is */
     return rw_engine_submit(e, ids, n, &g, cb, user, id, err);
 }

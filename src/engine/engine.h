@@ -124,7 +124,8 @@ typedef struct {
  * rw_engine_submit. */
 typedef struct {
     rw_sampler_params sampling; /* sampler.h; start from rw_sampler_params_default() */
-    int64_t max_tokens;         /* >= 1; prompt + max_tokens <= n_ctx */
+    int64_t max_tokens;         /* >= 0 (0: the prompt is computed, nothing generated: its prompt logprobs,
+                                   the prefix cache); prompt + max_tokens <= n_ctx */
     const char *const *stop;    /* n_stop stop strings (non-empty), or NULL */
     int n_stop;
     bool ignore_eos;            /* do not stop at end-of-generation tokens */
@@ -152,6 +153,16 @@ typedef struct {
      * markers are control tokens, as harmony's <|channel|>), else they are
      * dropped from it. */
     bool render_special;
+    /* Each prompt token's log-probability given the tokens before it (and
+     * n_prompt_top alternatives, 0..RW_MAX_TOP_LOGPROBS), from the model's
+     * raw distribution, in the first event after the prompt is computed
+     * (rw_token_event's prompt_logprobs): what scoring a text needs (the
+     * completions API's echo with logprobs). Such a request computes its
+     * whole prompt (the prefix cache holds no logits for a prefix it would
+     * restore), in chunks that keep every row's logits; the results are
+     * bitwise those the same tokens get when generated. */
+    bool prompt_logprobs;
+    int n_prompt_top;
 } rw_gen_params;
 
 /* How a request ended: the public rw_done_reason (include/rewind.h), under

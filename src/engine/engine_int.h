@@ -5,7 +5,8 @@
  * scheduler.c (the steps) -> engine_seq.c (a request's sequence) ->
  * engine_spec.c (speculative decoding) -> output.c (tokens to events) ->
  * request.c (clock, final event, free) -> embed.c (an embedding request's
- * state); submit.c makes requests (-> request.c, embed.c). Below them all:
+ * state), prompt_lp.c (a request's prompt logprobs); submit.c makes
+ * requests (-> request.c, embed.c, prompt_lp.c). Below them all:
  * engine_slots.c, histogram.c, stop_match.c, constraint.c, spec.c. */
 #ifndef RW_ENGINE_ENGINE_INT_H
 #define RW_ENGINE_ENGINE_INT_H
@@ -46,6 +47,7 @@ typedef struct rw_engine__req {
     rw_gen_callback cb;
     void *user;
     struct rw_engine__embed *emb; /* an embedding request's own state (embed.c); owned; NULL for generation */
+    struct rw_engine__plp *plp;   /* its prompt logprobs (prompt_lp.c); owned; NULL unless asked */
     int slot;              /* its slot + 1 while running (engine_slots.c), 0 before admission */
 
     int32_t *tokens;   /* prompt then generated tokens; owned */
@@ -188,6 +190,9 @@ bool rw_engine__output_stop_pending(const rw_engine__req *r);
  * end with drafts[n - 1] (end of generation, or a stop string completed),
  * computed on copies of its text state. */
 bool rw_engine__output_drafts_end(void *ctx, const int32_t *drafts, int n);
+/* The end of a request of max_tokens 0 once its prompt is computed: a
+ * final event (length) without tokens. */
+void rw_engine__output_prompt_only(rw_engine__req *r);
 /* Makes the final event of a request that failed (sent by
  * rw_engine__req_flush). */
 void rw_engine__output_error(rw_engine__req *r, const char *msg);
@@ -231,6 +236,25 @@ void rw_engine__embed_rows(rw_engine__req *r, const rw_batch_item *item);
 /* Sends the final event made earlier (its result or r->final_ev's error). */
 void rw_engine__embed_send(rw_engine__req *r);
 void rw_engine__embed_free(struct rw_engine__embed *m);
+
+/* prompt_lp.c: a request's prompt logprobs (rw_gen_params.prompt_logprobs). */
+/* For n_prompt tokens with n_top alternatives each; NULL when out of
+ * memory. Freed by rw_engine__plp_free. */
+struct rw_engine__plp *rw_engine__plp_new(int64_t n_prompt, int n_top);
+void rw_engine__plp_free(struct rw_engine__plp *p);
+/* The prompt tokens of the next pass, at most n: as many rows as its
+ * logits buffer holds (made on first use: up to 64 MiB, a scheduler
+ * chunk, the prompt's rest; 0 when out of memory). */
+int64_t rw_engine__plp_rows(rw_engine *e, rw_engine__req *r, int64_t n);
+/* Where the pass over item (rows from the request's position) writes every row's logits. */
+void rw_engine__plp_item(rw_engine__req *r, rw_batch_item *item);
+/* After the pass over item, which started at prompt position `from`: each
+ * row's next prompt token's logprob and alternatives; the row after the
+ * prompt's last token into r->logits (and the rows buffer freed). */
+void rw_engine__plp_take(rw_engine *e, rw_engine__req *r, const rw_batch_item *item, int64_t from);
+/* Once the prompt is computed, the event fields (the first caller only:
+ * false afterwards, and before). */
+bool rw_engine__plp_event(rw_engine__req *r, rw_gen_event *ev);
 
 /* histogram.c */
 void rw_engine__hist_init(rw_histogram *h, const double *bounds, int n);

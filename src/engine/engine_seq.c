@@ -37,7 +37,10 @@ rw_status rw_engine__seq_for_prompt(rw_engine *e, rw_engine__req *r, int64_t *n_
      * asked: a whole cached prompt restores one token less) and drafts
      * nothing; one that pools more than the last token starts empty */
     const bool spec = e->cfg.draft && !r->emb;
-    if (e->pcache && (!r->emb || rw_engine__embed_uses_cache(r))) {
+    /* a request for its prompt's logprobs computes every prompt row: a
+     * restored prefix would have none (it still leaves its state to the
+     * cache) */
+    if (e->pcache && !r->plp && (!r->emb || rw_engine__embed_uses_cache(r))) {
         rw_pcache_usage u;
         st = rw_pcache_acquire_with_draft(e->pcache, r->tokens, r->n_prompt, e->pool, &r->seq, spec ? &draft : NULL,
                                           n_cached, r->emb ? NULL : r->logits, &u, err);

@@ -62,6 +62,7 @@ static void send_event(rw_engine__req *r, size_t text_len, const int32_t *toks, 
         .completion_tokens = r->n_generated,
         .error = error,
     };
+    rw_engine__plp_event(r, &ev); /* the prompt's logprobs ride on the first event after the prompt */
     if (fin != RW_FINISH_NONE) { /* held stays as it is: nothing is generated after this */
         if (n_toks == 1) {
             r->final_tok = toks[0];
@@ -190,6 +191,11 @@ rw_finish_reason rw_engine__output_accepted(rw_engine *e, rw_engine__req *r, int
 }
 
 bool rw_engine__output_stop_pending(const rw_engine__req *r) { return r->p.n_stop > 0 && stop_prefix_tail(r) > 0; }
+
+void rw_engine__output_prompt_only(rw_engine__req *r) {
+    send_event(r, 0, NULL, 0, NULL, NULL, 0, RW_FINISH_LENGTH, NULL);
+    r->finished = true;
+}
 
 void rw_engine__output_error(rw_engine__req *r, const char *msg) {
     if (r->final_pending || r->finished) return; /* its end is told already */

@@ -2,8 +2,8 @@
  * its stage: its clock, sending the final event that waits in it, and
  * freeing it (engine_int.h). Submit, the scheduler, the output and the
  * engine's life cycle all call here; this file calls back into none of
- * them, only into the request's parts (embed.c, stop_match.c, spec.c,
- * constraint.c). */
+ * them, only into the request's parts (embed.c, prompt_lp.c, stop_match.c,
+ * spec.c, constraint.c). */
 #include <stdlib.h>
 #include <time.h>
 
@@ -40,5 +40,6 @@ void rw_engine__req_free(rw_engine__req *r) {
     rw_sampler_free(r->sampler);
     rw_model_seq_free(r->seq); /* only set here if rw_engine__seq_release was not called */
     rw_engine__embed_free(r->emb);
+    rw_engine__plp_free(r->plp);
     free(r);
 }

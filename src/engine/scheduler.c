@@ -137,6 +137,15 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
+/* The request's first output, from the row after its prompt in r->logits:
+ * its first token (then speculative decoding may start), or its end when it
+ * asked for none (max_tokens 0: the prompt alone, its logprobs). */
+static void first_output(rw_engine *e, rw_engine__req *r) {
+    if (r->p.max_tokens == 0) return rw_engine__output_prompt_only(r);
+    if (rw_engine__output_token(e, r) != RW_FINISH_NONE) r->finished = true;
+    rw_engine__spec_start(r);
+}
+
 bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
     rw_engine__req **retired = sc->retired, **batch_req = sc->batch_req, **step = sc->step, **spec_req = sc->spec_req;
     rw_batch_item *items = sc->items;
@@ -166,7 +175,7 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
         for (int i = 0; i < n_step; i++) {
             rw_engine__req *r = step[i];
             if (r->seq || r->finished) continue;
-            if (e->pcache && !rw_pcache_prepare(e->pcache, r->tokens, r->n_prompt, &r->rw_pcache__wait)) {
+            if (e->pcache && !r->plp && !rw_pcache_prepare(e->pcache, r->tokens, r->n_prompt, &r->rw_pcache__wait)) {
                 n_waiting++;
                 continue;
             }
@@ -185,9 +194,7 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
              * first token needs no forward pass */
             if (n_cached == r->n_prompt && !r->emb) {
                 rw_engine__seq_prompt_done(e, r);
-                rw_finish_reason fin = rw_engine__output_token(e, r);
-                if (fin != RW_FINISH_NONE) r->finished = true;
-                rw_engine__spec_start(r);
+                first_output(e, r);
             }
         }
 
@@ -211,6 +218,10 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
                 if (!decoding) {
                     if (budget == 0) continue;
                     if (n > budget) n = budget;
+                    if (r->plp && !(n = rw_engine__plp_rows(e, r, n))) { /* its rows' logits buffer */
+                        rw_engine__output_error(r, "out of memory");
+                        continue;
+                    }
                     budget -= n;
                     n_prefill += n;
                 }
@@ -226,6 +237,7 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
                                                  .n = n,
                                                  .logits = last ? r->logits : NULL};
                 if (r->emb) rw_engine__embed_item(r, &items[n_items]); /* hidden rows instead of sampling */
+                if (r->plp && !decoding) rw_engine__plp_item(r, &items[n_items]); /* every row's logits */
                 batch_req[n_items++] = r;
                 n_tok += n;
             }
@@ -258,18 +270,18 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
                     rw_engine__spec_output(e, r);
                     continue;
                 }
+                const int64_t from = r->n_in_seq;
                 r->n_in_seq += items[i].n;
+                if (r->plp && from < r->n_prompt) rw_engine__plp_take(e, r, &items[i], from);
                 /* the row after the whole prompt: the prefix cache keeps a copy */
                 if (r->n_in_seq == r->n_prompt) rw_engine__seq_prompt_done(e, r);
                 if (r->emb) { /* pools; ends at the prompt's end */
                     rw_engine__embed_rows(r, &items[i]);
                     continue;
                 }
-                if (!items[i].logits) continue;
-                const bool first = r->n_in_seq == r->n_prompt;
-                rw_finish_reason fin = rw_engine__output_token(e, r);
-                if (fin != RW_FINISH_NONE) r->finished = true;
-                if (first) rw_engine__spec_start(r);
+                if (!items[i].logits || r->n_in_seq < r->n_prompt) continue;
+                if (from < r->n_prompt) first_output(e, r);
+                else if (rw_engine__output_token(e, r) != RW_FINISH_NONE) r->finished = true;
             }
             for (int i = 0; i < n_step; i++)
                 if (step[i]->seq) { /* every layer's state, the draft's too */

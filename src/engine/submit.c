@@ -31,7 +31,7 @@ static rw_status enqueue(rw_engine *e, rw_engine__req *r, uint64_t *id, rw_error
 }
 
 static rw_status check_params(const rw_gen_params *p, rw_error *err) {
-    if (p->max_tokens < 1) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 1");
+    if (p->max_tokens < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "max_tokens must be at least 0");
     if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) return rw_errorf(err, RW_ERR_INVALID_ARG, "bad stop list");
     size_t stop_bytes = 0;
     for (int i = 0; i < p->n_stop; i++) {
@@ -43,6 +43,8 @@ static rw_status check_params(const rw_gen_params *p, rw_error *err) {
                          stop_bytes, RW_MAX_STOP_BYTES);
     if (p->n_logprobs < -1 || p->n_logprobs > RW_MAX_TOP_LOGPROBS)
         return rw_errorf(err, RW_ERR_INVALID_ARG, "top_logprobs must be in [0, %d]", RW_MAX_TOP_LOGPROBS);
+    if (p->prompt_logprobs && (p->n_prompt_top < 0 || p->n_prompt_top > RW_MAX_TOP_LOGPROBS))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "the prompt's top logprobs must be in [0, %d]", RW_MAX_TOP_LOGPROBS);
     return RW_OK;
 }
 
@@ -151,7 +153,9 @@ rw_status rw_engine_submit(rw_engine *e, const int32_t *prompt, int64_t n_prompt
     r->logits = malloc((size_t)e->n_vocab * sizeof *r->logits);
     r->stop = p->n_stop ? calloc((size_t)p->n_stop, sizeof *r->stop) : NULL;
     r->marks = p->n_marks > 0 && p->marks ? malloc((size_t)p->n_marks * sizeof *r->marks) : NULL;
-    bool ok = r->tokens && r->logits && (!p->n_stop || r->stop) && (p->n_marks <= 0 || !p->marks || r->marks);
+    if (p->prompt_logprobs) r->plp = rw_engine__plp_new(n_prompt, p->n_prompt_top);
+    bool ok = r->tokens && r->logits && (!p->n_stop || r->stop) && (p->n_marks <= 0 || !p->marks || r->marks) &&
+              (!p->prompt_logprobs || r->plp);
     for (int i = 0; ok && i < p->n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
     if (ok && p->n_stop) ok = (r->stopm = rw_engine__stopm_new((const char *const *)r->stop, p->n_stop)) != NULL;
     if (!ok) {
