@@ -127,6 +127,7 @@ rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request
     j->include_usage = r->include_usage;
     j->return_token_ids = r->return_token_ids;
     j->logprobs = r->gp.n_logprobs >= 0;
+    j->prompt_lp = r->gp.prompt_logprobs;
     j->parse = r->out;
     if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) {
         rw_server__job_free(j);
@@ -142,7 +143,8 @@ rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request
         rw_server__job_free(j);
         return NULL;
     }
-    if (j->return_token_ids && !j->prompt) { /* the prompt's ids go back too (vLLM's prompt_token_ids) */
+    /* the prompt's ids go back too (vLLM's prompt_token_ids), or name its tokens' logprobs */
+    if ((j->return_token_ids || j->prompt_lp) && !j->prompt) {
         j->prompt = malloc((size_t)(r->n_prompt ? r->n_prompt : 1) * sizeof *j->prompt);
         if (!j->prompt) {
             rw_server__job_free(j);
@@ -168,7 +170,7 @@ rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request
         for (int k = 0; k < r->n_more; k++) {
             rw_server__more_prompt *q = &j->more[k];
             const rw_server__more_prompt *from = &r->more[k];
-            if (j->return_token_ids) {
+            if (j->return_token_ids || j->prompt_lp) {
                 q->n = from->n;
                 if (!(q->ids = malloc((size_t)(from->n ? from->n : 1) * sizeof *q->ids))) {
                     rw_server__job_free(j);
@@ -246,6 +248,7 @@ void rw_server__job_free(rw_server__job *j) {
         free(c->text);
         free(c->toks);
         free(c->lps);
+        free(c->plps);
         rw_chat_output_free(c->parser);
         rw_chat_output_free(c->watch);
     }
@@ -326,6 +329,25 @@ static void put(rw_server__job *j, rw_server__choice *c, const char *text, size_
     }
 }
 
+/* Keeps the prompt tokens' logprobs of the event (once, under j->mu);
+ * out of memory: the choice fails. */
+static void put_prompt(rw_server__choice *c, const rw_token_event *ev) {
+    const int64_t n = ev->prompt_tokens;
+    if (n < 1 || !(c->plps = malloc((size_t)n * sizeof *c->plps))) {
+        c->oom = true;
+        return;
+    }
+    c->n_plps = n;
+    const int k = ev->n_prompt_top < RW_MAX_TOP_LOGPROBS ? ev->n_prompt_top : RW_MAX_TOP_LOGPROBS;
+    c->plps[0] = (rw_server__tok_lp){.n_top = -1};
+    for (int64_t i = 1; i < n; i++) {
+        rw_server__tok_lp *l = &c->plps[i];
+        l->lp = ev->prompt_logprobs[i];
+        l->n_top = k;
+        if (k) memcpy(l->top, ev->prompt_top + (size_t)i * (size_t)ev->n_prompt_top, (size_t)k * sizeof *l->top);
+    }
+}
+
 static rw_status ignore_event(void *user, const rw_chat_event *ev) {
     (void)user;
     (void)ev;
@@ -355,6 +377,7 @@ void rw_server__job_on_event(void *user, const rw_token_event *ev) {
         pthread_mutex_unlock(&j->mu);
         return;
     }
+    if (ev->prompt_logprobs && !c->plps) put_prompt(c, ev);
     put(j, c, ev->text, ev->text_len, ev->tokens, ev->n_tokens, ev->logprobs, ev->top, ev->n_top);
     if (j->chat && j->parse.max_calls && !ev->done) watch_calls(j, c, ev->text, ev->text_len);
     if (j->budget >= 0 || j->track_think) {
@@ -499,6 +522,7 @@ typedef struct {
     rw_server__tok_lp *lps;
     size_t n_toks;
     bool done, oom;
+    bool plp; /* the prompt's logprobs are in the choice (set once, read without the lock after) */
     rw_done_reason finish;
 } taken;
 
@@ -518,6 +542,7 @@ static void take(rw_server__job *j, rw_server__choice *c, taken *t) { /* under j
     }
     c->toks_taken += n;
     t->done = c->done;
+    t->plp = c->plps != NULL;
     t->oom = c->oom || (n && !t->n_toks);
     t->finish = c->finish;
 }
@@ -597,12 +622,20 @@ static bool fill(rw_server__job *j) {
 
     bool wrote = false, ok = true, all = true;
     const char *error = NULL;
-    if (j->sse_state == 0) { /* the first chunk of each choice: the role (chat) */
-        for (int i = 0; ok && i < j->n; i++)
-            ok = rw_server__sse_chunk(j, i, NULL, 0, NULL, NULL, 0, true, RW_DONE_NONE);
-        j->sse_state = 1;
-        wrote = true;
+    /* the first chunk of each choice: the role (chat), the echo
+     * (completions), which waits for the prompt's logprobs when they are
+     * asked for (they come with the choice's first event) */
+    for (int i = 0; ok && i < j->n; i++) {
+        rw_server__choice *c = &j->choice[i];
+        if (c->head_sent || (j->prompt_lp && !t[i].plp && !t[i].done)) continue;
+        int64_t n_ids = 0;
+        const int32_t *ids = t[i].plp ? rw_server__choice_prompt_ids(j, i, &n_ids) : NULL;
+        if (n_ids > c->n_plps) n_ids = c->n_plps;
+        ok =
+            rw_server__sse_chunk(j, i, NULL, 0, ids, ids ? c->plps : NULL, ids ? (size_t)n_ids : 0, true, RW_DONE_NONE);
+        c->head_sent = wrote = true;
     }
+    j->sse_state = 1;
     for (int i = 0; ok && i < j->n; i++) {
         rw_server__choice *c = &j->choice[i];
         if (j->chat) { /* through the output parser: content, reasoning and tool call deltas */

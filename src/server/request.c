@@ -211,6 +211,7 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
                              .seed = d.seed,
                              .n_logprobs = -1};
     g->temperature = 1.0f; /* OpenAI's default */
+    /* completions' max_tokens may be 0: the prompt alone (with echo and logprobs: scoring it) */
     long long top_k = 0, n = 1, seed = 0, max_tokens = 0, best_of = 1;
     bool has_seed = false, has_max = false, has_max2 = false;
     if (!get_number(o, "temperature", 0, 2, &g->temperature, e) || !get_number(o, "top_p", 0, 1, &g->top_p, e) ||
@@ -220,7 +221,7 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
         !get_number(o, "repeat_penalty", 0.01, 100, &g->repeat_penalty, e) ||
         !get_int(o, "top_k", -1, 1 << 30, &top_k, NULL, e) || !get_int(o, "n", 1, SRV_MAX_N, &n, NULL, e) ||
         !get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) ||
-        !get_int(o, "max_tokens", 1, INT32_MAX, &max_tokens, &has_max, e) ||
+        !get_int(o, "max_tokens", chat ? 1 : 0, INT32_MAX, &max_tokens, &has_max, e) ||
         !get_int(o, "best_of", 1, 128, &best_of, NULL, e) || !get_bool(o, "stream", &r->stream, e) ||
         !get_bool(o, "ignore_eos", &g->ignore_eos, e) || !get_bool(o, "return_token_ids", &r->return_token_ids, e) ||
         !get_stop(o, r, e))
@@ -261,6 +262,10 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
     json_t *echo = json_object_get(o, "echo");
     if (echo && !json_is_null(echo) && !json_is_boolean(echo)) return bad(e, "echo", "'%s' must be a boolean", "echo");
     if (chat && json_is_true(echo)) return bad(e, "echo", "%s", "echo is not supported");
+    if (json_is_true(echo) && g->n_logprobs >= 0) { /* the prompt's tokens get theirs too (scoring a text) */
+        g->prompt_logprobs = true;
+        g->n_prompt_top = g->n_logprobs;
+    }
     json_t *suffix = json_object_get(o, "suffix");
     if (suffix && !json_is_null(suffix) && (chat || !json_is_string(suffix)))
         return bad(e, "suffix", "%s", chat ? "suffix is not supported" : "'suffix' must be a string");

@@ -27,7 +27,7 @@ static const char *choice_echo(const rw_server__job *j, int i, size_t *len) {
     return k ? j->more[k - 1].echo : j->echo;
 }
 
-static const int32_t *choice_prompt_ids(const rw_server__job *j, int i, int64_t *n) {
+const int32_t *rw_server__choice_prompt_ids(const rw_server__job *j, int i, int64_t *n) {
     const int k = i / j->per_prompt;
     *n = k ? j->more[k - 1].n : j->n_prompt;
     return k ? j->more[k - 1].ids : j->prompt;
@@ -175,15 +175,22 @@ json_t *rw_server__token_logprobs(const rw_server__job *j, const int32_t *toks, 
     return content;
 }
 
-/* OpenAI's logprobs object of a choice for n tokens. */
-static json_t *logprobs_json(const rw_server__job *j, const int32_t *toks, const rw_server__tok_lp *lps, size_t n,
-                             size_t text_offset) {
+/* The completions form's four arrays, n tokens appended from text offset
+ * *at (moved past them); an entry whose n_top is -1 (a prompt's first
+ * token: nothing precedes it) has null logprob and alternatives. */
+static void append_completion_lps(const rw_server__job *j, json_t *tokens, json_t *tlp, json_t *tops, json_t *offs,
+                                  const int32_t *toks, const rw_server__tok_lp *lps, size_t n, size_t *at) {
     char buf[256];
-    if (j->chat) return json_pack("{s:o,s:n}", "content", rw_server__token_logprobs(j, toks, lps, n), "refusal");
-    json_t *tokens = json_array(), *tlp = json_array(), *tops = json_array(), *offs = json_array();
     for (size_t i = 0; i < n; i++) {
         size_t len = token_piece(j, toks[i], buf, sizeof buf);
         json_array_append_new(tokens, piece_json(buf, len));
+        json_array_append_new(offs, json_integer((json_int_t)*at));
+        *at += len;
+        if (lps[i].n_top < 0) {
+            json_array_append_new(tlp, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
         json_array_append_new(tlp, json_real(finite_lp(lps[i].lp)));
         json_t *top = json_object();
         for (int k = 0; k < lps[i].n_top; k++) {
@@ -194,9 +201,20 @@ static json_t *logprobs_json(const rw_server__job *j, const int32_t *toks, const
             json_decref(key);
         }
         json_array_append_new(tops, top);
-        json_array_append_new(offs, json_integer((json_int_t)text_offset));
-        text_offset += len;
     }
+}
+
+/* OpenAI's logprobs object of a choice: completions, the n_p prompt
+ * tokens' first (echo with logprobs; their text offsets from 0), then the
+ * n generated ones' (offsets from text_offset); chat, the generated ones'. */
+static json_t *logprobs_json(const rw_server__job *j, const int32_t *ptoks, const rw_server__tok_lp *plps, size_t n_p,
+                             const int32_t *toks, const rw_server__tok_lp *lps, size_t n, size_t text_offset) {
+    if (j->chat) return json_pack("{s:o,s:n}", "content", rw_server__token_logprobs(j, toks, lps, n), "refusal");
+    json_t *tokens = json_array(), *tlp = json_array(), *tops = json_array(), *offs = json_array();
+    size_t at = 0;
+    append_completion_lps(j, tokens, tlp, tops, offs, ptoks, plps, n_p, &at);
+    at = text_offset;
+    append_completion_lps(j, tokens, tlp, tops, offs, toks, lps, n, &at);
     return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", tlp, "top_logprobs", tops,
                      "text_offset", offs);
 }
@@ -241,13 +259,17 @@ char *rw_server__response_json(const rw_server__job *j) {
         }
         if (j->return_token_ids) json_object_set_new(choice, "token_ids", ids_json(c->toks, c->n_toks));
         int64_t n_pids = 0;
-        const int32_t *pids = choice_prompt_ids(j, i, &n_pids);
+        const int32_t *pids = rw_server__choice_prompt_ids(j, i, &n_pids);
         if (j->return_token_ids && j->n_more && pids) /* a list of prompts: each choice's own */
             json_object_set_new(choice, "prompt_token_ids", ids_json(pids, (size_t)n_pids));
         size_t echo_len = 0;
         choice_echo(j, i, &echo_len);
-        if (j->logprobs) /* the generated tokens' (with echo, their offsets count the prompt's text) */
-            json_object_set_new(choice, "logprobs", logprobs_json(j, c->toks, c->lps, c->n_toks, echo_len));
+        /* the generated tokens' (with echo, their offsets count the prompt's
+         * text), after the prompt's when echo asked for them */
+        const size_t n_p = c->plps && pids ? (size_t)(n_pids < c->n_plps ? n_pids : c->n_plps) : 0;
+        if (j->logprobs)
+            json_object_set_new(choice, "logprobs",
+                                logprobs_json(j, pids, c->plps, n_p, c->toks, c->lps, c->n_toks, echo_len));
         json_array_append_new(choices, choice);
     }
     json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion" : "text_completion", choices);
@@ -282,7 +304,7 @@ static bool append_event(rw_server__job *j, json_t *o) {
 static bool chunk_event(rw_server__job *j, json_t *choice, const int32_t *toks, const rw_server__tok_lp *lps, size_t n_toks) {
     if (!choice) return false;
     if (j->return_token_ids && n_toks) json_object_set_new(choice, "token_ids", ids_json(toks, n_toks));
-    if (lps && n_toks) json_object_set_new(choice, "logprobs", logprobs_json(j, toks, lps, n_toks, 0));
+    if (lps && n_toks) json_object_set_new(choice, "logprobs", logprobs_json(j, NULL, NULL, 0, toks, lps, n_toks, 0));
     json_t *choices = json_array();
     json_array_append_new(choices, choice);
     json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion.chunk" : "text_completion", choices);
@@ -311,12 +333,14 @@ bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t
     size_t echo_len;
     const char *echo = choice_echo(j, index, &echo_len);
     if (first && !echo) return true; /* completions have no role chunk */
-    /* echo: the prompt's text comes first */
+    /* echo: the prompt's text comes first, with its tokens' logprobs when
+     * given (toks and lps are then the prompt's) */
     if (first) {
-        return chunk_event(j,
-                           json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(echo, echo_len), "logprobs",
-                                     "finish_reason"),
-                           NULL, NULL, 0);
+        json_t *choice = json_pack("{s:i,s:o,s:n,s:n}", "index", index, "text", text_json(echo, echo_len), "logprobs",
+                                   "finish_reason");
+        if (choice && lps && n_toks)
+            json_object_set_new(choice, "logprobs", logprobs_json(j, toks, lps, n_toks, NULL, NULL, 0, 0));
+        return chunk_event(j, choice, NULL, NULL, 0);
     }
     return chunk_event(j,
                        json_pack("{s:i,s:o,s:n,s:o}", "index", index, "text", text_json(text, text_len), "logprobs",

@@ -324,6 +324,11 @@ typedef struct {
     bool calls_stop;
     int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
     int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
+    /* completions' echo with logprobs: the prompt tokens' logprobs (entry 0
+     * has n_top -1: nothing precedes it), set once under job->mu (owned) */
+    rw_server__tok_lp *plps;
+    int64_t n_plps;
+    bool head_sent; /* stream: its first chunk (the echo) is out */
 } rw_server__choice;
 
 /* A generation request in flight: n choices. Owned by the connection thread
@@ -337,6 +342,7 @@ typedef struct rw_server__job {
     rw_server__choice choice[SRV_MAX_N];
     bool stream;
     bool chat, include_usage, return_token_ids, logprobs;
+    bool prompt_lp; /* completions' echo with logprobs: the prompt's tokens' too */
     char id[48];
     int64_t created;
     rw_server__sock *sock; /* woken at each event (under mu; a reference) */
@@ -417,7 +423,9 @@ void rw_server__job_sse_free(void *cls);
 /* response.c: the JSON of a finished non-streaming request (malloc'd). */
 char *rw_server__response_json(const rw_server__job *j);
 /* One SSE event "data: {...}\n\n" appended to the job's out buffer for
- * choice `index`: text, the n_toks tokens toks (and lps with logprobs). */
+ * choice `index`: text, the n_toks tokens toks (and lps with logprobs).
+ * first: the choice's first chunk (chat: the role; completions: the echo,
+ * toks and lps then the prompt's, with its logprobs). */
 bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t text_len, const int32_t *toks,
                    const rw_server__tok_lp *lps, size_t n_toks, bool first, rw_done_reason finish);
 /* One chat chunk for choice `index` with the given delta (consumed), the
@@ -425,6 +433,8 @@ bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t
  * null). */
 bool rw_server__sse_delta(rw_server__job *j, int index, json_t *delta, const int32_t *toks, const rw_server__tok_lp *lps, size_t n_toks,
                    const char *finish);
+/* Choice i's prompt ids (its own prompt of a list) when the job keeps them, else NULL; *n their count. */
+const int32_t *rw_server__choice_prompt_ids(const rw_server__job *j, int i, int64_t *n);
 /* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
 const char *rw_server__choice_finish(const rw_server__choice *c);
 /* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */

@@ -463,6 +463,127 @@ static void test_logprobs(const target *t) {
     json_decref(j);
 }
 
+/* ---- echo with logprobs: the prompt's tokens scored ---- */
+
+/* A stream's events, each parsed, in an array (owned by the caller). */
+static bool on_raw_event(void *user, const char *data, size_t n) {
+    if (n == 6 && !memcmp(data, "[DONE]", 6)) return true;
+    json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, NULL);
+    CHECK_MSG(j != NULL, "bad event: %.*s", (int)n, data);
+    if (j) json_array_append_new(user, j);
+    return true;
+}
+
+static bool on_raw_data(void *user, const char *d, size_t n) { return rw_sse_feed(user, d, n); }
+
+static json_t *choice_logprobs(json_t *j, size_t i) {
+    return json_object_get(json_array_get(json_object_get(j, "choices"), i), "logprobs");
+}
+
+/* Entries from..from+n of a's logprobs arrays equal b's from 0 (bitwise:
+ * the same doubles, the same alternatives). */
+static bool same_entries(json_t *a, size_t from, json_t *b, size_t n) {
+    const char *keys[3] = {"tokens", "token_logprobs", "top_logprobs"};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = json_array_get(json_object_get(a, keys[k]), from + i);
+            json_t *y = json_array_get(json_object_get(b, keys[k]), i);
+            if (!x || !y || !json_equal(x, y)) return false;
+        }
+    return true;
+}
+
+static void test_echo_logprobs(const target *t) {
+    /* generated: 6 greedy tokens after 12 prompt ids, with their logprobs */
+    enum { NP = 12, NG = 6 };
+    char *body = ids_body(g_prompt, NP,
+                          "\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":2,"
+                          "\"return_token_ids\":true");
+    int status = 0;
+    json_t *gen = post_json(t, "/v1/completions", body, &status);
+    free(body);
+    CHECK_EQ_INT(status, 200);
+    int32_t ids[NP + NG];
+    memcpy(ids, g_prompt, sizeof ids[0] * NP);
+    CHECK_EQ_INT(get_ids(json_array_get(json_object_get(gen, "choices"), 0), ids + NP, NG), NG);
+
+    /* scored: the same tokens as a prompt get the same logprobs, nothing generated */
+    body = ids_body(ids, NP + NG, "\"max_tokens\":0,\"echo\":true,\"logprobs\":2");
+    json_t *sc = post_json(t, "/v1/completions", body, &status);
+    free(body);
+    CHECK_EQ_INT(status, 200);
+    json_t *lp = choice_logprobs(sc, 0);
+    CHECK_EQ_INT(json_array_size(json_object_get(lp, "token_logprobs")), NP + NG);
+    CHECK(json_is_null(json_array_get(json_object_get(lp, "token_logprobs"), 0)) &&
+          json_is_null(json_array_get(json_object_get(lp, "top_logprobs"), 0)));
+    CHECK_MSG(same_entries(lp, NP, choice_logprobs(gen, 0), NG), "%s", "scored tokens differ from generated ones");
+    for (size_t i = 1; i < NP + NG; i++) {
+        json_t *top = json_array_get(json_object_get(lp, "top_logprobs"), i);
+        CHECK(json_object_size(top) >= 1 && json_object_size(top) <= 2 &&
+              json_number_value(json_array_get(json_object_get(lp, "token_logprobs"), i)) <= 0);
+    }
+    json_t *c0 = json_array_get(json_object_get(sc, "choices"), 0);
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "finish_reason")), "length"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(sc, "usage"), "completion_tokens")), 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(sc, "usage"), "prompt_tokens")), NP + NG);
+    json_t *offs = json_object_get(lp, "text_offset");
+    CHECK(json_integer_value(json_array_get(offs, 0)) == 0 &&
+          json_integer_value(json_array_get(offs, NP + NG - 1)) <
+              (json_int_t)strlen(json_string_value(json_object_get(c0, "text"))));
+
+    /* streamed, one token generated: the echo chunk carries the same prompt logprobs */
+    body = ids_body(ids, NP + NG, "\"max_tokens\":1,\"echo\":true,\"logprobs\":2,\"stream\":true");
+    json_t *events = json_array();
+    rw_sse_parser p = {.on_event = on_raw_event, .user = events};
+    rw_http_request rq = {.port = t->port,
+                          .method = "POST",
+                          .path = "/v1/completions",
+                          .headers = t->auth,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .on_data = on_raw_data,
+                          .user = &p};
+    rw_http_response r;
+    rw_error err = {0};
+    CHECK(rw_http_do(&rq, &r, &err) == RW_OK && r.status == 200);
+    rw_http_response_free(&r);
+    rw_sse_free(&p);
+    free(body);
+    json_t *head = json_array_get(events, 0);
+    CHECK(json_equal(json_object_get(json_array_get(json_object_get(head, "choices"), 0), "text"),
+                     json_object_get(c0, "text")));
+    CHECK_MSG(json_equal(choice_logprobs(head, 0), lp), "%s",
+              "the echo chunk's logprobs differ from the whole answer's");
+    CHECK(json_array_size(events) >= 3); /* echo, the token, the finish */
+    json_decref(events);
+
+    /* a list: each choice scores its own prompt */
+    char *b1 = ids_body(ids, NP + NG, ""), *b2 = ids_body(ids, NP, "");
+    char *open1 = strchr(b1, '['), *open2 = strchr(b2, '[');
+    *strrchr(b1, ']') = 0, *strrchr(b2, ']') = 0;
+    char list[4096];
+    snprintf(list, sizeof list, "{\"prompt\":[%s],%s]],\"max_tokens\":0,\"echo\":true,\"logprobs\":2}", open1, open2);
+    free(b1), free(b2);
+    json_t *two = post_json(t, "/v1/completions", list, &status);
+    CHECK_EQ_INT(status, 200);
+    CHECK_MSG(json_equal(choice_logprobs(two, 0), lp), "%s", "list choice 0 differs from its prompt alone");
+    CHECK_EQ_INT(json_array_size(json_object_get(choice_logprobs(two, 1), "tokens")), NP);
+    CHECK(same_entries(choice_logprobs(two, 1), 0, lp, NP));
+    json_decref(two);
+
+    /* max_tokens 0 without echo: an empty completion; chat keeps max_tokens >= 1 */
+    json_t *z = post_json(t, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":0}", &status);
+    CHECK_EQ_INT(status, 200);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(z, "choices"), 0), "text")), ""));
+    json_decref(z);
+    z = post_json(t, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}",
+                  &status);
+    CHECK_EQ_INT(status, 400);
+    json_decref(z);
+    json_decref(sc);
+    json_decref(gen);
+}
+
 /* ---- n > 1: choice i samples with seed + i ---- */
 
 /* A stream's events by choice (up to 6): completions' texts pieced
@@ -729,7 +850,7 @@ static void test_malformed(const target *t) {
         {"POST", "/v1/completions", "{\"prompt\":[\"a\",\"b\"],\"suffix\":\"c\"}", 400},
         {"POST", "/completion", "{\"prompt\":[\"a\",\"b\"]}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"5\"}", 400},
-        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":0}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":-1}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":1.5}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"temperature\":\"hot\"}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"a\",\"temperature\":-1}", 400},
@@ -943,6 +1064,7 @@ int main(void) {
     test_logprobs(&t);
     test_n(&t);
     test_prompt_list(&t);
+    test_echo_logprobs(&t);
     test_cancel(&t, e);
     test_malformed(&t);
     test_metrics(&t);

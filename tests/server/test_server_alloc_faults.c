@@ -7,7 +7,8 @@
  * faults must give the reference answer. The server's threads make the
  * allocation order vary a little from run to run; the loop ends at the
  * first N that no allocation reaches. The same for a completions request
- * with a list of prompts (echo, token ids). Skipped in the sanitizer build. */
+ * with a list of prompts (echo with the prompts' logprobs, token ids).
+ * Skipped in the sanitizer build. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -79,7 +80,7 @@ static int phase_request(result *out) {
 static int phase_list(result *out) {
     return serve_once("/v1/completions",
                       "{\"prompt\":[\"Say hello\",[1,2,3]],\"max_tokens\":3,\"temperature\":0,\"echo\":true,"
-                      "\"return_token_ids\":true}",
+                      "\"return_token_ids\":true,\"logprobs\":2}",
                       out);
 }
 #endif
