@@ -245,8 +245,37 @@ async function completionsList() {
   assert.equal(finished, 2);
 }
 
+// Scoring a text as lm-evaluation-harness's local-completions does: token
+// ids, echo + logprobs, one token generated; the continuation's logprobs
+// are the prompt's tail. Generated greedily first, scored after: the same
+// values, and each is the top alternative (greedy).
+async function completionsScore() {
+  const client = new OpenAI({ baseURL: url, apiKey: key, maxRetries: 0 });
+  const ctx = [11, 22, 33, 44, 55, 66];
+  const gen = await client.completions.create({
+    model, prompt: ctx, max_tokens: 4, temperature: 0, logprobs: 1, ignore_eos: true, return_token_ids: true,
+  });
+  const cont = gen.choices[0].token_ids;
+  assert.equal(cont.length, 4);
+  const scored = await client.completions.create({
+    model, prompt: [[...ctx, ...cont]], echo: true, logprobs: 1, max_tokens: 1, temperature: 0,
+  });
+  const lp = scored.choices[0].logprobs;
+  assert.equal(lp.token_logprobs.length, ctx.length + cont.length + 1);
+  assert.equal(lp.token_logprobs[0], null);
+  const tail = lp.token_logprobs.slice(ctx.length, -1);
+  assert.deepEqual(tail, gen.choices[0].logprobs.token_logprobs);
+  lp.top_logprobs.slice(ctx.length, -1).forEach((top, i) => assert.equal(Math.max(...Object.values(top)), tail[i]));
+  const only = await client.completions.create({
+    model, prompt: [[...ctx, ...cont]], echo: true, logprobs: 1, max_tokens: 0,
+  });
+  assert.deepEqual(only.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, -1));
+  assert.equal(only.usage.completion_tokens, 0);
+}
+
 await models();
 await completionsList();
+await completionsScore();
 await responses();
 await messages();
 await forcedResponses();
