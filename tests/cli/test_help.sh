@@ -31,6 +31,7 @@ bench serve:--clients VALUE
 bench ops:--ctx N
 bench kernels:--types VALUE
 bench sampler:--vocab N
+perplexity:--ctx N
 LIST
 rm -f "${TMPDIR:-/tmp}/help.err.$$"
 # the help of the options: a model command does not start

@@ -1,0 +1,148 @@
+/* cmd_perplexity.c - `rewind perplexity MODEL -f FILE [--ctx N]
+ * [--chunks N] [--kv f32|f16] [--numerics auto|fast|ggml] [--threads N]
+ * [--kernels TIER]`: the model's perplexity on a text, as llama.cpp's
+ * llama-perplexity measures it, so that the two figures compare (a
+ * quantization's quality against the unquantized file's, or against
+ * llama.cpp's on the same file).
+ *
+ * The text is tokenized whole (with BOS when the vocabulary asks for it)
+ * and cut into chunks of --ctx tokens (the tail shorter than one is
+ * dropped); each chunk is evaluated from an empty context, its first token
+ * BOS when the vocabulary asks for one, and only the predictions of its
+ * second half count: position i (ctx/2 <= i < ctx - 1) scores token i + 1,
+ * so every scored token has at least ctx/2 tokens of context. The
+ * negative log-likelihood of each is -log softmax(row)[token], in double;
+ * perplexity = exp(mean), its error the standard error of the mean times
+ * the perplexity. One sequence serves every chunk, rewound to 0 between
+ * them; rows are computed 64 MiB of logits at a time, which does not change
+ * them (a row's result does not depend on its batch). Prints the running
+ * estimate after each chunk ("[1]8.1234,[2]...") and the final one. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/options.h"
+
+static const char *CMD = "perplexity";
+
+enum { ROWS_BYTES = 64 << 20 };
+
+static int usage(void) {
+    fprintf(stderr, "usage: rewind perplexity MODEL -f FILE [--ctx N] [--chunks N] [--kv f32|f16] "
+                    "[--numerics auto|fast|ggml] [--threads N] [--kernels TIER]\n");
+    return 2;
+}
+
+/* -log softmax(row)[tok], in double, the terms summed in vocabulary order. */
+static double nll_of(const float *row, int64_t n_vocab, int32_t tok) {
+    double max = -INFINITY;
+    for (int64_t v = 0; v < n_vocab; v++)
+        if (row[v] > max) max = row[v];
+    double sum = 0.0;
+    for (int64_t v = 0; v < n_vocab; v++) sum += exp((double)row[v] - max);
+    return -((double)row[tok] - max - log(sum));
+}
+
+/* Scores one chunk of n ids on s (empty): *nll and *nll2 gain each scored
+ * token's value and its square, *count their number. */
+static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *rows, int64_t cap, int64_t n_vocab,
+                             double *nll, double *nll2, int64_t *count, rw_error *err) {
+    const int64_t first = n / 2;
+    rw_seq_batch b = {.seq = s, .ids = ids, .n = first}; /* the context half: no logits */
+    rw_status st = first ? rw_seq_eval_batch(&b, 1, err) : RW_OK;
+    for (int64_t at = first; !st && at < n - 1; at += cap) {
+        const int64_t k = n - 1 - at < cap ? n - 1 - at : cap;
+        b = (rw_seq_batch){.seq = s, .ids = ids + at, .n = k, .logits = rows, .all_logits = true};
+        if ((st = rw_seq_eval_batch(&b, 1, err))) break;
+        for (int64_t j = 0; j < k; j++) {
+            const double v = nll_of(rows + j * n_vocab, n_vocab, ids[at + j + 1]);
+            *nll += v;
+            *nll2 += v * v;
+            (*count)++;
+        }
+    }
+    return st;
+}
+
+int rw_cmd_perplexity(int argc, char **argv) {
+    const char *model_path = NULL, *file = NULL;
+    long n_ctx = 512, max_chunks = 0, threads = 0;
+    rw_kv_type kv = RW_KV_F32;
+    const rw_cli_opt opts[] = {
+        {"-f", RW_OPT_STR, &file, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--ctx", RW_OPT_INT, &n_ctx, 4, 1L << 24, 0, 0, NULL, NULL, NULL},
+        {"--chunks", RW_OPT_INT, &max_chunks, 0, 1L << 30, 0, 0, NULL, NULL, NULL},
+        RW_OPT_THREADS(&threads),
+        RW_OPT_KERNELS_TIER,
+        RW_OPT_KV_TYPE(&kv),
+        RW_OPT_NUMERICS_MODE,
+        RW_OPT_END,
+    };
+    int n_pos = 0;
+    const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, &n_pos);
+    if (prc) return prc == RW_CLI_HELP ? 0 : usage();
+    if (!model_path || !file) return usage();
+    size_t len = 0;
+    char *text = rw_cli_read_file(file, &len); /* freed below */
+    if (!text) return rw_cli_error(CMD, "cannot read %s", file), 1;
+    int rc = 1;
+    rw_model *m = NULL;
+    rw_seq *s = NULL;
+    int32_t *ids = NULL; /* the library's (rw_free) */
+    float *rows = NULL;
+    size_t n_ids = 0;
+    rw_error err = {0};
+    rw_model_params mp = rw_model_params_default();
+    mp.n_threads = (int)threads;
+    if (rw_model_open(model_path, &mp, &m, &err) || rw_model_tokenize(m, text, len, true, false, &ids, &n_ids, &err))
+        goto fail;
+    int64_t n_chunks = (int64_t)n_ids / n_ctx;
+    if (max_chunks > 0 && n_chunks > max_chunks) n_chunks = max_chunks;
+    if (n_chunks < 1) {
+        rw_cli_error(CMD, "%s has %zu tokens, fewer than one chunk of --ctx %ld", file, n_ids, n_ctx);
+        goto done;
+    }
+    const int64_t n_vocab = rw_model_n_vocab(m);
+    int64_t cap = ROWS_BYTES / (n_vocab * (int64_t)sizeof(float));
+    if (cap < 1) cap = 1;
+    if (cap > n_ctx) cap = n_ctx;
+    if (!(rows = malloc((size_t)(cap * n_vocab) * sizeof *rows))) {
+        rw_cli_error(CMD, "out of memory for %lld rows of logits", (long long)cap);
+        goto done;
+    }
+    if (rw_seq_new(m, n_ctx, kv == RW_KV_F32, &s, &err)) goto fail;
+    const rw_tokenizer *t = rw_model_tokenizer(m);
+    const bool bos = rw_tokenizer_add_bos(t) && rw_tokenizer_bos(t) >= 0;
+    fprintf(stderr, "%s: %zu tokens, %lld chunks of %ld, %lld scored per chunk\n", CMD, n_ids, (long long)n_chunks,
+            n_ctx, (long long)(n_ctx - 1 - n_ctx / 2));
+    double nll = 0.0, nll2 = 0.0;
+    int64_t count = 0;
+    for (int64_t c = 0; c < n_chunks; c++) {
+        int32_t *chunk = ids + c * n_ctx;
+        const int32_t kept = chunk[0];
+        if (bos) chunk[0] = rw_tokenizer_bos(t); /* each chunk starts as a text does */
+        rw_status st = rw_seq_rewind(s, 0, &err);
+        if (!st) st = score_chunk(s, chunk, n_ctx, rows, cap, n_vocab, &nll, &nll2, &count, &err);
+        chunk[0] = kept;
+        if (st) goto fail;
+        printf("%s[%lld]%.4f", c ? "," : "", (long long)(c + 1), exp(nll / (double)count));
+        fflush(stdout);
+    }
+    const double mean = nll / (double)count, ppl = exp(mean);
+    const double var = count > 1 ? (nll2 / (double)count - mean * mean) * (double)count / (double)(count - 1) : 0.0;
+    const double err_ppl = var > 0 ? ppl * sqrt(var / (double)count) : 0.0;
+    printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err_ppl);
+    rc = 0;
+    goto done;
+fail:
+    rw_cli_error(CMD, "%s", err.msg);
+done:
+    rw_seq_free(s);
+    free(rows);
+    rw_free(ids);
+    rw_model_close(m);
+    free(text);
+    return rc;
+}
