@@ -635,7 +635,7 @@ static bool fill(rw_server__job *j) {
             rw_server__sse_chunk(j, i, NULL, 0, ids, ids ? c->plps : NULL, ids ? (size_t)n_ids : 0, true, RW_DONE_NONE);
         c->head_sent = wrote = true;
     }
-    j->sse_state = 1;
+    if (j->sse_state == 0) j->sse_state = 1;
     for (int i = 0; ok && i < j->n; i++) {
         rw_server__choice *c = &j->choice[i];
         if (j->chat) { /* through the output parser: content, reasoning and tool call deltas */
@@ -678,7 +678,7 @@ static bool nothing_new(const rw_server__job *j) { /* under j->mu */
     for (int i = 0; i < j->n; i++) {
         const rw_server__choice *c = &j->choice[i];
         if ((c->done && !c->finish_sent) || c->text_len || c->n_toks != c->toks_taken || c->over_budget ||
-            (c->calls_stop && !c->done))
+            (c->calls_stop && !c->done) || (c->plps && !c->head_sent))
             return false;
     }
     return true;
