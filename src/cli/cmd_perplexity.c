@@ -15,8 +15,10 @@
  * perplexity = exp(mean), its error the standard error of the mean times
  * the perplexity. One sequence serves every chunk, rewound to 0 between
  * them; rows are computed 64 MiB of logits at a time, which does not change
- * them (a row's result does not depend on its batch). Prints the running
- * estimate after each chunk ("[1]8.1234,[2]...") and the final one. */
+ * them (a row's result does not depend on its batch). The KV cache is f16
+ * unless --kv f32, as llama-perplexity's default (and rewind serve's).
+ * Prints the running estimate after each chunk ("[1]8.1234,[2]...") and
+ * the final one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +71,7 @@ static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *ro
 int rw_cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *file = NULL;
     long n_ctx = 512, max_chunks = 0, threads = 0;
-    rw_kv_type kv = RW_KV_F32;
+    rw_kv_type kv = RW_KV_F16; /* as llama-perplexity's default cache and rewind serve's */
     const rw_cli_opt opts[] = {
         {"-f", RW_OPT_STR, &file, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--ctx", RW_OPT_INT, &n_ctx, 4, 1L << 24, 0, 0, NULL, NULL, NULL},

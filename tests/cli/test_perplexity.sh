@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # rewind perplexity on the qwen35 (hybrid) and qwen3 fixtures: the first
 # chunk's figure equals the one computed here from `rewind logits` of the
-# same ids (the second half's predictions, -log softmax in double), the
-# output does not depend on the thread count, and bad input is a clear
-# error (a text shorter than one chunk, no -f).
+# same ids (the second half's predictions, -log softmax in double; f16 KV
+# cache in both), the output does not depend on the thread count, and bad
+# input is a clear error (a text shorter than one chunk, no -f).
 set -u
 fx="${RW_FIXTURES:-../shared/fixtures}"
 bin="${REWIND:-build/rewind}"
@@ -25,7 +25,7 @@ for model in "$fx/qwen35/qwen35-Q8_0.gguf" "$fx/qwen3/qwen3-Q8_0.gguf"; do
   # the first chunk from the logits of its ids (the tokenizer's BOS, if
   # any, is already its first token)
   "$bin" tokenize "$model" -f "$tmp/text.txt" | tr ' ' '\n' | head -n $ctx >"$tmp/chunk.ids"
-  "$bin" logits "$model" --ids "$tmp/chunk.ids" --out "$tmp/chunk.f32"
+  "$bin" logits "$model" --ids "$tmp/chunk.ids" --kv f16 --out "$tmp/chunk.f32"
   check [ $? -eq 0 ]
   python3 - "$tmp/chunk.ids" "$tmp/chunk.f32" "$tmp/p2.txt" $ctx <<'PY' || fail=1
 import math, re, struct, sys
