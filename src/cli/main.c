@@ -117,6 +117,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) {
+            rw_cli_set_usage(commands[i].usage);
             const int rc = commands[i].run(argc - 1, argv + 1);
             return rw_cli_help_shown() ? 0 : rc; /* CMD --help: its usage, on stdout */
         }

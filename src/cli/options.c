@@ -123,12 +123,20 @@ static int set_value(const char *cmd, const rw_cli_opt *o, const char *v) {
 }
 
 static bool help_shown;
+static const char *usage_line; /* the program's, for the command it runs (static storage) */
 
 bool rw_cli_help_shown(void) { return help_shown; }
 
-/* The usage of cmd from its table: every option with what its value takes. */
+void rw_cli_set_usage(const char *line) { usage_line = line; }
+
+/* The usage of cmd: its usage line when the program gave one for it (it
+ * names the words: MODEL, FILE), then its table: every option with what
+ * its value takes. */
 static void print_help(const char *cmd, const rw_cli_opt *opts, int max_pos) {
-    printf("usage: rewind %s%s [OPTIONS]\n", cmd, max_pos == 0 ? "" : max_pos == 1 ? " WORD" : " WORDS...");
+    const size_t n = strlen(cmd);
+    if (usage_line && !strncmp(usage_line, cmd, n) && (usage_line[n] == ' ' || !usage_line[n]))
+        printf("usage: rewind %s\n", usage_line);
+    else printf("usage: rewind %s%s [OPTIONS]\n", cmd, max_pos == 0 ? "" : max_pos == 1 ? " WORD" : " WORDS...");
     printf("options (\"--name value\" or \"--name=value\"):\n");
     for (const rw_cli_opt *o = opts; o->name; o++) {
         printf("  %s", o->name);

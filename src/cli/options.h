@@ -57,6 +57,9 @@ typedef struct {
 int rw_cli_parse_opts(const char *cmd, int argc, char **argv, const rw_cli_opt *opts, const char **pos, int max_pos,
                       int *n_pos);
 
+/* The usage line of the command about to run ("perplexity MODEL -f FILE
+ * ..."; static storage): -h / --help prints it when it is the command's. */
+void rw_cli_set_usage(const char *line);
 /* Whether a command printed its usage for -h / --help. */
 bool rw_cli_help_shown(void);
 

@@ -35,6 +35,8 @@ perplexity:--ctx N
 LIST
 rm -f "${TMPDIR:-/tmp}/help.err.$$"
 # the help of the options: a model command does not start
+# the program's usage line names the words
+check grep -q "^usage: rewind perplexity MODEL -f FILE" <<<"$("$bin" perplexity --help)"
 out=$("$bin" serve model.gguf --help 2>&1); rc=$?
 check [ $rc -eq 0 ]; check grep -q "^usage: rewind serve" <<<"$out"
 "$bin" serve --bogus >/dev/null 2>&1; rc=$?
