@@ -1251,6 +1251,9 @@ typedef struct {
     const float *prompt_logprobs;
     const rw_token_logprob *prompt_top;
     int n_prompt_top;
+    /* with prompt_logprobs: each prompt token's rank, 1 + the tokens more
+     * likely than it (1: the most likely); 0 for token 0 */
+    const int32_t *prompt_ranks;
 } rw_token_event;
 
 /* Runs on the engine's scheduler thread (in rw_engine_step for a manual

@@ -29,6 +29,7 @@ struct rw_engine__plp {
     int n_top;             /* alternatives per token */
     float *lp;             /* [n]; [0] is NaN; owned */
     rw_token_logprob *top; /* [n * n_top]; owned (NULL without alternatives) */
+    int32_t *rank;         /* [n]: 1 + the tokens more likely than it; [0] is 0; owned */
     float *rows;           /* [cap][n_vocab] while the prompt is fed; owned */
     int64_t cap;
     bool ready, sent; /* every row computed; given to an event */
@@ -38,6 +39,7 @@ void rw_engine__plp_free(struct rw_engine__plp *p) {
     if (!p) return;
     free(p->lp);
     free(p->top);
+    free(p->rank);
     free(p->rows);
     free(p);
 }
@@ -49,7 +51,8 @@ struct rw_engine__plp *rw_engine__plp_new(int64_t n_prompt, int n_top) {
     p->n_top = n_top;
     p->lp = malloc((size_t)n_prompt * sizeof *p->lp);
     p->top = n_top ? calloc((size_t)n_prompt * (size_t)n_top, sizeof *p->top) : NULL;
-    if (!p->lp || (n_top && !p->top)) {
+    p->rank = calloc((size_t)n_prompt, sizeof *p->rank);
+    if (!p->lp || !p->rank || (n_top && !p->top)) {
         rw_engine__plp_free(p);
         return NULL;
     }
@@ -70,6 +73,15 @@ int64_t rw_engine__plp_rows(rw_engine *e, rw_engine__req *r, int64_t n) {
     return n < p->cap ? n : p->cap;
 }
 
+/* 1 + the tokens whose logit is above tok's (a NaN logit counts as -inf,
+ * as in the logprobs). */
+static int32_t rank_of(const float *row, int64_t n_vocab, int32_t tok) {
+    const float l = isnan(row[tok]) ? -INFINITY : row[tok];
+    int32_t above = 0;
+    for (int64_t v = 0; v < n_vocab; v++) above += row[v] > l;
+    return above + 1;
+}
+
 void rw_engine__plp_item(rw_engine__req *r, rw_batch_item *item) {
     item->logits = r->plp->rows;
     item->all_logits = true;
@@ -83,6 +95,7 @@ void rw_engine__plp_take(rw_engine *e, rw_engine__req *r, const rw_batch_item *i
         if (next < p->n) {
             rw_sampler_logprobs(r->sampler, row, RW_LOGPROBS_RAW, r->tokens[next], p->n_top, &p->lp[next],
                                 p->top ? p->top + next * p->n_top : NULL);
+            p->rank[next] = rank_of(row, e->n_vocab, r->tokens[next]);
             continue;
         }
         memcpy(r->logits, row, (size_t)e->n_vocab * sizeof *r->logits); /* after the prompt: sampled from */
@@ -99,5 +112,6 @@ bool rw_engine__plp_event(rw_engine__req *r, rw_gen_event *ev) {
     ev->prompt_logprobs = p->lp;
     ev->prompt_top = p->top;
     ev->n_prompt_top = p->n_top;
+    ev->prompt_ranks = p->rank;
     return true;
 }

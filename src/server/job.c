@@ -128,6 +128,9 @@ rw_server__job *rw_server__job_new(rw_server__model *m, const rw_server__request
     j->return_token_ids = r->return_token_ids;
     j->logprobs = r->gp.n_logprobs >= 0;
     j->prompt_lp = r->gp.prompt_logprobs;
+    /* set by the completions and chat parser whenever it asks for them */
+    j->echo_lp = j->prompt_lp ? r->echo_lp : -1;
+    j->vllm_lp = j->prompt_lp ? r->vllm_lp : -1;
     j->parse = r->out;
     if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) {
         rw_server__job_free(j);
@@ -343,6 +346,7 @@ static void put_prompt(rw_server__choice *c, const rw_token_event *ev) {
     for (int64_t i = 1; i < n; i++) {
         rw_server__tok_lp *l = &c->plps[i];
         l->lp = ev->prompt_logprobs[i];
+        l->rank = ev->prompt_ranks ? ev->prompt_ranks[i] : 0;
         l->n_top = k;
         if (k) memcpy(l->top, ev->prompt_top + (size_t)i * (size_t)ev->n_prompt_top, (size_t)k * sizeof *l->top);
     }
@@ -425,6 +429,7 @@ static void continue_choice(rw_server__job *j, rw_server__choice *c) {
     rw_request_params gp = j->gp;
     gp.max_tokens = j->gp.max_tokens - (int64_t)c->n_toks;
     gp.seed += (uint64_t)c->index + 0x9e3779b97f4a7c15ull; /* the continuation's own draws */
+    gp.prompt_logprobs = false; /* the first request's prompt gave them; this one may use the cache */
     pthread_mutex_unlock(&j->mu);
     rw_error err = {0};
     rw_status st = RW_OK;
@@ -627,9 +632,9 @@ static bool fill(rw_server__job *j) {
      * asked for (they come with the choice's first event) */
     for (int i = 0; ok && i < j->n; i++) {
         rw_server__choice *c = &j->choice[i];
-        if (c->head_sent || (j->prompt_lp && !t[i].plp && !t[i].done)) continue;
+        if (c->head_sent || (j->echo_lp >= 0 && !t[i].plp && !t[i].done)) continue;
         int64_t n_ids = 0;
-        const int32_t *ids = t[i].plp ? rw_server__choice_prompt_ids(j, i, &n_ids) : NULL;
+        const int32_t *ids = t[i].plp && j->echo_lp >= 0 ? rw_server__choice_prompt_ids(j, i, &n_ids) : NULL;
         if (n_ids > c->n_plps) n_ids = c->n_plps;
         ok =
             rw_server__sse_chunk(j, i, NULL, 0, ids, ids ? c->plps : NULL, ids ? (size_t)n_ids : 0, true, RW_DONE_NONE);

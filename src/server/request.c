@@ -14,17 +14,71 @@
 
 #define MAX_STOP 16
 
-static const char *const completion_fields[] = {
-    "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
-    "frequency_penalty", "stream", "stream_options", "logprobs", "n", "echo", "best_of", "suffix", "user",
-    "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", "response_format", "grammar", "json_schema",
-    NULL};
-static const char *const chat_fields[] = {
-    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
-    "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
-    "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
-    "ignore_eos", "return_token_ids", "repeat_penalty", "chat_template_kwargs", "reasoning_effort", "enable_thinking",
-    "reasoning_format", "reasoning_budget", "grammar", "json_schema", NULL};
+static const char *const completion_fields[] = {"model",
+                                                "prompt",
+                                                "max_tokens",
+                                                "temperature",
+                                                "top_p",
+                                                "top_k",
+                                                "min_p",
+                                                "seed",
+                                                "stop",
+                                                "presence_penalty",
+                                                "frequency_penalty",
+                                                "stream",
+                                                "stream_options",
+                                                "logprobs",
+                                                "n",
+                                                "echo",
+                                                "best_of",
+                                                "suffix",
+                                                "user",
+                                                "logit_bias",
+                                                "ignore_eos",
+                                                "return_token_ids",
+                                                "repeat_penalty",
+                                                "response_format",
+                                                "grammar",
+                                                "json_schema",
+                                                "prompt_logprobs",
+                                                NULL};
+static const char *const chat_fields[] = {"model",
+                                          "messages",
+                                          "max_tokens",
+                                          "max_completion_tokens",
+                                          "temperature",
+                                          "top_p",
+                                          "top_k",
+                                          "min_p",
+                                          "seed",
+                                          "stop",
+                                          "presence_penalty",
+                                          "frequency_penalty",
+                                          "stream",
+                                          "stream_options",
+                                          "logprobs",
+                                          "top_logprobs",
+                                          "n",
+                                          "user",
+                                          "logit_bias",
+                                          "tools",
+                                          "tool_choice",
+                                          "parallel_tool_calls",
+                                          "response_format",
+                                          "store",
+                                          "metadata",
+                                          "ignore_eos",
+                                          "return_token_ids",
+                                          "repeat_penalty",
+                                          "chat_template_kwargs",
+                                          "reasoning_effort",
+                                          "enable_thinking",
+                                          "reasoning_format",
+                                          "reasoning_budget",
+                                          "grammar",
+                                          "json_schema",
+                                          "prompt_logprobs",
+                                          NULL};
 
 static bool bad(rw_server__error *e, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -262,9 +316,17 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
     json_t *echo = json_object_get(o, "echo");
     if (echo && !json_is_null(echo) && !json_is_boolean(echo)) return bad(e, "echo", "'%s' must be a boolean", "echo");
     if (chat && json_is_true(echo)) return bad(e, "echo", "%s", "echo is not supported");
-    if (json_is_true(echo) && g->n_logprobs >= 0) { /* the prompt's tokens get theirs too (scoring a text) */
+    /* the prompt's logprobs: completions' echo with logprobs (scoring a
+     * text), and vLLM's prompt_logprobs (alternatives of each prompt
+     * token, not streamed, as vLLM's) */
+    r->echo_lp = json_is_true(echo) && g->n_logprobs >= 0 ? g->n_logprobs : -1;
+    long long plk = -1;
+    if (!get_int(o, "prompt_logprobs", 0, RW_MAX_TOP_LOGPROBS, &plk, NULL, e)) return false;
+    if (plk >= 0 && r->stream) return bad(e, "prompt_logprobs", "%s", "prompt_logprobs is not available with stream");
+    r->vllm_lp = (int)plk;
+    if (r->echo_lp >= 0 || r->vllm_lp >= 0) {
         g->prompt_logprobs = true;
-        g->n_prompt_top = g->n_logprobs;
+        g->n_prompt_top = r->echo_lp > r->vllm_lp ? r->echo_lp : r->vllm_lp;
     }
     json_t *suffix = json_object_get(o, "suffix");
     if (suffix && !json_is_null(suffix) && (chat || !json_is_string(suffix)))

@@ -179,7 +179,8 @@ json_t *rw_server__token_logprobs(const rw_server__job *j, const int32_t *toks, 
  * *at (moved past them); an entry whose n_top is -1 (a prompt's first
  * token: nothing precedes it) has null logprob and alternatives. */
 static void append_completion_lps(const rw_server__job *j, json_t *tokens, json_t *tlp, json_t *tops, json_t *offs,
-                                  const int32_t *toks, const rw_server__tok_lp *lps, size_t n, size_t *at) {
+                                  const int32_t *toks, const rw_server__tok_lp *lps, size_t n, int max_top,
+                                  size_t *at) {
     char buf[256];
     for (size_t i = 0; i < n; i++) {
         size_t len = token_piece(j, toks[i], buf, sizeof buf);
@@ -193,7 +194,7 @@ static void append_completion_lps(const rw_server__job *j, json_t *tokens, json_
         }
         json_array_append_new(tlp, json_real(finite_lp(lps[i].lp)));
         json_t *top = json_object();
-        for (int k = 0; k < lps[i].n_top; k++) {
+        for (int k = 0; k < lps[i].n_top && k < max_top; k++) {
             char b2[256];
             size_t l2 = token_piece(j, lps[i].top[k].token, b2, sizeof b2);
             json_t *key = piece_json(b2, l2);
@@ -212,11 +213,55 @@ static json_t *logprobs_json(const rw_server__job *j, const int32_t *ptoks, cons
     if (j->chat) return json_pack("{s:o,s:n}", "content", rw_server__token_logprobs(j, toks, lps, n), "refusal");
     json_t *tokens = json_array(), *tlp = json_array(), *tops = json_array(), *offs = json_array();
     size_t at = 0;
-    append_completion_lps(j, tokens, tlp, tops, offs, ptoks, plps, n_p, &at);
+    append_completion_lps(j, tokens, tlp, tops, offs, ptoks, plps, n_p, j->echo_lp, &at);
     at = text_offset;
-    append_completion_lps(j, tokens, tlp, tops, offs, toks, lps, n, &at);
+    append_completion_lps(j, tokens, tlp, tops, offs, toks, lps, n, RW_MAX_TOP_LOGPROBS, &at);
     return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", tlp, "top_logprobs", tops,
                      "text_offset", offs);
+}
+
+/* vLLM's prompt_logprobs of n prompt tokens: null for the first, then for
+ * each {"<id>": {logprob, rank, decoded_token}} of the token itself and of
+ * its j->vllm_lp most likely alternatives (an alternative's rank: 1 + those
+ * before it that are more likely). */
+static json_t *vllm_prompt_logprobs(const rw_server__job *j, const int32_t *ids, const rw_server__tok_lp *lps,
+                                    size_t n) {
+    json_t *a = json_array();
+    char buf[256], key[16];
+    for (size_t i = 0; i < n; i++) {
+        if (lps[i].n_top < 0) {
+            json_array_append_new(a, json_null());
+            continue;
+        }
+        json_t *o = json_object();
+        size_t len = token_piece(j, ids[i], buf, sizeof buf);
+        snprintf(key, sizeof key, "%d", (int)ids[i]);
+        json_object_set_new(o, key,
+                            json_pack("{s:f,s:i,s:o}", "logprob", finite_lp(lps[i].lp), "rank", (int)lps[i].rank,
+                                      "decoded_token", piece_json(buf, len)));
+        int rank = 1;
+        for (int k = 0; k < lps[i].n_top && k < j->vllm_lp; k++) {
+            const rw_token_logprob *t = &lps[i].top[k];
+            if (k > 0 && t->logprob < lps[i].top[k - 1].logprob) rank = k + 1;
+            if (t->token == ids[i]) continue;
+            len = token_piece(j, t->token, buf, sizeof buf);
+            snprintf(key, sizeof key, "%d", (int)t->token);
+            json_object_set_new(o, key,
+                                json_pack("{s:f,s:i,s:o}", "logprob", finite_lp(t->logprob), "rank", rank,
+                                          "decoded_token", piece_json(buf, len)));
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+/* Choice i's prompt logprobs in vLLM's form, or NULL when not asked or not there. */
+static json_t *choice_vllm_plp(const rw_server__job *j, int i) {
+    const rw_server__choice *c = &j->choice[i];
+    int64_t n = 0;
+    const int32_t *ids = rw_server__choice_prompt_ids(j, i, &n);
+    if (j->vllm_lp < 0 || !c->plps || !ids) return NULL;
+    return vllm_prompt_logprobs(j, ids, c->plps, (size_t)(n < c->n_plps ? n : c->n_plps));
 }
 
 /* Choice i's text: with echo, its prompt's text first. */
@@ -266,7 +311,9 @@ char *rw_server__response_json(const rw_server__job *j) {
         choice_echo(j, i, &echo_len);
         /* the generated tokens' (with echo, their offsets count the prompt's
          * text), after the prompt's when echo asked for them */
-        const size_t n_p = c->plps && pids ? (size_t)(n_pids < c->n_plps ? n_pids : c->n_plps) : 0;
+        const size_t n_p = c->plps && pids && j->echo_lp >= 0 ? (size_t)(n_pids < c->n_plps ? n_pids : c->n_plps) : 0;
+        json_t *vp = j->chat ? NULL : choice_vllm_plp(j, i);
+        if (vp) json_object_set_new(choice, "prompt_logprobs", vp);
         if (j->logprobs)
             json_object_set_new(choice, "logprobs",
                                 logprobs_json(j, pids, c->plps, n_p, c->toks, c->lps, c->n_toks, echo_len));
@@ -275,6 +322,8 @@ char *rw_server__response_json(const rw_server__job *j) {
     json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion" : "text_completion", choices);
     if (!o) return NULL;
     json_object_set_new(o, "usage", usage_json(j));
+    json_t *vp = j->chat ? choice_vllm_plp(j, 0) : NULL; /* chat: the response's (vLLM's place) */
+    if (vp) json_object_set_new(o, "prompt_logprobs", vp);
     if (j->return_token_ids && j->prompt && !j->n_more)
         json_object_set_new(o, "prompt_token_ids", ids_json(j->prompt, (size_t)j->n_prompt));
     char *s = json_dumps(o, JSON_COMPACT);

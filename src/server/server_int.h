@@ -220,6 +220,10 @@ typedef struct {
 typedef struct {
     bool chat;
     bool stream, include_usage, return_token_ids;
+    /* the prompt's logprobs: echo's (completions' echo + logprobs: in the
+     * logprobs object) and vLLM's prompt_logprobs field, their
+     * alternatives each, -1 when not asked */
+    int echo_lp, vllm_lp;
     int32_t *prompt;
     int64_t n_prompt;
     rw_request_params gp;
@@ -255,6 +259,7 @@ typedef struct {
 typedef struct {
     float lp;
     int n_top;
+    int32_t rank; /* a prompt token's (1: the most likely), else 0 */
     rw_token_logprob top[RW_MAX_TOP_LOGPROBS];
 } rw_server__tok_lp;
 
@@ -342,7 +347,8 @@ typedef struct rw_server__job {
     rw_server__choice choice[SRV_MAX_N];
     bool stream;
     bool chat, include_usage, return_token_ids, logprobs;
-    bool prompt_lp; /* completions' echo with logprobs: the prompt's tokens' too */
+    bool prompt_lp;       /* the prompt's logprobs are asked for (echo_lp or vllm_lp) */
+    int echo_lp, vllm_lp; /* the request's (rw_server__request) */
     char id[48];
     int64_t created;
     rw_server__sock *sock; /* woken at each event (under mu; a reference) */

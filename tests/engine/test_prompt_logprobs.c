@@ -8,6 +8,7 @@
  *   - the same scoring request again, now that the cache holds its prompt,
  *     restores nothing (cached_tokens 0) and gets the same bits, alone or
  *     batched with another request; the first prompt token's value is NaN;
+ *   - each prompt token's rank agrees with its alternatives (greedy ones 1);
  *   - max_tokens 0 ends after the prompt (length, no token), with or
  *     without prompt logprobs, and from a whole cached prompt too;
  *   - out-of-range alternatives are refused. */
@@ -32,6 +33,7 @@ typedef struct {
     int n;
     float plp[64];
     rw_token_logprob ptop[64][K];
+    int32_t rank[64];
     int n_plp_events;
     int64_t prompt_tokens, cached, completion;
     bool done;
@@ -59,6 +61,7 @@ static void on_event(void *user, const rw_gen_event *ev) {
         s->n_plp_events++;
         for (int64_t i = 0; i < ev->prompt_tokens && i < 64; i++) {
             s->plp[i] = ev->prompt_logprobs[i];
+            s->rank[i] = ev->prompt_ranks[i];
             for (int k = 0; i > 0 && k < ev->n_prompt_top && k < K; k++)
                 s->ptop[i][k] = ev->prompt_top[i * ev->n_prompt_top + k];
         }
@@ -99,6 +102,16 @@ static void check_scores(const sink *s, const sink *gen, int at) {
                   same_bits(s->ptop[at + i][k].logprob, gen->top[i][k].logprob));
     }
     for (int i = 1; i < at; i++) CHECK(s->plp[i] <= 0.0f && s->ptop[i][0].logprob >= s->plp[i]);
+    /* a rank is 1 + the tokens above: as many of the K alternatives as it
+     * counts lie above the token (up to K), and greedy tokens rank 1 */
+    CHECK(s->rank[0] == 0);
+    for (int i = 1; i < at + gen->n; i++) {
+        int above = 0;
+        for (int k = 0; k < K; k++) above += s->ptop[i][k].logprob > s->plp[i];
+        CHECK_MSG(s->rank[i] >= 1 && above == (s->rank[i] - 1 < K ? s->rank[i] - 1 : K), "token %d: rank %d, %d above",
+                  i, s->rank[i], above);
+    }
+    for (int i = 0; i < gen->n; i++) CHECK(s->rank[at + i] == 1); /* greedy */
 }
 
 int main(void) {

@@ -133,7 +133,14 @@ native_stream /infill "{\"input_prefix\":\"$PRE\",\"input_suffix\":\"$SUF\",$GEN
 python3 -c 'import json, sys
 e, p = (json.load(open(f))["choices"][0]["text"] for f in sys.argv[1:])
 assert e == "Hello world" + p, (e, p)' "$d/echo.json" "$d/plain.json" || fail "echo text: $(cat "$d/echo.json") vs $(cat "$d/plain.json")"
-[ "$(j echo 'd["choices"][0]["logprobs"]["text_offset"][0]')" = 11 ] || fail "echo offsets: $(cat "$d/echo.json")"
+# with logprobs the prompt's tokens come first (the first one's null), then
+# the output's, whose offsets count from the echoed text's start
+python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))["choices"][0]
+lp, n = c["logprobs"], json.load(open(sys.argv[1]))["usage"]["prompt_tokens"]
+assert len(lp["tokens"]) == n + 4 and lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp
+assert lp["text_offset"][0] == 0 and lp["text_offset"][n] == 11 and "".join(lp["tokens"][:n]) == "Hello world", lp' \
+  "$d/echo.json" || fail "echo offsets: $(cat "$d/echo.json")"
 curl -s -N --max-time 60 "http://127.0.0.1:$port/v1/completions" \
   -d '{"prompt":"Hello world","max_tokens":4,"temperature":0,"ignore_eos":true,"echo":true,"stream":true}' > "$d/esse"
 python3 - "$d/esse" "$d/echo.json" <<'PY' || fail "echo stream: $(cat "$d/esse")"

@@ -571,6 +571,50 @@ static void test_echo_logprobs(const target *t) {
     CHECK(same_entries(choice_logprobs(two, 1), 0, lp, NP));
     json_decref(two);
 
+    /* vLLM's prompt_logprobs: the same values by token id, with ranks (the
+     * greedy tokens' 1), per choice; chat's at the response's top level;
+     * not with stream */
+    body = ids_body(ids, NP + NG, "\"max_tokens\":1,\"prompt_logprobs\":2");
+    json_t *vl = post_json(t, "/v1/completions", body, &status);
+    free(body);
+    CHECK_EQ_INT(status, 200);
+    json_t *vc = json_array_get(json_object_get(vl, "choices"), 0);
+    json_t *pl = json_object_get(vc, "prompt_logprobs");
+    CHECK(json_is_null(json_object_get(vc, "logprobs")));
+    CHECK_EQ_INT(json_array_size(pl), NP + NG);
+    CHECK(json_is_null(json_array_get(pl, 0)));
+    for (size_t i = 1; i < NP + NG; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", (int)ids[i]);
+        json_t *ent = json_object_get(json_array_get(pl, i), key);
+        json_t *want = json_array_get(json_object_get(lp, "token_logprobs"), i);
+        long long rank = json_integer_value(json_object_get(ent, "rank"));
+        CHECK_MSG(ent && json_equal(json_object_get(ent, "logprob"), want) && rank >= 1 && (i < NP || rank == 1) &&
+                      json_object_size(json_array_get(pl, i)) <= 3 &&
+                      json_is_string(json_object_get(ent, "decoded_token")),
+                  "prompt_logprobs[%zu]", i);
+    }
+    json_decref(vl);
+    json_t *ch = post_json(t, "/v1/chat/completions",
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2,"
+                           "\"prompt_logprobs\":0}",
+                           &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *cpl = json_object_get(ch, "prompt_logprobs");
+    CHECK(json_array_size(cpl) > 1 &&
+          (long long)json_array_size(cpl) ==
+              json_integer_value(json_object_get(json_object_get(ch, "usage"), "prompt_tokens")) &&
+          json_is_null(json_array_get(cpl, 0)) && json_object_size(json_array_get(cpl, 1)) == 1);
+    json_decref(ch);
+    const char *refused[] = {"{\"prompt\":[1,2],\"max_tokens\":1,\"prompt_logprobs\":1,\"stream\":true}",
+                             "{\"prompt\":[1,2],\"max_tokens\":1,\"prompt_logprobs\":21}",
+                             "{\"prompt\":[1,2],\"max_tokens\":1,\"prompt_logprobs\":true}"};
+    for (int k = 0; k < 3; k++) {
+        json_t *x = post_json(t, "/v1/completions", refused[k], &status);
+        CHECK_MSG(status == 400, "%s: %d", refused[k], status);
+        json_decref(x);
+    }
+
     /* max_tokens 0 without echo: an empty completion; chat keeps max_tokens >= 1 */
     json_t *z = post_json(t, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":0}", &status);
     CHECK_EQ_INT(status, 200);
