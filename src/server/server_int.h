@@ -329,8 +329,9 @@ typedef struct {
     bool calls_stop;
     int64_t done_toks;      /* tokens of the requests replaced so far (with the injected close) */
     int64_t prompt_extra;   /* tokens of the engine's prompt that are output (budget 0: the close) */
-    /* completions' echo with logprobs: the prompt tokens' logprobs (entry 0
-     * has n_top -1: nothing precedes it), set once under job->mu (owned) */
+    /* the prompt tokens' logprobs (echo with logprobs, prompt_logprobs;
+     * entry 0 has n_top -1: nothing precedes it), set once under job->mu
+     * (owned) */
     rw_server__tok_lp *plps;
     int64_t n_plps;
     bool head_sent; /* stream: its first chunk (the echo) is out */
