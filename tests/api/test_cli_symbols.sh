@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The rewind program's commands are built on the public API: the objects
 # named in ON_HEADER below (every command and the program's shared code:
-# inspect, logits, generate, chat-template, tokenize / detokenize, serve's
-# start-up, cache-verify, the option parser, the JSON writer, main)
+# inspect, logits, perplexity, generate, chat-template, tokenize /
+# detokenize, serve's start-up, cache-verify, the option parser, the JSON
+# writer, main)
 # reference no library function that include/rewind.h does not declare
 # (RW_API). Only the synthesizer's command (cmd_synth.c: program code that
 # writes test models from the library's model layer) is left out; it is
@@ -18,7 +19,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/../.."
 build="${RW_BUILD:-build}"
 ON_HEADER=(main options cli_model cli_spec cli_json cmd_inspect cmd_logits cmd_generate cmd_chat_template
-  cmd_tokenize cmd_serve cmd_cache_verify)
+  cmd_tokenize cmd_serve cmd_cache_verify cmd_perplexity)
 NOT_ON_HEADER=(cmd_synth)
 declare -A BENCH_BELOW_API=(
   [bench_kernels]="matrix products per kernel tier and weight type, the read bandwidth"
