@@ -633,11 +633,9 @@ static bool fill(rw_server__job *j) {
     for (int i = 0; ok && i < j->n; i++) {
         rw_server__choice *c = &j->choice[i];
         if (c->head_sent || (j->echo_lp >= 0 && !t[i].plp && !t[i].done)) continue;
-        int64_t n_ids = 0;
-        const int32_t *ids = t[i].plp && j->echo_lp >= 0 ? rw_server__choice_prompt_ids(j, i, &n_ids) : NULL;
-        if (n_ids > c->n_plps) n_ids = c->n_plps;
-        ok =
-            rw_server__sse_chunk(j, i, NULL, 0, ids, ids ? c->plps : NULL, ids ? (size_t)n_ids : 0, true, RW_DONE_NONE);
+        const int32_t *ids = NULL;
+        const size_t n_ids = t[i].plp && j->echo_lp >= 0 ? rw_server__choice_prompt_lps(j, i, &ids) : 0;
+        ok = rw_server__sse_chunk(j, i, NULL, 0, ids, n_ids ? c->plps : NULL, n_ids, true, RW_DONE_NONE);
         c->head_sent = wrote = true;
     }
     if (j->sse_state == 0) j->sse_state = 1;

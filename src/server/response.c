@@ -27,10 +27,21 @@ static const char *choice_echo(const rw_server__job *j, int i, size_t *len) {
     return k ? j->more[k - 1].echo : j->echo;
 }
 
-const int32_t *rw_server__choice_prompt_ids(const rw_server__job *j, int i, int64_t *n) {
+static const int32_t *choice_prompt_ids(const rw_server__job *j, int i, int64_t *n) {
     const int k = i / j->per_prompt;
     *n = k ? j->more[k - 1].n : j->n_prompt;
     return k ? j->more[k - 1].ids : j->prompt;
+}
+
+size_t rw_server__choice_prompt_lps(const rw_server__job *j, int i, const int32_t **ids) {
+    const rw_server__choice *c = &j->choice[i];
+    int64_t n = 0;
+    *ids = choice_prompt_ids(j, i, &n);
+    if (!*ids || !c->plps) {
+        *ids = NULL;
+        return 0;
+    }
+    return (size_t)(n < c->n_plps ? n : c->n_plps);
 }
 
 /* A prompt counts once (as OpenAI counts it for n > 1; a list's prompts
@@ -257,11 +268,9 @@ static json_t *vllm_prompt_logprobs(const rw_server__job *j, const int32_t *ids,
 
 /* Choice i's prompt logprobs in vLLM's form, or NULL when not asked or not there. */
 static json_t *choice_vllm_plp(const rw_server__job *j, int i) {
-    const rw_server__choice *c = &j->choice[i];
-    int64_t n = 0;
-    const int32_t *ids = rw_server__choice_prompt_ids(j, i, &n);
-    if (j->vllm_lp < 0 || !c->plps || !ids) return NULL;
-    return vllm_prompt_logprobs(j, ids, c->plps, (size_t)(n < c->n_plps ? n : c->n_plps));
+    const int32_t *ids = NULL;
+    const size_t n = j->vllm_lp >= 0 ? rw_server__choice_prompt_lps(j, i, &ids) : 0;
+    return n ? vllm_prompt_logprobs(j, ids, j->choice[i].plps, n) : NULL;
 }
 
 /* Choice i's text: with echo, its prompt's text first. */
@@ -304,19 +313,20 @@ char *rw_server__response_json(const rw_server__job *j) {
         }
         if (j->return_token_ids) json_object_set_new(choice, "token_ids", ids_json(c->toks, c->n_toks));
         int64_t n_pids = 0;
-        const int32_t *pids = rw_server__choice_prompt_ids(j, i, &n_pids);
+        const int32_t *pids = choice_prompt_ids(j, i, &n_pids);
         if (j->return_token_ids && j->n_more && pids) /* a list of prompts: each choice's own */
             json_object_set_new(choice, "prompt_token_ids", ids_json(pids, (size_t)n_pids));
         size_t echo_len = 0;
         choice_echo(j, i, &echo_len);
         /* the generated tokens' (with echo, their offsets count the prompt's
          * text), after the prompt's when echo asked for them */
-        const size_t n_p = c->plps && pids && j->echo_lp >= 0 ? (size_t)(n_pids < c->n_plps ? n_pids : c->n_plps) : 0;
+        const int32_t *plids = NULL;
+        const size_t n_p = j->echo_lp >= 0 ? rw_server__choice_prompt_lps(j, i, &plids) : 0;
         json_t *vp = j->chat ? NULL : choice_vllm_plp(j, i);
         if (vp) json_object_set_new(choice, "prompt_logprobs", vp);
         if (j->logprobs)
             json_object_set_new(choice, "logprobs",
-                                logprobs_json(j, pids, c->plps, n_p, c->toks, c->lps, c->n_toks, echo_len));
+                                logprobs_json(j, plids, c->plps, n_p, c->toks, c->lps, c->n_toks, echo_len));
         json_array_append_new(choices, choice);
     }
     json_t *o = envelope(j, j->model->id, j->chat ? "chat.completion" : "text_completion", choices);

@@ -440,8 +440,10 @@ bool rw_server__sse_chunk(rw_server__job *j, int index, const char *text, size_t
  * null). */
 bool rw_server__sse_delta(rw_server__job *j, int index, json_t *delta, const int32_t *toks, const rw_server__tok_lp *lps, size_t n_toks,
                    const char *finish);
-/* Choice i's prompt ids (its own prompt of a list) when the job keeps them, else NULL; *n their count. */
-const int32_t *rw_server__choice_prompt_ids(const rw_server__job *j, int i, int64_t *n);
+/* Choice i's prompt logprob entries (c->plps) and in *ids the prompt ids
+ * they score (its own prompt of a list); 0 and NULL when it has none.
+ * The entries, once set, do not change: readable without the lock. */
+size_t rw_server__choice_prompt_lps(const rw_server__job *j, int i, const int32_t **ids);
 /* A chat choice's finish_reason: "tool_calls" when it made calls, else the engine's. */
 const char *rw_server__choice_finish(const rw_server__choice *c);
 /* A JSON string of text, invalid UTF-8 repaired (U+FFFD). */

@@ -155,18 +155,26 @@ static bool on_event(void *user, const char *data, size_t n) {
 
 static bool on_data(void *user, const char *d, size_t n) { return rw_sse_feed(user, d, n); }
 
-static int stream(const target *t, const char *path, const char *body, stream_acc *a) {
-    a->chat = strstr(path, "chat") != NULL;
-    rw_sse_parser p = {.on_event = on_event, .user = a};
+/* POSTs body to path and feeds the SSE answer's events to on_ev(user, ...):
+ * the status (-1 when the request failed, a failed check). */
+static int sse_post(const target *t, const char *path, const char *body, bool (*on_ev)(void *, const char *, size_t),
+                    void *user) {
+    rw_sse_parser p = {.on_event = on_ev, .user = user};
     rw_http_request rq = {.port = t->port, .method = "POST", .path = path, .headers = t->auth, .body = body,
                           .body_len = strlen(body), .on_data = on_data, .user = &p};
     rw_http_response r;
     rw_error err = {0};
     rw_status st = rw_http_do(&rq, &r, &err);
     CHECK_MSG(st == RW_OK, "stream: %s", err.msg);
-    int status = r.status;
+    int status = st == RW_OK ? r.status : -1;
     rw_http_response_free(&r);
     rw_sse_free(&p);
+    return status;
+}
+
+static int stream(const target *t, const char *path, const char *body, stream_acc *a) {
+    a->chat = strstr(path, "chat") != NULL;
+    int status = sse_post(t, path, body, on_event, a);
     CHECK(!a->bad_json);
     return status;
 }
@@ -474,8 +482,6 @@ static bool on_raw_event(void *user, const char *data, size_t n) {
     return true;
 }
 
-static bool on_raw_data(void *user, const char *d, size_t n) { return rw_sse_feed(user, d, n); }
-
 static json_t *choice_logprobs(json_t *j, size_t i) {
     return json_object_get(json_array_get(json_object_get(j, "choices"), i), "logprobs");
 }
@@ -534,20 +540,7 @@ static void test_echo_logprobs(const target *t) {
     /* streamed, one token generated: the echo chunk carries the same prompt logprobs */
     body = ids_body(ids, NP + NG, "\"max_tokens\":1,\"echo\":true,\"logprobs\":2,\"stream\":true");
     json_t *events = json_array();
-    rw_sse_parser p = {.on_event = on_raw_event, .user = events};
-    rw_http_request rq = {.port = t->port,
-                          .method = "POST",
-                          .path = "/v1/completions",
-                          .headers = t->auth,
-                          .body = body,
-                          .body_len = strlen(body),
-                          .on_data = on_raw_data,
-                          .user = &p};
-    rw_http_response r;
-    rw_error err = {0};
-    CHECK(rw_http_do(&rq, &r, &err) == RW_OK && r.status == 200);
-    rw_http_response_free(&r);
-    rw_sse_free(&p);
+    CHECK(sse_post(t, "/v1/completions", body, on_raw_event, events) == 200);
     free(body);
     json_t *head = json_array_get(events, 0);
     CHECK(json_equal(json_object_get(json_array_get(json_object_get(head, "choices"), 0), "text"),
@@ -696,15 +689,9 @@ static void test_n(const target *t) {
     json_decref(j);
 
     choices_acc a = {0};
-    rw_sse_parser p = {.on_event = on_choices_event, .user = &a};
     const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":5,\"n\":2,"
                        "\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
-    rw_http_request rq = {.port = t->port, .method = "POST", .path = "/v1/chat/completions", .headers = t->auth,
-                          .body = body, .body_len = strlen(body), .on_data = on_data, .user = &p};
-    rw_http_response r;
-    CHECK(rw_http_do(&rq, &r, NULL) == RW_OK && r.status == 200);
-    rw_http_response_free(&r);
-    rw_sse_free(&p);
+    CHECK(sse_post(t, "/v1/chat/completions", body, on_choices_event, &a) == 200);
     CHECK(!a.bad);
     CHECK_EQ_INT(a.finishes[0], 1);
     CHECK_EQ_INT(a.finishes[1], 1);
@@ -778,19 +765,7 @@ static void test_prompt_list(const target *t) {
              "{\"prompt\":[%s,%s,%s],%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", p0, p1,
              prompts[2], opts);
     choices_acc *a = calloc(1, sizeof *a);
-    rw_sse_parser p = {.on_event = on_choices_event, .user = a};
-    rw_http_request rq = {.port = t->port,
-                          .method = "POST",
-                          .path = "/v1/completions",
-                          .headers = t->auth,
-                          .body = list,
-                          .body_len = strlen(list),
-                          .on_data = on_data,
-                          .user = &p};
-    rw_http_response r;
-    CHECK(rw_http_do(&rq, &r, NULL) == RW_OK && r.status == 200);
-    rw_http_response_free(&r);
-    rw_sse_free(&p);
+    CHECK(sse_post(t, "/v1/completions", list, on_choices_event, a) == 200);
     CHECK(!a->bad);
     CHECK_EQ_INT(a->no_text, 0); /* every completions chunk has a text */
     CHECK_EQ_INT(a->done, 1);
