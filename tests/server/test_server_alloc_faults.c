@@ -107,6 +107,13 @@ int main(void) {
     if (g_engine) {
         const phase ph = {"server request", phase_request}, pl = {"list of prompts", phase_list};
         fault_loop(&ph);
+        /* two sequences that surely decode side by side: both batch slots and
+         * the output head's scattered rows then hold the buffers they keep
+         * between requests, which the list's two short prompts reach only
+         * when its requests happen to overlap */
+        CHECK(serve_once("/v1/completions",
+                         "{\"prompt\":\"Say hello\",\"n\":2,\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true}",
+                         NULL) == 0);
         fault_loop(&pl);
     }
     rw_engine_free(g_engine);
