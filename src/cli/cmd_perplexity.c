@@ -18,7 +18,14 @@
  * them (a row's result does not depend on its batch). The KV cache is f16
  * unless --kv f32, as llama-perplexity's default (and rewind serve's).
  * Prints the running estimate after each chunk ("[1]8.1234,[2]...") and
- * the final one. */
+ * the final one.
+ *
+ * --kl-divergence-base OUT also writes each scored row's log-probabilities
+ * to OUT; --kl-divergence --kl-divergence-base FILE then evaluates another
+ * model (a quantization of the first) on FILE's chunks, no -f, and prints
+ * its KL divergence from them, the two perplexities and how often the two
+ * agree on the top token (perplexity_kld.c; llama-perplexity's file, so
+ * either program's base file serves the other). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +39,21 @@ static const char *CMD = "perplexity";
 enum { ROWS_BYTES = 64 << 20 };
 
 static int usage(void) {
-    fprintf(stderr, "usage: rewind perplexity MODEL -f FILE [--ctx N] [--chunks N] [--kv f32|f16] "
-                    "[--numerics auto|fast|ggml] [--threads N] [--kernels TIER]\n");
+    fprintf(stderr, "usage: rewind perplexity MODEL -f FILE [--ctx N] [--chunks N] [--kl-divergence-base OUT] "
+                    "[--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--kernels TIER]\n"
+                    "       rewind perplexity MODEL --kl-divergence --kl-divergence-base FILE [--chunks N] ...\n");
     return 2;
 }
+
+/* Where a chunk's scored rows go besides the perplexity: a base file being
+ * written (out), or one being read and compared with (in, kld); u16 holds
+ * one file row. */
+typedef struct {
+    FILE *out, *in;
+    rw_cli_kld *kld;
+    uint16_t *u16;
+    size_t nv;
+} base_io;
 
 /* -log softmax(row)[tok], in double, the terms summed in vocabulary order. */
 static double nll_of(const float *row, int64_t n_vocab, int32_t tok) {
@@ -50,7 +68,7 @@ static double nll_of(const float *row, int64_t n_vocab, int32_t tok) {
 /* Scores one chunk of n ids on s (empty): *nll and *nll2 gain each scored
  * token's value and its square, *count their number. */
 static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *rows, int64_t cap, int64_t n_vocab,
-                             double *nll, double *nll2, int64_t *count, rw_error *err) {
+                             const base_io *io, double *nll, double *nll2, int64_t *count, rw_error *err) {
     const int64_t first = n / 2;
     rw_seq_batch b = {.seq = s, .ids = ids, .n = first}; /* the context half: no logits */
     rw_status st = first ? rw_seq_eval_batch(&b, 1, err) : RW_OK;
@@ -59,7 +77,18 @@ static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *ro
         b = (rw_seq_batch){.seq = s, .ids = ids + at, .n = k, .logits = rows, .all_logits = true};
         if ((st = rw_seq_eval_batch(&b, 1, err))) break;
         for (int64_t j = 0; j < k; j++) {
-            const double v = nll_of(rows + j * n_vocab, n_vocab, ids[at + j + 1]);
+            const float *row = rows + j * n_vocab;
+            if (io->in) {
+                if (fread(io->u16, sizeof *io->u16, io->nv, io->in) != io->nv)
+                    return rw_errorf(err, RW_ERR_IO, "the base file ended early");
+                rw_cli_kld_add(io->kld, row, n_vocab, io->u16, ids[at + j + 1]);
+            }
+            if (io->out) {
+                rw_cli_kld_encode_row(row, n_vocab, io->u16);
+                if (fwrite(io->u16, sizeof *io->u16, io->nv, io->out) != io->nv)
+                    return rw_errorf(err, RW_ERR_IO, "cannot write the base file");
+            }
+            const double v = nll_of(row, n_vocab, ids[at + j + 1]);
             *nll += v;
             *nll2 += v * v;
             (*count)++;
@@ -68,14 +97,34 @@ static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *ro
     return st;
 }
 
+/* Opens the base file of --kl-divergence and reads its head: *ids its
+ * tokens (the caller frees), *n_ctx its context, *n_chunks its chunks
+ * (capped at max_chunks). 0, or 1 after printing why not. */
+static int open_base(const char *path, int64_t n_vocab, long *n_ctx, long max_chunks, FILE **f, int32_t **ids,
+                     int64_t *n_chunks) {
+    char msg[512];
+    int32_t ctx, chunks;
+    if (!(*f = fopen(path, "rb"))) return rw_cli_error(CMD, "cannot open %s", path), 1;
+    if (rw_cli_kld_read_head(*f, path, n_vocab, &ctx, &chunks, ids, msg, sizeof msg))
+        return rw_cli_error(CMD, "%s", msg), 1;
+    if (*n_ctx && *n_ctx != ctx)
+        return rw_cli_error(CMD, "%s was written with --ctx %d, not %ld", path, ctx, *n_ctx), 1;
+    *n_ctx = ctx;
+    *n_chunks = max_chunks > 0 && chunks > max_chunks ? max_chunks : chunks;
+    return 0;
+}
+
 int rw_cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *file = NULL;
-    long n_ctx = 512, max_chunks = 0, threads = 0;
+    const char *model_path = NULL, *file = NULL, *base_path = NULL;
+    long n_ctx = 0, max_chunks = 0, threads = 0; /* n_ctx 0: 512, or the base file's */
+    bool kl = false, wrote_base = false;
     rw_kv_type kv = RW_KV_F16; /* as llama-perplexity's default cache and rewind serve's */
     const rw_cli_opt opts[] = {
         {"-f", RW_OPT_STR, &file, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--ctx", RW_OPT_INT, &n_ctx, 4, 1L << 24, 0, 0, NULL, NULL, NULL},
         {"--chunks", RW_OPT_INT, &max_chunks, 0, 1L << 30, 0, 0, NULL, NULL, NULL},
+        {"--kl-divergence", RW_OPT_FLAG, &kl, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--kl-divergence-base", RW_OPT_STR, &base_path, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
         RW_OPT_KERNELS_TIER,
         RW_OPT_KV_TYPE(&kv),
@@ -85,65 +134,107 @@ int rw_cmd_perplexity(int argc, char **argv) {
     int n_pos = 0;
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, &n_pos);
     if (prc) return prc == RW_CLI_HELP ? 0 : usage();
-    if (!model_path || !file) return usage();
+    if (!model_path || (kl ? !base_path || file : !file)) {
+        if (kl && file) rw_cli_error(CMD, "--kl-divergence takes its tokens from the base file, not -f");
+        else if (kl) rw_cli_error(CMD, "--kl-divergence needs --kl-divergence-base FILE");
+        return usage();
+    }
     size_t len = 0;
-    char *text = rw_cli_read_file(file, &len); /* freed below */
-    if (!text) return rw_cli_error(CMD, "cannot read %s", file), 1;
+    char *text = kl ? NULL : rw_cli_read_file(file, &len); /* freed below */
+    if (!kl && !text) return rw_cli_error(CMD, "cannot read %s", file), 1;
     int rc = 1;
     rw_model *m = NULL;
     rw_seq *s = NULL;
-    int32_t *ids = NULL; /* the library's (rw_free) */
+    int32_t *ids = NULL;      /* the library's (rw_free) */
+    int32_t *base_ids = NULL; /* the base file's (free) */
     float *rows = NULL;
+    base_io io = {0};
     size_t n_ids = 0;
     rw_error err = {0};
     rw_model_params mp = rw_model_params_default();
     mp.n_threads = (int)threads;
-    if (rw_model_open(model_path, &mp, &m, &err) || rw_model_tokenize(m, text, len, true, false, &ids, &n_ids, &err))
-        goto fail;
-    int64_t n_chunks = (int64_t)n_ids / n_ctx;
-    if (max_chunks > 0 && n_chunks > max_chunks) n_chunks = max_chunks;
-    if (n_chunks < 1) {
-        rw_cli_error(CMD, "%s has %zu tokens, fewer than one chunk of --ctx %ld", file, n_ids, n_ctx);
-        goto done;
-    }
+    if (rw_model_open(model_path, &mp, &m, &err)) goto fail;
     const int64_t n_vocab = rw_model_n_vocab(m);
+    int64_t n_chunks = 0;
+    if (kl) {
+        if (open_base(base_path, n_vocab, &n_ctx, max_chunks, &io.in, &base_ids, &n_chunks)) goto done;
+        n_ids = (size_t)(n_chunks * n_ctx);
+    } else {
+        if (rw_model_tokenize(m, text, len, true, false, &ids, &n_ids, &err)) goto fail;
+        if (!n_ctx) n_ctx = 512;
+        n_chunks = (int64_t)n_ids / n_ctx;
+        if (max_chunks > 0 && n_chunks > max_chunks) n_chunks = max_chunks;
+        if (n_chunks < 1) {
+            rw_cli_error(CMD, "%s has %zu tokens, fewer than one chunk of --ctx %ld", file, n_ids, n_ctx);
+            goto done;
+        }
+    }
+    int32_t *const tokens = kl ? base_ids : ids;
     int64_t cap = ROWS_BYTES / (n_vocab * (int64_t)sizeof(float));
     if (cap < 1) cap = 1;
     if (cap > n_ctx) cap = n_ctx;
-    if (!(rows = malloc((size_t)(cap * n_vocab) * sizeof *rows))) {
+    io.nv = rw_cli_kld_row_u16(n_vocab);
+    const int64_t scored = n_ctx - 1 - n_ctx / 2;
+    if (!(rows = malloc((size_t)(cap * n_vocab) * sizeof *rows)) ||
+        ((kl || base_path) && !(io.u16 = malloc(io.nv * sizeof *io.u16))) ||
+        (kl && !(io.kld = rw_cli_kld_new(n_chunks * scored)))) {
         rw_cli_error(CMD, "out of memory for %lld rows of logits", (long long)cap);
         goto done;
+    }
+    if (!kl && base_path) {
+        wrote_base = true; /* removed if the run fails */
+        if (!(io.out = fopen(base_path, "wb")) ||
+            !rw_cli_kld_write_head(io.out, (int32_t)n_ctx, (int32_t)n_vocab, (int32_t)n_chunks, tokens)) {
+            rw_cli_error(CMD, "cannot write %s", base_path);
+            goto done;
+        }
     }
     if (rw_seq_new(m, n_ctx, kv == RW_KV_F32, &s, &err)) goto fail;
     const rw_tokenizer *t = rw_model_tokenizer(m);
     const bool bos = rw_tokenizer_add_bos(t) && rw_tokenizer_bos(t) >= 0;
     fprintf(stderr, "%s: %zu tokens, %lld chunks of %ld, %lld scored per chunk\n", CMD, n_ids, (long long)n_chunks,
-            n_ctx, (long long)(n_ctx - 1 - n_ctx / 2));
+            n_ctx, (long long)scored);
     double nll = 0.0, nll2 = 0.0;
     int64_t count = 0;
     for (int64_t c = 0; c < n_chunks; c++) {
-        int32_t *chunk = ids + c * n_ctx;
+        int32_t *chunk = tokens + c * n_ctx;
         const int32_t kept = chunk[0];
         if (bos) chunk[0] = rw_tokenizer_bos(t); /* each chunk starts as a text does */
         rw_status st = rw_seq_rewind(s, 0, &err);
-        if (!st) st = score_chunk(s, chunk, n_ctx, rows, cap, n_vocab, &nll, &nll2, &count, &err);
+        if (!st) st = score_chunk(s, chunk, n_ctx, rows, cap, n_vocab, &io, &nll, &nll2, &count, &err);
         chunk[0] = kept;
         if (st) goto fail;
-        printf("%s[%lld]%.4f", c ? "," : "", (long long)(c + 1), exp(nll / (double)count));
+        if (kl) rw_cli_kld_print_chunk(io.kld, c + 1, stdout);
+        else printf("%s[%lld]%.4f", c ? "," : "", (long long)(c + 1), exp(nll / (double)count));
         fflush(stdout);
+    }
+    if (io.out) {
+        FILE *f = io.out;
+        io.out = NULL;
+        if (fclose(f)) {
+            rw_cli_error(CMD, "cannot write %s", base_path);
+            goto done;
+        }
     }
     const double mean = nll / (double)count, ppl = exp(mean);
     const double var = count > 1 ? (nll2 / (double)count - mean * mean) * (double)count / (double)(count - 1) : 0.0;
     const double err_ppl = var > 0 ? ppl * sqrt(var / (double)count) : 0.0;
-    printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err_ppl);
+    if (kl) rw_cli_kld_print_final(io.kld, stdout);
+    else printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err_ppl);
     rc = 0;
     goto done;
 fail:
     rw_cli_error(CMD, "%s", err.msg);
 done:
+    if (io.out) fclose(io.out);
+    if (rc && wrote_base) remove(base_path); /* half a base file is no base file */
+    if (io.in) fclose(io.in);
+    rw_cli_kld_free(io.kld);
+    free(io.u16);
     rw_seq_free(s);
     free(rows);
     rw_free(ids);
+    free(base_ids);
     rw_model_close(m);
     free(text);
     return rc;

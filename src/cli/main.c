@@ -25,7 +25,9 @@ static const cli_command commands[] = {
     {"logits", rw_cmd_logits,
      "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] [--kernels TIER] --out OUT.f32"},
     {"perplexity", rw_cmd_perplexity,
-     "perplexity MODEL -f FILE [--ctx N] [--chunks N] [--kv f32|f16] [--threads N] [--kernels TIER]"},
+     "perplexity MODEL -f FILE [--ctx N] [--chunks N] [--kl-divergence-base OUT] [--kv f32|f16] [--threads N] "
+     "[--kernels TIER]\n"
+     "       rewind perplexity MODEL --kl-divergence --kl-divergence-base FILE [--chunks N] ..."},
     {"tokenize", rw_cmd_tokenize, "tokenize MODEL (TEXT | -f FILE) [--parse-special] [--no-bos]"},
     {"detokenize", rw_cmd_detokenize, "detokenize MODEL IDS..."},
     {"chat-template", rw_cmd_chat_template,

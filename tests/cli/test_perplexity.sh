@@ -3,7 +3,8 @@
 # chunk's figure equals the one computed here from `rewind logits` of the
 # same ids (the second half's predictions, -log softmax in double; f16 KV
 # cache in both), the output does not depend on the thread count, and bad
-# input is a clear error (a text shorter than one chunk, no -f).
+# input is a clear error (a text shorter than one chunk, no -f). Then the
+# KL divergence against a base file (below).
 set -u
 fx="${RW_FIXTURES:-../shared/fixtures}"
 bin="${REWIND:-build/rewind}"
@@ -47,6 +48,94 @@ print("chunk 1: rewind perplexity %.4f, from the logits %.6f" % (got, want))
 sys.exit(0 if ok else 1)
 PY
 done
+# --kl-divergence: the F32 file's base (llama-perplexity's layout: its size,
+# its tokens, each row within half a step of the F32 logits' log-softmax),
+# the Q4_K_M file against it (chunk 1's KL and top-token agreement as
+# computed here from both files' logits), the F32 file against its own base
+# (KL about 0, the same top token, the same perplexities), thread invariance
+f32="$fx/qwen35/qwen35-F32.gguf" q4="$fx/qwen35/qwen35-Q4_K_M.gguf"
+"$bin" perplexity "$f32" -f "$tmp/text.txt" --ctx $ctx --chunks 3 --kv f32 --kl-divergence-base "$tmp/base.kld" \
+  >"$tmp/plain.txt" 2>/dev/null
+check [ $? -eq 0 ]
+"$bin" perplexity "$q4" --kl-divergence --kl-divergence-base "$tmp/base.kld" --kv f32 --threads 2 >"$tmp/kl2.txt" 2>/dev/null
+check [ $? -eq 0 ]
+"$bin" perplexity "$q4" --kl-divergence --kl-divergence-base "$tmp/base.kld" --kv f32 --threads 1 >"$tmp/kl1.txt" 2>/dev/null
+check cmp -s "$tmp/kl1.txt" "$tmp/kl2.txt"
+"$bin" perplexity "$f32" --kl-divergence --kl-divergence-base "$tmp/base.kld" --kv f32 >"$tmp/self.txt" 2>/dev/null
+check [ $? -eq 0 ]
+"$bin" tokenize "$f32" -f "$tmp/text.txt" | tr ' ' '\n' | head -n $ctx >"$tmp/chunk.ids"
+"$bin" logits "$f32" --ids "$tmp/chunk.ids" --kv f32 --out "$tmp/base.f32" && \
+  "$bin" logits "$q4" --ids "$tmp/chunk.ids" --kv f32 --out "$tmp/q.f32"
+check [ $? -eq 0 ]
+"$bin" tokenize "$f32" -f "$tmp/text.txt" | tr ' ' '\n' | head -n $((3 * ctx)) >"$tmp/all.ids"
+python3 - "$tmp" $ctx <<'PY' || fail=1
+import math, re, struct, sys
+tmp, n = sys.argv[1], int(sys.argv[2])
+raw = open(tmp + "/base.kld", "rb").read()
+ok = raw[:8] == b"_logits_"
+n_ctx, n_vocab, n_chunk = struct.unpack("<3i", raw[8:20])
+nv = 2 * ((n_vocab + 1) // 2) + 4
+scored = n_ctx - 1 - n_ctx // 2
+ok &= (n_ctx, n_chunk) == (n, 3) and len(raw) == 20 + 4 * n_ctx * n_chunk + 2 * nv * scored * n_chunk
+toks = list(struct.unpack("<%di" % (n_ctx * n_chunk), raw[20:20 + 4 * n_ctx * n_chunk]))
+ok &= toks == [int(x) for x in open(tmp + "/all.ids").read().split()]
+def rows(path):
+    r = open(path, "rb").read()
+    f = struct.unpack("<%df" % (len(r) // 4), r)
+    return [f[i * n_vocab:(i + 1) * n_vocab] for i in range(n)]
+def logsm(row):
+    m = max(row)
+    s = m + math.log(math.fsum(math.exp(v - m) for v in row))
+    return [v - s for v in row]
+base, q = rows(tmp + "/base.f32"), rows(tmp + "/q.f32")
+off = 20 + 4 * n_ctx * n_chunk
+kl, same, worst = 0.0, 0, 0.0
+for j in range(scored):
+    at = off + 2 * nv * j
+    scale, lo = struct.unpack("<2f", raw[at:at + 8])
+    qs = struct.unpack("<%dH" % n_vocab, raw[at + 8:at + 8 + 2 * n_vocab])
+    lp = [scale * v + lo for v in qs]
+    want = logsm(base[n // 2 + j])
+    top = max(want)
+    for v in range(n_vocab):  # kept values within half a step of the log-softmax
+        if want[v] > top - 15.99:
+            worst = max(worst, abs(lp[v] - want[v]) - scale / 2)
+    lq = logsm(q[n // 2 + j])
+    kl += math.fsum(math.exp(a) * (a - b) for a, b in zip(lp, lq) if a > -16)
+    same += max(range(n_vocab), key=lambda v: q[n // 2 + j][v]) == max(range(n_vocab), key=lambda v: qs[v])
+kl /= scored
+line = [l for l in open(tmp + "/kl2.txt") if re.match(r"\s+1 ", l)][0].split()
+got_kl, got_same = float(line[7]), float(line[14])
+ok &= worst < 1e-4 and abs(got_kl - kl) <= 1e-5 + 1e-4 * kl and abs(got_same - 100.0 * same / scored) < 1e-3
+print("base rows within %.2g of half a step; chunk 1 KL %.5f (here %.6f), same top %.3f%% (here %.3f%%)"
+      % (worst, got_kl, kl, got_same, 100.0 * same / scored))
+self = open(tmp + "/self.txt").read()
+ppl = [float(x) for x in re.findall(r"\[\d\]([0-9.]+)", open(tmp + "/plain.txt").read())]
+self_ppl = [float(l.split()[1]) for l in self.splitlines() if re.match(r"\s+\d ", l)]
+self_kl = float(re.search(r"Mean +KLD : +(-?[0-9.]+)", self).group(1))
+ok &= self_ppl == ppl and abs(self_kl) < 1e-4 and re.search(r"Same top p +: +100\.0+ ", self) is not None
+print("own base: KL %.6f, perplexities %s" % (self_kl, "equal" if self_ppl == ppl else "differ"))
+sys.exit(0 if ok else 1)
+PY
+# a base file that is not one, or not this model's, or cut short, or another context
+kl_err() { "$bin" perplexity "$f32" --kl-divergence --kl-divergence-base "$1" "${@:3}" >/dev/null 2>"$tmp/err.txt"
+  check [ $? -eq 1 ]; check grep -q "$2" "$tmp/err.txt"; }
+kl_err "$tmp/text.txt" "not a base file"
+kl_err "$tmp/none.kld" "cannot open"
+head -c 5000 "$tmp/base.kld" >"$tmp/short.kld"
+kl_err "$tmp/short.kld" "bytes, not the"
+python3 -c "import sys; b=bytearray(open(sys.argv[1],'rb').read()); b[12:16]=(511).to_bytes(4,'little'); open(sys.argv[2],'wb').write(b)" \
+  "$tmp/base.kld" "$tmp/vocab.kld"
+kl_err "$tmp/vocab.kld" "vocabulary of 511 tokens"
+kl_err "$tmp/base.kld" "written with --ctx $ctx, not 64" --ctx 64
+"$bin" perplexity "$f32" --kl-divergence >/dev/null 2>&1
+check [ $? -eq 2 ]
+"$bin" perplexity "$f32" --kl-divergence --kl-divergence-base "$tmp/base.kld" -f "$tmp/text.txt" >/dev/null 2>&1
+check [ $? -eq 2 ]
+"$bin" perplexity "$f32" -f "$tmp/text.txt" --ctx $ctx --chunks 1 --kl-divergence-base "$tmp/no/such/dir.kld" \
+  >/dev/null 2>"$tmp/err.txt"
+check [ $? -eq 1 ]
+check grep -q "cannot write" "$tmp/err.txt"
 # errors
 "$bin" perplexity "$fx/qwen35/qwen35-Q8_0.gguf" -f "$tmp/text.txt" --ctx 100000 >/dev/null 2>"$tmp/err.txt"
 check [ $? -eq 1 ]
