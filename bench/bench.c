@@ -22,7 +22,8 @@ typedef struct {
 } bench_entry;
 
 static const bench_entry benches[] = {
-    {"kernels", rw_bench_kernels, "kernels [--json] [--threads N] [--kernels TIER] [--types T1,T2,...] [--quick]"},
+    {"kernels", rw_bench_kernels,
+     "kernels [--json] [--threads N] [--kernels TIER] [--types T1,T2,...] [--quick] [--stored-panels]"},
     {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE] [--reps N]"},
     {"ops", rw_bench_ops, "ops [--ctx N] [--threads N] [--kernels TIER] [--json] [--quick]"},
     {"serve", rw_bench_serve,
@@ -39,7 +40,8 @@ static const bench_entry benches[] = {
      "spec TARGET [--draft DRAFT] [--k 1,2,4,8] [--threads N] [--kernels TIER] [--prompt N] [--gen N] [--reps R] "
      "[--seqs N] [--kv f32|f16]"},
     {"sampler", rw_bench_sampler, "sampler [--vocab N] [--reps R] [--json]"},
-    {"grammar", rw_bench_grammar, "grammar VOCAB.gguf [--walks N] [--tokens N] [--json]"},
+    {"grammar", rw_bench_grammar,
+     "grammar VOCAB.gguf [--walks N] [--tokens N] [--schema FILE.json | --gbnf FILE.gbnf] [--json]"},
 };
 
 static void usage(FILE *f) {
@@ -57,7 +59,12 @@ int rw_cmd_bench(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
-        if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], benches[i].name)) {
+            static char line[512]; /* the benchmark's --help names its words (rw_cli_set_usage keeps the pointer) */
+            snprintf(line, sizeof line, "bench %s", benches[i].usage);
+            rw_cli_set_usage(line);
+            return benches[i].run(argc - 1, argv + 1);
+        }
     rw_cli_error("bench", "unknown benchmark '%s'", argv[1]);
     usage(stderr);
     return 2;

@@ -37,6 +37,8 @@ rm -f "${TMPDIR:-/tmp}/help.err.$$"
 # the help of the options: a model command does not start
 # the program's usage line names the words
 check grep -q "^usage: rewind perplexity MODEL -f FILE" <<<"$("$bin" perplexity --help)"
+check grep -q "^usage: rewind bench model MODEL \[--prompt N\]" <<<"$("$bin" bench model --help)"
+check grep -q "^usage: rewind bench grammar VOCAB.gguf" <<<"$("$bin" bench grammar --help)"
 out=$("$bin" serve model.gguf --help 2>&1); rc=$?
 check [ $rc -eq 0 ]; check grep -q "^usage: rewind serve" <<<"$out"
 "$bin" serve --bogus >/dev/null 2>&1; rc=$?
