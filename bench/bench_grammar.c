@@ -108,6 +108,7 @@ int rw_bench_grammar(int argc, char **argv) {
         RW_OPT_END,
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &path, 1, NULL);
+    if (prc == RW_CLI_HELP) return 0;
     if (prc == 2) return 2;
     if (prc || !path) {
         fprintf(stderr, "usage: rewind bench grammar VOCAB.gguf [--walks N] [--tokens N] [--schema FILE.json | --gbnf "

@@ -31,6 +31,11 @@ bench serve:--clients VALUE
 bench ops:--ctx N
 bench kernels:--types VALUE
 bench sampler:--vocab N
+bench grammar:--walks N
+bench spec:--draft VALUE
+bench state:--prompt N
+bench chat:--turns N
+bench tokenizer:--reps N
 perplexity:--ctx N
 LIST
 rm -f "${TMPDIR:-/tmp}/help.err.$$"
