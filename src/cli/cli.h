@@ -111,6 +111,11 @@ void rw_cli_kld_free(rw_cli_kld *k);
 void rw_cli_kld_add(rw_cli_kld *k, const float *row, int64_t n_vocab, const uint16_t *base, int32_t tok);
 void rw_cli_kld_print_chunk(const rw_cli_kld *k, int64_t chunk, FILE *out);
 void rw_cli_kld_print_final(rw_cli_kld *k, FILE *out);
+/* perplexity_hellaswag.c: the HellaSwag score of m on a data file's text
+ * (len bytes, NUL-terminated; its lines are cut in place), the first
+ * max_tasks tasks (0: all), on a sequence of n_ctx positions; prints as it
+ * goes. The exit status: 0, or 1 after printing why not. */
+int rw_cli_hellaswag(const char *cmd, rw_model *m, char *text, size_t len, long max_tasks, long n_ctx, int kv_f32);
 
 /* cli_spec.c: the speculative-decoding options of generate, serve and
  * bench spec: --spec mtp|ngram|mtp,ngram, --spec-ngram-n N,

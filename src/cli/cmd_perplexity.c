@@ -25,7 +25,10 @@
  * model (a quantization of the first) on FILE's chunks, no -f, and prints
  * its KL divergence from them, the two perplexities and how often the two
  * agree on the top token (perplexity_kld.c; llama-perplexity's file, so
- * either program's base file serves the other). */
+ * either program's base file serves the other).
+ *
+ * --hellaswag -f FILE [--hellaswag-tasks N]: the HellaSwag score on
+ * llama-perplexity's data file (perplexity_hellaswag.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +44,8 @@ enum { ROWS_BYTES = 64 << 20 };
 static int usage(void) {
     fprintf(stderr, "usage: rewind perplexity MODEL -f FILE [--ctx N] [--chunks N] [--kl-divergence-base OUT] "
                     "[--kv f32|f16] [--numerics auto|fast|ggml] [--threads N] [--kernels TIER]\n"
-                    "       rewind perplexity MODEL --kl-divergence --kl-divergence-base FILE [--chunks N] ...\n");
+                    "       rewind perplexity MODEL --kl-divergence --kl-divergence-base FILE [--chunks N] ...\n"
+                    "       rewind perplexity MODEL --hellaswag -f FILE [--hellaswag-tasks N] ...\n");
     return 2;
 }
 
@@ -117,7 +121,8 @@ static int open_base(const char *path, int64_t n_vocab, long *n_ctx, long max_ch
 int rw_cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *file = NULL, *base_path = NULL;
     long n_ctx = 0, max_chunks = 0, threads = 0; /* n_ctx 0: 512, or the base file's */
-    bool kl = false, wrote_base = false;
+    bool kl = false, wrote_base = false, hellaswag = false;
+    long hs_tasks = 0;
     rw_kv_type kv = RW_KV_F16; /* as llama-perplexity's default cache and rewind serve's */
     const rw_cli_opt opts[] = {
         {"-f", RW_OPT_STR, &file, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -125,6 +130,8 @@ int rw_cmd_perplexity(int argc, char **argv) {
         {"--chunks", RW_OPT_INT, &max_chunks, 0, 1L << 30, 0, 0, NULL, NULL, NULL},
         {"--kl-divergence", RW_OPT_FLAG, &kl, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--kl-divergence-base", RW_OPT_STR, &base_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--hellaswag", RW_OPT_FLAG, &hellaswag, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--hellaswag-tasks", RW_OPT_INT, &hs_tasks, 0, 1L << 30, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
         RW_OPT_KERNELS_TIER,
         RW_OPT_KV_TYPE(&kv),
@@ -134,6 +141,10 @@ int rw_cmd_perplexity(int argc, char **argv) {
     int n_pos = 0;
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, &n_pos);
     if (prc) return prc == RW_CLI_HELP ? 0 : usage();
+    if (hellaswag && (kl || base_path)) {
+        rw_cli_error(CMD, "--hellaswag scores its own file: no --kl-divergence");
+        return usage();
+    }
     if (!model_path || (kl ? !base_path || file : !file)) {
         if (kl && file) rw_cli_error(CMD, "--kl-divergence takes its tokens from the base file, not -f");
         else if (kl) rw_cli_error(CMD, "--kl-divergence needs --kl-divergence-base FILE");
@@ -154,6 +165,10 @@ int rw_cmd_perplexity(int argc, char **argv) {
     rw_model_params mp = rw_model_params_default();
     mp.n_threads = (int)threads;
     if (rw_model_open(model_path, &mp, &m, &err)) goto fail;
+    if (hellaswag) {
+        rc = rw_cli_hellaswag(CMD, m, text, len, hs_tasks, n_ctx ? n_ctx : 512, kv == RW_KV_F32);
+        goto done;
+    }
     const int64_t n_vocab = rw_model_n_vocab(m);
     int64_t n_chunks = 0;
     if (kl) {

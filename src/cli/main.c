@@ -27,7 +27,8 @@ static const cli_command commands[] = {
     {"perplexity", rw_cmd_perplexity,
      "perplexity MODEL -f FILE [--ctx N] [--chunks N] [--kl-divergence-base OUT] [--kv f32|f16] [--threads N] "
      "[--kernels TIER]\n"
-     "       rewind perplexity MODEL --kl-divergence --kl-divergence-base FILE [--chunks N] ..."},
+     "       rewind perplexity MODEL --kl-divergence --kl-divergence-base FILE [--chunks N] ...\n"
+     "       rewind perplexity MODEL --hellaswag -f FILE [--hellaswag-tasks N] ..."},
     {"tokenize", rw_cmd_tokenize, "tokenize MODEL (TEXT | -f FILE) [--parse-special] [--no-bos]"},
     {"detokenize", rw_cmd_detokenize, "detokenize MODEL IDS..."},
     {"chat-template", rw_cmd_chat_template,

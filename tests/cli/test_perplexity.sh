@@ -4,7 +4,7 @@
 # same ids (the second half's predictions, -log softmax in double; f16 KV
 # cache in both), the output does not depend on the thread count, and bad
 # input is a clear error (a text shorter than one chunk, no -f). Then the
-# KL divergence against a base file (below).
+# KL divergence against a base file and the HellaSwag score (below).
 set -u
 fx="${RW_FIXTURES:-../shared/fixtures}"
 bin="${REWIND:-build/rewind}"
@@ -136,6 +136,72 @@ check [ $? -eq 2 ]
   >/dev/null 2>"$tmp/err.txt"
 check [ $? -eq 1 ]
 check grep -q "cannot write" "$tmp/err.txt"
+# --hellaswag: each task's choice as computed here from the logits of each
+# ending's whole text (so no rewind), on the hybrid fixture; threads; errors
+python3 - "$fx/README.md" "$tmp/hs.txt" <<'PY'
+import random, re, sys
+words = re.findall(r"[A-Za-z]+", open(sys.argv[1]).read())
+random.seed(7)
+out = []
+for t in range(8):
+    out.append("Task %d: " % t + " ".join(random.choice(words) for _ in range(random.randint(6, 20))))
+    out.append(str(random.randint(0, 3)))
+    out += [" ".join(random.choice(words) for _ in range(random.randint(2, 9))) for _ in range(4)]
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+"$bin" perplexity "$q4" --hellaswag -f "$tmp/hs.txt" --threads 2 >"$tmp/hs2.txt" 2>/dev/null
+check [ $? -eq 0 ]
+"$bin" perplexity "$q4" --hellaswag -f "$tmp/hs.txt" --threads 1 >"$tmp/hs1.txt" 2>/dev/null
+check cmp -s "$tmp/hs1.txt" "$tmp/hs2.txt"
+mapfile -t hs <"$tmp/hs.txt"
+for t in $(seq 0 7); do
+  for e in 0 1 2 3; do
+    "$bin" tokenize "$q4" "${hs[$((6 * t))]} ${hs[$((6 * t + 2 + e))]}" >"$tmp/hs.$t.$e.ids"
+    "$bin" logits "$q4" --ids "$tmp/hs.$t.$e.ids" --out "$tmp/hs.$t.$e.f32" || fail=1
+  done
+done
+python3 - "$tmp" "$tmp/hs.txt" "$tmp/hs2.txt" <<'PY' || fail=1
+import math, struct, sys
+tmp, lines, got = sys.argv[1], open(sys.argv[2]).read().split("\n"), open(sys.argv[3]).read().splitlines()
+right, want = 0, []
+for t in range(8):
+    ids = [[int(x) for x in open("%s/hs.%d.%d.ids" % (tmp, t, e)).read().split()] for e in range(4)]
+    cp = 0
+    while all(cp < len(i) for i in ids) and len({i[cp] for i in ids}) == 1:
+        cp += 1
+    score = []
+    for e in range(4):
+        raw = open("%s/hs.%d.%d.f32" % (tmp, t, e), "rb").read()
+        nv = len(raw) // 4 // len(ids[e])
+        f = struct.unpack("<%df" % (len(raw) // 4), raw)
+        lp = 0.0
+        for j in range(cp - 1, len(ids[e]) - 1):  # row j predicts token j + 1
+            row = f[j * nv:(j + 1) * nv]
+            m = max(row)
+            lp += row[ids[e][j + 1]] - m - math.log(math.fsum(math.exp(v - m) for v in row))
+        score.append(lp / (len(ids[e]) - cp))
+    best = max(range(4), key=lambda e: (score[e], -e))
+    right += best == int(lines[6 * t + 1])
+    want.append("%d\t%3.8f%%" % (t + 1, 100.0 * right / (t + 1)))
+    lines[6 * t + 1] = str(best)
+open(tmp + "/hs_best.txt", "w").write("\n".join(lines))  # every task's label: the choice made here
+rows = [l.split("\t")[0] + "\t" + l.split("\t")[1] for l in got[1:9]]
+print("hellaswag: rewind %s, from the whole texts' logits %s" % (rows[-1].split("\t")[1], want[-1].split("\t")[1]))
+sys.exit(0 if rows == want and got[-1].startswith("Final HellaSwag acc_norm") else 1)
+PY
+# labelled with those choices, every task is right
+"$bin" perplexity "$q4" --hellaswag -f "$tmp/hs_best.txt" >"$tmp/hsb.txt" 2>/dev/null
+check grep -q "^Final HellaSwag acc_norm = 100.0000% .* over 8 tasks" "$tmp/hsb.txt"
+printf 'a\n0\nb\nc\nd\n' >"$tmp/hs5.txt"
+"$bin" perplexity "$q4" --hellaswag -f "$tmp/hs5.txt" >/dev/null 2>"$tmp/err.txt"
+check [ $? -eq 1 ]
+check grep -q "six lines a task" "$tmp/err.txt"
+printf 'a b\n4\nc\nd\ne\nf\n' >"$tmp/hs6.txt"
+"$bin" perplexity "$q4" --hellaswag -f "$tmp/hs6.txt" >/dev/null 2>"$tmp/err.txt"
+check [ $? -eq 1 ]
+check grep -q "not 0-3" "$tmp/err.txt"
+"$bin" perplexity "$q4" --hellaswag -f "$tmp/hs.txt" --kl-divergence >/dev/null 2>&1
+check [ $? -eq 2 ]
 # errors
 "$bin" perplexity "$fx/qwen35/qwen35-Q8_0.gguf" -f "$tmp/text.txt" --ctx 100000 >/dev/null 2>"$tmp/err.txt"
 check [ $? -eq 1 ]
