@@ -98,6 +98,9 @@ char *rw_cli_read_file(const char *path, size_t *len);
  * model's vocabulary and its size, and gives its context, chunks and
  * tokens (*tokens: the caller frees); 1 with the reason in msg. */
 typedef struct rw_cli_kld rw_cli_kld;
+/* log softmax(row)[tok] in double, the terms summed in vocabulary order
+ * (perplexity's and HellaSwag's per-token figure). */
+double rw_cli_log_prob(const float *row, int64_t n_vocab, int32_t tok);
 size_t rw_cli_kld_row_u16(int64_t n_vocab);
 bool rw_cli_kld_write_head(FILE *f, int32_t n_ctx, int32_t n_vocab, int32_t n_chunk, const int32_t *tokens);
 void rw_cli_kld_encode_row(const float *row, int64_t n_vocab, uint16_t *out);

@@ -59,16 +59,6 @@ typedef struct {
     size_t nv;
 } base_io;
 
-/* -log softmax(row)[tok], in double, the terms summed in vocabulary order. */
-static double nll_of(const float *row, int64_t n_vocab, int32_t tok) {
-    double max = -INFINITY;
-    for (int64_t v = 0; v < n_vocab; v++)
-        if (row[v] > max) max = row[v];
-    double sum = 0.0;
-    for (int64_t v = 0; v < n_vocab; v++) sum += exp((double)row[v] - max);
-    return -((double)row[tok] - max - log(sum));
-}
-
 /* Scores one chunk of n ids on s (empty): *nll and *nll2 gain each scored
  * token's value and its square, *count their number. */
 static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *rows, int64_t cap, int64_t n_vocab,
@@ -92,7 +82,7 @@ static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *ro
                 if (fwrite(io->u16, sizeof *io->u16, io->nv, io->out) != io->nv)
                     return rw_errorf(err, RW_ERR_IO, "cannot write the base file");
             }
-            const double v = nll_of(row, n_vocab, ids[at + j + 1]);
+            const double v = -rw_cli_log_prob(row, n_vocab, ids[at + j + 1]);
             *nll += v;
             *nll2 += v * v;
             (*count)++;

@@ -36,16 +36,6 @@ static char *next_line(char **p, char *end) {
     return l;
 }
 
-/* log softmax(row)[tok], in double. */
-static double log_prob(const float *row, int64_t n_vocab, int32_t tok) {
-    double max = -INFINITY;
-    for (int64_t v = 0; v < n_vocab; v++)
-        if (row[v] > max) max = row[v];
-    double sum = 0.0;
-    for (int64_t v = 0; v < n_vocab; v++) sum += exp((double)row[v] - max);
-    return (double)row[tok] - max - log(sum);
-}
-
 /* The 95% Wilson score interval of k right of n. */
 static void wilson(double k, double n, double *lo, double *hi) {
     const double z = 1.959963984540054, z2n = z * z / n, p = k / n;
@@ -62,7 +52,7 @@ static rw_status score_task(rw_seq *s, int32_t *const ids[4], const size_t n[4],
     if (!st) st = rw_seq_eval(s, ids[0], (int64_t)cp, rows, err); /* the prefix's last row */
     if (st) return st;
     double first[4];
-    for (int e = 0; e < 4; e++) first[e] = log_prob(rows, n_vocab, ids[e][cp]);
+    for (int e = 0; e < 4; e++) first[e] = rw_cli_log_prob(rows, n_vocab, ids[e][cp]);
     for (int e = 0; e < 4; e++) {
         double sum = first[e];
         /* tokens cp .. n - 2 predict cp + 1 .. n - 1; the last one is not run */
@@ -71,7 +61,8 @@ static rw_status score_task(rw_seq *s, int32_t *const ids[4], const size_t n[4],
             const rw_seq_batch b = {.seq = s, .ids = ids[e] + at, .n = k, .logits = rows, .all_logits = true};
             if (at == cp) st = rw_seq_rewind(s, (int64_t)cp, err);
             if (!st) st = rw_seq_eval_batch(&b, 1, err);
-            for (int64_t j = 0; !st && j < k; j++) sum += log_prob(rows + j * n_vocab, n_vocab, ids[e][at + j + 1]);
+            for (int64_t j = 0; !st && j < k; j++)
+                sum += rw_cli_log_prob(rows + j * n_vocab, n_vocab, ids[e][at + j + 1]);
         }
         if (st) return st;
         score[e] = sum / (double)(n[e] - cp);

@@ -40,6 +40,15 @@ struct rw_cli_kld {
     float *kld_v, *dp_v; /* per scored token, for the percentiles; owned, cap each */
 };
 
+double rw_cli_log_prob(const float *row, int64_t n_vocab, int32_t tok) {
+    double max = -INFINITY;
+    for (int64_t v = 0; v < n_vocab; v++)
+        if (row[v] > max) max = row[v];
+    double sum = 0.0;
+    for (int64_t v = 0; v < n_vocab; v++) sum += exp((double)row[v] - max);
+    return (double)row[tok] - max - log(sum);
+}
+
 size_t rw_cli_kld_row_u16(int64_t n_vocab) { return (size_t)(2 * ((n_vocab + 1) / 2) + 4); }
 
 static bool put_i32(FILE *f, int32_t v) { return fwrite(&v, 4, 1, f) == 1; }
