@@ -1095,7 +1095,7 @@ typedef struct {
 /* An engine's statistics: counters since it opened, levels now. */
 typedef struct {
     size_t struct_size;         /* the bytes filled (see rw_engine_stats_full) */
-    int running;                /* sequences in the batch now */
+    int running;                /* sequences in the batch now (a finished one until it is released) */
     int queued;                 /* requests waiting for a slot */
     uint64_t requests_finished; /* final events sent */
     uint64_t requests_cancelled;

@@ -195,7 +195,7 @@ void rw_engine_cancel_id(rw_engine *e, uint64_t id) {
 void rw_engine_get_stats(rw_engine *e, rw_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
     *out = e->stats;
-    out->running = e->n_running;
+    out->running = e->n_running + e->n_retiring; /* a finished request until its memory and state are released */
     out->queued = e->n_queued;
     pthread_mutex_unlock(&e->mu);
     out->cache_enabled = e->pcache != NULL;

@@ -129,6 +129,7 @@ struct rw_engine {
     int n_queued;
     rw_engine__req **running; /* [max_running]; only the scheduler adds and removes */
     int n_running;
+    int n_retiring;   /* left running, still being freed outside the lock (scheduler.c's retire) */
     bool state_stale; /* a request was admitted since stats.kv_bytes was measured */
     bool lost_logged; /* the model file's truncation was logged (scheduler thread) */
     struct rw_engine__slot *slots;       /* [max_running] (engine_slots.c); owned */

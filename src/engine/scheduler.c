@@ -153,9 +153,11 @@ bool rw_engine__step_locked(rw_engine *e, rw_engine__scratch *sc) {
         if (e->slot_ops) rw_engine__slot_ops_run(e); /* slot saves and restores: between steps */
         int n_ret = collect_and_admit(e, retired);
         if (n_ret) {
+            e->n_retiring += n_ret; /* still counted as running by the stats until freed */
             pthread_mutex_unlock(&e->mu);
             for (int i = 0; i < n_ret; i++) retire(e, retired[i]);
             pthread_mutex_lock(&e->mu);
+            e->n_retiring -= n_ret;
             continue; /* admit into the freed slots before stepping */
         }
         if (e->stopping) return false;
