@@ -94,7 +94,8 @@ char *rw_cli_read_file(const char *path, size_t *len);
  * (--kl-divergence-base) and the KL-divergence statistics against it.
  * A row of the file is rw_cli_kld_row_u16 u16; write_head writes the
  * header and the n_ctx * n_chunk tokens (false on a write error);
- * encode_row one row of logits. read_head checks a file against the
+ * encode_row one row of logits (it returns the NLL of tok, next in the
+ * text, as -rw_cli_log_prob gives it, from the same pass). read_head checks a file against the
  * model's vocabulary and its size, and gives its context, chunks and
  * tokens (*tokens: the caller frees); 1 with the reason in msg. */
 typedef struct rw_cli_kld rw_cli_kld;
@@ -103,15 +104,16 @@ typedef struct rw_cli_kld rw_cli_kld;
 double rw_cli_log_prob(const float *row, int64_t n_vocab, int32_t tok);
 size_t rw_cli_kld_row_u16(int64_t n_vocab);
 bool rw_cli_kld_write_head(FILE *f, int32_t n_ctx, int32_t n_vocab, int32_t n_chunk, const int32_t *tokens);
-void rw_cli_kld_encode_row(const float *row, int64_t n_vocab, uint16_t *out);
+double rw_cli_kld_encode_row(const float *row, int64_t n_vocab, int32_t tok, uint16_t *out);
 int rw_cli_kld_read_head(FILE *f, const char *path, int64_t n_vocab, int32_t *n_ctx, int32_t *n_chunk, int32_t **tokens,
                          char *msg, size_t msg_len);
 /* The statistics of up to n_values scored tokens (freed by rw_cli_kld_free):
  * add one token's row of logits against its base row (tok: the actual next
- * token), the running figures after a chunk, the final ones. */
+ * token; it returns tok's NLL under the model, as encode_row), the running
+ * figures after a chunk, the final ones. */
 rw_cli_kld *rw_cli_kld_new(int64_t n_values);
 void rw_cli_kld_free(rw_cli_kld *k);
-void rw_cli_kld_add(rw_cli_kld *k, const float *row, int64_t n_vocab, const uint16_t *base, int32_t tok);
+double rw_cli_kld_add(rw_cli_kld *k, const float *row, int64_t n_vocab, const uint16_t *base, int32_t tok);
 void rw_cli_kld_print_chunk(const rw_cli_kld *k, int64_t chunk, FILE *out);
 void rw_cli_kld_print_final(rw_cli_kld *k, FILE *out);
 /* perplexity_hellaswag.c: the HellaSwag score of m on a data file's text

@@ -72,17 +72,17 @@ static rw_status score_chunk(rw_seq *s, const int32_t *ids, int64_t n, float *ro
         if ((st = rw_seq_eval_batch(&b, 1, err))) break;
         for (int64_t j = 0; j < k; j++) {
             const float *row = rows + j * n_vocab;
+            const int32_t tok = ids[at + j + 1];
+            double v; /* its NLL, from the row's one log-softmax pass */
             if (io->in) {
                 if (fread(io->u16, sizeof *io->u16, io->nv, io->in) != io->nv)
                     return rw_errorf(err, RW_ERR_IO, "the base file ended early");
-                rw_cli_kld_add(io->kld, row, n_vocab, io->u16, ids[at + j + 1]);
-            }
-            if (io->out) {
-                rw_cli_kld_encode_row(row, n_vocab, io->u16);
+                v = rw_cli_kld_add(io->kld, row, n_vocab, io->u16, tok);
+            } else if (io->out) {
+                v = rw_cli_kld_encode_row(row, n_vocab, tok, io->u16);
                 if (fwrite(io->u16, sizeof *io->u16, io->nv, io->out) != io->nv)
                     return rw_errorf(err, RW_ERR_IO, "cannot write the base file");
-            }
-            const double v = -rw_cli_log_prob(row, n_vocab, ids[at + j + 1]);
+            } else v = -rw_cli_log_prob(row, n_vocab, tok);
             *nll += v;
             *nll2 += v * v;
             (*count)++;

@@ -58,7 +58,7 @@ bool rw_cli_kld_write_head(FILE *f, int32_t n_ctx, int32_t n_vocab, int32_t n_ch
            fwrite(tokens, 4, (size_t)n_ctx * (size_t)n_chunk, f) == (size_t)n_ctx * (size_t)n_chunk;
 }
 
-void rw_cli_kld_encode_row(const float *row, int64_t n_vocab, uint16_t *out) {
+double rw_cli_kld_encode_row(const float *row, int64_t n_vocab, int32_t tok, uint16_t *out) {
     float max = row[0], min = row[0];
     for (int64_t v = 1; v < n_vocab; v++) {
         if (row[v] > max) max = row[v];
@@ -67,7 +67,8 @@ void rw_cli_kld_encode_row(const float *row, int64_t n_vocab, uint16_t *out) {
     const float lo = min > max - SPAN ? min : max - SPAN;
     double sum = 0.0;
     for (int64_t v = 0; v < n_vocab; v++) sum += exp((double)row[v] - max);
-    const float head[2] = {(max - lo) / 65535.0f, (float)((double)lo - max - log(sum))}; /* scale, lo */
+    const double ls = log(sum);
+    const float head[2] = {(max - lo) / 65535.0f, (float)((double)lo - max - ls)}; /* scale, lo */
     memcpy(out, head, sizeof head);
     uint16_t *q = out + 4;
     const size_t nv = rw_cli_kld_row_u16(n_vocab);
@@ -78,6 +79,7 @@ void rw_cli_kld_encode_row(const float *row, int64_t n_vocab, uint16_t *out) {
                 const long s = lroundf((row[v] - lo) / head[0]);
                 q[v] = (uint16_t)(s > 65535 ? 65535 : s);
             }
+    return -((double)row[tok] - max - ls); /* rw_cli_log_prob's operations */
 }
 
 int rw_cli_kld_read_head(FILE *f, const char *path, int64_t n_vocab, int32_t *n_ctx, int32_t *n_chunk, int32_t **tokens,
@@ -134,7 +136,7 @@ void rw_cli_kld_free(rw_cli_kld *k) {
     free(k);
 }
 
-void rw_cli_kld_add(rw_cli_kld *k, const float *row, int64_t n_vocab, const uint16_t *base, int32_t tok) {
+double rw_cli_kld_add(rw_cli_kld *k, const float *row, int64_t n_vocab, const uint16_t *base, int32_t tok) {
     float head[2];
     memcpy(head, base, sizeof head);
     const uint16_t *q = base + 4;
@@ -146,13 +148,13 @@ void rw_cli_kld_add(rw_cli_kld *k, const float *row, int64_t n_vocab, const uint
     const double max = row[top];
     double sum = 0.0;
     for (int64_t v = 0; v < n_vocab; v++) sum += exp((double)row[v] - max);
-    const double lse = max + log(sum); /* log q_v = row[v] - lse */
+    const double ls = log(sum), lse = max + ls; /* log q_v = row[v] - lse */
     double kld = 0.0;
     for (int64_t v = 0; v < n_vocab; v++) {
         const float lp = head[0] * (float)q[v] + head[1];
         if (lp > FLOOR) kld += exp((double)lp) * ((double)lp - ((double)row[v] - lse));
     }
-    const double nll = lse - row[tok], nllb = -(double)(head[0] * (float)q[tok] + head[1]);
+    const double nll = -((double)row[tok] - max - ls), nllb = -(double)(head[0] * (float)q[tok] + head[1]);
     const double dp = exp(-nll) - exp(-nllb);
     k->nll += nll, k->nll2 += nll * nll;
     k->nllb += nllb, k->nllb2 += nllb * nllb;
@@ -162,6 +164,7 @@ void rw_cli_kld_add(rw_cli_kld *k, const float *row, int64_t n_vocab, const uint
     k->same_top += top == top_base;
     if (k->count < k->cap) k->kld_v[k->count] = (float)kld, k->dp_v[k->count] = (float)dp;
     k->count++;
+    return nll;
 }
 
 /* The mean of values with these sums and its standard error. */
