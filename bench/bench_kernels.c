@@ -258,7 +258,7 @@ static double cached_gbs(rw_dtype t, const uint8_t *wbuf, size_t wbuf_bytes, con
     int reps = (int)(1e-3 * 20e9 / bytes) + 1; /* about 1 ms at 20 GB/s */
     if (reps > MAX_REPS) reps = MAX_REPS;
     rw_matrix ms[MAX_REPS];
-    for (int r = 0; r < reps; r++) ms[r] = (rw_matrix){t, wbuf, 1024, rows, 0, NULL};
+    for (int r = 0; r < reps; r++) ms[r] = (rw_matrix){t, wbuf, 1024, rows, 0, NULL, NULL};
     time_rows(ms, 1, x, y, 1, pool, 0, 1); /* warm-up: into the caches */
     return bytes * reps / time_rows(ms, reps, x, y, 1, pool, min_time, 3) / 1e9;
 }
@@ -268,7 +268,7 @@ static double many_row_gops(rw_dtype t, const uint8_t *wbuf, const float *x, flo
                             rw_threadpool *pool, int reps) {
     double ops = 0, time = 0;
     for (size_t s = 0; s < sizeof many_shapes / sizeof many_shapes[0]; s++) {
-        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL};
+        rw_matrix w = {t, wbuf, many_shapes[s].n_in, many_shapes[s].n_out, 0, NULL, NULL};
         void *panels = NULL; /* --stored-panels: packed once (rw_matmul_pack); else as a model: on the fly */
         if (stored_panels && rw_matmul_pack(&w, &panels, NULL) == RW_OK) w.panels = panels;
         double best = 1e30;

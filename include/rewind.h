@@ -191,7 +191,22 @@ typedef struct {
      * rw_seq_eval_batch, rw_seq_rewind); 0 (the default) = one per
      * physical core. Results never depend on it. */
     int n_threads;
+    /* LoRA adapters applied at open, in this order: n_lora entries at lora
+     * (NULL / 0: none). Each is a GGUF adapter file as llama.cpp's
+     * convert_lora_to_gguf.py writes it, for the model's architecture; each
+     * weight it names computes W x + B (A x) * scale * alpha / rank (scale
+     * alone when the file has no alpha), as llama.cpp's --lora-scaled. The
+     * paths are read during rw_model_open only. A model with adapters is
+     * another model for saved states and the prefix cache's disk tier. */
+    const struct rw_lora_adapter *lora;
+    int n_lora;
 } rw_model_params;
+
+/* One adapter of rw_model_params.lora. */
+typedef struct rw_lora_adapter {
+    const char *path;
+    float scale; /* 1 = the adapter as trained; 0 = no effect */
+} rw_lora_adapter;
 
 /* Fills the first size bytes of *p with the defaults and sets
  * p->struct_size = size: pass sizeof *p (the program's struct, so the
@@ -218,6 +233,11 @@ RW_API rw_status rw_model_open(const char *path, const rw_model_params *params, 
 RW_API void rw_model_close(rw_model *m);
 
 RW_API const char *rw_model_arch(const rw_model *m); /* general.architecture, borrowed */
+/* The LoRA adapters applied at open: their count, and the i-th one's path
+ * (borrowed, valid until rw_model_close) and scale; RW_ERR_INVALID_ARG for
+ * i out of range. */
+RW_API int rw_model_lora_count(const rw_model *m);
+RW_API rw_status rw_model_lora_get(const rw_model *m, int i, const char **path, float *scale, rw_error *err);
 /* The architectures (general.architecture values) this build loads: the i-th
  * name, static, or NULL once i is past the last. */
 RW_API const char *rw_architecture(size_t i);

@@ -42,6 +42,8 @@ typedef struct rw_api__bundle {
     rw_engine *engine;       /* the model's engine, at most one (borrowed: the embedder closes it) */
     pthread_mutex_t mu;      /* guards reqs and engine */
     rw_api__req *reqs;       /* requests of the engine in flight */
+    rw_lora_adapter *lora;   /* owned, with each path: the adapters applied at open */
+    int n_lora;
 } rw_api__bundle;
 
 /* The bundle of a model from rw_model_open; NULL (and an error) for any

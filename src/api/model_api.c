@@ -37,8 +37,52 @@ static void bundle_free(rw_api__bundle *b) {
     free(b->rerank);
     rw_tokenizer_free(b->tok);
     rw_gguf_close(b->g);
+    for (int i = 0; i < b->n_lora; i++) free((char *)b->lora[i].path);
+    free(b->lora);
     pthread_mutex_destroy(&b->mu);
     free(b);
+}
+
+/* Opens and applies params' LoRA adapters, keeping their paths and scales
+ * in b (the model owns each adapter's mapping once applied). */
+static rw_status add_adapters(rw_api__bundle *b, rw_model *m, const rw_model_params *p, rw_error *err) {
+    if (p->n_lora < 0 || (p->n_lora > 0 && !p->lora))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_params: lora is NULL or n_lora negative");
+    if (p->n_lora == 0) return RW_OK;
+    b->lora = calloc((size_t)p->n_lora, sizeof *b->lora); /* freed by bundle_free, with the paths */
+    if (!b->lora) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->n_lora; i++) {
+        const rw_lora_adapter *a = &p->lora[i];
+        if (!a->path) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_params: lora[%d].path is NULL", i);
+        if (!(a->scale == a->scale) || a->scale > 1e6f || a->scale < -1e6f)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "lora %s: scale %g is not a finite number", a->path,
+                             (double)a->scale);
+        rw_gguf *ag = NULL;
+        rw_status st = rw_gguf_open(a->path, &ag, err);
+        if (!st) st = rw_model_add_lora(m, ag, a->scale, err);
+        if (st) {
+            rw_gguf_close(ag); /* still ours when adding failed */
+            rw_error_prefix(err, "lora %s", a->path);
+            return st;
+        }
+        char *path = strdup(a->path);
+        if (!path) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        b->lora[b->n_lora++] = (rw_lora_adapter){.path = path, .scale = a->scale};
+    }
+    return RW_OK;
+}
+
+int rw_model_lora_count(const rw_model *m) {
+    const rw_api__bundle *b = m ? rw_model_api_data(m) : NULL;
+    return b ? b->n_lora : 0;
+}
+
+rw_status rw_model_lora_get(const rw_model *m, int i, const char **path, float *scale, rw_error *err) {
+    const rw_api__bundle *b = m ? rw_model_api_data(m) : NULL;
+    if (!b || i < 0 || i >= b->n_lora) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_lora_get: no adapter %d", i);
+    if (path) *path = b->lora[i].path;
+    if (scale) *scale = b->lora[i].scale;
+    return RW_OK;
 }
 
 rw_status rw_model_open(const char *path, const rw_model_params *params, rw_model **out, rw_error *err) {
@@ -59,6 +103,7 @@ rw_status rw_model_open(const char *path, const rw_model_params *params, rw_mode
     if ((st = rw_gguf_open(path, &b->g, err)) || (st = rw_model_load(b->g, &m, err)) ||
         (st = rw_tokenizer_load(b->g, &b->tok, err)))
         goto fail;
+    if ((st = add_adapters(b, m, params, err))) goto fail;
     if (params->chat_template) {
         /* the file's BOS/EOS texts still apply to an override */
         rw_chat_template *file_tmpl = NULL;

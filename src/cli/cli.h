@@ -16,6 +16,7 @@
 #include "engine/spec.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "rewind.h"
 #include "tokenizer/tokenizer.h"
 
 int rw_cmd_inspect(int argc, char **argv);
@@ -85,6 +86,29 @@ int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path
 /* The same without printing: the error in *err (RW_OK: *sv filled). */
 rw_status rw_cli_served_load(const char *path, const char *draft_path, rw_cli_served *sv, rw_error *err);
 void rw_cli_served_close(rw_cli_served *sv);
+
+/* cli_model.c: the LoRA adapter options of the commands that open a model,
+ * as llama.cpp's: --lora FILE[,FILE...] (scale 1) and --lora-scaled
+ * FILE:SCALE[,FILE:SCALE...], each repeatable, in the order given (at most
+ * RW_CLI_MAX_LORA); RW_OPT_LORA(ctx) is their fragment of an option table,
+ * filling the rw_cli_lora at ctx, whose list goes to rw_model_params. */
+#define RW_CLI_MAX_LORA 16
+typedef struct {
+    rw_lora_adapter a[RW_CLI_MAX_LORA];
+    int n;
+    char *lists[RW_CLI_MAX_LORA]; /* owned: the options' values, cut into the paths (rw_cli_lora_free) */
+    int n_lists;
+} rw_cli_lora;
+int rw_cli_lora_opt(void *ctx, const char *cmd, const char *name, const char *value);
+void rw_cli_lora_free(rw_cli_lora *l);
+#define RW_OPT_LORA(ctx)                                                           \
+    {"--lora", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_cli_lora_opt, (ctx)}, {       \
+        "--lora-scaled", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_cli_lora_opt, (ctx) \
+    }
+static inline void rw_cli_lora_params(const rw_cli_lora *l, rw_model_params *mp) {
+    mp->lora = l->a;
+    mp->n_lora = l->n;
+}
 
 /* cli_model.c: a whole file, NUL-terminated (*len bytes before the NUL); NULL if it cannot
  * be read. The caller frees it. */

@@ -1,5 +1,6 @@
 /* cli_model.c - helpers shared by the commands that run a model (logits,
- * generate, serve, bench): reading a whole file and token id files. */
+ * generate, serve, bench): reading a whole file and token id files, the
+ * LoRA adapter options. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,4 +75,48 @@ int rw_cli_read_ids(const char *cmd, const char *path, int32_t **ids, int64_t *n
         *n = 0;
     }
     return rc;
+}
+
+/* --lora FILE[,FILE...] / --lora-scaled FILE:SCALE[,...]: the paths are
+ * cut from a copy of the value, kept in l->lists until rw_cli_lora_free. */
+int rw_cli_lora_opt(void *ctx, const char *cmd, const char *name, const char *value) {
+    rw_cli_lora *l = ctx;
+    const bool scaled = !strcmp(name, "--lora-scaled");
+    char *list = l->n_lists < RW_CLI_MAX_LORA ? strdup(value) : NULL;
+    if (!list) {
+        rw_cli_error(cmd, l->n_lists < RW_CLI_MAX_LORA ? "out of memory" : "too many LoRA options");
+        return 2;
+    }
+    l->lists[l->n_lists++] = list;
+    for (char *item = list, *next; item; item = next) {
+        next = strchr(item, ',');
+        if (next) *next++ = 0;
+        float scale = 1.0f;
+        if (scaled) {
+            char *colon = strrchr(item, ':'), *end;
+            errno = 0;
+            double v = colon ? strtod(colon + 1, &end) : 0;
+            if (!colon || colon == item || end == colon + 1 || *end || errno || !(v >= -1e6 && v <= 1e6)) {
+                rw_cli_error(cmd, "%s takes FILE:SCALE (a number), not \"%s\"", name, item);
+                return 2;
+            }
+            *colon = 0;
+            scale = (float)v;
+        }
+        if (!*item) {
+            rw_cli_error(cmd, "%s: an empty file name", name);
+            return 2;
+        }
+        if (l->n == RW_CLI_MAX_LORA) {
+            rw_cli_error(cmd, "at most %d LoRA adapters", RW_CLI_MAX_LORA);
+            return 2;
+        }
+        l->a[l->n++] = (rw_lora_adapter){.path = item, .scale = scale};
+    }
+    return 0;
+}
+
+void rw_cli_lora_free(rw_cli_lora *l) {
+    for (int i = 0; i < l->n_lists; i++) free(l->lists[i]);
+    *l = (rw_cli_lora){0};
 }

@@ -148,7 +148,7 @@ static char *read_text(const char *path, size_t *len) {
     return buf;
 }
 
-int rw_cmd_generate(int argc, char **argv) {
+static int run_generate(int argc, char **argv, rw_cli_lora *lora) {
     const char *model_path = NULL, *ids_path = NULL, *text = NULL;
     long n_gen = -1, seed = 0;
     rw_request_params rp = rw_request_params_default(); /* greedy, everything off */
@@ -184,6 +184,7 @@ int rw_cmd_generate(int argc, char **argv) {
         {"--print-ids", RW_OPT_FLAG, &print_ids, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--grammar", RW_OPT_STR, &grammar_path, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--json-schema", RW_OPT_STR, &schema_path, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_LORA(lora),
         RW_OPT_END,
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
@@ -216,7 +217,9 @@ int rw_cmd_generate(int argc, char **argv) {
     rw_engine *e = NULL;
     sink k = {.print_ids = print_ids, .grammar = gbnf != NULL};
     int rc = 1;
-    if (rw_model_open(model_path, NULL, &m, &err)) {
+    rw_model_params mp = rw_model_params_default();
+    rw_cli_lora_params(lora, &mp);
+    if (rw_model_open(model_path, &mp, &m, &err)) {
         rw_cli_error(CMD, "%s", err.msg); /* the message names the file */
         goto done;
     }
@@ -309,5 +312,12 @@ done:
     free(k.text);
     free(gbnf);
     free(ids);
+    return rc;
+}
+
+int rw_cmd_generate(int argc, char **argv) {
+    rw_cli_lora lora = {0}; /* --lora, --lora-scaled: freed when the command ends */
+    const int rc = run_generate(argc, argv, &lora);
+    rw_cli_lora_free(&lora);
     return rc;
 }

@@ -108,7 +108,7 @@ static int open_base(const char *path, int64_t n_vocab, long *n_ctx, long max_ch
     return 0;
 }
 
-int rw_cmd_perplexity(int argc, char **argv) {
+static int run_perplexity(int argc, char **argv, rw_cli_lora *lora) {
     const char *model_path = NULL, *file = NULL, *base_path = NULL;
     long n_ctx = 0, max_chunks = 0, threads = 0; /* n_ctx 0: 512, or the base file's */
     bool kl = false, wrote_base = false, hellaswag = false;
@@ -126,6 +126,7 @@ int rw_cmd_perplexity(int argc, char **argv) {
         RW_OPT_KERNELS_TIER,
         RW_OPT_KV_TYPE(&kv),
         RW_OPT_NUMERICS_MODE,
+        RW_OPT_LORA(lora),
         RW_OPT_END,
     };
     int n_pos = 0;
@@ -154,6 +155,7 @@ int rw_cmd_perplexity(int argc, char **argv) {
     rw_error err = {0};
     rw_model_params mp = rw_model_params_default();
     mp.n_threads = (int)threads;
+    rw_cli_lora_params(lora, &mp);
     if (rw_model_open(model_path, &mp, &m, &err)) goto fail;
     if (hellaswag) {
         rc = rw_cli_hellaswag(CMD, m, text, len, hs_tasks, n_ctx ? n_ctx : 512, kv == RW_KV_F32);
@@ -242,5 +244,12 @@ done:
     free(base_ids);
     rw_model_close(m);
     free(text);
+    return rc;
+}
+
+int rw_cmd_perplexity(int argc, char **argv) {
+    rw_cli_lora lora = {0}; /* --lora, --lora-scaled: freed when the command ends */
+    const int rc = run_perplexity(argc, argv, &lora);
+    rw_cli_lora_free(&lora);
     return rc;
 }

@@ -187,6 +187,7 @@ typedef struct {
     const char *draft_path;    /* the default model's draft */
     const char *template_src;  /* the default model's template (--chat-template-file's text), or NULL */
     unsigned spec;             /* the default model's --spec (RW_SPECULATE_*) */
+    const rw_cli_lora *lora;   /* the default model's --lora / --lora-scaled */
 } serve_shared;
 
 /* One --model (or the MODEL argument): the loader's user data. */
@@ -194,7 +195,7 @@ typedef struct {
     const char *path;
     const char *id, *file_id; /* its name (the alias, else the file's name) and the file's name */
     char *cache_dir;          /* its disk tier (owned): --cache-dir, or a folder of its own in it */
-    bool first;               /* the default model: --draft, --spec and --chat-template-file apply to it */
+    bool first;               /* the default model: --draft, --spec, --lora and --chat-template-file apply to it */
     const serve_shared *sh;
 } serve_model;
 
@@ -241,6 +242,7 @@ static rw_status load_model(void *user, rw_server_model *out, rw_error *err) {
     if (!L) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     rw_model_params mp = rw_model_params_default();
     if (sm->first) mp.chat_template = sh->template_src;
+    if (sm->first) rw_cli_lora_params(sh->lora, &mp);
     const char *draft_path = sm->first ? sh->draft_path : NULL;
     rw_status st = rw_model_open(sm->path, &mp, &L->m, err);
     if (!st && draft_path) st = rw_model_open(draft_path, NULL, &L->dm, err);
@@ -358,7 +360,7 @@ static int usage(void) {
     return 2;
 }
 
-int rw_cmd_serve(int argc, char **argv) {
+static int run_serve(int argc, char **argv, rw_cli_lora *lora) {
     /* SIGINT/SIGTERM go to signal_main only: blocked before any other thread starts */
     sigemptyset(&stop_sigs);
     sigaddset(&stop_sigs, SIGINT);
@@ -448,6 +450,7 @@ int rw_cmd_serve(int argc, char **argv) {
         {"--pooling", RW_OPT_CHOICE, &pooling, 0, 0, 0, 0, "none|mean|cls|last", NULL, NULL},
         {"--slot-save-path", RW_OPT_STR, &slot_save_path, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--no-slots", RW_OPT_FLAG, &no_slots, 0, 0, 0, 0, NULL, NULL, NULL},
+        RW_OPT_LORA(lora),
         RW_OPT_END,
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, NULL);
@@ -504,7 +507,7 @@ int rw_cmd_serve(int argc, char **argv) {
 
     const unsigned spec = (spp.sources & RW_SPEC_MTP ? RW_SPECULATE_MTP : 0u) |
                           (spp.sources & RW_SPEC_NGRAM ? RW_SPECULATE_NGRAM : 0u);
-    serve_shared sh = {.max_state = max_state, .draft_path = draft_path, .spec = spec};
+    serve_shared sh = {.max_state = max_state, .draft_path = draft_path, .spec = spec, .lora = lora};
     rw_engine_params *ep = &sh.ep;
     *ep = rw_engine_params_default();
     ep->run.n_threads = (int)threads;
@@ -611,5 +614,12 @@ done:
     if (!rc) fprintf(stderr, "rewind serve: stopped\n");
     free(template_src);
     free(key_owned);
+    return rc;
+}
+
+int rw_cmd_serve(int argc, char **argv) {
+    rw_cli_lora lora = {0}; /* --lora, --lora-scaled: freed when the server has stopped */
+    const int rc = run_serve(argc, argv, &lora);
+    rw_cli_lora_free(&lora);
     return rc;
 }

@@ -485,6 +485,7 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
                             int64_t x_stride, float *y, int64_t y_stride, rw_threadpool *pool, rw_error *err) {
     if (!w || n_groups < 0 || w->n_in <= 0 || w->n_out < 0 || (n_groups && !groups))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
+    if (w->lowrank) return rw_errorf(err, RW_ERR_UNSUPPORTED, "matmul: low-rank updates of grouped products");
     int64_t total = 0;
     for (int64_t g = 0; g < n_groups; g++) {
         if (groups[g].n_rows < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad row count");
@@ -516,6 +517,10 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     free(specs);
     return st;
 }
+
+static rw_status add_lowrank(const rw_matrix *w, const float *x, int64_t x_stride, const int32_t *x_rows, float *y,
+                             int64_t y_stride, const int32_t *y_rows, int64_t n_rows, rw_threadpool *pool,
+                             rw_error *err);
 
 rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const int64_t *y_strides, int n_w,
                           const float *x, int64_t x_stride, int64_t n_rows, rw_threadpool *pool, rw_error *err) {
@@ -555,6 +560,40 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
                                       .n_rows = n_rows};
         }
         rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);
+        for (int i = i0; !st && i < i1; i++)
+            if (ws[i]->lowrank)
+                st = add_lowrank(ws[i], x, x_stride, NULL, ys[i], y_strides[i], NULL, n_rows, pool, err);
+        if (st) return st;
+    }
+    return RW_OK;
+}
+
+/* y += (B (A x)) * scale for each of w's low-rank updates (rw_lowrank),
+ * rows gathered as rw_matmul_gather's. The two products go through
+ * rw_matmul, so a row's update, like its product, depends on that row alone;
+ * the scale and the sum are plain C, the same operations on every tier. */
+static rw_status add_lowrank(const rw_matrix *w, const float *x, int64_t x_stride, const int32_t *x_rows, float *y,
+                             int64_t y_stride, const int32_t *y_rows, int64_t n_rows, rw_threadpool *pool,
+                             rw_error *err) {
+    for (const rw_lowrank *u = w->lowrank; u; u = u->next) {
+        const int64_t r = u->a.n_out;
+        if (u->a.n_in != w->n_in || u->b.n_in != r || u->b.n_out != w->n_out || r <= 0 || u->a.lowrank || u->b.lowrank)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: low-rank update of the wrong shape");
+        /* A x, then B (A x): freed below */
+        float *ax = malloc(sizeof *ax * (size_t)(n_rows * r)), *bax = malloc(sizeof *bax * (size_t)(n_rows * w->n_out));
+        rw_status st = ax && bax ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
+        if (!st) st = rw_matmul_gather(&u->a, x, x_stride, x_rows, ax, r, NULL, n_rows, pool, err);
+        if (!st) st = rw_matmul(&u->b, ax, r, n_rows, bax, w->n_out, pool, err);
+        for (int64_t i = 0; !st && i < n_rows; i++) {
+            float *yr = y + (y_rows ? y_rows[i] : i) * y_stride;
+            const float *d = bax + i * w->n_out;
+            for (int64_t o = 0; o < w->n_out; o++) {
+                const float scaled = d[o] * u->scale; /* rounded before the sum, as ggml_scale then ggml_add */
+                yr[o] += scaled;
+            }
+        }
+        free(ax);
+        free(bax);
         if (st) return st;
     }
     return RW_OK;
@@ -564,8 +603,12 @@ rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
                            int64_t y_stride, const int32_t *y_rows, int64_t n_rows, rw_threadpool *pool,
                            rw_error *err) {
     if (!w || n_rows < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
+    rw_matrix base = *w;
+    base.lowrank = NULL;
     rw_matmul_group g = {w->data, x_rows, y_rows, n_rows, 0};
-    return rw_matmul_grouped(w, &g, 1, x, x_stride, y, y_stride, pool, err);
+    rw_status st = rw_matmul_grouped(&base, &g, 1, x, x_stride, y, y_stride, pool, err);
+    if (st || !w->lowrank || n_rows == 0) return st;
+    return add_lowrank(w, x, x_stride, x_rows, y, y_stride, y_rows, n_rows, pool, err);
 }
 
 rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_t n_rows, float *y, int64_t y_stride,

@@ -35,6 +35,8 @@
 #include "base/status.h"
 #include "base/threadpool.h"
 
+struct rw_lowrank;
+
 /* A weight matrix: n_out rows of n_in elements of `type` at `data`, row o at
  * data + o * row_stride bytes (row_stride 0 = packed rows). Not owned: the
  * caller keeps data (usually the mmap'd GGUF) alive during the call. For one
@@ -45,8 +47,23 @@ typedef struct {
     int64_t n_in;
     int64_t n_out;
     size_t row_stride;
-    const void *panels; /* the rows repacked by rw_matmul_pack, or NULL; borrowed */
+    const void *panels;               /* the rows repacked by rw_matmul_pack, or NULL; borrowed */
+    const struct rw_lowrank *lowrank; /* low-rank updates added to every product (LoRA), or NULL; borrowed */
 } rw_matrix;
+
+/* A low-rank update of a matrix W (a LoRA adapter's pair for one weight):
+ * rw_matmul and rw_matmul_multi compute y = W x, then for each update in
+ * the chain y += (B (A x)) * scale, in the chain's order: A has W's n_in
+ * inputs and `rank` outputs, B `rank` inputs and W's n_out outputs (neither
+ * with updates of its own). As llama.cpp adds an adapter: the product of B,
+ * then the scale, then the sum. Each row's result still depends on that row
+ * alone (both products are rw_matmul's). Not owned: the adapter's loader
+ * keeps the data and the nodes alive while W is used. */
+typedef struct rw_lowrank {
+    rw_matrix a, b;
+    float scale;
+    const struct rw_lowrank *next;
+} rw_lowrank;
 
 /* Repacks w's rows for the current tier's panel form, the fastest from two
  * activation rows up for Q8_0 (speculative verify passes, decode batches,
@@ -107,7 +124,8 @@ rw_status rw_matmul(const rw_matrix *w, const float *x, int64_t x_stride, int64_
 rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride, const int32_t *x_rows, float *y,
                            int64_t y_stride, const int32_t *y_rows, int64_t n_rows, rw_threadpool *pool, rw_error *err);
 
-/* Grouped form (MoE experts in one call): group g multiplies the weights at
+/* Grouped form (MoE experts in one call; w without low-rank updates, else
+ * RW_ERR_UNSUPPORTED): group g multiplies the weights at
  * groups[g].data (same type, n_in, n_out and row stride as w; w->data is
  * not used) with its rows of x, exactly as rw_matmul_gather would, and all
  * groups share one conversion pass and one parallel dispatch (decode runs

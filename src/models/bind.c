@@ -20,14 +20,17 @@ static rw_status check_dims(const rw_gguf_tensor *t, uint32_t n_dims, const int6
     return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has shape %s, expected %s", t->name, got, want);
 }
 
-rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err) {
+rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, const char *name, rw_error *err) {
     if (m->n_mats == m->cap_mats) {
         const int cap = m->cap_mats ? 2 * m->cap_mats : 64;
         rw_matrix **mats = realloc(m->mats, sizeof *mats * (size_t)cap);
-        if (!mats) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
-        m->mats = mats;
+        if (mats) m->mats = mats;
+        const char **names = mats ? realloc(m->mat_names, sizeof *names * (size_t)cap) : NULL;
+        if (!names) return rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+        m->mat_names = names;
         m->cap_mats = cap;
     }
+    m->mat_names[m->n_mats] = name;
     m->mats[m->n_mats++] = w;
     return RW_OK;
 }
@@ -44,7 +47,7 @@ rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, in
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has type %s, which has no matmul kernel", name,
                          rw_dtype_name(t->type));
     *out = (rw_matrix){.type = t->type, .data = t->data, .n_in = n_in, .n_out = n_out};
-    return rw_models__note_matrix(m, out, err);
+    return rw_models__note_matrix(m, out, t->name, err);
 }
 
 rw_status rw_models__bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
@@ -80,7 +83,7 @@ rw_status rw_models__bind_common(rw_model *m, rw_error *err) {
     m->hp.tied_output = m->output.data == NULL;
     if (m->hp.tied_output) {
         m->output = (rw_matrix){.type = te->type, .data = te->data, .n_in = hp->n_embd, .n_out = m->hp.n_vocab};
-        if ((st = rw_models__note_matrix(m, &m->output, err))) return st;
+        if ((st = rw_models__note_matrix(m, &m->output, NULL, err))) return st;
     }
     st = rw_models__bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err);
     if (st) return st;

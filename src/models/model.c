@@ -36,13 +36,15 @@ void rw_model_free(rw_model *m) {
     if (!m) return;
     if (m->arch && m->arch->free_ext) m->arch->free_ext(m);
     rw_models__scratch_free(&m->sc);
+    rw_models__loras_free(m);
     free(m->mats);
+    free(m->mat_names);
     free(m->layers);
     free(m);
 }
 
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m) { return &m->hp; }
-bool rw_model_weights_lost(const rw_model *m) { return m->g && rw_gguf_faulted(m->g); }
+bool rw_model_weights_lost(const rw_model *m) { return (m->g && rw_gguf_faulted(m->g)) || rw_models__loras_faulted(m); }
 
 void *rw_model_api_data(const rw_model *m) { return m->api; }
 void rw_model_set_api_data(rw_model *m, void *data) { m->api = data; }

@@ -81,13 +81,24 @@ typedef struct rw_model_seq rw_model_seq;
 rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err);
 void rw_model_free(rw_model *m); /* no-op on NULL */
 
+/* Applies the LoRA adapter g (lora.c has the file's layout) to every
+ * matrix it names, its updates scaled by scale (times alpha / rank when the
+ * file has alpha), after the adapters added before. Call before any
+ * sequence or engine exists: the fingerprint changes. On success the model
+ * owns g (closed by rw_model_free); on failure nothing changed and the
+ * caller still owns g. Errors: RW_ERR_FORMAT (not an adapter, a pair of
+ * the wrong shape), RW_ERR_UNSUPPORTED (not LoRA, a tensor the model does
+ * not adapt, such as the token embedding or an expert tensor),
+ * RW_ERR_INVALID_ARG (another architecture's adapter). */
+rw_status rw_model_add_lora(rw_model *m, rw_gguf *g, float scale, rw_error *err);
+
 /* The public API's data kept with a model it opened (src/api), or NULL. */
 void *rw_model_api_data(const rw_model *m);
 void rw_model_set_api_data(rw_model *m, void *data);
 
 const rw_model_hparams *rw_model_get_hparams(const rw_model *m);
 
-/* True once the model's file was found truncated under its mapping (see
+/* True once the model's file (or an adapter's) was found truncated under its mapping (see
  * rw_mapped_file_guard_install): every forward pass then fails with
  * RW_ERR_IO, and nothing computed from it may be kept. */
 bool rw_model_weights_lost(const rw_model *m);

@@ -105,7 +105,12 @@ struct rw_model {
      * panel it works on into per-thread scratch (kernels/matmul.c), so a
      * model holds each weight once. */
     rw_matrix **mats;
+    const char **mat_names; /* [n_mats]: each one's tensor name (in the GGUF's memory), NULL for the tied output */
     int n_mats, cap_mats;
+    /* LoRA adapters (lora.c), in the order added, owned; and the hash of
+     * their tensors and scales for the fingerprint ({0, 0} without one) */
+    struct rw_models__lora *loras;
+    uint64_t lora_fp[2];
     /* The MTP (multi-token prediction) block, if the file has one and the
      * architecture runs it (arch->mtp_block): mtp_avail. With mtp_on (set by
      * rw_model_enable_mtp before any sequence exists) every sequence holds
@@ -248,8 +253,13 @@ rw_status rw_models__per_layer_u32(const rw_gguf *g, const char *arch, const cha
  * tensor leaves the output NULL / data NULL and returns RW_OK. */
 rw_status rw_models__bind_matrix(rw_model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
                                  rw_matrix *out, rw_error *err);
-/* Notes a bound matrix in m->mats (rw_models__bind_matrix does it). */
-rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, rw_error *err);
+/* Notes a bound matrix in m->mats under its tensor's name, NULL when it has
+ * none that adapters could name (rw_models__bind_matrix does it). */
+rw_status rw_models__note_matrix(rw_model *m, rw_matrix *w, const char *name, rw_error *err);
+/* lora.c: whether an adapter's file was truncated while mapped; frees the
+ * adapters (rw_model_free). */
+bool rw_models__loras_faulted(const rw_model *m);
+void rw_models__loras_free(rw_model *m);
 rw_status rw_models__bind_vector(const rw_model *m, const char *name, int64_t n, bool required, const float **out,
                                  rw_error *err);
 /* Binds token_embd, output_norm (arch->output_norm's name), output (or ties it), rope_freqs. */

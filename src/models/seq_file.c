@@ -55,6 +55,9 @@ void rw_model_fingerprint(const rw_model *m, uint8_t out[16]) {
         static const char tag[] = "swa-ring";
         a = rw_hash_bytes(a, tag, 8), b = rw_hash_bytes(b, tag, 8);
     }
+    if (m->loras) { /* the adapters' tensors and scales (lora.c; models without one hash as before) */
+        a = rw_hash_bytes(a, &m->lora_fp[0], 8), b = rw_hash_bytes(b, &m->lora_fp[1], 8);
+    }
     for (size_t i = 0; i < rw_gguf_n_tensors(m->g); i++) {
         const rw_gguf_tensor *t = rw_gguf_tensor_at(m->g, i);
         uint32_t ty = (uint32_t)t->type;

@@ -122,7 +122,7 @@ static void check_reference(rw_dtype t, bool small) {
     void *wdata = make_weights(t, n_out, n_in, &rb);
     float *x = make_x(n_rows, n_in), *y = malloc(sizeof(float) * (size_t)(n_rows * n_out));
     float *wf = malloc(sizeof(float) * (size_t)n_in);
-    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, NULL};
     run_tier(RW_TIER_REF, &w, x, n_rows, y, NULL);
     int64_t vb = (int64_t)rw_dtype_block_size(rw_matmul_vec_dot_type(t));
     for (int64_t o = 0; o < n_out; o++) {
@@ -175,7 +175,7 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
         int64_t n_in = lens[li], n_out = small ? 19 : li ? 39 : 37;
         size_t rb;
         void *wdata = make_weights(t, n_out, n_in, &rb);
-        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
+        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, NULL};
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             int64_t n_rows = rows_list[ri];
             if (small && n_rows > 33) continue;
@@ -210,7 +210,7 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
         const int64_t n_out = outs_1x[oi], n_in = lens[1];
         size_t rb;
         void *wdata = make_weights(t, n_out, n_in, &rb);
-        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL};
+        rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, NULL};
         float *x = make_x(1, n_in), *y_ref = malloc(sizeof(float) * (size_t)n_out),
               *y_fast = malloc(sizeof(float) * (size_t)n_out);
         run_tier(RW_TIER_REF, &w, x, 1, y_ref, NULL);
@@ -249,7 +249,7 @@ static void check_one_row(rw_kernel_tier tier, rw_dtype t, bool small) {
             for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
                 const int64_t n_out = outs[oi];
                 if (wide && n_out != 17 && n_out != 65) continue;
-                rw_matrix w = {t, wdata, n_in, n_out, wide ? 2 * rb : 0, NULL};
+                rw_matrix w = {t, wdata, n_in, n_out, wide ? 2 * rb : 0, NULL, NULL};
                 run_tier(RW_TIER_REF, &w, x, 1, y_ref, NULL);
                 run_tier(tier, &w, x, 1, y_fast, NULL);
                 for (int64_t o = 0; o < n_out; o++)
@@ -280,7 +280,7 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
     if (!rw_kernel_tier_set(tier)) return;
     size_t rb;
     void *wdata = make_weights(t, n_out, n_in, &rb), *wdata2 = make_weights(t, n_out, n_in, &rb);
-    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL}, w2 = {t, wdata2, n_in, n_out, 0, NULL};
+    rw_matrix w = {t, wdata, n_in, n_out, 0, NULL, NULL}, w2 = {t, wdata2, n_in, n_out, 0, NULL, NULL};
     float *x = make_x(max_rows, n_in);
     float *alone = malloc(sizeof(float) * (size_t)(max_rows * n_out));
     float *alone2 = malloc(sizeof(float) * (size_t)(max_rows * n_out)); /* with the second matrix */
@@ -359,7 +359,7 @@ static void check_multi(rw_dtype t, rw_threadpool *pool) {
     rw_matrix m[3];
     for (int i = 0; i < 3; i++) {
         wd[i] = make_weights(t, n_out[i], n_in, &rb);
-        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0, NULL};
+        m[i] = (rw_matrix){t, wd[i], n_in, n_out[i], 0, NULL, NULL};
     }
     float *x = make_x(64, n_in), *ya[3], *yb[3];
     for (int i = 0; i < 3; i++) {
@@ -389,7 +389,7 @@ static void check_panels_other_mode(rw_threadpool *pool) {
     void *wd = make_weights(RW_TYPE_Q8_0, n_out, n_in, &rb);
     float *x = make_x(n, n_in), *ya = malloc(sizeof(float) * (size_t)(n * n_out)),
           *yb = malloc(sizeof(float) * (size_t)(n * n_out));
-    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL};
+    rw_matrix w = {RW_TYPE_Q8_0, wd, n_in, n_out, 0, NULL, NULL};
     rw_error err;
     for (int mode = 0; mode < 2; mode++) {
         rw_numerics_set(mode ? RW_NUMERICS_GGML : RW_NUMERICS_FAST);
@@ -434,7 +434,7 @@ static void check_extremes(rw_threadpool *pool) {
             if (types[ti] == RW_TYPE_Q6_K) p[blk - 2] = 0x00, p[blk - 1] = 0x3C;
             else p[0] = 0x00, p[1] = 0x3C, p[2] = 0x00, p[3] = 0x00;
         }
-        rw_matrix m = {types[ti], w, n_in, n_out, 0, NULL};
+        rw_matrix m = {types[ti], w, n_in, n_out, 0, NULL, NULL};
         for (int sign = 0; sign < 2; sign++) {
             for (int64_t i = 0; i < max_rows * n_in; i++) x[i] = sign ? -1.0f : 1.0f;
             CHECK(rw_kernel_tier_set(RW_TIER_REF));
@@ -475,7 +475,7 @@ static void check_row_gaps(rw_threadpool *pool) {
         float *x = make_x(max_rows, n_in);
         float *ref = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
               *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
-        const rw_matrix m = {t, w, n_in, n_out, stride, NULL};
+        const rw_matrix m = {t, w, n_in, n_out, stride, NULL, NULL};
         run_tier(RW_TIER_REF, &m, x, max_rows, ref, pool);
         CHECK(rw_kernel_tier_set(best));
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
@@ -497,7 +497,7 @@ static void check_auto_is_fast(rw_threadpool *pool) {
         size_t rb;
         void *wd = make_weights(types[t], n_out, n_in, &rb);
         float *x = make_x(n, n_in), *yf = malloc(ny), *ya = malloc(ny), *yp = malloc(ny), *yg = malloc(ny);
-        rw_matrix w = {types[t], wd, n_in, n_out, 0, NULL};
+        rw_matrix w = {types[t], wd, n_in, n_out, 0, NULL, NULL};
         rw_error err;
         rw_numerics_set(RW_NUMERICS_FAST);
         CHECK(rw_matmul(&w, x, n_in, n, yf, n_out, pool, &err) == RW_OK);
@@ -521,16 +521,16 @@ static void check_errors(void) {
     rw_error err;
     float x[64] = {0}, y[4];
     uint8_t wq[4 * 34] = {0};
-    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0, NULL};
+    rw_matrix w = {RW_TYPE_Q8_K, wq, 32, 1, 0, NULL, NULL};
     CHECK(!rw_matmul_supports(RW_TYPE_Q8_K));
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_UNSUPPORTED);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0, NULL}; /* not a multiple of 32 */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 48, 1, 0, NULL, NULL}; /* not a multiple of 32 */
     CHECK(rw_matmul(&w, x, 48, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0, NULL}; /* K-quants need 256 */
+    w = (rw_matrix){RW_TYPE_Q4_K, wq, 32, 1, 0, NULL, NULL}; /* K-quants need 256 */
     CHECK(rw_matmul(&w, x, 32, 1, y, 1, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10, NULL}; /* stride below the row size */
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 10, NULL, NULL}; /* stride below the row size */
     CHECK(rw_matmul(&w, x, 64, 1, y, 2, NULL, &err) == RW_ERR_INVALID_ARG);
-    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0, NULL};
+    w = (rw_matrix){RW_TYPE_Q8_0, wq, 64, 2, 0, NULL, NULL};
     CHECK(rw_matmul(&w, x, 64, 0, y, 2, NULL, &err) == RW_OK); /* no rows: nothing to do */
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_Q4_1) == RW_TYPE_Q8_1);
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_IQ4_XS) == RW_TYPE_Q8_K);

@@ -40,7 +40,7 @@ static void check_type(const char *tname, int col_step) {
         if (deq_off + (size_t)(n_in * n_out) > deq_size / sizeof(float)) break;
         const float *dq = deq + deq_off;
         deq_off += (size_t)(n_in * n_out);
-        rw_matrix w = {t->type, t->data, n_in, n_out, 0, NULL};
+        rw_matrix w = {t->type, t->data, n_in, n_out, 0, NULL, NULL};
         int64_t n_cols = (n_in + col_step - 1) / col_step;
         float *x = calloc((size_t)(n_cols * n_in), sizeof(float));
         float *y = malloc(sizeof(float) * (size_t)(n_cols * n_out));
