@@ -280,7 +280,8 @@ static rw_status load_model(void *user, rw_server_model *out, rw_error *err) {
                              .eos = rw_model_text_get(L->m, RW_MODEL_TEXT_EOS),
                              .rerank_template = rw_model_text_get(L->m, RW_MODEL_TEXT_RERANK_PROMPT),
                              .weight_bytes = file_bytes(sm->path) + file_bytes(draft_path),
-                             .handle = L};
+                             .handle = L,
+                             .model = L->m};
     return RW_OK;
 }
 

@@ -72,6 +72,7 @@ static rw_status take_loaded(rw_server__model *m, const rw_server_model *h, rw_e
     m->tok = h->tok;
     m->tmpl = h->tmpl;
     m->weight_bytes = h->weight_bytes;
+    m->model = h->model;
     m->handle = h->handle;
     m->bos = h->bos ? strdup(h->bos) : NULL;
     m->eos = h->eos ? strdup(h->eos) : NULL;

@@ -41,6 +41,7 @@ enum {
     R_EMBEDDINGS, R_EMBEDDINGS_NATIVE, R_RERANK,          /* api_embed.c */
     R_INFILL, R_COMPLETION_NATIVE,                        /* api_native.c */
     R_SLOTS, R_SLOT,                                      /* api_slots.c */
+    R_LORA, R_LORA_SET,
 };
 
 static const struct {
@@ -59,6 +60,7 @@ static const struct {
     {"/v1/rerank", "POST", R_RERANK},           {"/rerank", "POST", R_RERANK},
     {"/v1/reranking", "POST", R_RERANK},        {"/reranking", "POST", R_RERANK},
     {"/infill", "POST", R_INFILL},              {"/slots", "GET", R_SLOTS},
+    {"/lora-adapters", "GET", R_LORA},          {"/lora-adapters", "POST", R_LORA_SET},
     /* llama-server's aliases: a client whose base URL lacks /v1 (the
      * OpenAI SDKs append only the route) still finds the API */
     {"/completions", "POST", R_COMPLETIONS},    {"/chat/completions", "POST", R_CHAT},
@@ -351,12 +353,29 @@ static char *props_json(const rw_server__model *m) {
     return txt;
 }
 
+/* GET /lora-adapters: llama-server's list of the model's adapters,
+ * [{"id", "path", "scale"}], in the order applied. */
+static char *lora_json(const rw_server__model *m) {
+    json_t *a = json_array();
+    const int n = m->model ? rw_model_lora_count(m->model) : 0;
+    for (int i = 0; a && i < n; i++) {
+        const char *path = NULL;
+        float scale = 0;
+        if (rw_model_lora_get(m->model, i, &path, &scale, NULL)) continue;
+        json_array_append_new(a, json_pack("{s:i,s:s,s:f}", "id", i, "path", path, "scale", (double)scale));
+    }
+    char *txt = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    return txt;
+}
+
 /* The model a request names: its body's "model" (a query's ?model= for
  * GET /props). Only looked up when there are several models: with one,
  * every name is that model's, as clients that send their own name expect. */
 static rw_server__model *request_model(rw_server *s, const rw_server__conn *cc, rw_server__error *e) {
     if (s->n_models == 1) return &s->models[0];
-    if (cc->route == R_PROPS) return rw_server__model_find(s, cc->model, e);
+    if (cc->route == R_PROPS || cc->route == R_LORA || cc->route == R_LORA_SET)
+        return rw_server__model_find(s, cc->model, e);
     json_error_t jerr;
     json_t *o = json_loadb(cc->body ? cc->body : "", cc->len, 0, &jerr); /* a bad body: the route says why */
     rw_server__model *m = rw_server__model_find(s, json_string_value(json_object_get(o, "model")), e);
@@ -379,6 +398,21 @@ void rw_server__conn_work(rw_server *s, rw_server__conn *cc) {
         cc->status = cc->reply ? 200 : 500;
         cc->state = CC_REPLY;
         break;
+    case R_LORA:
+        cc->reply = lora_json(m);
+        cc->status = cc->reply ? 200 : 500;
+        cc->state = CC_REPLY;
+        break;
+    case R_LORA_SET: {
+        /* llama-server changes the scales of the next requests; here they
+         * are part of the model (its weights' products and its cached
+         * states): said, not silently ignored */
+        rw_server__errorf(&e, 501, "not_supported_error", NULL, NULL,
+                          "LoRA adapters are applied at load with their scales (rewind serve --lora / "
+                          "--lora-scaled FILE:SCALE); changing them on a running server is not supported");
+        reply_error(cc, &e);
+        break;
+    }
     case R_MESSAGES: api_work(cc, rw_server__messages(m, cc->body, cc->len)); break;
     case R_COUNT_TOKENS: api_work(cc, rw_server__count_tokens(m, cc->body, cc->len)); break;
     case R_RESPONSES: api_work(cc, rw_server__responses(m, cc->body, cc->len, cc->route_key)); break;
@@ -542,7 +576,7 @@ static bool heavy_route(int route) {
     return route == R_COMPLETIONS || route == R_CHAT || route == R_TOKENIZE || route == R_DETOKENIZE ||
            route == R_MESSAGES || route == R_COUNT_TOKENS || route == R_RESPONSES || route == R_EMBEDDINGS ||
            route == R_EMBEDDINGS_NATIVE || route == R_RERANK || route == R_APPLY_TEMPLATE || route == R_PROPS ||
-           route == R_INFILL || route == R_COMPLETION_NATIVE || route == R_SLOTS || route == R_SLOT;
+           route == R_LORA || route == R_LORA_SET || route == R_INFILL || route == R_COMPLETION_NATIVE || route == R_SLOTS || route == R_SLOT;
 }
 
 static rw_server__sock *sock_of(struct MHD_Connection *c) {
@@ -569,7 +603,7 @@ static enum MHD_Result headers(rw_server *s, struct MHD_Connection *c, rw_server
         snprintf(cc->model, sizeof cc->model, "%s", url + 14);
         if (!strcmp(method, "GET")) cc->route = R_RESPONSE;
     }
-    if (cc->route == R_PROPS) { /* GET /props?model=ID: that model's */
+    if (cc->route == R_PROPS || cc->route == R_LORA) { /* GET /props?model=ID: that model's */
         const char *m = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "model");
         if (m && strlen(m) < sizeof cc->model) snprintf(cc->model, sizeof cc->model, "%s", m);
     }

@@ -88,6 +88,7 @@ typedef struct {
     const char *rerank_template; /* this model's (as rw_server_config's); NULL: the config's (copied) */
     size_t weight_bytes;         /* memory its weights take (counted against models_max_bytes) */
     void *handle;                /* the loader's own, handed back to unload */
+    const rw_model *model;       /* the model (GET /lora-adapters lists its adapters), or NULL */
 } rw_server_model;
 
 /* A model the server may serve: its name and how to load and unload it. */

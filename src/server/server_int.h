@@ -51,7 +51,8 @@ typedef struct rw_server__model {
     int pooling;             /* rw_pooling of /v1/embeddings */
     char *rerank_tmpl;       /* the rerank prompt ({query}, {document}), owned; NULL: Qwen3-Reranker's */
     size_t weight_bytes;
-    void *handle; /* the loader's */
+    const rw_model *model; /* the loader's model, or NULL (GET /lora-adapters) */
+    void *handle;          /* the loader's */
     /* under srv->models_mu */
     bool loaded;
     bool draining;                  /* to be unloaded for another model: new requests wait */
