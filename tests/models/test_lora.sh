@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # LoRA adapters (--lora, --lora-scaled) on the fixtures, with adapter files
 # written here by make_lora.py in llama.cpp's layout:
-# - on the qwen3 F32 file, the logits with an adapter at scale 0.5 equal,
-#   within float rounding, those of the same model with the adapter merged
-#   into its weights in double (W + B A * 0.5 * alpha / rank, computed
-#   independently in Python), and differ clearly from the model's own;
+# - on the qwen3 and qwen35 (hybrid) F32 files, the logits with an adapter
+#   equal, within float rounding, those of the same model with the adapter
+#   merged into its weights in double (W + B A * scale * alpha / rank,
+#   computed independently in Python), and differ clearly from the model's
+#   own;
 # - scale 0 gives the model's own logits bit for bit; the adapter twice at
 #   0.25 equals it once at 0.5 within rounding; batch, step, chunked and
 #   1- or 2-thread passes give the same bits, also on the hybrid qwen35 Q8_0
@@ -69,6 +70,24 @@ o=$(maxdiff "$d/one.f32" "$d/lora.f32")
 below 1e-3 "$o" || fail "--lora (scale 1) gives the scale-0.5 logits"
 lg step.f32 "$F" --lora-scaled "$d/a.gguf:0.5" --mode step --threads 1
 cmp -s "$d/step.f32" "$d/lora.f32" || fail "F32: step / 1 thread differs from batch"
+
+# the hybrid F32 file against its merged weights: the DeltaNet projections
+# (attn_qkv, attn_gate, ssm_alpha / beta / out) take the update too
+H32="$FIX/qwen35/qwen35-F32.gguf"
+if [ -f "$H32" ]; then
+  "$REWIND" inspect "$H32" --json >"$d/h32.json" || fail "inspect"
+  $mk "$H32" "$d/h32.json" "$d/c.gguf" --merged "$d/hmerged.gguf" --scale 0.3 --rank 8 --alpha 16 --seed 3 \
+    --targets attn_qkv,attn_gate,ssm_out,ssm_beta,ssm_alpha,attn_q,attn_v,ffn_up,ffn_down || fail "make_lora"
+  "$REWIND" tokenize "$H32" -f "$d/p.txt" >"$d/ids" || fail "tokenize"
+  lg h32.f32 "$H32" --lora-scaled "$d/c.gguf:0.3"
+  lg h32m.f32 "$d/hmerged.gguf"
+  lg h32b.f32 "$H32"
+  m=$(maxdiff "$d/h32.f32" "$d/h32m.f32")
+  below "$m" 1e-3 || fail "qwen35 F32: adapter against the merged model: max |diff| $m"
+  e=$(maxdiff "$d/h32.f32" "$d/h32b.f32")
+  below 1.0 "$e" || fail "qwen35 F32: the adapter changes the logits by only $e"
+  echo "qwen35 F32: adapter vs merged weights max |diff| $m; vs no adapter $e"
+fi
 
 # the hybrid file, an F16 adapter on its DeltaNet, attention and FFN matrices
 "$REWIND" inspect "$H" --json >"$d/h.json" || fail "inspect"
