@@ -536,6 +536,69 @@ static void check_errors(void) {
     CHECK(rw_matmul_vec_dot_type(RW_TYPE_IQ4_XS) == RW_TYPE_Q8_K);
 }
 
+/* Low-rank updates (LoRA, rw_lowrank): y = W x, then y += (B (A x)) * s for
+ * each update in order, equal bitwise to those steps done here with plain
+ * products; the same bits in every tier, for every row count, a row alone
+ * as in the batch, through rw_matmul_multi too; the grouped form refuses
+ * them and a misfit update is an error. */
+static void check_lowrank(rw_threadpool *pool) {
+    const int64_t n_in = 256, n_out = 48, r1 = 8, r2 = 3, max_rows = 40;
+    size_t rb;
+    void *wd = make_weights(RW_TYPE_Q4_K, n_out, n_in, &rb), *a1 = make_weights(RW_TYPE_F16, r1, n_in, &rb),
+         *b1 = make_weights(RW_TYPE_F32, n_out, r1, &rb), *a2 = make_weights(RW_TYPE_F32, r2, n_in, &rb),
+         *b2 = make_weights(RW_TYPE_F16, n_out, r2, &rb);
+    rw_lowrank u2 = {
+        {RW_TYPE_F32, a2, n_in, r2, 0, NULL, NULL}, {RW_TYPE_F16, b2, r2, n_out, 0, NULL, NULL}, -0.75f, NULL};
+    rw_lowrank u1 = {
+        {RW_TYPE_F16, a1, n_in, r1, 0, NULL, NULL}, {RW_TYPE_F32, b1, r1, n_out, 0, NULL, NULL}, 0.375f, &u2};
+    const rw_matrix plain = {RW_TYPE_Q4_K, wd, n_in, n_out, 0, NULL, NULL};
+    rw_matrix w = plain;
+    w.lowrank = &u1;
+    float *x = make_x(max_rows, n_in), *want = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
+          *got = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
+          *ax = malloc(sizeof(float) * (size_t)(max_rows * r1)),
+          *bax = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
+          *first = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+    rw_error err;
+    const rw_kernel_tier best = rw_kernel_tier_current();
+    bool have_first = false;
+    for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
+        if (!rw_kernel_tier_available((rw_kernel_tier)tier) || !rw_kernel_tier_set((rw_kernel_tier)tier)) continue;
+        const int64_t n = max_rows;
+        CHECK(rw_matmul(&plain, x, n_in, n, want, n_out, pool, &err) == RW_OK);
+        for (const rw_lowrank *u = &u1; u; u = u->next) {
+            CHECK(rw_matmul(&u->a, x, n_in, n, ax, u->a.n_out, pool, &err) == RW_OK);
+            CHECK(rw_matmul(&u->b, ax, u->a.n_out, n, bax, n_out, pool, &err) == RW_OK);
+            for (int64_t i = 0; i < n * n_out; i++) {
+                const float scaled = bax[i] * u->scale;
+                want[i] += scaled;
+            }
+        }
+        CHECK(rw_matmul(&w, x, n_in, n, got, n_out, pool, &err) == RW_OK);
+        CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(n * n_out)), "%s lowrank: not the plain steps",
+                  rw_kernel_tier_name((rw_kernel_tier)tier));
+        if (!have_first) memcpy(first, want, sizeof(float) * (size_t)(n * n_out)), have_first = true;
+        CHECK_MSG(!memcmp(first, want, sizeof(float) * (size_t)(n * n_out)),
+                  "%s lowrank: not the reference tier's bits", rw_kernel_tier_name((rw_kernel_tier)tier));
+        for (int64_t r = 0; r < n; r += 7) { /* a row alone, and through multi beside a plain matrix */
+            CHECK(rw_matmul(&w, x + r * n_in, n_in, 1, got, n_out, pool, &err) == RW_OK);
+            CHECK_MSG(!memcmp(got, want + r * n_out, sizeof(float) * (size_t)n_out), "lowrank row %lld alone",
+                      (long long)r);
+        }
+        const rw_matrix *ws[2] = {&plain, &w};
+        float *ys[2] = {bax, got};
+        const int64_t yst[2] = {n_out, n_out};
+        CHECK(rw_matmul_multi(ws, ys, yst, 2, x, n_in, n, pool, &err) == RW_OK);
+        CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(n * n_out)), "lowrank through rw_matmul_multi");
+    }
+    rw_kernel_tier_set(best);
+    rw_matmul_group g = {wd, NULL, NULL, 2, 0};
+    CHECK(rw_matmul_grouped(&w, &g, 1, x, n_in, got, n_out, pool, &err) == RW_ERR_UNSUPPORTED);
+    u2.a.n_in = n_in / 2; /* an update of the wrong shape */
+    CHECK(rw_matmul(&w, x, n_in, 2, got, n_out, pool, &err) == RW_ERR_INVALID_ARG);
+    free(wd), free(a1), free(b1), free(a2), free(b2), free(x), free(want), free(got), free(ax), free(bax), free(first);
+}
+
 int main(void) {
     bool small = rw_test_sanitized();
     rw_kernel_tier best = rw_kernel_tier_current();
@@ -592,6 +655,7 @@ int main(void) {
     check_auto_is_fast(pools[1]);
     check_extremes(pools[1]);
     check_row_gaps(pools[1]);
+    check_lowrank(pools[1]);
     for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
     return rw_test_done();
 }
