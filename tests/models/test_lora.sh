@@ -44,7 +44,7 @@ EOF
 below() { python3 -c "import sys; sys.exit(0 if float('$1') <= float('$2') else 1)"; }
 
 "$REWIND" inspect "$F" --json >"$d/f.json" || fail "inspect"
-$mk "$F" "$d/f.json" "$d/a.gguf" --merged "$d/merged.gguf" --scale 0.5 --rank 4 --alpha 8 --seed 1 || fail "make_lora"
+$mk "$F" "$d/f.json" "$d/a.gguf" --merged "$d/qwen3-merged.gguf" --scale 0.5 --rank 4 --alpha 8 --seed 1 || fail "make_lora"
 printf 'The quick brown fox jumps over the lazy dog, then it rests in the shade of a tree.' >"$d/p.txt"
 "$REWIND" tokenize "$F" -f "$d/p.txt" >"$d/ids" || fail "tokenize"
 lg() { # OUT MODEL [options...]
@@ -52,14 +52,23 @@ lg() { # OUT MODEL [options...]
   shift 2
   "$REWIND" logits "$model" --ids "$d/ids" --out "$d/$out" "$@" 2>"$d/err" || fail "logits $out: $(cat "$d/err")"
 }
-lg base.f32 "$F"
-lg lora.f32 "$F" --lora-scaled "$d/a.gguf:0.5"
-lg merged.f32 "$d/merged.gguf"
-m=$(maxdiff "$d/lora.f32" "$d/merged.f32")
-below "$m" 1e-3 || fail "adapter against the merged model: max |diff| $m"
-e=$(maxdiff "$d/lora.f32" "$d/base.f32")
-below 1.0 "$e" || fail "the adapter changes the logits by only $e"
-echo "qwen3 F32: adapter vs merged weights max |diff| $m; vs no adapter $e"
+# merged NAME MODEL ADAPTER SCALE: the logits with ADAPTER:SCALE against
+# those of MODEL's merged copy (NAME-merged.gguf, written by make_lora.py)
+# and against MODEL's own; the ids in $d/ids
+merged() {
+  local name=$1 model=$2 adapter=$3 scale=$4 m e
+  lg "$name-lora.f32" "$model" --lora-scaled "$adapter:$scale"
+  lg "$name-merged.f32" "$d/$name-merged.gguf"
+  lg "$name-base.f32" "$model"
+  m=$(maxdiff "$d/$name-lora.f32" "$d/$name-merged.f32")
+  below "$m" 1e-3 || fail "$name: adapter against the merged model: max |diff| $m"
+  e=$(maxdiff "$d/$name-lora.f32" "$d/$name-base.f32")
+  below 1.0 "$e" || fail "$name: the adapter changes the logits by only $e"
+  echo "$name: adapter vs merged weights max |diff| $m; vs no adapter $e"
+}
+merged qwen3 "$F" "$d/a.gguf" 0.5
+cp "$d/qwen3-lora.f32" "$d/lora.f32"
+cp "$d/qwen3-base.f32" "$d/base.f32"
 lg zero.f32 "$F" --lora-scaled "$d/a.gguf:0"
 cmp -s "$d/zero.f32" "$d/base.f32" || fail "scale 0 is not the model's own logits"
 lg twice.f32 "$F" --lora-scaled "$d/a.gguf:0.25,$d/a.gguf:0.25"
@@ -76,17 +85,10 @@ cmp -s "$d/step.f32" "$d/lora.f32" || fail "F32: step / 1 thread differs from ba
 H32="$FIX/qwen35/qwen35-F32.gguf"
 if [ -f "$H32" ]; then
   "$REWIND" inspect "$H32" --json >"$d/h32.json" || fail "inspect"
-  $mk "$H32" "$d/h32.json" "$d/c.gguf" --merged "$d/hmerged.gguf" --scale 0.3 --rank 8 --alpha 16 --seed 3 \
+  $mk "$H32" "$d/h32.json" "$d/c.gguf" --merged "$d/qwen35-merged.gguf" --scale 0.3 --rank 8 --alpha 16 --seed 3 \
     --targets attn_qkv,attn_gate,ssm_out,ssm_beta,ssm_alpha,attn_q,attn_v,ffn_up,ffn_down || fail "make_lora"
   "$REWIND" tokenize "$H32" -f "$d/p.txt" >"$d/ids" || fail "tokenize"
-  lg h32.f32 "$H32" --lora-scaled "$d/c.gguf:0.3"
-  lg h32m.f32 "$d/hmerged.gguf"
-  lg h32b.f32 "$H32"
-  m=$(maxdiff "$d/h32.f32" "$d/h32m.f32")
-  below "$m" 1e-3 || fail "qwen35 F32: adapter against the merged model: max |diff| $m"
-  e=$(maxdiff "$d/h32.f32" "$d/h32b.f32")
-  below 1.0 "$e" || fail "qwen35 F32: the adapter changes the logits by only $e"
-  echo "qwen35 F32: adapter vs merged weights max |diff| $m; vs no adapter $e"
+  merged qwen35 "$H32" "$d/c.gguf" 0.3
 fi
 
 # the hybrid file, an F16 adapter on its DeltaNet, attention and FFN matrices
