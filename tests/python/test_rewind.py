@@ -9,9 +9,12 @@ RW_FIXTURES the fixtures). Without fixtures the model tests are skipped."""
 import gc
 import json
 import os
+import random
 import re
 import shutil
+import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -191,6 +194,39 @@ class TestModel(unittest.TestCase):
         self.assertEqual(self.m.render_chat(msgs, enable_thinking=False), plain)
         self.assertEqual(self.m.render_chat([("system", "Be brief."), ("user", "Hi")]), plain)
         self.assertFalse(self.m.render_chat(msgs, add_generation_prompt=False).endswith("assistant\n"))
+
+    def test_lora(self):
+        # an adapter on blk.0.attn_q (make_lora.py's writer): scale 0 is the
+        # model's own logits bit for bit, 0.5 changes them; listed; a model
+        # file is no adapter
+        sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+        import make_lora
+
+        rng = random.Random(5)
+        a = struct.pack("<1024f", *[rng.gauss(0, 0.5) for _ in range(1024)])  # {256, 4}
+        b = struct.pack("<2048f", *[rng.gauss(0, 0.5) for _ in range(2048)])  # {4, 512}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "a.gguf")
+            kvs = [("general.architecture", "str", "qwen3"), ("general.type", "str", "adapter"),
+                   ("adapter.type", "str", "lora"), ("adapter.lora.alpha", "f32", 4.0)]
+            make_lora.write_gguf(path, kvs, [("blk.0.attn_q.weight.lora_a", [256, 4], 0, a),
+                                             ("blk.0.attn_q.weight.lora_b", [4, 512], 0, b)])
+            ids = self.prompt_ids[:8]
+            with self.m.seq(n_ctx=64, kv_f32=True) as s:
+                own = s.eval(ids)
+            for scale in (0.0, 0.5):
+                with rewind.Model(QWEN3, lora=[(path, scale)]) as m:
+                    self.assertEqual(m.lora, [(path, scale)])
+                    with m.seq(n_ctx=64, kv_f32=True) as s:
+                        got = s.eval(ids)
+                    if scale == 0.0:
+                        self.assertEqual(list(got), list(own))
+                    else:
+                        self.assertGreater(max(abs(x - y) for x, y in zip(got, own)), 0.01)
+            self.assertEqual(self.m.lora, [])
+            with self.assertRaises(rewind.RewindError) as cm:
+                rewind.Model(QWEN3, lora=[QWEN3])
+            self.assertIn("not an adapter", str(cm.exception))
 
     def test_seq_greedy_equals_golden(self):
         with self.m.seq(n_ctx=512, kv_f32=True) as s:

@@ -21,6 +21,10 @@ class rw_error(ctypes.Structure):
     _fields_ = [("code", ctypes.c_int), ("msg", ctypes.c_char * 512)]
 
 
+class rw_lora_adapter(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("scale", ctypes.c_float)]
+
+
 class rw_model_params(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -28,6 +32,8 @@ class rw_model_params(ctypes.Structure):
         ("numerics", ctypes.c_char_p),
         ("chat_template", ctypes.c_char_p),
         ("n_threads", ctypes.c_int),
+        ("lora", ctypes.POINTER(rw_lora_adapter)),
+        ("n_lora", ctypes.c_int),
     ]
 
 
@@ -284,6 +290,8 @@ _PROTOTYPES = {
     "rw_model_open": (_S, [ctypes.c_char_p, ctypes.POINTER(rw_model_params), ctypes.POINTER(_P), _E]),
     "rw_model_close": (None, [_P]),
     "rw_model_arch": (ctypes.c_char_p, [_P]),
+    "rw_model_lora_count": (ctypes.c_int, [_P]),
+    "rw_model_lora_get": (_S, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_float), _E]),
     "rw_architecture": (ctypes.c_char_p, [ctypes.c_size_t]),
     "rw_model_n_vocab": (ctypes.c_int32, [_P]),
     "rw_model_n_ctx_train": (ctypes.c_int64, [_P]),

@@ -23,9 +23,17 @@ class Model:
     Seq.eval() wait for each other, and fail with BusyError while an Engine
     is open on the model (the engine runs its passes; use the engine)."""
 
-    def __init__(self, path, *, kernels=None, numerics=None, chat_template=None, library=None):
+    def __init__(self, path, *, kernels=None, numerics=None, chat_template=None, lora=(), library=None):
+        """lora: LoRA adapter files applied at open, in order: each a path
+        (scale 1) or a (path, scale) pair, as rewind's --lora-scaled."""
         lib = _ffi.load(library)
         p = lib.rw_model_params_default()
+        adapters = [(a, 1.0) if isinstance(a, (str, bytes, os.PathLike)) else tuple(a) for a in lora]
+        if adapters:
+            arr = (_ffi.rw_lora_adapter * len(adapters))(
+                *[_ffi.rw_lora_adapter(os.fsencode(a), float(s)) for a, s in adapters])
+            p.lora = arr  # alive until rw_model_open returns (it reads the paths then)
+            p.n_lora = len(adapters)
         if kernels is not None:
             p.kernels = kernels.encode()
         if numerics is not None:
@@ -42,6 +50,17 @@ class Model:
         self._forward = threading.RLock()  # held by a forward pass of this model
         self._engine = None  # the Engine running this model's passes, if any
         self._children = weakref.WeakSet()  # engines, sequences, streams: closed before the model
+
+    @property
+    def lora(self):
+        """The LoRA adapters applied at open: [(path, scale)], in order."""
+        out = []
+        for i in range(self._lib.rw_model_lora_count(self._h)):
+            path, scale, err = ctypes.c_char_p(), ctypes.c_float(), _ffi.rw_error()
+            _ffi.check(self._lib.rw_model_lora_get(self._h, i, ctypes.byref(path), ctypes.byref(scale),
+                                                   ctypes.byref(err)), err)
+            out.append((os.fsdecode(path.value), scale.value))
+        return out
 
     # ---- lifetime ----------------------------------------------------------
 
