@@ -49,6 +49,8 @@ static rw_status check_header(const rw_model *m, const rw_gguf *g, float *alpha,
     if (rw_gguf_get_cstr(g, "general.architecture", buf, sizeof buf, NULL) || strcmp(buf, m->hp.arch))
         return rw_errorf(err, RW_ERR_INVALID_ARG, "adapter is for architecture \"%s\", the model is \"%s\"",
                          rw_gguf_get(g, "general.architecture") ? buf : "(none)", m->hp.arch);
+    if (rw_gguf_get(g, "adapter.alora.invocation_tokens")) /* applied only after those tokens: not a plain LoRA */
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "activated LoRA (aLoRA) adapters are not supported");
     *alpha = 0.0f;
     if (rw_gguf_get(g, "adapter.lora.alpha")) return rw_gguf_get_f32(g, "adapter.lora.alpha", alpha, err);
     return RW_OK;

@@ -103,6 +103,7 @@ static json_t *completion_object(json_t *o) {
                                        "return_token_ids",
                                        "logit_bias",
                                        "max_tokens",
+                                       "lora",
                                        NULL};
     json_t *c = json_object();
     if (!c) return NULL;

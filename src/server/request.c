@@ -19,13 +19,13 @@ static const char *const completion_fields[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
     "frequency_penalty", "stream", "stream_options", "logprobs", "n", "echo", "best_of", "suffix", "user",
     "logit_bias", "ignore_eos", "return_token_ids", "repeat_penalty", "response_format", "grammar", "json_schema",
-    "prompt_logprobs", NULL};
+    "prompt_logprobs", "lora", NULL};
 static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs", "top_logprobs", "n",
     "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
     "ignore_eos", "return_token_ids", "repeat_penalty", "chat_template_kwargs", "reasoning_effort", "enable_thinking",
-    "reasoning_format", "reasoning_budget", "grammar", "json_schema", "prompt_logprobs", NULL};
+    "reasoning_format", "reasoning_budget", "grammar", "json_schema", "prompt_logprobs", "lora", NULL};
 /* clang-format on */
 
 static bool bad(rw_server__error *e, const char *param, const char *fmt, const char *a) {
@@ -180,6 +180,45 @@ static bool parse_constraint(json_t *o, rw_server__request *r, rw_server__error 
     return true;
 }
 
+/* llama-server's per-request "lora": [{"id", "scale"}], an adapter left out
+ * at scale 0. Here the scales are set at load (they are part of the model's
+ * products and of its cached states): a list that asks for them is
+ * accepted, any other is refused with a 400 that says so, never ignored. */
+static bool check_lora(const rw_server__model *m, json_t *o, rw_server__error *e) {
+    json_t *l = json_object_get(o, "lora"), *v;
+    if (!l || json_is_null(l)) return true;
+    if (!json_is_array(l)) return bad(e, "lora", "'%s' must be an array of {\"id\", \"scale\"}", "lora");
+    const int n = m->model ? rw_model_lora_count(m->model) : 0;
+    size_t i;
+    json_array_foreach(l, i, v) {
+        json_t *id = json_object_get(v, "id"), *scale = json_object_get(v, "scale");
+        if (!json_is_integer(id) || !json_is_number(scale))
+            return bad(e, "lora", "%s", "each entry of 'lora' must be {\"id\": integer, \"scale\": number}");
+        if (json_integer_value(id) < 0 || json_integer_value(id) >= n) {
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "lora", "no LoRA adapter %lld: the server has %d",
+                              (long long)json_integer_value(id), n);
+            return false;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        double want = 0; /* left out: 0, as llama-server */
+        json_array_foreach(l, i, v) {
+            if (json_integer_value(json_object_get(v, "id")) == k)
+                want = json_number_value(json_object_get(v, "scale"));
+        }
+        float loaded = 0;
+        if (rw_model_lora_get(m->model, k, NULL, &loaded, NULL)) continue;
+        if ((float)want != loaded) {
+            rw_server__errorf(e, 400, "invalid_request_error", NULL, "lora",
+                              "per-request LoRA scales are not supported: adapter %d is applied at scale %g, set at "
+                              "load (rewind serve --lora-scaled FILE:SCALE), not %g",
+                              k, (double)loaded, want);
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__request *r, rw_server__error *e) {
     rw_server *s = m->srv;
     const char *const *known = chat ? chat_fields : completion_fields;
@@ -196,6 +235,7 @@ static bool parse_obj(rw_server__model *m, bool chat, json_t *o, rw_server__requ
     }
     json_t *model = json_object_get(o, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string", "model");
+    if (!check_lora(m, o, e)) return false;
     rw_request_params *g = &r->gp;
     const rw_request_params d = rw_request_params_default(); /* the library's defaults */
     /* the sampling defaults; nothing else set (no stop strings, bias, marks,

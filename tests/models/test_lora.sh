@@ -16,7 +16,8 @@
 #   tensor that is no pair, a missing file, a bad --lora-scaled;
 # - rewind serve --lora-scaled: GET /lora-adapters lists it, a greedy
 #   completion equals `rewind generate` with the adapter, the prefix cache's
-#   answer equals the first, POST /lora-adapters is a 501 that says why.
+#   answer equals the first, POST /lora-adapters is a 501 that says why, a
+#   request's "lora" at the loaded scales is accepted and any other a 400.
 set -u
 REWIND="${REWIND:-build/rewind}"
 FIX="${RW_FIXTURES:-../shared/fixtures}"
@@ -170,6 +171,21 @@ assert ids[1] == ids[0], ids
 assert c[1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0, c[1]["usage"]
 assert plain[-12:] != gen[-12:], "the adapter changed nothing in 12 greedy tokens"
 EOF
+# a request's "lora" (llama-server's): the loaded scales are accepted, others refused
+lora_req() { # LORA_JSON ROUTE: prints the status
+  curl -s -o "$d/l.json" -w '%{http_code}' "http://127.0.0.1:$port$2" \
+    -d "{\"prompt\":\"The quick brown fox\",\"max_tokens\":12,\"n_predict\":12,\"temperature\":0,\"ignore_eos\":true,\"return_token_ids\":true,\"lora\":$1}"
+}
+[ "$(lora_req '[{"id":0,"scale":0.5}]' /v1/completions)" = 200 ] || fail "lora at the loaded scale: $(cat "$d/l.json")"
+python3 -c "import json,sys; a=json.load(open('$d/l.json')); b=json.load(open('$d/c1.json')); sys.exit(a['choices'][0]['token_ids'] != b['choices'][0]['token_ids'])" ||
+  fail "lora at the loaded scale: other tokens"
+[ "$(lora_req '[{"id":0,"scale":0.5}]' /completion)" = 200 ] || fail "/completion lora: $(cat "$d/l.json")"
+for l in '[{"id":0,"scale":1}]' '[]' '[{"id":3,"scale":1}]' '{"id":0}' '[{"id":0}]'; do
+  st=$(lora_req "$l" /v1/completions)
+  [ "$st" = 400 ] && grep -q '"param":"lora"' "$d/l.json" || fail "lora $l: $st $(cat "$d/l.json")"
+done
+grep -q "per-request LoRA scales are not supported" <(lora_req '[]' /v1/chat/completions; cat "$d/l.json") ||
+  fail "chat lora []: $(cat "$d/l.json")"
 kill -TERM "$pid"
 wait "$pid"
 pid=
