@@ -233,6 +233,13 @@ static size_t file_bytes(const char *path) {
     return path && !stat(path, &st) ? (size_t)st.st_size : 0;
 }
 
+/* The default model's adapter files' bytes (held with its weights). */
+static size_t lora_bytes(const serve_model *sm) {
+    size_t n = 0;
+    for (int i = 0; sm->first && sm->sh->lora && i < sm->sh->lora->n; i++) n += file_bytes(sm->sh->lora->a[i].path);
+    return n;
+}
+
 /* rw_server_model_source.load: the file (with its tokenizer and template)
  * and an engine over it. */
 static rw_status load_model(void *user, rw_server_model *out, rw_error *err) {
@@ -279,7 +286,7 @@ static rw_status load_model(void *user, rw_server_model *out, rw_error *err) {
                              .bos = rw_model_text_get(L->m, RW_MODEL_TEXT_BOS),
                              .eos = rw_model_text_get(L->m, RW_MODEL_TEXT_EOS),
                              .rerank_template = rw_model_text_get(L->m, RW_MODEL_TEXT_RERANK_PROMPT),
-                             .weight_bytes = file_bytes(sm->path) + file_bytes(draft_path),
+                             .weight_bytes = file_bytes(sm->path) + file_bytes(draft_path) + lora_bytes(sm),
                              .handle = L,
                              .model = L->m};
     return RW_OK;

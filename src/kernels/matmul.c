@@ -568,29 +568,76 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
     return RW_OK;
 }
 
+/* B (A x) for rows [r0, r1) of a low-rank update: per row and output, the
+ * rank products added in order from 0 (u = ((0 + b0 t0) + b1 t1) + ...,
+ * each product rounded, then the sum), then y += u * scale. Plain C, so
+ * every tier runs the same operations (vectorized over outputs only, which
+ * keeps each output's order). */
+typedef struct {
+    const rw_lowrank *u;
+    const float *ax; /* [n_rows][rank] */
+    float *bax;      /* [n_rows][n_out] scratch */
+    float *y;
+    int64_t y_stride, n_out, n_rows, rows_per_task;
+    const int32_t *y_rows;
+} lowrank_job;
+
+static void lowrank_rows(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const lowrank_job *j = ctx;
+    const int64_t r = j->u->a.n_out, n_out = j->n_out;
+    const int64_t r0 = task * j->rows_per_task,
+                  r1 = r0 + j->rows_per_task < j->n_rows ? r0 + j->rows_per_task : j->n_rows;
+    for (int64_t i = r0; i < r1; i++) {
+        const float *t = j->ax + i * r;
+        float *restrict acc = j->bax + i * n_out;
+        for (int64_t o = 0; o < n_out; o++) acc[o] = 0.0f;
+        for (int64_t k = 0; k < r; k++) {
+            const float *restrict bk = j->u->bt + k * n_out;
+            const float tk = t[k];
+            for (int64_t o = 0; o < n_out; o++) {
+                const float prod = bk[o] * tk;
+                acc[o] += prod;
+            }
+        }
+        float *restrict yr = j->y + (j->y_rows ? j->y_rows[i] : i) * j->y_stride;
+        const float scale = j->u->scale;
+        for (int64_t o = 0; o < n_out; o++) {
+            const float scaled = acc[o] * scale; /* rounded before the sum, as ggml_scale then ggml_add */
+            yr[o] += scaled;
+        }
+    }
+}
+
 /* y += (B (A x)) * scale for each of w's low-rank updates (rw_lowrank),
- * rows gathered as rw_matmul_gather's. The two products go through
- * rw_matmul, so a row's update, like its product, depends on that row alone;
- * the scale and the sum are plain C, the same operations on every tier. */
+ * rows gathered as rw_matmul_gather's: A x through rw_matmul, then
+ * lowrank_rows. A row's update, like its product, depends on that row
+ * alone. */
 static rw_status add_lowrank(const rw_matrix *w, const float *x, int64_t x_stride, const int32_t *x_rows, float *y,
                              int64_t y_stride, const int32_t *y_rows, int64_t n_rows, rw_threadpool *pool,
                              rw_error *err) {
     for (const rw_lowrank *u = w->lowrank; u; u = u->next) {
         const int64_t r = u->a.n_out;
-        if (u->a.n_in != w->n_in || u->b.n_in != r || u->b.n_out != w->n_out || r <= 0 || u->a.lowrank || u->b.lowrank)
+        if (u->a.n_in != w->n_in || r <= 0 || !u->bt || u->a.lowrank)
             return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: low-rank update of the wrong shape");
-        /* A x, then B (A x): freed below */
+        /* A x, and B (A x) row by row: freed below */
         float *ax = malloc(sizeof *ax * (size_t)(n_rows * r)), *bax = malloc(sizeof *bax * (size_t)(n_rows * w->n_out));
         rw_status st = ax && bax ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
         if (!st) st = rw_matmul_gather(&u->a, x, x_stride, x_rows, ax, r, NULL, n_rows, pool, err);
-        if (!st) st = rw_matmul(&u->b, ax, r, n_rows, bax, w->n_out, pool, err);
-        for (int64_t i = 0; !st && i < n_rows; i++) {
-            float *yr = y + (y_rows ? y_rows[i] : i) * y_stride;
-            const float *d = bax + i * w->n_out;
-            for (int64_t o = 0; o < w->n_out; o++) {
-                const float scaled = d[o] * u->scale; /* rounded before the sum, as ggml_scale then ggml_add */
-                yr[o] += scaled;
-            }
+        if (!st) {
+            lowrank_job j = {.u = u,
+                             .ax = ax,
+                             .bax = bax,
+                             .y = y,
+                             .y_stride = y_stride,
+                             .n_out = w->n_out,
+                             .n_rows = n_rows,
+                             .rows_per_task = 8,
+                             .y_rows = y_rows};
+            const int64_t n_tasks = (n_rows + j.rows_per_task - 1) / j.rows_per_task;
+            if (pool && n_tasks > 1) rw_threadpool_run(pool, lowrank_rows, &j, n_tasks);
+            else
+                for (int64_t t = 0; t < n_tasks; t++) lowrank_rows(&j, t, 0);
         }
         free(ax);
         free(bax);

@@ -53,14 +53,18 @@ typedef struct {
 
 /* A low-rank update of a matrix W (a LoRA adapter's pair for one weight):
  * rw_matmul and rw_matmul_multi compute y = W x, then for each update in
- * the chain y += (B (A x)) * scale, in the chain's order: A has W's n_in
- * inputs and `rank` outputs, B `rank` inputs and W's n_out outputs (neither
- * with updates of its own). As llama.cpp adds an adapter: the product of B,
- * then the scale, then the sum. Each row's result still depends on that row
- * alone (both products are rw_matmul's). Not owned: the adapter's loader
- * keeps the data and the nodes alive while W is used. */
+ * the chain y += (B (A x)) * scale, in the chain's order, as llama.cpp adds
+ * an adapter (the product with B, then the scale, then the sum). A has W's
+ * n_in inputs and `rank` outputs (any type rw_matmul takes, no updates of
+ * its own); B is given transposed in f32, bt[k * n_out + o] = B[o][k], and
+ * its products are plain C (each output's rank terms added in order k = 0,
+ * 1, ...), the same operations on every tier: rank is small, where a
+ * matmul kernel's dot products would be mostly overhead. Each row's result
+ * still depends on that row alone. Not owned: the adapter's loader keeps
+ * A's data, bt and the nodes alive while W is used. */
 typedef struct rw_lowrank {
-    rw_matrix a, b;
+    rw_matrix a;
+    const float *bt; /* [rank][W's n_out] */
     float scale;
     const struct rw_lowrank *next;
 } rw_lowrank;

@@ -15,11 +15,13 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "models/model_int.h"
 
 struct rw_models__lora {
     rw_gguf *g;          /* owned: the adapter's mapping */
     rw_lowrank *updates; /* [n_updates], owned; linked into the model's matrices */
+    float **bts;         /* [n_updates]: each update's B transposed in f32 (rw_lowrank.bt), owned */
     int n_updates;
     float scale;
     struct rw_models__lora *next;
@@ -80,6 +82,28 @@ static uint64_t hash_words(uint64_t h, const void *p, size_t n) {
     return rw_hash_bytes(h, s, n);
 }
 
+/* B's rows in f32, transposed: (*out)[k * n_out + o] = B[o][k] (the
+ * caller's, freed with free()). */
+static rw_status transpose_b(const rw_matrix *b, float **out, rw_error *err) {
+    const int64_t r = b->n_in, n_out = b->n_out;
+    uint64_t rb = 0;
+    if (!rw_can_dequantize(b->type) || !rw_dtype_row_bytes(b->type, (uint64_t)r, &rb))
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "lora_b of type %s", rw_dtype_name(b->type));
+    float *bt = malloc(sizeof *bt * (size_t)(r * n_out)), *row = malloc(sizeof *row * (size_t)r);
+    rw_status st = bt && row ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "out of memory");
+    for (int64_t o = 0; !st && o < n_out; o++) {
+        st = rw_dequantize_row(b->type, (const uint8_t *)b->data + (size_t)o * rb, row, r);
+        for (int64_t k = 0; !st && k < r; k++) bt[k * n_out + o] = row[k];
+    }
+    free(row);
+    if (st) {
+        free(bt);
+        return rw_errorf(err, st, "lora_b cannot be converted (%s)", rw_dtype_name(b->type));
+    }
+    *out = bt;
+    return RW_OK;
+}
+
 /* Pairs the adapter's tensors with the model's matrices into L->updates
  * (not yet linked). */
 static rw_status bind_pairs(const rw_model *m, struct rw_models__lora *L, float alpha, rw_matrix **targets,
@@ -109,14 +133,17 @@ static rw_status bind_pairs(const rw_model *m, struct rw_models__lora *L, float 
             return rw_errorf(err, RW_ERR_UNSUPPORTED,
                              "adapter tensor %s: the model has no matrix %s that takes adapters", ta->name, name);
         rw_lowrank *u = &L->updates[L->n_updates];
+        rw_matrix b;
         rw_status st = factor(ta, &u->a, err);
-        if (!st) st = factor(tb, &u->b, err);
+        if (!st) st = factor(tb, &b, err);
         if (st) return st;
-        if (u->a.n_in != w->n_in || u->b.n_out != w->n_out || u->a.n_out != u->b.n_in)
+        if (u->a.n_in != w->n_in || b.n_out != w->n_out || u->a.n_out != b.n_in)
             return rw_errorf(err, RW_ERR_FORMAT,
                              "%s: lora_a {%lld, %lld} and lora_b {%lld, %lld} do not fit the matrix {%lld, %lld}", name,
-                             (long long)u->a.n_in, (long long)u->a.n_out, (long long)u->b.n_in, (long long)u->b.n_out,
+                             (long long)u->a.n_in, (long long)u->a.n_out, (long long)b.n_in, (long long)b.n_out,
                              (long long)w->n_in, (long long)w->n_out);
+        if ((st = transpose_b(&b, &L->bts[L->n_updates], err))) return st;
+        u->bt = L->bts[L->n_updates];
         u->scale = alpha != 0.0f ? L->scale * alpha / (float)u->a.n_out : L->scale;
         targets[L->n_updates++] = w;
     }
@@ -143,7 +170,8 @@ rw_status rw_model_add_lora(rw_model *m, rw_gguf *g, float scale, rw_error *err)
     const size_t nt = rw_gguf_n_tensors(g);
     rw_matrix **targets = malloc(sizeof *targets * (nt ? nt : 1)); /* freed below */
     if (L) L->updates = calloc(nt ? nt : 1, sizeof *L->updates);
-    if (!L || !targets || !L->updates) {
+    if (L) L->bts = calloc(nt ? nt : 1, sizeof *L->bts);
+    if (!L || !targets || !L->updates || !L->bts) {
         st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -177,7 +205,11 @@ rw_status rw_model_add_lora(rw_model *m, rw_gguf *g, float scale, rw_error *err)
     return RW_OK;
 fail:
     free(targets);
-    if (L) free(L->updates);
+    if (L) {
+        for (int i = 0; L->bts && i < L->n_updates; i++) free(L->bts[i]);
+        free(L->bts);
+        free(L->updates);
+    }
     free(L);
     return st;
 }
@@ -192,6 +224,8 @@ void rw_models__loras_free(rw_model *m) {
     for (struct rw_models__lora *L = m->loras, *next; L; L = next) {
         next = L->next;
         rw_gguf_close(L->g);
+        for (int i = 0; i < L->n_updates; i++) free(L->bts[i]);
+        free(L->bts);
         free(L->updates);
         free(L);
     }

@@ -537,66 +537,69 @@ static void check_errors(void) {
 }
 
 /* Low-rank updates (LoRA, rw_lowrank): y = W x, then y += (B (A x)) * s for
- * each update in order, equal bitwise to those steps done here with plain
- * products; the same bits in every tier, for every row count, a row alone
- * as in the batch, through rw_matmul_multi too; the grouped form refuses
- * them and a misfit update is an error. */
+ * each update in order, equal bitwise to those steps done here (A x by
+ * rw_matmul, B's rank products added in order from 0); the same bits in
+ * every tier, for every row count, a row alone as in the batch, through
+ * rw_matmul_multi too; the grouped form refuses them and a misfit update is
+ * an error. */
 static void check_lowrank(rw_threadpool *pool) {
-    const int64_t n_in = 256, n_out = 48, r1 = 8, r2 = 3, max_rows = 40;
+    enum { N_IN = 256, N_OUT = 48, R1 = 8, R2 = 3, MAX_ROWS = 40 };
     size_t rb;
-    void *wd = make_weights(RW_TYPE_Q4_K, n_out, n_in, &rb), *a1 = make_weights(RW_TYPE_F16, r1, n_in, &rb),
-         *b1 = make_weights(RW_TYPE_F32, n_out, r1, &rb), *a2 = make_weights(RW_TYPE_F32, r2, n_in, &rb),
-         *b2 = make_weights(RW_TYPE_F16, n_out, r2, &rb);
-    rw_lowrank u2 = {
-        {RW_TYPE_F32, a2, n_in, r2, 0, NULL, NULL}, {RW_TYPE_F16, b2, r2, n_out, 0, NULL, NULL}, -0.75f, NULL};
-    rw_lowrank u1 = {
-        {RW_TYPE_F16, a1, n_in, r1, 0, NULL, NULL}, {RW_TYPE_F32, b1, r1, n_out, 0, NULL, NULL}, 0.375f, &u2};
-    const rw_matrix plain = {RW_TYPE_Q4_K, wd, n_in, n_out, 0, NULL, NULL};
+    void *wd = make_weights(RW_TYPE_Q4_K, N_OUT, N_IN, &rb), *a1 = make_weights(RW_TYPE_F16, R1, N_IN, &rb),
+         *a2 = make_weights(RW_TYPE_F32, R2, N_IN, &rb);
+    float *bt1 = make_x(R1, N_OUT), *bt2 = make_x(R2, N_OUT);
+    rw_lowrank u2 = {{RW_TYPE_F32, a2, N_IN, R2, 0, NULL, NULL}, bt2, -0.75f, NULL};
+    rw_lowrank u1 = {{RW_TYPE_F16, a1, N_IN, R1, 0, NULL, NULL}, bt1, 0.375f, &u2};
+    const rw_matrix plain = {RW_TYPE_Q4_K, wd, N_IN, N_OUT, 0, NULL, NULL};
     rw_matrix w = plain;
     w.lowrank = &u1;
-    float *x = make_x(max_rows, n_in), *want = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
-          *got = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
-          *ax = malloc(sizeof(float) * (size_t)(max_rows * r1)),
-          *bax = malloc(sizeof(float) * (size_t)(max_rows * n_out)),
-          *first = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+    float *x = make_x(MAX_ROWS, N_IN), *want = malloc(sizeof(float) * MAX_ROWS * N_OUT),
+          *got = malloc(sizeof(float) * MAX_ROWS * N_OUT), *ax = malloc(sizeof(float) * MAX_ROWS * R1),
+          *other = malloc(sizeof(float) * MAX_ROWS * N_OUT), *first = malloc(sizeof(float) * MAX_ROWS * N_OUT);
     rw_error err;
     const rw_kernel_tier best = rw_kernel_tier_current();
     bool have_first = false;
+    const int64_t n = MAX_ROWS;
     for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
         if (!rw_kernel_tier_available((rw_kernel_tier)tier) || !rw_kernel_tier_set((rw_kernel_tier)tier)) continue;
-        const int64_t n = max_rows;
-        CHECK(rw_matmul(&plain, x, n_in, n, want, n_out, pool, &err) == RW_OK);
+        CHECK(rw_matmul(&plain, x, N_IN, n, want, N_OUT, pool, &err) == RW_OK);
         for (const rw_lowrank *u = &u1; u; u = u->next) {
-            CHECK(rw_matmul(&u->a, x, n_in, n, ax, u->a.n_out, pool, &err) == RW_OK);
-            CHECK(rw_matmul(&u->b, ax, u->a.n_out, n, bax, n_out, pool, &err) == RW_OK);
-            for (int64_t i = 0; i < n * n_out; i++) {
-                const float scaled = bax[i] * u->scale;
-                want[i] += scaled;
-            }
+            const int64_t r = u->a.n_out;
+            CHECK(rw_matmul(&u->a, x, N_IN, n, ax, r, pool, &err) == RW_OK);
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t o = 0; o < N_OUT; o++) {
+                    float acc = 0.0f;
+                    for (int64_t k = 0; k < r; k++) {
+                        const float prod = u->bt[k * N_OUT + o] * ax[i * r + k];
+                        acc += prod;
+                    }
+                    const float scaled = acc * u->scale;
+                    want[i * N_OUT + o] += scaled;
+                }
         }
-        CHECK(rw_matmul(&w, x, n_in, n, got, n_out, pool, &err) == RW_OK);
-        CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(n * n_out)), "%s lowrank: not the plain steps",
+        CHECK(rw_matmul(&w, x, N_IN, n, got, N_OUT, pool, &err) == RW_OK);
+        CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(n * N_OUT)), "%s lowrank: not the plain steps",
                   rw_kernel_tier_name((rw_kernel_tier)tier));
-        if (!have_first) memcpy(first, want, sizeof(float) * (size_t)(n * n_out)), have_first = true;
-        CHECK_MSG(!memcmp(first, want, sizeof(float) * (size_t)(n * n_out)),
+        if (!have_first) memcpy(first, want, sizeof(float) * (size_t)(n * N_OUT)), have_first = true;
+        CHECK_MSG(!memcmp(first, want, sizeof(float) * (size_t)(n * N_OUT)),
                   "%s lowrank: not the reference tier's bits", rw_kernel_tier_name((rw_kernel_tier)tier));
         for (int64_t r = 0; r < n; r += 7) { /* a row alone, and through multi beside a plain matrix */
-            CHECK(rw_matmul(&w, x + r * n_in, n_in, 1, got, n_out, pool, &err) == RW_OK);
-            CHECK_MSG(!memcmp(got, want + r * n_out, sizeof(float) * (size_t)n_out), "lowrank row %lld alone",
-                      (long long)r);
+            CHECK(rw_matmul(&w, x + r * N_IN, N_IN, 1, got, N_OUT, NULL, &err) == RW_OK);
+            CHECK_MSG(!memcmp(got, want + r * N_OUT, sizeof(float) * N_OUT), "lowrank row %lld alone", (long long)r);
         }
         const rw_matrix *ws[2] = {&plain, &w};
-        float *ys[2] = {bax, got};
-        const int64_t yst[2] = {n_out, n_out};
-        CHECK(rw_matmul_multi(ws, ys, yst, 2, x, n_in, n, pool, &err) == RW_OK);
-        CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(n * n_out)), "lowrank through rw_matmul_multi");
+        float *ys[2] = {other, got};
+        const int64_t yst[2] = {N_OUT, N_OUT};
+        CHECK(rw_matmul_multi(ws, ys, yst, 2, x, N_IN, n, pool, &err) == RW_OK);
+        CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(n * N_OUT)), "lowrank through rw_matmul_multi");
     }
     rw_kernel_tier_set(best);
     rw_matmul_group g = {wd, NULL, NULL, 2, 0};
-    CHECK(rw_matmul_grouped(&w, &g, 1, x, n_in, got, n_out, pool, &err) == RW_ERR_UNSUPPORTED);
-    u2.a.n_in = n_in / 2; /* an update of the wrong shape */
-    CHECK(rw_matmul(&w, x, n_in, 2, got, n_out, pool, &err) == RW_ERR_INVALID_ARG);
-    free(wd), free(a1), free(b1), free(a2), free(b2), free(x), free(want), free(got), free(ax), free(bax), free(first);
+    CHECK(rw_matmul_grouped(&w, &g, 1, x, N_IN, got, N_OUT, pool, &err) == RW_ERR_UNSUPPORTED);
+    u2.a.n_in = N_IN / 2; /* an update of the wrong shape */
+    CHECK(rw_matmul(&w, x, N_IN, 2, got, N_OUT, pool, &err) == RW_ERR_INVALID_ARG);
+    free(wd), free(a1), free(a2), free(bt1), free(bt2), free(x), free(want), free(got), free(ax), free(other),
+        free(first);
 }
 
 int main(void) {
