@@ -49,18 +49,32 @@ static features probe(void) {
     return f;
 }
 
-bool rw_cpu_has_avx2(void) {
+static bool probe_avx2(void) {
     features f = probe();
     if (!f.osxsave || !f.avx) return false;
     if ((xcr0() & 0x6) != 0x6) return false; /* XMM and YMM state */
     return f.avx2 && f.fma && f.f16c;
 }
 
+/* Asked once: cpuid is a VM exit under a hypervisor (microseconds), and
+ * these are asked on hot paths (the LoRA update of every product). */
+bool rw_cpu_has_avx2(void) {
+    static _Atomic int has = -1;
+    int v = atomic_load(&has);
+    if (v < 0) atomic_store(&has, v = probe_avx2());
+    return v;
+}
+
 bool rw_cpu_has_avx512(void) {
-    if (!rw_cpu_has_avx2()) return false;
-    features f = probe();
-    if ((xcr0() & 0xE6) != 0xE6) return false; /* + opmask, ZMM_Hi256, Hi16_ZMM */
-    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16;
+    static _Atomic int has = -1;
+    int v = atomic_load(&has);
+    if (v < 0) {
+        features f = probe();
+        v = rw_cpu_has_avx2() && (xcr0() & 0xE6) == 0xE6 && /* + opmask, ZMM_Hi256, Hi16_ZMM */
+            f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16;
+        atomic_store(&has, v);
+    }
+    return v;
 }
 
 bool rw_cpu_has_avx_vnni(void) { return rw_cpu_has_avx2() && probe().avx_vnni; }

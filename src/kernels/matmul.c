@@ -12,6 +12,9 @@
  * changes a result.
  */
 #include <stdatomic.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -582,24 +585,68 @@ typedef struct {
     const int32_t *y_rows;
 } lowrank_job;
 
+/* One row: acc[o] = sum over k of bt[k][o] * t[k], in order k = 0, 1, ...
+ * from 0: each product rounded, then added. Only the outputs are
+ * vectorized (each lane one output's sum, in the same order, mul then add,
+ * never fused), so the AVX2 copy computes the plain one's bits. */
+static void lowrank_row_plain(const float *restrict bt, const float *restrict t, int64_t r, int64_t n_out,
+                              float *restrict acc) {
+    for (int64_t o = 0; o < n_out; o++) acc[o] = 0.0f;
+    for (int64_t k = 0; k < r; k++)
+        for (int64_t o = 0; o < n_out; o++) {
+            const float prod = bt[k * n_out + o] * t[k];
+            acc[o] += prod;
+        }
+}
+
+#if defined(__x86_64__)
+/* 64 outputs at a time in eight registers over all k, then 8, then one. */
+__attribute__((target("avx2"))) static void lowrank_row_avx2(const float *restrict bt, const float *restrict t,
+                                                             int64_t r, int64_t n_out, float *restrict acc) {
+    int64_t o0 = 0;
+    for (; o0 + 64 <= n_out; o0 += 64) {
+        __m256 a[8];
+        for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < r; k++) {
+            const __m256 tk = _mm256_set1_ps(t[k]);
+            const float *bk = bt + k * n_out + o0;
+            for (int c = 0; c < 8; c++) a[c] = _mm256_add_ps(a[c], _mm256_mul_ps(_mm256_loadu_ps(bk + 8 * c), tk));
+        }
+        for (int c = 0; c < 8; c++) _mm256_storeu_ps(acc + o0 + 8 * c, a[c]);
+    }
+    for (; o0 + 8 <= n_out; o0 += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t k = 0; k < r; k++)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(bt + k * n_out + o0), _mm256_set1_ps(t[k])));
+        _mm256_storeu_ps(acc + o0, a);
+    }
+    for (; o0 < n_out; o0++) {
+        float a = 0.0f;
+        for (int64_t k = 0; k < r; k++) {
+            const float prod = bt[k * n_out + o0] * t[k];
+            a += prod;
+        }
+        acc[o0] = a;
+    }
+}
+#endif
+
 static void lowrank_rows(void *ctx, int64_t task, int thread) {
     (void)thread;
     const lowrank_job *j = ctx;
     const int64_t r = j->u->a.n_out, n_out = j->n_out;
     const int64_t r0 = task * j->rows_per_task,
                   r1 = r0 + j->rows_per_task < j->n_rows ? r0 + j->rows_per_task : j->n_rows;
+#if defined(__x86_64__)
+    const bool avx2 = rw_cpu_has_avx2();
+#endif
     for (int64_t i = r0; i < r1; i++) {
-        const float *t = j->ax + i * r;
         float *restrict acc = j->bax + i * n_out;
-        for (int64_t o = 0; o < n_out; o++) acc[o] = 0.0f;
-        for (int64_t k = 0; k < r; k++) {
-            const float *restrict bk = j->u->bt + k * n_out;
-            const float tk = t[k];
-            for (int64_t o = 0; o < n_out; o++) {
-                const float prod = bk[o] * tk;
-                acc[o] += prod;
-            }
-        }
+#if defined(__x86_64__)
+        if (avx2) lowrank_row_avx2(j->u->bt, j->ax + i * r, r, n_out, acc);
+        else
+#endif
+            lowrank_row_plain(j->u->bt, j->ax + i * r, r, n_out, acc);
         float *restrict yr = j->y + (j->y_rows ? j->y_rows[i] : i) * j->y_stride;
         const float scale = j->u->scale;
         for (int64_t o = 0; o < n_out; o++) {
@@ -623,7 +670,9 @@ static rw_status add_lowrank(const rw_matrix *w, const float *x, int64_t x_strid
         /* A x, and B (A x) row by row: freed below */
         float *ax = malloc(sizeof *ax * (size_t)(n_rows * r)), *bax = malloc(sizeof *bax * (size_t)(n_rows * w->n_out));
         rw_status st = ax && bax ? RW_OK : rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
-        if (!st) st = rw_matmul_gather(&u->a, x, x_stride, x_rows, ax, r, NULL, n_rows, pool, err);
+        /* A x is rank dot products a row: below 16 rows (decode, drafts) a
+         * parallel dispatch would cost more than the products */
+        if (!st) st = rw_matmul_gather(&u->a, x, x_stride, x_rows, ax, r, NULL, n_rows, n_rows < 16 ? NULL : pool, err);
         if (!st) {
             lowrank_job j = {.u = u,
                              .ax = ax,
