@@ -5,7 +5,7 @@ with the adapter merged into its weights, computed here in double:
 W' = W + (B A) * scale * alpha / rank. Used by test_lora.sh.
 
   make_lora.py MODEL INSPECT_JSON ADAPTER_OUT [--merged OUT] [--rank R]
-      [--alpha A] [--scale S] [--seed N] [--targets a,b] [--type f32|f16]
+      [--alpha A] [--scale S] [--seed N] [--std X] [--targets a,b] [--type f32|f16]
       [--arch NAME] [--general-type T] [--bad transposed|no-b|embd|extra]
 
 INSPECT_JSON is `rewind inspect MODEL --json` (names, shapes, offsets).
@@ -56,6 +56,7 @@ def main():
     ap.add_argument("--alpha", type=float, default=8.0)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--std", type=float, default=0.5, help="of A's and B's values (normal)")
     ap.add_argument("--targets", default="attn_q,attn_v,attn_output,ffn_down")
     ap.add_argument("--type", default="f32", choices=["f32", "f16"])
     ap.add_argument("--arch")
@@ -79,8 +80,8 @@ def main():
         n_in, n_out = t["ne"]
         # A {n_in, r}: r rows of n_in; B {r, n_out}: n_out rows of r. Values
         # rounded to the file's type first, so the merge uses what is stored.
-        A = [[rng.gauss(0, 0.5) for _ in range(n_in)] for _ in range(r)]
-        B = [[rng.gauss(0, 0.5) for _ in range(r)] for _ in range(n_out)]
+        A = [[rng.gauss(0, a.std) for _ in range(n_in)] for _ in range(r)]
+        B = [[rng.gauss(0, a.std) for _ in range(r)] for _ in range(n_out)]
         A = [list(struct.unpack("<%d%s" % (n_in, fmt), struct.pack("<%d%s" % (n_in, fmt), *row))) for row in A]
         B = [list(struct.unpack("<%d%s" % (r, fmt), struct.pack("<%d%s" % (r, fmt), *row))) for row in B]
         a_bytes = b"".join(struct.pack("<%d%s" % (n_in, fmt), *row) for row in A)
