@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "kernels/matmul_int.h"
+#include "kernels/quant.h"
 
 /* ---- tiers ----------------------------------------------------------- */
 
@@ -673,6 +674,10 @@ static rw_status add_lowrank(const rw_matrix *w, const float *x, int64_t x_strid
         /* A x is rank dot products a row: below 16 rows (decode, drafts) a
          * parallel dispatch would cost more than the products */
         if (!st) st = rw_matmul_gather(&u->a, x, x_stride, x_rows, ax, r, NULL, n_rows, n_rows < 16 ? NULL : pool, err);
+        if (!st && u->t_type == RW_TYPE_F16)
+            for (int64_t q = 0; q < n_rows * r; q++) ax[q] = rw_f16_to_f32(rw_f32_to_f16(ax[q]));
+        else if (!st && u->t_type == RW_TYPE_BF16)
+            for (int64_t q = 0; q < n_rows * r; q++) ax[q] = rw_bf16_to_f32(rw_f32_to_bf16(ax[q]));
         if (!st) {
             lowrank_job j = {.u = u,
                              .ax = ax,

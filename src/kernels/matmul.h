@@ -66,6 +66,11 @@ typedef struct rw_lowrank {
     rw_matrix a;
     const float *bt; /* [rank][W's n_out] */
     float scale;
+    /* RW_TYPE_F16 or RW_TYPE_BF16: A x is rounded to that type before B's
+     * products, as ggml converts a product's input to its weights' type
+     * (the adapter's loader sets it under --numerics ggml, where B is F16 or
+     * BF16); RW_TYPE_F32 (0): kept in f32. */
+    rw_dtype t_type;
     const struct rw_lowrank *next;
 } rw_lowrank;
 

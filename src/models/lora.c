@@ -144,6 +144,10 @@ static rw_status bind_pairs(const rw_model *m, struct rw_models__lora *L, float 
                              (long long)w->n_in, (long long)w->n_out);
         if ((st = transpose_b(&b, &L->bts[L->n_updates], err))) return st;
         u->bt = L->bts[L->n_updates];
+        /* llama.cpp's arithmetic: B's input in B's type (F16, BF16) */
+        u->t_type = rw_numerics_current() == RW_NUMERICS_GGML && (b.type == RW_TYPE_F16 || b.type == RW_TYPE_BF16)
+                        ? b.type
+                        : RW_TYPE_F32;
         u->scale = alpha != 0.0f ? L->scale * alpha / (float)u->a.n_out : L->scale;
         targets[L->n_updates++] = w;
     }

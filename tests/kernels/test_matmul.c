@@ -548,8 +548,8 @@ static void check_lowrank(rw_threadpool *pool) {
     void *wd = make_weights(RW_TYPE_Q4_K, N_OUT, N_IN, &rb), *a1 = make_weights(RW_TYPE_F16, R1, N_IN, &rb),
          *a2 = make_weights(RW_TYPE_F32, R2, N_IN, &rb);
     float *bt1 = make_x(R1, N_OUT), *bt2 = make_x(R2, N_OUT);
-    rw_lowrank u2 = {{RW_TYPE_F32, a2, N_IN, R2, 0, NULL, NULL}, bt2, -0.75f, NULL};
-    rw_lowrank u1 = {{RW_TYPE_F16, a1, N_IN, R1, 0, NULL, NULL}, bt1, 0.375f, &u2};
+    rw_lowrank u2 = {{RW_TYPE_F32, a2, N_IN, R2, 0, NULL, NULL}, bt2, -0.75f, RW_TYPE_F32, NULL};
+    rw_lowrank u1 = {{RW_TYPE_F16, a1, N_IN, R1, 0, NULL, NULL}, bt1, 0.375f, RW_TYPE_F16, &u2};
     const rw_matrix plain = {RW_TYPE_Q4_K, wd, N_IN, N_OUT, 0, NULL, NULL};
     rw_matrix w = plain;
     w.lowrank = &u1;
@@ -566,6 +566,8 @@ static void check_lowrank(rw_threadpool *pool) {
         for (const rw_lowrank *u = &u1; u; u = u->next) {
             const int64_t r = u->a.n_out;
             CHECK(rw_matmul(&u->a, x, N_IN, n, ax, r, pool, &err) == RW_OK);
+            if (u->t_type == RW_TYPE_F16) /* B's input rounded to f16, as ggml's */
+                for (int64_t q = 0; q < n * r; q++) ax[q] = rw_f16_to_f32(rw_f32_to_f16(ax[q]));
             for (int64_t i = 0; i < n; i++)
                 for (int64_t o = 0; o < N_OUT; o++) {
                     float acc = 0.0f;

@@ -80,6 +80,16 @@ o=$(maxdiff "$d/one.f32" "$d/lora.f32")
 below 1e-3 "$o" || fail "--lora (scale 1) gives the scale-0.5 logits"
 lg step.f32 "$F" --lora-scaled "$d/a.gguf:0.5" --mode step --threads 1
 cmp -s "$d/step.f32" "$d/lora.f32" || fail "F32: step / 1 thread differs from batch"
+# llama.cpp's arithmetic (B's input rounded to f16 for an F16 B): still the
+# merged model's logits within rounding, batch and step the same bits
+$mk "$F" "$d/f.json" "$d/a16.gguf" --type f16 --scale 0.5 --rank 4 --alpha 8 --seed 1 || fail "make_lora"
+lg g1.f32 "$F" --lora-scaled "$d/a16.gguf:0.5" --numerics ggml
+lg g2.f32 "$F" --lora-scaled "$d/a16.gguf:0.5" --numerics ggml --mode step
+cmp -s "$d/g1.f32" "$d/g2.f32" || fail "ggml numerics: step differs from batch"
+lg g3.f32 "$F" --lora-scaled "$d/a16.gguf:0.5"
+g=$(maxdiff "$d/g1.f32" "$d/g3.f32")
+below "$g" 0.1 && below 1e-6 "$g" || fail "F16 adapter: ggml numerics $g from the default's (rounded: > 0, < 0.1)"
+echo "F16 adapter: ggml numerics (A x rounded to f16) vs the default: max |diff| $g"
 
 # the hybrid F32 file against its merged weights: the DeltaNet projections
 # (attn_qkv, attn_gate, ssm_alpha / beta / out) take the update too
