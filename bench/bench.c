@@ -31,7 +31,7 @@ static const bench_entry benches[] = {
      "[--kernels TIER] [--json]"},
     {"model", rw_bench_model,
      "model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kernels TIER] [--kv f32|f16] [--reps R] "
-     "[--json] [--lora FILE] [--lora-scaled FILE:SCALE]"},
+     "[--json]"},
     {"state", rw_bench_state, "state MODEL [--prompt N] [--threads N] [--kernels TIER] [--kv f32|f16] [--json]"},
     {"chat", rw_bench_chat,
      "chat MODEL [--turns N] [--system-tokens N] [--gen N] [--checkpoints N] [--threads N] [--kernels TIER] "

@@ -43,8 +43,7 @@ static double now_s(void) {
 
 static int usage(void) {
     fprintf(stderr, "usage: rewind bench model MODEL [--prompt N] [--gen N] [--depth N] [--threads N] [--kernels TIER] "
-                    "[--kv f32|f16] [--numerics auto|fast|ggml] [--reps R] [--json] [--lora FILE] "
-                    "[--lora-scaled FILE:SCALE]\n");
+                    "[--kv f32|f16] [--numerics auto|fast|ggml] [--reps R] [--json]\n");
     return 2;
 }
 
@@ -131,7 +130,7 @@ static uint64_t huge_mapped_bytes(const void *data, size_t size) {
     return kb * 1024;
 }
 
-static int run_bench_model(int argc, char **argv, rw_cli_lora *lora) {
+int rw_bench_model(int argc, char **argv) {
     const char *path = NULL;
     long n_prompt = 512, n_gen = 128, threads = 0, reps = 3, depth = 0;
     bool json = false;
@@ -146,7 +145,6 @@ static int run_bench_model(int argc, char **argv, rw_cli_lora *lora) {
         RW_OPT_KV_TYPE(&kv),
         RW_OPT_NUMERICS_MODE,
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
-        RW_OPT_LORA(lora),
         RW_OPT_END,
     };
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &path, 1, NULL);
@@ -157,18 +155,6 @@ static int run_bench_model(int argc, char **argv, rw_cli_lora *lora) {
     if (rw_cli_open_model(CMD, path, &g, &m)) return 1;
     const rw_model_hparams *hp = rw_model_get_hparams(m);
     rw_error err = {0};
-    for (int i = 0; i < lora->n; i++) { /* --lora: the cost of the adapters' updates */
-        rw_gguf *ag = NULL;
-        rw_status ast = rw_gguf_open(lora->a[i].path, &ag, &err);
-        if (!ast) ast = rw_model_add_lora(m, ag, lora->a[i].scale, &err); /* the model owns ag from here */
-        if (ast) {
-            rw_gguf_close(ag);
-            rw_cli_error(CMD, "lora %s: %s", lora->a[i].path, err.msg);
-            rw_model_free(m);
-            rw_gguf_close(g);
-            return 1;
-        }
-    }
     rw_threadpool *pool = NULL;
     rw_model_seq *deep = NULL; /* --depth: the context runs start from; freed at the end */
     int rc = 1;
@@ -283,12 +269,5 @@ done:
     free(logits);
     rw_model_free(m);
     rw_gguf_close(g);
-    return rc;
-}
-
-int rw_bench_model(int argc, char **argv) {
-    rw_cli_lora lora = {0}; /* --lora, --lora-scaled: freed when the benchmark ends */
-    const int rc = run_bench_model(argc, argv, &lora);
-    rw_cli_lora_free(&lora);
     return rc;
 }
