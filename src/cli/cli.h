@@ -101,6 +101,9 @@ typedef struct {
 } rw_cli_lora;
 int rw_cli_lora_opt(void *ctx, const char *cmd, const char *name, const char *value);
 void rw_cli_lora_free(rw_cli_lora *l);
+/* Runs a command whose options include RW_OPT_LORA with an empty list,
+ * freed when it returns (whichever way). */
+int rw_cli_run_with_lora(int (*run)(int argc, char **argv, rw_cli_lora *lora), int argc, char **argv);
 #define RW_OPT_LORA(ctx)                                                           \
     {"--lora", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_cli_lora_opt, (ctx)}, {       \
         "--lora-scaled", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_cli_lora_opt, (ctx) \

@@ -120,3 +120,10 @@ void rw_cli_lora_free(rw_cli_lora *l) {
     for (int i = 0; i < l->n_lists; i++) free(l->lists[i]);
     *l = (rw_cli_lora){0};
 }
+
+int rw_cli_run_with_lora(int (*run)(int argc, char **argv, rw_cli_lora *lora), int argc, char **argv) {
+    rw_cli_lora lora = {0};
+    const int rc = run(argc, argv, &lora);
+    rw_cli_lora_free(&lora);
+    return rc;
+}

@@ -113,7 +113,7 @@ static int opt_chunks(void *ctx, const char *cmd, const char *name, const char *
     return parse_chunks(v, o->chunks, &o->n_chunks);
 }
 
-int rw_cmd_logits(int argc, char **argv) {
+static int run_logits(int argc, char **argv, rw_cli_lora *lora) {
     const char *model_path = NULL, *mode = NULL, *load_path = NULL, *save_path = NULL;
     seq_job jobs[MAX_SEQS];
     memset(jobs, 0, sizeof jobs);
@@ -122,7 +122,6 @@ int rw_cmd_logits(int argc, char **argv) {
     rw_kv_type kv = RW_KV_F32; /* as the goldens; see cmd_generate.c */
     long threads = 0;
     logits_opts lo = {.jobs = jobs, .chunks = chunks};
-    rw_cli_lora lora = {0}; /* --lora, --lora-scaled: freed at the end */
     const rw_cli_opt opts[] = {
         {"--ids", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_ids, &lo},
         {"--out", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_ids, &lo},
@@ -135,17 +134,16 @@ int rw_cmd_logits(int argc, char **argv) {
         RW_OPT_KERNELS_TIER,
         RW_OPT_KV_TYPE(&kv),
         RW_OPT_NUMERICS_MODE,
-        RW_OPT_LORA(&lora),
+        RW_OPT_LORA(lora),
         RW_OPT_END,
     };
     int n_pos = 0;
     const int prc = rw_cli_parse_opts(CMD, argc, argv, opts, &model_path, 1, &n_pos);
+    if (prc) return prc == RW_CLI_HELP ? 0 : usage();
     const int n_ids = lo.n_ids, n_outs = lo.n_outs;
     int n_chunks = lo.n_chunks;
-    if (prc || !model_path || !n_ids || n_ids != n_outs || (mode && n_chunks)) {
-        rw_cli_lora_free(&lora);
-        if (prc == RW_CLI_HELP) return 0;
-        if (prc || !(mode && n_chunks)) return usage();
+    if (!model_path || !n_ids || n_ids != n_outs) return usage();
+    if (mode && n_chunks) {
         rw_cli_error(CMD, "give --mode or --chunks, not both");
         return 2;
     }
@@ -158,7 +156,7 @@ int rw_cmd_logits(int argc, char **argv) {
         if (rw_cli_read_ids(CMD, jobs[i].ids_path, &jobs[i].ids, &jobs[i].n)) goto done;
     rw_model_params mp = rw_model_params_default();
     mp.n_threads = (int)threads; /* the sequences' forward passes */
-    rw_cli_lora_params(&lora, &mp);
+    rw_cli_lora_params(lora, &mp);
     if (rw_model_open(model_path, &mp, &m, &err)) goto fail;
     const int64_t n_vocab = rw_model_n_vocab(m), n_ctx_train = rw_model_n_ctx_train(m);
     for (int i = 0; i < n_ids; i++) {
@@ -204,6 +202,7 @@ done:
         free(jobs[i].ids);
     }
     rw_model_close(m);
-    rw_cli_lora_free(&lora);
     return rc;
 }
+
+int rw_cmd_logits(int argc, char **argv) { return rw_cli_run_with_lora(run_logits, argc, argv); }

@@ -247,9 +247,4 @@ done:
     return rc;
 }
 
-int rw_cmd_perplexity(int argc, char **argv) {
-    rw_cli_lora lora = {0}; /* --lora, --lora-scaled: freed when the command ends */
-    const int rc = run_perplexity(argc, argv, &lora);
-    rw_cli_lora_free(&lora);
-    return rc;
-}
+int rw_cmd_perplexity(int argc, char **argv) { return rw_cli_run_with_lora(run_perplexity, argc, argv); }

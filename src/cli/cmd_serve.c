@@ -625,9 +625,4 @@ done:
     return rc;
 }
 
-int rw_cmd_serve(int argc, char **argv) {
-    rw_cli_lora lora = {0}; /* --lora, --lora-scaled: freed when the server has stopped */
-    const int rc = run_serve(argc, argv, &lora);
-    rw_cli_lora_free(&lora);
-    return rc;
-}
+int rw_cmd_serve(int argc, char **argv) { return rw_cli_run_with_lora(run_serve, argc, argv); }

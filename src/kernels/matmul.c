@@ -586,22 +586,24 @@ typedef struct {
     const int32_t *y_rows;
 } lowrank_job;
 
-/* One row: acc[o] = sum over k of bt[k][o] * t[k], in order k = 0, 1, ...
- * from 0: each product rounded, then added. Only the outputs are
- * vectorized (each lane one output's sum, in the same order, mul then add,
- * never fused), so the AVX2 copy computes the plain one's bits. */
-static void lowrank_row_plain(const float *restrict bt, const float *restrict t, int64_t r, int64_t n_out,
+/* One row: acc[o] = sum over k of bt[k * stride + o] * t[k] for o < n, in
+ * order k = 0, 1, ... from 0: each product rounded, then added. Only the
+ * outputs are vectorized (each lane one output's sum, in the same order,
+ * mul then add, never fused), so the AVX2 copy computes the plain one's
+ * bits. */
+static void lowrank_row_plain(const float *restrict bt, int64_t stride, const float *restrict t, int64_t r, int64_t n,
                               float *restrict acc) {
-    for (int64_t o = 0; o < n_out; o++) acc[o] = 0.0f;
+    for (int64_t o = 0; o < n; o++) acc[o] = 0.0f;
     for (int64_t k = 0; k < r; k++)
-        for (int64_t o = 0; o < n_out; o++) {
-            const float prod = bt[k * n_out + o] * t[k];
+        for (int64_t o = 0; o < n; o++) {
+            const float prod = bt[k * stride + o] * t[k];
             acc[o] += prod;
         }
 }
 
 #if defined(__x86_64__)
-/* 64 outputs at a time in eight registers over all k, then 8, then one. */
+/* 64 outputs at a time in eight registers over all k, then 8, then the
+ * plain loop for the last few. */
 __attribute__((target("avx2"))) static void lowrank_row_avx2(const float *restrict bt, const float *restrict t,
                                                              int64_t r, int64_t n_out, float *restrict acc) {
     int64_t o0 = 0;
@@ -621,14 +623,7 @@ __attribute__((target("avx2"))) static void lowrank_row_avx2(const float *restri
             a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(bt + k * n_out + o0), _mm256_set1_ps(t[k])));
         _mm256_storeu_ps(acc + o0, a);
     }
-    for (; o0 < n_out; o0++) {
-        float a = 0.0f;
-        for (int64_t k = 0; k < r; k++) {
-            const float prod = bt[k * n_out + o0] * t[k];
-            a += prod;
-        }
-        acc[o0] = a;
-    }
+    lowrank_row_plain(bt + o0, n_out, t, r, n_out - o0, acc + o0);
 }
 #endif
 
@@ -647,7 +642,7 @@ static void lowrank_rows(void *ctx, int64_t task, int thread) {
         if (avx2) lowrank_row_avx2(j->u->bt, j->ax + i * r, r, n_out, acc);
         else
 #endif
-            lowrank_row_plain(j->u->bt, j->ax + i * r, r, n_out, acc);
+            lowrank_row_plain(j->u->bt, n_out, j->ax + i * r, r, n_out, acc);
         float *restrict yr = j->y + (j->y_rows ? j->y_rows[i] : i) * j->y_stride;
         const float scale = j->u->scale;
         for (int64_t o = 0; o < n_out; o++) {

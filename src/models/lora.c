@@ -70,18 +70,6 @@ static rw_status factor(const rw_gguf_tensor *t, rw_matrix *out, rw_error *err) 
     return RW_OK;
 }
 
-/* 8 bytes at a time (the adapter's weights are hashed whole, so that two
- * adapters of one shape never share cached states). */
-static uint64_t hash_words(uint64_t h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (; n >= 8; s += 8, n -= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-    }
-    return rw_hash_bytes(h, s, n);
-}
-
 /* B's rows in f32, transposed: (*out)[k * n_out + o] = B[o][k] (the
  * caller's, freed with free()). */
 static rw_status transpose_b(const rw_matrix *b, float **out, rw_error *err) {
@@ -114,7 +102,14 @@ static rw_status bind_pairs(const rw_model *m, struct rw_models__lora *L, float 
     for (size_t i = 0; i < nt; i++) {
         const rw_gguf_tensor *ta = rw_gguf_tensor_at(g, i);
         size_t stem;
-        if (ends_with(ta->name, ".lora_b", &stem)) continue; /* taken with its lora_a */
+        if (ends_with(ta->name, ".lora_b", &stem)) { /* taken with its lora_a, which must be there */
+            if (stem >= sizeof name - 8) return rw_errorf(err, RW_ERR_FORMAT, "tensor name %s is too long", ta->name);
+            memcpy(name, ta->name, stem);
+            memcpy(name + stem, ".lora_a", 8);
+            if (!rw_gguf_find_tensor(g, name))
+                return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has no lora_a", ta->name);
+            continue;
+        }
         if (!ends_with(ta->name, ".lora_a", &stem)) {
             if (ends_with(ta->name, "_norm.weight", &stem)) { /* llama.cpp skips these too */
                 rw_log(RW_LOG_WARN, "lora: tensor %s is not applied (norm weights are not adapted)", ta->name);
@@ -150,16 +145,6 @@ static rw_status bind_pairs(const rw_model *m, struct rw_models__lora *L, float 
                         : RW_TYPE_F32;
         u->scale = alpha != 0.0f ? L->scale * alpha / (float)u->a.n_out : L->scale;
         targets[L->n_updates++] = w;
-    }
-    /* every lora_b has its lora_a */
-    for (size_t i = 0; i < nt; i++) {
-        const rw_gguf_tensor *tb = rw_gguf_tensor_at(g, i);
-        size_t stem;
-        if (!ends_with(tb->name, ".lora_b", &stem)) continue;
-        if (stem >= sizeof name - 8) return rw_errorf(err, RW_ERR_FORMAT, "tensor name %s is too long", tb->name);
-        memcpy(name, tb->name, stem);
-        memcpy(name + stem, ".lora_a", 8);
-        if (!rw_gguf_find_tensor(g, name)) return rw_errorf(err, RW_ERR_FORMAT, "tensor %s has no lora_a", tb->name);
     }
     if (L->n_updates == 0) return rw_errorf(err, RW_ERR_FORMAT, "the adapter has no lora_a / lora_b pair");
     return RW_OK;
@@ -197,7 +182,7 @@ rw_status rw_model_add_lora(rw_model *m, rw_gguf *g, float scale, rw_error *err)
         const uint32_t ty = (uint32_t)t->type;
         a = rw_hash_bytes(a, t->name, strlen(t->name)), b = rw_hash_bytes(b, t->name, strlen(t->name));
         a = rw_hash_bytes(a, &ty, 4), b = rw_hash_bytes(b, t->ne, sizeof t->ne);
-        a = hash_words(a, t->data, (size_t)t->nbytes);
+        a = rw_hash_bytes(a, t->data, (size_t)t->nbytes); /* whole: two adapters of one shape never share states */
     }
     for (int i = 0; i < L->n_updates; i++) b = rw_hash_bytes(b, &L->updates[i].scale, sizeof(float));
     m->lora_fp[0] = a, m->lora_fp[1] = b;
