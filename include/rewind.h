@@ -1561,6 +1561,30 @@ RW_API const char *rw_model_text_get(const rw_model *m, rw_model_text what);
 RW_API rw_status rw_cache_verify(rw_model *m, const rw_engine_params *params, int *n_ok, int *n_invalid,
                                  int *n_unreadable, rw_error *err);
 
+/* ---- quantizing a model file ------------------------------------------- */
+
+/* Writes the model of in_path (a GGUF file, typically F32, F16 or BF16) to
+ * out_path (atomically: via out_path.tmp) with its weights converted to
+ * type, llama-quantize's file-type names: F32 F16 BF16 Q4_0 Q4_1 Q5_0
+ * Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K
+ * IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE (case-insensitive). The file is the
+ * one llama-quantize writes from the same input and type without an
+ * importance matrix: the same type per tensor (the mixes' rules and
+ * fallbacks), the same quantized bytes, the same metadata, any
+ * n_threads (0: the physical cores). flags: RW_QUANTIZE_PURE (every
+ * converted weight of the base type, llama-quantize --pure),
+ * RW_QUANTIZE_ALLOW_REQUANTIZE (weights already quantized are converted
+ * through f32; refused without it). Errors: RW_ERR_INVALID_ARG (an
+ * unknown type), RW_ERR_UNSUPPORTED (a weight that cannot be converted, a
+ * split file), RW_ERR_IO / RW_ERR_FORMAT (the files). */
+#define RW_QUANTIZE_PURE             1u
+#define RW_QUANTIZE_ALLOW_REQUANTIZE 2u
+RW_API rw_status rw_quantize_file(const char *in_path, const char *out_path, const char *type, unsigned flags,
+                                  int n_threads, rw_error *err);
+/* The type names rw_quantize_file takes: the i-th, static, or NULL once i
+ * is past the last. */
+RW_API const char *rw_quantize_type(size_t i);
+
 /* ---- process settings ------------------------------------------------- */
 
 /* Switches that give the same results either way, for comparisons and

@@ -19,7 +19,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/../.."
 build="${RW_BUILD:-build}"
 ON_HEADER=(main options cli_model cli_spec cli_json cmd_inspect cmd_logits cmd_generate cmd_chat_template
-  cmd_tokenize cmd_serve cmd_cache_verify cmd_perplexity perplexity_kld perplexity_hellaswag)
+  cmd_tokenize cmd_serve cmd_cache_verify cmd_perplexity perplexity_kld perplexity_hellaswag cmd_quantize)
 NOT_ON_HEADER=(cmd_synth)
 declare -A BENCH_BELOW_API=(
   [bench_kernels]="matrix products per kernel tier and weight type, the read bandwidth"

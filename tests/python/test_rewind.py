@@ -195,6 +195,20 @@ class TestModel(unittest.TestCase):
         self.assertEqual(self.m.render_chat([("system", "Be brief."), ("user", "Hi")]), plain)
         self.assertFalse(self.m.render_chat(msgs, add_generation_prompt=False).endswith("assistant\n"))
 
+    def test_quantize(self):
+        # the qwen3 F32 fixture to Q4_K_M is llama-quantize's file byte for
+        # byte, and it loads; a bad type is an InvalidArgumentError
+        self.assertIn("Q4_K_M", rewind.quantize_types())
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "q.gguf")
+            rewind.quantize(QWEN3, out, "q4_k_m", threads=1)
+            with open(out, "rb") as f, open(QWEN3.replace("-F32", "-Q4_K_M"), "rb") as g:
+                self.assertEqual(f.read(), g.read())
+            with rewind.Model(out) as m:
+                self.assertEqual(m.n_vocab, self.m.n_vocab)
+            with self.assertRaises(rewind.InvalidArgumentError):
+                rewind.quantize(QWEN3, out, "Q4_K_X")
+
     def test_lora(self):
         # an adapter on blk.0.attn_q (make_lora.py's writer): scale 0 is the
         # model's own logits bit for bit, 0.5 changes them; listed; a model

@@ -19,6 +19,7 @@ is freed by close() or its with-block (__del__ is a backstop only)."""
 
 import atexit as _atexit
 import ctypes
+import os
 
 from . import _ffi
 from ._options import Completion
@@ -48,7 +49,7 @@ __all__ = [
     "RewindError", "InvalidArgumentError", "OutOfMemoryError", "IOFailureError", "FormatError",
     "UnsupportedError", "NotFoundError", "RangeError", "TemplateError", "ContextOverflowError",
     "CancelledError", "BusyError", "InternalError",
-    "load_library", "library_version", "architectures", "set_log_handler",
+    "load_library", "library_version", "architectures", "set_log_handler", "quantize", "quantize_types",
     "set_kernels", "kernels", "set_numerics", "numerics",
     "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
@@ -77,6 +78,30 @@ def architectures():
         if a is None:
             return out
         out.append(a.decode())
+
+
+def quantize_types():
+    """The type names quantize takes ("Q4_K_M", ...), llama-quantize's."""
+    lib = _ffi.load()
+    out = []
+    while True:
+        t = lib.rw_quantize_type(len(out))
+        if t is None:
+            return out
+        out.append(t.decode())
+
+
+def quantize(src, dst, type, pure=False, allow_requantize=False, threads=0):
+    """Writes the model file src to dst with its weights converted to type
+    (one of quantize_types()), the file llama-quantize writes from the same
+    input and type: the same per-tensor types and bytes. pure: every
+    converted weight of the base type; allow_requantize: convert weights
+    that are already quantized (through f32)."""
+    lib = _ffi.load()
+    err = _ffi.rw_error()
+    flags = (1 if pure else 0) | (2 if allow_requantize else 0)
+    _ffi.check(lib.rw_quantize_file(os.fsencode(src), os.fsencode(dst), type.encode(), flags, threads,
+                                    ctypes.byref(err)), err)
 
 
 def set_kernels(tier=None):

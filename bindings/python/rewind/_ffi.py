@@ -384,6 +384,8 @@ _PROTOTYPES = {
     "rw_set_weight_prefetch": (_S, [ctypes.c_char_p, _E]),
     "rw_get_weight_prefetch": (ctypes.c_char_p, []),
     "rw_install_fault_guard": (_S, [_E]),
+    "rw_quantize_file": (_S, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint, ctypes.c_int, _E]),
+    "rw_quantize_type": (ctypes.c_char_p, [ctypes.c_size_t]),
     # The server-grade calls (include/rewind.h, "Building a server on the
     # library"): declared so they can be called raw; their structs are passed
     # as pointers (c_void_p) the caller fills with ctypes of its own.

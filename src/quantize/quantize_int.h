@@ -1,0 +1,38 @@
+/* quantize_int.h - inside src/quantize: the per-tensor type rules (mix.c)
+ * the writer (quantize.c) asks tensor by tensor. */
+#ifndef RW_QUANTIZE_QUANTIZE_INT_H
+#define RW_QUANTIZE_QUANTIZE_INT_H
+
+#include "gguf/gguf.h"
+#include "quantize/quantize.h"
+
+/* What the rules need to know of the model, and the counters they keep
+ * while the tensors are visited in the output's order. */
+typedef struct {
+    const rw_quantize_ftype *ft;
+    bool pure;
+    bool falcon;    /* llama-quantize has rules of its own for Falcon */
+    bool is_70b;    /* a llama of 80 layers with grouped KV heads (llama.cpp's 70B type) */
+    bool tied;      /* no output.weight: the token embedding is the output head too */
+    int n_layer;    /* block_count */
+    int n_expert;   /* expert_count, at least 1 */
+    int n_gqa;      /* query heads per KV head of the first layer (0 if it has none) */
+    int n_attn_v;   /* tensors of the attention-V kind (attn_v, attn_qkv, attn_kv_b) */
+    int i_attn_v;   /* of those, visited so far */
+    int i_ffn_down; /* ffn_down tensors visited so far */
+} rw_quantize_mix;
+
+/* Reads the model's facts from g; the counters start at zero. Fails on a
+ * file without general.architecture. */
+rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_quantize_ftype *ft, bool pure,
+                                rw_error *err);
+
+/* Whether llama-quantize converts tensor t at all (2-D or 3-D weights, not
+ * norms, routers, convolution kernels, ...). */
+bool rw_quantize__converts(const rw_gguf_tensor *t);
+
+/* The type tensor t gets; call once per tensor in the output's order (the
+ * counters advance). t must be one rw_quantize__converts accepts. */
+rw_dtype rw_quantize__tensor_type(rw_quantize_mix *m, const rw_gguf_tensor *t);
+
+#endif
