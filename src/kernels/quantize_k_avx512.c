@@ -71,7 +71,7 @@ static void fit_scale_min16(const __m512 x[32], const __m512 w[32], int nmax, fl
     for (int i = 0; i < 32; i++) {
         Lf[i] = _mm512_cvtepi32_ps(clamp16(nearest16(_mm512_mul_ps(iscale, _mm512_sub_ps(x[i], min))), 0, nmax));
         __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(scale, Lf[i]), min), x[i]);
-        best = _mm512_add_ps(best, _mm512_mul_ps(_mm512_mul_ps(w[i], diff), diff));
+        best = _mm512_add_ps(best, _mm512_mul_ps(w[i], _mm512_mul_ps(diff, diff))); /* ggml's order */
     }
     /* As in the reference, min is the best fit's so far: a better fit moves
      * the grid of the steps after it. */
@@ -101,7 +101,7 @@ static void fit_scale_min16(const __m512 x[32], const __m512 w[32], int nmax, fl
         __m512 err = zero;
         for (int i = 0; i < 32; i++) {
             __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(this_scale, Laux[i]), this_min), x[i]);
-            err = _mm512_add_ps(err, _mm512_mul_ps(_mm512_mul_ps(w[i], diff), diff));
+            err = _mm512_add_ps(err, _mm512_mul_ps(w[i], _mm512_mul_ps(diff, diff)));
         }
         const __mmask16 upd = dpos & _mm512_cmp_ps_mask(err, best, _CMP_LT_OQ);
         if (!upd) continue;

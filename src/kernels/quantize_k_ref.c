@@ -17,7 +17,9 @@
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Weighted error of one value: squared, or absolute (Q2_K's choice). */
-static float weighted_err(float w, float diff, bool abs_err) { return abs_err ? w * fabsf(diff) : w * diff * diff; }
+/* w * (diff * diff), not (w * diff) * diff: ggml's order, whose rounding
+ * decides between two nearly equal fits in a few blocks in a million. */
+static float weighted_err(float w, float diff, bool abs_err) { return abs_err ? w * fabsf(diff) : w * (diff * diff); }
 
 /* Fits x ~ scale * L - min_out (L in 0..nmax, min_out >= 0) minimising the
  * w-weighted squared (or absolute) error; tries nstep scales around
