@@ -69,26 +69,25 @@ def library_version():
     return _ffi.load().rw_version().decode()
 
 
-def architectures():
-    """The general.architecture values this librewind loads."""
-    lib = _ffi.load()
+def _names(fn):
+    """The strings fn(0), fn(1), ... up to the first NULL (the header's
+    static lists)."""
     out = []
     while True:
-        a = lib.rw_architecture(len(out))
+        a = fn(len(out))
         if a is None:
             return out
         out.append(a.decode())
 
 
+def architectures():
+    """The general.architecture values this librewind loads."""
+    return _names(_ffi.load().rw_architecture)
+
+
 def quantize_types():
     """The type names quantize takes ("Q4_K_M", ...), llama-quantize's."""
-    lib = _ffi.load()
-    out = []
-    while True:
-        t = lib.rw_quantize_type(len(out))
-        if t is None:
-            return out
-        out.append(t.decode())
+    return _names(_ffi.load().rw_quantize_type)
 
 
 def quantize(src, dst, type, pure=False, allow_requantize=False, threads=0):
