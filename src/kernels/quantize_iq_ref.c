@@ -134,10 +134,14 @@ static float e8m0_half(uint8_t e) { /* 2^(e-128), subnormal for e < 2 */
     return f;
 }
 
+/* The first of the 16 levels nearest x (ggml's search). Only the levels of
+ * x's sign can be nearer than level 0 (the other side's are further by
+ * their size), and -0 (index 8) only ties with it and comes later: so half
+ * the search, the same index. */
 static int nearest_mxfp4(float x, float d) {
     int best = 0;
     float best_err = fabsf(mxfp4_levels[0] * d - x);
-    for (int i = 1; i < 16; i++) {
+    for (int i = x >= 0 ? 1 : 9, end = x >= 0 ? 8 : 16; i < end; i++) {
         float err = fabsf(mxfp4_levels[i] * d - x);
         if (err < best_err) {
             best = i;
@@ -150,7 +154,10 @@ static int nearest_mxfp4(float x, float d) {
 void rw_quantize_mxfp4_ref(const float *x, rw_block_mxfp4 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += RW_QK) {
         float amax = 0;
-        for (int j = 0; j < RW_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < RW_QK; j++) { /* fmaxf's result (a NaN never wins), without its call */
+            const float a = fabsf(x[j]);
+            if (a > amax) amax = a;
+        }
         /* clamped to 0..254: ggml casts a negative exponent (amax < 2^-125),
          * or that of an infinite value, to uint8_t, which is undefined
          * behaviour in C */
