@@ -1563,24 +1563,46 @@ RW_API rw_status rw_cache_verify(rw_model *m, const rw_engine_params *params, in
 
 /* ---- quantizing a model file ------------------------------------------- */
 
+typedef struct {
+    size_t struct_size;    /* sizeof(rw_quantize_params); set by rw_quantize_params_default / _init */
+    int n_threads;         /* 0: the physical cores; the file is the same for any */
+    bool pure;             /* every converted weight of the base type (llama-quantize --pure) */
+    bool allow_requantize; /* convert weights already quantized, through f32 (else refused) */
+    /* A tensor type name ("q8_0", "f16", ...) instead of the mix's for
+     * output.weight (and a tied token embedding), and for the token
+     * embedding: llama-quantize's --output-tensor-type and
+     * --token-embedding-type (taken as given, with or without pure). NULL:
+     * the mix's. */
+    const char *output_type;
+    const char *token_embd_type;
+} rw_quantize_params;
+
+/* Every field 0 / NULL: the mix's types, the physical cores. */
+/* Fills the first size bytes of *p with the defaults and sets
+ * p->struct_size = size: pass sizeof *p (the program's struct, so the
+ * library never writes past it). */
+RW_API void rw_quantize_params_init(rw_quantize_params *p, size_t size);
+/* The defaults, sized for this header's struct (inline, so the
+ * size is the program's, not the library's). */
+static inline rw_quantize_params rw_quantize_params_default(void) {
+    rw_quantize_params p;
+    rw_quantize_params_init(&p, sizeof p);
+    return p;
+}
+
 /* Writes the model of in_path (a GGUF file, typically F32, F16 or BF16) to
  * out_path (atomically: via out_path.tmp) with its weights converted to
  * type, llama-quantize's file-type names: F32 F16 BF16 Q4_0 Q4_1 Q5_0
  * Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K
  * IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE (case-insensitive). The file is the
- * one llama-quantize writes from the same input and type without an
- * importance matrix: the same type per tensor (the mixes' rules and
- * fallbacks), the same quantized bytes, the same metadata, any
- * n_threads (0: the physical cores). flags: RW_QUANTIZE_PURE (every
- * converted weight of the base type, llama-quantize --pure),
- * RW_QUANTIZE_ALLOW_REQUANTIZE (weights already quantized are converted
- * through f32; refused without it). Errors: RW_ERR_INVALID_ARG (an
- * unknown type), RW_ERR_UNSUPPORTED (a weight that cannot be converted, a
- * split file), RW_ERR_IO / RW_ERR_FORMAT (the files). */
-#define RW_QUANTIZE_PURE             1u
-#define RW_QUANTIZE_ALLOW_REQUANTIZE 2u
-RW_API rw_status rw_quantize_file(const char *in_path, const char *out_path, const char *type, unsigned flags,
-                                  int n_threads, rw_error *err);
+ * one llama-quantize writes from the same input, type and options without
+ * an importance matrix: the same type per tensor (the mixes' rules and
+ * fallbacks), the same quantized bytes, the same metadata. p may be NULL
+ * (the defaults). Errors: RW_ERR_INVALID_ARG (an unknown type or tensor
+ * type), RW_ERR_UNSUPPORTED (a weight that cannot be converted, a split
+ * file), RW_ERR_IO / RW_ERR_FORMAT (the files). */
+RW_API rw_status rw_quantize_file(const char *in_path, const char *out_path, const char *type,
+                                  const rw_quantize_params *p, rw_error *err);
 /* The type names rw_quantize_file takes: the i-th, static, or NULL once i
  * is past the last. */
 RW_API const char *rw_quantize_type(size_t i);

@@ -73,6 +73,7 @@ void rw_api__params_out(void *dst, size_t size, const void *defaults, size_t ful
 #define RW_API__GEN_OPTIONS_V1 RW_API__END(rw_gen_options, json_schema)
 #define RW_API__ENGINE_PARAMS_V1 RW_API__END(rw_engine_params, manual)
 #define RW_API__EMBED_OPTIONS_V1 RW_API__END(rw_embed_options, logits)
+#define RW_API__QUANTIZE_PARAMS_V1 RW_API__END(rw_quantize_params, token_embd_type)
 
 /* The internal sampling and stopping parameters of public options. */
 rw_gen_params rw_api__gen_params(const rw_gen_options *opt);

@@ -1,17 +1,31 @@
 /* quantize_api.c - rw_quantize_file and rw_quantize_type (include/rewind.h)
  * over src/quantize. */
+#include "api/api_int.h"
 #include "quantize/quantize.h"
 #include "rewind.h"
 
-rw_status rw_quantize_file(const char *in_path, const char *out_path, const char *type, unsigned flags, int n_threads,
+void rw_quantize_params_init(rw_quantize_params *p, size_t size) {
+    const rw_quantize_params d = {.struct_size = sizeof d};
+    rw_api__params_out(p, size, &d, sizeof d);
+}
+
+/* A tensor type by name into *out; NULL leaves RW_TYPE_COUNT (none). */
+static rw_status tensor_type(const char *name, const char *what, rw_dtype *out, rw_error *err) {
+    *out = RW_TYPE_COUNT;
+    if (name && !rw_dtype_from_name(name, out))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "%s: unknown tensor type \"%s\"", what, name);
+    return RW_OK;
+}
+
+rw_status rw_quantize_file(const char *in_path, const char *out_path, const char *type, const rw_quantize_params *p,
                            rw_error *err) {
-    if (flags & ~(RW_QUANTIZE_PURE | RW_QUANTIZE_ALLOW_REQUANTIZE))
-        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_quantize_file: unknown flags 0x%x", flags);
-    const rw_quantize_options o = {.type = type,
-                                   .pure = flags & RW_QUANTIZE_PURE,
-                                   .allow_requantize = flags & RW_QUANTIZE_ALLOW_REQUANTIZE,
-                                   .n_threads = n_threads};
-    return rw_quantize_write(in_path, out_path, &o, err);
+    rw_quantize_params q = rw_quantize_params_default();
+    rw_status s = rw_api__params_in(&q, sizeof q, RW_API__QUANTIZE_PARAMS_V1, p, "rw_quantize_params", err);
+    rw_quantize_options o = {
+        .type = type, .pure = q.pure, .allow_requantize = q.allow_requantize, .n_threads = q.n_threads};
+    if (!s) s = tensor_type(q.output_type, "output_type", &o.output_type, err);
+    if (!s) s = tensor_type(q.token_embd_type, "token_embd_type", &o.token_embd_type, err);
+    return s ? s : rw_quantize_write(in_path, out_path, &o, err);
 }
 
 const char *rw_quantize_type(size_t i) {

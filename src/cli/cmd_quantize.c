@@ -1,5 +1,6 @@
 /* cmd_quantize.c - `rewind quantize IN.gguf OUT.gguf TYPE [--pure]
- * [--allow-requantize] [--threads N]`: a model file's weights converted to
+ * [--allow-requantize] [--output-tensor-type T] [--token-embedding-type T]
+ * [--threads N]`: a model file's weights converted to
  * TYPE as llama-quantize converts them (rw_quantize_file). */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -9,7 +10,8 @@
 #include "rewind.h"
 
 static void usage(void) {
-    fprintf(stderr, "usage: rewind quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [--threads N]\ntypes:");
+    fprintf(stderr, "usage: rewind quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] "
+                    "[--output-tensor-type T] [--token-embedding-type T] [--threads N]\ntypes:");
     for (size_t i = 0; rw_quantize_type(i); i++) fprintf(stderr, " %s", rw_quantize_type(i));
     fprintf(stderr, "\n");
 }
@@ -20,11 +22,13 @@ static double file_mib(const char *path) {
 }
 
 int rw_cmd_quantize(int argc, char **argv) {
-    bool pure = false, requant = false;
+    rw_quantize_params qp = rw_quantize_params_default();
     long threads = 0;
     const rw_cli_opt opts[] = {
-        {"--pure", RW_OPT_FLAG, &pure, 0, 0, 0, 0, NULL, NULL, NULL},
-        {"--allow-requantize", RW_OPT_FLAG, &requant, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--pure", RW_OPT_FLAG, &qp.pure, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--allow-requantize", RW_OPT_FLAG, &qp.allow_requantize, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--output-tensor-type", RW_OPT_STR, &qp.output_type, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--token-embedding-type", RW_OPT_STR, &qp.token_embd_type, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
         RW_OPT_END,
     };
@@ -40,8 +44,8 @@ int rw_cmd_quantize(int argc, char **argv) {
         return 2;
     }
     rw_error err = {0};
-    const unsigned flags = (pure ? RW_QUANTIZE_PURE : 0) | (requant ? RW_QUANTIZE_ALLOW_REQUANTIZE : 0);
-    if (rw_quantize_file(pos[0], pos[1], pos[2], flags, (int)threads, &err) != RW_OK) {
+    qp.n_threads = (int)threads;
+    if (rw_quantize_file(pos[0], pos[1], pos[2], &qp, &err) != RW_OK) {
         rw_cli_error("quantize", "%s", err.msg);
         return 1;
     }

@@ -22,7 +22,9 @@ static const cli_command commands[] = {
     {"architectures", rw_cmd_architectures, "architectures (the general.architecture values this build loads)"},
     {"synth", rw_cmd_synth,
      "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] [--threads N] -o OUT.gguf"},
-    {"quantize", rw_cmd_quantize, "quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [--threads N]"},
+    {"quantize", rw_cmd_quantize,
+     "quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [--output-tensor-type T] "
+     "[--token-embedding-type T] [--threads N]"},
     {"logits", rw_cmd_logits,
      "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] [--kernels TIER] --out OUT.f32"},
     {"perplexity", rw_cmd_perplexity,

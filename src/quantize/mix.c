@@ -124,12 +124,17 @@ static int64_t arch_int(const rw_gguf *g, const char *arch, const char *key, int
     return def;
 }
 
-rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_quantize_ftype *ft, bool pure,
-                                rw_error *err) {
+rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_quantize_ftype *ft,
+                                const rw_quantize_options *o, rw_error *err) {
     char arch[64];
     rw_status s = rw_gguf_get_cstr(g, "general.architecture", arch, sizeof arch, err);
     if (s) return s;
-    *m = (rw_quantize_mix){.ft = ft, .pure = pure, .falcon = !strcmp(arch, "falcon"), .tied = true};
+    *m = (rw_quantize_mix){.ft = ft,
+                           .pure = o->pure,
+                           .output_type = o->output_type,
+                           .token_embd_type = o->token_embd_type,
+                           .falcon = !strcmp(arch, "falcon"),
+                           .tied = true};
     m->n_layer = (int)arch_int(g, arch, "block_count", 0);
     const int64_t ne = arch_int(g, arch, "expert_count", 0);
     m->n_expert = ne > 1 ? (int)ne : 1;
@@ -161,6 +166,7 @@ static rw_dtype mix_type(rw_quantize_mix *m, const rw_gguf_tensor *t, rw_dtype t
     const uint32_t f = m->ft->ftype;
     const kind k = kind_of(t->name);
     if (k == K_OUTPUT || (m->tied && k == K_TOKEN_EMBD)) {
+        if (m->output_type != RW_TYPE_COUNT) return m->output_type;
         if (f == FT_MXFP4_MOE || m->falcon || t->ne[0] % rw_dtype_block_size(ty)) return RW_TYPE_Q8_0;
         return ty == RW_TYPE_Q8_0 ? ty : RW_TYPE_Q6_K;
     }
@@ -232,6 +238,10 @@ static rw_dtype fallback(const rw_gguf_tensor *t, rw_dtype ty) {
 }
 
 rw_dtype rw_quantize__tensor_type(rw_quantize_mix *m, const rw_gguf_tensor *t) {
+    /* the overrides first, as given (llama-quantize's order) */
+    const kind k = kind_of(t->name);
+    if (k == K_TOKEN_EMBD && m->token_embd_type != RW_TYPE_COUNT) return m->token_embd_type;
+    if (k == K_OUTPUT && m->output_type != RW_TYPE_COUNT) return m->output_type;
     rw_dtype ty = m->ft->base;
     if (ty == RW_TYPE_F32 || ty == RW_TYPE_F16 || ty == RW_TYPE_BF16) return ty;
     if (!m->pure) ty = mix_type(m, t, ty);

@@ -106,7 +106,7 @@ static bool plain_float(rw_dtype t) { return t == RW_TYPE_F32 || t == RW_TYPE_F1
 static rw_status plan_types(const rw_gguf *g, const rw_quantize_ftype *ft, const rw_quantize_options *o, const job *jb,
                             out_tensor *ts, rw_error *err) {
     rw_quantize_mix mix;
-    rw_status s = rw_quantize__mix_init(&mix, g, ft, o->pure, err);
+    rw_status s = rw_quantize__mix_init(&mix, g, ft, o, err);
     if (s) return s;
     const size_t n = rw_gguf_n_tensors(g);
     for (size_t i = 0; i < n; i++) ts[i] = (out_tensor){.src = rw_gguf_tensor_at(g, i), .jb = jb};
@@ -117,6 +117,9 @@ static rw_status plan_types(const rw_gguf *g, const rw_quantize_ftype *ft, const
         if (ts[i].type == RW_TYPE_COUNT)
             return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: rows of %llu do not divide into %s blocks", t->name,
                              (unsigned long long)t->ne[0], ft->name);
+        if (t->ne[0] % rw_dtype_block_size(ts[i].type))
+            return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: rows of %llu do not divide into %s blocks", t->name,
+                             (unsigned long long)t->ne[0], rw_dtype_name(ts[i].type));
         if (ts[i].type == t->type) continue;
         if (!plain_float(t->type) && !o->allow_requantize)
             return rw_errorf(err, RW_ERR_UNSUPPORTED,

@@ -38,6 +38,9 @@ typedef struct {
     bool pure;             /* every converted weight gets the base type (llama-quantize --pure) */
     bool allow_requantize; /* weights already quantized are converted too (through f32) */
     int n_threads;         /* 0: the physical cores; the file is the same for any */
+    /* llama-quantize's --output-tensor-type / --token-embedding-type:
+     * RW_TYPE_COUNT for the mix's (a zeroed struct means F32: set both) */
+    rw_dtype output_type, token_embd_type;
 } rw_quantize_options;
 
 /* Writes in_path's model to out_path (atomically, via out_path.tmp) with

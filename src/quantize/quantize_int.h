@@ -11,6 +11,7 @@
 typedef struct {
     const rw_quantize_ftype *ft;
     bool pure;
+    rw_dtype output_type, token_embd_type; /* overrides; RW_TYPE_COUNT: none */
     bool falcon;    /* llama-quantize has rules of its own for Falcon */
     bool is_70b;    /* a llama of 80 layers with grouped KV heads (llama.cpp's 70B type) */
     bool tied;      /* no output.weight: the token embedding is the output head too */
@@ -24,15 +25,17 @@ typedef struct {
 
 /* Reads the model's facts from g; the counters start at zero. Fails on a
  * file without general.architecture. */
-rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_quantize_ftype *ft, bool pure,
-                                rw_error *err);
+rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_quantize_ftype *ft,
+                                const rw_quantize_options *o, rw_error *err);
 
 /* Whether llama-quantize converts tensor t at all (2-D or 3-D weights, not
  * norms, routers, convolution kernels, ...). */
 bool rw_quantize__converts(const rw_gguf_tensor *t);
 
 /* The type tensor t gets; call once per tensor in the output's order (the
- * counters advance). t must be one rw_quantize__converts accepts. */
+ * counters advance). t must be one rw_quantize__converts accepts. An
+ * override is taken as given: its blocks may not divide t's rows (the
+ * caller checks). */
 rw_dtype rw_quantize__tensor_type(rw_quantize_mix *m, const rw_gguf_tensor *t);
 
 #endif

@@ -32,6 +32,16 @@ int main(void) {
     CHECK(rw_gen_options_default().struct_size == sizeof(rw_gen_options));
     CHECK(rw_engine_params_default().struct_size == sizeof(rw_engine_params));
     CHECK(rw_embed_options_default().struct_size == sizeof(rw_embed_options));
+    CHECK(rw_quantize_params_default().struct_size == sizeof(rw_quantize_params));
+    {
+        /* a struct_size below the first layout is refused, before any file is read */
+        rw_quantize_params qp = rw_quantize_params_default();
+        rw_error err;
+        qp.struct_size = 4;
+        CHECK(rw_quantize_file("/nonexistent/in.gguf", "/nonexistent/out.gguf", "Q8_0", &qp, &err) ==
+                  RW_ERR_INVALID_ARG &&
+              strstr(err.msg, "rw_quantize_params"));
+    }
     CHECK(rw_engine_params_default().cache_write_delay == 1.0);
     CHECK(ENGINE_V1 < sizeof(rw_engine_params));
 

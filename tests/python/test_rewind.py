@@ -208,6 +208,11 @@ class TestModel(unittest.TestCase):
                 self.assertEqual(m.n_vocab, self.m.n_vocab)
             with self.assertRaises(rewind.InvalidArgumentError):
                 rewind.quantize(QWEN3, out, "Q4_K_X")
+            rewind.quantize(QWEN3, out, "q8_0", output_type="q6_k")
+            with rewind.Model(out) as m:
+                self.assertEqual(m.arch, "qwen3")
+            with self.assertRaises(rewind.InvalidArgumentError):
+                rewind.quantize(QWEN3, out, "q8_0", token_embd_type="q9_9")
 
     def test_lora(self):
         # an adapter on blk.0.attn_q (make_lora.py's writer): scale 0 is the

@@ -14,6 +14,10 @@
 #   equals F16 -> F32 -> Q8_0;
 # - a quantized input is refused unless --allow-requantize, and then the
 #   result loads and runs;
+# - --output-tensor-type / --token-embedding-type change that tensor alone
+#   (on a tied model the output type goes to the token embedding): every
+#   other tensor's type and bytes are the fixture's (checked against
+#   llama-quantize with the same options by hand: identical files);
 # - bad types, inputs and outputs are clear errors that leave no file.
 set -u
 REWIND="${REWIND:-build/rewind}"
@@ -78,6 +82,36 @@ grep -q "already Q8_0" "$d/err" || bad "the refusal does not say why: $(cat "$d/
 "$REWIND" quantize "$Q" "$d/rq.gguf" Q4_K_M --allow-requantize 2> /dev/null || bad "--allow-requantize"
 "$REWIND" generate "$d/rq.gguf" -p "Hello" -n 4 > /dev/null 2>&1 || bad "the requantized file does not run"
 "$REWIND" inspect "$d/rq.gguf" --json | grep -q '"general.file_type":15' || bad "file_type of Q4_K_M is not 15"
+
+# overrides: the named tensor gets the type, every other tensor is the
+# fixture's, byte for byte
+same_but() { # FILE FIXTURE TENSOR TYPE
+  "$REWIND" inspect "$1" --json > "$d/a.json" && "$REWIND" inspect "$2" --json > "$d/b.json" || return 1
+  python3 - "$1" "$2" "$3" "$4" "$d/a.json" "$d/b.json" << 'PY'
+import json, sys
+fa, fb, name, ty = sys.argv[1:5]
+a, b = (json.load(open(p)) for p in sys.argv[5:7])
+ta, tb = ({t["name"]: t for t in j["tensors"]} for j in (a, b))
+da, db = open(fa, "rb").read(), open(fb, "rb").read()
+assert ta.keys() == tb.keys(), "tensor names differ"
+assert ta[name]["type"] == ty, "%s is %s, not %s" % (name, ta[name]["type"], ty)
+for n, t in ta.items():
+    if n == name:
+        continue
+    u = tb[n]
+    assert t["type"] == u["type"], n
+    assert da[t["offset"]:t["offset"] + t["nbytes"]] == db[u["offset"]:u["offset"] + u["nbytes"]], n
+PY
+}
+G="$FIX/gemma3/gemma3-F32.gguf"
+"$REWIND" quantize "$G" "$d/o.gguf" Q4_K_M --output-tensor-type q8_0 2> /dev/null &&
+  same_but "$d/o.gguf" "$FIX/gemma3/gemma3-Q4_K_M.gguf" token_embd.weight Q8_0 || bad "--output-tensor-type on a tied model"
+"$REWIND" quantize "$F" "$d/o.gguf" Q4_K_M --token-embedding-type f16 2> /dev/null &&
+  same_but "$d/o.gguf" "$FIX/qwen35/qwen35-Q4_K_M.gguf" token_embd.weight F16 || bad "--token-embedding-type"
+"$REWIND" quantize "$F" "$d/o.gguf" Q8_0 --output-tensor-type Q6_K 2> /dev/null &&
+  same_but "$d/o.gguf" "$FIX/qwen35/qwen35-Q8_0.gguf" output.weight Q6_K || bad "--output-tensor-type"
+"$REWIND" quantize "$F" "$d/x.gguf" Q8_0 --output-tensor-type q9_9 2> "$d/err"
+[ $? -eq 1 ] && grep -q 'unknown tensor type "q9_9"' "$d/err" || bad "unknown tensor type: $(cat "$d/err")"
 
 # errors
 "$REWIND" quantize "$F" "$d/x.gguf" Q4_K_X 2> "$d/err"

@@ -208,6 +208,17 @@ class rw_embed_options(ctypes.Structure):
     ]
 
 
+class rw_quantize_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("n_threads", ctypes.c_int),
+        ("pure", ctypes.c_bool),
+        ("allow_requantize", ctypes.c_bool),
+        ("output_type", ctypes.c_char_p),
+        ("token_embd_type", ctypes.c_char_p),
+    ]
+
+
 class rw_seq_batch(ctypes.Structure):
     _fields_ = [
         ("seq", ctypes.c_void_p),
@@ -256,6 +267,7 @@ STRUCTS = {
     "rw_engine_params": rw_engine_params,
     "rw_engine_stats_public": rw_engine_stats_public,
     "rw_embed_options": rw_embed_options,
+    "rw_quantize_params": rw_quantize_params,
     "rw_chat_request": rw_chat_request,
     "rw_seq_batch": rw_seq_batch,
     "rw_meta_value": rw_meta_value,
@@ -384,7 +396,10 @@ _PROTOTYPES = {
     "rw_set_weight_prefetch": (_S, [ctypes.c_char_p, _E]),
     "rw_get_weight_prefetch": (ctypes.c_char_p, []),
     "rw_install_fault_guard": (_S, [_E]),
-    "rw_quantize_file": (_S, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint, ctypes.c_int, _E]),
+    "rw_quantize_params_init": (None, [ctypes.POINTER(rw_quantize_params), ctypes.c_size_t]),
+    "rw_quantize_file": (
+        _S, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(rw_quantize_params), _E]
+    ),
     "rw_quantize_type": (ctypes.c_char_p, [ctypes.c_size_t]),
     # The server-grade calls (include/rewind.h, "Building a server on the
     # library"): declared so they can be called raw; their structs are passed
@@ -561,7 +576,7 @@ def _declare(lib):
     # struct as this package declares it, filled by the library's *_init
     # with this struct's size (fields the package does not know: defaults).
     for cls in (rw_model_params, rw_gen_options, rw_engine_params, rw_embed_options, rw_template_vars,
-                rw_request_params, rw_chat_output_params, rw_chat_request):
+                rw_request_params, rw_chat_output_params, rw_chat_request, rw_quantize_params):
         setattr(lib, cls.__name__ + "_default", _sized_default(getattr(lib, cls.__name__ + "_init"), cls))
 
 
