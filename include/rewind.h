@@ -1492,7 +1492,7 @@ typedef struct {
     const char *type;     /* the weight type's name: "f32", "q8_0", ... */
     uint32_t n_dims;      /* 1..4 */
     uint64_t ne[4];       /* elements per dimension, ne[0] contiguous; unused ones are 1 */
-    uint64_t offset;      /* of its data, from the start of the file */
+    uint64_t offset;      /* of its data, from the start of the file (its part's, in a split model) */
     uint64_t nbytes;
     bool readable;        /* rw_model_file_read_rows can convert its type to float */
 } rw_tensor_info;
@@ -1507,7 +1507,7 @@ RW_API void rw_model_file_close(rw_model_file *f); /* NULL is fine */
 RW_API uint32_t rw_model_file_version(const rw_model_file *f);
 RW_API uint32_t rw_model_file_alignment(const rw_model_file *f);
 RW_API uint64_t rw_model_file_data_offset(const rw_model_file *f); /* where the tensor data starts */
-RW_API uint64_t rw_model_file_size(const rw_model_file *f);        /* bytes */
+RW_API uint64_t rw_model_file_size(const rw_model_file *f);        /* bytes (of every part of a split model) */
 /* The metadata entries in file order: the i-th one's key (borrowed,
  * NUL-terminated) with its value in *value, or NULL (and *value zeroed)
  * once i is past the last. */
@@ -1535,6 +1535,35 @@ RW_API int64_t rw_model_file_find_tensor(const rw_model_file *f, const char *nam
  * undefined. */
 RW_API rw_status rw_model_file_read_rows(const rw_model_file *f, size_t i, uint64_t row, uint64_t n_rows, float *out,
                                          rw_error *err);
+
+/* A split model (llama.cpp's gguf-split: files PREFIX-00001-of-0000N.gguf
+ * to PREFIX-0000N-of-0000N.gguf, each some of the tensors, the first also
+ * the metadata) opens from its first part, here and in rw_model_open:
+ * the others are found beside it by name and presented as one model, the
+ * first part's metadata and every part's tensors in part order. Another
+ * part is refused (RW_ERR_INVALID_ARG, naming the first); a part missing,
+ * unreadable or numbered otherwise is an error naming it.
+ * rw_model_file_version, _alignment and _data_offset describe the first
+ * part, rw_model_file_size is the bytes of all. */
+RW_API uint32_t rw_model_file_n_parts(const rw_model_file *f); /* 1 for one file, 0 for NULL */
+/* The part (from 0) holding tensor i; 0 past the last. */
+RW_API uint32_t rw_model_file_tensor_part(const rw_model_file *f, size_t i);
+/* Writes the model of in (one file or a split model's first part) as parts
+ * OUT_PREFIX-00001-of-0000N.gguf.., byte for byte as llama.cpp's
+ * gguf-split: every max_tensors tensors a new part, or (max_tensors 0)
+ * a new part before the tensor that would take the part's tensor data
+ * (each padded to 32 bytes) past max_bytes; exactly one of the two is
+ * nonzero (else RW_ERR_INVALID_ARG). The first part holds the metadata,
+ * every part split.no, split.count and split.tensors.count. Each part is
+ * written to its name + ".tmp" and renamed. *n_parts (may be NULL) gets
+ * N. */
+RW_API rw_status rw_model_file_split(const char *in, const char *out_prefix, uint32_t max_tensors,
+                                     uint64_t max_bytes, uint32_t *n_parts, rw_error *err);
+/* Writes the split model whose first part is first_part as one file out,
+ * as gguf-split --merge: the first part's metadata (split.count set to 0)
+ * and every tensor in part order. RW_ERR_INVALID_ARG when first_part is
+ * not a split model. */
+RW_API rw_status rw_model_file_merge(const char *first_part, const char *out, rw_error *err);
 
 /* ---- a model's texts ------------------------------------------------- */
 

@@ -107,7 +107,7 @@ rw_status rw_engine_open(rw_model *m, const rw_engine_params *params, rw_engine 
                   (params->spec & RW_SPECULATE_NGRAM ? RW_SPEC_NGRAM : 0u);
     rw_spec_params_set_costs(&spp, m, db != NULL);
     /* a draft model's cost: the files' size ratio (as rewind serve --draft) */
-    if (db) spp.draft_cost = (float)((double)rw_gguf_file_size(db->g) / (double)rw_gguf_file_size(b->g));
+    if (db) spp.draft_cost = (float)((double)rw_gguf_total_size(db->g) / (double)rw_gguf_total_size(b->g));
     const rw_engine_config cfg = {
         .n_threads = params->run.n_threads,
         .max_running = params->max_running,

@@ -38,7 +38,25 @@ void rw_model_file_close(rw_model_file *f) { rw_gguf_close((rw_gguf *)f); }
 uint32_t rw_model_file_version(const rw_model_file *f) { return f ? rw_gguf_version(gguf_of(f)) : 0; }
 uint32_t rw_model_file_alignment(const rw_model_file *f) { return f ? rw_gguf_alignment(gguf_of(f)) : 0; }
 uint64_t rw_model_file_data_offset(const rw_model_file *f) { return f ? rw_gguf_data_offset(gguf_of(f)) : 0; }
-uint64_t rw_model_file_size(const rw_model_file *f) { return f ? (uint64_t)rw_gguf_file_size(gguf_of(f)) : 0; }
+uint64_t rw_model_file_size(const rw_model_file *f) { return f ? rw_gguf_total_size(gguf_of(f)) : 0; }
+uint32_t rw_model_file_n_parts(const rw_model_file *f) { return f ? rw_gguf_n_parts(gguf_of(f)) : 0; }
+
+uint32_t rw_model_file_tensor_part(const rw_model_file *f, size_t i) {
+    const rw_gguf_tensor *t = f ? rw_gguf_tensor_at(gguf_of(f), i) : NULL;
+    return t ? t->part : 0;
+}
+
+rw_status rw_model_file_split(const char *in, const char *out_prefix, uint32_t max_tensors, uint64_t max_bytes,
+                              uint32_t *n_parts, rw_error *err) {
+    if (n_parts) *n_parts = 0;
+    if (!in || !out_prefix) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_file_split: a path is NULL");
+    return rw_gguf_split(in, out_prefix, max_tensors, max_bytes, n_parts, err);
+}
+
+rw_status rw_model_file_merge(const char *first_part, const char *out, rw_error *err) {
+    if (!first_part || !out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_model_file_merge: a path is NULL");
+    return rw_gguf_merge(first_part, out, err);
+}
 size_t rw_model_file_n_meta(const rw_model_file *f) { return f ? rw_gguf_n_kv(gguf_of(f)) : 0; }
 size_t rw_model_file_n_tensors(const rw_model_file *f) { return f ? rw_gguf_n_tensors(gguf_of(f)) : 0; }
 

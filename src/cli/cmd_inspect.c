@@ -72,6 +72,8 @@ static void print_text(const rw_model_file *f, const char *path) {
     printf("%s: GGUF v%" PRIu32 ", %zu metadata entries, %zu tensors, alignment %" PRIu32 ", data at %" PRIu64 "\n",
            path, rw_model_file_version(f), rw_model_file_n_meta(f), rw_model_file_n_tensors(f),
            rw_model_file_alignment(f), rw_model_file_data_offset(f));
+    const uint32_t parts = rw_model_file_n_parts(f);
+    if (parts > 1) printf("a split model: %" PRIu32 " parts; each tensor's offset is in its part\n", parts);
     printf("\nmetadata:\n");
     rw_meta_value v;
     for (size_t i = 0; i < rw_model_file_n_meta(f); i++) {
@@ -88,7 +90,9 @@ static void print_text(const rw_model_file *f, const char *path) {
         for (uint32_t d = 0; d < t.n_dims; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRIu64, d ? ", " : "", t.ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "}");
-        printf("  %-40s %-8s %-28s %12" PRIu64 " %12" PRIu64 "\n", t.name, t.type, shape, t.offset, t.nbytes);
+        printf("  %-40s %-8s %-28s %12" PRIu64 " %12" PRIu64, t.name, t.type, shape, t.offset, t.nbytes);
+        if (parts > 1) printf("  part %" PRIu32, rw_model_file_tensor_part(f, i) + 1);
+        putchar('\n');
     }
 }
 
@@ -126,6 +130,10 @@ static void print_json(const rw_model_file *f) {
     cli_json_uint(&j, rw_model_file_alignment(f));
     cli_json_key(&j, "data_offset");
     cli_json_uint(&j, rw_model_file_data_offset(f));
+    if (rw_model_file_n_parts(f) > 1) {
+        cli_json_key(&j, "n_parts");
+        cli_json_uint(&j, rw_model_file_n_parts(f));
+    }
     cli_json_key(&j, "metadata");
     cli_json_open(&j, '{');
     rw_meta_value v;
@@ -151,6 +159,10 @@ static void print_json(const rw_model_file *f) {
         cli_json_uint(&j, t.offset);
         cli_json_key(&j, "nbytes");
         cli_json_uint(&j, t.nbytes);
+        if (rw_model_file_n_parts(f) > 1) { /* a split model's (from 0) */
+            cli_json_key(&j, "part");
+            cli_json_uint(&j, rw_model_file_tensor_part(f, i));
+        }
         cli_json_close(&j, '}');
     }
     cli_json_close(&j, ']');

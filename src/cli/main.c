@@ -25,6 +25,9 @@ static const cli_command commands[] = {
     {"quantize", rw_cmd_quantize,
      "quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [--output-tensor-type T] "
      "[--token-embedding-type T] [--threads N]"},
+    {"gguf-split", rw_cmd_gguf_split,
+     "gguf-split [--split-max-tensors N | --split-max-size N(M|G)] IN.gguf OUT_PREFIX\n"
+     "       rewind gguf-split --merge FIRST_PART.gguf OUT.gguf"},
     {"logits", rw_cmd_logits,
      "logits MODEL --ids IDS [--mode batch|step] [--kv f32|f16] [--threads N] [--kernels TIER] --out OUT.f32"},
     {"perplexity", rw_cmd_perplexity,

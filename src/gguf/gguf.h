@@ -23,6 +23,12 @@
  * any violation is an RW_ERR_FORMAT error whose message names the byte offset
  * and the key or tensor concerned. Values point into the mapping, so they live
  * as long as the rw_gguf that returned them.
+ *
+ * A split model (llama.cpp's gguf-split: split.count > 1) is several files
+ * named PREFIX-00001-of-0000N.gguf .. PREFIX-0000N-of-0000N.gguf, each a GGUF
+ * holding some of the tensors, the first also all the metadata. Opening the
+ * first part opens the others and presents one model: the first part's
+ * metadata and every part's tensors in part order (split.c).
  */
 #ifndef RW_GGUF_GGUF_H
 #define RW_GGUF_GGUF_H
@@ -95,17 +101,20 @@ typedef struct {
     uint64_t file_offset;        /* absolute offset in the file */
     uint64_t nbytes;
     const void *data;            /* points into the mapping */
+    uint32_t part;               /* the file of a split model holding it (0: the first, or the only one) */
 } rw_gguf_tensor;
 
 typedef struct rw_gguf rw_gguf;
 
 /* Opens and validates a GGUF file (mmap, read-only). On success *out owns the
  * mapping; free it with rw_gguf_close. On failure *out is NULL and err says
- * what is wrong and at which offset. */
+ * what is wrong and at which offset. The first part of a split model opens
+ * all its parts (each validated alike; any other part is refused with the
+ * first part's name in the message). */
 rw_status rw_gguf_open(const char *path, rw_gguf **out, rw_error *err);
 
 /* Same over a caller-owned buffer that must outlive the rw_gguf (used by the
- * fuzzer and tests). */
+ * fuzzer and tests). One file only: split keys are not followed. */
 rw_status rw_gguf_open_memory(const void *data, size_t size, rw_gguf **out, rw_error *err);
 
 void rw_gguf_close(rw_gguf *g); /* no-op on NULL */
@@ -114,6 +123,14 @@ void rw_gguf_close(rw_gguf *g); /* no-op on NULL */
  * was truncated on disk): the tensor data is then partly zeros, for good.
  * Needs rw_mapped_file_guard_install; false for rw_gguf_open_memory. */
 bool rw_gguf_faulted(const rw_gguf *g);
+
+/* A split model's files: n_parts (1 for a plain file) and part i, itself an
+ * rw_gguf of that one file (part 0 is g itself), owned by g. The
+ * file-level getters below (version, alignment, data offset, file data and
+ * size) describe part 0; rw_gguf_total_size is the bytes of every part. */
+uint32_t rw_gguf_n_parts(const rw_gguf *g);
+const rw_gguf *rw_gguf_part(const rw_gguf *g, uint32_t i); /* NULL past the last */
+uint64_t rw_gguf_total_size(const rw_gguf *g);
 
 uint32_t rw_gguf_version(const rw_gguf *g);
 uint32_t rw_gguf_alignment(const rw_gguf *g);
@@ -199,5 +216,19 @@ rw_status rw_gguf_writer_add_tensor(rw_gguf_writer *w, const char *name, rw_dtyp
 rw_status rw_gguf_writer_write(rw_gguf_writer *w, const char *path, rw_error *err);
 /* Writes to an open stream (no rename safety). */
 rw_status rw_gguf_writer_write_stream(rw_gguf_writer *w, FILE *f, rw_error *err);
+
+/* ---- Split and merge (split.c) ----
+ * As llama.cpp's gguf-split, byte for byte: the model of in (itself plain or
+ * split) written as parts PREFIX-00001-of-0000N.gguf.., a new part begun
+ * every max_tensors tensors, or (max_tensors 0) before the tensor that
+ * would take the part's tensor data (each padded to 32 bytes) past
+ * max_bytes; the first part has all the metadata, every part split.no,
+ * split.count and split.tensors.count. *n_parts (may be NULL) gets N. */
+rw_status rw_gguf_split(const char *in, const char *out_prefix, uint32_t max_tensors, uint64_t max_bytes,
+                        uint32_t *n_parts, rw_error *err);
+/* The parts of a split model (first_part names the first) as one file, as
+ * gguf-split --merge writes it (the first part's metadata with split.count
+ * set to 0, every tensor in part order). */
+rw_status rw_gguf_merge(const char *first_part, const char *out, rw_error *err);
 
 #endif

@@ -27,8 +27,19 @@ struct rw_gguf {
     gguf_name_index kv_index;
     gguf_name_index tensor_index;
     rw_arena arena;           /* owns kvs, tensors, names, array items, indexes */
+    rw_gguf **parts;          /* a split model's parts 1..n_parts-1 (owned, closed with g); NULL for one file */
+    uint32_t n_parts;         /* 1 for one file */
 };
 
 uint64_t rw_gguf__hash(const char *s);
+
+/* reader.c: (re)builds g's tensor name index over g->tensors[0..n_tensors);
+ * a name seen twice is an RW_ERR_FORMAT error. */
+rw_status rw_gguf__index_tensors(rw_gguf *g, rw_error *err);
+/* reader.c: rw_gguf_open of one file, not following split keys. */
+rw_status rw_gguf__open_one(const char *path, rw_gguf **out, rw_error *err);
+/* split.c: opens the other parts when g (opened from path) is the first part
+ * of a split model, and refuses any other part; nothing for a plain file. */
+rw_status rw_gguf__open_parts(rw_gguf *g, const char *path, rw_error *err);
 
 #endif

@@ -217,6 +217,17 @@ static size_t index_find(const gguf_name_index *ix, const char *name, const char
 static const char *kv_name(const rw_gguf *g, size_t i) { return g->kvs[i].key; }
 static const char *tensor_name(const rw_gguf *g, size_t i) { return g->tensors[i].name; }
 
+rw_status rw_gguf__index_tensors(rw_gguf *g, rw_error *err) {
+    rw_status s = index_init(g, &g->tensor_index, g->n_tensors, err);
+    for (size_t i = 0; !s && i < g->n_tensors; i++) {
+        size_t dup = index_insert(&g->tensor_index, g->tensors[i].name, i, tensor_name, g);
+        if (dup != SIZE_MAX)
+            s = rw_errorf(err, RW_ERR_FORMAT, "duplicate tensor name '%s' (tensors %zu and %zu)", g->tensors[i].name,
+                          dup, i);
+    }
+    return s;
+}
+
 /* ---- sections ---- */
 
 static rw_status parse_header(cursor *c, rw_gguf *g, uint64_t *n_tensors, uint64_t *n_kv) {
@@ -421,6 +432,7 @@ rw_status rw_gguf_open_memory(const void *data, size_t size, rw_gguf **out, rw_e
     if (!g) return rw_errorf(err, RW_ERR_NOMEM, "no memory");
     g->data = data;
     g->size = size;
+    g->n_parts = 1;
     rw_status s = parse_all(g, err);
     if (s) {
         rw_gguf_close(g);
@@ -430,7 +442,7 @@ rw_status rw_gguf_open_memory(const void *data, size_t size, rw_gguf **out, rw_e
     return RW_OK;
 }
 
-rw_status rw_gguf_open(const char *path, rw_gguf **out, rw_error *err) {
+rw_status rw_gguf__open_one(const char *path, rw_gguf **out, rw_error *err) {
     *out = NULL;
     rw_mapped_file map;
     rw_status s = rw_mapped_file_open(path, &map, err);
@@ -445,14 +457,41 @@ rw_status rw_gguf_open(const char *path, rw_gguf **out, rw_error *err) {
     return RW_OK;
 }
 
+rw_status rw_gguf_open(const char *path, rw_gguf **out, rw_error *err) {
+    rw_status s = rw_gguf__open_one(path, out, err);
+    if (!s && (s = rw_gguf__open_parts(*out, path, err))) {
+        rw_gguf_close(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
 void rw_gguf_close(rw_gguf *g) {
     if (!g) return;
+    for (uint32_t i = 1; g->parts && i < g->n_parts; i++) rw_gguf_close(g->parts[i - 1]);
+    free(g->parts);
     rw_arena_free(&g->arena);
     rw_mapped_file_close(&g->map);
     free(g);
 }
 
-bool rw_gguf_faulted(const rw_gguf *g) { return rw_mapped_file_faulted(&g->map); }
+bool rw_gguf_faulted(const rw_gguf *g) {
+    for (uint32_t i = 0; i < g->n_parts; i++)
+        if (rw_mapped_file_faulted(&rw_gguf_part(g, i)->map)) return true;
+    return false;
+}
+
+uint32_t rw_gguf_n_parts(const rw_gguf *g) { return g->n_parts; }
+const rw_gguf *rw_gguf_part(const rw_gguf *g, uint32_t i) {
+    return i == 0 ? g : i < g->n_parts ? g->parts[i - 1] : NULL;
+}
+
+uint64_t rw_gguf_total_size(const rw_gguf *g) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < g->n_parts; i++) n += rw_gguf_part(g, i)->size;
+    return n;
+}
+
 uint32_t rw_gguf_version(const rw_gguf *g) { return g->version; }
 uint32_t rw_gguf_alignment(const rw_gguf *g) { return g->alignment; }
 uint64_t rw_gguf_data_offset(const rw_gguf *g) { return g->data_offset; }

@@ -137,7 +137,8 @@ static rw_status plan_types(const rw_gguf *g, const rw_quantize_ftype *ft, const
 
 /* The input's metadata, then general.quantization_version and
  * general.file_type last (llama.cpp sets them by removing and appending);
- * a split file's keys are dropped (the output is one file). */
+ * a split model's keys are dropped (the output is one file; rw_gguf_open
+ * read every part). */
 static rw_status copy_metadata(const rw_gguf *g, rw_gguf_writer *w, const rw_quantize_ftype *ft, rw_error *err) {
     static const char *const drop[] = {"general.quantization_version", "general.file_type", "split.no", "split.count",
                                        "split.tensors.count"};
@@ -165,10 +166,7 @@ rw_status rw_quantize_write(const char *in_path, const char *out_path, const rw_
     out_tensor *ts = calloc(n ? n : 1, sizeof *ts); /* freed below */
     rw_gguf_writer *w = rw_gguf_writer_new();       /* freed below */
     job jb = {.in = g};
-    int64_t n_split = 1;
-    if (rw_gguf_get(g, "split.count") && rw_gguf_get_i64(g, "split.count", &n_split, err) == RW_OK && n_split > 1)
-        s = rw_errorf(err, RW_ERR_UNSUPPORTED, "%s is one part of a split model: merge the parts first", in_path);
-    if (!s && (!ts || !w)) s = rw_errorf(err, RW_ERR_NOMEM, "quantize: out of memory");
+    if (!ts || !w) s = rw_errorf(err, RW_ERR_NOMEM, "quantize: out of memory");
     if (!s) s = plan_types(g, ft, o, &jb, ts, err);
     if (!s) s = copy_metadata(g, w, ft, err);
     for (size_t i = 0; !s && i < n; i++)
