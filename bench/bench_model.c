@@ -203,12 +203,8 @@ int rw_bench_model(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double rss_mib = (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
-    double wres_mib = 0, whuge_mib = 0; /* over every file of a split model */
-    for (uint32_t p = 0; p < rw_gguf_n_parts(g); p++) {
-        const rw_gguf *part = rw_gguf_part(g, p);
-        wres_mib += (double)resident_bytes(rw_gguf_file_data(part), rw_gguf_file_size(part)) / (1024.0 * 1024.0);
-        whuge_mib += (double)huge_mapped_bytes(rw_gguf_file_data(part), rw_gguf_file_size(part)) / (1024.0 * 1024.0);
-    }
+    const double wres_mib = (double)resident_bytes(rw_gguf_file_data(g), rw_gguf_file_size(g)) / (1024.0 * 1024.0);
+    const double whuge_mib = (double)huge_mapped_bytes(rw_gguf_file_data(g), rw_gguf_file_size(g)) / (1024.0 * 1024.0);
     /* decode against the memory limit: the weights one step reads times
      * steps per second, beside the best a read loop gets over the same
      * resident weights (the mapped file: no memory added to the peak) */
@@ -217,7 +213,7 @@ int rw_bench_model(int argc, char **argv) {
     /* mean rate = tokens of all reps / their total time */
     const double pp = n_prompt > 0 ? (double)(n_prompt * reps) / t_pp : 0.0;
     const double tg = n_gen > 0 ? (double)(n_gen * reps) / t_tg : 0.0;
-    const double size_mib = (double)rw_gguf_total_size(g) / (1024.0 * 1024.0);
+    const double size_mib = (double)rw_gguf_file_size(g) / (1024.0 * 1024.0);
     const int nt = rw_threadpool_size(pool);
     const char *tier = rw_get_kernels();
     if (json) {

@@ -75,5 +75,5 @@ int rw_cli_served_open(const char *cmd, const char *path, const char *draft_path
 }
 
 float rw_cli_draft_cost(const rw_gguf *draft, const rw_gguf *target) {
-    return draft ? (float)((double)rw_gguf_total_size(draft) / (double)rw_gguf_total_size(target)) : 0.0f;
+    return draft ? (float)((double)rw_gguf_file_size(draft) / (double)rw_gguf_file_size(target)) : 0.0f;
 }

@@ -3,12 +3,14 @@
  * equal gguf-py's dequantized values, bit for bit, and the metadata found
  * by iteration and by key agree), rw_seq_eval_batch against rw_seq_eval
  * alone (bitwise, with its argument errors), rw_model_state_bytes,
- * rw_model_text_get, rw_cache_verify on an empty folder and the
- * comparison switches refused while a model is open. Includes only
- * rewind.h besides the harness. */
+ * rw_model_text_get, rw_cache_verify on an empty folder, the
+ * comparison switches refused while a model is open, and a split model
+ * (rw_model_file_split / _merge, its parts read as one file). Includes
+ * only rewind.h besides the harness. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -141,6 +143,71 @@ static void check_batch(const char *model_path) {
     CHECK(rw_set_weight_prefetch("auto", &err) == RW_OK);
 }
 
+static uint64_t file_bytes(const char *path) {
+    struct stat st;
+    return stat(path, &st) ? 0 : (uint64_t)st.st_size;
+}
+
+/* zoo-Q4_K.gguf (5 tensors) split 2 tensors a part: 3 parts read as the
+ * one file (tensors, parts, rows, bytes), and merged back. */
+static void check_split(const char *one) {
+    char dir[] = "/tmp/rw_split_XXXXXX", prefix[64], first[96], part[96], merged[96];
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    snprintf(prefix, sizeof prefix, "%s/zoo", dir);
+    snprintf(first, sizeof first, "%s-00001-of-00003.gguf", prefix);
+    snprintf(merged, sizeof merged, "%s/merged.gguf", dir);
+    rw_error err = {0};
+    uint32_t n = 9;
+    CHECK(rw_model_file_split(one, prefix, 2, 1000, &n, &err) == RW_ERR_INVALID_ARG && n == 0);
+    CHECK(rw_model_file_split(one, prefix, 0, 0, NULL, &err) == RW_ERR_INVALID_ARG);
+    CHECK(rw_model_file_split(NULL, prefix, 2, 0, NULL, &err) == RW_ERR_INVALID_ARG);
+    CHECK(rw_model_file_merge(one, merged, &err) == RW_ERR_INVALID_ARG && strstr(err.msg, "not a split model"));
+    CHECK(rw_model_file_split(one, prefix, 2, 0, &n, &err) == RW_OK && n == 3);
+    rw_model_file *a = NULL, *b = NULL, *m = NULL;
+    CHECK(rw_model_file_open(one, &a, &err) == RW_OK && rw_model_file_open(first, &b, &err) == RW_OK);
+    uint64_t bytes = 0;
+    for (int i = 1; i <= 3; i++) {
+        snprintf(part, sizeof part, "%s-%05d-of-00003.gguf", prefix, i);
+        bytes += file_bytes(part);
+    }
+    if (a && b) {
+        CHECK(rw_model_file_n_parts(a) == 1 && rw_model_file_n_parts(b) == 3 && rw_model_file_n_parts(NULL) == 0);
+        CHECK(rw_model_file_size(b) == bytes && rw_model_file_size(a) == file_bytes(one));
+        CHECK(rw_model_file_n_tensors(b) == rw_model_file_n_tensors(a) && rw_model_file_n_tensors(b) == 5);
+        for (size_t i = 0; i < rw_model_file_n_tensors(a); i++) {
+            rw_tensor_info ta, tb;
+            CHECK(rw_model_file_tensor(a, i, &ta) && rw_model_file_tensor(b, i, &tb));
+            CHECK(!strcmp(ta.name, tb.name) && ta.nbytes == tb.nbytes && rw_model_file_tensor_part(b, i) == i / 2);
+            CHECK(rw_model_file_find_tensor(b, ta.name) == (int64_t)i);
+            float *ra = malloc(ta.ne[0] * sizeof *ra), *rb = malloc(ta.ne[0] * sizeof *rb);
+            CHECK(ra && rb && rw_model_file_read_rows(a, i, 1, 1, ra, &err) == RW_OK &&
+                  rw_model_file_read_rows(b, i, 1, 1, rb, &err) == RW_OK && !memcmp(ra, rb, ta.ne[0] * sizeof *ra));
+            free(ra);
+            free(rb);
+        }
+        CHECK(rw_model_file_tensor_part(b, 99) == 0);
+    }
+    snprintf(part, sizeof part, "%s-00002-of-00003.gguf", prefix);
+    CHECK(rw_model_file_open(part, &m, &err) == RW_ERR_INVALID_ARG && !m && strstr(err.msg, first));
+    CHECK(rw_model_file_merge(first, merged, &err) == RW_OK && rw_model_file_open(merged, &m, &err) == RW_OK);
+    rw_meta_value v;
+    if (m)
+        CHECK(rw_model_file_n_parts(m) == 1 && rw_model_file_n_tensors(m) == 5 &&
+              rw_model_file_find_meta(m, "split.count", &v) && v.u == 0);
+    rw_model_file_close(a);
+    rw_model_file_close(b);
+    rw_model_file_close(m);
+    for (int i = 1; i <= 3; i++) {
+        snprintf(part, sizeof part, "%s-%05d-of-00003.gguf", prefix, i);
+        remove(part);
+    }
+    remove(merged);
+    rmdir(dir);
+}
+
 int main(void) {
     const char *fx = rw_test_fixtures();
     char path[1024];
@@ -152,6 +219,7 @@ int main(void) {
     const char *types[] = {"F16",  "BF16", "Q4_0", "Q4_1",   "Q5_0",   "Q5_1",  "Q8_0",  "Q2_K", "Q3_K",
                            "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_zoo(fx, types[i]);
+    check_split(path);
     snprintf(path, sizeof path, "%s/qwen35/qwen35-Q8_0.gguf", fx);
     check_batch(path);
     return rw_test_done();

@@ -214,6 +214,24 @@ class TestModel(unittest.TestCase):
             with self.assertRaises(rewind.InvalidArgumentError):
                 rewind.quantize(QWEN3, out, "q8_0", token_embd_type="q9_9")
 
+    def test_gguf_split(self):
+        # the qwen3 fixture split 20 tensors a part opens from its first part
+        # and computes the one file's logits bit for bit; a later part is an
+        # InvalidArgumentError naming the first; the merge runs the same
+        with tempfile.TemporaryDirectory() as d:
+            n = rewind.gguf_split(QWEN3, os.path.join(d, "m"), max_tensors=20)
+            self.assertGreater(n, 1)
+            first = os.path.join(d, "m-00001-of-%05d.gguf" % n)
+            with rewind.Model(first) as m, m.seq(n_ctx=64, kv_f32=True) as s, \
+                    self.m.seq(n_ctx=64, kv_f32=True) as t:
+                self.assertEqual(s.eval(self.prompt_ids[:8]), t.eval(self.prompt_ids[:8]))
+            with self.assertRaises(rewind.InvalidArgumentError) as cm:
+                rewind.Model(os.path.join(d, "m-00002-of-%05d.gguf" % n))
+            self.assertIn(first, str(cm.exception))
+            rewind.gguf_merge(first, os.path.join(d, "merged.gguf"))
+            with rewind.Model(os.path.join(d, "merged.gguf")) as m:
+                self.assertEqual(m.n_vocab, self.m.n_vocab)
+
     def test_lora(self):
         # an adapter on blk.0.attn_q (make_lora.py's writer): scale 0 is the
         # model's own logits bit for bit, 0.5 changes them; listed; a model

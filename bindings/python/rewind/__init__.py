@@ -50,6 +50,7 @@ __all__ = [
     "UnsupportedError", "NotFoundError", "RangeError", "TemplateError", "ContextOverflowError",
     "CancelledError", "BusyError", "InternalError",
     "load_library", "library_version", "architectures", "set_log_handler", "quantize", "quantize_types",
+    "gguf_split", "gguf_merge",
     "set_kernels", "kernels", "set_numerics", "numerics",
     "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
@@ -107,6 +108,30 @@ def quantize(src, dst, type, pure=False, allow_requantize=False, threads=0, outp
     err = _ffi.rw_error()
     _ffi.check(lib.rw_quantize_file(os.fsencode(src), os.fsencode(dst), type.encode(), ctypes.byref(p),
                                     ctypes.byref(err)), err)
+
+
+def gguf_split(src, out_prefix, max_tensors=0, max_bytes=0):
+    """Writes the model file src as the parts out_prefix-00001-of-0000N.gguf
+    .. of a split model, as llama.cpp's gguf-split writes them: a new part
+    every max_tensors tensors, or before the tensor that would take a part's
+    tensor data past max_bytes (give one; neither: 128 tensors a part).
+    Returns N. Opening the first part (Model, ...) opens them all."""
+    if not max_tensors and not max_bytes:
+        max_tensors = 128
+    lib = _ffi.load()
+    n = ctypes.c_uint32()
+    err = _ffi.rw_error()
+    _ffi.check(lib.rw_model_file_split(os.fsencode(src), os.fsencode(out_prefix), max_tensors, max_bytes,
+                                       ctypes.byref(n), ctypes.byref(err)), err)
+    return n.value
+
+
+def gguf_merge(first_part, dst):
+    """Writes the split model whose first part is first_part as the one file
+    dst, as gguf-split --merge writes it."""
+    lib = _ffi.load()
+    err = _ffi.rw_error()
+    _ffi.check(lib.rw_model_file_merge(os.fsencode(first_part), os.fsencode(dst), ctypes.byref(err)), err)
 
 
 def set_kernels(tier=None):

@@ -386,6 +386,12 @@ _PROTOTYPES = {
     "rw_model_file_tensor": (ctypes.c_bool, [_P, ctypes.c_size_t, ctypes.POINTER(rw_tensor_info)]),
     "rw_model_file_find_tensor": (ctypes.c_int64, [_P, ctypes.c_char_p]),
     "rw_model_file_read_rows": (_S, [_P, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_uint64, c_float_p, _E]),
+    "rw_model_file_n_parts": (ctypes.c_uint32, [_P]),
+    "rw_model_file_tensor_part": (ctypes.c_uint32, [_P, ctypes.c_size_t]),
+    "rw_model_file_split": (
+        _S, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint32), _E]
+    ),
+    "rw_model_file_merge": (_S, [ctypes.c_char_p, ctypes.c_char_p, _E]),
     "rw_model_text_get": (ctypes.c_char_p, [_P, ctypes.c_int]),
     "rw_cache_verify": (
         _S, [_P, ctypes.POINTER(rw_engine_params), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
