@@ -1557,8 +1557,8 @@ RW_API uint32_t rw_model_file_tensor_part(const rw_model_file *f, size_t i);
  * every part split.no, split.count and split.tensors.count. Each part is
  * written to its name + ".tmp" and renamed. *n_parts (may be NULL) gets
  * N. */
-RW_API rw_status rw_model_file_split(const char *in, const char *out_prefix, uint32_t max_tensors,
-                                     uint64_t max_bytes, uint32_t *n_parts, rw_error *err);
+RW_API rw_status rw_model_file_split(const char *in, const char *out_prefix, uint32_t max_tensors, uint64_t max_bytes,
+                                     uint32_t *n_parts, rw_error *err);
 /* Writes the split model whose first part is first_part as one file out,
  * as gguf-split --merge: the first part's metadata (split.count set to 0)
  * and every tensor in part order. RW_ERR_INVALID_ARG when first_part is

@@ -14,11 +14,11 @@
 
 #include "gguf/gguf_int.h"
 
-#define SPLIT_NO "split.no"
-#define SPLIT_COUNT "split.count"
-#define SPLIT_TENSORS "split.tensors.count"
+#define SPLIT_NO        "split.no"
+#define SPLIT_COUNT     "split.count"
+#define SPLIT_TENSORS   "split.tensors.count"
 #define SPLIT_MAX_PARTS 99999u /* the names' five digits */
-#define SPLIT_PAD 32u          /* gguf-split counts each tensor's data padded to GGUF's default alignment */
+#define SPLIT_PAD       32u    /* gguf-split counts each tensor's data padded to GGUF's default alignment */
 
 /* PREFIX-%05u-of-%05u.gguf for part i (from 0) of n; the caller frees it
  * (NULL on out of memory). */
@@ -55,8 +55,9 @@ static rw_status open_part(const char *prefix, uint32_t i, uint32_t n, rw_gguf *
     int64_t no = 0, count = 0;
     if (!s && !(s = split_key(*out, SPLIT_NO, -1, &no, err)) && !(s = split_key(*out, SPLIT_COUNT, 0, &count, err)) &&
         (no != i || count != n))
-        s = rw_errorf(err, RW_ERR_FORMAT, "%s says it is part %" PRId64 " of %" PRId64 ", expected part %" PRIu32 " of %" PRIu32,
-                      path, no + 1, count, i + 1, n);
+        s = rw_errorf(err, RW_ERR_FORMAT,
+                      "%s says it is part %" PRId64 " of %" PRId64 ", expected part %" PRIu32 " of %" PRIu32, path,
+                      no + 1, count, i + 1, n);
     if (s) rw_error_prefix(err, "part %" PRIu32 " of %" PRIu32 " of a split model", i + 1, n);
     free(path);
     return s;
@@ -91,21 +92,24 @@ rw_status rw_gguf__open_parts(rw_gguf *g, const char *path, rw_error *err) {
     }
     if (n <= 1) return RW_OK; /* one file (a merged one says 0) */
     if (n > SPLIT_MAX_PARTS || no < 0 || no >= n)
-        return rw_errorf(err, RW_ERR_FORMAT, "%s: split.no %" PRId64 " of split.count %" PRId64 " is out of range", path,
-                         no, n);
+        return rw_errorf(err, RW_ERR_FORMAT, "%s: split.no %" PRId64 " of split.count %" PRId64 " is out of range",
+                         path, no, n);
     if (no != 0) {
         char *prefix = part_prefix(path, (uint32_t)no, (uint32_t)n);
         char *first = prefix ? part_path(prefix, 0, (uint32_t)n) : NULL;
-        s = rw_errorf(err, RW_ERR_INVALID_ARG, "%s is part %" PRId64 " of %" PRId64 " of a split model: open its first part%s%s",
-                      path, no + 1, n, first ? ", " : " (named PREFIX-00001-of-...)", first ? first : "");
+        s = rw_errorf(err, RW_ERR_INVALID_ARG,
+                      "%s is part %" PRId64 " of %" PRId64 " of a split model: open its first part%s%s", path, no + 1,
+                      n, first ? ", " : " (named PREFIX-00001-of-...)", first ? first : "");
         free(first);
         free(prefix);
         return s;
     }
     char *prefix = part_prefix(path, 0, (uint32_t)n);
     if (!prefix)
-        return rw_errorf(err, RW_ERR_FORMAT, "%s is the first of %" PRId64 " parts of a split model, named otherwise than "
-                         "PREFIX-00001-of-%05" PRId64 ".gguf: the other parts are found by that name", path, n, n);
+        return rw_errorf(err, RW_ERR_FORMAT,
+                         "%s is the first of %" PRId64 " parts of a split model, named otherwise than "
+                         "PREFIX-00001-of-%05" PRId64 ".gguf: the other parts are found by that name",
+                         path, n, n);
     g->parts = calloc((size_t)n - 1, sizeof *g->parts);
     if (!g->parts) s = rw_errorf(err, RW_ERR_NOMEM, "no memory");
     else g->n_parts = (uint32_t)n; /* rw_gguf_close skips the parts not opened */
@@ -113,9 +117,11 @@ rw_status rw_gguf__open_parts(rw_gguf *g, const char *path, rw_error *err) {
     free(prefix);
     if (!s) s = join_tensors(g, err);
     int64_t declared;
-    if (!s && !(s = split_key(g, SPLIT_TENSORS, (int64_t)g->n_tensors, &declared, err)) && declared != (int64_t)g->n_tensors)
-        s = rw_errorf(err, RW_ERR_FORMAT, "its %" PRIu32 " parts hold %zu tensors, but split.tensors.count says %" PRId64,
-                      g->n_parts, g->n_tensors, declared);
+    if (!s && !(s = split_key(g, SPLIT_TENSORS, (int64_t)g->n_tensors, &declared, err)) &&
+        declared != (int64_t)g->n_tensors)
+        s = rw_errorf(err, RW_ERR_FORMAT,
+                      "its %" PRIu32 " parts hold %zu tensors, but split.tensors.count says %" PRId64, g->n_parts,
+                      g->n_tensors, declared);
     if (s) rw_error_prefix(err, "%s", path);
     return s;
 }
