@@ -116,4 +116,11 @@ bool rw_can_quantize(rw_dtype t);
  * with the plain C reference quantizer. */
 rw_status rw_quantize_row(rw_dtype t, const float *src, void *dst, int64_t n);
 
+/* The same with an importance matrix: qw holds n weights, one per value
+ * (the mean square of the activations each column of the row's matrix
+ * saw); llama-quantize's quantizers with --imatrix, byte for byte
+ * (quantize_weighted_ref.c). qw NULL, or a type with no weighted form
+ * (Q8_0, TQ1_0, TQ2_0, MXFP4, F16, BF16), is rw_quantize_row. */
+rw_status rw_quantize_row_weighted(rw_dtype t, const float *src, void *dst, int64_t n, const float *qw);
+
 #endif

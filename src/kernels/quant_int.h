@@ -52,6 +52,22 @@ void rw_quantize_q4_K_fitted(const float *x, rw_block_q4_K *y, const float scale
 void rw_quantize_q5_K_fitted(const float *x, rw_block_q5_K *y, const float scales[8], const float mins[8],
                              uint8_t L[RW_QK_K]);
 void rw_quantize_q6_K_fitted(const float *x, rw_block_q6_K *y, const float scales[16], uint8_t L[RW_QK_K]);
+/* The steps the importance-weighted quantizers share with the references
+ * (quantize_weighted_ref.c): the symmetric sub-block fit x ~ scale*(L-nmax)
+ * weighted by qw (NULL: x^2); Q4_K/Q5_K's levels re-quantized against the
+ * stored scales and their packing; Q2_K's and Q3_K's from the stored
+ * scales on (re-quantized levels, packing) and Q3_K's 6-bit scale j. */
+float rw_fit_scale_sym(int n, int nmax, const float *x, const float *qw, uint8_t *L);
+void rw_k_requant(const float *x, int nmax, const uint8_t scales[12], rw_f16 d16, rw_f16 dmin16, uint8_t L[RW_QK_K]);
+void rw_q4_K_pack(const uint8_t L[RW_QK_K], rw_block_q4_K *y);
+void rw_q5_K_pack(const uint8_t L[RW_QK_K], rw_block_q5_K *y);
+void rw_q2_K_finish(const float *x, rw_block_q2_K *y, uint8_t L[RW_QK_K]);
+void rw_q3_K_finish(const float *x, rw_block_q3_K *y, uint8_t L[RW_QK_K]);
+void rw_q3_K_set_scale(uint8_t scales[12], int j, int l);
+/* IQ4_NL / IQ4_XS with importance weights qw (quantize_iq_ref.c): nb
+ * blocks of 32 / super-blocks of 256, qw as many values as x. */
+void rw_quantize_iq4_nl_weighted(const float *x, rw_block_iq4_nl *y, int64_t nb, const float *qw);
+void rw_quantize_iq4_xs_weighted(const float *x, rw_block_iq4_xs *y, int64_t nb, const float *qw);
 /* Their steps, for fast versions that re-quantize in vectors: Q4_K/Q5_K's
  * stored scales, mins, d and dmin; Q6_K's d and scales (false: a block of
  * zeros, y cleared); Q6_K's packing of the levels. */

@@ -49,20 +49,19 @@ static void fit(const float *x, const float *w, float id, float *sumqx, float *s
     *sumq2 = sq2;
 }
 
-/* The best f32 scale for one block of 32 values (0 for an all-zero block). */
-static float iq4_block_scale(const float *x) {
-    float w[RW_QK], amax = 0, max = 0;
-    for (int j = 0; j < RW_QK; j++) {
-        w[j] = x[j] * x[j];
+/* The best f32 scale for one block of 32 values weighted by w (0 for an
+ * all-zero block). */
+static float iq4_block_scale(const float *x, const float *w) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < RW_QK; j++)
         if (fabsf(x[j]) > amax) {
             amax = fabsf(x[j]);
             max = x[j];
         }
-    }
     if (amax < IQ4_EPS) return 0;
     float d = -max / iq4nl_levels[0], sumqx, sumq2;
     fit(x, w, 1 / d, &sumqx, &sumq2);
-    d = sumqx / sumq2;
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
     float best = d * sumqx; /* weighted error reduction of scale d */
     for (int t = -IQ4_NTRY; t <= IQ4_NTRY; t++) {
         fit(x, w, (float)(t + iq4nl_levels[0]) / max, &sumqx, &sumq2);
@@ -74,6 +73,20 @@ static float iq4_block_scale(const float *x) {
     return d;
 }
 
+/* The weights of n values of a (super-)block of sbs: x^2 without an
+ * importance matrix, else qw * sqrt(sigma2 + x^2) with sigma2 twice the
+ * super-block's mean square (ggml's choice). */
+static void iq4_weights(const float *x, const float *xs, int sbs, const float *qw, float *w, int n) {
+    if (!qw) {
+        for (int j = 0; j < n; j++) w[j] = x[j] * x[j];
+        return;
+    }
+    float sigma2 = 0;
+    for (int j = 0; j < sbs; j++) sigma2 += xs[j] * xs[j];
+    sigma2 *= 2.f / (float)sbs;
+    for (int j = 0; j < n; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
 /* Packs 32 indices for scale d into 16 bytes (d == 0 gives index 8, the
  * level nearest 0, everywhere, as ggml). */
 static void iq4_pack(const float *x, float d, uint8_t qs[RW_QK / 2]) {
@@ -82,23 +95,31 @@ static void iq4_pack(const float *x, float d, uint8_t qs[RW_QK / 2]) {
         qs[j] = (uint8_t)(nearest_level(id * x[j]) | nearest_level(id * x[j + RW_QK / 2]) << 4);
 }
 
-void rw_quantize_iq4_nl_ref(const float *x, rw_block_iq4_nl *y, int64_t nb) {
+static void iq4_nl(const float *x, rw_block_iq4_nl *y, int64_t nb, const float *qw) {
+    float w[RW_QK];
     for (int64_t i = 0; i < nb; i++, x += RW_QK) {
-        float d = iq4_block_scale(x);
+        iq4_weights(x, x, RW_QK, qw ? qw + i * RW_QK : NULL, w, RW_QK);
+        float d = iq4_block_scale(x, w);
         y[i].d = rw_f32_to_f16(d);
         iq4_pack(x, d, y[i].qs);
     }
 }
 
+void rw_quantize_iq4_nl_ref(const float *x, rw_block_iq4_nl *y, int64_t nb) { iq4_nl(x, y, nb, NULL); }
+void rw_quantize_iq4_nl_weighted(const float *x, rw_block_iq4_nl *y, int64_t nb, const float *qw) {
+    iq4_nl(x, y, nb, qw);
+}
+
 /* IQ4_XS: 8 blocks of 32 per super-block, each block scale stored as a
  * signed 6-bit multiple of one F16 super-scale d = -(block scale of largest
  * magnitude) / 32; indices are chosen for the f32 product d * l. */
-void rw_quantize_iq4_xs_ref(const float *x, rw_block_iq4_xs *y, int64_t nb) {
-    float scales[RW_QK_K / RW_QK];
+static void iq4_xs(const float *x, rw_block_iq4_xs *y, int64_t nb, const float *qw) {
+    float scales[RW_QK_K / RW_QK], w[RW_QK];
     for (int64_t i = 0; i < nb; i++, x += RW_QK_K) {
         float max_scale = 0, amax_scale = 0;
         for (int ib = 0; ib < RW_QK_K / RW_QK; ib++) {
-            scales[ib] = iq4_block_scale(x + RW_QK * ib);
+            iq4_weights(x + RW_QK * ib, x, RW_QK_K, qw ? qw + i * RW_QK_K + RW_QK * ib : NULL, w, RW_QK);
+            scales[ib] = iq4_block_scale(x + RW_QK * ib, w);
             if (fabsf(scales[ib]) > amax_scale) {
                 amax_scale = fabsf(scales[ib]);
                 max_scale = scales[ib];
@@ -117,6 +138,11 @@ void rw_quantize_iq4_xs_ref(const float *x, rw_block_iq4_xs *y, int64_t nb) {
             y[i].scales_h |= (uint16_t)((l >> 4) << 2 * ib);
         }
     }
+}
+
+void rw_quantize_iq4_xs_ref(const float *x, rw_block_iq4_xs *y, int64_t nb) { iq4_xs(x, y, nb, NULL); }
+void rw_quantize_iq4_xs_weighted(const float *x, rw_block_iq4_xs *y, int64_t nb, const float *qw) {
+    iq4_xs(x, y, nb, qw);
 }
 
 /* MXFP4: blocks of 32 FP4 (E2M1) values under a power-of-two scale stored as

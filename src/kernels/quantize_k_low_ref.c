@@ -50,14 +50,18 @@ void rw_quantize_q2_K_ref(const float *x, rw_block_q2_K *y, int64_t nb) {
             for (int j = 0; j < 16; j++) y[i].scales[j] |= (uint8_t)(rw_nearest_int(inv * mins[j]) << 4);
             y[i].dmin = rw_f32_to_f16(max_min / 15.f);
         }
-        for (int j = 0; j < 16; j++) {
-            float d = rw_f16_to_f32(y[i].d) * (float)(y[i].scales[j] & 0xf);
-            if (!d) continue; /* keeps the levels of the sub-block fit */
-            float dm = rw_f16_to_f32(y[i].dmin) * (float)(y[i].scales[j] >> 4);
-            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)clampi(rw_nearest_int((x[16 * j + l] + dm) / d), 0, 3);
-        }
-        pack_2bit(L, y[i].qs);
+        rw_q2_K_finish(x, &y[i], L);
     }
+}
+
+void rw_q2_K_finish(const float *x, rw_block_q2_K *y, uint8_t L[RW_QK_K]) {
+    for (int j = 0; j < 16; j++) {
+        float d = rw_f16_to_f32(y->d) * (float)(y->scales[j] & 0xf);
+        if (!d) continue; /* keeps the levels of the sub-block fit */
+        float dm = rw_f16_to_f32(y->dmin) * (float)(y->scales[j] >> 4);
+        for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)clampi(rw_nearest_int((x[16 * j + l] + dm) / d), 0, 3);
+    }
+    pack_2bit(L, y->qs);
 }
 
 /* Symmetric fit x ~ scale * l, l in -nmax..nmax-1, for a Q3_K sub-block.
@@ -129,30 +133,38 @@ void rw_quantize_q3_K_ref(const float *x, rw_block_q3_K *y, int64_t nb) {
         if (max_scale) {
             float iscale = -32.f / max_scale;
             y[i].d = rw_f32_to_f16(1 / iscale);
-            for (int j = 0; j < 16; j++) {
-                int l = clampi(rw_nearest_int(iscale * scales[j]), -32, 31) + 32;
-                if (j < 8)
-                    y[i].scales[j] = (uint8_t)(l & 0xf);
-                else
-                    y[i].scales[j - 8] |= (uint8_t)((l & 0xf) << 4);
-                y[i].scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
-            }
+            for (int j = 0; j < 16; j++)
+                rw_q3_K_set_scale(y[i].scales, j, clampi(rw_nearest_int(iscale * scales[j]), -32, 31) + 32);
         }
-        for (int j = 0; j < 16; j++) {
-            int low = j < 8 ? (y[i].scales[j] & 0xf) : (y[i].scales[j - 8] >> 4);
-            int sc = (low | ((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
-            float d = rw_f16_to_f32(y[i].d) * (float)sc;
-            if (!d) continue; /* keeps the levels of the sub-block fit */
-            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)(clampi(rw_nearest_int(x[16 * j + l] / d), -4, 3) + 4);
-        }
-        /* bit 2 of each level goes to hmask (bit m of byte k holds value
-         * 32*m + k), the low 2 bits to qs */
-        memset(y[i].hmask, 0, sizeof y[i].hmask);
-        for (int j = 0; j < RW_QK_K; j++)
-            if (L[j] > 3) {
-                y[i].hmask[j % 32] |= (uint8_t)(1u << (j / 32));
-                L[j] -= 4;
-            }
-        pack_2bit(L, y[i].qs);
+        rw_q3_K_finish(x, &y[i], L);
     }
+}
+
+/* 6-bit scale j (0..63, 32 = zero): low nibbles in bytes 0..7, top 2 bits
+ * in 8..11 (scales zeroed first). */
+void rw_q3_K_set_scale(uint8_t scales[12], int j, int l) {
+    if (j < 8)
+        scales[j] = (uint8_t)(l & 0xf);
+    else
+        scales[j - 8] |= (uint8_t)((l & 0xf) << 4);
+    scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+}
+
+void rw_q3_K_finish(const float *x, rw_block_q3_K *y, uint8_t L[RW_QK_K]) {
+    for (int j = 0; j < 16; j++) {
+        int low = j < 8 ? (y->scales[j] & 0xf) : (y->scales[j - 8] >> 4);
+        int sc = (low | ((y->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+        float d = rw_f16_to_f32(y->d) * (float)sc;
+        if (!d) continue; /* keeps the levels of the sub-block fit */
+        for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)(clampi(rw_nearest_int(x[16 * j + l] / d), -4, 3) + 4);
+    }
+    /* bit 2 of each level goes to hmask (bit m of byte k holds value
+     * 32*m + k), the low 2 bits to qs */
+    memset(y->hmask, 0, sizeof y->hmask);
+    for (int j = 0; j < RW_QK_K; j++)
+        if (L[j] > 3) {
+            y->hmask[j % 32] |= (uint8_t)(1u << (j / 32));
+            L[j] -= 4;
+        }
+    pack_2bit(L, y->qs);
 }

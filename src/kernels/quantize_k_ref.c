@@ -78,9 +78,9 @@ float rw_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t 
     return scale;
 }
 
-/* Symmetric fit x ~ scale * (L - nmax), weights x^2, with a search over
- * 18 scales near nmax/max. */
-static float fit_scale_sym(int n, int nmax, const float *x, uint8_t *L) {
+/* Symmetric fit x ~ scale * (L - nmax), weighted by qw (NULL: x^2), with a
+ * search over 18 scales near nmax/max. */
+float rw_fit_scale_sym(int n, int nmax, const float *x, const float *qw, uint8_t *L) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++)
         if (fabsf(x[i]) > amax) {
@@ -95,7 +95,7 @@ static float fit_scale_sym(int n, int nmax, const float *x, uint8_t *L) {
     for (int i = 0; i < n; i++) {
         int l = clampi(rw_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (uint8_t)(l + nmax);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * (float)l;
         suml2 += w * (float)l * (float)l;
     }
@@ -106,7 +106,7 @@ static float fit_scale_sym(int n, int nmax, const float *x, uint8_t *L) {
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
             int l = clampi(rw_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
+            float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * (float)l;
             suml2 += w * (float)l * (float)l;
         }
@@ -168,25 +168,28 @@ void rw_k_pack_scales(const float scales[8], const float mins[8], uint8_t scales
 
 /* Step 3: L re-quantized against the scales actually stored (a sub-block
  * whose stored scale is 0 keeps the levels of its fit). */
-static void k_scales_and_levels(const float *x, int nmax, const float scales[8], const float mins[8],
-                                uint8_t scales_out[12], rw_f16 *d_out, rw_f16 *dmin_out, uint8_t L[RW_QK_K]) {
-    rw_k_pack_scales(scales, mins, scales_out, d_out, dmin_out);
+void rw_k_requant(const float *x, int nmax, const uint8_t scales[12], rw_f16 d16, rw_f16 dmin16, uint8_t L[RW_QK_K]) {
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
-        rw_k4_scale_min(j, scales_out, &sc, &m);
-        float d = rw_f16_to_f32(*d_out) * sc;
+        rw_k4_scale_min(j, scales, &sc, &m);
+        float d = rw_f16_to_f32(d16) * sc;
         if (!d) continue;
-        float dm = rw_f16_to_f32(*dmin_out) * m;
+        float dm = rw_f16_to_f32(dmin16) * m;
         for (int ii = 0; ii < 32; ii++) L[32 * j + ii] = (uint8_t)clampi(rw_nearest_int((x[32 * j + ii] + dm) / d), 0, nmax);
     }
 }
 
-void rw_quantize_q4_K_fitted(const float *x, rw_block_q4_K *y, const float scales[8], const float mins[8],
-                             uint8_t L[RW_QK_K]) {
-    k_scales_and_levels(x, 15, scales, mins, y->scales, &y->d, &y->dmin, L);
+void rw_q4_K_pack(const uint8_t L[RW_QK_K], rw_block_q4_K *y) {
     uint8_t *q = y->qs;
     for (int j = 0; j < RW_QK_K; j += 64, q += 32)
         for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+}
+
+void rw_quantize_q4_K_fitted(const float *x, rw_block_q4_K *y, const float scales[8], const float mins[8],
+                             uint8_t L[RW_QK_K]) {
+    rw_k_pack_scales(scales, mins, y->scales, &y->d, &y->dmin);
+    rw_k_requant(x, 15, y->scales, y->d, y->dmin, L);
+    rw_q4_K_pack(L, y);
 }
 
 void rw_quantize_q4_K_ref(const float *x, rw_block_q4_K *y, int64_t nb) {
@@ -200,7 +203,12 @@ void rw_quantize_q4_K_ref(const float *x, rw_block_q4_K *y, int64_t nb) {
 
 void rw_quantize_q5_K_fitted(const float *x, rw_block_q5_K *y, const float scales[8], const float mins[8],
                              uint8_t L[RW_QK_K]) {
-    k_scales_and_levels(x, 31, scales, mins, y->scales, &y->d, &y->dmin, L);
+    rw_k_pack_scales(scales, mins, y->scales, &y->d, &y->dmin);
+    rw_k_requant(x, 31, y->scales, y->d, y->dmin, L);
+    rw_q5_K_pack(L, y);
+}
+
+void rw_q5_K_pack(const uint8_t L[RW_QK_K], rw_block_q5_K *y) {
     memset(y->qh, 0, sizeof y->qh);
     uint8_t *ql = y->qs, m1 = 1, m2 = 2;
     for (int n = 0; n < RW_QK_K; n += 64, ql += 32, m1 <<= 2, m2 <<= 2) {
@@ -275,7 +283,7 @@ void rw_quantize_q6_K_ref(const float *x, rw_block_q6_K *y, int64_t nb) {
     uint8_t L[RW_QK_K];
     float scales[16];
     for (int64_t i = 0; i < nb; i++, x += RW_QK_K) {
-        for (int ib = 0; ib < 16; ib++) scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
+        for (int ib = 0; ib < 16; ib++) scales[ib] = rw_fit_scale_sym(16, 32, x + 16 * ib, NULL, L + 16 * ib);
         rw_quantize_q6_K_fitted(x, &y[i], scales, L);
     }
 }
