@@ -1604,6 +1604,13 @@ typedef struct {
      * the mix's. */
     const char *output_type;
     const char *token_embd_type;
+    /* llama-imatrix's importance matrix file (GGUF or the legacy .dat):
+     * the K-quants, Q4_0..Q5_1 and IQ4_NL/IQ4_XS fit each row weighting its
+     * columns by it, as llama-quantize --imatrix, with the same file; its
+     * name, dataset and size are recorded in the metadata as
+     * llama-quantize records them. NULL: none. (Added after the first
+     * version: an older program's smaller struct leaves it NULL.) */
+    const char *imatrix;
 } rw_quantize_params;
 
 /* Every field 0 / NULL: the mix's types, the physical cores. */

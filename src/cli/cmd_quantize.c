@@ -1,6 +1,6 @@
 /* cmd_quantize.c - `rewind quantize IN.gguf OUT.gguf TYPE [--pure]
  * [--allow-requantize] [--output-tensor-type T] [--token-embedding-type T]
- * [--threads N]`: a model file's weights converted to
+ * [--imatrix FILE] [--threads N]`: a model file's weights converted to
  * TYPE as llama-quantize converts them (rw_quantize_file). */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: rewind quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] "
-                    "[--output-tensor-type T] [--token-embedding-type T] [--threads N]\ntypes:");
+                    "[--output-tensor-type T] [--token-embedding-type T] [--imatrix FILE] [--threads N]\ntypes:");
     for (size_t i = 0; rw_quantize_type(i); i++) fprintf(stderr, " %s", rw_quantize_type(i));
     fprintf(stderr, "\n");
 }
@@ -29,6 +29,7 @@ int rw_cmd_quantize(int argc, char **argv) {
         {"--allow-requantize", RW_OPT_FLAG, &qp.allow_requantize, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--output-tensor-type", RW_OPT_STR, &qp.output_type, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--token-embedding-type", RW_OPT_STR, &qp.token_embd_type, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--imatrix", RW_OPT_STR, &qp.imatrix, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
         RW_OPT_END,
     };

@@ -24,7 +24,7 @@ static const cli_command commands[] = {
      "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] [--threads N] -o OUT.gguf"},
     {"quantize", rw_cmd_quantize,
      "quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [--output-tensor-type T] "
-     "[--token-embedding-type T] [--threads N]"},
+     "[--token-embedding-type T] [--imatrix FILE] [--threads N]"},
     {"gguf-split", rw_cmd_gguf_split,
      "gguf-split [--split-max-tensors N | --split-max-size N(M|G)] IN.gguf OUT_PREFIX\n"
      "       rewind gguf-split --merge FIRST_PART.gguf OUT.gguf"},

@@ -21,6 +21,8 @@ static const rw_quantize_ftype FTYPES[] = {
     {"MXFP4_MOE", 38, RW_TYPE_MXFP4},
 };
 enum {
+    FT_Q4_0 = 2,
+    FT_Q5_0 = 8,
     FT_Q2_K = 10,
     FT_Q3_K_S = 11,
     FT_Q3_K_M = 12,
@@ -198,9 +200,13 @@ static rw_dtype mix_type(rw_quantize_mix *m, const rw_gguf_tensor *t, rw_dtype t
             if (m->falcon) return il < n / 16 ? RW_TYPE_Q6_K : more_bits(il, n) ? RW_TYPE_Q5_K : RW_TYPE_Q4_K;
             return more_bits(il, n) ? RW_TYPE_Q6_K : ty;
         }
-        if (il < n / 8 && (f == FT_IQ4_NL || f == FT_IQ4_XS)) return RW_TYPE_Q5_K;
+        if (il < n / 8 && (f == FT_IQ4_NL || f == FT_IQ4_XS) && !m->has_imatrix) return RW_TYPE_Q5_K;
         if (f == FT_Q5_K_M && more_bits(il, n)) return RW_TYPE_Q6_K;
         if (f == FT_Q4_K_S && !m->falcon && il < n / 8) return RW_TYPE_Q5_K;
+        /* with a matrix, the first eighth of Q4_0 / Q5_0's down projections
+         * take the types with a min (llama-quantize's guard) */
+        if ((f == FT_Q4_0 || f == FT_Q5_0) && m->has_imatrix && il < n / 8)
+            return f == FT_Q4_0 ? RW_TYPE_Q4_1 : RW_TYPE_Q5_1;
         return ty;
     }
     case K_ATTN_OUT:

@@ -18,11 +18,13 @@ enum { TASK_ROWS = 16 };
 typedef struct {
     const rw_gguf *in;
     rw_threadpool *pool;
+    const rw_imatrix *im; /* NULL without an importance matrix (or an empty one) */
 } job;
 
 typedef struct {
     const rw_gguf_tensor *src;
     rw_dtype type;
+    const float *qw; /* its importance weights (ne[0] per expert), or NULL */
     const job *jb;
 } out_tensor;
 
@@ -32,6 +34,8 @@ typedef struct {
     rw_dtype type;
     uint8_t *dst;
     uint64_t n_in, n_rows, src_row_bytes, dst_row_bytes;
+    uint64_t rows_per_expert; /* ne[1]: the rows that share one expert's weights */
+    const float *qw;          /* importance weights, or NULL */
     float *x;                    /* n_in floats per thread, owned by convert_tensor */
     _Atomic rw_status first_err; /* RW_OK until a row fails */
 } convert_job;
@@ -48,7 +52,9 @@ static void convert_task(void *ctx, int64_t task, int thread) {
         else s = rw_dequantize_row(j->src->type, in, x, (int64_t)j->n_in);
         if (!s) {
             if (j->type == RW_TYPE_F32) memcpy(out, x, j->n_in * sizeof *x);
-            else s = rw_quantize_row(j->type, x, out, (int64_t)j->n_in);
+            else
+                s = rw_quantize_row_weighted(j->type, x, out, (int64_t)j->n_in,
+                                             j->qw ? j->qw + r / j->rows_per_expert * j->n_in : NULL);
         }
         if (s) {
             rw_status ok = RW_OK;
@@ -60,7 +66,8 @@ static void convert_task(void *ctx, int64_t task, int thread) {
 
 /* Converts a tensor's rows on the pool, through f32. */
 static rw_status convert_rows(const out_tensor *o, const rw_gguf_tensor *info, void *dst, rw_error *err) {
-    convert_job j = {.src = o->src, .type = o->type, .dst = dst, .n_in = info->ne[0]};
+    convert_job j = {.src = o->src, .type = o->type, .dst = dst, .n_in = info->ne[0], .rows_per_expert = info->ne[1],
+                     .qw = o->qw};
     j.n_rows = info->ne[1] * info->ne[2] * info->ne[3];
     rw_dtype_row_bytes(o->src->type, j.n_in, &j.src_row_bytes);
     rw_dtype_row_bytes(o->type, j.n_in, &j.dst_row_bytes);
@@ -100,6 +107,20 @@ static int by_layer_then_name(const void *a, const void *b) {
     return lx != ly ? (lx < ly ? -1 : 1) : strcmp(x, y);
 }
 
+/* The importance weights of a tensor to convert, as llama-quantize finds
+ * them: by name, ne[0] per expert; a matrix of another size is an error,
+ * but for the token embedding (which llama-imatrix never sees as a
+ * product, so a stray entry is ignored). None found: no weights. */
+static rw_status importance_of(const rw_imatrix *im, out_tensor *o, rw_error *err) {
+    const rw_imatrix_entry *e = im ? rw_imatrix_find(im, o->src->name) : NULL;
+    if (!e) return RW_OK;
+    if (e->n == o->src->ne[0] * o->src->ne[2]) o->qw = e->values;
+    else if (strcmp(o->src->name, "token_embd.weight") && strcmp(o->src->name, "per_layer_token_embd.weight"))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "the importance matrix has %llu values for %s, which needs %llu",
+                         (unsigned long long)e->n, o->src->name, (unsigned long long)(o->src->ne[0] * o->src->ne[2]));
+    return RW_OK;
+}
+
 static bool plain_float(rw_dtype t) { return t == RW_TYPE_F32 || t == RW_TYPE_F16 || t == RW_TYPE_BF16; }
 
 /* Chooses every tensor's type; fails on one that cannot be converted. */
@@ -108,6 +129,7 @@ static rw_status plan_types(const rw_gguf *g, const rw_quantize_ftype *ft, const
     rw_quantize_mix mix;
     rw_status s = rw_quantize__mix_init(&mix, g, ft, o, err);
     if (s) return s;
+    mix.has_imatrix = jb->im != NULL;
     const size_t n = rw_gguf_n_tensors(g);
     for (size_t i = 0; i < n; i++) ts[i] = (out_tensor){.src = rw_gguf_tensor_at(g, i), .jb = jb};
     qsort(ts, n, sizeof *ts, by_layer_then_name);
@@ -131,15 +153,34 @@ static rw_status plan_types(const rw_gguf *g, const rw_quantize_ftype *ft, const
                              rw_dtype_name(t->type));
         if (ts[i].type != RW_TYPE_F32 && !rw_can_quantize(ts[i].type))
             return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: no quantizer for %s", t->name, rw_dtype_name(ts[i].type));
+        if ((s = importance_of(jb->im, &ts[i], err))) return s;
     }
     return RW_OK;
+}
+
+/* What llama-quantize records of the importance matrix, after the file
+ * type: the path as given and the first dataset (each cut to 127 bytes, as
+ * its fixed buffers), the entries, and the chunks when known. */
+static rw_status imatrix_metadata(rw_gguf_writer *w, const char *path, const rw_imatrix *im, rw_error *err) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    rw_status s = rw_gguf_writer_add_str(w, "quantize.imatrix.file", buf, err);
+    if (!s && im->dataset) {
+        snprintf(buf, sizeof buf, "%s", im->dataset);
+        s = rw_gguf_writer_add_str(w, "quantize.imatrix.dataset", buf, err);
+    }
+    if (!s) s = rw_gguf_writer_add_u32(w, "quantize.imatrix.entries_count", (uint32_t)im->n_entries, err);
+    if (!s && im->chunk_count > 0)
+        s = rw_gguf_writer_add_u32(w, "quantize.imatrix.chunks_count", (uint32_t)im->chunk_count, err);
+    return s;
 }
 
 /* The input's metadata, then general.quantization_version and
  * general.file_type last (llama.cpp sets them by removing and appending);
  * a split model's keys are dropped (the output is one file; rw_gguf_open
  * read every part). */
-static rw_status copy_metadata(const rw_gguf *g, rw_gguf_writer *w, const rw_quantize_ftype *ft, rw_error *err) {
+static rw_status copy_metadata(const rw_gguf *g, rw_gguf_writer *w, const rw_quantize_ftype *ft,
+                               const rw_quantize_options *o, const rw_imatrix *im, rw_error *err) {
     static const char *const drop[] = {"general.quantization_version", "general.file_type", "split.no", "split.count",
                                        "split.tensors.count"};
     rw_status s = RW_OK;
@@ -151,6 +192,7 @@ static rw_status copy_metadata(const rw_gguf *g, rw_gguf_writer *w, const rw_qua
     }
     if (!s) s = rw_gguf_writer_add_u32(w, "general.quantization_version", 2, err); /* ggml's QNT version */
     if (!s) s = rw_gguf_writer_add_u32(w, "general.file_type", ft->ftype, err);
+    if (!s && im) s = imatrix_metadata(w, o->imatrix, im, err);
     return s;
 }
 
@@ -166,9 +208,12 @@ rw_status rw_quantize_write(const char *in_path, const char *out_path, const rw_
     out_tensor *ts = calloc(n ? n : 1, sizeof *ts); /* freed below */
     rw_gguf_writer *w = rw_gguf_writer_new();       /* freed below */
     job jb = {.in = g};
+    rw_imatrix *im = NULL; /* freed below */
     if (!ts || !w) s = rw_errorf(err, RW_ERR_NOMEM, "quantize: out of memory");
+    if (!s && o->imatrix) s = rw_imatrix_load(o->imatrix, &im, err);
+    jb.im = im && im->n_entries ? im : NULL; /* an empty one is none, as llama-quantize takes it */
     if (!s) s = plan_types(g, ft, o, &jb, ts, err);
-    if (!s) s = copy_metadata(g, w, ft, err);
+    if (!s) s = copy_metadata(g, w, ft, o, jb.im, err);
     for (size_t i = 0; !s && i < n; i++)
         s = rw_gguf_writer_add_tensor(w, ts[i].src->name, ts[i].type, ts[i].src->n_dims, ts[i].src->ne, NULL,
                                       convert_tensor, &ts[i], err);
@@ -176,6 +221,7 @@ rw_status rw_quantize_write(const char *in_path, const char *out_path, const rw_
     if (!s) s = rw_gguf_writer_write(w, out_path, err);
     rw_threadpool_free(jb.pool);
     rw_gguf_writer_free(w);
+    rw_imatrix_free(im);
     free(ts);
     rw_gguf_close(g);
     return s;

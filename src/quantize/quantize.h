@@ -3,8 +3,8 @@
  *
  * Users download models as F16 / BF16 (or F32) GGUF files and make the
  * quantized file they run. The file written here is the one llama-quantize
- * writes from the same input and type name, byte for byte where rewind has
- * the type's quantizer (no importance matrix): the same type for every
+ * writes from the same input and type name (and importance matrix), byte
+ * for byte where rewind has the type's quantizer: the same type for every
  * tensor (the _S / _M / _L mixes' per-tensor rules, the fallbacks for rows
  * a type's blocks do not divide, the tensors kept as they are), the same
  * reference quantizers, the same tensor order and metadata. Checked against
@@ -41,6 +41,7 @@ typedef struct {
     /* llama-quantize's --output-tensor-type / --token-embedding-type:
      * RW_TYPE_COUNT for the mix's (a zeroed struct means F32: set both) */
     rw_dtype output_type, token_embd_type;
+    const char *imatrix;   /* llama-imatrix's file (llama-quantize --imatrix), or NULL */
 } rw_quantize_options;
 
 /* Writes in_path's model to out_path (atomically, via out_path.tmp) with

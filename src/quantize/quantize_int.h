@@ -15,6 +15,7 @@ typedef struct {
     bool falcon;    /* llama-quantize has rules of its own for Falcon */
     bool is_70b;    /* a llama of 80 layers with grouped KV heads (llama.cpp's 70B type) */
     bool tied;      /* no output.weight: the token embedding is the output head too */
+    bool has_imatrix; /* an importance matrix is given (two rules change) */
     int n_layer;    /* block_count */
     int n_expert;   /* expert_count, at least 1 */
     int n_gqa;      /* query heads per KV head of the first layer (0 if it has none) */
@@ -37,5 +38,26 @@ bool rw_quantize__converts(const rw_gguf_tensor *t);
  * override is taken as given: its blocks may not divide t's rows (the
  * caller checks). */
 rw_dtype rw_quantize__tensor_type(rw_quantize_mix *m, const rw_gguf_tensor *t);
+
+/* An importance matrix (imatrix.c): per weight name, the mean square of
+ * the activations each input column saw, ne[0] values per expert. */
+typedef struct {
+    char *name;     /* the weight's tensor name (owned) */
+    float *values;  /* n (owned) */
+    uint64_t n;
+} rw_imatrix_entry;
+
+typedef struct {
+    rw_imatrix_entry *entries; /* n_entries (owned) */
+    size_t n_entries;
+    char *dataset;       /* the first calibration text the file names (owned), or NULL */
+    int64_t chunk_count; /* chunks of text it was computed on (0: not said) */
+} rw_imatrix;
+
+/* Reads llama-imatrix's file (GGUF or the legacy .dat) as llama-quantize
+ * reads it; a non-finite value is an error. Free with rw_imatrix_free. */
+rw_status rw_imatrix_load(const char *path, rw_imatrix **out, rw_error *err);
+const rw_imatrix_entry *rw_imatrix_find(const rw_imatrix *im, const char *name); /* NULL if absent */
+void rw_imatrix_free(rw_imatrix *im); /* no-op on NULL */
 
 #endif
