@@ -8,6 +8,7 @@ RW_FIXTURES the fixtures). Without fixtures the model tests are skipped."""
 
 import gc
 import json
+import hashlib
 import os
 import random
 import re
@@ -213,6 +214,27 @@ class TestModel(unittest.TestCase):
                 self.assertEqual(m.arch, "qwen3")
             with self.assertRaises(rewind.InvalidArgumentError):
                 rewind.quantize(QWEN3, out, "q8_0", token_embd_type="q9_9")
+            # with llama-imatrix's matrix: llama-quantize --imatrix's file
+            # (the hash test_quantize_imatrix.sh holds; the path as given is
+            # recorded, so run beside the matrix)
+            data = os.path.join(ROOT, "tests", "quantize", "data")
+            cwd, src = os.getcwd(), os.path.abspath(QWEN3)
+            os.chdir(data)
+            try:
+                rewind.quantize(src, out, "Q4_K_M", imatrix="qwen3.imatrix.dat")
+            finally:
+                os.chdir(cwd)
+            with open(os.path.join(data, "imatrix_golden.txt")) as f:
+                lines = f.read().splitlines()
+            want = [l.split()[4] for l in lines if l.startswith("qwen3 qwen3.imatrix.dat - Q4_K_M ")][0]
+            made_from = [l.split()[3] for l in lines if l.startswith("#   fixture qwen3 ")][0]
+            with open(QWEN3, "rb") as f:
+                same_fixture = hashlib.sha256(f.read()).hexdigest() == made_from
+            with open(out, "rb") as f:
+                if same_fixture:
+                    self.assertEqual(hashlib.sha256(f.read()).hexdigest(), want)
+            with self.assertRaises(rewind.IOFailureError):
+                rewind.quantize(QWEN3, out, "Q4_K_M", imatrix=os.path.join(d, "none.dat"))
 
     def test_gguf_split(self):
         # the qwen3 fixture split 20 tensors a part opens from its first part

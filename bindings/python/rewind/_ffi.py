@@ -216,6 +216,7 @@ class rw_quantize_params(ctypes.Structure):
         ("allow_requantize", ctypes.c_bool),
         ("output_type", ctypes.c_char_p),
         ("token_embd_type", ctypes.c_char_p),
+        ("imatrix", ctypes.c_char_p),
     ]
 
 
