@@ -38,8 +38,5 @@ uint64_t rw_gguf__hash(const char *s);
 rw_status rw_gguf__index_tensors(rw_gguf *g, rw_error *err);
 /* reader.c: rw_gguf_open of one file, not following split keys. */
 rw_status rw_gguf__open_one(const char *path, rw_gguf **out, rw_error *err);
-/* split.c: opens the other parts when g (opened from path) is the first part
- * of a split model, and refuses any other part; nothing for a plain file. */
-rw_status rw_gguf__open_parts(rw_gguf *g, const char *path, rw_error *err);
 
 #endif

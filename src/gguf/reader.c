@@ -457,15 +457,6 @@ rw_status rw_gguf__open_one(const char *path, rw_gguf **out, rw_error *err) {
     return RW_OK;
 }
 
-rw_status rw_gguf_open(const char *path, rw_gguf **out, rw_error *err) {
-    rw_status s = rw_gguf__open_one(path, out, err);
-    if (!s && (s = rw_gguf__open_parts(*out, path, err))) {
-        rw_gguf_close(*out);
-        *out = NULL;
-    }
-    return s;
-}
-
 void rw_gguf_close(rw_gguf *g) {
     if (!g) return;
     for (uint32_t i = 1; g->parts && i < g->n_parts; i++) rw_gguf_close(g->parts[i - 1]);

@@ -6,7 +6,8 @@
  * PREFIX-0000N-of-0000N.gguf; each says split.no (its index from 0),
  * split.count (N) and split.tensors.count (the tensors of all parts), and
  * the first also carries all the other metadata. A file merged back says
- * split.count 0, so it is one file again. */
+ * split.count 0, so it is one file again. rw_gguf_open is here: a file
+ * read by reader.c, then its parts. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +83,7 @@ static rw_status join_tensors(rw_gguf *g, rw_error *err) {
     return rw_gguf__index_tensors(g, err);
 }
 
-rw_status rw_gguf__open_parts(rw_gguf *g, const char *path, rw_error *err) {
+static rw_status open_parts(rw_gguf *g, const char *path, rw_error *err) {
     int64_t n, no;
     rw_status s = split_key(g, SPLIT_COUNT, 0, &n, err);
     if (!s) s = split_key(g, SPLIT_NO, 0, &no, err);
@@ -123,6 +124,17 @@ rw_status rw_gguf__open_parts(rw_gguf *g, const char *path, rw_error *err) {
                       "its %" PRIu32 " parts hold %zu tensors, but split.tensors.count says %" PRId64, g->n_parts,
                       g->n_tensors, declared);
     if (s) rw_error_prefix(err, "%s", path);
+    return s;
+}
+
+/* One file, or the first part of a split model with all its parts (the
+ * reader, reader.c, reads one file and knows nothing of parts). */
+rw_status rw_gguf_open(const char *path, rw_gguf **out, rw_error *err) {
+    rw_status s = rw_gguf__open_one(path, out, err);
+    if (!s && (s = open_parts(*out, path, err))) {
+        rw_gguf_close(*out);
+        *out = NULL;
+    }
     return s;
 }
 
