@@ -1590,6 +1590,28 @@ RW_API const char *rw_model_text_get(const rw_model *m, rw_model_text what);
 RW_API rw_status rw_cache_verify(rw_model *m, const rw_engine_params *params, int *n_ok, int *n_invalid,
                                  int *n_unreadable, rw_error *err);
 
+/* ---- importance matrices ---------------------------------------------- */
+
+/* llama-imatrix's statistics of a model's weights, from the model's own
+ * passes: for each weight matrix of its blocks, per input column, the sum
+ * of the squares of the activations that reached it and how many rows that
+ * was (per expert for an expert tensor), from the products of at least 16
+ * rows. rw_quantize_params.imatrix (llama-quantize --imatrix) weighs the
+ * quantizers by them. rw_imatrix_begin starts collecting from every
+ * evaluation of m's sequences that the calling thread runs
+ * (rw_seq_eval_batch, ...) until rw_imatrix_end, one collector per thread
+ * at a time; process_output: output.weight too (llama-imatrix
+ * --process-output). rw_imatrix_save writes what was collected so far in
+ * llama-imatrix's GGUF layout (dataset: the calibration text's name for
+ * imatrix.datasets, or NULL; chunk_count and chunk_size as the caller ran
+ * them); RW_ERR_INVALID_ARG when nothing was collected. `rewind imatrix`
+ * is made of them. */
+typedef struct rw_imatrix_collector rw_imatrix_collector;
+RW_API rw_status rw_imatrix_begin(rw_model *m, bool process_output, rw_imatrix_collector **out, rw_error *err);
+RW_API rw_status rw_imatrix_save(const rw_imatrix_collector *c, const char *path, const char *dataset,
+                                 uint32_t chunk_count, uint32_t chunk_size, rw_error *err);
+RW_API void rw_imatrix_end(rw_imatrix_collector *c); /* NULL is fine */
+
 /* ---- quantizing a model file ------------------------------------------- */
 
 typedef struct {

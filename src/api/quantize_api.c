@@ -2,6 +2,7 @@
  * over src/quantize. */
 #include "api/api_int.h"
 #include "quantize/quantize.h"
+#include "models/model.h"
 #include "rewind.h"
 
 void rw_quantize_params_init(rw_quantize_params *p, size_t size) {
@@ -33,3 +34,22 @@ const char *rw_quantize_type(size_t i) {
     const rw_quantize_ftype *f = i < 1000 ? rw_quantize_ftype_at((int)i) : NULL;
     return f ? f->name : NULL;
 }
+
+/* The public collector is the model's (models/imatrix.c). */
+rw_status rw_imatrix_begin(rw_model *m, bool process_output, rw_imatrix_collector **out, rw_error *err) {
+    if (!out) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_imatrix_begin: out is NULL");
+    *out = NULL;
+    if (!m) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_imatrix_begin: no model");
+    rw_model_imatrix *c = NULL;
+    rw_status s = rw_model_imatrix_begin(m, process_output, &c, err);
+    *out = (rw_imatrix_collector *)c;
+    return s;
+}
+
+rw_status rw_imatrix_save(const rw_imatrix_collector *c, const char *path, const char *dataset, uint32_t chunk_count,
+                          uint32_t chunk_size, rw_error *err) {
+    if (!c || !path) return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_imatrix_save: a collector and a path are needed");
+    return rw_model_imatrix_save((const rw_model_imatrix *)c, path, dataset, chunk_count, chunk_size, err);
+}
+
+void rw_imatrix_end(rw_imatrix_collector *c) { rw_model_imatrix_end((rw_model_imatrix *)c); }

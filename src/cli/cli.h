@@ -24,6 +24,7 @@ int rw_cmd_architectures(int argc, char **argv);
 int rw_cmd_synth(int argc, char **argv);
 int rw_cmd_quantize(int argc, char **argv);
 int rw_cmd_gguf_split(int argc, char **argv);
+int rw_cmd_imatrix(int argc, char **argv);
 int rw_cmd_logits(int argc, char **argv);
 int rw_cmd_perplexity(int argc, char **argv);
 int rw_cmd_generate(int argc, char **argv);

@@ -485,6 +485,16 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
     return RW_OK;
 }
 
+/* The calling thread's observer (rw_matmul_observe): set by one thread for
+ * its own products, so no lock. */
+static _Thread_local rw_matmul_observer_fn observer;
+static _Thread_local void *observer_ctx;
+
+void rw_matmul_observe(rw_matmul_observer_fn fn, void *ctx) {
+    observer = fn;
+    observer_ctx = ctx;
+}
+
 rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,
                             int64_t x_stride, float *y, int64_t y_stride, rw_threadpool *pool, rw_error *err) {
     if (!w || n_groups < 0 || w->n_in <= 0 || w->n_out < 0 || (n_groups && !groups))
@@ -505,6 +515,8 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     if (st) return st;
     mm_spec *specs = malloc(sizeof *specs * (size_t)n_groups); /* freed below */
     if (!specs) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
+    for (int64_t g = 0; observer && g < n_groups; g++)
+        if (groups[g].n_rows) observer(observer_ctx, groups[g].data, w->n_in, x, x_stride, groups[g].x_rows, groups[g].n_rows);
     for (int64_t g = 0; g < n_groups; g++)
         specs[g] = (mm_spec){.w = groups[g].data,
                              .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
@@ -563,6 +575,8 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
                                       .y_stride = y_strides[i],
                                       .n_rows = n_rows};
         }
+        for (int i = i0; observer && i < i1; i++)
+            observer(observer_ctx, ws[i]->data, ws[i]->n_in, x, x_stride, NULL, n_rows);
         rw_status st = run_specs(k, ws[i0]->n_in, specs, i1 - i0, true, x, x_stride, pool, err);
         for (int i = i0; !st && i < i1; i++)
             if (ws[i]->lowrank)

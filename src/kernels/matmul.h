@@ -159,6 +159,16 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
 rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const int64_t *y_strides, int n_w,
                           const float *x, int64_t x_stride, int64_t n_rows, rw_threadpool *pool, rw_error *err);
 
+/* What reaches each weight matrix (importance matrices, models/imatrix.c):
+ * once set, every product the calling thread runs first calls fn with the
+ * weights' address (one expert's for a grouped product; for a low-rank
+ * update's A too), their row length, and its input rows: row r at x +
+ * (x_rows ? x_rows[r] : r) * x_stride. The products are unchanged. NULL
+ * stops; a thread's setting is its own. */
+typedef void (*rw_matmul_observer_fn)(void *ctx, const void *w_data, int64_t n_in, const float *x, int64_t x_stride,
+                                      const int32_t *x_rows, int64_t n_rows);
+void rw_matmul_observe(rw_matmul_observer_fn fn, void *ctx);
+
 /* ---- Kernel tiers ---------------------------------------------------- */
 
 typedef enum {

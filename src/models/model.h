@@ -317,4 +317,19 @@ rw_status rw_model_seq_mtp_rewind(rw_model_seq *s, int64_t n, rw_error *err);
 /* The trunk's stored hidden row of position pos < length into out[n_embd]. */
 rw_status rw_model_seq_mtp_hidden(const rw_model_seq *s, int64_t pos, float *out, rw_error *err);
 
+/* ---- importance matrices (imatrix.c) ----
+ * The statistics llama-imatrix collects (for each weight matrix of the
+ * blocks, the sums of the squared activations per input column and the
+ * rows counted), from every pass of m's sequences that the calling thread
+ * runs between _begin and _end (one collector per thread at a time).
+ * process_output: output.weight too. _save writes llama-imatrix's GGUF
+ * layout (dataset: the calibration text's name, or NULL); an error when no
+ * product was seen. */
+typedef struct rw_model_imatrix rw_model_imatrix;
+rw_status rw_model_imatrix_begin(const rw_model *m, bool process_output, rw_model_imatrix **out, rw_error *err);
+size_t rw_model_imatrix_entries(const rw_model_imatrix *c);
+rw_status rw_model_imatrix_save(const rw_model_imatrix *c, const char *path, const char *dataset, uint32_t chunk_count,
+                                uint32_t chunk_size, rw_error *err);
+void rw_model_imatrix_end(rw_model_imatrix *c); /* stops collecting and frees; no-op on NULL */
+
 #endif

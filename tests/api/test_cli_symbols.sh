@@ -18,7 +18,7 @@ set -u
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
 build="${RW_BUILD:-build}"
-ON_HEADER=(main options cli_model cli_spec cli_json cmd_inspect cmd_gguf_split cmd_logits cmd_generate cmd_chat_template
+ON_HEADER=(main options cli_model cli_spec cli_json cmd_inspect cmd_gguf_split cmd_imatrix cmd_logits cmd_generate cmd_chat_template
   cmd_tokenize cmd_serve cmd_cache_verify cmd_perplexity perplexity_kld perplexity_hellaswag cmd_quantize)
 NOT_ON_HEADER=(cmd_synth)
 declare -A BENCH_BELOW_API=(

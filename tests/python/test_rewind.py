@@ -236,6 +236,30 @@ class TestModel(unittest.TestCase):
             with self.assertRaises(rewind.IOFailureError):
                 rewind.quantize(QWEN3, out, "Q4_K_M", imatrix=os.path.join(d, "none.dat"))
 
+    def test_imatrix(self):
+        # statistics of 2 chunks of 32 tokens: saved in llama-imatrix's
+        # layout (64 rows counted per matrix), and quantize takes them
+        ids = (self.prompt_ids * 8)[:64]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.imatrix.gguf")
+            with self.m.imatrix() as im:
+                with self.assertRaises(rewind.InvalidArgumentError):
+                    im.save(path)  # nothing seen yet
+                for c in range(2):
+                    with self.m.seq(n_ctx=64) as s:
+                        s.eval(ids[32 * c:32 * c + 32])
+                im.save(path, dataset="ids", chunks=2, chunk_size=32)
+            out = subprocess.check_output([os.path.join(ROOT, "build", "rewind"), "inspect", path, "--json"])
+            j = json.loads(out)
+            self.assertEqual(j["metadata"]["imatrix.datasets"], ["ids"])
+            counts = [t for t in j["tensors"] if t["name"].endswith(".counts")]
+            self.assertGreater(len(counts), 0)
+            with open(path, "rb") as f:
+                data = f.read()
+            for t in counts:
+                self.assertEqual(struct.unpack("<f", data[t["offset"]:t["offset"] + 4])[0], 64.0)
+            rewind.quantize(QWEN3, os.path.join(d, "q.gguf"), "Q4_K_M", imatrix=path)
+
     def test_gguf_split(self):
         # the qwen3 fixture split 20 tensors a part opens from its first part
         # and computes the one file's logits bit for bit; a later part is an

@@ -408,6 +408,9 @@ _PROTOTYPES = {
         _S, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(rw_quantize_params), _E]
     ),
     "rw_quantize_type": (ctypes.c_char_p, [ctypes.c_size_t]),
+    "rw_imatrix_begin": (_S, [_P, ctypes.c_bool, ctypes.POINTER(_P), _E]),
+    "rw_imatrix_save": (_S, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32, _E]),
+    "rw_imatrix_end": (None, [_P]),
     # The server-grade calls (include/rewind.h, "Building a server on the
     # library"): declared so they can be called raw; their structs are passed
     # as pointers (c_void_p) the caller fills with ctypes of its own.

@@ -288,6 +288,45 @@ class Model:
 
         return Engine(self, **params)
 
+    def imatrix(self, process_output=False):
+        """Collects llama-imatrix's statistics of this model's weights from
+        the Seq evaluations this thread runs while the returned Imatrix is
+        open (a context manager); .save(path, dataset=None, chunks=0,
+        chunk_size=0) writes them in llama-imatrix's GGUF layout, for
+        rewind.quantize(..., imatrix=path)."""
+        return Imatrix(self, process_output)
+
+
+class Imatrix:
+    """An importance matrix being collected (Model.imatrix)."""
+
+    def __init__(self, model, process_output):
+        self._lib = model._lib
+        h = ctypes.c_void_p()
+        err = _ffi.rw_error()
+        _ffi.check(self._lib.rw_imatrix_begin(model._handle(), process_output, ctypes.byref(h), ctypes.byref(err)),
+                   err)
+        self._h, self._model = h.value, model  # the model outlives the collector
+
+    def save(self, path, dataset=None, chunks=0, chunk_size=0):
+        err = _ffi.rw_error()
+        _ffi.check(self._lib.rw_imatrix_save(self._h, os.fsencode(path), dataset.encode() if dataset else None,
+                                             chunks, chunk_size, ctypes.byref(err)), err)
+
+    def close(self):
+        h, self._h = self._h, None
+        if h:
+            self._lib.rw_imatrix_end(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
 
 _END = object()
 
