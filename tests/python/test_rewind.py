@@ -249,7 +249,8 @@ class TestModel(unittest.TestCase):
                     with self.m.seq(n_ctx=64) as s:
                         s.eval(ids[32 * c:32 * c + 32])
                 im.save(path, dataset="ids", chunks=2, chunk_size=32)
-            out = subprocess.check_output([os.path.join(ROOT, "build", "rewind"), "inspect", path, "--json"])
+            rw = os.path.join(os.path.dirname(os.environ.get("REWIND_LIBRARY", os.path.join(ROOT, "build", "x"))), "rewind")
+            out = subprocess.check_output([rw, "inspect", path, "--json"])
             j = json.loads(out)
             self.assertEqual(j["metadata"]["imatrix.datasets"], ["ids"])
             counts = [t for t in j["tensors"] if t["name"].endswith(".counts")]
