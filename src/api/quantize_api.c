@@ -22,9 +22,11 @@ rw_status rw_quantize_file(const char *in_path, const char *out_path, const char
                            rw_error *err) {
     rw_quantize_params q = rw_quantize_params_default();
     rw_status s = rw_api__params_in(&q, sizeof q, RW_API__QUANTIZE_PARAMS_V1, p, "rw_quantize_params", err);
-    rw_quantize_options o = {
-        .type = type, .pure = q.pure, .allow_requantize = q.allow_requantize, .n_threads = q.n_threads,
-        .imatrix = q.imatrix};
+    rw_quantize_options o = {.type = type,
+                             .pure = q.pure,
+                             .allow_requantize = q.allow_requantize,
+                             .n_threads = q.n_threads,
+                             .imatrix = q.imatrix};
     if (!s) s = tensor_type(q.output_type, "output_type", &o.output_type, err);
     if (!s) s = tensor_type(q.token_embd_type, "token_embd_type", &o.token_embd_type, err);
     return s ? s : rw_quantize_write(in_path, out_path, &o, err);

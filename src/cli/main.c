@@ -26,7 +26,8 @@ static const cli_command commands[] = {
      "quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [--output-tensor-type T] "
      "[--token-embedding-type T] [--imatrix FILE] [--threads N]"},
     {"imatrix", rw_cmd_imatrix,
-     "imatrix MODEL -f TEXT [-o imatrix.gguf] [--ctx N] [--chunks N] [--process-output] [--threads N] [--kernels TIER]"},
+     "imatrix MODEL -f TEXT [-o imatrix.gguf] [--ctx N] [--chunks N] [--process-output] [--threads N] [--kernels "
+     "TIER]"},
     {"gguf-split", rw_cmd_gguf_split,
      "gguf-split [--split-max-tensors N | --split-max-size N(M|G)] IN.gguf OUT_PREFIX\n"
      "       rewind gguf-split --merge FIRST_PART.gguf OUT.gguf"},

@@ -516,7 +516,8 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     mm_spec *specs = malloc(sizeof *specs * (size_t)n_groups); /* freed below */
     if (!specs) return rw_errorf(err, RW_ERR_NOMEM, "matmul: out of memory");
     for (int64_t g = 0; observer && g < n_groups; g++)
-        if (groups[g].n_rows) observer(observer_ctx, groups[g].data, w->n_in, x, x_stride, groups[g].x_rows, groups[g].n_rows);
+        if (groups[g].n_rows)
+            observer(observer_ctx, groups[g].data, w->n_in, x, x_stride, groups[g].x_rows, groups[g].n_rows);
     for (int64_t g = 0; g < n_groups; g++)
         specs[g] = (mm_spec){.w = groups[g].data,
                              .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,

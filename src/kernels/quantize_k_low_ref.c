@@ -143,10 +143,8 @@ void rw_quantize_q3_K_ref(const float *x, rw_block_q3_K *y, int64_t nb) {
 /* 6-bit scale j (0..63, 32 = zero): low nibbles in bytes 0..7, top 2 bits
  * in 8..11 (scales zeroed first). */
 void rw_q3_K_set_scale(uint8_t scales[12], int j, int l) {
-    if (j < 8)
-        scales[j] = (uint8_t)(l & 0xf);
-    else
-        scales[j - 8] |= (uint8_t)((l & 0xf) << 4);
+    if (j < 8) scales[j] = (uint8_t)(l & 0xf);
+    else scales[j - 8] |= (uint8_t)((l & 0xf) << 4);
     scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
 }
 

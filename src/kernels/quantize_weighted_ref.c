@@ -16,8 +16,7 @@
 #include "kernels/quant_int.h"
 
 #define GROUP_MAX_EPS 1e-15f
-#define WFIT_SEARCH -0.9f, 0.05f, 36 /* rmin, rdelta, nstep of the asymmetric sub-block fits */
-
+#define WFIT_SEARCH   -0.9f, 0.05f, 36 /* rmin, rdelta, nstep of the asymmetric sub-block fits */
 
 /* Fits non-negative x ~ scale * L (L in 0..nmax) minimising the w-weighted
  * squared error: the best of 9 scales near nmax/max, then up to 5 rounds

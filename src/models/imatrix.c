@@ -142,7 +142,7 @@ rw_status rw_model_imatrix_save(const rw_model_imatrix *c, const char *path, con
                                 uint32_t chunk_size, rw_error *err) {
     const size_t n = rw_gguf_n_tensors(c->g);
     size_t *order = malloc((n ? n : 1) * sizeof *order); /* freed below */
-    float *counts = NULL;                                 /* every entry's counts as floats; freed below */
+    float *counts = NULL;                                /* every entry's counts as floats; freed below */
     size_t n_ent = 0, n_counts = 0;
     for (size_t i = 0; order && i < n; i++)
         if (c->stats[i].values) order[n_ent++] = i, n_counts += (size_t)n_experts(tensor(c, i));
@@ -150,7 +150,8 @@ rw_status rw_model_imatrix_save(const rw_model_imatrix *c, const char *path, con
     rw_status s = order && w && (counts = malloc((n_counts ? n_counts : 1) * sizeof *counts))
                       ? RW_OK
                       : rw_errorf(err, RW_ERR_NOMEM, "no memory to write the importance matrix");
-    if (!s && !n_ent) s = rw_errorf(err, RW_ERR_INVALID_ARG, "no product of the model's weights was seen: nothing to save");
+    if (!s && !n_ent)
+        s = rw_errorf(err, RW_ERR_INVALID_ARG, "no product of the model's weights was seen: nothing to save");
     if (!s) rw_qsort_r(order, n_ent, sizeof *order, by_name, (void *)c);
     const char *datasets[1] = {dataset};
     if (!s) s = rw_gguf_writer_add_str(w, "general.type", "imatrix", err);

@@ -22,7 +22,7 @@
 #include "gguf/gguf.h"
 #include "quantize/quantize_int.h"
 
-#define SUMS_SUFFIX ".in_sum2"
+#define SUMS_SUFFIX   ".in_sum2"
 #define COUNTS_SUFFIX ".counts"
 
 void rw_imatrix_free(rw_imatrix *im) {
@@ -87,7 +87,8 @@ static rw_status load_gguf(const char *path, rw_imatrix *im, rw_error *err) {
     if (s) return s;
     const rw_gguf_value *ds = rw_gguf_get(g, "imatrix.datasets");
     if (!ds || !rw_gguf_get(g, "imatrix.chunk_count") || !rw_gguf_get(g, "imatrix.chunk_size"))
-        s = rw_errorf(err, RW_ERR_FORMAT, "no imatrix metadata (imatrix.datasets, chunk_count, chunk_size): not llama-imatrix's file");
+        s = rw_errorf(err, RW_ERR_FORMAT,
+                      "no imatrix metadata (imatrix.datasets, chunk_count, chunk_size): not llama-imatrix's file");
     rw_gguf_str first;
     if (!s && ds->type == RW_GGUF_ARRAY && ds->arr.type == RW_GGUF_STRING && rw_gguf_arr_str(ds, 0, &first) &&
         !(im->dataset = dup_n(first.ptr, (size_t)first.len)))

@@ -34,8 +34,8 @@ typedef struct {
     rw_dtype type;
     uint8_t *dst;
     uint64_t n_in, n_rows, src_row_bytes, dst_row_bytes;
-    uint64_t rows_per_expert; /* ne[1]: the rows that share one expert's weights */
-    const float *qw;          /* importance weights, or NULL */
+    uint64_t rows_per_expert;    /* ne[1]: the rows that share one expert's weights */
+    const float *qw;             /* importance weights, or NULL */
     float *x;                    /* n_in floats per thread, owned by convert_tensor */
     _Atomic rw_status first_err; /* RW_OK until a row fails */
 } convert_job;
@@ -66,8 +66,8 @@ static void convert_task(void *ctx, int64_t task, int thread) {
 
 /* Converts a tensor's rows on the pool, through f32. */
 static rw_status convert_rows(const out_tensor *o, const rw_gguf_tensor *info, void *dst, rw_error *err) {
-    convert_job j = {.src = o->src, .type = o->type, .dst = dst, .n_in = info->ne[0], .rows_per_expert = info->ne[1],
-                     .qw = o->qw};
+    convert_job j = {
+        .src = o->src, .type = o->type, .dst = dst, .n_in = info->ne[0], .rows_per_expert = info->ne[1], .qw = o->qw};
     j.n_rows = info->ne[1] * info->ne[2] * info->ne[3];
     rw_dtype_row_bytes(o->src->type, j.n_in, &j.src_row_bytes);
     rw_dtype_row_bytes(o->type, j.n_in, &j.dst_row_bytes);

@@ -41,7 +41,7 @@ typedef struct {
     /* llama-quantize's --output-tensor-type / --token-embedding-type:
      * RW_TYPE_COUNT for the mix's (a zeroed struct means F32: set both) */
     rw_dtype output_type, token_embd_type;
-    const char *imatrix;   /* llama-imatrix's file (llama-quantize --imatrix), or NULL */
+    const char *imatrix; /* llama-imatrix's file (llama-quantize --imatrix), or NULL */
 } rw_quantize_options;
 
 /* Writes in_path's model to out_path (atomically, via out_path.tmp) with

@@ -42,8 +42,8 @@ rw_dtype rw_quantize__tensor_type(rw_quantize_mix *m, const rw_gguf_tensor *t);
 /* An importance matrix (imatrix.c): per weight name, the mean square of
  * the activations each input column saw, ne[0] values per expert. */
 typedef struct {
-    char *name;     /* the weight's tensor name (owned) */
-    float *values;  /* n (owned) */
+    char *name;    /* the weight's tensor name (owned) */
+    float *values; /* n (owned) */
     uint64_t n;
 } rw_imatrix_entry;
 
@@ -58,6 +58,6 @@ typedef struct {
  * reads it; a non-finite value is an error. Free with rw_imatrix_free. */
 rw_status rw_imatrix_load(const char *path, rw_imatrix **out, rw_error *err);
 const rw_imatrix_entry *rw_imatrix_find(const rw_imatrix *im, const char *name); /* NULL if absent */
-void rw_imatrix_free(rw_imatrix *im); /* no-op on NULL */
+void rw_imatrix_free(rw_imatrix *im);                                            /* no-op on NULL */
 
 #endif
