@@ -368,6 +368,18 @@ static int usage(void) {
     return 2;
 }
 
+/* A model's bytes before it is loaded: its file's size, or a split model's
+ * parts' (the first part opens them all; only mapped, not read). 0 when it
+ * cannot be opened (its load will say why). */
+static size_t model_bytes(const char *path) {
+    rw_model_file *f = NULL;
+    rw_error err = {0};
+    if (rw_model_file_open(path, &f, &err)) return 0;
+    const size_t n = (size_t)rw_model_file_size(f);
+    rw_model_file_close(f);
+    return n;
+}
+
 static int run_serve(int argc, char **argv, rw_cli_lora *lora) {
     /* SIGINT/SIGTERM go to signal_main only: blocked before any other thread starts */
     sigemptyset(&stop_sigs);
@@ -557,10 +569,9 @@ static int run_serve(int argc, char **argv, rw_cli_lora *lora) {
             rw_errorf(&err, RW_ERR_NOMEM, "out of memory");
             goto fail;
         }
-        struct stat fst;
         src[i] = (rw_server_model_source){.id = sm->id,
                                           .alt_id = strcmp(sm->id, sm->file_id) ? sm->file_id : NULL,
-                                          .est_bytes = stat(sm->path, &fst) ? 0 : (size_t)fst.st_size,
+                                          .est_bytes = model_bytes(sm->path),
                                           .n_ctx = ctx,
                                           .load = load_model,
                                           .unload = unload_model,
