@@ -101,6 +101,20 @@ static float sum(const float *x, int n) {
 
 /* ---- the 32-value types: sigma2 is the row's mean square ---- */
 
+/* 32 levels in nibbles (value j low, j + 16 high), and their fifth bits in
+ * qh (bit j of the little-endian word for value j). */
+static void pack4(const uint8_t L[RW_QK], uint8_t qs[RW_QK / 2]) {
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((L[j] & 0xf) | (L[j + 16] & 0xf) << 4);
+}
+
+static void pack5(const uint8_t L[RW_QK], uint8_t qs[RW_QK / 2], uint8_t qh_out[4]) {
+    uint32_t qh = 0;
+    pack4(L, qs);
+    for (int j = 0; j < 16; j++)
+        qh |= (uint32_t)((L[j] & 0x10u) >> 4) << j | (uint32_t)((L[j + 16] & 0x10u) >> 4) << (j + 16);
+    memcpy(qh_out, &qh, 4);
+}
+
 static void q4_0(const float *x, rw_block_q4_0 *y, int64_t n, const float *qw) {
     const float sigma2 = sum_squares(x, n) / (float)n;
     float w[RW_QK];
@@ -108,7 +122,7 @@ static void q4_0(const float *x, rw_block_q4_0 *y, int64_t n, const float *qw) {
     for (int64_t i = 0; i < n / RW_QK; i++, x += RW_QK, qw += RW_QK) {
         importance(x, qw, sigma2, w, RW_QK);
         y[i].d = rw_f32_to_f16(rw_fit_scale_sym(RW_QK, 8, x, w, L));
-        for (int j = 0; j < 16; j++) y[i].qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+        pack4(L, y[i].qs);
     }
 }
 
@@ -119,12 +133,7 @@ static void q5_0(const float *x, rw_block_q5_0 *y, int64_t n, const float *qw) {
     for (int64_t i = 0; i < n / RW_QK; i++, x += RW_QK, qw += RW_QK) {
         importance(x, qw, sigma2, w, RW_QK);
         y[i].d = rw_f32_to_f16(rw_fit_scale_sym(RW_QK, 16, x, w, L));
-        uint32_t qh = 0;
-        for (int j = 0; j < 16; j++) {
-            y[i].qs[j] = (uint8_t)((L[j] & 0xf) | (L[j + 16] & 0xf) << 4);
-            qh |= (uint32_t)((L[j] & 0x10u) >> 4) << j | (uint32_t)((L[j + 16] & 0x10u) >> 4) << (j + 16);
-        }
-        memcpy(y[i].qh, &qh, 4);
+        pack5(L, y[i].qs, y[i].qh);
     }
 }
 
@@ -137,7 +146,7 @@ static void q4_1(const float *x, rw_block_q4_1 *y, int64_t n, const float *qw) {
         importance(x, qw, sigma2, w, RW_QK);
         y[i].d = rw_f32_to_f16(rw_fit_scale_min(RW_QK, 15, x, w, L, &min, Laux, WFIT_SEARCH, false));
         y[i].m = rw_f32_to_f16(-min);
-        for (int j = 0; j < 16; j++) y[i].qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+        pack4(L, y[i].qs);
     }
 }
 
@@ -149,12 +158,7 @@ static void q5_1(const float *x, rw_block_q5_1 *y, int64_t n, const float *qw) {
         importance(x, qw, sigma2, w, RW_QK);
         y[i].d = rw_f32_to_f16(rw_fit_scale_min(RW_QK, 31, x, w, L, &min, Laux, WFIT_SEARCH, false));
         y[i].m = rw_f32_to_f16(-min);
-        uint32_t qh = 0;
-        for (int j = 0; j < 16; j++) {
-            y[i].qs[j] = (uint8_t)((L[j] & 0xf) | (L[j + 16] & 0xf) << 4);
-            qh |= (uint32_t)((L[j] & 0x10u) >> 4) << j | (uint32_t)((L[j + 16] & 0x10u) >> 4) << (j + 16);
-        }
-        memcpy(y[i].qh, &qh, 4);
+        pack5(L, y[i].qs, y[i].qh);
     }
 }
 
