@@ -1633,6 +1633,13 @@ typedef struct {
      * llama-quantize records them. NULL: none. (Added after the first
      * version: an older program's smaller struct leaves it NULL.) */
     const char *imatrix;
+    /* llama-quantize's --tensor-type overrides: "PATTERN=TYPE ..." (white
+     * space between items, as its --tensor-type-file): the first pattern
+     * (a regular expression, lowercased; \d and \w as ECMAScript's) found
+     * in a tensor's name gives its type instead of the mix's (then the
+     * fallback for rows its blocks do not divide). NULL: none. (Added
+     * after the first version, as imatrix.) */
+    const char *tensor_types;
 } rw_quantize_params;
 
 /* Every field 0 / NULL: the mix's types, the physical cores. */

@@ -26,7 +26,8 @@ rw_status rw_quantize_file(const char *in_path, const char *out_path, const char
                              .pure = q.pure,
                              .allow_requantize = q.allow_requantize,
                              .n_threads = q.n_threads,
-                             .imatrix = q.imatrix};
+                             .imatrix = q.imatrix,
+                             .tensor_types = q.tensor_types};
     if (!s) s = tensor_type(q.output_type, "output_type", &o.output_type, err);
     if (!s) s = tensor_type(q.token_embd_type, "token_embd_type", &o.token_embd_type, err);
     return s ? s : rw_quantize_write(in_path, out_path, &o, err);

@@ -24,7 +24,7 @@ static const cli_command commands[] = {
      "synth --arch ARCH --preset NAME [--type TYPE] [--seed S] [--vocab OTHER.gguf] [--mtp] [--threads N] -o OUT.gguf"},
     {"quantize", rw_cmd_quantize,
      "quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [--output-tensor-type T] "
-     "[--token-embedding-type T] [--imatrix FILE] [--threads N]"},
+     "[--token-embedding-type T] [--imatrix FILE] [--tensor-type PATTERN=T ...] [--threads N]"},
     {"imatrix", rw_cmd_imatrix,
      "imatrix MODEL -f TEXT [-o imatrix.gguf] [--ctx N] [--chunks N] [--process-output] [--threads N] [--kernels "
      "TIER]"},

@@ -4,10 +4,13 @@
  * projections of the first and last eighth of the layers and of every third
  * layer between, the output head); the rules that only apply to types
  * rewind cannot quantize (IQ1/IQ2/IQ3, imatrix-only types) are left out. */
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "kernels/quant.h"
 #include "quantize/quantize_int.h"
 
 static const rw_quantize_ftype FTYPES[] = {
@@ -126,9 +129,68 @@ static int64_t arch_int(const rw_gguf *g, const char *arch, const char *key, int
     return def;
 }
 
+/* A pattern as llama-quantize reads it (lowercased; std::regex's
+ * ECMAScript), for POSIX extended expressions: \d and \w spelled out. */
+static char *posix_pattern(const char *p, size_t n) {
+    char *out = malloc(n * 12 + 1), *o = out; /* freed by the caller */
+    for (size_t i = 0; out && i < n; i++) {
+        const char c = (char)tolower((unsigned char)p[i]);
+        if (c == '\\' && i + 1 < n && (p[i + 1] == 'd' || p[i + 1] == 'w')) {
+            const char *cls = p[++i] == 'd' ? "[0-9]" : "[a-z0-9_]";
+            memcpy(o, cls, strlen(cls));
+            o += strlen(cls);
+        } else *o++ = c;
+    }
+    if (out) *o = 0;
+    return out;
+}
+
+/* Compiles the PATTERN=TYPE items of list into m->overrides. */
+static rw_status compile_overrides(rw_quantize_mix *m, const char *list, rw_error *err) {
+    for (const char *p = list; p && *p;) {
+        while (isspace((unsigned char)*p)) p++;
+        const char *end = p;
+        while (*end && !isspace((unsigned char)*end)) end++;
+        if (end == p) break;
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        char type[32];
+        rw_dtype t;
+        const int tlen = eq ? (int)(end - eq - 1) : 0, ilen = (int)(end - p);
+        if (!eq || eq == p || tlen < 1 || tlen >= (int)sizeof type)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "tensor type override \"%.*s\": give PATTERN=TYPE", ilen, p);
+        snprintf(type, sizeof type, "%.*s", tlen, eq + 1);
+        if (!rw_dtype_from_name(type, &t) || !(t == RW_TYPE_F32 || rw_can_quantize(t)))
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "tensor type override \"%.*s\": no type %s to write", ilen, p,
+                             type);
+        rw_quantize_override *o = realloc(m->overrides, (size_t)(m->n_overrides + 1) * sizeof *o);
+        char *re = posix_pattern(p, (size_t)(eq - p));
+        if (o) m->overrides = o;
+        if (!o || !re) {
+            free(re);
+            return rw_errorf(err, RW_ERR_NOMEM, "no memory");
+        }
+        const int rc = regcomp(&m->overrides[m->n_overrides].re, re, REG_EXTENDED | REG_NOSUB);
+        free(re);
+        if (rc)
+            return rw_errorf(err, RW_ERR_INVALID_ARG, "tensor type override \"%.*s\": not a regular expression", ilen,
+                             p);
+        m->overrides[m->n_overrides++].type = t;
+        p = end;
+    }
+    return RW_OK;
+}
+
+void rw_quantize__mix_free(rw_quantize_mix *m) {
+    for (int i = 0; i < m->n_overrides; i++) regfree(&m->overrides[i].re);
+    free(m->overrides);
+    m->overrides = NULL;
+    m->n_overrides = 0;
+}
+
 rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_quantize_ftype *ft,
                                 const rw_quantize_options *o, rw_error *err) {
     char arch[64];
+    *m = (rw_quantize_mix){0};
     rw_status s = rw_gguf_get_cstr(g, "general.architecture", arch, sizeof arch, err);
     if (s) return s;
     *m = (rw_quantize_mix){.ft = ft,
@@ -149,7 +211,7 @@ rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_q
         if (k == K_ATTN_V) m->n_attn_v++;
         if (k == K_OUTPUT) m->tied = false;
     }
-    return RW_OK;
+    return compile_overrides(m, o->tensor_types, err);
 }
 
 /* The first and last eighth of n and every third between. */
@@ -250,6 +312,10 @@ rw_dtype rw_quantize__tensor_type(rw_quantize_mix *m, const rw_gguf_tensor *t) {
     if (k == K_OUTPUT && m->output_type != RW_TYPE_COUNT) return m->output_type;
     rw_dtype ty = m->ft->base;
     if (ty == RW_TYPE_F32 || ty == RW_TYPE_F16 || ty == RW_TYPE_BF16) return ty;
+    /* then --tensor-type: the first pattern found decides, and the mix is
+     * not asked (its counters do not advance for the tensor) */
+    for (int i = 0; i < m->n_overrides; i++)
+        if (!regexec(&m->overrides[i].re, t->name, 0, NULL, 0)) return fallback(t, m->overrides[i].type);
     if (!m->pure) ty = mix_type(m, t, ty);
     return fallback(t, ty);
 }

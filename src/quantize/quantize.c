@@ -123,39 +123,44 @@ static rw_status importance_of(const rw_imatrix *im, out_tensor *o, rw_error *er
 
 static bool plain_float(rw_dtype t) { return t == RW_TYPE_F32 || t == RW_TYPE_F16 || t == RW_TYPE_BF16; }
 
-/* Chooses every tensor's type; fails on one that cannot be converted. */
+/* The type of tensor i of ts (in the output's order) and its weights;
+ * fails on one that cannot be converted. */
+static rw_status plan_tensor(rw_quantize_mix *mix, const rw_quantize_options *o, const job *jb, out_tensor *ts,
+                             rw_error *err) {
+    const rw_gguf_tensor *t = ts->src;
+    ts->type = rw_quantize__converts(t) ? rw_quantize__tensor_type(mix, t) : t->type;
+    if (ts->type == RW_TYPE_COUNT)
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: rows of %llu do not divide into %s blocks", t->name,
+                         (unsigned long long)t->ne[0], mix->ft->name);
+    if (t->ne[0] % rw_dtype_block_size(ts->type))
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: rows of %llu do not divide into %s blocks", t->name,
+                         (unsigned long long)t->ne[0], rw_dtype_name(ts->type));
+    if (ts->type == t->type) return RW_OK;
+    if (!plain_float(t->type) && !o->allow_requantize)
+        return rw_errorf(err, RW_ERR_UNSUPPORTED,
+                         "%s is already %s: converting it again loses more than quantizing the original; "
+                         "start from the F32/F16/BF16 file, or allow requantizing",
+                         t->name, rw_dtype_name(t->type));
+    if (!rw_can_dequantize(t->type))
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: type %s cannot be read as floats", t->name,
+                         rw_dtype_name(t->type));
+    if (ts->type != RW_TYPE_F32 && !rw_can_quantize(ts->type))
+        return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: no quantizer for %s", t->name, rw_dtype_name(ts->type));
+    return importance_of(jb->im, ts, err);
+}
+
+/* Chooses every tensor's type, in the output's order. */
 static rw_status plan_types(const rw_gguf *g, const rw_quantize_ftype *ft, const rw_quantize_options *o, const job *jb,
                             out_tensor *ts, rw_error *err) {
     rw_quantize_mix mix;
     rw_status s = rw_quantize__mix_init(&mix, g, ft, o, err);
-    if (s) return s;
     mix.has_imatrix = jb->im != NULL;
     const size_t n = rw_gguf_n_tensors(g);
     for (size_t i = 0; i < n; i++) ts[i] = (out_tensor){.src = rw_gguf_tensor_at(g, i), .jb = jb};
     qsort(ts, n, sizeof *ts, by_layer_then_name);
-    for (size_t i = 0; i < n; i++) {
-        const rw_gguf_tensor *t = ts[i].src;
-        ts[i].type = rw_quantize__converts(t) ? rw_quantize__tensor_type(&mix, t) : t->type;
-        if (ts[i].type == RW_TYPE_COUNT)
-            return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: rows of %llu do not divide into %s blocks", t->name,
-                             (unsigned long long)t->ne[0], ft->name);
-        if (t->ne[0] % rw_dtype_block_size(ts[i].type))
-            return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: rows of %llu do not divide into %s blocks", t->name,
-                             (unsigned long long)t->ne[0], rw_dtype_name(ts[i].type));
-        if (ts[i].type == t->type) continue;
-        if (!plain_float(t->type) && !o->allow_requantize)
-            return rw_errorf(err, RW_ERR_UNSUPPORTED,
-                             "%s is already %s: converting it again loses more than quantizing the original; "
-                             "start from the F32/F16/BF16 file, or allow requantizing",
-                             t->name, rw_dtype_name(t->type));
-        if (!rw_can_dequantize(t->type))
-            return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: type %s cannot be read as floats", t->name,
-                             rw_dtype_name(t->type));
-        if (ts[i].type != RW_TYPE_F32 && !rw_can_quantize(ts[i].type))
-            return rw_errorf(err, RW_ERR_UNSUPPORTED, "%s: no quantizer for %s", t->name, rw_dtype_name(ts[i].type));
-        if ((s = importance_of(jb->im, &ts[i], err))) return s;
-    }
-    return RW_OK;
+    for (size_t i = 0; !s && i < n; i++) s = plan_tensor(&mix, o, jb, &ts[i], err);
+    rw_quantize__mix_free(&mix);
+    return s;
 }
 
 /* What llama-quantize records of the importance matrix, after the file

@@ -42,6 +42,10 @@ typedef struct {
      * RW_TYPE_COUNT for the mix's (a zeroed struct means F32: set both) */
     rw_dtype output_type, token_embd_type;
     const char *imatrix; /* llama-imatrix's file (llama-quantize --imatrix), or NULL */
+    /* llama-quantize's --tensor-type overrides: PATTERN=TYPE items separated
+     * by white space (a regular expression searched for in each tensor's
+     * name, lowercased; the first found gives the type), or NULL */
+    const char *tensor_types;
 } rw_quantize_options;
 
 /* Writes in_path's model to out_path (atomically, via out_path.tmp) with

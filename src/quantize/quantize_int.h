@@ -3,11 +3,20 @@
 #ifndef RW_QUANTIZE_QUANTIZE_INT_H
 #define RW_QUANTIZE_QUANTIZE_INT_H
 
+#include <regex.h>
+
 #include "gguf/gguf.h"
 #include "quantize/quantize.h"
 
 /* What the rules need to know of the model, and the counters they keep
  * while the tensors are visited in the output's order. */
+/* One --tensor-type override: the first pattern found in a tensor's name
+ * gives its type. */
+typedef struct {
+    regex_t re;
+    rw_dtype type;
+} rw_quantize_override;
+
 typedef struct {
     const rw_quantize_ftype *ft;
     bool pure;
@@ -16,6 +25,8 @@ typedef struct {
     bool is_70b;    /* a llama of 80 layers with grouped KV heads (llama.cpp's 70B type) */
     bool tied;      /* no output.weight: the token embedding is the output head too */
     bool has_imatrix; /* an importance matrix is given (two rules change) */
+    rw_quantize_override *overrides; /* n_overrides, owned (rw_quantize__mix_free) */
+    int n_overrides;
     int n_layer;    /* block_count */
     int n_expert;   /* expert_count, at least 1 */
     int n_gqa;      /* query heads per KV head of the first layer (0 if it has none) */
@@ -24,10 +35,12 @@ typedef struct {
     int i_ffn_down; /* ffn_down tensors visited so far */
 } rw_quantize_mix;
 
-/* Reads the model's facts from g; the counters start at zero. Fails on a
- * file without general.architecture. */
+/* Reads the model's facts from g and compiles o->tensor_types; the
+ * counters start at zero. Fails on a file without general.architecture or
+ * on a bad override. Free with rw_quantize__mix_free (also after a failure). */
 rw_status rw_quantize__mix_init(rw_quantize_mix *m, const rw_gguf *g, const rw_quantize_ftype *ft,
                                 const rw_quantize_options *o, rw_error *err);
+void rw_quantize__mix_free(rw_quantize_mix *m);
 
 /* Whether llama-quantize converts tensor t at all (2-D or 3-D weights, not
  * norms, routers, convolution kernels, ...). */

@@ -235,6 +235,15 @@ class TestModel(unittest.TestCase):
                     self.assertEqual(hashlib.sha256(f.read()).hexdigest(), want)
             with self.assertRaises(rewind.IOFailureError):
                 rewind.quantize(QWEN3, out, "Q4_K_M", imatrix=os.path.join(d, "none.dat"))
+            # --tensor-type: the named tensors get the type
+            rewind.quantize(QWEN3, out, "Q4_K_M", tensor_types=["attn_q=q8_0", r"blk\.\d+\.ffn_up=q5_0"])
+            j = json.loads(subprocess.check_output([os.path.join(os.path.dirname(os.environ.get(
+                "REWIND_LIBRARY", os.path.join(ROOT, "build", "x"))), "rewind"), "inspect", out, "--json"]))
+            types = {t["name"]: t["type"] for t in j["tensors"]}
+            self.assertEqual(types["blk.0.attn_q.weight"].upper(), "Q8_0")
+            self.assertEqual(types["blk.0.ffn_up.weight"].upper(), "Q5_0")
+            with self.assertRaises(rewind.InvalidArgumentError):
+                rewind.quantize(QWEN3, out, "Q4_K_M", tensor_types="attn_q=q9_9")
 
     def test_imatrix(self):
         # statistics of 2 chunks of 32 tokens: saved in llama-imatrix's

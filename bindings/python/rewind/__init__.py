@@ -92,7 +92,7 @@ def quantize_types():
 
 
 def quantize(src, dst, type, pure=False, allow_requantize=False, threads=0, output_type=None,
-             token_embd_type=None, imatrix=None):
+             token_embd_type=None, imatrix=None, tensor_types=None):
     """Writes the model file src to dst with its weights converted to type
     (one of quantize_types()), the file llama-quantize writes from the same
     input, type and options: the same per-tensor types and bytes. pure:
@@ -100,13 +100,18 @@ def quantize(src, dst, type, pure=False, allow_requantize=False, threads=0, outp
     weights that are already quantized (through f32); output_type,
     token_embd_type: a tensor type ("q8_0") for the output head / the token
     embedding instead of the mix's; imatrix: llama-imatrix's importance
-    matrix file (llama-quantize --imatrix)."""
+    matrix file (llama-quantize --imatrix); tensor_types: llama-quantize's
+    --tensor-type overrides, ["PATTERN=TYPE", ...] (the first pattern
+    found in a tensor's name gives its type)."""
     lib = _ffi.load()
     p = lib.rw_quantize_params_default()
     p.pure, p.allow_requantize, p.n_threads = pure, allow_requantize, threads
     p.output_type = output_type.encode() if output_type else None
     p.token_embd_type = token_embd_type.encode() if token_embd_type else None
     p.imatrix = os.fsencode(imatrix) if imatrix else None
+    if isinstance(tensor_types, str):
+        tensor_types = [tensor_types]
+    p.tensor_types = " ".join(tensor_types).encode() if tensor_types else None
     err = _ffi.rw_error()
     _ffi.check(lib.rw_quantize_file(os.fsencode(src), os.fsencode(dst), type.encode(), ctypes.byref(p),
                                     ctypes.byref(err)), err)

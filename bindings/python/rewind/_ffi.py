@@ -217,6 +217,7 @@ class rw_quantize_params(ctypes.Structure):
         ("output_type", ctypes.c_char_p),
         ("token_embd_type", ctypes.c_char_p),
         ("imatrix", ctypes.c_char_p),
+        ("tensor_types", ctypes.c_char_p),
     ]
 
 
