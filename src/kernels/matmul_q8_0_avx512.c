@@ -751,8 +751,8 @@ static void convert_q8_0_p(const float *const *rows, int n_rows, void *xp, int64
 /* Block b of the 16 weight rows from row0 (ws apart; n_left of them
  * exist) into one panel block: dword s of each row at [s][4 * row], each
  * byte XORed with bias (0x80: biased +128 to unsigned; 0: left signed),
- * and the rows' f16 scales; missing rows get weights and scales 0. Shared
- * by both Q8_0 panel forms. */
+ * and the rows' f16 scales; missing rows get weights and scales 0. The
+ * ggml-order panel form's packer (pack_q8_0_p has its own, faster). */
 static void pack_q8_0_block(const uint8_t *row0, size_t ws, int n_left, int64_t b, uint8_t bias, uint8_t q[8][64],
                             uint16_t d[16]) {
     /* a transpose of dwords: gather dword s of the 16 rows' blocks (panels
@@ -772,19 +772,49 @@ static void pack_q8_0_block(const uint8_t *row0, size_t ws, int n_left, int64_t 
     _mm256_storeu_si256((__m256i *)d, _mm512_cvtepi32_epi16(dv)); /* the low half: the f16 scale */
 }
 
+/* Q8_0's panels by a transpose instead of gathers (pack_q8_0_block): the
+ * pair of blocks 8o+2k, 8o+2k+1 of each of the 16 rows in one register
+ * (dwords 0-7, 8-15), one 16 x 16 transpose giving both panel blocks, in
+ * the order of pack_q8_0_block's callers (k, then o, then the pair): the
+ * same bytes as its gathers of single dwords, in a third of their time on
+ * Zen 5. Rows past n_out are 0 (weight 0 after the bias). */
 static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
     for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
         wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
         uint16_t(*d)[16] = (uint16_t(*)[16])(q + nb);
+        const int nl = n_out - p0 < Q8P_ROWS ? (int)(n_out - p0) : Q8P_ROWS;
+        const uint8_t *row0 = w + (size_t)p0 * ws;
         for (int k = 0; k < 4; k++)
-            for (int64_t o = 0; o < n_oct; o++)
-                for (int h = 0; h < 2; h++) {
-                    const int64_t b = 8 * o + 2 * k + h;
-                    if (b >= nb) continue;
-                    pack_q8_0_block(w + (size_t)p0 * ws, ws, (int)(n_out - p0), b, 0x80, q->q, *d);
-                    q++, d++;
+            for (int64_t o = 0; o < n_oct; o++) {
+                const int64_t b = 8 * o + 2 * k;
+                if (b >= nb) continue;
+                const int two = b + 1 < nb;
+                __m512i r[16];
+                _Pragma("GCC unroll 16") for (int l = 0; l < Q8P_ROWS; l++) {
+                    if (l < nl) {
+                        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(row0 + (size_t)l * ws) + b;
+                        const __m256i lo = _mm256_loadu_si256((const __m256i *)blk[0].qs);
+                        r[l] = _mm512_inserti64x4(
+                            _mm512_castsi256_si512(lo),
+                            two ? _mm256_loadu_si256((const __m256i *)blk[1].qs) : _mm256_setzero_si256(), 1);
+                        memcpy(&d[0][l], &blk[0].d, sizeof(uint16_t));
+                        if (two) memcpy(&d[1][l], &blk[1].d, sizeof(uint16_t));
+                    } else {
+                        r[l] = _mm512_setzero_si512();
+                        d[0][l] = 0;
+                        if (two) d[1][l] = 0;
+                    }
                 }
+                transpose16x16(r);
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
+                    _mm512_storeu_si512(q[0].q[s], _mm512_xor_si512(r[s], bias));
+                if (two)
+                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
+                        _mm512_storeu_si512(q[1].q[s], _mm512_xor_si512(r[8 + s], bias));
+                q += 1 + two, d += 1 + two;
+            }
     }
 }
 

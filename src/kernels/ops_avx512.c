@@ -16,17 +16,20 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* One token of the kernel-4 causal conv, 16 channels at a time, with
- * ops_conv.c's operations per channel: the four products added one by one
- * onto +0 (oldest tap first; a multiply then an add, or one fma if fused),
- * then the bias. The [channel][4] weights and [channel][3] state are taken apart and
- * put back together with permutes. */
-int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, bool fused, float *state, float *yt) {
+/* The kernel-4 causal conv over a run of n_t tokens, 16 channels at a time
+ * through every token (taps and state stay in registers), with ops_conv.c's
+ * operations per channel: the four products added one by one onto +0
+ * (oldest tap first; a multiply then an add, or one fma if fused), then the
+ * bias. The [channel][4] weights and [channel][3] state are taken apart and
+ * put back together with permutes, once per 16 channels. Returns the
+ * channels done (a multiple of 16); ops_conv.c does the rest. */
+int rw_conv_k4_avx512(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,
+                      bool fused, float *state, float *y, int64_t y_stride) {
     const __m512i i4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i i3 = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45);
     const __mmask16 past32[3] = {0xF800, 0xF800, 0xFC00}; /* lanes whose 3j + k >= 32 */
-    /* the new state [s1 s2 x] per channel: element e = 16m + l of the
-     * output is vector k = e % 3's lane j = e / 3 (k = 0: s1, 1: s2, 2: x) */
+    /* the state [s0 s1 s2] per channel as stored: element e = 16m + l of
+     * the output is register k = e % 3's lane j = e / 3 (sk[k] below) */
     __m512i put[3];
     __mmask16 from_x[3] = {0, 0, 0};
     for (int m = 0; m < 3; m++) {
@@ -42,7 +45,6 @@ int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias,
     for (; c + 16 <= C; c += 16) {
         const float *wc = w + (int64_t)c * 4;
         float *st = state + (int64_t)c * 3;
-        const __m512 x = _mm512_loadu_ps(xt + c);
         const __m512 l0 = _mm512_loadu_ps(wc), l1 = _mm512_loadu_ps(wc + 16), l2 = _mm512_loadu_ps(wc + 32),
                      l3 = _mm512_loadu_ps(wc + 48);
         const __m512 s0 = _mm512_loadu_ps(st), s1 = _mm512_loadu_ps(st + 16), s2 = _mm512_loadu_ps(st + 32);
@@ -57,24 +59,30 @@ int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias,
             const __m512 t = _mm512_permutex2var_ps(s0, ik, s1);
             sk[k] = _mm512_mask_permutexvar_ps(t, past32[k], _mm512_sub_epi32(ik, _mm512_set1_epi32(32)), s2);
         }
-        __m512 sum = _mm512_setzero_ps();
-        if (fused) {
-            sum = _mm512_fmadd_ps(sk[0], wk[0], sum);
-            sum = _mm512_fmadd_ps(sk[1], wk[1], sum);
-            sum = _mm512_fmadd_ps(sk[2], wk[2], sum);
-            sum = _mm512_fmadd_ps(x, wk[3], sum);
-        } else {
-            sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[0], wk[0]));
-            sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[1], wk[1]));
-            sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[2], wk[2]));
-            sum = _mm512_add_ps(sum, _mm512_mul_ps(x, wk[3]));
+        const __m512 b = bias ? _mm512_loadu_ps(bias + c) : _mm512_setzero_ps();
+        for (int64_t t = 0; t < n_t; t++) {
+            const __m512 xc = _mm512_loadu_ps(x + t * x_stride + c); /* read before y (which may be x) is written */
+            __m512 sum = _mm512_setzero_ps();
+            if (fused) {
+                sum = _mm512_fmadd_ps(sk[0], wk[0], sum);
+                sum = _mm512_fmadd_ps(sk[1], wk[1], sum);
+                sum = _mm512_fmadd_ps(sk[2], wk[2], sum);
+                sum = _mm512_fmadd_ps(xc, wk[3], sum);
+            } else {
+                sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[0], wk[0]));
+                sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[1], wk[1]));
+                sum = _mm512_add_ps(sum, _mm512_mul_ps(sk[2], wk[2]));
+                sum = _mm512_add_ps(sum, _mm512_mul_ps(xc, wk[3]));
+            }
+            if (bias) sum = _mm512_add_ps(sum, b);
+            _mm512_storeu_ps(y + t * y_stride + c, sum);
+            sk[0] = sk[1], sk[1] = sk[2], sk[2] = xc;
         }
-        if (bias) sum = _mm512_add_ps(sum, _mm512_loadu_ps(bias + c));
+        /* the state [s0 s1 s2] per channel back in its [channel][3] layout */
         for (int m = 0; m < 3; m++) {
-            const __m512 o = _mm512_permutex2var_ps(sk[1], put[m], sk[2]);
-            _mm512_storeu_ps(st + 16 * m, _mm512_mask_permutexvar_ps(o, from_x[m], put[m], x));
+            const __m512 o = _mm512_permutex2var_ps(sk[0], put[m], sk[1]);
+            _mm512_storeu_ps(st + 16 * m, _mm512_mask_permutexvar_ps(o, from_x[m], put[m], sk[2]));
         }
-        _mm512_storeu_ps(yt + c, sum);
     }
     return c;
 }

@@ -38,9 +38,11 @@ static void conv(const float *x, int64_t x_stride, int64_t n_t, int C, int K, co
                  bool fused, float *state, bool silu, float *y, int64_t y_stride) {
     const int ns = K - 1;
 #if defined(__x86_64__)
-    /* AVX2: channels 8 at a time through all the tokens first */
-    const int run =
-        K == 4 && rw_ops_use_avx2() ? rw_conv_k4_avx2(x, x_stride, n_t, C, w, bias, fused, state, y, y_stride) : 0;
+    /* AVX-512 and AVX2: channels 16 or 8 at a time through all the tokens first */
+    const int run = K != 4                ? 0
+                    : rw_ops_use_avx512() ? rw_conv_k4_avx512(x, x_stride, n_t, C, w, bias, fused, state, y, y_stride)
+                    : rw_ops_use_avx2()   ? rw_conv_k4_avx2(x, x_stride, n_t, C, w, bias, fused, state, y, y_stride)
+                                          : 0;
 #else
     const int run = 0;
 #endif
@@ -48,9 +50,8 @@ static void conv(const float *x, int64_t x_stride, int64_t n_t, int C, int K, co
         const float *xt = x + t * x_stride;
         float *yt = y + t * y_stride;
         if (K == 4) {
-            const int done = rw_ops_use_avx512() ? rw_conv_k4_avx512(xt, C, w, bias, fused, state, yt) : run;
-            conv_k4(xt + done, C - done, w + (int64_t)done * 4, bias ? bias + done : NULL, fused,
-                    state + (int64_t)done * 3, yt + done);
+            conv_k4(xt + run, C - run, w + (int64_t)run * 4, bias ? bias + run : NULL, fused, state + (int64_t)run * 3,
+                    yt + run);
             if (silu) rw_silu(yt, yt, C);
             continue;
         }

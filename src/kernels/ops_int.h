@@ -81,9 +81,10 @@ void rw_geglu_avx512(float *g, const float *u, int64_t n);
  * tokens (no SiLU), each lane conv_k4's operations: the AVX2 tier's. */
 int rw_conv_k4_avx2(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,
                     bool fused, float *state, float *y, int64_t y_stride);
-/* ops_conv.c's kernel-4 conv step for the first 16*floor(C/16) channels
+/* The same through n_t tokens for the first 16*floor(C/16) channels
  * (returns that count; the caller does the rest), bitwise the same. */
-int rw_conv_k4_avx512(const float *xt, int C, const float *w, const float *bias, bool fused, float *state, float *yt);
+int rw_conv_k4_avx512(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,
+                      bool fused, float *state, float *y, int64_t y_stride);
 void rw_softmax_avx512(const float *x, float *y, int64_t n);
 void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs, float eps,
                              float *y);
