@@ -26,10 +26,8 @@ static void dn_run(const rw_rec_params *p, float *conv, float *mat, int64_t n, c
     rw_conv1d_causal(in, in_stride, n, (int)C, p->conv_kernel, p->conv_w, p->conv_b, conv, true, y, C);
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * C;
-        for (int h = 0; h < p->nk; h++) {
-            rw_l2norm(yt + (int64_t)h * p->dk, p->dk, p->eps, yt + (int64_t)h * p->dk);
-            rw_l2norm(yt + KD + (int64_t)h * p->dk, p->dk, p->eps, yt + KD + (int64_t)h * p->dk);
-        }
+        /* the q heads then the k heads: 2 nk rows of dk, one after the other */
+        rw_l2norm_rows(yt, p->dk, 2 * p->nk, p->dk, p->eps, yt);
         memcpy(g + t * p->nv, in + t * in_stride + C, (size_t)p->nv * sizeof(float));
         memcpy(beta + t * p->nv, in + t * in_stride + C + p->nv, (size_t)p->nv * sizeof(float));
     }

@@ -55,6 +55,9 @@ void rw_rmsnorm_groups(const float *x, const float *w, int64_t w_stride, int n_g
 /* L2 norm: y = x / max(sqrt(sum x^2), eps) over n values, the sum in double
  * and the root and max in float (ggml_l2_norm). y may equal x. */
 void rw_l2norm(const float *x, int n, float eps, float *y);
+/* rw_l2norm of n_rows rows of n values, row r at x + r * stride (and y + r *
+ * stride), each row's bits as rw_l2norm's (the rows' sums interleaved). */
+void rw_l2norm_rows(const float *x, int64_t stride, int64_t n_rows, int n, float eps, float *y);
 
 /* Gated RMS norm of DeltaNet outputs, per group of gs values:
  *   y = (x * scale_g) * w[i] * silu(z)      (w shared by the groups)

@@ -194,11 +194,61 @@ static inline float rw_reduce64_ref(const float a[64]) {
 /* The RMS scale of one group, as ggml_rms_norm: sum of squares in double,
  * mean rounded to float, 1/sqrtf(mean + eps). Shared so that every norm in
  * this folder rounds the same way. */
+static inline float rw_rms_scale_of(double sum, int n, float eps) {
+    const float mean = (float)(sum / n);
+    return 1.0f / sqrtf(mean + eps);
+}
 static inline float rw_rms_scale(const float *x, int n, float eps) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / n);
-    return 1.0f / sqrtf(mean + eps);
+    return rw_rms_scale_of(sum, n, eps);
+}
+
+/* The sums of squares of m <= RW_SUMSQ_ROWS rows of n values (row r at x +
+ * r * stride) into sums[r], each exactly as rw_rms_scale sums one row (the
+ * float squares added one by one in double, in element order): the rows
+ * interleaved so that their chains of dependent adds overlap, where one row
+ * alone waits on every add (a 1024-value row: about 3000 cycles). */
+enum { RW_SUMSQ_ROWS = 8 };
+#define RW_SQ(r) ((double)(x[(r) * stride + i] * x[(r) * stride + i]))
+static inline void rw_sumsq_rows(const float *x, int64_t stride, int m, int n, double *sums) {
+    if (m == RW_SUMSQ_ROWS) { /* eight named sums, so that they stay in registers */
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0, s5 = 0.0, s6 = 0.0, s7 = 0.0;
+        for (int i = 0; i < n; i++) {
+            s0 += RW_SQ(0), s1 += RW_SQ(1), s2 += RW_SQ(2), s3 += RW_SQ(3);
+            s4 += RW_SQ(4), s5 += RW_SQ(5), s6 += RW_SQ(6), s7 += RW_SQ(7);
+        }
+        sums[0] = s0, sums[1] = s1, sums[2] = s2, sums[3] = s3;
+        sums[4] = s4, sums[5] = s5, sums[6] = s6, sums[7] = s7;
+        return;
+    }
+    for (int r = 0; r < m; r++) {
+        double s = 0.0;
+        for (int i = 0; i < n; i++) s += RW_SQ(r);
+        sums[r] = s;
+    }
+}
+#undef RW_SQ
+
+/* y[i] = (x[i] * s) * w[i] (w NULL: x[i] * s) over n values; y may be x.
+ * In fours through a buffer, which the compiler turns into vector multiplies
+ * (the portable files are built for the baseline ISA at -O2, where a plain
+ * loop stays scalar). */
+static inline void rw_scale_row(const float *x, float s, const float *w, int n, float *y) {
+    int i = 0;
+    if (w)
+        for (; i + 4 <= n; i += 4) {
+            float a[4];
+            for (int j = 0; j < 4; j++) a[j] = (x[i + j] * s) * w[i + j];
+            for (int j = 0; j < 4; j++) y[i + j] = a[j];
+        }
+    else
+        for (; i + 4 <= n; i += 4) {
+            float a[4];
+            for (int j = 0; j < 4; j++) a[j] = x[i + j] * s;
+            for (int j = 0; j < 4; j++) y[i + j] = a[j];
+        }
+    for (; i < n; i++) y[i] = w ? (x[i] * s) * w[i] : x[i] * s;
 }
 
 #endif

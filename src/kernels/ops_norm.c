@@ -5,30 +5,49 @@
 #include "kernels/ops_int.h"
 
 void rw_rmsnorm_groups(const float *x, const float *w, int64_t w_stride, int n_groups, int gs, float eps, float *y) {
-    for (int g = 0; g < n_groups; g++) {
-        const float *xg = x + (int64_t)g * gs, *wg = w + g * w_stride;
-        float *yg = y + (int64_t)g * gs;
-        const float scale = rw_rms_scale(xg, gs, eps);
-        for (int i = 0; i < gs; i++) yg[i] = (xg[i] * scale) * wg[i];
+    for (int g0 = 0; g0 < n_groups; g0 += RW_SUMSQ_ROWS) {
+        const int m = n_groups - g0 < RW_SUMSQ_ROWS ? n_groups - g0 : RW_SUMSQ_ROWS;
+        double sums[RW_SUMSQ_ROWS];
+        rw_sumsq_rows(x + (int64_t)g0 * gs, gs, m, gs, sums);
+        for (int g = g0; g < g0 + m; g++) {
+            const float *xg = x + (int64_t)g * gs, *wg = w + g * w_stride;
+            float *yg = y + (int64_t)g * gs;
+            const float scale = rw_rms_scale_of(sums[g - g0], gs, eps);
+            rw_scale_row(xg, scale, wg, gs, yg);
+        }
     }
 }
 
-void rw_l2norm(const float *x, int n, float eps, float *y) {
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
-    for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+void rw_l2norm(const float *x, int n, float eps, float *y) { rw_l2norm_rows(x, n, 1, n, eps, y); }
+
+void rw_l2norm_rows(const float *x, int64_t stride, int64_t n_rows, int n, float eps, float *y) {
+    for (int64_t r0 = 0; r0 < n_rows; r0 += RW_SUMSQ_ROWS) {
+        const int m = n_rows - r0 < RW_SUMSQ_ROWS ? (int)(n_rows - r0) : RW_SUMSQ_ROWS;
+        double sums[RW_SUMSQ_ROWS];
+        rw_sumsq_rows(x + r0 * stride, stride, m, n, sums);
+        for (int r = 0; r < m; r++) {
+            const float *xr = x + (r0 + r) * stride;
+            float *yr = y + (r0 + r) * stride;
+            const float scale = 1.0f / fmaxf(sqrtf((float)sums[r]), eps);
+            rw_scale_row(xr, scale, NULL, n, yr);
+        }
+    }
 }
 
 void rw_rmsnorm_gated_ref(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y) {
-    for (int g = 0; g < n_groups; g++) {
-        const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
-        float *yg = y + (int64_t)g * gs;
-        const float scale = rw_rms_scale(xg, gs, eps);
-        const int nv = gs & ~15; /* the AVX-512 twin's 16-lane part: ggml's vector expf */
-        for (int i = 0; i < gs; i++) {
-            const float silu = i < nv ? rw_silu_ggml(zg[i]) : zg[i] / (1.0f + expf(-zg[i]));
-            yg[i] = ((xg[i] * scale) * w[i]) * silu;
+    for (int g0 = 0; g0 < n_groups; g0 += RW_SUMSQ_ROWS) {
+        const int m = n_groups - g0 < RW_SUMSQ_ROWS ? n_groups - g0 : RW_SUMSQ_ROWS;
+        double sums[RW_SUMSQ_ROWS];
+        rw_sumsq_rows(x + (int64_t)g0 * gs, gs, m, gs, sums);
+        for (int g = g0; g < g0 + m; g++) {
+            const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
+            float *yg = y + (int64_t)g * gs;
+            const float scale = rw_rms_scale_of(sums[g - g0], gs, eps);
+            const int nv = gs & ~15; /* the AVX-512 twin's 16-lane part: ggml's vector expf */
+            for (int i = 0; i < gs; i++) {
+                const float silu = i < nv ? rw_silu_ggml(zg[i]) : zg[i] / (1.0f + expf(-zg[i]));
+                yg[i] = ((xg[i] * scale) * w[i]) * silu;
+            }
         }
     }
 }

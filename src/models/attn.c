@@ -58,16 +58,11 @@ static rw_status attention(rw_model *m, int il, const rw_models__dense_layer *L,
     const bool neox = hp->rope_kind == RW_ROPE_NEOX;
     for (int64_t t = 0; (rope || L->q_norm || L->k_norm) && t < n; t++) {
         const float *cs = sc->rope_cs + t * hp->n_rot;
-        for (int h = 0; h < hp->n_head; h++) {
-            float *x = sc->q + t * dq + (int64_t)h * hdk;
-            if (L->q_norm) rw_rmsnorm(x, L->q_norm, hdk, hp->rms_eps, x);
-            if (rope) rw_rope(x, hp->n_rot, neox, cs);
-        }
-        for (int h = 0; h < hp->n_head_kv; h++) {
-            float *x = sc->k + t * dk + (int64_t)h * hdk;
-            if (L->k_norm) rw_rmsnorm(x, L->k_norm, hdk, hp->rms_eps, x);
-            if (rope) rw_rope(x, hp->n_rot, neox, cs);
-        }
+        float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
+        if (L->q_norm) rw_rmsnorm_rows(qt, hdk, hp->n_head, L->q_norm, hdk, hp->rms_eps, qt, hdk);
+        if (L->k_norm) rw_rmsnorm_rows(kt, hdk, hp->n_head_kv, L->k_norm, hdk, hp->rms_eps, kt, hdk);
+        for (int h = 0; rope && h < hp->n_head; h++) rw_rope(qt + (int64_t)h * hdk, hp->n_rot, neox, cs);
+        for (int h = 0; rope && h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * hdk, hp->n_rot, neox, cs);
     }
     if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, scale, sc->att, err))) return st;
     if ((st = rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;

@@ -149,17 +149,15 @@ static rw_status g3_attention(rw_model *m, int il, const rw_models__batch *b, rw
     }
     for (int64_t t = 0; t < n; t++) {
         const float *c = cs + t * hp->n_rot;
+        float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
+        rw_rmsnorm_rows(qt, hd, hp->n_head, L->q_norm, hd, hp->rms_eps, qt, hd);
+        rw_rmsnorm_rows(kt, hd, hp->n_head_kv, L->k_norm, hd, hp->rms_eps, kt, hd);
         for (int h = 0; h < hp->n_head; h++) {
-            float *q = sc->q + t * dq + (int64_t)h * hd;
-            rw_rmsnorm(q, L->q_norm, hd, hp->rms_eps, q);
+            float *q = qt + (int64_t)h * hd;
             rw_rope(q, hp->n_rot, true, c);
             for (int i = 0; i < hd; i++) q[i] *= x->q_scale; /* ggml_scale(q) before the attention */
         }
-        for (int h = 0; h < hp->n_head_kv; h++) {
-            float *k = sc->k + t * dk + (int64_t)h * hd;
-            rw_rmsnorm(k, L->k_norm, hd, hp->rms_eps, k);
-            rw_rope(k, hp->n_rot, true, c);
-        }
+        for (int h = 0; h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * hd, hp->n_rot, true, c);
     }
     if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, 1.0f, sc->att, err))) return st;
     return rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
@@ -180,7 +178,7 @@ static rw_status g3_ffn(rw_model *m, const rw_models__dense_layer *L, const rw_m
 /* m->sc.tmp = rmsnorm(m->sc.tmp) * w over n rows, in place. */
 static void post_norm(rw_model *m, const float *w, int64_t n) {
     const int e = m->hp.n_embd;
-    for (int64_t t = 0; t < n; t++) rw_rmsnorm(m->sc.tmp + t * e, w, e, m->hp.rms_eps, m->sc.tmp + t * e);
+    rw_rmsnorm_rows(m->sc.tmp, e, n, w, e, m->hp.rms_eps, m->sc.tmp, e);
 }
 
 static rw_status g3_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {

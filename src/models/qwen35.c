@@ -399,17 +399,13 @@ static rw_status gated_attention(rw_model *m, int il, const rw_models__batch *b,
         return st;
     for (int64_t t = 0; t < n; t++) {
         const float *cs = sc->rope_cs + t * hp->n_rot;
-        for (int64_t h = 0; h < H; h++) { /* per head [q | gate]: q to sc->q */
-            float *q = sc->q + (t * H + h) * D;
-            memcpy(q, x->qg + (t * H + h) * 2 * D, (size_t)D * sizeof *q);
-            rw_rmsnorm(q, L->q_norm, (int)D, hp->rms_eps, q);
-            rw_rope(q, hp->n_rot, true, cs);
-        }
-        for (int h = 0; h < hp->n_head_kv; h++) {
-            float *k = sc->k + t * dk + (int64_t)h * D;
-            rw_rmsnorm(k, L->k_norm, (int)D, hp->rms_eps, k);
-            rw_rope(k, hp->n_rot, true, cs);
-        }
+        float *qt = sc->q + t * H * D, *kt = sc->k + t * dk;
+        for (int64_t h = 0; h < H; h++) /* per head [q | gate]: q to sc->q */
+            memcpy(qt + h * D, x->qg + (t * H + h) * 2 * D, (size_t)D * sizeof *qt);
+        rw_rmsnorm_rows(qt, D, H, L->q_norm, (int)D, hp->rms_eps, qt, D);
+        rw_rmsnorm_rows(kt, D, hp->n_head_kv, L->k_norm, (int)D, hp->rms_eps, kt, D);
+        for (int64_t h = 0; h < H; h++) rw_rope(qt + h * D, hp->n_rot, true, cs);
+        for (int h = 0; h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * D, hp->n_rot, true, cs);
     }
     if ((st = rw_models__attend(m, il, b, sc->q, H * D, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)D), sc->att, err)))
         return st;
@@ -472,7 +468,7 @@ static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *
     }
     if ((st = rw_models__matmul(&x->eh_proj, x->cat, b->n, m->sc.x, b->pool, err))) return st;
     if ((st = q35_layer(m, m->hp.n_layer, b, err))) return st;
-    for (int64_t r = 0; r < b->n; r++) rw_rmsnorm(m->sc.x + r * E, x->head_norm, E, eps, h_out + r * E);
+    rw_rmsnorm_rows(m->sc.x, E, b->n, x->head_norm, E, eps, h_out, E);
     *head = x->mtp_head.data ? &x->mtp_head : &m->output;
     return RW_OK;
 }
