@@ -772,67 +772,29 @@ static void pack_q8_0_block(const uint8_t *row0, size_t ws, int n_left, int64_t 
     _mm256_storeu_si256((__m256i *)d, _mm512_cvtepi32_epi16(dv)); /* the low half: the f16 scale */
 }
 
-/* Q8_0's panels by a transpose instead of gathers (pack_q8_0_block): the
- * pair of blocks 8o+2k, 8o+2k+1 of each of the 16 rows in one register
- * (dwords 0-7, 8-15), one 16 x 16 transpose giving both panel blocks, in
- * the order of pack_q8_0_block's callers (k, then o, then the pair): the
- * same bytes as its gathers of single dwords, in a third of their time on
- * Zen 5. Rows past n_out are 0 (weight 0 after the bias). */
-static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
-    const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
-        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)p0 * (size_t)nb * sizeof(rw_block_q8_0));
-        uint16_t(*d)[16] = (uint16_t(*)[16])(q + nb);
-        const int nl = n_out - p0 < Q8P_ROWS ? (int)(n_out - p0) : Q8P_ROWS;
-        const uint8_t *row0 = w + (size_t)p0 * ws;
-        for (int k = 0; k < 4; k++)
-            for (int64_t o = 0; o < n_oct; o++) {
-                const int64_t b = 8 * o + 2 * k;
-                if (b >= nb) continue;
-                const int two = b + 1 < nb;
-                __m512i r[16];
-                _Pragma("GCC unroll 16") for (int l = 0; l < Q8P_ROWS; l++) {
-                    if (l < nl) {
-                        const rw_block_q8_0 *blk = (const rw_block_q8_0 *)(row0 + (size_t)l * ws) + b;
-                        const __m256i lo = _mm256_loadu_si256((const __m256i *)blk[0].qs);
-                        r[l] = _mm512_inserti64x4(
-                            _mm512_castsi256_si512(lo),
-                            two ? _mm256_loadu_si256((const __m256i *)blk[1].qs) : _mm256_setzero_si256(), 1);
-                        memcpy(&d[0][l], &blk[0].d, sizeof(uint16_t));
-                        if (two) memcpy(&d[1][l], &blk[1].d, sizeof(uint16_t));
-                    } else {
-                        r[l] = _mm512_setzero_si512();
-                        d[0][l] = 0;
-                        if (two) d[1][l] = 0;
-                    }
-                }
-                transpose16x16(r);
-                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
-                    _mm512_storeu_si512(q[0].q[s], _mm512_xor_si512(r[s], bias));
-                if (two)
-                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
-                        _mm512_storeu_si512(q[1].q[s], _mm512_xor_si512(r[8 + s], bias));
-                q += 1 + two, d += 1 + two;
-            }
-    }
-}
-
 /* The decoded types' panels: Q8_0's layout (the decoded values biased +128)
  * but f32 scales, as MXFP4's do not fit an f16: 16 x 36 bytes a block. */
 enum { WTP_BLK = 16 * 36 };
 
 static size_t wtp_wbytes(int64_t n) { return (size_t)(n / 32) * WTP_BLK / Q8P_ROWS; }
 
-/* As pack_q8_0_p, the blocks decoded: the pair 8o+2k, 8o+2k+1 of each row
- * in one register (dwords 0-7, 8-15), so one transpose gives both panel
- * blocks (a lone last block pairs with zeros). Missing rows are zeros. */
-INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst, const int T) {
+/* The panels of the types in Q8_0's order, blocks in the order of
+ * pack_q8_0_block's callers (k, then o, then the pair): the pair 8o+2k,
+ * 8o+2k+1 of each row decoded into one register (dwords 0-7, 8-15), so one
+ * 16 x 16 transpose gives both panel blocks (a lone last block pairs with
+ * zeros), biased +128. Missing rows are zeros. F16D (Q8_0): the rows' f16
+ * scales as they are, 16 x 34 bytes a block, the same bytes as
+ * pack_q8_0_block's gathers of single dwords in a third of their time on
+ * Zen 5; else f32 scales (WTP_BLK). */
+INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst, const int T,
+                      const int F16D) {
     const int64_t nb = n / 32, n_oct = (nb + 7) / 8;
+    const size_t blk_bytes = F16D ? Q8P_ROWS * sizeof(rw_block_q8_0) : WTP_BLK;
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     for (int64_t p0 = 0; p0 < n_out; p0 += Q8P_ROWS) {
-        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)(p0 / Q8P_ROWS) * (size_t)nb * WTP_BLK);
-        float(*d)[16] = (float(*)[16])(q + nb);
+        wp_q8_blk *q = (wp_q8_blk *)(dst + (size_t)(p0 / Q8P_ROWS) * (size_t)nb * blk_bytes);
+        uint16_t(*dh)[16] = (uint16_t(*)[16])(q + nb); /* F16D */
+        float(*df)[16] = (float(*)[16])(q + nb);       /* else */
         const int nl = n_out - p0 < Q8P_ROWS ? (int)(n_out - p0) : Q8P_ROWS;
         const uint8_t *row0 = w + (size_t)p0 * ws;
         for (int k = 0; k < 4; k++)
@@ -847,12 +809,16 @@ INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uin
                         const __m256i lo = wt_q(row, b, T);
                         r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo),
                                                   two ? wt_q(row, b + 1, T) : _mm256_setzero_si256(), 1);
-                        d[0][l] = wt_d(row, b, T);
-                        if (two) d[1][l] = wt_d(row, b + 1, T);
+                        for (int h = 0; h <= two; h++) {
+                            if (F16D) memcpy(&dh[h][l], row + (b + h) * wt_bytes(T), sizeof(uint16_t));
+                            else df[h][l] = wt_d(row, b + h, T);
+                        }
                     } else {
                         r[l] = _mm512_setzero_si512();
-                        d[0][l] = 0.0f;
-                        if (two) d[1][l] = 0.0f;
+                        for (int h = 0; h <= two; h++) {
+                            if (F16D) dh[h][l] = 0;
+                            else df[h][l] = 0.0f;
+                        }
                     }
                 }
                 transpose16x16(r);
@@ -861,9 +827,13 @@ INLINE void pack_wt_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uin
                 if (two)
                     _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
                         _mm512_storeu_si512(q[1].q[s], _mm512_xor_si512(r[8 + s], bias));
-                q += 1 + two, d += 1 + two;
+                q += 1 + two, dh += 1 + two, df += 1 + two;
             }
     }
+}
+
+static void pack_q8_0_p(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    pack_wt_p(w, ws, n, n_out, dst, WT_Q8_0, 1);
 }
 
 /* One panel (16 outputs) against R activation rows; out[r * os + l] for
@@ -940,7 +910,7 @@ static void tile_p_wt(int64_t n, const uint8_t *w, size_t ws, int nw, const uint
 }
 #define WT_PACK(name, T)                                                                             \
     static void pack_p_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) { \
-        pack_wt_p(w, ws, n, n_out, dst, T);                                                          \
+        pack_wt_p(w, ws, n, n_out, dst, T, 0);                                                       \
     }
 WT_PACK(q4_0, WT_Q4_0)
 WT_PACK(q5_0, WT_Q5_0)

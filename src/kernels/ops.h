@@ -49,7 +49,9 @@
  *   y[g*gs + i] = x[g*gs + i] * scale_g * w[g*w_stride + i]
  * w_stride 0 shares one weight vector of gs values between the groups (q/k
  * norm per head); w_stride gs gives every element its own weight (granite's
- * grouped ssm_norm). y may equal x. */
+ * grouped ssm_norm). y may equal x. The groups' sums of squares are taken
+ * eight at a time, interleaved (each group's adds in order: the same bits as
+ * one at a time), so rows of a batch are best normed in one call. */
 void rw_rmsnorm_groups(const float *x, const float *w, int64_t w_stride, int n_groups, int gs, float eps, float *y);
 
 /* L2 norm: y = x / max(sqrt(sum x^2), eps) over n values, the sum in double

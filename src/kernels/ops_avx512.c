@@ -137,24 +137,19 @@ void rw_softmax_avx512(const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] *= (float)(1.0 / sum);
 }
 
-void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs, float eps,
-                             float *y) {
-    for (int g0 = 0; g0 < n_groups; g0 += RW_SUMSQ_ROWS) {
-        const int m = n_groups - g0 < RW_SUMSQ_ROWS ? n_groups - g0 : RW_SUMSQ_ROWS;
-        double sums[RW_SUMSQ_ROWS];
-        rw_sumsq_rows(x + (int64_t)g0 * gs, gs, m, gs, sums);
-        for (int g = g0; g < g0 + m; g++) {
-            const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
-            float *yg = y + (int64_t)g * gs;
-            const float scale = rw_rms_scale_of(sums[g - g0], gs, eps);
-            const __m512 vs = _mm512_set1_ps(scale);
-            int i = 0;
-            for (; i + 16 <= gs; i += 16) {
-                const __m512 nx = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xg + i), vs), _mm512_loadu_ps(w + i));
-                _mm512_storeu_ps(yg + i, _mm512_mul_ps(nx, rw_silu16(_mm512_loadu_ps(zg + i))));
-            }
-            for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
+void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs,
+                             const float *scales, float *y) {
+    for (int g = 0; g < n_groups; g++) {
+        const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
+        float *yg = y + (int64_t)g * gs;
+        const float scale = scales[g];
+        const __m512 vs = _mm512_set1_ps(scale);
+        int i = 0;
+        for (; i + 16 <= gs; i += 16) {
+            const __m512 nx = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xg + i), vs), _mm512_loadu_ps(w + i));
+            _mm512_storeu_ps(yg + i, _mm512_mul_ps(nx, rw_silu16(_mm512_loadu_ps(zg + i))));
         }
+        for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
     }
 }
 

@@ -37,7 +37,9 @@ void rw_geglu_neon(float *g, const float *u, int64_t n);
 void rw_f32_to_f16_row_neon(const float *src, rw_f16 *dst, int64_t n);
 void rw_f16_to_f32_row_neon(const rw_f16 *src, float *dst, int64_t n);
 void rw_softmax_neon(const float *x, float *y, int64_t n);
-void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
+/* The gated norms' step after the sums (ops_norm.c): group g scaled by scales[g]. */
+void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, const float *scales,
+                           float *y);
 void rw_delta_rule_head_neon(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride, const float *k,
                              int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                              const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
@@ -55,7 +57,8 @@ void rw_geglu_avx2(float *g, const float *u, int64_t n);
 void rw_f32_to_f16_row_avx2(const float *src, rw_f16 *dst, int64_t n);
 void rw_f16_to_f32_row_avx2(const rw_f16 *src, float *dst, int64_t n);
 void rw_softmax_avx2(const float *x, float *y, int64_t n);
-void rw_rmsnorm_gated_avx2(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y);
+void rw_rmsnorm_gated_avx2(const float *x, const float *w, const float *z, int n_groups, int gs, const float *scales,
+                           float *y);
 void rw_attn_head_avx2(const float *q, const rw_attn_pages *kv, bool f16, int64_t n_pos, int hd_k, int hd_v,
                        float scale, float *scores, float *out);
 /* rw_attn_group_avx512's twin: r query heads sharing one paged KV head, each
@@ -86,8 +89,8 @@ int rw_conv_k4_avx2(const float *x, int64_t x_stride, int64_t n_t, int C, const 
 int rw_conv_k4_avx512(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,
                       bool fused, float *state, float *y, int64_t y_stride);
 void rw_softmax_avx512(const float *x, float *y, int64_t n);
-void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs, float eps,
-                             float *y);
+void rw_rmsnorm_gated_avx512(const float *x, const float *w, const float *z, int n_groups, int gs,
+                             const float *scales, float *y);
 void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const float *q, int64_t q_stride,
                                const float *k, int64_t k_stride, const float *v, int64_t v_stride, const float *g,
                                int64_t g_stride, const float *beta, int64_t beta_stride, float scale, float *o,
@@ -191,22 +194,17 @@ static inline float rw_reduce64_ref(const float a[64]) {
     return rw_reduce16_ref(t);
 }
 
-/* The RMS scale of one group, as ggml_rms_norm: sum of squares in double,
- * mean rounded to float, 1/sqrtf(mean + eps). Shared so that every norm in
- * this folder rounds the same way. */
+/* The RMS scale of one group from its sum of squares (rw_sumsq_rows), as
+ * ggml_rms_norm: the mean rounded to float, 1/sqrtf(mean + eps). Shared so
+ * that every norm in this folder rounds the same way. */
 static inline float rw_rms_scale_of(double sum, int n, float eps) {
     const float mean = (float)(sum / n);
     return 1.0f / sqrtf(mean + eps);
 }
-static inline float rw_rms_scale(const float *x, int n, float eps) {
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    return rw_rms_scale_of(sum, n, eps);
-}
 
 /* The sums of squares of m <= RW_SUMSQ_ROWS rows of n values (row r at x +
- * r * stride) into sums[r], each exactly as rw_rms_scale sums one row (the
- * float squares added one by one in double, in element order): the rows
+ * r * stride) into sums[r], each as ggml sums one row (the float squares
+ * added one by one in double, in element order): the rows
  * interleaved so that their chains of dependent adds overlap, where one row
  * alone waits on every add (a 1024-value row: about 3000 cycles). */
 enum { RW_SUMSQ_ROWS = 8 };

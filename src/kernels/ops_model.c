@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/ops_int.h"
 #include "kernels/quant.h"
 
@@ -143,23 +144,7 @@ void rw_swiglu(float *g, const float *u, int64_t n) {
 
 /* y = x / sqrt(mean(x^2) + eps) * w; the sum of squares in double, as ggml. */
 void rw_rmsnorm(const float *x, const float *w, int n, float eps, float *y) {
-    rw_rmsnorm_rows(x, n, 1, w, n, eps, y, n);
-}
-
-void rw_rmsnorm_rows(const float *x, int64_t x_stride, int64_t n_rows, const float *w, int n, float eps, float *y,
-                     int64_t y_stride) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += RW_SUMSQ_ROWS) {
-        const int m = n_rows - r0 < RW_SUMSQ_ROWS ? (int)(n_rows - r0) : RW_SUMSQ_ROWS;
-        double sums[RW_SUMSQ_ROWS];
-        rw_sumsq_rows(x + r0 * x_stride, x_stride, m, n, sums);
-        for (int r = 0; r < m; r++) {
-            const float *xr = x + (r0 + r) * x_stride;
-            float *yr = y + (r0 + r) * y_stride;
-            /* the mean rounded to float before eps is added, as ggml */
-            const float scale = rw_rms_scale_of(sums[r], n, eps);
-            rw_scale_row(xr, scale, w, n, yr);
-        }
-    }
+    rw_rmsnorm_groups(x, w, 0, 1, n, eps, y);
 }
 
 /* cos/sin of every rotated pair at position pos: theta_i = pos * base^(-2i/n_rot)

@@ -80,11 +80,6 @@ void rw_attn_head(const float *q, const void *k, const void *vt, int64_t v_strid
  * squares is taken in double and the mean rounded to float before eps is
  * added, as ggml_rms_norm does. */
 void rw_rmsnorm(const float *x, const float *w, int n, float eps, float *y);
-/* rw_rmsnorm of n_rows rows (x + r * x_stride into y + r * y_stride), each
- * row's bits as rw_rmsnorm's; the rows' sums of squares are interleaved, so
- * their chains of double adds overlap. */
-void rw_rmsnorm_rows(const float *x, int64_t x_stride, int64_t n_rows, const float *w, int n, float eps, float *y,
-                     int64_t y_stride);
 
 /* RoPE. rw_rope_cache fills cs[2i], cs[2i+1] = cos, sin of the angle of pair
  * i < n_rot/2 at position pos: theta_i = freq_scale * pos * base^(-2i/n_rot)

@@ -131,24 +131,20 @@ void rw_softmax_neon(const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] *= inv;
 }
 
-void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, float eps, float *y) {
-    for (int g0 = 0; g0 < n_groups; g0 += RW_SUMSQ_ROWS) {
-        const int m = n_groups - g0 < RW_SUMSQ_ROWS ? n_groups - g0 : RW_SUMSQ_ROWS;
-        double sums[RW_SUMSQ_ROWS];
-        rw_sumsq_rows(x + (int64_t)g0 * gs, gs, m, gs, sums);
-        for (int g = g0; g < g0 + m; g++) {
-            const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
-            float *yg = y + (int64_t)g * gs;
-            const float scale = rw_rms_scale_of(sums[g - g0], gs, eps);
-            const float32x4_t vs = vdupq_n_f32(scale);
-            const int nv = gs & ~15;
-            int i = 0;
-            for (; i < nv; i += 4) {
-                const float32x4_t nx = vmulq_f32(vmulq_f32(vld1q_f32(xg + i), vs), vld1q_f32(w + i));
-                vst1q_f32(yg + i, vmulq_f32(nx, silu4(vld1q_f32(zg + i))));
-            }
-            for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
+void rw_rmsnorm_gated_neon(const float *x, const float *w, const float *z, int n_groups, int gs, const float *scales,
+                           float *y) {
+    for (int g = 0; g < n_groups; g++) {
+        const float *xg = x + (int64_t)g * gs, *zg = z + (int64_t)g * gs;
+        float *yg = y + (int64_t)g * gs;
+        const float scale = scales[g];
+        const float32x4_t vs = vdupq_n_f32(scale);
+        const int nv = gs & ~15;
+        int i = 0;
+        for (; i < nv; i += 4) {
+            const float32x4_t nx = vmulq_f32(vmulq_f32(vld1q_f32(xg + i), vs), vld1q_f32(w + i));
+            vst1q_f32(yg + i, vmulq_f32(nx, silu4(vld1q_f32(zg + i))));
         }
+        for (; i < gs; i++) yg[i] = ((xg[i] * scale) * w[i]) * (zg[i] / (1.0f + expf(-zg[i])));
     }
 }
 

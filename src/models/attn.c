@@ -59,8 +59,8 @@ static rw_status attention(rw_model *m, int il, const rw_models__dense_layer *L,
     for (int64_t t = 0; (rope || L->q_norm || L->k_norm) && t < n; t++) {
         const float *cs = sc->rope_cs + t * hp->n_rot;
         float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
-        if (L->q_norm) rw_rmsnorm_rows(qt, hdk, hp->n_head, L->q_norm, hdk, hp->rms_eps, qt, hdk);
-        if (L->k_norm) rw_rmsnorm_rows(kt, hdk, hp->n_head_kv, L->k_norm, hdk, hp->rms_eps, kt, hdk);
+        if (L->q_norm) rw_rmsnorm_groups(qt, L->q_norm, 0, hp->n_head, hdk, hp->rms_eps, qt);
+        if (L->k_norm) rw_rmsnorm_groups(kt, L->k_norm, 0, hp->n_head_kv, hdk, hp->rms_eps, kt);
         for (int h = 0; rope && h < hp->n_head; h++) rw_rope(qt + (int64_t)h * hdk, hp->n_rot, neox, cs);
         for (int h = 0; rope && h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * hdk, hp->n_rot, neox, cs);
     }

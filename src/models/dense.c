@@ -6,7 +6,7 @@
 
 void rw_models__norm_rows(const rw_model *m, const float *w, int64_t n) {
     const int e = m->hp.n_embd;
-    rw_rmsnorm_rows(m->sc.x, e, n, w, e, m->hp.rms_eps, m->sc.xn, e);
+    rw_rmsnorm_groups(m->sc.x, w, 0, (int)n, e, m->hp.rms_eps, m->sc.xn);
 }
 
 void rw_models__add_residual(rw_model *m, int64_t n) {

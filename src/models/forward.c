@@ -162,7 +162,7 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
         if ((st = run_pass(m, tok, &b, lo, (size_t)total_rows * (size_t)hp->n_embd, err))) break;
         if (m->mtp_on) { /* the MTP block's second input: every row's post-norm hidden */
             const int e = hp->n_embd;
-            rw_rmsnorm_rows(m->sc.x, e, nrow, m->output_norm, e, hp->rms_eps, m->sc.xn, e);
+            rw_rmsnorm_groups(m->sc.x, m->output_norm, 0, (int)nrow, e, hp->rms_eps, m->sc.xn);
             if ((st = rw_models__mtp_store_hidden(m, &b, m->sc.xn, err))) break;
         }
         /* final-norm hidden rows wanted from this pass (embeddings) */
@@ -172,8 +172,8 @@ static rw_status forward_items(rw_model *m, const rw_batch_item *items, int n_it
             const int e = hp->n_embd;
             if (!x->hidden) continue;
             if (x->all_hidden) {
-                rw_rmsnorm_rows(m->sc.x + seg[i].row0 * e, e, seg[i].n, m->output_norm, e, hp->rms_eps,
-                                x->hidden + item_off * e, e);
+                rw_rmsnorm_groups(m->sc.x + seg[i].row0 * e, m->output_norm, 0, (int)seg[i].n, e, hp->rms_eps,
+                                  x->hidden + item_off * e);
             } else if (item_off + seg[i].n == x->n) {
                 rw_rmsnorm(m->sc.x + (seg[i].row0 + seg[i].n - 1) * e, m->output_norm, e, hp->rms_eps, x->hidden);
             }

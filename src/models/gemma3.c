@@ -150,8 +150,8 @@ static rw_status g3_attention(rw_model *m, int il, const rw_models__batch *b, rw
     for (int64_t t = 0; t < n; t++) {
         const float *c = cs + t * hp->n_rot;
         float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
-        rw_rmsnorm_rows(qt, hd, hp->n_head, L->q_norm, hd, hp->rms_eps, qt, hd);
-        rw_rmsnorm_rows(kt, hd, hp->n_head_kv, L->k_norm, hd, hp->rms_eps, kt, hd);
+        rw_rmsnorm_groups(qt, L->q_norm, 0, hp->n_head, hd, hp->rms_eps, qt);
+        rw_rmsnorm_groups(kt, L->k_norm, 0, hp->n_head_kv, hd, hp->rms_eps, kt);
         for (int h = 0; h < hp->n_head; h++) {
             float *q = qt + (int64_t)h * hd;
             rw_rope(q, hp->n_rot, true, c);
@@ -178,7 +178,7 @@ static rw_status g3_ffn(rw_model *m, const rw_models__dense_layer *L, const rw_m
 /* m->sc.tmp = rmsnorm(m->sc.tmp) * w over n rows, in place. */
 static void post_norm(rw_model *m, const float *w, int64_t n) {
     const int e = m->hp.n_embd;
-    rw_rmsnorm_rows(m->sc.tmp, e, n, w, e, m->hp.rms_eps, m->sc.tmp, e);
+    rw_rmsnorm_groups(m->sc.tmp, w, 0, (int)n, e, m->hp.rms_eps, m->sc.tmp);
 }
 
 static rw_status g3_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {

@@ -402,8 +402,8 @@ static rw_status gated_attention(rw_model *m, int il, const rw_models__batch *b,
         float *qt = sc->q + t * H * D, *kt = sc->k + t * dk;
         for (int64_t h = 0; h < H; h++) /* per head [q | gate]: q to sc->q */
             memcpy(qt + h * D, x->qg + (t * H + h) * 2 * D, (size_t)D * sizeof *qt);
-        rw_rmsnorm_rows(qt, D, H, L->q_norm, (int)D, hp->rms_eps, qt, D);
-        rw_rmsnorm_rows(kt, D, hp->n_head_kv, L->k_norm, (int)D, hp->rms_eps, kt, D);
+        rw_rmsnorm_groups(qt, L->q_norm, 0, (int)H, (int)D, hp->rms_eps, qt);
+        rw_rmsnorm_groups(kt, L->k_norm, 0, hp->n_head_kv, (int)D, hp->rms_eps, kt);
         for (int64_t h = 0; h < H; h++) rw_rope(qt + h * D, hp->n_rot, true, cs);
         for (int h = 0; h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * D, hp->n_rot, true, cs);
     }
@@ -468,7 +468,7 @@ static rw_status q35_mtp_block(rw_model *m, const int32_t *tokens, const float *
     }
     if ((st = rw_models__matmul(&x->eh_proj, x->cat, b->n, m->sc.x, b->pool, err))) return st;
     if ((st = q35_layer(m, m->hp.n_layer, b, err))) return st;
-    rw_rmsnorm_rows(m->sc.x, E, b->n, x->head_norm, E, eps, h_out, E);
+    rw_rmsnorm_groups(m->sc.x, x->head_norm, 0, (int)b->n, E, eps, h_out);
     *head = x->mtp_head.data ? &x->mtp_head : &m->output;
     return RW_OK;
 }
