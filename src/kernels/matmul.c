@@ -448,6 +448,15 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
             g->n_slots = 0;
             continue;
         }
+        /* the same rows as the group before, converted alike: its slots
+         * (no slots of its own, so the slot search skips past it) */
+        const mm_group *prev = gi > 0 && !share_x ? &j.groups[gi - 1] : NULL;
+        if (prev && n && prev->sp.n_rows == n && prev->sp.x_rows == sp->x_rows && prev->form == g->form &&
+            prev->slot_bytes == g->slot_bytes) {
+            g->off0 = prev->off0;
+            g->n_slots = 0;
+            continue;
+        }
         slot0 += g->n_slots;
         off += (size_t)g->n_slots * g->slot_bytes;
         total += n;
@@ -507,7 +516,9 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
         total += groups[g].n_rows;
     }
     if (total == 0 || w->n_out == 0) return RW_OK;
-    if (!x || !y) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
+    if (!x) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
+    for (int64_t g = 0; g < n_groups; g++)
+        if (groups[g].n_rows && !y && !groups[g].y) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
     const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, NULL);
     if (!k) return rw_errorf(err, RW_ERR_UNSUPPORTED, "matmul: no kernel for type %s", rw_dtype_name(w->type));
     uint64_t row_bytes;
@@ -525,7 +536,8 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
                              .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
                              .can_fly = panels_enabled(),
                              .n_out = w->n_out,
-                             .y = groups[g].y_rows ? y : y + groups[g].y_row0 * y_stride,
+                             .y = groups[g].y_rows ? (groups[g].y ? groups[g].y : y)
+                                                   : (groups[g].y ? groups[g].y : y) + groups[g].y_row0 * y_stride,
                              .y_stride = y_stride,
                              .x_rows = groups[g].x_rows,
                              .y_rows = groups[g].y_rows,
@@ -716,7 +728,7 @@ rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
     if (!w || n_rows < 0) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: bad sizes");
     rw_matrix base = *w;
     base.lowrank = NULL;
-    rw_matmul_group g = {w->data, x_rows, y_rows, n_rows, 0};
+    rw_matmul_group g = {.data = w->data, .x_rows = x_rows, .y_rows = y_rows, .n_rows = n_rows};
     rw_status st = rw_matmul_grouped(&base, &g, 1, x, x_stride, y, y_stride, pool, err);
     if (st || !w->lowrank || n_rows == 0) return st;
     return add_lowrank(w, x, x_stride, x_rows, y, y_stride, y_rows, n_rows, pool, err);

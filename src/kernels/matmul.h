@@ -138,13 +138,17 @@ rw_status rw_matmul_gather(const rw_matrix *w, const float *x, int64_t x_stride,
  * groups[g].data (same type, n_in, n_out and row stride as w; w->data is
  * not used) with its rows of x, exactly as rw_matmul_gather would, and all
  * groups share one conversion pass and one parallel dispatch (decode runs
- * many small expert matmuls). No y row may be written by two groups. */
+ * many small expert matmuls). A group right after one with the same x_rows
+ * pointer and n_rows reads the same rows, and uses that group's converted
+ * rows instead of converting them again (an expert's gate and up). No y
+ * row may be written by two groups. */
 typedef struct {
     const void *data;      /* this group's weight rows (e.g. one expert of a 3-D tensor) */
     const int32_t *x_rows; /* rows of x it reads (NULL: 0..n_rows-1) */
     const int32_t *y_rows; /* rows of y it writes (NULL: y_row0 .. y_row0 + n_rows - 1, written in place) */
     int64_t n_rows;
     int64_t y_row0; /* with y_rows NULL: its first row of y (0 unless set) */
+    float *y;       /* the output its rows index (NULL: the call's y; same y_stride) */
 } rw_matmul_group;
 
 rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,

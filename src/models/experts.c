@@ -54,12 +54,23 @@ rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, rw_models__moe *M
  * slots' outputs are written in that order (experts ascending), so each
  * expert writes a contiguous block of y in place: row p of y is slot
  * order[p]. Slot order[p] reads row order[p] / k of x when x_by_token,
- * else row p (x in the same order: a previous call's y). rows
- * (2 * n_slots) and groups (n_expert) are the caller's scratch; order is
- * rows' first n_slots entries after the call. */
-rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
-                                    bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
-                                    int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
+ * else row p (x in the same order: a previous call's y). With t2 (a second
+ * tensor of t's type and shape, e.g. up beside gate) each expert's group
+ * of t2 follows its group of t and writes y2 (same y_stride): the two
+ * share the conversion of the expert's rows. rows (2 * n_slots) and
+ * groups (2 * n_expert) are the caller's scratch; order is rows' first
+ * n_slots entries after the call. */
+rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, const rw_gguf_tensor *t2, int n_expert, const int32_t *sel,
+                                    int64_t n_slots, int k, bool x_by_token, const float *x, int64_t x_stride, float *y,
+                                    float *y2, int64_t y_stride, int32_t *rows, rw_matmul_group *groups,
+                                    rw_threadpool *pool, rw_error *err) {
+    if (t2 && (t2->type != t->type || t2->ne[0] != t->ne[0] || t2->ne[1] != t->ne[1])) { /* one call each */
+        rw_status st = rw_models__experts_matmul(t, NULL, n_expert, sel, n_slots, k, x_by_token, x, x_stride, y, NULL,
+                                                 y_stride, rows, groups, pool, err);
+        return st ? st
+                  : rw_models__experts_matmul(t2, NULL, n_expert, sel, n_slots, k, x_by_token, x, x_stride, y2, NULL,
+                                              y_stride, rows, groups, pool, err);
+    }
     uint64_t row_bytes;
     rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
     const size_t expert_bytes = (size_t)t->ne[1] * row_bytes;
@@ -72,12 +83,20 @@ rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const
     for (int64_t s = 0; s < n_slots; s++) start[sel[s] + 1]++;
     for (int e = 0; e < n_expert; e++) start[e + 1] += start[e];
     int64_t ng = 0;
-    for (int e = 0; e < n_expert; e++)
-        if (start[e + 1] > start[e])
-            groups[ng++] = (rw_matmul_group){.data = (const char *)t->data + (size_t)e * expert_bytes,
-                                             .x_rows = xr + start[e],
-                                             .n_rows = start[e + 1] - start[e],
-                                             .y_row0 = start[e]};
+    for (int e = 0; e < n_expert; e++) {
+        if (start[e + 1] == start[e]) continue;
+        const rw_matmul_group g = {.data = (const char *)t->data + (size_t)e * expert_bytes,
+                                   .x_rows = xr + start[e],
+                                   .n_rows = start[e + 1] - start[e],
+                                   .y_row0 = start[e],
+                                   .y = y};
+        groups[ng++] = g;
+        if (t2) { /* the same x_rows and n_rows: the conversion is shared */
+            groups[ng] = g;
+            groups[ng].data = (const char *)t2->data + (size_t)e * expert_bytes;
+            groups[ng++].y = y2;
+        }
+    }
     for (int64_t s = 0; s < n_slots; s++) { /* start[e]: expert e's next place */
         const int64_t at = start[sel[s]]++;
         order[at] = (int32_t)s;
@@ -97,21 +116,31 @@ void rw_models__experts_positions(const int32_t *order, int64_t n_slots, int32_t
 }
 
 /* Eight elements at a time in a GCC vector (-O2 does not vectorize the
- * plain loop): a product, then a sum, per element as the scalar tail, so
- * the same bits whatever the width. */
+ * plain loop): per element the first product, then each next one added
+ * (the scalar tail does the same), so the same bits whatever the width; the
+ * k rows in one pass, so out is not stored and reloaded between them. */
 typedef float v8f __attribute__((vector_size(32)));
 
-void rw_models__weighted_add(float *restrict out, const float *restrict ys, float ws, int64_t n, bool first) {
+void rw_models__weighted_sum(float *restrict out, const float *y, const int32_t *rows, const float *ws, int k,
+                             int64_t n) {
     int64_t i = 0;
-    const v8f w8 = {ws, ws, ws, ws, ws, ws, ws, ws};
     for (; i + 8 <= n; i += 8) {
-        v8f a, o;
-        memcpy(&a, ys + i, sizeof a);
-        if (first) o = a * w8;
-        else memcpy(&o, out + i, sizeof o), o = o + a * w8;
+        v8f o = {0}, a;
+        for (int j = 0; j < k; j++) {
+            const v8f w8 = {ws[j], ws[j], ws[j], ws[j], ws[j], ws[j], ws[j], ws[j]};
+            memcpy(&a, y + (int64_t)rows[j] * n + i, sizeof a);
+            o = j ? o + a * w8 : a * w8;
+        }
         memcpy(out + i, &o, sizeof o);
     }
-    for (; i < n; i++) out[i] = first ? ys[i] * ws : out[i] + ys[i] * ws;
+    for (; i < n; i++) {
+        float o = 0.0f;
+        for (int j = 0; j < k; j++) {
+            const float a = y[(int64_t)rows[j] * n + i];
+            o = j ? o + a * ws[j] : a * ws[j];
+        }
+        out[i] = o;
+    }
 }
 
 /* gate|up of every slot (or the shared expert's, if wider) */
@@ -137,30 +166,23 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
     float *logits = malloc((size_t)(n * ne) * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
     float *w = malloc((size_t)ns * sizeof *w), *sg = malloc((size_t)n * sizeof *sg);
     int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
-    rw_matmul_group *groups = malloc((size_t)ne * sizeof *groups);
+    rw_matmul_group *groups = malloc((size_t)(2 * ne) * sizeof *groups);
     if (!logits || !probs || !w || !sg || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
     for (int64_t t = 0; t < n && !st; t++)
         rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
     /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
     if (!st)
-        st = rw_models__experts_matmul(M->gate_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, 2 * fe, rows, groups,
-                                       bt->pool, err);
-    if (!st)
-        st = rw_models__experts_matmul(M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu + fe, 2 * fe, rows, groups,
-                                       bt->pool, err);
+        st = rw_models__experts_matmul(M->gate_exps, M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, gu + fe, 2 * fe,
+                                       rows, groups, bt->pool, err);
     for (int64_t s = 0; s < ns && !st; s++) rw_swiglu(gu + s * 2 * fe, gu + s * 2 * fe + fe, fe);
     if (!st)
-        st = rw_models__experts_matmul(M->down_exps, ne, sel, ns, k, false, gu, 2 * fe, y, E, rows, groups, bt->pool,
-                                       err);
+        st = rw_models__experts_matmul(M->down_exps, NULL, ne, sel, ns, k, false, gu, 2 * fe, y, NULL, E, rows, groups,
+                                       bt->pool, err);
     /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);
-    for (int64_t t = 0; t < n && !st; t++) {
-        float *out = m->sc.tmp + t * E;
-        for (int j = 0; j < k; j++)
-            rw_models__weighted_add(out, y + (int64_t)pos[t * k + j] * E, w[t * k + j], E, j == 0);
-    }
+    for (int64_t t = 0; t < n && !st; t++) rw_models__weighted_sum(m->sc.tmp + t * E, y, pos + t * k, w + t * k, k, E);
     /* the shared expert: gate [n][fs] and up [n][fs] in gu, down into y */
     float *g = gu, *u = gu + n * fs;
     if (fs && !st) {

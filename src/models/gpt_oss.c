@@ -207,7 +207,7 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
     float *gu = m->sc.work, *y = gu + ns * 2 * F;
     float *logits = malloc((size_t)(n * N) * sizeof *logits), *w = malloc((size_t)ns * sizeof *w);
     int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
-    rw_matmul_group *groups = malloc((size_t)N * sizeof *groups);
+    rw_matmul_group *groups = malloc((size_t)(2 * N) * sizeof *groups);
     if (!logits || !w || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
     for (int64_t t = 0; t < n && !st; t++) {
@@ -217,11 +217,8 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
     }
     /* gate and up of every slot, [ns][2F]: gate at 0, up at F */
     if (!st)
-        st = rw_models__experts_matmul(M->gate_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu, 2 * F, rows,
-                                       groups, bt->pool, err);
-    if (!st)
-        st = rw_models__experts_matmul(M->up_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu + F, 2 * F, rows,
-                                       groups, bt->pool, err);
+        st = rw_models__experts_matmul(M->gate_exps, M->up_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu, gu + F,
+                                       2 * F, rows, groups, bt->pool, err);
     for (int64_t p = 0; p < ns && !st; p++) { /* row p: slot rows[p] (expert order) */
         float *g = gu + p * 2 * F, *u = g + F;
         const int64_t e = sel[rows[p]];
@@ -230,20 +227,19 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
         rw_swiglu_oai(g, u, F, 1.702f, 7.0f);
     }
     if (!st)
-        st = rw_models__experts_matmul(M->down_exps, x->n_expert, sel, ns, k, false, gu, 2 * F, y, E, rows, groups,
-                                       bt->pool, err);
+        st = rw_models__experts_matmul(M->down_exps, NULL, x->n_expert, sel, ns, k, false, gu, 2 * F, y, NULL, E, rows,
+                                       groups, bt->pool, err);
     /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);
     for (int64_t t = 0; t < n && !st; t++) {
-        float *out = m->sc.tmp + t * E;
-        for (int j = 0; j < k; j++) {
+        for (int j = 0; j < k; j++) { /* the slots' rows, each used once */
             const int64_t s = t * k + j;
             float *ys = y + (int64_t)pos[s] * E;
-            const float *db = M->down_b + (int64_t)sel[s] * E, ws = w[s];
-            for (int i = 0; i < E; i++) ys[i] += db[i]; /* the slot's row, used once */
-            rw_models__weighted_add(out, ys, ws, E, j == 0);
+            const float *db = M->down_b + (int64_t)sel[s] * E;
+            for (int i = 0; i < E; i++) ys[i] += db[i];
         }
+        rw_models__weighted_sum(m->sc.tmp + t * E, y, pos + t * k, w + t * k, k, E);
     }
     free(logits), free(w), free(sel), free(rows), free(groups);
     return st;

@@ -365,17 +365,22 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
  * sel[s]) as one grouped product, a group per expert, the outputs in expert
  * order: row p of y is slot rows[p] (rows' first n_slots entries after the
  * call), which reads row rows[p] / k of x when x_by_token, else row p (x
- * in the same order); each row bitwise a one-row product's. rows
- * (2 * n_slots) and groups (n_expert) are the caller's scratch. Shared by
- * the MoE FFN and gpt-oss's experts; rw_models__experts_positions inverts
- * the order (pos[slot] = its row). */
-rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, int n_expert, const int32_t *sel, int64_t n_slots, int k,
-                                    bool x_by_token, const float *x, int64_t x_stride, float *y, int64_t y_stride,
-                                    int32_t *rows, rw_matmul_group *groups, rw_threadpool *pool, rw_error *err);
+ * in the same order); each row bitwise a one-row product's. t2 (or NULL):
+ * a second tensor of the same rows into y2 in the same call (up beside
+ * gate), its expert's rows converted once for both. rows (2 * n_slots)
+ * and groups (2 * n_expert) are the caller's scratch. Shared by the MoE
+ * FFN and gpt-oss's experts; rw_models__experts_positions inverts the
+ * order (pos[slot] = its row). */
+rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, const rw_gguf_tensor *t2, int n_expert, const int32_t *sel,
+                                    int64_t n_slots, int k, bool x_by_token, const float *x, int64_t x_stride, float *y,
+                                    float *y2, int64_t y_stride, int32_t *rows, rw_matmul_group *groups,
+                                    rw_threadpool *pool, rw_error *err);
 void rw_models__experts_positions(const int32_t *order, int64_t n_slots, int32_t *pos);
-/* out = ys * ws (first) or out += ys * ws, element by element: how the
- * experts' weighted outputs are summed per token. */
-void rw_models__weighted_add(float *restrict out, const float *restrict ys, float ws, int64_t n, bool first);
+/* out = sum over j < k of row rows[j] of y (rows of n) times ws[j], per
+ * element the first product and then each next one added in j's order: how
+ * the experts' weighted outputs are summed per token. */
+void rw_models__weighted_sum(float *restrict out, const float *y, const int32_t *rows, const float *ws, int k,
+                             int64_t n);
 
 /* ffn.c: SwiGLU FFN reading m->sc.xn, writing m->sc.tmp. */
 rw_status rw_models__ffn_swiglu(rw_model *m, const rw_models__dense_layer *L, const rw_models__batch *b, rw_error *err);

@@ -325,9 +325,10 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
                     xr[r] = (int32_t)(r < n_even ? 2 * r : 2 * (r - n_even) + 1);
                     yr[r] = xr[r];
                 }
-                rw_matmul_group groups[3] = {{wdata, xr, yr, n_even, 0},
-                                             {wdata2, NULL, NULL, 0, 0},
-                                             {wdata2, xr + n_even, yr + n_even, n_rows - n_even, 0}};
+                rw_matmul_group groups[3] = {
+                    {.data = wdata, .x_rows = xr, .y_rows = yr, .n_rows = n_even},
+                    {.data = wdata2},
+                    {.data = wdata2, .x_rows = xr + n_even, .y_rows = yr + n_even, .n_rows = n_rows - n_even}};
                 CHECK(rw_matmul_grouped(&w, groups, 3, x, n_in, y, n_out, pools[th], &err) == RW_OK);
                 for (int64_t r = 0; r < n_rows; r++)
                     ok &= !memcmp(y + r * n_out, (r % 2 ? alone2 : alone) + r * n_out, sizeof(float) * (size_t)n_out);
@@ -338,6 +339,15 @@ static void check_invariance(rw_kernel_tier tier, rw_dtype t, bool small, rw_thr
                 for (int64_t p = 0; p < n_rows; p++)
                     ok &= !memcmp(y + p * n_out, (xr[p] % 2 ? alone2 : alone) + xr[p] * n_out,
                                   sizeof(float) * (size_t)n_out);
+                /* two groups of the same rows (an expert's gate and up), each into its own y: the
+                 * second uses the first one's converted rows */
+                float *y2 = y + max_rows * n_out;
+                rw_matmul_group pair[2] = {{.data = wdata, .x_rows = xr, .n_rows = n_rows, .y = y},
+                                           {.data = wdata2, .x_rows = xr, .n_rows = n_rows, .y = y2}};
+                CHECK(rw_matmul_grouped(&w, pair, 2, x, n_in, NULL, n_out, pools[th], &err) == RW_OK);
+                for (int64_t p = 0; p < n_rows; p++)
+                    ok &= !memcmp(y + p * n_out, alone + xr[p] * n_out, sizeof(float) * (size_t)n_out) &&
+                          !memcmp(y2 + p * n_out, alone2 + xr[p] * n_out, sizeof(float) * (size_t)n_out);
                 CHECK_MSG(ok, "%s %s%s: rows %lld threads %d differ from the rows alone", rw_kernel_tier_name(tier),
                           rw_dtype_name(t), pass ? " (panels)" : "", (long long)n_rows, th + 1);
                 if (!ok) goto done;
@@ -596,7 +606,7 @@ static void check_lowrank(rw_threadpool *pool) {
         CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(n * N_OUT)), "lowrank through rw_matmul_multi");
     }
     rw_kernel_tier_set(best);
-    rw_matmul_group g = {wd, NULL, NULL, 2, 0};
+    rw_matmul_group g = {.data = wd, .n_rows = 2};
     CHECK(rw_matmul_grouped(&w, &g, 1, x, N_IN, got, N_OUT, pool, &err) == RW_ERR_UNSUPPORTED);
     u2.a.n_in = N_IN / 2; /* an update of the wrong shape */
     CHECK(rw_matmul(&w, x, N_IN, 2, got, N_OUT, pool, &err) == RW_ERR_INVALID_ARG);
