@@ -187,8 +187,10 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
     float *g = gu, *u = gu + n * fs;
     if (fs && !st) {
         if (M->sh_router.data) st = rw_models__matmul(&M->sh_router, m->sc.xn, n, sg, bt->pool, err);
-        if (!st) st = rw_models__matmul(&M->sh_gate, m->sc.xn, n, g, bt->pool, err);
-        if (!st) st = rw_models__matmul(&M->sh_up, m->sc.xn, n, u, bt->pool, err);
+        const rw_matrix *ws[2] = {&M->sh_gate, &M->sh_up}; /* the same rows: one conversion, one dispatch */
+        float *outs[2] = {g, u};
+        const int64_t yst[2] = {fs, fs};
+        if (!st) st = rw_matmul_multi(ws, outs, yst, 2, m->sc.xn, E, n, bt->pool, err);
         for (int64_t t = 0; t < n && !st; t++) rw_swiglu(g + t * fs, u + t * fs, fs);
         if (!st) st = rw_models__matmul(&M->sh_down, g, n, y, bt->pool, err);
         for (int64_t t = 0; t < n && !st; t++) {
