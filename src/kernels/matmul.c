@@ -529,19 +529,20 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
     for (int64_t g = 0; observer && g < n_groups; g++)
         if (groups[g].n_rows)
             observer(observer_ctx, groups[g].data, w->n_in, x, x_stride, groups[g].x_rows, groups[g].n_rows);
-    for (int64_t g = 0; g < n_groups; g++)
+    for (int64_t g = 0; g < n_groups; g++) {
+        float *yg = groups[g].y ? groups[g].y : y; /* the output its rows index */
         specs[g] = (mm_spec){.w = groups[g].data,
                              .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
                              .panels = groups[g].data == w->data ? panels_of(k, w->panels) : NULL,
                              .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
                              .can_fly = panels_enabled(),
                              .n_out = w->n_out,
-                             .y = groups[g].y_rows ? (groups[g].y ? groups[g].y : y)
-                                                   : (groups[g].y ? groups[g].y : y) + groups[g].y_row0 * y_stride,
+                             .y = groups[g].y_rows ? yg : yg + groups[g].y_row0 * y_stride,
                              .y_stride = y_stride,
                              .x_rows = groups[g].x_rows,
                              .y_rows = groups[g].y_rows,
                              .n_rows = groups[g].n_rows};
+    }
     st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
     free(specs);
     return st;

@@ -1,33 +1,25 @@
 /* ops_moe.c - top-k expert routing of one token (ops.h). */
 #include "kernels/ops.h"
 
-#include <string.h>
-
-enum { MAX_MARKED = 4096 }; /* experts a route marks in a bitmap; more take the scan of ids */
-
-/* Index of the largest of l[0..n) not yet taken (marked in the bitmap, or
- * without one in ids[0..j)): a strict-greater scan, so the lowest index
- * wins a tie. */
-static int next_best(const float *l, int n, const uint64_t *taken, const int32_t *ids, int j) {
+/* Index of the largest of l[0..n) not yet in ids[0..j): a strict-greater
+ * scan, so the lowest index wins a tie. */
+static int next_best(const float *l, int n, const int32_t *ids, int j) {
     int best = -1;
     for (int e = 0; e < n; e++) {
-        bool t = false;
-        if (taken) t = taken[e >> 6] >> (e & 63) & 1;
-        else
-            for (int m = 0; m < j && !t; m++) t = ids[m] == e;
-        if (!t && (best < 0 || l[e] > l[best])) best = e;
+        bool taken = false;
+        for (int m = 0; m < j && !taken; m++) taken = ids[m] == e;
+        if (!taken && (best < 0 || l[e] > l[best])) best = e;
     }
     return best;
 }
 
 /* ids[0..k): the k largest of l[0..n), largest first and the lowest index
- * first among equals, which is what k strict-greater scans choose (the
- * order the routing has always had). One pass keeps the best k so far in
- * that order: an expert enters only when strictly greater than the k-th,
- * past every kept one it does not exceed (k * n compares at most, about n
- * for 512 experts and 10 a token, against k * n for k scans). A NaN
- * orders nothing, so with one the k scans run instead, an expert once
- * taken marked in a bitmap. */
+ * first among equals, which is what k strict-greater scans (next_best)
+ * choose, the order the routing has always had. One pass keeps the best k
+ * so far in that order: an expert enters only when strictly greater than
+ * the k-th, past every kept one it does not exceed (about n compares for
+ * 512 experts and 10 a token, against k * k * n for the scans). A NaN
+ * orders nothing, so with one the scans run instead. */
 static void top_k(const float *l, int n, int k, int32_t *ids) {
     int cnt = 0;
     bool nan = false;
@@ -39,14 +31,7 @@ static void top_k(const float *l, int n, int k, int32_t *ids) {
         for (; p > 0 && v > l[ids[p - 1]]; p--) ids[p] = ids[p - 1];
         ids[p] = e;
     }
-    if (!nan) return;
-    uint64_t taken[MAX_MARKED / 64];
-    uint64_t *bits = n <= MAX_MARKED ? taken : NULL;
-    if (bits) memset(taken, 0, (size_t)(n + 63) / 64 * sizeof taken[0]);
-    for (int j = 0; j < k; j++) {
-        ids[j] = next_best(l, n, bits, ids, j);
-        if (bits && ids[j] >= 0) bits[ids[j] >> 6] |= 1ull << (ids[j] & 63);
-    }
+    for (int j = 0; nan && j < k; j++) ids[j] = next_best(l, n, ids, j);
 }
 
 void rw_moe_route_topk_softmax(const float *logits, int n_expert, int k, int32_t *ids, float *weights) {

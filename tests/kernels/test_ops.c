@@ -67,9 +67,9 @@ static void check_norms(void) {
         for (int fast = 0; fast <= 1; fast++) {
             (fast ? rw_rmsnorm_gated : rw_rmsnorm_gated_ref)(x, w, z, ng, gs, 1e-6f, fast ? y : y2);
             if (fast)
-                CHECK_MSG(!memcmp(y, y2, (size_t)n * 4), "gated norm %s gs %d: not the reference's bits", tier_name,
-                          gs);
-            else memcpy(y, y2, (size_t)n * 4);
+                CHECK_MSG(!memcmp(y, y2, (size_t)n * 4), "gated norm %s gs %d: not the reference's bits", tier_name, gs);
+            else
+                memcpy(y, y2, (size_t)n * 4);
             bad = 0;
             for (int g = 0; g < ng; g++) {
                 double s2 = 0;
@@ -103,7 +103,8 @@ static void check_activations(void) {
         if (!fast) memcpy(y_ref, y, sizeof y);
         else CHECK_MSG(!memcmp(y, y_ref, sizeof y), "silu %s: not the reference's bits", tier_name);
         int bad = 0;
-        for (int i = 0; i < n; i++) bad += i != 13 && !near(y[i], x[i] / (1.0 + exp(-(double)x[i])), 2e-6, 1e-30);
+        for (int i = 0; i < n; i++)
+            bad += i != 13 && !near(y[i], x[i] / (1.0 + exp(-(double)x[i])), 2e-6, 1e-30);
         CHECK_MSG(bad == 0 && isnan(y[13]), "silu %s fast %d: %d bad", tier_name, fast, bad);
         memcpy(y2, x, sizeof x);
         (fast ? rw_silu : rw_silu_ref)(y2, y2, n); /* in place */
@@ -137,9 +138,8 @@ static void check_activations(void) {
         for (int fast = 0; fast <= 1; fast++) {
             (fast ? rw_softmax : rw_softmax_ref)(a, p, m);
             if (!fast) memcpy(p_ref, p, (size_t)m * 4);
-            else
-                CHECK_MSG(!memcmp(p, p_ref, (size_t)m * 4), "softmax %s n %lld: not the reference's bits", tier_name,
-                          (long long)m);
+            else CHECK_MSG(!memcmp(p, p_ref, (size_t)m * 4), "softmax %s n %lld: not the reference's bits", tier_name,
+                           (long long)m);
             int nb = 0;
             for (int64_t i = 0; i < m; i++) nb += !near(p[i], exp(a[i] - mx) / sum, 3e-6, 1e-30);
             CHECK_MSG(nb == 0, "softmax %s fast %d n %lld: %d bad", tier_name, fast, (long long)m, nb);
@@ -205,22 +205,8 @@ static void check_geglu(void) {
             const float v = rw_f16_to_f32((rw_f16)h);
             xs[3 * h] = v, xs[3 * h + 1] = nextafterf(v, INFINITY), xs[3 * h + 2] = nextafterf(v, -INFINITY);
         }
-        const float edge[16] = {-10.0f,
-                                10.0f,
-                                nextafterf(-10.0f, 0),
-                                nextafterf(10.0f, 0),
-                                -INFINITY,
-                                INFINITY,
-                                1e30f,
-                                -1e30f,
-                                65504.0f,
-                                65520.0f,
-                                -0.0f,
-                                1e-40f,
-                                -1e-40f,
-                                9.9960938f,
-                                -9.9960938f,
-                                NAN};
+        const float edge[16] = {-10.0f, 10.0f, nextafterf(-10.0f, 0), nextafterf(10.0f, 0), -INFINITY, INFINITY, 1e30f,
+                                -1e30f, 65504.0f, 65520.0f, -0.0f, 1e-40f, -1e-40f, 9.9960938f, -9.9960938f, NAN};
         for (int i = 0; i < 64; i++) xs[3 * 65536 + i] = edge[i % 16];
         for (int64_t i = 0; i < m; i++) {
             r ^= r << 13, r ^= r >> 7, r ^= r << 17;
@@ -255,9 +241,9 @@ static void check_rope_multi(void) {
         {{2, 1, 1, 1}, false, 20, "tthwetthwe"},
         {{16, 24, 24, 0}, false, 128, "tttttttttttttttthhhhhhhhhhhhhhhhhhhhhhhhwwwwwwwwwwwwwwwwwwwwwwww"},
     };
-    const float ff[64] = {1, 2, 4, 8, 1, 1, 3, 1, 1.5f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                          1, 1, 1, 1, 1, 1, 1, 1, 1,    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                          1, 1, 1, 1, 1, 1, 1, 1, 1,    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const float ff[64] = {1, 2, 4, 8, 1, 1, 3, 1, 1.5f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                          1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                          1, 1, 1, 1};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int nr = cases[c].n_rot;
         CHECK_EQ_INT((int)strlen(cases[c].map), nr / 2);
@@ -350,9 +336,8 @@ static void check_f16_rows(void) {
     rw_f16 h[N], hs[N * 3];
     for (int i = 0; i < N; i++) x[i] = ldexpf(frand(), (int)(frand() * 30.0f));
     /* specials: infinities, overflow, subnormal halves, ties to even, zeros */
-    const float sp[] = {
-        INFINITY,        -INFINITY,           65504.0f, 65520.0f, 1e6f, 5.96e-8f, 2.98e-8f, 3e-5f, -0.0f, 0.0f,
-        1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 6.1e-5f};
+    const float sp[] = {INFINITY, -INFINITY, 65504.0f, 65520.0f, 1e6f, 5.96e-8f, 2.98e-8f, 3e-5f, -0.0f, 0.0f,
+                        1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 6.1e-5f};
     memcpy(x, sp, sizeof sp);
     rw_f32_to_f16_row(x, h, 1, N);
     rw_f32_to_f16_row(x, hs, 3, N);
