@@ -88,6 +88,12 @@ void rw_silu(const float *x, float *y, int64_t n);
 void rw_geglu_ref(float *g, const float *u, int64_t n);
 void rw_geglu(float *g, const float *u, int64_t n);
 
+/* Squared ReLU in place (Nemotron-H's MLP): x[i] = r * r with r = x[i] > 0 ?
+ * x[i] : 0 (NaN and -0 give 0), as ggml_relu then ggml_sqr: one product,
+ * the same bits in every tier. */
+void rw_relu_sq_ref(float *x, int64_t n);
+void rw_relu_sq(float *x, int64_t n);
+
 /* swiglu-oai (gpt-oss) in place, as llama.cpp's CPU backend: x = min(g,
  * limit), y = clamp(u, -limit, limit), g = x / (1 + expf(alpha * -x)) *
  * (y + 1), libm expf; one plain-C implementation for every tier. */

@@ -6,6 +6,13 @@
 #include "kernels/ops.h"
 #include "kernels/ops_int.h"
 
+void rw_relu_sq(float *x, int64_t n) {
+    if (rw_ops_use_avx512()) rw_relu_sq_avx512(x, n);
+    else if (rw_ops_use_avx2()) rw_relu_sq_avx2(x, n);
+    else if (rw_ops_use_neon()) rw_relu_sq_neon(x, n);
+    else rw_relu_sq_ref(x, n);
+}
+
 void rw_silu(const float *x, float *y, int64_t n) {
     if (rw_ops_use_avx512()) rw_silu_avx512(x, y, n);
     else if (rw_ops_use_avx2()) rw_silu_avx2(x, y, n);

@@ -36,6 +36,13 @@ const float *rw_gelu_f16_table(void) {
     return gelu_f16_table;
 }
 
+void rw_relu_sq_ref(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float r = x[i] > 0.0f ? x[i] : 0.0f;
+        x[i] = r * r;
+    }
+}
+
 void rw_geglu_ref(float *g, const float *u, int64_t n) {
     const float *tab = rw_gelu_f16_table();
     for (int64_t i = 0; i < n; i++) {

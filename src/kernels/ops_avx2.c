@@ -137,6 +137,17 @@ void rw_swiglu_avx2(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* rw_relu_sq_ref 8 values at a time (the ordered compare gives 0 for NaN). */
+void rw_relu_sq_avx2(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 r = _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ), v);
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(r, r));
+    }
+    if (i < n) rw_relu_sq_ref(x + i, n - i);
+}
+
 /* rw_geglu_ref 8 values at a time, as the AVX-512 twin: F16C's conversion
  * rounds to nearest even as rw_f32_to_f16 does, the clamps are ordered
  * compares (false for NaN, as the reference's ifs), the products the same

@@ -93,6 +93,18 @@ void rw_silu_avx512(const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+/* rw_relu_sq_ref 16 values at a time: the lanes not above 0 (NaN among
+ * them) become 0. */
+void rw_relu_sq_avx512(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        const __m512 r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(r, r));
+    }
+    if (i < n) rw_relu_sq_ref(x + i, n - i);
+}
+
 /* rw_geglu_ref 16 values at a time: F16C's conversion rounds to nearest
  * even as rw_f32_to_f16 does, the clamps are ordered compares (false for
  * NaN, as the reference's ifs), the products the same one multiply. A block

@@ -34,6 +34,7 @@ bool rw_ops_use_neon(void);
 void rw_silu_neon(const float *x, float *y, int64_t n);
 void rw_swiglu_neon(float *g, const float *u, int64_t n);
 void rw_geglu_neon(float *g, const float *u, int64_t n);
+void rw_relu_sq_neon(float *x, int64_t n);
 void rw_f32_to_f16_row_neon(const float *src, rw_f16 *dst, int64_t n);
 void rw_f16_to_f32_row_neon(const rw_f16 *src, float *dst, int64_t n);
 void rw_softmax_neon(const float *x, float *y, int64_t n);
@@ -54,6 +55,7 @@ void rw_attn_head_neon(const float *q, const rw_attn_pages *kv, bool f16, int64_
 void rw_silu_avx2(const float *x, float *y, int64_t n);
 void rw_swiglu_avx2(float *g, const float *u, int64_t n);
 void rw_geglu_avx2(float *g, const float *u, int64_t n);
+void rw_relu_sq_avx2(float *x, int64_t n);
 void rw_f32_to_f16_row_avx2(const float *src, rw_f16 *dst, int64_t n);
 void rw_f16_to_f32_row_avx2(const rw_f16 *src, float *dst, int64_t n);
 void rw_softmax_avx2(const float *x, float *y, int64_t n);
@@ -80,6 +82,7 @@ void rw_silu_avx512(const float *x, float *y, int64_t n);
  * (rw_gelu_f16_table, ops_act_ref.c: built on first use, then read-only). */
 const float *rw_gelu_f16_table(void);
 void rw_geglu_avx512(float *g, const float *u, int64_t n);
+void rw_relu_sq_avx512(float *x, int64_t n);
 /* Channels [0, the returned count) of rw_conv1d's kernel-4 conv through n_t
  * tokens (no SiLU), each lane conv_k4's operations: the AVX2 tier's. */
 int rw_conv_k4_avx2(const float *x, int64_t x_stride, int64_t n_t, int C, const float *w, const float *bias,

@@ -67,6 +67,18 @@ void rw_swiglu_neon(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* rw_relu_sq_ref 4 values at a time (compare and select: vmaxq would keep
+ * a NaN). */
+void rw_relu_sq_neon(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float32x4_t r = vbslq_f32(vcgtq_f32(v, vdupq_n_f32(0.0f)), v, vdupq_n_f32(0.0f));
+        vst1q_f32(x + i, vmulq_f32(r, r));
+    }
+    if (i < n) rw_relu_sq_ref(x + i, n - i);
+}
+
 /* rw_geglu_ref 4 values at a time: the half conversion rounds to nearest
  * even (FPCR's default mode) as rw_f32_to_f16 does, the table looked up
  * lane by lane, the clamps ordered compares (false for NaN, as the

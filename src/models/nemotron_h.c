@@ -205,7 +205,7 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t dim) {
 
 /* The MLP over the rows of b: m->sc.xn -> m->sc.tmp, its hidden rows in
  * sc.gate (the scratch holds n_ff = the largest MLP's floats per row). The
- * square of relu as ggml_relu then ggml_sqr: max(v, 0), then one product,
+ * square of relu as ggml_relu then ggml_sqr (rw_relu_sq): max(v, 0), then one product,
  * exact whatever the order. The block's "none" state advances with it. */
 static rw_status mlp(rw_model *m, int il, const nh_layer *N, const rw_models__batch *b, rw_error *err) {
     rw_models__scratch *sc = &m->sc;
@@ -213,10 +213,7 @@ static rw_status mlp(rw_model *m, int il, const nh_layer *N, const rw_models__ba
     rw_status st = rw_models__matmul(&N->up, sc->xn, n, sc->gate, b->pool, err);
     if (st) return st;
     add_bias(sc->gate, N->up_b, n, F);
-    for (int64_t i = 0; i < n * F; i++) {
-        const float r = sc->gate[i] > 0.0f ? sc->gate[i] : 0.0f;
-        sc->gate[i] = r * r;
-    }
+    rw_relu_sq(sc->gate, n * F);
     if ((st = rw_models__matmul(&N->down, sc->gate, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, N->down_b, n, m->hp.n_embd);
     for (int i = 0; i < b->n_seg; i++)

@@ -226,6 +226,34 @@ static void check_geglu(void) {
     CHECK_MSG(memcmp(geglu_first_tier, y, sizeof y) == 0, "geglu %s: differs from another tier", tier_name);
 }
 
+/* Squared ReLU: the tier's bits are the reference's, which are the spec's
+ * (r = x > 0 ? x : 0, then r * r): NaN, -0, tiny, huge and infinite values
+ * in every lane position, and lengths that leave tails. */
+static void check_relu_sq(void) {
+    enum { M = 16 * 37 + 5 };
+    static const float edge[12] = {-0.0f,  0.0f,    NAN,   -NAN,   INFINITY, -INFINITY,
+                                   1e-40f, -1e-40f, 3e20f, -3e20f, 1.5f,     -2.5f};
+    float x[M], a[M], b[M];
+    uint64_t r = 88172645463325252ull;
+    for (int i = 0; i < M; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x[i] = i % 3 == 0 ? edge[(i / 3) % 12] : (float)((double)(r >> 11) / 9007199254740992.0) * 8.0f - 4.0f;
+    }
+    const int lens[4] = {M, M - 5, 13, 1};
+    for (int li = 0; li < 4; li++) {
+        memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
+        rw_relu_sq(a, lens[li]);
+        for (int i = 0; i < lens[li]; i++) {
+            const float v = x[i] > 0.0f ? x[i] : 0.0f;
+            b[i] = v * v;
+        }
+        CHECK_MSG(memcmp(a, b, sizeof a) == 0, "relu_sq %s n %d: not the spec's bits", tier_name, lens[li]);
+        memcpy(b, x, sizeof x);
+        rw_relu_sq_ref(b, lens[li]);
+        CHECK_MSG(memcmp(a, b, sizeof a) == 0, "relu_sq %s n %d: not the reference's bits", tier_name, lens[li]);
+    }
+}
+
 /* The stream of pair i, spelled out for a few section sets (t h w e = 0 1 2 3). */
 static void check_rope_multi(void) {
     struct {
@@ -423,6 +451,7 @@ int main(void) {
         check_norms();
         check_activations();
         check_geglu();
+        check_relu_sq();
         check_rope_multi();
         check_moe();
         check_f16_rows();
