@@ -427,6 +427,50 @@ void rw_delta_rule_head_avx2(float *S, int dk, int dv, int64_t n_t, const float 
     }
 }
 
+/* Rows i .. i + R - 1 (R <= 2) of one token's state: each row's operations
+ * in the one-row order (ops_ssm.c), its 8 accumulators a[c] (elements 64s +
+ * 8c + lane) taken in the pairs reduce4x16 adds first, (a0, a4), (a2, a6),
+ * (a1, a5), (a3, a7), so that two rows' chains fit the 16 registers side by
+ * side and B and C are loaded once for both. */
+INLINE void ssm_rows_avx2(float *state, int ds, int np, const float *xt, const float *Bt, const float *Ct, float dA,
+                          float dtp, float D, float *yt, int i, const int R) {
+    const __m256 vdA = _mm256_set1_ps(dA);
+    __m256 vx[2], half[2][2];
+    float xdt[2];
+    _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) xdt[r] = xt[i + r] * dtp, vx[r] = _mm256_set1_ps(xdt[r]);
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        __m256 q[2][2];
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+            const int c0 = h + 2 * k; /* the pair (c0, c0 + 4) */
+            __m256 a[2][2];
+            _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+            for (int s = 0; s < np; s += 64) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                    const int at = s + 8 * (c0 + 4 * e);
+                    const __m256 b = _mm256_loadu_ps(Bt + at), cc = _mm256_loadu_ps(Ct + at);
+                    _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) {
+                        float *si = state + (int64_t)(i + r) * ds + at;
+                        const __m256 st =
+                            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(si), vdA), _mm256_mul_ps(b, vx[r]));
+                        a[r][e] = _mm256_fmadd_ps(st, cc, a[r][e]);
+                        _mm256_storeu_ps(si, st);
+                    }
+                }
+            _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) q[k][r] = _mm256_add_ps(a[r][0], a[r][1]);
+        }
+        _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) half[h][r] = _mm256_add_ps(q[0][r], q[1][r]);
+    }
+    _Pragma("GCC unroll 2") for (int r = 0; r < R; r++) {
+        float *si = state + (int64_t)(i + r) * ds;
+        float sum = np ? reduce16(half[0][r], half[1][r]) : 0.0f;
+        for (int s = np; s < ds; s++) { /* ggml's scalar tail as GCC contracts it (ops_ssm.c) */
+            const float v = fmaf(si[s], dA, Bt[s] * xdt[r]);
+            sum = fmaf(v, Ct[s], sum);
+            si[s] = v;
+        }
+        yt[i + r] = sum + xt[i + r] * D;
+    }
+}
+
 void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride, const float *dt,
                            int64_t dt_stride, float dt_bias, float A, const float *B, const float *C, int64_t bc_stride,
                            float D, float *y, int64_t y_stride) {
@@ -436,28 +480,9 @@ void rw_ssm_scan_head_avx2(float *state, int hd, int ds, int64_t n_t, const floa
         float *yt = y + t * y_stride;
         const float dtp = rw_softplus1(dt[t * dt_stride] + dt_bias);
         const float dA = expf(dtp * A);
-        const __m256 vdA = _mm256_set1_ps(dA);
-        for (int i = 0; i < hd; i++) {
-            float *si = state + (int64_t)i * ds;
-            const float xdt = xt[i] * dtp;
-            const __m256 vx = _mm256_set1_ps(xdt);
-            __m256 acc[8];
-            for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
-            for (int s = 0; s < np; s += 64) _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
-                    const int at = s + 8 * c;
-                    const __m256 st = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(si + at), vdA),
-                                                    _mm256_mul_ps(_mm256_loadu_ps(Bt + at), vx));
-                    acc[c] = _mm256_fmadd_ps(st, _mm256_loadu_ps(Ct + at), acc[c]);
-                    _mm256_storeu_ps(si + at, st);
-                }
-            float sum = np ? reduce4x16(acc) : 0.0f;
-            for (int s = np; s < ds; s++) { /* ggml's scalar tail as GCC contracts it (ops_ssm.c) */
-                const float v = fmaf(si[s], dA, Bt[s] * xdt);
-                sum = fmaf(v, Ct[s], sum);
-                si[s] = v;
-            }
-            yt[i] = sum + xt[i] * D;
-        }
+        int i = 0;
+        for (; i + 2 <= hd; i += 2) ssm_rows_avx2(state, ds, np, xt, Bt, Ct, dA, dtp, D, yt, i, 2);
+        if (i < hd) ssm_rows_avx2(state, ds, np, xt, Bt, Ct, dA, dtp, D, yt, i, 1);
     }
 }
 
