@@ -31,6 +31,9 @@
  * activations are 0 (bytes 128, so that its sum is 128 * sum sc * wsum),
  * subtracted from every lane, instead of computing it per weight
  * super-block (a quarter of the form's time at 16 rows, measured on Zen 4).
+ * A call of 17 to 32 rows takes two groups with each weight super-block
+ * unpacked (and its offset term computed) once for both: from about 20
+ * rows that costs less than packing panels on the fly (matmul_kpanel_avx512.c).
  * Intermediates stay below 2^31 (Q5_K: 8 * 63 * 32 * 255 * 31), integer
  * sums are exact in any order and the float step is the reference's, so
  * every output is bitwise the tile's and the reference's.
@@ -178,18 +181,45 @@ INLINE void unpack_q6_K(const uint8_t *blk, kg_block *o, const int CORR) {
     o->dmin = o->d;
 }
 
-enum { KG_MAX_NW = 4 };
+enum { KG_MAX_NW = 4, KG_MAX_NG = 2 };
 
-/* out[r*os + i] for weight rows i < nw and activation rows r < nx of one
- * group. Q6: 16 scale groups of 4 pieces, else 8 of 8. */
+/* out[r*os + i] = lane r of v[i] for i < nw <= 4, r < m: the four vectors
+ * turned around in registers (lane 4L + k of each into 128-bit lane L of
+ * t[k]), then a row's (up to) four outputs in one store. Storing each
+ * lane alone went through memory, a scalar reload per output (a quarter
+ * of the form's time for 2048 x 512 experts). */
+INLINE void kg_store(const __m512 *v, const int nw, int m, float *out, int64_t os) {
+    const __m512 z = _mm512_setzero_ps(), a = v[0], b = nw > 1 ? v[1] : z, c = nw > 2 ? v[2] : z, d = nw > 3 ? v[3] : z;
+    const __m512 ab0 = _mm512_unpacklo_ps(a, b), ab1 = _mm512_unpackhi_ps(a, b);
+    const __m512 cd0 = _mm512_unpacklo_ps(c, d), cd1 = _mm512_unpackhi_ps(c, d);
+    const __m512 t[4] = {_mm512_shuffle_ps(ab0, cd0, 0x44), _mm512_shuffle_ps(ab0, cd0, 0xEE),
+                         _mm512_shuffle_ps(ab1, cd1, 0x44), _mm512_shuffle_ps(ab1, cd1, 0xEE)};
+    const __mmask8 keep = (__mmask8)((1u << nw) - 1);
+    /* L a literal: the extract's lane is an immediate, unrolled or not (-O1) */
+#define KG_STORE_LANE(L)                                                                             \
+    for (int k = 0; k < 4 && 4 * (L) + k < m; k++)                                                   \
+        _mm_mask_storeu_ps(out + (4 * (L) + k) * os, keep, _mm512_extractf32x4_ps(t[k], (L)));
+    KG_STORE_LANE(0)
+    KG_STORE_LANE(1)
+    KG_STORE_LANE(2)
+    KG_STORE_LANE(3)
+#undef KG_STORE_LANE
+}
+
+/* out[r*os + i] for weight rows i < nw and activation rows r < nx of NG
+ * groups (xgs bytes apart; rows past 16 are the second group's): each
+ * weight super-block is unpacked once for all the groups. Q6: 16 scale
+ * groups of 4 pieces, else 8 of 8. The offset term comes from the weights
+ * (CORR) unless SPARE: one group of fewer than 16 rows, whose padding lane
+ * holds it. */
 INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk,
-                        void (*unpack)(const uint8_t *, kg_block *, int), const int nw, const uint8_t *xg, int nx,
-                        float *out, int64_t os, const int Q6, const int SPARE) {
+                        void (*unpack)(const uint8_t *, kg_block *, int), const int nw, const uint8_t *xg, size_t xgs,
+                        int nx, float *out, int64_t os, const int Q6, const int NG, const int SPARE) {
     const int n_sc = Q6 ? 16 : 8, per = Q6 ? 4 : 8;
-    __m512 acc[KG_MAX_NW];
-    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) acc[i] = _mm512_setzero_ps();
-    const xg_super *X = (const xg_super *)xg;
-    for (int64_t sb = 0; sb < n / 256; sb++, X++) {
+    __m512 acc[KG_MAX_NG][KG_MAX_NW];
+    _Pragma("GCC unroll 2") for (int q = 0; q < NG; q++) _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)
+        acc[q][i] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < n / 256; sb++) {
         kg_block wb[KG_MAX_NW];
         _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
             const uint8_t *p = w + i * ws + (size_t)sb * blk;
@@ -198,71 +228,83 @@ INLINE void kgroup_impl(int64_t n, const uint8_t *w, size_t ws, size_t blk,
             _mm_prefetch((const char *)p + PF_DIST + 128, _MM_HINT_T0);
             unpack(p, &wb[i], !SPARE);
         }
-        __m512i is[KG_MAX_NW];
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] = _mm512_set1_epi32(wb[i].corr);
-        for (int s = 0; s < n_sc; s += 2) { /* two scale groups: two chains per weight row */
-            __m512i pa[KG_MAX_NW], pb[KG_MAX_NW];
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) pa[i] = pb[i] = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int g = 0; g < per; g++) {
-                const int G = per * s + g;
-                const __m512i xa = _mm512_load_si512(X->q[G]), xb = _mm512_load_si512(X->q[G + per]);
-                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
-                    DPBUSD_BCST(pa[i], xa, (const i32u *)(wb[i].q + 4 * G));
-                    DPBUSD_BCST(pb[i], xb, (const i32u *)(wb[i].q + 4 * (G + per)));
+        _Pragma("GCC unroll 2") for (int q = 0; q < NG; q++) {
+            const xg_super *X = (const xg_super *)(xg + (size_t)q * xgs) + sb;
+            __m512i is[KG_MAX_NW];
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] = _mm512_set1_epi32(wb[i].corr);
+            for (int s = 0; s < n_sc; s += 2) { /* two scale groups: two chains per weight row */
+                __m512i pa[KG_MAX_NW], pb[KG_MAX_NW];
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) pa[i] = pb[i] = _mm512_setzero_si512();
+                _Pragma("GCC unroll 8") for (int g = 0; g < per; g++) {
+                    const int G = per * s + g;
+                    const __m512i xa = _mm512_load_si512(X->q[G]), xb = _mm512_load_si512(X->q[G + per]);
+                    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
+                        DPBUSD_BCST(pa[i], xa, (const i32u *)(wb[i].q + 4 * G));
+                        DPBUSD_BCST(pb[i], xb, (const i32u *)(wb[i].q + 4 * (G + per)));
+                    }
                 }
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] =
+                    _mm512_add_epi32(_mm512_add_epi32(is[i], _mm512_mullo_epi32(pa[i], _mm512_set1_epi32(wb[i].sc[s]))),
+                                     _mm512_mullo_epi32(pb[i], _mm512_set1_epi32(wb[i].sc[s + 1])));
             }
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] =
-                _mm512_add_epi32(_mm512_add_epi32(is[i], _mm512_mullo_epi32(pa[i], _mm512_set1_epi32(wb[i].sc[s]))),
-                                 _mm512_mullo_epi32(pb[i], _mm512_set1_epi32(wb[i].sc[s + 1])));
-        }
-        if (SPARE) /* lane 15 (activations 0) holds the offset term: take it off every lane */
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] =
-                _mm512_sub_epi32(is[i], _mm512_permutexvar_epi32(_mm512_set1_epi32(RW_MM_GROUP - 1), is[i]));
-        const __m512 dx = _mm512_load_ps(X->d);
-        if (Q6) {
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) acc[i] = _mm512_add_ps(
-                acc[i], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].d), dx), _mm512_cvtepi32_ps(is[i])));
-            continue;
-        }
-        __m512i ms[KG_MAX_NW];
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-            const __m512i bs = _mm512_load_si512(X->bs[j]);
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] =
-                _mm512_dpwssd_epi32(ms[i], bs, _mm512_set1_epi32(wb[i].mins[j]));
-        }
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
-            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].d), dx), _mm512_cvtepi32_ps(is[i]));
-            const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].dmin), dx), _mm512_cvtepi32_ps(ms[i]));
-            acc[i] = _mm512_add_ps(acc[i], _mm512_sub_ps(t, u));
+            if (SPARE) /* lane 15 (activations 0) holds the offset term: take it off every lane */
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) is[i] =
+                    _mm512_sub_epi32(is[i], _mm512_permutexvar_epi32(_mm512_set1_epi32(RW_MM_GROUP - 1), is[i]));
+            const __m512 dx = _mm512_load_ps(X->d);
+            if (Q6) {
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) acc[q][i] = _mm512_add_ps(
+                    acc[q][i], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].d), dx), _mm512_cvtepi32_ps(is[i])));
+                continue;
+            }
+            __m512i ms[KG_MAX_NW];
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+                const __m512i bs = _mm512_load_si512(X->bs[j]);
+                _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) ms[i] =
+                    _mm512_dpwssd_epi32(ms[i], bs, _mm512_set1_epi32(wb[i].mins[j]));
+            }
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
+                const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].d), dx), _mm512_cvtepi32_ps(is[i]));
+                const __m512 u =
+                    _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(wb[i].dmin), dx), _mm512_cvtepi32_ps(ms[i]));
+                acc[q][i] = _mm512_add_ps(acc[q][i], _mm512_sub_ps(t, u));
+            }
         }
     }
-    _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {
-        float l[RW_MM_GROUP];
-        _mm512_storeu_ps(l, acc[i]);
-        for (int r = 0; r < nx; r++) out[r * os + i] = l[r];
+    _Pragma("GCC unroll 2") for (int q = 0; q < NG; q++) {
+        const int m = nx - RW_MM_GROUP * q < RW_MM_GROUP ? nx - RW_MM_GROUP * q : RW_MM_GROUP;
+        kg_store(acc[q], nw, m, out + (int64_t)RW_MM_GROUP * q * os, os);
     }
 }
 
-/* Groups of 16 rows take the offset term from each weight super-block
- * (SPARE 0), a last group of fewer rows from a padding lane (SPARE 1). */
-#define KG_CALL(name, Q6, NW, SPARE) \
-    kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, NW, xg, m, out, os, Q6, SPARE)
-#define KG_DISPATCH(name, Q6, SPARE)             \
-    switch (nw) {                                \
-    case 1: KG_CALL(name, Q6, 1, SPARE); break;  \
-    case 2: KG_CALL(name, Q6, 2, SPARE); break;  \
-    case 3: KG_CALL(name, Q6, 3, SPARE); break;  \
-    default: KG_CALL(name, Q6, 4, SPARE); break; \
+/* Two groups at a time, each weight super-block unpacked once for 32 rows,
+ * with the offset term from the weights; a last single group of 16 rows
+ * the same way, one of fewer from a padding lane (SPARE 1). */
+#define KG_CALL(name, Q6, NW, NG, SPARE) \
+    kgroup_impl(n, w, ws, sizeof(rw_block_##name), unpack_##name, NW, xg, xgs, m, out, os, Q6, NG, SPARE)
+#define KG_DISPATCH(name, Q6, NG, SPARE)             \
+    switch (left) {                                  \
+    case 1: KG_CALL(name, Q6, 1, NG, SPARE); break;  \
+    case 2: KG_CALL(name, Q6, 2, NG, SPARE); break;  \
+    case 3: KG_CALL(name, Q6, 3, NG, SPARE); break;  \
+    default: KG_CALL(name, Q6, 4, NG, SPARE); break; \
     }
-#define KGROUP_TILE(name, Q6)                                                                                   \
-    void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xg, size_t xgs, \
-                                 int nx, float *out, int64_t os) {                                              \
-        for (int r0 = 0; r0 < nx; r0 += RW_MM_GROUP, xg += xgs, out += RW_MM_GROUP * os) {                      \
-            const int m = nx - r0 < RW_MM_GROUP ? nx - r0 : RW_MM_GROUP;                                        \
-            if (m < RW_MM_GROUP) KG_DISPATCH(name, Q6, 1)                                                       \
-            else KG_DISPATCH(name, Q6, 0)                                                                       \
-        }                                                                                                       \
+#define KGROUP_TILE(name, Q6)                                                                                     \
+    void rw_avx512_tile_g_##name(int64_t n, const uint8_t *w0, size_t ws, int nw0, const uint8_t *xg, size_t xgs, \
+                                 int nx, float *out0, int64_t os) {                                               \
+        for (int r0 = 0; r0 < nx;) {                                                                              \
+            const int m = nx - r0 < KG_MAX_NG * RW_MM_GROUP ? nx - r0 : KG_MAX_NG * RW_MM_GROUP;                  \
+            for (int i0 = 0; i0 < nw0; i0 += KG_MAX_NW) {                                                         \
+                const uint8_t *w = w0 + (size_t)i0 * ws;                                                          \
+                float *out = out0 + i0;                                                                           \
+                const int left = nw0 - i0;                                                                        \
+                if (m > RW_MM_GROUP) KG_DISPATCH(name, Q6, 2, 0)                                                  \
+                else if (m == RW_MM_GROUP) KG_DISPATCH(name, Q6, 1, 0)                                            \
+                else KG_DISPATCH(name, Q6, 1, 1)                                                                  \
+            }                                                                                                     \
+            const int ng = (m + RW_MM_GROUP - 1) / RW_MM_GROUP;                                                   \
+            r0 += m, xg += (size_t)ng * xgs, out0 += (int64_t)m * os;                                             \
+        }                                                                                                         \
     }
 KGROUP_TILE(q4_K, 0)
 KGROUP_TILE(q5_K, 0)

@@ -13,18 +13,25 @@ enum { KP_ROWS = 16, KP_MAX_NX = 16, KP_MIN_ROWS = 8 };
 /* The group form (matmul_kgroup_avx512.c) costs about the same for 1 to 16
  * rows, the tile (with its float step done for 4 x 4 pairs at once) about
  * an eighth of that per row beyond the first (measured on Zen 5 with the
- * weights in cache): the tile up to 7 rows. */
-enum { KG_MIN_ROWS = 8 };
-/* Q4_K and Q5_K: the tile also at 8 rows (from memory, 2 threads: 0.86-0.93x
- * the group form's time for Q4_K, 0.95-0.97x for Q5_K; Q6_K's group form
- * is the faster one there). */
+ * weights in cache). Q6_K: the group form from 7 rows (from memory, 2
+ * threads, 128 experts of 512 x 2048 and 2048 x 512: 0.73-0.89x the
+ * tile's time at 7 rows, 0.79-1.04x at 6). */
+enum { KG_MIN_ROWS = 7 };
+/* Q4_K and Q5_K: the tile up to 8 rows (as above: 1.06-1.26x the tile's
+ * time at 8 rows in the group form, 1.0-1.04x at 7). */
 enum { KG_MIN_ROWS_Q45 = 9 };
-/* The panels are packed in registers (kx_pack): from 17
- * rows, where the group form takes two groups, packing on the fly costs
- * less (measured on Zen 5, 2048 x 1024 from memory, 2 threads: Q4_K 0.91x
- * the group form's time at 20 rows and 0.75x at 32, Q6_K 0.87x at 20,
- * 1.05x at 32 and well below beyond, where the group form takes three). */
-enum { KX_FLY_MIN = 17 };
+/* The panels are packed in registers (kx_pack), still at about the cost of
+ * a 16-row group product (the weights come from memory, in the expert
+ * products once each); the group form takes two groups a call, each weight
+ * super-block unpacked once for both. Measured on Zen 5, 128 experts of
+ * 512 x 2048 and 2048 x 512 from memory, 2 threads, two groups against
+ * packing on the fly: Q4_K 1.00-1.06x the time at 17 rows, 0.95-1.01x at
+ * 20, 0.89-0.95x at 24, 0.79-0.88x at 32; Q6_K 1.05-1.20x at 20-24 rows,
+ * 0.72-0.83x at 26-32. */
+enum { KX_FLY_MIN_Q45 = 21, KX_FLY_MIN_Q6 = 25 };
+/* Weight rows of one group-form call: its outputs go to the caller's rows
+ * (a grouped product's store_rows) in runs this long, not four at a time. */
+enum { KG_CALL_NW = 64 };
 
 /* One unpacked weight super-block in element order. */
 typedef struct {
@@ -706,13 +713,14 @@ void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp,
                                                   .g_bytes = rw_avx512_g_bytes_k,     \
                                                   .convert_g = rw_avx512_convert_g_k, \
                                                   .tile_g = rw_avx512_tile_g_##name,  \
-                                                  .max_ng = 1,                        \
+                                                  .max_ng = 2,                        \
+                                                  .g_max_nw = KG_CALL_NW,             \
                                                   .g_min_rows = GMIN,                 \
                                                   .fly_min_rows = FLY,                \
                                                   .max_nx_1x = KR_NX};
-KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
-KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
-KXK(q6_K, convert_q8_K, convert_q8_K_p, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN)
+KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN_Q45)
+KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN_Q45)
+KXK(q6_K, convert_q8_K, convert_q8_K_p, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN_Q6)
 
 #define KG(name, conv)                                                                         \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {.x_bytes = x_bytes_super,             \
