@@ -162,7 +162,7 @@ static void fill_blocks(rw_dtype t, uint8_t *p, size_t n_blocks) {
 }
 
 /* Fills `bytes` of weights by repeating a 1 MiB random pattern (quick). */
-static void fill_weights(rw_dtype t, uint8_t *buf, size_t bytes) {
+void rw_bench_fill_weights(rw_dtype t, uint8_t *buf, size_t bytes) {
     size_t bs = rw_dtype_type_size(t), pat = (size_t)MIB / bs * bs;
     if (pat > bytes) pat = bytes / bs * bs;
     fill_blocks(t, buf, pat / bs);
@@ -302,7 +302,7 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
     for (int c = 0; ok && c < n_copies; c++) {
         copies[c] = aligned_alloc(64, (layer_bytes + 63) / 64 * 64);
         if (!copies[c]) ok = false;
-        else fill_weights(t, copies[c], layer_bytes);
+        else rw_bench_fill_weights(t, copies[c], layer_bytes);
     }
     /* every matrix of every copy, as a loaded model has them (the rows as
      * they are; the panel form packs them on the fly), or with
@@ -351,7 +351,7 @@ static bool bench_type(rw_dtype t, rw_threadpool *pool, bool quick, type_result 
 
 /* ---- output -------------------------------------------------------------- */
 
-static void cpu_model(char *buf, size_t cap) {
+void rw_bench_cpu_model(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
@@ -381,14 +381,8 @@ static bool parse_types(const char *list, rw_dtype *out, int *n) {
     return *n > 0;
 }
 
-/* --types T1,T2,...: the matmul weight types to measure. */
-typedef struct {
-    rw_dtype *types;
-    int *n;
-} kernel_types;
-
-static int opt_types(void *ctx, const char *cmd, const char *name, const char *v) {
-    const kernel_types *kt = ctx;
+int rw_bench_opt_types(void *ctx, const char *cmd, const char *name, const char *v) {
+    const rw_bench_types *kt = ctx;
     if (parse_types(v, kt->types, kt->n)) return 0;
     rw_cli_error(cmd, "bad %s '%s' (comma-separated matmul weight types)", name, v);
     return 2;
@@ -400,14 +394,14 @@ int rw_bench_kernels(int argc, char **argv) {
     rw_dtype types[64];
     int n_types = (int)(sizeof bench_types / sizeof bench_types[0]);
     memcpy(types, bench_types, sizeof bench_types);
-    kernel_types kt = {types, &n_types};
+    rw_bench_types kt = {types, &n_types};
     const rw_cli_opt opts[] = {
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--quick", RW_OPT_FLAG, &quick, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--stored-panels", RW_OPT_FLAG, &stored_panels, 0, 0, 0, 0, NULL, NULL, NULL},
         RW_OPT_THREADS(&threads),
         RW_OPT_KERNELS_TIER,
-        {"--types", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_types, &kt},
+        {"--types", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_bench_opt_types, &kt},
         RW_OPT_END,
     };
     if (rw_cli_parse_opts("bench kernels", argc, argv, opts, NULL, 0, NULL)) return 2;
@@ -419,7 +413,7 @@ int rw_bench_kernels(int argc, char **argv) {
     }
     int n_threads = rw_threadpool_size(pool);
     char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    rw_bench_cpu_model(cpu, sizeof cpu);
     rw_kernel_tier tier = rw_kernel_tier_current();
     double bw = rw_cli_read_bandwidth(pool, (size_t)((quick ? 32 : 512) * MIB), quick ? 2 : 5);
     const double peak = rw_bench_int8_peak_gmacs();

@@ -47,6 +47,18 @@ double rw_cli_read_bandwidth(rw_threadpool *pool, size_t bytes, int reps);
 /* The same over memory the caller has (buf 64-byte aligned; bytes rounded
  * down to whole chunks), e.g. a model's mapped weights: no memory added. */
 double rw_cli_read_bandwidth_over(rw_threadpool *pool, const void *buf, size_t bytes, int reps);
+/* bench_kernels.c, for the other matmul benchmarks: `bytes` of random
+ * weights of type t with sane block scales; the CPU's model name; an
+ * RW_OPT_FN parsing --types T1,T2,... (ctx: an rw_bench_types, up to 64
+ * matmul weight types). */
+void rw_bench_fill_weights(rw_dtype t, uint8_t *buf, size_t bytes);
+void rw_bench_cpu_model(char *buf, size_t cap);
+typedef struct {
+    rw_dtype *types;
+    int *n;
+} rw_bench_types;
+int rw_bench_opt_types(void *ctx, const char *cmd, const char *name, const char *v);
+int rw_bench_experts(int argc, char **argv);
 int rw_bench_tokenizer(int argc, char **argv);
 int rw_bench_model(int argc, char **argv);
 int rw_bench_ops(int argc, char **argv);

@@ -24,6 +24,7 @@ NOT_ON_HEADER=(cmd_synth)
 declare -A BENCH_BELOW_API=(
   [bench_kernels]="matrix products per kernel tier and weight type, the read bandwidth"
   [bench_ops]="attention, convolution, scan and delta-rule kernels alone"
+  [bench_experts]="a mixture of experts' grouped matrix products alone"
   [bench_sampler]="the sampler chain and the speculative verify rule alone"
   [bench_grammar]="the grammar matcher's masks over a vocabulary"
   [bench_spec]="drafting and verifying steps, the MTP block's passes, against plain decoding"

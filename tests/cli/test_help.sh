@@ -30,6 +30,7 @@ bench model:--prompt N
 bench serve:--clients VALUE
 bench ops:--ctx N
 bench kernels:--types VALUE
+bench experts:--rows VALUE
 bench sampler:--vocab N
 bench grammar:--walks N
 bench spec:--draft VALUE
