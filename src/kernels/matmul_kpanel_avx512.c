@@ -20,15 +20,16 @@ enum { KG_MIN_ROWS = 7 };
 /* Q4_K and Q5_K: the tile up to 8 rows (as above: 1.06-1.26x the tile's
  * time at 8 rows in the group form, 1.0-1.04x at 7). */
 enum { KG_MIN_ROWS_Q45 = 9 };
-/* The panels are packed in registers (kx_pack), still at about the cost of
- * a 16-row group product (the weights come from memory, in the expert
- * products once each); the group form takes two groups a call, each weight
- * super-block unpacked once for both. Measured on Zen 5, 128 experts of
- * 512 x 2048 and 2048 x 512 from memory, 2 threads, two groups against
- * packing on the fly: Q4_K 1.00-1.06x the time at 17 rows, 0.95-1.01x at
- * 20, 0.89-0.95x at 24, 0.79-0.88x at 32; Q6_K 1.05-1.20x at 20-24 rows,
- * 0.72-0.83x at 26-32. */
-enum { KX_FLY_MIN_Q45 = 21, KX_FLY_MIN_Q6 = 25 };
+/* The panels are packed in registers (kx_pack) from 17 rows, where the
+ * group form takes two groups a call (each weight super-block unpacked
+ * once for both; without panels, RW_PANELS=0, that form serves every row
+ * count). Measured on Zen 5 (`rewind bench experts`, 128 experts of
+ * 512 x 2048 and 2048 x 512 from memory, 2 threads), two groups against
+ * packing on the fly: Q4_K 1.0-1.2x the time at 17-20 rows, 0.96-1.0x at
+ * 24, 0.86-1.03x at 28-32; Q6_K 1.05-1.20x at 17-24, 0.72-0.83x at
+ * 26-32; and Qwen3.5-35B-A3B's prefill (experts of 1 to about 40 rows) was
+ * 2-8% faster packing from 17 rows than from 33 for Q4_K. */
+enum { KX_FLY_MIN = 17 };
 /* Weight rows of one group-form call: its outputs go to the caller's rows
  * (a grouped product's store_rows) in runs this long, not four at a time. */
 enum { KG_CALL_NW = 64 };
@@ -718,9 +719,9 @@ void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp,
                                                   .g_min_rows = GMIN,                 \
                                                   .fly_min_rows = FLY,                \
                                                   .max_nx_1x = KR_NX};
-KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN_Q45)
-KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN_Q45)
-KXK(q6_K, convert_q8_K, convert_q8_K_p, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN_Q6)
+KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
+KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
+KXK(q6_K, convert_q8_K, convert_q8_K_p, tile_x_q6_K, kx_wbytes_q6, KG_MIN_ROWS, KX_FLY_MIN)
 
 #define KG(name, conv)                                                                         \
     const rw_mm_kernel rw_avx512_kernel_##name##_ggml = {.x_bytes = x_bytes_super,             \

@@ -161,7 +161,8 @@ static void check_reference(rw_dtype t, bool small) {
 /* 2. a fast tier against the reference: bitwise (the relative difference,
  * printed with RW_TEST_VERBOSE, says how far a failing tier is off) */
 static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_threadpool *pool) {
-    /* every count 1..17: the one-row tile, the quad, group and panel forms (17 and 24: two groups a call) */
+    /* every count 1..17: the one-row tile, the quad, group and panel forms (17 and 24: two groups a call
+     * where panels are not packed on the fly, test_matmul_no_panels.sh) */
     static const int64_t rows_list[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,
                                         12, 13, 14, 15, 16, 17, 24, 31, 33, 255, 257};
     int64_t bl = block_len(t);
