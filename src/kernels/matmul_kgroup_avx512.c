@@ -32,8 +32,10 @@
  * subtracted from every lane, instead of computing it per weight
  * super-block (a quarter of the form's time at 16 rows, measured on Zen 4).
  * A call of 17 to 32 rows takes two groups with each weight super-block
- * unpacked (and its offset term computed) once for both: from about 20
- * rows that costs less than packing panels on the fly (matmul_kpanel_avx512.c).
+ * unpacked (and its offset term computed) once for both: the rows that
+ * reach this form (panels not packed on the fly, RW_PANELS=0; the AMX
+ * tier's Q5_K and Q6_K below its panel rows), since packing panels from
+ * 17 rows measured faster in a MoE prefill (matmul_kpanel_avx512.c).
  * Intermediates stay below 2^31 (Q5_K: 8 * 63 * 32 * 255 * 31), integer
  * sums are exact in any order and the float step is the reference's, so
  * every output is bitwise the tile's and the reference's.
