@@ -223,16 +223,18 @@ static inline float mad_dot(float *row, const float *k, float d, const float *q,
 /* _mm512_reduce_add_ps of each of v[0..15], lane j = row j, bitwise: the
  * same pairwise tree (lanes i + i+8, then + i+4, then + i+2, then + i+1)
  * run on 16 rows at once by interleaving them (IEEE addition commutes, so
- * only the pairing matters). */
+ * only the pairing matters). The loops are unrolled so that the tree stays
+ * in registers (as loops each level went through the stack, on the delta
+ * rule's chain from one token to the next). */
 static inline __m512 reduce_add16(const __m512 v[16]) {
     __m512 z[8], w[4], u[2];
-    for (int p = 0; p < 8; p++) /* row 2p in lanes 0-7, row 2p+1 in 8-15: lane i + lane i+8 */
+    _Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) /* row 2p in lanes 0-7, row 2p+1 in 8-15: lane i + lane i+8 */
         z[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    for (int p = 0; p < 4; p++) /* 128-bit lane r = row 4p + r: + lane i+4 */
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) /* 128-bit lane r = row 4p + r: + lane i+4 */
         w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                              _mm512_shuffle_f32x4(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    for (int p = 0; p < 2; p++) /* + lane i+2: rows 8p + r and 8p + 4 + r in 128-bit lane r */
+    _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) /* + lane i+2: rows 8p + r and 8p + 4 + r in 128-bit lane r */
         u[p] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     /* + lane i+1: lane 4r + c holds row 4c + r */
@@ -267,37 +269,38 @@ INLINE void delta_row_step(float *row, const int DK, const bool UPD, const bool 
     *pa = _mm512_add_ps(_mm512_add_ps(ba[0], ba[2]), _mm512_add_ps(ba[1], ba[3]));
 }
 
-/* Step s of a block of 16 rows: token s-1's update (d from din) and output
- * (UPD), token s's decay and d = (v - S^T k) * beta into dout (DEC). Token
- * s-1's k and q sit in registers. */
-INLINE void delta_block_step(float *blk, const int DK, const bool UPD, const bool DEC, int64_t s, int j0,
-                             const float *din, float *dout, const float *q, int64_t q_stride, const float *k,
-                             int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
-                             const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride) {
+/* A step of a block of 16 rows: the previous token's update (k kp, q qp, d
+ * from din) and output into orow (UPD), this token's decay, k kn, and d =
+ * (v - S^T k) * beta into dout (DEC). kp and qp sit in registers. Each row's
+ * d is a lane of the d vector broadcast in registers, not a float reloaded
+ * from the vector just stored. */
+INLINE void delta_block_step(float *blk, const int DK, const bool UPD, const bool DEC, const float *kp, const float *qp,
+                             const float *kn, const __m512 *din, __m512 *dout, const float *vrow, float decay,
+                             float beta, float scale, float *orow) {
     __m512 ku[8], qu[8];
     if (UPD)
-        for (int c = 0; c < DK / 16; c++)
-            ku[c] = _mm512_loadu_ps(k + (s - 1) * k_stride + 16 * c),
-            qu[c] = _mm512_loadu_ps(q + (s - 1) * q_stride + 16 * c);
-    const float *kn = DEC ? k + s * k_stride : NULL;
-    const __m512 vdec = _mm512_set1_ps(DEC ? expf(g[s * g_stride]) : 1.0f);
+        for (int c = 0; c < DK / 16; c++) ku[c] = _mm512_loadu_ps(kp + 16 * c), qu[c] = _mm512_loadu_ps(qp + 16 * c);
+    const __m512 vdec = _mm512_set1_ps(decay);
     __m512 po[16], pa[16];
-    _Pragma("GCC unroll 2") for (int r = 0; r < 16; r++)
-        delta_row_step(blk + r * DK, DK, UPD, DEC, _mm512_set1_ps(UPD ? din[r] : 0.0f), ku, qu, vdec, kn, &po[r],
-                       &pa[r]);
-    if (UPD) _mm512_storeu_ps(o + (s - 1) * o_stride + j0, _mm512_mul_ps(reduce_add16(po), _mm512_set1_ps(scale)));
-    if (DEC)
-        _mm512_storeu_ps(dout, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + s * v_stride + j0), reduce_add16(pa)),
-                                             _mm512_set1_ps(beta[s * beta_stride])));
+    _Pragma("GCC unroll 2") for (int r = 0; r < 16; r++) {
+        const __m512 vd = UPD ? _mm512_permutexvar_ps(_mm512_set1_epi32(r), *din) : _mm512_setzero_ps();
+        delta_row_step(blk + r * DK, DK, UPD, DEC, vd, ku, qu, vdec, kn, &po[r], &pa[r]);
+    }
+    if (UPD) _mm512_storeu_ps(orow, _mm512_mul_ps(reduce_add16(po), _mm512_set1_ps(scale)));
+    if (DEC) *dout = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(vrow), reduce_add16(pa)), _mm512_set1_ps(beta));
 }
 
 /* The delta rule for dk = DK (64 or 128) and dv a multiple of 16: as the
  * general code below, element by element the same operations in the same
  * order, but
- *   - rows of S^T evolve independently (row j needs only its own d[j]), so a
- *     block of 16 rows (8 KiB) runs through a tile of tokens before the next
- *     block: the block stays in L1 instead of the whole state streaming
+ *   - rows of S^T evolve independently (row j needs only its own d[j]), so
+ *     a block of 16 rows (8 KiB) runs through a tile of tokens before the
+ *     next block: it stays in L1 instead of the whole state streaming
  *     through L2 at every token;
+ *   - the tile's k and q are copied together first (kq: token t0 - 1 + i at
+ *     row i of each): in the layer's rows, a multiple of 4 KiB apart, every
+ *     token's k and q fell in the same L1 sets as each other's and the
+ *     block's, and evicted each other;
  *   - one pass over a row does token t's update and token t+1's decay, so
  *     the row is loaded and stored once per token;
  *   - the 16 rows' dot products are reduced together (reduce_add16) and d,
@@ -308,26 +311,34 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
                           int64_t k_stride, const float *v, int64_t v_stride, const float *g, int64_t g_stride,
                           const float *beta, int64_t beta_stride, float scale, float *o, int64_t o_stride,
                           float *dpend) {
+    float kb[RW_DELTA_TILE + 1][128] __attribute__((aligned(64))),
+        qb[RW_DELTA_TILE + 1][128] __attribute__((aligned(64)));
     for (int64_t t0 = 0; t0 < n_t; t0 += RW_DELTA_TILE) {
         const int64_t t1 = t0 + RW_DELTA_TILE < n_t ? t0 + RW_DELTA_TILE : n_t;
+        for (int64_t t = t0 > 0 ? t0 - 1 : 0; t < t1; t++) {
+            memcpy(kb[t - t0 + 1], k + t * k_stride, sizeof(float) * DK);
+            memcpy(qb[t - t0 + 1], q + t * q_stride, sizeof(float) * DK);
+        }
         for (int j0 = 0; j0 < dv; j0 += 16) {
-            float *blk = S + (int64_t)j0 * DK, d[2][16];
+            float *blk = S + (int64_t)j0 * DK;
+            __m512 d[2];
             int64_t s = t0;
             if (s == 0)
-                delta_block_step(blk, DK, false, true, 0, j0, NULL, d[0], q, q_stride, k, k_stride, v, v_stride, g,
-                                 g_stride, beta, beta_stride, scale, o, o_stride), s++;
-            else
-                memcpy(d[(s - 1) & 1], dpend + j0, sizeof d[0]);
+                delta_block_step(blk, DK, false, true, NULL, NULL, kb[1], NULL, &d[0], v + j0, expf(g[0]), beta[0],
+                                 scale, NULL),
+                    s++;
+            else d[(s - 1) & 1] = _mm512_loadu_ps(dpend + j0);
             for (; s < t1; s++) {
                 rw_delta_prefetch(s + RW_DELTA_AHEAD, n_t, j0 == 0, DK, q, q_stride, k, k_stride, v + j0, v_stride);
-                delta_block_step(blk, DK, true, true, s, j0, d[(s - 1) & 1], d[s & 1], q, q_stride, k, k_stride, v,
-                                 v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
+                const int i = (int)(s - t0) + 1;
+                delta_block_step(blk, DK, true, true, kb[i - 1], qb[i - 1], kb[i], &d[(s - 1) & 1], &d[s & 1],
+                                 v + s * v_stride + j0, expf(g[s * g_stride]), beta[s * beta_stride], scale,
+                                 o + (s - 1) * o_stride + j0);
             }
-            if (t1 < n_t)
-                memcpy(dpend + j0, d[(t1 - 1) & 1], sizeof d[0]);
+            if (t1 < n_t) _mm512_storeu_ps(dpend + j0, d[(t1 - 1) & 1]);
             else
-                delta_block_step(blk, DK, true, false, n_t, j0, d[(n_t - 1) & 1], NULL, q, q_stride, k, k_stride, v,
-                                 v_stride, g, g_stride, beta, beta_stride, scale, o, o_stride);
+                delta_block_step(blk, DK, true, false, kb[t1 - t0], qb[t1 - t0], NULL, &d[(n_t - 1) & 1], NULL, NULL,
+                                 1.0f, 0.0f, scale, o + (n_t - 1) * o_stride + j0);
         }
     }
 }
