@@ -297,8 +297,8 @@ INLINE void delta_block_step(float *blk, const int DK, const bool UPD, const boo
  *     a block of 16 rows (8 KiB) runs through a tile of tokens before the
  *     next block: it stays in L1 instead of the whole state streaming
  *     through L2 at every token;
- *   - the tile's k and q are copied together first (kq: token t0 - 1 + i at
- *     row i of each): in the layer's rows, a multiple of 4 KiB apart, every
+ *   - the tile's k and q are copied together first (kb, qb: token t0 - 1 + i
+ *     at row i of each): in the layer's rows, a multiple of 4 KiB apart, every
  *     token's k and q fell in the same L1 sets as each other's and the
  *     block's, and evicted each other;
  *   - one pass over a row does token t's update and token t+1's decay, so
@@ -315,24 +315,26 @@ INLINE void delta_blocked(float *S, const int DK, int dv, int64_t n_t, const flo
         qb[RW_DELTA_TILE + 1][128] __attribute__((aligned(64)));
     for (int64_t t0 = 0; t0 < n_t; t0 += RW_DELTA_TILE) {
         const int64_t t1 = t0 + RW_DELTA_TILE < n_t ? t0 + RW_DELTA_TILE : n_t;
+        float dec[RW_DELTA_TILE + 1]; /* the tokens' decays, once for all blocks */
         for (int64_t t = t0 > 0 ? t0 - 1 : 0; t < t1; t++) {
             memcpy(kb[t - t0 + 1], k + t * k_stride, sizeof(float) * DK);
             memcpy(qb[t - t0 + 1], q + t * q_stride, sizeof(float) * DK);
+            dec[t - t0 + 1] = expf(g[t * g_stride]);
         }
         for (int j0 = 0; j0 < dv; j0 += 16) {
             float *blk = S + (int64_t)j0 * DK;
             __m512 d[2];
             int64_t s = t0;
             if (s == 0)
-                delta_block_step(blk, DK, false, true, NULL, NULL, kb[1], NULL, &d[0], v + j0, expf(g[0]), beta[0],
-                                 scale, NULL),
+                delta_block_step(blk, DK, false, true, NULL, NULL, kb[1], NULL, &d[0], v + j0, dec[1], beta[0], scale,
+                                 NULL),
                     s++;
             else d[(s - 1) & 1] = _mm512_loadu_ps(dpend + j0);
             for (; s < t1; s++) {
                 rw_delta_prefetch(s + RW_DELTA_AHEAD, n_t, j0 == 0, DK, q, q_stride, k, k_stride, v + j0, v_stride);
                 const int i = (int)(s - t0) + 1;
                 delta_block_step(blk, DK, true, true, kb[i - 1], qb[i - 1], kb[i], &d[(s - 1) & 1], &d[s & 1],
-                                 v + s * v_stride + j0, expf(g[s * g_stride]), beta[s * beta_stride], scale,
+                                 v + s * v_stride + j0, dec[i], beta[s * beta_stride], scale,
                                  o + (s - 1) * o_stride + j0);
             }
             if (t1 < n_t) _mm512_storeu_ps(dpend + j0, d[(t1 - 1) & 1]);
