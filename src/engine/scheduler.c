@@ -50,7 +50,8 @@ static void retire(rw_engine *e, rw_engine__req *r) {
 }
 
 /* Under the lock: takes finished and cancelled requests out of running into
- * out[] (to be retired without the lock), admits queued ones. */
+ * out[] (to be retired without the lock); when there are none, admits
+ * queued ones. */
 static int collect_and_admit(rw_engine *e, rw_engine__req **out) {
     int n_out = 0;
     for (int i = 0; i < e->n_running;) {
@@ -62,7 +63,13 @@ static int collect_and_admit(rw_engine *e, rw_engine__req **out) {
             remove_running(e, i);
         } else i++;
     }
-    if (n_out) pthread_cond_broadcast(&e->step_done);
+    if (n_out) {
+        /* admit once these are retired (the caller comes back): until their
+         * states are freed they still count as running, and a budget by
+         * bytes must not see a new sequence beside a leaving one */
+        pthread_cond_broadcast(&e->step_done);
+        return n_out;
+    }
     bool admitted = false;
     while (e->n_running < e->cfg.max_running && e->queue_head) {
         /* by bytes: under the bound, one at a time (its state shows in
