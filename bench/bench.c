@@ -26,7 +26,8 @@ static const bench_entry benches[] = {
      "kernels [--json] [--threads N] [--kernels TIER] [--types T1,T2,...] [--quick] [--stored-panels]"},
     {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE] [--reps N]"},
     {"experts", rw_bench_experts,
-     "experts [--types T1,T2,...] [--experts N] [--rows 1,2,4,...] [--threads N] [--kernels TIER] [--json]"},
+     "experts [--types T1,T2,...] [--experts N] [--rows 1,2,4,...] [--stored] [--threads N] [--kernels TIER] "
+     "[--json]"},
     {"ops", rw_bench_ops, "ops [--ctx N] [--threads N] [--kernels TIER] [--json] [--quick]"},
     {"serve", rw_bench_serve,
      "serve MODEL [--clients 1,4,16] [--requests N] [--prompt N] [--gen N] [--parallel N] [--threads N] "

@@ -69,8 +69,8 @@ static int opt_rows(void *ctx, const char *cmd, const char *name, const char *v)
 
 /* The best time (s) of one grouped call of n_experts experts with rows
  * rows each, over passes of at least 0.3 s; -1 on an error (in err). */
-static double time_call(const rw_matrix *w, size_t expert_bytes, int n_experts, int64_t rows, const float *x, float *y,
-                        rw_threadpool *pool, rw_error *err) {
+static double time_call(const rw_matrix *w, size_t expert_bytes, const void *panels, int n_experts, int64_t rows,
+                        const float *x, float *y, rw_threadpool *pool, rw_error *err) {
     rw_matmul_group *g = calloc((size_t)n_experts, sizeof *g); /* freed below */
     int32_t *xr = malloc(sizeof *xr * (size_t)(n_experts * rows));
     double best = -1;
@@ -81,7 +81,9 @@ static double time_call(const rw_matrix *w, size_t expert_bytes, int n_experts, 
             g[e] = (rw_matmul_group){.data = (const uint8_t *)w->data + (size_t)e * expert_bytes,
                                      .x_rows = xr + e * rows,
                                      .n_rows = rows,
-                                     .y_row0 = e * rows};
+                                     .y_row0 = e * rows,
+                                     .panels = panels,
+                                     .panel_row0 = e * w->n_out};
         }
         const double start = now_s();
         int passes = 0;
@@ -104,7 +106,7 @@ static double time_call(const rw_matrix *w, size_t expert_bytes, int n_experts, 
 }
 
 int rw_bench_experts(int argc, char **argv) {
-    bool json = false;
+    bool json = false, stored = false;
     long threads = 0, n_experts = 128;
     rw_dtype types[64] = {RW_TYPE_Q4_K, RW_TYPE_Q6_K};
     int n_types = 2;
@@ -115,6 +117,7 @@ int rw_bench_experts(int argc, char **argv) {
     const rw_cli_opt opts[] = {
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--experts", RW_OPT_INT, &n_experts, 1, 4096, 0, 0, NULL, NULL, NULL},
+        {"--stored", RW_OPT_FLAG, &stored, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--types", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_bench_opt_types, &bt},
         {"--rows", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_rows, &rc},
         RW_OPT_THREADS(&threads),
@@ -144,9 +147,9 @@ int rw_bench_experts(int argc, char **argv) {
         rw_json_begin_array(&jw);
     } else {
         printf("rewind bench experts: %s, %d thread%s, kernels %s, numerics %s, %ld experts a call, each expert's "
-               "rows gathered from %d\n",
+               "rows gathered from %d%s\n",
                cpu, n_threads, n_threads > 1 ? "s" : "", rw_kernel_tier_name(tier), rw_get_numerics(), n_experts,
-               N_TOKENS);
+               N_TOKENS, stored ? ", stored panels where the tier has them" : "");
         printf("%-6s %-8s %9s | %s\n", "type", "shape", "MB", "rows an expert: call ms, GOP/s, time vs 1 row");
     }
     /* activations: N_TOKENS rows of the widest n_in; outputs: the most rows of the widest n_out */
@@ -170,11 +173,24 @@ int rw_bench_experts(int argc, char **argv) {
             }
             rw_bench_fill_weights(types[ti], wbuf, eb * (size_t)n_experts);
             const rw_matrix w = {.type = types[ti], .data = wbuf, .n_in = s->n_in, .n_out = s->n_out};
+            /* --stored: the experts as one matrix in stored panels, as a
+             * model keeps them where they take the rows' bytes (models/experts.c) */
+            void *panels = NULL;
+            if (stored) {
+                rw_matrix all = w;
+                all.n_out = s->n_out * n_experts;
+                if (rw_matmul_pack(&all, &panels, &err) != RW_OK) {
+                    rw_cli_error("bench experts", "%s", err.msg);
+                    free(wbuf);
+                    status = 1;
+                    break;
+                }
+            }
             if (!json)
                 printf("%-6s %-8s %9.1f |", rw_dtype_name(types[ti]), s->name, 1e-6 * (double)(eb * (size_t)n_experts));
             double one = 0;
             for (int ri = 0; ri < n_rows && !status; ri++) {
-                const double t = time_call(&w, eb, (int)n_experts, rows[ri], x, y, pool, &err);
+                const double t = time_call(&w, eb, panels, (int)n_experts, rows[ri], x, y, pool, &err);
                 if (t < 0) {
                     rw_cli_error("bench experts", "%s", err.msg);
                     status = 1;
@@ -202,6 +218,7 @@ int rw_bench_experts(int argc, char **argv) {
             }
             if (!json) printf("\n");
             free(wbuf);
+            free(panels);
         }
     if (json) {
         rw_json_end_array(&jw);

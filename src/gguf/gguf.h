@@ -123,6 +123,13 @@ void rw_gguf_close(rw_gguf *g); /* no-op on NULL */
  * was truncated on disk): the tensor data is then partly zeros, for good.
  * Needs rw_mapped_file_guard_install; false for rw_gguf_open_memory. */
 bool rw_gguf_faulted(const rw_gguf *g);
+/* Gives back the memory pages of bytes [p, p + n) of one of g's mapped
+ * files (the whole pages inside that range) to the page cache: the
+ * process's resident size drops, and a later read of them maps them again
+ * from the file. For a model that keeps a copy of some weights in another
+ * layout. False (nothing done) where the range is not in a mapped file
+ * (rw_gguf_open_memory). */
+bool rw_gguf_release_pages(const rw_gguf *g, const void *p, size_t n);
 
 /* A split model's files: n_parts (1 for a plain file) and part i, itself an
  * rw_gguf of that one file (part 0 is g itself), owned by g. The

@@ -8,6 +8,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/hash.h"
 #include "base/portable.h"
@@ -469,6 +471,21 @@ void rw_gguf_close(rw_gguf *g) {
 bool rw_gguf_faulted(const rw_gguf *g) {
     for (uint32_t i = 0; i < g->n_parts; i++)
         if (rw_mapped_file_faulted(&rw_gguf_part(g, i)->map)) return true;
+    return false;
+}
+
+bool rw_gguf_release_pages(const rw_gguf *g, const void *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (uint32_t i = 0; i < g->n_parts; i++) {
+        const rw_mapped_file *f = &rw_gguf_part(g, i)->map;
+        const uintptr_t m0 = (uintptr_t)f->data;
+        if (!f->data || a < m0 || a - m0 > f->size || n > f->size - (a - m0)) continue;
+        const uintptr_t b0 = (a + page - 1) & ~(page - 1), b1 = (a + n) & ~(page - 1);
+        if (b1 > b0)
+            madvise((void *)b0, b1 - b0,
+                    MADV_DONTNEED); /* advice on a read-only file mapping: its pages stay in the file */
+        return true;
+    }
     return false;
 }
 

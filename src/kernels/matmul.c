@@ -17,6 +17,7 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/matmul_int.h"
 #include "kernels/quant.h"
@@ -143,9 +144,10 @@ typedef struct {
 typedef struct {
     const uint8_t *w; /* the matrix's first row */
     size_t w_stride;
-    const uint8_t *panels; /* its rows repacked for the panel form, or NULL */
+    const uint8_t *panels; /* its rows repacked for the panel form (stored panels where the kernel has them), or NULL */
     bool can_fly;          /* without panels, it may pack them on the fly (RW_PANELS is not 0) */
     size_t p_stride;       /* panel bytes per row: a panel spans p_rows * p_stride bytes */
+    size_t s_stride;       /* stored panels' bytes per row (the dense row size) */
     int64_t n_out;
     float *y;
     int64_t y_stride;
@@ -305,22 +307,47 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-/* Bytes per weight row in k's panels (row_bytes: the dense row size). */
+/* Bytes per weight row in k's panels packed on the fly (row_bytes: the
+ * dense row size). */
 static size_t panel_row_bytes(const rw_mm_kernel *k, int64_t n_in, uint64_t row_bytes) {
     return k->p_wbytes ? k->p_wbytes(n_in) : (size_t)row_bytes;
 }
 
+/* Bytes per weight row in k's stored panels (rw_matmul_pack). */
+static size_t stored_row_bytes(const rw_mm_kernel *k, int64_t n_in, uint64_t row_bytes) {
+    return k->pack_s ? (size_t)row_bytes : panel_row_bytes(k, n_in, row_bytes);
+}
+
 /* A panel buffer starts with PANEL_HEADER bytes naming the kernel that
- * packed it (rw_matmul_pack): kernels of one type lay panels out
- * differently (tiers, numerics), so panels packed for another kernel than
- * the one a call runs are not used (the call takes the other forms). */
+ * packed it (rw_matmul_pack) and how many rows it holds: kernels of one
+ * type lay panels out differently (tiers, numerics), so panels packed for
+ * another kernel than the one a call runs are not used (the call takes the
+ * other forms). */
 enum { PANEL_HEADER = 64 };
+
+typedef struct {
+    const rw_mm_kernel *packer;
+    int64_t n_out;
+} panel_header;
 
 static const uint8_t *panels_of(const rw_mm_kernel *k, const void *panels) {
     if (!panels) return NULL;
-    const rw_mm_kernel *packer;
-    memcpy(&packer, panels, sizeof packer);
-    return packer == k ? (const uint8_t *)panels + PANEL_HEADER : NULL;
+    panel_header h;
+    memcpy(&h, panels, sizeof h);
+    return h.packer == k ? (const uint8_t *)panels + PANEL_HEADER : NULL;
+}
+
+/* The panels of n_out rows from row r0 of the matrix packed into `panels`
+ * (with w's row length): r0 at a whole panel, the rows within the packed
+ * ones; else NULL. */
+static const uint8_t *panels_at(const rw_mm_kernel *k, const rw_matrix *w, uint64_t row_bytes, const void *panels,
+                                int64_t r0, int64_t n_out) {
+    const uint8_t *p = panels_of(k, panels);
+    if (!p || r0 < 0) return NULL;
+    panel_header h;
+    memcpy(&h, panels, sizeof h);
+    if (r0 % k->p_rows || r0 + n_out > h.n_out) return NULL;
+    return p + (size_t)r0 * stored_row_bytes(k, w->n_in, row_bytes);
 }
 
 /* False when RW_PANELS=0 (for comparisons): no panel form, stored or
@@ -356,7 +383,8 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
     const size_t row_slot = (size_t)round_up((int64_t)k->x_bytes(n_in), 64);
     const mm_form group = {RW_MM_GROUP, k->max_ng, k->g_max_nw ? k->g_max_nw : k->max_nw, k->convert_g, k->tile_g},
                   quad = {RW_MM_QUAD, k->max_nq, k->max_nw, k->convert_q, k->tile_q},
-                  panel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_p};
+                  panel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_p},
+                  spanel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_s};
     const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(n_in), 64) : 0;
     const size_t quad_slot = k->q_bytes ? (size_t)round_up((int64_t)k->q_bytes(n_in), 64) : 0;
     const size_t panel_slot = k->p_bytes ? (size_t)round_up((int64_t)k->p_bytes(n_in), 64) : 0;
@@ -387,9 +415,12 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
          * the one-row tile, which streams the rows 10% faster); else the
          * quad form for 2 .. QUAD_MAX rows, the group form from PACK_MIN
          * rows beyond that, else the tile */
-        const bool stored = n >= panel_min && k->p_bytes && sp->panels;
+        /* stored panels of the same bytes as the rows (k->tile_s) take
+         * every row count: the matrix has no other copy in use */
+        const bool stored = sp->panels && k->p_bytes && (k->tile_s ? n >= 1 : n >= panel_min);
         const bool fly = !stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= fly_min;
-        const mm_form *form = stored || fly                                                             ? &panel
+        const mm_form *form = stored && k->tile_s                                                       ? &spanel
+                              : stored || fly                                                           ? &panel
                               : n >= 2 && n <= (k->q_max_rows ? k->q_max_rows : QUAD_MAX) && k->q_bytes ? &quad
                               : k->g_bytes && n >= (k->g_min_rows ? k->g_min_rows : PACK_MIN)           ? &group
                                                                                                         : NULL;
@@ -398,13 +429,13 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
                         .slot0 = slot0,
                         .off0 = off,
                         .task0 = task0,
-                        .slot_bytes = form == &panel  ? panel_slot
-                                      : form == &quad ? quad_slot
-                                      : form          ? group_slot
-                                                      : row_slot};
+                        .slot_bytes = form == &panel || form == &spanel ? panel_slot
+                                      : form == &quad                   ? quad_slot
+                                      : form                            ? group_slot
+                                                                        : row_slot};
         if (stored) {
             g->sp.w = sp->panels;
-            g->sp.w_stride = sp->p_stride;
+            g->sp.w_stride = k->tile_s ? sp->s_stride : sp->p_stride;
         }
         g->fly = fly;
         if (fly) j.wpack_bytes = (size_t)round_up((int64_t)sp->p_stride * k->p_rows, 64);
@@ -414,11 +445,11 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
             /* a quad-form task takes all rows, a panel-form one up to
              * PANEL_ROWS (their converted rows stay in the core's cache): the
              * weights are read once, or once per PANEL_ROWS rows */
-            g->bx = form == &quad    ? round_up(n, unit)
-                    : form == &panel ? (n < PANEL_ROWS ? round_up(n, unit) : PANEL_ROWS)
-                    : form           ? unit
-                    : n < 64         ? round_up(n, unit)
-                                     : 64;
+            g->bx = form == &quad                       ? round_up(n, unit)
+                    : form == &panel || form == &spanel ? (n < PANEL_ROWS ? round_up(n, unit) : PANEL_ROWS)
+                    : form                              ? unit
+                    : n < 64                            ? round_up(n, unit)
+                                                        : 64;
             g->n_xblocks = (n + g->bx - 1) / g->bx;
             /* Few rows (one block of them, weights not in panels): the work
              * streams the weights once, so each task takes one long run of
@@ -440,8 +471,9 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
              * Otherwise blocks small enough for several tasks a thread. */
             const int64_t streams = STREAM_TASKS * (int64_t)n_threads;
             int64_t bw = sp->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
-            const int64_t bw_max = form == &panel ? 256 : 64; /* panels: longer streams, fewer task starts */
-            if (g->n_xblocks == 1 && (form != &panel || live > 1)) bw = (sp->n_out * live + streams - 1) / streams;
+            const bool panels = form == &panel || form == &spanel;
+            const int64_t bw_max = panels ? 256 : 64; /* panels: longer streams, fewer task starts */
+            if (g->n_xblocks == 1 && (!panels || live > 1)) bw = (sp->n_out * live + streams - 1) / streams;
             else if (bw > bw_max) bw = bw_max;
             g->bw = round_up(bw > 0 ? bw : 1, form ? form->nw : k->max_nw);
             g->n_wblocks = (sp->n_out + g->bw - 1) / g->bw;
@@ -538,17 +570,21 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
             observer(observer_ctx, groups[g].data, w->n_in, x, x_stride, groups[g].x_rows, groups[g].n_rows);
     for (int64_t g = 0; g < n_groups; g++) {
         float *yg = groups[g].y ? groups[g].y : y; /* the output its rows index */
-        specs[g] = (mm_spec){.w = groups[g].data,
-                             .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
-                             .panels = groups[g].data == w->data ? panels_of(k, w->panels) : NULL,
-                             .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
-                             .can_fly = panels_enabled(),
-                             .n_out = w->n_out,
-                             .y = groups[g].y_rows ? yg : yg + groups[g].y_row0 * y_stride,
-                             .y_stride = y_stride,
-                             .x_rows = groups[g].x_rows,
-                             .y_rows = groups[g].y_rows,
-                             .n_rows = groups[g].n_rows};
+        specs[g] = (mm_spec){
+            .w = groups[g].data,
+            .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
+            .panels = groups[g].panels ? panels_at(k, w, row_bytes, groups[g].panels, groups[g].panel_row0, w->n_out)
+                      : groups[g].data == w->data ? panels_of(k, w->panels)
+                                                  : NULL,
+            .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
+            .s_stride = (size_t)row_bytes,
+            .can_fly = panels_enabled(),
+            .n_out = w->n_out,
+            .y = groups[g].y_rows ? yg : yg + groups[g].y_row0 * y_stride,
+            .y_stride = y_stride,
+            .x_rows = groups[g].x_rows,
+            .y_rows = groups[g].y_rows,
+            .n_rows = groups[g].n_rows};
     }
     st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
     free(specs);
@@ -590,6 +626,7 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
                                       .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
                                       .panels = panels_of(k, ws[i]->panels),
                                       .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
+                                      .s_stride = (size_t)row_bytes,
                                       .can_fly = panels_enabled(),
                                       .n_out = ws[i]->n_out,
                                       .y = ys[i],
@@ -756,14 +793,20 @@ void rw_matmul_set_panels(bool on) { atomic_store(&panels_off, !on); }
 static const rw_mm_kernel *panel_kernel(const rw_matrix *w, uint64_t *row_bytes) {
     if (!w || !w->data || w->n_in <= 0 || w->n_out <= 0) return NULL;
     const rw_mm_kernel *k = kernel_for(rw_kernel_tier_current(), w->type, NULL);
-    if (!k || !k->pack_p || atomic_load(&panels_off)) return NULL;
+    if (!k || !(k->pack_p || k->pack_s) || atomic_load(&panels_off)) return NULL;
     if (check_matrix(w, row_bytes, NULL)) return NULL;
     return k;
 }
 
 /* Panels hold whole panels of rows. */
 static size_t panel_bytes(const rw_mm_kernel *k, const rw_matrix *w, uint64_t row_bytes) {
-    return (size_t)round_up(w->n_out, k->p_rows) * panel_row_bytes(k, w->n_in, row_bytes);
+    return (size_t)round_up(w->n_out, k->p_rows) * stored_row_bytes(k, w->n_in, row_bytes);
+}
+
+bool rw_matmul_panels_replace_rows(const rw_matrix *w) {
+    uint64_t row_bytes;
+    const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
+    return k && k->pack_s && k->tile_s && (!w->row_stride || w->row_stride == row_bytes);
 }
 
 size_t rw_matmul_pack_bytes(const rw_matrix *w) {
@@ -780,9 +823,18 @@ rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
     const size_t bytes = PANEL_HEADER + panel_bytes(k, w, row_bytes);
     uint8_t *p = aligned_alloc(64, (size_t)round_up((int64_t)bytes, 64)); /* the caller's, freed with free() */
     if (!p) return rw_errorf(err, RW_ERR_NOMEM, "matmul: cannot allocate %zu bytes of panels", bytes);
+#if defined(MADV_HUGEPAGE)
+    /* advice, before the pages exist: panels a model keeps are streamed
+     * like the weights (fewer TLB misses in huge pages) */
+    const uintptr_t hp = (uintptr_t)2 << 20, a0 = ((uintptr_t)p + hp - 1) & ~(hp - 1),
+                    a1 = ((uintptr_t)p + bytes) & ~(hp - 1);
+    if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_HUGEPAGE);
+#endif
     memset(p, 0, PANEL_HEADER);
-    memcpy(p, &k, sizeof k);
-    k->pack_p(w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, w->n_out, p + PANEL_HEADER);
+    const panel_header h = {k, w->n_out};
+    memcpy(p, &h, sizeof h);
+    (k->pack_s ? k->pack_s : k->pack_p)(w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, w->n_out,
+                                        p + PANEL_HEADER);
     *panels = p;
     return RW_OK;
 }

@@ -76,18 +76,26 @@ typedef struct rw_lowrank {
 
 /* Repacks w's rows for the current tier's panel form, the fastest from two
  * activation rows up for Q8_0 (speculative verify passes, decode batches,
- * prefill) and from 8 rows for Q4_K, Q5_K and Q6_K, Q4_0, Q5_0, IQ4_NL and
- * MXFP4, when the tier has one for w's type (those eight with AVX-512).
- * *panels gets a buffer of about w's size (Q8_0) or 2-2.3 times it
- * (K-quants: one byte per weight) that the caller frees with free()
- * once no matrix points to it, or NULL when there is no such form; set
- * w->panels to it. Results never depend on whether a matrix has panels.
+ * prefill) and from 8 rows for Q4_0, Q5_0, IQ4_NL and MXFP4, when the tier
+ * has one for w's type (those with AVX-512). Q4_K, Q5_K and Q6_K with
+ * AVX-512 (our numerics) get stored panels: the rows' own bytes turned
+ * around 16 rows at a time, which every row count takes (see
+ * rw_matmul_panels_replace_rows). *panels gets a buffer of about w's size
+ * (Q8_0, the stored panels) or 2-2.3 times it (ggml numerics' K-quant
+ * panels: one byte per weight) that the caller frees with free() once no
+ * matrix points to it, or NULL when there is no such form; set w->panels
+ * to it. Results never depend on whether a matrix has panels.
  * Panels belong to the kernel that packed them: a matmul under another
  * tier or numerics (whose kernels lay panels out otherwise) does without.
  * rw_matmul_set_panels(false) turns the form off (for comparisons; the
  * CLI's RW_PANELS=0).
  * RW_ERR_NOMEM if the buffer cannot be allocated. */
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err);
+/* Whether w's panels (rw_matmul_pack) hold exactly its rows' bytes and take
+ * every row count of a product under the current tier and numerics: a
+ * caller may then keep the panels in place of the rows (a model gives the
+ * rows' pages back to the file). */
+bool rw_matmul_panels_replace_rows(const rw_matrix *w);
 void rw_matmul_set_panels(bool on); /* process-wide, before loading; default on */
 /* Whether the AVX2 tier may sum bytes with AVX-VNNI where the CPU has it
  * (process-wide, default on; the CLI's RW_AVX_VNNI=0 turns it off). The
@@ -149,6 +157,11 @@ typedef struct {
     int64_t n_rows;
     int64_t y_row0; /* with y_rows NULL: its first row of y (0 unless set) */
     float *y;       /* the output its rows index (NULL: the call's y; same y_stride) */
+    /* stored panels (rw_matmul_pack of a matrix whose row panel_row0 is
+     * this group's first row, e.g. a 3-D expert tensor packed whole), or
+     * NULL: then w->panels serves a group whose data is w->data */
+    const void *panels;
+    int64_t panel_row0;
 } rw_matmul_group;
 
 rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,

@@ -87,6 +87,13 @@ typedef struct {
     int g_max_nw;                     /* weight rows of one tile_g call; 0: max_nw */
     int fly_min_rows; /* fewest rows that pack panels on the fly (no stored panels); 0: matmul.c's FLY_MIN */
     int max_nx_1x;    /* most activation rows with which tile takes up to RW_MM_ROWS_1X weight rows; 0: 1 */
+    /* stored panels (optional): rw_matmul_pack lays rows out in p_rows-row
+     * panels of exactly the rows' bytes (so a model may keep them in place
+     * of the rows), which every row count then takes, over the panel
+     * form's converted rows (p_bytes, convert_p, max_np) */
+    void (*pack_s)(const uint8_t *w, size_t w_stride, int64_t n_in, int64_t n_out, uint8_t *dst);
+    void (*tile_s)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xp, size_t xp_stride, int nx,
+                   float *out, int64_t out_stride);
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

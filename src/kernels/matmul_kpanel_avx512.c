@@ -505,26 +505,168 @@ static void pack_q6_K_x(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, u
     kx_pack(6, w, ws, n, n_out, dst);
 }
 
+/* ---- stored panels: the same bytes as the rows ----------------------------
+ *
+ * Packed once (rw_matmul_pack) for a matrix a model keeps in this form in
+ * place of its rows (a mixture of experts' tensors: models/experts.c), so
+ * every row count takes the panel form with nothing packed per call. A
+ * stored super-block of 16 rows holds exactly the rows' bytes, turned
+ * around but not unpacked, so the panels cost no memory beyond the rows
+ * they replace:
+ *   Q4_K (2304 bytes): qs [32 dwords][16 rows] (dword D of each row's qs:
+ *     low nibbles group 16(D/8) + D%8, high nibbles that + 8), then each
+ *     row's first 16 bytes (d, dmin, the 12 scale bytes) in row order;
+ *   Q5_K (2816): qs as Q4_K, qh [8 dwords][16 rows], the 16-byte heads;
+ *   Q6_K (3360): ql [32 dwords][16 rows], qh [16 dwords][16 rows], the 16
+ *     scale bytes of each row, then the rows' d (f16).
+ * The pass unpacks the nibbles and decodes the scales in registers (the
+ * scales once a super-block a pass, kept on the stack) into the values the
+ * expanded panels hold, so the integer sums and the float step are the
+ * same operations: bitwise the same outputs. */
+#ifndef KS_PF_SB
+#define KS_PF_SB 4
+#endif
+enum { KS_HEAD_Q4 = 2048, KS_HEAD_Q5 = 2560, KS_QH_Q5 = 2048, KS_QH_Q6 = 2048, KS_SC_Q6 = 3072, KS_D_Q6 = 3328 };
+
+static size_t ks_sb_bytes(const int MODE) {
+    return MODE == 1 ? 16 * sizeof(rw_block_q6_K) : MODE == 2 ? 16 * sizeof(rw_block_q5_K) : 16 * sizeof(rw_block_q4_K);
+}
+
+/* The stored super-block B's scales, pairs and d (dmin) decoded as an
+ * expanded panel holds them: Q4_K / Q5_K M[0..7] scales, M[8..11] min
+ * pairs, M[12], M[13] d and dmin (f32); Q6_K M[0..15] scales, M[16..23]
+ * offset pairs, M[24] d. */
+INLINE void ks_meta(const int MODE, const uint8_t *B, __m512i *M) {
+    if (MODE == 1) {
+        __m512i h[4];
+        for (int g = 0; g < 4; g++) h[g] = _mm512_loadu_si512(B + KS_SC_Q6 + 64 * g);
+        const __m512i ffff = _mm512_set1_epi32(0xFFFF);
+        __m512i sc[16];
+        for (int L = 0; L < 4; L++) {
+            const __m512i v = kr_lanes(h, L);
+            for (int i = 0; i < 4; i++) sc[4 * L + i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
+        }
+        for (int g = 0; g < 16; g++) M[g] = sc[g];
+        for (int k = 0; k < 8; k++)
+            M[16 + k] = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * k], 5), ffff),
+                                        _mm512_slli_epi32(sc[2 * k + 1], 21));
+        M[24] = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(B + KS_D_Q6))));
+        return;
+    }
+    const int Q5 = MODE == 2;
+    const __m512i ff = _mm512_set1_epi32(0xFF);
+    __m512i h[4];
+    for (int g = 0; g < 4; g++) h[g] = _mm512_loadu_si512(B + (Q5 ? KS_HEAD_Q5 : KS_HEAD_Q4) + 64 * g);
+    const __m512i dd = kr_lanes(h, 0);
+    for (int g = 0; g < 4; g++) h[g] = kr_scales_mins4(h[g]);
+    const __m512i sc[2] = {kr_lanes(h, 0), kr_lanes(h, 1)}, mn[2] = {kr_lanes(h, 2), kr_lanes(h, 3)};
+    for (int j = 0; j < 8; j++) {
+        const __m512i v = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff);
+        M[j] = Q5 ? v : _mm512_or_si512(v, _mm512_slli_epi32(v, 16));
+    }
+    for (int t = 0; t < 4; t++) {
+        const __m512i m = _mm512_srli_epi32(mn[t / 2], 16 * (t % 2));
+        M[8 + t] = _mm512_or_si512(_mm512_and_si512(m, ff),
+                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(m, 8), ff), 16));
+    }
+    M[12] = _mm512_castps_si512(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    M[13] = _mm512_castps_si512(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+}
+
+/* Group 8j + g's quants of the stored super-block B (g < 8), as the
+ * expanded panel holds them (kx_sb_q45, kx_sb_q6). */
+INLINE __m512i ks_quants(const int MODE, const uint8_t *B, const int j, const int g) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    if (MODE == 1) { /* elements 128hh + 32k + 4g: group 32hh + 8k + g */
+        const int hh = j / 4, k = j % 4;
+        const __m512i ql = _mm512_loadu_si512(B + 64 * (16 * hh + 8 * (k % 2) + g));
+        const __m512i qh = _mm512_loadu_si512(B + KS_QH_Q6 + 64 * (8 * hh + g));
+        const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ql, 4 * (k / 2)), m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh, 2 * k), _mm512_set1_epi8(3));
+        return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
+    }
+    /* sub-block j = 2c + half: qs dword 8c + g, its low (half 0) or high nibbles */
+    const __m512i v = _mm512_loadu_si512(B + 64 * (8 * (j / 2) + g));
+    __m512i q = _mm512_and_si512(j % 2 ? _mm512_srli_epi32(v, 4) : v, m4);
+    if (MODE == 2) /* the fifth bit: bit j of qh byte l */
+        q = _mm512_or_si512(
+            q, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(_mm512_loadu_si512(B + KS_QH_Q5 + 64 * g), j),
+                                                  _mm512_set1_epi8(1)),
+                                 4));
+    return q;
+}
+
+/* Stored panels of the rows (T 4, 5, 6), a super-block of 16 rows at a
+ * time, rows past n_out zero. */
+INLINE void ks_pack(const int T, const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    const int MODE = T == 6 ? 1 : T == 5 ? 2 : 0;
+    const size_t sbb = ks_sb_bytes(MODE), blk = sbb / KP_ROWS;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS) {
+        uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
+        const int nr = n_out - p0 < KP_ROWS ? (int)(n_out - p0) : KP_ROWS;
+        const uint8_t *rows = w + (size_t)p0 * ws;
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *B = panel + (size_t)sb * sbb;
+            const uint8_t *p = rows + (size_t)sb * blk;
+            __m512i t[16];
+            if (T == 6) {
+                for (int h = 0; h < 2; h++) {
+                    kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, ql) + 64 * (size_t)h, t);
+                    for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + 64 * (16 * h + k), t[k]);
+                }
+                kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, qh), t);
+                for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + KS_QH_Q6 + 64 * k, t[k]);
+                for (int g = 0; g < 4; g++)
+                    _mm512_storeu_si512(B + KS_SC_Q6 + 64 * g,
+                                        kr_load4(p + offsetof(rw_block_q6_K, scales), ws, 4 * g, nr));
+                rw_f16 d[KP_ROWS] = {0};
+                for (int r = 0; r < nr; r++) d[r] = ((const rw_block_q6_K *)(p + (size_t)r * ws))->d;
+                memcpy(B + KS_D_Q6, d, sizeof d);
+                continue;
+            }
+            const size_t qs_off = T == 5 ? offsetof(rw_block_q5_K, qs) : offsetof(rw_block_q4_K, qs);
+            for (int h = 0; h < 2; h++) {
+                kx_transpose_rows(p, ws, nr, qs_off + 64 * (size_t)h, t);
+                for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + 64 * (16 * h + k), t[k]);
+            }
+            if (T == 5) { /* qh: dwords 0-7 */
+                kx_transpose_rows(p, ws, nr, offsetof(rw_block_q5_K, qh), t);
+                for (int k = 0; k < 8; k++) _mm512_storeu_si512(B + KS_QH_Q5 + 64 * k, t[k]);
+            }
+            for (int g = 0; g < 4; g++) /* d, dmin and the scales: a block's first 16 bytes */
+                _mm512_storeu_si512(B + (T == 5 ? KS_HEAD_Q5 : KS_HEAD_Q4) + 64 * g, kr_load4(p, ws, 4 * g, nr));
+        }
+    }
+}
+
 /* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
  * float sums, R integer sums, 8 weight registers (a Q4_K sub-block, two Q6_K
  * groups) and their scales. */
 INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                          const int R, const int MODE) {
+                          const int R, const int MODE, const int STORED) {
     const int Q6 = MODE == 1, Q5 = MODE == 2;
-    const size_t sbb = kx_sb_bytes(Q6), meta = 4096 + (size_t)(Q6 ? 16 : 8) * 64;
+    const size_t sbb = STORED ? ks_sb_bytes(MODE) : kx_sb_bytes(Q6), meta = 4096 + (size_t)(Q6 ? 16 : 8) * 64;
+    __m512i M[25]; /* stored panels: a super-block's decoded scales (ks_meta) */
     __m512 acc[KX_PASS];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *B = P + (size_t)sb * sbb;
         _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) /* the next super-block's first 512 quant bytes */
             _mm_prefetch((const char *)B + sbb + 64 * c, _MM_HINT_T0);
-        const __m512i *W = (const __m512i *)B, *S = (const __m512i *)(B + 4096), *PR = (const __m512i *)(B + meta);
+        if (STORED) ks_meta(MODE, B, M);
+        const __m512i *W = (const __m512i *)B, *S = STORED ? M : (const __m512i *)(B + 4096),
+                      *PR = STORED ? M + (Q6 ? 16 : 8) : (const __m512i *)(B + meta);
         __m512i is[KX_PASS];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
         for (int j = 0; j < 8; j++) {
             __m512i wv[8];
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] = _mm512_load_si512(W + 8 * j + g);
-            _mm_prefetch((const char *)(W + 8 * j) + sbb + 512, _MM_HINT_T0);
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] =
+                STORED ? ks_quants(MODE, B, j, g) : _mm512_load_si512(W + 8 * j + g);
+            if (!STORED) _mm_prefetch((const char *)(W + 8 * j) + sbb + 512, _MM_HINT_T0);
+            else /* the super-block KS_PF_SB ahead, a share each step (its lines, 8 steps) */
+                _Pragma("GCC unroll 8") for (int c = 0; c < (int)(sbb / 64 + 7) / 8; c++)
+                    _mm_prefetch((const char *)B + KS_PF_SB * sbb + 64 * ((sbb / 64 + 7) / 8 * j + c), _MM_HINT_T0);
             const __m512i sa = _mm512_load_si512(S + (Q6 ? 2 * j : j)),
                           sb_ = Q6 ? _mm512_load_si512(S + 2 * j + 1) : sa;
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
@@ -562,8 +704,10 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
             }
         }
         const size_t pr_bytes = Q6 ? 512 : 256;
-        const __m512 dw = _mm512_load_ps(B + meta + pr_bytes),
-                     dm = Q6 ? dw : _mm512_load_ps(B + meta + pr_bytes + 64); /* Q6_K has no dmin */
+        const __m512 dw = STORED ? _mm512_castsi512_ps(M[Q6 ? 24 : 12]) : _mm512_load_ps(B + meta + pr_bytes),
+                     dm = Q6       ? dw /* Q6_K has no dmin */
+                          : STORED ? _mm512_castsi512_ps(M[13])
+                                   : _mm512_load_ps(B + meta + pr_bytes + 64);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const x_super *xs = (const x_super *)(xp + (size_t)r * xps) + sb;
             __m512i ms = _mm512_setzero_si512();
@@ -589,9 +733,9 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
 }
 
 #define KX_CASE(R) \
-    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, MODE); break;
+    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, MODE, STORED); break;
 INLINE void kx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
-                    int64_t os, const int MODE) {
+                    int64_t os, const int MODE, const int STORED) {
     const int64_t nsb = n / 256;
     for (int i = 0; i < nw; i += KP_ROWS) {
         const uint8_t *P = w + (size_t)i * ws;
@@ -605,16 +749,29 @@ INLINE void kx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_
 }
 static void tile_x_q45(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                        float *out, int64_t os) {
-    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 0);
+    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 0, 0);
 }
 static void tile_x_q5_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os) {
-    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 2);
+    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 2, 0);
 }
 static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx,
                         float *out, int64_t os) {
-    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1);
+    kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1, 0);
 }
+
+/* Stored panels (ws: the dense row size, a panel 16 rows of it). */
+#define KS_FUNCS(name, T, MODE)                                                                                      \
+    static void tile_s_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, \
+                              float *out, int64_t os) {                                                              \
+        kx_tile(n, w, ws, nw, xp, xps, nx, out, os, MODE, 1);                                                        \
+    }                                                                                                                \
+    static void pack_s_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {                 \
+        ks_pack(T, w, ws, n, n_out, dst);                                                                            \
+    }
+KS_FUNCS(q4_K, 4, 0)
+KS_FUNCS(q5_K, 5, 2)
+KS_FUNCS(q6_K, 6, 1)
 
 /* ---- the AMX tier's K-quant panels ---------------------------------------
  *
@@ -718,6 +875,8 @@ void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp,
                                                   .g_max_nw = KG_CALL_NW,             \
                                                   .g_min_rows = GMIN,                 \
                                                   .fly_min_rows = FLY,                \
+                                                  .pack_s = pack_s_##name,            \
+                                                  .tile_s = tile_s_##name,            \
                                                   .max_nx_1x = KR_NX};
 KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
 KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)

@@ -8,7 +8,46 @@
 
 #include "models/model_int.h"
 
-static rw_status bind_experts(const rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
+/* Stored panels of the experts of t (all its experts as one matrix), kept
+ * in place of its rows when they take exactly the rows' bytes under the
+ * tier and numerics in use (rw_matmul_panels_replace_rows: the AVX-512
+ * tier's K-quants): every row count then runs on panels, with nothing
+ * packed per call (a prefill's experts see a few rows each), and the rows'
+ * pages go back to the file, so the model still holds each weight once.
+ * Best effort: where there is no such form, or no memory for it, the
+ * products read the rows. Under another tier or numerics later, the
+ * products read the rows again from the file (the panels name their
+ * kernel: kernels/matmul.c). */
+static void pack_experts(rw_model *m, const rw_gguf_tensor *t) {
+    uint64_t row_bytes;
+    if (!rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes)) return;
+    const rw_matrix all = {.type = t->type,
+                           .data = t->data,
+                           .n_in = (int64_t)t->ne[0],
+                           .n_out = (int64_t)(t->ne[1] * t->ne[2]),
+                           .row_stride = (size_t)row_bytes};
+    if (!rw_matmul_panels_replace_rows(&all)) return;
+    if (m->n_xpanels == m->cap_xpanels) {
+        const int cap = m->cap_xpanels ? 2 * m->cap_xpanels : 16;
+        void *a = realloc(m->xpanels, (size_t)cap * sizeof *m->xpanels); /* the model's (rw_model_free) */
+        if (!a) return;
+        m->xpanels = a, m->cap_xpanels = cap;
+    }
+    void *panels = NULL;
+    rw_error err = {0};
+    if (rw_matmul_pack(&all, &panels, &err) || !panels) return;
+    m->xpanels[m->n_xpanels++] = (struct rw_models__xpanels){t, panels};
+    rw_gguf_release_pages(m->g, t->data, (size_t)t->nbytes);
+}
+
+/* t's stored panels (pack_experts), or NULL. */
+static const void *experts_panels(const rw_model *m, const rw_gguf_tensor *t) {
+    for (int i = 0; i < m->n_xpanels; i++)
+        if (m->xpanels[i].t == t) return m->xpanels[i].panels;
+    return NULL;
+}
+
+static rw_status bind_experts(rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
                               const rw_gguf_tensor **out, rw_error *err) {
     const rw_gguf_tensor *t = rw_gguf_find_tensor(m->g, name);
     if (!t) return rw_errorf(err, RW_ERR_FORMAT, "missing tensor %s", name);
@@ -18,6 +57,7 @@ static rw_status bind_experts(const rw_model *m, const char *name, uint64_t n_in
                          (unsigned long long)n_in, (unsigned long long)n_out, (unsigned long long)ne);
     if (!rw_matmul_supports(t->type))
         return rw_errorf(err, RW_ERR_UNSUPPORTED, "tensor %s has unsupported type %s", name, rw_dtype_name(t->type));
+    pack_experts(m, t);
     *out = t;
     return RW_OK;
 }
@@ -60,17 +100,18 @@ rw_status rw_models__bind_moe(rw_model *m, int il, bool gated, rw_models__moe *M
  * share the conversion of the expert's rows. rows (2 * n_slots) and
  * groups (2 * n_expert) are the caller's scratch; order is rows' first
  * n_slots entries after the call. */
-rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, const rw_gguf_tensor *t2, int n_expert, const int32_t *sel,
-                                    int64_t n_slots, int k, bool x_by_token, const float *x, int64_t x_stride, float *y,
-                                    float *y2, int64_t y_stride, int32_t *rows, rw_matmul_group *groups,
-                                    rw_threadpool *pool, rw_error *err) {
+rw_status rw_models__experts_matmul(const rw_model *m, const rw_gguf_tensor *t, const rw_gguf_tensor *t2, int n_expert,
+                                    const int32_t *sel, int64_t n_slots, int k, bool x_by_token, const float *x,
+                                    int64_t x_stride, float *y, float *y2, int64_t y_stride, int32_t *rows,
+                                    rw_matmul_group *groups, rw_threadpool *pool, rw_error *err) {
     if (t2 && (t2->type != t->type || t2->ne[0] != t->ne[0] || t2->ne[1] != t->ne[1])) { /* one call each */
-        rw_status st = rw_models__experts_matmul(t, NULL, n_expert, sel, n_slots, k, x_by_token, x, x_stride, y, NULL,
-                                                 y_stride, rows, groups, pool, err);
+        rw_status st = rw_models__experts_matmul(m, t, NULL, n_expert, sel, n_slots, k, x_by_token, x, x_stride, y,
+                                                 NULL, y_stride, rows, groups, pool, err);
         return st ? st
-                  : rw_models__experts_matmul(t2, NULL, n_expert, sel, n_slots, k, x_by_token, x, x_stride, y2, NULL,
+                  : rw_models__experts_matmul(m, t2, NULL, n_expert, sel, n_slots, k, x_by_token, x, x_stride, y2, NULL,
                                               y_stride, rows, groups, pool, err);
     }
+    const void *tp = experts_panels(m, t), *t2p = t2 ? experts_panels(m, t2) : NULL;
     uint64_t row_bytes;
     rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
     const size_t expert_bytes = (size_t)t->ne[1] * row_bytes;
@@ -89,11 +130,14 @@ rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, const rw_gguf_tenso
                                    .x_rows = xr + start[e],
                                    .n_rows = start[e + 1] - start[e],
                                    .y_row0 = start[e],
-                                   .y = y};
+                                   .y = y,
+                                   .panels = tp,
+                                   .panel_row0 = (int64_t)e * (int64_t)t->ne[1]};
         groups[ng++] = g;
         if (t2) { /* the same x_rows and n_rows: the conversion is shared */
             groups[ng] = g;
             groups[ng].data = (const char *)t2->data + (size_t)e * expert_bytes;
+            groups[ng].panels = t2p;
             groups[ng++].y = y2;
         }
     }
@@ -173,12 +217,12 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
         rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
     /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
     if (!st)
-        st = rw_models__experts_matmul(M->gate_exps, M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, gu + fe, 2 * fe,
-                                       rows, groups, bt->pool, err);
+        st = rw_models__experts_matmul(m, M->gate_exps, M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, gu + fe,
+                                       2 * fe, rows, groups, bt->pool, err);
     for (int64_t s = 0; s < ns && !st; s++) rw_swiglu(gu + s * 2 * fe, gu + s * 2 * fe + fe, fe);
     if (!st)
-        st = rw_models__experts_matmul(M->down_exps, NULL, ne, sel, ns, k, false, gu, 2 * fe, y, NULL, E, rows, groups,
-                                       bt->pool, err);
+        st = rw_models__experts_matmul(m, M->down_exps, NULL, ne, sel, ns, k, false, gu, 2 * fe, y, NULL, E, rows,
+                                       groups, bt->pool, err);
     /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);

@@ -217,8 +217,8 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
     }
     /* gate and up of every slot, [ns][2F]: gate at 0, up at F */
     if (!st)
-        st = rw_models__experts_matmul(M->gate_exps, M->up_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu, gu + F,
-                                       2 * F, rows, groups, bt->pool, err);
+        st = rw_models__experts_matmul(m, M->gate_exps, M->up_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu,
+                                       gu + F, 2 * F, rows, groups, bt->pool, err);
     for (int64_t p = 0; p < ns && !st; p++) { /* row p: slot rows[p] (expert order) */
         float *g = gu + p * 2 * F, *u = g + F;
         const int64_t e = sel[rows[p]];
@@ -227,8 +227,8 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
         rw_swiglu_oai(g, u, F, 1.702f, 7.0f);
     }
     if (!st)
-        st = rw_models__experts_matmul(M->down_exps, NULL, x->n_expert, sel, ns, k, false, gu, 2 * F, y, NULL, E, rows,
-                                       groups, bt->pool, err);
+        st = rw_models__experts_matmul(m, M->down_exps, NULL, x->n_expert, sel, ns, k, false, gu, 2 * F, y, NULL, E,
+                                       rows, groups, bt->pool, err);
     /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);

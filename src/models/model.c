@@ -37,6 +37,8 @@ void rw_model_free(rw_model *m) {
     if (m->arch && m->arch->free_ext) m->arch->free_ext(m);
     rw_models__scratch_free(&m->sc);
     rw_models__loras_free(m);
+    for (int i = 0; i < m->n_xpanels; i++) free(m->xpanels[i].panels);
+    free(m->xpanels);
     free(m->mats);
     free(m->mat_names);
     free(m->layers);

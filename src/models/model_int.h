@@ -107,6 +107,15 @@ struct rw_model {
     rw_matrix **mats;
     const char **mat_names; /* [n_mats]: each one's tensor name (in the GGUF's memory), NULL for the tied output */
     int n_mats, cap_mats;
+    /* The exception: expert tensors whose stored panels take exactly their
+     * bytes (rw_matmul_panels_replace_rows) are kept as panels, packed at
+     * bind (experts.c), their file pages given back; the array and each
+     * panels buffer owned, freed by rw_model_free. */
+    struct rw_models__xpanels {
+        const rw_gguf_tensor *t;
+        void *panels;
+    } * xpanels;
+    int n_xpanels, cap_xpanels;
     /* LoRA adapters (lora.c), in the order added, owned; and the hash of
      * their tensors and scales for the fingerprint ({0, 0} without one) */
     struct rw_models__lora *loras;
@@ -371,10 +380,10 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
  * and groups (2 * n_expert) are the caller's scratch. Shared by the MoE
  * FFN and gpt-oss's experts; rw_models__experts_positions inverts the
  * order (pos[slot] = its row). */
-rw_status rw_models__experts_matmul(const rw_gguf_tensor *t, const rw_gguf_tensor *t2, int n_expert, const int32_t *sel,
-                                    int64_t n_slots, int k, bool x_by_token, const float *x, int64_t x_stride, float *y,
-                                    float *y2, int64_t y_stride, int32_t *rows, rw_matmul_group *groups,
-                                    rw_threadpool *pool, rw_error *err);
+rw_status rw_models__experts_matmul(const rw_model *m, const rw_gguf_tensor *t, const rw_gguf_tensor *t2, int n_expert,
+                                    const int32_t *sel, int64_t n_slots, int k, bool x_by_token, const float *x,
+                                    int64_t x_stride, float *y, float *y2, int64_t y_stride, int32_t *rows,
+                                    rw_matmul_group *groups, rw_threadpool *pool, rw_error *err);
 void rw_models__experts_positions(const int32_t *order, int64_t n_slots, int32_t *pos);
 /* out = sum over j < k of row rows[j] of y (rows of n) times ws[j], per
  * element the first product and then each next one added in j's order: how
