@@ -26,7 +26,7 @@ static const bench_entry benches[] = {
      "kernels [--json] [--threads N] [--kernels TIER] [--types T1,T2,...] [--quick] [--stored-panels]"},
     {"tokenizer", rw_bench_tokenizer, "tokenizer MODEL [-f FILE] [--reps N]"},
     {"experts", rw_bench_experts,
-     "experts [--types T1,T2,...] [--experts N] [--rows 1,2,4,...] [--stored] [--threads N] [--kernels TIER] "
+     "experts [--types T1,T2,...] [--experts N] [--rows 1,2,4,...] [--stored-panels] [--threads N] [--kernels TIER] "
      "[--json]"},
     {"ops", rw_bench_ops, "ops [--ctx N] [--threads N] [--kernels TIER] [--json] [--quick]"},
     {"serve", rw_bench_serve,

@@ -117,7 +117,7 @@ int rw_bench_experts(int argc, char **argv) {
     const rw_cli_opt opts[] = {
         {"--json", RW_OPT_FLAG, &json, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--experts", RW_OPT_INT, &n_experts, 1, 4096, 0, 0, NULL, NULL, NULL},
-        {"--stored", RW_OPT_FLAG, &stored, 0, 0, 0, 0, NULL, NULL, NULL},
+        {"--stored-panels", RW_OPT_FLAG, &stored, 0, 0, 0, 0, NULL, NULL, NULL},
         {"--types", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, rw_bench_opt_types, &bt},
         {"--rows", RW_OPT_FN, NULL, 0, 0, 0, 0, NULL, opt_rows, &rc},
         RW_OPT_THREADS(&threads),
@@ -173,7 +173,7 @@ int rw_bench_experts(int argc, char **argv) {
             }
             rw_bench_fill_weights(types[ti], wbuf, eb * (size_t)n_experts);
             const rw_matrix w = {.type = types[ti], .data = wbuf, .n_in = s->n_in, .n_out = s->n_out};
-            /* --stored: the experts as one matrix in stored panels, as a
+            /* --stored-panels: the experts as one matrix in stored panels, as a
              * model keeps them where they take the rows' bytes (models/experts.c) */
             void *panels = NULL;
             if (stored) {

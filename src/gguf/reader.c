@@ -481,9 +481,16 @@ bool rw_gguf_release_pages(const rw_gguf *g, const void *p, size_t n) {
         const uintptr_t m0 = (uintptr_t)f->data;
         if (!f->data || a < m0 || a - m0 > f->size || n > f->size - (a - m0)) continue;
         const uintptr_t b0 = (a + page - 1) & ~(page - 1), b1 = (a + n) & ~(page - 1);
-        if (b1 > b0)
+        if (b1 > b0) {
+#if defined(MADV_NOHUGEPAGE)
+            /* first out of huge pages: a 2 MiB mapping made for a neighbour
+             * (a norm vector read between two matrices) would map these
+             * pages again */
+            madvise((void *)b0, b1 - b0, MADV_NOHUGEPAGE);
+#endif
             madvise((void *)b0, b1 - b0,
-                    MADV_DONTNEED); /* advice on a read-only file mapping: its pages stay in the file */
+                    MADV_DONTNEED); /* advice on a read-only file mapping: the pages stay in the file */
+        }
         return true;
     }
     return false;

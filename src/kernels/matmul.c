@@ -162,7 +162,8 @@ typedef struct {
 typedef struct {
     mm_spec sp;              /* the matrix and its rows */
     const mm_form *form;     /* NULL: one row per slot, the kernel's tile */
-    bool fly;                /* panel form packed on the fly: sp.w is the dense rows */
+    bool fly;                /* panel form packed on the fly: sp.w is the dense rows (or stored panels: fly_stored) */
+    bool fly_stored;         /* packed on the fly by expanding stored panels (the kernel's expand_s) */
     int64_t slot0, n_slots;  /* this group's slots in the call's slot numbering */
     size_t off0, slot_bytes; /* byte offset of its first slot in the scratch; bytes per slot */
     int64_t bw, bx;          /* weight rows / activation rows per task */
@@ -254,7 +255,7 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
             size_t next_bytes = 0, next_share = 0;
             if (g->fly) { /* this panel (mw = the kernel's p_rows) packed into the thread's scratch */
                 uint8_t *pw = j->wpack + (size_t)thread * j->wpack_bytes;
-                j->k->pack_p(w, g->sp.w_stride, j->n_in, nw, pw);
+                (g->fly_stored ? j->k->expand_s : j->k->pack_p)(w, g->sp.w_stride, j->n_in, nw, pw);
                 w = pw;
                 ws = g->sp.p_stride;
                 if (o + mw < o1) {
@@ -418,8 +419,12 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
         /* stored panels of the same bytes as the rows (k->tile_s) take
          * every row count: the matrix has no other copy in use */
         const bool stored = sp->panels && k->p_bytes && (k->tile_s ? n >= 1 : n >= panel_min);
-        const bool fly = !stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= fly_min;
-        const mm_form *form = stored && k->tile_s                                                       ? &spanel
+        /* many rows over stored panels: each panel expanded per call into
+         * the panel form's layout, as the rows would be packed */
+        const bool fly_stored = stored && k->tile_s && k->expand_s && n >= fly_min;
+        const bool fly =
+            fly_stored || (!stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= fly_min);
+        const mm_form *form = stored && k->tile_s && !fly_stored                                        ? &spanel
                               : stored || fly                                                           ? &panel
                               : n >= 2 && n <= (k->q_max_rows ? k->q_max_rows : QUAD_MAX) && k->q_bytes ? &quad
                               : k->g_bytes && n >= (k->g_min_rows ? k->g_min_rows : PACK_MIN)           ? &group
@@ -438,6 +443,7 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
             g->sp.w_stride = k->tile_s ? sp->s_stride : sp->p_stride;
         }
         g->fly = fly;
+        g->fly_stored = fly_stored;
         if (fly) j.wpack_bytes = (size_t)round_up((int64_t)sp->p_stride * k->p_rows, 64);
         g->n_slots = form ? (n + form->rows - 1) / form->rows : n;
         if (n && sp->n_out) {
@@ -473,7 +479,8 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
             int64_t bw = sp->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
             const bool panels = form == &panel || form == &spanel;
             const int64_t bw_max = panels ? 256 : 64; /* panels: longer streams, fewer task starts */
-            if (g->n_xblocks == 1 && (!panels || live > 1)) bw = (sp->n_out * live + streams - 1) / streams;
+            if (g->n_xblocks == 1 && (!panels || live > 1 || form == &spanel))
+                bw = (sp->n_out * live + streams - 1) / streams;
             else if (bw > bw_max) bw = bw_max;
             g->bw = round_up(bw > 0 ? bw : 1, form ? form->nw : k->max_nw);
             g->n_wblocks = (sp->n_out + g->bw - 1) / g->bw;

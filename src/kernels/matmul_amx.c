@@ -642,7 +642,7 @@ static void amx_build(void) {
         k.convert_p = from[i].convert_p;
         k.p_rows = AMX_PANEL_ROWS;
         k.fly_min_rows = 0; /* these panels' packer is not the AVX-512 one: matmul.c's default */
-        k.pack_s = NULL, k.tile_s = NULL; /* no stored panels: the tiles take the many rows */
+        k.pack_s = NULL, k.tile_s = NULL, k.expand_s = NULL; /* no stored panels: the tiles take the many rows */
         amx_kernels[i] = k;
     }
 }

@@ -94,6 +94,10 @@ typedef struct {
     void (*pack_s)(const uint8_t *w, size_t w_stride, int64_t n_in, int64_t n_out, uint8_t *dst);
     void (*tile_s)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xp, size_t xp_stride, int nx,
                    float *out, int64_t out_stride);
+    /* stored panels' rows (w_stride the dense row size) expanded into
+     * pack_p's layout: many activation rows then take tile_p over them,
+     * expanded per call as pack_p packs (from fly_min_rows rows) */
+    void (*expand_s)(const uint8_t *w, size_t w_stride, int64_t n_in, int64_t n_out, uint8_t *dst);
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

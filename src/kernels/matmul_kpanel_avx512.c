@@ -645,6 +645,23 @@ INLINE void ks_pack(const int T, const uint8_t *w, size_t ws, int64_t n, int64_t
     }
 }
 
+/* n stored super-blocks from S expanded into the panel layout at D (the
+ * values kx_sb_q45 / kx_sb_q6 store), prefetching KS_PF_SB ahead. */
+INLINE void ks_expand(const int MODE, const uint8_t *S, int n, uint8_t *D) {
+    const int Q6 = MODE == 1;
+    const size_t sbb = ks_sb_bytes(MODE), dbb = kx_sb_bytes(Q6), n_meta = Q6 ? 16 + 8 + 1 : 8 + 4 + 2;
+    for (int sb = 0; sb < n; sb++) {
+        const uint8_t *B = S + (size_t)sb * sbb;
+        __m512i *O = (__m512i *)(D + (size_t)sb * dbb);
+        for (size_t c = 0; c < sbb; c += 64) _mm_prefetch((const char *)B + KS_PF_SB * sbb + c, _MM_HINT_T0);
+        __m512i M[25];
+        ks_meta(MODE, B, M);
+        for (int j = 0; j < 8; j++)
+            for (int g = 0; g < 8; g++) _mm512_store_si512(O + 8 * j + g, ks_quants(MODE, B, j, g));
+        for (size_t k = 0; k < n_meta; k++) _mm512_store_si512(O + 64 + k, M[k]);
+    }
+}
+
 /* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
  * float sums, R integer sums, 8 weight registers (a Q4_K sub-block, two Q6_K
  * groups) and their scales. */
@@ -769,6 +786,15 @@ static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1, 0);
 }
 
+/* n_out rows of stored panels (a panel 16 rows of ws bytes) expanded into
+ * the panels kx_pack packs from the rows (the same values), for the passes
+ * of many rows. */
+INLINE void ks_expand_rows(const int MODE, const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    for (int64_t p0 = 0; p0 < n_out; p0 += KP_ROWS)
+        ks_expand(MODE, w + (size_t)p0 * ws, (int)nsb, dst + (size_t)(p0 / KP_ROWS * nsb) * kx_sb_bytes(MODE == 1));
+}
+
 /* Stored panels (ws: the dense row size, a panel 16 rows of it). */
 #define KS_FUNCS(name, T, MODE)                                                                                      \
     static void tile_s_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, \
@@ -777,6 +803,9 @@ static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     }                                                                                                                \
     static void pack_s_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {                 \
         ks_pack(T, w, ws, n, n_out, dst);                                                                            \
+    }                                                                                                                \
+    static void expand_s_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {               \
+        ks_expand_rows(MODE, w, ws, n, n_out, dst);                                                                  \
     }
 KS_FUNCS(q4_K, 4, 0)
 KS_FUNCS(q5_K, 5, 2)
@@ -886,6 +915,7 @@ void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp,
                                                   .fly_min_rows = FLY,                \
                                                   .pack_s = pack_s_##name,            \
                                                   .tile_s = tile_s_##name,            \
+                                                  .expand_s = expand_s_##name,        \
                                                   .max_nx_1x = KR_NX};
 KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
 KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)

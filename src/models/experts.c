@@ -8,16 +8,8 @@
 
 #include "models/model_int.h"
 
-/* Stored panels of the experts of t (all its experts as one matrix), kept
- * in place of its rows when they take exactly the rows' bytes under the
- * tier and numerics in use (rw_matmul_panels_replace_rows: the AVX-512
- * tier's K-quants): every row count then runs on panels, with nothing
- * packed per call (a prefill's experts see a few rows each), and the rows'
- * pages go back to the file, so the model still holds each weight once.
- * Best effort: where there is no such form, or no memory for it, the
- * products read the rows. Under another tier or numerics later, the
- * products read the rows again from the file (the panels name their
- * kernel: kernels/matmul.c). */
+/* The experts of t as one matrix, kept in stored panels where they take
+ * its bytes (panels.c): a prefill's experts see a few rows each. */
 static void pack_experts(rw_model *m, const rw_gguf_tensor *t) {
     uint64_t row_bytes;
     if (!rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes)) return;
@@ -26,25 +18,7 @@ static void pack_experts(rw_model *m, const rw_gguf_tensor *t) {
                            .n_in = (int64_t)t->ne[0],
                            .n_out = (int64_t)(t->ne[1] * t->ne[2]),
                            .row_stride = (size_t)row_bytes};
-    if (!rw_matmul_panels_replace_rows(&all)) return;
-    if (m->n_xpanels == m->cap_xpanels) {
-        const int cap = m->cap_xpanels ? 2 * m->cap_xpanels : 16;
-        void *a = realloc(m->xpanels, (size_t)cap * sizeof *m->xpanels); /* the model's (rw_model_free) */
-        if (!a) return;
-        m->xpanels = a, m->cap_xpanels = cap;
-    }
-    void *panels = NULL;
-    rw_error err = {0};
-    if (rw_matmul_pack(&all, &panels, &err) || !panels) return;
-    m->xpanels[m->n_xpanels++] = (struct rw_models__xpanels){t, panels};
-    rw_gguf_release_pages(m->g, t->data, (size_t)t->nbytes);
-}
-
-/* t's stored panels (pack_experts), or NULL. */
-static const void *experts_panels(const rw_model *m, const rw_gguf_tensor *t) {
-    for (int i = 0; i < m->n_xpanels; i++)
-        if (m->xpanels[i].t == t) return m->xpanels[i].panels;
-    return NULL;
+    rw_models__store_panels(m, &all, (size_t)t->nbytes);
 }
 
 static rw_status bind_experts(rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
@@ -111,7 +85,7 @@ rw_status rw_models__experts_matmul(const rw_model *m, const rw_gguf_tensor *t, 
                   : rw_models__experts_matmul(m, t2, NULL, n_expert, sel, n_slots, k, x_by_token, x, x_stride, y2, NULL,
                                               y_stride, rows, groups, pool, err);
     }
-    const void *tp = experts_panels(m, t), *t2p = t2 ? experts_panels(m, t2) : NULL;
+    const void *tp = rw_models__panels_of(m, t->data), *t2p = t2 ? rw_models__panels_of(m, t2->data) : NULL;
     uint64_t row_bytes;
     rw_dtype_row_bytes(t->type, t->ne[0], &row_bytes);
     const size_t expert_bytes = (size_t)t->ne[1] * row_bytes;

@@ -107,12 +107,12 @@ struct rw_model {
     rw_matrix **mats;
     const char **mat_names; /* [n_mats]: each one's tensor name (in the GGUF's memory), NULL for the tied output */
     int n_mats, cap_mats;
-    /* The exception: expert tensors whose stored panels take exactly their
-     * bytes (rw_matmul_panels_replace_rows) are kept as panels, packed at
-     * bind (experts.c), their file pages given back; the array and each
-     * panels buffer owned, freed by rw_model_free. */
+    /* The exception: matrices and expert tensors whose stored panels take
+     * exactly their bytes (rw_matmul_panels_replace_rows) are kept as
+     * panels, packed at load (panels.c), their file pages given back; the
+     * array and each panels buffer owned, freed by rw_model_free. */
     struct rw_models__xpanels {
-        const rw_gguf_tensor *t;
+        const void *data; /* the rows they replace */
         void *panels;
     } * xpanels;
     int n_xpanels, cap_xpanels;
@@ -358,6 +358,17 @@ typedef struct {
     rw_matrix sh_gate, sh_up, sh_down;                     /* the shared expert */
     rw_matrix sh_router;                                   /* ffn_gate_inp_shexp: E -> 1, F32 (data NULL: ungated) */
 } rw_models__moe;
+
+/* panels.c: w (bytes of rows at w->data, in m's GGUF) packed into stored
+ * panels that m keeps in place of the rows where they take the same bytes
+ * (the rows' pages given back); the panels, or NULL (then the rows serve).
+ * A tensor packed before is not packed again. */
+const void *rw_models__store_panels(rw_model *m, const rw_matrix *w, size_t bytes);
+/* The stored panels of the rows at data, or NULL. */
+const void *rw_models__panels_of(const rw_model *m, const void *data);
+/* Every bound matrix (but the tied output) into stored panels where they
+ * take its bytes (rw_model_load, after the architecture's bind). */
+void rw_models__store_matrix_panels(rw_model *m);
 
 /* Binds layer il's experts (M's sizes set by the caller); gated: the shared
  * expert has its ffn_gate_inp_shexp vector. */

@@ -1,9 +1,11 @@
 /* test_synth_models.c - models made by rewind synth load and run: every tiny
  * preset (and qwen35 with the MTP block, which the main pass skips) gives
  * finite logits a few units wide, the same in one pass and token by token;
- * and a MoE model whose K-quant experts are kept in stored panels (where
- * the tier has them: models/experts.c) gives the logits of the same model
- * loaded without panels, bit for bit, in one pass and token by token. */
+ * and a model whose K-quant matrices and experts are kept in stored panels
+ * (where the tier has them: models/panels.c) gives the logits of the same
+ * model loaded without panels, bit for bit, in one pass (20 rows: panels
+ * expanded per call; the experts' few rows: the stored pass) and token by
+ * token (one row). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +81,8 @@ static void logits_both(rw_model *m, const int32_t *ids, int64_t n, float *a, fl
     rw_model_seq_free(s2);
 }
 
-/* preset's experts in stored panels against the rows (panels off at load). */
+/* preset's matrices and experts in stored panels against the rows (panels
+ * off at load). */
 static void check_stored_experts(const char *preset, const char *type) {
     char path[] = "/tmp/rw_synth_moe_XXXXXX";
     int fd = mkstemp(path);
@@ -99,7 +102,7 @@ static void check_stored_experts(const char *preset, const char *type) {
     if (!st) {
         CHECK_EQ_INT(without->n_xpanels, 0);
         if (with->n_xpanels == 0)
-            printf("%-12s %-6s no stored panels for its experts on this tier: compared the rows alone\n", preset, type);
+            printf("%-12s %-6s no stored panels on this tier: compared the rows alone\n", preset, type);
         const int64_t V = rw_model_get_hparams(with)->n_vocab, n = 20;
         int32_t ids[20];
         for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 53 + 7) % V);
@@ -108,12 +111,12 @@ static void check_stored_experts(const char *preset, const char *type) {
         logits_both(with, ids, n, a, b);
         logits_both(without, ids, n, c, d);
         CHECK_MSG(!memcmp(a, c, bytes) && !memcmp(b, d, bytes),
-                  "%s %s: experts in stored panels (%d tensors) change "
+                  "%s %s: stored panels (%d matrices and expert tensors) change "
                   "the logits",
                   preset, type, with->n_xpanels);
         CHECK_MSG(!memcmp(a, b, bytes), "%s %s: batch and step logits differ", preset, type);
-        printf("%-12s %-6s experts in stored panels (%d tensors): logits bitwise those of the rows\n", preset, type,
-               with->n_xpanels);
+        printf("%-12s %-6s stored panels (%d matrices and expert tensors): logits bitwise those of the rows\n", preset,
+               type, with->n_xpanels);
         free(a), free(b), free(c), free(d);
     }
     rw_model_free(with);
