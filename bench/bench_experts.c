@@ -82,8 +82,7 @@ static double time_call(const rw_matrix *w, size_t expert_bytes, const void *pan
                                      .x_rows = xr + e * rows,
                                      .n_rows = rows,
                                      .y_row0 = e * rows,
-                                     .panels = panels,
-                                     .panel_row0 = e * w->n_out};
+                                     .panels = panels};
         }
         const double start = now_s();
         int passes = 0;

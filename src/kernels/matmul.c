@@ -320,35 +320,32 @@ static size_t stored_row_bytes(const rw_mm_kernel *k, int64_t n_in, uint64_t row
 }
 
 /* A panel buffer starts with PANEL_HEADER bytes naming the kernel that
- * packed it (rw_matmul_pack) and how many rows it holds: kernels of one
- * type lay panels out differently (tiers, numerics), so panels packed for
- * another kernel than the one a call runs are not used (the call takes the
- * other forms). */
+ * packed it (rw_matmul_pack) and the rows it holds: kernels of one type lay
+ * panels out differently (tiers, numerics), so panels packed for another
+ * kernel than the one a call runs are not used (the call takes the other
+ * forms); and a matrix that points to panels of other rows (a copy of a
+ * matrix made a view of some rows) gets them only for its own rows. */
 enum { PANEL_HEADER = 64 };
 
 typedef struct {
     const rw_mm_kernel *packer;
+    const void *data; /* the rows packed, n_out of them, stride bytes apart */
+    size_t stride;
     int64_t n_out;
 } panel_header;
 
-static const uint8_t *panels_of(const rw_mm_kernel *k, const void *panels) {
+/* The panels (rw_matmul_pack) of the n_out rows at data, stride bytes
+ * apart: rows packed by k, from a whole panel on; else NULL. */
+static const uint8_t *panels_of(const rw_mm_kernel *k, const void *panels, const void *data, size_t stride,
+                                int64_t n_in, uint64_t row_bytes, int64_t n_out) {
     if (!panels) return NULL;
     panel_header h;
     memcpy(&h, panels, sizeof h);
-    return h.packer == k ? (const uint8_t *)panels + PANEL_HEADER : NULL;
-}
-
-/* The panels of n_out rows from row r0 of the matrix packed into `panels`
- * (with w's row length): r0 at a whole panel, the rows within the packed
- * ones; else NULL. */
-static const uint8_t *panels_at(const rw_mm_kernel *k, const rw_matrix *w, uint64_t row_bytes, const void *panels,
-                                int64_t r0, int64_t n_out) {
-    const uint8_t *p = panels_of(k, panels);
-    if (!p || r0 < 0) return NULL;
-    panel_header h;
-    memcpy(&h, panels, sizeof h);
-    if (r0 % k->p_rows || r0 + n_out > h.n_out) return NULL;
-    return p + (size_t)r0 * stored_row_bytes(k, w->n_in, row_bytes);
+    const uintptr_t a = (uintptr_t)data, b = (uintptr_t)h.data;
+    if (h.packer != k || h.stride != stride || a < b || (a - b) % stride) return NULL;
+    const uint64_t r0 = (a - b) / stride;
+    if (r0 % (uint64_t)k->p_rows || r0 + (uint64_t)n_out > (uint64_t)h.n_out) return NULL;
+    return (const uint8_t *)panels + PANEL_HEADER + r0 * stored_row_bytes(k, n_in, row_bytes);
 }
 
 /* False when RW_PANELS=0 (for comparisons): no panel form, stored or
@@ -577,21 +574,20 @@ rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, i
             observer(observer_ctx, groups[g].data, w->n_in, x, x_stride, groups[g].x_rows, groups[g].n_rows);
     for (int64_t g = 0; g < n_groups; g++) {
         float *yg = groups[g].y ? groups[g].y : y; /* the output its rows index */
-        specs[g] = (mm_spec){
-            .w = groups[g].data,
-            .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
-            .panels = groups[g].panels ? panels_at(k, w, row_bytes, groups[g].panels, groups[g].panel_row0, w->n_out)
-                      : groups[g].data == w->data ? panels_of(k, w->panels)
-                                                  : NULL,
-            .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
-            .s_stride = (size_t)row_bytes,
-            .can_fly = panels_enabled(),
-            .n_out = w->n_out,
-            .y = groups[g].y_rows ? yg : yg + groups[g].y_row0 * y_stride,
-            .y_stride = y_stride,
-            .x_rows = groups[g].x_rows,
-            .y_rows = groups[g].y_rows,
-            .n_rows = groups[g].n_rows};
+        specs[g] = (mm_spec){.w = groups[g].data,
+                             .w_stride = w->row_stride ? w->row_stride : (size_t)row_bytes,
+                             .panels = panels_of(k, groups[g].panels ? groups[g].panels : w->panels, groups[g].data,
+                                                 w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, row_bytes,
+                                                 w->n_out),
+                             .p_stride = panel_row_bytes(k, w->n_in, row_bytes),
+                             .s_stride = (size_t)row_bytes,
+                             .can_fly = panels_enabled(),
+                             .n_out = w->n_out,
+                             .y = groups[g].y_rows ? yg : yg + groups[g].y_row0 * y_stride,
+                             .y_stride = y_stride,
+                             .x_rows = groups[g].x_rows,
+                             .y_rows = groups[g].y_rows,
+                             .n_rows = groups[g].n_rows};
     }
     st = run_specs(k, w->n_in, specs, n_groups, false, x, x_stride, pool, err);
     free(specs);
@@ -631,7 +627,9 @@ rw_status rw_matmul_multi(const rw_matrix *const *ws, float *const *ys, const in
             if (!ws[i]->data || !ys[i]) return rw_errorf(err, RW_ERR_INVALID_ARG, "matmul: NULL pointer");
             specs[i - i0] = (mm_spec){.w = ws[i]->data,
                                       .w_stride = ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
-                                      .panels = panels_of(k, ws[i]->panels),
+                                      .panels = panels_of(k, ws[i]->panels, ws[i]->data,
+                                                          ws[i]->row_stride ? ws[i]->row_stride : (size_t)row_bytes,
+                                                          ws[i]->n_in, row_bytes, ws[i]->n_out),
                                       .p_stride = panel_row_bytes(k, ws[i]->n_in, row_bytes),
                                       .s_stride = (size_t)row_bytes,
                                       .can_fly = panels_enabled(),
@@ -838,7 +836,7 @@ rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
     if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_HUGEPAGE);
 #endif
     memset(p, 0, PANEL_HEADER);
-    const panel_header h = {k, w->n_out};
+    const panel_header h = {k, w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_out};
     memcpy(p, &h, sizeof h);
     (k->pack_s ? k->pack_s : k->pack_p)(w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, w->n_out,
                                         p + PANEL_HEADER);

@@ -157,11 +157,10 @@ typedef struct {
     int64_t n_rows;
     int64_t y_row0; /* with y_rows NULL: its first row of y (0 unless set) */
     float *y;       /* the output its rows index (NULL: the call's y; same y_stride) */
-    /* stored panels (rw_matmul_pack of a matrix whose row panel_row0 is
-     * this group's first row, e.g. a 3-D expert tensor packed whole), or
-     * NULL: then w->panels serves a group whose data is w->data */
+    /* stored panels (rw_matmul_pack) holding this group's rows (e.g. a 3-D
+     * expert tensor packed whole), or NULL: then w->panels, where they hold
+     * them */
     const void *panels;
-    int64_t panel_row0;
 } rw_matmul_group;
 
 rw_status rw_matmul_grouped(const rw_matrix *w, const rw_matmul_group *groups, int64_t n_groups, const float *x,

@@ -105,8 +105,7 @@ rw_status rw_models__experts_matmul(const rw_model *m, const rw_gguf_tensor *t, 
                                    .n_rows = start[e + 1] - start[e],
                                    .y_row0 = start[e],
                                    .y = y,
-                                   .panels = tp,
-                                   .panel_row0 = (int64_t)e * (int64_t)t->ne[1]};
+                                   .panels = tp};
         groups[ng++] = g;
         if (t2) { /* the same x_rows and n_rows: the conversion is shared */
             groups[ng] = g;

@@ -83,7 +83,7 @@ static void logits_both(rw_model *m, const int32_t *ids, int64_t n, float *a, fl
 
 /* preset's matrices and experts in stored panels against the rows (panels
  * off at load). */
-static void check_stored_experts(const char *preset, const char *type) {
+static void check_stored_panels(const char *preset, const char *type) {
     char path[] = "/tmp/rw_synth_moe_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0);
@@ -138,8 +138,13 @@ int main(void) {
     check_preset("qwen35moe-tiny", "q8_0", false);
     check_preset("qwen3next-tiny", "q4_k_m", false);
     check_preset("granitehybrid-tiny", "q8_0", false);
-    check_stored_experts("qwen3next-tiny", "q4_k_m");
-    check_stored_experts("qwen35moe-tiny", "q5_k_m");
-    check_stored_experts("granitehybrid-tiny", "q6_k");
+    check_stored_panels("llama-tiny", "q4_k_m");
+    check_stored_panels("qwen35-tiny", "q4_k_m");
+    check_stored_panels("gemma3-tiny", "q4_k_m");
+    check_stored_panels("lfm2-tiny", "q5_k_m");
+    check_stored_panels("nemotron_h-tiny", "q4_k_m");
+    check_stored_panels("qwen3next-tiny", "q4_k_m");
+    check_stored_panels("qwen35moe-tiny", "q5_k_m");
+    check_stored_panels("granitehybrid-tiny", "q6_k");
     return rw_test_done();
 }
