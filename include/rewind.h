@@ -1689,6 +1689,20 @@ RW_API rw_status rw_set_avx_vnni(bool on, rw_error *err);
 RW_API rw_status rw_set_weight_prefetch(const char *where, rw_error *err);
 /* The level in use: "l1" or "l2" (auto resolved for this CPU). Static. */
 RW_API const char *rw_get_weight_prefetch(void);
+/* Which weights a model keeps as stored panels, where the kernels have a
+ * form of exactly the weights' bytes (the AVX-512 tier's Q4_K, Q5_K and
+ * Q6_K, our numerics): "experts" (the default: a mixture of experts'
+ * tensors, whose few rows a token each in a prefill the panels serve
+ * best), "all" (every matrix but the tied output: faster decoding and
+ * batches of a few rows, but each matrix is repacked when the model opens,
+ * about a second a GB on a core where plain loading only maps the file) or
+ * "off". Packed when the model opens, on every core; the file's pages of
+ * the packed weights are given back, so memory stays one copy. The same
+ * results either way. Errors: RW_ERR_INVALID_ARG (another name),
+ * RW_ERR_BUSY (a model is open). */
+RW_API rw_status rw_set_stored_panels(const char *which, rw_error *err);
+/* The setting in use: "experts", "all" or "off". Static. */
+RW_API const char *rw_get_stored_panels(void);
 /* Installs a process-wide SIGBUS handler so that a model file cut short
  * while mapped makes the requests that read it fail with RW_ERR_IO
  * (rw_mapped_file_fault_count counts it) instead of killing the process;

@@ -256,4 +256,16 @@ rw_status rw_set_weight_prefetch(const char *where, rw_error *err) {
 
 const char *rw_get_weight_prefetch(void) { return rw_matmul_prefetch_l2() ? "l2" : "l1"; }
 
+rw_status rw_set_stored_panels(const char *which, rw_error *err) {
+    rw_stored_panels mode;
+    if (!which || !rw_stored_panels_parse(which, &mode))
+        return rw_errorf(err, RW_ERR_INVALID_ARG, "rw_set_stored_panels: '%s' is not experts, all or off",
+                         which ? which : "(null)");
+    rw_status st = refuse_while_open("rw_set_stored_panels", err);
+    if (!st) rw_models_set_stored_panels(mode);
+    return st;
+}
+
+const char *rw_get_stored_panels(void) { return rw_stored_panels_name(rw_models_stored_panels()); }
+
 rw_status rw_install_fault_guard(rw_error *err) { return rw_mapped_file_guard_install(err); }

@@ -92,7 +92,9 @@ static void log_to_stderr(void *user, rw_log_level level, const char *msg) {
  * (a command's --numerics overrides it), RW_PANELS=0 turns the packed
  * panels off, RW_AVX_VNNI=0 keeps the AVX2 tier to plain AVX2 (no AVX-VNNI;
  * the same results), RW_PREFETCH=l1|l2|auto where the one-row K-quant
- * kernels prefetch the weights (the same results). */
+ * kernels prefetch the weights (the same results), RW_STORED_PANELS=
+ * experts|all|off which weights a model keeps as stored panels (the same
+ * results). */
 void rw_cli_apply_env(void) {
     /* through the public setters: an unknown name (or a tier this CPU lacks)
      * is refused; said once, so that a figure taken under the variable is not
@@ -113,6 +115,10 @@ void rw_cli_apply_env(void) {
     rw_error perr;
     if (pf && *pf && rw_set_weight_prefetch(pf, &perr) != RW_OK)
         fprintf(stderr, "rewind: RW_PREFETCH=%s ignored (%s); using %s\n", pf, perr.msg, rw_get_weight_prefetch());
+    const char *sp = getenv("RW_STORED_PANELS");
+    rw_error serr;
+    if (sp && *sp && rw_set_stored_panels(sp, &serr) != RW_OK)
+        fprintf(stderr, "rewind: RW_STORED_PANELS=%s ignored (%s); using %s\n", sp, serr.msg, rw_get_stored_panels());
 }
 
 int main(int argc, char **argv) {

@@ -820,7 +820,29 @@ size_t rw_matmul_pack_bytes(const rw_matrix *w) {
     return k ? PANEL_HEADER + panel_bytes(k, w, row_bytes) : 0;
 }
 
+/* Packing shared out: task t packs PACK_TASK_ROWS rows (whole panels). */
+enum { PACK_TASK_ROWS = 256 };
+typedef struct {
+    const rw_mm_kernel *k;
+    const rw_matrix *w;
+    size_t stride, row_out; /* bytes per row in the rows and in the panels */
+    uint8_t *dst;
+} pack_job;
+
+static void pack_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const pack_job *j = ctx;
+    const int64_t r0 = task * PACK_TASK_ROWS, n = j->w->n_out - r0 < PACK_TASK_ROWS ? j->w->n_out - r0 : PACK_TASK_ROWS;
+    (j->k->pack_s ? j->k->pack_s : j->k->pack_p)((const uint8_t *)j->w->data + (size_t)r0 * j->stride, j->stride,
+                                                 j->w->n_in, n, j->dst + (size_t)r0 * j->row_out);
+}
+
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
+    return rw_matmul_pack_pool(w, panels, NULL, err);
+}
+
+rw_status rw_matmul_pack_pool(const rw_matrix *w, void **panels, rw_threadpool *pool, rw_error *err) {
+    _Static_assert(PACK_TASK_ROWS % 16 == 0, "tasks of whole panels");
     *panels = NULL;
     uint64_t row_bytes;
     const rw_mm_kernel *k = panel_kernel(w, &row_bytes);
@@ -833,13 +855,16 @@ rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err) {
      * like the weights (fewer TLB misses in huge pages) */
     const uintptr_t hp = (uintptr_t)2 << 20, a0 = ((uintptr_t)p + hp - 1) & ~(hp - 1),
                     a1 = ((uintptr_t)p + bytes) & ~(hp - 1);
-    if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_HUGEPAGE);
+    if (a1 > a0 && !getenv("NOHP")) madvise((void *)a0, a1 - a0, MADV_HUGEPAGE);
 #endif
     memset(p, 0, PANEL_HEADER);
     const panel_header h = {k, w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_out};
     memcpy(p, &h, sizeof h);
-    (k->pack_s ? k->pack_s : k->pack_p)(w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_in, w->n_out,
-                                        p + PANEL_HEADER);
+    pack_job j = {k, w, h.stride, stored_row_bytes(k, w->n_in, row_bytes), p + PANEL_HEADER};
+    const int64_t n_tasks = (w->n_out + PACK_TASK_ROWS - 1) / PACK_TASK_ROWS;
+    if (pool && k->pack_s && n_tasks > 1 && PACK_TASK_ROWS % k->p_rows == 0) /* stored panels: panel after panel */
+        rw_threadpool_run(pool, pack_task, &j, n_tasks);
+    else (k->pack_s ? k->pack_s : k->pack_p)(w->data, h.stride, w->n_in, w->n_out, p + PANEL_HEADER);
     *panels = p;
     return RW_OK;
 }

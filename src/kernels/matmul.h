@@ -91,6 +91,9 @@ typedef struct rw_lowrank {
  * CLI's RW_PANELS=0).
  * RW_ERR_NOMEM if the buffer cannot be allocated. */
 rw_status rw_matmul_pack(const rw_matrix *w, void **panels, rw_error *err);
+/* rw_matmul_pack with the packing shared out among pool's threads (NULL:
+ * the caller alone). */
+rw_status rw_matmul_pack_pool(const rw_matrix *w, void **panels, rw_threadpool *pool, rw_error *err);
 /* Whether w's panels (rw_matmul_pack) hold exactly its rows' bytes and take
  * every row count of a product under the current tier and numerics: a
  * caller may then keep the panels in place of the rows (a model gives the

@@ -21,7 +21,7 @@ rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err) {
         rw_model_free(m);
         return st;
     }
-    rw_models__store_matrix_panels(m);
+    rw_models__store_panels(m);
     /* every architecture's file may declare how its hidden states are
      * pooled (embedding models); a kind not known here counts as absent */
     char key[96];

@@ -79,6 +79,14 @@ typedef struct rw_model_seq rw_model_seq;
 /* Loads the model described by g. g must stay open until rw_model_free. The
  * caller owns *out. */
 rw_status rw_model_load(const rw_gguf *g, rw_model **out, rw_error *err);
+
+/* Which weights a model keeps as stored panels (panels.c, the public
+ * rw_set_stored_panels): process-wide, read when a model loads. */
+typedef enum { RW_STORED_PANELS_EXPERTS = 0, RW_STORED_PANELS_ALL, RW_STORED_PANELS_OFF } rw_stored_panels;
+void rw_models_set_stored_panels(rw_stored_panels mode);
+rw_stored_panels rw_models_stored_panels(void);
+bool rw_stored_panels_parse(const char *s, rw_stored_panels *out);
+const char *rw_stored_panels_name(rw_stored_panels mode); /* static */
 void rw_model_free(rw_model *m); /* no-op on NULL */
 
 /* Applies the LoRA adapter g (lora.c has the file's layout) to every

@@ -112,8 +112,10 @@ struct rw_model {
      * panels, packed at load (panels.c), their file pages given back; the
      * array and each panels buffer owned, freed by rw_model_free. */
     struct rw_models__xpanels {
-        const void *data; /* the rows they replace */
-        void *panels;
+        rw_matrix w;      /* the rows they replace (a 3-D expert tensor as one matrix) */
+        size_t bytes;     /* of those rows */
+        rw_matrix *owner; /* the bound matrix that points to them, or NULL (experts) */
+        void *panels;     /* NULL until packed, or where packing failed */
     } * xpanels;
     int n_xpanels, cap_xpanels;
     /* LoRA adapters (lora.c), in the order added, owned; and the hash of
@@ -359,16 +361,17 @@ typedef struct {
     rw_matrix sh_router;                                   /* ffn_gate_inp_shexp: E -> 1, F32 (data NULL: ungated) */
 } rw_models__moe;
 
-/* panels.c: w (bytes of rows at w->data, in m's GGUF) packed into stored
- * panels that m keeps in place of the rows where they take the same bytes
- * (the rows' pages given back); the panels, or NULL (then the rows serve).
- * A tensor packed before is not packed again. */
-const void *rw_models__store_panels(rw_model *m, const rw_matrix *w, size_t bytes);
+/* panels.c: asks for w (bytes of rows at w->data, in m's GGUF; owner, or
+ * NULL: the bound matrix to point to them) in stored panels that m keeps
+ * in place of the rows, where they take the same bytes and the setting
+ * (rw_set_stored_panels) allows; a tensor asked for twice is packed once. */
+void rw_models__want_panels(rw_model *m, const rw_matrix *w, size_t bytes, rw_matrix *owner);
+/* Packs what was asked for (and every bound matrix but the tied output
+ * under "all"), on every core, giving the rows' pages back (rw_model_load,
+ * after the architecture's bind). */
+void rw_models__store_panels(rw_model *m);
 /* The stored panels of the rows at data, or NULL. */
 const void *rw_models__panels_of(const rw_model *m, const void *data);
-/* Every bound matrix (but the tied output) into stored panels where they
- * take its bytes (rw_model_load, after the architecture's bind). */
-void rw_models__store_matrix_panels(rw_model *m);
 
 /* Binds layer il's experts (M's sizes set by the caller); gated: the shared
  * expert has its ffn_gate_inp_shexp vector. */

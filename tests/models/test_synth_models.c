@@ -102,7 +102,7 @@ static void check_stored_panels(const char *preset, const char *type) {
     if (!st) {
         CHECK_EQ_INT(without->n_xpanels, 0);
         if (with->n_xpanels == 0)
-            printf("%-12s %-6s no stored panels on this tier: compared the rows alone\n", preset, type);
+            printf("%-12s %-6s no stored panels (this tier, or the setting): compared the rows alone\n", preset, type);
         const int64_t V = rw_model_get_hparams(with)->n_vocab, n = 20;
         int32_t ids[20];
         for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 53 + 7) % V);
@@ -138,6 +138,7 @@ int main(void) {
     check_preset("qwen35moe-tiny", "q8_0", false);
     check_preset("qwen3next-tiny", "q4_k_m", false);
     check_preset("granitehybrid-tiny", "q8_0", false);
+    rw_models_set_stored_panels(RW_STORED_PANELS_ALL); /* every matrix */
     check_stored_panels("llama-tiny", "q4_k_m");
     check_stored_panels("qwen35-tiny", "q4_k_m");
     check_stored_panels("gemma3-tiny", "q4_k_m");
@@ -146,5 +147,8 @@ int main(void) {
     check_stored_panels("qwen3next-tiny", "q4_k_m");
     check_stored_panels("qwen35moe-tiny", "q5_k_m");
     check_stored_panels("granitehybrid-tiny", "q6_k");
+    rw_models_set_stored_panels(RW_STORED_PANELS_EXPERTS); /* the default: the experts alone */
+    check_stored_panels("qwen3next-tiny", "q4_k_m");
+    check_stored_panels("llama-tiny", "q4_k_m");
     return rw_test_done();
 }
