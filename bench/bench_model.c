@@ -32,6 +32,7 @@
 #include "cli/cli.h"
 #include "sampler/sampler.h"
 #include "kernels/matmul.h"
+#include "models/model.h"
 
 static const char *CMD = "bench model";
 
@@ -207,9 +208,15 @@ int rw_bench_model(int argc, char **argv) {
     const double whuge_mib = (double)huge_mapped_bytes(rw_gguf_file_data(g), rw_gguf_file_size(g)) / (1024.0 * 1024.0);
     /* decode against the memory limit: the weights one step reads times
      * steps per second, beside the best a read loop gets over the same
-     * resident weights (the mapped file: no memory added to the peak) */
+     * resident weights (the mapped file, or where the model keeps stored
+     * panels, whose rows' pages it gave back, the largest of them: no
+     * memory added to the peak) */
     const double wbytes = (double)rw_model_matrix_bytes(m);
-    const double bw = n_gen > 0 ? rw_cli_read_bandwidth_over(pool, rw_gguf_file_data(g), rw_gguf_file_size(g), 3) : 0.0;
+    size_t pbytes = 0;
+    const void *pan = rw_model_largest_panels(m, &pbytes);
+    const double bw = n_gen <= 0 ? 0.0
+                      : pan      ? rw_cli_read_bandwidth_over(pool, pan, pbytes, 3)
+                                 : rw_cli_read_bandwidth_over(pool, rw_gguf_file_data(g), rw_gguf_file_size(g), 3);
     /* mean rate = tokens of all reps / their total time */
     const double pp = n_prompt > 0 ? (double)(n_prompt * reps) / t_pp : 0.0;
     const double tg = n_gen > 0 ? (double)(n_gen * reps) / t_tg : 0.0;

@@ -87,6 +87,9 @@ void rw_models_set_stored_panels(rw_stored_panels mode);
 rw_stored_panels rw_models_stored_panels(void);
 bool rw_stored_panels_parse(const char *s, rw_stored_panels *out);
 const char *rw_stored_panels_name(rw_stored_panels mode); /* static */
+/* The largest stored panels m keeps (*bytes: their rows' bytes), or NULL:
+ * for a read loop over weights already resident (bench model). */
+const void *rw_model_largest_panels(const rw_model *m, size_t *bytes);
 void rw_model_free(rw_model *m); /* no-op on NULL */
 
 /* Applies the LoRA adapter g (lora.c has the file's layout) to every

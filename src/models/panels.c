@@ -37,6 +37,15 @@ bool rw_stored_panels_parse(const char *s, rw_stored_panels *out) {
 
 const char *rw_stored_panels_name(rw_stored_panels mode) { return (unsigned)mode < 3 ? mode_names[mode] : "experts"; }
 
+const void *rw_model_largest_panels(const rw_model *m, size_t *bytes) {
+    const void *best = NULL;
+    *bytes = 0;
+    for (int i = 0; i < m->n_xpanels; i++)
+        if (m->xpanels[i].panels && m->xpanels[i].bytes > *bytes)
+            best = m->xpanels[i].panels, *bytes = m->xpanels[i].bytes;
+    return best;
+}
+
 const void *rw_models__panels_of(const rw_model *m, const void *data) {
     for (int i = 0; i < m->n_xpanels; i++)
         if (m->xpanels[i].w.data == data) return m->xpanels[i].panels;
