@@ -16,6 +16,23 @@
 #include "models/model_int.h"
 #include "synth/synth.h"
 
+/* The logits of n tokens in one pass (a) and token by token (b). */
+static void logits_both(rw_model *m, const int32_t *ids, int64_t n, float *a, float *b) {
+    const int64_t V = rw_model_get_hparams(m)->n_vocab;
+    rw_error err = {0};
+    rw_model_seq *s1 = NULL, *s2 = NULL;
+    CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s1, &err) == RW_OK &&
+          rw_model_seq_new(m, RW_KV_F32, 0, &s2, &err) == RW_OK);
+    rw_forward_args fa = {.tokens = ids, .n = n, .logits = a, .all_logits = true};
+    CHECK_MSG(rw_model_forward(m, s1, &fa, &err) == RW_OK, "%s", err.msg);
+    for (int64_t t = 0; t < n; t++) {
+        rw_forward_args f1 = {.tokens = ids + t, .n = 1, .logits = b + t * V, .all_logits = true};
+        CHECK_MSG(rw_model_forward(m, s2, &f1, &err) == RW_OK, "%s", err.msg);
+    }
+    rw_model_seq_free(s1);
+    rw_model_seq_free(s2);
+}
+
 static void check_preset(const char *preset, const char *type, bool mtp) {
     char path[] = "/tmp/rw_synth_model_XXXXXX";
     int fd = mkstemp(path);
@@ -34,15 +51,7 @@ static void check_preset(const char *preset, const char *type, bool mtp) {
         int32_t ids[12];
         for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 37 + 11) % V);
         float *a = malloc((size_t)(n * V) * sizeof *a), *b = malloc((size_t)(n * V) * sizeof *b);
-        rw_model_seq *s1 = NULL, *s2 = NULL;
-        CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s1, &err) == RW_OK &&
-              rw_model_seq_new(m, RW_KV_F32, 0, &s2, &err) == RW_OK);
-        rw_forward_args fa = {.tokens = ids, .n = n, .logits = a, .all_logits = true};
-        CHECK_MSG(rw_model_forward(m, s1, &fa, &err) == RW_OK, "%s", err.msg);
-        for (int64_t t = 0; t < n; t++) {
-            rw_forward_args f1 = {.tokens = ids + t, .n = 1, .logits = b + t * V, .all_logits = true};
-            CHECK_MSG(rw_model_forward(m, s2, &f1, &err) == RW_OK, "%s", err.msg);
-        }
+        logits_both(m, ids, n, a, b);
         CHECK_MSG(!memcmp(a, b, (size_t)(n * V) * sizeof *a), "%s: batch and step logits differ", preset);
         double sum = 0, sum2 = 0;
         bool finite = true;
@@ -54,31 +63,12 @@ static void check_preset(const char *preset, const char *type, bool mtp) {
         double mean = sum / (double)(n * V), sd = sqrt(sum2 / (double)(n * V) - mean * mean);
         CHECK_MSG(finite && sd > 0.5 && sd < 20, "%s %s: logits std %g (finite %d)", preset, type, sd, finite);
         printf("%-12s %-6s%s logits std %.2f\n", preset, type, mtp ? " mtp" : "    ", sd);
-        rw_model_seq_free(s1);
-        rw_model_seq_free(s2);
         free(a);
         free(b);
     }
     rw_model_free(m);
     rw_gguf_close(g);
     unlink(path);
-}
-
-/* The logits of n tokens in one pass (a) and token by token (b). */
-static void logits_both(rw_model *m, const int32_t *ids, int64_t n, float *a, float *b) {
-    const int64_t V = rw_model_get_hparams(m)->n_vocab;
-    rw_error err = {0};
-    rw_model_seq *s1 = NULL, *s2 = NULL;
-    CHECK(rw_model_seq_new(m, RW_KV_F32, 0, &s1, &err) == RW_OK &&
-          rw_model_seq_new(m, RW_KV_F32, 0, &s2, &err) == RW_OK);
-    rw_forward_args fa = {.tokens = ids, .n = n, .logits = a, .all_logits = true};
-    CHECK_MSG(rw_model_forward(m, s1, &fa, &err) == RW_OK, "%s", err.msg);
-    for (int64_t t = 0; t < n; t++) {
-        rw_forward_args f1 = {.tokens = ids + t, .n = 1, .logits = b + t * V, .all_logits = true};
-        CHECK_MSG(rw_model_forward(m, s2, &f1, &err) == RW_OK, "%s", err.msg);
-    }
-    rw_model_seq_free(s1);
-    rw_model_seq_free(s2);
 }
 
 /* preset's matrices and experts in stored panels against the rows (panels
