@@ -118,6 +118,7 @@ static void check_batch(const char *model_path) {
     /* the switches: refused while a model is open */
     CHECK(rw_set_packed_panels(true, &err) == RW_ERR_BUSY && rw_set_avx_vnni(true, &err) == RW_ERR_BUSY);
     CHECK(rw_set_weight_prefetch("l1", &err) == RW_ERR_BUSY);
+    CHECK(rw_set_stored_panels("all", &err) == RW_ERR_BUSY && !strcmp(rw_get_stored_panels(), "experts"));
     /* an empty disk-tier folder verifies with nothing in it */
     char dir[] = "/tmp/rw_tools_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -141,6 +142,11 @@ static void check_batch(const char *model_path) {
     CHECK(rw_set_weight_prefetch("l2", &err) == RW_OK && !strcmp(rw_get_weight_prefetch(), "l2"));
     CHECK(rw_set_weight_prefetch("l1", &err) == RW_OK && !strcmp(rw_get_weight_prefetch(), "l1"));
     CHECK(rw_set_weight_prefetch("auto", &err) == RW_OK);
+    CHECK(rw_set_stored_panels("some", &err) == RW_ERR_INVALID_ARG && strstr(err.msg, "some"));
+    CHECK(rw_set_stored_panels(NULL, &err) == RW_ERR_INVALID_ARG);
+    CHECK(rw_set_stored_panels("off", &err) == RW_OK && !strcmp(rw_get_stored_panels(), "off"));
+    CHECK(rw_set_stored_panels("all", &err) == RW_OK && !strcmp(rw_get_stored_panels(), "all"));
+    CHECK(rw_set_stored_panels("experts", &err) == RW_OK && !strcmp(rw_get_stored_panels(), "experts"));
 }
 
 static uint64_t file_bytes(const char *path) {

@@ -403,6 +403,8 @@ _PROTOTYPES = {
     "rw_set_avx_vnni": (_S, [ctypes.c_bool, _E]),
     "rw_set_weight_prefetch": (_S, [ctypes.c_char_p, _E]),
     "rw_get_weight_prefetch": (ctypes.c_char_p, []),
+    "rw_set_stored_panels": (_S, [ctypes.c_char_p, _E]),
+    "rw_get_stored_panels": (ctypes.c_char_p, []),
     "rw_install_fault_guard": (_S, [_E]),
     "rw_quantize_params_init": (None, [ctypes.POINTER(rw_quantize_params), ctypes.c_size_t]),
     "rw_quantize_file": (
