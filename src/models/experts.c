@@ -18,7 +18,7 @@ static void pack_experts(rw_model *m, const rw_gguf_tensor *t) {
                            .n_in = (int64_t)t->ne[0],
                            .n_out = (int64_t)(t->ne[1] * t->ne[2]),
                            .row_stride = (size_t)row_bytes};
-    if (rw_models_stored_panels() != RW_STORED_PANELS_OFF) rw_models__want_panels(m, &all, (size_t)t->nbytes, NULL);
+    rw_models__want_panels(m, &all, (size_t)t->nbytes, NULL); /* it checks the setting */
 }
 
 static rw_status bind_experts(rw_model *m, const char *name, uint64_t n_in, uint64_t n_out, uint64_t ne,
