@@ -537,6 +537,14 @@ static size_t ks_sb_bytes(const int MODE) {
     return MODE == 1 ? 16 * sizeof(rw_block_q6_K) : MODE == 2 ? 16 * sizeof(rw_block_q5_K) : 16 * sizeof(rw_block_q4_K);
 }
 
+/* A prefetch of stored panel bytes into L2 (l2: rw_matmul_prefetch_l2(),
+ * Zen 4, where a stream prefetched into L1 ran slower, as in
+ * matmul_kquant_avx512.c) or L1. */
+INLINE void ks_prefetch(const uint8_t *p, const bool l2) {
+    if (l2) _mm_prefetch((const char *)p, _MM_HINT_T1);
+    else _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+
 /* The stored super-block B's scales, pairs and d (dmin) decoded as an
  * expanded panel holds them: Q4_K / Q5_K M[0..7] scales, M[8..11] min
  * pairs, M[12], M[13] d and dmin (f32); Q6_K M[0..15] scales, M[16..23]
@@ -666,7 +674,7 @@ INLINE void ks_expand(const int MODE, const uint8_t *S, int n, uint8_t *D) {
  * float sums, R integer sums, 8 weight registers (a Q4_K sub-block, two Q6_K
  * groups) and their scales. */
 INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                          const int R, const int MODE, const int STORED) {
+                          const int R, const int MODE, const int STORED, const bool l2) {
     const int Q6 = MODE == 1, Q5 = MODE == 2;
     const size_t sbb = STORED ? ks_sb_bytes(MODE) : kx_sb_bytes(Q6), meta = 4096 + (size_t)(Q6 ? 16 : 8) * 64;
     __m512i M[25]; /* stored panels: a super-block's decoded scales (ks_meta) */
@@ -688,7 +696,7 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
             if (!STORED) _mm_prefetch((const char *)(W + 8 * j) + sbb + 512, _MM_HINT_T0);
             else /* the super-block KS_PF_SB ahead, a share each step (its lines, 8 steps) */
                 _Pragma("GCC unroll 8") for (int c = 0; c < (int)(sbb / 64 + 7) / 8; c++)
-                    _mm_prefetch((const char *)B + KS_PF_SB * sbb + 64 * ((sbb / 64 + 7) / 8 * j + c), _MM_HINT_T0);
+                    ks_prefetch(B + KS_PF_SB * sbb + 64 * ((sbb / 64 + 7) / 8 * j + c), l2);
             const __m512i sa = _mm512_load_si512(S + (Q6 ? 2 * j : j)),
                           sb_ = Q6 ? _mm512_load_si512(S + 2 * j + 1) : sa;
             _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) {
@@ -755,11 +763,12 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
 }
 
 #define KX_CASE(R) \
-    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, MODE, STORED); break;
+    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, MODE, STORED, l2); break;
 INLINE void kx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
                     int64_t os, const int MODE, const int STORED) {
     const int64_t nsb = n / 256;
     const int pass = STORED && nx > KX_PASS && nx <= KS_PASS ? KS_PASS : KX_PASS;
+    const bool l2 = STORED && rw_matmul_prefetch_l2();
     for (int i = 0; i < nw; i += KP_ROWS) {
         const uint8_t *P = w + (size_t)i * ws;
         const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
