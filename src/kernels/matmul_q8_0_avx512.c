@@ -861,8 +861,15 @@ INLINE void q8_0_panel_dot(int64_t n, const wp_q8_blk *P, const uint8_t *xp, siz
                 _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
                     const xp_q8_blk *xb = (const xp_q8_blk *)(xp + (size_t)r * xps) + b;
                     const i32u *xq = (const i32u *)xb->q;
-                    __m512i ia = _mm512_set1_epi32(xb->corr);
-                    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) DPBUSD_BCST(ia, W[s], xq + s);
+                    /* two chains of four (exact integer sums: the same
+                     * value as one chain), so that fewer rows in flight
+                     * keep the multiply-adds busy */
+                    __m512i ia = _mm512_set1_epi32(xb->corr), ib = _mm512_setzero_si512();
+                    _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
+                        DPBUSD_BCST(ia, W[s], xq + s);
+                        DPBUSD_BCST(ib, W[4 + s], xq + 4 + s);
+                    }
+                    ia = _mm512_add_epi32(ia, ib);
                     const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xb->d));
                     acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), sc, acc[r]);
                 }
