@@ -855,7 +855,7 @@ rw_status rw_matmul_pack_pool(const rw_matrix *w, void **panels, rw_threadpool *
      * like the weights (fewer TLB misses in huge pages) */
     const uintptr_t hp = (uintptr_t)2 << 20, a0 = ((uintptr_t)p + hp - 1) & ~(hp - 1),
                     a1 = ((uintptr_t)p + bytes) & ~(hp - 1);
-    if (a1 > a0 && !getenv("NOHP")) madvise((void *)a0, a1 - a0, MADV_HUGEPAGE);
+    if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_HUGEPAGE);
 #endif
     memset(p, 0, PANEL_HEADER);
     const panel_header h = {k, w->data, w->row_stride ? w->row_stride : (size_t)row_bytes, w->n_out};

@@ -134,6 +134,14 @@ typedef int32_t i32u __attribute__((aligned(1), may_alias));
 /* acc += dpbusd(w, the 4 bytes at p broadcast): GCC does not fold the
  * broadcast into the instruction's memory operand by itself, and the
  * separate broadcasts cost as many instructions as the products. */
+/* A prefetch of weight bytes at p into L2 (l2: rw_matmul_prefetch_l2(),
+ * read once per tile call: Zen 4, where a weight stream prefetched into
+ * its 32 KiB L1 ran slower) or L1 (Zen 5, the Xeons). */
+INLINE void pf_weights(const void *p, const bool l2) {
+    if (l2) _mm_prefetch((const char *)p, _MM_HINT_T1);
+    else _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+
 #define DPBUSD_BCST(acc, w, p) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(p)))
 
 /* ==== K-quants: the Q8_K activation layout and quantizers ================ */

@@ -537,14 +537,6 @@ static size_t ks_sb_bytes(const int MODE) {
     return MODE == 1 ? 16 * sizeof(rw_block_q6_K) : MODE == 2 ? 16 * sizeof(rw_block_q5_K) : 16 * sizeof(rw_block_q4_K);
 }
 
-/* A prefetch of stored panel bytes into L2 (l2: rw_matmul_prefetch_l2(),
- * Zen 4, where a stream prefetched into L1 ran slower, as in
- * matmul_kquant_avx512.c) or L1. */
-INLINE void ks_prefetch(const uint8_t *p, const bool l2) {
-    if (l2) _mm_prefetch((const char *)p, _MM_HINT_T1);
-    else _mm_prefetch((const char *)p, _MM_HINT_T0);
-}
-
 /* The stored super-block B's scales, pairs and d (dmin) decoded as an
  * expanded panel holds them: Q4_K / Q5_K M[0..7] scales, M[8..11] min
  * pairs, M[12], M[13] d and dmin (f32); Q6_K M[0..15] scales, M[16..23]
@@ -696,7 +688,7 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
             if (!STORED) _mm_prefetch((const char *)(W + 8 * j) + sbb + 512, _MM_HINT_T0);
             else /* the super-block KS_PF_SB ahead, a share each step (its lines, 8 steps) */
                 _Pragma("GCC unroll 8") for (int c = 0; c < (int)(sbb / 64 + 7) / 8; c++)
-                    ks_prefetch(B + KS_PF_SB * sbb + 64 * ((sbb / 64 + 7) / 8 * j + c), l2);
+                    pf_weights(B + KS_PF_SB * sbb + 64 * ((sbb / 64 + 7) / 8 * j + c), l2);
             const __m512i sa = _mm512_load_si512(S + (Q6 ? 2 * j : j)),
                           sb_ = Q6 ? _mm512_load_si512(S + 2 * j + 1) : sa;
             _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) {

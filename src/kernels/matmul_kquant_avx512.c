@@ -386,13 +386,6 @@ enum { KR_ROWS = 16 };
  * streams prefetched into its 32 KiB L1 ran at 8-10 GB/s and into L2 at
  * 14-18 (one thread; 2 threads 14 against 25 GB/s). */
 #define KR_PF_DIST(T) ((T) == 6 ? 2048 : 1024)
-/* A prefetch of weight bytes at p into L2 (l2: rw_matmul_prefetch_l2(),
- * read once per tile call) or L1. */
-#define KR_PF(p, l2)                                          \
-    do {                                                      \
-        if (l2) _mm_prefetch((const char *)(p), _MM_HINT_T1); \
-        else _mm_prefetch((const char *)(p), _MM_HINT_T0);    \
-    } while (0)
 
 /* Q4_K / Q5_K: M of 16 rows (lane r: sum_j m_j * (bs_2j + bs_2j+1) of
  * row r) from their unpacked scales sm[0..3] (kr_scales_mins4): the mins
@@ -481,7 +474,7 @@ INLINE void kr_pass1(const int T, int64_t n, const uint8_t *w, size_t ws, const 
                 const uint8_t *b = p + (size_t)r * ws;
                 if (r < npf)
                     _Pragma("GCC unroll 4") for (int l = 0; l < (int)(blk + 63) / 64; l++)
-                        KR_PF((const char *)pf + (size_t)r * ws + 64 * l, l2);
+                        pf_weights((const char *)pf + (size_t)r * ws + 64 * l, l2);
                 __m512i uq[4];
                 if (T == 6) {
                     q6_K_quants((const rw_block_q6_K *)b, uq);
@@ -591,7 +584,7 @@ INLINE void kr_pass(const int T, const int NXR, int64_t n, const uint8_t *w, siz
                 const uint8_t *b = p + (size_t)r * ws;
                 if (r < npf)
                     _Pragma("GCC unroll 4") for (int l = 0; l < (int)(blk + 63) / 64; l++)
-                        KR_PF((const char *)pf + (size_t)r * ws + 64 * l, l2);
+                        pf_weights((const char *)pf + (size_t)r * ws + 64 * l, l2);
                 __m512i uq[4];
                 if (T == 6) {
                     q6_K_quants((const rw_block_q6_K *)b, uq);
@@ -659,7 +652,7 @@ INLINE void kr_rows_n(const int T, const int NXR, int64_t n, const uint8_t *w, s
     const size_t head = KR_PF_DIST(T) + blk < ws ? KR_PF_DIST(T) + blk : ws;
     const bool l2 = rw_matmul_prefetch_l2();
     for (int r = 0; r < nw && r < KR_ROWS; r++)
-        for (size_t b = 0; b < head; b += 64) KR_PF((const char *)w + (size_t)r * ws + b, l2);
+        for (size_t b = 0; b < head; b += 64) pf_weights((const char *)w + (size_t)r * ws + b, l2);
     for (int i = 0; i < nw; i += KR_ROWS) {
         const int nr = nw - i < KR_ROWS ? nw - i : KR_ROWS, rest = nw - i - nr;
         const int nn = rest < KR_ROWS ? rest : KR_ROWS;
