@@ -413,10 +413,56 @@ INLINE void ssm_rows(float *state, int ds, int np, const float *xt, const float 
     }
 }
 
+/* Rows i .. i + 3 of one token's state with no states past the last
+ * multiple of 64: the operations of ssm_rows, and each row's four
+ * accumulators added (a0 + a2) + (a1 + a3) as rw_reduce4 adds them before
+ * it sums the lanes. */
+INLINE void ssm_rows4_sums(float *state, int ds, const float *xt, const float *Bt, const float *Ct, __m512 vdA,
+                           float dtp, int i, __m512 *sums) {
+    __m512 vx[4], acc[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        vx[r] = _mm512_set1_ps(xt[i + r] * dtp);
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    }
+    for (int s = 0; s < ds; s += 64) _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            const int at = s + 16 * c;
+            const __m512 b = _mm512_loadu_ps(Bt + at), cc = _mm512_loadu_ps(Ct + at);
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                float *si = state + (int64_t)(i + r) * ds + at;
+                const __m512 st = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(si), vdA), _mm512_mul_ps(b, vx[r]));
+                acc[r][c] = _mm512_fmadd_ps(st, cc, acc[r][c]);
+                _mm512_storeu_ps(si, st);
+            }
+        }
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) sums[r] =
+        _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]), _mm512_add_ps(acc[r][1], acc[r][3]));
+}
+
 void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
                              const float *dt, int64_t dt_stride, float dt_bias, float A, const float *B,
                              const float *C, int64_t bc_stride, float D, float *y, int64_t y_stride) {
     const int np = ds & ~63;
+    if (np == ds && hd % 16 == 0) {
+        /* 16 rows' lane sums reduced together (reduce_add16: rw_reduce4's
+         * tree, row by row) and their y written as one vector, y = sum +
+         * x * D unfused as below: one row at a time, the horizontal sums
+         * and the scalar stores were a sixth of the op */
+        const __m512 vD = _mm512_set1_ps(D);
+        for (int64_t t = 0; t < n_t; t++) {
+            const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
+            float *yt = y + t * y_stride;
+            const float dtp = rw_softplus1(dt[t * dt_stride] + dt_bias);
+            const __m512 vdA = _mm512_set1_ps(expf(dtp * A));
+            for (int i = 0; i < hd; i += 16) {
+                __m512 sums[16];
+                _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)
+                    ssm_rows4_sums(state, ds, xt, Bt, Ct, vdA, dtp, i + 4 * q, sums + 4 * q);
+                const __m512 xd = _mm512_mul_ps(_mm512_loadu_ps(xt + i), vD);
+                _mm512_storeu_ps(yt + i, _mm512_add_ps(reduce_add16(sums), xd));
+            }
+        }
+        return;
+    }
     for (int64_t t = 0; t < n_t; t++) {
         const float *xt = x + t * x_stride, *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
         float *yt = y + t * y_stride;

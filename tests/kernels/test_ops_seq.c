@@ -391,6 +391,8 @@ int main(void) {
         check_ssm(8, 2, 64, 32, small ? 5 : 30);   /* granitehybrid fixture shape */
         check_ssm(4, 1, 16, 128, small ? 5 : 20);  /* Granite-4.0-H d_state */
         check_ssm(3, 3, 5, 70, small ? 4 : 13);
+        check_ssm(2, 1, 64, 128, small ? 4 : 12); /* Granite-4.0-H's heads: four pieces of 16 rows */
+        check_ssm(2, 2, 20, 64, small ? 4 : 12);  /* a piece of 16 rows and one of 4 */
     }
     rw_threadpool_free(pool3);
     return rw_test_done();
