@@ -131,9 +131,6 @@ INLINE float hsum8_ggml(__m256 a) {
 /* 4 weight bytes at any address (the quants of a block sit 2 bytes in). */
 typedef int32_t i32u __attribute__((aligned(1), may_alias));
 
-/* acc += dpbusd(w, the 4 bytes at p broadcast): GCC does not fold the
- * broadcast into the instruction's memory operand by itself, and the
- * separate broadcasts cost as many instructions as the products. */
 /* A prefetch of weight bytes at p into L2 (l2: rw_matmul_prefetch_l2(),
  * read once per tile call: Zen 4, where a weight stream prefetched into
  * its 32 KiB L1 ran slower) or L1 (Zen 5, the Xeons). */
@@ -142,6 +139,9 @@ INLINE void pf_weights(const void *p, const bool l2) {
     else _mm_prefetch((const char *)p, _MM_HINT_T0);
 }
 
+/* acc += dpbusd(w, the 4 bytes at p broadcast): GCC does not fold the
+ * broadcast into the instruction's memory operand by itself, and the
+ * separate broadcasts cost as many instructions as the products. */
 #define DPBUSD_BCST(acc, w, p) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(p)))
 
 /* ==== K-quants: the Q8_K activation layout and quantizers ================ */

@@ -374,20 +374,19 @@ void rw_delta_rule_head_avx512(float *S, int dk, int dv, int64_t n_t, const floa
     }
 }
 
-/* Rows i .. i + R - 1 of one token's state (R <= SSM_ROWS): each row's
- * operations in the one-row order (ops_ssm.c), the rows side by side so
- * that their chains overlap and B and C are loaded once for all of them
- * (one row at a time, the accumulator chains and the horizontal sums ran
- * one after another: about 8 cycles a vector on Zen 5). */
+/* Rows i .. i + R - 1 of one token's state (R <= SSM_ROWS), the states
+ * below np: each row's operations in the one-row order (ops_ssm.c), the
+ * rows side by side so that their chains overlap and B and C are loaded
+ * once for all of them (one row at a time, the accumulator chains and the
+ * horizontal sums ran one after another: about 8 cycles a vector on Zen 5).
+ * sums[r]: row r's four accumulators added (a0 + a2) + (a1 + a3), as
+ * rw_reduce4 adds them before it sums the lanes. */
 enum { SSM_ROWS = 4 };
-INLINE void ssm_rows(float *state, int ds, int np, const float *xt, const float *Bt, const float *Ct, float dA,
-                     float dtp, float D, float *yt, int i, const int R) {
-    const __m512 vdA = _mm512_set1_ps(dA);
+INLINE void ssm_rows_sums(float *state, int ds, int np, const float *xt, const float *Bt, const float *Ct, __m512 vdA,
+                          float dtp, int i, const int R, __m512 *sums) {
     __m512 vx[SSM_ROWS], acc[SSM_ROWS][4];
-    float xdt[SSM_ROWS];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        xdt[r] = xt[i + r] * dtp;
-        vx[r] = _mm512_set1_ps(xdt[r]);
+        vx[r] = _mm512_set1_ps(xt[i + r] * dtp);
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
     }
     for (int s = 0; s < np; s += 64)
@@ -401,41 +400,27 @@ INLINE void ssm_rows(float *state, int ds, int np, const float *xt, const float 
                 _mm512_storeu_ps(si, st);
             }
         }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) sums[r] =
+        _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]), _mm512_add_ps(acc[r][1], acc[r][3]));
+}
+
+/* ssm_rows_sums' rows finished one by one: their lanes summed, then ggml's
+ * scalar tail past np, then y. */
+INLINE void ssm_rows(float *state, int ds, int np, const float *xt, const float *Bt, const float *Ct, float dA,
+                     float dtp, float D, float *yt, int i, const int R) {
+    __m512 sums[SSM_ROWS];
+    ssm_rows_sums(state, ds, np, xt, Bt, Ct, _mm512_set1_ps(dA), dtp, i, R, sums);
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
         float *si = state + (int64_t)(i + r) * ds;
-        float sum = np ? rw_reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]) : 0.0f;
+        const float xdt = xt[i + r] * dtp;
+        float sum = np ? _mm512_reduce_add_ps(sums[r]) : 0.0f;
         for (int s = np; s < ds; s++) { /* ggml's scalar tail as GCC contracts it (ops_ssm.c) */
-            const float v = fmaf(si[s], dA, Bt[s] * xdt[r]);
+            const float v = fmaf(si[s], dA, Bt[s] * xdt);
             sum = fmaf(v, Ct[s], sum);
             si[s] = v;
         }
         yt[i + r] = sum + xt[i + r] * D;
     }
-}
-
-/* Rows i .. i + 3 of one token's state with no states past the last
- * multiple of 64: the operations of ssm_rows, and each row's four
- * accumulators added (a0 + a2) + (a1 + a3) as rw_reduce4 adds them before
- * it sums the lanes. */
-INLINE void ssm_rows4_sums(float *state, int ds, const float *xt, const float *Bt, const float *Ct, __m512 vdA,
-                           float dtp, int i, __m512 *sums) {
-    __m512 vx[4], acc[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-        vx[r] = _mm512_set1_ps(xt[i + r] * dtp);
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
-    }
-    for (int s = 0; s < ds; s += 64) _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-            const int at = s + 16 * c;
-            const __m512 b = _mm512_loadu_ps(Bt + at), cc = _mm512_loadu_ps(Ct + at);
-            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-                float *si = state + (int64_t)(i + r) * ds + at;
-                const __m512 st = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(si), vdA), _mm512_mul_ps(b, vx[r]));
-                acc[r][c] = _mm512_fmadd_ps(st, cc, acc[r][c]);
-                _mm512_storeu_ps(si, st);
-            }
-        }
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) sums[r] =
-        _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]), _mm512_add_ps(acc[r][1], acc[r][3]));
 }
 
 void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const float *x, int64_t x_stride,
@@ -456,7 +441,7 @@ void rw_ssm_scan_head_avx512(float *state, int hd, int ds, int64_t n_t, const fl
             for (int i = 0; i < hd; i += 16) {
                 __m512 sums[16];
                 _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)
-                    ssm_rows4_sums(state, ds, xt, Bt, Ct, vdA, dtp, i + 4 * q, sums + 4 * q);
+                    ssm_rows_sums(state, ds, ds, xt, Bt, Ct, vdA, dtp, i + 4 * q, SSM_ROWS, sums + 4 * q);
                 const __m512 xd = _mm512_mul_ps(_mm512_loadu_ps(xt + i), vD);
                 _mm512_storeu_ps(yt + i, _mm512_add_ps(reduce_add16(sums), xd));
             }
