@@ -291,6 +291,18 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
      * head); with one activation row (or up to the kernel's max_nx_1x) a
      * tile call covers up to RW_MM_ROWS_1X weight rows, saving the
      * per-call overhead and reading the weights once for all rows. */
+    if (j->k->tile_many && r1 - r0 >= j->k->many_min_rows) {
+        for (int64_t o = o0; o < o1; o += j->k->many_nw) {
+            const int nw = (int)(o1 - o < j->k->many_nw ? o1 - o : j->k->many_nw);
+            for (int64_t r = r0; r < r1; r += j->k->many_nx) {
+                const int nx = (int)(r1 - r < j->k->many_nx ? r1 - r : j->k->many_nx);
+                j->k->tile_many(j->n_in, g->sp.w + (size_t)o * g->sp.w_stride, g->sp.w_stride, nw,
+                                xq + (size_t)r * g->slot_bytes, g->slot_bytes, nx, out);
+                store_rows(j, g, r, nx, o, nw, out);
+            }
+        }
+        return;
+    }
     const int nx1 = j->k->max_nx_1x ? j->k->max_nx_1x : 1;
     const bool long_run = r1 - r0 <= nx1, two_runs = nx1 > 1 && !long_run && r1 - r0 <= 2 * nx1;
     const int mx = long_run || two_runs ? nx1 : j->k->max_nx;
@@ -418,7 +430,8 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
         const bool stored = sp->panels && k->p_bytes && (k->tile_s ? n >= 1 : n >= panel_min);
         /* many rows over stored panels: each panel expanded per call into
          * the panel form's layout, as the rows would be packed */
-        const bool fly_stored = stored && k->tile_s && k->expand_s && n >= fly_min;
+        const bool fly_stored =
+            stored && k->tile_s && k->expand_s && n >= (k->expand_min_rows ? k->expand_min_rows(n_in) : fly_min);
         const bool fly =
             fly_stored || (!stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= fly_min);
         const mm_form *form = stored && k->tile_s && !fly_stored                                        ? &spanel

@@ -82,46 +82,110 @@ INLINE __m512 load_w_f16(const uint8_t *w, int64_t i, __mmask16 m, bool masked) 
  * the row: one chain of dependent fmas per output made the one-row (decode)
  * case latency-bound. A step takes the 32 elements from k (masks m0, m1
  * for the last, partial one). */
-#define FLOAT_TILE(name, LOADW, ESZ)                                                                   \
-    INLINE void name##_step(const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,   \
-                            const int nx, int64_t k, __mmask16 m0, __mmask16 m1, bool masked,         \
-                            __m512 a0[NW][NX], __m512 a1[NW][NX]) {                                    \
-        __m512 x0[NX], x1[NX];                                                                         \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                         \
-            x0[j] = load_x_f32(xq + j * xs, k, m0, masked);                                            \
-            x1[j] = load_x_f32(xq + j * xs, k + 16, m1, masked);                                       \
-        }                                                                                              \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                         \
-            const __m512 w0 = LOADW(w + i * ws, k, m0, masked), w1 = LOADW(w + i * ws, k + 16, m1, masked); \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                     \
-                a0[i][j] = _mm512_fmadd_ps(w0, x0[j], a0[i][j]);                                       \
-                a1[i][j] = _mm512_fmadd_ps(w1, x1[j], a1[i][j]);                                       \
-            }                                                                                          \
-        }                                                                                              \
-    }                                                                                                  \
-    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq,  \
-                            size_t xs, const int nx, float *out) {                                     \
-        __m512 a0[NW][NX], a1[NW][NX];                                                                 \
-        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) a0[i][j] = a1[i][j] = _mm512_setzero_ps(); \
-        int64_t k = 0;                                                                                 \
-        for (; k + 32 <= n; k += 32) {                                                                 \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                       \
-                rw_mm_prefetch_ahead(w + i * ws + k * (ESZ), 32 * (ESZ));                                    \
-            name##_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);                                \
-        }                                                                                              \
-        if (k < n) {                                                                                   \
-            const __mmask16 m0 = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);              \
-            const __mmask16 m1 = n - k <= 16 ? 0 : (__mmask16)((1u << (n - k - 16)) - 1);              \
-            name##_step(w, ws, nw, xq, xs, nx, k, m0, m1, true, a0, a1);                               \
-        }                                                                                              \
-        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)                                           \
-            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                       \
-                out[j * nw + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][j], a1[i][j]));             \
+#define FLOAT_TILE(name, LOADW, ESZ)                                                                               \
+    INLINE void name##_step(const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs, const int nx, \
+                            int64_t k, __mmask16 m0, __mmask16 m1, bool masked, __m512 a0[NW][NX],                 \
+                            __m512 a1[NW][NX]) {                                                                   \
+        __m512 x0[NX], x1[NX];                                                                                     \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                     \
+            x0[j] = load_x_f32(xq + j * xs, k, m0, masked);                                                        \
+            x1[j] = load_x_f32(xq + j * xs, k + 16, m1, masked);                                                   \
+        }                                                                                                          \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) {                                                     \
+            __m512 w0 = LOADW(w + i * ws, k, m0, masked), w1 = LOADW(w + i * ws, k + 16, m1, masked);              \
+            __asm__("" : "+v"(w0), "+v"(w1)); /* loaded once for the nx products, not folded into each */          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) {                                                 \
+                a0[i][j] = _mm512_fmadd_ps(w0, x0[j], a0[i][j]);                                                   \
+                a1[i][j] = _mm512_fmadd_ps(w1, x1[j], a1[i][j]);                                                   \
+            }                                                                                                      \
+        }                                                                                                          \
+    }                                                                                                              \
+    INLINE void name##_impl(int64_t n, const uint8_t *w, size_t ws, const int nw, const uint8_t *xq, size_t xs,    \
+                            const int nx, float *out) {                                                            \
+        __m512 a0[NW][NX], a1[NW][NX];                                                                             \
+        _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++) _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++)  \
+            a0[i][j] = a1[i][j] = _mm512_setzero_ps();                                                             \
+        int64_t k = 0;                                                                                             \
+        for (; k + 32 <= n; k += 32) {                                                                             \
+            _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)                                                   \
+                rw_mm_prefetch_ahead(w + i * ws + k * (ESZ), 32 * (ESZ));                                          \
+            name##_step(w, ws, nw, xq, xs, nx, k, 0, 0, false, a0, a1);                                            \
+        }                                                                                                          \
+        if (k < n) {                                                                                               \
+            const __mmask16 m0 = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);                          \
+            const __mmask16 m1 = n - k <= 16 ? 0 : (__mmask16)((1u << (n - k - 16)) - 1);                          \
+            name##_step(w, ws, nw, xq, xs, nx, k, m0, m1, true, a0, a1);                                           \
+        }                                                                                                          \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nx; j++) _Pragma("GCC unroll 4") for (int i = 0; i < nw; i++)  \
+            out[j * nw + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][j], a1[i][j]));                             \
     }
 
 FLOAT_TILE(f32, load_w_f32, 4)
 FLOAT_TILE(f16, load_w_f16, 2)
+
+TILE_DISPATCH(f32)
+
+/* Many activation rows of F32 weights (a mixture's router over a prefill):
+ * tile_f32's 4 x 2 tiles over F32M_K elements at a time, each tile's
+ * accumulators kept in acc between the pieces, so that a quad of weight
+ * rows' piece stays in L1 while the pairs of activation rows pass (over
+ * whole rows of 2048 elements, 4 weight rows and 2 activation rows fill
+ * Zen 5's 48 KiB L1, and the weights came from L2 for every pair). Each
+ * output's lanes take the same fmas in the same order as tile_f32's, so
+ * the same bits. Up to F32M_NW x F32M_NX outputs (out[j * nw + i]); a
+ * partial quad or pair goes to tile_f32. */
+enum { F32M_K = 1024, F32M_NW = 16, F32M_NX = 32 };
+static void tile_many_f32(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
+                          float *out) {
+    const int qw = nw / 4 * 4, px = nx / 2 * 2;
+    __m512 acc[F32M_NW / 4][F32M_NX / 2][2][4][2]; /* 64 KiB: the tiles' a0, a1 between pieces */
+    for (int64_t k0 = 0; k0 < n; k0 += F32M_K) {
+        const int64_t k1 = k0 + F32M_K < n ? k0 + F32M_K : n;
+        for (int iq = 0; iq < qw; iq += 4)
+            for (int jp = 0; jp < px; jp += 2) {
+                __m512 a0[NW][NX], a1[NW][NX], (*sv)[4][2] = acc[iq / 4][jp / 2];
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                    _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {
+                    a0[i][j] = k0 ? sv[0][i][j] : _mm512_setzero_ps();
+                    a1[i][j] = k0 ? sv[1][i][j] : _mm512_setzero_ps();
+                }
+                const uint8_t *wq = w + (size_t)iq * ws, *xp = xq + (size_t)jp * xs;
+                int64_t k = k0;
+                for (; k + 32 <= k1; k += 32) {
+                    if (!jp) /* the first pair brings the quad's piece in */
+                        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                            rw_mm_prefetch_ahead(wq + i * ws + k * 4, 128);
+                    f32_step(wq, ws, 4, xp, xs, 2, k, 0, 0, false, a0, a1);
+                }
+                if (k < k1) { /* the row's last, partial piece (k1 == n) */
+                    const __mmask16 m0 = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+                    const __mmask16 m1 = n - k <= 16 ? 0 : (__mmask16)((1u << (n - k - 16)) - 1);
+                    f32_step(wq, ws, 4, xp, xs, 2, k, m0, m1, true, a0, a1);
+                }
+                if (k1 < n) {
+                    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                        _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {
+                        sv[0][i][j] = a0[i][j];
+                        sv[1][i][j] = a1[i][j];
+                    }
+                    continue;
+                }
+                _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                    out[(jp + j) * nw + iq + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][j], a1[i][j]));
+            }
+    }
+    float part[NW * 2];
+    for (int jp = 0; jp < nx; jp += 2) { /* the partial quad, and the last row of an odd count */
+        const int np = nx - jp < 2 ? 1 : 2, i0 = jp < px ? qw : 0;
+        if (i0 == nw) continue;
+        for (int i = i0; i < nw; i += 4) {
+            const int nq = nw - i < 4 ? nw - i : 4;
+            tile_f32(n, w + (size_t)i * ws, ws, nq, xq + (size_t)jp * xs, xs, np, part);
+            for (int j = 0; j < np; j++)
+                for (int q = 0; q < nq; q++) out[(jp + j) * nw + i + q] = part[j * nq + q];
+        }
+    }
+}
 
 /* As FLOAT_TILE: two accumulators (even and odd 32-element pieces), plain
  * loads for whole pieces. */
@@ -265,7 +329,6 @@ BLOCK32_TILE_GEN(q5_1_ggml, unpack_q5_1, rw_block_q5_1, b32_min_acc, ((b32_min_a
 
 /* ==== tiles of every shape, and the tables =============================== */
 
-TILE_DISPATCH(f32)
 TILE_DISPATCH(f16)
 TILE_DISPATCH(bf16)
 TILE_DISPATCH(q4_1)
@@ -279,7 +342,15 @@ TILE_DISPATCH(q5_1_ggml)
 #define K(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = NX};
 /* the float tiles keep two accumulators per output: 4 x 2 of them fit the registers */
 #define KF(name, xb, conv) static const rw_mm_kernel kernel_##name = {.x_bytes = xb, .convert_x = conv, .tile = tile_##name, .max_nw = NW, .max_nx = 2};
-KF(f32, x_bytes_f32, convert_f32)
+static const rw_mm_kernel kernel_f32 = {.x_bytes = x_bytes_f32,
+                                        .convert_x = convert_f32,
+                                        .tile = tile_f32,
+                                        .max_nw = NW,
+                                        .max_nx = 2,
+                                        .tile_many = tile_many_f32,
+                                        .many_nw = F32M_NW,
+                                        .many_nx = F32M_NX,
+                                        .many_min_rows = F32M_NX};
 KF(f16, x_bytes_f32, convert_f16)
 KF(bf16, x_bytes_bf16, convert_bf16)
 K(q4_1, x_bytes_chunks, convert_q8_1)

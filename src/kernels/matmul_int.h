@@ -87,6 +87,12 @@ typedef struct {
     int g_max_nw;                     /* weight rows of one tile_g call; 0: max_nw */
     int fly_min_rows; /* fewest rows that pack panels on the fly (no stored panels); 0: matmul.c's FLY_MIN */
     int max_nx_1x;    /* most activation rows with which tile takes up to RW_MM_ROWS_1X weight rows; 0: 1 */
+    /* many-row tile (optional): as tile, up to many_nw x many_nx outputs,
+     * for blocks of at least many_min_rows activation rows, without a
+     * packed form (its own blocking) */
+    void (*tile_many)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xq, size_t xq_stride,
+                      int nx, float *out);
+    int many_nw, many_nx, many_min_rows;
     /* stored panels (optional): rw_matmul_pack lays rows out in p_rows-row
      * panels of exactly the rows' bytes (so a model may keep them in place
      * of the rows), which every row count then takes, over the panel
@@ -98,6 +104,9 @@ typedef struct {
      * pack_p's layout: many activation rows then take tile_p over them,
      * expanded per call as pack_p packs (from fly_min_rows rows) */
     void (*expand_s)(const uint8_t *w, size_t w_stride, int64_t n_in, int64_t n_out, uint8_t *dst);
+    /* fewest activation rows that expand stored panels of rows n_in long;
+     * NULL: fly_min_rows */
+    int (*expand_min_rows)(int64_t n_in);
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

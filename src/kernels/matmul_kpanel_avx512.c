@@ -30,6 +30,16 @@ enum { KG_MIN_ROWS_Q45 = 9 };
  * 26-32; and Qwen3.5-35B-A3B's prefill (experts of 1 to about 40 rows) was
  * 2-8% faster packing from 17 rows than from 33 for Q4_K. */
 enum { KX_FLY_MIN = 17 };
+/* Stored panels (experts) are expanded into that layout from more rows:
+ * the stored tile decodes each super-block per pass of rows, but reads
+ * half the bytes, and an expanded panel of long rows (with the pass's
+ * activation rows) outgrows L1. Measured on Zen 5 (`rewind bench experts
+ * --stored-panels`, 128 experts, 2 threads), expanding against the stored
+ * tile: rows of 512 (2 super-blocks, a 10 KiB expanded panel) 1.03-1.2x
+ * the time at 24 rows, 0.9-1.0x at 32, 0.7-0.9x from 40; rows of 2048
+ * (40 KiB) 1.1-1.4x at 17-40 rows for Q4_K and Q6_K, 0.97-1.1x at 64,
+ * and from 96 rows Q6_K 0.92x. */
+static int ks_expand_min(int64_t n) { return n / 256 * 5120 <= 16384 ? 32 : 64; }
 /* Weight rows of one group-form call: its outputs go to the caller's rows
  * (a grouped product's store_rows) in runs this long, not four at a time. */
 enum { KG_CALL_NW = 64 };
@@ -917,6 +927,7 @@ void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp,
                                                   .pack_s = pack_s_##name,            \
                                                   .tile_s = tile_s_##name,            \
                                                   .expand_s = expand_s_##name,        \
+                                                  .expand_min_rows = ks_expand_min,   \
                                                   .max_nx_1x = KR_NX};
 KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
 KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)

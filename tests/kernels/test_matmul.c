@@ -168,11 +168,15 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
     int64_t bl = block_len(t);
     /* one length that is a multiple of 256 and (for 32-blocks and the float
      * types, whose tiles take 32 or 64 elements a step) one that is not */
-    int64_t lens[2] = {small ? 256 : 512, bl == 32  ? (small ? 96 : 288)
-                                          : bl == 1 ? (small ? 113 : 313)
-                                                    : (small ? 256 : 768)};
+    int64_t lens[3] = {small ? 256 : 512,
+                       bl == 32  ? (small ? 96 : 288)
+                       : bl == 1 ? (small ? 113 : 313)
+                                 : (small ? 256 : 768),
+                       /* the float types: rows longer than two of the many-row F32 tile's pieces (1024), with a
+                        * partial step at the end */
+                       bl == 1 ? 2500 : 0};
     double worst = 0;
-    for (int li = 0; li < 2; li++) {
+    for (int li = 0; li < 3 && lens[li]; li++) {
         /* output counts that leave 1 and 3 rows past a multiple of 4 (the tiles' and group forms' widths) */
         int64_t n_in = lens[li], n_out = small ? 19 : li ? 39 : 37;
         size_t rb;
