@@ -253,6 +253,34 @@ void rw_threadpool_free(rw_threadpool *p) {
 
 int rw_threadpool_size(const rw_threadpool *p) { return p ? p->n_threads : 1; }
 
+typedef struct {
+    rw_rows_fn fn;
+    void *ctx;
+    int64_t n, piece;
+} rows_job;
+
+static void rows_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = ctx;
+    const int64_t r0 = task * j->piece, r1 = r0 + j->piece < j->n ? r0 + j->piece : j->n;
+    j->fn(j->ctx, r0, r1);
+}
+
+void rw_threadpool_rows(rw_threadpool *p, int64_t n, int64_t min_rows, rw_rows_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (min_rows < 1) min_rows = 1;
+    const int threads = rw_threadpool_size(p);
+    if (threads < 2 || n < 2 * min_rows) {
+        fn(ctx, 0, n);
+        return;
+    }
+    /* four pieces a thread: a thread that starts late takes fewer */
+    int64_t piece = (n + 4 * (int64_t)threads - 1) / (4 * (int64_t)threads);
+    if (piece < min_rows) piece = min_rows;
+    rows_job j = {fn, ctx, n, piece};
+    rw_threadpool_run(p, rows_task, &j, (n + piece - 1) / piece);
+}
+
 void rw_threadpool_run(rw_threadpool *p, rw_task_fn fn, void *ctx, int64_t n_tasks) {
     if (n_tasks <= 0) return;
     if (!p || p->n_threads == 1 || n_tasks == 1 || tl_running_in == p) {

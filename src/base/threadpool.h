@@ -46,6 +46,15 @@ int rw_threadpool_size(const rw_threadpool *pool);
 /* Runs fn for every task in [0, n_tasks) and waits for all of them. */
 void rw_threadpool_run(rw_threadpool *pool, rw_task_fn fn, void *ctx, int64_t n_tasks);
 
+/* One piece of a parallel loop over rows: rows [r0, r1). */
+typedef void (*rw_rows_fn)(void *ctx, int64_t r0, int64_t r1);
+
+/* Runs fn over [0, n) in pieces of at least min_rows rows, a few pieces a
+ * thread, and waits; fewer than 2 * min_rows rows run in one piece on the
+ * calling thread. For per-row work whose result does not depend on the
+ * piece (each row written by one call). */
+void rw_threadpool_rows(rw_threadpool *pool, int64_t n, int64_t min_rows, rw_rows_fn fn, void *ctx);
+
 /* Physical cores available to this process (at least 1). */
 int rw_physical_cores(void);
 

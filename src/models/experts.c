@@ -170,6 +170,52 @@ int64_t rw_models__moe_work_floats(const rw_models__moe *M, int64_t n_embd) {
     return gu_floats(M) + M->n_used * n_embd;
 }
 
+/* The per-row steps of the FFN below, spread over the pool by rows
+ * (rw_threadpool_rows): each row's result is its own. */
+typedef struct {
+    const rw_models__moe *M;
+    const float *logits;
+    float *probs; /* per piece: n_expert floats at r0 (the caller's [n][n_expert]) */
+    int32_t *sel;
+    float *w, *gu, *up, *y, *out, *sg;
+    const int32_t *pos;
+    int64_t width, stride; /* swiglu: the rows' width, the gate's and up's row stride */
+    int E;
+} moe_rows_job;
+
+static void route_rows(void *ctx, int64_t t0, int64_t t1) {
+    const moe_rows_job *j = ctx;
+    const int ne = j->M->n_expert, k = j->M->n_used;
+    for (int64_t t = t0; t < t1; t++)
+        rw_moe_route(j->logits + t * ne, ne, k, true, 1.0f, j->sel + t * k, j->w + t * k, j->probs + t0 * ne);
+}
+
+static void swiglu_rows(void *ctx, int64_t r0, int64_t r1) {
+    const moe_rows_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) rw_swiglu(j->gu + r * j->stride, j->up + r * j->stride, j->width);
+}
+
+static void combine_rows(void *ctx, int64_t t0, int64_t t1) {
+    const moe_rows_job *j = ctx;
+    const int k = j->M->n_used;
+    for (int64_t t = t0; t < t1; t++)
+        rw_models__weighted_sum(j->out + t * j->E, j->y, j->pos + t * k, j->w + t * k, k, j->E);
+}
+
+/* the shared expert's rows y added to out, gated by sigmoid(sg) where it has a router */
+static void shared_add_rows(void *ctx, int64_t t0, int64_t t1) {
+    const moe_rows_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        float *out = j->out + t * j->E;
+        const float *ys = j->y + t * j->E;
+        if (j->sg) {
+            rw_sigmoid(j->sg + t, j->sg + t, 1);
+            for (int i = 0; i < j->E; i++) out[i] += ys[i] * j->sg[t];
+        } else
+            for (int i = 0; i < j->E; i++) out[i] += ys[i];
+    }
+}
+
 rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_models__batch *bt, rw_error *err) {
     const int E = m->hp.n_embd, ne = M->n_expert, k = M->n_used, fe = M->ff_exp, fs = M->ff_shexp;
     const int64_t n = bt->n, ns = n * k;
@@ -180,26 +226,28 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
      * shared expert reuses both once the routed sums are in sc.tmp. The
      * routing is owned here, freed before returning. */
     float *gu = m->sc.work, *y = gu + n * gu_floats(M);
-    float *logits = malloc((size_t)(n * ne) * sizeof *logits), *probs = malloc((size_t)ne * sizeof *probs);
+    float *logits = malloc((size_t)(n * ne) * sizeof *logits), *probs = malloc((size_t)(n * ne) * sizeof *probs);
     float *w = malloc((size_t)ns * sizeof *w), *sg = malloc((size_t)n * sizeof *sg);
     int32_t *sel = malloc((size_t)ns * sizeof *sel), *rows = malloc((size_t)(2 * ns) * sizeof *rows);
     rw_matmul_group *groups = malloc((size_t)(2 * ne) * sizeof *groups);
     if (!logits || !probs || !w || !sg || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
-    for (int64_t t = 0; t < n && !st; t++)
-        rw_moe_route(logits + t * ne, ne, k, true, 1.0f, sel + t * k, w + t * k, probs);
+    moe_rows_job rj = {.M = M, .logits = logits, .probs = probs, .sel = sel, .w = w, .E = E};
+    if (!st) rw_threadpool_rows(bt->pool, n, 16, route_rows, &rj);
     /* gate and up of every slot, [ns][2fe]: gate at 0, up at fe */
     if (!st)
         st = rw_models__experts_matmul(m, M->gate_exps, M->up_exps, ne, sel, ns, k, true, m->sc.xn, E, gu, gu + fe,
                                        2 * fe, rows, groups, bt->pool, err);
-    for (int64_t s = 0; s < ns && !st; s++) rw_swiglu(gu + s * 2 * fe, gu + s * 2 * fe + fe, fe);
+    rj.gu = gu, rj.up = gu + fe, rj.width = fe, rj.stride = 2 * fe;
+    if (!st) rw_threadpool_rows(bt->pool, ns, 16, swiglu_rows, &rj);
     if (!st)
         st = rw_models__experts_matmul(m, M->down_exps, NULL, ne, sel, ns, k, false, gu, 2 * fe, y, NULL, E, rows,
                                        groups, bt->pool, err);
     /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);
-    for (int64_t t = 0; t < n && !st; t++) rw_models__weighted_sum(m->sc.tmp + t * E, y, pos + t * k, w + t * k, k, E);
+    rj.out = m->sc.tmp, rj.y = y, rj.pos = pos;
+    if (!st) rw_threadpool_rows(bt->pool, n, 8, combine_rows, &rj);
     /* the shared expert: gate [n][fs] and up [n][fs] in gu, down into y */
     float *g = gu, *u = gu + n * fs;
     if (fs && !st) {
@@ -208,17 +256,11 @@ rw_status rw_models__moe_ffn(rw_model *m, const rw_models__moe *M, const rw_mode
         float *outs[2] = {g, u};
         const int64_t yst[2] = {fs, fs};
         if (!st) st = rw_matmul_multi(ws, outs, yst, 2, m->sc.xn, E, n, bt->pool, err);
-        for (int64_t t = 0; t < n && !st; t++) rw_swiglu(g + t * fs, u + t * fs, fs);
+        moe_rows_job sj = {.M = M, .gu = g, .up = u, .width = fs, .stride = fs, .E = E};
+        if (!st) rw_threadpool_rows(bt->pool, n, 16, swiglu_rows, &sj);
         if (!st) st = rw_models__matmul(&M->sh_down, g, n, y, bt->pool, err);
-        for (int64_t t = 0; t < n && !st; t++) {
-            float *out = m->sc.tmp + t * E;
-            const float *ys = y + t * E;
-            if (M->sh_router.data) {
-                rw_sigmoid(sg + t, sg + t, 1);
-                for (int i = 0; i < E; i++) out[i] += ys[i] * sg[t];
-            } else
-                for (int i = 0; i < E; i++) out[i] += ys[i];
-        }
+        sj.out = m->sc.tmp, sj.y = y, sj.sg = M->sh_router.data ? sg : NULL;
+        if (!st) rw_threadpool_rows(bt->pool, n, 8, shared_add_rows, &sj);
     }
     free(logits), free(probs), free(w), free(sg), free(sel), free(rows), free(groups);
     return st;

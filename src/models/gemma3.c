@@ -184,15 +184,15 @@ static void post_norm(rw_model *m, const float *w, int64_t n) {
 static rw_status g3_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     const gemma3 *x = m->ext;
     const rw_models__dense_layer *L = &m->layers[il];
-    rw_models__norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b);
     rw_status st = g3_attention(m, il, b, err);
     if (st) return st;
     post_norm(m, x->post_attn_norm[il], b->n);
-    rw_models__add_residual(m, b->n);
-    rw_models__norm_rows(m, L->ffn_norm, b->n);
+    rw_models__add_residual(m, b);
+    rw_models__norm_rows(m, L->ffn_norm, b);
     if ((st = g3_ffn(m, L, b, err))) return st;
     post_norm(m, x->post_ffw_norm[il], b->n);
-    rw_models__add_residual(m, b->n);
+    rw_models__add_residual(m, b);
     return RW_OK;
 }
 

@@ -193,6 +193,53 @@ static rw_status oss_bind(rw_model *m, rw_error *err) {
     return RW_OK;
 }
 
+/* The per-row steps of the MoE sublayer, spread over the pool by rows
+ * (rw_threadpool_rows): each row's result is its own. */
+typedef struct {
+    const oss_moe *M;
+    float *logits, *w, *gu, *y, *out;
+    int32_t *sel;
+    const int32_t *rows, *pos;
+    int E, N, k, F;
+} oss_rows_job;
+
+static void oss_route_rows(void *ctx, int64_t t0, int64_t t1) {
+    const oss_rows_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        float *l = j->logits + t * j->N;
+        for (int e = 0; e < j->N; e++) l[e] += j->M->router_b[e];
+        rw_moe_route_topk_softmax(l, j->N, j->k, j->sel + t * j->k, j->w + t * j->k);
+    }
+}
+
+/* rows p of gate|up (slot rows[p], expert order): the biases, then the activation */
+static void oss_act_rows(void *ctx, int64_t p0, int64_t p1) {
+    const oss_rows_job *j = ctx;
+    const int F = j->F;
+    for (int64_t p = p0; p < p1; p++) {
+        float *g = j->gu + p * 2 * F, *u = g + F;
+        const int64_t e = j->sel[j->rows[p]];
+        const float *gb = j->M->gate_b + e * F, *ub = j->M->up_b + e * F;
+        for (int i = 0; i < F; i++) g[i] += gb[i], u[i] += ub[i];
+        rw_swiglu_oai(g, u, F, 1.702f, 7.0f);
+    }
+}
+
+/* token t: its slots' rows get the down bias, then their weighted sum */
+static void oss_combine_rows(void *ctx, int64_t t0, int64_t t1) {
+    const oss_rows_job *j = ctx;
+    const int E = j->E, k = j->k;
+    for (int64_t t = t0; t < t1; t++) {
+        for (int i = 0; i < k; i++) { /* the slots' rows, each used once */
+            const int64_t s = t * k + i;
+            float *ys = j->y + (int64_t)j->pos[s] * E;
+            const float *db = j->M->down_b + (int64_t)j->sel[s] * E;
+            for (int c = 0; c < E; c++) ys[c] += db[c];
+        }
+        rw_models__weighted_sum(j->out + t * E, j->y, j->pos + t * k, j->w + t * k, k, E);
+    }
+}
+
 /* The MoE sublayer: m->sc.xn -> m->sc.tmp. */
 static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw_error *err) {
     const oss *x = m->ext;
@@ -210,37 +257,32 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
     rw_matmul_group *groups = malloc((size_t)(2 * N) * sizeof *groups);
     if (!logits || !w || !sel || !rows || !groups) st = rw_errorf(err, RW_ERR_NOMEM, "out of memory");
     if (!st) st = rw_models__matmul(&M->router, m->sc.xn, n, logits, bt->pool, err);
-    for (int64_t t = 0; t < n && !st; t++) {
-        float *l = logits + t * N;
-        for (int e = 0; e < N; e++) l[e] += M->router_b[e];
-        rw_moe_route_topk_softmax(l, N, k, sel + t * k, w + t * k);
-    }
+    oss_rows_job rj = {.M = M,
+                       .logits = logits,
+                       .w = w,
+                       .gu = gu,
+                       .y = y,
+                       .out = m->sc.tmp,
+                       .sel = sel,
+                       .rows = rows,
+                       .E = E,
+                       .N = N,
+                       .k = k,
+                       .F = F};
+    if (!st) rw_threadpool_rows(bt->pool, n, 16, oss_route_rows, &rj);
     /* gate and up of every slot, [ns][2F]: gate at 0, up at F */
     if (!st)
         st = rw_models__experts_matmul(m, M->gate_exps, M->up_exps, x->n_expert, sel, ns, k, true, m->sc.xn, E, gu,
                                        gu + F, 2 * F, rows, groups, bt->pool, err);
-    for (int64_t p = 0; p < ns && !st; p++) { /* row p: slot rows[p] (expert order) */
-        float *g = gu + p * 2 * F, *u = g + F;
-        const int64_t e = sel[rows[p]];
-        const float *gb = M->gate_b + e * F, *ub = M->up_b + e * F;
-        for (int i = 0; i < F; i++) g[i] += gb[i], u[i] += ub[i];
-        rw_swiglu_oai(g, u, F, 1.702f, 7.0f);
-    }
+    if (!st) rw_threadpool_rows(bt->pool, ns, 16, oss_act_rows, &rj);
     if (!st)
         st = rw_models__experts_matmul(m, M->down_exps, NULL, x->n_expert, sel, ns, k, false, gu, 2 * F, y, NULL, E,
                                        rows, groups, bt->pool, err);
     /* the slots' rows of y are in expert order: pos[s] is slot s's (in rows' second half, free now) */
     int32_t *pos = rows + ns;
     if (!st) rw_models__experts_positions(rows, ns, pos);
-    for (int64_t t = 0; t < n && !st; t++) {
-        for (int j = 0; j < k; j++) { /* the slots' rows, each used once */
-            const int64_t s = t * k + j;
-            float *ys = y + (int64_t)pos[s] * E;
-            const float *db = M->down_b + (int64_t)sel[s] * E;
-            for (int i = 0; i < E; i++) ys[i] += db[i];
-        }
-        rw_models__weighted_sum(m->sc.tmp + t * E, y, pos + t * k, w + t * k, k, E);
-    }
+    rj.pos = pos;
+    if (!st) rw_threadpool_rows(bt->pool, n, 8, oss_combine_rows, &rj);
     free(logits), free(w), free(sel), free(rows), free(groups);
     return st;
 }
@@ -248,13 +290,13 @@ static rw_status oss_moe_ffn(rw_model *m, int il, const rw_models__batch *bt, rw
 static rw_status oss_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     const oss *x = m->ext;
     const rw_models__dense_layer *L = &m->layers[il];
-    rw_models__norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b);
     rw_status st = rw_models__attention(m, il, L, b, err); /* biases, NEOX RoPE, sinks, the layer's window */
     if (st) return st;
-    rw_models__add_residual(m, b->n);
-    rw_models__norm_rows(m, x->moe[il].norm, b->n);
+    rw_models__add_residual(m, b);
+    rw_models__norm_rows(m, x->moe[il].norm, b);
     if ((st = oss_moe_ffn(m, il, b, err))) return st;
-    rw_models__add_residual(m, b->n);
+    rw_models__add_residual(m, b);
     return RW_OK;
 }
 

@@ -176,10 +176,15 @@ static rw_status gr_bind(rw_model *m, rw_error *err) {
 }
 
 /* x += residual_scale * tmp (the scale rounded onto tmp first, as ggml_scale then add) */
-static void add_scaled(rw_model *m, int64_t n) {
+static void add_scaled_rows(void *ctx, int64_t r0, int64_t r1) {
+    rw_model *m = ctx;
     const float rs = ((granite *)m->ext)->residual_scale;
-    const int64_t total = n * m->hp.n_embd;
-    for (int64_t i = 0; i < total; i++) m->sc.x[i] += m->sc.tmp[i] * rs;
+    const int64_t e = m->hp.n_embd;
+    for (int64_t i = r0 * e; i < r1 * e; i++) m->sc.x[i] += m->sc.tmp[i] * rs;
+}
+
+static void add_scaled(rw_model *m, const rw_models__batch *b) {
+    rw_threadpool_rows(b->pool, b->n, 64, add_scaled_rows, m);
 }
 
 static rw_status gr_layer_state(const rw_model *m, int il, rw_kv_type kv_type, int64_t max_ctx,
@@ -192,15 +197,15 @@ static rw_status gr_layer_state(const rw_model *m, int il, rw_kv_type kv_type, i
 static rw_status gr_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     const rw_models__dense_layer *L = &m->layers[il];
     const granite *x = m->ext;
-    rw_models__norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b);
     rw_status st = x->mamba_of[il] >= 0 ? rw_models__mamba2(m, il, &x->mb[il], b, err)
                                         : rw_models__attention_nopos(m, il, L, b, x->attention_scale, err);
     if (st) return st;
-    add_scaled(m, b->n);
-    rw_models__norm_rows(m, L->ffn_norm, b->n);
+    add_scaled(m, b);
+    rw_models__norm_rows(m, L->ffn_norm, b);
     st = x->moe ? rw_models__moe_ffn(m, &x->moe[il], b, err) : rw_models__ffn_swiglu(m, L, b, err);
     if (st) return st;
-    add_scaled(m, b->n);
+    add_scaled(m, b);
     return RW_OK;
 }
 

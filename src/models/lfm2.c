@@ -258,13 +258,13 @@ static rw_status lf_layer(rw_model *m, int il, const rw_models__batch *b, rw_err
     const lfm2 *x = m->ext;
     rw_status st = carve(m, b->n, err);
     if (st) return st;
-    rw_models__norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b);
     st = x->is_conv[il] ? short_conv(m, il, b, err) : rw_models__attention(m, il, L, b, err);
     if (st) return st;
-    rw_models__add_residual(m, b->n);
-    rw_models__norm_rows(m, L->ffn_norm, b->n);
+    rw_models__add_residual(m, b);
+    rw_models__norm_rows(m, L->ffn_norm, b);
     if ((st = rw_models__ffn_swiglu(m, L, b, err))) return st;
-    rw_models__add_residual(m, b->n);
+    rw_models__add_residual(m, b);
     return RW_OK;
 }
 

@@ -80,6 +80,24 @@ rw_status rw_models__mamba2_bind(rw_model *m, int il, const rw_models__mamba2_sh
     return RW_OK;
 }
 
+/* The gate and the grouped norm of tokens [t0, t1): y <- norm(silu(z) * y). */
+typedef struct {
+    float *zxbcdt, *y;
+    int64_t W, DI;
+    int groups;
+    const float *norm;
+    float eps;
+} gate_norm_job;
+
+static void gate_norm_rows(void *ctx, int64_t t0, int64_t t1) {
+    const gate_norm_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        float *z = j->zxbcdt + t * j->W, *yt = j->y + t * j->DI;
+        rw_swiglu(z, yt, j->DI); /* z <- silu(z) * y */
+        rw_rmsnorm_groups(z, j->norm, j->DI / j->groups, j->groups, (int)(j->DI / j->groups), j->eps, yt);
+    }
+}
+
 /* The buffers, [n][in_w] zxbcdt and [n][d_inner] y, are carved from
  * m->sc.work (model_int.h), which the architecture's bind sized through
  * arch_work_floats (rw_models__mamba2_work_floats); they overlap the
@@ -93,10 +111,7 @@ rw_status rw_models__mamba2(rw_model *m, int il, const rw_models__mamba2_layer *
     if ((st = rw_models__matmul(&M->in, m->sc.xn, n, zxbcdt, b->pool, err))) return st;
     /* conv and scan run in each sequence's state on the rows' [xBC | dt] slices */
     if ((st = rw_models__rec_append(b, il, zxbcdt + DI, W, y, DI, err))) return st;
-    for (int64_t t = 0; t < n; t++) {
-        float *z = zxbcdt + t * W, *yt = y + t * DI;
-        rw_swiglu(z, yt, DI); /* z <- silu(z) * y */
-        rw_rmsnorm_groups(z, M->norm, DI / d->groups, d->groups, (int)(DI / d->groups), m->hp.rms_eps, yt);
-    }
+    gate_norm_job gj = {zxbcdt, y, W, DI, d->groups, M->norm, m->hp.rms_eps};
+    rw_threadpool_rows(b->pool, n, 4, gate_norm_rows, &gj);
     return rw_models__matmul(&M->out, y, n, m->sc.tmp, b->pool, err);
 }

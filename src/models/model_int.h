@@ -283,10 +283,10 @@ rw_status rw_models__bind_dense(rw_model *m, rw_error *err);
 rw_status rw_models__dense_layer_forward(rw_model *m, int il, const rw_models__batch *b, rw_error *err);
 /* dense.c: the two steps around every block's sublayers, shared by the
  * dense, qwen35 and granite blocks: m->sc.xn = rmsnorm(m->sc.x) * w and
- * m->sc.x += m->sc.tmp, over the first n rows. (granite scales the
- * residual first: its own add_scaled.) */
-void rw_models__norm_rows(const rw_model *m, const float *w, int64_t n);
-void rw_models__add_residual(rw_model *m, int64_t n);
+ * m->sc.x += m->sc.tmp, over the batch's b->n rows, by rows over its pool.
+ * (granite scales the residual first: its own add_scaled.) */
+void rw_models__norm_rows(const rw_model *m, const float *w, const rw_models__batch *b);
+void rw_models__add_residual(rw_model *m, const rw_models__batch *b);
 
 /* attn.c: the attention sublayer reading m->sc.xn, writing m->sc.tmp. */
 rw_status rw_models__attention(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b,

@@ -236,7 +236,7 @@ static rw_status nh_layer_forward(rw_model *m, int il, const rw_models__batch *b
     const rw_models__dense_layer *L = &m->layers[il];
     const nemotron *x = m->ext;
     const nh_layer *N = &x->layer[il];
-    rw_models__norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b);
     rw_status st;
     switch (N->kind) {
     case NH_MAMBA2: st = rw_models__mamba2(m, il, &N->mb, b, err); break;
@@ -244,7 +244,7 @@ static rw_status nh_layer_forward(rw_model *m, int il, const rw_models__batch *b
     default: st = mlp(m, il, N, b, err); break;
     }
     if (st) return st;
-    rw_models__add_residual(m, b->n);
+    rw_models__add_residual(m, b);
     return RW_OK;
 }
 

@@ -431,14 +431,14 @@ static rw_status q35_layer(rw_model *m, int il, const rw_models__batch *b, rw_er
     const rw_models__dense_layer *L = &m->layers[il];
     rw_status st = carve(m, b->n, err);
     if (st) return st;
-    rw_models__norm_rows(m, L->attn_norm, b->n);
+    rw_models__norm_rows(m, L->attn_norm, b);
     st = is_recurrent(m->ext, il) ? deltanet(m, il, b, err) : gated_attention(m, il, b, err);
     if (st) return st;
-    rw_models__add_residual(m, b->n);
-    rw_models__norm_rows(m, L->ffn_norm, b->n); /* post_attention_norm */
+    rw_models__add_residual(m, b);
+    rw_models__norm_rows(m, L->ffn_norm, b); /* post_attention_norm */
     st = ((q35 *)m->ext)->moe ? moe_ffn(m, il, b, err) : rw_models__ffn_swiglu(m, L, b, err);
     if (st) return st;
-    rw_models__add_residual(m, b->n);
+    rw_models__add_residual(m, b);
     return RW_OK;
 }
 
