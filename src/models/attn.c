@@ -39,6 +39,31 @@ rw_status rw_models__attend(rw_model *m, int il, const rw_models__batch *b, cons
     return RW_OK;
 }
 
+/* Per token: the per-head q/k norms where bound, RoPE if rope. */
+typedef struct {
+    const rw_model *m;
+    const rw_models__dense_layer *L;
+    bool rope;
+} qk_job;
+
+static void qk_rows(void *ctx, int64_t t0, int64_t t1) {
+    const qk_job *j = ctx;
+    const rw_model_hparams *hp = &j->m->hp;
+    const rw_models__scratch *sc = &j->m->sc;
+    const rw_models__dense_layer *L = j->L;
+    const int hdk = hp->head_dim_k;
+    const int64_t dq = (int64_t)hp->n_head * hdk, dk = (int64_t)hp->n_head_kv * hdk;
+    const bool neox = hp->rope_kind == RW_ROPE_NEOX;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *cs = sc->rope_cs + t * hp->n_rot;
+        float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
+        if (L->q_norm) rw_rmsnorm_groups(qt, L->q_norm, 0, hp->n_head, hdk, hp->rms_eps, qt);
+        if (L->k_norm) rw_rmsnorm_groups(kt, L->k_norm, 0, hp->n_head_kv, hdk, hp->rms_eps, kt);
+        for (int h = 0; j->rope && h < hp->n_head; h++) rw_rope(qt + (int64_t)h * hdk, hp->n_rot, neox, cs);
+        for (int h = 0; j->rope && h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * hdk, hp->n_rot, neox, cs);
+    }
+}
+
 /* The sublayer; RoPE only if rope (the per-head q/k norms whenever bound). */
 static rw_status attention(rw_model *m, int il, const rw_models__dense_layer *L, const rw_models__batch *b, bool rope, float scale,
                            rw_error *err) {
@@ -55,15 +80,8 @@ static rw_status attention(rw_model *m, int il, const rw_models__dense_layer *L,
     add_bias(sc->q, L->bq, n, dq);
     add_bias(sc->k, L->bk, n, dk);
     add_bias(sc->v, L->bv, n, dv);
-    const bool neox = hp->rope_kind == RW_ROPE_NEOX;
-    for (int64_t t = 0; (rope || L->q_norm || L->k_norm) && t < n; t++) {
-        const float *cs = sc->rope_cs + t * hp->n_rot;
-        float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
-        if (L->q_norm) rw_rmsnorm_groups(qt, L->q_norm, 0, hp->n_head, hdk, hp->rms_eps, qt);
-        if (L->k_norm) rw_rmsnorm_groups(kt, L->k_norm, 0, hp->n_head_kv, hdk, hp->rms_eps, kt);
-        for (int h = 0; rope && h < hp->n_head; h++) rw_rope(qt + (int64_t)h * hdk, hp->n_rot, neox, cs);
-        for (int h = 0; rope && h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * hdk, hp->n_rot, neox, cs);
-    }
+    qk_job qj = {m, L, rope};
+    if (rope || L->q_norm || L->k_norm) rw_threadpool_rows(b->pool, n, 8, qk_rows, &qj);
     if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, scale, sc->att, err))) return st;
     if ((st = rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err))) return st;
     add_bias(sc->tmp, L->bo, n, hp->n_embd);

@@ -120,9 +120,53 @@ static rw_status g3_bind(rw_model *m, rw_error *err) {
     return RW_OK;
 }
 
+/* The per-token steps, spread over the pool by tokens (rw_threadpool_rows):
+ * each token's values are its own. */
+typedef struct {
+    rw_model *m;
+    const rw_models__dense_layer *L;
+    const float *cs, *w; /* the RoPE table of the layer; a post norm's weights */
+} g3_rows_job;
+
+/* q and k normed and rotated, q scaled */
+static void g3_qk_rows(void *ctx, int64_t t0, int64_t t1) {
+    const g3_rows_job *j = ctx;
+    const gemma3 *x = j->m->ext;
+    const rw_model_hparams *hp = &j->m->hp;
+    const rw_models__scratch *sc = &j->m->sc;
+    const int hd = hp->head_dim_k;
+    const int64_t dq = (int64_t)hp->n_head * hd, dk = (int64_t)hp->n_head_kv * hd;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *c = j->cs + t * hp->n_rot;
+        float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
+        rw_rmsnorm_groups(qt, j->L->q_norm, 0, hp->n_head, hd, hp->rms_eps, qt);
+        rw_rmsnorm_groups(kt, j->L->k_norm, 0, hp->n_head_kv, hd, hp->rms_eps, kt);
+        for (int h = 0; h < hp->n_head; h++) {
+            float *q = qt + (int64_t)h * hd;
+            rw_rope(q, hp->n_rot, true, c);
+            for (int i = 0; i < hd; i++) q[i] *= x->q_scale; /* ggml_scale(q) before the attention */
+        }
+        for (int h = 0; h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * hd, hp->n_rot, true, c);
+    }
+}
+
+/* GELU(gate) * up, token by token (the activation is per value) */
+static void g3_geglu_rows(void *ctx, int64_t t0, int64_t t1) {
+    const g3_rows_job *j = ctx;
+    const int64_t f = j->m->hp.n_ff;
+    rw_geglu(j->m->sc.gate + t0 * f, j->m->sc.up + t0 * f, (t1 - t0) * f);
+}
+
+/* m->sc.tmp = rmsnorm(m->sc.tmp) * w, in place */
+static void g3_post_norm_rows(void *ctx, int64_t t0, int64_t t1) {
+    const g3_rows_job *j = ctx;
+    const int e = j->m->hp.n_embd;
+    float *r = j->m->sc.tmp + t0 * e;
+    rw_rmsnorm_groups(r, j->w, 0, (int)(t1 - t0), e, j->m->hp.rms_eps, r);
+}
+
 /* The attention sublayer: m->sc.xn -> m->sc.tmp (before the post norm). */
 static rw_status g3_attention(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
-    const gemma3 *x = m->ext;
     const rw_model_hparams *hp = &m->hp;
     const rw_models__dense_layer *L = &m->layers[il];
     rw_models__scratch *sc = &m->sc;
@@ -147,18 +191,8 @@ static rw_status g3_attention(rw_model *m, int il, const rw_models__batch *b, rw
                               t + (b->seg[i].row0 + r) * hp->n_rot);
         cs = t;
     }
-    for (int64_t t = 0; t < n; t++) {
-        const float *c = cs + t * hp->n_rot;
-        float *qt = sc->q + t * dq, *kt = sc->k + t * dk;
-        rw_rmsnorm_groups(qt, L->q_norm, 0, hp->n_head, hd, hp->rms_eps, qt);
-        rw_rmsnorm_groups(kt, L->k_norm, 0, hp->n_head_kv, hd, hp->rms_eps, kt);
-        for (int h = 0; h < hp->n_head; h++) {
-            float *q = qt + (int64_t)h * hd;
-            rw_rope(q, hp->n_rot, true, c);
-            for (int i = 0; i < hd; i++) q[i] *= x->q_scale; /* ggml_scale(q) before the attention */
-        }
-        for (int h = 0; h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * hd, hp->n_rot, true, c);
-    }
+    g3_rows_job j = {m, L, cs, NULL};
+    rw_threadpool_rows(b->pool, n, 8, g3_qk_rows, &j);
     if ((st = rw_models__attend(m, il, b, sc->q, dq, sc->k, dk, sc->v, dv, 1.0f, sc->att, err))) return st;
     return rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
 }
@@ -171,14 +205,15 @@ static rw_status g3_ffn(rw_model *m, const rw_models__dense_layer *L, const rw_m
     const int64_t yst[2] = {L->ffn_gate.n_out, L->ffn_up.n_out};
     rw_status st = rw_matmul_multi(ws, ys, yst, 2, sc->xn, L->ffn_gate.n_in, b->n, b->pool, err);
     if (st) return st;
-    rw_geglu(sc->gate, sc->up, b->n * m->hp.n_ff);
+    g3_rows_job j = {m, L, NULL, NULL};
+    rw_threadpool_rows(b->pool, b->n, 4, g3_geglu_rows, &j);
     return rw_models__matmul(&L->ffn_down, sc->gate, b->n, sc->tmp, b->pool, err);
 }
 
-/* m->sc.tmp = rmsnorm(m->sc.tmp) * w over n rows, in place. */
-static void post_norm(rw_model *m, const float *w, int64_t n) {
-    const int e = m->hp.n_embd;
-    rw_rmsnorm_groups(m->sc.tmp, w, 0, (int)n, e, m->hp.rms_eps, m->sc.tmp);
+/* m->sc.tmp = rmsnorm(m->sc.tmp) * w over the batch's rows, in place. */
+static void post_norm(rw_model *m, const float *w, const rw_models__batch *b) {
+    g3_rows_job j = {m, NULL, NULL, w};
+    rw_threadpool_rows(b->pool, b->n, 16, g3_post_norm_rows, &j);
 }
 
 static rw_status g3_layer(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
@@ -187,11 +222,11 @@ static rw_status g3_layer(rw_model *m, int il, const rw_models__batch *b, rw_err
     rw_models__norm_rows(m, L->attn_norm, b);
     rw_status st = g3_attention(m, il, b, err);
     if (st) return st;
-    post_norm(m, x->post_attn_norm[il], b->n);
+    post_norm(m, x->post_attn_norm[il], b);
     rw_models__add_residual(m, b);
     rw_models__norm_rows(m, L->ffn_norm, b);
     if ((st = g3_ffn(m, L, b, err))) return st;
-    post_norm(m, x->post_ffw_norm[il], b->n);
+    post_norm(m, x->post_ffw_norm[il], b);
     rw_models__add_residual(m, b);
     return RW_OK;
 }

@@ -359,31 +359,85 @@ static rw_status project(rw_model *m, const q35_rec *R, int64_t n, rw_threadpool
     return rw_matmul(&R->alpha, m->sc.xn, R->alpha.n_in, n, a, LOG, pool, err);
 }
 
+/* The per-token steps of the mixers, spread over the pool by tokens
+ * (rw_threadpool_rows): each token's values are its own. */
+typedef struct {
+    rw_model *m;
+    const q35_rec *R;
+    const rw_models__dense_layer *L;
+} q35_rows_job;
+
+/* In place in the recurrence inputs (one row per token, as the state logs
+ * them): g = ssm_a * softplus(alpha + dt_bias), the log-decay; beta = sigmoid(b) */
+static void gates_rows(void *ctx, int64_t t0, int64_t t1) {
+    const q35_rows_job *j = ctx;
+    const q35 *x = j->m->ext;
+    const int nv = x->nv;
+    const int64_t LOG = x->CD + 2 * (int64_t)nv;
+    for (int64_t t = t0; t < t1; t++) {
+        float *a = x->in + t * LOG + x->CD, *b = a + nv;
+        for (int h = 0; h < nv; h++) a[h] = rw_softplus1(a[h] + j->R->dt_bias[h]) * j->R->a[h];
+        rw_sigmoid(b, b, nv);
+    }
+}
+
+/* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
+static void out_norm_rows(void *ctx, int64_t t0, int64_t t1) {
+    const q35_rows_job *j = ctx;
+    const q35 *x = j->m->ext;
+    for (int64_t t = t0; t < t1; t++)
+        rw_rmsnorm_gated(x->o + t * x->VD, j->R->norm, x->z + t * x->VD, x->nv, x->dv, j->m->hp.rms_eps,
+                         x->o + t * x->VD);
+}
+
 static rw_status deltanet(rw_model *m, int il, const rw_models__batch *bt, rw_error *err) {
     q35 *x = m->ext;
     const q35_rec *R = &x->rec[il];
-    const int64_t n = bt->n, CD = x->CD, VD = x->VD, LOG = CD + 2 * (int64_t)x->nv;
-    const int nv = x->nv, dv = x->dv;
-    const float eps = m->hp.rms_eps;
+    const int64_t n = bt->n, VD = x->VD, LOG = x->CD + 2 * (int64_t)x->nv;
     rw_status st;
     if ((st = project(m, R, n, bt->pool, err))) return st;
-    /* In place in the recurrence inputs (one row per token, as the state
-     * logs them): g = ssm_a * softplus(alpha + dt_bias), the log-decay;
-     * beta = sigmoid(b) */
-    for (int64_t t = 0; t < n; t++) {
-        float *a = x->in + t * LOG + CD, *b = a + nv;
-        for (int h = 0; h < nv; h++) a[h] = rw_softplus1(a[h] + R->dt_bias[h]) * R->a[h];
-        rw_sigmoid(b, b, nv);
-    }
+    q35_rows_job j = {m, R, NULL};
+    rw_threadpool_rows(bt->pool, n, 16, gates_rows, &j);
     /* conv, l2norm and the delta rule run in each sequence's state
      * (cache/deltanet_state.c), token by token */
     if ((st = rw_models__rec_append(bt, il, x->in, LOG, x->o, VD, err))) return st;
-    /* o_h <- rmsnorm(o_h) * ssm_norm * silu(z_h) */
-    for (int64_t t = 0; t < n; t++) rw_rmsnorm_gated(x->o + t * VD, R->norm, x->z + t * VD, nv, dv, eps, x->o + t * VD);
+    rw_threadpool_rows(bt->pool, n, 8, out_norm_rows, &j);
     return rw_models__matmul(&R->out, x->o, n, m->sc.tmp, bt->pool, err);
 }
 
 /* ---- the gated attention mixer ---- */
+
+/* Per token: q out of [q | gate], q and k normed and rotated. */
+static void qk_rows(void *ctx, int64_t t0, int64_t t1) {
+    const q35_rows_job *j = ctx;
+    const q35 *x = j->m->ext;
+    const rw_model_hparams *hp = &j->m->hp;
+    const rw_models__scratch *sc = &j->m->sc;
+    const int64_t H = hp->n_head, D = hp->head_dim_k, dk = hp->n_head_kv * D;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *cs = sc->rope_cs + t * hp->n_rot;
+        float *qt = sc->q + t * H * D, *kt = sc->k + t * dk;
+        for (int64_t h = 0; h < H; h++) /* per head [q | gate]: q to sc->q */
+            memcpy(qt + h * D, x->qg + (t * H + h) * 2 * D, (size_t)D * sizeof *qt);
+        rw_rmsnorm_groups(qt, j->L->q_norm, 0, (int)H, (int)D, hp->rms_eps, qt);
+        rw_rmsnorm_groups(kt, j->L->k_norm, 0, hp->n_head_kv, (int)D, hp->rms_eps, kt);
+        for (int64_t h = 0; h < H; h++) rw_rope(qt + h * D, hp->n_rot, true, cs);
+        for (int h = 0; h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * D, hp->n_rot, true, cs);
+    }
+}
+
+/* Per token: o *= sigmoid(gate), the sigmoid rounded first as ggml. */
+static void out_gate_rows(void *ctx, int64_t t0, int64_t t1) {
+    const q35_rows_job *j = ctx;
+    const q35 *x = j->m->ext;
+    const int64_t H = j->m->hp.n_head, D = j->m->hp.head_dim_k, Dv = j->m->hp.head_dim_v;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < H; h++) {
+            float *gate = x->qg + (t * H + h) * 2 * D + D, *o = j->m->sc.att + (t * H + h) * Dv;
+            rw_sigmoid(gate, gate, Dv);
+            for (int64_t c = 0; c < Dv; c++) o[c] *= gate[c];
+        }
+}
 
 static rw_status gated_attention(rw_model *m, int il, const rw_models__batch *b, rw_error *err) {
     q35 *x = m->ext;
@@ -397,24 +451,11 @@ static rw_status gated_attention(rw_model *m, int il, const rw_models__batch *b,
         (st = rw_models__matmul(&L->wk, sc->xn, n, sc->k, b->pool, err)) ||
         (st = rw_models__matmul(&L->wv, sc->xn, n, sc->v, b->pool, err)))
         return st;
-    for (int64_t t = 0; t < n; t++) {
-        const float *cs = sc->rope_cs + t * hp->n_rot;
-        float *qt = sc->q + t * H * D, *kt = sc->k + t * dk;
-        for (int64_t h = 0; h < H; h++) /* per head [q | gate]: q to sc->q */
-            memcpy(qt + h * D, x->qg + (t * H + h) * 2 * D, (size_t)D * sizeof *qt);
-        rw_rmsnorm_groups(qt, L->q_norm, 0, (int)H, (int)D, hp->rms_eps, qt);
-        rw_rmsnorm_groups(kt, L->k_norm, 0, hp->n_head_kv, (int)D, hp->rms_eps, kt);
-        for (int64_t h = 0; h < H; h++) rw_rope(qt + h * D, hp->n_rot, true, cs);
-        for (int h = 0; h < hp->n_head_kv; h++) rw_rope(kt + (int64_t)h * D, hp->n_rot, true, cs);
-    }
+    q35_rows_job j = {m, NULL, L};
+    rw_threadpool_rows(b->pool, n, 8, qk_rows, &j);
     if ((st = rw_models__attend(m, il, b, sc->q, H * D, sc->k, dk, sc->v, dv, 1.0f / sqrtf((float)D), sc->att, err)))
         return st;
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < H; h++) { /* o *= sigmoid(gate), the sigmoid rounded first as ggml */
-            float *gate = x->qg + (t * H + h) * 2 * D + D, *o = sc->att + (t * H + h) * Dv;
-            rw_sigmoid(gate, gate, Dv);
-            for (int64_t j = 0; j < Dv; j++) o[j] *= gate[j];
-        }
+    rw_threadpool_rows(b->pool, n, 8, out_gate_rows, &j);
     return rw_models__matmul(&L->wo, sc->att, n, sc->tmp, b->pool, err);
 }
 
