@@ -23,7 +23,8 @@ static void dn_run(const rw_rec_params *p, float *conv, float *mat, int64_t n, c
                    float *out, int64_t out_stride, float *scratch, rw_threadpool *pool) {
     const int64_t C = p->conv_channels, KD = (int64_t)p->nk * p->dk;
     float *y = scratch, *g = y + n * C, *beta = g + n * p->nv, *dscr = beta + n * p->nv;
-    rw_conv1d_causal(in, in_stride, n, (int)C, p->conv_kernel, p->conv_w, p->conv_b, conv, true, y, C);
+    rw_conv1d_causal_pool(in, in_stride, n, (int)C, p->conv_kernel, p->conv_w, p->conv_b, conv, true, false, y, C,
+                          pool);
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * C;
         /* the q heads then the k heads: 2 nk rows of dk, one after the other */

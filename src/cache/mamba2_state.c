@@ -19,7 +19,7 @@ static void mb_run(const rw_rec_params *p, float *conv, float *mat, int64_t n, c
                    float *out, int64_t out_stride, float *scratch, rw_threadpool *pool) {
     const int64_t C = p->conv_channels, DI = (int64_t)p->heads * p->head_dim, GS = (int64_t)p->groups * p->d_state;
     float *y = scratch;
-    rw_conv1d_causal_fused(in, in_stride, n, (int)C, p->conv_kernel, p->conv_w, p->conv_b, conv, true, y, C);
+    rw_conv1d_causal_pool(in, in_stride, n, (int)C, p->conv_kernel, p->conv_w, p->conv_b, conv, true, true, y, C, pool);
     rw_ssm_scan(mat, p->heads, p->groups, p->head_dim, p->d_state, n, y, C, in + C, in_stride, p->dt_bias, p->a,
                 y + DI, y + DI + GS, C, p->d, out, out_stride, pool);
 }

@@ -194,6 +194,13 @@ void rw_conv1d_causal(const float *x, int64_t x_stride, int64_t n_t, int C, int 
  * DeltaNet conv (qwen35, qwen3next goldens) is the unfused one. */
 void rw_conv1d_causal_fused(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w,
                             const float *bias, float *state, bool silu, float *y, int64_t y_stride);
+/* Either of the two (fused or not) with the channels spread over pool in
+ * runs of whole 16-channel units, the last run holding the row's tail, so
+ * that each channel's taps and the SiLU's vector and tail parts are those of
+ * one call: the same bits. */
+void rw_conv1d_causal_pool(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w,
+                           const float *bias, float *state, bool silu, bool fused, float *y, int64_t y_stride,
+                           rw_threadpool *pool);
 
 /* ==== Gated delta rule (DeltaNet) ======================================= */
 

@@ -79,3 +79,27 @@ void rw_conv1d_causal_fused(const float *x, int64_t x_stride, int64_t n_t, int C
                             const float *bias, float *state, bool silu, float *y, int64_t y_stride) {
     conv(x, x_stride, n_t, C, K, w, bias, true, state, silu, y, y_stride);
 }
+
+typedef struct {
+    const float *x, *w, *bias;
+    int64_t x_stride, n_t, y_stride;
+    int C, K;
+    float *state, *y;
+    bool silu, fused;
+} conv_job;
+
+static void conv_units(void *ctx, int64_t u0, int64_t u1) {
+    const conv_job *j = ctx;
+    const int c0 = (int)u0 * 16, c1 = u1 * 16 < j->C ? (int)u1 * 16 : j->C;
+    conv(j->x + c0, j->x_stride, j->n_t, c1 - c0, j->K, j->w + (int64_t)c0 * j->K, j->bias ? j->bias + c0 : NULL,
+         j->fused, j->state + (int64_t)c0 * (j->K - 1), j->silu, j->y + c0, j->y_stride);
+}
+
+void rw_conv1d_causal_pool(const float *x, int64_t x_stride, int64_t n_t, int C, int K, const float *w,
+                           const float *bias, float *state, bool silu, bool fused, float *y, int64_t y_stride,
+                           rw_threadpool *pool) {
+    const conv_job j = {x, w, bias, x_stride, n_t, y_stride, C, K, state, y, silu, fused};
+    /* from 64 tokens (a prefill); fewer stay on the calling thread */
+    const int64_t min_units = n_t >= 64 ? 2 : INT32_MAX;
+    rw_threadpool_rows(pool, (C + 15) / 16, min_units, conv_units, (void *)&j);
+}

@@ -381,6 +381,33 @@ static void check_f16_rows(void) {
     CHECK_MSG(bad == 0, "f16->f32 %s: %d bad", tier_name, bad);
 }
 
+/* rw_conv1d_causal_pool over 2 threads against one call of the serial
+ * forms: the same outputs and states, bit for bit (100 channels: six runs of
+ * 16 and a tail of 4; 80 tokens, which spread the runs over the threads). */
+static void check_conv_pool(void) {
+    const int C = 100, T = 80;
+    rw_threadpool *pool = NULL;
+    rw_error err;
+    CHECK(rw_threadpool_new(2, &pool, &err) == RW_OK);
+    for (int K = 3; K <= 4; K++)
+        for (int opt = 0; opt < 8; opt++) {
+            const bool with_bias = opt & 1, silu = opt & 2, fused = opt & 4;
+            float *x = malloc((size_t)(T * C) * 4), *w = malloc((size_t)(C * K) * 4), *b = malloc((size_t)C * 4);
+            float *y1 = calloc((size_t)(T * C), 4), *y2 = calloc((size_t)(T * C), 4);
+            float *s1 = calloc((size_t)(C * K), 4), *s2 = calloc((size_t)(C * K), 4);
+            for (int64_t i = 0; i < T * C; i++) x[i] = frand();
+            for (int i = 0; i < C * K; i++) w[i] = frand(), s1[i] = s2[i] = frand();
+            for (int i = 0; i < C; i++) b[i] = frand();
+            (fused ? rw_conv1d_causal_fused : rw_conv1d_causal)(x, C, T, C, K, w, with_bias ? b : NULL, s1, silu, y1,
+                                                                C);
+            rw_conv1d_causal_pool(x, C, T, C, K, w, with_bias ? b : NULL, s2, silu, fused, y2, C, pool);
+            CHECK_MSG(!memcmp(y1, y2, (size_t)(T * C) * 4) && !memcmp(s1, s2, (size_t)(C * (K - 1)) * 4),
+                      "conv K %d opt %d: the pooled form differs from one call", K, opt);
+            free(x), free(w), free(b), free(y1), free(y2), free(s1), free(s2);
+        }
+    rw_threadpool_free(pool);
+}
+
 /* conv1d, plain and fused (rw_conv1d_causal_fused), against the
  * whole-sequence convolution in double (zero history), and bitwise against
  * the reference tier (the AVX-512 kernel-4 path does 16 channels at a time:
@@ -389,7 +416,7 @@ static void check_conv(void) {
     const int Cs[] = {1, 5, 33, 48}, Ks[] = {1, 2, 3, 4}; /* 3: lfm2's short conv */
     const rw_kernel_tier tier = rw_kernel_tier_current();
     const int T = 23;
-    for (size_t ci = 0; ci < 4; ci++)
+    for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
             for (int opt = 0; opt < 8; opt++) {
                 const int C = Cs[ci], K = Ks[ki];
@@ -456,6 +483,7 @@ int main(void) {
         check_moe();
         check_f16_rows();
         check_conv();
+        check_conv_pool();
     }
     return rw_test_done();
 }
