@@ -19,19 +19,36 @@ static int64_t dn_scratch(const rw_rec_params *p, int64_t n, int n_threads) {
     return n * p->conv_channels + 2 * n * p->nv + (int64_t)n_threads * p->dv;
 }
 
+/* Tokens [t0, t1) of the recurrence inputs: q and k l2-normed in place in
+ * the conv output, g and beta gathered from the logged rows. */
+typedef struct {
+    const rw_rec_params *p;
+    float *y, *g, *beta;
+    const float *in;
+    int64_t in_stride;
+} dn_inputs_job;
+
+static void dn_inputs_rows(void *ctx, int64_t t0, int64_t t1) {
+    const dn_inputs_job *j = ctx;
+    const rw_rec_params *p = j->p;
+    const int64_t C = p->conv_channels;
+    for (int64_t t = t0; t < t1; t++) {
+        float *yt = j->y + t * C;
+        /* the q heads then the k heads: 2 nk rows of dk, one after the other */
+        rw_l2norm_rows(yt, p->dk, 2 * p->nk, p->dk, p->eps, yt);
+        memcpy(j->g + t * p->nv, j->in + t * j->in_stride + C, (size_t)p->nv * sizeof(float));
+        memcpy(j->beta + t * p->nv, j->in + t * j->in_stride + C + p->nv, (size_t)p->nv * sizeof(float));
+    }
+}
+
 static void dn_run(const rw_rec_params *p, float *conv, float *mat, int64_t n, const float *in, int64_t in_stride,
                    float *out, int64_t out_stride, float *scratch, rw_threadpool *pool) {
     const int64_t C = p->conv_channels, KD = (int64_t)p->nk * p->dk;
     float *y = scratch, *g = y + n * C, *beta = g + n * p->nv, *dscr = beta + n * p->nv;
     rw_conv1d_causal_pool(in, in_stride, n, (int)C, p->conv_kernel, p->conv_w, p->conv_b, conv, true, false, y, C,
                           pool);
-    for (int64_t t = 0; t < n; t++) {
-        float *yt = y + t * C;
-        /* the q heads then the k heads: 2 nk rows of dk, one after the other */
-        rw_l2norm_rows(yt, p->dk, 2 * p->nk, p->dk, p->eps, yt);
-        memcpy(g + t * p->nv, in + t * in_stride + C, (size_t)p->nv * sizeof(float));
-        memcpy(beta + t * p->nv, in + t * in_stride + C + p->nv, (size_t)p->nv * sizeof(float));
-    }
+    dn_inputs_job ij = {p, y, g, beta, in, in_stride};
+    rw_threadpool_rows(pool, n, 16, dn_inputs_rows, &ij);
     rw_delta_rule(mat, p->nv, p->nk, p->tiled, p->dk, p->dv, n, y, y + KD, C, y + 2 * KD, C, g, beta,
                   1.0f / sqrtf((float)p->dv), out, out_stride, dscr, pool);
 }
