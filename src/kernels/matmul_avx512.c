@@ -138,7 +138,8 @@ enum { F32M_K = 1024, F32M_NW = 16, F32M_NX = 32 };
 static void tile_many_f32(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs, int nx,
                           float *out) {
     const int qw = nw / 4 * 4, px = nx / 2 * 2;
-    __m512 acc[F32M_NW / 4][F32M_NX / 2][2][4][2]; /* 64 KiB: the tiles' a0, a1 between pieces */
+    /* 64 KiB, the tiles' a0, a1 between pieces: per thread, not on a caller's possibly small stack */
+    static _Thread_local __m512 acc[F32M_NW / 4][F32M_NX / 2][2][4][2];
     for (int64_t k0 = 0; k0 < n; k0 += F32M_K) {
         const int64_t k1 = k0 + F32M_K < n ? k0 + F32M_K : n;
         for (int iq = 0; iq < qw; iq += 4)
