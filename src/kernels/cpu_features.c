@@ -130,17 +130,21 @@ static bool amx_probe(void) {
     return syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << XFEATURE_XTILEDATA));
 }
 
+static _Atomic int amx_known = -1; /* -1 until asked; then 0 or 1 */
+
 bool rw_cpu_has_amx(void) {
-    static _Atomic int known = -1; /* -1 until asked; then 0 or 1 */
-    int v = atomic_load(&known);
+    int v = atomic_load(&amx_known);
     if (v < 0) {
         v = amx_probe();
-        atomic_store(&known, v);
+        atomic_store(&amx_known, v);
     }
     return v;
 }
+
+void rw_cpu__assume_amx(void) { atomic_store(&amx_known, 1); }
 #else
 bool rw_cpu_has_amx(void) { return false; }
+void rw_cpu__assume_amx(void) {}
 #endif
 #else
 bool rw_cpu_has_avx2(void) { return false; }
@@ -149,6 +153,7 @@ bool rw_cpu_has_avx_vnni(void) { return false; }
 bool rw_cpu_is_amd(void) { return false; }
 bool rw_cpu_is_amd_family19h(void) { return false; }
 bool rw_cpu_has_amx(void) { return false; }
+void rw_cpu__assume_amx(void) {}
 #endif
 
 #if defined(__aarch64__) && defined(__linux__)

@@ -143,6 +143,9 @@ bool rw_cpu_has_avx_vnni(void);     /* AVX2 and the 256-bit VEX VNNI (vpdpbusd o
 bool rw_cpu_is_amd(void);           /* cpuid's vendor is AMD: a kernel variant's choice, never its bits */
 bool rw_cpu_is_amd_family19h(void); /* AMD family 19h (Zen 3, Zen 4): a prefetch choice, never a bit */
 bool rw_cpu_has_amx(void);          /* AMX tile + int8, and the kernel let this process use the tile data */
+/* Tests only: from now on rw_cpu_has_amx says yes without asking the CPU, for
+ * a test that emulates the tile instructions (tests/kernels/amx_emu.h). */
+void rw_cpu__assume_amx(void);
 bool rw_cpu_has_neon_dot(void);     /* AArch64 with the dot-product instructions (SDOT/UDOT) */
 bool rw_cpu_has_neon_i8mm(void);    /* AArch64 with the 8-bit matrix multiply (SMMLA) */
 

@@ -15,6 +15,10 @@
  *      grouped with another matrix (MoE) or not, with 1, 2 or 3 threads;
  *   4. argument errors.
  * Weights are random bytes with sane scales, so every quant pattern occurs.
+ *
+ * With RW_AMX_EMULATE=1 on a CPU without AMX (but with AVX-512 VBMI), only
+ * 2 and 3 run, for the AMX tier's own types, on emulated tiles
+ * (amx_emu.h): tests/kernels/test_matmul_amx_emu.sh.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +26,7 @@
 #include <string.h>
 
 #include "base/threadpool.h"
+#include "amx_emu.h"
 #include "harness.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -627,7 +632,20 @@ int main(void) {
     rw_error err;
     for (int i = 0; i < 3; i++) CHECK(rw_threadpool_new(i + 1, &pools[i], &err) == RW_OK);
 
-    check_errors();
+    /* the AMX tier on emulated tiles (the head), after best is known */
+    const bool emulate = getenv("RW_AMX_EMULATE") && !strcmp(getenv("RW_AMX_EMULATE"), "1");
+    if (emulate) {
+        if (rw_kernel_tier_available(RW_TIER_AMX)) {
+            printf("skipped: this CPU has AMX (test_matmul runs the tier on the tiles themselves)\n");
+            return 77;
+        }
+        if (!amx_emu_install()) {
+            printf("skipped: no AVX-512 VBMI (or not x86-64 Linux): the AMX tier cannot be emulated here\n");
+            return 77;
+        }
+        printf("test_matmul: the amx tier on emulated tiles (amx_emu.h)\n");
+    }
+    if (!emulate) check_errors();
     for (int tier = RW_TIER_AVX2; tier < RW_TIER_COUNT; tier++) /* tiers this CPU lacks are skipped: say so */
         if (!rw_kernel_tier_available((rw_kernel_tier)tier))
             printf("test_matmul: no %s tier on this CPU (or OS): skipped\n", rw_kernel_tier_name((rw_kernel_tier)tier));
@@ -643,10 +661,10 @@ int main(void) {
         for (int ti = 0; ti < n_types; ti++) {
             rw_dtype t = types[ti];
             CHECK(rw_matmul_supports(t));
-            check_reference(t, small);
-            check_multi(t, pools[1]);
+            if (!emulate) check_reference(t, small);
+            if (!emulate) check_multi(t, pools[1]);
             for (int tier = RW_TIER_REF; tier < RW_TIER_COUNT; tier++) {
-                if (!rw_kernel_tier_available((rw_kernel_tier)tier)) continue;
+                if (!rw_kernel_tier_available((rw_kernel_tier)tier) || (emulate && tier != RW_TIER_AMX)) continue;
                 const bool own = rw_kernel_tier_for((rw_kernel_tier)tier, t) == (rw_kernel_tier)tier;
                 /* the AVX2 tier with AVX-VNNI (where the CPU has it) and without */
                 for (int vnni = 1; vnni >= (tier == RW_TIER_AVX2 ? 0 : 1); vnni--) {
@@ -672,6 +690,12 @@ int main(void) {
     }
     rw_numerics_set(RW_NUMERICS_AUTO);
     rw_kernel_tier_set(best);
+    if (emulate) {
+        printf("test_matmul: %ld tile instructions emulated\n", (long)amx_emu_executed);
+        CHECK(amx_emu_executed > 0);
+        for (int i = 0; i < 3; i++) rw_threadpool_free(pools[i]);
+        return rw_test_done();
+    }
     check_panels_other_mode(pools[1]);
     check_auto_is_fast(pools[1]);
     check_extremes(pools[1]);
