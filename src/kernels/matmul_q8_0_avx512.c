@@ -594,7 +594,7 @@ typedef struct {
     float dx[2][16];
 } xq_q8_oct;
 
-enum { Q8Q_ROWS = 4, Q8Q_MAX_NQ = 4, Q8Q_PIECE = 32 /* blocks: 1,024 elements */ };
+enum { Q8Q_ROWS = 4, Q8Q_MAX_NQ = 4 };
 
 static size_t q_bytes_q8(int64_t n) { return (size_t)((n / 32 + 7) / 8) * sizeof(xq_q8_oct); }
 
@@ -692,15 +692,20 @@ static void q8_0_quad_out(const __m512 *acc, int NQ, int nx, float *out, int64_t
 }
 
 /* The weight rows one after another against all quads, over pieces of
- * Q8Q_PIECE blocks: each piece's converted rows (1,280 bytes a quad and
- * 8 blocks) stay in L1 across the weight rows, where a long row's whole
- * activations would not (16 rows of 4,096 elements: 80 KiB; 12-16 rows
- * then cost 5-7x one row instead of about 3x). The sums of each weight row
- * carry over from piece to piece in order: the same operations. */
+ * 32 blocks (3-4 quads) or 64 (2 quads): each piece's converted rows (1,280
+ * bytes a quad and 8 blocks: 10-20 KiB a piece) stay in L1 across the
+ * weight rows, where a long row's whole activations would not (16 rows of
+ * 4,096 elements: 80 KiB; 12-16 rows then cost 7-10x one row instead of
+ * 3-4x; 8 rows of 8,192 about 4-5x instead of 2.5x). The sums of each
+ * weight row carry over from piece to piece in order: the same operations.
+ * Shorter rows go whole (a piece's start costs a little, and splits each
+ * weight row's stream). */
 INLINE void q8_0_quad_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xqs, int nx,
                            float *out, int64_t os, const int NQ, const int T) {
-    const int64_t nb = n / 32;
-    if (NQ <= 2 || nb <= 2 * Q8Q_PIECE) { /* the whole row at once */
+    /* one quad's rows are read whole (its pieces measured slower: each
+     * splits the weight rows' streams), two quads' longer than 4,096 elements */
+    const int64_t nb = n / 32, piece = NQ >= 3 ? 32 : 64;
+    if (NQ == 1 || nb <= (NQ == 2 ? 128 : 64)) { /* the whole row at once */
         for (int i = 0; i < nw; i++) {
             __m512 a[Q8Q_MAX_NQ];
             for (int qd = 0; qd < NQ; qd++) a[qd] = _mm512_setzero_ps();
@@ -714,10 +719,10 @@ INLINE void q8_0_quad_rows(int64_t n, const uint8_t *w, size_t ws, int nw, const
         const int m = nw - i0 < Q8G_NW ? nw - i0 : Q8G_NW;
         for (int i = 0; i < m; i++)
             for (int qd = 0; qd < NQ; qd++) acc[i][qd] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b += Q8Q_PIECE)
+        for (int64_t b = 0; b < nb; b += piece)
             for (int i = 0; i < m; i++)
-                q8_0_quad_part(n, w + (size_t)(i0 + i) * ws, b, b + Q8Q_PIECE < nb ? b + Q8Q_PIECE : nb, xq, xqs,
-                               acc[i], NQ, T);
+                q8_0_quad_part(n, w + (size_t)(i0 + i) * ws, b, b + piece < nb ? b + piece : nb, xq, xqs, acc[i], NQ,
+                               T);
         for (int i = 0; i < m; i++) q8_0_quad_out(acc[i], NQ, nx, out + i0 + i, os);
     }
 }

@@ -178,10 +178,10 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
                        : bl == 1 ? (small ? 113 : 313)
                                  : (small ? 256 : 768),
                        /* the float types: rows longer than two of the many-row F32 tile's pieces (1024), with a
-                        * partial step at the end; the 32-blocks: rows the quad form takes in pieces of 32 blocks
-                        * (83 blocks: two whole pieces, a partial one ending in a partial octet) */
+                        * partial step at the end; the 32-blocks: rows the quad form takes in pieces of 32 or 64
+                        * blocks (147 blocks: whole pieces, then a partial one ending in a partial octet) */
                        bl == 1    ? 2500
-                       : bl == 32 ? 2656
+                       : bl == 32 ? 4704
                                   : 0};
     double worst = 0;
     for (int li = 0; li < 3 && lens[li]; li++) {
