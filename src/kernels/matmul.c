@@ -394,7 +394,8 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
     const mm_form group = {RW_MM_GROUP, k->max_ng, k->g_max_nw ? k->g_max_nw : k->max_nw, k->convert_g, k->tile_g},
                   quad = {RW_MM_QUAD, k->max_nq, k->max_nw, k->convert_q, k->tile_q},
                   panel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_p},
-                  spanel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_s};
+                  spanel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_s},
+                  tpanel = {1, k->max_np, k->p_rows, k->convert_p, k->tile_t};
     const size_t group_slot = k->g_bytes ? (size_t)round_up((int64_t)k->g_bytes(n_in), 64) : 0;
     const size_t quad_slot = k->q_bytes ? (size_t)round_up((int64_t)k->q_bytes(n_in), 64) : 0;
     const size_t panel_slot = k->p_bytes ? (size_t)round_up((int64_t)k->p_bytes(n_in), 64) : 0;
@@ -434,7 +435,11 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
             stored && k->tile_s && k->expand_s && n >= (k->expand_min_rows ? k->expand_min_rows(n_in) : fly_min);
         const bool fly =
             fly_stored || (!stored && sp->can_fly && k->p_bytes && k->pack_p && n >= panel_min && n >= fly_min);
+        /* few rows without stored panels: the rows put into their layout
+         * per call (k->tile_t) */
+        const bool trans = !stored && !fly && sp->can_fly && k->tile_t && n >= k->t_min_rows && n <= k->t_max_rows;
         const mm_form *form = stored && k->tile_s && !fly_stored                                        ? &spanel
+                              : trans                                                                   ? &tpanel
                               : stored || fly                                                           ? &panel
                               : n >= 2 && n <= (k->q_max_rows ? k->q_max_rows : QUAD_MAX) && k->q_bytes ? &quad
                               : k->g_bytes && n >= (k->g_min_rows ? k->g_min_rows : PACK_MIN)           ? &group
@@ -444,10 +449,10 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
                         .slot0 = slot0,
                         .off0 = off,
                         .task0 = task0,
-                        .slot_bytes = form == &panel || form == &spanel ? panel_slot
-                                      : form == &quad                   ? quad_slot
-                                      : form                            ? group_slot
-                                                                        : row_slot};
+                        .slot_bytes = form == &panel || form == &spanel || form == &tpanel ? panel_slot
+                                      : form == &quad                                      ? quad_slot
+                                      : form                                               ? group_slot
+                                                                                           : row_slot};
         if (stored) {
             g->sp.w = sp->panels;
             g->sp.w_stride = k->tile_s ? sp->s_stride : sp->p_stride;
@@ -461,11 +466,12 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
             /* a quad-form task takes all rows, a panel-form one up to
              * PANEL_ROWS (their converted rows stay in the core's cache): the
              * weights are read once, or once per PANEL_ROWS rows */
-            g->bx = form == &quad                       ? round_up(n, unit)
-                    : form == &panel || form == &spanel ? (n < PANEL_ROWS ? round_up(n, unit) : PANEL_ROWS)
-                    : form                              ? unit
-                    : n < 64                            ? round_up(n, unit)
-                                                        : 64;
+            g->bx = form == &quad ? round_up(n, unit)
+                    : form == &panel || form == &spanel || form == &tpanel
+                        ? (n < PANEL_ROWS ? round_up(n, unit) : PANEL_ROWS)
+                    : form   ? unit
+                    : n < 64 ? round_up(n, unit)
+                             : 64;
             g->n_xblocks = (n + g->bx - 1) / g->bx;
             /* Few rows (one block of them, weights not in panels): the work
              * streams the weights once, so each task takes one long run of
@@ -487,9 +493,9 @@ static rw_status run_specs(const rw_mm_kernel *k, int64_t n_in, const mm_spec *s
              * Otherwise blocks small enough for several tasks a thread. */
             const int64_t streams = STREAM_TASKS * (int64_t)n_threads;
             int64_t bw = sp->n_out * g->n_xblocks / (8 * (int64_t)n_threads);
-            const bool panels = form == &panel || form == &spanel;
+            const bool panels = form == &panel || form == &spanel || form == &tpanel;
             const int64_t bw_max = panels ? 256 : 64; /* panels: longer streams, fewer task starts */
-            if (g->n_xblocks == 1 && (!panels || live > 1 || form == &spanel))
+            if (g->n_xblocks == 1 && (!panels || live > 1 || form == &spanel || form == &tpanel))
                 bw = (sp->n_out * live + streams - 1) / streams;
             else if (bw > bw_max) bw = bw_max;
             g->bw = round_up(bw > 0 ? bw : 1, form ? form->nw : k->max_nw);

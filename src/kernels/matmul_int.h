@@ -107,6 +107,12 @@ typedef struct {
     /* fewest activation rows that expand stored panels of rows n_in long;
      * NULL: fly_min_rows */
     int (*expand_min_rows)(int64_t n_in);
+    /* few rows over the dense rows (optional): as tile_s, but w is the
+     * matrix's rows (w_stride apart), put into stored panels' layout per
+     * call; for t_min_rows .. t_max_rows activation rows when panels are on */
+    void (*tile_t)(int64_t n_in, const uint8_t *w, size_t w_stride, int nw, const uint8_t *xp, size_t xp_stride, int nx,
+                   float *out, int64_t out_stride);
+    int t_min_rows, t_max_rows;
 } rw_mm_kernel;
 
 /* Kernel of each tier for weight type t, or NULL if that tier has none

@@ -178,8 +178,9 @@ static const kgp_type kgp_q6_K = {2, kp_unpack_q6_K};
  * the rows' bytes as they lie in the file. */
 INLINE void kx_transpose_rows(const uint8_t *p, size_t ws, int nr, size_t off, __m512i t[16]) {
     __m512i r[16], u[16];
-    for (int i = 0; i < 16; i++) r[i] = i < nr ? _mm512_loadu_si512(p + (size_t)i * ws + off) : _mm512_setzero_si512();
-    for (int i = 0; i < 16; i += 4) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) r[i] =
+        i < nr ? _mm512_loadu_si512(p + (size_t)i * ws + off) : _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int i = 0; i < 16; i += 4) {
         const __m512i a = _mm512_unpacklo_epi32(r[i], r[i + 1]), b = _mm512_unpackhi_epi32(r[i], r[i + 1]);
         const __m512i c = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]), d = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
         u[i] = _mm512_unpacklo_epi64(a, c); /* 128-bit lane L: rows i..i+3 of dword 4L + 0 */
@@ -187,7 +188,7 @@ INLINE void kx_transpose_rows(const uint8_t *p, size_t ws, int nr, size_t off, _
         u[i + 2] = _mm512_unpacklo_epi64(b, d);
         u[i + 3] = _mm512_unpackhi_epi64(b, d);
     }
-    for (int j = 0; j < 4; j++) {
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
         const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
         const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
@@ -611,6 +612,37 @@ INLINE __m512i ks_quants(const int MODE, const uint8_t *B, const int j, const in
     return q;
 }
 
+/* One super-block of the nr <= 16 rows at p (row r at p + r * ws) in the
+ * stored panels' layout at B (T 4, 5, 6), rows past nr zero. */
+INLINE void ks_pack_sb(const int T, const uint8_t *p, size_t ws, int nr, uint8_t *B) {
+    __m512i t[16];
+    if (T == 6) {
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, ql) + 64 * (size_t)h, t);
+            _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + 64 * (16 * h + k), t[k]);
+        }
+        kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, qh), t);
+        _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + KS_QH_Q6 + 64 * k, t[k]);
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
+            _mm512_storeu_si512(B + KS_SC_Q6 + 64 * g, kr_load4(p + offsetof(rw_block_q6_K, scales), ws, 4 * g, nr));
+        rw_f16 d[KP_ROWS] = {0};
+        for (int r = 0; r < nr; r++) d[r] = ((const rw_block_q6_K *)(p + (size_t)r * ws))->d;
+        memcpy(B + KS_D_Q6, d, sizeof d);
+        return;
+    }
+    const size_t qs_off = T == 5 ? offsetof(rw_block_q5_K, qs) : offsetof(rw_block_q4_K, qs);
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        kx_transpose_rows(p, ws, nr, qs_off + 64 * (size_t)h, t);
+        _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + 64 * (16 * h + k), t[k]);
+    }
+    if (T == 5) { /* qh: dwords 0-7 */
+        kx_transpose_rows(p, ws, nr, offsetof(rw_block_q5_K, qh), t);
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) _mm512_storeu_si512(B + KS_QH_Q5 + 64 * k, t[k]);
+    }
+    _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) /* d, dmin and the scales: a block's first 16 bytes */
+        _mm512_storeu_si512(B + (T == 5 ? KS_HEAD_Q5 : KS_HEAD_Q4) + 64 * g, kr_load4(p, ws, 4 * g, nr));
+}
+
 /* Stored panels of the rows (T 4, 5, 6), a super-block of 16 rows at a
  * time, rows past n_out zero. */
 INLINE void ks_pack(const int T, const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {
@@ -621,37 +653,7 @@ INLINE void ks_pack(const int T, const uint8_t *w, size_t ws, int64_t n, int64_t
         uint8_t *panel = dst + (size_t)(p0 / KP_ROWS * nsb) * sbb;
         const int nr = n_out - p0 < KP_ROWS ? (int)(n_out - p0) : KP_ROWS;
         const uint8_t *rows = w + (size_t)p0 * ws;
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *B = panel + (size_t)sb * sbb;
-            const uint8_t *p = rows + (size_t)sb * blk;
-            __m512i t[16];
-            if (T == 6) {
-                for (int h = 0; h < 2; h++) {
-                    kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, ql) + 64 * (size_t)h, t);
-                    for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + 64 * (16 * h + k), t[k]);
-                }
-                kx_transpose_rows(p, ws, nr, offsetof(rw_block_q6_K, qh), t);
-                for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + KS_QH_Q6 + 64 * k, t[k]);
-                for (int g = 0; g < 4; g++)
-                    _mm512_storeu_si512(B + KS_SC_Q6 + 64 * g,
-                                        kr_load4(p + offsetof(rw_block_q6_K, scales), ws, 4 * g, nr));
-                rw_f16 d[KP_ROWS] = {0};
-                for (int r = 0; r < nr; r++) d[r] = ((const rw_block_q6_K *)(p + (size_t)r * ws))->d;
-                memcpy(B + KS_D_Q6, d, sizeof d);
-                continue;
-            }
-            const size_t qs_off = T == 5 ? offsetof(rw_block_q5_K, qs) : offsetof(rw_block_q4_K, qs);
-            for (int h = 0; h < 2; h++) {
-                kx_transpose_rows(p, ws, nr, qs_off + 64 * (size_t)h, t);
-                for (int k = 0; k < 16; k++) _mm512_storeu_si512(B + 64 * (16 * h + k), t[k]);
-            }
-            if (T == 5) { /* qh: dwords 0-7 */
-                kx_transpose_rows(p, ws, nr, offsetof(rw_block_q5_K, qh), t);
-                for (int k = 0; k < 8; k++) _mm512_storeu_si512(B + KS_QH_Q5 + 64 * k, t[k]);
-            }
-            for (int g = 0; g < 4; g++) /* d, dmin and the scales: a block's first 16 bytes */
-                _mm512_storeu_si512(B + (T == 5 ? KS_HEAD_Q5 : KS_HEAD_Q4) + 64 * g, kr_load4(p, ws, 4 * g, nr));
-        }
+        for (int64_t sb = 0; sb < nsb; sb++) ks_pack_sb(T, rows + (size_t)sb * blk, ws, nr, panel + (size_t)sb * sbb);
     }
 }
 
@@ -674,18 +676,24 @@ INLINE void ks_expand(const int MODE, const uint8_t *S, int n, uint8_t *D) {
 
 /* 16 outputs (nl kept) against R <= KX_PASS activation rows. Registers: R
  * float sums, R integer sums, 8 weight registers (a Q4_K sub-block, two Q6_K
- * groups) and their scales. */
+ * groups) and their scales. STORED: 0 expanded panels, 1 stored panels
+ * (prefetched ahead), 2 stored panels' layout packed per call into L1 (no
+ * prefetch). carry: the float sums start from out (a call's earlier
+ * super-blocks, stored there exactly), else from 0. */
 INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size_t xps, int nl, float *out, int64_t os,
-                          const int R, const int MODE, const int STORED, const bool l2) {
+                          const int R, const int MODE, const int STORED, const bool l2, const bool carry) {
     const int Q6 = MODE == 1, Q5 = MODE == 2;
     const size_t sbb = STORED ? ks_sb_bytes(MODE) : kx_sb_bytes(Q6), meta = 4096 + (size_t)(Q6 ? 16 : 8) * 64;
     __m512i M[25]; /* stored panels: a super-block's decoded scales (ks_meta) */
+    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
     __m512 acc[KS_PASS];
-    _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
+        carry ? _mm512_maskz_loadu_ps(keep, out + r * os) : _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *B = P + (size_t)sb * sbb;
-        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) /* the next super-block's first 512 quant bytes */
-            _mm_prefetch((const char *)B + sbb + 64 * c, _MM_HINT_T0);
+        if (STORED != 2)
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) /* the next super-block's first 512 quant bytes */
+                _mm_prefetch((const char *)B + sbb + 64 * c, _MM_HINT_T0);
         if (STORED) ks_meta(MODE, B, M);
         const __m512i *W = (const __m512i *)B, *S = STORED ? M : (const __m512i *)(B + 4096),
                       *PR = STORED ? M + (Q6 ? 16 : 8) : (const __m512i *)(B + meta);
@@ -696,7 +704,7 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) wv[g] =
                 STORED ? ks_quants(MODE, B, j, g) : _mm512_load_si512(W + 8 * j + g);
             if (!STORED) _mm_prefetch((const char *)(W + 8 * j) + sbb + 512, _MM_HINT_T0);
-            else /* the super-block KS_PF_SB ahead, a share each step (its lines, 8 steps) */
+            else if (STORED == 1) /* the super-block KS_PF_SB ahead, a share each step (its lines, 8 steps) */
                 _Pragma("GCC unroll 8") for (int c = 0; c < (int)(sbb / 64 + 7) / 8; c++)
                     pf_weights(B + KS_PF_SB * sbb + 64 * ((sbb / 64 + 7) / 8 * j + c), l2);
             const __m512i sa = _mm512_load_si512(S + (Q6 ? 2 * j : j)),
@@ -760,12 +768,13 @@ INLINE void kx_panel_pass(int64_t nsb, const uint8_t *P, const uint8_t *xp, size
             }
         }
     }
-    const __mmask16 keep = (__mmask16)((1u << nl) - 1);
     _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * os, keep, acc[r]);
 }
 
-#define KX_CASE(R) \
-    case R: kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, MODE, STORED, l2); break;
+#define KX_CASE(R)                                                                                                \
+    case R:                                                                                                       \
+        kx_panel_pass(nsb, P, xp + (size_t)r0 * xps, xps, nl, out + i + r0 * os, os, R, MODE, STORED, l2, false); \
+        break;
 INLINE void kx_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
                     int64_t os, const int MODE, const int STORED) {
     const int64_t nsb = n / 256;
@@ -797,6 +806,59 @@ static void tile_x_q6_K(int64_t n, const uint8_t *w, size_t ws, int nw, const ui
     kx_tile(n, w, ws, nw, xp, xps, nx, out, os, 1, 0);
 }
 
+/* Few activation rows (KT_MIN_ROWS to KT_MAX_ROWS) over the dense rows:
+ * each 16 rows' super-blocks are packed per call, KT_SB at a time, into the
+ * stored panels' layout in L1 (ks_pack_sb: a transposition, nothing
+ * unpacked) and the stored panels' pass runs over them, its float sums
+ * carried from one run of super-blocks to the next through out (stored and
+ * loaded: exact), so the outputs are the stored panels' bits, which are the
+ * one-row tile's and the reference's. The packing costs about a third of
+ * one row's time beyond the weights' reads; measured on Zen 5 (one thread,
+ * 2048 x 4096 from memory) it pays from 5 rows (Q4_K 6-8 rows 13-20% faster
+ * than the tile's two runs; Q5_K, Q6_K 20-30%) to 8; from 9 rows the
+ * group form is as fast or faster (Q5_K 12 rows: 0.71 against 0.73-0.84 ms).
+ * Each row's stream is prefetched KT_PF_DIST bytes ahead (16 rows read
+ * side by side are 16 streams, which the hardware's prefetchers do not
+ * follow; without it the packing waited on memory: 2 rows cost 4x one
+ * row), going on into the row 16 rows on: a tile call gets one panel of
+ * rows, and the next panel is most often the same task's (else the
+ * prefetch is wasted, not wrong). */
+enum { KT_MIN_ROWS = 5, KT_MAX_ROWS = KX_PASS, KT_SB = 4, KT_PF_DIST = 1024 };
+#define KT_CASE(R)                                                                                                     \
+    case R:                                                                                                            \
+        kx_panel_pass(c, buf, xp + (size_t)r0 * xps + (size_t)s0 * sizeof(x_super), xps, nl, out + i + r0 * os, os, R, \
+                      MODE, 2, false, s0 > 0);                                                                         \
+        break;
+INLINE void kt_tile(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, float *out,
+                    int64_t os, const int T) {
+    const int MODE = T == 6 ? 1 : T == 5 ? 2 : 0;
+    const int64_t nsb = n / 256;
+    const size_t sbb = ks_sb_bytes(MODE), blk = sbb / KP_ROWS, row_len = (size_t)nsb * blk;
+    const bool l2 = rw_matmul_prefetch_l2();
+    _Alignas(64) uint8_t buf[KT_SB * KP_ROWS * sizeof(rw_block_q6_K)]; /* KT_SB packed super-blocks */
+    for (int i = 0; i < nw; i += KP_ROWS) {
+        const uint8_t *rows = w + (size_t)i * ws;
+        const int nl = nw - i < KP_ROWS ? nw - i : KP_ROWS;
+        for (int64_t s0 = 0; s0 < nsb; s0 += KT_SB) {
+            const int c = nsb - s0 < KT_SB ? (int)(nsb - s0) : KT_SB;
+            for (int s = 0; s < c; s++) {
+                const uint8_t *p = rows + (size_t)(s0 + s) * blk;
+                const size_t pfo = (size_t)(s0 + s + 1) * blk + KT_PF_DIST;
+                const uint8_t *pf = pfo < row_len ? rows + pfo : rows + (size_t)KP_ROWS * ws + (pfo - row_len);
+                _Pragma("GCC unroll 16") for (int r = 0; r < KP_ROWS; r++)
+                    _Pragma("GCC unroll 4") for (size_t l = 0; l < blk; l += 64)
+                        pf_weights(pf + (size_t)r * ws + l, l2);
+                ks_pack_sb(T, p, ws, nl, buf + (size_t)s * sbb);
+            }
+            for (int r0 = 0; r0 < nx; r0 += KX_PASS) switch (nx - r0 < KX_PASS ? nx - r0 : KX_PASS) {
+                    KT_CASE(1)
+                    KT_CASE(2) KT_CASE(3) KT_CASE(4) KT_CASE(5) KT_CASE(6) KT_CASE(7) KT_CASE(8) default : break;
+                }
+        }
+    }
+}
+#undef KT_CASE
+
 /* n_out rows of stored panels (a panel 16 rows of ws bytes) expanded into
  * the panels kx_pack packs from the rows (the same values), for the passes
  * of many rows. */
@@ -811,6 +873,10 @@ INLINE void ks_expand_rows(const int MODE, const uint8_t *w, size_t ws, int64_t 
     static void tile_s_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, \
                               float *out, int64_t os) {                                                              \
         kx_tile(n, w, ws, nw, xp, xps, nx, out, os, MODE, 1);                                                        \
+    }                                                                                                                \
+    static void tile_t_##name(int64_t n, const uint8_t *w, size_t ws, int nw, const uint8_t *xp, size_t xps, int nx, \
+                              float *out, int64_t os) {                                                              \
+        kt_tile(n, w, ws, nw, xp, xps, nx, out, os, T);                                                              \
     }                                                                                                                \
     static void pack_s_##name(const uint8_t *w, size_t ws, int64_t n, int64_t n_out, uint8_t *dst) {                 \
         ks_pack(T, w, ws, n, n_out, dst);                                                                            \
@@ -928,6 +994,9 @@ void rw_avx512_convert_q8_K_sums(const float *const *rows, int n_rows, void *xp,
                                                   .tile_s = tile_s_##name,            \
                                                   .expand_s = expand_s_##name,        \
                                                   .expand_min_rows = ks_expand_min,   \
+                                                  .tile_t = tile_t_##name,            \
+                                                  .t_min_rows = KT_MIN_ROWS,          \
+                                                  .t_max_rows = KT_MAX_ROWS,          \
                                                   .max_nx_1x = KR_NX};
 KXK(q4_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q45, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)
 KXK(q5_K, convert_q8_K_perm, rw_avx512_convert_q8_K_sums, tile_x_q5_K, kx_wbytes_q45, KG_MIN_ROWS_Q45, KX_FLY_MIN)

@@ -179,10 +179,12 @@ static void check_fast_vs_ref(rw_kernel_tier tier, rw_dtype t, bool small, rw_th
                                  : (small ? 256 : 768),
                        /* the float types: rows longer than two of the many-row F32 tile's pieces (1024), with a
                         * partial step at the end; the 32-blocks: rows the quad form takes in pieces of 32 or 64
-                        * blocks (147 blocks: whole pieces, then a partial one ending in a partial octet) */
+                        * blocks (147 blocks: whole pieces, then a partial one ending in a partial octet); the
+                        * K-quants: rows whose few-row panels are packed per call in runs of 4 super-blocks, the
+                        * sums carried from run to run (9: two whole runs and a partial one; 5 when small) */
                        bl == 1    ? 2500
                        : bl == 32 ? 4704
-                                  : 0};
+                                  : (small ? 1280 : 2304)};
     double worst = 0;
     for (int li = 0; li < 3 && lens[li]; li++) {
         /* output counts that leave 1 and 3 rows past a multiple of 4 (the tiles' and group forms' widths) */
