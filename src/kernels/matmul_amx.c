@@ -632,6 +632,7 @@ static void amx_build(void) {
         if (i == AMX_Q4_K) { /* the group form straight from the rows, the panels from KA_PANEL_ROWS rows */
             k.g_bytes = g_bytes_ka, k.convert_g = convert_ka, k.tile_g = tile_g_q4_Ka;
             k.max_ng = KA_NG, k.g_min_rows = KA_MIN_ROWS, k.g_max_nw = KA_NW, k.p_min_rows = KA_PANEL_ROWS;
+            k.tile_t = NULL; /* the group form on the tiles takes 6 rows up, not the per-call panels */
         }
         /* the K-quants: their own panels over the panel form's Q8_K rows */
         k.tile_p = from[i].tile_p;
