@@ -58,6 +58,9 @@ static inline void fold(int step, const __m512 a[16], __m512 part[2][16], __m512
 
 static const int c_order[4] = {0, 2, 1, 3};
 
+/* keys ahead that the score loop prefetches (four keys a step) */
+enum { ATTN_PF_KEYS = 16 };
+
 /* s[4n + m] = rw_dot_ggml(key n, query m) * scale for four queries and four
  * keys (hd_k a multiple of 64). */
 static inline __attribute__((always_inline)) void scores4x4(const float *const q[4], const void *const k[4],
@@ -126,7 +129,7 @@ static inline __attribute__((always_inline)) void values_block(const void *const
 }
 
 /* out_m[i0 + n] for the four queries and value dims i0..i0+3. */
-static inline __attribute__((always_inline)) void values4x4(const rw_attn_pages *kv, const bool f16, int i0,
+static inline __attribute__((always_inline)) void values4x4(const rw_attn_pages *kv, const bool f16, int i0, int hd_v,
                                                             const blk_query *qb, float o[16]) {
     const size_t esz = f16 ? 2 : 4;
     const int64_t P = kv->page_len;
@@ -159,6 +162,17 @@ static inline __attribute__((always_inline)) void values4x4(const rw_attn_pages 
                     vrow[n] =
                         (const char *)kv->v_pages[pg] + (size_t)(kv->v_off + (int64_t)(i0 + n) * kv->v_stride) * esz;
             }
+            /* on the first pass, this block of the next four dimensions'
+             * rows, into L2 (the four passes over these rows come first):
+             * in a paged cache each page's piece of a row is a few lines
+             * of another allocation, which the hardware prefetchers do not
+             * follow (decode over 4096 f16 positions in pages of 64: the
+             * value pass waited on them) */
+            if (step == 0 && i0 + 4 < hd_v)
+#pragma GCC unroll 16
+                for (int n = 0; n < 4; n++)
+                    for (int64_t b = 0; b < 64 * (int64_t)esz; b += 64)
+                        _mm_prefetch((const char *)vrow[n] + (size_t)(4 * kv->v_stride + off) * esz + b, _MM_HINT_T1);
             values_block(vrow, f16, off, qb, k0, c, k0 >= jlo && k0 < jhi, a);
         }
         fold(step, a, part, t);
@@ -186,6 +200,15 @@ static void attn_block4(const rw_attn_pages *kv, const bool f16, blk_query *qb, 
             const int64_t j = j0 + n < hi ? j0 + n : hi - 1;
             k[n] = (const char *)kv->k_pages[pg] + (size_t)(kv->k_off + (off + (j - j0)) * hd_k) * esz;
         }
+        /* the four keys ATTN_PF_KEYS on (one page: a multiple of 4 from a
+         * multiple of 4), as the values above: the next page is another
+         * allocation. Rows past hi are in the page or past its end: a
+         * prefetch, never a load. */
+        const int64_t jp = j0 + ATTN_PF_KEYS;
+        if (jp < hi) {
+            const char *kp = (const char *)kv->k_pages[jp / P] + (size_t)(kv->k_off + (jp % P) * hd_k) * esz;
+            for (size_t b = 0; b < 4 * (size_t)hd_k * esz; b += 64) _mm_prefetch(kp + b, _MM_HINT_T0);
+        }
         float s[16];
         scores4x4(q, k, f16, hd_k, vscale, s);
         for (int n = 0; n < 4 && j0 + n < hi; n++)
@@ -200,7 +223,7 @@ static void attn_block4(const rw_attn_pages *kv, const bool f16, blk_query *qb, 
         if (!qb[m].out) qb[m].p = qb[m - 1].p;
     for (int i0 = 0; i0 < hd_v; i0 += 4) {
         float o[16];
-        values4x4(kv, f16, i0, qb, o);
+        values4x4(kv, f16, i0, hd_v, qb, o);
 #pragma GCC unroll 16
         for (int m = 0; m < 4; m++)
             if (qb[m].out)

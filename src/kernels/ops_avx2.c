@@ -538,10 +538,27 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
  * exactly 0): max, numerators per 16-lane block (zeros past n_pos and
  * before first) summed in float, the blocks in double, times 1/sum; a sink
  * adds its share to the denominator. rw_attn_head_paged_ref's operations. */
+/* The largest of s[j..n) (-inf for none), 8 at a time: as max_from in
+ * ops_avx512.c (NaNs skipped as the scalar scan skips them; only a zero
+ * maximum's sign may differ, which no later step sees). */
+static float max_from(const float *s, int64_t j, int64_t n) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    for (; j + 16 <= n; j += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(s + j), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(s + j + 8), m1);
+    }
+    m0 = _mm256_max_ps(m0, m1);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float mx = _mm_cvtss_f32(h);
+    for (; j < n; j++)
+        if (s[j] > mx) mx = s[j];
+    return mx;
+}
+
 static void softmax_window(float *scores, int64_t b0, int64_t first, int64_t n_pos, const float *sink) {
-    float mx = -INFINITY;
-    for (int64_t j = first; j < n_pos; j++)
-        if (scores[j] > mx) mx = scores[j];
+    float mx = max_from(scores, first, n_pos);
     if (sink && sink[0] > mx) mx = sink[0];
     const __m256 vmx = _mm256_set1_ps(mx);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -572,7 +589,10 @@ static void softmax_window(float *scores, int64_t b0, int64_t first, int64_t n_p
     }
     if (sink) sum += (double)expf(sink[0] - mx);
     const float inv = (float)(1.0 / sum);
-    for (int64_t j = b0; j < n_pos; j++) scores[j] *= inv;
+    int64_t j = b0;
+    for (; j + 8 <= n_pos; j += 8)
+        _mm256_storeu_ps(scores + j, _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv)));
+    for (; j < n_pos; j++) scores[j] *= inv;
 }
 
 static inline __attribute__((always_inline)) void attn_head(const float *q, const rw_attn_pages *kv, const bool f16,

@@ -558,10 +558,28 @@ static inline __attribute__((always_inline)) void group_values(const rw_attn_pag
  * exp per (masked) 16-lane block, block sums added in double, times 1/sum.
  * A sliding window: s[b0..first) become 0 (b0 = first's 64-block), s before
  * b0 is not touched. */
+/* The largest of s[j..n) (-inf for none), 16 at a time: the value the
+ * reference's scalar scan (`if (s[j] > mx) mx = s[j]`) finds, NaNs skipped
+ * as there (max_ps returns its second operand, the running maximum, when
+ * either is a NaN). Only the sign of a zero maximum may differ, which no
+ * later step sees: s - mx differs then only for s = +-0, and exp(+0) and
+ * exp(-0) are both 1. (The scalar scan, a chain of dependent compares, was
+ * 40% of prefill's softmax.) */
+static inline float max_from(const float *s, int64_t j, int64_t n) {
+    __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
+    for (; j + 32 <= n; j += 32) {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(s + j), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(s + j + 16), m1);
+    }
+    for (; j < n; j += 16) {
+        const __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        m0 = _mm512_mask_max_ps(m0, k, _mm512_maskz_loadu_ps(k, s + j), m0);
+    }
+    return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+}
+
 void rw_attn_softmax_avx512(float *s, int64_t first, int64_t b0, int64_t n, const float *sink) {
-    float mx = -INFINITY;
-    for (int64_t j = first; j < n; j++)
-        if (s[j] > mx) mx = s[j];
+    float mx = max_from(s, first, n);
     if (sink && *sink > mx) mx = *sink;
     const __m512 vmx = _mm512_set1_ps(mx);
     double sum = 0.0;
@@ -573,8 +591,11 @@ void rw_attn_softmax_avx512(float *s, int64_t first, int64_t b0, int64_t n, cons
         sum += (double)_mm512_reduce_add_ps(e);
     }
     if (sink) sum += (double)expf(*sink - mx);
-    const float inv = (float)(1.0 / sum);
-    for (int64_t j = b0; j < n; j++) s[j] *= inv;
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+    for (int64_t j = b0; j < n; j += 16) {
+        const __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(s + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), inv));
+    }
 }
 
 static inline __attribute__((always_inline)) void attn_group(const float *q, int r, const rw_attn_pages *kv,
