@@ -533,11 +533,6 @@ static float dot_padded(const rw_attn_pages *kv, int i, bool f16, const float *y
     return f16 ? dot_padded_t(kv, i, true, y, b0, n) : dot_padded_t(kv, i, false, y, b0, n);
 }
 
-/* Softmax of one head's scores in place over positions b0..n_pos (b0 a
- * multiple of 64; those before `first`, a sliding window's start, weigh
- * exactly 0): max, numerators per 16-lane block (zeros past n_pos and
- * before first) summed in float, the blocks in double, times 1/sum; a sink
- * adds its share to the denominator. rw_attn_head_paged_ref's operations. */
 /* The largest of s[j..n) (-inf for none), 8 at a time: as max_from in
  * ops_avx512.c (NaNs skipped as the scalar scan skips them; only a zero
  * maximum's sign may differ, which no later step sees). */
@@ -557,6 +552,11 @@ static float max_from(const float *s, int64_t j, int64_t n) {
     return mx;
 }
 
+/* Softmax of one head's scores in place over positions b0..n_pos (b0 a
+ * multiple of 64; those before `first`, a sliding window's start, weigh
+ * exactly 0): max, numerators per 16-lane block (zeros past n_pos and
+ * before first) summed in float, the blocks in double, times 1/sum; a sink
+ * adds its share to the denominator. rw_attn_head_paged_ref's operations. */
 static void softmax_window(float *scores, int64_t b0, int64_t first, int64_t n_pos, const float *sink) {
     float mx = max_from(scores, first, n_pos);
     if (sink && sink[0] > mx) mx = sink[0];

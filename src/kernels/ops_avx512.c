@@ -554,10 +554,6 @@ static inline __attribute__((always_inline)) void group_values(const rw_attn_pag
         if (h < hb) out[h * out_stride] = rw_reduce4(a[h][0], a[h][1], a[h][2], a[h][3]);
 }
 
-/* Softmax of one head's scores in place, as rw_attn_head: max, ggml's vector
- * exp per (masked) 16-lane block, block sums added in double, times 1/sum.
- * A sliding window: s[b0..first) become 0 (b0 = first's 64-block), s before
- * b0 is not touched. */
 /* The largest of s[j..n) (-inf for none), 16 at a time: the value the
  * reference's scalar scan (`if (s[j] > mx) mx = s[j]`) finds, NaNs skipped
  * as there (max_ps returns its second operand, the running maximum, when
@@ -578,6 +574,10 @@ static inline float max_from(const float *s, int64_t j, int64_t n) {
     return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
+/* Softmax of one head's scores in place, as rw_attn_head: max, ggml's vector
+ * exp per (masked) 16-lane block, block sums added in double, times 1/sum.
+ * A sliding window: s[b0..first) become 0 (b0 = first's 64-block), s before
+ * b0 is not touched. */
 void rw_attn_softmax_avx512(float *s, int64_t first, int64_t b0, int64_t n, const float *sink) {
     float mx = max_from(s, first, n);
     if (sink && *sink > mx) mx = *sink;
